@@ -1,0 +1,36 @@
+//! `smemsync fmt FILE`: parse, verify, and print the canonical form.
+
+use super::{EXIT_OK, EXIT_USER, load, read_input};
+
+#[derive(clap::Args, Debug)]
+pub struct FmtArgs {
+    /// Kernel file (`-` for standard input).
+    pub file: String,
+    /// Write the canonical form back to the file instead of standard output.
+    #[arg(long, short = 'i')]
+    pub in_place: bool,
+}
+
+pub fn run(args: &FmtArgs) -> i32 {
+    let input = match read_input(&args.file) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USER;
+        }
+    };
+    let kernels = match load(&input) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
+    let text = smemsync::emit::text::print_kernels(&kernels);
+    if args.in_place && args.file != "-" {
+        if let Err(e) = std::fs::write(&args.file, text) {
+            eprintln!("error: cannot write `{}`: {e}", args.file);
+            return EXIT_USER;
+        }
+    } else {
+        print!("{text}");
+    }
+    EXIT_OK
+}

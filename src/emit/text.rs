@@ -1,0 +1,366 @@
+//! The printer: writes a kernel in the canonical text form (`docs/ir.md`).
+//!
+//! Canonical form: two-space indentation, one op per line, declarations (groups, shared
+//! buffers) first in the kernel body, immediates typed by context (`1.0` for f32), no
+//! comments. `parse(print(k))` yields a kernel structurally equal to `k`, and printing is a
+//! fixed point: `print(parse(print(k))) == print(k)`. Values keep their source names; values a
+//! pass created get fresh `%vN` names that collide with no source name.
+//! Complexity: O(ops + operands).
+
+use std::collections::HashSet;
+use std::fmt::Write;
+
+use crate::ir::*;
+
+/// Prints one kernel.
+pub fn print_kernel(k: &Kernel) -> String {
+    let mut p = Printer::new(k);
+    p.kernel();
+    p.out
+}
+
+/// Prints several kernels separated by a blank line.
+pub fn print_kernels(ks: &[Kernel]) -> String {
+    ks.iter().map(print_kernel).collect::<Vec<_>>().join("\n")
+}
+
+struct Printer<'a> {
+    k: &'a Kernel,
+    out: String,
+    names: SecondaryMap<Value, String>,
+    view_names: SecondaryMap<View, String>,
+}
+
+impl<'a> Printer<'a> {
+    fn new(k: &'a Kernel) -> Self {
+        let mut used: HashSet<String> = HashSet::new();
+        for v in k.values.keys() {
+            let n = k.value_names.get(v);
+            if !n.is_empty() {
+                used.insert(n.clone());
+            }
+        }
+        for v in k.views.keys() {
+            let n = k.view_names.get(v);
+            if !n.is_empty() {
+                used.insert(n.clone());
+            }
+        }
+        for g in k.globals.values() {
+            used.insert(g.name.clone());
+        }
+        let mut fresh = 0usize;
+        let mut next = |used: &mut HashSet<String>, prefix: &str| loop {
+            let n = format!("{prefix}{fresh}");
+            fresh += 1;
+            if used.insert(n.clone()) {
+                return n;
+            }
+        };
+        let mut names = SecondaryMap::default();
+        for v in k.values.keys() {
+            let n = k.value_names.get(v);
+            names.set(v, if n.is_empty() { next(&mut used, "v") } else { n.clone() });
+        }
+        let mut view_names = SecondaryMap::default();
+        for v in k.views.keys() {
+            let n = k.view_names.get(v);
+            view_names.set(v, if n.is_empty() { next(&mut used, "view") } else { n.clone() });
+        }
+        Printer { k, out: String::new(), names, view_names }
+    }
+
+    fn v(&self, v: Value) -> String {
+        format!("%{}", self.names.get(v))
+    }
+
+    fn opnd(&self, o: &Operand) -> String {
+        match o {
+            Operand::Value(v) => self.v(*v),
+            Operand::Imm(s) => s.to_string(),
+        }
+    }
+
+    fn opnds(&self, os: &[Operand]) -> String {
+        os.iter().map(|o| self.opnd(o)).collect::<Vec<_>>().join(", ")
+    }
+
+    fn mem(&self, m: MemRef) -> String {
+        match m {
+            MemRef::Buffer(b) => format!("@{}", self.k.buffers[b].name),
+            MemRef::View(v) => format!("%{}", self.view_names.get(v)),
+        }
+    }
+
+    fn idx(&self, m: MemRef, index: &[Operand]) -> String {
+        format!("{}[{}]", self.mem(m), self.opnds(index))
+    }
+
+    fn gidx(&self, g: Global, index: &[Operand]) -> String {
+        format!("%{}[{}]", self.k.globals[g].name, self.opnds(index))
+    }
+
+    fn kernel(&mut self) {
+        let k = self.k;
+        let params: Vec<String> = k
+            .params
+            .iter()
+            .map(|p| match p {
+                Param::Global(g) => {
+                    let gd = &k.globals[*g];
+                    let dims: Vec<String> = gd
+                        .shape
+                        .iter()
+                        .map(|d| match d {
+                            Dim::Const(c) => c.to_string(),
+                            Dim::Param(v) => self.v(*v),
+                        })
+                        .collect();
+                    format!("%{}: global {}[{}]", gd.name, gd.elem, dims.join(", "))
+                }
+                Param::Scalar(v) => format!("{}: {}", self.v(*v), k.values[*v].ty),
+            })
+            .collect();
+        let _ = write!(self.out, "kernel @{}({})", k.name, params.join(", "));
+        let dims = |d: [u32; 3]| {
+            if d[2] != 1 {
+                format!("({}, {}, {})", d[0], d[1], d[2])
+            } else if d[1] != 1 {
+                format!("({}, {})", d[0], d[1])
+            } else {
+                format!("({})", d[0])
+            }
+        };
+        let _ = write!(self.out, " block{}", dims(k.block));
+        if k.grid != [1, 1, 1] {
+            let _ = write!(self.out, " grid{}", dims(k.grid));
+        }
+        self.out.push_str(" {\n");
+        for g in k.groups.values() {
+            let _ = writeln!(self.out, "  group @{} : threads [{}, {})", g.name, g.lo, g.hi);
+        }
+        for b in k.buffers.values() {
+            let dims: Vec<String> = b.shape.iter().map(|d| d.to_string()).collect();
+            let _ = write!(self.out, "  shared @{} : {}[{}]", b.name, b.elem, dims.join(", "));
+            if let Some(o) = b.offset {
+                let _ = write!(self.out, " at {o}");
+            }
+            self.out.push('\n');
+        }
+        self.region(k.body, 1);
+        self.out.push_str("}\n");
+    }
+
+    fn region(&mut self, r: Region, depth: usize) {
+        for &op in &self.k.regions[r].ops {
+            self.op(op, depth);
+        }
+    }
+
+    fn ind(&mut self, depth: usize) {
+        for _ in 0..depth {
+            self.out.push_str("  ");
+        }
+    }
+
+    fn results(&self, op: Op) -> String {
+        let rs = &self.k.ops[op].results;
+        if rs.is_empty() {
+            String::new()
+        } else {
+            format!("{} = ", rs.iter().map(|v| self.v(*v)).collect::<Vec<_>>().join(", "))
+        }
+    }
+
+    fn block(&mut self, r: Region, depth: usize) {
+        self.out.push_str("{\n");
+        self.region(r, depth + 1);
+        self.ind(depth);
+        self.out.push('}');
+    }
+
+    fn op(&mut self, op: Op, depth: usize) {
+        let k = self.k;
+        let od = &k.ops[op];
+        self.ind(depth);
+        let res = self.results(op);
+        let line = match &od.kind {
+            OpKind::Const(c) => {
+                let ty = c.ty();
+                let lit = c.to_string();
+                format!("{res}const {lit} : {ty}")
+            }
+            OpKind::Special(s) => format!("{res}{}", s.name()),
+            OpKind::Binary(b, x, y) => format!("{res}{} {}, {}", b.name(), self.opnd(x), self.opnd(y)),
+            OpKind::Unary(u, x) => format!("{res}{} {}", u.name(), self.opnd(x)),
+            OpKind::Cmp(p, x, y) => format!("{res}cmp {} {}, {}", p.name(), self.opnd(x), self.opnd(y)),
+            OpKind::Select(c, x, y) => {
+                format!("{res}select {}, {}, {}", self.opnd(c), self.opnd(x), self.opnd(y))
+            }
+            OpKind::Cast(c, x) => format!("{res}{} {}", c.name(), self.opnd(x)),
+            OpKind::InGroup(g) => format!("{res}in_group @{}", k.groups[*g].name),
+            OpKind::Compute { name, args } => {
+                let tys: Vec<&str> = od.results.iter().map(|v| k.values[*v].ty.name()).collect();
+                let ty = if tys.is_empty() { String::new() } else { format!(" : {}", tys.join(", ")) };
+                format!("{res}compute \"{name}\"({}){ty}", self.opnds(args))
+            }
+            OpKind::ViewDef(v) => {
+                let vd = &k.views[*v];
+                let ixs: Vec<String> = vd
+                    .indices
+                    .iter()
+                    .map(|i| match i {
+                        ViewIndex::At(o) => self.opnd(o),
+                        ViewIndex::Range(lo, hi) => format!("{lo}:{hi}"),
+                    })
+                    .collect();
+                format!("%{} = view {}[{}]", self.view_names.get(*v), self.mem(vd.base), ixs.join(", "))
+            }
+            OpKind::Load { mem, index } => format!("{res}load {}", self.idx(*mem, index)),
+            OpKind::Store { mem, index, value } => {
+                format!("store {}, {}", self.idx(*mem, index), self.opnd(value))
+            }
+            OpKind::Atomic { op: a, mem, index, value } => {
+                format!("{res}atomic {} {}, {}", a.name(), self.idx(*mem, index), self.opnd(value))
+            }
+            OpKind::LocalLoad { mem, layout } => {
+                format!("{res}local_load {}{}", self.mem(*mem), layout_s(layout))
+            }
+            OpKind::LocalStore { mem, value, layout } => {
+                format!("local_store {}, {}{}", self.mem(*mem), self.opnd(value), layout_s(layout))
+            }
+            OpKind::GLoad { global, index } => format!("{res}gload {}", self.gidx(*global, index)),
+            OpKind::GStore { global, index, value } => {
+                format!("gstore {}, {}", self.gidx(*global, index), self.opnd(value))
+            }
+            OpKind::GAtomic { op: a, global, index, value } => {
+                format!("{res}gatomic {} {}, {}", a.name(), self.gidx(*global, index), self.opnd(value))
+            }
+            OpKind::GatherToLds { dst, dst_index, src, src_index } => format!(
+                "{res}gather_to_lds {} <- {}",
+                self.idx(*dst, dst_index),
+                self.gidx(*src, src_index)
+            ),
+            OpKind::CpAsync { dst, dst_index, src, src_index } => format!(
+                "{res}cp_async {} <- {}",
+                self.idx(*dst, dst_index),
+                self.gidx(*src, src_index)
+            ),
+            OpKind::TdmLoad { dst, src, origin } => {
+                format!("{res}tdm_load {} <- {}", self.mem(*dst), self.gidx(*src, origin))
+            }
+            OpKind::TmaLoad { dst, src, origin, mbar, mbar_index } => format!(
+                "{res}tma_load {} <- {}, {}",
+                self.mem(*dst),
+                self.gidx(*src, origin),
+                self.idx(*mbar, mbar_index)
+            ),
+            OpKind::TmaStore { dst, origin, src } => {
+                format!("tma_store {} <- {}", self.gidx(*dst, origin), self.mem(*src))
+            }
+            OpKind::CpAsyncCommit => "cp_async_commit".into(),
+            OpKind::CpAsyncWait(n) => format!("cp_async_wait {n}"),
+            OpKind::BulkCommit => "bulk_commit".into(),
+            OpKind::BulkWait(n) => format!("bulk_wait {n}"),
+            OpKind::WgmmaCommit => "wgmma_commit".into(),
+            OpKind::WgmmaWait(n) => format!("wgmma_wait {n}"),
+            OpKind::WaitTokens(ts) => {
+                format!("wait_tokens {}", ts.iter().map(|t| self.v(*t)).collect::<Vec<_>>().join(", "))
+            }
+            OpKind::WaitCnt(cs) => format!(
+                "waitcnt {}",
+                cs.iter().map(|(c, n)| format!("{}({n})", c.name())).collect::<Vec<_>>().join(" ")
+            ),
+            OpKind::Barrier => "barrier".into(),
+            OpKind::WarpSync => "warp_sync".into(),
+            OpKind::SplitSignal(id) => format!("barrier_signal {id}"),
+            OpKind::SplitWait(id) => format!("barrier_wait {id}"),
+            OpKind::NamedArrive { id, count } => format!("named_arrive {id}, {count}"),
+            OpKind::NamedSync { id, count } => format!("named_sync {id}, {count}"),
+            OpKind::MbarInit { mbar, index, count } => {
+                format!("mbar_init {}, {count}", self.idx(*mbar, index))
+            }
+            OpKind::MbarArrive { mbar, index, tx } => match tx {
+                Some(t) => format!("mbar_arrive {} tx {t}", self.idx(*mbar, index)),
+                None => format!("mbar_arrive {}", self.idx(*mbar, index)),
+            },
+            OpKind::MbarExpectTx { mbar, index, bytes } => {
+                format!("mbar_expect_tx {}, {bytes}", self.idx(*mbar, index))
+            }
+            OpKind::MbarWait { mbar, index, parity } => {
+                format!("mbar_wait {}, {}", self.idx(*mbar, index), self.opnd(parity))
+            }
+            OpKind::MbarInval { mbar, index } => format!("mbar_inval {}", self.idx(*mbar, index)),
+            OpKind::Wgmma { a, b, acc } => {
+                format!("{res}wgmma {}, {}, {}", self.mem(*a), self.mem(*b), self.opnd(acc))
+            }
+            OpKind::Yield(vs) => {
+                if vs.is_empty() { "yield".into() } else { format!("yield {}", self.opnds(vs)) }
+            }
+            OpKind::Condition(c) => format!("condition {}", self.opnd(c)),
+            OpKind::For { lo, hi, step, init } => {
+                let body = od.regions[0];
+                let args = &k.regions[body].args;
+                let _ = write!(
+                    self.out,
+                    "{res}for {} = {} to {} step {}",
+                    self.v(args[0]),
+                    self.opnd(lo),
+                    self.opnd(hi),
+                    self.opnd(step)
+                );
+                self.iter_list(&args[1..], init);
+                self.out.push(' ');
+                self.block(body, depth);
+                self.out.push('\n');
+                return;
+            }
+            OpKind::If { cond } => {
+                let _ = write!(self.out, "{res}if {} ", self.opnd(cond));
+                self.block(od.regions[0], depth);
+                if !k.regions[od.regions[1]].ops.is_empty() {
+                    self.out.push_str(" else ");
+                    self.block(od.regions[1], depth);
+                }
+                self.out.push('\n');
+                return;
+            }
+            OpKind::While { init } => {
+                let (before, after) = (od.regions[0], od.regions[1]);
+                let _ = write!(self.out, "{res}while");
+                self.iter_list(&k.regions[before].args, init);
+                self.out.push(' ');
+                self.block(before, depth);
+                let names: Vec<String> = k.regions[after].args.iter().map(|a| self.v(*a)).collect();
+                let _ = write!(self.out, " do ({}) ", names.join(", "));
+                self.block(after, depth);
+                self.out.push('\n');
+                return;
+            }
+            OpKind::Stage { name } => {
+                let _ = write!(self.out, "stage \"{name}\" ");
+                self.block(od.regions[0], depth);
+                self.out.push('\n');
+                return;
+            }
+        };
+        self.out.push_str(&line);
+        self.out.push('\n');
+    }
+
+    fn iter_list(&mut self, args: &[Value], init: &[Operand]) {
+        if args.is_empty() {
+            return;
+        }
+        let items: Vec<String> =
+            args.iter().zip(init).map(|(a, i)| format!("{} = {}", self.v(*a), self.opnd(i))).collect();
+        let _ = write!(self.out, " iter({})", items.join(", "));
+    }
+}
+
+fn layout_s(l: &Option<String>) -> String {
+    match l {
+        Some(s) => format!(" layout \"{s}\""),
+        None => String::new(),
+    }
+}

@@ -1,0 +1,242 @@
+//! The memory-effects and sync-semantics table: the one place that says what each op kind
+//! reads, writes and orders.
+//!
+//! Analyses (hazards, placement), the race checker, the interpreter and the emitters ask
+//! [`effects`]; none of them matches opcodes to learn an op's memory behaviour. Both the placer
+//! and the independent checker share this table and the IR, and nothing else.
+//!
+//! An access is *per-thread* (each executing thread touches the element its index operands
+//! name) or *collective* (the executing threads together touch every element of the view, in a
+//! mapping named by an optional layout; two collective accesses with the same layout and shape
+//! map each element to the same thread). Async accesses are performed by a copy engine, not by
+//! a thread: an async write becomes visible only when a wait completes it (docs/ir.md, "Async
+//! copies"). Complexity: O(operands) per query.
+
+use super::entities::{Global, Value};
+use super::kernel::Kernel;
+use super::ops::*;
+
+/// The engine class of an async access; decides which wait completes it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AsyncClass {
+    /// AMD `global_load_lds` (gather-to-LDS).
+    GatherToLds,
+    /// AMD tensor data mover (`tensor_load_to_lds`).
+    Tdm,
+    /// NVIDIA `cp.async` (commit groups).
+    CpAsync,
+    /// NVIDIA TMA load completing on an mbarrier.
+    Tma,
+    /// NVIDIA TMA store (an async read of shared memory; bulk groups).
+    TmaStore,
+    /// NVIDIA wgmma reading its shared operands (wgmma groups).
+    Wgmma,
+}
+
+/// What an access does to the elements it touches.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum AccessKind {
+    Read,
+    Write,
+    /// Read-modify-write; atomics of the same op commute with each other.
+    Atomic(AtomicOp),
+    /// A write performed later by a copy engine.
+    AsyncWrite(AsyncClass),
+    /// A read performed later by a copy engine (TMA store, wgmma operands).
+    AsyncRead(AsyncClass),
+}
+
+impl AccessKind {
+    pub fn writes(self) -> bool {
+        matches!(self, AccessKind::Write | AccessKind::Atomic(_) | AccessKind::AsyncWrite(_))
+    }
+    pub fn reads(self) -> bool {
+        matches!(self, AccessKind::Read | AccessKind::Atomic(_) | AccessKind::AsyncRead(_))
+    }
+    pub fn is_async(self) -> bool {
+        matches!(self, AccessKind::AsyncWrite(_) | AccessKind::AsyncRead(_))
+    }
+}
+
+/// Which elements an access touches.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Footprint {
+    /// Each executing thread touches the element at these indices of the memref.
+    PerThread(Vec<Operand>),
+    /// The executing threads together touch every element of the memref.
+    Collective { layout: Option<String> },
+}
+
+/// One shared-memory access of an op.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SharedAccess {
+    pub mem: MemRef,
+    pub kind: AccessKind,
+    pub footprint: Footprint,
+}
+
+/// One global-memory access of an op.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GlobalAccess {
+    pub global: Global,
+    pub write: bool,
+    /// Per-thread element index, or a tile origin for collective copies.
+    pub index: Vec<Operand>,
+    pub collective: bool,
+}
+
+/// What a wait op completes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WaitKind {
+    /// All but the newest N cp.async groups of the waiting thread.
+    CpAsyncGroups(u32),
+    /// All but the newest N bulk (TMA store) groups of the waiting thread.
+    BulkGroups(u32),
+    /// All but the newest N wgmma groups of the waiting thread.
+    WgmmaGroups(u32),
+    /// AMD counters: for each, all but the newest N operations the counter tracks.
+    Counters(Vec<(Counter, u32)>),
+    /// Exactly the copies that produced these tokens.
+    Tokens(Vec<Value>),
+}
+
+/// The ordering an op provides.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SyncEffect {
+    /// Block-wide barrier (all threads of the block must arrive); orders all thread accesses.
+    Barrier,
+    /// Orders the accesses of the threads of one warp/wavefront.
+    WarpSync,
+    SplitSignal(i32),
+    SplitWait(i32),
+    NamedArrive { id: u32, count: u32 },
+    NamedSync { id: u32, count: u32 },
+    Wait(WaitKind),
+    MbarInit,
+    MbarArrive,
+    MbarExpectTx,
+    MbarWait,
+    MbarInval,
+    /// Closes an async group (cp.async, bulk, wgmma) of the executing thread.
+    Commit(AsyncClass),
+}
+
+impl SyncEffect {
+    /// Whether every thread of the block must execute the op together.
+    pub fn needs_whole_block(&self) -> bool {
+        matches!(self, SyncEffect::Barrier | SyncEffect::SplitSignal(_) | SyncEffect::SplitWait(_))
+    }
+}
+
+/// The effects of one op.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Effects {
+    pub shared: Vec<SharedAccess>,
+    pub global: Vec<GlobalAccess>,
+    pub sync: Option<SyncEffect>,
+}
+
+/// The effects of an op's own execution (not of the ops in its regions).
+pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
+    let mut e = Effects::default();
+    let per = |mem: MemRef, kind, index: &Vec<Operand>| SharedAccess {
+        mem,
+        kind,
+        footprint: Footprint::PerThread(index.clone()),
+    };
+    let coll = |mem: MemRef, kind, layout: Option<String>| SharedAccess {
+        mem,
+        kind,
+        footprint: Footprint::Collective { layout },
+    };
+    let gl = |global, write, index: &Vec<Operand>, collective| GlobalAccess {
+        global,
+        write,
+        index: index.clone(),
+        collective,
+    };
+    match &k.ops[op].kind {
+        OpKind::Load { mem, index } => e.shared.push(per(*mem, AccessKind::Read, index)),
+        OpKind::Store { mem, index, .. } => e.shared.push(per(*mem, AccessKind::Write, index)),
+        OpKind::Atomic { op, mem, index, .. } => {
+            e.shared.push(per(*mem, AccessKind::Atomic(*op), index))
+        }
+        OpKind::LocalLoad { mem, layout } => e.shared.push(coll(*mem, AccessKind::Read, layout.clone())),
+        OpKind::LocalStore { mem, layout, .. } => {
+            e.shared.push(coll(*mem, AccessKind::Write, layout.clone()))
+        }
+        OpKind::GLoad { global, index } => e.global.push(gl(*global, false, index, false)),
+        OpKind::GStore { global, index, .. } | OpKind::GAtomic { global, index, .. } => {
+            e.global.push(gl(*global, true, index, false))
+        }
+        OpKind::GatherToLds { dst, dst_index, src, src_index } => {
+            e.shared.push(per(*dst, AccessKind::AsyncWrite(AsyncClass::GatherToLds), dst_index));
+            e.global.push(gl(*src, false, src_index, false));
+        }
+        OpKind::CpAsync { dst, dst_index, src, src_index } => {
+            e.shared.push(per(*dst, AccessKind::AsyncWrite(AsyncClass::CpAsync), dst_index));
+            e.global.push(gl(*src, false, src_index, false));
+        }
+        OpKind::TdmLoad { dst, src, origin } => {
+            e.shared.push(coll(*dst, AccessKind::AsyncWrite(AsyncClass::Tdm), None));
+            e.global.push(gl(*src, false, origin, true));
+        }
+        OpKind::TmaLoad { dst, src, origin, .. } => {
+            e.shared.push(coll(*dst, AccessKind::AsyncWrite(AsyncClass::Tma), None));
+            e.global.push(gl(*src, false, origin, true));
+        }
+        OpKind::TmaStore { dst, origin, src } => {
+            e.shared.push(coll(*src, AccessKind::AsyncRead(AsyncClass::TmaStore), None));
+            e.global.push(gl(*dst, true, origin, true));
+        }
+        OpKind::Wgmma { a, b, .. } => {
+            e.shared.push(coll(*a, AccessKind::AsyncRead(AsyncClass::Wgmma), None));
+            e.shared.push(coll(*b, AccessKind::AsyncRead(AsyncClass::Wgmma), None));
+        }
+        OpKind::CpAsyncCommit => e.sync = Some(SyncEffect::Commit(AsyncClass::CpAsync)),
+        OpKind::BulkCommit => e.sync = Some(SyncEffect::Commit(AsyncClass::TmaStore)),
+        OpKind::WgmmaCommit => e.sync = Some(SyncEffect::Commit(AsyncClass::Wgmma)),
+        OpKind::CpAsyncWait(n) => e.sync = Some(SyncEffect::Wait(WaitKind::CpAsyncGroups(*n))),
+        OpKind::BulkWait(n) => e.sync = Some(SyncEffect::Wait(WaitKind::BulkGroups(*n))),
+        OpKind::WgmmaWait(n) => e.sync = Some(SyncEffect::Wait(WaitKind::WgmmaGroups(*n))),
+        OpKind::WaitCnt(c) => e.sync = Some(SyncEffect::Wait(WaitKind::Counters(c.clone()))),
+        OpKind::WaitTokens(t) => e.sync = Some(SyncEffect::Wait(WaitKind::Tokens(t.clone()))),
+        OpKind::Barrier => e.sync = Some(SyncEffect::Barrier),
+        OpKind::WarpSync => e.sync = Some(SyncEffect::WarpSync),
+        OpKind::SplitSignal(id) => e.sync = Some(SyncEffect::SplitSignal(*id)),
+        OpKind::SplitWait(id) => e.sync = Some(SyncEffect::SplitWait(*id)),
+        OpKind::NamedArrive { id, count } => {
+            e.sync = Some(SyncEffect::NamedArrive { id: *id, count: *count })
+        }
+        OpKind::NamedSync { id, count } => {
+            e.sync = Some(SyncEffect::NamedSync { id: *id, count: *count })
+        }
+        OpKind::MbarInit { .. } => e.sync = Some(SyncEffect::MbarInit),
+        OpKind::MbarArrive { .. } => e.sync = Some(SyncEffect::MbarArrive),
+        OpKind::MbarExpectTx { .. } => e.sync = Some(SyncEffect::MbarExpectTx),
+        OpKind::MbarWait { .. } => e.sync = Some(SyncEffect::MbarWait),
+        OpKind::MbarInval { .. } => e.sync = Some(SyncEffect::MbarInval),
+        OpKind::Const(_)
+        | OpKind::Special(_)
+        | OpKind::Binary(..)
+        | OpKind::Unary(..)
+        | OpKind::Cmp(..)
+        | OpKind::Select(..)
+        | OpKind::Cast(..)
+        | OpKind::InGroup(_)
+        | OpKind::Compute { .. }
+        | OpKind::ViewDef(_)
+        | OpKind::For { .. }
+        | OpKind::If { .. }
+        | OpKind::While { .. }
+        | OpKind::Stage { .. }
+        | OpKind::Yield(_)
+        | OpKind::Condition(_) => {}
+    }
+    e
+}
+
+/// Whether the op is a sync op (barrier, wait, commit, mbarrier op).
+pub fn is_sync(k: &Kernel, op: super::entities::Op) -> bool {
+    effects(k, op).sync.is_some()
+}

@@ -1,0 +1,186 @@
+//! Typed entity ids and the arenas that own entity data.
+//!
+//! Every IR object (op, region, value, view, shared buffer, global buffer, thread group) is
+//! named by a `u32` newtype. Data lives in a [`PrimaryMap`] owned by the kernel; analyses keep
+//! side tables in a [`SecondaryMap`] keyed by the same id. Ids are dense and never reused, so a
+//! side table is a plain vector.
+//!
+//! Invariant: an id is only meaningful for the kernel that allocated it.
+//! Complexity: O(1) push, index and lookup.
+//! Model: Cranelift's `cranelift/entity` (PrimaryMap/SecondaryMap), written afresh.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+/// A dense index type usable as a key in [`PrimaryMap`] and [`SecondaryMap`].
+pub trait EntityRef: Copy + Eq + Ord + std::hash::Hash + fmt::Debug {
+    fn new(index: usize) -> Self;
+    fn index(self) -> usize;
+}
+
+macro_rules! entity {
+    ($(#[$m:meta])* $name:ident, $prefix:literal) => {
+        $(#[$m])*
+        #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(u32);
+        impl EntityRef for $name {
+            fn new(index: usize) -> Self {
+                $name(u32::try_from(index).expect("entity index overflow"))
+            }
+            fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($prefix, "{}"), self.0)
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($prefix, "{}"), self.0)
+            }
+        }
+    };
+}
+
+entity!(
+    /// An operation.
+    Op,
+    "op"
+);
+entity!(
+    /// An ordered list of ops (the body of a kernel, loop, branch or stage).
+    Region,
+    "region"
+);
+entity!(
+    /// A per-thread scalar value (SSA: defined once, by an op result, a region argument or a
+    /// scalar kernel parameter).
+    Value,
+    "v"
+);
+entity!(
+    /// A view into shared memory: a buffer indexed on leading dimensions and/or sliced.
+    View,
+    "view"
+);
+entity!(
+    /// A shared-memory buffer (or mbarrier array) declared by the kernel.
+    Buffer,
+    "buf"
+);
+entity!(
+    /// A global-memory buffer passed as a kernel parameter.
+    Global,
+    "global"
+);
+entity!(
+    /// A named group of threads (a contiguous range of linear thread ids).
+    Group,
+    "group"
+);
+
+/// An arena that owns the data of one entity kind and hands out its ids.
+#[derive(Clone, PartialEq)]
+pub struct PrimaryMap<K: EntityRef, V> {
+    items: Vec<V>,
+    _k: PhantomData<K>,
+}
+
+impl<K: EntityRef, V> Default for PrimaryMap<K, V> {
+    fn default() -> Self {
+        Self { items: Vec::new(), _k: PhantomData }
+    }
+}
+
+impl<K: EntityRef, V: fmt::Debug> fmt::Debug for PrimaryMap<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl<K: EntityRef, V> PrimaryMap<K, V> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn push(&mut self, v: V) -> K {
+        self.items.push(v);
+        K::new(self.items.len() - 1)
+    }
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+    pub fn get(&self, k: K) -> Option<&V> {
+        self.items.get(k.index())
+    }
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = K> + use<K, V> {
+        (0..self.items.len()).map(K::new)
+    }
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (K, &V)> {
+        self.items.iter().enumerate().map(|(i, v)| (K::new(i), v))
+    }
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> {
+        self.items.iter()
+    }
+}
+
+impl<K: EntityRef, V> std::ops::Index<K> for PrimaryMap<K, V> {
+    type Output = V;
+    fn index(&self, k: K) -> &V {
+        &self.items[k.index()]
+    }
+}
+
+impl<K: EntityRef, V> std::ops::IndexMut<K> for PrimaryMap<K, V> {
+    fn index_mut(&mut self, k: K) -> &mut V {
+        &mut self.items[k.index()]
+    }
+}
+
+/// A side table keyed by an entity id, with a default for keys never written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SecondaryMap<K: EntityRef, V: Clone> {
+    items: Vec<V>,
+    default: V,
+    _k: PhantomData<K>,
+}
+
+impl<K: EntityRef, V: Clone + Default> Default for SecondaryMap<K, V> {
+    fn default() -> Self {
+        Self::with_default(V::default())
+    }
+}
+
+impl<K: EntityRef, V: Clone> SecondaryMap<K, V> {
+    pub fn with_default(default: V) -> Self {
+        Self { items: Vec::new(), default, _k: PhantomData }
+    }
+    pub fn get(&self, k: K) -> &V {
+        self.items.get(k.index()).unwrap_or(&self.default)
+    }
+    pub fn set(&mut self, k: K, v: V) {
+        let i = k.index();
+        if i >= self.items.len() {
+            self.items.resize(i + 1, self.default.clone());
+        }
+        self.items[i] = v;
+    }
+    pub fn get_mut(&mut self, k: K) -> &mut V {
+        let i = k.index();
+        if i >= self.items.len() {
+            self.items.resize(i + 1, self.default.clone());
+        }
+        &mut self.items[i]
+    }
+}
+
+impl<K: EntityRef, V: Clone> std::ops::Index<K> for SecondaryMap<K, V> {
+    type Output = V;
+    fn index(&self, k: K) -> &V {
+        self.get(k)
+    }
+}

@@ -1,0 +1,218 @@
+//! The kernel: arenas of ops, regions, values, views and buffers, plus side tables for
+//! names and source spans.
+//!
+//! Invariants (checked by `verify`): every op sits in exactly one region; every region except
+//! the kernel body is owned by exactly one op; a value is defined once and used only where its
+//! definition dominates (earlier in the same region or an enclosing one).
+//! Complexity: construction is O(1) per entity; [`Kernel::parents`] and walks are O(ops).
+
+use super::entities::*;
+use super::ops::*;
+use super::types::*;
+use crate::diag::Span;
+
+/// A kernel: what smemsync reads, analyses, synchronizes and emits.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    pub name: String,
+    /// Threads per block (x, y, z).
+    pub block: [u32; 3],
+    /// Blocks per grid (x, y, z), used by the interpreter and the CUDA harness.
+    pub grid: [u32; 3],
+    pub params: Vec<Param>,
+    pub globals: PrimaryMap<Global, GlobalData>,
+    pub buffers: PrimaryMap<Buffer, BufferData>,
+    pub groups: PrimaryMap<Group, GroupData>,
+    pub values: PrimaryMap<Value, ValueData>,
+    pub views: PrimaryMap<View, ViewData>,
+    pub ops: PrimaryMap<Op, OpData>,
+    pub regions: PrimaryMap<Region, RegionData>,
+    pub body: Region,
+    /// Source names of values and views (printing uses them; passes may leave them empty).
+    pub value_names: SecondaryMap<Value, String>,
+    pub view_names: SecondaryMap<View, String>,
+    /// Source spans (undefined for IR built by passes).
+    pub op_spans: SecondaryMap<Op, Span>,
+    pub buffer_spans: SecondaryMap<Buffer, Span>,
+    pub global_spans: SecondaryMap<Global, Span>,
+    pub value_spans: SecondaryMap<Value, Span>,
+    pub kernel_span: Span,
+}
+
+impl Kernel {
+    pub fn new(name: impl Into<String>) -> Kernel {
+        let mut regions = PrimaryMap::new();
+        let body = regions.push(RegionData::default());
+        Kernel {
+            name: name.into(),
+            block: [1, 1, 1],
+            grid: [1, 1, 1],
+            params: Vec::new(),
+            globals: PrimaryMap::new(),
+            buffers: PrimaryMap::new(),
+            groups: PrimaryMap::new(),
+            values: PrimaryMap::new(),
+            views: PrimaryMap::new(),
+            ops: PrimaryMap::new(),
+            regions,
+            body,
+            value_names: SecondaryMap::default(),
+            view_names: SecondaryMap::default(),
+            op_spans: SecondaryMap::default(),
+            buffer_spans: SecondaryMap::default(),
+            global_spans: SecondaryMap::default(),
+            value_spans: SecondaryMap::default(),
+            kernel_span: Span::UNDEF,
+        }
+    }
+
+    /// Total threads in a block.
+    pub fn threads(&self) -> u32 {
+        self.block[0] * self.block[1] * self.block[2]
+    }
+
+    pub fn new_value(&mut self, ty: ScalarType, def: ValueDef) -> Value {
+        self.values.push(ValueData { ty, def })
+    }
+
+    pub fn new_region(&mut self) -> Region {
+        self.regions.push(RegionData::default())
+    }
+
+    /// Creates an op (not yet placed in a region) with fresh result values of the given types.
+    pub fn new_op(&mut self, kind: OpKind, result_tys: &[ScalarType], regions: Vec<Region>) -> Op {
+        let op = self.ops.push(OpData { kind, results: Vec::new(), regions });
+        let results = result_tys
+            .iter()
+            .enumerate()
+            .map(|(i, ty)| self.new_value(*ty, ValueDef::Result(op, i)))
+            .collect();
+        self.ops[op].results = results;
+        op
+    }
+
+    /// Appends an op to the end of a region.
+    pub fn append(&mut self, region: Region, op: Op) {
+        self.regions[region].ops.push(op);
+    }
+
+    /// Creates a view over `base` and the op defining it.
+    pub fn new_view(&mut self, base: MemRef, indices: Vec<ViewIndex>) -> (View, Op) {
+        let view = self.views.push(ViewData { base, indices });
+        let op = self.new_op(OpKind::ViewDef(view), &[], vec![]);
+        (view, op)
+    }
+
+    /// The shared buffer a memref ultimately refers to.
+    pub fn root_buffer(&self, m: MemRef) -> Buffer {
+        match m {
+            MemRef::Buffer(b) => b,
+            MemRef::View(v) => self.root_buffer(self.views[v].base),
+        }
+    }
+
+    /// The shape of a memref.
+    pub fn shape(&self, m: MemRef) -> Vec<u64> {
+        match m {
+            MemRef::Buffer(b) => self.buffers[b].shape.clone(),
+            MemRef::View(v) => {
+                let vd = &self.views[v];
+                let base = self.shape(vd.base);
+                let mut out = Vec::new();
+                for (i, ix) in vd.indices.iter().enumerate() {
+                    if let ViewIndex::Range(lo, hi) = ix {
+                        let _ = i;
+                        out.push(hi.saturating_sub(*lo));
+                    }
+                }
+                out.extend(base.iter().skip(vd.indices.len()));
+                out
+            }
+        }
+    }
+
+    pub fn elem(&self, m: MemRef) -> ElemType {
+        self.buffers[self.root_buffer(m)].elem
+    }
+
+    /// For each op and region, the op that owns it (None for the kernel body and for
+    /// top-level ops).
+    pub fn parents(&self) -> Parents {
+        let mut p = Parents {
+            op_region: SecondaryMap::with_default(None),
+            region_op: SecondaryMap::with_default(None),
+        };
+        for (r, rd) in self.regions.iter() {
+            for &op in &rd.ops {
+                p.op_region.set(op, Some(r));
+            }
+        }
+        for (op, od) in self.ops.iter() {
+            for &r in &od.regions {
+                p.region_op.set(r, Some(op));
+            }
+        }
+        p
+    }
+
+    /// Visits every placed op in program (pre-)order.
+    pub fn walk(&self, mut f: impl FnMut(Op)) {
+        fn go(k: &Kernel, r: Region, f: &mut impl FnMut(Op)) {
+            for &op in &k.regions[r].ops {
+                f(op);
+                for &c in &k.ops[op].regions {
+                    go(k, c, f);
+                }
+            }
+        }
+        go(self, self.body, &mut f);
+    }
+
+    /// All placed ops in program order.
+    pub fn ops_in_order(&self) -> Vec<Op> {
+        let mut v = Vec::new();
+        self.walk(|o| v.push(o));
+        v
+    }
+
+    pub fn value_name(&self, v: Value) -> String {
+        let n = self.value_names.get(v);
+        if n.is_empty() { format!("{v}") } else { n.clone() }
+    }
+
+    pub fn global_by_name(&self, name: &str) -> Option<Global> {
+        self.globals.iter().find(|(_, g)| g.name == name).map(|(g, _)| g)
+    }
+
+    pub fn buffer_by_name(&self, name: &str) -> Option<Buffer> {
+        self.buffers.iter().find(|(_, b)| b.name == name).map(|(b, _)| b)
+    }
+
+    pub fn span(&self, op: Op) -> Span {
+        *self.op_spans.get(op)
+    }
+}
+
+/// Parent links computed by [`Kernel::parents`].
+#[derive(Clone, Debug)]
+pub struct Parents {
+    pub op_region: SecondaryMap<Op, Option<Region>>,
+    pub region_op: SecondaryMap<Region, Option<Op>>,
+}
+
+impl Parents {
+    /// The op enclosing `op`, if any.
+    pub fn parent_op(&self, op: Op) -> Option<Op> {
+        self.op_region[op].and_then(|r| self.region_op[r])
+    }
+    /// Ops enclosing `op`, innermost first.
+    pub fn ancestors(&self, op: Op) -> Vec<Op> {
+        let mut v = Vec::new();
+        let mut cur = self.parent_op(op);
+        while let Some(p) = cur {
+            v.push(p);
+            cur = self.parent_op(p);
+        }
+        v
+    }
+}

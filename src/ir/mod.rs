@@ -1,0 +1,14 @@
+//! The kernel IR: typed entity ids, ops, types, the kernel container and the memory-effects
+//! table. See `docs/ir.md` for the text format and the semantics of every op.
+
+pub mod effects;
+pub mod entities;
+pub mod kernel;
+pub mod ops;
+pub mod types;
+
+pub use effects::{AccessKind, AsyncClass, Effects, Footprint, SharedAccess, SyncEffect, WaitKind, effects};
+pub use entities::*;
+pub use kernel::*;
+pub use ops::*;
+pub use types::*;

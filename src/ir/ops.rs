@@ -1,0 +1,367 @@
+//! What an op *is*: its kind and operands, independent of where it sits.
+//!
+//! Every op kind of the text format is a variant of [`OpKind`]; an op's results and child
+//! regions live beside it in [`OpData`]. Inserting a sync op never rewrites another op's
+//! payload. Memory effects and sync semantics are *not* matched here: `ir::effects` declares
+//! them once per kind and every analysis asks that table.
+
+use super::entities::{Buffer, Global, Group, Region, Value, View};
+use super::types::{Scalar, ScalarType};
+
+/// An operand: an SSA value or an immediate constant (whose type is taken from context).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Operand {
+    Value(Value),
+    Imm(Scalar),
+}
+
+impl Operand {
+    pub fn value(self) -> Option<Value> {
+        match self {
+            Operand::Value(v) => Some(v),
+            Operand::Imm(_) => None,
+        }
+    }
+    pub fn int(v: i64) -> Operand {
+        Operand::Imm(Scalar::I32(v as i32))
+    }
+}
+
+/// A shared-memory location base: a whole buffer or a view of one.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum MemRef {
+    Buffer(Buffer),
+    View(View),
+}
+
+/// Thread- and block-id registers.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Special {
+    Tid(u8),
+    Bid(u8),
+    BlockDim(u8),
+    GridDim(u8),
+    /// Lane within the warp/wavefront (`tid.linear mod warp`).
+    Lane,
+    /// Warp/wavefront index within the block (`tid.linear div warp`).
+    Warp,
+    /// Linear thread id `x + y*bx + z*bx*by`.
+    LinearTid,
+}
+
+impl Special {
+    pub fn name(self) -> String {
+        const D: [&str; 3] = ["x", "y", "z"];
+        match self {
+            Special::Tid(d) => format!("tid.{}", D[d as usize]),
+            Special::Bid(d) => format!("bid.{}", D[d as usize]),
+            Special::BlockDim(d) => format!("bdim.{}", D[d as usize]),
+            Special::GridDim(d) => format!("gdim.{}", D[d as usize]),
+            Special::Lane => "lane".into(),
+            Special::Warp => "warp".into(),
+            Special::LinearTid => "tid.linear".into(),
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Special> {
+        let dim = |c: &str| match c {
+            "x" => Some(0u8),
+            "y" => Some(1),
+            "z" => Some(2),
+            _ => None,
+        };
+        if let Some((a, b)) = s.split_once('.') {
+            if a == "tid" && b == "linear" {
+                return Some(Special::LinearTid);
+            }
+            let d = dim(b)?;
+            return match a {
+                "tid" => Some(Special::Tid(d)),
+                "bid" => Some(Special::Bid(d)),
+                "bdim" => Some(Special::BlockDim(d)),
+                "gdim" => Some(Special::GridDim(d)),
+                _ => None,
+            };
+        }
+        match s {
+            "lane" => Some(Special::Lane),
+            "warp" => Some(Special::Warp),
+            _ => None,
+        }
+    }
+    /// Whether the value differs between threads of one block.
+    pub fn is_thread_dependent(self) -> bool {
+        matches!(self, Special::Tid(_) | Special::Lane | Special::Warp | Special::LinearTid)
+    }
+}
+
+macro_rules! name_enum {
+    ($(#[$m:meta])* $name:ident { $($v:ident = $s:literal),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum $name { $($v),* }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$v),*];
+            pub fn name(self) -> &'static str {
+                match self { $($name::$v => $s),* }
+            }
+            pub fn from_name(s: &str) -> Option<Self> {
+                match s { $($s => Some($name::$v),)* _ => None }
+            }
+        }
+    };
+}
+
+name_enum!(
+    /// Binary arithmetic. Integer `div`/`rem` round toward negative infinity (floor), so that
+    /// `k mod 3` is in `[0, 3)` for every `k`; division by zero is an execution error.
+    BinOp {
+        Add = "add", Sub = "sub", Mul = "mul", Div = "div", Rem = "rem", Min = "min",
+        Max = "max", And = "and", Or = "or", Xor = "xor", Shl = "shl", Shr = "shr",
+    }
+);
+name_enum!(
+    /// Unary arithmetic.
+    UnOp { Neg = "neg", Not = "not", Exp = "exp", Sqrt = "sqrt", Abs = "abs" }
+);
+name_enum!(
+    /// Comparison predicates (signed for integers, ordered for floats).
+    CmpPred { Eq = "eq", Ne = "ne", Lt = "lt", Le = "le", Gt = "gt", Ge = "ge" }
+);
+name_enum!(
+    /// Conversions between scalar types.
+    CastOp { IToF = "itof", FToI = "ftoi" }
+);
+name_enum!(
+    /// Atomic read-modify-write kinds. Atomics of the same kind commute with each other.
+    AtomicOp { Add = "add", Min = "min", Max = "max", Exch = "exch", And = "and", Or = "or" }
+);
+name_enum!(
+    /// Hardware wait counters (AMD). `vmcnt`/`lgkmcnt`/`expcnt` on gfx9; `loadcnt`,
+    /// `storecnt`, `dscnt`, `kmcnt`, `asynccnt`, `tensorcnt` on gfx12 and gfx1250.
+    Counter {
+        VmCnt = "vmcnt", LgkmCnt = "lgkmcnt", ExpCnt = "expcnt", DsCnt = "dscnt",
+        LoadCnt = "loadcnt", StoreCnt = "storecnt", KmCnt = "kmcnt", AsyncCnt = "asynccnt",
+        TensorCnt = "tensorcnt",
+    }
+);
+
+/// One index position of a view: a dynamic or constant index that drops the dimension, or a
+/// static half-open range that keeps it.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum ViewIndex {
+    At(Operand),
+    Range(u64, u64),
+}
+
+/// Data of a view: the base it indexes and how. Dynamic (`At`) indices come first, ranges
+/// after; the view's shape is the kept ranges' extents followed by the base's remaining dims.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ViewData {
+    pub base: MemRef,
+    pub indices: Vec<ViewIndex>,
+}
+
+/// The kind and operands of an op.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpKind {
+    // ---- values ----
+    /// `%x = const 3 : i32`
+    Const(Scalar),
+    /// `%t = tid.x`
+    Special(Special),
+    /// `%z = add %a, %b`
+    Binary(BinOp, Operand, Operand),
+    /// `%z = neg %a`
+    Unary(UnOp, Operand),
+    /// `%c = cmp lt %a, %b`
+    Cmp(CmpPred, Operand, Operand),
+    /// `%z = select %c, %a, %b`
+    Select(Operand, Operand, Operand),
+    /// `%f = itof %i`
+    Cast(CastOp, Operand),
+    /// `%c = in_group @producers` — true in the threads of the group.
+    InGroup(Group),
+    /// `%r = compute "mma"(%a, %b) : f32` — opaque work, no memory effects. Its results are a
+    /// deterministic function of its arguments (docs/ir.md gives it).
+    Compute { name: String, args: Vec<Operand> },
+    /// `%v = view @a[%slot]` — defines a view (the op's only "result" is the view).
+    ViewDef(View),
+
+    // ---- shared memory ----
+    /// `%x = load @a[%i, %j]` — per-thread read.
+    Load { mem: MemRef, index: Vec<Operand> },
+    /// `store @a[%i, %j], %x` — per-thread write.
+    Store { mem: MemRef, index: Vec<Operand>, value: Operand },
+    /// `%old = atomic add @a[%i], %x` — per-thread read-modify-write (result optional).
+    Atomic { op: AtomicOp, mem: MemRef, index: Vec<Operand>, value: Operand },
+    /// `%x = local_load @a layout "L"` — collective read of the whole view.
+    LocalLoad { mem: MemRef, layout: Option<String> },
+    /// `local_store @a, %x layout "L"` — collective write of the whole view.
+    LocalStore { mem: MemRef, value: Operand, layout: Option<String> },
+
+    // ---- global memory ----
+    /// `%x = gload %A[%i]`
+    GLoad { global: Global, index: Vec<Operand> },
+    /// `gstore %A[%i], %x`
+    GStore { global: Global, index: Vec<Operand>, value: Operand },
+    /// `%old = gatomic add %A[%i], %x` (result optional)
+    GAtomic { op: AtomicOp, global: Global, index: Vec<Operand>, value: Operand },
+
+    // ---- async copies global -> shared ----
+    /// `%t = gather_to_lds @a[%i] <- %A[%j]` — AMD global_load_lds: per-thread element copy,
+    /// completion counted by `vmcnt` (gfx9) / `loadcnt` (gfx12) / `asynccnt` (gfx1250).
+    GatherToLds { dst: MemRef, dst_index: Vec<Operand>, src: Global, src_index: Vec<Operand> },
+    /// `%t = tdm_load @a <- %A[%r, %c]` — AMD tensor DMA: copies the whole view from the
+    /// global tile at the origin; counted by `tensorcnt`. Issued once per executing wave.
+    TdmLoad { dst: MemRef, src: Global, origin: Vec<Operand> },
+    /// `cp_async @a[%i] <- %A[%j]` — NVIDIA cp.async: per-thread element copy, completes in
+    /// the thread's next commit group.
+    CpAsync { dst: MemRef, dst_index: Vec<Operand>, src: Global, src_index: Vec<Operand> },
+    /// `cp_async_commit` — closes the thread's current cp.async group.
+    CpAsyncCommit,
+    /// `cp_async_wait 1` — waits until at most N of the thread's groups are pending.
+    CpAsyncWait(u32),
+    /// `tma_load @a <- %A[%r, %c], @full[%s]` — NVIDIA TMA: copies the whole view; its bytes
+    /// complete transactions on the mbarrier.
+    TmaLoad { dst: MemRef, src: Global, origin: Vec<Operand>, mbar: MemRef, mbar_index: Vec<Operand> },
+    /// `tma_store %A[%r, %c] <- @a` — NVIDIA TMA store: an async *read* of the view, in the
+    /// issuing thread's bulk group.
+    TmaStore { dst: Global, origin: Vec<Operand>, src: MemRef },
+    /// `bulk_commit` — closes the thread's bulk (TMA store) group.
+    BulkCommit,
+    /// `bulk_wait 0` — waits until at most N bulk groups have pending shared reads.
+    BulkWait(u32),
+    /// `wait_tokens %t0, %t1` — waits for exactly the copies that produced the tokens.
+    WaitTokens(Vec<Value>),
+    /// `waitcnt vmcnt(0) lgkmcnt(0)` — AMD counter wait.
+    WaitCnt(Vec<(Counter, u32)>),
+
+    // ---- sync ----
+    /// `barrier` — block-wide barrier that also orders shared memory (`__syncthreads`,
+    /// `s_waitcnt lgkmcnt(0); s_barrier`).
+    Barrier,
+    /// `warp_sync` — orders shared memory among the threads of one warp/wavefront.
+    WarpSync,
+    /// `barrier_signal -1` — gfx12 split barrier, signal half.
+    SplitSignal(i32),
+    /// `barrier_wait -1` — gfx12 split barrier, wait half.
+    SplitWait(i32),
+    /// `named_arrive 1, 256` — arrive on named barrier `id` expecting `count` threads.
+    NamedArrive { id: u32, count: u32 },
+    /// `named_sync 1, 256` — arrive on and wait for named barrier `id`.
+    NamedSync { id: u32, count: u32 },
+    /// `mbar_init @full[%i], 1`
+    MbarInit { mbar: MemRef, index: Vec<Operand>, count: u32 },
+    /// `mbar_arrive @full[%i]` or `mbar_arrive @full[%i] tx 4096` (arrive.expect_tx)
+    MbarArrive { mbar: MemRef, index: Vec<Operand>, tx: Option<u32> },
+    /// `mbar_expect_tx @full[%i], 4096`
+    MbarExpectTx { mbar: MemRef, index: Vec<Operand>, bytes: u32 },
+    /// `mbar_wait @full[%i], %parity`
+    MbarWait { mbar: MemRef, index: Vec<Operand>, parity: Operand },
+    /// `mbar_inval @full[%i]`
+    MbarInval { mbar: MemRef, index: Vec<Operand> },
+    /// `%d = wgmma @a, @b, %acc` — Hopper warpgroup MMA: async read of both views.
+    Wgmma { a: MemRef, b: MemRef, acc: Operand },
+    /// `wgmma_commit`
+    WgmmaCommit,
+    /// `wgmma_wait 0`
+    WgmmaWait(u32),
+
+    // ---- structure ----
+    /// `for %k = lo to hi step s iter(%acc = init) { ... yield }` — region 0 is the body;
+    /// its arguments are the induction variable then the iteration values.
+    For { lo: Operand, hi: Operand, step: Operand, init: Vec<Operand> },
+    /// `if %c { ... } else { ... }` — regions 0 (then) and 1 (else).
+    If { cond: Operand },
+    /// `while iter(%x = init) { ...; condition %c } do { ...; yield }` — region 0 computes the
+    /// condition, region 1 is the body; both take the iteration values as arguments.
+    While { init: Vec<Operand> },
+    /// `stage "name" { ... }` — a grouping with no control effect (like scf.execute_region).
+    Stage { name: String },
+    /// `yield %a, %b` — region terminator carrying the iteration / branch values.
+    Yield(Vec<Operand>),
+    /// `condition %c` — terminator of a while's condition region.
+    Condition(Operand),
+}
+
+/// An op: its kind, results, and owned child regions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpData {
+    pub kind: OpKind,
+    pub results: Vec<Value>,
+    pub regions: Vec<Region>,
+}
+
+/// Where a value comes from.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum ValueDef {
+    /// A scalar kernel parameter (uniform across the grid).
+    Param(usize),
+    /// Result `n` of an op.
+    Result(super::entities::Op, usize),
+    /// Argument `n` of a region (loop induction variable, iteration value).
+    RegionArg(Region, usize),
+}
+
+/// A value: its type and where it is defined.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueData {
+    pub ty: ScalarType,
+    pub def: ValueDef,
+}
+
+/// A region: its arguments and ordered ops.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RegionData {
+    pub args: Vec<Value>,
+    pub ops: Vec<super::entities::Op>,
+}
+
+/// A shared buffer (or mbarrier array) declaration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BufferData {
+    pub name: String,
+    pub elem: super::types::ElemType,
+    pub shape: Vec<u64>,
+    /// Byte offset in the block's shared memory, when pinned (pinned buffers may alias).
+    pub offset: Option<u64>,
+}
+
+impl BufferData {
+    pub fn elements(&self) -> u64 {
+        self.shape.iter().product()
+    }
+    pub fn bytes(&self) -> u64 {
+        self.elements() * self.elem.bytes()
+    }
+}
+
+/// A dimension of a global buffer: a constant or a scalar parameter.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Dim {
+    Const(u64),
+    Param(Value),
+}
+
+/// A global buffer parameter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GlobalData {
+    pub name: String,
+    pub elem: super::types::ElemType,
+    pub shape: Vec<Dim>,
+}
+
+/// A thread group: linear thread ids in `[lo, hi)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupData {
+    pub name: String,
+    pub lo: u32,
+    pub hi: u32,
+}
+
+/// A kernel parameter in declaration order.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Param {
+    Global(Global),
+    Scalar(Value),
+}

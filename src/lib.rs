@@ -1,0 +1,15 @@
+//! smemsync: automatic, minimal and provably correct GPU shared-memory synchronization.
+//!
+//! Data flow (see DESIGN in `docs/`): text ──[`reader`]──▶ [`ir::Kernel`] ──[`verify`]──▶
+//! analyses ──▶ placement (a sorted plan of edits) ──▶ apply ──▶ independent checker ──▶
+//! [`emit`]. Every stage is a function with a documented contract; the CLI is a thin shell.
+
+pub mod diag;
+pub mod emit;
+pub mod ir;
+pub mod reader;
+pub mod target;
+pub mod verify;
+
+pub use diag::{Diagnostic, Span};
+pub use ir::Kernel;

@@ -1,0 +1,37 @@
+//! The `smemsync` command-line tool: a thin shell over the library.
+
+mod cli;
+
+use clap::{Parser, Subcommand};
+
+/// smemsync: automatic, minimal and provably correct GPU shared-memory synchronization.
+///
+/// Exit codes: 0 success; 1 a finding (race, deadlock, protocol violation);
+/// 2 bad input or usage; 3 internal error (a pass produced invalid IR).
+#[derive(Parser, Debug)]
+#[command(name = "smemsync", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Parse, verify and print a kernel file in canonical form.
+    Fmt(cli::fmt::FmtArgs),
+}
+
+fn main() {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { cli::EXIT_USER } else { cli::EXIT_OK };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
+    let code = match &cli.command {
+        Command::Fmt(a) => cli::fmt::run(a),
+    };
+    std::process::exit(code);
+}

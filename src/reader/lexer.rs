@@ -1,0 +1,185 @@
+//! Tokens of the kernel text format, with byte spans.
+//!
+//! Whitespace and `//` comments separate tokens. A word may contain letters, digits, `_` and
+//! `.` (so `tid.x` and `cp.async`-style names are one token). `%name` and `@name` are value and
+//! symbol references. Numbers are decimal (optionally negative; a `.`, `e` or `inf`/`nan` makes
+//! a float). Complexity: O(n) in the source length; never panics on any input.
+
+use crate::diag::{Diagnostic, Span};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Tok {
+    Word(String),
+    /// `%name`
+    Local(String),
+    /// `@name`
+    Symbol(String),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    LParen,
+    RParen,
+    LBracket,
+    RBracket,
+    LBrace,
+    RBrace,
+    Comma,
+    Colon,
+    Eq,
+    /// `<-`
+    Arrow,
+    Eof,
+}
+
+impl Tok {
+    pub fn describe(&self) -> String {
+        match self {
+            Tok::Word(w) => format!("`{w}`"),
+            Tok::Local(n) => format!("`%{n}`"),
+            Tok::Symbol(n) => format!("`@{n}`"),
+            Tok::Int(i) => format!("integer `{i}`"),
+            Tok::Float(f) => format!("float `{f}`"),
+            Tok::Str(s) => format!("string \"{s}\""),
+            Tok::LParen => "`(`".into(),
+            Tok::RParen => "`)`".into(),
+            Tok::LBracket => "`[`".into(),
+            Tok::RBracket => "`]`".into(),
+            Tok::LBrace => "`{`".into(),
+            Tok::RBrace => "`}`".into(),
+            Tok::Comma => "`,`".into(),
+            Tok::Colon => "`:`".into(),
+            Tok::Eq => "`=`".into(),
+            Tok::Arrow => "`<-`".into(),
+            Tok::Eof => "end of input".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Token {
+    pub tok: Tok,
+    pub span: Span,
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '.'
+}
+
+/// Splits `src` into tokens; the last token is always `Eof`.
+pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
+    let bytes = src.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < src.len() {
+        let c = src[i..].chars().next().unwrap_or(' ');
+        if c.is_whitespace() {
+            i += c.len_utf8();
+            continue;
+        }
+        if src[i..].starts_with("//") {
+            i = src[i..].find('\n').map_or(src.len(), |n| i + n);
+            continue;
+        }
+        let start = i;
+        let single = match c {
+            '(' => Some(Tok::LParen),
+            ')' => Some(Tok::RParen),
+            '[' => Some(Tok::LBracket),
+            ']' => Some(Tok::RBracket),
+            '{' => Some(Tok::LBrace),
+            '}' => Some(Tok::RBrace),
+            ',' => Some(Tok::Comma),
+            ':' => Some(Tok::Colon),
+            '=' => Some(Tok::Eq),
+            _ => None,
+        };
+        if let Some(t) = single {
+            i += 1;
+            out.push(Token { tok: t, span: Span::new(start, i) });
+            continue;
+        }
+        if src[i..].starts_with("<-") {
+            i += 2;
+            out.push(Token { tok: Tok::Arrow, span: Span::new(start, i) });
+            continue;
+        }
+        if c == '%' || c == '@' {
+            i += 1;
+            let s = i;
+            while i < src.len() && is_word_char(bytes[i] as char) {
+                i += 1;
+            }
+            if i == s {
+                return Err(Diagnostic::user("E0001", format!("expected a name after `{c}`"))
+                    .with_label(Span::new(start, i.max(start + 1)), "name missing here"));
+            }
+            let name = src[s..i].to_string();
+            let tok = if c == '%' { Tok::Local(name) } else { Tok::Symbol(name) };
+            out.push(Token { tok, span: Span::new(start, i) });
+            continue;
+        }
+        if c == '"' {
+            i += 1;
+            let s = i;
+            while i < src.len() && bytes[i] != b'"' && bytes[i] != b'\n' {
+                i += 1;
+            }
+            if i >= src.len() || bytes[i] != b'"' {
+                return Err(Diagnostic::user("E0002", "unterminated string")
+                    .with_label(Span::new(start, i), "string starts here"));
+            }
+            let text = src[s..i].to_string();
+            i += 1;
+            out.push(Token { tok: Tok::Str(text), span: Span::new(start, i) });
+            continue;
+        }
+        let neg_num = c == '-'
+            && src[i + 1..].chars().next().is_some_and(|d| d.is_ascii_digit() || d == 'i');
+        if c.is_ascii_digit() || neg_num {
+            i += 1;
+            while i < src.len() && (is_word_char(bytes[i] as char)) {
+                // allow exponents like 1e-5
+                i += 1;
+                if (bytes[i - 1] == b'e' || bytes[i - 1] == b'E')
+                    && i < src.len()
+                    && (bytes[i] == b'-' || bytes[i] == b'+')
+                {
+                    i += 1;
+                }
+            }
+            let text = &src[start..i];
+            let tok = if let Ok(v) = text.parse::<i64>() {
+                Tok::Int(v)
+            } else if text == "-inf" {
+                Tok::Float(f64::NEG_INFINITY)
+            } else if let (true, Ok(v)) = (
+                text.chars().all(|ch| ch.is_ascii_digit() || "+-.eE".contains(ch)),
+                text.parse::<f64>(),
+            ) {
+                Tok::Float(v)
+            } else {
+                return Err(Diagnostic::user("E0003", format!("malformed number `{text}`"))
+                    .with_label(Span::new(start, i), "not a number"));
+            };
+            out.push(Token { tok, span: Span::new(start, i) });
+            continue;
+        }
+        if c.is_ascii_alphabetic() || c == '_' {
+            while i < src.len() && is_word_char(bytes[i] as char) {
+                i += 1;
+            }
+            let w = &src[start..i];
+            let tok = match w {
+                "inf" => Tok::Float(f64::INFINITY),
+                "nan" => Tok::Float(f64::NAN),
+                _ => Tok::Word(w.to_string()),
+            };
+            out.push(Token { tok, span: Span::new(start, i) });
+            continue;
+        }
+        return Err(Diagnostic::user("E0004", format!("unexpected character `{c}`"))
+            .with_label(Span::new(start, start + c.len_utf8()), "not valid here"));
+    }
+    out.push(Token { tok: Tok::Eof, span: Span::new(src.len(), src.len()) });
+    Ok(out)
+}

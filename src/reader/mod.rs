@@ -1,0 +1,6 @@
+//! Reading kernels: the lexer and parser of the text format (`docs/ir.md`).
+
+pub mod lexer;
+pub mod parser;
+
+pub use parser::{Module, parse, parse_kernel};

@@ -1,0 +1,1231 @@
+//! Recursive-descent parser for the kernel text format (grammar in `docs/ir.md`).
+//!
+//! Builds a [`Kernel`] directly, resolving names through a stack of scopes (a region's
+//! definitions are visible in it and its nested regions, after the definition). Types are
+//! inferred from operands; an immediate takes the type its context requires. The first syntax
+//! or name error stops the parse and is returned as a diagnostic with a span; structural
+//! checks that need the whole kernel are left to `verify`. Complexity: O(tokens · scope depth).
+
+use std::collections::HashMap;
+
+use super::lexer::{Tok, Token, lex};
+use crate::diag::{Diagnostic, Span};
+use crate::ir::*;
+
+/// A parsed file: one or more kernels.
+#[derive(Clone, Debug)]
+pub struct Module {
+    pub kernels: Vec<Kernel>,
+}
+
+/// Parses a whole file.
+pub fn parse(src: &str) -> Result<Module, Diagnostic> {
+    let toks = lex(src)?;
+    let mut p = Parser { toks, pos: 0 };
+    let mut kernels = Vec::new();
+    while p.peek() != &Tok::Eof {
+        kernels.push(p.kernel()?);
+    }
+    if kernels.is_empty() {
+        return Err(Diagnostic::user("E0100", "the file holds no kernel")
+            .with_label(Span::new(0, src.len().min(1)), "expected `kernel @name(...) { ... }`"));
+    }
+    Ok(Module { kernels })
+}
+
+/// Parses a file that must hold exactly one kernel.
+pub fn parse_kernel(src: &str) -> Result<Kernel, Diagnostic> {
+    let mut m = parse(src)?;
+    if m.kernels.len() != 1 {
+        let k = &m.kernels[1];
+        return Err(Diagnostic::user("E0101", "expected exactly one kernel in the file")
+            .with_label(k.kernel_span, "second kernel starts here"));
+    }
+    Ok(m.kernels.remove(0))
+}
+
+#[derive(Copy, Clone, Debug)]
+enum Sym {
+    Value(Value),
+    View(View),
+    Global(Global),
+}
+
+/// An operand before its type is known.
+#[derive(Copy, Clone, Debug)]
+enum Raw {
+    Value(Value, Span),
+    Int(i64, Span),
+    Float(f64, Span),
+    Bool(bool, Span),
+}
+
+impl Raw {
+    fn span(self) -> Span {
+        match self {
+            Raw::Value(_, s) | Raw::Int(_, s) | Raw::Float(_, s) | Raw::Bool(_, s) => s,
+        }
+    }
+}
+
+struct Parser {
+    toks: Vec<Token>,
+    pos: usize,
+}
+
+struct KernelCtx {
+    k: Kernel,
+    scopes: Vec<HashMap<String, Sym>>,
+    symbols: HashMap<String, Span>,
+}
+
+type PResult<T> = Result<T, Diagnostic>;
+
+impl Parser {
+    fn peek(&self) -> &Tok {
+        &self.toks[self.pos].tok
+    }
+    fn peek_at(&self, n: usize) -> &Tok {
+        &self.toks[(self.pos + n).min(self.toks.len() - 1)].tok
+    }
+    fn span(&self) -> Span {
+        self.toks[self.pos].span
+    }
+    fn prev_span(&self) -> Span {
+        self.toks[self.pos.saturating_sub(1)].span
+    }
+    fn bump(&mut self) -> Token {
+        let t = self.toks[self.pos].clone();
+        if self.pos + 1 < self.toks.len() {
+            self.pos += 1;
+        }
+        t
+    }
+    fn err<T>(&self, what: &str) -> PResult<T> {
+        Err(Diagnostic::user("E0102", format!("expected {what}, found {}", self.peek().describe()))
+            .with_label(self.span(), format!("expected {what}")))
+    }
+    fn eat(&mut self, t: &Tok) -> bool {
+        if self.peek() == t {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+    fn expect(&mut self, t: Tok) -> PResult<Span> {
+        if self.peek() == &t {
+            Ok(self.bump().span)
+        } else {
+            self.err(&t.describe())
+        }
+    }
+    fn is_word(&self, w: &str) -> bool {
+        matches!(self.peek(), Tok::Word(x) if x == w)
+    }
+    fn eat_word(&mut self, w: &str) -> bool {
+        if self.is_word(w) {
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+    fn expect_word(&mut self, w: &str) -> PResult<Span> {
+        if self.is_word(w) { Ok(self.bump().span) } else { self.err(&format!("`{w}`")) }
+    }
+    fn word(&mut self) -> PResult<(String, Span)> {
+        match self.peek().clone() {
+            Tok::Word(w) => Ok((w, self.bump().span)),
+            _ => self.err("a keyword"),
+        }
+    }
+    fn local(&mut self) -> PResult<(String, Span)> {
+        match self.peek().clone() {
+            Tok::Local(w) => Ok((w, self.bump().span)),
+            _ => self.err("a `%name`"),
+        }
+    }
+    fn symbol(&mut self) -> PResult<(String, Span)> {
+        match self.peek().clone() {
+            Tok::Symbol(w) => Ok((w, self.bump().span)),
+            _ => self.err("a `@name`"),
+        }
+    }
+    fn int(&mut self) -> PResult<(i64, Span)> {
+        match self.peek().clone() {
+            Tok::Int(v) => Ok((v, self.bump().span)),
+            _ => self.err("an integer"),
+        }
+    }
+    fn uint(&mut self, what: &str) -> PResult<(u64, Span)> {
+        let (v, s) = self.int()?;
+        if v < 0 {
+            return Err(Diagnostic::user("E0103", format!("{what} must not be negative"))
+                .with_label(s, "negative"));
+        }
+        Ok((v as u64, s))
+    }
+    fn u32_(&mut self, what: &str) -> PResult<(u32, Span)> {
+        let (v, s) = self.uint(what)?;
+        u32::try_from(v).map(|v| (v, s)).map_err(|_| {
+            Diagnostic::user("E0104", format!("{what} is too large")).with_label(s, "too large")
+        })
+    }
+    fn string(&mut self) -> PResult<(String, Span)> {
+        match self.peek().clone() {
+            Tok::Str(w) => Ok((w, self.bump().span)),
+            _ => self.err("a string"),
+        }
+    }
+
+    fn kernel(&mut self) -> PResult<Kernel> {
+        let kw = self.expect_word("kernel")?;
+        let (name, _) = self.symbol()?;
+        let mut cx = KernelCtx {
+            k: Kernel::new(name),
+            scopes: vec![HashMap::new()],
+            symbols: HashMap::new(),
+        };
+        self.expect(Tok::LParen)?;
+        if !self.eat(&Tok::RParen) {
+            loop {
+                self.param(&mut cx)?;
+                if self.eat(&Tok::RParen) {
+                    break;
+                }
+                self.expect(Tok::Comma)?;
+            }
+        }
+        let mut seen = (false, false);
+        loop {
+            if self.is_word("block") || self.is_word("grid") {
+                let (w, ws) = self.word()?;
+                let dims = self.dims3()?;
+                let slot = if w == "block" { &mut seen.0 } else { &mut seen.1 };
+                if *slot {
+                    return Err(Diagnostic::user("E0105", format!("`{w}` given twice"))
+                        .with_label(ws, "repeated"));
+                }
+                *slot = true;
+                if w == "block" {
+                    cx.k.block = dims;
+                } else {
+                    cx.k.grid = dims;
+                }
+            } else {
+                break;
+            }
+        }
+        cx.k.kernel_span = kw.to(self.prev_span());
+        self.expect(Tok::LBrace)?;
+        let body = cx.k.body;
+        self.region_items(&mut cx, body)?;
+        self.expect(Tok::RBrace)?;
+        Ok(cx.k)
+    }
+
+    fn dims3(&mut self) -> PResult<[u32; 3]> {
+        self.expect(Tok::LParen)?;
+        let mut d = [1u32; 3];
+        for (i, slot) in d.iter_mut().enumerate() {
+            let (v, s) = self.u32_("a dimension")?;
+            if v == 0 {
+                return Err(Diagnostic::user("E0106", "a dimension must be at least 1")
+                    .with_label(s, "zero"));
+            }
+            *slot = v;
+            if self.eat(&Tok::RParen) {
+                return Ok(d);
+            }
+            if i < 2 {
+                self.expect(Tok::Comma)?;
+            }
+        }
+        self.expect(Tok::RParen)?;
+        Ok(d)
+    }
+
+    fn define(&self, cx: &mut KernelCtx, name: &str, span: Span, sym: Sym) -> PResult<()> {
+        if cx.scopes.iter().any(|s| s.contains_key(name)) {
+            return Err(Diagnostic::user("E0110", format!("`%{name}` is already defined"))
+                .with_label(span, "redefined here")
+                .with_help("every value name must be unique within its scope"));
+        }
+        cx.scopes.last_mut().expect("scope").insert(name.to_string(), sym);
+        match sym {
+            Sym::Value(v) => {
+                cx.k.value_names.set(v, name.to_string());
+                cx.k.value_spans.set(v, span);
+            }
+            Sym::View(v) => cx.k.view_names.set(v, name.to_string()),
+            Sym::Global(_) => {}
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, cx: &KernelCtx, name: &str, span: Span) -> PResult<Sym> {
+        for s in cx.scopes.iter().rev() {
+            if let Some(sym) = s.get(name) {
+                return Ok(*sym);
+            }
+        }
+        Err(Diagnostic::user("E0111", format!("`%{name}` is not defined here"))
+            .with_label(span, "unknown name")
+            .with_help("values must be defined before use, in this region or an enclosing one"))
+    }
+
+    fn param(&mut self, cx: &mut KernelCtx) -> PResult<()> {
+        let (name, ns) = self.local()?;
+        self.expect(Tok::Colon)?;
+        if self.eat_word("global") {
+            let (et, _) = self.elem_type()?;
+            self.expect(Tok::LBracket)?;
+            let mut shape = Vec::new();
+            loop {
+                match self.peek().clone() {
+                    Tok::Int(_) => {
+                        let (v, s) = self.uint("a dimension")?;
+                        if v == 0 {
+                            return Err(Diagnostic::user("E0106", "a dimension must be at least 1")
+                                .with_label(s, "zero"));
+                        }
+                        shape.push(Dim::Const(v))
+                    }
+                    Tok::Local(n) => {
+                        let s = self.bump().span;
+                        match self.lookup(cx, &n, s)? {
+                            Sym::Value(v) if cx.k.values[v].ty == ScalarType::I32 => {
+                                shape.push(Dim::Param(v))
+                            }
+                            _ => {
+                                return Err(Diagnostic::user(
+                                    "E0112",
+                                    "a symbolic dimension must be an earlier i32 parameter",
+                                )
+                                .with_label(s, "not an i32 parameter"));
+                            }
+                        }
+                    }
+                    _ => return self.err("a dimension"),
+                }
+                if self.eat(&Tok::RBracket) {
+                    break;
+                }
+                self.expect(Tok::Comma)?;
+            }
+            let g = cx.k.globals.push(GlobalData { name: name.clone(), elem: et, shape });
+            cx.k.global_spans.set(g, ns);
+            cx.k.params.push(Param::Global(g));
+            self.define(cx, &name, ns, Sym::Global(g))
+        } else {
+            let (ty, ts) = self.scalar_type()?;
+            if ty != ScalarType::I32 && ty != ScalarType::F32 {
+                return Err(Diagnostic::user("E0113", "scalar parameters are i32 or f32")
+                    .with_label(ts, "unsupported parameter type"));
+            }
+            let idx = cx.k.params.len();
+            let v = cx.k.new_value(ty, ValueDef::Param(idx));
+            cx.k.params.push(Param::Scalar(v));
+            self.define(cx, &name, ns, Sym::Value(v))
+        }
+    }
+
+    fn elem_type(&mut self) -> PResult<(ElemType, Span)> {
+        let (w, s) = self.word()?;
+        match ElemType::from_name(&w) {
+            Some(t) => Ok((t, s)),
+            None => Err(Diagnostic::user("E0114", format!("unknown element type `{w}`"))
+                .with_label(s, "unknown type")
+                .with_help("element types: i8, i16, i32, f16, bf16, f32, mbarrier")),
+        }
+    }
+
+    fn scalar_type(&mut self) -> PResult<(ScalarType, Span)> {
+        let (w, s) = self.word()?;
+        match ScalarType::from_name(&w) {
+            Some(t) => Ok((t, s)),
+            None => Err(Diagnostic::user("E0115", format!("unknown scalar type `{w}`"))
+                .with_label(s, "unknown type")
+                .with_help("scalar types: i1, i32, f32, token")),
+        }
+    }
+
+    /// Items of a region until the closing brace (not consumed).
+    fn region_items(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
+        loop {
+            match self.peek() {
+                Tok::RBrace => return Ok(()),
+                Tok::Eof => return self.err("`}`"),
+                _ => {}
+            }
+            if self.is_word("shared") {
+                self.shared_decl(cx, region)?;
+            } else if self.is_word("group") {
+                self.group_decl(cx, region)?;
+            } else {
+                self.op(cx, region)?;
+            }
+        }
+    }
+
+    fn top_level_only(&self, cx: &KernelCtx, region: Region, span: Span, what: &str) -> PResult<()> {
+        if region != cx.k.body {
+            return Err(Diagnostic::user("E0116", format!("{what} declarations must be at the top level of the kernel"))
+                .with_label(span, "inside a nested region"));
+        }
+        Ok(())
+    }
+
+    fn new_symbol(&mut self, cx: &mut KernelCtx, name: &str, span: Span) -> PResult<()> {
+        if let Some(prev) = cx.symbols.get(name) {
+            return Err(Diagnostic::user("E0117", format!("`@{name}` is already declared"))
+                .with_label(span, "declared again here")
+                .with_label(*prev, "first declared here"));
+        }
+        cx.symbols.insert(name.to_string(), span);
+        Ok(())
+    }
+
+    fn shared_decl(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
+        let kw = self.expect_word("shared")?;
+        self.top_level_only(cx, region, kw, "shared")?;
+        let (name, ns) = self.symbol()?;
+        self.new_symbol(cx, &name, ns)?;
+        self.expect(Tok::Colon)?;
+        let (elem, _) = self.elem_type()?;
+        self.expect(Tok::LBracket)?;
+        let mut shape = Vec::new();
+        loop {
+            let (v, s) = self.uint("a dimension")?;
+            if v == 0 {
+                return Err(Diagnostic::user("E0106", "a dimension must be at least 1")
+                    .with_label(s, "zero"));
+            }
+            shape.push(v);
+            if self.eat(&Tok::RBracket) {
+                break;
+            }
+            self.expect(Tok::Comma)?;
+        }
+        let offset = if self.eat_word("at") { Some(self.uint("an offset")?.0) } else { None };
+        let b = cx.k.buffers.push(BufferData { name, elem, shape, offset });
+        cx.k.buffer_spans.set(b, kw.to(self.prev_span()));
+        Ok(())
+    }
+
+    fn group_decl(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
+        let kw = self.expect_word("group")?;
+        self.top_level_only(cx, region, kw, "group")?;
+        let (name, ns) = self.symbol()?;
+        self.new_symbol(cx, &name, ns)?;
+        self.expect(Tok::Colon)?;
+        self.expect_word("threads")?;
+        self.expect(Tok::LBracket)?;
+        let (lo, _) = self.u32_("a thread id")?;
+        self.expect(Tok::Comma)?;
+        let (hi, hs) = self.u32_("a thread id")?;
+        self.expect(Tok::RParen)?;
+        if hi <= lo {
+            return Err(Diagnostic::user("E0118", "a thread group must be non-empty")
+                .with_label(hs, "upper bound must exceed the lower bound"));
+        }
+        cx.k.groups.push(GroupData { name, lo, hi });
+        Ok(())
+    }
+
+    fn buffer_ref(&self, cx: &KernelCtx, name: &str, span: Span) -> PResult<Buffer> {
+        cx.k.buffer_by_name(name).ok_or_else(|| {
+            Diagnostic::user("E0119", format!("`@{name}` is not a shared buffer"))
+                .with_label(span, "unknown shared buffer")
+        })
+    }
+
+    /// `@buf` or `%view`.
+    fn memref(&mut self, cx: &KernelCtx) -> PResult<(MemRef, Span)> {
+        match self.peek().clone() {
+            Tok::Symbol(n) => {
+                let s = self.bump().span;
+                Ok((MemRef::Buffer(self.buffer_ref(cx, &n, s)?), s))
+            }
+            Tok::Local(n) => {
+                let s = self.bump().span;
+                match self.lookup(cx, &n, s)? {
+                    Sym::View(v) => Ok((MemRef::View(v), s)),
+                    _ => Err(Diagnostic::user("E0120", format!("`%{n}` is not a view"))
+                        .with_label(s, "expected a shared buffer or view")),
+                }
+            }
+            _ => self.err("a shared buffer `@name` or a view `%name`"),
+        }
+    }
+
+    fn global_ref(&mut self, cx: &KernelCtx) -> PResult<(Global, Span)> {
+        let (n, s) = self.local()?;
+        match self.lookup(cx, &n, s)? {
+            Sym::Global(g) => Ok((g, s)),
+            _ => Err(Diagnostic::user("E0121", format!("`%{n}` is not a global buffer"))
+                .with_label(s, "expected a global buffer parameter")),
+        }
+    }
+
+    fn raw(&mut self, cx: &KernelCtx) -> PResult<Raw> {
+        let s = self.span();
+        match self.peek().clone() {
+            Tok::Local(n) => {
+                self.bump();
+                match self.lookup(cx, &n, s)? {
+                    Sym::Value(v) => Ok(Raw::Value(v, s)),
+                    _ => Err(Diagnostic::user("E0122", format!("`%{n}` is not a scalar value"))
+                        .with_label(s, "expected a scalar value")),
+                }
+            }
+            Tok::Int(v) => {
+                self.bump();
+                Ok(Raw::Int(v, s))
+            }
+            Tok::Float(v) => {
+                self.bump();
+                Ok(Raw::Float(v, s))
+            }
+            Tok::Word(w) if w == "true" || w == "false" => {
+                self.bump();
+                Ok(Raw::Bool(w == "true", s))
+            }
+            _ => self.err("an operand"),
+        }
+    }
+
+    fn raw_ty(&self, cx: &KernelCtx, r: Raw) -> ScalarType {
+        match r {
+            Raw::Value(v, _) => cx.k.values[v].ty,
+            Raw::Int(..) => ScalarType::I32,
+            Raw::Float(..) => ScalarType::F32,
+            Raw::Bool(..) => ScalarType::I1,
+        }
+    }
+
+    /// Types an operand as `ty`, converting immediates.
+    fn coerce(&self, cx: &KernelCtx, r: Raw, ty: ScalarType) -> PResult<Operand> {
+        let mismatch = |have: ScalarType| {
+            Err(Diagnostic::user("E0123", format!("expected a {ty} operand, found {have}"))
+                .with_label(r.span(), format!("this is {have}")))
+        };
+        match r {
+            Raw::Value(v, _) => {
+                let have = cx.k.values[v].ty;
+                if have == ty { Ok(Operand::Value(v)) } else { mismatch(have) }
+            }
+            Raw::Int(i, s) => match ty {
+                ScalarType::I32 => i32::try_from(i).map(|i| Operand::Imm(Scalar::I32(i))).map_err(
+                    |_| Diagnostic::user("E0124", "integer does not fit in i32").with_label(s, "out of range"),
+                ),
+                ScalarType::F32 => Ok(Operand::Imm(Scalar::F32(i as f32))),
+                ScalarType::I1 if i == 0 || i == 1 => Ok(Operand::Imm(Scalar::I1(i == 1))),
+                _ => mismatch(ScalarType::I32),
+            },
+            Raw::Float(f, _) => match ty {
+                ScalarType::F32 => Ok(Operand::Imm(Scalar::F32(f as f32))),
+                _ => mismatch(ScalarType::F32),
+            },
+            Raw::Bool(b, _) => match ty {
+                ScalarType::I1 => Ok(Operand::Imm(Scalar::I1(b))),
+                _ => mismatch(ScalarType::I1),
+            },
+        }
+    }
+
+    fn operand(&mut self, cx: &KernelCtx, ty: ScalarType) -> PResult<Operand> {
+        let r = self.raw(cx)?;
+        self.coerce(cx, r, ty)
+    }
+
+    /// `[i, j, ...]` of i32 operands.
+    fn index_list(&mut self, cx: &KernelCtx) -> PResult<Vec<Operand>> {
+        self.expect(Tok::LBracket)?;
+        let mut v = Vec::new();
+        if self.eat(&Tok::RBracket) {
+            return Ok(v);
+        }
+        loop {
+            v.push(self.operand(cx, ScalarType::I32)?);
+            if self.eat(&Tok::RBracket) {
+                return Ok(v);
+            }
+            self.expect(Tok::Comma)?;
+        }
+    }
+
+    fn check_rank(&self, have: usize, want: usize, span: Span, what: &str) -> PResult<()> {
+        if have != want {
+            return Err(Diagnostic::user(
+                "E0125",
+                format!("{what} has rank {want} but is indexed with {have} indices"),
+            )
+            .with_label(span, "wrong number of indices"));
+        }
+        Ok(())
+    }
+
+    fn shared_index(&mut self, cx: &KernelCtx) -> PResult<(MemRef, Vec<Operand>, Span)> {
+        let (m, s) = self.memref(cx)?;
+        let idx = self.index_list(cx)?;
+        self.check_rank(idx.len(), cx.k.shape(m).len(), s.to(self.prev_span()), "the shared memref")?;
+        Ok((m, idx, s))
+    }
+
+    fn global_index(&mut self, cx: &KernelCtx) -> PResult<(Global, Vec<Operand>, Span)> {
+        let (g, s) = self.global_ref(cx)?;
+        let idx = self.index_list(cx)?;
+        self.check_rank(idx.len(), cx.k.globals[g].shape.len(), s.to(self.prev_span()), "the global buffer")?;
+        Ok((g, idx, s))
+    }
+
+    fn no_results(&self, results: &[(String, Span)], op: &str) -> PResult<()> {
+        if let Some((_, s)) = results.first() {
+            return Err(Diagnostic::user("E0126", format!("`{op}` produces no value"))
+                .with_label(*s, "nothing to bind"));
+        }
+        Ok(())
+    }
+
+    fn bind_results(
+        &self,
+        cx: &mut KernelCtx,
+        op: Op,
+        results: &[(String, Span)],
+        opname: &str,
+        span: Span,
+    ) -> PResult<()> {
+        let vals = cx.k.ops[op].results.clone();
+        if results.len() != vals.len() {
+            let at = results.first().map_or(span, |r| r.1);
+            return Err(Diagnostic::user(
+                "E0127",
+                format!("`{opname}` produces {} value(s), but {} name(s) are bound", vals.len(), results.len()),
+            )
+            .with_label(at, "wrong number of results"));
+        }
+        for ((name, s), v) in results.iter().zip(vals) {
+            self.define(cx, name, *s, Sym::Value(v))?;
+        }
+        Ok(())
+    }
+
+    fn mbar_index(&mut self, cx: &KernelCtx) -> PResult<(MemRef, Vec<Operand>)> {
+        let (m, idx, s) = self.shared_index(cx)?;
+        if cx.k.elem(m) != ElemType::MBarrier {
+            return Err(Diagnostic::user("E0128", "expected an mbarrier array")
+                .with_label(s, "not declared with element type `mbarrier`"));
+        }
+        Ok((m, idx))
+    }
+
+    fn layout(&mut self) -> PResult<Option<String>> {
+        if self.eat_word("layout") { Ok(Some(self.string()?.0)) } else { Ok(None) }
+    }
+
+    fn op(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
+        let start = self.span();
+        let mut results = Vec::new();
+        if matches!(self.peek(), Tok::Local(_))
+            && matches!(self.peek_at(1), Tok::Eq | Tok::Comma)
+        {
+            loop {
+                results.push(self.local()?);
+                if self.eat(&Tok::Eq) {
+                    break;
+                }
+                self.expect(Tok::Comma)?;
+            }
+        }
+        let (name, ns) = self.word()?;
+        use ScalarType as T;
+        let mut tys: Vec<ScalarType> = Vec::new();
+        let mut regions = Vec::new();
+        let mut optional_result = false;
+        let kind = match name.as_str() {
+            "const" => {
+                let r = self.raw(cx)?;
+                let ty = if self.eat(&Tok::Colon) { self.scalar_type()?.0 } else { self.raw_ty(cx, r) };
+                if let Raw::Value(..) = r {
+                    return Err(Diagnostic::user("E0129", "`const` takes a literal")
+                        .with_label(r.span(), "not a literal"));
+                }
+                let Operand::Imm(c) = self.coerce(cx, r, ty)? else { unreachable!() };
+                tys.push(ty);
+                OpKind::Const(c)
+            }
+            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
+            | "shl" | "shr" => {
+                let op = BinOp::from_name(&name).expect("listed");
+                let a = self.raw(cx)?;
+                self.expect(Tok::Comma)?;
+                let b = self.raw(cx)?;
+                let ty = match (a, b) {
+                    (Raw::Value(..), _) => self.raw_ty(cx, a),
+                    (_, Raw::Value(..)) => self.raw_ty(cx, b),
+                    (Raw::Float(..), _) | (_, Raw::Float(..)) => T::F32,
+                    _ => self.raw_ty(cx, a),
+                };
+                let (a, b) = (self.coerce(cx, a, ty)?, self.coerce(cx, b, ty)?);
+                let int_only = matches!(op, BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr | BinOp::Rem);
+                if ty == T::Token || (int_only && ty == T::F32) || (ty == T::I1 && !matches!(op, BinOp::And | BinOp::Or | BinOp::Xor)) {
+                    return Err(Diagnostic::user("E0130", format!("`{name}` does not take {ty} operands"))
+                        .with_label(ns, "wrong operand type"));
+                }
+                tys.push(ty);
+                OpKind::Binary(op, a, b)
+            }
+            "neg" | "not" | "exp" | "sqrt" | "abs" => {
+                let op = UnOp::from_name(&name).expect("listed");
+                let a = self.raw(cx)?;
+                let ty = self.raw_ty(cx, a);
+                let ok = match op {
+                    UnOp::Not => ty == T::I1 || ty == T::I32,
+                    UnOp::Neg | UnOp::Abs => ty == T::I32 || ty == T::F32,
+                    UnOp::Exp | UnOp::Sqrt => ty == T::F32,
+                };
+                if !ok {
+                    return Err(Diagnostic::user("E0130", format!("`{name}` does not take {ty} operands"))
+                        .with_label(a.span(), "wrong operand type"));
+                }
+                tys.push(ty);
+                OpKind::Unary(op, self.coerce(cx, a, ty)?)
+            }
+            "cmp" => {
+                let (p, ps) = self.word()?;
+                let pred = CmpPred::from_name(&p).ok_or_else(|| {
+                    Diagnostic::user("E0131", format!("unknown comparison `{p}`"))
+                        .with_label(ps, "expected eq, ne, lt, le, gt or ge")
+                })?;
+                let a = self.raw(cx)?;
+                self.expect(Tok::Comma)?;
+                let b = self.raw(cx)?;
+                let ty = match (a, b) {
+                    (Raw::Value(..), _) => self.raw_ty(cx, a),
+                    (_, Raw::Value(..)) => self.raw_ty(cx, b),
+                    (Raw::Float(..), _) | (_, Raw::Float(..)) => T::F32,
+                    _ => self.raw_ty(cx, a),
+                };
+                tys.push(T::I1);
+                OpKind::Cmp(pred, self.coerce(cx, a, ty)?, self.coerce(cx, b, ty)?)
+            }
+            "select" => {
+                let c = self.operand(cx, T::I1)?;
+                self.expect(Tok::Comma)?;
+                let a = self.raw(cx)?;
+                self.expect(Tok::Comma)?;
+                let b = self.raw(cx)?;
+                let ty = match (a, b) {
+                    (Raw::Value(..), _) => self.raw_ty(cx, a),
+                    (_, Raw::Value(..)) => self.raw_ty(cx, b),
+                    (Raw::Float(..), _) | (_, Raw::Float(..)) => T::F32,
+                    _ => self.raw_ty(cx, a),
+                };
+                tys.push(ty);
+                OpKind::Select(c, self.coerce(cx, a, ty)?, self.coerce(cx, b, ty)?)
+            }
+            "itof" => {
+                tys.push(T::F32);
+                OpKind::Cast(CastOp::IToF, self.operand(cx, T::I32)?)
+            }
+            "ftoi" => {
+                tys.push(T::I32);
+                OpKind::Cast(CastOp::FToI, self.operand(cx, T::F32)?)
+            }
+            "in_group" => {
+                let (g, gs) = self.symbol()?;
+                let grp = cx.k.groups.iter().find(|(_, d)| d.name == g).map(|(id, _)| id).ok_or_else(|| {
+                    Diagnostic::user("E0132", format!("`@{g}` is not a thread group")).with_label(gs, "unknown group")
+                })?;
+                tys.push(T::I1);
+                OpKind::InGroup(grp)
+            }
+            "compute" => {
+                let (n, _) = self.string()?;
+                self.expect(Tok::LParen)?;
+                let mut args = Vec::new();
+                if !self.eat(&Tok::RParen) {
+                    loop {
+                        let r = self.raw(cx)?;
+                        let ty = self.raw_ty(cx, r);
+                        args.push(self.coerce(cx, r, ty)?);
+                        if self.eat(&Tok::RParen) {
+                            break;
+                        }
+                        self.expect(Tok::Comma)?;
+                    }
+                }
+                if self.eat(&Tok::Colon) {
+                    loop {
+                        tys.push(self.scalar_type()?.0);
+                        if !self.eat(&Tok::Comma) {
+                            break;
+                        }
+                    }
+                }
+                OpKind::Compute { name: n, args }
+            }
+            "view" => {
+                let (base, bs) = self.memref(cx)?;
+                let base_rank = cx.k.shape(base).len();
+                self.expect(Tok::LBracket)?;
+                let mut indices = Vec::new();
+                let mut saw_range = false;
+                loop {
+                    let is_range = matches!(self.peek(), Tok::Int(_)) && self.peek_at(1) == &Tok::Colon;
+                    if is_range {
+                        let (lo, _) = self.uint("a range bound")?;
+                        self.expect(Tok::Colon)?;
+                        let (hi, hs) = self.uint("a range bound")?;
+                        let dim = cx.k.shape(base).get(indices.len()).copied().unwrap_or(0);
+                        if hi <= lo || hi > dim {
+                            return Err(Diagnostic::user("E0133", format!("range {lo}:{hi} is empty or exceeds the dimension ({dim})"))
+                                .with_label(hs, "bad range"));
+                        }
+                        saw_range = true;
+                        indices.push(ViewIndex::Range(lo, hi));
+                    } else {
+                        let s = self.span();
+                        if saw_range {
+                            return Err(Diagnostic::user("E0134", "dynamic view indices must come before ranges")
+                                .with_label(s, "index after a range"));
+                        }
+                        indices.push(ViewIndex::At(self.operand(cx, T::I32)?));
+                    }
+                    if self.eat(&Tok::RBracket) {
+                        break;
+                    }
+                    self.expect(Tok::Comma)?;
+                }
+                if indices.len() > base_rank || (indices.len() == base_rank && !saw_range) {
+                    return Err(Diagnostic::user("E0135", "a view must keep at least one dimension of its base")
+                        .with_label(bs.to(self.prev_span()), format!("base has rank {base_rank}")));
+                }
+                if cx.k.elem(base) == ElemType::MBarrier {
+                    return Err(Diagnostic::user("E0136", "views of mbarrier arrays are not supported")
+                        .with_label(bs, "mbarrier array"));
+                }
+                if results.len() != 1 {
+                    return Err(Diagnostic::user("E0137", "`view` defines exactly one view name")
+                        .with_label(ns, "bind it as `%v = view ...`"));
+                }
+                let (view, op) = cx.k.new_view(base, indices);
+                cx.k.op_spans.set(op, start.to(self.prev_span()));
+                cx.k.append(region, op);
+                let (vn, vs) = results[0].clone();
+                self.define(cx, &vn, vs, Sym::View(view))?;
+                return Ok(());
+            }
+            "load" => {
+                let (m, idx, s) = self.shared_index(cx)?;
+                tys.push(self.data_elem(cx, m, s)?);
+                OpKind::Load { mem: m, index: idx }
+            }
+            "store" => {
+                let (m, idx, s) = self.shared_index(cx)?;
+                self.expect(Tok::Comma)?;
+                let ty = self.data_elem(cx, m, s)?;
+                let value = self.operand(cx, ty)?;
+                OpKind::Store { mem: m, index: idx, value }
+            }
+            "atomic" | "gatomic" => {
+                let (o, os) = self.word()?;
+                let op = AtomicOp::from_name(&o).ok_or_else(|| {
+                    Diagnostic::user("E0138", format!("unknown atomic `{o}`"))
+                        .with_label(os, "expected add, min, max, exch, and or or")
+                })?;
+                optional_result = true;
+                if name == "atomic" {
+                    let (m, idx, s) = self.shared_index(cx)?;
+                    self.expect(Tok::Comma)?;
+                    let ty = self.data_elem(cx, m, s)?;
+                    let value = self.operand(cx, ty)?;
+                    tys.push(ty);
+                    OpKind::Atomic { op, mem: m, index: idx, value }
+                } else {
+                    let (g, idx, s) = self.global_index(cx)?;
+                    self.expect(Tok::Comma)?;
+                    let ty = self.global_elem(cx, g, s)?;
+                    let value = self.operand(cx, ty)?;
+                    tys.push(ty);
+                    OpKind::GAtomic { op, global: g, index: idx, value }
+                }
+            }
+            "local_load" => {
+                let (m, s) = self.memref(cx)?;
+                let layout = self.layout()?;
+                tys.push(self.data_elem(cx, m, s)?);
+                OpKind::LocalLoad { mem: m, layout }
+            }
+            "local_store" => {
+                let (m, s) = self.memref(cx)?;
+                self.expect(Tok::Comma)?;
+                let ty = self.data_elem(cx, m, s)?;
+                let value = self.operand(cx, ty)?;
+                let layout = self.layout()?;
+                OpKind::LocalStore { mem: m, value, layout }
+            }
+            "gload" => {
+                let (g, idx, s) = self.global_index(cx)?;
+                tys.push(self.global_elem(cx, g, s)?);
+                OpKind::GLoad { global: g, index: idx }
+            }
+            "gstore" => {
+                let (g, idx, s) = self.global_index(cx)?;
+                self.expect(Tok::Comma)?;
+                let ty = self.global_elem(cx, g, s)?;
+                let value = self.operand(cx, ty)?;
+                OpKind::GStore { global: g, index: idx, value }
+            }
+            "gather_to_lds" | "cp_async" => {
+                let (dst, dst_index, ds) = self.shared_index(cx)?;
+                self.expect(Tok::Arrow)?;
+                let (src, src_index, ss) = self.global_index(cx)?;
+                self.copy_types(cx, dst, ds, src, ss)?;
+                optional_result = true;
+                tys.push(T::Token);
+                if name == "cp_async" {
+                    OpKind::CpAsync { dst, dst_index, src, src_index }
+                } else {
+                    OpKind::GatherToLds { dst, dst_index, src, src_index }
+                }
+            }
+            "tdm_load" | "tma_load" => {
+                let (dst, ds) = self.memref(cx)?;
+                self.expect(Tok::Arrow)?;
+                let (src, origin, ss) = self.global_index(cx)?;
+                self.copy_types(cx, dst, ds, src, ss)?;
+                if cx.k.shape(dst).len() > origin.len() {
+                    return Err(Diagnostic::user("E0139", "the tile has more dimensions than the global buffer")
+                        .with_label(ds, "tile rank exceeds the source rank"));
+                }
+                optional_result = true;
+                tys.push(T::Token);
+                if name == "tdm_load" {
+                    OpKind::TdmLoad { dst, src, origin }
+                } else {
+                    self.expect(Tok::Comma)?;
+                    let (mbar, mbar_index) = self.mbar_index(cx)?;
+                    OpKind::TmaLoad { dst, src, origin, mbar, mbar_index }
+                }
+            }
+            "tma_store" => {
+                let (dst, origin, ds) = self.global_index(cx)?;
+                self.expect(Tok::Arrow)?;
+                let (src, ss) = self.memref(cx)?;
+                self.copy_types(cx, src, ss, dst, ds)?;
+                OpKind::TmaStore { dst, origin, src }
+            }
+            "cp_async_commit" => OpKind::CpAsyncCommit,
+            "cp_async_wait" => OpKind::CpAsyncWait(self.u32_("a group count")?.0),
+            "bulk_commit" => OpKind::BulkCommit,
+            "bulk_wait" => OpKind::BulkWait(self.u32_("a group count")?.0),
+            "wgmma_commit" => OpKind::WgmmaCommit,
+            "wgmma_wait" => OpKind::WgmmaWait(self.u32_("a group count")?.0),
+            "wait_tokens" => {
+                let mut toks = Vec::new();
+                loop {
+                    let r = self.raw(cx)?;
+                    match self.coerce(cx, r, T::Token)? {
+                        Operand::Value(v) => toks.push(v),
+                        Operand::Imm(_) => {
+                            return Err(Diagnostic::user("E0140", "expected a token value").with_label(r.span(), "not a token"));
+                        }
+                    }
+                    if !self.eat(&Tok::Comma) {
+                        break;
+                    }
+                }
+                OpKind::WaitTokens(toks)
+            }
+            "waitcnt" => {
+                let mut cs: Vec<(Counter, u32)> = Vec::new();
+                while let Tok::Word(w) = self.peek().clone() {
+                    let Some(c) = Counter::from_name(&w) else { break };
+                    let s = self.bump().span;
+                    if cs.iter().any(|(x, _)| *x == c) {
+                        return Err(Diagnostic::user("E0141", format!("counter `{w}` given twice")).with_label(s, "repeated"));
+                    }
+                    self.expect(Tok::LParen)?;
+                    let (n, _) = self.u32_("a count")?;
+                    self.expect(Tok::RParen)?;
+                    cs.push((c, n));
+                }
+                if cs.is_empty() {
+                    return self.err("a counter such as `vmcnt(0)`");
+                }
+                OpKind::WaitCnt(cs)
+            }
+            "barrier" => OpKind::Barrier,
+            "warp_sync" => OpKind::WarpSync,
+            "barrier_signal" | "barrier_wait" => {
+                let (id, s) = self.int()?;
+                let id = i32::try_from(id).map_err(|_| Diagnostic::user("E0142", "barrier id out of range").with_label(s, "bad id"))?;
+                if name == "barrier_signal" { OpKind::SplitSignal(id) } else { OpKind::SplitWait(id) }
+            }
+            "named_arrive" | "named_sync" => {
+                let (id, _) = self.u32_("a barrier id")?;
+                self.expect(Tok::Comma)?;
+                let (count, _) = self.u32_("a thread count")?;
+                if name == "named_arrive" { OpKind::NamedArrive { id, count } } else { OpKind::NamedSync { id, count } }
+            }
+            "mbar_init" => {
+                let (mbar, index) = self.mbar_index(cx)?;
+                self.expect(Tok::Comma)?;
+                let (count, _) = self.u32_("an arrival count")?;
+                OpKind::MbarInit { mbar, index, count }
+            }
+            "mbar_arrive" => {
+                let (mbar, index) = self.mbar_index(cx)?;
+                let tx = if self.eat_word("tx") { Some(self.u32_("a byte count")?.0) } else { None };
+                OpKind::MbarArrive { mbar, index, tx }
+            }
+            "mbar_expect_tx" => {
+                let (mbar, index) = self.mbar_index(cx)?;
+                self.expect(Tok::Comma)?;
+                let (bytes, _) = self.u32_("a byte count")?;
+                OpKind::MbarExpectTx { mbar, index, bytes }
+            }
+            "mbar_wait" => {
+                let (mbar, index) = self.mbar_index(cx)?;
+                self.expect(Tok::Comma)?;
+                let parity = self.operand(cx, T::I32)?;
+                OpKind::MbarWait { mbar, index, parity }
+            }
+            "mbar_inval" => {
+                let (mbar, index) = self.mbar_index(cx)?;
+                OpKind::MbarInval { mbar, index }
+            }
+            "wgmma" => {
+                let (a, as_) = self.memref(cx)?;
+                self.expect(Tok::Comma)?;
+                let (b, bs) = self.memref(cx)?;
+                self.expect(Tok::Comma)?;
+                self.data_elem(cx, a, as_)?;
+                self.data_elem(cx, b, bs)?;
+                let acc = self.operand(cx, T::F32)?;
+                tys.push(T::F32);
+                OpKind::Wgmma { a, b, acc }
+            }
+            "yield" => {
+                let mut vals = Vec::new();
+                if !self.at_line_end() {
+                    loop {
+                        let r = self.raw(cx)?;
+                        let ty = self.raw_ty(cx, r);
+                        vals.push(self.coerce(cx, r, ty)?);
+                        if !self.eat(&Tok::Comma) {
+                            break;
+                        }
+                    }
+                }
+                OpKind::Yield(vals)
+            }
+            "condition" => OpKind::Condition(self.operand(cx, T::I1)?),
+            "for" => {
+                let (iv, ivs) = self.local()?;
+                self.expect(Tok::Eq)?;
+                let lo = self.operand(cx, T::I32)?;
+                self.expect_word("to")?;
+                let hi = self.operand(cx, T::I32)?;
+                let step = if self.eat_word("step") { self.operand(cx, T::I32)? } else { Operand::int(1) };
+                if step == Operand::Imm(Scalar::I32(0)) || matches!(step, Operand::Imm(Scalar::I32(s)) if s < 0) {
+                    return Err(Diagnostic::user("E0143", "a loop step must be positive").with_label(self.prev_span(), "step"));
+                }
+                let iters = self.iter_args(cx)?;
+                let body = cx.k.new_region();
+                let ivv = cx.k.new_value(T::I32, ValueDef::RegionArg(body, 0));
+                cx.k.regions[body].args.push(ivv);
+                let mut init = Vec::new();
+                let mut names = vec![(iv, ivs, ivv)];
+                for (i, (n, s, op)) in iters.into_iter().enumerate() {
+                    let ty = self.operand_ty(cx, op);
+                    let a = cx.k.new_value(ty, ValueDef::RegionArg(body, i + 1));
+                    cx.k.regions[body].args.push(a);
+                    tys.push(ty);
+                    init.push(op);
+                    names.push((n, s, a));
+                }
+                self.region_block(cx, body, &names)?;
+                regions.push(body);
+                OpKind::For { lo, hi, step, init }
+            }
+            "if" => {
+                let cond = self.operand(cx, T::I1)?;
+                let then_r = cx.k.new_region();
+                self.region_block(cx, then_r, &[])?;
+                let else_r = cx.k.new_region();
+                if self.eat_word("else") {
+                    self.region_block(cx, else_r, &[])?;
+                }
+                regions.push(then_r);
+                regions.push(else_r);
+                if !results.is_empty() {
+                    tys = self.yield_types(cx, then_r, ns)?;
+                }
+                OpKind::If { cond }
+            }
+            "while" => {
+                let iters = self.iter_args(cx)?;
+                let before = cx.k.new_region();
+                let mut names = Vec::new();
+                let mut init = Vec::new();
+                for (i, (n, s, op)) in iters.iter().cloned().enumerate() {
+                    let ty = self.operand_ty(cx, op);
+                    let a = cx.k.new_value(ty, ValueDef::RegionArg(before, i));
+                    cx.k.regions[before].args.push(a);
+                    tys.push(ty);
+                    init.push(op);
+                    names.push((n, s, a));
+                }
+                self.region_block(cx, before, &names)?;
+                self.expect_word("do")?;
+                let after = cx.k.new_region();
+                let mut anames = Vec::new();
+                self.expect(Tok::LParen)?;
+                if !self.eat(&Tok::RParen) {
+                    loop {
+                        let (n, s) = self.local()?;
+                        anames.push((n, s));
+                        if self.eat(&Tok::RParen) {
+                            break;
+                        }
+                        self.expect(Tok::Comma)?;
+                    }
+                }
+                if anames.len() != tys.len() {
+                    return Err(Diagnostic::user("E0144", format!("the `do` region takes {} argument(s), one per iteration value", tys.len()))
+                        .with_label(self.prev_span(), "wrong number of arguments"));
+                }
+                let mut bnames = Vec::new();
+                for (i, (n, s)) in anames.into_iter().enumerate() {
+                    let a = cx.k.new_value(tys[i], ValueDef::RegionArg(after, i));
+                    cx.k.regions[after].args.push(a);
+                    bnames.push((n, s, a));
+                }
+                self.region_block(cx, after, &bnames)?;
+                regions.push(before);
+                regions.push(after);
+                OpKind::While { init }
+            }
+            "stage" => {
+                let (n, _) = self.string()?;
+                let body = cx.k.new_region();
+                // A stage runs exactly once, in place: its definitions stay visible after it.
+                self.expect(Tok::LBrace)?;
+                self.region_items(cx, body)?;
+                self.expect(Tok::RBrace)?;
+                regions.push(body);
+                OpKind::Stage { name: n }
+            }
+            _ if Special::from_name(&name).is_some() => {
+                let sp = Special::from_name(&name).expect("checked");
+                tys.push(T::I32);
+                OpKind::Special(sp)
+            }
+            _ => {
+                return Err(Diagnostic::user("E0150", format!("unknown op `{name}`"))
+                    .with_label(ns, "not an op of the smemsync IR")
+                    .with_help("docs/ir.md lists every op"));
+            }
+        };
+        if optional_result && results.is_empty() {
+            tys.clear();
+        }
+        let op = cx.k.new_op(kind, &tys, regions);
+        cx.k.op_spans.set(op, start.to(self.prev_span()));
+        // Region-owning ops span only their header line, so labels stay readable.
+        if !cx.k.ops[op].regions.is_empty() {
+            cx.k.op_spans.set(op, start.to(ns));
+        }
+        if tys.is_empty() {
+            self.no_results(&results, &name)?;
+        } else {
+            self.bind_results(cx, op, &results, &name, ns)?;
+        }
+        cx.k.append(region, op);
+        Ok(())
+    }
+
+    fn at_line_end(&self) -> bool {
+        // A `yield` with no operands is followed by `}` or by the next op's first token.
+        matches!(self.peek(), Tok::RBrace | Tok::Eof | Tok::Word(_))
+            && !matches!(self.peek(), Tok::Word(w) if w == "true" || w == "false")
+    }
+
+    fn operand_ty(&self, cx: &KernelCtx, op: Operand) -> ScalarType {
+        match op {
+            Operand::Value(v) => cx.k.values[v].ty,
+            Operand::Imm(s) => s.ty(),
+        }
+    }
+
+    /// `iter(%a = x, %b = y)` (optional).
+    fn iter_args(&mut self, cx: &KernelCtx) -> PResult<Vec<(String, Span, Operand)>> {
+        let mut v = Vec::new();
+        if self.eat_word("iter") {
+            self.expect(Tok::LParen)?;
+            loop {
+                let (n, s) = self.local()?;
+                self.expect(Tok::Eq)?;
+                let r = self.raw(cx)?;
+                let ty = self.raw_ty(cx, r);
+                v.push((n, s, self.coerce(cx, r, ty)?));
+                if self.eat(&Tok::RParen) {
+                    break;
+                }
+                self.expect(Tok::Comma)?;
+            }
+        }
+        Ok(v)
+    }
+
+    fn region_block(&mut self, cx: &mut KernelCtx, r: Region, args: &[(String, Span, Value)]) -> PResult<()> {
+        self.expect(Tok::LBrace)?;
+        cx.scopes.push(HashMap::new());
+        for (n, s, v) in args {
+            self.define(cx, n, *s, Sym::Value(*v))?;
+        }
+        let res = self.region_items(cx, r);
+        cx.scopes.pop();
+        res?;
+        self.expect(Tok::RBrace)?;
+        Ok(())
+    }
+
+    fn yield_types(&self, cx: &KernelCtx, r: Region, at: Span) -> PResult<Vec<ScalarType>> {
+        if let Some(&last) = cx.k.regions[r].ops.last() {
+            if let OpKind::Yield(vals) = &cx.k.ops[last].kind {
+                return Ok(vals.iter().map(|o| self.operand_ty(cx, *o)).collect());
+            }
+        }
+        Err(Diagnostic::user("E0145", "an `if` with results must end each branch with `yield`")
+            .with_label(at, "no yield in the then-branch"))
+    }
+
+    fn data_elem(&self, cx: &KernelCtx, m: MemRef, s: Span) -> PResult<ScalarType> {
+        cx.k.elem(m).scalar().ok_or_else(|| {
+            Diagnostic::user("E0146", "mbarrier arrays hold no data")
+                .with_label(s, "only mbarrier ops may use this buffer")
+        })
+    }
+
+    fn global_elem(&self, cx: &KernelCtx, g: Global, s: Span) -> PResult<ScalarType> {
+        cx.k.globals[g].elem.scalar().ok_or_else(|| {
+            Diagnostic::user("E0146", "global buffers cannot hold mbarriers").with_label(s, "bad element type")
+        })
+    }
+
+    fn copy_types(&self, cx: &KernelCtx, m: MemRef, ms: Span, g: Global, gs: Span) -> PResult<()> {
+        let (a, b) = (cx.k.elem(m), cx.k.globals[g].elem);
+        if a != b {
+            return Err(Diagnostic::user("E0147", format!("copy between {b} and {a} buffers"))
+                .with_label(ms, format!("{a} here"))
+                .with_label(gs, format!("{b} here"))
+                .with_help("async copies move bytes: both sides must have the same element type"));
+        }
+        Ok(())
+    }
+}

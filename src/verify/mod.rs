@@ -1,0 +1,430 @@
+//! The structural verifier: checks the IR invariants every pass must preserve, collecting
+//! every violation as a diagnostic.
+//!
+//! Invariants:
+//! 1. Placement: each op sits in exactly one region, each region but the body is owned by
+//!    exactly one op, no region is reachable from itself.
+//! 2. Dominance: an operand is a kernel parameter, a region argument of an enclosing region,
+//!    or a result of an earlier op of the same or an enclosing region (a `stage` is
+//!    transparent: what it defines dominates the ops after it); views likewise.
+//! 3. Types: index and bound operands are i32, conditions i1, stored values match the
+//!    element's scalar type, binary operands agree, `wait_tokens` takes tokens.
+//! 4. Terminators: `yield` only last in a `for` body, `if` arm or `while` body, with the
+//!    values the op's results require; `condition` only last in a `while` condition region.
+//! 5. Memory: index counts equal the memref's rank; mbarrier arrays only in mbarrier ops;
+//!    pinned offsets aligned to the element size.
+//! 6. Sync operands: named barrier ids below 16 and counts in 1..=block threads; groups
+//!    inside the block.
+//!
+//! Complexity: O(ops + operands) with a scope stack.
+
+use std::collections::HashSet;
+
+use crate::diag::{DiagKind, Diagnostic, Span};
+use crate::ir::*;
+
+/// Verifies a kernel, returning every violation found (empty when the kernel is well formed).
+pub fn verify(k: &Kernel) -> Vec<Diagnostic> {
+    let mut v = Verifier { k, errors: Vec::new(), visible: HashSet::new(), views: HashSet::new() };
+    v.placement();
+    if !v.errors.is_empty() {
+        return v.errors;
+    }
+    v.decls();
+    for p in &k.params {
+        if let Param::Scalar(val) = p {
+            v.visible.insert(*val);
+        }
+    }
+    v.region(k.body, RegionRole::Body, &[]);
+    v.errors
+}
+
+#[derive(Copy, Clone, PartialEq, Debug)]
+enum RegionRole {
+    Body,
+    ForBody,
+    IfArm,
+    WhileCond,
+    WhileBody,
+    Stage,
+}
+
+struct Verifier<'a> {
+    k: &'a Kernel,
+    errors: Vec<Diagnostic>,
+    visible: HashSet<Value>,
+    views: HashSet<View>,
+}
+
+impl Verifier<'_> {
+    fn err(&mut self, span: Span, msg: impl Into<String>) {
+        let msg = msg.into();
+        self.errors.push(Diagnostic::error(DiagKind::Verifier, "V0001", msg.clone()).with_label(span, msg));
+    }
+
+    fn placement(&mut self) {
+        let k = self.k;
+        let mut op_seen = vec![0u32; k.ops.len()];
+        let mut region_owner = vec![0u32; k.regions.len()];
+        for rd in k.regions.values() {
+            for &op in &rd.ops {
+                op_seen[op.index()] += 1;
+            }
+        }
+        for od in k.ops.values() {
+            for &r in &od.regions {
+                region_owner[r.index()] += 1;
+            }
+        }
+        // Ops never placed are allowed (dead builder ops) only if nothing refers to them; a
+        // placed op must be placed once.
+        for (op, n) in op_seen.iter().enumerate() {
+            if *n > 1 {
+                let op = Op::new(op);
+                self.err(k.span(op), format!("{op} is placed in {n} regions"));
+            }
+        }
+        for (r, n) in region_owner.iter().enumerate() {
+            let r = Region::new(r);
+            if r == k.body && *n != 0 {
+                self.err(k.kernel_span, "the kernel body is owned by an op");
+            } else if r != k.body && *n > 1 {
+                self.err(k.kernel_span, format!("{r} is owned by {n} ops"));
+            }
+        }
+        // Cycles: walking from the body must not revisit a region.
+        let mut seen = HashSet::new();
+        let mut stack = vec![k.body];
+        while let Some(r) = stack.pop() {
+            if !seen.insert(r) {
+                self.err(k.kernel_span, format!("{r} is reachable twice (cyclic nesting)"));
+                return;
+            }
+            for &op in &k.regions[r].ops {
+                stack.extend(k.ops[op].regions.iter().copied());
+            }
+        }
+    }
+
+    fn decls(&mut self) {
+        let k = self.k;
+        let threads = k.threads();
+        for (b, bd) in k.buffers.iter() {
+            if let Some(off) = bd.offset {
+                if off % bd.elem.bytes() != 0 {
+                    self.err(*k.buffer_spans.get(b), format!("offset {off} of @{} is not aligned to {} bytes", bd.name, bd.elem.bytes()));
+                }
+            }
+        }
+        for g in k.groups.values() {
+            if g.hi > threads {
+                self.err(k.kernel_span, format!("group @{} ends at thread {} but the block has {threads} threads", g.name, g.hi));
+            }
+        }
+    }
+
+    fn ty(&self, o: &Operand) -> ScalarType {
+        match o {
+            Operand::Value(v) => self.k.values[*v].ty,
+            Operand::Imm(s) => s.ty(),
+        }
+    }
+
+    fn use_op(&mut self, span: Span, o: &Operand, want: Option<ScalarType>) {
+        if let Operand::Value(v) = o {
+            if !self.visible.contains(v) {
+                self.err(span, format!("{} is used where its definition does not dominate", self.k.value_name(*v)));
+            }
+        }
+        if let Some(t) = want {
+            let have = self.ty(o);
+            if have != t {
+                self.err(span, format!("expected a {t} operand, found {have}"));
+            }
+        }
+    }
+
+    fn use_mem(&mut self, span: Span, m: MemRef, index: Option<&[Operand]>, data: bool) {
+        if let MemRef::View(v) = m {
+            if !self.views.contains(&v) {
+                self.err(span, format!("view {v} is used where its definition does not dominate"));
+            }
+        }
+        let elem = self.k.elem(m);
+        if data && elem == ElemType::MBarrier {
+            self.err(span, "data access to an mbarrier array");
+        }
+        if !data && elem != ElemType::MBarrier {
+            self.err(span, "mbarrier op on a data buffer");
+        }
+        if let Some(ix) = index {
+            let rank = self.k.shape(m).len();
+            if ix.len() != rank {
+                self.err(span, format!("memref of rank {rank} indexed with {} indices", ix.len()));
+            }
+            for o in ix {
+                self.use_op(span, o, Some(ScalarType::I32));
+            }
+        }
+    }
+
+    fn use_global(&mut self, span: Span, g: Global, index: &[Operand], tile: bool) {
+        let rank = self.k.globals[g].shape.len();
+        if (!tile && index.len() != rank) || (tile && index.len() != rank) {
+            self.err(span, format!("global of rank {rank} indexed with {} indices", index.len()));
+        }
+        for o in index {
+            self.use_op(span, o, Some(ScalarType::I32));
+        }
+    }
+
+    fn scalar_of(&self, m: MemRef) -> Option<ScalarType> {
+        self.k.elem(m).scalar()
+    }
+
+    fn region(&mut self, r: Region, role: RegionRole, want_yield: &[ScalarType]) {
+        let k = self.k;
+        let saved_vals = self.visible.clone();
+        let saved_views = self.views.clone();
+        for &a in &k.regions[r].args {
+            self.visible.insert(a);
+        }
+        let ops = &k.regions[r].ops;
+        for (i, &op) in ops.iter().enumerate() {
+            let last = i + 1 == ops.len();
+            self.op(op, role, last, want_yield);
+        }
+        let needs_term = match role {
+            RegionRole::WhileCond => true,
+            RegionRole::ForBody | RegionRole::IfArm | RegionRole::WhileBody => !want_yield.is_empty(),
+            _ => false,
+        };
+        if needs_term {
+            let ok = ops.last().is_some_and(|&l| match (&k.ops[l].kind, role) {
+                (OpKind::Condition(_), RegionRole::WhileCond) => true,
+                (OpKind::Yield(_), RegionRole::WhileCond) => false,
+                (OpKind::Yield(_), _) => true,
+                _ => false,
+            });
+            if !ok {
+                let span = ops.last().map_or(k.kernel_span, |&l| k.span(l));
+                let what = if role == RegionRole::WhileCond { "`condition`" } else { "`yield`" };
+                self.err(span, format!("region must end with {what}"));
+            }
+        }
+        // A stage runs once, in place: its definitions dominate what follows it.
+        if role != RegionRole::Stage {
+            self.visible = saved_vals;
+            self.views = saved_views;
+        }
+    }
+
+    fn op(&mut self, op: Op, role: RegionRole, last: bool, want_yield: &[ScalarType]) {
+        use ScalarType as T;
+        let k = self.k;
+        let od = &k.ops[op];
+        let s = k.span(op);
+        match &od.kind {
+            OpKind::Const(_) | OpKind::Special(_) | OpKind::InGroup(_) => {}
+            OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => {
+                self.use_op(s, a, None);
+                self.use_op(s, b, None);
+                if self.ty(a) != self.ty(b) {
+                    self.err(s, "operands have different types");
+                }
+            }
+            OpKind::Unary(_, a) => self.use_op(s, a, None),
+            OpKind::Select(c, a, b) => {
+                self.use_op(s, c, Some(T::I1));
+                self.use_op(s, a, None);
+                self.use_op(s, b, None);
+                if self.ty(a) != self.ty(b) {
+                    self.err(s, "select arms have different types");
+                }
+            }
+            OpKind::Cast(c, a) => {
+                let want = if *c == CastOp::IToF { T::I32 } else { T::F32 };
+                self.use_op(s, a, Some(want));
+            }
+            OpKind::Compute { args, .. } => {
+                for a in args {
+                    self.use_op(s, a, None);
+                }
+            }
+            OpKind::ViewDef(v) => {
+                let vd = &k.views[*v];
+                self.use_mem(s, vd.base, None, true);
+                for ix in &vd.indices {
+                    if let ViewIndex::At(o) = ix {
+                        self.use_op(s, o, Some(T::I32));
+                    }
+                }
+                self.views.insert(*v);
+            }
+            OpKind::Load { mem, index } => self.use_mem(s, *mem, Some(index), true),
+            OpKind::Store { mem, index, value } | OpKind::Atomic { mem, index, value, .. } => {
+                self.use_mem(s, *mem, Some(index), true);
+                let t = self.scalar_of(*mem);
+                self.use_op(s, value, t);
+            }
+            OpKind::LocalLoad { mem, .. } => self.use_mem(s, *mem, None, true),
+            OpKind::LocalStore { mem, value, .. } => {
+                self.use_mem(s, *mem, None, true);
+                let t = self.scalar_of(*mem);
+                self.use_op(s, value, t);
+            }
+            OpKind::GLoad { global, index } => self.use_global(s, *global, index, false),
+            OpKind::GStore { global, index, value } | OpKind::GAtomic { global, index, value, .. } => {
+                self.use_global(s, *global, index, false);
+                let t = k.globals[*global].elem.scalar();
+                self.use_op(s, value, t);
+            }
+            OpKind::GatherToLds { dst, dst_index, src, src_index }
+            | OpKind::CpAsync { dst, dst_index, src, src_index } => {
+                self.use_mem(s, *dst, Some(dst_index), true);
+                self.use_global(s, *src, src_index, false);
+            }
+            OpKind::TdmLoad { dst, src, origin } => {
+                self.use_mem(s, *dst, None, true);
+                self.use_global(s, *src, origin, true);
+            }
+            OpKind::TmaLoad { dst, src, origin, mbar, mbar_index } => {
+                self.use_mem(s, *dst, None, true);
+                self.use_global(s, *src, origin, true);
+                self.use_mem(s, *mbar, Some(mbar_index), false);
+            }
+            OpKind::TmaStore { dst, origin, src } => {
+                self.use_mem(s, *src, None, true);
+                self.use_global(s, *dst, origin, true);
+            }
+            OpKind::Wgmma { a, b, acc } => {
+                self.use_mem(s, *a, None, true);
+                self.use_mem(s, *b, None, true);
+                self.use_op(s, acc, Some(T::F32));
+            }
+            OpKind::WaitTokens(ts) => {
+                for t in ts {
+                    self.use_op(s, &Operand::Value(*t), Some(T::Token));
+                }
+            }
+            OpKind::WaitCnt(cs) => {
+                if cs.is_empty() {
+                    self.err(s, "waitcnt names no counter");
+                }
+            }
+            OpKind::NamedArrive { id, count } | OpKind::NamedSync { id, count } => {
+                if *id >= 16 {
+                    self.err(s, format!("named barrier id {id} is out of range (0..16)"));
+                }
+                if *count == 0 || *count > k.threads() {
+                    self.err(s, format!("named barrier count {count} must be in 1..={}", k.threads()));
+                }
+            }
+            OpKind::MbarInit { mbar, index, .. }
+            | OpKind::MbarArrive { mbar, index, .. }
+            | OpKind::MbarExpectTx { mbar, index, .. }
+            | OpKind::MbarInval { mbar, index } => self.use_mem(s, *mbar, Some(index), false),
+            OpKind::MbarWait { mbar, index, parity } => {
+                self.use_mem(s, *mbar, Some(index), false);
+                self.use_op(s, parity, Some(T::I32));
+            }
+            OpKind::CpAsyncCommit
+            | OpKind::CpAsyncWait(_)
+            | OpKind::BulkCommit
+            | OpKind::BulkWait(_)
+            | OpKind::WgmmaCommit
+            | OpKind::WgmmaWait(_)
+            | OpKind::Barrier
+            | OpKind::WarpSync
+            | OpKind::SplitSignal(_)
+            | OpKind::SplitWait(_) => {}
+            OpKind::Yield(vals) => {
+                let allowed = matches!(role, RegionRole::ForBody | RegionRole::IfArm | RegionRole::WhileBody);
+                if !allowed || !last {
+                    self.err(s, "`yield` must be the last op of a loop body or `if` arm");
+                }
+                for v in vals {
+                    self.use_op(s, v, None);
+                }
+                let tys: Vec<ScalarType> = vals.iter().map(|v| self.ty(v)).collect();
+                if tys != want_yield {
+                    self.err(s, format!("`yield` carries {tys:?} but the enclosing op expects {want_yield:?}"));
+                }
+            }
+            OpKind::Condition(c) => {
+                if role != RegionRole::WhileCond || !last {
+                    self.err(s, "`condition` must be the last op of a while condition region");
+                }
+                self.use_op(s, c, Some(T::I1));
+            }
+            OpKind::For { lo, hi, step, init } => {
+                self.use_op(s, lo, Some(T::I32));
+                self.use_op(s, hi, Some(T::I32));
+                self.use_op(s, step, Some(T::I32));
+                for i in init {
+                    self.use_op(s, i, None);
+                }
+                let tys: Vec<ScalarType> = init.iter().map(|i| self.ty(i)).collect();
+                if od.regions.len() != 1 {
+                    self.err(s, "`for` must own one region");
+                } else {
+                    let body = od.regions[0];
+                    let args = &k.regions[body].args;
+                    let argt: Vec<ScalarType> = args.iter().map(|a| k.values[*a].ty).collect();
+                    if argt.first() != Some(&T::I32) || argt[1..] != tys[..] {
+                        self.err(s, "loop region arguments do not match the induction variable and iteration values");
+                    }
+                    self.result_types(op, &tys);
+                    self.region(body, RegionRole::ForBody, &tys);
+                }
+            }
+            OpKind::If { cond } => {
+                self.use_op(s, cond, Some(T::I1));
+                if od.regions.len() != 2 {
+                    self.err(s, "`if` must own two regions");
+                } else {
+                    let tys: Vec<ScalarType> = od.results.iter().map(|v| k.values[*v].ty).collect();
+                    self.region(od.regions[0], RegionRole::IfArm, &tys);
+                    self.region(od.regions[1], RegionRole::IfArm, &tys);
+                }
+            }
+            OpKind::While { init } => {
+                for i in init {
+                    self.use_op(s, i, None);
+                }
+                let tys: Vec<ScalarType> = init.iter().map(|i| self.ty(i)).collect();
+                if od.regions.len() != 2 {
+                    self.err(s, "`while` must own two regions");
+                } else {
+                    self.result_types(op, &tys);
+                    self.region(od.regions[0], RegionRole::WhileCond, &[]);
+                    self.region(od.regions[1], RegionRole::WhileBody, &tys);
+                }
+            }
+            OpKind::Stage { .. } => {
+                if od.regions.len() != 1 {
+                    self.err(s, "`stage` must own one region");
+                } else {
+                    self.region(od.regions[0], RegionRole::Stage, &[]);
+                }
+            }
+        }
+        if !od.regions.is_empty()
+            && !matches!(od.kind, OpKind::For { .. } | OpKind::If { .. } | OpKind::While { .. } | OpKind::Stage { .. })
+        {
+            self.err(s, "only for, if, while and stage own regions");
+        }
+        for &r in &od.results {
+            self.visible.insert(r);
+        }
+    }
+
+    fn result_types(&mut self, op: Op, tys: &[ScalarType]) {
+        let k = self.k;
+        let have: Vec<ScalarType> = k.ops[op].results.iter().map(|v| k.values[*v].ty).collect();
+        if have != tys {
+            self.err(k.span(op), "op results do not match its iteration values");
+        }
+    }
+}
