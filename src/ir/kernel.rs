@@ -37,6 +37,8 @@ pub struct Kernel {
     pub global_spans: SecondaryMap<Global, Span>,
     pub value_spans: SecondaryMap<Value, Span>,
     pub kernel_span: Span,
+    /// Default values of scalar parameters (`%n: i32 = 8`), used when a run gives none.
+    pub param_defaults: SecondaryMap<Value, Option<Scalar>>,
 }
 
 impl Kernel {
@@ -63,6 +65,7 @@ impl Kernel {
             global_spans: SecondaryMap::default(),
             value_spans: SecondaryMap::default(),
             kernel_span: Span::UNDEF,
+            param_defaults: SecondaryMap::with_default(None),
         }
     }
 
@@ -200,6 +203,14 @@ impl Kernel {
             .iter()
             .find(|(_, b)| b.name == name)
             .map(|(b, _)| b)
+    }
+
+    /// The scalar parameter with this source name.
+    pub fn scalar_param(&self, name: &str) -> Option<Value> {
+        self.params.iter().find_map(|p| match p {
+            Param::Scalar(v) if *self.value_names.get(*v) == name => Some(*v),
+            _ => None,
+        })
     }
 
     pub fn span(&self, op: Op) -> Span {
