@@ -10,6 +10,7 @@ pub mod emit;
 pub mod ir;
 pub mod reader;
 pub mod target;
+pub mod transform;
 pub mod verify;
 
 pub use diag::{Diagnostic, Span};

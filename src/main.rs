@@ -19,6 +19,8 @@ struct Cli {
 enum Command {
     /// Parse, verify and print a kernel file in canonical form.
     Fmt(cli::fmt::FmtArgs),
+    /// Assign shared-memory offsets so that buffers with disjoint lifetimes share bytes.
+    PlanSmem(cli::plan_smem::PlanSmemArgs),
 }
 
 fn main() {
@@ -36,6 +38,7 @@ fn main() {
     };
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
+        Command::PlanSmem(a) => cli::plan_smem::run(a),
     };
     std::process::exit(code);
 }
