@@ -232,10 +232,10 @@ impl Kernel {
     pub fn clone_op(&mut self, op: Op, map: &mut CloneMap) -> Op {
         let mut kind = self.ops[op].kind.clone();
         let subst = |o: &mut Operand, map: &CloneMap| {
-            if let Operand::Value(v) = o {
-                if let Some(n) = map.values.get(v) {
-                    *o = *n;
-                }
+            if let Operand::Value(v) = o
+                && let Some(n) = map.values.get(v)
+            {
+                *o = *n;
             }
         };
         kind.for_each_operand_mut(&mut |o| subst(o, map));

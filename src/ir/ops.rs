@@ -441,7 +441,7 @@ impl OpKind {
     /// `wait_tokens` are included as `Operand::Value`s.
     pub fn for_each_operand_mut(&mut self, f: &mut dyn FnMut(&mut Operand)) {
         let all =
-            |v: &mut Vec<Operand>, f: &mut dyn FnMut(&mut Operand)| v.iter_mut().for_each(|o| f(o));
+            |v: &mut Vec<Operand>, f: &mut dyn FnMut(&mut Operand)| v.iter_mut().for_each(&mut *f);
         match self {
             OpKind::Const(_) | OpKind::Special(_) | OpKind::InGroup(_) | OpKind::ViewDef(_) => {}
             OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => {

@@ -161,13 +161,13 @@ fn pipeline_one(k: &mut Kernel, l: Op, g: Op, stages: u32) -> Result<Vec<Buffer>
             }
         }
         let e = effects(k, o);
-        if let Some(s) = e.sync {
-            if s != SyncEffect::Commit(AsyncClass::CpAsync) {
-                errs.push(
-                    Diagnostic::user("E0404", "the load stage may not synchronize")
-                        .with_label(k.span(o), "sync op in the load stage"),
-                );
-            }
+        if let Some(s) = e.sync
+            && s != SyncEffect::Commit(AsyncClass::CpAsync)
+        {
+            errs.push(
+                Diagnostic::user("E0404", "the load stage may not synchronize")
+                    .with_label(k.span(o), "sync op in the load stage"),
+            );
         }
     }
     for &o in &loop_ops {
