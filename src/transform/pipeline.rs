@@ -315,10 +315,10 @@ fn pipeline_one(k: &mut Kernel, l: Op, g: Op, stages: u32) -> Result<Vec<Buffer>
             }
         });
         k.ops[o].kind = kind;
-        if let OpKind::ViewDef(v) = k.ops[o].kind {
-            if let Some(n) = cmap.get(&k.views[v].base) {
-                k.views[v].base = *n;
-            }
+        if let OpKind::ViewDef(v) = k.ops[o].kind
+            && let Some(n) = cmap.get(&k.views[v].base)
+        {
+            k.views[v].base = *n;
         }
     }
     let kp = k.new_op(
