@@ -19,6 +19,10 @@ struct Cli {
 enum Command {
     /// Parse, verify and print a kernel file in canonical form.
     Fmt(cli::fmt::FmtArgs),
+    /// Prove or refute race freedom; exit 1 with a witness when a race is found.
+    Check(cli::check::CheckArgs),
+    /// Execute kernels on the interpreter and print or write every global buffer.
+    Run(cli::run::RunArgs),
 }
 
 fn main() {
@@ -32,6 +36,8 @@ fn main() {
     };
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
+        Command::Check(a) => cli::check::run(a),
+        Command::Run(a) => cli::run::run(a),
     };
     std::process::exit(code);
 }
