@@ -24,7 +24,9 @@
 //! copy is performed at most once and completed at most once. Complexity: O(ops executed)
 //! plus O(threads x clock slots) per block-wide sync op.
 
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use super::race::{Acc, AccKind, AccessSite, Conflict, NO_COPY, RaceState, Witness};
 use crate::diag::{DiagKind, Diagnostic, Span};
@@ -256,8 +258,9 @@ struct Thread {
 struct PendingCopy {
     issuer: usize,
     op: Op,
-    /// Async writes: (buffer, element, value).
-    writes: Vec<(Buffer, u64, Val)>,
+    /// Async writes: (buffer, element, value), shared by the identical copies that several
+    /// threads issue from one op in one iteration (with a flag: already written).
+    writes: Rc<(Vec<(Buffer, u64, Val)>, Cell<bool>)>,
     /// TMA store: shared elements read, and the global elements they go to.
     store: Option<(Vec<(Buffer, u64)>, Global, Vec<u64>)>,
     /// TMA load: the mbarrier slot and bytes it completes.
@@ -395,7 +398,10 @@ struct BlockExec<'a> {
     layouts: HashMap<Op, u64>,
     iters: HashMap<Vec<i64>, u32>,
     iter_list: Vec<Vec<i64>>,
+    tiles: HashMap<TileKey, Rc<(Vec<(Buffer, u64, Val)>, Cell<bool>)>>,
 }
+
+type TileKey = (Op, u32, Buffer, u64, Vec<i64>);
 
 impl<'a> BlockExec<'a> {
     fn new(
@@ -524,6 +530,7 @@ impl<'a> BlockExec<'a> {
             layouts,
             iters,
             iter_list: vec![Vec::new()],
+            tiles: HashMap::new(),
         }
     }
 
@@ -887,7 +894,7 @@ impl<'a> BlockExec<'a> {
             .ancestors(a.op)
             .into_iter()
             .filter_map(|p| match &k.ops[p].kind {
-                OpKind::For { .. } => Some(k.value_name(k.regions[k.ops[p].regions[0]].args[0])),
+                OpKind::For { .. } => Some(format!("%{}", k.value_name(k.regions[k.ops[p].regions[0]].args[0]))),
                 OpKind::While { .. } => Some("while iteration".to_string()),
                 _ => None,
             })
@@ -956,8 +963,11 @@ impl<'a> BlockExec<'a> {
     fn perform(&mut self, c: u32) -> Result<(), Stop> {
         let Some(p) = self.copies.remove(&c) else { return Ok(()) };
         self.unperformed.retain(|x| *x != c);
-        for (b, e, v) in &p.writes {
-            self.write_smem(*b, *e, *v);
+        if !p.writes.1.get() {
+            p.writes.1.set(true);
+            for (b, e, v) in &p.writes.0 {
+                self.write_smem(*b, *e, *v);
+            }
         }
         if let Some((reads, g, gidx)) = &p.store {
             let mut vals = Vec::with_capacity(reads.len());
@@ -1344,7 +1354,7 @@ impl<'a> BlockExec<'a> {
                 let (b, e) = self.element(th, *dst, dst_index, op)?;
                 let gi = self.global_index(th, *src, src_index, op)?;
                 let v = self.globals[src.index()].data[gi];
-                let p = PendingCopy { issuer: t, op, writes: vec![(b, e, v)], store: None, mbar: None };
+                let p = PendingCopy { issuer: t, op, writes: Rc::new((vec![(b, e, v)], Cell::new(false))), store: None, mbar: None };
                 let c = self.new_copy(th, op, p);
                 self.record(th, op, b, e, AccKind::AsyncWrite, c)?;
                 if matches!(od.kind, OpKind::CpAsync { .. }) {
@@ -1362,11 +1372,24 @@ impl<'a> BlockExec<'a> {
             OpKind::TdmLoad { dst, src, origin } | OpKind::TmaLoad { dst, src, origin, .. } => {
                 let vi = self.memref(th, *dst, op)?;
                 let org: Vec<i64> = origin.iter().map(|o| self.int(th, o)).collect();
-                let gidx = self.tile(*src, &org, &vi.shape, op)?;
-                let mut writes = Vec::with_capacity(gidx.len());
-                for (e, gi) in gidx.iter().enumerate() {
-                    writes.push((vi.buf, vi.element(e as u64), self.globals[src.index()].data[*gi as usize]));
-                }
+                // Threads issuing this op in the same iteration copy the same tile: one
+                // record and one data set stand for all of them.
+                let key = (op, th.iter, vi.buf, vi.off, org.clone());
+                let shared = self.tiles.get(&key).cloned();
+                let fresh = shared.is_none();
+                let writes = match shared {
+                    Some(w) => w,
+                    None => {
+                        let gidx = self.tile(*src, &org, &vi.shape, op)?;
+                        let mut writes = Vec::with_capacity(gidx.len());
+                        for (e, gi) in gidx.iter().enumerate() {
+                            writes.push((vi.buf, vi.element(e as u64), self.globals[src.index()].data[*gi as usize]));
+                        }
+                        let w = Rc::new((writes, Cell::new(false)));
+                        self.tiles.insert(key, w.clone());
+                        w
+                    }
+                };
                 let mbar = if let OpKind::TmaLoad { mbar, mbar_index, .. } = &od.kind {
                     let slot = self.mbar_slot(th, *mbar, mbar_index, op)?;
                     let bytes = vi.elements() * k.buffers[vi.buf].elem.bytes();
@@ -1374,11 +1397,12 @@ impl<'a> BlockExec<'a> {
                 } else {
                     None
                 };
-                let elems: Vec<u64> = writes.iter().map(|w| w.1).collect();
-                let p = PendingCopy { issuer: t, op, writes, store: None, mbar };
+                let p = PendingCopy { issuer: t, op, writes: writes.clone(), store: None, mbar };
                 let c = self.new_copy(th, op, p);
-                for el in elems {
-                    self.record(th, op, vi.buf, el, AccKind::AsyncWrite, c)?;
+                if fresh {
+                    for w in &writes.0 {
+                        self.record(th, op, vi.buf, w.1, AccKind::AsyncWrite, c)?;
+                    }
                 }
                 if mbar.is_none() {
                     th.cnt[counter_index(Counter::TensorCnt)].push(Some(c));
@@ -1390,7 +1414,7 @@ impl<'a> BlockExec<'a> {
                 let org: Vec<i64> = origin.iter().map(|o| self.int(th, o)).collect();
                 let gidx = self.tile(*dst, &org, &vi.shape, op)?;
                 let reads: Vec<(Buffer, u64)> = (0..vi.elements()).map(|e| (vi.buf, vi.element(e))).collect();
-                let p = PendingCopy { issuer: t, op, writes: Vec::new(), store: Some((reads.clone(), *dst, gidx)), mbar: None };
+                let p = PendingCopy { issuer: t, op, writes: Rc::new((Vec::new(), Cell::new(true))), store: Some((reads.clone(), *dst, gidx)), mbar: None };
                 let c = self.new_copy(th, op, p);
                 for (b, el) in reads {
                     self.record(th, op, b, el, AccKind::AsyncRead, c)?;
@@ -1399,7 +1423,7 @@ impl<'a> BlockExec<'a> {
             }
             OpKind::Wgmma { a, b, acc } => {
                 let mut sum = self.val(th, acc).as_f32();
-                let p = PendingCopy { issuer: t, op, writes: Vec::new(), store: None, mbar: None };
+                let p = PendingCopy { issuer: t, op, writes: Rc::new((Vec::new(), Cell::new(true))), store: None, mbar: None };
                 let c = self.new_copy(th, op, p);
                 for m in [a, b] {
                     let vi = self.memref(th, *m, op)?;
