@@ -23,6 +23,10 @@ enum Command {
     PlanSmem(cli::plan_smem::PlanSmemArgs),
     /// Circular-buffer loops whose body has a `stage "load"` (multi-stage pipelining).
     Pipeline(cli::pipeline::PipelineArgs),
+    /// Prove or refute race freedom; exit 1 with a witness when a race is found.
+    Check(cli::check::CheckArgs),
+    /// Execute kernels on the interpreter and print or write every global buffer.
+    Run(cli::run::RunArgs),
 }
 
 fn main() {
@@ -42,6 +46,8 @@ fn main() {
         Command::Fmt(a) => cli::fmt::run(a),
         Command::PlanSmem(a) => cli::plan_smem::run(a),
         Command::Pipeline(a) => cli::pipeline::run(a),
+        Command::Check(a) => cli::check::run(a),
+        Command::Run(a) => cli::run::run(a),
     };
     std::process::exit(code);
 }
