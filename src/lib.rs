@@ -13,3 +13,5 @@ pub mod verify;
 
 pub use diag::{Diagnostic, Span};
 pub use ir::Kernel;
+pub mod analysis;
+pub mod sync;

@@ -19,6 +19,8 @@ struct Cli {
 enum Command {
     /// Parse, verify and print a kernel file in canonical form.
     Fmt(cli::fmt::FmtArgs),
+    /// Insert the fewest syncs that remove every shared-memory hazard and print the kernel.
+    Sync(cli::sync::SyncArgs),
 }
 
 fn main() {
@@ -32,6 +34,7 @@ fn main() {
     };
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
+        Command::Sync(a) => cli::sync::run(a),
     };
     std::process::exit(code);
 }

@@ -12,3 +12,4 @@ pub use entities::*;
 pub use kernel::*;
 pub use ops::*;
 pub use types::*;
+pub mod edit;
