@@ -21,13 +21,21 @@ enum Command {
     Fmt(cli::fmt::FmtArgs),
     /// Insert the fewest syncs that remove every shared-memory hazard and print the kernel.
     Sync(cli::sync::SyncArgs),
+    /// Assign shared-memory offsets so that buffers with disjoint lifetimes share bytes.
+    PlanSmem(cli::plan_smem::PlanSmemArgs),
+    /// Circular-buffer loops whose body has a `stage "load"` (multi-stage pipelining).
+    Pipeline(cli::pipeline::PipelineArgs),
 }
 
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { cli::EXIT_USER } else { cli::EXIT_OK };
+            let code = if e.use_stderr() {
+                cli::EXIT_USER
+            } else {
+                cli::EXIT_OK
+            };
             let _ = e.print();
             std::process::exit(code);
         }
@@ -35,6 +43,8 @@ fn main() {
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
         Command::Sync(a) => cli::sync::run(a),
+        Command::PlanSmem(a) => cli::plan_smem::run(a),
+        Command::Pipeline(a) => cli::pipeline::run(a),
     };
     std::process::exit(code);
 }

@@ -285,19 +285,41 @@ pub fn completing_waits(
     let counter = target.async_counter(class);
     // Increments of the tracking counter by one op (lower bound; nested regions count 0
     // except stages, which run once).
+    // The `if` conditions under which the copy was issued: an `if` on the same condition
+    // runs the same arm in the issuing threads, so its copies count too.
+    let mut guards: Vec<(Operand, usize)> = Vec::new();
+    {
+        let mut child = op;
+        while let Some((r, _)) = paths.pos(child) {
+            let Some(&p) = paths.region_op.get(&r) else {
+                break;
+            };
+            if let OpKind::If { cond } = &k.ops[p].kind {
+                let arm = k.ops[p].regions.iter().position(|&x| x == r).unwrap_or(0);
+                guards.push((*cond, arm));
+            }
+            child = p;
+        }
+    }
     let incr = |o: Op| -> u32 {
         fn go(
             k: &Kernel,
             target: &Target,
             class: AsyncClass,
             counter: Option<Counter>,
+            guards: &[(Operand, usize)],
             o: Op,
         ) -> u32 {
-            if let OpKind::Stage { .. } = k.ops[o].kind {
-                return k.regions[k.ops[o].regions[0]]
+            let arm = match &k.ops[o].kind {
+                OpKind::Stage { .. } => Some(0),
+                OpKind::If { cond } => guards.iter().find(|(c, _)| c == cond).map(|&(_, a)| a),
+                _ => None,
+            };
+            if let Some(a) = arm {
+                return k.regions[k.ops[o].regions[a]]
                     .ops
                     .iter()
-                    .map(|&c| go(k, target, class, counter, c))
+                    .map(|&c| go(k, target, class, counter, guards, c))
                     .sum();
             }
             let e = effects(k, o);
@@ -321,7 +343,7 @@ pub fn completing_waits(
                 }
             }
         }
-        go(k, target, class, counter, o)
+        go(k, target, class, counter, &guards, o)
     };
     let completes = |o: Op, count: u32, passed_self: bool| -> bool {
         let e = effects(k, o);

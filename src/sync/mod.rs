@@ -14,6 +14,7 @@
 pub mod exhaustive;
 pub mod naive;
 pub mod place;
+pub mod split;
 
 use std::collections::HashMap;
 
