@@ -323,7 +323,7 @@ pub fn place_with(
         Strategy::Optimal => place::place(model, &hazards, &pending)?,
         Strategy::Naive => naive::place(model, &hazards, &pending)?,
         Strategy::Exhaustive => {
-            exhaustive::place(model, &hazards, &pending, 24).ok_or_else(|| {
+            exhaustive::place(model, &hazards, &pending, 40).ok_or_else(|| {
                 vec![Diagnostic::user(
                     "E0304",
                     "the kernel is too large for the exhaustive placer",
