@@ -8,6 +8,7 @@ pub mod fmt;
 pub mod pipeline;
 pub mod plan_smem;
 pub mod run;
+pub mod sync;
 
 use std::io::{IsTerminal, Read};
 
