@@ -1,0 +1,2 @@
+pub mod inflight;
+pub mod overlap;
