@@ -9,6 +9,7 @@ pub mod diag;
 pub mod emit;
 pub mod ir;
 pub mod reader;
+pub mod sync;
 pub mod target;
 pub mod verify;
 

@@ -19,6 +19,8 @@ struct Cli {
 enum Command {
     /// Parse, verify and print a kernel file in canonical form.
     Fmt(cli::fmt::FmtArgs),
+    /// Insert the weakest sufficient waits for asynchronous copies.
+    Waits(cli::waits::WaitsArgs),
 }
 
 fn main() {
@@ -36,6 +38,7 @@ fn main() {
     };
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
+        Command::Waits(a) => cli::waits::run(a),
     };
     std::process::exit(code);
 }

@@ -4,6 +4,7 @@
 //! usage (the diagnostics say where); 3 an internal error (a pass produced invalid IR).
 
 pub mod fmt;
+pub mod waits;
 
 use std::io::{IsTerminal, Read};
 
