@@ -251,6 +251,9 @@ pub trait Visitor {
     /// Called with the state just before each non-structural op; may change the state (a
     /// wait planner applies the wait it inserts before `op`).
     fn before(&mut self, _flow: &mut Flow<'_>, _op: Op, _state: &mut InFlight) {}
+    /// Called at the start of each pass over the body of loop `l` (the last pass is the one
+    /// whose result equals the loop head's stable state).
+    fn loop_pass(&mut self, _flow: &mut Flow<'_>, _l: Op) {}
     /// Called for each entry a wait op of the kernel completes.
     fn completed(&mut self, _wait: Op, _queue: Queue, _p: &Pending, _age: i32) {}
 }
@@ -377,6 +380,7 @@ impl<'k> Flow<'k> {
         st.map_tags(|t| t.push((l, IterTag::Pre(0))));
         let mut head = st.clone();
         loop {
+            v.loop_pass(self, l);
             let mut s = head.clone();
             if let Some(c) = cond {
                 self.region(c, &mut s, v);

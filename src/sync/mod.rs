@@ -1,1 +1,2 @@
 pub mod waits;
+pub mod waits_paths;

@@ -130,6 +130,19 @@ fn in_scope(flow: &Flow<'_>, def: Op, user: Op) -> bool {
 }
 
 impl Visitor for Planner {
+    fn loop_pass(&mut self, flow: &mut Flow<'_>, l: Op) {
+        // Needs recorded in an earlier pass over this loop may be stale: recompute them.
+        let inside: Vec<Op> = self
+            .needs
+            .keys()
+            .copied()
+            .filter(|o| flow.loops_of(*o).contains(&l))
+            .collect();
+        for o in inside {
+            self.needs.remove(&o);
+        }
+    }
+
     fn before(&mut self, flow: &mut Flow<'_>, op: Op, st: &mut InFlight) {
         let conflicts = flow.conflicts(op, st);
         if conflicts.is_empty() {
@@ -139,6 +152,7 @@ impl Visitor for Planner {
         for (q, p, a) in conflicts {
             by_q.entry(q).or_default().push((p, a));
         }
+        // A consumer visited twice in one pass (a `while` condition) keeps the stronger need.
         let need = self.needs.entry(op).or_default();
         for (q, list) in by_q {
             match q {
@@ -333,33 +347,60 @@ fn auto_commits(k: &Kernel, target: &Target) -> Vec<WaitEdit> {
             continue;
         }
         for (r, rd) in k.regions.iter() {
-            let mut pending = false;
+            // The destination of the open run: a run is the copies of one stage into one
+            // slot (same memref, same leading index); a different slot starts a new group.
+            let mut pending: Option<Op> = None;
+            let why = || format!("closes the {} of the copies just issued", q.name());
             for &o in &rd.ops {
                 let is_issue = queue_of(k, target, o).map(|(x, _)| x) == Some(q);
                 let pure = effects(k, o) == Effects::default()
                     && k.ops[o].regions.is_empty()
                     && !matches!(k.ops[o].kind, OpKind::Yield(_) | OpKind::Condition(_));
                 if is_issue {
-                    pending = true;
-                } else if pending && !pure {
+                    if let Some(prev) = pending
+                        && !same_slot(k, prev, o)
+                    {
+                        edits.push(WaitEdit {
+                            anchor: Anchor::Before(o),
+                            kind: commit_kind(q),
+                            why: why(),
+                        });
+                    }
+                    pending = Some(o);
+                } else if pending.is_some() && !pure {
                     edits.push(WaitEdit {
                         anchor: Anchor::Before(o),
                         kind: commit_kind(q),
-                        why: format!("closes the {} of the copies just issued", q.name()),
+                        why: why(),
                     });
-                    pending = false;
+                    pending = None;
                 }
             }
-            if pending {
+            if pending.is_some() {
                 edits.push(WaitEdit {
                     anchor: Anchor::End(r),
                     kind: commit_kind(q),
-                    why: format!("closes the {} of the copies just issued", q.name()),
+                    why: why(),
                 });
             }
         }
     }
     edits
+}
+
+/// Whether two group copies write the same slot (same memref and leading index operand).
+fn same_slot(k: &Kernel, a: Op, b: Op) -> bool {
+    let (ea, eb) = (effects(k, a).shared, effects(k, b).shared);
+    match (ea.first(), eb.first()) {
+        (Some(x), Some(y)) => {
+            let lead = |f: &Footprint| match f {
+                Footprint::PerThread(ix) => ix.first().copied(),
+                Footprint::Collective { .. } => None,
+            };
+            x.mem == y.mem && lead(&x.footprint) == lead(&y.footprint)
+        }
+        _ => false,
+    }
 }
 
 /// Plans the waits a kernel needs on a target. Returns the edits, or the findings no wait
