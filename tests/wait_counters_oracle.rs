@@ -169,7 +169,10 @@ fn bench_wait_counters() {
             .edits
             .iter()
             .find(|e| e.anchor == smemsync::sync::waits::Anchor::Before(load))
-            .map(|e| format!("{:?}", e.kind))
+            .map(|e| match &e.kind {
+                OpKind::WaitCnt(c) => c.iter().map(|(x, n)| format!("{}({n})", x.name())).collect::<Vec<_>>().join(" "),
+                k => format!("{k:?}"),
+            })
             .unwrap_or_default();
         println!(
             "| {m} | {} | {} | {walk_ms} | {flow_ms:.2} | {} | {n} |",
