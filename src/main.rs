@@ -21,6 +21,10 @@ enum Command {
     Fmt(cli::fmt::FmtArgs),
     /// Insert the weakest sufficient waits for asynchronous copies.
     Waits(cli::waits::WaitsArgs),
+    /// Assign shared-memory offsets so that buffers with disjoint lifetimes share bytes.
+    PlanSmem(cli::plan_smem::PlanSmemArgs),
+    /// Circular-buffer loops whose body has a `stage "load"` (multi-stage pipelining).
+    Pipeline(cli::pipeline::PipelineArgs),
 }
 
 fn main() {
@@ -39,6 +43,8 @@ fn main() {
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
         Command::Waits(a) => cli::waits::run(a),
+        Command::PlanSmem(a) => cli::plan_smem::run(a),
+        Command::Pipeline(a) => cli::pipeline::run(a),
     };
     std::process::exit(code);
 }

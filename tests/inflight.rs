@@ -40,8 +40,23 @@ fn seed_003_reads_never_observe_an_inflight_copy() {
         assert_eq!(comp.queue, Queue::Counter(Counter::TensorCnt));
         assert!(comp.age >= 2);
     }
-    // The last two iterations' copies are still outstanding at the end of the kernel.
-    assert!(!c.outstanding_at_exit.is_empty());
+    // The final drain completes the last two iterations' copies.
+    assert!(c.outstanding_at_exit.is_empty());
+    let drain = waits[2];
+    for copy in &tdm[4..] {
+        assert!(c.by_copy[copy].contains(&drain));
+    }
+    // Without it they are outstanding when the kernel ends.
+    let k2 = kernel(
+        &include_str!("../examples/gemm-tdm-triple-buffer.kir").replace("waitcnt tensorcnt(0)", ""),
+    );
+    let c2 = completions(&k2, &Target::from_name("gfx1250").unwrap());
+    assert_eq!(
+        c2.outstanding_at_exit.len(),
+        4,
+        "{:?}",
+        c2.outstanding_at_exit
+    );
 }
 
 #[test]

@@ -170,7 +170,11 @@ fn bench_wait_counters() {
             .iter()
             .find(|e| e.anchor == smemsync::sync::waits::Anchor::Before(load))
             .map(|e| match &e.kind {
-                OpKind::WaitCnt(c) => c.iter().map(|(x, n)| format!("{}({n})", x.name())).collect::<Vec<_>>().join(" "),
+                OpKind::WaitCnt(c) => c
+                    .iter()
+                    .map(|(x, n)| format!("{}({n})", x.name()))
+                    .collect::<Vec<_>>()
+                    .join(" "),
                 k => format!("{k:?}"),
             })
             .unwrap_or_default();

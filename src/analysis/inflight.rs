@@ -124,10 +124,42 @@ pub struct Pending {
     pub tags: Vec<(Op, IterTag)>,
 }
 
-/// The dataflow state: per queue, each pending entry and its minimum age over all paths.
+/// The dataflow state: per queue, each pending entry and its minimum age over all paths
+/// that agree with `assume`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct InFlight {
     pub queues: BTreeMap<Queue, BTreeMap<Pending, i32>>,
+    /// The values of the tracked branch conditions on these paths (see [`MAX_ASSUMED`]).
+    pub assume: BTreeMap<Value, bool>,
+}
+
+/// At most this many branch conditions are tracked per path class (so at most `2^4` states
+/// at a program point).
+pub const MAX_ASSUMED: usize = 4;
+
+/// Joins the states of `b` into `a`, matching them by their assumptions; returns whether `a`
+/// changed.
+pub fn join_parts(a: &mut Vec<InFlight>, b: Vec<InFlight>) -> bool {
+    let mut changed = false;
+    for s in b {
+        match a.iter_mut().find(|x| x.assume == s.assume) {
+            Some(x) => changed |= x.join(&s),
+            None => {
+                a.push(s);
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
+/// The join of all states, forgetting assumptions.
+pub fn join_all(parts: &[InFlight]) -> InFlight {
+    let mut out = InFlight::default();
+    for p in parts {
+        out.join(p);
+    }
+    out
 }
 
 impl InFlight {
@@ -250,7 +282,8 @@ pub struct Completions {
 pub trait Visitor {
     /// Called with the state just before each non-structural op; may change the state (a
     /// wait planner applies the wait it inserts before `op`).
-    fn before(&mut self, _flow: &mut Flow<'_>, _op: Op, _state: &mut InFlight) {}
+    /// There is one state per class of paths (tracked branch conditions); all run the op.
+    fn before(&mut self, _flow: &mut Flow<'_>, _op: Op, _states: &mut [InFlight]) {}
     /// Called at the start of each pass over the body of loop `l` (the last pass is the one
     /// whose result equals the loop head's stable state).
     fn loop_pass(&mut self, _flow: &mut Flow<'_>, _l: Op) {}
@@ -334,37 +367,76 @@ impl<'k> Flow<'k> {
         v
     }
 
-    /// Runs the solver over the kernel body from the empty state; returns the exit state.
-    pub fn run(&mut self, v: &mut dyn Visitor) -> InFlight {
-        let mut st = InFlight::default();
+    /// Runs the solver over the kernel body from the empty state; returns the exit states
+    /// (one per class of paths).
+    pub fn run(&mut self, v: &mut dyn Visitor) -> Vec<InFlight> {
+        let mut st = vec![InFlight::default()];
         self.region(self.k.body, &mut st, v);
         st
     }
 
-    fn region(&mut self, r: Region, st: &mut InFlight, v: &mut dyn Visitor) {
+    fn region(&mut self, r: Region, st: &mut Vec<InFlight>, v: &mut dyn Visitor) {
+        if st.is_empty() {
+            return;
+        }
         let ops = self.k.regions[r].ops.clone();
         for op in ops {
             self.op(op, st, v);
         }
     }
 
-    fn op(&mut self, op: Op, st: &mut InFlight, v: &mut dyn Visitor) {
+    /// A branch condition worth tracking: an `i1` computed once per thread (outside every
+    /// loop), so that two `if`s on it take the same arm (an elected thread issues the copies
+    /// in one `if` and the next `if %lead` again).
+    fn tracked(&mut self, c: Operand) -> Option<Value> {
+        let Operand::Value(v) = c else { return None };
+        match self.k.values[v].def {
+            ValueDef::Result(op, _) if self.loops_of(op).is_empty() => Some(v),
+            ValueDef::Param(_) => Some(v),
+            _ => None,
+        }
+    }
+
+    fn op(&mut self, op: Op, st: &mut Vec<InFlight>, v: &mut dyn Visitor) {
         let regions = self.k.ops[op].regions.clone();
         match &self.k.ops[op].kind {
             OpKind::For { .. } => self.looped(op, None, regions[0], st, v),
             OpKind::While { .. } => self.looped(op, Some(regions[0]), regions[1], st, v),
-            OpKind::If { .. } => {
-                let mut a = st.clone();
-                self.region(regions[0], &mut a, v);
-                if let Some(r) = regions.get(1) {
-                    self.region(*r, st, v);
+            OpKind::If { cond } => {
+                let c = self.tracked(*cond);
+                let (mut then_in, mut else_in) = (Vec::new(), Vec::new());
+                for p in st.drain(..) {
+                    let known = c.and_then(|c| p.assume.get(&c).copied());
+                    match (c, known) {
+                        (Some(_), Some(true)) => then_in.push(p),
+                        (Some(_), Some(false)) => else_in.push(p),
+                        (Some(c), None) if p.assume.len() < MAX_ASSUMED => {
+                            let mut a = p.clone();
+                            a.assume.insert(c, true);
+                            then_in.push(a);
+                            let mut b = p;
+                            b.assume.insert(c, false);
+                            else_in.push(b);
+                        }
+                        _ => {
+                            then_in.push(p.clone());
+                            else_in.push(p);
+                        }
+                    }
                 }
-                st.join(&a);
+                self.region(regions[0], &mut then_in, v);
+                if let Some(r) = regions.get(1) {
+                    self.region(*r, &mut else_in, v);
+                }
+                *st = then_in;
+                join_parts(st, else_in);
             }
             OpKind::Stage { .. } => self.region(regions[0], st, v),
             _ => {
                 v.before(self, op, st);
-                self.transfer(op, st, v);
+                for s in st.iter_mut() {
+                    self.transfer(op, s, v);
+                }
             }
         }
     }
@@ -374,10 +446,12 @@ impl<'k> Flow<'k> {
         l: Op,
         cond: Option<Region>,
         body: Region,
-        st: &mut InFlight,
+        st: &mut Vec<InFlight>,
         v: &mut dyn Visitor,
     ) {
-        st.map_tags(|t| t.push((l, IterTag::Pre(0))));
+        for s in st.iter_mut() {
+            s.map_tags(|t| t.push((l, IterTag::Pre(0))));
+        }
         let mut head = st.clone();
         loop {
             v.loop_pass(self, l);
@@ -386,18 +460,20 @@ impl<'k> Flow<'k> {
                 self.region(c, &mut s, v);
             }
             self.region(body, &mut s, v);
-            s.map_tags(|t| {
-                for (lp, tag) in t.iter_mut() {
-                    if *lp == l {
-                        *tag = match *tag {
-                            IterTag::Dist(d) if d + 1 < TAG_CAP => IterTag::Dist(d + 1),
-                            IterTag::Pre(j) if j + 1 < TAG_CAP => IterTag::Pre(j + 1),
-                            _ => IterTag::Unknown,
-                        };
+            for x in s.iter_mut() {
+                x.map_tags(|t| {
+                    for (lp, tag) in t.iter_mut() {
+                        if *lp == l {
+                            *tag = match *tag {
+                                IterTag::Dist(d) if d + 1 < TAG_CAP => IterTag::Dist(d + 1),
+                                IterTag::Pre(j) if j + 1 < TAG_CAP => IterTag::Pre(j + 1),
+                                _ => IterTag::Unknown,
+                            };
+                        }
                     }
-                }
-            });
-            if !head.join(&s) {
+                });
+            }
+            if !join_parts(&mut head, s) {
                 break;
             }
         }
@@ -405,7 +481,9 @@ impl<'k> Flow<'k> {
         if let Some(c) = cond {
             self.region(c, &mut exit, v);
         }
-        exit.map_tags(|t| t.retain(|(lp, _)| *lp != l));
+        for x in exit.iter_mut() {
+            x.map_tags(|t| t.retain(|(lp, _)| *lp != l));
+        }
         *st = exit;
     }
 
@@ -585,9 +663,10 @@ struct Recorder {
 }
 
 impl Visitor for Recorder {
-    fn before(&mut self, flow: &mut Flow<'_>, op: Op, st: &mut InFlight) {
+    fn before(&mut self, flow: &mut Flow<'_>, op: Op, states: &mut [InFlight]) {
+        let st = join_all(states);
         self.c.before.insert(op, st.clone());
-        for (q, p, age) in flow.conflicts(op, st) {
+        for (q, p, age) in flow.conflicts(op, &st) {
             let h = InflightHazard {
                 consumer: op,
                 copy: p.op,
@@ -631,7 +710,7 @@ pub fn completions(k: &Kernel, target: &Target) -> Completions {
     let mut rec = Recorder {
         c: Completions::default(),
     };
-    let exit = flow.run(&mut rec);
+    let exit = join_all(&flow.run(&mut rec));
     let mut out: BTreeSet<Op> = BTreeSet::new();
     for m in exit.queues.values() {
         out.extend(m.keys().map(|p| p.op));

@@ -4,6 +4,8 @@
 //! usage (the diagnostics say where); 3 an internal error (a pass produced invalid IR).
 
 pub mod fmt;
+pub mod pipeline;
+pub mod plan_smem;
 pub mod waits;
 
 use std::io::{IsTerminal, Read};

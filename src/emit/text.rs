@@ -140,7 +140,10 @@ impl<'a> Printer<'a> {
                         .collect();
                     format!("%{}: global {}[{}]", gd.name, gd.elem, dims.join(", "))
                 }
-                Param::Scalar(v) => format!("{}: {}", self.v(*v), k.values[*v].ty),
+                Param::Scalar(v) => match k.param_defaults.get(*v) {
+                    Some(d) => format!("{}: {} = {d}", self.v(*v), k.values[*v].ty),
+                    None => format!("{}: {}", self.v(*v), k.values[*v].ty),
+                },
             })
             .collect();
         let _ = write!(self.out, "kernel @{}({})", k.name, params.join(", "));

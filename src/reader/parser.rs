@@ -362,6 +362,18 @@ impl Parser {
             let idx = cx.k.params.len();
             let v = cx.k.new_value(ty, ValueDef::Param(idx));
             cx.k.params.push(Param::Scalar(v));
+            if self.eat(&Tok::Eq) {
+                let r = self.raw(cx)?;
+                if let Raw::Value(..) = r {
+                    return Err(
+                        Diagnostic::user("E0129", "a parameter default must be a literal")
+                            .with_label(r.span(), "not a literal"),
+                    );
+                }
+                if let Operand::Imm(c) = self.coerce(cx, r, ty)? {
+                    cx.k.param_defaults.set(v, Some(c));
+                }
+            }
             self.define(cx, &name, ns, Sym::Value(v))
         }
     }

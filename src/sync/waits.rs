@@ -143,8 +143,13 @@ impl Visitor for Planner {
         }
     }
 
-    fn before(&mut self, flow: &mut Flow<'_>, op: Op, st: &mut InFlight) {
-        let conflicts = flow.conflicts(op, st);
+    fn before(&mut self, flow: &mut Flow<'_>, op: Op, states: &mut [InFlight]) {
+        // Every class of paths executes the same wait: its count serves them all (the
+        // minimum over their needed entries' ages).
+        let mut conflicts = Vec::new();
+        for st in states.iter() {
+            conflicts.extend(flow.conflicts(op, st));
+        }
         if conflicts.is_empty() {
             return;
         }
@@ -245,11 +250,13 @@ impl Visitor for Planner {
             }
         }
         let need = need.clone();
-        for (w, commits) in need_to_waits(&need) {
-            for c in commits {
-                commit_state(st, c);
+        for st in states.iter_mut() {
+            for (w, commits) in need_to_waits(&need) {
+                for c in &commits {
+                    commit_state(st, *c);
+                }
+                flow.wait(op, &w, st, &mut NoVisit);
             }
-            flow.wait(op, &w, st, &mut NoVisit);
         }
     }
 }
@@ -419,7 +426,7 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
         needs: BTreeMap::new(),
         diags: Vec::new(),
     };
-    let exit = flow.run(&mut pl);
+    let exit = crate::analysis::inflight::join_all(&flow.run(&mut pl));
     if !pl.diags.is_empty() {
         let mut seen = BTreeSet::new();
         let d: Vec<Diagnostic> = pl

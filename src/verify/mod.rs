@@ -435,7 +435,9 @@ impl Verifier<'_> {
                     self.err(
                         s,
                         format!(
-                            "`yield` carries {tys:?} but the enclosing op expects {want_yield:?}"
+                            "`yield` carries ({}) but the enclosing op expects ({})",
+                            type_list(&tys),
+                            type_list(want_yield)
                         ),
                     );
                 }
@@ -524,4 +526,8 @@ impl Verifier<'_> {
             self.err(k.span(op), "op results do not match its iteration values");
         }
     }
+}
+
+fn type_list(tys: &[ScalarType]) -> String {
+    tys.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
 }
