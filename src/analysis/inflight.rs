@@ -453,6 +453,7 @@ impl<'k> Flow<'k> {
             s.map_tags(|t| t.push((l, IterTag::Pre(0))));
         }
         let mut head = st.clone();
+        let mut last_back;
         loop {
             v.loop_pass(self, l);
             let mut s = head.clone();
@@ -473,11 +474,18 @@ impl<'k> Flow<'k> {
                     }
                 });
             }
+            last_back = s.clone();
             if !join_parts(&mut head, s) {
                 break;
             }
         }
-        let mut exit = head;
+        // A `for` with constant bounds `lo < hi` runs at least once: it exits only after an
+        // iteration (the last pass's back-edge state covers every such exit).
+        let mut exit = if self.runs_at_least_once(l) {
+            last_back
+        } else {
+            head
+        };
         if let Some(c) = cond {
             self.region(c, &mut exit, v);
         }
@@ -485,6 +493,24 @@ impl<'k> Flow<'k> {
             x.map_tags(|t| t.retain(|(lp, _)| *lp != l));
         }
         *st = exit;
+    }
+
+    fn runs_at_least_once(&self, l: Op) -> bool {
+        let c = |o: &Operand| match o {
+            Operand::Imm(Scalar::I32(v)) => Some(*v),
+            Operand::Value(v) => match self.k.values[*v].def {
+                ValueDef::Result(d, _) => match self.k.ops[d].kind {
+                    OpKind::Const(Scalar::I32(x)) => Some(x),
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        };
+        match &self.k.ops[l].kind {
+            OpKind::For { lo, hi, .. } => matches!((c(lo), c(hi)), (Some(a), Some(b)) if a < b),
+            _ => false,
+        }
     }
 
     /// The tags a copy issued at `op` gets: `Dist(0)` for each loop enclosing it.

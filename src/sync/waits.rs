@@ -754,12 +754,20 @@ pub fn explain_waits(k: &Kernel, target: &Target) -> Result<String, Vec<Diagnost
                 .get(&c.copy)
                 .cloned()
                 .unwrap_or_else(|| c.copy.to_string());
-            v.push(format!(
-                "completes `{name}` from {} (at least {} younger {} on every path)",
-                when(&c.tags),
-                c.age,
-                c.queue.name()
-            ));
+            if c.queue.counted() {
+                v.push(format!(
+                    "completes `{name}` from {} (at least {} younger {} on every path)",
+                    when(&c.tags),
+                    c.age,
+                    c.queue.name()
+                ));
+            } else {
+                v.push(format!(
+                    "completes `{name}` from {} (on its {})",
+                    when(&c.tags),
+                    c.queue.name()
+                ));
+            }
         }
     }
     for op in out.ops_in_order() {
