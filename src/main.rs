@@ -19,6 +19,8 @@ struct Cli {
 enum Command {
     /// Parse, verify and print a kernel file in canonical form.
     Fmt(cli::fmt::FmtArgs),
+    /// Insert the fewest syncs that remove every shared-memory hazard and print the kernel.
+    Sync(cli::sync::SyncArgs),
     /// Insert the weakest sufficient waits for asynchronous copies.
     Waits(cli::waits::WaitsArgs),
     /// Assign shared-memory offsets so that buffers with disjoint lifetimes share bytes.
@@ -42,6 +44,7 @@ fn main() {
     };
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
+        Command::Sync(a) => cli::sync::run(a),
         Command::Waits(a) => cli::waits::run(a),
         Command::PlanSmem(a) => cli::plan_smem::run(a),
         Command::Pipeline(a) => cli::pipeline::run(a),

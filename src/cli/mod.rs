@@ -6,6 +6,7 @@
 pub mod fmt;
 pub mod pipeline;
 pub mod plan_smem;
+pub mod sync;
 pub mod waits;
 
 use std::io::{IsTerminal, Read};
@@ -13,6 +14,7 @@ use std::io::{IsTerminal, Read};
 use smemsync::diag::{Diagnostic, render_all};
 
 pub const EXIT_OK: i32 = 0;
+pub const EXIT_FINDING: i32 = 1;
 pub const EXIT_USER: i32 = 2;
 
 /// An input file: its display name and text. `-` reads standard input.

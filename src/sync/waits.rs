@@ -75,6 +75,30 @@ pub struct WaitPlan {
     pub edits: Vec<WaitEdit>,
 }
 
+impl WaitPlan {
+    /// The plan in the placer's edit format ([`crate::ir::edit::SyncPlan`]), sorted in program
+    /// order; [`crate::ir::edit::apply`] materializes it exactly as [`apply_waits`] does.
+    pub fn to_sync_plan(&self, k: &Kernel) -> crate::ir::edit::SyncPlan {
+        use crate::ir::edit::{Edit, EditReason, ProgramPoint, SyncPlan};
+        let mut p = SyncPlan {
+            edits: self
+                .edits
+                .iter()
+                .map(|e| Edit {
+                    at: match e.anchor {
+                        Anchor::Before(o) => ProgramPoint::before(o),
+                        Anchor::End(r) => ProgramPoint::end(r),
+                    },
+                    op: e.kind.clone(),
+                    reason: EditReason::Other(e.why.clone()),
+                })
+                .collect(),
+        };
+        p.sort(k);
+        p
+    }
+}
+
 /// What one consumer needs, accumulated over the solver's passes (counts only decrease).
 #[derive(Clone, Debug, Default)]
 struct Need {
