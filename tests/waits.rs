@@ -670,3 +670,34 @@ fn effects_read(k: &Kernel, op: Op) -> bool {
         .iter()
         .any(|a| a.kind.reads() && !a.kind.is_async())
 }
+
+#[test]
+fn a_wait_for_copies_issued_before_a_loop_is_hoisted_out_of_it() {
+    // The weights are copied once, before the loop; every iteration reads them. The wait goes
+    // before the loop (executed once), with the count of the loop entry: the global load
+    // issued after the copy may stay outstanding.
+    let src = "kernel @h(%W: global f32[64], %X: global f32[64, 64], %Out: global f32[64, 64], %n: i32) block(64) {
+  shared @w : f32[64]
+  %t = tid.x
+  gather_to_lds @w[%t] <- %W[%t]
+  %x0 = gload %X[0, %t]
+  for %i = 0 to %n step 1 {
+    %x = gload %X[%i, %t]
+    %v = load @w[%t]
+    %y = mul %v, %x
+    %z = add %y, %x0
+    gstore %Out[%i, %t], %z
+  }
+}
+";
+    let k = kernel(src);
+    let (plan, _) = plan_and_check(&k, "gfx942");
+    let l = first(&k, |o| matches!(o, OpKind::For { .. }));
+    assert_eq!(plan.edits.len(), 1, "{:?}", plan.edits);
+    assert_eq!(plan.edits[0].anchor, Anchor::Before(l));
+    assert_eq!(
+        plan.edits[0].kind,
+        OpKind::WaitCnt(vec![(Counter::VmCnt, 1)])
+    );
+    assert!(plan.edits[0].why.contains("hoisted out of the loop"));
+}

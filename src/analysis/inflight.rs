@@ -31,6 +31,11 @@
 //! entry of age 0 or -1), commit (tick committed, uncommitted become 0), wait (drop entries
 //! old enough), `gload` (tick). Ages saturate at [`AGE_CAP`].
 //!
+//! # Path classes
+//! One state per valuation of up to [`MAX_ASSUMED`] branch conditions computed once per
+//! thread (outside every loop): an elected thread's `if %lead` around the prologue copies and
+//! around the loop copies takes the same arm, so its counts stay exact. Other conditions join.
+//!
 //! # Solver
 //! Sequence = fold; `if` = both arms from the same input, then join; a loop = iterate
 //! `head := head ⊔ back_edge(body(head))` from `head := entry` (entries tagged `Pre(0)`; the
@@ -287,6 +292,9 @@ pub trait Visitor {
     /// Called at the start of each pass over the body of loop `l` (the last pass is the one
     /// whose result equals the loop head's stable state).
     fn loop_pass(&mut self, _flow: &mut Flow<'_>, _l: Op) {}
+    /// Called with the states just before loop `l` is entered (before its entries are
+    /// tagged); may change them (a wait hoisted out of the loop goes here).
+    fn enter_loop(&mut self, _flow: &mut Flow<'_>, _l: Op, _states: &mut [InFlight]) {}
     /// Called for each entry a wait op of the kernel completes.
     fn completed(&mut self, _wait: Op, _queue: Queue, _p: &Pending, _age: i32) {}
 }
@@ -449,6 +457,7 @@ impl<'k> Flow<'k> {
         st: &mut Vec<InFlight>,
         v: &mut dyn Visitor,
     ) {
+        v.enter_loop(self, l, st);
         for s in st.iter_mut() {
             s.map_tags(|t| t.push((l, IterTag::Pre(0))));
         }

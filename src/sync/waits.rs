@@ -24,6 +24,10 @@
 //! TMA loads need an `mbar_wait` with the phase parity of the copy's mbarrier slot; smemsync
 //! does not synthesize parities: a TMA load read before any wait completes it is reported.
 //!
+//! **Hoisting.** A wait whose copies were all issued before an enclosing loop was entered goes
+//! before that loop (executed once, not per iteration), with the count at the loop entry; a
+//! second dataflow run places it there and re-plans the rest around it.
+//!
 //! **Two consecutive waits** on one queue in one region, with nothing between them that
 //! issues or commits on that queue, are merged into one at the earlier position with the
 //! smaller count (it completes the same entries for the later consumer; one instruction
@@ -111,9 +115,19 @@ struct Need {
     why: BTreeMap<Queue, String>,
 }
 
+/// Copies (with their queues) to complete before entering a loop, and the consumers inside
+/// it that needed them.
+type Hoist = (Vec<(Queue, Op)>, Vec<Op>);
+
 struct Planner {
+    /// Keyed by the op the wait goes before (a consumer, or a loop a wait is hoisted out of).
     needs: BTreeMap<Op, Need>,
     diags: Vec<(Op, Op, Diagnostic)>,
+    /// First run: consumers whose needed copies were all issued before some enclosing loop
+    /// (the outermost such loop) and the copies.
+    hoistable: BTreeMap<Op, (Op, Vec<(Queue, Op)>)>,
+    /// Second run: per loop, the copies to complete before entering it, and for whom.
+    hoisted: HashMap<Op, Hoist>,
 }
 
 struct NoVisit;
@@ -164,7 +178,62 @@ impl Visitor for Planner {
             .collect();
         for o in inside {
             self.needs.remove(&o);
+            self.hoistable.remove(&o);
         }
+    }
+
+    fn enter_loop(&mut self, flow: &mut Flow<'_>, l: Op, states: &mut [InFlight]) {
+        let Some((copies, consumers)) = self.hoisted.get(&l).cloned() else {
+            return;
+        };
+        let mut need = Need::default();
+        for st in states.iter() {
+            for (q, m) in &st.queues {
+                for (p, a) in m {
+                    if !copies.contains(&(*q, p.op)) || *a < 0 {
+                        continue;
+                    }
+                    let n = *a as u32;
+                    match q {
+                        Queue::Counter(_) => {
+                            let e = need.counters.entry(*q).or_insert(n);
+                            *e = (*e).min(n);
+                        }
+                        _ => {
+                            let e = need.groups.entry(*q).or_insert((false, n));
+                            e.1 = e.1.min(n);
+                        }
+                    }
+                }
+            }
+        }
+        for (q, n) in need
+            .counters
+            .iter()
+            .chain(need.groups.iter().map(|(q, (_, n))| (q, n)))
+        {
+            let list: Vec<String> = consumers.iter().map(|c| c.to_string()).collect();
+            need.why.insert(
+                *q,
+                format!(
+                    "{} N={n}: hoisted out of the loop (executed once instead of every iteration): {} read copies issued before the loop",
+                    q.name(),
+                    list.join(", ")
+                ),
+            );
+        }
+        if need.counters.is_empty() && need.groups.is_empty() {
+            return;
+        }
+        for st in states.iter_mut() {
+            for (w, _) in need_to_waits(&need) {
+                flow.wait(l, &w, st, &mut NoVisit);
+            }
+        }
+        let e = self.needs.entry(l).or_default();
+        e.counters.extend(need.counters);
+        e.groups.extend(need.groups);
+        e.why.extend(need.why);
     }
 
     fn before(&mut self, flow: &mut Flow<'_>, op: Op, states: &mut [InFlight]) {
@@ -180,6 +249,32 @@ impl Visitor for Planner {
         let mut by_q: BTreeMap<Queue, Vec<(Pending, i32)>> = BTreeMap::new();
         for (q, p, a) in conflicts {
             by_q.entry(q).or_default().push((p, a));
+        }
+        // Hoistable out of the enclosing loops for which every needed copy is counted,
+        // committed, and was issued before the loop was entered.
+        let loops = flow.loops_of(op);
+        let mut out_of = None;
+        for l in loops.iter().rev() {
+            let all_pre = by_q.iter().all(|(q, list)| {
+                q.counted()
+                    && list.iter().all(|(p, a)| {
+                        *a >= 0
+                            && p.tags
+                                .iter()
+                                .any(|(tl, tg)| tl == l && matches!(tg, IterTag::Pre(_)))
+                    })
+            });
+            if !all_pre {
+                break;
+            }
+            out_of = Some(*l);
+        }
+        if let Some(l) = out_of {
+            let copies = by_q
+                .iter()
+                .flat_map(|(q, list)| list.iter().map(|(p, _)| (*q, p.op)))
+                .collect();
+            self.hoistable.insert(op, (l, copies));
         }
         // A consumer visited twice in one pass (a `while` condition) keeps the stronger need.
         let need = self.needs.entry(op).or_default();
@@ -449,8 +544,30 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
     let mut pl = Planner {
         needs: BTreeMap::new(),
         diags: Vec::new(),
+        hoistable: BTreeMap::new(),
+        hoisted: HashMap::new(),
     };
-    let exit = crate::analysis::inflight::join_all(&flow.run(&mut pl));
+    let mut exit = crate::analysis::inflight::join_all(&flow.run(&mut pl));
+    // Second run: waits whose copies were all issued before an enclosing loop go before it.
+    if !pl.hoistable.is_empty() && pl.diags.is_empty() {
+        let mut hoisted: HashMap<Op, Hoist> = HashMap::new();
+        for (c, (l, copies)) in std::mem::take(&mut pl.hoistable) {
+            let e = hoisted.entry(l).or_default();
+            for x in copies {
+                if !e.0.contains(&x) {
+                    e.0.push(x);
+                }
+            }
+            e.1.push(c);
+        }
+        pl = Planner {
+            needs: BTreeMap::new(),
+            diags: Vec::new(),
+            hoistable: BTreeMap::new(),
+            hoisted,
+        };
+        exit = crate::analysis::inflight::join_all(&flow.run(&mut pl));
+    }
     if !pl.diags.is_empty() {
         let mut seen = BTreeSet::new();
         let d: Vec<Diagnostic> = pl
