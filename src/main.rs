@@ -21,6 +21,8 @@ enum Command {
     Fmt(cli::fmt::FmtArgs),
     /// Insert the fewest syncs that remove every shared-memory hazard and print the kernel.
     Sync(cli::sync::SyncArgs),
+    /// Insert the weakest sufficient waits for asynchronous copies.
+    Waits(cli::waits::WaitsArgs),
     /// Assign shared-memory offsets so that buffers with disjoint lifetimes share bytes.
     PlanSmem(cli::plan_smem::PlanSmemArgs),
     /// Circular-buffer loops whose body has a `stage "load"` (multi-stage pipelining).
@@ -47,6 +49,7 @@ fn main() {
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
         Command::Sync(a) => cli::sync::run(a),
+        Command::Waits(a) => cli::waits::run(a),
         Command::PlanSmem(a) => cli::plan_smem::run(a),
         Command::Pipeline(a) => cli::pipeline::run(a),
         Command::Check(a) => cli::check::run(a),

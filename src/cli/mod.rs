@@ -9,6 +9,7 @@ pub mod pipeline;
 pub mod plan_smem;
 pub mod run;
 pub mod sync;
+pub mod waits;
 
 use std::io::{IsTerminal, Read};
 

@@ -15,6 +15,8 @@ pub mod exhaustive;
 pub mod naive;
 pub mod place;
 pub mod split;
+pub mod waits;
+pub mod waits_paths;
 
 use std::collections::HashMap;
 
