@@ -19,19 +19,26 @@ struct Cli {
 enum Command {
     /// Parse, verify and print a kernel file in canonical form.
     Fmt(cli::fmt::FmtArgs),
+    /// Write a kernel as text or CUDA C++.
+    Emit(cli::emit::EmitArgs),
 }
 
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { cli::EXIT_USER } else { cli::EXIT_OK };
+            let code = if e.use_stderr() {
+                cli::EXIT_USER
+            } else {
+                cli::EXIT_OK
+            };
             let _ = e.print();
             std::process::exit(code);
         }
     };
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
+        Command::Emit(a) => cli::emit::run(a),
     };
     std::process::exit(code);
 }

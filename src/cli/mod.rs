@@ -3,6 +3,7 @@
 //! Exit codes: 0 success; 1 a finding (race, deadlock, protocol violation); 2 bad input or
 //! usage (the diagnostics say where); 3 an internal error (a pass produced invalid IR).
 
+pub mod emit;
 pub mod fmt;
 
 use std::io::{IsTerminal, Read};
@@ -23,11 +24,20 @@ pub struct Input {
 pub fn read_input(path: &str) -> Result<Input, String> {
     if path == "-" {
         let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("cannot read standard input: {e}"))?;
-        Ok(Input { name: "<stdin>".into(), text })
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        Ok(Input {
+            name: "<stdin>".into(),
+            text,
+        })
     } else {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
-        Ok(Input { name: path.into(), text })
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
+        Ok(Input {
+            name: path.into(),
+            text,
+        })
     }
 }
 
