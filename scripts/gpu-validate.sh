@@ -85,13 +85,13 @@ sanitize() {
   local tool=$1 exe=$2; shift 2
   local out=$WORK/san.$$.txt dir=$WORK/san.out
   rm -rf "$dir"; mkdir -p "$dir"
-  timeout 120 compute-sanitizer --tool "$tool" --print-limit 20 "$exe" "$dir" "$@" >"$out" 2>&1
+  timeout "${SAN_TIMEOUT:-60}" compute-sanitizer --tool "$tool" --print-limit 20 "$exe" "$dir" "$@" >"$out" 2>&1
   local rc=$?
   cat "$out" >>"$LOG"
   local n
   n=$(grep -o 'RACECHECK SUMMARY: [0-9]* hazard' "$out" | grep -o '[0-9]*' | head -1)
   [ -z "$n" ] && n=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$out" | grep -o '[0-9]*' | head -1)
-  if [ -z "$n" ]; then echo "fail(rc=$rc)"; else echo "$n"; fi
+  if [ $rc = 124 ]; then echo "timeout"; elif [ -z "$n" ]; then echo "fail(rc=$rc)"; else echo "$n"; fi
 }
 
 run_kernel() { # exe outdir args... ; returns rc (124 on timeout)
@@ -106,6 +106,49 @@ time_of() { # exe args... -> median ms
   line=$(timeout 300 "$exe" "$WORK/tdir" --time "$TIME_RUNS" "$@" 2>>"$LOG" | grep '^TIME')
   echo "$line" >>"$LOG"
   echo "$line" | sed -n 's/.*median_ms=\([0-9.]*\).*/\1/p'
+}
+
+# ------------------------------------------------------------------ the report
+write_report() {
+{
+  echo "# smemsync GPU validation"
+  echo
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "- card: ${CARD:-unknown}; nvcc ${NVCCV:-?}; compute-sanitizer ${SANV:-?}; target $ARCH; seed $SEED"
+  echo "- smemsync subcommands found: sync=$HAS_SYNC (naive=$HAS_NAIVE, without=$HAS_WITHOUT), run=$HAS_RUN"
+  echo
+  echo "## Results"
+  echo
+  echo "Racecheck and synccheck run on one block (\`--grid 1,1,1\`); counts are hazards / errors."
+  echo
+  echo "| kernel | placement | result vs interpreter | racecheck | synccheck | sync ops |"
+  echo "|---|---|---|---|---|---|"
+  for r in "${ROWS[@]}"; do echo "$r"; done
+  echo
+  echo "## Mutation test"
+  echo
+  echo "Each sync removed in turn (\`placer\`: \`sync --without N\`; \`emitter\`: \`emit --drop-sync N\` over every sync op of the kernel). Caught by: result mismatch, racecheck hazards, deadlock (30 s timeout) or a launch error."
+  echo
+  echo "| kernel | mode | caught | per sync |"
+  echo "|---|---|---|---|"
+  for r in "${MUTROWS[@]}"; do echo "$r"; done
+  echo
+  echo "## Timing"
+  echo
+  echo "Median of $TIME_RUNS launches after 5 warm-ups, device events, milliseconds. The smemsync build is timed twice (before and after the others) to show the spread. Ratios are over the first smemsync time."
+  echo
+  echo "| kernel | harness args | smemsync (ms, twice) | naive (ms) | no syncs (ms) | naive / smemsync | no syncs / smemsync |"
+  echo "|---|---|---|---|---|---|---|"
+  for r in "${TIMEROWS[@]}"; do echo "$r"; done
+  if [ -s "$NVLOG" ]; then
+    echo
+    echo "## nvcc errors"
+    echo
+    echo '```'
+    head -c 20000 "$NVLOG"
+    echo '```'
+  fi
+} >"$REPORT"
 }
 
 # ------------------------------------------------------------------ the kernels
@@ -132,12 +175,12 @@ for f in "${FILES[@]}"; do
   fi
   build "$src" "$d/k"; rc=$?
   if [ $rc = 10 ]; then
-    msg=$(grep -o 'error\[E[0-9]*\]: [^\n]*' "$d/k.emit.err" | sort | uniq -c | sed 's/^ *//' | tr '\n' ';' | head -c 300)
+    msg="$(grep -o 'error\[E[0-9]*\]' "$d/k.emit.err" | sort | uniq -c | awk '{printf "%s x %s, ", $1, $2}')first: $(grep -m1 '^error' "$d/k.emit.err" | sed 's/^error\[E[0-9]*\]: //' | tr '|' '/')"
     cat "$d/k.emit.err" >>"$LOG"
-    ROWS+=("| $name | $placed | not emitted: $msg | | | | |")
+    ROWS+=("| $name | $placed | not emitted: $msg | | | |")
     continue
   elif [ $rc = 11 ]; then
-    ROWS+=("| $name | $placed | nvcc FAILED (see nvcc-errors.log) | | | | |")
+    ROWS+=("| $name | $placed | nvcc FAILED (see nvcc-errors.log) | | | |")
     continue
   fi
   # Run and compare.
@@ -185,7 +228,8 @@ for f in "${FILES[@]}"; do
       elif ! python3 scripts/compare-outputs.py "$m.out" "$ref" >/dev/null 2>&1; then verdict="result"; caught=$((caught+1))
       else
         h=$(sanitize racecheck "$m" $P --grid 1,1,1)
-        if [ "$h" != 0 ]; then verdict="racecheck($h)"; caught=$((caught+1)); else verdict="NOT CAUGHT"; fi
+        if [ "$h" = timeout ]; then verdict="hang under racecheck"; caught=$((caught+1))
+        elif [ "$h" != 0 ]; then verdict="racecheck($h)"; caught=$((caught+1)); else verdict="NOT CAUGHT"; fi
       fi
       details+=" #$n:$verdict"
       log "mutation $name #$n ($mode): $verdict"
@@ -208,46 +252,8 @@ for f in "${FILES[@]}"; do
     r_naive=$(ratio "$naive_t" "$t1"); r_nos=$(ratio "$nos" "$t1")
     TIMEROWS+=("| $name | \`$B\` | $t1 / $t2 | $naive_t | $nos | $r_naive | $r_nos |")
   fi
+  write_report
 done
 
-# ------------------------------------------------------------------ the report
-{
-  echo "# smemsync GPU validation"
-  echo
-  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "- card: ${CARD:-unknown}; nvcc ${NVCCV:-?}; compute-sanitizer ${SANV:-?}; target $ARCH; seed $SEED"
-  echo "- smemsync subcommands found: sync=$HAS_SYNC (naive=$HAS_NAIVE, without=$HAS_WITHOUT), run=$HAS_RUN"
-  echo
-  echo "## Results"
-  echo
-  echo "Racecheck and synccheck run on one block (\`--grid 1,1,1\`); counts are hazards / errors."
-  echo
-  echo "| kernel | placement | result vs interpreter | racecheck | synccheck | sync ops |"
-  echo "|---|---|---|---|---|---|"
-  for r in "${ROWS[@]}"; do echo "$r"; done
-  echo
-  echo "## Mutation test"
-  echo
-  echo "Each sync removed in turn (\`placer\`: \`sync --without N\`; \`emitter\`: \`emit --drop-sync N\` over every sync op of the kernel). Caught by: result mismatch, racecheck hazards, deadlock (30 s timeout) or a launch error."
-  echo
-  echo "| kernel | mode | caught | per sync |"
-  echo "|---|---|---|---|"
-  for r in "${MUTROWS[@]}"; do echo "$r"; done
-  echo
-  echo "## Timing"
-  echo
-  echo "Median of $TIME_RUNS launches after 5 warm-ups, device events, milliseconds. The smemsync build is timed twice (before and after the others) to show the spread. Ratios are over the first smemsync time."
-  echo
-  echo "| kernel | harness args | smemsync (ms, twice) | naive (ms) | no syncs (ms) | naive / smemsync | no syncs / smemsync |"
-  echo "|---|---|---|---|---|---|---|"
-  for r in "${TIMEROWS[@]}"; do echo "$r"; done
-  if [ -s "$NVLOG" ]; then
-    echo
-    echo "## nvcc errors"
-    echo
-    echo '```'
-    head -c 20000 "$NVLOG"
-    echo '```'
-  fi
-} >"$REPORT"
+write_report
 cat "$REPORT"

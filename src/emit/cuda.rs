@@ -437,7 +437,7 @@ impl<'a> Emitter<'a> {
                             "a bulk copy moves bytes: the shared element type `{elem}` differs from the global `{}`",
                             k.globals[src].elem
                         ));
-                    } else if row % 16 != 0 {
+                    } else if !row.is_multiple_of(16) {
                         self.err(op, "E0705", format!(
                             "a bulk copy row must be a multiple of 16 bytes; the view's rows are {row} bytes"
                         ));
@@ -445,7 +445,7 @@ impl<'a> Emitter<'a> {
                         self.err(op, "E0705", "the tile has more dimensions than the global buffer");
                     }
                 }
-                OpKind::NamedArrive { count, .. } | OpKind::NamedSync { count, .. } if count % 32 != 0 => {
+                OpKind::NamedArrive { count, .. } | OpKind::NamedSync { count, .. } if !count.is_multiple_of(32) => {
                     self.err(op, "E0706", format!("`bar.sync`/`bar.arrive` need a thread count that is a multiple of 32, not {count}"))
                 }
                 OpKind::Atomic { op: a, mem, .. } => {
