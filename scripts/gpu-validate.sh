@@ -156,8 +156,8 @@ if [ $# -gt 0 ]; then FILES=("$@"); else FILES=(examples/*.kir benches/gpu/*.kir
 
 declare -a ROWS MUTROWS TIMEROWS NOTES
 for f in "${FILES[@]}"; do
-  name=$(basename "$f" .kir)
-  d=$WORK/$name; mkdir -p "$d"
+  name=${f%.kir}; name=${name#./}
+  d=$WORK/$(echo "$name" | tr '/' '-'); mkdir -p "$d"
   P=$(params_of "$f")
   log ""
   log "=== $f (params: ${P:-none})"
@@ -166,7 +166,8 @@ for f in "${FILES[@]}"; do
   if [ $HAS_SYNC = 1 ]; then
     if "$BIN" sync --target "$ARCH" "$f" >"$d/synced.kir" 2>"$d/sync.err"; then
       src=$d/synced.kir; placed="placed"
-      stats=$("$BIN" sync --target "$ARCH" --stats "$f" 2>&1 >/dev/null | tr '\n' ' ')
+      # --stats lines: whatever is not kernel text (kernel text is indented or opens/closes a kernel).
+      stats=$("$BIN" sync --target "$ARCH" --stats "$f" 2>&1 | grep -v -e '^ ' -e '^kernel' -e '^}' -e '^//' -e '^$' | head -4 | tr '\n' ' ' | tr '|' '/')
       [ -n "$stats" ] && placed="placed: $stats"
     else
       placed="sync failed: $(head -c 300 "$d/sync.err" | tr '\n' ' ')"
@@ -198,7 +199,7 @@ for f in "${FILES[@]}"; do
   elif [ $rrc = 0 ]; then
     result="ran (interpreter missing: not compared)"
   fi
-  if [ $rrc = 0 ] && [ "$name" = semantics ]; then
+  if [ $rrc = 0 ] && [ "$(basename "$f")" = semantics.kir ]; then
     result="$result; $(python3 scripts/check-semantics.py "$d/gpu" "$SEED" 2>&1 | tail -1)"
   fi
   [ -z "$ref" ] && [ $rrc = 0 ] && ref=$d/gpu   # mutants compare against the synced GPU run
@@ -228,8 +229,10 @@ for f in "${FILES[@]}"; do
       elif ! python3 scripts/compare-outputs.py "$m.out" "$ref" >/dev/null 2>&1; then verdict="result"; caught=$((caught+1))
       else
         h=$(sanitize racecheck "$m" $P --grid 1,1,1)
+        # Racecheck counts only when the mutant has more hazards than the unmutated build.
         if [ "$h" = timeout ]; then verdict="hang under racecheck"; caught=$((caught+1))
-        elif [ "$h" != 0 ]; then verdict="racecheck($h)"; caught=$((caught+1)); else verdict="NOT CAUGHT"; fi
+        elif [[ "$h" =~ ^[0-9]+$ ]] && [[ "$rc_h" =~ ^[0-9]+$ ]] && [ "$h" -gt "$rc_h" ]; then verdict="racecheck($h)"; caught=$((caught+1))
+        else verdict="NOT CAUGHT(racecheck $h)"; fi
       fi
       details+=" #$n:$verdict"
       log "mutation $name #$n ($mode): $verdict"
