@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use smemsync::emit::cuda::{CudaOptions, emit_cuda, sync_ops};
+use smemsync::ir::{BinOp, OpKind};
 use smemsync::target::Target;
 
 fn kernel_files() -> Vec<PathBuf> {
@@ -237,4 +238,60 @@ fn floor_division_and_float_literals_are_exact() {
     assert!(cu.contains("ss_div_i32(v_t, (-3))"));
     assert!(cu.contains("ss_mul_f32(v_f, 0.1f)"));
     assert!(cu.contains("ss_rem_i32(v_t, 7)"));
+}
+
+/// Every `ss_*` helper the emitted code calls is defined in it (a link check without nvcc).
+#[test]
+fn every_called_helper_is_defined() {
+    let target = Target::from_name("sm_90").unwrap();
+    for path in kernel_files() {
+        let k = parse(&path);
+        let Ok(cu) = emit_cuda(&k, &target, &CudaOptions::default()) else {
+            continue;
+        };
+        let mut rest = cu.as_str();
+        while let Some(i) = rest.find("ss_") {
+            let tail = &rest[i..];
+            let len = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            let name = &tail[..len];
+            let after = &tail[len..];
+            if after.starts_with('(') || after.starts_with('<') {
+                let defined = cu.lines().any(|l| {
+                    (l.starts_with("static __device__") || l.starts_with("template"))
+                        && (l.contains(&format!(" {name}(")) || l.contains(&format!(" {name}<")))
+                });
+                assert!(
+                    defined,
+                    "{}: `{name}` is called but not defined",
+                    path.display()
+                );
+            }
+            rest = &tail[len..];
+        }
+    }
+}
+
+#[test]
+fn bitwise_ops_on_floats_are_diagnostics() {
+    // The reader rejects `xor` on f32, so build the op by rewriting a parsed `add`: the
+    // emitter must still refuse it (IR from passes never went through the reader).
+    let src = "kernel @b(%o: global f32[1]) block(1) {\n  %t = tid.x\n  %f = itof %t\n  %g = add %f, %f\n  gstore %o[0], %g\n}\n";
+    let mut k = smemsync::reader::parse_kernel(src).unwrap();
+    let add = k
+        .ops_in_order()
+        .into_iter()
+        .find(|&op| matches!(k.ops[op].kind, OpKind::Binary(BinOp::Add, ..)))
+        .unwrap();
+    if let OpKind::Binary(b, ..) = &mut k.ops[add].kind {
+        *b = BinOp::Xor;
+    }
+    let e = emit_cuda(
+        &k,
+        &Target::from_name("sm_90").unwrap(),
+        &CudaOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(e[0].code, "E0709");
 }

@@ -448,6 +448,17 @@ impl<'a> Emitter<'a> {
                 OpKind::NamedArrive { count, .. } | OpKind::NamedSync { count, .. } if !count.is_multiple_of(32) => {
                     self.err(op, "E0706", format!("`bar.sync`/`bar.arrive` need a thread count that is a multiple of 32, not {count}"))
                 }
+                OpKind::Binary(b, ..)
+                    if matches!(b, BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr)
+                        && k.ops[op].results.first().is_some_and(|v| k.values[*v].ty == ScalarType::F32) =>
+                {
+                    self.err(op, "E0709", format!("`{}` has no meaning on f32", b.name()))
+                }
+                OpKind::Unary(UnOp::Not, _)
+                    if k.ops[op].results.first().is_some_and(|v| k.values[*v].ty == ScalarType::F32) =>
+                {
+                    self.err(op, "E0709", "`not` has no meaning on f32")
+                }
                 OpKind::Atomic { op: a, mem, .. } => {
                     let e = k.elem(*mem);
                     self.check_atomic(op, *a, e);
