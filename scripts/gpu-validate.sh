@@ -17,7 +17,9 @@
 # interpreter) and `// BENCH: --param ... --grid ...` (harness arguments for the timed runs).
 #
 # Environment: OUT (results folder; default ./gpu-results), SMEMSYNC (the binary),
-# SEED (default 1), TIME_RUNS (default 50), SKIP_MUTATIONS=1, SKIP_TIMING=1.
+# SEED (default 1), TIME_RUNS (default 50), SKIP_MUTATIONS=1, SKIP_TIMING=1, RUN_TIMEOUT
+# (seconds before a run counts as a deadlock, default 15), SAN_TIMEOUT (default 60).
+# The tables are rewritten after every kernel, so a run stopped early still reports.
 # Writes $OUT/gpu-validation.md (the tables), $OUT/details.log and $OUT/nvcc-errors.log.
 set -u
 ROOT=$(pwd)
@@ -94,10 +96,10 @@ sanitize() {
   if [ $rc = 124 ]; then echo "timeout"; elif [ -z "$n" ]; then echo "fail(rc=$rc)"; else echo "$n"; fi
 }
 
-run_kernel() { # exe outdir args... ; returns rc (124 on timeout)
+run_kernel() { # exe outdir args... ; returns rc (124 on timeout: a deadlock)
   local exe=$1 dir=$2; shift 2
   rm -rf "$dir"; mkdir -p "$dir"
-  timeout 30 "$exe" "$dir" --seed "$SEED" "$@" >>"$LOG" 2>&1
+  timeout "${RUN_TIMEOUT:-15}" "$exe" "$dir" --seed "$SEED" "$@" >>"$LOG" 2>&1
 }
 
 time_of() { # exe args... -> median ms
@@ -127,7 +129,7 @@ write_report() {
   echo
   echo "## Mutation test"
   echo
-  echo "Each sync removed in turn (\`placer\`: \`sync --without N\`; \`emitter\`: \`emit --drop-sync N\` over every sync op of the kernel). Caught by: result mismatch, racecheck hazards, deadlock (30 s timeout) or a launch error."
+  echo "Each sync removed in turn (\`placer\`: \`sync --without N\`; \`emitter\`: \`emit --drop-sync N\` over every sync op of the kernel). Caught by: result mismatch, racecheck hazards, deadlock (RUN_TIMEOUT) or a launch error."
   echo
   echo "| kernel | mode | caught | per sync |"
   echo "|---|---|---|---|"
