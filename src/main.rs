@@ -27,11 +27,7 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() {
-                cli::EXIT_USER
-            } else {
-                cli::EXIT_OK
-            };
+            let code = if e.use_stderr() { cli::EXIT_USER } else { cli::EXIT_OK };
             let _ = e.print();
             std::process::exit(code);
         }

@@ -24,20 +24,11 @@ pub struct Input {
 pub fn read_input(path: &str) -> Result<Input, String> {
     if path == "-" {
         let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| format!("cannot read standard input: {e}"))?;
-        Ok(Input {
-            name: "<stdin>".into(),
-            text,
-        })
+        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("cannot read standard input: {e}"))?;
+        Ok(Input { name: "<stdin>".into(), text })
     } else {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
-        Ok(Input {
-            name: path.into(),
-            text,
-        })
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
+        Ok(Input { name: path.into(), text })
     }
 }
 

@@ -81,11 +81,7 @@ impl Kernel {
 
     /// Creates an op (not yet placed in a region) with fresh result values of the given types.
     pub fn new_op(&mut self, kind: OpKind, result_tys: &[ScalarType], regions: Vec<Region>) -> Op {
-        let op = self.ops.push(OpData {
-            kind,
-            results: Vec::new(),
-            regions,
-        });
+        let op = self.ops.push(OpData { kind, results: Vec::new(), regions });
         let results = result_tys
             .iter()
             .enumerate()
@@ -181,25 +177,15 @@ impl Kernel {
 
     pub fn value_name(&self, v: Value) -> String {
         let n = self.value_names.get(v);
-        if n.is_empty() {
-            format!("{v}")
-        } else {
-            n.clone()
-        }
+        if n.is_empty() { format!("{v}") } else { n.clone() }
     }
 
     pub fn global_by_name(&self, name: &str) -> Option<Global> {
-        self.globals
-            .iter()
-            .find(|(_, g)| g.name == name)
-            .map(|(g, _)| g)
+        self.globals.iter().find(|(_, g)| g.name == name).map(|(g, _)| g)
     }
 
     pub fn buffer_by_name(&self, name: &str) -> Option<Buffer> {
-        self.buffers
-            .iter()
-            .find(|(_, b)| b.name == name)
-            .map(|(b, _)| b)
+        self.buffers.iter().find(|(_, b)| b.name == name).map(|(b, _)| b)
     }
 
     pub fn span(&self, op: Op) -> Span {

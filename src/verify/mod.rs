@@ -25,12 +25,7 @@ use crate::ir::*;
 
 /// Verifies a kernel, returning every violation found (empty when the kernel is well formed).
 pub fn verify(k: &Kernel) -> Vec<Diagnostic> {
-    let mut v = Verifier {
-        k,
-        errors: Vec::new(),
-        visible: HashSet::new(),
-        views: HashSet::new(),
-    };
+    let mut v = Verifier { k, errors: Vec::new(), visible: HashSet::new(), views: HashSet::new() };
     v.placement();
     if !v.errors.is_empty() {
         return v.errors;
@@ -65,9 +60,7 @@ struct Verifier<'a> {
 impl Verifier<'_> {
     fn err(&mut self, span: Span, msg: impl Into<String>) {
         let msg = msg.into();
-        self.errors.push(
-            Diagnostic::error(DiagKind::Verifier, "V0001", msg.clone()).with_label(span, msg),
-        );
+        self.errors.push(Diagnostic::error(DiagKind::Verifier, "V0001", msg.clone()).with_label(span, msg));
     }
 
     fn placement(&mut self) {
@@ -105,10 +98,7 @@ impl Verifier<'_> {
         let mut stack = vec![k.body];
         while let Some(r) = stack.pop() {
             if !seen.insert(r) {
-                self.err(
-                    k.kernel_span,
-                    format!("{r} is reachable twice (cyclic nesting)"),
-                );
+                self.err(k.kernel_span, format!("{r} is reachable twice (cyclic nesting)"));
                 return;
             }
             for &op in &k.regions[r].ops {
@@ -123,26 +113,13 @@ impl Verifier<'_> {
         for (b, bd) in k.buffers.iter() {
             if let Some(off) = bd.offset {
                 if off % bd.elem.bytes() != 0 {
-                    self.err(
-                        *k.buffer_spans.get(b),
-                        format!(
-                            "offset {off} of @{} is not aligned to {} bytes",
-                            bd.name,
-                            bd.elem.bytes()
-                        ),
-                    );
+                    self.err(*k.buffer_spans.get(b), format!("offset {off} of @{} is not aligned to {} bytes", bd.name, bd.elem.bytes()));
                 }
             }
         }
         for g in k.groups.values() {
             if g.hi > threads {
-                self.err(
-                    k.kernel_span,
-                    format!(
-                        "group @{} ends at thread {} but the block has {threads} threads",
-                        g.name, g.hi
-                    ),
-                );
+                self.err(k.kernel_span, format!("group @{} ends at thread {} but the block has {threads} threads", g.name, g.hi));
             }
         }
     }
@@ -157,13 +134,7 @@ impl Verifier<'_> {
     fn use_op(&mut self, span: Span, o: &Operand, want: Option<ScalarType>) {
         if let Operand::Value(v) = o {
             if !self.visible.contains(v) {
-                self.err(
-                    span,
-                    format!(
-                        "{} is used where its definition does not dominate",
-                        self.k.value_name(*v)
-                    ),
-                );
+                self.err(span, format!("{} is used where its definition does not dominate", self.k.value_name(*v)));
             }
         }
         if let Some(t) = want {
@@ -177,10 +148,7 @@ impl Verifier<'_> {
     fn use_mem(&mut self, span: Span, m: MemRef, index: Option<&[Operand]>, data: bool) {
         if let MemRef::View(v) = m {
             if !self.views.contains(&v) {
-                self.err(
-                    span,
-                    format!("view {v} is used where its definition does not dominate"),
-                );
+                self.err(span, format!("view {v} is used where its definition does not dominate"));
             }
         }
         let elem = self.k.elem(m);
@@ -193,10 +161,7 @@ impl Verifier<'_> {
         if let Some(ix) = index {
             let rank = self.k.shape(m).len();
             if ix.len() != rank {
-                self.err(
-                    span,
-                    format!("memref of rank {rank} indexed with {} indices", ix.len()),
-                );
+                self.err(span, format!("memref of rank {rank} indexed with {} indices", ix.len()));
             }
             for o in ix {
                 self.use_op(span, o, Some(ScalarType::I32));
@@ -207,10 +172,7 @@ impl Verifier<'_> {
     fn use_global(&mut self, span: Span, g: Global, index: &[Operand], tile: bool) {
         let rank = self.k.globals[g].shape.len();
         if (!tile && index.len() != rank) || (tile && index.len() != rank) {
-            self.err(
-                span,
-                format!("global of rank {rank} indexed with {} indices", index.len()),
-            );
+            self.err(span, format!("global of rank {rank} indexed with {} indices", index.len()));
         }
         for o in index {
             self.use_op(span, o, Some(ScalarType::I32));
@@ -235,9 +197,7 @@ impl Verifier<'_> {
         }
         let needs_term = match role {
             RegionRole::WhileCond => true,
-            RegionRole::ForBody | RegionRole::IfArm | RegionRole::WhileBody => {
-                !want_yield.is_empty()
-            }
+            RegionRole::ForBody | RegionRole::IfArm | RegionRole::WhileBody => !want_yield.is_empty(),
             _ => false,
         };
         if needs_term {
@@ -249,11 +209,7 @@ impl Verifier<'_> {
             });
             if !ok {
                 let span = ops.last().map_or(k.kernel_span, |&l| k.span(l));
-                let what = if role == RegionRole::WhileCond {
-                    "`condition`"
-                } else {
-                    "`yield`"
-                };
+                let what = if role == RegionRole::WhileCond { "`condition`" } else { "`yield`" };
                 self.err(span, format!("region must end with {what}"));
             }
         }
@@ -307,10 +263,7 @@ impl Verifier<'_> {
                 self.views.insert(*v);
             }
             OpKind::Load { mem, index } => self.use_mem(s, *mem, Some(index), true),
-            OpKind::Store { mem, index, value }
-            | OpKind::Atomic {
-                mem, index, value, ..
-            } => {
+            OpKind::Store { mem, index, value } | OpKind::Atomic { mem, index, value, .. } => {
                 self.use_mem(s, *mem, Some(index), true);
                 let t = self.scalar_of(*mem);
                 self.use_op(s, value, t);
@@ -322,33 +275,13 @@ impl Verifier<'_> {
                 self.use_op(s, value, t);
             }
             OpKind::GLoad { global, index } => self.use_global(s, *global, index, false),
-            OpKind::GStore {
-                global,
-                index,
-                value,
-            }
-            | OpKind::GAtomic {
-                global,
-                index,
-                value,
-                ..
-            } => {
+            OpKind::GStore { global, index, value } | OpKind::GAtomic { global, index, value, .. } => {
                 self.use_global(s, *global, index, false);
                 let t = k.globals[*global].elem.scalar();
                 self.use_op(s, value, t);
             }
-            OpKind::GatherToLds {
-                dst,
-                dst_index,
-                src,
-                src_index,
-            }
-            | OpKind::CpAsync {
-                dst,
-                dst_index,
-                src,
-                src_index,
-            } => {
+            OpKind::GatherToLds { dst, dst_index, src, src_index }
+            | OpKind::CpAsync { dst, dst_index, src, src_index } => {
                 self.use_mem(s, *dst, Some(dst_index), true);
                 self.use_global(s, *src, src_index, false);
             }
@@ -356,13 +289,7 @@ impl Verifier<'_> {
                 self.use_mem(s, *dst, None, true);
                 self.use_global(s, *src, origin, true);
             }
-            OpKind::TmaLoad {
-                dst,
-                src,
-                origin,
-                mbar,
-                mbar_index,
-            } => {
+            OpKind::TmaLoad { dst, src, origin, mbar, mbar_index } => {
                 self.use_mem(s, *dst, None, true);
                 self.use_global(s, *src, origin, true);
                 self.use_mem(s, *mbar, Some(mbar_index), false);
@@ -391,21 +318,14 @@ impl Verifier<'_> {
                     self.err(s, format!("named barrier id {id} is out of range (0..16)"));
                 }
                 if *count == 0 || *count > k.threads() {
-                    self.err(
-                        s,
-                        format!("named barrier count {count} must be in 1..={}", k.threads()),
-                    );
+                    self.err(s, format!("named barrier count {count} must be in 1..={}", k.threads()));
                 }
             }
             OpKind::MbarInit { mbar, index, .. }
             | OpKind::MbarArrive { mbar, index, .. }
             | OpKind::MbarExpectTx { mbar, index, .. }
             | OpKind::MbarInval { mbar, index } => self.use_mem(s, *mbar, Some(index), false),
-            OpKind::MbarWait {
-                mbar,
-                index,
-                parity,
-            } => {
+            OpKind::MbarWait { mbar, index, parity } => {
                 self.use_mem(s, *mbar, Some(index), false);
                 self.use_op(s, parity, Some(T::I32));
             }
@@ -420,10 +340,7 @@ impl Verifier<'_> {
             | OpKind::SplitSignal(_)
             | OpKind::SplitWait(_) => {}
             OpKind::Yield(vals) => {
-                let allowed = matches!(
-                    role,
-                    RegionRole::ForBody | RegionRole::IfArm | RegionRole::WhileBody
-                );
+                let allowed = matches!(role, RegionRole::ForBody | RegionRole::IfArm | RegionRole::WhileBody);
                 if !allowed || !last {
                     self.err(s, "`yield` must be the last op of a loop body or `if` arm");
                 }
@@ -432,20 +349,12 @@ impl Verifier<'_> {
                 }
                 let tys: Vec<ScalarType> = vals.iter().map(|v| self.ty(v)).collect();
                 if tys != want_yield {
-                    self.err(
-                        s,
-                        format!(
-                            "`yield` carries {tys:?} but the enclosing op expects {want_yield:?}"
-                        ),
-                    );
+                    self.err(s, format!("`yield` carries {tys:?} but the enclosing op expects {want_yield:?}"));
                 }
             }
             OpKind::Condition(c) => {
                 if role != RegionRole::WhileCond || !last {
-                    self.err(
-                        s,
-                        "`condition` must be the last op of a while condition region",
-                    );
+                    self.err(s, "`condition` must be the last op of a while condition region");
                 }
                 self.use_op(s, c, Some(T::I1));
             }
@@ -502,13 +411,7 @@ impl Verifier<'_> {
             }
         }
         if !od.regions.is_empty()
-            && !matches!(
-                od.kind,
-                OpKind::For { .. }
-                    | OpKind::If { .. }
-                    | OpKind::While { .. }
-                    | OpKind::Stage { .. }
-            )
+            && !matches!(od.kind, OpKind::For { .. } | OpKind::If { .. } | OpKind::While { .. } | OpKind::Stage { .. })
         {
             self.err(s, "only for, if, while and stage own regions");
         }
