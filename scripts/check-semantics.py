@@ -54,9 +54,16 @@ def ftoi(f):
     return max(-(1 << 31), min((1 << 31) - 1, int(f)))
 
 
+def number(s):
+    try:
+        return int(s)
+    except ValueError:
+        return float(s)  # also reads Rust's `NaN`, `inf` and `{:e}` forms
+
+
 def read(outdir, name):
     with open(f"{outdir}/{name}.txt") as fh:
-        return [float(s) if any(c in s for c in ".en") else int(s) for s in (l.strip() for l in fh) if s]
+        return [number(s) for s in (line.strip() for line in fh) if s]
 
 
 def same(a, b):

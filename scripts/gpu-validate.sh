@@ -68,6 +68,9 @@ log "subcommands: sync=$HAS_SYNC (naive=$HAS_NAIVE, without=$HAS_WITHOUT) run=$H
 # ------------------------------------------------------------------ helpers
 field() { grep -m1 "^// $2:" "$1" | sed "s|^// $2:||"; }
 params_of() { local p; p=$(field "$1" PARAMS); for kv in $p; do printf -- '--param %s ' "$kv"; done; }
+# The same values as smemsync's `--bounds a=1,b=2` (sync counts executed barriers with them;
+# run needs them for symbolic dimensions).
+bounds_of() { local p; p=$(field "$1" PARAMS | xargs | tr ' ' ','); [ -n "$p" ] && printf -- '--bounds %s' "$p"; }
 
 # build SRC.kir DEST_BASE [emit flags...] -> DEST_BASE.cu and DEST_BASE (binary); 0 on success
 build() {
@@ -161,18 +164,19 @@ for f in "${FILES[@]}"; do
   name=${f%.kir}; name=${name#./}
   d=$WORK/$(echo "$name" | tr '/' '-'); mkdir -p "$d"
   P=$(params_of "$f")
+  BOUNDS=$(bounds_of "$f")
   log ""
   log "=== $f (params: ${P:-none})"
   placed="no syncs inserted (placer missing)"
   src=$f
   if [ $HAS_SYNC = 1 ]; then
-    if "$BIN" sync --target "$ARCH" "$f" >"$d/synced.kir" 2>"$d/sync.err"; then
+    if "$BIN" sync --target "$ARCH" $BOUNDS "$f" >"$d/synced.kir" 2>"$d/sync.err"; then
       src=$d/synced.kir; placed="placed"
-      # --stats lines: whatever is not kernel text (kernel text is indented or opens/closes a kernel).
-      stats=$("$BIN" sync --target "$ARCH" --stats "$f" 2>&1 | grep -v -e '^ ' -e '^kernel' -e '^}' -e '^//' -e '^$' | head -4 | tr '\n' ' ' | tr '|' '/')
+      # `--stats` appends `// stats: ...` comment lines after each kernel.
+      stats=$("$BIN" sync --target "$ARCH" $BOUNDS --stats "$f" 2>&1 | grep '^// stats:' | sed 's|^// stats: ||' | head -2 | tr '\n' ' ' | tr '|' '/')
       [ -n "$stats" ] && placed="placed: $stats"
     else
-      placed="sync failed: $(head -c 300 "$d/sync.err" | tr '\n' ' ')"
+      placed="sync FAILED, running the file as written: $(grep -m1 '^error' "$d/sync.err" | tr '|' '/')"
       cat "$d/sync.err" >>"$LOG"
     fi
   fi
@@ -192,7 +196,7 @@ for f in "${FILES[@]}"; do
   [ $rrc != 0 ] && result="run FAILED rc=$rrc"
   ref=""
   if [ $rrc = 0 ] && [ $HAS_RUN = 1 ]; then
-    if "$BIN" run "$src" --seed "$SEED" --out "$d/interp" $P >>"$LOG" 2>&1; then
+    if "$BIN" run "$src" --target "$ARCH" --seed "$SEED" --out "$d/interp" $BOUNDS >>"$LOG" 2>&1; then
       result=$(python3 scripts/compare-outputs.py "$d/gpu" "$d/interp" 2>&1 | tail -1)
       ref=$d/interp
     else
@@ -217,7 +221,7 @@ for f in "${FILES[@]}"; do
     for n in $(seq 0 63); do
       m=$d/mut$n
       if [ $mode = placer ]; then
-        "$BIN" sync --target "$ARCH" --without "$n" "$f" >"$m.kir" 2>/dev/null || { [ $n = 0 ] && continue || break; }
+        "$BIN" sync --target "$ARCH" $BOUNDS --without "$n" "$f" >"$m.kir" 2>/dev/null || { [ $n = 0 ] && continue || break; }
         cmp -s "$m.kir" "$src" && break
         build "$m.kir" "$m" || { details+=" #$n:build-failed"; total=$((total+1)); continue; }
       else
@@ -247,7 +251,7 @@ for f in "${FILES[@]}"; do
   if [ -n "$B" ] && [ "${SKIP_TIMING:-0}" != 1 ]; then
     build "$src" "$d/nosync" --strip-syncs || true
     naive_t="n/a (no --strategy naive)"
-    if [ $HAS_NAIVE = 1 ] && "$BIN" sync --target "$ARCH" --strategy naive "$f" >"$d/naive.kir" 2>>"$LOG" && build "$d/naive.kir" "$d/naive"; then
+    if [ $HAS_NAIVE = 1 ] && "$BIN" sync --target "$ARCH" $BOUNDS --strategy naive "$f" >"$d/naive.kir" 2>>"$LOG" && build "$d/naive.kir" "$d/naive"; then
       naive_t=$(time_of "$d/naive" $B)
     fi
     t1=$(time_of "$d/k" $B)
