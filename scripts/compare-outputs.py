@@ -2,13 +2,24 @@
 """Compares two output directories of smemsync kernel runs (one `<buffer>.txt` per global
 buffer, one element per line): the GPU harness's and the interpreter's (or a reference run).
 
-Integer buffers must match exactly; float buffers within |a - b| <= atol + rtol * |b| (NaN
-equals NaN, infinities must agree). Every file of the reference directory must exist in the
+Integer buffers must match exactly; float buffers, read as the f32 values they denote, within
+|a - b| <= atol + rtol * |b| (NaN equals NaN, infinities must agree); "bit-exact" when every
+f32 is equal. Every file of the reference directory must exist in the
 other. Prints one summary line; exit status 0 on a match, 1 on a mismatch, 2 on bad input.
 """
 import math
 import os
+import struct
 import sys
+
+
+def f32(x):
+    """The f32 a printed value denotes: the harness prints 10 significant digits, the
+    interpreter Rust's shortest round-trip form, so compare the f32 values, not the text."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
 
 
 def parse(path):
@@ -57,7 +68,7 @@ def main():
             continue
         nmis, first = 0, None
         for i, (a, b) in enumerate(zip(got, ref)):
-            a, b = float(a), float(b)
+            a, b = f32(float(a)), f32(float(b))
             if math.isnan(a) and math.isnan(b):
                 continue
             if a != b:
