@@ -31,6 +31,8 @@ enum Command {
     Check(cli::check::CheckArgs),
     /// Execute kernels on the interpreter and print or write every global buffer.
     Run(cli::run::RunArgs),
+    /// Write a kernel as text or CUDA C++.
+    Emit(cli::emit::EmitArgs),
 }
 
 fn main() {
@@ -54,6 +56,7 @@ fn main() {
         Command::Pipeline(a) => cli::pipeline::run(a),
         Command::Check(a) => cli::check::run(a),
         Command::Run(a) => cli::run::run(a),
+        Command::Emit(a) => cli::emit::run(a),
     };
     std::process::exit(code);
 }

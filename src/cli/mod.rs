@@ -4,6 +4,7 @@
 //! usage (the diagnostics say where); 3 an internal error (a pass produced invalid IR).
 
 pub mod check;
+pub mod emit;
 pub mod fmt;
 pub mod pipeline;
 pub mod plan_smem;
