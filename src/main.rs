@@ -19,6 +19,8 @@ struct Cli {
 enum Command {
     /// Parse, verify and print a kernel file in canonical form.
     Fmt(cli::fmt::FmtArgs),
+    /// Write a kernel file as text or MLIR for a target.
+    Emit(cli::emit::EmitArgs),
 }
 
 fn main() {
@@ -32,6 +34,7 @@ fn main() {
     };
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
+        Command::Emit(a) => cli::emit::run(a),
     };
     std::process::exit(code);
 }

@@ -2,3 +2,4 @@
 //! through `fmt::Write` with stable, collision-free names.
 
 pub mod text;
+pub mod mlir;
