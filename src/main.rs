@@ -21,13 +21,19 @@ enum Command {
     Fmt(cli::fmt::FmtArgs),
     /// Write a kernel file as text or MLIR for a target.
     Emit(cli::emit::EmitArgs),
+    /// Assign shared-memory offsets so that buffers with disjoint lifetimes share bytes.
+    PlanSmem(cli::plan_smem::PlanSmemArgs),
 }
 
 fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { cli::EXIT_USER } else { cli::EXIT_OK };
+            let code = if e.use_stderr() {
+                cli::EXIT_USER
+            } else {
+                cli::EXIT_OK
+            };
             let _ = e.print();
             std::process::exit(code);
         }
@@ -35,6 +41,7 @@ fn main() {
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
         Command::Emit(a) => cli::emit::run(a),
+        Command::PlanSmem(a) => cli::plan_smem::run(a),
     };
     std::process::exit(code);
 }

@@ -37,6 +37,8 @@ pub struct Kernel {
     pub global_spans: SecondaryMap<Global, Span>,
     pub value_spans: SecondaryMap<Value, Span>,
     pub kernel_span: Span,
+    /// Default values of scalar parameters (`%n: i32 = 8`), used when a run gives none.
+    pub param_defaults: SecondaryMap<Value, Option<Scalar>>,
 }
 
 impl Kernel {
@@ -63,6 +65,7 @@ impl Kernel {
             global_spans: SecondaryMap::default(),
             value_spans: SecondaryMap::default(),
             kernel_span: Span::UNDEF,
+            param_defaults: SecondaryMap::with_default(None),
         }
     }
 
@@ -81,7 +84,11 @@ impl Kernel {
 
     /// Creates an op (not yet placed in a region) with fresh result values of the given types.
     pub fn new_op(&mut self, kind: OpKind, result_tys: &[ScalarType], regions: Vec<Region>) -> Op {
-        let op = self.ops.push(OpData { kind, results: Vec::new(), regions });
+        let op = self.ops.push(OpData {
+            kind,
+            results: Vec::new(),
+            regions,
+        });
         let results = result_tys
             .iter()
             .enumerate()
@@ -177,15 +184,33 @@ impl Kernel {
 
     pub fn value_name(&self, v: Value) -> String {
         let n = self.value_names.get(v);
-        if n.is_empty() { format!("{v}") } else { n.clone() }
+        if n.is_empty() {
+            format!("{v}")
+        } else {
+            n.clone()
+        }
     }
 
     pub fn global_by_name(&self, name: &str) -> Option<Global> {
-        self.globals.iter().find(|(_, g)| g.name == name).map(|(g, _)| g)
+        self.globals
+            .iter()
+            .find(|(_, g)| g.name == name)
+            .map(|(g, _)| g)
     }
 
     pub fn buffer_by_name(&self, name: &str) -> Option<Buffer> {
-        self.buffers.iter().find(|(_, b)| b.name == name).map(|(b, _)| b)
+        self.buffers
+            .iter()
+            .find(|(_, b)| b.name == name)
+            .map(|(b, _)| b)
+    }
+
+    /// The scalar parameter with this source name.
+    pub fn scalar_param(&self, name: &str) -> Option<Value> {
+        self.params.iter().find_map(|p| match p {
+            Param::Scalar(v) if *self.value_names.get(*v) == name => Some(*v),
+            _ => None,
+        })
     }
 
     pub fn span(&self, op: Op) -> Span {

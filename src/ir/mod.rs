@@ -7,7 +7,9 @@ pub mod kernel;
 pub mod ops;
 pub mod types;
 
-pub use effects::{AccessKind, AsyncClass, Effects, Footprint, SharedAccess, SyncEffect, WaitKind, effects};
+pub use effects::{
+    AccessKind, AsyncClass, Effects, Footprint, SharedAccess, SyncEffect, WaitKind, effects,
+};
 pub use entities::*;
 pub use kernel::*;
 pub use ops::*;

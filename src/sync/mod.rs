@@ -1,0 +1,3 @@
+//! Synchronization placement and lowering: barrier placement, waits, split barriers.
+
+pub mod split;

@@ -1,0 +1,4 @@
+//! Transformations whose correctness rests on synchronization: shared-memory planning with
+//! reuse (and circular buffering).
+
+pub mod smem_plan;
