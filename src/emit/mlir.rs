@@ -152,6 +152,10 @@ struct Emitter<'a> {
     depth: usize,
     /// An `index`-typed name already holding a value (thread and block ids).
     idx_name: SecondaryMap<Value, String>,
+    /// The interpreter's layout number of each collective access (docs/ir.md, section 3).
+    layouts: HashMap<Op, u32>,
+    /// Collective helpers by (kind, layout number, memref type).
+    collectives: Vec<(bool, u32, String)>,
 }
 
 impl<'a> Emitter<'a> {
@@ -184,6 +188,8 @@ impl<'a> Emitter<'a> {
             buf_name: SecondaryMap::default(),
             global_name: SecondaryMap::default(),
             helpers: BTreeMap::new(),
+            layouts: layout_numbers(k),
+            collectives: Vec::new(),
             depth: 1,
             idx_name: SecondaryMap::default(),
         };
@@ -665,10 +671,8 @@ impl<'a> Emitter<'a> {
                 let g = format!("%{}", self.global_name.get(*global));
                 self.atomic(op, *a, &g, &ty, elem, index, value);
             }
-            OpKind::LocalLoad { .. } | OpKind::LocalStore { .. } => self.err(
-                op,
-                "a collective `local_load`/`local_store` (layout-defined footprint) has no upstream MLIR form",
-            ),
+            OpKind::LocalLoad { mem, layout } => self.collective(op, *mem, None, layout),
+            OpKind::LocalStore { mem, value, layout } => self.collective(op, *mem, Some(value), layout),
             OpKind::GatherToLds { dst, dst_index, src, src_index } => {
                 if !(self.amd() && self.t.gather_to_lds && !self.t.gfx12_counters()) {
                     let why = if self.t.gfx12_counters() {
@@ -1185,6 +1189,64 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// `local_load`/`local_store` as a call to a helper that runs the interpreter's concrete
+    /// mapping: element `e` (row-major in the view) belongs to thread `(e + n) mod T`; a
+    /// store writes `x + e`, a load sums the owned elements in increasing `e`.
+    fn collective(
+        &mut self,
+        op: Op,
+        mem: MemRef,
+        value: Option<&Operand>,
+        layout: &Option<String>,
+    ) {
+        let mt = self.mem_ty(mem);
+        let Some(sty) = mt.elem.scalar() else {
+            return self.err(op, "a collective access to an mbarrier array");
+        };
+        let n = self.layouts.get(&op).copied().unwrap_or(0);
+        let ty = mt.render();
+        let key = (value.is_some(), n, ty.clone());
+        let idx = match self.collectives.iter().position(|c| *c == key) {
+            Some(i) => i,
+            None => {
+                self.collectives.push(key);
+                self.collectives.len() - 1
+            }
+        };
+        self.tid_linear_helper();
+        let kind = if value.is_some() {
+            "local_store"
+        } else {
+            "local_load"
+        };
+        let hname = format!("__smemsync_{kind}_{idx}");
+        let threads = self.k.threads();
+        let h = self.helper(&hname, |_, _| {
+            collective_helper(&hname, &mt, sty, n, threads, value.is_some())
+        });
+        let m = self.mem_name(mem);
+        let attr = match layout {
+            Some(l) => format!(
+                " {{smemsync.collective = \"{kind}\", smemsync.layout = \"{}\"}}",
+                escape(l)
+            ),
+            None => format!(" {{smemsync.collective = \"{kind}\"}}"),
+        };
+        let st = scalar_mlir(sty);
+        match value {
+            Some(v) => {
+                let x = self.val(v, sty);
+                self.line(&format!(
+                    "func.call {h}({m}, {x}){attr} : ({ty}, {st}) -> ()"
+                ));
+            }
+            None => {
+                let r = self.res(op, 0);
+                self.line(&format!("{r} = func.call {h}({m}){attr} : ({ty}) -> {st}"));
+            }
+        }
+    }
+
     fn waitcnt(&mut self, op: Op, cs: &[(Counter, u32)]) {
         if !self.amd() {
             return self.err(op, "`waitcnt` waits on AMD counters");
@@ -1468,6 +1530,153 @@ impl<'a> Emitter<'a> {
             self.view_name.set(*v, o);
         }
     }
+}
+
+/// Escapes a string for an MLIR string attribute.
+pub fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// Layout numbers in order of first appearance; an access without a layout gets a fresh one.
+fn layout_numbers(k: &Kernel) -> HashMap<Op, u32> {
+    let mut names: HashMap<String, u32> = HashMap::new();
+    let mut next = 0u32;
+    let mut out = HashMap::new();
+    for op in k.ops_in_order() {
+        let layout = match &k.ops[op].kind {
+            OpKind::LocalLoad { layout, .. } | OpKind::LocalStore { layout, .. } => layout,
+            _ => continue,
+        };
+        let n = match layout {
+            Some(l) => *names.entry(l.clone()).or_insert_with(|| {
+                next += 1;
+                next - 1
+            }),
+            None => {
+                next += 1;
+                next - 1
+            }
+        };
+        out.insert(op, n);
+    }
+    out
+}
+
+fn collective_helper(
+    name: &str,
+    mt: &MemType,
+    sty: ScalarType,
+    n: u32,
+    threads: u32,
+    store: bool,
+) -> String {
+    let ty = mt.render();
+    let st = scalar_mlir(sty);
+    let e = elem_mlir(mt.elem);
+    let total: u64 = mt.shape.iter().product();
+    let mut s = String::new();
+    let sig = if store {
+        format!("%m: {ty}, %x: {st}")
+    } else {
+        format!("%m: {ty}")
+    };
+    let ret = if store {
+        String::new()
+    } else {
+        format!(" -> {st}")
+    };
+    let _ = writeln!(s, "func.func private @{name}({sig}){ret} {{");
+    let _ = writeln!(s, "  %t = func.call @__smemsync_tid_linear() : () -> i32");
+    let _ = writeln!(s, "  %nt = arith.constant {threads} : i32");
+    let _ = writeln!(
+        s,
+        "  %shift = arith.constant {} : i32",
+        threads - n % threads.max(1)
+    );
+    let _ = writeln!(s, "  %t1 = arith.addi %t, %shift : i32");
+    let _ = writeln!(s, "  %first = arith.remui %t1, %nt : i32");
+    let _ = writeln!(s, "  %end = arith.constant {total} : i32");
+    let zero = if sty == ScalarType::F32 {
+        "0.0 : f32"
+    } else {
+        "0 : i32"
+    };
+    let _ = writeln!(s, "  %zero = arith.constant {zero}");
+    let (open, close) = if store {
+        (
+            "  scf.for %e = %first to %end step %nt : i32 {".to_string(),
+            "  }".to_string(),
+        )
+    } else {
+        (
+            format!(
+                "  %sum = scf.for %e = %first to %end step %nt iter_args(%acc = %zero) -> ({st}) : i32 {{"
+            ),
+            "  }".to_string(),
+        )
+    };
+    let _ = writeln!(s, "{open}");
+    // Row-major indices of element e.
+    let mut idx = Vec::new();
+    let mut stride: u64 = total;
+    for (d, dim) in mt.shape.iter().enumerate() {
+        stride /= (*dim).max(1);
+        let _ = writeln!(s, "    %s{d} = arith.constant {stride} : i32");
+        let _ = writeln!(s, "    %n{d} = arith.constant {dim} : i32");
+        let _ = writeln!(s, "    %q{d} = arith.divui %e, %s{d} : i32");
+        let _ = writeln!(s, "    %r{d} = arith.remui %q{d}, %n{d} : i32");
+        let _ = writeln!(s, "    %i{d} = arith.index_cast %r{d} : i32 to index");
+        idx.push(format!("%i{d}"));
+    }
+    let ix = idx.join(", ");
+    if store {
+        if sty == ScalarType::F32 {
+            let _ = writeln!(s, "    %ef = arith.sitofp %e : i32 to f32");
+            let _ = writeln!(s, "    %v = arith.addf %x, %ef : f32");
+        } else {
+            let _ = writeln!(s, "    %v = arith.addi %x, %e : i32");
+        }
+        let v = match mt.elem {
+            ElemType::F16 | ElemType::BF16 => {
+                let _ = writeln!(s, "    %vn = arith.truncf %v : f32 to {e}");
+                "%vn"
+            }
+            ElemType::I8 | ElemType::I16 => {
+                let _ = writeln!(s, "    %vn = arith.trunci %v : i32 to {e}");
+                "%vn"
+            }
+            _ => "%v",
+        };
+        let _ = writeln!(s, "    memref.store {v}, %m[{ix}] : {ty}");
+    } else {
+        let _ = writeln!(s, "    %l = memref.load %m[{ix}] : {ty}");
+        let l = match mt.elem {
+            ElemType::F16 | ElemType::BF16 => {
+                let _ = writeln!(s, "    %lw = arith.extf %l : {e} to f32");
+                "%lw"
+            }
+            ElemType::I8 | ElemType::I16 => {
+                let _ = writeln!(s, "    %lw = arith.extsi %l : {e} to i32");
+                "%lw"
+            }
+            _ => "%l",
+        };
+        let add = if sty == ScalarType::F32 {
+            "addf"
+        } else {
+            "addi"
+        };
+        let _ = writeln!(s, "    %a = arith.{add} %acc, {l} : {st}");
+        let _ = writeln!(s, "    scf.yield %a : {st}");
+    }
+    let _ = writeln!(s, "{close}");
+    if store {
+        let _ = writeln!(s, "  return");
+    } else {
+        let _ = writeln!(s, "  return %sum : {st}");
+    }
+    s.push_str("}\n");
+    s
 }
 
 fn mbar_group_ty(n: u64) -> String {
