@@ -519,3 +519,48 @@ fn the_isa_check_rejects_a_barrier_without_the_lds_wait() {
     };
     assert!(check_isa("sm_80", "\tcp.async.wait_group 0;\n", &missing).is_err());
 }
+
+#[test]
+fn emit_import_emit_is_stable_for_every_kernel_and_target() {
+    let mut checked = 0;
+    for case in kernels_under_test() {
+        let name = case
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let module =
+            smemsync::reader::parse(&case.src).unwrap_or_else(|d| panic!("{name}: {}", d.message));
+        for t in TARGETS {
+            let target = Target::from_name(t).expect("known target");
+            let Ok(first) = emit_mlir_kernels(&module.kernels, &target) else {
+                continue;
+            };
+            let imported =
+                smemsync::reader::mlir::import_mlir(&first, &target).unwrap_or_else(|d| {
+                    let msgs: Vec<String> =
+                        d.iter().map(|x| x.render(&name, &first, false)).collect();
+                    panic!(
+                        "{name} on {t}: import failed:\n{}\n{first}",
+                        msgs.join("\n")
+                    )
+                });
+            assert_eq!(
+                imported.len(),
+                module.kernels.len(),
+                "{name} on {t}: kernel count"
+            );
+            let second = emit_mlir_kernels(&imported, &target)
+                .unwrap_or_else(|d| panic!("{name} on {t}: re-emit failed: {d:?}"));
+            assert_eq!(
+                first, second,
+                "{name} on {t}: emit(import(emit(k))) differs from emit(k)"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 40,
+        "only {checked} kernel/target pairs round-tripped"
+    );
+}

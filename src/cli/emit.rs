@@ -1,5 +1,5 @@
 //! `smemsync emit --format text|mlir --target T FILE`: parse, verify, and write every kernel
-//! of the file in the chosen output format.
+//! of the file in the chosen output format. A `.mlir` file is imported first (docs/mlir.md).
 
 use super::{EXIT_OK, EXIT_USER, load, read_input, report};
 
@@ -32,10 +32,6 @@ pub fn run(args: &EmitArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let kernels = match load(&input) {
-        Ok(k) => k,
-        Err(code) => return code,
-    };
     let target = match &args.target {
         None => None,
         Some(name) => match smemsync::target::Target::from_name(name) {
@@ -45,6 +41,25 @@ pub fn run(args: &EmitArgs) -> i32 {
                 return EXIT_USER;
             }
         },
+    };
+    // MLIR input (a `.mlir` file) is imported; anything else is the kernel text format.
+    let kernels = if args.file.ends_with(".mlir") {
+        let Some(t) = target else {
+            eprintln!("error: reading MLIR needs `--target` (counter waits differ per GPU)");
+            return EXIT_USER;
+        };
+        match smemsync::reader::mlir::import_mlir(&input.text, &t) {
+            Ok(k) => k,
+            Err(d) => {
+                report(&input, &d);
+                return EXIT_USER;
+            }
+        }
+    } else {
+        match load(&input) {
+            Ok(k) => k,
+            Err(code) => return code,
+        }
     };
     let text = match args.format {
         Format::Text => smemsync::emit::text::print_kernels(&kernels),

@@ -448,11 +448,21 @@ impl<'a> Emitter<'a> {
                     };
                     params.push(format!("%{}: {}{attr}", gd.name, self.global_ty(*g)));
                 }
-                Param::Scalar(v) => params.push(format!(
-                    "%{}: {}",
-                    self.vname.get(*v),
-                    scalar_mlir(k.values[*v].ty)
-                )),
+                Param::Scalar(v) => {
+                    // A default value (used by the interpreter) rides along as an attribute.
+                    let attr = match k.param_defaults.get(*v) {
+                        Some(Scalar::F32(f)) => {
+                            format!(" {{smemsync.default = {} : f32}}", f32_literal(*f))
+                        }
+                        Some(d) => format!(" {{smemsync.default = {} : i32}}", d.as_i64()),
+                        None => String::new(),
+                    };
+                    params.push(format!(
+                        "%{}: {}{attr}",
+                        self.vname.get(*v),
+                        scalar_mlir(k.values[*v].ty)
+                    ))
+                }
             }
         }
         // Shared memory: unpinned buffers are attributions; pinned ones share a byte arena.
@@ -496,6 +506,19 @@ impl<'a> Emitter<'a> {
             "known_block_size = array<i32: {}, {}, {}>, known_grid_size = array<i32: {}, {}, {}>",
             b[0], b[1], b[2], g[0], g[1], g[2]
         );
+        let renamed: Vec<String> = k
+            .buffers
+            .iter()
+            .filter(|(b, bd)| *self.buf_name.get(*b) != bd.name)
+            .map(|(b, bd)| format!("\"{}\" = \"{}\"", self.buf_name.get(b), escape(&bd.name)))
+            .collect();
+        if !renamed.is_empty() {
+            let _ = write!(
+                attrs,
+                ", smemsync.shared_names = {{{}}}",
+                renamed.join(", ")
+            );
+        }
         if !k.groups.is_empty() {
             let gs: Vec<String> = k
                 .groups
