@@ -2093,14 +2093,23 @@ mod tests {
     #[test]
     fn names_are_fresh_and_deterministic() {
         let k = crate::reader::parse_kernel(
-            "kernel @k(%x_idx: global i32[4]) block(4) {\n  %x = tid.x\n  %y = gload %x_idx[%x]\n  gstore %x_idx[%x], %y\n}\n",
+            "kernel @k(%y_idx: global i32[8]) block(4) {\n  %x = tid.x\n  %y = add %x, 1\n  %v = gload %y_idx[%y]\n  %w = gload %y_idx[%y]\n  gstore %y_idx[%x], %v\n}\n",
         )
         .expect("parses");
         let t = Target::from_name("gfx942").expect("target");
         let a = emit_mlir(&k, &t).expect("emits");
         assert_eq!(a, emit_mlir(&k, &t).expect("emits"));
-        // `%x_idx` is the global; the index casts of %x must take another name.
-        assert!(a.contains("%x_i32_idx = arith.index_cast"), "{a}");
+        // `%y_idx` is the global; the index casts of %y must take other names, one each.
+        assert!(
+            a.contains("%y_idx_1 = arith.index_cast %y : i32 to index"),
+            "{a}"
+        );
+        assert!(
+            a.contains("%y_idx_2 = arith.index_cast %y : i32 to index"),
+            "{a}"
+        );
+        // The thread id is used as an index directly.
+        assert!(a.contains("memref.store %v, %y_idx[%x]"), "{a}");
         let defs: Vec<&str> = a
             .lines()
             .filter_map(|l| l.trim().split(" = ").next())
