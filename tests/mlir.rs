@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use smemsync::Kernel;
 use smemsync::emit::mlir::emit_mlir_kernels;
-use smemsync::ir::OpKind;
+use smemsync::ir::{Counter, OpKind};
 use smemsync::target::Target;
 
 const TARGETS: [&str; 6] = ["gfx942", "gfx950", "gfx1201", "gfx1250", "sm_80", "sm_90"];
@@ -188,6 +188,8 @@ struct Syncs {
     named: Vec<(bool, u32, u32)>,
     cp_waits: Vec<u32>,
     mbar: Vec<&'static str>,
+    /// AMD instructions the kernels' async copies and waits must produce.
+    amd: Vec<&'static str>,
     /// Whether some kernel has more threads than one warp (a single-wave workgroup's barrier
     /// is legitimately removed by LLVM).
     multi_warp: bool,
@@ -210,6 +212,17 @@ fn syncs(ks: &[Kernel], t: &Target) -> Syncs {
                 OpKind::MbarExpectTx { .. } => s.mbar.push("mbarrier.expect_tx"),
                 OpKind::MbarWait { .. } => s.mbar.push("mbarrier.try_wait.parity"),
                 OpKind::MbarInval { .. } => s.mbar.push("mbarrier.inval"),
+                OpKind::TdmLoad { .. } => s.amd.push("tensor_load_to_lds"),
+                OpKind::GatherToLds { .. } => s.amd.push("global_load_lds_dword"),
+                OpKind::WaitCnt(cs) => {
+                    for (c, _) in cs {
+                        s.amd.push(match c {
+                            Counter::TensorCnt => "s_wait_tensorcnt",
+                            Counter::VmCnt => "s_waitcnt vmcnt",
+                            _ => continue,
+                        });
+                    }
+                }
                 _ => {}
             }
         }
@@ -296,6 +309,11 @@ fn check_isa(target: &str, asm: &str, s: &Syncs) -> Result<(), String> {
         }
         if (s.barriers + s.splits) > 0 && s.multi_warp && barriers == 0 {
             return Err("the kernel's barriers are missing from the ISA".into());
+        }
+        for want in &s.amd {
+            if !ins.iter().any(|i| i.starts_with(want)) {
+                return Err(format!("`{want}` missing"));
+            }
         }
     } else {
         if s.barriers > 0

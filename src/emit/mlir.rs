@@ -742,10 +742,7 @@ impl<'a> Emitter<'a> {
                 }
                 self.line(&format!("nvvm.cp.async.wait.group {n}"));
             }
-            OpKind::TdmLoad { .. } => self.err(
-                op,
-                "`tdm_load`: upstream amdgpu.tensor_load_to_lds needs a tensor descriptor (make_dma_descriptor) smemsync does not build yet; not expressible",
-            ),
+            OpKind::TdmLoad { dst, src, origin } => self.tdm_load(op, *dst, *src, origin),
             OpKind::TmaLoad { .. } | OpKind::TmaStore { .. } => self.err(
                 op,
                 "TMA copies need a tensor-map descriptor created on the host; not expressible",
@@ -1268,6 +1265,63 @@ impl<'a> Emitter<'a> {
                 self.line(&format!("{r} = func.call {h}({m}){attr} : ({ty}) -> {st}"));
             }
         }
+    }
+
+    /// `tdm_load`: a tensor DMA descriptor over the trailing dimensions of the global (its
+    /// base at the tile origin, the LDS base at the view's first element), then
+    /// `amdgpu.tensor_load_to_lds` (gfx1250).
+    fn tdm_load(&mut self, op: Op, dst: MemRef, src: Global, origin: &[Operand]) {
+        if !self.t.tensor_dma {
+            return self.err(op, "`tdm_load` needs the gfx1250 tensor data mover");
+        }
+        let dt = self.mem_ty(dst);
+        let gd = &self.k.globals[src];
+        let mut gshape = Vec::new();
+        for d in &gd.shape {
+            match d {
+                Dim::Const(c) => gshape.push(*c),
+                Dim::Param(_) => {
+                    return self.err(op, "`tdm_load` from a global with symbolic dimensions (the descriptor needs static sizes)");
+                }
+            }
+        }
+        let rank = dt.shape.len();
+        if rank != 2 || gshape.len() < rank || origin.len() != gshape.len() {
+            return self.err(op, "`tdm_load` of a tile that is not two-dimensional (upstream lowers 2-D descriptors only)");
+        }
+        let mut gstrides = vec![1u64; gshape.len()];
+        for i in (0..gshape.len().saturating_sub(1)).rev() {
+            gstrides[i] = gstrides[i + 1] * gshape[i + 1];
+        }
+        let tail = gshape.len() - rank;
+        let join = |v: &[u64]| {
+            v.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let gty = self.global_ty(src);
+        let e = elem_mlir(dt.elem);
+        let gi = self.indices(origin);
+        let zeros: Vec<String> = (0..rank).map(|_| self.index_const(0)).collect();
+        let g = format!("%{}", self.global_name.get(src));
+        let d = self.mem_name(dst);
+        let base = self.fresh("tdm_base");
+        self.line(&format!(
+            "%{base} = amdgpu.make_dma_base {g}[{gi}], {d}[{}] : {gty}, {} -> !amdgpu.tdm_base<{e}>",
+            zeros.join(", "),
+            dt.render()
+        ));
+        let desc = self.fresh("tdm_desc");
+        self.line(&format!(
+            "%{desc} = amdgpu.make_dma_descriptor %{base} globalSize [{}] globalStride [{}] sharedSize [{}] : !amdgpu.tdm_base<{e}> -> !amdgpu.tdm_descriptor",
+            join(&gshape[tail..]),
+            join(&gstrides[tail..]),
+            join(&dt.shape)
+        ));
+        self.line(&format!(
+            "amdgpu.tensor_load_to_lds %{desc} : !amdgpu.tdm_descriptor"
+        ));
     }
 
     fn waitcnt(&mut self, op: Op, cs: &[(Counter, u32)]) {

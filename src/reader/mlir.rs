@@ -660,6 +660,8 @@ enum B {
     MbarPtr(Buffer, Operand),
     /// A value smemsync has no use for (an mbarrier token, a copy group token).
     Opaque,
+    /// A tensor DMA base or descriptor: the tile, the global and the origin.
+    Tdm(MemRef, Global, Vec<Operand>),
 }
 
 enum Mode {
@@ -1508,6 +1510,43 @@ impl<'a> Importer<'a> {
                         span,
                     );
                 }
+            }
+            "amdgpu.make_dma_base" => {
+                let (gb, origin, gs) = self.access(&mut c)?;
+                c.expect(',')?;
+                let (db, _, ds) = self.access(&mut c)?;
+                let B::Glob(g) = gb else {
+                    return Err(Diagnostic::user(
+                        "E0908",
+                        "the DMA source must be a kernel argument",
+                    )
+                    .with_label(gs, "here"));
+                };
+                let dst = self.mem(&db, ds)?;
+                let (n, _) = one(&res)?;
+                self.bind(&n, B::Tdm(dst, g, origin));
+            }
+            "amdgpu.make_dma_descriptor" => {
+                let (b, bs) = c.val()?;
+                let tdm = self.lookup(&b, bs)?;
+                let (n, _) = one(&res)?;
+                self.bind(&n, tdm);
+            }
+            "amdgpu.tensor_load_to_lds" => {
+                let (d, ds) = c.val()?;
+                let B::Tdm(dst, src, origin) = self.lookup(&d, ds)? else {
+                    return Err(
+                        self.unsupported(ds, "a tensor descriptor not from amdgpu.make_dma_base")
+                    );
+                };
+                self.place(
+                    r,
+                    OpKind::TdmLoad { dst, src, origin },
+                    &[],
+                    &[],
+                    vec![],
+                    span,
+                );
             }
             "nvvm.cp.async.commit.group" | "nvgpu.device_async_create_group" => {
                 if let Some((n, _)) = res.first() {
