@@ -22,6 +22,9 @@ pub struct EmitArgs {
     /// Target GPU (gfx942, gfx950, gfx1200, gfx1201, gfx1250, sm_80, sm_90).
     #[arg(long)]
     pub target: Option<String>,
+    /// Input format; by default MLIR for a `.mlir` file and kernel text otherwise.
+    #[arg(long, value_enum)]
+    pub from: Option<Format>,
 }
 
 pub fn run(args: &EmitArgs) -> i32 {
@@ -43,7 +46,11 @@ pub fn run(args: &EmitArgs) -> i32 {
         },
     };
     // MLIR input (a `.mlir` file) is imported; anything else is the kernel text format.
-    let kernels = if args.file.ends_with(".mlir") {
+    let from_mlir = match args.from {
+        Some(f) => f == Format::Mlir,
+        None => args.file.ends_with(".mlir"),
+    };
+    let kernels = if from_mlir {
         let Some(t) = target else {
             eprintln!("error: reading MLIR needs `--target` (counter waits differ per GPU)");
             return EXIT_USER;
