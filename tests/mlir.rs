@@ -213,12 +213,17 @@ fn syncs(ks: &[Kernel], t: &Target) -> Syncs {
                 OpKind::MbarWait { .. } => s.mbar.push("mbarrier.try_wait.parity"),
                 OpKind::MbarInval { .. } => s.mbar.push("mbarrier.inval"),
                 OpKind::TdmLoad { .. } => s.amd.push("tensor_load_to_lds"),
-                OpKind::GatherToLds { .. } => s.amd.push("global_load_lds_dword"),
+                OpKind::GatherToLds { .. } => s.amd.push(if t.gfx12_counters() {
+                    "global_load_async_to_lds"
+                } else {
+                    "global_load_lds_dword"
+                }),
                 OpKind::WaitCnt(cs) => {
                     for (c, _) in cs {
                         s.amd.push(match c {
                             Counter::TensorCnt => "s_wait_tensorcnt",
                             Counter::VmCnt => "s_waitcnt vmcnt",
+                            Counter::AsyncCnt => "s_wait_asynccnt",
                             _ => continue,
                         });
                     }

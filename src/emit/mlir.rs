@@ -156,6 +156,8 @@ struct Emitter<'a> {
     layouts: HashMap<Op, u32>,
     /// Collective helpers by (kind, layout number, memref type).
     collectives: Vec<(bool, u32, String)>,
+    /// gfx1250 gather helpers by (global type, shared type).
+    gathers: Vec<String>,
 }
 
 impl<'a> Emitter<'a> {
@@ -190,6 +192,7 @@ impl<'a> Emitter<'a> {
             helpers: BTreeMap::new(),
             layouts: layout_numbers(k),
             collectives: Vec::new(),
+            gathers: Vec::new(),
             depth: 1,
             idx_name: SecondaryMap::default(),
         };
@@ -697,13 +700,11 @@ impl<'a> Emitter<'a> {
             OpKind::LocalLoad { mem, layout } => self.collective(op, *mem, None, layout),
             OpKind::LocalStore { mem, value, layout } => self.collective(op, *mem, Some(value), layout),
             OpKind::GatherToLds { dst, dst_index, src, src_index } => {
-                if !(self.amd() && self.t.gather_to_lds && !self.t.gfx12_counters()) {
-                    let why = if self.t.gfx12_counters() {
-                        "`gather_to_lds`: upstream `amdgpu.gather_to_lds` lowers for gfx9 chips only"
-                    } else {
-                        "`gather_to_lds` needs global_load_lds (gfx950)"
-                    };
-                    return self.err(op, why);
+                if !(self.amd() && self.t.gather_to_lds) {
+                    return self.err(op, "`gather_to_lds` needs global_load_lds (gfx950) or the gfx1250 async loads");
+                }
+                if self.t.gfx12_counters() {
+                    return self.gather_async(op, *dst, dst_index, *src, src_index);
                 }
                 let sty = self.global_ty(*src);
                 let dt = self.mem_ty(*dst);
@@ -1324,6 +1325,63 @@ impl<'a> Emitter<'a> {
         ));
     }
 
+    /// gfx1250 `gather_to_lds`: `rocdl.global.load.async.to.lds.b32/b8` with per-lane global
+    /// and LDS addresses (counted by asynccnt), computed in a helper from the memrefs'
+    /// strided metadata, so the IR's per-thread destination is exact.
+    fn gather_async(
+        &mut self,
+        op: Op,
+        dst: MemRef,
+        dst_index: &[Operand],
+        src: Global,
+        src_index: &[Operand],
+    ) {
+        let dt = self.mem_ty(dst);
+        let bits = match dt.elem.bytes() {
+            4 => "b32",
+            1 => "b8",
+            _ => return self.err(
+                op,
+                "`gather_to_lds` of 2-byte elements (gfx1250 async loads copy 1, 4, 8 or 16 bytes)",
+            ),
+        };
+        let sty = self.global_ty(src);
+        let dty = dt.render();
+        let key = format!("{sty}|{dty}");
+        let idx = match self.gathers.iter().position(|g| *g == key) {
+            Some(i) => i,
+            None => {
+                self.gathers.push(key);
+                self.gathers.len() - 1
+            }
+        };
+        let hname = format!("__smemsync_gather_to_lds_{idx}");
+        let (sr, dr) = (src_index.len(), dst_index.len());
+        let esize = dt.elem.bytes();
+        let h = self.helper(&hname, |_, _| {
+            gather_helper(&hname, &sty, sr, &dty, dr, esize, bits)
+        });
+        let si = self.indices(src_index);
+        let di = self.indices(dst_index);
+        let s = format!("%{}", self.global_name.get(src));
+        let d = self.mem_name(dst);
+        let sep = |n: usize| {
+            if n == 0 {
+                String::new()
+            } else {
+                ", ".to_string()
+            }
+        };
+        let idx_tys = |n: usize| (0..n).map(|_| ", index").collect::<String>();
+        self.line(&format!(
+            "func.call {h}({s}{}{si}, {d}{}{di}) {{smemsync.gather_to_lds}} : ({sty}{}, {dty}{}) -> ()",
+            sep(sr),
+            sep(dr),
+            idx_tys(sr),
+            idx_tys(dr)
+        ));
+    }
+
     fn waitcnt(&mut self, op: Op, cs: &[(Counter, u32)]) {
         if !self.amd() {
             return self.err(op, "`waitcnt` waits on AMD counters");
@@ -1752,6 +1810,80 @@ fn collective_helper(
     } else {
         let _ = writeln!(s, "  return %sum : {st}");
     }
+    s.push_str("}\n");
+    s
+}
+
+/// The gfx1250 per-lane async copy of one element: byte addresses from each memref's aligned
+/// pointer, offset and strides.
+fn gather_helper(
+    name: &str,
+    sty: &str,
+    sr: usize,
+    dty: &str,
+    dr: usize,
+    esize: u64,
+    bits: &str,
+) -> String {
+    let mut s = String::new();
+    let sargs: String = (0..sr).map(|i| format!(", %s{i}: index")).collect();
+    let dargs: String = (0..dr).map(|i| format!(", %d{i}: index")).collect();
+    let _ = writeln!(
+        s,
+        "func.func private @{name}(%src: {sty}{sargs}, %dst: {dty}{dargs}) {{"
+    );
+    let _ = writeln!(s, "  %esize = arith.constant {esize} : index");
+    for (p, m, ty, rank, ptr) in [("s", "%src", sty, sr, "i64"), ("d", "%dst", dty, dr, "i32")] {
+        let space = if p == "s" {
+            format!(", {GLOBAL_AMD}")
+        } else {
+            format!(", {WORKGROUP}")
+        };
+        let elem = ty
+            .trim_start_matches("memref<")
+            .split(',')
+            .next()
+            .unwrap_or("")
+            .rsplit('x')
+            .next()
+            .unwrap_or("f32")
+            .trim_end_matches('>')
+            .to_string();
+        let sizes: Vec<String> = (0..rank).map(|i| format!("%{p}size{i}")).collect();
+        let strides: Vec<String> = (0..rank).map(|i| format!("%{p}stride{i}")).collect();
+        let mut lhs = vec![format!("%{p}base"), format!("%{p}off")];
+        lhs.extend(sizes.iter().cloned());
+        lhs.extend(strides.iter().cloned());
+        let idx_tys: String = (0..2 * rank + 1).map(|_| ", index").collect::<String>();
+        let _ = writeln!(
+            s,
+            "  {} = memref.extract_strided_metadata {m} : {ty} -> memref<{elem}{space}>{idx_tys}",
+            lhs.join(", ")
+        );
+        let mut acc = format!("%{p}off");
+        for i in 0..rank {
+            let _ = writeln!(s, "  %{p}t{i} = arith.muli %{p}{i}, %{p}stride{i} : index");
+            let _ = writeln!(s, "  %{p}l{i} = arith.addi {acc}, %{p}t{i} : index");
+            acc = format!("%{p}l{i}");
+        }
+        let _ = writeln!(s, "  %{p}bytes = arith.muli {acc}, %esize : index");
+        let _ = writeln!(
+            s,
+            "  %{p}ptr = memref.extract_aligned_pointer_as_index {m} : {ty} -> index"
+        );
+        let _ = writeln!(s, "  %{p}addr = arith.addi %{p}ptr, %{p}bytes : index");
+        let _ = writeln!(s, "  %{p}int = arith.index_cast %{p}addr : index to {ptr}");
+        let asp = if p == "s" { 1 } else { 3 };
+        let _ = writeln!(
+            s,
+            "  %{p}p = llvm.inttoptr %{p}int : {ptr} to !llvm.ptr<{asp}>"
+        );
+    }
+    let _ = writeln!(
+        s,
+        "  rocdl.global.load.async.to.lds.{bits} %sp, %dp, 0, 0 : !llvm.ptr<1>, !llvm.ptr<3>"
+    );
+    let _ = writeln!(s, "  return");
     s.push_str("}\n");
     s
 }

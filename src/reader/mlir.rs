@@ -1868,13 +1868,20 @@ impl<'a> Importer<'a> {
         c.expect('(')?;
         let mut args = Vec::new();
         let mut first_mem: Option<(B, Span)> = None;
+        let mut items: Vec<(B, Span)> = Vec::new();
         if !c.eat(')') {
             loop {
                 let (n, s) = c.val()?;
-                match self.lookup(&n, s)? {
+                let b = self.lookup(&n, s)?;
+                items.push((b.clone(), s));
+                match b {
                     B::Val(v) => args.push(Operand::Value(v)),
                     B::Imm(x) => args.push(Operand::Imm(x)),
-                    b => first_mem = Some((b, s)),
+                    b => {
+                        if first_mem.is_none() {
+                            first_mem = Some((b, s));
+                        }
+                    }
                 }
                 if c.eat(')') {
                     break;
@@ -1914,6 +1921,43 @@ impl<'a> Importer<'a> {
                     span,
                 );
             }
+            return Ok(());
+        }
+        if get(&attrs, "smemsync.gather_to_lds").is_some() {
+            // (src, src indices..., dst, dst indices...)
+            let split = items
+                .iter()
+                .skip(1)
+                .position(|(b, _)| !matches!(b, B::Val(_) | B::Imm(_)))
+                .map(|p| p + 1);
+            let (Some((B::Glob(src), _)), Some(sp)) = (items.first().cloned(), split) else {
+                return Err(self.unsupported(
+                    span,
+                    "a gather helper call without a global and a shared memref",
+                ));
+            };
+            let operand = |b: &B| match b {
+                B::Val(v) => Operand::Value(*v),
+                B::Imm(x) => Operand::Imm(*x),
+                _ => Operand::int(0),
+            };
+            let src_index: Vec<Operand> = items[1..sp].iter().map(|(b, _)| operand(b)).collect();
+            let (db, ds) = items[sp].clone();
+            let dst = self.mem(&db, ds)?;
+            let dst_index: Vec<Operand> = items[sp + 1..].iter().map(|(b, _)| operand(b)).collect();
+            self.place(
+                r,
+                OpKind::GatherToLds {
+                    dst,
+                    dst_index,
+                    src,
+                    src_index,
+                },
+                &[],
+                &[],
+                vec![],
+                span,
+            );
             return Ok(());
         }
         if let Some(name) = get_str(&attrs, "smemsync.compute") {
