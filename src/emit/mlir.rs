@@ -585,6 +585,30 @@ impl<'a> Emitter<'a> {
     fn op(&mut self, op: Op, prev: Option<Op>) {
         let k = self.k;
         let od = &k.ops[op];
+        let needs_result = matches!(
+            od.kind,
+            OpKind::Const(_)
+                | OpKind::Special(_)
+                | OpKind::Binary(..)
+                | OpKind::Unary(..)
+                | OpKind::Cmp(..)
+                | OpKind::Select(..)
+                | OpKind::Cast(..)
+                | OpKind::InGroup(_)
+                | OpKind::Load { .. }
+                | OpKind::GLoad { .. }
+                | OpKind::LocalLoad { .. }
+        );
+        if needs_result && od.results.is_empty() {
+            let d = Diagnostic::error(
+                crate::diag::DiagKind::Verifier,
+                "E0801",
+                "an op that defines a value has no result",
+            )
+            .with_label(k.span(op), "no result");
+            self.diags.push(d);
+            return;
+        }
         match &od.kind {
             OpKind::Const(c) => {
                 let r = self.res(op, 0);

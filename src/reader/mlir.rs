@@ -205,7 +205,12 @@ fn lex_lines(src: &str) -> Result<Vec<Line>, Diagnostic> {
                         i += 1;
                     }
                 }
-                let name = src[start + 1..i].trim_matches('"').to_string();
+                i = i.min(b.len());
+                let name = src
+                    .get(start + 1..i)
+                    .unwrap_or("")
+                    .trim_matches('"')
+                    .to_string();
                 cur.push(Tok {
                     t: match c {
                         b'%' => T::Val(name),
@@ -2222,6 +2227,41 @@ impl<'a> Importer<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn damaged_input_gives_diagnostics_not_panics() {
+        let k = crate::reader::parse_kernel(
+            "kernel @k(%n: i32, %A: global f32[%n]) block(64) {\n  shared @s : f32[64]\n  %t = tid.x\n  %x = gload %A[%t]\n  store @s[%t], %x\n  barrier\n  %r = for %i = 0 to %n step 1 iter(%a = 0.0) {\n    %y = load @s[%i]\n    %b = add %a, %y\n    yield %b\n  }\n  gstore %A[%t], %r\n}\n",
+        )
+        .expect("parses");
+        let t = Target::from_name("gfx942").expect("target");
+        let text = crate::emit::mlir::emit_mlir(&k, &t).expect("emits");
+        assert!(import_mlir(&text, &t).is_ok());
+        // Every prefix, and every line dropped or byte replaced, must import or fail cleanly.
+        let bytes = text.as_bytes();
+        for cut in (0..bytes.len()).step_by(7) {
+            let _ = import_mlir(&String::from_utf8_lossy(&bytes[..cut]), &t);
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        for skip in 0..lines.len() {
+            let s: Vec<&str> = lines
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != skip)
+                .map(|(_, l)| *l)
+                .collect();
+            let _ = import_mlir(&s.join("\n"), &t);
+        }
+        for (i, junk) in (0..bytes.len()).step_by(13).zip(
+            ['%', '{', '}', '"', '<', '>', '(', ')', '[', ']', '-', '0']
+                .iter()
+                .cycle(),
+        ) {
+            let mut m = text.clone().into_bytes();
+            m[i] = *junk as u8;
+            let _ = import_mlir(&String::from_utf8_lossy(&m), &t);
+        }
+    }
 
     #[test]
     fn unknown_ops_are_reported_with_their_line() {
