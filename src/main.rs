@@ -21,8 +21,18 @@ enum Command {
     Fmt(cli::fmt::FmtArgs),
     /// Write a kernel file as text or MLIR for a target.
     Emit(cli::emit::EmitArgs),
+    /// Insert the fewest syncs that remove every shared-memory hazard and print the kernel.
+    Sync(cli::sync::SyncArgs),
+    /// Insert the weakest sufficient waits for asynchronous copies.
+    Waits(cli::waits::WaitsArgs),
     /// Assign shared-memory offsets so that buffers with disjoint lifetimes share bytes.
     PlanSmem(cli::plan_smem::PlanSmemArgs),
+    /// Circular-buffer loops whose body has a `stage "load"` (multi-stage pipelining).
+    Pipeline(cli::pipeline::PipelineArgs),
+    /// Prove or refute race freedom; exit 1 with a witness when a race is found.
+    Check(cli::check::CheckArgs),
+    /// Execute kernels on the interpreter and print or write every global buffer.
+    Run(cli::run::RunArgs),
 }
 
 fn main() {
@@ -41,7 +51,12 @@ fn main() {
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
         Command::Emit(a) => cli::emit::run(a),
+        Command::Sync(a) => cli::sync::run(a),
+        Command::Waits(a) => cli::waits::run(a),
         Command::PlanSmem(a) => cli::plan_smem::run(a),
+        Command::Pipeline(a) => cli::pipeline::run(a),
+        Command::Check(a) => cli::check::run(a),
+        Command::Run(a) => cli::run::run(a),
     };
     std::process::exit(code);
 }

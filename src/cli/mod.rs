@@ -3,15 +3,21 @@
 //! Exit codes: 0 success; 1 a finding (race, deadlock, protocol violation); 2 bad input or
 //! usage (the diagnostics say where); 3 an internal error (a pass produced invalid IR).
 
+pub mod check;
 pub mod emit;
 pub mod fmt;
+pub mod pipeline;
 pub mod plan_smem;
+pub mod run;
+pub mod sync;
+pub mod waits;
 
 use std::io::{IsTerminal, Read};
 
 use smemsync::diag::{Diagnostic, render_all};
 
 pub const EXIT_OK: i32 = 0;
+pub const EXIT_FINDING: i32 = 1;
 pub const EXIT_USER: i32 = 2;
 
 /// An input file: its display name and text. `-` reads standard input.

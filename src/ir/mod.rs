@@ -14,3 +14,4 @@ pub use entities::*;
 pub use kernel::*;
 pub use ops::*;
 pub use types::*;
+pub mod edit;

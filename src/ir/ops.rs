@@ -435,3 +435,138 @@ pub enum Param {
     Global(Global),
     Scalar(Value),
 }
+
+impl OpKind {
+    /// Calls `f` on every scalar operand of the op (not on region contents). Token values of
+    /// `wait_tokens` are included as `Operand::Value`s.
+    pub fn for_each_operand_mut(&mut self, f: &mut dyn FnMut(&mut Operand)) {
+        let all =
+            |v: &mut Vec<Operand>, f: &mut dyn FnMut(&mut Operand)| v.iter_mut().for_each(&mut *f);
+        match self {
+            OpKind::Const(_) | OpKind::Special(_) | OpKind::InGroup(_) | OpKind::ViewDef(_) => {}
+            OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => {
+                f(a);
+                f(b);
+            }
+            OpKind::Unary(_, a) | OpKind::Cast(_, a) | OpKind::Condition(a) => f(a),
+            OpKind::Select(c, a, b) => {
+                f(c);
+                f(a);
+                f(b);
+            }
+            OpKind::Compute { args, .. } | OpKind::Yield(args) => all(args, f),
+            OpKind::Load { index, .. } | OpKind::GLoad { index, .. } => all(index, f),
+            OpKind::Store { index, value, .. }
+            | OpKind::Atomic { index, value, .. }
+            | OpKind::GStore { index, value, .. }
+            | OpKind::GAtomic { index, value, .. } => {
+                all(index, f);
+                f(value);
+            }
+            OpKind::LocalLoad { .. } => {}
+            OpKind::LocalStore { value, .. } => f(value),
+            OpKind::GatherToLds {
+                dst_index,
+                src_index,
+                ..
+            }
+            | OpKind::CpAsync {
+                dst_index,
+                src_index,
+                ..
+            } => {
+                all(dst_index, f);
+                all(src_index, f);
+            }
+            OpKind::TdmLoad { origin, .. } | OpKind::TmaStore { origin, .. } => all(origin, f),
+            OpKind::TmaLoad {
+                origin, mbar_index, ..
+            } => {
+                all(origin, f);
+                all(mbar_index, f);
+            }
+            OpKind::WaitTokens(ts) => {
+                for t in ts.iter_mut() {
+                    let mut o = Operand::Value(*t);
+                    f(&mut o);
+                    if let Operand::Value(v) = o {
+                        *t = v;
+                    }
+                }
+            }
+            OpKind::MbarInit { index, .. }
+            | OpKind::MbarArrive { index, .. }
+            | OpKind::MbarExpectTx { index, .. }
+            | OpKind::MbarInval { index, .. } => all(index, f),
+            OpKind::MbarWait { index, parity, .. } => {
+                all(index, f);
+                f(parity);
+            }
+            OpKind::Wgmma { acc, .. } => f(acc),
+            OpKind::For { lo, hi, step, init } => {
+                f(lo);
+                f(hi);
+                f(step);
+                all(init, f);
+            }
+            OpKind::If { cond } => f(cond),
+            OpKind::While { init } => all(init, f),
+            OpKind::Stage { .. }
+            | OpKind::CpAsyncCommit
+            | OpKind::CpAsyncWait(_)
+            | OpKind::BulkCommit
+            | OpKind::BulkWait(_)
+            | OpKind::WaitCnt(_)
+            | OpKind::Barrier
+            | OpKind::WarpSync
+            | OpKind::SplitSignal(_)
+            | OpKind::SplitWait(_)
+            | OpKind::NamedArrive { .. }
+            | OpKind::NamedSync { .. }
+            | OpKind::WgmmaCommit
+            | OpKind::WgmmaWait(_) => {}
+        }
+    }
+
+    /// Calls `f` on every shared memref the op names directly (views' own bases excluded:
+    /// they live in the view table).
+    pub fn for_each_memref_mut(&mut self, f: &mut dyn FnMut(&mut MemRef)) {
+        match self {
+            OpKind::Load { mem, .. }
+            | OpKind::Store { mem, .. }
+            | OpKind::Atomic { mem, .. }
+            | OpKind::LocalLoad { mem, .. }
+            | OpKind::LocalStore { mem, .. } => f(mem),
+            OpKind::GatherToLds { dst, .. }
+            | OpKind::CpAsync { dst, .. }
+            | OpKind::TdmLoad { dst, .. } => f(dst),
+            OpKind::TmaLoad { dst, mbar, .. } => {
+                f(dst);
+                f(mbar);
+            }
+            OpKind::TmaStore { src, .. } => f(src),
+            OpKind::MbarInit { mbar, .. }
+            | OpKind::MbarArrive { mbar, .. }
+            | OpKind::MbarExpectTx { mbar, .. }
+            | OpKind::MbarWait { mbar, .. }
+            | OpKind::MbarInval { mbar, .. } => f(mbar),
+            OpKind::Wgmma { a, b, .. } => {
+                f(a);
+                f(b);
+            }
+            _ => {}
+        }
+    }
+
+    /// The value operands of the op, in order.
+    pub fn value_uses(&self) -> Vec<Value> {
+        let mut v = Vec::new();
+        let mut k = self.clone();
+        k.for_each_operand_mut(&mut |o| {
+            if let Operand::Value(x) = o {
+                v.push(*x)
+            }
+        });
+        v
+    }
+}
