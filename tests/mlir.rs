@@ -25,6 +25,9 @@ const TARGETS: [&str; 6] = ["gfx942", "gfx950", "gfx1201", "gfx1250", "sm_80", "
 struct Case {
     path: PathBuf,
     src: String,
+    /// Examples are first run through `smemsync sync --target T` (the syncs placed for each
+    /// target); hand-made kernels already carry theirs.
+    sync_first: bool,
 }
 
 fn kir_files(dir: &Path) -> Vec<PathBuf> {
@@ -45,18 +48,41 @@ fn kir_files(dir: &Path) -> Vec<PathBuf> {
 /// sync pipeline can be added here: the checks only need the kernel text.
 fn kernels_under_test() -> Vec<Case> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = kir_files(&root.join("examples"));
-    files.extend(kir_files(&root.join("tests/filetests/mlir")));
-    files
-        .into_iter()
-        .filter_map(|path| {
-            let src = std::fs::read_to_string(&path).ok()?;
-            if src.lines().any(|l| l.trim_start().starts_with("// EXIT:")) {
-                return None;
-            }
-            Some(Case { path, src })
-        })
-        .collect()
+    let tag = |files: Vec<PathBuf>, sync_first: bool| -> Vec<Case> {
+        files
+            .into_iter()
+            .filter_map(|path| {
+                let src = std::fs::read_to_string(&path).ok()?;
+                if src.lines().any(|l| l.trim_start().starts_with("// EXIT:")) {
+                    return None;
+                }
+                Some(Case {
+                    path,
+                    src,
+                    sync_first,
+                })
+            })
+            .collect()
+    };
+    let mut cases = tag(kir_files(&root.join("examples")), true);
+    cases.extend(tag(kir_files(&root.join("tests/filetests/mlir")), false));
+    cases
+}
+
+/// The kernel text to emit for a target: the `smemsync sync` output when the case asks for
+/// it and the placement succeeds (a kernel with findings keeps its own syncs).
+fn source_for(case: &Case, target: &str) -> (String, bool) {
+    if !case.sync_first {
+        return (case.src.clone(), false);
+    }
+    let path = case.path.to_string_lossy().into_owned();
+    let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
+        .args(["sync", "--target", target, &path])
+        .output();
+    match out {
+        Ok(o) if o.status.success() => (String::from_utf8_lossy(&o.stdout).into_owned(), true),
+        _ => (case.src.clone(), false),
+    }
 }
 
 fn require_tools() {
@@ -375,6 +401,8 @@ fn file_check(case: &Case, target: &str, asm: &str) -> Result<(), String> {
 struct Outcome {
     expressible: Vec<(String, String)>,
     failures: Vec<String>,
+    /// Pairs emitted from `smemsync sync` output.
+    synced: usize,
 }
 
 fn run_case(case: &Case, target: &str, out: &Mutex<Outcome>) {
@@ -389,7 +417,14 @@ fn run_case(case: &Case, target: &str, out: &Mutex<Outcome>) {
             .failures
             .push(m)
     };
-    let module = match smemsync::reader::parse(&case.src) {
+    let (src, synced) = source_for(case, target);
+    let file = name.clone();
+    let name = if synced {
+        format!("{name} (after sync)")
+    } else {
+        name
+    };
+    let module = match smemsync::reader::parse(&src) {
         Ok(m) => m,
         Err(d) => return fail(format!("{name}: does not parse: {}", d.message)),
     };
@@ -436,10 +471,18 @@ fn run_case(case: &Case, target: &str, out: &Mutex<Outcome>) {
     if let Err(e) = file_check(case, target, &asm) {
         return fail(format!("{name} on {target}: {e}"));
     }
-    out.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .expressible
-        .push((name, target.to_string()));
+    // What was emitted reads back to the same MLIR.
+    let again = smemsync::reader::mlir::import_mlir(&mlir, &t).map(|ks| emit_mlir_kernels(&ks, &t));
+    if !matches!(&again, Ok(Ok(m)) if *m == mlir) {
+        return fail(format!(
+            "{name} on {target}: emit(import(emit(k))) differs from emit(k)"
+        ));
+    }
+    let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
+    o.expressible.push((file, target.to_string()));
+    if synced {
+        o.synced += 1;
+    }
 }
 
 #[test]
@@ -453,6 +496,7 @@ fn every_kernel_verifies_and_lowers_with_its_syncs_in_place() {
     let out = Mutex::new(Outcome {
         expressible: Vec::new(),
         failures: Vec::new(),
+        synced: 0,
     });
     let next = Mutex::new(0usize);
     std::thread::scope(|s| {
@@ -502,6 +546,11 @@ fn every_kernel_verifies_and_lowers_with_its_syncs_in_place() {
             "transpose not emitted for {t}"
         );
     }
+    assert!(
+        out.synced >= 30,
+        "only {} example/target pairs came from `smemsync sync`",
+        out.synced
+    );
 }
 
 #[test]
