@@ -196,24 +196,38 @@ impl<'a> Emitter<'a> {
             depth: 1,
             idx_name: SecondaryMap::default(),
         };
+        // MLIR names may not start with a digit followed by letters; such IR names get a `v`.
+        let ssa = |e: &mut Emitter, n: &str, empty: &str| -> String {
+            if n.is_empty() {
+                e.fresh(empty)
+            } else if n.starts_with(|c: char| c.is_ascii_digit()) {
+                e.fresh(&format!("v{n}"))
+            } else {
+                n.to_string()
+            }
+        };
         for v in k.values.keys() {
-            let n = k.value_names.get(v).clone();
-            let n = if n.is_empty() { e.fresh("v") } else { n };
+            let n = ssa(&mut e, k.value_names.get(v), "v");
             e.vname.set(v, n);
         }
         for v in k.views.keys() {
-            let n = k.view_names.get(v).clone();
-            let n = if n.is_empty() { e.fresh("view") } else { n };
+            let n = ssa(&mut e, k.view_names.get(v), "view");
             e.view_name.set(v, n);
         }
         for (g, gd) in k.globals.iter() {
-            e.global_name.set(g, gd.name.clone());
+            let n = ssa(&mut e, &gd.name, "global");
+            e.global_name.set(g, n);
         }
         for (b, bd) in k.buffers.iter() {
-            let n = if e.used.insert(bd.name.clone()) {
-                bd.name.clone()
+            let base = if bd.name.starts_with(|c: char| c.is_ascii_digit()) {
+                format!("v{}", bd.name)
             } else {
-                e.fresh(&bd.name)
+                bd.name.clone()
+            };
+            let n = if e.used.insert(base.clone()) {
+                base
+            } else {
+                e.fresh(&base)
             };
             e.buf_name.set(b, n);
         }
@@ -431,6 +445,15 @@ impl<'a> Emitter<'a> {
 
     fn run(mut self) -> Result<String, Vec<Diagnostic>> {
         let k = self.k;
+        if k.name.starts_with("__smemsync_") {
+            return Err(vec![
+                Diagnostic::user(
+                    "E0802",
+                    "kernel names starting with `__smemsync_` are reserved for MLIR helpers",
+                )
+                .with_label(k.kernel_span, "rename this kernel"),
+            ]);
+        }
         let mut params = Vec::new();
         for p in &k.params {
             match p {
@@ -449,7 +472,11 @@ impl<'a> Emitter<'a> {
                     } else {
                         format!(" {{smemsync.dims = [{}]}}", dims.join(", "))
                     };
-                    params.push(format!("%{}: {}{attr}", gd.name, self.global_ty(*g)));
+                    params.push(format!(
+                        "%{}: {}{attr}",
+                        self.global_name.get(*g),
+                        self.global_ty(*g)
+                    ));
                 }
                 Param::Scalar(v) => {
                     // A default value (used by the interpreter) rides along as an attribute.
@@ -532,7 +559,11 @@ impl<'a> Emitter<'a> {
         }
         self.line(&format!(
             "gpu.func @{}({}){wg} kernel attributes {{{attrs}}} {{",
-            k.name,
+            if k.name.starts_with(|c: char| c.is_ascii_digit()) {
+                format!("\"{}\"", k.name)
+            } else {
+                k.name.clone()
+            },
             params.join(", ")
         ));
         self.depth += 1;
