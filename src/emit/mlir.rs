@@ -10,19 +10,22 @@
 //!   that their overlap (aliasing) is preserved; NVIDIA mbarrier arrays are
 //!   `nvgpu.mbarrier.create` groups.
 //! - every IR op becomes one MLIR op (plus conversions: index casts, element widening and
-//!   narrowing, immediates as `arith.constant {smemsync.imm}`), named after the IR value.
-//!   Ops whose semantics need several instructions (floor remainder, shifts modulo 32,
-//!   saturating `ftoi`, linear thread id, lane, warp, `in_group`, `compute`) are calls to
-//!   private helper functions defined in the same `gpu.module`, so that the importer
+//!   narrowing, immediates as `arith.constant {smemsync.imm}`), named after the IR value;
+//!   `tdm_load` is the fixed triple make_dma_base / make_dma_descriptor /
+//!   tensor_load_to_lds. Ops whose semantics need several instructions (floor remainder,
+//!   shifts modulo 32, saturating `ftoi`, linear thread id, lane, warp, `in_group`, `compute`,
+//!   the collective `local_load`/`local_store`, gfx1250 `gather_to_lds`) are calls to private
+//!   helper functions defined in the same `gpu.module`, so that the importer
 //!   (`reader::mlir`) reads each back as one op.
 //! - sync ops per target (amdgpu.lds_barrier, rocdl split barriers, memory_counter_wait,
 //!   nvvm barriers, cp.async groups, nvgpu mbarriers); an op a target cannot express is a
 //!   diagnostic on that op's span, never a panic.
 //!
-//! Names: every IR value and view keeps its name (or a fresh `vN`/`viewN`); helper values
-//! get names derived from their base plus a counter, checked against every name already
-//! used, so the output is deterministic and collision-free. `emit(import(emit(k)))` equals
-//! `emit(k)`. Complexity: O(ops + operands).
+//! Names: every IR value and view keeps its name (or a fresh `vN`/`viewN`; a name starting
+//! with a digit, which MLIR rejects, gets a `v` prefix); helper values get names derived from
+//! their base plus a counter, checked against every name already used, so the output is
+//! deterministic and collision-free. `emit(import(emit(k)))` equals `emit(k)`.
+//! Complexity: O(ops + operands).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
@@ -158,6 +161,7 @@ struct Emitter<'a> {
     collectives: Vec<(bool, u32, String)>,
     /// gfx1250 gather helpers by (global type, shared type).
     gathers: Vec<String>,
+    parents: Parents,
 }
 
 impl<'a> Emitter<'a> {
@@ -193,6 +197,7 @@ impl<'a> Emitter<'a> {
             layouts: layout_numbers(k),
             collectives: Vec::new(),
             gathers: Vec::new(),
+            parents: k.parents(),
             depth: 1,
             idx_name: SecondaryMap::default(),
         };
@@ -937,7 +942,7 @@ impl<'a> Emitter<'a> {
             }
             OpKind::Condition(c) => {
                 // The condition passes the current iteration values on.
-                let parent = self.k.parents().parent_op(op);
+                let parent = self.parents.parent_op(op);
                 let c = self.val(c, ScalarType::I1);
                 let args: Vec<Value> = parent
                     .map(|p| self.k.regions[self.k.ops[p].regions[0]].args.clone())
@@ -955,7 +960,7 @@ impl<'a> Emitter<'a> {
 
     /// The types a `yield` carries: those of the enclosing op's results.
     fn yield_types(&self, op: Op) -> Vec<ScalarType> {
-        let parent = self.k.parents().parent_op(op);
+        let parent = self.parents.parent_op(op);
         match parent {
             Some(p) => self.k.ops[p]
                 .results
