@@ -1,16 +1,20 @@
-//! `smemsync emit --format text|cuda [--target T] FILE`: write a kernel in another form.
+//! `smemsync emit --format text|mlir|cuda [--target T] FILE`: parse, verify, and write the
+//! kernels of a file in another form.
 //!
-//! `text` prints the canonical text form; `cuda` writes a compilable `.cu` (kernel plus host
-//! harness, see `smemsync::emit::cuda`) for an NVIDIA target. Output goes to standard output
-//! or to `-o FILE`.
+//! `text` prints the canonical text form; `mlir` a `gpu.module` in upstream MLIR dialects
+//! (docs/mlir.md; needs `--target`); `cuda` a compilable `.cu` (kernel plus host harness, see
+//! `smemsync::emit::cuda`) for an NVIDIA target (default `sm_90`). A `.mlir` input file is
+//! imported first. Output goes to standard output or to `-o FILE`.
 
 use super::{EXIT_OK, EXIT_USER, load, read_input, report};
 
-/// The output formats of `emit`.
+/// The formats of `emit`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
-    /// The canonical text form.
+    /// The canonical kernel text (docs/ir.md).
     Text,
+    /// A `gpu.module` in upstream MLIR dialects (docs/mlir.md).
+    Mlir,
     /// CUDA C++: the kernel and a host harness.
     Cuda,
 }
@@ -22,10 +26,14 @@ pub struct EmitArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
-    /// Target GPU (`sm_80`, `sm_90`, ...); CUDA needs an NVIDIA target.
-    #[arg(long, default_value = "sm_90")]
-    pub target: String,
-    /// The kernel to emit when the file holds several.
+    /// Target GPU (gfx942, gfx950, gfx1200, gfx1201, gfx1250, sm_80, sm_90); MLIR needs one,
+    /// CUDA defaults to sm_90.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Input format; by default MLIR for a `.mlir` file and kernel text otherwise.
+    #[arg(long, value_enum)]
+    pub from: Option<Format>,
+    /// CUDA: the kernel to emit when the file holds several.
     #[arg(long)]
     pub kernel: Option<String>,
     /// Write to this file instead of standard output.
@@ -53,13 +61,55 @@ pub fn run(args: &EmitArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let kernels = match load(&input) {
-        Ok(k) => k,
-        Err(code) => return code,
+    let target = match &args.target {
+        None => None,
+        Some(name) => match smemsync::target::Target::from_name(name) {
+            Ok(t) => Some(t),
+            Err(d) => {
+                report(&input, &[d]);
+                return EXIT_USER;
+            }
+        },
+    };
+    // MLIR input (a `.mlir` file) is imported; anything else is the kernel text format.
+    let from_mlir = match args.from {
+        Some(f) => f == Format::Mlir,
+        None => args.file.ends_with(".mlir"),
+    };
+    let kernels = if from_mlir {
+        let Some(t) = target else {
+            eprintln!("error: reading MLIR needs `--target` (counter waits differ per GPU)");
+            return EXIT_USER;
+        };
+        match smemsync::reader::mlir::import_mlir(&input.text, &t) {
+            Ok(k) => k,
+            Err(d) => {
+                report(&input, &d);
+                return EXIT_USER;
+            }
+        }
+    } else {
+        match load(&input) {
+            Ok(k) => k,
+            Err(code) => return code,
+        }
     };
     let text = match args.format {
         Format::Text => smemsync::emit::text::print_kernels(&kernels),
-        Format::Cuda => match emit_cuda(args, &input, &kernels) {
+        Format::Mlir => {
+            let Some(t) = target else {
+                eprintln!("error: `--format mlir` needs `--target` (the sync ops differ per GPU)");
+                return EXIT_USER;
+            };
+            match smemsync::emit::mlir::emit_mlir_kernels(&kernels, &t) {
+                Ok(s) => s,
+                Err(d) => {
+                    report(&input, &d);
+                    return EXIT_USER;
+                }
+            }
+        }
+        Format::Cuda => match emit_cuda(args, target, &input, &kernels) {
             Ok(t) => t,
             Err(code) => return code,
         },
@@ -78,13 +128,17 @@ pub fn run(args: &EmitArgs) -> i32 {
 
 fn emit_cuda(
     args: &EmitArgs,
+    target: Option<smemsync::target::Target>,
     input: &super::Input,
     kernels: &[smemsync::Kernel],
 ) -> Result<String, i32> {
-    let target = smemsync::target::Target::from_name(&args.target).map_err(|d| {
-        report(input, &[d]);
-        EXIT_USER
-    })?;
+    let target = match target {
+        Some(t) => t,
+        None => smemsync::target::Target::from_name("sm_90").map_err(|d| {
+            report(input, &[d]);
+            EXIT_USER
+        })?,
+    };
     let kernel = match &args.kernel {
         Some(name) => kernels.iter().find(|k| &k.name == name),
         None if kernels.len() == 1 => kernels.first(),

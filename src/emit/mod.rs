@@ -2,4 +2,5 @@
 //! through `fmt::Write` with stable, collision-free names.
 
 pub mod cuda;
+pub mod mlir;
 pub mod text;

@@ -125,7 +125,10 @@ fn trip(k: &Kernel, op: Op, bounds: &HashMap<String, i64>) -> Option<u64> {
                     OpKind::Const(s) => Some(s.as_i64()),
                     _ => None,
                 },
-                ValueDef::Param(_) => bounds.get(k.value_names.get(*v)).copied(),
+                ValueDef::Param(_) => bounds
+                    .get(k.value_names.get(*v))
+                    .copied()
+                    .or_else(|| k.param_defaults.get(*v).map(|d| d.as_i64())),
                 _ => None,
             },
         }
