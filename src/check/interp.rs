@@ -625,6 +625,10 @@ impl<'a> BlockExec<'a> {
 
     fn wake(&mut self, w: usize, vc: &[u32]) {
         self.race.acquire(w, vc);
+        self.wake_acquired(w);
+    }
+
+    fn wake_acquired(&mut self, w: usize) {
         if self.running && w == self.cur {
             self.cur_woken = true;
         } else {
@@ -1040,7 +1044,7 @@ impl<'a> BlockExec<'a> {
         }
         let (it, clock, iop) = m.init_by;
         let t = th.lin as usize;
-        if self.cfg.detect_races && it != t && clock > self.race.clock(t)[it] {
+        if self.cfg.detect_races && it != t && clock > self.race.get(t, it) {
             let iop = iop.unwrap_or(op);
             let a = Acc { thread: it as u32, clock, op: iop, iter: 0, kind: AccKind::Write, copy: NO_COPY };
             let b = Acc { thread: th.lin, clock: self.race.epoch(t), op, iter: th.iter, kind: AccKind::Read, copy: NO_COPY };
@@ -1119,10 +1123,17 @@ impl<'a> BlockExec<'a> {
                 return Err(Stop::Deadlock(d));
             }
         }
+        if bs.arrived.is_empty() && !warp {
+            bs.vc = self.race.base();
+        }
         bs.op = Some(op);
         bs.arrived.push(t);
         let mut vc = std::mem::take(&mut bs.vc);
-        self.race.release(t, &mut vc, None);
+        if warp {
+            self.race.release(t, &mut vc, None);
+        } else {
+            self.race.release_barrier(t, &mut vc);
+        }
         let bs = if warp { &mut self.warps[t / self.warp] } else { &mut self.bar };
         bs.vc = vc;
         th.status = Status::Blocked(if warp { Blocked::Warp(op) } else { Blocked::Barrier(op) });
@@ -1130,8 +1141,15 @@ impl<'a> BlockExec<'a> {
             let arrived = std::mem::take(&mut bs.arrived);
             let vc = std::mem::replace(&mut bs.vc, vec![0; self.race.slots]);
             bs.op = None;
-            for w in arrived {
-                self.wake(w, &vc);
+            if warp {
+                for w in arrived {
+                    self.wake(w, &vc);
+                }
+            } else {
+                self.race.barrier_done(&vc, &arrived);
+                for w in arrived {
+                    self.wake_acquired(w);
+                }
             }
         }
         Ok(false)
