@@ -7,6 +7,7 @@
 pub mod check;
 pub mod diag;
 pub mod emit;
+pub mod r#gen;
 pub mod ir;
 pub mod reader;
 pub mod target;

@@ -279,6 +279,13 @@ impl Outputs {
 /// from `seed` too, copies performed at the latest legal moment, no race detection.
 /// Deadlocks and execution errors are returned as diagnostics.
 pub fn run(k: &Kernel, seed: u64, opts: &CheckOptions) -> Result<Outputs, Diagnostic> {
+    run_with_schedule(k, seed, seed, opts)
+}
+
+/// [`run`] with the schedule drawn from its own seed: a race-free kernel gives the same
+/// outputs for every `sched_seed` (the copy engine performs copies at random moments when
+/// `sched_seed` is odd, at the latest legal moment otherwise).
+pub fn run_with_schedule(k: &Kernel, input_seed: u64, sched_seed: u64, opts: &CheckOptions) -> Result<Outputs, Diagnostic> {
     let k = sized(k, opts);
     if k.threads() == 0 || k.threads() > 4096 {
         return Err(Diagnostic::user("C0010", format!("block of {} threads is out of the supported range 1..=4096", k.threads())));
@@ -287,15 +294,15 @@ pub fn run(k: &Kernel, seed: u64, opts: &CheckOptions) -> Result<Outputs, Diagno
     let cfg = ExecConfig {
         target: opts.target,
         scalars: sc,
-        input_seed: seed,
-        sched_seed: seed,
-        policy: EnginePolicy::Latest,
+        input_seed,
+        sched_seed,
+        policy: if sched_seed % 2 == 1 { EnginePolicy::Random } else { EnginePolicy::Latest },
         max_steps: opts.max_steps,
         detect_races: false,
     };
     match interp::execute(&k, &cfg) {
         Ok(globals) => Ok(Outputs { globals }),
-        Err(Stop::Race(w)) => Err(witness_diagnostic(&k, &w, Some(seed))),
+        Err(Stop::Race(w)) => Err(witness_diagnostic(&k, &w, Some(sched_seed))),
         Err(Stop::Deadlock(d)) | Err(Stop::Exec(d)) => Err(d),
     }
 }
