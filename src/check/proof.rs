@@ -86,6 +86,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
         values.push(v);
     }
     let empty = BTreeSet::new();
+    let parents = k.parents();
     let mut pairs = 0usize;
     for i in 0..accs.len() {
         for j in i..accs.len() {
@@ -105,7 +106,14 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
             }
             pairs += 1;
             let g = a.form.free.iter().chain(&b.form.free).fold(0i64, |g, (_, c)| gcd(g, c.abs()));
-            if let Some((t1, t2)) = collide(&values[i], &values[j], g) {
+            let mut hit = collide(&values[i], &values[j], g);
+            if hit.is_some() {
+                // Retry with the iteration distance the barriers of the common loop allow.
+                if let Some(rel) = loop_relation(k, &parents, a.op, b.op) {
+                    hit = collide_related(k, &rel, a, b, &values[i], &values[j]);
+                }
+            }
+            if let Some((t1, t2)) = hit {
                 return Err(format!(
                     "{} (thread {t1}) and {} (thread {t2}) may touch one element of @{} in one barrier interval",
                     opname(k, a.op),
@@ -116,7 +124,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
         }
     }
     Ok(format!(
-        "{} shared accesses, {pairs} pairs sharing a barrier interval, all thread-disjoint for every iteration and parameter value (block of {n} threads)",
+        "{} shared accesses, {pairs} pairs sharing a barrier interval (loop-carried pairs at their iteration distance), all thread-disjoint for every iteration and parameter value (block of {n} threads)",
         accs.len()
     ))
 }
@@ -618,4 +626,206 @@ impl Evaluator<'_> {
         self.memo.insert((v, t), r);
         r
     }
+}
+
+/// How two accesses in one outermost loop can share a barrier interval: the loop, its
+/// induction variable and step, and the iteration distances `d` (B runs in iteration
+/// `i + d*step` when A runs in iteration `i`).
+struct LoopRelation {
+    iv: Value,
+    step: i64,
+    distances: Vec<i64>,
+}
+
+/// The innermost common loop of `a` and `b`, when it is a `for` with a constant step, not
+/// nested in another loop, with at least one barrier directly in its body. Its body is then
+/// cut into segments by those barriers: two accesses share an interval only in one segment
+/// of one iteration, or in the last segment of iteration i and the first of i+1.
+fn loop_relation(k: &Kernel, parents: &Parents, a: Op, b: Op) -> Option<LoopRelation> {
+    let anc_a = parents.ancestors(a);
+    let anc_b = parents.ancestors(b);
+    let l = anc_a.iter().copied().find(|o| anc_b.contains(o) && matches!(k.ops[*o].kind, OpKind::For { .. } | OpKind::While { .. }))?;
+    let OpKind::For { step, .. } = &k.ops[l].kind else { return None };
+    let step = match step {
+        Operand::Imm(s) => s.as_i64(),
+        Operand::Value(v) => match k.values[*v].def {
+            ValueDef::Result(o, _) => match &k.ops[o].kind {
+                OpKind::Const(c) => c.as_i64(),
+                _ => return None,
+            },
+            _ => return None,
+        },
+    };
+    if parents.ancestors(l).iter().any(|o| matches!(k.ops[*o].kind, OpKind::For { .. } | OpKind::While { .. })) {
+        return None;
+    }
+    let body = k.ops[l].regions[0];
+    let ops = &k.regions[body].ops;
+    let nbar = ops.iter().filter(|o| matches!(k.ops[**o].kind, OpKind::Barrier)).count();
+    if nbar == 0 {
+        return None;
+    }
+    let seg = |x: Op| -> Option<usize> {
+        let top = if parents.op_region[x] == Some(body) { x } else { *parents.ancestors(x).iter().find(|o| parents.op_region[**o] == Some(body))? };
+        let pos = ops.iter().position(|o| *o == top)?;
+        Some(ops[..pos].iter().filter(|o| matches!(k.ops[**o].kind, OpKind::Barrier)).count())
+    };
+    let (sa, sb) = (seg(a)?, seg(b)?);
+    let mut distances = Vec::new();
+    if sa == sb {
+        distances.push(0);
+    }
+    if sa == nbar && sb == 0 {
+        distances.push(1);
+    }
+    if sb == nbar && sa == 0 {
+        distances.push(-1);
+    }
+    Some(LoopRelation { iv: k.regions[body].args[0], step, distances })
+}
+
+/// A value as a function of one induction variable: `Affine(a, b)` is `a*iv + b`,
+/// `Periodic(p)` is any function with period `p` in `iv` (built with `rem` by constants).
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum IvFn {
+    Const(i64),
+    Affine(i64, i64),
+    Periodic(i64),
+}
+
+fn lcm(a: i64, b: i64) -> i64 {
+    if a == 0 || b == 0 { a.max(b) } else { a / gcd(a, b) * b }
+}
+
+fn iv_fn(k: &Kernel, v: Value, iv: Value, depth: u32) -> Option<IvFn> {
+    if v == iv {
+        return Some(IvFn::Affine(1, 0));
+    }
+    if depth > 32 {
+        return None;
+    }
+    let ValueDef::Result(op, _) = k.values[v].def else { return None };
+    let sub = |o: &Operand| -> Option<IvFn> {
+        match o {
+            Operand::Imm(s) => Some(IvFn::Const(s.as_i64())),
+            Operand::Value(w) => iv_fn(k, *w, iv, depth + 1),
+        }
+    };
+    use IvFn::*;
+    let period = |f: IvFn| match f {
+        Const(_) => Some(1),
+        Periodic(p) => Some(p),
+        Affine(..) => None,
+    };
+    match &k.ops[op].kind {
+        OpKind::Const(c) => Some(Const(c.as_i64())),
+        OpKind::Binary(bop, x, y) => {
+            let (fx, fy) = (sub(x)?, sub(y)?);
+            match (bop, fx, fy) {
+                (BinOp::Add, Const(a), Const(b)) => Some(Const(a.wrapping_add(b))),
+                (BinOp::Add, Affine(a, b), Const(c)) | (BinOp::Add, Const(c), Affine(a, b)) => Some(Affine(a, b + c)),
+                (BinOp::Add, Affine(a, b), Affine(c, d)) => Some(Affine(a + c, b + d)),
+                (BinOp::Sub, Affine(a, b), Const(c)) => Some(Affine(a, b - c)),
+                (BinOp::Sub, Const(c), Affine(a, b)) => Some(Affine(-a, c - b)),
+                (BinOp::Mul, Affine(a, b), Const(c)) | (BinOp::Mul, Const(c), Affine(a, b)) => Some(Affine(a * c, b * c)),
+                (BinOp::Rem, Affine(..), Const(m)) if m != 0 => Some(Periodic(m.abs())),
+                _ => {
+                    let (px, py) = (period(fx)?, period(fy)?);
+                    Some(Periodic(lcm(px, py)))
+                }
+            }
+        }
+        _ => None,
+    }
+}
+
+fn eval_iv(k: &Kernel, v: Value, iv: Value, x: i64) -> Option<i64> {
+    if v == iv {
+        return Some(x);
+    }
+    let ValueDef::Result(op, _) = k.values[v].def else { return None };
+    let opnd = |o: &Operand| -> Option<Val> {
+        match o {
+            Operand::Imm(s) => Some(Val::I32(s.as_i64() as i32)),
+            Operand::Value(w) => eval_iv(k, *w, iv, x).map(|r| Val::I32(r as i32)),
+        }
+    };
+    match &k.ops[op].kind {
+        OpKind::Const(c) => Some(c.as_i64()),
+        OpKind::Binary(b, p, q) => binary(*b, ScalarType::I32, opnd(p)?, opnd(q)?).map(|r| r.as_i64()),
+        _ => None,
+    }
+}
+
+/// The collision test with the free variables that are functions of the loop's induction
+/// variable evaluated at related iterations: periodic ones over one period, affine ones
+/// cancelled when both sides carry the same slope; the others stay unknown.
+fn collide_related(k: &Kernel, rel: &LoopRelation, a: &Access, b: &Access, va: &[i64], vb: &[i64]) -> Option<(usize, usize)> {
+    let fallback = Some((0, 1));
+    if rel.distances.is_empty() {
+        return None;
+    }
+    // Classify each side's free terms.
+    struct Side {
+        periodic: Vec<(Value, i64)>,
+        slope: i64,
+        offset: i64,
+        unknown_gcd: i64,
+        period: i64,
+    }
+    let classify = |f: &Form| -> Option<Side> {
+        let mut s = Side { periodic: Vec::new(), slope: 0, offset: 0, unknown_gcd: 0, period: 1 };
+        for (v, c) in &f.free {
+            match iv_fn(k, *v, rel.iv, 0) {
+                Some(IvFn::Const(x)) => s.offset += c * x,
+                Some(IvFn::Affine(m, q)) => {
+                    s.slope += c * m;
+                    s.offset += c * q;
+                }
+                Some(IvFn::Periodic(p)) if p <= 4096 => {
+                    s.periodic.push((*v, *c));
+                    s.period = lcm(s.period, p);
+                }
+                _ => s.unknown_gcd = gcd(s.unknown_gcd, c.abs()),
+            }
+        }
+        Some(s)
+    };
+    let (sa, sb) = (classify(&a.form)?, classify(&b.form)?);
+    let mut g = gcd(sa.unknown_gcd, sb.unknown_gcd);
+    if sa.slope != sb.slope {
+        // The affine parts do not cancel: keep them unknown.
+        g = gcd(g, gcd(sa.slope.abs(), sb.slope.abs()));
+        if g == 0 {
+            return fallback;
+        }
+    }
+    let same_slope = sa.slope == sb.slope;
+    let period = lcm(sa.period, sb.period).max(1);
+    if period > 4096 {
+        return fallback;
+    }
+    for &d in &rel.distances {
+        for i in 0..period {
+            let j = i + d * rel.step;
+            let mut ca = sa.offset;
+            for (v, c) in &sa.periodic {
+                ca += c * eval_iv(k, *v, rel.iv, i)?;
+            }
+            let mut cb = sb.offset;
+            for (v, c) in &sb.periodic {
+                cb += c * eval_iv(k, *v, rel.iv, j)?;
+            }
+            if same_slope {
+                // slope*i on both sides, B one distance further.
+                cb += sb.slope * d * rel.step;
+            }
+            let xa: Vec<i64> = va.iter().map(|x| x + ca).collect();
+            let xb: Vec<i64> = vb.iter().map(|x| x + cb).collect();
+            if let Some(hit) = collide(&xa, &xb, g) {
+                return Some(hit);
+            }
+        }
+    }
+    None
 }
