@@ -63,7 +63,8 @@ pub fn random_kernel(seed: u64, cfg: &GenConfig) -> Kernel {
     match crate::reader::parse_kernel(&text) {
         Ok(k) => k,
         // Unreachable by construction; a kernel with no ops keeps callers total.
-        Err(_) => crate::reader::parse_kernel("kernel @empty() block(8) {\n}\n").unwrap_or_else(|_| Kernel::new("empty")),
+        Err(_) => crate::reader::parse_kernel("kernel @empty() block(8) {\n}\n")
+            .unwrap_or_else(|_| Kernel::new("empty")),
     }
 }
 
@@ -111,7 +112,10 @@ pub fn random_kernel_text(seed: u64, cfg: &GenConfig) -> String {
     let mut bufs = Vec::new();
     for b in 0..nbufs {
         let slots = if cfg.slots { 1 + rng.below(3) } else { 1 };
-        bufs.push(Buf { name: format!("s{b}"), slots });
+        bufs.push(Buf {
+            name: format!("s{b}"),
+            slots,
+        });
     }
     let mut g = Gen {
         cfg,
@@ -277,7 +281,11 @@ impl Gen<'_> {
                 let t = self.target();
                 let i = self.index(true);
                 let val = self.fresh();
-                let base = if self.ivs.is_empty() { "%t".to_string() } else { self.ivs[self.ivs.len() - 1].clone() };
+                let base = if self.ivs.is_empty() {
+                    "%t".to_string()
+                } else {
+                    self.ivs[self.ivs.len() - 1].clone()
+                };
                 self.line(&format!("{val} = add %g, {base}"));
                 self.line(&format!("store {t}{i}], {val}"));
                 self.after_access();

@@ -7,22 +7,45 @@ use std::process::Command;
 fn run_file(path: &std::path::Path) -> Result<(), String> {
     let src = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let directive = |name: &str| -> Vec<String> {
-        src.lines().filter_map(|l| l.trim().strip_prefix(&format!("// {name}:")).map(|s| s.trim().to_string())).collect()
+        src.lines()
+            .filter_map(|l| {
+                l.trim()
+                    .strip_prefix(&format!("// {name}:"))
+                    .map(|s| s.trim().to_string())
+            })
+            .collect()
     };
     let run = directive("RUN");
     let run = run.first().ok_or("no RUN line")?;
-    let exit: i32 = directive("EXIT").first().map_or(Ok(0), |s| s.parse()).map_err(|_| "bad EXIT")?;
+    let exit: i32 = directive("EXIT")
+        .first()
+        .map_or(Ok(0), |s| s.parse())
+        .map_err(|_| "bad EXIT")?;
     let args: Vec<String> = run
         .split_whitespace()
         .skip(1)
-        .map(|a| if a == "%s" { path.display().to_string() } else { a.to_string() })
+        .map(|a| {
+            if a == "%s" {
+                path.display().to_string()
+            } else {
+                a.to_string()
+            }
+        })
         .collect();
-    let out = Command::new(env!("CARGO_BIN_EXE_smemsync")).args(&args).env("NO_COLOR", "1").output().map_err(|e| e.to_string())?;
+    let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .output()
+        .map_err(|e| e.to_string())?;
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let ctx = || format!("\n--- stdout\n{stdout}--- stderr\n{stderr}");
     if out.status.code() != Some(exit) {
-        return Err(format!("exit {:?}, expected {exit}{}", out.status.code(), ctx()));
+        return Err(format!(
+            "exit {:?}, expected {exit}{}",
+            out.status.code(),
+            ctx()
+        ));
     }
     // Ordered CHECK / CHECK-NEXT over stdout lines.
     let lines: Vec<&str> = stdout.lines().collect();
@@ -31,7 +54,9 @@ fn run_file(path: &std::path::Path) -> Result<(), String> {
     for l in src.lines().map(str::trim) {
         if let Some(p) = l.strip_prefix("// CHECK:") {
             let p = p.trim();
-            let i = (pos..lines.len()).find(|i| lines[*i].contains(p)).ok_or_else(|| format!("CHECK `{p}` not found{}", ctx()))?;
+            let i = (pos..lines.len())
+                .find(|i| lines[*i].contains(p))
+                .ok_or_else(|| format!("CHECK `{p}` not found{}", ctx()))?;
             last = Some(i);
             pos = i + 1;
         } else if let Some(p) = l.strip_prefix("// CHECK-NEXT:") {
@@ -50,7 +75,9 @@ fn run_file(path: &std::path::Path) -> Result<(), String> {
     }
     let mut rest = stderr.as_str();
     for p in directive("CHECK-ERR") {
-        let i = rest.find(&p).ok_or_else(|| format!("CHECK-ERR `{p}` not found (in order){}", ctx()))?;
+        let i = rest
+            .find(&p)
+            .ok_or_else(|| format!("CHECK-ERR `{p}` not found (in order){}", ctx()))?;
         rest = &rest[i + p.len()..];
     }
     Ok(())

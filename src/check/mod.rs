@@ -75,7 +75,13 @@ pub enum Verdict {
     /// value, at this block size. `why` names the argument used.
     Proved { block: [u32; 3], why: String },
     /// No race found by interpretation with these concrete values and schedules.
-    Checked { block: [u32; 3], grid: [u32; 3], bounds: Vec<(String, i64)>, schedules: u32, not_proved: String },
+    Checked {
+        block: [u32; 3],
+        grid: [u32; 3],
+        bounds: Vec<(String, i64)>,
+        schedules: u32,
+        not_proved: String,
+    },
     /// A race, with its witness.
     Race(Box<Witness>),
     /// A deadlock, divergent barrier, protocol violation or outstanding copy at exit.
@@ -96,7 +102,10 @@ pub struct CheckReport {
 impl CheckReport {
     /// Proved or checked race-free (no race, deadlock or execution error found).
     pub fn is_race_free(&self) -> bool {
-        matches!(self.verdict, Verdict::Proved { .. } | Verdict::Checked { .. })
+        matches!(
+            self.verdict,
+            Verdict::Proved { .. } | Verdict::Checked { .. }
+        )
     }
 
     pub fn is_race(&self) -> bool {
@@ -115,7 +124,12 @@ impl CheckReport {
     pub fn summary(&self) -> String {
         match &self.verdict {
             Verdict::Proved { .. } => "race-free (proved)".into(),
-            Verdict::Checked { block, bounds, schedules, .. } => {
+            Verdict::Checked {
+                block,
+                bounds,
+                schedules,
+                ..
+            } => {
                 let b = if block[2] != 1 {
                     format!("{},{},{}", block[0], block[1], block[2])
                 } else if block[1] != 1 {
@@ -124,7 +138,11 @@ impl CheckReport {
                     format!("{}", block[0])
                 };
                 let bs: Vec<String> = bounds.iter().map(|(n, v)| format!("{n}={v}")).collect();
-                let bs = if bs.is_empty() { "none".to_string() } else { bs.join(",") };
+                let bs = if bs.is_empty() {
+                    "none".to_string()
+                } else {
+                    bs.join(",")
+                };
                 format!("race-free (checked for block={b}, bounds={bs}, {schedules} schedules)")
             }
             Verdict::Race(w) => format!("race on @{}{:?}", w.buffer, w.index),
@@ -144,14 +162,22 @@ impl CheckReport {
 
 fn describe_site(s: &AccessSite) -> String {
     let who = if s.by_engine {
-        format!("the copy engine (copy issued by thread {} {})", s.thread, fmt_xyz(s.thread_xyz))
+        format!(
+            "the copy engine (copy issued by thread {} {})",
+            s.thread,
+            fmt_xyz(s.thread_xyz)
+        )
     } else {
         format!("thread {} {}", s.thread, fmt_xyz(s.thread_xyz))
     };
     let it = if s.iteration.is_empty() {
         String::new()
     } else {
-        let v: Vec<String> = s.iteration.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+        let v: Vec<String> = s
+            .iteration
+            .iter()
+            .map(|(n, v)| format!("{n} = {v}"))
+            .collect();
         format!(" at {}", v.join(", "))
     };
     format!("{} by {who}{it}", s.kind.describe())
@@ -166,7 +192,10 @@ pub fn witness_diagnostic(k: &Kernel, w: &Witness, schedule: Option<u64>) -> Dia
         format!("data race on shared element @{}{:?}", w.buffer, w.index),
     )
     .with_label(w.second.span, describe_site(&w.second))
-    .with_label(w.first.span, format!("unordered with this {}", describe_site(&w.first)));
+    .with_label(
+        w.first.span,
+        format!("unordered with this {}", describe_site(&w.first)),
+    );
     d = d.with_note(format!("in block {}", fmt_xyz(w.block_id)));
     if let Some(s) = schedule {
         d = d.with_note(format!("found with schedule seed {s}"));
@@ -189,19 +218,36 @@ fn sized(k: &Kernel, opts: &CheckOptions) -> Kernel {
 }
 
 /// Resolves scalar parameters from `opts.bounds` (defaults for the others).
-fn scalars(k: &Kernel, opts: &CheckOptions) -> Result<(HashMap<crate::ir::Value, Val>, Vec<(String, i64)>), Diagnostic> {
+/// Scalar parameter values, and the `name = value` list a report shows.
+type Scalars = (HashMap<crate::ir::Value, Val>, Vec<(String, i64)>);
+
+fn scalars(k: &Kernel, opts: &CheckOptions) -> Result<Scalars, Diagnostic> {
     let mut map = HashMap::new();
     let mut used = Vec::new();
     for (name, _) in &opts.bounds {
-        let known = k.params.iter().any(|p| matches!(p, Param::Scalar(v) if k.value_name(*v) == *name));
+        let known = k
+            .params
+            .iter()
+            .any(|p| matches!(p, Param::Scalar(v) if k.value_name(*v) == *name));
         if !known {
-            return Err(Diagnostic::user("C0010", format!("--bounds names `{name}`, which is not a scalar parameter of @{}", k.name)));
+            return Err(Diagnostic::user(
+                "C0010",
+                format!(
+                    "--bounds names `{name}`, which is not a scalar parameter of @{}",
+                    k.name
+                ),
+            ));
         }
     }
     for p in &k.params {
         if let Param::Scalar(v) = p {
             let name = k.value_name(*v);
-            let x = opts.bounds.iter().rev().find(|(n, _)| *n == name).map_or(DEFAULT_SCALAR, |(_, x)| *x);
+            let x = opts
+                .bounds
+                .iter()
+                .rev()
+                .find(|(n, _)| *n == name)
+                .map_or(DEFAULT_SCALAR, |(_, x)| *x);
             let val = match k.values[*v].ty {
                 ScalarType::F32 => Val::F32(x as f32),
                 ScalarType::I1 => Val::I1(x != 0),
@@ -222,13 +268,27 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
     let k = &k;
     if k.threads() == 0 || k.threads() > 4096 {
         return CheckReport {
-            verdict: Verdict::ExecError(Diagnostic::user("C0010", format!("block of {} threads is out of the supported range 1..=4096", k.threads()))),
+            verdict: Verdict::ExecError(Diagnostic::user(
+                "C0010",
+                format!(
+                    "block of {} threads is out of the supported range 1..=4096",
+                    k.threads()
+                ),
+            )),
             schedule: None,
         };
     }
     let not_proved = if opts.try_proof {
         match proof::prove(k, opts.target) {
-            Ok(why) => return CheckReport { verdict: Verdict::Proved { block: k.block, why }, schedule: None },
+            Ok(why) => {
+                return CheckReport {
+                    verdict: Verdict::Proved {
+                        block: k.block,
+                        why,
+                    },
+                    schedule: None,
+                };
+            }
             Err(reason) => reason,
         }
     } else {
@@ -236,7 +296,12 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
     };
     let (sc, used) = match scalars(k, opts) {
         Ok(x) => x,
-        Err(d) => return CheckReport { verdict: Verdict::ExecError(d), schedule: None },
+        Err(d) => {
+            return CheckReport {
+                verdict: Verdict::ExecError(d),
+                schedule: None,
+            };
+        }
     };
     for s in 0..opts.schedules.max(1) as u64 {
         let cfg = ExecConfig {
@@ -244,7 +309,11 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
             scalars: sc.clone(),
             input_seed: opts.input_seed,
             sched_seed: s,
-            policy: if s == 0 { EnginePolicy::Latest } else { EnginePolicy::Random },
+            policy: if s == 0 {
+                EnginePolicy::Latest
+            } else {
+                EnginePolicy::Random
+            },
             max_steps: opts.max_steps,
             detect_races: true,
         };
@@ -254,11 +323,20 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
                 Stop::Deadlock(d) => Verdict::Deadlock(d),
                 Stop::Exec(d) => Verdict::ExecError(d),
             };
-            return CheckReport { verdict, schedule: Some(s) };
+            return CheckReport {
+                verdict,
+                schedule: Some(s),
+            };
         }
     }
     CheckReport {
-        verdict: Verdict::Checked { block: k.block, grid: k.grid, bounds: used, schedules: opts.schedules.max(1), not_proved },
+        verdict: Verdict::Checked {
+            block: k.block,
+            grid: k.grid,
+            bounds: used,
+            schedules: opts.schedules.max(1),
+            not_proved,
+        },
         schedule: None,
     }
 }
@@ -285,10 +363,21 @@ pub fn run(k: &Kernel, seed: u64, opts: &CheckOptions) -> Result<Outputs, Diagno
 /// [`run`] with the schedule drawn from its own seed: a race-free kernel gives the same
 /// outputs for every `sched_seed` (the copy engine performs copies at random moments when
 /// `sched_seed` is odd, at the latest legal moment otherwise).
-pub fn run_with_schedule(k: &Kernel, input_seed: u64, sched_seed: u64, opts: &CheckOptions) -> Result<Outputs, Diagnostic> {
+pub fn run_with_schedule(
+    k: &Kernel,
+    input_seed: u64,
+    sched_seed: u64,
+    opts: &CheckOptions,
+) -> Result<Outputs, Diagnostic> {
     let k = sized(k, opts);
     if k.threads() == 0 || k.threads() > 4096 {
-        return Err(Diagnostic::user("C0010", format!("block of {} threads is out of the supported range 1..=4096", k.threads())));
+        return Err(Diagnostic::user(
+            "C0010",
+            format!(
+                "block of {} threads is out of the supported range 1..=4096",
+                k.threads()
+            ),
+        ));
     }
     let (sc, _) = scalars(&k, opts)?;
     let cfg = ExecConfig {
@@ -296,7 +385,11 @@ pub fn run_with_schedule(k: &Kernel, input_seed: u64, sched_seed: u64, opts: &Ch
         scalars: sc,
         input_seed,
         sched_seed,
-        policy: if sched_seed % 2 == 1 { EnginePolicy::Random } else { EnginePolicy::Latest },
+        policy: if sched_seed % 2 == 1 {
+            EnginePolicy::Random
+        } else {
+            EnginePolicy::Latest
+        },
         max_steps: opts.max_steps,
         detect_races: false,
     };
