@@ -19,6 +19,14 @@ struct Cli {
 enum Command {
     /// Parse, verify and print a kernel file in canonical form.
     Fmt(cli::fmt::FmtArgs),
+    /// Insert the fewest syncs that remove every shared-memory hazard and print the kernel.
+    Sync(cli::sync::SyncArgs),
+    /// Insert the weakest sufficient waits for asynchronous copies.
+    Waits(cli::waits::WaitsArgs),
+    /// Assign shared-memory offsets so that buffers with disjoint lifetimes share bytes.
+    PlanSmem(cli::plan_smem::PlanSmemArgs),
+    /// Circular-buffer loops whose body has a `stage "load"` (multi-stage pipelining).
+    Pipeline(cli::pipeline::PipelineArgs),
     /// Prove or refute race freedom; exit 1 with a witness when a race is found.
     Check(cli::check::CheckArgs),
     /// Execute kernels on the interpreter and print or write every global buffer.
@@ -29,13 +37,21 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { cli::EXIT_USER } else { cli::EXIT_OK };
+            let code = if e.use_stderr() {
+                cli::EXIT_USER
+            } else {
+                cli::EXIT_OK
+            };
             let _ = e.print();
             std::process::exit(code);
         }
     };
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
+        Command::Sync(a) => cli::sync::run(a),
+        Command::Waits(a) => cli::waits::run(a),
+        Command::PlanSmem(a) => cli::plan_smem::run(a),
+        Command::Pipeline(a) => cli::pipeline::run(a),
         Command::Check(a) => cli::check::run(a),
         Command::Run(a) => cli::run::run(a),
     };

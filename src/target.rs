@@ -33,7 +33,9 @@ pub struct Target {
     pub tensor_dma: bool,
 }
 
-pub const TARGET_NAMES: [&str; 7] = ["gfx942", "gfx950", "gfx1200", "gfx1201", "gfx1250", "sm_80", "sm_90"];
+pub const TARGET_NAMES: [&str; 7] = [
+    "gfx942", "gfx950", "gfx1200", "gfx1201", "gfx1250", "sm_80", "sm_90",
+];
 
 impl Target {
     /// Looks a target up by name.
@@ -73,8 +75,10 @@ impl Target {
             "sm_80" => nv("sm_80", false),
             "sm_90" => nv("sm_90", true),
             _ => {
-                return Err(Diagnostic::user("E0200", format!("unknown target `{name}`"))
-                    .with_note(format!("known targets: {}", TARGET_NAMES.join(", "))));
+                return Err(
+                    Diagnostic::user("E0200", format!("unknown target `{name}`"))
+                        .with_note(format!("known targets: {}", TARGET_NAMES.join(", "))),
+                );
             }
         })
     }

@@ -1,4 +1,4 @@
-//! The independent race checker and interpreter.
+//! The independent race checker, interpreter and split/named-barrier protocol verifier.
 //!
 //! What it computes: whether a kernel is free of shared-memory races (docs/ir.md section 5),
 //! either *proved* by the static mode ([`proof`]) for every schedule, loop trip count and
@@ -18,6 +18,7 @@
 
 pub mod interp;
 pub mod proof;
+pub mod protocol;
 pub mod race;
 
 use std::collections::HashMap;
@@ -38,8 +39,8 @@ pub struct CheckOptions {
     pub target: Option<Target>,
     /// Block size to check instead of the kernel's own.
     pub block: Option<[u32; 3]>,
-    /// Values of scalar parameters by name (without `%`). Parameters not given take
-    /// [`DEFAULT_SCALAR`] (and the report says so).
+    /// Values of scalar parameters by name (without `%`). Parameters not given take their
+    /// default in the kernel (`%n: i32 = 8`), else [`DEFAULT_SCALAR`] (the report says which).
     pub bounds: Vec<(String, i64)>,
     /// Number of schedules (seeds) the interpreter explores.
     pub schedules: u32,
@@ -242,17 +243,25 @@ fn scalars(k: &Kernel, opts: &CheckOptions) -> Result<Scalars, Diagnostic> {
     for p in &k.params {
         if let Param::Scalar(v) = p {
             let name = k.value_name(*v);
-            let x = opts
+            // An explicit bound, else the parameter's default in the kernel, else DEFAULT_SCALAR.
+            let given = opts
                 .bounds
                 .iter()
                 .rev()
                 .find(|(n, _)| *n == name)
-                .map_or(DEFAULT_SCALAR, |(_, x)| *x);
-            let val = match k.values[*v].ty {
-                ScalarType::F32 => Val::F32(x as f32),
-                ScalarType::I1 => Val::I1(x != 0),
-                _ => Val::I32(x as i32),
+                .map(|(_, x)| *x);
+            let default = *k.param_defaults.get(*v);
+            let val = match (given, default, k.values[*v].ty) {
+                (Some(x), _, ScalarType::F32) => Val::F32(x as f32),
+                (Some(x), _, ScalarType::I1) => Val::I1(x != 0),
+                (Some(x), _, _) => Val::I32(x as i32),
+                (None, Some(crate::ir::Scalar::F32(f)), _) => Val::F32(f),
+                (None, Some(d), ScalarType::F32) => Val::F32(d.as_f32()),
+                (None, Some(d), _) => Val::I32(d.as_i64() as i32),
+                (None, None, ScalarType::F32) => Val::F32(DEFAULT_SCALAR as f32),
+                (None, None, _) => Val::I32(DEFAULT_SCALAR as i32),
             };
+            let x = given.unwrap_or_else(|| default.map_or(DEFAULT_SCALAR, |d| d.as_i64()));
             map.insert(*v, val);
             used.push((name, x));
         }

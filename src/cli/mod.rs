@@ -5,7 +5,11 @@
 
 pub mod check;
 pub mod fmt;
+pub mod pipeline;
+pub mod plan_smem;
 pub mod run;
+pub mod sync;
+pub mod waits;
 
 use std::io::{IsTerminal, Read};
 
@@ -14,7 +18,6 @@ use smemsync::diag::{Diagnostic, render_all};
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FINDING: i32 = 1;
 pub const EXIT_USER: i32 = 2;
-pub const EXIT_INTERNAL: i32 = 3;
 
 /// An input file: its display name and text. `-` reads standard input.
 pub struct Input {
@@ -25,11 +28,20 @@ pub struct Input {
 pub fn read_input(path: &str) -> Result<Input, String> {
     if path == "-" {
         let mut text = String::new();
-        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("cannot read standard input: {e}"))?;
-        Ok(Input { name: "<stdin>".into(), text })
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("cannot read standard input: {e}"))?;
+        Ok(Input {
+            name: "<stdin>".into(),
+            text,
+        })
     } else {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
-        Ok(Input { name: path.into(), text })
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
+        Ok(Input {
+            name: path.into(),
+            text,
+        })
     }
 }
 

@@ -16,9 +16,15 @@ pub struct Span {
 }
 
 impl Span {
-    pub const UNDEF: Span = Span { lo: u32::MAX, hi: u32::MAX };
+    pub const UNDEF: Span = Span {
+        lo: u32::MAX,
+        hi: u32::MAX,
+    };
     pub fn new(lo: usize, hi: usize) -> Span {
-        Span { lo: lo as u32, hi: hi as u32 }
+        Span {
+            lo: lo as u32,
+            hi: hi as u32,
+        }
     }
     pub fn is_undef(self) -> bool {
         self == Span::UNDEF
@@ -30,7 +36,10 @@ impl Span {
         if other.is_undef() {
             return self;
         }
-        Span { lo: self.lo.min(other.lo), hi: self.hi.max(other.hi) }
+        Span {
+            lo: self.lo.min(other.lo),
+            hi: self.hi.max(other.hi),
+        }
     }
 }
 
@@ -87,11 +96,18 @@ impl Diagnostic {
         Self::error(DiagKind::User, code, message)
     }
     pub fn warning(kind: DiagKind, code: &'static str, message: impl Into<String>) -> Self {
-        Diagnostic { severity: Severity::Warning, ..Self::error(kind, code, message) }
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Self::error(kind, code, message)
+        }
     }
     pub fn with_label(mut self, span: Span, message: impl Into<String>) -> Self {
         let primary = self.labels.is_empty();
-        self.labels.push(Label { span, message: message.into(), primary });
+        self.labels.push(Label {
+            span,
+            message: message.into(),
+            primary,
+        });
         self
     }
     pub fn with_note(mut self, note: impl Into<String>) -> Self {
@@ -131,7 +147,12 @@ impl Diagnostic {
             let (line, col, text) = line_of(src, l.span.lo as usize);
             let arrow = if first { "-->" } else { ":::" };
             first = false;
-            let _ = writeln!(out, "  {blue}{arrow}{reset} {file}:{}:{}", line + 1, col + 1);
+            let _ = writeln!(
+                out,
+                "  {blue}{arrow}{reset} {file}:{}:{}",
+                line + 1,
+                col + 1
+            );
             let gutter = format!("{}", line + 1);
             let pad = " ".repeat(gutter.len());
             let _ = writeln!(out, "  {pad} {blue}|{reset}");
@@ -142,10 +163,9 @@ impl Diagnostic {
             let c = if l.primary { red } else { blue };
             let _ = writeln!(
                 out,
-                "  {pad} {blue}|{reset} {}{c}{}{} {}{reset}",
+                "  {pad} {blue}|{reset} {}{c}{} {}{reset}",
                 " ".repeat(col),
                 mark.repeat(width),
-                "",
                 l.message
             );
         }
@@ -180,5 +200,9 @@ pub fn line_number(src: &str, span: Span) -> Option<usize> {
 
 /// Renders a list of diagnostics.
 pub fn render_all(diags: &[Diagnostic], file: &str, src: &str, color: bool) -> String {
-    diags.iter().map(|d| d.render(file, src, color)).collect::<Vec<_>>().join("\n")
+    diags
+        .iter()
+        .map(|d| d.render(file, src, color))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -24,6 +24,16 @@ pub fn print_kernels(ks: &[Kernel]) -> String {
     ks.iter().map(print_kernel).collect::<Vec<_>>().join("\n")
 }
 
+/// Prints an op kind with no results or regions (a sync op) as its line would read, for
+/// explanations.
+pub fn print_op_line(k: &Kernel, kind: &OpKind) -> String {
+    let mut scratch = k.clone();
+    let op = scratch.new_op(kind.clone(), &[], vec![]);
+    let mut p = Printer::new(&scratch);
+    p.op(op, 0);
+    p.out.trim_end().to_string()
+}
+
 struct Printer<'a> {
     k: &'a Kernel,
     out: String,
@@ -60,14 +70,33 @@ impl<'a> Printer<'a> {
         let mut names = SecondaryMap::default();
         for v in k.values.keys() {
             let n = k.value_names.get(v);
-            names.set(v, if n.is_empty() { next(&mut used, "v") } else { n.clone() });
+            names.set(
+                v,
+                if n.is_empty() {
+                    next(&mut used, "v")
+                } else {
+                    n.clone()
+                },
+            );
         }
         let mut view_names = SecondaryMap::default();
         for v in k.views.keys() {
             let n = k.view_names.get(v);
-            view_names.set(v, if n.is_empty() { next(&mut used, "view") } else { n.clone() });
+            view_names.set(
+                v,
+                if n.is_empty() {
+                    next(&mut used, "view")
+                } else {
+                    n.clone()
+                },
+            );
         }
-        Printer { k, out: String::new(), names, view_names }
+        Printer {
+            k,
+            out: String::new(),
+            names,
+            view_names,
+        }
     }
 
     fn v(&self, v: Value) -> String {
@@ -82,7 +111,10 @@ impl<'a> Printer<'a> {
     }
 
     fn opnds(&self, os: &[Operand]) -> String {
-        os.iter().map(|o| self.opnd(o)).collect::<Vec<_>>().join(", ")
+        os.iter()
+            .map(|o| self.opnd(o))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     fn mem(&self, m: MemRef) -> String {
@@ -118,7 +150,10 @@ impl<'a> Printer<'a> {
                         .collect();
                     format!("%{}: global {}[{}]", gd.name, gd.elem, dims.join(", "))
                 }
-                Param::Scalar(v) => format!("{}: {}", self.v(*v), k.values[*v].ty),
+                Param::Scalar(v) => match k.param_defaults.get(*v) {
+                    Some(d) => format!("{}: {} = {d}", self.v(*v), k.values[*v].ty),
+                    None => format!("{}: {}", self.v(*v), k.values[*v].ty),
+                },
             })
             .collect();
         let _ = write!(self.out, "kernel @{}({})", k.name, params.join(", "));
@@ -137,11 +172,21 @@ impl<'a> Printer<'a> {
         }
         self.out.push_str(" {\n");
         for g in k.groups.values() {
-            let _ = writeln!(self.out, "  group @{} : threads [{}, {})", g.name, g.lo, g.hi);
+            let _ = writeln!(
+                self.out,
+                "  group @{} : threads [{}, {})",
+                g.name, g.lo, g.hi
+            );
         }
         for b in k.buffers.values() {
             let dims: Vec<String> = b.shape.iter().map(|d| d.to_string()).collect();
-            let _ = write!(self.out, "  shared @{} : {}[{}]", b.name, b.elem, dims.join(", "));
+            let _ = write!(
+                self.out,
+                "  shared @{} : {}[{}]",
+                b.name,
+                b.elem,
+                dims.join(", ")
+            );
             if let Some(o) = b.offset {
                 let _ = write!(self.out, " at {o}");
             }
@@ -168,7 +213,10 @@ impl<'a> Printer<'a> {
         if rs.is_empty() {
             String::new()
         } else {
-            format!("{} = ", rs.iter().map(|v| self.v(*v)).collect::<Vec<_>>().join(", "))
+            format!(
+                "{} = ",
+                rs.iter().map(|v| self.v(*v)).collect::<Vec<_>>().join(", ")
+            )
         }
     }
 
@@ -191,17 +239,30 @@ impl<'a> Printer<'a> {
                 format!("{res}const {lit} : {ty}")
             }
             OpKind::Special(s) => format!("{res}{}", s.name()),
-            OpKind::Binary(b, x, y) => format!("{res}{} {}, {}", b.name(), self.opnd(x), self.opnd(y)),
+            OpKind::Binary(b, x, y) => {
+                format!("{res}{} {}, {}", b.name(), self.opnd(x), self.opnd(y))
+            }
             OpKind::Unary(u, x) => format!("{res}{} {}", u.name(), self.opnd(x)),
-            OpKind::Cmp(p, x, y) => format!("{res}cmp {} {}, {}", p.name(), self.opnd(x), self.opnd(y)),
+            OpKind::Cmp(p, x, y) => {
+                format!("{res}cmp {} {}, {}", p.name(), self.opnd(x), self.opnd(y))
+            }
             OpKind::Select(c, x, y) => {
-                format!("{res}select {}, {}, {}", self.opnd(c), self.opnd(x), self.opnd(y))
+                format!(
+                    "{res}select {}, {}, {}",
+                    self.opnd(c),
+                    self.opnd(x),
+                    self.opnd(y)
+                )
             }
             OpKind::Cast(c, x) => format!("{res}{} {}", c.name(), self.opnd(x)),
             OpKind::InGroup(g) => format!("{res}in_group @{}", k.groups[*g].name),
             OpKind::Compute { name, args } => {
                 let tys: Vec<&str> = od.results.iter().map(|v| k.values[*v].ty.name()).collect();
-                let ty = if tys.is_empty() { String::new() } else { format!(" : {}", tys.join(", ")) };
+                let ty = if tys.is_empty() {
+                    String::new()
+                } else {
+                    format!(" : {}", tys.join(", "))
+                };
                 format!("{res}compute \"{name}\"({}){ty}", self.opnds(args))
             }
             OpKind::ViewDef(v) => {
@@ -214,49 +275,107 @@ impl<'a> Printer<'a> {
                         ViewIndex::Range(lo, hi) => format!("{lo}:{hi}"),
                     })
                     .collect();
-                format!("%{} = view {}[{}]", self.view_names.get(*v), self.mem(vd.base), ixs.join(", "))
+                format!(
+                    "%{} = view {}[{}]",
+                    self.view_names.get(*v),
+                    self.mem(vd.base),
+                    ixs.join(", ")
+                )
             }
             OpKind::Load { mem, index } => format!("{res}load {}", self.idx(*mem, index)),
             OpKind::Store { mem, index, value } => {
                 format!("store {}, {}", self.idx(*mem, index), self.opnd(value))
             }
-            OpKind::Atomic { op: a, mem, index, value } => {
-                format!("{res}atomic {} {}, {}", a.name(), self.idx(*mem, index), self.opnd(value))
+            OpKind::Atomic {
+                op: a,
+                mem,
+                index,
+                value,
+            } => {
+                format!(
+                    "{res}atomic {} {}, {}",
+                    a.name(),
+                    self.idx(*mem, index),
+                    self.opnd(value)
+                )
             }
             OpKind::LocalLoad { mem, layout } => {
                 format!("{res}local_load {}{}", self.mem(*mem), layout_s(layout))
             }
             OpKind::LocalStore { mem, value, layout } => {
-                format!("local_store {}, {}{}", self.mem(*mem), self.opnd(value), layout_s(layout))
+                format!(
+                    "local_store {}, {}{}",
+                    self.mem(*mem),
+                    self.opnd(value),
+                    layout_s(layout)
+                )
             }
             OpKind::GLoad { global, index } => format!("{res}gload {}", self.gidx(*global, index)),
-            OpKind::GStore { global, index, value } => {
+            OpKind::GStore {
+                global,
+                index,
+                value,
+            } => {
                 format!("gstore {}, {}", self.gidx(*global, index), self.opnd(value))
             }
-            OpKind::GAtomic { op: a, global, index, value } => {
-                format!("{res}gatomic {} {}, {}", a.name(), self.gidx(*global, index), self.opnd(value))
+            OpKind::GAtomic {
+                op: a,
+                global,
+                index,
+                value,
+            } => {
+                format!(
+                    "{res}gatomic {} {}, {}",
+                    a.name(),
+                    self.gidx(*global, index),
+                    self.opnd(value)
+                )
             }
-            OpKind::GatherToLds { dst, dst_index, src, src_index } => format!(
+            OpKind::GatherToLds {
+                dst,
+                dst_index,
+                src,
+                src_index,
+            } => format!(
                 "{res}gather_to_lds {} <- {}",
                 self.idx(*dst, dst_index),
                 self.gidx(*src, src_index)
             ),
-            OpKind::CpAsync { dst, dst_index, src, src_index } => format!(
+            OpKind::CpAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+            } => format!(
                 "{res}cp_async {} <- {}",
                 self.idx(*dst, dst_index),
                 self.gidx(*src, src_index)
             ),
             OpKind::TdmLoad { dst, src, origin } => {
-                format!("{res}tdm_load {} <- {}", self.mem(*dst), self.gidx(*src, origin))
+                format!(
+                    "{res}tdm_load {} <- {}",
+                    self.mem(*dst),
+                    self.gidx(*src, origin)
+                )
             }
-            OpKind::TmaLoad { dst, src, origin, mbar, mbar_index } => format!(
+            OpKind::TmaLoad {
+                dst,
+                src,
+                origin,
+                mbar,
+                mbar_index,
+            } => format!(
                 "{res}tma_load {} <- {}, {}",
                 self.mem(*dst),
                 self.gidx(*src, origin),
                 self.idx(*mbar, mbar_index)
             ),
             OpKind::TmaStore { dst, origin, src } => {
-                format!("tma_store {} <- {}", self.gidx(*dst, origin), self.mem(*src))
+                format!(
+                    "tma_store {} <- {}",
+                    self.gidx(*dst, origin),
+                    self.mem(*src)
+                )
             }
             OpKind::CpAsyncCommit => "cp_async_commit".into(),
             OpKind::CpAsyncWait(n) => format!("cp_async_wait {n}"),
@@ -265,11 +384,17 @@ impl<'a> Printer<'a> {
             OpKind::WgmmaCommit => "wgmma_commit".into(),
             OpKind::WgmmaWait(n) => format!("wgmma_wait {n}"),
             OpKind::WaitTokens(ts) => {
-                format!("wait_tokens {}", ts.iter().map(|t| self.v(*t)).collect::<Vec<_>>().join(", "))
+                format!(
+                    "wait_tokens {}",
+                    ts.iter().map(|t| self.v(*t)).collect::<Vec<_>>().join(", ")
+                )
             }
             OpKind::WaitCnt(cs) => format!(
                 "waitcnt {}",
-                cs.iter().map(|(c, n)| format!("{}({n})", c.name())).collect::<Vec<_>>().join(" ")
+                cs.iter()
+                    .map(|(c, n)| format!("{}({n})", c.name()))
+                    .collect::<Vec<_>>()
+                    .join(" ")
             ),
             OpKind::Barrier => "barrier".into(),
             OpKind::WarpSync => "warp_sync".into(),
@@ -287,15 +412,32 @@ impl<'a> Printer<'a> {
             OpKind::MbarExpectTx { mbar, index, bytes } => {
                 format!("mbar_expect_tx {}, {bytes}", self.idx(*mbar, index))
             }
-            OpKind::MbarWait { mbar, index, parity } => {
-                format!("mbar_wait {}, {}", self.idx(*mbar, index), self.opnd(parity))
+            OpKind::MbarWait {
+                mbar,
+                index,
+                parity,
+            } => {
+                format!(
+                    "mbar_wait {}, {}",
+                    self.idx(*mbar, index),
+                    self.opnd(parity)
+                )
             }
             OpKind::MbarInval { mbar, index } => format!("mbar_inval {}", self.idx(*mbar, index)),
             OpKind::Wgmma { a, b, acc } => {
-                format!("{res}wgmma {}, {}, {}", self.mem(*a), self.mem(*b), self.opnd(acc))
+                format!(
+                    "{res}wgmma {}, {}, {}",
+                    self.mem(*a),
+                    self.mem(*b),
+                    self.opnd(acc)
+                )
             }
             OpKind::Yield(vs) => {
-                if vs.is_empty() { "yield".into() } else { format!("yield {}", self.opnds(vs)) }
+                if vs.is_empty() {
+                    "yield".into()
+                } else {
+                    format!("yield {}", self.opnds(vs))
+                }
             }
             OpKind::Condition(c) => format!("condition {}", self.opnd(c)),
             OpKind::For { lo, hi, step, init } => {
@@ -352,8 +494,11 @@ impl<'a> Printer<'a> {
         if args.is_empty() {
             return;
         }
-        let items: Vec<String> =
-            args.iter().zip(init).map(|(a, i)| format!("{} = {}", self.v(*a), self.opnd(i))).collect();
+        let items: Vec<String> = args
+            .iter()
+            .zip(init)
+            .map(|(a, i)| format!("{} = {}", self.v(*a), self.opnd(i)))
+            .collect();
         let _ = write!(self.out, " iter({})", items.join(", "));
     }
 }

@@ -48,10 +48,16 @@ pub enum AccessKind {
 
 impl AccessKind {
     pub fn writes(self) -> bool {
-        matches!(self, AccessKind::Write | AccessKind::Atomic(_) | AccessKind::AsyncWrite(_))
+        matches!(
+            self,
+            AccessKind::Write | AccessKind::Atomic(_) | AccessKind::AsyncWrite(_)
+        )
     }
     pub fn reads(self) -> bool {
-        matches!(self, AccessKind::Read | AccessKind::Atomic(_) | AccessKind::AsyncRead(_))
+        matches!(
+            self,
+            AccessKind::Read | AccessKind::Atomic(_) | AccessKind::AsyncRead(_)
+        )
     }
     pub fn is_async(self) -> bool {
         matches!(self, AccessKind::AsyncWrite(_) | AccessKind::AsyncRead(_))
@@ -109,8 +115,14 @@ pub enum SyncEffect {
     WarpSync,
     SplitSignal(i32),
     SplitWait(i32),
-    NamedArrive { id: u32, count: u32 },
-    NamedSync { id: u32, count: u32 },
+    NamedArrive {
+        id: u32,
+        count: u32,
+    },
+    NamedSync {
+        id: u32,
+        count: u32,
+    },
     Wait(WaitKind),
     MbarInit,
     MbarArrive,
@@ -124,7 +136,10 @@ pub enum SyncEffect {
 impl SyncEffect {
     /// Whether every thread of the block must execute the op together.
     pub fn needs_whole_block(&self) -> bool {
-        matches!(self, SyncEffect::Barrier | SyncEffect::SplitSignal(_) | SyncEffect::SplitWait(_))
+        matches!(
+            self,
+            SyncEffect::Barrier | SyncEffect::SplitSignal(_) | SyncEffect::SplitWait(_)
+        )
     }
 }
 
@@ -161,7 +176,9 @@ pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
         OpKind::Atomic { op, mem, index, .. } => {
             e.shared.push(per(*mem, AccessKind::Atomic(*op), index))
         }
-        OpKind::LocalLoad { mem, layout } => e.shared.push(coll(*mem, AccessKind::Read, layout.clone())),
+        OpKind::LocalLoad { mem, layout } => {
+            e.shared.push(coll(*mem, AccessKind::Read, layout.clone()))
+        }
         OpKind::LocalStore { mem, layout, .. } => {
             e.shared.push(coll(*mem, AccessKind::Write, layout.clone()))
         }
@@ -169,29 +186,57 @@ pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
         OpKind::GStore { global, index, .. } | OpKind::GAtomic { global, index, .. } => {
             e.global.push(gl(*global, true, index, false))
         }
-        OpKind::GatherToLds { dst, dst_index, src, src_index } => {
-            e.shared.push(per(*dst, AccessKind::AsyncWrite(AsyncClass::GatherToLds), dst_index));
+        OpKind::GatherToLds {
+            dst,
+            dst_index,
+            src,
+            src_index,
+        } => {
+            e.shared.push(per(
+                *dst,
+                AccessKind::AsyncWrite(AsyncClass::GatherToLds),
+                dst_index,
+            ));
             e.global.push(gl(*src, false, src_index, false));
         }
-        OpKind::CpAsync { dst, dst_index, src, src_index } => {
-            e.shared.push(per(*dst, AccessKind::AsyncWrite(AsyncClass::CpAsync), dst_index));
+        OpKind::CpAsync {
+            dst,
+            dst_index,
+            src,
+            src_index,
+        } => {
+            e.shared.push(per(
+                *dst,
+                AccessKind::AsyncWrite(AsyncClass::CpAsync),
+                dst_index,
+            ));
             e.global.push(gl(*src, false, src_index, false));
         }
         OpKind::TdmLoad { dst, src, origin } => {
-            e.shared.push(coll(*dst, AccessKind::AsyncWrite(AsyncClass::Tdm), None));
+            e.shared
+                .push(coll(*dst, AccessKind::AsyncWrite(AsyncClass::Tdm), None));
             e.global.push(gl(*src, false, origin, true));
         }
-        OpKind::TmaLoad { dst, src, origin, .. } => {
-            e.shared.push(coll(*dst, AccessKind::AsyncWrite(AsyncClass::Tma), None));
+        OpKind::TmaLoad {
+            dst, src, origin, ..
+        } => {
+            e.shared
+                .push(coll(*dst, AccessKind::AsyncWrite(AsyncClass::Tma), None));
             e.global.push(gl(*src, false, origin, true));
         }
         OpKind::TmaStore { dst, origin, src } => {
-            e.shared.push(coll(*src, AccessKind::AsyncRead(AsyncClass::TmaStore), None));
+            e.shared.push(coll(
+                *src,
+                AccessKind::AsyncRead(AsyncClass::TmaStore),
+                None,
+            ));
             e.global.push(gl(*dst, true, origin, true));
         }
         OpKind::Wgmma { a, b, .. } => {
-            e.shared.push(coll(*a, AccessKind::AsyncRead(AsyncClass::Wgmma), None));
-            e.shared.push(coll(*b, AccessKind::AsyncRead(AsyncClass::Wgmma), None));
+            e.shared
+                .push(coll(*a, AccessKind::AsyncRead(AsyncClass::Wgmma), None));
+            e.shared
+                .push(coll(*b, AccessKind::AsyncRead(AsyncClass::Wgmma), None));
         }
         OpKind::CpAsyncCommit => e.sync = Some(SyncEffect::Commit(AsyncClass::CpAsync)),
         OpKind::BulkCommit => e.sync = Some(SyncEffect::Commit(AsyncClass::TmaStore)),
@@ -206,10 +251,16 @@ pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
         OpKind::SplitSignal(id) => e.sync = Some(SyncEffect::SplitSignal(*id)),
         OpKind::SplitWait(id) => e.sync = Some(SyncEffect::SplitWait(*id)),
         OpKind::NamedArrive { id, count } => {
-            e.sync = Some(SyncEffect::NamedArrive { id: *id, count: *count })
+            e.sync = Some(SyncEffect::NamedArrive {
+                id: *id,
+                count: *count,
+            })
         }
         OpKind::NamedSync { id, count } => {
-            e.sync = Some(SyncEffect::NamedSync { id: *id, count: *count })
+            e.sync = Some(SyncEffect::NamedSync {
+                id: *id,
+                count: *count,
+            })
         }
         OpKind::MbarInit { .. } => e.sync = Some(SyncEffect::MbarInit),
         OpKind::MbarArrive { .. } => e.sync = Some(SyncEffect::MbarArrive),

@@ -90,7 +90,10 @@ pub struct PrimaryMap<K: EntityRef, V> {
 
 impl<K: EntityRef, V> Default for PrimaryMap<K, V> {
     fn default() -> Self {
-        Self { items: Vec::new(), _k: PhantomData }
+        Self {
+            items: Vec::new(),
+            _k: PhantomData,
+        }
     }
 }
 
@@ -157,7 +160,11 @@ impl<K: EntityRef, V: Clone + Default> Default for SecondaryMap<K, V> {
 
 impl<K: EntityRef, V: Clone> SecondaryMap<K, V> {
     pub fn with_default(default: V) -> Self {
-        Self { items: Vec::new(), default, _k: PhantomData }
+        Self {
+            items: Vec::new(),
+            default,
+            _k: PhantomData,
+        }
     }
     pub fn get(&self, k: K) -> &V {
         self.items.get(k.index()).unwrap_or(&self.default)

@@ -37,6 +37,8 @@ pub struct Kernel {
     pub global_spans: SecondaryMap<Global, Span>,
     pub value_spans: SecondaryMap<Value, Span>,
     pub kernel_span: Span,
+    /// Default values of scalar parameters (`%n: i32 = 8`), used when a run gives none.
+    pub param_defaults: SecondaryMap<Value, Option<Scalar>>,
 }
 
 impl Kernel {
@@ -63,6 +65,7 @@ impl Kernel {
             global_spans: SecondaryMap::default(),
             value_spans: SecondaryMap::default(),
             kernel_span: Span::UNDEF,
+            param_defaults: SecondaryMap::with_default(None),
         }
     }
 
@@ -81,7 +84,11 @@ impl Kernel {
 
     /// Creates an op (not yet placed in a region) with fresh result values of the given types.
     pub fn new_op(&mut self, kind: OpKind, result_tys: &[ScalarType], regions: Vec<Region>) -> Op {
-        let op = self.ops.push(OpData { kind, results: Vec::new(), regions });
+        let op = self.ops.push(OpData {
+            kind,
+            results: Vec::new(),
+            regions,
+        });
         let results = result_tys
             .iter()
             .enumerate()
@@ -177,19 +184,112 @@ impl Kernel {
 
     pub fn value_name(&self, v: Value) -> String {
         let n = self.value_names.get(v);
-        if n.is_empty() { format!("{v}") } else { n.clone() }
+        if n.is_empty() {
+            format!("{v}")
+        } else {
+            n.clone()
+        }
     }
 
     pub fn global_by_name(&self, name: &str) -> Option<Global> {
-        self.globals.iter().find(|(_, g)| g.name == name).map(|(g, _)| g)
+        self.globals
+            .iter()
+            .find(|(_, g)| g.name == name)
+            .map(|(g, _)| g)
     }
 
     pub fn buffer_by_name(&self, name: &str) -> Option<Buffer> {
-        self.buffers.iter().find(|(_, b)| b.name == name).map(|(b, _)| b)
+        self.buffers
+            .iter()
+            .find(|(_, b)| b.name == name)
+            .map(|(b, _)| b)
+    }
+
+    /// The scalar parameter with this source name.
+    pub fn scalar_param(&self, name: &str) -> Option<Value> {
+        self.params.iter().find_map(|p| match p {
+            Param::Scalar(v) if *self.value_names.get(*v) == name => Some(*v),
+            _ => None,
+        })
     }
 
     pub fn span(&self, op: Op) -> Span {
         *self.op_spans.get(op)
+    }
+}
+
+/// How cloned ops refer to values and memrefs: uses of a key are replaced by its image.
+#[derive(Clone, Debug, Default)]
+pub struct CloneMap {
+    pub values: std::collections::HashMap<Value, Operand>,
+    pub mems: std::collections::HashMap<MemRef, MemRef>,
+}
+
+impl Kernel {
+    /// Clones `op` (with its regions) into a new, unplaced op, rewriting uses through `map`
+    /// and recording the clone's results, region arguments and views in it. The clone keeps
+    /// the original's span (so diagnostics point at the source op) but not its value names.
+    pub fn clone_op(&mut self, op: Op, map: &mut CloneMap) -> Op {
+        let mut kind = self.ops[op].kind.clone();
+        let subst = |o: &mut Operand, map: &CloneMap| {
+            if let Operand::Value(v) = o
+                && let Some(n) = map.values.get(v)
+            {
+                *o = *n;
+            }
+        };
+        kind.for_each_operand_mut(&mut |o| subst(o, map));
+        kind.for_each_memref_mut(&mut |m| {
+            if let Some(n) = map.mems.get(m) {
+                *m = *n;
+            }
+        });
+        if let OpKind::ViewDef(v) = kind {
+            let mut vd = self.views[v].clone();
+            if let Some(n) = map.mems.get(&vd.base) {
+                vd.base = *n;
+            }
+            for ix in vd.indices.iter_mut() {
+                if let ViewIndex::At(o) = ix {
+                    subst(o, map);
+                }
+            }
+            let nv = self.views.push(vd);
+            map.mems.insert(MemRef::View(v), MemRef::View(nv));
+            kind = OpKind::ViewDef(nv);
+        }
+        let mut regions = Vec::new();
+        for r in self.ops[op].regions.clone() {
+            let nr = self.new_region();
+            for (i, a) in self.regions[r].args.clone().into_iter().enumerate() {
+                let ty = self.values[a].ty;
+                let na = self.new_value(ty, ValueDef::RegionArg(nr, i));
+                self.regions[nr].args.push(na);
+                map.values.insert(a, Operand::Value(na));
+            }
+            for c in self.regions[r].ops.clone() {
+                let nc = self.clone_op(c, map);
+                self.regions[nr].ops.push(nc);
+            }
+            regions.push(nr);
+        }
+        let tys: Vec<ScalarType> = self.ops[op]
+            .results
+            .iter()
+            .map(|v| self.values[*v].ty)
+            .collect();
+        let new = self.new_op(kind, &tys, regions);
+        for (a, b) in self.ops[op]
+            .results
+            .clone()
+            .into_iter()
+            .zip(self.ops[new].results.clone())
+        {
+            map.values.insert(a, Operand::Value(b));
+        }
+        let span = self.span(op);
+        self.op_spans.set(new, span);
+        new
     }
 }
 

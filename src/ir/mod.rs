@@ -7,8 +7,11 @@ pub mod kernel;
 pub mod ops;
 pub mod types;
 
-pub use effects::{AccessKind, AsyncClass, Effects, Footprint, SharedAccess, SyncEffect, WaitKind, effects};
+pub use effects::{
+    AccessKind, AsyncClass, Effects, Footprint, SharedAccess, SyncEffect, WaitKind, effects,
+};
 pub use entities::*;
 pub use kernel::*;
 pub use ops::*;
 pub use types::*;
+pub mod edit;

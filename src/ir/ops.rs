@@ -90,7 +90,10 @@ impl Special {
     }
     /// Whether the value differs between threads of one block.
     pub fn is_thread_dependent(self) -> bool {
-        matches!(self, Special::Tid(_) | Special::Lane | Special::Warp | Special::LinearTid)
+        matches!(
+            self,
+            Special::Tid(_) | Special::Lane | Special::Warp | Special::LinearTid
+        )
     }
 }
 
@@ -191,42 +194,88 @@ pub enum OpKind {
     /// `%x = load @a[%i, %j]` — per-thread read.
     Load { mem: MemRef, index: Vec<Operand> },
     /// `store @a[%i, %j], %x` — per-thread write.
-    Store { mem: MemRef, index: Vec<Operand>, value: Operand },
+    Store {
+        mem: MemRef,
+        index: Vec<Operand>,
+        value: Operand,
+    },
     /// `%old = atomic add @a[%i], %x` — per-thread read-modify-write (result optional).
-    Atomic { op: AtomicOp, mem: MemRef, index: Vec<Operand>, value: Operand },
+    Atomic {
+        op: AtomicOp,
+        mem: MemRef,
+        index: Vec<Operand>,
+        value: Operand,
+    },
     /// `%x = local_load @a layout "L"` — collective read of the whole view.
     LocalLoad { mem: MemRef, layout: Option<String> },
     /// `local_store @a, %x layout "L"` — collective write of the whole view.
-    LocalStore { mem: MemRef, value: Operand, layout: Option<String> },
+    LocalStore {
+        mem: MemRef,
+        value: Operand,
+        layout: Option<String>,
+    },
 
     // ---- global memory ----
     /// `%x = gload %A[%i]`
     GLoad { global: Global, index: Vec<Operand> },
     /// `gstore %A[%i], %x`
-    GStore { global: Global, index: Vec<Operand>, value: Operand },
+    GStore {
+        global: Global,
+        index: Vec<Operand>,
+        value: Operand,
+    },
     /// `%old = gatomic add %A[%i], %x` (result optional)
-    GAtomic { op: AtomicOp, global: Global, index: Vec<Operand>, value: Operand },
+    GAtomic {
+        op: AtomicOp,
+        global: Global,
+        index: Vec<Operand>,
+        value: Operand,
+    },
 
     // ---- async copies global -> shared ----
     /// `%t = gather_to_lds @a[%i] <- %A[%j]` — AMD global_load_lds: per-thread element copy,
     /// completion counted by `vmcnt` (gfx9) / `loadcnt` (gfx12) / `asynccnt` (gfx1250).
-    GatherToLds { dst: MemRef, dst_index: Vec<Operand>, src: Global, src_index: Vec<Operand> },
+    GatherToLds {
+        dst: MemRef,
+        dst_index: Vec<Operand>,
+        src: Global,
+        src_index: Vec<Operand>,
+    },
     /// `%t = tdm_load @a <- %A[%r, %c]` — AMD tensor DMA: copies the whole view from the
     /// global tile at the origin; counted by `tensorcnt`. Issued once per executing wave.
-    TdmLoad { dst: MemRef, src: Global, origin: Vec<Operand> },
+    TdmLoad {
+        dst: MemRef,
+        src: Global,
+        origin: Vec<Operand>,
+    },
     /// `cp_async @a[%i] <- %A[%j]` — NVIDIA cp.async: per-thread element copy, completes in
     /// the thread's next commit group.
-    CpAsync { dst: MemRef, dst_index: Vec<Operand>, src: Global, src_index: Vec<Operand> },
+    CpAsync {
+        dst: MemRef,
+        dst_index: Vec<Operand>,
+        src: Global,
+        src_index: Vec<Operand>,
+    },
     /// `cp_async_commit` — closes the thread's current cp.async group.
     CpAsyncCommit,
     /// `cp_async_wait 1` — waits until at most N of the thread's groups are pending.
     CpAsyncWait(u32),
     /// `tma_load @a <- %A[%r, %c], @full[%s]` — NVIDIA TMA: copies the whole view; its bytes
     /// complete transactions on the mbarrier.
-    TmaLoad { dst: MemRef, src: Global, origin: Vec<Operand>, mbar: MemRef, mbar_index: Vec<Operand> },
+    TmaLoad {
+        dst: MemRef,
+        src: Global,
+        origin: Vec<Operand>,
+        mbar: MemRef,
+        mbar_index: Vec<Operand>,
+    },
     /// `tma_store %A[%r, %c] <- @a` — NVIDIA TMA store: an async *read* of the view, in the
     /// issuing thread's bulk group.
-    TmaStore { dst: Global, origin: Vec<Operand>, src: MemRef },
+    TmaStore {
+        dst: Global,
+        origin: Vec<Operand>,
+        src: MemRef,
+    },
     /// `bulk_commit` — closes the thread's bulk (TMA store) group.
     BulkCommit,
     /// `bulk_wait 0` — waits until at most N bulk groups have pending shared reads.
@@ -251,13 +300,29 @@ pub enum OpKind {
     /// `named_sync 1, 256` — arrive on and wait for named barrier `id`.
     NamedSync { id: u32, count: u32 },
     /// `mbar_init @full[%i], 1`
-    MbarInit { mbar: MemRef, index: Vec<Operand>, count: u32 },
+    MbarInit {
+        mbar: MemRef,
+        index: Vec<Operand>,
+        count: u32,
+    },
     /// `mbar_arrive @full[%i]` or `mbar_arrive @full[%i] tx 4096` (arrive.expect_tx)
-    MbarArrive { mbar: MemRef, index: Vec<Operand>, tx: Option<u32> },
+    MbarArrive {
+        mbar: MemRef,
+        index: Vec<Operand>,
+        tx: Option<u32>,
+    },
     /// `mbar_expect_tx @full[%i], 4096`
-    MbarExpectTx { mbar: MemRef, index: Vec<Operand>, bytes: u32 },
+    MbarExpectTx {
+        mbar: MemRef,
+        index: Vec<Operand>,
+        bytes: u32,
+    },
     /// `mbar_wait @full[%i], %parity`
-    MbarWait { mbar: MemRef, index: Vec<Operand>, parity: Operand },
+    MbarWait {
+        mbar: MemRef,
+        index: Vec<Operand>,
+        parity: Operand,
+    },
     /// `mbar_inval @full[%i]`
     MbarInval { mbar: MemRef, index: Vec<Operand> },
     /// `%d = wgmma @a, @b, %acc` — Hopper warpgroup MMA: async read of both views.
@@ -270,7 +335,12 @@ pub enum OpKind {
     // ---- structure ----
     /// `for %k = lo to hi step s iter(%acc = init) { ... yield }` — region 0 is the body;
     /// its arguments are the induction variable then the iteration values.
-    For { lo: Operand, hi: Operand, step: Operand, init: Vec<Operand> },
+    For {
+        lo: Operand,
+        hi: Operand,
+        step: Operand,
+        init: Vec<Operand>,
+    },
     /// `if %c { ... } else { ... }` — regions 0 (then) and 1 (else).
     If { cond: Operand },
     /// `while iter(%x = init) { ...; condition %c } do { ...; yield }` — region 0 computes the
@@ -364,4 +434,139 @@ pub struct GroupData {
 pub enum Param {
     Global(Global),
     Scalar(Value),
+}
+
+impl OpKind {
+    /// Calls `f` on every scalar operand of the op (not on region contents). Token values of
+    /// `wait_tokens` are included as `Operand::Value`s.
+    pub fn for_each_operand_mut(&mut self, f: &mut dyn FnMut(&mut Operand)) {
+        let all =
+            |v: &mut Vec<Operand>, f: &mut dyn FnMut(&mut Operand)| v.iter_mut().for_each(&mut *f);
+        match self {
+            OpKind::Const(_) | OpKind::Special(_) | OpKind::InGroup(_) | OpKind::ViewDef(_) => {}
+            OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => {
+                f(a);
+                f(b);
+            }
+            OpKind::Unary(_, a) | OpKind::Cast(_, a) | OpKind::Condition(a) => f(a),
+            OpKind::Select(c, a, b) => {
+                f(c);
+                f(a);
+                f(b);
+            }
+            OpKind::Compute { args, .. } | OpKind::Yield(args) => all(args, f),
+            OpKind::Load { index, .. } | OpKind::GLoad { index, .. } => all(index, f),
+            OpKind::Store { index, value, .. }
+            | OpKind::Atomic { index, value, .. }
+            | OpKind::GStore { index, value, .. }
+            | OpKind::GAtomic { index, value, .. } => {
+                all(index, f);
+                f(value);
+            }
+            OpKind::LocalLoad { .. } => {}
+            OpKind::LocalStore { value, .. } => f(value),
+            OpKind::GatherToLds {
+                dst_index,
+                src_index,
+                ..
+            }
+            | OpKind::CpAsync {
+                dst_index,
+                src_index,
+                ..
+            } => {
+                all(dst_index, f);
+                all(src_index, f);
+            }
+            OpKind::TdmLoad { origin, .. } | OpKind::TmaStore { origin, .. } => all(origin, f),
+            OpKind::TmaLoad {
+                origin, mbar_index, ..
+            } => {
+                all(origin, f);
+                all(mbar_index, f);
+            }
+            OpKind::WaitTokens(ts) => {
+                for t in ts.iter_mut() {
+                    let mut o = Operand::Value(*t);
+                    f(&mut o);
+                    if let Operand::Value(v) = o {
+                        *t = v;
+                    }
+                }
+            }
+            OpKind::MbarInit { index, .. }
+            | OpKind::MbarArrive { index, .. }
+            | OpKind::MbarExpectTx { index, .. }
+            | OpKind::MbarInval { index, .. } => all(index, f),
+            OpKind::MbarWait { index, parity, .. } => {
+                all(index, f);
+                f(parity);
+            }
+            OpKind::Wgmma { acc, .. } => f(acc),
+            OpKind::For { lo, hi, step, init } => {
+                f(lo);
+                f(hi);
+                f(step);
+                all(init, f);
+            }
+            OpKind::If { cond } => f(cond),
+            OpKind::While { init } => all(init, f),
+            OpKind::Stage { .. }
+            | OpKind::CpAsyncCommit
+            | OpKind::CpAsyncWait(_)
+            | OpKind::BulkCommit
+            | OpKind::BulkWait(_)
+            | OpKind::WaitCnt(_)
+            | OpKind::Barrier
+            | OpKind::WarpSync
+            | OpKind::SplitSignal(_)
+            | OpKind::SplitWait(_)
+            | OpKind::NamedArrive { .. }
+            | OpKind::NamedSync { .. }
+            | OpKind::WgmmaCommit
+            | OpKind::WgmmaWait(_) => {}
+        }
+    }
+
+    /// Calls `f` on every shared memref the op names directly (views' own bases excluded:
+    /// they live in the view table).
+    pub fn for_each_memref_mut(&mut self, f: &mut dyn FnMut(&mut MemRef)) {
+        match self {
+            OpKind::Load { mem, .. }
+            | OpKind::Store { mem, .. }
+            | OpKind::Atomic { mem, .. }
+            | OpKind::LocalLoad { mem, .. }
+            | OpKind::LocalStore { mem, .. } => f(mem),
+            OpKind::GatherToLds { dst, .. }
+            | OpKind::CpAsync { dst, .. }
+            | OpKind::TdmLoad { dst, .. } => f(dst),
+            OpKind::TmaLoad { dst, mbar, .. } => {
+                f(dst);
+                f(mbar);
+            }
+            OpKind::TmaStore { src, .. } => f(src),
+            OpKind::MbarInit { mbar, .. }
+            | OpKind::MbarArrive { mbar, .. }
+            | OpKind::MbarExpectTx { mbar, .. }
+            | OpKind::MbarWait { mbar, .. }
+            | OpKind::MbarInval { mbar, .. } => f(mbar),
+            OpKind::Wgmma { a, b, .. } => {
+                f(a);
+                f(b);
+            }
+            _ => {}
+        }
+    }
+
+    /// The value operands of the op, in order.
+    pub fn value_uses(&self) -> Vec<Value> {
+        let mut v = Vec::new();
+        let mut k = self.clone();
+        k.for_each_operand_mut(&mut |o| {
+            if let Operand::Value(x) = o {
+                v.push(*x)
+            }
+        });
+        v
+    }
 }

@@ -95,12 +95,18 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
         };
         if let Some(t) = single {
             i += 1;
-            out.push(Token { tok: t, span: Span::new(start, i) });
+            out.push(Token {
+                tok: t,
+                span: Span::new(start, i),
+            });
             continue;
         }
         if src[i..].starts_with("<-") {
             i += 2;
-            out.push(Token { tok: Tok::Arrow, span: Span::new(start, i) });
+            out.push(Token {
+                tok: Tok::Arrow,
+                span: Span::new(start, i),
+            });
             continue;
         }
         if c == '%' || c == '@' {
@@ -110,12 +116,21 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
                 i += 1;
             }
             if i == s {
-                return Err(Diagnostic::user("E0001", format!("expected a name after `{c}`"))
-                    .with_label(Span::new(start, i.max(start + 1)), "name missing here"));
+                return Err(
+                    Diagnostic::user("E0001", format!("expected a name after `{c}`"))
+                        .with_label(Span::new(start, i.max(start + 1)), "name missing here"),
+                );
             }
             let name = src[s..i].to_string();
-            let tok = if c == '%' { Tok::Local(name) } else { Tok::Symbol(name) };
-            out.push(Token { tok, span: Span::new(start, i) });
+            let tok = if c == '%' {
+                Tok::Local(name)
+            } else {
+                Tok::Symbol(name)
+            };
+            out.push(Token {
+                tok,
+                span: Span::new(start, i),
+            });
             continue;
         }
         if c == '"' {
@@ -130,11 +145,17 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
             }
             let text = src[s..i].to_string();
             i += 1;
-            out.push(Token { tok: Tok::Str(text), span: Span::new(start, i) });
+            out.push(Token {
+                tok: Tok::Str(text),
+                span: Span::new(start, i),
+            });
             continue;
         }
         let neg_num = c == '-'
-            && src[i + 1..].chars().next().is_some_and(|d| d.is_ascii_digit() || d == 'i');
+            && src[i + 1..]
+                .chars()
+                .next()
+                .is_some_and(|d| d.is_ascii_digit() || d == 'i');
         if c.is_ascii_digit() || neg_num {
             i += 1;
             while i < src.len() && (is_word_char(bytes[i] as char)) {
@@ -153,15 +174,21 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
             } else if text == "-inf" {
                 Tok::Float(f64::NEG_INFINITY)
             } else if let (true, Ok(v)) = (
-                text.chars().all(|ch| ch.is_ascii_digit() || "+-.eE".contains(ch)),
+                text.chars()
+                    .all(|ch| ch.is_ascii_digit() || "+-.eE".contains(ch)),
                 text.parse::<f64>(),
             ) {
                 Tok::Float(v)
             } else {
-                return Err(Diagnostic::user("E0003", format!("malformed number `{text}`"))
-                    .with_label(Span::new(start, i), "not a number"));
+                return Err(
+                    Diagnostic::user("E0003", format!("malformed number `{text}`"))
+                        .with_label(Span::new(start, i), "not a number"),
+                );
             };
-            out.push(Token { tok, span: Span::new(start, i) });
+            out.push(Token {
+                tok,
+                span: Span::new(start, i),
+            });
             continue;
         }
         if c.is_ascii_alphabetic() || c == '_' {
@@ -174,12 +201,20 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
                 "nan" => Tok::Float(f64::NAN),
                 _ => Tok::Word(w.to_string()),
             };
-            out.push(Token { tok, span: Span::new(start, i) });
+            out.push(Token {
+                tok,
+                span: Span::new(start, i),
+            });
             continue;
         }
-        return Err(Diagnostic::user("E0004", format!("unexpected character `{c}`"))
-            .with_label(Span::new(start, start + c.len_utf8()), "not valid here"));
+        return Err(
+            Diagnostic::user("E0004", format!("unexpected character `{c}`"))
+                .with_label(Span::new(start, start + c.len_utf8()), "not valid here"),
+        );
     }
-    out.push(Token { tok: Tok::Eof, span: Span::new(src.len(), src.len()) });
+    out.push(Token {
+        tok: Tok::Eof,
+        span: Span::new(src.len(), src.len()),
+    });
     Ok(out)
 }

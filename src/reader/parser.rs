@@ -27,8 +27,12 @@ pub fn parse(src: &str) -> Result<Module, Diagnostic> {
         kernels.push(p.kernel()?);
     }
     if kernels.is_empty() {
-        return Err(Diagnostic::user("E0100", "the file holds no kernel")
-            .with_label(Span::new(0, src.len().min(1)), "expected `kernel @name(...) { ... }`"));
+        return Err(
+            Diagnostic::user("E0100", "the file holds no kernel").with_label(
+                Span::new(0, src.len().min(1)),
+                "expected `kernel @name(...) { ... }`",
+            ),
+        );
     }
     Ok(Module { kernels })
 }
@@ -38,8 +42,10 @@ pub fn parse_kernel(src: &str) -> Result<Kernel, Diagnostic> {
     let mut m = parse(src)?;
     if m.kernels.len() != 1 {
         let k = &m.kernels[1];
-        return Err(Diagnostic::user("E0101", "expected exactly one kernel in the file")
-            .with_label(k.kernel_span, "second kernel starts here"));
+        return Err(
+            Diagnostic::user("E0101", "expected exactly one kernel in the file")
+                .with_label(k.kernel_span, "second kernel starts here"),
+        );
     }
     Ok(m.kernels.remove(0))
 }
@@ -102,8 +108,11 @@ impl Parser {
         t
     }
     fn err<T>(&self, what: &str) -> PResult<T> {
-        Err(Diagnostic::user("E0102", format!("expected {what}, found {}", self.peek().describe()))
-            .with_label(self.span(), format!("expected {what}")))
+        Err(Diagnostic::user(
+            "E0102",
+            format!("expected {what}, found {}", self.peek().describe()),
+        )
+        .with_label(self.span(), format!("expected {what}")))
     }
     fn eat(&mut self, t: &Tok) -> bool {
         if self.peek() == t {
@@ -132,7 +141,11 @@ impl Parser {
         }
     }
     fn expect_word(&mut self, w: &str) -> PResult<Span> {
-        if self.is_word(w) { Ok(self.bump().span) } else { self.err(&format!("`{w}`")) }
+        if self.is_word(w) {
+            Ok(self.bump().span)
+        } else {
+            self.err(&format!("`{w}`"))
+        }
     }
     fn word(&mut self) -> PResult<(String, Span)> {
         match self.peek().clone() {
@@ -161,8 +174,10 @@ impl Parser {
     fn uint(&mut self, what: &str) -> PResult<(u64, Span)> {
         let (v, s) = self.int()?;
         if v < 0 {
-            return Err(Diagnostic::user("E0103", format!("{what} must not be negative"))
-                .with_label(s, "negative"));
+            return Err(
+                Diagnostic::user("E0103", format!("{what} must not be negative"))
+                    .with_label(s, "negative"),
+            );
         }
         Ok((v as u64, s))
     }
@@ -202,7 +217,11 @@ impl Parser {
             if self.is_word("block") || self.is_word("grid") {
                 let (w, ws) = self.word()?;
                 let dims = self.dims3()?;
-                let slot = if w == "block" { &mut seen.0 } else { &mut seen.1 };
+                let slot = if w == "block" {
+                    &mut seen.0
+                } else {
+                    &mut seen.1
+                };
                 if *slot {
                     return Err(Diagnostic::user("E0105", format!("`{w}` given twice"))
                         .with_label(ws, "repeated"));
@@ -248,11 +267,16 @@ impl Parser {
 
     fn define(&self, cx: &mut KernelCtx, name: &str, span: Span, sym: Sym) -> PResult<()> {
         if cx.scopes.iter().any(|s| s.contains_key(name)) {
-            return Err(Diagnostic::user("E0110", format!("`%{name}` is already defined"))
-                .with_label(span, "redefined here")
-                .with_help("every value name must be unique within its scope"));
+            return Err(
+                Diagnostic::user("E0110", format!("`%{name}` is already defined"))
+                    .with_label(span, "redefined here")
+                    .with_help("every value name must be unique within its scope"),
+            );
         }
-        cx.scopes.last_mut().expect("scope").insert(name.to_string(), sym);
+        cx.scopes
+            .last_mut()
+            .expect("scope")
+            .insert(name.to_string(), sym);
         match sym {
             Sym::Value(v) => {
                 cx.k.value_names.set(v, name.to_string());
@@ -270,9 +294,11 @@ impl Parser {
                 return Ok(*sym);
             }
         }
-        Err(Diagnostic::user("E0111", format!("`%{name}` is not defined here"))
-            .with_label(span, "unknown name")
-            .with_help("values must be defined before use, in this region or an enclosing one"))
+        Err(
+            Diagnostic::user("E0111", format!("`%{name}` is not defined here"))
+                .with_label(span, "unknown name")
+                .with_help("values must be defined before use, in this region or an enclosing one"),
+        )
     }
 
     fn param(&mut self, cx: &mut KernelCtx) -> PResult<()> {
@@ -287,8 +313,11 @@ impl Parser {
                     Tok::Int(_) => {
                         let (v, s) = self.uint("a dimension")?;
                         if v == 0 {
-                            return Err(Diagnostic::user("E0106", "a dimension must be at least 1")
-                                .with_label(s, "zero"));
+                            return Err(Diagnostic::user(
+                                "E0106",
+                                "a dimension must be at least 1",
+                            )
+                            .with_label(s, "zero"));
                         }
                         shape.push(Dim::Const(v))
                     }
@@ -314,19 +343,37 @@ impl Parser {
                 }
                 self.expect(Tok::Comma)?;
             }
-            let g = cx.k.globals.push(GlobalData { name: name.clone(), elem: et, shape });
+            let g = cx.k.globals.push(GlobalData {
+                name: name.clone(),
+                elem: et,
+                shape,
+            });
             cx.k.global_spans.set(g, ns);
             cx.k.params.push(Param::Global(g));
             self.define(cx, &name, ns, Sym::Global(g))
         } else {
             let (ty, ts) = self.scalar_type()?;
             if ty != ScalarType::I32 && ty != ScalarType::F32 {
-                return Err(Diagnostic::user("E0113", "scalar parameters are i32 or f32")
-                    .with_label(ts, "unsupported parameter type"));
+                return Err(
+                    Diagnostic::user("E0113", "scalar parameters are i32 or f32")
+                        .with_label(ts, "unsupported parameter type"),
+                );
             }
             let idx = cx.k.params.len();
             let v = cx.k.new_value(ty, ValueDef::Param(idx));
             cx.k.params.push(Param::Scalar(v));
+            if self.eat(&Tok::Eq) {
+                let r = self.raw(cx)?;
+                if let Raw::Value(..) = r {
+                    return Err(
+                        Diagnostic::user("E0129", "a parameter default must be a literal")
+                            .with_label(r.span(), "not a literal"),
+                    );
+                }
+                if let Operand::Imm(c) = self.coerce(cx, r, ty)? {
+                    cx.k.param_defaults.set(v, Some(c));
+                }
+            }
             self.define(cx, &name, ns, Sym::Value(v))
         }
     }
@@ -335,9 +382,11 @@ impl Parser {
         let (w, s) = self.word()?;
         match ElemType::from_name(&w) {
             Some(t) => Ok((t, s)),
-            None => Err(Diagnostic::user("E0114", format!("unknown element type `{w}`"))
-                .with_label(s, "unknown type")
-                .with_help("element types: i8, i16, i32, f16, bf16, f32, mbarrier")),
+            None => Err(
+                Diagnostic::user("E0114", format!("unknown element type `{w}`"))
+                    .with_label(s, "unknown type")
+                    .with_help("element types: i8, i16, i32, f16, bf16, f32, mbarrier"),
+            ),
         }
     }
 
@@ -345,9 +394,11 @@ impl Parser {
         let (w, s) = self.word()?;
         match ScalarType::from_name(&w) {
             Some(t) => Ok((t, s)),
-            None => Err(Diagnostic::user("E0115", format!("unknown scalar type `{w}`"))
-                .with_label(s, "unknown type")
-                .with_help("scalar types: i1, i32, f32, token")),
+            None => Err(
+                Diagnostic::user("E0115", format!("unknown scalar type `{w}`"))
+                    .with_label(s, "unknown type")
+                    .with_help("scalar types: i1, i32, f32, token"),
+            ),
         }
     }
 
@@ -369,19 +420,30 @@ impl Parser {
         }
     }
 
-    fn top_level_only(&self, cx: &KernelCtx, region: Region, span: Span, what: &str) -> PResult<()> {
+    fn top_level_only(
+        &self,
+        cx: &KernelCtx,
+        region: Region,
+        span: Span,
+        what: &str,
+    ) -> PResult<()> {
         if region != cx.k.body {
-            return Err(Diagnostic::user("E0116", format!("{what} declarations must be at the top level of the kernel"))
-                .with_label(span, "inside a nested region"));
+            return Err(Diagnostic::user(
+                "E0116",
+                format!("{what} declarations must be at the top level of the kernel"),
+            )
+            .with_label(span, "inside a nested region"));
         }
         Ok(())
     }
 
     fn new_symbol(&mut self, cx: &mut KernelCtx, name: &str, span: Span) -> PResult<()> {
         if let Some(prev) = cx.symbols.get(name) {
-            return Err(Diagnostic::user("E0117", format!("`@{name}` is already declared"))
-                .with_label(span, "declared again here")
-                .with_label(*prev, "first declared here"));
+            return Err(
+                Diagnostic::user("E0117", format!("`@{name}` is already declared"))
+                    .with_label(span, "declared again here")
+                    .with_label(*prev, "first declared here"),
+            );
         }
         cx.symbols.insert(name.to_string(), span);
         Ok(())
@@ -408,8 +470,17 @@ impl Parser {
             }
             self.expect(Tok::Comma)?;
         }
-        let offset = if self.eat_word("at") { Some(self.uint("an offset")?.0) } else { None };
-        let b = cx.k.buffers.push(BufferData { name, elem, shape, offset });
+        let offset = if self.eat_word("at") {
+            Some(self.uint("an offset")?.0)
+        } else {
+            None
+        };
+        let b = cx.k.buffers.push(BufferData {
+            name,
+            elem,
+            shape,
+            offset,
+        });
         cx.k.buffer_spans.set(b, kw.to(self.prev_span()));
         Ok(())
     }
@@ -427,8 +498,10 @@ impl Parser {
         let (hi, hs) = self.u32_("a thread id")?;
         self.expect(Tok::RParen)?;
         if hi <= lo {
-            return Err(Diagnostic::user("E0118", "a thread group must be non-empty")
-                .with_label(hs, "upper bound must exceed the lower bound"));
+            return Err(
+                Diagnostic::user("E0118", "a thread group must be non-empty")
+                    .with_label(hs, "upper bound must exceed the lower bound"),
+            );
         }
         cx.k.groups.push(GroupData { name, lo, hi });
         Ok(())
@@ -464,8 +537,10 @@ impl Parser {
         let (n, s) = self.local()?;
         match self.lookup(cx, &n, s)? {
             Sym::Global(g) => Ok((g, s)),
-            _ => Err(Diagnostic::user("E0121", format!("`%{n}` is not a global buffer"))
-                .with_label(s, "expected a global buffer parameter")),
+            _ => Err(
+                Diagnostic::user("E0121", format!("`%{n}` is not a global buffer"))
+                    .with_label(s, "expected a global buffer parameter"),
+            ),
         }
     }
 
@@ -476,8 +551,10 @@ impl Parser {
                 self.bump();
                 match self.lookup(cx, &n, s)? {
                     Sym::Value(v) => Ok(Raw::Value(v, s)),
-                    _ => Err(Diagnostic::user("E0122", format!("`%{n}` is not a scalar value"))
-                        .with_label(s, "expected a scalar value")),
+                    _ => Err(
+                        Diagnostic::user("E0122", format!("`%{n}` is not a scalar value"))
+                            .with_label(s, "expected a scalar value"),
+                    ),
                 }
             }
             Tok::Int(v) => {
@@ -508,18 +585,27 @@ impl Parser {
     /// Types an operand as `ty`, converting immediates.
     fn coerce(&self, cx: &KernelCtx, r: Raw, ty: ScalarType) -> PResult<Operand> {
         let mismatch = |have: ScalarType| {
-            Err(Diagnostic::user("E0123", format!("expected a {ty} operand, found {have}"))
-                .with_label(r.span(), format!("this is {have}")))
+            Err(
+                Diagnostic::user("E0123", format!("expected a {ty} operand, found {have}"))
+                    .with_label(r.span(), format!("this is {have}")),
+            )
         };
         match r {
             Raw::Value(v, _) => {
                 let have = cx.k.values[v].ty;
-                if have == ty { Ok(Operand::Value(v)) } else { mismatch(have) }
+                if have == ty {
+                    Ok(Operand::Value(v))
+                } else {
+                    mismatch(have)
+                }
             }
             Raw::Int(i, s) => match ty {
-                ScalarType::I32 => i32::try_from(i).map(|i| Operand::Imm(Scalar::I32(i))).map_err(
-                    |_| Diagnostic::user("E0124", "integer does not fit in i32").with_label(s, "out of range"),
-                ),
+                ScalarType::I32 => i32::try_from(i)
+                    .map(|i| Operand::Imm(Scalar::I32(i)))
+                    .map_err(|_| {
+                        Diagnostic::user("E0124", "integer does not fit in i32")
+                            .with_label(s, "out of range")
+                    }),
                 ScalarType::F32 => Ok(Operand::Imm(Scalar::F32(i as f32))),
                 ScalarType::I1 if i == 0 || i == 1 => Ok(Operand::Imm(Scalar::I1(i == 1))),
                 _ => mismatch(ScalarType::I32),
@@ -570,21 +656,33 @@ impl Parser {
     fn shared_index(&mut self, cx: &KernelCtx) -> PResult<(MemRef, Vec<Operand>, Span)> {
         let (m, s) = self.memref(cx)?;
         let idx = self.index_list(cx)?;
-        self.check_rank(idx.len(), cx.k.shape(m).len(), s.to(self.prev_span()), "the shared memref")?;
+        self.check_rank(
+            idx.len(),
+            cx.k.shape(m).len(),
+            s.to(self.prev_span()),
+            "the shared memref",
+        )?;
         Ok((m, idx, s))
     }
 
     fn global_index(&mut self, cx: &KernelCtx) -> PResult<(Global, Vec<Operand>, Span)> {
         let (g, s) = self.global_ref(cx)?;
         let idx = self.index_list(cx)?;
-        self.check_rank(idx.len(), cx.k.globals[g].shape.len(), s.to(self.prev_span()), "the global buffer")?;
+        self.check_rank(
+            idx.len(),
+            cx.k.globals[g].shape.len(),
+            s.to(self.prev_span()),
+            "the global buffer",
+        )?;
         Ok((g, idx, s))
     }
 
     fn no_results(&self, results: &[(String, Span)], op: &str) -> PResult<()> {
         if let Some((_, s)) = results.first() {
-            return Err(Diagnostic::user("E0126", format!("`{op}` produces no value"))
-                .with_label(*s, "nothing to bind"));
+            return Err(
+                Diagnostic::user("E0126", format!("`{op}` produces no value"))
+                    .with_label(*s, "nothing to bind"),
+            );
         }
         Ok(())
     }
@@ -602,7 +700,11 @@ impl Parser {
             let at = results.first().map_or(span, |r| r.1);
             return Err(Diagnostic::user(
                 "E0127",
-                format!("`{opname}` produces {} value(s), but {} name(s) are bound", vals.len(), results.len()),
+                format!(
+                    "`{opname}` produces {} value(s), but {} name(s) are bound",
+                    vals.len(),
+                    results.len()
+                ),
             )
             .with_label(at, "wrong number of results"));
         }
@@ -622,15 +724,17 @@ impl Parser {
     }
 
     fn layout(&mut self) -> PResult<Option<String>> {
-        if self.eat_word("layout") { Ok(Some(self.string()?.0)) } else { Ok(None) }
+        if self.eat_word("layout") {
+            Ok(Some(self.string()?.0))
+        } else {
+            Ok(None)
+        }
     }
 
     fn op(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
         let start = self.span();
         let mut results = Vec::new();
-        if matches!(self.peek(), Tok::Local(_))
-            && matches!(self.peek_at(1), Tok::Eq | Tok::Comma)
-        {
+        if matches!(self.peek(), Tok::Local(_)) && matches!(self.peek_at(1), Tok::Eq | Tok::Comma) {
             loop {
                 results.push(self.local()?);
                 if self.eat(&Tok::Eq) {
@@ -647,12 +751,18 @@ impl Parser {
         let kind = match name.as_str() {
             "const" => {
                 let r = self.raw(cx)?;
-                let ty = if self.eat(&Tok::Colon) { self.scalar_type()?.0 } else { self.raw_ty(cx, r) };
+                let ty = if self.eat(&Tok::Colon) {
+                    self.scalar_type()?.0
+                } else {
+                    self.raw_ty(cx, r)
+                };
                 if let Raw::Value(..) = r {
                     return Err(Diagnostic::user("E0129", "`const` takes a literal")
                         .with_label(r.span(), "not a literal"));
                 }
-                let Operand::Imm(c) = self.coerce(cx, r, ty)? else { unreachable!() };
+                let Operand::Imm(c) = self.coerce(cx, r, ty)? else {
+                    unreachable!()
+                };
                 tys.push(ty);
                 OpKind::Const(c)
             }
@@ -669,10 +779,19 @@ impl Parser {
                     _ => self.raw_ty(cx, a),
                 };
                 let (a, b) = (self.coerce(cx, a, ty)?, self.coerce(cx, b, ty)?);
-                let int_only = matches!(op, BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr | BinOp::Rem);
-                if ty == T::Token || (int_only && ty == T::F32) || (ty == T::I1 && !matches!(op, BinOp::And | BinOp::Or | BinOp::Xor)) {
-                    return Err(Diagnostic::user("E0130", format!("`{name}` does not take {ty} operands"))
-                        .with_label(ns, "wrong operand type"));
+                let int_only = matches!(
+                    op,
+                    BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr | BinOp::Rem
+                );
+                if ty == T::Token
+                    || (int_only && ty == T::F32)
+                    || (ty == T::I1 && !matches!(op, BinOp::And | BinOp::Or | BinOp::Xor))
+                {
+                    return Err(Diagnostic::user(
+                        "E0130",
+                        format!("`{name}` does not take {ty} operands"),
+                    )
+                    .with_label(ns, "wrong operand type"));
                 }
                 tys.push(ty);
                 OpKind::Binary(op, a, b)
@@ -687,8 +806,11 @@ impl Parser {
                     UnOp::Exp | UnOp::Sqrt => ty == T::F32,
                 };
                 if !ok {
-                    return Err(Diagnostic::user("E0130", format!("`{name}` does not take {ty} operands"))
-                        .with_label(a.span(), "wrong operand type"));
+                    return Err(Diagnostic::user(
+                        "E0130",
+                        format!("`{name}` does not take {ty} operands"),
+                    )
+                    .with_label(a.span(), "wrong operand type"));
                 }
                 tys.push(ty);
                 OpKind::Unary(op, self.coerce(cx, a, ty)?)
@@ -736,9 +858,15 @@ impl Parser {
             }
             "in_group" => {
                 let (g, gs) = self.symbol()?;
-                let grp = cx.k.groups.iter().find(|(_, d)| d.name == g).map(|(id, _)| id).ok_or_else(|| {
-                    Diagnostic::user("E0132", format!("`@{g}` is not a thread group")).with_label(gs, "unknown group")
-                })?;
+                let grp =
+                    cx.k.groups
+                        .iter()
+                        .find(|(_, d)| d.name == g)
+                        .map(|(id, _)| id)
+                        .ok_or_else(|| {
+                            Diagnostic::user("E0132", format!("`@{g}` is not a thread group"))
+                                .with_label(gs, "unknown group")
+                        })?;
                 tys.push(T::I1);
                 OpKind::InGroup(grp)
             }
@@ -774,23 +902,32 @@ impl Parser {
                 let mut indices = Vec::new();
                 let mut saw_range = false;
                 loop {
-                    let is_range = matches!(self.peek(), Tok::Int(_)) && self.peek_at(1) == &Tok::Colon;
+                    let is_range =
+                        matches!(self.peek(), Tok::Int(_)) && self.peek_at(1) == &Tok::Colon;
                     if is_range {
                         let (lo, _) = self.uint("a range bound")?;
                         self.expect(Tok::Colon)?;
                         let (hi, hs) = self.uint("a range bound")?;
                         let dim = cx.k.shape(base).get(indices.len()).copied().unwrap_or(0);
                         if hi <= lo || hi > dim {
-                            return Err(Diagnostic::user("E0133", format!("range {lo}:{hi} is empty or exceeds the dimension ({dim})"))
-                                .with_label(hs, "bad range"));
+                            return Err(Diagnostic::user(
+                                "E0133",
+                                format!(
+                                    "range {lo}:{hi} is empty or exceeds the dimension ({dim})"
+                                ),
+                            )
+                            .with_label(hs, "bad range"));
                         }
                         saw_range = true;
                         indices.push(ViewIndex::Range(lo, hi));
                     } else {
                         let s = self.span();
                         if saw_range {
-                            return Err(Diagnostic::user("E0134", "dynamic view indices must come before ranges")
-                                .with_label(s, "index after a range"));
+                            return Err(Diagnostic::user(
+                                "E0134",
+                                "dynamic view indices must come before ranges",
+                            )
+                            .with_label(s, "index after a range"));
                         }
                         indices.push(ViewIndex::At(self.operand(cx, T::I32)?));
                     }
@@ -800,16 +937,27 @@ impl Parser {
                     self.expect(Tok::Comma)?;
                 }
                 if indices.len() > base_rank || (indices.len() == base_rank && !saw_range) {
-                    return Err(Diagnostic::user("E0135", "a view must keep at least one dimension of its base")
-                        .with_label(bs.to(self.prev_span()), format!("base has rank {base_rank}")));
+                    return Err(Diagnostic::user(
+                        "E0135",
+                        "a view must keep at least one dimension of its base",
+                    )
+                    .with_label(
+                        bs.to(self.prev_span()),
+                        format!("base has rank {base_rank}"),
+                    ));
                 }
                 if cx.k.elem(base) == ElemType::MBarrier {
-                    return Err(Diagnostic::user("E0136", "views of mbarrier arrays are not supported")
-                        .with_label(bs, "mbarrier array"));
+                    return Err(Diagnostic::user(
+                        "E0136",
+                        "views of mbarrier arrays are not supported",
+                    )
+                    .with_label(bs, "mbarrier array"));
                 }
                 if results.len() != 1 {
-                    return Err(Diagnostic::user("E0137", "`view` defines exactly one view name")
-                        .with_label(ns, "bind it as `%v = view ...`"));
+                    return Err(
+                        Diagnostic::user("E0137", "`view` defines exactly one view name")
+                            .with_label(ns, "bind it as `%v = view ...`"),
+                    );
                 }
                 let (view, op) = cx.k.new_view(base, indices);
                 cx.k.op_spans.set(op, start.to(self.prev_span()));
@@ -828,7 +976,11 @@ impl Parser {
                 self.expect(Tok::Comma)?;
                 let ty = self.data_elem(cx, m, s)?;
                 let value = self.operand(cx, ty)?;
-                OpKind::Store { mem: m, index: idx, value }
+                OpKind::Store {
+                    mem: m,
+                    index: idx,
+                    value,
+                }
             }
             "atomic" | "gatomic" => {
                 let (o, os) = self.word()?;
@@ -843,14 +995,24 @@ impl Parser {
                     let ty = self.data_elem(cx, m, s)?;
                     let value = self.operand(cx, ty)?;
                     tys.push(ty);
-                    OpKind::Atomic { op, mem: m, index: idx, value }
+                    OpKind::Atomic {
+                        op,
+                        mem: m,
+                        index: idx,
+                        value,
+                    }
                 } else {
                     let (g, idx, s) = self.global_index(cx)?;
                     self.expect(Tok::Comma)?;
                     let ty = self.global_elem(cx, g, s)?;
                     let value = self.operand(cx, ty)?;
                     tys.push(ty);
-                    OpKind::GAtomic { op, global: g, index: idx, value }
+                    OpKind::GAtomic {
+                        op,
+                        global: g,
+                        index: idx,
+                        value,
+                    }
                 }
             }
             "local_load" => {
@@ -865,19 +1027,30 @@ impl Parser {
                 let ty = self.data_elem(cx, m, s)?;
                 let value = self.operand(cx, ty)?;
                 let layout = self.layout()?;
-                OpKind::LocalStore { mem: m, value, layout }
+                OpKind::LocalStore {
+                    mem: m,
+                    value,
+                    layout,
+                }
             }
             "gload" => {
                 let (g, idx, s) = self.global_index(cx)?;
                 tys.push(self.global_elem(cx, g, s)?);
-                OpKind::GLoad { global: g, index: idx }
+                OpKind::GLoad {
+                    global: g,
+                    index: idx,
+                }
             }
             "gstore" => {
                 let (g, idx, s) = self.global_index(cx)?;
                 self.expect(Tok::Comma)?;
                 let ty = self.global_elem(cx, g, s)?;
                 let value = self.operand(cx, ty)?;
-                OpKind::GStore { global: g, index: idx, value }
+                OpKind::GStore {
+                    global: g,
+                    index: idx,
+                    value,
+                }
             }
             "gather_to_lds" | "cp_async" => {
                 let (dst, dst_index, ds) = self.shared_index(cx)?;
@@ -887,9 +1060,19 @@ impl Parser {
                 optional_result = true;
                 tys.push(T::Token);
                 if name == "cp_async" {
-                    OpKind::CpAsync { dst, dst_index, src, src_index }
+                    OpKind::CpAsync {
+                        dst,
+                        dst_index,
+                        src,
+                        src_index,
+                    }
                 } else {
-                    OpKind::GatherToLds { dst, dst_index, src, src_index }
+                    OpKind::GatherToLds {
+                        dst,
+                        dst_index,
+                        src,
+                        src_index,
+                    }
                 }
             }
             "tdm_load" | "tma_load" => {
@@ -898,8 +1081,11 @@ impl Parser {
                 let (src, origin, ss) = self.global_index(cx)?;
                 self.copy_types(cx, dst, ds, src, ss)?;
                 if cx.k.shape(dst).len() > origin.len() {
-                    return Err(Diagnostic::user("E0139", "the tile has more dimensions than the global buffer")
-                        .with_label(ds, "tile rank exceeds the source rank"));
+                    return Err(Diagnostic::user(
+                        "E0139",
+                        "the tile has more dimensions than the global buffer",
+                    )
+                    .with_label(ds, "tile rank exceeds the source rank"));
                 }
                 optional_result = true;
                 tys.push(T::Token);
@@ -908,7 +1094,13 @@ impl Parser {
                 } else {
                     self.expect(Tok::Comma)?;
                     let (mbar, mbar_index) = self.mbar_index(cx)?;
-                    OpKind::TmaLoad { dst, src, origin, mbar, mbar_index }
+                    OpKind::TmaLoad {
+                        dst,
+                        src,
+                        origin,
+                        mbar,
+                        mbar_index,
+                    }
                 }
             }
             "tma_store" => {
@@ -931,7 +1123,8 @@ impl Parser {
                     match self.coerce(cx, r, T::Token)? {
                         Operand::Value(v) => toks.push(v),
                         Operand::Imm(_) => {
-                            return Err(Diagnostic::user("E0140", "expected a token value").with_label(r.span(), "not a token"));
+                            return Err(Diagnostic::user("E0140", "expected a token value")
+                                .with_label(r.span(), "not a token"));
                         }
                     }
                     if !self.eat(&Tok::Comma) {
@@ -943,10 +1136,16 @@ impl Parser {
             "waitcnt" => {
                 let mut cs: Vec<(Counter, u32)> = Vec::new();
                 while let Tok::Word(w) = self.peek().clone() {
-                    let Some(c) = Counter::from_name(&w) else { break };
+                    let Some(c) = Counter::from_name(&w) else {
+                        break;
+                    };
                     let s = self.bump().span;
                     if cs.iter().any(|(x, _)| *x == c) {
-                        return Err(Diagnostic::user("E0141", format!("counter `{w}` given twice")).with_label(s, "repeated"));
+                        return Err(Diagnostic::user(
+                            "E0141",
+                            format!("counter `{w}` given twice"),
+                        )
+                        .with_label(s, "repeated"));
                     }
                     self.expect(Tok::LParen)?;
                     let (n, _) = self.u32_("a count")?;
@@ -962,14 +1161,24 @@ impl Parser {
             "warp_sync" => OpKind::WarpSync,
             "barrier_signal" | "barrier_wait" => {
                 let (id, s) = self.int()?;
-                let id = i32::try_from(id).map_err(|_| Diagnostic::user("E0142", "barrier id out of range").with_label(s, "bad id"))?;
-                if name == "barrier_signal" { OpKind::SplitSignal(id) } else { OpKind::SplitWait(id) }
+                let id = i32::try_from(id).map_err(|_| {
+                    Diagnostic::user("E0142", "barrier id out of range").with_label(s, "bad id")
+                })?;
+                if name == "barrier_signal" {
+                    OpKind::SplitSignal(id)
+                } else {
+                    OpKind::SplitWait(id)
+                }
             }
             "named_arrive" | "named_sync" => {
                 let (id, _) = self.u32_("a barrier id")?;
                 self.expect(Tok::Comma)?;
                 let (count, _) = self.u32_("a thread count")?;
-                if name == "named_arrive" { OpKind::NamedArrive { id, count } } else { OpKind::NamedSync { id, count } }
+                if name == "named_arrive" {
+                    OpKind::NamedArrive { id, count }
+                } else {
+                    OpKind::NamedSync { id, count }
+                }
             }
             "mbar_init" => {
                 let (mbar, index) = self.mbar_index(cx)?;
@@ -979,7 +1188,11 @@ impl Parser {
             }
             "mbar_arrive" => {
                 let (mbar, index) = self.mbar_index(cx)?;
-                let tx = if self.eat_word("tx") { Some(self.u32_("a byte count")?.0) } else { None };
+                let tx = if self.eat_word("tx") {
+                    Some(self.u32_("a byte count")?.0)
+                } else {
+                    None
+                };
                 OpKind::MbarArrive { mbar, index, tx }
             }
             "mbar_expect_tx" => {
@@ -992,7 +1205,11 @@ impl Parser {
                 let (mbar, index) = self.mbar_index(cx)?;
                 self.expect(Tok::Comma)?;
                 let parity = self.operand(cx, T::I32)?;
-                OpKind::MbarWait { mbar, index, parity }
+                OpKind::MbarWait {
+                    mbar,
+                    index,
+                    parity,
+                }
             }
             "mbar_inval" => {
                 let (mbar, index) = self.mbar_index(cx)?;
@@ -1030,9 +1247,16 @@ impl Parser {
                 let lo = self.operand(cx, T::I32)?;
                 self.expect_word("to")?;
                 let hi = self.operand(cx, T::I32)?;
-                let step = if self.eat_word("step") { self.operand(cx, T::I32)? } else { Operand::int(1) };
-                if step == Operand::Imm(Scalar::I32(0)) || matches!(step, Operand::Imm(Scalar::I32(s)) if s < 0) {
-                    return Err(Diagnostic::user("E0143", "a loop step must be positive").with_label(self.prev_span(), "step"));
+                let step = if self.eat_word("step") {
+                    self.operand(cx, T::I32)?
+                } else {
+                    Operand::int(1)
+                };
+                if step == Operand::Imm(Scalar::I32(0))
+                    || matches!(step, Operand::Imm(Scalar::I32(s)) if s < 0)
+                {
+                    return Err(Diagnostic::user("E0143", "a loop step must be positive")
+                        .with_label(self.prev_span(), "step"));
                 }
                 let iters = self.iter_args(cx)?;
                 let body = cx.k.new_region();
@@ -1096,8 +1320,14 @@ impl Parser {
                     }
                 }
                 if anames.len() != tys.len() {
-                    return Err(Diagnostic::user("E0144", format!("the `do` region takes {} argument(s), one per iteration value", tys.len()))
-                        .with_label(self.prev_span(), "wrong number of arguments"));
+                    return Err(Diagnostic::user(
+                        "E0144",
+                        format!(
+                            "the `do` region takes {} argument(s), one per iteration value",
+                            tys.len()
+                        ),
+                    )
+                    .with_label(self.prev_span(), "wrong number of arguments"));
                 }
                 let mut bnames = Vec::new();
                 for (i, (n, s)) in anames.into_iter().enumerate() {
@@ -1182,7 +1412,12 @@ impl Parser {
         Ok(v)
     }
 
-    fn region_block(&mut self, cx: &mut KernelCtx, r: Region, args: &[(String, Span, Value)]) -> PResult<()> {
+    fn region_block(
+        &mut self,
+        cx: &mut KernelCtx,
+        r: Region,
+        args: &[(String, Span, Value)],
+    ) -> PResult<()> {
         self.expect(Tok::LBrace)?;
         cx.scopes.push(HashMap::new());
         for (n, s, v) in args {
@@ -1196,13 +1431,16 @@ impl Parser {
     }
 
     fn yield_types(&self, cx: &KernelCtx, r: Region, at: Span) -> PResult<Vec<ScalarType>> {
-        if let Some(&last) = cx.k.regions[r].ops.last() {
-            if let OpKind::Yield(vals) = &cx.k.ops[last].kind {
-                return Ok(vals.iter().map(|o| self.operand_ty(cx, *o)).collect());
-            }
+        if let Some(&last) = cx.k.regions[r].ops.last()
+            && let OpKind::Yield(vals) = &cx.k.ops[last].kind
+        {
+            return Ok(vals.iter().map(|o| self.operand_ty(cx, *o)).collect());
         }
-        Err(Diagnostic::user("E0145", "an `if` with results must end each branch with `yield`")
-            .with_label(at, "no yield in the then-branch"))
+        Err(Diagnostic::user(
+            "E0145",
+            "an `if` with results must end each branch with `yield`",
+        )
+        .with_label(at, "no yield in the then-branch"))
     }
 
     fn data_elem(&self, cx: &KernelCtx, m: MemRef, s: Span) -> PResult<ScalarType> {
@@ -1214,17 +1452,22 @@ impl Parser {
 
     fn global_elem(&self, cx: &KernelCtx, g: Global, s: Span) -> PResult<ScalarType> {
         cx.k.globals[g].elem.scalar().ok_or_else(|| {
-            Diagnostic::user("E0146", "global buffers cannot hold mbarriers").with_label(s, "bad element type")
+            Diagnostic::user("E0146", "global buffers cannot hold mbarriers")
+                .with_label(s, "bad element type")
         })
     }
 
     fn copy_types(&self, cx: &KernelCtx, m: MemRef, ms: Span, g: Global, gs: Span) -> PResult<()> {
         let (a, b) = (cx.k.elem(m), cx.k.globals[g].elem);
         if a != b {
-            return Err(Diagnostic::user("E0147", format!("copy between {b} and {a} buffers"))
-                .with_label(ms, format!("{a} here"))
-                .with_label(gs, format!("{b} here"))
-                .with_help("async copies move bytes: both sides must have the same element type"));
+            return Err(
+                Diagnostic::user("E0147", format!("copy between {b} and {a} buffers"))
+                    .with_label(ms, format!("{a} here"))
+                    .with_label(gs, format!("{b} here"))
+                    .with_help(
+                        "async copies move bytes: both sides must have the same element type",
+                    ),
+            );
         }
         Ok(())
     }

@@ -25,7 +25,12 @@ use crate::ir::*;
 
 /// Verifies a kernel, returning every violation found (empty when the kernel is well formed).
 pub fn verify(k: &Kernel) -> Vec<Diagnostic> {
-    let mut v = Verifier { k, errors: Vec::new(), visible: HashSet::new(), views: HashSet::new() };
+    let mut v = Verifier {
+        k,
+        errors: Vec::new(),
+        visible: HashSet::new(),
+        views: HashSet::new(),
+    };
     v.placement();
     if !v.errors.is_empty() {
         return v.errors;
@@ -60,7 +65,9 @@ struct Verifier<'a> {
 impl Verifier<'_> {
     fn err(&mut self, span: Span, msg: impl Into<String>) {
         let msg = msg.into();
-        self.errors.push(Diagnostic::error(DiagKind::Verifier, "V0001", msg.clone()).with_label(span, msg));
+        self.errors.push(
+            Diagnostic::error(DiagKind::Verifier, "V0001", msg.clone()).with_label(span, msg),
+        );
     }
 
     fn placement(&mut self) {
@@ -98,7 +105,10 @@ impl Verifier<'_> {
         let mut stack = vec![k.body];
         while let Some(r) = stack.pop() {
             if !seen.insert(r) {
-                self.err(k.kernel_span, format!("{r} is reachable twice (cyclic nesting)"));
+                self.err(
+                    k.kernel_span,
+                    format!("{r} is reachable twice (cyclic nesting)"),
+                );
                 return;
             }
             for &op in &k.regions[r].ops {
@@ -111,15 +121,28 @@ impl Verifier<'_> {
         let k = self.k;
         let threads = k.threads();
         for (b, bd) in k.buffers.iter() {
-            if let Some(off) = bd.offset {
-                if off % bd.elem.bytes() != 0 {
-                    self.err(*k.buffer_spans.get(b), format!("offset {off} of @{} is not aligned to {} bytes", bd.name, bd.elem.bytes()));
-                }
+            if let Some(off) = bd.offset
+                && off % bd.elem.bytes() != 0
+            {
+                self.err(
+                    *k.buffer_spans.get(b),
+                    format!(
+                        "offset {off} of @{} is not aligned to {} bytes",
+                        bd.name,
+                        bd.elem.bytes()
+                    ),
+                );
             }
         }
         for g in k.groups.values() {
             if g.hi > threads {
-                self.err(k.kernel_span, format!("group @{} ends at thread {} but the block has {threads} threads", g.name, g.hi));
+                self.err(
+                    k.kernel_span,
+                    format!(
+                        "group @{} ends at thread {} but the block has {threads} threads",
+                        g.name, g.hi
+                    ),
+                );
             }
         }
     }
@@ -132,10 +155,16 @@ impl Verifier<'_> {
     }
 
     fn use_op(&mut self, span: Span, o: &Operand, want: Option<ScalarType>) {
-        if let Operand::Value(v) = o {
-            if !self.visible.contains(v) {
-                self.err(span, format!("{} is used where its definition does not dominate", self.k.value_name(*v)));
-            }
+        if let Operand::Value(v) = o
+            && !self.visible.contains(v)
+        {
+            self.err(
+                span,
+                format!(
+                    "{} is used where its definition does not dominate",
+                    self.k.value_name(*v)
+                ),
+            );
         }
         if let Some(t) = want {
             let have = self.ty(o);
@@ -146,10 +175,13 @@ impl Verifier<'_> {
     }
 
     fn use_mem(&mut self, span: Span, m: MemRef, index: Option<&[Operand]>, data: bool) {
-        if let MemRef::View(v) = m {
-            if !self.views.contains(&v) {
-                self.err(span, format!("view {v} is used where its definition does not dominate"));
-            }
+        if let MemRef::View(v) = m
+            && !self.views.contains(&v)
+        {
+            self.err(
+                span,
+                format!("view {v} is used where its definition does not dominate"),
+            );
         }
         let elem = self.k.elem(m);
         if data && elem == ElemType::MBarrier {
@@ -161,7 +193,10 @@ impl Verifier<'_> {
         if let Some(ix) = index {
             let rank = self.k.shape(m).len();
             if ix.len() != rank {
-                self.err(span, format!("memref of rank {rank} indexed with {} indices", ix.len()));
+                self.err(
+                    span,
+                    format!("memref of rank {rank} indexed with {} indices", ix.len()),
+                );
             }
             for o in ix {
                 self.use_op(span, o, Some(ScalarType::I32));
@@ -172,7 +207,10 @@ impl Verifier<'_> {
     fn use_global(&mut self, span: Span, g: Global, index: &[Operand], tile: bool) {
         let rank = self.k.globals[g].shape.len();
         if (!tile && index.len() != rank) || (tile && index.len() != rank) {
-            self.err(span, format!("global of rank {rank} indexed with {} indices", index.len()));
+            self.err(
+                span,
+                format!("global of rank {rank} indexed with {} indices", index.len()),
+            );
         }
         for o in index {
             self.use_op(span, o, Some(ScalarType::I32));
@@ -197,7 +235,9 @@ impl Verifier<'_> {
         }
         let needs_term = match role {
             RegionRole::WhileCond => true,
-            RegionRole::ForBody | RegionRole::IfArm | RegionRole::WhileBody => !want_yield.is_empty(),
+            RegionRole::ForBody | RegionRole::IfArm | RegionRole::WhileBody => {
+                !want_yield.is_empty()
+            }
             _ => false,
         };
         if needs_term {
@@ -209,7 +249,11 @@ impl Verifier<'_> {
             });
             if !ok {
                 let span = ops.last().map_or(k.kernel_span, |&l| k.span(l));
-                let what = if role == RegionRole::WhileCond { "`condition`" } else { "`yield`" };
+                let what = if role == RegionRole::WhileCond {
+                    "`condition`"
+                } else {
+                    "`yield`"
+                };
                 self.err(span, format!("region must end with {what}"));
             }
         }
@@ -263,7 +307,10 @@ impl Verifier<'_> {
                 self.views.insert(*v);
             }
             OpKind::Load { mem, index } => self.use_mem(s, *mem, Some(index), true),
-            OpKind::Store { mem, index, value } | OpKind::Atomic { mem, index, value, .. } => {
+            OpKind::Store { mem, index, value }
+            | OpKind::Atomic {
+                mem, index, value, ..
+            } => {
                 self.use_mem(s, *mem, Some(index), true);
                 let t = self.scalar_of(*mem);
                 self.use_op(s, value, t);
@@ -275,13 +322,33 @@ impl Verifier<'_> {
                 self.use_op(s, value, t);
             }
             OpKind::GLoad { global, index } => self.use_global(s, *global, index, false),
-            OpKind::GStore { global, index, value } | OpKind::GAtomic { global, index, value, .. } => {
+            OpKind::GStore {
+                global,
+                index,
+                value,
+            }
+            | OpKind::GAtomic {
+                global,
+                index,
+                value,
+                ..
+            } => {
                 self.use_global(s, *global, index, false);
                 let t = k.globals[*global].elem.scalar();
                 self.use_op(s, value, t);
             }
-            OpKind::GatherToLds { dst, dst_index, src, src_index }
-            | OpKind::CpAsync { dst, dst_index, src, src_index } => {
+            OpKind::GatherToLds {
+                dst,
+                dst_index,
+                src,
+                src_index,
+            }
+            | OpKind::CpAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+            } => {
                 self.use_mem(s, *dst, Some(dst_index), true);
                 self.use_global(s, *src, src_index, false);
             }
@@ -289,7 +356,13 @@ impl Verifier<'_> {
                 self.use_mem(s, *dst, None, true);
                 self.use_global(s, *src, origin, true);
             }
-            OpKind::TmaLoad { dst, src, origin, mbar, mbar_index } => {
+            OpKind::TmaLoad {
+                dst,
+                src,
+                origin,
+                mbar,
+                mbar_index,
+            } => {
                 self.use_mem(s, *dst, None, true);
                 self.use_global(s, *src, origin, true);
                 self.use_mem(s, *mbar, Some(mbar_index), false);
@@ -318,14 +391,21 @@ impl Verifier<'_> {
                     self.err(s, format!("named barrier id {id} is out of range (0..16)"));
                 }
                 if *count == 0 || *count > k.threads() {
-                    self.err(s, format!("named barrier count {count} must be in 1..={}", k.threads()));
+                    self.err(
+                        s,
+                        format!("named barrier count {count} must be in 1..={}", k.threads()),
+                    );
                 }
             }
             OpKind::MbarInit { mbar, index, .. }
             | OpKind::MbarArrive { mbar, index, .. }
             | OpKind::MbarExpectTx { mbar, index, .. }
             | OpKind::MbarInval { mbar, index } => self.use_mem(s, *mbar, Some(index), false),
-            OpKind::MbarWait { mbar, index, parity } => {
+            OpKind::MbarWait {
+                mbar,
+                index,
+                parity,
+            } => {
                 self.use_mem(s, *mbar, Some(index), false);
                 self.use_op(s, parity, Some(T::I32));
             }
@@ -340,7 +420,10 @@ impl Verifier<'_> {
             | OpKind::SplitSignal(_)
             | OpKind::SplitWait(_) => {}
             OpKind::Yield(vals) => {
-                let allowed = matches!(role, RegionRole::ForBody | RegionRole::IfArm | RegionRole::WhileBody);
+                let allowed = matches!(
+                    role,
+                    RegionRole::ForBody | RegionRole::IfArm | RegionRole::WhileBody
+                );
                 if !allowed || !last {
                     self.err(s, "`yield` must be the last op of a loop body or `if` arm");
                 }
@@ -349,12 +432,22 @@ impl Verifier<'_> {
                 }
                 let tys: Vec<ScalarType> = vals.iter().map(|v| self.ty(v)).collect();
                 if tys != want_yield {
-                    self.err(s, format!("`yield` carries {tys:?} but the enclosing op expects {want_yield:?}"));
+                    self.err(
+                        s,
+                        format!(
+                            "`yield` carries ({}) but the enclosing op expects ({})",
+                            type_list(&tys),
+                            type_list(want_yield)
+                        ),
+                    );
                 }
             }
             OpKind::Condition(c) => {
                 if role != RegionRole::WhileCond || !last {
-                    self.err(s, "`condition` must be the last op of a while condition region");
+                    self.err(
+                        s,
+                        "`condition` must be the last op of a while condition region",
+                    );
                 }
                 self.use_op(s, c, Some(T::I1));
             }
@@ -411,7 +504,13 @@ impl Verifier<'_> {
             }
         }
         if !od.regions.is_empty()
-            && !matches!(od.kind, OpKind::For { .. } | OpKind::If { .. } | OpKind::While { .. } | OpKind::Stage { .. })
+            && !matches!(
+                od.kind,
+                OpKind::For { .. }
+                    | OpKind::If { .. }
+                    | OpKind::While { .. }
+                    | OpKind::Stage { .. }
+            )
         {
             self.err(s, "only for, if, while and stage own regions");
         }
@@ -427,4 +526,8 @@ impl Verifier<'_> {
             self.err(k.span(op), "op results do not match its iteration values");
         }
     }
+}
+
+fn type_list(tys: &[ScalarType]) -> String {
+    tys.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
 }

@@ -1,0 +1,171 @@
+//! Conflicts: whether two shared accesses may touch one element from two different threads
+//! (at least one writing, not two atomics of the same kind), and at which loop-iteration
+//! distances.
+//!
+//! Same thread and same element is never a conflict: program order orders it (nvFuser's rule).
+//! Collective accesses conflict with everything they overlap, except that two collective
+//! accesses with the same layout name and view shape give each position to the same thread
+//! (carried by [`Who::Lane`] in the footprints).
+//!
+//! The relation between the two instances is given by a number of leading loop levels whose
+//! keys must match (`plen`), and optionally one *variable* level `c < plen` where the
+//! destination runs `d` iterations after the source. The result is a bitmask over `d`
+//! (bit 63 = "63 or more"), for conflicts (different threads) and for plain intersection
+//! (any thread, used for in-flight async copies), plus whether every conflicting pair of
+//! threads lies in one warp.
+//! Complexity: O(G_a · G_b · |touch|) where G are the instance groups of the two accesses.
+
+use crate::analysis::footprint::{Footprints, LoopDomain, Overlap};
+use crate::ir::AccessKind;
+
+/// Whether two access kinds can conflict at all (ignoring footprints).
+pub fn kinds_conflict(a: AccessKind, b: AccessKind) -> bool {
+    if !a.writes() && !b.writes() {
+        return false;
+    }
+    !matches!((a, b), (AccessKind::Atomic(x), AccessKind::Atomic(y)) if x == y)
+}
+
+/// Distances at which two accesses conflict.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PairConflict {
+    /// Bit `d`: a conflict between different threads at distance `d`.
+    pub conflict: u64,
+    /// Bit `d`: the footprints intersect at distance `d` (whoever touches them).
+    pub intersect: u64,
+    /// Every conflicting pair of threads lies within one warp.
+    pub intra_warp: bool,
+    /// One conflicting unit and who touches it on each side.
+    pub witness: Option<Overlap>,
+}
+
+fn bits_for(dom: Option<LoopDomain>, ka: Option<i64>, kb: Option<i64>) -> u64 {
+    let upto = |trip: Option<i64>| -> u64 {
+        match trip {
+            Some(t) if t < 63 => (1u64 << t.max(0)) - 1,
+            _ => u64::MAX,
+        }
+    };
+    match (dom, ka, kb) {
+        (Some(LoopDomain::Exact { step, .. }), Some(a), Some(b)) => {
+            let diff = b - a;
+            if diff >= 0 && diff % step == 0 {
+                1u64 << (diff / step).min(63)
+            } else {
+                0
+            }
+        }
+        (Some(LoopDomain::Exact { trip, .. }), _, _) => upto(Some(trip)),
+        (Some(LoopDomain::Periodic { step, period }), Some(a), Some(b)) => {
+            let mut m = 0u64;
+            for d in 0..63i64 {
+                if (a + d * step - b).rem_euclid(period) == 0 {
+                    m |= 1 << d;
+                }
+            }
+            if m != 0 {
+                m |= 1 << 63;
+            }
+            m
+        }
+        (Some(LoopDomain::Unknown { trip }), _, _) => upto(trip),
+        _ => u64::MAX,
+    }
+}
+
+/// Computes the conflict masks between source access `ai` and destination access `bi`.
+/// `plen` leading loop levels are related: equal keys, except level `var` (if any) where the
+/// destination is `d` iterations later. Levels at and beyond `plen` are unrelated.
+pub fn pair_conflict(
+    fp: &mut Footprints,
+    ai: usize,
+    bi: usize,
+    plen: usize,
+    var: Option<usize>,
+) -> PairConflict {
+    let warp = fp.warp;
+    let ga = fp.grouped(ai, plen);
+    let gb = fp.grouped(bi, plen);
+    let (la, lb) = (fp.accesses[ai].loops.clone(), fp.accesses[bi].loops.clone());
+    let loops = if la.len() >= lb.len() { la } else { lb };
+    let mut out = PairConflict {
+        intra_warp: true,
+        ..Default::default()
+    };
+    for (ka, ta) in ga.iter() {
+        for (kb, tb) in gb.iter() {
+            let mut mask = 1u64;
+            let mut ok = true;
+            #[expect(clippy::needless_range_loop, reason = "j indexes three parallel lists")]
+            for j in 0..plen.min(ka.len().max(kb.len())) {
+                let (x, y) = (ka.get(j).copied().flatten(), kb.get(j).copied().flatten());
+                if Some(j) == var {
+                    mask = bits_for(fp.domains.get(&loops[j]).copied(), x, y);
+                    if mask == 0 {
+                        ok = false;
+                        break;
+                    }
+                } else if let (Some(x), Some(y)) = (x, y)
+                    && x != y
+                {
+                    ok = false;
+                    break;
+                }
+            }
+            if !ok || (mask & !out.conflict == 0 && !out.intra_warp && out.witness.is_some()) {
+                continue;
+            }
+            if let Some(o) = ta.overlap(tb, warp) {
+                out.conflict |= mask;
+                out.intersect |= mask;
+                if !o.intra_warp {
+                    out.intra_warp = false;
+                }
+                if out.witness.is_none()
+                    || (!o.intra_warp && out.witness.is_some_and(|w| w.intra_warp))
+                {
+                    out.witness = Some(o);
+                }
+            } else if mask & !out.intersect != 0 && ta.intersects(tb).is_some() {
+                out.intersect |= mask;
+            }
+        }
+    }
+    if out.conflict == 0 {
+        out.intra_warp = false;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::AtomicOp;
+
+    #[test]
+    fn access_kinds() {
+        assert!(!kinds_conflict(AccessKind::Read, AccessKind::Read));
+        assert!(kinds_conflict(AccessKind::Read, AccessKind::Write));
+        assert!(!kinds_conflict(
+            AccessKind::Atomic(AtomicOp::Add),
+            AccessKind::Atomic(AtomicOp::Add)
+        ));
+        assert!(kinds_conflict(
+            AccessKind::Atomic(AtomicOp::Add),
+            AccessKind::Atomic(AtomicOp::Max)
+        ));
+        assert!(kinds_conflict(
+            AccessKind::Atomic(AtomicOp::Add),
+            AccessKind::Read
+        ));
+    }
+
+    #[test]
+    fn periodic_distance_bits() {
+        let dom = Some(LoopDomain::Periodic { step: 1, period: 3 });
+        // Source writes slot (k+2) mod 3 = 2 at k = 0; destination reads slot k mod 3 = 2 at k = 2.
+        let m = bits_for(dom, Some(0), Some(2));
+        assert_eq!(m & 0b111111, 0b100100);
+        assert_ne!(m & (1 << 63), 0);
+    }
+}

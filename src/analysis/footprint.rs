@@ -1,0 +1,1115 @@
+//! Footprints: which shared-memory elements each thread touches, per loop iteration.
+//!
+//! For every shared access (from `ir::effects`, never from opcodes) and every assignment of
+//! its enclosing loops' induction variables, the footprint is a [`Touch`]: for each address
+//! unit of shared memory, who touches it ([`Who`]: one thread, a layout position of a
+//! collective access, or several threads). It is computed by *evaluating* the pure index
+//! expression DAG concretely, thread by thread, over the bounded thread domain of the block
+//! and the iterations of the loops — exact at GPU block sizes. Guards (`if` conditions of
+//! ancestors) are evaluated the same way; an unknown guard means "may execute".
+//!
+//! Loop domains: a `for` with constant bounds and at most [`MAX_TRIP`] iterations is
+//! enumerated exactly. A loop with symbolic bounds is enumerated over residues `0..P` of its
+//! induction variable when every expression of the accesses inside it depends on the
+//! variable only through `rem`/`and` by constants (period `P`, the lcm; this makes
+//! `rem %k, 3` and `rem (k+2), 3` exact); otherwise its variable is unknown. Unknown values
+//! (loads, parameters, iteration values) make an index unknown: the access may touch any
+//! unit of its buffer (conservative).
+//!
+//! Address spaces: every unpinned buffer is its own space; pinned buffers (`at N`) share
+//! space 0 and are compared by byte range, so aliasing is exact. Addresses are counted in
+//! units of the gcd of the element sizes of the space.
+//!
+//! Lattice per unit: `One(t)` ⊑ `Many(warp)` ⊑ `Many(None)` (join = [`Who::merge`]).
+//! Complexity: O(instances · threads · |index DAG|) per access; instances are capped at
+//! [`MAX_INSTANCES`] (beyond, inner variables become unknown).
+
+use std::collections::HashMap;
+
+use crate::analysis::uniformity::Uniformity;
+use crate::ir::*;
+
+/// Constant loops with more iterations than this are treated like symbolic loops.
+pub const MAX_TRIP: i64 = 256;
+/// Largest period enumerated for a symbolic loop.
+pub const MAX_PERIOD: i64 = 256;
+/// Cap on the enumerated iteration assignments of one access.
+pub const MAX_INSTANCES: usize = 4096;
+
+/// Names one shared access: an op and the index of the access in its effects.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AccessRef {
+    pub op: Op,
+    pub index: usize,
+}
+
+/// Who touches an address unit.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Who {
+    /// Exactly this thread (linear id).
+    One(u32),
+    /// The owner of position `pos` under collective layout `layout` (same layout and shape ⇒
+    /// same thread; otherwise unknown).
+    Lane { layout: u32, pos: u32 },
+    /// Two or more threads, or an unknown thread; `Some(w)` when all lie in warp `w`.
+    Many(Option<u32>),
+}
+
+impl Who {
+    /// The join: who touches a unit touched by `self` or by `other`.
+    pub fn merge(self, other: Who, warp: u32) -> Who {
+        use Who::*;
+        match (self, other) {
+            (a, b) if a == b => a,
+            (One(x), One(y)) => Many((x / warp == y / warp).then_some(x / warp)),
+            (Many(w), One(x)) | (One(x), Many(w)) => Many(w.filter(|&w| w == x / warp)),
+            (Many(a), Many(b)) => Many(if a == b { a } else { None }),
+            _ => Many(None),
+        }
+    }
+
+    /// Whether two different threads may be involved: `None` when not (same thread), else
+    /// `Some(intra_warp)`, true when every such pair of threads lies in one warp.
+    pub fn conflict(self, other: Who, warp: u32) -> Option<bool> {
+        use Who::*;
+        match (self, other) {
+            (One(x), One(y)) => (x != y).then_some(x / warp == y / warp),
+            (Lane { layout: a, pos: p }, Lane { layout: b, pos: q }) => {
+                (a != b || p != q).then_some(false)
+            }
+            (Many(w), One(x)) | (One(x), Many(w)) => Some(w == Some(x / warp)),
+            (Many(a), Many(b)) => Some(a.is_some() && a == b),
+            _ => Some(false),
+        }
+    }
+
+    /// A representative thread, for witnesses.
+    pub fn thread(self) -> Option<u32> {
+        match self {
+            Who::One(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// The units one access instance touches, and by whom.
+#[derive(Clone, Debug, Default)]
+pub struct Touch {
+    /// Key `space << 40 | unit` to who touches it.
+    pub exact: HashMap<u64, Who>,
+    /// Unknown footprints: may touch any unit in `[lo, hi)` (keys as above).
+    pub unknown: Vec<(u64, u64, Who)>,
+}
+
+/// Two touches overlap with different threads: the unit key, who on each side, and whether
+/// every conflicting pair is intra-warp.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Overlap {
+    pub unit: u64,
+    pub a: Who,
+    pub b: Who,
+    pub intra_warp: bool,
+}
+
+impl Touch {
+    pub fn is_empty(&self) -> bool {
+        self.exact.is_empty() && self.unknown.is_empty()
+    }
+
+    fn add(&mut self, key: u64, who: Who, warp: u32) {
+        self.exact
+            .entry(key)
+            .and_modify(|w| *w = w.merge(who, warp))
+            .or_insert(who);
+    }
+
+    fn add_unknown(&mut self, lo: u64, hi: u64, who: Who, warp: u32) {
+        for u in &mut self.unknown {
+            if u.0 == lo && u.1 == hi {
+                u.2 = u.2.merge(who, warp);
+                return;
+            }
+        }
+        self.unknown.push((lo, hi, who));
+    }
+
+    /// The union (join) of two touches.
+    pub fn merge_from(&mut self, other: &Touch, warp: u32) {
+        for (&k, &w) in &other.exact {
+            self.add(k, w, warp);
+        }
+        for &(lo, hi, w) in &other.unknown {
+            self.add_unknown(lo, hi, w, warp);
+        }
+    }
+
+    /// Units touched by both with (possibly) different threads. `same_layout_ok` is unused
+    /// here: layout identity is carried by [`Who::Lane`]. Returns the first witness and
+    /// whether all conflicting pairs are intra-warp (`None` if there is no conflict).
+    pub fn overlap(&self, other: &Touch, warp: u32) -> Option<Overlap> {
+        let mut found: Option<Overlap> = None;
+        let mut record = |unit, a: Who, b: Who, intra: bool| -> bool {
+            match &mut found {
+                None => {
+                    found = Some(Overlap {
+                        unit,
+                        a,
+                        b,
+                        intra_warp: intra,
+                    })
+                }
+                Some(f) => {
+                    if !intra && f.intra_warp {
+                        *f = Overlap {
+                            unit,
+                            a,
+                            b,
+                            intra_warp: false,
+                        };
+                    }
+                }
+            }
+            // Stop once a cross-warp conflict is known.
+            !intra
+        };
+        let (small, large, swapped) = if self.exact.len() <= other.exact.len() {
+            (self, other, false)
+        } else {
+            (other, self, true)
+        };
+        for (&k, &w) in &small.exact {
+            if let Some(&v) = large.exact.get(&k) {
+                let (a, b) = if swapped { (v, w) } else { (w, v) };
+                if let Some(intra) = a.conflict(b, warp)
+                    && record(k, a, b, intra)
+                {
+                    return found;
+                }
+            }
+        }
+        for &(lo, hi, w) in &self.unknown {
+            for (&k, &v) in &other.exact {
+                if k >= lo
+                    && k < hi
+                    && let Some(intra) = w.conflict(v, warp)
+                    && record(k, w, v, intra)
+                {
+                    return found;
+                }
+            }
+            for &(lo2, hi2, v) in &other.unknown {
+                if lo.max(lo2) < hi.min(hi2)
+                    && let Some(intra) = w.conflict(v, warp)
+                    && record(lo.max(lo2), w, v, intra)
+                {
+                    return found;
+                }
+            }
+        }
+        for &(lo, hi, v) in &other.unknown {
+            for (&k, &w) in &self.exact {
+                if k >= lo
+                    && k < hi
+                    && let Some(intra) = w.conflict(v, warp)
+                    && record(k, w, v, intra)
+                {
+                    return found;
+                }
+            }
+        }
+        found
+    }
+
+    /// Units touched by two or more different threads within this one instance.
+    pub fn self_overlap(&self) -> Option<(u64, Who)> {
+        self.exact
+            .iter()
+            .find(|(_, w)| matches!(w, Who::Many(_)))
+            .map(|(&k, &w)| (k, w))
+    }
+
+    /// Whether the two touches share any unit at all, whoever touches it (in-flight copies).
+    pub fn intersects(&self, other: &Touch) -> Option<u64> {
+        for k in self.exact.keys() {
+            if other.exact.contains_key(k)
+                || other.unknown.iter().any(|&(lo, hi, _)| *k >= lo && *k < hi)
+            {
+                return Some(*k);
+            }
+        }
+        for &(lo, hi, _) in &self.unknown {
+            if let Some(k) = other.exact.keys().find(|&&k| k >= lo && k < hi) {
+                return Some(*k);
+            }
+            if other
+                .unknown
+                .iter()
+                .any(|&(l2, h2, _)| lo.max(l2) < hi.min(h2))
+            {
+                return Some(lo);
+            }
+        }
+        None
+    }
+}
+
+/// How a loop's induction variable is enumerated.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum LoopDomain {
+    /// Constant bounds: the values `lo, lo+step, ...` (`trip` of them, at most [`MAX_TRIP`]).
+    Exact { step: i64, trip: i64 },
+    /// Symbolic bounds, accesses periodic in the variable: residues `0..period`.
+    Periodic { step: i64, period: i64 },
+    /// Unknown variable (or a `while` loop): every iteration distance is possible.
+    Unknown { trip: Option<i64> },
+}
+
+/// A shared access with its static context.
+#[derive(Clone, Debug)]
+pub struct AccessInfo {
+    pub id: AccessRef,
+    pub access: SharedAccess,
+    /// Enclosing loops (`for` and `while`), outermost first.
+    pub loops: Vec<Op>,
+    /// Address space (0 = pinned buffers).
+    pub space: u64,
+}
+
+/// Footprints of every shared access of a kernel, computed lazily and cached.
+pub struct Footprints<'k> {
+    pub k: &'k Kernel,
+    pub warp: u32,
+    pub accesses: Vec<AccessInfo>,
+    index_of: HashMap<AccessRef, usize>,
+    units: HashMap<u64, u64>,
+    pub domains: HashMap<Op, LoopDomain>,
+    parent: HashMap<Op, Op>,
+    op_region: HashMap<Op, Region>,
+    uniform: Uniformity,
+    inst_cache: HashMap<usize, Instances>,
+    group_cache: HashMap<(usize, usize), Instances>,
+    layouts: HashMap<(String, Vec<u64>), u32>,
+}
+
+type Env = HashMap<Value, i64>;
+
+/// Instances of an access: loop keys (outermost first; `None` = unknown) and touches.
+pub type Instances = std::rc::Rc<Vec<(Vec<Option<i64>>, Touch)>>;
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a.abs() } else { gcd(b, a % b) }
+}
+
+fn lcm(a: i64, b: i64) -> i64 {
+    if a == 0 || b == 0 {
+        a.max(b)
+    } else {
+        (a / gcd(a, b)).saturating_mul(b)
+    }
+}
+
+/// How a value depends on one loop's induction variable.
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Dep {
+    Indep,
+    /// A polynomial in the variable (and periodic functions of period p).
+    Poly(i64),
+    /// A periodic function with this period (in values of the variable).
+    Periodic(i64),
+    Bad,
+}
+
+impl<'k> Footprints<'k> {
+    /// Collects the accesses of `k` and their loop domains.
+    pub fn new(k: &'k Kernel, warp: u32) -> Self {
+        let uniform = crate::analysis::uniformity::analyze(k);
+        let mut parent = HashMap::new();
+        let mut op_region = HashMap::new();
+        for (r, rd) in k.regions.iter() {
+            for &op in &rd.ops {
+                op_region.insert(op, r);
+            }
+        }
+        for (op, od) in k.ops.iter() {
+            for &r in &od.regions {
+                for &c in &k.regions[r].ops {
+                    parent.insert(c, op);
+                }
+            }
+        }
+        let mut units: HashMap<u64, u64> = HashMap::new();
+        for (b, bd) in k.buffers.iter() {
+            let space = if bd.offset.is_some() {
+                0
+            } else {
+                b.index() as u64 + 1
+            };
+            let e = bd.elem.bytes() as i64;
+            units
+                .entry(space)
+                .and_modify(|u| *u = gcd(*u as i64, e) as u64)
+                .or_insert(e as u64);
+        }
+        let mut fp = Footprints {
+            k,
+            warp: warp.max(1),
+            accesses: Vec::new(),
+            index_of: HashMap::new(),
+            units,
+            domains: HashMap::new(),
+            parent,
+            op_region,
+            uniform,
+            inst_cache: HashMap::new(),
+            group_cache: HashMap::new(),
+            layouts: HashMap::new(),
+        };
+        for op in k.ops_in_order() {
+            let eff = effects(k, op);
+            for (i, a) in eff.shared.into_iter().enumerate() {
+                let b = k.root_buffer(a.mem);
+                if k.buffers[b].elem == ElemType::MBarrier {
+                    continue;
+                }
+                let space = if k.buffers[b].offset.is_some() {
+                    0
+                } else {
+                    b.index() as u64 + 1
+                };
+                let loops = fp.loops_of(op);
+                let id = AccessRef { op, index: i };
+                fp.index_of.insert(id, fp.accesses.len());
+                fp.accesses.push(AccessInfo {
+                    id,
+                    access: a,
+                    loops,
+                    space,
+                });
+            }
+        }
+        let loop_ops: Vec<Op> = k
+            .ops
+            .keys()
+            .filter(|&o| matches!(k.ops[o].kind, OpKind::For { .. } | OpKind::While { .. }))
+            .collect();
+        for l in loop_ops {
+            let d = fp.domain(l);
+            fp.domains.insert(l, d);
+        }
+        fp
+    }
+
+    pub fn uniformity(&self) -> &Uniformity {
+        &self.uniform
+    }
+
+    pub fn index(&self, a: AccessRef) -> Option<usize> {
+        self.index_of.get(&a).copied()
+    }
+
+    /// Ancestor ops of `op`, outermost first.
+    pub fn ancestors(&self, op: Op) -> Vec<Op> {
+        let mut v = Vec::new();
+        let mut cur = self.parent.get(&op).copied();
+        while let Some(p) = cur {
+            v.push(p);
+            cur = self.parent.get(&p).copied();
+        }
+        v.reverse();
+        v
+    }
+
+    pub fn region_of(&self, op: Op) -> Option<Region> {
+        self.op_region.get(&op).copied()
+    }
+
+    pub fn loops_of(&self, op: Op) -> Vec<Op> {
+        self.ancestors(op)
+            .into_iter()
+            .filter(|&o| {
+                matches!(
+                    self.k.ops[o].kind,
+                    OpKind::For { .. } | OpKind::While { .. }
+                )
+            })
+            .collect()
+    }
+
+    /// The unit size (bytes) of an address space.
+    pub fn unit(&self, space: u64) -> u64 {
+        self.units.get(&space).copied().unwrap_or(1).max(1)
+    }
+
+    /// Describes a unit key as `@buffer[element]` for explanations.
+    pub fn describe_unit(&self, key: u64) -> String {
+        let space = key >> 40;
+        let byte = (key & ((1 << 40) - 1)) * self.unit(space);
+        for (b, bd) in self.k.buffers.iter() {
+            let (bs, base) = match bd.offset {
+                Some(o) => (0, o),
+                None => (b.index() as u64 + 1, 0),
+            };
+            if bs == space && byte >= base && byte < base + bd.bytes() {
+                let mut lin = (byte - base) / bd.elem.bytes();
+                let mut idx = vec![0; bd.shape.len()];
+                for (i, &d) in bd.shape.iter().enumerate().rev() {
+                    idx[i] = lin % d.max(1);
+                    lin /= d.max(1);
+                }
+                let s: Vec<String> = idx.iter().map(|x| x.to_string()).collect();
+                return format!("@{}[{}]", bd.name, s.join(", "));
+            }
+        }
+        format!("byte {byte}")
+    }
+
+    // ---- evaluation ----
+
+    fn eval_operand(
+        &self,
+        o: &Operand,
+        env: &Env,
+        tid: u32,
+        memo: &mut HashMap<Value, Option<i64>>,
+    ) -> Option<i64> {
+        match o {
+            Operand::Imm(s) => match s {
+                Scalar::I1(b) => Some(*b as i64),
+                Scalar::I32(v) => Some(*v as i64),
+                Scalar::F32(_) => None,
+            },
+            Operand::Value(v) => self.eval(*v, env, tid, memo),
+        }
+    }
+
+    /// Evaluates an integer value for thread `tid` with the loop variables of `env`.
+    pub fn eval(
+        &self,
+        v: Value,
+        env: &Env,
+        tid: u32,
+        memo: &mut HashMap<Value, Option<i64>>,
+    ) -> Option<i64> {
+        if let Some(r) = memo.get(&v) {
+            return *r;
+        }
+        let k = self.k;
+        let r = match k.values[v].def {
+            ValueDef::Param(_) => None,
+            ValueDef::RegionArg(..) => env.get(&v).copied(),
+            ValueDef::Result(op, _) => {
+                let ev = |o: &Operand, memo: &mut HashMap<Value, Option<i64>>| {
+                    self.eval_operand(o, env, tid, memo)
+                };
+                match &k.ops[op].kind {
+                    OpKind::Const(s) => self.eval_operand(&Operand::Imm(*s), env, tid, memo),
+                    OpKind::Special(s) => self.special(*s, tid),
+                    OpKind::Binary(b, x, y) => {
+                        let (x, y) = (ev(x, memo), ev(y, memo));
+                        match (x, y) {
+                            (Some(x), Some(y)) => binop(*b, x, y),
+                            _ => None,
+                        }
+                    }
+                    OpKind::Unary(u, x) => ev(x, memo).and_then(|x| match u {
+                        UnOp::Neg => Some(wrap(-x)),
+                        UnOp::Not => Some(if k.values[v].ty == ScalarType::I1 {
+                            1 - x
+                        } else {
+                            wrap(!x)
+                        }),
+                        UnOp::Abs => Some(wrap(x.abs())),
+                        _ => None,
+                    }),
+                    OpKind::Cmp(p, x, y) => match (ev(x, memo), ev(y, memo)) {
+                        (Some(x), Some(y)) => Some(match p {
+                            CmpPred::Eq => x == y,
+                            CmpPred::Ne => x != y,
+                            CmpPred::Lt => x < y,
+                            CmpPred::Le => x <= y,
+                            CmpPred::Gt => x > y,
+                            CmpPred::Ge => x >= y,
+                        } as i64),
+                        _ => None,
+                    },
+                    OpKind::Select(c, x, y) => match ev(c, memo) {
+                        Some(c) => {
+                            if c != 0 {
+                                ev(x, memo)
+                            } else {
+                                ev(y, memo)
+                            }
+                        }
+                        None => None,
+                    },
+                    OpKind::InGroup(g) => {
+                        let gd = &k.groups[*g];
+                        Some((tid >= gd.lo && tid < gd.hi) as i64)
+                    }
+                    _ => None,
+                }
+            }
+        };
+        memo.insert(v, r);
+        r
+    }
+
+    fn special(&self, s: Special, tid: u32) -> Option<i64> {
+        let [bx, by, bz] = self.k.block;
+        let t = tid as i64;
+        let (bx, by) = (bx.max(1) as i64, by.max(1) as i64);
+        Some(match s {
+            Special::Tid(0) => t % bx,
+            Special::Tid(1) => (t / bx) % by,
+            Special::Tid(_) => t / (bx * by),
+            Special::LinearTid => t,
+            Special::Lane => t % self.warp as i64,
+            Special::Warp => t / self.warp as i64,
+            Special::BlockDim(d) => [bx, by, bz.max(1) as i64][d.min(2) as usize],
+            Special::GridDim(d) => self.k.grid[d.min(2) as usize] as i64,
+            Special::Bid(_) => return None,
+        })
+    }
+
+    // ---- loop domains ----
+
+    fn dep(&self, v: Value, iv: Value, memo: &mut HashMap<Value, Dep>) -> Dep {
+        if v == iv {
+            return Dep::Poly(1);
+        }
+        if let Some(d) = memo.get(&v) {
+            return *d;
+        }
+        let k = self.k;
+        let d = match k.values[v].def {
+            ValueDef::Param(_) | ValueDef::RegionArg(..) => Dep::Indep,
+            ValueDef::Result(op, _) => {
+                let od = |o: &Operand, memo: &mut HashMap<Value, Dep>| {
+                    o.value().map_or(Dep::Indep, |x| self.dep(x, iv, memo))
+                };
+                let konst = |o: &Operand| match o {
+                    Operand::Imm(Scalar::I32(c)) => Some(*c as i64),
+                    Operand::Value(x) => match k.values[*x].def {
+                        ValueDef::Result(op, _) => match k.ops[op].kind {
+                            OpKind::Const(Scalar::I32(c)) => Some(c as i64),
+                            _ => None,
+                        },
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                match &k.ops[op].kind {
+                    OpKind::Binary(b, x, y) => {
+                        let (dx, dy) = (od(x, memo), od(y, memo));
+                        match b {
+                            BinOp::Add | BinOp::Sub | BinOp::Mul => ring(dx, dy),
+                            BinOp::Shl if dy == Dep::Indep => dx,
+                            BinOp::Rem => match konst(y) {
+                                Some(c) if c > 0 => reduce(dx, c),
+                                _ => generic(&[dx, dy]),
+                            },
+                            BinOp::And => match konst(y) {
+                                Some(c) if c >= 0 && (c + 1) & c == 0 => reduce(dx, c + 1),
+                                _ => generic(&[dx, dy]),
+                            },
+                            _ => generic(&[dx, dy]),
+                        }
+                    }
+                    OpKind::Unary(UnOp::Neg, x) => od(x, memo),
+                    OpKind::Unary(_, x) | OpKind::Cast(_, x) => generic(&[od(x, memo)]),
+                    OpKind::Cmp(_, x, y) => {
+                        let (dx, dy) = (od(x, memo), od(y, memo));
+                        generic(&[dx, dy])
+                    }
+                    OpKind::Select(c, x, y) => {
+                        let (a, b, cc) = (od(x, memo), od(y, memo), od(c, memo));
+                        generic(&[a, b, cc])
+                    }
+                    _ => Dep::Indep,
+                }
+            }
+        };
+        memo.insert(v, d);
+        d
+    }
+
+    /// The integer values an access depends on: indices, view indices, guard conditions and
+    /// bounds of loops between `l` and the access.
+    fn relevant_values(&self, a: &AccessInfo, l: Op) -> Vec<Value> {
+        let mut out = Vec::new();
+        if let Footprint::PerThread(ix) = &a.access.footprint {
+            out.extend(ix.iter().filter_map(|o| o.value()));
+        }
+        let mut m = a.access.mem;
+        while let MemRef::View(v) = m {
+            for ix in &self.k.views[v].indices {
+                if let ViewIndex::At(Operand::Value(x)) = ix {
+                    out.push(*x);
+                }
+            }
+            m = self.k.views[v].base;
+        }
+        let anc = self.ancestors(a.id.op);
+        let start = anc.iter().position(|&o| o == l).map_or(0, |p| p + 1);
+        for &o in &anc[start..] {
+            match &self.k.ops[o].kind {
+                OpKind::If { cond } => out.extend(cond.value()),
+                OpKind::For { lo, hi, step, .. } => {
+                    out.extend([lo, hi, step].iter().filter_map(|x| x.value()))
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    fn domain(&self, l: Op) -> LoopDomain {
+        let k = self.k;
+        let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
+            return LoopDomain::Unknown { trip: None };
+        };
+        let bounds_uniform = [lo, hi, step]
+            .iter()
+            .all(|o| self.uniform.operand_uniform(o));
+        let env = Env::new();
+        let mut memo = HashMap::new();
+        let c = |o: &Operand, memo: &mut HashMap<Value, Option<i64>>| {
+            self.eval_operand(o, &env, 0, memo)
+        };
+        let (lo_c, hi_c, st) = (c(lo, &mut memo), c(hi, &mut memo), c(step, &mut memo));
+        let Some(st) = st.filter(|&s| s > 0) else {
+            return LoopDomain::Unknown { trip: None };
+        };
+        if !bounds_uniform {
+            return LoopDomain::Unknown { trip: None };
+        }
+        let trip = match (lo_c, hi_c) {
+            (Some(a), Some(b)) => Some(((b - a).max(0) + st - 1) / st),
+            _ => None,
+        };
+        if let Some(t) = trip
+            && t <= MAX_TRIP
+        {
+            return LoopDomain::Exact { step: st, trip: t };
+        }
+        // Symbolic (or long): periodic in the variable?
+        let iv = k.regions[k.ops[l].regions[0]].args[0];
+        let mut period = 1i64;
+        let mut memo = HashMap::new();
+        for a in &self.accesses {
+            if !a.loops.contains(&l) {
+                continue;
+            }
+            for v in self.relevant_values(a, l) {
+                match self.dep(v, iv, &mut memo) {
+                    Dep::Indep => {}
+                    Dep::Periodic(p) => period = lcm(period, p),
+                    Dep::Poly(_) | Dep::Bad => return LoopDomain::Unknown { trip },
+                }
+            }
+        }
+        if period > MAX_PERIOD {
+            return LoopDomain::Unknown { trip };
+        }
+        LoopDomain::Periodic { step: st, period }
+    }
+
+    // ---- footprints ----
+
+    fn layout_id(&mut self, name: &str, shape: &[u64]) -> u32 {
+        let n = self.layouts.len() as u32;
+        *self
+            .layouts
+            .entry((name.to_string(), shape.to_vec()))
+            .or_insert(n)
+    }
+
+    /// Resolves root-buffer indices of a memref access. `None`: unknown.
+    fn root_index(
+        &self,
+        m: MemRef,
+        idx: Vec<Option<i64>>,
+        env: &Env,
+        tid: u32,
+        memo: &mut HashMap<Value, Option<i64>>,
+    ) -> Option<(Buffer, Vec<i64>)> {
+        match m {
+            MemRef::Buffer(b) => {
+                let idx: Option<Vec<i64>> = idx.into_iter().collect();
+                Some((b, idx?))
+            }
+            MemRef::View(v) => {
+                let vd = &self.k.views[v];
+                let mut out = Vec::new();
+                let mut j = 0;
+                for ix in &vd.indices {
+                    match ix {
+                        ViewIndex::At(o) => out.push(self.eval_operand(o, env, tid, memo)),
+                        ViewIndex::Range(lo, _) => {
+                            out.push(idx.get(j).copied().flatten().map(|x| x + *lo as i64));
+                            j += 1;
+                        }
+                    }
+                }
+                out.extend(idx.into_iter().skip(j));
+                self.root_index(vd.base, out, env, tid, memo)
+            }
+        }
+    }
+
+    /// (key of the first unit, number of units) of a root element.
+    fn unit_key(&self, b: Buffer, idx: &[i64]) -> Option<(u64, u64)> {
+        let bd = &self.k.buffers[b];
+        if idx.len() != bd.shape.len() {
+            return None;
+        }
+        let mut lin: u64 = 0;
+        for (&i, &d) in idx.iter().zip(&bd.shape) {
+            if i < 0 || i as u64 >= d {
+                return None;
+            }
+            lin = lin * d + i as u64;
+        }
+        let (space, base) = match bd.offset {
+            Some(o) => (0, o),
+            None => (b.index() as u64 + 1, 0),
+        };
+        let u = self.unit(space);
+        let byte = base + lin * bd.elem.bytes();
+        Some(((space << 40) | (byte / u), bd.elem.bytes() / u))
+    }
+
+    /// The key range of a whole root buffer.
+    fn buffer_range(&self, b: Buffer) -> (u64, u64) {
+        let bd = &self.k.buffers[b];
+        let (space, base) = match bd.offset {
+            Some(o) => (0, o),
+            None => (b.index() as u64 + 1, 0),
+        };
+        let u = self.unit(space);
+        (
+            (space << 40) | (base / u),
+            (space << 40) | ((base + bd.bytes()).div_ceil(u)),
+        )
+    }
+
+    /// Whether thread `tid` may execute the op under `env` (guards of enclosing `if`s).
+    fn executes(
+        &self,
+        op: Op,
+        env: &Env,
+        tid: u32,
+        memo: &mut HashMap<Value, Option<i64>>,
+    ) -> bool {
+        let mut child = op;
+        for &anc in self.ancestors(op).iter().rev() {
+            if let OpKind::If { cond } = &self.k.ops[anc].kind {
+                let then_r = self.k.ops[anc].regions[0];
+                let in_then = self.op_region.get(&child) == Some(&then_r);
+                if let Some(c) = self.eval_operand(cond, env, tid, memo)
+                    && (c != 0) != in_then
+                {
+                    return false;
+                }
+            }
+            child = anc;
+        }
+        true
+    }
+
+    fn touch(&mut self, ai: usize, env: &Env) -> Touch {
+        let a = self.accesses[ai].clone();
+        let k = self.k;
+        let threads = k.threads().max(1);
+        let warp = self.warp;
+        let mut t = Touch::default();
+        let root = k.root_buffer(a.access.mem);
+        match &a.access.footprint {
+            Footprint::PerThread(ix) => {
+                for tid in 0..threads {
+                    let mut memo = HashMap::new();
+                    if !self.executes(a.id.op, env, tid, &mut memo) {
+                        continue;
+                    }
+                    let idx: Vec<Option<i64>> = ix
+                        .iter()
+                        .map(|o| self.eval_operand(o, env, tid, &mut memo))
+                        .collect();
+                    match self
+                        .root_index(a.access.mem, idx, env, tid, &mut memo)
+                        .and_then(|(b, i)| self.unit_key(b, &i))
+                    {
+                        Some((key, n)) => {
+                            for u in 0..n {
+                                t.add(key + u, Who::One(tid), warp);
+                            }
+                        }
+                        None => {
+                            let (lo, hi) = self.buffer_range(root);
+                            t.add_unknown(lo, hi, Who::One(tid), warp);
+                        }
+                    }
+                }
+            }
+            Footprint::Collective { layout } => {
+                let mut first = None;
+                for tid in 0..threads {
+                    let mut memo = HashMap::new();
+                    if self.executes(a.id.op, env, tid, &mut memo) {
+                        first = Some(tid);
+                        break;
+                    }
+                }
+                let Some(tid) = first else { return t };
+                let shape = k.shape(a.access.mem);
+                let uniform_view = view_uniform(k, &self.uniform, a.access.mem);
+                let lay = match layout {
+                    Some(l) if !a.access.kind.is_async() => Some(self.layout_id(l, &shape)),
+                    _ => None,
+                };
+                let total: u64 = shape.iter().product();
+                let mut memo = HashMap::new();
+                if !uniform_view || total > 1 << 20 {
+                    let (lo, hi) = self.buffer_range(root);
+                    t.add_unknown(lo, hi, Who::Many(None), warp);
+                    return t;
+                }
+                for p in 0..total {
+                    let mut idx = vec![0i64; shape.len()];
+                    let mut rem = p;
+                    for (i, &d) in shape.iter().enumerate().rev() {
+                        idx[i] = (rem % d.max(1)) as i64;
+                        rem /= d.max(1);
+                    }
+                    let who = match lay {
+                        Some(l) => Who::Lane {
+                            layout: l,
+                            pos: p as u32,
+                        },
+                        None => Who::Many(None),
+                    };
+                    let idx = idx.into_iter().map(Some).collect();
+                    match self
+                        .root_index(a.access.mem, idx, env, tid, &mut memo)
+                        .and_then(|(b, i)| self.unit_key(b, &i))
+                    {
+                        Some((key, n)) => {
+                            for u in 0..n {
+                                t.add(key + u, who, warp);
+                            }
+                        }
+                        None => {
+                            let (lo, hi) = self.buffer_range(root);
+                            t.add_unknown(lo, hi, Who::Many(None), warp);
+                            return t;
+                        }
+                    }
+                }
+            }
+        }
+        t
+    }
+
+    /// Every enumerated instance of access `ai`: loop keys (outermost first; `None` =
+    /// unknown variable) and its touch.
+    pub fn instances(&mut self, ai: usize) -> Instances {
+        if let Some(c) = self.inst_cache.get(&ai) {
+            return c.clone();
+        }
+        let loops = self.accesses[ai].loops.clone();
+        let mut out = Vec::new();
+        let mut env = Env::new();
+        let mut keys = Vec::new();
+        self.enumerate(ai, &loops, 0, &mut env, &mut keys, &mut out, 1);
+        let rc = std::rc::Rc::new(out);
+        self.inst_cache.insert(ai, rc.clone());
+        rc
+    }
+
+    #[expect(clippy::too_many_arguments, reason = "recursive enumeration state")]
+    fn enumerate(
+        &mut self,
+        ai: usize,
+        loops: &[Op],
+        level: usize,
+        env: &mut Env,
+        keys: &mut Vec<Option<i64>>,
+        out: &mut Vec<(Vec<Option<i64>>, Touch)>,
+        count: usize,
+    ) {
+        if level == loops.len() {
+            let t = self.touch(ai, env);
+            out.push((keys.clone(), t));
+            return;
+        }
+        let l = loops[level];
+        let k = self.k;
+        let values: Option<Vec<i64>> = match (self.domains.get(&l).copied(), &k.ops[l].kind) {
+            (Some(LoopDomain::Exact { step, .. }), OpKind::For { lo, hi, .. }) => {
+                let mut memo = HashMap::new();
+                let lo = self.eval_operand(lo, env, 0, &mut memo);
+                let hi = self.eval_operand(hi, env, 0, &mut memo);
+                match (lo, hi) {
+                    (Some(lo), Some(hi)) => Some(
+                        (0..)
+                            .map(|i| lo + i * step)
+                            .take_while(|&x| x < hi)
+                            .collect(),
+                    ),
+                    _ => None,
+                }
+            }
+            (Some(LoopDomain::Periodic { period, .. }), _) => Some((0..period).collect()),
+            _ => None,
+        };
+        let iv = match &k.ops[l].kind {
+            OpKind::For { .. } => Some(k.regions[k.ops[l].regions[0]].args[0]),
+            _ => None,
+        };
+        match (values, iv) {
+            (Some(vals), Some(iv)) if count.saturating_mul(vals.len().max(1)) <= MAX_INSTANCES => {
+                let n = vals.len();
+                for x in vals {
+                    env.insert(iv, x);
+                    keys.push(Some(x));
+                    self.enumerate(ai, loops, level + 1, env, keys, out, count * n.max(1));
+                    keys.pop();
+                }
+                env.remove(&iv);
+            }
+            _ => {
+                keys.push(None);
+                self.enumerate(ai, loops, level + 1, env, keys, out, count);
+                keys.pop();
+            }
+        }
+    }
+
+    /// Instances of access `ai` grouped by their first `plen` loop keys, each the union over
+    /// the deeper loops.
+    pub fn grouped(&mut self, ai: usize, plen: usize) -> Instances {
+        if let Some(c) = self.group_cache.get(&(ai, plen)) {
+            return c.clone();
+        }
+        let inst = self.instances(ai);
+        let mut groups: Vec<(Vec<Option<i64>>, Touch)> = Vec::new();
+        let mut at: HashMap<Vec<Option<i64>>, usize> = HashMap::new();
+        for (keys, t) in inst.iter() {
+            let p: Vec<Option<i64>> = keys[..plen.min(keys.len())].to_vec();
+            match at.get(&p) {
+                Some(&i) => groups[i].1.merge_from(t, self.warp),
+                None => {
+                    at.insert(p.clone(), groups.len());
+                    groups.push((p, t.clone()));
+                }
+            }
+        }
+        let rc = std::rc::Rc::new(groups);
+        self.group_cache.insert((ai, plen), rc.clone());
+        rc
+    }
+}
+
+fn view_uniform(k: &Kernel, u: &Uniformity, m: MemRef) -> bool {
+    match m {
+        MemRef::Buffer(_) => true,
+        MemRef::View(v) => {
+            k.views[v].indices.iter().all(|ix| match ix {
+                ViewIndex::At(o) => u.operand_uniform(o),
+                ViewIndex::Range(..) => true,
+            }) && view_uniform(k, u, k.views[v].base)
+        }
+    }
+}
+
+fn wrap(x: i64) -> i64 {
+    x as i32 as i64
+}
+
+fn binop(b: BinOp, x: i64, y: i64) -> Option<i64> {
+    Some(wrap(match b {
+        BinOp::Add => x.wrapping_add(y),
+        BinOp::Sub => x.wrapping_sub(y),
+        BinOp::Mul => x.wrapping_mul(y),
+        BinOp::Div => {
+            if y == 0 {
+                return None;
+            }
+            x.div_euclid(y) - if y < 0 && x.rem_euclid(y) != 0 { 1 } else { 0 }
+        }
+        BinOp::Rem => {
+            if y == 0 {
+                return None;
+            }
+            x - y * binop(BinOp::Div, x, y)?
+        }
+        BinOp::Min => x.min(y),
+        BinOp::Max => x.max(y),
+        BinOp::And => x & y,
+        BinOp::Or => x | y,
+        BinOp::Xor => x ^ y,
+        BinOp::Shl => ((x as i32).wrapping_shl((y & 31) as u32)) as i64,
+        BinOp::Shr => ((x as i32) >> (y & 31)) as i64,
+    }))
+}
+
+fn ring(a: Dep, b: Dep) -> Dep {
+    use Dep::*;
+    match (a, b) {
+        (Bad, _) | (_, Bad) => Bad,
+        (Indep, x) | (x, Indep) => x,
+        (Periodic(p), Periodic(q)) => Periodic(lcm(p, q)),
+        (Poly(p), Poly(q)) | (Poly(p), Periodic(q)) | (Periodic(q), Poly(p)) => Poly(lcm(p, q)),
+    }
+}
+
+fn reduce(a: Dep, c: i64) -> Dep {
+    match a {
+        Dep::Indep => Dep::Indep,
+        Dep::Poly(p) | Dep::Periodic(p) => Dep::Periodic(lcm(p, c)),
+        Dep::Bad => Dep::Bad,
+    }
+}
+
+fn generic(ds: &[Dep]) -> Dep {
+    let mut p = 1;
+    let mut any = false;
+    for d in ds {
+        match d {
+            Dep::Indep => {}
+            Dep::Periodic(q) => {
+                p = lcm(p, *q);
+                any = true;
+            }
+            _ => return Dep::Bad,
+        }
+    }
+    if any { Dep::Periodic(p) } else { Dep::Indep }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floor_semantics_match_the_ir() {
+        assert_eq!(binop(BinOp::Rem, -1, 3), Some(2));
+        assert_eq!(binop(BinOp::Div, -1, 3), Some(-1));
+        assert_eq!(binop(BinOp::Div, 7, 2), Some(3));
+        assert_eq!(binop(BinOp::Rem, 5, 0), None);
+    }
+
+    #[test]
+    fn who_join_and_conflict() {
+        let w = 32;
+        assert_eq!(Who::One(1).merge(Who::One(1), w), Who::One(1));
+        assert_eq!(Who::One(1).merge(Who::One(2), w), Who::Many(Some(0)));
+        assert_eq!(Who::One(1).merge(Who::One(40), w), Who::Many(None));
+        assert_eq!(Who::One(3).conflict(Who::One(3), w), None);
+        assert_eq!(Who::One(3).conflict(Who::One(4), w), Some(true));
+        assert_eq!(Who::One(3).conflict(Who::One(40), w), Some(false));
+        let l = Who::Lane { layout: 0, pos: 5 };
+        assert_eq!(l.conflict(l, w), None);
+        assert_eq!(l.conflict(Who::Lane { layout: 1, pos: 5 }, w), Some(false));
+    }
+}

@@ -1,0 +1,900 @@
+//! Hazards: every pair of shared accesses that needs ordering, and where a barrier removes it.
+//!
+//! A hazard is an ordered pair (source, destination) of accesses that conflict
+//! (`analysis::conflicts`) on some dynamic path from a source instance to a later destination
+//! instance: RAW, WAR, WAW or atomic-vs-plain. Paths are classified on the region tree:
+//! *forward* (same iteration of every common loop, source earlier in program order) or
+//! *carried* by a common loop `L` (the path crosses `L`'s back-edge; the destination runs
+//! `d ≥ 1` iterations later, for each `d` the footprints allow: multi-buffering shows up as a
+//! conflict at `d = 2` only, say).
+//!
+//! Each hazard records its *coverage*: the program points through which **every** such path
+//! passes. A barrier at any of them removes the hazard; no barrier elsewhere does (on its
+//! own). Points are doubled coordinates in a region: `2g` is gap `g` (before op `g`), `2i+1`
+//! is op `i` itself (an existing barrier, or a compound op that always executes one). The
+//! coverage is
+//! - at the *home* region (where the path turns: the region holding both ancestors for a
+//!   forward path, `L`'s body for a carried one): the interval `(a, b]` for forward paths;
+//!   for carried paths the arc `(a, end] ∪ [start, b]` when `d = 1` conflicts, and the
+//!   whole body when only `d ≥ 2` does (such a path runs one full iteration in between);
+//! - in the regions below the home on the source's chain: everything after the source's
+//!   ancestor; on the destination's chain: everything before it.
+//!
+//! A barrier inside an `if` arm or an inner loop that the path merely passes is on some paths
+//! only (the other arm, the zero-trip loop), so it is not in the coverage: this is how
+//! "a barrier on every path" is enforced.
+//!
+//! Async copies (seed 003, long-term model): an async write as a *destination* is a write at
+//! its issue (WAR/WAW need ordering before the issue). As a *source* it becomes visible only at
+//! the wait that completes it ([`completing_waits`]): the hazard's source point is that wait,
+//! its threads the issuing threads (any thread for collective copies). A destination that
+//! touches the copy's elements between issue and completion reads (or writes) in-flight data:
+//! a finding that only a wait can fix.
+//!
+//! Complexity: O(A² · C) pairs of accesses in one address space, C the conflict test.
+
+use std::collections::HashMap;
+
+use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};
+use crate::analysis::footprint::{AccessRef, Footprints, Overlap};
+use crate::diag::{DiagKind, Diagnostic};
+use crate::ir::edit::body_len;
+use crate::ir::*;
+use crate::target::Target;
+
+/// The kind of a hazard.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum HazardKind {
+    Raw,
+    War,
+    Waw,
+    /// An atomic against a plain access (or an atomic of another kind).
+    Atomic,
+}
+
+impl HazardKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            HazardKind::Raw => "RAW",
+            HazardKind::War => "WAR",
+            HazardKind::Waw => "WAW",
+            HazardKind::Atomic => "ATOMIC",
+        }
+    }
+}
+
+/// How the destination instance relates to the source instance.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Carry {
+    /// Same iteration of every common loop; the source comes first in program order.
+    Forward,
+    /// Carried by `loop_op`: the destination runs `min_distance` (or more) iterations later;
+    /// `d1` says whether distance 1 conflicts.
+    Carried {
+        loop_op: Op,
+        d1: bool,
+        min_distance: u32,
+    },
+}
+
+/// A contiguous range of points in one region (doubled coordinates, inclusive).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Segment {
+    pub region: Region,
+    pub lo: usize,
+    pub hi: usize,
+}
+
+impl Segment {
+    pub fn contains(&self, region: Region, point: usize) -> bool {
+        self.region == region && self.lo <= point && point <= self.hi
+    }
+}
+
+/// A hazard with its coverage.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hazard {
+    pub src: AccessRef,
+    pub dst: AccessRef,
+    /// Where the source takes effect: its op, or the wait completing an async source.
+    pub src_at: Op,
+    pub kind: HazardKind,
+    pub carry: Carry,
+    /// Every conflicting pair of threads lies in one warp: a warp-level sync suffices.
+    pub intra_warp: bool,
+    pub witness: Option<Overlap>,
+    /// The region where a barrier is cheapest (the path's turning region).
+    pub home: Region,
+    /// Coverage in the home region (one range, or two for an arc across the back-edge).
+    pub home_ranges: Vec<(usize, usize)>,
+    /// Coverage in deeper regions.
+    pub chain: Vec<Segment>,
+}
+
+impl Hazard {
+    /// Every segment of the coverage.
+    pub fn segments(&self) -> impl Iterator<Item = Segment> + '_ {
+        self.home_ranges
+            .iter()
+            .map(|&(lo, hi)| Segment {
+                region: self.home,
+                lo,
+                hi,
+            })
+            .chain(self.chain.iter().copied())
+    }
+
+    /// Whether a sync at `(region, point)` is on every path of the hazard.
+    pub fn covered_by(&self, region: Region, point: usize) -> bool {
+        self.segments().any(|s| s.contains(region, point))
+    }
+}
+
+/// All hazards of a kernel, and the findings no barrier can fix.
+#[derive(Clone, Debug, Default)]
+pub struct Hazards {
+    pub hazards: Vec<Hazard>,
+    pub findings: Vec<Diagnostic>,
+}
+
+/// The region path of every placed op: `(region, index)` from the kernel body down.
+#[derive(Clone, Debug)]
+pub struct Paths {
+    pub path: HashMap<Op, Vec<(Region, usize)>>,
+    pub region_op: HashMap<Region, Op>,
+    pub region_depth: HashMap<Region, usize>,
+}
+
+impl Paths {
+    pub fn new(k: &Kernel) -> Paths {
+        fn go(k: &Kernel, r: Region, stack: &mut Vec<(Region, usize)>, p: &mut Paths) {
+            p.region_depth.insert(r, stack.len());
+            for (i, &op) in k.regions[r].ops.iter().enumerate() {
+                stack.push((r, i));
+                p.path.insert(op, stack.clone());
+                for &c in &k.ops[op].regions {
+                    p.region_op.insert(c, op);
+                    go(k, c, stack, p);
+                }
+                stack.pop();
+            }
+        }
+        let mut p = Paths {
+            path: HashMap::new(),
+            region_op: HashMap::new(),
+            region_depth: HashMap::new(),
+        };
+        go(k, k.body, &mut Vec::new(), &mut p);
+        p
+    }
+
+    /// Region and index of an op.
+    pub fn pos(&self, op: Op) -> Option<(Region, usize)> {
+        self.path.get(&op).and_then(|p| p.last().copied())
+    }
+}
+
+enum Split {
+    /// Ancestors at `level` in one region, source first.
+    Forward {
+        level: usize,
+        region: Region,
+        ia: usize,
+        ib: usize,
+    },
+    /// Destination first in the common region.
+    Backward,
+    /// One op.
+    Same,
+    /// Different child regions of the op at `level`.
+    Siblings {
+        level: usize,
+        op: Op,
+        ra: Region,
+        rb: Region,
+    },
+}
+
+fn split(k: &Kernel, pa: &[(Region, usize)], pb: &[(Region, usize)]) -> Split {
+    let mut j = 0;
+    loop {
+        if j >= pa.len() || j >= pb.len() {
+            return Split::Same;
+        }
+        let (ra, ia) = pa[j];
+        let (rb, ib) = pb[j];
+        if ra != rb {
+            let op = k.regions[pa[j - 1].0].ops[pa[j - 1].1];
+            return Split::Siblings {
+                level: j - 1,
+                op,
+                ra,
+                rb,
+            };
+        }
+        if ia != ib {
+            return if ia < ib {
+                Split::Forward {
+                    level: j,
+                    region: ra,
+                    ia,
+                    ib,
+                }
+            } else {
+                Split::Backward
+            };
+        }
+        j += 1;
+    }
+}
+
+fn after_chain(k: &Kernel, p: &[(Region, usize)], from: usize, out: &mut Vec<Segment>) {
+    for &(r, i) in p.iter().skip(from) {
+        let hi = 2 * body_len(k, r);
+        if 2 * i + 2 <= hi {
+            out.push(Segment {
+                region: r,
+                lo: 2 * i + 2,
+                hi,
+            });
+        }
+    }
+}
+
+fn before_chain(p: &[(Region, usize)], from: usize, out: &mut Vec<Segment>) {
+    for &(r, i) in p.iter().skip(from) {
+        out.push(Segment {
+            region: r,
+            lo: 0,
+            hi: 2 * i,
+        });
+    }
+}
+
+/// The waits that complete an async access issued by `op`, with the number of iterations of
+/// the innermost enclosing loop between issue and wait (`0`: same iteration), and `exit`:
+/// the wait completing it on the path that leaves that loop. `None` where no wait is found.
+///
+/// This is the one place that answers "which waits complete this copy"; it walks forward in
+/// program order counting, as a lower bound, the operations the wait's counter tracks
+/// (count-based waits complete all but the newest N).
+pub struct Completion {
+    pub in_loop: Option<(Op, u32)>,
+    pub exit: Option<Op>,
+}
+
+/// See [`Completion`].
+pub fn completing_waits(
+    k: &Kernel,
+    paths: &Paths,
+    target: &Target,
+    op: Op,
+    class: AsyncClass,
+) -> Completion {
+    let Some((r0, i0)) = paths.pos(op) else {
+        return Completion {
+            in_loop: None,
+            exit: None,
+        };
+    };
+    let token = k.ops[op].results.first().copied();
+    let mbar = match &k.ops[op].kind {
+        OpKind::TmaLoad { mbar, .. } => Some(k.root_buffer(*mbar)),
+        _ => None,
+    };
+    let counter = target.async_counter(class);
+    // Increments of the tracking counter by one op (lower bound; nested regions count 0
+    // except stages, which run once).
+    // The `if` conditions under which the copy was issued: an `if` on the same condition
+    // runs the same arm in the issuing threads, so its copies count too.
+    let mut guards: Vec<(Operand, usize)> = Vec::new();
+    {
+        let mut child = op;
+        while let Some((r, _)) = paths.pos(child) {
+            let Some(&p) = paths.region_op.get(&r) else {
+                break;
+            };
+            if let OpKind::If { cond } = &k.ops[p].kind {
+                let arm = k.ops[p].regions.iter().position(|&x| x == r).unwrap_or(0);
+                guards.push((*cond, arm));
+            }
+            child = p;
+        }
+    }
+    let incr = |o: Op| -> u32 {
+        fn go(
+            k: &Kernel,
+            target: &Target,
+            class: AsyncClass,
+            counter: Option<Counter>,
+            guards: &[(Operand, usize)],
+            o: Op,
+        ) -> u32 {
+            let arm = match &k.ops[o].kind {
+                OpKind::Stage { .. } => Some(0),
+                OpKind::If { cond } => guards.iter().find(|(c, _)| c == cond).map(|&(_, a)| a),
+                _ => None,
+            };
+            if let Some(a) = arm {
+                return k.regions[k.ops[o].regions[a]]
+                    .ops
+                    .iter()
+                    .map(|&c| go(k, target, class, counter, guards, c))
+                    .sum();
+            }
+            let e = effects(k, o);
+            match class {
+                AsyncClass::CpAsync | AsyncClass::TmaStore | AsyncClass::Wgmma => {
+                    u32::from(matches!(e.sync, Some(SyncEffect::Commit(c)) if c == class))
+                }
+                _ => {
+                    let own = e.shared.iter().any(|a| match a.kind {
+                        AccessKind::AsyncWrite(c2) | AccessKind::AsyncRead(c2) => {
+                            counter.is_some() && target.async_counter(c2) == counter
+                        }
+                        _ => false,
+                    });
+                    let gl = !e.global.is_empty()
+                        && e.global.iter().all(|g| !g.write)
+                        && counter.is_some()
+                        && target.global_load_counter() == counter
+                        && e.shared.is_empty();
+                    u32::from(own || gl)
+                }
+            }
+        }
+        go(k, target, class, counter, &guards, o)
+    };
+    let completes = |o: Op, count: u32, passed_self: bool| -> bool {
+        let e = effects(k, o);
+        match (e.sync, class) {
+            (Some(SyncEffect::Wait(WaitKind::CpAsyncGroups(n))), AsyncClass::CpAsync)
+            | (Some(SyncEffect::Wait(WaitKind::BulkGroups(n))), AsyncClass::TmaStore)
+            | (Some(SyncEffect::Wait(WaitKind::WgmmaGroups(n))), AsyncClass::Wgmma) => count > n,
+            (Some(SyncEffect::Wait(WaitKind::Counters(cs))), _) => {
+                cs.iter().any(|&(c, n)| Some(c) == counter && count >= n)
+            }
+            (Some(SyncEffect::Wait(WaitKind::Tokens(ts))), _) => {
+                !passed_self && token.is_some_and(|t| ts.contains(&t))
+            }
+            (Some(SyncEffect::MbarWait), AsyncClass::Tma) => match &k.ops[o].kind {
+                OpKind::MbarWait { mbar: m, .. } => Some(k.root_buffer(*m)) == mbar,
+                _ => false,
+            },
+            _ => false,
+        }
+    };
+    // Walk a region from index `start`, returning the completing wait (searching inside
+    // stages too).
+    #[expect(clippy::too_many_arguments, reason = "walk state")]
+    fn scan(
+        k: &Kernel,
+        r: Region,
+        start: usize,
+        count: &mut u32,
+        passed: &mut bool,
+        me: Op,
+        incr: &dyn Fn(Op) -> u32,
+        completes: &dyn Fn(Op, u32, bool) -> bool,
+    ) -> Option<Op> {
+        for &o in k.regions[r].ops.iter().skip(start) {
+            if o == me {
+                *passed = true;
+            }
+            match k.ops[o].kind {
+                OpKind::Stage { .. } => {
+                    if let Some(w) = scan(
+                        k,
+                        k.ops[o].regions[0],
+                        0,
+                        count,
+                        passed,
+                        me,
+                        incr,
+                        completes,
+                    ) {
+                        return Some(w);
+                    }
+                    continue;
+                }
+                // The first iteration of a later loop: accesses inside it run only if it
+                // does, and then after its waits.
+                OpKind::For { .. } if o != me => {
+                    let mut c = *count;
+                    let mut p = *passed;
+                    if let Some(w) = scan(
+                        k,
+                        k.ops[o].regions[0],
+                        0,
+                        &mut c,
+                        &mut p,
+                        me,
+                        incr,
+                        completes,
+                    ) {
+                        return Some(w);
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            if completes(o, *count, *passed) {
+                return Some(o);
+            }
+            *count += incr(o);
+        }
+        None
+    }
+    let mut count = 0u32;
+    let mut passed = false;
+    let mut r = r0;
+    let mut start = i0 + 1;
+    let mut delta = 0u32;
+    loop {
+        if let Some(w) = scan(k, r, start, &mut count, &mut passed, op, &incr, &completes) {
+            return Completion {
+                in_loop: Some((w, delta)),
+                exit: None,
+            };
+        }
+        let Some(&parent) = paths.region_op.get(&r) else {
+            return Completion {
+                in_loop: None,
+                exit: None,
+            };
+        };
+        match k.ops[parent].kind {
+            OpKind::For { .. } | OpKind::While { .. } => break,
+            _ => {
+                let (pr, pi) = paths.pos(parent).expect("placed");
+                r = pr;
+                start = pi + 1;
+            }
+        }
+    }
+    // Loop exit path: continue after the loop with the count so far.
+    let loop_region = r;
+    let exit = {
+        let mut c = count;
+        let mut p = passed;
+        let mut rr = loop_region;
+        let mut found = None;
+        while let Some(&parent) = paths.region_op.get(&rr) {
+            let (pr, pi) = paths.pos(parent).expect("placed");
+            if let Some(w) = scan(k, pr, pi + 1, &mut c, &mut p, op, &incr, &completes) {
+                found = Some(w);
+                break;
+            }
+            rr = pr;
+        }
+        found
+    };
+    // Next iterations of the loop.
+    let mut in_loop = None;
+    for d in 1..=3u32 {
+        delta = d;
+        if let Some(w) = scan(
+            k,
+            loop_region,
+            0,
+            &mut count,
+            &mut passed,
+            op,
+            &incr,
+            &completes,
+        ) {
+            in_loop = Some((w, delta));
+            break;
+        }
+    }
+    Completion { in_loop, exit }
+}
+
+fn kind_of(a: AccessKind, b: AccessKind) -> HazardKind {
+    match (a, b) {
+        (AccessKind::Atomic(_), _) | (_, AccessKind::Atomic(_)) => HazardKind::Atomic,
+        (x, y) if x.writes() && y.writes() => HazardKind::Waw,
+        (x, _) if x.writes() => HazardKind::Raw,
+        _ => HazardKind::War,
+    }
+}
+
+/// Finds every hazard of `k` for `target`.
+pub fn find_hazards(k: &Kernel, target: &Target) -> Hazards {
+    let mut fp = Footprints::new(k, target.warp);
+    find_hazards_with(&mut fp, target)
+}
+
+fn label(k: &Kernel, d: Diagnostic, op: Op, msg: String) -> Diagnostic {
+    d.with_label(k.span(op), msg)
+}
+
+/// A short name of an op kind for messages.
+pub fn op_name(k: &Kernel, op: Op) -> String {
+    let s = format!("{:?}", k.ops[op].kind);
+    let name: String = s.chars().take_while(|c| c.is_alphanumeric()).collect();
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+/// Finds every hazard using precomputed footprints.
+pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
+    let k = fp.k;
+    let paths = Paths::new(k);
+    let mut out = Hazards::default();
+    let n = fp.accesses.len();
+    // Self-races: one instance of a plain write touching a unit from two threads.
+    for ai in 0..n {
+        let a = fp.accesses[ai].clone();
+        if a.access.kind != AccessKind::Write {
+            continue;
+        }
+        let inst = fp.instances(ai);
+        if let Some((unit, _)) = inst.iter().find_map(|(_, t)| t.self_overlap()) {
+            let d = Diagnostic::error(
+                DiagKind::Finding,
+                "E0301",
+                format!(
+                    "{} writes {} from several threads at once",
+                    op_name(k, a.id.op),
+                    fp.describe_unit(unit)
+                ),
+            );
+            out.findings.push(label(
+                k,
+                d,
+                a.id.op,
+                "every executing thread writes here; no barrier can order one op's threads".into(),
+            ));
+        }
+    }
+    let completion: HashMap<Op, Completion> = fp
+        .accesses
+        .iter()
+        .filter_map(|a| match a.access.kind {
+            AccessKind::AsyncWrite(c) | AccessKind::AsyncRead(c) => {
+                Some((a.id.op, completing_waits(k, &paths, target, a.id.op, c)))
+            }
+            _ => None,
+        })
+        .collect();
+    for ai in 0..n {
+        for bi in 0..n {
+            let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
+            if a.space != b.space || !kinds_conflict(a.access.kind, b.access.kind) {
+                continue;
+            }
+            let (Some(pa), Some(pb)) = (
+                paths.path.get(&a.id.op).cloned(),
+                paths.path.get(&b.id.op).cloned(),
+            ) else {
+                continue;
+            };
+            if a.access.kind.is_async() {
+                async_pair(fp, &paths, &completion, ai, bi, &pa, &pb, &mut out);
+                continue;
+            }
+            emit_pair(fp, ai, bi, a.id.op, &pa, &pb, None, &mut out);
+        }
+    }
+    out
+}
+
+/// The key of a loop's first iteration, if known.
+fn first_key(fp: &Footprints, l: Op) -> Option<i64> {
+    let OpKind::For { lo, .. } = &fp.k.ops[l].kind else {
+        return None;
+    };
+    let lo = match lo {
+        Operand::Imm(s) => Some(s.as_i64()),
+        Operand::Value(v) => match fp.k.values[*v].def {
+            ValueDef::Result(d, _) => match fp.k.ops[d].kind {
+                OpKind::Const(s) => Some(s.as_i64()),
+                _ => None,
+            },
+            _ => None,
+        },
+    }?;
+    match fp.domains.get(&l)? {
+        crate::analysis::footprint::LoopDomain::Exact { .. } => Some(lo),
+        crate::analysis::footprint::LoopDomain::Periodic { period, .. } => {
+            Some(lo.rem_euclid(*period))
+        }
+        crate::analysis::footprint::LoopDomain::Unknown { .. } => None,
+    }
+}
+
+/// Whether the footprints of `ai` and `bi` intersect (whoever touches them) with the first
+/// `m` loop keys equal and, when `first` is `Some((level, key))`, the destination's key at
+/// `level` equal to `key` (unknown keys match).
+fn intersects_at(
+    fp: &mut Footprints,
+    ai: usize,
+    bi: usize,
+    m: usize,
+    first: Option<(usize, Option<i64>)>,
+) -> bool {
+    let plen_b = first.map_or(m, |(l, _)| l + 1);
+    let ga = fp.grouped(ai, m);
+    let gb = fp.grouped(bi, plen_b);
+    for (ka, ta) in ga.iter() {
+        for (kb, tb) in gb.iter() {
+            let eq = (0..m).all(|j| {
+                match (ka.get(j).copied().flatten(), kb.get(j).copied().flatten()) {
+                    (Some(x), Some(y)) => x == y,
+                    _ => true,
+                }
+            });
+            let fk = first.is_none_or(|(l, key)| match (key, kb.get(l).copied().flatten()) {
+                (Some(x), Some(y)) => x == y,
+                _ => true,
+            });
+            if eq && fk && ta.intersects(tb).is_some() {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Common loop prefix length of two loop lists.
+fn common_len(x: &[Op], y: &[Op]) -> usize {
+    x.iter().zip(y).take_while(|(p, q)| p == q).count()
+}
+
+/// Emits the hazards from the source (taking effect at `src_at`, whose path is `pa`) to the
+/// destination. `shift`: for an async source completed `delta` iterations of loop level
+/// `level` after its issue, `Some((level, delta))`.
+#[expect(clippy::too_many_arguments, reason = "pair context")]
+fn emit_pair(
+    fp: &mut Footprints,
+    ai: usize,
+    bi: usize,
+    src_at: Op,
+    pa: &[(Region, usize)],
+    pb: &[(Region, usize)],
+    shift: Option<(usize, u32)>,
+    out: &mut Hazards,
+) {
+    let k = fp.k;
+    let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
+    let at_loops = fp.loops_of(src_at);
+    let m = common_len(&at_loops, &b.loops);
+    let kind = kind_of(a.access.kind, b.access.kind);
+    let mk = |carry, pc: &PairConflict, home, home_ranges, chain| Hazard {
+        src: a.id,
+        dst: b.id,
+        src_at,
+        kind,
+        carry,
+        intra_warp: pc.intra_warp,
+        witness: pc.witness,
+        home,
+        home_ranges,
+        chain,
+    };
+    // Forward paths.
+    let fwd = match split(k, pa, pb) {
+        Split::Forward {
+            level,
+            region,
+            ia,
+            ib,
+        } => {
+            let mut chain = Vec::new();
+            after_chain(k, pa, level + 1, &mut chain);
+            before_chain(pb, level + 1, &mut chain);
+            Some((region, vec![(2 * ia + 2, 2 * ib)], chain))
+        }
+        Split::Siblings { level, op, ra, rb }
+            if matches!(k.ops[op].kind, OpKind::While { .. })
+                && ra == k.ops[op].regions[0]
+                && rb == k.ops[op].regions[1] =>
+        {
+            let mut chain = Vec::new();
+            after_chain(k, pa, level + 1, &mut chain);
+            before_chain(pb, level + 2, &mut chain);
+            Some((rb, vec![(0, 2 * pb[level + 1].1)], chain))
+        }
+        _ => None,
+    };
+    if let Some((home, ranges, chain)) = fwd {
+        let (pc, bit) = match shift {
+            Some((level, delta)) if level < m => {
+                (pair_conflict(fp, ai, bi, m, Some(level)), delta.min(63))
+            }
+            _ => (pair_conflict(fp, ai, bi, m, None), 0),
+        };
+        if pc.conflict & (1 << bit) != 0 {
+            out.hazards
+                .push(mk(Carry::Forward, &pc, home, ranges, chain));
+        }
+    }
+    // Carried paths, one per common loop.
+    for (c, &l) in at_loops.iter().enumerate().take(m) {
+        let pc = pair_conflict(fp, ai, bi, c + 1, Some(c));
+        let delta = match shift {
+            Some((level, d)) if level == c => d,
+            _ => 0,
+        };
+        let bits = pc.conflict >> delta.min(62);
+        let d1 = bits & 2 != 0;
+        let far = bits & !3 != 0;
+        if !d1 && !far {
+            continue;
+        }
+        let min_distance = (bits & !1).trailing_zeros();
+        let regions = &k.ops[l].regions;
+        let Some(jl) = pa.iter().position(|(r, _)| regions.contains(r)) else {
+            continue;
+        };
+        let (ra, ia) = pa[jl];
+        let (rb, ib) = pb[jl];
+        let body = *regions.last().expect("loop has a body");
+        let n = body_len(k, body);
+        let mut chain = Vec::new();
+        let ranges = match (ra == body, rb == body) {
+            (true, true) => {
+                after_chain(k, pa, jl + 1, &mut chain);
+                before_chain(pb, jl + 1, &mut chain);
+                if d1 && ia >= ib {
+                    let mut v = vec![(0, 2 * ib)];
+                    if 2 * ia + 2 <= 2 * n {
+                        v.push((2 * ia + 2, 2 * n));
+                    }
+                    v
+                } else {
+                    vec![(0, 2 * n)]
+                }
+            }
+            (false, true) => {
+                after_chain(k, pa, jl, &mut chain);
+                before_chain(pb, jl + 1, &mut chain);
+                vec![(0, 2 * n)]
+            }
+            (true, false) => {
+                after_chain(k, pa, jl + 1, &mut chain);
+                before_chain(pb, jl, &mut chain);
+                if d1 && 2 * ia + 2 <= 2 * n {
+                    vec![(2 * ia + 2, 2 * n)]
+                } else {
+                    vec![(0, 2 * n)]
+                }
+            }
+            (false, false) => {
+                after_chain(k, pa, jl, &mut chain);
+                before_chain(pb, jl, &mut chain);
+                vec![(0, 2 * n)]
+            }
+        };
+        out.hazards.push(mk(
+            Carry::Carried {
+                loop_op: l,
+                d1,
+                min_distance,
+            },
+            &pc,
+            body,
+            ranges,
+            chain,
+        ));
+    }
+}
+
+#[expect(clippy::too_many_arguments, reason = "pair context")]
+fn async_pair(
+    fp: &mut Footprints,
+    paths: &Paths,
+    completion: &HashMap<Op, Completion>,
+    ai: usize,
+    bi: usize,
+    pa: &[(Region, usize)],
+    pb: &[(Region, usize)],
+    out: &mut Hazards,
+) {
+    let k = fp.k;
+    let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
+    let comp = &completion[&a.id.op];
+    let inner = a.loops.len().checked_sub(1);
+    let in_flight = |fp: &mut Footprints, out: &mut Hazards, note: &str| {
+        let d = Diagnostic::error(
+            DiagKind::Finding,
+            "E0302",
+            format!(
+                "{} touches shared memory that an async copy may still be writing or reading",
+                op_name(k, b.id.op)
+            ),
+        );
+        let d = d.with_label(k.span(b.id.op), "this access may overlap the copy in flight").with_label(k.span(a.id.op), "the copy is issued here").with_note(note.to_string()).with_help("add a wait that completes the copy before this access; a barrier does not complete a copy");
+        let _ = fp;
+        if !out.findings.contains(&d) {
+            out.findings.push(d);
+        }
+    };
+    let m_ab = common_len(&a.loops, &b.loops);
+    let forward_ab = matches!(split(k, pa, pb), Split::Forward { .. });
+    // In-loop (or same-region) completion.
+    match comp.in_loop {
+        Some((w, 0)) => {
+            let pw = paths.path[&w].clone();
+            let before_w = matches!(split(k, pb, &pw), Split::Forward { .. });
+            if forward_ab && before_w {
+                // A wait found in the first iteration of a later loop: only that iteration's
+                // instances of the destination precede it.
+                let w_loops = fp.loops_of(w);
+                let first = (w_loops.len() > a.loops.len()
+                    && b.loops.get(a.loops.len()) == w_loops.get(a.loops.len()))
+                .then(|| (a.loops.len(), first_key(fp, w_loops[a.loops.len()])));
+                if intersects_at(fp, ai, bi, m_ab, first) {
+                    in_flight(
+                        fp,
+                        out,
+                        "no completing wait lies between the copy and this access",
+                    );
+                }
+            }
+            emit_pair(fp, ai, bi, w, &pw, pb, None, out);
+        }
+        Some((w, delta)) => {
+            let level = inner.expect("a wrapped completion has a loop");
+            let l = a.loops[level];
+            let pw = paths.path[&w].clone();
+            if b.loops.contains(&l) {
+                let pc = pair_conflict(fp, ai, bi, level + 1, Some(level));
+                let before_w = matches!(split(k, pb, &pw), Split::Forward { .. });
+                for d in 0..=delta.min(62) {
+                    let ok = (d > 0 || forward_ab) && (d < delta || before_w);
+                    if ok && pc.intersect & (1 << d) != 0 {
+                        in_flight(
+                            fp,
+                            out,
+                            &format!(
+                                "the copy completes only {delta} iteration(s) later, at a wait this access precedes"
+                            ),
+                        );
+                        break;
+                    }
+                }
+                emit_pair(fp, ai, bi, w, &pw, pb, Some((level, delta)), out);
+            } else if let Some(x) = comp.exit {
+                let px = paths.path[&x].clone();
+                let before_x = matches!(split(k, pb, &px), Split::Forward { .. });
+                if forward_ab && before_x {
+                    let pc = pair_conflict(fp, ai, bi, m_ab, None);
+                    if pc.intersect != 0 {
+                        in_flight(
+                            fp,
+                            out,
+                            "after the loop, no completing wait lies between the copy and this access",
+                        );
+                    }
+                }
+                emit_pair(fp, ai, bi, x, &px, pb, None, out);
+            } else if forward_ab {
+                let pc = pair_conflict(fp, ai, bi, m_ab, None);
+                if pc.intersect != 0 {
+                    in_flight(
+                        fp,
+                        out,
+                        "no wait completes the copy on the path that leaves the loop",
+                    );
+                }
+            }
+        }
+        None => {
+            // Never completed: every later overlapping access is in flight.
+            let pc = pair_conflict(fp, ai, bi, m_ab, None);
+            let carried =
+                (0..m_ab).any(|c| pair_conflict(fp, ai, bi, c + 1, Some(c)).intersect & !1 != 0);
+            if (forward_ab && pc.intersect & 1 != 0) || carried {
+                in_flight(fp, out, "no wait completes this copy");
+            }
+        }
+    }
+}

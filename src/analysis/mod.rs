@@ -1,0 +1,9 @@
+//! Analyses over the IR: uniformity, footprints, conflicts, hazards. One file per analysis;
+//! each states its lattice and complexity.
+
+pub mod conflicts;
+pub mod footprint;
+pub mod hazards;
+pub mod inflight;
+pub mod overlap;
+pub mod uniformity;

@@ -1,0 +1,38 @@
+//! `smemsync pipeline --stages S FILE`: circular-buffer every loop with a `stage "load"`.
+
+use super::{EXIT_OK, EXIT_USER, load, read_input, report};
+
+#[derive(clap::Args, Debug)]
+pub struct PipelineArgs {
+    /// Kernel file (`-` for standard input).
+    pub file: String,
+    /// Number of buffer stages (prefetch distance is stages - 1).
+    #[arg(long, default_value_t = 2)]
+    pub stages: u32,
+}
+
+pub fn run(args: &PipelineArgs) -> i32 {
+    let input = match read_input(&args.file) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USER;
+        }
+    };
+    let kernels = match load(&input) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
+    let mut out = Vec::new();
+    for k in &kernels {
+        match smemsync::transform::pipeline::circular_buffer(k, args.stages) {
+            Ok((pk, _)) => out.push(pk),
+            Err(diags) => {
+                report(&input, &diags);
+                return EXIT_USER;
+            }
+        }
+    }
+    print!("{}", smemsync::emit::text::print_kernels(&out));
+    EXIT_OK
+}

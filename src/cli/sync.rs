@@ -1,0 +1,285 @@
+//! `smemsync sync --target T FILE`: find the hazards and print the kernel with syncs inserted.
+//!
+//! Output (stdout): the canonical text of every kernel with the plan applied. `--explain`
+//! and `--stats` append `//` comment lines after each kernel on stdout (so the output still
+//! parses). Findings no barrier can fix go to stderr with exit code 1.
+
+use std::collections::HashMap;
+
+use smemsync::analysis::footprint::Footprints;
+use smemsync::analysis::hazards::{Carry, Hazard, op_name};
+use smemsync::sync::driver::{Synchronized, synchronize, without_inserted};
+use smemsync::sync::waits::Anchor as WaitAnchor;
+use smemsync::sync::{PlaceOptions, Placement, Strategy};
+use smemsync::target::Target;
+use smemsync::{Diagnostic, Kernel};
+
+use super::{EXIT_FINDING, EXIT_OK, EXIT_USER, load, read_input, report};
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StrategyArg {
+    Optimal,
+    Naive,
+    Exhaustive,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SyncArgs {
+    /// Kernel file (`-` for standard input).
+    pub file: String,
+    /// Target GPU (gfx942, gfx950, gfx1200, gfx1201, gfx1250, sm_80, sm_90).
+    #[arg(long)]
+    pub target: String,
+    /// After each kernel, list for each inserted sync the hazards it removes (stdout, as `//`
+    /// comments).
+    #[arg(long)]
+    pub explain: bool,
+    /// After each kernel, print hazards, barriers written/executed and the lower bound (stdout,
+    /// as a `//` comment).
+    #[arg(long)]
+    pub stats: bool,
+    /// Values of scalar parameters for counting executed barriers: `n=128,m=4` (repeatable).
+    #[arg(long, value_delimiter = ',')]
+    pub bounds: Vec<String>,
+    /// Placement strategy.
+    #[arg(long, value_enum, default_value = "optimal")]
+    pub strategy: StrategyArg,
+    /// Drop the N-th inserted sync op (0-based, program order; waits and barriers alike) from
+    /// the output: mutation testing.
+    #[arg(long)]
+    pub without: Option<usize>,
+    /// Never use warp-level syncs (always block barriers).
+    #[arg(long)]
+    pub no_warp_sync: bool,
+}
+
+/// Describes an op for explanations: its kind and source line.
+pub fn describe_op(k: &Kernel, src: &str, op: smemsync::ir::Op) -> String {
+    match smemsync::diag::line_number(src, k.span(op)) {
+        Some(l) => format!("{} (line {l})", op_name(k, op)),
+        None => op_name(k, op),
+    }
+}
+
+fn buffer_name(k: &Kernel, h: &Hazard) -> String {
+    let e = smemsync::ir::effects(k, h.dst.op);
+    e.shared.get(h.dst.index).map_or_else(String::new, |a| {
+        format!("@{}", k.buffers[k.root_buffer(a.mem)].name)
+    })
+}
+
+/// One line explaining a hazard.
+pub fn explain_hazard(k: &Kernel, fp: &Footprints, src: &str, h: &Hazard) -> String {
+    let mut s = format!(
+        "{} {} {} -> {}",
+        h.kind.name(),
+        buffer_name(k, h),
+        describe_op(k, src, h.src.op),
+        describe_op(k, src, h.dst.op)
+    );
+    if h.src_at != h.src.op {
+        s.push_str(&format!(
+            " (copy visible at {})",
+            describe_op(k, src, h.src_at)
+        ));
+    }
+    match h.carry {
+        Carry::Forward => s.push_str(", same iteration"),
+        Carry::Carried {
+            loop_op,
+            min_distance,
+            ..
+        } => s.push_str(&format!(
+            ", carried by {} at distance {min_distance}",
+            describe_op(k, src, loop_op)
+        )),
+    }
+    if let Some(w) = h.witness {
+        let who = |x: smemsync::analysis::footprint::Who| match x {
+            smemsync::analysis::footprint::Who::One(t) => format!("thread {t}"),
+            smemsync::analysis::footprint::Who::Lane { pos, .. } => {
+                format!("layout position {pos}")
+            }
+            smemsync::analysis::footprint::Who::Many(_) => "several threads".to_string(),
+        };
+        s.push_str(&format!(
+            ", e.g. {} by {} and {}",
+            fp.describe_unit(w.unit),
+            who(w.a),
+            who(w.b)
+        ));
+    }
+    if h.intra_warp {
+        s.push_str(", within one warp");
+    }
+    s
+}
+
+fn parse_bounds(b: &[String]) -> Result<HashMap<String, i64>, String> {
+    let mut m = HashMap::new();
+    for item in b {
+        let (n, v) = item
+            .split_once('=')
+            .ok_or_else(|| format!("bad bound `{item}`: expected NAME=INT"))?;
+        let v: i64 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad bound `{item}`: expected NAME=INT"))?;
+        m.insert(n.trim().trim_start_matches('%').to_string(), v);
+    }
+    Ok(m)
+}
+
+pub fn run(args: &SyncArgs) -> i32 {
+    let input = match read_input(&args.file) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USER;
+        }
+    };
+    let target = match Target::from_name(&args.target) {
+        Ok(t) => t,
+        Err(d) => {
+            report(&input, &[d]);
+            return EXIT_USER;
+        }
+    };
+    let bounds = match parse_bounds(&args.bounds) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USER;
+        }
+    };
+    let kernels = match load(&input) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
+    let strategy = match args.strategy {
+        StrategyArg::Optimal => Strategy::Optimal,
+        StrategyArg::Naive => Strategy::Naive,
+        StrategyArg::Exhaustive => Strategy::Exhaustive,
+    };
+    let opts = PlaceOptions {
+        strategy,
+        bounds,
+        no_warp_sync: args.no_warp_sync,
+    };
+    let mut out = Vec::new();
+    let mut findings: Vec<Diagnostic> = Vec::new();
+    for k in &kernels {
+        match synchronize(k, &target, &opts) {
+            Ok(s) => match render(k, &target, &input.text, &s, args) {
+                Ok(text) => out.push(text),
+                Err(d) => findings.push(d),
+            },
+            Err(d) => findings.extend(d),
+        }
+    }
+    if !findings.is_empty() {
+        report(&input, &findings);
+        return EXIT_FINDING;
+    }
+    print!("{}", out.join("\n"));
+    EXIT_OK
+}
+
+fn render(
+    input: &Kernel,
+    target: &Target,
+    src: &str,
+    s: &Synchronized,
+    args: &SyncArgs,
+) -> Result<String, Diagnostic> {
+    let p: &Placement = &s.placement;
+    let k = &s.with_waits;
+    let kernel = match args.without {
+        Some(n) => without_inserted(&s.kernel, s.input_ops, n).ok_or_else(|| {
+            Diagnostic::user(
+                "E0300",
+                format!(
+                    "--without {n}: @{} has only {} inserted sync op(s)",
+                    input.name,
+                    s.inserted().len()
+                ),
+            )
+        })?,
+        None => s.kernel.clone(),
+    };
+    let mut text = smemsync::emit::text::print_kernel(&kernel);
+    if args.explain {
+        for (i, e) in s.waits.edits.iter().enumerate() {
+            let at = match e.anchor {
+                WaitAnchor::Before(op) => format!("before {}", describe_op(input, src, op)),
+                WaitAnchor::End(_) => "at the end of its region".to_string(),
+            };
+            let what = smemsync::emit::text::print_op_line(input, &e.kind);
+            text.push_str(&format!("// wait #{i}: {what} {at}\n"));
+            for line in e.why.lines() {
+                text.push_str(&format!("//   {line}\n"));
+            }
+        }
+        let fp = Footprints::new(k, target.warp);
+        for (i, e) in p.plan.edits.iter().enumerate() {
+            let what = match e.op {
+                smemsync::ir::OpKind::WarpSync => "warp_sync",
+                _ => "barrier",
+            };
+            let at = match e.at.anchor {
+                smemsync::ir::edit::Anchor::Before(op) => {
+                    format!("before {}", describe_op(k, src, op))
+                }
+                smemsync::ir::edit::Anchor::After(op) => {
+                    format!("after {}", describe_op(k, src, op))
+                }
+                smemsync::ir::edit::Anchor::Start(_) => "at the start of its region".into(),
+                smemsync::ir::edit::Anchor::End(r) => match k.regions[r].ops.last() {
+                    Some(&last) => {
+                        format!("at the end of the region of {}", describe_op(k, src, last))
+                    }
+                    None => "at the end of its region".into(),
+                },
+            };
+            text.push_str(&format!(
+                "// sync #{i}: {what} {at} removes {} hazard(s)\n",
+                p.removes[i].len()
+            ));
+            for &h in &p.removes[i] {
+                text.push_str(&format!(
+                    "//   {}\n",
+                    explain_hazard(k, &fp, src, &p.hazards[h])
+                ));
+            }
+        }
+        if !p.existing.is_empty() {
+            text.push_str(&format!(
+                "// existing syncs remove {} hazard(s)\n",
+                p.existing.len()
+            ));
+            for &h in &p.existing {
+                text.push_str(&format!(
+                    "//   {}\n",
+                    explain_hazard(k, &fp, src, &p.hazards[h])
+                ));
+            }
+        }
+    }
+    if args.stats {
+        let st = &p.stats;
+        text.push_str(&format!(
+            "// stats: hazards={} covered_by_existing={} barriers_written={} warp_syncs_written={} existing_barriers={} barriers_executed={} inserted_executed={} lower_bound={} waits_written={} inserted_syncs={}\n",
+            st.hazards, st.covered_by_existing, st.barriers_written, st.warp_syncs_written, st.existing_barriers, st.barriers_executed, st.inserted_executed, st.lower_bound, s.waits.edits.len(), s.inserted().len()
+        ));
+        if let Some(sp) = &s.split {
+            let adjacent = 0.0;
+            text.push_str(&format!(
+                "// split: pairs={} mean_slack={:.2} (signal placed just before its wait: {adjacent:.2}) slack={:?}\n",
+                sp.pairs,
+                sp.mean_slack(),
+                sp.slack
+            ));
+        }
+    }
+    Ok(text)
+}

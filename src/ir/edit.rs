@@ -1,0 +1,214 @@
+//! Edits at program points: how placement hands its result to `apply` and to the checker.
+//!
+//! A pass that inserts sync ops never mutates the kernel it analyses. It returns a
+//! [`SyncPlan`]: a list of [`Edit`]s, each inserting one sync op at a [`ProgramPoint`], sorted
+//! in program order. [`apply`] materializes a plan on a copy of the kernel; the race checker
+//! takes the original kernel plus the plan and re-proves safety (the regalloc2 pattern).
+//!
+//! Invariants: every anchor names an op placed in the kernel or a region of it; a plan is
+//! sorted by [`SyncPlan::sort`] (program order of the points, then insertion order), so two
+//! edits at one point keep their relative order. New ops get `Span::UNDEF`.
+//! Complexity: `apply` is O(ops + edits·log edits).
+
+use std::collections::HashMap;
+
+use super::entities::{Op, Region};
+use super::kernel::Kernel;
+use super::ops::OpKind;
+use crate::diag::Span;
+
+/// Where in a region an edit goes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Anchor {
+    /// Immediately before the op.
+    Before(Op),
+    /// Immediately after the op.
+    After(Op),
+    /// At the start of the region (before its first op).
+    Start(Region),
+    /// At the end of the region (before its terminator, if it has one).
+    End(Region),
+}
+
+/// A point between two ops of one region.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ProgramPoint {
+    pub anchor: Anchor,
+}
+
+impl ProgramPoint {
+    pub fn before(op: Op) -> Self {
+        ProgramPoint {
+            anchor: Anchor::Before(op),
+        }
+    }
+    pub fn after(op: Op) -> Self {
+        ProgramPoint {
+            anchor: Anchor::After(op),
+        }
+    }
+    pub fn start(r: Region) -> Self {
+        ProgramPoint {
+            anchor: Anchor::Start(r),
+        }
+    }
+    pub fn end(r: Region) -> Self {
+        ProgramPoint {
+            anchor: Anchor::End(r),
+        }
+    }
+
+    /// The region of the point and its gap index (0 = before the first op, `n` = after the
+    /// last non-terminator op). `None` when the anchor is not placed in `k`.
+    pub fn resolve(
+        &self,
+        k: &Kernel,
+        op_region: &HashMap<Op, (Region, usize)>,
+    ) -> Option<(Region, usize)> {
+        match self.anchor {
+            Anchor::Before(op) => op_region.get(&op).copied(),
+            Anchor::After(op) => op_region.get(&op).map(|&(r, i)| (r, i + 1)),
+            Anchor::Start(r) => k.regions.get(r).map(|_| (r, 0)),
+            Anchor::End(r) => k.regions.get(r).map(|_| (r, body_len(k, r))),
+        }
+    }
+}
+
+/// Number of ops of a region before its terminator (`yield`/`condition`), i.e. the index of
+/// the last gap where an op may be inserted.
+pub fn body_len(k: &Kernel, r: Region) -> usize {
+    let ops = &k.regions[r].ops;
+    match ops.last() {
+        Some(&last) if matches!(k.ops[last].kind, OpKind::Yield(_) | OpKind::Condition(_)) => {
+            ops.len() - 1
+        }
+        _ => ops.len(),
+    }
+}
+
+/// Why an edit exists (for `--explain` and for the checker's reports).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EditReason {
+    /// Removes the listed hazards (indices into the placement's hazard list).
+    Hazards(Vec<usize>),
+    /// Added by a pass for another reason, described in words.
+    Other(String),
+}
+
+/// One insertion of a sync op.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Edit {
+    pub at: ProgramPoint,
+    /// The sync op to insert (`Barrier`, `WarpSync`, a wait, ...). It must have no results and
+    /// no regions.
+    pub op: OpKind,
+    pub reason: EditReason,
+}
+
+/// A sorted list of edits.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SyncPlan {
+    pub edits: Vec<Edit>,
+}
+
+/// Maps each placed op to its region and index.
+pub fn op_positions(k: &Kernel) -> HashMap<Op, (Region, usize)> {
+    let mut m = HashMap::new();
+    for (r, rd) in k.regions.iter() {
+        for (i, &op) in rd.ops.iter().enumerate() {
+            m.insert(op, (r, i));
+        }
+    }
+    m
+}
+
+/// The pre-order rank of every gap: a total order of program points used to sort plans.
+fn gap_ranks(k: &Kernel) -> HashMap<(Region, usize), usize> {
+    fn go(k: &Kernel, r: Region, next: &mut usize, out: &mut HashMap<(Region, usize), usize>) {
+        let ops = &k.regions[r].ops;
+        for (i, &op) in ops.iter().enumerate() {
+            out.insert((r, i), *next);
+            *next += 1;
+            for &c in &k.ops[op].regions {
+                go(k, c, next, out);
+            }
+        }
+        out.insert((r, ops.len()), *next);
+        *next += 1;
+    }
+    let mut out = HashMap::new();
+    let mut next = 0;
+    go(k, k.body, &mut next, &mut out);
+    out
+}
+
+impl SyncPlan {
+    /// Sorts the edits in program order (stable for edits at the same point).
+    pub fn sort(&mut self, k: &Kernel) {
+        let pos = op_positions(k);
+        let ranks = gap_ranks(k);
+        let key = |e: &Edit| {
+            e.at.resolve(k, &pos)
+                .and_then(|g| ranks.get(&g).copied())
+                .unwrap_or(usize::MAX)
+        };
+        self.edits.sort_by_key(key);
+    }
+
+    pub fn len(&self) -> usize {
+        self.edits.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.edits.is_empty()
+    }
+
+    /// The plan without its `n`-th edit (used for mutation testing: every edit must matter).
+    pub fn without(&self, n: usize) -> SyncPlan {
+        let mut p = self.clone();
+        if n < p.edits.len() {
+            p.edits.remove(n);
+        }
+        p
+    }
+}
+
+/// Materializes a plan on a copy of `k`. Edits whose anchor is not in `k` are skipped (a plan
+/// for another kernel is a caller bug; the verifier of the result will not notice it, so
+/// callers build plans from the same kernel).
+pub fn apply(k: &Kernel, plan: &SyncPlan) -> Kernel {
+    let mut out = k.clone();
+    let pos = op_positions(k);
+    // Group insertions per region and gap, keeping plan order within a gap.
+    let mut per_region: HashMap<Region, Vec<(usize, usize, OpKind)>> = HashMap::new();
+    for (n, e) in plan.edits.iter().enumerate() {
+        if let Some((r, g)) = e.at.resolve(k, &pos) {
+            per_region.entry(r).or_default().push((g, n, e.op.clone()));
+        }
+    }
+    for (r, mut ins) in per_region {
+        ins.sort_by_key(|&(g, n, _)| (g, n));
+        let old = std::mem::take(&mut out.regions[r].ops);
+        let mut new_ops = Vec::with_capacity(old.len() + ins.len());
+        let mut it = ins.into_iter().peekable();
+        for (i, &op) in old.iter().enumerate() {
+            while let Some((g, _, _)) = it.peek() {
+                if *g > i {
+                    break;
+                }
+                let (_, _, kind) = it.next().expect("peeked");
+                let new = out.new_op(kind, &[], vec![]);
+                out.op_spans.set(new, Span::UNDEF);
+                new_ops.push(new);
+            }
+            new_ops.push(op);
+        }
+        for (_, _, kind) in it {
+            let new = out.new_op(kind, &[], vec![]);
+            out.op_spans.set(new, Span::UNDEF);
+            new_ops.push(new);
+        }
+        out.regions[r].ops = new_ops;
+    }
+    out
+}

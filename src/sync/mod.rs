@@ -1,0 +1,413 @@
+//! Sync placement: from hazards to a [`SyncPlan`] of inserted syncs.
+//!
+//! [`place_barriers`] is the public entry point: it finds the hazards of a kernel, discounts
+//! those that syncs already in the input remove, and places the fewest executed barriers that
+//! remove the rest (`place`), or the conservative baseline (`naive`). `exhaustive` is the
+//! test oracle. Placement never mutates the kernel; `ir::edit::apply` materializes the plan.
+//!
+//! The shared model ([`SyncModel`]): candidate points are gaps of regions that every thread
+//! of the block reaches together (not divergent, not a `while` condition); a point's cost is
+//! the number of times it executes (the product of the enclosing loops' trip counts, a
+//! symbolic trip count counting as [`SYMBOLIC_TRIP`]); existing syncs are points at odd
+//! coordinates (an op, or a compound op that executes a sync on every path).
+
+pub mod driver;
+pub mod exhaustive;
+pub mod naive;
+pub mod place;
+pub mod split;
+pub mod waits;
+pub mod waits_paths;
+
+use std::collections::HashMap;
+
+use crate::analysis::footprint::Footprints;
+use crate::analysis::hazards::{Hazard, Hazards, Paths, find_hazards_with, op_name};
+use crate::diag::{DiagKind, Diagnostic};
+use crate::ir::edit::{Edit, EditReason, ProgramPoint, SyncPlan, body_len};
+use crate::ir::*;
+use crate::target::Target;
+
+/// The trip count assumed for a loop whose bounds are unknown.
+pub const SYMBOLIC_TRIP: u64 = 1 << 20;
+
+/// Which placer to run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// Fewest barriers executed, then fewest written (`sync::place`).
+    #[default]
+    Optimal,
+    /// A barrier before every access that conflicts with an earlier one (`sync::naive`).
+    Naive,
+    /// Exhaustive search (`sync::exhaustive`; small kernels only).
+    Exhaustive,
+}
+
+/// Options of [`place_barriers`].
+#[derive(Clone, Debug, Default)]
+pub struct PlaceOptions {
+    pub strategy: Strategy,
+    /// Values of scalar parameters (by name, without `%`) used to count executed barriers.
+    pub bounds: HashMap<String, i64>,
+    /// Use warp-level syncs where every conflicting pair of threads lies in one warp.
+    pub no_warp_sync: bool,
+}
+
+/// The scope of a sync.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    Warp,
+    Block,
+}
+
+/// A sync point: region, doubled coordinate (`2g` a gap, `2i+1` an op), scope.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Point {
+    pub region: Region,
+    pub coord: usize,
+    pub scope: Scope,
+}
+
+/// Counts of a placement.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    pub hazards: usize,
+    /// Hazards removed by syncs already in the input.
+    pub covered_by_existing: usize,
+    /// Block barriers inserted.
+    pub barriers_written: usize,
+    /// Warp-level syncs inserted.
+    pub warp_syncs_written: usize,
+    /// Existing block barriers in the input.
+    pub existing_barriers: usize,
+    /// Barriers executed per block (inserted + existing), with the given bounds.
+    pub barriers_executed: u64,
+    /// Inserted barriers executed.
+    pub inserted_executed: u64,
+    /// A lower bound on the inserted barriers executed by any correct placement.
+    pub lower_bound: u64,
+}
+
+/// The result of placement.
+#[derive(Clone, Debug)]
+pub struct Placement {
+    pub plan: SyncPlan,
+    pub hazards: Vec<Hazard>,
+    /// For each edit of the plan, the indices of the hazards it removes.
+    pub removes: Vec<Vec<usize>>,
+    /// Indices of hazards removed by syncs already in the input.
+    pub existing: Vec<usize>,
+    pub stats: Stats,
+    /// Non-fatal findings (e.g. a possible race no barrier can fix, on unknown indices).
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// The placement model shared by the placers and the oracle.
+pub struct SyncModel<'k> {
+    pub k: &'k Kernel,
+    pub paths: Paths,
+    pub legal: HashMap<Region, bool>,
+    pub weight: HashMap<Region, u64>,
+    pub weight_bounds: HashMap<Region, u64>,
+    /// Existing sync points.
+    pub existing: Vec<Point>,
+}
+
+fn trip(k: &Kernel, op: Op, bounds: &HashMap<String, i64>) -> Option<u64> {
+    let OpKind::For { lo, hi, step, .. } = &k.ops[op].kind else {
+        return None;
+    };
+    let val = |o: &Operand| -> Option<i64> {
+        match o {
+            Operand::Imm(s) => Some(s.as_i64()),
+            Operand::Value(v) => match k.values[*v].def {
+                ValueDef::Result(d, _) => match k.ops[d].kind {
+                    OpKind::Const(s) => Some(s.as_i64()),
+                    _ => None,
+                },
+                ValueDef::Param(_) => bounds.get(k.value_names.get(*v)).copied(),
+                _ => None,
+            },
+        }
+    };
+    let (lo, hi, st) = (val(lo)?, val(hi)?, val(step)?);
+    if st <= 0 {
+        return None;
+    }
+    Some(((hi - lo).max(0) as u64).div_ceil(st as u64))
+}
+
+impl<'k> SyncModel<'k> {
+    pub fn new(k: &'k Kernel, fp: &Footprints, bounds: &HashMap<String, i64>) -> Self {
+        let paths = Paths::new(k);
+        let u = fp.uniformity();
+        let mut legal = HashMap::new();
+        let mut weight = HashMap::new();
+        let mut weight_bounds = HashMap::new();
+        #[expect(clippy::too_many_arguments, reason = "recursive walk state")]
+        fn go(
+            k: &Kernel,
+            r: Region,
+            w: u64,
+            wb: u64,
+            ok: bool,
+            u: &crate::analysis::uniformity::Uniformity,
+            bounds: &HashMap<String, i64>,
+            legal: &mut HashMap<Region, bool>,
+            weight: &mut HashMap<Region, u64>,
+            wbm: &mut HashMap<Region, u64>,
+        ) {
+            legal.insert(r, ok && !u.is_divergent(r));
+            weight.insert(r, w);
+            wbm.insert(r, wb);
+            for &op in &k.regions[r].ops {
+                let od = &k.ops[op];
+                for (i, &c) in od.regions.iter().enumerate() {
+                    let (w2, wb2, ok2) = match od.kind {
+                        OpKind::For { .. } => {
+                            let t =
+                                trip(k, op, &HashMap::new()).map_or(SYMBOLIC_TRIP, |t| t.max(1));
+                            let tb = trip(k, op, bounds).unwrap_or(t);
+                            (w.saturating_mul(t), wb.saturating_mul(tb), ok)
+                        }
+                        OpKind::While { .. } => (
+                            w.saturating_mul(SYMBOLIC_TRIP),
+                            wb.saturating_mul(SYMBOLIC_TRIP),
+                            ok && i == 1,
+                        ),
+                        _ => (w, wb, ok),
+                    };
+                    go(k, c, w2, wb2, ok2, u, bounds, legal, weight, wbm);
+                }
+            }
+        }
+        go(
+            k,
+            k.body,
+            1,
+            1,
+            true,
+            u,
+            bounds,
+            &mut legal,
+            &mut weight,
+            &mut weight_bounds,
+        );
+        let mut m = SyncModel {
+            k,
+            paths,
+            legal,
+            weight,
+            weight_bounds,
+            existing: Vec::new(),
+        };
+        for (r, _) in k.regions.iter() {
+            for (i, &op) in k.regions[r].ops.iter().enumerate() {
+                if let Some(s) = m.must_sync(op) {
+                    m.existing.push(Point {
+                        region: r,
+                        coord: 2 * i + 1,
+                        scope: s,
+                    });
+                }
+            }
+        }
+        m
+    }
+
+    /// The scope of the sync an op executes on every path, if any.
+    pub fn must_sync(&self, op: Op) -> Option<Scope> {
+        let k = self.k;
+        let od = &k.ops[op];
+        let region_sync = |r: Region| -> Option<Scope> {
+            k.regions[r]
+                .ops
+                .iter()
+                .filter_map(|&o| self.must_sync(o))
+                .max()
+        };
+        match &od.kind {
+            OpKind::For { .. } => {
+                if trip(k, op, &HashMap::new()).is_some_and(|t| t >= 1) {
+                    region_sync(od.regions[0])
+                } else {
+                    None
+                }
+            }
+            OpKind::Stage { .. } => region_sync(od.regions[0]),
+            OpKind::While { .. } => region_sync(od.regions[0]),
+            OpKind::If { .. } => region_sync(od.regions[0]).min(region_sync(od.regions[1])),
+            _ => match effects(k, op).sync {
+                Some(SyncEffect::Barrier) => Some(Scope::Block),
+                Some(SyncEffect::WarpSync) => Some(Scope::Warp),
+                Some(SyncEffect::NamedSync { count, .. }) if count >= k.threads() => {
+                    Some(Scope::Block)
+                }
+                Some(SyncEffect::SplitWait(id)) => {
+                    let (r, i) = self.paths.pos(op)?;
+                    let prev = i.checked_sub(1).map(|j| k.regions[r].ops[j])?;
+                    matches!(k.ops[prev].kind, OpKind::SplitSignal(s) if s == id)
+                        .then_some(Scope::Block)
+                }
+                _ => None,
+            },
+        }
+    }
+
+    /// Whether a sync point removes a hazard.
+    pub fn covers(&self, p: &Point, h: &Hazard) -> bool {
+        (p.scope == Scope::Block || h.intra_warp) && h.covered_by(p.region, p.coord)
+    }
+
+    pub fn is_legal(&self, r: Region) -> bool {
+        self.legal.get(&r).copied().unwrap_or(false)
+    }
+
+    /// The program point of gap `g` of region `r`.
+    pub fn program_point(&self, r: Region, g: usize) -> ProgramPoint {
+        let ops = &self.k.regions[r].ops;
+        if g < body_len(self.k, r) {
+            ProgramPoint::before(ops[g])
+        } else {
+            ProgramPoint::end(r)
+        }
+    }
+
+    /// A diagnostic for a hazard no legal barrier can remove.
+    pub fn unplaceable(&self, h: &Hazard) -> Diagnostic {
+        let k = self.k;
+        Diagnostic::error(DiagKind::Finding, "E0303", format!("{} hazard between {} and {} cannot be removed by a barrier under thread-dependent control", h.kind.name(), op_name(k, h.src.op), op_name(k, h.dst.op)))
+            .with_label(k.span(h.dst.op), "this access must wait")
+            .with_label(k.span(h.src.op), "for this access")
+            .with_note("a block barrier is legal only where every thread of the block arrives; every point that orders these accesses lies under a thread-dependent `if` or loop")
+            .with_help("move the accesses out of the divergent region, or split the branch so the barrier sits between the two halves")
+    }
+}
+
+/// Places syncs for `k` on `target` (see the module doc). Errors are findings that no barrier
+/// can fix (in-flight async reads, accesses racing inside one op, hazards under
+/// thread-dependent control).
+pub fn place_barriers(
+    k: &Kernel,
+    target: &Target,
+    opts: &PlaceOptions,
+) -> Result<Placement, Vec<Diagnostic>> {
+    let mut fp = Footprints::new(k, target.warp);
+    let hz = find_hazards_with(&mut fp, target);
+    let model = SyncModel::new(k, &fp, &opts.bounds);
+    place_with(&model, hz, opts)
+}
+
+/// Places syncs given the hazards.
+pub fn place_with(
+    model: &SyncModel,
+    hz: Hazards,
+    opts: &PlaceOptions,
+) -> Result<Placement, Vec<Diagnostic>> {
+    let Hazards {
+        mut hazards,
+        findings,
+    } = hz;
+    if opts.no_warp_sync {
+        for h in &mut hazards {
+            h.intra_warp = false;
+        }
+    }
+    if !findings.is_empty() {
+        return Err(findings);
+    }
+    let existing: Vec<usize> = (0..hazards.len())
+        .filter(|&i| model.existing.iter().any(|p| model.covers(p, &hazards[i])))
+        .collect();
+    let pending: Vec<usize> = (0..hazards.len())
+        .filter(|i| !existing.contains(i))
+        .collect();
+    let points = match opts.strategy {
+        Strategy::Optimal => place::place(model, &hazards, &pending)?,
+        Strategy::Naive => naive::place(model, &hazards, &pending)?,
+        Strategy::Exhaustive => {
+            exhaustive::place(model, &hazards, &pending, 40).ok_or_else(|| {
+                vec![Diagnostic::user(
+                    "E0304",
+                    "the kernel is too large for the exhaustive placer",
+                )]
+            })?
+        }
+    };
+    Ok(finish(model, hazards, existing, &pending, points))
+}
+
+/// Builds the plan, attribution and statistics from chosen points.
+pub fn finish(
+    model: &SyncModel,
+    hazards: Vec<Hazard>,
+    existing: Vec<usize>,
+    pending: &[usize],
+    mut points: Vec<Point>,
+) -> Placement {
+    let k = model.k;
+    points.sort();
+    points.dedup();
+    let mut plan = SyncPlan::default();
+    for p in &points {
+        let op = match p.scope {
+            Scope::Block => OpKind::Barrier,
+            Scope::Warp => OpKind::WarpSync,
+        };
+        let removes: Vec<usize> = pending
+            .iter()
+            .copied()
+            .filter(|&i| model.covers(p, &hazards[i]))
+            .collect();
+        plan.edits.push(Edit {
+            at: model.program_point(p.region, p.coord / 2),
+            op,
+            reason: EditReason::Hazards(removes),
+        });
+    }
+    plan.sort(k);
+    let removes = plan
+        .edits
+        .iter()
+        .map(|e| match &e.reason {
+            EditReason::Hazards(v) => v.clone(),
+            EditReason::Other(_) => Vec::new(),
+        })
+        .collect();
+    let mut stats = Stats {
+        hazards: hazards.len(),
+        covered_by_existing: existing.len(),
+        ..Default::default()
+    };
+    for p in &points {
+        match p.scope {
+            Scope::Block => stats.barriers_written += 1,
+            Scope::Warp => stats.warp_syncs_written += 1,
+        }
+        if p.scope == Scope::Block {
+            stats.inserted_executed = stats
+                .inserted_executed
+                .saturating_add(model.weight_bounds[&p.region]);
+        }
+    }
+    let mut existing_exec = 0u64;
+    for (r, rd) in k.regions.iter() {
+        for &op in &rd.ops {
+            if matches!(effects(k, op).sync, Some(SyncEffect::Barrier)) {
+                stats.existing_barriers += 1;
+                existing_exec =
+                    existing_exec.saturating_add(model.weight_bounds.get(&r).copied().unwrap_or(0));
+            }
+        }
+    }
+    stats.barriers_executed = stats.inserted_executed.saturating_add(existing_exec);
+    stats.lower_bound = place::lower_bound(model, &hazards, pending);
+    Placement {
+        plan,
+        hazards,
+        removes,
+        existing,
+        stats,
+        warnings: Vec::new(),
+    }
+}

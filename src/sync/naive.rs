@@ -1,0 +1,69 @@
+//! The naive placer: the conservative baseline (what TVM- and Triton-style passes do).
+//!
+//! Walking destinations in program order, a block barrier goes immediately before every
+//! access that conflicts with an earlier one not yet separated by a barrier (loop-carried
+//! conflicts included). Under thread-dependent control the barrier goes before the outermost
+//! divergent ancestor when that still orders the accesses; otherwise the hazard is reported.
+//! It uses the same hazard model as the optimal placer, so it is correct, and it is the
+//! upper bound the optimal placer must never exceed.
+//! Complexity: O(H · B) for H hazards and B barriers placed.
+
+use std::collections::HashMap;
+
+use super::{Point, Scope, SyncModel};
+use crate::analysis::hazards::Hazard;
+use crate::diag::Diagnostic;
+
+pub fn place(
+    model: &SyncModel,
+    hazards: &[Hazard],
+    pending: &[usize],
+) -> Result<Vec<Point>, Vec<Diagnostic>> {
+    let k = model.k;
+    let rank: HashMap<_, usize> = k
+        .ops_in_order()
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| (o, i))
+        .collect();
+    let mut order = pending.to_vec();
+    order.sort_by_key(|&i| {
+        (
+            rank.get(&hazards[i].dst.op).copied(),
+            rank.get(&hazards[i].src_at).copied(),
+        )
+    });
+    let mut chosen: Vec<Point> = Vec::new();
+    let mut diags = Vec::new();
+    for i in order {
+        let h = &hazards[i];
+        if chosen.iter().any(|p| model.covers(p, h)) {
+            continue;
+        }
+        let mut op = h.dst.op;
+        let mut point = None;
+        while let Some((r, idx)) = model.paths.pos(op) {
+            if model.is_legal(r) {
+                point = Some(Point {
+                    region: r,
+                    coord: 2 * idx,
+                    scope: Scope::Block,
+                });
+                break;
+            }
+            match model.paths.region_op.get(&r) {
+                Some(&p) => op = p,
+                None => break,
+            }
+        }
+        match point {
+            Some(p) if model.covers(&p, h) => chosen.push(p),
+            _ => diags.push(model.unplaceable(h)),
+        }
+    }
+    if diags.is_empty() {
+        Ok(chosen)
+    } else {
+        Err(diags)
+    }
+}

@@ -1,0 +1,355 @@
+//! The optimal placer: fewest barriers executed, then fewest written.
+//!
+//! Formulation (docs/placement.md): every pending hazard comes with its coverage — a range
+//! (or an arc across a loop's back-edge) of gaps in its *home* region, plus ranges in deeper
+//! regions on the accesses' chains. Each region's gaps all cost the same (the product of the
+//! enclosing trip counts), and a deeper region never costs less. Regions are solved bottom-up
+//! (innermost first, Darte & Schreiber, PPoPP 2005: optimal per level):
+//!
+//! - *Straight-line region*: the home ranges are intervals on a line of gaps. The greedy that
+//!   sorts them by right end and stabs the first unstabbed one at its right end is optimal
+//!   (classic interval stabbing; the stabbed intervals are pairwise disjoint, a matching lower
+//!   bound).
+//! - *Loop body*: loop-carried hazards with a conflict at distance 1 are arcs that wrap the
+//!   back-edge; hazards carried only at distance ≥ 2 need any gap of the body. Circular-arc
+//!   stabbing is solved exactly: some point of the shortest arc `A` is in every solution;
+//!   for each point `p` of `A`, cut the circle at `p` and stab the arcs not containing `p`
+//!   greedily on the line. The best of these is optimal.
+//! - *Nests*: hazards homed in an outer region are first checked against the barriers already
+//!   placed in deeper regions (their chain coverage); among the optimal solutions of a deeper
+//!   region, one is preferred that also covers the outer hazards passing through it (a
+//!   barrier early enough for those entering, late enough for those leaving), at no extra
+//!   barrier in that region.
+//! - *Conditionals*: a barrier in one arm is not on every path, so it never appears in the
+//!   coverage of a hazard that crosses the `if`; hazards inside an arm are homed there. A
+//!   region under thread-dependent control is not a candidate: a hazard homed there is
+//!   reported (E0303), never hoisted silently.
+//!
+//! Block barriers are placed first for hazards between warps; then warp-level syncs for the
+//! remaining hazards whose conflicting threads all share a warp.
+//! Complexity: O(H log H) per straight-line region; O(|A| · H log H) per loop body.
+
+use super::{Point, Scope, SyncModel};
+use crate::analysis::hazards::Hazard;
+use crate::diag::Diagnostic;
+use crate::ir::Region;
+use crate::ir::edit::body_len;
+
+/// An arc of gaps on a region's line (`start <= end`) or circle (`start > end`: wraps).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Arc {
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Arc {
+    fn contains(&self, g: usize) -> bool {
+        if self.start <= self.end {
+            self.start <= g && g <= self.end
+        } else {
+            g >= self.start || g <= self.end
+        }
+    }
+    fn len(&self, m: usize) -> usize {
+        if self.start <= self.end {
+            self.end - self.start + 1
+        } else {
+            m - self.start + self.end + 1
+        }
+    }
+}
+
+/// The home ranges of a hazard as an arc of gaps.
+pub fn home_arc(h: &Hazard) -> Option<Arc> {
+    let gaps: Vec<(usize, usize)> = h
+        .home_ranges
+        .iter()
+        .map(|&(lo, hi)| (lo.div_ceil(2), hi / 2))
+        .filter(|(a, b)| a <= b)
+        .collect();
+    match gaps.as_slice() {
+        [] => None,
+        [(a, b)] => Some(Arc { start: *a, end: *b }),
+        [(0, e), (s, _)] | [(s, _), (0, e)] => Some(Arc { start: *s, end: *e }),
+        _ => Some(Arc {
+            start: gaps[0].0,
+            end: gaps[0].1,
+        }),
+    }
+}
+
+/// Minimum stabbing of intervals on a line (greedy by right end).
+fn greedy(mut iv: Vec<(usize, usize)>) -> Vec<usize> {
+    iv.sort_by_key(|&(s, e)| (e, s));
+    let mut out: Vec<usize> = Vec::new();
+    for (s, e) in iv {
+        if out.last().is_some_and(|&l| l >= s) {
+            continue;
+        }
+        out.push(e);
+    }
+    out
+}
+
+/// Minimum stabbing of arcs on a circle of `m` gaps (a line when no arc wraps). Exact.
+pub fn stab(m: usize, arcs: &[Arc]) -> Vec<usize> {
+    if arcs.is_empty() {
+        return Vec::new();
+    }
+    if arcs.iter().all(|a| a.start <= a.end) {
+        return greedy(arcs.iter().map(|a| (a.start, a.end)).collect());
+    }
+    let shortest = arcs
+        .iter()
+        .min_by_key(|a| a.len(m))
+        .copied()
+        .expect("non-empty");
+    let mut best: Option<Vec<usize>> = None;
+    let mut g = shortest.start;
+    for _ in 0..shortest.len(m) {
+        let p = g;
+        let cut = |q: usize| (q + m - p - 1) % m;
+        let rest: Vec<(usize, usize)> = arcs
+            .iter()
+            .filter(|a| !a.contains(p))
+            .map(|a| (cut(a.start), cut(a.end)))
+            .collect();
+        let mut sol: Vec<usize> = greedy(rest).into_iter().map(|c| (c + p + 1) % m).collect();
+        sol.push(p);
+        if best.as_ref().is_none_or(|b| sol.len() < b.len()) {
+            best = Some(sol);
+        }
+        g = (g + 1) % m;
+    }
+    let mut b = best.expect("the shortest arc has a point");
+    b.sort();
+    b
+}
+
+/// Solves one region: the exact minimum for `arcs`, preferring among minimum solutions one
+/// with a gap `<= prefix` and one `>= suffix` (outer hazards entering / leaving).
+fn solve(m: usize, arcs: &[Arc], prefix: Option<usize>, suffix: Option<usize>) -> Vec<usize> {
+    let base = stab(m, arcs);
+    if base.is_empty() {
+        return base;
+    }
+    let n = m - 1;
+    let mut variants = Vec::new();
+    if prefix.is_some() && suffix.is_some() {
+        variants.push((prefix, suffix));
+    }
+    if prefix.is_some() {
+        variants.push((prefix, None));
+    }
+    if suffix.is_some() {
+        variants.push((None, suffix));
+    }
+    for (p, s) in variants {
+        let mut more = arcs.to_vec();
+        if let Some(x) = p {
+            more.push(Arc {
+                start: 0,
+                end: x.min(n),
+            });
+        }
+        if let Some(y) = s {
+            more.push(Arc {
+                start: y.min(n),
+                end: n,
+            });
+        }
+        let sol = stab(m, &more);
+        if sol.len() == base.len() {
+            return sol;
+        }
+    }
+    base
+}
+
+/// Places barriers for the pending hazards (see the module doc).
+pub fn place(
+    model: &SyncModel,
+    hazards: &[Hazard],
+    pending: &[usize],
+) -> Result<Vec<Point>, Vec<Diagnostic>> {
+    let k = model.k;
+    let mut regions: Vec<Region> = model.paths.region_depth.keys().copied().collect();
+    regions.sort_by_key(|r| (std::cmp::Reverse(model.paths.region_depth[r]), *r));
+    let mut by_home: std::collections::HashMap<Region, Vec<usize>> =
+        std::collections::HashMap::new();
+    for &i in pending {
+        by_home.entry(hazards[i].home).or_default().push(i);
+    }
+    let mut chosen: Vec<Point> = Vec::new();
+    let mut diags = Vec::new();
+    for scope in [Scope::Block, Scope::Warp] {
+        let wants = |h: &Hazard| match scope {
+            Scope::Block => !h.intra_warp,
+            Scope::Warp => h.intra_warp,
+        };
+        for &q in &regions {
+            let Some(homed) = by_home.get(&q) else {
+                continue;
+            };
+            let local: Vec<usize> = homed
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    wants(&hazards[i]) && !chosen.iter().any(|p| model.covers(p, &hazards[i]))
+                })
+                .collect();
+            if local.is_empty() {
+                continue;
+            }
+            if !model.is_legal(q) {
+                for &i in &local {
+                    diags.push(model.unplaceable(&hazards[i]));
+                }
+                continue;
+            }
+            let m = body_len(k, q) + 1;
+            let arcs: Vec<Arc> = local
+                .iter()
+                .filter_map(|&i| home_arc(&hazards[i]))
+                .collect();
+            // Outer hazards passing through this region.
+            let (mut prefix, mut suffix): (Option<usize>, Option<usize>) = (None, None);
+            if scope == Scope::Block {
+                for &i in pending {
+                    let h = &hazards[i];
+                    if h.home == q || !wants(h) || chosen.iter().any(|p| model.covers(p, h)) {
+                        continue;
+                    }
+                    for s in h.chain.iter().filter(|s| s.region == q) {
+                        if s.lo == 0 {
+                            let x = s.hi / 2;
+                            prefix = Some(prefix.map_or(x, |p: usize| p.min(x)));
+                        } else {
+                            let y = s.lo.div_ceil(2);
+                            suffix = Some(suffix.map_or(y, |p: usize| p.max(y)));
+                        }
+                    }
+                }
+            }
+            for g in solve(m, &arcs, prefix, suffix) {
+                chosen.push(Point {
+                    region: q,
+                    coord: 2 * g,
+                    scope,
+                });
+            }
+        }
+    }
+    if diags.is_empty() {
+        Ok(chosen)
+    } else {
+        Err(diags)
+    }
+}
+
+/// A lower bound on the executed count of inserted block barriers: hazards whose coverages
+/// are pairwise disjoint each need their own barrier, costing at least the cheapest legal
+/// region of their coverage.
+pub fn lower_bound(model: &SyncModel, hazards: &[Hazard], pending: &[usize]) -> u64 {
+    let mut cand: Vec<usize> = pending
+        .iter()
+        .copied()
+        .filter(|&i| !hazards[i].intra_warp)
+        .collect();
+    if cand.len() > 4000 {
+        return 0;
+    }
+    cand.sort_by_key(|&i| {
+        let h = &hazards[i];
+        (h.home, home_arc(h).map_or(0, |a| a.end))
+    });
+    let mut picked: Vec<usize> = Vec::new();
+    let mut lb = 0u64;
+    for i in cand {
+        let h = &hazards[i];
+        let disjoint = picked.iter().all(|&j| {
+            let o = &hazards[j];
+            !h.segments().any(|s| {
+                o.segments()
+                    .any(|t| s.region == t.region && s.lo <= t.hi && t.lo <= s.hi)
+            })
+        });
+        if !disjoint {
+            continue;
+        }
+        let cost = h
+            .segments()
+            .filter(|s| model.is_legal(s.region))
+            .map(|s| model.weight_bounds[&s.region])
+            .min();
+        if let Some(c) = cost {
+            picked.push(i);
+            lb = lb.saturating_add(c);
+        }
+    }
+    lb
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_stabs_overlapping_intervals_once() {
+        assert_eq!(greedy(vec![(1, 3), (2, 4)]), vec![3]);
+        assert_eq!(greedy(vec![(1, 2), (3, 4), (2, 3)]).len(), 2);
+    }
+
+    #[test]
+    fn circular_arcs_are_stabbed_exactly() {
+        // Circle of 6 gaps; arcs [4..1] (wrapping) and [1..2] and [3..4]: two points suffice
+        // (1 and 4), a cut at 0 would need three.
+        let arcs = [
+            Arc { start: 4, end: 1 },
+            Arc { start: 1, end: 2 },
+            Arc { start: 3, end: 4 },
+        ];
+        let s = stab(6, &arcs);
+        assert_eq!(s.len(), 2);
+        for a in &arcs {
+            assert!(
+                s.iter().any(|&g| a.contains(g)),
+                "{a:?} not stabbed by {s:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn brute_force_agrees_on_small_circles() {
+        // All sets of up to 4 arcs on a circle of 5 gaps.
+        let m = 5;
+        let mut all = Vec::new();
+        for s in 0..m {
+            for e in 0..m {
+                all.push(Arc { start: s, end: e });
+            }
+        }
+        let mut seed = 7u64;
+        for _ in 0..400 {
+            let mut arcs = Vec::new();
+            for _ in 0..4 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                arcs.push(all[(seed >> 33) as usize % all.len()]);
+            }
+            let got = stab(m, &arcs);
+            let mut best = usize::MAX;
+            for mask in 0u32..(1 << m) {
+                if arcs
+                    .iter()
+                    .all(|a| (0..m).any(|g| mask & (1 << g) != 0 && a.contains(g)))
+                {
+                    best = best.min(mask.count_ones() as usize);
+                }
+            }
+            assert_eq!(got.len(), best, "{arcs:?}");
+            assert!(arcs.iter().all(|a| got.iter().any(|&g| a.contains(g))));
+        }
+    }
+}

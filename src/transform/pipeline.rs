@@ -1,0 +1,474 @@
+//! Circular buffering (multi-stage pipelining) of a loop's shared-memory loads.
+//!
+//! Input: a `for %k = lo to hi step 1` loop whose body holds a `stage "load" { ... }` that
+//! fills shared buffers (stores, atomics or async copies) from values available before the
+//! iteration starts (the induction variable, values defined outside the loop). With `S`
+//! stages and prefetch distance `P = S - 1`, every buffer `@b` the stage writes gets a leading
+//! dimension `S`, and the loop becomes (nvFuser's prologue/main structure, seed 004):
+//!
+//! ```text
+//! for %j = lo to lo+P { if %j < hi { load(%j) into slot (%j-lo) mod S } }      // prologue
+//! for %k = lo to hi {
+//!   if %k+P < hi { load(%k+P) into slot (%k+P-lo) mod S }                      // prefetch
+//!   ... the rest of the body, reading slot (%k-lo) mod S ...
+//! }
+//! ```
+//!
+//! No epilogue is needed: the prefetch is guarded instead of peeled. The transform inserts no
+//! sync: the RAW hazard (a slot written P iterations before it is read) and the WAR hazard (a
+//! slot read one iteration before it is rewritten) are ordinary loop-carried hazards at
+//! distances P and 1 that `sync` places barriers and waits for; async copies in the stage stay
+//! in flight across iterations, which is the point.
+//!
+//! Legality (each violation is a diagnostic naming the op): the stage uses no value computed
+//! in the loop outside it (no iteration value, nothing from an earlier op of the body); no
+//! value the stage defines is used after it; the stage contains no sync op other than
+//! `cp_async_commit`; each buffer it writes is unpinned and touched nowhere outside the loop.
+//! Complexity: O(ops of the loop) per pipelined loop.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::diag::Diagnostic;
+use crate::ir::*;
+
+/// What one pipelined loop became.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PipelinedLoop {
+    pub loop_op: Op,
+    pub buffers: Vec<Buffer>,
+    pub stages: u32,
+}
+
+/// The name of the stage that holds a loop's loads.
+pub const LOAD_STAGE: &str = "load";
+
+/// Circular-buffers every loop with a `stage "load"` in its body, with `stages` stages.
+pub fn circular_buffer(
+    k: &Kernel,
+    stages: u32,
+) -> Result<(Kernel, Vec<PipelinedLoop>), Vec<Diagnostic>> {
+    if stages < 2 {
+        return Err(vec![Diagnostic::user(
+            "E0400",
+            format!("circular buffering needs at least 2 stages, not {stages}"),
+        )]);
+    }
+    let loops: Vec<(Op, Op)> = k
+        .ops_in_order()
+        .into_iter()
+        .filter_map(|l| match k.ops[l].kind {
+            OpKind::For { .. } => {
+                let body = k.ops[l].regions[0];
+                k.regions[body]
+                    .ops
+                    .iter()
+                    .find(|&&o| matches!(&k.ops[o].kind, OpKind::Stage { name } if name == LOAD_STAGE))
+                    .map(|&g| (l, g))
+            }
+            _ => None,
+        })
+        .collect();
+    if loops.is_empty() {
+        return Err(vec![Diagnostic::user("E0401", "no loop has a `stage \"load\"` to circular-buffer")
+            .with_label(k.kernel_span, "in this kernel")
+            .with_help("wrap the ops that fill shared memory for an iteration in `stage \"load\" { ... }`")]);
+    }
+    let mut out = k.clone();
+    let mut done = Vec::new();
+    let mut errors = Vec::new();
+    for (l, g) in loops {
+        match pipeline_one(&mut out, l, g, stages) {
+            Ok(bufs) => done.push(PipelinedLoop {
+                loop_op: l,
+                buffers: bufs,
+                stages,
+            }),
+            Err(mut e) => errors.append(&mut e),
+        }
+    }
+    if errors.is_empty() {
+        Ok((out, done))
+    } else {
+        Err(errors)
+    }
+}
+
+/// Ops nested anywhere under `op` (including itself).
+fn subtree(k: &Kernel, op: Op, out: &mut Vec<Op>) {
+    out.push(op);
+    for &r in &k.ops[op].regions {
+        for &c in &k.regions[r].ops {
+            subtree(k, c, out);
+        }
+    }
+}
+
+fn defs_in(k: &Kernel, ops: &[Op]) -> HashSet<Value> {
+    let mut d = HashSet::new();
+    for &o in ops {
+        d.extend(k.ops[o].results.iter().copied());
+        for &r in &k.ops[o].regions {
+            d.extend(k.regions[r].args.iter().copied());
+        }
+    }
+    d
+}
+
+fn view_uses(k: &Kernel, op: Op) -> Vec<Value> {
+    match &k.ops[op].kind {
+        OpKind::ViewDef(v) => k.views[*v]
+            .indices
+            .iter()
+            .filter_map(|i| match i {
+                ViewIndex::At(o) => o.value(),
+                ViewIndex::Range(..) => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn pipeline_one(k: &mut Kernel, l: Op, g: Op, stages: u32) -> Result<Vec<Buffer>, Vec<Diagnostic>> {
+    let OpKind::For { lo, hi, step, .. } = k.ops[l].kind.clone() else {
+        unreachable!("a for loop")
+    };
+    let body = k.ops[l].regions[0];
+    let iv = k.regions[body].args[0];
+    let mut errs = Vec::new();
+    let lspan = k.span(l);
+    if step != Operand::Imm(Scalar::I32(1)) {
+        errs.push(
+            Diagnostic::user("E0402", "circular buffering needs a loop with step 1")
+                .with_label(lspan, "this loop"),
+        );
+    }
+    let mut loop_ops = Vec::new();
+    subtree(k, l, &mut loop_ops);
+    let mut stage_ops = Vec::new();
+    subtree(k, g, &mut stage_ops);
+    let loop_defs = defs_in(k, &loop_ops);
+    let stage_defs = defs_in(k, &stage_ops);
+    for &o in &stage_ops {
+        let mut uses = k.ops[o].kind.value_uses();
+        uses.extend(view_uses(k, o));
+        for v in uses {
+            if v != iv && loop_defs.contains(&v) && !stage_defs.contains(&v) {
+                errs.push(
+                    Diagnostic::user("E0403", format!("the load stage uses %{}, computed in the loop", k.value_name(v)))
+                        .with_label(k.span(o), "this op cannot run iterations ahead")
+                        .with_help("the load stage may use only the induction variable and values from before the loop"),
+                );
+            }
+        }
+        let e = effects(k, o);
+        if let Some(s) = e.sync
+            && s != SyncEffect::Commit(AsyncClass::CpAsync)
+        {
+            errs.push(
+                Diagnostic::user("E0404", "the load stage may not synchronize")
+                    .with_label(k.span(o), "sync op in the load stage"),
+            );
+        }
+    }
+    for &o in &loop_ops {
+        if stage_ops.contains(&o) {
+            continue;
+        }
+        let mut uses = k.ops[o].kind.value_uses();
+        uses.extend(view_uses(k, o));
+        if let Some(v) = uses.into_iter().find(|v| stage_defs.contains(v)) {
+            errs.push(
+                Diagnostic::user("E0405", format!("%{} is defined in the load stage and used after it", k.value_name(v)))
+                    .with_label(k.span(o), "use outside the load stage")
+                    .with_help("pass data from the load stage to the rest of the body through shared memory only"),
+            );
+        }
+    }
+    let mut bufs: Vec<Buffer> = Vec::new();
+    for &o in &stage_ops {
+        for a in effects(k, o).shared {
+            if a.kind.writes() {
+                let b = k.root_buffer(a.mem);
+                if !bufs.contains(&b) {
+                    bufs.push(b);
+                }
+            }
+        }
+    }
+    if bufs.is_empty() {
+        errs.push(
+            Diagnostic::user("E0406", "the load stage writes no shared buffer")
+                .with_label(k.span(g), "nothing to buffer"),
+        );
+    }
+    let loop_set: HashSet<Op> = loop_ops.iter().copied().collect();
+    for &b in &bufs {
+        if k.buffers[b].offset.is_some() {
+            errs.push(
+                Diagnostic::user(
+                    "E0407",
+                    format!(
+                        "@{} is pinned to an offset and cannot grow",
+                        k.buffers[b].name
+                    ),
+                )
+                .with_label(*k.buffer_spans.get(b), "pinned here"),
+            );
+        }
+        for o in k.ops_in_order() {
+            if loop_set.contains(&o) {
+                continue;
+            }
+            let touches = effects(k, o)
+                .shared
+                .iter()
+                .any(|a| k.root_buffer(a.mem) == b)
+                || matches!(k.ops[o].kind, OpKind::ViewDef(v) if k.root_buffer(k.views[v].base) == b);
+            if touches {
+                errs.push(
+                    Diagnostic::user(
+                        "E0408",
+                        format!("@{} is used outside the pipelined loop", k.buffers[b].name),
+                    )
+                    .with_label(k.span(o), "use outside the loop")
+                    .with_label(lspan, "pipelined loop"),
+                );
+                break;
+            }
+        }
+    }
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+
+    let s = stages as i32;
+    let p = s - 1;
+    for &b in &bufs {
+        k.buffers[b].shape.insert(0, stages as u64);
+    }
+    // Slot of an iteration: (x - lo) mod S, appended to region `r` at `at`; returns the ops.
+    let slot_ops = |k: &mut Kernel, x: Operand| -> (Vec<Op>, Operand) {
+        let mut ops = Vec::new();
+        let rel = if lo == Operand::Imm(Scalar::I32(0)) {
+            x
+        } else {
+            let d = k.new_op(
+                OpKind::Binary(BinOp::Sub, x, lo),
+                &[ScalarType::I32],
+                vec![],
+            );
+            ops.push(d);
+            Operand::Value(k.ops[d].results[0])
+        };
+        let m = k.new_op(
+            OpKind::Binary(BinOp::Rem, rel, Operand::int(s as i64)),
+            &[ScalarType::I32],
+            vec![],
+        );
+        ops.push(m);
+        let r = Operand::Value(k.ops[m].results[0]);
+        (ops, r)
+    };
+    let slot_views =
+        |k: &mut Kernel, slot: Operand, ops: &mut Vec<Op>| -> HashMap<MemRef, MemRef> {
+            let mut map = HashMap::new();
+            for &b in &bufs {
+                let (v, op) = k.new_view(MemRef::Buffer(b), vec![ViewIndex::At(slot)]);
+                ops.push(op);
+                map.insert(MemRef::Buffer(b), MemRef::View(v));
+            }
+            map
+        };
+    // The load stage for iteration `x`, guarded by `x < hi`, as a list of ops.
+    let guarded_load = |k: &mut Kernel, x: Operand| -> Vec<Op> {
+        let c = k.new_op(OpKind::Cmp(CmpPred::Lt, x, hi), &[ScalarType::I1], vec![]);
+        let then_r = k.new_region();
+        let else_r = k.new_region();
+        let (mut inner, slot) = slot_ops(k, x);
+        let mems = slot_views(k, slot, &mut inner);
+        let mut map = CloneMap {
+            values: HashMap::from([(iv, x)]),
+            mems,
+        };
+        let clone = k.clone_op(g, &mut map);
+        inner.push(clone);
+        k.regions[then_r].ops = inner;
+        let cond = Operand::Value(k.ops[c].results[0]);
+        let i = k.new_op(OpKind::If { cond }, &[], vec![then_r, else_r]);
+        k.op_spans.set(i, k.span(g));
+        vec![c, i]
+    };
+
+    // Main body: consumer views at the top; the stage becomes the guarded prefetch of k+P.
+    let (mut top, cslot) = slot_ops(k, Operand::Value(iv));
+    let cmap = slot_views(k, cslot, &mut top);
+    let consumer_ops: Vec<Op> = loop_ops
+        .iter()
+        .copied()
+        .filter(|o| !stage_ops.contains(o) && *o != l)
+        .collect();
+    for o in consumer_ops {
+        let mut kind = k.ops[o].kind.clone();
+        kind.for_each_memref_mut(&mut |m| {
+            if let Some(n) = cmap.get(m) {
+                *m = *n;
+            }
+        });
+        k.ops[o].kind = kind;
+        if let OpKind::ViewDef(v) = k.ops[o].kind
+            && let Some(n) = cmap.get(&k.views[v].base)
+        {
+            k.views[v].base = *n;
+        }
+    }
+    let kp = k.new_op(
+        OpKind::Binary(BinOp::Add, Operand::Value(iv), Operand::int(p as i64)),
+        &[ScalarType::I32],
+        vec![],
+    );
+    let kpv = Operand::Value(k.ops[kp].results[0]);
+    let mut prefetch = vec![kp];
+    prefetch.extend(guarded_load(k, kpv));
+    let gi = k.regions[body]
+        .ops
+        .iter()
+        .position(|&o| o == g)
+        .expect("stage in body");
+    k.regions[body].ops.splice(gi..=gi, prefetch);
+    for (i, o) in top.into_iter().enumerate() {
+        k.regions[body].ops.insert(i, o);
+    }
+
+    // Prologue: for %j = lo to lo+P { if %j < hi { load(%j) } }.
+    let parent = k.parents().op_region[l].expect("loop is placed");
+    let (end_ops, endv) = match lo {
+        Operand::Imm(c) => (vec![], Operand::int(c.as_i64() + p as i64)),
+        Operand::Value(_) => {
+            let e = k.new_op(
+                OpKind::Binary(BinOp::Add, lo, Operand::int(p as i64)),
+                &[ScalarType::I32],
+                vec![],
+            );
+            (vec![e], Operand::Value(k.ops[e].results[0]))
+        }
+    };
+    let pro_body = k.new_region();
+    let j = k.new_value(ScalarType::I32, ValueDef::RegionArg(pro_body, 0));
+    k.regions[pro_body].args.push(j);
+    let loads = guarded_load(k, Operand::Value(j));
+    k.regions[pro_body].ops = loads;
+    let pro = k.new_op(
+        OpKind::For {
+            lo,
+            hi: endv,
+            step: Operand::int(1),
+            init: vec![],
+        },
+        &[],
+        vec![pro_body],
+    );
+    k.op_spans.set(pro, lspan);
+    let li = k.regions[parent]
+        .ops
+        .iter()
+        .position(|&o| o == l)
+        .expect("loop in parent");
+    k.regions[parent].ops.insert(li, pro);
+    for e in end_ops.into_iter().rev() {
+        k.regions[parent].ops.insert(li, e);
+    }
+    Ok(bufs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emit::text::print_kernel;
+    use crate::reader::parse_kernel;
+
+    const LOOP: &str = "kernel @k(%X: global f32[8, 64], %Y: global f32[8, 64]) block(64) {
+  shared @buf : f32[64]
+  %t = tid.x
+  for %k = 0 to 8 step 1 {
+    stage \"load\" {
+      %x = gload %X[%k, %t]
+      store @buf[%t], %x
+    }
+    %r = sub 63, %t
+    %v = load @buf[%r]
+    gstore %Y[%k, %t], %v
+  }
+}";
+
+    fn pipelined(src: &str, s: u32) -> Kernel {
+        let k = parse_kernel(src).expect("parses");
+        let (out, loops) = circular_buffer(&k, s).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(loops.len(), 1);
+        let errs = crate::verify::verify(&out);
+        assert!(errs.is_empty(), "{errs:?}\n{}", print_kernel(&out));
+        let text = print_kernel(&out);
+        let again = parse_kernel(&text)
+            .unwrap_or_else(|d| panic!("{}\n{text}", d.render("x", &text, false)));
+        assert_eq!(print_kernel(&again), text);
+        out
+    }
+
+    #[test]
+    fn a_loop_with_a_load_stage_gets_a_prologue_and_a_guarded_prefetch() {
+        let out = pipelined(LOOP, 3);
+        let text = print_kernel(&out);
+        assert!(text.contains("shared @buf : f32[3, 64]"), "{text}");
+        // Prologue loop of P = 2 iterations before the main loop, each guarded by j < 8.
+        let pro = text
+            .find("= 0 to 2 step 1")
+            .expect("prologue of two iterations");
+        let main = text.find("for %k = 0 to 8").expect("main loop");
+        assert!(pro < main, "{text}");
+        assert_eq!(
+            text.matches("stage \"load\"").count(),
+            2,
+            "one clone in the prologue, one prefetch\n{text}"
+        );
+        assert!(text.contains("add %k, 2"), "prefetch distance 2\n{text}");
+        assert_eq!(
+            text.matches("rem ").count(),
+            3,
+            "three slot computations\n{text}"
+        );
+    }
+
+    #[test]
+    fn a_stage_depending_on_the_iteration_values_is_refused() {
+        let src = "kernel @k(%X: global f32[8, 64]) block(64) {
+  shared @buf : f32[64]
+  %t = tid.x
+  %r = for %k = 0 to 8 step 1 iter(%a = 0.0) {
+    stage \"load\" {
+      store @buf[%t], %a
+    }
+    %v = load @buf[%t]
+    yield %v
+  }
+}";
+        let k = parse_kernel(src).expect("parses");
+        let e = circular_buffer(&k, 2).expect_err("refused");
+        assert!(e.iter().any(|d| d.code == "E0403"), "{e:?}");
+    }
+
+    #[test]
+    fn a_buffer_used_after_the_loop_is_refused() {
+        let src = LOOP.replace(
+            "    gstore %Y[%k, %t], %v\n  }\n",
+            "    gstore %Y[%k, %t], %v\n  }\n  %w = load @buf[%t]\n",
+        );
+        let k = parse_kernel(&src).expect("parses");
+        let e = circular_buffer(&k, 2).expect_err("refused");
+        assert!(e.iter().any(|d| d.code == "E0408"), "{e:?}");
+    }
+
+    #[test]
+    fn one_stage_is_refused() {
+        let k = parse_kernel(LOOP).expect("parses");
+        assert!(circular_buffer(&k, 1).is_err());
+    }
+}

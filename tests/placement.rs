@@ -1,0 +1,255 @@
+//! Placement oracles: on many random small kernels, the optimal placer's executed-barrier
+//! count equals the exhaustive search's and never exceeds the naive placer's; every
+//! placement removes every hazard; placing again on the synchronized kernel inserts nothing
+//! (idempotence, an independent re-analysis of the output).
+//!
+//! `recheck` is the hook for the independent race checker: it takes the original kernel and
+//! the plan; today it re-runs hazard analysis on the applied kernel, and the race checker's
+//! `check::check_race_free` slots in there.
+
+use smemsync::Kernel;
+use smemsync::ir::edit::{SyncPlan, apply};
+use smemsync::sync::{PlaceOptions, Placement, Strategy, place_barriers};
+use smemsync::target::Target;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A random kernel: straight-line code, loops (symbolic trip counts, nested up to two
+/// deep), uniform and thread-dependent `if`s, stores/loads/atomics on two buffers with
+/// thread-mapped, shifted, constant and slot-indexed (double-buffered) footprints.
+pub fn random_kernel(seed: u64, threads: u32) -> String {
+    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut body = String::new();
+    let mut n_vals = 0;
+    fn stmt(
+        r: &mut Rng,
+        out: &mut String,
+        depth: usize,
+        ind: usize,
+        n_vals: &mut usize,
+        ivs: &mut Vec<String>,
+        budget: &mut usize,
+    ) {
+        while *budget > 0 {
+            *budget -= 1;
+            let pad = "  ".repeat(ind);
+            let choice = r.below(12);
+            match choice {
+                0 if depth < 2 => {
+                    let k = format!("%k{}", *n_vals);
+                    *n_vals += 1;
+                    out.push_str(&format!("{pad}for {k} = 0 to %n step 1 {{\n"));
+                    ivs.push(k);
+                    let mut inner = 2 + r.below(4) as usize;
+                    stmt(r, out, depth + 1, ind + 1, n_vals, ivs, &mut inner);
+                    ivs.pop();
+                    out.push_str(&format!("{pad}}}\n"));
+                }
+                1 if depth < 2 => {
+                    let cond = if r.below(5) == 0 { "%lo" } else { "%flag" };
+                    out.push_str(&format!("{pad}if {cond} {{\n"));
+                    let mut inner = 1 + r.below(3) as usize;
+                    stmt(r, out, depth + 1, ind + 1, n_vals, ivs, &mut inner);
+                    out.push_str(&format!("{pad}}}\n"));
+                }
+                _ => {
+                    let buf = if r.below(2) == 0 { "@s" } else { "@d" };
+                    let kind = r.below(7);
+                    let idx = match r.below(if kind <= 2 { 3 } else { 4 }) {
+                        0 => "%t".to_string(),
+                        1 => "%tn".to_string(),
+                        2 => "%tw".to_string(),
+                        _ => "0".to_string(),
+                    };
+                    let mem = if buf == "@d" {
+                        let slot = match (ivs.last(), r.below(2)) {
+                            (Some(k), 0) => {
+                                let s = format!("%sl{}", *n_vals);
+                                *n_vals += 1;
+                                out.push_str(&format!("{pad}{s}a = rem {k}, 2\n"));
+                                s + "a"
+                            }
+                            (Some(k), _) => {
+                                let s = format!("%sl{}", *n_vals);
+                                *n_vals += 1;
+                                out.push_str(&format!(
+                                    "{pad}{s}b = add {k}, 1\n{pad}{s} = rem {s}b, 2\n"
+                                ));
+                                s
+                            }
+                            _ => "0".to_string(),
+                        };
+                        let v = format!("%v{}", *n_vals);
+                        *n_vals += 1;
+                        out.push_str(&format!("{pad}{v} = view @d[{slot}]\n"));
+                        v
+                    } else {
+                        "@s".to_string()
+                    };
+                    match kind {
+                        0..=2 => out.push_str(&format!("{pad}store {mem}[{idx}], %one\n")),
+                        3..=5 => {
+                            let x = format!("%x{}", *n_vals);
+                            *n_vals += 1;
+                            out.push_str(&format!("{pad}{x} = load {mem}[{idx}]\n"));
+                        }
+                        _ => {
+                            let x = format!("%a{}", *n_vals);
+                            *n_vals += 1;
+                            out.push_str(&format!("{pad}{x} = atomic add {mem}[{idx}], %one\n"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let mut ivs = Vec::new();
+    let mut budget = 4 + r.below(5) as usize;
+    stmt(&mut r, &mut body, 0, 1, &mut n_vals, &mut ivs, &mut budget);
+    format!(
+        "kernel @rand(%n: i32, %f: i32) block({threads}) {{\n  shared @s : i32[{threads}]\n  shared @d : i32[2, {threads}]\n  %t = tid.x\n  %one = const 1 : i32\n  %t1 = add %t, 1\n  %tn = rem %t1, {threads}\n  %t3 = xor %t, 1\n  %tw = rem %t3, {threads}\n  %flag = cmp gt %f, 0\n  %lo = cmp lt %t, 32\n{body}}}\n"
+    )
+}
+
+fn parse(src: &str) -> Kernel {
+    let k = smemsync::reader::parse_kernel(src).unwrap_or_else(|d| panic!("{d:?}\n{src}"));
+    let errs = smemsync::verify::verify(&k);
+    assert!(errs.is_empty(), "{errs:?}\n{src}");
+    k
+}
+
+fn opts(s: Strategy) -> PlaceOptions {
+    PlaceOptions {
+        strategy: s,
+        ..Default::default()
+    }
+}
+
+/// Re-checks a placement independently of the placer: the synchronized kernel must have no
+/// hazard left that its syncs do not remove (placing again inserts nothing).
+pub fn recheck(k: &Kernel, plan: &SyncPlan, target: &Target) {
+    let out = apply(k, plan);
+    assert!(smemsync::verify::verify(&out).is_empty());
+    let again =
+        place_barriers(&out, target, &opts(Strategy::Optimal)).expect("re-placement succeeds");
+    assert!(
+        again.plan.is_empty(),
+        "hazards left after placement:\n{}\n{:?}",
+        smemsync::emit::text::print_kernel(&out),
+        again.plan
+    );
+}
+
+fn block_executed(p: &Placement) -> u64 {
+    p.stats.inserted_executed
+}
+
+#[test]
+fn optimal_equals_exhaustive_and_never_exceeds_naive_on_random_kernels() {
+    let target = Target::from_name("gfx942").expect("known");
+    let (mut compared, mut strictly_better) = (0, 0);
+    for seed in 0..150u64 {
+        let threads = if seed % 3 == 0 { 64 } else { 128 };
+        let src = random_kernel(seed, threads);
+        let k = parse(&src);
+        let opt = place_barriers(&k, &target, &opts(Strategy::Optimal));
+        let naive = place_barriers(&k, &target, &opts(Strategy::Naive));
+        let (opt, naive) = match (opt, naive) {
+            (Ok(o), Ok(n)) => (o, n),
+            (Err(_), Err(_)) => continue,
+            (o, n) => panic!(
+                "placers disagree on feasibility for seed {seed}:\n{src}\n{:?}\n{:?}",
+                o.err(),
+                n.err()
+            ),
+        };
+        // Every hazard is removed by the plan or by existing syncs.
+        assert_eq!(
+            opt.existing.len()
+                + opt
+                    .removes
+                    .iter()
+                    .flatten()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len(),
+            opt.hazards.len(),
+            "seed {seed}: a hazard is left uncovered\n{src}"
+        );
+        assert!(
+            block_executed(&opt) <= block_executed(&naive),
+            "seed {seed}: optimal {} > naive {}\n{src}",
+            block_executed(&opt),
+            block_executed(&naive)
+        );
+        if block_executed(&opt) < block_executed(&naive) {
+            strictly_better += 1;
+        }
+        recheck(&k, &opt.plan, &target);
+        recheck(&k, &naive.plan, &target);
+        if let Ok(ex) = place_barriers(&k, &target, &opts(Strategy::Exhaustive)) {
+            assert_eq!(
+                block_executed(&opt),
+                block_executed(&ex),
+                "seed {seed}: optimal differs from exhaustive\n{src}\noptimal: {:?}\nexhaustive: {:?}",
+                opt.plan,
+                ex.plan
+            );
+            assert!(
+                opt.stats.barriers_written
+                    <= ex.stats.barriers_written + ex.stats.warp_syncs_written,
+                "seed {seed}: more written than the oracle\n{src}"
+            );
+            compared += 1;
+        }
+    }
+    eprintln!("compared {compared}, strictly better than naive {strictly_better}");
+    assert!(
+        compared >= 60,
+        "only {compared} kernels compared with the exhaustive oracle"
+    );
+    assert!(
+        strictly_better > 0,
+        "the optimal placer never beat the naive one"
+    );
+}
+
+#[test]
+fn every_example_kernel_synchronizes() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    for e in std::fs::read_dir(dir).expect("examples") {
+        let p = e.expect("entry").path();
+        if p.extension().is_none_or(|x| x != "kir") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&p).expect("read");
+        let module = smemsync::reader::parse(&src).expect("parses");
+        for k in &module.kernels {
+            for t in ["gfx942", "gfx950", "sm_80", "sm_90", "gfx1250"] {
+                let target = Target::from_name(t).expect("known");
+                if let Ok(p) = place_barriers(k, &target, &opts(Strategy::Optimal)) {
+                    let text = smemsync::emit::text::print_kernel(&apply(k, &p.plan));
+                    let back = smemsync::reader::parse_kernel(&text).expect("output parses");
+                    assert_eq!(
+                        smemsync::emit::text::print_kernel(&back),
+                        text,
+                        "round trip"
+                    );
+                    recheck(k, &p.plan, &target);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,250 @@
+//! Reader properties: every kernel file in the repository round-trips through the printer,
+//! and no input, however malformed, makes the reader, verifier or printer panic.
+
+use std::path::{Path, PathBuf};
+
+use smemsync::Kernel;
+use smemsync::diag::Span;
+use smemsync::emit::text::print_kernels;
+use smemsync::ir::SecondaryMap;
+use smemsync::reader::parse;
+use smemsync::verify::verify;
+
+fn kir_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            if p.file_name()
+                .is_some_and(|n| n == "target" || n.to_string_lossy().starts_with('.'))
+            {
+                continue;
+            }
+            kir_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "kir") {
+            out.push(p);
+        }
+    }
+}
+
+fn repo_files() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut v = Vec::new();
+    for d in ["examples", "tests", "benches", "fuzz"] {
+        kir_files(&root.join(d), &mut v);
+    }
+    v.sort();
+    v
+}
+
+/// The kernel with every span cleared: what "the same kernel" means structurally.
+fn structure(k: &Kernel) -> String {
+    let mut k = k.clone();
+    k.op_spans = SecondaryMap::default();
+    k.buffer_spans = SecondaryMap::default();
+    k.global_spans = SecondaryMap::default();
+    k.value_spans = SecondaryMap::default();
+    k.kernel_span = Span::UNDEF;
+    format!("{k:?}")
+}
+
+/// Files whose RUN line expects a failure are negative tests of the reader.
+fn expects_failure(text: &str) -> bool {
+    text.lines()
+        .any(|l| l.trim_start().starts_with("// EXIT:") && !l.contains("EXIT: 0"))
+}
+
+#[test]
+fn every_kernel_file_round_trips() {
+    let files = repo_files();
+    assert!(
+        files.len() >= 10,
+        "expected the examples and file tests, found {}",
+        files.len()
+    );
+    let mut checked = 0;
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("read");
+        if expects_failure(&text) {
+            continue;
+        }
+        let m = parse(&text)
+            .unwrap_or_else(|d| panic!("{}: {}", f.display(), d.render("f", &text, false)));
+        for k in &m.kernels {
+            let errs = verify(k);
+            assert!(errs.is_empty(), "{}: {:?}", f.display(), errs);
+        }
+        let printed = print_kernels(&m.kernels);
+        let again = parse(&printed).unwrap_or_else(|d| {
+            panic!(
+                "{}: printed form does not parse: {}\n{printed}",
+                f.display(),
+                d.render("p", &printed, false)
+            )
+        });
+        assert_eq!(m.kernels.len(), again.kernels.len());
+        for (a, b) in m.kernels.iter().zip(&again.kernels) {
+            assert_eq!(
+                structure(a),
+                structure(b),
+                "{}: round trip changed the kernel",
+                f.display()
+            );
+        }
+        assert_eq!(
+            print_kernels(&again.kernels),
+            printed,
+            "{}: printing is not a fixed point",
+            f.display()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 10);
+}
+
+/// A small deterministic generator (splitmix64).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+const FRAGMENTS: &[&str] = &[
+    "%",
+    "@",
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    ",",
+    ":",
+    "=",
+    "<-",
+    "\"",
+    "-",
+    "-1",
+    "0",
+    "99999999999999999999",
+    "1e400",
+    "1.5",
+    "for",
+    "if",
+    "else",
+    "while",
+    "do",
+    "stage",
+    "yield",
+    "condition",
+    "barrier",
+    "view",
+    "load",
+    "store",
+    "local_load",
+    "tid.x",
+    "shared @q : f32[0]",
+    "kernel @z() {",
+    "\n",
+    " ",
+    "é",
+    "\u{0}",
+    "named_sync 99, 0",
+    "mbar_wait",
+    "cp_async",
+    "iter(",
+    "%t",
+    "@s",
+    "layout",
+    "waitcnt vmcnt(",
+    "block(0)",
+];
+
+/// Applies one random edit: delete a range, duplicate a range, or insert a fragment.
+fn mutate(src: &str, rng: &mut Rng) -> String {
+    let chars: Vec<char> = src.chars().collect();
+    let n = chars.len().max(1);
+    let a = rng.below(n);
+    let b = (a + rng.below(12)).min(chars.len());
+    let mut out: Vec<char> = Vec::with_capacity(n + 16);
+    match rng.below(3) {
+        0 => {
+            out.extend(&chars[..a.min(chars.len())]);
+            out.extend(&chars[b..]);
+        }
+        1 => {
+            out.extend(&chars[..b]);
+            out.extend(&chars[a.min(chars.len())..b]);
+            out.extend(&chars[b..]);
+        }
+        _ => {
+            out.extend(&chars[..a.min(chars.len())]);
+            out.extend(FRAGMENTS[rng.below(FRAGMENTS.len())].chars());
+            out.extend(&chars[a.min(chars.len())..]);
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Parsing, verifying, printing and reparsing never panics, and every rejection carries a
+/// diagnostic whose primary span lies inside the input.
+#[test]
+fn mutated_inputs_never_panic() {
+    let seeds: Vec<String> = repo_files()
+        .into_iter()
+        .map(|f| std::fs::read_to_string(f).expect("read"))
+        .collect();
+    let mut rng = Rng(0x5eed);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(8);
+    let mut cases = 0;
+    let mut rejected = 0;
+    while std::time::Instant::now() < deadline && cases < 20_000 {
+        let base = &seeds[rng.below(seeds.len())];
+        let mut text = base.clone();
+        for _ in 0..=rng.below(4) {
+            text = mutate(&text, &mut rng);
+        }
+        let result = std::panic::catch_unwind(|| match parse(&text) {
+            Err(d) => {
+                let sp = d.primary_span();
+                assert!(
+                    sp.is_some_and(|s| s.is_undef() || s.lo as usize <= text.len()),
+                    "span outside input: {d:?}"
+                );
+                let _ = d.render("m", &text, false);
+                false
+            }
+            Ok(m) => {
+                let mut bad = false;
+                for k in &m.kernels {
+                    for d in verify(k) {
+                        let _ = d.render("m", &text, false);
+                        bad = true;
+                    }
+                }
+                if !bad {
+                    let p = print_kernels(&m.kernels);
+                    parse(&p).expect("printed form of a valid kernel must parse");
+                }
+                bad
+            }
+        });
+        match result {
+            Ok(r) => rejected += r as usize,
+            Err(_) => panic!("reader panicked on input:\n{text}"),
+        }
+        cases += 1;
+    }
+    assert!(cases > 100, "only {cases} cases ran");
+    let _ = rejected;
+}
