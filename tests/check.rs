@@ -823,3 +823,95 @@ kernel @warp(%out: global i32[64]) block(64) {
     // With 64-wide wavefronts (gfx942) the same exchange is inside one wavefront.
     assert!(check_race_free(&across, &with_target("gfx942")).is_race_free());
 }
+
+#[test]
+fn interpreter_arithmetic_follows_the_ir_semantics() {
+    let src = r#"
+kernel @arith(%out: global i32[16], %f: global f16[2], %b: global i8[1]) block(1) {
+  %a = const -7 : i32
+  %d = div %a, 2
+  gstore %out[0], %d
+  %r = rem %a, 3
+  gstore %out[1], %r
+  %s = shl 1, 33
+  gstore %out[2], %s
+  %h = shr %a, 1
+  gstore %out[3], %h
+  %x = const 2.75 : f32
+  %i = ftoi %x
+  gstore %out[4], %i
+  %c = compute "opaque"(%a, %x) : i32
+  gstore %out[5], %c
+  %c2, %c3 = compute "two"(%a, %a) : i32, i32
+  gstore %out[6], %c3
+  %k = while iter(%n = 0) {
+    %go = cmp lt %n, 5
+    condition %go
+  } do (%m) {
+    %m2 = add %m, 2
+    yield %m2
+  }
+  gstore %out[7], %k
+  %t = cmp gt %k, 5
+  %sel = if %t {
+    yield 11
+  } else {
+    yield 12
+  }
+  gstore %out[8], %sel
+  %big = const 1.00048828125 : f32
+  gstore %f[0], %big
+  %e = const 65536.0 : f32
+  gstore %f[1], %e
+  gstore %b[0], 200
+}
+"#;
+    let k = parse(src);
+    let out = run(&k, 0, &opts()).unwrap_or_else(|d| panic!("{}", d.render("t", src, false)));
+    let o: Vec<i64> = out
+        .get("out")
+        .unwrap()
+        .data
+        .iter()
+        .map(|v| v.as_i64())
+        .collect();
+    assert_eq!(o[0], -4, "floor division");
+    assert_eq!(o[1], 2, "floor remainder is in [0, 3)");
+    assert_eq!(o[2], 2, "shift amount modulo 32");
+    assert_eq!(o[3], -4, "arithmetic shift right");
+    assert_eq!(o[4], 2, "ftoi truncates");
+    assert_eq!(
+        o[5],
+        -7 + 2,
+        "compute: sum of the arguments as i32 (ftoi) plus 0"
+    );
+    assert_eq!(o[6], -14 + 1, "compute result 1: sum plus 1");
+    assert_eq!(o[7], 6, "while: 0, 2, 4, 6 stops");
+    assert_eq!(o[8], 11);
+    let f: Vec<f32> = out
+        .get("f")
+        .unwrap()
+        .data
+        .iter()
+        .map(|v| v.as_f32())
+        .collect();
+    assert_eq!(f[0], 1.0, "f16 rounds to nearest even");
+    assert!(f[1].is_infinite(), "f16 overflows to infinity");
+    assert_eq!(
+        out.get("b").unwrap().data[0].as_i64(),
+        -56,
+        "i8 stores wrap"
+    );
+}
+
+#[test]
+fn inputs_follow_the_documented_generator() {
+    // splitmix64 test vector (seed 0 gives 0xE220A8397B1DCDAF).
+    assert_eq!(smemsync::check::splitmix64(0), 0xE220_A839_7B1D_CDAF);
+    for i in 0..100 {
+        let v = input_element(1, 2, i, smemsync::ir::ElemType::I32).as_i64();
+        assert!((-8..=8).contains(&v));
+        let f = input_element(1, 2, i, smemsync::ir::ElemType::F32).as_f32();
+        assert!((-1.0..1.0).contains(&f));
+    }
+}

@@ -945,22 +945,38 @@ impl<'a> BlockExec<'a> {
         index: &[Operand],
         op: Op,
     ) -> Result<(Buffer, u64), Stop> {
-        let vi = self.memref(th, m, op)?;
-        let mut off = vi.off;
+        // Borrow the view (no allocation on this hot path); a whole buffer is row-major.
+        let (buf, base, shape, strides): (Buffer, u64, &[u64], Option<&[u64]>) = match m {
+            MemRef::Buffer(b) => (b, 0, &self.k.buffers[b].shape, None),
+            MemRef::View(v) => match th.views[v.index()].as_ref() {
+                Some(vi) => (vi.buf, vi.off, &vi.shape, Some(&vi.strides)),
+                None => return self.memref(th, m, op).map(|_| (Buffer::new(0), 0)),
+            },
+        };
+        let mut off = 0u64;
         for (d, o) in index.iter().enumerate() {
             let i = self.int(th, o);
-            let n = vi.shape.get(d).copied().unwrap_or(0);
+            let n = shape.get(d).copied().unwrap_or(0);
             if i < 0 || i as u64 >= n {
-                let name = &self.k.buffers[vi.buf].name;
+                let name = &self.k.buffers[buf].name;
                 return Err(self.exec_err(
                     op,
                     "C0004",
                     format!("index {i} out of range 0..{n} in dimension {d} of a view of @{name}"),
                 ));
             }
-            off += i as u64 * vi.strides[d];
+            match strides {
+                Some(st) => off += i as u64 * st[d],
+                None => off = off * n + i as u64,
+            }
         }
-        Ok((vi.buf, off))
+        if strides.is_none() {
+            // Trailing dimensions not indexed (a rank mismatch the verifier rejects).
+            for n in shape.iter().skip(index.len()) {
+                off *= n;
+            }
+        }
+        Ok((buf, base + off))
     }
 
     fn global_index(
