@@ -915,3 +915,71 @@ fn inputs_follow_the_documented_generator() {
         assert!((-1.0..1.0).contains(&f));
     }
 }
+
+const WGMMA: &str = r#"
+kernel @mma(%out: global f32[64]) block(64) {
+  shared @a : f32[8, 8]
+  shared @b : f32[8, 8]
+  %t = tid.x
+  %r = div %t, 8
+  %c = rem %t, 8
+  %f = itof %t
+  store @a[%r, %c], %f
+  store @b[%r, %c], 1.0
+  barrier
+  %d = wgmma @a, @b, 0.0
+  wgmma_commit
+  WAIT
+  store @a[%r, %c], 0.0
+  gstore %out[%t], %d
+}
+"#;
+
+#[test]
+fn wgmma_reads_its_operands_until_wgmma_wait() {
+    let ok = parse(&WGMMA.replace("WAIT", "wgmma_wait 0\n  barrier"));
+    let r = check_race_free(&ok, &with_target("sm_90"));
+    assert!(r.is_race_free(), "{:?}", r.verdict);
+    let out = run(&ok, 0, &opts()).unwrap();
+    // acc + sum(a) + sum(b) = 0 + (0 + ... + 63) + 64.
+    assert_eq!(out.get("out").unwrap().data[5].as_f32(), 2016.0 + 64.0);
+    // Overwriting an operand before the wait races with the engine's read.
+    let bad = parse(&WGMMA.replace("WAIT", "barrier"));
+    let r = check_race_free(&bad, &with_target("sm_90"));
+    let w = r.witness().unwrap_or_else(|| panic!("{:?}", r.verdict));
+    assert!(w.first.by_engine && w.first.kind == smemsync::check::AccKind::AsyncRead, "{w:?}");
+}
+
+const TMA_STORE: &str = r#"
+kernel @st(%g: global f32[8, 8]) block(64) {
+  shared @s : f32[8, 8]
+  %t = tid.x
+  %r = div %t, 8
+  %c = rem %t, 8
+  %f = itof %t
+  store @s[%r, %c], %f
+  barrier
+  %z = cmp eq %t, 0
+  if %z {
+    tma_store %g[0, 0] <- @s
+    bulk_commit
+    WAIT
+  }
+  barrier
+  store @s[%r, %c], 0.0
+}
+"#;
+
+#[test]
+fn tma_store_reads_shared_memory_until_bulk_wait() {
+    let ok = parse(&TMA_STORE.replace("WAIT", "bulk_wait 0"));
+    let r = check_race_free(&ok, &with_target("sm_90"));
+    assert!(r.is_race_free(), "{:?}", r.verdict);
+    let out = run(&ok, 0, &opts()).unwrap();
+    let g: Vec<f32> = out.get("g").unwrap().data.iter().map(|v| v.as_f32()).collect();
+    assert_eq!(g[9], 9.0);
+    let bad = parse(&TMA_STORE.replace("WAIT", ""));
+    let r = check_race_free(&bad, &with_target("sm_90"));
+    // Without the wait the copy is still reading when others overwrite (or at exit).
+    assert!(!r.is_race_free(), "{:?}", r.verdict);
+}
