@@ -947,7 +947,10 @@ fn wgmma_reads_its_operands_until_wgmma_wait() {
     let bad = parse(&WGMMA.replace("WAIT", "barrier"));
     let r = check_race_free(&bad, &with_target("sm_90"));
     let w = r.witness().unwrap_or_else(|| panic!("{:?}", r.verdict));
-    assert!(w.first.by_engine && w.first.kind == smemsync::check::AccKind::AsyncRead, "{w:?}");
+    assert!(
+        w.first.by_engine && w.first.kind == smemsync::check::AccKind::AsyncRead,
+        "{w:?}"
+    );
 }
 
 const TMA_STORE: &str = r#"
@@ -976,7 +979,13 @@ fn tma_store_reads_shared_memory_until_bulk_wait() {
     let r = check_race_free(&ok, &with_target("sm_90"));
     assert!(r.is_race_free(), "{:?}", r.verdict);
     let out = run(&ok, 0, &opts()).unwrap();
-    let g: Vec<f32> = out.get("g").unwrap().data.iter().map(|v| v.as_f32()).collect();
+    let g: Vec<f32> = out
+        .get("g")
+        .unwrap()
+        .data
+        .iter()
+        .map(|v| v.as_f32())
+        .collect();
     assert_eq!(g[9], 9.0);
     let bad = parse(&TMA_STORE.replace("WAIT", ""));
     let r = check_race_free(&bad, &with_target("sm_90"));

@@ -125,7 +125,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                 .free
                 .iter()
                 .chain(&b.form.free)
-                .fold(0i64, |g, (_, c)| gcd(g, c.abs()));
+                .fold(0i64, |g, (_, c)| gcd(g, c.wrapping_abs()));
             let mut hit = collide(&values[i], &values[j], g);
             if hit.is_some() {
                 // Retry with the iteration distance the barriers of the common loop allow.
@@ -177,9 +177,9 @@ impl Form {
     fn add(mut self, o: Form, sign: i64) -> Form {
         self.c = self.c.wrapping_add(sign.wrapping_mul(o.c));
         self.tpart
-            .extend(o.tpart.into_iter().map(|(c, v)| (c * sign, v)));
+            .extend(o.tpart.into_iter().map(|(c, v)| (c.wrapping_mul(sign), v)));
         self.free
-            .extend(o.free.into_iter().map(|(v, c)| (v, c * sign)));
+            .extend(o.free.into_iter().map(|(v, c)| (v, c.wrapping_mul(sign))));
         self
     }
     fn scale(mut self, s: i64) -> Form {
@@ -194,8 +194,13 @@ impl Form {
     }
 }
 
+/// Non-negative gcd (1 when it does not fit, which only weakens the argument).
 fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a } else { gcd(b, a % b) }
+    let (mut x, mut y) = (a.unsigned_abs(), b.unsigned_abs());
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    i64::try_from(x).unwrap_or(1)
 }
 
 /// Two distinct threads whose values agree modulo `g` (exactly when `g == 0`).
@@ -545,6 +550,13 @@ fn memref_form(k: &Kernel, td: &HashSet<Value>, m: MemRef) -> Option<(Form, Vec<
 }
 
 fn form(k: &Kernel, td: &HashSet<Value>, o: &Operand) -> Option<Form> {
+    form_d(k, td, o, 0)
+}
+
+fn form_d(k: &Kernel, td: &HashSet<Value>, o: &Operand, depth: u32) -> Option<Form> {
+    if depth > 256 {
+        return None;
+    }
     let v = match o {
         Operand::Imm(s) => return Some(Form::konst(s.as_i64())),
         Operand::Value(v) => *v,
@@ -566,10 +578,12 @@ fn form(k: &Kernel, td: &HashSet<Value>, o: &Operand) -> Option<Form> {
         if let ValueDef::Result(op, _) = def {
             match &k.ops[op].kind {
                 OpKind::Binary(BinOp::Add, a, b) => {
-                    return Some(form(k, td, a)?.add(form(k, td, b)?, 1));
+                    return Some(form_d(k, td, a, depth + 1)?.add(form_d(k, td, b, depth + 1)?, 1));
                 }
                 OpKind::Binary(BinOp::Sub, a, b) => {
-                    return Some(form(k, td, a)?.add(form(k, td, b)?, -1));
+                    return Some(
+                        form_d(k, td, a, depth + 1)?.add(form_d(k, td, b, depth + 1)?, -1),
+                    );
                 }
                 _ => {}
             }
@@ -583,10 +597,14 @@ fn form(k: &Kernel, td: &HashSet<Value>, o: &Operand) -> Option<Form> {
         return None;
     };
     match &k.ops[op].kind {
-        OpKind::Binary(BinOp::Add, a, b) => Some(form(k, td, a)?.add(form(k, td, b)?, 1)),
-        OpKind::Binary(BinOp::Sub, a, b) => Some(form(k, td, a)?.add(form(k, td, b)?, -1)),
+        OpKind::Binary(BinOp::Add, a, b) => {
+            Some(form_d(k, td, a, depth + 1)?.add(form_d(k, td, b, depth + 1)?, 1))
+        }
+        OpKind::Binary(BinOp::Sub, a, b) => {
+            Some(form_d(k, td, a, depth + 1)?.add(form_d(k, td, b, depth + 1)?, -1))
+        }
         OpKind::Binary(BinOp::Mul, a, b) => {
-            let (fa, fb) = (form(k, td, a)?, form(k, td, b)?);
+            let (fa, fb) = (form_d(k, td, a, depth + 1)?, form_d(k, td, b, depth + 1)?);
             if fa.is_const() {
                 Some(fb.scale(fa.c))
             } else if fb.is_const() {
@@ -596,9 +614,9 @@ fn form(k: &Kernel, td: &HashSet<Value>, o: &Operand) -> Option<Form> {
             }
         }
         OpKind::Binary(BinOp::Shl, a, b) => {
-            let fb = form(k, td, b)?;
+            let fb = form_d(k, td, b, depth + 1)?;
             if fb.is_const() {
-                Some(form(k, td, a)?.scale(1i64 << (fb.c & 31)))
+                Some(form_d(k, td, a, depth + 1)?.scale(1i64 << (fb.c & 31)))
             } else {
                 None
             }
@@ -818,7 +836,7 @@ fn lcm(a: i64, b: i64) -> i64 {
     if a == 0 || b == 0 {
         a.max(b)
     } else {
-        a / gcd(a, b) * b
+        (a / gcd(a, b)).saturating_mul(b)
     }
 }
 
@@ -851,18 +869,22 @@ fn iv_fn(k: &Kernel, v: Value, iv: Value, depth: u32) -> Option<IvFn> {
             match (bop, fx, fy) {
                 (BinOp::Add, Const(a), Const(b)) => Some(Const(a.wrapping_add(b))),
                 (BinOp::Add, Affine(a, b), Const(c)) | (BinOp::Add, Const(c), Affine(a, b)) => {
-                    Some(Affine(a, b + c))
+                    Some(Affine(a, b.wrapping_add(c)))
                 }
-                (BinOp::Add, Affine(a, b), Affine(c, d)) => Some(Affine(a + c, b + d)),
-                (BinOp::Sub, Affine(a, b), Const(c)) => Some(Affine(a, b - c)),
-                (BinOp::Sub, Const(c), Affine(a, b)) => Some(Affine(-a, c - b)),
+                (BinOp::Add, Affine(a, b), Affine(c, d)) => {
+                    Some(Affine(a.wrapping_add(c), b.wrapping_add(d)))
+                }
+                (BinOp::Sub, Affine(a, b), Const(c)) => Some(Affine(a, b.wrapping_sub(c))),
+                (BinOp::Sub, Const(c), Affine(a, b)) => {
+                    Some(Affine(a.wrapping_neg(), c.wrapping_sub(b)))
+                }
                 (BinOp::Mul, Affine(a, b), Const(c)) | (BinOp::Mul, Const(c), Affine(a, b)) => {
-                    Some(Affine(a * c, b * c))
+                    Some(Affine(a.wrapping_mul(c), b.wrapping_mul(c)))
                 }
                 (BinOp::Rem, Affine(..), Const(m)) if m != 0 => Some(Periodic(m.abs())),
                 _ => {
                     let (px, py) = (period(fx)?, period(fy)?);
-                    Some(Periodic(lcm(px, py)))
+                    Some(Periodic(lcm(px, py).min(1 << 20)))
                 }
             }
         }
@@ -925,16 +947,16 @@ fn collide_related(
         };
         for (v, c) in &f.free {
             match iv_fn(k, *v, rel.iv, 0) {
-                Some(IvFn::Const(x)) => s.offset += c * x,
+                Some(IvFn::Const(x)) => s.offset = s.offset.wrapping_add(c.wrapping_mul(x)),
                 Some(IvFn::Affine(m, q)) => {
-                    s.slope += c * m;
-                    s.offset += c * q;
+                    s.slope = s.slope.wrapping_add(c.wrapping_mul(m));
+                    s.offset = s.offset.wrapping_add(c.wrapping_mul(q));
                 }
                 Some(IvFn::Periodic(p)) if p <= 4096 => {
                     s.periodic.push((*v, *c));
-                    s.period = lcm(s.period, p);
+                    s.period = lcm(s.period, p).min(1 << 20);
                 }
-                _ => s.unknown_gcd = gcd(s.unknown_gcd, c.abs()),
+                _ => s.unknown_gcd = gcd(s.unknown_gcd, c.wrapping_abs()),
             }
         }
         Some(s)
@@ -943,7 +965,7 @@ fn collide_related(
     let mut g = gcd(sa.unknown_gcd, sb.unknown_gcd);
     if sa.slope != sb.slope {
         // The affine parts do not cancel: keep them unknown.
-        g = gcd(g, gcd(sa.slope.abs(), sb.slope.abs()));
+        g = gcd(g, gcd(sa.slope.wrapping_abs(), sb.slope.wrapping_abs()));
         if g == 0 {
             return fallback;
         }
@@ -955,21 +977,21 @@ fn collide_related(
     }
     for &d in &rel.distances {
         for i in 0..period {
-            let j = i + d * rel.step;
+            let j = i.wrapping_add(d.wrapping_mul(rel.step));
             let mut ca = sa.offset;
             for (v, c) in &sa.periodic {
-                ca += c * eval_iv(k, *v, rel.iv, i)?;
+                ca = ca.wrapping_add(c.wrapping_mul(eval_iv(k, *v, rel.iv, i)?));
             }
             let mut cb = sb.offset;
             for (v, c) in &sb.periodic {
-                cb += c * eval_iv(k, *v, rel.iv, j)?;
+                cb = cb.wrapping_add(c.wrapping_mul(eval_iv(k, *v, rel.iv, j)?));
             }
             if same_slope {
                 // slope*i on both sides, B one distance further.
-                cb += sb.slope * d * rel.step;
+                cb = cb.wrapping_add(sb.slope.wrapping_mul(d).wrapping_mul(rel.step));
             }
-            let xa: Vec<i64> = va.iter().map(|x| x + ca).collect();
-            let xb: Vec<i64> = vb.iter().map(|x| x + cb).collect();
+            let xa: Vec<i64> = va.iter().map(|x| x.wrapping_add(ca)).collect();
+            let xb: Vec<i64> = vb.iter().map(|x| x.wrapping_add(cb)).collect();
             if let Some(hit) = collide(&xa, &xb, g) {
                 return Some(hit);
             }
