@@ -271,7 +271,12 @@ fn scalars(k: &Kernel, opts: &CheckOptions) -> Result<Scalars, Diagnostic> {
 
 /// Checks a kernel for shared-memory races: the static proof first (when
 /// `opts.try_proof`), else interpretation with `opts.schedules` seeded schedules (the first
-/// with the copy engine at the latest legal moment, the others at random moments).
+/// with the copy engine at the latest legal moment, the others at random moments), over every
+/// block of the grid.
+///
+/// The kernel must be verifier-clean (`verify::verify` returns nothing); the checker reads
+/// only the IR and its effects table. Findings come back as data in the report, never as a
+/// panic: `report.to_diagnostic(k)` renders them.
 pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
     let k = sized(k, opts);
     let k = &k;
