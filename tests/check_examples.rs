@@ -88,3 +88,59 @@ fn synchronized_examples_are_race_free_and_bare_ones_race() {
     assert!(racy >= 1, "no example races before synchronization");
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+#[test]
+fn removing_any_inserted_barrier_from_a_barrier_only_example_races() {
+    // Examples without async copies or finer syncs: the placer inserts block barriers only,
+    // and an optimal placement needs each of them.
+    let tmp = std::env::temp_dir().join(format!("smemsync-check-mutants-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("tmp dir");
+    let mut mutants = 0;
+    for p in examples() {
+        let src = std::fs::read_to_string(&p).expect("read");
+        if target_for(&src) != "gfx942" {
+            continue;
+        }
+        let file = p.to_str().expect("path");
+        let (code, full, _) = smemsync(&["sync", "--target", "gfx942", "--no-warp-sync", file]);
+        if code != 0 {
+            continue;
+        }
+        for n in 0..16 {
+            let nth = n.to_string();
+            let (code, mutant, _) = smemsync(&[
+                "sync",
+                "--target",
+                "gfx942",
+                "--no-warp-sync",
+                "--without",
+                &nth,
+                file,
+            ]);
+            if code != 0 || mutant == full {
+                break;
+            }
+            let out = tmp.join(format!(
+                "m{n}-{}",
+                p.file_name().and_then(|f| f.to_str()).unwrap_or("k.kir")
+            ));
+            std::fs::write(&out, &mutant).expect("write");
+            let (code, stdout, err) = smemsync(&[
+                "check",
+                "--schedules",
+                "2",
+                "--target",
+                "gfx942",
+                out.to_str().expect("path"),
+            ]);
+            assert_eq!(
+                code, 1,
+                "{file} without inserted sync #{n} is not reported: {stdout}{err}\n{mutant}"
+            );
+            assert!(err.contains("C0001"), "{file} #{n}: {err}");
+            mutants += 1;
+        }
+    }
+    assert!(mutants >= 5, "only {mutants} mutants");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
