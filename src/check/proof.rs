@@ -54,8 +54,18 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     let mut accs: Vec<Access> = Vec::new();
     for op in k.ops_in_order() {
         for sa in effects(k, op).shared {
-            let Footprint::PerThread(index) = &sa.footprint else {
-                return Err(format!("{} is a collective access", opname(k, op)));
+            let index = match &sa.footprint {
+                Footprint::PerThread(index) => index,
+                Footprint::Collective { layout } => {
+                    accs.push(Access {
+                        op,
+                        buf: k.root_buffer(sa.mem),
+                        kind: sa.kind,
+                        form: Form::default(),
+                        collective: Some((layout.clone(), k.shape(sa.mem), slot_view(k, sa.mem))),
+                    });
+                    continue;
+                }
             };
             let f = address(k, &td, sa.mem, index).ok_or_else(|| {
                 format!(
@@ -68,6 +78,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                 buf: k.root_buffer(sa.mem),
                 kind: sa.kind,
                 form: f,
+                collective: None,
             });
         }
     }
@@ -84,11 +95,30 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
         warp,
         memo: HashMap::new(),
     };
-    // Per access: the T + c value of every thread.
-    let mut values: Vec<Vec<i64>> = Vec::new();
+    // Per access: the T + c value of every thread that may execute it (None for threads
+    // that an enclosing `if` on a thread-evaluable condition excludes).
+    let parents = k.parents();
+    let mut values: Vec<Vec<Option<i64>>> = Vec::new();
     for a in &accs {
+        if a.collective.is_some() {
+            values.push(Vec::new());
+            continue;
+        }
+        let guards = guards(k, &parents, a.op);
         let mut v = Vec::with_capacity(n as usize);
         for (t, xyz) in tvals.iter().enumerate() {
+            let mut runs = true;
+            for (c, arm) in &guards {
+                if let Some(x) = eval.eval(*c, t as i64, *xyz)
+                    && (x != 0) != *arm
+                {
+                    runs = false;
+                }
+            }
+            if !runs {
+                v.push(None);
+                continue;
+            }
             let mut s = a.form.c;
             for (coef, val) in &a.form.tpart {
                 let x = eval
@@ -96,12 +126,11 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                     .ok_or_else(|| format!("cannot evaluate the index of {}", opname(k, a.op)))?;
                 s = s.wrapping_add(coef.wrapping_mul(x));
             }
-            v.push(s);
+            v.push(Some(s));
         }
         values.push(v);
     }
     let empty = BTreeSet::new();
-    let parents = k.parents();
     let mut pairs = 0usize;
     for i in 0..accs.len() {
         for j in i..accs.len() {
@@ -120,6 +149,27 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                 continue;
             }
             pairs += 1;
+            if a.collective.is_some() || b.collective.is_some() {
+                // Any executing thread may touch any element of a collective access, except
+                // that two with one layout and one shape map each element to one thread.
+                let same_op = a.op == b.op && a.collective.as_ref().is_some_and(|c| c.2);
+                let same_mapping = same_op
+                    || match (&a.collective, &b.collective) {
+                        (Some((Some(la), sha, pa)), Some((Some(lb), shb, pb))) => {
+                            la == lb && sha == shb && *pa && *pb
+                        }
+                        _ => false,
+                    };
+                if same_mapping {
+                    continue;
+                }
+                return Err(format!(
+                    "{} and {} may touch one element of @{} in one barrier interval (a collective access)",
+                    opname(k, a.op),
+                    opname(k, b.op),
+                    k.buffers[a.buf].name
+                ));
+            }
             let g = a
                 .form
                 .free
@@ -154,6 +204,20 @@ struct Access {
     buf: Buffer,
     kind: AccessKind,
     form: Form,
+    /// A collective access: its layout, view shape, and whether the view only selects
+    /// leading dimensions (no ranges), so that one memory element has one view index.
+    collective: Option<(Option<String>, Vec<u64>, bool)>,
+}
+
+/// Whether a memref is a buffer or a chain of views that only index leading dimensions.
+fn slot_view(k: &Kernel, m: MemRef) -> bool {
+    match m {
+        MemRef::Buffer(_) => true,
+        MemRef::View(v) => {
+            let vd = &k.views[v];
+            vd.indices.iter().all(|i| matches!(i, ViewIndex::At(_))) && slot_view(k, vd.base)
+        }
+    }
 }
 
 /// `c + sum(coef * T(value)) + sum(coef * unknown)`.
@@ -204,16 +268,18 @@ fn gcd(a: i64, b: i64) -> i64 {
 }
 
 /// Two distinct threads whose values agree modulo `g` (exactly when `g == 0`).
-fn collide(a: &[i64], b: &[i64], g: i64) -> Option<(usize, usize)> {
+fn collide(a: &[Option<i64>], b: &[Option<i64>], g: i64) -> Option<(usize, usize)> {
     let key = |x: i64| if g == 0 { x } else { x.rem_euclid(g) };
     let mut first: HashMap<i64, (usize, Option<usize>)> = HashMap::new();
     for (t, x) in a.iter().enumerate() {
+        let Some(x) = x else { continue };
         let e = first.entry(key(*x)).or_insert((t, None));
         if e.0 != t && e.1.is_none() {
             e.1 = Some(t);
         }
     }
     for (t2, y) in b.iter().enumerate() {
+        let Some(y) = y else { continue };
         if let Some((t1, other)) = first.get(&key(*y)) {
             if *t1 != t2 {
                 return Some((*t1, t2));
@@ -226,14 +292,39 @@ fn collide(a: &[i64], b: &[i64], g: i64) -> Option<(usize, usize)> {
     None
 }
 
+/// The conditions of the `if`s enclosing `op` that each thread can evaluate on its own
+/// (thread ids and constants), with the arm `op` sits in (true: then).
+fn guards(k: &Kernel, parents: &Parents, op: Op) -> Vec<(Value, bool)> {
+    let mut out = Vec::new();
+    let mut cur = op;
+    while let Some(p) = parents.parent_op(cur) {
+        if let OpKind::If {
+            cond: Operand::Value(c),
+        } = &k.ops[p].kind
+            && thread_evaluable(k, *c, 0)
+            && let Some(r) = parents.op_region[cur]
+        {
+            out.push((*c, k.ops[p].regions.first() == Some(&r)));
+        }
+        cur = p;
+    }
+    out
+}
+
 fn opname(k: &Kernel, op: Op) -> String {
     let s = k.span(op);
     let kind = format!("{:?}", k.ops[op].kind);
-    let name = kind
+    let camel = kind
         .split(|c: char| !c.is_alphanumeric())
         .next()
-        .unwrap_or("op")
-        .to_lowercase();
+        .unwrap_or("op");
+    let mut name = String::new();
+    for (i, ch) in camel.chars().enumerate() {
+        if ch.is_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.extend(ch.to_lowercase());
+    }
     if s.is_undef() {
         format!("`{name}` ({op})")
     } else {
@@ -244,20 +335,10 @@ fn opname(k: &Kernel, op: Op) -> String {
 fn preconditions(k: &Kernel) -> Result<(), String> {
     for op in k.ops_in_order() {
         let e = effects(k, op);
-        if let Some(s) = &e.sync
-            && *s != SyncEffect::Barrier
-        {
-            return Err(format!(
-                "{} is a sync op other than a block barrier",
-                opname(k, op)
-            ));
-        }
+        // Sync ops other than `barrier` are ignored: dropping ordering only adds pairs.
         for a in &e.shared {
             if a.kind.is_async() {
                 return Err(format!("{} is an async copy", opname(k, op)));
-            }
-            if matches!(a.footprint, Footprint::Collective { .. }) {
-                return Err(format!("{} is a collective access", opname(k, op)));
             }
         }
     }
@@ -922,8 +1003,8 @@ fn collide_related(
     rel: &LoopRelation,
     a: &Access,
     b: &Access,
-    va: &[i64],
-    vb: &[i64],
+    va: &[Option<i64>],
+    vb: &[Option<i64>],
 ) -> Option<(usize, usize)> {
     let fallback = Some((0, 1));
     if rel.distances.is_empty() {
@@ -990,8 +1071,8 @@ fn collide_related(
                 // slope*i on both sides, B one distance further.
                 cb = cb.wrapping_add(sb.slope.wrapping_mul(d).wrapping_mul(rel.step));
             }
-            let xa: Vec<i64> = va.iter().map(|x| x.wrapping_add(ca)).collect();
-            let xb: Vec<i64> = vb.iter().map(|x| x.wrapping_add(cb)).collect();
+            let xa: Vec<Option<i64>> = va.iter().map(|x| x.map(|x| x.wrapping_add(ca))).collect();
+            let xb: Vec<Option<i64>> = vb.iter().map(|x| x.map(|x| x.wrapping_add(cb))).collect();
             if let Some(hit) = collide(&xa, &xb, g) {
                 return Some(hit);
             }
