@@ -992,3 +992,22 @@ fn tma_store_reads_shared_memory_until_bulk_wait() {
     // Without the wait the copy is still reading when others overwrite (or at exit).
     assert!(!r.is_race_free(), "{:?}", r.verdict);
 }
+
+#[test]
+fn the_static_proof_never_contradicts_interpretation_on_the_examples() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    for e in std::fs::read_dir(dir).expect("examples") {
+        let p = e.expect("entry").path();
+        if p.extension().is_none_or(|x| x != "kir") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&p).expect("read");
+        let Ok(m) = smemsync::reader::parse(&src) else { continue };
+        for k in &m.kernels {
+            if smemsync::check::proof::prove(k, None).is_ok() {
+                let r = check_race_free(k, &CheckOptions { schedules: 2, ..interp_only() });
+                assert!(!r.is_race(), "{}: proved, but interpretation finds {:?}", p.display(), r.verdict);
+            }
+        }
+    }
+}

@@ -8,10 +8,11 @@
 //!
 //! The argument (in the spirit of GPUVerify's two-thread reduction and Faial's barrier
 //! intervals, done by enumeration over the concrete block):
-//! 1. Preconditions: only block barriers synchronize (no async copies, waits, split, named or
-//!    mbarrier ops, no warp_sync), no collective accesses, pinned buffers do not overlap, and
-//!    no barrier sits under thread-dependent control (so every thread executes the same
-//!    sequence of barriers, and consecutive barrier executions delimit *intervals*).
+//! 1. Preconditions: no async copies, pinned buffers do not overlap, and no barrier sits
+//!    under thread-dependent control (so every thread executes the same sequence of barriers,
+//!    and consecutive barrier executions delimit *intervals*). Other sync ops are ignored
+//!    (dropping ordering only adds pairs). Collective accesses conflict with everything on
+//!    their buffer in an interval, except collectives sharing layout and shape on slot views.
 //! 2. Interval starts: a forward dataflow over the region tree computes, for each access, the
 //!    set of static starts (kernel entry or a barrier) from which it is reachable without
 //!    crossing a barrier that executes on every path. Loops iterate to a fixpoint, so a
@@ -28,7 +29,11 @@
 //! 4. For each pair of accesses in one interval (one writing, not same-kind atomics), with
 //!    `g = gcd(all a_j)`: the pair may collide only if `T_A(t1) + c_A = T_B(t2) + c_B (mod g)`
 //!    for some threads `t1 != t2` (equality when `g = 0`). This is decided exactly by bucketing
-//!    the `T` values of all threads by residue: O(threads) per pair.
+//!    the `T` values of all threads by residue: O(threads) per pair. Threads excluded by an
+//!    enclosing `if` on a thread-evaluable condition do not take part.
+//! 5. A pair that fails 4 inside a non-nested `for` with barriers in its body is retried at its
+//!    iteration distance (0 in one segment, 1 from the last segment to the first), with
+//!    induction-variable-periodic unknowns evaluated over one period.
 //!
 //! Soundness: the unknowns over-approximate every iteration and parameter value, the thread
 //! sets over-approximate who executes an access (conditions are ignored), and start sets
