@@ -139,6 +139,11 @@ pub struct RaceState {
     pub slots: usize,
     /// Thread clocks, flat: thread `t` owns `vc[t*slots..(t+1)*slots]`.
     vc: Vec<u32>,
+    /// The clock every thread acquired at the last block-wide barrier.
+    base: Vec<u32>,
+    /// Thread `t`'s clock is `base` except its own entry (its row is stale): block-wide
+    /// barriers then cost O(threads) instead of O(threads x slots).
+    lazy: Vec<bool>,
     cells: Vec<Cell>,
     /// Per copy: its completion epoch `(slot, clock)`, or None while pending.
     completion: Vec<Option<(u32, u32)>>,
@@ -154,14 +159,60 @@ impl RaceState {
         RaceState {
             slots,
             vc,
+            base: vec![0; slots],
+            lazy: vec![false; threads],
             cells: vec![Cell::default(); granules],
             completion: Vec::new(),
         }
     }
 
-    /// The clock of thread `t`.
-    pub fn clock(&self, t: usize) -> &[u32] {
-        &self.vc[t * self.slots..(t + 1) * self.slots]
+    /// Entry `slot` of thread `t`'s clock.
+    pub fn get(&self, t: usize, slot: usize) -> u32 {
+        if self.lazy[t] && slot != t {
+            self.base[slot]
+        } else {
+            self.vc[t * self.slots + slot]
+        }
+    }
+
+    /// Makes thread `t`'s row explicit.
+    fn materialize(&mut self, t: usize) {
+        if self.lazy[t] {
+            let s = self.slots;
+            let own = self.vc[t * s + t];
+            self.vc[t * s..(t + 1) * s].copy_from_slice(&self.base);
+            self.vc[t * s + t] = own.max(self.base[t]);
+            self.lazy[t] = false;
+        }
+    }
+
+    /// A copy of the clock all threads acquired at the last block-wide barrier (a valid
+    /// starting value for a block-wide barrier's join).
+    pub fn base(&self) -> Vec<u32> {
+        self.base.clone()
+    }
+
+    /// Release into a block-wide barrier whose `obj` started from [`RaceState::base`].
+    pub fn release_barrier(&mut self, t: usize, obj: &mut [u32]) {
+        if self.lazy[t] {
+            let own = self.vc[t * self.slots + t];
+            obj[t] = obj[t].max(own);
+            self.tick(t);
+        } else {
+            self.release(t, obj, None);
+        }
+    }
+
+    /// Completes a block-wide barrier with joined clock `obj`: every thread in `threads`
+    /// acquires it (lazily).
+    pub fn barrier_done(&mut self, obj: &[u32], threads: &[usize]) {
+        self.base.copy_from_slice(obj);
+        let s = self.slots;
+        for &t in threads {
+            self.lazy[t] = true;
+            let own = &mut self.vc[t * s + t];
+            *own = (*own).max(obj[t]);
+        }
     }
 
     /// Thread `t`'s own epoch.
@@ -182,6 +233,7 @@ impl RaceState {
     /// Release: joins `VC_t` into `obj` (with the thread's own entry capped at `own` when
     /// given, for accesses a release does not cover) and advances `t`'s epoch.
     pub fn release(&mut self, t: usize, obj: &mut [u32], own: Option<u32>) {
+        self.materialize(t);
         let s = self.slots;
         for (o, v) in obj.iter_mut().zip(&self.vc[t * s..(t + 1) * s]) {
             *o = (*o).max(*v);
@@ -194,6 +246,7 @@ impl RaceState {
 
     /// Acquire: joins `obj` into `VC_t`.
     pub fn acquire(&mut self, t: usize, obj: &[u32]) {
+        self.materialize(t);
         let s = self.slots;
         for (v, o) in self.vc[t * s..(t + 1) * s].iter_mut().zip(obj) {
             *v = (*v).max(*o);
@@ -208,10 +261,10 @@ impl RaceState {
 
     /// Marks a copy complete at epoch `(slot, clock)`.
     pub fn complete(&mut self, copy: u32, slot: usize, clock: u32) {
-        if let Some(c) = self.completion.get_mut(copy as usize) {
-            if c.is_none() {
-                *c = Some((slot as u32, clock));
-            }
+        if let Some(c) = self.completion.get_mut(copy as usize)
+            && c.is_none()
+        {
+            *c = Some((slot as u32, clock));
         }
     }
 
@@ -223,12 +276,11 @@ impl RaceState {
 
     /// Whether access `a` happens before the current point of thread `t`.
     pub fn hb(&self, a: &Acc, t: usize) -> bool {
-        let vc = self.clock(t);
         if a.copy == NO_COPY {
-            a.clock <= vc[a.thread as usize]
+            a.clock <= self.get(t, a.thread as usize)
         } else {
             match self.completion[a.copy as usize] {
-                Some((slot, c)) => c <= vc[slot as usize],
+                Some((slot, c)) => c <= self.get(t, slot as usize),
                 None => false,
             }
         }
@@ -287,7 +339,7 @@ impl RaceState {
                 AccKind::Read | AccKind::AsyncRead => {
                     if acc.copy == NO_COPY {
                         cell.reads.retain(|r| {
-                            !(r.copy == NO_COPY && r.thread == acc.thread) && !self.hb(r, t)
+                            (r.copy != NO_COPY || r.thread != acc.thread) && !self.hb(r, t)
                         });
                     }
                     cell.reads.push(acc);
