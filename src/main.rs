@@ -21,6 +21,8 @@ enum Command {
     Fmt(cli::fmt::FmtArgs),
     /// Insert the fewest syncs that remove every shared-memory hazard and print the kernel.
     Sync(cli::sync::SyncArgs),
+    /// Time hazard analysis and placement on the examples and on generated kernels.
+    Bench(cli::bench::BenchArgs),
     /// Assign shared-memory offsets so that buffers with disjoint lifetimes share bytes.
     PlanSmem(cli::plan_smem::PlanSmemArgs),
     /// Circular-buffer loops whose body has a `stage "load"` (multi-stage pipelining).
@@ -43,6 +45,7 @@ fn main() {
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
         Command::Sync(a) => cli::sync::run(a),
+        Command::Bench(a) => cli::bench::run(a),
         Command::PlanSmem(a) => cli::plan_smem::run(a),
         Command::Pipeline(a) => cli::pipeline::run(a),
     };

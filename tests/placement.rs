@@ -161,7 +161,7 @@ fn block_executed(p: &Placement) -> u64 {
 fn optimal_equals_exhaustive_and_never_exceeds_naive_on_random_kernels() {
     let target = Target::from_name("gfx942").expect("known");
     let (mut compared, mut strictly_better) = (0, 0);
-    for seed in 0..150u64 {
+    for seed in 0..110u64 {
         let threads = if seed % 3 == 0 { 64 } else { 128 };
         let src = random_kernel(seed, threads);
         let k = parse(&src);
@@ -217,7 +217,7 @@ fn optimal_equals_exhaustive_and_never_exceeds_naive_on_random_kernels() {
     }
     eprintln!("compared {compared}, strictly better than naive {strictly_better}");
     assert!(
-        compared >= 60,
+        compared >= 70,
         "only {compared} kernels compared with the exhaustive oracle"
     );
     assert!(
