@@ -993,6 +993,12 @@ impl<'k> Footprints<'k> {
         }
     }
 
+    /// Drops cached footprints (to bound memory on large kernels).
+    pub fn clear_caches(&mut self) {
+        self.inst_cache.clear();
+        self.group_cache.clear();
+    }
+
     /// Instances of access `ai` grouped by their first `plen` loop keys, each the union over
     /// the deeper loops.
     pub fn grouped(&mut self, ai: usize, plen: usize) -> Instances {

@@ -602,32 +602,6 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
     let k = fp.k;
     let paths = Paths::new(k);
     let mut out = Hazards::default();
-    let n = fp.accesses.len();
-    // Self-races: one instance of a plain write touching a unit from two threads.
-    for ai in 0..n {
-        let a = fp.accesses[ai].clone();
-        if a.access.kind != AccessKind::Write {
-            continue;
-        }
-        let inst = fp.instances(ai);
-        if let Some((unit, _)) = inst.iter().find_map(|(_, t)| t.self_overlap()) {
-            let d = Diagnostic::error(
-                DiagKind::Finding,
-                "E0301",
-                format!(
-                    "{} writes {} from several threads at once",
-                    op_name(k, a.id.op),
-                    fp.describe_unit(unit)
-                ),
-            );
-            out.findings.push(label(
-                k,
-                d,
-                a.id.op,
-                "every executing thread writes here; no barrier can order one op's threads".into(),
-            ));
-        }
-    }
     let completion: HashMap<Op, Completion> = fp
         .accesses
         .iter()
@@ -642,28 +616,54 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
     for (i, a) in fp.accesses.iter().enumerate() {
         by_space.entry(a.space).or_default().push(i);
     }
-    let pairs = by_space
-        .values()
-        .flat_map(|g| g.iter().flat_map(move |&x| g.iter().map(move |&y| (x, y))))
-        .collect::<Vec<_>>();
-    for (ai, bi) in pairs {
-        {
-            let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
-            if !kinds_conflict(a.access.kind, b.access.kind) {
+    for group in by_space.values() {
+        // Self-races: one instance of a plain write touching a unit from two threads.
+        for &ai in group {
+            let a = fp.accesses[ai].clone();
+            if a.access.kind != AccessKind::Write {
                 continue;
             }
-            let (Some(pa), Some(pb)) = (
-                paths.path.get(&a.id.op).cloned(),
-                paths.path.get(&b.id.op).cloned(),
-            ) else {
-                continue;
-            };
-            if a.access.kind.is_async() {
-                async_pair(fp, &paths, &completion, ai, bi, &pa, &pb, &mut out);
-                continue;
+            let inst = fp.instances(ai);
+            if let Some((unit, _)) = inst.iter().find_map(|(_, t)| t.self_overlap()) {
+                let d = Diagnostic::error(
+                    DiagKind::Finding,
+                    "E0301",
+                    format!(
+                        "{} writes {} from several threads at once",
+                        op_name(k, a.id.op),
+                        fp.describe_unit(unit)
+                    ),
+                );
+                out.findings.push(label(
+                    k,
+                    d,
+                    a.id.op,
+                    "every executing thread writes here; no barrier can order one op's threads"
+                        .into(),
+                ));
             }
-            emit_pair(fp, ai, bi, a.id.op, &pa, &pb, None, &mut out);
         }
+        for &ai in group {
+            for &bi in group {
+                let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
+                if !kinds_conflict(a.access.kind, b.access.kind) {
+                    continue;
+                }
+                let (Some(pa), Some(pb)) = (
+                    paths.path.get(&a.id.op).cloned(),
+                    paths.path.get(&b.id.op).cloned(),
+                ) else {
+                    continue;
+                };
+                if a.access.kind.is_async() {
+                    async_pair(fp, &paths, &completion, ai, bi, &pa, &pb, &mut out);
+                    continue;
+                }
+                emit_pair(fp, ai, bi, a.id.op, &pa, &pb, None, &mut out);
+            }
+        }
+        // Footprints of one address space are not needed for the next.
+        fp.clear_caches();
     }
     out
 }
