@@ -763,32 +763,31 @@ fn emit_pair(
     };
     // Different arms of a thread-dependent `if` run concurrently in different threads: a
     // conflict there (in one iteration) has no program point between the two accesses at all.
-    if let Split::Siblings { op, .. } = split(k, pa, pb) {
-        if let OpKind::If { cond } = &k.ops[op].kind {
-            if !fp.uniformity().operand_uniform(cond) && a.id < b.id && src_at == a.id.op {
-                let pc = pair_conflict(fp, ai, bi, m, None);
-                if pc.conflict & 1 != 0 {
-                    let d = Diagnostic::error(
-                        DiagKind::Finding,
-                        "E0305",
-                        format!(
-                            "{} and {} in the two arms of a thread-dependent `if` race",
-                            op_name(k, a.id.op),
-                            op_name(k, b.id.op)
-                        ),
-                    )
-                    .with_label(k.span(b.id.op), "this access")
-                    .with_label(
-                        k.span(a.id.op),
-                        "runs concurrently with this one in other threads",
-                    )
-                    .with_note("no barrier can separate the arms of a divergent branch")
-                    .with_help(
-                        "move one access out of the branch, or split the branch around a barrier",
-                    );
-                    out.findings.push(d);
-                }
-            }
+    if let Split::Siblings { op, .. } = split(k, pa, pb)
+        && let OpKind::If { cond } = &k.ops[op].kind
+        && !fp.uniformity().operand_uniform(cond)
+        && a.id < b.id
+        && src_at == a.id.op
+    {
+        let pc = pair_conflict(fp, ai, bi, m, None);
+        if pc.conflict & 1 != 0 {
+            let d = Diagnostic::error(
+                DiagKind::Finding,
+                "E0305",
+                format!(
+                    "{} and {} in the two arms of a thread-dependent `if` race",
+                    op_name(k, a.id.op),
+                    op_name(k, b.id.op)
+                ),
+            )
+            .with_label(k.span(b.id.op), "this access")
+            .with_label(
+                k.span(a.id.op),
+                "runs concurrently with this one in other threads",
+            )
+            .with_note("no barrier can separate the arms of a divergent branch")
+            .with_help("move one access out of the branch, or split the branch around a barrier");
+            out.findings.push(d);
         }
     }
     // Forward paths.
