@@ -4,6 +4,7 @@
 //! analyses ──▶ placement (a sorted plan of edits) ──▶ apply ──▶ independent checker ──▶
 //! [`emit`]. Every stage is a function with a documented contract; the CLI is a thin shell.
 
+pub mod analysis;
 pub mod check;
 pub mod diag;
 pub mod emit;
@@ -16,4 +17,3 @@ pub mod verify;
 
 pub use diag::{Diagnostic, Span};
 pub use ir::Kernel;
-pub mod analysis;

@@ -3,9 +3,9 @@
 //! placement removes every hazard; placing again on the synchronized kernel inserts nothing
 //! (idempotence, an independent re-analysis of the output).
 //!
-//! `recheck` is the hook for the independent race checker: it takes the original kernel and
-//! the plan; today it re-runs hazard analysis on the applied kernel, and the race checker's
-//! `check::check_race_free` slots in there.
+//! `recheck` re-runs hazard analysis on the applied kernel; `race_check` hands it to the
+//! independent race checker (`check::check_race_free`, which shares only the IR and the
+//! effects table with placement) and fails on any race or deadlock it finds.
 
 use smemsync::Kernel;
 use smemsync::ir::edit::{SyncPlan, apply};
@@ -153,6 +153,29 @@ pub fn recheck(k: &Kernel, plan: &SyncPlan, target: &Target) {
     );
 }
 
+/// Runs the independent race checker on the synchronized kernel. Random kernels may read
+/// shared memory nobody wrote (an execution error for the interpreter, not a race), so only
+/// races and deadlocks fail; returns whether the checker proved or checked the kernel.
+pub fn race_check(k: &Kernel, plan: &SyncPlan, target: &Target) -> bool {
+    use smemsync::check::{CheckOptions, Verdict, check_race_free};
+    let out = apply(k, plan);
+    let opts = CheckOptions {
+        target: Some(*target),
+        schedules: 2,
+        bounds: vec![("n".into(), 3), ("f".into(), 1)],
+        ..Default::default()
+    };
+    let r = check_race_free(&out, &opts);
+    match &r.verdict {
+        Verdict::Race(_) | Verdict::Deadlock(_) => panic!(
+            "the checker rejects a placement: {}\n{}",
+            r.summary(),
+            smemsync::emit::text::print_kernel(&out)
+        ),
+        _ => r.is_race_free(),
+    }
+}
+
 fn block_executed(p: &Placement) -> u64 {
     p.stats.inserted_executed
 }
@@ -160,7 +183,8 @@ fn block_executed(p: &Placement) -> u64 {
 #[test]
 fn optimal_equals_exhaustive_and_never_exceeds_naive_on_random_kernels() {
     let target = Target::from_name("gfx942").expect("known");
-    let (mut compared, mut strictly_better) = (0, 0);
+    let (mut compared, mut strictly_better, mut race_checked) = (0, 0, 0);
+    let (mut mutants, mut caught) = (0, 0);
     for seed in 0..90u64 {
         let threads = if seed % 3 == 0 { 64 } else { 128 };
         let src = random_kernel(seed, threads);
@@ -199,6 +223,31 @@ fn optimal_equals_exhaustive_and_never_exceeds_naive_on_random_kernels() {
         }
         recheck(&k, &opt.plan, &target);
         recheck(&k, &naive.plan, &target);
+        if race_check(&k, &opt.plan, &target) {
+            race_checked += 1;
+            // Mutation: without any one inserted sync the checker should find a race.
+            for n in 0..opt.plan.len() {
+                // Trip counts 3 and 0 (a barrier may be needed only when a loop is skipped).
+                let mutant = apply(&k, &opt.plan.without(n));
+                let raced = [3, 0].iter().any(|&trips| {
+                    let o = smemsync::check::CheckOptions {
+                        target: Some(target),
+                        schedules: 4,
+                        bounds: vec![("n".into(), trips), ("f".into(), 1)],
+                        ..Default::default()
+                    };
+                    let r = smemsync::check::check_race_free(&mutant, &o);
+                    matches!(r.verdict, smemsync::check::Verdict::Race(_))
+                });
+                mutants += 1;
+                if raced {
+                    caught += 1;
+                } else {
+                    eprintln!("seed {seed}: sync #{n} not shown necessary");
+                }
+            }
+        }
+        race_check(&k, &naive.plan, &target);
         if let Ok(ex) = place_barriers(&k, &target, &opts(Strategy::Exhaustive)) {
             assert_eq!(
                 block_executed(&opt),
@@ -215,10 +264,22 @@ fn optimal_equals_exhaustive_and_never_exceeds_naive_on_random_kernels() {
             compared += 1;
         }
     }
-    eprintln!("compared {compared}, strictly better than naive {strictly_better}");
+    eprintln!(
+        "compared {compared}, strictly better than naive {strictly_better}, race-checked {race_checked}, mutants caught {caught}/{mutants}"
+    );
     assert!(
         compared >= 55,
         "only {compared} kernels compared with the exhaustive oracle"
+    );
+    assert!(
+        race_checked >= 20,
+        "only {race_checked} placements checked race-free"
+    );
+    // Every inserted sync matters: without it the checker finds a race (allowing a few
+    // the interpreter's schedules may miss).
+    assert!(
+        caught * 10 >= mutants * 9,
+        "only {caught} of {mutants} mutants caught"
     );
     assert!(
         strictly_better > 0,
@@ -394,4 +455,15 @@ fn plan_without_one_edit_drops_exactly_that_edit() {
         let full = smemsync::emit::text::print_kernel(&apply(&k, &p.plan));
         assert_eq!(count(&printed) + 1, count(&full));
     }
+}
+
+#[test]
+#[ignore = "prints one random kernel: SEED=n cargo test --test placement print_random -- --ignored --nocapture"]
+fn print_random() {
+    let seed: u64 = std::env::var("SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let threads = if seed % 3 == 0 { 64 } else { 128 };
+    println!("{}", random_kernel(seed, threads));
 }

@@ -4,4 +4,6 @@
 pub mod conflicts;
 pub mod footprint;
 pub mod hazards;
+pub mod inflight;
+pub mod overlap;
 pub mod uniformity;

@@ -4,10 +4,14 @@
 //! usage (the diagnostics say where); 3 an internal error (a pass produced invalid IR).
 
 pub mod bench;
+pub mod check;
+pub mod emit;
 pub mod fmt;
 pub mod pipeline;
 pub mod plan_smem;
+pub mod run;
 pub mod sync;
+pub mod waits;
 
 use std::io::{IsTerminal, Read};
 

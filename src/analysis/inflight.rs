@@ -1,0 +1,756 @@
+//! The in-flight state of asynchronous copies: which async operations may still be
+//! outstanding at each program point, how many younger operations (or commit groups) each has
+//! on every path, which waits complete them, and which shared-memory accesses may observe one
+//! before it completes.
+//!
+//! This is seed 003's long-term model (`asyncWriteSlices` promoted by waits, ordered for
+//! count-based waits) computed as a forward dataflow over the structured kernel, replacing
+//! seed 002's backward walk (see `docs/async.md`).
+//!
+//! # Queues
+//! Every async op joins one [`Queue`] of its issuing thread: an AMD hardware counter
+//! (`vmcnt`, `loadcnt`, `asynccnt`, `tensorcnt`: the target decides; on AMD every `gload`
+//! also ticks the target's vector-memory counter), the cp.async, bulk (TMA store) or wgmma
+//! commit-group list, the TMA mbarriers, or tokens only. A counter wait `c(N)` completes the
+//! operations with at least `N` younger operations on `c`; a group wait `N` completes the
+//! copies with at least `N` younger *committed* groups (uncommitted copies never); an
+//! `mbar_wait` completes the TMA loads whose mbarrier slot provably equals its own;
+//! `wait_tokens` completes the most recent execution of each named copy. Barriers complete
+//! nothing (seed 003: a barrier cannot make an in-flight copy visible).
+//!
+//! # Lattice
+//! A [`Pending`] is an async op plus one [`IterTag`] per enclosing loop of the current
+//! program point: `Dist(d)` for a loop enclosing the op (issued `d` iterations ago), `Pre(j)`
+//! when the loop was entered after the issue (now in its `j`-th iteration), `Unknown` once
+//! `d` or `j` reaches [`TAG_CAP`]. The state ([`InFlight`]) maps, per queue, each pending
+//! entry to its *minimum age* over all paths: the number of younger operations on that queue
+//! (counters) or younger committed groups (group queues; `-1` = possibly uncommitted).
+//! Order: `a ⊑ b` iff every entry of `a` is in `b` with an age `>=` its age in `b`. Join:
+//! union of entries, minimum of ages (a copy absent on one path — seed 002's `NullAsyncDep`
+//! — constrains nothing). Transfer functions are monotone: issue (tick the queue, add an
+//! entry of age 0 or -1), commit (tick committed, uncommitted become 0), wait (drop entries
+//! old enough), `gload` (tick). Ages saturate at [`AGE_CAP`].
+//!
+//! # Path classes
+//! One state per valuation of up to [`MAX_ASSUMED`] branch conditions computed once per
+//! thread (outside every loop): an elected thread's `if %lead` around the prologue copies and
+//! around the loop copies takes the same arm, so its counts stay exact. Other conditions join.
+//!
+//! # Solver
+//! Sequence = fold; `if` = both arms from the same input, then join; a loop = iterate
+//! `head := head ⊔ back_edge(body(head))` from `head := entry` (entries tagged `Pre(0)`; the
+//! back edge increments the loop's tags) until it is stable; the exit state is the head with
+//! the loop's tags removed. Height: every entry's age only decreases and entries are only
+//! added, and there are at most `A · (2·TAG_CAP + 1)^D` distinct entries for `A` async ops
+//! and loop depth `D`, so a loop needs at most `O(TAG_CAP + Q)` passes in practice (`Q` the
+//! largest age that matters) and the whole analysis is `O(ops · passes · entries)`
+//! transfer steps, plus the footprint queries of [`crate::analysis::overlap`] (cached per
+//! consumer, copy and tags). No path is ever enumerated.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::analysis::overlap::{IterTag, Overlap};
+use crate::ir::effects::{SharedAccess, WaitKind};
+use crate::ir::*;
+use crate::target::Target;
+
+/// Iteration tags saturate here (beyond it the iteration relation is unknown).
+pub const TAG_CAP: u32 = 4;
+/// Ages saturate here.
+pub const AGE_CAP: i32 = 1 << 20;
+
+/// An in-order completion queue of the issuing thread.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Queue {
+    /// An AMD hardware counter.
+    Counter(Counter),
+    /// cp.async commit groups.
+    CpAsync,
+    /// TMA-store (bulk) commit groups.
+    Bulk,
+    /// wgmma commit groups.
+    Wgmma,
+    /// TMA loads completing on mbarriers.
+    Mbarrier,
+    /// Copies only `wait_tokens` can complete.
+    Token,
+}
+
+impl Queue {
+    fn rank(self) -> usize {
+        match self {
+            Queue::Counter(c) => Counter::ALL.iter().position(|x| *x == c).unwrap_or(0),
+            Queue::CpAsync => 100,
+            Queue::Bulk => 101,
+            Queue::Wgmma => 102,
+            Queue::Mbarrier => 103,
+            Queue::Token => 104,
+        }
+    }
+    /// Whether every issue ticks the queue (counters) rather than commits (groups).
+    pub fn ticks_on_issue(self) -> bool {
+        matches!(self, Queue::Counter(_))
+    }
+    /// Whether the queue completes in issue order and a count wait exists for it.
+    pub fn counted(self) -> bool {
+        matches!(
+            self,
+            Queue::Counter(_) | Queue::CpAsync | Queue::Bulk | Queue::Wgmma
+        )
+    }
+    pub fn name(self) -> String {
+        match self {
+            Queue::Counter(c) => c.name().to_string(),
+            Queue::CpAsync => "cp.async groups".into(),
+            Queue::Bulk => "bulk groups".into(),
+            Queue::Wgmma => "wgmma groups".into(),
+            Queue::Mbarrier => "mbarrier".into(),
+            Queue::Token => "tokens".into(),
+        }
+    }
+}
+
+impl PartialOrd for Queue {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Queue {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.rank().cmp(&o.rank())
+    }
+}
+
+/// One possibly outstanding execution of an async op.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pending {
+    pub op: Op,
+    /// One tag per loop enclosing the current program point (outermost first).
+    pub tags: Vec<(Op, IterTag)>,
+}
+
+/// The dataflow state: per queue, each pending entry and its minimum age over all paths
+/// that agree with `assume`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InFlight {
+    pub queues: BTreeMap<Queue, BTreeMap<Pending, i32>>,
+    /// The values of the tracked branch conditions on these paths (see [`MAX_ASSUMED`]).
+    pub assume: BTreeMap<Value, bool>,
+}
+
+/// At most this many branch conditions are tracked per path class (so at most `2^4` states
+/// at a program point).
+pub const MAX_ASSUMED: usize = 4;
+
+/// Joins the states of `b` into `a`, matching them by their assumptions; returns whether `a`
+/// changed.
+pub fn join_parts(a: &mut Vec<InFlight>, b: Vec<InFlight>) -> bool {
+    let mut changed = false;
+    for s in b {
+        match a.iter_mut().find(|x| x.assume == s.assume) {
+            Some(x) => changed |= x.join(&s),
+            None => {
+                a.push(s);
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
+/// The join of all states, forgetting assumptions.
+pub fn join_all(parts: &[InFlight]) -> InFlight {
+    let mut out = InFlight::default();
+    for p in parts {
+        out.join(p);
+    }
+    out
+}
+
+impl InFlight {
+    /// Joins `o` into `self` (union, minimum age); returns whether `self` changed.
+    pub fn join(&mut self, o: &InFlight) -> bool {
+        let mut changed = false;
+        for (q, m) in &o.queues {
+            let mine = self.queues.entry(*q).or_default();
+            for (p, a) in m {
+                match mine.get_mut(p) {
+                    Some(b) if *b <= *a => {}
+                    Some(b) => {
+                        *b = *a;
+                        changed = true;
+                    }
+                    None => {
+                        mine.insert(p.clone(), *a);
+                        changed = true;
+                    }
+                }
+            }
+        }
+        changed
+    }
+
+    /// Whether nothing may be outstanding.
+    pub fn is_empty(&self) -> bool {
+        self.queues.values().all(|m| m.is_empty())
+    }
+
+    /// Entries of a queue.
+    pub fn entries(&self, q: Queue) -> impl Iterator<Item = (&Pending, i32)> {
+        self.queues
+            .get(&q)
+            .into_iter()
+            .flat_map(|m| m.iter().map(|(p, a)| (p, *a)))
+    }
+
+    fn tick(&mut self, q: Queue) {
+        if let Some(m) = self.queues.get_mut(&q) {
+            for a in m.values_mut() {
+                *a = (*a + 1).min(AGE_CAP);
+            }
+        }
+    }
+
+    fn insert(&mut self, q: Queue, p: Pending, age: i32) {
+        let m = self.queues.entry(q).or_default();
+        let e = m.entry(p).or_insert(age);
+        *e = (*e).min(age);
+    }
+
+    fn map_tags(&mut self, f: impl Fn(&mut Vec<(Op, IterTag)>)) {
+        for m in self.queues.values_mut() {
+            let old = std::mem::take(m);
+            for (mut p, a) in old {
+                f(&mut p.tags);
+                let e = m.entry(p).or_insert(a);
+                *e = (*e).min(a);
+            }
+        }
+    }
+
+    /// Drops the entries of `q` whose age is at least `n`, returning them.
+    pub fn complete_older(&mut self, q: Queue, n: u32) -> Vec<(Pending, i32)> {
+        let mut done = Vec::new();
+        if let Some(m) = self.queues.get_mut(&q) {
+            m.retain(|p, a| {
+                if *a >= n as i32 {
+                    done.push((p.clone(), *a));
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        done
+    }
+}
+
+/// A shared access that may observe an in-flight async access (a finding only a wait fixes).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InflightHazard {
+    /// The op whose access may observe the copy.
+    pub consumer: Op,
+    /// The async op still outstanding.
+    pub copy: Op,
+    pub queue: Queue,
+    pub tags: Vec<(Op, IterTag)>,
+    /// Its minimum number of younger operations/groups at the consumer.
+    pub age: i32,
+}
+
+/// One execution of a copy that a wait completes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Completed {
+    pub copy: Op,
+    pub queue: Queue,
+    pub tags: Vec<(Op, IterTag)>,
+    /// Minimum number of younger operations/groups at the wait, over all paths.
+    pub age: i32,
+}
+
+/// What [`completions`] computes.
+#[derive(Clone, Debug, Default)]
+pub struct Completions {
+    /// For each wait op, the copy executions it completes.
+    pub by_wait: BTreeMap<Op, Vec<Completed>>,
+    /// For each async op, the waits that complete some execution of it.
+    pub by_copy: BTreeMap<Op, BTreeSet<Op>>,
+    /// Shared accesses that may observe an in-flight async access.
+    pub hazards: Vec<InflightHazard>,
+    /// Async ops that may still be outstanding when the kernel ends.
+    pub outstanding_at_exit: Vec<Op>,
+    /// The state before each non-structural op, at the fixpoint.
+    pub before: HashMap<Op, InFlight>,
+}
+
+/// Callbacks of the solver.
+pub trait Visitor {
+    /// Called with the state just before each non-structural op; may change the state (a
+    /// wait planner applies the wait it inserts before `op`).
+    /// There is one state per class of paths (tracked branch conditions); all run the op.
+    fn before(&mut self, _flow: &mut Flow<'_>, _op: Op, _states: &mut [InFlight]) {}
+    /// Called at the start of each pass over the body of loop `l` (the last pass is the one
+    /// whose result equals the loop head's stable state).
+    fn loop_pass(&mut self, _flow: &mut Flow<'_>, _l: Op) {}
+    /// Called with the states just before loop `l` is entered (before its entries are
+    /// tagged); may change them (a wait hoisted out of the loop goes here).
+    fn enter_loop(&mut self, _flow: &mut Flow<'_>, _l: Op, _states: &mut [InFlight]) {}
+    /// Called for each entry a wait op of the kernel completes.
+    fn completed(&mut self, _wait: Op, _queue: Queue, _p: &Pending, _age: i32) {}
+}
+
+/// A cached footprint query: (copy, its tags, consumer).
+type ConflictKey = (Op, Vec<(Op, IterTag)>, Op);
+
+/// The solver: the kernel, the target, and cached footprint queries.
+pub struct Flow<'k> {
+    pub k: &'k Kernel,
+    pub target: Target,
+    pub overlap: Overlap<'k>,
+    /// Enclosing loops (`for` and `while`) of each op, outermost first.
+    loops: HashMap<Op, Vec<Op>>,
+    cache: HashMap<ConflictKey, bool>,
+}
+
+/// The queue an async op joins on a target, with its shared access.
+pub fn queue_of(k: &Kernel, target: &Target, op: Op) -> Option<(Queue, SharedAccess)> {
+    let e = effects(k, op);
+    let acc = e.shared.into_iter().find(|a| a.kind.is_async())?;
+    let class = match acc.kind {
+        AccessKind::AsyncWrite(c) | AccessKind::AsyncRead(c) => c,
+        _ => return None,
+    };
+    let q = match class {
+        AsyncClass::GatherToLds | AsyncClass::Tdm => match target.async_counter(class) {
+            Some(c) => Queue::Counter(c),
+            None => Queue::Token,
+        },
+        AsyncClass::CpAsync => Queue::CpAsync,
+        AsyncClass::Tma => Queue::Mbarrier,
+        AsyncClass::TmaStore => Queue::Bulk,
+        AsyncClass::Wgmma => Queue::Wgmma,
+    };
+    Some((q, acc))
+}
+
+/// The shared accesses of an async op (a wgmma reads two views).
+fn async_accesses(k: &Kernel, op: Op) -> Vec<SharedAccess> {
+    effects(k, op)
+        .shared
+        .into_iter()
+        .filter(|a| a.kind.is_async())
+        .collect()
+}
+
+impl<'k> Flow<'k> {
+    pub fn new(k: &'k Kernel, target: &Target) -> Self {
+        Flow {
+            k,
+            target: *target,
+            overlap: Overlap::new(k, target.warp),
+            loops: HashMap::new(),
+            cache: HashMap::new(),
+        }
+    }
+
+    /// Enclosing loops (`for`, `while`) of an op, outermost first.
+    pub fn loops_of(&mut self, op: Op) -> Vec<Op> {
+        if let Some(v) = self.loops.get(&op) {
+            return v.clone();
+        }
+        let mut v: Vec<Op> = self
+            .overlap
+            .parents
+            .ancestors(op)
+            .into_iter()
+            .filter(|a| {
+                matches!(
+                    self.k.ops[*a].kind,
+                    OpKind::For { .. } | OpKind::While { .. }
+                )
+            })
+            .collect();
+        v.reverse();
+        self.loops.insert(op, v.clone());
+        v
+    }
+
+    /// Runs the solver over the kernel body from the empty state; returns the exit states
+    /// (one per class of paths).
+    pub fn run(&mut self, v: &mut dyn Visitor) -> Vec<InFlight> {
+        let mut st = vec![InFlight::default()];
+        self.region(self.k.body, &mut st, v);
+        st
+    }
+
+    fn region(&mut self, r: Region, st: &mut Vec<InFlight>, v: &mut dyn Visitor) {
+        if st.is_empty() {
+            return;
+        }
+        let ops = self.k.regions[r].ops.clone();
+        for op in ops {
+            self.op(op, st, v);
+        }
+    }
+
+    /// A branch condition worth tracking: an `i1` computed once per thread (outside every
+    /// loop), so that two `if`s on it take the same arm (an elected thread issues the copies
+    /// in one `if` and the next `if %lead` again).
+    fn tracked(&mut self, c: Operand) -> Option<Value> {
+        let Operand::Value(v) = c else { return None };
+        match self.k.values[v].def {
+            ValueDef::Result(op, _) if self.loops_of(op).is_empty() => Some(v),
+            ValueDef::Param(_) => Some(v),
+            _ => None,
+        }
+    }
+
+    fn op(&mut self, op: Op, st: &mut Vec<InFlight>, v: &mut dyn Visitor) {
+        let regions = self.k.ops[op].regions.clone();
+        match &self.k.ops[op].kind {
+            OpKind::For { .. } => self.looped(op, None, regions[0], st, v),
+            OpKind::While { .. } => self.looped(op, Some(regions[0]), regions[1], st, v),
+            OpKind::If { cond } => {
+                let c = self.tracked(*cond);
+                let (mut then_in, mut else_in) = (Vec::new(), Vec::new());
+                for p in st.drain(..) {
+                    let known = c.and_then(|c| p.assume.get(&c).copied());
+                    match (c, known) {
+                        (Some(_), Some(true)) => then_in.push(p),
+                        (Some(_), Some(false)) => else_in.push(p),
+                        (Some(c), None) if p.assume.len() < MAX_ASSUMED => {
+                            let mut a = p.clone();
+                            a.assume.insert(c, true);
+                            then_in.push(a);
+                            let mut b = p;
+                            b.assume.insert(c, false);
+                            else_in.push(b);
+                        }
+                        _ => {
+                            then_in.push(p.clone());
+                            else_in.push(p);
+                        }
+                    }
+                }
+                self.region(regions[0], &mut then_in, v);
+                if let Some(r) = regions.get(1) {
+                    self.region(*r, &mut else_in, v);
+                }
+                *st = then_in;
+                join_parts(st, else_in);
+            }
+            OpKind::Stage { .. } => self.region(regions[0], st, v),
+            _ => {
+                v.before(self, op, st);
+                for s in st.iter_mut() {
+                    self.transfer(op, s, v);
+                }
+            }
+        }
+    }
+
+    fn looped(
+        &mut self,
+        l: Op,
+        cond: Option<Region>,
+        body: Region,
+        st: &mut Vec<InFlight>,
+        v: &mut dyn Visitor,
+    ) {
+        v.enter_loop(self, l, st);
+        for s in st.iter_mut() {
+            s.map_tags(|t| t.push((l, IterTag::Pre(0))));
+        }
+        let mut head = st.clone();
+        let mut last_back;
+        loop {
+            v.loop_pass(self, l);
+            let mut s = head.clone();
+            if let Some(c) = cond {
+                self.region(c, &mut s, v);
+            }
+            self.region(body, &mut s, v);
+            for x in s.iter_mut() {
+                x.map_tags(|t| {
+                    for (lp, tag) in t.iter_mut() {
+                        if *lp == l {
+                            *tag = match *tag {
+                                IterTag::Dist(d) if d + 1 < TAG_CAP => IterTag::Dist(d + 1),
+                                IterTag::Pre(j) if j + 1 < TAG_CAP => IterTag::Pre(j + 1),
+                                _ => IterTag::Unknown,
+                            };
+                        }
+                    }
+                });
+            }
+            last_back = s.clone();
+            if !join_parts(&mut head, s) {
+                break;
+            }
+        }
+        // A `for` with constant bounds `lo < hi` runs at least once: it exits only after an
+        // iteration (the last pass's back-edge state covers every such exit).
+        let mut exit = if self.runs_at_least_once(l) {
+            last_back
+        } else {
+            head
+        };
+        if let Some(c) = cond {
+            self.region(c, &mut exit, v);
+        }
+        for x in exit.iter_mut() {
+            x.map_tags(|t| t.retain(|(lp, _)| *lp != l));
+        }
+        *st = exit;
+    }
+
+    fn runs_at_least_once(&self, l: Op) -> bool {
+        let c = |o: &Operand| match o {
+            Operand::Imm(Scalar::I32(v)) => Some(*v),
+            Operand::Value(v) => match self.k.values[*v].def {
+                ValueDef::Result(d, _) => match self.k.ops[d].kind {
+                    OpKind::Const(Scalar::I32(x)) => Some(x),
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        };
+        match &self.k.ops[l].kind {
+            OpKind::For { lo, hi, .. } => matches!((c(lo), c(hi)), (Some(a), Some(b)) if a < b),
+            _ => false,
+        }
+    }
+
+    /// The tags a copy issued at `op` gets: `Dist(0)` for each loop enclosing it.
+    fn issue_tags(&mut self, op: Op) -> Vec<(Op, IterTag)> {
+        self.loops_of(op)
+            .into_iter()
+            .map(|l| (l, IterTag::Dist(0)))
+            .collect()
+    }
+
+    fn transfer(&mut self, op: Op, st: &mut InFlight, v: &mut dyn Visitor) {
+        if let Some((q, _)) = queue_of(self.k, &self.target, op) {
+            let p = Pending {
+                op,
+                tags: self.issue_tags(op),
+            };
+            if q.ticks_on_issue() {
+                st.tick(q);
+                st.insert(q, p, 0);
+            } else if q.counted() {
+                st.insert(q, p, -1);
+            } else {
+                st.insert(q, p, 0);
+            }
+            return;
+        }
+        match &self.k.ops[op].kind {
+            OpKind::GLoad { .. } => {
+                if let Some(c) = self.target.global_load_counter() {
+                    st.tick(Queue::Counter(c));
+                }
+            }
+            OpKind::CpAsyncCommit => commit(st, Queue::CpAsync),
+            OpKind::BulkCommit => commit(st, Queue::Bulk),
+            OpKind::WgmmaCommit => commit(st, Queue::Wgmma),
+            OpKind::MbarWait { mbar, index, .. } => {
+                let (mbar, index) = (*mbar, index.clone());
+                let cands: Vec<(Pending, i32)> = st
+                    .entries(Queue::Mbarrier)
+                    .map(|(p, a)| (p.clone(), a))
+                    .collect();
+                for (p, a) in cands {
+                    let OpKind::TmaLoad {
+                        mbar: cm,
+                        mbar_index: ci,
+                        ..
+                    } = &self.k.ops[p.op].kind
+                    else {
+                        continue;
+                    };
+                    if *cm == mbar
+                        && self
+                            .overlap
+                            .must_equal(p.op, &ci.clone(), op, &index, &p.tags)
+                    {
+                        if let Some(m) = st.queues.get_mut(&Queue::Mbarrier) {
+                            m.remove(&p);
+                        }
+                        v.completed(op, Queue::Mbarrier, &p, a);
+                    }
+                }
+            }
+            _ => {
+                if let Some(SyncEffect::Wait(w)) = effects(self.k, op).sync {
+                    self.wait(op, &w, st, v);
+                }
+            }
+        }
+    }
+
+    /// Applies a wait (of the kernel, or one a planner inserts before `at`).
+    pub fn wait(&mut self, at: Op, w: &WaitKind, st: &mut InFlight, v: &mut dyn Visitor) {
+        let mut done: Vec<(Queue, Pending, i32)> = Vec::new();
+        match w {
+            WaitKind::Counters(cs) => {
+                for (c, n) in cs {
+                    let q = Queue::Counter(*c);
+                    done.extend(st.complete_older(q, *n).into_iter().map(|(p, a)| (q, p, a)));
+                }
+            }
+            WaitKind::CpAsyncGroups(n) => done.extend(
+                st.complete_older(Queue::CpAsync, *n)
+                    .into_iter()
+                    .map(|(p, a)| (Queue::CpAsync, p, a)),
+            ),
+            WaitKind::BulkGroups(n) => done.extend(
+                st.complete_older(Queue::Bulk, *n)
+                    .into_iter()
+                    .map(|(p, a)| (Queue::Bulk, p, a)),
+            ),
+            WaitKind::WgmmaGroups(n) => done.extend(
+                st.complete_older(Queue::Wgmma, *n)
+                    .into_iter()
+                    .map(|(p, a)| (Queue::Wgmma, p, a)),
+            ),
+            WaitKind::Tokens(ts) => {
+                for t in ts {
+                    let ValueDef::Result(x, _) = self.k.values[*t].def else {
+                        continue;
+                    };
+                    let xl = self.loops_of(x);
+                    for (q, m) in st.queues.iter_mut() {
+                        m.retain(|p, a| {
+                            let recent = p.op == x
+                                && xl.iter().all(|l| {
+                                    p.tags
+                                        .iter()
+                                        .any(|(tl, tg)| tl == l && *tg == IterTag::Dist(0))
+                                });
+                            if recent {
+                                done.push((*q, p.clone(), *a));
+                            }
+                            !recent
+                        });
+                    }
+                }
+            }
+        }
+        for (q, p, a) in done {
+            v.completed(at, q, &p, a);
+        }
+    }
+
+    /// The pending entries an op's shared accesses may conflict with (at least one side
+    /// writes and the footprints may overlap), with their queues and ages.
+    pub fn conflicts(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, Pending, i32)> {
+        let mine: Vec<SharedAccess> = effects(self.k, op)
+            .shared
+            .into_iter()
+            .filter(|a| self.k.elem(a.mem) != ElemType::MBarrier)
+            .collect();
+        if mine.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (q, m) in &st.queues {
+            for (p, a) in m {
+                let key = (p.op, p.tags.clone(), op);
+                let hit = match self.cache.get(&key) {
+                    Some(h) => *h,
+                    None => {
+                        let theirs = async_accesses(self.k, p.op);
+                        let mut h = false;
+                        for ta in &theirs {
+                            for ma in &mine {
+                                if (ta.kind.writes() || ma.kind.writes())
+                                    && self.overlap.may_overlap(p.op, ta, op, ma, &p.tags)
+                                {
+                                    h = true;
+                                }
+                            }
+                        }
+                        self.cache.insert(key, h);
+                        h
+                    }
+                };
+                if hit {
+                    out.push((*q, p.clone(), *a));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn commit(st: &mut InFlight, q: Queue) {
+    if let Some(m) = st.queues.get_mut(&q) {
+        for a in m.values_mut() {
+            *a = (*a + 1).min(AGE_CAP);
+        }
+    }
+}
+
+struct Recorder {
+    c: Completions,
+}
+
+impl Visitor for Recorder {
+    fn before(&mut self, flow: &mut Flow<'_>, op: Op, states: &mut [InFlight]) {
+        let st = join_all(states);
+        self.c.before.insert(op, st.clone());
+        for (q, p, age) in flow.conflicts(op, &st) {
+            let h = InflightHazard {
+                consumer: op,
+                copy: p.op,
+                queue: q,
+                tags: p.tags,
+                age,
+            };
+            if let Some(old) = self
+                .c
+                .hazards
+                .iter_mut()
+                .find(|o| o.consumer == h.consumer && o.copy == h.copy && o.tags == h.tags)
+            {
+                old.age = old.age.min(h.age);
+            } else {
+                self.c.hazards.push(h);
+            }
+        }
+    }
+    fn completed(&mut self, wait: Op, queue: Queue, p: &Pending, age: i32) {
+        self.c.by_copy.entry(p.op).or_default().insert(wait);
+        let list = self.c.by_wait.entry(wait).or_default();
+        if let Some(o) = list.iter_mut().find(|c| c.copy == p.op && c.tags == p.tags) {
+            o.age = o.age.min(age);
+        } else {
+            list.push(Completed {
+                copy: p.op,
+                queue,
+                tags: p.tags.clone(),
+                age,
+            });
+        }
+    }
+}
+
+/// Computes, for every async op of the kernel, the waits that complete it (on every path,
+/// including across loop back edges), the shared accesses that may observe it in flight, and
+/// the copies still outstanding when the kernel ends. Polynomial: see the module doc.
+pub fn completions(k: &Kernel, target: &Target) -> Completions {
+    let mut flow = Flow::new(k, target);
+    let mut rec = Recorder {
+        c: Completions::default(),
+    };
+    let exit = join_all(&flow.run(&mut rec));
+    let mut out: BTreeSet<Op> = BTreeSet::new();
+    for m in exit.queues.values() {
+        out.extend(m.keys().map(|p| p.op));
+    }
+    rec.c.outstanding_at_exit = out.into_iter().collect();
+    rec.c.hazards.sort_by_key(|h| (h.consumer, h.copy));
+    rec.c
+}

@@ -1,0 +1,696 @@
+//! Whether two shared-memory accesses, executed at related loop iterations, may touch a
+//! common byte (and whether two mbarrier indices are always equal).
+//!
+//! The async model needs this to decide whether a consumer in iteration `k` may observe a
+//! copy issued `d` iterations earlier (seed 003: the copy into slot `(k+2) mod 3` never
+//! aliases the read of slot `k mod 3` in the same iteration, but aliases the read two
+//! iterations later).
+//!
+//! **Relation.** The earlier access `X` and the later access `Y` are related loop by loop
+//! through [`IterTag`]s: for a `for` loop enclosing both, `Dist(d)` says `X` ran `d`
+//! iterations before `Y`'s iteration; for a loop enclosing `Y` only, `Pre(j)` says `Y` runs in
+//! the loop's `j`-th iteration (0-based); no tag, or `Unknown`, leaves the iteration free.
+//!
+//! **Method (exact enumeration over bounded domains).** Each free iteration variable ranges
+//! over the loop's actual iterations when its bounds are constants and its trip count is at
+//! most [`MAX_TRIPS`]; otherwise over one period of the index expressions, which is sound only
+//! when every index depends on that induction variable periodically (through `rem` by
+//! constants, polynomially inside). Threads range over the whole block. Anything else (an
+//! index read from memory, an iteration value, a scalar parameter, an induction variable
+//! used outside `rem` in a loop of unknown length) makes the answer conservative: *may
+//! overlap*, *not always equal*. Pinned buffers are compared by byte ranges; distinct
+//! unpinned buffers never alias.
+//!
+//! Complexity: O(A · T · E) per query, where A ≤ [`MAX_ASSIGNMENTS`] is the number of
+//! iteration assignments enumerated, T the block's threads (per-thread footprints only) and E
+//! the index expression size; collective footprints cost O(A · R) with R the view's rows.
+
+use std::collections::HashMap;
+
+use crate::ir::*;
+
+/// Loops with constant bounds and at most this many iterations are enumerated exactly.
+pub const MAX_TRIPS: i64 = 64;
+/// Upper bound on the number of iteration assignments one query enumerates.
+pub const MAX_ASSIGNMENTS: usize = 4096;
+/// Periods above this make a query conservative.
+pub const MAX_PERIOD: i64 = 64;
+
+/// How the iteration of a loop relates between the earlier access and the later one.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IterTag {
+    /// The earlier access ran `d` iterations before the later one's (same loop instance).
+    Dist(u32),
+    /// The later access runs in the `j`-th iteration of a loop entered after the earlier
+    /// access (the earlier access is outside this instance of the loop).
+    Pre(u32),
+    /// Nothing is known.
+    Unknown,
+}
+
+/// Context for overlap queries: the kernel, its parent links and the warp width.
+pub struct Overlap<'k> {
+    pub k: &'k Kernel,
+    pub parents: Parents,
+    pub warp: u32,
+    /// Enclosing `for` loops of each op, outermost first (cached).
+    loops: HashMap<Op, Vec<Op>>,
+}
+
+type Env = HashMap<Value, i64>;
+
+/// A free iteration variable: which side(s) it binds and its domain.
+struct Var {
+    /// (induction variable, offset) pairs for the earlier access.
+    x: Vec<(Value, i64)>,
+    /// (induction variable, offset) pairs for the later access.
+    y: Vec<(Value, i64)>,
+    domain: Vec<i64>,
+}
+
+#[derive(Copy, Clone, PartialEq, Debug)]
+enum Period {
+    /// Does not depend on the variable.
+    Indep,
+    /// A polynomial in the variable (unbounded, not periodic).
+    Poly,
+    /// Periodic with this period.
+    Periodic(i64),
+    /// Neither: the query must be conservative.
+    Bad,
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a.abs() } else { gcd(b, a % b) }
+}
+fn lcm(a: i64, b: i64) -> i64 {
+    if a == 0 || b == 0 {
+        0
+    } else {
+        (a / gcd(a, b) * b).abs()
+    }
+}
+
+impl<'k> Overlap<'k> {
+    pub fn new(k: &'k Kernel, warp: u32) -> Self {
+        Overlap {
+            k,
+            parents: k.parents(),
+            warp,
+            loops: HashMap::new(),
+        }
+    }
+
+    /// Enclosing `for` loops of an op, outermost first.
+    pub fn for_loops(&mut self, op: Op) -> Vec<Op> {
+        if let Some(v) = self.loops.get(&op) {
+            return v.clone();
+        }
+        let mut v: Vec<Op> = self
+            .parents
+            .ancestors(op)
+            .into_iter()
+            .filter(|a| matches!(self.k.ops[*a].kind, OpKind::For { .. }))
+            .collect();
+        v.reverse();
+        self.loops.insert(op, v.clone());
+        v
+    }
+
+    fn const_of(&self, o: Operand) -> Option<i64> {
+        match o {
+            Operand::Imm(Scalar::I32(v)) => Some(v as i64),
+            Operand::Value(v) => match self.k.values[v].def {
+                ValueDef::Result(op, 0) => match &self.k.ops[op].kind {
+                    OpKind::Const(Scalar::I32(c)) => Some(*c as i64),
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// (lo, step, hi) of a `for` loop, each when constant.
+    fn bounds(&self, l: Op) -> (Option<i64>, Option<i64>, Option<i64>) {
+        match &self.k.ops[l].kind {
+            OpKind::For { lo, hi, step, .. } => {
+                (self.const_of(*lo), self.const_of(*step), self.const_of(*hi))
+            }
+            _ => (None, None, None),
+        }
+    }
+
+    fn iv(&self, l: Op) -> Option<Value> {
+        let body = *self.k.ops[l].regions.first()?;
+        self.k.regions[body].args.first().copied()
+    }
+
+    fn period(&self, o: Operand, iv: Value, memo: &mut HashMap<Value, Period>) -> Period {
+        let v = match o {
+            Operand::Imm(_) => return Period::Indep,
+            Operand::Value(v) => v,
+        };
+        if v == iv {
+            return Period::Poly;
+        }
+        if let Some(p) = memo.get(&v) {
+            return *p;
+        }
+        let p = match self.k.values[v].def {
+            ValueDef::Result(op, _) => match &self.k.ops[op].kind {
+                OpKind::Binary(b, x, y) => {
+                    let (px, py) = (self.period(*x, iv, memo), self.period(*y, iv, memo));
+                    combine(*b, px, py, self.const_of(*y))
+                }
+                OpKind::Unary(_, x) | OpKind::Cast(_, x) => match self.period(*x, iv, memo) {
+                    Period::Poly => Period::Bad,
+                    p => p,
+                },
+                OpKind::Select(..) | OpKind::Cmp(..) => {
+                    let ops: Vec<Operand> = match &self.k.ops[op].kind {
+                        OpKind::Select(c, x, y) => vec![*c, *x, *y],
+                        OpKind::Cmp(_, x, y) => vec![*x, *y],
+                        _ => vec![],
+                    };
+                    let mut acc = Period::Indep;
+                    for o in ops {
+                        acc = match (acc, self.period(o, iv, memo)) {
+                            (Period::Bad | Period::Poly, _) | (_, Period::Bad | Period::Poly) => {
+                                Period::Bad
+                            }
+                            (Period::Indep, p) | (p, Period::Indep) => p,
+                            (Period::Periodic(a), Period::Periodic(b)) => {
+                                Period::Periodic(lcm(a, b))
+                            }
+                        };
+                    }
+                    acc
+                }
+                _ => Period::Indep,
+            },
+            _ => Period::Indep,
+        };
+        memo.insert(v, p);
+        p
+    }
+
+    /// Evaluates an i32 operand for one thread under the environment; `None` when unknown.
+    fn eval(&self, o: Operand, env: &Env, tid: u32) -> Option<i64> {
+        let v = match o {
+            Operand::Imm(Scalar::I32(c)) => return Some(c as i64),
+            Operand::Imm(Scalar::I1(b)) => return Some(b as i64),
+            Operand::Imm(_) => return None,
+            Operand::Value(v) => v,
+        };
+        if let Some(x) = env.get(&v) {
+            return Some(*x);
+        }
+        let ValueDef::Result(op, _) = self.k.values[v].def else {
+            return None;
+        };
+        let [bx, by, _] = self.k.block;
+        let t = tid as i64;
+        let (bx, by) = (bx as i64, by as i64);
+        Some(match &self.k.ops[op].kind {
+            OpKind::Const(Scalar::I32(c)) => *c as i64,
+            OpKind::Const(Scalar::I1(b)) => *b as i64,
+            OpKind::Special(s) => match s {
+                Special::Tid(0) => t % bx,
+                Special::Tid(1) => (t / bx) % by,
+                Special::Tid(_) => t / (bx * by),
+                Special::LinearTid => t,
+                Special::Lane => t % self.warp as i64,
+                Special::Warp => t / self.warp as i64,
+                Special::BlockDim(d) => self.k.block[*d as usize] as i64,
+                _ => return None,
+            },
+            OpKind::Binary(b, x, y) => {
+                let (x, y) = (self.eval(*x, env, tid)?, self.eval(*y, env, tid)?);
+                let (x32, y32) = (x as i32, y as i32);
+                (match b {
+                    BinOp::Add => x32.wrapping_add(y32),
+                    BinOp::Sub => x32.wrapping_sub(y32),
+                    BinOp::Mul => x32.wrapping_mul(y32),
+                    BinOp::Div => floor_div(x, y)? as i32,
+                    BinOp::Rem => (x - floor_div(x, y)? * y) as i32,
+                    BinOp::Min => x32.min(y32),
+                    BinOp::Max => x32.max(y32),
+                    BinOp::And => x32 & y32,
+                    BinOp::Or => x32 | y32,
+                    BinOp::Xor => x32 ^ y32,
+                    BinOp::Shl => x32.wrapping_shl(y32 as u32 % 32),
+                    BinOp::Shr => x32.wrapping_shr(y32 as u32 % 32),
+                }) as i64
+            }
+            OpKind::Cmp(p, x, y) => {
+                let (x, y) = (self.eval(*x, env, tid)?, self.eval(*y, env, tid)?);
+                (match p {
+                    CmpPred::Eq => x == y,
+                    CmpPred::Ne => x != y,
+                    CmpPred::Lt => x < y,
+                    CmpPred::Le => x <= y,
+                    CmpPred::Gt => x > y,
+                    CmpPred::Ge => x >= y,
+                }) as i64
+            }
+            OpKind::Select(c, x, y) => {
+                if self.eval(*c, env, tid)? != 0 {
+                    self.eval(*x, env, tid)?
+                } else {
+                    self.eval(*y, env, tid)?
+                }
+            }
+            OpKind::InGroup(g) => {
+                let gd = &self.k.groups[*g];
+                (t >= gd.lo as i64 && t < gd.hi as i64) as i64
+            }
+            _ => return None,
+        })
+    }
+
+    /// Whether an operand's value may differ between threads (syntactically).
+    fn thread_dependent(&self, o: Operand) -> bool {
+        let Operand::Value(v) = o else { return false };
+        match self.k.values[v].def {
+            ValueDef::Result(op, _) => match &self.k.ops[op].kind {
+                OpKind::Special(s) => s.is_thread_dependent(),
+                OpKind::InGroup(_) => true,
+                OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => {
+                    self.thread_dependent(*a) || self.thread_dependent(*b)
+                }
+                OpKind::Unary(_, a) | OpKind::Cast(_, a) => self.thread_dependent(*a),
+                OpKind::Select(c, a, b) => {
+                    self.thread_dependent(*c)
+                        || self.thread_dependent(*a)
+                        || self.thread_dependent(*b)
+                }
+                _ => true,
+            },
+            _ => false,
+        }
+    }
+
+    /// The operands an access's elements depend on: view indices along the memref chain plus
+    /// the per-thread indices.
+    fn index_operands(&self, mem: MemRef, extra: &[Operand]) -> Vec<Operand> {
+        let mut out = extra.to_vec();
+        let mut m = mem;
+        while let MemRef::View(v) = m {
+            for ix in &self.k.views[v].indices {
+                if let ViewIndex::At(o) = ix {
+                    out.push(*o);
+                }
+            }
+            m = self.k.views[v].base;
+        }
+        out
+    }
+
+    /// Builds the free variables relating X (earlier) and Y (later). `None`: conservative.
+    fn vars(
+        &mut self,
+        x: Op,
+        y: Op,
+        tags: &[(Op, IterTag)],
+        operands: &[Operand],
+    ) -> Option<(Vec<Var>, Env, Env)> {
+        let lx = self.for_loops(x);
+        let ly = self.for_loops(y);
+        let mut vars = Vec::new();
+        let (ex, mut ey) = (Env::new(), Env::new());
+        let tag = |l: Op| {
+            tags.iter()
+                .find(|(t, _)| *t == l)
+                .map(|(_, g)| *g)
+                .unwrap_or(IterTag::Unknown)
+        };
+        let domain = |me: &Self, l: Op, skip: i64| -> Option<Vec<i64>> {
+            let (lo, step, hi) = me.bounds(l);
+            let iv = me.iv(l)?;
+            if let (Some(lo), Some(step), Some(hi)) = (lo, step, hi)
+                && step > 0
+                && (hi - lo) / step <= MAX_TRIPS
+            {
+                let start = lo + skip * step;
+                return Some(
+                    (0..)
+                        .map(|i| start + i * step)
+                        .take_while(|v| *v < hi)
+                        .collect(),
+                );
+            }
+            // One period, anchored at a multiple of the period so the same residues appear.
+            let mut memo = HashMap::new();
+            let mut per = 1i64;
+            for o in operands {
+                match me.period(*o, iv, &mut memo) {
+                    Period::Indep => {}
+                    Period::Periodic(p) => per = lcm(per, p),
+                    Period::Poly | Period::Bad => return None,
+                }
+            }
+            if per > MAX_PERIOD {
+                return None;
+            }
+            // Iterations are lo + step*i: f is periodic in i with a period dividing `per`.
+            // With an unknown lo, every residue of k modulo `per` is sampled instead.
+            Some(match (lo, step) {
+                (Some(lo), Some(step)) if step > 0 => {
+                    (0..per).map(|i| lo + (skip + i) * step).collect()
+                }
+                _ => (0..per).collect(),
+            })
+        };
+        for &l in &ly {
+            let iv = self.iv(l)?;
+            let (lo, step, _) = self.bounds(l);
+            let in_x = lx.contains(&l);
+            match tag(l) {
+                IterTag::Dist(d) if in_x => {
+                    let s = step?;
+                    vars.push(Var {
+                        x: vec![(iv, -(d as i64) * s)],
+                        y: vec![(iv, 0)],
+                        domain: domain(self, l, d as i64)?,
+                    });
+                }
+                IterTag::Pre(j) if !in_x && lo.is_some() && step.is_some() => {
+                    ey.insert(iv, lo? + j as i64 * step?);
+                }
+                _ => {
+                    vars.push(Var {
+                        x: vec![],
+                        y: vec![(iv, 0)],
+                        domain: domain(self, l, 0)?,
+                    });
+                    if in_x {
+                        vars.push(Var {
+                            x: vec![(iv, 0)],
+                            y: vec![],
+                            domain: domain(self, l, 0)?,
+                        });
+                    }
+                }
+            }
+        }
+        for &l in &lx {
+            if !ly.contains(&l) {
+                let iv = self.iv(l)?;
+                vars.push(Var {
+                    x: vec![(iv, 0)],
+                    y: vec![],
+                    domain: domain(self, l, 0)?,
+                });
+            }
+        }
+        let total: usize = vars.iter().map(|v| v.domain.len().max(1)).product();
+        if total > MAX_ASSIGNMENTS {
+            return None;
+        }
+        Some((vars, ex, ey))
+    }
+
+    fn for_each_assignment(
+        vars: &[Var],
+        ex: &Env,
+        ey: &Env,
+        f: &mut dyn FnMut(&Env, &Env) -> bool,
+    ) -> bool {
+        fn go(
+            vars: &[Var],
+            i: usize,
+            ex: &mut Env,
+            ey: &mut Env,
+            f: &mut dyn FnMut(&Env, &Env) -> bool,
+        ) -> bool {
+            if i == vars.len() {
+                return f(ex, ey);
+            }
+            for &b in &vars[i].domain {
+                for (iv, off) in &vars[i].x {
+                    ex.insert(*iv, b + off);
+                }
+                for (iv, off) in &vars[i].y {
+                    ey.insert(*iv, b + off);
+                }
+                if !go(vars, i + 1, ex, ey, f) {
+                    return false;
+                }
+            }
+            true
+        }
+        go(vars, 0, &mut ex.clone(), &mut ey.clone(), f)
+    }
+
+    /// Byte intervals an access touches under an environment (all threads). `None`: unknown.
+    fn bytes(&self, mem: MemRef, fp: &Footprint, env: &Env) -> Option<Vec<(u64, u64)>> {
+        let root = self.k.root_buffer(mem);
+        let bd = &self.k.buffers[root];
+        let esz = bd.elem.bytes();
+        let base = match bd.offset {
+            Some(o) => o,
+            None => (1u64 << 40) * (root.index() as u64 + 1),
+        };
+        let uniform_view = !self
+            .index_operands(mem, &[])
+            .iter()
+            .any(|o| self.thread_dependent(*o));
+        let threads: Vec<u32> = match fp {
+            Footprint::Collective { .. } if uniform_view => vec![0],
+            _ => (0..self.k.threads()).collect(),
+        };
+        let mut out = Vec::new();
+        for t in threads {
+            // Per root dim: (lo, len, kept).
+            let mut dims = self.resolve(mem, env, t)?;
+            if let Footprint::PerThread(ix) = fp {
+                let mut kept = dims.iter_mut().filter(|d| d.2);
+                for o in ix {
+                    let d = kept.next()?;
+                    let i = self.eval(*o, env, t)?;
+                    if i < 0 || i >= d.1 {
+                        return None;
+                    }
+                    d.0 += i;
+                    d.1 = 1;
+                }
+            }
+            let shape = &bd.shape;
+            // Enumerate all but the last dimension; the last is one contiguous run.
+            let n = dims.len();
+            let mut idx: Vec<i64> = dims.iter().map(|d| d.0).collect();
+            'rows: loop {
+                let mut lin = 0i64;
+                for (i, s) in shape.iter().enumerate() {
+                    lin = lin * *s as i64 + idx[i];
+                }
+                let lo = base + lin as u64 * esz;
+                out.push((lo, lo + dims[n - 1].1 as u64 * esz));
+                let mut i = n - 1;
+                loop {
+                    if i == 0 {
+                        break 'rows;
+                    }
+                    i -= 1;
+                    idx[i] += 1;
+                    if idx[i] < dims[i].0 + dims[i].1 {
+                        break;
+                    }
+                    idx[i] = dims[i].0;
+                }
+            }
+        }
+        out.sort_unstable();
+        Some(merge(out))
+    }
+
+    /// Resolves a memref chain to per-root-dimension selections `(lo, len, kept)`.
+    fn resolve(&self, m: MemRef, env: &Env, t: u32) -> Option<Vec<(i64, i64, bool)>> {
+        match m {
+            MemRef::Buffer(b) => Some(
+                self.k.buffers[b]
+                    .shape
+                    .iter()
+                    .map(|s| (0, *s as i64, true))
+                    .collect(),
+            ),
+            MemRef::View(v) => {
+                let vd = &self.k.views[v];
+                let mut dims = self.resolve(vd.base, env, t)?;
+                let mut kept: Vec<usize> = (0..dims.len()).filter(|i| dims[*i].2).collect();
+                kept.reverse();
+                for ix in &vd.indices {
+                    let d = kept.pop()?;
+                    match ix {
+                        ViewIndex::At(o) => {
+                            let i = self.eval(*o, env, t)?;
+                            if i < 0 || i >= dims[d].1 {
+                                return None;
+                            }
+                            dims[d] = (dims[d].0 + i, 1, false);
+                        }
+                        ViewIndex::Range(a, b) => {
+                            let (a, b) = (*a as i64, *b as i64);
+                            if b > dims[d].1 || a > b {
+                                return None;
+                            }
+                            dims[d] = (dims[d].0 + a, b - a, true);
+                        }
+                    }
+                }
+                Some(dims)
+            }
+        }
+    }
+
+    fn footprint_operands(&self, a: &SharedAccess) -> Vec<Operand> {
+        match &a.footprint {
+            Footprint::PerThread(ix) => self.index_operands(a.mem, ix),
+            Footprint::Collective { .. } => self.index_operands(a.mem, &[]),
+        }
+    }
+
+    /// Whether access `xa` of op `x` (earlier) and access `ya` of op `y` (later) may touch a
+    /// common byte, with their iterations related by `tags`.
+    pub fn may_overlap(
+        &mut self,
+        x: Op,
+        xa: &SharedAccess,
+        y: Op,
+        ya: &SharedAccess,
+        tags: &[(Op, IterTag)],
+    ) -> bool {
+        let (rx, ry) = (self.k.root_buffer(xa.mem), self.k.root_buffer(ya.mem));
+        if rx != ry {
+            let (bx, by) = (&self.k.buffers[rx], &self.k.buffers[ry]);
+            match (bx.offset, by.offset) {
+                (Some(ox), Some(oy)) => {
+                    if ox + bx.bytes() <= oy || oy + by.bytes() <= ox {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
+        }
+        let mut ops = self.footprint_operands(xa);
+        ops.extend(self.footprint_operands(ya));
+        let Some((vars, ex, ey)) = self.vars(x, y, tags, &ops) else {
+            return true;
+        };
+        let mut hit = false;
+        Self::for_each_assignment(&vars, &ex, &ey, &mut |ex, ey| {
+            match (
+                self.bytes(xa.mem, &xa.footprint, ex),
+                self.bytes(ya.mem, &ya.footprint, ey),
+            ) {
+                (Some(a), Some(b)) => hit = intersects(&a, &b),
+                _ => hit = true,
+            }
+            !hit
+        });
+        hit
+    }
+
+    /// Whether two uniform index lists (an mbarrier slot of a copy `x`, earlier, and of a
+    /// wait `y`, later) are equal in every related pair of iterations.
+    pub fn must_equal(
+        &mut self,
+        x: Op,
+        xi: &[Operand],
+        y: Op,
+        yi: &[Operand],
+        tags: &[(Op, IterTag)],
+    ) -> bool {
+        if xi.len() != yi.len() || xi.iter().chain(yi).any(|o| self.thread_dependent(*o)) {
+            return false;
+        }
+        let ops: Vec<Operand> = xi.iter().chain(yi).copied().collect();
+        let Some((vars, ex, ey)) = self.vars(x, y, tags, &ops) else {
+            return false;
+        };
+        let mut all = true;
+        let mut any = false;
+        Self::for_each_assignment(&vars, &ex, &ey, &mut |ex, ey| {
+            any = true;
+            for (a, b) in xi.iter().zip(yi) {
+                match (self.eval(*a, ex, 0), self.eval(*b, ey, 0)) {
+                    (Some(p), Some(q)) if p == q => {}
+                    _ => all = false,
+                }
+            }
+            all
+        });
+        all && any
+    }
+}
+
+fn combine(b: BinOp, px: Period, py: Period, ycst: Option<i64>) -> Period {
+    use Period::*;
+    match b {
+        BinOp::Add | BinOp::Sub | BinOp::Mul => match (px, py) {
+            (Bad, _) | (_, Bad) => Bad,
+            (Indep, Indep) => Indep,
+            (Poly, Indep) | (Indep, Poly) | (Poly, Poly) => Poly,
+            (Periodic(a), Indep) | (Indep, Periodic(a)) => Periodic(a),
+            (Periodic(a), Periodic(c)) => Periodic(lcm(a, c)),
+            _ => Bad,
+        },
+        BinOp::Rem => match (px, py, ycst) {
+            (_, Indep, Some(m)) if m > 0 => match px {
+                Indep => Indep,
+                Poly => Periodic(m),
+                Periodic(p) => Periodic(p),
+                Bad => Bad,
+            },
+            (Indep, Indep, _) => Indep,
+            _ => Bad,
+        },
+        _ => match (px, py) {
+            (Indep, Indep) => Indep,
+            (Periodic(a), Indep) | (Indep, Periodic(a)) => Periodic(a),
+            (Periodic(a), Periodic(c)) => Periodic(lcm(a, c)),
+            _ => Bad,
+        },
+    }
+}
+
+fn floor_div(x: i64, y: i64) -> Option<i64> {
+    if y == 0 {
+        return None;
+    }
+    let q = x / y;
+    Some(if x % y != 0 && ((x < 0) != (y < 0)) {
+        q - 1
+    } else {
+        q
+    })
+}
+
+fn merge(v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (lo, hi) in v {
+        if let Some(last) = out.last_mut()
+            && lo <= last.1
+        {
+            last.1 = last.1.max(hi);
+            continue;
+        }
+        out.push((lo, hi));
+    }
+    out
+}
+
+fn intersects(a: &[(u64, u64)], b: &[(u64, u64)]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].1 <= b[j].0 {
+            i += 1;
+        } else if b[j].1 <= a[i].0 {
+            j += 1;
+        } else {
+            return true;
+        }
+    }
+    false
+}

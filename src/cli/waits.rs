@@ -1,0 +1,63 @@
+//! `smemsync waits --target T FILE [--explain]`: inserts the weakest sufficient waits for the
+//! kernel's asynchronous copies and prints the result (with `--explain`, each wait is
+//! followed by comments saying which copies it completes and why its count is what it is).
+//! Exit codes: 0 printed; 1 a finding no wait can fix (reported on stderr); 2 bad input.
+
+use super::{EXIT_OK, EXIT_USER, load, read_input, report};
+use smemsync::sync::waits::{apply_waits, explain_waits, plan_waits};
+use smemsync::target::Target;
+
+/// A finding no wait can fix (exit code 1, as documented in `smemsync --help`).
+const EXIT_FINDING: i32 = 1;
+
+#[derive(clap::Args, Debug)]
+pub struct WaitsArgs {
+    /// Kernel file (`-` for standard input).
+    pub file: String,
+    /// Target GPU (gfx942, gfx950, gfx1200, gfx1201, gfx1250, sm_80, sm_90).
+    #[arg(long)]
+    pub target: String,
+    /// Annotate each wait with the copies it completes and the reason for its count.
+    #[arg(long)]
+    pub explain: bool,
+}
+
+pub fn run(args: &WaitsArgs) -> i32 {
+    let input = match read_input(&args.file) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USER;
+        }
+    };
+    let target = match Target::from_name(&args.target) {
+        Ok(t) => t,
+        Err(d) => {
+            report(&input, &[d]);
+            return EXIT_USER;
+        }
+    };
+    let kernels = match load(&input) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
+    let mut texts = Vec::new();
+    let mut code = EXIT_OK;
+    for k in &kernels {
+        let text = if args.explain {
+            explain_waits(k, &target)
+        } else {
+            plan_waits(k, &target)
+                .map(|p| smemsync::emit::text::print_kernel(&apply_waits(k, &p).kernel))
+        };
+        match text {
+            Ok(t) => texts.push(t),
+            Err(d) => {
+                report(&input, &d);
+                code = EXIT_FINDING;
+            }
+        }
+    }
+    print!("{}", texts.join("\n"));
+    code
+}

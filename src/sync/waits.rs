@@ -1,0 +1,953 @@
+//! Automatic waits for asynchronous copies: where a consumer may touch shared memory an
+//! in-flight async access still writes (or reads), insert the weakest wait that completes it.
+//!
+//! **Contract.** [`plan_waits`] never mutates the kernel: it returns a [`WaitPlan`], a list of
+//! edits sorted by program point ("insert this op before op X" / "at the end of region R"),
+//! which [`apply_waits`] materializes. Waits already in the input are respected: they are
+//! applied by the dataflow like any other op, never weakened, and a wait is added only where
+//! the input's own waits leave a conflicting copy in flight (so none is redundant).
+//!
+//! **Weakest sufficient wait.** The state before a consumer is the in-flight dataflow of
+//! [`crate::analysis::inflight`]: per queue, each pending copy execution with its minimum
+//! number of younger operations (counters) or younger committed groups over all paths. The
+//! consumer needs exactly the pending entries its footprint may overlap
+//! ([`crate::analysis::overlap`], exact for slot arithmetic like `rem k, 3` vs `rem (k+2), 3`).
+//! For a count-based queue the wait is `N = min age` over the needed entries: every needed
+//! entry has at least `N` younger operations on every path, so `c(N)` completes it (in-order
+//! completion per counter), and any larger `N` would leave one in flight on some path. Per
+//! target: `waitcnt vmcnt(N)` (gfx942/gfx950, counting plain `gload`s too), `loadcnt`,
+//! `asynccnt`, `tensorcnt` (gfx12/gfx1250), `cp_async_wait N` (with a `cp_async_commit`
+//! inserted first when a needed copy may be uncommitted, and after each run of copies when the
+//! kernel commits none), `bulk_wait N`, `wgmma_wait N`, and `wait_tokens` for copies only a
+//! token completes. Copies on different queues get independent counts in one wait. A copy
+//! still outstanding when the kernel ends is drained at the end of the body.
+//! TMA loads need an `mbar_wait` with the phase parity of the copy's mbarrier slot; smemsync
+//! does not synthesize parities: a TMA load read before any wait completes it is reported.
+//!
+//! **Hoisting.** A wait whose copies were all issued before an enclosing loop was entered goes
+//! before that loop (executed once, not per iteration), with the count at the loop entry; a
+//! second dataflow run places it there and re-plans the rest around it.
+//!
+//! **Two consecutive waits** on one queue in one region, with nothing between them that
+//! issues or commits on that queue, are merged into one at the earlier position with the
+//! smaller count (it completes the same entries for the later consumer; one instruction
+//! instead of two).
+//!
+//! **Waits first, then barriers.** A wait orders only the waiting thread's own copies. When a
+//! consumer thread may read elements another thread's copy wrote, a barrier must follow the
+//! wait: the barrier placer runs after this pass and treats each async write as a write that
+//! becomes visible at the waits completing it (the `by_copy` map of
+//! [`crate::analysis::inflight::completions`] on the output kernel).
+//!
+//! **Complexity.** One run of the in-flight dataflow (polynomial: see its module doc) plus
+//! O(edits · ops) to merge and sort; no path is enumerated (seed 002's walk is: see
+//! [`crate::sync::waits_paths`]).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+
+use crate::analysis::inflight::{Flow, InFlight, Pending, Queue, Visitor, completions, queue_of};
+use crate::analysis::overlap::IterTag;
+use crate::diag::{DiagKind, Diagnostic};
+use crate::ir::effects::WaitKind;
+use crate::ir::*;
+use crate::target::Target;
+
+/// Where an edit inserts its op.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Anchor {
+    /// Immediately before this op (of the input kernel).
+    Before(Op),
+    /// At the end of this region (before its terminator, if any).
+    End(Region),
+}
+
+/// One inserted op.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WaitEdit {
+    pub anchor: Anchor,
+    /// `WaitCnt`, `CpAsyncWait`, `BulkWait`, `WgmmaWait`, `WaitTokens` or a commit.
+    pub kind: OpKind,
+    /// Why: which consumers needed it and which copy executions bound its count.
+    pub why: String,
+}
+
+/// The waits (and commits) to insert, sorted by program point; edits at one anchor keep
+/// their order (a commit precedes the wait that needs it).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WaitPlan {
+    pub edits: Vec<WaitEdit>,
+}
+
+impl WaitPlan {
+    /// The plan in the placer's edit format ([`crate::ir::edit::SyncPlan`]), sorted in program
+    /// order; [`crate::ir::edit::apply`] materializes it exactly as [`apply_waits`] does.
+    pub fn to_sync_plan(&self, k: &Kernel) -> crate::ir::edit::SyncPlan {
+        use crate::ir::edit::{Edit, EditReason, ProgramPoint, SyncPlan};
+        let mut p = SyncPlan {
+            edits: self
+                .edits
+                .iter()
+                .map(|e| Edit {
+                    at: match e.anchor {
+                        Anchor::Before(o) => ProgramPoint::before(o),
+                        Anchor::End(r) => ProgramPoint::end(r),
+                    },
+                    op: e.kind.clone(),
+                    reason: EditReason::Other(e.why.clone()),
+                })
+                .collect(),
+        };
+        p.sort(k);
+        p
+    }
+}
+
+/// What one consumer needs, accumulated over the solver's passes (counts only decrease).
+#[derive(Clone, Debug, Default)]
+struct Need {
+    /// Counter queues and their counts.
+    counters: BTreeMap<Queue, u32>,
+    /// Group queues: (commit first, N).
+    groups: BTreeMap<Queue, (bool, u32)>,
+    tokens: BTreeSet<Value>,
+    /// Per queue, the binding entries' descriptions.
+    why: BTreeMap<Queue, String>,
+}
+
+/// Copies (with their queues) to complete before entering a loop, and the consumers inside
+/// it that needed them.
+type Hoist = (Vec<(Queue, Op)>, Vec<Op>);
+
+struct Planner {
+    /// Keyed by the op the wait goes before (a consumer, or a loop a wait is hoisted out of).
+    needs: BTreeMap<Op, Need>,
+    diags: Vec<(Op, Op, Diagnostic)>,
+    /// First run: consumers whose needed copies were all issued before some enclosing loop
+    /// (the outermost such loop) and the copies.
+    hoistable: BTreeMap<Op, (Op, Vec<(Queue, Op)>)>,
+    /// Second run: per loop, the copies to complete before entering it, and for whom.
+    hoisted: HashMap<Op, Hoist>,
+}
+
+struct NoVisit;
+impl Visitor for NoVisit {}
+
+/// Describes a pending execution relative to the consumer.
+fn when(tags: &[(Op, IterTag)]) -> String {
+    match tags.last() {
+        None => "its last execution".into(),
+        Some((_, IterTag::Dist(0))) => "this iteration".into(),
+        Some((_, IterTag::Dist(1))) => "the previous iteration".into(),
+        Some((_, IterTag::Dist(d))) => format!("{d} iterations back"),
+        Some((_, IterTag::Pre(_))) => "before the loop".into(),
+        Some((_, IterTag::Unknown)) => "an earlier iteration".into(),
+    }
+}
+
+fn in_scope(flow: &Flow<'_>, def: Op, user: Op) -> bool {
+    let p = &flow.overlap.parents;
+    let k = flow.k;
+    let mut def_regions = Vec::new();
+    let mut r = p.op_region[def];
+    while let Some(reg) = r {
+        def_regions.push(reg);
+        match p.region_op[reg] {
+            Some(o) if matches!(k.ops[o].kind, OpKind::Stage { .. }) => r = p.op_region[o],
+            _ => break,
+        }
+    }
+    let mut r = p.op_region[user];
+    while let Some(reg) = r {
+        if def_regions.contains(&reg) {
+            return true;
+        }
+        r = p.region_op[reg].and_then(|o| p.op_region[o]);
+    }
+    false
+}
+
+impl Visitor for Planner {
+    fn loop_pass(&mut self, flow: &mut Flow<'_>, l: Op) {
+        // Needs recorded in an earlier pass over this loop may be stale: recompute them.
+        let inside: Vec<Op> = self
+            .needs
+            .keys()
+            .copied()
+            .filter(|o| flow.loops_of(*o).contains(&l))
+            .collect();
+        for o in inside {
+            self.needs.remove(&o);
+            self.hoistable.remove(&o);
+        }
+    }
+
+    fn enter_loop(&mut self, flow: &mut Flow<'_>, l: Op, states: &mut [InFlight]) {
+        let Some((copies, consumers)) = self.hoisted.get(&l).cloned() else {
+            return;
+        };
+        let mut need = Need::default();
+        for st in states.iter() {
+            for (q, m) in &st.queues {
+                for (p, a) in m {
+                    if !copies.contains(&(*q, p.op)) || *a < 0 {
+                        continue;
+                    }
+                    let n = *a as u32;
+                    match q {
+                        Queue::Counter(_) => {
+                            let e = need.counters.entry(*q).or_insert(n);
+                            *e = (*e).min(n);
+                        }
+                        _ => {
+                            let e = need.groups.entry(*q).or_insert((false, n));
+                            e.1 = e.1.min(n);
+                        }
+                    }
+                }
+            }
+        }
+        for (q, n) in need
+            .counters
+            .iter()
+            .chain(need.groups.iter().map(|(q, (_, n))| (q, n)))
+        {
+            let list: Vec<String> = consumers.iter().map(|c| c.to_string()).collect();
+            need.why.insert(
+                *q,
+                format!(
+                    "{} N={n}: hoisted out of the loop (executed once instead of every iteration): {} read copies issued before the loop",
+                    q.name(),
+                    list.join(", ")
+                ),
+            );
+        }
+        if need.counters.is_empty() && need.groups.is_empty() {
+            return;
+        }
+        for st in states.iter_mut() {
+            for (w, _) in need_to_waits(&need) {
+                flow.wait(l, &w, st, &mut NoVisit);
+            }
+        }
+        let e = self.needs.entry(l).or_default();
+        e.counters.extend(need.counters);
+        e.groups.extend(need.groups);
+        e.why.extend(need.why);
+    }
+
+    fn before(&mut self, flow: &mut Flow<'_>, op: Op, states: &mut [InFlight]) {
+        // Every class of paths executes the same wait: its count serves them all (the
+        // minimum over their needed entries' ages).
+        let mut conflicts = Vec::new();
+        for st in states.iter() {
+            conflicts.extend(flow.conflicts(op, st));
+        }
+        if conflicts.is_empty() {
+            return;
+        }
+        let mut by_q: BTreeMap<Queue, Vec<(Pending, i32)>> = BTreeMap::new();
+        for (q, p, a) in conflicts {
+            by_q.entry(q).or_default().push((p, a));
+        }
+        // Hoistable out of the enclosing loops for which every needed copy is counted,
+        // committed, and was issued before the loop was entered.
+        let loops = flow.loops_of(op);
+        let mut out_of = None;
+        for l in loops.iter().rev() {
+            let all_pre = by_q.iter().all(|(q, list)| {
+                q.counted()
+                    && list.iter().all(|(p, a)| {
+                        *a >= 0
+                            && p.tags
+                                .iter()
+                                .any(|(tl, tg)| tl == l && matches!(tg, IterTag::Pre(_)))
+                    })
+            });
+            if !all_pre {
+                break;
+            }
+            out_of = Some(*l);
+        }
+        if let Some(l) = out_of {
+            let copies = by_q
+                .iter()
+                .flat_map(|(q, list)| list.iter().map(|(p, _)| (*q, p.op)))
+                .collect();
+            self.hoistable.insert(op, (l, copies));
+        }
+        // A consumer visited twice in one pass (a `while` condition) keeps the stronger need.
+        let need = self.needs.entry(op).or_default();
+        for (q, list) in by_q {
+            match q {
+                Queue::Counter(c) => {
+                    let n = list.iter().map(|(_, a)| *a).min().unwrap_or(0).max(0) as u32;
+                    let e = need.counters.entry(q).or_insert(n);
+                    *e = (*e).min(n);
+                    let binding: Vec<String> = list
+                        .iter()
+                        .filter(|(_, a)| *a as u32 == *e)
+                        .map(|(p, _)| format!("{} from {}", p.op, when(&p.tags)))
+                        .collect();
+                    need.why.insert(
+                        q,
+                        format!(
+                            "{}({}): needs {} which has only {} younger {} ops on some path, so {} is the largest count that completes it",
+                            c.name(),
+                            e,
+                            binding.join(", "),
+                            e,
+                            c.name(),
+                            e
+                        ),
+                    );
+                }
+                Queue::CpAsync | Queue::Bulk | Queue::Wgmma => {
+                    let commit = list.iter().any(|(_, a)| *a < 0);
+                    let n = list
+                        .iter()
+                        .map(|(_, a)| if commit { *a + 1 } else { *a })
+                        .min()
+                        .unwrap_or(0)
+                        .max(0) as u32;
+                    let e = need.groups.entry(q).or_insert((commit, n));
+                    e.0 |= commit;
+                    e.1 = e.1.min(n);
+                    let binding: Vec<String> = list
+                        .iter()
+                        .map(|(p, _)| format!("{} from {}", p.op, when(&p.tags)))
+                        .collect();
+                    need.why.insert(
+                        q,
+                        format!(
+                            "{} N={}: needs {}{}",
+                            q.name(),
+                            e.1,
+                            binding.join(", "),
+                            if e.0 {
+                                " (uncommitted: commit first)"
+                            } else {
+                                ""
+                            }
+                        ),
+                    );
+                }
+                Queue::Token => {
+                    for (p, _) in &list {
+                        let xl = flow.loops_of(p.op);
+                        let recent = xl.iter().all(|l| {
+                            p.tags
+                                .iter()
+                                .any(|(tl, tg)| tl == l && *tg == IterTag::Dist(0))
+                        });
+                        match flow.k.ops[p.op].results.first() {
+                            Some(t) if recent && in_scope(flow, p.op, op) => {
+                                need.tokens.insert(*t);
+                            }
+                            _ => self.diags.push((
+                                op,
+                                p.op,
+                                Diagnostic::error(DiagKind::Finding, "E0601", "a shared access may observe an in-flight async copy that no wait can name here")
+                                    .with_label(flow.k.span(op), "this access may observe the copy")
+                                    .with_label(flow.k.span(p.op), "copy issued here (give it a token and wait for it)"),
+                            )),
+                        }
+                    }
+                }
+                Queue::Mbarrier => {
+                    for (p, _) in &list {
+                        self.diags.push((
+                            op,
+                            p.op,
+                            Diagnostic::error(DiagKind::Finding, "E0602", "a shared access may observe a TMA load whose mbarrier phase is not waited for")
+                                .with_label(flow.k.span(op), "this access may observe the copy")
+                                .with_label(flow.k.span(p.op), "TMA load issued here")
+                                .with_help("insert `mbar_wait` on the copy's mbarrier slot with its phase parity before the access"),
+                        ));
+                    }
+                }
+            }
+        }
+        let need = need.clone();
+        for st in states.iter_mut() {
+            for (w, commits) in need_to_waits(&need) {
+                for c in &commits {
+                    commit_state(st, *c);
+                }
+                flow.wait(op, &w, st, &mut NoVisit);
+            }
+        }
+    }
+}
+
+fn commit_state(st: &mut InFlight, q: Queue) {
+    if let Some(m) = st.queues.get_mut(&q) {
+        for a in m.values_mut() {
+            *a += 1;
+        }
+    }
+}
+
+/// The waits (with the commits that must precede them) a need stands for.
+fn need_to_waits(n: &Need) -> Vec<(WaitKind, Vec<Queue>)> {
+    let mut out = Vec::new();
+    if !n.counters.is_empty() {
+        out.push((
+            WaitKind::Counters(
+                n.counters
+                    .iter()
+                    .filter_map(|(q, v)| match q {
+                        Queue::Counter(c) => Some((*c, *v)),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            vec![],
+        ));
+    }
+    for (q, (commit, v)) in &n.groups {
+        let w = match q {
+            Queue::CpAsync => WaitKind::CpAsyncGroups(*v),
+            Queue::Bulk => WaitKind::BulkGroups(*v),
+            _ => WaitKind::WgmmaGroups(*v),
+        };
+        out.push((w, if *commit { vec![*q] } else { vec![] }));
+    }
+    if !n.tokens.is_empty() {
+        out.push((WaitKind::Tokens(n.tokens.iter().copied().collect()), vec![]));
+    }
+    out
+}
+
+fn commit_kind(q: Queue) -> OpKind {
+    match q {
+        Queue::CpAsync => OpKind::CpAsyncCommit,
+        Queue::Bulk => OpKind::BulkCommit,
+        _ => OpKind::WgmmaCommit,
+    }
+}
+
+fn wait_kind_op(w: &WaitKind) -> OpKind {
+    match w {
+        WaitKind::Counters(c) => OpKind::WaitCnt(c.clone()),
+        WaitKind::CpAsyncGroups(n) => OpKind::CpAsyncWait(*n),
+        WaitKind::BulkGroups(n) => OpKind::BulkWait(*n),
+        WaitKind::WgmmaGroups(n) => OpKind::WgmmaWait(*n),
+        WaitKind::Tokens(t) => OpKind::WaitTokens(t.clone()),
+    }
+}
+
+/// Whether an op issues or commits on a queue, or ticks its counter (recursively).
+fn touches_queue(k: &Kernel, target: &Target, op: Op, q: Queue) -> bool {
+    if let Some((oq, _)) = queue_of(k, target, op)
+        && oq == q
+    {
+        return true;
+    }
+    let od = &k.ops[op];
+    let own = match (&od.kind, q) {
+        (OpKind::GLoad { .. }, Queue::Counter(c)) => target.global_load_counter() == Some(c),
+        (OpKind::CpAsyncCommit, Queue::CpAsync)
+        | (OpKind::BulkCommit, Queue::Bulk)
+        | (OpKind::WgmmaCommit, Queue::Wgmma) => true,
+        _ => false,
+    };
+    own || od.regions.iter().any(|r| {
+        k.regions[*r]
+            .ops
+            .iter()
+            .any(|o| touches_queue(k, target, *o, q))
+    })
+}
+
+/// Inserts commits after each run of group copies of a class the kernel never commits.
+fn auto_commits(k: &Kernel, target: &Target) -> Vec<WaitEdit> {
+    let mut edits = Vec::new();
+    for q in [Queue::CpAsync, Queue::Bulk, Queue::Wgmma] {
+        let ops = k.ops_in_order();
+        let issues = ops
+            .iter()
+            .any(|o| queue_of(k, target, *o).map(|(x, _)| x) == Some(q));
+        let commits = ops.iter().any(|o| k.ops[*o].kind == commit_kind(q));
+        if !issues || commits {
+            continue;
+        }
+        for (r, rd) in k.regions.iter() {
+            // The destination of the open run: a run is the copies of one stage into one
+            // slot (same memref, same leading index); a different slot starts a new group.
+            let mut pending: Option<Op> = None;
+            let why = || format!("closes the {} of the copies just issued", q.name());
+            for &o in &rd.ops {
+                let is_issue = queue_of(k, target, o).map(|(x, _)| x) == Some(q);
+                let pure = effects(k, o) == Effects::default()
+                    && k.ops[o].regions.is_empty()
+                    && !matches!(k.ops[o].kind, OpKind::Yield(_) | OpKind::Condition(_));
+                if is_issue {
+                    if let Some(prev) = pending
+                        && !same_slot(k, prev, o)
+                    {
+                        edits.push(WaitEdit {
+                            anchor: Anchor::Before(o),
+                            kind: commit_kind(q),
+                            why: why(),
+                        });
+                    }
+                    pending = Some(o);
+                } else if pending.is_some() && !pure {
+                    edits.push(WaitEdit {
+                        anchor: Anchor::Before(o),
+                        kind: commit_kind(q),
+                        why: why(),
+                    });
+                    pending = None;
+                }
+            }
+            if pending.is_some() {
+                edits.push(WaitEdit {
+                    anchor: Anchor::End(r),
+                    kind: commit_kind(q),
+                    why: why(),
+                });
+            }
+        }
+    }
+    edits
+}
+
+/// Whether two group copies write the same slot (same memref and leading index operand).
+fn same_slot(k: &Kernel, a: Op, b: Op) -> bool {
+    let (ea, eb) = (effects(k, a).shared, effects(k, b).shared);
+    match (ea.first(), eb.first()) {
+        (Some(x), Some(y)) => {
+            let lead = |f: &Footprint| match f {
+                Footprint::PerThread(ix) => ix.first().copied(),
+                Footprint::Collective { .. } => None,
+            };
+            x.mem == y.mem && lead(&x.footprint) == lead(&y.footprint)
+        }
+        _ => false,
+    }
+}
+
+/// Plans the waits a kernel needs on a target. Returns the edits, or the findings no wait
+/// can fix (a TMA load read before its mbarrier is waited on, a tokenless copy).
+pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnostic>> {
+    let commits = auto_commits(k, target);
+    let base = apply_waits(
+        k,
+        &WaitPlan {
+            edits: commits.clone(),
+        },
+    );
+    let kb = &base.kernel;
+    let mut flow = Flow::new(kb, target);
+    let mut pl = Planner {
+        needs: BTreeMap::new(),
+        diags: Vec::new(),
+        hoistable: BTreeMap::new(),
+        hoisted: HashMap::new(),
+    };
+    let mut exit = crate::analysis::inflight::join_all(&flow.run(&mut pl));
+    // Second run: waits whose copies were all issued before an enclosing loop go before it.
+    if !pl.hoistable.is_empty() && pl.diags.is_empty() {
+        let mut hoisted: HashMap<Op, Hoist> = HashMap::new();
+        for (c, (l, copies)) in std::mem::take(&mut pl.hoistable) {
+            let e = hoisted.entry(l).or_default();
+            for x in copies {
+                if !e.0.contains(&x) {
+                    e.0.push(x);
+                }
+            }
+            e.1.push(c);
+        }
+        pl = Planner {
+            needs: BTreeMap::new(),
+            diags: Vec::new(),
+            hoistable: BTreeMap::new(),
+            hoisted,
+        };
+        exit = crate::analysis::inflight::join_all(&flow.run(&mut pl));
+    }
+    if !pl.diags.is_empty() {
+        let mut seen = BTreeSet::new();
+        let d: Vec<Diagnostic> = pl
+            .diags
+            .into_iter()
+            .filter(|(a, b, _)| seen.insert((*a, *b)))
+            .map(|(_, _, d)| d)
+            .collect();
+        return Err(d);
+    }
+    let mut edits = commits;
+    for (op, need) in &pl.needs {
+        for (w, cs) in need_to_waits(need) {
+            for c in cs {
+                edits.push(WaitEdit {
+                    anchor: Anchor::Before(*op),
+                    kind: commit_kind(c),
+                    why: format!("closes the {} holding copies the next op needs", c.name()),
+                });
+            }
+            let why = need.why.values().cloned().collect::<Vec<_>>().join("; ");
+            edits.push(WaitEdit {
+                anchor: Anchor::Before(*op),
+                kind: wait_kind_op(&w),
+                why,
+            });
+        }
+    }
+    // Drain what is still outstanding when the kernel ends.
+    let mut drain = Need::default();
+    for (q, m) in &exit.queues {
+        if m.is_empty() {
+            continue;
+        }
+        match q {
+            Queue::Counter(_) => {
+                drain.counters.insert(*q, 0);
+            }
+            Queue::CpAsync | Queue::Bulk | Queue::Wgmma => {
+                drain.groups.insert(*q, (m.values().any(|a| *a < 0), 0));
+            }
+            Queue::Token => {
+                for p in m.keys() {
+                    if let Some(t) = kb.ops[p.op].results.first()
+                        && p.tags.is_empty()
+                        && flow.overlap.parents.op_region[p.op] == Some(kb.body)
+                    {
+                        drain.tokens.insert(*t);
+                    }
+                }
+            }
+            Queue::Mbarrier => {}
+        }
+    }
+    for (w, cs) in need_to_waits(&drain) {
+        for c in cs {
+            edits.push(WaitEdit {
+                anchor: Anchor::End(k.body),
+                kind: commit_kind(c),
+                why: "closes the last group before the kernel ends".into(),
+            });
+        }
+        edits.push(WaitEdit {
+            anchor: Anchor::End(k.body),
+            kind: wait_kind_op(&w),
+            why: "drains the copies still outstanding when the kernel ends".into(),
+        });
+    }
+    let mut plan = WaitPlan { edits };
+    merge_consecutive(k, target, &mut plan);
+    sort_plan(k, &mut plan);
+    Ok(plan)
+}
+
+/// Merges a wait into an earlier one of the same kind in the same region when nothing
+/// between them issues or commits on the waited queues (the earlier one, with the smaller
+/// count, then completes everything the later one did).
+fn merge_consecutive(k: &Kernel, target: &Target, plan: &mut WaitPlan) {
+    let parents = k.parents();
+    let queues_of = |kind: &OpKind| -> Vec<Queue> {
+        match kind {
+            OpKind::WaitCnt(cs) => cs.iter().map(|(c, _)| Queue::Counter(*c)).collect(),
+            OpKind::CpAsyncWait(_) => vec![Queue::CpAsync],
+            OpKind::BulkWait(_) => vec![Queue::Bulk],
+            OpKind::WgmmaWait(_) => vec![Queue::Wgmma],
+            _ => vec![],
+        }
+    };
+    let mut i = 0;
+    while i < plan.edits.len() {
+        let Anchor::Before(b) = plan.edits[i].anchor else {
+            i += 1;
+            continue;
+        };
+        let qs = queues_of(&plan.edits[i].kind);
+        if qs.is_empty() {
+            i += 1;
+            continue;
+        }
+        let Some(r) = parents.op_region[b] else {
+            i += 1;
+            continue;
+        };
+        let ops = &k.regions[r].ops;
+        let pos_b = ops.iter().position(|o| *o == b).unwrap_or(0);
+        // Find an earlier edit of the same kind in the same region with a clean gap.
+        let mut merged = false;
+        for j in 0..plan.edits.len() {
+            if j == i
+                || std::mem::discriminant(&plan.edits[j].kind)
+                    != std::mem::discriminant(&plan.edits[i].kind)
+            {
+                continue;
+            }
+            let Anchor::Before(a) = plan.edits[j].anchor else {
+                continue;
+            };
+            let Some(pos_a) = ops.iter().position(|o| *o == a) else {
+                continue;
+            };
+            if pos_a >= pos_b || queues_of(&plan.edits[j].kind) != qs {
+                continue;
+            }
+            // No commit edit may sit strictly between them either.
+            let commit_between = plan.edits.iter().any(|e| {
+                matches!(
+                    e.kind,
+                    OpKind::CpAsyncCommit | OpKind::BulkCommit | OpKind::WgmmaCommit
+                ) && matches!(e.anchor, Anchor::Before(o) if ops[pos_a + 1..=pos_b].contains(&o))
+            });
+            if commit_between
+                || ops[pos_a..pos_b].iter().any(|o| {
+                    touches_queue(k, target, *o, qs[0])
+                        || qs.iter().any(|q| touches_queue(k, target, *o, *q))
+                })
+            {
+                continue;
+            }
+            let later = plan.edits[i].clone();
+            let e = &mut plan.edits[j];
+            e.kind = min_kind(&e.kind, &later.kind);
+            e.why = format!("{}; and for {}: {}", e.why, b, later.why);
+            merged = true;
+            break;
+        }
+        if merged {
+            plan.edits.remove(i);
+        } else {
+            i += 1;
+        }
+    }
+}
+
+fn min_kind(a: &OpKind, b: &OpKind) -> OpKind {
+    match (a, b) {
+        (OpKind::WaitCnt(x), OpKind::WaitCnt(y)) => {
+            let mut m: BTreeMap<usize, (Counter, u32)> = BTreeMap::new();
+            for (c, n) in x.iter().chain(y) {
+                let key = Counter::ALL.iter().position(|z| z == c).unwrap_or(0);
+                let e = m.entry(key).or_insert((*c, *n));
+                e.1 = e.1.min(*n);
+            }
+            OpKind::WaitCnt(m.into_values().collect())
+        }
+        (OpKind::CpAsyncWait(x), OpKind::CpAsyncWait(y)) => OpKind::CpAsyncWait(*x.min(y)),
+        (OpKind::BulkWait(x), OpKind::BulkWait(y)) => OpKind::BulkWait(*x.min(y)),
+        (OpKind::WgmmaWait(x), OpKind::WgmmaWait(y)) => OpKind::WgmmaWait(*x.min(y)),
+        _ => a.clone(),
+    }
+}
+
+fn sort_plan(k: &Kernel, plan: &mut WaitPlan) {
+    let mut pos: HashMap<Op, usize> = HashMap::new();
+    let mut end: HashMap<Region, usize> = HashMap::new();
+    let mut n = 0usize;
+    fn go(
+        k: &Kernel,
+        r: Region,
+        n: &mut usize,
+        pos: &mut HashMap<Op, usize>,
+        end: &mut HashMap<Region, usize>,
+    ) {
+        for &op in &k.regions[r].ops {
+            pos.insert(op, *n);
+            *n += 1;
+            for &c in &k.ops[op].regions {
+                go(k, c, n, pos, end);
+            }
+        }
+        end.insert(r, *n);
+        *n += 1;
+    }
+    go(k, k.body, &mut n, &mut pos, &mut end);
+    let key = |a: &Anchor| match a {
+        Anchor::Before(o) => pos.get(o).copied().unwrap_or(usize::MAX),
+        Anchor::End(r) => end.get(r).copied().unwrap_or(usize::MAX),
+    };
+    plan.edits.sort_by_key(|e| key(&e.anchor));
+}
+
+/// A kernel with a plan applied, and the op each edit created.
+pub struct Applied {
+    pub kernel: Kernel,
+    pub created: Vec<Op>,
+}
+
+/// Materializes a plan: inserts each edit's op at its anchor (edits at one anchor in plan
+/// order). Anchors that are not placed ops of `k` are skipped.
+pub fn apply_waits(k: &Kernel, plan: &WaitPlan) -> Applied {
+    let mut out = k.clone();
+    let parents = k.parents();
+    let mut created = Vec::new();
+    for e in &plan.edits {
+        let op = out.new_op(e.kind.clone(), &[], vec![]);
+        created.push(op);
+        match e.anchor {
+            Anchor::Before(b) => {
+                let Some(r) = parents.op_region[b] else {
+                    continue;
+                };
+                let ops = &mut out.regions[r].ops;
+                if let Some(i) = ops.iter().position(|o| *o == b) {
+                    ops.insert(i, op);
+                }
+            }
+            Anchor::End(r) => {
+                let last_is_term = out.regions[r]
+                    .ops
+                    .last()
+                    .map(|o| matches!(out.ops[*o].kind, OpKind::Yield(_) | OpKind::Condition(_)))
+                    .unwrap_or(false);
+                let ops = &mut out.regions[r].ops;
+                if last_is_term {
+                    let at = ops.len() - 1;
+                    ops.insert(at, op);
+                } else {
+                    ops.push(op);
+                }
+            }
+        }
+    }
+    Applied {
+        kernel: out,
+        created,
+    }
+}
+
+/// Prints a kernel with `// ...` notes after the lines of the given ops (the printer emits
+/// one line per op in pre-order; closing-brace lines belong to no op).
+pub fn annotate(k: &Kernel, notes: &HashMap<Op, Vec<String>>) -> String {
+    let text = crate::emit::text::print_kernel(k);
+    let ops = k.ops_in_order();
+    let mut it = ops.iter();
+    let mut out = String::new();
+    for (i, line) in text.lines().enumerate() {
+        out.push_str(line);
+        out.push('\n');
+        let t = line.trim_start();
+        let decl = i == 0
+            || t.starts_with("shared ")
+            || t.starts_with("group ")
+            || t.starts_with('}')
+            || t.is_empty();
+        if decl {
+            continue;
+        }
+        if let Some(op) = it.next()
+            && let Some(ns) = notes.get(op)
+        {
+            let ind = &line[..line.len() - t.len()];
+            for n in ns {
+                let _ = writeln!(out, "{ind}// {n}");
+            }
+        }
+    }
+    out
+}
+
+/// The printed line of each op (for explanations).
+pub fn op_lines(k: &Kernel) -> HashMap<Op, String> {
+    let text = crate::emit::text::print_kernel(k);
+    let ops = k.ops_in_order();
+    let mut it = ops.iter();
+    let mut m = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if i == 0
+            || t.starts_with("shared ")
+            || t.starts_with("group ")
+            || t.starts_with('}')
+            || t.is_empty()
+        {
+            continue;
+        }
+        if let Some(op) = it.next() {
+            m.insert(*op, t.trim_end_matches(" {").to_string());
+        }
+    }
+    m
+}
+
+/// Plans, applies and explains: the kernel with waits inserted, each wait (inserted or the
+/// input's own) followed by comments saying which copies it completes, how many younger
+/// operations each has at the wait on every path, and why an inserted wait has its count.
+pub fn explain_waits(k: &Kernel, target: &Target) -> Result<String, Vec<Diagnostic>> {
+    let plan = plan_waits(k, target)?;
+    let applied = apply_waits(k, &plan);
+    let out = &applied.kernel;
+    let comp = completions(out, target);
+    let lines = op_lines(out);
+    let mut notes: HashMap<Op, Vec<String>> = HashMap::new();
+    for (e, op) in plan.edits.iter().zip(&applied.created) {
+        notes
+            .entry(*op)
+            .or_default()
+            .push(format!("inserted: {}", rename(&e.why, &lines)));
+    }
+    for (w, list) in &comp.by_wait {
+        let v = notes.entry(*w).or_default();
+        if !applied.created.contains(w) {
+            v.push("from the input".into());
+        }
+        for c in list {
+            let name = lines
+                .get(&c.copy)
+                .cloned()
+                .unwrap_or_else(|| c.copy.to_string());
+            if c.queue.counted() {
+                v.push(format!(
+                    "completes `{name}` from {} (at least {} younger {} on every path)",
+                    when(&c.tags),
+                    c.age,
+                    c.queue.name()
+                ));
+            } else {
+                v.push(format!(
+                    "completes `{name}` from {} (on its {})",
+                    when(&c.tags),
+                    c.queue.name()
+                ));
+            }
+        }
+    }
+    for op in out.ops_in_order() {
+        if matches!(effects(out, op).sync, Some(SyncEffect::Wait(_)))
+            && !comp.by_wait.contains_key(&op)
+        {
+            notes
+                .entry(op)
+                .or_default()
+                .push("completes no outstanding copy here".into());
+        }
+    }
+    Ok(annotate(out, &notes))
+}
+
+/// Replaces `opN` ids in an explanation by the op's printed line.
+fn rename(s: &str, lines: &HashMap<Op, String>) -> String {
+    let mut out = s.to_string();
+    let mut ids: Vec<(&Op, &String)> = lines.iter().collect();
+    ids.sort_by_key(|(o, _)| std::cmp::Reverse(o.index()));
+    for (op, line) in ids {
+        let id = op.to_string();
+        if out.contains(&id) {
+            out = replace_word(&out, &id, &format!("`{line}`"));
+        }
+    }
+    out
+}
+
+fn replace_word(s: &str, word: &str, with: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find(word) {
+        let after = &rest[i + word.len()..];
+        let boundary = !after.starts_with(|c: char| c.is_ascii_digit());
+        out.push_str(&rest[..i]);
+        out.push_str(if boundary { with } else { word });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}

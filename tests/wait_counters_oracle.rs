@@ -1,0 +1,227 @@
+//! The polynomial counter dataflow agrees with seed 002's path-enumerating walk on small
+//! generated loops (copies and global loads in `if` arms, prologue copies, consumers at
+//! several depths), and the benchmark comparing their running times (run with
+//! `cargo test --release --test wait_counters_oracle -- --ignored --nocapture`).
+
+use std::time::Instant;
+
+use smemsync::analysis::inflight::{Queue, completions};
+use smemsync::ir::{Counter, Kernel, Op, OpKind};
+use smemsync::sync::waits::plan_waits;
+use smemsync::sync::waits_paths::walk_counter;
+use smemsync::target::Target;
+
+/// A tiny deterministic generator (64-bit LCG).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// A straight-line piece: copies (`c`), global loads (`g`), nothing else.
+fn piece(r: &mut Rng, s: &mut String, ind: &str, id: &mut u32) {
+    for _ in 0..r.next(3) {
+        *id += 1;
+        if r.next(3) == 0 {
+            s.push_str(&format!("{ind}gather_to_lds @a[%t] <- %X[%t]\n"));
+        } else {
+            s.push_str(&format!("{ind}%g{id} = gload %Y[%t]\n"));
+        }
+    }
+}
+
+/// `tracked`: the branch condition is computed once per thread (outside the loop), which the
+/// dataflow tracks (two `if`s on it take the same arm) and the walk does not; otherwise it is
+/// recomputed in each iteration, and both see the same paths.
+fn generate(seed: u64, tracked: bool) -> String {
+    let mut r = Rng(seed);
+    let mut id = 0;
+    let mut s = String::from(
+        "kernel @o(%X: global f32[64], %Y: global f32[64], %Out: global f32[64], %n: i32) block(64) {\n  shared @a : f32[64]\n  %t = tid.x\n",
+    );
+    if tracked {
+        s += "  %c = cmp lt %t, 32\n";
+    }
+    piece(&mut r, &mut s, "  ", &mut id);
+    s += "  for %k = 0 to %n step 1 {\n";
+    if !tracked {
+        s += "    %c = cmp lt %t, %k\n";
+    }
+    for _ in 0..1 + r.next(3) {
+        piece(&mut r, &mut s, "    ", &mut id);
+        if r.next(2) == 0 {
+            s += "    if %c {\n";
+            piece(&mut r, &mut s, "      ", &mut id);
+            s += "    } else {\n";
+            piece(&mut r, &mut s, "      ", &mut id);
+            s += "    }\n";
+        }
+    }
+    if r.next(2) == 0 {
+        s += "    if %c {\n      %v = load @a[%t]\n      gstore %Out[%t], %v\n    }\n";
+    } else {
+        s += "    %v = load @a[%t]\n    gstore %Out[%t], %v\n";
+    }
+    s += "  }\n}\n";
+    s
+}
+
+fn kernel(src: &str) -> Kernel {
+    let k = smemsync::reader::parse_kernel(src).unwrap_or_else(|d| panic!("{d:?}\n{src}"));
+    assert!(smemsync::verify::verify(&k).is_empty(), "{src}");
+    k
+}
+
+fn ops(k: &Kernel, f: impl Fn(&OpKind) -> bool) -> Vec<Op> {
+    k.ops_in_order()
+        .into_iter()
+        .filter(|o| f(&k.ops[*o].kind))
+        .collect()
+}
+
+/// The dataflow's count for a consumer: the minimum age of the copies it may observe.
+fn dataflow_count(k: &Kernel, t: &Target, consumer: Op) -> Option<u32> {
+    let c = completions(k, t);
+    c.hazards
+        .iter()
+        .filter(|h| h.consumer == consumer)
+        .map(|h| h.age as u32)
+        .min()
+}
+
+#[test]
+fn dataflow_counts_equal_the_path_walk_on_small_loops() {
+    let t = Target::from_name("gfx942").unwrap();
+    let mut compared = 0;
+    for seed in 0..80 {
+        let src = generate(seed, false);
+        let k = kernel(&src);
+        let load = ops(&k, |o| matches!(o, OpKind::Load { .. }))[0];
+        let copies = ops(&k, |o| matches!(o, OpKind::GatherToLds { .. }));
+        let max = 24;
+        let walk = walk_counter(&k, &t, load, &copies, Queue::Counter(Counter::VmCnt), max);
+        let flow = dataflow_count(&k, &t, load);
+        assert_eq!(flow, walk.count.filter(|c| *c < max), "seed {seed}\n{src}");
+        if flow.is_some() {
+            compared += 1;
+        }
+    }
+    // Most generated kernels have a copy to wait for.
+    assert!(compared > 25, "{compared}");
+}
+
+/// `m` sequential two-way branches with one and two global loads, after one copy.
+fn branchy(m: usize) -> String {
+    let mut s = String::from(
+        "kernel @b(%X: global f32[64], %Y: global f32[64], %Out: global f32[64], %n: i32) block(64) {\n  shared @a : f32[64]\n  %t = tid.x\n  %c = cmp lt %t, 32\n  for %k = 0 to %n step 1 {\n    gather_to_lds @a[%t] <- %X[%t]\n",
+    );
+    for i in 0..m {
+        s += &format!(
+            "    if %c {{\n      %p{i} = gload %Y[%t]\n      %q{i} = gload %Y[%t]\n    }} else {{\n      %r{i} = gload %Y[%t]\n    }}\n"
+        );
+    }
+    s += "    %v = load @a[%t]\n    gstore %Out[%t], %v\n  }\n}\n";
+    s
+}
+
+#[test]
+fn tracked_conditions_make_the_dataflow_at_least_as_large_as_the_walk() {
+    // The walk also follows infeasible paths (one `if %c` then, the next else): its count is
+    // a lower bound of the dataflow's, which skips them.
+    let t = Target::from_name("gfx942").unwrap();
+    let mut larger = 0;
+    for seed in 0..60 {
+        let src = generate(seed, true);
+        let k = kernel(&src);
+        let load = ops(&k, |o| matches!(o, OpKind::Load { .. }))[0];
+        let copies = ops(&k, |o| matches!(o, OpKind::GatherToLds { .. }));
+        let walk = walk_counter(&k, &t, load, &copies, Queue::Counter(Counter::VmCnt), 24)
+            .count
+            .filter(|c| *c < 24);
+        let flow = dataflow_count(&k, &t, load);
+        match (flow, walk) {
+            (Some(f), Some(w)) => {
+                assert!(f >= w, "seed {seed}\n{src}");
+                larger += (f > w) as u32;
+            }
+            // The walk's paths include the dataflow's: a copy the dataflow sees, it sees too.
+            (Some(_), None) => panic!("seed {seed}\n{src}"),
+            _ => {}
+        }
+    }
+    assert!(larger > 0);
+}
+
+#[test]
+fn walk_is_exponential_and_dataflow_is_not_on_small_sizes() {
+    let t = Target::from_name("gfx950").unwrap();
+    let mut paths = Vec::new();
+    for m in [2, 4, 6] {
+        let k = kernel(&branchy(m));
+        let load = ops(&k, |o| matches!(o, OpKind::Load { .. }))[0];
+        let copies = ops(&k, |o| matches!(o, OpKind::GatherToLds { .. }));
+        let w = walk_counter(&k, &t, load, &copies, Queue::Counter(Counter::VmCnt), 1000);
+        assert_eq!(w.count, Some(m as u32));
+        assert_eq!(dataflow_count(&k, &t, load), Some(m as u32));
+        paths.push(w.paths);
+    }
+    assert_eq!(paths, vec![4, 16, 64]);
+}
+
+#[test]
+#[ignore = "benchmark: run in release with --ignored --nocapture"]
+fn bench_wait_counters() {
+    let t = Target::from_name("gfx950").unwrap();
+    println!(
+        "| branches m | ops | paths walked | path walk (ms) | dataflow plan_waits (ms) | N walk | N dataflow |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for m in [2, 4, 8, 12, 16, 18, 20, 22, 64, 256] {
+        let k = kernel(&branchy(m));
+        let load = ops(&k, |o| matches!(o, OpKind::Load { .. }))[0];
+        let copies = ops(&k, |o| matches!(o, OpKind::GatherToLds { .. }));
+        let (walk_ms, w) = if m <= 22 {
+            let t0 = Instant::now();
+            let w = walk_counter(
+                &k,
+                &t,
+                load,
+                &copies,
+                Queue::Counter(Counter::VmCnt),
+                100_000,
+            );
+            (format!("{:.2}", t0.elapsed().as_secs_f64() * 1e3), Some(w))
+        } else {
+            ("(skipped)".into(), None)
+        };
+        let t0 = Instant::now();
+        let plan = plan_waits(&k, &t).unwrap();
+        let flow_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let n = plan
+            .edits
+            .iter()
+            .find(|e| e.anchor == smemsync::sync::waits::Anchor::Before(load))
+            .map(|e| match &e.kind {
+                OpKind::WaitCnt(c) => c
+                    .iter()
+                    .map(|(x, n)| format!("{}({n})", x.name()))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                k => format!("{k:?}"),
+            })
+            .unwrap_or_default();
+        println!(
+            "| {m} | {} | {} | {walk_ms} | {flow_ms:.2} | {} | {n} |",
+            k.ops_in_order().len(),
+            w.map(|w| w.paths.to_string()).unwrap_or("-".into()),
+            w.and_then(|w| w.count)
+                .map(|c| c.to_string())
+                .unwrap_or("-".into()),
+        );
+    }
+}
