@@ -239,6 +239,12 @@ fn syncs(ks: &[Kernel], t: &Target) -> Syncs {
                 OpKind::MbarWait { .. } => s.mbar.push("mbarrier.try_wait.parity"),
                 OpKind::MbarInval { .. } => s.mbar.push("mbarrier.inval"),
                 OpKind::TdmLoad { .. } => s.amd.push("tensor_load_to_lds"),
+                OpKind::TmaLoad { .. } => s
+                    .mbar
+                    .push("cp.async.bulk.tensor.2d.shared::cluster.global"),
+                OpKind::TmaStore { .. } => {
+                    s.mbar.push("cp.async.bulk.tensor.2d.global.shared::cta")
+                }
                 OpKind::GatherToLds { .. } => s.amd.push(if t.gfx12_counters() {
                     "global_load_async_to_lds"
                 } else {

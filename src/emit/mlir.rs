@@ -161,6 +161,8 @@ struct Emitter<'a> {
     collectives: Vec<(bool, u32, String)>,
     /// gfx1250 gather helpers by (global type, shared type).
     gathers: Vec<String>,
+    /// TMA descriptors: global, box shape, the descriptor value's name.
+    tmaps: Vec<(Global, Vec<u64>, String)>,
     parents: Parents,
 }
 
@@ -197,6 +199,7 @@ impl<'a> Emitter<'a> {
             layouts: layout_numbers(k),
             collectives: Vec::new(),
             gathers: Vec::new(),
+            tmaps: Vec::new(),
             parents: k.parents(),
             depth: 1,
             idx_name: SecondaryMap::default(),
@@ -530,6 +533,29 @@ impl<'a> Emitter<'a> {
             wg.push(format!("%{n} : {ty}"));
             Some((n, ty))
         };
+        // TMA: one tensor-map argument per (global, box), a pointer the host fills.
+        if self.t.tma {
+            for op in k.ops_in_order() {
+                let (m, g) = match &k.ops[op].kind {
+                    OpKind::TmaLoad { dst, src, .. } => (*dst, *src),
+                    OpKind::TmaStore { dst, src, .. } => (*src, *dst),
+                    _ => continue,
+                };
+                let Some(box_) = self.tma_box(m, g) else {
+                    continue;
+                };
+                if self.tmaps.iter().any(|(gg, bb, _)| *gg == g && *bb == box_) {
+                    continue;
+                }
+                let base = format!("{}_tmap", self.global_name.get(g));
+                let n = self.fresh(&base);
+                params.push(format!(
+                    "%{n}: !llvm.ptr {{smemsync.tensor_map = \"{}\"}}",
+                    self.global_name.get(g)
+                ));
+                self.tmaps.push((g, box_, n));
+            }
+        }
         let wg = if wg.is_empty() {
             String::new()
         } else {
@@ -581,6 +607,16 @@ impl<'a> Emitter<'a> {
                 self.line(&format!(
                     "%{n} = memref.view %{arena}[{off}][] : {aty} to {ty}"
                 ));
+            }
+        }
+        for (g, box_, n) in self.tmaps.clone() {
+            let ty = tmap_ty(&box_, k.globals[g].elem);
+            let d = self.fresh(&format!("{n}_desc"));
+            self.line(&format!(
+                "%{d} = builtin.unrealized_conversion_cast %{n} : !llvm.ptr to {ty}"
+            ));
+            if let Some(t) = self.tmaps.iter_mut().find(|t| t.0 == g && t.1 == box_) {
+                t.2 = d;
             }
         }
         for b in mbars {
@@ -804,10 +840,10 @@ impl<'a> Emitter<'a> {
                 self.line(&format!("nvvm.cp.async.wait.group {n}"));
             }
             OpKind::TdmLoad { dst, src, origin } => self.tdm_load(op, *dst, *src, origin),
-            OpKind::TmaLoad { .. } | OpKind::TmaStore { .. } => self.err(
-                op,
-                "TMA copies need a tensor-map descriptor created on the host; not expressible",
-            ),
+            OpKind::TmaLoad { dst, src, origin, mbar, mbar_index } => {
+                self.tma(op, *dst, *src, origin, Some((*mbar, mbar_index)))
+            }
+            OpKind::TmaStore { dst, origin, src } => self.tma(op, *src, *dst, origin, None),
             OpKind::Wgmma { .. } => self.err(op, "`wgmma` needs warpgroup descriptors; not expressible"),
             OpKind::BulkCommit => {
                 if !self.t.tma {
@@ -1442,6 +1478,103 @@ impl<'a> Emitter<'a> {
         ));
     }
 
+    /// The TMA box of a copy between a shared view and a global: the view's shape with leading
+    /// unit dimensions up to the global's rank.
+    fn tma_box(&self, m: MemRef, g: Global) -> Option<Vec<u64>> {
+        let shape = self.k.shape(m);
+        let r = self.k.globals[g].shape.len();
+        if shape.len() > r || shape.is_empty() {
+            return None;
+        }
+        let mut b = vec![1u64; r - shape.len()];
+        b.extend(shape);
+        Some(b)
+    }
+
+    /// `tma_load` / `tma_store`: `nvgpu.tma.async.load/store` through the kernel's tensor-map
+    /// argument for (global, box); the shared view is expanded to the box's rank.
+    fn tma(
+        &mut self,
+        op: Op,
+        view: MemRef,
+        g: Global,
+        origin: &[Operand],
+        mbar: Option<(MemRef, &Vec<Operand>)>,
+    ) {
+        if !self.t.tma {
+            return self.err(op, "TMA copies need sm_90");
+        }
+        let Some(box_) = self.tma_box(view, g) else {
+            return self.err(
+                op,
+                "a TMA copy whose tile has more dimensions than its global",
+            );
+        };
+        let Some(desc) = self
+            .tmaps
+            .iter()
+            .find(|t| t.0 == g && t.1 == box_)
+            .map(|t| t.2.clone())
+        else {
+            return self.err(op, "a TMA copy without a tensor map");
+        };
+        let dty = tmap_ty(&box_, self.k.globals[g].elem);
+        let mt = self.mem_ty(view);
+        let mut m = self.mem_name(view);
+        let mut ty = mt.render();
+        let extra = box_.len() - mt.shape.len();
+        if extra > 0 {
+            // Leading unit dimensions join the first dimension's group.
+            let mut groups = vec![format!(
+                "[{}]",
+                (0..=extra)
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )];
+            for d in 1..mt.shape.len() {
+                groups.push(format!("[{}]", d + extra));
+            }
+            let s0 =
+                mt.strides.first().copied().unwrap_or(1) * mt.shape.first().copied().unwrap_or(1);
+            let mut strides = vec![s0; extra];
+            strides.extend(mt.strides.iter().copied());
+            // expand_shape infers the identity layout for a contiguous view at offset 0.
+            let contiguous = MemType::identity(&box_, mt.elem);
+            let identity = mt.identity || (mt.offset == Some(0) && strides == contiguous.strides);
+            let et = MemType {
+                shape: box_.clone(),
+                strides,
+                offset: mt.offset,
+                elem: mt.elem,
+                identity,
+            };
+            let n = self.fresh(&format!("{}_box", m.trim_start_matches('%')));
+            let out: Vec<String> = box_.iter().map(|x| x.to_string()).collect();
+            self.line(&format!(
+                "%{n} = memref.expand_shape {m} [{}] output_shape [{}] : {ty} into {}",
+                groups.join(", "),
+                out.join(", "),
+                et.render()
+            ));
+            m = format!("%{n}");
+            ty = et.render();
+        }
+        let crd = self.indices(origin);
+        match mbar {
+            Some((mb, mi)) => {
+                if let Some((gname, gty, i)) = self.mbar(op, mb, mi) {
+                    self.line(&format!(
+                        "nvgpu.tma.async.load %{desc}[{crd}], {gname}[{i}] to {m} : {dty}, {gty} -> {ty}"
+                    ));
+                }
+            }
+            None => self.line(&format!(
+                "nvgpu.tma.async.store {m} to %{desc}[{crd}] : {ty} -> {dty}"
+            )),
+        }
+    }
+
     fn waitcnt(&mut self, op: Op, cs: &[(Counter, u32)]) {
         if !self.amd() {
             return self.err(op, "`waitcnt` waits on AMD counters");
@@ -1946,6 +2079,15 @@ fn gather_helper(
     let _ = writeln!(s, "  return");
     s.push_str("}\n");
     s
+}
+
+/// The nvgpu tensor-map type of a TMA box.
+fn tmap_ty(box_: &[u64], elem: ElemType) -> String {
+    let dims: String = box_.iter().map(|d| format!("{d}x")).collect();
+    format!(
+        "!nvgpu.tensormap.descriptor<tensor = memref<{dims}{}, {WORKGROUP}>, swizzle = none, l2promo = none, oob = zero, interleave = none>",
+        elem_mlir(elem)
+    )
 }
 
 fn mbar_group_ty(n: u64) -> String {

@@ -667,6 +667,8 @@ enum B {
     Opaque,
     /// A tensor DMA base or descriptor: the tile, the global and the origin.
     Tdm(MemRef, Global, Vec<Operand>),
+    /// A TMA tensor map of a global.
+    Tma(Global),
 }
 
 enum Mode {
@@ -741,13 +743,17 @@ impl<'a> Importer<'a> {
         self.k.kernel_span = self.lines[start].span;
         c.expect('(')?;
         let mut pending_dims: Vec<(Global, Vec<String>, Span)> = Vec::new();
+        let mut tmaps: Vec<(String, String, Span)> = Vec::new();
         if !c.eat(')') {
             loop {
                 let (pname, ps) = c.val()?;
                 c.expect(':')?;
                 let ty = c.ty()?;
                 let attrs = c.opt_dict()?;
-                if let Some((shape, elem)) = memref_shape(&ty) {
+                if let Some(g) = get_str(&attrs, "smemsync.tensor_map") {
+                    // A TMA descriptor argument: resolved to its global after the header.
+                    tmaps.push((pname, g, ps));
+                } else if let Some((shape, elem)) = memref_shape(&ty) {
                     let dims: Vec<Dim> = shape.iter().map(|d| Dim::Const(d.unwrap_or(0))).collect();
                     let g = self.k.globals.push(GlobalData {
                         name: pname.clone(),
@@ -803,6 +809,21 @@ impl<'a> Importer<'a> {
                     break;
                 }
                 c.expect(',')?;
+            }
+        }
+        for (n, g, s) in tmaps {
+            match self.env.get(&g) {
+                Some(B::Glob(gl)) => {
+                    let gl = *gl;
+                    self.env.insert(n, B::Tma(gl));
+                }
+                _ => {
+                    return Err(Diagnostic::user(
+                        "E0904",
+                        format!("`smemsync.tensor_map` names `{g}`, not a memref argument"),
+                    )
+                    .with_label(s, "this argument"));
+                }
             }
         }
         // Symbolic dimensions: the scalar parameters named by `smemsync.dims`.
@@ -1104,8 +1125,16 @@ impl<'a> Importer<'a> {
                     self.place(r, OpKind::Const(lit), &[(n, s)], &[t], vec![], span);
                 }
             }
-            "arith.index_cast" | "arith.extf" | "arith.extsi" | "arith.truncf" | "arith.trunci"
-            | "llvm.inttoptr" | "arith.index_castui" | "arith.extui" => {
+            "arith.index_cast"
+            | "arith.extf"
+            | "arith.extsi"
+            | "arith.truncf"
+            | "arith.trunci"
+            | "llvm.inttoptr"
+            | "arith.index_castui"
+            | "arith.extui"
+            | "memref.expand_shape"
+            | "builtin.unrealized_conversion_cast" => {
                 let (x, xs) = c.val()?;
                 let b = self.lookup(&x, xs)?;
                 let (n, _) = one(&res)?;
@@ -1515,6 +1544,59 @@ impl<'a> Importer<'a> {
                         span,
                     );
                 }
+            }
+            "nvgpu.tma.async.load" => {
+                let (tb, origin, ts) = self.access(&mut c)?;
+                let B::Tma(src) = tb else {
+                    return Err(self.unsupported(
+                        ts,
+                        "a TMA load whose descriptor is not a `smemsync.tensor_map` argument",
+                    ));
+                };
+                c.expect(',')?;
+                let (mb, mbar_index, ms) = self.access(&mut c)?;
+                let mbar = self.mem(&mb, ms)?;
+                if !c.eat_word("to") {
+                    return c.err("`to`");
+                }
+                let (d, ds) = c.val()?;
+                let dst = self.mem(&self.lookup(&d, ds)?, ds)?;
+                self.place(
+                    r,
+                    OpKind::TmaLoad {
+                        dst,
+                        src,
+                        origin,
+                        mbar,
+                        mbar_index,
+                    },
+                    &[],
+                    &[],
+                    vec![],
+                    span,
+                );
+            }
+            "nvgpu.tma.async.store" => {
+                let (sname, ss) = c.val()?;
+                let src = self.mem(&self.lookup(&sname, ss)?, ss)?;
+                if !c.eat_word("to") {
+                    return c.err("`to`");
+                }
+                let (tb, origin, ts) = self.access(&mut c)?;
+                let B::Tma(dst) = tb else {
+                    return Err(self.unsupported(
+                        ts,
+                        "a TMA store whose descriptor is not a `smemsync.tensor_map` argument",
+                    ));
+                };
+                self.place(
+                    r,
+                    OpKind::TmaStore { dst, origin, src },
+                    &[],
+                    &[],
+                    vec![],
+                    span,
+                );
             }
             "amdgpu.make_dma_base" => {
                 let (gb, origin, gs) = self.access(&mut c)?;
