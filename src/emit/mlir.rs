@@ -4,7 +4,8 @@
 //!
 //! Shape of the output:
 //! - global buffers are memref arguments (symbolic dimensions are dynamic, and the argument
-//!   attribute `smemsync.dims` names the scalar parameters they come from); scalar
+//!   attribute `smemsync.dims` gives the positions of the scalar parameters they come from);
+//!   scalar
 //!   parameters are `i32`/`f32` arguments; unpinned shared buffers are `workgroup(...)`
 //!   attributions; pinned buffers are `memref.view`s into one byte arena attribution, so
 //!   that their overlap (aliasing) is preserved; NVIDIA mbarrier arrays are
@@ -471,7 +472,12 @@ impl<'a> Emitter<'a> {
                         .shape
                         .iter()
                         .filter_map(|d| match d {
-                            Dim::Param(v) => Some(format!("\"{}\"", self.vname.get(*v))),
+                            // The argument position survives mlir-opt's renaming.
+                            Dim::Param(v) => k
+                                .params
+                                .iter()
+                                .position(|p| *p == Param::Scalar(*v))
+                                .map(|i| i.to_string()),
                             Dim::Const(_) => None,
                         })
                         .collect();
@@ -550,8 +556,11 @@ impl<'a> Emitter<'a> {
                 let base = format!("{}_tmap", self.global_name.get(g));
                 let n = self.fresh(&base);
                 params.push(format!(
-                    "%{n}: !llvm.ptr {{smemsync.tensor_map = \"{}\"}}",
-                    self.global_name.get(g)
+                    "%{n}: !llvm.ptr {{smemsync.tensor_map = {}}}",
+                    k.params
+                        .iter()
+                        .position(|p| *p == Param::Global(g))
+                        .unwrap_or(0)
                 ));
                 self.tmaps.push((g, box_, n));
             }
