@@ -696,14 +696,20 @@ impl<'a> Emitter<'a> {
                 match c {
                     Scalar::I1(b) => self.line(&format!("{r} = arith.constant {b}")),
                     Scalar::I32(v) => self.line(&format!("{r} = arith.constant {v} : i32")),
-                    Scalar::F32(v) => self.line(&format!("{r} = arith.constant {} : f32", f32_literal(*v))),
+                    Scalar::F32(v) => {
+                        self.line(&format!("{r} = arith.constant {} : f32", f32_literal(*v)))
+                    }
                 }
             }
             OpKind::Special(s) => self.special(op, *s),
             OpKind::Binary(b, x, y) => self.binary(op, *b, x, y),
             OpKind::Unary(u, x) => self.unary(op, *u, x),
             OpKind::Cmp(p, x, y) => {
-                let ty = if matches!(x, Operand::Value(_)) { self.ty_of(x) } else { self.ty_of(y) };
+                let ty = if matches!(x, Operand::Value(_)) {
+                    self.ty_of(x)
+                } else {
+                    self.ty_of(y)
+                };
                 let a = self.val(x, ty);
                 let b = self.val(y, ty);
                 let r = self.res(op, 0);
@@ -726,7 +732,10 @@ impl<'a> Emitter<'a> {
                         CmpPred::Gt => "sgt",
                         CmpPred::Ge => "sge",
                     };
-                    self.line(&format!("{r} = arith.cmpi {p}, {a}, {b} : {}", scalar_mlir(ty)));
+                    self.line(&format!(
+                        "{r} = arith.cmpi {p}, {a}, {b} : {}",
+                        scalar_mlir(ty)
+                    ));
                 }
             }
             OpKind::Select(c, x, y) => {
@@ -735,7 +744,10 @@ impl<'a> Emitter<'a> {
                 let a = self.val(x, ty);
                 let b = self.val(y, ty);
                 let r = self.res(op, 0);
-                self.line(&format!("{r} = arith.select {c}, {a}, {b} : {}", scalar_mlir(ty)));
+                self.line(&format!(
+                    "{r} = arith.select {c}, {a}, {b} : {}",
+                    scalar_mlir(ty)
+                ));
             }
             OpKind::Cast(CastOp::IToF, x) => {
                 let a = self.val(x, ScalarType::I32);
@@ -765,7 +777,11 @@ impl<'a> Emitter<'a> {
                 let ix = self.indices(index);
                 let m = self.mem_name(*mem);
                 let rv = od.results[0];
-                self.load_like(rv, mt.elem, &format!("memref.load {m}[{ix}] : {}", mt.render()));
+                self.load_like(
+                    rv,
+                    mt.elem,
+                    &format!("memref.load {m}[{ix}] : {}", mt.render()),
+                );
             }
             OpKind::Store { mem, index, value } => {
                 let mt = self.mem_ty(*mem);
@@ -774,7 +790,12 @@ impl<'a> Emitter<'a> {
                 let m = self.mem_name(*mem);
                 self.line(&format!("memref.store {x}, {m}[{ix}] : {}", mt.render()));
             }
-            OpKind::Atomic { op: a, mem, index, value } => {
+            OpKind::Atomic {
+                op: a,
+                mem,
+                index,
+                value,
+            } => {
                 let mt = self.mem_ty(*mem);
                 let m = self.mem_name(*mem);
                 let ty = mt.render();
@@ -788,7 +809,11 @@ impl<'a> Emitter<'a> {
                 let rv = od.results[0];
                 self.load_like(rv, elem, &format!("memref.load {g}[{ix}] : {ty}"));
             }
-            OpKind::GStore { global, index, value } => {
+            OpKind::GStore {
+                global,
+                index,
+                value,
+            } => {
                 let ty = self.global_ty(*global);
                 let elem = k.globals[*global].elem;
                 let x = self.narrow(value, elem);
@@ -796,17 +821,32 @@ impl<'a> Emitter<'a> {
                 let g = format!("%{}", self.global_name.get(*global));
                 self.line(&format!("memref.store {x}, {g}[{ix}] : {ty}"));
             }
-            OpKind::GAtomic { op: a, global, index, value } => {
+            OpKind::GAtomic {
+                op: a,
+                global,
+                index,
+                value,
+            } => {
                 let ty = self.global_ty(*global);
                 let elem = k.globals[*global].elem;
                 let g = format!("%{}", self.global_name.get(*global));
                 self.atomic(op, *a, &g, &ty, elem, index, value);
             }
             OpKind::LocalLoad { mem, layout } => self.collective(op, *mem, None, layout),
-            OpKind::LocalStore { mem, value, layout } => self.collective(op, *mem, Some(value), layout),
-            OpKind::GatherToLds { dst, dst_index, src, src_index } => {
+            OpKind::LocalStore { mem, value, layout } => {
+                self.collective(op, *mem, Some(value), layout)
+            }
+            OpKind::GatherToLds {
+                dst,
+                dst_index,
+                src,
+                src_index,
+            } => {
                 if !(self.amd() && self.t.gather_to_lds) {
-                    return self.err(op, "`gather_to_lds` needs global_load_lds (gfx950) or the gfx1250 async loads");
+                    return self.err(
+                        op,
+                        "`gather_to_lds` needs global_load_lds (gfx950) or the gfx1250 async loads",
+                    );
                 }
                 if self.t.gfx12_counters() {
                     return self.gather_async(op, *dst, dst_index, *src, src_index);
@@ -818,9 +858,17 @@ impl<'a> Emitter<'a> {
                 let s = format!("%{}", self.global_name.get(*src));
                 let d = self.mem_name(*dst);
                 let e = elem_mlir(dt.elem);
-                self.line(&format!("amdgpu.gather_to_lds {s}[{si}], {d}[{di}] : {e}, {sty}, {}", dt.render()));
+                self.line(&format!(
+                    "amdgpu.gather_to_lds {s}[{si}], {d}[{di}] : {e}, {sty}, {}",
+                    dt.render()
+                ));
             }
-            OpKind::CpAsync { dst, dst_index, src, src_index } => {
+            OpKind::CpAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+            } => {
                 if !self.t.cp_async {
                     return self.err(op, "`cp_async` is an NVIDIA copy");
                 }
@@ -833,8 +881,15 @@ impl<'a> Emitter<'a> {
                 let di = self.indices(dst_index);
                 let s = format!("%{}", self.global_name.get(*src));
                 let d = self.mem_name(*dst);
-                let r = if self.has_res(op) { self.res(op, 0) } else { format!("%{}", self.fresh("cp")) };
-                self.line(&format!("{r} = nvgpu.device_async_copy {s}[{si}], {d}[{di}], 1 : {sty} to {}", dt.render()));
+                let r = if self.has_res(op) {
+                    self.res(op, 0)
+                } else {
+                    format!("%{}", self.fresh("cp"))
+                };
+                self.line(&format!(
+                    "{r} = nvgpu.device_async_copy {s}[{si}], {d}[{di}], 1 : {sty} to {}",
+                    dt.render()
+                ));
             }
             OpKind::CpAsyncCommit => {
                 if !self.t.cp_async {
@@ -849,11 +904,17 @@ impl<'a> Emitter<'a> {
                 self.line(&format!("nvvm.cp.async.wait.group {n}"));
             }
             OpKind::TdmLoad { dst, src, origin } => self.tdm_load(op, *dst, *src, origin),
-            OpKind::TmaLoad { dst, src, origin, mbar, mbar_index } => {
-                self.tma(op, *dst, *src, origin, Some((*mbar, mbar_index)))
-            }
+            OpKind::TmaLoad {
+                dst,
+                src,
+                origin,
+                mbar,
+                mbar_index,
+            } => self.tma(op, *dst, *src, origin, Some((*mbar, mbar_index))),
             OpKind::TmaStore { dst, origin, src } => self.tma(op, *src, *dst, origin, None),
-            OpKind::Wgmma { .. } => self.err(op, "`wgmma` needs warpgroup descriptors; not expressible"),
+            OpKind::Wgmma { .. } => {
+                self.err(op, "`wgmma` needs warpgroup descriptors; not expressible")
+            }
             OpKind::BulkCommit => {
                 if !self.t.tma {
                     return self.err(op, "`bulk_commit` needs sm_90");
@@ -878,10 +939,32 @@ impl<'a> Emitter<'a> {
                 }
                 self.line(&format!("nvvm.wgmma.wait.group.sync.aligned {n}"));
             }
-            OpKind::WaitTokens(_) => self.err(
-                op,
-                "`wait_tokens` has no upstream MLIR op; use a count wait (`waitcnt`, `cp_async_wait`)",
-            ),
+            OpKind::WaitTokens(ts) => {
+                // AMD: a zero wait on each producer's counter completes at least those copies
+                // (and possibly more: never too early). cp.async groups have no such wait.
+                let mut cs: Vec<(Counter, u32)> = Vec::new();
+                for t in ts {
+                    let class = match k.values[*t].def {
+                        ValueDef::Result(p, _) => match k.ops[p].kind {
+                            OpKind::GatherToLds { .. } => Some(AsyncClass::GatherToLds),
+                            OpKind::TdmLoad { .. } => Some(AsyncClass::Tdm),
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    match class.and_then(|c| self.t.async_counter(c)) {
+                        Some(c) if !cs.contains(&(c, 0)) => cs.push((c, 0)),
+                        Some(_) => {}
+                        None => {
+                            return self.err(
+                                op,
+                                "`wait_tokens` on a copy without an AMD counter has no upstream MLIR op; use a count wait (`cp_async_wait`)",
+                            );
+                        }
+                    }
+                }
+                self.waitcnt(op, &cs)
+            }
             OpKind::WaitCnt(cs) => self.waitcnt(op, cs),
             OpKind::Barrier => {
                 if self.amd() {
@@ -923,7 +1006,11 @@ impl<'a> Emitter<'a> {
                 }
                 let i = self.imm_const(Scalar::I32(*id as i32), ScalarType::I32);
                 let n = self.imm_const(Scalar::I32(*count as i32), ScalarType::I32);
-                let name = if matches!(od.kind, OpKind::NamedArrive { .. }) { "nvvm.barrier.arrive" } else { "nvvm.barrier" };
+                let name = if matches!(od.kind, OpKind::NamedArrive { .. }) {
+                    "nvvm.barrier.arrive"
+                } else {
+                    "nvvm.barrier"
+                };
                 self.line(&format!("{name} id = {i} number_of_threads = {n}"));
             }
             OpKind::MbarInit { mbar, index, count } => {
@@ -937,7 +1024,9 @@ impl<'a> Emitter<'a> {
                     match tx {
                         Some(b) => {
                             let c = self.index_const(*b as i64);
-                            self.line(&format!("nvgpu.mbarrier.arrive.expect_tx {g}[{i}], {c} : {ty}"));
+                            self.line(&format!(
+                                "nvgpu.mbarrier.arrive.expect_tx {g}[{i}], {c} : {ty}"
+                            ));
                         }
                         None => {
                             let t = self.fresh("mbtok");
@@ -949,13 +1038,21 @@ impl<'a> Emitter<'a> {
             OpKind::MbarExpectTx { mbar, index, bytes } => {
                 if let Some(p) = self.mbar_ptr(op, *mbar, index) {
                     let b = self.imm_const(Scalar::I32(*bytes as i32), ScalarType::I32);
-                    self.line(&format!("nvvm.mbarrier.expect_tx {p}, {b} : !llvm.ptr<3>, i32"));
+                    self.line(&format!(
+                        "nvvm.mbarrier.expect_tx {p}, {b} : !llvm.ptr<3>, i32"
+                    ));
                 }
             }
-            OpKind::MbarWait { mbar, index, parity } => {
+            OpKind::MbarWait {
+                mbar,
+                index,
+                parity,
+            } => {
                 if let Some((g, ty, i)) = self.mbar(op, *mbar, index) {
                     let p = match parity {
-                        Operand::Imm(s) => self.imm_const(Scalar::I1(s.as_i64() & 1 == 1), ScalarType::I1),
+                        Operand::Imm(s) => {
+                            self.imm_const(Scalar::I1(s.as_i64() & 1 == 1), ScalarType::I1)
+                        }
                         Operand::Value(v) => {
                             let src = self.vname.get(*v).clone();
                             let n = self.fresh(&format!("{src}_i1"));
@@ -964,7 +1061,9 @@ impl<'a> Emitter<'a> {
                         }
                     };
                     let t = self.index_const(MBAR_TICKS as i64);
-                    self.line(&format!("nvgpu.mbarrier.try_wait.parity {g}[{i}], {p}, {t} : {ty}"));
+                    self.line(&format!(
+                        "nvgpu.mbarrier.try_wait.parity {g}[{i}], {p}, {t} : {ty}"
+                    ));
                 }
             }
             OpKind::MbarInval { mbar, index } => {
@@ -995,9 +1094,19 @@ impl<'a> Emitter<'a> {
                 if args.is_empty() {
                     self.line(&format!("scf.condition({c})"));
                 } else {
-                    let xs: Vec<String> = args.iter().map(|a| format!("%{}", self.vname.get(*a))).collect();
-                    let ts: Vec<&str> = args.iter().map(|a| scalar_mlir(self.k.values[*a].ty)).collect();
-                    self.line(&format!("scf.condition({c}) {} : {}", xs.join(", "), ts.join(", ")));
+                    let xs: Vec<String> = args
+                        .iter()
+                        .map(|a| format!("%{}", self.vname.get(*a)))
+                        .collect();
+                    let ts: Vec<&str> = args
+                        .iter()
+                        .map(|a| scalar_mlir(self.k.values[*a].ty))
+                        .collect();
+                    self.line(&format!(
+                        "scf.condition({c}) {} : {}",
+                        xs.join(", "),
+                        ts.join(", ")
+                    ));
                 }
             }
         }
