@@ -2587,6 +2587,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn wait_tokens_is_a_zero_counter_wait_on_amd_and_a_diagnostic_on_nvidia() {
+        let amd = crate::reader::parse_kernel(
+            "kernel @k(%A: global f16[64, 256]) block(64) {\n  shared @a : f16[64, 32]\n  %tok = tdm_load @a <- %A[0, 32]\n  wait_tokens %tok\n}\n",
+        )
+        .expect("parses");
+        let t = Target::from_name("gfx1250").expect("target");
+        let out = emit_mlir(&amd, &t).expect("emits");
+        assert!(
+            out.contains("amdgpu.memory_counter_wait tensor(0)"),
+            "{out}"
+        );
+        let nv = crate::reader::parse_kernel(
+            "kernel @k(%A: global f32[64]) block(64) {\n  shared @a : f32[64]\n  %t = tid.x\n  %tok = cp_async @a[%t] <- %A[%t]\n  cp_async_commit\n  wait_tokens %tok\n}\n",
+        )
+        .expect("parses");
+        let t = Target::from_name("sm_80").expect("target");
+        let d = emit_mlir(&nv, &t).expect_err("no per-copy cp.async wait");
+        assert!(d[0].message.contains("wait_tokens"), "{d:?}");
+    }
+
+    #[test]
     fn float_literals_read_back_exactly() {
         assert_eq!(f32_literal(1.5), "1.5");
         assert_eq!(f32_literal(1e-7), format!("0x{:08X}", 1e-7f32.to_bits()));
