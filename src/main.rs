@@ -19,8 +19,6 @@ struct Cli {
 enum Command {
     /// Parse, verify and print a kernel file in canonical form.
     Fmt(cli::fmt::FmtArgs),
-    /// Write a kernel file as text or MLIR for a target.
-    Emit(cli::emit::EmitArgs),
     /// Insert the fewest syncs that remove every shared-memory hazard and print the kernel.
     Sync(cli::sync::SyncArgs),
     /// Insert the weakest sufficient waits for asynchronous copies.
@@ -33,6 +31,8 @@ enum Command {
     Check(cli::check::CheckArgs),
     /// Execute kernels on the interpreter and print or write every global buffer.
     Run(cli::run::RunArgs),
+    /// Write a kernel as text or CUDA C++.
+    Emit(cli::emit::EmitArgs),
 }
 
 fn main() {
@@ -50,13 +50,13 @@ fn main() {
     };
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
-        Command::Emit(a) => cli::emit::run(a),
         Command::Sync(a) => cli::sync::run(a),
         Command::Waits(a) => cli::waits::run(a),
         Command::PlanSmem(a) => cli::plan_smem::run(a),
         Command::Pipeline(a) => cli::pipeline::run(a),
         Command::Check(a) => cli::check::run(a),
         Command::Run(a) => cli::run::run(a),
+        Command::Emit(a) => cli::emit::run(a),
     };
     std::process::exit(code);
 }
