@@ -52,7 +52,6 @@ fn main() {
     };
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
-        Command::Emit(a) => cli::emit::run(a),
         Command::Sync(a) => cli::sync::run(a),
         Command::Bench(a) => cli::bench::run(a),
         Command::Waits(a) => cli::waits::run(a),

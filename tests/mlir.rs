@@ -102,6 +102,21 @@ fn require_tools() {
     }
 }
 
+/// The op names of an MLIR text, in order (names of values aside).
+fn op_sequence(mlir: &str) -> Vec<String> {
+    mlir.lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            let rhs = match l.split_once(" = ") {
+                Some((lhs, rhs)) if lhs.starts_with('%') => rhs,
+                _ => l,
+            };
+            let w = rhs.split_whitespace().next()?.split('(').next()?;
+            (w.contains('.') && !w.starts_with('%') && !w.starts_with('@')).then(|| w.to_string())
+        })
+        .collect()
+}
+
 /// The upstream lowering pipeline from smemsync's MLIR to ISA for a target.
 pub fn pipeline(target: &str) -> String {
     if target.starts_with("gfx") {
@@ -239,6 +254,12 @@ fn syncs(ks: &[Kernel], t: &Target) -> Syncs {
                 OpKind::MbarWait { .. } => s.mbar.push("mbarrier.try_wait.parity"),
                 OpKind::MbarInval { .. } => s.mbar.push("mbarrier.inval"),
                 OpKind::TdmLoad { .. } => s.amd.push("tensor_load_to_lds"),
+                OpKind::TmaLoad { .. } => s
+                    .mbar
+                    .push("cp.async.bulk.tensor.2d.shared::cluster.global"),
+                OpKind::TmaStore { .. } => {
+                    s.mbar.push("cp.async.bulk.tensor.2d.global.shared::cta")
+                }
                 OpKind::GatherToLds { .. } => s.amd.push(if t.gfx12_counters() {
                     "global_load_async_to_lds"
                 } else {
@@ -580,11 +601,30 @@ fn run_case(case: &Case, target: &str, out: &Mutex<Outcome>) {
             return;
         }
     };
-    let (ok, _, err) = run_tool("mlir-opt-22", &["-"], &mlir);
+    let (ok, reprinted, err) = run_tool("mlir-opt-22", &["-"], &mlir);
     if !ok {
         return fail(format!(
             "{name} on {target}: mlir-opt-22 rejects the output:\n{err}\n{mlir}"
         ));
+    }
+    // mlir-opt's re-printing (renamed values, elided types) reads back to the same ops.
+    match smemsync::reader::mlir::import_mlir(&reprinted, &t).map(|ks| emit_mlir_kernels(&ks, &t)) {
+        Ok(Ok(again)) if op_sequence(&again) == op_sequence(&mlir) => {}
+        Ok(Ok(again)) => {
+            return fail(format!(
+                "{name} on {target}: mlir-opt's printing reads back to other ops:\n{again}"
+            ));
+        }
+        Ok(Err(d)) | Err(d) => {
+            let msgs: Vec<String> = d
+                .iter()
+                .map(|x| x.render("<mlir-opt>", &reprinted, false))
+                .collect();
+            return fail(format!(
+                "{name} on {target}: mlir-opt's printing does not read back:\n{}",
+                msgs.join("\n")
+            ));
+        }
     }
     let (ok, lowered, err) = run_tool(
         "mlir-opt-22",

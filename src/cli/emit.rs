@@ -1,19 +1,18 @@
-//! `smemsync emit --format text|mlir|cuda [--target T] FILE`: parse, verify, and write the
-//! kernels of a file in another form.
+//! `smemsync emit --format text|mlir|cuda [--target T] FILE`: write a kernel in another form.
 //!
-//! `text` prints the canonical text form; `mlir` a `gpu.module` in upstream MLIR dialects
-//! (docs/mlir.md; needs `--target`); `cuda` a compilable `.cu` (kernel plus host harness, see
-//! `smemsync::emit::cuda`) for an NVIDIA target (default `sm_90`). A `.mlir` input file is
-//! imported first. Output goes to standard output or to `-o FILE`.
+//! `text` prints the canonical text form; `mlir` writes a `gpu.module` per kernel in upstream
+//! MLIR dialects for the target (docs/mlir.md); `cuda` writes a compilable `.cu` (kernel plus
+//! host harness, see `smemsync::emit::cuda`) for an NVIDIA target. A `.mlir` input (or
+//! `--from mlir`) is imported first. Output goes to standard output or to `-o FILE`.
 
 use super::{EXIT_OK, EXIT_USER, load, read_input, report};
 
-/// The formats of `emit`.
+/// The output formats of `emit`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
-    /// The canonical kernel text (docs/ir.md).
+    /// The canonical text form.
     Text,
-    /// A `gpu.module` in upstream MLIR dialects (docs/mlir.md).
+    /// MLIR: a `gpu.module` per kernel (gpu, scf, arith, memref, amdgpu, rocdl, nvgpu, nvvm).
     Mlir,
     /// CUDA C++: the kernel and a host harness.
     Cuda,
@@ -26,14 +25,13 @@ pub struct EmitArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
-    /// Target GPU (gfx942, gfx950, gfx1200, gfx1201, gfx1250, sm_80, sm_90); MLIR needs one,
-    /// CUDA defaults to sm_90.
-    #[arg(long)]
-    pub target: Option<String>,
-    /// Input format; by default MLIR for a `.mlir` file and kernel text otherwise.
+    /// Input format (`text` or `mlir`); by default MLIR for a `.mlir` file, text otherwise.
     #[arg(long, value_enum)]
     pub from: Option<Format>,
-    /// CUDA: the kernel to emit when the file holds several.
+    /// Target GPU (`sm_80`, `sm_90`, ...); CUDA needs an NVIDIA target.
+    #[arg(long, default_value = "sm_90")]
+    pub target: String,
+    /// The kernel to emit when the file holds several.
     #[arg(long)]
     pub kernel: Option<String>,
     /// Write to this file instead of standard output.
@@ -61,32 +59,14 @@ pub fn run(args: &EmitArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let target = match &args.target {
-        None => None,
-        Some(name) => match smemsync::target::Target::from_name(name) {
-            Ok(t) => Some(t),
-            Err(d) => {
-                report(&input, &[d]);
-                return EXIT_USER;
-            }
-        },
-    };
-    // MLIR input (a `.mlir` file) is imported; anything else is the kernel text format.
     let from_mlir = match args.from {
         Some(f) => f == Format::Mlir,
         None => args.file.ends_with(".mlir"),
     };
     let kernels = if from_mlir {
-        let Some(t) = target else {
-            eprintln!("error: reading MLIR needs `--target` (counter waits differ per GPU)");
-            return EXIT_USER;
-        };
-        match smemsync::reader::mlir::import_mlir(&input.text, &t) {
+        match import_mlir(args, &input) {
             Ok(k) => k,
-            Err(d) => {
-                report(&input, &d);
-                return EXIT_USER;
-            }
+            Err(code) => return code,
         }
     } else {
         match load(&input) {
@@ -96,20 +76,11 @@ pub fn run(args: &EmitArgs) -> i32 {
     };
     let text = match args.format {
         Format::Text => smemsync::emit::text::print_kernels(&kernels),
-        Format::Mlir => {
-            let Some(t) = target else {
-                eprintln!("error: `--format mlir` needs `--target` (the sync ops differ per GPU)");
-                return EXIT_USER;
-            };
-            match smemsync::emit::mlir::emit_mlir_kernels(&kernels, &t) {
-                Ok(s) => s,
-                Err(d) => {
-                    report(&input, &d);
-                    return EXIT_USER;
-                }
-            }
-        }
-        Format::Cuda => match emit_cuda(args, target, &input, &kernels) {
+        Format::Mlir => match emit_mlir(args, &input, &kernels) {
+            Ok(t) => t,
+            Err(code) => return code,
+        },
+        Format::Cuda => match emit_cuda(args, &input, &kernels) {
             Ok(t) => t,
             Err(code) => return code,
         },
@@ -126,19 +97,43 @@ pub fn run(args: &EmitArgs) -> i32 {
     EXIT_OK
 }
 
-fn emit_cuda(
+fn target(args: &EmitArgs, input: &super::Input) -> Result<smemsync::target::Target, i32> {
+    smemsync::target::Target::from_name(&args.target).map_err(|d| {
+        report(input, &[d]);
+        EXIT_USER
+    })
+}
+
+/// Reads MLIR (the subset `emit --format mlir` writes) into kernels.
+fn import_mlir(args: &EmitArgs, input: &super::Input) -> Result<Vec<smemsync::Kernel>, i32> {
+    let t = target(args, input)?;
+    smemsync::reader::mlir::import_mlir(&input.text, &t).map_err(|d| {
+        report(input, &d);
+        EXIT_USER
+    })
+}
+
+fn emit_mlir(
     args: &EmitArgs,
-    target: Option<smemsync::target::Target>,
     input: &super::Input,
     kernels: &[smemsync::Kernel],
 ) -> Result<String, i32> {
-    let target = match target {
-        Some(t) => t,
-        None => smemsync::target::Target::from_name("sm_90").map_err(|d| {
-            report(input, &[d]);
-            EXIT_USER
-        })?,
-    };
+    let t = target(args, input)?;
+    smemsync::emit::mlir::emit_mlir_kernels(kernels, &t).map_err(|d| {
+        report(input, &d);
+        EXIT_USER
+    })
+}
+
+fn emit_cuda(
+    args: &EmitArgs,
+    input: &super::Input,
+    kernels: &[smemsync::Kernel],
+) -> Result<String, i32> {
+    let target = smemsync::target::Target::from_name(&args.target).map_err(|d| {
+        report(input, &[d]);
+        EXIT_USER
+    })?;
     let kernel = match &args.kernel {
         Some(name) => kernels.iter().find(|k| &k.name == name),
         None if kernels.len() == 1 => kernels.first(),

@@ -4,7 +4,8 @@
 //!
 //! Shape of the output:
 //! - global buffers are memref arguments (symbolic dimensions are dynamic, and the argument
-//!   attribute `smemsync.dims` names the scalar parameters they come from); scalar
+//!   attribute `smemsync.dims` gives the positions of the scalar parameters they come from);
+//!   scalar
 //!   parameters are `i32`/`f32` arguments; unpinned shared buffers are `workgroup(...)`
 //!   attributions; pinned buffers are `memref.view`s into one byte arena attribution, so
 //!   that their overlap (aliasing) is preserved; NVIDIA mbarrier arrays are
@@ -161,6 +162,8 @@ struct Emitter<'a> {
     collectives: Vec<(bool, u32, String)>,
     /// gfx1250 gather helpers by (global type, shared type).
     gathers: Vec<String>,
+    /// TMA descriptors: global, box shape, the descriptor value's name.
+    tmaps: Vec<(Global, Vec<u64>, String)>,
     parents: Parents,
 }
 
@@ -197,6 +200,7 @@ impl<'a> Emitter<'a> {
             layouts: layout_numbers(k),
             collectives: Vec::new(),
             gathers: Vec::new(),
+            tmaps: Vec::new(),
             parents: k.parents(),
             depth: 1,
             idx_name: SecondaryMap::default(),
@@ -468,7 +472,12 @@ impl<'a> Emitter<'a> {
                         .shape
                         .iter()
                         .filter_map(|d| match d {
-                            Dim::Param(v) => Some(format!("\"{}\"", self.vname.get(*v))),
+                            // The argument position survives mlir-opt's renaming.
+                            Dim::Param(v) => k
+                                .params
+                                .iter()
+                                .position(|p| *p == Param::Scalar(*v))
+                                .map(|i| i.to_string()),
                             Dim::Const(_) => None,
                         })
                         .collect();
@@ -530,6 +539,32 @@ impl<'a> Emitter<'a> {
             wg.push(format!("%{n} : {ty}"));
             Some((n, ty))
         };
+        // TMA: one tensor-map argument per (global, box), a pointer the host fills.
+        if self.t.tma {
+            for op in k.ops_in_order() {
+                let (m, g) = match &k.ops[op].kind {
+                    OpKind::TmaLoad { dst, src, .. } => (*dst, *src),
+                    OpKind::TmaStore { dst, src, .. } => (*src, *dst),
+                    _ => continue,
+                };
+                let Some(box_) = self.tma_box(m, g) else {
+                    continue;
+                };
+                if self.tmaps.iter().any(|(gg, bb, _)| *gg == g && *bb == box_) {
+                    continue;
+                }
+                let base = format!("{}_tmap", self.global_name.get(g));
+                let n = self.fresh(&base);
+                params.push(format!(
+                    "%{n}: !llvm.ptr {{smemsync.tensor_map = {}}}",
+                    k.params
+                        .iter()
+                        .position(|p| *p == Param::Global(g))
+                        .unwrap_or(0)
+                ));
+                self.tmaps.push((g, box_, n));
+            }
+        }
         let wg = if wg.is_empty() {
             String::new()
         } else {
@@ -581,6 +616,16 @@ impl<'a> Emitter<'a> {
                 self.line(&format!(
                     "%{n} = memref.view %{arena}[{off}][] : {aty} to {ty}"
                 ));
+            }
+        }
+        for (g, box_, n) in self.tmaps.clone() {
+            let ty = tmap_ty(&box_, k.globals[g].elem);
+            let d = self.fresh(&format!("{n}_desc"));
+            self.line(&format!(
+                "%{d} = builtin.unrealized_conversion_cast %{n} : !llvm.ptr to {ty}"
+            ));
+            if let Some(t) = self.tmaps.iter_mut().find(|t| t.0 == g && t.1 == box_) {
+                t.2 = d;
             }
         }
         for b in mbars {
@@ -651,14 +696,20 @@ impl<'a> Emitter<'a> {
                 match c {
                     Scalar::I1(b) => self.line(&format!("{r} = arith.constant {b}")),
                     Scalar::I32(v) => self.line(&format!("{r} = arith.constant {v} : i32")),
-                    Scalar::F32(v) => self.line(&format!("{r} = arith.constant {} : f32", f32_literal(*v))),
+                    Scalar::F32(v) => {
+                        self.line(&format!("{r} = arith.constant {} : f32", f32_literal(*v)))
+                    }
                 }
             }
             OpKind::Special(s) => self.special(op, *s),
             OpKind::Binary(b, x, y) => self.binary(op, *b, x, y),
             OpKind::Unary(u, x) => self.unary(op, *u, x),
             OpKind::Cmp(p, x, y) => {
-                let ty = if matches!(x, Operand::Value(_)) { self.ty_of(x) } else { self.ty_of(y) };
+                let ty = if matches!(x, Operand::Value(_)) {
+                    self.ty_of(x)
+                } else {
+                    self.ty_of(y)
+                };
                 let a = self.val(x, ty);
                 let b = self.val(y, ty);
                 let r = self.res(op, 0);
@@ -681,7 +732,10 @@ impl<'a> Emitter<'a> {
                         CmpPred::Gt => "sgt",
                         CmpPred::Ge => "sge",
                     };
-                    self.line(&format!("{r} = arith.cmpi {p}, {a}, {b} : {}", scalar_mlir(ty)));
+                    self.line(&format!(
+                        "{r} = arith.cmpi {p}, {a}, {b} : {}",
+                        scalar_mlir(ty)
+                    ));
                 }
             }
             OpKind::Select(c, x, y) => {
@@ -690,7 +744,10 @@ impl<'a> Emitter<'a> {
                 let a = self.val(x, ty);
                 let b = self.val(y, ty);
                 let r = self.res(op, 0);
-                self.line(&format!("{r} = arith.select {c}, {a}, {b} : {}", scalar_mlir(ty)));
+                self.line(&format!(
+                    "{r} = arith.select {c}, {a}, {b} : {}",
+                    scalar_mlir(ty)
+                ));
             }
             OpKind::Cast(CastOp::IToF, x) => {
                 let a = self.val(x, ScalarType::I32);
@@ -720,7 +777,11 @@ impl<'a> Emitter<'a> {
                 let ix = self.indices(index);
                 let m = self.mem_name(*mem);
                 let rv = od.results[0];
-                self.load_like(rv, mt.elem, &format!("memref.load {m}[{ix}] : {}", mt.render()));
+                self.load_like(
+                    rv,
+                    mt.elem,
+                    &format!("memref.load {m}[{ix}] : {}", mt.render()),
+                );
             }
             OpKind::Store { mem, index, value } => {
                 let mt = self.mem_ty(*mem);
@@ -729,7 +790,12 @@ impl<'a> Emitter<'a> {
                 let m = self.mem_name(*mem);
                 self.line(&format!("memref.store {x}, {m}[{ix}] : {}", mt.render()));
             }
-            OpKind::Atomic { op: a, mem, index, value } => {
+            OpKind::Atomic {
+                op: a,
+                mem,
+                index,
+                value,
+            } => {
                 let mt = self.mem_ty(*mem);
                 let m = self.mem_name(*mem);
                 let ty = mt.render();
@@ -743,7 +809,11 @@ impl<'a> Emitter<'a> {
                 let rv = od.results[0];
                 self.load_like(rv, elem, &format!("memref.load {g}[{ix}] : {ty}"));
             }
-            OpKind::GStore { global, index, value } => {
+            OpKind::GStore {
+                global,
+                index,
+                value,
+            } => {
                 let ty = self.global_ty(*global);
                 let elem = k.globals[*global].elem;
                 let x = self.narrow(value, elem);
@@ -751,17 +821,32 @@ impl<'a> Emitter<'a> {
                 let g = format!("%{}", self.global_name.get(*global));
                 self.line(&format!("memref.store {x}, {g}[{ix}] : {ty}"));
             }
-            OpKind::GAtomic { op: a, global, index, value } => {
+            OpKind::GAtomic {
+                op: a,
+                global,
+                index,
+                value,
+            } => {
                 let ty = self.global_ty(*global);
                 let elem = k.globals[*global].elem;
                 let g = format!("%{}", self.global_name.get(*global));
                 self.atomic(op, *a, &g, &ty, elem, index, value);
             }
             OpKind::LocalLoad { mem, layout } => self.collective(op, *mem, None, layout),
-            OpKind::LocalStore { mem, value, layout } => self.collective(op, *mem, Some(value), layout),
-            OpKind::GatherToLds { dst, dst_index, src, src_index } => {
+            OpKind::LocalStore { mem, value, layout } => {
+                self.collective(op, *mem, Some(value), layout)
+            }
+            OpKind::GatherToLds {
+                dst,
+                dst_index,
+                src,
+                src_index,
+            } => {
                 if !(self.amd() && self.t.gather_to_lds) {
-                    return self.err(op, "`gather_to_lds` needs global_load_lds (gfx950) or the gfx1250 async loads");
+                    return self.err(
+                        op,
+                        "`gather_to_lds` needs global_load_lds (gfx950) or the gfx1250 async loads",
+                    );
                 }
                 if self.t.gfx12_counters() {
                     return self.gather_async(op, *dst, dst_index, *src, src_index);
@@ -773,9 +858,17 @@ impl<'a> Emitter<'a> {
                 let s = format!("%{}", self.global_name.get(*src));
                 let d = self.mem_name(*dst);
                 let e = elem_mlir(dt.elem);
-                self.line(&format!("amdgpu.gather_to_lds {s}[{si}], {d}[{di}] : {e}, {sty}, {}", dt.render()));
+                self.line(&format!(
+                    "amdgpu.gather_to_lds {s}[{si}], {d}[{di}] : {e}, {sty}, {}",
+                    dt.render()
+                ));
             }
-            OpKind::CpAsync { dst, dst_index, src, src_index } => {
+            OpKind::CpAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+            } => {
                 if !self.t.cp_async {
                     return self.err(op, "`cp_async` is an NVIDIA copy");
                 }
@@ -788,8 +881,15 @@ impl<'a> Emitter<'a> {
                 let di = self.indices(dst_index);
                 let s = format!("%{}", self.global_name.get(*src));
                 let d = self.mem_name(*dst);
-                let r = if self.has_res(op) { self.res(op, 0) } else { format!("%{}", self.fresh("cp")) };
-                self.line(&format!("{r} = nvgpu.device_async_copy {s}[{si}], {d}[{di}], 1 : {sty} to {}", dt.render()));
+                let r = if self.has_res(op) {
+                    self.res(op, 0)
+                } else {
+                    format!("%{}", self.fresh("cp"))
+                };
+                self.line(&format!(
+                    "{r} = nvgpu.device_async_copy {s}[{si}], {d}[{di}], 1 : {sty} to {}",
+                    dt.render()
+                ));
             }
             OpKind::CpAsyncCommit => {
                 if !self.t.cp_async {
@@ -804,11 +904,17 @@ impl<'a> Emitter<'a> {
                 self.line(&format!("nvvm.cp.async.wait.group {n}"));
             }
             OpKind::TdmLoad { dst, src, origin } => self.tdm_load(op, *dst, *src, origin),
-            OpKind::TmaLoad { .. } | OpKind::TmaStore { .. } => self.err(
-                op,
-                "TMA copies need a tensor-map descriptor created on the host; not expressible",
-            ),
-            OpKind::Wgmma { .. } => self.err(op, "`wgmma` needs warpgroup descriptors; not expressible"),
+            OpKind::TmaLoad {
+                dst,
+                src,
+                origin,
+                mbar,
+                mbar_index,
+            } => self.tma(op, *dst, *src, origin, Some((*mbar, mbar_index))),
+            OpKind::TmaStore { dst, origin, src } => self.tma(op, *src, *dst, origin, None),
+            OpKind::Wgmma { .. } => {
+                self.err(op, "`wgmma` needs warpgroup descriptors; not expressible")
+            }
             OpKind::BulkCommit => {
                 if !self.t.tma {
                     return self.err(op, "`bulk_commit` needs sm_90");
@@ -833,10 +939,32 @@ impl<'a> Emitter<'a> {
                 }
                 self.line(&format!("nvvm.wgmma.wait.group.sync.aligned {n}"));
             }
-            OpKind::WaitTokens(_) => self.err(
-                op,
-                "`wait_tokens` has no upstream MLIR op; use a count wait (`waitcnt`, `cp_async_wait`)",
-            ),
+            OpKind::WaitTokens(ts) => {
+                // AMD: a zero wait on each producer's counter completes at least those copies
+                // (and possibly more: never too early). cp.async groups have no such wait.
+                let mut cs: Vec<(Counter, u32)> = Vec::new();
+                for t in ts {
+                    let class = match k.values[*t].def {
+                        ValueDef::Result(p, _) => match k.ops[p].kind {
+                            OpKind::GatherToLds { .. } => Some(AsyncClass::GatherToLds),
+                            OpKind::TdmLoad { .. } => Some(AsyncClass::Tdm),
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    match class.and_then(|c| self.t.async_counter(c)) {
+                        Some(c) if !cs.contains(&(c, 0)) => cs.push((c, 0)),
+                        Some(_) => {}
+                        None => {
+                            return self.err(
+                                op,
+                                "`wait_tokens` on a copy without an AMD counter has no upstream MLIR op; use a count wait (`cp_async_wait`)",
+                            );
+                        }
+                    }
+                }
+                self.waitcnt(op, &cs)
+            }
             OpKind::WaitCnt(cs) => self.waitcnt(op, cs),
             OpKind::Barrier => {
                 if self.amd() {
@@ -878,7 +1006,11 @@ impl<'a> Emitter<'a> {
                 }
                 let i = self.imm_const(Scalar::I32(*id as i32), ScalarType::I32);
                 let n = self.imm_const(Scalar::I32(*count as i32), ScalarType::I32);
-                let name = if matches!(od.kind, OpKind::NamedArrive { .. }) { "nvvm.barrier.arrive" } else { "nvvm.barrier" };
+                let name = if matches!(od.kind, OpKind::NamedArrive { .. }) {
+                    "nvvm.barrier.arrive"
+                } else {
+                    "nvvm.barrier"
+                };
                 self.line(&format!("{name} id = {i} number_of_threads = {n}"));
             }
             OpKind::MbarInit { mbar, index, count } => {
@@ -892,7 +1024,9 @@ impl<'a> Emitter<'a> {
                     match tx {
                         Some(b) => {
                             let c = self.index_const(*b as i64);
-                            self.line(&format!("nvgpu.mbarrier.arrive.expect_tx {g}[{i}], {c} : {ty}"));
+                            self.line(&format!(
+                                "nvgpu.mbarrier.arrive.expect_tx {g}[{i}], {c} : {ty}"
+                            ));
                         }
                         None => {
                             let t = self.fresh("mbtok");
@@ -904,13 +1038,21 @@ impl<'a> Emitter<'a> {
             OpKind::MbarExpectTx { mbar, index, bytes } => {
                 if let Some(p) = self.mbar_ptr(op, *mbar, index) {
                     let b = self.imm_const(Scalar::I32(*bytes as i32), ScalarType::I32);
-                    self.line(&format!("nvvm.mbarrier.expect_tx {p}, {b} : !llvm.ptr<3>, i32"));
+                    self.line(&format!(
+                        "nvvm.mbarrier.expect_tx {p}, {b} : !llvm.ptr<3>, i32"
+                    ));
                 }
             }
-            OpKind::MbarWait { mbar, index, parity } => {
+            OpKind::MbarWait {
+                mbar,
+                index,
+                parity,
+            } => {
                 if let Some((g, ty, i)) = self.mbar(op, *mbar, index) {
                     let p = match parity {
-                        Operand::Imm(s) => self.imm_const(Scalar::I1(s.as_i64() & 1 == 1), ScalarType::I1),
+                        Operand::Imm(s) => {
+                            self.imm_const(Scalar::I1(s.as_i64() & 1 == 1), ScalarType::I1)
+                        }
                         Operand::Value(v) => {
                             let src = self.vname.get(*v).clone();
                             let n = self.fresh(&format!("{src}_i1"));
@@ -919,7 +1061,9 @@ impl<'a> Emitter<'a> {
                         }
                     };
                     let t = self.index_const(MBAR_TICKS as i64);
-                    self.line(&format!("nvgpu.mbarrier.try_wait.parity {g}[{i}], {p}, {t} : {ty}"));
+                    self.line(&format!(
+                        "nvgpu.mbarrier.try_wait.parity {g}[{i}], {p}, {t} : {ty}"
+                    ));
                 }
             }
             OpKind::MbarInval { mbar, index } => {
@@ -950,9 +1094,19 @@ impl<'a> Emitter<'a> {
                 if args.is_empty() {
                     self.line(&format!("scf.condition({c})"));
                 } else {
-                    let xs: Vec<String> = args.iter().map(|a| format!("%{}", self.vname.get(*a))).collect();
-                    let ts: Vec<&str> = args.iter().map(|a| scalar_mlir(self.k.values[*a].ty)).collect();
-                    self.line(&format!("scf.condition({c}) {} : {}", xs.join(", "), ts.join(", ")));
+                    let xs: Vec<String> = args
+                        .iter()
+                        .map(|a| format!("%{}", self.vname.get(*a)))
+                        .collect();
+                    let ts: Vec<&str> = args
+                        .iter()
+                        .map(|a| scalar_mlir(self.k.values[*a].ty))
+                        .collect();
+                    self.line(&format!(
+                        "scf.condition({c}) {} : {}",
+                        xs.join(", "),
+                        ts.join(", ")
+                    ));
                 }
             }
         }
@@ -1440,6 +1594,103 @@ impl<'a> Emitter<'a> {
             idx_tys(sr),
             idx_tys(dr)
         ));
+    }
+
+    /// The TMA box of a copy between a shared view and a global: the view's shape with leading
+    /// unit dimensions up to the global's rank.
+    fn tma_box(&self, m: MemRef, g: Global) -> Option<Vec<u64>> {
+        let shape = self.k.shape(m);
+        let r = self.k.globals[g].shape.len();
+        if shape.len() > r || shape.is_empty() {
+            return None;
+        }
+        let mut b = vec![1u64; r - shape.len()];
+        b.extend(shape);
+        Some(b)
+    }
+
+    /// `tma_load` / `tma_store`: `nvgpu.tma.async.load/store` through the kernel's tensor-map
+    /// argument for (global, box); the shared view is expanded to the box's rank.
+    fn tma(
+        &mut self,
+        op: Op,
+        view: MemRef,
+        g: Global,
+        origin: &[Operand],
+        mbar: Option<(MemRef, &Vec<Operand>)>,
+    ) {
+        if !self.t.tma {
+            return self.err(op, "TMA copies need sm_90");
+        }
+        let Some(box_) = self.tma_box(view, g) else {
+            return self.err(
+                op,
+                "a TMA copy whose tile has more dimensions than its global",
+            );
+        };
+        let Some(desc) = self
+            .tmaps
+            .iter()
+            .find(|t| t.0 == g && t.1 == box_)
+            .map(|t| t.2.clone())
+        else {
+            return self.err(op, "a TMA copy without a tensor map");
+        };
+        let dty = tmap_ty(&box_, self.k.globals[g].elem);
+        let mt = self.mem_ty(view);
+        let mut m = self.mem_name(view);
+        let mut ty = mt.render();
+        let extra = box_.len() - mt.shape.len();
+        if extra > 0 {
+            // Leading unit dimensions join the first dimension's group.
+            let mut groups = vec![format!(
+                "[{}]",
+                (0..=extra)
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )];
+            for d in 1..mt.shape.len() {
+                groups.push(format!("[{}]", d + extra));
+            }
+            let s0 =
+                mt.strides.first().copied().unwrap_or(1) * mt.shape.first().copied().unwrap_or(1);
+            let mut strides = vec![s0; extra];
+            strides.extend(mt.strides.iter().copied());
+            // expand_shape infers the identity layout for a contiguous view at offset 0.
+            let contiguous = MemType::identity(&box_, mt.elem);
+            let identity = mt.identity || (mt.offset == Some(0) && strides == contiguous.strides);
+            let et = MemType {
+                shape: box_.clone(),
+                strides,
+                offset: mt.offset,
+                elem: mt.elem,
+                identity,
+            };
+            let n = self.fresh(&format!("{}_box", m.trim_start_matches('%')));
+            let out: Vec<String> = box_.iter().map(|x| x.to_string()).collect();
+            self.line(&format!(
+                "%{n} = memref.expand_shape {m} [{}] output_shape [{}] : {ty} into {}",
+                groups.join(", "),
+                out.join(", "),
+                et.render()
+            ));
+            m = format!("%{n}");
+            ty = et.render();
+        }
+        let crd = self.indices(origin);
+        match mbar {
+            Some((mb, mi)) => {
+                if let Some((gname, gty, i)) = self.mbar(op, mb, mi) {
+                    self.line(&format!(
+                        "nvgpu.tma.async.load %{desc}[{crd}], {gname}[{i}] to {m} : {dty}, {gty} -> {ty}"
+                    ));
+                }
+            }
+            None => self.line(&format!(
+                "nvgpu.tma.async.store {m} to %{desc}[{crd}] : {ty} -> {dty}"
+            )),
+        }
     }
 
     fn waitcnt(&mut self, op: Op, cs: &[(Counter, u32)]) {
@@ -1948,6 +2199,15 @@ fn gather_helper(
     s
 }
 
+/// The nvgpu tensor-map type of a TMA box.
+fn tmap_ty(box_: &[u64], elem: ElemType) -> String {
+    let dims: String = box_.iter().map(|d| format!("{d}x")).collect();
+    format!(
+        "!nvgpu.tensormap.descriptor<tensor = memref<{dims}{}, {WORKGROUP}>, swizzle = none, l2promo = none, oob = zero, interleave = none>",
+        elem_mlir(elem)
+    )
+}
+
 fn mbar_group_ty(n: u64) -> String {
     format!("!nvgpu.mbarrier.group<memorySpace = {WORKGROUP}, num_barriers = {n}>")
 }
@@ -2325,6 +2585,27 @@ fn compute_helper(name: &str, args: &[ScalarType], res: &[ScalarType]) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wait_tokens_is_a_zero_counter_wait_on_amd_and_a_diagnostic_on_nvidia() {
+        let amd = crate::reader::parse_kernel(
+            "kernel @k(%A: global f16[64, 256]) block(64) {\n  shared @a : f16[64, 32]\n  %tok = tdm_load @a <- %A[0, 32]\n  wait_tokens %tok\n}\n",
+        )
+        .expect("parses");
+        let t = Target::from_name("gfx1250").expect("target");
+        let out = emit_mlir(&amd, &t).expect("emits");
+        assert!(
+            out.contains("amdgpu.memory_counter_wait tensor(0)"),
+            "{out}"
+        );
+        let nv = crate::reader::parse_kernel(
+            "kernel @k(%A: global f32[64]) block(64) {\n  shared @a : f32[64]\n  %t = tid.x\n  %tok = cp_async @a[%t] <- %A[%t]\n  cp_async_commit\n  wait_tokens %tok\n}\n",
+        )
+        .expect("parses");
+        let t = Target::from_name("sm_80").expect("target");
+        let d = emit_mlir(&nv, &t).expect_err("no per-copy cp.async wait");
+        assert!(d[0].message.contains("wait_tokens"), "{d:?}");
+    }
 
     #[test]
     fn float_literals_read_back_exactly() {

@@ -206,6 +206,16 @@ fn lex_lines(src: &str) -> Result<Vec<Line>, Diagnostic> {
                     }
                 }
                 i = i.min(b.len());
+                // `%x#1`: result 1 of the multi-result `%x:2`.
+                if c == b'%'
+                    && b.get(i) == Some(&b'#')
+                    && b.get(i + 1).is_some_and(|d| d.is_ascii_digit())
+                {
+                    i += 1;
+                    while i < b.len() && b[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                }
                 let name = src
                     .get(start + 1..i)
                     .unwrap_or("")
@@ -339,6 +349,19 @@ fn lex_lines(src: &str) -> Result<Vec<Line>, Diagnostic> {
                         span: Span::new(start, i),
                     });
                 }
+                continue;
+            }
+            b'<' if matches!(
+                cur.last().map(|t| &t.t),
+                Some(T::Arrow | T::P(':') | T::P(',') | T::P('('))
+            ) =>
+            {
+                // A type with its dialect prefix elided (`: <memorySpace = ...>`).
+                i = balanced(i).ok_or_else(|| err(start, "unbalanced `<` in a type"))?;
+                cur.push(Tok {
+                    t: T::Ty(src[start..i].to_string()),
+                    span: Span::new(start, i),
+                });
                 continue;
             }
             b'(' | b')' | b'[' | b']' | b'{' | b'}' | b',' | b':' | b'=' | b'?' | b'*' | b'<'
@@ -642,6 +665,22 @@ fn memref_shape(t: &str) -> Option<(Vec<Option<u64>>, ElemType)> {
     Some((shape, elem))
 }
 
+/// An MLIR SSA name as a smemsync name: characters outside `[A-Za-z0-9_.]` (`#`, `$`, `-`)
+/// become `_`.
+fn ir_name(n: &str) -> String {
+    let s: String = n
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() { "_".into() } else { s }
+}
+
 fn scalar_ty(t: &str) -> Option<ScalarType> {
     match t {
         "i1" => Some(ScalarType::I1),
@@ -667,6 +706,8 @@ enum B {
     Opaque,
     /// A tensor DMA base or descriptor: the tile, the global and the origin.
     Tdm(MemRef, Global, Vec<Operand>),
+    /// A TMA tensor map of a global.
+    Tma(Global),
 }
 
 enum Mode {
@@ -741,16 +782,27 @@ impl<'a> Importer<'a> {
         self.k.kernel_span = self.lines[start].span;
         c.expect('(')?;
         let mut pending_dims: Vec<(Global, Vec<String>, Span)> = Vec::new();
+        let mut tmaps: Vec<(String, String, Span)> = Vec::new();
+        let mut arg_names: Vec<String> = Vec::new();
         if !c.eat(')') {
             loop {
                 let (pname, ps) = c.val()?;
                 c.expect(':')?;
                 let ty = c.ty()?;
                 let attrs = c.opt_dict()?;
-                if let Some((shape, elem)) = memref_shape(&ty) {
+                arg_names.push(pname.clone());
+                if let Some(g) = get(&attrs, "smemsync.tensor_map") {
+                    // A TMA descriptor argument: resolved to its global after the header.
+                    let g = match g {
+                        Attr::Int(i) => arg_names.get(*i as usize).cloned().unwrap_or_default(),
+                        Attr::Str(s) => s.clone(),
+                        _ => String::new(),
+                    };
+                    tmaps.push((pname, g, ps));
+                } else if let Some((shape, elem)) = memref_shape(&ty) {
                     let dims: Vec<Dim> = shape.iter().map(|d| Dim::Const(d.unwrap_or(0))).collect();
                     let g = self.k.globals.push(GlobalData {
-                        name: pname.clone(),
+                        name: ir_name(&pname),
                         elem,
                         shape: dims,
                     });
@@ -760,10 +812,11 @@ impl<'a> Importer<'a> {
                         Some(Attr::List(l)) => l
                             .iter()
                             .filter_map(|a| {
-                                if let Attr::Str(s) = a {
-                                    Some(s.clone())
-                                } else {
-                                    None
+                                // A position among the arguments (or a name).
+                                match a {
+                                    Attr::Str(s) => Some(s.clone()),
+                                    Attr::Int(i) => Some(format!("#{i}")),
+                                    _ => None,
                                 }
                             })
                             .collect(),
@@ -795,7 +848,7 @@ impl<'a> Importer<'a> {
                         }
                         _ => {}
                     }
-                    self.k.value_names.set(v, pname.clone());
+                    self.k.value_names.set(v, ir_name(&pname));
                     self.k.value_spans.set(v, ps);
                     self.env.insert(pname, B::Val(v));
                 }
@@ -803,6 +856,21 @@ impl<'a> Importer<'a> {
                     break;
                 }
                 c.expect(',')?;
+            }
+        }
+        for (n, g, s) in tmaps {
+            match self.env.get(&g) {
+                Some(B::Glob(gl)) => {
+                    let gl = *gl;
+                    self.env.insert(n, B::Tma(gl));
+                }
+                _ => {
+                    return Err(Diagnostic::user(
+                        "E0904",
+                        format!("`smemsync.tensor_map` names `{g}`, not a memref argument"),
+                    )
+                    .with_label(s, "this argument"));
+                }
             }
         }
         // Symbolic dimensions: the scalar parameters named by `smemsync.dims`.
@@ -813,7 +881,14 @@ impl<'a> Importer<'a> {
             for d in shape {
                 match d {
                     Dim::Const(0) => {
-                        let n = names.next();
+                        let n = names.next().map(|n| match n.strip_prefix('#') {
+                            Some(i) => i
+                                .parse::<usize>()
+                                .ok()
+                                .and_then(|i| arg_names.get(i).cloned())
+                                .unwrap_or_default(),
+                            None => n,
+                        });
                         match n.as_ref().and_then(|n| self.env.get(n)) {
                             Some(B::Val(v)) => out.push(Dim::Param(*v)),
                             _ => {
@@ -848,7 +923,7 @@ impl<'a> Importer<'a> {
                         };
                         let shape: Vec<u64> = shape.into_iter().map(|d| d.unwrap_or(0)).collect();
                         let b = self.k.buffers.push(BufferData {
-                            name: bname.clone(),
+                            name: ir_name(&bname),
                             elem,
                             shape,
                             offset: None,
@@ -1002,8 +1077,19 @@ impl<'a> Importer<'a> {
         let save = c.i;
         let mut rs = Vec::new();
         while let Some(T::Val(_)) = c.peek() {
-            if let Ok(v) = c.val() {
-                rs.push(v);
+            if let Ok((n, s)) = c.val() {
+                // `%x:2 = ...` defines `%x#0` and `%x#1`.
+                if c.peek() == Some(&T::P(':'))
+                    && matches!(c.toks.get(c.i + 1).map(|t| &t.t), Some(T::Int(_)))
+                {
+                    c.i += 1;
+                    let k = c.int().unwrap_or(1).clamp(1, 64);
+                    for j in 0..k {
+                        rs.push((format!("{n}#{j}"), s));
+                    }
+                } else {
+                    rs.push((n, s));
+                }
             }
             if c.eat(',') {
                 continue;
@@ -1031,7 +1117,7 @@ impl<'a> Importer<'a> {
         self.k.op_spans.set(op, span);
         let vs = self.k.ops[op].results.clone();
         for ((n, s), v) in results.iter().zip(vs) {
-            self.k.value_names.set(v, n.clone());
+            self.k.value_names.set(v, ir_name(n));
             self.k.value_spans.set(v, *s);
             self.env.insert(n.clone(), B::Val(v));
         }
@@ -1104,8 +1190,16 @@ impl<'a> Importer<'a> {
                     self.place(r, OpKind::Const(lit), &[(n, s)], &[t], vec![], span);
                 }
             }
-            "arith.index_cast" | "arith.extf" | "arith.extsi" | "arith.truncf" | "arith.trunci"
-            | "llvm.inttoptr" | "arith.index_castui" | "arith.extui" => {
+            "arith.index_cast"
+            | "arith.extf"
+            | "arith.extsi"
+            | "arith.truncf"
+            | "arith.trunci"
+            | "llvm.inttoptr"
+            | "arith.index_castui"
+            | "arith.extui"
+            | "memref.expand_shape"
+            | "builtin.unrealized_conversion_cast" => {
                 let (x, xs) = c.val()?;
                 let b = self.lookup(&x, xs)?;
                 let (n, _) = one(&res)?;
@@ -1286,6 +1380,11 @@ impl<'a> Importer<'a> {
                         lo != 0 || sizes.get(d).copied() != Some(bshape[d])
                     })
                     .max();
+                // A view must index something: a whole-buffer subview keeps its first range.
+                let last_partial = match last_partial {
+                    None if dropped == 0 && !bshape.is_empty() => Some(0),
+                    lp => lp,
+                };
                 if let Some(lp) = last_partial {
                     for d in dropped..=lp {
                         let lo = match offs.get(d) {
@@ -1305,7 +1404,7 @@ impl<'a> Importer<'a> {
                 let (n, _) = one(&res)?;
                 let (view, op) = self.k.new_view(base, idx);
                 self.k.op_spans.set(op, span);
-                self.k.view_names.set(view, n.clone());
+                self.k.view_names.set(view, ir_name(&n));
                 self.k.append(r, op);
                 self.bind(&n, B::View(view));
             }
@@ -1331,7 +1430,7 @@ impl<'a> Importer<'a> {
                 };
                 let shape = shape.into_iter().map(|d| d.unwrap_or(0)).collect();
                 let b = self.k.buffers.push(BufferData {
-                    name: n.clone(),
+                    name: ir_name(&n),
                     elem,
                     shape,
                     offset: Some(offset),
@@ -1355,7 +1454,7 @@ impl<'a> Importer<'a> {
                     .unwrap_or(1);
                 let (n, s) = one(&res)?;
                 let b = self.k.buffers.push(BufferData {
-                    name: n.clone(),
+                    name: ir_name(&n),
                     elem: ElemType::MBarrier,
                     shape: vec![count],
                     offset: None,
@@ -1515,6 +1614,59 @@ impl<'a> Importer<'a> {
                         span,
                     );
                 }
+            }
+            "nvgpu.tma.async.load" => {
+                let (tb, origin, ts) = self.access(&mut c)?;
+                let B::Tma(src) = tb else {
+                    return Err(self.unsupported(
+                        ts,
+                        "a TMA load whose descriptor is not a `smemsync.tensor_map` argument",
+                    ));
+                };
+                c.expect(',')?;
+                let (mb, mbar_index, ms) = self.access(&mut c)?;
+                let mbar = self.mem(&mb, ms)?;
+                if !c.eat_word("to") {
+                    return c.err("`to`");
+                }
+                let (d, ds) = c.val()?;
+                let dst = self.mem(&self.lookup(&d, ds)?, ds)?;
+                self.place(
+                    r,
+                    OpKind::TmaLoad {
+                        dst,
+                        src,
+                        origin,
+                        mbar,
+                        mbar_index,
+                    },
+                    &[],
+                    &[],
+                    vec![],
+                    span,
+                );
+            }
+            "nvgpu.tma.async.store" => {
+                let (sname, ss) = c.val()?;
+                let src = self.mem(&self.lookup(&sname, ss)?, ss)?;
+                if !c.eat_word("to") {
+                    return c.err("`to`");
+                }
+                let (tb, origin, ts) = self.access(&mut c)?;
+                let B::Tma(dst) = tb else {
+                    return Err(self.unsupported(
+                        ts,
+                        "a TMA store whose descriptor is not a `smemsync.tensor_map` argument",
+                    ));
+                };
+                self.place(
+                    r,
+                    OpKind::TmaStore { dst, origin, src },
+                    &[],
+                    &[],
+                    vec![],
+                    span,
+                );
             }
             "amdgpu.make_dma_base" => {
                 let (gb, origin, gs) = self.access(&mut c)?;
@@ -2040,7 +2192,7 @@ impl<'a> Importer<'a> {
         for (i, ((n, s), t)) in names.iter().zip(tys).enumerate() {
             let v = self.k.new_value(*t, ValueDef::RegionArg(region, i));
             self.k.regions[region].args.push(v);
-            self.k.value_names.set(v, n.clone());
+            self.k.value_names.set(v, ir_name(n));
             self.k.value_spans.set(v, *s);
             self.env.insert(n.clone(), B::Val(v));
         }
