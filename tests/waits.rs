@@ -701,3 +701,75 @@ fn a_wait_for_copies_issued_before_a_loop_is_hoisted_out_of_it() {
     );
     assert!(plan.edits[0].why.contains("hoisted out of the loop"));
 }
+
+/// The independent race checker's verdict on a kernel (`Some(true)`: race free). Wiring: once
+/// `smemsync::check::check_race_free` is on this branch, return
+/// `Some(smemsync::check::check_race_free(k, t).is_ok())` here.
+fn independent_race_free(_k: &Kernel, _t: &Target) -> Option<bool> {
+    None
+}
+
+/// Mutants of a final kernel (waits, then barriers): each wait the wait planner created,
+/// weakened by one (count waits) or removed, in place.
+fn final_mutants(fin: &Kernel, created: &[Op]) -> Vec<(String, Kernel)> {
+    let mut out = Vec::new();
+    let parents = fin.parents();
+    for &w in created {
+        let kind = fin.ops[w].kind.clone();
+        if counts(&kind).is_empty() && !matches!(kind, OpKind::WaitTokens(_)) {
+            continue;
+        }
+        if !counts(&kind).is_empty() {
+            let mut m = fin.clone();
+            m.ops[w].kind = bump(&kind);
+            out.push((format!("weaken {kind:?}"), m));
+        }
+        let mut m = fin.clone();
+        if let Some(r) = parents.op_region[w] {
+            m.regions[r].ops.retain(|o| *o != w);
+        }
+        out.push((format!("remove {kind:?}"), m));
+    }
+    out
+}
+
+#[test]
+fn full_pipeline_outputs_and_their_mutants() {
+    use smemsync::sync::{PlaceOptions, place_barriers};
+    let cases: Vec<(String, &str)> = vec![
+        (cp_async_pipeline(2, 1, true), "sm_80"),
+        (cp_async_pipeline(3, 1, false), "sm_80"),
+        (gather_pipeline(2), "gfx950"),
+        (
+            include_str!("../examples/gemm-cp-async-double-buffer.kir")
+                .replace("    cp_async_wait 1\n", ""),
+            "sm_80",
+        ),
+        (
+            include_str!("../examples/gemm-gather-to-lds.kir")
+                .replace("    waitcnt vmcnt(0)\n", ""),
+            "gfx950",
+        ),
+    ];
+    for (src, tg) in cases {
+        let k = kernel(&src);
+        let tg = t(tg);
+        let plan = plan_waits(&k, &tg).unwrap();
+        let waited = apply_waits(&k, &plan);
+        let barriers = place_barriers(&waited.kernel, &tg, &PlaceOptions::default()).unwrap();
+        let fin = smemsync::ir::edit::apply(&waited.kernel, &barriers.plan);
+        assert!(smemsync::verify::verify(&fin).is_empty());
+        assert!(!unsafe_async(&fin, &tg));
+        if let Some(ok) = independent_race_free(&fin, &tg) {
+            assert!(ok, "race in\n{}", print(&fin));
+        }
+        let mutants = final_mutants(&fin, &waited.created);
+        assert!(!mutants.is_empty());
+        for (what, m) in mutants {
+            assert!(unsafe_async(&m, &tg), "{what}: still safe\n{}", print(&m));
+            if let Some(ok) = independent_race_free(&m, &tg) {
+                assert!(!ok, "{what}: the checker finds no race\n{}", print(&m));
+            }
+        }
+    }
+}

@@ -117,7 +117,7 @@ struct Need {
 
 /// Copies (with their queues) to complete before entering a loop, and the consumers inside
 /// it that needed them.
-type Hoist = (Vec<(Queue, Op)>, Vec<Op>);
+type Hoist = (Vec<(Queue, Pending)>, Vec<Op>);
 
 struct Planner {
     /// Keyed by the op the wait goes before (a consumer, or a loop a wait is hoisted out of).
@@ -125,7 +125,7 @@ struct Planner {
     diags: Vec<(Op, Op, Diagnostic)>,
     /// First run: consumers whose needed copies were all issued before some enclosing loop
     /// (the outermost such loop) and the copies.
-    hoistable: BTreeMap<Op, (Op, Vec<(Queue, Op)>)>,
+    hoistable: BTreeMap<Op, (Op, Vec<(Queue, Pending)>)>,
     /// Second run: per loop, the copies to complete before entering it, and for whom.
     hoisted: HashMap<Op, Hoist>,
 }
@@ -190,7 +190,7 @@ impl Visitor for Planner {
         for st in states.iter() {
             for (q, m) in &st.queues {
                 for (p, a) in m {
-                    if !copies.contains(&(*q, p.op)) || *a < 0 {
+                    if !copies.contains(&(*q, p.clone())) || *a < 0 {
                         continue;
                     }
                     let n = *a as u32;
@@ -270,9 +270,22 @@ impl Visitor for Planner {
             out_of = Some(*l);
         }
         if let Some(l) = out_of {
+            // The entries as they are before `l` is entered: without the tags of `l` and the
+            // loops inside it.
+            let outer: Vec<Op> = loops.iter().take_while(|x| **x != l).copied().collect();
             let copies = by_q
                 .iter()
-                .flat_map(|(q, list)| list.iter().map(|(p, _)| (*q, p.op)))
+                .flat_map(|(q, list)| {
+                    list.iter().map(|(p, _)| {
+                        let tags = p
+                            .tags
+                            .iter()
+                            .filter(|(tl, _)| outer.contains(tl))
+                            .copied()
+                            .collect();
+                        (*q, Pending { op: p.op, tags })
+                    })
+                })
                 .collect();
             self.hoistable.insert(op, (l, copies));
         }
