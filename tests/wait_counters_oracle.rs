@@ -98,7 +98,7 @@ fn dataflow_count(k: &Kernel, t: &Target, consumer: Op) -> Option<u32> {
 fn dataflow_counts_equal_the_path_walk_on_small_loops() {
     let t = Target::from_name("gfx942").unwrap();
     let mut compared = 0;
-    for seed in 0..80 {
+    for seed in 0..60 {
         let src = generate(seed, false);
         let k = kernel(&src);
         let load = ops(&k, |o| matches!(o, OpKind::Load { .. }))[0];
@@ -112,7 +112,7 @@ fn dataflow_counts_equal_the_path_walk_on_small_loops() {
         }
     }
     // Most generated kernels have a copy to wait for.
-    assert!(compared > 25, "{compared}");
+    assert!(compared > 20, "{compared}");
 }
 
 /// `m` sequential two-way branches with one and two global loads, after one copy.
@@ -135,7 +135,7 @@ fn tracked_conditions_make_the_dataflow_at_least_as_large_as_the_walk() {
     // a lower bound of the dataflow's, which skips them.
     let t = Target::from_name("gfx942").unwrap();
     let mut larger = 0;
-    for seed in 0..60 {
+    for seed in 0..40 {
         let src = generate(seed, true);
         let k = kernel(&src);
         let load = ops(&k, |o| matches!(o, OpKind::Load { .. }))[0];

@@ -773,3 +773,22 @@ fn full_pipeline_outputs_and_their_mutants() {
         }
     }
 }
+
+#[test]
+fn deep_cp_async_pipelines_of_nvfuser_b4_and_the_s9_suite() {
+    // FusionCpAsyncCommitWait: S = 8, P = 7 (nvFuser waits CP.WAIT(6) at the end of the
+    // previous iteration; before the read, after this iteration's commit, that is 7), and
+    // CircularBufferingTest's largest S = 9 with P = 8.
+    for (stages, p) in [(8, 7), (9, 8), (5, 4)] {
+        let k = kernel(&cp_async_pipeline(stages, p, true));
+        let (plan, _) = plan_and_check(&k, "sm_80");
+        let ld = first(&k, |o| matches!(o, OpKind::Load { .. }));
+        let w: Vec<_> = plan
+            .edits
+            .iter()
+            .filter(|e| e.anchor == Anchor::Before(ld))
+            .map(|e| e.kind.clone())
+            .collect();
+        assert_eq!(w, vec![OpKind::CpAsyncWait(p)], "S {stages} P {p}");
+    }
+}

@@ -55,7 +55,7 @@ use crate::ir::*;
 use crate::target::Target;
 
 /// Iteration tags saturate here (beyond it the iteration relation is unknown).
-pub const TAG_CAP: u32 = 4;
+pub const TAG_CAP: u32 = 10;
 /// Ages saturate here.
 pub const AGE_CAP: i32 = 1 << 20;
 
