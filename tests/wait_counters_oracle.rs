@@ -185,23 +185,35 @@ fn bench_wait_counters() {
         let k = kernel(&branchy(m));
         let load = ops(&k, |o| matches!(o, OpKind::Load { .. }))[0];
         let copies = ops(&k, |o| matches!(o, OpKind::GatherToLds { .. }));
+        // Best of three runs (one for the largest walk): the machine is shared.
+        let reps = if m >= 22 { 1 } else { 3 };
         let (walk_ms, w) = if m <= 22 {
-            let t0 = Instant::now();
-            let w = walk_counter(
-                &k,
-                &t,
-                load,
-                &copies,
-                Queue::Counter(Counter::VmCnt),
-                100_000,
-            );
-            (format!("{:.2}", t0.elapsed().as_secs_f64() * 1e3), Some(w))
+            let mut best = f64::MAX;
+            let mut w = None;
+            for _ in 0..reps {
+                let t0 = Instant::now();
+                w = Some(walk_counter(
+                    &k,
+                    &t,
+                    load,
+                    &copies,
+                    Queue::Counter(Counter::VmCnt),
+                    100_000,
+                ));
+                best = best.min(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            (format!("{best:.2}"), w)
         } else {
             ("(skipped)".into(), None)
         };
-        let t0 = Instant::now();
-        let plan = plan_waits(&k, &t).unwrap();
-        let flow_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let mut flow_ms = f64::MAX;
+        let mut plan = None;
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            plan = Some(plan_waits(&k, &t).unwrap());
+            flow_ms = flow_ms.min(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        let plan = plan.unwrap();
         let n = plan
             .edits
             .iter()
