@@ -792,3 +792,39 @@ fn deep_cp_async_pipelines_of_nvfuser_b4_and_the_s9_suite() {
         assert_eq!(w, vec![OpKind::CpAsyncWait(p)], "S {stages} P {p}");
     }
 }
+
+#[test]
+fn a_missing_tma_wait_is_reported_with_the_wait_to_write() {
+    // The TMA pipeline example without its mbar_wait: the report spells out the slot and
+    // the phase parity of the load read in each iteration; writing that wait makes the
+    // kernel free of in-flight reads.
+    let src = include_str!("../examples/tma-mbarrier-pipeline.kir");
+    let wait = "    mbar_wait @full[%cs], %par\n";
+    assert!(src.contains(wait));
+    let k = kernel(&src.replace(wait, ""));
+    let tg = t("sm_90");
+    let d = plan_waits(&k, &tg).unwrap_err();
+    let help = d
+        .iter()
+        .find_map(|d| d.help.clone().filter(|h| h.contains("issued 1 iteration")))
+        .expect("a suggestion");
+    assert!(help.contains("%mb_x = sub %i1, 1"), "{help}");
+    assert!(
+        help.contains("mbar_wait @full[%mb_slot], %mb_par"),
+        "{help}"
+    );
+    let ops: String = help
+        .lines()
+        .skip(1)
+        .map(|l| format!("  {}\n", l.trim_start()).replacen("  ", "    ", 1))
+        .collect();
+    let fixed = kernel(&src.replace(wait, &ops));
+    let c = completions(&fixed, &tg);
+    assert!(
+        c.hazards
+            .iter()
+            .all(|h| !matches!(fixed.ops[h.consumer].kind, OpKind::Load { .. })),
+        "{:?}",
+        c.hazards
+    );
+}

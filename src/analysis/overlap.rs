@@ -197,6 +197,12 @@ impl<'k> Overlap<'k> {
         p
     }
 
+    /// Evaluates an i32 operand for one thread (linear id `tid`) with the given values of
+    /// induction variables; `None` when unknown.
+    pub fn eval_at(&self, o: Operand, env: &HashMap<Value, i64>, tid: u32) -> Option<i64> {
+        self.eval(o, env, tid)
+    }
+
     /// Evaluates an i32 operand for one thread under the environment; `None` when unknown.
     fn eval(&self, o: Operand, env: &Env, tid: u32) -> Option<i64> {
         let v = match o {

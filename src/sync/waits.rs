@@ -176,10 +176,11 @@ impl Visitor for Planner {
             .copied()
             .filter(|o| flow.loops_of(*o).contains(&l))
             .collect();
-        for o in inside {
-            self.needs.remove(&o);
-            self.hoistable.remove(&o);
+        for o in &inside {
+            self.needs.remove(o);
+            self.hoistable.remove(o);
         }
+        self.diags.retain(|(c, _, _)| !inside.contains(c));
     }
 
     fn enter_loop(&mut self, flow: &mut Flow<'_>, l: Op, states: &mut [InFlight]) {
@@ -368,6 +369,9 @@ impl Visitor for Planner {
                     }
                 }
                 Queue::Mbarrier => {
+                    let help = suggest_mbar_wait(flow, op, &list).unwrap_or_else(|| {
+                        "insert `mbar_wait` on the copy's mbarrier slot with its phase parity before the access".into()
+                    });
                     for (p, _) in &list {
                         self.diags.push((
                             op,
@@ -375,7 +379,7 @@ impl Visitor for Planner {
                             Diagnostic::error(DiagKind::Finding, "E0602", "a shared access may observe a TMA load whose mbarrier phase is not waited for")
                                 .with_label(flow.k.span(op), "this access may observe the copy")
                                 .with_label(flow.k.span(p.op), "TMA load issued here")
-                                .with_help("insert `mbar_wait` on the copy's mbarrier slot with its phase parity before the access"),
+                                .with_help(help.clone()),
                         ));
                     }
                 }
@@ -391,6 +395,98 @@ impl Visitor for Planner {
             }
         }
     }
+}
+
+/// The wait a consumer needs for TMA loads, spelled out, when the pattern is nvFuser's circular
+/// buffer: the loads inside the consumer's innermost loop complete on slot `rem X, S` of an
+/// array of `S` mbarriers, with `X` affine in the induction variable; the load read here was
+/// issued `d` iterations earlier, so its slot is `(X - K) mod S` and its phase parity
+/// `((X - K) div S) mod 2` with `K = d · step · dX/dk`. Straight-line loads of a slot never
+/// waited on before are in its first phase (parity 0). smemsync does not insert these ops
+/// itself (they define values, which waits inserted as edits cannot); it says what to write.
+fn suggest_mbar_wait(flow: &mut Flow<'_>, consumer: Op, list: &[(Pending, i32)]) -> Option<String> {
+    let k = flow.k;
+    let (p0, _) = list.first()?;
+    let OpKind::TmaLoad {
+        mbar, mbar_index, ..
+    } = &k.ops[p0.op].kind
+    else {
+        return None;
+    };
+    let mbar = *mbar;
+    let MemRef::Buffer(mb) = mbar else {
+        return None;
+    };
+    let slots = *k.buffers[mb].shape.first()? as i64;
+    let name = &k.buffers[mb].name;
+    let loops = flow.loops_of(consumer);
+    let Some(&l) = loops.last() else {
+        // Straight line: the slot's first phase, if no wait on this mbarrier array precedes.
+        let idx = mbar_index
+            .first()
+            .and_then(|o| flow.overlap.eval_at(*o, &HashMap::new(), 0))?;
+        let before = k
+            .ops_in_order()
+            .into_iter()
+            .take_while(|o| *o != consumer)
+            .any(|o| matches!(&k.ops[o].kind, OpKind::MbarWait { mbar: m, .. } if *m == mbar));
+        if before {
+            return None;
+        }
+        return Some(format!(
+            "insert before the access (the slot's first phase has parity 0):\n  %mb_par = const 0 : i32\n  mbar_wait @{name}[{idx}], %mb_par"
+        ));
+    };
+    // The most recent load of the loop that this access needs.
+    let d = list
+        .iter()
+        .filter_map(|(p, _)| match p.tags.iter().find(|(tl, _)| *tl == l) {
+            Some((_, IterTag::Dist(d))) if flow.loops_of(p.op).contains(&l) => Some(*d),
+            _ => None,
+        })
+        .min()?;
+    let copy = list
+        .iter()
+        .find(|(p, _)| flow.loops_of(p.op).contains(&l))?
+        .0
+        .op;
+    let OpKind::TmaLoad { mbar_index: ci, .. } = &k.ops[copy].kind else {
+        return None;
+    };
+    let Some(Operand::Value(iv_slot)) = ci.first().copied() else {
+        return None;
+    };
+    let ValueDef::Result(rem_op, _) = k.values[iv_slot].def else {
+        return None;
+    };
+    let OpKind::Binary(BinOp::Rem, Operand::Value(x), m) = k.ops[rem_op].kind else {
+        return None;
+    };
+    if flow.overlap.eval_at(m, &HashMap::new(), 0) != Some(slots) {
+        return None;
+    }
+    let OpKind::For { step, .. } = &k.ops[l].kind else {
+        return None;
+    };
+    let step = flow.overlap.eval_at(*step, &HashMap::new(), 0)?;
+    let body = k.ops[l].regions[0];
+    let iv = *k.regions[body].args.first()?;
+    let at = |v: i64| {
+        flow.overlap
+            .eval_at(Operand::Value(x), &HashMap::from([(iv, v)]), 0)
+    };
+    let (x0, x1, x2) = (at(0)?, at(1)?, at(2)?);
+    if x2 - x1 != x1 - x0 {
+        return None;
+    }
+    let kk = (x1 - x0) * step * d as i64;
+    let xn = match k.value_name(x) {
+        n if n.starts_with('%') => n,
+        n => format!("%{n}"),
+    };
+    Some(format!(
+        "insert before the access (the load read here was issued {d} iteration(s) earlier, on slot ({xn} - {kk}) mod {slots}, in phase ({xn} - {kk}) div {slots}):\n  %mb_x = sub {xn}, {kk}\n  %mb_slot = rem %mb_x, {slots}\n  %mb_ph = div %mb_x, {slots}\n  %mb_par = rem %mb_ph, 2\n  mbar_wait @{name}[%mb_slot], %mb_par"
+    ))
 }
 
 fn commit_state(st: &mut InFlight, q: Queue) {
@@ -586,7 +682,7 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
         let d: Vec<Diagnostic> = pl
             .diags
             .into_iter()
-            .filter(|(a, b, _)| seen.insert((*a, *b)))
+            .filter(|(a, _, d)| seen.insert((*a, d.code)))
             .map(|(_, _, d)| d)
             .collect();
         return Err(d);
