@@ -27,6 +27,12 @@ enum Command {
     PlanSmem(cli::plan_smem::PlanSmemArgs),
     /// Circular-buffer loops whose body has a `stage "load"` (multi-stage pipelining).
     Pipeline(cli::pipeline::PipelineArgs),
+    /// Prove or refute race freedom; exit 1 with a witness when a race is found.
+    Check(cli::check::CheckArgs),
+    /// Execute kernels on the interpreter and print or write every global buffer.
+    Run(cli::run::RunArgs),
+    /// Write a kernel as text or CUDA C++.
+    Emit(cli::emit::EmitArgs),
 }
 
 fn main() {
@@ -48,6 +54,9 @@ fn main() {
         Command::Waits(a) => cli::waits::run(a),
         Command::PlanSmem(a) => cli::plan_smem::run(a),
         Command::Pipeline(a) => cli::pipeline::run(a),
+        Command::Check(a) => cli::check::run(a),
+        Command::Run(a) => cli::run::run(a),
+        Command::Emit(a) => cli::emit::run(a),
     };
     std::process::exit(code);
 }

@@ -1,4 +1,315 @@
-//! Independent verification: the split/named-barrier protocol verifier (and the race checker
-//! and interpreter). Shares only the IR and the effects table with placement.
+//! The independent race checker, interpreter and split/named-barrier protocol verifier.
+//!
+//! What it computes: whether a kernel is free of shared-memory races (docs/ir.md section 5),
+//! either *proved* by the static mode ([`proof`]) for every schedule, loop trip count and
+//! scalar parameter value at the kernel's block size, or *checked* by interpreting it
+//! ([`interp`] with the happens-before detector of [`race`]) for concrete bounds and a number
+//! of seeded schedules; otherwise a witness (two accesses, two threads, the element, the
+//! iterations), a deadlock or an execution error. It also runs kernels ([`run`]) and returns
+//! every global buffer, which differential tests compare before/after synchronization and
+//! against the GPU.
+//!
+//! Independence: this module shares only the IR (`crate::ir`, including the effects table)
+//! with the placer; it never uses `crate::analysis` or `crate::sync`. Its model is written
+//! down in docs/checker.md.
+//!
+//! Complexity: the static mode is O(accesses^2 x threads) at worst; interpretation is
+//! O(schedules x ops executed) plus O(threads x clock slots) per block-wide sync op.
 
+pub mod interp;
+pub mod proof;
 pub mod protocol;
+pub mod race;
+
+use std::collections::HashMap;
+
+pub use interp::{EnginePolicy, GlobalMem, Val, input_element, splitmix64};
+pub use race::{AccKind, AccessSite, Witness};
+
+use crate::diag::{DiagKind, Diagnostic, Span};
+use crate::ir::{Kernel, Param, ScalarType};
+use crate::target::Target;
+use interp::{ExecConfig, Stop, fmt_xyz};
+
+/// Options of [`check_race_free`] and [`run`].
+#[derive(Clone, Debug)]
+pub struct CheckOptions {
+    /// The target (warp width, which counter a `gather_to_lds` increments, AMD LDS fences);
+    /// None is a generic model: 32-wide warps, `gather_to_lds` counted by `vmcnt`.
+    pub target: Option<Target>,
+    /// Block size to check instead of the kernel's own.
+    pub block: Option<[u32; 3]>,
+    /// Values of scalar parameters by name (without `%`). Parameters not given take their
+    /// default in the kernel (`%n: i32 = 8`), else [`DEFAULT_SCALAR`] (the report says which).
+    pub bounds: Vec<(String, i64)>,
+    /// Number of schedules (seeds) the interpreter explores.
+    pub schedules: u32,
+    /// Ops executed per schedule before giving up.
+    pub max_steps: u64,
+    /// Seed of the global input data.
+    pub input_seed: u64,
+    /// Try the static proof first (fall back to interpretation when it does not apply).
+    pub try_proof: bool,
+}
+
+/// Value given to a scalar parameter that `bounds` does not name.
+pub const DEFAULT_SCALAR: i64 = 4;
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions {
+            target: None,
+            block: None,
+            bounds: Vec::new(),
+            schedules: 4,
+            max_steps: 200_000_000,
+            input_seed: 0,
+            try_proof: true,
+        }
+    }
+}
+
+/// The checker's answer.
+#[derive(Clone, Debug)]
+pub enum Verdict {
+    /// Race freedom proved statically for every schedule, trip count and scalar parameter
+    /// value, at this block size. `why` names the argument used.
+    Proved { block: [u32; 3], why: String },
+    /// No race found by interpretation with these concrete values and schedules.
+    Checked { block: [u32; 3], grid: [u32; 3], bounds: Vec<(String, i64)>, schedules: u32, not_proved: String },
+    /// A race, with its witness.
+    Race(Box<Witness>),
+    /// A deadlock, divergent barrier, protocol violation or outstanding copy at exit.
+    Deadlock(Diagnostic),
+    /// An execution error (out-of-range index, division by zero, uninitialized read), or
+    /// a missing input.
+    ExecError(Diagnostic),
+}
+
+/// The result of [`check_race_free`].
+#[derive(Clone, Debug)]
+pub struct CheckReport {
+    pub verdict: Verdict,
+    /// The schedule seed that exposed a finding, when interpretation found one.
+    pub schedule: Option<u64>,
+}
+
+impl CheckReport {
+    /// Proved or checked race-free (no race, deadlock or execution error found).
+    pub fn is_race_free(&self) -> bool {
+        matches!(self.verdict, Verdict::Proved { .. } | Verdict::Checked { .. })
+    }
+
+    pub fn is_race(&self) -> bool {
+        matches!(self.verdict, Verdict::Race(_))
+    }
+
+    pub fn witness(&self) -> Option<&Witness> {
+        match &self.verdict {
+            Verdict::Race(w) => Some(w),
+            _ => None,
+        }
+    }
+
+    /// One line: `race-free (proved)`, `race-free (checked for block=..., bounds=..., K
+    /// schedules)`, or what was found.
+    pub fn summary(&self) -> String {
+        match &self.verdict {
+            Verdict::Proved { .. } => "race-free (proved)".into(),
+            Verdict::Checked { block, bounds, schedules, .. } => {
+                let b = if block[2] != 1 {
+                    format!("{},{},{}", block[0], block[1], block[2])
+                } else if block[1] != 1 {
+                    format!("{},{}", block[0], block[1])
+                } else {
+                    format!("{}", block[0])
+                };
+                let bs: Vec<String> = bounds.iter().map(|(n, v)| format!("{n}={v}")).collect();
+                let bs = if bs.is_empty() { "none".to_string() } else { bs.join(",") };
+                format!("race-free (checked for block={b}, bounds={bs}, {schedules} schedules)")
+            }
+            Verdict::Race(w) => format!("race on @{}{:?}", w.buffer, w.index),
+            Verdict::Deadlock(d) | Verdict::ExecError(d) => d.message.clone(),
+        }
+    }
+
+    /// The finding as a diagnostic (None when race-free).
+    pub fn to_diagnostic(&self, k: &Kernel) -> Option<Diagnostic> {
+        match &self.verdict {
+            Verdict::Proved { .. } | Verdict::Checked { .. } => None,
+            Verdict::Race(w) => Some(witness_diagnostic(k, w, self.schedule)),
+            Verdict::Deadlock(d) | Verdict::ExecError(d) => Some(d.clone()),
+        }
+    }
+}
+
+fn describe_site(s: &AccessSite) -> String {
+    let who = if s.by_engine {
+        format!("the copy engine (copy issued by thread {} {})", s.thread, fmt_xyz(s.thread_xyz))
+    } else {
+        format!("thread {} {}", s.thread, fmt_xyz(s.thread_xyz))
+    };
+    let it = if s.iteration.is_empty() {
+        String::new()
+    } else {
+        let v: Vec<String> = s.iteration.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+        format!(" at {}", v.join(", "))
+    };
+    format!("{} by {who}{it}", s.kind.describe())
+}
+
+/// Renders a witness: both accesses labelled, the element and the block in notes.
+pub fn witness_diagnostic(k: &Kernel, w: &Witness, schedule: Option<u64>) -> Diagnostic {
+    let _ = k;
+    let mut d = Diagnostic::error(
+        DiagKind::Finding,
+        "C0001",
+        format!("data race on shared element @{}{:?}", w.buffer, w.index),
+    )
+    .with_label(w.second.span, describe_site(&w.second))
+    .with_label(w.first.span, format!("unordered with this {}", describe_site(&w.first)));
+    d = d.with_note(format!("in block {}", fmt_xyz(w.block_id)));
+    if let Some(s) = schedule {
+        d = d.with_note(format!("found with schedule seed {s}"));
+    }
+    let async_involved = w.first.by_engine || w.second.by_engine;
+    d.with_help(if async_involved {
+        "order the accesses: a wait that completes the copy, then a barrier if another thread reads or writes the element"
+    } else {
+        "order the accesses with a barrier (or a finer sync op) between them"
+    })
+}
+
+/// The kernel with the block size the options ask for.
+fn sized(k: &Kernel, opts: &CheckOptions) -> Kernel {
+    let mut k2 = k.clone();
+    if let Some(b) = opts.block {
+        k2.block = b;
+    }
+    k2
+}
+
+/// Resolves scalar parameters from `opts.bounds` (defaults for the others).
+fn scalars(k: &Kernel, opts: &CheckOptions) -> Result<(HashMap<crate::ir::Value, Val>, Vec<(String, i64)>), Diagnostic> {
+    let mut map = HashMap::new();
+    let mut used = Vec::new();
+    for (name, _) in &opts.bounds {
+        let known = k.params.iter().any(|p| matches!(p, Param::Scalar(v) if k.value_name(*v) == *name));
+        if !known {
+            return Err(Diagnostic::user("C0010", format!("--bounds names `{name}`, which is not a scalar parameter of @{}", k.name)));
+        }
+    }
+    for p in &k.params {
+        if let Param::Scalar(v) = p {
+            let name = k.value_name(*v);
+            // An explicit bound, else the parameter's default in the kernel, else DEFAULT_SCALAR.
+            let given = opts.bounds.iter().rev().find(|(n, _)| *n == name).map(|(_, x)| *x);
+            let default = *k.param_defaults.get(*v);
+            let val = match (given, default, k.values[*v].ty) {
+                (Some(x), _, ScalarType::F32) => Val::F32(x as f32),
+                (Some(x), _, ScalarType::I1) => Val::I1(x != 0),
+                (Some(x), _, _) => Val::I32(x as i32),
+                (None, Some(crate::ir::Scalar::F32(f)), _) => Val::F32(f),
+                (None, Some(d), ScalarType::F32) => Val::F32(d.as_f32()),
+                (None, Some(d), _) => Val::I32(d.as_i64() as i32),
+                (None, None, ScalarType::F32) => Val::F32(DEFAULT_SCALAR as f32),
+                (None, None, _) => Val::I32(DEFAULT_SCALAR as i32),
+            };
+            let x = given.unwrap_or_else(|| default.map_or(DEFAULT_SCALAR, |d| d.as_i64()));
+            map.insert(*v, val);
+            used.push((name, x));
+        }
+    }
+    Ok((map, used))
+}
+
+/// Checks a kernel for shared-memory races: the static proof first (when
+/// `opts.try_proof`), else interpretation with `opts.schedules` seeded schedules (the first
+/// with the copy engine at the latest legal moment, the others at random moments).
+pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
+    let k = sized(k, opts);
+    let k = &k;
+    if k.threads() == 0 || k.threads() > 4096 {
+        return CheckReport {
+            verdict: Verdict::ExecError(Diagnostic::user("C0010", format!("block of {} threads is out of the supported range 1..=4096", k.threads()))),
+            schedule: None,
+        };
+    }
+    let not_proved = if opts.try_proof {
+        match proof::prove(k, opts.target) {
+            Ok(why) => return CheckReport { verdict: Verdict::Proved { block: k.block, why }, schedule: None },
+            Err(reason) => reason,
+        }
+    } else {
+        "static proof not attempted".to_string()
+    };
+    let (sc, used) = match scalars(k, opts) {
+        Ok(x) => x,
+        Err(d) => return CheckReport { verdict: Verdict::ExecError(d), schedule: None },
+    };
+    for s in 0..opts.schedules.max(1) as u64 {
+        let cfg = ExecConfig {
+            target: opts.target,
+            scalars: sc.clone(),
+            input_seed: opts.input_seed,
+            sched_seed: s,
+            policy: if s == 0 { EnginePolicy::Latest } else { EnginePolicy::Random },
+            max_steps: opts.max_steps,
+            detect_races: true,
+        };
+        if let Err(stop) = interp::execute(k, &cfg) {
+            let verdict = match stop {
+                Stop::Race(w) => Verdict::Race(w),
+                Stop::Deadlock(d) => Verdict::Deadlock(d),
+                Stop::Exec(d) => Verdict::ExecError(d),
+            };
+            return CheckReport { verdict, schedule: Some(s) };
+        }
+    }
+    CheckReport {
+        verdict: Verdict::Checked { block: k.block, grid: k.grid, bounds: used, schedules: opts.schedules.max(1), not_proved },
+        schedule: None,
+    }
+}
+
+/// What [`run`] returns: the final contents of every global buffer, in parameter order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outputs {
+    pub globals: Vec<GlobalMem>,
+}
+
+impl Outputs {
+    pub fn get(&self, name: &str) -> Option<&GlobalMem> {
+        self.globals.iter().find(|g| g.name == name)
+    }
+}
+
+/// Executes the whole grid once: inputs from `seed` (docs/ir.md section 3), the schedule
+/// from `seed` too, copies performed at the latest legal moment, no race detection.
+/// Deadlocks and execution errors are returned as diagnostics.
+pub fn run(k: &Kernel, seed: u64, opts: &CheckOptions) -> Result<Outputs, Diagnostic> {
+    let k = sized(k, opts);
+    if k.threads() == 0 || k.threads() > 4096 {
+        return Err(Diagnostic::user("C0010", format!("block of {} threads is out of the supported range 1..=4096", k.threads())));
+    }
+    let (sc, _) = scalars(&k, opts)?;
+    let cfg = ExecConfig {
+        target: opts.target,
+        scalars: sc,
+        input_seed: seed,
+        sched_seed: seed,
+        policy: EnginePolicy::Latest,
+        max_steps: opts.max_steps,
+        detect_races: false,
+    };
+    match interp::execute(&k, &cfg) {
+        Ok(globals) => Ok(Outputs { globals }),
+        Err(Stop::Race(w)) => Err(witness_diagnostic(&k, &w, Some(seed))),
+        Err(Stop::Deadlock(d)) | Err(Stop::Exec(d)) => Err(d),
+    }
+}
+
+/// The span of a diagnostic's primary label (convenience for tests).
+pub fn primary_span(d: &Diagnostic) -> Span {
+    d.primary_span().unwrap_or(Span::UNDEF)
+}

@@ -3,9 +3,12 @@
 //! Exit codes: 0 success; 1 a finding (race, deadlock, protocol violation); 2 bad input or
 //! usage (the diagnostics say where); 3 an internal error (a pass produced invalid IR).
 
+pub mod check;
+pub mod emit;
 pub mod fmt;
 pub mod pipeline;
 pub mod plan_smem;
+pub mod run;
 pub mod sync;
 pub mod waits;
 

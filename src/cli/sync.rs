@@ -8,8 +8,9 @@ use std::collections::HashMap;
 
 use smemsync::analysis::footprint::Footprints;
 use smemsync::analysis::hazards::{Carry, Hazard, op_name};
-use smemsync::ir::edit::apply;
-use smemsync::sync::{PlaceOptions, Placement, Strategy, place_barriers};
+use smemsync::sync::driver::{Synchronized, synchronize, without_inserted};
+use smemsync::sync::waits::Anchor as WaitAnchor;
+use smemsync::sync::{PlaceOptions, Placement, Strategy};
 use smemsync::target::Target;
 use smemsync::{Diagnostic, Kernel};
 
@@ -43,7 +44,8 @@ pub struct SyncArgs {
     /// Placement strategy.
     #[arg(long, value_enum, default_value = "optimal")]
     pub strategy: StrategyArg,
-    /// Apply every inserted sync except the N-th (0-based, plan order): mutation testing.
+    /// Drop the N-th inserted sync op (0-based, program order; waits and barriers alike) from
+    /// the output: mutation testing.
     #[arg(long)]
     pub without: Option<usize>,
     /// Never use warp-level syncs (always block barriers).
@@ -167,8 +169,11 @@ pub fn run(args: &SyncArgs) -> i32 {
     let mut out = Vec::new();
     let mut findings: Vec<Diagnostic> = Vec::new();
     for k in &kernels {
-        match place_barriers(k, &target, &opts) {
-            Ok(p) => out.push(render(k, &target, &input.text, &p, args)),
+        match synchronize(k, &target, &opts) {
+            Ok(s) => match render(k, &target, &input.text, &s, args) {
+                Ok(text) => out.push(text),
+                Err(d) => findings.push(d),
+            },
             Err(d) => findings.extend(d),
         }
     }
@@ -180,13 +185,41 @@ pub fn run(args: &SyncArgs) -> i32 {
     EXIT_OK
 }
 
-fn render(k: &Kernel, target: &Target, src: &str, p: &Placement, args: &SyncArgs) -> String {
-    let plan = match args.without {
-        Some(n) => p.plan.without(n),
-        None => p.plan.clone(),
+fn render(
+    input: &Kernel,
+    target: &Target,
+    src: &str,
+    s: &Synchronized,
+    args: &SyncArgs,
+) -> Result<String, Diagnostic> {
+    let p: &Placement = &s.placement;
+    let k = &s.with_waits;
+    let kernel = match args.without {
+        Some(n) => without_inserted(&s.kernel, s.input_ops, n).ok_or_else(|| {
+            Diagnostic::user(
+                "E0300",
+                format!(
+                    "--without {n}: @{} has only {} inserted sync op(s)",
+                    input.name,
+                    s.inserted().len()
+                ),
+            )
+        })?,
+        None => s.kernel.clone(),
     };
-    let mut text = smemsync::emit::text::print_kernel(&apply(k, &plan));
+    let mut text = smemsync::emit::text::print_kernel(&kernel);
     if args.explain {
+        for (i, e) in s.waits.edits.iter().enumerate() {
+            let at = match e.anchor {
+                WaitAnchor::Before(op) => format!("before {}", describe_op(input, src, op)),
+                WaitAnchor::End(_) => "at the end of its region".to_string(),
+            };
+            let what = smemsync::emit::text::print_op_line(input, &e.kind);
+            text.push_str(&format!("// wait #{i}: {what} {at}\n"));
+            for line in e.why.lines() {
+                text.push_str(&format!("//   {line}\n"));
+            }
+        }
         let fp = Footprints::new(k, target.warp);
         for (i, e) in p.plan.edits.iter().enumerate() {
             let what = match e.op {
@@ -233,11 +266,20 @@ fn render(k: &Kernel, target: &Target, src: &str, p: &Placement, args: &SyncArgs
         }
     }
     if args.stats {
-        let s = &p.stats;
+        let st = &p.stats;
         text.push_str(&format!(
-            "// stats: hazards={} covered_by_existing={} barriers_written={} warp_syncs_written={} existing_barriers={} barriers_executed={} inserted_executed={} lower_bound={}\n",
-            s.hazards, s.covered_by_existing, s.barriers_written, s.warp_syncs_written, s.existing_barriers, s.barriers_executed, s.inserted_executed, s.lower_bound
+            "// stats: hazards={} covered_by_existing={} barriers_written={} warp_syncs_written={} existing_barriers={} barriers_executed={} inserted_executed={} lower_bound={} waits_written={} inserted_syncs={}\n",
+            st.hazards, st.covered_by_existing, st.barriers_written, st.warp_syncs_written, st.existing_barriers, st.barriers_executed, st.inserted_executed, st.lower_bound, s.waits.edits.len(), s.inserted().len()
         ));
+        if let Some(sp) = &s.split {
+            let adjacent = 0.0;
+            text.push_str(&format!(
+                "// split: pairs={} mean_slack={:.2} (signal placed just before its wait: {adjacent:.2}) slack={:?}\n",
+                sp.pairs,
+                sp.mean_slack(),
+                sp.slack
+            ));
+        }
     }
-    text
+    Ok(text)
 }

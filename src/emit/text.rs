@@ -24,6 +24,16 @@ pub fn print_kernels(ks: &[Kernel]) -> String {
     ks.iter().map(print_kernel).collect::<Vec<_>>().join("\n")
 }
 
+/// Prints an op kind with no results or regions (a sync op) as its line would read, for
+/// explanations.
+pub fn print_op_line(k: &Kernel, kind: &OpKind) -> String {
+    let mut scratch = k.clone();
+    let op = scratch.new_op(kind.clone(), &[], vec![]);
+    let mut p = Printer::new(&scratch);
+    p.op(op, 0);
+    p.out.trim_end().to_string()
+}
+
 struct Printer<'a> {
     k: &'a Kernel,
     out: String,

@@ -11,6 +11,7 @@
 //! symbolic trip count counting as [`SYMBOLIC_TRIP`]); existing syncs are points at odd
 //! coordinates (an op, or a compound op that executes a sync on every path).
 
+pub mod driver;
 pub mod exhaustive;
 pub mod naive;
 pub mod place;

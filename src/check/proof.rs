@@ -1,0 +1,621 @@
+//! Static mode: proves race freedom per barrier interval, for every schedule, every loop trip
+//! count and every scalar parameter value, at the kernel's block size.
+//!
+//! What it computes: `Ok(reason)` when no two threads can touch one shared element in one
+//! barrier interval with at least one write (same-kind atomics excepted); `Err(why)` when
+//! the argument does not apply (the caller then interprets with concrete bounds and says so).
+//! An `Err` is *not* a race: the argument is incomplete by design.
+//!
+//! The argument (in the spirit of GPUVerify's two-thread reduction and Faial's barrier
+//! intervals, done by enumeration over the concrete block):
+//! 1. Preconditions: only block barriers synchronize (no async copies, waits, split, named or
+//!    mbarrier ops, no warp_sync), no collective accesses, pinned buffers do not overlap, and
+//!    no barrier sits under thread-dependent control (so every thread executes the same
+//!    sequence of barriers, and consecutive barrier executions delimit *intervals*).
+//! 2. Interval starts: a forward dataflow over the region tree computes, for each access, the
+//!    set of static starts (kernel entry or a barrier) from which it is reachable without
+//!    crossing a barrier that executes on every path. Loops iterate to a fixpoint, so a
+//!    loop's tail (after its last barrier) reaches the head of the next iteration, which
+//!    covers loop-carried pairs (iterations i and i+1; i+d for d >= 2 is separated by the
+//!    body's barrier). Two accesses can be in one interval only if their start sets meet.
+//! 3. Addresses: each access's linear element index in its buffer is put in the form
+//!    `T(tid) + c + sum(a_j * u_j)`, where `T` is any function of thread ids and constants
+//!    (evaluated for every thread of the block), and the `u_j` are uniform values (loop
+//!    induction variables, parameters, block ids, anything computed from them) treated as
+//!    *unknown integers*, each independently per access. Values that mix thread ids and
+//!    uniform unknowns other than by `+`, `-` and multiplication by a constant are outside
+//!    the form.
+//! 4. For each pair of accesses in one interval (one writing, not same-kind atomics), with
+//!    `g = gcd(all a_j)`: the pair may collide only if `T_A(t1) + c_A = T_B(t2) + c_B (mod g)`
+//!    for some threads `t1 != t2` (equality when `g = 0`). This is decided exactly by bucketing
+//!    the `T` values of all threads by residue: O(threads) per pair.
+//!
+//! Soundness: the unknowns over-approximate every iteration and parameter value, the thread
+//! sets over-approximate who executes an access (conditions are ignored), and start sets
+//! over-approximate which accesses share an interval. "Proved" assumes that execution does
+//! not stop with an error first (an out-of-range index, an uninitialized read), which the
+//! interpreter reports; it covers the block size it was run for only.
+//! Complexity: O(ops) for the dataflow (times loop nesting for the fixpoints) plus
+//! O(accesses^2 x threads) for the pairs.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use super::interp::{Val, binary};
+use crate::ir::*;
+use crate::target::Target;
+
+/// Tries to prove the kernel race-free at its block size.
+pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
+    let warp = target.map_or(32, |t| t.warp as i64);
+    preconditions(k)?;
+    let td = thread_dependent(k);
+    barriers_uniform(k, &td)?;
+    let starts = interval_starts(k);
+    let mut accs: Vec<Access> = Vec::new();
+    for op in k.ops_in_order() {
+        for sa in effects(k, op).shared {
+            let Footprint::PerThread(index) = &sa.footprint else {
+                return Err(format!("{} is a collective access", opname(k, op)));
+            };
+            let f = address(k, &td, sa.mem, index)
+                .ok_or_else(|| format!("the index of {} is not of the form T(tid) + sum(a * uniform)", opname(k, op)))?;
+            accs.push(Access { op, buf: k.root_buffer(sa.mem), kind: sa.kind, form: f });
+        }
+    }
+    let n = k.threads() as i64;
+    let tvals: Vec<[i64; 3]> = (0..n)
+        .map(|t| {
+            let bx = k.block[0] as i64;
+            let by = k.block[1] as i64;
+            [t % bx, (t / bx) % by, t / (bx * by)]
+        })
+        .collect();
+    let mut eval = Evaluator { k, warp, memo: HashMap::new() };
+    // Per access: the T + c value of every thread.
+    let mut values: Vec<Vec<i64>> = Vec::new();
+    for a in &accs {
+        let mut v = Vec::with_capacity(n as usize);
+        for (t, xyz) in tvals.iter().enumerate() {
+            let mut s = a.form.c;
+            for (coef, val) in &a.form.tpart {
+                let x = eval.eval(*val, t as i64, *xyz).ok_or_else(|| format!("cannot evaluate the index of {}", opname(k, a.op)))?;
+                s = s.wrapping_add(coef.wrapping_mul(x));
+            }
+            v.push(s);
+        }
+        values.push(v);
+    }
+    let empty = BTreeSet::new();
+    let mut pairs = 0usize;
+    for i in 0..accs.len() {
+        for j in i..accs.len() {
+            let (a, b) = (&accs[i], &accs[j]);
+            if a.buf != b.buf || !(a.kind.writes() || b.kind.writes()) {
+                continue;
+            }
+            if let (AccessKind::Atomic(x), AccessKind::Atomic(y)) = (a.kind, b.kind) {
+                if x == y {
+                    continue;
+                }
+            }
+            let sa = starts.get(&a.op).unwrap_or(&empty);
+            let sb = starts.get(&b.op).unwrap_or(&empty);
+            if sa.is_disjoint(sb) {
+                continue;
+            }
+            pairs += 1;
+            let g = a.form.free.iter().chain(&b.form.free).fold(0i64, |g, (_, c)| gcd(g, c.abs()));
+            if let Some((t1, t2)) = collide(&values[i], &values[j], g) {
+                return Err(format!(
+                    "{} (thread {t1}) and {} (thread {t2}) may touch one element of @{} in one barrier interval",
+                    opname(k, a.op),
+                    opname(k, b.op),
+                    k.buffers[a.buf].name
+                ));
+            }
+        }
+    }
+    Ok(format!(
+        "{} shared accesses, {pairs} pairs sharing a barrier interval, all thread-disjoint for every iteration and parameter value (block of {n} threads)",
+        accs.len()
+    ))
+}
+
+struct Access {
+    op: Op,
+    buf: Buffer,
+    kind: AccessKind,
+    form: Form,
+}
+
+/// `c + sum(coef * T(value)) + sum(coef * unknown)`.
+#[derive(Clone, Debug, Default)]
+struct Form {
+    c: i64,
+    tpart: Vec<(i64, Value)>,
+    free: Vec<(Value, i64)>,
+}
+
+impl Form {
+    fn konst(c: i64) -> Form {
+        Form { c, ..Form::default() }
+    }
+    fn is_const(&self) -> bool {
+        self.tpart.is_empty() && self.free.is_empty()
+    }
+    fn add(mut self, o: Form, sign: i64) -> Form {
+        self.c = self.c.wrapping_add(sign.wrapping_mul(o.c));
+        self.tpart.extend(o.tpart.into_iter().map(|(c, v)| (c * sign, v)));
+        self.free.extend(o.free.into_iter().map(|(v, c)| (v, c * sign)));
+        self
+    }
+    fn scale(mut self, s: i64) -> Form {
+        self.c = self.c.wrapping_mul(s);
+        for x in &mut self.tpart {
+            x.0 = x.0.wrapping_mul(s);
+        }
+        for x in &mut self.free {
+            x.1 = x.1.wrapping_mul(s);
+        }
+        self
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Two distinct threads whose values agree modulo `g` (exactly when `g == 0`).
+fn collide(a: &[i64], b: &[i64], g: i64) -> Option<(usize, usize)> {
+    let key = |x: i64| if g == 0 { x } else { x.rem_euclid(g) };
+    let mut first: HashMap<i64, (usize, Option<usize>)> = HashMap::new();
+    for (t, x) in a.iter().enumerate() {
+        let e = first.entry(key(*x)).or_insert((t, None));
+        if e.0 != t && e.1.is_none() {
+            e.1 = Some(t);
+        }
+    }
+    for (t2, y) in b.iter().enumerate() {
+        if let Some((t1, other)) = first.get(&key(*y)) {
+            if *t1 != t2 {
+                return Some((*t1, t2));
+            }
+            if let Some(o) = other {
+                return Some((*o, t2));
+            }
+        }
+    }
+    None
+}
+
+fn opname(k: &Kernel, op: Op) -> String {
+    let s = k.span(op);
+    let kind = format!("{:?}", k.ops[op].kind);
+    let name = kind.split(|c: char| !c.is_alphanumeric()).next().unwrap_or("op").to_lowercase();
+    if s.is_undef() { format!("`{name}` ({op})") } else { format!("`{name}` at byte {}", s.lo) }
+}
+
+fn preconditions(k: &Kernel) -> Result<(), String> {
+    for op in k.ops_in_order() {
+        let e = effects(k, op);
+        if let Some(s) = &e.sync {
+            if *s != SyncEffect::Barrier {
+                return Err(format!("{} is a sync op other than a block barrier", opname(k, op)));
+            }
+        }
+        for a in &e.shared {
+            if a.kind.is_async() {
+                return Err(format!("{} is an async copy", opname(k, op)));
+            }
+            if matches!(a.footprint, Footprint::Collective { .. }) {
+                return Err(format!("{} is a collective access", opname(k, op)));
+            }
+        }
+    }
+    let pinned: Vec<(u64, u64)> = k.buffers.values().filter_map(|b| b.offset.map(|o| (o, o + b.bytes()))).collect();
+    for (i, a) in pinned.iter().enumerate() {
+        for b in &pinned[i + 1..] {
+            if a.0 < b.1 && b.0 < a.1 {
+                return Err("pinned shared buffers overlap (aliasing)".into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Values that may differ between threads (greatest fixpoint from "all uniform").
+fn thread_dependent(k: &Kernel) -> HashSet<Value> {
+    let mut td: HashSet<Value> = HashSet::new();
+    loop {
+        let before = td.len();
+        walk_td(k, k.body, false, &mut td);
+        if td.len() == before {
+            return td;
+        }
+    }
+}
+
+fn opnd_td(td: &HashSet<Value>, o: &Operand) -> bool {
+    o.value().is_some_and(|v| td.contains(&v))
+}
+
+fn walk_td(k: &Kernel, r: Region, div: bool, td: &mut HashSet<Value>) {
+    for &op in &k.regions[r].ops {
+        let od = &k.ops[op];
+        let mark = |td: &mut HashSet<Value>, yes: bool| {
+            if yes {
+                for v in &od.results {
+                    td.insert(*v);
+                }
+            }
+        };
+        match &od.kind {
+            OpKind::Const(_) | OpKind::ViewDef(_) => mark(td, div),
+            OpKind::Special(s) => mark(td, div || s.is_thread_dependent()),
+            OpKind::InGroup(_) => mark(td, true),
+            OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => {
+                let y = div || opnd_td(td, a) || opnd_td(td, b);
+                mark(td, y)
+            }
+            OpKind::Unary(_, a) | OpKind::Cast(_, a) => {
+                let y = div || opnd_td(td, a);
+                mark(td, y)
+            }
+            OpKind::Select(c, a, b) => {
+                let y = div || opnd_td(td, c) || opnd_td(td, a) || opnd_td(td, b);
+                mark(td, y)
+            }
+            OpKind::Compute { args, .. } => {
+                let y = div || args.iter().any(|a| opnd_td(td, a));
+                mark(td, y)
+            }
+            OpKind::For { lo, hi, step, init } => {
+                let body = od.regions[0];
+                let args = k.regions[body].args.clone();
+                let bounds = div || opnd_td(td, lo) || opnd_td(td, hi) || opnd_td(td, step);
+                if bounds {
+                    td.insert(args[0]);
+                }
+                let yields = region_yield(k, body);
+                for (i, a) in args[1..].iter().enumerate() {
+                    let y = bounds
+                        || init.get(i).is_some_and(|o| opnd_td(td, o))
+                        || yields.get(i).is_some_and(|o| opnd_td(td, o));
+                    if y {
+                        td.insert(*a);
+                        if let Some(r) = od.results.get(i) {
+                            td.insert(*r);
+                        }
+                    }
+                }
+                walk_td(k, body, bounds, td);
+            }
+            OpKind::If { cond } => {
+                let c = div || opnd_td(td, cond);
+                for &arm in &od.regions {
+                    walk_td(k, arm, c, td);
+                }
+                let ya = region_yield(k, od.regions[0]);
+                let yb = region_yield(k, od.regions[1]);
+                for (i, r) in od.results.iter().enumerate() {
+                    if c || ya.get(i).is_some_and(|o| opnd_td(td, o)) || yb.get(i).is_some_and(|o| opnd_td(td, o)) {
+                        td.insert(*r);
+                    }
+                }
+            }
+            OpKind::While { init } => {
+                let (cr, br) = (od.regions[0], od.regions[1]);
+                let cond = k.regions[cr].ops.last().and_then(|o| match &k.ops[*o].kind {
+                    OpKind::Condition(c) => Some(*c),
+                    _ => None,
+                });
+                let ctd = div || cond.is_some_and(|c| opnd_td(td, &c));
+                let yields = region_yield(k, br);
+                for i in 0..init.len() {
+                    let y = ctd || opnd_td(td, &init[i]) || yields.get(i).is_some_and(|o| opnd_td(td, o));
+                    if y {
+                        for v in [k.regions[cr].args.get(i), k.regions[br].args.get(i), od.results.get(i)].into_iter().flatten() {
+                            td.insert(*v);
+                        }
+                    }
+                }
+                walk_td(k, cr, div, td);
+                walk_td(k, br, ctd, td);
+            }
+            OpKind::Stage { .. } => walk_td(k, od.regions[0], div, td),
+            // Memory results: conservatively thread-dependent.
+            _ => mark(td, true),
+        }
+    }
+}
+
+fn region_yield(k: &Kernel, r: Region) -> Vec<Operand> {
+    match k.regions[r].ops.last().map(|o| &k.ops[*o].kind) {
+        Some(OpKind::Yield(v)) => v.clone(),
+        _ => Vec::new(),
+    }
+}
+
+fn barriers_uniform(k: &Kernel, td: &HashSet<Value>) -> Result<(), String> {
+    fn go(k: &Kernel, r: Region, div: bool, td: &HashSet<Value>) -> Result<(), String> {
+        for &op in &k.regions[r].ops {
+            let od = &k.ops[op];
+            if matches!(od.kind, OpKind::Barrier) && div {
+                return Err(format!("{} is under thread-dependent control", opname(k, op)));
+            }
+            let d = match &od.kind {
+                OpKind::For { lo, hi, step, .. } => div || opnd_td(td, lo) || opnd_td(td, hi) || opnd_td(td, step),
+                OpKind::If { cond } => div || opnd_td(td, cond),
+                OpKind::While { .. } => {
+                    let cr = od.regions[0];
+                    let c = k.regions[cr].ops.last().and_then(|o| match &k.ops[*o].kind {
+                        OpKind::Condition(c) => Some(*c),
+                        _ => None,
+                    });
+                    div || c.is_none_or(|c| opnd_td(td, &c))
+                }
+                _ => div,
+            };
+            for &c in &od.regions {
+                go(k, c, d, td)?;
+            }
+        }
+        Ok(())
+    }
+    go(k, k.body, false, td)
+}
+
+type Starts = BTreeSet<u32>;
+
+/// For each access op, the static interval starts (0 = entry, 1 + op index = after that
+/// barrier) that reach it without crossing a barrier.
+fn interval_starts(k: &Kernel) -> HashMap<Op, Starts> {
+    let mut out: HashMap<Op, Starts> = HashMap::new();
+    let mut s = Starts::new();
+    s.insert(0);
+    flow(k, k.body, s, &mut out);
+    out
+}
+
+fn flow(k: &Kernel, r: Region, mut s: Starts, out: &mut HashMap<Op, Starts>) -> Starts {
+    for &op in &k.regions[r].ops {
+        let od = &k.ops[op];
+        match &od.kind {
+            OpKind::Barrier => {
+                s = Starts::new();
+                s.insert(1 + op.index() as u32);
+            }
+            OpKind::If { .. } => {
+                let a = flow(k, od.regions[0], s.clone(), out);
+                let b = flow(k, od.regions[1], s, out);
+                s = a.union(&b).copied().collect();
+            }
+            OpKind::For { .. } => {
+                let body = od.regions[0];
+                let mut head = s.clone();
+                loop {
+                    let end = flow(k, body, head.clone(), out);
+                    let next: Starts = head.union(&end).copied().collect();
+                    if next == head {
+                        break;
+                    }
+                    head = next;
+                }
+                s = head;
+            }
+            OpKind::While { .. } => {
+                let (cr, br) = (od.regions[0], od.regions[1]);
+                let mut head = s.clone();
+                loop {
+                    let after_cond = flow(k, cr, head.clone(), out);
+                    let end = flow(k, br, after_cond.clone(), out);
+                    let next: Starts = head.union(&end).copied().collect();
+                    if next == head {
+                        s = after_cond;
+                        break;
+                    }
+                    head = next;
+                }
+            }
+            OpKind::Stage { .. } => s = flow(k, od.regions[0], s, out),
+            _ => {
+                if !effects(k, op).shared.is_empty() {
+                    out.entry(op).or_default().extend(s.iter().copied());
+                }
+            }
+        }
+    }
+    s
+}
+
+/// The access's linear element index in its root buffer, as a [`Form`].
+fn address(k: &Kernel, td: &HashSet<Value>, m: MemRef, index: &[Operand]) -> Option<Form> {
+    let (mut f, shape, strides) = memref_form(k, td, m)?;
+    if index.len() != shape.len() {
+        return None;
+    }
+    for (i, o) in index.iter().enumerate() {
+        f = f.add(form(k, td, o)?.scale(strides[i] as i64), 1);
+    }
+    Some(f)
+}
+
+/// Offset form, shape and strides of a memref.
+fn memref_form(k: &Kernel, td: &HashSet<Value>, m: MemRef) -> Option<(Form, Vec<u64>, Vec<u64>)> {
+    match m {
+        MemRef::Buffer(b) => {
+            let shape = k.buffers[b].shape.clone();
+            let mut st = vec![1u64; shape.len()];
+            for d in (0..shape.len().saturating_sub(1)).rev() {
+                st[d] = st[d + 1] * shape[d + 1];
+            }
+            Some((Form::konst(0), shape, st))
+        }
+        MemRef::View(v) => {
+            let vd = &k.views[v];
+            let (mut f, shape, st) = memref_form(k, td, vd.base)?;
+            let mut nshape = Vec::new();
+            let mut nst = Vec::new();
+            for (d, ix) in vd.indices.iter().enumerate() {
+                let s = *st.get(d)? as i64;
+                match ix {
+                    ViewIndex::At(o) => f = f.add(form(k, td, o)?.scale(s), 1),
+                    ViewIndex::Range(lo, hi) => {
+                        f.c += *lo as i64 * s;
+                        nshape.push(hi - lo);
+                        nst.push(s as u64);
+                    }
+                }
+            }
+            let used = vd.indices.len().min(shape.len());
+            nshape.extend_from_slice(&shape[used..]);
+            nst.extend_from_slice(&st[used..]);
+            Some((f, nshape, nst))
+        }
+    }
+}
+
+fn form(k: &Kernel, td: &HashSet<Value>, o: &Operand) -> Option<Form> {
+    let v = match o {
+        Operand::Imm(s) => return Some(Form::konst(s.as_i64())),
+        Operand::Value(v) => *v,
+    };
+    let def = k.values[v].def;
+    if let ValueDef::Result(op, _) = def {
+        if let OpKind::Const(c) = &k.ops[op].kind {
+            return Some(Form::konst(c.as_i64()));
+        }
+    }
+    if !td.contains(&v) {
+        return Some(Form { free: vec![(v, 1)], ..Form::default() });
+    }
+    if thread_evaluable(k, v, 0) {
+        // Affine structure first (keeps uniform parts out of T), else the whole value.
+        if let ValueDef::Result(op, _) = def {
+            match &k.ops[op].kind {
+                OpKind::Binary(BinOp::Add, a, b) => return Some(form(k, td, a)?.add(form(k, td, b)?, 1)),
+                OpKind::Binary(BinOp::Sub, a, b) => return Some(form(k, td, a)?.add(form(k, td, b)?, -1)),
+                _ => {}
+            }
+        }
+        return Some(Form { tpart: vec![(1, v)], ..Form::default() });
+    }
+    let ValueDef::Result(op, _) = def else { return None };
+    match &k.ops[op].kind {
+        OpKind::Binary(BinOp::Add, a, b) => Some(form(k, td, a)?.add(form(k, td, b)?, 1)),
+        OpKind::Binary(BinOp::Sub, a, b) => Some(form(k, td, a)?.add(form(k, td, b)?, -1)),
+        OpKind::Binary(BinOp::Mul, a, b) => {
+            let (fa, fb) = (form(k, td, a)?, form(k, td, b)?);
+            if fa.is_const() {
+                Some(fb.scale(fa.c))
+            } else if fb.is_const() {
+                Some(fa.scale(fb.c))
+            } else {
+                None
+            }
+        }
+        OpKind::Binary(BinOp::Shl, a, b) => {
+            let fb = form(k, td, b)?;
+            if fb.is_const() { Some(form(k, td, a)?.scale(1i64 << (fb.c & 31))) } else { None }
+        }
+        _ => None,
+    }
+}
+
+/// Whether `v` is computed from thread ids, block dimensions and constants only.
+fn thread_evaluable(k: &Kernel, v: Value, depth: u32) -> bool {
+    if depth > 64 {
+        return false;
+    }
+    let ValueDef::Result(op, _) = k.values[v].def else { return false };
+    let ok = |o: &Operand| match o {
+        Operand::Imm(_) => true,
+        Operand::Value(w) => thread_evaluable(k, *w, depth + 1),
+    };
+    match &k.ops[op].kind {
+        OpKind::Const(_) => true,
+        OpKind::Special(s) => s.is_thread_dependent() || matches!(s, Special::BlockDim(_)),
+        OpKind::InGroup(_) => true,
+        OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => ok(a) && ok(b),
+        OpKind::Unary(_, a) | OpKind::Cast(_, a) => ok(a),
+        OpKind::Select(c, a, b) => ok(c) && ok(a) && ok(b),
+        _ => false,
+    }
+}
+
+/// Evaluates thread-evaluable values for one thread.
+struct Evaluator<'k> {
+    k: &'k Kernel,
+    warp: i64,
+    memo: HashMap<(Value, i64), Option<Val>>,
+}
+
+impl Evaluator<'_> {
+    fn eval(&mut self, v: Value, t: i64, xyz: [i64; 3]) -> Option<i64> {
+        self.val(v, t, xyz).map(|x| x.as_i64())
+    }
+
+    fn opnd(&mut self, o: &Operand, t: i64, xyz: [i64; 3]) -> Option<Val> {
+        match o {
+            Operand::Imm(s) => Some(match s {
+                Scalar::I1(b) => Val::I1(*b),
+                Scalar::I32(i) => Val::I32(*i),
+                Scalar::F32(f) => Val::F32(*f),
+            }),
+            Operand::Value(w) => self.val(*w, t, xyz),
+        }
+    }
+
+    fn val(&mut self, v: Value, t: i64, xyz: [i64; 3]) -> Option<Val> {
+        if let Some(x) = self.memo.get(&(v, t)) {
+            return *x;
+        }
+        let k = self.k;
+        let ValueDef::Result(op, _) = k.values[v].def else { return None };
+        let ty = k.values[v].ty;
+        let r = match &k.ops[op].kind {
+            OpKind::Const(c) => Some(match c {
+                Scalar::I1(b) => Val::I1(*b),
+                Scalar::I32(i) => Val::I32(*i),
+                Scalar::F32(f) => Val::F32(*f),
+            }),
+            OpKind::Special(s) => Some(Val::I32(match s {
+                Special::Tid(d) => xyz[*d as usize],
+                Special::LinearTid => t,
+                Special::Lane => t % self.warp,
+                Special::Warp => t / self.warp,
+                Special::BlockDim(d) => k.block[*d as usize] as i64,
+                _ => return None,
+            } as i32)),
+            OpKind::InGroup(g) => Some(Val::I1((k.groups[*g].lo as i64..k.groups[*g].hi as i64).contains(&t))),
+            OpKind::Binary(b, x, y) => {
+                let (x, y) = (self.opnd(x, t, xyz)?, self.opnd(y, t, xyz)?);
+                binary(*b, ty, x, y)
+            }
+            OpKind::Cmp(p, x, y) => {
+                let (x, y) = (self.opnd(x, t, xyz)?.as_i64(), self.opnd(y, t, xyz)?.as_i64());
+                Some(Val::I1(match p {
+                    CmpPred::Eq => x == y,
+                    CmpPred::Ne => x != y,
+                    CmpPred::Lt => x < y,
+                    CmpPred::Le => x <= y,
+                    CmpPred::Gt => x > y,
+                    CmpPred::Ge => x >= y,
+                }))
+            }
+            OpKind::Select(c, a, b) => {
+                let c = self.opnd(c, t, xyz)?.truthy();
+                if c { self.opnd(a, t, xyz) } else { self.opnd(b, t, xyz) }
+            }
+            OpKind::Unary(UnOp::Neg, a) => Some(Val::I32((self.opnd(a, t, xyz)?.as_i64() as i32).wrapping_neg())),
+            OpKind::Unary(UnOp::Abs, a) => Some(Val::I32((self.opnd(a, t, xyz)?.as_i64() as i32).wrapping_abs())),
+            OpKind::Unary(UnOp::Not, a) => Some(match self.opnd(a, t, xyz)? {
+                Val::I1(b) => Val::I1(!b),
+                x => Val::I32(!(x.as_i64() as i32)),
+            }),
+            _ => None,
+        };
+        self.memo.insert((v, t), r);
+        r
+    }
+}

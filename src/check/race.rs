@@ -1,0 +1,292 @@
+//! Happens-before race detection over one interpreted execution of a block.
+//!
+//! What it computes: for every shared-memory access the interpreter performs, whether an
+//! earlier access to the same bytes is unordered with it (a race, docs/ir.md section 5), and
+//! if so a [`Witness`] naming both accesses.
+//!
+//! Model. Every thread of the block owns a slot of a vector clock, and so does every mbarrier
+//! object (its clock counts completed phases). A thread's clock `VC_t` says, for every slot,
+//! up to which epoch the thread has synchronized with it. Sync ops act on clocks held by sync
+//! objects: a *release* joins `VC_t` into the object and then advances the thread's own epoch;
+//! an *acquire* joins the object into `VC_t`. An access by thread `t` is recorded with the
+//! epoch `(t, VC_t[t])`; it happens before an access by `u` iff `epoch <= VC_u[t]`.
+//!
+//! Async copies are a pseudo-thread whose access spans the interval from issue to completion:
+//! at issue the copy is checked against the shadow state with the issuing thread's clock
+//! (everything before it must happen before the issue), and it is recorded with a *pending*
+//! completion. A later access is ordered after it only once a wait has completed the copy,
+//! with completion epoch `(slot, clock)` (the waiting thread's slot, or the mbarrier slot of
+//! the phase its bytes completed), and that epoch reaches the accessing thread.
+//!
+//! Shadow state: per shared granule (the smallest element size of any data buffer, so that
+//! aliasing pinned buffers are compared byte-wise), the set of writes not yet superseded
+//! (several only for commuting atomics of one kind, or for identical collective copies of one
+//! op issued by several threads in the same iteration) and the reads since. A read drops
+//! earlier reads that happen before it (they are implied), a write clears both sets.
+//!
+//! Invariant: every recorded access is either ordered before all later recorded accesses or
+//! reported. Complexity: O(slots) per release/acquire; O(|writes| + |reads|) per access, where
+//! reads are pruned by happens-before so that |reads| is the number of mutually unordered
+//! readers. Follows the vector-clock detectors of DJIT+/FastTrack (Flanagan & Freund, 2009),
+//! specialised to barrier-synchronized blocks.
+
+use crate::diag::Span;
+use crate::ir::{AtomicOp, Op};
+
+/// Marker for "no copy": the access was performed by a thread.
+pub const NO_COPY: u32 = u32::MAX;
+
+/// What a recorded access did.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AccKind {
+    Read,
+    Write,
+    Atomic(AtomicOp),
+    AsyncWrite,
+    AsyncRead,
+}
+
+impl AccKind {
+    pub fn writes(self) -> bool {
+        matches!(self, AccKind::Write | AccKind::Atomic(_) | AccKind::AsyncWrite)
+    }
+    pub fn describe(self) -> &'static str {
+        match self {
+            AccKind::Read => "read",
+            AccKind::Write => "write",
+            AccKind::Atomic(_) => "atomic",
+            AccKind::AsyncWrite => "async write",
+            AccKind::AsyncRead => "async read",
+        }
+    }
+}
+
+/// One recorded access.
+#[derive(Copy, Clone, Debug)]
+pub struct Acc {
+    /// The accessing thread, or the issuing thread of a copy.
+    pub thread: u32,
+    /// The thread's epoch at the access (at issue for a copy).
+    pub clock: u32,
+    pub op: Op,
+    /// Interned iteration vector of the enclosing loops at the access.
+    pub iter: u32,
+    pub kind: AccKind,
+    /// The copy that performs the access, or [`NO_COPY`].
+    pub copy: u32,
+}
+
+/// Two accesses that never race: same-kind atomics, or copies of one op instance (which
+/// write the same data).
+fn compatible(a: &Acc, b: &Acc) -> bool {
+    match (a.kind, b.kind) {
+        (AccKind::Atomic(x), AccKind::Atomic(y)) => x == y,
+        (AccKind::AsyncWrite, AccKind::AsyncWrite) => a.op == b.op && a.iter == b.iter,
+        _ => false,
+    }
+}
+
+/// Shadow state of one granule.
+#[derive(Clone, Debug, Default)]
+struct Cell {
+    writes: Vec<Acc>,
+    reads: Vec<Acc>,
+}
+
+/// Where a racing access sits, for the witness.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccessSite {
+    pub op: Op,
+    pub span: Span,
+    /// Linear thread id (of the issuing thread for a copy).
+    pub thread: u32,
+    pub thread_xyz: [u32; 3],
+    /// Performed by a copy engine (issued by `thread`).
+    pub by_engine: bool,
+    pub kind: AccKind,
+    /// Values of the enclosing loops' induction variables (outermost first); `while` loops
+    /// report their iteration number.
+    pub iteration: Vec<(String, i64)>,
+}
+
+/// A race: two unordered accesses to one element, at least one writing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Witness {
+    /// The earlier access (in the interpreted schedule).
+    pub first: AccessSite,
+    /// The later access.
+    pub second: AccessSite,
+    /// The shared buffer and element index (as the second access names it).
+    pub buffer: String,
+    pub index: Vec<u64>,
+    /// The block the race occurred in.
+    pub block_id: [u32; 3],
+}
+
+/// The raw conflict found by the detector, before it is turned into a [`Witness`].
+#[derive(Copy, Clone, Debug)]
+pub struct Conflict {
+    pub earlier: Acc,
+    pub later: Acc,
+}
+
+/// Vector clocks of threads and mbarriers plus the shadow memory of one block.
+pub struct RaceState {
+    /// Number of slots: threads then mbarriers.
+    pub slots: usize,
+    /// Thread clocks, flat: thread `t` owns `vc[t*slots..(t+1)*slots]`.
+    vc: Vec<u32>,
+    cells: Vec<Cell>,
+    /// Per copy: its completion epoch `(slot, clock)`, or None while pending.
+    completion: Vec<Option<(u32, u32)>>,
+}
+
+impl RaceState {
+    pub fn new(threads: usize, mbarriers: usize, granules: usize) -> RaceState {
+        let slots = threads + mbarriers;
+        let mut vc = vec![0u32; threads * slots];
+        for t in 0..threads {
+            vc[t * slots + t] = 1;
+        }
+        RaceState { slots, vc, cells: vec![Cell::default(); granules], completion: Vec::new() }
+    }
+
+    /// The clock of thread `t`.
+    pub fn clock(&self, t: usize) -> &[u32] {
+        &self.vc[t * self.slots..(t + 1) * self.slots]
+    }
+
+    /// Thread `t`'s own epoch.
+    pub fn epoch(&self, t: usize) -> u32 {
+        self.vc[t * self.slots + t]
+    }
+
+    /// Advances thread `t`'s own epoch (after a release).
+    pub fn tick(&mut self, t: usize) {
+        self.vc[t * self.slots + t] += 1;
+    }
+
+    /// A fresh, all-zero clock for a sync object.
+    pub fn zero(&self) -> Vec<u32> {
+        vec![0; self.slots]
+    }
+
+    /// Release: joins `VC_t` into `obj` (with the thread's own entry capped at `own` when
+    /// given, for accesses a release does not cover) and advances `t`'s epoch.
+    pub fn release(&mut self, t: usize, obj: &mut [u32], own: Option<u32>) {
+        let s = self.slots;
+        for (o, v) in obj.iter_mut().zip(&self.vc[t * s..(t + 1) * s]) {
+            *o = (*o).max(*v);
+        }
+        if let Some(c) = own {
+            obj[t] = obj[t].min(c);
+        }
+        self.tick(t);
+    }
+
+    /// Acquire: joins `obj` into `VC_t`.
+    pub fn acquire(&mut self, t: usize, obj: &[u32]) {
+        let s = self.slots;
+        for (v, o) in self.vc[t * s..(t + 1) * s].iter_mut().zip(obj) {
+            *v = (*v).max(*o);
+        }
+    }
+
+    /// Registers a new copy (pending); returns its id.
+    pub fn new_copy(&mut self) -> u32 {
+        self.completion.push(None);
+        (self.completion.len() - 1) as u32
+    }
+
+    /// Marks a copy complete at epoch `(slot, clock)`.
+    pub fn complete(&mut self, copy: u32, slot: usize, clock: u32) {
+        if let Some(c) = self.completion.get_mut(copy as usize) {
+            if c.is_none() {
+                *c = Some((slot as u32, clock));
+            }
+        }
+    }
+
+    pub fn is_complete(&self, copy: u32) -> bool {
+        self.completion.get(copy as usize).is_some_and(|c| c.is_some())
+    }
+
+    /// Whether access `a` happens before the current point of thread `t`.
+    pub fn hb(&self, a: &Acc, t: usize) -> bool {
+        let vc = self.clock(t);
+        if a.copy == NO_COPY {
+            a.clock <= vc[a.thread as usize]
+        } else {
+            match self.completion[a.copy as usize] {
+                Some((slot, c)) => c <= vc[slot as usize],
+                None => false,
+            }
+        }
+    }
+
+    /// Whether access `a` happens before the *issue* of a copy by thread `t` now (that is,
+    /// before `t`'s current point; same test as [`RaceState::hb`]).
+    fn hb_issue(&self, a: &Acc, t: usize) -> bool {
+        self.hb(a, t)
+    }
+
+    /// Records access `acc` to granules `[g, g+n)` by thread `acc.thread` (the issuing thread
+    /// for a copy, checked at issue). Returns the first conflict found.
+    pub fn access(&mut self, g: usize, n: usize, acc: Acc) -> Result<(), Conflict> {
+        let t = acc.thread as usize;
+        for gi in g..g + n {
+            let Some(cell) = self.cells.get(gi) else { continue };
+            // Check against earlier writes (every access) and reads (writes only).
+            for w in &cell.writes {
+                let same_thread_plain = w.copy == NO_COPY && acc.copy == NO_COPY && w.thread == acc.thread;
+                if !same_thread_plain && !compatible(w, &acc) && !self.hb_issue(w, t) {
+                    return Err(Conflict { earlier: *w, later: acc });
+                }
+            }
+            if acc.kind.writes() {
+                for r in &cell.reads {
+                    let same_thread_plain = r.copy == NO_COPY && acc.copy == NO_COPY && r.thread == acc.thread;
+                    if !same_thread_plain && !self.hb_issue(r, t) {
+                        return Err(Conflict { earlier: *r, later: acc });
+                    }
+                }
+            }
+            // A copy of an op instance already recorded here writes the same data: one
+            // record stands for all of them (see docs/checker.md).
+            if acc.kind == AccKind::AsyncWrite
+                && cell.writes.iter().any(|w| w.kind == AccKind::AsyncWrite && w.op == acc.op && w.iter == acc.iter)
+            {
+                continue;
+            }
+            // Update.
+            let mut cell = std::mem::take(&mut self.cells[gi]);
+            match acc.kind {
+                AccKind::Read | AccKind::AsyncRead => {
+                    if acc.copy == NO_COPY {
+                        cell.reads.retain(|r| !(r.copy == NO_COPY && r.thread == acc.thread) && !self.hb(r, t));
+                    }
+                    cell.reads.push(acc);
+                }
+                AccKind::Write => {
+                    cell.writes.clear();
+                    cell.writes.push(acc);
+                    cell.reads.clear();
+                }
+                AccKind::Atomic(_) | AccKind::AsyncWrite => {
+                    // Keep compatible unordered writes; drop those this one follows.
+                    let keep: Vec<Acc> = cell
+                        .writes
+                        .iter()
+                        .filter(|w| compatible(w, &acc) && !self.hb(w, t) && !(w.copy == NO_COPY && w.thread == acc.thread && acc.copy == NO_COPY))
+                        .copied()
+                        .collect();
+                    cell.writes = keep;
+                    cell.writes.push(acc);
+                    cell.reads.clear();
+                }
+            }
+            self.cells[gi] = cell;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,105 @@
+//! `smemsync run FILE`: executes every kernel of a file on the interpreter.
+//!
+//! Inputs come from `--seed` (docs/ir.md section 3). With `--out DIR` each global buffer is
+//! written to `DIR/<name>.txt` (`DIR/<kernel>/<name>.txt` when the file holds several
+//! kernels), one element per line: integers in decimal, floats as Rust `{:e}` of the f32
+//! value. Without `--out` a summary (shape, sum, first elements) goes to stdout.
+
+use std::fmt::Write as _;
+
+use smemsync::check::{GlobalMem, Val, run as run_kernel};
+use smemsync::diag::DiagKind;
+
+use super::check::options;
+use super::{EXIT_FINDING, EXIT_OK, EXIT_USER, load, read_input, report};
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Kernel file (`-` for standard input).
+    pub file: String,
+    /// Seed of the input data (and of the schedule).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Values of scalar parameters: `n=64,m=3`.
+    #[arg(long)]
+    pub bounds: Option<String>,
+    /// Target GPU (warp width, counters).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Block size to run instead of the kernel's: `N` or `X,Y[,Z]`.
+    #[arg(long)]
+    pub block: Option<String>,
+    /// Directory to write one file per global buffer into.
+    #[arg(long)]
+    pub out: Option<String>,
+}
+
+/// One element per line.
+pub fn format_buffer(g: &GlobalMem) -> String {
+    let mut s = String::new();
+    for v in &g.data {
+        let _ = match v {
+            Val::F32(f) => writeln!(s, "{f:e}"),
+            other => writeln!(s, "{}", other.as_i64()),
+        };
+    }
+    s
+}
+
+pub fn run(args: &RunArgs) -> i32 {
+    let input = match read_input(&args.file) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USER;
+        }
+    };
+    let kernels = match load(&input) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
+    let opts = match options(&args.target, &args.block, &args.bounds) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USER;
+        }
+    };
+    let many = kernels.len() > 1;
+    for k in &kernels {
+        let out = match run_kernel(k, args.seed, &opts) {
+            Ok(o) => o,
+            Err(d) => {
+                let c = if d.kind == DiagKind::User { EXIT_USER } else { EXIT_FINDING };
+                report(&input, &[d]);
+                return c;
+            }
+        };
+        match &args.out {
+            Some(dir) => {
+                let dir = if many { format!("{dir}/{}", k.name) } else { dir.clone() };
+                if let Err(e) = std::fs::create_dir_all(&dir) {
+                    eprintln!("error: cannot create `{dir}`: {e}");
+                    return EXIT_USER;
+                }
+                for g in &out.globals {
+                    let path = format!("{dir}/{}.txt", g.name);
+                    if let Err(e) = std::fs::write(&path, format_buffer(g)) {
+                        eprintln!("error: cannot write `{path}`: {e}");
+                        return EXIT_USER;
+                    }
+                }
+            }
+            None => {
+                println!("@{}:", k.name);
+                for g in &out.globals {
+                    let dims: Vec<String> = g.shape.iter().map(|d| d.to_string()).collect();
+                    let sum: f64 = g.data.iter().map(|v| v.as_f32() as f64).sum();
+                    let first: Vec<String> = g.data.iter().take(8).map(|v| v.to_string()).collect();
+                    println!("  %{}: {}[{}] sum={sum} first=[{}]", g.name, g.elem, dims.join(", "), first.join(", "));
+                }
+            }
+        }
+    }
+    EXIT_OK
+}

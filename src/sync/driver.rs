@@ -1,0 +1,89 @@
+//! The synchronization pipeline `smemsync sync` runs: waits, then barriers, then the target's
+//! lowering of barriers, then the protocol check.
+//!
+//! 1. **Waits** (`sync::waits`): where a consumer may observe an in-flight async copy, the
+//!    weakest sufficient wait is inserted (largest count per counter class).
+//! 2. **Barriers** (`sync::place`, or the naive baseline) on the kernel with its waits: an
+//!    async write is a producer at the waits that complete it, so a barrier after the wait
+//!    makes other threads' copies visible.
+//! 3. **Split lowering** (`sync::split`) on gfx12 targets: every block barrier becomes a
+//!    signal/wait pair with slack, and the protocol verifier (`check::protocol`) re-proves
+//!    that pairs alternate on every path.
+//!
+//! Each stage is planned on the output of the previous one and never mutates its input. The
+//! ops a stage inserts are new arena entries, so "inserted" is exactly "a sync op whose id the
+//! input kernel did not have"; [`without_inserted`] drops one of them (mutation testing).
+//! Complexity: the sum of the stages'.
+
+use crate::check::protocol::{check_protocol, thread_dependent_values};
+use crate::diag::Diagnostic;
+use crate::ir::edit::apply;
+use crate::ir::effects::is_sync;
+use crate::ir::*;
+use crate::sync::split::{SplitStats, lower_to_split};
+use crate::sync::waits::{WaitPlan, apply_waits, plan_waits};
+use crate::sync::{PlaceOptions, Placement, place_barriers};
+use crate::target::Target;
+
+/// The result of the pipeline.
+#[derive(Clone, Debug)]
+pub struct Synchronized {
+    /// The synchronized kernel.
+    pub kernel: Kernel,
+    /// Waits inserted into the input (anchored in the input kernel).
+    pub waits: WaitPlan,
+    /// The input with its waits: the kernel barrier placement ran on.
+    pub with_waits: Kernel,
+    /// Barrier placement on `with_waits` (anchored there).
+    pub placement: Placement,
+    /// Split-barrier lowering statistics (gfx12 targets).
+    pub split: Option<SplitStats>,
+    /// Number of ops in the input kernel's arena: ops with larger ids were inserted.
+    pub input_ops: usize,
+}
+
+impl Synchronized {
+    /// The inserted sync ops of the final kernel, in program order.
+    pub fn inserted(&self) -> Vec<Op> {
+        inserted_syncs(&self.kernel, self.input_ops)
+    }
+}
+
+/// Sync ops of `k` whose ids are at least `input_ops` (created by a pass), in program order.
+pub fn inserted_syncs(k: &Kernel, input_ops: usize) -> Vec<Op> {
+    k.ops_in_order().into_iter().filter(|&o| o.index() >= input_ops && is_sync(k, o)).collect()
+}
+
+/// A copy of `k` without the `n`-th inserted sync op (program order), or None if there is no
+/// such op.
+pub fn without_inserted(k: &Kernel, input_ops: usize, n: usize) -> Option<Kernel> {
+    let op = *inserted_syncs(k, input_ops).get(n)?;
+    let mut out = k.clone();
+    let r = k.parents().op_region[op]?;
+    out.regions[r].ops.retain(|&o| o != op);
+    Some(out)
+}
+
+/// Runs the pipeline on one kernel.
+pub fn synchronize(k: &Kernel, target: &Target, opts: &PlaceOptions) -> Result<Synchronized, Vec<Diagnostic>> {
+    let waits = plan_waits(k, target)?;
+    let with_waits = apply_waits(k, &waits).kernel;
+    let placement = place_barriers(&with_waits, target, opts)?;
+    let mut kernel = apply(&with_waits, &placement.plan);
+    let mut split = None;
+    if target.split_barriers {
+        let dep = thread_dependent_values(&kernel);
+        let (lowered, stats) = lower_to_split(&kernel, &|o: &Operand| o.value().is_some_and(|v| dep.contains(&v)));
+        let violations = check_protocol(&lowered, target.warp);
+        if !violations.is_empty() {
+            return Err(violations);
+        }
+        kernel = lowered;
+        split = Some(stats);
+    }
+    let errs = crate::verify::verify(&kernel);
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    Ok(Synchronized { kernel, waits, with_waits, placement, split, input_ops: k.ops.len() })
+}

@@ -1,0 +1,559 @@
+//! The race checker and interpreter on kernels whose answer is known by construction.
+
+use smemsync::check::{CheckOptions, Verdict, check_race_free, input_element, run};
+use smemsync::diag::line_number;
+use smemsync::ir::Kernel;
+use smemsync::target::Target;
+
+fn parse(src: &str) -> Kernel {
+    let k = smemsync::reader::parse_kernel(src).unwrap_or_else(|d| panic!("parse: {}", d.render("t", src, false)));
+    let errs = smemsync::verify::verify(&k);
+    assert!(errs.is_empty(), "verify: {}", errs.iter().map(|d| d.render("t", src, false)).collect::<String>());
+    k
+}
+
+fn opts() -> CheckOptions {
+    CheckOptions::default()
+}
+
+fn interp_only() -> CheckOptions {
+    CheckOptions { try_proof: false, ..CheckOptions::default() }
+}
+
+fn with_target(t: &str) -> CheckOptions {
+    CheckOptions { target: Some(Target::from_name(t).expect("target")), try_proof: false, ..CheckOptions::default() }
+}
+
+const TRANSPOSE: &str = r#"
+kernel @transpose(%in: global f32[64, 64], %out: global f32[64, 64]) block(32, 32) grid(2, 2) {
+  shared @tile : f32[32, 33]
+  %tx = tid.x
+  %ty = tid.y
+  %bx = bid.x
+  %by = bid.y
+  %r0 = mul %by, 32
+  %c0 = mul %bx, 32
+  %r = add %r0, %ty
+  %c = add %c0, %tx
+  %x = gload %in[%r, %c]
+  store @tile[%ty, %tx], %x
+  BARRIER
+  %y = load @tile[%tx, %ty]
+  %orow = add %c0, %ty
+  %ocol = add %r0, %tx
+  gstore %out[%orow, %ocol], %y
+}
+"#;
+
+#[test]
+fn transpose_without_barrier_is_racy_with_a_witness_naming_store_and_load() {
+    let src = TRANSPOSE.replace("BARRIER", "");
+    let k = parse(&src);
+    for o in [opts(), interp_only()] {
+        let r = check_race_free(&k, &o);
+        let w = r.witness().unwrap_or_else(|| panic!("expected a race, got {:?}", r.verdict));
+        let lines = [line_number(&src, w.first.span).unwrap(), line_number(&src, w.second.span).unwrap()];
+        assert!(lines.contains(&13) && lines.contains(&15), "witness lines {lines:?}");
+        assert_ne!(w.first.thread, w.second.thread);
+        assert_eq!(w.buffer, "tile");
+        // Store by (x, y) writes [y][x]; load by (x', y') reads [x'][y']: the element names both.
+        let (st, ld) = if w.first.kind.writes() { (&w.first, &w.second) } else { (&w.second, &w.first) };
+        assert_eq!(w.index, vec![st.thread_xyz[1] as u64, st.thread_xyz[0] as u64]);
+        assert_eq!(w.index, vec![ld.thread_xyz[0] as u64, ld.thread_xyz[1] as u64]);
+        let d = r.to_diagnostic(&k).expect("diagnostic");
+        assert_eq!(d.labels.len(), 2);
+        assert_eq!(d.code, "C0001");
+    }
+}
+
+#[test]
+fn transpose_with_barrier_is_proved_and_checked_race_free() {
+    let src = TRANSPOSE.replace("BARRIER", "barrier");
+    let k = parse(&src);
+    let r = check_race_free(&k, &opts());
+    assert!(matches!(r.verdict, Verdict::Proved { .. }), "{:?}", r.verdict);
+    assert_eq!(r.summary(), "race-free (proved)");
+    let r = check_race_free(&k, &interp_only());
+    assert!(matches!(r.verdict, Verdict::Checked { .. }), "{:?}", r.verdict);
+    assert!(r.summary().starts_with("race-free (checked for block=32,32"), "{}", r.summary());
+}
+
+#[test]
+fn transpose_runs_to_the_transposed_input() {
+    let src = TRANSPOSE.replace("BARRIER", "barrier");
+    let k = parse(&src);
+    let out = run(&k, 7, &opts()).expect("runs");
+    let o = out.get("out").expect("out buffer");
+    for r in 0..64u64 {
+        for c in 0..64u64 {
+            let want = input_element(7, 0, c * 64 + r, smemsync::ir::ElemType::F32);
+            assert_eq!(o.data[(r * 64 + c) as usize], want, "out[{r}][{c}]");
+        }
+    }
+    // A different seed gives different data.
+    let out2 = run(&k, 8, &opts()).expect("runs");
+    assert_ne!(out2.get("out").unwrap().data, o.data);
+}
+
+const LOOP_WAR: &str = r#"
+kernel @war(%out: global f32[64]) block(64) {
+  shared @s : f32[64]
+  %t = tid.x
+  %acc = for %i = 0 to 4 step 1 iter(%a = 0.0) {
+    %f = itof %i
+    store @s[%t], %f
+    barrier
+    %n = add %t, 1
+    %m = rem %n, 64
+    %x = load @s[%m]
+    %b = add %a, %x
+    END
+    yield %b
+  }
+  gstore %out[%t], %acc
+}
+"#;
+
+#[test]
+fn loop_carried_war_is_caught_across_iterations() {
+    let src = LOOP_WAR.replace("END", "");
+    let k = parse(&src);
+    for o in [opts(), interp_only()] {
+        let r = check_race_free(&k, &o);
+        let w = r.witness().unwrap_or_else(|| panic!("expected a race, got {:?}", r.verdict));
+        let lines = [line_number(&src, w.first.span).unwrap(), line_number(&src, w.second.span).unwrap()];
+        assert!(lines.contains(&7) && lines.contains(&11), "lines {lines:?}");
+        let (ri, wi) = if w.first.kind.writes() { (&w.second, &w.first) } else { (&w.first, &w.second) };
+        assert_eq!(ri.iteration.len(), 1);
+        assert_eq!(ri.iteration[0].0, "%i");
+        // The read of iteration i races with the write of iteration i+1.
+        assert_eq!(wi.iteration[0].1, ri.iteration[0].1 + 1, "{w:?}");
+    }
+}
+
+#[test]
+fn loop_carried_war_fixed_by_a_second_barrier() {
+    let src = LOOP_WAR.replace("END", "barrier");
+    let k = parse(&src);
+    let r = check_race_free(&k, &opts());
+    assert!(matches!(r.verdict, Verdict::Proved { .. }), "{:?}", r.verdict);
+    let r = check_race_free(&k, &interp_only());
+    assert!(r.is_race_free(), "{:?}", r.verdict);
+    let out = run(&k, 0, &opts()).expect("runs");
+    // Every thread sums 0+1+2+3.
+    assert!(out.get("out").unwrap().data.iter().all(|v| v.as_f32() == 6.0));
+}
+
+#[test]
+fn same_thread_raw_is_not_a_race() {
+    let src = r#"
+kernel @own(%out: global i32[128]) block(128) {
+  shared @s : i32[128]
+  %t = tid.x
+  store @s[%t], %t
+  %x = load @s[%t]
+  %y = add %x, 1
+  store @s[%t], %y
+  %z = load @s[%t]
+  gstore %out[%t], %z
+}
+"#;
+    let k = parse(src);
+    assert!(matches!(check_race_free(&k, &opts()).verdict, Verdict::Proved { .. }));
+    assert!(check_race_free(&k, &interp_only()).is_race_free());
+    let out = run(&k, 0, &opts()).unwrap();
+    for (t, v) in out.get("out").unwrap().data.iter().enumerate() {
+        assert_eq!(v.as_i64(), t as i64 + 1);
+    }
+}
+
+const ATOMICS: &str = r#"
+kernel @hist(%out: global i32[1]) block(64) {
+  shared @s : i32[1]
+  %t = tid.x
+  %z = cmp eq %t, 0
+  if %z {
+    store @s[0], 0
+  }
+  barrier
+  SECOND
+  barrier
+  if %z {
+    %x = load @s[0]
+    gstore %out[0], %x
+  }
+}
+"#;
+
+#[test]
+fn atomics_of_one_kind_do_not_race() {
+    let src = ATOMICS.replace("SECOND", "atomic add @s[0], 1\n  atomic add @s[0], 2");
+    let k = parse(&src);
+    let r = check_race_free(&k, &interp_only());
+    assert!(r.is_race_free(), "{:?}", r.verdict);
+    let out = run(&k, 0, &opts()).unwrap();
+    assert_eq!(out.get("out").unwrap().data[0].as_i64(), 64 * 3);
+}
+
+#[test]
+fn atomic_against_plain_access_races() {
+    let src = ATOMICS.replace("SECOND", "atomic add @s[0], 1\n  %r = load @s[0]");
+    let k = parse(&src);
+    let r = check_race_free(&k, &opts());
+    assert!(r.is_race(), "{:?}", r.verdict);
+    let src = ATOMICS.replace("SECOND", "atomic add @s[0], 1\n  atomic max @s[0], 5");
+    let r = check_race_free(&parse(&src), &opts());
+    assert!(r.is_race(), "atomics of different kinds: {:?}", r.verdict);
+}
+
+const SPLIT: &str = r#"
+kernel @split(%out: global i32[64]) block(64) {
+  shared @s : i32[64]
+  %t = tid.x
+  store @s[%t], %t
+  SYNC
+  %n = add %t, 1
+  %m = rem %n, 64
+  %x = load @s[%m]
+  gstore %out[%t], %x
+}
+"#;
+
+#[test]
+fn split_barrier_orders_or_its_absence_races() {
+    let ok = parse(&SPLIT.replace("SYNC", "barrier_signal -1\n  barrier_wait -1"));
+    let r = check_race_free(&ok, &interp_only());
+    assert!(r.is_race_free(), "{:?}", r.verdict);
+    let out = run(&ok, 0, &opts()).unwrap();
+    assert_eq!(out.get("out").unwrap().data[63].as_i64(), 0);
+    let bad = parse(&SPLIT.replace("SYNC", ""));
+    assert!(check_race_free(&bad, &interp_only()).is_race());
+    // On AMD, LDS stores not followed by a dscnt wait are not ordered by the signal.
+    let r = check_race_free(&ok, &with_target("gfx1200"));
+    assert!(r.is_race(), "unfenced LDS store before signal on gfx1200: {:?}", r.verdict);
+    let fenced = parse(&SPLIT.replace("SYNC", "waitcnt dscnt(0)\n  barrier_signal -1\n  barrier_wait -1"));
+    assert!(check_race_free(&fenced, &with_target("gfx1200")).is_race_free());
+}
+
+#[test]
+fn split_barrier_protocol_errors_are_reported() {
+    let twice = parse(&SPLIT.replace("SYNC", "barrier_signal -1\n  barrier_signal -1\n  barrier_wait -1"));
+    let r = check_race_free(&twice, &interp_only());
+    assert!(matches!(r.verdict, Verdict::Deadlock(ref d) if d.code == "C0008"), "{:?}", r.verdict);
+    let orphan = parse(&SPLIT.replace("SYNC", "barrier_signal -1"));
+    let r = check_race_free(&orphan, &interp_only());
+    assert!(matches!(r.verdict, Verdict::Deadlock(_) | Verdict::Race(_)), "{:?}", r.verdict);
+}
+
+const NAMED: &str = r#"
+kernel @named(%out: global i32[64]) block(64) {
+  group @prod : threads [0, 32)
+  shared @s : i32[32]
+  %t = tid.x
+  %p = in_group @prod
+  if %p {
+    store @s[%t], %t
+    ARRIVE
+  } else {
+    WAIT
+    %i = sub %t, 32
+    %x = load @s[%i]
+    gstore %out[%t], %x
+  }
+}
+"#;
+
+#[test]
+fn named_barrier_producer_consumer() {
+    let ok = parse(&NAMED.replace("ARRIVE", "named_arrive 1, 64").replace("WAIT", "named_sync 1, 64"));
+    let r = check_race_free(&ok, &interp_only());
+    assert!(r.is_race_free(), "{:?}", r.verdict);
+    let out = run(&ok, 0, &opts()).unwrap();
+    assert_eq!(out.get("out").unwrap().data[40].as_i64(), 8);
+    let bad = parse(&NAMED.replace("ARRIVE", "").replace("WAIT", ""));
+    assert!(check_race_free(&bad, &interp_only()).is_race());
+    // Too few arrivals: the consumers wait forever.
+    let stuck = parse(&NAMED.replace("ARRIVE", "").replace("WAIT", "named_sync 1, 64"));
+    assert!(matches!(check_race_free(&stuck, &interp_only()).verdict, Verdict::Deadlock(_)));
+}
+
+const MBAR: &str = r#"
+kernel @mbar(%out: global i32[64]) block(64) {
+  group @prod : threads [0, 32)
+  shared @s : i32[32]
+  shared @m : mbarrier[1]
+  %t = tid.x
+  %z = cmp eq %t, 0
+  if %z {
+    mbar_init @m[0], COUNT
+  }
+  barrier
+  %p = in_group @prod
+  if %p {
+    store @s[%t], %t
+    mbar_arrive @m[0]
+  } else {
+    WAIT
+    %i = sub %t, 32
+    %x = load @s[%i]
+    gstore %out[%t], %x
+  }
+}
+"#;
+
+#[test]
+fn mbarrier_arrive_and_parity_wait() {
+    let ok = parse(&MBAR.replace("COUNT", "32").replace("WAIT", "mbar_wait @m[0], 0"));
+    let r = check_race_free(&ok, &interp_only());
+    assert!(r.is_race_free(), "{:?}", r.verdict);
+    let bad = parse(&MBAR.replace("COUNT", "32").replace("WAIT", ""));
+    assert!(check_race_free(&bad, &interp_only()).is_race());
+    // 64 arrivals expected, 32 come: the parity wait never completes.
+    let stuck = parse(&MBAR.replace("COUNT", "64").replace("WAIT", "mbar_wait @m[0], 0"));
+    let r = check_race_free(&stuck, &interp_only());
+    assert!(matches!(r.verdict, Verdict::Deadlock(ref d) if d.message.contains("mbarrier")), "{:?}", r.verdict);
+    // Waiting on the parity of a phase that has not started is immediate: no ordering.
+    let wrong = parse(&MBAR.replace("COUNT", "32").replace("WAIT", "mbar_wait @m[0], 1"));
+    assert!(check_race_free(&wrong, &interp_only()).is_race());
+}
+
+#[test]
+fn mbarrier_init_must_be_ordered_before_use() {
+    let src = MBAR.replace("COUNT", "32").replace("WAIT", "mbar_wait @m[0], 0").replacen("  barrier\n", "", 1);
+    let r = check_race_free(&parse(&src), &interp_only());
+    assert!(!r.is_race_free(), "{:?}", r.verdict);
+}
+
+const TMA: &str = r#"
+kernel @tma(%g: global f32[16, 16], %out: global f32[256]) block(64) {
+  shared @s : f32[16, 16]
+  shared @m : mbarrier[1]
+  %t = tid.x
+  %z = cmp eq %t, 0
+  if %z {
+    mbar_init @m[0], 1
+  }
+  barrier
+  if %z {
+    mbar_arrive @m[0] tx 1024
+    tma_load @s <- %g[0, 0], @m[0]
+  }
+  WAIT
+  %r = div %t, 4
+  %c = rem %t, 4
+  %x = load @s[%r, %c]
+  gstore %out[%t], %x
+}
+"#;
+
+#[test]
+fn tma_completes_on_the_mbarrier_phase() {
+    let ok = parse(&TMA.replace("WAIT", "mbar_wait @m[0], 0"));
+    let r = check_race_free(&ok, &interp_only());
+    assert!(r.is_race_free(), "{:?}", r.verdict);
+    let out = run(&ok, 3, &opts()).unwrap();
+    let want = input_element(3, 0, 5 * 16 + 2, smemsync::ir::ElemType::F32);
+    assert_eq!(out.get("out").unwrap().data[5 * 4 + 2], want);
+    let bad = parse(&TMA.replace("WAIT", ""));
+    let r = check_race_free(&bad, &interp_only());
+    let w = r.witness().unwrap_or_else(|| panic!("{:?}", r.verdict));
+    assert!(w.first.by_engine || w.second.by_engine);
+}
+
+const CPASYNC: &str = r#"
+kernel @cp(%g: global i32[64], %out: global i32[64]) block(64) {
+  shared @s : i32[64]
+  %t = tid.x
+  cp_async @s[%t] <- %g[%t]
+  cp_async_commit
+  WAIT
+  barrier
+  %n = add %t, 1
+  %m = rem %n, 64
+  %x = load @s[%m]
+  gstore %out[%t], %x
+}
+"#;
+
+#[test]
+fn cp_async_needs_a_wait_before_the_barrier() {
+    let ok = parse(&CPASYNC.replace("WAIT", "cp_async_wait 0"));
+    let r = check_race_free(&ok, &interp_only());
+    assert!(r.is_race_free(), "{:?}", r.verdict);
+    let out = run(&ok, 5, &opts()).unwrap();
+    assert_eq!(out.get("out").unwrap().data[3], input_element(5, 0, 4, smemsync::ir::ElemType::I32));
+    let bad = parse(&CPASYNC.replace("WAIT", ""));
+    let r = check_race_free(&bad, &interp_only());
+    let w = r.witness().unwrap_or_else(|| panic!("a barrier does not complete a copy: {:?}", r.verdict));
+    assert!(w.first.by_engine, "{w:?}");
+    // Waiting for one group too few leaves the copy in flight.
+    let one = parse(&CPASYNC.replace("WAIT", "cp_async_wait 1"));
+    assert!(check_race_free(&one, &interp_only()).is_race());
+}
+
+const TDM: &str = r#"
+kernel @tdm(%g: global f16[32, 64], %out: global f32[64]) block(64) {
+  shared @s : f16[2, 32, 32]
+  %t = tid.x
+  %v = view @s[0]
+  %w = view @s[1]
+  %tok = tdm_load %v <- %g[0, 0]
+  tdm_load %w <- %g[0, 32]
+  WAIT
+  barrier
+  %x = local_load %v layout "dot"
+  gstore %out[%t], %x
+  waitcnt tensorcnt(0)
+}
+"#;
+
+#[test]
+fn tdm_count_waits_complete_in_order() {
+    // tensorcnt(1) completes the older copy into slot 0, which is the one read.
+    for wait in ["waitcnt tensorcnt(1)", "waitcnt tensorcnt(0)", "wait_tokens %tok"] {
+        let k = parse(&TDM.replace("WAIT", wait));
+        let r = check_race_free(&k, &interp_only());
+        assert!(r.is_race_free(), "{wait}: {:?}", r.verdict);
+    }
+    for wait in ["waitcnt tensorcnt(2)", ""] {
+        let k = parse(&TDM.replace("WAIT", wait));
+        assert!(check_race_free(&k, &interp_only()).is_race(), "{wait}");
+    }
+}
+
+#[test]
+fn gather_to_lds_is_counted_by_the_targets_counter() {
+    let src = r#"
+kernel @g2l(%g: global i32[64], %out: global i32[64]) block(64) {
+  shared @s : i32[64]
+  %t = tid.x
+  gather_to_lds @s[%t] <- %g[%t]
+  WAIT
+  barrier
+  %n = add %t, 1
+  %m = rem %n, 64
+  %x = load @s[%m]
+  gstore %out[%t], %x
+}
+"#;
+    let generic = parse(&src.replace("WAIT", "waitcnt vmcnt(0)"));
+    assert!(check_race_free(&generic, &interp_only()).is_race_free());
+    // On gfx1250 the copy is counted by asynccnt: a vmcnt wait does not complete it.
+    assert!(check_race_free(&generic, &with_target("gfx1250")).is_race());
+    let k = parse(&src.replace("WAIT", "waitcnt asynccnt(0)"));
+    assert!(check_race_free(&k, &with_target("gfx1250")).is_race_free());
+}
+
+#[test]
+fn barrier_under_thread_dependent_if_deadlocks() {
+    let src = r#"
+kernel @dl(%out: global i32[64]) block(64) {
+  %t = tid.x
+  %c = cmp lt %t, 16
+  if %c {
+    barrier
+  }
+  gstore %out[%t], %t
+}
+"#;
+    let r = check_race_free(&parse(src), &opts());
+    let Verdict::Deadlock(d) = &r.verdict else { panic!("{:?}", r.verdict) };
+    assert_eq!(d.code, "C0002");
+    assert!(d.message.contains("16 of 64"), "{}", d.message);
+    let div = src.replace("    barrier\n  }", "    barrier\n  } else {\n    barrier\n  }");
+    let r = check_race_free(&parse(&div), &opts());
+    assert!(matches!(r.verdict, Verdict::Deadlock(ref d) if d.code == "C0003"), "{:?}", r.verdict);
+}
+
+#[test]
+fn execution_errors_carry_the_op_span() {
+    let oob = r#"
+kernel @oob(%out: global i32[64]) block(64) {
+  shared @s : i32[64]
+  %t = tid.x
+  %u = add %t, 1
+  store @s[%u], %t
+}
+"#;
+    let r = check_race_free(&parse(oob), &interp_only());
+    let Verdict::ExecError(d) = &r.verdict else { panic!("{:?}", r.verdict) };
+    assert_eq!(line_number(oob, d.primary_span().unwrap()), Some(6));
+    let div0 = r#"
+kernel @div0(%out: global i32[64]) block(64) {
+  %t = tid.x
+  %q = div 10, %t
+  gstore %out[%t], %q
+}
+"#;
+    let r = check_race_free(&parse(div0), &interp_only());
+    assert!(matches!(r.verdict, Verdict::ExecError(ref d) if d.code == "C0005"), "{:?}", r.verdict);
+    let uninit = r#"
+kernel @uninit(%out: global i32[64]) block(64) {
+  shared @s : i32[64]
+  %t = tid.x
+  %x = load @s[%t]
+  gstore %out[%t], %x
+}
+"#;
+    let r = check_race_free(&parse(uninit), &interp_only());
+    assert!(matches!(r.verdict, Verdict::ExecError(ref d) if d.code == "C0006"), "{:?}", r.verdict);
+}
+
+#[test]
+fn outstanding_copy_at_exit_is_reported() {
+    let src = CPASYNC.replace("WAIT", "").replace("  cp_async_commit\n", "").replace("  barrier\n", "").replace("%x = load @s[%m]", "%x = add %m, 0");
+    let r = check_race_free(&parse(&src), &interp_only());
+    assert!(matches!(r.verdict, Verdict::Deadlock(ref d) if d.code == "C0007"), "{:?}", r.verdict);
+}
+
+#[test]
+fn every_example_checks_without_internal_errors() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).expect("examples") {
+        let p = e.expect("entry").path();
+        if p.extension().is_none_or(|x| x != "kir") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&p).expect("read");
+        let Ok(m) = smemsync::reader::parse(&src) else { continue };
+        for k in &m.kernels {
+            let o = CheckOptions { schedules: 1, ..CheckOptions::default() };
+            let r = check_race_free(k, &o);
+            if let Some(d) = r.to_diagnostic(k) {
+                assert_ne!(d.kind, smemsync::diag::DiagKind::Verifier, "{}: {}", p.display(), d.message);
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 2);
+}
+
+#[test]
+fn a_large_block_with_a_long_loop_checks_quickly() {
+    let src = r#"
+kernel @big(%out: global f32[1024]) block(1024) {
+  shared @s : f32[2, 1024]
+  %t = tid.x
+  %acc = for %i = 0 to 200 step 1 iter(%a = 0.0) {
+    %slot = rem %i, 2
+    %v = view @s[%slot]
+    %f = itof %i
+    store %v[%t], %f
+    barrier
+    %n = add %t, 7
+    %m = rem %n, 1024
+    %x = load %v[%m]
+    %b = add %a, %x
+    yield %b
+  }
+  gstore %out[%t], %acc
+}
+"#;
+    let k = parse(src);
+    let t = std::time::Instant::now();
+    let r = check_race_free(&k, &CheckOptions { schedules: 1, try_proof: false, ..CheckOptions::default() });
+    assert!(r.is_race_free(), "{:?}", r.verdict);
+    // Debug builds are ~20x slower than release; this bounds both loosely.
+    assert!(t.elapsed().as_secs() < 30, "{:?}", t.elapsed());
+}
