@@ -6,9 +6,16 @@ use smemsync::ir::Kernel;
 use smemsync::target::Target;
 
 fn parse(src: &str) -> Kernel {
-    let k = smemsync::reader::parse_kernel(src).unwrap_or_else(|d| panic!("parse: {}", d.render("t", src, false)));
+    let k = smemsync::reader::parse_kernel(src)
+        .unwrap_or_else(|d| panic!("parse: {}", d.render("t", src, false)));
     let errs = smemsync::verify::verify(&k);
-    assert!(errs.is_empty(), "verify: {}", errs.iter().map(|d| d.render("t", src, false)).collect::<String>());
+    assert!(
+        errs.is_empty(),
+        "verify: {}",
+        errs.iter()
+            .map(|d| d.render("t", src, false))
+            .collect::<String>()
+    );
     k
 }
 
@@ -17,11 +24,18 @@ fn opts() -> CheckOptions {
 }
 
 fn interp_only() -> CheckOptions {
-    CheckOptions { try_proof: false, ..CheckOptions::default() }
+    CheckOptions {
+        try_proof: false,
+        ..CheckOptions::default()
+    }
 }
 
 fn with_target(t: &str) -> CheckOptions {
-    CheckOptions { target: Some(Target::from_name(t).expect("target")), try_proof: false, ..CheckOptions::default() }
+    CheckOptions {
+        target: Some(Target::from_name(t).expect("target")),
+        try_proof: false,
+        ..CheckOptions::default()
+    }
 }
 
 const TRANSPOSE: &str = r#"
@@ -51,15 +65,33 @@ fn transpose_without_barrier_is_racy_with_a_witness_naming_store_and_load() {
     let k = parse(&src);
     for o in [opts(), interp_only()] {
         let r = check_race_free(&k, &o);
-        let w = r.witness().unwrap_or_else(|| panic!("expected a race, got {:?}", r.verdict));
-        let lines = [line_number(&src, w.first.span).unwrap(), line_number(&src, w.second.span).unwrap()];
-        assert!(lines.contains(&13) && lines.contains(&15), "witness lines {lines:?}");
+        let w = r
+            .witness()
+            .unwrap_or_else(|| panic!("expected a race, got {:?}", r.verdict));
+        let lines = [
+            line_number(&src, w.first.span).unwrap(),
+            line_number(&src, w.second.span).unwrap(),
+        ];
+        assert!(
+            lines.contains(&13) && lines.contains(&15),
+            "witness lines {lines:?}"
+        );
         assert_ne!(w.first.thread, w.second.thread);
         assert_eq!(w.buffer, "tile");
         // Store by (x, y) writes [y][x]; load by (x', y') reads [x'][y']: the element names both.
-        let (st, ld) = if w.first.kind.writes() { (&w.first, &w.second) } else { (&w.second, &w.first) };
-        assert_eq!(w.index, vec![st.thread_xyz[1] as u64, st.thread_xyz[0] as u64]);
-        assert_eq!(w.index, vec![ld.thread_xyz[0] as u64, ld.thread_xyz[1] as u64]);
+        let (st, ld) = if w.first.kind.writes() {
+            (&w.first, &w.second)
+        } else {
+            (&w.second, &w.first)
+        };
+        assert_eq!(
+            w.index,
+            vec![st.thread_xyz[1] as u64, st.thread_xyz[0] as u64]
+        );
+        assert_eq!(
+            w.index,
+            vec![ld.thread_xyz[0] as u64, ld.thread_xyz[1] as u64]
+        );
         let d = r.to_diagnostic(&k).expect("diagnostic");
         assert_eq!(d.labels.len(), 2);
         assert_eq!(d.code, "C0001");
@@ -71,11 +103,24 @@ fn transpose_with_barrier_is_proved_and_checked_race_free() {
     let src = TRANSPOSE.replace("BARRIER", "barrier");
     let k = parse(&src);
     let r = check_race_free(&k, &opts());
-    assert!(matches!(r.verdict, Verdict::Proved { .. }), "{:?}", r.verdict);
+    assert!(
+        matches!(r.verdict, Verdict::Proved { .. }),
+        "{:?}",
+        r.verdict
+    );
     assert_eq!(r.summary(), "race-free (proved)");
     let r = check_race_free(&k, &interp_only());
-    assert!(matches!(r.verdict, Verdict::Checked { .. }), "{:?}", r.verdict);
-    assert!(r.summary().starts_with("race-free (checked for block=32,32"), "{}", r.summary());
+    assert!(
+        matches!(r.verdict, Verdict::Checked { .. }),
+        "{:?}",
+        r.verdict
+    );
+    assert!(
+        r.summary()
+            .starts_with("race-free (checked for block=32,32"),
+        "{}",
+        r.summary()
+    );
 }
 
 #[test]
@@ -120,10 +165,19 @@ fn loop_carried_war_is_caught_across_iterations() {
     let k = parse(&src);
     for o in [opts(), interp_only()] {
         let r = check_race_free(&k, &o);
-        let w = r.witness().unwrap_or_else(|| panic!("expected a race, got {:?}", r.verdict));
-        let lines = [line_number(&src, w.first.span).unwrap(), line_number(&src, w.second.span).unwrap()];
+        let w = r
+            .witness()
+            .unwrap_or_else(|| panic!("expected a race, got {:?}", r.verdict));
+        let lines = [
+            line_number(&src, w.first.span).unwrap(),
+            line_number(&src, w.second.span).unwrap(),
+        ];
         assert!(lines.contains(&7) && lines.contains(&11), "lines {lines:?}");
-        let (ri, wi) = if w.first.kind.writes() { (&w.second, &w.first) } else { (&w.first, &w.second) };
+        let (ri, wi) = if w.first.kind.writes() {
+            (&w.second, &w.first)
+        } else {
+            (&w.first, &w.second)
+        };
         assert_eq!(ri.iteration.len(), 1);
         assert_eq!(ri.iteration[0].0, "%i");
         // The read of iteration i races with the write of iteration i+1.
@@ -136,12 +190,22 @@ fn loop_carried_war_fixed_by_a_second_barrier() {
     let src = LOOP_WAR.replace("END", "barrier");
     let k = parse(&src);
     let r = check_race_free(&k, &opts());
-    assert!(matches!(r.verdict, Verdict::Proved { .. }), "{:?}", r.verdict);
+    assert!(
+        matches!(r.verdict, Verdict::Proved { .. }),
+        "{:?}",
+        r.verdict
+    );
     let r = check_race_free(&k, &interp_only());
     assert!(r.is_race_free(), "{:?}", r.verdict);
     let out = run(&k, 0, &opts()).expect("runs");
     // Every thread sums 0+1+2+3.
-    assert!(out.get("out").unwrap().data.iter().all(|v| v.as_f32() == 6.0));
+    assert!(
+        out.get("out")
+            .unwrap()
+            .data
+            .iter()
+            .all(|v| v.as_f32() == 6.0)
+    );
 }
 
 #[test]
@@ -159,7 +223,10 @@ kernel @own(%out: global i32[128]) block(128) {
 }
 "#;
     let k = parse(src);
-    assert!(matches!(check_race_free(&k, &opts()).verdict, Verdict::Proved { .. }));
+    assert!(matches!(
+        check_race_free(&k, &opts()).verdict,
+        Verdict::Proved { .. }
+    ));
     assert!(check_race_free(&k, &interp_only()).is_race_free());
     let out = run(&k, 0, &opts()).unwrap();
     for (t, v) in out.get("out").unwrap().data.iter().enumerate() {
@@ -230,19 +297,37 @@ fn split_barrier_orders_or_its_absence_races() {
     assert!(check_race_free(&bad, &interp_only()).is_race());
     // On AMD, LDS stores not followed by a dscnt wait are not ordered by the signal.
     let r = check_race_free(&ok, &with_target("gfx1200"));
-    assert!(r.is_race(), "unfenced LDS store before signal on gfx1200: {:?}", r.verdict);
-    let fenced = parse(&SPLIT.replace("SYNC", "waitcnt dscnt(0)\n  barrier_signal -1\n  barrier_wait -1"));
+    assert!(
+        r.is_race(),
+        "unfenced LDS store before signal on gfx1200: {:?}",
+        r.verdict
+    );
+    let fenced = parse(&SPLIT.replace(
+        "SYNC",
+        "waitcnt dscnt(0)\n  barrier_signal -1\n  barrier_wait -1",
+    ));
     assert!(check_race_free(&fenced, &with_target("gfx1200")).is_race_free());
 }
 
 #[test]
 fn split_barrier_protocol_errors_are_reported() {
-    let twice = parse(&SPLIT.replace("SYNC", "barrier_signal -1\n  barrier_signal -1\n  barrier_wait -1"));
+    let twice = parse(&SPLIT.replace(
+        "SYNC",
+        "barrier_signal -1\n  barrier_signal -1\n  barrier_wait -1",
+    ));
     let r = check_race_free(&twice, &interp_only());
-    assert!(matches!(r.verdict, Verdict::Deadlock(ref d) if d.code == "C0008"), "{:?}", r.verdict);
+    assert!(
+        matches!(r.verdict, Verdict::Deadlock(ref d) if d.code == "C0008"),
+        "{:?}",
+        r.verdict
+    );
     let orphan = parse(&SPLIT.replace("SYNC", "barrier_signal -1"));
     let r = check_race_free(&orphan, &interp_only());
-    assert!(matches!(r.verdict, Verdict::Deadlock(_) | Verdict::Race(_)), "{:?}", r.verdict);
+    assert!(
+        matches!(r.verdict, Verdict::Deadlock(_) | Verdict::Race(_)),
+        "{:?}",
+        r.verdict
+    );
 }
 
 const NAMED: &str = r#"
@@ -265,7 +350,11 @@ kernel @named(%out: global i32[64]) block(64) {
 
 #[test]
 fn named_barrier_producer_consumer() {
-    let ok = parse(&NAMED.replace("ARRIVE", "named_arrive 1, 64").replace("WAIT", "named_sync 1, 64"));
+    let ok = parse(
+        &NAMED
+            .replace("ARRIVE", "named_arrive 1, 64")
+            .replace("WAIT", "named_sync 1, 64"),
+    );
     let r = check_race_free(&ok, &interp_only());
     assert!(r.is_race_free(), "{:?}", r.verdict);
     let out = run(&ok, 0, &opts()).unwrap();
@@ -273,8 +362,15 @@ fn named_barrier_producer_consumer() {
     let bad = parse(&NAMED.replace("ARRIVE", "").replace("WAIT", ""));
     assert!(check_race_free(&bad, &interp_only()).is_race());
     // Too few arrivals: the consumers wait forever.
-    let stuck = parse(&NAMED.replace("ARRIVE", "").replace("WAIT", "named_sync 1, 64"));
-    assert!(matches!(check_race_free(&stuck, &interp_only()).verdict, Verdict::Deadlock(_)));
+    let stuck = parse(
+        &NAMED
+            .replace("ARRIVE", "")
+            .replace("WAIT", "named_sync 1, 64"),
+    );
+    assert!(matches!(
+        check_race_free(&stuck, &interp_only()).verdict,
+        Verdict::Deadlock(_)
+    ));
 }
 
 const MBAR: &str = r#"
@@ -303,23 +399,42 @@ kernel @mbar(%out: global i32[64]) block(64) {
 
 #[test]
 fn mbarrier_arrive_and_parity_wait() {
-    let ok = parse(&MBAR.replace("COUNT", "32").replace("WAIT", "mbar_wait @m[0], 0"));
+    let ok = parse(
+        &MBAR
+            .replace("COUNT", "32")
+            .replace("WAIT", "mbar_wait @m[0], 0"),
+    );
     let r = check_race_free(&ok, &interp_only());
     assert!(r.is_race_free(), "{:?}", r.verdict);
     let bad = parse(&MBAR.replace("COUNT", "32").replace("WAIT", ""));
     assert!(check_race_free(&bad, &interp_only()).is_race());
     // 64 arrivals expected, 32 come: the parity wait never completes.
-    let stuck = parse(&MBAR.replace("COUNT", "64").replace("WAIT", "mbar_wait @m[0], 0"));
+    let stuck = parse(
+        &MBAR
+            .replace("COUNT", "64")
+            .replace("WAIT", "mbar_wait @m[0], 0"),
+    );
     let r = check_race_free(&stuck, &interp_only());
-    assert!(matches!(r.verdict, Verdict::Deadlock(ref d) if d.message.contains("mbarrier")), "{:?}", r.verdict);
+    assert!(
+        matches!(r.verdict, Verdict::Deadlock(ref d) if d.message.contains("mbarrier")),
+        "{:?}",
+        r.verdict
+    );
     // Waiting on the parity of a phase that has not started is immediate: no ordering.
-    let wrong = parse(&MBAR.replace("COUNT", "32").replace("WAIT", "mbar_wait @m[0], 1"));
+    let wrong = parse(
+        &MBAR
+            .replace("COUNT", "32")
+            .replace("WAIT", "mbar_wait @m[0], 1"),
+    );
     assert!(check_race_free(&wrong, &interp_only()).is_race());
 }
 
 #[test]
 fn mbarrier_init_must_be_ordered_before_use() {
-    let src = MBAR.replace("COUNT", "32").replace("WAIT", "mbar_wait @m[0], 0").replacen("  barrier\n", "", 1);
+    let src = MBAR
+        .replace("COUNT", "32")
+        .replace("WAIT", "mbar_wait @m[0], 0")
+        .replacen("  barrier\n", "", 1);
     let r = check_race_free(&parse(&src), &interp_only());
     assert!(!r.is_race_free(), "{:?}", r.verdict);
 }
@@ -381,10 +496,15 @@ fn cp_async_needs_a_wait_before_the_barrier() {
     let r = check_race_free(&ok, &interp_only());
     assert!(r.is_race_free(), "{:?}", r.verdict);
     let out = run(&ok, 5, &opts()).unwrap();
-    assert_eq!(out.get("out").unwrap().data[3], input_element(5, 0, 4, smemsync::ir::ElemType::I32));
+    assert_eq!(
+        out.get("out").unwrap().data[3],
+        input_element(5, 0, 4, smemsync::ir::ElemType::I32)
+    );
     let bad = parse(&CPASYNC.replace("WAIT", ""));
     let r = check_race_free(&bad, &interp_only());
-    let w = r.witness().unwrap_or_else(|| panic!("a barrier does not complete a copy: {:?}", r.verdict));
+    let w = r
+        .witness()
+        .unwrap_or_else(|| panic!("a barrier does not complete a copy: {:?}", r.verdict));
     assert!(w.first.by_engine, "{w:?}");
     // Waiting for one group too few leaves the copy in flight.
     let one = parse(&CPASYNC.replace("WAIT", "cp_async_wait 1"));
@@ -410,7 +530,11 @@ kernel @tdm(%g: global f16[32, 64], %out: global f32[64]) block(64) {
 #[test]
 fn tdm_count_waits_complete_in_order() {
     // tensorcnt(1) completes the older copy into slot 0, which is the one read.
-    for wait in ["waitcnt tensorcnt(1)", "waitcnt tensorcnt(0)", "wait_tokens %tok"] {
+    for wait in [
+        "waitcnt tensorcnt(1)",
+        "waitcnt tensorcnt(0)",
+        "wait_tokens %tok",
+    ] {
         let k = parse(&TDM.replace("WAIT", wait));
         let r = check_race_free(&k, &interp_only());
         assert!(r.is_race_free(), "{wait}: {:?}", r.verdict);
@@ -457,12 +581,21 @@ kernel @dl(%out: global i32[64]) block(64) {
 }
 "#;
     let r = check_race_free(&parse(src), &opts());
-    let Verdict::Deadlock(d) = &r.verdict else { panic!("{:?}", r.verdict) };
+    let Verdict::Deadlock(d) = &r.verdict else {
+        panic!("{:?}", r.verdict)
+    };
     assert_eq!(d.code, "C0002");
     assert!(d.message.contains("16 of 64"), "{}", d.message);
-    let div = src.replace("    barrier\n  }", "    barrier\n  } else {\n    barrier\n  }");
+    let div = src.replace(
+        "    barrier\n  }",
+        "    barrier\n  } else {\n    barrier\n  }",
+    );
     let r = check_race_free(&parse(&div), &opts());
-    assert!(matches!(r.verdict, Verdict::Deadlock(ref d) if d.code == "C0003"), "{:?}", r.verdict);
+    assert!(
+        matches!(r.verdict, Verdict::Deadlock(ref d) if d.code == "C0003"),
+        "{:?}",
+        r.verdict
+    );
 }
 
 #[test]
@@ -476,7 +609,9 @@ kernel @oob(%out: global i32[64]) block(64) {
 }
 "#;
     let r = check_race_free(&parse(oob), &interp_only());
-    let Verdict::ExecError(d) = &r.verdict else { panic!("{:?}", r.verdict) };
+    let Verdict::ExecError(d) = &r.verdict else {
+        panic!("{:?}", r.verdict)
+    };
     assert_eq!(line_number(oob, d.primary_span().unwrap()), Some(6));
     let div0 = r#"
 kernel @div0(%out: global i32[64]) block(64) {
@@ -486,7 +621,11 @@ kernel @div0(%out: global i32[64]) block(64) {
 }
 "#;
     let r = check_race_free(&parse(div0), &interp_only());
-    assert!(matches!(r.verdict, Verdict::ExecError(ref d) if d.code == "C0005"), "{:?}", r.verdict);
+    assert!(
+        matches!(r.verdict, Verdict::ExecError(ref d) if d.code == "C0005"),
+        "{:?}",
+        r.verdict
+    );
     let uninit = r#"
 kernel @uninit(%out: global i32[64]) block(64) {
   shared @s : i32[64]
@@ -496,14 +635,26 @@ kernel @uninit(%out: global i32[64]) block(64) {
 }
 "#;
     let r = check_race_free(&parse(uninit), &interp_only());
-    assert!(matches!(r.verdict, Verdict::ExecError(ref d) if d.code == "C0006"), "{:?}", r.verdict);
+    assert!(
+        matches!(r.verdict, Verdict::ExecError(ref d) if d.code == "C0006"),
+        "{:?}",
+        r.verdict
+    );
 }
 
 #[test]
 fn outstanding_copy_at_exit_is_reported() {
-    let src = CPASYNC.replace("WAIT", "").replace("  cp_async_commit\n", "").replace("  barrier\n", "").replace("%x = load @s[%m]", "%x = add %m, 0");
+    let src = CPASYNC
+        .replace("WAIT", "")
+        .replace("  cp_async_commit\n", "")
+        .replace("  barrier\n", "")
+        .replace("%x = load @s[%m]", "%x = add %m, 0");
     let r = check_race_free(&parse(&src), &interp_only());
-    assert!(matches!(r.verdict, Verdict::Deadlock(ref d) if d.code == "C0007"), "{:?}", r.verdict);
+    assert!(
+        matches!(r.verdict, Verdict::Deadlock(ref d) if d.code == "C0007"),
+        "{:?}",
+        r.verdict
+    );
 }
 
 #[test]
@@ -516,12 +667,23 @@ fn every_example_checks_without_internal_errors() {
             continue;
         }
         let src = std::fs::read_to_string(&p).expect("read");
-        let Ok(m) = smemsync::reader::parse(&src) else { continue };
+        let Ok(m) = smemsync::reader::parse(&src) else {
+            continue;
+        };
         for k in &m.kernels {
-            let o = CheckOptions { schedules: 1, ..CheckOptions::default() };
+            let o = CheckOptions {
+                schedules: 1,
+                ..CheckOptions::default()
+            };
             let r = check_race_free(k, &o);
             if let Some(d) = r.to_diagnostic(k) {
-                assert_ne!(d.kind, smemsync::diag::DiagKind::Verifier, "{}: {}", p.display(), d.message);
+                assert_ne!(
+                    d.kind,
+                    smemsync::diag::DiagKind::Verifier,
+                    "{}: {}",
+                    p.display(),
+                    d.message
+                );
             }
             n += 1;
         }
@@ -552,7 +714,14 @@ kernel @big(%out: global f32[1024]) block(1024) {
 "#;
     let k = parse(src);
     let t = std::time::Instant::now();
-    let r = check_race_free(&k, &CheckOptions { schedules: 1, try_proof: false, ..CheckOptions::default() });
+    let r = check_race_free(
+        &k,
+        &CheckOptions {
+            schedules: 1,
+            try_proof: false,
+            ..CheckOptions::default()
+        },
+    );
     assert!(r.is_race_free(), "{:?}", r.verdict);
     // Debug builds are ~20x slower than release; this bounds both loosely.
     assert!(t.elapsed().as_secs() < 30, "{:?}", t.elapsed());

@@ -300,6 +300,11 @@ fn copies_in_if_take_the_minimum_over_both_arms() {
         plan2.edits[0].kind,
         OpKind::WaitCnt(vec![(Counter::VmCnt, 1)])
     );
+    // The independent checker agrees (concrete trip counts, hand-placed barriers).
+    let concrete = src
+        .replace("to %n step", "to 4 step")
+        .replace("to %m step", "to 3 step");
+    waits_checked_with_hand_barriers(&kernel(&concrete), "gfx942");
 }
 
 #[test]
@@ -372,6 +377,11 @@ fn waits_inside_nested_loops() {
         .map(|e| e.kind.clone())
         .collect();
     assert_eq!(w, vec![OpKind::CpAsyncWait(0)]);
+    // The independent checker agrees (concrete trip counts, hand-placed barriers).
+    let concrete = src
+        .replace("to %n step", "to 4 step")
+        .replace("to %m step", "to 3 step");
+    waits_checked_with_hand_barriers(&kernel(&concrete), "sm_80");
 }
 
 #[test]
@@ -493,6 +503,11 @@ fn tma_store_then_overwrite_needs_bulk_wait() {
             .collect::<Vec<_>>()
     );
     assert!(w.contains(&OpKind::BulkWait(0)));
+    // The independent checker agrees (concrete trip counts, hand-placed barriers).
+    let concrete = src
+        .replace("to %n step", "to 4 step")
+        .replace("to %m step", "to 3 step");
+    waits_checked_with_hand_barriers(&kernel(&concrete), "sm_90");
 }
 
 #[test]
@@ -527,6 +542,11 @@ fn wgmma_operand_overwrite_waits_for_the_group() {
         .collect();
     // Slot k mod 3 was read by the wgmma of iteration k-3: two younger groups may stay.
     assert_eq!(w, vec![OpKind::WgmmaWait(2)]);
+    // The independent checker agrees (concrete trip counts, hand-placed barriers).
+    let concrete = src
+        .replace("to %n step", "to 4 step")
+        .replace("to %m step", "to 3 step");
+    waits_checked_with_hand_barriers(&kernel(&concrete), "sm_90");
 }
 
 #[test]
@@ -700,13 +720,21 @@ fn a_wait_for_copies_issued_before_a_loop_is_hoisted_out_of_it() {
         OpKind::WaitCnt(vec![(Counter::VmCnt, 1)])
     );
     assert!(plan.edits[0].why.contains("hoisted out of the loop"));
+    // The independent checker agrees (concrete trip counts, hand-placed barriers).
+    let concrete = src
+        .replace("to %n step", "to 4 step")
+        .replace("to %m step", "to 3 step");
+    waits_checked_with_hand_barriers(&kernel(&concrete), "gfx942");
 }
 
-/// The independent race checker's verdict on a kernel (`Some(true)`: race free). Wiring: once
-/// `smemsync::check::check_race_free` is on this branch, return
-/// `Some(smemsync::check::check_race_free(k, t).is_ok())` here.
-fn independent_race_free(_k: &Kernel, _t: &Target) -> Option<bool> {
-    None
+/// The independent race checker's verdict on a kernel (`Some(true)`: no race, no execution
+/// error such as a copy outstanding at exit), from `check::check_race_free` with the target.
+fn independent_race_free(k: &Kernel, t: &Target) -> Option<bool> {
+    let opts = smemsync::check::CheckOptions {
+        target: Some(*t),
+        ..Default::default()
+    };
+    Some(smemsync::check::check_race_free(k, &opts).is_race_free())
 }
 
 /// Mutants of a final kernel (waits, then barriers): each wait the wait planner created,
@@ -752,7 +780,10 @@ fn full_pipeline_outputs_and_their_mutants() {
         ),
     ];
     for (src, tg) in cases {
-        let k = kernel(&src);
+        // The checker interprets concrete trip counts: give the loops the count it runs, so
+        // that the planner's counts (maximal for every trip count) are maximal for it too (a
+        // zero-trip loop would otherwise justify a stronger drain the checker never sees).
+        let k = kernel(&src.replace("to %n step", "to 4 step"));
         let tg = t(tg);
         let plan = plan_waits(&k, &tg).unwrap();
         let waited = apply_waits(&k, &plan);
@@ -827,4 +858,90 @@ fn a_missing_tma_wait_is_reported_with_the_wait_to_write() {
         "{:?}",
         c.hazards
     );
+}
+
+/// smemsync's waits, plus the barriers the kernel needs placed by hand (one after each
+/// inserted wait, so that other threads see the copies, and one at the end of each loop body,
+/// for the slot the next iteration's copies overwrite), are race free for the independent
+/// checker; weakening or removing any inserted wait makes it find a race.
+fn waits_checked_with_hand_barriers(k: &Kernel, target: &str) {
+    let tg = t(target);
+    let plan = plan_waits(k, &tg).unwrap();
+    let mut edits = Vec::new();
+    for e in &plan.edits {
+        edits.push(e.clone());
+        if let Anchor::Before(c) = e.anchor {
+            edits.push(smemsync::sync::waits::WaitEdit {
+                anchor: Anchor::Before(c),
+                kind: OpKind::Barrier,
+                why: String::new(),
+            });
+        }
+    }
+    for l in k
+        .ops_in_order()
+        .into_iter()
+        .filter(|o| matches!(k.ops[*o].kind, OpKind::For { .. }))
+    {
+        edits.push(smemsync::sync::waits::WaitEdit {
+            anchor: Anchor::End(k.ops[l].regions[0]),
+            kind: OpKind::Barrier,
+            why: String::new(),
+        });
+    }
+    let applied = apply_waits(
+        k,
+        &WaitPlan {
+            edits: edits.clone(),
+        },
+    );
+    let fin = &applied.kernel;
+    assert_eq!(
+        independent_race_free(fin, &tg),
+        Some(true),
+        "{}",
+        print(fin)
+    );
+    let waits: Vec<Op> = edits
+        .iter()
+        .zip(&applied.created)
+        .filter(|(e, _)| e.kind != OpKind::Barrier)
+        .map(|(_, o)| *o)
+        .collect();
+    assert!(!waits.is_empty());
+    for (what, m) in final_mutants(fin, &waits) {
+        assert_eq!(
+            independent_race_free(&m, &tg),
+            Some(false),
+            "{what}: the checker finds no race\n{}",
+            print(&m)
+        );
+    }
+}
+
+#[test]
+fn seed_003_waits_are_proved_sufficient_and_maximal_by_the_checker() {
+    waits_checked_with_hand_barriers(
+        &kernel(&SEED_003.replace("waitcnt tensorcnt(2)", "")),
+        "gfx1250",
+    );
+    // And with the elected thread's copies and the user's drain, but no loop wait.
+    waits_checked_with_hand_barriers(
+        &kernel(&SEED_003.replace("    waitcnt tensorcnt(2)\n    yield", "    yield")),
+        "gfx1250",
+    );
+}
+
+#[test]
+fn deep_prefetch_waits_are_proved_sufficient_and_maximal_by_the_checker() {
+    for (stages, p, commit) in [(4, 3, false), (3, 2, true), (2, 1, false)] {
+        let src = cp_async_pipeline(stages, p, commit).replace("to %n step", "to 6 step");
+        waits_checked_with_hand_barriers(&kernel(&src), "sm_80");
+    }
+    for g in 0..3 {
+        waits_checked_with_hand_barriers(
+            &kernel(&gather_pipeline(g).replace("to %n step", "to 5 step")),
+            "gfx950",
+        );
+    }
 }

@@ -712,11 +712,21 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
             continue;
         }
         match q {
+            // The largest count that still completes every outstanding copy: younger
+            // operations that are not copies (plain global loads) may stay outstanding.
             Queue::Counter(_) => {
-                drain.counters.insert(*q, 0);
+                drain
+                    .counters
+                    .insert(*q, m.values().copied().min().unwrap_or(0).max(0) as u32);
             }
             Queue::CpAsync | Queue::Bulk | Queue::Wgmma => {
-                drain.groups.insert(*q, (m.values().any(|a| *a < 0), 0));
+                let commit = m.values().any(|a| *a < 0);
+                let n = if commit {
+                    0
+                } else {
+                    m.values().copied().min().unwrap_or(0).max(0) as u32
+                };
+                drain.groups.insert(*q, (commit, n));
             }
             Queue::Token => {
                 for p in m.keys() {
@@ -742,7 +752,7 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
         edits.push(WaitEdit {
             anchor: Anchor::End(k.body),
             kind: wait_kind_op(&w),
-            why: "drains the copies still outstanding when the kernel ends".into(),
+            why: "drains the copies still outstanding when the kernel ends (the largest count that completes them all)".into(),
         });
     }
     let mut plan = WaitPlan { edits };
