@@ -564,6 +564,27 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
             _ => None,
         })
         .collect();
+    // mbarrier waits every thread of the block executes: a TMA write completed by one is
+    // visible to each waiting thread through its own wait, so no barrier is needed after it.
+    let uni = crate::analysis::uniformity::analyze(k);
+    let parents = k.parents();
+    let self_visible: std::collections::HashSet<Op> = k
+        .ops_in_order()
+        .into_iter()
+        .filter(|&o| {
+            matches!(k.ops[o].kind, OpKind::MbarWait { .. })
+                && parents.op_region[o].is_some_and(|r| {
+                    let mut cur = Some(r);
+                    while let Some(r) = cur {
+                        if uni.is_divergent(r) {
+                            return false;
+                        }
+                        cur = parents.region_op[r].and_then(|op| parents.op_region[op]);
+                    }
+                    true
+                })
+        })
+        .collect();
     for ai in 0..n {
         for bi in 0..n {
             let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
@@ -577,7 +598,19 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
                 continue;
             };
             if a.access.kind.is_async() {
-                async_pair(fp, &paths, &completion, ai, bi, &pa, &pb, &mut out);
+                let tma = a.access.kind == AccessKind::AsyncWrite(AsyncClass::Tma);
+                let visible = |w: Op| tma && self_visible.contains(&w);
+                async_pair(
+                    fp,
+                    &paths,
+                    &completion,
+                    &visible,
+                    ai,
+                    bi,
+                    &pa,
+                    &pb,
+                    &mut out,
+                );
                 continue;
             }
             emit_pair(fp, ai, bi, a.id.op, &pa, &pb, None, &mut out);
@@ -792,6 +825,7 @@ fn async_pair(
     fp: &mut Footprints,
     paths: &Paths,
     completion: &HashMap<Op, Completion>,
+    self_visible: &dyn Fn(Op) -> bool,
     ai: usize,
     bi: usize,
     pa: &[(Region, usize)],
@@ -799,6 +833,20 @@ fn async_pair(
     out: &mut Hazards,
 ) {
     let k = fp.k;
+    // A copy made visible to every thread by the wait each of them executes (a TMA load
+    // completing on an mbarrier all threads wait on) orders itself before every later access.
+    let emit_pair = |fp: &mut Footprints,
+                     ai: usize,
+                     bi: usize,
+                     w: Op,
+                     pw: &[(Region, usize)],
+                     pb: &[(Region, usize)],
+                     shift: Option<(usize, u32)>,
+                     out: &mut Hazards| {
+        if !self_visible(w) {
+            emit_pair(fp, ai, bi, w, pw, pb, shift, out);
+        }
+    };
     let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
     let comp = &completion[&a.id.op];
     let inner = a.loops.len().checked_sub(1);

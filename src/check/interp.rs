@@ -314,7 +314,11 @@ impl Rng {
         splitmix64(self.0)
     }
     fn below(&mut self, n: usize) -> usize {
-        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
     }
 }
 
@@ -346,20 +350,38 @@ fn init_globals(k: &Kernel, cfg: &ExecConfig) -> Result<Vec<GlobalMem>, Stop> {
                 Dim::Const(c) => *c as i64,
                 Dim::Param(v) => match cfg.scalars.get(v) {
                     Some(x) => x.as_i64(),
-                    None => return Err(user_err(format!("no value for parameter {}", k.value_name(*v)))),
+                    None => {
+                        return Err(user_err(format!(
+                            "no value for parameter {}",
+                            k.value_name(*v)
+                        )));
+                    }
                 },
             };
             if !(0..=(1 << 26)).contains(&n) {
-                return Err(user_err(format!("global %{} has dimension {n}, out of the supported range", g.name)));
+                return Err(user_err(format!(
+                    "global %{} has dimension {n}, out of the supported range",
+                    g.name
+                )));
             }
             shape.push(n as u64);
         }
         let count: u64 = shape.iter().product();
         if count > 1 << 26 {
-            return Err(user_err(format!("global %{} has {count} elements, too many to interpret", g.name)));
+            return Err(user_err(format!(
+                "global %{} has {count} elements, too many to interpret",
+                g.name
+            )));
         }
-        let data = (0..count).map(|i| input_element(cfg.input_seed, p as u64, i, g.elem)).collect();
-        out.push(GlobalMem { name: g.name.clone(), elem: g.elem, shape, data });
+        let data = (0..count)
+            .map(|i| input_element(cfg.input_seed, p as u64, i, g.elem))
+            .collect();
+        out.push(GlobalMem {
+            name: g.name.clone(),
+            elem: g.elem,
+            shape,
+            data,
+        });
     }
     Ok(out)
 }
@@ -453,7 +475,13 @@ impl<'a> BlockExec<'a> {
         let smem = k
             .buffers
             .values()
-            .map(|b| if b.elem == ElemType::MBarrier { Vec::new() } else { vec![None; b.elements() as usize] })
+            .map(|b| {
+                if b.elem == ElemType::MBarrier {
+                    Vec::new()
+                } else {
+                    vec![None; b.elements() as usize]
+                }
+            })
             .collect();
         let mut layouts = HashMap::new();
         let mut names: HashMap<String, u64> = HashMap::new();
@@ -479,7 +507,11 @@ impl<'a> BlockExec<'a> {
         for t in 0..n {
             let bx = k.block[0] as usize;
             let by = k.block[1] as usize;
-            let xyz = [(t % bx) as u32, ((t / bx) % by) as u32, (t / (bx * by)) as u32];
+            let xyz = [
+                (t % bx) as u32,
+                ((t / bx) % by) as u32,
+                (t / (bx * by)) as u32,
+            ];
             let mut vals = vec![Val::I32(0); k.values.len()];
             for (v, x) in &cfg.scalars {
                 if v.index() < vals.len() {
@@ -491,7 +523,11 @@ impl<'a> BlockExec<'a> {
                 xyz,
                 vals,
                 views: vec![None; k.views.len()],
-                frames: vec![Frame { region: k.body, pc: 0, kind: FrameKind::Plain }],
+                frames: vec![Frame {
+                    region: k.body,
+                    pc: 0,
+                    kind: FrameKind::Plain,
+                }],
                 ..Thread::default()
             });
         }
@@ -514,12 +550,23 @@ impl<'a> BlockExec<'a> {
             running: false,
             cur_woken: false,
             deferred: None,
-            rng: Rng(cfg.sched_seed ^ ((bid[0] as u64) << 20) ^ ((bid[1] as u64) << 40) ^ ((bid[2] as u64) << 50)),
+            rng: Rng(cfg.sched_seed
+                ^ ((bid[0] as u64) << 20)
+                ^ ((bid[1] as u64) << 40)
+                ^ ((bid[2] as u64) << 50)),
             smem,
             gran,
             mbar_base,
-            bar: BarState { vc: zero.clone(), ..BarState::default() },
-            warps: (0..nwarps).map(|_| BarState { vc: zero.clone(), ..BarState::default() }).collect(),
+            bar: BarState {
+                vc: zero.clone(),
+                ..BarState::default()
+            },
+            warps: (0..nwarps)
+                .map(|_| BarState {
+                    vc: zero.clone(),
+                    ..BarState::default()
+                })
+                .collect(),
             race,
             copies: HashMap::new(),
             unperformed: Vec::new(),
@@ -552,15 +599,22 @@ impl<'a> BlockExec<'a> {
 
     fn run(&mut self) -> Result<(), Stop> {
         loop {
-            if self.cfg.policy == EnginePolicy::Random && !self.unperformed.is_empty() && self.rng.below(2) == 0 {
+            if self.cfg.policy == EnginePolicy::Random
+                && !self.unperformed.is_empty()
+                && self.rng.below(2) == 0
+            {
                 let i = self.rng.below(self.unperformed.len());
                 let c = self.unperformed[i];
                 self.perform(c)?;
             }
             if self.ready.is_empty() {
                 // Nothing can run: the engine delivers a TMA copy, if any is pending.
-                let tma: Vec<u32> =
-                    self.unperformed.iter().copied().filter(|c| self.copies.get(c).is_some_and(|p| p.mbar.is_some())).collect();
+                let tma: Vec<u32> = self
+                    .unperformed
+                    .iter()
+                    .copied()
+                    .filter(|c| self.copies.get(c).is_some_and(|p| p.mbar.is_some()))
+                    .collect();
                 if !tma.is_empty() {
                     let c = tma[self.rng.below(tma.len())];
                     self.perform(c)?;
@@ -636,8 +690,15 @@ impl<'a> BlockExec<'a> {
     fn on_exit(&mut self, th: &Thread) -> Result<(), Stop> {
         if let Some(id) = th.split.keys().next() {
             let op = self.split.get(id).and_then(|s| s.signal_op);
-            let d = Diagnostic::error(DiagKind::Finding, "C0008", format!("split barrier {id} signalled but never waited for (orphan signal)"))
-                .with_label(op.map_or(Span::UNDEF, |o| self.k.span(o)), format!("thread {} exits after this signal", th.lin));
+            let d = Diagnostic::error(
+                DiagKind::Finding,
+                "C0008",
+                format!("split barrier {id} signalled but never waited for (orphan signal)"),
+            )
+            .with_label(
+                op.map_or(Span::UNDEF, |o| self.k.span(o)),
+                format!("thread {} exits after this signal", th.lin),
+            );
             return Err(Stop::Deadlock(d));
         }
         let mut outstanding = Vec::new();
@@ -660,10 +721,17 @@ impl<'a> BlockExec<'a> {
 
     fn outstanding(&self, _c: u32, op: Option<Op>, t: u32) -> Stop {
         Stop::Deadlock(
-            Diagnostic::error(DiagKind::Finding, "C0007", "an async copy is still outstanding when its thread exits")
-                .with_label(op.map_or(Span::UNDEF, |o| self.k.span(o)), format!("issued by thread {t}, never waited for"))
-                .with_note("its write may land after the kernel ends; wait for it before the end")
-                .with_note(format!("block {}", fmt_xyz(self.bid))),
+            Diagnostic::error(
+                DiagKind::Finding,
+                "C0007",
+                "an async copy is still outstanding when its thread exits",
+            )
+            .with_label(
+                op.map_or(Span::UNDEF, |o| self.k.span(o)),
+                format!("issued by thread {t}, never waited for"),
+            )
+            .with_note("its write may land after the kernel ends; wait for it before the end")
+            .with_note(format!("block {}", fmt_xyz(self.bid))),
         )
     }
 
@@ -678,7 +746,12 @@ impl<'a> BlockExec<'a> {
             return Err(e);
         }
         // Copies never completed (e.g. a TMA whose phase never completed).
-        let mut left: Vec<(u32, Op, usize)> = self.copy_ops.iter().filter(|(c, _)| !self.race.is_complete(**c)).map(|(c, (o, t))| (*c, *o, *t)).collect();
+        let mut left: Vec<(u32, Op, usize)> = self
+            .copy_ops
+            .iter()
+            .filter(|(c, _)| !self.race.is_complete(**c))
+            .map(|(c, (o, t))| (*c, *o, *t))
+            .collect();
         left.sort_by_key(|x| x.0);
         if let Some((c, op, t)) = left.first() {
             return Err(self.outstanding(*c, Some(*op), *t as u32));
@@ -699,10 +772,20 @@ impl<'a> BlockExec<'a> {
         let other = |pred: &dyn Fn(&Thread) -> bool| self.threads.iter().find(|th| pred(th));
         let describe = |th: &Thread| -> (Span, String) {
             match th.status {
-                Status::Exited => (k.kernel_span, format!("thread {} {} exits without reaching it", th.lin, fmt_xyz(th.xyz))),
+                Status::Exited => (
+                    k.kernel_span,
+                    format!(
+                        "thread {} {} exits without reaching it",
+                        th.lin,
+                        fmt_xyz(th.xyz)
+                    ),
+                ),
                 Status::Blocked(b2) => {
                     let op = blocked_op(b2);
-                    (k.span(op), format!("thread {} {} waits here instead", th.lin, fmt_xyz(th.xyz)))
+                    (
+                        k.span(op),
+                        format!("thread {} {} waits here instead", th.lin, fmt_xyz(th.xyz)),
+                    )
                 }
                 Status::Ready => (Span::UNDEF, String::new()),
             }
@@ -712,9 +795,17 @@ impl<'a> BlockExec<'a> {
             match b {
                 Blocked::Barrier(op) => {
                     let arrived = self.bar.arrived.len();
-                    let mut d = Diagnostic::error(DiagKind::Finding, "C0002", format!("deadlock: barrier reached by {arrived} of {n} threads"))
-                        .with_label(k.span(op), format!("thread {t} {} waits here", fmt_xyz(xyz)));
-                    if let Some(o) = other(&|th| th.status != Status::Blocked(Blocked::Barrier(op))) {
+                    let mut d = Diagnostic::error(
+                        DiagKind::Finding,
+                        "C0002",
+                        format!("deadlock: barrier reached by {arrived} of {n} threads"),
+                    )
+                    .with_label(
+                        k.span(op),
+                        format!("thread {t} {} waits here", fmt_xyz(xyz)),
+                    );
+                    if let Some(o) = other(&|th| th.status != Status::Blocked(Blocked::Barrier(op)))
+                    {
                         let (s, m) = describe(o);
                         d = d.with_label(s, m);
                     }
@@ -722,9 +813,18 @@ impl<'a> BlockExec<'a> {
                 }
                 Blocked::Warp(op) => {
                     let w = t / self.warp;
-                    let mut d = Diagnostic::error(DiagKind::Finding, "C0002", format!("deadlock: warp_sync not reached by every thread of warp {w}"))
-                        .with_label(k.span(op), format!("thread {t} waits here"));
-                    if let Some(o) = self.threads.iter().filter(|th| th.lin as usize / self.warp == w).find(|th| th.status != Status::Blocked(Blocked::Warp(op))) {
+                    let mut d = Diagnostic::error(
+                        DiagKind::Finding,
+                        "C0002",
+                        format!("deadlock: warp_sync not reached by every thread of warp {w}"),
+                    )
+                    .with_label(k.span(op), format!("thread {t} waits here"));
+                    if let Some(o) = self
+                        .threads
+                        .iter()
+                        .filter(|th| th.lin as usize / self.warp == w)
+                        .find(|th| th.status != Status::Blocked(Blocked::Warp(op)))
+                    {
                         let (s, m) = describe(o);
                         d = d.with_label(s, m);
                     }
@@ -735,7 +835,10 @@ impl<'a> BlockExec<'a> {
                     let sig = st.map_or(0, |s| s.signalled);
                     let mut d = Diagnostic::error(DiagKind::Finding, "C0002", format!("deadlock: split barrier {id} wait never completes ({sig} of {n} threads signalled phase {p})"))
                         .with_label(k.span(op), format!("thread {t} waits here"));
-                    if let Some(o) = other(&|th| th.split.get(&id).is_none() && !matches!(th.status, Status::Blocked(Blocked::Split(..)))) {
+                    if let Some(o) = other(&|th| {
+                        th.split.get(&id).is_none()
+                            && !matches!(th.status, Status::Blocked(Blocked::Split(..)))
+                    }) {
                         let (s, m) = describe(o);
                         d = d.with_label(s, m);
                     }
@@ -774,7 +877,11 @@ impl<'a> BlockExec<'a> {
     fn set(&self, th: &mut Thread, op: Op, i: usize, v: Val) {
         if let Some(r) = self.k.ops[op].results.get(i) {
             let ty = self.k.values[*r].ty;
-            th.vals[r.index()] = if ty == ScalarType::Token { v } else { v.to_ty(ty) };
+            th.vals[r.index()] = if ty == ScalarType::Token {
+                v
+            } else {
+                v.to_ty(ty)
+            };
         }
     }
 
@@ -801,15 +908,33 @@ impl<'a> BlockExec<'a> {
         match m {
             MemRef::Buffer(b) => {
                 let shape = self.k.buffers[b].shape.clone();
-                Ok(ViewInst { buf: b, off: 0, strides: strides(&shape), shape })
+                Ok(ViewInst {
+                    buf: b,
+                    off: 0,
+                    strides: strides(&shape),
+                    shape,
+                })
             }
-            MemRef::View(v) => th.views[v.index()]
-                .clone()
-                .ok_or_else(|| self.exec_err(op, "C0004", format!("view {} used before it is defined", self.k.view_names.get(v)))),
+            MemRef::View(v) => th.views[v.index()].clone().ok_or_else(|| {
+                self.exec_err(
+                    op,
+                    "C0004",
+                    format!(
+                        "view {} used before it is defined",
+                        self.k.view_names.get(v)
+                    ),
+                )
+            }),
         }
     }
 
-    fn element(&self, th: &Thread, m: MemRef, index: &[Operand], op: Op) -> Result<(Buffer, u64), Stop> {
+    fn element(
+        &self,
+        th: &Thread,
+        m: MemRef,
+        index: &[Operand],
+        op: Op,
+    ) -> Result<(Buffer, u64), Stop> {
         let vi = self.memref(th, m, op)?;
         let mut off = vi.off;
         for (d, o) in index.iter().enumerate() {
@@ -817,21 +942,38 @@ impl<'a> BlockExec<'a> {
             let n = vi.shape.get(d).copied().unwrap_or(0);
             if i < 0 || i as u64 >= n {
                 let name = &self.k.buffers[vi.buf].name;
-                return Err(self.exec_err(op, "C0004", format!("index {i} out of range 0..{n} in dimension {d} of a view of @{name}")));
+                return Err(self.exec_err(
+                    op,
+                    "C0004",
+                    format!("index {i} out of range 0..{n} in dimension {d} of a view of @{name}"),
+                ));
             }
             off += i as u64 * vi.strides[d];
         }
         Ok((vi.buf, off))
     }
 
-    fn global_index(&self, th: &Thread, g: Global, index: &[Operand], op: Op) -> Result<usize, Stop> {
+    fn global_index(
+        &self,
+        th: &Thread,
+        g: Global,
+        index: &[Operand],
+        op: Op,
+    ) -> Result<usize, Stop> {
         let gm = &self.globals[g.index()];
         let mut off = 0u64;
         for (d, o) in index.iter().enumerate() {
             let i = self.int(th, o);
             let n = gm.shape.get(d).copied().unwrap_or(0);
             if i < 0 || i as u64 >= n {
-                return Err(self.exec_err(op, "C0004", format!("index {i} out of range 0..{n} in dimension {d} of %{}", gm.name)));
+                return Err(self.exec_err(
+                    op,
+                    "C0004",
+                    format!(
+                        "index {i} out of range 0..{n} in dimension {d} of %{}",
+                        gm.name
+                    ),
+                ));
             }
             off = off * n + i as u64;
         }
@@ -844,7 +986,14 @@ impl<'a> BlockExec<'a> {
         let r = gm.shape.len();
         let k1 = shape.len();
         if r < k1 || origin.len() != r {
-            return Err(self.exec_err(op, "C0004", format!("tile of rank {k1} does not fit global %{} of rank {r}", gm.name)));
+            return Err(self.exec_err(
+                op,
+                "C0004",
+                format!(
+                    "tile of rank {k1} does not fit global %{} of rank {r}",
+                    gm.name
+                ),
+            ));
         }
         let e: u64 = shape.iter().product();
         let mut out = Vec::with_capacity(e as usize);
@@ -857,7 +1006,14 @@ impl<'a> BlockExec<'a> {
                     i += idx[d + k1 - r] as i64;
                 }
                 if i < 0 || i as u64 >= gm.shape[d] {
-                    return Err(self.exec_err(op, "C0004", format!("tile element {i} out of range 0..{} in dimension {d} of %{}", gm.shape[d], gm.name)));
+                    return Err(self.exec_err(
+                        op,
+                        "C0004",
+                        format!(
+                            "tile element {i} out of range 0..{} in dimension {d} of %{}",
+                            gm.shape[d], gm.name
+                        ),
+                    ));
                 }
                 off = off * gm.shape[d] + i as u64;
             }
@@ -873,13 +1029,28 @@ impl<'a> BlockExec<'a> {
         Ok(out)
     }
 
-    fn record(&mut self, th: &Thread, op: Op, buf: Buffer, elem: u64, kind: AccKind, copy: u32) -> Result<(), Stop> {
+    fn record(
+        &mut self,
+        th: &Thread,
+        op: Op,
+        buf: Buffer,
+        elem: u64,
+        kind: AccKind,
+        copy: u32,
+    ) -> Result<(), Stop> {
         if !self.cfg.detect_races {
             return Ok(());
         }
         let (g0, per) = self.gran[buf.index()];
         let t = th.lin as usize;
-        let acc = Acc { thread: th.lin, clock: self.race.epoch(t), op, iter: th.iter, kind, copy };
+        let acc = Acc {
+            thread: th.lin,
+            clock: self.race.epoch(t),
+            op,
+            iter: th.iter,
+            kind,
+            copy,
+        };
         match self.race.access(g0 + elem as usize * per, per, acc) {
             Ok(()) => Ok(()),
             Err(c) => Err(Stop::Race(Box::new(self.witness(c, buf, elem)))),
@@ -894,13 +1065,20 @@ impl<'a> BlockExec<'a> {
             .ancestors(a.op)
             .into_iter()
             .filter_map(|p| match &k.ops[p].kind {
-                OpKind::For { .. } => Some(format!("%{}", k.value_name(k.regions[k.ops[p].regions[0]].args[0]))),
+                OpKind::For { .. } => Some(format!(
+                    "%{}",
+                    k.value_name(k.regions[k.ops[p].regions[0]].args[0])
+                )),
                 OpKind::While { .. } => Some("while iteration".to_string()),
                 _ => None,
             })
             .collect();
         loops.reverse();
-        let vals = self.iter_list.get(a.iter as usize).cloned().unwrap_or_default();
+        let vals = self
+            .iter_list
+            .get(a.iter as usize)
+            .cloned()
+            .unwrap_or_default();
         AccessSite {
             op: a.op,
             span: k.span(a.op),
@@ -922,7 +1100,13 @@ impl<'a> BlockExec<'a> {
             index[d] = e % shape[d].max(1);
             e /= shape[d].max(1);
         }
-        Witness { first, second, buffer: self.k.buffers[buf].name.clone(), index, block_id: self.bid }
+        Witness {
+            first,
+            second,
+            buffer: self.k.buffers[buf].name.clone(),
+            index,
+            block_id: self.bid,
+        }
     }
 
     /// Reads a shared element. An uninitialized element reads as zero and the error is
@@ -934,9 +1118,20 @@ impl<'a> BlockExec<'a> {
                 let shape = &self.k.buffers[buf].shape;
                 let idx = unlinear(elem, shape);
                 let _ = th;
-                let e = self.exec_err(op, "C0006", format!("read of uninitialized shared element @{}{:?}", self.k.buffers[buf].name, idx));
+                let e = self.exec_err(
+                    op,
+                    "C0006",
+                    format!(
+                        "read of uninitialized shared element @{}{:?}",
+                        self.k.buffers[buf].name, idx
+                    ),
+                );
                 self.defer(e);
-                let zero = if self.k.buffers[buf].elem.is_float() { Val::F32(0.0) } else { Val::I32(0) };
+                let zero = if self.k.buffers[buf].elem.is_float() {
+                    Val::F32(0.0)
+                } else {
+                    Val::I32(0)
+                };
                 Ok(zero)
             }
         }
@@ -961,7 +1156,9 @@ impl<'a> BlockExec<'a> {
 
     /// Performs a copy's memory effect (once).
     fn perform(&mut self, c: u32) -> Result<(), Stop> {
-        let Some(p) = self.copies.remove(&c) else { return Ok(()) };
+        let Some(p) = self.copies.remove(&c) else {
+            return Ok(());
+        };
         self.unperformed.retain(|x| *x != c);
         if !p.writes.1.get() {
             p.writes.1.set(true);
@@ -977,7 +1174,14 @@ impl<'a> BlockExec<'a> {
                     None => {
                         let save = self.cur;
                         self.cur = p.issuer;
-                        let err = self.exec_err(p.op, "C0006", format!("TMA store reads uninitialized shared element of @{}", self.k.buffers[*b].name));
+                        let err = self.exec_err(
+                            p.op,
+                            "C0006",
+                            format!(
+                                "TMA store reads uninitialized shared element of @{}",
+                                self.k.buffers[*b].name
+                            ),
+                        );
                         self.cur = save;
                         return Err(err);
                     }
@@ -992,7 +1196,11 @@ impl<'a> BlockExec<'a> {
             if !self.mbar[slot].init {
                 let save = self.cur;
                 self.cur = p.issuer;
-                let err = self.exec_err(p.op, "C0011", "TMA completes on an mbarrier that is not initialized".into());
+                let err = self.exec_err(
+                    p.op,
+                    "C0011",
+                    "TMA completes on an mbarrier that is not initialized".into(),
+                );
                 self.cur = save;
                 return Err(err);
             }
@@ -1014,8 +1222,10 @@ impl<'a> BlockExec<'a> {
     fn wait_groups(&mut self, th: &mut Thread, g: usize, n: u32) -> Result<(), Stop> {
         let t = th.lin as usize;
         let groups = std::mem::take(&mut th.groups[g].1);
-        let mut incomplete: Vec<Vec<u32>> =
-            groups.into_iter().filter(|grp| grp.iter().any(|c| !self.race.is_complete(*c))).collect();
+        let mut incomplete: Vec<Vec<u32>> = groups
+            .into_iter()
+            .filter(|grp| grp.iter().any(|c| !self.race.is_complete(*c)))
+            .collect();
         while incomplete.len() > n as usize {
             let grp = incomplete.remove(0);
             for c in grp {
@@ -1036,15 +1246,40 @@ impl<'a> BlockExec<'a> {
     fn mbar_use(&self, th: &Thread, slot: usize, op: Op) -> Result<(), Stop> {
         let m = &self.mbar[slot];
         if !m.init {
-            return Err(self.exec_err(op, "C0011", "mbarrier used before `mbar_init` (or after `mbar_inval`)".into()));
+            return Err(self.exec_err(
+                op,
+                "C0011",
+                "mbarrier used before `mbar_init` (or after `mbar_inval`)".into(),
+            ));
         }
         let (it, clock, iop) = m.init_by;
         let t = th.lin as usize;
         if self.cfg.detect_races && it != t && clock > self.race.clock(t)[it] {
             let iop = iop.unwrap_or(op);
-            let a = Acc { thread: it as u32, clock, op: iop, iter: 0, kind: AccKind::Write, copy: NO_COPY };
-            let b = Acc { thread: th.lin, clock: self.race.epoch(t), op, iter: th.iter, kind: AccKind::Read, copy: NO_COPY };
-            let mut w = self.witness(Conflict { earlier: a, later: b }, Buffer::new(0), 0);
+            let a = Acc {
+                thread: it as u32,
+                clock,
+                op: iop,
+                iter: 0,
+                kind: AccKind::Write,
+                copy: NO_COPY,
+            };
+            let b = Acc {
+                thread: th.lin,
+                clock: self.race.epoch(t),
+                op,
+                iter: th.iter,
+                kind: AccKind::Read,
+                copy: NO_COPY,
+            };
+            let mut w = self.witness(
+                Conflict {
+                    earlier: a,
+                    later: b,
+                },
+                Buffer::new(0),
+                0,
+            );
             let (buf, idx) = self.mbar_name(slot);
             w.buffer = buf;
             w.index = idx;
@@ -1123,9 +1358,17 @@ impl<'a> BlockExec<'a> {
         bs.arrived.push(t);
         let mut vc = std::mem::take(&mut bs.vc);
         self.race.release(t, &mut vc, None);
-        let bs = if warp { &mut self.warps[t / self.warp] } else { &mut self.bar };
+        let bs = if warp {
+            &mut self.warps[t / self.warp]
+        } else {
+            &mut self.bar
+        };
         bs.vc = vc;
-        th.status = Status::Blocked(if warp { Blocked::Warp(op) } else { Blocked::Barrier(op) });
+        th.status = Status::Blocked(if warp {
+            Blocked::Warp(op)
+        } else {
+            Blocked::Barrier(op)
+        });
         if bs.arrived.len() == need {
             let arrived = std::mem::take(&mut bs.arrived);
             let vc = std::mem::replace(&mut bs.vc, vec![0; self.race.slots]);
@@ -1170,16 +1413,24 @@ impl<'a> BlockExec<'a> {
                 self.set(th, op, 0, Val::I32(v as i32));
             }
             OpKind::Binary(b, x, y) => {
-                let ty = od.results.first().map_or(ScalarType::I32, |r| k.values[*r].ty);
+                let ty = od
+                    .results
+                    .first()
+                    .map_or(ScalarType::I32, |r| k.values[*r].ty);
                 let (x, y) = (self.val(th, x), self.val(th, y));
                 let v = match binary(*b, ty, x, y) {
                     Some(v) => v,
-                    None => return Err(self.exec_err(op, "C0005", "integer division by zero".into())),
+                    None => {
+                        return Err(self.exec_err(op, "C0005", "integer division by zero".into()));
+                    }
                 };
                 self.set(th, op, 0, v);
             }
             OpKind::Unary(u, x) => {
-                let ty = od.results.first().map_or(ScalarType::I32, |r| k.values[*r].ty);
+                let ty = od
+                    .results
+                    .first()
+                    .map_or(ScalarType::I32, |r| k.values[*r].ty);
                 let x = self.val(th, x);
                 self.set(th, op, 0, unary(*u, ty, x));
             }
@@ -1213,7 +1464,11 @@ impl<'a> BlockExec<'a> {
                 self.set(th, op, 0, Val::I1(r));
             }
             OpKind::Select(c, a, b) => {
-                let v = if self.val(th, c).truthy() { self.val(th, a) } else { self.val(th, b) };
+                let v = if self.val(th, c).truthy() {
+                    self.val(th, a)
+                } else {
+                    self.val(th, b)
+                };
                 self.set(th, op, 0, v);
             }
             OpKind::Cast(c, a) => {
@@ -1226,7 +1481,12 @@ impl<'a> BlockExec<'a> {
             }
             OpKind::InGroup(g) => {
                 let gd = &k.groups[*g];
-                self.set(th, op, 0, Val::I1((gd.lo as usize..gd.hi as usize).contains(&t)));
+                self.set(
+                    th,
+                    op,
+                    0,
+                    Val::I1((gd.lo as usize..gd.hi as usize).contains(&t)),
+                );
             }
             OpKind::Compute { args, .. } => {
                 let args: Vec<Val> = args.iter().map(|a| self.val(th, a)).collect();
@@ -1248,13 +1508,23 @@ impl<'a> BlockExec<'a> {
                         ViewIndex::At(o) => {
                             let i = self.int(th, o);
                             if i < 0 || i as u64 >= n {
-                                return Err(self.exec_err(op, "C0004", format!("view index {i} out of range 0..{n} in dimension {d}")));
+                                return Err(self.exec_err(
+                                    op,
+                                    "C0004",
+                                    format!("view index {i} out of range 0..{n} in dimension {d}"),
+                                ));
                             }
                             off += i as u64 * base.strides[d];
                         }
                         ViewIndex::Range(lo, hi) => {
                             if lo > hi || *hi > n {
-                                return Err(self.exec_err(op, "C0004", format!("view range {lo}:{hi} out of range 0..{n} in dimension {d}")));
+                                return Err(self.exec_err(
+                                    op,
+                                    "C0004",
+                                    format!(
+                                        "view range {lo}:{hi} out of range 0..{n} in dimension {d}"
+                                    ),
+                                ));
                             }
                             off += lo * base.strides[d];
                             shape.push(hi - lo);
@@ -1265,7 +1535,12 @@ impl<'a> BlockExec<'a> {
                 let used = vd.indices.len().min(base.shape.len());
                 shape.extend_from_slice(&base.shape[used..]);
                 st.extend_from_slice(&base.strides[used..]);
-                th.views[v.index()] = Some(ViewInst { buf: base.buf, off, shape, strides: st });
+                th.views[v.index()] = Some(ViewInst {
+                    buf: base.buf,
+                    off,
+                    shape,
+                    strides: st,
+                });
             }
             OpKind::Load { mem, index } => {
                 let (b, e) = self.element(th, *mem, index, op)?;
@@ -1281,7 +1556,12 @@ impl<'a> BlockExec<'a> {
                 let v = self.val(th, value);
                 self.write_smem(b, e, v);
             }
-            OpKind::Atomic { op: a, mem, index, value } => {
+            OpKind::Atomic {
+                op: a,
+                mem,
+                index,
+                value,
+            } => {
                 let (b, e) = self.element(th, *mem, index, op)?;
                 self.record(th, op, b, e, AccKind::Atomic(*a), NO_COPY)?;
                 th.lds_unfenced = true;
@@ -1311,7 +1591,10 @@ impl<'a> BlockExec<'a> {
                         e += tt;
                     }
                 } else {
-                    let ty = od.results.first().map_or(ScalarType::F32, |r| k.values[*r].ty);
+                    let ty = od
+                        .results
+                        .first()
+                        .map_or(ScalarType::F32, |r| k.values[*r].ty);
                     let mut acc = Val::I32(0).to_ty(ty);
                     let mut e = e0;
                     while e < total {
@@ -1336,13 +1619,22 @@ impl<'a> BlockExec<'a> {
                     th.cnt[counter_index(c)].push(None);
                 }
             }
-            OpKind::GStore { global, index, value } => {
+            OpKind::GStore {
+                global,
+                index,
+                value,
+            } => {
                 let i = self.global_index(th, *global, index, op)?;
                 let v = self.val(th, value);
                 let e = self.globals[global.index()].elem;
                 self.globals[global.index()].data[i] = store_conv(e, v);
             }
-            OpKind::GAtomic { op: a, global, index, value } => {
+            OpKind::GAtomic {
+                op: a,
+                global,
+                index,
+                value,
+            } => {
                 let i = self.global_index(th, *global, index, op)?;
                 let x = self.val(th, value);
                 let g = &mut self.globals[global.index()];
@@ -1350,11 +1642,28 @@ impl<'a> BlockExec<'a> {
                 g.data[i] = store_conv(g.elem, atomic(*a, old, x));
                 self.set(th, op, 0, old);
             }
-            OpKind::GatherToLds { dst, dst_index, src, src_index } | OpKind::CpAsync { dst, dst_index, src, src_index } => {
+            OpKind::GatherToLds {
+                dst,
+                dst_index,
+                src,
+                src_index,
+            }
+            | OpKind::CpAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+            } => {
                 let (b, e) = self.element(th, *dst, dst_index, op)?;
                 let gi = self.global_index(th, *src, src_index, op)?;
                 let v = self.globals[src.index()].data[gi];
-                let p = PendingCopy { issuer: t, op, writes: Rc::new((vec![(b, e, v)], Cell::new(false))), store: None, mbar: None };
+                let p = PendingCopy {
+                    issuer: t,
+                    op,
+                    writes: Rc::new((vec![(b, e, v)], Cell::new(false))),
+                    store: None,
+                    mbar: None,
+                };
                 let c = self.new_copy(th, op, p);
                 self.record(th, op, b, e, AccKind::AsyncWrite, c)?;
                 if matches!(od.kind, OpKind::CpAsync { .. }) {
@@ -1369,7 +1678,10 @@ impl<'a> BlockExec<'a> {
                 }
                 self.set(th, op, 0, Val::Token(c));
             }
-            OpKind::TdmLoad { dst, src, origin } | OpKind::TmaLoad { dst, src, origin, .. } => {
+            OpKind::TdmLoad { dst, src, origin }
+            | OpKind::TmaLoad {
+                dst, src, origin, ..
+            } => {
                 let vi = self.memref(th, *dst, op)?;
                 let org: Vec<i64> = origin.iter().map(|o| self.int(th, o)).collect();
                 // Threads issuing this op in the same iteration copy the same tile: one
@@ -1383,21 +1695,34 @@ impl<'a> BlockExec<'a> {
                         let gidx = self.tile(*src, &org, &vi.shape, op)?;
                         let mut writes = Vec::with_capacity(gidx.len());
                         for (e, gi) in gidx.iter().enumerate() {
-                            writes.push((vi.buf, vi.element(e as u64), self.globals[src.index()].data[*gi as usize]));
+                            writes.push((
+                                vi.buf,
+                                vi.element(e as u64),
+                                self.globals[src.index()].data[*gi as usize],
+                            ));
                         }
                         let w = Rc::new((writes, Cell::new(false)));
                         self.tiles.insert(key, w.clone());
                         w
                     }
                 };
-                let mbar = if let OpKind::TmaLoad { mbar, mbar_index, .. } = &od.kind {
+                let mbar = if let OpKind::TmaLoad {
+                    mbar, mbar_index, ..
+                } = &od.kind
+                {
                     let slot = self.mbar_slot(th, *mbar, mbar_index, op)?;
                     let bytes = vi.elements() * k.buffers[vi.buf].elem.bytes();
                     Some((slot, bytes as i64))
                 } else {
                     None
                 };
-                let p = PendingCopy { issuer: t, op, writes: writes.clone(), store: None, mbar };
+                let p = PendingCopy {
+                    issuer: t,
+                    op,
+                    writes: writes.clone(),
+                    store: None,
+                    mbar,
+                };
                 let c = self.new_copy(th, op, p);
                 if fresh {
                     for w in &writes.0 {
@@ -1413,8 +1738,16 @@ impl<'a> BlockExec<'a> {
                 let vi = self.memref(th, *src, op)?;
                 let org: Vec<i64> = origin.iter().map(|o| self.int(th, o)).collect();
                 let gidx = self.tile(*dst, &org, &vi.shape, op)?;
-                let reads: Vec<(Buffer, u64)> = (0..vi.elements()).map(|e| (vi.buf, vi.element(e))).collect();
-                let p = PendingCopy { issuer: t, op, writes: Rc::new((Vec::new(), Cell::new(true))), store: Some((reads.clone(), *dst, gidx)), mbar: None };
+                let reads: Vec<(Buffer, u64)> = (0..vi.elements())
+                    .map(|e| (vi.buf, vi.element(e)))
+                    .collect();
+                let p = PendingCopy {
+                    issuer: t,
+                    op,
+                    writes: Rc::new((Vec::new(), Cell::new(true))),
+                    store: Some((reads.clone(), *dst, gidx)),
+                    mbar: None,
+                };
                 let c = self.new_copy(th, op, p);
                 for (b, el) in reads {
                     self.record(th, op, b, el, AccKind::AsyncRead, c)?;
@@ -1423,7 +1756,13 @@ impl<'a> BlockExec<'a> {
             }
             OpKind::Wgmma { a, b, acc } => {
                 let mut sum = self.val(th, acc).as_f32();
-                let p = PendingCopy { issuer: t, op, writes: Rc::new((Vec::new(), Cell::new(true))), store: None, mbar: None };
+                let p = PendingCopy {
+                    issuer: t,
+                    op,
+                    writes: Rc::new((Vec::new(), Cell::new(true))),
+                    store: None,
+                    mbar: None,
+                };
                 let c = self.new_copy(th, op, p);
                 for m in [a, b] {
                     let vi = self.memref(th, *m, op)?;
@@ -1478,14 +1817,25 @@ impl<'a> BlockExec<'a> {
             OpKind::WarpSync => return self.arrive_barrier(th, op, true),
             OpKind::SplitSignal(id) => {
                 if th.split.contains_key(id) {
-                    let d = Diagnostic::error(DiagKind::Finding, "C0008", format!("split barrier {id} signalled twice without a wait"))
-                        .with_label(k.span(op), format!("second signal in thread {t}"));
+                    let d = Diagnostic::error(
+                        DiagKind::Finding,
+                        "C0008",
+                        format!("split barrier {id} signalled twice without a wait"),
+                    )
+                    .with_label(k.span(op), format!("second signal in thread {t}"));
                     return Err(Stop::Deadlock(d));
                 }
-                let own = if self.amd() && th.lds_unfenced { Some(th.fence_clock) } else { None };
+                let own = if self.amd() && th.lds_unfenced {
+                    Some(th.fence_clock)
+                } else {
+                    None
+                };
                 let n = self.nthreads;
                 let slots = self.race.slots;
-                let st = self.split.entry(*id).or_insert_with(|| SplitState { vc: vec![0; slots], ..SplitState::default() });
+                let st = self.split.entry(*id).or_insert_with(|| SplitState {
+                    vc: vec![0; slots],
+                    ..SplitState::default()
+                });
                 st.signal_op = Some(op);
                 let p = st.cur;
                 let mut vc = std::mem::take(&mut st.vc);
@@ -1499,7 +1849,12 @@ impl<'a> BlockExec<'a> {
                     st.done.push(vc.clone());
                     st.cur += 1;
                     st.signalled = 0;
-                    let waiters: Vec<usize> = st.waiters.iter().filter(|w| w.1 == p).map(|w| w.0).collect();
+                    let waiters: Vec<usize> = st
+                        .waiters
+                        .iter()
+                        .filter(|w| w.1 == p)
+                        .map(|w| w.0)
+                        .collect();
                     st.waiters.retain(|w| w.1 != p);
                     for w in waiters {
                         self.wake(w, &vc);
@@ -1508,11 +1863,18 @@ impl<'a> BlockExec<'a> {
             }
             OpKind::SplitWait(id) => {
                 let Some(p) = th.split.remove(id) else {
-                    let d = Diagnostic::error(DiagKind::Finding, "C0008", format!("split barrier {id} wait without a signal before it"))
-                        .with_label(k.span(op), format!("in thread {t}"));
+                    let d = Diagnostic::error(
+                        DiagKind::Finding,
+                        "C0008",
+                        format!("split barrier {id} wait without a signal before it"),
+                    )
+                    .with_label(k.span(op), format!("in thread {t}"));
                     return Err(Stop::Deadlock(d));
                 };
-                let st = self.split.get_mut(id).expect("signalled split barrier has state");
+                let st = self
+                    .split
+                    .get_mut(id)
+                    .expect("signalled split barrier has state");
                 if let Some(vc) = st.done.get(p as usize).cloned() {
                     self.race.acquire(t, &vc);
                 } else {
@@ -1524,7 +1886,10 @@ impl<'a> BlockExec<'a> {
             OpKind::NamedArrive { id, count } | OpKind::NamedSync { id, count } => {
                 let sync = matches!(od.kind, OpKind::NamedSync { .. });
                 let slots = self.race.slots;
-                let st = self.named.entry(*id).or_insert_with(|| NamedState { vc: vec![0; slots], ..NamedState::default() });
+                let st = self.named.entry(*id).or_insert_with(|| NamedState {
+                    vc: vec![0; slots],
+                    ..NamedState::default()
+                });
                 if st.arrived > 0 && st.count != *count {
                     let prev = st.op.unwrap_or(op);
                     let d = Diagnostic::error(DiagKind::Finding, "C0008", format!("named barrier {id}: ops of one phase disagree on the thread count ({} vs {count})", st.count))
@@ -1589,7 +1954,11 @@ impl<'a> BlockExec<'a> {
                 self.mbar[slot].tx += *bytes as i64;
                 self.mbar_check(slot);
             }
-            OpKind::MbarWait { mbar, index, parity } => {
+            OpKind::MbarWait {
+                mbar,
+                index,
+                parity,
+            } => {
                 let slot = self.mbar_slot(th, *mbar, index, op)?;
                 self.mbar_use(th, slot, op)?;
                 let p = self.int(th, parity) & 1;
@@ -1610,7 +1979,11 @@ impl<'a> BlockExec<'a> {
             OpKind::For { lo, hi, step, init } => {
                 let (lo, hi, st) = (self.int(th, lo), self.int(th, hi), self.int(th, step));
                 if st <= 0 {
-                    return Err(self.exec_err(op, "C0005", format!("loop step {st} is not positive")));
+                    return Err(self.exec_err(
+                        op,
+                        "C0005",
+                        format!("loop step {st} is not positive"),
+                    ));
                 }
                 let inits: Vec<Val> = init.iter().map(|o| self.val(th, o)).collect();
                 if lo < hi {
@@ -1620,7 +1993,16 @@ impl<'a> BlockExec<'a> {
                     for (a, v) in args[1..].iter().zip(&inits) {
                         th.vals[a.index()] = *v;
                     }
-                    th.frames.push(Frame { region: body, pc: 0, kind: FrameKind::For { op, iv: lo, hi, step: st } });
+                    th.frames.push(Frame {
+                        region: body,
+                        pc: 0,
+                        kind: FrameKind::For {
+                            op,
+                            iv: lo,
+                            hi,
+                            step: st,
+                        },
+                    });
                     self.update_iter(th);
                 } else {
                     for (i, v) in inits.into_iter().enumerate() {
@@ -1631,7 +2013,11 @@ impl<'a> BlockExec<'a> {
             OpKind::If { cond } => {
                 let c = self.val(th, cond).truthy();
                 let r = od.regions[if c { 0 } else { 1 }];
-                th.frames.push(Frame { region: r, pc: 0, kind: FrameKind::IfArm(op) });
+                th.frames.push(Frame {
+                    region: r,
+                    pc: 0,
+                    kind: FrameKind::IfArm(op),
+                });
             }
             OpKind::While { init } => {
                 let inits: Vec<Val> = init.iter().map(|o| self.val(th, o)).collect();
@@ -1639,11 +2025,19 @@ impl<'a> BlockExec<'a> {
                 for (a, v) in k.regions[cond].args.iter().zip(&inits) {
                     th.vals[a.index()] = *v;
                 }
-                th.frames.push(Frame { region: cond, pc: 0, kind: FrameKind::WhileCond(op, 0) });
+                th.frames.push(Frame {
+                    region: cond,
+                    pc: 0,
+                    kind: FrameKind::WhileCond(op, 0),
+                });
                 self.update_iter(th);
             }
             OpKind::Stage { .. } => {
-                th.frames.push(Frame { region: od.regions[0], pc: 0, kind: FrameKind::Plain });
+                th.frames.push(Frame {
+                    region: od.regions[0],
+                    pc: 0,
+                    kind: FrameKind::Plain,
+                });
             }
             OpKind::Yield(vals) => {
                 let vs: Vec<Val> = vals.iter().map(|o| self.val(th, o)).collect();
@@ -1653,9 +2047,17 @@ impl<'a> BlockExec<'a> {
                 let c = self.val(th, c).truthy();
                 let fr = th.frames.last().cloned().expect("frame");
                 let FrameKind::WhileCond(wop, n) = fr.kind else {
-                    return Err(self.exec_err(op, "C0004", "`condition` outside a while condition region".into()));
+                    return Err(self.exec_err(
+                        op,
+                        "C0004",
+                        "`condition` outside a while condition region".into(),
+                    ));
                 };
-                let cur: Vec<Val> = k.regions[fr.region].args.iter().map(|a| th.vals[a.index()]).collect();
+                let cur: Vec<Val> = k.regions[fr.region]
+                    .args
+                    .iter()
+                    .map(|a| th.vals[a.index()])
+                    .collect();
                 if !c {
                     th.frames.pop();
                     for (i, v) in cur.into_iter().enumerate() {
@@ -1668,7 +2070,11 @@ impl<'a> BlockExec<'a> {
                         th.vals[a.index()] = *v;
                     }
                     let last = th.frames.last_mut().expect("frame");
-                    *last = Frame { region: body, pc: 0, kind: FrameKind::WhileBody(wop, n) };
+                    *last = Frame {
+                        region: body,
+                        pc: 0,
+                        kind: FrameKind::WhileBody(wop, n),
+                    };
                 }
             }
         }
@@ -1702,11 +2108,20 @@ impl<'a> BlockExec<'a> {
                     }
                     let last = th.frames.last_mut().expect("frame");
                     last.pc = 0;
-                    last.kind = FrameKind::For { op, iv: next, hi, step };
+                    last.kind = FrameKind::For {
+                        op,
+                        iv: next,
+                        hi,
+                        step,
+                    };
                 } else {
                     th.frames.pop();
                     // A body without `yield` carries its iteration values unchanged.
-                    let vals = if vals.is_empty() { args[1..].iter().map(|a| th.vals[a.index()]).collect() } else { vals };
+                    let vals = if vals.is_empty() {
+                        args[1..].iter().map(|a| th.vals[a.index()]).collect()
+                    } else {
+                        vals
+                    };
                     for (i, v) in vals.into_iter().enumerate() {
                         self.set(th, op, i, v);
                     }
@@ -1719,11 +2134,19 @@ impl<'a> BlockExec<'a> {
                     th.vals[a.index()] = *v;
                 }
                 let last = th.frames.last_mut().expect("frame");
-                *last = Frame { region: cond, pc: 0, kind: FrameKind::WhileCond(op, n + 1) };
+                *last = Frame {
+                    region: cond,
+                    pc: 0,
+                    kind: FrameKind::WhileCond(op, n + 1),
+                };
                 self.update_iter(th);
             }
             FrameKind::WhileCond(op, _) => {
-                return Err(self.exec_err(op, "C0004", "while condition region ends without `condition`".into()));
+                return Err(self.exec_err(
+                    op,
+                    "C0004",
+                    "while condition region ends without `condition`".into(),
+                ));
             }
         }
         Ok(true)
@@ -1732,7 +2155,11 @@ impl<'a> BlockExec<'a> {
 
 fn blocked_op(b: Blocked) -> Op {
     match b {
-        Blocked::Barrier(o) | Blocked::Warp(o) | Blocked::Split(_, _, o) | Blocked::Named(_, o) | Blocked::Mbar(_, _, o) => o,
+        Blocked::Barrier(o)
+        | Blocked::Warp(o)
+        | Blocked::Split(_, _, o)
+        | Blocked::Named(_, o)
+        | Blocked::Mbar(_, _, o) => o,
     }
 }
 
@@ -1766,7 +2193,11 @@ fn unlinear(mut e: u64, shape: &[u64]) -> Vec<u64> {
 
 fn floor_div(a: i64, b: i64) -> i64 {
     let q = a / b;
-    if (a % b != 0) && ((a < 0) != (b < 0)) { q - 1 } else { q }
+    if (a % b != 0) && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    }
 }
 
 /// Binary arithmetic per docs/ir.md; None for an integer division by zero.
@@ -1900,7 +2331,11 @@ fn compute(ty: ScalarType, args: &[Val], j: usize) -> Val {
                 s = s.wrapping_add(a.to_ty(ScalarType::I32).as_i64() as i32);
             }
             let s = s.wrapping_add(j as i32);
-            if ty == ScalarType::I1 { Val::I1(s & 1 != 0) } else { Val::I32(s) }
+            if ty == ScalarType::I1 {
+                Val::I1(s & 1 != 0)
+            } else {
+                Val::I32(s)
+            }
         }
     }
 }

@@ -76,7 +76,13 @@ pub enum Verdict {
     /// value, at this block size. `why` names the argument used.
     Proved { block: [u32; 3], why: String },
     /// No race found by interpretation with these concrete values and schedules.
-    Checked { block: [u32; 3], grid: [u32; 3], bounds: Vec<(String, i64)>, schedules: u32, not_proved: String },
+    Checked {
+        block: [u32; 3],
+        grid: [u32; 3],
+        bounds: Vec<(String, i64)>,
+        schedules: u32,
+        not_proved: String,
+    },
     /// A race, with its witness.
     Race(Box<Witness>),
     /// A deadlock, divergent barrier, protocol violation or outstanding copy at exit.
@@ -97,7 +103,10 @@ pub struct CheckReport {
 impl CheckReport {
     /// Proved or checked race-free (no race, deadlock or execution error found).
     pub fn is_race_free(&self) -> bool {
-        matches!(self.verdict, Verdict::Proved { .. } | Verdict::Checked { .. })
+        matches!(
+            self.verdict,
+            Verdict::Proved { .. } | Verdict::Checked { .. }
+        )
     }
 
     pub fn is_race(&self) -> bool {
@@ -116,7 +125,12 @@ impl CheckReport {
     pub fn summary(&self) -> String {
         match &self.verdict {
             Verdict::Proved { .. } => "race-free (proved)".into(),
-            Verdict::Checked { block, bounds, schedules, .. } => {
+            Verdict::Checked {
+                block,
+                bounds,
+                schedules,
+                ..
+            } => {
                 let b = if block[2] != 1 {
                     format!("{},{},{}", block[0], block[1], block[2])
                 } else if block[1] != 1 {
@@ -125,7 +139,11 @@ impl CheckReport {
                     format!("{}", block[0])
                 };
                 let bs: Vec<String> = bounds.iter().map(|(n, v)| format!("{n}={v}")).collect();
-                let bs = if bs.is_empty() { "none".to_string() } else { bs.join(",") };
+                let bs = if bs.is_empty() {
+                    "none".to_string()
+                } else {
+                    bs.join(",")
+                };
                 format!("race-free (checked for block={b}, bounds={bs}, {schedules} schedules)")
             }
             Verdict::Race(w) => format!("race on @{}{:?}", w.buffer, w.index),
@@ -145,14 +163,22 @@ impl CheckReport {
 
 fn describe_site(s: &AccessSite) -> String {
     let who = if s.by_engine {
-        format!("the copy engine (copy issued by thread {} {})", s.thread, fmt_xyz(s.thread_xyz))
+        format!(
+            "the copy engine (copy issued by thread {} {})",
+            s.thread,
+            fmt_xyz(s.thread_xyz)
+        )
     } else {
         format!("thread {} {}", s.thread, fmt_xyz(s.thread_xyz))
     };
     let it = if s.iteration.is_empty() {
         String::new()
     } else {
-        let v: Vec<String> = s.iteration.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+        let v: Vec<String> = s
+            .iteration
+            .iter()
+            .map(|(n, v)| format!("{n} = {v}"))
+            .collect();
         format!(" at {}", v.join(", "))
     };
     format!("{} by {who}{it}", s.kind.describe())
@@ -167,7 +193,10 @@ pub fn witness_diagnostic(k: &Kernel, w: &Witness, schedule: Option<u64>) -> Dia
         format!("data race on shared element @{}{:?}", w.buffer, w.index),
     )
     .with_label(w.second.span, describe_site(&w.second))
-    .with_label(w.first.span, format!("unordered with this {}", describe_site(&w.first)));
+    .with_label(
+        w.first.span,
+        format!("unordered with this {}", describe_site(&w.first)),
+    );
     d = d.with_note(format!("in block {}", fmt_xyz(w.block_id)));
     if let Some(s) = schedule {
         d = d.with_note(format!("found with schedule seed {s}"));
@@ -190,20 +219,37 @@ fn sized(k: &Kernel, opts: &CheckOptions) -> Kernel {
 }
 
 /// Resolves scalar parameters from `opts.bounds` (defaults for the others).
-fn scalars(k: &Kernel, opts: &CheckOptions) -> Result<(HashMap<crate::ir::Value, Val>, Vec<(String, i64)>), Diagnostic> {
+fn scalars(
+    k: &Kernel,
+    opts: &CheckOptions,
+) -> Result<(HashMap<crate::ir::Value, Val>, Vec<(String, i64)>), Diagnostic> {
     let mut map = HashMap::new();
     let mut used = Vec::new();
     for (name, _) in &opts.bounds {
-        let known = k.params.iter().any(|p| matches!(p, Param::Scalar(v) if k.value_name(*v) == *name));
+        let known = k
+            .params
+            .iter()
+            .any(|p| matches!(p, Param::Scalar(v) if k.value_name(*v) == *name));
         if !known {
-            return Err(Diagnostic::user("C0010", format!("--bounds names `{name}`, which is not a scalar parameter of @{}", k.name)));
+            return Err(Diagnostic::user(
+                "C0010",
+                format!(
+                    "--bounds names `{name}`, which is not a scalar parameter of @{}",
+                    k.name
+                ),
+            ));
         }
     }
     for p in &k.params {
         if let Param::Scalar(v) = p {
             let name = k.value_name(*v);
             // An explicit bound, else the parameter's default in the kernel, else DEFAULT_SCALAR.
-            let given = opts.bounds.iter().rev().find(|(n, _)| *n == name).map(|(_, x)| *x);
+            let given = opts
+                .bounds
+                .iter()
+                .rev()
+                .find(|(n, _)| *n == name)
+                .map(|(_, x)| *x);
             let default = *k.param_defaults.get(*v);
             let val = match (given, default, k.values[*v].ty) {
                 (Some(x), _, ScalarType::F32) => Val::F32(x as f32),
@@ -231,13 +277,27 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
     let k = &k;
     if k.threads() == 0 || k.threads() > 4096 {
         return CheckReport {
-            verdict: Verdict::ExecError(Diagnostic::user("C0010", format!("block of {} threads is out of the supported range 1..=4096", k.threads()))),
+            verdict: Verdict::ExecError(Diagnostic::user(
+                "C0010",
+                format!(
+                    "block of {} threads is out of the supported range 1..=4096",
+                    k.threads()
+                ),
+            )),
             schedule: None,
         };
     }
     let not_proved = if opts.try_proof {
         match proof::prove(k, opts.target) {
-            Ok(why) => return CheckReport { verdict: Verdict::Proved { block: k.block, why }, schedule: None },
+            Ok(why) => {
+                return CheckReport {
+                    verdict: Verdict::Proved {
+                        block: k.block,
+                        why,
+                    },
+                    schedule: None,
+                };
+            }
             Err(reason) => reason,
         }
     } else {
@@ -245,7 +305,12 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
     };
     let (sc, used) = match scalars(k, opts) {
         Ok(x) => x,
-        Err(d) => return CheckReport { verdict: Verdict::ExecError(d), schedule: None },
+        Err(d) => {
+            return CheckReport {
+                verdict: Verdict::ExecError(d),
+                schedule: None,
+            };
+        }
     };
     for s in 0..opts.schedules.max(1) as u64 {
         let cfg = ExecConfig {
@@ -253,7 +318,11 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
             scalars: sc.clone(),
             input_seed: opts.input_seed,
             sched_seed: s,
-            policy: if s == 0 { EnginePolicy::Latest } else { EnginePolicy::Random },
+            policy: if s == 0 {
+                EnginePolicy::Latest
+            } else {
+                EnginePolicy::Random
+            },
             max_steps: opts.max_steps,
             detect_races: true,
         };
@@ -263,11 +332,20 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
                 Stop::Deadlock(d) => Verdict::Deadlock(d),
                 Stop::Exec(d) => Verdict::ExecError(d),
             };
-            return CheckReport { verdict, schedule: Some(s) };
+            return CheckReport {
+                verdict,
+                schedule: Some(s),
+            };
         }
     }
     CheckReport {
-        verdict: Verdict::Checked { block: k.block, grid: k.grid, bounds: used, schedules: opts.schedules.max(1), not_proved },
+        verdict: Verdict::Checked {
+            block: k.block,
+            grid: k.grid,
+            bounds: used,
+            schedules: opts.schedules.max(1),
+            not_proved,
+        },
         schedule: None,
     }
 }
@@ -290,7 +368,13 @@ impl Outputs {
 pub fn run(k: &Kernel, seed: u64, opts: &CheckOptions) -> Result<Outputs, Diagnostic> {
     let k = sized(k, opts);
     if k.threads() == 0 || k.threads() > 4096 {
-        return Err(Diagnostic::user("C0010", format!("block of {} threads is out of the supported range 1..=4096", k.threads())));
+        return Err(Diagnostic::user(
+            "C0010",
+            format!(
+                "block of {} threads is out of the supported range 1..=4096",
+                k.threads()
+            ),
+        ));
     }
     let (sc, _) = scalars(&k, opts)?;
     let cfg = ExecConfig {

@@ -57,9 +57,18 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
             let Footprint::PerThread(index) = &sa.footprint else {
                 return Err(format!("{} is a collective access", opname(k, op)));
             };
-            let f = address(k, &td, sa.mem, index)
-                .ok_or_else(|| format!("the index of {} is not of the form T(tid) + sum(a * uniform)", opname(k, op)))?;
-            accs.push(Access { op, buf: k.root_buffer(sa.mem), kind: sa.kind, form: f });
+            let f = address(k, &td, sa.mem, index).ok_or_else(|| {
+                format!(
+                    "the index of {} is not of the form T(tid) + sum(a * uniform)",
+                    opname(k, op)
+                )
+            })?;
+            accs.push(Access {
+                op,
+                buf: k.root_buffer(sa.mem),
+                kind: sa.kind,
+                form: f,
+            });
         }
     }
     let n = k.threads() as i64;
@@ -70,7 +79,11 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
             [t % bx, (t / bx) % by, t / (bx * by)]
         })
         .collect();
-    let mut eval = Evaluator { k, warp, memo: HashMap::new() };
+    let mut eval = Evaluator {
+        k,
+        warp,
+        memo: HashMap::new(),
+    };
     // Per access: the T + c value of every thread.
     let mut values: Vec<Vec<i64>> = Vec::new();
     for a in &accs {
@@ -78,7 +91,9 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
         for (t, xyz) in tvals.iter().enumerate() {
             let mut s = a.form.c;
             for (coef, val) in &a.form.tpart {
-                let x = eval.eval(*val, t as i64, *xyz).ok_or_else(|| format!("cannot evaluate the index of {}", opname(k, a.op)))?;
+                let x = eval
+                    .eval(*val, t as i64, *xyz)
+                    .ok_or_else(|| format!("cannot evaluate the index of {}", opname(k, a.op)))?;
                 s = s.wrapping_add(coef.wrapping_mul(x));
             }
             v.push(s);
@@ -104,7 +119,12 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                 continue;
             }
             pairs += 1;
-            let g = a.form.free.iter().chain(&b.form.free).fold(0i64, |g, (_, c)| gcd(g, c.abs()));
+            let g = a
+                .form
+                .free
+                .iter()
+                .chain(&b.form.free)
+                .fold(0i64, |g, (_, c)| gcd(g, c.abs()));
             if let Some((t1, t2)) = collide(&values[i], &values[j], g) {
                 return Err(format!(
                     "{} (thread {t1}) and {} (thread {t2}) may touch one element of @{} in one barrier interval",
@@ -138,15 +158,20 @@ struct Form {
 
 impl Form {
     fn konst(c: i64) -> Form {
-        Form { c, ..Form::default() }
+        Form {
+            c,
+            ..Form::default()
+        }
     }
     fn is_const(&self) -> bool {
         self.tpart.is_empty() && self.free.is_empty()
     }
     fn add(mut self, o: Form, sign: i64) -> Form {
         self.c = self.c.wrapping_add(sign.wrapping_mul(o.c));
-        self.tpart.extend(o.tpart.into_iter().map(|(c, v)| (c * sign, v)));
-        self.free.extend(o.free.into_iter().map(|(v, c)| (v, c * sign)));
+        self.tpart
+            .extend(o.tpart.into_iter().map(|(c, v)| (c * sign, v)));
+        self.free
+            .extend(o.free.into_iter().map(|(v, c)| (v, c * sign)));
         self
     }
     fn scale(mut self, s: i64) -> Form {
@@ -191,8 +216,16 @@ fn collide(a: &[i64], b: &[i64], g: i64) -> Option<(usize, usize)> {
 fn opname(k: &Kernel, op: Op) -> String {
     let s = k.span(op);
     let kind = format!("{:?}", k.ops[op].kind);
-    let name = kind.split(|c: char| !c.is_alphanumeric()).next().unwrap_or("op").to_lowercase();
-    if s.is_undef() { format!("`{name}` ({op})") } else { format!("`{name}` at byte {}", s.lo) }
+    let name = kind
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or("op")
+        .to_lowercase();
+    if s.is_undef() {
+        format!("`{name}` ({op})")
+    } else {
+        format!("`{name}` at byte {}", s.lo)
+    }
 }
 
 fn preconditions(k: &Kernel) -> Result<(), String> {
@@ -200,7 +233,10 @@ fn preconditions(k: &Kernel) -> Result<(), String> {
         let e = effects(k, op);
         if let Some(s) = &e.sync {
             if *s != SyncEffect::Barrier {
-                return Err(format!("{} is a sync op other than a block barrier", opname(k, op)));
+                return Err(format!(
+                    "{} is a sync op other than a block barrier",
+                    opname(k, op)
+                ));
             }
         }
         for a in &e.shared {
@@ -212,7 +248,11 @@ fn preconditions(k: &Kernel) -> Result<(), String> {
             }
         }
     }
-    let pinned: Vec<(u64, u64)> = k.buffers.values().filter_map(|b| b.offset.map(|o| (o, o + b.bytes()))).collect();
+    let pinned: Vec<(u64, u64)> = k
+        .buffers
+        .values()
+        .filter_map(|b| b.offset.map(|o| (o, o + b.bytes())))
+        .collect();
     for (i, a) in pinned.iter().enumerate() {
         for b in &pinned[i + 1..] {
             if a.0 < b.1 && b.0 < a.1 {
@@ -298,23 +338,37 @@ fn walk_td(k: &Kernel, r: Region, div: bool, td: &mut HashSet<Value>) {
                 let ya = region_yield(k, od.regions[0]);
                 let yb = region_yield(k, od.regions[1]);
                 for (i, r) in od.results.iter().enumerate() {
-                    if c || ya.get(i).is_some_and(|o| opnd_td(td, o)) || yb.get(i).is_some_and(|o| opnd_td(td, o)) {
+                    if c || ya.get(i).is_some_and(|o| opnd_td(td, o))
+                        || yb.get(i).is_some_and(|o| opnd_td(td, o))
+                    {
                         td.insert(*r);
                     }
                 }
             }
             OpKind::While { init } => {
                 let (cr, br) = (od.regions[0], od.regions[1]);
-                let cond = k.regions[cr].ops.last().and_then(|o| match &k.ops[*o].kind {
-                    OpKind::Condition(c) => Some(*c),
-                    _ => None,
-                });
+                let cond = k.regions[cr]
+                    .ops
+                    .last()
+                    .and_then(|o| match &k.ops[*o].kind {
+                        OpKind::Condition(c) => Some(*c),
+                        _ => None,
+                    });
                 let ctd = div || cond.is_some_and(|c| opnd_td(td, &c));
                 let yields = region_yield(k, br);
                 for i in 0..init.len() {
-                    let y = ctd || opnd_td(td, &init[i]) || yields.get(i).is_some_and(|o| opnd_td(td, o));
+                    let y = ctd
+                        || opnd_td(td, &init[i])
+                        || yields.get(i).is_some_and(|o| opnd_td(td, o));
                     if y {
-                        for v in [k.regions[cr].args.get(i), k.regions[br].args.get(i), od.results.get(i)].into_iter().flatten() {
+                        for v in [
+                            k.regions[cr].args.get(i),
+                            k.regions[br].args.get(i),
+                            od.results.get(i),
+                        ]
+                        .into_iter()
+                        .flatten()
+                        {
                             td.insert(*v);
                         }
                     }
@@ -341,17 +395,25 @@ fn barriers_uniform(k: &Kernel, td: &HashSet<Value>) -> Result<(), String> {
         for &op in &k.regions[r].ops {
             let od = &k.ops[op];
             if matches!(od.kind, OpKind::Barrier) && div {
-                return Err(format!("{} is under thread-dependent control", opname(k, op)));
+                return Err(format!(
+                    "{} is under thread-dependent control",
+                    opname(k, op)
+                ));
             }
             let d = match &od.kind {
-                OpKind::For { lo, hi, step, .. } => div || opnd_td(td, lo) || opnd_td(td, hi) || opnd_td(td, step),
+                OpKind::For { lo, hi, step, .. } => {
+                    div || opnd_td(td, lo) || opnd_td(td, hi) || opnd_td(td, step)
+                }
                 OpKind::If { cond } => div || opnd_td(td, cond),
                 OpKind::While { .. } => {
                     let cr = od.regions[0];
-                    let c = k.regions[cr].ops.last().and_then(|o| match &k.ops[*o].kind {
-                        OpKind::Condition(c) => Some(*c),
-                        _ => None,
-                    });
+                    let c = k.regions[cr]
+                        .ops
+                        .last()
+                        .and_then(|o| match &k.ops[*o].kind {
+                            OpKind::Condition(c) => Some(*c),
+                            _ => None,
+                        });
                     div || c.is_none_or(|c| opnd_td(td, &c))
                 }
                 _ => div,
@@ -487,20 +549,32 @@ fn form(k: &Kernel, td: &HashSet<Value>, o: &Operand) -> Option<Form> {
         }
     }
     if !td.contains(&v) {
-        return Some(Form { free: vec![(v, 1)], ..Form::default() });
+        return Some(Form {
+            free: vec![(v, 1)],
+            ..Form::default()
+        });
     }
     if thread_evaluable(k, v, 0) {
         // Affine structure first (keeps uniform parts out of T), else the whole value.
         if let ValueDef::Result(op, _) = def {
             match &k.ops[op].kind {
-                OpKind::Binary(BinOp::Add, a, b) => return Some(form(k, td, a)?.add(form(k, td, b)?, 1)),
-                OpKind::Binary(BinOp::Sub, a, b) => return Some(form(k, td, a)?.add(form(k, td, b)?, -1)),
+                OpKind::Binary(BinOp::Add, a, b) => {
+                    return Some(form(k, td, a)?.add(form(k, td, b)?, 1));
+                }
+                OpKind::Binary(BinOp::Sub, a, b) => {
+                    return Some(form(k, td, a)?.add(form(k, td, b)?, -1));
+                }
                 _ => {}
             }
         }
-        return Some(Form { tpart: vec![(1, v)], ..Form::default() });
+        return Some(Form {
+            tpart: vec![(1, v)],
+            ..Form::default()
+        });
     }
-    let ValueDef::Result(op, _) = def else { return None };
+    let ValueDef::Result(op, _) = def else {
+        return None;
+    };
     match &k.ops[op].kind {
         OpKind::Binary(BinOp::Add, a, b) => Some(form(k, td, a)?.add(form(k, td, b)?, 1)),
         OpKind::Binary(BinOp::Sub, a, b) => Some(form(k, td, a)?.add(form(k, td, b)?, -1)),
@@ -516,7 +590,11 @@ fn form(k: &Kernel, td: &HashSet<Value>, o: &Operand) -> Option<Form> {
         }
         OpKind::Binary(BinOp::Shl, a, b) => {
             let fb = form(k, td, b)?;
-            if fb.is_const() { Some(form(k, td, a)?.scale(1i64 << (fb.c & 31))) } else { None }
+            if fb.is_const() {
+                Some(form(k, td, a)?.scale(1i64 << (fb.c & 31)))
+            } else {
+                None
+            }
         }
         _ => None,
     }
@@ -527,7 +605,9 @@ fn thread_evaluable(k: &Kernel, v: Value, depth: u32) -> bool {
     if depth > 64 {
         return false;
     }
-    let ValueDef::Result(op, _) = k.values[v].def else { return false };
+    let ValueDef::Result(op, _) = k.values[v].def else {
+        return false;
+    };
     let ok = |o: &Operand| match o {
         Operand::Imm(_) => true,
         Operand::Value(w) => thread_evaluable(k, *w, depth + 1),
@@ -571,7 +651,9 @@ impl Evaluator<'_> {
             return *x;
         }
         let k = self.k;
-        let ValueDef::Result(op, _) = k.values[v].def else { return None };
+        let ValueDef::Result(op, _) = k.values[v].def else {
+            return None;
+        };
         let ty = k.values[v].ty;
         let r = match &k.ops[op].kind {
             OpKind::Const(c) => Some(match c {
@@ -587,13 +669,18 @@ impl Evaluator<'_> {
                 Special::BlockDim(d) => k.block[*d as usize] as i64,
                 _ => return None,
             } as i32)),
-            OpKind::InGroup(g) => Some(Val::I1((k.groups[*g].lo as i64..k.groups[*g].hi as i64).contains(&t))),
+            OpKind::InGroup(g) => Some(Val::I1(
+                (k.groups[*g].lo as i64..k.groups[*g].hi as i64).contains(&t),
+            )),
             OpKind::Binary(b, x, y) => {
                 let (x, y) = (self.opnd(x, t, xyz)?, self.opnd(y, t, xyz)?);
                 binary(*b, ty, x, y)
             }
             OpKind::Cmp(p, x, y) => {
-                let (x, y) = (self.opnd(x, t, xyz)?.as_i64(), self.opnd(y, t, xyz)?.as_i64());
+                let (x, y) = (
+                    self.opnd(x, t, xyz)?.as_i64(),
+                    self.opnd(y, t, xyz)?.as_i64(),
+                );
                 Some(Val::I1(match p {
                     CmpPred::Eq => x == y,
                     CmpPred::Ne => x != y,
@@ -605,10 +692,18 @@ impl Evaluator<'_> {
             }
             OpKind::Select(c, a, b) => {
                 let c = self.opnd(c, t, xyz)?.truthy();
-                if c { self.opnd(a, t, xyz) } else { self.opnd(b, t, xyz) }
+                if c {
+                    self.opnd(a, t, xyz)
+                } else {
+                    self.opnd(b, t, xyz)
+                }
             }
-            OpKind::Unary(UnOp::Neg, a) => Some(Val::I32((self.opnd(a, t, xyz)?.as_i64() as i32).wrapping_neg())),
-            OpKind::Unary(UnOp::Abs, a) => Some(Val::I32((self.opnd(a, t, xyz)?.as_i64() as i32).wrapping_abs())),
+            OpKind::Unary(UnOp::Neg, a) => Some(Val::I32(
+                (self.opnd(a, t, xyz)?.as_i64() as i32).wrapping_neg(),
+            )),
+            OpKind::Unary(UnOp::Abs, a) => Some(Val::I32(
+                (self.opnd(a, t, xyz)?.as_i64() as i32).wrapping_abs(),
+            )),
             OpKind::Unary(UnOp::Not, a) => Some(match self.opnd(a, t, xyz)? {
                 Val::I1(b) => Val::I1(!b),
                 x => Val::I32(!(x.as_i64() as i32)),

@@ -48,7 +48,10 @@ pub enum AccKind {
 
 impl AccKind {
     pub fn writes(self) -> bool {
-        matches!(self, AccKind::Write | AccKind::Atomic(_) | AccKind::AsyncWrite)
+        matches!(
+            self,
+            AccKind::Write | AccKind::Atomic(_) | AccKind::AsyncWrite
+        )
     }
     pub fn describe(self) -> &'static str {
         match self {
@@ -148,7 +151,12 @@ impl RaceState {
         for t in 0..threads {
             vc[t * slots + t] = 1;
         }
-        RaceState { slots, vc, cells: vec![Cell::default(); granules], completion: Vec::new() }
+        RaceState {
+            slots,
+            vc,
+            cells: vec![Cell::default(); granules],
+            completion: Vec::new(),
+        }
     }
 
     /// The clock of thread `t`.
@@ -208,7 +216,9 @@ impl RaceState {
     }
 
     pub fn is_complete(&self, copy: u32) -> bool {
-        self.completion.get(copy as usize).is_some_and(|c| c.is_some())
+        self.completion
+            .get(copy as usize)
+            .is_some_and(|c| c.is_some())
     }
 
     /// Whether access `a` happens before the current point of thread `t`.
@@ -235,26 +245,39 @@ impl RaceState {
     pub fn access(&mut self, g: usize, n: usize, acc: Acc) -> Result<(), Conflict> {
         let t = acc.thread as usize;
         for gi in g..g + n {
-            let Some(cell) = self.cells.get(gi) else { continue };
+            let Some(cell) = self.cells.get(gi) else {
+                continue;
+            };
             // Check against earlier writes (every access) and reads (writes only).
             for w in &cell.writes {
-                let same_thread_plain = w.copy == NO_COPY && acc.copy == NO_COPY && w.thread == acc.thread;
+                let same_thread_plain =
+                    w.copy == NO_COPY && acc.copy == NO_COPY && w.thread == acc.thread;
                 if !same_thread_plain && !compatible(w, &acc) && !self.hb_issue(w, t) {
-                    return Err(Conflict { earlier: *w, later: acc });
+                    return Err(Conflict {
+                        earlier: *w,
+                        later: acc,
+                    });
                 }
             }
             if acc.kind.writes() {
                 for r in &cell.reads {
-                    let same_thread_plain = r.copy == NO_COPY && acc.copy == NO_COPY && r.thread == acc.thread;
+                    let same_thread_plain =
+                        r.copy == NO_COPY && acc.copy == NO_COPY && r.thread == acc.thread;
                     if !same_thread_plain && !self.hb_issue(r, t) {
-                        return Err(Conflict { earlier: *r, later: acc });
+                        return Err(Conflict {
+                            earlier: *r,
+                            later: acc,
+                        });
                     }
                 }
             }
             // A copy of an op instance already recorded here writes the same data: one
             // record stands for all of them (see docs/checker.md).
             if acc.kind == AccKind::AsyncWrite
-                && cell.writes.iter().any(|w| w.kind == AccKind::AsyncWrite && w.op == acc.op && w.iter == acc.iter)
+                && cell
+                    .writes
+                    .iter()
+                    .any(|w| w.kind == AccKind::AsyncWrite && w.op == acc.op && w.iter == acc.iter)
             {
                 continue;
             }
@@ -263,7 +286,9 @@ impl RaceState {
             match acc.kind {
                 AccKind::Read | AccKind::AsyncRead => {
                     if acc.copy == NO_COPY {
-                        cell.reads.retain(|r| !(r.copy == NO_COPY && r.thread == acc.thread) && !self.hb(r, t));
+                        cell.reads.retain(|r| {
+                            !(r.copy == NO_COPY && r.thread == acc.thread) && !self.hb(r, t)
+                        });
                     }
                     cell.reads.push(acc);
                 }
@@ -277,7 +302,13 @@ impl RaceState {
                     let keep: Vec<Acc> = cell
                         .writes
                         .iter()
-                        .filter(|w| compatible(w, &acc) && !self.hb(w, t) && !(w.copy == NO_COPY && w.thread == acc.thread && acc.copy == NO_COPY))
+                        .filter(|w| {
+                            compatible(w, &acc)
+                                && !self.hb(w, t)
+                                && !(w.copy == NO_COPY
+                                    && w.thread == acc.thread
+                                    && acc.copy == NO_COPY)
+                        })
                         .copied()
                         .collect();
                     cell.writes = keep;

@@ -42,7 +42,9 @@ pub fn parse_block(s: &str) -> Result<[u32; 3], String> {
     }
     let mut b = [1u32; 3];
     for (i, p) in parts.iter().enumerate() {
-        b[i] = p.parse().map_err(|_| format!("--block `{s}`: `{p}` is not a positive integer"))?;
+        b[i] = p
+            .parse()
+            .map_err(|_| format!("--block `{s}`: `{p}` is not a positive integer"))?;
         if b[i] == 0 {
             return Err(format!("--block `{s}`: dimensions must be positive"));
         }
@@ -54,15 +56,24 @@ pub fn parse_block(s: &str) -> Result<[u32; 3], String> {
 pub fn parse_bounds(s: &str) -> Result<Vec<(String, i64)>, String> {
     let mut out = Vec::new();
     for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        let (n, v) = item.split_once('=').ok_or_else(|| format!("--bounds `{item}`: expected NAME=VALUE"))?;
-        let v: i64 = v.trim().parse().map_err(|_| format!("--bounds `{item}`: `{v}` is not an integer"))?;
+        let (n, v) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--bounds `{item}`: expected NAME=VALUE"))?;
+        let v: i64 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("--bounds `{item}`: `{v}` is not an integer"))?;
         out.push((n.trim().trim_start_matches('%').to_string(), v));
     }
     Ok(out)
 }
 
 /// Builds check options from the shared flags.
-pub fn options(target: &Option<String>, block: &Option<String>, bounds: &Option<String>) -> Result<CheckOptions, String> {
+pub fn options(
+    target: &Option<String>,
+    block: &Option<String>,
+    bounds: &Option<String>,
+) -> Result<CheckOptions, String> {
     let mut o = CheckOptions::default();
     if let Some(t) = target {
         o.target = Some(Target::from_name(t).map_err(|d| {
@@ -122,7 +133,11 @@ pub fn run(args: &CheckArgs) -> i32 {
             }
             _ => {
                 if let Some(d) = r.to_diagnostic(k) {
-                    let c = if d.kind == DiagKind::User { EXIT_USER } else { EXIT_FINDING };
+                    let c = if d.kind == DiagKind::User {
+                        EXIT_USER
+                    } else {
+                        EXIT_FINDING
+                    };
                     report(&input, &[d]);
                     println!("@{}: {}", k.name, r.summary());
                     code = code.max(c);

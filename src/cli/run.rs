@@ -70,14 +70,22 @@ pub fn run(args: &RunArgs) -> i32 {
         let out = match run_kernel(k, args.seed, &opts) {
             Ok(o) => o,
             Err(d) => {
-                let c = if d.kind == DiagKind::User { EXIT_USER } else { EXIT_FINDING };
+                let c = if d.kind == DiagKind::User {
+                    EXIT_USER
+                } else {
+                    EXIT_FINDING
+                };
                 report(&input, &[d]);
                 return c;
             }
         };
         match &args.out {
             Some(dir) => {
-                let dir = if many { format!("{dir}/{}", k.name) } else { dir.clone() };
+                let dir = if many {
+                    format!("{dir}/{}", k.name)
+                } else {
+                    dir.clone()
+                };
                 if let Err(e) = std::fs::create_dir_all(&dir) {
                     eprintln!("error: cannot create `{dir}`: {e}");
                     return EXIT_USER;
@@ -96,7 +104,13 @@ pub fn run(args: &RunArgs) -> i32 {
                     let dims: Vec<String> = g.shape.iter().map(|d| d.to_string()).collect();
                     let sum: f64 = g.data.iter().map(|v| v.as_f32() as f64).sum();
                     let first: Vec<String> = g.data.iter().take(8).map(|v| v.to_string()).collect();
-                    println!("  %{}: {}[{}] sum={sum} first=[{}]", g.name, g.elem, dims.join(", "), first.join(", "));
+                    println!(
+                        "  %{}: {}[{}] sum={sum} first=[{}]",
+                        g.name,
+                        g.elem,
+                        dims.join(", "),
+                        first.join(", ")
+                    );
                 }
             }
         }
