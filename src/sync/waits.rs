@@ -1008,6 +1008,14 @@ pub fn explain_waits(k: &Kernel, target: &Target) -> Result<String, Vec<Diagnost
         let v = notes.entry(*w).or_default();
         if !applied.created.contains(w) {
             v.push("from the input".into());
+            if let Some(n) = largest_safe_count(out, target, *w, &comp) {
+                let cur = counts_of(&out.ops[*w].kind).unwrap_or(0);
+                v.push(if n == cur {
+                    format!("its count {cur} is the largest that keeps every later access safe")
+                } else {
+                    format!("a count of {n} would also be safe here (the input's {cur} waits for more than needed)")
+                });
+            }
         }
         for c in list {
             let name = lines
@@ -1041,6 +1049,47 @@ pub fn explain_waits(k: &Kernel, target: &Target) -> Result<String, Vec<Diagnost
         }
     }
     Ok(annotate(out, &notes))
+}
+
+/// The count of a single-count wait.
+fn counts_of(kind: &OpKind) -> Option<u32> {
+    match kind {
+        OpKind::WaitCnt(c) if c.len() == 1 => Some(c[0].1),
+        OpKind::CpAsyncWait(n) | OpKind::BulkWait(n) | OpKind::WgmmaWait(n) => Some(*n),
+        _ => None,
+    }
+}
+
+/// The largest count a user wait could have with no access observing an in-flight copy and
+/// nothing more outstanding at exit (at most 64 above its count). One dataflow per count tried.
+fn largest_safe_count(
+    k: &Kernel,
+    target: &Target,
+    w: Op,
+    base: &crate::analysis::inflight::Completions,
+) -> Option<u32> {
+    let cur = counts_of(&k.ops[w].kind)?;
+    let with = |n: u32| -> OpKind {
+        match &k.ops[w].kind {
+            OpKind::WaitCnt(c) => OpKind::WaitCnt(vec![(c[0].0, n)]),
+            OpKind::CpAsyncWait(_) => OpKind::CpAsyncWait(n),
+            OpKind::BulkWait(_) => OpKind::BulkWait(n),
+            _ => OpKind::WgmmaWait(n),
+        }
+    };
+    let mut best = cur;
+    let mut m = k.clone();
+    for n in cur + 1..=cur + 64 {
+        m.ops[w].kind = with(n);
+        let c = completions(&m, target);
+        let safe = c.hazards.len() <= base.hazards.len()
+            && c.outstanding_at_exit.len() <= base.outstanding_at_exit.len();
+        if !safe {
+            break;
+        }
+        best = n;
+    }
+    Some(best)
 }
 
 /// Replaces `opN` ids in an explanation by the op's printed line.
