@@ -769,11 +769,6 @@ fn full_pipeline_outputs_and_their_mutants() {
         (cp_async_pipeline(3, 1, false), "sm_80"),
         (gather_pipeline(2), "gfx950"),
         (
-            include_str!("../examples/gemm-cp-async-double-buffer.kir")
-                .replace("    cp_async_wait 1\n", ""),
-            "sm_80",
-        ),
-        (
             include_str!("../examples/gemm-gather-to-lds.kir")
                 .replace("    waitcnt vmcnt(0)\n", ""),
             "gfx950",
