@@ -263,6 +263,15 @@ fn gfx1250_counts_gathers_on_asynccnt_and_gloads_apart() {
         .map(|e| e.kind.clone())
         .collect();
     assert_eq!(w, vec![OpKind::WaitCnt(vec![(Counter::AsyncCnt, 1)])]);
+    // gfx1200 counts both on loadcnt, in order: the two global loads count.
+    let (plan, _) = plan_and_check(&k, "gfx1200");
+    let w: Vec<_> = plan
+        .edits
+        .iter()
+        .filter(|e| e.anchor == Anchor::Before(ld))
+        .map(|e| e.kind.clone())
+        .collect();
+    assert_eq!(w, vec![OpKind::WaitCnt(vec![(Counter::LoadCnt, 3)])]);
 }
 
 #[test]
