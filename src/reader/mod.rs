@@ -4,3 +4,4 @@ pub mod lexer;
 pub mod parser;
 
 pub use parser::{Module, parse, parse_kernel};
+pub mod mlir;

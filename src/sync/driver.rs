@@ -51,7 +51,10 @@ impl Synchronized {
 
 /// Sync ops of `k` whose ids are at least `input_ops` (created by a pass), in program order.
 pub fn inserted_syncs(k: &Kernel, input_ops: usize) -> Vec<Op> {
-    k.ops_in_order().into_iter().filter(|&o| o.index() >= input_ops && is_sync(k, o)).collect()
+    k.ops_in_order()
+        .into_iter()
+        .filter(|&o| o.index() >= input_ops && is_sync(k, o))
+        .collect()
 }
 
 /// A copy of `k` without the `n`-th inserted sync op (program order), or None if there is no
@@ -65,7 +68,11 @@ pub fn without_inserted(k: &Kernel, input_ops: usize, n: usize) -> Option<Kernel
 }
 
 /// Runs the pipeline on one kernel.
-pub fn synchronize(k: &Kernel, target: &Target, opts: &PlaceOptions) -> Result<Synchronized, Vec<Diagnostic>> {
+pub fn synchronize(
+    k: &Kernel,
+    target: &Target,
+    opts: &PlaceOptions,
+) -> Result<Synchronized, Vec<Diagnostic>> {
     let waits = plan_waits(k, target)?;
     let with_waits = apply_waits(k, &waits).kernel;
     let placement = place_barriers(&with_waits, target, opts)?;
@@ -73,7 +80,9 @@ pub fn synchronize(k: &Kernel, target: &Target, opts: &PlaceOptions) -> Result<S
     let mut split = None;
     if target.split_barriers {
         let dep = thread_dependent_values(&kernel);
-        let (lowered, stats) = lower_to_split(&kernel, &|o: &Operand| o.value().is_some_and(|v| dep.contains(&v)));
+        let (lowered, stats) = lower_to_split(&kernel, &|o: &Operand| {
+            o.value().is_some_and(|v| dep.contains(&v))
+        });
         let violations = check_protocol(&lowered, target.warp);
         if !violations.is_empty() {
             return Err(violations);
@@ -85,5 +94,12 @@ pub fn synchronize(k: &Kernel, target: &Target, opts: &PlaceOptions) -> Result<S
     if !errs.is_empty() {
         return Err(errs);
     }
-    Ok(Synchronized { kernel, waits, with_waits, placement, split, input_ops: k.ops.len() })
+    Ok(Synchronized {
+        kernel,
+        waits,
+        with_waits,
+        placement,
+        split,
+        input_ops: k.ops.len(),
+    })
 }

@@ -1,0 +1,165 @@
+//! `smemsync emit --format text|mlir|cuda [--target T] FILE`: write a kernel in another form.
+//!
+//! `text` prints the canonical text form; `mlir` writes a `gpu.module` per kernel in upstream
+//! MLIR dialects for the target (docs/mlir.md); `cuda` writes a compilable `.cu` (kernel plus
+//! host harness, see `smemsync::emit::cuda`) for an NVIDIA target. A `.mlir` input (or
+//! `--from mlir`) is imported first. Output goes to standard output or to `-o FILE`.
+
+use super::{EXIT_OK, EXIT_USER, load, read_input, report};
+
+/// The output formats of `emit`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// The canonical text form.
+    Text,
+    /// MLIR: a `gpu.module` per kernel (gpu, scf, arith, memref, amdgpu, rocdl, nvgpu, nvvm).
+    Mlir,
+    /// CUDA C++: the kernel and a host harness.
+    Cuda,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct EmitArgs {
+    /// Kernel file (`-` for standard input).
+    pub file: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Input format (`text` or `mlir`); by default MLIR for a `.mlir` file, text otherwise.
+    #[arg(long, value_enum)]
+    pub from: Option<Format>,
+    /// Target GPU (`sm_80`, `sm_90`, ...); CUDA needs an NVIDIA target.
+    #[arg(long, default_value = "sm_90")]
+    pub target: String,
+    /// The kernel to emit when the file holds several.
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Write to this file instead of standard output.
+    #[arg(long, short = 'o')]
+    pub output: Option<String>,
+    /// CUDA: remove every barrier and cp.async wait (a racy lower bound on time).
+    #[arg(long)]
+    pub strip_syncs: bool,
+    /// CUDA: remove the N-th sync op in program order, counting from 0 (a mutation test).
+    #[arg(long, value_name = "N")]
+    pub drop_sync: Option<usize>,
+    /// CUDA: emit only the kernel, without the host harness.
+    #[arg(long)]
+    pub no_harness: bool,
+    /// CUDA: print the number of droppable sync ops instead of the code.
+    #[arg(long)]
+    pub count_syncs: bool,
+}
+
+pub fn run(args: &EmitArgs) -> i32 {
+    let input = match read_input(&args.file) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return EXIT_USER;
+        }
+    };
+    let from_mlir = match args.from {
+        Some(f) => f == Format::Mlir,
+        None => args.file.ends_with(".mlir"),
+    };
+    let kernels = if from_mlir {
+        match import_mlir(args, &input) {
+            Ok(k) => k,
+            Err(code) => return code,
+        }
+    } else {
+        match load(&input) {
+            Ok(k) => k,
+            Err(code) => return code,
+        }
+    };
+    let text = match args.format {
+        Format::Text => smemsync::emit::text::print_kernels(&kernels),
+        Format::Mlir => match emit_mlir(args, &input, &kernels) {
+            Ok(t) => t,
+            Err(code) => return code,
+        },
+        Format::Cuda => match emit_cuda(args, &input, &kernels) {
+            Ok(t) => t,
+            Err(code) => return code,
+        },
+    };
+    match &args.output {
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, text) {
+                eprintln!("error: cannot write `{path}`: {e}");
+                return EXIT_USER;
+            }
+        }
+        None => print!("{text}"),
+    }
+    EXIT_OK
+}
+
+fn target(args: &EmitArgs, input: &super::Input) -> Result<smemsync::target::Target, i32> {
+    smemsync::target::Target::from_name(&args.target).map_err(|d| {
+        report(input, &[d]);
+        EXIT_USER
+    })
+}
+
+/// Reads MLIR (the subset `emit --format mlir` writes) into kernels.
+fn import_mlir(args: &EmitArgs, input: &super::Input) -> Result<Vec<smemsync::Kernel>, i32> {
+    let t = target(args, input)?;
+    smemsync::reader::mlir::import_mlir(&input.text, &t).map_err(|d| {
+        report(input, &d);
+        EXIT_USER
+    })
+}
+
+fn emit_mlir(
+    args: &EmitArgs,
+    input: &super::Input,
+    kernels: &[smemsync::Kernel],
+) -> Result<String, i32> {
+    let t = target(args, input)?;
+    smemsync::emit::mlir::emit_mlir_kernels(kernels, &t).map_err(|d| {
+        report(input, &d);
+        EXIT_USER
+    })
+}
+
+fn emit_cuda(
+    args: &EmitArgs,
+    input: &super::Input,
+    kernels: &[smemsync::Kernel],
+) -> Result<String, i32> {
+    let target = smemsync::target::Target::from_name(&args.target).map_err(|d| {
+        report(input, &[d]);
+        EXIT_USER
+    })?;
+    let kernel = match &args.kernel {
+        Some(name) => kernels.iter().find(|k| &k.name == name),
+        None if kernels.len() == 1 => kernels.first(),
+        None => None,
+    };
+    let Some(kernel) = kernel else {
+        let names: Vec<String> = kernels.iter().map(|k| format!("@{}", k.name)).collect();
+        eprintln!(
+            "error: choose a kernel with `--kernel NAME`; the file holds {}",
+            names.join(", ")
+        );
+        return Err(EXIT_USER);
+    };
+    if args.count_syncs {
+        return Ok(format!(
+            "{}\n",
+            smemsync::emit::cuda::sync_ops(kernel).len()
+        ));
+    }
+    let opts = smemsync::emit::cuda::CudaOptions {
+        strip_syncs: args.strip_syncs,
+        drop_sync: args.drop_sync,
+        harness: !args.no_harness,
+    };
+    smemsync::emit::cuda::emit_cuda(kernel, &target, &opts).map_err(|diags| {
+        report(input, &diags);
+        EXIT_USER
+    })
+}

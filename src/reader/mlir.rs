@@ -1,0 +1,2440 @@
+//! The MLIR importer: reads the dialect subset `emit::mlir` writes (gpu, scf, arith, math,
+//! memref, amdgpu, rocdl, nvgpu, nvvm; docs/mlir.md) back into [`Kernel`]s, so that smemsync
+//! runs on MLIR a user already has.
+//!
+//! Accepted shape: `gpu.func ... kernel` functions (inside `gpu.module`s, optionally inside a
+//! `module`), one op per line, in the custom syntax `mlir-opt` prints. Private `func.func`
+//! helpers are skipped; calls to smemsync's helpers (`__smemsync_rem_i32`, `_tid_linear`,
+//! `_in_group`, compute and collective helpers) become the one IR op they stand for. Index
+//! casts, element widening/narrowing and `inttoptr` are aliases of their operand; `index`
+//! constants and constants marked `{smemsync.imm}` are immediates. Attributes
+//! `known_block_size`, `known_grid_size`, `smemsync.groups`, `smemsync.dims` restore the
+//! launch shape, thread groups and symbolic dimensions.
+//!
+//! Invariant: `emit(import(emit(k)))` equals `emit(k)` for every kernel the emitter accepts.
+//! An op outside the subset is a diagnostic with its line and column; the importer never
+//! panics. Complexity: O(source length).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::diag::{Diagnostic, Span};
+use crate::ir::*;
+use crate::target::Target;
+
+/// Reads every `gpu.func ... kernel` of an MLIR text. `target` decides what the AMD
+/// counter fields of `amdgpu.memory_counter_wait` mean (vmcnt/lgkmcnt on gfx9, loadcnt/dscnt
+/// on gfx12).
+pub fn import_mlir(src: &str, target: &Target) -> Result<Vec<Kernel>, Vec<Diagnostic>> {
+    let lines = lex_lines(src).map_err(|d| vec![d])?;
+    let mut kernels = Vec::new();
+    let mut diags = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let l = &lines[i];
+        match l.word(0) {
+            Some("func.func") => {
+                i = skip_block(&lines, i);
+            }
+            Some("gpu.func") => {
+                let mut imp = Importer::new(&lines, target, src.len());
+                match imp.kernel(i) {
+                    Ok((k, next)) => {
+                        diags.extend(imp.diags);
+                        kernels.push(k);
+                        i = next;
+                    }
+                    Err(d) => {
+                        diags.extend(imp.diags);
+                        diags.push(d);
+                        i = skip_block(&lines, i);
+                    }
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    if kernels.is_empty() && diags.is_empty() {
+        diags.push(
+            Diagnostic::user("E0900", "the MLIR holds no `gpu.func ... kernel`").with_label(
+                Span::new(0, src.len().min(1)),
+                "expected a gpu.module with a kernel",
+            ),
+        );
+    }
+    if diags.is_empty() {
+        for k in &kernels {
+            diags.extend(crate::verify::verify(k));
+        }
+    }
+    if diags.is_empty() {
+        Ok(kernels)
+    } else {
+        Err(diags)
+    }
+}
+
+// ---------------------------------------------------------------- tokens
+
+#[derive(Clone, Debug, PartialEq)]
+enum T {
+    Val(String),
+    Sym(String),
+    Caret(String),
+    Word(String),
+    /// A compound type or attribute kept as text: `memref<...>`, `!nvgpu...`, `#gpu...`,
+    /// `array<...>`.
+    Ty(String),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    P(char),
+    Arrow,
+}
+
+#[derive(Clone, Debug)]
+struct Tok {
+    t: T,
+    span: Span,
+}
+
+#[derive(Clone, Debug)]
+struct Line {
+    toks: Vec<Tok>,
+    span: Span,
+}
+
+impl Line {
+    fn word(&self, i: usize) -> Option<&str> {
+        match self.toks.get(i).map(|t| &t.t) {
+            Some(T::Word(w)) => Some(w),
+            _ => None,
+        }
+    }
+    fn opens(&self) -> usize {
+        self.toks.iter().filter(|t| t.t == T::P('{')).count()
+    }
+    fn closes(&self) -> usize {
+        self.toks.iter().filter(|t| t.t == T::P('}')).count()
+    }
+    fn starts_with_close(&self) -> bool {
+        self.toks.first().is_some_and(|t| t.t == T::P('}'))
+    }
+    fn ends_with_open(&self) -> bool {
+        self.toks.last().is_some_and(|t| t.t == T::P('{'))
+    }
+}
+
+fn is_id(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b'$' || c == b'-'
+}
+
+fn lex_lines(src: &str) -> Result<Vec<Line>, Diagnostic> {
+    let b = src.as_bytes();
+    let mut lines = Vec::new();
+    let mut cur: Vec<Tok> = Vec::new();
+    let mut line_start = 0usize;
+    let mut i = 0usize;
+    let err = |at: usize, m: &str| {
+        Diagnostic::user("E0901", m.to_string())
+            .with_label(Span::new(at, (at + 1).min(src.len())), "here")
+    };
+    let balanced = |mut j: usize| -> Option<usize> {
+        // b[j] == '<'
+        let mut depth = 0i32;
+        while j < b.len() {
+            match b[j] {
+                b'<' => depth += 1,
+                b'>' if j > 0 && b[j - 1] != b'-' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(j + 1);
+                    }
+                }
+                b'"' => {
+                    j += 1;
+                    while j < b.len() && b[j] != b'"' {
+                        j += if b[j] == b'\\' { 2 } else { 1 };
+                    }
+                }
+                b'\n' => return None,
+                _ => {}
+            }
+            j += 1;
+        }
+        None
+    };
+    while i < b.len() {
+        let c = b[i];
+        let start = i;
+        match c {
+            b'\n' => {
+                if !cur.is_empty() {
+                    lines.push(Line {
+                        toks: std::mem::take(&mut cur),
+                        span: Span::new(line_start, i),
+                    });
+                }
+                i += 1;
+                line_start = i;
+                continue;
+            }
+            b' ' | b'\t' | b'\r' => {
+                i += 1;
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'%' | b'@' | b'^' => {
+                i += 1;
+                if b.get(i) == Some(&b'"') {
+                    // Quoted symbol name.
+                    i += 1;
+                    while i < b.len() && b[i] != b'"' {
+                        i += 1;
+                    }
+                    i += 1;
+                } else {
+                    while i < b.len()
+                        && is_id(b[i])
+                        && !(b[i] == b'-' && b.get(i + 1) == Some(&b'>'))
+                    {
+                        i += 1;
+                    }
+                }
+                i = i.min(b.len());
+                // `%x#1`: result 1 of the multi-result `%x:2`.
+                if c == b'%'
+                    && b.get(i) == Some(&b'#')
+                    && b.get(i + 1).is_some_and(|d| d.is_ascii_digit())
+                {
+                    i += 1;
+                    while i < b.len() && b[i].is_ascii_digit() {
+                        i += 1;
+                    }
+                }
+                let name = src
+                    .get(start + 1..i)
+                    .unwrap_or("")
+                    .trim_matches('"')
+                    .to_string();
+                cur.push(Tok {
+                    t: match c {
+                        b'%' => T::Val(name),
+                        b'@' => T::Sym(name),
+                        _ => T::Caret(name),
+                    },
+                    span: Span::new(start, i),
+                });
+                // `%x:2` result groups are not part of the subset; `#n` uses neither.
+                continue;
+            }
+            b'!' | b'#' => {
+                i += 1;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.')
+                {
+                    i += 1;
+                }
+                if b.get(i) == Some(&b'<') {
+                    i = balanced(i)
+                        .ok_or_else(|| err(start, "unbalanced `<` in a type or attribute"))?;
+                }
+                cur.push(Tok {
+                    t: T::Ty(src[start..i].to_string()),
+                    span: Span::new(start, i),
+                });
+                continue;
+            }
+            b'"' => {
+                i += 1;
+                let mut s = String::new();
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' && i + 1 < b.len() {
+                        s.push(b[i + 1] as char);
+                        i += 2;
+                    } else {
+                        let ch = src[i..].chars().next().unwrap_or(' ');
+                        s.push(ch);
+                        i += ch.len_utf8();
+                    }
+                }
+                if i >= b.len() {
+                    return Err(err(start, "unterminated string"));
+                }
+                i += 1;
+                cur.push(Tok {
+                    t: T::Str(s),
+                    span: Span::new(start, i),
+                });
+                continue;
+            }
+            b'-' if b.get(i + 1) == Some(&b'>') => {
+                i += 2;
+                cur.push(Tok {
+                    t: T::Arrow,
+                    span: Span::new(start, i),
+                });
+                continue;
+            }
+            b'0'..=b'9' | b'-' | b'+' => {
+                i += 1;
+                if c == b'0' && b.get(i) == Some(&b'x') {
+                    i += 1;
+                    while i < b.len() && b[i].is_ascii_hexdigit() {
+                        i += 1;
+                    }
+                    let v = i64::from_str_radix(&src[start + 2..i], 16)
+                        .map_err(|_| err(start, "bad hex literal"))?;
+                    cur.push(Tok {
+                        t: T::Int(v),
+                        span: Span::new(start, i),
+                    });
+                    continue;
+                }
+                let mut float = false;
+                while i < b.len() {
+                    let d = b[i];
+                    if d.is_ascii_digit() {
+                        i += 1;
+                    } else if d == b'.' && !float {
+                        float = true;
+                        i += 1;
+                    } else if (d == b'e' || d == b'E') && i > start + 1 {
+                        float = true;
+                        i += 1;
+                        if matches!(b.get(i), Some(b'+') | Some(b'-')) {
+                            i += 1;
+                        }
+                    } else {
+                        break;
+                    }
+                }
+                let text = &src[start..i];
+                let t = if float {
+                    T::Float(text.parse().map_err(|_| err(start, "bad float literal"))?)
+                } else {
+                    T::Int(
+                        text.parse()
+                            .map_err(|_| err(start, "bad integer literal"))?,
+                    )
+                };
+                cur.push(Tok {
+                    t,
+                    span: Span::new(start, i),
+                });
+                continue;
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                while i < b.len()
+                    && (b[i].is_ascii_alphanumeric()
+                        || b[i] == b'_'
+                        || b[i] == b'.'
+                        || b[i] == b'$')
+                {
+                    i += 1;
+                }
+                let word = &src[start..i];
+                if b.get(i) == Some(&b'<') {
+                    i = balanced(i).ok_or_else(|| err(start, "unbalanced `<` in a type"))?;
+                    cur.push(Tok {
+                        t: T::Ty(src[start..i].to_string()),
+                        span: Span::new(start, i),
+                    });
+                } else {
+                    cur.push(Tok {
+                        t: T::Word(word.to_string()),
+                        span: Span::new(start, i),
+                    });
+                }
+                continue;
+            }
+            b'<' if matches!(
+                cur.last().map(|t| &t.t),
+                Some(T::Arrow | T::P(':') | T::P(',') | T::P('('))
+            ) =>
+            {
+                // A type with its dialect prefix elided (`: <memorySpace = ...>`).
+                i = balanced(i).ok_or_else(|| err(start, "unbalanced `<` in a type"))?;
+                cur.push(Tok {
+                    t: T::Ty(src[start..i].to_string()),
+                    span: Span::new(start, i),
+                });
+                continue;
+            }
+            b'(' | b')' | b'[' | b']' | b'{' | b'}' | b',' | b':' | b'=' | b'?' | b'*' | b'<'
+            | b'>' => {
+                i += 1;
+                cur.push(Tok {
+                    t: T::P(c as char),
+                    span: Span::new(start, i),
+                });
+                continue;
+            }
+            _ => return Err(err(start, &format!("unexpected character `{}`", c as char))),
+        }
+    }
+    if !cur.is_empty() {
+        lines.push(Line {
+            toks: cur,
+            span: Span::new(line_start, b.len()),
+        });
+    }
+    Ok(lines)
+}
+
+/// The index after the block opened at line `i` (balanced braces).
+fn skip_block(lines: &[Line], i: usize) -> usize {
+    let mut depth = 0i64;
+    let mut j = i;
+    while j < lines.len() {
+        depth += lines[j].opens() as i64 - lines[j].closes() as i64;
+        j += 1;
+        if depth <= 0 {
+            break;
+        }
+    }
+    j
+}
+
+// ---------------------------------------------------------------- attributes
+
+#[derive(Clone, Debug, PartialEq)]
+enum Attr {
+    Str(String),
+    Int(i64),
+    Float(f64),
+    Text(String),
+    Dict(Vec<(String, Attr)>),
+    List(Vec<Attr>),
+    Unit,
+}
+
+fn array_ints(s: &str) -> Vec<i64> {
+    let inner = s
+        .split_once(':')
+        .map_or("", |(_, r)| r)
+        .trim_end_matches('>');
+    inner
+        .split(',')
+        .filter_map(|x| x.trim().parse().ok())
+        .collect()
+}
+
+// ---------------------------------------------------------------- cursor
+
+struct Cur<'a> {
+    toks: &'a [Tok],
+    i: usize,
+    end: Span,
+}
+
+type R<T> = Result<T, Diagnostic>;
+
+impl<'a> Cur<'a> {
+    fn peek(&self) -> Option<&T> {
+        self.toks.get(self.i).map(|t| &t.t)
+    }
+    fn span(&self) -> Span {
+        self.toks.get(self.i).map_or(self.end, |t| t.span)
+    }
+    fn next(&mut self) -> Option<&'a Tok> {
+        let t = self.toks.get(self.i);
+        self.i += 1;
+        t
+    }
+    fn err<X>(&self, what: &str) -> R<X> {
+        let found = match self.peek() {
+            Some(t) => format!("{t:?}"),
+            None => "end of line".into(),
+        };
+        Err(
+            Diagnostic::user("E0902", format!("expected {what}, found {found}"))
+                .with_label(self.span(), format!("expected {what}")),
+        )
+    }
+    fn eat(&mut self, p: char) -> bool {
+        if self.peek() == Some(&T::P(p)) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn eat_arrow(&mut self) -> bool {
+        if self.peek() == Some(&T::Arrow) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn expect(&mut self, p: char) -> R<()> {
+        if self.eat(p) {
+            Ok(())
+        } else {
+            self.err(&format!("`{p}`"))
+        }
+    }
+    fn eat_word(&mut self, w: &str) -> bool {
+        if matches!(self.peek(), Some(T::Word(x)) if x == w) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn word(&mut self) -> R<String> {
+        match self.peek() {
+            Some(T::Word(w)) => {
+                let w = w.clone();
+                self.i += 1;
+                Ok(w)
+            }
+            _ => self.err("a keyword"),
+        }
+    }
+    fn val(&mut self) -> R<(String, Span)> {
+        match self.peek() {
+            Some(T::Val(v)) => {
+                let v = v.clone();
+                let s = self.span();
+                self.i += 1;
+                Ok((v, s))
+            }
+            _ => self.err("an SSA value"),
+        }
+    }
+    fn int(&mut self) -> R<i64> {
+        match self.peek() {
+            Some(T::Int(v)) => {
+                let v = *v;
+                self.i += 1;
+                Ok(v)
+            }
+            _ => self.err("an integer"),
+        }
+    }
+    /// A type: a word (`i32`, `index`) or a compound type token.
+    fn ty(&mut self) -> R<String> {
+        match self.peek() {
+            Some(T::Word(w)) | Some(T::Ty(w)) => {
+                let w = w.clone();
+                self.i += 1;
+                Ok(w)
+            }
+            _ => self.err("a type"),
+        }
+    }
+    /// `(ty, ty)` or a single type.
+    fn ty_list(&mut self) -> R<Vec<String>> {
+        if self.eat('(') {
+            let mut v = Vec::new();
+            if self.eat(')') {
+                return Ok(v);
+            }
+            loop {
+                v.push(self.ty()?);
+                if self.eat(')') {
+                    return Ok(v);
+                }
+                self.expect(',')?;
+            }
+        }
+        Ok(vec![self.ty()?])
+    }
+    fn attr(&mut self) -> R<Attr> {
+        match self.peek().cloned() {
+            Some(T::Str(s)) => {
+                self.i += 1;
+                Ok(Attr::Str(s))
+            }
+            Some(T::Int(v)) => {
+                self.i += 1;
+                if self.eat(':') {
+                    self.ty()?;
+                }
+                Ok(Attr::Int(v))
+            }
+            Some(T::Float(v)) => {
+                self.i += 1;
+                if self.eat(':') {
+                    self.ty()?;
+                }
+                Ok(Attr::Float(v))
+            }
+            Some(T::Ty(t)) | Some(T::Word(t)) => {
+                self.i += 1;
+                Ok(Attr::Text(t))
+            }
+            Some(T::P('{')) => self.dict(),
+            Some(T::P('[')) => {
+                self.i += 1;
+                let mut v = Vec::new();
+                if self.eat(']') {
+                    return Ok(Attr::List(v));
+                }
+                loop {
+                    v.push(self.attr()?);
+                    if self.eat(']') {
+                        return Ok(Attr::List(v));
+                    }
+                    self.expect(',')?;
+                }
+            }
+            _ => self.err("an attribute"),
+        }
+    }
+    fn dict(&mut self) -> R<Attr> {
+        self.expect('{')?;
+        let mut v = Vec::new();
+        if self.eat('}') {
+            return Ok(Attr::Dict(v));
+        }
+        loop {
+            let key = match self.next().map(|t| &t.t) {
+                Some(T::Word(w)) | Some(T::Str(w)) => w.clone(),
+                _ => {
+                    self.i -= 1;
+                    return self.err("an attribute name");
+                }
+            };
+            let val = if self.eat('=') {
+                self.attr()?
+            } else {
+                Attr::Unit
+            };
+            v.push((key, val));
+            if self.eat('}') {
+                return Ok(Attr::Dict(v));
+            }
+            self.expect(',')?;
+        }
+    }
+    fn opt_dict(&mut self) -> R<Vec<(String, Attr)>> {
+        if self.peek() == Some(&T::P('{')) {
+            match self.dict()? {
+                Attr::Dict(d) => Ok(d),
+                _ => Ok(Vec::new()),
+            }
+        } else {
+            Ok(Vec::new())
+        }
+    }
+}
+
+fn get<'a>(d: &'a [(String, Attr)], k: &str) -> Option<&'a Attr> {
+    d.iter().find(|(n, _)| n == k).map(|(_, a)| a)
+}
+
+fn get_str(d: &[(String, Attr)], k: &str) -> Option<String> {
+    match get(d, k) {
+        Some(Attr::Str(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------- memref types
+
+/// Shape and element of a memref type text `memref<4x?x32xf16, ...>` (`?` as None).
+fn memref_shape(t: &str) -> Option<(Vec<Option<u64>>, ElemType)> {
+    let inner = t.strip_prefix("memref<")?;
+    let first = inner.split(',').next()?.trim_end_matches('>').trim();
+    let parts: Vec<&str> = first.split('x').collect();
+    let (elem, dims) = parts.split_last()?;
+    let elem = match *elem {
+        "i8" => ElemType::I8,
+        "i16" => ElemType::I16,
+        "i32" => ElemType::I32,
+        "f16" => ElemType::F16,
+        "bf16" => ElemType::BF16,
+        "f32" => ElemType::F32,
+        "i64" => ElemType::MBarrier,
+        _ => return None,
+    };
+    let mut shape = Vec::new();
+    for d in dims {
+        if *d == "?" {
+            shape.push(None);
+        } else {
+            shape.push(Some(d.parse().ok()?));
+        }
+    }
+    Some((shape, elem))
+}
+
+/// An MLIR SSA name as a smemsync name: characters outside `[A-Za-z0-9_.]` (`#`, `$`, `-`)
+/// become `_`.
+fn ir_name(n: &str) -> String {
+    let s: String = n
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() { "_".into() } else { s }
+}
+
+fn scalar_ty(t: &str) -> Option<ScalarType> {
+    match t {
+        "i1" => Some(ScalarType::I1),
+        "i32" | "index" | "i8" | "i16" | "i64" => Some(ScalarType::I32),
+        "f32" | "f16" | "bf16" => Some(ScalarType::F32),
+        _ if t.starts_with("!nvgpu.device.async.token") => Some(ScalarType::Token),
+        _ => None,
+    }
+}
+
+// ---------------------------------------------------------------- importer
+
+#[derive(Clone, Debug)]
+enum B {
+    Val(Value),
+    Imm(Scalar),
+    View(View),
+    Buf(Buffer),
+    Glob(Global),
+    /// An mbarrier address: the array and the index.
+    MbarPtr(Buffer, Operand),
+    /// A value smemsync has no use for (an mbarrier token, a copy group token).
+    Opaque,
+    /// A tensor DMA base or descriptor: the tile, the global and the origin.
+    Tdm(MemRef, Global, Vec<Operand>),
+    /// A TMA tensor map of a global.
+    Tma(Global),
+}
+
+enum Mode {
+    Normal,
+    /// A `scf.execute_region` body: the yield gives the region's results.
+    Stage,
+}
+
+struct Importer<'a> {
+    lines: &'a [Line],
+    t: &'a Target,
+    k: Kernel,
+    env: HashMap<String, B>,
+    arenas: HashSet<String>,
+    diags: Vec<Diagnostic>,
+    stage_yield: Vec<B>,
+    src_len: usize,
+    /// Shared buffers whose SSA name differs from their smemsync name.
+    shared_names: Vec<(String, String)>,
+}
+
+impl<'a> Importer<'a> {
+    fn new(lines: &'a [Line], t: &'a Target, src_len: usize) -> Self {
+        Importer {
+            lines,
+            t,
+            k: Kernel::new(""),
+            env: HashMap::new(),
+            arenas: HashSet::new(),
+            diags: Vec::new(),
+            stage_yield: Vec::new(),
+            src_len,
+            shared_names: Vec::new(),
+        }
+    }
+
+    fn cur(&self, i: usize) -> Cur<'a> {
+        let l = &self.lines[i];
+        Cur {
+            toks: &l.toks,
+            i: 0,
+            end: Span::new(l.span.hi as usize, l.span.hi as usize),
+        }
+    }
+
+    fn unsupported(&self, span: Span, what: &str) -> Diagnostic {
+        Diagnostic::user("E0903", format!("unsupported MLIR: {what}"))
+            .with_label(span, "smemsync does not read this")
+            .with_note("docs/mlir.md lists the dialect subset smemsync reads")
+    }
+
+    fn kernel(&mut self, start: usize) -> R<(Kernel, usize)> {
+        let end = skip_block(self.lines, start);
+        // Arenas: attributions that are the source of a memref.view.
+        for l in &self.lines[start..end.min(self.lines.len())] {
+            if let Some(pos) = l
+                .toks
+                .iter()
+                .position(|t| t.t == T::Word("memref.view".into()))
+                && let Some(T::Val(v)) = l.toks.get(pos + 1).map(|t| &t.t)
+            {
+                self.arenas.insert(v.clone());
+            }
+        }
+        let mut c = self.cur(start);
+        c.word()?; // gpu.func
+        let name = match c.next().map(|t| &t.t) {
+            Some(T::Sym(s)) => s.clone(),
+            _ => return c.err("a kernel name"),
+        };
+        self.k = Kernel::new(name);
+        self.k.kernel_span = self.lines[start].span;
+        c.expect('(')?;
+        let mut pending_dims: Vec<(Global, Vec<String>, Span)> = Vec::new();
+        let mut tmaps: Vec<(String, String, Span)> = Vec::new();
+        let mut arg_names: Vec<String> = Vec::new();
+        if !c.eat(')') {
+            loop {
+                let (pname, ps) = c.val()?;
+                c.expect(':')?;
+                let ty = c.ty()?;
+                let attrs = c.opt_dict()?;
+                arg_names.push(pname.clone());
+                if let Some(g) = get(&attrs, "smemsync.tensor_map") {
+                    // A TMA descriptor argument: resolved to its global after the header.
+                    let g = match g {
+                        Attr::Int(i) => arg_names.get(*i as usize).cloned().unwrap_or_default(),
+                        Attr::Str(s) => s.clone(),
+                        _ => String::new(),
+                    };
+                    tmaps.push((pname, g, ps));
+                } else if let Some((shape, elem)) = memref_shape(&ty) {
+                    let dims: Vec<Dim> = shape.iter().map(|d| Dim::Const(d.unwrap_or(0))).collect();
+                    let g = self.k.globals.push(GlobalData {
+                        name: ir_name(&pname),
+                        elem,
+                        shape: dims,
+                    });
+                    self.k.global_spans.set(g, ps);
+                    self.k.params.push(Param::Global(g));
+                    let names: Vec<String> = match get(&attrs, "smemsync.dims") {
+                        Some(Attr::List(l)) => l
+                            .iter()
+                            .filter_map(|a| {
+                                // A position among the arguments (or a name).
+                                match a {
+                                    Attr::Str(s) => Some(s.clone()),
+                                    Attr::Int(i) => Some(format!("#{i}")),
+                                    _ => None,
+                                }
+                            })
+                            .collect(),
+                        _ => Vec::new(),
+                    };
+                    pending_dims.push((g, names, ps));
+                    self.env.insert(pname, B::Glob(g));
+                } else {
+                    let Some(st) =
+                        scalar_ty(&ty).filter(|s| matches!(s, ScalarType::I32 | ScalarType::F32))
+                    else {
+                        return Err(
+                            self.unsupported(ps, &format!("a kernel argument of type `{ty}`"))
+                        );
+                    };
+                    let idx = self.k.params.len();
+                    let v = self.k.new_value(st, ValueDef::Param(idx));
+                    self.k.params.push(Param::Scalar(v));
+                    match (get(&attrs, "smemsync.default"), st) {
+                        (Some(Attr::Int(d)), ScalarType::F32) => self
+                            .k
+                            .param_defaults
+                            .set(v, Some(Scalar::F32(f32::from_bits(*d as u32)))),
+                        (Some(Attr::Int(d)), _) => {
+                            self.k.param_defaults.set(v, Some(Scalar::I32(*d as i32)))
+                        }
+                        (Some(Attr::Float(f)), _) => {
+                            self.k.param_defaults.set(v, Some(Scalar::F32(*f as f32)))
+                        }
+                        _ => {}
+                    }
+                    self.k.value_names.set(v, ir_name(&pname));
+                    self.k.value_spans.set(v, ps);
+                    self.env.insert(pname, B::Val(v));
+                }
+                if c.eat(')') {
+                    break;
+                }
+                c.expect(',')?;
+            }
+        }
+        for (n, g, s) in tmaps {
+            match self.env.get(&g) {
+                Some(B::Glob(gl)) => {
+                    let gl = *gl;
+                    self.env.insert(n, B::Tma(gl));
+                }
+                _ => {
+                    return Err(Diagnostic::user(
+                        "E0904",
+                        format!("`smemsync.tensor_map` names `{g}`, not a memref argument"),
+                    )
+                    .with_label(s, "this argument"));
+                }
+            }
+        }
+        // Symbolic dimensions: the scalar parameters named by `smemsync.dims`.
+        for (g, names, span) in pending_dims {
+            let mut names = names.into_iter();
+            let shape = self.k.globals[g].shape.clone();
+            let mut out = Vec::new();
+            for d in shape {
+                match d {
+                    Dim::Const(0) => {
+                        let n = names.next().map(|n| match n.strip_prefix('#') {
+                            Some(i) => i
+                                .parse::<usize>()
+                                .ok()
+                                .and_then(|i| arg_names.get(i).cloned())
+                                .unwrap_or_default(),
+                            None => n,
+                        });
+                        match n.as_ref().and_then(|n| self.env.get(n)) {
+                            Some(B::Val(v)) => out.push(Dim::Param(*v)),
+                            _ => {
+                                return Err(Diagnostic::user(
+                                    "E0904",
+                                    "a dynamic dimension needs `smemsync.dims` naming an i32 argument",
+                                )
+                                .with_label(span, "this memref argument"));
+                            }
+                        }
+                    }
+                    d => out.push(d),
+                }
+            }
+            self.k.globals[g].shape = out;
+        }
+        if c.eat_word("workgroup") {
+            c.expect('(')?;
+            if !c.eat(')') {
+                loop {
+                    let (bname, bs) = c.val()?;
+                    c.expect(':')?;
+                    let ty = c.ty()?;
+                    if self.arenas.contains(&bname) {
+                        // Pinned buffers are views of it.
+                    } else {
+                        let Some((shape, elem)) = memref_shape(&ty) else {
+                            return Err(self.unsupported(
+                                bs,
+                                &format!("a workgroup attribution of type `{ty}`"),
+                            ));
+                        };
+                        let shape: Vec<u64> = shape.into_iter().map(|d| d.unwrap_or(0)).collect();
+                        let b = self.k.buffers.push(BufferData {
+                            name: ir_name(&bname),
+                            elem,
+                            shape,
+                            offset: None,
+                        });
+                        self.k.buffer_spans.set(b, bs);
+                        self.env.insert(bname, B::Buf(b));
+                    }
+                    if c.eat(')') {
+                        break;
+                    }
+                    c.expect(',')?;
+                }
+            }
+        }
+        if c.eat_word("kernel") {
+            // fine
+        } else {
+            return c.err("`kernel`");
+        }
+        if c.eat_word("attributes") {
+            let attrs = match c.dict()? {
+                Attr::Dict(d) => d,
+                _ => Vec::new(),
+            };
+            let dims3 = |a: Option<&Attr>| -> Option<[u32; 3]> {
+                if let Some(Attr::Text(t)) = a {
+                    let v = array_ints(t);
+                    if v.len() == 3 {
+                        return Some([v[0] as u32, v[1] as u32, v[2] as u32]);
+                    }
+                }
+                None
+            };
+            if let Some(b) = dims3(get(&attrs, "known_block_size")) {
+                self.k.block = b;
+            }
+            if let Some(g) = dims3(get(&attrs, "known_grid_size")) {
+                self.k.grid = g;
+            }
+            if let Some(Attr::Dict(ns)) = get(&attrs, "smemsync.shared_names") {
+                for (ssa, a) in ns {
+                    if let Attr::Str(ir) = a {
+                        self.shared_names.push((ssa.clone(), ir.clone()));
+                    }
+                }
+            }
+            if let Some(Attr::Dict(gs)) = get(&attrs, "smemsync.groups") {
+                for (n, a) in gs {
+                    if let Attr::Text(t) = a {
+                        let v = array_ints(t);
+                        if v.len() == 2 {
+                            self.k.groups.push(GroupData {
+                                name: n.clone(),
+                                lo: v[0] as u32,
+                                hi: v[1] as u32,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        c.expect('{')?;
+        let body = self.k.body;
+        let renames = self.shared_names.clone();
+        let (close, next) = self.region(start + 1, body, Mode::Normal)?;
+        let _ = close;
+        for (ssa, ir) in renames {
+            if let Some(B::Buf(b)) = self.env.get(&ssa) {
+                self.k.buffers[*b].name = ir;
+            }
+        }
+        Ok((std::mem::replace(&mut self.k, Kernel::new("")), next))
+    }
+
+    /// Parses ops from line `i` up to the line starting with `}`; returns that line's index
+    /// and the index after it.
+    fn region(&mut self, mut i: usize, r: Region, mode: Mode) -> R<(usize, usize)> {
+        while i < self.lines.len() {
+            let l = &self.lines[i];
+            if l.starts_with_close() {
+                return Ok((i, i + 1));
+            }
+            match self.op(i, r, &mode) {
+                Ok(next) => i = next,
+                Err(d) => {
+                    self.diags.push(d);
+                    i = if self.lines[i].ends_with_open() {
+                        skip_block(self.lines, i)
+                    } else {
+                        i + 1
+                    };
+                }
+            }
+        }
+        Err(Diagnostic::user("E0905", "unterminated region")
+            .with_label(Span::new(self.src_len, self.src_len), "expected `}`"))
+    }
+
+    fn bind(&mut self, name: &str, b: B) {
+        self.env.insert(name.to_string(), b);
+    }
+
+    fn lookup(&self, name: &str, span: Span) -> R<B> {
+        self.env.get(name).cloned().ok_or_else(|| {
+            Diagnostic::user(
+                "E0906",
+                format!("`%{name}` is not defined (or comes from an unsupported op)"),
+            )
+            .with_label(span, "undefined value")
+        })
+    }
+
+    fn operand(&self, c: &mut Cur) -> R<Operand> {
+        let (n, s) = c.val()?;
+        match self.lookup(&n, s)? {
+            B::Val(v) => Ok(Operand::Value(v)),
+            B::Imm(x) => Ok(Operand::Imm(x)),
+            _ => Err(Diagnostic::user("E0907", format!("`%{n}` is not a scalar"))
+                .with_label(s, "expected a scalar")),
+        }
+    }
+
+    /// `%m[%i, %j]`: a shared memref or global buffer with indices.
+    fn access(&self, c: &mut Cur) -> R<(B, Vec<Operand>, Span)> {
+        let (n, s) = c.val()?;
+        let b = self.lookup(&n, s)?;
+        c.expect('[')?;
+        let mut ix = Vec::new();
+        if !c.eat(']') {
+            loop {
+                ix.push(self.operand(c)?);
+                if c.eat(']') {
+                    break;
+                }
+                c.expect(',')?;
+            }
+        }
+        Ok((b, ix, s))
+    }
+
+    fn mem(&self, b: &B, s: Span) -> R<MemRef> {
+        match b {
+            B::Buf(x) => Ok(MemRef::Buffer(*x)),
+            B::View(v) => Ok(MemRef::View(*v)),
+            _ => Err(Diagnostic::user("E0908", "expected a shared-memory memref")
+                .with_label(s, "not shared memory")),
+        }
+    }
+
+    fn results(&self, c: &mut Cur) -> Vec<(String, Span)> {
+        let save = c.i;
+        let mut rs = Vec::new();
+        while let Some(T::Val(_)) = c.peek() {
+            if let Ok((n, s)) = c.val() {
+                // `%x:2 = ...` defines `%x#0` and `%x#1`.
+                if c.peek() == Some(&T::P(':'))
+                    && matches!(c.toks.get(c.i + 1).map(|t| &t.t), Some(T::Int(_)))
+                {
+                    c.i += 1;
+                    let k = c.int().unwrap_or(1).clamp(1, 64);
+                    for j in 0..k {
+                        rs.push((format!("{n}#{j}"), s));
+                    }
+                } else {
+                    rs.push((n, s));
+                }
+            }
+            if c.eat(',') {
+                continue;
+            }
+            if c.eat('=') {
+                return rs;
+            }
+            break;
+        }
+        c.i = save;
+        Vec::new()
+    }
+
+    /// Places a new op with named results of the given types.
+    fn place(
+        &mut self,
+        r: Region,
+        kind: OpKind,
+        results: &[(String, Span)],
+        tys: &[ScalarType],
+        regions: Vec<Region>,
+        span: Span,
+    ) -> Op {
+        let op = self.k.new_op(kind, tys, regions);
+        self.k.op_spans.set(op, span);
+        let vs = self.k.ops[op].results.clone();
+        for ((n, s), v) in results.iter().zip(vs) {
+            self.k.value_names.set(v, ir_name(n));
+            self.k.value_spans.set(v, *s);
+            self.env.insert(n.clone(), B::Val(v));
+        }
+        self.k.append(r, op);
+        op
+    }
+
+    fn op(&mut self, i: usize, r: Region, mode: &Mode) -> R<usize> {
+        let line = &self.lines[i];
+        let mut c = self.cur(i);
+        let res = self.results(&mut c);
+        let span = Span::new(
+            line.toks
+                .get(c.i)
+                .map_or(line.span.lo as usize, |t| t.span.lo as usize),
+            line.span.hi as usize,
+        );
+        let name = c.word()?;
+        let one = |res: &[(String, Span)]| -> R<(String, Span)> {
+            res.first().cloned().ok_or_else(|| {
+                Diagnostic::user("E0909", "this op needs a result").with_label(span, "here")
+            })
+        };
+        let next = i + 1;
+        match name.as_str() {
+            "arith.constant" => {
+                let attrs = c.opt_dict()?;
+                let (lit, ty) = match c.next().map(|t| t.t.clone()) {
+                    Some(T::Int(v)) => {
+                        let ty = if c.eat(':') { c.ty()? } else { "i32".into() };
+                        (Scalar::I32(v as i32), ty)
+                    }
+                    Some(T::Float(f)) => {
+                        let ty = if c.eat(':') { c.ty()? } else { "f32".into() };
+                        (Scalar::F32(f as f32), ty)
+                    }
+                    Some(T::Word(w)) if w == "true" || w == "false" => {
+                        (Scalar::I1(w == "true"), "i1".into())
+                    }
+                    _ => {
+                        return Err(
+                            self.unsupported(span, "a constant that is not a scalar literal")
+                        );
+                    }
+                };
+                let lit = match (ty.as_str(), lit) {
+                    ("f32", Scalar::I32(bits)) => Scalar::F32(f32::from_bits(bits as u32)),
+                    ("f32", x) => Scalar::F32(x.as_f32()),
+                    ("i1", x) => Scalar::I1(x.truthy()),
+                    (_, Scalar::I32(v)) => Scalar::I32(v),
+                    (_, x) => x,
+                };
+                let (n, s) = one(&res)?;
+                if let Some(sp) = get_str(&attrs, "smemsync.special") {
+                    let Some(sp) = Special::from_name(&sp) else {
+                        return Err(self.unsupported(span, "an unknown smemsync.special"));
+                    };
+                    self.place(
+                        r,
+                        OpKind::Special(sp),
+                        &[(n, s)],
+                        &[ScalarType::I32],
+                        vec![],
+                        span,
+                    );
+                } else if ty == "index" || get(&attrs, "smemsync.imm").is_some() {
+                    self.bind(&n, B::Imm(lit));
+                } else {
+                    let t = lit.ty();
+                    self.place(r, OpKind::Const(lit), &[(n, s)], &[t], vec![], span);
+                }
+            }
+            "arith.index_cast"
+            | "arith.extf"
+            | "arith.extsi"
+            | "arith.truncf"
+            | "arith.trunci"
+            | "llvm.inttoptr"
+            | "arith.index_castui"
+            | "arith.extui"
+            | "memref.expand_shape"
+            | "builtin.unrealized_conversion_cast" => {
+                let (x, xs) = c.val()?;
+                let b = self.lookup(&x, xs)?;
+                let (n, _) = one(&res)?;
+                let b = match (name.as_str(), b) {
+                    // A parity as i1: the IR keeps the i32.
+                    ("arith.trunci", B::Imm(s)) => B::Imm(s),
+                    (_, b) => b,
+                };
+                self.bind(&n, b);
+            }
+            "gpu.thread_id" | "gpu.block_id" | "gpu.block_dim" | "gpu.grid_dim" => {
+                let d = match c.word()?.as_str() {
+                    "x" => 0,
+                    "y" => 1,
+                    "z" => 2,
+                    _ => return Err(self.unsupported(span, "a dimension other than x, y, z")),
+                };
+                let sp = match name.as_str() {
+                    "gpu.thread_id" => Special::Tid(d),
+                    "gpu.block_id" => Special::Bid(d),
+                    "gpu.block_dim" => Special::BlockDim(d),
+                    _ => Special::GridDim(d),
+                };
+                let rs = vec![one(&res)?];
+                self.place(
+                    r,
+                    OpKind::Special(sp),
+                    &rs,
+                    &[ScalarType::I32],
+                    vec![],
+                    span,
+                );
+            }
+            "gpu.lane_id" => {
+                let rs = vec![one(&res)?];
+                self.place(
+                    r,
+                    OpKind::Special(Special::Lane),
+                    &rs,
+                    &[ScalarType::I32],
+                    vec![],
+                    span,
+                );
+            }
+            "func.call" => self.call(&mut c, r, &res, span)?,
+            "arith.addi" | "arith.addf" | "arith.subi" | "arith.subf" | "arith.muli"
+            | "arith.mulf" | "arith.floordivsi" | "arith.divf" | "arith.remf" | "arith.minsi"
+            | "arith.minnumf" | "arith.minimumf" | "arith.maxsi" | "arith.maxnumf"
+            | "arith.maximumf" | "arith.andi" | "arith.ori" | "arith.xori" => {
+                let op = match &name["arith.".len()..] {
+                    "addi" | "addf" => BinOp::Add,
+                    "subi" | "subf" => BinOp::Sub,
+                    "muli" | "mulf" => BinOp::Mul,
+                    "floordivsi" | "divf" => BinOp::Div,
+                    "remf" => BinOp::Rem,
+                    "minsi" | "minnumf" | "minimumf" => BinOp::Min,
+                    "maxsi" | "maxnumf" | "maximumf" => BinOp::Max,
+                    "andi" => BinOp::And,
+                    "ori" => BinOp::Or,
+                    _ => BinOp::Xor,
+                };
+                let a = self.operand(&mut c)?;
+                c.expect(',')?;
+                let b = self.operand(&mut c)?;
+                c.expect(':')?;
+                let ty = scalar_ty(&c.ty()?).unwrap_or(ScalarType::I32);
+                let rs = vec![one(&res)?];
+                self.place(r, OpKind::Binary(op, a, b), &rs, &[ty], vec![], span);
+            }
+            "arith.negf" | "math.exp" | "math.sqrt" | "math.absf" | "math.absi" => {
+                let u = match name.as_str() {
+                    "arith.negf" => UnOp::Neg,
+                    "math.exp" => UnOp::Exp,
+                    "math.sqrt" => UnOp::Sqrt,
+                    _ => UnOp::Abs,
+                };
+                let a = self.operand(&mut c)?;
+                c.expect(':')?;
+                let ty = scalar_ty(&c.ty()?).unwrap_or(ScalarType::F32);
+                let rs = vec![one(&res)?];
+                self.place(r, OpKind::Unary(u, a), &rs, &[ty], vec![], span);
+            }
+            "arith.cmpi" | "arith.cmpf" => {
+                let p = match c.word()?.as_str() {
+                    "eq" | "oeq" | "ueq" => CmpPred::Eq,
+                    "ne" | "one" | "une" => CmpPred::Ne,
+                    "slt" | "olt" | "ult" => CmpPred::Lt,
+                    "sle" | "ole" | "ule" => CmpPred::Le,
+                    "sgt" | "ogt" | "ugt" => CmpPred::Gt,
+                    "sge" | "oge" | "uge" => CmpPred::Ge,
+                    p => return Err(self.unsupported(span, &format!("the predicate `{p}`"))),
+                };
+                c.expect(',')?;
+                let a = self.operand(&mut c)?;
+                c.expect(',')?;
+                let b = self.operand(&mut c)?;
+                let rs = vec![one(&res)?];
+                self.place(
+                    r,
+                    OpKind::Cmp(p, a, b),
+                    &rs,
+                    &[ScalarType::I1],
+                    vec![],
+                    span,
+                );
+            }
+            "arith.select" => {
+                let cnd = self.operand(&mut c)?;
+                c.expect(',')?;
+                let a = self.operand(&mut c)?;
+                c.expect(',')?;
+                let b = self.operand(&mut c)?;
+                c.expect(':')?;
+                let ty = scalar_ty(&c.ty()?).unwrap_or(ScalarType::I32);
+                let rs = vec![one(&res)?];
+                self.place(r, OpKind::Select(cnd, a, b), &rs, &[ty], vec![], span);
+            }
+            "arith.sitofp" => {
+                let a = self.operand(&mut c)?;
+                let rs = vec![one(&res)?];
+                self.place(
+                    r,
+                    OpKind::Cast(CastOp::IToF, a),
+                    &rs,
+                    &[ScalarType::F32],
+                    vec![],
+                    span,
+                );
+            }
+            "memref.subview" => {
+                let (bn, bs) = c.val()?;
+                let base_b = self.lookup(&bn, bs)?;
+                let base = self.mem(&base_b, bs)?;
+                let mut offs: Vec<Operand> = Vec::new();
+                c.expect('[')?;
+                loop {
+                    match c.peek() {
+                        Some(T::Int(v)) => {
+                            offs.push(Operand::int(*v));
+                            c.i += 1;
+                        }
+                        _ => offs.push(self.operand(&mut c)?),
+                    }
+                    if c.eat(']') {
+                        break;
+                    }
+                    c.expect(',')?;
+                }
+                let mut sizes = Vec::new();
+                c.expect('[')?;
+                loop {
+                    sizes.push(c.int()? as u64);
+                    if c.eat(']') {
+                        break;
+                    }
+                    c.expect(',')?;
+                }
+                while !c.eat_word("to") {
+                    if c.next().is_none() {
+                        return c.err("`to`");
+                    }
+                }
+                let rt = c.ty()?;
+                let rank = memref_shape(&rt).map(|(s, _)| s.len()).unwrap_or(0);
+                let bshape = self.k.shape(base);
+                let dropped = bshape.len().saturating_sub(rank);
+                let mut idx = Vec::new();
+                for o in offs.iter().take(dropped) {
+                    idx.push(ViewIndex::At(*o));
+                }
+                // Ranges up to the last partial one; full dimensions after it stay implicit.
+                let last_partial = (dropped..bshape.len())
+                    .filter(|&d| {
+                        let lo = match offs.get(d) {
+                            Some(Operand::Imm(s)) => s.as_i64() as u64,
+                            _ => 0,
+                        };
+                        lo != 0 || sizes.get(d).copied() != Some(bshape[d])
+                    })
+                    .max();
+                // A view must index something: a whole-buffer subview keeps its first range.
+                let last_partial = match last_partial {
+                    None if dropped == 0 && !bshape.is_empty() => Some(0),
+                    lp => lp,
+                };
+                if let Some(lp) = last_partial {
+                    for d in dropped..=lp {
+                        let lo = match offs.get(d) {
+                            Some(Operand::Imm(s)) => s.as_i64() as u64,
+                            _ => {
+                                return Err(
+                                    self.unsupported(span, "a dynamic offset in a kept dimension")
+                                );
+                            }
+                        };
+                        idx.push(ViewIndex::Range(
+                            lo,
+                            lo + sizes.get(d).copied().unwrap_or(0),
+                        ));
+                    }
+                }
+                let (n, _) = one(&res)?;
+                let (view, op) = self.k.new_view(base, idx);
+                self.k.op_spans.set(op, span);
+                self.k.view_names.set(view, ir_name(&n));
+                self.k.append(r, op);
+                self.bind(&n, B::View(view));
+            }
+            "memref.view" => {
+                let (_arena, _) = c.val()?;
+                c.expect('[')?;
+                let off = self.operand(&mut c)?;
+                while !c.eat_word("to") {
+                    if c.next().is_none() {
+                        return c.err("`to`");
+                    }
+                }
+                let rt = c.ty()?;
+                let Some((shape, elem)) = memref_shape(&rt) else {
+                    return Err(self.unsupported(span, "a memref.view of this type"));
+                };
+                let (n, s) = one(&res)?;
+                let offset = match off {
+                    Operand::Imm(x) => x.as_i64() as u64,
+                    Operand::Value(_) => {
+                        return Err(self.unsupported(span, "a memref.view at a dynamic offset"));
+                    }
+                };
+                let shape = shape.into_iter().map(|d| d.unwrap_or(0)).collect();
+                let b = self.k.buffers.push(BufferData {
+                    name: ir_name(&n),
+                    elem,
+                    shape,
+                    offset: Some(offset),
+                });
+                self.k.buffer_spans.set(b, s);
+                self.bind(&n, B::Buf(b));
+            }
+            "nvgpu.mbarrier.create" => {
+                c.eat_arrow();
+                let ty = c.ty()?;
+                let count: u64 = ty
+                    .split("num_barriers")
+                    .nth(1)
+                    .and_then(|x| {
+                        x.trim_start_matches([' ', '='])
+                            .split(|ch: char| !ch.is_ascii_digit())
+                            .next()?
+                            .parse()
+                            .ok()
+                    })
+                    .unwrap_or(1);
+                let (n, s) = one(&res)?;
+                let b = self.k.buffers.push(BufferData {
+                    name: ir_name(&n),
+                    elem: ElemType::MBarrier,
+                    shape: vec![count],
+                    offset: None,
+                });
+                self.k.buffer_spans.set(b, s);
+                self.bind(&n, B::Buf(b));
+            }
+            "memref.load" => {
+                let (b, ix, s) = self.access(&mut c)?;
+                let rs = vec![one(&res)?];
+                match b {
+                    B::Glob(g) => {
+                        let ty = self.k.globals[g].elem.scalar().unwrap_or(ScalarType::I32);
+                        self.place(
+                            r,
+                            OpKind::GLoad {
+                                global: g,
+                                index: ix,
+                            },
+                            &rs,
+                            &[ty],
+                            vec![],
+                            span,
+                        );
+                    }
+                    b => {
+                        let mem = self.mem(&b, s)?;
+                        let ty = self.k.elem(mem).scalar().unwrap_or(ScalarType::I32);
+                        self.place(r, OpKind::Load { mem, index: ix }, &rs, &[ty], vec![], span);
+                    }
+                }
+            }
+            "memref.store" => {
+                let value = self.operand(&mut c)?;
+                c.expect(',')?;
+                let (b, ix, s) = self.access(&mut c)?;
+                match b {
+                    B::Glob(g) => self.place(
+                        r,
+                        OpKind::GStore {
+                            global: g,
+                            index: ix,
+                            value,
+                        },
+                        &[],
+                        &[],
+                        vec![],
+                        span,
+                    ),
+                    b => {
+                        let mem = self.mem(&b, s)?;
+                        self.place(
+                            r,
+                            OpKind::Store {
+                                mem,
+                                index: ix,
+                                value,
+                            },
+                            &[],
+                            &[],
+                            vec![],
+                            span,
+                        )
+                    }
+                };
+            }
+            "memref.atomic_rmw" => {
+                let kind = c.word()?;
+                let op = match kind.as_str() {
+                    "addi" | "addf" => AtomicOp::Add,
+                    "mins" | "minnumf" | "minimumf" => AtomicOp::Min,
+                    "maxs" | "maxnumf" | "maximumf" => AtomicOp::Max,
+                    "assign" => AtomicOp::Exch,
+                    "andi" => AtomicOp::And,
+                    "ori" => AtomicOp::Or,
+                    k => return Err(self.unsupported(span, &format!("the atomic kind `{k}`"))),
+                };
+                let value = self.operand(&mut c)?;
+                c.expect(',')?;
+                let (b, ix, s) = self.access(&mut c)?;
+                let rs = vec![one(&res)?];
+                match b {
+                    B::Glob(g) => {
+                        let ty = self.k.globals[g].elem.scalar().unwrap_or(ScalarType::I32);
+                        self.place(
+                            r,
+                            OpKind::GAtomic {
+                                op,
+                                global: g,
+                                index: ix,
+                                value,
+                            },
+                            &rs,
+                            &[ty],
+                            vec![],
+                            span,
+                        );
+                    }
+                    b => {
+                        let mem = self.mem(&b, s)?;
+                        let ty = self.k.elem(mem).scalar().unwrap_or(ScalarType::I32);
+                        self.place(
+                            r,
+                            OpKind::Atomic {
+                                op,
+                                mem,
+                                index: ix,
+                                value,
+                            },
+                            &rs,
+                            &[ty],
+                            vec![],
+                            span,
+                        );
+                    }
+                }
+            }
+            "amdgpu.gather_to_lds" | "nvgpu.device_async_copy" => {
+                let (sb, src_index, ss) = self.access(&mut c)?;
+                c.expect(',')?;
+                let (db, dst_index, ds) = self.access(&mut c)?;
+                let B::Glob(src) = sb else {
+                    return Err(Diagnostic::user(
+                        "E0908",
+                        "the copy source must be a kernel argument",
+                    )
+                    .with_label(ss, "here"));
+                };
+                let dst = self.mem(&db, ds)?;
+                if name == "amdgpu.gather_to_lds" {
+                    self.place(
+                        r,
+                        OpKind::GatherToLds {
+                            dst,
+                            dst_index,
+                            src,
+                            src_index,
+                        },
+                        &[],
+                        &[],
+                        vec![],
+                        span,
+                    );
+                } else {
+                    let rs = vec![one(&res)?];
+                    self.place(
+                        r,
+                        OpKind::CpAsync {
+                            dst,
+                            dst_index,
+                            src,
+                            src_index,
+                        },
+                        &rs,
+                        &[ScalarType::Token],
+                        vec![],
+                        span,
+                    );
+                }
+            }
+            "nvgpu.tma.async.load" => {
+                let (tb, origin, ts) = self.access(&mut c)?;
+                let B::Tma(src) = tb else {
+                    return Err(self.unsupported(
+                        ts,
+                        "a TMA load whose descriptor is not a `smemsync.tensor_map` argument",
+                    ));
+                };
+                c.expect(',')?;
+                let (mb, mbar_index, ms) = self.access(&mut c)?;
+                let mbar = self.mem(&mb, ms)?;
+                if !c.eat_word("to") {
+                    return c.err("`to`");
+                }
+                let (d, ds) = c.val()?;
+                let dst = self.mem(&self.lookup(&d, ds)?, ds)?;
+                self.place(
+                    r,
+                    OpKind::TmaLoad {
+                        dst,
+                        src,
+                        origin,
+                        mbar,
+                        mbar_index,
+                    },
+                    &[],
+                    &[],
+                    vec![],
+                    span,
+                );
+            }
+            "nvgpu.tma.async.store" => {
+                let (sname, ss) = c.val()?;
+                let src = self.mem(&self.lookup(&sname, ss)?, ss)?;
+                if !c.eat_word("to") {
+                    return c.err("`to`");
+                }
+                let (tb, origin, ts) = self.access(&mut c)?;
+                let B::Tma(dst) = tb else {
+                    return Err(self.unsupported(
+                        ts,
+                        "a TMA store whose descriptor is not a `smemsync.tensor_map` argument",
+                    ));
+                };
+                self.place(
+                    r,
+                    OpKind::TmaStore { dst, origin, src },
+                    &[],
+                    &[],
+                    vec![],
+                    span,
+                );
+            }
+            "amdgpu.make_dma_base" => {
+                let (gb, origin, gs) = self.access(&mut c)?;
+                c.expect(',')?;
+                let (db, _, ds) = self.access(&mut c)?;
+                let B::Glob(g) = gb else {
+                    return Err(Diagnostic::user(
+                        "E0908",
+                        "the DMA source must be a kernel argument",
+                    )
+                    .with_label(gs, "here"));
+                };
+                let dst = self.mem(&db, ds)?;
+                let (n, _) = one(&res)?;
+                self.bind(&n, B::Tdm(dst, g, origin));
+            }
+            "amdgpu.make_dma_descriptor" => {
+                let (b, bs) = c.val()?;
+                let tdm = self.lookup(&b, bs)?;
+                let (n, _) = one(&res)?;
+                self.bind(&n, tdm);
+            }
+            "amdgpu.tensor_load_to_lds" => {
+                let (d, ds) = c.val()?;
+                let B::Tdm(dst, src, origin) = self.lookup(&d, ds)? else {
+                    return Err(
+                        self.unsupported(ds, "a tensor descriptor not from amdgpu.make_dma_base")
+                    );
+                };
+                self.place(
+                    r,
+                    OpKind::TdmLoad { dst, src, origin },
+                    &[],
+                    &[],
+                    vec![],
+                    span,
+                );
+            }
+            "nvvm.cp.async.commit.group" | "nvgpu.device_async_create_group" => {
+                if let Some((n, _)) = res.first() {
+                    self.bind(n, B::Opaque);
+                }
+                self.place(r, OpKind::CpAsyncCommit, &[], &[], vec![], span);
+            }
+            "nvvm.cp.async.wait.group" => {
+                let n = c.int()? as u32;
+                self.place(r, OpKind::CpAsyncWait(n), &[], &[], vec![], span);
+            }
+            "nvgpu.device_async_wait" => {
+                let _ = c.val();
+                let attrs = c.opt_dict()?;
+                let n = match get(&attrs, "numGroups") {
+                    Some(Attr::Int(v)) => *v as u32,
+                    _ => 0,
+                };
+                self.place(r, OpKind::CpAsyncWait(n), &[], &[], vec![], span);
+            }
+            "nvvm.cp.async.bulk.commit.group" => {
+                self.place(r, OpKind::BulkCommit, &[], &[], vec![], span);
+            }
+            "nvvm.cp.async.bulk.wait_group" => {
+                let n = c.int()? as u32;
+                self.place(r, OpKind::BulkWait(n), &[], &[], vec![], span);
+            }
+            "nvvm.wgmma.commit.group.sync.aligned" => {
+                self.place(r, OpKind::WgmmaCommit, &[], &[], vec![], span);
+            }
+            "nvvm.wgmma.wait.group.sync.aligned" => {
+                let n = c.int()? as u32;
+                self.place(r, OpKind::WgmmaWait(n), &[], &[], vec![], span);
+            }
+            "amdgpu.memory_counter_wait" => {
+                let gfx12 = self.t.gfx12_counters();
+                let mut cs = Vec::new();
+                while let Some(T::Word(w)) = c.peek().cloned() {
+                    c.i += 1;
+                    c.expect('(')?;
+                    let n = c.int()? as u32;
+                    c.expect(')')?;
+                    let ctr = match (w.as_str(), gfx12) {
+                        ("load", false) => Counter::VmCnt,
+                        ("ds", false) => Counter::LgkmCnt,
+                        ("load", true) => Counter::LoadCnt,
+                        ("store", true) => Counter::StoreCnt,
+                        ("ds", true) => Counter::DsCnt,
+                        ("exp", _) => Counter::ExpCnt,
+                        ("tensor", true) => Counter::TensorCnt,
+                        (f, _) => {
+                            return Err(self.unsupported(
+                                span,
+                                &format!("the counter field `{f}` on {}", self.t.name),
+                            ));
+                        }
+                    };
+                    cs.push((ctr, n));
+                }
+                self.place(r, OpKind::WaitCnt(cs), &[], &[], vec![], span);
+            }
+            "rocdl.s.wait.dscnt"
+            | "rocdl.s.wait.loadcnt"
+            | "rocdl.s.wait.storecnt"
+            | "rocdl.s.wait.asynccnt"
+            | "rocdl.s.wait.tensorcnt"
+            | "rocdl.s.wait.expcnt" => {
+                let ctr = match &name["rocdl.s.wait.".len()..] {
+                    "dscnt" => Counter::DsCnt,
+                    "loadcnt" => Counter::LoadCnt,
+                    "storecnt" => Counter::StoreCnt,
+                    "asynccnt" => Counter::AsyncCnt,
+                    "tensorcnt" => Counter::TensorCnt,
+                    _ => Counter::ExpCnt,
+                };
+                let n = c.int()? as u32;
+                self.place(r, OpKind::WaitCnt(vec![(ctr, n)]), &[], &[], vec![], span);
+            }
+            "amdgpu.lds_barrier" | "nvvm.barrier0" | "gpu.barrier" => {
+                self.place(r, OpKind::Barrier, &[], &[], vec![], span);
+            }
+            "nvvm.barrier" | "nvvm.barrier.arrive" => {
+                if c.peek().is_none() {
+                    self.place(r, OpKind::Barrier, &[], &[], vec![], span);
+                } else {
+                    let mut id = 0u32;
+                    let mut count = 0u32;
+                    while let Some(T::Word(w)) = c.peek().cloned() {
+                        c.i += 1;
+                        c.expect('=')?;
+                        let v = match self.operand(&mut c)? {
+                            Operand::Imm(s) => s.as_i64() as u32,
+                            Operand::Value(_) => {
+                                return Err(self.unsupported(
+                                    span,
+                                    "a named barrier with a dynamic id or count",
+                                ));
+                            }
+                        };
+                        if w == "id" {
+                            id = v;
+                        } else {
+                            count = v;
+                        }
+                    }
+                    let kind = if name == "nvvm.barrier" {
+                        OpKind::NamedSync { id, count }
+                    } else {
+                        OpKind::NamedArrive { id, count }
+                    };
+                    self.place(r, kind, &[], &[], vec![], span);
+                }
+            }
+            "nvvm.bar.warp.sync" | "llvm.fence" => {
+                self.place(r, OpKind::WarpSync, &[], &[], vec![], span);
+            }
+            "rocdl.s.barrier.signal" | "rocdl.s.barrier.wait" => {
+                c.eat_word("id");
+                c.eat('=');
+                let id = c.int()? as i32;
+                let kind = if name.ends_with("signal") {
+                    OpKind::SplitSignal(id)
+                } else {
+                    OpKind::SplitWait(id)
+                };
+                self.place(r, kind, &[], &[], vec![], span);
+            }
+            "nvgpu.mbarrier.init"
+            | "nvgpu.mbarrier.arrive"
+            | "nvgpu.mbarrier.arrive.expect_tx"
+            | "nvgpu.mbarrier.try_wait.parity"
+            | "nvgpu.mbarrier.get" => {
+                let (b, ix, s) = self.access(&mut c)?;
+                let mem = self.mem(&b, s)?;
+                let MemRef::Buffer(buf) = mem else {
+                    return Err(self.unsupported(span, "an mbarrier group that is not an array"));
+                };
+                let index = ix;
+                match name.as_str() {
+                    "nvgpu.mbarrier.init" => {
+                        c.expect(',')?;
+                        let count = self.imm(&mut c, span)?;
+                        self.place(
+                            r,
+                            OpKind::MbarInit {
+                                mbar: mem,
+                                index,
+                                count,
+                            },
+                            &[],
+                            &[],
+                            vec![],
+                            span,
+                        );
+                    }
+                    "nvgpu.mbarrier.arrive" => {
+                        if let Some((n, _)) = res.first() {
+                            self.bind(n, B::Opaque);
+                        }
+                        self.place(
+                            r,
+                            OpKind::MbarArrive {
+                                mbar: mem,
+                                index,
+                                tx: None,
+                            },
+                            &[],
+                            &[],
+                            vec![],
+                            span,
+                        );
+                    }
+                    "nvgpu.mbarrier.arrive.expect_tx" => {
+                        c.expect(',')?;
+                        let b = self.imm(&mut c, span)?;
+                        self.place(
+                            r,
+                            OpKind::MbarArrive {
+                                mbar: mem,
+                                index,
+                                tx: Some(b),
+                            },
+                            &[],
+                            &[],
+                            vec![],
+                            span,
+                        );
+                    }
+                    "nvgpu.mbarrier.get" => {
+                        let (n, _) = one(&res)?;
+                        let i0 = index.first().copied().unwrap_or(Operand::int(0));
+                        self.bind(&n, B::MbarPtr(buf, i0));
+                    }
+                    _ => {
+                        c.expect(',')?;
+                        let parity = match self.operand(&mut c)? {
+                            Operand::Imm(s) => Operand::Imm(Scalar::I32(s.as_i64() as i32)),
+                            v => v,
+                        };
+                        self.place(
+                            r,
+                            OpKind::MbarWait {
+                                mbar: mem,
+                                index,
+                                parity,
+                            },
+                            &[],
+                            &[],
+                            vec![],
+                            span,
+                        );
+                    }
+                }
+            }
+            "nvvm.mbarrier.expect_tx" | "nvvm.mbarrier.inval" => {
+                let (p, ps) = c.val()?;
+                let B::MbarPtr(buf, i0) = self.lookup(&p, ps)? else {
+                    return Err(
+                        self.unsupported(ps, "an mbarrier pointer not from nvgpu.mbarrier.get")
+                    );
+                };
+                let mbar = MemRef::Buffer(buf);
+                if name.ends_with("inval") {
+                    self.place(
+                        r,
+                        OpKind::MbarInval {
+                            mbar,
+                            index: vec![i0],
+                        },
+                        &[],
+                        &[],
+                        vec![],
+                        span,
+                    );
+                } else {
+                    c.expect(',')?;
+                    let bytes = self.imm(&mut c, span)?;
+                    self.place(
+                        r,
+                        OpKind::MbarExpectTx {
+                            mbar,
+                            index: vec![i0],
+                            bytes,
+                        },
+                        &[],
+                        &[],
+                        vec![],
+                        span,
+                    );
+                }
+            }
+            "scf.for" => return self.for_op(i, &mut c, r, &res, span),
+            "scf.if" => return self.if_op(i, &mut c, r, &res, span),
+            "scf.while" => return self.while_op(i, &mut c, r, &res, span),
+            "scf.execute_region" => return self.stage(i, &mut c, r, &res, span),
+            "scf.yield" => {
+                let mut vs = Vec::new();
+                while let Some(T::Val(_)) = c.peek() {
+                    let (n, s) = c.val()?;
+                    vs.push((n, s));
+                    if !c.eat(',') {
+                        break;
+                    }
+                }
+                match mode {
+                    Mode::Stage => {
+                        let mut bs = Vec::new();
+                        for (n, s) in vs {
+                            bs.push(self.lookup(&n, s)?);
+                        }
+                        self.stage_yield = bs;
+                    }
+                    Mode::Normal => {
+                        if !vs.is_empty() {
+                            let mut ops = Vec::new();
+                            for (n, s) in vs {
+                                ops.push(match self.lookup(&n, s)? {
+                                    B::Val(v) => Operand::Value(v),
+                                    B::Imm(x) => Operand::Imm(x),
+                                    _ => return Err(self.unsupported(s, "yielding a non-scalar")),
+                                });
+                            }
+                            self.place(r, OpKind::Yield(ops), &[], &[], vec![], span);
+                        }
+                    }
+                }
+            }
+            "scf.condition" => {
+                c.expect('(')?;
+                let cnd = self.operand(&mut c)?;
+                self.place(r, OpKind::Condition(cnd), &[], &[], vec![], span);
+            }
+            "gpu.return" => {}
+            other => {
+                return Err(
+                    Diagnostic::user("E0903", format!("unsupported MLIR op `{other}`"))
+                        .with_label(span, "smemsync does not read this op")
+                        .with_note("docs/mlir.md lists the dialect subset smemsync reads"),
+                );
+            }
+        }
+        Ok(next)
+    }
+
+    fn imm(&self, c: &mut Cur, span: Span) -> R<u32> {
+        match self.operand(c)? {
+            Operand::Imm(s) => Ok(s.as_i64() as u32),
+            Operand::Value(_) => {
+                Err(self.unsupported(span, "a dynamic count where smemsync needs a constant"))
+            }
+        }
+    }
+
+    fn call(&mut self, c: &mut Cur, r: Region, res: &[(String, Span)], span: Span) -> R<()> {
+        let callee = match c.next().map(|t| &t.t) {
+            Some(T::Sym(s)) => s.clone(),
+            _ => return c.err("a callee"),
+        };
+        c.expect('(')?;
+        let mut args = Vec::new();
+        let mut first_mem: Option<(B, Span)> = None;
+        let mut items: Vec<(B, Span)> = Vec::new();
+        if !c.eat(')') {
+            loop {
+                let (n, s) = c.val()?;
+                let b = self.lookup(&n, s)?;
+                items.push((b.clone(), s));
+                match b {
+                    B::Val(v) => args.push(Operand::Value(v)),
+                    B::Imm(x) => args.push(Operand::Imm(x)),
+                    b => {
+                        if first_mem.is_none() {
+                            first_mem = Some((b, s));
+                        }
+                    }
+                }
+                if c.eat(')') {
+                    break;
+                }
+                c.expect(',')?;
+            }
+        }
+        let attrs = c.opt_dict()?;
+        c.expect(':')?;
+        let _arg_tys = c.ty_list()?;
+        c.eat_arrow();
+        let res_tys: Vec<ScalarType> = c.ty_list()?.iter().filter_map(|t| scalar_ty(t)).collect();
+        let res_v: Vec<(String, Span)> = res.to_vec();
+        if let Some(kind) = get_str(&attrs, "smemsync.collective") {
+            let Some((mb, ms)) = first_mem else {
+                return Err(self.unsupported(span, "a collective helper without a memref"));
+            };
+            let mem = self.mem(&mb, ms)?;
+            let layout = get_str(&attrs, "smemsync.layout");
+            if kind == "local_store" {
+                let value = args.first().copied().unwrap_or(Operand::int(0));
+                self.place(
+                    r,
+                    OpKind::LocalStore { mem, value, layout },
+                    &[],
+                    &[],
+                    vec![],
+                    span,
+                );
+            } else {
+                self.place(
+                    r,
+                    OpKind::LocalLoad { mem, layout },
+                    &res_v,
+                    &res_tys,
+                    vec![],
+                    span,
+                );
+            }
+            return Ok(());
+        }
+        if get(&attrs, "smemsync.gather_to_lds").is_some() {
+            // (src, src indices..., dst, dst indices...)
+            let split = items
+                .iter()
+                .skip(1)
+                .position(|(b, _)| !matches!(b, B::Val(_) | B::Imm(_)))
+                .map(|p| p + 1);
+            let (Some((B::Glob(src), _)), Some(sp)) = (items.first().cloned(), split) else {
+                return Err(self.unsupported(
+                    span,
+                    "a gather helper call without a global and a shared memref",
+                ));
+            };
+            let operand = |b: &B| match b {
+                B::Val(v) => Operand::Value(*v),
+                B::Imm(x) => Operand::Imm(*x),
+                _ => Operand::int(0),
+            };
+            let src_index: Vec<Operand> = items[1..sp].iter().map(|(b, _)| operand(b)).collect();
+            let (db, ds) = items[sp].clone();
+            let dst = self.mem(&db, ds)?;
+            let dst_index: Vec<Operand> = items[sp + 1..].iter().map(|(b, _)| operand(b)).collect();
+            self.place(
+                r,
+                OpKind::GatherToLds {
+                    dst,
+                    dst_index,
+                    src,
+                    src_index,
+                },
+                &[],
+                &[],
+                vec![],
+                span,
+            );
+            return Ok(());
+        }
+        if let Some(name) = get_str(&attrs, "smemsync.compute") {
+            self.place(
+                r,
+                OpKind::Compute { name, args },
+                &res_v,
+                &res_tys,
+                vec![],
+                span,
+            );
+            return Ok(());
+        }
+        let two = |args: &[Operand]| {
+            (
+                args.first().copied().unwrap_or(Operand::int(0)),
+                args.get(1).copied().unwrap_or(Operand::int(0)),
+            )
+        };
+        let kind = match callee.as_str() {
+            "__smemsync_tid_linear" => OpKind::Special(Special::LinearTid),
+            "__smemsync_lane" => OpKind::Special(Special::Lane),
+            "__smemsync_warp" => OpKind::Special(Special::Warp),
+            "__smemsync_rem_i32" => {
+                let (a, b) = two(&args);
+                OpKind::Binary(BinOp::Rem, a, b)
+            }
+            "__smemsync_shl_i32" => {
+                let (a, b) = two(&args);
+                OpKind::Binary(BinOp::Shl, a, b)
+            }
+            "__smemsync_shr_i32" => {
+                let (a, b) = two(&args);
+                OpKind::Binary(BinOp::Shr, a, b)
+            }
+            "__smemsync_ftoi" => OpKind::Cast(
+                CastOp::FToI,
+                args.first().copied().unwrap_or(Operand::int(0)),
+            ),
+            "__smemsync_in_group" => {
+                let gname = get_str(&attrs, "smemsync.group").unwrap_or_default();
+                let Some((g, _)) = self.k.groups.iter().find(|(_, gd)| gd.name == gname) else {
+                    return Err(self.unsupported(
+                        span,
+                        &format!("the thread group `{gname}` (not in smemsync.groups)"),
+                    ));
+                };
+                OpKind::InGroup(g)
+            }
+            other => return Err(self.unsupported(span, &format!("a call to `@{other}`"))),
+        };
+        self.place(r, kind, &res_v, &res_tys, vec![], span);
+        Ok(())
+    }
+
+    fn iter_list(&self, c: &mut Cur) -> R<Vec<(String, Span, Operand)>> {
+        let mut v = Vec::new();
+        c.expect('(')?;
+        if c.eat(')') {
+            return Ok(v);
+        }
+        loop {
+            let (n, s) = c.val()?;
+            c.expect('=')?;
+            let o = self.operand(c)?;
+            v.push((n, s, o));
+            if c.eat(')') {
+                return Ok(v);
+            }
+            c.expect(',')?;
+        }
+    }
+
+    fn arg_values(&mut self, region: Region, names: &[(String, Span)], tys: &[ScalarType]) {
+        for (i, ((n, s), t)) in names.iter().zip(tys).enumerate() {
+            let v = self.k.new_value(*t, ValueDef::RegionArg(region, i));
+            self.k.regions[region].args.push(v);
+            self.k.value_names.set(v, ir_name(n));
+            self.k.value_spans.set(v, *s);
+            self.env.insert(n.clone(), B::Val(v));
+        }
+    }
+
+    fn for_op(
+        &mut self,
+        i: usize,
+        c: &mut Cur,
+        r: Region,
+        res: &[(String, Span)],
+        span: Span,
+    ) -> R<usize> {
+        let (iv, ivs) = c.val()?;
+        c.expect('=')?;
+        let lo = self.operand(c)?;
+        if !c.eat_word("to") {
+            return c.err("`to`");
+        }
+        let hi = self.operand(c)?;
+        if !c.eat_word("step") {
+            return c.err("`step`");
+        }
+        let step = self.operand(c)?;
+        let iters = if c.eat_word("iter_args") {
+            self.iter_list(c)?
+        } else {
+            Vec::new()
+        };
+        let mut tys = Vec::new();
+        if c.eat_arrow() {
+            tys = c
+                .ty_list()?
+                .iter()
+                .map(|t| scalar_ty(t).unwrap_or(ScalarType::I32))
+                .collect();
+        }
+        let body = self.k.new_region();
+        let mut names = vec![(iv, ivs)];
+        let mut all_tys = vec![ScalarType::I32];
+        for (n, s, _) in &iters {
+            names.push((n.clone(), *s));
+        }
+        all_tys.extend(tys.iter().copied());
+        self.arg_values(body, &names, &all_tys);
+        let init: Vec<Operand> = iters.iter().map(|x| x.2).collect();
+        let (_, next) = self.region(i + 1, body, Mode::Normal)?;
+        self.place(
+            r,
+            OpKind::For { lo, hi, step, init },
+            res,
+            &tys,
+            vec![body],
+            span,
+        );
+        Ok(next)
+    }
+
+    fn if_op(
+        &mut self,
+        i: usize,
+        c: &mut Cur,
+        r: Region,
+        res: &[(String, Span)],
+        span: Span,
+    ) -> R<usize> {
+        let cond = self.operand(c)?;
+        let mut tys = Vec::new();
+        if c.eat_arrow() {
+            tys = c
+                .ty_list()?
+                .iter()
+                .map(|t| scalar_ty(t).unwrap_or(ScalarType::I32))
+                .collect();
+        }
+        let then_r = self.k.new_region();
+        let else_r = self.k.new_region();
+        let (close, mut next) = self.region(i + 1, then_r, Mode::Normal)?;
+        if self.lines[close].word(1) == Some("else") {
+            let (_, n2) = self.region(close + 1, else_r, Mode::Normal)?;
+            next = n2;
+        }
+        self.place(
+            r,
+            OpKind::If { cond },
+            res,
+            &tys,
+            vec![then_r, else_r],
+            span,
+        );
+        Ok(next)
+    }
+
+    fn while_op(
+        &mut self,
+        i: usize,
+        c: &mut Cur,
+        r: Region,
+        res: &[(String, Span)],
+        span: Span,
+    ) -> R<usize> {
+        let iters = if c.peek() == Some(&T::P('(')) {
+            self.iter_list(c)?
+        } else {
+            Vec::new()
+        };
+        c.expect(':')?;
+        let tys: Vec<ScalarType> = c.ty_list()?.iter().filter_map(|t| scalar_ty(t)).collect();
+        let before = self.k.new_region();
+        let names: Vec<(String, Span)> = iters.iter().map(|(n, s, _)| (n.clone(), *s)).collect();
+        self.arg_values(before, &names, &tys);
+        let init: Vec<Operand> = iters.iter().map(|x| x.2).collect();
+        let (close, _) = self.region(i + 1, before, Mode::Normal)?;
+        if self.lines[close].word(1) != Some("do") {
+            return Err(self.unsupported(self.lines[close].span, "a scf.while without `do`"));
+        }
+        let after = self.k.new_region();
+        let mut j = close + 1;
+        let mut anames = Vec::new();
+        if let Some(T::Caret(_)) = self.lines.get(j).and_then(|l| l.toks.first()).map(|t| &t.t) {
+            let mut bc = self.cur(j);
+            bc.next();
+            bc.expect('(')?;
+            if !bc.eat(')') {
+                loop {
+                    let (n, s) = bc.val()?;
+                    bc.expect(':')?;
+                    bc.ty()?;
+                    anames.push((n, s));
+                    if bc.eat(')') {
+                        break;
+                    }
+                    bc.expect(',')?;
+                }
+            }
+            j += 1;
+        }
+        self.arg_values(after, &anames, &tys);
+        let (_, next) = self.region(j, after, Mode::Normal)?;
+        self.place(
+            r,
+            OpKind::While { init },
+            res,
+            &tys,
+            vec![before, after],
+            span,
+        );
+        Ok(next)
+    }
+
+    fn stage(
+        &mut self,
+        i: usize,
+        _c: &mut Cur,
+        r: Region,
+        res: &[(String, Span)],
+        span: Span,
+    ) -> R<usize> {
+        let body = self.k.new_region();
+        let op = self.k.new_op(
+            OpKind::Stage {
+                name: String::new(),
+            },
+            &[],
+            vec![body],
+        );
+        self.k.op_spans.set(op, span);
+        self.k.append(r, op);
+        self.stage_yield.clear();
+        let (close, next) = self.region(i + 1, body, Mode::Stage)?;
+        let mut cc = self.cur(close);
+        cc.expect('}')?;
+        let attrs = cc.opt_dict()?;
+        let name = get_str(&attrs, "smemsync.stage").unwrap_or_default();
+        self.k.ops[op].kind = OpKind::Stage { name };
+        let ys = std::mem::take(&mut self.stage_yield);
+        for ((n, _), b) in res.iter().zip(ys) {
+            self.bind(n, b);
+        }
+        Ok(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn damaged_input_gives_diagnostics_not_panics() {
+        let k = crate::reader::parse_kernel(
+            "kernel @k(%n: i32, %A: global f32[%n]) block(64) {\n  shared @s : f32[64]\n  %t = tid.x\n  %x = gload %A[%t]\n  store @s[%t], %x\n  barrier\n  %r = for %i = 0 to %n step 1 iter(%a = 0.0) {\n    %y = load @s[%i]\n    %b = add %a, %y\n    yield %b\n  }\n  gstore %A[%t], %r\n}\n",
+        )
+        .expect("parses");
+        let t = Target::from_name("gfx942").expect("target");
+        let text = crate::emit::mlir::emit_mlir(&k, &t).expect("emits");
+        assert!(import_mlir(&text, &t).is_ok());
+        // Every prefix, and every line dropped or byte replaced, must import or fail cleanly.
+        let bytes = text.as_bytes();
+        for cut in (0..bytes.len()).step_by(7) {
+            let _ = import_mlir(&String::from_utf8_lossy(&bytes[..cut]), &t);
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        for skip in 0..lines.len() {
+            let s: Vec<&str> = lines
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != skip)
+                .map(|(_, l)| *l)
+                .collect();
+            let _ = import_mlir(&s.join("\n"), &t);
+        }
+        for (i, junk) in (0..bytes.len()).step_by(13).zip(
+            ['%', '{', '}', '"', '<', '>', '(', ')', '[', ']', '-', '0']
+                .iter()
+                .cycle(),
+        ) {
+            let mut m = text.clone().into_bytes();
+            m[i] = *junk as u8;
+            let _ = import_mlir(&String::from_utf8_lossy(&m), &t);
+        }
+    }
+
+    #[test]
+    fn unknown_ops_are_reported_with_their_line() {
+        let src = "gpu.module @m {\n  gpu.func @k() kernel attributes {known_block_size = array<i32: 64, 1, 1>} {\n    %x = gpu.thread_id x\n    vector.print %x : index\n    gpu.return\n  }\n}\n";
+        let t = Target::from_name("gfx942").expect("target");
+        let d = import_mlir(src, &t).expect_err("vector.print is outside the subset");
+        let line = d[0]
+            .primary_span()
+            .and_then(|s| crate::diag::line_number(src, s));
+        assert_eq!(line, Some(4), "{d:?}");
+        assert!(d[0].message.contains("vector.print"));
+    }
+
+    #[test]
+    fn reads_mlir_opt_style_names_and_constants() {
+        let src = "module {\n  gpu.module @m {\n    gpu.func @k(%arg0: memref<64xf32>) workgroup(%arg1 : memref<64xf32, #gpu.address_space<workgroup>>) kernel attributes {known_block_size = array<i32: 64, 1, 1>} {\n      %thread_id_x = gpu.thread_id  x\n      %c63 = arith.constant 63 : index\n      %0 = memref.load %arg0[%thread_id_x] : memref<64xf32>\n      memref.store %0, %arg1[%thread_id_x] : memref<64xf32, #gpu.address_space<workgroup>>\n      nvvm.barrier0\n      %1 = memref.load %arg1[%c63] : memref<64xf32, #gpu.address_space<workgroup>>\n      memref.store %1, %arg0[%thread_id_x] : memref<64xf32>\n      gpu.return\n    }\n  }\n}\n";
+        let t = Target::from_name("sm_80").expect("target");
+        let ks = import_mlir(src, &t).expect("imports");
+        let text = crate::emit::text::print_kernel(&ks[0]);
+        assert!(text.contains("barrier"), "{text}");
+        assert!(text.contains("load @arg1[63]"), "{text}");
+        assert!(text.contains("block(64)"), "{text}");
+    }
+}
