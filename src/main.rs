@@ -59,6 +59,7 @@ fn main() {
         Command::Pipeline(a) => cli::pipeline::run(a),
         Command::Check(a) => cli::check::run(a),
         Command::Run(a) => cli::run::run(a),
+        Command::Emit(a) => cli::emit::run(a),
     };
     std::process::exit(code);
 }
