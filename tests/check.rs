@@ -1002,11 +1002,24 @@ fn the_static_proof_never_contradicts_interpretation_on_the_examples() {
             continue;
         }
         let src = std::fs::read_to_string(&p).expect("read");
-        let Ok(m) = smemsync::reader::parse(&src) else { continue };
+        let Ok(m) = smemsync::reader::parse(&src) else {
+            continue;
+        };
         for k in &m.kernels {
             if smemsync::check::proof::prove(k, None).is_ok() {
-                let r = check_race_free(k, &CheckOptions { schedules: 2, ..interp_only() });
-                assert!(!r.is_race(), "{}: proved, but interpretation finds {:?}", p.display(), r.verdict);
+                let r = check_race_free(
+                    k,
+                    &CheckOptions {
+                        schedules: 2,
+                        ..interp_only()
+                    },
+                );
+                assert!(
+                    !r.is_race(),
+                    "{}: proved, but interpretation finds {:?}",
+                    p.display(),
+                    r.verdict
+                );
             }
         }
     }

@@ -144,3 +144,67 @@ fn removing_any_inserted_barrier_from_a_barrier_only_example_races() {
     assert!(mutants >= 5, "only {mutants} mutants");
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// Runs a kernel file and returns every written buffer file's contents, by name.
+fn run_out(file: &Path, seed: u64, dir: &Path) -> Vec<(String, String)> {
+    let _ = std::fs::remove_dir_all(dir);
+    let (code, _, err) = smemsync(&[
+        "run",
+        "--seed",
+        &seed.to_string(),
+        "--out",
+        dir.to_str().expect("path"),
+        file.to_str().expect("path"),
+    ]);
+    assert_eq!(code, 0, "run {}: {err}", file.display());
+    let mut v: Vec<(String, String)> = std::fs::read_dir(dir)
+        .expect("out dir")
+        .map(|e| {
+            let p = e.expect("entry").path();
+            (
+                p.file_name()
+                    .and_then(|f| f.to_str())
+                    .unwrap_or("")
+                    .to_string(),
+                std::fs::read_to_string(&p).expect("read"),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn sync_preserves_the_results_of_race_free_generated_kernels() {
+    // A race-free kernel has one result; the syncs the placer adds must not change it.
+    let tmp = std::env::temp_dir().join(format!(
+        "smemsync-check-sync-preserves-{}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&tmp).expect("tmp dir");
+    let mut compared = 0;
+    for seed in 0..12u64 {
+        let text = smemsync::r#gen::random_kernel_text(
+            seed,
+            &smemsync::r#gen::GenConfig {
+                async_copies: false,
+                ..Default::default()
+            },
+        );
+        let before = tmp.join(format!("g{seed}.kir"));
+        std::fs::write(&before, &text).expect("write");
+        let (code, synced, _) =
+            smemsync(&["sync", "--target", "gfx942", before.to_str().expect("path")]);
+        if code != 0 {
+            continue;
+        }
+        let after = tmp.join(format!("g{seed}-synced.kir"));
+        std::fs::write(&after, synced).expect("write");
+        let a = run_out(&before, seed, &tmp.join("a"));
+        let b = run_out(&after, seed, &tmp.join("b"));
+        assert_eq!(a, b, "seed {seed}: outputs differ after sync\n{text}");
+        compared += 1;
+    }
+    assert!(compared >= 6, "only {compared} kernels compared");
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -292,6 +292,15 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
             schedule: None,
         };
     }
+    let (sc, used) = match scalars(k, opts) {
+        Ok(x) => x,
+        Err(d) => {
+            return CheckReport {
+                verdict: Verdict::ExecError(d),
+                schedule: None,
+            };
+        }
+    };
     let not_proved = if opts.try_proof {
         match proof::prove(k, opts.target) {
             Ok(why) => {
@@ -307,15 +316,6 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
         }
     } else {
         "static proof not attempted".to_string()
-    };
-    let (sc, used) = match scalars(k, opts) {
-        Ok(x) => x,
-        Err(d) => {
-            return CheckReport {
-                verdict: Verdict::ExecError(d),
-                schedule: None,
-            };
-        }
     };
     for s in 0..opts.schedules.max(1) as u64 {
         let cfg = ExecConfig {

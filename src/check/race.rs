@@ -373,3 +373,106 @@ impl RaceState {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::EntityRef;
+
+    fn acc(thread: u32, clock: u32, kind: AccKind) -> Acc {
+        Acc {
+            thread,
+            clock,
+            op: Op::new(0),
+            iter: 0,
+            kind,
+            copy: NO_COPY,
+        }
+    }
+
+    #[test]
+    fn unordered_write_after_read_races_and_a_barrier_orders_it() {
+        let mut r = RaceState::new(2, 0, 4);
+        assert!(r.access(0, 1, acc(0, r.epoch(0), AccKind::Read)).is_ok());
+        let c = r.access(0, 1, acc(1, r.epoch(1), AccKind::Write));
+        assert!(c.is_err(), "thread 1 writes what thread 0 read, unordered");
+        // A block barrier: both release, then both acquire.
+        let mut r = RaceState::new(2, 0, 4);
+        assert!(r.access(0, 1, acc(0, r.epoch(0), AccKind::Read)).is_ok());
+        let mut obj = r.base();
+        r.release_barrier(0, &mut obj);
+        r.release_barrier(1, &mut obj);
+        r.barrier_done(&obj, &[0, 1]);
+        assert!(r.access(0, 1, acc(1, r.epoch(1), AccKind::Write)).is_ok());
+    }
+
+    #[test]
+    fn reads_are_pruned_only_when_implied() {
+        let mut r = RaceState::new(3, 0, 1);
+        r.access(0, 1, acc(0, r.epoch(0), AccKind::Read)).unwrap();
+        r.access(0, 1, acc(1, r.epoch(1), AccKind::Read)).unwrap();
+        // Thread 2 synchronizes with thread 1 only.
+        let mut obj = r.zero();
+        r.release(1, &mut obj, None);
+        r.acquire(2, &obj);
+        // Thread 0's read is still unordered with thread 2's write.
+        assert!(r.access(0, 1, acc(2, r.epoch(2), AccKind::Write)).is_err());
+    }
+
+    #[test]
+    fn same_kind_atomics_commute_but_a_later_read_must_follow_all() {
+        let mut r = RaceState::new(3, 0, 1);
+        let add = AccKind::Atomic(AtomicOp::Add);
+        r.access(0, 1, acc(0, r.epoch(0), add)).unwrap();
+        r.access(0, 1, acc(1, r.epoch(1), add)).unwrap();
+        assert!(
+            r.access(0, 1, acc(2, r.epoch(2), AccKind::Atomic(AtomicOp::Max)))
+                .is_err()
+        );
+        // A read ordered after thread 1's atomic but not thread 0's races.
+        let mut r2 = RaceState::new(3, 0, 1);
+        r2.access(0, 1, acc(0, r2.epoch(0), add)).unwrap();
+        r2.access(0, 1, acc(1, r2.epoch(1), add)).unwrap();
+        let mut obj = r2.zero();
+        r2.release(1, &mut obj, None);
+        r2.acquire(2, &obj);
+        let e = r2
+            .access(0, 1, acc(2, r2.epoch(2), AccKind::Read))
+            .unwrap_err();
+        assert_eq!(e.earlier.thread, 0);
+    }
+
+    #[test]
+    fn a_copy_is_ordered_only_after_its_completion_reaches_the_reader() {
+        let mut r = RaceState::new(2, 0, 1);
+        let c = r.new_copy();
+        let copy = Acc {
+            copy: c,
+            kind: AccKind::AsyncWrite,
+            ..acc(0, r.epoch(0), AccKind::AsyncWrite)
+        };
+        r.access(0, 1, copy).unwrap();
+        // A barrier alone does not complete the copy.
+        let mut obj = r.base();
+        r.release_barrier(0, &mut obj);
+        r.release_barrier(1, &mut obj);
+        r.barrier_done(&obj, &[0, 1]);
+        assert!(r.access(0, 1, acc(1, r.epoch(1), AccKind::Read)).is_err());
+        // Completed by thread 0's wait, then a barrier: ordered.
+        let mut r = RaceState::new(2, 0, 1);
+        let c = r.new_copy();
+        let copy = Acc {
+            copy: c,
+            kind: AccKind::AsyncWrite,
+            ..acc(0, r.epoch(0), AccKind::AsyncWrite)
+        };
+        r.access(0, 1, copy).unwrap();
+        let e = r.epoch(0);
+        r.complete(c, 0, e);
+        let mut obj = r.base();
+        r.release_barrier(0, &mut obj);
+        r.release_barrier(1, &mut obj);
+        r.barrier_done(&obj, &[0, 1]);
+        assert!(r.access(0, 1, acc(1, r.epoch(1), AccKind::Read)).is_ok());
+    }
+}
