@@ -1521,14 +1521,12 @@ impl<'a> Emitter<'a> {
                     }
                     ScalarType::I1 => {
                         let d = dflt.map_or(1, |d| d.as_i64());
-                        let _ = writeln!(h, "  const bool {cv} = param_i(a, \"{name}\", {d}) != 0;");
+                        let _ =
+                            writeln!(h, "  const bool {cv} = param_i(a, \"{name}\", {d}) != 0;");
                     }
                     _ => {
                         let d = dflt.map_or(DEFAULT_I32_PARAM, |d| d.as_i64());
-                        let _ = writeln!(
-                            h,
-                            "  const int {cv} = (int)param_i(a, \"{name}\", {d});"
-                        );
+                        let _ = writeln!(h, "  const int {cv} = (int)param_i(a, \"{name}\", {d});");
                     }
                 }
             }
