@@ -682,10 +682,9 @@ fn waits_then_barriers_on_copies_completed_within_one_iteration() {
 }
 
 /// Copies completed two or more iterations after their issue (prefetch distance >= 2): the
-/// placer's own completion walk (`analysis::hazards::completing_waits`) looks one iteration
-/// ahead only; `analysis::inflight::completions` has the answer (`by_copy`).
+/// placer takes the completing waits from the in-flight dataflow
+/// (`analysis::inflight::completions`), which follows a copy across any number of iterations.
 #[test]
-#[ignore = "needs the barrier placer to take async completion from analysis::inflight"]
 fn waits_then_barriers_on_copies_completed_iterations_later() {
     waits_then_barriers(vec![
         (SEED_003.replace("waitcnt tensorcnt(2)", ""), "gfx1250"),

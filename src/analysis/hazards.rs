@@ -602,12 +602,22 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
     let k = fp.k;
     let paths = Paths::new(k);
     let mut out = Hazards::default();
+    // Which waits complete each async access: the in-flight dataflow's answer
+    // (`analysis::inflight`, which follows a copy across any number of iterations), else the
+    // forward walk below (one iteration ahead).
+    let inflight = crate::analysis::inflight::completions(k, target);
     let completion: HashMap<Op, Completion> = fp
         .accesses
         .iter()
         .filter_map(|a| match a.access.kind {
             AccessKind::AsyncWrite(c) | AccessKind::AsyncRead(c) => {
-                Some((a.id.op, completing_waits(fp, k, &paths, target, a.id.op, c)))
+                let lc = inflight.loop_completion(k, a.id.op);
+                let comp = if lc.in_loop.is_some() || lc.exit.is_some() {
+                    Completion { in_loop: lc.in_loop, exit: lc.exit }
+                } else {
+                    completing_waits(fp, k, &paths, target, a.id.op, c)
+                };
+                Some((a.id.op, comp))
             }
             _ => None,
         })
