@@ -8,6 +8,7 @@ pub mod analysis;
 pub mod check;
 pub mod diag;
 pub mod emit;
+pub mod r#gen;
 pub mod ir;
 pub mod reader;
 pub mod sync;

@@ -21,6 +21,8 @@ enum Command {
     Fmt(cli::fmt::FmtArgs),
     /// Insert the fewest syncs that remove every shared-memory hazard and print the kernel.
     Sync(cli::sync::SyncArgs),
+    /// Time hazard analysis and placement on the examples and on generated kernels.
+    Bench(cli::bench::BenchArgs),
     /// Insert the weakest sufficient waits for asynchronous copies.
     Waits(cli::waits::WaitsArgs),
     /// Assign shared-memory offsets so that buffers with disjoint lifetimes share bytes.
@@ -31,7 +33,7 @@ enum Command {
     Check(cli::check::CheckArgs),
     /// Execute kernels on the interpreter and print or write every global buffer.
     Run(cli::run::RunArgs),
-    /// Write a kernel as text or CUDA C++.
+    /// Write a kernel as text, MLIR or CUDA C++.
     Emit(cli::emit::EmitArgs),
 }
 
@@ -51,6 +53,7 @@ fn main() {
     let code = match &cli.command {
         Command::Fmt(a) => cli::fmt::run(a),
         Command::Sync(a) => cli::sync::run(a),
+        Command::Bench(a) => cli::bench::run(a),
         Command::Waits(a) => cli::waits::run(a),
         Command::PlanSmem(a) => cli::plan_smem::run(a),
         Command::Pipeline(a) => cli::pipeline::run(a),

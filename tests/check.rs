@@ -726,3 +726,301 @@ kernel @big(%out: global f32[1024]) block(1024) {
     // Debug builds are ~20x slower than release; this bounds both loosely.
     assert!(t.elapsed().as_secs() < 30, "{:?}", t.elapsed());
 }
+
+const MULTI: &str = r#"
+kernel @multi(%in: global f32[128], %out: global f32[128], %n: i32) block(128) {
+  shared @s : f32[SLOTS, 128]
+  %t = tid.x
+  %acc = for %i = 0 to %n step STEP iter(%a = 0.0) {
+    %p = add %i, PROD
+    %ps = rem %p, SLOTS
+    %cs = rem %i, SLOTS
+    %pv = view @s[%ps]
+    %cv = view @s[%cs]
+    %x = gload %in[%t]
+    store %pv[%t], %x
+    BARRIER
+    %u = sub 127, %t
+    %y = load %cv[%u]
+    %b = add %a, %y
+    yield %b
+  }
+  gstore %out[%t], %acc
+}
+"#;
+
+fn multi(slots: u32, step: u32, prod: u32, barrier: bool) -> Kernel {
+    parse(
+        &MULTI
+            .replace("SLOTS", &slots.to_string())
+            .replace("STEP", &step.to_string())
+            .replace("PROD", &prod.to_string())
+            .replace("BARRIER", if barrier { "barrier" } else { "" }),
+    )
+}
+
+#[test]
+fn static_proof_uses_loop_carried_distance_and_agrees_with_interpretation() {
+    // (slots, step, producer offset, barrier, expected race-free)
+    let cases = [
+        (2, 1, 0, true, true),  // double buffer, one barrier per iteration
+        (2, 2, 0, true, false), // step 2: every iteration uses slot 0 again
+        (3, 1, 0, true, true),
+        (1, 1, 0, true, false), // one slot: tail load of i against head store of i+1
+        (2, 1, 1, true, false), // store to the slot read after the barrier of the next iteration
+        (3, 1, 1, false, false),
+        (2, 1, 0, false, false),
+    ];
+    for (slots, step, prod, barrier, free) in cases {
+        let k = multi(slots, step, prod, barrier);
+        let proved = smemsync::check::proof::prove(&k, None).is_ok();
+        let o = CheckOptions {
+            bounds: vec![("n".into(), 6)],
+            ..interp_only()
+        };
+        let r = check_race_free(&k, &o);
+        assert_eq!(
+            r.is_race_free(),
+            free,
+            "case {slots},{step},{prod},{barrier}: {:?}",
+            r.verdict
+        );
+        if proved {
+            assert!(
+                free,
+                "case {slots},{step},{prod},{barrier}: proved a racy kernel"
+            );
+        }
+        if free && (slots, step, prod) == (2, 1, 0) {
+            assert!(proved, "the double buffer should be proved");
+        }
+    }
+}
+
+#[test]
+fn warp_sync_orders_within_a_warp_only() {
+    let src = r#"
+kernel @warp(%out: global i32[64]) block(64) {
+  shared @s : i32[64]
+  %t = tid.x
+  store @s[%t], %t
+  warp_sync
+  %n = add %t, OFF
+  %m = rem %n, 64
+  %x = load @s[%m]
+  gstore %out[%t], %x
+}
+"#;
+    // Lane t reads lane t^1's element: inside the warp.
+    let inside = parse(
+        &src.replace("OFF", "0")
+            .replace("%n = add %t, 0", "%n = xor %t, 1"),
+    );
+    assert!(check_race_free(&inside, &interp_only()).is_race_free());
+    // Thread t reads thread t+32's element: another warp (32-wide in the generic model).
+    let across = parse(&src.replace("OFF", "32"));
+    assert!(check_race_free(&across, &interp_only()).is_race());
+    // With 64-wide wavefronts (gfx942) the same exchange is inside one wavefront.
+    assert!(check_race_free(&across, &with_target("gfx942")).is_race_free());
+}
+
+#[test]
+fn interpreter_arithmetic_follows_the_ir_semantics() {
+    let src = r#"
+kernel @arith(%out: global i32[16], %f: global f16[2], %b: global i8[1]) block(1) {
+  %a = const -7 : i32
+  %d = div %a, 2
+  gstore %out[0], %d
+  %r = rem %a, 3
+  gstore %out[1], %r
+  %s = shl 1, 33
+  gstore %out[2], %s
+  %h = shr %a, 1
+  gstore %out[3], %h
+  %x = const 2.75 : f32
+  %i = ftoi %x
+  gstore %out[4], %i
+  %c = compute "opaque"(%a, %x) : i32
+  gstore %out[5], %c
+  %c2, %c3 = compute "two"(%a, %a) : i32, i32
+  gstore %out[6], %c3
+  %k = while iter(%n = 0) {
+    %go = cmp lt %n, 5
+    condition %go
+  } do (%m) {
+    %m2 = add %m, 2
+    yield %m2
+  }
+  gstore %out[7], %k
+  %t = cmp gt %k, 5
+  %sel = if %t {
+    yield 11
+  } else {
+    yield 12
+  }
+  gstore %out[8], %sel
+  %big = const 1.00048828125 : f32
+  gstore %f[0], %big
+  %e = const 65536.0 : f32
+  gstore %f[1], %e
+  gstore %b[0], 200
+}
+"#;
+    let k = parse(src);
+    let out = run(&k, 0, &opts()).unwrap_or_else(|d| panic!("{}", d.render("t", src, false)));
+    let o: Vec<i64> = out
+        .get("out")
+        .unwrap()
+        .data
+        .iter()
+        .map(|v| v.as_i64())
+        .collect();
+    assert_eq!(o[0], -4, "floor division");
+    assert_eq!(o[1], 2, "floor remainder is in [0, 3)");
+    assert_eq!(o[2], 2, "shift amount modulo 32");
+    assert_eq!(o[3], -4, "arithmetic shift right");
+    assert_eq!(o[4], 2, "ftoi truncates");
+    assert_eq!(
+        o[5],
+        -7 + 2,
+        "compute: sum of the arguments as i32 (ftoi) plus 0"
+    );
+    assert_eq!(o[6], -14 + 1, "compute result 1: sum plus 1");
+    assert_eq!(o[7], 6, "while: 0, 2, 4, 6 stops");
+    assert_eq!(o[8], 11);
+    let f: Vec<f32> = out
+        .get("f")
+        .unwrap()
+        .data
+        .iter()
+        .map(|v| v.as_f32())
+        .collect();
+    assert_eq!(f[0], 1.0, "f16 rounds to nearest even");
+    assert!(f[1].is_infinite(), "f16 overflows to infinity");
+    assert_eq!(
+        out.get("b").unwrap().data[0].as_i64(),
+        -56,
+        "i8 stores wrap"
+    );
+}
+
+#[test]
+fn inputs_follow_the_documented_generator() {
+    // splitmix64 test vector (seed 0 gives 0xE220A8397B1DCDAF).
+    assert_eq!(smemsync::check::splitmix64(0), 0xE220_A839_7B1D_CDAF);
+    for i in 0..100 {
+        let v = input_element(1, 2, i, smemsync::ir::ElemType::I32).as_i64();
+        assert!((-8..=8).contains(&v));
+        let f = input_element(1, 2, i, smemsync::ir::ElemType::F32).as_f32();
+        assert!((-1.0..1.0).contains(&f));
+    }
+}
+
+const WGMMA: &str = r#"
+kernel @mma(%out: global f32[64]) block(64) {
+  shared @a : f32[8, 8]
+  shared @b : f32[8, 8]
+  %t = tid.x
+  %r = div %t, 8
+  %c = rem %t, 8
+  %f = itof %t
+  store @a[%r, %c], %f
+  store @b[%r, %c], 1.0
+  barrier
+  %d = wgmma @a, @b, 0.0
+  wgmma_commit
+  WAIT
+  store @a[%r, %c], 0.0
+  gstore %out[%t], %d
+}
+"#;
+
+#[test]
+fn wgmma_reads_its_operands_until_wgmma_wait() {
+    let ok = parse(&WGMMA.replace("WAIT", "wgmma_wait 0\n  barrier"));
+    let r = check_race_free(&ok, &with_target("sm_90"));
+    assert!(r.is_race_free(), "{:?}", r.verdict);
+    let out = run(&ok, 0, &opts()).unwrap();
+    // acc + sum(a) + sum(b) = 0 + (0 + ... + 63) + 64.
+    assert_eq!(out.get("out").unwrap().data[5].as_f32(), 2016.0 + 64.0);
+    // Overwriting an operand before the wait races with the engine's read.
+    let bad = parse(&WGMMA.replace("WAIT", "barrier"));
+    let r = check_race_free(&bad, &with_target("sm_90"));
+    let w = r.witness().unwrap_or_else(|| panic!("{:?}", r.verdict));
+    assert!(
+        w.first.by_engine && w.first.kind == smemsync::check::AccKind::AsyncRead,
+        "{w:?}"
+    );
+}
+
+const TMA_STORE: &str = r#"
+kernel @st(%g: global f32[8, 8]) block(64) {
+  shared @s : f32[8, 8]
+  %t = tid.x
+  %r = div %t, 8
+  %c = rem %t, 8
+  %f = itof %t
+  store @s[%r, %c], %f
+  barrier
+  %z = cmp eq %t, 0
+  if %z {
+    tma_store %g[0, 0] <- @s
+    bulk_commit
+    WAIT
+  }
+  barrier
+  store @s[%r, %c], 0.0
+}
+"#;
+
+#[test]
+fn tma_store_reads_shared_memory_until_bulk_wait() {
+    let ok = parse(&TMA_STORE.replace("WAIT", "bulk_wait 0"));
+    let r = check_race_free(&ok, &with_target("sm_90"));
+    assert!(r.is_race_free(), "{:?}", r.verdict);
+    let out = run(&ok, 0, &opts()).unwrap();
+    let g: Vec<f32> = out
+        .get("g")
+        .unwrap()
+        .data
+        .iter()
+        .map(|v| v.as_f32())
+        .collect();
+    assert_eq!(g[9], 9.0);
+    let bad = parse(&TMA_STORE.replace("WAIT", ""));
+    let r = check_race_free(&bad, &with_target("sm_90"));
+    // Without the wait the copy is still reading when others overwrite (or at exit).
+    assert!(!r.is_race_free(), "{:?}", r.verdict);
+}
+
+#[test]
+fn the_static_proof_never_contradicts_interpretation_on_the_examples() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    for e in std::fs::read_dir(dir).expect("examples") {
+        let p = e.expect("entry").path();
+        if p.extension().is_none_or(|x| x != "kir") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&p).expect("read");
+        let Ok(m) = smemsync::reader::parse(&src) else {
+            continue;
+        };
+        for k in &m.kernels {
+            if smemsync::check::proof::prove(k, None).is_ok() {
+                let r = check_race_free(
+                    k,
+                    &CheckOptions {
+                        schedules: 2,
+                        ..interp_only()
+                    },
+                );
+                assert!(
+                    !r.is_race(),
+                    "{}: proved, but interpretation finds {:?}",
+                    p.display(),
+                    r.verdict
+                );
+            }
+        }
+    }
+}

@@ -309,6 +309,156 @@ fn waits_for_lds(i: &str, gfx12: bool) -> bool {
     }
 }
 
+/// Proves on the control-flow graph of the assembly that split-barrier signals and waits
+/// alternate on every path (the block layout need not follow program order: a loop's
+/// back-edge block may sit before its header). Blocks start at labels and end at branches;
+/// each block's entry state is the set of states {idle, signalled} reachable there, iterated
+/// to a fixpoint; every function starts idle and must end idle.
+fn split_protocol_on_cfg(asm: &str) -> Result<(), String> {
+    const IDLE: u8 = 1;
+    const SIGNALLED: u8 = 2;
+    #[derive(Default)]
+    struct Block {
+        ins: Vec<String>,
+        succ: Vec<String>,
+        falls_through: bool,
+        exits: bool,
+    }
+    let mut blocks: Vec<(String, Block)> = Vec::new();
+    // Instructions before any label form an entry of their own.
+    let mut func_entries: Vec<usize> = vec![0];
+    let mut cur: Option<(String, Block)> = Some(("<entry>".to_string(), Block::default()));
+    let push = |cur: &mut Option<(String, Block)>, blocks: &mut Vec<(String, Block)>| {
+        if let Some(b) = cur.take() {
+            blocks.push(b);
+        }
+    };
+    for raw in asm.lines() {
+        let l = raw
+            .split("//")
+            .next()
+            .unwrap_or("")
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim();
+        if l.is_empty() {
+            continue;
+        }
+        if let Some(label) = l.strip_suffix(':') {
+            let is_func = !label.starts_with('.');
+            if let Some((_, b)) = cur.as_mut()
+                && !b.exits
+                && b.succ.is_empty()
+            {
+                b.falls_through = true;
+            }
+            push(&mut cur, &mut blocks);
+            if is_func {
+                func_entries.push(blocks.len());
+            }
+            cur = Some((label.to_string(), Block::default()));
+            continue;
+        }
+        if l.starts_with('.') {
+            continue;
+        }
+        let Some((_, b)) = cur.as_mut() else { continue };
+        let x = l.split_whitespace().collect::<Vec<_>>().join(" ");
+        if let Some(t) = x.strip_prefix("s_branch ") {
+            b.succ.push(t.to_string());
+            b.exits = true;
+            let name = format!("{}.after", b.succ.len());
+            push(&mut cur, &mut blocks);
+            cur = Some((name, Block::default()));
+            continue;
+        }
+        if x.starts_with("s_cbranch_") {
+            if let Some(t) = x.split_whitespace().nth(1) {
+                b.succ.push(t.to_string());
+            }
+            b.falls_through = true;
+            let name = format!(".split{}", blocks.len());
+            push(&mut cur, &mut blocks);
+            cur = Some((name, Block::default()));
+            continue;
+        }
+        if x.starts_with("s_endpgm") || x.starts_with("s_setpc_b64") {
+            b.ins.push(x);
+            b.exits = true;
+            continue;
+        }
+        b.ins.push(x);
+    }
+    push(&mut cur, &mut blocks);
+    let index: std::collections::HashMap<String, usize> = blocks
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.clone(), i))
+        .collect();
+    let succs = |i: usize| -> Vec<usize> {
+        let b = &blocks[i].1;
+        let mut v: Vec<usize> = b
+            .succ
+            .iter()
+            .filter_map(|n| index.get(n).copied())
+            .collect();
+        if b.falls_through && !b.exits && i + 1 < blocks.len() && !func_entries.contains(&(i + 1)) {
+            v.push(i + 1);
+        }
+        v
+    };
+    let mut entry = vec![0u8; blocks.len()];
+    let mut work: Vec<usize> = Vec::new();
+    for &f in &func_entries {
+        if f < blocks.len() {
+            entry[f] = IDLE;
+            work.push(f);
+        }
+    }
+    while let Some(i) = work.pop() {
+        let mut st = entry[i];
+        for x in &blocks[i].1.ins {
+            if x.starts_with("s_barrier_signal") {
+                if st & SIGNALLED != 0 {
+                    return Err(format!(
+                        "a path signals twice without a wait (block {})",
+                        blocks[i].0
+                    ));
+                }
+                st = SIGNALLED;
+            } else if x.starts_with("s_barrier_wait") {
+                if st & IDLE != 0 {
+                    return Err(format!(
+                        "a path waits without a signal (block {})",
+                        blocks[i].0
+                    ));
+                }
+                st = IDLE;
+            } else if x.starts_with("s_endpgm") && st & SIGNALLED != 0 {
+                return Err(format!(
+                    "a path ends with a signal never waited for (block {})",
+                    blocks[i].0
+                ));
+            }
+        }
+        let next = succs(i);
+        if next.is_empty() && st & SIGNALLED != 0 {
+            return Err(format!(
+                "a path ends with a signal never waited for (block {})",
+                blocks[i].0
+            ));
+        }
+        for j in next {
+            if entry[j] | st != entry[j] {
+                entry[j] |= st;
+                work.push(j);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Checks the ISA keeps the kernels' syncs, in order relative to the LDS accesses.
 fn check_isa(target: &str, asm: &str, s: &Syncs) -> Result<(), String> {
     let ins = instructions(asm);
@@ -317,8 +467,6 @@ fn check_isa(target: &str, asm: &str, s: &Syncs) -> Result<(), String> {
         let mut last_ds: Option<usize> = None;
         let mut last_lds_wait: Option<usize> = None;
         let mut barriers = 0;
-        let mut signals = 0;
-        let mut waits = 0;
         for (i, x) in ins.iter().enumerate() {
             if is_ds(x) {
                 last_ds = Some(i);
@@ -342,19 +490,9 @@ fn check_isa(target: &str, asm: &str, s: &Syncs) -> Result<(), String> {
                     ));
                 }
             }
-            if gfx12 && x.starts_with("s_barrier_signal") {
-                signals += 1;
-            }
-            if gfx12 && x.starts_with("s_barrier_wait") {
-                waits += 1;
-            }
         }
-        // Block layout (a rotated loop puts its latch before its header) breaks linear
-        // alternation; what holds is that signals and waits come together.
-        if (signals == 0) != (waits == 0) {
-            return Err(format!(
-                "{signals} split barrier signal(s) but {waits} wait(s)"
-            ));
+        if gfx12 {
+            split_protocol_on_cfg(asm)?;
         }
         if (s.barriers + s.splits) > 0 && s.multi_warp && barriers == 0 {
             return Err("the kernel's barriers are missing from the ISA".into());

@@ -44,6 +44,8 @@ fn generate(seed: u64, tracked: bool) -> String {
     let mut s = String::from(
         "kernel @o(%X: global f32[64], %Y: global f32[64], %Out: global f32[64], %n: i32) block(64) {\n  shared @a : f32[64]\n  %t = tid.x\n",
     );
+    // Every thread's element is initialized, whichever copies its thread issues.
+    s += "  store @a[%t], 0.0\n";
     if tracked {
         s += "  %c = cmp lt %t, 32\n";
     }
@@ -98,7 +100,7 @@ fn dataflow_count(k: &Kernel, t: &Target, consumer: Op) -> Option<u32> {
 fn dataflow_counts_equal_the_path_walk_on_small_loops() {
     let t = Target::from_name("gfx942").unwrap();
     let mut compared = 0;
-    for seed in 0..80 {
+    for seed in 0..60 {
         let src = generate(seed, false);
         let k = kernel(&src);
         let load = ops(&k, |o| matches!(o, OpKind::Load { .. }))[0];
@@ -112,7 +114,7 @@ fn dataflow_counts_equal_the_path_walk_on_small_loops() {
         }
     }
     // Most generated kernels have a copy to wait for.
-    assert!(compared > 25, "{compared}");
+    assert!(compared > 20, "{compared}");
 }
 
 /// `m` sequential two-way branches with one and two global loads, after one copy.
@@ -135,7 +137,7 @@ fn tracked_conditions_make_the_dataflow_at_least_as_large_as_the_walk() {
     // a lower bound of the dataflow's, which skips them.
     let t = Target::from_name("gfx942").unwrap();
     let mut larger = 0;
-    for seed in 0..60 {
+    for seed in 0..40 {
         let src = generate(seed, true);
         let k = kernel(&src);
         let load = ops(&k, |o| matches!(o, OpKind::Load { .. }))[0];
@@ -185,23 +187,35 @@ fn bench_wait_counters() {
         let k = kernel(&branchy(m));
         let load = ops(&k, |o| matches!(o, OpKind::Load { .. }))[0];
         let copies = ops(&k, |o| matches!(o, OpKind::GatherToLds { .. }));
+        // Best of three runs (one for the largest walk): the machine is shared.
+        let reps = if m >= 22 { 1 } else { 3 };
         let (walk_ms, w) = if m <= 22 {
-            let t0 = Instant::now();
-            let w = walk_counter(
-                &k,
-                &t,
-                load,
-                &copies,
-                Queue::Counter(Counter::VmCnt),
-                100_000,
-            );
-            (format!("{:.2}", t0.elapsed().as_secs_f64() * 1e3), Some(w))
+            let mut best = f64::MAX;
+            let mut w = None;
+            for _ in 0..reps {
+                let t0 = Instant::now();
+                w = Some(walk_counter(
+                    &k,
+                    &t,
+                    load,
+                    &copies,
+                    Queue::Counter(Counter::VmCnt),
+                    100_000,
+                ));
+                best = best.min(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            (format!("{best:.2}"), w)
         } else {
             ("(skipped)".into(), None)
         };
-        let t0 = Instant::now();
-        let plan = plan_waits(&k, &t).unwrap();
-        let flow_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let mut flow_ms = f64::MAX;
+        let mut plan = None;
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            plan = Some(plan_waits(&k, &t).unwrap());
+            flow_ms = flow_ms.min(t0.elapsed().as_secs_f64() * 1e3);
+        }
+        let plan = plan.unwrap();
         let n = plan
             .edits
             .iter()
@@ -224,4 +238,53 @@ fn bench_wait_counters() {
                 .unwrap_or("-".into()),
         );
     }
+}
+
+/// Generated loops (copies and global loads in `if` arms on a per-thread condition, prologue
+/// copies, consumers in and out of branches), three iterations: the independent race checker
+/// finds every planned output race free, and a race (or a copy outstanding at exit) once any
+/// inserted wait is weakened by one or removed.
+#[test]
+fn planned_waits_on_generated_loops_are_sufficient_and_maximal_for_the_checker() {
+    use smemsync::check::{CheckOptions, check_race_free};
+    use smemsync::sync::waits::{apply_waits, plan_waits};
+    let t = Target::from_name("gfx942").unwrap();
+    let opts = CheckOptions {
+        target: Some(t),
+        ..Default::default()
+    };
+    let mut mutants = 0;
+    for seed in 0..25 {
+        let src = generate(seed, true).replace("to %n step", "to 3 step");
+        let k = kernel(&src);
+        let plan = plan_waits(&k, &t).unwrap();
+        let out = apply_waits(&k, &plan);
+        let fin = &out.kernel;
+        assert!(
+            check_race_free(fin, &opts).is_race_free(),
+            "seed {seed}\n{}",
+            smemsync::emit::text::print_kernel(fin)
+        );
+        let parents = fin.parents();
+        for &w in &out.created {
+            let OpKind::WaitCnt(cs) = fin.ops[w].kind.clone() else {
+                continue;
+            };
+            let mut weak = fin.clone();
+            weak.ops[w].kind = OpKind::WaitCnt(cs.iter().map(|(c, n)| (*c, n + 1)).collect());
+            let mut gone = fin.clone();
+            if let Some(r) = parents.op_region[w] {
+                gone.regions[r].ops.retain(|o| *o != w);
+            }
+            for (what, m) in [("weakened", weak), ("removed", gone)] {
+                mutants += 1;
+                assert!(
+                    !check_race_free(&m, &opts).is_race_free(),
+                    "seed {seed}: {what} wait still safe\n{}",
+                    smemsync::emit::text::print_kernel(&m)
+                );
+            }
+        }
+    }
+    assert!(mutants > 20, "{mutants}");
 }

@@ -263,6 +263,15 @@ fn gfx1250_counts_gathers_on_asynccnt_and_gloads_apart() {
         .map(|e| e.kind.clone())
         .collect();
     assert_eq!(w, vec![OpKind::WaitCnt(vec![(Counter::AsyncCnt, 1)])]);
+    // gfx1200 counts both on loadcnt, in order: the two global loads count.
+    let (plan, _) = plan_and_check(&k, "gfx1200");
+    let w: Vec<_> = plan
+        .edits
+        .iter()
+        .filter(|e| e.anchor == Anchor::Before(ld))
+        .map(|e| e.kind.clone())
+        .collect();
+    assert_eq!(w, vec![OpKind::WaitCnt(vec![(Counter::LoadCnt, 3)])]);
 }
 
 #[test]
@@ -300,6 +309,11 @@ fn copies_in_if_take_the_minimum_over_both_arms() {
         plan2.edits[0].kind,
         OpKind::WaitCnt(vec![(Counter::VmCnt, 1)])
     );
+    // The independent checker agrees (concrete trip counts, hand-placed barriers).
+    let concrete = src
+        .replace("to %n step", "to 4 step")
+        .replace("to %m step", "to 3 step");
+    waits_checked_with_hand_barriers(&kernel(&concrete), "gfx942");
 }
 
 #[test]
@@ -372,6 +386,11 @@ fn waits_inside_nested_loops() {
         .map(|e| e.kind.clone())
         .collect();
     assert_eq!(w, vec![OpKind::CpAsyncWait(0)]);
+    // The independent checker agrees (concrete trip counts, hand-placed barriers).
+    let concrete = src
+        .replace("to %n step", "to 4 step")
+        .replace("to %m step", "to 3 step");
+    waits_checked_with_hand_barriers(&kernel(&concrete), "sm_80");
 }
 
 #[test]
@@ -493,6 +512,11 @@ fn tma_store_then_overwrite_needs_bulk_wait() {
             .collect::<Vec<_>>()
     );
     assert!(w.contains(&OpKind::BulkWait(0)));
+    // The independent checker agrees (concrete trip counts, hand-placed barriers).
+    let concrete = src
+        .replace("to %n step", "to 4 step")
+        .replace("to %m step", "to 3 step");
+    waits_checked_with_hand_barriers(&kernel(&concrete), "sm_90");
 }
 
 #[test]
@@ -527,6 +551,11 @@ fn wgmma_operand_overwrite_waits_for_the_group() {
         .collect();
     // Slot k mod 3 was read by the wgmma of iteration k-3: two younger groups may stay.
     assert_eq!(w, vec![OpKind::WgmmaWait(2)]);
+    // The independent checker agrees (concrete trip counts, hand-placed barriers).
+    let concrete = src
+        .replace("to %n step", "to 4 step")
+        .replace("to %m step", "to 3 step");
+    waits_checked_with_hand_barriers(&kernel(&concrete), "sm_90");
 }
 
 #[test]
@@ -700,4 +729,223 @@ fn a_wait_for_copies_issued_before_a_loop_is_hoisted_out_of_it() {
         OpKind::WaitCnt(vec![(Counter::VmCnt, 1)])
     );
     assert!(plan.edits[0].why.contains("hoisted out of the loop"));
+    // The independent checker agrees (concrete trip counts, hand-placed barriers).
+    let concrete = src
+        .replace("to %n step", "to 4 step")
+        .replace("to %m step", "to 3 step");
+    waits_checked_with_hand_barriers(&kernel(&concrete), "gfx942");
+}
+
+/// The independent race checker's verdict on a kernel (`Some(true)`: no race, no execution
+/// error such as a copy outstanding at exit), from `check::check_race_free` with the target.
+fn independent_race_free(k: &Kernel, t: &Target) -> Option<bool> {
+    let opts = smemsync::check::CheckOptions {
+        target: Some(*t),
+        ..Default::default()
+    };
+    Some(smemsync::check::check_race_free(k, &opts).is_race_free())
+}
+
+/// Mutants of a final kernel (waits, then barriers): each wait the wait planner created,
+/// weakened by one (count waits) or removed, in place.
+fn final_mutants(fin: &Kernel, created: &[Op]) -> Vec<(String, Kernel)> {
+    let mut out = Vec::new();
+    let parents = fin.parents();
+    for &w in created {
+        let kind = fin.ops[w].kind.clone();
+        if counts(&kind).is_empty() && !matches!(kind, OpKind::WaitTokens(_)) {
+            continue;
+        }
+        if !counts(&kind).is_empty() {
+            let mut m = fin.clone();
+            m.ops[w].kind = bump(&kind);
+            out.push((format!("weaken {kind:?}"), m));
+        }
+        let mut m = fin.clone();
+        if let Some(r) = parents.op_region[w] {
+            m.regions[r].ops.retain(|o| *o != w);
+        }
+        out.push((format!("remove {kind:?}"), m));
+    }
+    out
+}
+
+#[test]
+fn full_pipeline_outputs_and_their_mutants() {
+    use smemsync::sync::{PlaceOptions, place_barriers};
+    let cases: Vec<(String, &str)> = vec![
+        (cp_async_pipeline(2, 1, true), "sm_80"),
+        (cp_async_pipeline(3, 1, false), "sm_80"),
+        (gather_pipeline(2), "gfx950"),
+        (
+            include_str!("../examples/gemm-gather-to-lds.kir")
+                .replace("    waitcnt vmcnt(0)\n", ""),
+            "gfx950",
+        ),
+    ];
+    for (src, tg) in cases {
+        // The checker interprets concrete trip counts: give the loops the count it runs, so
+        // that the planner's counts (maximal for every trip count) are maximal for it too (a
+        // zero-trip loop would otherwise justify a stronger drain the checker never sees).
+        let k = kernel(&src.replace("to %n step", "to 4 step"));
+        let tg = t(tg);
+        let plan = plan_waits(&k, &tg).unwrap();
+        let waited = apply_waits(&k, &plan);
+        let barriers = place_barriers(&waited.kernel, &tg, &PlaceOptions::default()).unwrap();
+        let fin = smemsync::ir::edit::apply(&waited.kernel, &barriers.plan);
+        assert!(smemsync::verify::verify(&fin).is_empty());
+        assert!(!unsafe_async(&fin, &tg));
+        if let Some(ok) = independent_race_free(&fin, &tg) {
+            assert!(ok, "race in\n{}", print(&fin));
+        }
+        let mutants = final_mutants(&fin, &waited.created);
+        assert!(!mutants.is_empty());
+        for (what, m) in mutants {
+            assert!(unsafe_async(&m, &tg), "{what}: still safe\n{}", print(&m));
+            if let Some(ok) = independent_race_free(&m, &tg) {
+                assert!(!ok, "{what}: the checker finds no race\n{}", print(&m));
+            }
+        }
+    }
+}
+
+#[test]
+fn deep_cp_async_pipelines_of_nvfuser_b4_and_the_s9_suite() {
+    // FusionCpAsyncCommitWait: S = 8, P = 7 (nvFuser waits CP.WAIT(6) at the end of the
+    // previous iteration; before the read, after this iteration's commit, that is 7), and
+    // CircularBufferingTest's largest S = 9 with P = 8.
+    for (stages, p) in [(8, 7), (9, 8), (5, 4)] {
+        let k = kernel(&cp_async_pipeline(stages, p, true));
+        let (plan, _) = plan_and_check(&k, "sm_80");
+        let ld = first(&k, |o| matches!(o, OpKind::Load { .. }));
+        let w: Vec<_> = plan
+            .edits
+            .iter()
+            .filter(|e| e.anchor == Anchor::Before(ld))
+            .map(|e| e.kind.clone())
+            .collect();
+        assert_eq!(w, vec![OpKind::CpAsyncWait(p)], "S {stages} P {p}");
+    }
+}
+
+#[test]
+fn a_missing_tma_wait_is_reported_with_the_wait_to_write() {
+    // The TMA pipeline example without its mbar_wait: the report spells out the slot and
+    // the phase parity of the load read in each iteration; writing that wait makes the
+    // kernel free of in-flight reads.
+    let src = include_str!("../examples/tma-mbarrier-pipeline.kir");
+    let wait = "    mbar_wait @full[%cs], %par\n";
+    assert!(src.contains(wait));
+    let k = kernel(&src.replace(wait, ""));
+    let tg = t("sm_90");
+    let d = plan_waits(&k, &tg).unwrap_err();
+    let help = d
+        .iter()
+        .find_map(|d| d.help.clone().filter(|h| h.contains("issued 1 iteration")))
+        .expect("a suggestion");
+    assert!(help.contains("%mb_x = sub %i1, 1"), "{help}");
+    assert!(
+        help.contains("mbar_wait @full[%mb_slot], %mb_par"),
+        "{help}"
+    );
+    let ops: String = help
+        .lines()
+        .skip(1)
+        .map(|l| format!("  {}\n", l.trim_start()).replacen("  ", "    ", 1))
+        .collect();
+    let fixed = kernel(&src.replace(wait, &ops));
+    let c = completions(&fixed, &tg);
+    assert!(
+        c.hazards
+            .iter()
+            .all(|h| !matches!(fixed.ops[h.consumer].kind, OpKind::Load { .. })),
+        "{:?}",
+        c.hazards
+    );
+}
+
+/// smemsync's waits, plus the barriers the kernel needs placed by hand (one after each
+/// inserted wait, so that other threads see the copies, and one at the end of each loop body,
+/// for the slot the next iteration's copies overwrite), are race free for the independent
+/// checker; weakening or removing any inserted wait makes it find a race.
+fn waits_checked_with_hand_barriers(k: &Kernel, target: &str) {
+    let tg = t(target);
+    let plan = plan_waits(k, &tg).unwrap();
+    let mut edits = Vec::new();
+    for e in &plan.edits {
+        edits.push(e.clone());
+        if let Anchor::Before(c) = e.anchor {
+            edits.push(smemsync::sync::waits::WaitEdit {
+                anchor: Anchor::Before(c),
+                kind: OpKind::Barrier,
+                why: String::new(),
+            });
+        }
+    }
+    for l in k
+        .ops_in_order()
+        .into_iter()
+        .filter(|o| matches!(k.ops[*o].kind, OpKind::For { .. }))
+    {
+        edits.push(smemsync::sync::waits::WaitEdit {
+            anchor: Anchor::End(k.ops[l].regions[0]),
+            kind: OpKind::Barrier,
+            why: String::new(),
+        });
+    }
+    let applied = apply_waits(
+        k,
+        &WaitPlan {
+            edits: edits.clone(),
+        },
+    );
+    let fin = &applied.kernel;
+    assert_eq!(
+        independent_race_free(fin, &tg),
+        Some(true),
+        "{}",
+        print(fin)
+    );
+    let waits: Vec<Op> = edits
+        .iter()
+        .zip(&applied.created)
+        .filter(|(e, _)| e.kind != OpKind::Barrier)
+        .map(|(_, o)| *o)
+        .collect();
+    assert!(!waits.is_empty());
+    for (what, m) in final_mutants(fin, &waits) {
+        assert_eq!(
+            independent_race_free(&m, &tg),
+            Some(false),
+            "{what}: the checker finds no race\n{}",
+            print(&m)
+        );
+    }
+}
+
+#[test]
+fn seed_003_waits_are_proved_sufficient_and_maximal_by_the_checker() {
+    waits_checked_with_hand_barriers(
+        &kernel(&SEED_003.replace("waitcnt tensorcnt(2)", "")),
+        "gfx1250",
+    );
+    // And with the elected thread's copies and the user's drain, but no loop wait.
+    waits_checked_with_hand_barriers(
+        &kernel(&SEED_003.replace("    waitcnt tensorcnt(2)\n    yield", "    yield")),
+        "gfx1250",
+    );
+}
+
+#[test]
+fn deep_prefetch_waits_are_proved_sufficient_and_maximal_by_the_checker() {
+    for (stages, p, commit) in [(4, 3, false), (3, 2, true), (2, 1, false)] {
+        let src = cp_async_pipeline(stages, p, commit).replace("to %n step", "to 6 step");
+        waits_checked_with_hand_barriers(&kernel(&src), "sm_80");
+    }
+    for g in 0..3 {
+        waits_checked_with_hand_barriers(
+            &kernel(&gather_pipeline(g).replace("to %n step", "to 5 step")),
+            "gfx950",
+        );
+    }
 }

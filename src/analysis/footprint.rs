@@ -289,6 +289,8 @@ pub struct Footprints<'k> {
     inst_cache: HashMap<usize, Instances>,
     group_cache: HashMap<(usize, usize), Instances>,
     layouts: HashMap<(String, Vec<u64>), u32>,
+    /// The accesses inside each loop.
+    inside: HashMap<Op, Vec<usize>>,
 }
 
 type Env = HashMap<Value, i64>;
@@ -363,6 +365,7 @@ impl<'k> Footprints<'k> {
             inst_cache: HashMap::new(),
             group_cache: HashMap::new(),
             layouts: HashMap::new(),
+            inside: HashMap::new(),
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);
@@ -387,6 +390,13 @@ impl<'k> Footprints<'k> {
                 });
             }
         }
+        let mut inside: HashMap<Op, Vec<usize>> = HashMap::new();
+        for (i, a) in fp.accesses.iter().enumerate() {
+            for &l in &a.loops {
+                inside.entry(l).or_default().push(i);
+            }
+        }
+        fp.inside = inside;
         let loop_ops: Vec<Op> = k
             .ops
             .keys()
@@ -696,10 +706,8 @@ impl<'k> Footprints<'k> {
         let iv = k.regions[k.ops[l].regions[0]].args[0];
         let mut period = 1i64;
         let mut memo = HashMap::new();
-        for a in &self.accesses {
-            if !a.loops.contains(&l) {
-                continue;
-            }
+        for &ai in self.inside.get(&l).map_or(&[][..], |v| v.as_slice()) {
+            let a = &self.accesses[ai];
             for v in self.relevant_values(a, l) {
                 match self.dep(v, iv, &mut memo) {
                     Dep::Indep => {}
@@ -983,6 +991,12 @@ impl<'k> Footprints<'k> {
                 keys.pop();
             }
         }
+    }
+
+    /// Drops cached footprints (to bound memory on large kernels).
+    pub fn clear_caches(&mut self) {
+        self.inst_cache.clear();
+        self.group_cache.clear();
     }
 
     /// Instances of access `ai` grouped by their first `plen` loop keys, each the union over

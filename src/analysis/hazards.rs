@@ -265,6 +265,7 @@ pub struct Completion {
 
 /// See [`Completion`].
 pub fn completing_waits(
+    fp: &Footprints,
     k: &Kernel,
     paths: &Paths,
     target: &Target,
@@ -279,8 +280,80 @@ pub fn completing_waits(
     };
     let token = k.ops[op].results.first().copied();
     let mbar = match &k.ops[op].kind {
-        OpKind::TmaLoad { mbar, .. } => Some(k.root_buffer(*mbar)),
+        OpKind::TmaLoad {
+            mbar, mbar_index, ..
+        } => Some((*mbar, mbar_index.clone())),
         _ => None,
+    };
+    // The innermost loop of the copy: its variable advances by `step` per iteration of delay.
+    let inner = fp
+        .loops_of(op)
+        .last()
+        .copied()
+        .and_then(|l| match &k.ops[l].kind {
+            OpKind::For { step, .. } => Some((
+                k.regions[k.ops[l].regions[0]].args[0],
+                match step {
+                    Operand::Imm(s) => s.as_i64(),
+                    _ => 1,
+                },
+            )),
+            _ => None,
+        });
+    let delay = std::cell::Cell::new(0u32);
+    // Whether an mbarrier slot of a wait `delay` iterations later provably equals the copy's
+    // (evaluated over a window of iterations; unknown values prove nothing).
+    let c_loops = fp.loops_of(op);
+    let same_slot = |w: Op, m2: MemRef, idx2: &[Operand]| -> bool {
+        // Loops the wait is in and the copy is not: the wait runs in their first iteration.
+        let mut entered: Vec<(Value, i64)> = Vec::new();
+        for l in fp.loops_of(w) {
+            if c_loops.contains(&l) {
+                continue;
+            }
+            if let OpKind::For { lo, .. } = &k.ops[l].kind {
+                let lo = match lo {
+                    Operand::Imm(s) => Some(s.as_i64()),
+                    Operand::Value(v) => fp.eval(*v, &HashMap::new(), 0, &mut HashMap::new()),
+                };
+                if let Some(lo) = lo {
+                    entered.push((k.regions[k.ops[l].regions[0]].args[0], lo));
+                }
+            }
+        }
+        let Some((m1, idx1)) = &mbar else {
+            return false;
+        };
+        if k.root_buffer(*m1) != k.root_buffer(m2) || idx1.len() != idx2.len() {
+            return false;
+        }
+        if *m1 != m2 {
+            return false;
+        }
+        let d = delay.get() as i64;
+        if d == 0 && idx1.as_slice() == idx2 {
+            return true;
+        }
+        let window = if inner.is_some() { 12 } else { 1 };
+        (0..window).all(|v| {
+            let mut e1: HashMap<Value, i64> = HashMap::new();
+            let mut e2: HashMap<Value, i64> = entered.iter().copied().collect();
+            if let Some((iv, step)) = inner {
+                e1.insert(iv, v * step);
+                e2.insert(iv, (v + d) * step);
+            }
+            idx1.iter().zip(idx2).all(|(a, b)| {
+                let x = match a {
+                    Operand::Imm(s) => Some(s.as_i64()),
+                    Operand::Value(x) => fp.eval(*x, &e1, 0, &mut HashMap::new()),
+                };
+                let y = match b {
+                    Operand::Imm(s) => Some(s.as_i64()),
+                    Operand::Value(y) => fp.eval(*y, &e2, 0, &mut HashMap::new()),
+                };
+                x.is_some() && x == y
+            })
+        })
     };
     let counter = target.async_counter(class);
     // Increments of the tracking counter by one op (lower bound; nested regions count 0
@@ -358,7 +431,7 @@ pub fn completing_waits(
                 !passed_self && token.is_some_and(|t| ts.contains(&t))
             }
             (Some(SyncEffect::MbarWait), AsyncClass::Tma) => match &k.ops[o].kind {
-                OpKind::MbarWait { mbar: m, .. } => Some(k.root_buffer(*m)) == mbar,
+                OpKind::MbarWait { mbar: m, index, .. } => same_slot(o, *m, index),
                 _ => false,
             },
             _ => false,
@@ -473,6 +546,7 @@ pub fn completing_waits(
     let mut in_loop = None;
     for d in 1..=3u32 {
         delta = d;
+        delay.set(d);
         if let Some(w) = scan(
             k,
             loop_region,
@@ -528,93 +602,68 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
     let k = fp.k;
     let paths = Paths::new(k);
     let mut out = Hazards::default();
-    let n = fp.accesses.len();
-    // Self-races: one instance of a plain write touching a unit from two threads.
-    for ai in 0..n {
-        let a = fp.accesses[ai].clone();
-        if a.access.kind != AccessKind::Write {
-            continue;
-        }
-        let inst = fp.instances(ai);
-        if let Some((unit, _)) = inst.iter().find_map(|(_, t)| t.self_overlap()) {
-            let d = Diagnostic::error(
-                DiagKind::Finding,
-                "E0301",
-                format!(
-                    "{} writes {} from several threads at once",
-                    op_name(k, a.id.op),
-                    fp.describe_unit(unit)
-                ),
-            );
-            out.findings.push(label(
-                k,
-                d,
-                a.id.op,
-                "every executing thread writes here; no barrier can order one op's threads".into(),
-            ));
-        }
-    }
     let completion: HashMap<Op, Completion> = fp
         .accesses
         .iter()
         .filter_map(|a| match a.access.kind {
             AccessKind::AsyncWrite(c) | AccessKind::AsyncRead(c) => {
-                Some((a.id.op, completing_waits(k, &paths, target, a.id.op, c)))
+                Some((a.id.op, completing_waits(fp, k, &paths, target, a.id.op, c)))
             }
             _ => None,
         })
         .collect();
-    // mbarrier waits every thread of the block executes: a TMA write completed by one is
-    // visible to each waiting thread through its own wait, so no barrier is needed after it.
-    let uni = crate::analysis::uniformity::analyze(k);
-    let parents = k.parents();
-    let self_visible: std::collections::HashSet<Op> = k
-        .ops_in_order()
-        .into_iter()
-        .filter(|&o| {
-            matches!(k.ops[o].kind, OpKind::MbarWait { .. })
-                && parents.op_region[o].is_some_and(|r| {
-                    let mut cur = Some(r);
-                    while let Some(r) = cur {
-                        if uni.is_divergent(r) {
-                            return false;
-                        }
-                        cur = parents.region_op[r].and_then(|op| parents.op_region[op]);
-                    }
-                    true
-                })
-        })
-        .collect();
-    for ai in 0..n {
-        for bi in 0..n {
-            let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
-            if a.space != b.space || !kinds_conflict(a.access.kind, b.access.kind) {
+    let mut by_space: std::collections::BTreeMap<u64, Vec<usize>> = Default::default();
+    for (i, a) in fp.accesses.iter().enumerate() {
+        by_space.entry(a.space).or_default().push(i);
+    }
+    for group in by_space.values() {
+        // Self-races: one instance of a plain write touching a unit from two threads.
+        for &ai in group {
+            let a = fp.accesses[ai].clone();
+            if a.access.kind != AccessKind::Write {
                 continue;
             }
-            let (Some(pa), Some(pb)) = (
-                paths.path.get(&a.id.op).cloned(),
-                paths.path.get(&b.id.op).cloned(),
-            ) else {
-                continue;
-            };
-            if a.access.kind.is_async() {
-                let tma = a.access.kind == AccessKind::AsyncWrite(AsyncClass::Tma);
-                let visible = |w: Op| tma && self_visible.contains(&w);
-                async_pair(
-                    fp,
-                    &paths,
-                    &completion,
-                    &visible,
-                    ai,
-                    bi,
-                    &pa,
-                    &pb,
-                    &mut out,
+            let inst = fp.instances(ai);
+            if let Some((unit, _)) = inst.iter().find_map(|(_, t)| t.self_overlap()) {
+                let d = Diagnostic::error(
+                    DiagKind::Finding,
+                    "E0301",
+                    format!(
+                        "{} writes {} from several threads at once",
+                        op_name(k, a.id.op),
+                        fp.describe_unit(unit)
+                    ),
                 );
-                continue;
+                out.findings.push(label(
+                    k,
+                    d,
+                    a.id.op,
+                    "every executing thread writes here; no barrier can order one op's threads"
+                        .into(),
+                ));
             }
-            emit_pair(fp, ai, bi, a.id.op, &pa, &pb, None, &mut out);
         }
+        for &ai in group {
+            for &bi in group {
+                let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
+                if !kinds_conflict(a.access.kind, b.access.kind) {
+                    continue;
+                }
+                let (Some(pa), Some(pb)) = (
+                    paths.path.get(&a.id.op).cloned(),
+                    paths.path.get(&b.id.op).cloned(),
+                ) else {
+                    continue;
+                };
+                if a.access.kind.is_async() {
+                    async_pair(fp, &paths, &completion, ai, bi, &pa, &pb, &mut out);
+                    continue;
+                }
+                emit_pair(fp, ai, bi, a.id.op, &pa, &pb, None, &mut out);
+            }
+        }
+        // Footprints of one address space are not needed for the next.
+        fp.clear_caches();
     }
     out
 }
@@ -712,6 +761,35 @@ fn emit_pair(
         home_ranges,
         chain,
     };
+    // Different arms of a thread-dependent `if` run concurrently in different threads: a
+    // conflict there (in one iteration) has no program point between the two accesses at all.
+    if let Split::Siblings { op, .. } = split(k, pa, pb)
+        && let OpKind::If { cond } = &k.ops[op].kind
+        && !fp.uniformity().operand_uniform(cond)
+        && a.id < b.id
+        && src_at == a.id.op
+    {
+        let pc = pair_conflict(fp, ai, bi, m, None);
+        if pc.conflict & 1 != 0 {
+            let d = Diagnostic::error(
+                DiagKind::Finding,
+                "E0305",
+                format!(
+                    "{} and {} in the two arms of a thread-dependent `if` race",
+                    op_name(k, a.id.op),
+                    op_name(k, b.id.op)
+                ),
+            )
+            .with_label(k.span(b.id.op), "this access")
+            .with_label(
+                k.span(a.id.op),
+                "runs concurrently with this one in other threads",
+            )
+            .with_note("no barrier can separate the arms of a divergent branch")
+            .with_help("move one access out of the branch, or split the branch around a barrier");
+            out.findings.push(d);
+        }
+    }
     // Forward paths.
     let fwd = match split(k, pa, pb) {
         Split::Forward {
@@ -825,7 +903,6 @@ fn async_pair(
     fp: &mut Footprints,
     paths: &Paths,
     completion: &HashMap<Op, Completion>,
-    self_visible: &dyn Fn(Op) -> bool,
     ai: usize,
     bi: usize,
     pa: &[(Region, usize)],
@@ -833,23 +910,22 @@ fn async_pair(
     out: &mut Hazards,
 ) {
     let k = fp.k;
-    // A copy made visible to every thread by the wait each of them executes (a TMA load
-    // completing on an mbarrier all threads wait on) orders itself before every later access.
-    let emit_pair = |fp: &mut Footprints,
-                     ai: usize,
-                     bi: usize,
-                     w: Op,
-                     pw: &[(Region, usize)],
-                     pb: &[(Region, usize)],
-                     shift: Option<(usize, u32)>,
-                     out: &mut Hazards| {
-        if !self_visible(w) {
-            emit_pair(fp, ai, bi, w, pw, pb, shift, out);
-        }
-    };
     let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
     let comp = &completion[&a.id.op];
     let inner = a.loops.len().checked_sub(1);
+    // An mbarrier wait makes the TMA write visible to every thread that waits (docs/ir.md,
+    // `mbar_wait`): when each thread running the destination has run the wait, nothing more
+    // is needed. Other waits complete only the waiting thread's own copies.
+    let waited_by_all = |fp: &Footprints, w: Op| -> bool {
+        if !matches!(a.access.kind, AccessKind::AsyncWrite(AsyncClass::Tma)) {
+            return false;
+        }
+        let b_anc = fp.ancestors(b.id.op);
+        fp.ancestors(w)
+            .into_iter()
+            .filter(|&o| matches!(k.ops[o].kind, OpKind::If { .. }))
+            .all(|o| b_anc.contains(&o))
+    };
     let in_flight = |fp: &mut Footprints, out: &mut Hazards, note: &str| {
         let d = Diagnostic::error(
             DiagKind::Finding,
@@ -887,7 +963,9 @@ fn async_pair(
                     );
                 }
             }
-            emit_pair(fp, ai, bi, w, &pw, pb, None, out);
+            if !waited_by_all(fp, w) {
+                emit_pair(fp, ai, bi, w, &pw, pb, None, out);
+            }
         }
         Some((w, delta)) => {
             let level = inner.expect("a wrapped completion has a loop");
@@ -909,7 +987,9 @@ fn async_pair(
                         break;
                     }
                 }
-                emit_pair(fp, ai, bi, w, &pw, pb, Some((level, delta)), out);
+                if !waited_by_all(fp, w) {
+                    emit_pair(fp, ai, bi, w, &pw, pb, Some((level, delta)), out);
+                }
             } else if let Some(x) = comp.exit {
                 let px = paths.path[&x].clone();
                 let before_x = matches!(split(k, pb, &px), Split::Forward { .. });
@@ -923,7 +1003,9 @@ fn async_pair(
                         );
                     }
                 }
-                emit_pair(fp, ai, bi, x, &px, pb, None, out);
+                if !waited_by_all(fp, x) {
+                    emit_pair(fp, ai, bi, x, &px, pb, None, out);
+                }
             } else if forward_ab {
                 let pc = pair_conflict(fp, ai, bi, m_ab, None);
                 if pc.intersect != 0 {

@@ -55,7 +55,7 @@ use crate::ir::*;
 use crate::target::Target;
 
 /// Iteration tags saturate here (beyond it the iteration relation is unknown).
-pub const TAG_CAP: u32 = 4;
+pub const TAG_CAP: u32 = 10;
 /// Ages saturate here.
 pub const AGE_CAP: i32 = 1 << 20;
 
@@ -281,6 +281,75 @@ pub struct Completions {
     pub outstanding_at_exit: Vec<Op>,
     /// The state before each non-structural op, at the fixpoint.
     pub before: HashMap<Op, InFlight>,
+}
+
+/// Where an async op inside a loop is completed, in the shape barrier placement asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoopCompletion {
+    /// The wait inside the copy's innermost loop that completes it soonest, and how many
+    /// iterations after the issue (`0`: the same iteration).
+    pub in_loop: Option<(Op, u32)>,
+    /// The first wait after that loop (in program order) that completes it on the exit path.
+    pub exit: Option<Op>,
+}
+
+impl Completions {
+    /// Where `copy` is completed relative to its innermost enclosing loop (for a copy outside
+    /// every loop, `in_loop` is the first completing wait in program order with distance 0).
+    /// Every wait this reports completes the copy on every path reaching it (a count wait drops
+    /// an entry only when its minimum age over all paths is large enough).
+    pub fn loop_completion(&self, k: &Kernel, copy: Op) -> LoopCompletion {
+        let parents = k.parents();
+        let innermost = parents
+            .ancestors(copy)
+            .into_iter()
+            .find(|a| matches!(k.ops[*a].kind, OpKind::For { .. } | OpKind::While { .. }));
+        let order: HashMap<Op, usize> = k
+            .ops_in_order()
+            .into_iter()
+            .enumerate()
+            .map(|(i, o)| (o, i))
+            .collect();
+        let waits = self.by_copy.get(&copy).cloned().unwrap_or_default();
+        let mut in_loop: Option<(Op, u32)> = None;
+        let mut exit: Option<Op> = None;
+        for w in waits {
+            let inside = match innermost {
+                Some(l) => parents.ancestors(w).contains(&l),
+                None => true,
+            };
+            for c in self
+                .by_wait
+                .get(&w)
+                .into_iter()
+                .flatten()
+                .filter(|c| c.copy == copy)
+            {
+                if inside {
+                    let d = match innermost {
+                        Some(l) => match c.tags.iter().find(|(tl, _)| *tl == l) {
+                            Some((_, IterTag::Dist(d))) => *d,
+                            _ => continue,
+                        },
+                        None => 0,
+                    };
+                    let better = match in_loop {
+                        None => true,
+                        Some((w0, d0)) => (d, order.get(&w)) < (d0, order.get(&w0)),
+                    };
+                    if better {
+                        in_loop = Some((w, d));
+                    }
+                } else if let Some(l) = innermost
+                    && order.get(&w) > order.get(&l)
+                    && exit.is_none_or(|e| order.get(&w) < order.get(&e))
+                {
+                    exit = Some(w);
+                }
+            }
+        }
+        LoopCompletion { in_loop, exit }
+    }
 }
 
 /// Callbacks of the solver.

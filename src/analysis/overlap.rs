@@ -33,6 +33,8 @@ use crate::ir::*;
 pub const MAX_TRIPS: i64 = 64;
 /// Upper bound on the number of iteration assignments one query enumerates.
 pub const MAX_ASSIGNMENTS: usize = 4096;
+/// Upper bound on assignments times enumerated threads in one query (beyond: conservative).
+pub const MAX_WORK: usize = 1 << 18;
 /// Periods above this make a query conservative.
 pub const MAX_PERIOD: i64 = 64;
 
@@ -193,6 +195,12 @@ impl<'k> Overlap<'k> {
         };
         memo.insert(v, p);
         p
+    }
+
+    /// Evaluates an i32 operand for one thread (linear id `tid`) with the given values of
+    /// induction variables; `None` when unknown.
+    pub fn eval_at(&self, o: Operand, env: &HashMap<Value, i64>, tid: u32) -> Option<i64> {
+        self.eval(o, env, tid)
     }
 
     /// Evaluates an i32 operand for one thread under the environment; `None` when unknown.
@@ -578,6 +586,18 @@ impl<'k> Overlap<'k> {
         let Some((vars, ex, ey)) = self.vars(x, y, tags, &ops) else {
             return true;
         };
+        // Bound the work of one query: assignments times threads enumerated.
+        let assignments: usize = vars.iter().map(|v| v.domain.len().max(1)).product();
+        let per_thread = matches!(xa.footprint, Footprint::PerThread(_))
+            || matches!(ya.footprint, Footprint::PerThread(_));
+        let threads = if per_thread {
+            self.k.threads() as usize
+        } else {
+            1
+        };
+        if assignments.saturating_mul(threads) > MAX_WORK {
+            return true;
+        }
         let mut hit = false;
         Self::for_each_assignment(&vars, &ex, &ey, &mut |ex, ey| {
             match (

@@ -260,9 +260,9 @@ struct PendingCopy {
     op: Op,
     /// Async writes: (buffer, element, value), shared by the identical copies that several
     /// threads issue from one op in one iteration (with a flag: already written).
-    writes: Rc<(Vec<(Buffer, u64, Val)>, Cell<bool>)>,
+    writes: SharedWrites,
     /// TMA store: shared elements read, and the global elements they go to.
-    store: Option<(Vec<(Buffer, u64)>, Global, Vec<u64>)>,
+    store: Option<TmaStoreData>,
     /// TMA load: the mbarrier slot and bytes it completes.
     mbar: Option<(usize, i64)>,
 }
@@ -420,10 +420,16 @@ struct BlockExec<'a> {
     layouts: HashMap<Op, u64>,
     iters: HashMap<Vec<i64>, u32>,
     iter_list: Vec<Vec<i64>>,
-    tiles: HashMap<TileKey, Rc<(Vec<(Buffer, u64, Val)>, Cell<bool>)>>,
+    tiles: HashMap<TileKey, SharedWrites>,
 }
 
 type TileKey = (Op, u32, Buffer, u64, Vec<i64>);
+
+/// The shared elements a copy writes and their values, plus "already written".
+type SharedWrites = Rc<(Vec<(Buffer, u64, Val)>, Cell<bool>)>;
+
+/// A TMA store: shared elements read, the global buffer and elements they go to.
+type TmaStoreData = (Vec<(Buffer, u64)>, Global, Vec<u64>);
 
 impl<'a> BlockExec<'a> {
     fn new(
@@ -679,6 +685,10 @@ impl<'a> BlockExec<'a> {
 
     fn wake(&mut self, w: usize, vc: &[u32]) {
         self.race.acquire(w, vc);
+        self.wake_acquired(w);
+    }
+
+    fn wake_acquired(&mut self, w: usize) {
         if self.running && w == self.cur {
             self.cur_woken = true;
         } else {
@@ -836,7 +846,7 @@ impl<'a> BlockExec<'a> {
                     let mut d = Diagnostic::error(DiagKind::Finding, "C0002", format!("deadlock: split barrier {id} wait never completes ({sig} of {n} threads signalled phase {p})"))
                         .with_label(k.span(op), format!("thread {t} waits here"));
                     if let Some(o) = other(&|th| {
-                        th.split.get(&id).is_none()
+                        !th.split.contains_key(&id)
                             && !matches!(th.status, Status::Blocked(Blocked::Split(..)))
                     }) {
                         let (s, m) = describe(o);
@@ -935,22 +945,38 @@ impl<'a> BlockExec<'a> {
         index: &[Operand],
         op: Op,
     ) -> Result<(Buffer, u64), Stop> {
-        let vi = self.memref(th, m, op)?;
-        let mut off = vi.off;
+        // Borrow the view (no allocation on this hot path); a whole buffer is row-major.
+        let (buf, base, shape, strides): (Buffer, u64, &[u64], Option<&[u64]>) = match m {
+            MemRef::Buffer(b) => (b, 0, &self.k.buffers[b].shape, None),
+            MemRef::View(v) => match th.views[v.index()].as_ref() {
+                Some(vi) => (vi.buf, vi.off, &vi.shape, Some(&vi.strides)),
+                None => return self.memref(th, m, op).map(|_| (Buffer::new(0), 0)),
+            },
+        };
+        let mut off = 0u64;
         for (d, o) in index.iter().enumerate() {
             let i = self.int(th, o);
-            let n = vi.shape.get(d).copied().unwrap_or(0);
+            let n = shape.get(d).copied().unwrap_or(0);
             if i < 0 || i as u64 >= n {
-                let name = &self.k.buffers[vi.buf].name;
+                let name = &self.k.buffers[buf].name;
                 return Err(self.exec_err(
                     op,
                     "C0004",
                     format!("index {i} out of range 0..{n} in dimension {d} of a view of @{name}"),
                 ));
             }
-            off += i as u64 * vi.strides[d];
+            match strides {
+                Some(st) => off += i as u64 * st[d],
+                None => off = off * n + i as u64,
+            }
         }
-        Ok((vi.buf, off))
+        if strides.is_none() {
+            // Trailing dimensions not indexed (a rank mismatch the verifier rejects).
+            for n in shape.iter().skip(index.len()) {
+                off *= n;
+            }
+        }
+        Ok((buf, base + off))
     }
 
     fn global_index(
@@ -1254,7 +1280,7 @@ impl<'a> BlockExec<'a> {
         }
         let (it, clock, iop) = m.init_by;
         let t = th.lin as usize;
-        if self.cfg.detect_races && it != t && clock > self.race.clock(t)[it] {
+        if self.cfg.detect_races && it != t && clock > self.race.get(t, it) {
             let iop = iop.unwrap_or(op);
             let a = Acc {
                 thread: it as u32,
@@ -1342,8 +1368,10 @@ impl<'a> BlockExec<'a> {
         } else {
             (&mut self.bar, self.nthreads)
         };
-        if let Some(prev) = bs.op {
-            if prev != op {
+        if let Some(prev) = bs.op
+            && prev != op
+        {
+            {
                 let other = bs.arrived.first().copied().unwrap_or(0);
                 let what = if warp { "warp_sync" } else { "barrier" };
                 let d = Diagnostic::error(DiagKind::Finding, "C0003", format!("divergent {what}: threads meet different {what} ops"))
@@ -1354,10 +1382,17 @@ impl<'a> BlockExec<'a> {
                 return Err(Stop::Deadlock(d));
             }
         }
+        if bs.arrived.is_empty() && !warp {
+            bs.vc = self.race.base();
+        }
         bs.op = Some(op);
         bs.arrived.push(t);
         let mut vc = std::mem::take(&mut bs.vc);
-        self.race.release(t, &mut vc, None);
+        if warp {
+            self.race.release(t, &mut vc, None);
+        } else {
+            self.race.release_barrier(t, &mut vc);
+        }
         let bs = if warp {
             &mut self.warps[t / self.warp]
         } else {
@@ -1373,8 +1408,15 @@ impl<'a> BlockExec<'a> {
             let arrived = std::mem::take(&mut bs.arrived);
             let vc = std::mem::replace(&mut bs.vc, vec![0; self.race.slots]);
             bs.op = None;
-            for w in arrived {
-                self.wake(w, &vc);
+            if warp {
+                for w in arrived {
+                    self.wake(w, &vc);
+                }
+            } else {
+                self.race.barrier_done(&vc, &arrived);
+                for w in arrived {
+                    self.wake_acquired(w);
+                }
             }
         }
         Ok(false)

@@ -219,10 +219,10 @@ fn sized(k: &Kernel, opts: &CheckOptions) -> Kernel {
 }
 
 /// Resolves scalar parameters from `opts.bounds` (defaults for the others).
-fn scalars(
-    k: &Kernel,
-    opts: &CheckOptions,
-) -> Result<(HashMap<crate::ir::Value, Val>, Vec<(String, i64)>), Diagnostic> {
+/// Scalar parameter values, and the `name = value` list a report shows.
+type Scalars = (HashMap<crate::ir::Value, Val>, Vec<(String, i64)>);
+
+fn scalars(k: &Kernel, opts: &CheckOptions) -> Result<Scalars, Diagnostic> {
     let mut map = HashMap::new();
     let mut used = Vec::new();
     for (name, _) in &opts.bounds {
@@ -271,7 +271,12 @@ fn scalars(
 
 /// Checks a kernel for shared-memory races: the static proof first (when
 /// `opts.try_proof`), else interpretation with `opts.schedules` seeded schedules (the first
-/// with the copy engine at the latest legal moment, the others at random moments).
+/// with the copy engine at the latest legal moment, the others at random moments), over every
+/// block of the grid.
+///
+/// The kernel must be verifier-clean (`verify::verify` returns nothing); the checker reads
+/// only the IR and its effects table. Findings come back as data in the report, never as a
+/// panic: `report.to_diagnostic(k)` renders them.
 pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
     let k = sized(k, opts);
     let k = &k;
@@ -287,6 +292,15 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
             schedule: None,
         };
     }
+    let (sc, used) = match scalars(k, opts) {
+        Ok(x) => x,
+        Err(d) => {
+            return CheckReport {
+                verdict: Verdict::ExecError(d),
+                schedule: None,
+            };
+        }
+    };
     let not_proved = if opts.try_proof {
         match proof::prove(k, opts.target) {
             Ok(why) => {
@@ -302,15 +316,6 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
         }
     } else {
         "static proof not attempted".to_string()
-    };
-    let (sc, used) = match scalars(k, opts) {
-        Ok(x) => x,
-        Err(d) => {
-            return CheckReport {
-                verdict: Verdict::ExecError(d),
-                schedule: None,
-            };
-        }
     };
     for s in 0..opts.schedules.max(1) as u64 {
         let cfg = ExecConfig {
@@ -366,6 +371,18 @@ impl Outputs {
 /// from `seed` too, copies performed at the latest legal moment, no race detection.
 /// Deadlocks and execution errors are returned as diagnostics.
 pub fn run(k: &Kernel, seed: u64, opts: &CheckOptions) -> Result<Outputs, Diagnostic> {
+    run_with_schedule(k, seed, seed, opts)
+}
+
+/// [`run`] with the schedule drawn from its own seed: a race-free kernel gives the same
+/// outputs for every `sched_seed` (the copy engine performs copies at random moments when
+/// `sched_seed` is odd, at the latest legal moment otherwise).
+pub fn run_with_schedule(
+    k: &Kernel,
+    input_seed: u64,
+    sched_seed: u64,
+    opts: &CheckOptions,
+) -> Result<Outputs, Diagnostic> {
     let k = sized(k, opts);
     if k.threads() == 0 || k.threads() > 4096 {
         return Err(Diagnostic::user(
@@ -380,15 +397,19 @@ pub fn run(k: &Kernel, seed: u64, opts: &CheckOptions) -> Result<Outputs, Diagno
     let cfg = ExecConfig {
         target: opts.target,
         scalars: sc,
-        input_seed: seed,
-        sched_seed: seed,
-        policy: EnginePolicy::Latest,
+        input_seed,
+        sched_seed,
+        policy: if sched_seed % 2 == 1 {
+            EnginePolicy::Random
+        } else {
+            EnginePolicy::Latest
+        },
         max_steps: opts.max_steps,
         detect_races: false,
     };
     match interp::execute(&k, &cfg) {
         Ok(globals) => Ok(Outputs { globals }),
-        Err(Stop::Race(w)) => Err(witness_diagnostic(&k, &w, Some(seed))),
+        Err(Stop::Race(w)) => Err(witness_diagnostic(&k, &w, Some(sched_seed))),
         Err(Stop::Deadlock(d)) | Err(Stop::Exec(d)) => Err(d),
     }
 }

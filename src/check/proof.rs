@@ -8,10 +8,11 @@
 //!
 //! The argument (in the spirit of GPUVerify's two-thread reduction and Faial's barrier
 //! intervals, done by enumeration over the concrete block):
-//! 1. Preconditions: only block barriers synchronize (no async copies, waits, split, named or
-//!    mbarrier ops, no warp_sync), no collective accesses, pinned buffers do not overlap, and
-//!    no barrier sits under thread-dependent control (so every thread executes the same
-//!    sequence of barriers, and consecutive barrier executions delimit *intervals*).
+//! 1. Preconditions: no async copies, pinned buffers do not overlap, and no barrier sits
+//!    under thread-dependent control (so every thread executes the same sequence of barriers,
+//!    and consecutive barrier executions delimit *intervals*). Other sync ops are ignored
+//!    (dropping ordering only adds pairs). Collective accesses conflict with everything on
+//!    their buffer in an interval, except collectives sharing layout and shape on slot views.
 //! 2. Interval starts: a forward dataflow over the region tree computes, for each access, the
 //!    set of static starts (kernel entry or a barrier) from which it is reachable without
 //!    crossing a barrier that executes on every path. Loops iterate to a fixpoint, so a
@@ -28,7 +29,11 @@
 //! 4. For each pair of accesses in one interval (one writing, not same-kind atomics), with
 //!    `g = gcd(all a_j)`: the pair may collide only if `T_A(t1) + c_A = T_B(t2) + c_B (mod g)`
 //!    for some threads `t1 != t2` (equality when `g = 0`). This is decided exactly by bucketing
-//!    the `T` values of all threads by residue: O(threads) per pair.
+//!    the `T` values of all threads by residue: O(threads) per pair. Threads excluded by an
+//!    enclosing `if` on a thread-evaluable condition do not take part.
+//! 5. A pair that fails 4 inside a non-nested `for` with barriers in its body is retried at its
+//!    iteration distance (0 in one segment, 1 from the last segment to the first), with
+//!    induction-variable-periodic unknowns evaluated over one period.
 //!
 //! Soundness: the unknowns over-approximate every iteration and parameter value, the thread
 //! sets over-approximate who executes an access (conditions are ignored), and start sets
@@ -54,8 +59,18 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     let mut accs: Vec<Access> = Vec::new();
     for op in k.ops_in_order() {
         for sa in effects(k, op).shared {
-            let Footprint::PerThread(index) = &sa.footprint else {
-                return Err(format!("{} is a collective access", opname(k, op)));
+            let index = match &sa.footprint {
+                Footprint::PerThread(index) => index,
+                Footprint::Collective { layout } => {
+                    accs.push(Access {
+                        op,
+                        buf: k.root_buffer(sa.mem),
+                        kind: sa.kind,
+                        form: Form::default(),
+                        collective: Some((layout.clone(), k.shape(sa.mem), slot_view(k, sa.mem))),
+                    });
+                    continue;
+                }
             };
             let f = address(k, &td, sa.mem, index).ok_or_else(|| {
                 format!(
@@ -68,6 +83,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                 buf: k.root_buffer(sa.mem),
                 kind: sa.kind,
                 form: f,
+                collective: None,
             });
         }
     }
@@ -84,11 +100,30 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
         warp,
         memo: HashMap::new(),
     };
-    // Per access: the T + c value of every thread.
-    let mut values: Vec<Vec<i64>> = Vec::new();
+    // Per access: the T + c value of every thread that may execute it (None for threads
+    // that an enclosing `if` on a thread-evaluable condition excludes).
+    let parents = k.parents();
+    let mut values: Vec<Vec<Option<i64>>> = Vec::new();
     for a in &accs {
+        if a.collective.is_some() {
+            values.push(Vec::new());
+            continue;
+        }
+        let guards = guards(k, &parents, a.op);
         let mut v = Vec::with_capacity(n as usize);
         for (t, xyz) in tvals.iter().enumerate() {
+            let mut runs = true;
+            for (c, arm) in &guards {
+                if let Some(x) = eval.eval(*c, t as i64, *xyz)
+                    && (x != 0) != *arm
+                {
+                    runs = false;
+                }
+            }
+            if !runs {
+                v.push(None);
+                continue;
+            }
             let mut s = a.form.c;
             for (coef, val) in &a.form.tpart {
                 let x = eval
@@ -96,7 +131,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                     .ok_or_else(|| format!("cannot evaluate the index of {}", opname(k, a.op)))?;
                 s = s.wrapping_add(coef.wrapping_mul(x));
             }
-            v.push(s);
+            v.push(Some(s));
         }
         values.push(v);
     }
@@ -108,10 +143,10 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
             if a.buf != b.buf || !(a.kind.writes() || b.kind.writes()) {
                 continue;
             }
-            if let (AccessKind::Atomic(x), AccessKind::Atomic(y)) = (a.kind, b.kind) {
-                if x == y {
-                    continue;
-                }
+            if let (AccessKind::Atomic(x), AccessKind::Atomic(y)) = (a.kind, b.kind)
+                && x == y
+            {
+                continue;
             }
             let sa = starts.get(&a.op).unwrap_or(&empty);
             let sb = starts.get(&b.op).unwrap_or(&empty);
@@ -119,13 +154,41 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                 continue;
             }
             pairs += 1;
+            if a.collective.is_some() || b.collective.is_some() {
+                // Any executing thread may touch any element of a collective access, except
+                // that two with one layout and one shape map each element to one thread.
+                let same_op = a.op == b.op && a.collective.as_ref().is_some_and(|c| c.2);
+                let same_mapping = same_op
+                    || match (&a.collective, &b.collective) {
+                        (Some((Some(la), sha, pa)), Some((Some(lb), shb, pb))) => {
+                            la == lb && sha == shb && *pa && *pb
+                        }
+                        _ => false,
+                    };
+                if same_mapping {
+                    continue;
+                }
+                return Err(format!(
+                    "{} and {} may touch one element of @{} in one barrier interval (a collective access)",
+                    opname(k, a.op),
+                    opname(k, b.op),
+                    k.buffers[a.buf].name
+                ));
+            }
             let g = a
                 .form
                 .free
                 .iter()
                 .chain(&b.form.free)
-                .fold(0i64, |g, (_, c)| gcd(g, c.abs()));
-            if let Some((t1, t2)) = collide(&values[i], &values[j], g) {
+                .fold(0i64, |g, (_, c)| gcd(g, c.wrapping_abs()));
+            let mut hit = collide(&values[i], &values[j], g);
+            if hit.is_some() {
+                // Retry with the iteration distance the barriers of the common loop allow.
+                if let Some(rel) = loop_relation(k, &parents, a.op, b.op) {
+                    hit = collide_related(k, &rel, a, b, &values[i], &values[j]);
+                }
+            }
+            if let Some((t1, t2)) = hit {
                 return Err(format!(
                     "{} (thread {t1}) and {} (thread {t2}) may touch one element of @{} in one barrier interval",
                     opname(k, a.op),
@@ -136,7 +199,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
         }
     }
     Ok(format!(
-        "{} shared accesses, {pairs} pairs sharing a barrier interval, all thread-disjoint for every iteration and parameter value (block of {n} threads)",
+        "{} shared accesses, {pairs} pairs sharing a barrier interval (loop-carried pairs at their iteration distance), all thread-disjoint for every iteration and parameter value (block of {n} threads)",
         accs.len()
     ))
 }
@@ -146,6 +209,20 @@ struct Access {
     buf: Buffer,
     kind: AccessKind,
     form: Form,
+    /// A collective access: its layout, view shape, and whether the view only selects
+    /// leading dimensions (no ranges), so that one memory element has one view index.
+    collective: Option<(Option<String>, Vec<u64>, bool)>,
+}
+
+/// Whether a memref is a buffer or a chain of views that only index leading dimensions.
+fn slot_view(k: &Kernel, m: MemRef) -> bool {
+    match m {
+        MemRef::Buffer(_) => true,
+        MemRef::View(v) => {
+            let vd = &k.views[v];
+            vd.indices.iter().all(|i| matches!(i, ViewIndex::At(_))) && slot_view(k, vd.base)
+        }
+    }
 }
 
 /// `c + sum(coef * T(value)) + sum(coef * unknown)`.
@@ -169,9 +246,9 @@ impl Form {
     fn add(mut self, o: Form, sign: i64) -> Form {
         self.c = self.c.wrapping_add(sign.wrapping_mul(o.c));
         self.tpart
-            .extend(o.tpart.into_iter().map(|(c, v)| (c * sign, v)));
+            .extend(o.tpart.into_iter().map(|(c, v)| (c.wrapping_mul(sign), v)));
         self.free
-            .extend(o.free.into_iter().map(|(v, c)| (v, c * sign)));
+            .extend(o.free.into_iter().map(|(v, c)| (v, c.wrapping_mul(sign))));
         self
     }
     fn scale(mut self, s: i64) -> Form {
@@ -186,21 +263,28 @@ impl Form {
     }
 }
 
+/// Non-negative gcd (1 when it does not fit, which only weakens the argument).
 fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a } else { gcd(b, a % b) }
+    let (mut x, mut y) = (a.unsigned_abs(), b.unsigned_abs());
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    i64::try_from(x).unwrap_or(1)
 }
 
 /// Two distinct threads whose values agree modulo `g` (exactly when `g == 0`).
-fn collide(a: &[i64], b: &[i64], g: i64) -> Option<(usize, usize)> {
+fn collide(a: &[Option<i64>], b: &[Option<i64>], g: i64) -> Option<(usize, usize)> {
     let key = |x: i64| if g == 0 { x } else { x.rem_euclid(g) };
     let mut first: HashMap<i64, (usize, Option<usize>)> = HashMap::new();
     for (t, x) in a.iter().enumerate() {
+        let Some(x) = x else { continue };
         let e = first.entry(key(*x)).or_insert((t, None));
         if e.0 != t && e.1.is_none() {
             e.1 = Some(t);
         }
     }
     for (t2, y) in b.iter().enumerate() {
+        let Some(y) = y else { continue };
         if let Some((t1, other)) = first.get(&key(*y)) {
             if *t1 != t2 {
                 return Some((*t1, t2));
@@ -213,14 +297,39 @@ fn collide(a: &[i64], b: &[i64], g: i64) -> Option<(usize, usize)> {
     None
 }
 
+/// The conditions of the `if`s enclosing `op` that each thread can evaluate on its own
+/// (thread ids and constants), with the arm `op` sits in (true: then).
+fn guards(k: &Kernel, parents: &Parents, op: Op) -> Vec<(Value, bool)> {
+    let mut out = Vec::new();
+    let mut cur = op;
+    while let Some(p) = parents.parent_op(cur) {
+        if let OpKind::If {
+            cond: Operand::Value(c),
+        } = &k.ops[p].kind
+            && thread_evaluable(k, *c, 0)
+            && let Some(r) = parents.op_region[cur]
+        {
+            out.push((*c, k.ops[p].regions.first() == Some(&r)));
+        }
+        cur = p;
+    }
+    out
+}
+
 fn opname(k: &Kernel, op: Op) -> String {
     let s = k.span(op);
     let kind = format!("{:?}", k.ops[op].kind);
-    let name = kind
+    let camel = kind
         .split(|c: char| !c.is_alphanumeric())
         .next()
-        .unwrap_or("op")
-        .to_lowercase();
+        .unwrap_or("op");
+    let mut name = String::new();
+    for (i, ch) in camel.chars().enumerate() {
+        if ch.is_uppercase() && i > 0 {
+            name.push('_');
+        }
+        name.extend(ch.to_lowercase());
+    }
     if s.is_undef() {
         format!("`{name}` ({op})")
     } else {
@@ -231,20 +340,10 @@ fn opname(k: &Kernel, op: Op) -> String {
 fn preconditions(k: &Kernel) -> Result<(), String> {
     for op in k.ops_in_order() {
         let e = effects(k, op);
-        if let Some(s) = &e.sync {
-            if *s != SyncEffect::Barrier {
-                return Err(format!(
-                    "{} is a sync op other than a block barrier",
-                    opname(k, op)
-                ));
-            }
-        }
+        // Sync ops other than `barrier` are ignored: dropping ordering only adds pairs.
         for a in &e.shared {
             if a.kind.is_async() {
                 return Err(format!("{} is an async copy", opname(k, op)));
-            }
-            if matches!(a.footprint, Footprint::Collective { .. }) {
-                return Err(format!("{} is a collective access", opname(k, op)));
             }
         }
     }
@@ -356,10 +455,9 @@ fn walk_td(k: &Kernel, r: Region, div: bool, td: &mut HashSet<Value>) {
                     });
                 let ctd = div || cond.is_some_and(|c| opnd_td(td, &c));
                 let yields = region_yield(k, br);
-                for i in 0..init.len() {
-                    let y = ctd
-                        || opnd_td(td, &init[i])
-                        || yields.get(i).is_some_and(|o| opnd_td(td, o));
+                for (i, ini) in init.iter().enumerate() {
+                    let y =
+                        ctd || opnd_td(td, ini) || yields.get(i).is_some_and(|o| opnd_td(td, o));
                     if y {
                         for v in [
                             k.regions[cr].args.get(i),
@@ -538,15 +636,22 @@ fn memref_form(k: &Kernel, td: &HashSet<Value>, m: MemRef) -> Option<(Form, Vec<
 }
 
 fn form(k: &Kernel, td: &HashSet<Value>, o: &Operand) -> Option<Form> {
+    form_d(k, td, o, 0)
+}
+
+fn form_d(k: &Kernel, td: &HashSet<Value>, o: &Operand, depth: u32) -> Option<Form> {
+    if depth > 256 {
+        return None;
+    }
     let v = match o {
         Operand::Imm(s) => return Some(Form::konst(s.as_i64())),
         Operand::Value(v) => *v,
     };
     let def = k.values[v].def;
-    if let ValueDef::Result(op, _) = def {
-        if let OpKind::Const(c) = &k.ops[op].kind {
-            return Some(Form::konst(c.as_i64()));
-        }
+    if let ValueDef::Result(op, _) = def
+        && let OpKind::Const(c) = &k.ops[op].kind
+    {
+        return Some(Form::konst(c.as_i64()));
     }
     if !td.contains(&v) {
         return Some(Form {
@@ -559,10 +664,12 @@ fn form(k: &Kernel, td: &HashSet<Value>, o: &Operand) -> Option<Form> {
         if let ValueDef::Result(op, _) = def {
             match &k.ops[op].kind {
                 OpKind::Binary(BinOp::Add, a, b) => {
-                    return Some(form(k, td, a)?.add(form(k, td, b)?, 1));
+                    return Some(form_d(k, td, a, depth + 1)?.add(form_d(k, td, b, depth + 1)?, 1));
                 }
                 OpKind::Binary(BinOp::Sub, a, b) => {
-                    return Some(form(k, td, a)?.add(form(k, td, b)?, -1));
+                    return Some(
+                        form_d(k, td, a, depth + 1)?.add(form_d(k, td, b, depth + 1)?, -1),
+                    );
                 }
                 _ => {}
             }
@@ -576,10 +683,14 @@ fn form(k: &Kernel, td: &HashSet<Value>, o: &Operand) -> Option<Form> {
         return None;
     };
     match &k.ops[op].kind {
-        OpKind::Binary(BinOp::Add, a, b) => Some(form(k, td, a)?.add(form(k, td, b)?, 1)),
-        OpKind::Binary(BinOp::Sub, a, b) => Some(form(k, td, a)?.add(form(k, td, b)?, -1)),
+        OpKind::Binary(BinOp::Add, a, b) => {
+            Some(form_d(k, td, a, depth + 1)?.add(form_d(k, td, b, depth + 1)?, 1))
+        }
+        OpKind::Binary(BinOp::Sub, a, b) => {
+            Some(form_d(k, td, a, depth + 1)?.add(form_d(k, td, b, depth + 1)?, -1))
+        }
         OpKind::Binary(BinOp::Mul, a, b) => {
-            let (fa, fb) = (form(k, td, a)?, form(k, td, b)?);
+            let (fa, fb) = (form_d(k, td, a, depth + 1)?, form_d(k, td, b, depth + 1)?);
             if fa.is_const() {
                 Some(fb.scale(fa.c))
             } else if fb.is_const() {
@@ -589,9 +700,9 @@ fn form(k: &Kernel, td: &HashSet<Value>, o: &Operand) -> Option<Form> {
             }
         }
         OpKind::Binary(BinOp::Shl, a, b) => {
-            let fb = form(k, td, b)?;
+            let fb = form_d(k, td, b, depth + 1)?;
             if fb.is_const() {
-                Some(form(k, td, a)?.scale(1i64 << (fb.c & 31)))
+                Some(form_d(k, td, a, depth + 1)?.scale(1i64 << (fb.c & 31)))
             } else {
                 None
             }
@@ -713,4 +824,264 @@ impl Evaluator<'_> {
         self.memo.insert((v, t), r);
         r
     }
+}
+
+/// How two accesses in one outermost loop can share a barrier interval: the loop, its
+/// induction variable and step, and the iteration distances `d` (B runs in iteration
+/// `i + d*step` when A runs in iteration `i`).
+struct LoopRelation {
+    iv: Value,
+    step: i64,
+    distances: Vec<i64>,
+}
+
+/// The innermost common loop of `a` and `b`, when it is a `for` with a constant step, not
+/// nested in another loop, with at least one barrier directly in its body. Its body is then
+/// cut into segments by those barriers: two accesses share an interval only in one segment
+/// of one iteration, or in the last segment of iteration i and the first of i+1.
+fn loop_relation(k: &Kernel, parents: &Parents, a: Op, b: Op) -> Option<LoopRelation> {
+    let anc_a = parents.ancestors(a);
+    let anc_b = parents.ancestors(b);
+    let l = anc_a.iter().copied().find(|o| {
+        anc_b.contains(o) && matches!(k.ops[*o].kind, OpKind::For { .. } | OpKind::While { .. })
+    })?;
+    let OpKind::For { step, .. } = &k.ops[l].kind else {
+        return None;
+    };
+    let step = match step {
+        Operand::Imm(s) => s.as_i64(),
+        Operand::Value(v) => match k.values[*v].def {
+            ValueDef::Result(o, _) => match &k.ops[o].kind {
+                OpKind::Const(c) => c.as_i64(),
+                _ => return None,
+            },
+            _ => return None,
+        },
+    };
+    if parents
+        .ancestors(l)
+        .iter()
+        .any(|o| matches!(k.ops[*o].kind, OpKind::For { .. } | OpKind::While { .. }))
+    {
+        return None;
+    }
+    let body = k.ops[l].regions[0];
+    let ops = &k.regions[body].ops;
+    let nbar = ops
+        .iter()
+        .filter(|o| matches!(k.ops[**o].kind, OpKind::Barrier))
+        .count();
+    if nbar == 0 {
+        return None;
+    }
+    let seg = |x: Op| -> Option<usize> {
+        let top = if parents.op_region[x] == Some(body) {
+            x
+        } else {
+            *parents
+                .ancestors(x)
+                .iter()
+                .find(|o| parents.op_region[**o] == Some(body))?
+        };
+        let pos = ops.iter().position(|o| *o == top)?;
+        Some(
+            ops[..pos]
+                .iter()
+                .filter(|o| matches!(k.ops[**o].kind, OpKind::Barrier))
+                .count(),
+        )
+    };
+    let (sa, sb) = (seg(a)?, seg(b)?);
+    let mut distances = Vec::new();
+    if sa == sb {
+        distances.push(0);
+    }
+    if sa == nbar && sb == 0 {
+        distances.push(1);
+    }
+    if sb == nbar && sa == 0 {
+        distances.push(-1);
+    }
+    Some(LoopRelation {
+        iv: k.regions[body].args[0],
+        step,
+        distances,
+    })
+}
+
+/// A value as a function of one induction variable: `Affine(a, b)` is `a*iv + b`,
+/// `Periodic(p)` is any function with period `p` in `iv` (built with `rem` by constants).
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum IvFn {
+    Const(i64),
+    Affine(i64, i64),
+    Periodic(i64),
+}
+
+fn lcm(a: i64, b: i64) -> i64 {
+    if a == 0 || b == 0 {
+        a.max(b)
+    } else {
+        (a / gcd(a, b)).saturating_mul(b)
+    }
+}
+
+fn iv_fn(k: &Kernel, v: Value, iv: Value, depth: u32) -> Option<IvFn> {
+    if v == iv {
+        return Some(IvFn::Affine(1, 0));
+    }
+    if depth > 32 {
+        return None;
+    }
+    let ValueDef::Result(op, _) = k.values[v].def else {
+        return None;
+    };
+    let sub = |o: &Operand| -> Option<IvFn> {
+        match o {
+            Operand::Imm(s) => Some(IvFn::Const(s.as_i64())),
+            Operand::Value(w) => iv_fn(k, *w, iv, depth + 1),
+        }
+    };
+    use IvFn::*;
+    let period = |f: IvFn| match f {
+        Const(_) => Some(1),
+        Periodic(p) => Some(p),
+        Affine(..) => None,
+    };
+    match &k.ops[op].kind {
+        OpKind::Const(c) => Some(Const(c.as_i64())),
+        OpKind::Binary(bop, x, y) => {
+            let (fx, fy) = (sub(x)?, sub(y)?);
+            match (bop, fx, fy) {
+                (BinOp::Add, Const(a), Const(b)) => Some(Const(a.wrapping_add(b))),
+                (BinOp::Add, Affine(a, b), Const(c)) | (BinOp::Add, Const(c), Affine(a, b)) => {
+                    Some(Affine(a, b.wrapping_add(c)))
+                }
+                (BinOp::Add, Affine(a, b), Affine(c, d)) => {
+                    Some(Affine(a.wrapping_add(c), b.wrapping_add(d)))
+                }
+                (BinOp::Sub, Affine(a, b), Const(c)) => Some(Affine(a, b.wrapping_sub(c))),
+                (BinOp::Sub, Const(c), Affine(a, b)) => {
+                    Some(Affine(a.wrapping_neg(), c.wrapping_sub(b)))
+                }
+                (BinOp::Mul, Affine(a, b), Const(c)) | (BinOp::Mul, Const(c), Affine(a, b)) => {
+                    Some(Affine(a.wrapping_mul(c), b.wrapping_mul(c)))
+                }
+                (BinOp::Rem, Affine(..), Const(m)) if m != 0 => Some(Periodic(m.abs())),
+                _ => {
+                    let (px, py) = (period(fx)?, period(fy)?);
+                    Some(Periodic(lcm(px, py).min(1 << 20)))
+                }
+            }
+        }
+        _ => None,
+    }
+}
+
+fn eval_iv(k: &Kernel, v: Value, iv: Value, x: i64) -> Option<i64> {
+    if v == iv {
+        return Some(x);
+    }
+    let ValueDef::Result(op, _) = k.values[v].def else {
+        return None;
+    };
+    let opnd = |o: &Operand| -> Option<Val> {
+        match o {
+            Operand::Imm(s) => Some(Val::I32(s.as_i64() as i32)),
+            Operand::Value(w) => eval_iv(k, *w, iv, x).map(|r| Val::I32(r as i32)),
+        }
+    };
+    match &k.ops[op].kind {
+        OpKind::Const(c) => Some(c.as_i64()),
+        OpKind::Binary(b, p, q) => {
+            binary(*b, ScalarType::I32, opnd(p)?, opnd(q)?).map(|r| r.as_i64())
+        }
+        _ => None,
+    }
+}
+
+/// The collision test with the free variables that are functions of the loop's induction
+/// variable evaluated at related iterations: periodic ones over one period, affine ones
+/// cancelled when both sides carry the same slope; the others stay unknown.
+fn collide_related(
+    k: &Kernel,
+    rel: &LoopRelation,
+    a: &Access,
+    b: &Access,
+    va: &[Option<i64>],
+    vb: &[Option<i64>],
+) -> Option<(usize, usize)> {
+    let fallback = Some((0, 1));
+    if rel.distances.is_empty() {
+        return None;
+    }
+    // Classify each side's free terms.
+    struct Side {
+        periodic: Vec<(Value, i64)>,
+        slope: i64,
+        offset: i64,
+        unknown_gcd: i64,
+        period: i64,
+    }
+    let classify = |f: &Form| -> Option<Side> {
+        let mut s = Side {
+            periodic: Vec::new(),
+            slope: 0,
+            offset: 0,
+            unknown_gcd: 0,
+            period: 1,
+        };
+        for (v, c) in &f.free {
+            match iv_fn(k, *v, rel.iv, 0) {
+                Some(IvFn::Const(x)) => s.offset = s.offset.wrapping_add(c.wrapping_mul(x)),
+                Some(IvFn::Affine(m, q)) => {
+                    s.slope = s.slope.wrapping_add(c.wrapping_mul(m));
+                    s.offset = s.offset.wrapping_add(c.wrapping_mul(q));
+                }
+                Some(IvFn::Periodic(p)) if p <= 4096 => {
+                    s.periodic.push((*v, *c));
+                    s.period = lcm(s.period, p).min(1 << 20);
+                }
+                _ => s.unknown_gcd = gcd(s.unknown_gcd, c.wrapping_abs()),
+            }
+        }
+        Some(s)
+    };
+    let (sa, sb) = (classify(&a.form)?, classify(&b.form)?);
+    let mut g = gcd(sa.unknown_gcd, sb.unknown_gcd);
+    if sa.slope != sb.slope {
+        // The affine parts do not cancel: keep them unknown.
+        g = gcd(g, gcd(sa.slope.wrapping_abs(), sb.slope.wrapping_abs()));
+        if g == 0 {
+            return fallback;
+        }
+    }
+    let same_slope = sa.slope == sb.slope;
+    let period = lcm(sa.period, sb.period).max(1);
+    if period > 4096 {
+        return fallback;
+    }
+    for &d in &rel.distances {
+        for i in 0..period {
+            let j = i.wrapping_add(d.wrapping_mul(rel.step));
+            let mut ca = sa.offset;
+            for (v, c) in &sa.periodic {
+                ca = ca.wrapping_add(c.wrapping_mul(eval_iv(k, *v, rel.iv, i)?));
+            }
+            let mut cb = sb.offset;
+            for (v, c) in &sb.periodic {
+                cb = cb.wrapping_add(c.wrapping_mul(eval_iv(k, *v, rel.iv, j)?));
+            }
+            if same_slope {
+                // slope*i on both sides, B one distance further.
+                cb = cb.wrapping_add(sb.slope.wrapping_mul(d).wrapping_mul(rel.step));
+            }
+            let xa: Vec<Option<i64>> = va.iter().map(|x| x.map(|x| x.wrapping_add(ca))).collect();
+            let xb: Vec<Option<i64>> = vb.iter().map(|x| x.map(|x| x.wrapping_add(cb))).collect();
+            if let Some(hit) = collide(&xa, &xb, g) {
+                return Some(hit);
+            }
+        }
+    }
+    None
 }

@@ -139,6 +139,11 @@ pub struct RaceState {
     pub slots: usize,
     /// Thread clocks, flat: thread `t` owns `vc[t*slots..(t+1)*slots]`.
     vc: Vec<u32>,
+    /// The clock every thread acquired at the last block-wide barrier.
+    base: Vec<u32>,
+    /// Thread `t`'s clock is `base` except its own entry (its row is stale): block-wide
+    /// barriers then cost O(threads) instead of O(threads x slots).
+    lazy: Vec<bool>,
     cells: Vec<Cell>,
     /// Per copy: its completion epoch `(slot, clock)`, or None while pending.
     completion: Vec<Option<(u32, u32)>>,
@@ -154,14 +159,60 @@ impl RaceState {
         RaceState {
             slots,
             vc,
+            base: vec![0; slots],
+            lazy: vec![false; threads],
             cells: vec![Cell::default(); granules],
             completion: Vec::new(),
         }
     }
 
-    /// The clock of thread `t`.
-    pub fn clock(&self, t: usize) -> &[u32] {
-        &self.vc[t * self.slots..(t + 1) * self.slots]
+    /// Entry `slot` of thread `t`'s clock.
+    pub fn get(&self, t: usize, slot: usize) -> u32 {
+        if self.lazy[t] && slot != t {
+            self.base[slot]
+        } else {
+            self.vc[t * self.slots + slot]
+        }
+    }
+
+    /// Makes thread `t`'s row explicit.
+    fn materialize(&mut self, t: usize) {
+        if self.lazy[t] {
+            let s = self.slots;
+            let own = self.vc[t * s + t];
+            self.vc[t * s..(t + 1) * s].copy_from_slice(&self.base);
+            self.vc[t * s + t] = own.max(self.base[t]);
+            self.lazy[t] = false;
+        }
+    }
+
+    /// A copy of the clock all threads acquired at the last block-wide barrier (a valid
+    /// starting value for a block-wide barrier's join).
+    pub fn base(&self) -> Vec<u32> {
+        self.base.clone()
+    }
+
+    /// Release into a block-wide barrier whose `obj` started from [`RaceState::base`].
+    pub fn release_barrier(&mut self, t: usize, obj: &mut [u32]) {
+        if self.lazy[t] {
+            let own = self.vc[t * self.slots + t];
+            obj[t] = obj[t].max(own);
+            self.tick(t);
+        } else {
+            self.release(t, obj, None);
+        }
+    }
+
+    /// Completes a block-wide barrier with joined clock `obj`: every thread in `threads`
+    /// acquires it (lazily).
+    pub fn barrier_done(&mut self, obj: &[u32], threads: &[usize]) {
+        self.base.copy_from_slice(obj);
+        let s = self.slots;
+        for &t in threads {
+            self.lazy[t] = true;
+            let own = &mut self.vc[t * s + t];
+            *own = (*own).max(obj[t]);
+        }
     }
 
     /// Thread `t`'s own epoch.
@@ -182,6 +233,7 @@ impl RaceState {
     /// Release: joins `VC_t` into `obj` (with the thread's own entry capped at `own` when
     /// given, for accesses a release does not cover) and advances `t`'s epoch.
     pub fn release(&mut self, t: usize, obj: &mut [u32], own: Option<u32>) {
+        self.materialize(t);
         let s = self.slots;
         for (o, v) in obj.iter_mut().zip(&self.vc[t * s..(t + 1) * s]) {
             *o = (*o).max(*v);
@@ -194,6 +246,7 @@ impl RaceState {
 
     /// Acquire: joins `obj` into `VC_t`.
     pub fn acquire(&mut self, t: usize, obj: &[u32]) {
+        self.materialize(t);
         let s = self.slots;
         for (v, o) in self.vc[t * s..(t + 1) * s].iter_mut().zip(obj) {
             *v = (*v).max(*o);
@@ -208,10 +261,10 @@ impl RaceState {
 
     /// Marks a copy complete at epoch `(slot, clock)`.
     pub fn complete(&mut self, copy: u32, slot: usize, clock: u32) {
-        if let Some(c) = self.completion.get_mut(copy as usize) {
-            if c.is_none() {
-                *c = Some((slot as u32, clock));
-            }
+        if let Some(c) = self.completion.get_mut(copy as usize)
+            && c.is_none()
+        {
+            *c = Some((slot as u32, clock));
         }
     }
 
@@ -223,12 +276,11 @@ impl RaceState {
 
     /// Whether access `a` happens before the current point of thread `t`.
     pub fn hb(&self, a: &Acc, t: usize) -> bool {
-        let vc = self.clock(t);
         if a.copy == NO_COPY {
-            a.clock <= vc[a.thread as usize]
+            a.clock <= self.get(t, a.thread as usize)
         } else {
             match self.completion[a.copy as usize] {
-                Some((slot, c)) => c <= vc[slot as usize],
+                Some((slot, c)) => c <= self.get(t, slot as usize),
                 None => false,
             }
         }
@@ -287,7 +339,7 @@ impl RaceState {
                 AccKind::Read | AccKind::AsyncRead => {
                     if acc.copy == NO_COPY {
                         cell.reads.retain(|r| {
-                            !(r.copy == NO_COPY && r.thread == acc.thread) && !self.hb(r, t)
+                            (r.copy != NO_COPY || r.thread != acc.thread) && !self.hb(r, t)
                         });
                     }
                     cell.reads.push(acc);
@@ -319,5 +371,108 @@ impl RaceState {
             self.cells[gi] = cell;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::EntityRef;
+
+    fn acc(thread: u32, clock: u32, kind: AccKind) -> Acc {
+        Acc {
+            thread,
+            clock,
+            op: Op::new(0),
+            iter: 0,
+            kind,
+            copy: NO_COPY,
+        }
+    }
+
+    #[test]
+    fn unordered_write_after_read_races_and_a_barrier_orders_it() {
+        let mut r = RaceState::new(2, 0, 4);
+        assert!(r.access(0, 1, acc(0, r.epoch(0), AccKind::Read)).is_ok());
+        let c = r.access(0, 1, acc(1, r.epoch(1), AccKind::Write));
+        assert!(c.is_err(), "thread 1 writes what thread 0 read, unordered");
+        // A block barrier: both release, then both acquire.
+        let mut r = RaceState::new(2, 0, 4);
+        assert!(r.access(0, 1, acc(0, r.epoch(0), AccKind::Read)).is_ok());
+        let mut obj = r.base();
+        r.release_barrier(0, &mut obj);
+        r.release_barrier(1, &mut obj);
+        r.barrier_done(&obj, &[0, 1]);
+        assert!(r.access(0, 1, acc(1, r.epoch(1), AccKind::Write)).is_ok());
+    }
+
+    #[test]
+    fn reads_are_pruned_only_when_implied() {
+        let mut r = RaceState::new(3, 0, 1);
+        r.access(0, 1, acc(0, r.epoch(0), AccKind::Read)).unwrap();
+        r.access(0, 1, acc(1, r.epoch(1), AccKind::Read)).unwrap();
+        // Thread 2 synchronizes with thread 1 only.
+        let mut obj = r.zero();
+        r.release(1, &mut obj, None);
+        r.acquire(2, &obj);
+        // Thread 0's read is still unordered with thread 2's write.
+        assert!(r.access(0, 1, acc(2, r.epoch(2), AccKind::Write)).is_err());
+    }
+
+    #[test]
+    fn same_kind_atomics_commute_but_a_later_read_must_follow_all() {
+        let mut r = RaceState::new(3, 0, 1);
+        let add = AccKind::Atomic(AtomicOp::Add);
+        r.access(0, 1, acc(0, r.epoch(0), add)).unwrap();
+        r.access(0, 1, acc(1, r.epoch(1), add)).unwrap();
+        assert!(
+            r.access(0, 1, acc(2, r.epoch(2), AccKind::Atomic(AtomicOp::Max)))
+                .is_err()
+        );
+        // A read ordered after thread 1's atomic but not thread 0's races.
+        let mut r2 = RaceState::new(3, 0, 1);
+        r2.access(0, 1, acc(0, r2.epoch(0), add)).unwrap();
+        r2.access(0, 1, acc(1, r2.epoch(1), add)).unwrap();
+        let mut obj = r2.zero();
+        r2.release(1, &mut obj, None);
+        r2.acquire(2, &obj);
+        let e = r2
+            .access(0, 1, acc(2, r2.epoch(2), AccKind::Read))
+            .unwrap_err();
+        assert_eq!(e.earlier.thread, 0);
+    }
+
+    #[test]
+    fn a_copy_is_ordered_only_after_its_completion_reaches_the_reader() {
+        let mut r = RaceState::new(2, 0, 1);
+        let c = r.new_copy();
+        let copy = Acc {
+            copy: c,
+            kind: AccKind::AsyncWrite,
+            ..acc(0, r.epoch(0), AccKind::AsyncWrite)
+        };
+        r.access(0, 1, copy).unwrap();
+        // A barrier alone does not complete the copy.
+        let mut obj = r.base();
+        r.release_barrier(0, &mut obj);
+        r.release_barrier(1, &mut obj);
+        r.barrier_done(&obj, &[0, 1]);
+        assert!(r.access(0, 1, acc(1, r.epoch(1), AccKind::Read)).is_err());
+        // Completed by thread 0's wait, then a barrier: ordered.
+        let mut r = RaceState::new(2, 0, 1);
+        let c = r.new_copy();
+        let copy = Acc {
+            copy: c,
+            kind: AccKind::AsyncWrite,
+            ..acc(0, r.epoch(0), AccKind::AsyncWrite)
+        };
+        r.access(0, 1, copy).unwrap();
+        let e = r.epoch(0);
+        r.complete(c, 0, e);
+        let mut obj = r.base();
+        r.release_barrier(0, &mut obj);
+        r.release_barrier(1, &mut obj);
+        r.barrier_done(&obj, &[0, 1]);
+        assert!(r.access(0, 1, acc(1, r.epoch(1), AccKind::Read)).is_ok());
     }
 }

@@ -94,6 +94,27 @@ pub fn options(
     Ok(o)
 }
 
+/// Rewrites `at byte N` (how the library names an op without the source) as `at line L`.
+fn with_lines(msg: &str, src: &str) -> String {
+    let mut out = String::new();
+    let mut rest = msg;
+    while let Some(i) = rest.find("at byte ") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 8..];
+        let digits: String = after.chars().take_while(|c| c.is_ascii_digit()).collect();
+        match digits.parse::<usize>() {
+            Ok(b) => {
+                let line = smemsync::diag::line_of(src, b).0 + 1;
+                out.push_str(&format!("at line {line}"));
+            }
+            Err(_) => out.push_str("at byte "),
+        }
+        rest = &after[digits.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 pub fn run(args: &CheckArgs) -> i32 {
     let input: Input = match read_input(&args.file) {
         Ok(i) => i,
@@ -122,13 +143,16 @@ pub fn run(args: &CheckArgs) -> i32 {
             Verdict::Proved { why, .. } => {
                 println!("@{}: {}", k.name, r.summary());
                 if args.verbose {
-                    println!("  proof: {why}");
+                    println!("  proof: {}", with_lines(why, &input.text));
                 }
             }
             Verdict::Checked { not_proved, .. } => {
                 println!("@{}: {}", k.name, r.summary());
                 if args.verbose {
-                    println!("  not proved statically: {not_proved}");
+                    println!(
+                        "  not proved statically: {}",
+                        with_lines(not_proved, &input.text)
+                    );
                 }
             }
             _ => {

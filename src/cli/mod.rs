@@ -3,6 +3,7 @@
 //! Exit codes: 0 success; 1 a finding (race, deadlock, protocol violation); 2 bad input or
 //! usage (the diagnostics say where); 3 an internal error (a pass produced invalid IR).
 
+pub mod bench;
 pub mod check;
 pub mod emit;
 pub mod fmt;

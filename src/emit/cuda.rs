@@ -1509,20 +1509,25 @@ impl<'a> Emitter<'a> {
                 let name = k.value_name(*v);
                 let ty = self.ty(*v);
                 let cv = self.v(*v);
+                // The kernel's default (`%n: i32 = 8`), else the interpreter's default.
+                let dflt = *k.param_defaults.get(*v);
                 match ty {
                     ScalarType::F32 => {
+                        let d = dflt.map_or(DEFAULT_I32_PARAM as f64, |d| d.as_f32() as f64);
                         let _ = writeln!(
                             h,
-                            "  const float {cv} = (float)param_f(a, \"{name}\", 1.0);"
+                            "  const float {cv} = (float)param_f(a, \"{name}\", {d:?});"
                         );
                     }
                     ScalarType::I1 => {
-                        let _ = writeln!(h, "  const bool {cv} = param_i(a, \"{name}\", 1) != 0;");
+                        let d = dflt.map_or(1, |d| d.as_i64());
+                        let _ = writeln!(h, "  const bool {cv} = param_i(a, \"{name}\", {d}) != 0;");
                     }
                     _ => {
+                        let d = dflt.map_or(DEFAULT_I32_PARAM, |d| d.as_i64());
                         let _ = writeln!(
                             h,
-                            "  const int {cv} = (int)param_i(a, \"{name}\", {DEFAULT_I32_PARAM});"
+                            "  const int {cv} = (int)param_i(a, \"{name}\", {d});"
                         );
                     }
                 }
@@ -1640,7 +1645,8 @@ impl<'a> Emitter<'a> {
     }
 }
 
-/// The value of an `i32` scalar parameter the command line does not give.
+/// The value of a scalar parameter that neither the command line nor the kernel's default
+/// gives (the interpreter's `check::DEFAULT_SCALAR`).
 pub const DEFAULT_I32_PARAM: i64 = 4;
 
 fn atomic_fn(a: AtomicOp) -> &'static str {

@@ -68,6 +68,47 @@ pub struct Point {
     pub scope: Scope,
 }
 
+/// Sync points indexed by region and coordinate, for fast coverage queries.
+#[derive(Clone, Debug, Default)]
+pub struct PointIndex {
+    by_region: HashMap<Region, std::collections::BTreeMap<usize, Scope>>,
+}
+
+impl PointIndex {
+    pub fn insert(&mut self, p: Point) {
+        let e = self
+            .by_region
+            .entry(p.region)
+            .or_default()
+            .entry(p.coord)
+            .or_insert(p.scope);
+        *e = (*e).max(p.scope);
+    }
+
+    /// Every point of the index that removes `h`.
+    pub fn covering<'a>(&'a self, h: &'a Hazard) -> impl Iterator<Item = Point> + 'a {
+        h.segments().flat_map(move |s| {
+            self.by_region
+                .get(&s.region)
+                .into_iter()
+                .flat_map(move |m| {
+                    m.range(s.lo..=s.hi).filter_map(move |(&coord, &scope)| {
+                        (scope == Scope::Block || h.intra_warp).then_some(Point {
+                            region: s.region,
+                            coord,
+                            scope,
+                        })
+                    })
+                })
+        })
+    }
+
+    /// Whether some point of the index removes `h`.
+    pub fn covers(&self, h: &Hazard) -> bool {
+        self.covering(h).next().is_some()
+    }
+}
+
 /// Counts of a placement.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
@@ -125,7 +166,10 @@ fn trip(k: &Kernel, op: Op, bounds: &HashMap<String, i64>) -> Option<u64> {
                     OpKind::Const(s) => Some(s.as_i64()),
                     _ => None,
                 },
-                ValueDef::Param(_) => bounds.get(k.value_names.get(*v)).copied(),
+                ValueDef::Param(_) => bounds
+                    .get(k.value_names.get(*v))
+                    .copied()
+                    .or_else(|| k.param_defaults.get(*v).map(|d| d.as_i64())),
                 _ => None,
             },
         }
@@ -316,11 +360,16 @@ pub fn place_with(
     if !findings.is_empty() {
         return Err(findings);
     }
+    let mut ex_index = PointIndex::default();
+    for p in &model.existing {
+        ex_index.insert(*p);
+    }
     let existing: Vec<usize> = (0..hazards.len())
-        .filter(|&i| model.existing.iter().any(|p| model.covers(p, &hazards[i])))
+        .filter(|&i| ex_index.covers(&hazards[i]))
         .collect();
+    let is_existing: std::collections::HashSet<usize> = existing.iter().copied().collect();
     let pending: Vec<usize> = (0..hazards.len())
-        .filter(|i| !existing.contains(i))
+        .filter(|i| !is_existing.contains(i))
         .collect();
     let points = match opts.strategy {
         Strategy::Optimal => place::place(model, &hazards, &pending)?,
@@ -349,16 +398,22 @@ pub fn finish(
     points.sort();
     points.dedup();
     let mut plan = SyncPlan::default();
+    let mut index = PointIndex::default();
+    for p in &points {
+        index.insert(*p);
+    }
+    let mut removes_of: HashMap<Point, Vec<usize>> = HashMap::new();
+    for &i in pending {
+        for p in index.covering(&hazards[i]) {
+            removes_of.entry(p).or_default().push(i);
+        }
+    }
     for p in &points {
         let op = match p.scope {
             Scope::Block => OpKind::Barrier,
             Scope::Warp => OpKind::WarpSync,
         };
-        let removes: Vec<usize> = pending
-            .iter()
-            .copied()
-            .filter(|&i| model.covers(p, &hazards[i]))
-            .collect();
+        let removes = removes_of.remove(p).unwrap_or_default();
         plan.edits.push(Edit {
             at: model.program_point(p.region, p.coord / 2),
             op,

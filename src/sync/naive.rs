@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use super::{Point, Scope, SyncModel};
+use super::{Point, PointIndex, Scope, SyncModel};
 use crate::analysis::hazards::Hazard;
 use crate::diag::Diagnostic;
 
@@ -34,10 +34,11 @@ pub fn place(
         )
     });
     let mut chosen: Vec<Point> = Vec::new();
+    let mut index = PointIndex::default();
     let mut diags = Vec::new();
     for i in order {
         let h = &hazards[i];
-        if chosen.iter().any(|p| model.covers(p, h)) {
+        if index.covers(h) {
             continue;
         }
         let mut op = h.dst.op;
@@ -57,7 +58,10 @@ pub fn place(
             }
         }
         match point {
-            Some(p) if model.covers(&p, h) => chosen.push(p),
+            Some(p) if model.covers(&p, h) => {
+                chosen.push(p);
+                index.insert(p);
+            }
             _ => diags.push(model.unplaceable(h)),
         }
     }

@@ -29,7 +29,7 @@
 //! remaining hazards whose conflicting threads all share a warp.
 //! Complexity: O(H log H) per straight-line region; O(|A| · H log H) per loop body.
 
-use super::{Point, Scope, SyncModel};
+use super::{Point, PointIndex, Scope, SyncModel};
 use crate::analysis::hazards::Hazard;
 use crate::diag::Diagnostic;
 use crate::ir::Region;
@@ -126,44 +126,30 @@ pub fn stab(m: usize, arcs: &[Arc]) -> Vec<usize> {
     b
 }
 
+/// How many optional arcs one region tries (each try is one exact stabbing).
+const MAX_OPTIONAL: usize = 64;
+
 /// Solves one region: the exact minimum for `arcs`, preferring among minimum solutions one
-/// with a gap `<= prefix` and one `>= suffix` (outer hazards entering / leaving).
-fn solve(m: usize, arcs: &[Arc], prefix: Option<usize>, suffix: Option<usize>) -> Vec<usize> {
+/// that also stabs the `optional` arcs, tried in order (each kept when the count stays the
+/// minimum): outer hazards entering (`[0, x]`) and leaving (`[y, end]`) the region, then
+/// intra-warp hazards that a block barrier could remove instead of a warp sync.
+fn solve(m: usize, arcs: &[Arc], optional: &[Arc]) -> Vec<usize> {
     let base = stab(m, arcs);
-    if base.is_empty() {
+    if base.is_empty() || optional.is_empty() {
         return base;
     }
-    let n = m - 1;
-    let mut variants = Vec::new();
-    if prefix.is_some() && suffix.is_some() {
-        variants.push((prefix, suffix));
-    }
-    if prefix.is_some() {
-        variants.push((prefix, None));
-    }
-    if suffix.is_some() {
-        variants.push((None, suffix));
-    }
-    for (p, s) in variants {
-        let mut more = arcs.to_vec();
-        if let Some(x) = p {
-            more.push(Arc {
-                start: 0,
-                end: x.min(n),
-            });
-        }
-        if let Some(y) = s {
-            more.push(Arc {
-                start: y.min(n),
-                end: n,
-            });
-        }
-        let sol = stab(m, &more);
-        if sol.len() == base.len() {
-            return sol;
+    let mut acc = arcs.to_vec();
+    let mut best = base;
+    for o in optional.iter().take(MAX_OPTIONAL) {
+        acc.push(*o);
+        let sol = stab(m, &acc);
+        if sol.len() == best.len() {
+            best = sol;
+        } else {
+            acc.pop();
         }
     }
-    base
+    best
 }
 
 /// Places barriers for the pending hazards (see the module doc).
@@ -180,7 +166,15 @@ pub fn place(
     for &i in pending {
         by_home.entry(hazards[i].home).or_default().push(i);
     }
+    let mut through: std::collections::HashMap<Region, Vec<usize>> =
+        std::collections::HashMap::new();
+    for &i in pending {
+        for s in &hazards[i].chain {
+            through.entry(s.region).or_default().push(i);
+        }
+    }
     let mut chosen: Vec<Point> = Vec::new();
+    let mut index = PointIndex::default();
     let mut diags = Vec::new();
     for scope in [Scope::Block, Scope::Warp] {
         let wants = |h: &Hazard| match scope {
@@ -194,9 +188,7 @@ pub fn place(
             let local: Vec<usize> = homed
                 .iter()
                 .copied()
-                .filter(|&i| {
-                    wants(&hazards[i]) && !chosen.iter().any(|p| model.covers(p, &hazards[i]))
-                })
+                .filter(|&i| wants(&hazards[i]) && !index.covers(&hazards[i]))
                 .collect();
             if local.is_empty() {
                 continue;
@@ -212,31 +204,56 @@ pub fn place(
                 .iter()
                 .filter_map(|&i| home_arc(&hazards[i]))
                 .collect();
-            // Outer hazards passing through this region.
-            let (mut prefix, mut suffix): (Option<usize>, Option<usize>) = (None, None);
+            // Outer hazards passing through this region: prefixes (entering) in increasing
+            // order of their end, suffixes (leaving) in decreasing order of their start, so
+            // the first feasible one of each kind implies the rest.
+            let mut optional: Vec<Arc> = Vec::new();
             if scope == Scope::Block {
-                for &i in pending {
+                let n = m - 1;
+                let (mut pre, mut suf) = (Vec::new(), Vec::new());
+                for &i in through.get(&q).map_or(&[][..], |v| v.as_slice()) {
                     let h = &hazards[i];
-                    if h.home == q || !wants(h) || chosen.iter().any(|p| model.covers(p, h)) {
+                    if h.home == q || !wants(h) || index.covers(h) {
                         continue;
                     }
                     for s in h.chain.iter().filter(|s| s.region == q) {
                         if s.lo == 0 {
-                            let x = s.hi / 2;
-                            prefix = Some(prefix.map_or(x, |p: usize| p.min(x)));
+                            pre.push((s.hi / 2).min(n));
                         } else {
-                            let y = s.lo.div_ceil(2);
-                            suffix = Some(suffix.map_or(y, |p: usize| p.max(y)));
+                            suf.push(s.lo.div_ceil(2).min(n));
                         }
                     }
                 }
+                pre.sort_unstable();
+                pre.dedup();
+                suf.sort_unstable_by(|a, b| b.cmp(a));
+                suf.dedup();
+                optional.extend(
+                    pre.into_iter()
+                        .take(MAX_OPTIONAL / 4)
+                        .map(|x| Arc { start: 0, end: x }),
+                );
+                optional.extend(
+                    suf.into_iter()
+                        .take(MAX_OPTIONAL / 4)
+                        .map(|y| Arc { start: y, end: n }),
+                );
+                // Intra-warp hazards of this region a block barrier may also remove.
+                optional.extend(
+                    homed
+                        .iter()
+                        .filter(|&&i| hazards[i].intra_warp && !index.covers(&hazards[i]))
+                        .filter_map(|&i| home_arc(&hazards[i])),
+                );
             }
-            for g in solve(m, &arcs, prefix, suffix) {
-                chosen.push(Point {
+            for g in solve(m, &arcs, &optional) {
+                let p = Point {
                     region: q,
                     coord: 2 * g,
                     scope,
-                });
+                };
+                chosen.push(p);
+                index.insert(p);
             }
         }
     }

@@ -117,7 +117,7 @@ struct Need {
 
 /// Copies (with their queues) to complete before entering a loop, and the consumers inside
 /// it that needed them.
-type Hoist = (Vec<(Queue, Op)>, Vec<Op>);
+type Hoist = (Vec<(Queue, Pending)>, Vec<Op>);
 
 struct Planner {
     /// Keyed by the op the wait goes before (a consumer, or a loop a wait is hoisted out of).
@@ -125,7 +125,7 @@ struct Planner {
     diags: Vec<(Op, Op, Diagnostic)>,
     /// First run: consumers whose needed copies were all issued before some enclosing loop
     /// (the outermost such loop) and the copies.
-    hoistable: BTreeMap<Op, (Op, Vec<(Queue, Op)>)>,
+    hoistable: BTreeMap<Op, (Op, Vec<(Queue, Pending)>)>,
     /// Second run: per loop, the copies to complete before entering it, and for whom.
     hoisted: HashMap<Op, Hoist>,
 }
@@ -176,10 +176,11 @@ impl Visitor for Planner {
             .copied()
             .filter(|o| flow.loops_of(*o).contains(&l))
             .collect();
-        for o in inside {
-            self.needs.remove(&o);
-            self.hoistable.remove(&o);
+        for o in &inside {
+            self.needs.remove(o);
+            self.hoistable.remove(o);
         }
+        self.diags.retain(|(c, _, _)| !inside.contains(c));
     }
 
     fn enter_loop(&mut self, flow: &mut Flow<'_>, l: Op, states: &mut [InFlight]) {
@@ -190,7 +191,7 @@ impl Visitor for Planner {
         for st in states.iter() {
             for (q, m) in &st.queues {
                 for (p, a) in m {
-                    if !copies.contains(&(*q, p.op)) || *a < 0 {
+                    if !copies.contains(&(*q, p.clone())) || *a < 0 {
                         continue;
                     }
                     let n = *a as u32;
@@ -270,9 +271,22 @@ impl Visitor for Planner {
             out_of = Some(*l);
         }
         if let Some(l) = out_of {
+            // The entries as they are before `l` is entered: without the tags of `l` and the
+            // loops inside it.
+            let outer: Vec<Op> = loops.iter().take_while(|x| **x != l).copied().collect();
             let copies = by_q
                 .iter()
-                .flat_map(|(q, list)| list.iter().map(|(p, _)| (*q, p.op)))
+                .flat_map(|(q, list)| {
+                    list.iter().map(|(p, _)| {
+                        let tags = p
+                            .tags
+                            .iter()
+                            .filter(|(tl, _)| outer.contains(tl))
+                            .copied()
+                            .collect();
+                        (*q, Pending { op: p.op, tags })
+                    })
+                })
                 .collect();
             self.hoistable.insert(op, (l, copies));
         }
@@ -355,6 +369,9 @@ impl Visitor for Planner {
                     }
                 }
                 Queue::Mbarrier => {
+                    let help = suggest_mbar_wait(flow, op, &list).unwrap_or_else(|| {
+                        "insert `mbar_wait` on the copy's mbarrier slot with its phase parity before the access".into()
+                    });
                     for (p, _) in &list {
                         self.diags.push((
                             op,
@@ -362,7 +379,7 @@ impl Visitor for Planner {
                             Diagnostic::error(DiagKind::Finding, "E0602", "a shared access may observe a TMA load whose mbarrier phase is not waited for")
                                 .with_label(flow.k.span(op), "this access may observe the copy")
                                 .with_label(flow.k.span(p.op), "TMA load issued here")
-                                .with_help("insert `mbar_wait` on the copy's mbarrier slot with its phase parity before the access"),
+                                .with_help(help.clone()),
                         ));
                     }
                 }
@@ -378,6 +395,98 @@ impl Visitor for Planner {
             }
         }
     }
+}
+
+/// The wait a consumer needs for TMA loads, spelled out, when the pattern is nvFuser's circular
+/// buffer: the loads inside the consumer's innermost loop complete on slot `rem X, S` of an
+/// array of `S` mbarriers, with `X` affine in the induction variable; the load read here was
+/// issued `d` iterations earlier, so its slot is `(X - K) mod S` and its phase parity
+/// `((X - K) div S) mod 2` with `K = d · step · dX/dk`. Straight-line loads of a slot never
+/// waited on before are in its first phase (parity 0). smemsync does not insert these ops
+/// itself (they define values, which waits inserted as edits cannot); it says what to write.
+fn suggest_mbar_wait(flow: &mut Flow<'_>, consumer: Op, list: &[(Pending, i32)]) -> Option<String> {
+    let k = flow.k;
+    let (p0, _) = list.first()?;
+    let OpKind::TmaLoad {
+        mbar, mbar_index, ..
+    } = &k.ops[p0.op].kind
+    else {
+        return None;
+    };
+    let mbar = *mbar;
+    let MemRef::Buffer(mb) = mbar else {
+        return None;
+    };
+    let slots = *k.buffers[mb].shape.first()? as i64;
+    let name = &k.buffers[mb].name;
+    let loops = flow.loops_of(consumer);
+    let Some(&l) = loops.last() else {
+        // Straight line: the slot's first phase, if no wait on this mbarrier array precedes.
+        let idx = mbar_index
+            .first()
+            .and_then(|o| flow.overlap.eval_at(*o, &HashMap::new(), 0))?;
+        let before = k
+            .ops_in_order()
+            .into_iter()
+            .take_while(|o| *o != consumer)
+            .any(|o| matches!(&k.ops[o].kind, OpKind::MbarWait { mbar: m, .. } if *m == mbar));
+        if before {
+            return None;
+        }
+        return Some(format!(
+            "insert before the access (the slot's first phase has parity 0):\n  %mb_par = const 0 : i32\n  mbar_wait @{name}[{idx}], %mb_par"
+        ));
+    };
+    // The most recent load of the loop that this access needs.
+    let d = list
+        .iter()
+        .filter_map(|(p, _)| match p.tags.iter().find(|(tl, _)| *tl == l) {
+            Some((_, IterTag::Dist(d))) if flow.loops_of(p.op).contains(&l) => Some(*d),
+            _ => None,
+        })
+        .min()?;
+    let copy = list
+        .iter()
+        .find(|(p, _)| flow.loops_of(p.op).contains(&l))?
+        .0
+        .op;
+    let OpKind::TmaLoad { mbar_index: ci, .. } = &k.ops[copy].kind else {
+        return None;
+    };
+    let Some(Operand::Value(iv_slot)) = ci.first().copied() else {
+        return None;
+    };
+    let ValueDef::Result(rem_op, _) = k.values[iv_slot].def else {
+        return None;
+    };
+    let OpKind::Binary(BinOp::Rem, Operand::Value(x), m) = k.ops[rem_op].kind else {
+        return None;
+    };
+    if flow.overlap.eval_at(m, &HashMap::new(), 0) != Some(slots) {
+        return None;
+    }
+    let OpKind::For { step, .. } = &k.ops[l].kind else {
+        return None;
+    };
+    let step = flow.overlap.eval_at(*step, &HashMap::new(), 0)?;
+    let body = k.ops[l].regions[0];
+    let iv = *k.regions[body].args.first()?;
+    let at = |v: i64| {
+        flow.overlap
+            .eval_at(Operand::Value(x), &HashMap::from([(iv, v)]), 0)
+    };
+    let (x0, x1, x2) = (at(0)?, at(1)?, at(2)?);
+    if x2 - x1 != x1 - x0 {
+        return None;
+    }
+    let kk = (x1 - x0) * step * d as i64;
+    let xn = match k.value_name(x) {
+        n if n.starts_with('%') => n,
+        n => format!("%{n}"),
+    };
+    Some(format!(
+        "insert before the access (the load read here was issued {d} iteration(s) earlier, on slot ({xn} - {kk}) mod {slots}, in phase ({xn} - {kk}) div {slots}):\n  %mb_x = sub {xn}, {kk}\n  %mb_slot = rem %mb_x, {slots}\n  %mb_ph = div %mb_x, {slots}\n  %mb_par = rem %mb_ph, 2\n  mbar_wait @{name}[%mb_slot], %mb_par"
+    ))
 }
 
 fn commit_state(st: &mut InFlight, q: Queue) {
@@ -573,7 +682,7 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
         let d: Vec<Diagnostic> = pl
             .diags
             .into_iter()
-            .filter(|(a, b, _)| seen.insert((*a, *b)))
+            .filter(|(a, _, d)| seen.insert((*a, d.code)))
             .map(|(_, _, d)| d)
             .collect();
         return Err(d);
@@ -603,11 +712,21 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
             continue;
         }
         match q {
+            // The largest count that still completes every outstanding copy: younger
+            // operations that are not copies (plain global loads) may stay outstanding.
             Queue::Counter(_) => {
-                drain.counters.insert(*q, 0);
+                drain
+                    .counters
+                    .insert(*q, m.values().copied().min().unwrap_or(0).max(0) as u32);
             }
             Queue::CpAsync | Queue::Bulk | Queue::Wgmma => {
-                drain.groups.insert(*q, (m.values().any(|a| *a < 0), 0));
+                let commit = m.values().any(|a| *a < 0);
+                let n = if commit {
+                    0
+                } else {
+                    m.values().copied().min().unwrap_or(0).max(0) as u32
+                };
+                drain.groups.insert(*q, (commit, n));
             }
             Queue::Token => {
                 for p in m.keys() {
@@ -633,7 +752,7 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
         edits.push(WaitEdit {
             anchor: Anchor::End(k.body),
             kind: wait_kind_op(&w),
-            why: "drains the copies still outstanding when the kernel ends".into(),
+            why: "drains the copies still outstanding when the kernel ends (the largest count that completes them all)".into(),
         });
     }
     let mut plan = WaitPlan { edits };
@@ -889,6 +1008,14 @@ pub fn explain_waits(k: &Kernel, target: &Target) -> Result<String, Vec<Diagnost
         let v = notes.entry(*w).or_default();
         if !applied.created.contains(w) {
             v.push("from the input".into());
+            if let Some(n) = largest_safe_count(out, target, *w, &comp) {
+                let cur = counts_of(&out.ops[*w].kind).unwrap_or(0);
+                v.push(if n == cur {
+                    format!("its count {cur} is the largest that keeps every later access safe")
+                } else {
+                    format!("a count of {n} would also be safe here (the input's {cur} waits for more than needed)")
+                });
+            }
         }
         for c in list {
             let name = lines
@@ -922,6 +1049,47 @@ pub fn explain_waits(k: &Kernel, target: &Target) -> Result<String, Vec<Diagnost
         }
     }
     Ok(annotate(out, &notes))
+}
+
+/// The count of a single-count wait.
+fn counts_of(kind: &OpKind) -> Option<u32> {
+    match kind {
+        OpKind::WaitCnt(c) if c.len() == 1 => Some(c[0].1),
+        OpKind::CpAsyncWait(n) | OpKind::BulkWait(n) | OpKind::WgmmaWait(n) => Some(*n),
+        _ => None,
+    }
+}
+
+/// The largest count a user wait could have with no access observing an in-flight copy and
+/// nothing more outstanding at exit (at most 64 above its count). One dataflow per count tried.
+fn largest_safe_count(
+    k: &Kernel,
+    target: &Target,
+    w: Op,
+    base: &crate::analysis::inflight::Completions,
+) -> Option<u32> {
+    let cur = counts_of(&k.ops[w].kind)?;
+    let with = |n: u32| -> OpKind {
+        match &k.ops[w].kind {
+            OpKind::WaitCnt(c) => OpKind::WaitCnt(vec![(c[0].0, n)]),
+            OpKind::CpAsyncWait(_) => OpKind::CpAsyncWait(n),
+            OpKind::BulkWait(_) => OpKind::BulkWait(n),
+            _ => OpKind::WgmmaWait(n),
+        }
+    };
+    let mut best = cur;
+    let mut m = k.clone();
+    for n in cur + 1..=cur + 64 {
+        m.ops[w].kind = with(n);
+        let c = completions(&m, target);
+        let safe = c.hazards.len() <= base.hazards.len()
+            && c.outstanding_at_exit.len() <= base.outstanding_at_exit.len();
+        if !safe {
+            break;
+        }
+        best = n;
+    }
+    Some(best)
 }
 
 /// Replaces `opN` ids in an explanation by the op's printed line.

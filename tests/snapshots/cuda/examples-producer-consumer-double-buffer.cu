@@ -215,7 +215,7 @@ template <typename F> static int time_kernel(const Args& a, const char* name, F 
 }
 int main(int argc, char** argv) {
   Args a = parse_args(argc, argv, 1, 1, 1);
-  const int v_n = (int)param_i(a, "n", 4);
+  const int v_n = (int)param_i(a, "n", 8);
   check_params(a);
   const size_t g_in_count = (size_t)(9) * (size_t)(128);
   std::vector<float> g_in_host(g_in_count);
