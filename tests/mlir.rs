@@ -721,6 +721,12 @@ fn every_kernel_verifies_and_lowers_with_its_syncs_in_place() {
             "transpose not emitted for {t}"
         );
     }
+    eprintln!(
+        "{} kernel/target pairs emitted, verified and lowered ({} from `smemsync sync` output), of {} tried",
+        out.expressible.len(),
+        out.synced,
+        jobs.len()
+    );
     assert!(
         out.synced >= 30,
         "only {} example/target pairs came from `smemsync sync`",
