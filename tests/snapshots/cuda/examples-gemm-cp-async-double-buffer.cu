@@ -88,8 +88,8 @@ extern "C" __global__ void __launch_bounds__(256) smemsync_gemm_cp_async(float* 
       const int v_brow = ss_add_i32(v_col, v_ty);
       const int w_ap = v_ps * 256;
       const int w_bp = v_ps * 256;
-      ss_cp_async4(&s_as[w_ap + v_ty * 16 + v_tx], &g_A[((long long)(v_ty)) * 80 + (v_acol)]);
       __syncthreads();
+      ss_cp_async4(&s_as[w_ap + v_ty * 16 + v_tx], &g_A[((long long)(v_ty)) * 80 + (v_acol)]);
       ss_cp_async4(&s_bs[w_bp + v_ty * 16 + v_tx], &g_B[((long long)(v_brow)) * 16 + (v_tx)]);
       ss_cp_async_commit();
       ss_cp_async_wait<1>();
@@ -112,7 +112,6 @@ extern "C" __global__ void __launch_bounds__(256) smemsync_gemm_cp_async(float* 
         }
       }
       const float v_dot = v_p;
-      __syncwarp();
       {
         const float ss_y0 = v_dot;
         v_sum = ss_y0;

@@ -72,10 +72,10 @@ extern "C" __global__ void __launch_bounds__(256) smemsync_gemm(float* g_A, floa
     for (int v_k = 0; v_k < ss_hi1; v_k += ss_step2) {
       const int v_ak = ss_add_i32(v_k, v_tx);
       const float v_a = g_A[((long long)(v_row)) * 64 + (v_ak)];
+      __syncthreads();
       s_as[v_ty * 16 + v_tx] = v_a;
       const int v_bk = ss_add_i32(v_k, v_ty);
       const float v_b = g_B[((long long)(v_bk)) * 32 + (v_col)];
-      __syncthreads();
       s_bs[v_ty * 16 + v_tx] = v_b;
       __syncthreads();
       float v_p = v_sum;
@@ -94,7 +94,6 @@ extern "C" __global__ void __launch_bounds__(256) smemsync_gemm(float* g_A, floa
         }
       }
       const float v_dot = v_p;
-      __syncwarp();
       {
         const float ss_y0 = v_dot;
         v_sum = ss_y0;

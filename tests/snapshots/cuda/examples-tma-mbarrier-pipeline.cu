@@ -122,7 +122,6 @@ extern "C" __global__ void __launch_bounds__(256) smemsync_tma_pipeline(float* g
       const bool v_more = (v_i1 < 8);
       const bool v_issue = (v_elect && v_more);
       const int v_ps = ss_rem_i32(v_i1, 2);
-      __syncthreads();
       if (v_issue) {
         const int w_pv = v_ps * 256;
         ss_mbar_arrive_tx(&s_full[v_ps], 1024);
@@ -136,10 +135,10 @@ extern "C" __global__ void __launch_bounds__(256) smemsync_tma_pipeline(float* g
       const int v_phase = ss_div_i32(v_i, 2);
       const int v_par = ss_rem_i32(v_phase, 2);
       ss_mbar_wait(&s_full[v_cs], (unsigned)(v_par));
-      __syncthreads();
       const int w_cv = v_cs * 256;
       const int v_rev = ss_sub_i32(255, v_t);
       const float v_x = s_buf[w_cv + v_rev];
+      __syncthreads();
       const float v_y = ss_exp_f32(v_x);
       g_Y[((long long)(v_i)) * 256 + (v_t)] = v_y;
     }

@@ -125,7 +125,6 @@ extern "C" __global__ void __launch_bounds__(128) smemsync_tma_mbarrier(float* g
       const int v_col = ss_rem_i32(v_t, 8);
       const int v_c4 = ss_mul_i32(v_col, 4);
       const int v_rr = ss_sub_i32(15, v_row);
-      __syncthreads();
       const float v_v = s_tile[v_rr * 32 + v_c4];
       const float v_a2 = ss_add_f32(v_a, v_v);
       __syncthreads();
