@@ -51,7 +51,8 @@ pub fn random_kernel(seed: u64, threads: u32) -> String {
                 0 if depth < 2 => {
                     let k = format!("%k{}", *n_vals);
                     *n_vals += 1;
-                    out.push_str(&format!("{pad}for {k} = 0 to %n step 1 {{\n"));
+                    let hi = if r.below(3) == 0 { "4" } else { "%n" };
+                    out.push_str(&format!("{pad}for {k} = 0 to {hi} step 1 {{\n"));
                     ivs.push(k);
                     let mut inner = 2 + r.below(4) as usize;
                     stmt(r, out, depth + 1, ind + 1, n_vals, ivs, &mut inner);
@@ -227,13 +228,14 @@ fn optimal_equals_exhaustive_and_never_exceeds_naive_on_random_kernels() {
             race_checked += 1;
             // Mutation: without any one inserted sync the checker should find a race.
             for n in 0..opt.plan.len() {
-                // Trip counts 3 and 0 (a barrier may be needed only when a loop is skipped).
+                // Trip counts 3 and 0, flag on and off (a barrier may be needed only when a
+                // loop or a uniform branch is skipped).
                 let mutant = apply(&k, &opt.plan.without(n));
-                let raced = [3, 0].iter().any(|&trips| {
+                let raced = [(3, 1), (0, 1), (3, 0)].iter().any(|&(trips, flag)| {
                     let o = smemsync::check::CheckOptions {
                         target: Some(target),
                         schedules: 4,
-                        bounds: vec![("n".into(), trips), ("f".into(), 1)],
+                        bounds: vec![("n".into(), trips), ("f".into(), flag)],
                         ..Default::default()
                     };
                     let r = smemsync::check::check_race_free(&mutant, &o);
