@@ -469,3 +469,48 @@ fn print_random() {
     let threads = if seed % 3 == 0 { 64 } else { 128 };
     println!("{}", random_kernel(seed, threads));
 }
+
+/// The wait `completing_waits` picks for each async copy of the examples is one the in-flight
+/// dataflow (`analysis::inflight`, an independent implementation of the same model) also says
+/// completes it.
+#[test]
+fn completing_waits_agree_with_the_inflight_dataflow() {
+    use smemsync::analysis::hazards::{Paths, completing_waits};
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let mut checked = 0;
+    for e in std::fs::read_dir(dir).expect("examples") {
+        let p = e.expect("entry").path();
+        if p.extension().is_none_or(|x| x != "kir") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&p).expect("read");
+        let module = smemsync::reader::parse(&src).expect("parses");
+        for k in &module.kernels {
+            for t in ["gfx950", "gfx1250", "sm_90"] {
+                let target = Target::from_name(t).expect("known");
+                let fp = smemsync::analysis::footprint::Footprints::new(k, target.warp);
+                let paths = Paths::new(k);
+                let flow = smemsync::analysis::inflight::completions(k, &target);
+                for a in &fp.accesses {
+                    let (smemsync::ir::AccessKind::AsyncWrite(c)
+                    | smemsync::ir::AccessKind::AsyncRead(c)) = a.access.kind
+                    else {
+                        continue;
+                    };
+                    let mine = completing_waits(&fp, k, &paths, &target, a.id.op, c);
+                    let theirs = flow.by_copy.get(&a.id.op);
+                    for w in mine.in_loop.map(|(w, _)| w).into_iter().chain(mine.exit) {
+                        assert!(
+                            theirs.is_some_and(|s| s.contains(&w)),
+                            "{}: {t}: wait {w} for copy {} not confirmed by the dataflow ({theirs:?})",
+                            p.display(),
+                            a.id.op
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked >= 5, "only {checked} completions compared");
+}
