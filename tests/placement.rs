@@ -51,7 +51,8 @@ pub fn random_kernel(seed: u64, threads: u32) -> String {
                 0 if depth < 2 => {
                     let k = format!("%k{}", *n_vals);
                     *n_vals += 1;
-                    out.push_str(&format!("{pad}for {k} = 0 to %n step 1 {{\n"));
+                    let hi = if r.below(3) == 0 { "4" } else { "%n" };
+                    out.push_str(&format!("{pad}for {k} = 0 to {hi} step 1 {{\n"));
                     ivs.push(k);
                     let mut inner = 2 + r.below(4) as usize;
                     stmt(r, out, depth + 1, ind + 1, n_vals, ivs, &mut inner);
@@ -227,13 +228,14 @@ fn optimal_equals_exhaustive_and_never_exceeds_naive_on_random_kernels() {
             race_checked += 1;
             // Mutation: without any one inserted sync the checker should find a race.
             for n in 0..opt.plan.len() {
-                // Trip counts 3 and 0 (a barrier may be needed only when a loop is skipped).
+                // Trip counts 3 and 0, flag on and off (a barrier may be needed only when a
+                // loop or a uniform branch is skipped).
                 let mutant = apply(&k, &opt.plan.without(n));
-                let raced = [3, 0].iter().any(|&trips| {
+                let raced = [(3, 1), (0, 1), (3, 0)].iter().any(|&(trips, flag)| {
                     let o = smemsync::check::CheckOptions {
                         target: Some(target),
                         schedules: 4,
-                        bounds: vec![("n".into(), trips), ("f".into(), 1)],
+                        bounds: vec![("n".into(), trips), ("f".into(), flag)],
                         ..Default::default()
                     };
                     let r = smemsync::check::check_race_free(&mutant, &o);
@@ -466,4 +468,49 @@ fn print_random() {
         .unwrap_or(0);
     let threads = if seed % 3 == 0 { 64 } else { 128 };
     println!("{}", random_kernel(seed, threads));
+}
+
+/// The wait `completing_waits` picks for each async copy of the examples is one the in-flight
+/// dataflow (`analysis::inflight`, an independent implementation of the same model) also says
+/// completes it.
+#[test]
+fn completing_waits_agree_with_the_inflight_dataflow() {
+    use smemsync::analysis::hazards::{Paths, completing_waits};
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
+    let mut checked = 0;
+    for e in std::fs::read_dir(dir).expect("examples") {
+        let p = e.expect("entry").path();
+        if p.extension().is_none_or(|x| x != "kir") {
+            continue;
+        }
+        let src = std::fs::read_to_string(&p).expect("read");
+        let module = smemsync::reader::parse(&src).expect("parses");
+        for k in &module.kernels {
+            for t in ["gfx950", "gfx1250", "sm_90"] {
+                let target = Target::from_name(t).expect("known");
+                let fp = smemsync::analysis::footprint::Footprints::new(k, target.warp);
+                let paths = Paths::new(k);
+                let flow = smemsync::analysis::inflight::completions(k, &target);
+                for a in &fp.accesses {
+                    let (smemsync::ir::AccessKind::AsyncWrite(c)
+                    | smemsync::ir::AccessKind::AsyncRead(c)) = a.access.kind
+                    else {
+                        continue;
+                    };
+                    let mine = completing_waits(&fp, k, &paths, &target, a.id.op, c);
+                    let theirs = flow.by_copy.get(&a.id.op);
+                    for w in mine.in_loop.map(|(w, _)| w).into_iter().chain(mine.exit) {
+                        assert!(
+                            theirs.is_some_and(|s| s.contains(&w)),
+                            "{}: {t}: wait {w} for copy {} not confirmed by the dataflow ({theirs:?})",
+                            p.display(),
+                            a.id.op
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked >= 5, "only {checked} completions compared");
 }

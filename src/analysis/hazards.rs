@@ -678,6 +678,59 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
     out
 }
 
+/// Whether an op runs its (only) body region at least once whenever it runs: a stage, or a
+/// `for` with constant bounds and at least one iteration.
+fn runs_body(k: &Kernel, op: Op) -> Option<Region> {
+    match &k.ops[op].kind {
+        OpKind::Stage { .. } => Some(k.ops[op].regions[0]),
+        OpKind::For { lo, hi, step, .. } => {
+            let c = |o: &Operand| match o {
+                Operand::Imm(s) => Some(s.as_i64()),
+                Operand::Value(v) => match k.values[*v].def {
+                    ValueDef::Result(d, _) => match k.ops[d].kind {
+                        OpKind::Const(s) => Some(s.as_i64()),
+                        _ => None,
+                    },
+                    _ => None,
+                },
+            };
+            match (c(lo), c(hi), c(step)) {
+                (Some(lo), Some(hi), Some(st)) if st > 0 && hi > lo => Some(k.ops[op].regions[0]),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A path that passes an op whole (its odd coordinate lies in a segment) passes every
+/// top-level gap of a body that op always runs: those bodies join the coverage (`out`).
+fn always_bodies(k: &Kernel, work: &mut Vec<Segment>, out: &mut Vec<Segment>) {
+    while let Some(s) = work.pop() {
+        let ops = &k.regions[s.region].ops;
+        let first = s.lo / 2;
+        for (i, &op) in ops.iter().enumerate().skip(first) {
+            if 2 * i + 1 > s.hi {
+                break;
+            }
+            if 2 * i + 1 < s.lo {
+                continue;
+            }
+            if let Some(body) = runs_body(k, op) {
+                let seg = Segment {
+                    region: body,
+                    lo: 0,
+                    hi: 2 * body_len(k, body),
+                };
+                if !out.contains(&seg) {
+                    out.push(seg);
+                    work.push(seg);
+                }
+            }
+        }
+    }
+}
+
 /// The key of a loop's first iteration, if known.
 fn first_key(fp: &Footprints, l: Op) -> Option<i64> {
     let OpKind::For { lo, .. } = &fp.k.ops[l].kind else {
@@ -759,17 +812,33 @@ fn emit_pair(
     let at_loops = fp.loops_of(src_at);
     let m = common_len(&at_loops, &b.loops);
     let kind = kind_of(a.access.kind, b.access.kind);
-    let mk = |carry, pc: &PairConflict, home, home_ranges, chain| Hazard {
-        src: a.id,
-        dst: b.id,
-        src_at,
-        kind,
-        carry,
-        intra_warp: pc.intra_warp,
-        witness: pc.witness,
-        home,
-        home_ranges,
-        chain,
+    let mk = |carry,
+              pc: &PairConflict,
+              home,
+              home_ranges: Vec<(usize, usize)>,
+              mut chain: Vec<Segment>| {
+        let mut passed: Vec<Segment> = home_ranges
+            .iter()
+            .map(|&(lo, hi)| Segment {
+                region: home,
+                lo,
+                hi,
+            })
+            .chain(chain.iter().copied())
+            .collect();
+        always_bodies(k, &mut passed, &mut chain);
+        Hazard {
+            src: a.id,
+            dst: b.id,
+            src_at,
+            kind,
+            carry,
+            intra_warp: pc.intra_warp,
+            witness: pc.witness,
+            home,
+            home_ranges,
+            chain,
+        }
     };
     // Different arms of a thread-dependent `if` run concurrently in different threads: a
     // conflict there (in one iteration) has no program point between the two accesses at all.

@@ -154,7 +154,9 @@ pub struct SyncModel<'k> {
     pub existing: Vec<Point>,
 }
 
-fn trip(k: &Kernel, op: Op, bounds: &HashMap<String, i64>) -> Option<u64> {
+/// The trip count of a `for` with constant bounds, or with parameters given in `bounds`
+/// (`Some`; parameters not named there take their default, `%n: i32 = 8`).
+fn trip(k: &Kernel, op: Op, bounds: Option<&HashMap<String, i64>>) -> Option<u64> {
     let OpKind::For { lo, hi, step, .. } = &k.ops[op].kind else {
         return None;
     };
@@ -166,10 +168,11 @@ fn trip(k: &Kernel, op: Op, bounds: &HashMap<String, i64>) -> Option<u64> {
                     OpKind::Const(s) => Some(s.as_i64()),
                     _ => None,
                 },
-                ValueDef::Param(_) => bounds
-                    .get(k.value_names.get(*v))
-                    .copied()
-                    .or_else(|| k.param_defaults.get(*v).map(|d| d.as_i64())),
+                ValueDef::Param(_) => bounds.and_then(|b| {
+                    b.get(k.value_names.get(*v))
+                        .copied()
+                        .or_else(|| k.param_defaults.get(*v).map(|d| d.as_i64()))
+                }),
                 _ => None,
             },
         }
@@ -209,9 +212,8 @@ impl<'k> SyncModel<'k> {
                 for (i, &c) in od.regions.iter().enumerate() {
                     let (w2, wb2, ok2) = match od.kind {
                         OpKind::For { .. } => {
-                            let t =
-                                trip(k, op, &HashMap::new()).map_or(SYMBOLIC_TRIP, |t| t.max(1));
-                            let tb = trip(k, op, bounds).unwrap_or(t);
+                            let t = trip(k, op, None).map_or(SYMBOLIC_TRIP, |t| t.max(1));
+                            let tb = trip(k, op, Some(bounds)).unwrap_or(t);
                             (w.saturating_mul(t), wb.saturating_mul(tb), ok)
                         }
                         OpKind::While { .. } => (
@@ -272,7 +274,7 @@ impl<'k> SyncModel<'k> {
         };
         match &od.kind {
             OpKind::For { .. } => {
-                if trip(k, op, &HashMap::new()).is_some_and(|t| t >= 1) {
+                if trip(k, op, None).is_some_and(|t| t >= 1) {
                     region_sync(od.regions[0])
                 } else {
                     None

@@ -276,9 +276,14 @@ pub fn lower_bound(model: &SyncModel, hazards: &[Hazard], pending: &[usize]) -> 
     if cand.len() > 4000 {
         return 0;
     }
+    // Costliest homes first (inner loops), then by right end as in interval stabbing.
     cand.sort_by_key(|&i| {
         let h = &hazards[i];
-        (h.home, home_arc(h).map_or(0, |a| a.end))
+        (
+            std::cmp::Reverse(model.weight_bounds.get(&h.home).copied().unwrap_or(0)),
+            h.home,
+            home_arc(h).map_or(0, |a| a.end),
+        )
     });
     let mut picked: Vec<usize> = Vec::new();
     let mut lb = 0u64;
