@@ -8,8 +8,13 @@
 //!
 //! **Relation.** The earlier access `X` and the later access `Y` are related loop by loop
 //! through [`IterTag`]s: for a `for` loop enclosing both, `Dist(d)` says `X` ran `d`
-//! iterations before `Y`'s iteration; for a loop enclosing `Y` only, `Pre(j)` says `Y` runs in
-//! the loop's `j`-th iteration (0-based); no tag, or `Unknown`, leaves the iteration free.
+//! iterations before `Y`'s iteration; `Pre(j)` says `Y` runs in the `j`-th iteration (0-based)
+//! of an instance of the loop entered after `X` ran (`X`'s iteration, when the loop encloses
+//! it too, is one of an earlier instance: free); `Unknown` on a loop enclosing both, when every loop
+//! enclosing that one is tagged `Dist(0)` (the same instance of it), says `X` ran in an
+//! earlier iteration than `Y` (some distance `d >= 1`: the in-flight dataflow saturates
+//! `Dist` into `Unknown`), so pairs of iterations `x < y` are enumerated; no tag, or any other
+//! `Unknown`, leaves the iterations free.
 //!
 //! **Method (exact enumeration over bounded domains).** Each free iteration variable ranges
 //! over the loop's actual iterations when its bounds are constants and its trip count is at
@@ -46,7 +51,10 @@ pub enum IterTag {
     /// The later access runs in the `j`-th iteration of a loop entered after the earlier
     /// access (the earlier access is outside this instance of the loop).
     Pre(u32),
-    /// Nothing is known.
+    /// Nothing is known beyond what the enclosing loops' tags imply: for a loop enclosing
+    /// both accesses, in the same instance of it (every loop enclosing it tagged `Dist(0)`),
+    /// the earlier access ran in an earlier iteration (`Dist(d)` for some unknown `d >= 1`);
+    /// otherwise the two iterations are unrelated.
     Unknown,
 }
 
@@ -61,13 +69,14 @@ pub struct Overlap<'k> {
 
 type Env = HashMap<Value, i64>;
 
-/// A free iteration variable: which side(s) it binds and its domain.
+/// A free iteration variable: the induction variable it binds on each side and its domain,
+/// a list of (value for the earlier access, value for the later access) pairs.
 struct Var {
-    /// (induction variable, offset) pairs for the earlier access.
-    x: Vec<(Value, i64)>,
-    /// (induction variable, offset) pairs for the later access.
-    y: Vec<(Value, i64)>,
-    domain: Vec<i64>,
+    /// The induction variable bound for the earlier access.
+    x: Option<Value>,
+    /// The induction variable bound for the later access.
+    y: Option<Value>,
+    domain: Vec<(i64, i64)>,
 }
 
 #[derive(Copy, Clone, PartialEq, Debug)]
@@ -315,7 +324,63 @@ impl<'k> Overlap<'k> {
         out
     }
 
+    /// The values a loop's induction variable takes, skipping the first `skip` iterations,
+    /// and whether they are exactly its iterations (`true`: constant bounds, at most
+    /// [`MAX_TRIPS`] of them) or one period of the index `operands` (`false`). `None`:
+    /// neither (conservative).
+    fn domain(&self, l: Op, skip: i64, operands: &[Operand]) -> Option<(Vec<i64>, bool)> {
+        let (lo, step, hi) = self.bounds(l);
+        let iv = self.iv(l)?;
+        if let (Some(lo), Some(step), Some(hi)) = (lo, step, hi)
+            && step > 0
+            && (hi - lo) / step <= MAX_TRIPS
+        {
+            let start = lo + skip * step;
+            let its = (0..).map(|i| start + i * step).take_while(|v| *v < hi);
+            return Some((its.collect(), true));
+        }
+        // One period, anchored at a multiple of the period so the same residues appear.
+        let mut memo = HashMap::new();
+        let mut per = 1i64;
+        for o in operands {
+            match self.period(*o, iv, &mut memo) {
+                Period::Indep => {}
+                Period::Periodic(p) => per = lcm(per, p),
+                Period::Poly | Period::Bad => return None,
+            }
+        }
+        if per > MAX_PERIOD {
+            return None;
+        }
+        // Iterations are lo + step*i: f is periodic in i with a period dividing `per`.
+        // With an unknown lo, every residue of k modulo `per` is sampled instead.
+        Some(match (lo, step) {
+            (Some(lo), Some(step)) if step > 0 => {
+                ((0..per).map(|i| lo + (skip + i) * step).collect(), false)
+            }
+            _ => ((0..per).collect(), false),
+        })
+    }
+
+    /// Whether X and Y run in the same instance of loop `l` (which encloses both): every
+    /// loop enclosing `l` is tagged `Dist(0)` (an untagged loop is unknown).
+    fn same_instance(&self, l: Op, tags: &[(Op, IterTag)]) -> bool {
+        self.parents.ancestors(l).into_iter().all(|a| {
+            !matches!(
+                self.k.ops[a].kind,
+                OpKind::For { .. } | OpKind::While { .. }
+            ) || tags.iter().any(|(t, g)| *t == a && *g == IterTag::Dist(0))
+        })
+    }
+
     /// Builds the free variables relating X (earlier) and Y (later). `None`: conservative.
+    ///
+    /// Per loop enclosing Y: `Dist(d)` (enclosing X too) binds X's iteration to Y's minus
+    /// `d`; `Pre(j)` fixes Y's iteration (X's, when the loop encloses it, is one of an
+    /// earlier instance: free); `Unknown` on a loop enclosing both, in the same instance of
+    /// it (every enclosing loop tagged `Dist(0)`), still says X ran in an *earlier* iteration
+    /// (the in-flight dataflow only produces it by saturating `Dist`), so over exact domains
+    /// only pairs of iterations `x < y` are enumerated; otherwise both are free.
     fn vars(
         &mut self,
         x: Op,
@@ -333,41 +398,28 @@ impl<'k> Overlap<'k> {
                 .map(|(_, g)| *g)
                 .unwrap_or(IterTag::Unknown)
         };
-        let domain = |me: &Self, l: Op, skip: i64| -> Option<Vec<i64>> {
-            let (lo, step, hi) = me.bounds(l);
-            let iv = me.iv(l)?;
-            if let (Some(lo), Some(step), Some(hi)) = (lo, step, hi)
-                && step > 0
-                && (hi - lo) / step <= MAX_TRIPS
-            {
-                let start = lo + skip * step;
-                return Some(
-                    (0..)
-                        .map(|i| start + i * step)
-                        .take_while(|v| *v < hi)
-                        .collect(),
-                );
-            }
-            // One period, anchored at a multiple of the period so the same residues appear.
-            let mut memo = HashMap::new();
-            let mut per = 1i64;
-            for o in operands {
-                match me.period(*o, iv, &mut memo) {
-                    Period::Indep => {}
-                    Period::Periodic(p) => per = lcm(per, p),
-                    Period::Poly | Period::Bad => return None,
-                }
-            }
-            if per > MAX_PERIOD {
-                return None;
-            }
-            // Iterations are lo + step*i: f is periodic in i with a period dividing `per`.
-            // With an unknown lo, every residue of k modulo `per` is sampled instead.
-            Some(match (lo, step) {
-                (Some(lo), Some(step)) if step > 0 => {
-                    (0..per).map(|i| lo + (skip + i) * step).collect()
-                }
-                _ => (0..per).collect(),
+        let free_x = |me: &Self, iv: Value, l: Op| -> Option<Var> {
+            Some(Var {
+                x: Some(iv),
+                y: None,
+                domain: me
+                    .domain(l, 0, operands)?
+                    .0
+                    .into_iter()
+                    .map(|v| (v, v))
+                    .collect(),
+            })
+        };
+        let free_y = |me: &Self, iv: Value, l: Op| -> Option<Var> {
+            Some(Var {
+                x: None,
+                y: Some(iv),
+                domain: me
+                    .domain(l, 0, operands)?
+                    .0
+                    .into_iter()
+                    .map(|v| (v, v))
+                    .collect(),
             })
         };
         for &l in &ly {
@@ -377,27 +429,49 @@ impl<'k> Overlap<'k> {
             match tag(l) {
                 IterTag::Dist(d) if in_x => {
                     let s = step?;
+                    let (dom, _) = self.domain(l, d as i64, operands)?;
                     vars.push(Var {
-                        x: vec![(iv, -(d as i64) * s)],
-                        y: vec![(iv, 0)],
-                        domain: domain(self, l, d as i64)?,
+                        x: Some(iv),
+                        y: Some(iv),
+                        domain: dom.into_iter().map(|b| (b - d as i64 * s, b)).collect(),
                     });
                 }
-                IterTag::Pre(j) if !in_x && lo.is_some() && step.is_some() => {
-                    ey.insert(iv, lo? + j as i64 * step?);
+                IterTag::Pre(j) if lo.is_some() && step.is_some() => {
+                    let at = lo? + j as i64 * step?;
+                    if matches!((step, self.bounds(l).2), (Some(s), Some(hi)) if s > 0 && at >= hi)
+                    {
+                        // The loop has no `j`-th iteration: no pair of executions is related so.
+                        vars.push(Var {
+                            x: None,
+                            y: None,
+                            domain: vec![],
+                        });
+                    }
+                    ey.insert(iv, at);
+                    if in_x {
+                        vars.push(free_x(self, iv, l)?);
+                    }
+                }
+                IterTag::Unknown if in_x && self.same_instance(l, tags) => {
+                    let (dom, exact) = self.domain(l, 0, operands)?;
+                    let mut pairs = Vec::new();
+                    for (i, a) in dom.iter().enumerate() {
+                        for (j, b) in dom.iter().enumerate() {
+                            if !exact || i < j {
+                                pairs.push((*a, *b));
+                            }
+                        }
+                    }
+                    vars.push(Var {
+                        x: Some(iv),
+                        y: Some(iv),
+                        domain: pairs,
+                    });
                 }
                 _ => {
-                    vars.push(Var {
-                        x: vec![],
-                        y: vec![(iv, 0)],
-                        domain: domain(self, l, 0)?,
-                    });
+                    vars.push(free_y(self, iv, l)?);
                     if in_x {
-                        vars.push(Var {
-                            x: vec![(iv, 0)],
-                            y: vec![],
-                            domain: domain(self, l, 0)?,
-                        });
+                        vars.push(free_x(self, iv, l)?);
                     }
                 }
             }
@@ -405,14 +479,13 @@ impl<'k> Overlap<'k> {
         for &l in &lx {
             if !ly.contains(&l) {
                 let iv = self.iv(l)?;
-                vars.push(Var {
-                    x: vec![(iv, 0)],
-                    y: vec![],
-                    domain: domain(self, l, 0)?,
-                });
+                vars.push(free_x(self, iv, l)?);
             }
         }
-        let total: usize = vars.iter().map(|v| v.domain.len().max(1)).product();
+        let total: usize = vars
+            .iter()
+            .map(|v| v.domain.len().max(1))
+            .fold(1usize, |a, b| a.saturating_mul(b));
         if total > MAX_ASSIGNMENTS {
             return None;
         }
@@ -435,12 +508,12 @@ impl<'k> Overlap<'k> {
             if i == vars.len() {
                 return f(ex, ey);
             }
-            for &b in &vars[i].domain {
-                for (iv, off) in &vars[i].x {
-                    ex.insert(*iv, b + off);
+            for &(a, b) in &vars[i].domain {
+                if let Some(iv) = vars[i].x {
+                    ex.insert(iv, a);
                 }
-                for (iv, off) in &vars[i].y {
-                    ey.insert(*iv, b + off);
+                if let Some(iv) = vars[i].y {
+                    ey.insert(iv, b);
                 }
                 if !go(vars, i + 1, ex, ey, f) {
                     return false;
