@@ -14,6 +14,11 @@
 //! between. The race detector treats the whole interval as the access, so the verdict does
 //! not depend on the moment; the data does, for racy kernels only.
 //!
+//! Shared memory is one byte array per block ([`shared_layout`]): pinned buffers at their
+//! offsets (overlapping ones alias), unpinned ones after them. Stores encode values to the
+//! element type's little-endian bytes, loads decode them, and each byte records whether it
+//! was written, so a load of an element with an unwritten byte is an uninitialized read.
+//!
 //! Modelled sync: block barrier, warp_sync, split barrier signal/wait per id, named barriers
 //! (arrive/sync with count), mbarriers (init/arrive/expect_tx/wait on parity, TMA transaction
 //! bytes), counter waits (per-thread ordered lists per counter; the target decides which
@@ -110,6 +115,71 @@ pub fn store_conv(e: ElemType, v: Val) -> Val {
         ElemType::BF16 => Val::F32(round_bf16(v.as_f32())),
         ElemType::F32 | ElemType::MBarrier => Val::F32(v.as_f32()),
     }
+}
+
+/// Writes the little-endian bytes of `v` stored to an element of type `e` (converted as
+/// [`store_conv`] does) into `out`, which holds `e.bytes()` bytes. Mbarriers hold no data.
+pub fn encode_elem(e: ElemType, v: Val, out: &mut [u8]) {
+    match e {
+        ElemType::I8 => out[0] = v.to_ty(ScalarType::I32).as_i64() as i8 as u8,
+        ElemType::I16 => {
+            let x = v.to_ty(ScalarType::I32).as_i64() as i16;
+            out.copy_from_slice(&x.to_le_bytes());
+        }
+        ElemType::I32 => {
+            let x = v.to_ty(ScalarType::I32).as_i64() as i32;
+            out.copy_from_slice(&x.to_le_bytes());
+        }
+        ElemType::F16 => out.copy_from_slice(&f32_to_f16_bits(v.as_f32()).to_le_bytes()),
+        ElemType::BF16 => out.copy_from_slice(&f32_to_bf16_bits(v.as_f32()).to_le_bytes()),
+        ElemType::F32 => out.copy_from_slice(&v.as_f32().to_bits().to_le_bytes()),
+        ElemType::MBarrier => {}
+    }
+}
+
+/// The value of an element of type `e` held in the little-endian bytes `b` (`e.bytes()` of
+/// them): integers sign-extend to i32, floats widen exactly to f32.
+pub fn decode_elem(e: ElemType, b: &[u8]) -> Val {
+    match e {
+        ElemType::I8 => Val::I32(b[0] as i8 as i32),
+        ElemType::I16 => Val::I32(i16::from_le_bytes([b[0], b[1]]) as i32),
+        ElemType::I32 => Val::I32(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        ElemType::F16 => Val::F32(f16_bits_to_f32(u16::from_le_bytes([b[0], b[1]]))),
+        ElemType::BF16 => Val::F32(bf16_bits_to_f32(u16::from_le_bytes([b[0], b[1]]))),
+        ElemType::F32 => Val::F32(f32::from_bits(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))),
+        ElemType::MBarrier => Val::F32(0.0),
+    }
+}
+
+/// Byte offset of every shared buffer in a block's shared memory, and the total size:
+/// pinned buffers at their `at` offsets (so buffers whose byte ranges overlap alias), then
+/// the unpinned ones in declaration order, each at the next multiple of 16 bytes after the
+/// end of every pinned buffer and of the unpinned ones before it (so they overlap nothing).
+/// Mbarrier buffers hold no data and get offset 0.
+pub fn shared_layout(k: &Kernel) -> (Vec<u64>, u64) {
+    let mut next = k
+        .buffers
+        .values()
+        .filter(|b| b.elem != ElemType::MBarrier)
+        .filter_map(|b| b.offset.map(|o| o + b.bytes()))
+        .max()
+        .unwrap_or(0);
+    let mut base = Vec::new();
+    for b in k.buffers.values() {
+        if b.elem == ElemType::MBarrier {
+            base.push(0);
+            continue;
+        }
+        base.push(match b.offset {
+            Some(o) => o,
+            None => {
+                let o = next.div_ceil(16) * 16;
+                next = o + b.bytes();
+                o
+            }
+        });
+    }
+    (base, next)
 }
 
 /// The final contents of one global buffer.
@@ -404,7 +474,14 @@ struct BlockExec<'a> {
     /// its thread's exit). Reported when the block ends without a race.
     deferred: Option<Stop>,
     rng: Rng,
-    smem: Vec<Vec<Option<Val>>>,
+    /// The block's shared memory, one byte array ([`shared_layout`]): aliasing pinned
+    /// buffers read each other's bytes.
+    smem: Vec<u8>,
+    /// Per shared byte: written by a thread or copy of this block.
+    written: Vec<bool>,
+    /// Per buffer: byte offset of element 0, bytes per element (0 for mbarriers, which hold
+    /// no data), element type.
+    place: Vec<(usize, usize, ElemType)>,
     /// Per buffer: first granule, granules per element.
     gran: Vec<(usize, usize)>,
     mbar_base: Vec<usize>,
@@ -441,7 +518,9 @@ impl<'a> BlockExec<'a> {
     ) -> Self {
         let n = k.threads() as usize;
         let warp = cfg.target.map_or(32, |t| t.warp as usize).max(1);
-        // Shared layout in granules: pinned buffers at their offsets, the others after them.
+        // Shared layout in bytes (pinned buffers at their offsets, the others after them);
+        // the race detector's granule is the smallest element size.
+        let (base, bytes) = shared_layout(k);
         let g = k
             .buffers
             .values()
@@ -449,46 +528,29 @@ impl<'a> BlockExec<'a> {
             .map(|b| b.elem.bytes())
             .min()
             .unwrap_or(4);
-        let mut next = k
-            .buffers
-            .values()
-            .filter(|b| b.elem != ElemType::MBarrier)
-            .filter_map(|b| b.offset.map(|o| o + b.bytes()))
-            .max()
-            .unwrap_or(0);
         let mut gran = Vec::new();
+        let mut place = Vec::new();
         let mut mbar_base = Vec::new();
         let mut nmbar = 0usize;
-        for b in k.buffers.values() {
+        for (b, o) in k.buffers.values().zip(&base) {
+            let size = if b.elem == ElemType::MBarrier {
+                0
+            } else {
+                b.elem.bytes() as usize
+            };
+            place.push((*o as usize, size, b.elem));
             if b.elem == ElemType::MBarrier {
                 gran.push((0, 0));
                 mbar_base.push(nmbar);
                 nmbar += b.elements() as usize;
                 continue;
             }
-            let base = match b.offset {
-                Some(o) => o,
-                None => {
-                    let o = next.div_ceil(16) * 16;
-                    next = o + b.bytes();
-                    o
-                }
-            };
-            gran.push(((base / g) as usize, (b.elem.bytes() / g) as usize));
+            gran.push(((o / g) as usize, (b.elem.bytes() / g) as usize));
             mbar_base.push(0);
         }
-        let granules = (next.div_ceil(g)) as usize + 1;
-        let smem = k
-            .buffers
-            .values()
-            .map(|b| {
-                if b.elem == ElemType::MBarrier {
-                    Vec::new()
-                } else {
-                    vec![None; b.elements() as usize]
-                }
-            })
-            .collect();
+        let granules = (bytes.div_ceil(g)) as usize + 1;
+        let smem = vec![0u8; bytes as usize];
+        let written = vec![false; bytes as usize];
         let mut layouts = HashMap::new();
         let mut names: HashMap<String, u64> = HashMap::new();
         let mut fresh = 0u64;
@@ -561,6 +623,8 @@ impl<'a> BlockExec<'a> {
                 ^ ((bid[1] as u64) << 40)
                 ^ ((bid[2] as u64) << 50)),
             smem,
+            written,
+            place,
             gran,
             mbar_base,
             bar: BarState {
@@ -1135,38 +1199,45 @@ impl<'a> BlockExec<'a> {
         }
     }
 
-    /// Reads a shared element. An uninitialized element reads as zero and the error is
-    /// deferred: a later unordered write would make it a race, which takes precedence.
-    fn read_smem(&mut self, th: &Thread, buf: Buffer, elem: u64, op: Op) -> Result<Val, Stop> {
-        match self.smem[buf.index()].get(elem as usize).copied().flatten() {
-            Some(v) => Ok(v),
-            None => {
-                let shape = &self.k.buffers[buf].shape;
-                let idx = unlinear(elem, shape);
-                let _ = th;
-                let e = self.exec_err(
-                    op,
-                    "C0006",
-                    format!(
-                        "read of uninitialized shared element @{}{:?}",
-                        self.k.buffers[buf].name, idx
-                    ),
-                );
-                self.defer(e);
-                let zero = if self.k.buffers[buf].elem.is_float() {
-                    Val::F32(0.0)
-                } else {
-                    Val::I32(0)
-                };
-                Ok(zero)
-            }
+    /// The value of a shared element from the block's shared bytes, and whether every one of
+    /// its bytes was written (bytes never written read as 0).
+    fn load_smem(&self, buf: Buffer, elem: u64) -> (Val, bool) {
+        let (base, n, ty) = self.place[buf.index()];
+        let a = base + elem as usize * n;
+        match (self.smem.get(a..a + n), self.written.get(a..a + n)) {
+            (Some(b), Some(w)) => (decode_elem(ty, b), w.iter().all(|x| *x)),
+            _ => (decode_elem(ty, &[0; 4]), false),
         }
     }
 
+    /// Reads a shared element. An element with a byte never written is uninitialized: it
+    /// reads with those bytes as 0 and the error is deferred (a later unordered write would
+    /// make it a race, which takes precedence).
+    fn read_smem(&mut self, buf: Buffer, elem: u64, op: Op) -> Result<Val, Stop> {
+        let (v, init) = self.load_smem(buf, elem);
+        if !init {
+            let shape = &self.k.buffers[buf].shape;
+            let idx = unlinear(elem, shape);
+            let e = self.exec_err(
+                op,
+                "C0006",
+                format!(
+                    "read of uninitialized shared element @{}{:?}",
+                    self.k.buffers[buf].name, idx
+                ),
+            );
+            self.defer(e);
+        }
+        Ok(v)
+    }
+
+    /// Stores `v` to a shared element: its bytes in the element type's encoding.
     fn write_smem(&mut self, buf: Buffer, elem: u64, v: Val) {
-        let e = self.k.buffers[buf].elem;
-        if let Some(slot) = self.smem[buf.index()].get_mut(elem as usize) {
-            *slot = Some(store_conv(e, v));
+        let (base, n, ty) = self.place[buf.index()];
+        let a = base + elem as usize * n;
+        if let Some(b) = self.smem.get_mut(a..a + n) {
+            encode_elem(ty, v, b);
+            self.written[a..a + n].fill(true);
         }
     }
 
@@ -1195,9 +1266,9 @@ impl<'a> BlockExec<'a> {
         if let Some((reads, g, gidx)) = &p.store {
             let mut vals = Vec::with_capacity(reads.len());
             for (b, e) in reads {
-                match self.smem[b.index()].get(*e as usize).copied().flatten() {
-                    Some(v) => vals.push(v),
-                    None => {
+                match self.load_smem(*b, *e) {
+                    (v, true) => vals.push(v),
+                    (_, false) => {
                         let save = self.cur;
                         self.cur = p.issuer;
                         let err = self.exec_err(
@@ -1588,7 +1659,7 @@ impl<'a> BlockExec<'a> {
                 let (b, e) = self.element(th, *mem, index, op)?;
                 self.record(th, op, b, e, AccKind::Read, NO_COPY)?;
                 th.lds_unfenced = true;
-                let v = self.read_smem(th, b, e, op)?;
+                let v = self.read_smem(b, e, op)?;
                 self.set(th, op, 0, v);
             }
             OpKind::Store { mem, index, value } => {
@@ -1607,7 +1678,7 @@ impl<'a> BlockExec<'a> {
                 let (b, e) = self.element(th, *mem, index, op)?;
                 self.record(th, op, b, e, AccKind::Atomic(*a), NO_COPY)?;
                 th.lds_unfenced = true;
-                let old = self.read_smem(th, b, e, op)?;
+                let old = self.read_smem(b, e, op)?;
                 let x = self.val(th, value);
                 self.write_smem(b, e, atomic(*a, old, x));
                 self.set(th, op, 0, old);
@@ -1642,7 +1713,7 @@ impl<'a> BlockExec<'a> {
                     while e < total {
                         let el = vi.element(e);
                         self.record(th, op, vi.buf, el, AccKind::Read, NO_COPY)?;
-                        let v = self.read_smem(th, vi.buf, el, op)?;
+                        let v = self.read_smem(vi.buf, el, op)?;
                         acc = binary(BinOp::Add, ty, acc, v.to_ty(ty)).unwrap_or(acc);
                         e += tt;
                     }
@@ -1811,7 +1882,7 @@ impl<'a> BlockExec<'a> {
                     for e in 0..vi.elements() {
                         let el = vi.element(e);
                         self.record(th, op, vi.buf, el, AccKind::AsyncRead, c)?;
-                        sum += self.read_smem(th, vi.buf, el, op)?.as_f32();
+                        sum += self.read_smem(vi.buf, el, op)?.as_f32();
                     }
                 }
                 th.groups[2].0.push(c);

@@ -199,6 +199,29 @@ pub fn round_bf16(v: f32) -> f32 {
     f32::from_bits(r)
 }
 
+/// The bits of the f16 nearest to `v` (ties to even; NaN stays a quiet NaN).
+pub fn f32_to_f16_bits(v: f32) -> u16 {
+    f32_to_f16(v)
+}
+
+/// The f32 value of the f16 with bits `h` (exact).
+pub fn f16_bits_to_f32(h: u16) -> f32 {
+    f16_to_f32(h)
+}
+
+/// The bits of the bf16 nearest to `v` (ties to even; NaN stays a quiet NaN).
+pub fn f32_to_bf16_bits(v: f32) -> u16 {
+    if v.is_nan() {
+        return ((v.to_bits() >> 16) as u16) | 0x0040;
+    }
+    (round_bf16(v).to_bits() >> 16) as u16
+}
+
+/// The f32 value of the bf16 with bits `h` (exact).
+pub fn bf16_bits_to_f32(h: u16) -> f32 {
+    f32::from_bits((h as u32) << 16)
+}
+
 fn f32_to_f16(v: f32) -> u16 {
     let b = v.to_bits();
     let sign = ((b >> 16) & 0x8000) as u16;
@@ -270,6 +293,31 @@ mod tests {
         assert_eq!(round_f16(1.0 + 3.0 / 2048.0), 1.0 + 2.0 / 1024.0); // tie to even
         assert!(round_f16(1e6).is_infinite());
         assert_eq!(round_f16(5.960_464_5e-8), 5.960_464_5e-8); // smallest subnormal
+    }
+
+    #[test]
+    fn half_bit_conversions_round_trip() {
+        for v in [
+            0.0f32,
+            -0.0,
+            1.0,
+            -2.5,
+            65504.0,
+            5.960_464_5e-8,
+            0.1,
+            3.0e-5,
+        ] {
+            let h = f32_to_f16_bits(v);
+            assert_eq!(f16_bits_to_f32(h).to_bits(), round_f16(v).to_bits());
+            assert_eq!(f32_to_f16_bits(f16_bits_to_f32(h)), h);
+            let b = f32_to_bf16_bits(v);
+            assert_eq!(bf16_bits_to_f32(b).to_bits(), round_bf16(v).to_bits());
+            assert_eq!(f32_to_bf16_bits(bf16_bits_to_f32(b)), b);
+        }
+        assert_eq!(f32_to_f16_bits(1.0), 0x3c00);
+        assert_eq!(f32_to_bf16_bits(1.0), 0x3f80);
+        assert!(f16_bits_to_f32(f32_to_f16_bits(f32::NAN)).is_nan());
+        assert!(bf16_bits_to_f32(f32_to_bf16_bits(f32::from_bits(0x7f80_0001))).is_nan());
     }
 
     #[test]
