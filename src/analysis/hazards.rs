@@ -613,7 +613,10 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
             AccessKind::AsyncWrite(c) | AccessKind::AsyncRead(c) => {
                 let lc = inflight.loop_completion(k, a.id.op);
                 let comp = if lc.in_loop.is_some() || lc.exit.is_some() {
-                    Completion { in_loop: lc.in_loop, exit: lc.exit }
+                    Completion {
+                        in_loop: lc.in_loop,
+                        exit: lc.exit,
+                    }
                 } else {
                     completing_waits(fp, k, &paths, target, a.id.op, c)
                 };
@@ -850,22 +853,43 @@ fn emit_pair(
     {
         let pc = pair_conflict(fp, ai, bi, m, None);
         if pc.conflict & 1 != 0 {
-            let d = Diagnostic::error(
-                DiagKind::Finding,
-                "E0305",
-                format!(
-                    "{} and {} in the two arms of a thread-dependent `if` race",
-                    op_name(k, a.id.op),
-                    op_name(k, b.id.op)
-                ),
-            )
-            .with_label(k.span(b.id.op), "this access")
-            .with_label(
+            // Roles synchronized by hand (warp specialization): named barriers or mbarriers in
+            // the arms may order the two accesses across the arms, which smemsync neither
+            // places nor reasons about; that is a warning, left to the race checker.
+            let handshake = k.ops[op]
+                .regions
+                .iter()
+                .any(|&r| region_has_handshake(k, r));
+            let what = format!("{} and {}", op_name(k, a.id.op), op_name(k, b.id.op));
+            let d = if handshake {
+                Diagnostic::warning(
+                    DiagKind::Finding,
+                    "E0305",
+                    format!(
+                        "{what} run concurrently in the two arms of a thread-dependent `if`; their order rests on the named barriers or mbarriers in the arms"
+                    ),
+                )
+                .with_note("smemsync does not place or analyse cross-role handshakes; `smemsync check` verifies them")
+            } else {
+                Diagnostic::error(
+                    DiagKind::Finding,
+                    "E0305",
+                    format!("{what} in the two arms of a thread-dependent `if` race"),
+                )
+                .with_note("no barrier can separate the arms of a divergent branch")
+                .with_help(
+                    "move one access out of the branch, or split the branch around a barrier",
+                )
+            };
+            let d = d.with_label(k.span(b.id.op), "this access").with_label(
                 k.span(a.id.op),
                 "runs concurrently with this one in other threads",
-            )
-            .with_note("no barrier can separate the arms of a divergent branch")
-            .with_help("move one access out of the branch, or split the branch around a barrier");
+            );
+            // Labels: the first one pushed is primary.
+            let mut d = d;
+            if let Some(l) = d.labels.first_mut() {
+                l.primary = true;
+            }
             out.findings.push(d);
         }
     }
@@ -1106,4 +1130,17 @@ fn async_pair(
             }
         }
     }
+}
+
+/// Whether a region holds a named barrier or mbarrier op (a hand-written cross-role handshake).
+fn region_has_handshake(k: &Kernel, r: Region) -> bool {
+    k.regions[r].ops.iter().any(|&o| {
+        matches!(
+            k.ops[o].kind,
+            OpKind::NamedArrive { .. }
+                | OpKind::NamedSync { .. }
+                | OpKind::MbarArrive { .. }
+                | OpKind::MbarWait { .. }
+        ) || k.ops[o].regions.iter().any(|&c| region_has_handshake(k, c))
+    })
 }

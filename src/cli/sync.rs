@@ -171,6 +171,10 @@ pub fn run(args: &SyncArgs) -> i32 {
     for k in &kernels {
         match synchronize(k, &target, &opts) {
             Ok(s) => match render(k, &target, &input.text, &s, args) {
+                Ok(text) if !s.placement.warnings.is_empty() => {
+                    report(&input, &s.placement.warnings);
+                    out.push(text)
+                }
                 Ok(text) => out.push(text),
                 Err(d) => findings.push(d),
             },

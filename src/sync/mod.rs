@@ -359,8 +359,11 @@ pub fn place_with(
             h.intra_warp = false;
         }
     }
-    if !findings.is_empty() {
-        return Err(findings);
+    let (warnings, errors): (Vec<Diagnostic>, Vec<Diagnostic>) = findings
+        .into_iter()
+        .partition(|d| d.severity == crate::diag::Severity::Warning);
+    if !errors.is_empty() {
+        return Err(errors);
     }
     let mut ex_index = PointIndex::default();
     for p in &model.existing {
@@ -385,7 +388,9 @@ pub fn place_with(
             })?
         }
     };
-    Ok(finish(model, hazards, existing, &pending, points))
+    let mut placement = finish(model, hazards, existing, &pending, points);
+    placement.warnings = warnings;
+    Ok(placement)
 }
 
 /// Builds the plan, attribution and statistics from chosen points.
