@@ -466,7 +466,7 @@ fn print_random() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let threads = if seed % 3 == 0 { 64 } else { 128 };
+    let threads = if seed.is_multiple_of(3) { 64 } else { 128 };
     println!("{}", random_kernel(seed, threads));
 }
 

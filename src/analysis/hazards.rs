@@ -1121,12 +1121,37 @@ fn async_pair(
             }
         }
         None => {
-            // Never completed: every later overlapping access is in flight.
-            let pc = pair_conflict(fp, ai, bi, m_ab, None);
-            let carried =
-                (0..m_ab).any(|c| pair_conflict(fp, ai, bi, c + 1, Some(c)).intersect & !1 != 0);
-            if (forward_ab && pc.intersect & 1 != 0) || carried {
-                in_flight(fp, out, "no wait completes this copy");
+            let in_copy_loop = inner.is_some_and(|level| b.loops.contains(&a.loops[level]));
+            match comp.exit {
+                // Completed only after the copy's loop (a prologue filling several slots):
+                // accesses after the loop are ordered from that wait on, as above.
+                Some(x) if !in_copy_loop => {
+                    let px = paths.path[&x].clone();
+                    let before_x = matches!(split(k, pb, &px), Split::Forward { .. });
+                    if forward_ab && before_x {
+                        let pc = pair_conflict(fp, ai, bi, m_ab, None);
+                        if pc.intersect != 0 {
+                            in_flight(
+                                fp,
+                                out,
+                                "after the loop, no completing wait lies between the copy and this access",
+                            );
+                        }
+                    }
+                    if !waited_by_all(fp, x) {
+                        emit_pair(fp, ai, bi, x, &px, pb, None, out);
+                    }
+                }
+                _ => {
+                    // Never completed where this access runs: every later overlapping access
+                    // is in flight.
+                    let pc = pair_conflict(fp, ai, bi, m_ab, None);
+                    let carried = (0..m_ab)
+                        .any(|c| pair_conflict(fp, ai, bi, c + 1, Some(c)).intersect & !1 != 0);
+                    if (forward_ab && pc.intersect & 1 != 0) || carried {
+                        in_flight(fp, out, "no wait completes this copy");
+                    }
+                }
             }
         }
     }

@@ -1317,19 +1317,19 @@ impl<'a> BlockExec<'a> {
     }
 
     fn wait_groups(&mut self, th: &mut Thread, g: usize, n: u32) -> Result<(), Stop> {
+        // Positional, as in PTX: every committed group older than the N most recent must be
+        // complete; an empty group still counts as one of the N.
         let t = th.lin as usize;
-        let groups = std::mem::take(&mut th.groups[g].1);
-        let mut incomplete: Vec<Vec<u32>> = groups
-            .into_iter()
-            .filter(|grp| grp.iter().any(|c| !self.race.is_complete(*c)))
-            .collect();
-        while incomplete.len() > n as usize {
-            let grp = incomplete.remove(0);
+        let mut groups = std::mem::take(&mut th.groups[g].1);
+        let older = groups.len().saturating_sub(n as usize);
+        for grp in groups.drain(..older) {
             for c in grp {
-                self.complete(c, t)?;
+                if !self.race.is_complete(c) {
+                    self.complete(c, t)?;
+                }
             }
         }
-        th.groups[g].1 = incomplete;
+        th.groups[g].1 = groups;
         Ok(())
     }
 
