@@ -516,8 +516,20 @@ impl<'k> Footprints<'k> {
                     OpKind::Special(s) => self.special(*s, tid),
                     OpKind::Binary(b, x, y) => {
                         let (x, y) = (ev(x, memo), ev(y, memo));
+                        let bool_ty = k.values[v].ty == ScalarType::I1;
                         match (x, y) {
                             (Some(x), Some(y)) => binop(*b, x, y),
+                            // Three-valued logic on guards: `false and ?` is false, `true or ?`
+                            // is true, so a thread-dependent guard combined with an unknown
+                            // uniform one still decides which threads cannot execute.
+                            (Some(0), None) | (None, Some(0)) if bool_ty && *b == BinOp::And => {
+                                Some(0)
+                            }
+                            (Some(c), None) | (None, Some(c))
+                                if bool_ty && *b == BinOp::Or && c != 0 =>
+                            {
+                                Some(1)
+                            }
                             _ => None,
                         }
                     }
