@@ -1046,6 +1046,25 @@ fn async_pair(
     };
     let m_ab = common_len(&a.loops, &b.loops);
     let forward_ab = matches!(split(k, pa, pb), Split::Forward { .. });
+    // The copy completes at `x`, after its innermost loop: an access between the loop and `x`
+    // sees it in flight; one after `x` is ordered from `x` on.
+    let after_loop = |fp: &mut Footprints, out: &mut Hazards, x: Op| {
+        let px = paths.path[&x].clone();
+        let before_x = matches!(split(k, pb, &px), Split::Forward { .. });
+        if forward_ab && before_x {
+            let pc = pair_conflict(fp, ai, bi, m_ab, None);
+            if pc.intersect != 0 {
+                in_flight(
+                    fp,
+                    out,
+                    "after the loop, no completing wait lies between the copy and this access",
+                );
+            }
+        }
+        if !waited_by_all(fp, x) {
+            emit_pair(fp, ai, bi, x, &px, pb, None, out);
+        }
+    };
     // In-loop (or same-region) completion.
     match comp.in_loop {
         Some((w, 0)) => {
@@ -1094,21 +1113,7 @@ fn async_pair(
                     emit_pair(fp, ai, bi, w, &pw, pb, Some((level, delta)), out);
                 }
             } else if let Some(x) = comp.exit {
-                let px = paths.path[&x].clone();
-                let before_x = matches!(split(k, pb, &px), Split::Forward { .. });
-                if forward_ab && before_x {
-                    let pc = pair_conflict(fp, ai, bi, m_ab, None);
-                    if pc.intersect != 0 {
-                        in_flight(
-                            fp,
-                            out,
-                            "after the loop, no completing wait lies between the copy and this access",
-                        );
-                    }
-                }
-                if !waited_by_all(fp, x) {
-                    emit_pair(fp, ai, bi, x, &px, pb, None, out);
-                }
+                after_loop(fp, out, x);
             } else if forward_ab {
                 let pc = pair_conflict(fp, ai, bi, m_ab, None);
                 if pc.intersect != 0 {
@@ -1125,23 +1130,7 @@ fn async_pair(
             match comp.exit {
                 // Completed only after the copy's loop (a prologue filling several slots):
                 // accesses after the loop are ordered from that wait on, as above.
-                Some(x) if !in_copy_loop => {
-                    let px = paths.path[&x].clone();
-                    let before_x = matches!(split(k, pb, &px), Split::Forward { .. });
-                    if forward_ab && before_x {
-                        let pc = pair_conflict(fp, ai, bi, m_ab, None);
-                        if pc.intersect != 0 {
-                            in_flight(
-                                fp,
-                                out,
-                                "after the loop, no completing wait lies between the copy and this access",
-                            );
-                        }
-                    }
-                    if !waited_by_all(fp, x) {
-                        emit_pair(fp, ai, bi, x, &px, pb, None, out);
-                    }
-                }
+                Some(x) if !in_copy_loop => after_loop(fp, out, x),
                 _ => {
                     // Never completed where this access runs: every later overlapping access
                     // is in flight.

@@ -1,6 +1,6 @@
 //! `smemsync fmt FILE`: parse, verify, and print the canonical form.
 
-use super::{EXIT_OK, EXIT_USER, load, read_input};
+use super::{EXIT_OK, EXIT_USER, read_kernels};
 
 #[derive(clap::Args, Debug)]
 pub struct FmtArgs {
@@ -12,15 +12,8 @@ pub struct FmtArgs {
 }
 
 pub fn run(args: &FmtArgs) -> i32 {
-    let input = match read_input(&args.file) {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
-        }
-    };
-    let kernels = match load(&input) {
-        Ok(k) => k,
+    let (_, kernels) = match read_kernels(&args.file) {
+        Ok(x) => x,
         Err(code) => return code,
     };
     let text = smemsync::emit::text::print_kernels(&kernels);

@@ -72,3 +72,14 @@ pub fn load(input: &Input) -> Result<Vec<smemsync::Kernel>, i32> {
     }
     Ok(module.kernels)
 }
+
+/// Reads an input (`-` for standard input) and parses and verifies its kernels, reporting
+/// any failure; the error is the exit code.
+pub fn read_kernels(path: &str) -> Result<(Input, Vec<smemsync::Kernel>), i32> {
+    let input = read_input(path).map_err(|e| {
+        eprintln!("error: {e}");
+        EXIT_USER
+    })?;
+    let kernels = load(&input)?;
+    Ok((input, kernels))
+}

@@ -1,6 +1,6 @@
 //! `smemsync pipeline --stages S FILE`: circular-buffer every loop with a `stage "load"`.
 
-use super::{EXIT_OK, EXIT_USER, load, read_input, report};
+use super::{EXIT_OK, EXIT_USER, read_kernels, report};
 
 #[derive(clap::Args, Debug)]
 pub struct PipelineArgs {
@@ -12,15 +12,8 @@ pub struct PipelineArgs {
 }
 
 pub fn run(args: &PipelineArgs) -> i32 {
-    let input = match read_input(&args.file) {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
-        }
-    };
-    let kernels = match load(&input) {
-        Ok(k) => k,
+    let (input, kernels) = match read_kernels(&args.file) {
+        Ok(x) => x,
         Err(code) => return code,
     };
     let mut out = Vec::new();

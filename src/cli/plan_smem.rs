@@ -1,7 +1,7 @@
 //! `smemsync plan-smem FILE`: assign shared-memory offsets with reuse; print the planned
 //! kernel, and a table of placements on stderr.
 
-use super::{EXIT_OK, EXIT_USER, load, read_input};
+use super::{EXIT_OK, read_kernels};
 
 #[derive(clap::Args, Debug)]
 pub struct PlanSmemArgs {
@@ -10,15 +10,8 @@ pub struct PlanSmemArgs {
 }
 
 pub fn run(args: &PlanSmemArgs) -> i32 {
-    let input = match read_input(&args.file) {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
-        }
-    };
-    let kernels = match load(&input) {
-        Ok(k) => k,
+    let (_, kernels) = match read_kernels(&args.file) {
+        Ok(x) => x,
         Err(code) => return code,
     };
     let mut out = Vec::new();
