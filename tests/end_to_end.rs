@@ -148,3 +148,62 @@ fn every_barrier_the_placer_needs_is_caught_missing_by_the_checker() {
     }
     assert!(mutated >= 15, "only {mutated} mutants");
 }
+
+/// A hazard inside a role branch of a warp-specialized kernel is ordered with a named barrier
+/// over the arm's threads (a block barrier there would deadlock); the checker proves the
+/// result race-free and finds a race without each inserted named barrier.
+#[test]
+fn role_branch_hazards_get_named_barriers_the_checker_needs() {
+    let src = "kernel @ws(%X: global f32[8, 128], %Y: global f32[8, 128]) block(160) {
+  group @producer : threads [0, 32)
+  shared @c : f32[128]
+  %t = tid.x
+  %isp = in_group @producer
+  if %isp {
+    %z = add %t, 1
+  } else {
+    %u = sub %t, 32
+    for %i = 0 to 8 step 1 {
+      %x = gload %X[%i, %u]
+      store @c[%u], %x
+      %r = sub 127, %u
+      %v = load @c[%r]
+      gstore %Y[%i, %u], %v
+    }
+  }
+}";
+    let k = smemsync::reader::parse_kernel(src).expect("parses");
+    let target = Target::from_name("sm_90").expect("known");
+    let s = synchronize(&k, &target, &opts(Strategy::Optimal)).expect("synchronizes");
+    let named: Vec<_> = s
+        .inserted()
+        .into_iter()
+        .filter(|&o| {
+            matches!(
+                s.kernel.ops[o].kind,
+                smemsync::ir::OpKind::NamedSync { count: 128, .. }
+            )
+        })
+        .collect();
+    assert_eq!(
+        named.len(),
+        2,
+        "{}",
+        smemsync::emit::text::print_kernel(&s.kernel)
+    );
+    assert!(check_race_free(&s.kernel, &check_opts(&target)).is_race_free());
+    assert!(smemsync::check::protocol::check_protocol(&s.kernel, 32).is_empty());
+    for n in 0..named.len() {
+        let m =
+            smemsync::sync::driver::without_inserted(&s.kernel, s.input_ops, n).expect("mutant");
+        let mut o = check_opts(&target);
+        o.schedules = 4;
+        assert!(
+            !check_race_free(&m, &o).is_race_free(),
+            "named barrier #{n} is not needed"
+        );
+    }
+    // A target without named barriers refuses rather than deadlock.
+    let amd = Target::from_name("gfx942").expect("known");
+    assert!(synchronize(&k, &amd, &opts(Strategy::Optimal)).is_err());
+}

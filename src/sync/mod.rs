@@ -143,11 +143,23 @@ pub struct Placement {
     pub warnings: Vec<Diagnostic>,
 }
 
+/// An arm of a role branch (`if in_group @g`): its region and the number of threads that run
+/// it. The named-barrier id is allocated when a sync is placed in the arm.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct NamedArm {
+    pub arm: Region,
+    pub count: u32,
+}
+
 /// The placement model shared by the placers and the oracle.
 pub struct SyncModel<'k> {
     pub k: &'k Kernel,
     pub paths: Paths,
     pub legal: HashMap<Region, bool>,
+    /// Regions inside one arm of a thread-dependent `if in_group @g` (and only that
+    /// divergence): every thread of the arm's group reaches them, so a named barrier over the
+    /// group is legal there (targets with named barriers). Maps to the arm and its count.
+    pub named: HashMap<Region, NamedArm>,
     pub weight: HashMap<Region, u64>,
     pub weight_bounds: HashMap<Region, u64>,
     /// Existing sync points.
@@ -243,6 +255,7 @@ impl<'k> SyncModel<'k> {
             k,
             paths,
             legal,
+            named: HashMap::new(),
             weight,
             weight_bounds,
             existing: Vec::new(),
@@ -300,13 +313,110 @@ impl<'k> SyncModel<'k> {
         }
     }
 
-    /// Whether a sync point removes a hazard.
+    /// Whether a sync point removes a hazard. A point inside a role arm (a named barrier
+    /// over the arm's group) orders only accesses of that group: both accesses must lie in
+    /// the arm.
     pub fn covers(&self, p: &Point, h: &Hazard) -> bool {
+        if let Some(a) = self.named.get(&p.region)
+            && ![h.src.op, h.src_at, h.dst.op]
+                .iter()
+                .all(|&o| self.in_region(o, a.arm))
+        {
+            return false;
+        }
         (p.scope == Scope::Block || h.intra_warp) && h.covered_by(p.region, p.coord)
     }
 
+    /// Whether `op` lies (at any depth) in region `r`.
+    fn in_region(&self, op: Op, r: Region) -> bool {
+        self.paths
+            .path
+            .get(&op)
+            .is_some_and(|p| p.iter().any(|&(q, _)| q == r))
+    }
+
     pub fn is_legal(&self, r: Region) -> bool {
-        self.legal.get(&r).copied().unwrap_or(false)
+        self.legal.get(&r).copied().unwrap_or(false) || self.named.contains_key(&r)
+    }
+
+    /// Makes the arms of role branches (`if %c` with `%c = in_group @g` at a converged point)
+    /// legal places for named barriers over the arm's threads: the then-arm runs on the
+    /// group's threads, the else-arm on the others. Regions nested in an arm stay legal while
+    /// their control is uniform (immediates or values uniform across the block). Arms whose
+    /// thread count is not a multiple of the warp width, and ids beyond the target's limit,
+    /// are left out. Existing named syncs with the arm's count become existing sync points.
+    pub fn enable_named(&mut self, target: &Target) {
+        let k = self.k;
+        if target.named_barriers == 0 {
+            return;
+        }
+        let u = crate::analysis::uniformity::analyze(k);
+        let threads = k.threads();
+        // Id 0 is the block barrier; ids the kernel already uses are not handed out again.
+        let mut free_ids = target
+            .named_barriers
+            .saturating_sub(1 + used_named_ids(k).len() as u32);
+        for op in k.ops_in_order() {
+            let OpKind::If {
+                cond: Operand::Value(c),
+            } = &k.ops[op].kind
+            else {
+                continue;
+            };
+            let ValueDef::Result(d, _) = k.values[*c].def else {
+                continue;
+            };
+            let OpKind::InGroup(g) = k.ops[d].kind else {
+                continue;
+            };
+            let Some((r, _)) = self.paths.pos(op) else {
+                continue;
+            };
+            if !self.legal.get(&r).copied().unwrap_or(false) {
+                continue;
+            }
+            let size = k.groups[g].hi - k.groups[g].lo;
+            for (i, &arm) in k.ops[op].regions.iter().enumerate() {
+                let count = if i == 0 { size } else { threads - size };
+                if count == 0 || count % target.warp != 0 || free_ids == 0 {
+                    continue;
+                }
+                free_ids -= 1;
+                let na = NamedArm { arm, count };
+                let mut stack = vec![arm];
+                while let Some(q) = stack.pop() {
+                    self.named.insert(q, na);
+                    for &o in &k.regions[q].ops {
+                        let uniform = |x: &Operand| u.operand_uniform(x);
+                        let ok = match &k.ops[o].kind {
+                            OpKind::For { lo, hi, step, .. } => {
+                                [lo, hi, step].iter().all(|x| uniform(x))
+                            }
+                            OpKind::If { cond } => uniform(cond),
+                            OpKind::Stage { .. } => true,
+                            _ => false,
+                        };
+                        if ok {
+                            stack.extend(k.ops[o].regions.iter().copied());
+                        }
+                    }
+                }
+            }
+        }
+        for (r, rd) in k.regions.iter() {
+            let Some(a) = self.named.get(&r).copied() else {
+                continue;
+            };
+            for (i, &op) in rd.ops.iter().enumerate() {
+                if matches!(k.ops[op].kind, OpKind::NamedSync { count, .. } if count == a.count) {
+                    self.existing.push(Point {
+                        region: r,
+                        coord: 2 * i + 1,
+                        scope: Scope::Block,
+                    });
+                }
+            }
+        }
     }
 
     /// The program point of gap `g` of region `r`.
@@ -340,7 +450,8 @@ pub fn place_barriers(
 ) -> Result<Placement, Vec<Diagnostic>> {
     let mut fp = Footprints::new(k, target.warp);
     let hz = find_hazards_with(&mut fp, target);
-    let model = SyncModel::new(k, &fp, &opts.bounds);
+    let mut model = SyncModel::new(k, &fp, &opts.bounds);
+    model.enable_named(target);
     place_with(&model, hz, opts)
 }
 
@@ -415,10 +526,24 @@ pub fn finish(
             removes_of.entry(p).or_default().push(i);
         }
     }
+    // Named-barrier ids per role arm, in a deterministic order, skipping the kernel's own.
+    let used = used_named_ids(k);
+    let mut arm_ids: HashMap<Region, u32> = HashMap::new();
+    let mut next_id = 1u32;
     for p in &points {
-        let op = match p.scope {
-            Scope::Block => OpKind::Barrier,
-            Scope::Warp => OpKind::WarpSync,
+        let op = match (p.scope, model.named.get(&p.region)) {
+            (Scope::Block, Some(a)) => {
+                let id = *arm_ids.entry(a.arm).or_insert_with(|| {
+                    while used.contains(&next_id) {
+                        next_id += 1;
+                    }
+                    next_id += 1;
+                    next_id - 1
+                });
+                OpKind::NamedSync { id, count: a.count }
+            }
+            (Scope::Block, None) => OpKind::Barrier,
+            (Scope::Warp, _) => OpKind::WarpSync,
         };
         let removes = removes_of.remove(p).unwrap_or_default();
         plan.edits.push(Edit {
@@ -472,4 +597,15 @@ pub fn finish(
         stats,
         warnings: Vec::new(),
     }
+}
+
+/// Named-barrier ids a kernel already uses.
+fn used_named_ids(k: &Kernel) -> std::collections::HashSet<u32> {
+    k.ops
+        .values()
+        .filter_map(|od| match od.kind {
+            OpKind::NamedArrive { id, .. } | OpKind::NamedSync { id, .. } => Some(id),
+            _ => None,
+        })
+        .collect()
 }
