@@ -291,6 +291,10 @@ pub struct Footprints<'k> {
     layouts: HashMap<(String, Vec<u64>), u32>,
     /// The accesses inside each loop.
     inside: HashMap<Op, Vec<usize>>,
+    /// Guard conditions that depend on a symbolic loop's variable other than periodically
+    /// (e.g. `k + 1 < n`): they evaluate to unknown ("may execute"), so that the loop's
+    /// indices can still be evaluated per residue class.
+    opaque: std::collections::HashSet<Value>,
 }
 
 type Env = HashMap<Value, i64>;
@@ -359,6 +363,7 @@ impl<'k> Footprints<'k> {
             index_of: HashMap::new(),
             units,
             domains: HashMap::new(),
+            opaque: std::collections::HashSet::new(),
             parent,
             op_region,
             uniform,
@@ -403,8 +408,9 @@ impl<'k> Footprints<'k> {
             .filter(|&o| matches!(k.ops[o].kind, OpKind::For { .. } | OpKind::While { .. }))
             .collect();
         for l in loop_ops {
-            let d = fp.domain(l);
+            let (d, opaque) = fp.domain(l);
             fp.domains.insert(l, d);
+            fp.opaque.extend(opaque);
         }
         fp
     }
@@ -502,6 +508,9 @@ impl<'k> Footprints<'k> {
     ) -> Option<i64> {
         if let Some(r) = memo.get(&v) {
             return *r;
+        }
+        if self.opaque.contains(&v) {
+            return None;
         }
         let k = self.k;
         let r = match k.values[v].def {
@@ -657,6 +666,53 @@ impl<'k> Footprints<'k> {
 
     /// The integer values an access depends on: indices, view indices, guard conditions and
     /// bounds of loops between `l` and the access.
+    /// Collects the comparisons of a boolean guard (through `and`/`or`/`xor`/`not`/`select`)
+    /// that do not depend periodically on `iv`; anything else non-periodic is collected whole.
+    fn opaque_comparisons(
+        &self,
+        v: Value,
+        iv: Value,
+        memo: &mut HashMap<Value, Dep>,
+        out: &mut Vec<Value>,
+    ) {
+        if matches!(self.dep(v, iv, memo), Dep::Indep | Dep::Periodic(_)) {
+            return;
+        }
+        let k = self.k;
+        let ValueDef::Result(op, _) = k.values[v].def else {
+            out.push(v);
+            return;
+        };
+        let mut recurse = |o: &Operand, out: &mut Vec<Value>| {
+            if let Some(x) = o.value() {
+                self.opaque_comparisons(x, iv, memo, out);
+            }
+        };
+        match &k.ops[op].kind {
+            OpKind::Binary(BinOp::And | BinOp::Or | BinOp::Xor, a, b)
+                if k.values[v].ty == ScalarType::I1 =>
+            {
+                recurse(a, out);
+                recurse(b, out);
+            }
+            OpKind::Unary(UnOp::Not, a) if k.values[v].ty == ScalarType::I1 => recurse(a, out),
+            _ => out.push(v),
+        }
+    }
+
+    /// The conditions of the `if`s between loop `l` and the access.
+    fn guard_values(&self, a: &AccessInfo, l: Op) -> Vec<Value> {
+        let anc = self.ancestors(a.id.op);
+        let start = anc.iter().position(|&o| o == l).map_or(0, |p| p + 1);
+        anc[start..]
+            .iter()
+            .filter_map(|&o| match &self.k.ops[o].kind {
+                OpKind::If { cond } => cond.value(),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn relevant_values(&self, a: &AccessInfo, l: Op) -> Vec<Value> {
         let mut out = Vec::new();
         if let Footprint::PerThread(ix) = &a.access.footprint {
@@ -685,10 +741,11 @@ impl<'k> Footprints<'k> {
         out
     }
 
-    fn domain(&self, l: Op) -> LoopDomain {
+    /// The loop's domain, and the guard values that must be treated as unknown for it.
+    fn domain(&self, l: Op) -> (LoopDomain, Vec<Value>) {
         let k = self.k;
         let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
-            return LoopDomain::Unknown { trip: None };
+            return (LoopDomain::Unknown { trip: None }, Vec::new());
         };
         let bounds_uniform = [lo, hi, step]
             .iter()
@@ -700,10 +757,10 @@ impl<'k> Footprints<'k> {
         };
         let (lo_c, hi_c, st) = (c(lo, &mut memo), c(hi, &mut memo), c(step, &mut memo));
         let Some(st) = st.filter(|&s| s > 0) else {
-            return LoopDomain::Unknown { trip: None };
+            return (LoopDomain::Unknown { trip: None }, Vec::new());
         };
         if !bounds_uniform {
-            return LoopDomain::Unknown { trip: None };
+            return (LoopDomain::Unknown { trip: None }, Vec::new());
         }
         let trip = match (lo_c, hi_c) {
             (Some(a), Some(b)) => Some(((b - a).max(0) + st - 1) / st),
@@ -712,26 +769,34 @@ impl<'k> Footprints<'k> {
         if let Some(t) = trip
             && t <= MAX_TRIP
         {
-            return LoopDomain::Exact { step: st, trip: t };
+            return (LoopDomain::Exact { step: st, trip: t }, Vec::new());
         }
         // Symbolic (or long): periodic in the variable?
         let iv = k.regions[k.ops[l].regions[0]].args[0];
         let mut period = 1i64;
         let mut memo = HashMap::new();
+        let mut opaque = Vec::new();
         for &ai in self.inside.get(&l).map_or(&[][..], |v| v.as_slice()) {
             let a = &self.accesses[ai];
+            let guards = self.guard_values(a, l);
             for v in self.relevant_values(a, l) {
                 match self.dep(v, iv, &mut memo) {
                     Dep::Indep => {}
                     Dep::Periodic(p) => period = lcm(period, p),
-                    Dep::Poly(_) | Dep::Bad => return LoopDomain::Unknown { trip },
+                    // A guard that is not periodic becomes unknown ("may execute"): its
+                    // comparisons that depend on the variable are made opaque, so that the
+                    // rest of the guard (a thread's role, say) still decides per thread.
+                    Dep::Poly(_) | Dep::Bad if guards.contains(&v) => {
+                        self.opaque_comparisons(v, iv, &mut memo, &mut opaque)
+                    }
+                    Dep::Poly(_) | Dep::Bad => return (LoopDomain::Unknown { trip }, Vec::new()),
                 }
             }
         }
         if period > MAX_PERIOD {
-            return LoopDomain::Unknown { trip };
+            return (LoopDomain::Unknown { trip }, Vec::new());
         }
-        LoopDomain::Periodic { step: st, period }
+        (LoopDomain::Periodic { step: st, period }, opaque)
     }
 
     // ---- footprints ----

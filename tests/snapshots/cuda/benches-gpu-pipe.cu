@@ -69,16 +69,15 @@ extern "C" __global__ void __launch_bounds__(256) smemsync_pipe(int v_nb, int v_
     const int ss_hi1 = v_iters;
     const int ss_step2 = 1;
     for (int v_k = 0; v_k < ss_hi1; v_k += ss_step2) {
+      __syncthreads();
       const int v_nk = ss_add_i32(v_k, 1);
       const bool v_more = (v_nk < v_iters);
       const bool v_load = (v_isp && v_more);
-      __syncthreads();
       if (v_load) {
         const int v_ns = ss_rem_i32(v_nk, 2);
         const float v_x = g_in[(((long long)(v_b)) * v_iters + (v_nk)) * 128 + (v_t)];
         s_buf[v_ns * 128 + v_t] = v_x;
       }
-      __syncthreads();
       float ss_m_v_a2;
       if (v_isc) {
         const int v_cs = ss_rem_i32(v_k, 2);
