@@ -328,7 +328,7 @@ fn hazards_of(src: &str, target: &str) -> Vec<smemsync::analysis::hazards::Hazar
 #[test]
 fn slot_views_of_a_triple_buffer_conflict_only_two_iterations_apart() {
     use smemsync::analysis::hazards::{Carry, HazardKind};
-    let src = "kernel @k(%n: i32) block(64) {
+    let src = "kernel @k(%n: i32 in [0, 4096]) block(64) {
   shared @b : i32[3, 64]
   %t = tid.x
   %u = sub 63, %t

@@ -286,6 +286,7 @@ pub struct Footprints<'k> {
     parent: HashMap<Op, Op>,
     op_region: HashMap<Op, Region>,
     uniform: Uniformity,
+    ranges: crate::ir::ranges::Ranges,
     inst_cache: HashMap<usize, Instances>,
     group_cache: HashMap<(usize, usize), Instances>,
     layouts: HashMap<(String, Vec<u64>), u32>,
@@ -295,6 +296,8 @@ pub struct Footprints<'k> {
     /// (e.g. `k + 1 < n`): they evaluate to unknown ("may execute"), so that the loop's
     /// indices can still be evaluated per residue class.
     opaque: std::collections::HashSet<Value>,
+    /// Warnings for answers that are conservative where a user could make them exact.
+    pub conservative: Vec<crate::diag::Diagnostic>,
 }
 
 type Env = HashMap<Value, i64>;
@@ -367,10 +370,12 @@ impl<'k> Footprints<'k> {
             parent,
             op_region,
             uniform,
+            ranges: crate::ir::ranges::Ranges::new(k),
             inst_cache: HashMap::new(),
             group_cache: HashMap::new(),
             layouts: HashMap::new(),
             inside: HashMap::new(),
+            conservative: Vec::new(),
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);
@@ -409,10 +414,64 @@ impl<'k> Footprints<'k> {
             .collect();
         for l in loop_ops {
             let (d, opaque) = fp.domain(l);
+            if let LoopDomain::Unknown { .. } = d
+                && let Some(w) = fp.wrap_warning(l)
+            {
+                fp.conservative.push(w);
+            }
             fp.domains.insert(l, d);
             fp.opaque.extend(opaque);
         }
         fp
+    }
+
+    /// A warning when a symbolic loop lost its periodic domain only because a slot index
+    /// (`rem x, c`, c not a power of two) may wrap around i32: the answer is conservative, and
+    /// a declared parameter range would make it exact.
+    fn wrap_warning(&self, l: Op) -> Option<crate::diag::Diagnostic> {
+        let k = self.k;
+        let iv = *k.regions[*k.ops[l].regions.first()?].args.first()?;
+        let mut memo = HashMap::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut stack: Vec<Value> = Vec::new();
+        for &ai in self.inside.get(&l)? {
+            stack.extend(self.relevant_values(&self.accesses[ai], l));
+        }
+        while let Some(v) = stack.pop() {
+            let ValueDef::Result(op, _) = k.values[v].def else {
+                continue;
+            };
+            if !seen.insert(v) {
+                continue;
+            }
+            if let OpKind::Binary(BinOp::Rem, x, Operand::Imm(Scalar::I32(c))) = &k.ops[op].kind
+                && let Some(xv) = x.value()
+                && matches!(self.dep(xv, iv, &mut memo), Dep::Poly(_))
+                && !self.wrap_safe(x, *c as i64)
+            {
+                let span = k.span(op);
+                return Some(
+                    crate::diag::Diagnostic::warning(
+                        crate::diag::DiagKind::Finding,
+                        "W0310",
+                        format!(
+                            "`{}` is periodic in the loop only if `{}` never wraps around i32; \
+                             the loop's accesses are analysed conservatively",
+                            local_name(k, v),
+                            local_name(k, xv)
+                        ),
+                    )
+                    .with_label(span, "may wrap for large trip counts")
+                    .with_help(
+                        "declare the range of the trip-count parameter (`%n: i32 in [0, 65536]`) \
+                         so that smemsync can prove the index does not wrap",
+                    ),
+                );
+            }
+            let mut kind = k.ops[op].kind.clone();
+            kind.for_each_operand_mut(&mut |o| stack.extend(o.value()));
+        }
+        None
     }
 
     pub fn uniformity(&self) -> &Uniformity {
@@ -604,6 +663,12 @@ impl<'k> Footprints<'k> {
 
     // ---- loop domains ----
 
+    /// Whether `rem x, c` of a polynomial `x` keeps the integer periodicity under i32
+    /// wrap-around: `c` divides 2^32, or `x` provably never wraps (`analysis::ranges`).
+    fn wrap_safe(&self, x: &Operand, c: i64) -> bool {
+        (c as u64).is_power_of_two() || x.value().is_none_or(|v| self.ranges.exact(v))
+    }
+
     fn dep(&self, v: Value, iv: Value, memo: &mut HashMap<Value, Dep>) -> Dep {
         if v == iv {
             return Dep::Poly(1);
@@ -635,7 +700,10 @@ impl<'k> Footprints<'k> {
                         match b {
                             BinOp::Add | BinOp::Sub | BinOp::Mul => ring(dx, dy),
                             BinOp::Shl if dy == Dep::Indep => dx,
+                            // Over the integers a polynomial mod c is periodic; i32 wraps,
+                            // which keeps that only when c divides 2^32 or no wrap occurs.
                             BinOp::Rem => match konst(y) {
+                                Some(c) if c > 0 && !self.wrap_safe(x, c) => Dep::Bad,
                                 Some(c) if c > 0 => reduce(dx, c),
                                 _ => generic(&[dx, dy]),
                             },
@@ -1098,6 +1166,16 @@ impl<'k> Footprints<'k> {
         let rc = std::rc::Rc::new(groups);
         self.group_cache.insert((ai, plen), rc.clone());
         rc
+    }
+}
+
+/// A value as the user wrote it: `%name`.
+fn local_name(k: &Kernel, v: Value) -> String {
+    let n = k.value_name(v);
+    if n.starts_with('%') {
+        n
+    } else {
+        format!("%{n}")
     }
 }
 

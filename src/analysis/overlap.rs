@@ -65,6 +65,8 @@ pub struct Overlap<'k> {
     pub warp: u32,
     /// Enclosing `for` loops of each op, outermost first (cached).
     loops: HashMap<Op, Vec<Op>>,
+    /// Value ranges: which polynomials provably never wrap around i32.
+    ranges: crate::ir::ranges::Ranges,
 }
 
 type Env = HashMap<Value, i64>;
@@ -109,6 +111,7 @@ impl<'k> Overlap<'k> {
             parents: k.parents(),
             warp,
             loops: HashMap::new(),
+            ranges: crate::ir::ranges::Ranges::new(k),
         }
     }
 
@@ -172,7 +175,17 @@ impl<'k> Overlap<'k> {
             ValueDef::Result(op, _) => match &self.k.ops[op].kind {
                 OpKind::Binary(b, x, y) => {
                     let (px, py) = (self.period(*x, iv, memo), self.period(*y, iv, memo));
-                    combine(*b, px, py, self.const_of(*y))
+                    let m = self.const_of(*y);
+                    // A polynomial mod m is periodic over the integers; i32 wraps, which keeps
+                    // that only when m divides 2^32 or the polynomial never wraps.
+                    let wraps = |m: i64| {
+                        !(m as u64).is_power_of_two()
+                            && x.value().is_some_and(|v| !self.ranges.exact(v))
+                    };
+                    match (b, px, m) {
+                        (BinOp::Rem, Period::Poly, Some(m)) if m > 0 && wraps(m) => Period::Bad,
+                        _ => combine(*b, px, py, m),
+                    }
                 }
                 OpKind::Unary(_, x) | OpKind::Cast(_, x) => match self.period(*x, iv, memo) {
                     Period::Poly => Period::Bad,

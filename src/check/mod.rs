@@ -250,6 +250,18 @@ fn scalars(k: &Kernel, opts: &CheckOptions) -> Result<Scalars, Diagnostic> {
                 .rev()
                 .find(|(n, _)| *n == name)
                 .map(|(_, x)| *x);
+            if let (Some(x), Some((lo, hi))) = (given, *k.param_ranges.get(*v))
+                && !(lo as i64..=hi as i64).contains(&x)
+            {
+                return Err(Diagnostic::user(
+                    "C0011",
+                    format!("--bounds {name}={x} lies outside the declared range [{lo}, {hi}]"),
+                )
+                .with_label(
+                    k.value_spans.get(*v).to_owned(),
+                    "the range is declared here",
+                ));
+            }
             let default = *k.param_defaults.get(*v);
             let val = match (given, default, k.values[*v].ty) {
                 (Some(x), _, ScalarType::F32) => Val::F32(x as f32),

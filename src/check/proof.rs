@@ -46,6 +46,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::interp::{Val, binary};
+use crate::ir::ranges::Ranges;
 use crate::ir::*;
 use crate::target::Target;
 
@@ -54,6 +55,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     let warp = target.map_or(32, |t| t.warp as i64);
     preconditions(k)?;
     let td = thread_dependent(k);
+    let ranges = Ranges::new(k);
     barriers_uniform(k, &td)?;
     let starts = interval_starts(k);
     let mut accs: Vec<Access> = Vec::new();
@@ -67,12 +69,19 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                         buf: k.root_buffer(sa.mem),
                         kind: sa.kind,
                         form: Form::default(),
+                        exact: true,
                         collective: Some((layout.clone(), k.shape(sa.mem), slot_view(k, sa.mem))),
                     });
                     continue;
                 }
             };
-            let f = address(k, &td, sa.mem, index).ok_or_else(|| {
+            let mut ix = Indexing {
+                k,
+                td: &td,
+                ranges: &ranges,
+                exact: true,
+            };
+            let f = address(&mut ix, sa.mem, index).ok_or_else(|| {
                 format!(
                     "the index of {} is not of the form T(tid) + sum(a * uniform)",
                     opname(k, op)
@@ -83,6 +92,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                 buf: k.root_buffer(sa.mem),
                 kind: sa.kind,
                 form: f,
+                exact: ix.exact,
                 collective: None,
             });
         }
@@ -181,6 +191,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                 .iter()
                 .chain(&b.form.free)
                 .fold(0i64, |g, (_, c)| gcd(g, c.wrapping_abs()));
+            let g = wrap_modulus(g, a, b);
             let mut hit = collide(&values[i], &values[j], g);
             if hit.is_some() {
                 // Retry with the iteration distance the barriers of the common loop allow.
@@ -209,6 +220,9 @@ struct Access {
     buf: Buffer,
     kind: AccessKind,
     form: Form,
+    /// Whether every index provably equals its form (no i32 wrap-around); otherwise the
+    /// address is known only modulo 2^32.
+    exact: bool,
     /// A collective access: its layout, view shape, and whether the view only selects
     /// leading dimensions (no ranges), so that one memory element has one view index.
     collective: Option<(Option<String>, Vec<u64>, bool)>,
@@ -273,6 +287,16 @@ fn gcd(a: i64, b: i64) -> i64 {
 }
 
 /// Two distinct threads whose values agree modulo `g` (exactly when `g == 0`).
+/// The modulus addresses are compared in: `g`, or its gcd with 2^32 when an index may wrap
+/// (then only its value mod 2^32 is known).
+fn wrap_modulus(g: i64, a: &Access, b: &Access) -> i64 {
+    if a.exact && b.exact {
+        g
+    } else {
+        gcd(g, 1 << 32)
+    }
+}
+
 fn collide(a: &[Option<i64>], b: &[Option<i64>], g: i64) -> Option<(usize, usize)> {
     let key = |x: i64| if g == 0 { x } else { x.rem_euclid(g) };
     let mut first: HashMap<i64, (usize, Option<usize>)> = HashMap::new();
@@ -588,20 +612,49 @@ fn flow(k: &Kernel, r: Region, mut s: Starts, out: &mut HashMap<Op, Starts>) -> 
     s
 }
 
+/// How the proof reads indices: the kernel, its thread-dependent values, its value ranges,
+/// and whether every index form read so far provably equals its i32 value.
+struct Indexing<'a> {
+    k: &'a Kernel,
+    td: &'a HashSet<Value>,
+    ranges: &'a Ranges,
+    exact: bool,
+}
+
+impl Indexing<'_> {
+    /// The form of one index; clears `exact` when the form may leave the i32 range, where
+    /// the i32 index is only congruent to it mod 2^32.
+    fn index(&mut self, o: &Operand) -> Option<Form> {
+        let f = form(self.k, self.td, o)?;
+        let r = self.ranges;
+        let terms = f.tpart.iter().map(|(c, v)| (*c, r.range(*v)));
+        let terms = terms.chain(f.free.iter().map(|(v, c)| (*c, r.range(*v))));
+        let (mut lo, mut hi) = (f.c as i128, f.c as i128);
+        for (c, i) in terms {
+            let (a, b) = (c as i128 * i.lo, c as i128 * i.hi);
+            lo += a.min(b);
+            hi += a.max(b);
+        }
+        self.exact &= lo >= i32::MIN as i128 && hi <= i32::MAX as i128;
+        Some(f)
+    }
+}
+
 /// The access's linear element index in its root buffer, as a [`Form`].
-fn address(k: &Kernel, td: &HashSet<Value>, m: MemRef, index: &[Operand]) -> Option<Form> {
-    let (mut f, shape, strides) = memref_form(k, td, m)?;
+fn address(ix: &mut Indexing, m: MemRef, index: &[Operand]) -> Option<Form> {
+    let (mut f, shape, strides) = memref_form(ix, m)?;
     if index.len() != shape.len() {
         return None;
     }
     for (i, o) in index.iter().enumerate() {
-        f = f.add(form(k, td, o)?.scale(strides[i] as i64), 1);
+        f = f.add(ix.index(o)?.scale(strides[i] as i64), 1);
     }
     Some(f)
 }
 
 /// Offset form, shape and strides of a memref.
-fn memref_form(k: &Kernel, td: &HashSet<Value>, m: MemRef) -> Option<(Form, Vec<u64>, Vec<u64>)> {
+fn memref_form(ix: &mut Indexing, m: MemRef) -> Option<(Form, Vec<u64>, Vec<u64>)> {
+    let k = ix.k;
     match m {
         MemRef::Buffer(b) => {
             let shape = k.buffers[b].shape.clone();
@@ -613,13 +666,13 @@ fn memref_form(k: &Kernel, td: &HashSet<Value>, m: MemRef) -> Option<(Form, Vec<
         }
         MemRef::View(v) => {
             let vd = &k.views[v];
-            let (mut f, shape, st) = memref_form(k, td, vd.base)?;
+            let (mut f, shape, st) = memref_form(ix, vd.base)?;
             let mut nshape = Vec::new();
             let mut nst = Vec::new();
-            for (d, ix) in vd.indices.iter().enumerate() {
+            for (d, vi) in vd.indices.iter().enumerate() {
                 let s = *st.get(d)? as i64;
-                match ix {
-                    ViewIndex::At(o) => f = f.add(form(k, td, o)?.scale(s), 1),
+                match vi {
+                    ViewIndex::At(o) => f = f.add(ix.index(o)?.scale(s), 1),
                     ViewIndex::Range(lo, hi) => {
                         f.c += *lo as i64 * s;
                         nshape.push(hi - lo);
@@ -831,8 +884,30 @@ impl Evaluator<'_> {
 /// `i + d*step` when A runs in iteration `i`).
 struct LoopRelation {
     iv: Value,
+    /// The values the induction variable can take: `[lo, hi - 1]` of its bounds' ranges.
+    iv_range: (i128, i128),
     step: i64,
     distances: Vec<i64>,
+}
+
+/// The range of a loop bound: a constant, a scalar parameter's declared range, else all of
+/// i32.
+fn bound_range(k: &Kernel, o: &Operand) -> (i128, i128) {
+    let full = (i32::MIN as i128, i32::MAX as i128);
+    match o {
+        Operand::Imm(s) => (s.as_i64() as i128, s.as_i64() as i128),
+        Operand::Value(v) => match k.values[*v].def {
+            ValueDef::Result(op, _) => match &k.ops[op].kind {
+                OpKind::Const(c) => (c.as_i64() as i128, c.as_i64() as i128),
+                _ => full,
+            },
+            ValueDef::Param(_) => k
+                .param_ranges
+                .get(*v)
+                .map_or(full, |(lo, hi)| (lo as i128, hi as i128)),
+            ValueDef::RegionArg(..) => full,
+        },
+    }
 }
 
 /// The innermost common loop of `a` and `b`, when it is a `for` with a constant step, not
@@ -845,9 +920,11 @@ fn loop_relation(k: &Kernel, parents: &Parents, a: Op, b: Op) -> Option<LoopRela
     let l = anc_a.iter().copied().find(|o| {
         anc_b.contains(o) && matches!(k.ops[*o].kind, OpKind::For { .. } | OpKind::While { .. })
     })?;
-    let OpKind::For { step, .. } = &k.ops[l].kind else {
+    let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
         return None;
     };
+    let (lo, hi) = (bound_range(k, lo).0, bound_range(k, hi).1);
+    let iv_range = (lo, (hi - 1).max(lo));
     let step = match step {
         Operand::Imm(s) => s.as_i64(),
         Operand::Value(v) => match k.values[*v].def {
@@ -904,6 +981,7 @@ fn loop_relation(k: &Kernel, parents: &Parents, a: Op, b: Op) -> Option<LoopRela
     }
     Some(LoopRelation {
         iv: k.regions[body].args[0],
+        iv_range,
         step,
         distances,
     })
@@ -926,7 +1004,7 @@ fn lcm(a: i64, b: i64) -> i64 {
     }
 }
 
-fn iv_fn(k: &Kernel, v: Value, iv: Value, depth: u32) -> Option<IvFn> {
+fn iv_fn(k: &Kernel, v: Value, iv: Value, range: (i128, i128), depth: u32) -> Option<IvFn> {
     if v == iv {
         return Some(IvFn::Affine(1, 0));
     }
@@ -939,7 +1017,7 @@ fn iv_fn(k: &Kernel, v: Value, iv: Value, depth: u32) -> Option<IvFn> {
     let sub = |o: &Operand| -> Option<IvFn> {
         match o {
             Operand::Imm(s) => Some(IvFn::Const(s.as_i64())),
-            Operand::Value(w) => iv_fn(k, *w, iv, depth + 1),
+            Operand::Value(w) => iv_fn(k, *w, iv, range, depth + 1),
         }
     };
     use IvFn::*;
@@ -948,26 +1026,36 @@ fn iv_fn(k: &Kernel, v: Value, iv: Value, depth: u32) -> Option<IvFn> {
         Periodic(p) => Some(p),
         Affine(..) => None,
     };
+    let i32c = |x: i64| Some(Const(x as i32 as i64));
     match &k.ops[op].kind {
         OpKind::Const(c) => Some(Const(c.as_i64())),
         OpKind::Binary(bop, x, y) => {
             let (fx, fy) = (sub(x)?, sub(y)?);
+            // Affine coefficients are exact integers (checked); the i32 value equals the
+            // affine form only where `affine_exact` says so.
             match (bop, fx, fy) {
-                (BinOp::Add, Const(a), Const(b)) => Some(Const(a.wrapping_add(b))),
+                (BinOp::Add, Const(a), Const(b)) => i32c(a.wrapping_add(b)),
+                (BinOp::Sub, Const(a), Const(b)) => i32c(a.wrapping_sub(b)),
+                (BinOp::Mul, Const(a), Const(b)) => i32c(a.wrapping_mul(b)),
                 (BinOp::Add, Affine(a, b), Const(c)) | (BinOp::Add, Const(c), Affine(a, b)) => {
-                    Some(Affine(a, b.wrapping_add(c)))
+                    Some(Affine(a, b.checked_add(c)?))
                 }
                 (BinOp::Add, Affine(a, b), Affine(c, d)) => {
-                    Some(Affine(a.wrapping_add(c), b.wrapping_add(d)))
+                    Some(Affine(a.checked_add(c)?, b.checked_add(d)?))
                 }
-                (BinOp::Sub, Affine(a, b), Const(c)) => Some(Affine(a, b.wrapping_sub(c))),
+                (BinOp::Sub, Affine(a, b), Const(c)) => Some(Affine(a, b.checked_sub(c)?)),
                 (BinOp::Sub, Const(c), Affine(a, b)) => {
-                    Some(Affine(a.wrapping_neg(), c.wrapping_sub(b)))
+                    Some(Affine(a.checked_neg()?, c.checked_sub(b)?))
                 }
                 (BinOp::Mul, Affine(a, b), Const(c)) | (BinOp::Mul, Const(c), Affine(a, b)) => {
-                    Some(Affine(a.wrapping_mul(c), b.wrapping_mul(c)))
+                    Some(Affine(a.checked_mul(c)?, b.checked_mul(c)?))
                 }
-                (BinOp::Rem, Affine(..), Const(m)) if m != 0 => Some(Periodic(m.abs())),
+                // Over the integers `(a*iv + b) mod m` has period m; i32 wraps, which keeps
+                // that when m divides 2^32 or the affine value never leaves i32.
+                (BinOp::Rem, Affine(a, b), Const(m)) if m != 0 => {
+                    let pow2 = (m.unsigned_abs()).is_power_of_two();
+                    (pow2 || affine_exact(a, b, range)).then_some(Periodic(m.abs()))
+                }
                 _ => {
                     let (px, py) = (period(fx)?, period(fy)?);
                     Some(Periodic(lcm(px, py).min(1 << 20)))
@@ -976,6 +1064,14 @@ fn iv_fn(k: &Kernel, v: Value, iv: Value, depth: u32) -> Option<IvFn> {
         }
         _ => None,
     }
+}
+
+/// Whether `a*iv + b` stays within i32 for every `iv` in `range`, so that its i32 value (which
+/// is congruent to it mod 2^32) equals it.
+fn affine_exact(a: i64, b: i64, range: (i128, i128)) -> bool {
+    let ends = [range.0, range.1].map(|x| a as i128 * x + b as i128);
+    ends.iter()
+        .all(|e| (i32::MIN as i128..=i32::MAX as i128).contains(e))
 }
 
 fn eval_iv(k: &Kernel, v: Value, iv: Value, x: i64) -> Option<i64> {
@@ -1032,9 +1128,9 @@ fn collide_related(
             period: 1,
         };
         for (v, c) in &f.free {
-            match iv_fn(k, *v, rel.iv, 0) {
+            match iv_fn(k, *v, rel.iv, rel.iv_range, 0) {
                 Some(IvFn::Const(x)) => s.offset = s.offset.wrapping_add(c.wrapping_mul(x)),
-                Some(IvFn::Affine(m, q)) => {
+                Some(IvFn::Affine(m, q)) if affine_exact(m, q, rel.iv_range) => {
                     s.slope = s.slope.wrapping_add(c.wrapping_mul(m));
                     s.offset = s.offset.wrapping_add(c.wrapping_mul(q));
                 }
@@ -1049,12 +1145,16 @@ fn collide_related(
     };
     let (sa, sb) = (classify(&a.form)?, classify(&b.form)?);
     let mut g = gcd(sa.unknown_gcd, sb.unknown_gcd);
+    let wraps = !(a.exact && b.exact);
     if sa.slope != sb.slope {
         // The affine parts do not cancel: keep them unknown.
         g = gcd(g, gcd(sa.slope.wrapping_abs(), sb.slope.wrapping_abs()));
         if g == 0 {
             return fallback;
         }
+    }
+    if wraps {
+        g = gcd(g, 1 << 32);
     }
     let same_slope = sa.slope == sb.slope;
     let period = lcm(sa.period, sb.period).max(1);

@@ -494,12 +494,24 @@ impl<'a> Emitter<'a> {
                 }
                 Param::Scalar(v) => {
                     // A default value (used by the interpreter) rides along as an attribute.
-                    let attr = match k.param_defaults.get(*v) {
+                    // So does a declared range (which analyses may assume).
+                    let mut attrs = Vec::new();
+                    match k.param_defaults.get(*v) {
                         Some(Scalar::F32(f)) => {
-                            format!(" {{smemsync.default = {} : f32}}", f32_literal(*f))
+                            attrs.push(format!("smemsync.default = {} : f32", f32_literal(*f)))
                         }
-                        Some(d) => format!(" {{smemsync.default = {} : i32}}", d.as_i64()),
-                        None => String::new(),
+                        Some(d) => attrs.push(format!("smemsync.default = {} : i32", d.as_i64())),
+                        None => {}
+                    }
+                    if let Some((lo, hi)) = k.param_ranges.get(*v) {
+                        attrs.push(format!(
+                            "smemsync.min = {lo} : i32, smemsync.max = {hi} : i32"
+                        ));
+                    }
+                    let attr = if attrs.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" {{{}}}", attrs.join(", "))
                     };
                     params.push(format!(
                         "%{}: {}{attr}",

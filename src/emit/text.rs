@@ -150,10 +150,16 @@ impl<'a> Printer<'a> {
                         .collect();
                     format!("%{}: global {}[{}]", gd.name, gd.elem, dims.join(", "))
                 }
-                Param::Scalar(v) => match k.param_defaults.get(*v) {
-                    Some(d) => format!("{}: {} = {d}", self.v(*v), k.values[*v].ty),
-                    None => format!("{}: {}", self.v(*v), k.values[*v].ty),
-                },
+                Param::Scalar(v) => {
+                    let range = match k.param_ranges.get(*v) {
+                        Some((lo, hi)) => format!(" in [{lo}, {hi}]"),
+                        None => String::new(),
+                    };
+                    match k.param_defaults.get(*v) {
+                        Some(d) => format!("{}: {}{range} = {d}", self.v(*v), k.values[*v].ty),
+                        None => format!("{}: {}{range}", self.v(*v), k.values[*v].ty),
+                    }
+                }
             })
             .collect();
         let _ = write!(self.out, "kernel @{}({})", k.name, params.join(", "));

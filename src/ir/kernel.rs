@@ -39,6 +39,10 @@ pub struct Kernel {
     pub kernel_span: Span,
     /// Default values of scalar parameters (`%n: i32 = 8`), used when a run gives none.
     pub param_defaults: SecondaryMap<Value, Option<Scalar>>,
+    /// Declared ranges of i32 scalar parameters (`%n: i32 in [1, 4096]`), inclusive: what
+    /// every caller promises, and what analyses may assume (the range analysis uses it to
+    /// prove that index arithmetic does not wrap).
+    pub param_ranges: SecondaryMap<Value, Option<(i32, i32)>>,
 }
 
 impl Kernel {
@@ -66,6 +70,7 @@ impl Kernel {
             value_spans: SecondaryMap::default(),
             kernel_span: Span::UNDEF,
             param_defaults: SecondaryMap::with_default(None),
+            param_ranges: SecondaryMap::with_default(None),
         }
     }
 

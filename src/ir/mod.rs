@@ -5,6 +5,7 @@ pub mod effects;
 pub mod entities;
 pub mod kernel;
 pub mod ops;
+pub mod ranges;
 pub mod types;
 
 pub use effects::{

@@ -848,6 +848,15 @@ impl<'a> Importer<'a> {
                         }
                         _ => {}
                     }
+                    if let (Some(Attr::Int(lo)), Some(Attr::Int(hi))) =
+                        (get(&attrs, "smemsync.min"), get(&attrs, "smemsync.max"))
+                    {
+                        let (lo, hi) = (i32::try_from(*lo), i32::try_from(*hi));
+                        let (Ok(lo), Ok(hi)) = (lo, hi) else {
+                            return Err(self.unsupported(ps, "a parameter range beyond i32"));
+                        };
+                        self.k.param_ranges.set(v, Some((lo.min(hi), hi.max(lo))));
+                    }
                     self.k.value_names.set(v, ir_name(&pname));
                     self.k.value_spans.set(v, ps);
                     self.env.insert(pname, B::Val(v));

@@ -187,6 +187,13 @@ impl Parser {
             Diagnostic::user("E0104", format!("{what} is too large")).with_label(s, "too large")
         })
     }
+    fn int32(&mut self, what: &str) -> PResult<(i32, Span)> {
+        let (v, s) = self.int()?;
+        i32::try_from(v).map(|v| (v, s)).map_err(|_| {
+            Diagnostic::user("E0104", format!("{what} lies outside the i32 range"))
+                .with_label(s, "not an i32")
+        })
+    }
     fn string(&mut self) -> PResult<(String, Span)> {
         match self.peek().clone() {
             Tok::Str(w) => Ok((w, self.bump().span)),
@@ -362,6 +369,10 @@ impl Parser {
             let idx = cx.k.params.len();
             let v = cx.k.new_value(ty, ValueDef::Param(idx));
             cx.k.params.push(Param::Scalar(v));
+            if self.eat_word("in") {
+                let range = self.param_range(ty, ts)?;
+                cx.k.param_ranges.set(v, Some(range));
+            }
             if self.eat(&Tok::Eq) {
                 let r = self.raw(cx)?;
                 if let Raw::Value(..) = r {
@@ -371,11 +382,40 @@ impl Parser {
                     );
                 }
                 if let Operand::Imm(c) = self.coerce(cx, r, ty)? {
+                    if let Some((lo, hi)) = *cx.k.param_ranges.get(v)
+                        && !(lo as i64..=hi as i64).contains(&c.as_i64())
+                    {
+                        return Err(Diagnostic::user(
+                            "E0130",
+                            format!("the default lies outside the declared range [{lo}, {hi}]"),
+                        )
+                        .with_label(r.span(), "out of range"));
+                    }
                     cx.k.param_defaults.set(v, Some(c));
                 }
             }
             self.define(cx, &name, ns, Sym::Value(v))
         }
+    }
+
+    /// `[LO, HI]` after `in`: the inclusive range an i32 parameter promises to lie in.
+    fn param_range(&mut self, ty: ScalarType, ts: Span) -> PResult<(i32, i32)> {
+        if ty != ScalarType::I32 {
+            return Err(
+                Diagnostic::user("E0131", "only i32 parameters take a range")
+                    .with_label(ts, "not i32"),
+            );
+        }
+        self.expect(Tok::LBracket)?;
+        let (lo, ls) = self.int32("the range's lower bound")?;
+        self.expect(Tok::Comma)?;
+        let (hi, hs) = self.int32("the range's upper bound")?;
+        self.expect(Tok::RBracket)?;
+        if lo > hi {
+            return Err(Diagnostic::user("E0131", "an empty range")
+                .with_label(ls.to(hs), format!("{lo} > {hi}")));
+        }
+        Ok((lo, hi))
     }
 
     fn elem_type(&mut self) -> PResult<(ElemType, Span)> {

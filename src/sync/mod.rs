@@ -474,7 +474,8 @@ pub fn place_with(
         .into_iter()
         .partition(|d| d.severity == crate::diag::Severity::Warning);
     if !errors.is_empty() {
-        return Err(errors);
+        // Warnings of conservative answers first: they often explain the errors.
+        return Err(warnings.into_iter().chain(errors).collect());
     }
     let mut ex_index = PointIndex::default();
     for p in &model.existing {
