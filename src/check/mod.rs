@@ -18,6 +18,7 @@
 
 pub mod interp;
 pub mod proof;
+mod proof_syncs;
 pub mod protocol;
 pub mod race;
 
