@@ -220,6 +220,24 @@ pub enum EnginePolicy {
     Random,
 }
 
+/// How collective `local_load`/`local_store` spread a view's elements over the threads. The
+/// IR leaves the layout opaque (any thread may own any element; one layout name and one view
+/// shape give one mapping), so the checker runs more than one.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum LayoutMap {
+    /// docs/ir.md's concrete mapping, the one `run` uses: layouts numbered `n` by name in
+    /// order of first appearance (no name: a fresh number), `owner(e) = (e + n) mod T`.
+    #[default]
+    Documented,
+    /// An adversarial one: `owner(e) = (e + n + s + d) mod T`, with `n` as above, `d` the
+    /// index of the view shape among the shapes used with that layout name (in order of first
+    /// appearance) and `s = T/2 + 1` (1 when that is `T`). With fewer than `T/2 - 1` shapes
+    /// per name it gives every position another thread than `Documented` does, so a plain
+    /// access of one thread that meets a collective one under `Documented` meets another
+    /// thread's here; and one name with two shapes gives two different owners.
+    Rotated,
+}
+
 /// Configuration of one execution.
 #[derive(Clone, Debug)]
 pub struct ExecConfig {
@@ -232,6 +250,8 @@ pub struct ExecConfig {
     /// Total ops executed before giving up (a spin loop that never ends).
     pub max_steps: u64,
     pub detect_races: bool,
+    /// The mapping of collective accesses to threads.
+    pub layouts: LayoutMap,
 }
 
 /// Why an execution stopped early.
@@ -508,6 +528,66 @@ type SharedWrites = Rc<(Vec<(Buffer, u64, Val)>, Cell<bool>)>;
 /// A TMA store: shared elements read, the global buffer and elements they go to.
 type TmaStoreData = (Vec<(Buffer, u64)>, Global, Vec<u64>);
 
+/// Whether the kernel has collective `local_load`/`local_store` ops (whose thread mapping
+/// [`LayoutMap`] chooses).
+pub fn has_collective_layouts(k: &Kernel) -> bool {
+    let mut any = false;
+    k.walk(|op| {
+        any |= matches!(
+            k.ops[op].kind,
+            OpKind::LocalLoad { .. } | OpKind::LocalStore { .. }
+        );
+    });
+    any
+}
+
+/// Per collective op, the offset `o` of its mapping `owner(e) = (e + o) mod threads`
+/// ([`LayoutMap`]).
+fn layout_offsets(k: &Kernel, map: LayoutMap, threads: u64) -> HashMap<Op, u64> {
+    let shift = match (map, threads / 2 + 1) {
+        (LayoutMap::Documented, _) => 0,
+        (LayoutMap::Rotated, s) if s < threads => s,
+        (LayoutMap::Rotated, _) => 1,
+    };
+    let mut out = HashMap::new();
+    let mut names: HashMap<String, (u64, Vec<Vec<u64>>)> = HashMap::new();
+    let mut fresh = 0u64;
+    k.walk(|op| {
+        let (l, mem) = match &k.ops[op].kind {
+            OpKind::LocalLoad { layout, mem } | OpKind::LocalStore { layout, mem, .. } => {
+                (layout, *mem)
+            }
+            _ => return,
+        };
+        let (num, shapes) = match l {
+            Some(name) => names.entry(name.clone()).or_insert_with(|| {
+                fresh += 1;
+                (fresh - 1, Vec::new())
+            }),
+            None => {
+                fresh += 1;
+                out.insert(op, fresh - 1 + shift);
+                return;
+            }
+        };
+        let shape = k.shape(mem);
+        let d = shapes
+            .iter()
+            .position(|x| *x == shape)
+            .unwrap_or(shapes.len());
+        if d == shapes.len() {
+            shapes.push(shape);
+        }
+        let d = if map == LayoutMap::Rotated {
+            d as u64
+        } else {
+            0
+        };
+        out.insert(op, *num + shift + d);
+    });
+    out
+}
+
 impl<'a> BlockExec<'a> {
     fn new(
         k: &'a Kernel,
@@ -551,26 +631,7 @@ impl<'a> BlockExec<'a> {
         let granules = (bytes.div_ceil(g)) as usize + 1;
         let smem = vec![0u8; bytes as usize];
         let written = vec![false; bytes as usize];
-        let mut layouts = HashMap::new();
-        let mut names: HashMap<String, u64> = HashMap::new();
-        let mut fresh = 0u64;
-        k.walk(|op| {
-            let l = match &k.ops[op].kind {
-                OpKind::LocalLoad { layout, .. } | OpKind::LocalStore { layout, .. } => layout,
-                _ => return,
-            };
-            let num = match l {
-                Some(name) => *names.entry(name.clone()).or_insert_with(|| {
-                    fresh += 1;
-                    fresh - 1
-                }),
-                None => {
-                    fresh += 1;
-                    fresh - 1
-                }
-            };
-            layouts.insert(op, num);
-        });
+        let layouts = layout_offsets(k, cfg.layouts, n as u64);
         let mut threads = Vec::with_capacity(n);
         for t in 0..n {
             let bx = k.block[0] as usize;

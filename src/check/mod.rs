@@ -18,12 +18,13 @@
 
 pub mod interp;
 pub mod proof;
+mod proof_syncs;
 pub mod protocol;
 pub mod race;
 
 use std::collections::HashMap;
 
-pub use interp::{EnginePolicy, GlobalMem, Val, input_element, splitmix64};
+pub use interp::{EnginePolicy, GlobalMem, LayoutMap, Val, input_element, splitmix64};
 pub use race::{AccKind, AccessSite, Witness};
 
 use crate::diag::{DiagKind, Diagnostic, Span};
@@ -98,6 +99,8 @@ pub struct CheckReport {
     pub verdict: Verdict,
     /// The schedule seed that exposed a finding, when interpretation found one.
     pub schedule: Option<u64>,
+    /// The layout mapping of collective accesses under which interpretation found it.
+    pub layouts: Option<LayoutMap>,
 }
 
 impl CheckReport {
@@ -155,7 +158,15 @@ impl CheckReport {
     pub fn to_diagnostic(&self, k: &Kernel) -> Option<Diagnostic> {
         match &self.verdict {
             Verdict::Proved { .. } | Verdict::Checked { .. } => None,
-            Verdict::Race(w) => Some(witness_diagnostic(k, w, self.schedule)),
+            Verdict::Race(w) => {
+                let d = witness_diagnostic(k, w, self.schedule);
+                Some(match self.layouts {
+                    Some(LayoutMap::Rotated) => d.with_note(
+                        "under the rotated layout mapping of collective accesses (any thread may own an element; docs/checker.md)",
+                    ),
+                    _ => d,
+                })
+            }
             Verdict::Deadlock(d) | Verdict::ExecError(d) => Some(d.clone()),
         }
     }
@@ -302,6 +313,7 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
                 ),
             )),
             schedule: None,
+            layouts: None,
         };
     }
     let (sc, used) = match scalars(k, opts) {
@@ -310,6 +322,7 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
             return CheckReport {
                 verdict: Verdict::ExecError(d),
                 schedule: None,
+                layouts: None,
             };
         }
     };
@@ -322,6 +335,7 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
                         why,
                     },
                     schedule: None,
+                    layouts: None,
                 };
             }
             Err(reason) => reason,
@@ -329,31 +343,8 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
     } else {
         "static proof not attempted".to_string()
     };
-    for s in 0..opts.schedules.max(1) as u64 {
-        let cfg = ExecConfig {
-            target: opts.target,
-            scalars: sc.clone(),
-            input_seed: opts.input_seed,
-            sched_seed: s,
-            policy: if s == 0 {
-                EnginePolicy::Latest
-            } else {
-                EnginePolicy::Random
-            },
-            max_steps: opts.max_steps,
-            detect_races: true,
-        };
-        if let Err(stop) = interp::execute(k, &cfg) {
-            let verdict = match stop {
-                Stop::Race(w) => Verdict::Race(w),
-                Stop::Deadlock(d) => Verdict::Deadlock(d),
-                Stop::Exec(d) => Verdict::ExecError(d),
-            };
-            return CheckReport {
-                verdict,
-                schedule: Some(s),
-            };
-        }
+    if let Some(found) = interpret(k, opts, &sc) {
+        return found;
     }
     CheckReport {
         verdict: Verdict::Checked {
@@ -364,7 +355,53 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
             not_proved,
         },
         schedule: None,
+        layouts: None,
     }
+}
+
+/// Runs every schedule under every layout mapping that matters (the second only when the
+/// kernel has collective accesses); returns the first finding.
+fn interpret(
+    k: &Kernel,
+    opts: &CheckOptions,
+    sc: &HashMap<crate::ir::Value, Val>,
+) -> Option<CheckReport> {
+    let maps: &[LayoutMap] = if interp::has_collective_layouts(k) {
+        &[LayoutMap::Documented, LayoutMap::Rotated]
+    } else {
+        &[LayoutMap::Documented]
+    };
+    for s in 0..opts.schedules.max(1) as u64 {
+        for &layouts in maps {
+            let cfg = ExecConfig {
+                target: opts.target,
+                scalars: sc.clone(),
+                input_seed: opts.input_seed,
+                sched_seed: s,
+                policy: if s == 0 {
+                    EnginePolicy::Latest
+                } else {
+                    EnginePolicy::Random
+                },
+                max_steps: opts.max_steps,
+                detect_races: true,
+                layouts,
+            };
+            if let Err(stop) = interp::execute(k, &cfg) {
+                let verdict = match stop {
+                    Stop::Race(w) => Verdict::Race(w),
+                    Stop::Deadlock(d) => Verdict::Deadlock(d),
+                    Stop::Exec(d) => Verdict::ExecError(d),
+                };
+                return Some(CheckReport {
+                    verdict,
+                    schedule: Some(s),
+                    layouts: Some(layouts),
+                });
+            }
+        }
+    }
+    None
 }
 
 /// What [`run`] returns: the final contents of every global buffer, in parameter order.
@@ -418,6 +455,7 @@ pub fn run_with_schedule(
         },
         max_steps: opts.max_steps,
         detect_races: false,
+        layouts: LayoutMap::Documented,
     };
     match interp::execute(&k, &cfg) {
         Ok(globals) => Ok(Outputs { globals }),

@@ -11,7 +11,8 @@
 //! 1. Preconditions: no async copies, pinned buffers do not overlap, and no barrier sits
 //!    under thread-dependent control (so every thread executes the same sequence of barriers,
 //!    and consecutive barrier executions delimit *intervals*). Other sync ops are ignored
-//!    (dropping ordering only adds pairs). Collective accesses conflict with everything on
+//!    for ordering (dropping ordering only adds pairs), but each must be one whose deadlock
+//!    freedom and protocol [`super::proof_syncs`] establishes, else the proof declines. Collective accesses conflict with everything on
 //!    their buffer in an interval, except collectives sharing layout and shape on slot views.
 //! 2. Interval starts: a forward dataflow over the region tree computes, for each access, the
 //!    set of static starts (kernel entry or a barrier) from which it is reachable without
@@ -57,6 +58,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     let td = thread_dependent(k);
     let ranges = Ranges::new(k);
     barriers_uniform(k, &td)?;
+    super::proof_syncs::syncs_reasoned(k, &td, warp as u32, &mut |c| warp_uniform(k, warp, c))?;
     let starts = interval_starts(k);
     let mut accs: Vec<Access> = Vec::new();
     for op in k.ops_in_order() {
@@ -340,7 +342,33 @@ fn guards(k: &Kernel, parents: &Parents, op: Op) -> Vec<(Value, bool)> {
     out
 }
 
-fn opname(k: &Kernel, op: Op) -> String {
+/// Whether every thread of each warp of the block computes the same value `v` (a value the
+/// proof cannot evaluate per thread is not).
+fn warp_uniform(k: &Kernel, warp: i64, v: Value) -> bool {
+    if !thread_evaluable(k, v, 0) {
+        return false;
+    }
+    let mut eval = Evaluator {
+        k,
+        warp,
+        memo: HashMap::new(),
+    };
+    let (bx, by) = (k.block[0] as i64, k.block[1] as i64);
+    let mut first: Option<i64> = None;
+    for t in 0..k.threads() as i64 {
+        let Some(x) = eval.eval(v, t, [t % bx, (t / bx) % by, t / (bx * by)]) else {
+            return false;
+        };
+        if t % warp.max(1) == 0 {
+            first = Some(x);
+        } else if first != Some(x) {
+            return false;
+        }
+    }
+    true
+}
+
+pub(super) fn opname(k: &Kernel, op: Op) -> String {
     let s = k.span(op);
     let kind = format!("{:?}", k.ops[op].kind);
     let camel = kind

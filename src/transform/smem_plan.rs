@@ -5,8 +5,12 @@
 //! op that touches it to the last (accesses through views, collective and async accesses and
 //! mbarrier ops all count, via the effects table). An access inside a loop extends the interval
 //! to the whole loop: the next iteration touches the buffer again (nvFuser's "outer live
-//! interval"). Two buffers interfere when their intervals overlap; pinned buffers (`at N`)
-//! keep their offsets and interfere with everything they overlap in time.
+//! interval"). Two buffers interfere when their intervals overlap, or when one is touched in
+//! one arm of a divergent (thread-dependent, per `analysis::uniformity`) `if` and the other in
+//! the other arm: different threads run the two arms at the same time and no barrier can sit
+//! between them, so program order says nothing there. Arms of a uniform `if` run one at a
+//! time and keep the interval rule. Pinned buffers (`at N`) keep their offsets and interfere
+//! with everything they overlap in time.
 //!
 //! Allocation. Buffers are placed largest first (ties by first use), each at the lowest offset,
 //! aligned to 16 bytes (8 for mbarriers), that overlaps no interfering buffer already placed
@@ -16,7 +20,8 @@
 //! (the write-after-read syncs nvFuser's `promoteReuseSyncs` inserts by hand). Planning never
 //! adds a sync itself.
 //!
-//! Complexity: O(ops) for the intervals, O(B² log B) for the placement of B buffers.
+//! Complexity: O(ops · B) for the intervals, O(B² log B) for the placement of B buffers, plus
+//! O(B²) per divergent `if` for its concurrent pairs.
 //! Source: nvFuser's stack-based shared-memory allocator and alias analysis (seed 004).
 
 use crate::ir::*;
@@ -52,46 +57,114 @@ fn align_up(x: u64, a: u64) -> u64 {
 
 /// Live intervals of every buffer (op numbers in program order).
 pub fn live_intervals(k: &Kernel) -> SecondaryMap<Buffer, Option<(usize, usize)>> {
-    let mut live: SecondaryMap<Buffer, Option<(usize, usize)>> = SecondaryMap::with_default(None);
-    let mut counter = 0usize;
-    walk(k, k.body, &mut counter, &mut live);
-    live
+    lifetimes(k).live
 }
 
-/// Numbers the ops of `r`; returns nothing, records touches. Loops widen touches to their span.
-fn walk(
-    k: &Kernel,
-    r: Region,
-    n: &mut usize,
-    live: &mut SecondaryMap<Buffer, Option<(usize, usize)>>,
-) {
-    for &op in &k.regions[r].ops {
-        let start = *n;
-        *n += 1;
-        let mut touched = buffers_touched(k, op);
-        let od = &k.ops[op];
-        let is_loop = matches!(od.kind, OpKind::For { .. } | OpKind::While { .. });
-        let mut inner = SecondaryMap::with_default(None);
-        for &c in &od.regions {
-            walk(k, c, n, &mut inner);
-        }
-        let end = n.saturating_sub(1).max(start);
-        for b in k.buffers.keys() {
-            if let Some((lo, hi)) = *inner.get(b) {
-                if is_loop {
-                    touched.push(b);
-                } else {
-                    extend(live, b, lo, hi);
+/// Buffer lifetimes: the live interval of each buffer, and the pairs of buffers that are live
+/// concurrently whatever their intervals say (touched in the two arms of a divergent `if`).
+#[derive(Clone, Debug)]
+pub struct Lifetimes {
+    pub live: SecondaryMap<Buffer, Option<(usize, usize)>>,
+    /// Pairs `(a, b)` with `a < b` used in opposite arms of a thread-dependent `if`: the arms
+    /// run at the same time in different threads, and no barrier can separate them.
+    pub concurrent: std::collections::BTreeSet<(Buffer, Buffer)>,
+}
+
+impl Lifetimes {
+    /// Whether `a` and `b` may hold data at the same time (so may not share bytes).
+    pub fn interfere(&self, a: Buffer, b: Buffer) -> bool {
+        overlap(*self.live.get(a), *self.live.get(b))
+            || self.concurrent.contains(&(a.min(b), a.max(b)))
+    }
+}
+
+/// Lifetimes of every buffer of `k`.
+pub fn lifetimes(k: &Kernel) -> Lifetimes {
+    let mut w = Walk {
+        n: 0,
+        uniformity: crate::analysis::uniformity::analyze(k),
+        concurrent: Default::default(),
+    };
+    let mut live = SecondaryMap::with_default(None);
+    w.region(k, k.body, &mut live);
+    Lifetimes {
+        live,
+        concurrent: w.concurrent,
+    }
+}
+
+/// State of the numbering walk.
+struct Walk {
+    n: usize,
+    uniformity: crate::analysis::uniformity::Uniformity,
+    concurrent: std::collections::BTreeSet<(Buffer, Buffer)>,
+}
+
+impl Walk {
+    /// Numbers the ops of `r` and records touches. Loops widen touches to their span.
+    fn region(
+        &mut self,
+        k: &Kernel,
+        r: Region,
+        live: &mut SecondaryMap<Buffer, Option<(usize, usize)>>,
+    ) {
+        for &op in &k.regions[r].ops {
+            let start = self.n;
+            self.n += 1;
+            let mut touched = buffers_touched(k, op);
+            let od = &k.ops[op];
+            let is_loop = matches!(od.kind, OpKind::For { .. } | OpKind::While { .. });
+            let mut inner = SecondaryMap::with_default(None);
+            let mut arms = Vec::new();
+            for &c in &od.regions {
+                let mut arm = SecondaryMap::with_default(None);
+                self.region(k, c, &mut arm);
+                let used: Vec<Buffer> =
+                    k.buffers.keys().filter(|&b| arm.get(b).is_some()).collect();
+                for &b in &used {
+                    if let Some((lo, hi)) = *arm.get(b) {
+                        extend(&mut inner, b, lo, hi);
+                    }
+                }
+                arms.push(used);
+            }
+            if let OpKind::If { cond } = &od.kind
+                && !self.uniformity.operand_uniform(cond)
+            {
+                self.arms_concurrent(&arms);
+            }
+            let end = self.n.saturating_sub(1).max(start);
+            for b in k.buffers.keys() {
+                if let Some((lo, hi)) = *inner.get(b) {
+                    if is_loop {
+                        touched.push(b);
+                    } else {
+                        extend(live, b, lo, hi);
+                    }
                 }
             }
+            for b in touched {
+                let (lo, hi) = if is_loop {
+                    (start, end)
+                } else {
+                    (start, start)
+                };
+                extend(live, b, lo, hi);
+            }
         }
-        for b in touched {
-            let (lo, hi) = if is_loop {
-                (start, end)
-            } else {
-                (start, start)
-            };
-            extend(live, b, lo, hi);
+    }
+
+    /// Records every buffer used in one arm of a divergent `if` as concurrent with every
+    /// buffer used in another.
+    fn arms_concurrent(&mut self, arms: &[Vec<Buffer>]) {
+        for (i, x) in arms.iter().enumerate() {
+            for y in &arms[i + 1..] {
+                for &a in x {
+                    for &b in y.iter().filter(|&&b| b != a) {
+                        self.concurrent.insert((a.min(b), a.max(b)));
+                    }
+                }
+            }
         }
     }
 }
@@ -163,7 +236,8 @@ pub fn peak_without_reuse(k: &Kernel) -> u64 {
 
 /// Plans offsets for every unpinned buffer of `k`.
 pub fn plan_shared_memory(k: &Kernel) -> SmemPlan {
-    let live = live_intervals(k);
+    let lt = lifetimes(k);
+    let live = &lt.live;
     let mut placed: Vec<Placement> = k
         .buffers
         .iter()
@@ -195,7 +269,7 @@ pub fn plan_shared_memory(k: &Kernel) -> SmemPlan {
         let align = align_of(d.elem);
         let mut busy: Vec<(u64, u64)> = placed
             .iter()
-            .filter(|p| overlap(p.live, *live.get(b)))
+            .filter(|p| lt.interfere(p.buffer, b))
             .map(|p| (p.offset, p.offset + p.bytes))
             .collect();
         busy.sort();
@@ -243,9 +317,10 @@ mod tests {
     }
 
     fn byte_ranges_disjoint_when_live_together(p: &SmemPlan) {
+        let lt = lifetimes(&p.kernel);
         for (i, a) in p.placements.iter().enumerate() {
             for b in &p.placements[i + 1..] {
-                if overlap(a.live, b.live) {
+                if lt.interfere(a.buffer, b.buffer) {
                     assert!(
                         a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset,
                         "{a:?} and {b:?} overlap"
@@ -281,6 +356,35 @@ mod tests {
         // iteration writes @a again: they may not share bytes.
         let p = plan(
             "kernel @k() block(8) {\n shared @a : f32[4]\n shared @b : f32[4]\n for %i = 0 to 4 step 1 {\n store @a[0], 1.0\n %x = load @a[0]\n store @b[0], %x\n %y = load @b[0]\n }\n}",
+        );
+        assert_eq!(p.peak, 16 + 16);
+        byte_ranges_disjoint_when_live_together(&p);
+    }
+
+    #[test]
+    fn buffers_of_the_two_arms_of_a_divergent_if_get_disjoint_bytes() {
+        // Threads below 4 use @a while the others use @b, at the same time.
+        let p = plan(
+            "kernel @k() block(8) {\n shared @a : f32[4]\n shared @b : f32[4]\n %t = tid.x\n %c = cmp lt %t, 4\n if %c {\n store @a[0], 1.0\n %x = load @a[0]\n } else {\n store @b[0], 2.0\n %y = load @b[0]\n }\n}",
+        );
+        assert_eq!(p.peak, 16 + 16);
+        byte_ranges_disjoint_when_live_together(&p);
+    }
+
+    #[test]
+    fn buffers_of_the_two_arms_of_a_uniform_if_share_bytes() {
+        // Every thread takes the same arm, so only one buffer is ever in use.
+        let p = plan(
+            "kernel @k(%n: i32) block(8) {\n shared @a : f32[4]\n shared @b : f32[4]\n %c = cmp lt %n, 4\n if %c {\n store @a[0], 1.0\n %x = load @a[0]\n } else {\n store @b[0], 2.0\n %y = load @b[0]\n }\n}",
+        );
+        assert_eq!(p.peak, 16);
+        byte_ranges_disjoint_when_live_together(&p);
+    }
+
+    #[test]
+    fn a_divergent_if_nested_in_an_arm_makes_its_inner_arms_concurrent() {
+        let p = plan(
+            "kernel @k(%n: i32) block(8) {\n shared @a : f32[4]\n shared @b : f32[4]\n %t = tid.x\n %u = cmp lt %n, 4\n if %u {\n %c = cmp lt %t, 4\n if %c {\n store @a[0], 1.0\n } else {\n store @b[0], 2.0\n }\n }\n}",
         );
         assert_eq!(p.peak, 16 + 16);
         byte_ranges_disjoint_when_live_together(&p);

@@ -1,0 +1,176 @@
+//! Which sync ops the static proof ([`super::proof`]) may stand behind. "Proved" claims more
+//! than the absence of races between accesses: the execution it reasons about must exist,
+//! so every sync op of the kernel must be one whose deadlock freedom and protocol the proof
+//! establishes. Otherwise it declines, and the interpreter runs (and finds a deadlock or a
+//! protocol error, if there is one).
+//!
+//! The rules, for a kernel without async copies (a precondition of the proof):
+//! - `barrier`: not under thread-dependent control (checked by the proof itself), so every
+//!   thread executes the same sequence of barriers.
+//! - `warp_sync`: every enclosing `if` condition is uniform across each warp (evaluated per
+//!   thread of the block; a condition the proof cannot evaluate counts as not warp-uniform),
+//!   and no enclosing loop has thread-dependent bounds, so every thread of a warp executes
+//!   the same sequence of warp_syncs.
+//! - split barriers (`barrier_signal`/`barrier_wait`): the protocol verifier
+//!   ([`super::protocol`]) reports nothing, and no split op is under thread-dependent control,
+//!   so every thread signals and waits in the same order, each phase pairs up and no signal
+//!   is left at exit.
+//! - named barriers: only `named_sync id, n` with `n` the block's thread count, no
+//!   `named_arrive` on that id, not under thread-dependent control, and a clean protocol: each
+//!   thread blocks at every phase, so exactly the block completes each one, like a `barrier`.
+//!   Anything else (arrive/sync producer-consumer pairs, partial counts) depends on which
+//!   threads run which branch, which the proof does not count.
+//! - counter waits and group commits: without async copies they complete nothing and never
+//!   block.
+//! - mbarrier ops: declined (their arrival counts and phases are not reasoned about).
+//!
+//! Complexity: O(ops) plus the protocol verifier, plus O(threads) per distinct `if`
+//! condition enclosing a `warp_sync`.
+
+use std::collections::HashSet;
+
+use crate::ir::*;
+
+/// Whether `warp_sync` may sit under an `if` on this condition: every warp agrees on it.
+pub(super) type WarpUniform<'a> = dyn FnMut(Value) -> bool + 'a;
+
+/// `Ok` when every sync op of `k` is one the proof reasons about (module doc); `Err(why)`
+/// names the first that is not. `td` holds the thread-dependent values.
+pub(super) fn syncs_reasoned(
+    k: &Kernel,
+    td: &HashSet<Value>,
+    warp: u32,
+    warp_uniform: &mut WarpUniform<'_>,
+) -> Result<(), String> {
+    let mut g = Gate {
+        k,
+        td,
+        warp_uniform,
+        split_or_named: false,
+    };
+    g.region(k.body, Control::default())?;
+    if g.split_or_named
+        && let Some(d) = super::protocol::check_protocol(k, warp).first()
+    {
+        return Err(format!(
+            "the split/named barrier protocol is not proved ({})",
+            d.message
+        ));
+    }
+    Ok(())
+}
+
+/// The control an op runs under.
+#[derive(Copy, Clone, Default)]
+struct Control {
+    /// Some threads of the block may skip it.
+    block_divergent: bool,
+    /// Some threads of a warp may skip it while others of that warp run it.
+    warp_divergent: bool,
+}
+
+struct Gate<'a, 'f> {
+    k: &'a Kernel,
+    td: &'a HashSet<Value>,
+    warp_uniform: &'a mut WarpUniform<'f>,
+    split_or_named: bool,
+}
+
+impl Gate<'_, '_> {
+    fn region(&mut self, r: Region, ctl: Control) -> Result<(), String> {
+        for &op in &self.k.regions[r].ops {
+            if let Some(s) = effects(self.k, op).sync {
+                self.sync_op(op, &s, ctl)?;
+            }
+            let inner = self.inner_control(op, ctl);
+            for &c in &self.k.ops[op].regions {
+                self.region(c, inner)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The control the regions of `op` run under.
+    fn inner_control(&mut self, op: Op, ctl: Control) -> Control {
+        let od = &self.k.ops[op];
+        let td = |o: &Operand| o.value().is_some_and(|v| self.td.contains(&v));
+        match &od.kind {
+            OpKind::If { cond } if td(cond) => {
+                let warp_same = cond.value().is_some_and(|c| (self.warp_uniform)(c));
+                Control {
+                    block_divergent: true,
+                    warp_divergent: ctl.warp_divergent || !warp_same,
+                }
+            }
+            OpKind::For { lo, hi, step, .. } if td(lo) || td(hi) || td(step) => Control {
+                block_divergent: true,
+                warp_divergent: true,
+            },
+            OpKind::While { .. } if !self.while_uniform(op) => Control {
+                block_divergent: true,
+                warp_divergent: true,
+            },
+            _ => ctl,
+        }
+    }
+
+    fn while_uniform(&self, op: Op) -> bool {
+        let cr = self.k.ops[op].regions[0];
+        match self.k.regions[cr].ops.last().map(|o| &self.k.ops[*o].kind) {
+            Some(OpKind::Condition(c)) => !c.value().is_some_and(|v| self.td.contains(&v)),
+            _ => false,
+        }
+    }
+
+    fn sync_op(&mut self, op: Op, s: &SyncEffect, ctl: Control) -> Result<(), String> {
+        let name = || super::proof::opname(self.k, op);
+        match s {
+            // Uniform control is checked with the barrier intervals.
+            SyncEffect::Barrier | SyncEffect::Wait(_) | SyncEffect::Commit(_) => Ok(()),
+            SyncEffect::WarpSync if ctl.warp_divergent => Err(format!(
+                "{} is under control that is not uniform across its warp (it may deadlock)",
+                name()
+            )),
+            SyncEffect::WarpSync => Ok(()),
+            SyncEffect::SplitSignal(_) | SyncEffect::SplitWait(_) if ctl.block_divergent => {
+                Err(format!("{} is under thread-dependent control", name()))
+            }
+            SyncEffect::SplitSignal(_) | SyncEffect::SplitWait(_) => {
+                self.split_or_named = true;
+                Ok(())
+            }
+            SyncEffect::NamedSync { count, .. } => {
+                self.split_or_named = true;
+                self.named_sync(op, *count, ctl)
+            }
+            SyncEffect::NamedArrive { .. } => Err(format!(
+                "{} makes named-barrier phases depend on which threads arrive, which the proof does not count",
+                name()
+            )),
+            SyncEffect::MbarInit
+            | SyncEffect::MbarArrive
+            | SyncEffect::MbarExpectTx
+            | SyncEffect::MbarWait
+            | SyncEffect::MbarInval => Err(format!(
+                "{} is an mbarrier op (arrival counts and phases are not reasoned about)",
+                name()
+            )),
+        }
+    }
+
+    /// A `named_sync` is a block barrier when the whole block takes part in every phase (a
+    /// `named_arrive` anywhere declines the proof on its own).
+    fn named_sync(&self, op: Op, count: u32, ctl: Control) -> Result<(), String> {
+        let name = super::proof::opname(self.k, op);
+        if ctl.block_divergent {
+            return Err(format!("{name} is under thread-dependent control"));
+        }
+        if count != self.k.threads() {
+            return Err(format!(
+                "{name} counts {count} of the block's {} threads, which the proof does not count",
+                self.k.threads()
+            ));
+        }
+        Ok(())
+    }
+}
