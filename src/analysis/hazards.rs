@@ -261,6 +261,9 @@ fn before_chain(p: &[(Region, usize)], from: usize, out: &mut Vec<Segment>) {
 pub struct Completion {
     pub in_loop: Option<(Op, u32)>,
     pub exit: Option<Op>,
+    /// Whether `exit` completes the copy in the first iteration of the loops around it that
+    /// do not enclose the copy (so only that iteration's accesses before it see the copy).
+    pub exit_on_entry: bool,
 }
 
 /// See [`Completion`].
@@ -276,6 +279,7 @@ pub fn completing_waits(
         return Completion {
             in_loop: None,
             exit: None,
+            exit_on_entry: false,
         };
     };
     let token = k.ops[op].results.first().copied();
@@ -508,12 +512,14 @@ pub fn completing_waits(
             return Completion {
                 in_loop: Some((w, delta)),
                 exit: None,
+                exit_on_entry: false,
             };
         }
         let Some(&parent) = paths.region_op.get(&r) else {
             return Completion {
                 in_loop: None,
                 exit: None,
+                exit_on_entry: false,
             };
         };
         match k.ops[parent].kind {
@@ -561,7 +567,12 @@ pub fn completing_waits(
             break;
         }
     }
-    Completion { in_loop, exit }
+    // The exit scan enters later loops in their first iteration only.
+    Completion {
+        in_loop,
+        exit,
+        exit_on_entry: true,
+    }
 }
 
 fn kind_of(a: AccessKind, b: AccessKind) -> HazardKind {
@@ -617,6 +628,7 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
                     Completion {
                         in_loop: lc.in_loop,
                         exit: lc.exit,
+                        exit_on_entry: lc.exit_on_entry,
                     }
                 } else {
                     completing_waits(fp, k, &paths, target, a.id.op, c)
@@ -1053,8 +1065,14 @@ fn async_pair(
         let px = paths.path[&x].clone();
         let before_x = matches!(split(k, pb, &px), Split::Forward { .. });
         if forward_ab && before_x {
-            let pc = pair_conflict(fp, ai, bi, m_ab, None);
-            if pc.intersect != 0 {
+            // Where `x` completes the copy in the first iteration of a later loop that also
+            // runs the destination, only that iteration's instances precede it.
+            let x_loops = fp.loops_of(x);
+            let lvl = common_len(&a.loops, &x_loops);
+            let first =
+                (comp.exit_on_entry && x_loops.len() > lvl && b.loops.get(lvl) == x_loops.get(lvl))
+                    .then(|| (lvl, first_key(fp, x_loops[lvl])));
+            if intersects_at(fp, ai, bi, m_ab, first) {
                 in_flight(
                     fp,
                     out,

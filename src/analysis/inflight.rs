@@ -291,6 +291,10 @@ pub struct LoopCompletion {
     pub in_loop: Option<(Op, u32)>,
     /// The first wait after that loop (in program order) that completes it on the exit path.
     pub exit: Option<Op>,
+    /// Whether `exit` completes the copy already in the first iteration of every loop around
+    /// it that does not enclose the copy (a prologue's copy waited for in the main loop's
+    /// first iteration): later iterations run after the wait.
+    pub exit_on_entry: bool,
 }
 
 impl Completions {
@@ -313,6 +317,8 @@ impl Completions {
         let waits = self.by_copy.get(&copy).cloned().unwrap_or_default();
         let mut in_loop: Option<(Op, u32)> = None;
         let mut exit: Option<Op> = None;
+        let mut exit_on_entry = false;
+        let copy_loops = parents.ancestors(copy);
         for w in waits {
             let inside = match innermost {
                 Some(l) => parents.ancestors(w).contains(&l),
@@ -345,10 +351,28 @@ impl Completions {
                     && exit.is_none_or(|e| order.get(&w) < order.get(&e))
                 {
                     exit = Some(w);
+                    exit_on_entry = self.completes_on_entry(w, copy, &copy_loops);
                 }
             }
         }
-        LoopCompletion { in_loop, exit }
+        LoopCompletion {
+            in_loop,
+            exit,
+            exit_on_entry,
+        }
+    }
+
+    /// Whether wait `w` completes some execution of `copy` whose tags place `w` in the first
+    /// iteration (`Pre(0)`) of every loop around `w` that does not enclose the copy
+    /// (`copy_loops`: the copy's ancestors).
+    fn completes_on_entry(&self, w: Op, copy: Op, copy_loops: &[Op]) -> bool {
+        self.by_wait.get(&w).into_iter().flatten().any(|c| {
+            c.copy == copy
+                && c.tags
+                    .iter()
+                    .filter(|(l, _)| !copy_loops.contains(l))
+                    .all(|(_, t)| *t == IterTag::Pre(0))
+        })
     }
 }
 

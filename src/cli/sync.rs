@@ -278,8 +278,11 @@ fn render(
         if let Some(sp) = &s.split {
             let adjacent = 0.0;
             text.push_str(&format!(
-                "// split: pairs={} mean_slack={:.2} (signal placed just before its wait: {adjacent:.2}) slack={:?}\n",
+                "// split: pairs={} phases={} absorbed_barriers={} dscnt_dropped={} mean_slack={:.2} (signal placed just before its wait: {adjacent:.2}) slack={:?}\n",
                 sp.pairs,
+                sp.phases.map_or("unknown".to_string(), |p| p.to_string()),
+                sp.absorbed,
+                sp.dscnt_dropped,
                 sp.mean_slack(),
                 sp.slack
             ));

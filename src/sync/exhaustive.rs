@@ -2,7 +2,7 @@
 //!
 //! Searches every set of candidate sync points (every gap, in a region where a sync is
 //! legal, that lies in some pending hazard's coverage; block barriers, and warp syncs for
-//! intra-warp hazards) for the cheapest set that removes every pending hazard, with the same
+//! intra-warp hazards, also where only whole warps arrive) for the cheapest set that removes every pending hazard, with the same
 //! hazard model as the placers. The objective is lexicographic: block barriers executed, warp
 //! syncs executed, syncs written. The search branches on the candidates that cover the first
 //! uncovered hazard (every minimal cover is reached this way, so this is equivalent to trying
@@ -39,15 +39,18 @@ pub fn place(
     for &i in pending {
         let h = &hazards[i];
         for s in h.segments() {
-            if !model.is_legal(s.region) {
+            let block = model.is_legal(s.region);
+            if !(block || h.intra_warp && model.is_legal_for(s.region, Scope::Warp)) {
                 continue;
             }
             for c in (s.lo.div_ceil(2) * 2..=s.hi).step_by(2) {
-                cands.insert(Point {
-                    region: s.region,
-                    coord: c,
-                    scope: Scope::Block,
-                });
+                if block {
+                    cands.insert(Point {
+                        region: s.region,
+                        coord: c,
+                        scope: Scope::Block,
+                    });
+                }
                 if h.intra_warp {
                     cands.insert(Point {
                         region: s.region,

@@ -156,6 +156,9 @@ pub struct SyncModel<'k> {
     pub k: &'k Kernel,
     pub paths: Paths,
     pub legal: HashMap<Region, bool>,
+    /// Regions every thread of each warp that enters them reaches together (block-divergent
+    /// control on a warp-uniform condition): legal places for a warp sync.
+    pub warp_legal: HashMap<Region, bool>,
     /// Regions inside one arm of a thread-dependent `if in_group @g` (and only that
     /// divergence): every thread of the arm's group reaches them, so a named barrier over the
     /// group is legal there (targets with named barriers). Maps to the arm and its count.
@@ -199,7 +202,6 @@ fn trip(k: &Kernel, op: Op, bounds: Option<&HashMap<String, i64>>) -> Option<u64
 impl<'k> SyncModel<'k> {
     pub fn new(k: &'k Kernel, fp: &Footprints, bounds: &HashMap<String, i64>) -> Self {
         let paths = Paths::new(k);
-        let u = fp.uniformity();
         let mut legal = HashMap::new();
         let mut weight = HashMap::new();
         let mut weight_bounds = HashMap::new();
@@ -207,18 +209,16 @@ impl<'k> SyncModel<'k> {
         fn go(
             k: &Kernel,
             r: Region,
-            w: u64,
-            wb: u64,
+            w: (u64, u64),
             ok: bool,
-            u: &crate::analysis::uniformity::Uniformity,
             bounds: &HashMap<String, i64>,
             legal: &mut HashMap<Region, bool>,
             weight: &mut HashMap<Region, u64>,
             wbm: &mut HashMap<Region, u64>,
         ) {
-            legal.insert(r, ok && !u.is_divergent(r));
-            weight.insert(r, w);
-            wbm.insert(r, wb);
+            legal.insert(r, ok);
+            weight.insert(r, w.0);
+            wbm.insert(r, w.1);
             for &op in &k.regions[r].ops {
                 let od = &k.ops[op];
                 for (i, &c) in od.regions.iter().enumerate() {
@@ -226,35 +226,47 @@ impl<'k> SyncModel<'k> {
                         OpKind::For { .. } => {
                             let t = trip(k, op, None).map_or(SYMBOLIC_TRIP, |t| t.max(1));
                             let tb = trip(k, op, Some(bounds)).unwrap_or(t);
-                            (w.saturating_mul(t), wb.saturating_mul(tb), ok)
+                            (w.0.saturating_mul(t), w.1.saturating_mul(tb), ok)
                         }
                         OpKind::While { .. } => (
-                            w.saturating_mul(SYMBOLIC_TRIP),
-                            wb.saturating_mul(SYMBOLIC_TRIP),
+                            w.0.saturating_mul(SYMBOLIC_TRIP),
+                            w.1.saturating_mul(SYMBOLIC_TRIP),
                             ok && i == 1,
                         ),
-                        _ => (w, wb, ok),
+                        _ => (w.0, w.1, ok),
                     };
-                    go(k, c, w2, wb2, ok2, u, bounds, legal, weight, wbm);
+                    go(k, c, (w2, wb2), ok2, bounds, legal, weight, wbm);
                 }
             }
         }
         go(
             k,
             k.body,
-            1,
-            1,
+            (1, 1),
             true,
-            u,
             bounds,
             &mut legal,
             &mut weight,
             &mut weight_bounds,
         );
+        // Block barriers need every thread of the block, warp syncs every thread of the warp
+        // (`if warp == 0`, `if tid.x < 32` are legal places for a warp sync).
+        let uw = crate::analysis::uniformity::analyze_warp(k, fp.warp, &|v, t| {
+            fp.eval(v, &HashMap::new(), t, &mut HashMap::new())
+        });
+        let warp_legal = legal
+            .iter()
+            .map(|(&r, &ok)| (r, ok && !uw.is_warp_divergent(r)))
+            .collect();
+        let u = fp.uniformity();
+        for (r, ok) in legal.iter_mut() {
+            *ok = *ok && !u.is_divergent(*r);
+        }
         let mut m = SyncModel {
             k,
             paths,
             legal,
+            warp_legal,
             named: HashMap::new(),
             weight,
             weight_bounds,
@@ -337,6 +349,13 @@ impl<'k> SyncModel<'k> {
 
     pub fn is_legal(&self, r: Region) -> bool {
         self.legal.get(&r).copied().unwrap_or(false) || self.named.contains_key(&r)
+    }
+
+    /// Whether a sync of `scope` is legal in region `r`: a block barrier where the whole
+    /// block (or a role arm's group) arrives, a warp sync also where whole warps arrive.
+    pub fn is_legal_for(&self, r: Region, scope: Scope) -> bool {
+        self.is_legal(r)
+            || (scope == Scope::Warp && self.warp_legal.get(&r).copied().unwrap_or(false))
     }
 
     /// Makes the arms of role branches (`if %c` with `%c = in_group @g` at a converged point)

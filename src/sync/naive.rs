@@ -3,7 +3,9 @@
 //! Walking destinations in program order, a block barrier goes immediately before every
 //! access that conflicts with an earlier one not yet separated by a barrier (loop-carried
 //! conflicts included). Under thread-dependent control the barrier goes before the outermost
-//! divergent ancestor when that still orders the accesses; otherwise the hazard is reported.
+//! divergent ancestor when that still orders the accesses; failing that, an intra-warp hazard
+//! under warp-uniform control gets a warp sync right before its destination; otherwise the
+//! hazard is reported.
 //! It uses the same hazard model as the optimal placer, so it is correct, and it is the
 //! upper bound the optimal placer must never exceed.
 //! Complexity: O(H · B) for H hazards and B barriers placed.
@@ -56,6 +58,19 @@ pub fn place(
                 Some(&p) => op = p,
                 None => break,
             }
+        }
+        // Where no block barrier can go, an intra-warp hazard gets a warp sync right before
+        // its destination when whole warps reach it (a warp-uniform branch).
+        if !point.is_some_and(|p| model.covers(&p, h))
+            && h.intra_warp
+            && let Some((r, idx)) = model.paths.pos(h.dst.op)
+            && model.is_legal_for(r, Scope::Warp)
+        {
+            point = Some(Point {
+                region: r,
+                coord: 2 * idx,
+                scope: Scope::Warp,
+            });
         }
         match point {
             Some(p) if model.covers(&p, h) => {

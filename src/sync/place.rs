@@ -26,7 +26,8 @@
 //!   reported (E0303), never hoisted silently.
 //!
 //! Block barriers are placed first for hazards between warps; then warp-level syncs for the
-//! remaining hazards whose conflicting threads all share a warp.
+//! remaining hazards whose conflicting threads all share a warp, also in regions that only
+//! whole warps enter (an `if` on a warp-uniform condition), where block barriers are illegal.
 //! Complexity: O(H log H) per straight-line region; O(|A| · H log H) per loop body.
 
 use super::{Point, PointIndex, Scope, SyncModel};
@@ -193,7 +194,7 @@ pub fn place(
             if local.is_empty() {
                 continue;
             }
-            if !model.is_legal(q) {
+            if !model.is_legal_for(q, scope) {
                 for &i in &local {
                     diags.push(model.unplaceable(&hazards[i]));
                 }

@@ -8,6 +8,14 @@
 //! sit between the halves: those are the slack a wave spends working instead of waiting.
 //!
 //! Algorithm, per barrier B at index i of region R:
+//! 0. If a loop that step 1 rotates lies right before or after B in R, with only ops between
+//!    them that neither touch shared memory nor synchronize, B is dropped: the loop's pairs
+//!    already order what precedes B against what follows it (the pre-loop signal follows
+//!    every access before the loop and each access after it follows some wait of that phase
+//!    or a later one; the post-loop wait follows the last signal, which follows every access
+//!    of the loop and before it). Placement counts a monolithic barrier at the top of a loop
+//!    body as `trip` phases; rotated, it is `trip + 1`, and that extra phase is the one after
+//!    (or before) the loop that B would otherwise repeat.
 //! 1. If B is the first op of the body of a loop with uniform bounds, it is *rotated* across
 //!    the back edge: a pair is opened before the loop and at the end of each iteration (a
 //!    signal), and closed at the top of each iteration and after the loop (a wait). The
@@ -16,8 +24,12 @@
 //! 2. Otherwise the signal and the wait replace B in place.
 //! 3. Each signal moves up past the ops before it in its region that neither touch shared
 //!    memory (directly or in nested regions, per the effects table) nor synchronize; each wait
-//!    moves down likewise. A signal is always immediately preceded by `waitcnt dscnt(0)`:
-//!    the hardware signal does not wait for the wave's outstanding LDS operations.
+//!    moves down likewise. A signal is immediately preceded by `waitcnt dscnt(0)`: the
+//!    hardware signal does not wait for the wave's outstanding LDS operations.
+//! 4. A `dscnt(0)` before a signal is removed when, on every path, no LDS operation can be
+//!    outstanding there (no shared access or mbarrier op since the previous `dscnt(0)` or
+//!    `lgkmcnt(0)` wait or `barrier`, or since the kernel's start): a one-bit forward
+//!    dataflow (`drop_clean_dscnt`).
 //!
 //! Why this is correct: a shared access before B is before the `dscnt(0)` and the signal, in
 //! program order, on every path; one after B is after the wait. Between the halves there are
@@ -29,7 +41,7 @@
 //! `check::protocol`, re-proves it on the output).
 //!
 //! Complexity: O(ops) per barrier for the shared-access summary (memoized per op), O(ops)
-//! moves in total.
+//! moves in total, O(ops) for the dscnt dataflow (transfer functions memoized per region).
 
 use std::collections::HashMap;
 
@@ -46,6 +58,13 @@ pub struct SplitStats {
     /// For each written signal, the number of ops between it and the next wait in program
     /// order (the slack a wave may overlap with the barrier).
     pub slack: Vec<usize>,
+    /// Barriers dropped because the pair of a rotated loop next to them orders the same.
+    pub absorbed: usize,
+    /// `waitcnt dscnt(0)` waits left out because no LDS operation may be outstanding there.
+    pub dscnt_dropped: usize,
+    /// Barrier phases executed per block (split waits, times the trip counts of the loops
+    /// around them; parameters at their defaults), if every such trip count is known.
+    pub phases: Option<u64>,
 }
 
 impl SplitStats {
@@ -82,6 +101,56 @@ fn pinned(k: &Kernel, op: Op, memo: &mut HashMap<Op, bool>) -> bool {
     b
 }
 
+/// Whether `l` is a loop whose body opens with a barrier that is rotated (step 1 of the
+/// module doc): a `for` with uniform bounds.
+fn rotated_loop(k: &Kernel, l: Op, thread_dependent: &dyn Fn(&Operand) -> bool) -> bool {
+    match &k.ops[l].kind {
+        OpKind::For { lo, hi, step, .. } => {
+            let body = k.ops[l].regions[0];
+            ![lo, hi, step].iter().any(|o| thread_dependent(o))
+                && k.regions[body]
+                    .ops
+                    .first()
+                    .is_some_and(|&b| k.ops[b].kind == OpKind::Barrier)
+        }
+        _ => false,
+    }
+}
+
+/// Barriers that a rotated loop next to them already provides (step 0 of the module doc):
+/// not the first op of a rotated body, and separated from a rotated loop before or after them
+/// only by ops that neither touch shared memory nor synchronize.
+fn absorbed(
+    k: &Kernel,
+    parents: &Parents,
+    thread_dependent: &dyn Fn(&Operand) -> bool,
+    memo: &mut HashMap<Op, bool>,
+) -> std::collections::HashSet<Op> {
+    let mut out = std::collections::HashSet::new();
+    for (r, rd) in k.regions.iter() {
+        for (i, &b) in rd.ops.iter().enumerate() {
+            if k.ops[b].kind != OpKind::Barrier {
+                continue;
+            }
+            let first_of_rotated = i == 0
+                && parents.region_op[r].is_some_and(|l| rotated_loop(k, l, thread_dependent));
+            if first_of_rotated {
+                continue;
+            }
+            let before = rd.ops[..i].iter().rev().find(|&&o| pinned(k, o, memo));
+            let after = rd.ops[i + 1..].iter().find(|&&o| pinned(k, o, memo));
+            if [before, after]
+                .into_iter()
+                .flatten()
+                .any(|&l| rotated_loop(k, l, thread_dependent))
+            {
+                out.insert(b);
+            }
+        }
+    }
+    out
+}
+
 /// Lowers every `barrier` of `k` to split signal/wait pairs.
 pub fn lower_to_split(
     k: &Kernel,
@@ -89,6 +158,8 @@ pub fn lower_to_split(
 ) -> (Kernel, SplitStats) {
     let mut out = k.clone();
     let parents = k.parents();
+    let mut memo = HashMap::new();
+    let drop = absorbed(k, &parents, thread_dependent, &mut memo);
     let barriers: Vec<Op> = k
         .ops_in_order()
         .into_iter()
@@ -98,43 +169,17 @@ pub fn lower_to_split(
         let Some(r) = parents.op_region[b] else {
             continue;
         };
-        let idx = out.regions[r]
-            .ops
-            .iter()
-            .position(|&o| o == b)
-            .expect("barrier is placed");
-        let owner = parents.region_op[r];
-        let rotate = idx == 0
-            && owner.is_some_and(|l| match &k.ops[l].kind {
-                OpKind::For { lo, hi, step, .. } => {
-                    k.ops[l].regions[0] == r && ![lo, hi, step].iter().any(|o| thread_dependent(o))
-                }
-                _ => false,
-            });
+        let Some(idx) = out.regions[r].ops.iter().position(|&o| o == b) else {
+            continue;
+        };
         out.regions[r].ops.remove(idx);
-        if rotate {
-            let l = owner.expect("loop");
-            let outer = parents.op_region[l].expect("loop is placed");
-            let li = out.regions[outer]
-                .ops
-                .iter()
-                .position(|&o| o == l)
-                .expect("loop placed");
-            // Wait at the top of the body, signal at its end (before a yield).
-            let w = new_wait(&mut out);
-            out.regions[r].ops.insert(0, w);
-            let end = out.regions[r].ops.len()
-                - usize::from(
-                    out.regions[r]
-                        .ops
-                        .last()
-                        .is_some_and(|&o| matches!(out.ops[o].kind, OpKind::Yield(_))),
-                );
-            insert_signal(&mut out, r, end);
-            // Wait after the loop, signal before it.
-            let w2 = new_wait(&mut out);
-            out.regions[outer].ops.insert(li + 1, w2);
-            insert_signal(&mut out, outer, li);
+        if drop.contains(&b) {
+            continue;
+        }
+        let owner =
+            parents.region_op[r].filter(|&l| idx == 0 && rotated_loop(k, l, thread_dependent));
+        if let Some(l) = owner {
+            rotate(&mut out, &parents, l, r);
         } else {
             let w = new_wait(&mut out);
             out.regions[r].ops.insert(idx, w);
@@ -142,13 +187,223 @@ pub fn lower_to_split(
         }
     }
     // Slide every signal up and every wait down within its region.
-    let mut memo = HashMap::new();
     let regions: Vec<Region> = out.regions.keys().collect();
     for r in regions {
         slide(&mut out, r, &mut memo);
     }
-    let stats = stats(&out);
+    let dscnt_dropped = drop_clean_dscnt(&mut out);
+    let mut stats = stats(&out);
+    stats.absorbed = drop.len();
+    stats.dscnt_dropped = dscnt_dropped;
     (out, stats)
+}
+
+/// Splits the barrier that opened body `r` of loop `l` across the back edge: a wait at the top
+/// of the body and a signal at its end (before a yield), a signal before the loop and a wait
+/// after it.
+fn rotate(out: &mut Kernel, parents: &Parents, l: Op, r: Region) {
+    let Some(outer) = parents.op_region[l] else {
+        return;
+    };
+    let Some(li) = out.regions[outer].ops.iter().position(|&o| o == l) else {
+        return;
+    };
+    let w = new_wait(out);
+    out.regions[r].ops.insert(0, w);
+    let end = out.regions[r].ops.len()
+        - usize::from(
+            out.regions[r]
+                .ops
+                .last()
+                .is_some_and(|&o| matches!(out.ops[o].kind, OpKind::Yield(_))),
+        );
+    insert_signal(out, r, end);
+    let w2 = new_wait(out);
+    out.regions[outer].ops.insert(li + 1, w2);
+    insert_signal(out, outer, li);
+}
+
+/// Removes each `waitcnt dscnt(0)` just before a split signal that no shared access precedes
+/// since the previous `dscnt(0)`/`lgkmcnt(0)` wait or `barrier`, on any path: the wave has no
+/// LDS operation outstanding there. A forward dataflow over the structured kernel whose state
+/// is one bit, "an LDS operation may be outstanding" (join: or). Each op's transfer function
+/// is a [`Fence`] (memoized per region), so a loop's head is its entry or-ed with whether its
+/// body may leave an LDS operation outstanding, and every op is walked once: O(ops).
+fn drop_clean_dscnt(k: &mut Kernel) -> usize {
+    let mut fences = HashMap::new();
+    let mut clean = std::collections::HashSet::new();
+    walk_lds(k, k.body, false, &mut fences, &mut clean);
+    let mut dropped = 0;
+    let regions: Vec<Region> = k.regions.keys().collect();
+    for r in regions {
+        let ops = k.regions[r].ops.clone();
+        let next_is_signal = |i: usize| {
+            ops.get(i + 1)
+                .is_some_and(|&n| k.ops[n].kind == OpKind::SplitSignal(WORKGROUP))
+        };
+        let keep: Vec<Op> = ops
+            .iter()
+            .enumerate()
+            .filter(|&(i, o)| !(clean.contains(o) && next_is_signal(i)))
+            .map(|(_, &o)| o)
+            .collect();
+        dropped += ops.len() - keep.len();
+        k.regions[r].ops = keep;
+    }
+    dropped
+}
+
+/// What an op (or region) does to "an LDS operation may be outstanding".
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Fence {
+    /// Leaves it as it was.
+    Keep,
+    /// Clears it on every path (a `dscnt(0)` or `lgkmcnt(0)` wait, a `barrier`).
+    Clear,
+    /// May set it.
+    Set,
+}
+
+fn clears(k: &Kernel, op: Op) -> bool {
+    match &k.ops[op].kind {
+        OpKind::Barrier => true,
+        OpKind::WaitCnt(cs) => cs
+            .iter()
+            .any(|&(c, n)| n == 0 && matches!(c, Counter::DsCnt | Counter::LgkmCnt)),
+        _ => false,
+    }
+}
+
+/// Whether an op may leave an LDS operation outstanding: a shared access, or an mbarrier op
+/// (mbarriers live in shared memory).
+fn touches_lds(k: &Kernel, op: Op) -> bool {
+    let e = effects(k, op);
+    !e.shared.is_empty()
+        || matches!(
+            e.sync,
+            Some(
+                SyncEffect::MbarInit
+                    | SyncEffect::MbarArrive
+                    | SyncEffect::MbarExpectTx
+                    | SyncEffect::MbarWait
+                    | SyncEffect::MbarInval
+            )
+        )
+}
+
+/// The transfer function of region `r` run once, in order.
+fn region_fence(k: &Kernel, r: Region, memo: &mut HashMap<Region, Fence>) -> Fence {
+    if let Some(&f) = memo.get(&r) {
+        return f;
+    }
+    let mut f = Fence::Keep;
+    for &op in &k.regions[r].ops {
+        match op_fence(k, op, memo) {
+            Fence::Keep => {}
+            g => f = g,
+        }
+    }
+    memo.insert(r, f);
+    f
+}
+
+fn op_fence(k: &Kernel, op: Op, memo: &mut HashMap<Region, Fence>) -> Fence {
+    let od = &k.ops[op];
+    if clears(k, op) {
+        return Fence::Clear;
+    }
+    let fs: Vec<Fence> = od
+        .regions
+        .iter()
+        .map(|&c| region_fence(k, c, memo))
+        .collect();
+    match &od.kind {
+        // Loops may run zero times: they clear nothing for sure.
+        OpKind::For { .. } | OpKind::While { .. } => {
+            if fs.contains(&Fence::Set) {
+                Fence::Set
+            } else {
+                Fence::Keep
+            }
+        }
+        OpKind::If { .. } if fs.contains(&Fence::Set) => Fence::Set,
+        OpKind::If { .. } if fs.iter().all(|&f| f == Fence::Clear) => Fence::Clear,
+        OpKind::If { .. } => Fence::Keep,
+        _ if !od.regions.is_empty() => fs
+            .into_iter()
+            .fold(Fence::Keep, |a, f| if f == Fence::Keep { a } else { f }),
+        _ if touches_lds(k, op) => Fence::Set,
+        _ => Fence::Keep,
+    }
+}
+
+/// Walks region `r` entered with state `dirty`, recording the `dscnt(0)` waits reached with
+/// the state clear; returns the state at its end.
+fn walk_lds(
+    k: &Kernel,
+    r: Region,
+    mut dirty: bool,
+    memo: &mut HashMap<Region, Fence>,
+    clean: &mut std::collections::HashSet<Op>,
+) -> bool {
+    for &op in &k.regions[r].ops {
+        let od = &k.ops[op];
+        if is_dscnt0(k, op) && !dirty {
+            clean.insert(op);
+        }
+        match &od.kind {
+            OpKind::For { .. } | OpKind::While { .. } => {
+                // The head joins the entry with the back edge: set when the body may set it.
+                let head = dirty || op_fence(k, op, memo) == Fence::Set;
+                let mut s = head;
+                for &c in &od.regions {
+                    s = walk_lds(k, c, s, memo, clean);
+                }
+                dirty = head;
+            }
+            OpKind::If { .. } => {
+                let mut any = false;
+                for &c in &od.regions {
+                    any |= walk_lds(k, c, dirty, memo, clean);
+                }
+                dirty = any;
+            }
+            _ if !od.regions.is_empty() => {
+                for &c in &od.regions {
+                    dirty = walk_lds(k, c, dirty, memo, clean);
+                }
+            }
+            _ => match op_fence(k, op, memo) {
+                Fence::Keep => {}
+                Fence::Clear => dirty = false,
+                Fence::Set => dirty = true,
+            },
+        }
+    }
+    dirty
+}
+
+/// Barrier phases executed per block: every split wait completes one, once per iteration of
+/// the loops around it. `None` when a loop around a wait has an unknown trip count.
+fn phases(k: &Kernel) -> Option<u64> {
+    let parents = k.parents();
+    let defaults = HashMap::new();
+    let mut total = 0u64;
+    for op in k.ops_in_order() {
+        if k.ops[op].kind != OpKind::SplitWait(WORKGROUP) {
+            continue;
+        }
+        let mut n = 1u64;
+        for a in parents.ancestors(op) {
+            match k.ops[a].kind {
+                OpKind::For { .. } => n = n.saturating_mul(super::trip(k, a, Some(&defaults))?),
+                OpKind::While { .. } => return None,
+                _ => {}
+            }
+        }
+        total = total.saturating_add(n);
+    }
+    Some(total)
 }
 
 fn new_wait(k: &mut Kernel) -> Op {
@@ -208,10 +463,14 @@ fn slide(k: &mut Kernel, r: Region, memo: &mut HashMap<Op, bool>) {
     k.regions[r].ops = ops;
 }
 
-/// Pairs written and, for each signal, the ops up to the next wait in program order.
+/// Pairs written, phases executed and, for each signal, the ops up to the next wait in program
+/// order.
 pub fn stats(k: &Kernel) -> SplitStats {
     let order = k.ops_in_order();
-    let mut s = SplitStats::default();
+    let mut s = SplitStats {
+        phases: phases(k),
+        ..Default::default()
+    };
     for (i, &op) in order.iter().enumerate() {
         if k.ops[op].kind == OpKind::SplitSignal(WORKGROUP) {
             s.pairs += 1;
@@ -292,6 +551,31 @@ mod tests {
         let z = body.find("%z = add").expect("z");
         let st_ = body.find("store @s").expect("store");
         assert!(st_ < s && s < z, "{text}");
+    }
+
+    #[test]
+    fn barriers_next_to_a_rotated_loop_are_absorbed_by_its_pairs() {
+        // Before the loop: the pre-loop signal orders what precedes it; after the loop: the
+        // post-loop wait orders what follows. A vmcnt wait in between keeps its barrier.
+        let (k, st) = lower(
+            "kernel @k(%A: global f32[64]) block(64) {\n shared @s : f32[64]\n %t = tid.x\n store @s[%t], 1.0\n barrier\n %q = add %t, 1\n for %i = 0 to 4 step 1 {\n barrier\n %u = add %t, %i\n %v = rem %u, 64\n %y = load @s[%v]\n store @s[%t], %y\n }\n %z = add %t, 2\n barrier\n %w = load @s[%q]\n gather_to_lds @s[%t] <- %A[%t]\n for %j = 0 to 2 step 1 {\n barrier\n %x = load @s[%t]\n }\n waitcnt vmcnt(0)\n barrier\n %x2 = load @s[%q]\n}",
+        );
+        let text = print_kernel(&k);
+        assert_eq!(st.absorbed, 2, "{text}");
+        assert_eq!(st.phases, Some(4 + 1 + 2 + 1 + 1), "{text}");
+        assert_eq!(text.matches("barrier_signal -1").count(), 5, "{text}");
+    }
+
+    #[test]
+    fn a_signal_with_no_lds_access_since_the_last_dscnt_wait_gets_none() {
+        let (k, st) = lower(
+            "kernel @k() block(64) {\n shared @s : f32[64]\n %t = tid.x\n for %i = 0 to 4 step 1 {\n barrier\n %y = load @s[%t]\n %u = add %t, %i\n %v = rem %u, 64\n barrier\n store @s[%v], %y\n barrier\n %z = add %t, 3\n }\n}",
+        );
+        let text = print_kernel(&k);
+        // The pre-loop signal opens the kernel, and the end-of-body signal follows the third
+        // barrier's dscnt wait with no access between: neither needs one.
+        assert_eq!(st.dscnt_dropped, 2, "{text}");
+        assert_eq!(text.matches("waitcnt dscnt(0)").count(), 2, "{text}");
     }
 
     #[test]
