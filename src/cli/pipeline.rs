@@ -1,6 +1,6 @@
 //! `smemsync pipeline --stages S FILE`: circular-buffer every loop with a `stage "load"`.
 
-use super::{EXIT_OK, EXIT_USER, read_kernels, report};
+use super::{EXIT_OK, exit_code, read_kernels, report};
 
 #[derive(clap::Args, Debug)]
 pub struct PipelineArgs {
@@ -22,7 +22,7 @@ pub fn run(args: &PipelineArgs) -> i32 {
             Ok((pk, _)) => out.push(pk),
             Err(diags) => {
                 report(&input, &diags);
-                return EXIT_USER;
+                return exit_code(&diags);
             }
         }
     }
