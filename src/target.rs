@@ -221,3 +221,38 @@ impl Target {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With no target, nothing any target accepts may be refused.
+    #[test]
+    fn generic_limits_are_the_largest_of_every_target() {
+        let all: Vec<Limits> = TARGET_NAMES
+            .iter()
+            .map(|n| Target::from_name(n).expect("known").limits)
+            .collect();
+        let g = Limits::GENERIC;
+        let max = |f: fn(&Limits) -> u64| all.iter().map(f).max().unwrap_or(0);
+        assert_eq!(g.max_shared_bytes, max(|l| l.max_shared_bytes));
+        assert_eq!(
+            g.max_threads_per_block as u64,
+            max(|l| l.max_threads_per_block as u64)
+        );
+        for i in 0..3 {
+            assert!(all.iter().all(|l| l.max_block[i] <= g.max_block[i]));
+            assert!(all.iter().all(|l| l.max_grid[i] <= g.max_grid[i]));
+        }
+    }
+
+    #[test]
+    fn block_products_are_checked_not_wrapped() {
+        let g = Limits::GENERIC;
+        assert_eq!(Limits::threads([65536, 65536, 1]), None);
+        assert!(g.block_error([1024, 1, 1]).is_none());
+        assert!(g.block_error([1025, 1, 1]).is_some());
+        assert!(g.block_error([32, 64, 1]).is_some());
+        assert!(g.block_error([0, 1, 1]).is_some());
+    }
+}
