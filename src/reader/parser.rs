@@ -772,9 +772,8 @@ impl Parser {
         let kind = if matches!(name.as_str(), "for" | "if" | "while" | "stage") {
             self.region_op(cx, &name, ns, &results, &mut tys, &mut regions)?
         } else {
-            let at = (start, region);
-            let kind =
-                self.plain_op(cx, &name, ns, &results, at, &mut tys, &mut optional_result)?;
+            let at = (start, ns, region);
+            let kind = self.plain_op(cx, &name, &results, at, &mut tys, &mut optional_result)?;
             let Some(kind) = kind else { return Ok(()) };
             kind
         };
@@ -926,14 +925,13 @@ impl Parser {
         &mut self,
         cx: &mut KernelCtx,
         name: &str,
-        ns: Span,
         results: &[(String, Span)],
-        at: (Span, Region),
+        at: (Span, Span, Region),
         tys: &mut Vec<ScalarType>,
         optional_result: &mut bool,
     ) -> PResult<Option<OpKind>> {
         use ScalarType as T;
-        let (start, region) = at;
+        let (start, ns, region) = at;
         Ok(Some(match name {
             "const" => {
                 let r = self.raw(cx)?;
@@ -954,7 +952,7 @@ impl Parser {
             }
             "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
             | "shl" | "shr" => {
-                let op = BinOp::from_name(&name).expect("listed");
+                let op = BinOp::from_name(name).expect("listed");
                 let a = self.raw(cx)?;
                 self.expect(Tok::Comma)?;
                 let b = self.raw(cx)?;
@@ -983,7 +981,7 @@ impl Parser {
                 OpKind::Binary(op, a, b)
             }
             "neg" | "not" | "exp" | "sqrt" | "abs" => {
-                let op = UnOp::from_name(&name).expect("listed");
+                let op = UnOp::from_name(name).expect("listed");
                 let a = self.raw(cx)?;
                 let ty = self.raw_ty(cx, a);
                 let ok = match op {
@@ -1427,8 +1425,8 @@ impl Parser {
                 OpKind::Yield(vals)
             }
             "condition" => OpKind::Condition(self.operand(cx, T::I1)?),
-            _ if Special::from_name(&name).is_some() => {
-                let sp = Special::from_name(&name).expect("checked");
+            _ if Special::from_name(name).is_some() => {
+                let sp = Special::from_name(name).expect("checked");
                 tys.push(T::I32);
                 OpKind::Special(sp)
             }
