@@ -46,7 +46,10 @@ fn structure(k: &Kernel) -> String {
     k.buffer_spans = SecondaryMap::default();
     k.global_spans = SecondaryMap::default();
     k.value_spans = SecondaryMap::default();
+    k.group_spans = SecondaryMap::default();
     k.kernel_span = Span::UNDEF;
+    k.block_span = Span::UNDEF;
+    k.grid_span = Span::UNDEF;
     format!("{k:?}")
 }
 
