@@ -19,7 +19,15 @@ pub fn run(args: &PipelineArgs) -> i32 {
     let mut out = Vec::new();
     for k in &kernels {
         match smemsync::transform::pipeline::circular_buffer(k, args.stages) {
-            Ok((pk, _)) => out.push(pk),
+            Ok((pk, _)) => {
+                // More stages multiply buffer sizes: the result must still fit the limits.
+                let errs = smemsync::verify::verify(&pk);
+                if !errs.is_empty() {
+                    report(&input, &errs);
+                    return exit_code(&errs);
+                }
+                out.push(pk)
+            }
             Err(diags) => {
                 report(&input, &diags);
                 return exit_code(&diags);
