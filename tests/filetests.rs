@@ -367,3 +367,27 @@ fn file_check_matcher_semantics() {
     assert!(ok(vec![Check::Not("zzz".into())]).is_ok());
     assert!(ok(vec![Check::Not("e".into())]).is_err());
 }
+
+/// Invalid UTF-8 cannot live in a `.kir` file test (the harness reads text): the CLI must
+/// refuse it with exit 2 and the line, column and byte of the first bad byte.
+#[test]
+fn invalid_utf8_input_is_located() {
+    let dir = std::env::temp_dir().join(format!("smemsync-utf8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("latin1.kir");
+    std::fs::write(&path, b"kernel @k() block(4) {\n // caf\xe9\n}\n").expect("write");
+    for cmd in ["fmt", "check"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
+            .arg(cmd)
+            .arg(&path)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains("latin1.kir:2:8: invalid UTF-8 at byte 30"),
+            "{cmd}: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -46,7 +46,10 @@ fn structure(k: &Kernel) -> String {
     k.buffer_spans = SecondaryMap::default();
     k.global_spans = SecondaryMap::default();
     k.value_spans = SecondaryMap::default();
+    k.group_spans = SecondaryMap::default();
     k.kernel_span = Span::UNDEF;
+    k.block_span = Span::UNDEF;
+    k.grid_span = Span::UNDEF;
     format!("{k:?}")
 }
 
@@ -247,4 +250,101 @@ fn mutated_inputs_never_panic() {
     }
     assert!(cases > 100, "only {cases} cases ran");
     let _ = rejected;
+}
+
+/// A kernel whose store sits inside `d` nested regions of `kind` (`if`, `for`, `while` or
+/// `stage`), after an initializing store and before a load of another thread's element. Line
+/// `6 + i` opens level `i + 1` (`6 + 4 i` for `while`).
+fn nested(kind: &str, d: usize) -> String {
+    let mut s = String::from(
+        "kernel @k() block(64) {\nshared @a : f32[64]\n%t = tid.x\n%c = cmp lt %t, 32\nstore @a[%t], 0.0\n",
+    );
+    for i in 0..d {
+        s.push_str(&match kind {
+            "if" => "if %c {\n".to_string(),
+            "for" => format!("for %i{i} = 0 to 1 step 1 {{\n"),
+            "while" => format!("while {{\n%w{i} = cmp lt %t, 0\ncondition %w{i}\n}} do () {{\n"),
+            _ => "stage \"s\" {\n".to_string(),
+        });
+    }
+    s.push_str("store @a[%t], 1.0\n");
+    s.push_str(&"}\n".repeat(d));
+    s.push_str("%x = load @a[0]\n}\n");
+    s
+}
+
+/// Runs `f` on a thread with the default 2 MiB test stack (a stack overflow aborts the test).
+fn on_small_stack(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(f)
+        .expect("spawn")
+        .join()
+        .expect("no panic");
+}
+
+/// Nesting one region deeper than the limit is refused with E0163 at the opening of the
+/// first region too many (counted per kind), and 5000 levels do not overflow the reader.
+#[test]
+fn nesting_beyond_the_limit_is_refused_where_it_starts() {
+    use smemsync::verify::limits::MAX_NESTING;
+    on_small_stack(|| {
+        for kind in ["if", "for", "while", "stage"] {
+            for d in [MAX_NESTING + 1, 5000] {
+                let src = nested(kind, d);
+                let err = parse(&src).expect_err("too deep");
+                assert_eq!(err.code, "E0163", "{kind} x{d}: {err:?}");
+                let line = smemsync::diag::line_number(&src, err.primary_span().expect("span"));
+                let per_level = if kind == "while" { 4 } else { 1 };
+                assert_eq!(line, Some(6 + MAX_NESTING * per_level), "{kind} x{d}");
+            }
+        }
+    });
+}
+
+/// At the nesting limit every pass runs on a 2 MiB stack: reader, verifier, printer, sync
+/// (block and split barriers), waits, the checker, smem planning and both emitters; the MLIR
+/// importer reads the emitted MLIR back and refuses one `scf.if` more.
+#[test]
+fn nesting_at_the_limit_runs_every_pass_on_a_test_stack() {
+    use smemsync::target::Target;
+    use smemsync::verify::limits::MAX_NESTING;
+    on_small_stack(|| {
+        for kind in ["if", "for", "while", "stage"] {
+            let m = parse(&nested(kind, MAX_NESTING)).expect("at the limit parses");
+            let k = &m.kernels[0];
+            assert!(verify(k).is_empty(), "{kind}");
+            parse(&print_kernels(&m.kernels)).expect("round trip");
+            for t in ["gfx942", "gfx1201", "sm_90"] {
+                let t = Target::from_name(t).expect("target");
+                let opts = smemsync::sync::PlaceOptions::default();
+                let s = smemsync::sync::driver::synchronize(k, &t, &opts).expect("sync");
+                let copts = smemsync::check::CheckOptions {
+                    target: Some(t),
+                    ..Default::default()
+                };
+                let racy = smemsync::check::check_race_free(k, &copts);
+                let fixed = smemsync::check::check_race_free(&s.kernel, &copts);
+                assert!(racy.to_diagnostic(k).is_some(), "{kind}: the input races");
+                let d = fixed.to_diagnostic(&s.kernel);
+                assert!(d.is_none(), "{kind} on {}: synced races: {d:?}", t.name);
+                smemsync::sync::waits::plan_waits(k, &t).expect("waits");
+                smemsync::emit::cuda::emit_cuda(k, &t, &Default::default()).ok();
+            }
+            smemsync::transform::smem_plan::plan_shared_memory(k);
+            let t = Target::from_name("gfx942").expect("target");
+            let mlir = smemsync::emit::mlir::emit_mlir_kernels(&m.kernels, &t).expect("mlir");
+            smemsync::reader::mlir::import_mlir(&mlir, &t).expect("mlir reads back");
+        }
+        let t = Target::from_name("gfx942").expect("target");
+        let m = parse(&nested("if", MAX_NESTING)).expect("at the limit");
+        let mlir = smemsync::emit::mlir::emit_mlir_kernels(&m.kernels, &t).expect("mlir");
+        let open = mlir.find("scf.if").expect("an scf.if");
+        let mut more = mlir.clone();
+        more.insert_str(open, "scf.if %c {\n");
+        let close = more.rfind("gpu.return").expect("return");
+        more.insert_str(close, "}\n");
+        let errs = smemsync::reader::mlir::import_mlir(&more, &t).expect_err("too deep");
+        assert!(errs.iter().any(|d| d.code == "E0163"), "{errs:?}");
+    });
 }

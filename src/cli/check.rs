@@ -6,9 +6,11 @@
 
 use smemsync::check::{CheckOptions, Verdict, check_race_free};
 use smemsync::diag::DiagKind;
-use smemsync::target::Target;
+use smemsync::target::{Limits, Target};
 
-use super::{EXIT_FINDING, EXIT_OK, EXIT_USER, Input, load, read_input, report};
+use super::{
+    EXIT_OK, EXIT_USER, Input, exit_code, limits_of, load_for, parse_bounds, read_input, report,
+};
 
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
@@ -34,8 +36,8 @@ pub struct CheckArgs {
     pub verbose: bool,
 }
 
-/// Parses `N` or `X,Y[,Z]`.
-pub fn parse_block(s: &str) -> Result<[u32; 3], String> {
+/// Parses `N` or `X,Y[,Z]` and checks it against the launch limits.
+pub fn parse_block(s: &str, limits: &Limits) -> Result<[u32; 3], String> {
     let parts: Vec<&str> = s.split(',').map(str::trim).collect();
     if parts.is_empty() || parts.len() > 3 {
         return Err(format!("--block `{s}`: expected N or X,Y[,Z]"));
@@ -45,27 +47,11 @@ pub fn parse_block(s: &str) -> Result<[u32; 3], String> {
         b[i] = p
             .parse()
             .map_err(|_| format!("--block `{s}`: `{p}` is not a positive integer"))?;
-        if b[i] == 0 {
-            return Err(format!("--block `{s}`: dimensions must be positive"));
-        }
     }
-    Ok(b)
-}
-
-/// Parses `n=64,m=3`.
-pub fn parse_bounds(s: &str) -> Result<Vec<(String, i64)>, String> {
-    let mut out = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        let (n, v) = item
-            .split_once('=')
-            .ok_or_else(|| format!("--bounds `{item}`: expected NAME=VALUE"))?;
-        let v: i64 = v
-            .trim()
-            .parse()
-            .map_err(|_| format!("--bounds `{item}`: `{v}` is not an integer"))?;
-        out.push((n.trim().trim_start_matches('%').to_string(), v));
+    match limits.block_error(b) {
+        Some(e) => Err(format!("--block `{s}`: {e} on {}", limits.source)),
+        None => Ok(b),
     }
-    Ok(out)
 }
 
 /// Builds check options from the shared flags.
@@ -86,10 +72,10 @@ pub fn options(
         })?);
     }
     if let Some(b) = block {
-        o.block = Some(parse_block(b)?);
+        o.block = Some(parse_block(b, &limits_of(o.target.as_ref()))?);
     }
     if let Some(b) = bounds {
-        o.bounds = parse_bounds(b)?;
+        o.bounds = parse_bounds(b.split(','))?;
     }
     Ok(o)
 }
@@ -123,16 +109,16 @@ pub fn run(args: &CheckArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let kernels = match load(&input) {
-        Ok(k) => k,
-        Err(code) => return code,
-    };
     let mut opts = match options(&args.target, &args.block, &args.bounds) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");
             return EXIT_USER;
         }
+    };
+    let kernels = match load_for(&input, &limits_of(opts.target.as_ref())) {
+        Ok(k) => k,
+        Err(code) => return code,
     };
     opts.schedules = args.schedules.max(1);
     opts.try_proof = !args.no_proof;
@@ -157,13 +143,12 @@ pub fn run(args: &CheckArgs) -> i32 {
             }
             _ => {
                 if let Some(d) = r.to_diagnostic(k) {
-                    let c = if d.kind == DiagKind::User {
-                        EXIT_USER
-                    } else {
-                        EXIT_FINDING
-                    };
-                    report(&input, &[d]);
-                    println!("@{}: {}", k.name, r.summary());
+                    let c = exit_code(std::slice::from_ref(&d));
+                    report(&input, std::slice::from_ref(&d));
+                    // Bad input is said once, on stderr; a finding is summarized on stdout.
+                    if d.kind != DiagKind::User {
+                        println!("@{}: {}", k.name, r.summary());
+                    }
                     code = code.max(c);
                 }
             }

@@ -5,7 +5,7 @@
 //! host harness, see `smemsync::emit::cuda`) for an NVIDIA target. A `.mlir` input (or
 //! `--from mlir`) is imported first. Output goes to standard output or to `-o FILE`.
 
-use super::{EXIT_OK, EXIT_USER, load, read_input, report};
+use super::{EXIT_OK, EXIT_USER, exit_code, load, load_for, read_input, report};
 
 /// The output formats of `emit`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,15 +64,13 @@ pub fn run(args: &EmitArgs) -> i32 {
         None => args.file.ends_with(".mlir"),
     };
     let kernels = if from_mlir {
-        match import_mlir(args, &input) {
-            Ok(k) => k,
-            Err(code) => return code,
-        }
+        import_mlir(args, &input)
     } else {
-        match load(&input) {
-            Ok(k) => k,
-            Err(code) => return code,
-        }
+        load_text(args, &input)
+    };
+    let kernels = match kernels.and_then(|ks| select(args, ks)) {
+        Ok(k) => k,
+        Err(code) => return code,
     };
     let text = match args.format {
         Format::Text => smemsync::emit::text::print_kernels(&kernels),
@@ -97,6 +95,33 @@ pub fn run(args: &EmitArgs) -> i32 {
     EXIT_OK
 }
 
+/// Reads the text form, verified against the target's limits when the output is for it
+/// (MLIR, CUDA) and against every target's for text.
+fn load_text(args: &EmitArgs, input: &super::Input) -> Result<Vec<smemsync::Kernel>, i32> {
+    if args.format == Format::Text {
+        return load(input);
+    }
+    load_for(input, &target(args, input)?.limits)
+}
+
+/// The kernel `--kernel` names (all of them without it); naming no kernel of the file is a
+/// usage error that lists the known ones.
+fn select(args: &EmitArgs, kernels: Vec<smemsync::Kernel>) -> Result<Vec<smemsync::Kernel>, i32> {
+    let Some(name) = &args.kernel else {
+        return Ok(kernels);
+    };
+    let name = name.trim_start_matches('@');
+    if kernels.iter().any(|k| k.name == name) {
+        return Ok(kernels.into_iter().filter(|k| k.name == name).collect());
+    }
+    let names: Vec<String> = kernels.iter().map(|k| format!("@{}", k.name)).collect();
+    eprintln!(
+        "error: --kernel `{name}`: the file holds no such kernel; it holds {}",
+        names.join(", ")
+    );
+    Err(EXIT_USER)
+}
+
 fn target(args: &EmitArgs, input: &super::Input) -> Result<smemsync::target::Target, i32> {
     smemsync::target::Target::from_name(&args.target).map_err(|d| {
         report(input, &[d]);
@@ -107,10 +132,22 @@ fn target(args: &EmitArgs, input: &super::Input) -> Result<smemsync::target::Tar
 /// Reads MLIR (the subset `emit --format mlir` writes) into kernels.
 fn import_mlir(args: &EmitArgs, input: &super::Input) -> Result<Vec<smemsync::Kernel>, i32> {
     let t = target(args, input)?;
-    smemsync::reader::mlir::import_mlir(&input.text, &t).map_err(|d| {
+    let kernels = smemsync::reader::mlir::import_mlir(&input.text, &t).map_err(|d| {
         report(input, &d);
         EXIT_USER
-    })
+    })?;
+    if args.format == Format::Text {
+        return Ok(kernels);
+    }
+    let errs: Vec<_> = kernels
+        .iter()
+        .flat_map(|k| smemsync::verify::verify_with(k, &t.limits))
+        .collect();
+    if !errs.is_empty() {
+        report(input, &errs);
+        return Err(EXIT_USER);
+    }
+    Ok(kernels)
 }
 
 fn emit_mlir(
@@ -121,7 +158,7 @@ fn emit_mlir(
     let t = target(args, input)?;
     smemsync::emit::mlir::emit_mlir_kernels(kernels, &t).map_err(|d| {
         report(input, &d);
-        EXIT_USER
+        exit_code(&d)
     })
 }
 
@@ -130,16 +167,8 @@ fn emit_cuda(
     input: &super::Input,
     kernels: &[smemsync::Kernel],
 ) -> Result<String, i32> {
-    let target = smemsync::target::Target::from_name(&args.target).map_err(|d| {
-        report(input, &[d]);
-        EXIT_USER
-    })?;
-    let kernel = match &args.kernel {
-        Some(name) => kernels.iter().find(|k| &k.name == name),
-        None if kernels.len() == 1 => kernels.first(),
-        None => None,
-    };
-    let Some(kernel) = kernel else {
+    let target = target(args, input)?;
+    let [kernel] = kernels else {
         let names: Vec<String> = kernels.iter().map(|k| format!("@{}", k.name)).collect();
         eprintln!(
             "error: choose a kernel with `--kernel NAME`; the file holds {}",
@@ -147,11 +176,16 @@ fn emit_cuda(
         );
         return Err(EXIT_USER);
     };
+    let syncs = smemsync::emit::cuda::sync_ops(kernel).len();
     if args.count_syncs {
-        return Ok(format!(
-            "{}\n",
-            smemsync::emit::cuda::sync_ops(kernel).len()
-        ));
+        return Ok(format!("{syncs}\n"));
+    }
+    if let Some(n) = args.drop_sync.filter(|&n| n >= syncs) {
+        eprintln!(
+            "error: --drop-sync {n}: @{} has {syncs} droppable sync op(s), numbered from 0",
+            kernel.name
+        );
+        return Err(EXIT_USER);
     }
     let opts = smemsync::emit::cuda::CudaOptions {
         strip_syncs: args.strip_syncs,
@@ -160,6 +194,6 @@ fn emit_cuda(
     };
     smemsync::emit::cuda::emit_cuda(kernel, &target, &opts).map_err(|diags| {
         report(input, &diags);
-        EXIT_USER
+        exit_code(&diags)
     })
 }

@@ -15,11 +15,28 @@ pub mod waits;
 
 use std::io::{IsTerminal, Read};
 
-use smemsync::diag::{Diagnostic, render_all};
+use smemsync::diag::{DiagKind, Diagnostic, Severity, render_all};
+use smemsync::target::{Limits, Target};
 
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FINDING: i32 = 1;
 pub const EXIT_USER: i32 = 2;
+pub const EXIT_INTERNAL: i32 = 3;
+
+/// The one place exit codes are decided from diagnostics: the worst of the errors (3 a pass
+/// broke an invariant, 2 bad input or usage, 1 a finding); 0 when there are only warnings.
+pub fn exit_code(diags: &[Diagnostic]) -> i32 {
+    diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| match d.kind {
+            DiagKind::Finding => EXIT_FINDING,
+            DiagKind::User => EXIT_USER,
+            DiagKind::Verifier => EXIT_INTERNAL,
+        })
+        .max()
+        .unwrap_or(EXIT_OK)
+}
 
 /// An input file: its display name and text. `-` reads standard input.
 pub struct Input {
@@ -28,23 +45,27 @@ pub struct Input {
 }
 
 pub fn read_input(path: &str) -> Result<Input, String> {
-    if path == "-" {
-        let mut text = String::new();
+    let (name, bytes) = if path == "-" {
+        let mut bytes = Vec::new();
         std::io::stdin()
-            .read_to_string(&mut text)
+            .read_to_end(&mut bytes)
             .map_err(|e| format!("cannot read standard input: {e}"))?;
-        Ok(Input {
-            name: "<stdin>".into(),
-            text,
-        })
+        ("<stdin>".to_string(), bytes)
     } else {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
-        Ok(Input {
-            name: path.into(),
-            text,
-        })
-    }
+        let bytes = std::fs::read(path).map_err(|e| format!("cannot read `{path}`: {e}"))?;
+        (path.to_string(), bytes)
+    };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let bad = e.utf8_error().valid_up_to();
+        let good = std::str::from_utf8(&e.as_bytes()[..bad]).unwrap_or_default();
+        let (line, col, _) = smemsync::diag::line_of(good, bad);
+        format!(
+            "{name}:{}:{}: invalid UTF-8 at byte {bad} (the input must be UTF-8 text)",
+            line + 1,
+            col + 1
+        )
+    })?;
+    Ok(Input { name, text })
 }
 
 /// Prints diagnostics to stderr (in colour on a terminal).
@@ -53,8 +74,15 @@ pub fn report(input: &Input, diags: &[Diagnostic]) {
     eprint!("{}", render_all(diags, &input.name, &input.text, color));
 }
 
-/// Parses and verifies every kernel of an input, reporting failures.
+/// Parses and verifies every kernel of an input against the limits of every target,
+/// reporting failures.
 pub fn load(input: &Input) -> Result<Vec<smemsync::Kernel>, i32> {
+    load_for(input, &Limits::GENERIC)
+}
+
+/// Parses and verifies every kernel of an input against `limits`, reporting failures. Every
+/// verifier complaint about an input is bad input (exit 2), whatever its kind.
+pub fn load_for(input: &Input, limits: &Limits) -> Result<Vec<smemsync::Kernel>, i32> {
     let module = match smemsync::reader::parse(&input.text) {
         Ok(m) => m,
         Err(d) => {
@@ -62,15 +90,20 @@ pub fn load(input: &Input) -> Result<Vec<smemsync::Kernel>, i32> {
             return Err(EXIT_USER);
         }
     };
-    let mut errs = Vec::new();
+    let mut errs = smemsync::verify::limits::duplicate_names(&module.kernels);
     for k in &module.kernels {
-        errs.extend(smemsync::verify::verify(k));
+        errs.extend(smemsync::verify::verify_with(k, limits));
     }
     if !errs.is_empty() {
         report(input, &errs);
         return Err(EXIT_USER);
     }
     Ok(module.kernels)
+}
+
+/// The limits of an optional target (those of every target when absent).
+pub fn limits_of(target: Option<&Target>) -> Limits {
+    target.map_or(Limits::GENERIC, |t| t.limits)
 }
 
 /// Reads an input (`-` for standard input) and parses and verifies its kernels, reporting
@@ -82,4 +115,32 @@ pub fn read_kernels(path: &str) -> Result<(Input, Vec<smemsync::Kernel>), i32> {
     })?;
     let kernels = load(&input)?;
     Ok((input, kernels))
+}
+
+/// Parses `--bounds` items `NAME=VALUE`: each name once, each value an i32 (what a scalar
+/// parameter holds).
+pub fn parse_bounds<'a>(
+    items: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<(String, i64)>, String> {
+    let mut out: Vec<(String, i64)> = Vec::new();
+    for item in items.into_iter().map(str::trim).filter(|x| !x.is_empty()) {
+        let (n, v) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--bounds `{item}`: expected NAME=VALUE"))?;
+        let name = n.trim().trim_start_matches('%').to_string();
+        let v: i64 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("--bounds `{item}`: `{}` is not an integer", v.trim()))?;
+        if i32::try_from(v).is_err() {
+            return Err(format!(
+                "--bounds `{item}`: {v} is out of the i32 range of a scalar parameter"
+            ));
+        }
+        if out.iter().any(|(m, _)| *m == name) {
+            return Err(format!("--bounds names `{name}` twice"));
+        }
+        out.push((name, v));
+    }
+    Ok(out)
 }

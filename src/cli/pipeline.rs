@@ -1,6 +1,6 @@
 //! `smemsync pipeline --stages S FILE`: circular-buffer every loop with a `stage "load"`.
 
-use super::{EXIT_OK, EXIT_USER, read_kernels, report};
+use super::{EXIT_OK, exit_code, read_kernels, report};
 
 #[derive(clap::Args, Debug)]
 pub struct PipelineArgs {
@@ -19,10 +19,18 @@ pub fn run(args: &PipelineArgs) -> i32 {
     let mut out = Vec::new();
     for k in &kernels {
         match smemsync::transform::pipeline::circular_buffer(k, args.stages) {
-            Ok((pk, _)) => out.push(pk),
+            Ok((pk, _)) => {
+                // More stages multiply buffer sizes: the result must still fit the limits.
+                let errs = smemsync::verify::verify(&pk);
+                if !errs.is_empty() {
+                    report(&input, &errs);
+                    return exit_code(&errs);
+                }
+                out.push(pk)
+            }
             Err(diags) => {
                 report(&input, &diags);
-                return EXIT_USER;
+                return exit_code(&diags);
             }
         }
     }

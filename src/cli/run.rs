@@ -8,10 +8,9 @@
 use std::fmt::Write as _;
 
 use smemsync::check::{GlobalMem, Val, run as run_kernel};
-use smemsync::diag::DiagKind;
 
 use super::check::options;
-use super::{EXIT_FINDING, EXIT_OK, EXIT_USER, load, read_input, report};
+use super::{EXIT_OK, EXIT_USER, exit_code, limits_of, load_for, read_input, report};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -54,10 +53,6 @@ pub fn run(args: &RunArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let kernels = match load(&input) {
-        Ok(k) => k,
-        Err(code) => return code,
-    };
     let opts = match options(&args.target, &args.block, &args.bounds) {
         Ok(o) => o,
         Err(e) => {
@@ -65,18 +60,18 @@ pub fn run(args: &RunArgs) -> i32 {
             return EXIT_USER;
         }
     };
+    let kernels = match load_for(&input, &limits_of(opts.target.as_ref())) {
+        Ok(k) => k,
+        Err(code) => return code,
+    };
     let many = kernels.len() > 1;
     for k in &kernels {
         let out = match run_kernel(k, args.seed, &opts) {
             Ok(o) => o,
             Err(d) => {
-                let c = if d.kind == DiagKind::User {
-                    EXIT_USER
-                } else {
-                    EXIT_FINDING
-                };
-                report(&input, &[d]);
-                return c;
+                let d = [d];
+                report(&input, &d);
+                return exit_code(&d);
             }
         };
         match &args.out {

@@ -14,7 +14,7 @@ use smemsync::sync::{PlaceOptions, Placement, Strategy};
 use smemsync::target::Target;
 use smemsync::{Diagnostic, Kernel};
 
-use super::{EXIT_FINDING, EXIT_OK, EXIT_USER, load, read_input, report};
+use super::{EXIT_OK, EXIT_USER, exit_code, load_for, parse_bounds, read_input, report};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StrategyArg {
@@ -115,21 +115,6 @@ pub fn explain_hazard(k: &Kernel, fp: &Footprints, src: &str, h: &Hazard) -> Str
     s
 }
 
-fn parse_bounds(b: &[String]) -> Result<HashMap<String, i64>, String> {
-    let mut m = HashMap::new();
-    for item in b {
-        let (n, v) = item
-            .split_once('=')
-            .ok_or_else(|| format!("bad bound `{item}`: expected NAME=INT"))?;
-        let v: i64 = v
-            .trim()
-            .parse()
-            .map_err(|_| format!("bad bound `{item}`: expected NAME=INT"))?;
-        m.insert(n.trim().trim_start_matches('%').to_string(), v);
-    }
-    Ok(m)
-}
-
 pub fn run(args: &SyncArgs) -> i32 {
     let input = match read_input(&args.file) {
         Ok(i) => i,
@@ -145,14 +130,14 @@ pub fn run(args: &SyncArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let bounds = match parse_bounds(&args.bounds) {
-        Ok(b) => b,
+    let bounds: HashMap<String, i64> = match parse_bounds(args.bounds.iter().map(String::as_str)) {
+        Ok(b) => b.into_iter().collect(),
         Err(e) => {
             eprintln!("error: {e}");
             return EXIT_USER;
         }
     };
-    let kernels = match load(&input) {
+    let kernels = match load_for(&input, &target.limits) {
         Ok(k) => k,
         Err(code) => return code,
     };
@@ -183,7 +168,7 @@ pub fn run(args: &SyncArgs) -> i32 {
     }
     if !findings.is_empty() {
         report(&input, &findings);
-        return EXIT_FINDING;
+        return exit_code(&findings);
     }
     print!("{}", out.join("\n"));
     EXIT_OK

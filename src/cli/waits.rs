@@ -3,13 +3,11 @@
 //! followed by comments saying which copies it completes and why its count is what it is).
 //! Exit codes: 0 printed; 1 a finding no wait can fix (reported on stderr); 2 bad input.
 
-use super::{EXIT_OK, EXIT_USER, load, read_input, report};
+use super::{EXIT_OK, EXIT_USER, exit_code, load_for, read_input, report};
 use smemsync::sync::waits::{apply_waits, explain_waits, plan_waits};
 use smemsync::target::Target;
 
 /// A finding no wait can fix (exit code 1, as documented in `smemsync --help`).
-const EXIT_FINDING: i32 = 1;
-
 #[derive(clap::Args, Debug)]
 pub struct WaitsArgs {
     /// Kernel file (`-` for standard input).
@@ -37,7 +35,7 @@ pub fn run(args: &WaitsArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let kernels = match load(&input) {
+    let kernels = match load_for(&input, &target.limits) {
         Ok(k) => k,
         Err(code) => return code,
     };
@@ -54,7 +52,7 @@ pub fn run(args: &WaitsArgs) -> i32 {
             Ok(t) => texts.push(t),
             Err(d) => {
                 report(&input, &d);
-                code = EXIT_FINDING;
+                code = code.max(exit_code(&d));
             }
         }
     }

@@ -36,7 +36,11 @@ pub struct Kernel {
     pub buffer_spans: SecondaryMap<Buffer, Span>,
     pub global_spans: SecondaryMap<Global, Span>,
     pub value_spans: SecondaryMap<Value, Span>,
+    pub group_spans: SecondaryMap<Group, Span>,
     pub kernel_span: Span,
+    /// The `block(...)` and `grid(...)` of the header (undefined when absent).
+    pub block_span: Span,
+    pub grid_span: Span,
     /// Default values of scalar parameters (`%n: i32 = 8`), used when a run gives none.
     pub param_defaults: SecondaryMap<Value, Option<Scalar>>,
     /// Declared ranges of i32 scalar parameters (`%n: i32 in [1, 4096]`), inclusive: what
@@ -68,15 +72,20 @@ impl Kernel {
             buffer_spans: SecondaryMap::default(),
             global_spans: SecondaryMap::default(),
             value_spans: SecondaryMap::default(),
+            group_spans: SecondaryMap::with_default(Span::UNDEF),
             kernel_span: Span::UNDEF,
+            block_span: Span::UNDEF,
+            grid_span: Span::UNDEF,
             param_defaults: SecondaryMap::with_default(None),
             param_ranges: SecondaryMap::with_default(None),
         }
     }
 
-    /// Total threads in a block.
+    /// Total threads in a block, saturating at `u32::MAX` (never wrapping); the verifier
+    /// refuses blocks over the target's limit (1024 threads), so after verification this is
+    /// exact.
     pub fn threads(&self) -> u32 {
-        self.block[0] * self.block[1] * self.block[2]
+        self.block.iter().fold(1u32, |n, &d| n.saturating_mul(d))
     }
 
     pub fn new_value(&mut self, ty: ScalarType, def: ValueDef) -> Value {

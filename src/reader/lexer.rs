@@ -3,7 +3,7 @@
 //! Whitespace and `//` comments separate tokens. A word may contain letters, digits, `_` and
 //! `.` (so `tid.x` and `cp.async`-style names are one token). `%name` and `@name` are value and
 //! symbol references. Numbers are decimal (optionally negative; a `.`, `e` or `inf`/`nan` makes
-//! a float). Complexity: O(n) in the source length; never panics on any input.
+//! a float); an integer outside i64 is an error, never a float. Complexity: O(n) in the source length; never panics on any input.
 
 use crate::diag::{Diagnostic, Span};
 
@@ -169,8 +169,15 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
                 }
             }
             let text = &src[start..i];
+            let digits = text.strip_prefix('-').unwrap_or(text);
             let tok = if let Ok(v) = text.parse::<i64>() {
                 Tok::Int(v)
+            } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(Diagnostic::user(
+                    "E0165",
+                    format!("integer `{text}` does not fit in 64 bits"),
+                )
+                .with_label(Span::new(start, i), "out of the i64 range"));
             } else if text == "-inf" {
                 Tok::Float(f64::NEG_INFINITY)
             } else if let (true, Ok(v)) = (

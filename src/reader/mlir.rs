@@ -20,6 +20,7 @@ use std::collections::{HashMap, HashSet};
 use crate::diag::{Diagnostic, Span};
 use crate::ir::*;
 use crate::target::Target;
+use crate::verify::limits::{MAX_NESTING, too_deep};
 
 /// Reads every `gpu.func ... kernel` of an MLIR text. `target` decides what the AMD
 /// counter fields of `amdgpu.memory_counter_wait` mean (vmcnt/lgkmcnt on gfx9, loadcnt/dscnt
@@ -727,6 +728,8 @@ struct Importer<'a> {
     src_len: usize,
     /// Shared buffers whose SSA name differs from their smemsync name.
     shared_names: Vec<(String, String)>,
+    /// Region-owning ops enclosing the region being read.
+    depth: usize,
 }
 
 impl<'a> Importer<'a> {
@@ -741,6 +744,7 @@ impl<'a> Importer<'a> {
             stage_yield: Vec::new(),
             src_len,
             shared_names: Vec::new(),
+            depth: 0,
         }
     }
 
@@ -953,24 +957,29 @@ impl<'a> Importer<'a> {
             return c.err("`kernel`");
         }
         if c.eat_word("attributes") {
+            let attrs_at = c.span();
             let attrs = match c.dict()? {
                 Attr::Dict(d) => d,
                 _ => Vec::new(),
             };
+            // Out-of-range sizes become 0 or u32::MAX, which the verifier refuses.
+            let dim = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
             let dims3 = |a: Option<&Attr>| -> Option<[u32; 3]> {
                 if let Some(Attr::Text(t)) = a {
                     let v = array_ints(t);
                     if v.len() == 3 {
-                        return Some([v[0] as u32, v[1] as u32, v[2] as u32]);
+                        return Some([dim(v[0]), dim(v[1]), dim(v[2])]);
                     }
                 }
                 None
             };
             if let Some(b) = dims3(get(&attrs, "known_block_size")) {
                 self.k.block = b;
+                self.k.block_span = attrs_at;
             }
             if let Some(g) = dims3(get(&attrs, "known_grid_size")) {
                 self.k.grid = g;
+                self.k.grid_span = attrs_at;
             }
             if let Some(Attr::Dict(ns)) = get(&attrs, "smemsync.shared_names") {
                 for (ssa, a) in ns {
@@ -984,11 +993,12 @@ impl<'a> Importer<'a> {
                     if let Attr::Text(t) = a {
                         let v = array_ints(t);
                         if v.len() == 2 {
-                            self.k.groups.push(GroupData {
+                            let g = self.k.groups.push(GroupData {
                                 name: n.clone(),
-                                lo: v[0] as u32,
-                                hi: v[1] as u32,
+                                lo: dim(v[0]),
+                                hi: dim(v[1]),
                             });
+                            self.k.group_spans.set(g, attrs_at);
                         }
                     }
                 }
@@ -1008,8 +1018,23 @@ impl<'a> Importer<'a> {
     }
 
     /// Parses ops from line `i` up to the line starting with `}`; returns that line's index
-    /// and the index after it.
-    fn region(&mut self, mut i: usize, r: Region, mode: Mode) -> R<(usize, usize)> {
+    /// and the index after it. A nested region deeper than `MAX_NESTING` is refused before
+    /// recursing into it, so no input can overflow the stack.
+    fn region(&mut self, i: usize, r: Region, mode: Mode) -> R<(usize, usize)> {
+        if r == self.k.body {
+            return self.region_ops(i, r, mode);
+        }
+        if self.depth >= MAX_NESTING {
+            let at = self.lines[i.saturating_sub(1).min(self.lines.len() - 1)].span;
+            return Err(too_deep(at));
+        }
+        self.depth += 1;
+        let res = self.region_ops(i, r, mode);
+        self.depth -= 1;
+        res
+    }
+
+    fn region_ops(&mut self, mut i: usize, r: Region, mode: Mode) -> R<(usize, usize)> {
         while i < self.lines.len() {
             let l = &self.lines[i];
             if l.starts_with_close() {
@@ -1135,6 +1160,28 @@ impl<'a> Importer<'a> {
     }
 
     fn op(&mut self, i: usize, r: Region, mode: &Mode) -> R<usize> {
+        let line = &self.lines[i];
+        let mut c = self.cur(i);
+        let res = self.results(&mut c);
+        let span = Span::new(
+            line.toks
+                .get(c.i)
+                .map_or(line.span.lo as usize, |t| t.span.lo as usize),
+            line.span.hi as usize,
+        );
+        // Region-owning ops go through this small frame: the nesting recursion passes
+        // through here, and the other ops' big match stays off the stack.
+        match c.word()?.as_str() {
+            "scf.for" => self.for_op(i, &mut c, r, &res, span),
+            "scf.if" => self.if_op(i, &mut c, r, &res, span),
+            "scf.while" => self.while_op(i, &mut c, r, &res, span),
+            "scf.execute_region" => self.stage(i, &mut c, r, &res, span),
+            _ => self.plain_op(i, r, mode),
+        }
+    }
+
+    /// An op that owns no region.
+    fn plain_op(&mut self, i: usize, r: Region, mode: &Mode) -> R<usize> {
         let line = &self.lines[i];
         let mut c = self.cur(i);
         let res = self.results(&mut c);
@@ -1964,10 +2011,6 @@ impl<'a> Importer<'a> {
                     );
                 }
             }
-            "scf.for" => return self.for_op(i, &mut c, r, &res, span),
-            "scf.if" => return self.if_op(i, &mut c, r, &res, span),
-            "scf.while" => return self.while_op(i, &mut c, r, &res, span),
-            "scf.execute_region" => return self.stage(i, &mut c, r, &res, span),
             "scf.yield" => {
                 let mut vs = Vec::new();
                 while let Some(T::Val(_)) = c.peek() {

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use super::lexer::{Tok, Token, lex};
 use crate::diag::{Diagnostic, Span};
 use crate::ir::*;
+use crate::verify::limits::{MAX_NESTING, too_deep};
 
 /// A parsed file: one or more kernels.
 #[derive(Clone, Debug)]
@@ -81,6 +82,8 @@ struct Parser {
 
 struct KernelCtx {
     k: Kernel,
+    /// Region-owning ops enclosing the region being parsed.
+    depth: usize,
     scopes: Vec<HashMap<String, Sym>>,
     symbols: HashMap<String, Span>,
 }
@@ -206,6 +209,7 @@ impl Parser {
         let (name, _) = self.symbol()?;
         let mut cx = KernelCtx {
             k: Kernel::new(name),
+            depth: 0,
             scopes: vec![HashMap::new()],
             symbols: HashMap::new(),
         };
@@ -234,10 +238,13 @@ impl Parser {
                         .with_label(ws, "repeated"));
                 }
                 *slot = true;
+                let at = ws.to(self.prev_span());
                 if w == "block" {
                     cx.k.block = dims;
+                    cx.k.block_span = at;
                 } else {
                     cx.k.grid = dims;
+                    cx.k.grid_span = at;
                 }
             } else {
                 break;
@@ -442,6 +449,18 @@ impl Parser {
         }
     }
 
+    /// Items of a nested region until the closing brace (not consumed), refusing nesting
+    /// deeper than `MAX_NESTING` before recursing (so no input can overflow the stack).
+    fn nested_items(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
+        if cx.depth >= MAX_NESTING {
+            return Err(too_deep(self.prev_span()));
+        }
+        cx.depth += 1;
+        let res = self.region_items(cx, region);
+        cx.depth -= 1;
+        res
+    }
+
     /// Items of a region until the closing brace (not consumed).
     fn region_items(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
         loop {
@@ -543,7 +562,8 @@ impl Parser {
                     .with_label(hs, "upper bound must exceed the lower bound"),
             );
         }
-        cx.k.groups.push(GroupData { name, lo, hi });
+        let g = cx.k.groups.push(GroupData { name, lo, hi });
+        cx.k.group_spans.set(g, kw.to(self.prev_span()));
         Ok(())
     }
 
@@ -784,11 +804,175 @@ impl Parser {
             }
         }
         let (name, ns) = self.word()?;
-        use ScalarType as T;
         let mut tys: Vec<ScalarType> = Vec::new();
         let mut regions = Vec::new();
         let mut optional_result = false;
-        let kind = match name.as_str() {
+        // Region-owning ops go through a small frame: the nesting recursion passes through
+        // here, and the plain ops' big match stays off the stack.
+        let kind = if matches!(name.as_str(), "for" | "if" | "while" | "stage") {
+            self.region_op(cx, &name, ns, &results, &mut tys, &mut regions)?
+        } else {
+            let at = (start, ns, region);
+            let kind = self.plain_op(cx, &name, &results, at, &mut tys, &mut optional_result)?;
+            let Some(kind) = kind else { return Ok(()) };
+            kind
+        };
+        if optional_result && results.is_empty() {
+            tys.clear();
+        }
+        let op = cx.k.new_op(kind, &tys, regions);
+        cx.k.op_spans.set(op, start.to(self.prev_span()));
+        // Region-owning ops span only their header line, so labels stay readable.
+        if !cx.k.ops[op].regions.is_empty() {
+            cx.k.op_spans.set(op, start.to(ns));
+        }
+        if tys.is_empty() {
+            self.no_results(&results, &name)?;
+        } else {
+            self.bind_results(cx, op, &results, &name, ns)?;
+        }
+        cx.k.append(region, op);
+        Ok(())
+    }
+
+    /// `for`, `if`, `while` and `stage`: the op kind, its result types and its regions.
+    fn region_op(
+        &mut self,
+        cx: &mut KernelCtx,
+        name: &str,
+        ns: Span,
+        results: &[(String, Span)],
+        tys: &mut Vec<ScalarType>,
+        regions: &mut Vec<Region>,
+    ) -> PResult<OpKind> {
+        use ScalarType as T;
+        Ok(match name {
+            "for" => {
+                let (iv, ivs) = self.local()?;
+                self.expect(Tok::Eq)?;
+                let lo = self.operand(cx, T::I32)?;
+                self.expect_word("to")?;
+                let hi = self.operand(cx, T::I32)?;
+                let step = if self.eat_word("step") {
+                    self.operand(cx, T::I32)?
+                } else {
+                    Operand::int(1)
+                };
+                if step == Operand::Imm(Scalar::I32(0))
+                    || matches!(step, Operand::Imm(Scalar::I32(s)) if s < 0)
+                {
+                    return Err(Diagnostic::user("E0143", "a loop step must be positive")
+                        .with_label(self.prev_span(), "step"));
+                }
+                let iters = self.iter_args(cx)?;
+                let body = cx.k.new_region();
+                let ivv = cx.k.new_value(T::I32, ValueDef::RegionArg(body, 0));
+                cx.k.regions[body].args.push(ivv);
+                let mut init = Vec::new();
+                let mut names = vec![(iv, ivs, ivv)];
+                for (i, (n, s, op)) in iters.into_iter().enumerate() {
+                    let ty = self.operand_ty(cx, op);
+                    let a = cx.k.new_value(ty, ValueDef::RegionArg(body, i + 1));
+                    cx.k.regions[body].args.push(a);
+                    tys.push(ty);
+                    init.push(op);
+                    names.push((n, s, a));
+                }
+                self.region_block(cx, body, &names)?;
+                regions.push(body);
+                OpKind::For { lo, hi, step, init }
+            }
+            "if" => {
+                let cond = self.operand(cx, T::I1)?;
+                let then_r = cx.k.new_region();
+                self.region_block(cx, then_r, &[])?;
+                let else_r = cx.k.new_region();
+                if self.eat_word("else") {
+                    self.region_block(cx, else_r, &[])?;
+                }
+                regions.push(then_r);
+                regions.push(else_r);
+                if !results.is_empty() {
+                    *tys = self.yield_types(cx, then_r, ns)?;
+                }
+                OpKind::If { cond }
+            }
+            "while" => {
+                let iters = self.iter_args(cx)?;
+                let before = cx.k.new_region();
+                let mut names = Vec::new();
+                let mut init = Vec::new();
+                for (i, (n, s, op)) in iters.iter().cloned().enumerate() {
+                    let ty = self.operand_ty(cx, op);
+                    let a = cx.k.new_value(ty, ValueDef::RegionArg(before, i));
+                    cx.k.regions[before].args.push(a);
+                    tys.push(ty);
+                    init.push(op);
+                    names.push((n, s, a));
+                }
+                self.region_block(cx, before, &names)?;
+                self.expect_word("do")?;
+                let after = cx.k.new_region();
+                let mut anames = Vec::new();
+                self.expect(Tok::LParen)?;
+                if !self.eat(&Tok::RParen) {
+                    loop {
+                        let (n, s) = self.local()?;
+                        anames.push((n, s));
+                        if self.eat(&Tok::RParen) {
+                            break;
+                        }
+                        self.expect(Tok::Comma)?;
+                    }
+                }
+                if anames.len() != tys.len() {
+                    return Err(Diagnostic::user(
+                        "E0144",
+                        format!(
+                            "the `do` region takes {} argument(s), one per iteration value",
+                            tys.len()
+                        ),
+                    )
+                    .with_label(self.prev_span(), "wrong number of arguments"));
+                }
+                let mut bnames = Vec::new();
+                for (i, (n, s)) in anames.into_iter().enumerate() {
+                    let a = cx.k.new_value(tys[i], ValueDef::RegionArg(after, i));
+                    cx.k.regions[after].args.push(a);
+                    bnames.push((n, s, a));
+                }
+                self.region_block(cx, after, &bnames)?;
+                regions.push(before);
+                regions.push(after);
+                OpKind::While { init }
+            }
+            "stage" => {
+                let (n, _) = self.string()?;
+                let body = cx.k.new_region();
+                // A stage runs exactly once, in place: its definitions stay visible after it.
+                self.expect(Tok::LBrace)?;
+                self.nested_items(cx, body)?;
+                self.expect(Tok::RBrace)?;
+                regions.push(body);
+                OpKind::Stage { name: n }
+            }
+            _ => return self.err("a region op"),
+        })
+    }
+
+    /// Every op that owns no region: its kind and result types.
+    fn plain_op(
+        &mut self,
+        cx: &mut KernelCtx,
+        name: &str,
+        results: &[(String, Span)],
+        at: (Span, Span, Region),
+        tys: &mut Vec<ScalarType>,
+        optional_result: &mut bool,
+    ) -> PResult<Option<OpKind>> {
+        use ScalarType as T;
+        let (start, ns, region) = at;
+        Ok(Some(match name {
             "const" => {
                 let r = self.raw(cx)?;
                 let ty = if self.eat(&Tok::Colon) {
@@ -808,7 +992,7 @@ impl Parser {
             }
             "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
             | "shl" | "shr" => {
-                let op = BinOp::from_name(&name).expect("listed");
+                let op = BinOp::from_name(name).expect("listed");
                 let a = self.raw(cx)?;
                 self.expect(Tok::Comma)?;
                 let b = self.raw(cx)?;
@@ -837,7 +1021,7 @@ impl Parser {
                 OpKind::Binary(op, a, b)
             }
             "neg" | "not" | "exp" | "sqrt" | "abs" => {
-                let op = UnOp::from_name(&name).expect("listed");
+                let op = UnOp::from_name(name).expect("listed");
                 let a = self.raw(cx)?;
                 let ty = self.raw_ty(cx, a);
                 let ok = match op {
@@ -1004,7 +1188,7 @@ impl Parser {
                 cx.k.append(region, op);
                 let (vn, vs) = results[0].clone();
                 self.define(cx, &vn, vs, Sym::View(view))?;
-                return Ok(());
+                return Ok(None);
             }
             "load" => {
                 let (m, idx, s) = self.shared_index(cx)?;
@@ -1028,7 +1212,7 @@ impl Parser {
                     Diagnostic::user("E0138", format!("unknown atomic `{o}`"))
                         .with_label(os, "expected add, min, max, exch, and or or")
                 })?;
-                optional_result = true;
+                *optional_result = true;
                 if name == "atomic" {
                     let (m, idx, s) = self.shared_index(cx)?;
                     self.expect(Tok::Comma)?;
@@ -1097,7 +1281,7 @@ impl Parser {
                 self.expect(Tok::Arrow)?;
                 let (src, src_index, ss) = self.global_index(cx)?;
                 self.copy_types(cx, dst, ds, src, ss)?;
-                optional_result = true;
+                *optional_result = true;
                 tys.push(T::Token);
                 if name == "cp_async" {
                     OpKind::CpAsync {
@@ -1127,7 +1311,7 @@ impl Parser {
                     )
                     .with_label(ds, "tile rank exceeds the source rank"));
                 }
-                optional_result = true;
+                *optional_result = true;
                 tys.push(T::Token);
                 if name == "tdm_load" {
                     OpKind::TdmLoad { dst, src, origin }
@@ -1281,117 +1465,8 @@ impl Parser {
                 OpKind::Yield(vals)
             }
             "condition" => OpKind::Condition(self.operand(cx, T::I1)?),
-            "for" => {
-                let (iv, ivs) = self.local()?;
-                self.expect(Tok::Eq)?;
-                let lo = self.operand(cx, T::I32)?;
-                self.expect_word("to")?;
-                let hi = self.operand(cx, T::I32)?;
-                let step = if self.eat_word("step") {
-                    self.operand(cx, T::I32)?
-                } else {
-                    Operand::int(1)
-                };
-                if step == Operand::Imm(Scalar::I32(0))
-                    || matches!(step, Operand::Imm(Scalar::I32(s)) if s < 0)
-                {
-                    return Err(Diagnostic::user("E0143", "a loop step must be positive")
-                        .with_label(self.prev_span(), "step"));
-                }
-                let iters = self.iter_args(cx)?;
-                let body = cx.k.new_region();
-                let ivv = cx.k.new_value(T::I32, ValueDef::RegionArg(body, 0));
-                cx.k.regions[body].args.push(ivv);
-                let mut init = Vec::new();
-                let mut names = vec![(iv, ivs, ivv)];
-                for (i, (n, s, op)) in iters.into_iter().enumerate() {
-                    let ty = self.operand_ty(cx, op);
-                    let a = cx.k.new_value(ty, ValueDef::RegionArg(body, i + 1));
-                    cx.k.regions[body].args.push(a);
-                    tys.push(ty);
-                    init.push(op);
-                    names.push((n, s, a));
-                }
-                self.region_block(cx, body, &names)?;
-                regions.push(body);
-                OpKind::For { lo, hi, step, init }
-            }
-            "if" => {
-                let cond = self.operand(cx, T::I1)?;
-                let then_r = cx.k.new_region();
-                self.region_block(cx, then_r, &[])?;
-                let else_r = cx.k.new_region();
-                if self.eat_word("else") {
-                    self.region_block(cx, else_r, &[])?;
-                }
-                regions.push(then_r);
-                regions.push(else_r);
-                if !results.is_empty() {
-                    tys = self.yield_types(cx, then_r, ns)?;
-                }
-                OpKind::If { cond }
-            }
-            "while" => {
-                let iters = self.iter_args(cx)?;
-                let before = cx.k.new_region();
-                let mut names = Vec::new();
-                let mut init = Vec::new();
-                for (i, (n, s, op)) in iters.iter().cloned().enumerate() {
-                    let ty = self.operand_ty(cx, op);
-                    let a = cx.k.new_value(ty, ValueDef::RegionArg(before, i));
-                    cx.k.regions[before].args.push(a);
-                    tys.push(ty);
-                    init.push(op);
-                    names.push((n, s, a));
-                }
-                self.region_block(cx, before, &names)?;
-                self.expect_word("do")?;
-                let after = cx.k.new_region();
-                let mut anames = Vec::new();
-                self.expect(Tok::LParen)?;
-                if !self.eat(&Tok::RParen) {
-                    loop {
-                        let (n, s) = self.local()?;
-                        anames.push((n, s));
-                        if self.eat(&Tok::RParen) {
-                            break;
-                        }
-                        self.expect(Tok::Comma)?;
-                    }
-                }
-                if anames.len() != tys.len() {
-                    return Err(Diagnostic::user(
-                        "E0144",
-                        format!(
-                            "the `do` region takes {} argument(s), one per iteration value",
-                            tys.len()
-                        ),
-                    )
-                    .with_label(self.prev_span(), "wrong number of arguments"));
-                }
-                let mut bnames = Vec::new();
-                for (i, (n, s)) in anames.into_iter().enumerate() {
-                    let a = cx.k.new_value(tys[i], ValueDef::RegionArg(after, i));
-                    cx.k.regions[after].args.push(a);
-                    bnames.push((n, s, a));
-                }
-                self.region_block(cx, after, &bnames)?;
-                regions.push(before);
-                regions.push(after);
-                OpKind::While { init }
-            }
-            "stage" => {
-                let (n, _) = self.string()?;
-                let body = cx.k.new_region();
-                // A stage runs exactly once, in place: its definitions stay visible after it.
-                self.expect(Tok::LBrace)?;
-                self.region_items(cx, body)?;
-                self.expect(Tok::RBrace)?;
-                regions.push(body);
-                OpKind::Stage { name: n }
-            }
-            _ if Special::from_name(&name).is_some() => {
-                let sp = Special::from_name(&name).expect("checked");
+            _ if Special::from_name(name).is_some() => {
+                let sp = Special::from_name(name).expect("checked");
                 tys.push(T::I32);
                 OpKind::Special(sp)
             }
@@ -1400,23 +1475,7 @@ impl Parser {
                     .with_label(ns, "not an op of the smemsync IR")
                     .with_help("docs/ir.md lists every op"));
             }
-        };
-        if optional_result && results.is_empty() {
-            tys.clear();
-        }
-        let op = cx.k.new_op(kind, &tys, regions);
-        cx.k.op_spans.set(op, start.to(self.prev_span()));
-        // Region-owning ops span only their header line, so labels stay readable.
-        if !cx.k.ops[op].regions.is_empty() {
-            cx.k.op_spans.set(op, start.to(ns));
-        }
-        if tys.is_empty() {
-            self.no_results(&results, &name)?;
-        } else {
-            self.bind_results(cx, op, &results, &name, ns)?;
-        }
-        cx.k.append(region, op);
-        Ok(())
+        }))
     }
 
     fn at_line_end(&self) -> bool {
@@ -1463,7 +1522,7 @@ impl Parser {
         for (n, s, v) in args {
             self.define(cx, n, *s, Sym::Value(*v))?;
         }
-        let res = self.region_items(cx, r);
+        let res = self.nested_items(cx, r);
         cx.scopes.pop();
         res?;
         self.expect(Tok::RBrace)?;

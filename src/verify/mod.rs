@@ -14,17 +14,31 @@
 //! 5. Memory: index counts equal the memref's rank; mbarrier arrays only in mbarrier ops;
 //!    pinned offsets aligned to the element size.
 //! 6. Sync operands: named barrier ids below 16 and counts in 1..=block threads; groups
-//!    inside the block.
+//!    inside the block; mbarrier arrival counts at least 1; mbarriers only in shared memory.
+//! 7. Limits ([`limits`]): block and grid within the target's launch limits, every shared
+//!    buffer (offset plus elements times element size, checked) within its shared memory,
+//!    regions nested at most [`limits::MAX_NESTING`] deep. These run before anything recurses
+//!    over regions or sizes anything, and a violation stops verification there.
+//! 8. Atomics: `and`/`or` only on integers.
 //!
 //! Complexity: O(ops + operands) with a scope stack.
+
+pub mod limits;
 
 use std::collections::HashSet;
 
 use crate::diag::{DiagKind, Diagnostic, Span};
 use crate::ir::*;
+use crate::target::Limits;
 
-/// Verifies a kernel, returning every violation found (empty when the kernel is well formed).
+/// Verifies a kernel against the limits of every target ([`Limits::GENERIC`]), returning every
+/// violation found (empty when the kernel is well formed).
 pub fn verify(k: &Kernel) -> Vec<Diagnostic> {
+    verify_with(k, &Limits::GENERIC)
+}
+
+/// Verifies a kernel against the launch and shared-memory limits of one target.
+pub fn verify_with(k: &Kernel, lim: &Limits) -> Vec<Diagnostic> {
     let mut v = Verifier {
         k,
         errors: Vec::new(),
@@ -32,6 +46,12 @@ pub fn verify(k: &Kernel) -> Vec<Diagnostic> {
         views: HashSet::new(),
     };
     v.placement();
+    if !v.errors.is_empty() {
+        return v.errors;
+    }
+    v.errors.extend(limits::nesting(k));
+    v.errors.extend(limits::launch(k, lim));
+    v.errors.extend(limits::shared(k, lim));
     if !v.errors.is_empty() {
         return v.errors;
     }
@@ -134,10 +154,20 @@ impl Verifier<'_> {
                 );
             }
         }
-        for g in k.groups.values() {
+        for (g, gd) in k.globals.iter() {
+            if gd.elem == ElemType::MBarrier {
+                let msg = format!(
+                    "global %{} holds mbarriers, which live in shared memory",
+                    gd.name
+                );
+                self.user_err("E0166", *k.global_spans.get(g), msg);
+            }
+        }
+        for (gid, g) in k.groups.iter() {
             if g.hi > threads {
+                let span = *k.group_spans.get(gid);
                 self.err(
-                    k.kernel_span,
+                    if span.is_undef() { k.kernel_span } else { span },
                     format!(
                         "group @{} ends at thread {} but the block has {threads} threads",
                         g.name, g.hi
@@ -145,6 +175,13 @@ impl Verifier<'_> {
                 );
             }
         }
+    }
+
+    /// A user-input violation with its own code (not a broken pass invariant).
+    fn user_err(&mut self, code: &'static str, span: Span, msg: impl Into<String>) {
+        let msg = msg.into();
+        self.errors
+            .push(Diagnostic::user(code, msg.clone()).with_label(span, msg));
     }
 
     fn ty(&self, o: &Operand) -> ScalarType {
@@ -307,10 +344,18 @@ impl Verifier<'_> {
                 self.views.insert(*v);
             }
             OpKind::Load { mem, index } => self.use_mem(s, *mem, Some(index), true),
-            OpKind::Store { mem, index, value }
-            | OpKind::Atomic {
-                mem, index, value, ..
+            OpKind::Atomic {
+                op: aop,
+                mem,
+                index,
+                value,
             } => {
+                self.use_mem(s, *mem, Some(index), true);
+                let t = self.scalar_of(*mem);
+                self.use_op(s, value, t);
+                self.atomic_kind(s, *aop, t);
+            }
+            OpKind::Store { mem, index, value } => {
                 self.use_mem(s, *mem, Some(index), true);
                 let t = self.scalar_of(*mem);
                 self.use_op(s, value, t);
@@ -326,16 +371,21 @@ impl Verifier<'_> {
                 global,
                 index,
                 value,
-            }
-            | OpKind::GAtomic {
-                global,
-                index,
-                value,
-                ..
             } => {
                 self.use_global(s, *global, index, false);
                 let t = k.globals[*global].elem.scalar();
                 self.use_op(s, value, t);
+            }
+            OpKind::GAtomic {
+                op: aop,
+                global,
+                index,
+                value,
+            } => {
+                self.use_global(s, *global, index, false);
+                let t = k.globals[*global].elem.scalar();
+                self.use_op(s, value, t);
+                self.atomic_kind(s, *aop, t);
             }
             OpKind::GatherToLds {
                 dst,
@@ -397,8 +447,14 @@ impl Verifier<'_> {
                     );
                 }
             }
-            OpKind::MbarInit { mbar, index, .. }
-            | OpKind::MbarArrive { mbar, index, .. }
+            OpKind::MbarInit { mbar, index, count } => {
+                self.use_mem(s, *mbar, Some(index), false);
+                if *count == 0 {
+                    let msg = "an mbarrier needs an arrival count of at least 1";
+                    self.user_err("E0168", s, msg);
+                }
+            }
+            OpKind::MbarArrive { mbar, index, .. }
             | OpKind::MbarExpectTx { mbar, index, .. }
             | OpKind::MbarInval { mbar, index } => self.use_mem(s, *mbar, Some(index), false),
             OpKind::MbarWait {
@@ -516,6 +572,17 @@ impl Verifier<'_> {
         }
         for &r in &od.results {
             self.visible.insert(r);
+        }
+    }
+
+    /// Bitwise atomics (`and`, `or`) take integers only.
+    fn atomic_kind(&mut self, s: Span, op: AtomicOp, t: Option<ScalarType>) {
+        if matches!(op, AtomicOp::And | AtomicOp::Or) && t == Some(ScalarType::F32) {
+            let msg = format!(
+                "`atomic {}` is bitwise and takes integers, not f32",
+                op.name()
+            );
+            self.user_err("E0167", s, msg);
         }
     }
 
