@@ -1120,6 +1120,13 @@ impl<'k> Footprints<'k> {
             _ => None,
         };
         match (values, iv) {
+            // The access touches the same units in every iteration: one instance whose key
+            // `None` relates it to every iteration (exact, and no enumeration).
+            (Some(vals), Some(iv)) if !vals.is_empty() && !self.depends_on(ai, l, iv) => {
+                keys.push(None);
+                self.enumerate(ai, loops, level + 1, env, keys, out, count);
+                keys.pop();
+            }
             (Some(vals), Some(iv)) if count.saturating_mul(vals.len().max(1)) <= MAX_INSTANCES => {
                 let n = vals.len();
                 for x in vals {
@@ -1136,6 +1143,15 @@ impl<'k> Footprints<'k> {
                 keys.pop();
             }
         }
+    }
+
+    /// Whether access `ai`'s indices, views, guards or inner loop bounds depend on the
+    /// induction variable `iv` of its enclosing loop `l`.
+    fn depends_on(&self, ai: usize, l: Op, iv: Value) -> bool {
+        let mut memo = HashMap::new();
+        self.relevant_values(&self.accesses[ai], l)
+            .into_iter()
+            .any(|v| self.dep(v, iv, &mut memo) != Dep::Indep)
     }
 
     /// Drops cached footprints (to bound memory on large kernels).
