@@ -243,7 +243,10 @@ pub enum LayoutMap {
 /// allows at this size, which is no finding: the check is inconclusive (a usage error).
 fn step_limit(k: &Kernel, max: u64) -> Diagnostic {
     let spin = k.ops_in_order().into_iter().find(|&o| {
-        matches!(k.ops[o].kind, OpKind::While { .. } | OpKind::MbarWait { .. })
+        matches!(
+            k.ops[o].kind,
+            OpKind::While { .. } | OpKind::MbarWait { .. }
+        )
     });
     match spin {
         Some(op) => Diagnostic::error(
