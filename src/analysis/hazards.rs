@@ -613,7 +613,6 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
     let k = fp.k;
     let paths = Paths::new(k);
     let mut out = Hazards::default();
-    out.findings.extend(fp.conservative.iter().cloned());
     // Which waits complete each async access: the in-flight dataflow's answer
     // (`analysis::inflight`, which follows a copy across any number of iterations), else the
     // forward walk below (one iteration ahead).
@@ -704,6 +703,8 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
         // Footprints of one address space are not needed for the next.
         fp.clear_caches();
     }
+    // Conservative answers are never silent (collected while footprints were enumerated).
+    out.findings.extend(fp.conservative.iter().cloned());
     out
 }
 
