@@ -170,7 +170,7 @@ impl Target {
             limits: Limits::nvidia(name, smem),
         };
         Ok(match name {
-            "gfx942" => amd("gfx942", 64, false, 0, false, false, 65536),
+            "gfx942" => amd("gfx942", 64, false, 0, true, false, 65536),
             "gfx950" => amd("gfx950", 64, false, 0, true, false, 163840),
             "gfx1200" => amd("gfx1200", 32, true, 0, false, false, 65536),
             "gfx1201" => amd("gfx1201", 32, true, 0, false, false, 65536),

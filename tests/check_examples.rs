@@ -20,8 +20,11 @@ fn smemsync(args: &[&str]) -> (i32, String, String) {
 
 /// The target an example needs (its async ops exist only there).
 fn target_for(src: &str) -> &'static str {
-    if src.contains("tdm_load") || src.contains("gather_to_lds") {
+    if src.contains("tdm_load") {
         "gfx1250"
+    } else if src.contains("gather_to_lds") {
+        // Its waits name gfx9's vmcnt.
+        "gfx942"
     } else if ["cp_async", "tma_", "mbar_", "named_", "wgmma"]
         .iter()
         .any(|s| src.contains(s))

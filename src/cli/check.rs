@@ -9,7 +9,8 @@ use smemsync::diag::DiagKind;
 use smemsync::target::{Limits, Target};
 
 use super::{
-    EXIT_OK, EXIT_USER, Input, exit_code, limits_of, load_for, parse_bounds, read_input, report,
+    EXIT_OK, EXIT_USER, Input, exit_code, limits_of, load_for_target, parse_bounds, read_input,
+    report,
 };
 
 #[derive(clap::Args, Debug)]
@@ -119,7 +120,7 @@ pub fn run(args: &CheckArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let kernels = match load_for(&input, &limits_of(opts.target.as_ref())) {
+    let kernels = match load_for_target(&input, opts.target.as_ref()) {
         Ok(k) => k,
         Err(code) => return code,
     };

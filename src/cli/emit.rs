@@ -5,7 +5,7 @@
 //! host harness, see `smemsync::emit::cuda`) for an NVIDIA target. A `.mlir` input (or
 //! `--from mlir`) is imported first. Output goes to standard output or to `-o FILE`.
 
-use super::{EXIT_OK, EXIT_USER, exit_code, load, load_for, read_input, report};
+use super::{EXIT_OK, EXIT_USER, exit_code, load, load_for_target, read_input, report};
 
 /// The output formats of `emit`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,7 +101,7 @@ fn load_text(args: &EmitArgs, input: &super::Input) -> Result<Vec<smemsync::Kern
     if args.format == Format::Text {
         return load(input);
     }
-    load_for(input, &target(args, input)?.limits)
+    load_for_target(input, Some(&target(args, input)?))
 }
 
 /// The kernel `--kernel` names (all of them without it); naming no kernel of the file is a

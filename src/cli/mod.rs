@@ -101,6 +101,27 @@ pub fn load_for(input: &Input, limits: &Limits) -> Result<Vec<smemsync::Kernel>,
     Ok(module.kernels)
 }
 
+/// Parses and verifies every kernel of an input for a target: its limits and its ops
+/// (`verify::target_ops`), reporting failures; with no target, the limits of every target.
+pub fn load_for_target(
+    input: &Input,
+    target: Option<&Target>,
+) -> Result<Vec<smemsync::Kernel>, i32> {
+    let kernels = load_for(input, &limits_of(target))?;
+    let Some(t) = target else {
+        return Ok(kernels);
+    };
+    let errs: Vec<_> = kernels
+        .iter()
+        .flat_map(|k| smemsync::verify::target_ops::check(k, t))
+        .collect();
+    if !errs.is_empty() {
+        report(input, &errs);
+        return Err(EXIT_USER);
+    }
+    Ok(kernels)
+}
+
 /// The limits of an optional target (those of every target when absent).
 pub fn limits_of(target: Option<&Target>) -> Limits {
     target.map_or(Limits::GENERIC, |t| t.limits)

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use smemsync::check::{GlobalMem, Val, run as run_kernel};
 
 use super::check::options;
-use super::{EXIT_OK, EXIT_USER, exit_code, limits_of, load_for, read_input, report};
+use super::{EXIT_OK, EXIT_USER, exit_code, load_for_target, read_input, report};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -60,7 +60,7 @@ pub fn run(args: &RunArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let kernels = match load_for(&input, &limits_of(opts.target.as_ref())) {
+    let kernels = match load_for_target(&input, opts.target.as_ref()) {
         Ok(k) => k,
         Err(code) => return code,
     };

@@ -14,7 +14,7 @@ use smemsync::sync::{PlaceOptions, Placement, Strategy};
 use smemsync::target::Target;
 use smemsync::{Diagnostic, Kernel};
 
-use super::{EXIT_OK, EXIT_USER, exit_code, load_for, parse_bounds, read_input, report};
+use super::{EXIT_OK, EXIT_USER, exit_code, load_for_target, parse_bounds, read_input, report};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StrategyArg {
@@ -137,7 +137,7 @@ pub fn run(args: &SyncArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let kernels = match load_for(&input, &target.limits) {
+    let kernels = match load_for_target(&input, Some(&target)) {
         Ok(k) => k,
         Err(code) => return code,
     };

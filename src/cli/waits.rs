@@ -3,7 +3,7 @@
 //! followed by comments saying which copies it completes and why its count is what it is).
 //! Exit codes: 0 printed; 1 a finding no wait can fix (reported on stderr); 2 bad input.
 
-use super::{EXIT_OK, EXIT_USER, exit_code, load_for, read_input, report};
+use super::{EXIT_OK, EXIT_USER, exit_code, load_for_target, read_input, report};
 use smemsync::sync::waits::{apply_waits, explain_waits, plan_waits};
 use smemsync::target::Target;
 
@@ -35,7 +35,7 @@ pub fn run(args: &WaitsArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let kernels = match load_for(&input, &target.limits) {
+    let kernels = match load_for_target(&input, Some(&target)) {
         Ok(k) => k,
         Err(code) => return code,
     };

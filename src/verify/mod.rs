@@ -24,6 +24,7 @@
 //! Complexity: O(ops + operands) with a scope stack.
 
 pub mod limits;
+pub mod target_ops;
 
 use std::collections::HashSet;
 
