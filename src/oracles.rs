@@ -86,10 +86,11 @@ impl Case {
 
     /// The case of a test seed (options drawn from the seed).
     pub fn from_seed(seed: u64) -> Case {
-        Case::new(seed, splitmix64(seed ^ 0x00A7_7AC4))
+        Case::new(seed, seed_flags(seed))
     }
 
-    /// The case of fuzzer bytes: a little-endian seed, then flags (missing bytes are 0).
+    /// The case of fuzzer bytes: a little-endian seed, then bytes XORed into the flags drawn
+    /// from the seed (missing bytes are 0), so that short inputs reach every option too.
     pub fn from_bytes(data: &[u8]) -> Case {
         let word = |i: usize| {
             let mut b = [0u8; 8];
@@ -98,7 +99,8 @@ impl Case {
             }
             u64::from_le_bytes(b)
         };
-        Case::new(word(0), word(1))
+        let seed = word(0);
+        Case::new(seed, seed_flags(seed) ^ word(1))
     }
 
     /// The generated text, with or without a barrier after every shared access.
@@ -122,6 +124,11 @@ impl Case {
         }
         Ok(k)
     }
+}
+
+/// The options drawn from a seed alone.
+fn seed_flags(seed: u64) -> u64 {
+    splitmix64(seed ^ 0x00A7_7AC4)
 }
 
 fn fail(what: &str, d: &Diagnostic, text: &str) -> String {
