@@ -50,7 +50,26 @@ fn main() {
             std::process::exit(code);
         }
     };
-    let code = match &cli.command {
+    // Analyses recurse along value definitions (an unrolled chain of 10^5 adds is a valid
+    // kernel) and over nesting (bounded by the verifier): run them on a thread whose stack
+    // such inputs cannot exhaust. Only the pages touched are committed.
+    let worker = std::thread::Builder::new()
+        .name("smemsync".into())
+        .stack_size(WORKER_STACK)
+        .spawn(move || dispatch(&cli.command));
+    let code = match worker.map(|h| h.join()) {
+        Ok(Ok(code)) => code,
+        // The panic message is already on stderr.
+        _ => cli::EXIT_INTERNAL,
+    };
+    std::process::exit(code);
+}
+
+/// Stack of the worker thread: 1 GiB of address space.
+const WORKER_STACK: usize = 1 << 30;
+
+fn dispatch(command: &Command) -> i32 {
+    match command {
         Command::Fmt(a) => cli::fmt::run(a),
         Command::Sync(a) => cli::sync::run(a),
         Command::Bench(a) => cli::bench::run(a),
@@ -60,6 +79,5 @@ fn main() {
         Command::Check(a) => cli::check::run(a),
         Command::Run(a) => cli::run::run(a),
         Command::Emit(a) => cli::emit::run(a),
-    };
-    std::process::exit(code);
+    }
 }

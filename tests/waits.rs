@@ -156,7 +156,7 @@ fn seed_003_explained() {
 /// `stages` slots, prefetch distance `p`, prologue unrolled, copies committed or not.
 fn cp_async_pipeline(stages: u32, p: u32, commit: bool) -> String {
     let mut s = String::from(
-        "kernel @cb(%X: global f32[64, 48], %Out: global f32[64, 48], %n: i32) block(48) {\n",
+        "kernel @cb(%X: global f32[64, 48], %Out: global f32[64, 48], %n: i32 in [0, 56]) block(48) {\n",
     );
     s += &format!("  shared @a : f32[{stages}, 48]\n  %t = tid.x\n");
     for r in 0..p {

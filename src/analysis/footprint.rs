@@ -296,8 +296,11 @@ pub struct Footprints<'k> {
     /// (e.g. `k + 1 < n`): they evaluate to unknown ("may execute"), so that the loop's
     /// indices can still be evaluated per residue class.
     opaque: std::collections::HashSet<Value>,
-    /// Warnings for answers that are conservative where a user could make them exact.
+    /// Warnings for answers that are conservative (an index the engine cannot express, a
+    /// cap reached): never silent.
     pub conservative: Vec<crate::diag::Diagnostic>,
+    /// Accesses whose enumeration hit [`MAX_INSTANCES`] (warned once each).
+    capped: std::collections::HashSet<Op>,
 }
 
 type Env = HashMap<Value, i64>;
@@ -376,6 +379,7 @@ impl<'k> Footprints<'k> {
             layouts: HashMap::new(),
             inside: HashMap::new(),
             conservative: Vec::new(),
+            capped: std::collections::HashSet::new(),
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);
@@ -415,7 +419,7 @@ impl<'k> Footprints<'k> {
         for l in loop_ops {
             let (d, opaque) = fp.domain(l);
             if let LoopDomain::Unknown { .. } = d
-                && let Some(w) = fp.wrap_warning(l)
+                && let Some(w) = fp.wrap_warning(l).or_else(|| fp.imprecision_warning(l))
             {
                 fp.conservative.push(w);
             }
@@ -423,6 +427,54 @@ impl<'k> Footprints<'k> {
             fp.opaque.extend(opaque);
         }
         fp
+    }
+
+    /// A warning when a `for` loop with uniform bounds and a constant step lost its domain:
+    /// an access's index depends on its variable other than periodically (W0311), or the
+    /// period exceeds [`MAX_PERIOD`] (W0312). Its accesses then relate at every distance.
+    fn imprecision_warning(&self, l: Op) -> Option<crate::diag::Diagnostic> {
+        let k = self.k;
+        let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
+            return None;
+        };
+        let uniform = [lo, hi, step]
+            .iter()
+            .all(|o| self.uniform.operand_uniform(o));
+        if !uniform || !matches!(step, Operand::Imm(_)) && step.value().is_none() {
+            return None;
+        }
+        let iv = *k.regions[*k.ops[l].regions.first()?].args.first()?;
+        let mut memo = HashMap::new();
+        for &ai in self.inside.get(&l)? {
+            let a = &self.accesses[ai];
+            let guards = self.guard_values(a, l);
+            for v in self.relevant_values(a, l) {
+                if matches!(self.dep(v, iv, &mut memo), Dep::Poly(_) | Dep::Bad)
+                    && !guards.contains(&v)
+                {
+                    let why = if v == iv {
+                        "its index uses the variable directly".to_string()
+                    } else {
+                        format!(
+                            "`{}` depends on it other than through `rem`/`and` by a constant",
+                            local_name(k, v)
+                        )
+                    };
+                    let msg = format!(
+                        "{} is analysed for every iteration distance of the loop over `{}`: {why}",
+                        op_label(k, a.id.op),
+                        local_name(k, iv),
+                    );
+                    return Some(imprecise(k, "W0311", msg, a.id.op));
+                }
+            }
+        }
+        let msg = format!(
+            "the loop over `{}` is analysed for every iteration distance: the period of its \
+             indices exceeds {MAX_PERIOD}",
+            local_name(k, iv)
+        );
+        Some(imprecise(k, "W0312", msg, l))
     }
 
     /// A warning when a symbolic loop lost its periodic domain only because a slot index
@@ -1120,6 +1172,29 @@ impl<'k> Footprints<'k> {
             _ => None,
         };
         match (values, iv) {
+            // The access touches the same units in every iteration: one instance whose key
+            // `None` relates it to every iteration (exact, and no enumeration).
+            (Some(vals), Some(iv)) if !vals.is_empty() && !self.depends_on(ai, l, iv) => {
+                keys.push(None);
+                self.enumerate(ai, loops, level + 1, env, keys, out, count);
+                keys.pop();
+            }
+            (Some(vals), Some(iv))
+                if count.saturating_mul(vals.len().max(1)) > MAX_INSTANCES
+                    && self.capped.insert(self.accesses[ai].id.op) =>
+            {
+                let op = self.accesses[ai].id.op;
+                let msg = format!(
+                    "{} is analysed without the iterations of its inner loops from `{}` on: \
+                     it has more than {MAX_INSTANCES} iteration instances",
+                    op_label(k, op),
+                    local_name(k, iv)
+                );
+                self.conservative.push(imprecise(k, "W0313", msg, op));
+                keys.push(None);
+                self.enumerate(ai, loops, level + 1, env, keys, out, count);
+                keys.pop();
+            }
             (Some(vals), Some(iv)) if count.saturating_mul(vals.len().max(1)) <= MAX_INSTANCES => {
                 let n = vals.len();
                 for x in vals {
@@ -1136,6 +1211,15 @@ impl<'k> Footprints<'k> {
                 keys.pop();
             }
         }
+    }
+
+    /// Whether access `ai`'s indices, views, guards or inner loop bounds depend on the
+    /// induction variable `iv` of its enclosing loop `l`.
+    fn depends_on(&self, ai: usize, l: Op, iv: Value) -> bool {
+        let mut memo = HashMap::new();
+        self.relevant_values(&self.accesses[ai], l)
+            .into_iter()
+            .any(|v| self.dep(v, iv, &mut memo) != Dep::Indep)
     }
 
     /// Drops cached footprints (to bound memory on large kernels).
@@ -1166,6 +1250,30 @@ impl<'k> Footprints<'k> {
         let rc = std::rc::Rc::new(groups);
         self.group_cache.insert((ai, plen), rc.clone());
         rc
+    }
+}
+
+/// A conservative-answer warning at `op`.
+fn imprecise(k: &Kernel, code: &'static str, msg: String, op: Op) -> crate::diag::Diagnostic {
+    crate::diag::Diagnostic::warning(crate::diag::DiagKind::Finding, code, msg)
+        .with_label(k.span(op), "analysed conservatively")
+        .with_note("smemsync may place more syncs here than the minimum")
+}
+
+/// An access op as the user wrote it: its result name, else its kind and line-free text.
+fn op_label(k: &Kernel, op: Op) -> String {
+    match k.ops[op].results.first() {
+        Some(&v) => format!("the access defining `{}`", local_name(k, v)),
+        None => format!("the {} at this line", op_kind_word(&k.ops[op].kind)),
+    }
+}
+
+fn op_kind_word(kind: &OpKind) -> &'static str {
+    match kind {
+        OpKind::Store { .. } => "store",
+        OpKind::Atomic { .. } => "atomic",
+        OpKind::LocalStore { .. } => "local_store",
+        _ => "access",
     }
 }
 

@@ -613,7 +613,6 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
     let k = fp.k;
     let paths = Paths::new(k);
     let mut out = Hazards::default();
-    out.findings.extend(fp.conservative.iter().cloned());
     // Which waits complete each async access: the in-flight dataflow's answer
     // (`analysis::inflight`, which follows a copy across any number of iterations), else the
     // forward walk below (one iteration ahead).
@@ -642,6 +641,12 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
     for (i, a) in fp.accesses.iter().enumerate() {
         by_space.entry(a.space).or_default().push(i);
     }
+    let order: HashMap<Op, usize> = k
+        .ops_in_order()
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| (o, i))
+        .collect();
     for group in by_space.values() {
         // Self-races: one instance of a plain write touching a unit from two threads.
         for &ai in group {
@@ -669,8 +674,15 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
                 ));
             }
         }
+        let blockers = nearest_blockers(fp, &paths, &order, group);
         for &ai in group {
             for &bi in group {
+                if let Some(&at) = blockers.get(&bi)
+                    && order[&fp.accesses[ai].id.op] < at
+                    && !fp.accesses[ai].access.kind.is_async()
+                {
+                    continue;
+                }
                 let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
                 if !kinds_conflict(a.access.kind, b.access.kind) {
                     continue;
@@ -691,7 +703,75 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
         // Footprints of one address space are not needed for the next.
         fp.clear_caches();
     }
+    // Conservative answers are never silent (collected while footprints were enumerated).
+    out.findings.extend(fp.conservative.iter().cloned());
     out
+}
+
+/// How many earlier accesses [`nearest_blockers`] examines per destination.
+const BLOCKER_SCAN: usize = 64;
+
+/// Nearest-first hazards: for each destination access `d`, the program position of the
+/// nearest earlier plain access `s` that makes every farther source redundant. `s` must sit
+/// directly in the region where its path to `d` turns (the *home*), that region must lie
+/// under loops and stages only (no `if` arm, where a named barrier could cover `s → d` alone;
+/// no `while`), and `s → d` must conflict in one iteration between threads of different warps.
+/// Then the coverage of `s → d` (the points after `s` and before `d`, by a block barrier) is
+/// contained in the coverage of every hazard from a plain access `f` earlier in program order
+/// to `d`, forward or carried by any loop around both (such a path passes through `s`, which
+/// always executes on it): a barrier that removes `s → d` removes those, so they are not
+/// built. This keeps the hazards of straight-line code linear in its accesses.
+fn nearest_blockers(
+    fp: &mut Footprints,
+    paths: &Paths,
+    order: &HashMap<Op, usize>,
+    group: &[usize],
+) -> HashMap<usize, usize> {
+    let k = fp.k;
+    let mut by_pos: Vec<usize> = group.to_vec();
+    by_pos.sort_by_key(|&i| order[&fp.accesses[i].id.op]);
+    let mut out = HashMap::new();
+    for (n, &d) in by_pos.iter().enumerate() {
+        let Some(pd) = paths.path.get(&fp.accesses[d].id.op).cloned() else {
+            continue;
+        };
+        for &s in by_pos[..n].iter().rev().take(BLOCKER_SCAN) {
+            let (a, b) = (&fp.accesses[s], &fp.accesses[d]);
+            if a.access.kind.is_async() || !kinds_conflict(a.access.kind, b.access.kind) {
+                continue;
+            }
+            let Some(ps) = paths.path.get(&a.id.op) else {
+                continue;
+            };
+            let Split::Forward { level, region, .. } = split(k, ps, &pd) else {
+                continue;
+            };
+            if ps.len() != level + 1 || !under_loops_only(k, paths, region) {
+                continue;
+            }
+            let m = common_len(&a.loops.clone(), &b.loops.clone());
+            let pc = pair_conflict(fp, s, d, m, None);
+            if pc.conflict & 1 != 0 && !pc.intra_warp {
+                out.insert(d, order[&fp.accesses[s].id.op]);
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Whether every op enclosing region `r` is a `for` or a `stage`.
+fn under_loops_only(k: &Kernel, paths: &Paths, mut r: Region) -> bool {
+    while let Some(&op) = paths.region_op.get(&r) {
+        if !matches!(k.ops[op].kind, OpKind::For { .. } | OpKind::Stage { .. }) {
+            return false;
+        }
+        match paths.pos(op) {
+            Some((parent, _)) => r = parent,
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Whether an op runs its (only) body region at least once whenever it runs: a stage, or a

@@ -238,6 +238,33 @@ pub enum LayoutMap {
     Rotated,
 }
 
+/// The diagnostic for an execution that ran past its step limit. Only a `while` loop or an
+/// mbarrier wait can spin forever; a kernel with neither simply does more work than the limit
+/// allows at this size, which is no finding: the check is inconclusive (a usage error).
+fn step_limit(k: &Kernel, max: u64) -> Diagnostic {
+    let spin = k.ops_in_order().into_iter().find(|&o| {
+        matches!(
+            k.ops[o].kind,
+            OpKind::While { .. } | OpKind::MbarWait { .. }
+        )
+    });
+    match spin {
+        Some(op) => Diagnostic::error(
+            DiagKind::Finding,
+            "C0009",
+            format!("execution exceeded {max} steps"),
+        )
+        .with_label(k.span(op), "this may spin forever waiting for another thread")
+        .with_help("raise --max-steps if the kernel merely does that much work"),
+        None => Diagnostic::user(
+            "C0012",
+            format!("execution exceeded {max} steps; the check is inconclusive"),
+        )
+        .with_note("the kernel has no `while` loop or mbarrier wait, so nothing spins: it does more work than the limit at this block size and these bounds")
+        .with_help("raise --max-steps, or check smaller --bounds"),
+    }
+}
+
 /// Configuration of one execution.
 #[derive(Clone, Debug)]
 pub struct ExecConfig {
@@ -777,10 +804,7 @@ impl<'a> BlockExec<'a> {
             n += 1;
             *self.steps += 1;
             if *self.steps > self.cfg.max_steps {
-                res = Err(Stop::Exec(
-                    Diagnostic::error(DiagKind::Finding, "C0009", format!("execution exceeded {} steps", self.cfg.max_steps))
-                        .with_note("a loop may spin forever waiting for another thread; raise the limit if not"),
-                ));
+                res = Err(Stop::Exec(step_limit(self.k, self.cfg.max_steps)));
                 break;
             }
             self.cur_woken = false;

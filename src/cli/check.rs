@@ -28,6 +28,9 @@ pub struct CheckArgs {
     /// Number of schedules the interpreter explores.
     #[arg(long, default_value_t = 4)]
     pub schedules: u32,
+    /// Steps (ops executed, all threads) after which interpretation gives up.
+    #[arg(long, default_value_t = 200_000_000)]
+    pub max_steps: u64,
     /// Skip the static proof and interpret directly.
     #[arg(long)]
     pub no_proof: bool,
@@ -121,6 +124,7 @@ pub fn run(args: &CheckArgs) -> i32 {
         Err(code) => return code,
     };
     opts.schedules = args.schedules.max(1);
+    opts.max_steps = args.max_steps.max(1);
     opts.try_proof = !args.no_proof;
     let mut code = EXIT_OK;
     for k in &kernels {

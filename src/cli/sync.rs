@@ -257,8 +257,8 @@ fn render(
     if args.stats {
         let st = &p.stats;
         text.push_str(&format!(
-            "// stats: hazards={} covered_by_existing={} barriers_written={} warp_syncs_written={} existing_barriers={} barriers_executed={} inserted_executed={} lower_bound={} waits_written={} inserted_syncs={}\n",
-            st.hazards, st.covered_by_existing, st.barriers_written, st.warp_syncs_written, st.existing_barriers, st.barriers_executed, st.inserted_executed, st.lower_bound, s.waits.edits.len(), s.inserted().len()
+            "// stats: hazards={} covered_by_existing={} barriers_written={} warp_syncs_written={} existing_barriers={} barriers_executed={} inserted_executed={} lower_bound={} waits_written={} inserted_syncs={} conservative={}\n",
+            st.hazards, st.covered_by_existing, st.barriers_written, st.warp_syncs_written, st.existing_barriers, st.barriers_executed, st.inserted_executed, st.lower_bound, s.waits.edits.len(), s.inserted().len(), st.conservative
         ));
         if let Some(sp) = &s.split {
             let adjacent = 0.0;

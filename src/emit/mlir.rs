@@ -145,6 +145,8 @@ struct Emitter<'a> {
     out: String,
     diags: Vec<Diagnostic>,
     used: HashSet<String>,
+    /// Per base name, the next suffix to try (keeps `fresh` linear over a kernel).
+    next_suffix: HashMap<String, usize>,
     /// The name a use of each value refers to (without `%`).
     vname: SecondaryMap<Value, String>,
     view_name: SecondaryMap<View, String>,
@@ -191,6 +193,7 @@ impl<'a> Emitter<'a> {
             out: String::new(),
             diags: Vec::new(),
             used,
+            next_suffix: HashMap::new(),
             vname: SecondaryMap::default(),
             view_name: SecondaryMap::default(),
             view_ty: HashMap::new(),
@@ -248,13 +251,13 @@ impl<'a> Emitter<'a> {
         if self.used.insert(base.to_string()) {
             return base.to_string();
         }
-        let mut i = 1usize;
+        let i = self.next_suffix.entry(base.to_string()).or_insert(1);
         loop {
             let n = format!("{base}_{i}");
+            *i += 1;
             if self.used.insert(n.clone()) {
                 return n;
             }
-            i += 1;
         }
     }
 

@@ -127,6 +127,8 @@ pub struct Stats {
     pub inserted_executed: u64,
     /// A lower bound on the inserted barriers executed by any correct placement.
     pub lower_bound: u64,
+    /// Conservative answers of the analysis (warnings W0310–W0313): each may cost syncs.
+    pub conservative: usize,
 }
 
 /// The result of placement.
@@ -520,6 +522,10 @@ pub fn place_with(
         }
     };
     let mut placement = finish(model, hazards, existing, &pending, points);
+    placement.stats.conservative = warnings
+        .iter()
+        .filter(|w| w.code.starts_with("W031"))
+        .count();
     placement.warnings = warnings;
     Ok(placement)
 }
