@@ -10,6 +10,7 @@ pub mod diag;
 pub mod emit;
 pub mod r#gen;
 pub mod ir;
+pub mod oracles;
 pub mod reader;
 pub mod sync;
 pub mod target;
