@@ -417,11 +417,14 @@ impl<'k> Footprints<'k> {
             .filter(|&o| matches!(k.ops[o].kind, OpKind::For { .. } | OpKind::While { .. }))
             .collect();
         for l in loop_ops {
-            let (d, opaque) = fp.domain(l);
+            let (d, opaque, dropped) = fp.domain(l);
             if let LoopDomain::Unknown { .. } = d
                 && let Some(w) = fp.wrap_warning(l).or_else(|| fp.imprecision_warning(l))
             {
                 fp.conservative.push(w);
+            }
+            if let Some(&v) = dropped.first() {
+                fp.conservative.push(fp.period_warning(l, v));
             }
             fp.domains.insert(l, d);
             fp.opaque.extend(opaque);
@@ -469,12 +472,25 @@ impl<'k> Footprints<'k> {
                 }
             }
         }
+        None
+    }
+
+    /// W0312: value `v` repeats with a period that does not fit [`MAX_PERIOD`] together with
+    /// the loop's others; it is unknown inside loop `l` (the other indices stay exact).
+    fn period_warning(&self, l: Op, v: Value) -> crate::diag::Diagnostic {
+        let k = self.k;
+        let iv = k.regions[k.ops[l].regions[0]].args[0];
         let msg = format!(
-            "the loop over `{}` is analysed for every iteration distance: the period of its \
-             indices exceeds {MAX_PERIOD}",
+            "`{}` repeats too rarely in the loop over `{}` (with the loop's other indices, \
+             the period exceeds {MAX_PERIOD}): it is analysed as unknown",
+            local_name(k, v),
             local_name(k, iv)
         );
-        Some(imprecise(k, "W0312", msg, l))
+        let at = match k.values[v].def {
+            ValueDef::Result(op, _) => op,
+            _ => l,
+        };
+        imprecise(k, "W0312", msg, at)
     }
 
     /// A warning when a symbolic loop lost its periodic domain only because a slot index
@@ -861,11 +877,12 @@ impl<'k> Footprints<'k> {
         out
     }
 
-    /// The loop's domain, and the guard values that must be treated as unknown for it.
-    fn domain(&self, l: Op) -> (LoopDomain, Vec<Value>) {
+    /// The loop's domain, the values that must be treated as unknown for it (non-periodic
+    /// guard comparisons, and values whose period does not fit), and those of the latter.
+    fn domain(&self, l: Op) -> (LoopDomain, Vec<Value>, Vec<Value>) {
         let k = self.k;
         let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
-            return (LoopDomain::Unknown { trip: None }, Vec::new());
+            return (LoopDomain::Unknown { trip: None }, Vec::new(), Vec::new());
         };
         let bounds_uniform = [lo, hi, step]
             .iter()
@@ -877,10 +894,10 @@ impl<'k> Footprints<'k> {
         };
         let (lo_c, hi_c, st) = (c(lo, &mut memo), c(hi, &mut memo), c(step, &mut memo));
         let Some(st) = st.filter(|&s| s > 0) else {
-            return (LoopDomain::Unknown { trip: None }, Vec::new());
+            return (LoopDomain::Unknown { trip: None }, Vec::new(), Vec::new());
         };
         if !bounds_uniform {
-            return (LoopDomain::Unknown { trip: None }, Vec::new());
+            return (LoopDomain::Unknown { trip: None }, Vec::new(), Vec::new());
         }
         let trip = match (lo_c, hi_c) {
             (Some(a), Some(b)) => Some(((b - a).max(0) + st - 1) / st),
@@ -889,11 +906,15 @@ impl<'k> Footprints<'k> {
         if let Some(t) = trip
             && t <= MAX_TRIP
         {
-            return (LoopDomain::Exact { step: st, trip: t }, Vec::new());
+            return (
+                LoopDomain::Exact { step: st, trip: t },
+                Vec::new(),
+                Vec::new(),
+            );
         }
         // Symbolic (or long): periodic in the variable?
         let iv = k.regions[k.ops[l].regions[0]].args[0];
-        let mut period = 1i64;
+        let mut periodic: Vec<(i64, Value)> = Vec::new();
         let mut memo = HashMap::new();
         let mut opaque = Vec::new();
         for &ai in self.inside.get(&l).map_or(&[][..], |v| v.as_slice()) {
@@ -902,21 +923,34 @@ impl<'k> Footprints<'k> {
             for v in self.relevant_values(a, l) {
                 match self.dep(v, iv, &mut memo) {
                     Dep::Indep => {}
-                    Dep::Periodic(p) => period = lcm(period, p),
+                    Dep::Periodic(p) => periodic.push((p, v)),
                     // A guard that is not periodic becomes unknown ("may execute"): its
                     // comparisons that depend on the variable are made opaque, so that the
                     // rest of the guard (a thread's role, say) still decides per thread.
                     Dep::Poly(_) | Dep::Bad if guards.contains(&v) => {
                         self.opaque_comparisons(v, iv, &mut memo, &mut opaque)
                     }
-                    Dep::Poly(_) | Dep::Bad => return (LoopDomain::Unknown { trip }, Vec::new()),
+                    Dep::Poly(_) | Dep::Bad => {
+                        return (LoopDomain::Unknown { trip }, Vec::new(), Vec::new());
+                    }
                 }
             }
         }
-        if period > MAX_PERIOD {
-            return (LoopDomain::Unknown { trip }, Vec::new());
+        // Values of short periods first; one whose period would take the loop's over
+        // MAX_PERIOD becomes unknown on its own (say a rotating index mod 129), so the others
+        // (the slot mod 2) stay exact.
+        periodic.sort_by_key(|&(p, v)| (p, v));
+        let (mut period, mut dropped) = (1i64, Vec::new());
+        for (p, v) in periodic {
+            let with = lcm(period, p);
+            if with <= MAX_PERIOD {
+                period = with;
+            } else if !dropped.contains(&v) {
+                dropped.push(v);
+            }
         }
-        (LoopDomain::Periodic { step: st, period }, opaque)
+        opaque.extend(dropped.iter().copied());
+        (LoopDomain::Periodic { step: st, period }, opaque, dropped)
     }
 
     // ---- footprints ----
