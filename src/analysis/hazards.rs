@@ -641,12 +641,7 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
     for (i, a) in fp.accesses.iter().enumerate() {
         by_space.entry(a.space).or_default().push(i);
     }
-    let order: HashMap<Op, usize> = k
-        .ops_in_order()
-        .into_iter()
-        .enumerate()
-        .map(|(i, o)| (o, i))
-        .collect();
+    let order = k.program_order();
     for group in by_space.values() {
         // Self-races: one instance of a plain write touching a unit from two threads.
         for &ai in group {

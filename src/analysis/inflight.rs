@@ -308,12 +308,7 @@ impl Completions {
             .ancestors(copy)
             .into_iter()
             .find(|a| matches!(k.ops[*a].kind, OpKind::For { .. } | OpKind::While { .. }));
-        let order: HashMap<Op, usize> = k
-            .ops_in_order()
-            .into_iter()
-            .enumerate()
-            .map(|(i, o)| (o, i))
-            .collect();
+        let order = k.program_order();
         let waits = self.by_copy.get(&copy).cloned().unwrap_or_default();
         let mut in_loop: Option<(Op, u32)> = None;
         let mut exit: Option<Op> = None;

@@ -189,6 +189,16 @@ impl Kernel {
         go(self, self.body, &mut f);
     }
 
+    /// Each placed op's position in program order (pre-order over the region tree).
+    pub fn program_order(&self) -> std::collections::HashMap<Op, usize> {
+        let mut m = std::collections::HashMap::new();
+        self.walk(|o| {
+            let n = m.len();
+            m.insert(o, n);
+        });
+        m
+    }
+
     /// All placed ops in program order.
     pub fn ops_in_order(&self) -> Vec<Op> {
         let mut v = Vec::new();

@@ -1159,16 +1159,21 @@ impl<'a> Importer<'a> {
         op
     }
 
-    fn op(&mut self, i: usize, r: Region, mode: &Mode) -> R<usize> {
+    /// The span of line `i` from the cursor's token (the op name) to the end of the line.
+    fn op_span(&self, i: usize, c: &Cur) -> Span {
         let line = &self.lines[i];
-        let mut c = self.cur(i);
-        let res = self.results(&mut c);
-        let span = Span::new(
+        Span::new(
             line.toks
                 .get(c.i)
                 .map_or(line.span.lo as usize, |t| t.span.lo as usize),
             line.span.hi as usize,
-        );
+        )
+    }
+
+    fn op(&mut self, i: usize, r: Region, mode: &Mode) -> R<usize> {
+        let mut c = self.cur(i);
+        let res = self.results(&mut c);
+        let span = self.op_span(i, &c);
         // Region-owning ops go through this small frame: the nesting recursion passes
         // through here, and the other ops' big match stays off the stack.
         match c.word()?.as_str() {
@@ -1182,15 +1187,9 @@ impl<'a> Importer<'a> {
 
     /// An op that owns no region.
     fn plain_op(&mut self, i: usize, r: Region, mode: &Mode) -> R<usize> {
-        let line = &self.lines[i];
         let mut c = self.cur(i);
         let res = self.results(&mut c);
-        let span = Span::new(
-            line.toks
-                .get(c.i)
-                .map_or(line.span.lo as usize, |t| t.span.lo as usize),
-            line.span.hi as usize,
-        );
+        let span = self.op_span(i, &c);
         let name = c.word()?;
         let one = |res: &[(String, Span)]| -> R<(String, Span)> {
             res.first().cloned().ok_or_else(|| {

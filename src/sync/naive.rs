@@ -10,8 +10,6 @@
 //! upper bound the optimal placer must never exceed.
 //! Complexity: O(H · B) for H hazards and B barriers placed.
 
-use std::collections::HashMap;
-
 use super::{Point, PointIndex, Scope, SyncModel};
 use crate::analysis::hazards::Hazard;
 use crate::diag::Diagnostic;
@@ -22,12 +20,7 @@ pub fn place(
     pending: &[usize],
 ) -> Result<Vec<Point>, Vec<Diagnostic>> {
     let k = model.k;
-    let rank: HashMap<_, usize> = k
-        .ops_in_order()
-        .into_iter()
-        .enumerate()
-        .map(|(i, o)| (o, i))
-        .collect();
+    let rank = k.program_order();
     let mut order = pending.to_vec();
     order.sort_by_key(|&i| {
         (
