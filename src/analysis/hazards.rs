@@ -608,8 +608,20 @@ pub fn op_name(k: &Kernel, op: Op) -> String {
     out
 }
 
-/// Finds every hazard using precomputed footprints.
+/// Finds every hazard using precomputed footprints (nearest-first: hazards that a nearer
+/// source's hazard implies are not built, see [`nearest_blockers`]).
 pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
+    find_hazards_pruned(fp, target, true)
+}
+
+/// Every hazard, including those nearest-first pruning leaves out: the oracle that tests
+/// check the pruning against (any placement for the pruned set covers all of these).
+pub fn find_all_hazards(k: &Kernel, target: &Target) -> Hazards {
+    let mut fp = Footprints::new(k, target.warp);
+    find_hazards_pruned(&mut fp, target, false)
+}
+
+fn find_hazards_pruned(fp: &mut Footprints, target: &Target, nearest_first: bool) -> Hazards {
     let k = fp.k;
     let paths = Paths::new(k);
     let mut out = Hazards::default();
@@ -669,7 +681,11 @@ pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
                 ));
             }
         }
-        let blockers = nearest_blockers(fp, &paths, &order, group);
+        let blockers = if nearest_first {
+            nearest_blockers(fp, &paths, &order, group)
+        } else {
+            HashMap::new()
+        };
         for &ai in group {
             for &bi in group {
                 if let Some(&at) = blockers.get(&bi)
