@@ -10,7 +10,7 @@ use smemsync::target::{Limits, Target};
 
 use super::{
     EXIT_OK, EXIT_USER, Input, exit_code, limits_of, load_for_target, parse_bounds, read_input,
-    report,
+    report, resolve_target,
 };
 
 #[derive(clap::Args, Debug)]
@@ -113,7 +113,11 @@ pub fn run(args: &CheckArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let mut opts = match options(&args.target, &args.block, &args.bounds) {
+    let target = match resolve_target(&input, args.target.as_deref()) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let mut opts = match options(&target, &args.block, &args.bounds) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");

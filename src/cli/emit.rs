@@ -28,9 +28,10 @@ pub struct EmitArgs {
     /// Input format (`text` or `mlir`); by default MLIR for a `.mlir` file, text otherwise.
     #[arg(long, value_enum)]
     pub from: Option<Format>,
-    /// Target GPU (`sm_80`, `sm_90`, ...); CUDA needs an NVIDIA target.
-    #[arg(long, default_value = "sm_90")]
-    pub target: String,
+    /// Target GPU (`sm_80`, `sm_90`, ...); CUDA needs an NVIDIA target. Default: the target
+    /// the kernel declares (`sync` writes it), else sm_90.
+    #[arg(long)]
+    pub target: Option<String>,
     /// The kernel to emit when the file holds several.
     #[arg(long)]
     pub kernel: Option<String>,
@@ -122,8 +123,10 @@ fn select(args: &EmitArgs, kernels: Vec<smemsync::Kernel>) -> Result<Vec<smemsyn
     Err(EXIT_USER)
 }
 
+/// `--target`, else the target the input declares, else sm_90.
 fn target(args: &EmitArgs, input: &super::Input) -> Result<smemsync::target::Target, i32> {
-    smemsync::target::Target::from_name(&args.target).map_err(|d| {
+    let name = super::resolve_target(input, args.target.as_deref())?;
+    smemsync::target::Target::from_name(name.as_deref().unwrap_or("sm_90")).map_err(|d| {
         report(input, &[d]);
         EXIT_USER
     })

@@ -122,6 +122,41 @@ pub fn load_for_target(
     Ok(kernels)
 }
 
+/// The target a command works for: `--target` when given, else the one the input's kernels
+/// declare (`target "…"` in the header, which `sync` writes). A `--target` that contradicts a
+/// declaration, or kernels that declare different targets, are usage errors (exit 2).
+pub fn resolve_target(input: &Input, given: Option<&str>) -> Result<Option<String>, i32> {
+    // A file that does not parse is reported by the load that follows.
+    let Ok(module) = smemsync::reader::parse(&input.text) else {
+        return Ok(given.map(str::to_string));
+    };
+    let mut declared: Option<&str> = None;
+    for k in &module.kernels {
+        let Some(t) = k.target.as_deref() else {
+            continue;
+        };
+        let clash = match (given, declared) {
+            (Some(g), _) if g != t => Some(format!(
+                "--target {g} contradicts the target @{} was synchronized for ({t})",
+                k.name
+            )),
+            (None, Some(d)) if d != t => Some(format!(
+                "the kernels of this file declare different targets ({d} and {t}); give --target"
+            )),
+            _ => None,
+        };
+        if let Some(msg) = clash {
+            let d = smemsync::diag::Diagnostic::user("E0171", msg)
+                .with_label(k.target_span, "declared here")
+                .with_help("drop --target to use the declared one, or synchronize again");
+            report(input, &[d]);
+            return Err(EXIT_USER);
+        }
+        declared = Some(t);
+    }
+    Ok(given.or(declared).map(str::to_string))
+}
+
 /// The limits of an optional target (those of every target when absent).
 pub fn limits_of(target: Option<&Target>) -> Limits {
     target.map_or(Limits::GENERIC, |t| t.limits)

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use smemsync::check::{GlobalMem, Val, run as run_kernel};
 
 use super::check::options;
-use super::{EXIT_OK, EXIT_USER, exit_code, load_for_target, read_input, report};
+use super::{EXIT_OK, EXIT_USER, exit_code, load_for_target, read_input, report, resolve_target};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -53,7 +53,11 @@ pub fn run(args: &RunArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let opts = match options(&args.target, &args.block, &args.bounds) {
+    let target = match resolve_target(&input, args.target.as_deref()) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let opts = match options(&target, &args.block, &args.bounds) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("error: {e}");

@@ -14,7 +14,10 @@ use smemsync::sync::{PlaceOptions, Placement, Strategy};
 use smemsync::target::Target;
 use smemsync::{Diagnostic, Kernel};
 
-use super::{EXIT_OK, EXIT_USER, exit_code, load_for_target, parse_bounds, read_input, report};
+use super::{
+    EXIT_OK, EXIT_USER, exit_code, load_for_target, parse_bounds, read_input, report,
+    resolve_target,
+};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StrategyArg {
@@ -27,9 +30,10 @@ pub enum StrategyArg {
 pub struct SyncArgs {
     /// Kernel file (`-` for standard input).
     pub file: String,
-    /// Target GPU (gfx942, gfx950, gfx1200, gfx1201, gfx1250, sm_80, sm_90).
+    /// Target GPU (gfx942, gfx950, gfx1200, gfx1201, gfx1250, sm_80, sm_90); may be left out
+    /// when the input declares its target.
     #[arg(long)]
-    pub target: String,
+    pub target: Option<String>,
     /// After each kernel, list for each inserted sync the hazards it removes (stdout, as `//`
     /// comments).
     #[arg(long)]
@@ -123,7 +127,15 @@ pub fn run(args: &SyncArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let target = match Target::from_name(&args.target) {
+    let target = match resolve_target(&input, args.target.as_deref()) {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            eprintln!("error: --target is required (the input declares no target)");
+            return EXIT_USER;
+        }
+        Err(code) => return code,
+    };
+    let target = match Target::from_name(&target) {
         Ok(t) => t,
         Err(d) => {
             report(&input, &[d]);

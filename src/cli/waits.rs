@@ -3,7 +3,7 @@
 //! followed by comments saying which copies it completes and why its count is what it is).
 //! Exit codes: 0 printed; 1 a finding no wait can fix (reported on stderr); 2 bad input.
 
-use super::{EXIT_OK, EXIT_USER, exit_code, load_for_target, read_input, report};
+use super::{EXIT_OK, EXIT_USER, exit_code, load_for_target, read_input, report, resolve_target};
 use smemsync::sync::waits::{apply_waits, explain_waits, plan_waits};
 use smemsync::target::Target;
 
@@ -12,9 +12,10 @@ use smemsync::target::Target;
 pub struct WaitsArgs {
     /// Kernel file (`-` for standard input).
     pub file: String,
-    /// Target GPU (gfx942, gfx950, gfx1200, gfx1201, gfx1250, sm_80, sm_90).
+    /// Target GPU (gfx942, gfx950, gfx1200, gfx1201, gfx1250, sm_80, sm_90); may be left out
+    /// when the input declares its target.
     #[arg(long)]
-    pub target: String,
+    pub target: Option<String>,
     /// Annotate each wait with the copies it completes and the reason for its count.
     #[arg(long)]
     pub explain: bool,
@@ -28,7 +29,15 @@ pub fn run(args: &WaitsArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let target = match Target::from_name(&args.target) {
+    let target = match resolve_target(&input, args.target.as_deref()) {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            eprintln!("error: --target is required (the input declares no target)");
+            return EXIT_USER;
+        }
+        Err(code) => return code,
+    };
+    let target = match Target::from_name(&target) {
         Ok(t) => t,
         Err(d) => {
             report(&input, &[d]);

@@ -176,6 +176,9 @@ impl<'a> Printer<'a> {
         if k.grid != [1, 1, 1] {
             let _ = write!(self.out, " grid{}", dims(k.grid));
         }
+        if let Some(t) = &k.target {
+            let _ = write!(self.out, " target \"{t}\"");
+        }
         self.out.push_str(" {\n");
         for g in k.groups.values() {
             let _ = writeln!(

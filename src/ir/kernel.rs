@@ -41,6 +41,10 @@ pub struct Kernel {
     /// The `block(...)` and `grid(...)` of the header (undefined when absent).
     pub block_span: Span,
     pub grid_span: Span,
+    /// The target the kernel was synchronized for (`target "sm_90"` in the header): `sync`
+    /// writes it, and `check`, `run` and `emit` use it when no `--target` is given.
+    pub target: Option<String>,
+    pub target_span: Span,
     /// Default values of scalar parameters (`%n: i32 = 8`), used when a run gives none.
     pub param_defaults: SecondaryMap<Value, Option<Scalar>>,
     /// Declared ranges of i32 scalar parameters (`%n: i32 in [1, 4096]`), inclusive: what
@@ -76,6 +80,8 @@ impl Kernel {
             kernel_span: Span::UNDEF,
             block_span: Span::UNDEF,
             grid_span: Span::UNDEF,
+            target: None,
+            target_span: Span::UNDEF,
             param_defaults: SecondaryMap::with_default(None),
             param_ranges: SecondaryMap::with_default(None),
         }

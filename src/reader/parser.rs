@@ -246,6 +246,14 @@ impl Parser {
                     cx.k.grid = dims;
                     cx.k.grid_span = at;
                 }
+            } else if self.is_word("target") && cx.k.target.is_none() {
+                let (_, ws) = self.word()?;
+                let (name, ns) = self.string()?;
+                if let Err(d) = crate::target::Target::from_name(&name) {
+                    return Err(d.with_label(ns, "not a known target"));
+                }
+                cx.k.target = Some(name);
+                cx.k.target_span = ws.to(ns);
             } else {
                 break;
             }

@@ -94,6 +94,8 @@ pub fn synchronize(
     if !errs.is_empty() {
         return Err(errs);
     }
+    // The output says which target it was synchronized for (warp width, barriers).
+    kernel.target = Some(target.name.to_string());
     Ok(Synchronized {
         kernel,
         waits,
