@@ -38,7 +38,9 @@ enum Command {
     )]
     Sync(cli::sync::SyncArgs),
     /// Time hazard analysis and placement on the examples and on generated kernels.
-    #[command(after_help = "Example: smemsync bench --max-ops 10000")]
+    #[command(
+        after_help = "Example: smemsync bench   # the examples and a generated kernel of 10^3 ops"
+    )]
     Bench(cli::bench::BenchArgs),
     /// Insert the weakest sufficient waits for asynchronous copies.
     #[command(
@@ -54,7 +56,9 @@ enum Command {
     )]
     Pipeline(cli::pipeline::PipelineArgs),
     /// Prove or refute race freedom; exit 1 with a witness when a race is found.
-    #[command(after_help = "Example: smemsync check examples/transpose.kir")]
+    #[command(
+        after_help = "Example: smemsync check examples/transpose.kir   # a race: a witness, exit 1"
+    )]
     Check(cli::check::CheckArgs),
     /// Execute kernels on the interpreter and print or write every global buffer.
     #[command(
