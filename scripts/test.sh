@@ -16,5 +16,7 @@ if [ ${#need[@]} -gt 0 ]; then
     mlir-22-tools llvm-22 llvm-22-tools >/dev/null
 fi
 cargo fmt --all -- --check
+# Clippy also holds the code to `rust-version` in Cargo.toml (the MSRV): its incompatible_msrv
+# lint rejects standard-library items stabilized after it.
 cargo clippy --all-targets --quiet -- -D warnings
 cargo test --quiet

@@ -465,7 +465,7 @@ impl<'k> Footprints<'k> {
                     };
                     let msg = format!(
                         "{} is analysed for every iteration distance of the loop over `{}`: {why}",
-                        op_label(k, a.id.op),
+                        crate::emit::text::op_label(k, a.id.op),
                         local_name(k, iv),
                     );
                     return Some(imprecise(k, "W0311", msg, a.id.op));
@@ -1221,7 +1221,7 @@ impl<'k> Footprints<'k> {
                 let msg = format!(
                     "{} is analysed without the iterations of its inner loops from `{}` on: \
                      it has more than {MAX_INSTANCES} iteration instances",
-                    op_label(k, op),
+                    crate::emit::text::op_label(k, op),
                     local_name(k, iv)
                 );
                 self.conservative.push(imprecise(k, "W0313", msg, op));
@@ -1292,23 +1292,6 @@ fn imprecise(k: &Kernel, code: &'static str, msg: String, op: Op) -> crate::diag
     crate::diag::Diagnostic::warning(crate::diag::DiagKind::Finding, code, msg)
         .with_label(k.span(op), "analysed conservatively")
         .with_note("smemsync may place more syncs here than the minimum")
-}
-
-/// An access op as the user wrote it: its result name, else its kind and line-free text.
-fn op_label(k: &Kernel, op: Op) -> String {
-    match k.ops[op].results.first() {
-        Some(&v) => format!("the access defining `{}`", local_name(k, v)),
-        None => format!("the {} at this line", op_kind_word(&k.ops[op].kind)),
-    }
-}
-
-fn op_kind_word(kind: &OpKind) -> &'static str {
-    match kind {
-        OpKind::Store { .. } => "store",
-        OpKind::Atomic { .. } => "atomic",
-        OpKind::LocalStore { .. } => "local_store",
-        _ => "access",
-    }
 }
 
 /// A value as the user wrote it: `%name`.

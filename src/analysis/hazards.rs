@@ -38,6 +38,7 @@ use std::collections::HashMap;
 use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};
 use crate::analysis::footprint::{AccessRef, Footprints, Overlap};
 use crate::diag::{DiagKind, Diagnostic};
+use crate::emit::text::op_label;
 use crate::ir::edit::body_len;
 use crate::ir::*;
 use crate::target::Target;
@@ -594,20 +595,6 @@ fn label(k: &Kernel, d: Diagnostic, op: Op, msg: String) -> Diagnostic {
     d.with_label(k.span(op), msg)
 }
 
-/// A short name of an op kind for messages.
-pub fn op_name(k: &Kernel, op: Op) -> String {
-    let s = format!("{:?}", k.ops[op].kind);
-    let name: String = s.chars().take_while(|c| c.is_alphanumeric()).collect();
-    let mut out = String::new();
-    for (i, c) in name.chars().enumerate() {
-        if c.is_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    out
-}
-
 /// Finds every hazard using precomputed footprints (nearest-first: hazards that a nearer
 /// source's hazard implies are not built, see [`nearest_blockers`]).
 pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
@@ -668,7 +655,7 @@ fn find_hazards_pruned(fp: &mut Footprints, target: &Target, nearest_first: bool
                     "E0301",
                     format!(
                         "{} writes {} from several threads at once",
-                        op_name(k, a.id.op),
+                        op_label(k, a.id.op),
                         fp.describe_unit(unit)
                     ),
                 );
@@ -964,7 +951,7 @@ fn emit_pair(
                 .regions
                 .iter()
                 .any(|&r| region_has_handshake(k, r));
-            let what = format!("{} and {}", op_name(k, a.id.op), op_name(k, b.id.op));
+            let what = format!("{} and {}", op_label(k, a.id.op), op_label(k, b.id.op));
             let d = if handshake {
                 Diagnostic::warning(
                     DiagKind::Finding,
@@ -1139,7 +1126,7 @@ fn async_pair(
             "E0302",
             format!(
                 "{} touches shared memory that an async copy may still be writing or reading",
-                op_name(k, b.id.op)
+                op_label(k, b.id.op)
             ),
         );
         let d = d.with_label(k.span(b.id.op), "this access may overlap the copy in flight").with_label(k.span(a.id.op), "the copy is issued here").with_note(note.to_string()).with_help("add a wait that completes the copy before this access; a barrier does not complete a copy");

@@ -47,6 +47,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::interp::{Val, binary};
+use crate::emit::text::op_label;
 use crate::ir::ranges::Ranges;
 use crate::ir::*;
 use crate::target::Target;
@@ -86,7 +87,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
             let f = address(&mut ix, sa.mem, index).ok_or_else(|| {
                 format!(
                     "the index of {} is not of the form T(tid) + sum(a * uniform)",
-                    opname(k, op)
+                    op_at(k, op)
                 )
             })?;
             accs.push(Access {
@@ -140,7 +141,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
             for (coef, val) in &a.form.tpart {
                 let x = eval
                     .eval(*val, t as i64, *xyz)
-                    .ok_or_else(|| format!("cannot evaluate the index of {}", opname(k, a.op)))?;
+                    .ok_or_else(|| format!("cannot evaluate the index of {}", op_at(k, a.op)))?;
                 s = s.wrapping_add(coef.wrapping_mul(x));
             }
             v.push(Some(s));
@@ -182,8 +183,8 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                 }
                 return Err(format!(
                     "{} and {} may touch one element of @{} in one barrier interval (a collective access)",
-                    opname(k, a.op),
-                    opname(k, b.op),
+                    op_at(k, a.op),
+                    op_at(k, b.op),
                     k.buffers[a.buf].name
                 ));
             }
@@ -204,8 +205,8 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
             if let Some((t1, t2)) = hit {
                 return Err(format!(
                     "{} (thread {t1}) and {} (thread {t2}) may touch one element of @{} in one barrier interval",
-                    opname(k, a.op),
-                    opname(k, b.op),
+                    op_at(k, a.op),
+                    op_at(k, b.op),
                     k.buffers[a.buf].name
                 ));
             }
@@ -368,34 +369,13 @@ fn warp_uniform(k: &Kernel, warp: i64, v: Value) -> bool {
     true
 }
 
-pub(super) fn opname(k: &Kernel, op: Op) -> String {
-    let s = k.span(op);
-    let kind = format!("{:?}", k.ops[op].kind);
-    let camel = kind
-        .split(|c: char| !c.is_alphanumeric())
-        .next()
-        .unwrap_or("op");
-    let mut name = String::new();
-    for (i, ch) in camel.chars().enumerate() {
-        if ch.is_uppercase() && i > 0 {
-            name.push('_');
-        }
-        name.extend(ch.to_lowercase());
-    }
-    if s.is_undef() {
-        format!("`{name}` ({op})")
-    } else {
-        format!("`{name}` at byte {}", s.lo)
-    }
-}
-
 fn preconditions(k: &Kernel) -> Result<(), String> {
     for op in k.ops_in_order() {
         let e = effects(k, op);
         // Sync ops other than `barrier` are ignored: dropping ordering only adds pairs.
         for a in &e.shared {
             if a.kind.is_async() {
-                return Err(format!("{} is an async copy", opname(k, op)));
+                return Err(format!("{} is an async copy", op_at(k, op)));
             }
         }
     }
@@ -547,7 +527,7 @@ fn barriers_uniform(k: &Kernel, td: &HashSet<Value>) -> Result<(), String> {
             if matches!(od.kind, OpKind::Barrier) && div {
                 return Err(format!(
                     "{} is under thread-dependent control",
-                    opname(k, op)
+                    op_at(k, op)
                 ));
             }
             let d = match &od.kind {
@@ -1212,4 +1192,15 @@ fn collide_related(
         }
     }
     None
+}
+
+/// An op as proof messages name it: its text (`emit::text::op_label`) and, where it has a
+/// source span, `at byte N`, which the CLI turns into a line number.
+pub(super) fn op_at(k: &Kernel, op: Op) -> String {
+    let s = k.span(op);
+    if s.is_undef() {
+        op_label(k, op)
+    } else {
+        format!("{} at byte {}", op_label(k, op), s.lo)
+    }
 }

@@ -123,7 +123,7 @@ impl Gate<'_, '_> {
     }
 
     fn sync_op(&mut self, op: Op, s: &SyncEffect, ctl: Control) -> Result<(), String> {
-        let name = || super::proof::opname(self.k, op);
+        let name = || super::proof::op_at(self.k, op);
         match s {
             // Uniform control is checked with the barrier intervals.
             SyncEffect::Barrier | SyncEffect::Wait(_) | SyncEffect::Commit(_) => Ok(()),
@@ -161,7 +161,7 @@ impl Gate<'_, '_> {
     /// A `named_sync` is a block barrier when the whole block takes part in every phase (a
     /// `named_arrive` anywhere declines the proof on its own).
     fn named_sync(&self, op: Op, count: u32, ctl: Control) -> Result<(), String> {
-        let name = super::proof::opname(self.k, op);
+        let name = super::proof::op_at(self.k, op);
         if ctl.block_divergent {
             return Err(format!("{name} is under thread-dependent control"));
         }

@@ -5,12 +5,12 @@
 //! as a diagnostic on stderr and exits 1 (2 for bad input).
 
 use smemsync::check::{CheckOptions, Verdict, check_race_free};
-use smemsync::diag::DiagKind;
+use smemsync::diag::{DiagKind, Diagnostic};
 use smemsync::target::{Limits, Target};
 
 use super::{
     EXIT_OK, EXIT_USER, Input, exit_code, limits_of, load_for_target, parse_bounds, read_input,
-    report, resolve_target,
+    report, resolve_target, sync_then,
 };
 
 #[derive(clap::Args, Debug)]
@@ -105,6 +105,23 @@ fn with_lines(msg: &str, src: &str) -> String {
     out
 }
 
+/// A race found in a kernel: besides the help on what orders the two accesses, the command
+/// that places the syncs and re-checks the result.
+fn suggest_sync(d: Diagnostic, input: &Input, target: Option<&str>) -> Diagnostic {
+    if d.code != "C0001" {
+        return d;
+    }
+    let what = d.help.clone().unwrap_or_default();
+    let cmd = sync_then(
+        input,
+        target,
+        &format!("check --target {} -", target.unwrap_or("gfx942")),
+    );
+    d.with_help(format!(
+        "{what}\n`smemsync sync` places the fewest; to check its result: `{cmd}`"
+    ))
+}
+
 pub fn run(args: &CheckArgs) -> i32 {
     let input: Input = match read_input(&args.file) {
         Ok(i) => i,
@@ -152,6 +169,7 @@ pub fn run(args: &CheckArgs) -> i32 {
             }
             _ => {
                 if let Some(d) = r.to_diagnostic(k) {
+                    let d = suggest_sync(d, &input, args.target.as_deref());
                     let c = exit_code(std::slice::from_ref(&d));
                     report(&input, std::slice::from_ref(&d));
                     // Bad input is said once, on stderr; a finding is summarized on stdout.

@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod check;
 pub mod emit;
+pub mod explain;
 pub mod fmt;
 pub mod pipeline;
 pub mod plan_smem;
@@ -66,6 +67,19 @@ pub fn read_input(path: &str) -> Result<Input, String> {
         )
     })?;
     Ok(Input { name, text })
+}
+
+/// The command line that synchronizes `input` for `target` (gfx942 when none was given) and
+/// pipes the result into `smemsync {then}`: what a refusal of an unsynchronized kernel
+/// suggests. A kernel read from standard input is named `FILE`.
+pub fn sync_then(input: &Input, target: Option<&str>, then: &str) -> String {
+    let t = target.unwrap_or("gfx942");
+    let file = if input.name == "<stdin>" {
+        "FILE"
+    } else {
+        &input.name
+    };
+    format!("smemsync sync --target {t} {file} | smemsync {then}")
 }
 
 /// Prints diagnostics to stderr (in colour on a terminal).

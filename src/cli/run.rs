@@ -10,7 +10,12 @@ use std::fmt::Write as _;
 use smemsync::check::{GlobalMem, Val, run as run_kernel};
 
 use super::check::options;
-use super::{EXIT_OK, EXIT_USER, exit_code, load_for_target, read_input, report, resolve_target};
+use smemsync::Diagnostic;
+
+use super::{
+    EXIT_OK, EXIT_USER, Input, exit_code, load_for_target, read_input, report, resolve_target,
+    sync_then,
+};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -45,6 +50,25 @@ pub fn format_buffer(g: &GlobalMem) -> String {
     s
 }
 
+/// What to change when the interpreter refuses a kernel for a race or for reading shared memory
+/// that no thread has written yet: on an unsynchronized kernel that is a missing barrier, and
+/// the remedy is to run the synchronized kernel.
+fn explain_refusal(d: Diagnostic, input: &Input, target: Option<&str>) -> Diagnostic {
+    if d.code != "C0006" && d.code != "C0001" {
+        return d;
+    }
+    let file = if input.name == "<stdin>" {
+        "FILE"
+    } else {
+        &input.name
+    };
+    d.with_note("the interpreter runs only kernels whose every shared read follows the write it needs; in a kernel without barriers another thread's write may not have happened yet")
+        .with_help(format!(
+            "run the synchronized kernel: `{}`\n(`smemsync check {file}` names the race)",
+            sync_then(input, target, "run -")
+        ))
+}
+
 pub fn run(args: &RunArgs) -> i32 {
     let input = match read_input(&args.file) {
         Ok(i) => i,
@@ -73,7 +97,7 @@ pub fn run(args: &RunArgs) -> i32 {
         let out = match run_kernel(k, args.seed, &opts) {
             Ok(o) => o,
             Err(d) => {
-                let d = [d];
+                let d = [explain_refusal(d, &input, args.target.as_deref())];
                 report(&input, &d);
                 return exit_code(&d);
             }

@@ -7,13 +7,15 @@
 use std::collections::HashMap;
 
 use smemsync::analysis::footprint::Footprints;
-use smemsync::analysis::hazards::{Carry, Hazard, op_name};
+use smemsync::analysis::hazards::{Carry, Hazard};
+use smemsync::ir::edit::Anchor;
 use smemsync::sync::driver::{Synchronized, synchronize, without_inserted};
 use smemsync::sync::waits::Anchor as WaitAnchor;
 use smemsync::sync::{PlaceOptions, Placement, Strategy};
 use smemsync::target::Target;
 use smemsync::{Diagnostic, Kernel};
 
+use super::explain::Namer;
 use super::{
     EXIT_OK, EXIT_USER, exit_code, load_for_target, parse_bounds, read_input, report,
     resolve_target,
@@ -57,14 +59,6 @@ pub struct SyncArgs {
     pub no_warp_sync: bool,
 }
 
-/// Describes an op for explanations: its kind and source line.
-pub fn describe_op(k: &Kernel, src: &str, op: smemsync::ir::Op) -> String {
-    match smemsync::diag::line_number(src, k.span(op)) {
-        Some(l) => format!("{} (line {l})", op_name(k, op)),
-        None => op_name(k, op),
-    }
-}
-
 fn buffer_name(k: &Kernel, h: &Hazard) -> String {
     let e = smemsync::ir::effects(k, h.dst.op);
     e.shared.get(h.dst.index).map_or_else(String::new, |a| {
@@ -73,19 +67,16 @@ fn buffer_name(k: &Kernel, h: &Hazard) -> String {
 }
 
 /// One line explaining a hazard.
-pub fn explain_hazard(k: &Kernel, fp: &Footprints, src: &str, h: &Hazard) -> String {
+pub fn explain_hazard(k: &Kernel, fp: &Footprints, names: &Namer, h: &Hazard) -> String {
     let mut s = format!(
         "{} {} {} -> {}",
         h.kind.name(),
         buffer_name(k, h),
-        describe_op(k, src, h.src.op),
-        describe_op(k, src, h.dst.op)
+        names.op(h.src.op),
+        names.op(h.dst.op)
     );
     if h.src_at != h.src.op {
-        s.push_str(&format!(
-            " (copy visible at {})",
-            describe_op(k, src, h.src_at)
-        ));
+        s.push_str(&format!(" (copy visible at {})", names.op(h.src_at)));
     }
     match h.carry {
         Carry::Forward => s.push_str(", same iteration"),
@@ -95,7 +86,7 @@ pub fn explain_hazard(k: &Kernel, fp: &Footprints, src: &str, h: &Hazard) -> Str
             ..
         } => s.push_str(&format!(
             ", carried by {} at distance {min_distance}",
-            describe_op(k, src, loop_op)
+            names.op(loop_op)
         )),
     }
     if let Some(w) = h.witness {
@@ -194,7 +185,6 @@ fn render(
     args: &SyncArgs,
 ) -> Result<String, Diagnostic> {
     let p: &Placement = &s.placement;
-    let k = &s.with_waits;
     let kernel = match args.without {
         Some(n) => without_inserted(&s.kernel, s.input_ops, n).ok_or_else(|| {
             Diagnostic::user(
@@ -210,61 +200,7 @@ fn render(
     };
     let mut text = smemsync::emit::text::print_kernel(&kernel);
     if args.explain {
-        for (i, e) in s.waits.edits.iter().enumerate() {
-            let at = match e.anchor {
-                WaitAnchor::Before(op) => format!("before {}", describe_op(input, src, op)),
-                WaitAnchor::End(_) => "at the end of its region".to_string(),
-            };
-            let what = smemsync::emit::text::print_op_line(input, &e.kind);
-            text.push_str(&format!("// wait #{i}: {what} {at}\n"));
-            for line in e.why.lines() {
-                text.push_str(&format!("//   {line}\n"));
-            }
-        }
-        let fp = Footprints::new(k, target.warp);
-        for (i, e) in p.plan.edits.iter().enumerate() {
-            let what = match e.op {
-                smemsync::ir::OpKind::WarpSync => "warp_sync",
-                _ => "barrier",
-            };
-            let at = match e.at.anchor {
-                smemsync::ir::edit::Anchor::Before(op) => {
-                    format!("before {}", describe_op(k, src, op))
-                }
-                smemsync::ir::edit::Anchor::After(op) => {
-                    format!("after {}", describe_op(k, src, op))
-                }
-                smemsync::ir::edit::Anchor::Start(_) => "at the start of its region".into(),
-                smemsync::ir::edit::Anchor::End(r) => match k.regions[r].ops.last() {
-                    Some(&last) => {
-                        format!("at the end of the region of {}", describe_op(k, src, last))
-                    }
-                    None => "at the end of its region".into(),
-                },
-            };
-            text.push_str(&format!(
-                "// sync #{i}: {what} {at} removes {} hazard(s)\n",
-                p.removes[i].len()
-            ));
-            for &h in &p.removes[i] {
-                text.push_str(&format!(
-                    "//   {}\n",
-                    explain_hazard(k, &fp, src, &p.hazards[h])
-                ));
-            }
-        }
-        if !p.existing.is_empty() {
-            text.push_str(&format!(
-                "// existing syncs remove {} hazard(s)\n",
-                p.existing.len()
-            ));
-            for &h in &p.existing {
-                text.push_str(&format!(
-                    "//   {}\n",
-                    explain_hazard(k, &fp, src, &p.hazards[h])
-                ));
-            }
-        }
+        text.push_str(&explain(input, target, src, s));
     }
     if args.stats {
         let st = &p.stats;
@@ -286,4 +222,50 @@ fn render(
         }
     }
     Ok(text)
+}
+
+/// The `--explain` comments: each inserted wait and why, each inserted barrier and the hazards
+/// it removes, and the hazards the input's own syncs already remove. Ops and points are named as
+/// the source reads (`explain::Namer`).
+fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> String {
+    let mut text = String::new();
+    let in_names = Namer::new(input, src);
+    for (i, e) in s.waits.edits.iter().enumerate() {
+        let at = match e.anchor {
+            WaitAnchor::Before(op) => in_names.point(Anchor::Before(op)),
+            WaitAnchor::End(r) => in_names.point(Anchor::End(r)),
+        };
+        let what = smemsync::emit::text::print_op_line(input, &e.kind);
+        text.push_str(&format!("// wait #{i}: {what} {at}\n"));
+        for line in e.why.lines() {
+            text.push_str(&format!("//   {line}\n"));
+        }
+    }
+    let (p, k) = (&s.placement, &s.with_waits);
+    let names = Namer::new(k, src);
+    let fp = Footprints::new(k, target.warp);
+    for (i, e) in p.plan.edits.iter().enumerate() {
+        let what = match e.op {
+            smemsync::ir::OpKind::WarpSync => "warp_sync",
+            _ => "barrier",
+        };
+        let n = p.removes[i].len();
+        let at = names.point(e.at.anchor);
+        text.push_str(&format!(
+            "// sync #{i}: {what} {at} removes {n} hazard(s)\n"
+        ));
+        for &h in &p.removes[i] {
+            let line = explain_hazard(k, &fp, &names, &p.hazards[h]);
+            text.push_str(&format!("//   {line}\n"));
+        }
+    }
+    if !p.existing.is_empty() {
+        let n = p.existing.len();
+        text.push_str(&format!("// existing syncs remove {n} hazard(s)\n"));
+        for &h in &p.existing {
+            let line = explain_hazard(k, &fp, &names, &p.hazards[h]);
+            text.push_str(&format!("//   {line}\n"));
+        }
+    }
+    text
 }

@@ -169,11 +169,13 @@ impl Diagnostic {
                 l.message
             );
         }
+        // Lines after the first of a note or help line up under its text.
+        let indent = |t: &str| t.replace('\n', "\n          ");
         for n in &self.notes {
-            let _ = writeln!(out, "  {blue}={reset} note: {n}");
+            let _ = writeln!(out, "  {blue}={reset} note: {}", indent(n));
         }
         if let Some(h) = &self.help {
-            let _ = writeln!(out, "  {blue}={reset} help: {h}");
+            let _ = writeln!(out, "  {blue}={reset} help: {}", indent(h));
         }
         out
     }

@@ -7,6 +7,7 @@
 //! pass created get fresh `%vN` names that collide with no source name.
 //! Complexity: O(ops + operands).
 
+use std::cell::OnceCell;
 use std::collections::HashSet;
 use std::fmt::Write;
 
@@ -34,15 +35,37 @@ pub fn print_op_line(k: &Kernel, kind: &OpKind) -> String {
     p.out.trim_end().to_string()
 }
 
+/// How explanations, statistics and diagnostics name an op: its canonical text as it would be
+/// printed, on one line and in backticks, with nested regions elided (`` `%s = shr 128, %i` ``,
+/// `` `store @s[%t], %x` ``, `` `for %i = 0 to 8 step 1` ``). The one naming function: users
+/// recognise what they wrote, never an internal op kind or id. Costs O(the op's operands) when
+/// every value it names has a source name (fresh `%vN` names cost one pass over the values).
+pub fn op_label(k: &Kernel, op: Op) -> String {
+    let mut p = Printer::new(k);
+    p.header_only = true;
+    p.op(op, 0);
+    let line = p.out.trim_end();
+    let header = line.split(" { … }").next().unwrap_or(line);
+    format!("`{header}`")
+}
+
 struct Printer<'a> {
     k: &'a Kernel,
     out: String,
-    names: SecondaryMap<Value, String>,
-    view_names: SecondaryMap<View, String>,
+    /// Names of every value and view, source names kept and fresh ones made up; built on the
+    /// first value without a source name.
+    fresh: OnceCell<Names>,
+    /// Print `{ … }` for a region instead of its ops (`op_label`).
+    header_only: bool,
 }
 
-impl<'a> Printer<'a> {
-    fn new(k: &'a Kernel) -> Self {
+struct Names {
+    values: SecondaryMap<Value, String>,
+    views: SecondaryMap<View, String>,
+}
+
+impl Names {
+    fn new(k: &Kernel) -> Self {
         let mut used: HashSet<String> = HashSet::new();
         for v in k.values.keys() {
             let n = k.value_names.get(v);
@@ -67,40 +90,56 @@ impl<'a> Printer<'a> {
                 return n;
             }
         };
-        let mut names = SecondaryMap::default();
+        let mut values = SecondaryMap::default();
         for v in k.values.keys() {
             let n = k.value_names.get(v);
-            names.set(
-                v,
-                if n.is_empty() {
-                    next(&mut used, "v")
-                } else {
-                    n.clone()
-                },
-            );
+            let n = if n.is_empty() {
+                next(&mut used, "v")
+            } else {
+                n.clone()
+            };
+            values.set(v, n);
         }
-        let mut view_names = SecondaryMap::default();
+        let mut views = SecondaryMap::default();
         for v in k.views.keys() {
             let n = k.view_names.get(v);
-            view_names.set(
-                v,
-                if n.is_empty() {
-                    next(&mut used, "view")
-                } else {
-                    n.clone()
-                },
-            );
+            let n = if n.is_empty() {
+                next(&mut used, "view")
+            } else {
+                n.clone()
+            };
+            views.set(v, n);
         }
+        Names { values, views }
+    }
+}
+
+impl<'a> Printer<'a> {
+    fn new(k: &'a Kernel) -> Self {
         Printer {
             k,
             out: String::new(),
-            names,
-            view_names,
+            fresh: OnceCell::new(),
+            header_only: false,
+        }
+    }
+
+    fn names(&self) -> &Names {
+        self.fresh.get_or_init(|| Names::new(self.k))
+    }
+
+    fn view_name(&self, v: View) -> String {
+        match self.k.view_names.get(v) {
+            n if n.is_empty() => self.names().views.get(v).clone(),
+            n => n.clone(),
         }
     }
 
     fn v(&self, v: Value) -> String {
-        format!("%{}", self.names.get(v))
+        match self.k.value_names.get(v) {
+            n if n.is_empty() => format!("%{}", self.names().values.get(v)),
+            n => format!("%{n}"),
+        }
     }
 
     fn opnd(&self, o: &Operand) -> String {
@@ -120,7 +159,7 @@ impl<'a> Printer<'a> {
     fn mem(&self, m: MemRef) -> String {
         match m {
             MemRef::Buffer(b) => format!("@{}", self.k.buffers[b].name),
-            MemRef::View(v) => format!("%{}", self.view_names.get(v)),
+            MemRef::View(v) => format!("%{}", self.view_name(v)),
         }
     }
 
@@ -230,6 +269,10 @@ impl<'a> Printer<'a> {
     }
 
     fn block(&mut self, r: Region, depth: usize) {
+        if self.header_only {
+            self.out.push_str("{ … }");
+            return;
+        }
         self.out.push_str("{\n");
         self.region(r, depth + 1);
         self.ind(depth);
@@ -286,7 +329,7 @@ impl<'a> Printer<'a> {
                     .collect();
                 format!(
                     "%{} = view {}[{}]",
-                    self.view_names.get(*v),
+                    self.view_name(*v),
                     self.mem(vd.base),
                     ixs.join(", ")
                 )
@@ -516,5 +559,45 @@ fn layout_s(l: &Option<String>) -> String {
     match l {
         Some(s) => format!(" layout \"{s}\""),
         None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "kernel @k(%o: global i32[64]) block(64) {
+  %t = tid.x
+  %c = cmp lt %t, 32
+  %v = if %c {
+    %a = add %t, 1
+    yield %a
+  } else {
+    yield %t
+  }
+  gstore %o[%t], %v
+}
+";
+
+    #[test]
+    fn an_op_is_labelled_by_its_text_without_its_regions() {
+        let k = &crate::reader::parse(SRC).unwrap().kernels[0];
+        let ops = &k.regions[k.body].ops;
+        assert_eq!(op_label(k, ops[2]), "`%v = if %c`");
+        assert_eq!(op_label(k, ops[3]), "`gstore %o[%t], %v`");
+    }
+
+    #[test]
+    fn a_value_without_a_source_name_gets_the_printers_fresh_name() {
+        let mut k = crate::reader::parse(SRC).unwrap().kernels.remove(0);
+        let t = k.regions[k.body].ops[0];
+        k.value_names.set(k.ops[t].results[0], String::new());
+        let printed = print_kernel(&k);
+        let fresh = printed.lines().nth(1).unwrap().trim();
+        assert!(
+            fresh.starts_with("%v") && fresh.ends_with(" = tid.x"),
+            "{printed}"
+        );
+        assert_eq!(op_label(&k, t), format!("`{fresh}`"));
     }
 }

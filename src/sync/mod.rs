@@ -22,8 +22,9 @@ pub mod waits_paths;
 use std::collections::HashMap;
 
 use crate::analysis::footprint::Footprints;
-use crate::analysis::hazards::{Hazard, Hazards, Paths, find_hazards_with, op_name};
+use crate::analysis::hazards::{Hazard, Hazards, Paths, find_hazards_with};
 use crate::diag::{DiagKind, Diagnostic};
+use crate::emit::text::op_label;
 use crate::ir::edit::{Edit, EditReason, ProgramPoint, SyncPlan, body_len};
 use crate::ir::*;
 use crate::target::Target;
@@ -453,7 +454,7 @@ impl<'k> SyncModel<'k> {
     /// A diagnostic for a hazard no legal barrier can remove.
     pub fn unplaceable(&self, h: &Hazard) -> Diagnostic {
         let k = self.k;
-        Diagnostic::error(DiagKind::Finding, "E0303", format!("{} hazard between {} and {} cannot be removed by a barrier under thread-dependent control", h.kind.name(), op_name(k, h.src.op), op_name(k, h.dst.op)))
+        Diagnostic::error(DiagKind::Finding, "E0303", format!("{} hazard between {} and {} cannot be removed by a barrier under thread-dependent control", h.kind.name(), op_label(k, h.src.op), op_label(k, h.dst.op)))
             .with_label(k.span(h.dst.op), "this access must wait")
             .with_label(k.span(h.src.op), "for this access")
             .with_note("a block barrier is legal only where every thread of the block arrives; every point that orders these accesses lies under a thread-dependent `if` or loop")

@@ -593,6 +593,10 @@ mod tests {
     fn every_example_lowers_to_a_verified_protocol() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
         for e in std::fs::read_dir(dir).expect("examples").flatten() {
+            // examples/README.md describes the kernels.
+            if e.path().extension().is_none_or(|x| x != "kir") {
+                continue;
+            }
             let src = std::fs::read_to_string(e.path()).expect("read");
             lower(&src);
         }

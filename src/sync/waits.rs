@@ -49,6 +49,7 @@ use std::fmt::Write as _;
 use crate::analysis::inflight::{Flow, InFlight, Pending, Queue, Visitor, completions, queue_of};
 use crate::analysis::overlap::IterTag;
 use crate::diag::{DiagKind, Diagnostic};
+use crate::emit::text::op_label;
 use crate::ir::effects::WaitKind;
 use crate::ir::*;
 use crate::target::Target;
@@ -213,7 +214,7 @@ impl Visitor for Planner {
             .iter()
             .chain(need.groups.iter().map(|(q, (_, n))| (q, n)))
         {
-            let list: Vec<String> = consumers.iter().map(|c| c.to_string()).collect();
+            let list: Vec<String> = consumers.iter().map(|&c| op_label(flow.k, c)).collect();
             need.why.insert(
                 *q,
                 format!(
@@ -301,7 +302,7 @@ impl Visitor for Planner {
                     let binding: Vec<String> = list
                         .iter()
                         .filter(|(_, a)| *a as u32 == *e)
-                        .map(|(p, _)| format!("{} from {}", p.op, when(&p.tags)))
+                        .map(|(p, _)| format!("{} from {}", op_label(flow.k, p.op), when(&p.tags)))
                         .collect();
                     need.why.insert(
                         q,
@@ -329,7 +330,7 @@ impl Visitor for Planner {
                     e.1 = e.1.min(n);
                     let binding: Vec<String> = list
                         .iter()
-                        .map(|(p, _)| format!("{} from {}", p.op, when(&p.tags)))
+                        .map(|(p, _)| format!("{} from {}", op_label(flow.k, p.op), when(&p.tags)))
                         .collect();
                     need.why.insert(
                         q,
@@ -828,7 +829,7 @@ fn merge_consecutive(k: &Kernel, target: &Target, plan: &mut WaitPlan) {
             let later = plan.edits[i].clone();
             let e = &mut plan.edits[j];
             e.kind = min_kind(&e.kind, &later.kind);
-            e.why = format!("{}; and for {}: {}", e.why, b, later.why);
+            e.why = format!("{}; and for {}: {}", e.why, op_label(k, b), later.why);
             merged = true;
             break;
         }
@@ -965,29 +966,6 @@ pub fn annotate(k: &Kernel, notes: &HashMap<Op, Vec<String>>) -> String {
     out
 }
 
-/// The printed line of each op (for explanations).
-pub fn op_lines(k: &Kernel) -> HashMap<Op, String> {
-    let text = crate::emit::text::print_kernel(k);
-    let ops = k.ops_in_order();
-    let mut it = ops.iter();
-    let mut m = HashMap::new();
-    for (i, line) in text.lines().enumerate() {
-        let t = line.trim();
-        if i == 0
-            || t.starts_with("shared ")
-            || t.starts_with("group ")
-            || t.starts_with('}')
-            || t.is_empty()
-        {
-            continue;
-        }
-        if let Some(op) = it.next() {
-            m.insert(*op, t.trim_end_matches(" {").to_string());
-        }
-    }
-    m
-}
-
 /// Plans, applies and explains: the kernel with waits inserted, each wait (inserted or the
 /// input's own) followed by comments saying which copies it completes, how many younger
 /// operations each has at the wait on every path, and why an inserted wait has its count.
@@ -996,13 +974,12 @@ pub fn explain_waits(k: &Kernel, target: &Target) -> Result<String, Vec<Diagnost
     let applied = apply_waits(k, &plan);
     let out = &applied.kernel;
     let comp = completions(out, target);
-    let lines = op_lines(out);
     let mut notes: HashMap<Op, Vec<String>> = HashMap::new();
     for (e, op) in plan.edits.iter().zip(&applied.created) {
         notes
             .entry(*op)
             .or_default()
-            .push(format!("inserted: {}", rename(&e.why, &lines)));
+            .push(format!("inserted: {}", e.why));
     }
     for (w, list) in &comp.by_wait {
         let v = notes.entry(*w).or_default();
@@ -1018,20 +995,17 @@ pub fn explain_waits(k: &Kernel, target: &Target) -> Result<String, Vec<Diagnost
             }
         }
         for c in list {
-            let name = lines
-                .get(&c.copy)
-                .cloned()
-                .unwrap_or_else(|| c.copy.to_string());
+            let name = op_label(out, c.copy);
             if c.queue.counted() {
                 v.push(format!(
-                    "completes `{name}` from {} (at least {} younger {} on every path)",
+                    "completes {name} from {} (at least {} younger {} on every path)",
                     when(&c.tags),
                     c.age,
                     c.queue.name()
                 ));
             } else {
                 v.push(format!(
-                    "completes `{name}` from {} (on its {})",
+                    "completes {name} from {} (on its {})",
                     when(&c.tags),
                     c.queue.name()
                 ));
@@ -1090,32 +1064,4 @@ fn largest_safe_count(
         best = n;
     }
     Some(best)
-}
-
-/// Replaces `opN` ids in an explanation by the op's printed line.
-fn rename(s: &str, lines: &HashMap<Op, String>) -> String {
-    let mut out = s.to_string();
-    let mut ids: Vec<(&Op, &String)> = lines.iter().collect();
-    ids.sort_by_key(|(o, _)| std::cmp::Reverse(o.index()));
-    for (op, line) in ids {
-        let id = op.to_string();
-        if out.contains(&id) {
-            out = replace_word(&out, &id, &format!("`{line}`"));
-        }
-    }
-    out
-}
-
-fn replace_word(s: &str, word: &str, with: &str) -> String {
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(i) = rest.find(word) {
-        let after = &rest[i + word.len()..];
-        let boundary = !after.starts_with(|c: char| c.is_ascii_digit());
-        out.push_str(&rest[..i]);
-        out.push_str(if boundary { with } else { word });
-        rest = after;
-    }
-    out.push_str(rest);
-    out
 }

@@ -42,6 +42,31 @@ pub struct PipelinedLoop {
 /// The name of the stage that holds a loop's loads.
 pub const LOAD_STAGE: &str = "load";
 
+/// E0401: no loop to pipeline. Points at the kernel's `for` loops and shows the form the
+/// transform needs, with the header of the kernel's first loop when it has one.
+fn no_load_stage(k: &Kernel) -> Diagnostic {
+    let fors: Vec<Op> = (k.ops_in_order().into_iter())
+        .filter(|&o| matches!(k.ops[o].kind, OpKind::For { .. }))
+        .collect();
+    let header = fors
+        .first()
+        .map_or("for %k = 0 to %n step 1".to_string(), |&l| {
+            crate::emit::text::op_label(k, l)
+                .trim_matches('`')
+                .to_string()
+        });
+    let form = format!(
+        "put the ops that fill shared memory for one iteration in a load stage in the loop body:\n  {header} {{\n    stage \"load\" {{\n      %x = gload %in[%k, %t]\n      store @buf[%t], %x\n    }}\n    ... the ops that read @buf ...\n  }}\nthe stage may use only the loop variable and values defined before the loop (docs/transforms.md)"
+    );
+    let mut d = Diagnostic::user("E0401", "no loop has a `stage \"load\"` to circular-buffer")
+        .with_label(k.kernel_span, "in this kernel")
+        .with_help(form);
+    for &l in &fors {
+        d = d.with_label(k.span(l), "this loop has no `stage \"load\"`");
+    }
+    d
+}
+
 /// Circular-buffers every loop with a `stage "load"` in its body, with `stages` stages.
 pub fn circular_buffer(
     k: &Kernel,
@@ -69,9 +94,7 @@ pub fn circular_buffer(
         })
         .collect();
     if loops.is_empty() {
-        return Err(vec![Diagnostic::user("E0401", "no loop has a `stage \"load\"` to circular-buffer")
-            .with_label(k.kernel_span, "in this kernel")
-            .with_help("wrap the ops that fill shared memory for an iteration in `stage \"load\" { ... }`")]);
+        return Err(vec![no_load_stage(k)]);
     }
     let mut out = k.clone();
     let mut done = Vec::new();

@@ -110,7 +110,8 @@ impl Verifier<'_> {
         for (op, n) in op_seen.iter().enumerate() {
             if *n > 1 {
                 let op = Op::new(op);
-                self.err(k.span(op), format!("{op} is placed in {n} regions"));
+                let name = crate::emit::text::op_label(k, op);
+                self.err(k.span(op), format!("{name} is placed in {n} regions"));
             }
         }
         for (r, n) in region_owner.iter().enumerate() {
