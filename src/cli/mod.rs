@@ -171,6 +171,19 @@ pub fn resolve_target(input: &Input, given: Option<&str>) -> Result<Option<Strin
     Ok(given.or(declared).map(str::to_string))
 }
 
+/// The target of a command that needs one (`sync`, `waits`): `--target`, else the declared
+/// one ([`resolve_target`]); neither is a usage error.
+pub fn required_target(input: &Input, given: Option<&str>) -> Result<Target, i32> {
+    let Some(name) = resolve_target(input, given)? else {
+        eprintln!("error: --target is required (the input declares no target)");
+        return Err(EXIT_USER);
+    };
+    Target::from_name(&name).map_err(|d| {
+        report(input, &[d]);
+        EXIT_USER
+    })
+}
+
 /// The limits of an optional target (those of every target when absent).
 pub fn limits_of(target: Option<&Target>) -> Limits {
     target.map_or(Limits::GENERIC, |t| t.limits)

@@ -18,7 +18,7 @@ use smemsync::{Diagnostic, Kernel};
 use super::explain::Namer;
 use super::{
     EXIT_OK, EXIT_USER, exit_code, load_for_target, parse_bounds, read_input, report,
-    resolve_target,
+    required_target,
 };
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,20 +118,9 @@ pub fn run(args: &SyncArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let target = match resolve_target(&input, args.target.as_deref()) {
-        Ok(Some(t)) => t,
-        Ok(None) => {
-            eprintln!("error: --target is required (the input declares no target)");
-            return EXIT_USER;
-        }
-        Err(code) => return code,
-    };
-    let target = match Target::from_name(&target) {
+    let target = match required_target(&input, args.target.as_deref()) {
         Ok(t) => t,
-        Err(d) => {
-            report(&input, &[d]);
-            return EXIT_USER;
-        }
+        Err(code) => return code,
     };
     let bounds: HashMap<String, i64> = match parse_bounds(args.bounds.iter().map(String::as_str)) {
         Ok(b) => b.into_iter().collect(),

@@ -3,9 +3,8 @@
 //! followed by comments saying which copies it completes and why its count is what it is).
 //! Exit codes: 0 printed; 1 a finding no wait can fix (reported on stderr); 2 bad input.
 
-use super::{EXIT_OK, EXIT_USER, exit_code, load_for_target, read_input, report, resolve_target};
+use super::{EXIT_OK, EXIT_USER, exit_code, load_for_target, read_input, report, required_target};
 use smemsync::sync::waits::{apply_waits, explain_waits, plan_waits};
-use smemsync::target::Target;
 
 /// A finding no wait can fix (exit code 1, as documented in `smemsync --help`).
 #[derive(clap::Args, Debug)]
@@ -29,20 +28,9 @@ pub fn run(args: &WaitsArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let target = match resolve_target(&input, args.target.as_deref()) {
-        Ok(Some(t)) => t,
-        Ok(None) => {
-            eprintln!("error: --target is required (the input declares no target)");
-            return EXIT_USER;
-        }
-        Err(code) => return code,
-    };
-    let target = match Target::from_name(&target) {
+    let target = match required_target(&input, args.target.as_deref()) {
         Ok(t) => t,
-        Err(d) => {
-            report(&input, &[d]);
-            return EXIT_USER;
-        }
+        Err(code) => return code,
     };
     let kernels = match load_for_target(&input, Some(&target)) {
         Ok(k) => k,
