@@ -5,6 +5,7 @@
 //! [`emit`]. Every stage is a function with a documented contract; the CLI is a thin shell.
 
 pub mod analysis;
+pub mod bench_kernels;
 pub mod check;
 pub mod diag;
 pub mod emit;

@@ -260,6 +260,9 @@ fn before_chain(p: &[(Region, usize)], from: usize, out: &mut Vec<Segment>) {
 /// program order counting, as a lower bound, the operations the wait's counter tracks
 /// (count-based waits complete all but the newest N).
 pub struct Completion {
+    /// The loop level (index into the copy's loops) that `in_loop` and `exit` refer to; the
+    /// innermost loop for [`completing_waits`], see `inflight::LoopCompletion::level`.
+    pub level: Option<usize>,
     pub in_loop: Option<(Op, u32)>,
     pub exit: Option<Op>,
     /// Whether `exit` completes the copy in the first iteration of the loops around it that
@@ -276,8 +279,10 @@ pub fn completing_waits(
     op: Op,
     class: AsyncClass,
 ) -> Completion {
+    let level = fp.loops_of(op).len().checked_sub(1);
     let Some((r0, i0)) = paths.pos(op) else {
         return Completion {
+            level,
             in_loop: None,
             exit: None,
             exit_on_entry: false,
@@ -511,6 +516,7 @@ pub fn completing_waits(
     loop {
         if let Some(w) = scan(k, r, start, &mut count, &mut passed, op, &incr, &completes) {
             return Completion {
+                level,
                 in_loop: Some((w, delta)),
                 exit: None,
                 exit_on_entry: false,
@@ -518,6 +524,7 @@ pub fn completing_waits(
         }
         let Some(&parent) = paths.region_op.get(&r) else {
             return Completion {
+                level,
                 in_loop: None,
                 exit: None,
                 exit_on_entry: false,
@@ -570,6 +577,7 @@ pub fn completing_waits(
     }
     // The exit scan enters later loops in their first iteration only.
     Completion {
+        level,
         in_loop,
         exit,
         exit_on_entry: true,
@@ -624,6 +632,7 @@ fn find_hazards_pruned(fp: &mut Footprints, target: &Target, nearest_first: bool
                 let lc = inflight.loop_completion(k, a.id.op);
                 let comp = if lc.in_loop.is_some() || lc.exit.is_some() {
                     Completion {
+                        level: lc.level,
                         in_loop: lc.in_loop,
                         exit: lc.exit,
                         exit_on_entry: lc.exit_on_entry,
@@ -1106,7 +1115,7 @@ fn async_pair(
     let k = fp.k;
     let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
     let comp = &completion[&a.id.op];
-    let inner = a.loops.len().checked_sub(1);
+    let inner = comp.level;
     // An mbarrier wait makes the TMA write visible to every thread that waits (docs/ir.md,
     // `mbar_wait`): when each thread running the destination has run the wait, nothing more
     // is needed. Other waits complete only the waiting thread's own copies.
@@ -1182,6 +1191,13 @@ fn async_pair(
                     );
                 }
             }
+            if before_w && inner_carried_intersect(fp, ai, bi, inner, m_ab) {
+                in_flight(
+                    fp,
+                    out,
+                    "the copy's inner loop issues it again before the wait that completes it",
+                );
+            }
             if !waited_by_all(fp, w) {
                 emit_pair(fp, ai, bi, w, &pw, pb, None, out);
             }
@@ -1193,6 +1209,13 @@ fn async_pair(
             if b.loops.contains(&l) {
                 let pc = pair_conflict(fp, ai, bi, level + 1, Some(level));
                 let before_w = matches!(split(k, pb, &pw), Split::Forward { .. });
+                if (delta > 0 || before_w) && inner_carried_intersect(fp, ai, bi, inner, m_ab) {
+                    in_flight(
+                        fp,
+                        out,
+                        "the copy's inner loop issues it again before the wait that completes it",
+                    );
+                }
                 for d in 0..=delta.min(62) {
                     let ok = (d > 0 || forward_ab) && (d < delta || before_w);
                     if ok && pc.intersect & (1 << d) != 0 {
@@ -1241,6 +1264,20 @@ fn async_pair(
             }
         }
     }
+}
+
+/// Whether two accesses inside a common loop deeper than the completion level (`level`, the
+/// loop whose body holds the completing wait) touch one unit in different iterations of that
+/// deeper loop within one iteration of the completion loop: no wait runs in between.
+fn inner_carried_intersect(
+    fp: &mut Footprints,
+    ai: usize,
+    bi: usize,
+    level: Option<usize>,
+    m_ab: usize,
+) -> bool {
+    let from = level.map_or(0, |l| l + 1);
+    (from..m_ab).any(|c| pair_conflict(fp, ai, bi, c + 1, Some(c)).intersect & !1 != 0)
 }
 
 /// Whether a region holds a named barrier or mbarrier op (a hand-written cross-role handshake).

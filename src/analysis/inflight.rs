@@ -286,10 +286,18 @@ pub struct Completions {
 /// Where an async op inside a loop is completed, in the shape barrier placement asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoopCompletion {
-    /// The wait inside the copy's innermost loop that completes it soonest, and how many
-    /// iterations after the issue (`0`: the same iteration).
+    /// The loop level (index into the copy's enclosing loops, outermost first) that the
+    /// completion is relative to: the innermost loop whose body, outside the deeper loops
+    /// around the copy, holds a completing wait (copies issued by an inner `for` inside a
+    /// pipelined loop are completed by a wait of the pipelined loop). `None` for a copy
+    /// outside every loop.
+    pub level: Option<usize>,
+    /// The wait inside the loop at `level` (outside deeper copy loops) that completes the
+    /// copy soonest, and how many iterations of that loop after the issue (`0`: the same
+    /// iteration).
     pub in_loop: Option<(Op, u32)>,
-    /// The first wait after that loop (in program order) that completes it on the exit path.
+    /// The first wait after the loop at `level` (in program order) that completes the copy
+    /// on the exit path.
     pub exit: Option<Op>,
     /// Whether `exit` completes the copy already in the first iteration of every loop around
     /// it that does not enclose the copy (a prologue's copy waited for in the main loop's
@@ -298,52 +306,60 @@ pub struct LoopCompletion {
 }
 
 impl Completions {
-    /// Where `copy` is completed relative to its innermost enclosing loop (for a copy outside
-    /// every loop, `in_loop` is the first completing wait in program order with distance 0).
-    /// Every wait this reports completes the copy on every path reaching it (a count wait drops
-    /// an entry only when its minimum age over all paths is large enough).
+    /// Where `copy` is completed: the innermost enclosing loop level with a completing wait
+    /// in its body (outside the deeper loops around the copy), that wait and its iteration
+    /// distance, and the first completing wait after that loop. Without any such level, the
+    /// outermost loop's exit wait. For a copy outside every loop, `in_loop` is the first
+    /// completing wait in program order with distance 0. Every wait this reports completes
+    /// the copy on every path reaching it (a count wait drops an entry only when its minimum
+    /// age over all paths is large enough).
     pub fn loop_completion(&self, k: &Kernel, copy: Op) -> LoopCompletion {
         let parents = k.parents();
-        let innermost = parents
+        let mut copy_loops: Vec<Op> = parents
             .ancestors(copy)
             .into_iter()
-            .find(|a| matches!(k.ops[*a].kind, OpKind::For { .. } | OpKind::While { .. }));
+            .filter(|a| matches!(k.ops[*a].kind, OpKind::For { .. } | OpKind::While { .. }))
+            .collect();
+        copy_loops.reverse();
         let order = k.program_order();
         let waits = self.by_copy.get(&copy).cloned().unwrap_or_default();
-        let mut in_loop: Option<(Op, u32)> = None;
+        let mut found = None;
+        for level in (0..copy_loops.len()).rev() {
+            let (l, deeper) = (copy_loops[level], copy_loops.get(level + 1).copied());
+            let mut best: Option<(Op, u32)> = None;
+            for &w in &waits {
+                let anc = parents.ancestors(w);
+                if !anc.contains(&l) || deeper.is_some_and(|d| anc.contains(&d)) {
+                    continue;
+                }
+                for c in self.completed_by(w, copy) {
+                    let Some((_, IterTag::Dist(d))) = c.tags.iter().find(|(tl, _)| *tl == l) else {
+                        continue;
+                    };
+                    if best.is_none_or(|(w0, d0)| (*d, order.get(&w)) < (d0, order.get(&w0))) {
+                        best = Some((w, *d));
+                    }
+                }
+            }
+            if best.is_some() {
+                found = Some((level, best));
+                break;
+            }
+        }
+        let (level, in_loop) = match (found, copy_loops.is_empty()) {
+            (Some((lv, b)), _) => (Some(lv), b),
+            (None, false) => (Some(0), None),
+            (None, true) => (None, self.first_straight_wait(&waits, copy, &order)),
+        };
         let mut exit: Option<Op> = None;
         let mut exit_on_entry = false;
-        let copy_loops = parents.ancestors(copy);
-        for w in waits {
-            let inside = match innermost {
-                Some(l) => parents.ancestors(w).contains(&l),
-                None => true,
-            };
-            for c in self
-                .by_wait
-                .get(&w)
-                .into_iter()
-                .flatten()
-                .filter(|c| c.copy == copy)
-            {
-                if inside {
-                    let d = match innermost {
-                        Some(l) => match c.tags.iter().find(|(tl, _)| *tl == l) {
-                            Some((_, IterTag::Dist(d))) => *d,
-                            _ => continue,
-                        },
-                        None => 0,
-                    };
-                    let better = match in_loop {
-                        None => true,
-                        Some((w0, d0)) => (d, order.get(&w)) < (d0, order.get(&w0)),
-                    };
-                    if better {
-                        in_loop = Some((w, d));
-                    }
-                } else if let Some(l) = innermost
+        if let Some(l) = level.map(|lv| copy_loops[lv]) {
+            for &w in &waits {
+                let outside = !parents.ancestors(w).contains(&l);
+                if outside
                     && order.get(&w) > order.get(&l)
                     && exit.is_none_or(|e| order.get(&w) < order.get(&e))
+                    && self.completed_by(w, copy).next().is_some()
                 {
                     exit = Some(w);
                     exit_on_entry = self.completes_on_entry(w, copy, &copy_loops);
@@ -351,10 +367,34 @@ impl Completions {
             }
         }
         LoopCompletion {
+            level,
             in_loop,
             exit,
             exit_on_entry,
         }
+    }
+
+    /// The executions of `copy` that wait `w` completes.
+    fn completed_by(&self, w: Op, copy: Op) -> impl Iterator<Item = &Completed> {
+        self.by_wait
+            .get(&w)
+            .into_iter()
+            .flatten()
+            .filter(move |c| c.copy == copy)
+    }
+
+    /// For a copy outside every loop: its first completing wait in program order.
+    fn first_straight_wait(
+        &self,
+        waits: &BTreeSet<Op>,
+        copy: Op,
+        order: &HashMap<Op, usize>,
+    ) -> Option<(Op, u32)> {
+        waits
+            .iter()
+            .filter(|w| self.completed_by(**w, copy).next().is_some())
+            .min_by_key(|w| order.get(w))
+            .map(|w| (*w, 0))
     }
 
     /// Whether wait `w` completes some execution of `copy` whose tags place `w` in the first
@@ -547,7 +587,12 @@ impl<'k> Flow<'k> {
     ) {
         v.enter_loop(self, l, st);
         for s in st.iter_mut() {
-            s.map_tags(|t| t.push((l, IterTag::Pre(0))));
+            // A `Last` tag left by an earlier instance of this loop (it is nested in another
+            // loop) says nothing about the new instance: the earlier iteration is free.
+            s.map_tags(|t| {
+                t.retain(|(lp, _)| *lp != l);
+                t.push((l, IterTag::Pre(0)));
+            });
         }
         let mut head = st.clone();
         let mut last_back;
@@ -586,18 +631,58 @@ impl<'k> Flow<'k> {
         if let Some(c) = cond {
             self.region(c, &mut exit, v);
         }
+        // Leaving the loop: an entry's tag on it says nothing more about the consumers after
+        // it, except for a `for` with constant bounds, whose last pass is exactly the final
+        // iteration: an entry issued `d` iterations before the back edge ran in the iteration
+        // `d - 1` before the last (a prologue loop filling slot `s` in iteration `s`).
+        let exact = self.runs_at_least_once(l);
+        let trip = self.const_trip(l).unwrap_or(0);
         for x in exit.iter_mut() {
-            x.map_tags(|t| t.retain(|(lp, _)| *lp != l));
+            // The fixpoint does not count iterations: entries further back than the loop's
+            // trip count stand for no execution (nor does a saturated tag when the trip count
+            // is below the cap: every real execution keeps its exact distance).
+            for m in x.queues.values_mut() {
+                m.retain(|p, _| {
+                    !exact
+                        || !p.tags.iter().any(|(lp, t)| {
+                            *lp == l
+                                && match t {
+                                    IterTag::Dist(d) => *d as i64 > trip,
+                                    IterTag::Unknown => trip < TAG_CAP as i64,
+                                    _ => false,
+                                }
+                        })
+                });
+            }
+            x.map_tags(|t| {
+                t.retain_mut(|(lp, tag)| {
+                    if *lp != l {
+                        return true;
+                    }
+                    match *tag {
+                        IterTag::Dist(d) if exact && d >= 1 => {
+                            *tag = IterTag::Last(d - 1);
+                            true
+                        }
+                        _ => false,
+                    }
+                })
+            });
         }
         *st = exit;
     }
 
     fn runs_at_least_once(&self, l: Op) -> bool {
+        self.const_trip(l).is_some_and(|t| t >= 1)
+    }
+
+    /// The trip count of a `for` with constant bounds and a positive constant step.
+    fn const_trip(&self, l: Op) -> Option<i64> {
         let c = |o: &Operand| match o {
-            Operand::Imm(Scalar::I32(v)) => Some(*v),
+            Operand::Imm(Scalar::I32(v)) => Some(*v as i64),
             Operand::Value(v) => match self.k.values[*v].def {
                 ValueDef::Result(d, _) => match self.k.ops[d].kind {
-                    OpKind::Const(Scalar::I32(x)) => Some(x),
+                    OpKind::Const(Scalar::I32(x)) => Some(x as i64),
                     _ => None,
                 },
                 _ => None,
@@ -605,8 +690,17 @@ impl<'k> Flow<'k> {
             _ => None,
         };
         match &self.k.ops[l].kind {
-            OpKind::For { lo, hi, .. } => matches!((c(lo), c(hi)), (Some(a), Some(b)) if a < b),
-            _ => false,
+            OpKind::For { lo, hi, step, .. } => {
+                let (lo, hi, step) = (c(lo)?, c(hi)?, c(step)?);
+                (step > 0).then(|| {
+                    if hi > lo {
+                        (hi - lo + step - 1) / step
+                    } else {
+                        0
+                    }
+                })
+            }
+            _ => None,
         }
     }
 

@@ -51,6 +51,10 @@ pub enum IterTag {
     /// The later access runs in the `j`-th iteration of a loop entered after the earlier
     /// access (the earlier access is outside this instance of the loop).
     Pre(u32),
+    /// The earlier access ran in a loop that has since finished, `d` iterations before that
+    /// loop instance's last iteration (a `for` with constant bounds: a prologue filling
+    /// several slots). Only on loops that enclose the earlier access and not the later one.
+    Last(u32),
     /// Nothing is known beyond what the enclosing loops' tags imply: for a loop enclosing
     /// both accesses, in the same instance of it (every loop enclosing it tagged `Dist(0)`),
     /// the earlier access ran in an earlier iteration (`Dist(d)` for some unknown `d >= 1`);
@@ -67,6 +71,28 @@ pub struct Overlap<'k> {
     loops: HashMap<Op, Vec<Op>>,
     /// Value ranges: which polynomials provably never wrap around i32.
     ranges: crate::ir::ranges::Ranges,
+    /// The values among `Env` keys (induction variables) each value depends on.
+    deps: std::cell::RefCell<HashMap<Value, Vec<Value>>>,
+    /// Byte sets of an access under the values of the variables it depends on (see
+    /// [`Overlap::bytes_memo`]); shared by all queries.
+    memo: HashMap<BytesKey, Option<ByteSet>>,
+}
+
+/// Sorted, merged byte intervals of a footprint, shared between cached queries.
+type ByteSet = std::rc::Rc<Vec<(u64, u64)>>;
+
+/// An access (its op, memref and per-thread indices) and the values of the induction
+/// variables its footprint depends on.
+type BytesKey = (Op, MemRef, Option<Vec<u64>>, Vec<(Value, i64)>);
+
+/// A hashable encoding of an index operand (values by id, immediates by bits).
+fn operand_key(o: &Operand) -> u64 {
+    match o {
+        Operand::Value(v) => v.index() as u64,
+        Operand::Imm(Scalar::I32(c)) => (1 << 62) | (*c as u32 as u64),
+        Operand::Imm(Scalar::I1(b)) => (2 << 62) | *b as u64,
+        Operand::Imm(Scalar::F32(f)) => (3 << 62) | f.to_bits() as u64,
+    }
 }
 
 type Env = HashMap<Value, i64>;
@@ -112,7 +138,72 @@ impl<'k> Overlap<'k> {
             warp,
             loops: HashMap::new(),
             ranges: crate::ir::ranges::Ranges::new(k),
+            deps: Default::default(),
+            memo: HashMap::new(),
         }
+    }
+
+    /// The induction variables (block arguments of `for` bodies) an operand depends on,
+    /// sorted.
+    fn iv_deps(&self, o: Operand) -> Vec<Value> {
+        let Operand::Value(v) = o else {
+            return Vec::new();
+        };
+        if let Some(d) = self.deps.borrow().get(&v) {
+            return d.clone();
+        }
+        let d = match self.k.values[v].def {
+            ValueDef::Result(op, _) => {
+                let mut acc: Vec<Value> = Vec::new();
+                self.k.ops[op]
+                    .kind
+                    .for_each_operand(|x| acc.extend(self.iv_deps(x)));
+                acc.sort();
+                acc.dedup();
+                acc
+            }
+            _ => vec![v],
+        };
+        self.deps.borrow_mut().insert(v, d.clone());
+        d
+    }
+
+    /// [`Overlap::bytes`], memoized on the values of the induction variables the access's
+    /// indices depend on: a query enumerating `x` and `y` iterations together evaluates each
+    /// side once per distinct value of its own variables.
+    fn bytes_memo(
+        &mut self,
+        op: Op,
+        mem: MemRef,
+        fp: &Footprint,
+        env: &Env,
+    ) -> Option<ByteSet> {
+        let ix = match fp {
+            Footprint::PerThread(ix) => Some(ix.clone()),
+            Footprint::Collective { .. } => None,
+        };
+        let mut dv: Vec<Value> = Vec::new();
+        for o in self.index_operands(mem, ix.as_deref().unwrap_or(&[])) {
+            dv.extend(self.iv_deps(o));
+        }
+        dv.sort();
+        dv.dedup();
+        let vals: Vec<(Value, i64)> = dv
+            .into_iter()
+            .filter_map(|v| env.get(&v).map(|x| (v, *x)))
+            .collect();
+        let key = (
+            op,
+            mem,
+            ix.map(|v| v.iter().map(operand_key).collect()),
+            vals,
+        );
+        if let Some(r) = self.memo.get(&key) {
+            return r.clone();
+        }
+        let r = self.bytes(mem, fp, env).map(std::rc::Rc::new);
+        self.memo.insert(key, r.clone());
+        r
     }
 
     /// Enclosing `for` loops of an op, outermost first.
@@ -404,7 +495,7 @@ impl<'k> Overlap<'k> {
         let lx = self.for_loops(x);
         let ly = self.for_loops(y);
         let mut vars = Vec::new();
-        let (ex, mut ey) = (Env::new(), Env::new());
+        let (mut ex, mut ey) = (Env::new(), Env::new());
         let tag = |l: Op| {
             tags.iter()
                 .find(|(t, _)| *t == l)
@@ -492,15 +583,14 @@ impl<'k> Overlap<'k> {
         for &l in &lx {
             if !ly.contains(&l) {
                 let iv = self.iv(l)?;
-                vars.push(free_x(self, iv, l)?);
+                match (tag(l), self.bounds(l)) {
+                    (IterTag::Last(d), (Some(lo), Some(step), Some(hi))) if step > 0 && hi > lo => {
+                        let last = lo + (hi - lo - 1) / step * step;
+                        ex.insert(iv, last - d as i64 * step);
+                    }
+                    _ => vars.push(free_x(self, iv, l)?),
+                }
             }
-        }
-        let total: usize = vars
-            .iter()
-            .map(|v| v.domain.len().max(1))
-            .fold(1usize, |a, b| a.saturating_mul(b));
-        if total > MAX_ASSIGNMENTS {
-            return None;
         }
         Some((vars, ex, ey))
     }
@@ -672,8 +762,21 @@ impl<'k> Overlap<'k> {
         let Some((vars, ex, ey)) = self.vars(x, y, tags, &ops) else {
             return true;
         };
-        // Bound the work of one query: assignments times threads enumerated.
-        let assignments: usize = vars.iter().map(|v| v.domain.len().max(1)).product();
+        if vars.iter().any(|v| v.domain.is_empty()) {
+            return false;
+        }
+        // Variables binding one side only are unions: some X iteration meets some Y
+        // iteration iff the union of X's byte sets over its own variables meets Y's union.
+        // Only the variables binding both sides are enumerated jointly.
+        let (both, rest): (Vec<Var>, Vec<Var>) = vars
+            .into_iter()
+            .partition(|v| v.x.is_some() && v.y.is_some());
+        let (only_x, only_y): (Vec<Var>, Vec<Var>) = rest.into_iter().partition(|v| v.x.is_some());
+        let count = |vs: &[Var]| {
+            vs.iter()
+                .map(|v| v.domain.len().max(1))
+                .fold(1usize, usize::saturating_mul)
+        };
         let per_thread = matches!(xa.footprint, Footprint::PerThread(_))
             || matches!(ya.footprint, Footprint::PerThread(_));
         let threads = if per_thread {
@@ -681,21 +784,89 @@ impl<'k> Overlap<'k> {
         } else {
             1
         };
-        if assignments.saturating_mul(threads) > MAX_WORK {
+        // Bound the work of one query: each side's byte set is computed once per distinct
+        // value of the variables it depends on, times the threads enumerated.
+        let all: Vec<&Var> = both.iter().chain(&only_x).chain(&only_y).collect();
+        let evals = self
+            .side_evals(&all, xa, true)
+            .saturating_add(self.side_evals(&all, ya, false));
+        let joint = count(&both);
+        let unions = count(&only_x).saturating_add(count(&only_y));
+        if joint.saturating_mul(unions) > MAX_WORK || evals.saturating_mul(threads) > MAX_WORK {
             return true;
         }
         let mut hit = false;
-        Self::for_each_assignment(&vars, &ex, &ey, &mut |ex, ey| {
-            match (
-                self.bytes(xa.mem, &xa.footprint, ex),
-                self.bytes(ya.mem, &ya.footprint, ey),
-            ) {
-                (Some(a), Some(b)) => hit = intersects(&a, &b),
-                _ => hit = true,
-            }
+        Self::for_each_assignment(&both, &ex, &ey, &mut |ex, ey| {
+            let sx = self.side_union(x, xa, &only_x, ex, true);
+            let sy = self.side_union(y, ya, &only_y, ey, false);
+            hit = match (sx, sy) {
+                (Some(a), Some(b)) => intersects(&a, &b),
+                _ => true,
+            };
             !hit
         });
         hit
+    }
+
+    /// The union of an access's byte sets over the assignments of `vars` (variables binding
+    /// this side only), on top of `env`. `None`: unknown.
+    fn side_union(
+        &mut self,
+        op: Op,
+        a: &SharedAccess,
+        vars: &[Var],
+        env: &Env,
+        x_side: bool,
+    ) -> Option<ByteSet> {
+        if vars.is_empty() {
+            return self.bytes_memo(op, a.mem, &a.footprint, env);
+        }
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let mut known = true;
+        let empty = Env::new();
+        let (ex, ey) = if x_side { (env, &empty) } else { (&empty, env) };
+        Self::for_each_assignment(vars, ex, ey, &mut |ex, ey| {
+            let e = if x_side { ex } else { ey };
+            match self.bytes_memo(op, a.mem, &a.footprint, e) {
+                Some(b) => out.extend(b.iter().copied()),
+                None => known = false,
+            }
+            known
+        });
+        if !known {
+            return None;
+        }
+        out.sort_unstable();
+        Some(std::rc::Rc::new(merge(out)))
+    }
+
+    /// An upper bound on the distinct environments one side of a query evaluates: the
+    /// product, over the variables binding an induction variable that side's indices depend
+    /// on, of that side's distinct values.
+    fn side_evals(&self, vars: &[&Var], a: &SharedAccess, x_side: bool) -> usize {
+        let ix: &[Operand] = match &a.footprint {
+            Footprint::PerThread(ix) => ix,
+            Footprint::Collective { .. } => &[],
+        };
+        let mut deps: Vec<Value> = Vec::new();
+        for o in self.index_operands(a.mem, ix) {
+            deps.extend(self.iv_deps(o));
+        }
+        vars.iter()
+            .filter_map(|v| {
+                let iv = if x_side { v.x } else { v.y }?;
+                deps.contains(&iv).then(|| {
+                    let mut vals: Vec<i64> = v
+                        .domain
+                        .iter()
+                        .map(|(a, b)| if x_side { *a } else { *b })
+                        .collect();
+                    vals.sort_unstable();
+                    vals.dedup();
+                    vals.len().max(1)
+                })
+            })
+            .fold(1, usize::saturating_mul)
     }
 
     /// Whether two uniform index lists (an mbarrier slot of a copy `x`, earlier, and of a
@@ -715,6 +886,13 @@ impl<'k> Overlap<'k> {
         let Some((vars, ex, ey)) = self.vars(x, y, tags, &ops) else {
             return false;
         };
+        let total = vars
+            .iter()
+            .map(|v| v.domain.len().max(1))
+            .fold(1usize, usize::saturating_mul);
+        if total > MAX_ASSIGNMENTS {
+            return false;
+        }
         let mut all = true;
         let mut any = false;
         Self::for_each_assignment(&vars, &ex, &ey, &mut |ex, ey| {

@@ -25,6 +25,9 @@ pub struct BenchArgs {
     /// Target GPU.
     #[arg(long, default_value = "gfx942")]
     pub target: String,
+    /// Print one generated real-size kernel instead of timing (`gemm`, `gemm-unrolled`).
+    #[arg(long, value_name = "KERNEL")]
+    pub print: Option<String>,
 }
 
 /// A generated kernel of about `ops` ops (see the module doc).
@@ -94,7 +97,29 @@ fn row(name: &str, ops: usize, k: &smemsync::Kernel, target: &Target) -> String 
     }
 }
 
+/// The generated real-size kernels, by name.
+fn real_size(name: &str) -> Option<String> {
+    use smemsync::bench_kernels::{GemmShape, gemm};
+    match name {
+        "gemm" => gemm(&GemmShape::realistic(false)),
+        "gemm-unrolled" => gemm(&GemmShape::realistic(true)),
+        _ => None,
+    }
+}
+
 pub fn run(args: &BenchArgs) -> i32 {
+    if let Some(name) = &args.print {
+        return match real_size(name) {
+            Some(src) => {
+                print!("{src}");
+                EXIT_OK
+            }
+            None => {
+                eprintln!("error: no generated kernel named `{name}` (gemm, gemm-unrolled)");
+                EXIT_USER
+            }
+        };
+    }
     let target = match Target::from_name(&args.target) {
         Ok(t) => t,
         Err(d) => {

@@ -437,6 +437,13 @@ pub enum Param {
 }
 
 impl OpKind {
+    /// Calls `f` on every scalar operand of the op, without changing it (see
+    /// [`OpKind::for_each_operand_mut`]).
+    pub fn for_each_operand(&self, mut f: impl FnMut(Operand)) {
+        let mut c = self.clone();
+        c.for_each_operand_mut(&mut |o| f(*o));
+    }
+
     /// Calls `f` on every scalar operand of the op (not on region contents). Token values of
     /// `wait_tokens` are included as `Operand::Value`s.
     pub fn for_each_operand_mut(&mut self, f: &mut dyn FnMut(&mut Operand)) {

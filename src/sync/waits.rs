@@ -142,6 +142,8 @@ fn when(tags: &[(Op, IterTag)]) -> String {
         Some((_, IterTag::Dist(1))) => "the previous iteration".into(),
         Some((_, IterTag::Dist(d))) => format!("{d} iterations back"),
         Some((_, IterTag::Pre(_))) => "before the loop".into(),
+        Some((_, IterTag::Last(0))) => "the last iteration of an earlier loop".into(),
+        Some((_, IterTag::Last(d))) => format!("{d} iterations before the end of an earlier loop"),
         Some((_, IterTag::Unknown)) => "an earlier iteration".into(),
     }
 }
@@ -257,13 +259,16 @@ impl Visitor for Planner {
         let loops = flow.loops_of(op);
         let mut out_of = None;
         for l in loops.iter().rev() {
+            // Issued before `l` was entered: tagged `Pre(j)` on it, or `Unknown` once `j`
+            // saturated (a copy outside `l` gets no other tag on it).
             let all_pre = by_q.iter().all(|(q, list)| {
                 q.counted()
                     && list.iter().all(|(p, a)| {
                         *a >= 0
-                            && p.tags
-                                .iter()
-                                .any(|(tl, tg)| tl == l && matches!(tg, IterTag::Pre(_)))
+                            && !flow.loops_of(p.op).contains(l)
+                            && p.tags.iter().any(|(tl, tg)| {
+                                tl == l && matches!(tg, IterTag::Pre(_) | IterTag::Unknown)
+                            })
                     })
             });
             if !all_pre {
@@ -274,7 +279,7 @@ impl Visitor for Planner {
         if let Some(l) = out_of {
             // The entries as they are before `l` is entered: without the tags of `l` and the
             // loops inside it.
-            let outer: Vec<Op> = loops.iter().take_while(|x| **x != l).copied().collect();
+            let inner: Vec<Op> = loops.iter().skip_while(|x| **x != l).copied().collect();
             let copies = by_q
                 .iter()
                 .flat_map(|(q, list)| {
@@ -282,7 +287,7 @@ impl Visitor for Planner {
                         let tags = p
                             .tags
                             .iter()
-                            .filter(|(tl, _)| outer.contains(tl))
+                            .filter(|(tl, _)| !inner.contains(tl))
                             .copied()
                             .collect();
                         (*q, Pending { op: p.op, tags })

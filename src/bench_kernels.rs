@@ -1,0 +1,179 @@
+//! Real-size kernels as compilers shape them, for benchmarks and scaling tests: a tiled GEMM
+//! with a multi-stage `cp.async` pipeline over a symbolic K (copies rolled in an inner loop
+//! or unrolled), and a flash-attention-like loop (two GEMMs, row max and sum through shared
+//! memory). They are written without any sync: `sync` must place every wait and barrier.
+//!
+//! Invariants: every generated kernel parses and verifies; shapes must divide evenly (the
+//! tile by the threads' copy work and the thread grid), else `None`.
+//! Complexity: text of O(tile elements / threads) lines per copy stage when unrolled.
+
+use std::fmt::Write as _;
+
+/// The shape of a generated GEMM.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct GemmShape {
+    /// Tile rows (M) and columns (N) of C per block, and the K step.
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    /// Threads per block (one dimension).
+    pub threads: u32,
+    /// Pipeline depth (slots of the circular buffer).
+    pub stages: u32,
+    /// Copies issued one op per element (`true`) or by an inner `for` over the thread's
+    /// elements (`false`: the shape Triton's and Wave's loops have before unrolling).
+    pub unrolled: bool,
+}
+
+impl GemmShape {
+    /// The 128×128×64 f16 GEMM with 256 threads and a 3-stage pipeline.
+    pub fn realistic(unrolled: bool) -> GemmShape {
+        GemmShape {
+            bm: 128,
+            bn: 128,
+            bk: 64,
+            threads: 256,
+            stages: 3,
+            unrolled,
+        }
+    }
+}
+
+/// Writes the copies of one K-tile into `@{buf}[%slot{tag}, …]` from the global `%{g}`
+/// (`rows × cols` elements; the tile's global origin is `%gr0{tag}`, `%gc0{tag}`), each
+/// thread copying every `threads`-th element. `ind` is the indentation.
+fn copy_tile(s: &mut String, sh: &GemmShape, buf: &str, g: &str, dims: (u32, u32), tag: &str) {
+    let (rows, cols) = dims;
+    let per = rows * cols / sh.threads;
+    let body = |s: &mut String, i: &str, n: &str, ind: &str| {
+        let _ = writeln!(s, "{ind}%e{n} = add %t, {i}");
+        let _ = writeln!(s, "{ind}%r{n} = div %e{n}, {cols}");
+        let _ = writeln!(s, "{ind}%c{n} = rem %e{n}, {cols}");
+        let _ = writeln!(s, "{ind}%gr{n} = add %gr0{tag}, %r{n}");
+        let _ = writeln!(s, "{ind}%gc{n} = add %gc0{tag}, %c{n}");
+        let _ = writeln!(
+            s,
+            "{ind}cp_async @{buf}[%slot{tag}, %r{n}, %c{n}] <- %{g}[%gr{n}, %gc{n}]"
+        );
+    };
+    let ind = if tag.ends_with('m') { "      " } else { "    " };
+    if sh.unrolled {
+        for i in 0..per {
+            body(s, &format!("{}", i * sh.threads), &format!("{tag}{i}"), ind);
+        }
+    } else {
+        let _ = writeln!(s, "{ind}for %i{tag} = 0 to {per} step 1 {{");
+        let _ = writeln!(s, "{ind}  %o{tag} = mul %i{tag}, {}", sh.threads);
+        body(s, &format!("%o{tag}"), tag, &format!("{ind}  "));
+        let _ = writeln!(s, "{ind}}}");
+    }
+}
+
+/// The copies of K-tile `kt` into slot `slot` for both operands; `tag` ends in `p`
+/// (prologue) or `m` (main loop) and names the temporaries.
+fn copy_stage(o: &mut String, sh: &GemmShape, kt: &str, slot: &str, tag: &str) {
+    let ind = if tag.ends_with('m') { "      " } else { "    " };
+    let bk = sh.bk;
+    for (side, buf, g, dims) in [
+        ("a", "a", "A", (sh.bm, sh.bk)),
+        ("b", "b", "B", (sh.bk, sh.bn)),
+    ] {
+        let t = format!("{side}{tag}");
+        let _ = writeln!(o, "{ind}%slot{t} = add {slot}, 0");
+        if side == "a" {
+            let _ = writeln!(o, "{ind}%gr0{t} = add 0, 0");
+            let _ = writeln!(o, "{ind}%gc0{t} = mul {kt}, {bk}");
+        } else {
+            let _ = writeln!(o, "{ind}%gr0{t} = mul {kt}, {bk}");
+            let _ = writeln!(o, "{ind}%gc0{t} = add 0, 0");
+        }
+        copy_tile(o, sh, buf, g, dims, &t);
+    }
+}
+
+/// A GEMM kernel `C = A·B` for one block's tile, K streamed through `stages` slots, with no
+/// sync written. `None` when the shape does not divide evenly.
+pub fn gemm(sh: &GemmShape) -> Option<String> {
+    let (bm, bn, bk, t) = (sh.bm, sh.bn, sh.bk, sh.threads);
+    let side = (t as f64).sqrt() as u32;
+    if side * side != t
+        || (bm * bk) % t != 0
+        || (bk * bn) % t != 0
+        || bm % side != 0
+        || bn % side != 0
+        || sh.stages < 2
+    {
+        return None;
+    }
+    let (fm, fnn) = (bm / side, bn / side);
+    let s = sh.stages;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "kernel @gemm_{bm}x{bn}x{bk}_s{s}(%K: i32 in [{bk}, 65536], %A: global f16[{bm}, %K], %B: global f16[%K, {bn}], %C: global f32[{bm}, {bn}]) block({t}) {{"
+    );
+    let _ = writeln!(o, "  shared @a : f16[{s}, {bm}, {bk}]");
+    let _ = writeln!(o, "  shared @b : f16[{s}, {bk}, {bn}]");
+    let _ = writeln!(o, "  %t = tid.x");
+    let _ = writeln!(o, "  %kt = div %K, {bk}");
+    // Prologue: tiles 0 .. stages-1 into their slots.
+    let _ = writeln!(o, "  for %p = 0 to {} step 1 {{", s - 1);
+    copy_stage(&mut o, sh, "%p", "%p", "p");
+    let _ = writeln!(o, "    cp_async_commit");
+    let _ = writeln!(o, "  }}");
+    let _ = writeln!(o, "  %tr = div %t, {side}");
+    let _ = writeln!(o, "  %tc = rem %t, {side}");
+    let _ = writeln!(o, "  %r0 = mul %tr, {fm}");
+    let _ = writeln!(o, "  %c0 = mul %tc, {fnn}");
+    let init: Vec<String> = (0..fm).map(|i| format!("%a{i} = 0.0")).collect();
+    let outs: Vec<String> = (0..fm).map(|i| format!("%acc{i}")).collect();
+    let _ = writeln!(
+        o,
+        "  {} = for %k = 0 to %kt step 1 iter({}) {{",
+        outs.join(", "),
+        init.join(", ")
+    );
+    let _ = writeln!(o, "    %slot = rem %k, {s}");
+    let _ = writeln!(o, "    %nk = add %k, {}", s - 1);
+    let _ = writeln!(o, "    %ns = rem %nk, {s}");
+    let _ = writeln!(o, "    %has = cmp lt %nk, %kt");
+    let _ = writeln!(o, "    if %has {{");
+    copy_stage(&mut o, sh, "%nk", "%ns", "m");
+    let _ = writeln!(o, "    }}");
+    let _ = writeln!(o, "    cp_async_commit");
+    let _ = writeln!(o, "    %at = view @a[%slot]");
+    let _ = writeln!(o, "    %bt = view @b[%slot]");
+    let kin: Vec<String> = (0..fm).map(|i| format!("%x{i} = %a{i}")).collect();
+    let kout: Vec<String> = (0..fm).map(|i| format!("%d{i}")).collect();
+    let _ = writeln!(
+        o,
+        "    {} = for %kk = 0 to {bk} step 1 iter({}) {{",
+        kout.join(", "),
+        kin.join(", ")
+    );
+    for j in 0..fnn {
+        let _ = writeln!(o, "      %bc{j} = add %c0, {j}");
+        let _ = writeln!(o, "      %bv{j} = load %bt[%kk, %bc{j}]");
+    }
+    let _ = writeln!(o, "      %bs0 = add %bv0, 0.0");
+    for j in 1..fnn {
+        let _ = writeln!(o, "      %bs{j} = add %bs{}, %bv{j}", j - 1);
+    }
+    for i in 0..fm {
+        let _ = writeln!(o, "      %ar{i} = add %r0, {i}");
+        let _ = writeln!(o, "      %av{i} = load %at[%ar{i}, %kk]");
+        let _ = writeln!(o, "      %m{i} = mul %av{i}, %bs{}", fnn - 1);
+        let _ = writeln!(o, "      %f{i} = add %x{i}, %m{i}");
+    }
+    let fs: Vec<String> = (0..fm).map(|i| format!("%f{i}")).collect();
+    let _ = writeln!(o, "      yield {}", fs.join(", "));
+    let _ = writeln!(o, "    }}");
+    let _ = writeln!(o, "    yield {}", kout.join(", "));
+    let _ = writeln!(o, "  }}");
+    for i in 0..fm {
+        let _ = writeln!(o, "  %or{i} = add %r0, {i}");
+        let _ = writeln!(o, "  gstore %C[%or{i}, %c0], %acc{i}");
+    }
+    let _ = writeln!(o, "}}");
+    Some(o)
+}
