@@ -6,8 +6,6 @@
 //! product's output). Every layer converts its errors into [`Diagnostic`] here, so wording and
 //! rendering live together. Model: naga's `span.rs` and ISLE's error type, written afresh.
 
-use std::fmt::Write as _;
-
 /// A half-open byte range in a source text. `Span::UNDEF` marks IR built by passes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Span {
@@ -122,63 +120,75 @@ impl Diagnostic {
         self.labels.iter().find(|l| l.primary).map(|l| l.span)
     }
 
-    /// Renders against the source text. `color` adds ANSI escapes.
+    /// Renders against the source text with `annotate-snippets` (rustc's renderer): the
+    /// primary label under `-->`, secondary labels in the same snippet (a race's two accesses
+    /// side by side, multi-line spans drawn as such), then notes and help. `color` adds ANSI
+    /// escapes; plain output is stable for tests. Labels without a location in `src` become
+    /// `= ` lines, as notes do.
     pub fn render(&self, file: &str, src: &str, color: bool) -> String {
-        let (red, yellow, blue, bold, reset) = if color {
-            ("\x1b[31m", "\x1b[33m", "\x1b[34m", "\x1b[1m", "\x1b[0m")
-        } else {
-            ("", "", "", "", "")
+        use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
+        let level = match self.severity {
+            Severity::Error => Level::ERROR,
+            Severity::Warning => Level::WARNING,
+            Severity::Note => Level::NOTE,
         };
-        let sev = match self.severity {
-            Severity::Error => format!("{red}{bold}error{reset}"),
-            Severity::Warning => format!("{yellow}{bold}warning{reset}"),
-            Severity::Note => format!("{bold}note{reset}"),
-        };
-        let mut out = String::new();
-        let _ = writeln!(out, "{sev}[{}]: {bold}{}{reset}", self.code, self.message);
-        let mut first = true;
-        for l in &self.labels {
-            if l.span.is_undef() || l.span.lo as usize > src.len() {
-                if !l.message.is_empty() {
-                    let _ = writeln!(out, "  {blue}={reset} {}", l.message);
-                }
-                continue;
-            }
-            let (line, col, text) = line_of(src, l.span.lo as usize);
-            let arrow = if first { "-->" } else { ":::" };
-            first = false;
-            let _ = writeln!(
-                out,
-                "  {blue}{arrow}{reset} {file}:{}:{}",
-                line + 1,
-                col + 1
-            );
-            let gutter = format!("{}", line + 1);
-            let pad = " ".repeat(gutter.len());
-            let _ = writeln!(out, "  {pad} {blue}|{reset}");
-            let _ = writeln!(out, "  {blue}{gutter} |{reset} {text}");
-            let width = ((l.span.hi.max(l.span.lo + 1) - l.span.lo) as usize)
-                .min(text.len().saturating_sub(col).max(1));
-            let mark = if l.primary { "^" } else { "-" };
-            let c = if l.primary { red } else { blue };
-            let _ = writeln!(
-                out,
-                "  {pad} {blue}|{reset} {}{c}{} {}{reset}",
-                " ".repeat(col),
-                mark.repeat(width),
-                l.message
-            );
+        let title = level.primary_title(self.message.as_str()).id(self.code);
+        let located = |l: &&Label| !l.span.is_undef() && (l.span.lo as usize) <= src.len();
+        let mut located_labels: Vec<&Label> = self.labels.iter().filter(located).collect();
+        // The renderer's `-->` names the first primary annotation: put it first.
+        located_labels.sort_by_key(|l| !l.primary);
+        let mut group = Group::with_title(title);
+        if !located_labels.is_empty() {
+            let annotations = located_labels.iter().map(|l| {
+                let kind = if l.primary {
+                    AnnotationKind::Primary
+                } else {
+                    AnnotationKind::Context
+                };
+                let label = (!l.message.is_empty()).then_some(l.message.as_str());
+                kind.span(clamp_span(src, l.span)).label(label)
+            });
+            group = group.element(Snippet::source(src).path(file).annotations(annotations));
         }
-        // Lines after the first of a note or help line up under its text.
-        let indent = |t: &str| t.replace('\n', "\n          ");
+        for l in self
+            .labels
+            .iter()
+            .filter(|l| !located(l) && !l.message.is_empty())
+        {
+            group = group.element(Level::NOTE.no_name().message(l.message.as_str()));
+        }
         for n in &self.notes {
-            let _ = writeln!(out, "  {blue}={reset} note: {}", indent(n));
+            group = group.element(Level::NOTE.message(n.as_str()));
         }
         if let Some(h) = &self.help {
-            let _ = writeln!(out, "  {blue}={reset} help: {}", indent(h));
+            group = group.element(Level::HELP.message(h.as_str()));
         }
+        let renderer = if color {
+            Renderer::styled()
+        } else {
+            Renderer::plain()
+        };
+        let mut out = renderer.term_width(RENDER_WIDTH).render(&[group]);
+        out.push('\n');
         out
     }
+}
+
+/// Width the renderer assumes: wide enough that it never trims a kernel's source lines.
+const RENDER_WIDTH: usize = 4096;
+
+/// A label's byte range within `src`: at least one character wide (an empty span still points
+/// somewhere), ending on a character boundary.
+fn clamp_span(src: &str, span: Span) -> std::ops::Range<usize> {
+    let lo = (span.lo as usize).min(src.len());
+    let mut hi = (span.hi as usize).clamp(lo, src.len());
+    if hi == lo {
+        hi = src[lo..].chars().next().map_or(lo, |c| lo + c.len_utf8());
+    }
+    while !src.is_char_boundary(hi) {
+        hi += 1;
+    }
+    lo..hi
 }
 
 /// (0-based line, 0-based column in chars, line text) of a byte offset.
@@ -207,4 +217,69 @@ pub fn render_all(diags: &[Diagnostic], file: &str, src: &str, color: bool) -> S
         .map(|d| d.render(file, src, color))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "kernel @k() block(4) {\n  store @s[%t], %x\n  %y = load @s[%u]\n}\n";
+
+    fn span_of(needle: &str) -> Span {
+        let lo = SRC.find(needle).expect("needle");
+        Span::new(lo, lo + needle.len())
+    }
+
+    fn race() -> Diagnostic {
+        Diagnostic::error(DiagKind::Finding, "C0001", "data race")
+            .with_label(span_of("%y = load @s[%u]"), "read by thread 1")
+            .with_label(span_of("store @s[%t], %x"), "unordered with this write")
+            .with_note("in block (0, 0, 0)")
+            .with_help("add a barrier\nor a finer sync")
+    }
+
+    #[test]
+    fn a_race_shows_both_accesses_in_one_snippet_primary_first() {
+        let out = race().render("k.kir", SRC, false);
+        assert!(out.starts_with("error[C0001]: data race\n"), "{out}");
+        assert!(out.contains("--> k.kir:3:3"), "{out}");
+        assert!(out.contains("^^^^^^^^^^^^^^^^ read by thread 1"), "{out}");
+        assert!(
+            out.contains("---------------- unordered with this write"),
+            "{out}"
+        );
+        assert!(out.contains("= note: in block (0, 0, 0)"), "{out}");
+        // A multi-line help keeps its second line aligned under the first.
+        let help = out.lines().find(|l| l.contains("= help:")).expect("help");
+        let next = out.lines().skip_while(|l| !l.contains("= help:")).nth(1);
+        let col = help.find("add a barrier").expect("help text");
+        assert_eq!(next.map(|l| l.find("or a finer")), Some(Some(col)), "{out}");
+        assert!(!out.contains('\x1b'), "plain output has no escapes: {out}");
+    }
+
+    #[test]
+    fn colour_is_only_on_request() {
+        assert!(race().render("k.kir", SRC, true).contains("\x1b["));
+    }
+
+    #[test]
+    fn a_label_spanning_lines_is_drawn_over_both_lines() {
+        let lo = SRC.find("store").expect("store");
+        let hi = SRC.find("[%u]").expect("load") + 4;
+        let d = Diagnostic::user("E0001", "spans two lines").with_label(Span::new(lo, hi), "here");
+        let out = d.render("k.kir", SRC, false);
+        assert!(out.contains("2 |"), "{out}");
+        assert!(out.contains("3 |"), "{out}");
+        assert!(out.contains("|_") && out.contains("here"), "{out}");
+    }
+
+    #[test]
+    fn labels_without_a_location_and_empty_spans_still_render() {
+        let d = Diagnostic::user("E0002", "no location")
+            .with_label(Span::UNDEF, "built by a pass")
+            .with_label(Span::new(SRC.len(), SRC.len()), "at the end");
+        let out = d.render("k.kir", SRC, false);
+        assert!(out.contains("= built by a pass"), "{out}");
+        assert!(out.contains("at the end"), "{out}");
+    }
 }
