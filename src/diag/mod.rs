@@ -5,6 +5,14 @@
 //! broke an invariant: a bug in smemsync) and findings (races, deadlocks, divergence: the
 //! product's output). Every layer converts its errors into [`Diagnostic`] here, so wording and
 //! rendering live together. Model: naga's `span.rs` and ISLE's error type, written afresh.
+//!
+//! Two renderings of one structure: [`Diagnostic::render`] for people (annotate-snippets, the
+//! renderer rustc uses) and [`Diagnostic::to_json`] for editors and CI (`--format json`, schema in
+//! `docs/diagnostics.md`). Both are linear in the source length plus the labels.
+
+pub mod json;
+
+use json::Json;
 
 /// A half-open byte range in a source text. `Span::UNDEF` marks IR built by passes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
@@ -174,6 +182,89 @@ impl Diagnostic {
     }
 }
 
+impl Severity {
+    /// The name the renderings use: `error`, `warning` or `note`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Note => "note",
+        }
+    }
+}
+
+impl DiagKind {
+    /// The name JSON uses: `user`, `verifier` or `finding`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DiagKind::User => "user",
+            DiagKind::Verifier => "verifier",
+            DiagKind::Finding => "finding",
+        }
+    }
+}
+
+impl Diagnostic {
+    /// The machine-readable form (one object of `docs/diagnostics.md`'s schema): code,
+    /// severity, kind, message, labels with file, 1-based line and column (in characters) of
+    /// both ends and the byte span, notes and help. A label without a location in `src` has
+    /// `null` positions.
+    pub fn to_json(&self, file: &str, src: &str) -> Json {
+        let labels = self
+            .labels
+            .iter()
+            .map(|l| label_json(l, file, src))
+            .collect();
+        Json::object([
+            ("code", Json::str(self.code)),
+            ("severity", Json::str(self.severity.name())),
+            ("kind", Json::str(self.kind.name())),
+            ("message", Json::str(self.message.as_str())),
+            ("labels", Json::Array(labels)),
+            (
+                "notes",
+                Json::Array(self.notes.iter().map(|n| Json::str(n.as_str())).collect()),
+            ),
+            ("help", Json::opt_str(self.help.as_deref())),
+        ])
+    }
+}
+
+/// One label as JSON: where it is (or `null`s when it has no location in `src`).
+fn label_json(l: &Label, file: &str, src: &str) -> Json {
+    let located = !l.span.is_undef() && (l.span.lo as usize) <= src.len();
+    let mut fields = vec![
+        ("primary", Json::Bool(l.primary)),
+        ("message", Json::str(l.message.as_str())),
+        ("file", Json::str(file)),
+    ];
+    if located {
+        let r = clamp_span(src, l.span);
+        let (line, col, _) = line_of(src, r.start);
+        let (end_line, end_col, _) = line_of(src, r.end);
+        fields.extend([
+            ("line", Json::uint(line + 1)),
+            ("column", Json::uint(col + 1)),
+            ("end_line", Json::uint(end_line + 1)),
+            ("end_column", Json::uint(end_col + 1)),
+            ("byte_start", Json::uint(r.start)),
+            ("byte_end", Json::uint(r.end)),
+        ]);
+    } else {
+        for key in [
+            "line",
+            "column",
+            "end_line",
+            "end_column",
+            "byte_start",
+            "byte_end",
+        ] {
+            fields.push((key, Json::Null));
+        }
+    }
+    Json::Object(fields)
+}
+
 /// Width the renderer assumes: wide enough that it never trims a kernel's source lines.
 const RENDER_WIDTH: usize = 4096;
 
@@ -281,5 +372,31 @@ mod tests {
         let out = d.render("k.kir", SRC, false);
         assert!(out.contains("= built by a pass"), "{out}");
         assert!(out.contains("at the end"), "{out}");
+    }
+
+    #[test]
+    fn json_names_both_labels_with_lines_columns_and_bytes() {
+        let j = race().to_json("k.kir", SRC).to_string();
+        let v: serde_json::Value = serde_json::from_str(&j).expect("valid JSON");
+        assert_eq!(v["code"], "C0001");
+        assert_eq!(v["severity"], "error");
+        assert_eq!(v["kind"], "finding");
+        let labels = v["labels"].as_array().expect("labels");
+        assert_eq!(labels.len(), 2);
+        assert_eq!(labels[0]["primary"], true);
+        assert_eq!(labels[0]["line"], 3);
+        assert_eq!(labels[0]["column"], 3);
+        assert_eq!(labels[0]["end_column"], 19);
+        assert_eq!(labels[1]["primary"], false);
+        assert_eq!(labels[1]["line"], 2);
+        let lo = SRC.find("store").expect("store");
+        assert_eq!(labels[1]["byte_start"], lo);
+        assert_eq!(labels[1]["byte_end"], lo + "store @s[%t], %x".len());
+        assert_eq!(v["notes"][0], "in block (0, 0, 0)");
+        assert_eq!(v["help"], "add a barrier\nor a finer sync");
+        let undef = Diagnostic::user("E0002", "x").with_label(Span::UNDEF, "m");
+        let u: serde_json::Value =
+            serde_json::from_str(&undef.to_json("f", SRC).to_string()).expect("JSON");
+        assert!(u["labels"][0]["line"].is_null() && u["help"].is_null());
     }
 }
