@@ -14,6 +14,8 @@ use smemsync::emit::cuda::{CudaOptions, emit_cuda, sync_ops};
 use smemsync::ir::{BinOp, OpKind};
 use smemsync::target::Target;
 
+mod common;
+
 fn kernel_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
     for dir in ["examples", "benches/gpu", "tests/gpu"] {
@@ -33,8 +35,7 @@ fn kernel_files() -> Vec<PathBuf> {
 
 fn parse(path: &Path) -> smemsync::Kernel {
     let src = std::fs::read_to_string(path).unwrap();
-    smemsync::reader::parse_kernel(&src)
-        .unwrap_or_else(|d| panic!("{}: {}", path.display(), d.message))
+    common::parse_verified_as(&path.to_string_lossy(), &src)
 }
 
 /// The CUDA of one kernel file for sm_90 (synchronized when the placer can), or the rendered

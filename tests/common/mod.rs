@@ -35,13 +35,18 @@ pub use smemsync::r#gen::{
 /// Parses one kernel and runs the structural verifier, panicking with the rendered
 /// diagnostics and the source when either complains.
 pub fn parse_verified(src: &str) -> Kernel {
+    parse_verified_as("test", src)
+}
+
+/// [`parse_verified`] for a kernel read from the file `name` (which the diagnostics name).
+pub fn parse_verified_as(name: &str, src: &str) -> Kernel {
     let k = smemsync::reader::parse_kernel(src)
-        .unwrap_or_else(|d| panic!("parse: {}\n{src}", d.render("test", src, false)));
+        .unwrap_or_else(|d| panic!("parse: {}\n{src}", d.render(name, src, false)));
     let errs = smemsync::verify::verify(&k);
     assert!(
         errs.is_empty(),
         "verify: {}\n{src}",
-        smemsync::diag::render_all(&errs, "test", src, false)
+        smemsync::diag::render_all(&errs, name, src, false)
     );
     k
 }
