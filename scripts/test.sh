@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs every smemsync test. Installs what the tests need when it is missing: the LLVM/MLIR 22
-# tools (mlir-opt-22, llc-22, FileCheck-22) that the MLIR emission tests call.
+# tools (mlir-opt-22, llc-22, FileCheck-22) that the MLIR emission tests and the file tests call.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-for tool in mlir-opt-22 mlir-translate-22 llc-22; do
+for tool in mlir-opt-22 mlir-translate-22 llc-22 FileCheck-22; do
   command -v "$tool" >/dev/null 2>&1 || need+=("$tool")
 done
 if [ ${#need[@]} -gt 0 ]; then

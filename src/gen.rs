@@ -24,6 +24,16 @@
 //! `phases` appends phases that each use fresh buffers (what `plan-smem` reuses), some of
 //! them touching one buffer per arm of a thread-dependent `if`, each thread its own element.
 //!
+//! A second statement mix, [`hazard_kernel_text`], serves the placement oracles: unsynchronized
+//! shared accesses on a plain and a double-buffered buffer under loops with symbolic trip
+//! counts, parameter-uniform (`%flag`) and warp-uniform (`%lo = tid.x < 32`) branches, with
+//! thread, neighbour (`t+1`, `t^1`) and constant indices. It promises only that the kernel
+//! parses and verifies: it is the input on which placement must find and cover hazards.
+//! A third, [`copy_paths_kernel_text`], serves the wait-counter oracles: async copies and
+//! global loads on the paths of a loop with branches, the shapes on which a counter wait's
+//! count depends on the path taken. All mixes draw from the one PRNG, [`Rng`], which the
+//! property tests share.
+//!
 //! Complexity: O(size of the kernel). The generator is deterministic in its seed.
 
 use std::fmt::Write as _;
@@ -88,14 +98,37 @@ pub fn random_kernel(seed: u64, cfg: &GenConfig) -> Kernel {
     }
 }
 
-struct Rng(u64);
+/// The one seeded PRNG of the generators and the property tests: splitmix64 over a Weyl
+/// sequence (a 64-bit state, every seed valid, deterministic across platforms).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
 impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        if n == 0 { 0 } else { splitmix64(self.0) % n }
+    /// A generator whose stream is fixed by `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
     }
-    fn chance(&mut self, num: u64, den: u64) -> bool {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        splitmix64(self.0)
+    }
+    /// Uniform in `0..n` (up to a bias of n / 2^64); 0 when `n` is 0.
+    pub fn below(&mut self, n: u64) -> u64 {
+        let x = self.next_u64();
+        if n == 0 { 0 } else { x % n }
+    }
+    /// True with probability `num / den`.
+    pub fn chance(&mut self, num: u64, den: u64) -> bool {
         self.below(den) < num
+    }
+    /// Uniform in `0..len`; 0 when `len` is 0.
+    pub fn index(&mut self, len: usize) -> usize {
+        self.below(len as u64) as usize
+    }
+    /// A uniformly chosen element of a non-empty slice.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
     }
 }
 
@@ -598,4 +631,176 @@ impl Gen<'_> {
 
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// A random kernel of the hazard mix (see the module doc): 4..=8 statements at the top level,
+/// loops (`0 to 4` or `0 to %n`) and ifs nested up to two deep, on `threads` threads.
+pub fn hazard_kernel_text(seed: u64, threads: u32) -> String {
+    let mut h = HazardGen {
+        rng: Rng::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1),
+        body: String::new(),
+        names: 0,
+        ivs: Vec::new(),
+    };
+    let mut budget = 4 + h.rng.below(5);
+    h.stmts(0, &mut budget);
+    format!(
+        "kernel @rand(%n: i32, %f: i32) block({threads}) {{\n  shared @s : i32[{threads}]\n  shared @d : i32[2, {threads}]\n  %t = tid.x\n  %one = const 1 : i32\n  %t1 = add %t, 1\n  %tn = rem %t1, {threads}\n  %t3 = xor %t, 1\n  %tw = rem %t3, {threads}\n  %flag = cmp gt %f, 0\n  %lo = cmp lt %t, 32\n{}}}\n",
+        h.body
+    )
+}
+
+/// State of [`hazard_kernel_text`].
+struct HazardGen {
+    rng: Rng,
+    body: String,
+    names: usize,
+    /// Induction variables in scope, innermost last.
+    ivs: Vec<String>,
+}
+
+impl HazardGen {
+    fn fresh(&mut self, prefix: &str) -> String {
+        let n = self.names;
+        self.names += 1;
+        format!("%{prefix}{n}")
+    }
+
+    fn line(&mut self, depth: usize, text: &str) {
+        self.body.push_str(&"  ".repeat(depth + 1));
+        self.body.push_str(text);
+        self.body.push('\n');
+    }
+
+    /// `budget` statements at nesting `depth` (a loop or if counts as one).
+    fn stmts(&mut self, depth: usize, budget: &mut u64) {
+        while *budget > 0 {
+            *budget -= 1;
+            match self.rng.below(12) {
+                0 if depth < 2 => {
+                    let k = self.fresh("k");
+                    let hi = if self.rng.below(3) == 0 { "4" } else { "%n" };
+                    self.line(depth, &format!("for {k} = 0 to {hi} step 1 {{"));
+                    self.ivs.push(k);
+                    let mut inner = 2 + self.rng.below(4);
+                    self.stmts(depth + 1, &mut inner);
+                    self.ivs.pop();
+                    self.line(depth, "}");
+                }
+                1 if depth < 2 => {
+                    let cond = if self.rng.below(5) == 0 {
+                        "%lo"
+                    } else {
+                        "%flag"
+                    };
+                    self.line(depth, &format!("if {cond} {{"));
+                    let mut inner = 1 + self.rng.below(3);
+                    self.stmts(depth + 1, &mut inner);
+                    self.line(depth, "}");
+                }
+                _ => self.access(depth),
+            }
+        }
+    }
+
+    /// A store, load or atomic on `@s` or on a slot of the double buffer `@d`.
+    fn access(&mut self, depth: usize) {
+        let buf = if self.rng.below(2) == 0 { "@s" } else { "@d" };
+        let kind = self.rng.below(7);
+        let idx = match self.rng.below(if kind <= 2 { 3 } else { 4 }) {
+            0 => "%t",
+            1 => "%tn",
+            2 => "%tw",
+            _ => "0",
+        };
+        let mem = if buf == "@d" {
+            let slot = self.slot(depth);
+            let v = self.fresh("v");
+            self.line(depth, &format!("{v} = view @d[{slot}]"));
+            v
+        } else {
+            "@s".to_string()
+        };
+        match kind {
+            0..=2 => self.line(depth, &format!("store {mem}[{idx}], %one")),
+            3..=5 => {
+                let x = self.fresh("x");
+                self.line(depth, &format!("{x} = load {mem}[{idx}]"));
+            }
+            _ => {
+                let x = self.fresh("a");
+                self.line(depth, &format!("{x} = atomic add {mem}[{idx}], %one"));
+            }
+        }
+    }
+
+    /// The slot of `@d`: `k mod 2` or `(k + 1) mod 2` of the innermost loop, else 0.
+    fn slot(&mut self, depth: usize) -> String {
+        let Some(k) = self.ivs.last().cloned() else {
+            let _ = self.rng.below(2);
+            return "0".into();
+        };
+        let s = self.fresh("sl");
+        if self.rng.below(2) == 0 {
+            self.line(depth, &format!("{s}a = rem {k}, 2"));
+            format!("{s}a")
+        } else {
+            self.line(depth, &format!("{s}b = add {k}, 1"));
+            self.line(depth, &format!("{s} = rem {s}b, 2"));
+            s
+        }
+    }
+}
+
+/// A straight-line piece: copies (`c`), global loads (`g`), nothing else.
+fn copy_piece(r: &mut Rng, s: &mut String, ind: &str, id: &mut u32) {
+    for _ in 0..r.below(3) {
+        *id += 1;
+        if r.below(3) == 0 {
+            s.push_str(&format!("{ind}gather_to_lds @a[%t] <- %X[%t]\n"));
+        } else {
+            s.push_str(&format!("{ind}%g{id} = gload %Y[%t]\n"));
+        }
+    }
+}
+
+/// A random kernel of the copy-paths mix (see the module doc), for the wait-counter oracles:
+/// one loop over `%n` whose body mixes `gather_to_lds` copies and global loads, in straight
+/// lines and in both arms of `if %c`, then a consumer of the copied buffer. `tracked`: the
+/// branch condition is computed once per thread (outside the loop), which the
+/// dataflow tracks (two `if`s on it take the same arm) and the walk does not; otherwise it is
+/// recomputed in each iteration, and both see the same paths.
+pub fn copy_paths_kernel_text(seed: u64, tracked: bool) -> String {
+    let mut r = Rng::new(seed);
+    let mut id = 0;
+    let mut s = String::from(
+        "kernel @o(%X: global f32[64], %Y: global f32[64], %Out: global f32[64], %n: i32) block(64) {\n  shared @a : f32[64]\n  %t = tid.x\n",
+    );
+    // Every thread's element is initialized, whichever copies its thread issues.
+    s += "  store @a[%t], 0.0\n";
+    if tracked {
+        s += "  %c = cmp lt %t, 32\n";
+    }
+    copy_piece(&mut r, &mut s, "  ", &mut id);
+    s += "  for %k = 0 to %n step 1 {\n";
+    if !tracked {
+        s += "    %c = cmp lt %t, %k\n";
+    }
+    for _ in 0..1 + r.below(3) {
+        copy_piece(&mut r, &mut s, "    ", &mut id);
+        if r.below(2) == 0 {
+            s += "    if %c {\n";
+            copy_piece(&mut r, &mut s, "      ", &mut id);
+            s += "    } else {\n";
+            copy_piece(&mut r, &mut s, "      ", &mut id);
+            s += "    }\n";
+        }
+    }
+    if r.below(2) == 0 {
+        s += "    if %c {\n      %v = load @a[%t]\n      gstore %Out[%t], %v\n    }\n";
+    } else {
+        s += "    %v = load @a[%t]\n    gstore %Out[%t], %v\n";
+    }
+    s += "  }\n}\n";
+    s
 }

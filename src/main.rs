@@ -103,7 +103,23 @@ fn main() {
 /// Stack of the worker thread: 1 GiB of address space.
 const WORKER_STACK: usize = 1 << 30;
 
+/// How the subcommand asked for its diagnostics (`bench` reports none of its own).
+fn message_format(command: &Command) -> cli::MessageFormat {
+    match command {
+        Command::Fmt(a) => a.output.format,
+        Command::Sync(a) => a.output.format,
+        Command::Bench(_) => cli::MessageFormat::Text,
+        Command::Waits(a) => a.output.format,
+        Command::PlanSmem(a) => a.output.format,
+        Command::Pipeline(a) => a.output.format,
+        Command::Check(a) => a.output.format,
+        Command::Run(a) => a.output.format,
+        Command::Emit(a) => a.message_format,
+    }
+}
+
 fn dispatch(command: &Command) -> i32 {
+    cli::set_message_format(message_format(command));
     match command {
         Command::Fmt(a) => cli::fmt::run(a),
         Command::Sync(a) => cli::sync::run(a),

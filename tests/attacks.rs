@@ -6,7 +6,9 @@
 //!
 //! Each test stops at its seed count or after [`BUDGET`], whichever comes first, and asserts
 //! it exercised enough. `SMEMSYNC_ATTACK_SEEDS=N` (and optionally `SMEMSYNC_ATTACK_START=S`)
-//! runs exactly seeds `S..S+N` with no time limit: the long run of docs/fuzzing.md.
+//! runs exactly seeds `S..S+N` with no time limit: the long run of docs/fuzzing.md. A failing
+//! generated case is reported with the smallest generator options (same seed) that fail the
+//! same way (`common::shrink_config`).
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +17,9 @@ use smemsync::oracles::{
     proof_oracle, race_free, same_outputs, sync_oracle,
 };
 use smemsync::target::Target;
+
+mod common;
+use common::shrink_config;
 
 const BUDGET: Duration = Duration::from_secs(4);
 
@@ -43,9 +48,45 @@ fn drive(seeds: u64, mut oracle: impl FnMut(u64, &mut Tally) -> Result<(), Strin
     tally
 }
 
+/// The part of an oracle's error that names the failure (before the first `:`): a shrunk case
+/// must fail the same way, not for another reason.
+fn failure_kind(e: &str) -> &str {
+    e.split(':').next().unwrap_or(e)
+}
+
+/// [`drive`] over generated cases: on the first failure, shrinks the case's generator options
+/// (same seed) to the smallest that fails the same way, and panics with both and the shrunk
+/// kernel's text.
+fn drive_cases(
+    seeds: u64,
+    make: impl Fn(u64) -> Case,
+    oracle: impl Fn(&Case, &mut Tally) -> Result<(), String>,
+) -> Tally {
+    drive(seeds, |seed, tally| {
+        let case = make(seed);
+        let Err(e) = oracle(&case, tally) else {
+            return Ok(());
+        };
+        let kind = failure_kind(&e).to_string();
+        let cfg = shrink_config(&case.cfg, |cfg| {
+            let c = Case {
+                seed,
+                cfg: cfg.clone(),
+            };
+            oracle(&c, &mut Tally::default()).is_err_and(|e2| failure_kind(&e2) == kind)
+        });
+        let small = Case { seed, cfg };
+        Err(format!(
+            "{e}\n--- shrunk to {:?}, which fails the same way; its kernel ---\n{}",
+            small.cfg,
+            small.text(true)
+        ))
+    })
+}
+
 #[test]
 fn sync_output_is_race_free_and_computes_what_the_race_free_original_does() {
-    let t = drive(200, |s, t| sync_oracle(&Case::from_seed(s), t));
+    let t = drive_cases(200, Case::from_seed, sync_oracle);
     assert!(t.cases >= 5, "{t:?}");
     assert!(t.synced >= 2 * t.cases, "sync refused too often: {t:?}");
     assert!(t.mutants > 0 && t.emitted > 0 && t.proved > 0, "{t:?}");
@@ -53,10 +94,13 @@ fn sync_output_is_race_free_and_computes_what_the_race_free_original_does() {
 
 #[test]
 fn proved_is_never_contradicted_by_interpretation() {
-    let t = drive(400, |s, t| {
+    // The static mode declines async copies: leave them out to reach it more often.
+    let no_copies = |s| {
         let mut case = Case::from_seed(s);
-        // The static mode declines async copies: leave them out to reach it more often.
         case.cfg.async_copies = false;
+        case
+    };
+    let t = drive_cases(400, no_copies, |case, t| {
         for barriers in [false, true] {
             let k = case.kernel(barriers)?;
             for name in smemsync::oracles::SYNC_TARGETS {
@@ -76,7 +120,7 @@ fn transform_case(seed: u64) -> Case {
 
 #[test]
 fn plan_smem_then_sync_preserves_results() {
-    let t = drive(200, |s, t| plan_smem_oracle(&transform_case(s), t));
+    let t = drive_cases(200, transform_case, plan_smem_oracle);
     assert!(t.cases >= 10, "{t:?}");
     assert!(
         t.reused_bytes * 4 >= t.planned,
@@ -86,7 +130,7 @@ fn plan_smem_then_sync_preserves_results() {
 
 #[test]
 fn pipeline_then_sync_preserves_results() {
-    let t = drive(200, |s, t| pipeline_oracle(&transform_case(s), t));
+    let t = drive_cases(200, transform_case, pipeline_oracle);
     assert!(t.cases >= 10 && t.pipelined >= 4 * t.cases, "{t:?}");
 }
 

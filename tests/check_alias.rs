@@ -13,19 +13,8 @@ use smemsync::sync::driver::synchronize;
 use smemsync::target::Target;
 use smemsync::transform::smem_plan::plan_shared_memory;
 
-fn parse(src: &str) -> Kernel {
-    let k = smemsync::reader::parse_kernel(src)
-        .unwrap_or_else(|d| panic!("parse: {}", d.render("t", src, false)));
-    let errs = smemsync::verify::verify(&k);
-    assert!(
-        errs.is_empty(),
-        "verify: {}",
-        errs.iter()
-            .map(|d| d.render("t", src, false))
-            .collect::<String>()
-    );
-    k
-}
+mod common;
+use common::parse_verified as parse;
 
 fn opts() -> CheckOptions {
     CheckOptions::default()

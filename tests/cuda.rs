@@ -1,16 +1,20 @@
 //! CUDA emission without a GPU: every kernel of `examples/`, `benches/gpu/` and `tests/gpu/`
 //! is synchronized for sm_90 (`sync::driver::synchronize`; a kernel the target cannot
 //! synchronize, such as one with AMD-only ops, is emitted as written) and emitted, and the
-//! result is compared with its snapshot in `tests/snapshots/cuda/`
-//! (`<dir>-<name>.cu`, or `.err` holding the rendered diagnostics for kernels that use
-//! AMD-only ops). `SMEMSYNC_BLESS=1 cargo test --test cuda` rewrites the snapshots; a
-//! mismatch prints a line diff. Also checks the options and diagnostics the GPU script uses.
+//! result is compared with its insta snapshot `tests/snapshots/cuda/<dir>-<name>.snap` (the
+//! CUDA C++, or the rendered diagnostics for kernels that use AMD-only ops). A mismatch prints
+//! insta's diff, which stays aligned across inserted lines; `INSTA_UPDATE=always cargo test
+//! --test cuda` re-blesses (or `cargo insta review` to accept them one by one). Every kernel
+//! is compared before the test fails, so one run shows every changed snapshot. Also checks the
+//! options and diagnostics the GPU script uses.
 
 use std::path::{Path, PathBuf};
 
 use smemsync::emit::cuda::{CudaOptions, emit_cuda, sync_ops};
 use smemsync::ir::{BinOp, OpKind};
 use smemsync::target::Target;
+
+mod common;
 
 fn kernel_files() -> Vec<PathBuf> {
     let mut files = Vec::new();
@@ -31,89 +35,66 @@ fn kernel_files() -> Vec<PathBuf> {
 
 fn parse(path: &Path) -> smemsync::Kernel {
     let src = std::fs::read_to_string(path).unwrap();
-    smemsync::reader::parse_kernel(&src)
-        .unwrap_or_else(|d| panic!("{}: {}", path.display(), d.message))
+    common::parse_verified_as(&path.to_string_lossy(), &src)
 }
 
-fn diff(want: &str, got: &str) -> String {
-    let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
-    let mut out = String::new();
-    for i in 0..w.len().max(g.len()) {
-        match (w.get(i), g.get(i)) {
-            (Some(a), Some(b)) if a == b => {}
-            (a, b) => {
-                out.push_str(&format!(
-                    "line {}:\n  - {}\n  + {}\n",
-                    i + 1,
-                    a.unwrap_or(&"<none>"),
-                    b.unwrap_or(&"<none>")
-                ));
-                if out.len() > 4000 {
-                    break;
-                }
+/// The CUDA of one kernel file for sm_90 (synchronized when the placer can), or the rendered
+/// diagnostics when the kernel cannot be emitted for NVIDIA.
+fn cuda_or_diagnostics(path: &Path, target: &Target) -> String {
+    let k = parse(path);
+    let src = std::fs::read_to_string(path).unwrap();
+    let k = match smemsync::sync::driver::synchronize(&k, target, &Default::default()) {
+        Ok(s) => s.kernel,
+        Err(_) => k,
+    };
+    match emit_cuda(&k, target, &CudaOptions::default()) {
+        Ok(cu) => cu,
+        Err(diags) => {
+            // Only AMD-only ops and wgmma may keep a kernel from being emitted for NVIDIA.
+            for d in &diags {
+                assert!(
+                    d.code == "E0702" || d.code == "E0703",
+                    "{}: unexpected diagnostic {} {}",
+                    path.display(),
+                    d.code,
+                    d.message
+                );
             }
+            smemsync::diag::render_all(&diags, &path.to_string_lossy(), &src, false)
         }
     }
-    out
 }
 
 #[test]
 fn emitted_cuda_matches_snapshots() {
-    let bless = std::env::var_os("SMEMSYNC_BLESS").is_some();
     let target = Target::from_name("sm_90").unwrap();
     let files = kernel_files();
     assert!(
         files.len() >= 5,
         "expected the example and benchmark kernels, found {files:?}"
     );
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("snapshots/cuda");
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
     let mut failures = Vec::new();
     for path in files {
-        let k = parse(&path);
-        let src = std::fs::read_to_string(&path).unwrap();
         let dir = path.parent().unwrap().to_string_lossy().replace('/', "-");
         let stem = path.file_stem().unwrap().to_string_lossy().to_string();
-        let k = match smemsync::sync::driver::synchronize(&k, &target, &Default::default()) {
-            Ok(s) => s.kernel,
-            Err(_) => k,
-        };
-        let (got, ext) = match emit_cuda(&k, &target, &CudaOptions::default()) {
-            Ok(cu) => (cu, "cu"),
-            Err(diags) => {
-                // Only AMD-only ops and wgmma may keep a kernel from being emitted for NVIDIA.
-                for d in &diags {
-                    assert!(
-                        d.code == "E0702" || d.code == "E0703",
-                        "{}: unexpected diagnostic {} {}",
-                        path.display(),
-                        d.code,
-                        d.message
-                    );
-                }
-                (
-                    smemsync::diag::render_all(&diags, &path.to_string_lossy(), &src, false),
-                    "err",
-                )
-            }
-        };
-        let snap = PathBuf::from(format!("tests/snapshots/cuda/{dir}-{stem}.{ext}"));
-        if bless {
-            std::fs::write(&snap, &got).unwrap();
-            continue;
-        }
-        match std::fs::read_to_string(&snap) {
-            Ok(want) if want == got => {}
-            Ok(want) => failures.push(format!(
-                "{} differs:\n{}",
-                snap.display(),
-                diff(&want, &got)
-            )),
-            Err(_) => failures.push(format!(
-                "{} is missing (run with SMEMSYNC_BLESS=1)",
-                snap.display()
-            )),
+        let got = cuda_or_diagnostics(&path, &target);
+        settings.set_input_file(&path);
+        let name = format!("{dir}-{stem}");
+        let compared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            settings.bind(|| insta::assert_snapshot!(name.as_str(), got));
+        }));
+        if compared.is_err() {
+            failures.push(name);
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "snapshots differ (diffs above): {failures:?}"
+    );
 }
 
 const SYNCED: &str = r#"

@@ -1,7 +1,9 @@
 //! Property tests of the checker on generated kernels (time-bounded).
 
 use smemsync::check::{CheckOptions, Verdict, check_race_free, run_with_schedule};
-use smemsync::r#gen::{GenConfig, random_kernel, random_kernel_text};
+
+mod common;
+use common::{GenConfig, random_kernel, random_kernel_text, shrink_config_on_panic};
 
 const SEEDS: u64 = 60;
 
@@ -49,14 +51,16 @@ fn generated_kernels_are_verifier_clean_and_round_trip() {
 #[test]
 fn a_barrier_after_every_shared_access_is_race_free() {
     for seed in 0..SEEDS {
-        let k = random_kernel(seed, &GenConfig::default());
-        let r = check_race_free(&k, &quick());
-        assert!(
-            r.is_race_free(),
-            "seed {seed}: {:?}\n{}",
-            r.verdict,
-            random_kernel_text(seed, &GenConfig::default())
-        );
+        shrink_config_on_panic(&GenConfig::default(), |cfg| {
+            let k = random_kernel(seed, cfg);
+            let r = check_race_free(&k, &quick());
+            assert!(
+                r.is_race_free(),
+                "seed {seed}: {:?}\n{}",
+                r.verdict,
+                random_kernel_text(seed, cfg)
+            );
+        });
     }
 }
 
@@ -95,14 +99,16 @@ fn removing_all_barriers_usually_races() {
 fn race_free_kernels_give_the_same_outputs_under_every_schedule() {
     let o = CheckOptions::default();
     for seed in 0..SEEDS / 2 {
-        let k = random_kernel(seed, &GenConfig::default());
-        let a = run_with_schedule(&k, seed, 0, &o)
-            .unwrap_or_else(|d| panic!("seed {seed}: {}", d.message));
-        for s in 1..4 {
-            let b = run_with_schedule(&k, seed, s, &o)
+        shrink_config_on_panic(&GenConfig::default(), |cfg| {
+            let k = random_kernel(seed, cfg);
+            let a = run_with_schedule(&k, seed, 0, &o)
                 .unwrap_or_else(|d| panic!("seed {seed}: {}", d.message));
-            assert_eq!(a, b, "seed {seed}, schedule {s}");
-        }
+            for s in 1..4 {
+                let b = run_with_schedule(&k, seed, s, &o)
+                    .unwrap_or_else(|d| panic!("seed {seed}: {}", d.message));
+                assert_eq!(a, b, "seed {seed}, schedule {s}");
+            }
+        });
     }
 }
 
@@ -136,4 +142,63 @@ fn proof_agrees_with_interpretation_on_generated_kernels() {
         }
     }
     assert!(proved > 0, "the static mode proved no generated kernel");
+}
+
+/// The minimizers of `tests/common` find smaller failing cases: a kernel shrunk for "has an
+/// atomic" keeps an atomic, still verifies and loses most lines; options shrunk for "the text
+/// has a cp.async copy" keep one and turn everything else down.
+#[test]
+fn the_minimizers_shrink_failing_cases_and_keep_them_failing() {
+    let cfg = GenConfig::default();
+    let seed = (0..200)
+        .find(|&s| {
+            let t = random_kernel_text(s, &cfg);
+            t.contains("atomic") && t.lines().count() > 40
+        })
+        .expect("a large kernel with an atomic");
+    let text = random_kernel_text(seed, &cfg);
+    let small = common::shrink_text(&text, |t| t.contains("atomic"));
+    assert!(small.contains("atomic"), "{small}");
+    common::parse_verified(&small);
+    assert!(
+        small.lines().count() * 3 < text.lines().count(),
+        "{} of {} lines left:\n{small}",
+        small.lines().count(),
+        text.lines().count()
+    );
+    let seed = (0..200)
+        .find(|&s| random_kernel_text(s, &cfg).contains("cp_async "))
+        .expect("a kernel with a copy");
+    let copies = |c: &GenConfig| random_kernel_text(seed, c).contains("cp_async ");
+    let shrunk = common::shrink_config(&cfg, copies);
+    assert!(copies(&shrunk), "{shrunk:?}");
+    assert!(shrunk.async_copies && !shrunk.atomics, "{shrunk:?}");
+    assert!(
+        shrunk.max_stmts < cfg.max_stmts || shrunk.max_depth < cfg.max_depth,
+        "{shrunk:?}"
+    );
+}
+
+/// `shrink_on_panic` reports the first failure together with a smaller kernel that fails too.
+#[test]
+fn a_failing_property_is_reported_with_its_shrunk_kernel() {
+    let cfg = GenConfig::default();
+    let text = (0..200)
+        .map(|s| random_kernel_text(s, &cfg))
+        .find(|t| t.contains("atomic") && t.lines().count() > 40)
+        .expect("a large kernel with an atomic");
+    let report = std::panic::catch_unwind(|| {
+        common::shrink_on_panic(&text, |t| assert!(!t.contains("atomic"), "has an atomic"))
+    })
+    .expect_err("the property fails");
+    let msg = report
+        .downcast_ref::<String>()
+        .expect("a formatted message");
+    assert!(msg.starts_with("has an atomic"), "{msg}");
+    let (_, kernel) = msg.split_once("--- shrunk kernel ---\n").expect("shrunk");
+    assert!(kernel.contains("atomic"), "{kernel}");
+    assert!(
+        kernel.lines().count() * 3 < text.lines().count(),
+        "{kernel}"
+    );
 }

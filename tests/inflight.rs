@@ -2,21 +2,12 @@
 
 use smemsync::analysis::inflight::{Queue, completions};
 use smemsync::analysis::overlap::IterTag;
-use smemsync::ir::{Counter, Kernel, Op, OpKind};
+use smemsync::ir::{Counter, OpKind};
 use smemsync::target::Target;
 
-fn kernel(src: &str) -> Kernel {
-    let k = smemsync::reader::parse_kernel(src).expect("parses");
-    assert!(smemsync::verify::verify(&k).is_empty());
-    k
-}
-
-fn ops_where(k: &Kernel, f: impl Fn(&OpKind) -> bool) -> Vec<Op> {
-    k.ops_in_order()
-        .into_iter()
-        .filter(|o| f(&k.ops[*o].kind))
-        .collect()
-}
+mod common;
+use common::ops_where;
+use common::parse_verified as kernel;
 
 #[test]
 fn seed_003_reads_never_observe_an_inflight_copy() {

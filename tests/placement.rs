@@ -6,131 +6,17 @@
 //! `recheck` re-runs hazard analysis on the applied kernel; `race_check` hands it to the
 //! independent race checker (`check::check_race_free`, which shares only the IR and the
 //! effects table with placement) and fails on any race or deadlock it finds.
+//!
+//! The random kernels come from `smemsync::gen::hazard_kernel_text` (via `tests/common`); a
+//! kernel on which an oracle fails is shrunk (`common::shrink_on_panic`) before it is reported.
 
 use smemsync::Kernel;
 use smemsync::ir::edit::{SyncPlan, apply};
 use smemsync::sync::{PlaceOptions, Placement, Strategy, place_barriers};
 use smemsync::target::Target;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// A random kernel: straight-line code, loops (symbolic trip counts, nested up to two
-/// deep), uniform and thread-dependent `if`s, stores/loads/atomics on two buffers with
-/// thread-mapped, shifted, constant and slot-indexed (double-buffered) footprints.
-pub fn random_kernel(seed: u64, threads: u32) -> String {
-    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let mut body = String::new();
-    let mut n_vals = 0;
-    fn stmt(
-        r: &mut Rng,
-        out: &mut String,
-        depth: usize,
-        ind: usize,
-        n_vals: &mut usize,
-        ivs: &mut Vec<String>,
-        budget: &mut usize,
-    ) {
-        while *budget > 0 {
-            *budget -= 1;
-            let pad = "  ".repeat(ind);
-            let choice = r.below(12);
-            match choice {
-                0 if depth < 2 => {
-                    let k = format!("%k{}", *n_vals);
-                    *n_vals += 1;
-                    let hi = if r.below(3) == 0 { "4" } else { "%n" };
-                    out.push_str(&format!("{pad}for {k} = 0 to {hi} step 1 {{\n"));
-                    ivs.push(k);
-                    let mut inner = 2 + r.below(4) as usize;
-                    stmt(r, out, depth + 1, ind + 1, n_vals, ivs, &mut inner);
-                    ivs.pop();
-                    out.push_str(&format!("{pad}}}\n"));
-                }
-                1 if depth < 2 => {
-                    let cond = if r.below(5) == 0 { "%lo" } else { "%flag" };
-                    out.push_str(&format!("{pad}if {cond} {{\n"));
-                    let mut inner = 1 + r.below(3) as usize;
-                    stmt(r, out, depth + 1, ind + 1, n_vals, ivs, &mut inner);
-                    out.push_str(&format!("{pad}}}\n"));
-                }
-                _ => {
-                    let buf = if r.below(2) == 0 { "@s" } else { "@d" };
-                    let kind = r.below(7);
-                    let idx = match r.below(if kind <= 2 { 3 } else { 4 }) {
-                        0 => "%t".to_string(),
-                        1 => "%tn".to_string(),
-                        2 => "%tw".to_string(),
-                        _ => "0".to_string(),
-                    };
-                    let mem = if buf == "@d" {
-                        let slot = match (ivs.last(), r.below(2)) {
-                            (Some(k), 0) => {
-                                let s = format!("%sl{}", *n_vals);
-                                *n_vals += 1;
-                                out.push_str(&format!("{pad}{s}a = rem {k}, 2\n"));
-                                s + "a"
-                            }
-                            (Some(k), _) => {
-                                let s = format!("%sl{}", *n_vals);
-                                *n_vals += 1;
-                                out.push_str(&format!(
-                                    "{pad}{s}b = add {k}, 1\n{pad}{s} = rem {s}b, 2\n"
-                                ));
-                                s
-                            }
-                            _ => "0".to_string(),
-                        };
-                        let v = format!("%v{}", *n_vals);
-                        *n_vals += 1;
-                        out.push_str(&format!("{pad}{v} = view @d[{slot}]\n"));
-                        v
-                    } else {
-                        "@s".to_string()
-                    };
-                    match kind {
-                        0..=2 => out.push_str(&format!("{pad}store {mem}[{idx}], %one\n")),
-                        3..=5 => {
-                            let x = format!("%x{}", *n_vals);
-                            *n_vals += 1;
-                            out.push_str(&format!("{pad}{x} = load {mem}[{idx}]\n"));
-                        }
-                        _ => {
-                            let x = format!("%a{}", *n_vals);
-                            *n_vals += 1;
-                            out.push_str(&format!("{pad}{x} = atomic add {mem}[{idx}], %one\n"));
-                        }
-                    }
-                }
-            }
-        }
-    }
-    let mut ivs = Vec::new();
-    let mut budget = 4 + r.below(5) as usize;
-    stmt(&mut r, &mut body, 0, 1, &mut n_vals, &mut ivs, &mut budget);
-    format!(
-        "kernel @rand(%n: i32, %f: i32) block({threads}) {{\n  shared @s : i32[{threads}]\n  shared @d : i32[2, {threads}]\n  %t = tid.x\n  %one = const 1 : i32\n  %t1 = add %t, 1\n  %tn = rem %t1, {threads}\n  %t3 = xor %t, 1\n  %tw = rem %t3, {threads}\n  %flag = cmp gt %f, 0\n  %lo = cmp lt %t, 32\n{body}}}\n"
-    )
-}
-
-fn parse(src: &str) -> Kernel {
-    let k = smemsync::reader::parse_kernel(src).unwrap_or_else(|d| panic!("{d:?}\n{src}"));
-    let errs = smemsync::verify::verify(&k);
-    assert!(errs.is_empty(), "{errs:?}\n{src}");
-    k
-}
+mod common;
+use common::{hazard_kernel_text as random_kernel, parse_verified as parse, shrink_on_panic};
 
 fn opts(s: Strategy) -> PlaceOptions {
     PlaceOptions {
@@ -195,96 +81,138 @@ fn block_executed(p: &Placement) -> u64 {
     p.stats.inserted_executed
 }
 
+/// What one random kernel contributed to the oracle comparison.
+#[derive(Default)]
+struct Tally {
+    compared: usize,
+    strictly_better: usize,
+    race_checked: usize,
+    mutants: usize,
+    caught: usize,
+    pruned: usize,
+}
+
+impl Tally {
+    fn add(&mut self, o: Tally) {
+        self.compared += o.compared;
+        self.strictly_better += o.strictly_better;
+        self.race_checked += o.race_checked;
+        self.mutants += o.mutants;
+        self.caught += o.caught;
+        self.pruned += o.pruned;
+    }
+}
+
+/// The oracles on one random kernel: optimal and naive agree on feasibility, cover every
+/// hazard, optimal <= naive and = exhaustive, re-placement inserts nothing, the checker accepts
+/// both placements, and every inserted sync is shown necessary by a mutant.
+fn optimal_vs_oracles(seed: u64, src: &str, target: &Target) -> Tally {
+    let target = *target;
+    let mut t = Tally::default();
+    let k = parse(src);
+    let opt = place_barriers(&k, &target, &opts(Strategy::Optimal));
+    let naive = place_barriers(&k, &target, &opts(Strategy::Naive));
+    let (opt, naive) = match (opt, naive) {
+        (Ok(o), Ok(n)) => (o, n),
+        (Err(_), Err(_)) => return t,
+        (o, n) => panic!(
+            "placers disagree on feasibility for seed {seed}:\n{src}\n{:?}\n{:?}",
+            o.err(),
+            n.err()
+        ),
+    };
+    // Every hazard is removed by the plan or by existing syncs.
+    assert_eq!(
+        opt.existing.len()
+            + opt
+                .removes
+                .iter()
+                .flatten()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
+        opt.hazards.len(),
+        "seed {seed}: a hazard is left uncovered\n{src}"
+    );
+    assert!(
+        block_executed(&opt) <= block_executed(&naive),
+        "seed {seed}: optimal {} > naive {}\n{src}",
+        block_executed(&opt),
+        block_executed(&naive)
+    );
+    if block_executed(&opt) < block_executed(&naive) {
+        t.strictly_better += 1;
+    }
+    recheck(&k, &opt.plan, &target);
+    recheck(&k, &naive.plan, &target);
+    let all = smemsync::analysis::hazards::find_all_hazards(&k, &target);
+    if all.hazards.len() > opt.hazards.len() {
+        t.pruned += 1;
+    }
+    if race_check(&k, &opt.plan, &target) {
+        t.race_checked += 1;
+        // Mutation: without any one inserted sync the checker should find a race.
+        for n in 0..opt.plan.len() {
+            // Trip counts 3 and 0, flag on and off (a barrier may be needed only when a
+            // loop or a uniform branch is skipped).
+            let mutant = apply(&k, &opt.plan.without(n));
+            let raced = [(3, 1), (0, 1), (3, 0)].iter().any(|&(trips, flag)| {
+                let o = smemsync::check::CheckOptions {
+                    target: Some(target),
+                    schedules: 4,
+                    bounds: vec![("n".into(), trips), ("f".into(), flag)],
+                    ..Default::default()
+                };
+                let r = smemsync::check::check_race_free(&mutant, &o);
+                matches!(r.verdict, smemsync::check::Verdict::Race(_))
+            });
+            t.mutants += 1;
+            if raced {
+                t.caught += 1;
+            } else {
+                eprintln!("seed {seed}: sync #{n} not shown necessary");
+            }
+        }
+    }
+    race_check(&k, &naive.plan, &target);
+    if let Ok(ex) = place_barriers(&k, &target, &opts(Strategy::Exhaustive)) {
+        assert_eq!(
+            block_executed(&opt),
+            block_executed(&ex),
+            "seed {seed}: optimal differs from exhaustive\n{src}\noptimal: {:?}\nexhaustive: {:?}",
+            opt.plan,
+            ex.plan
+        );
+        assert!(
+            opt.stats.barriers_written <= ex.stats.barriers_written + ex.stats.warp_syncs_written,
+            "seed {seed}: more written than the oracle\n{src}"
+        );
+        t.compared += 1;
+    }
+    t
+}
+
 #[test]
 fn optimal_equals_exhaustive_and_never_exceeds_naive_on_random_kernels() {
     let target = Target::from_name("gfx942").expect("known");
-    let (mut compared, mut strictly_better, mut race_checked) = (0, 0, 0);
-    let (mut mutants, mut caught) = (0, 0);
-    let mut pruned = 0;
-    for seed in 0..90u64 {
+    // 120 seeds: the oracle comparisons counted below are those of about 90 seeds of the
+    // generator's average size (seeds 0..90 of the shared PRNG's stream draw larger kernels,
+    // more of which the exhaustive oracle declines).
+    let mut total = Tally::default();
+    for seed in 0..120u64 {
         let threads = if seed % 3 == 0 { 64 } else { 128 };
         let src = random_kernel(seed, threads);
-        let k = parse(&src);
-        let opt = place_barriers(&k, &target, &opts(Strategy::Optimal));
-        let naive = place_barriers(&k, &target, &opts(Strategy::Naive));
-        let (opt, naive) = match (opt, naive) {
-            (Ok(o), Ok(n)) => (o, n),
-            (Err(_), Err(_)) => continue,
-            (o, n) => panic!(
-                "placers disagree on feasibility for seed {seed}:\n{src}\n{:?}\n{:?}",
-                o.err(),
-                n.err()
-            ),
-        };
-        // Every hazard is removed by the plan or by existing syncs.
-        assert_eq!(
-            opt.existing.len()
-                + opt
-                    .removes
-                    .iter()
-                    .flatten()
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .len(),
-            opt.hazards.len(),
-            "seed {seed}: a hazard is left uncovered\n{src}"
-        );
-        assert!(
-            block_executed(&opt) <= block_executed(&naive),
-            "seed {seed}: optimal {} > naive {}\n{src}",
-            block_executed(&opt),
-            block_executed(&naive)
-        );
-        if block_executed(&opt) < block_executed(&naive) {
-            strictly_better += 1;
-        }
-        recheck(&k, &opt.plan, &target);
-        recheck(&k, &naive.plan, &target);
-        let all = smemsync::analysis::hazards::find_all_hazards(&k, &target);
-        if all.hazards.len() > opt.hazards.len() {
-            pruned += 1;
-        }
-        if race_check(&k, &opt.plan, &target) {
-            race_checked += 1;
-            // Mutation: without any one inserted sync the checker should find a race.
-            for n in 0..opt.plan.len() {
-                // Trip counts 3 and 0, flag on and off (a barrier may be needed only when a
-                // loop or a uniform branch is skipped).
-                let mutant = apply(&k, &opt.plan.without(n));
-                let raced = [(3, 1), (0, 1), (3, 0)].iter().any(|&(trips, flag)| {
-                    let o = smemsync::check::CheckOptions {
-                        target: Some(target),
-                        schedules: 4,
-                        bounds: vec![("n".into(), trips), ("f".into(), flag)],
-                        ..Default::default()
-                    };
-                    let r = smemsync::check::check_race_free(&mutant, &o);
-                    matches!(r.verdict, smemsync::check::Verdict::Race(_))
-                });
-                mutants += 1;
-                if raced {
-                    caught += 1;
-                } else {
-                    eprintln!("seed {seed}: sync #{n} not shown necessary");
-                }
-            }
-        }
-        race_check(&k, &naive.plan, &target);
-        if let Ok(ex) = place_barriers(&k, &target, &opts(Strategy::Exhaustive)) {
-            assert_eq!(
-                block_executed(&opt),
-                block_executed(&ex),
-                "seed {seed}: optimal differs from exhaustive\n{src}\noptimal: {:?}\nexhaustive: {:?}",
-                opt.plan,
-                ex.plan
-            );
-            assert!(
-                opt.stats.barriers_written
-                    <= ex.stats.barriers_written + ex.stats.warp_syncs_written,
-                "seed {seed}: more written than the oracle\n{src}"
-            );
-            compared += 1;
-        }
+        total.add(shrink_on_panic(&src, |s| {
+            optimal_vs_oracles(seed, s, &target)
+        }));
     }
+    let Tally {
+        compared,
+        strictly_better,
+        race_checked,
+        mutants,
+        caught,
+        pruned,
+    } = total;
     eprintln!(
         "compared {compared}, strictly better than naive {strictly_better}, race-checked {race_checked}, mutants caught {caught}/{mutants}"
     );
@@ -331,6 +259,49 @@ fn warp_sync_in_lo_arm(text: &str) -> bool {
     false
 }
 
+/// The oracles on one random kernel with a warp-uniform branch, for sm_90; returns whether
+/// the exhaustive oracle was compared and whether a warp sync landed in a `%lo` arm.
+fn warp_uniform_oracles(seed: u64, src: &str, target: &Target) -> (usize, usize) {
+    let target = *target;
+    let (mut compared, mut in_arm) = (0, 0);
+    let k = parse(src);
+    let all = [Strategy::Optimal, Strategy::Naive, Strategy::Exhaustive]
+        .map(|s| place_barriers(&k, &target, &opts(s)));
+    let [opt, naive, ex] = all;
+    let (opt, naive) = match (opt, naive) {
+        (Ok(o), Ok(n)) => (o, n),
+        (Err(_), Err(_)) => return (0, 0),
+        (o, n) => panic!(
+            "placers disagree on feasibility for seed {seed}:\n{src}\n{:?}\n{:?}",
+            o.err(),
+            n.err()
+        ),
+    };
+    if warp_sync_in_lo_arm(&smemsync::emit::text::print_kernel(&apply(&k, &opt.plan))) {
+        in_arm = 1;
+    }
+    recheck(&k, &opt.plan, &target);
+    recheck(&k, &naive.plan, &target);
+    race_check(&k, &opt.plan, &target);
+    race_check(&k, &naive.plan, &target);
+    if let Ok(ex) = ex {
+        assert_eq!(
+            block_executed(&opt),
+            block_executed(&ex),
+            "seed {seed}: optimal differs from exhaustive\n{src}\n{:?}\n{:?}",
+            opt.plan,
+            ex.plan
+        );
+        assert!(
+            opt.stats.barriers_written + opt.stats.warp_syncs_written
+                <= ex.stats.barriers_written + ex.stats.warp_syncs_written,
+            "seed {seed}: more written than the oracle\n{src}"
+        );
+        compared = 1;
+    }
+    (compared, in_arm)
+}
+
 /// With 32-wide warps (sm_90) the random kernels' `%lo = tid.x < 32` is warp-uniform: its arms
 /// are legal places for warp syncs (never block barriers). On the kernels with such a branch,
 /// the three placers agree on feasibility, the optimal one matches the exhaustive oracle on
@@ -345,41 +316,9 @@ fn warp_uniform_branches_get_warp_syncs_that_the_oracles_agree_with() {
         if !src.contains("if %lo {") {
             continue;
         }
-        let k = parse(&src);
-        let all = [Strategy::Optimal, Strategy::Naive, Strategy::Exhaustive]
-            .map(|s| place_barriers(&k, &target, &opts(s)));
-        let [opt, naive, ex] = all;
-        let (opt, naive) = match (opt, naive) {
-            (Ok(o), Ok(n)) => (o, n),
-            (Err(_), Err(_)) => continue,
-            (o, n) => panic!(
-                "placers disagree on feasibility for seed {seed}:\n{src}\n{:?}\n{:?}",
-                o.err(),
-                n.err()
-            ),
-        };
-        if warp_sync_in_lo_arm(&smemsync::emit::text::print_kernel(&apply(&k, &opt.plan))) {
-            in_arm += 1;
-        }
-        recheck(&k, &opt.plan, &target);
-        recheck(&k, &naive.plan, &target);
-        race_check(&k, &opt.plan, &target);
-        race_check(&k, &naive.plan, &target);
-        if let Ok(ex) = ex {
-            assert_eq!(
-                block_executed(&opt),
-                block_executed(&ex),
-                "seed {seed}: optimal differs from exhaustive\n{src}\n{:?}\n{:?}",
-                opt.plan,
-                ex.plan
-            );
-            assert!(
-                opt.stats.barriers_written + opt.stats.warp_syncs_written
-                    <= ex.stats.barriers_written + ex.stats.warp_syncs_written,
-                "seed {seed}: more written than the oracle\n{src}"
-            );
-            compared += 1;
-        }
+        let (c, a) = shrink_on_panic(&src, |s| warp_uniform_oracles(seed, s, &target));
+        compared += c;
+        in_arm += a;
     }
     eprintln!("compared {compared}, kernels with a warp sync inside a %lo arm {in_arm}");
     assert!(compared >= 25, "only {compared} compared with the oracle");

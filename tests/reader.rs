@@ -10,6 +10,9 @@ use smemsync::ir::SecondaryMap;
 use smemsync::reader::parse;
 use smemsync::verify::verify;
 
+mod common;
+use common::Rng;
+
 fn kir_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return;
@@ -107,21 +110,6 @@ fn every_kernel_file_round_trips() {
     assert!(checked >= 10);
 }
 
-/// A small deterministic generator (splitmix64).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 const FRAGMENTS: &[&str] = &[
     "%",
     "@",
@@ -177,10 +165,10 @@ const FRAGMENTS: &[&str] = &[
 fn mutate(src: &str, rng: &mut Rng) -> String {
     let chars: Vec<char> = src.chars().collect();
     let n = chars.len().max(1);
-    let a = rng.below(n);
-    let b = (a + rng.below(12)).min(chars.len());
+    let a = rng.index(n);
+    let b = (a + rng.index(12)).min(chars.len());
     let mut out: Vec<char> = Vec::with_capacity(n + 16);
-    match rng.below(3) {
+    match rng.index(3) {
         0 => {
             out.extend(&chars[..a.min(chars.len())]);
             out.extend(&chars[b..]);
@@ -192,7 +180,7 @@ fn mutate(src: &str, rng: &mut Rng) -> String {
         }
         _ => {
             out.extend(&chars[..a.min(chars.len())]);
-            out.extend(FRAGMENTS[rng.below(FRAGMENTS.len())].chars());
+            out.extend(FRAGMENTS[rng.index(FRAGMENTS.len())].chars());
             out.extend(&chars[a.min(chars.len())..]);
         }
     }
@@ -207,14 +195,14 @@ fn mutated_inputs_never_panic() {
         .into_iter()
         .map(|f| std::fs::read_to_string(f).expect("read"))
         .collect();
-    let mut rng = Rng(0x5eed);
+    let mut rng = Rng::new(0x5eed);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(8);
     let mut cases = 0;
     let mut rejected = 0;
     while std::time::Instant::now() < deadline && cases < 20_000 {
-        let base = &seeds[rng.below(seeds.len())];
+        let base = &seeds[rng.index(seeds.len())];
         let mut text = base.clone();
-        for _ in 0..=rng.below(4) {
+        for _ in 0..=rng.index(4) {
             text = mutate(&text, &mut rng);
         }
         let result = std::panic::catch_unwind(|| match parse(&text) {

@@ -11,80 +11,10 @@ use smemsync::sync::waits::plan_waits;
 use smemsync::sync::waits_paths::walk_counter;
 use smemsync::target::Target;
 
-/// A tiny deterministic generator (64-bit LCG).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
-
-/// A straight-line piece: copies (`c`), global loads (`g`), nothing else.
-fn piece(r: &mut Rng, s: &mut String, ind: &str, id: &mut u32) {
-    for _ in 0..r.next(3) {
-        *id += 1;
-        if r.next(3) == 0 {
-            s.push_str(&format!("{ind}gather_to_lds @a[%t] <- %X[%t]\n"));
-        } else {
-            s.push_str(&format!("{ind}%g{id} = gload %Y[%t]\n"));
-        }
-    }
-}
-
-/// `tracked`: the branch condition is computed once per thread (outside the loop), which the
-/// dataflow tracks (two `if`s on it take the same arm) and the walk does not; otherwise it is
-/// recomputed in each iteration, and both see the same paths.
-fn generate(seed: u64, tracked: bool) -> String {
-    let mut r = Rng(seed);
-    let mut id = 0;
-    let mut s = String::from(
-        "kernel @o(%X: global f32[64], %Y: global f32[64], %Out: global f32[64], %n: i32) block(64) {\n  shared @a : f32[64]\n  %t = tid.x\n",
-    );
-    // Every thread's element is initialized, whichever copies its thread issues.
-    s += "  store @a[%t], 0.0\n";
-    if tracked {
-        s += "  %c = cmp lt %t, 32\n";
-    }
-    piece(&mut r, &mut s, "  ", &mut id);
-    s += "  for %k = 0 to %n step 1 {\n";
-    if !tracked {
-        s += "    %c = cmp lt %t, %k\n";
-    }
-    for _ in 0..1 + r.next(3) {
-        piece(&mut r, &mut s, "    ", &mut id);
-        if r.next(2) == 0 {
-            s += "    if %c {\n";
-            piece(&mut r, &mut s, "      ", &mut id);
-            s += "    } else {\n";
-            piece(&mut r, &mut s, "      ", &mut id);
-            s += "    }\n";
-        }
-    }
-    if r.next(2) == 0 {
-        s += "    if %c {\n      %v = load @a[%t]\n      gstore %Out[%t], %v\n    }\n";
-    } else {
-        s += "    %v = load @a[%t]\n    gstore %Out[%t], %v\n";
-    }
-    s += "  }\n}\n";
-    s
-}
-
-fn kernel(src: &str) -> Kernel {
-    let k = smemsync::reader::parse_kernel(src).unwrap_or_else(|d| panic!("{d:?}\n{src}"));
-    assert!(smemsync::verify::verify(&k).is_empty(), "{src}");
-    k
-}
-
-fn ops(k: &Kernel, f: impl Fn(&OpKind) -> bool) -> Vec<Op> {
-    k.ops_in_order()
-        .into_iter()
-        .filter(|o| f(&k.ops[*o].kind))
-        .collect()
-}
+mod common;
+use common::copy_paths_kernel_text as generate;
+use common::ops_where as ops;
+use common::parse_verified as kernel;
 
 /// The dataflow's count for a consumer: the minimum age of the copies it may observe.
 fn dataflow_count(k: &Kernel, t: &Target, consumer: Op) -> Option<u32> {

@@ -12,12 +12,8 @@ use smemsync::ir::{Counter, Kernel, Op, OpKind};
 use smemsync::sync::waits::{Anchor, WaitPlan, apply_waits, explain_waits, plan_waits};
 use smemsync::target::Target;
 
-fn kernel(src: &str) -> Kernel {
-    let k = smemsync::reader::parse_kernel(src).unwrap_or_else(|d| panic!("{d:?}\n{src}"));
-    let errs = smemsync::verify::verify(&k);
-    assert!(errs.is_empty(), "{errs:?}\n{src}");
-    k
-}
+mod common;
+use common::parse_verified as kernel;
 
 fn t(name: &str) -> Target {
     Target::from_name(name).unwrap()

@@ -9,8 +9,8 @@ use smemsync::diag::{DiagKind, Diagnostic};
 use smemsync::target::{Limits, Target};
 
 use super::{
-    EXIT_OK, EXIT_USER, Input, exit_code, limits_of, load_for_target, parse_bounds, read_input,
-    report, resolve_target, sync_then,
+    EXIT_OK, Input, exit_code, fail, limits_of, load_for_target, parse_bounds, read_input, report,
+    resolve_target, sync_then,
 };
 
 #[derive(clap::Args, Debug)]
@@ -38,6 +38,8 @@ pub struct CheckArgs {
     /// Also print what the verdict covers (the proof's argument or why it did not apply).
     #[arg(long, short)]
     pub verbose: bool,
+    #[command(flatten)]
+    pub output: super::FormatArgs,
 }
 
 /// Parses `N` or `X,Y[,Z]` and checks it against the launch limits.
@@ -126,8 +128,7 @@ pub fn run(args: &CheckArgs) -> i32 {
     let input: Input = match read_input(&args.file) {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
+            return fail(&e);
         }
     };
     let target = match resolve_target(&input, args.target.as_deref()) {
@@ -137,8 +138,7 @@ pub fn run(args: &CheckArgs) -> i32 {
     let mut opts = match options(&target, &args.block, &args.bounds) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
+            return fail(&e);
         }
     };
     let kernels = match load_for_target(&input, opts.target.as_ref()) {

@@ -5,7 +5,7 @@
 //! host harness, see `smemsync::emit::cuda`) for an NVIDIA target. A `.mlir` input (or
 //! `--from mlir`) is imported first. Output goes to standard output or to `-o FILE`.
 
-use super::{EXIT_OK, EXIT_USER, exit_code, load, load_for_target, read_input, report};
+use super::{EXIT_OK, EXIT_USER, exit_code, fail, load, load_for_target, read_input, report};
 
 /// The output formats of `emit`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,14 +50,17 @@ pub struct EmitArgs {
     /// CUDA: print the number of droppable sync ops instead of the code.
     #[arg(long)]
     pub count_syncs: bool,
+    /// How diagnostics are written on stderr: `text`, or `json` (one object a line;
+    /// docs/diagnostics.md). Other subcommands call this option `--format`.
+    #[arg(long, value_enum, default_value = "text", value_name = "FORMAT")]
+    pub message_format: super::MessageFormat,
 }
 
 pub fn run(args: &EmitArgs) -> i32 {
     let input = match read_input(&args.file) {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
+            return fail(&e);
         }
     };
     let from_mlir = match args.from {
@@ -87,8 +90,7 @@ pub fn run(args: &EmitArgs) -> i32 {
     match &args.output {
         Some(path) => {
             if let Err(e) = std::fs::write(path, text) {
-                eprintln!("error: cannot write `{path}`: {e}");
-                return EXIT_USER;
+                return fail(&format!("cannot write `{path}`: {e}"));
             }
         }
         None => print!("{text}"),
@@ -116,11 +118,10 @@ fn select(args: &EmitArgs, kernels: Vec<smemsync::Kernel>) -> Result<Vec<smemsyn
         return Ok(kernels.into_iter().filter(|k| k.name == name).collect());
     }
     let names: Vec<String> = kernels.iter().map(|k| format!("@{}", k.name)).collect();
-    eprintln!(
-        "error: --kernel `{name}`: the file holds no such kernel; it holds {}",
+    Err(fail(&format!(
+        "--kernel `{name}`: the file holds no such kernel; it holds {}",
         names.join(", ")
-    );
-    Err(EXIT_USER)
+    )))
 }
 
 /// `--target`, else the target the input declares, else sm_90.
@@ -173,22 +174,20 @@ fn emit_cuda(
     let target = target(args, input)?;
     let [kernel] = kernels else {
         let names: Vec<String> = kernels.iter().map(|k| format!("@{}", k.name)).collect();
-        eprintln!(
-            "error: choose a kernel with `--kernel NAME`; the file holds {}",
+        return Err(fail(&format!(
+            "choose a kernel with `--kernel NAME`; the file holds {}",
             names.join(", ")
-        );
-        return Err(EXIT_USER);
+        )));
     };
     let syncs = smemsync::emit::cuda::sync_ops(kernel).len();
     if args.count_syncs {
         return Ok(format!("{syncs}\n"));
     }
     if let Some(n) = args.drop_sync.filter(|&n| n >= syncs) {
-        eprintln!(
-            "error: --drop-sync {n}: @{} has {syncs} droppable sync op(s), numbered from 0",
+        return Err(fail(&format!(
+            "--drop-sync {n}: @{} has {syncs} droppable sync op(s), numbered from 0",
             kernel.name
-        );
-        return Err(EXIT_USER);
+        )));
     }
     let opts = smemsync::emit::cuda::CudaOptions {
         strip_syncs: args.strip_syncs,

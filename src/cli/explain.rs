@@ -4,6 +4,7 @@
 //! the edge of a region as "at the top of" or "at the end of" that region.
 
 use smemsync::Kernel;
+use smemsync::diag::json::Json;
 use smemsync::emit::text::op_label;
 use smemsync::ir::edit::Anchor;
 use smemsync::ir::{Op, OpKind, Parents, Region};
@@ -30,6 +31,15 @@ impl<'a> Namer<'a> {
             Some(l) => format!("{} (line {l})", op_label(self.k, op)),
             None => op_label(self.k, op),
         }
+    }
+
+    /// An op as JSON: `{"op": "<its text>", "line": N}` (`line` null when it has no source).
+    pub fn op_json(&self, op: Op) -> Json {
+        let line = smemsync::diag::line_number(self.src, self.k.span(op));
+        Json::object([
+            ("op", Json::str(op_label(self.k, op).trim_matches('`'))),
+            ("line", line.map_or(Json::Null, Json::uint)),
+        ])
     }
 
     /// A region by the op that opens it: "the loop body of `for …` (line 13)".

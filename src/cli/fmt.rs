@@ -1,6 +1,6 @@
 //! `smemsync fmt FILE`: parse, verify, and print the canonical form.
 
-use super::{EXIT_OK, EXIT_USER, read_kernels};
+use super::{EXIT_OK, FormatArgs, fail, read_kernels};
 
 #[derive(clap::Args, Debug)]
 pub struct FmtArgs {
@@ -9,6 +9,8 @@ pub struct FmtArgs {
     /// Write the canonical form back to the file instead of standard output.
     #[arg(long, short = 'i')]
     pub in_place: bool,
+    #[command(flatten)]
+    pub output: FormatArgs,
 }
 
 pub fn run(args: &FmtArgs) -> i32 {
@@ -19,8 +21,7 @@ pub fn run(args: &FmtArgs) -> i32 {
     let text = smemsync::emit::text::print_kernels(&kernels);
     if args.in_place && args.file != "-" {
         if let Err(e) = std::fs::write(&args.file, text) {
-            eprintln!("error: cannot write `{}`: {e}", args.file);
-            return EXIT_USER;
+            return fail(&format!("cannot write `{}`: {e}", args.file));
         }
     } else {
         print!("{text}");

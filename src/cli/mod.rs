@@ -15,6 +15,7 @@ pub mod sync;
 pub mod waits;
 
 use std::io::{IsTerminal, Read};
+use std::sync::OnceLock;
 
 use smemsync::diag::{DiagKind, Diagnostic, Severity, render_all};
 use smemsync::target::{Limits, Target};
@@ -82,10 +83,70 @@ pub fn sync_then(input: &Input, target: Option<&str>, then: &str) -> String {
     format!("smemsync sync --target {t} {file} | smemsync {then}")
 }
 
-/// Prints diagnostics to stderr (in colour on a terminal).
+/// How diagnostics are written on stderr.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MessageFormat {
+    /// Rendered for people: the source with labels, in colour on a terminal.
+    #[default]
+    Text,
+    /// One JSON object per diagnostic, one per line (docs/diagnostics.md).
+    Json,
+}
+
+/// The `--format` option of the subcommands that report diagnostics (`emit`, whose `--format`
+/// chooses the output language, takes the same option as `--message-format`).
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct FormatArgs {
+    /// How diagnostics are written on stderr: `text`, or `json` (one object a line; `sync` then
+    /// also writes its result as JSON, docs/diagnostics.md).
+    #[arg(
+        long = "format",
+        visible_alias = "message-format",
+        value_enum,
+        default_value = "text",
+        value_name = "FORMAT"
+    )]
+    pub format: MessageFormat,
+}
+
+/// The format of this run, set once by `main` from the subcommand's options before it runs.
+static MESSAGE_FORMAT: OnceLock<MessageFormat> = OnceLock::new();
+
+/// Sets how diagnostics are written (the first call wins; `main` makes the only one).
+pub fn set_message_format(f: MessageFormat) {
+    let _ = MESSAGE_FORMAT.set(f);
+}
+
+/// How diagnostics are written in this run (text unless `--format json` was given).
+pub fn message_format() -> MessageFormat {
+    MESSAGE_FORMAT.get().copied().unwrap_or_default()
+}
+
+/// Prints diagnostics to stderr: rendered (in colour on a terminal, unless `NO_COLOR` is set),
+/// or as JSON lines under `--format json`.
 pub fn report(input: &Input, diags: &[Diagnostic]) {
+    if message_format() == MessageFormat::Json {
+        for d in diags {
+            eprintln!("{}", d.to_json(&input.name, &input.text));
+        }
+        return;
+    }
     let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     eprint!("{}", render_all(diags, &input.name, &input.text, color));
+}
+
+/// Reports a usage error that has no place in a source (an option's value, a file that cannot
+/// be read or written) and returns exit code 2. Text: `error: MSG`; JSON: a diagnostic with
+/// code E0010, no labels.
+pub fn fail(msg: &str) -> i32 {
+    match message_format() {
+        MessageFormat::Json => {
+            let d = Diagnostic::user("E0010", msg);
+            eprintln!("{}", d.to_json("", ""));
+        }
+        MessageFormat::Text => eprintln!("error: {msg}"),
+    }
+    EXIT_USER
 }
 
 /// Parses and verifies every kernel of an input against the limits of every target,
@@ -175,8 +236,7 @@ pub fn resolve_target(input: &Input, given: Option<&str>) -> Result<Option<Strin
 /// one ([`resolve_target`]); neither is a usage error.
 pub fn required_target(input: &Input, given: Option<&str>) -> Result<Target, i32> {
     let Some(name) = resolve_target(input, given)? else {
-        eprintln!("error: --target is required (the input declares no target)");
-        return Err(EXIT_USER);
+        return Err(fail("--target is required (the input declares no target)"));
     };
     Target::from_name(&name).map_err(|d| {
         report(input, &[d]);
@@ -192,10 +252,7 @@ pub fn limits_of(target: Option<&Target>) -> Limits {
 /// Reads an input (`-` for standard input) and parses and verifies its kernels, reporting
 /// any failure; the error is the exit code.
 pub fn read_kernels(path: &str) -> Result<(Input, Vec<smemsync::Kernel>), i32> {
-    let input = read_input(path).map_err(|e| {
-        eprintln!("error: {e}");
-        EXIT_USER
-    })?;
+    let input = read_input(path).map_err(|e| fail(&e))?;
     let kernels = load(&input)?;
     Ok((input, kernels))
 }

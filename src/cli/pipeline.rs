@@ -9,6 +9,8 @@ pub struct PipelineArgs {
     /// Number of buffer stages (prefetch distance is stages - 1).
     #[arg(long, default_value_t = 2)]
     pub stages: u32,
+    #[command(flatten)]
+    pub output: super::FormatArgs,
 }
 
 pub fn run(args: &PipelineArgs) -> i32 {

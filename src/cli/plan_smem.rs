@@ -8,6 +8,8 @@ use super::{EXIT_OK, read_kernels};
 pub struct PlanSmemArgs {
     /// Kernel file (`-` for standard input).
     pub file: String,
+    #[command(flatten)]
+    pub output: super::FormatArgs,
 }
 
 pub fn run(args: &PlanSmemArgs) -> i32 {

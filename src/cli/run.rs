@@ -13,8 +13,7 @@ use super::check::options;
 use smemsync::Diagnostic;
 
 use super::{
-    EXIT_OK, EXIT_USER, Input, exit_code, load_for_target, read_input, report, resolve_target,
-    sync_then,
+    EXIT_OK, Input, exit_code, fail, load_for_target, read_input, report, resolve_target, sync_then,
 };
 
 #[derive(clap::Args, Debug)]
@@ -36,6 +35,8 @@ pub struct RunArgs {
     /// Directory to write one file per global buffer into.
     #[arg(long)]
     pub out: Option<String>,
+    #[command(flatten)]
+    pub output: super::FormatArgs,
 }
 
 /// One element per line.
@@ -73,8 +74,7 @@ pub fn run(args: &RunArgs) -> i32 {
     let input = match read_input(&args.file) {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
+            return fail(&e);
         }
     };
     let target = match resolve_target(&input, args.target.as_deref()) {
@@ -84,8 +84,7 @@ pub fn run(args: &RunArgs) -> i32 {
     let opts = match options(&target, &args.block, &args.bounds) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
+            return fail(&e);
         }
     };
     let kernels = match load_for_target(&input, opts.target.as_ref()) {
@@ -110,14 +109,12 @@ pub fn run(args: &RunArgs) -> i32 {
                     dir.clone()
                 };
                 if let Err(e) = std::fs::create_dir_all(&dir) {
-                    eprintln!("error: cannot create `{dir}`: {e}");
-                    return EXIT_USER;
+                    return fail(&format!("cannot create `{dir}`: {e}"));
                 }
                 for g in &out.globals {
                     let path = format!("{dir}/{}.txt", g.name);
                     if let Err(e) = std::fs::write(&path, format_buffer(g)) {
-                        eprintln!("error: cannot write `{path}`: {e}");
-                        return EXIT_USER;
+                        return fail(&format!("cannot write `{path}`: {e}"));
                     }
                 }
             }

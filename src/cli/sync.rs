@@ -3,6 +3,10 @@
 //! Output (stdout): the canonical text of every kernel with the plan applied. `--explain`
 //! and `--stats` append `//` comment lines after each kernel on stdout (so the output still
 //! parses). Findings no barrier can fix go to stderr with exit code 1.
+//!
+//! With `--format json`, stdout is one JSON document instead (docs/diagnostics.md): each
+//! kernel's text, and with `--explain`/`--stats` the same facts as objects: every inserted wait
+//! and sync with the hazards it removes, and the statistics.
 
 use std::collections::HashMap;
 
@@ -15,9 +19,11 @@ use smemsync::sync::{PlaceOptions, Placement, Strategy};
 use smemsync::target::Target;
 use smemsync::{Diagnostic, Kernel};
 
+use smemsync::diag::json::Json;
+
 use super::explain::Namer;
 use super::{
-    EXIT_OK, EXIT_USER, exit_code, load_for_target, parse_bounds, read_input, report,
+    EXIT_OK, MessageFormat, exit_code, fail, load_for_target, parse_bounds, read_input, report,
     required_target,
 };
 
@@ -57,6 +63,8 @@ pub struct SyncArgs {
     /// Never use warp-level syncs (always block barriers).
     #[arg(long)]
     pub no_warp_sync: bool,
+    #[command(flatten)]
+    pub output: super::FormatArgs,
 }
 
 fn buffer_name(k: &Kernel, h: &Hazard) -> String {
@@ -114,8 +122,7 @@ pub fn run(args: &SyncArgs) -> i32 {
     let input = match read_input(&args.file) {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
+            return fail(&e);
         }
     };
     let target = match required_target(&input, args.target.as_deref()) {
@@ -125,8 +132,7 @@ pub fn run(args: &SyncArgs) -> i32 {
     let bounds: HashMap<String, i64> = match parse_bounds(args.bounds.iter().map(String::as_str)) {
         Ok(b) => b.into_iter().collect(),
         Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
+            return fail(&e);
         }
     };
     let kernels = match load_for_target(&input, Some(&target)) {
@@ -143,38 +149,52 @@ pub fn run(args: &SyncArgs) -> i32 {
         bounds,
         no_warp_sync: args.no_warp_sync,
     };
+    let json = args.output.format == MessageFormat::Json;
     let mut out = Vec::new();
+    let mut docs = Vec::new();
     let mut findings: Vec<Diagnostic> = Vec::new();
     for k in &kernels {
-        match synchronize(k, &target, &opts) {
-            Ok(s) => match render(k, &target, &input.text, &s, args) {
-                Ok(text) if !s.placement.warnings.is_empty() => {
-                    report(&input, &s.placement.warnings);
-                    out.push(text)
-                }
-                Ok(text) => out.push(text),
-                Err(d) => findings.push(d),
-            },
-            Err(d) => findings.extend(d),
+        let s = match synchronize(k, &target, &opts) {
+            Ok(s) => s,
+            Err(d) => {
+                findings.extend(d);
+                continue;
+            }
+        };
+        let kernel = match output_kernel(k, &s, args.without) {
+            Ok(kernel) => kernel,
+            Err(d) => {
+                findings.push(d);
+                continue;
+            }
+        };
+        report(&input, &s.placement.warnings);
+        if json {
+            docs.push(kernel_json(k, &kernel, &target, &input.text, &s, args));
+        } else {
+            out.push(render(k, &kernel, &target, &input.text, &s, args));
         }
     }
     if !findings.is_empty() {
         report(&input, &findings);
         return exit_code(&findings);
     }
-    print!("{}", out.join("\n"));
+    if json {
+        println!("{}", Json::object([("kernels", Json::Array(docs))]));
+    } else {
+        print!("{}", out.join("\n"));
+    }
     EXIT_OK
 }
 
-fn render(
+/// The synchronized kernel, less the `--without N`-th inserted sync when asked (E0300 when the
+/// kernel has fewer).
+fn output_kernel(
     input: &Kernel,
-    target: &Target,
-    src: &str,
     s: &Synchronized,
-    args: &SyncArgs,
-) -> Result<String, Diagnostic> {
-    let p: &Placement = &s.placement;
-    let kernel = match args.without {
+    without: Option<usize>,
+) -> Result<Kernel, Diagnostic> {
+    match without {
         Some(n) => without_inserted(&s.kernel, s.input_ops, n).ok_or_else(|| {
             Diagnostic::user(
                 "E0300",
@@ -184,10 +204,21 @@ fn render(
                     s.inserted().len()
                 ),
             )
-        })?,
-        None => s.kernel.clone(),
-    };
-    let mut text = smemsync::emit::text::print_kernel(&kernel);
+        }),
+        None => Ok(s.kernel.clone()),
+    }
+}
+
+fn render(
+    input: &Kernel,
+    kernel: &Kernel,
+    target: &Target,
+    src: &str,
+    s: &Synchronized,
+    args: &SyncArgs,
+) -> String {
+    let p: &Placement = &s.placement;
+    let mut text = smemsync::emit::text::print_kernel(kernel);
     if args.explain {
         text.push_str(&explain(input, target, src, s));
     }
@@ -210,7 +241,7 @@ fn render(
             ));
         }
     }
-    Ok(text)
+    text
 }
 
 /// The `--explain` comments: each inserted wait and why, each inserted barrier and the hazards
@@ -257,4 +288,142 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
         }
     }
     text
+}
+
+/// One kernel of `sync --format json`: its name, target and text; with `--explain`, the
+/// inserted waits, the inserted syncs with the hazards each removes and the hazards the
+/// input's syncs remove; with `--stats`, the statistics (docs/diagnostics.md).
+fn kernel_json(
+    input: &Kernel,
+    kernel: &Kernel,
+    target: &Target,
+    src: &str,
+    s: &Synchronized,
+    args: &SyncArgs,
+) -> Json {
+    let mut fields = vec![
+        ("name", Json::str(input.name.as_str())),
+        ("target", Json::str(target.name)),
+        (
+            "text",
+            Json::str(smemsync::emit::text::print_kernel(kernel)),
+        ),
+    ];
+    if args.explain {
+        fields.extend(explain_json(input, target, src, s));
+    }
+    if args.stats {
+        fields.push(("stats", stats_json(s)));
+    }
+    Json::Object(fields)
+}
+
+/// The `--explain` facts as JSON fields: `waits`, `syncs` and `existing`.
+fn explain_json(
+    input: &Kernel,
+    target: &Target,
+    src: &str,
+    s: &Synchronized,
+) -> Vec<(&'static str, Json)> {
+    let in_names = Namer::new(input, src);
+    let waits = s.waits.edits.iter().enumerate().map(|(i, e)| {
+        let at = match e.anchor {
+            WaitAnchor::Before(op) => in_names.point(Anchor::Before(op)),
+            WaitAnchor::End(r) => in_names.point(Anchor::End(r)),
+        };
+        Json::object([
+            ("index", Json::uint(i)),
+            (
+                "op",
+                Json::str(smemsync::emit::text::print_op_line(input, &e.kind)),
+            ),
+            ("at", Json::str(at)),
+            ("why", Json::Array(e.why.lines().map(Json::from).collect())),
+        ])
+    });
+    let (p, k) = (&s.placement, &s.with_waits);
+    let names = Namer::new(k, src);
+    let fp = Footprints::new(k, target.warp);
+    let hazards = |ids: &[usize]| {
+        let v = ids
+            .iter()
+            .map(|&h| hazard_json(k, &fp, &names, &p.hazards[h]));
+        Json::Array(v.collect())
+    };
+    let syncs = p.plan.edits.iter().enumerate().map(|(i, e)| {
+        let what = match e.op {
+            smemsync::ir::OpKind::WarpSync => "warp_sync",
+            _ => "barrier",
+        };
+        Json::object([
+            ("index", Json::uint(i)),
+            ("op", Json::str(what)),
+            ("at", Json::str(names.point(e.at.anchor))),
+            ("removes", hazards(&p.removes[i])),
+        ])
+    });
+    vec![
+        ("waits", Json::Array(waits.collect())),
+        ("syncs", Json::Array(syncs.collect())),
+        ("existing", hazards(&p.existing)),
+    ]
+}
+
+/// One hazard: its kind, buffer, the two ops, the loop that carries it (null within an
+/// iteration) and the one-line explanation `--explain` prints.
+fn hazard_json(k: &Kernel, fp: &Footprints, names: &Namer, h: &Hazard) -> Json {
+    let carried = match h.carry {
+        Carry::Forward => Json::Null,
+        Carry::Carried {
+            loop_op,
+            min_distance,
+            ..
+        } => Json::object([
+            ("loop", names.op_json(loop_op)),
+            ("distance", Json::Int(i64::from(min_distance))),
+        ]),
+    };
+    Json::object([
+        ("kind", Json::str(h.kind.name())),
+        ("buffer", Json::str(buffer_name(k, h))),
+        ("from", names.op_json(h.src.op)),
+        ("to", names.op_json(h.dst.op)),
+        ("carried_by", carried),
+        ("within_warp", Json::Bool(h.intra_warp)),
+        ("text", Json::str(explain_hazard(k, fp, names, h))),
+    ])
+}
+
+/// The `--stats` numbers as a JSON object (`split` is null on targets without split barriers).
+fn stats_json(s: &Synchronized) -> Json {
+    let st = &s.placement.stats;
+    let n = |x: usize| Json::uint(x);
+    let big = |x: u64| Json::Int(i64::try_from(x).unwrap_or(i64::MAX));
+    let split = s.split.as_ref().map_or(Json::Null, |sp| {
+        Json::object([
+            ("pairs", n(sp.pairs)),
+            ("phases", sp.phases.map_or(Json::Null, big)),
+            ("absorbed_barriers", n(sp.absorbed)),
+            ("dscnt_dropped", n(sp.dscnt_dropped)),
+            ("mean_slack", Json::Float(sp.mean_slack())),
+            (
+                "slack",
+                Json::Array(sp.slack.iter().map(|&x| n(x)).collect()),
+            ),
+        ])
+    });
+    Json::object([
+        ("hazards", n(st.hazards)),
+        ("covered_by_existing", n(st.covered_by_existing)),
+        ("barriers_written", n(st.barriers_written)),
+        ("warp_syncs_written", n(st.warp_syncs_written)),
+        ("existing_barriers", n(st.existing_barriers)),
+        ("barriers_executed", big(st.barriers_executed)),
+        ("inserted_executed", big(st.inserted_executed)),
+        ("lower_bound", big(st.lower_bound)),
+        ("waits_written", n(s.waits.edits.len())),
+        ("inserted_syncs", n(s.inserted().len())),
+        ("conservative", n(st.conservative)),
+        ("split", split),
+    ])
 }

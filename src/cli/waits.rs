@@ -3,7 +3,7 @@
 //! followed by comments saying which copies it completes and why its count is what it is).
 //! Exit codes: 0 printed; 1 a finding no wait can fix (reported on stderr); 2 bad input.
 
-use super::{EXIT_OK, EXIT_USER, exit_code, load_for_target, read_input, report, required_target};
+use super::{EXIT_OK, exit_code, fail, load_for_target, read_input, report, required_target};
 use smemsync::sync::waits::{apply_waits, explain_waits, plan_waits};
 
 /// A finding no wait can fix (exit code 1, as documented in `smemsync --help`).
@@ -18,14 +18,15 @@ pub struct WaitsArgs {
     /// Annotate each wait with the copies it completes and the reason for its count.
     #[arg(long)]
     pub explain: bool,
+    #[command(flatten)]
+    pub output: super::FormatArgs,
 }
 
 pub fn run(args: &WaitsArgs) -> i32 {
     let input = match read_input(&args.file) {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
+            return fail(&e);
         }
     };
     let target = match required_target(&input, args.target.as_deref()) {

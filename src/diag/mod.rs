@@ -5,8 +5,14 @@
 //! broke an invariant: a bug in smemsync) and findings (races, deadlocks, divergence: the
 //! product's output). Every layer converts its errors into [`Diagnostic`] here, so wording and
 //! rendering live together. Model: naga's `span.rs` and ISLE's error type, written afresh.
+//!
+//! Two renderings of one structure: [`Diagnostic::render`] for people (annotate-snippets, the
+//! renderer rustc uses) and [`Diagnostic::to_json`] for editors and CI (`--format json`, schema in
+//! `docs/diagnostics.md`). Both are linear in the source length plus the labels.
 
-use std::fmt::Write as _;
+pub mod json;
+
+use json::Json;
 
 /// A half-open byte range in a source text. `Span::UNDEF` marks IR built by passes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
@@ -122,63 +128,158 @@ impl Diagnostic {
         self.labels.iter().find(|l| l.primary).map(|l| l.span)
     }
 
-    /// Renders against the source text. `color` adds ANSI escapes.
+    /// Renders against the source text with `annotate-snippets` (rustc's renderer): the
+    /// primary label under `-->`, secondary labels in the same snippet (a race's two accesses
+    /// side by side, multi-line spans drawn as such), then notes and help. `color` adds ANSI
+    /// escapes; plain output is stable for tests. Labels without a location in `src` become
+    /// `= ` lines, as notes do.
     pub fn render(&self, file: &str, src: &str, color: bool) -> String {
-        let (red, yellow, blue, bold, reset) = if color {
-            ("\x1b[31m", "\x1b[33m", "\x1b[34m", "\x1b[1m", "\x1b[0m")
-        } else {
-            ("", "", "", "", "")
+        use annotate_snippets::{AnnotationKind, Group, Level, Renderer, Snippet};
+        let level = match self.severity {
+            Severity::Error => Level::ERROR,
+            Severity::Warning => Level::WARNING,
+            Severity::Note => Level::NOTE,
         };
-        let sev = match self.severity {
-            Severity::Error => format!("{red}{bold}error{reset}"),
-            Severity::Warning => format!("{yellow}{bold}warning{reset}"),
-            Severity::Note => format!("{bold}note{reset}"),
-        };
-        let mut out = String::new();
-        let _ = writeln!(out, "{sev}[{}]: {bold}{}{reset}", self.code, self.message);
-        let mut first = true;
-        for l in &self.labels {
-            if l.span.is_undef() || l.span.lo as usize > src.len() {
-                if !l.message.is_empty() {
-                    let _ = writeln!(out, "  {blue}={reset} {}", l.message);
-                }
-                continue;
-            }
-            let (line, col, text) = line_of(src, l.span.lo as usize);
-            let arrow = if first { "-->" } else { ":::" };
-            first = false;
-            let _ = writeln!(
-                out,
-                "  {blue}{arrow}{reset} {file}:{}:{}",
-                line + 1,
-                col + 1
-            );
-            let gutter = format!("{}", line + 1);
-            let pad = " ".repeat(gutter.len());
-            let _ = writeln!(out, "  {pad} {blue}|{reset}");
-            let _ = writeln!(out, "  {blue}{gutter} |{reset} {text}");
-            let width = ((l.span.hi.max(l.span.lo + 1) - l.span.lo) as usize)
-                .min(text.len().saturating_sub(col).max(1));
-            let mark = if l.primary { "^" } else { "-" };
-            let c = if l.primary { red } else { blue };
-            let _ = writeln!(
-                out,
-                "  {pad} {blue}|{reset} {}{c}{} {}{reset}",
-                " ".repeat(col),
-                mark.repeat(width),
-                l.message
-            );
+        let title = level.primary_title(self.message.as_str()).id(self.code);
+        let located = |l: &&Label| !l.span.is_undef() && (l.span.lo as usize) <= src.len();
+        let mut located_labels: Vec<&Label> = self.labels.iter().filter(located).collect();
+        // The renderer's `-->` names the first primary annotation: put it first.
+        located_labels.sort_by_key(|l| !l.primary);
+        let mut group = Group::with_title(title);
+        if !located_labels.is_empty() {
+            let annotations = located_labels.iter().map(|l| {
+                let kind = if l.primary {
+                    AnnotationKind::Primary
+                } else {
+                    AnnotationKind::Context
+                };
+                let label = (!l.message.is_empty()).then_some(l.message.as_str());
+                kind.span(clamp_span(src, l.span)).label(label)
+            });
+            group = group.element(Snippet::source(src).path(file).annotations(annotations));
         }
-        // Lines after the first of a note or help line up under its text.
-        let indent = |t: &str| t.replace('\n', "\n          ");
+        for l in self
+            .labels
+            .iter()
+            .filter(|l| !located(l) && !l.message.is_empty())
+        {
+            group = group.element(Level::NOTE.no_name().message(l.message.as_str()));
+        }
         for n in &self.notes {
-            let _ = writeln!(out, "  {blue}={reset} note: {}", indent(n));
+            group = group.element(Level::NOTE.message(n.as_str()));
         }
         if let Some(h) = &self.help {
-            let _ = writeln!(out, "  {blue}={reset} help: {}", indent(h));
+            group = group.element(Level::HELP.message(h.as_str()));
         }
+        let renderer = if color {
+            Renderer::styled()
+        } else {
+            Renderer::plain()
+        };
+        let mut out = renderer.term_width(RENDER_WIDTH).render(&[group]);
+        out.push('\n');
         out
     }
+}
+
+impl Severity {
+    /// The name the renderings use: `error`, `warning` or `note`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Note => "note",
+        }
+    }
+}
+
+impl DiagKind {
+    /// The name JSON uses: `user`, `verifier` or `finding`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DiagKind::User => "user",
+            DiagKind::Verifier => "verifier",
+            DiagKind::Finding => "finding",
+        }
+    }
+}
+
+impl Diagnostic {
+    /// The machine-readable form (one object of `docs/diagnostics.md`'s schema): code,
+    /// severity, kind, message, labels with file, 1-based line and column (in characters) of
+    /// both ends and the byte span, notes and help. A label without a location in `src` has
+    /// `null` positions.
+    pub fn to_json(&self, file: &str, src: &str) -> Json {
+        let labels = self
+            .labels
+            .iter()
+            .map(|l| label_json(l, file, src))
+            .collect();
+        Json::object([
+            ("code", Json::str(self.code)),
+            ("severity", Json::str(self.severity.name())),
+            ("kind", Json::str(self.kind.name())),
+            ("message", Json::str(self.message.as_str())),
+            ("labels", Json::Array(labels)),
+            (
+                "notes",
+                Json::Array(self.notes.iter().map(|n| Json::str(n.as_str())).collect()),
+            ),
+            ("help", Json::opt_str(self.help.as_deref())),
+        ])
+    }
+}
+
+/// One label as JSON: where it is (or `null`s when it has no location in `src`).
+fn label_json(l: &Label, file: &str, src: &str) -> Json {
+    let located = !l.span.is_undef() && (l.span.lo as usize) <= src.len();
+    let mut fields = vec![
+        ("primary", Json::Bool(l.primary)),
+        ("message", Json::str(l.message.as_str())),
+        ("file", Json::str(file)),
+    ];
+    if located {
+        let r = clamp_span(src, l.span);
+        let (line, col, _) = line_of(src, r.start);
+        let (end_line, end_col, _) = line_of(src, r.end);
+        fields.extend([
+            ("line", Json::uint(line + 1)),
+            ("column", Json::uint(col + 1)),
+            ("end_line", Json::uint(end_line + 1)),
+            ("end_column", Json::uint(end_col + 1)),
+            ("byte_start", Json::uint(r.start)),
+            ("byte_end", Json::uint(r.end)),
+        ]);
+    } else {
+        for key in [
+            "line",
+            "column",
+            "end_line",
+            "end_column",
+            "byte_start",
+            "byte_end",
+        ] {
+            fields.push((key, Json::Null));
+        }
+    }
+    Json::Object(fields)
+}
+
+/// Width the renderer assumes: wide enough that it never trims a kernel's source lines.
+const RENDER_WIDTH: usize = 4096;
+
+/// A label's byte range within `src`: at least one character wide (an empty span still points
+/// somewhere), ending on a character boundary.
+fn clamp_span(src: &str, span: Span) -> std::ops::Range<usize> {
+    let lo = (span.lo as usize).min(src.len());
+    let mut hi = (span.hi as usize).clamp(lo, src.len());
+    if hi == lo {
+        hi = src[lo..].chars().next().map_or(lo, |c| lo + c.len_utf8());
+    }
+    while !src.is_char_boundary(hi) {
+        hi += 1;
+    }
+    lo..hi
 }
 
 /// (0-based line, 0-based column in chars, line text) of a byte offset.
@@ -207,4 +308,95 @@ pub fn render_all(diags: &[Diagnostic], file: &str, src: &str, color: bool) -> S
         .map(|d| d.render(file, src, color))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "kernel @k() block(4) {\n  store @s[%t], %x\n  %y = load @s[%u]\n}\n";
+
+    fn span_of(needle: &str) -> Span {
+        let lo = SRC.find(needle).expect("needle");
+        Span::new(lo, lo + needle.len())
+    }
+
+    fn race() -> Diagnostic {
+        Diagnostic::error(DiagKind::Finding, "C0001", "data race")
+            .with_label(span_of("%y = load @s[%u]"), "read by thread 1")
+            .with_label(span_of("store @s[%t], %x"), "unordered with this write")
+            .with_note("in block (0, 0, 0)")
+            .with_help("add a barrier\nor a finer sync")
+    }
+
+    #[test]
+    fn a_race_shows_both_accesses_in_one_snippet_primary_first() {
+        let out = race().render("k.kir", SRC, false);
+        assert!(out.starts_with("error[C0001]: data race\n"), "{out}");
+        assert!(out.contains("--> k.kir:3:3"), "{out}");
+        assert!(out.contains("^^^^^^^^^^^^^^^^ read by thread 1"), "{out}");
+        assert!(
+            out.contains("---------------- unordered with this write"),
+            "{out}"
+        );
+        assert!(out.contains("= note: in block (0, 0, 0)"), "{out}");
+        // A multi-line help keeps its second line aligned under the first.
+        let help = out.lines().find(|l| l.contains("= help:")).expect("help");
+        let next = out.lines().skip_while(|l| !l.contains("= help:")).nth(1);
+        let col = help.find("add a barrier").expect("help text");
+        assert_eq!(next.map(|l| l.find("or a finer")), Some(Some(col)), "{out}");
+        assert!(!out.contains('\x1b'), "plain output has no escapes: {out}");
+    }
+
+    #[test]
+    fn colour_is_only_on_request() {
+        assert!(race().render("k.kir", SRC, true).contains("\x1b["));
+    }
+
+    #[test]
+    fn a_label_spanning_lines_is_drawn_over_both_lines() {
+        let lo = SRC.find("store").expect("store");
+        let hi = SRC.find("[%u]").expect("load") + 4;
+        let d = Diagnostic::user("E0001", "spans two lines").with_label(Span::new(lo, hi), "here");
+        let out = d.render("k.kir", SRC, false);
+        assert!(out.contains("2 |"), "{out}");
+        assert!(out.contains("3 |"), "{out}");
+        assert!(out.contains("|_") && out.contains("here"), "{out}");
+    }
+
+    #[test]
+    fn labels_without_a_location_and_empty_spans_still_render() {
+        let d = Diagnostic::user("E0002", "no location")
+            .with_label(Span::UNDEF, "built by a pass")
+            .with_label(Span::new(SRC.len(), SRC.len()), "at the end");
+        let out = d.render("k.kir", SRC, false);
+        assert!(out.contains("= built by a pass"), "{out}");
+        assert!(out.contains("at the end"), "{out}");
+    }
+
+    #[test]
+    fn json_names_both_labels_with_lines_columns_and_bytes() {
+        let j = race().to_json("k.kir", SRC).to_string();
+        let v: serde_json::Value = serde_json::from_str(&j).expect("valid JSON");
+        assert_eq!(v["code"], "C0001");
+        assert_eq!(v["severity"], "error");
+        assert_eq!(v["kind"], "finding");
+        let labels = v["labels"].as_array().expect("labels");
+        assert_eq!(labels.len(), 2);
+        assert_eq!(labels[0]["primary"], true);
+        assert_eq!(labels[0]["line"], 3);
+        assert_eq!(labels[0]["column"], 3);
+        assert_eq!(labels[0]["end_column"], 19);
+        assert_eq!(labels[1]["primary"], false);
+        assert_eq!(labels[1]["line"], 2);
+        let lo = SRC.find("store").expect("store");
+        assert_eq!(labels[1]["byte_start"], lo);
+        assert_eq!(labels[1]["byte_end"], lo + "store @s[%t], %x".len());
+        assert_eq!(v["notes"][0], "in block (0, 0, 0)");
+        assert_eq!(v["help"], "add a barrier\nor a finer sync");
+        let undef = Diagnostic::user("E0002", "x").with_label(Span::UNDEF, "m");
+        let u: serde_json::Value =
+            serde_json::from_str(&undef.to_json("f", SRC).to_string()).expect("JSON");
+        assert!(u["labels"][0]["line"].is_null() && u["help"].is_null());
+    }
 }

@@ -1,0 +1,265 @@
+//! What the integration tests share: parsing a kernel the test wrote (panicking with the
+//! rendered diagnostics), finding ops, the one seeded PRNG and random kernel generator
+//! (`smemsync::gen`, re-exported), and minimizers that shrink a failing case before it is
+//! reported.
+//!
+//! Minimizers:
+//! - [`shrink_text`]: delta debugging over the lines of a kernel (Zeller's ddmin, one pass per
+//!   chunk size, halving down to single lines, plus removal of whole `{ … }` blocks and of a
+//!   block's braces alone); a candidate counts only if it still parses, verifies and fails.
+//!   At most [`SHRINK_ATTEMPTS`] candidates are tried, for at most [`SHRINK_TIME`], each
+//!   costing one run of the property.
+//! - [`shrink_on_panic`]: runs a property that asserts; when it panics on a kernel, shrinks the
+//!   kernel with [`shrink_text`] and panics again with the first message and the smallest
+//!   failing kernel.
+//! - [`shrink_config`]: for seed-driven oracles, turns the generator's options down one at a
+//!   time (fewer statements, shallower nesting, fewer threads, features off) while the same
+//!   seed still fails; [`shrink_config_on_panic`] does it for a property that asserts. Unlike
+//!   [`shrink_text`] it keeps the generator's invariants (a barrier after every access).
+//!
+//! Each test crate uses part of this module.
+#![allow(
+    dead_code,
+    unused_imports,
+    reason = "each test crate uses a different part of the shared module"
+)]
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use smemsync::ir::{Kernel, Op, OpKind};
+
+pub use smemsync::r#gen::{
+    GenConfig, Rng, copy_paths_kernel_text, hazard_kernel_text, random_kernel, random_kernel_text,
+};
+
+/// Parses one kernel and runs the structural verifier, panicking with the rendered
+/// diagnostics and the source when either complains.
+pub fn parse_verified(src: &str) -> Kernel {
+    parse_verified_as("test", src)
+}
+
+/// [`parse_verified`] for a kernel read from the file `name` (which the diagnostics name).
+pub fn parse_verified_as(name: &str, src: &str) -> Kernel {
+    let k = smemsync::reader::parse_kernel(src)
+        .unwrap_or_else(|d| panic!("parse: {}\n{src}", d.render(name, src, false)));
+    let errs = smemsync::verify::verify(&k);
+    assert!(
+        errs.is_empty(),
+        "verify: {}\n{src}",
+        smemsync::diag::render_all(&errs, name, src, false)
+    );
+    k
+}
+
+/// The ops of `k` in program order whose kind satisfies `f`.
+pub fn ops_where(k: &Kernel, f: impl Fn(&OpKind) -> bool) -> Vec<Op> {
+    k.ops_in_order()
+        .into_iter()
+        .filter(|o| f(&k.ops[*o].kind))
+        .collect()
+}
+
+/// Most candidates a shrink tries.
+pub const SHRINK_ATTEMPTS: usize = 1000;
+
+/// Longest a shrink runs (the property may be slow); the smallest kernel so far is kept.
+pub const SHRINK_TIME: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Whether `text` parses and verifies: only such kernels are shrink candidates.
+fn valid(text: &str) -> bool {
+    smemsync::reader::parse_kernel(text).is_ok_and(|k| smemsync::verify::verify(&k).is_empty())
+}
+
+/// For each line, the index of the line closing the block it opens (a line ending in `{`).
+fn block_ends(lines: &[&str]) -> Vec<Option<usize>> {
+    let mut ends = vec![None; lines.len()];
+    let mut open = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_end();
+        if t.trim_start().starts_with('}')
+            && let Some(o) = open.pop()
+        {
+            ends[o] = Some(i);
+        }
+        if t.ends_with('{') {
+            open.push(i);
+        }
+    }
+    ends
+}
+
+/// Shrinks `text` to a kernel, as small as this search finds, that still parses, verifies and
+/// `fails`. `fails(text)` must hold on entry (it is not re-checked).
+pub fn shrink_text(text: &str, mut fails: impl FnMut(&str) -> bool) -> String {
+    let mut best: Vec<String> = text.lines().map(str::to_string).collect();
+    let mut attempts = 0;
+    let deadline = std::time::Instant::now() + SHRINK_TIME;
+    let mut try_lines = |cand: Vec<String>, attempts: &mut usize| -> Option<Vec<String>> {
+        *attempts += 1;
+        if std::time::Instant::now() > deadline {
+            *attempts = SHRINK_ATTEMPTS;
+            return None;
+        }
+        let t = cand.join("\n") + "\n";
+        (valid(&t) && fails(&t)).then_some(cand)
+    };
+    let mut progress = true;
+    while progress && attempts < SHRINK_ATTEMPTS {
+        progress = false;
+        // Whole blocks, then a block's braces alone (its body kept).
+        let refs: Vec<&str> = best.iter().map(String::as_str).collect();
+        let ends = block_ends(&refs);
+        for (open, end) in ends.iter().enumerate().rev() {
+            let Some(end) = *end else { continue };
+            if open == 0 || attempts >= SHRINK_ATTEMPTS {
+                continue;
+            }
+            let mut whole = best.clone();
+            whole.drain(open..=end);
+            let mut unwrapped = best.clone();
+            unwrapped.remove(end);
+            unwrapped.remove(open);
+            for cand in [whole, unwrapped] {
+                if let Some(b) = try_lines(cand, &mut attempts) {
+                    best = b;
+                    progress = true;
+                    break;
+                }
+            }
+            if progress {
+                break;
+            }
+        }
+        if progress {
+            continue;
+        }
+        // Chunks of lines, halving the chunk size down to one line.
+        let mut chunk = (best.len() / 2).max(1);
+        while chunk >= 1 && !progress && attempts < SHRINK_ATTEMPTS {
+            let mut start = 0;
+            while start + chunk <= best.len() && attempts < SHRINK_ATTEMPTS {
+                let mut cand = best.clone();
+                cand.drain(start..start + chunk);
+                if let Some(b) = try_lines(cand, &mut attempts) {
+                    best = b;
+                    progress = true;
+                } else {
+                    start += chunk;
+                }
+            }
+            chunk /= 2;
+        }
+    }
+    best.join("\n") + "\n"
+}
+
+/// The message of a panic payload.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "panic".into())
+}
+
+/// Runs `property` on the kernel `text` and returns its result; when it panics, shrinks the
+/// kernel to a smaller one on which it still panics and panics with both messages and the
+/// shrunk kernel. While shrinking, the panic hook is silenced (the candidates' panics are
+/// expected), and restored before the final panic.
+pub fn shrink_on_panic<R>(text: &str, property: impl Fn(&str) -> R) -> R {
+    let first = match catch_unwind(AssertUnwindSafe(|| property(text))) {
+        Ok(r) => return r,
+        Err(p) => panic_message(p.as_ref()),
+    };
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let small = shrink_text(text, |t| {
+        catch_unwind(AssertUnwindSafe(|| {
+            property(t);
+        }))
+        .is_err()
+    });
+    let again = catch_unwind(AssertUnwindSafe(|| {
+        property(&small);
+    }))
+    .err()
+    .map(|p| panic_message(p.as_ref()))
+    .unwrap_or_default();
+    std::panic::set_hook(hook);
+    panic!(
+        "{first}\n\n--- shrunk to {} of {} lines, which fails with ---\n{again}\n--- shrunk kernel ---\n{small}",
+        small.lines().count(),
+        text.lines().count()
+    );
+}
+
+/// Turns the options of `cfg` down one at a time while `fails` (the oracle on the same seed)
+/// still holds; returns the smallest failing configuration found. `fails(cfg)` must hold on
+/// entry, and should recognise the same failure (not any failure): a feature turned off may
+/// make an oracle refuse the case for another reason. `barriers` is never changed: it decides
+/// what a case promises, not its size. Each step keeps a change only if the case still fails.
+pub fn shrink_config(cfg: &GenConfig, mut fails: impl FnMut(&GenConfig) -> bool) -> GenConfig {
+    type Step = fn(&mut GenConfig) -> bool;
+    let steps: [Step; 10] = [
+        |c| dec(&mut c.max_stmts, 1),
+        |c| dec(&mut c.max_depth, 0),
+        |c| dec(&mut c.phases, 0),
+        |c| {
+            let lo = c.min_threads.max(1);
+            c.max_threads > lo && {
+                c.max_threads = (c.max_threads / 2).max(lo);
+                true
+            }
+        },
+        |c| std::mem::take(&mut c.atomics),
+        |c| std::mem::take(&mut c.slots),
+        |c| std::mem::take(&mut c.async_copies),
+        |c| std::mem::take(&mut c.params),
+        |c| std::mem::take(&mut c.collectives),
+        |c| std::mem::take(&mut c.pipeline),
+    ];
+    let mut best = cfg.clone();
+    let mut progress = true;
+    while progress {
+        progress = false;
+        for step in steps {
+            let mut cand = best.clone();
+            if step(&mut cand) && fails(&cand) {
+                best = cand;
+                progress = true;
+            }
+        }
+    }
+    best
+}
+
+/// Runs `property` on the generator options `cfg` (it generates its kernel from them with a
+/// seed of its own); when it panics, shrinks the options with [`shrink_config`] to the
+/// smallest on which it still panics and panics with both messages and the shrunk options.
+/// The panic hook is silenced while shrinking, as in [`shrink_on_panic`].
+pub fn shrink_config_on_panic<R>(cfg: &GenConfig, property: impl Fn(&GenConfig) -> R) -> R {
+    let first = match catch_unwind(AssertUnwindSafe(|| property(cfg))) {
+        Ok(r) => return r,
+        Err(p) => panic_message(p.as_ref()),
+    };
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let panics = |c: &GenConfig| {
+        catch_unwind(AssertUnwindSafe(|| {
+            property(c);
+        }))
+        .err()
+        .map(|p| panic_message(p.as_ref()))
+    };
+    let small = shrink_config(cfg, |c| panics(c).is_some());
+    let again = panics(&small).unwrap_or_default();
+    std::panic::set_hook(hook);
+    panic!("{first}\n\n--- shrunk to {small:?}, which fails with ---\n{again}");
+}
+
+/// Decrements `x` if it is above `floor`; whether it did.
+fn dec(x: &mut u32, floor: u32) -> bool {
+    *x > floor && {
+        *x -= 1;
+        true
+    }
+}
