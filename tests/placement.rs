@@ -142,7 +142,7 @@ fn opts(s: Strategy) -> PlaceOptions {
 /// Re-checks a placement independently of the placer: the synchronized kernel must have no
 /// hazard left that its syncs do not remove (placing again inserts nothing).
 pub fn recheck(k: &Kernel, plan: &SyncPlan, target: &Target) {
-    let out = apply(k, plan);
+    let out = apply(k, plan).expect("plan anchored in its kernel");
     assert!(smemsync::verify::verify(&out).is_empty());
     let again =
         place_barriers(&out, target, &opts(Strategy::Optimal)).expect("re-placement succeeds");
@@ -173,7 +173,7 @@ pub fn recheck(k: &Kernel, plan: &SyncPlan, target: &Target) {
 /// races and deadlocks fail; returns whether the checker proved or checked the kernel.
 pub fn race_check(k: &Kernel, plan: &SyncPlan, target: &Target) -> bool {
     use smemsync::check::{CheckOptions, Verdict, check_race_free};
-    let out = apply(k, plan);
+    let out = apply(k, plan).expect("plan anchored in its kernel");
     let opts = CheckOptions {
         target: Some(*target),
         schedules: 2,
@@ -249,7 +249,7 @@ fn optimal_equals_exhaustive_and_never_exceeds_naive_on_random_kernels() {
             for n in 0..opt.plan.len() {
                 // Trip counts 3 and 0, flag on and off (a barrier may be needed only when a
                 // loop or a uniform branch is skipped).
-                let mutant = apply(&k, &opt.plan.without(n));
+                let mutant = apply(&k, &opt.plan.without(n)).expect("plan anchored in its kernel");
                 let raced = [(3, 1), (0, 1), (3, 0)].iter().any(|&(trips, flag)| {
                     let o = smemsync::check::CheckOptions {
                         target: Some(target),
@@ -358,7 +358,9 @@ fn warp_uniform_branches_get_warp_syncs_that_the_oracles_agree_with() {
                 n.err()
             ),
         };
-        if warp_sync_in_lo_arm(&smemsync::emit::text::print_kernel(&apply(&k, &opt.plan))) {
+        if warp_sync_in_lo_arm(&smemsync::emit::text::print_kernel(
+            &apply(&k, &opt.plan).expect("plan anchored in its kernel"),
+        )) {
             in_arm += 1;
         }
         recheck(&k, &opt.plan, &target);
@@ -403,7 +405,9 @@ fn every_example_kernel_synchronizes() {
             for t in ["gfx942", "sm_90", "gfx1250"] {
                 let target = Target::from_name(t).expect("known");
                 if let Ok(p) = place_barriers(k, &target, &opts(Strategy::Optimal)) {
-                    let text = smemsync::emit::text::print_kernel(&apply(k, &p.plan));
+                    let text = smemsync::emit::text::print_kernel(
+                        &apply(k, &p.plan).expect("plan anchored in its kernel"),
+                    );
                     let back = smemsync::reader::parse_kernel(&text).expect("output parses");
                     assert_eq!(
                         smemsync::emit::text::print_kernel(&back),
@@ -548,13 +552,17 @@ fn plan_without_one_edit_drops_exactly_that_edit() {
     for n in 0..p.plan.len() {
         let w = p.plan.without(n);
         assert_eq!(w.len(), p.plan.len() - 1);
-        let printed = smemsync::emit::text::print_kernel(&apply(&k, &w));
+        let printed = smemsync::emit::text::print_kernel(
+            &apply(&k, &w).expect("plan anchored in its kernel"),
+        );
         let count = |s: &str| {
             s.lines()
                 .filter(|l| l.trim() == "barrier" || l.trim() == "warp_sync")
                 .count()
         };
-        let full = smemsync::emit::text::print_kernel(&apply(&k, &p.plan));
+        let full = smemsync::emit::text::print_kernel(
+            &apply(&k, &p.plan).expect("plan anchored in its kernel"),
+        );
         assert_eq!(count(&printed) + 1, count(&full));
     }
 }
