@@ -25,8 +25,9 @@ pub struct Location {
 }
 
 impl Location {
-    /// Where `span` starts in `source`; `None` for a span built by a pass (no source).
-    pub(crate) fn of(source: &str, span: Span) -> Option<Location> {
+    /// Where `span` starts in `source` (a label's span, say); `None` for a span built by a
+    /// pass, which has no source.
+    pub fn of_span(source: &str, span: Span) -> Option<Location> {
         if span.is_undef() || span.lo as usize > source.len() {
             return None;
         }
@@ -39,7 +40,7 @@ impl Location {
 
     /// Where the primary label of `d` points in `source`.
     pub(crate) fn of_diagnostic(source: &str, d: &Diagnostic) -> Option<Location> {
-        Location::of(source, d.primary_span()?)
+        Location::of_span(source, d.primary_span()?)
     }
 }
 

@@ -37,14 +37,26 @@ impl Program {
         self.kernels.is_empty()
     }
 
-    /// The program with only the kernel named `name` (with or without `@`), if there is one.
-    pub fn select(&self, name: &str) -> Option<Program> {
+    /// The program with only the kernel named `name` (with or without `@`); naming no kernel
+    /// of the program is bad input (E0172) that lists the kernels it holds.
+    pub fn select(&self, name: &str) -> Result<Program, Error> {
         let name = name.trim_start_matches('@');
-        let k = self.kernels.iter().find(|k| k.name == name)?;
-        Some(Program {
-            kernels: vec![k.clone()],
-            source: self.source.clone(),
-        })
+        match self.kernels.iter().find(|k| k.name == name) {
+            Some(k) => Ok(Program {
+                kernels: vec![k.clone()],
+                source: self.source.clone(),
+            }),
+            None => {
+                let names: Vec<String> = self
+                    .kernels
+                    .iter()
+                    .map(|k| format!("@{}", k.name))
+                    .collect();
+                let d = Diagnostic::user("E0172", format!("no kernel @{name} in this source"))
+                    .with_note(format!("it holds {}", names.join(", ")));
+                Err(Error::new(vec![d], self.source.clone()))
+            }
+        }
     }
 
     /// The target the kernels declare (`target "…"` in a kernel header, which

@@ -245,7 +245,7 @@ fn outcome(k: &Kernel, r: &CheckReport, src: &str) -> Outcome {
 fn access(k: &Kernel, s: &AccessSite, src: &str) -> Access {
     Access {
         op: crate::emit::text::op_label(k, s.op),
-        location: Location::of(src, s.span),
+        location: Location::of_span(src, s.span),
         kind: match s.kind {
             AccKind::Read => AccessKind::Read,
             AccKind::Write => AccessKind::Write,
