@@ -36,6 +36,10 @@ fn errors_convert_into_box_dyn_error_and_display_their_location() {
     let at = e.location(d).expect("a located diagnostic");
     assert_eq!((at.line, at.column), (2, 8));
     assert!(e.render("k.kir", false).contains("--> k.kir:2:8"));
+    assert_eq!(
+        format!("{e:?}"),
+        r#"Error { kind: Input, diagnostics: ["2:8: error[E0150]: unknown op `frobnicate`"] }"#
+    );
     // A single diagnostic is an error too.
     let boxed: Box<dyn std::error::Error> = Box::new(d.clone());
     assert_eq!(boxed.to_string(), "error[E0150]: unknown op `frobnicate`");

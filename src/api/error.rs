@@ -88,7 +88,7 @@ impl ErrorKind {
 }
 
 /// Every failure of the facade: one or more diagnostics and the source they point into.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Error {
     diagnostics: Vec<Diagnostic>,
     source: Arc<str>,
@@ -136,6 +136,17 @@ impl Error {
         Location::of_diagnostic(&self.source, d)
     }
 
+    /// Each diagnostic in one line, prefixed with `LINE:COLUMN: ` when it has a location.
+    fn located_lines(&self) -> Vec<String> {
+        self.diagnostics
+            .iter()
+            .map(|d| match self.location(d) {
+                Some(at) => format!("{at}: {d}"),
+                None => d.to_string(),
+            })
+            .collect()
+    }
+
     /// The diagnostics rendered against the source, as the CLI prints them: the message, the
     /// labelled source lines, notes and help. `file_name` names the source in the output;
     /// `color` adds ANSI colour escapes.
@@ -148,20 +159,22 @@ impl Error {
 /// diagnostic has none). [`Error::render`] shows the source lines too.
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, d) in self.diagnostics.iter().enumerate() {
-            if i > 0 {
-                writeln!(f)?;
-            }
-            match self.location(d) {
-                Some(at) => write!(f, "{at}: {d}")?,
-                None => write!(f, "{d}")?,
-            }
-        }
-        Ok(())
+        f.write_str(&self.located_lines().join("\n"))
     }
 }
 
 impl std::error::Error for Error {}
+
+/// The kind and the located one-line diagnostics, without the source text (which can be a
+/// whole file): what `fn main() -> Result<(), Box<dyn Error>>` prints on failure.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("kind", &self.kind)
+            .field("diagnostics", &self.located_lines())
+            .finish()
+    }
+}
 
 /// One line: `error[CODE]: message` (`warning[…]`, `note[…]` by severity). The span needs the
 /// source to be shown: [`Error::render`] or `Diagnostic::render` do that.
