@@ -56,8 +56,8 @@
 //! Cargo features: `cli` (default) builds the `smemsync` command-line tool; a library user
 //! writes `default-features = false` and compiles neither it nor `clap`. `internals` exposes
 //! the modules behind the facade, `#[doc(hidden)]` and without stability promise, to the CLI,
-//! the tests, the fuzz targets and the benches. The data flow they implement is in
-//! `docs/library.md` and DESIGN.md.
+//! the tests and the fuzz targets. `docs/library.md` is the guide to this API (and to the
+//! Python package built on it); README.md and `docs/` describe the pipeline behind it.
 #![warn(missing_docs)]
 #![cfg_attr(
     not(feature = "internals"),
@@ -88,7 +88,7 @@ internal_modules!(
     analysis, check, diag, emit, ir, reader, sync, target, transform, verify
 );
 
-// Random kernel generators (tests, fuzz targets, benches).
+// Random kernel generators (tests, fuzz targets).
 #[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod r#gen;
