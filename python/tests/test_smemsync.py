@@ -43,6 +43,7 @@ def test_str_of_a_sync_result_is_the_text_with_the_explanation_as_comments():
     assert s.startswith(r.text.rstrip("\n"))
     assert "// @transpose sync #0: barrier before `%y = load @tile[%tx, %ty]`" in s
     assert "//   RAW @tile" in s
+    assert smemsync.check(s).race_free  # the comments keep it a kernel file
 
 
 def test_without_explain_the_hazards_are_left_out():
