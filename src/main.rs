@@ -85,19 +85,23 @@ fn main() {
             std::process::exit(code);
         }
     };
-    // Analyses recurse along value definitions (an unrolled chain of 10^5 adds is a valid
-    // kernel) and over nesting (bounded by the verifier): run them on a thread whose stack
-    // such inputs cannot exhaust. Only the pages touched are committed.
+    std::process::exit(guarded(move || dispatch(&cli.command)));
+}
+
+/// Runs a command and returns its exit code, or 3 (internal error) if it panics: the panic
+/// message is already on stderr. Analyses recurse along value definitions (an unrolled chain
+/// of 10^5 adds is a valid kernel) and over nesting (bounded by the verifier): the command
+/// runs on a thread whose stack such inputs cannot exhaust. Only the pages touched are
+/// committed.
+fn guarded(command: impl FnOnce() -> i32 + Send + 'static) -> i32 {
     let worker = std::thread::Builder::new()
         .name("smemsync".into())
         .stack_size(WORKER_STACK)
-        .spawn(move || dispatch(&cli.command));
-    let code = match worker.map(|h| h.join()) {
+        .spawn(command);
+    match worker.map(|h| h.join()) {
         Ok(Ok(code)) => code,
-        // The panic message is already on stderr.
         _ => cli::EXIT_INTERNAL,
-    };
-    std::process::exit(code);
+    }
 }
 
 /// Stack of the worker thread: 1 GiB of address space.
@@ -130,5 +134,26 @@ fn dispatch(command: &Command) -> i32 {
         Command::Check(a) => cli::check::run(a),
         Command::Run(a) => cli::run::run(a),
         Command::Emit(a) => cli::emit::run(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_command_exits_3_and_others_keep_their_code() {
+        assert_eq!(guarded(|| panic!("a bug")), cli::EXIT_INTERNAL);
+        assert_eq!(guarded(|| 1), 1);
+        assert_eq!(guarded(|| cli::EXIT_OK), 0);
+    }
+
+    #[test]
+    fn a_verifier_error_after_a_pass_exits_3() {
+        use smemsync::diag::{DiagKind, Diagnostic};
+        let bug = Diagnostic::error(DiagKind::Verifier, "V0002", "a pass broke the IR");
+        let race = Diagnostic::error(DiagKind::Finding, "C0001", "a race");
+        assert_eq!(cli::exit_code(std::slice::from_ref(&race)), 1);
+        assert_eq!(cli::exit_code(&[race, bug]), 3);
     }
 }

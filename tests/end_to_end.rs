@@ -133,7 +133,8 @@ fn every_barrier_the_placer_needs_is_caught_missing_by_the_checker() {
                 if !needed {
                     continue;
                 }
-                let mutant = apply(&s.with_waits, &p.plan.without(i));
+                let mutant =
+                    apply(&s.with_waits, &p.plan.without(i)).expect("plan anchored in its kernel");
                 let mut o = check_opts(&target);
                 o.schedules = 4;
                 let r = check_race_free(&mutant, &o);

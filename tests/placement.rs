@@ -28,7 +28,7 @@ fn opts(s: Strategy) -> PlaceOptions {
 /// Re-checks a placement independently of the placer: the synchronized kernel must have no
 /// hazard left that its syncs do not remove (placing again inserts nothing).
 pub fn recheck(k: &Kernel, plan: &SyncPlan, target: &Target) {
-    let out = apply(k, plan);
+    let out = apply(k, plan).expect("plan anchored in its kernel");
     assert!(smemsync::verify::verify(&out).is_empty());
     let again =
         place_barriers(&out, target, &opts(Strategy::Optimal)).expect("re-placement succeeds");
@@ -59,7 +59,7 @@ pub fn recheck(k: &Kernel, plan: &SyncPlan, target: &Target) {
 /// races and deadlocks fail; returns whether the checker proved or checked the kernel.
 pub fn race_check(k: &Kernel, plan: &SyncPlan, target: &Target) -> bool {
     use smemsync::check::{CheckOptions, Verdict, check_race_free};
-    let out = apply(k, plan);
+    let out = apply(k, plan).expect("plan anchored in its kernel");
     let opts = CheckOptions {
         target: Some(*target),
         schedules: 2,
@@ -342,7 +342,9 @@ fn every_example_kernel_synchronizes() {
             for t in ["gfx942", "sm_90", "gfx1250"] {
                 let target = Target::from_name(t).expect("known");
                 if let Ok(p) = place_barriers(k, &target, &opts(Strategy::Optimal)) {
-                    let text = smemsync::emit::text::print_kernel(&apply(k, &p.plan));
+                    let text = smemsync::emit::text::print_kernel(
+                        &apply(k, &p.plan).expect("plan anchored in its kernel"),
+                    );
                     let back = smemsync::reader::parse_kernel(&text).expect("output parses");
                     assert_eq!(
                         smemsync::emit::text::print_kernel(&back),
@@ -487,13 +489,17 @@ fn plan_without_one_edit_drops_exactly_that_edit() {
     for n in 0..p.plan.len() {
         let w = p.plan.without(n);
         assert_eq!(w.len(), p.plan.len() - 1);
-        let printed = smemsync::emit::text::print_kernel(&apply(&k, &w));
+        let printed = smemsync::emit::text::print_kernel(
+            &apply(&k, &w).expect("plan anchored in its kernel"),
+        );
         let count = |s: &str| {
             s.lines()
                 .filter(|l| l.trim() == "barrier" || l.trim() == "warp_sync")
                 .count()
         };
-        let full = smemsync::emit::text::print_kernel(&apply(&k, &p.plan));
+        let full = smemsync::emit::text::print_kernel(
+            &apply(&k, &p.plan).expect("plan anchored in its kernel"),
+        );
         assert_eq!(count(&printed) + 1, count(&full));
     }
 }

@@ -628,7 +628,10 @@ fn the_plan_in_the_placer_format_applies_identically() {
                 continue;
             };
             let a = print(&apply_waits(&k, &plan).kernel);
-            let b = print(&smemsync::ir::edit::apply(&k, &plan.to_sync_plan(&k)));
+            let b = print(
+                &smemsync::ir::edit::apply(&k, &plan.to_sync_plan(&k))
+                    .expect("plan anchored in its kernel"),
+            );
             assert_eq!(a, b);
         }
     }
@@ -787,7 +790,8 @@ fn full_pipeline_outputs_and_their_mutants() {
         let plan = plan_waits(&k, &tg).unwrap();
         let waited = apply_waits(&k, &plan);
         let barriers = place_barriers(&waited.kernel, &tg, &PlaceOptions::default()).unwrap();
-        let fin = smemsync::ir::edit::apply(&waited.kernel, &barriers.plan);
+        let fin = smemsync::ir::edit::apply(&waited.kernel, &barriers.plan)
+            .expect("plan anchored in its kernel");
         assert!(smemsync::verify::verify(&fin).is_empty());
         assert!(!unsafe_async(&fin, &tg));
         if let Some(ok) = independent_race_free(&fin, &tg) {

@@ -604,7 +604,7 @@ fn label(k: &Kernel, d: Diagnostic, op: Op, msg: String) -> Diagnostic {
 }
 
 /// Finds every hazard using precomputed footprints (nearest-first: hazards that a nearer
-/// source's hazard implies are not built, see [`nearest_blockers`]).
+/// source's hazard implies are not built, see `nearest_blockers`).
 pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
     find_hazards_pruned(fp, target, true)
 }

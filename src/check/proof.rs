@@ -12,7 +12,7 @@
 //!    under thread-dependent control (so every thread executes the same sequence of barriers,
 //!    and consecutive barrier executions delimit *intervals*). Other sync ops are ignored
 //!    for ordering (dropping ordering only adds pairs), but each must be one whose deadlock
-//!    freedom and protocol [`super::proof_syncs`] establishes, else the proof declines. Collective accesses conflict with everything on
+//!    freedom and protocol `proof_syncs` establishes, else the proof declines. Collective accesses conflict with everything on
 //!    their buffer in an interval, except collectives sharing layout and shape on slot views.
 //! 2. Interval starts: a forward dataflow over the region tree computes, for each access, the
 //!    set of static starts (kernel entry or a barrier) from which it is reachable without

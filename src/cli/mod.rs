@@ -6,7 +6,6 @@
 pub mod bench;
 pub mod check;
 pub mod emit;
-pub mod explain;
 pub mod fmt;
 pub mod pipeline;
 pub mod plan_smem;
@@ -17,27 +16,18 @@ pub mod waits;
 use std::io::{IsTerminal, Read};
 use std::sync::OnceLock;
 
-use smemsync::diag::{DiagKind, Diagnostic, Severity, render_all};
+use smemsync::diag::{Diagnostic, render_all};
 use smemsync::target::{Limits, Target};
 
 pub const EXIT_OK: i32 = 0;
-pub const EXIT_FINDING: i32 = 1;
 pub const EXIT_USER: i32 = 2;
 pub const EXIT_INTERNAL: i32 = 3;
 
-/// The one place exit codes are decided from diagnostics: the worst of the errors (3 a pass
-/// broke an invariant, 2 bad input or usage, 1 a finding); 0 when there are only warnings.
+/// Exit codes from diagnostics: the worst of the errors (3 a pass broke an invariant, 2 bad
+/// input or usage, 1 a finding); 0 when there are only warnings. The library decides the kind
+/// (`smemsync::ErrorKind::of`), so the CLI and library users classify failures alike.
 pub fn exit_code(diags: &[Diagnostic]) -> i32 {
-    diags
-        .iter()
-        .filter(|d| d.severity == Severity::Error)
-        .map(|d| match d.kind {
-            DiagKind::Finding => EXIT_FINDING,
-            DiagKind::User => EXIT_USER,
-            DiagKind::Verifier => EXIT_INTERNAL,
-        })
-        .max()
-        .unwrap_or(EXIT_OK)
+    smemsync::ErrorKind::of(diags).map_or(EXIT_OK, smemsync::ErrorKind::exit_code)
 }
 
 /// An input file: its display name and text. `-` reads standard input.

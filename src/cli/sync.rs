@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use smemsync::analysis::footprint::Footprints;
 use smemsync::analysis::hazards::{Carry, Hazard};
+use smemsync::emit::explain::{Namer, buffer_name, explain_hazard};
 use smemsync::ir::edit::Anchor;
 use smemsync::sync::driver::{Synchronized, synchronize, without_inserted};
 use smemsync::sync::waits::Anchor as WaitAnchor;
@@ -21,7 +22,6 @@ use smemsync::{Diagnostic, Kernel};
 
 use smemsync::diag::json::Json;
 
-use super::explain::Namer;
 use super::{
     EXIT_OK, MessageFormat, exit_code, fail, load_for_target, parse_bounds, read_input, report,
     required_target,
@@ -65,57 +65,6 @@ pub struct SyncArgs {
     pub no_warp_sync: bool,
     #[command(flatten)]
     pub output: super::FormatArgs,
-}
-
-fn buffer_name(k: &Kernel, h: &Hazard) -> String {
-    let e = smemsync::ir::effects(k, h.dst.op);
-    e.shared.get(h.dst.index).map_or_else(String::new, |a| {
-        format!("@{}", k.buffers[k.root_buffer(a.mem)].name)
-    })
-}
-
-/// One line explaining a hazard.
-pub fn explain_hazard(k: &Kernel, fp: &Footprints, names: &Namer, h: &Hazard) -> String {
-    let mut s = format!(
-        "{} {} {} -> {}",
-        h.kind.name(),
-        buffer_name(k, h),
-        names.op(h.src.op),
-        names.op(h.dst.op)
-    );
-    if h.src_at != h.src.op {
-        s.push_str(&format!(" (copy visible at {})", names.op(h.src_at)));
-    }
-    match h.carry {
-        Carry::Forward => s.push_str(", same iteration"),
-        Carry::Carried {
-            loop_op,
-            min_distance,
-            ..
-        } => s.push_str(&format!(
-            ", carried by {} at distance {min_distance}",
-            names.op(loop_op)
-        )),
-    }
-    if let Some(w) = h.witness {
-        let who = |x: smemsync::analysis::footprint::Who| match x {
-            smemsync::analysis::footprint::Who::One(t) => format!("thread {t}"),
-            smemsync::analysis::footprint::Who::Lane { pos, .. } => {
-                format!("layout position {pos}")
-            }
-            smemsync::analysis::footprint::Who::Many(_) => "several threads".to_string(),
-        };
-        s.push_str(&format!(
-            ", e.g. {} by {} and {}",
-            fp.describe_unit(w.unit),
-            who(w.a),
-            who(w.b)
-        ));
-    }
-    if h.intra_warp {
-        s.push_str(", within one warp");
-    }
-    s
 }
 
 pub fn run(args: &SyncArgs) -> i32 {
@@ -246,7 +195,7 @@ fn render(
 
 /// The `--explain` comments: each inserted wait and why, each inserted barrier and the hazards
 /// it removes, and the hazards the input's own syncs already remove. Ops and points are named as
-/// the source reads (`explain::Namer`).
+/// the source reads (`emit::explain::Namer`).
 fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> String {
     let mut text = String::new();
     let in_names = Namer::new(input, src);

@@ -17,24 +17,30 @@ use json::Json;
 /// A half-open byte range in a source text. `Span::UNDEF` marks IR built by passes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Span {
+    /// First byte.
     pub lo: u32,
+    /// One past the last byte.
     pub hi: u32,
 }
 
 impl Span {
+    /// The span of IR built by a pass: no source.
     pub const UNDEF: Span = Span {
         lo: u32::MAX,
         hi: u32::MAX,
     };
+    /// The bytes `lo..hi`.
     pub fn new(lo: usize, hi: usize) -> Span {
         Span {
             lo: lo as u32,
             hi: hi as u32,
         }
     }
+    /// Whether this is [`Span::UNDEF`].
     pub fn is_undef(self) -> bool {
         self == Span::UNDEF
     }
+    /// The smallest span covering both (an undefined one is ignored).
     pub fn to(self, other: Span) -> Span {
         if self.is_undef() {
             return other;
@@ -49,10 +55,14 @@ impl Span {
     }
 }
 
+/// How serious a diagnostic is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Severity {
+    /// The operation failed.
     Error,
+    /// The operation succeeded, possibly at a cost (e.g. a conservative answer).
     Warning,
+    /// Information.
     Note,
 }
 
@@ -67,26 +77,38 @@ pub enum DiagKind {
     Finding,
 }
 
+/// A message attached to a span of the source.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Label {
+    /// Where.
     pub span: Span,
+    /// What about it.
     pub message: String,
+    /// The first label, where the diagnostic points; others are secondary.
     pub primary: bool,
 }
 
 /// A diagnostic with a stable code, labels on the source, notes and an optional fix hint.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Diagnostic {
+    /// Error, warning or note.
     pub severity: Severity,
+    /// Whose fault: the input, a pass, or a finding.
     pub kind: DiagKind,
+    /// A stable code: `E…` input, `V…` verifier, `C…` checker, `W…` warnings.
     pub code: &'static str,
+    /// One line saying what is wrong.
     pub message: String,
+    /// Spans of the source with messages; the first is primary.
     pub labels: Vec<Label>,
+    /// Further explanation, one entry per note.
     pub notes: Vec<String>,
+    /// What to change, when known.
     pub help: Option<String>,
 }
 
 impl Diagnostic {
+    /// An error of a kind.
     pub fn error(kind: DiagKind, code: &'static str, message: impl Into<String>) -> Self {
         Diagnostic {
             severity: Severity::Error,
@@ -98,15 +120,18 @@ impl Diagnostic {
             help: None,
         }
     }
+    /// An error in the input.
     pub fn user(code: &'static str, message: impl Into<String>) -> Self {
         Self::error(DiagKind::User, code, message)
     }
+    /// A warning of a kind.
     pub fn warning(kind: DiagKind, code: &'static str, message: impl Into<String>) -> Self {
         Diagnostic {
             severity: Severity::Warning,
             ..Self::error(kind, code, message)
         }
     }
+    /// Adds a label (the first one added is primary).
     pub fn with_label(mut self, span: Span, message: impl Into<String>) -> Self {
         let primary = self.labels.is_empty();
         self.labels.push(Label {
@@ -116,14 +141,17 @@ impl Diagnostic {
         });
         self
     }
+    /// Adds a note.
     pub fn with_note(mut self, note: impl Into<String>) -> Self {
         self.notes.push(note.into());
         self
     }
+    /// Sets the help.
     pub fn with_help(mut self, help: impl Into<String>) -> Self {
         self.help = Some(help.into());
         self
     }
+    /// The span of the primary label.
     pub fn primary_span(&self) -> Option<Span> {
         self.labels.iter().find(|l| l.primary).map(|l| l.span)
     }

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use super::entities::{Op, Region};
 use super::kernel::Kernel;
 use super::ops::OpKind;
-use crate::diag::Span;
+use crate::diag::{DiagKind, Diagnostic, Span};
 
 /// Where in a region an edit goes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -173,18 +173,28 @@ impl SyncPlan {
     }
 }
 
-/// Materializes a plan on a copy of `k`. Edits whose anchor is not in `k` are skipped (a plan
-/// for another kernel is a caller bug; the verifier of the result will not notice it, so
-/// callers build plans from the same kernel).
-pub fn apply(k: &Kernel, plan: &SyncPlan) -> Kernel {
+/// Materializes a plan on a copy of `k`. Every edit must be anchored in `k` (plans are built
+/// from the kernel they are applied to): an edit whose op or region is not placed in `k` is a
+/// bug in the pass that made the plan, reported as a verifier error (V0002) naming the first
+/// such edit, and nothing is applied.
+pub fn apply(k: &Kernel, plan: &SyncPlan) -> Result<Kernel, Diagnostic> {
     let mut out = k.clone();
     let pos = op_positions(k);
     // Group insertions per region and gap, keeping plan order within a gap.
     let mut per_region: HashMap<Region, Vec<(usize, usize, OpKind)>> = HashMap::new();
     for (n, e) in plan.edits.iter().enumerate() {
-        if let Some((r, g)) = e.at.resolve(k, &pos) {
-            per_region.entry(r).or_default().push((g, n, e.op.clone()));
-        }
+        let Some((r, g)) = e.at.resolve(k, &pos) else {
+            return Err(Diagnostic::error(
+                DiagKind::Verifier,
+                "V0002",
+                format!(
+                    "edit #{n} of a sync plan is anchored at {:?}, which is not in @{}",
+                    e.at.anchor, k.name
+                ),
+            )
+            .with_note("a plan must be applied to the kernel it was computed for"));
+        };
+        per_region.entry(r).or_default().push((g, n, e.op.clone()));
     }
     for (r, mut ins) in per_region {
         ins.sort_by_key(|&(g, n, _)| (g, n));
@@ -210,5 +220,44 @@ pub fn apply(k: &Kernel, plan: &SyncPlan) -> Kernel {
         }
         out.regions[r].ops = new_ops;
     }
-    out
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "kernel @k(%o: global f32[64]) block(64) {
+  shared @s : f32[64]
+  %t = tid.x
+  %r = sub 63, %t
+  %x = load @s[%r]
+  gstore %o[%t], %x
+}
+";
+
+    fn edit(at: ProgramPoint) -> Edit {
+        Edit {
+            at,
+            op: OpKind::Barrier,
+            reason: EditReason::Other("test".into()),
+        }
+    }
+
+    #[test]
+    fn an_edit_anchored_at_an_op_the_kernel_does_not_place_is_an_error() {
+        let mut k = crate::reader::parse_kernel(SRC).unwrap();
+        // In the arena but in no region: a plan made for another kernel names such ops.
+        let stray = k.new_op(OpKind::Barrier, &[], vec![]);
+        let placed = k.regions[k.body].ops[2];
+        let plan = SyncPlan {
+            edits: vec![edit(ProgramPoint::before(placed)), edit(ProgramPoint::after(stray))],
+        };
+        let err = apply(&k, &plan).unwrap_err();
+        assert_eq!((err.code, err.kind), ("V0002", DiagKind::Verifier));
+        assert!(err.message.starts_with("edit #1 "), "{}", err.message);
+        // The valid edit alone applies: one more op in the body.
+        let ok = apply(&k, &SyncPlan { edits: plan.edits[..1].to_vec() }).unwrap();
+        assert_eq!(ok.regions[ok.body].ops.len(), k.regions[k.body].ops.len() + 1);
+    }
 }

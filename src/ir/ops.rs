@@ -141,6 +141,10 @@ name_enum!(
 name_enum!(
     /// Hardware wait counters (AMD). `vmcnt`/`lgkmcnt`/`expcnt` on gfx9; `loadcnt`,
     /// `storecnt`, `dscnt`, `kmcnt`, `asynccnt`, `tensorcnt` on gfx12 and gfx1250.
+    #[cfg_attr(
+        not(feature = "internals"),
+        expect(clippy::enum_variant_names, reason = "the ISA's counter names all end in cnt")
+    )]
     Counter {
         VmCnt = "vmcnt", LgkmCnt = "lgkmcnt", ExpCnt = "expcnt", DsCnt = "dscnt",
         LoadCnt = "loadcnt", StoreCnt = "storecnt", KmCnt = "kmcnt", AsyncCnt = "asynccnt",

@@ -76,7 +76,7 @@ pub fn synchronize(
     let waits = plan_waits(k, target)?;
     let with_waits = apply_waits(k, &waits).kernel;
     let placement = place_barriers(&with_waits, target, opts)?;
-    let mut kernel = apply(&with_waits, &placement.plan);
+    let mut kernel = apply(&with_waits, &placement.plan).map_err(|d| vec![d])?;
     let mut split = None;
     if target.split_barriers {
         let dep = thread_dependent_values(&kernel);

@@ -1,13 +1,16 @@
 //! How `--explain` names ops and program points for a reader of the source: an op by its own
 //! text and line (`` `%s = shr 128, %i` (line 14) ``, from `emit::text::op_label`), a region by
 //! the op that opens it ("the loop body of `for %i = 0 to 8 step 1` (line 13)"), and a point at
-//! the edge of a region as "at the top of" or "at the end of" that region.
+//! the edge of a region as "at the top of" or "at the end of" that region; a hazard as one line
+//! ([`explain_hazard`]). Used by `smemsync sync --explain` and the library's
+//! `Synchronized` report. Complexity: O(ops) to build a [`Namer`], O(line length) per name.
 
-use smemsync::Kernel;
-use smemsync::diag::json::Json;
-use smemsync::emit::text::op_label;
-use smemsync::ir::edit::Anchor;
-use smemsync::ir::{Op, OpKind, Parents, Region};
+use crate::analysis::footprint::{Footprints, Who};
+use crate::analysis::hazards::{Carry, Hazard};
+use crate::diag::json::Json;
+use crate::emit::text::op_label;
+use crate::ir::edit::Anchor;
+use crate::ir::{Kernel, Op, OpKind, Parents, Region};
 
 /// Names ops, regions and points of one kernel parsed from `src`.
 pub struct Namer<'a> {
@@ -27,7 +30,7 @@ impl<'a> Namer<'a> {
 
     /// An op as written, with its source line when it has one.
     pub fn op(&self, op: Op) -> String {
-        match smemsync::diag::line_number(self.src, self.k.span(op)) {
+        match crate::diag::line_number(self.src, self.k.span(op)) {
             Some(l) => format!("{} (line {l})", op_label(self.k, op)),
             None => op_label(self.k, op),
         }
@@ -35,7 +38,7 @@ impl<'a> Namer<'a> {
 
     /// An op as JSON: `{"op": "<its text>", "line": N}` (`line` null when it has no source).
     pub fn op_json(&self, op: Op) -> Json {
-        let line = smemsync::diag::line_number(self.src, self.k.span(op));
+        let line = crate::diag::line_number(self.src, self.k.span(op));
         Json::object([
             ("op", Json::str(op_label(self.k, op).trim_matches('`'))),
             ("line", line.map_or(Json::Null, Json::uint)),
@@ -75,6 +78,58 @@ impl<'a> Namer<'a> {
     }
 }
 
+/// The shared buffer a hazard's destination accesses (`@name`), or empty.
+pub fn buffer_name(k: &Kernel, h: &Hazard) -> String {
+    let e = crate::ir::effects(k, h.dst.op);
+    e.shared.get(h.dst.index).map_or_else(String::new, |a| {
+        format!("@{}", k.buffers[k.root_buffer(a.mem)].name)
+    })
+}
+
+/// One line explaining a hazard.
+pub fn explain_hazard(k: &Kernel, fp: &Footprints, names: &Namer, h: &Hazard) -> String {
+    let mut s = format!(
+        "{} {} {} -> {}",
+        h.kind.name(),
+        buffer_name(k, h),
+        names.op(h.src.op),
+        names.op(h.dst.op)
+    );
+    if h.src_at != h.src.op {
+        s.push_str(&format!(" (copy visible at {})", names.op(h.src_at)));
+    }
+    match h.carry {
+        Carry::Forward => s.push_str(", same iteration"),
+        Carry::Carried {
+            loop_op,
+            min_distance,
+            ..
+        } => s.push_str(&format!(
+            ", carried by {} at distance {min_distance}",
+            names.op(loop_op)
+        )),
+    }
+    if let Some(w) = h.witness {
+        let who = |x: Who| match x {
+            Who::One(t) => format!("thread {t}"),
+            Who::Lane { pos, .. } => {
+                format!("layout position {pos}")
+            }
+            Who::Many(_) => "several threads".to_string(),
+        };
+        s.push_str(&format!(
+            ", e.g. {} by {} and {}",
+            fp.describe_unit(w.unit),
+            who(w.a),
+            who(w.b)
+        ));
+    }
+    if h.intra_warp {
+        s.push_str(", within one warp");
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,7 +153,7 @@ mod tests {
 
     #[test]
     fn a_point_before_the_first_op_of_a_loop_body_is_at_its_top() {
-        let m = smemsync::reader::parse(SRC).unwrap();
+        let m = crate::reader::parse(SRC).unwrap();
         let k = &m.kernels[0];
         let n = Namer::new(k, SRC);
         let (first, body) = first_op_of_loop(k);
