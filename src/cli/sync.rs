@@ -57,6 +57,12 @@ pub struct SyncArgs {
     /// Never use warp-level syncs (always block barriers).
     #[arg(long)]
     pub no_warp_sync: bool,
+    /// Plan shared memory first (as `plan-smem`, report on stderr), then synchronize the
+    /// chosen plan: its reuse hazards go through the same placement.
+    #[arg(long)]
+    pub plan_smem: bool,
+    #[command(flatten)]
+    pub plan: super::plan_smem::PlanArgs,
 }
 
 fn buffer_name(k: &Kernel, h: &Hazard) -> String {
@@ -146,7 +152,16 @@ pub fn run(args: &SyncArgs) -> i32 {
     let mut out = Vec::new();
     let mut findings: Vec<Diagnostic> = Vec::new();
     for k in &kernels {
-        match synchronize(k, &target, &opts) {
+        let planned = if args.plan_smem {
+            let popts = super::plan_smem::plan_options(&args.plan, target, opts.clone());
+            smemsync::transform::smem_plan::plan_with(k, &popts).map(|r| {
+                eprint!("{}", super::plan_smem::describe(k, &input, &r, &popts));
+                r.synced
+            })
+        } else {
+            synchronize(k, &target, &opts)
+        };
+        match planned {
             Ok(s) => match render(k, &target, &input.text, &s, args) {
                 Ok(text) if !s.placement.warnings.is_empty() => {
                     report(&input, &s.placement.warnings);
