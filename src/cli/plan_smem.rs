@@ -54,6 +54,9 @@ pub struct PlanSmemArgs {
     /// Values of scalar parameters for counting executed barriers: `n=128,m=4` (repeatable).
     #[arg(long, value_delimiter = ',')]
     pub bounds: Vec<String>,
+    /// Count with block barriers only (never warp-level syncs), as `sync --no-warp-sync`.
+    #[arg(long)]
+    pub no_warp_sync: bool,
     #[command(flatten)]
     pub plan: PlanArgs,
 }
@@ -105,6 +108,7 @@ pub fn run(args: &PlanSmemArgs) -> i32 {
     };
     let place = PlaceOptions {
         bounds,
+        no_warp_sync: args.no_warp_sync,
         ..PlaceOptions::default()
     };
     let opts = plan_options(&args.plan, target, place);
