@@ -4,7 +4,7 @@
 //! buffers share bytes and at what cost, and every candidate plan considered.
 //!
 //! Barriers are counted by synchronizing each candidate for `--target` (else the target the
-//! input declares, else gfx942). `sync --plan-smem` runs the same planner and prints the
+//! input declares, else the first of gfx942, sm_90 and gfx1250 that has the input's ops). `sync --plan-smem` runs the same planner and prints the
 //! chosen plan synchronized.
 
 use std::collections::HashMap;
@@ -48,7 +48,8 @@ pub struct PlanArgs {
 pub struct PlanSmemArgs {
     /// Kernel file (`-` for standard input).
     pub file: String,
-    /// Target whose barriers are counted (default: the one the input declares, else gfx942).
+    /// Target whose barriers are counted (default: the one the input declares, else the
+    /// first of gfx942, sm_90, gfx1250 that has every op of the input).
     #[arg(long)]
     pub target: Option<String>,
     /// Values of scalar parameters for counting executed barriers: `n=128,m=4` (repeatable).
@@ -84,16 +85,22 @@ pub fn run(args: &PlanSmemArgs) -> i32 {
             return EXIT_USER;
         }
     };
-    let name = match resolve_target(&input, args.target.as_deref()) {
-        Ok(t) => t.unwrap_or_else(|| "gfx942".to_string()),
+    let target = match resolve_target(&input, args.target.as_deref()) {
+        Ok(Some(name)) => match Target::from_name(&name) {
+            Ok(t) => t,
+            Err(d) => {
+                report(&input, &[d]);
+                return EXIT_USER;
+            }
+        },
+        Ok(None) => match default_target(&input) {
+            Ok(t) => t,
+            Err(d) => {
+                report(&input, &[d]);
+                return EXIT_USER;
+            }
+        },
         Err(code) => return code,
-    };
-    let target = match Target::from_name(&name) {
-        Ok(t) => t,
-        Err(d) => {
-            report(&input, &[d]);
-            return EXIT_USER;
-        }
     };
     let bounds: HashMap<String, i64> = match parse_bounds(args.bounds.iter().map(String::as_str)) {
         Ok(b) => b.into_iter().collect(),
@@ -143,6 +150,29 @@ pub fn run(args: &PlanSmemArgs) -> i32 {
     }
     print!("{}", smemsync::emit::text::print_kernels(&out));
     EXIT_OK
+}
+
+/// The target barriers are counted for when none is given or declared: the first of gfx942,
+/// sm_90 and gfx1250 that has every op of the input (gfx942 when the input does not parse;
+/// the load that follows reports it).
+fn default_target(input: &Input) -> Result<Target, smemsync::Diagnostic> {
+    let kernels = smemsync::reader::parse(&input.text).map(|m| m.kernels);
+    let fits = |t: &Target| {
+        kernels.as_ref().is_ok_and(|ks| {
+            ks.iter()
+                .all(|k| smemsync::verify::target_ops::check(k, t).is_empty())
+        })
+    };
+    let found = ["sm_90", "gfx1250"]
+        .iter()
+        .filter_map(|n| Target::from_name(n).ok())
+        .find(fits);
+    let gfx942 = Target::from_name("gfx942")?;
+    Ok(if fits(&gfx942) {
+        gfx942
+    } else {
+        found.unwrap_or(gfx942)
+    })
 }
 
 fn header(k: &Kernel, plan: &SmemPlan) -> String {
