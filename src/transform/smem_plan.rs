@@ -329,15 +329,11 @@ fn pair_cost(k: &Kernel, a: Buffer, b: Buffer, opts: &PlanOptions) -> ReuseCost 
     }
 }
 
-/// The allocation problems tried (module doc, step 3): a name and which pairs may not share.
-fn candidate_offsets(
+/// For each buffer, the earlier buffers it may alias at no cost, largest first.
+fn alias_hints(
     k: &Kernel,
-    lt: &Lifetimes,
     costs: &HashMap<(Buffer, Buffer), ReuseCost>,
-    align: u64,
-) -> Vec<(String, Vec<u64>)> {
-    let bufs: Vec<Buffer> = k.buffers.keys().collect();
-    let cost = |a: Buffer, b: Buffer| costs.get(&(a, b)).or_else(|| costs.get(&(b, a))).copied();
+) -> HashMap<Buffer, Vec<Buffer>> {
     let mut hints: HashMap<Buffer, Vec<Buffer>> = HashMap::new();
     for (&(a, b), &c) in costs {
         if c == ReuseCost::Alias {
@@ -347,11 +343,38 @@ fn candidate_offsets(
     for v in hints.values_mut() {
         v.sort_by_key(|&a| (std::cmp::Reverse(k.buffers[a].bytes()), a));
     }
-    let its = items(k, lt, align, &hints);
+    hints
+}
+
+/// Whether buffers `a` and `b` may not share bytes when only free reuses and `extra` costly
+/// ones are allowed.
+fn forbidden(
+    lt: &Lifetimes,
+    costs: &HashMap<(Buffer, Buffer), ReuseCost>,
+    extra: &[(Buffer, Buffer)],
+    a: Buffer,
+    b: Buffer,
+) -> bool {
+    let cost = costs.get(&(a, b)).or_else(|| costs.get(&(b, a))).copied();
+    lt.interfere(a, b)
+        || match cost {
+            None => true,
+            Some(ReuseCost::Barriers) => !extra.iter().any(|&p| p == (a, b) || p == (b, a)),
+            Some(_) => false,
+        }
+}
+
+/// The allocation problems tried (module doc, step 3): a name and which pairs may not share.
+fn candidate_offsets(
+    k: &Kernel,
+    lt: &Lifetimes,
+    costs: &HashMap<(Buffer, Buffer), ReuseCost>,
+    align: u64,
+) -> Vec<(String, Vec<u64>)> {
+    let bufs: Vec<Buffer> = k.buffers.keys().collect();
+    let its = items(k, lt, align, &alias_hints(k, costs));
     let any = |i: usize, j: usize| lt.interfere(bufs[i], bufs[j]);
-    let free = |i: usize, j: usize| {
-        any(i, j) || cost(bufs[i], bufs[j]).is_none_or(|c| c == ReuseCost::Barriers)
-    };
+    let free = |i: usize, j: usize| forbidden(lt, costs, &[], bufs[i], bufs[j]);
     let mut out: Vec<(String, Vec<u64>)> = Vec::new();
     let mut push = |name: String, offs: Option<Vec<u64>>| {
         if let Some(o) = offs
@@ -372,27 +395,6 @@ fn candidate_offsets(
             allocate(&its, &any, a),
         );
     }
-    let mut costly: Vec<(Buffer, Buffer)> = costs
-        .iter()
-        .filter(|&(_, &c)| c == ReuseCost::Barriers)
-        .map(|(&p, _)| p)
-        .collect();
-    costly.sort();
-    for (a, b) in costly.into_iter().take(8) {
-        let one = |i: usize, j: usize| {
-            let (x, y) = (bufs[i], bufs[j]);
-            if (x, y) == (a, b) || (y, x) == (a, b) {
-                any(i, j)
-            } else {
-                free(i, j)
-            }
-        };
-        let name = format!(
-            "best-fit, free reuse and @{} over @{}",
-            k.buffers[b].name, k.buffers[a].name
-        );
-        push(name, allocate(&its, &one, Allocator::BestFit));
-    }
     out
 }
 
@@ -404,22 +406,15 @@ pub fn plan_with(k: &Kernel, opts: &PlanOptions) -> Result<PlanReport, Vec<Diagn
     let barriers_before = base.placement.stats.barriers_executed;
     let lt = lifetimes(k);
     let costs = reuse_costs(&base.kernel, &lt, opts);
-    let mut candidates = Vec::new();
-    let mut synced = Vec::new();
+    let mut ev = Evaluated::default();
     for (name, offs) in candidate_offsets(k, &lt, &costs, opts.align) {
-        let plan = to_plan(k, &lt, &offs, opts.align);
-        let s = synchronize(&plan.kernel, &opts.target, &opts.place);
-        candidates.push(Candidate {
-            name,
-            offsets: offs,
-            peak: plan.peak,
-            barriers: match &s {
-                Ok(s) => Ok(s.placement.stats.barriers_executed),
-                Err(d) => Err(d.first().map_or_else(String::new, |d| d.message.clone())),
-            },
-        });
-        synced.push(s.ok().map(|s| (plan, s)));
+        ev.add(k, &lt, name, offs, opts);
     }
+    greedy_costly(k, &lt, &costs, opts, &mut ev);
+    let Evaluated {
+        candidates,
+        mut synced,
+    } = ev;
     let chosen =
         choose(&candidates, opts).ok_or_else(|| vec![over_budget(k, &candidates, opts)])?;
     // `choose` picks only candidates that synchronized.
@@ -436,6 +431,105 @@ pub fn plan_with(k: &Kernel, opts: &PlanOptions) -> Result<PlanReport, Vec<Diagn
         chosen,
         reuses,
     })
+}
+
+/// Candidates and, for those `sync` accepted, the plan and its synchronization.
+#[derive(Default)]
+struct Evaluated {
+    candidates: Vec<Candidate>,
+    synced: Vec<Option<(SmemPlan, Synchronized)>>,
+}
+
+impl Evaluated {
+    /// Synchronizes the plan `offs` and records it (unless an equal one was recorded);
+    /// returns its peak and barriers when `sync` accepts it.
+    fn add(
+        &mut self,
+        k: &Kernel,
+        lt: &Lifetimes,
+        name: String,
+        offs: Vec<u64>,
+        opts: &PlanOptions,
+    ) -> Option<(u64, u64)> {
+        if let Some(c) = self.candidates.iter().find(|c| c.offsets == offs) {
+            return c.barriers.as_ref().ok().map(|&b| (c.peak, b));
+        }
+        let plan = to_plan(k, lt, &offs, opts.align);
+        let s = synchronize(&plan.kernel, &opts.target, &opts.place);
+        let figures = s
+            .as_ref()
+            .ok()
+            .map(|s| (plan.peak, s.placement.stats.barriers_executed));
+        self.candidates.push(Candidate {
+            name,
+            offsets: offs,
+            peak: plan.peak,
+            barriers: match &s {
+                Ok(s) => Ok(s.placement.stats.barriers_executed),
+                Err(d) => Err(d.first().map_or_else(String::new, |d| d.message.clone())),
+            },
+        });
+        self.synced.push(s.ok().map(|s| (plan, s)));
+        figures
+    }
+}
+
+/// Costly pairs tried on top of the free reuses, one at a time.
+const MAX_GREEDY: usize = 8;
+
+/// Greedy trade-off (module doc, step 3): starting from best-fit with free reuses only,
+/// allow one costly pair at a time (in order of bytes it could save) and keep it when the
+/// synchronized plan is smaller and executes no more barriers than the plan it extends
+/// (a costly pair may turn out free once the layout is known: the barrier it needs can be
+/// one `sync` places anyway for another reuse). Every plan tried is a candidate.
+fn greedy_costly(
+    k: &Kernel,
+    lt: &Lifetimes,
+    costs: &HashMap<(Buffer, Buffer), ReuseCost>,
+    opts: &PlanOptions,
+    ev: &mut Evaluated,
+) {
+    let bufs: Vec<Buffer> = k.buffers.keys().collect();
+    let its = items(k, lt, opts.align, &alias_hints(k, costs));
+    let offsets = |extra: &[(Buffer, Buffer)]| {
+        let conflict = |i: usize, j: usize| forbidden(lt, costs, extra, bufs[i], bufs[j]);
+        allocate(&its, &conflict, Allocator::BestFit)
+    };
+    let Some(start) = offsets(&[]) else {
+        return;
+    };
+    let Some(mut best) = ev.add(k, lt, "best-fit, free reuse only".into(), start, opts) else {
+        return;
+    };
+    let mut costly: Vec<(Buffer, Buffer)> = costs
+        .iter()
+        .filter(|&(_, &c)| c == ReuseCost::Barriers)
+        .map(|(&p, _)| p)
+        .collect();
+    costly.sort_by_key(|&(a, b)| {
+        let saved = k.buffers[a].bytes().min(k.buffers[b].bytes());
+        (std::cmp::Reverse(saved), a, b)
+    });
+    let mut kept: Vec<(Buffer, Buffer)> = Vec::new();
+    for p in costly.into_iter().take(MAX_GREEDY) {
+        let mut trial = kept.clone();
+        trial.push(p);
+        let Some(offs) = offsets(&trial) else {
+            continue;
+        };
+        let names: Vec<String> = trial
+            .iter()
+            .map(|&(a, b)| format!("@{} over @{}", k.buffers[b].name, k.buffers[a].name))
+            .collect();
+        let name = format!("best-fit, free reuse and {}", names.join(", "));
+        if let Some((peak, barriers)) = ev.add(k, lt, name, offs, opts)
+            && peak < best.0
+            && barriers <= best.1
+        {
+            best = (peak, barriers);
+            kept = trial;
+        }
+    }
 }
 
 /// The candidate the objective prefers among those within the budgets.

@@ -1,0 +1,174 @@
+//! Property tests of shared-memory planning (`transform::smem_plan::plan_with`) on random
+//! kernels: buffers live at the same time never share bytes, the chosen plan synchronized by
+//! `sync` is race-free under interpretation, and it computes what the unplanned kernel
+//! computes (`oracles::planned_ok`), for both objectives.
+//!
+//! Two generators: the project's (`smemsync::gen` through `oracles::Case`, several phases of
+//! fresh buffers) and one here that stresses liveness across loop back edges: a loop whose
+//! body writes some buffers in full before reading them (private to an iteration), others
+//! partly, under an `if`, or not at all before a read (loop-carried), read back at
+//! other threads' elements and some read again after the loop.
+//!
+//! Each test runs its seeds or stops after [`BUDGET`], and asserts it exercised enough.
+
+use std::time::{Duration, Instant};
+
+use smemsync::check::splitmix64;
+use smemsync::oracles::{Case, Tally, outputs, plan_objectives_oracle, planned_ok};
+use smemsync::sync::PlaceOptions;
+use smemsync::sync::driver::synchronize;
+use smemsync::target::Target;
+use smemsync::transform::smem_plan::{Objective, PlanOptions, lifetimes, plan_with};
+
+const BUDGET: Duration = Duration::from_secs(6);
+
+#[test]
+fn plans_of_generated_kernels_keep_live_buffers_apart_and_results_unchanged() {
+    let t0 = Instant::now();
+    let mut tally = Tally::default();
+    for seed in 0..120u64 {
+        if t0.elapsed() > BUDGET {
+            break;
+        }
+        // Several phases of fresh buffers (bits 6-7), small blocks (bits 10-12 clear).
+        let flags = splitmix64(seed) & !(7 << 10) | 0b11 << 6;
+        let case = Case::new(seed, flags);
+        if let Err(e) = plan_objectives_oracle(&case, &mut tally) {
+            panic!("seed {seed}: {e}");
+        }
+        tally.cases += 1;
+    }
+    eprintln!("{tally:?}");
+    assert!(tally.cases >= 3, "{tally:?}");
+    assert!(tally.reused_bytes > 0, "no plan reused bytes: {tally:?}");
+}
+
+/// How a buffer is treated in the loop body of a [`loop_kernel`].
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Use {
+    /// Written by every thread, then read: private to an iteration.
+    Full,
+    /// Written by half the threads, then read anywhere: loop-carried.
+    Half,
+    /// Written under a uniform `if`: not a must-write.
+    Guarded,
+    /// Read before it is written: loop-carried.
+    ReadFirst,
+}
+
+/// A random kernel with one loop over `n` buffers (see the module doc) and its buffer uses.
+fn loop_kernel(seed: u64) -> (String, Vec<Use>) {
+    let mut r = seed;
+    let mut next = |m: u64| {
+        r = splitmix64(r);
+        r % m
+    };
+    let b = [32u64, 64, 128][next(3) as usize];
+    let n = 2 + next(3) as usize;
+    let trips = 2 + next(3);
+    let uses: Vec<Use> = (0..n)
+        .map(|_| {
+            [
+                Use::Full,
+                Use::Full,
+                Use::Half,
+                Use::Guarded,
+                Use::ReadFirst,
+            ][next(5) as usize]
+        })
+        .collect();
+    let after: Vec<bool> = (0..n).map(|_| next(4) == 0).collect();
+    let mut s = format!(
+        "kernel @k(%x: global f32[{trips}, {b}], %y: global f32[{trips}, {}], %z: global f32[{}], %n: i32 = 1) block({b}) {{\n",
+        n as u64 * b,
+        n as u64 * b
+    );
+    for i in 0..n {
+        s += &format!("  shared @s{i} : f32[{b}]\n");
+    }
+    s += &format!(
+        "  %t = tid.x\n  %h = cmp lt %t, {}\n  %c = cmp lt %n, 4\n",
+        b / 2
+    );
+    for i in 0..n {
+        let m = 1 + next(b - 1);
+        s += &format!("  %m{i} = xor %t, {m}\n");
+        if uses[i] != Use::Full || after[i] {
+            s += &format!("  %f{i} = itof %t\n  store @s{i}[%t], %f{i}\n");
+        }
+    }
+    s += &format!("  for %k = 0 to {trips} step 1 {{\n    %g = gload %x[%k, %t]\n");
+    for (i, u) in uses.iter().enumerate() {
+        let write = format!("    %w{i} = add %g, {i}.0\n");
+        let read = format!(
+            "    %r{i} = load @s{i}[%m{i}]\n    %o{i} = add %t, {}\n    gstore %y[%k, %o{i}], %r{i}\n",
+            i as u64 * b
+        );
+        s += &write;
+        s += &match u {
+            Use::Full => format!("    store @s{i}[%t], %w{i}\n{read}"),
+            Use::Half => format!("    if %h {{\n      store @s{i}[%t], %w{i}\n    }}\n{read}"),
+            Use::Guarded => format!("    if %c {{\n      store @s{i}[%t], %w{i}\n    }}\n{read}"),
+            Use::ReadFirst => format!("{read}    store @s{i}[%t], %w{i}\n"),
+        };
+    }
+    s += "  }\n";
+    for i in (0..n).filter(|&i| after[i]) {
+        s += &format!(
+            "  %a{i} = load @s{i}[%m{i}]\n  %p{i} = add %t, {}\n  gstore %z[%p{i}], %a{i}\n",
+            i as u64 * b
+        );
+    }
+    s += "}\n";
+    let uses = uses
+        .iter()
+        .zip(&after)
+        .map(|(&u, &a)| if a && u == Use::Full { Use::Half } else { u })
+        .collect();
+    (s, uses)
+}
+
+#[test]
+fn loop_private_buffers_share_bytes_and_loop_carried_ones_never_do() {
+    let t0 = Instant::now();
+    let mut tally = Tally::default();
+    let (mut private, mut carried, mut cases) = (0, 0, 0);
+    for seed in 0..200u64 {
+        if t0.elapsed() > BUDGET {
+            break;
+        }
+        let (text, uses) = loop_kernel(seed);
+        let k = smemsync::reader::parse_kernel(&text).unwrap_or_else(|d| panic!("{text}\n{d:?}"));
+        let t = Target::from_name(["gfx942", "sm_90"][seed as usize % 2]).expect("target");
+        // What each buffer's liveness must be: private exactly for full writes before reads
+        // (and no read after the loop).
+        let lt = lifetimes(&k);
+        for (b, u) in k.buffers.keys().zip(&uses) {
+            let is_private = lt.private_to.get(b).is_some();
+            assert_eq!(is_private, *u == Use::Full, "seed {seed}: {u:?}\n{text}");
+            if is_private {
+                private += 1;
+            } else {
+                carried += 1;
+            }
+        }
+        let base = synchronize(&k, &t, &PlaceOptions::default())
+            .unwrap_or_else(|d| panic!("seed {seed}: sync refuses: {:?}\n{text}", d[0].message));
+        let want = outputs(&base.kernel, seed, t).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        for objective in [Objective::Bytes, Objective::Barriers] {
+            let opts = PlanOptions {
+                objective,
+                ..PlanOptions::new(t)
+            };
+            let r = plan_with(&k, &opts).unwrap_or_else(|d| panic!("seed {seed}: {:?}", d[0]));
+            if let Err(e) = planned_ok(&k, &r, &opts, &want, seed, &mut tally) {
+                panic!("seed {seed}: {e}");
+            }
+        }
+        cases += 1;
+    }
+    eprintln!("{cases} kernels, {private} private buffers, {carried} carried: {tally:?}");
+    assert!(cases >= 10, "{cases}");
+    assert!(private >= 5 && carried >= 5, "{private} {carried}");
+    assert!(tally.reused_bytes >= 3, "{tally:?}");
+}
