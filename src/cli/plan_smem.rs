@@ -225,9 +225,10 @@ fn placements(k: &Kernel, input: &Input, plan: &SmemPlan) -> String {
     let lt = smemsync::transform::smem_plan::lifetimes(k);
     let mut s = String::new();
     for p in &plan.placements {
-        let mut live = match p.live.map(|(a, b)| (line(a), line(b))) {
+        let mut live = match p.live.map(|(a, b)| (line(a), line(b), b == usize::MAX)) {
             None => "never".to_string(),
-            Some((Some(a), Some(b))) => format!("lines {a}..={b}"),
+            Some((Some(a), _, true)) => format!("lines {a}..=end (no mbar_inval)"),
+            Some((Some(a), Some(b), _)) => format!("lines {a}..={b}"),
             Some(_) => "in ops the input does not show".to_string(),
         };
         if let Some(l) = lt.private_to.get(p.buffer)

@@ -29,6 +29,9 @@
 //! stays live across the back edge — the case nvFuser's straight-line intervals get wrong
 //! (seed 004: its "outer live interval" treats every loop touch as whole-loop).
 //!
+//! Mbarriers. An mbarrier buffer that no `mbar_inval` touches stays live to the end of the
+//! kernel: PTX lets its bytes be repurposed only after `mbarrier.inval`.
+//!
 //! Concurrency. Two buffers touched in the two arms of a thread-dependent `if` are live at
 //! the same time whatever their intervals say: the arms run at once in different threads and
 //! no barrier can separate them. Arms of a uniform `if` run one at a time.
@@ -137,7 +140,15 @@ pub fn lifetimes(k: &Kernel) -> Lifetimes {
             continue;
         };
         let hi = ops.iter().map(|o| num.number[o]).max().unwrap_or(lo);
-        let (span, private) = widen(k, &mut fp, &num, b, ops, (lo, hi));
+        let (mut span, private) = widen(k, &mut fp, &num, b, ops, (lo, hi));
+        if k.buffers[b].elem == ElemType::MBarrier
+            && !ops
+                .iter()
+                .any(|&o| matches!(k.ops[o].kind, OpKind::MbarInval { .. }))
+        {
+            // PTX: an mbarrier's bytes may be repurposed only after `mbarrier.inval`.
+            span.1 = usize::MAX;
+        }
         live.set(b, Some(span));
         private_to.set(b, private);
     }
