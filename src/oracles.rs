@@ -395,8 +395,8 @@ pub fn planned_ok(
         for b in &ps[i + 1..] {
             let pinned =
                 k.buffers[a.buffer].offset.is_some() && k.buffers[b.buffer].offset.is_some();
-            let overlap = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
-            if overlap && !pinned && lt.interfere(a.buffer, b.buffer) {
+            let lies = lt.may_lie(a.buffer, b.buffer, (a.offset, a.bytes), (b.offset, b.bytes));
+            if !lies && !pinned {
                 return Err(format!(
                     "plan-smem overlaps @{} and @{}, live together\n{}",
                     k.buffers[a.buffer].name,

@@ -172,3 +172,63 @@ fn loop_private_buffers_share_bytes_and_loop_carried_ones_never_do() {
     );
     assert!(tally.reused_bytes >= 2, "{tally:?}");
 }
+
+/// A kernel handing buffer `@h` (filled before the loop) to `@g` (filled in the loop, read
+/// after it) element by element: iteration `k` reads slot `(k + r1) mod T` of `@h` and then
+/// writes slot `(k + r2) mod T` of `@g`, each at a permutation of the threads. Whether `@g`
+/// may take `@h`'s bytes depends on `r1` and `r2`: a write must not land on a slot a later
+/// iteration still reads, so exactly when `r1 == r2` (the second result).
+fn hand_off_kernel(seed: u64) -> (String, bool) {
+    let mut r = seed ^ 0x4A4D;
+    let mut next = |m: u64| {
+        r = splitmix64(r);
+        r % m
+    };
+    let b = [32u64, 64][next(2) as usize];
+    let trips = 2 + next(3);
+    let (r1, r2) = (next(trips), next(trips));
+    let (m1, m2) = (next(b), next(b));
+    let n = trips * b;
+    let mut s = format!(
+        "kernel @h(%x: global f32[{n}], %y: global f32[{n}]) block({b}) {{\n  shared @h : f32[{n}]\n  shared @g : f32[{n}]\n  %t = tid.x\n"
+    );
+    s += &format!(
+        "  for %j = 0 to {trips} step 1 {{\n    %jb = mul %j, {b}\n    %e = add %jb, %t\n    %v = gload %x[%e]\n    store @h[%e], %v\n  }}\n"
+    );
+    s += &format!(
+        "  %p = xor %t, {m1}\n  %q = xor %t, {m2}\n  for %k = 0 to {trips} step 1 {{\n    %k1 = add %k, {r1}\n    %s1 = rem %k1, {trips}\n    %b1 = mul %s1, {b}\n    %i1 = add %b1, %p\n    %a = load @h[%i1]\n    %w = mul %a, 3.0\n    %k2 = add %k, {r2}\n    %s2 = rem %k2, {trips}\n    %b2 = mul %s2, {b}\n    %i2 = add %b2, %q\n    store @g[%i2], %w\n  }}\n"
+    );
+    s += &format!(
+        "  for %j = 0 to {trips} step 1 {{\n    %jb2 = mul %j, {b}\n    %e2 = add %jb2, %t\n    %o = load @g[%e2]\n    gstore %y[%e2], %o\n  }}\n}}\n"
+    );
+    (s, r1 == r2)
+}
+
+#[test]
+fn hand_offs_inside_a_loop_keep_results_unchanged() {
+    let mut tally = Tally::default();
+    let (mut handed, mut kept_apart) = (0, 0);
+    for seed in 0..seeds(12) {
+        let (text, valid) = hand_off_kernel(seed);
+        let k = smemsync::reader::parse_kernel(&text).unwrap_or_else(|d| panic!("{text}\n{d:?}"));
+        let t = Target::from_name("gfx942").expect("target");
+        let found = !lifetimes(&k).handoffs.is_empty();
+        assert_eq!(found, valid, "seed {seed}: hand-off found {found}\n{text}");
+        if found {
+            handed += 1;
+        } else {
+            kept_apart += 1;
+        }
+        let base = synchronize(&k, &t, &PlaceOptions::default())
+            .unwrap_or_else(|d| panic!("seed {seed}: sync refuses: {:?}\n{text}", d[0].message));
+        let want = outputs(&base.kernel, seed, t).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let opts = PlanOptions::new(t);
+        let r = plan_with(&k, &opts).unwrap_or_else(|d| panic!("seed {seed}: {:?}", d[0]));
+        if let Err(e) = planned_ok(&k, &r, &opts, &want, seed, &mut tally) {
+            panic!("seed {seed}: {e}");
+        }
+    }
+    eprintln!("{handed} hand-offs, {kept_apart} kept apart: {tally:?}");
+    assert!(handed >= 2 && kept_apart >= 2, "{handed} {kept_apart}");
+    assert!(tally.reused_bytes >= 2, "{tally:?}");
+}

@@ -196,9 +196,15 @@ pub fn describe(k: &Kernel, input: &Input, r: &PlanReport, opts: &PlanOptions) -
         }
     ));
     s.push_str(&placements(k, input, &r.plan));
+    let lt = smemsync::transform::smem_plan::lifetimes(k);
     for &(a, b, c) in &r.reuses {
+        let how = if lt.relation(a, b) == smemsync::transform::smem_live::Rel::SameOffset {
+            ", handed off element by element inside a loop"
+        } else {
+            ""
+        };
         s.push_str(&format!(
-            "  reuse: @{} over @{}: {}\n",
+            "  reuse: @{} over @{}: {}{how}\n",
             k.buffers[b].name,
             k.buffers[a].name,
             c.name()

@@ -12,10 +12,12 @@
 //!   one at the top's end. Pops happen in order of last use (the holding order of the stack),
 //!   so a buffer dying late under one dying early is reclaimed only after it.
 //!
+//! Pairs relate by [`Rel`]: free to overlap, exclusive (never overlap), or sharing only at
+//! one offset (an element-wise hand-off inside a loop, proven for equal offsets only).
 //! Every allocator first tries the buffer's *hints* (offsets of buffers it may alias at no
-//! cost, in order: inner aliases by same-thread, same-element access). The result is checked
-//! by [`valid`] before it is returned: an allocator never yields overlapping conflicting
-//! buffers, whatever the heuristic did.
+//! cost or hand off with, best first). The result is checked by [`valid`] before it is
+//! returned: an allocator never yields overlapping exclusive buffers, or same-offset ones at
+//! different offsets, whatever the heuristic did.
 //!
 //! Complexity: O(B² log B) for B buffers (each placement scans the placed conflicting ones).
 
@@ -30,6 +32,31 @@ pub struct Item {
     pub fixed: Option<u64>,
     /// Items whose offset this one would like to take (free aliases), best first.
     pub hints: Vec<usize>,
+}
+
+/// How two items may share bytes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Rel {
+    /// Any overlap.
+    Free,
+    /// None.
+    Exclusive,
+    /// Only when both start at the same offset.
+    SameOffset,
+}
+
+/// The relation of every pair of items (symmetric).
+pub type Relation<'a> = &'a dyn Fn(usize, usize) -> Rel;
+
+/// Whether items at `oi` and `oj` may lie as they do.
+fn allowed(items: &[Item], rel: Relation, i: usize, j: usize, oi: u64, oj: u64) -> bool {
+    let disjoint = oi + items[i].bytes <= oj || oj + items[j].bytes <= oi;
+    disjoint
+        || match rel(i, j) {
+            Rel::Free => true,
+            Rel::Exclusive => false,
+            Rel::SameOffset => oi == oj,
+        }
 }
 
 /// Which heuristic assigns offsets.
@@ -70,18 +97,14 @@ fn first_gap(busy: &[(u64, u64)], from: u64, bytes: u64, align: u64) -> u64 {
     off
 }
 
-/// Byte ranges of the placed items that conflict with `i`, sorted.
-fn busy_for(
-    items: &[Item],
-    placed: &[Option<u64>],
-    conflict: &dyn Fn(usize, usize) -> bool,
-    i: usize,
-) -> Vec<(u64, u64)> {
+/// Byte ranges of the placed items `i` may not overlap (same-offset partners included),
+/// sorted.
+fn busy_for(items: &[Item], placed: &[Option<u64>], rel: Relation, i: usize) -> Vec<(u64, u64)> {
     let mut busy: Vec<(u64, u64)> = placed
         .iter()
         .enumerate()
         .filter_map(|(j, o)| {
-            o.filter(|_| j != i && conflict(i, j))
+            o.filter(|_| j != i && rel(i, j) != Rel::Free)
                 .map(|o| (o, o + items[j].bytes))
         })
         .collect();
@@ -89,24 +112,20 @@ fn busy_for(
     busy
 }
 
-/// A hinted offset that fits clear of `busy`, if any.
-fn hinted(items: &[Item], placed: &[Option<u64>], i: usize, busy: &[(u64, u64)]) -> Option<u64> {
+/// A hinted offset where `i` may lie next to every placed item, if any.
+fn hinted(items: &[Item], placed: &[Option<u64>], rel: Relation, i: usize) -> Option<u64> {
     items[i].hints.iter().find_map(|&h| {
         let o = placed[h]?;
-        let end = o + items[i].bytes;
-        (o.is_multiple_of(items[i].align.max(1))
-            && busy.iter().all(|&(lo, hi)| end <= lo || hi <= o))
-        .then_some(o)
+        let fits = o.is_multiple_of(items[i].align.max(1))
+            && (0..items.len())
+                .all(|j| j == i || placed[j].is_none_or(|oj| allowed(items, rel, i, j, o, oj)));
+        fits.then_some(o)
     })
 }
 
 /// Assigns offsets with `alloc`; `None` when the result would overlap conflicting buffers
 /// (never expected; checked).
-pub fn allocate(
-    items: &[Item],
-    conflict: &dyn Fn(usize, usize) -> bool,
-    alloc: Allocator,
-) -> Option<Vec<u64>> {
+pub fn allocate(items: &[Item], rel: Relation, alloc: Allocator) -> Option<Vec<u64>> {
     let mut placed: Vec<Option<u64>> = items.iter().map(|it| it.fixed).collect();
     let mut order: Vec<usize> = (0..items.len())
         .filter(|&i| items[i].fixed.is_none())
@@ -120,20 +139,20 @@ pub fn allocate(
     }
     let mut stack: Vec<usize> = Vec::new();
     for i in order {
-        let busy = busy_for(items, &placed, conflict, i);
-        let off = match hinted(items, &placed, i, &busy) {
+        let busy = busy_for(items, &placed, rel, i);
+        let off = match hinted(items, &placed, rel, i) {
             Some(o) => o,
             None => match alloc {
                 Allocator::FirstFit => first_gap(&busy, 0, items[i].bytes, items[i].align),
                 Allocator::BestFit => best_gap(&busy, items[i].bytes, items[i].align),
-                Allocator::Stack => stack_offset(items, &placed, conflict, &mut stack, i, &busy),
+                Allocator::Stack => stack_offset(items, &placed, rel, &mut stack, i, &busy),
             },
         };
         placed[i] = Some(off);
         stack.push(i);
     }
     let out: Vec<u64> = placed.into_iter().map(|o| o.unwrap_or(0)).collect();
-    valid(items, conflict, &out).then_some(out)
+    valid(items, rel, &out).then_some(out)
 }
 
 /// The smallest gap of `busy` that holds `bytes` (lowest on ties), else above everything.
@@ -158,7 +177,7 @@ fn best_gap(busy: &[(u64, u64)], bytes: u64, align: u64) -> u64 {
 fn stack_offset(
     items: &[Item],
     placed: &[Option<u64>],
-    conflict: &dyn Fn(usize, usize) -> bool,
+    rel: Relation,
     stack: &mut Vec<usize>,
     i: usize,
     busy: &[(u64, u64)],
@@ -166,7 +185,7 @@ fn stack_offset(
     // The holding order: the buffer whose last use is latest sits lowest.
     stack.sort_by_key(|&j| std::cmp::Reverse(items[j].live.map_or(usize::MAX, |l| l.1)));
     while let Some(&top) = stack.last() {
-        if conflict(i, top) {
+        if rel(i, top) != Rel::Free {
             break;
         }
         stack.pop();
@@ -179,17 +198,16 @@ fn stack_offset(
     first_gap(busy, base, items[i].bytes, items[i].align)
 }
 
-/// No two conflicting items overlap, and every offset is aligned.
-pub fn valid(items: &[Item], conflict: &dyn Fn(usize, usize) -> bool, offs: &[u64]) -> bool {
+/// No two items lie as their relation forbids (pairs of fixed items excepted: the input
+/// placed them), and every offset is aligned.
+pub fn valid(items: &[Item], rel: Relation, offs: &[u64]) -> bool {
     for i in 0..items.len() {
         if items[i].fixed.is_none() && !offs[i].is_multiple_of(items[i].align.max(1)) {
             return false;
         }
         for j in i + 1..items.len() {
-            let disjoint =
-                offs[i] + items[i].bytes <= offs[j] || offs[j] + items[j].bytes <= offs[i];
             let both_fixed = items[i].fixed.is_some() && items[j].fixed.is_some();
-            if !disjoint && !both_fixed && conflict(i, j) {
+            if !both_fixed && !allowed(items, rel, i, j, offs[i], offs[j]) {
                 return false;
             }
         }
@@ -211,6 +229,15 @@ mod tests {
         }
     }
 
+    fn intervals(items: &[Item], i: usize, j: usize) -> Rel {
+        let (a, b) = (items[i].live.unwrap(), items[j].live.unwrap());
+        if a.0 <= b.1 && b.0 <= a.1 {
+            Rel::Exclusive
+        } else {
+            Rel::Free
+        }
+    }
+
     #[test]
     fn best_fit_takes_the_smallest_gap() {
         // Busy [0,32) and [96,128): gaps [32,96) (64 bytes) and nothing else below 128.
@@ -227,13 +254,10 @@ mod tests {
             item(24, (4, 8)),
             item(8, (6, 9)),
         ];
-        let conflict = |i: usize, j: usize| {
-            let (a, b) = (items[i].live.unwrap(), items[j].live.unwrap());
-            a.0 <= b.1 && b.0 <= a.1
-        };
+        let rel = |i: usize, j: usize| intervals(&items, i, j);
         for a in Allocator::ALL {
-            let offs = allocate(&items, &conflict, a).expect("valid");
-            assert!(valid(&items, &conflict, &offs), "{a:?}");
+            let offs = allocate(&items, &rel, a).expect("valid");
+            assert!(valid(&items, &rel, &offs), "{a:?}");
             let peak = (0..4).map(|i| offs[i] + items[i].bytes).max().unwrap();
             // The stack only reclaims its top: here it stacks every buffer (no-reuse bound).
             let bound = if a == Allocator::Stack { 128 } else { 64 };
@@ -245,11 +269,23 @@ mod tests {
     fn a_hint_is_taken_when_it_fits() {
         let mut items = vec![item(32, (0, 1)), item(16, (0, 9)), item(32, (2, 3))];
         items[2].hints = vec![0];
-        let conflict = |i: usize, j: usize| {
-            let (a, b) = (items[i].live.unwrap(), items[j].live.unwrap());
-            a.0 <= b.1 && b.0 <= a.1
-        };
-        let offs = allocate(&items, &conflict, Allocator::BestFit).expect("valid");
+        let rel = |i: usize, j: usize| intervals(&items, i, j);
+        let offs = allocate(&items, &rel, Allocator::BestFit).expect("valid");
         assert_eq!(offs[2], offs[0]);
+    }
+
+    #[test]
+    fn same_offset_partners_share_exactly_or_not_at_all() {
+        let mut items = vec![item(32, (0, 5)), item(48, (3, 9))];
+        let rel = |_: usize, _: usize| Rel::SameOffset;
+        assert!(valid(&items, &rel, &[0, 0]));
+        assert!(!valid(&items, &rel, &[0, 16]));
+        assert!(valid(&items, &rel, &[0, 32]));
+        let offs = allocate(&items, &rel, Allocator::FirstFit).expect("valid");
+        assert!(offs[0] == offs[1] || offs[0] + 32 <= offs[1] || offs[1] + 48 <= offs[0]);
+        items[0].hints = vec![1];
+        items[1].hints = vec![0];
+        let offs = allocate(&items, &rel, Allocator::BestFit).expect("valid");
+        assert_eq!(offs[0], offs[1]);
     }
 }

@@ -29,6 +29,15 @@
 //! stays live across the back edge — the case nvFuser's straight-line intervals get wrong
 //! (seed 004: its "outer live interval" treats every loop touch as whole-loop).
 //!
+//! Hand-offs. Inside one loop `L` (outside every other loop, all threads running its body
+//! together) buffer `a` may be last read element by element while buffer `b` is first written
+//! (`for i: B[i] = f(A[i])`): their intervals overlap, but with both at one offset no write of
+//! `b` in an iteration touches a byte that a read of `a` touches in a later iteration, or
+//! later in the same one (the distance masks of `analysis::conflicts`, over every thread).
+//! `a` may only be read in `L` and not touched after it, `b` not touched before it. Such a
+//! pair may share bytes at one offset only (`smem_alloc::Rel::SameOffset`): the proof is for
+//! equal offsets. Which thread reaches a byte first is again `sync`'s question.
+//!
 //! Mbarriers. An mbarrier buffer that no `mbar_inval` touches stays live to the end of the
 //! kernel: PTX lets its bytes be repurposed only after `mbarrier.inval`.
 //!
@@ -46,6 +55,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::analysis::footprint::{Footprints, LoopDomain};
 use crate::ir::*;
+pub use crate::transform::smem_alloc::Rel;
 
 /// Lifetimes of every buffer.
 #[derive(Clone, Debug)]
@@ -56,22 +66,55 @@ pub struct Lifetimes {
     pub concurrent: BTreeSet<(Buffer, Buffer)>,
     /// The outermost loop a buffer is private to (dead across its back edge), if any.
     pub private_to: SecondaryMap<Buffer, Option<Op>>,
+    /// Pairs `(a, b)` whose intervals overlap only inside one loop where `a` is last read and
+    /// `b` first written, element by element, so that they may share bytes at one offset.
+    pub handoffs: BTreeSet<(Buffer, Buffer)>,
     /// Each op's program-order number.
     pub number: HashMap<Op, usize>,
 }
 
 impl Lifetimes {
-    /// Whether `a` and `b` may hold data at the same time (so may not share bytes). A buffer
-    /// never touched interferes with everything (it keeps its bytes conservatively).
+    /// Whether `a` and `b` may hold data at the same time, so that they may not share bytes
+    /// (except at one offset for a hand-off: see [`Lifetimes::relation`]). A buffer never
+    /// touched interferes with everything (it keeps its bytes conservatively).
     pub fn interfere(&self, a: Buffer, b: Buffer) -> bool {
-        if a == b {
-            return true;
+        self.relation(a, b) != Rel::Free
+    }
+
+    /// How `a` and `b` may share bytes: freely (disjoint lifetimes), at one offset only (a
+    /// hand-off inside a loop), or not at all.
+    pub fn relation(&self, a: Buffer, b: Buffer) -> Rel {
+        if a == b || self.concurrent.contains(&(a.min(b), a.max(b))) {
+            return Rel::Exclusive;
         }
         let overlap = match (*self.live.get(a), *self.live.get(b)) {
             (Some((a0, a1)), Some((b0, b1))) => a0 <= b1 && b0 <= a1,
             _ => true,
         };
-        overlap || self.concurrent.contains(&(a.min(b), a.max(b)))
+        if !overlap {
+            Rel::Free
+        } else if self.handoffs.contains(&(a, b)) || self.handoffs.contains(&(b, a)) {
+            Rel::SameOffset
+        } else {
+            Rel::Exclusive
+        }
+    }
+
+    /// Whether `a` at `oa` and `b` at `ob` (sizes `na`, `nb`) may lie as they do.
+    pub fn may_lie(
+        &self,
+        a: Buffer,
+        b: Buffer,
+        (oa, na): (u64, u64),
+        (ob, nb): (u64, u64),
+    ) -> bool {
+        let disjoint = oa + na <= ob || ob + nb <= oa;
+        disjoint
+            || match self.relation(a, b) {
+                Rel::Free => true,
+                Rel::Exclusive => false,
+                Rel::SameOffset => oa == ob,
+            }
     }
 }
 
@@ -152,12 +195,120 @@ pub fn lifetimes(k: &Kernel) -> Lifetimes {
         live.set(b, Some(span));
         private_to.set(b, private);
     }
+    let concurrent = divergent_pairs(k, &fp);
+    let handoffs = handoffs(k, &num, &touches);
     Lifetimes {
         live,
-        concurrent: divergent_pairs(k, &fp),
+        concurrent,
         private_to,
+        handoffs,
         number: num.number,
     }
+}
+
+/// Hand-offs (module doc): for each `for` loop `l` outside every other loop, whose body all
+/// threads run together, the pairs `(a, b)` of unpinned data buffers where `a` is only read
+/// in `l` and never touched after it, `b` is never touched before `l`, and, with both at one
+/// offset, no write of `b` in iteration `i` touches a byte a read of `a` touches in iteration
+/// `i + d`, `d >= 1`, or later in iteration `i` (`analysis::conflicts`, any threads).
+fn handoffs(
+    k: &Kernel,
+    num: &Numbering,
+    touches: &SecondaryMap<Buffer, Vec<Op>>,
+) -> BTreeSet<(Buffer, Buffer)> {
+    let mut out = BTreeSet::new();
+    let fp0 = Footprints::new(k, 32);
+    let loops: Vec<Op> = k
+        .ops_in_order()
+        .into_iter()
+        .filter(|&l| {
+            matches!(k.ops[l].kind, OpKind::For { .. })
+                && fp0.loops_of(l).is_empty()
+                && !fp0.uniformity().is_divergent(k.ops[l].regions[0])
+        })
+        .collect();
+    let data = |b: Buffer| k.buffers[b].offset.is_none() && k.buffers[b].elem != ElemType::MBarrier;
+    for l in loops {
+        let (lo, hi) = (num.number[&l], num.end[&l]);
+        let inside = |o: &Op| lo < num.number[o] && num.number[o] <= hi;
+        let in_l = |b: Buffer| touches.get(b).iter().any(inside);
+        let enders: Vec<Buffer> = k
+            .buffers
+            .keys()
+            .filter(|&b| data(b) && in_l(b))
+            .filter(|&b| touches.get(b).iter().all(|o| num.number[o] <= hi))
+            .filter(|&b| only_reads_in(k, b, touches.get(b).iter().filter(|o| inside(o))))
+            .collect();
+        let starters: Vec<Buffer> = k
+            .buffers
+            .keys()
+            .filter(|&b| data(b) && in_l(b))
+            .filter(|&b| touches.get(b).iter().all(|o| num.number[o] > lo))
+            .collect();
+        for &a in &enders {
+            for &b in starters.iter().filter(|&&b| b != a) {
+                if hands_off(k, l, a, b) {
+                    out.insert((a, b));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every access of `b` by these ops is a plain read.
+fn only_reads_in<'a>(k: &Kernel, b: Buffer, ops: impl Iterator<Item = &'a Op>) -> bool {
+    ops.into_iter().all(|&o| {
+        effects(k, o)
+            .shared
+            .iter()
+            .filter(|a| k.root_buffer(a.mem) == b)
+            .all(|a| a.kind == AccessKind::Read)
+    })
+}
+
+/// The element condition of [`handoffs`] for `a` and `b` in loop `l`.
+fn hands_off(k: &Kernel, l: Op, a: Buffer, b: Buffer) -> bool {
+    let mut k2 = k.clone();
+    let at = k
+        .buffers
+        .values()
+        .filter_map(|d| d.offset.map(|o| o + d.bytes()))
+        .max()
+        .unwrap_or(0)
+        .div_ceil(128)
+        * 128;
+    k2.buffers[a].offset = Some(at);
+    k2.buffers[b].offset = Some(at);
+    let mut fp = Footprints::new(&k2, 32);
+    let body = k.ops[l].regions[0];
+    let of = |fp: &Footprints, buf: Buffer, want: fn(AccessKind) -> bool| -> Vec<usize> {
+        (0..fp.accesses.len())
+            .filter(|&i| {
+                let x = &fp.accesses[i];
+                k.root_buffer(x.access.mem) == buf
+                    && x.loops.first() == Some(&l)
+                    && want(x.access.kind)
+            })
+            .collect()
+    };
+    let reads = of(&fp, a, AccessKind::reads);
+    let writes = of(&fp, b, AccessKind::writes);
+    for &w in &writes {
+        let wpos = body_position(&fp, fp.accesses[w].id.op, body);
+        for &r in &reads {
+            let rpos = body_position(&fp, fp.accesses[r].id.op, body);
+            let hit =
+                crate::analysis::conflicts::pair_conflict(&mut fp, w, r, 1, Some(0)).intersect;
+            // Distance 0 is harmless only when the read comes first in the iteration.
+            let same_iteration_ok = matches!((rpos, wpos), (Some(r), Some(w)) if r < w);
+            let bad = if same_iteration_ok { hit & !1 } else { hit };
+            if bad != 0 {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// Widens `b`'s interval over the loops it is live across; returns the interval and the

@@ -39,7 +39,7 @@ use crate::sync::driver::{Synchronized, synchronize};
 use crate::target::Target;
 
 pub use super::smem_alloc::Allocator;
-use super::smem_alloc::{Item, allocate};
+use super::smem_alloc::{Item, Rel, allocate};
 pub use super::smem_live::{Lifetimes, lifetimes};
 
 /// Where one buffer went.
@@ -242,8 +242,12 @@ fn to_plan(k: &Kernel, lt: &Lifetimes, offs: &[u64], align: u64) -> SmemPlan {
 pub fn plan_shared_memory(k: &Kernel) -> SmemPlan {
     let lt = lifetimes(k);
     let bufs: Vec<Buffer> = k.buffers.keys().collect();
-    let its = items(k, &lt, DEFAULT_ALIGN, &HashMap::new());
-    let conflict = |i: usize, j: usize| lt.interfere(bufs[i], bufs[j]);
+    let mut hints: HashMap<Buffer, Vec<Buffer>> = HashMap::new();
+    for &(a, b) in &lt.handoffs {
+        hints.entry(b).or_default().push(a);
+    }
+    let its = items(k, &lt, DEFAULT_ALIGN, &hints);
+    let conflict = |i: usize, j: usize| lt.relation(bufs[i], bufs[j]);
     let best = Allocator::ALL
         .iter()
         .filter_map(|&a| allocate(&its, &conflict, a))
@@ -257,7 +261,7 @@ pub fn plan_shared_memory(k: &Kernel) -> SmemPlan {
         Some(offs) => to_plan(k, &lt, &offs, DEFAULT_ALIGN),
         // Unreachable in practice (first-fit is always valid); keep the input's layout.
         None => {
-            let none = |_: usize, _: usize| true;
+            let none = |_: usize, _: usize| Rel::Exclusive;
             let offs = allocate(&its, &none, Allocator::BestFit).unwrap_or_default();
             to_plan(k, &lt, &offs, DEFAULT_ALIGN)
         }
@@ -284,7 +288,7 @@ fn reuse_costs(
     let mut pairs = Vec::new();
     for (i, &a) in free.iter().enumerate() {
         for &b in &free[i + 1..] {
-            if !lt.interfere(a, b) {
+            if lt.relation(a, b) != Rel::Exclusive {
                 pairs.push(if start(a) <= start(b) { (a, b) } else { (b, a) });
             }
         }
@@ -329,39 +333,46 @@ fn pair_cost(k: &Kernel, a: Buffer, b: Buffer, opts: &PlanOptions) -> ReuseCost 
     }
 }
 
-/// For each buffer, the earlier buffers it may alias at no cost, largest first.
+/// For each buffer, the earlier buffers whose offset it should try first: hand-off partners
+/// (which it may share bytes with only at one offset), then those it aliases at no cost,
+/// largest first.
 fn alias_hints(
     k: &Kernel,
+    lt: &Lifetimes,
     costs: &HashMap<(Buffer, Buffer), ReuseCost>,
 ) -> HashMap<Buffer, Vec<Buffer>> {
     let mut hints: HashMap<Buffer, Vec<Buffer>> = HashMap::new();
     for (&(a, b), &c) in costs {
-        if c == ReuseCost::Alias {
+        if c == ReuseCost::Alias || lt.relation(a, b) == Rel::SameOffset {
             hints.entry(b).or_default().push(a);
         }
     }
-    for v in hints.values_mut() {
-        v.sort_by_key(|&a| (std::cmp::Reverse(k.buffers[a].bytes()), a));
+    // Hand-off partners first (they share only at one offset), then the largest.
+    for (&b, v) in hints.iter_mut() {
+        v.sort_by_key(|&a| {
+            let partner = lt.relation(a, b) == Rel::SameOffset;
+            (!partner, std::cmp::Reverse(k.buffers[a].bytes()), a)
+        });
     }
     hints
 }
 
-/// Whether buffers `a` and `b` may not share bytes when only free reuses and `extra` costly
-/// ones are allowed.
+/// How buffers `a` and `b` may share bytes when only free reuses and `extra` costly ones are
+/// allowed: as their lifetimes allow when the reuse is analysed and allowed, else not at all.
 fn forbidden(
     lt: &Lifetimes,
     costs: &HashMap<(Buffer, Buffer), ReuseCost>,
     extra: &[(Buffer, Buffer)],
     a: Buffer,
     b: Buffer,
-) -> bool {
-    let cost = costs.get(&(a, b)).or_else(|| costs.get(&(b, a))).copied();
-    lt.interfere(a, b)
-        || match cost {
-            None => true,
-            Some(ReuseCost::Barriers) => !extra.iter().any(|&p| p == (a, b) || p == (b, a)),
-            Some(_) => false,
-        }
+) -> Rel {
+    let base = lt.relation(a, b);
+    let ok = match costs.get(&(a, b)).or_else(|| costs.get(&(b, a))) {
+        None => false,
+        Some(ReuseCost::Barriers) => extra.iter().any(|&p| p == (a, b) || p == (b, a)),
+        Some(_) => true,
+    };
+    if ok { base } else { Rel::Exclusive }
 }
 
 /// The allocation problems tried (module doc, step 3): a name and which pairs may not share.
@@ -372,8 +383,8 @@ fn candidate_offsets(
     align: u64,
 ) -> Vec<(String, Vec<u64>)> {
     let bufs: Vec<Buffer> = k.buffers.keys().collect();
-    let its = items(k, lt, align, &alias_hints(k, costs));
-    let any = |i: usize, j: usize| lt.interfere(bufs[i], bufs[j]);
+    let its = items(k, lt, align, &alias_hints(k, lt, costs));
+    let any = |i: usize, j: usize| lt.relation(bufs[i], bufs[j]);
     let free = |i: usize, j: usize| forbidden(lt, costs, &[], bufs[i], bufs[j]);
     let mut out: Vec<(String, Vec<u64>)> = Vec::new();
     let mut push = |name: String, offs: Option<Vec<u64>>| {
@@ -383,7 +394,7 @@ fn candidate_offsets(
             out.push((name, o));
         }
     };
-    let none = |_: usize, _: usize| true;
+    let none = |_: usize, _: usize| Rel::Exclusive;
     push("no reuse".into(), allocate(&its, &none, Allocator::BestFit));
     for a in Allocator::ALL {
         push(
@@ -490,7 +501,7 @@ fn greedy_costly(
     ev: &mut Evaluated,
 ) {
     let bufs: Vec<Buffer> = k.buffers.keys().collect();
-    let its = items(k, lt, opts.align, &alias_hints(k, costs));
+    let its = items(k, lt, opts.align, &alias_hints(k, lt, costs));
     let offsets = |extra: &[(Buffer, Buffer)]| {
         let conflict = |i: usize, j: usize| forbidden(lt, costs, extra, bufs[i], bufs[j]);
         allocate(&its, &conflict, Allocator::BestFit)
@@ -627,12 +638,10 @@ mod tests {
         let lt = lifetimes(&p.kernel);
         for (i, a) in p.placements.iter().enumerate() {
             for b in &p.placements[i + 1..] {
-                if lt.interfere(a.buffer, b.buffer) {
-                    assert!(
-                        a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset,
-                        "{a:?} and {b:?} overlap"
-                    );
-                }
+                assert!(
+                    lt.may_lie(a.buffer, b.buffer, (a.offset, a.bytes), (b.offset, b.bytes)),
+                    "{a:?} and {b:?} overlap"
+                );
             }
         }
     }
