@@ -514,3 +514,70 @@ fn divergent_pairs(k: &Kernel, fp: &Footprints) -> BTreeSet<(Buffer, Buffer)> {
     }
     pairs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reader::parse_kernel;
+
+    fn lifetimes_of(src: &str) -> (Kernel, Lifetimes) {
+        let k = parse_kernel(src).expect("parses");
+        let lt = lifetimes(&k);
+        (k, lt)
+    }
+
+    fn buffer(k: &Kernel, name: &str) -> Buffer {
+        k.buffers
+            .keys()
+            .find(|&b| k.buffers[b].name == name)
+            .expect("buffer")
+    }
+
+    #[test]
+    fn an_mbarrier_without_inval_stays_live_to_the_end() {
+        let src = |inval: &str| {
+            format!(
+                "kernel @k() block(32) target \"sm_90\" {{\n shared @m : mbarrier[1]\n shared @d : f32[4]\n mbar_init @m[0], 1\n mbar_arrive @m[0]\n {inval}\n store @d[0], 1.0\n %x = load @d[0]\n}}"
+            )
+        };
+        let (k, lt) = lifetimes_of(&src(""));
+        assert!(lt.interfere(buffer(&k, "m"), buffer(&k, "d")));
+        let (k, lt) = lifetimes_of(&src("mbar_inval @m[0]"));
+        assert!(!lt.interfere(buffer(&k, "m"), buffer(&k, "d")));
+    }
+
+    #[test]
+    fn a_loop_under_thread_dependent_control_keeps_its_buffers_live() {
+        // Threads leave the loop at different trip counts: no iteration is shared by all.
+        let (k, lt) = lifetimes_of(
+            "kernel @k() block(8) {\n shared @a : f32[8]\n %t = tid.x\n for %i = 0 to %t step 1 {\n store @a[%t], 1.0\n %x = load @a[%t]\n }\n}",
+        );
+        assert!(lt.private_to.get(buffer(&k, "a")).is_none());
+    }
+
+    #[test]
+    fn a_hand_off_needs_the_write_behind_every_later_read() {
+        let src = |w: &str| {
+            format!(
+                "kernel @k() block(4) {{\n shared @a : f32[8]\n shared @b : f32[8]\n %t = tid.x\n store @a[%t], 1.0\n %u = add %t, 4\n store @a[%u], 1.0\n for %i = 0 to 8 step 1 {{\n %x = load @a[%i]\n {w}\n }}\n %y = load @b[%t]\n}}"
+            )
+        };
+        let (k, lt) = lifetimes_of(&src("store @b[%i], %x"));
+        let (a, b) = (buffer(&k, "a"), buffer(&k, "b"));
+        assert_eq!(lt.relation(a, b), Rel::SameOffset);
+        assert!(lt.may_lie(a, b, (0, 32), (0, 32)));
+        assert!(!lt.may_lie(a, b, (0, 32), (16, 32)));
+        // Writing element i + 1 lands on what iteration i + 1 reads.
+        let (k, lt) = lifetimes_of(&src("%j = add %i, 1\n %m = rem %j, 8\n store @b[%m], %x"));
+        assert_eq!(
+            lt.relation(buffer(&k, "a"), buffer(&k, "b")),
+            Rel::Exclusive
+        );
+        // Writing element i - 1 wraps around: iteration 0 writes what iteration 7 reads.
+        let (k, lt) = lifetimes_of(&src("%j = add %i, 7\n %m = rem %j, 8\n store @b[%m], %x"));
+        assert_eq!(
+            lt.relation(buffer(&k, "a"), buffer(&k, "b")),
+            Rel::Exclusive
+        );
+    }
+}
