@@ -3,7 +3,8 @@
 //! user asks for — fewest bytes, fewest barriers executed, or one under a budget of the other.
 //!
 //! Pipeline. 1. Lifetimes (`smem_live`): per-buffer live intervals, exact across loop back
-//! edges, divergent arms concurrent. Two buffers whose lifetimes interfere never share a
+//! edges, divergent arms concurrent, element-wise hand-offs inside a loop (those pairs may
+//! share bytes at one offset only). Two buffers whose lifetimes interfere never share a
 //! byte: that is what keeps the results unchanged. 2. Reuse costs: for each pair of
 //! unpinned buffers that may share bytes, the kernel already synchronized without reuse
 //! (existing barriers plus the ones `sync` places anyway) is given the two buffers at one
@@ -14,7 +15,8 @@
 //! that are there anyway (nvFuser's promotion at barriers); [`ReuseCost::Barriers`] — the
 //! reuse needs new barriers. 3. Candidates: no reuse; each allocator (`smem_alloc`: first-fit,
 //! best-fit, nvFuser's stack) with only free reuses (alias, promoted) and with every reuse
-//! the lifetimes allow; free reuses plus one costly pair at a time. 4. Every candidate is
+//! the lifetimes allow; a greedy walk adding costly pairs one at a time to best-fit's free
+//! reuses, keeping each that makes the plan smaller with no more barriers. 4. Every candidate is
 //! synchronized by the real pipeline (`sync::driver::synchronize`) and scored by its peak
 //! bytes and barriers executed; the objective picks one.
 //!
@@ -22,11 +24,11 @@
 //! `sync`'s placement like any other (so `sync --plan-smem` is plan, then sync), and the
 //! independent checker re-proves the output.
 //!
-//! Invariants: two buffers whose lifetimes interfere get disjoint bytes (checked by
-//! `smem_alloc::valid` for every candidate); pinned buffers keep their offsets; the chosen
+//! Invariants: two buffers whose lifetimes interfere get disjoint bytes, hand-off partners
+//! the same offset or disjoint bytes (checked by `smem_alloc::valid` for every candidate); pinned buffers keep their offsets; the chosen
 //! plan synchronizes (candidates `sync` refuses are dropped, the no-reuse plan is the input).
 //! Complexity: lifetimes O(ops + footprints); O(min(P, 32)) hazard analyses for the P
-//! reusable pairs and one `sync` per candidate (at most 3·2 + 1 + 8).
+//! reusable pairs and one `sync` per candidate (at most 3·2 + 2 + 8).
 //! Source: nvFuser's alias analysis, `promoteReuseSyncs` and stack allocator (seed 004);
 //! the peaks of its `SmemReuseTest`s (cases/nvfuser-tests.md, section E) are file tests.
 
