@@ -47,7 +47,8 @@
 //!
 //! Invariants: an interval always contains every touch; widening only grows intervals.
 //! Complexity: O(ops) numbering; per buffer and loop, the coverage test is
-//! O(R · W · |instances| · |units|) over its R reads and W writes inside the loop.
+//! O(R · W · |instances| · |units|) over its R reads and W writes inside the loop; at most
+//! 64 hand-off candidates, each one footprint analysis of the kernel.
 //! Source: nvFuser's live intervals and inner/outer aliasing (seed 004); classic structured
 //! liveness (upward-exposed reads make a variable live at the loop head).
 
@@ -206,6 +207,10 @@ pub fn lifetimes(k: &Kernel) -> Lifetimes {
     }
 }
 
+/// Pairs checked for a hand-off (each analyses the footprints of a copy of the kernel);
+/// beyond, the pairs keep their intervals (conservative).
+const MAX_HANDOFF_CHECKS: usize = 64;
+
 /// Hand-offs (module doc): for each `for` loop `l` outside every other loop, whose body all
 /// threads run together, the pairs `(a, b)` of unpinned data buffers where `a` is only read
 /// in `l` and never touched after it, `b` is never touched before `l`, and, with both at one
@@ -217,6 +222,7 @@ fn handoffs(
     touches: &SecondaryMap<Buffer, Vec<Op>>,
 ) -> BTreeSet<(Buffer, Buffer)> {
     let mut out = BTreeSet::new();
+    let mut checks = 0;
     let fp0 = Footprints::new(k, 32);
     let loops: Vec<Op> = k
         .ops_in_order()
@@ -247,6 +253,10 @@ fn handoffs(
             .collect();
         for &a in &enders {
             for &b in starters.iter().filter(|&&b| b != a) {
+                if checks == MAX_HANDOFF_CHECKS {
+                    return out;
+                }
+                checks += 1;
                 if hands_off(k, l, a, b) {
                     out.insert((a, b));
                 }
