@@ -47,7 +47,9 @@ enum Command {
         after_help = "Example: smemsync waits --target gfx942 --explain examples/gemm-gather-to-lds.kir"
     )]
     Waits(cli::waits::WaitsArgs),
-    /// Assign shared-memory offsets so that buffers with disjoint lifetimes share bytes.
+    /// Assign shared-memory offsets so that buffers with disjoint lifetimes share bytes,
+    /// trading bytes against the barriers executed (`--objective`, `--max-bytes`,
+    /// `--max-barriers`).
     #[command(after_help = "Example: smemsync plan-smem examples/layernorm-row.kir")]
     PlanSmem(cli::plan_smem::PlanSmemArgs),
     /// Circular-buffer loops whose body has a `stage "load"` (multi-stage pipelining).

@@ -15,6 +15,9 @@
 //!   deadlock or execution error.
 //! - [`plan_smem_oracle`], [`pipeline_oracle`]: `plan-smem` and `pipeline`, followed by `sync`,
 //!   compute the same outputs as the race-free original, race-free.
+//! - [`plan_objectives_oracle`]: `plan-smem` choosing by objective (both objectives) never
+//!   overlaps buffers that are live together, and its chosen plan, synchronized, is race-free
+//!   and computes the original's outputs ([`planned_ok`]).
 //! - [`emit_oracle`]: text round-trips; MLIR and CUDA give code or diagnostics.
 //! - [`limits_oracle`]: kernels sized at, just below and just above the limits of docs/ir.md
 //!   (threads per block, block dimensions, shared bytes per target, nesting depth) are accepted
@@ -327,6 +330,107 @@ pub fn plan_smem_oracle(case: &Case, tally: &mut Tally) -> Result<(), String> {
         transformed_ok(&k, &plan.kernel, &want, case, "plan-smem")?;
     }
     Ok(())
+}
+
+/// `plan-smem` by objective (`smem_plan::plan_with`) on the kernel without barriers (even
+/// seeds) or with them (odd), fewest bytes first (seed bit 1 clear) or fewest barriers first,
+/// checked by [`planned_ok`]. (One plan per case: each synchronizes every candidate.)
+pub fn plan_objectives_oracle(case: &Case, tally: &mut Tally) -> Result<(), String> {
+    use crate::transform::smem_plan::{Objective, PlanOptions, plan_with};
+    let t = transform_target(case);
+    let safe = case.kernel(true)?;
+    let want = outputs(&safe, case.seed, t)?;
+    let k = if case.seed.is_multiple_of(2) {
+        case.kernel(false)?
+    } else {
+        safe
+    };
+    {
+        let objective = if case.seed & 2 == 0 {
+            Objective::Bytes
+        } else {
+            Objective::Barriers
+        };
+        {
+            let opts = PlanOptions {
+                objective,
+                ..PlanOptions::new(t)
+            };
+            match plan_with(&k, &opts) {
+                Ok(r) => planned_ok(&k, &r, &opts, &want, case.seed, tally)?,
+                // The planner refuses only what `sync` refuses in the input.
+                Err(d) => {
+                    refusal_ok(&d, "plan-smem", &k)?;
+                    if synchronize(&k, &t, &opts.place).is_ok() {
+                        return Err(format!(
+                            "plan-smem refuses a kernel sync accepts: {}\n{}",
+                            d.first().map_or("", |d| d.message.as_str()),
+                            crate::emit::text::print_kernel(&k)
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A plan of `k` is sound and honours its objective: buffers whose lifetimes interfere (in
+/// `k`) get disjoint bytes; the chosen plan, synchronized, verifies, is race-free under
+/// interpretation and computes `want`; bytes first never exceeds the no-reuse peak, barriers
+/// first never executes more barriers than the kernel synchronized without reuse.
+pub fn planned_ok(
+    k: &Kernel,
+    r: &crate::transform::smem_plan::PlanReport,
+    opts: &crate::transform::smem_plan::PlanOptions,
+    want: &Outputs,
+    seed: u64,
+    tally: &mut Tally,
+) -> Result<(), String> {
+    use crate::transform::smem_plan::{Objective, lifetimes};
+    let text = || crate::emit::text::print_kernel(k);
+    let lt = lifetimes(k);
+    let ps = &r.plan.placements;
+    for (i, a) in ps.iter().enumerate() {
+        for b in &ps[i + 1..] {
+            let pinned =
+                k.buffers[a.buffer].offset.is_some() && k.buffers[b.buffer].offset.is_some();
+            let lies = lt.may_lie(a.buffer, b.buffer, (a.offset, a.bytes), (b.offset, b.bytes));
+            if !lies && !pinned {
+                return Err(format!(
+                    "plan-smem overlaps @{} and @{}, live together\n{}",
+                    k.buffers[a.buffer].name,
+                    k.buffers[b.buffer].name,
+                    text()
+                ));
+            }
+        }
+    }
+    tally.planned += 1;
+    if r.plan.peak < r.plan.peak_before {
+        tally.reused_bytes += 1;
+    }
+    match opts.objective {
+        Objective::Bytes if r.plan.peak > r.plan.peak_before => {
+            return Err(format!("plan-smem grows shared memory\n{}", text()));
+        }
+        Objective::Barriers if r.barriers > r.barriers_before => {
+            return Err(format!(
+                "plan-smem --objective barriers adds barriers\n{}",
+                text()
+            ));
+        }
+        _ => {}
+    }
+    let t = opts.target;
+    if let Some(d) = crate::verify::verify_with(&r.synced.kernel, &t.limits).first() {
+        return Err(format!(
+            "planned and synced output does not verify: {}",
+            d.message
+        ));
+    }
+    race_free(&r.synced.kernel, t, "plan-smem then sync races")?;
+    same_outputs(want, &r.synced.kernel, seed, t, "plan-smem then sync")
 }
 
 /// `pipeline --stages 2|3` then `sync` preserves the results (cases with a pipeline loop).

@@ -63,6 +63,12 @@ pub struct SyncArgs {
     /// Never use warp-level syncs (always block barriers).
     #[arg(long)]
     pub no_warp_sync: bool,
+    /// Plan shared memory first (as `plan-smem`, report on stderr), then synchronize the
+    /// chosen plan: its reuse hazards go through the same placement.
+    #[arg(long)]
+    pub plan_smem: bool,
+    #[command(flatten)]
+    pub plan: super::plan_smem::PlanArgs,
     #[command(flatten)]
     pub output: super::FormatArgs,
 }
@@ -103,7 +109,16 @@ pub fn run(args: &SyncArgs) -> i32 {
     let mut docs = Vec::new();
     let mut findings: Vec<Diagnostic> = Vec::new();
     for k in &kernels {
-        let s = match synchronize(k, &target, &opts) {
+        let synced = if args.plan_smem {
+            let popts = super::plan_smem::plan_options(&args.plan, target, opts.clone());
+            smemsync::transform::smem_plan::plan_with(k, &popts).map(|r| {
+                eprint!("{}", super::plan_smem::describe(k, &input, &r, &popts));
+                r.synced
+            })
+        } else {
+            synchronize(k, &target, &opts)
+        };
+        let s = match synced {
             Ok(s) => s,
             Err(d) => {
                 findings.extend(d);

@@ -1,5 +1,8 @@
 //! Transformations whose correctness rests on synchronization: shared-memory planning with
-//! reuse (and circular buffering).
+//! reuse (lifetimes, allocators, the planner that trades bytes against barriers) and
+//! circular buffering.
 
 pub mod pipeline;
+pub mod smem_alloc;
+pub mod smem_live;
 pub mod smem_plan;

@@ -1,0 +1,234 @@
+//! Property tests of shared-memory planning (`transform::smem_plan::plan_with`) on random
+//! kernels: buffers live at the same time never share bytes, the chosen plan synchronized by
+//! `sync` is race-free under interpretation, and it computes what the unplanned kernel
+//! computes (`oracles::planned_ok`), for both objectives.
+//!
+//! Two generators: the project's (`smemsync::gen` through `oracles::Case`, several phases of
+//! fresh buffers) and one here that stresses liveness across loop back edges: a loop whose
+//! body writes some buffers in full before reading them (private to an iteration), others
+//! partly, under an `if`, or not at all before a read (loop-carried), read back at
+//! other threads' elements and some read again after the loop.
+//!
+//! Each test runs a fixed number of seeds (every plan synchronizes all its candidates, so
+//! they are few), or `SMEMSYNC_PLAN_SEEDS=N` of them for a long run, and asserts it
+//! exercised enough.
+
+use smemsync::check::splitmix64;
+use smemsync::oracles::{Case, Tally, outputs, plan_objectives_oracle, planned_ok};
+use smemsync::sync::PlaceOptions;
+use smemsync::sync::driver::synchronize;
+use smemsync::target::Target;
+use smemsync::transform::smem_plan::{Objective, PlanOptions, lifetimes, plan_with};
+
+/// Seeds to run: `default`, or `SMEMSYNC_PLAN_SEEDS` when set.
+fn seeds(default: u64) -> u64 {
+    std::env::var("SMEMSYNC_PLAN_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn plans_of_generated_kernels_keep_live_buffers_apart_and_results_unchanged() {
+    let mut tally = Tally::default();
+    for seed in 0..seeds(4) {
+        // Several phases of fresh buffers (bits 6-7), small blocks (bits 10-12 clear).
+        let flags = splitmix64(seed) & !(7 << 10) | 0b11 << 6;
+        let case = Case::new(seed, flags);
+        if let Err(e) = plan_objectives_oracle(&case, &mut tally) {
+            panic!("seed {seed}: {e}");
+        }
+        tally.cases += 1;
+    }
+    eprintln!("{tally:?}");
+    assert!(tally.cases >= 4, "{tally:?}");
+    assert!(tally.reused_bytes > 0, "no plan reused bytes: {tally:?}");
+}
+
+/// How a buffer is treated in the loop body of a [`loop_kernel`].
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Use {
+    /// Written by every thread, then read: private to an iteration.
+    Full,
+    /// Written by half the threads, then read anywhere: loop-carried.
+    Half,
+    /// Written under a uniform `if`: not a must-write.
+    Guarded,
+    /// Read before it is written: loop-carried.
+    ReadFirst,
+}
+
+/// A random kernel with one loop over `n` buffers (see the module doc) and its buffer uses.
+fn loop_kernel(seed: u64) -> (String, Vec<Use>) {
+    let mut r = seed;
+    let mut next = |m: u64| {
+        r = splitmix64(r);
+        r % m
+    };
+    let b = [32u64, 64, 128][next(3) as usize];
+    let n = 2 + next(3) as usize;
+    let trips = 2 + next(3);
+    let uses: Vec<Use> = (0..n)
+        .map(|_| {
+            [
+                Use::Full,
+                Use::Full,
+                Use::Half,
+                Use::Guarded,
+                Use::ReadFirst,
+            ][next(5) as usize]
+        })
+        .collect();
+    let after: Vec<bool> = (0..n).map(|_| next(4) == 0).collect();
+    let mut s = format!(
+        "kernel @k(%x: global f32[{trips}, {b}], %y: global f32[{trips}, {}], %z: global f32[{}], %n: i32 = 1) block({b}) {{\n",
+        n as u64 * b,
+        n as u64 * b
+    );
+    for i in 0..n {
+        s += &format!("  shared @s{i} : f32[{b}]\n");
+    }
+    s += &format!(
+        "  %t = tid.x\n  %h = cmp lt %t, {}\n  %c = cmp lt %n, 4\n",
+        b / 2
+    );
+    for i in 0..n {
+        let m = 1 + next(b - 1);
+        s += &format!("  %m{i} = xor %t, {m}\n");
+        if uses[i] != Use::Full || after[i] {
+            s += &format!("  %f{i} = itof %t\n  store @s{i}[%t], %f{i}\n");
+        }
+    }
+    s += &format!("  for %k = 0 to {trips} step 1 {{\n    %g = gload %x[%k, %t]\n");
+    for (i, u) in uses.iter().enumerate() {
+        let write = format!("    %w{i} = add %g, {i}.0\n");
+        let read = format!(
+            "    %r{i} = load @s{i}[%m{i}]\n    %o{i} = add %t, {}\n    gstore %y[%k, %o{i}], %r{i}\n",
+            i as u64 * b
+        );
+        s += &write;
+        s += &match u {
+            Use::Full => format!("    store @s{i}[%t], %w{i}\n{read}"),
+            Use::Half => format!("    if %h {{\n      store @s{i}[%t], %w{i}\n    }}\n{read}"),
+            Use::Guarded => format!("    if %c {{\n      store @s{i}[%t], %w{i}\n    }}\n{read}"),
+            Use::ReadFirst => format!("{read}    store @s{i}[%t], %w{i}\n"),
+        };
+    }
+    s += "  }\n";
+    for i in (0..n).filter(|&i| after[i]) {
+        s += &format!(
+            "  %a{i} = load @s{i}[%m{i}]\n  %p{i} = add %t, {}\n  gstore %z[%p{i}], %a{i}\n",
+            i as u64 * b
+        );
+    }
+    s += "}\n";
+    let uses = uses
+        .iter()
+        .zip(&after)
+        .map(|(&u, &a)| if a && u == Use::Full { Use::Half } else { u })
+        .collect();
+    (s, uses)
+}
+
+#[test]
+fn loop_private_buffers_share_bytes_and_loop_carried_ones_never_do() {
+    let mut tally = Tally::default();
+    let (mut private, mut carried, mut cases) = (0, 0, 0);
+    for seed in 0..seeds(16) {
+        let (text, uses) = loop_kernel(seed);
+        let k = smemsync::reader::parse_kernel(&text).unwrap_or_else(|d| panic!("{text}\n{d:?}"));
+        let t = Target::from_name(["gfx942", "sm_90"][seed as usize % 2]).expect("target");
+        // What each buffer's liveness must be: private exactly for full writes before reads
+        // (and no read after the loop).
+        let lt = lifetimes(&k);
+        for (b, u) in k.buffers.keys().zip(&uses) {
+            let is_private = lt.private_to.get(b).is_some();
+            assert_eq!(is_private, *u == Use::Full, "seed {seed}: {u:?}\n{text}");
+            if is_private {
+                private += 1;
+            } else {
+                carried += 1;
+            }
+        }
+        let base = synchronize(&k, &t, &PlaceOptions::default())
+            .unwrap_or_else(|d| panic!("seed {seed}: sync refuses: {:?}\n{text}", d[0].message));
+        let want = outputs(&base.kernel, seed, t).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        for objective in [Objective::Bytes, Objective::Barriers] {
+            let opts = PlanOptions {
+                objective,
+                ..PlanOptions::new(t)
+            };
+            let r = plan_with(&k, &opts).unwrap_or_else(|d| panic!("seed {seed}: {:?}", d[0]));
+            if let Err(e) = planned_ok(&k, &r, &opts, &want, seed, &mut tally) {
+                panic!("seed {seed}: {e}");
+            }
+        }
+        cases += 1;
+    }
+    eprintln!("{cases} kernels, {private} private buffers, {carried} carried: {tally:?}");
+    assert!(
+        private >= 5 && carried >= 5,
+        "{cases} kernels: {private} {carried}"
+    );
+    assert!(tally.reused_bytes >= 2, "{tally:?}");
+}
+
+/// A kernel handing buffer `@h` (filled before the loop) to `@g` (filled in the loop, read
+/// after it) element by element: iteration `k` reads slot `(k + r1) mod T` of `@h` and then
+/// writes slot `(k + r2) mod T` of `@g`, each at a permutation of the threads. Whether `@g`
+/// may take `@h`'s bytes depends on `r1` and `r2`: a write must not land on a slot a later
+/// iteration still reads, so exactly when `r1 == r2` (the second result).
+fn hand_off_kernel(seed: u64) -> (String, bool) {
+    let mut r = seed ^ 0x4A4D;
+    let mut next = |m: u64| {
+        r = splitmix64(r);
+        r % m
+    };
+    let b = [32u64, 64][next(2) as usize];
+    let trips = 2 + next(3);
+    let (r1, r2) = (next(trips), next(trips));
+    let (m1, m2) = (next(b), next(b));
+    let n = trips * b;
+    let mut s = format!(
+        "kernel @h(%x: global f32[{n}], %y: global f32[{n}]) block({b}) {{\n  shared @h : f32[{n}]\n  shared @g : f32[{n}]\n  %t = tid.x\n"
+    );
+    s += &format!(
+        "  for %j = 0 to {trips} step 1 {{\n    %jb = mul %j, {b}\n    %e = add %jb, %t\n    %v = gload %x[%e]\n    store @h[%e], %v\n  }}\n"
+    );
+    s += &format!(
+        "  %p = xor %t, {m1}\n  %q = xor %t, {m2}\n  for %k = 0 to {trips} step 1 {{\n    %k1 = add %k, {r1}\n    %s1 = rem %k1, {trips}\n    %b1 = mul %s1, {b}\n    %i1 = add %b1, %p\n    %a = load @h[%i1]\n    %w = mul %a, 3.0\n    %k2 = add %k, {r2}\n    %s2 = rem %k2, {trips}\n    %b2 = mul %s2, {b}\n    %i2 = add %b2, %q\n    store @g[%i2], %w\n  }}\n"
+    );
+    s += &format!(
+        "  for %j = 0 to {trips} step 1 {{\n    %jb2 = mul %j, {b}\n    %e2 = add %jb2, %t\n    %o = load @g[%e2]\n    gstore %y[%e2], %o\n  }}\n}}\n"
+    );
+    (s, r1 == r2)
+}
+
+#[test]
+fn hand_offs_inside_a_loop_keep_results_unchanged() {
+    let mut tally = Tally::default();
+    let (mut handed, mut kept_apart) = (0, 0);
+    for seed in 0..seeds(12) {
+        let (text, valid) = hand_off_kernel(seed);
+        let k = smemsync::reader::parse_kernel(&text).unwrap_or_else(|d| panic!("{text}\n{d:?}"));
+        let t = Target::from_name("gfx942").expect("target");
+        let found = !lifetimes(&k).handoffs.is_empty();
+        assert_eq!(found, valid, "seed {seed}: hand-off found {found}\n{text}");
+        if found {
+            handed += 1;
+        } else {
+            kept_apart += 1;
+        }
+        let base = synchronize(&k, &t, &PlaceOptions::default())
+            .unwrap_or_else(|d| panic!("seed {seed}: sync refuses: {:?}\n{text}", d[0].message));
+        let want = outputs(&base.kernel, seed, t).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let opts = PlanOptions::new(t);
+        let r = plan_with(&k, &opts).unwrap_or_else(|d| panic!("seed {seed}: {:?}", d[0]));
+        if let Err(e) = planned_ok(&k, &r, &opts, &want, seed, &mut tally) {
+            panic!("seed {seed}: {e}");
+        }
+    }
+    eprintln!("{handed} hand-offs, {kept_apart} kept apart: {tally:?}");
+    assert!(handed >= 2 && kept_apart >= 2, "{handed} {kept_apart}");
+    assert!(tally.reused_bytes >= 2, "{tally:?}");
+}
