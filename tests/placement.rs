@@ -154,7 +154,7 @@ fn optimal_vs_oracles(seed: u64, src: &str, target: &Target) -> Tally {
         for n in 0..opt.plan.len() {
             // Trip counts 3 and 0, flag on and off (a barrier may be needed only when a
             // loop or a uniform branch is skipped).
-            let mutant = apply(&k, &opt.plan.without(n));
+            let mutant = apply(&k, &opt.plan.without(n)).expect("plan anchored in its kernel");
             let raced = [(3, 1), (0, 1), (3, 0)].iter().any(|&(trips, flag)| {
                 let o = smemsync::check::CheckOptions {
                     target: Some(target),
@@ -277,7 +277,9 @@ fn warp_uniform_oracles(seed: u64, src: &str, target: &Target) -> (usize, usize)
             n.err()
         ),
     };
-    if warp_sync_in_lo_arm(&smemsync::emit::text::print_kernel(&apply(&k, &opt.plan))) {
+    if warp_sync_in_lo_arm(&smemsync::emit::text::print_kernel(
+        &apply(&k, &opt.plan).expect("plan anchored in its kernel"),
+    )) {
         in_arm = 1;
     }
     recheck(&k, &opt.plan, &target);

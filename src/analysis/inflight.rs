@@ -47,7 +47,9 @@
 //! transfer steps, plus the footprint queries of [`crate::analysis::overlap`] (cached per
 //! consumer, copy and tags). No path is ever enumerated.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::analysis::overlap::{IterTag, Overlap};
 use crate::ir::effects::{SharedAccess, WaitKind};
@@ -388,7 +390,7 @@ impl Completions {
         &self,
         waits: &BTreeSet<Op>,
         copy: Op,
-        order: &HashMap<Op, usize>,
+        order: &std::collections::HashMap<Op, usize>,
     ) -> Option<(Op, u32)> {
         waits
             .iter()
@@ -476,8 +478,8 @@ impl<'k> Flow<'k> {
             k,
             target: *target,
             overlap: Overlap::new(k, target.warp),
-            loops: HashMap::new(),
-            cache: HashMap::new(),
+            loops: HashMap::default(),
+            cache: HashMap::default(),
         }
     }
 

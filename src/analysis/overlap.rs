@@ -30,7 +30,7 @@
 //! iteration assignments enumerated, T the block's threads (per-thread footprints only) and E
 //! the index expression size; collective footprints cost O(A · R) with R the view's rows.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::ir::*;
 
@@ -95,7 +95,24 @@ fn operand_key(o: &Operand) -> u64 {
     }
 }
 
-type Env = HashMap<Value, i64>;
+/// Values of induction variables: a handful per query, so a small vector beats hashing.
+#[derive(Clone, Debug, Default)]
+struct Env(Vec<(Value, i64)>);
+
+impl Env {
+    fn new() -> Env {
+        Env(Vec::new())
+    }
+    fn get(&self, v: &Value) -> Option<&i64> {
+        self.0.iter().find(|(k, _)| k == v).map(|(_, x)| x)
+    }
+    fn insert(&mut self, v: Value, x: i64) {
+        match self.0.iter_mut().find(|(k, _)| *k == v) {
+            Some(e) => e.1 = x,
+            None => self.0.push((v, x)),
+        }
+    }
+}
 
 /// A free iteration variable: the induction variable it binds on each side and its domain,
 /// a list of (value for the earlier access, value for the later access) pairs.
@@ -136,10 +153,10 @@ impl<'k> Overlap<'k> {
             k,
             parents: k.parents(),
             warp,
-            loops: HashMap::new(),
+            loops: HashMap::default(),
             ranges: crate::ir::ranges::Ranges::new(k),
             deps: Default::default(),
-            memo: HashMap::new(),
+            memo: HashMap::default(),
         }
     }
 
@@ -312,8 +329,8 @@ impl<'k> Overlap<'k> {
 
     /// Evaluates an i32 operand for one thread (linear id `tid`) with the given values of
     /// induction variables; `None` when unknown.
-    pub fn eval_at(&self, o: Operand, env: &HashMap<Value, i64>, tid: u32) -> Option<i64> {
-        self.eval(o, env, tid)
+    pub fn eval_at(&self, o: Operand, env: &std::collections::HashMap<Value, i64>, tid: u32) -> Option<i64> {
+        self.eval(o, &Env(env.iter().map(|(k, v)| (*k, *v)).collect()), tid)
     }
 
     /// Evaluates an i32 operand for one thread under the environment; `None` when unknown.
@@ -444,7 +461,7 @@ impl<'k> Overlap<'k> {
             return Some((its.collect(), true));
         }
         // One period, anchored at a multiple of the period so the same residues appear.
-        let mut memo = HashMap::new();
+        let mut memo = HashMap::default();
         let mut per = 1i64;
         for o in operands {
             match self.period(*o, iv, &mut memo) {
