@@ -21,6 +21,7 @@ use crate::ir::edit::apply;
 use crate::ir::effects::is_sync;
 use crate::ir::*;
 use crate::sync::split::{SplitStats, lower_to_split};
+use crate::sync::joint::hoist_waits;
 use crate::sync::waits::{WaitPlan, apply_waits, plan_waits};
 use crate::sync::{PlaceOptions, Placement, place_barriers};
 use crate::target::Target;
@@ -67,6 +68,36 @@ pub fn without_inserted(k: &Kernel, input_ops: usize, n: usize) -> Option<Kernel
     Some(out)
 }
 
+/// Waits, the kernel with them, and the barrier placement on it.
+type Planned = (WaitPlan, Kernel, Placement);
+
+/// Joint wait and barrier placement (`sync::joint`): the planned waits moved to their
+/// earliest equivalent points when barrier placement then executes strictly fewer barriers
+/// (or as many, written fewer times). The naive baseline keeps the planner's waits.
+fn jointly(k: &Kernel, target: &Target, opts: &PlaceOptions, late: Planned) -> Planned {
+    if opts.strategy == crate::sync::Strategy::Naive {
+        return late;
+    }
+    let Some(early) = hoist_waits(k, target, &late.0) else {
+        return late;
+    };
+    let with_early = apply_waits(k, &early).kernel;
+    let Ok(p) = place_barriers(&with_early, target, opts) else {
+        return late;
+    };
+    let cost = |s: &crate::sync::Stats| {
+        (
+            s.barriers_executed,
+            s.barriers_written + s.warp_syncs_written,
+        )
+    };
+    if cost(&p.stats) < cost(&late.2.stats) {
+        (early, with_early, p)
+    } else {
+        late
+    }
+}
+
 /// Runs the pipeline on one kernel.
 pub fn synchronize(
     k: &Kernel,
@@ -76,6 +107,7 @@ pub fn synchronize(
     let waits = plan_waits(k, target)?;
     let with_waits = apply_waits(k, &waits).kernel;
     let placement = place_barriers(&with_waits, target, opts)?;
+    let (waits, with_waits, placement) = jointly(k, target, opts, (waits, with_waits, placement));
     let mut kernel = apply(&with_waits, &placement.plan).map_err(|d| vec![d])?;
     let mut split = None;
     if target.split_barriers {

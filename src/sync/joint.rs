@@ -1,0 +1,172 @@
+//! Joint placement of waits and barriers: a planned wait may move up to the earliest point
+//! where it still completes exactly the same copies, so that one barrier after it can also
+//! serve the ordinary hazards before that point.
+//!
+//! **Why.** The wait planner puts each wait just before its first consumer, with the largest
+//! count (`sync::waits`). Barrier placement then treats the async write as a producer at the
+//! wait. In a triple-buffered loop the refill copies (WAR against the previous iteration's
+//! reads) come before the consumer, so a wait after them forces a second barrier: one before
+//! the refill, one after the wait. Moved above the refill (and its commit, with the count
+//! lowered by one), the same wait lets one barrier serve both: `wait; barrier` per iteration.
+//!
+//! **Equivalent positions.** Walking up from the wait within its region, a count wait
+//! `N` on a queue completes the same copy executions one op earlier when that op is
+//! - a commit of its group queue (then `N - 1`, only while `N >= 1`: the copies of the group
+//!   it closes are the newest group after it, not completed by `N >= 1`, and do not exist
+//!   before it), or an issue on a counter it names (likewise `N - 1`);
+//! - an async issue on a group queue (uncommitted copies are never completed by a count);
+//! - an op without shared-memory or synchronization effect, or a compound op whose body holds
+//!   only such ops and group-queue issues.
+//!
+//! Anything else (a shared access, a sync, a wait, a token wait) stops the walk. Moving a wait
+//! earlier only widens the interval between the wait and each consumer, so every hazard the
+//! barriers covered stays covered: placement with every wait at its earliest equivalent point
+//! needs no more barriers than with the waits where the planner put them. smemsync keeps the
+//! late positions unless the early ones execute strictly fewer barriers (a late wait lets the
+//! copies overlap more work).
+//!
+//! Complexity: O(ops) per wait for the walk, plus one extra placement when a wait can move.
+
+use crate::analysis::inflight::{Queue, queue_of};
+use crate::ir::effects::is_sync;
+use crate::ir::*;
+use crate::sync::waits::{Anchor, WaitEdit, WaitPlan};
+use crate::target::Target;
+
+/// The queues a count wait names, with their counts (`None` for other ops).
+fn wait_counts(kind: &OpKind) -> Option<Vec<(Queue, u32)>> {
+    Some(match kind {
+        OpKind::CpAsyncWait(n) => vec![(Queue::CpAsync, *n)],
+        OpKind::BulkWait(n) => vec![(Queue::Bulk, *n)],
+        OpKind::WgmmaWait(n) => vec![(Queue::Wgmma, *n)],
+        OpKind::WaitCnt(cs) => cs.iter().map(|(c, n)| (Queue::Counter(*c), *n)).collect(),
+        _ => return None,
+    })
+}
+
+fn with_counts(kind: &OpKind, counts: &[(Queue, u32)]) -> OpKind {
+    match kind {
+        OpKind::CpAsyncWait(_) => OpKind::CpAsyncWait(counts[0].1),
+        OpKind::BulkWait(_) => OpKind::BulkWait(counts[0].1),
+        OpKind::WgmmaWait(_) => OpKind::WgmmaWait(counts[0].1),
+        OpKind::WaitCnt(cs) => OpKind::WaitCnt(
+            cs.iter()
+                .zip(counts)
+                .map(|((c, _), (_, n))| (*c, *n))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn commit_queue(kind: &OpKind) -> Option<Queue> {
+    match kind {
+        OpKind::CpAsyncCommit => Some(Queue::CpAsync),
+        OpKind::BulkCommit => Some(Queue::Bulk),
+        OpKind::WgmmaCommit => Some(Queue::Wgmma),
+        _ => None,
+    }
+}
+
+/// What crossing `op` (moving a wait from after it to before it) does to the counts: `None`
+/// when the wait may not cross it.
+fn cross(k: &Kernel, target: &Target, op: Op, counts: &mut [(Queue, u32)]) -> Option<()> {
+    let kind = &k.ops[op].kind;
+    let lower = |q: Queue, counts: &mut [(Queue, u32)]| -> Option<()> {
+        if let Some(e) = counts.iter_mut().find(|(x, _)| *x == q) {
+            e.1 = e.1.checked_sub(1)?;
+        }
+        Some(())
+    };
+    if let Some(q) = commit_queue(kind) {
+        return lower(q, counts);
+    }
+    if let Some((q, _)) = queue_of(k, target, op) {
+        return if q.ticks_on_issue() {
+            lower(q, counts)
+        } else if q.counted() {
+            Some(())
+        } else {
+            None
+        };
+    }
+    if let OpKind::GLoad { .. } = kind
+        && let Some(c) = target.global_load_counter()
+    {
+        return lower(Queue::Counter(c), counts);
+    }
+    if is_sync(k, op) || !effects(k, op).shared.is_empty() {
+        return None;
+    }
+    for &r in &k.ops[op].regions {
+        for &o in &k.regions[r].ops {
+            let inner_ok = match queue_of(k, target, o) {
+                Some((q, _)) => q.counted() && !q.ticks_on_issue(),
+                None => {
+                    commit_queue(&k.ops[o].kind).is_none()
+                        && !matches!(k.ops[o].kind, OpKind::GLoad { .. })
+                        && cross(k, target, o, &mut []).is_some()
+                }
+            };
+            if !inner_ok {
+                return None;
+            }
+        }
+    }
+    Some(())
+}
+
+/// The waits of `plan` moved to their earliest equivalent positions (see the module doc), or
+/// `None` when none can move. Waits sharing their anchor with another edit (a commit the
+/// planner inserted for them) stay.
+pub fn hoist_waits(k: &Kernel, target: &Target, plan: &WaitPlan) -> Option<WaitPlan> {
+    let parents = k.parents();
+    let mut out = plan.clone();
+    let mut moved = false;
+    for (i, e) in plan.edits.iter().enumerate() {
+        let Some(mut counts) = wait_counts(&e.kind) else {
+            continue;
+        };
+        if plan.edits.iter().filter(|x| x.anchor == e.anchor).count() > 1 {
+            continue;
+        }
+        let (region, at) = match e.anchor {
+            Anchor::Before(op) => match parents.op_region[op] {
+                Some(r) => (r, k.regions[r].ops.iter().position(|&o| o == op)),
+                None => continue,
+            },
+            Anchor::End(r) => (r, Some(k.regions[r].ops.len())),
+        };
+        let Some(mut at) = at else { continue };
+        let ops = &k.regions[region].ops;
+        // Another planned edit anchored before an op stands between it and its predecessor:
+        // the walk does not cross it (its effect on the counts is not modelled here).
+        let other_edit = |o: Op| {
+            plan.edits
+                .iter()
+                .any(|x| x.anchor == Anchor::Before(o) && x.anchor != e.anchor)
+        };
+        while at > 0
+            && (at == ops.len() || !other_edit(ops[at]))
+            && cross(k, target, ops[at - 1], &mut counts).is_some()
+        {
+            at -= 1;
+        }
+        if Some(at) == ops.iter().position(|&o| Anchor::Before(o) == e.anchor) {
+            continue;
+        }
+        if at == ops.len() {
+            continue;
+        }
+        out.edits[i] = WaitEdit {
+            anchor: Anchor::Before(ops[at]),
+            kind: with_counts(&e.kind, &counts),
+            why: format!(
+                "{} (moved up to where it completes the same copies, so that one barrier after it also orders the accesses before its first consumer)",
+                e.why
+            ),
+        };
+        moved = true;
+    }
+    moved.then_some(out)
+}
