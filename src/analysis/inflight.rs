@@ -440,6 +440,8 @@ pub struct Flow<'k> {
     /// Enclosing loops (`for` and `while`) of each op, outermost first.
     loops: HashMap<Op, Vec<Op>>,
     cache: HashMap<ConflictKey, bool>,
+    /// Which wgmma results reach each value (register hazards).
+    regs: crate::analysis::regdeps::RegSources<'k>,
 }
 
 /// The queue an async op joins on a target, with its shared access.
@@ -480,6 +482,7 @@ impl<'k> Flow<'k> {
             overlap: Overlap::new(k, target.warp),
             loops: HashMap::default(),
             cache: HashMap::default(),
+            regs: crate::analysis::regdeps::RegSources::new(k),
         }
     }
 
@@ -830,15 +833,15 @@ impl<'k> Flow<'k> {
     /// The pending entries an op's shared accesses may conflict with (at least one side
     /// writes and the footprints may overlap), with their queues and ages.
     pub fn conflicts(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, Pending, i32)> {
+        let mut out = self.register_conflicts(op, st);
         let mine: Vec<SharedAccess> = effects(self.k, op)
             .shared
             .into_iter()
             .filter(|a| self.k.elem(a.mem) != ElemType::MBarrier)
             .collect();
         if mine.is_empty() {
-            return Vec::new();
+            return out;
         }
-        let mut out = Vec::new();
         for (q, m) in &st.queues {
             for (p, a) in m {
                 let key = (p.op, p.tags.clone(), op);
@@ -866,6 +869,25 @@ impl<'k> Flow<'k> {
             }
         }
         out
+    }
+}
+
+impl Flow<'_> {
+    /// The pending wgmma executions whose asynchronous result `op` consumes (through moves:
+    /// `analysis::regdeps`): every execution of a source wgmma still in flight, since the
+    /// newest one decides the count and older ones of a chain complete with it.
+    fn register_conflicts(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, Pending, i32)> {
+        let mut srcs = std::collections::BTreeSet::new();
+        for v in crate::analysis::regdeps::consumed(self.k, op) {
+            srcs.extend(self.regs.wgmma_sources(v));
+        }
+        if srcs.is_empty() {
+            return Vec::new();
+        }
+        st.entries(Queue::Wgmma)
+            .filter(|(p, _)| srcs.contains(&p.op))
+            .map(|(p, a)| (Queue::Wgmma, p.clone(), a))
+            .collect()
     }
 }
 
