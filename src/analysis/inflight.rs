@@ -283,6 +283,8 @@ pub struct Completions {
     pub outstanding_at_exit: Vec<Op>,
     /// The state before each non-structural op, at the fixpoint.
     pub before: HashMap<Op, InFlight>,
+    /// Footprint queries answered conservatively (W0314).
+    pub warnings: Vec<crate::diag::Diagnostic>,
 }
 
 /// Where an async op inside a loop is completed, in the shape barrier placement asks for.
@@ -957,6 +959,7 @@ pub fn completions(k: &Kernel, target: &Target) -> Completions {
         out.extend(m.keys().map(|p| p.op));
     }
     rec.c.outstanding_at_exit = out.into_iter().collect();
+    rec.c.warnings = flow.overlap.conservative_warnings();
     rec.c.hazards.sort_by_key(|h| (h.consumer, h.copy));
     rec.c
 }
