@@ -6,7 +6,7 @@
 //! group. Until then the value may be *moved* — yielded into a loop's iteration value, passed
 //! as a loop's initial value, or handed to another `wgmma` as its accumulator (chaining, which
 //! the hardware orders) — but not *consumed* by any other op (arithmetic, a store, a
-//! comparison). [`consumed`] lists the values an op consumes; [`wgmma_sources`] follows a
+//! comparison). [`consumed`] lists the values an op consumes; [`RegSources::wgmma_sources`] follows a
 //! value back through moves (region arguments, loop and `if` results, yields) to the `wgmma`
 //! ops that may have produced it.
 //!
@@ -41,7 +41,7 @@ pub fn consumed(k: &Kernel, op: Op) -> Vec<Value> {
     out
 }
 
-/// Memoized [`wgmma_sources`] over one kernel.
+/// Memoized [`RegSources::wgmma_sources`] over one kernel.
 pub struct RegSources<'k> {
     k: &'k Kernel,
     parents: Parents,
