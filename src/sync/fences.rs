@@ -22,6 +22,7 @@
 //!   release, hence by the writers; the outermost such release is chosen (fewest executions);
 //! - otherwise just before the access: then no release lies between, so (the barriers being
 //!   placed) the writer is the issuing thread itself.
+//!
 //! A planned fence changes the dataflow before the point where it was decided, so the walk
 //! restarts until no fence is added (at most one restart per fence).
 //!
