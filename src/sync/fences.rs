@@ -15,13 +15,15 @@
 //! body is walked until the set at its head is stable, both arms of an `if` start from one
 //! input and are joined. At an async access whose buffers meet the pending set, a fence is
 //! planned at the latest point that still serves every pending write it needs:
-//! - just before the most recent *release* (block barrier, named barrier, mbarrier arrive,
-//!   warp sync) of an enclosing region sequence that every such write reached before it (none
+//! - just before the most recent *block barrier* (`barrier`, or `named_sync` over the whole
+//!   block) of an enclosing region sequence that every such write reached before it (none
 //!   re-written since on a path that skips it) — this adds no barrier, the fence rides on one
-//!   that placement already needed, and it is executed by every thread that reaches that
-//!   release, hence by the writers; the outermost such release is chosen (fewest executions);
-//! - otherwise just before the access: then no release lies between, so (the barriers being
-//!   placed) the writer is the issuing thread itself.
+//!   that placement already needed, every thread executes it (hence the writers), and the
+//!   barrier orders it before the issue; the outermost such barrier is chosen (fewest
+//!   executions);
+//! - otherwise just before the access: then no block barrier lies between, so (the barriers
+//!   being placed) the writer is the issuing thread itself, or the pair is ordered by a finer
+//!   sync (warp sync, named barrier, mbarrier), which this placer does not ride on.
 //!
 //! A planned fence changes the dataflow before the point where it was decided, so the walk
 //! restarts until no fence is added (at most one restart per fence).
@@ -110,9 +112,9 @@ fn overlap(k: &Kernel, a: Buffer, b: Buffer) -> bool {
     }
 }
 
-/// The most recent release of one region sequence being walked.
+/// The most recent block barrier of one region sequence being walked.
 struct Frame {
-    /// The release op, the pending set just before it, and the log length there.
+    /// The barrier op, the pending set just before it, and the log length there.
     release: Option<(Op, BTreeSet<Op>, usize)>,
 }
 
@@ -169,7 +171,7 @@ impl Walk<'_> {
             _ => {
                 let e = effects(k, op);
                 if let Some(s) = &e.sync
-                    && is_release(s)
+                    && is_block_release(s, k.threads())
                     && let Some(f) = self.frames.last_mut()
                 {
                     f.release = Some((op, pending.clone(), self.log.len()));
@@ -232,15 +234,13 @@ impl Walk<'_> {
     }
 }
 
-/// Sync ops through which a thread's earlier accesses become visible to other threads.
-fn is_release(s: &SyncEffect) -> bool {
-    matches!(
-        s,
-        SyncEffect::Barrier
-            | SyncEffect::WarpSync
-            | SyncEffect::NamedArrive { .. }
-            | SyncEffect::NamedSync { .. }
-            | SyncEffect::SplitSignal(_)
-            | SyncEffect::MbarArrive
-    )
+/// Block-wide barriers: a fence before one happens before every later op of every thread.
+/// (Warp syncs, partial named barriers and mbarrier arrives order only some threads after
+/// the fence, so a fence riding on them could miss the issuer.)
+fn is_block_release(s: &SyncEffect, threads: u32) -> bool {
+    match s {
+        SyncEffect::Barrier => true,
+        SyncEffect::NamedSync { count, .. } => *count >= threads,
+        _ => false,
+    }
 }
