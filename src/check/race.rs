@@ -519,6 +519,46 @@ mod tests {
         assert_eq!(e.earlier.thread, 0);
     }
 
+    /// Thread 0 writes, thread 1 issues an async-proxy read after a barrier; thread 0's
+    /// fence before the barrier publishes the write, one after it does not.
+    fn proxy_case(fence_before_barrier: bool, fence_after_barrier: bool) -> Result<(), Conflict> {
+        let mut r = RaceState::new(2, 0, 1);
+        r.access(0, 1, acc(0, r.epoch(0), AccKind::Write)).unwrap();
+        if fence_before_barrier {
+            r.proxy_fence(0);
+        }
+        let mut obj = r.base();
+        r.release_barrier(0, &mut obj);
+        r.release_barrier(1, &mut obj);
+        r.barrier_done(&obj, &[0, 1]);
+        if fence_after_barrier {
+            r.proxy_fence(0);
+        }
+        let c = r.new_copy();
+        let read = Acc {
+            copy: c,
+            fences: r.fences(1),
+            ..acc(1, r.epoch(1), AccKind::AsyncRead)
+        };
+        r.access_proxy(0, 1, read, true)
+    }
+
+    #[test]
+    fn a_proxy_fence_counts_only_before_the_release_that_orders_the_write() {
+        assert!(proxy_case(true, false).is_ok());
+        let e = proxy_case(false, true).unwrap_err();
+        assert!(e.missing_fence && e.earlier.thread == 0 && e.later.thread == 1);
+        assert!(proxy_case(false, false).unwrap_err().missing_fence);
+        // The same accesses through the generic proxy need no fence.
+        let mut r = RaceState::new(2, 0, 1);
+        r.access(0, 1, acc(0, r.epoch(0), AccKind::Write)).unwrap();
+        let mut obj = r.base();
+        r.release_barrier(0, &mut obj);
+        r.release_barrier(1, &mut obj);
+        r.barrier_done(&obj, &[0, 1]);
+        assert!(r.access(0, 1, acc(1, r.epoch(1), AccKind::Read)).is_ok());
+    }
+
     #[test]
     fn a_copy_is_ordered_only_after_its_completion_reaches_the_reader() {
         let mut r = RaceState::new(2, 0, 1);
