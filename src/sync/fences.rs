@@ -37,6 +37,11 @@
 //! thread's path and are left to the checker. Complexity: O(restarts x ops x pending).
 //!
 //! Independence: uses the IR and the effects table only, like every placer.
+//!
+//! Source: the PTX ISA memory consistency model (generic and async proxies,
+//! `fence.proxy.async`), and the CUTLASS convention of a `fence_view_async_shared()` in every
+//! writing thread before the barrier that precedes a TMA store or wgmma of shared memory
+//! written by ordinary stores.
 
 use std::collections::{BTreeSet, HashSet};
 
