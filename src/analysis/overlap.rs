@@ -128,8 +128,11 @@ struct Var {
 enum Period {
     /// Does not depend on the variable.
     Indep,
-    /// A polynomial in the variable (unbounded, not periodic).
-    Poly,
+    /// `Poly(p, q)`: a polynomial in the variable plus periodic functions of period `p`,
+    /// floor-divided by constants of product `q` (unbounded, not periodic): for every
+    /// `c >= 1`, `x(k + lcm(p, q·c)) ≡ x(k) (mod c)`, so `rem x, c` has period `lcm(p, q·c)`
+    /// (the same algebra as `footprint::Dep`).
+    Poly(i64, i64),
     /// Periodic with this period.
     Periodic(i64),
     /// Neither: the query must be conservative.
@@ -179,7 +182,11 @@ impl<'k> Overlap<'k> {
                 acc.dedup();
                 acc
             }
-            _ => vec![v],
+            // A recognized iteration value is a function of its loop's variable.
+            _ => match self.ranges.inductions.get(v) {
+                Some(ind) => vec![ind.iv],
+                None => vec![v],
+            },
         };
         self.deps.borrow_mut().insert(v, d.clone());
         d
@@ -274,7 +281,7 @@ impl<'k> Overlap<'k> {
             Operand::Value(v) => v,
         };
         if v == iv {
-            return Period::Poly;
+            return Period::Poly(1, 1);
         }
         if let Some(p) = memo.get(&v) {
             return *p;
@@ -291,12 +298,17 @@ impl<'k> Overlap<'k> {
                             && x.value().is_some_and(|v| !self.ranges.exact(v))
                     };
                     match (b, px, m) {
-                        (BinOp::Rem, Period::Poly, Some(m)) if m > 0 && wraps(m) => Period::Bad,
+                        (BinOp::Rem, Period::Poly(..), Some(m)) if m > 0 && wraps(m) => Period::Bad,
+                        (BinOp::Div | BinOp::Shr, Period::Poly(..), Some(_))
+                            if x.value().is_some_and(|v| !self.ranges.exact(v)) =>
+                        {
+                            Period::Bad
+                        }
                         _ => combine(*b, px, py, m),
                     }
                 }
                 OpKind::Unary(_, x) | OpKind::Cast(_, x) => match self.period(*x, iv, memo) {
-                    Period::Poly => Period::Bad,
+                    Period::Poly(..) => Period::Bad,
                     p => p,
                 },
                 OpKind::Select(..) | OpKind::Cmp(..) => {
@@ -308,7 +320,7 @@ impl<'k> Overlap<'k> {
                     let mut acc = Period::Indep;
                     for o in ops {
                         acc = match (acc, self.period(o, iv, memo)) {
-                            (Period::Bad | Period::Poly, _) | (_, Period::Bad | Period::Poly) => {
+                            (Period::Bad | Period::Poly(..), _) | (_, Period::Bad | Period::Poly(..)) => {
                                 Period::Bad
                             }
                             (Period::Indep, p) | (p, Period::Indep) => p,
@@ -319,6 +331,11 @@ impl<'k> Overlap<'k> {
                     }
                     acc
                 }
+                _ => Period::Indep,
+            },
+            // A recognized periodic iteration value of this loop (`ir::induction`).
+            ValueDef::RegionArg(..) => match self.ranges.inductions.get(v) {
+                Some(ind) if ind.iv == iv => Period::Periodic(ind.iv_period()),
                 _ => Period::Indep,
             },
             _ => Period::Indep,
@@ -345,7 +362,9 @@ impl<'k> Overlap<'k> {
             return Some(*x);
         }
         let ValueDef::Result(op, _) = self.k.values[v].def else {
-            return None;
+            // A recognized periodic iteration value, from its loop's variable.
+            let ind = self.ranges.inductions.get(v)?;
+            return ind.at(*env.get(&ind.iv)?);
         };
         let [bx, by, _] = self.k.block;
         let t = tid as i64;
@@ -467,18 +486,21 @@ impl<'k> Overlap<'k> {
             match self.period(*o, iv, &mut memo) {
                 Period::Indep => {}
                 Period::Periodic(p) => per = lcm(per, p),
-                Period::Poly | Period::Bad => return None,
+                Period::Poly(..) | Period::Bad => return None,
             }
         }
-        if per > MAX_PERIOD {
-            return None;
-        }
-        // Iterations are lo + step*i: f is periodic in i with a period dividing `per`.
-        // With an unknown lo, every residue of k modulo `per` is sampled instead.
+        // Iterations are lo + step*i: f is periodic in i with period per / gcd(per, step)
+        // (`rem (div %k, 64), 3` in a `step 64` loop: 192 in k, 3 in i). With an unknown
+        // lo, every residue of k modulo `per` is sampled instead.
         Some(match (lo, step) {
             (Some(lo), Some(step)) if step > 0 => {
-                ((0..per).map(|i| lo + (skip + i) * step).collect(), false)
+                let iper = per / gcd(per, step);
+                if iper > MAX_PERIOD {
+                    return None;
+                }
+                ((0..iper).map(|i| lo + (skip + i) * step).collect(), false)
             }
+            _ if per > MAX_PERIOD => return None,
             _ => ((0..per).collect(), false),
         })
     }
@@ -932,15 +954,24 @@ fn combine(b: BinOp, px: Period, py: Period, ycst: Option<i64>) -> Period {
         BinOp::Add | BinOp::Sub | BinOp::Mul => match (px, py) {
             (Bad, _) | (_, Bad) => Bad,
             (Indep, Indep) => Indep,
-            (Poly, Indep) | (Indep, Poly) | (Poly, Poly) => Poly,
+            (Poly(p, q), Indep) | (Indep, Poly(p, q)) => Poly(p, q),
+            (Poly(p, q), Poly(r, s)) => Poly(lcm(p, r), lcm(q, s)),
+            (Poly(p, q), Periodic(r)) | (Periodic(r), Poly(p, q)) => Poly(lcm(p, r), q),
             (Periodic(a), Indep) | (Indep, Periodic(a)) => Periodic(a),
             (Periodic(a), Periodic(c)) => Periodic(lcm(a, c)),
+        },
+        // Floor division by a positive constant (the caller checked that no wrap occurs).
+        BinOp::Div | BinOp::Shr => match (px, py, ycst) {
+            (Poly(p, q), Indep, Some(c)) if b == BinOp::Div && c > 0 => Poly(p, q.saturating_mul(c)),
+            (Poly(p, q), Indep, Some(s)) if (0..31).contains(&s) => Poly(p, q.saturating_mul(1 << s)),
+            (Periodic(a), Indep, _) => Periodic(a),
+            (Indep, Indep, _) => Indep,
             _ => Bad,
         },
         BinOp::Rem => match (px, py, ycst) {
             (_, Indep, Some(m)) if m > 0 => match px {
                 Indep => Indep,
-                Poly => Periodic(m),
+                Poly(p, q) => Periodic(lcm(p, q.saturating_mul(m))),
                 Periodic(p) => Periodic(p),
                 Bad => Bad,
             },
