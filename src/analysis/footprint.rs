@@ -430,10 +430,108 @@ impl<'k> Footprints<'k> {
             if let Some(&v) = dropped.first() {
                 fp.conservative.push(fp.period_warning(l, v));
             }
+            if let Some(w) = fp.symbolic_step_warning(l, &d) {
+                fp.conservative.push(w);
+            }
             fp.domains.insert(l, d);
             fp.opaque.extend(opaque);
         }
+        let w = fp.iteration_value_warnings();
+        fp.conservative.extend(w);
         fp
+    }
+
+    /// W0315: a `for` loop whose step is not a constant, with an access inside whose
+    /// footprint depends on its variable: the variable is unknown and the accesses relate at
+    /// every iteration distance.
+    fn symbolic_step_warning(&self, l: Op, d: &LoopDomain) -> Option<crate::diag::Diagnostic> {
+        let k = self.k;
+        let OpKind::For { step, .. } = &k.ops[l].kind else {
+            return None;
+        };
+        let mut memo = HashMap::new();
+        let symbolic = self.eval_operand(step, &Env::new(), 0, &mut memo).is_none();
+        if !symbolic || !matches!(d, LoopDomain::Unknown { .. }) {
+            return None;
+        }
+        let iv = *k.regions[*k.ops[l].regions.first()?].args.first()?;
+        let &ai = self
+            .inside
+            .get(&l)?
+            .iter()
+            .find(|&&ai| self.depends_on(ai, l, iv))?;
+        let op = self.accesses[ai].id.op;
+        let msg = format!(
+            "{} is analysed for every iteration distance of the loop over `{}`: the loop's \
+             step is not a constant",
+            crate::emit::text::op_label(k, op),
+            local_name(k, iv)
+        );
+        Some(imprecise(k, "W0315", msg, op))
+    }
+
+    /// W0314: an iteration value (of a `for` or `while` loop) that an access's indices,
+    /// views or guards use, and that `ir::induction` did not recognize as a periodic function
+    /// of the iteration number: it is unknown there (the access may touch its whole buffer).
+    /// One warning per value, naming it, the access and the reason.
+    fn iteration_value_warnings(&self) -> Vec<crate::diag::Diagnostic> {
+        let k = self.k;
+        let mut out = Vec::new();
+        let mut warned = std::collections::HashSet::new();
+        for a in &self.accesses {
+            let mut stack = self.relevant_values(a, a.id.op);
+            let mut seen = std::collections::HashSet::new();
+            while let Some(v) = stack.pop() {
+                if !seen.insert(v) {
+                    continue;
+                }
+                match k.values[v].def {
+                    ValueDef::Result(op, _) => {
+                        if !matches!(k.ops[op].kind, OpKind::If { .. }) {
+                            k.ops[op].kind.for_each_operand(|o| stack.extend(o.value()));
+                        }
+                    }
+                    ValueDef::RegionArg(r, n) if warned.insert(v) => {
+                        let why = match self.ranges.inductions.failed.get(&v) {
+                            Some((_, why)) => why.clone(),
+                            None if n == 0 || self.ranges.inductions.get(v).is_some() => {
+                                warned.remove(&v);
+                                continue;
+                            }
+                            None => match self.parent_of_region(r) {
+                                Some(l) if matches!(k.ops[l].kind, OpKind::For { .. }) => {
+                                    warned.remove(&v);
+                                    continue;
+                                }
+                                _ => "it is carried by a `while` loop".to_string(),
+                            },
+                        };
+                        let msg = format!(
+                            "{} is analysed with `{}` unknown: smemsync cannot express this \
+                             iteration value as a function of the iteration number ({why})",
+                            crate::emit::text::op_label(k, a.id.op),
+                            local_name(k, v),
+                        );
+                        out.push(imprecise(k, "W0314", msg, a.id.op).with_help(
+                            "start it at a constant and advance it by a function of the loop's \
+                             counters alone (`select`-wrap, `rem (add %s, 1), S`), or index \
+                             with `rem %k, S`",
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    /// The op owning a region.
+    fn parent_of_region(&self, r: Region) -> Option<Op> {
+        self.k
+            .ops
+            .iter()
+            .find(|(_, od)| od.regions.contains(&r))
+            .map(|(op, _)| op)
     }
 
     /// A warning when a `for` loop with uniform bounds and a constant step lost its domain:
@@ -789,7 +887,13 @@ impl<'k> Footprints<'k> {
                             // Over the integers a polynomial mod c is periodic; i32 wraps,
                             // which keeps that only when c divides 2^32 or no wrap occurs.
                             BinOp::Rem => match konst(y) {
-                                Some(c) if c > 0 && !self.wrap_safe(x, c) => Dep::Bad,
+                                Some(c)
+                                    if c > 0
+                                        && matches!(dx, Dep::Poly(..))
+                                        && !self.wrap_safe(x, c) =>
+                                {
+                                    Dep::Bad
+                                }
                                 Some(c) if c > 0 => reduce(dx, c),
                                 _ => generic(&[dx, dy]),
                             },

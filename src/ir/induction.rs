@@ -252,7 +252,9 @@ pub fn recognize(k: &Kernel, l: Op, j: usize) -> Result<Induction, String> {
         let start: Option<Vec<i64>> = r.state.iter().map(|&j| constant(k, init[j])).collect();
         let Some(start) = start else {
             let bad = r.state.iter().find(|&&j| constant(k, init[j]).is_none());
-            let who = bad.map_or(String::new(), |&j| format!(" (`{}`)", name(k, r.arg(j))));
+            let who = bad
+                .and_then(|&j| init[j].value())
+                .map_or(String::new(), |v| format!(" `{}`", name(k, v)));
             return Err(format!("its initial value{who} is not a constant"));
         };
         let mut missing = None;
