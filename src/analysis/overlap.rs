@@ -55,6 +55,12 @@ pub enum IterTag {
     /// loop instance's last iteration (a `for` with constant bounds: a prologue filling
     /// several slots). Only on loops that enclose the earlier access and not the later one.
     Last(u32),
+    /// `PreLast(j, d)`: on a `for` with constant bounds enclosing both accesses, in
+    /// different instances of it: the later access runs in its `j`-th iteration, the earlier
+    /// one ran `d` iterations before the last iteration of the previous instance (copies
+    /// issued by an inner loop of a pipelined outer loop, consumed in the next outer
+    /// iteration). The enclosing loops' tags say which outer iteration that was.
+    PreLast(u32, u32),
     /// Nothing is known beyond what the enclosing loops' tags imply: for a loop enclosing
     /// both accesses, in the same instance of it (every loop enclosing it tagged `Dist(0)`),
     /// the earlier access ran in an earlier iteration (`Dist(d)` for some unknown `d >= 1`);
@@ -594,6 +600,24 @@ impl<'k> Overlap<'k> {
                     if in_x {
                         vars.push(free_x(self, iv, l)?);
                     }
+                }
+                IterTag::PreLast(j, d) if in_x => {
+                    let (Some(lo), Some(step), Some(hi)) = self.bounds(l) else {
+                        return None;
+                    };
+                    let at = lo + j as i64 * step;
+                    let last = lo + (hi - lo - 1) / step * step;
+                    let x_at = last - d as i64 * step;
+                    if step <= 0 || at >= hi || x_at < lo {
+                        // No such pair of iterations.
+                        vars.push(Var {
+                            x: None,
+                            y: None,
+                            domain: vec![],
+                        });
+                    }
+                    ey.insert(iv, at);
+                    ex.insert(iv, x_at);
                 }
                 IterTag::Unknown if in_x && self.same_instance(l, tags) => {
                     let (dom, exact) = self.domain(l, 0, operands)?;
