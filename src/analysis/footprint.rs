@@ -441,7 +441,7 @@ impl<'k> Footprints<'k> {
         fp
     }
 
-    /// W0315: a `for` loop whose step is not a constant, with an access inside whose
+    /// W0316: a `for` loop whose step is not a constant, with an access inside whose
     /// footprint depends on its variable: the variable is unknown and the accesses relate at
     /// every iteration distance.
     fn symbolic_step_warning(&self, l: Op, d: &LoopDomain) -> Option<crate::diag::Diagnostic> {
@@ -467,10 +467,10 @@ impl<'k> Footprints<'k> {
             crate::emit::text::op_label(k, op),
             local_name(k, iv)
         );
-        Some(imprecise(k, "W0315", msg, op))
+        Some(imprecise(k, "W0316", msg, op))
     }
 
-    /// W0314: an iteration value (of a `for` or `while` loop) that an access's indices,
+    /// W0315: an iteration value (of a `for` or `while` loop) that an access's indices,
     /// views or guards use, and that `ir::induction` did not recognize as a periodic function
     /// of the iteration number: it is unknown there (the access may touch its whole buffer).
     /// One warning per value, naming it, the access and the reason.
@@ -512,7 +512,7 @@ impl<'k> Footprints<'k> {
                             crate::emit::text::op_label(k, a.id.op),
                             local_name(k, v),
                         );
-                        out.push(imprecise(k, "W0314", msg, a.id.op).with_help(
+                        out.push(imprecise(k, "W0315", msg, a.id.op).with_help(
                             "start it at a constant and advance it by a function of the loop's \
                              counters alone (`select`-wrap, `rem (add %s, 1), S`), or index \
                              with `rem %k, S`",

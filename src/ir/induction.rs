@@ -21,7 +21,7 @@
 //! without returning to the start (a pre-period), more than [`MAX_ORBIT`] states, a
 //! non-constant initial value or a next value depending on anything outside the state (the
 //! loop variable, a parameter, a load) is *not recognized*, with the reason kept for the
-//! W0314 warning: the value stays unknown (conservative).
+//! W0315 warning: the value stays unknown (conservative).
 //!
 //! Translating to the loop variable needs a constant lower bound and step: iteration `i` runs
 //! with `%k = lo + i·step`, so the value is periodic in `%k` with period `P·step` over the
