@@ -1050,3 +1050,67 @@ fn intersects(a: &[(u64, u64)], b: &[(u64, u64)]) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(src: &str) -> (Kernel, Op, Value) {
+        let k = crate::reader::parse(src).unwrap().kernels.remove(0);
+        let l = k
+            .ops
+            .iter()
+            .find(|(_, o)| matches!(o.kind, OpKind::For { .. }))
+            .unwrap()
+            .0;
+        let iv = k.regions[k.ops[l].regions[0]].args[0];
+        (k, l, iv)
+    }
+
+    fn value(k: &Kernel, name: &str) -> Operand {
+        Operand::Value(
+            k.values
+                .iter()
+                .find(|(v, _)| k.value_name(*v).trim_start_matches('%') == name)
+                .unwrap()
+                .0,
+        )
+    }
+
+    #[test]
+    fn floor_division_by_the_step_is_periodic_in_the_iteration_number() {
+        let src = "kernel @k(%n: i32 in [0, 4096]) block(4) {\n  shared @a : f32[3, 4]\n  \
+                   for %k = 0 to %n step 64 {\n    %i = div %k, 64\n    %s = rem %i, 3\n    \
+                   %t = tid.x\n    store @a[%s, %t], 1.0\n  }\n}\n";
+        let (k, l, iv) = setup(src);
+        let o = Overlap::new(&k, 32);
+        let s = value(&k, "s");
+        assert_eq!(o.period(s, iv, &mut HashMap::default()), Period::Periodic(192));
+        assert_eq!(
+            o.period(value(&k, "i"), iv, &mut HashMap::default()),
+            Period::Poly(1, 64)
+        );
+        // Three iterations, one per slot, instead of 192 values of %k.
+        let (dom, exact) = o.domain(l, 0, &[s]).unwrap();
+        assert_eq!((dom, exact), (vec![0, 64, 128], false));
+    }
+
+    #[test]
+    fn a_select_wrap_counter_is_evaluated_from_the_loop_variable() {
+        let src = "kernel @k(%n: i32 in [0, 4096]) block(4) {\n  shared @a : f32[3, 4]\n  \
+                   %r = for %k = 0 to %n step 2 iter(%s = 1) {\n    %t = tid.x\n    \
+                   store @a[%s, %t], 1.0\n    %w = cmp eq %s, 2\n    %i = add %s, 1\n    \
+                   %x = select %w, 0, %i\n    yield %x\n  }\n}\n";
+        let (k, l, iv) = setup(src);
+        let o = Overlap::new(&k, 32);
+        let s = value(&k, "s");
+        assert_eq!(o.period(s, iv, &mut HashMap::default()), Period::Periodic(6));
+        let at = |kv: i64| {
+            let mut env = Env::new();
+            env.insert(iv, kv);
+            o.eval(s, &env, 0)
+        };
+        assert_eq!((at(0), at(2), at(4), at(6), at(3)), (Some(1), Some(2), Some(0), Some(1), None));
+        assert_eq!(o.domain(l, 0, &[s]).unwrap().0, vec![0, 2, 4]);
+    }
+}
