@@ -486,10 +486,8 @@ impl<'k> Footprints<'k> {
                     continue;
                 }
                 match k.values[v].def {
-                    ValueDef::Result(op, _) => {
-                        if !matches!(k.ops[op].kind, OpKind::If { .. }) {
-                            k.ops[op].kind.for_each_operand(|o| stack.extend(o.value()));
-                        }
+                    ValueDef::Result(op, _) if !matches!(k.ops[op].kind, OpKind::If { .. }) => {
+                        k.ops[op].kind.for_each_operand(|o| stack.extend(o.value()));
                     }
                     ValueDef::RegionArg(r, n) if warned.insert(v) => {
                         let why = match self.ranges.inductions.failed.get(&v) {

@@ -240,6 +240,9 @@ pub fn recognize(k: &Kernel, l: Op, j: usize) -> Result<Induction, String> {
         Some(OpKind::Yield(ys)) => ys.clone(),
         _ => return Err("the loop body has no `yield`".into()),
     };
+    if yields.len() != init.len() || k.regions[body].args.len() != init.len() + 1 || j >= init.len() {
+        return Err("the loop's `yield` does not match its iteration values".into());
+    }
     let iv = k.regions[body].args[0];
     let mut r = Recurrence {
         k,
@@ -334,7 +337,7 @@ fn orbit(r: &Recurrence, start: Vec<i64>) -> Result<Vec<Vec<i64>>, String> {
 fn minimal_period(seq: &[i64]) -> Vec<i64> {
     let n = seq.len();
     (1..=n)
-        .find(|&p| n % p == 0 && (p..n).all(|i| seq[i] == seq[i - p]))
+        .find(|&p| n.is_multiple_of(p) && (p..n).all(|i| seq[i] == seq[i - p]))
         .map_or_else(|| seq.to_vec(), |p| seq[..p].to_vec())
 }
 
