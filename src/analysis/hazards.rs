@@ -624,6 +624,7 @@ fn find_hazards_pruned(fp: &mut Footprints, target: &Target, nearest_first: bool
     // (`analysis::inflight`, which follows a copy across any number of iterations), else the
     // forward walk below (one iteration ahead).
     let inflight = crate::analysis::inflight::completions(k, target);
+    out.findings.extend(inflight.warnings.iter().cloned());
     let completion: HashMap<Op, Completion> = fp
         .accesses
         .iter()

@@ -283,6 +283,8 @@ pub struct Completions {
     pub outstanding_at_exit: Vec<Op>,
     /// The state before each non-structural op, at the fixpoint.
     pub before: HashMap<Op, InFlight>,
+    /// Footprint queries answered conservatively (W0314).
+    pub warnings: Vec<crate::diag::Diagnostic>,
 }
 
 /// Where an async op inside a loop is completed, in the shape barrier placement asks for.
@@ -440,6 +442,8 @@ pub struct Flow<'k> {
     /// Enclosing loops (`for` and `while`) of each op, outermost first.
     loops: HashMap<Op, Vec<Op>>,
     cache: HashMap<ConflictKey, bool>,
+    /// Which wgmma results reach each value (register hazards).
+    regs: crate::analysis::regdeps::RegSources<'k>,
 }
 
 /// The queue an async op joins on a target, with its shared access.
@@ -480,6 +484,7 @@ impl<'k> Flow<'k> {
             overlap: Overlap::new(k, target.warp),
             loops: HashMap::default(),
             cache: HashMap::default(),
+            regs: crate::analysis::regdeps::RegSources::new(k),
         }
     }
 
@@ -838,15 +843,15 @@ impl<'k> Flow<'k> {
     /// The pending entries an op's shared accesses may conflict with (at least one side
     /// writes and the footprints may overlap), with their queues and ages.
     pub fn conflicts(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, Pending, i32)> {
+        let mut out = self.register_conflicts(op, st);
         let mine: Vec<SharedAccess> = effects(self.k, op)
             .shared
             .into_iter()
             .filter(|a| self.k.elem(a.mem) != ElemType::MBarrier)
             .collect();
         if mine.is_empty() {
-            return Vec::new();
+            return out;
         }
-        let mut out = Vec::new();
         for (q, m) in &st.queues {
             for (p, a) in m {
                 let key = (p.op, p.tags.clone(), op);
@@ -874,6 +879,25 @@ impl<'k> Flow<'k> {
             }
         }
         out
+    }
+}
+
+impl Flow<'_> {
+    /// The pending wgmma executions whose asynchronous result `op` consumes (through moves:
+    /// `analysis::regdeps`): every execution of a source wgmma still in flight, since the
+    /// newest one decides the count and older ones of a chain complete with it.
+    fn register_conflicts(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, Pending, i32)> {
+        let mut srcs = std::collections::BTreeSet::new();
+        for v in crate::analysis::regdeps::consumed(self.k, op) {
+            srcs.extend(self.regs.wgmma_sources(v));
+        }
+        if srcs.is_empty() {
+            return Vec::new();
+        }
+        st.entries(Queue::Wgmma)
+            .filter(|(p, _)| srcs.contains(&p.op))
+            .map(|(p, a)| (Queue::Wgmma, p.clone(), a))
+            .collect()
     }
 }
 
@@ -943,6 +967,7 @@ pub fn completions(k: &Kernel, target: &Target) -> Completions {
         out.extend(m.keys().map(|p| p.op));
     }
     rec.c.outstanding_at_exit = out.into_iter().collect();
+    rec.c.warnings = flow.overlap.conservative_warnings();
     rec.c.hazards.sort_by_key(|h| (h.consumer, h.copy));
     rec.c
 }

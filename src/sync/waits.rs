@@ -78,6 +78,8 @@ pub struct WaitEdit {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WaitPlan {
     pub edits: Vec<WaitEdit>,
+    /// Conservative answers of the in-flight analysis while planning (W0314).
+    pub warnings: Vec<Diagnostic>,
 }
 
 impl WaitPlan {
@@ -655,6 +657,7 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
         k,
         &WaitPlan {
             edits: commits.clone(),
+            warnings: Vec::new(),
         },
     );
     let kb = &base.kernel;
@@ -764,7 +767,10 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
             why: "drains the copies still outstanding when the kernel ends (the largest count that completes them all)".into(),
         });
     }
-    let mut plan = WaitPlan { edits };
+    let mut plan = WaitPlan {
+        edits,
+        warnings: flow.overlap.conservative_warnings(),
+    };
     merge_consecutive(k, target, &mut plan);
     sort_plan(k, &mut plan);
     Ok(plan)
