@@ -324,8 +324,12 @@ fn lcm(a: i64, b: i64) -> i64 {
 #[derive(Copy, Clone, Debug, PartialEq)]
 enum Dep {
     Indep,
-    /// A polynomial in the variable (and periodic functions of period p).
-    Poly(i64),
+    /// `Poly(p, q)`: a polynomial in the variable, plus periodic functions of period `p`,
+    /// possibly floor-divided by constants whose product is `q`. What holds: for every
+    /// `c >= 1`, `x(k + lcm(p, q·c)) ≡ x(k) (mod c)` — ring ops keep it (lcm of both
+    /// parameters), `rem x, c` is periodic with period `lcm(p, q·c)`, and `div x, c` (no
+    /// wrap-around) is `Poly(p, q·c)`: `rem (div %k, 64), 3` repeats every 192 values of `%k`.
+    Poly(i64, i64),
     /// A periodic function with this period (in values of the variable).
     Periodic(i64),
     Bad,
@@ -426,10 +430,106 @@ impl<'k> Footprints<'k> {
             if let Some(&v) = dropped.first() {
                 fp.conservative.push(fp.period_warning(l, v));
             }
+            if let Some(w) = fp.symbolic_step_warning(l, &d) {
+                fp.conservative.push(w);
+            }
             fp.domains.insert(l, d);
             fp.opaque.extend(opaque);
         }
+        let w = fp.iteration_value_warnings();
+        fp.conservative.extend(w);
         fp
+    }
+
+    /// W0316: a `for` loop whose step is not a constant, with an access inside whose
+    /// footprint depends on its variable: the variable is unknown and the accesses relate at
+    /// every iteration distance.
+    fn symbolic_step_warning(&self, l: Op, d: &LoopDomain) -> Option<crate::diag::Diagnostic> {
+        let k = self.k;
+        let OpKind::For { step, .. } = &k.ops[l].kind else {
+            return None;
+        };
+        let mut memo = HashMap::new();
+        let symbolic = self.eval_operand(step, &Env::new(), 0, &mut memo).is_none();
+        if !symbolic || !matches!(d, LoopDomain::Unknown { .. }) {
+            return None;
+        }
+        let iv = *k.regions[*k.ops[l].regions.first()?].args.first()?;
+        let &ai = self
+            .inside
+            .get(&l)?
+            .iter()
+            .find(|&&ai| self.depends_on(ai, l, iv))?;
+        let op = self.accesses[ai].id.op;
+        let msg = format!(
+            "{} is analysed for every iteration distance of the loop over `{}`: the loop's \
+             step is not a constant",
+            crate::emit::text::op_label(k, op),
+            local_name(k, iv)
+        );
+        Some(imprecise(k, "W0316", msg, op))
+    }
+
+    /// W0315: an iteration value (of a `for` or `while` loop) that an access's indices,
+    /// views or guards use, and that `ir::induction` did not recognize as a periodic function
+    /// of the iteration number: it is unknown there (the access may touch its whole buffer).
+    /// One warning per value, naming it, the access and the reason.
+    fn iteration_value_warnings(&self) -> Vec<crate::diag::Diagnostic> {
+        let k = self.k;
+        let mut out = Vec::new();
+        let mut warned = std::collections::HashSet::new();
+        for a in &self.accesses {
+            let mut stack = self.relevant_values(a, a.id.op);
+            let mut seen = std::collections::HashSet::new();
+            while let Some(v) = stack.pop() {
+                if !seen.insert(v) {
+                    continue;
+                }
+                match k.values[v].def {
+                    ValueDef::Result(op, _) if !matches!(k.ops[op].kind, OpKind::If { .. }) => {
+                        k.ops[op].kind.for_each_operand(|o| stack.extend(o.value()));
+                    }
+                    ValueDef::RegionArg(r, n) if warned.insert(v) => {
+                        let why = match self.ranges.inductions.failed.get(&v) {
+                            Some((_, why)) => why.clone(),
+                            None if n == 0 || self.ranges.inductions.get(v).is_some() => {
+                                warned.remove(&v);
+                                continue;
+                            }
+                            None => match self.parent_of_region(r) {
+                                Some(l) if matches!(k.ops[l].kind, OpKind::For { .. }) => {
+                                    warned.remove(&v);
+                                    continue;
+                                }
+                                _ => "it is carried by a `while` loop".to_string(),
+                            },
+                        };
+                        let msg = format!(
+                            "{} is analysed with `{}` unknown: smemsync cannot express this \
+                             iteration value as a function of the iteration number ({why})",
+                            crate::emit::text::op_label(k, a.id.op),
+                            local_name(k, v),
+                        );
+                        out.push(imprecise(k, "W0315", msg, a.id.op).with_help(
+                            "start it at a constant and advance it by a function of the loop's \
+                             counters alone (`select`-wrap, `rem (add %s, 1), S`), or index \
+                             with `rem %k, S`",
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    /// The op owning a region.
+    fn parent_of_region(&self, r: Region) -> Option<Op> {
+        self.k
+            .ops
+            .iter()
+            .find(|(_, od)| od.regions.contains(&r))
+            .map(|(op, _)| op)
     }
 
     /// A warning when a `for` loop with uniform bounds and a constant step lost its domain:
@@ -452,7 +552,7 @@ impl<'k> Footprints<'k> {
             let a = &self.accesses[ai];
             let guards = self.guard_values(a, l);
             for v in self.relevant_values(a, l) {
-                if matches!(self.dep(v, iv, &mut memo), Dep::Poly(_) | Dep::Bad)
+                if matches!(self.dep(v, iv, &mut memo), Dep::Poly(..) | Dep::Bad)
                     && !guards.contains(&v)
                 {
                     let why = if v == iv {
@@ -514,7 +614,7 @@ impl<'k> Footprints<'k> {
             }
             if let OpKind::Binary(BinOp::Rem, x, Operand::Imm(Scalar::I32(c))) = &k.ops[op].kind
                 && let Some(xv) = x.value()
-                && matches!(self.dep(xv, iv, &mut memo), Dep::Poly(_))
+                && matches!(self.dep(xv, iv, &mut memo), Dep::Poly(..))
                 && !self.wrap_safe(x, *c as i64)
             {
                 let span = k.span(op);
@@ -642,7 +742,10 @@ impl<'k> Footprints<'k> {
         let k = self.k;
         let r = match k.values[v].def {
             ValueDef::Param(_) => None,
-            ValueDef::RegionArg(..) => env.get(&v).copied(),
+            ValueDef::RegionArg(..) => env.get(&v).copied().or_else(|| {
+                let ind = self.ranges.inductions.get(v)?;
+                ind.at(*env.get(&ind.iv)?)
+            }),
             ValueDef::Result(op, _) => {
                 let ev = |o: &Operand, memo: &mut HashMap<Value, Option<i64>>| {
                     self.eval_operand(o, env, tid, memo)
@@ -734,19 +837,30 @@ impl<'k> Footprints<'k> {
     /// Whether `rem x, c` of a polynomial `x` keeps the integer periodicity under i32
     /// wrap-around: `c` divides 2^32, or `x` provably never wraps (`analysis::ranges`).
     fn wrap_safe(&self, x: &Operand, c: i64) -> bool {
-        (c as u64).is_power_of_two() || x.value().is_none_or(|v| self.ranges.exact(v))
+        (c as u64).is_power_of_two() || self.wrap_free(x)
+    }
+
+    /// Whether an operand's `i32` value is its exact integer value (`ir::ranges`).
+    fn wrap_free(&self, x: &Operand) -> bool {
+        x.value().is_none_or(|v| self.ranges.exact(v))
     }
 
     fn dep(&self, v: Value, iv: Value, memo: &mut HashMap<Value, Dep>) -> Dep {
         if v == iv {
-            return Dep::Poly(1);
+            return Dep::Poly(1, 1);
         }
         if let Some(d) = memo.get(&v) {
             return *d;
         }
         let k = self.k;
         let d = match k.values[v].def {
-            ValueDef::Param(_) | ValueDef::RegionArg(..) => Dep::Indep,
+            // A recognized periodic iteration value of this loop (`ir::induction`): periodic
+            // in the loop variable over the values the loop takes (see `enumerate`).
+            ValueDef::RegionArg(..) => match self.ranges.inductions.get(v) {
+                Some(ind) if ind.iv == iv => Dep::Periodic(ind.iv_period()),
+                _ => Dep::Indep,
+            },
+            ValueDef::Param(_) => Dep::Indep,
             ValueDef::Result(op, _) => {
                 let od = |o: &Operand, memo: &mut HashMap<Value, Dep>| {
                     o.value().map_or(Dep::Indep, |x| self.dep(x, iv, memo))
@@ -771,8 +885,28 @@ impl<'k> Footprints<'k> {
                             // Over the integers a polynomial mod c is periodic; i32 wraps,
                             // which keeps that only when c divides 2^32 or no wrap occurs.
                             BinOp::Rem => match konst(y) {
-                                Some(c) if c > 0 && !self.wrap_safe(x, c) => Dep::Bad,
+                                Some(c)
+                                    if c > 0
+                                        && matches!(dx, Dep::Poly(..))
+                                        && !self.wrap_safe(x, c) =>
+                                {
+                                    Dep::Bad
+                                }
                                 Some(c) if c > 0 => reduce(dx, c),
+                                _ => generic(&[dx, dy]),
+                            },
+                            // Floor division of an exact (non-wrapping) value by a constant.
+                            BinOp::Div => match (konst(y), dx) {
+                                (Some(c), Dep::Poly(p, q)) if c > 0 && self.wrap_free(x) => {
+                                    Dep::Poly(p, q.saturating_mul(c))
+                                }
+                                (Some(c), Dep::Indep | Dep::Periodic(_)) if c != 0 => dx,
+                                _ => generic(&[dx, dy]),
+                            },
+                            BinOp::Shr => match (konst(y), dx) {
+                                (Some(s), Dep::Poly(p, q)) if (0..31).contains(&s) && self.wrap_free(x) => {
+                                    Dep::Poly(p, q.saturating_mul(1 << s))
+                                }
                                 _ => generic(&[dx, dy]),
                             },
                             BinOp::And => match konst(y) {
@@ -927,10 +1061,10 @@ impl<'k> Footprints<'k> {
                     // A guard that is not periodic becomes unknown ("may execute"): its
                     // comparisons that depend on the variable are made opaque, so that the
                     // rest of the guard (a thread's role, say) still decides per thread.
-                    Dep::Poly(_) | Dep::Bad if guards.contains(&v) => {
+                    Dep::Poly(..) | Dep::Bad if guards.contains(&v) => {
                         self.opaque_comparisons(v, iv, &mut memo, &mut opaque)
                     }
-                    Dep::Poly(_) | Dep::Bad => {
+                    Dep::Poly(..) | Dep::Bad => {
                         return (LoopDomain::Unknown { trip }, Vec::new(), Vec::new());
                     }
                 }
@@ -1198,7 +1332,17 @@ impl<'k> Footprints<'k> {
                     _ => None,
                 }
             }
-            (Some(LoopDomain::Periodic { period, .. }), _) => Some((0..period).collect()),
+            // Residues of the values the loop takes: with a constant lower bound, those
+            // congruent to it modulo gcd(step, period) (the others never occur, and a
+            // periodic iteration value is undefined there).
+            (Some(LoopDomain::Periodic { step, period }), OpKind::For { lo, .. }) => {
+                let mut memo = HashMap::new();
+                let g = gcd(step, period).max(1);
+                match self.eval_operand(lo, &Env::new(), 0, &mut memo) {
+                    Some(lo) => Some((0..period).filter(|x| (x - lo).rem_euclid(g) == 0).collect()),
+                    None => Some((0..period).collect()),
+                }
+            }
             _ => None,
         };
         let iv = match &k.ops[l].kind {
@@ -1321,30 +1465,7 @@ fn wrap(x: i64) -> i64 {
 }
 
 fn binop(b: BinOp, x: i64, y: i64) -> Option<i64> {
-    Some(wrap(match b {
-        BinOp::Add => x.wrapping_add(y),
-        BinOp::Sub => x.wrapping_sub(y),
-        BinOp::Mul => x.wrapping_mul(y),
-        BinOp::Div => {
-            if y == 0 {
-                return None;
-            }
-            x.div_euclid(y) - if y < 0 && x.rem_euclid(y) != 0 { 1 } else { 0 }
-        }
-        BinOp::Rem => {
-            if y == 0 {
-                return None;
-            }
-            x - y * binop(BinOp::Div, x, y)?
-        }
-        BinOp::Min => x.min(y),
-        BinOp::Max => x.max(y),
-        BinOp::And => x & y,
-        BinOp::Or => x | y,
-        BinOp::Xor => x ^ y,
-        BinOp::Shl => ((x as i32).wrapping_shl((y & 31) as u32)) as i64,
-        BinOp::Shr => ((x as i32) >> (y & 31)) as i64,
-    }))
+    b.eval_i32(x, y)
 }
 
 fn ring(a: Dep, b: Dep) -> Dep {
@@ -1353,14 +1474,16 @@ fn ring(a: Dep, b: Dep) -> Dep {
         (Bad, _) | (_, Bad) => Bad,
         (Indep, x) | (x, Indep) => x,
         (Periodic(p), Periodic(q)) => Periodic(lcm(p, q)),
-        (Poly(p), Poly(q)) | (Poly(p), Periodic(q)) | (Periodic(q), Poly(p)) => Poly(lcm(p, q)),
+        (Poly(p, q), Poly(r, s)) => Poly(lcm(p, r), lcm(q, s)),
+        (Poly(p, q), Periodic(r)) | (Periodic(r), Poly(p, q)) => Poly(lcm(p, r), q),
     }
 }
 
 fn reduce(a: Dep, c: i64) -> Dep {
     match a {
         Dep::Indep => Dep::Indep,
-        Dep::Poly(p) | Dep::Periodic(p) => Dep::Periodic(lcm(p, c)),
+        Dep::Poly(p, q) => Dep::Periodic(lcm(p, q.saturating_mul(c))),
+        Dep::Periodic(p) => Dep::Periodic(lcm(p, c)),
         Dep::Bad => Dep::Bad,
     }
 }

@@ -594,11 +594,16 @@ impl<'k> Flow<'k> {
     ) {
         v.enter_loop(self, l, st);
         for s in st.iter_mut() {
-            // A `Last` tag left by an earlier instance of this loop (it is nested in another
-            // loop) says nothing about the new instance: the earlier iteration is free.
+            // A `Last(d)` tag left by the previous instance of this loop (nested in another
+            // loop) becomes `PreLast(0, d)`: the issue iteration stays known (induction
+            // recognition of combined counters, `ko*4 + ki`); other tags say nothing.
             s.map_tags(|t| {
+                let last = t.iter().find_map(|(lp, g)| match g {
+                    IterTag::Last(d) if *lp == l => Some(*d),
+                    _ => None,
+                });
                 t.retain(|(lp, _)| *lp != l);
-                t.push((l, IterTag::Pre(0)));
+                t.push((l, last.map_or(IterTag::Pre(0), |d| IterTag::PreLast(0, d))));
             });
         }
         let mut head = st.clone();
@@ -617,6 +622,9 @@ impl<'k> Flow<'k> {
                             *tag = match *tag {
                                 IterTag::Dist(d) if d + 1 < TAG_CAP => IterTag::Dist(d + 1),
                                 IterTag::Pre(j) if j + 1 < TAG_CAP => IterTag::Pre(j + 1),
+                                IterTag::PreLast(j, d) if j + 1 < TAG_CAP => {
+                                    IterTag::PreLast(j + 1, d)
+                                }
                                 _ => IterTag::Unknown,
                             };
                         }

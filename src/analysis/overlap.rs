@@ -60,6 +60,12 @@ pub enum IterTag {
     /// loop instance's last iteration (a `for` with constant bounds: a prologue filling
     /// several slots). Only on loops that enclose the earlier access and not the later one.
     Last(u32),
+    /// `PreLast(j, d)`: on a `for` with constant bounds enclosing both accesses, in
+    /// different instances of it: the later access runs in its `j`-th iteration, the earlier
+    /// one ran `d` iterations before the last iteration of the previous instance (copies
+    /// issued by an inner loop of a pipelined outer loop, consumed in the next outer
+    /// iteration). The enclosing loops' tags say which outer iteration that was.
+    PreLast(u32, u32),
     /// Nothing is known beyond what the enclosing loops' tags imply: for a loop enclosing
     /// both accesses, in the same instance of it (every loop enclosing it tagged `Dist(0)`),
     /// the earlier access ran in an earlier iteration (`Dist(d)` for some unknown `d >= 1`);
@@ -136,8 +142,11 @@ struct Var {
 enum Period {
     /// Does not depend on the variable.
     Indep,
-    /// A polynomial in the variable (unbounded, not periodic).
-    Poly,
+    /// `Poly(p, q)`: a polynomial in the variable plus periodic functions of period `p`,
+    /// floor-divided by constants of product `q` (unbounded, not periodic): for every
+    /// `c >= 1`, `x(k + lcm(p, q·c)) ≡ x(k) (mod c)`, so `rem x, c` has period `lcm(p, q·c)`
+    /// (the same algebra as `footprint::Dep`).
+    Poly(i64, i64),
     /// Periodic with this period.
     Periodic(i64),
     /// Neither: the query must be conservative.
@@ -188,7 +197,11 @@ impl<'k> Overlap<'k> {
                 acc.dedup();
                 acc
             }
-            _ => vec![v],
+            // A recognized iteration value is a function of its loop's variable.
+            _ => match self.ranges.inductions.get(v) {
+                Some(ind) => vec![ind.iv],
+                None => vec![v],
+            },
         };
         self.deps.borrow_mut().insert(v, d.clone());
         d
@@ -283,7 +296,7 @@ impl<'k> Overlap<'k> {
             Operand::Value(v) => v,
         };
         if v == iv {
-            return Period::Poly;
+            return Period::Poly(1, 1);
         }
         if let Some(p) = memo.get(&v) {
             return *p;
@@ -300,12 +313,17 @@ impl<'k> Overlap<'k> {
                             && x.value().is_some_and(|v| !self.ranges.exact(v))
                     };
                     match (b, px, m) {
-                        (BinOp::Rem, Period::Poly, Some(m)) if m > 0 && wraps(m) => Period::Bad,
+                        (BinOp::Rem, Period::Poly(..), Some(m)) if m > 0 && wraps(m) => Period::Bad,
+                        (BinOp::Div | BinOp::Shr, Period::Poly(..), Some(_))
+                            if x.value().is_some_and(|v| !self.ranges.exact(v)) =>
+                        {
+                            Period::Bad
+                        }
                         _ => combine(*b, px, py, m),
                     }
                 }
                 OpKind::Unary(_, x) | OpKind::Cast(_, x) => match self.period(*x, iv, memo) {
-                    Period::Poly => Period::Bad,
+                    Period::Poly(..) => Period::Bad,
                     p => p,
                 },
                 OpKind::Select(..) | OpKind::Cmp(..) => {
@@ -317,7 +335,7 @@ impl<'k> Overlap<'k> {
                     let mut acc = Period::Indep;
                     for o in ops {
                         acc = match (acc, self.period(o, iv, memo)) {
-                            (Period::Bad | Period::Poly, _) | (_, Period::Bad | Period::Poly) => {
+                            (Period::Bad | Period::Poly(..), _) | (_, Period::Bad | Period::Poly(..)) => {
                                 Period::Bad
                             }
                             (Period::Indep, p) | (p, Period::Indep) => p,
@@ -328,6 +346,11 @@ impl<'k> Overlap<'k> {
                     }
                     acc
                 }
+                _ => Period::Indep,
+            },
+            // A recognized periodic iteration value of this loop (`ir::induction`).
+            ValueDef::RegionArg(..) => match self.ranges.inductions.get(v) {
+                Some(ind) if ind.iv == iv => Period::Periodic(ind.iv_period()),
                 _ => Period::Indep,
             },
             _ => Period::Indep,
@@ -354,7 +377,9 @@ impl<'k> Overlap<'k> {
             return Some(*x);
         }
         let ValueDef::Result(op, _) = self.k.values[v].def else {
-            return None;
+            // A recognized periodic iteration value, from its loop's variable.
+            let ind = self.ranges.inductions.get(v)?;
+            return ind.at(*env.get(&ind.iv)?);
         };
         let [bx, by, _] = self.k.block;
         let t = tid as i64;
@@ -476,18 +501,21 @@ impl<'k> Overlap<'k> {
             match self.period(*o, iv, &mut memo) {
                 Period::Indep => {}
                 Period::Periodic(p) => per = lcm(per, p),
-                Period::Poly | Period::Bad => return None,
+                Period::Poly(..) | Period::Bad => return None,
             }
         }
-        if per > MAX_PERIOD {
-            return None;
-        }
-        // Iterations are lo + step*i: f is periodic in i with a period dividing `per`.
-        // With an unknown lo, every residue of k modulo `per` is sampled instead.
+        // Iterations are lo + step*i: f is periodic in i with period per / gcd(per, step)
+        // (`rem (div %k, 64), 3` in a `step 64` loop: 192 in k, 3 in i). With an unknown
+        // lo, every residue of k modulo `per` is sampled instead.
         Some(match (lo, step) {
             (Some(lo), Some(step)) if step > 0 => {
-                ((0..per).map(|i| lo + (skip + i) * step).collect(), false)
+                let iper = per / gcd(per, step);
+                if iper > MAX_PERIOD {
+                    return None;
+                }
+                ((0..iper).map(|i| lo + (skip + i) * step).collect(), false)
             }
+            _ if per > MAX_PERIOD => return None,
             _ => ((0..per).collect(), false),
         })
     }
@@ -581,6 +609,24 @@ impl<'k> Overlap<'k> {
                     if in_x {
                         vars.push(free_x(self, iv, l)?);
                     }
+                }
+                IterTag::PreLast(j, d) if in_x => {
+                    let (Some(lo), Some(step), Some(hi)) = self.bounds(l) else {
+                        return None;
+                    };
+                    let at = lo + j as i64 * step;
+                    let last = lo + (hi - lo - 1) / step * step;
+                    let x_at = last - d as i64 * step;
+                    if step <= 0 || at >= hi || x_at < lo {
+                        // No such pair of iterations.
+                        vars.push(Var {
+                            x: None,
+                            y: None,
+                            domain: vec![],
+                        });
+                    }
+                    ey.insert(iv, at);
+                    ex.insert(iv, x_at);
                 }
                 IterTag::Unknown if in_x && self.same_instance(l, tags) => {
                     let (dom, exact) = self.domain(l, 0, operands)?;
@@ -977,15 +1023,24 @@ fn combine(b: BinOp, px: Period, py: Period, ycst: Option<i64>) -> Period {
         BinOp::Add | BinOp::Sub | BinOp::Mul => match (px, py) {
             (Bad, _) | (_, Bad) => Bad,
             (Indep, Indep) => Indep,
-            (Poly, Indep) | (Indep, Poly) | (Poly, Poly) => Poly,
+            (Poly(p, q), Indep) | (Indep, Poly(p, q)) => Poly(p, q),
+            (Poly(p, q), Poly(r, s)) => Poly(lcm(p, r), lcm(q, s)),
+            (Poly(p, q), Periodic(r)) | (Periodic(r), Poly(p, q)) => Poly(lcm(p, r), q),
             (Periodic(a), Indep) | (Indep, Periodic(a)) => Periodic(a),
             (Periodic(a), Periodic(c)) => Periodic(lcm(a, c)),
+        },
+        // Floor division by a positive constant (the caller checked that no wrap occurs).
+        BinOp::Div | BinOp::Shr => match (px, py, ycst) {
+            (Poly(p, q), Indep, Some(c)) if b == BinOp::Div && c > 0 => Poly(p, q.saturating_mul(c)),
+            (Poly(p, q), Indep, Some(s)) if (0..31).contains(&s) => Poly(p, q.saturating_mul(1 << s)),
+            (Periodic(a), Indep, _) => Periodic(a),
+            (Indep, Indep, _) => Indep,
             _ => Bad,
         },
         BinOp::Rem => match (px, py, ycst) {
             (_, Indep, Some(m)) if m > 0 => match px {
                 Indep => Indep,
-                Poly => Periodic(m),
+                Poly(p, q) => Periodic(lcm(p, q.saturating_mul(m))),
                 Periodic(p) => Periodic(p),
                 Bad => Bad,
             },
@@ -1039,4 +1094,68 @@ fn intersects(a: &[(u64, u64)], b: &[(u64, u64)]) -> bool {
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup(src: &str) -> (Kernel, Op, Value) {
+        let k = crate::reader::parse(src).unwrap().kernels.remove(0);
+        let l = k
+            .ops
+            .iter()
+            .find(|(_, o)| matches!(o.kind, OpKind::For { .. }))
+            .unwrap()
+            .0;
+        let iv = k.regions[k.ops[l].regions[0]].args[0];
+        (k, l, iv)
+    }
+
+    fn value(k: &Kernel, name: &str) -> Operand {
+        Operand::Value(
+            k.values
+                .iter()
+                .find(|(v, _)| k.value_name(*v).trim_start_matches('%') == name)
+                .unwrap()
+                .0,
+        )
+    }
+
+    #[test]
+    fn floor_division_by_the_step_is_periodic_in_the_iteration_number() {
+        let src = "kernel @k(%n: i32 in [0, 4096]) block(4) {\n  shared @a : f32[3, 4]\n  \
+                   for %k = 0 to %n step 64 {\n    %i = div %k, 64\n    %s = rem %i, 3\n    \
+                   %t = tid.x\n    store @a[%s, %t], 1.0\n  }\n}\n";
+        let (k, l, iv) = setup(src);
+        let o = Overlap::new(&k, 32);
+        let s = value(&k, "s");
+        assert_eq!(o.period(s, iv, &mut HashMap::default()), Period::Periodic(192));
+        assert_eq!(
+            o.period(value(&k, "i"), iv, &mut HashMap::default()),
+            Period::Poly(1, 64)
+        );
+        // Three iterations, one per slot, instead of 192 values of %k.
+        let (dom, exact) = o.domain(l, 0, &[s]).unwrap();
+        assert_eq!((dom, exact), (vec![0, 64, 128], false));
+    }
+
+    #[test]
+    fn a_select_wrap_counter_is_evaluated_from_the_loop_variable() {
+        let src = "kernel @k(%n: i32 in [0, 4096]) block(4) {\n  shared @a : f32[3, 4]\n  \
+                   %r = for %k = 0 to %n step 2 iter(%s = 1) {\n    %t = tid.x\n    \
+                   store @a[%s, %t], 1.0\n    %w = cmp eq %s, 2\n    %i = add %s, 1\n    \
+                   %x = select %w, 0, %i\n    yield %x\n  }\n}\n";
+        let (k, l, iv) = setup(src);
+        let o = Overlap::new(&k, 32);
+        let s = value(&k, "s");
+        assert_eq!(o.period(s, iv, &mut HashMap::default()), Period::Periodic(6));
+        let at = |kv: i64| {
+            let mut env = Env::new();
+            env.insert(iv, kv);
+            o.eval(s, &env, 0)
+        };
+        assert_eq!((at(0), at(2), at(4), at(6), at(3)), (Some(1), Some(2), Some(0), Some(1), None));
+        assert_eq!(o.domain(l, 0, &[s]).unwrap().0, vec![0, 2, 4]);
+    }
 }

@@ -122,6 +122,40 @@ name_enum!(
         Max = "max", And = "and", Or = "or", Xor = "xor", Shl = "shl", Shr = "shr",
     }
 );
+impl BinOp {
+    /// The `i32` result of `x op y` (operands given as `i64` holding `i32` values; floor
+    /// `div`/`rem`, wrapping ring ops, shifts by the low 5 bits); `None` on division by zero.
+    pub fn eval_i32(self, x: i64, y: i64) -> Option<i64> {
+        fn wrap(x: i64) -> i64 {
+            x as i32 as i64
+        }
+    Some(wrap(match self {
+        BinOp::Add => x.wrapping_add(y),
+        BinOp::Sub => x.wrapping_sub(y),
+        BinOp::Mul => x.wrapping_mul(y),
+        BinOp::Div => {
+            if y == 0 {
+                return None;
+            }
+            x.div_euclid(y) - if y < 0 && x.rem_euclid(y) != 0 { 1 } else { 0 }
+        }
+        BinOp::Rem => {
+            if y == 0 {
+                return None;
+            }
+            x - y * BinOp::Div.eval_i32(x, y)?
+        }
+        BinOp::Min => x.min(y),
+        BinOp::Max => x.max(y),
+        BinOp::And => x & y,
+        BinOp::Or => x | y,
+        BinOp::Xor => x ^ y,
+        BinOp::Shl => ((x as i32).wrapping_shl((y & 31) as u32)) as i64,
+        BinOp::Shr => ((x as i32) >> (y & 31)) as i64,
+    }))
+}
+}
+
 name_enum!(
     /// Unary arithmetic.
     UnOp { Neg = "neg", Not = "not", Exp = "exp", Sqrt = "sqrt", Abs = "abs" }

@@ -19,7 +19,8 @@
 //! It lives in `ir` beside the effects table because it states facts of the IR's arithmetic
 //! semantics that both sides rely on: the placement's footprints and the checker's static
 //! proof (which otherwise shares no analysis code with placement).
-//! Complexity: one pass over the ops in program order, O(ops).
+//! Recognized periodic iteration values (`ir::induction`) take the hull of their values.
+//! Complexity: one pass over the ops in program order, O(ops), after induction recognition.
 
 use crate::ir::*;
 
@@ -74,6 +75,9 @@ impl Interval {
 /// The exact interval and exactness of every value of one kernel.
 pub struct Ranges {
     exact_range: SecondaryMap<Value, Interval>,
+    /// The recognized periodic iteration values (`ir::induction`); their range is the hull
+    /// of the values they take.
+    pub inductions: crate::ir::induction::Inductions,
 }
 
 impl Ranges {
@@ -81,6 +85,7 @@ impl Ranges {
     pub fn new(k: &Kernel) -> Ranges {
         let mut r = Ranges {
             exact_range: SecondaryMap::with_default(I32),
+            inductions: crate::ir::induction::Inductions::new(k),
         };
         for (i, p) in k.params.iter().enumerate() {
             if let Param::Scalar(v) = p {
@@ -132,6 +137,13 @@ impl Ranges {
                 && let Some(&v) = k.regions[body].args.first()
             {
                 self.exact_range.set(v, iv);
+            }
+            for &a in od.regions.first().map_or(&[][..], |&b| &k.regions[b].args[1..]) {
+                if let Some(ind) = self.inductions.get(a) {
+                    let lo = ind.seq.iter().copied().min().unwrap_or(0);
+                    let hi = ind.seq.iter().copied().max().unwrap_or(0);
+                    self.exact_range.set(a, Interval::new(lo as i128, hi as i128));
+                }
             }
             return;
         }

@@ -144,6 +144,9 @@ fn when(tags: &[(Op, IterTag)]) -> String {
         Some((_, IterTag::Dist(1))) => "the previous iteration".into(),
         Some((_, IterTag::Dist(d))) => format!("{d} iterations back"),
         Some((_, IterTag::Pre(_))) => "before the loop".into(),
+        Some((_, IterTag::PreLast(_, d))) => {
+            format!("{d} iterations before the end of the loop's previous run")
+        }
         Some((_, IterTag::Last(0))) => "the last iteration of an earlier loop".into(),
         Some((_, IterTag::Last(d))) => format!("{d} iterations before the end of an earlier loop"),
         Some((_, IterTag::Unknown)) => "an earlier iteration".into(),

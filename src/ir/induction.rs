@@ -1,0 +1,441 @@
+//! Induction recognition: iteration values of `for` loops that are periodic functions of the
+//! iteration number (modular slot counters, phase bits), proved by evaluation.
+//!
+//! Compilers carry a pipeline's slot as an iteration value: `%slot` starts at a constant and
+//! is advanced by `select(%slot == S-1, 0, %slot + 1)`, by `rem (add %slot, 1), S`, or in
+//! both arms of an `if` alike; a phase bit flips when the slot wraps. Such a value equals
+//! `seq[i mod P]` in iteration `i` (0-based) for a finite sequence `seq`: this module finds
+//! `seq`, so that footprints, overlap queries and the checker evaluate the value like any
+//! other periodic index (`rem %k, S`).
+//!
+//! **Method (a proof, not a pattern).** For iteration value `v` of loop `L`, the *state* is
+//! the smallest set of `L`'s iteration values containing `v` that is closed under "the yielded
+//! next value depends on": the yields of the state must be pure functions (constants,
+//! arithmetic, comparisons, `select`, results of `if`s) of the state alone. An `if` result is
+//! evaluated in the arm its condition selects; when the condition is not a function of the
+//! state (a guard on the loop variable, a thread id), both arms are evaluated and must agree
+//! for that state (the counter "advanced in both arms identically"). With constant initial
+//! values the state sequence is then fully determined: it is computed exactly (i32
+//! semantics, so wrap-around is part of the proof) until it returns to the initial state,
+//! which proves `state(i + P) = state(i)` for every `i` by induction. A state repeating
+//! without returning to the start (a pre-period), more than [`MAX_ORBIT`] states, a
+//! non-constant initial value or a next value depending on anything outside the state (the
+//! loop variable, a parameter, a load) is *not recognized*, with the reason kept for the
+//! W0315 warning: the value stays unknown (conservative).
+//!
+//! Translating to the loop variable needs a constant lower bound and step: iteration `i` runs
+//! with `%k = lo + i·step`, so the value is periodic in `%k` with period `P·step` over the
+//! values the loop actually takes ([`Induction::at`]).
+//!
+//! Complexity: per iteration value, O(MAX_ORBIT · |yield DAG|) evaluations of a state of at
+//! most [`MAX_STATE`] values.
+
+use std::collections::HashMap;
+
+use crate::ir::*;
+
+/// Longest period recognized (iterations).
+pub const MAX_ORBIT: usize = 64;
+/// Most iteration values one recurrence may involve (a slot and its phase, say).
+pub const MAX_STATE: usize = 4;
+
+/// A recognized iteration value: in iteration `i` of loop `l` it equals `seq[i mod P]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Induction {
+    /// The `for` loop carrying the value.
+    pub l: Op,
+    /// The loop's induction variable.
+    pub iv: Value,
+    /// Constant lower bound and (positive) step of the loop.
+    pub lo: i64,
+    pub step: i64,
+    /// The value over one period, from iteration 0 (`P = seq.len()`, minimal).
+    pub seq: std::rc::Rc<[i64]>,
+}
+
+impl Induction {
+    /// The value in the iteration where the induction variable is `k`; `None` when no
+    /// iteration has that `k`.
+    pub fn at(&self, k: i64) -> Option<i64> {
+        let d = k - self.lo;
+        if d.rem_euclid(self.step) != 0 {
+            return None;
+        }
+        let p = self.seq.len() as i64;
+        Some(self.seq[(d.div_euclid(self.step)).rem_euclid(p) as usize])
+    }
+
+    /// The period in values of the induction variable.
+    pub fn iv_period(&self) -> i64 {
+        self.seq.len() as i64 * self.step
+    }
+}
+
+/// Recognized iteration values and, for the others, why not.
+#[derive(Clone, Debug, Default)]
+pub struct Inductions {
+    pub found: HashMap<Value, Induction>,
+    /// Unrecognized iteration values of `for` loops: the loop and the reason.
+    pub failed: HashMap<Value, (Op, String)>,
+}
+
+impl Inductions {
+    /// Recognizes the iteration values of every `for` loop of `k`.
+    pub fn new(k: &Kernel) -> Inductions {
+        let mut out = Inductions::default();
+        for (l, od) in k.ops.iter() {
+            let OpKind::For { init, .. } = &od.kind else {
+                continue;
+            };
+            let Some(&body) = od.regions.first() else {
+                continue;
+            };
+            for j in 0..init.len() {
+                let Some(&v) = k.regions[body].args.get(j + 1) else {
+                    continue;
+                };
+                if k.values[v].ty == ScalarType::F32 {
+                    continue;
+                }
+                match recognize(k, l, j) {
+                    Ok(ind) => {
+                        out.found.insert(v, ind);
+                    }
+                    Err(why) => {
+                        out.failed.insert(v, (l, why));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    pub fn get(&self, v: Value) -> Option<&Induction> {
+        self.found.get(&v)
+    }
+}
+
+/// Why evaluation under a state failed: the first value outside the state it needed
+/// (`None`: a non-integer operand).
+type Eval = Result<i64, Option<Value>>;
+
+struct Recurrence<'k> {
+    k: &'k Kernel,
+    body: Region,
+    /// The loop's `yield` operands.
+    yields: Vec<Operand>,
+    /// Iteration-value positions (0-based, after the induction variable) in the state.
+    state: Vec<usize>,
+}
+
+impl Recurrence<'_> {
+    fn arg(&self, j: usize) -> Value {
+        self.k.regions[self.body].args[j + 1]
+    }
+
+    fn operand(&self, o: Operand, s: &[i64], depth: u32) -> Eval {
+        match o {
+            Operand::Imm(Scalar::I32(c)) => Ok(c as i64),
+            Operand::Imm(Scalar::I1(b)) => Ok(b as i64),
+            Operand::Imm(Scalar::F32(_)) => Err(None),
+            Operand::Value(v) => self.value(v, s, depth),
+        }
+    }
+
+    /// Evaluates `v` with the state's values bound to `s`.
+    fn value(&self, v: Value, s: &[i64], depth: u32) -> Eval {
+        let k = self.k;
+        if depth > 64 {
+            return Err(Some(v));
+        }
+        if let Some(p) = self.state.iter().position(|&j| self.arg(j) == v) {
+            return Ok(s[p]);
+        }
+        let ValueDef::Result(op, n) = k.values[v].def else {
+            return Err(Some(v));
+        };
+        let ev = |o: &Operand| self.operand(*o, s, depth + 1);
+        let i1 = k.values[v].ty == ScalarType::I1;
+        match &k.ops[op].kind {
+            OpKind::Const(c) => Ok(c.as_i64()),
+            OpKind::Binary(b, x, y) => {
+                let r = b.eval_i32(ev(x)?, ev(y)?).ok_or(Some(v))?;
+                Ok(if i1 { r & 1 } else { r })
+            }
+            OpKind::Unary(UnOp::Neg, x) => Ok((-ev(x)?) as i32 as i64),
+            OpKind::Unary(UnOp::Not, x) if i1 => Ok(1 - ev(x)?),
+            OpKind::Unary(UnOp::Not, x) => Ok(!ev(x)? as i32 as i64),
+            OpKind::Unary(UnOp::Abs, x) => Ok((ev(x)? as i32).wrapping_abs() as i64),
+            OpKind::Cmp(p, x, y) => {
+                let (x, y) = (ev(x)?, ev(y)?);
+                Ok(match p {
+                    CmpPred::Eq => x == y,
+                    CmpPred::Ne => x != y,
+                    CmpPred::Lt => x < y,
+                    CmpPred::Le => x <= y,
+                    CmpPred::Gt => x > y,
+                    CmpPred::Ge => x >= y,
+                } as i64)
+            }
+            OpKind::Select(c, x, y) => match ev(c) {
+                Ok(c) => ev(if c != 0 { x } else { y }),
+                Err(e) => same(ev(x), ev(y), e),
+            },
+            OpKind::If { cond } => {
+                let arm = |r: usize| -> Eval {
+                    let region = *k.ops[op].regions.get(r).ok_or(Some(v))?;
+                    match k.regions[region].ops.last().map(|&t| &k.ops[t].kind) {
+                        Some(OpKind::Yield(ys)) => ev(ys.get(n).ok_or(Some(v))?),
+                        _ => Err(Some(v)),
+                    }
+                };
+                match ev(cond) {
+                    Ok(c) => arm(if c != 0 { 0 } else { 1 }),
+                    Err(e) => same(arm(0), arm(1), e),
+                }
+            }
+            _ => Err(Some(v)),
+        }
+    }
+}
+
+/// Both arms of an unknown condition: the common value when both are known and equal.
+fn same(a: Eval, b: Eval, cond: Option<Value>) -> Eval {
+    match (a, b) {
+        (Ok(x), Ok(y)) if x == y => Ok(x),
+        (Err(e), _) | (_, Err(e)) => Err(e),
+        _ => Err(cond),
+    }
+}
+
+/// A constant operand (an immediate or a `const`, possibly through arithmetic).
+fn constant(k: &Kernel, o: Operand) -> Option<i64> {
+    let r = Recurrence {
+        k,
+        body: k.body,
+        yields: Vec::new(),
+        state: Vec::new(),
+    };
+    r.operand(o, &[], 0).ok()
+}
+
+fn name(k: &Kernel, v: Value) -> String {
+    let n = k.value_name(v);
+    if n.starts_with('%') { n } else { format!("%{n}") }
+}
+
+/// Recognizes iteration value `j` (0-based, after the induction variable) of loop `l`.
+pub fn recognize(k: &Kernel, l: Op, j: usize) -> Result<Induction, String> {
+    let OpKind::For {
+        lo,
+        step,
+        init,
+        ..
+    } = &k.ops[l].kind
+    else {
+        return Err("it is not carried by a `for` loop".into());
+    };
+    let body = k.ops[l].regions[0];
+    let yields = match k.regions[body].ops.last().map(|&t| &k.ops[t].kind) {
+        Some(OpKind::Yield(ys)) => ys.clone(),
+        _ => return Err("the loop body has no `yield`".into()),
+    };
+    if yields.len() != init.len() || k.regions[body].args.len() != init.len() + 1 || j >= init.len() {
+        return Err("the loop's `yield` does not match its iteration values".into());
+    }
+    let iv = k.regions[body].args[0];
+    let mut r = Recurrence {
+        k,
+        body,
+        yields,
+        state: vec![j],
+    };
+    // Grow the state until the yields are functions of it alone.
+    let next = loop {
+        let start: Option<Vec<i64>> = r.state.iter().map(|&j| constant(k, init[j])).collect();
+        let Some(start) = start else {
+            let bad = r.state.iter().find(|&&j| constant(k, init[j]).is_none());
+            let who = bad
+                .and_then(|&j| init[j].value())
+                .map_or(String::new(), |v| format!(" `{}`", name(k, v)));
+            return Err(format!("its initial value{who} is not a constant"));
+        };
+        let mut missing = None;
+        for &j in &r.state {
+            if let Err(e) = r.operand(r.yields[j], &start, 0) {
+                missing = Some(e);
+                break;
+            }
+        }
+        match missing {
+            None => break start,
+            Some(None) => return Err("its next value is not an integer expression".into()),
+            Some(Some(e)) => match k.values[e].def {
+                ValueDef::RegionArg(b, n) if b == body && n >= 1 && r.state.len() < MAX_STATE => {
+                    r.state.push(n - 1)
+                }
+                _ if e == iv => {
+                    return Err("its next value depends on the loop variable".into());
+                }
+                _ => {
+                    return Err(format!(
+                        "its next value depends on `{}`, which is not a constant or a counter \
+                         of the loop",
+                        name(k, e)
+                    ));
+                }
+            },
+        }
+    };
+    let orbit = orbit(&r, next)?;
+    let (Some(lo), Some(step)) = (constant(k, *lo), constant(k, *step)) else {
+        return Err("the loop's lower bound or step is not a constant".into());
+    };
+    if step <= 0 {
+        return Err("the loop's step is not positive".into());
+    }
+    let seq: Vec<i64> = orbit.iter().map(|s| s[0]).collect();
+    Ok(Induction {
+        l,
+        iv,
+        lo,
+        step,
+        seq: minimal_period(&seq).into(),
+    })
+}
+
+/// The states from the initial one until it recurs (one period). Errors: a pre-period, a
+/// period above [`MAX_ORBIT`], or a state the yields cannot evaluate.
+fn orbit(r: &Recurrence, start: Vec<i64>) -> Result<Vec<Vec<i64>>, String> {
+    let mut seen = vec![start.clone()];
+    let mut s = start;
+    loop {
+        let next: Result<Vec<i64>, Option<Value>> = r
+            .state
+            .iter()
+            .map(|&j| r.operand(r.yields[j], &s, 0))
+            .collect();
+        let next = next.map_err(|e| {
+            let what = e.map_or("a non-integer operand".into(), |e| format!("`{}`", name(r.k, e)));
+            format!("its next value depends on {what} in iteration {}", seen.len() - 1)
+        })?;
+        if next == seen[0] {
+            return Ok(seen);
+        }
+        if seen.contains(&next) {
+            return Err("it becomes periodic only after its first iterations".into());
+        }
+        if seen.len() >= MAX_ORBIT {
+            return Err(format!("its values do not repeat within {MAX_ORBIT} iterations"));
+        }
+        seen.push(next.clone());
+        s = next;
+    }
+}
+
+/// The shortest prefix of `seq` whose repetition is `seq`.
+fn minimal_period(seq: &[i64]) -> Vec<i64> {
+    let n = seq.len();
+    (1..=n)
+        .find(|&p| n.is_multiple_of(p) && (p..n).all(|i| seq[i] == seq[i - p]))
+        .map_or_else(|| seq.to_vec(), |p| seq[..p].to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(body: &str, iters: &str) -> Kernel {
+        let results: Vec<String> = (0..iters.matches('=').count())
+            .map(|i| format!("%r{i}"))
+            .collect();
+        let src = format!(
+            "kernel @k(%n: i32 in [0, 64]) block(4) {{\n  %t = tid.x\n  \
+             {} = for %k = 0 to %n step 2 iter({iters}) {{\n{body}\n  }}\n}}\n",
+            results.join(", ")
+        );
+        crate::reader::parse(&src)
+            .unwrap_or_else(|e| panic!("{e:?}\n{src}"))
+            .kernels
+            .remove(0)
+    }
+
+    fn first(k: &Kernel) -> Result<Induction, String> {
+        let l = k
+            .ops
+            .iter()
+            .find(|(_, o)| matches!(o.kind, OpKind::For { .. }))
+            .unwrap()
+            .0;
+        recognize(k, l, 0)
+    }
+
+    #[test]
+    fn select_wrap_counter_is_init_plus_iteration_mod_s() {
+        let k = kernel(
+            "    %w = cmp eq %s, 2\n    %i = add %s, 1\n    %x = select %w, 0, %i\n    yield %x",
+            "%s = 1",
+        );
+        let ind = first(&k).unwrap();
+        assert_eq!(&*ind.seq, &[1, 2, 0]);
+        assert_eq!((ind.lo, ind.step, ind.iv_period()), (0, 2, 6));
+        assert_eq!(ind.at(4), Some(0));
+        assert_eq!(ind.at(6), Some(1));
+        assert_eq!(ind.at(3), None);
+    }
+
+    #[test]
+    fn add_rem_counter_and_phase_bit_are_one_recurrence() {
+        let k = kernel(
+            "    %i = add %s, 1\n    %x = rem %i, 3\n    %w = cmp eq %x, 0\n    \
+             %q = xor %p, 1\n    %y = select %w, %q, %p\n    yield %y, %x",
+            "%p = 0, %s = 0",
+        );
+        // The phase flips each time the slot wraps: period 6.
+        assert_eq!(&*first(&k).unwrap().seq, &[0, 0, 0, 1, 1, 1]);
+    }
+
+    #[test]
+    fn counter_advanced_alike_in_both_arms_of_an_unknown_if() {
+        let k = kernel(
+            "    %c = cmp lt %t, 2\n    %x = if %c {\n      %i = add %s, 1\n      \
+             %a = rem %i, 4\n      yield %a\n    } else {\n      %j = add 1, %s\n      \
+             %w = cmp eq %j, 4\n      %b = select %w, 0, %j\n      yield %b\n    }\n    yield %x",
+            "%s = 0",
+        );
+        assert_eq!(&*first(&k).unwrap().seq, &[0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn arms_that_disagree_are_not_recognized() {
+        let k = kernel(
+            "    %c = cmp lt %t, 2\n    %x = if %c {\n      %i = add %s, 1\n      \
+             %a = rem %i, 4\n      yield %a\n    } else {\n      yield %s\n    }\n    yield %x",
+            "%s = 0",
+        );
+        // The condition depends on the thread id, and the arms differ.
+        let e = first(&k).unwrap_err();
+        assert!(e.contains("`%t`"), "{e}");
+    }
+
+    #[test]
+    fn fallbacks_say_why() {
+        let k = kernel("    %i = add %s, 1\n    yield %i", "%s = 0");
+        assert!(first(&k).unwrap_err().contains("do not repeat"));
+        let k = kernel("    %i = add %s, %k\n    %x = rem %i, 3\n    yield %x", "%s = 0");
+        assert!(first(&k).unwrap_err().contains("loop variable"));
+        let k = kernel("    %i = add %s, 1\n    %x = rem %i, 3\n    yield %x", "%s = %n");
+        assert!(first(&k).unwrap_err().contains("initial value"));
+        // 5 -> 0 -> 1 -> 2 -> 0: periodic only after the first iteration.
+        let k = kernel("    %i = add %s, 1\n    %x = rem %i, 3\n    yield %x", "%s = 5");
+        assert!(first(&k).unwrap_err().contains("only after"));
+        let k = kernel("    %i = add %s, %n\n    %x = rem %i, 3\n    yield %x", "%s = 0");
+        assert!(first(&k).unwrap_err().contains("`%n`"));
+    }
+
+    #[test]
+    fn minimal_period_of_a_sequence() {
+        assert_eq!(minimal_period(&[1, 0, 1, 0]), vec![1, 0]);
+        assert_eq!(minimal_period(&[1, 2, 3]), vec![1, 2, 3]);
+    }
+}
