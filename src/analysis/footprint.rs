@@ -24,7 +24,7 @@
 //! Complexity: O(instances · threads · |index DAG|) per access; instances are capped at
 //! [`MAX_INSTANCES`] (beyond, inner variables become unknown).
 
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::analysis::uniformity::Uniformity;
 use crate::ir::*;
@@ -295,12 +295,12 @@ pub struct Footprints<'k> {
     /// Guard conditions that depend on a symbolic loop's variable other than periodically
     /// (e.g. `k + 1 < n`): they evaluate to unknown ("may execute"), so that the loop's
     /// indices can still be evaluated per residue class.
-    opaque: std::collections::HashSet<Value>,
+    opaque: HashSet<Value>,
     /// Warnings for answers that are conservative (an index the engine cannot express, a
     /// cap reached): never silent.
     pub conservative: Vec<crate::diag::Diagnostic>,
     /// Accesses whose enumeration hit [`MAX_INSTANCES`] (warned once each).
-    capped: std::collections::HashSet<Op>,
+    capped: HashSet<Op>,
 }
 
 type Env = HashMap<Value, i64>;
@@ -335,8 +335,8 @@ impl<'k> Footprints<'k> {
     /// Collects the accesses of `k` and their loop domains.
     pub fn new(k: &'k Kernel, warp: u32) -> Self {
         let uniform = crate::analysis::uniformity::analyze(k);
-        let mut parent = HashMap::new();
-        let mut op_region = HashMap::new();
+        let mut parent = HashMap::default();
+        let mut op_region = HashMap::default();
         for (r, rd) in k.regions.iter() {
             for &op in &rd.ops {
                 op_region.insert(op, r);
@@ -349,7 +349,7 @@ impl<'k> Footprints<'k> {
                 }
             }
         }
-        let mut units: HashMap<u64, u64> = HashMap::new();
+        let mut units: HashMap<u64, u64> = HashMap::default();
         for (b, bd) in k.buffers.iter() {
             let space = if bd.offset.is_some() {
                 0
@@ -366,20 +366,20 @@ impl<'k> Footprints<'k> {
             k,
             warp: warp.max(1),
             accesses: Vec::new(),
-            index_of: HashMap::new(),
+            index_of: HashMap::default(),
             units,
-            domains: HashMap::new(),
-            opaque: std::collections::HashSet::new(),
+            domains: HashMap::default(),
+            opaque: HashSet::default(),
             parent,
             op_region,
             uniform,
             ranges: crate::ir::ranges::Ranges::new(k),
-            inst_cache: HashMap::new(),
-            group_cache: HashMap::new(),
-            layouts: HashMap::new(),
-            inside: HashMap::new(),
+            inst_cache: HashMap::default(),
+            group_cache: HashMap::default(),
+            layouts: HashMap::default(),
+            inside: HashMap::default(),
             conservative: Vec::new(),
-            capped: std::collections::HashSet::new(),
+            capped: HashSet::default(),
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);
@@ -404,7 +404,7 @@ impl<'k> Footprints<'k> {
                 });
             }
         }
-        let mut inside: HashMap<Op, Vec<usize>> = HashMap::new();
+        let mut inside: HashMap<Op, Vec<usize>> = HashMap::default();
         for (i, a) in fp.accesses.iter().enumerate() {
             for &l in &a.loops {
                 inside.entry(l).or_default().push(i);
@@ -447,7 +447,7 @@ impl<'k> Footprints<'k> {
             return None;
         }
         let iv = *k.regions[*k.ops[l].regions.first()?].args.first()?;
-        let mut memo = HashMap::new();
+        let mut memo = HashMap::default();
         for &ai in self.inside.get(&l)? {
             let a = &self.accesses[ai];
             let guards = self.guard_values(a, l);
@@ -499,8 +499,8 @@ impl<'k> Footprints<'k> {
     fn wrap_warning(&self, l: Op) -> Option<crate::diag::Diagnostic> {
         let k = self.k;
         let iv = *k.regions[*k.ops[l].regions.first()?].args.first()?;
-        let mut memo = HashMap::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut memo = HashMap::default();
+        let mut seen = HashSet::default();
         let mut stack: Vec<Value> = Vec::new();
         for &ai in self.inside.get(&l)? {
             stack.extend(self.relevant_values(&self.accesses[ai], l));
@@ -887,8 +887,8 @@ impl<'k> Footprints<'k> {
         let bounds_uniform = [lo, hi, step]
             .iter()
             .all(|o| self.uniform.operand_uniform(o));
-        let env = Env::new();
-        let mut memo = HashMap::new();
+        let env = Env::default();
+        let mut memo = HashMap::default();
         let c = |o: &Operand, memo: &mut HashMap<Value, Option<i64>>| {
             self.eval_operand(o, &env, 0, memo)
         };
@@ -915,7 +915,7 @@ impl<'k> Footprints<'k> {
         // Symbolic (or long): periodic in the variable?
         let iv = k.regions[k.ops[l].regions[0]].args[0];
         let mut periodic: Vec<(i64, Value)> = Vec::new();
-        let mut memo = HashMap::new();
+        let mut memo = HashMap::default();
         let mut opaque = Vec::new();
         for &ai in self.inside.get(&l).map_or(&[][..], |v| v.as_slice()) {
             let a = &self.accesses[ai];
@@ -1066,7 +1066,7 @@ impl<'k> Footprints<'k> {
         match &a.access.footprint {
             Footprint::PerThread(ix) => {
                 for tid in 0..threads {
-                    let mut memo = HashMap::new();
+                    let mut memo = HashMap::default();
                     if !self.executes(a.id.op, env, tid, &mut memo) {
                         continue;
                     }
@@ -1093,7 +1093,7 @@ impl<'k> Footprints<'k> {
             Footprint::Collective { layout } => {
                 let mut first = None;
                 for tid in 0..threads {
-                    let mut memo = HashMap::new();
+                    let mut memo = HashMap::default();
                     if self.executes(a.id.op, env, tid, &mut memo) {
                         first = Some(tid);
                         break;
@@ -1107,7 +1107,7 @@ impl<'k> Footprints<'k> {
                     _ => None,
                 };
                 let total: u64 = shape.iter().product();
-                let mut memo = HashMap::new();
+                let mut memo = HashMap::default();
                 if !uniform_view || total > 1 << 20 {
                     let (lo, hi) = self.buffer_range(root);
                     t.add_unknown(lo, hi, Who::Many(None), warp);
@@ -1157,7 +1157,7 @@ impl<'k> Footprints<'k> {
         }
         let loops = self.accesses[ai].loops.clone();
         let mut out = Vec::new();
-        let mut env = Env::new();
+        let mut env = Env::default();
         let mut keys = Vec::new();
         self.enumerate(ai, &loops, 0, &mut env, &mut keys, &mut out, 1);
         let rc = std::rc::Rc::new(out);
@@ -1185,7 +1185,7 @@ impl<'k> Footprints<'k> {
         let k = self.k;
         let values: Option<Vec<i64>> = match (self.domains.get(&l).copied(), &k.ops[l].kind) {
             (Some(LoopDomain::Exact { step, .. }), OpKind::For { lo, hi, .. }) => {
-                let mut memo = HashMap::new();
+                let mut memo = HashMap::default();
                 let lo = self.eval_operand(lo, env, 0, &mut memo);
                 let hi = self.eval_operand(hi, env, 0, &mut memo);
                 match (lo, hi) {
@@ -1250,7 +1250,7 @@ impl<'k> Footprints<'k> {
     /// Whether access `ai`'s indices, views, guards or inner loop bounds depend on the
     /// induction variable `iv` of its enclosing loop `l`.
     fn depends_on(&self, ai: usize, l: Op, iv: Value) -> bool {
-        let mut memo = HashMap::new();
+        let mut memo = HashMap::default();
         self.relevant_values(&self.accesses[ai], l)
             .into_iter()
             .any(|v| self.dep(v, iv, &mut memo) != Dep::Indep)
@@ -1270,7 +1270,7 @@ impl<'k> Footprints<'k> {
         }
         let inst = self.instances(ai);
         let mut groups: Vec<(Vec<Option<i64>>, Touch)> = Vec::new();
-        let mut at: HashMap<Vec<Option<i64>>, usize> = HashMap::new();
+        let mut at: HashMap<Vec<Option<i64>>, usize> = HashMap::default();
         for (keys, t) in inst.iter() {
             let p: Vec<Option<i64>> = keys[..plen.min(keys.len())].to_vec();
             match at.get(&p) {

@@ -35,8 +35,11 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};
 use crate::analysis::footprint::{AccessRef, Footprints, Overlap};
+use crate::analysis::inflight::FlowMemo;
 use crate::diag::{DiagKind, Diagnostic};
 use crate::emit::text::op_label;
 use crate::ir::edit::body_len;
@@ -324,7 +327,7 @@ pub fn completing_waits(
             if let OpKind::For { lo, .. } = &k.ops[l].kind {
                 let lo = match lo {
                     Operand::Imm(s) => Some(s.as_i64()),
-                    Operand::Value(v) => fp.eval(*v, &HashMap::new(), 0, &mut HashMap::new()),
+                    Operand::Value(v) => fp.eval(*v, &Default::default(), 0, &mut Default::default()),
                 };
                 if let Some(lo) = lo {
                     entered.push((k.regions[k.ops[l].regions[0]].args[0], lo));
@@ -346,8 +349,8 @@ pub fn completing_waits(
         }
         let window = if inner.is_some() { 12 } else { 1 };
         (0..window).all(|v| {
-            let mut e1: HashMap<Value, i64> = HashMap::new();
-            let mut e2: HashMap<Value, i64> = entered.iter().copied().collect();
+            let mut e1: FxHashMap<Value, i64> = FxHashMap::default();
+            let mut e2: FxHashMap<Value, i64> = entered.iter().copied().collect();
             if let Some((iv, step)) = inner {
                 e1.insert(iv, v * step);
                 e2.insert(iv, (v + d) * step);
@@ -355,11 +358,11 @@ pub fn completing_waits(
             idx1.iter().zip(idx2).all(|(a, b)| {
                 let x = match a {
                     Operand::Imm(s) => Some(s.as_i64()),
-                    Operand::Value(x) => fp.eval(*x, &e1, 0, &mut HashMap::new()),
+                    Operand::Value(x) => fp.eval(*x, &e1, 0, &mut Default::default()),
                 };
                 let y = match b {
                     Operand::Imm(s) => Some(s.as_i64()),
-                    Operand::Value(y) => fp.eval(*y, &e2, 0, &mut HashMap::new()),
+                    Operand::Value(y) => fp.eval(*y, &e2, 0, &mut Default::default()),
                 };
                 x.is_some() && x == y
             })
@@ -606,24 +609,35 @@ fn label(k: &Kernel, d: Diagnostic, op: Op, msg: String) -> Diagnostic {
 /// Finds every hazard using precomputed footprints (nearest-first: hazards that a nearer
 /// source's hazard implies are not built, see `nearest_blockers`).
 pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
-    find_hazards_pruned(fp, target, true)
+    find_hazards_pruned(fp, target, true, &mut FlowMemo::default())
+}
+
+/// [`find_hazards_with`] whose in-flight dataflow reads and grows `memo` (a memo of this
+/// kernel or of one it was derived from by inserting sync ops: see [`FlowMemo`]).
+pub fn find_hazards_memo(fp: &mut Footprints, target: &Target, memo: &mut FlowMemo) -> Hazards {
+    find_hazards_pruned(fp, target, true, memo)
 }
 
 /// Every hazard, including those nearest-first pruning leaves out: the oracle that tests
 /// check the pruning against (any placement for the pruned set covers all of these).
 pub fn find_all_hazards(k: &Kernel, target: &Target) -> Hazards {
     let mut fp = Footprints::new(k, target.warp);
-    find_hazards_pruned(&mut fp, target, false)
+    find_hazards_pruned(&mut fp, target, false, &mut FlowMemo::default())
 }
 
-fn find_hazards_pruned(fp: &mut Footprints, target: &Target, nearest_first: bool) -> Hazards {
+fn find_hazards_pruned(
+    fp: &mut Footprints,
+    target: &Target,
+    nearest_first: bool,
+    memo: &mut FlowMemo,
+) -> Hazards {
     let k = fp.k;
     let paths = Paths::new(k);
     let mut out = Hazards::default();
     // Which waits complete each async access: the in-flight dataflow's answer
     // (`analysis::inflight`, which follows a copy across any number of iterations), else the
     // forward walk below (one iteration ahead).
-    let inflight = crate::analysis::inflight::completions(k, target);
+    let inflight = crate::analysis::inflight::completions_memo(k, target, memo);
     let completion: HashMap<Op, Completion> = fp
         .accesses
         .iter()

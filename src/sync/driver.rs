@@ -22,8 +22,9 @@ use crate::ir::effects::is_sync;
 use crate::ir::*;
 use crate::sync::split::{SplitStats, lower_to_split};
 use crate::sync::joint::hoist_waits;
-use crate::sync::waits::{WaitPlan, apply_waits, plan_waits};
-use crate::sync::{PlaceOptions, Placement, place_barriers};
+use crate::analysis::inflight::FlowMemo;
+use crate::sync::waits::{WaitPlan, apply_waits, plan_waits_memo};
+use crate::sync::{PlaceOptions, Placement, place_barriers_memo};
 use crate::target::Target;
 
 /// The result of the pipeline.
@@ -74,7 +75,13 @@ type Planned = (WaitPlan, Kernel, Placement);
 /// Joint wait and barrier placement (`sync::joint`): the planned waits moved to their
 /// earliest equivalent points when barrier placement then executes strictly fewer barriers
 /// (or as many, written fewer times). The naive baseline keeps the planner's waits.
-fn jointly(k: &Kernel, target: &Target, opts: &PlaceOptions, late: Planned) -> Planned {
+fn jointly(
+    k: &Kernel,
+    target: &Target,
+    opts: &PlaceOptions,
+    late: Planned,
+    memo: &mut FlowMemo,
+) -> Planned {
     if opts.strategy == crate::sync::Strategy::Naive {
         return late;
     }
@@ -82,7 +89,7 @@ fn jointly(k: &Kernel, target: &Target, opts: &PlaceOptions, late: Planned) -> P
         return late;
     };
     let with_early = apply_waits(k, &early).kernel;
-    let Ok(p) = place_barriers(&with_early, target, opts) else {
+    let Ok(p) = place_barriers_memo(&with_early, target, opts, memo) else {
         return late;
     };
     let cost = |s: &crate::sync::Stats| {
@@ -104,10 +111,15 @@ pub fn synchronize(
     target: &Target,
     opts: &PlaceOptions,
 ) -> Result<Synchronized, Vec<Diagnostic>> {
-    let waits = plan_waits(k, target)?;
+    // One memo of footprint answers for every in-flight dataflow run on `k` and on the
+    // kernels derived from it by inserting waits and commits (`FlowMemo`: their ops keep
+    // their ids).
+    let mut memo = FlowMemo::for_kernel(k);
+    let waits = plan_waits_memo(k, target, &mut memo)?;
     let with_waits = apply_waits(k, &waits).kernel;
-    let placement = place_barriers(&with_waits, target, opts)?;
-    let (waits, with_waits, placement) = jointly(k, target, opts, (waits, with_waits, placement));
+    let placement = place_barriers_memo(&with_waits, target, opts, &mut memo)?;
+    let late = (waits, with_waits, placement);
+    let (waits, with_waits, placement) = jointly(k, target, opts, late, &mut memo);
     let mut kernel = apply(&with_waits, &placement.plan).map_err(|d| vec![d])?;
     let mut split = None;
     if target.split_barriers {
