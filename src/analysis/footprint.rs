@@ -275,6 +275,26 @@ pub struct AccessInfo {
     pub space: u64,
 }
 
+/// Footprint answers carried from one [`Footprints`] to another of a kernel that differs
+/// only by inserted sync ops (the joint placement's second run, `sync::driver`): every
+/// access's instances (with the cap warning their enumeration gives, replayed where the
+/// enumeration would have pushed it), its grouped instances, and the pair conflicts.
+///
+/// **Validity.** Keys are [`AccessRef`]s (op ids): a sync op has no shared access, does not
+/// change the loops, guards or values an access depends on, and inserting one (`apply_waits`,
+/// `ir::edit::apply`) keeps every existing id. The owner must not carry a memo elsewhere.
+/// Memory: it keeps every address space's footprints (which [`Footprints::clear_caches`]
+/// drops between spaces), so callers fill one only when a second placement will read it.
+#[derive(Default)]
+pub struct FootprintMemo {
+    inst: HashMap<AccessRef, (Instances, Option<crate::diag::Diagnostic>)>,
+    grouped: HashMap<(AccessRef, usize), Instances>,
+    pub(crate) pairs: HashMap<PairKey, crate::analysis::conflicts::PairConflict>,
+}
+
+/// A pair-conflict query: the two accesses, the common loop prefix, the distance variable.
+pub(crate) type PairKey = (AccessRef, AccessRef, usize, Option<usize>);
+
 /// Footprints of every shared access of a kernel, computed lazily and cached.
 pub struct Footprints<'k> {
     pub k: &'k Kernel,
@@ -301,6 +321,10 @@ pub struct Footprints<'k> {
     pub conservative: Vec<crate::diag::Diagnostic>,
     /// Accesses whose enumeration hit [`MAX_INSTANCES`] (warned once each).
     capped: HashSet<Op>,
+    /// The first cap warning of the enumeration in progress (pushed once it ends).
+    cap_note: Option<crate::diag::Diagnostic>,
+    /// Answers shared with another kernel's footprints ([`FootprintMemo`]), when carried.
+    pub(crate) memo: Option<Box<FootprintMemo>>,
 }
 
 type Env = HashMap<Value, i64>;
@@ -380,6 +404,8 @@ impl<'k> Footprints<'k> {
             inside: HashMap::default(),
             conservative: Vec::new(),
             capped: HashSet::default(),
+            cap_note: None,
+            memo: None,
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);
@@ -1155,14 +1181,44 @@ impl<'k> Footprints<'k> {
         if let Some(c) = self.inst_cache.get(&ai) {
             return c.clone();
         }
-        let loops = self.accesses[ai].loops.clone();
-        let mut out = Vec::new();
-        let mut env = Env::default();
-        let mut keys = Vec::new();
-        self.enumerate(ai, &loops, 0, &mut env, &mut keys, &mut out, 1);
-        let rc = std::rc::Rc::new(out);
+        let id = self.accesses[ai].id;
+        let (rc, note) = match self.memo.as_ref().and_then(|m| m.inst.get(&id)) {
+            Some((rc, note)) => (rc.clone(), note.clone()),
+            None => {
+                let loops = self.accesses[ai].loops.clone();
+                let mut out = Vec::new();
+                let mut env = Env::default();
+                let mut keys = Vec::new();
+                self.cap_note = None;
+                self.enumerate(ai, &loops, 0, &mut env, &mut keys, &mut out, 1);
+                let rc = std::rc::Rc::new(out);
+                let note = self.cap_note.take();
+                if let Some(m) = self.memo.as_mut() {
+                    m.inst.insert(id, (rc.clone(), note.clone()));
+                }
+                (rc, note)
+            }
+        };
+        // Warned once per op: the first enumeration that reaches the cap says so.
+        if let Some(w) = note
+            && self.capped.insert(id.op)
+        {
+            self.conservative.push(w);
+        }
         self.inst_cache.insert(ai, rc.clone());
         rc
+    }
+
+    /// The memo's answer to a pair-conflict query, with the side effects computing it has
+    /// (the instances of both accesses, warnings included), or None.
+    pub(crate) fn memo_pair(&mut self, key: &PairKey) -> Option<crate::analysis::conflicts::PairConflict> {
+        let pc = self.memo.as_ref()?.pairs.get(key)?.clone();
+        for r in [key.0, key.1] {
+            if let Some(i) = self.index(r) {
+                self.instances(i);
+            }
+        }
+        Some(pc)
     }
 
     #[expect(clippy::too_many_arguments, reason = "recursive enumeration state")]
@@ -1213,23 +1269,24 @@ impl<'k> Footprints<'k> {
                 self.enumerate(ai, loops, level + 1, env, keys, out, count);
                 keys.pop();
             }
-            (Some(vals), Some(iv))
-                if count.saturating_mul(vals.len().max(1)) > MAX_INSTANCES
-                    && self.capped.insert(self.accesses[ai].id.op) =>
-            {
-                let op = self.accesses[ai].id.op;
-                let msg = format!(
-                    "{} is analysed without the iterations of its inner loops from `{}` on: \
-                     it has more than {MAX_INSTANCES} iteration instances",
-                    crate::emit::text::op_label(k, op),
-                    local_name(k, iv)
-                );
-                self.conservative.push(imprecise(k, "W0313", msg, op));
+            (Some(vals), Some(iv)) if count.saturating_mul(vals.len().max(1)) > MAX_INSTANCES => {
+                // The first level past the cap names the warning; `instances` pushes it
+                // once per op.
+                if self.cap_note.is_none() {
+                    let op = self.accesses[ai].id.op;
+                    let msg = format!(
+                        "{} is analysed without the iterations of its inner loops from `{}` on: \
+                         it has more than {MAX_INSTANCES} iteration instances",
+                        crate::emit::text::op_label(k, op),
+                        local_name(k, iv)
+                    );
+                    self.cap_note = Some(imprecise(k, "W0313", msg, op));
+                }
                 keys.push(None);
                 self.enumerate(ai, loops, level + 1, env, keys, out, count);
                 keys.pop();
             }
-            (Some(vals), Some(iv)) if count.saturating_mul(vals.len().max(1)) <= MAX_INSTANCES => {
+            (Some(vals), Some(iv)) => {
                 let n = vals.len();
                 for x in vals {
                     env.insert(iv, x);
@@ -1269,6 +1326,12 @@ impl<'k> Footprints<'k> {
             return c.clone();
         }
         let inst = self.instances(ai);
+        let id = self.accesses[ai].id;
+        if let Some(rc) = self.memo.as_ref().and_then(|m| m.grouped.get(&(id, plen))) {
+            let rc = rc.clone();
+            self.group_cache.insert((ai, plen), rc.clone());
+            return rc;
+        }
         let mut groups: Vec<(Vec<Option<i64>>, Touch)> = Vec::new();
         let mut at: HashMap<Vec<Option<i64>>, usize> = HashMap::default();
         for (keys, t) in inst.iter() {
@@ -1282,6 +1345,9 @@ impl<'k> Footprints<'k> {
             }
         }
         let rc = std::rc::Rc::new(groups);
+        if let Some(m) = self.memo.as_mut() {
+            m.grouped.insert((id, plen), rc.clone());
+        }
         self.group_cache.insert((ai, plen), rc.clone());
         rc
     }

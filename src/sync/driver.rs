@@ -24,7 +24,7 @@ use crate::sync::split::{SplitStats, lower_to_split};
 use crate::sync::joint::hoist_waits;
 use crate::analysis::inflight::FlowMemo;
 use crate::sync::waits::{WaitPlan, apply_waits, plan_waits_memo};
-use crate::sync::{PlaceOptions, Placement, place_barriers_memo};
+use crate::sync::{PlaceMemo, PlaceOptions, Placement, place_barriers_memo};
 use crate::target::Target;
 
 /// The result of the pipeline.
@@ -80,12 +80,10 @@ fn jointly(
     target: &Target,
     opts: &PlaceOptions,
     late: Planned,
-    memo: &mut FlowMemo,
+    early: Option<WaitPlan>,
+    memo: &mut PlaceMemo,
 ) -> Planned {
-    if opts.strategy == crate::sync::Strategy::Naive {
-        return late;
-    }
-    let Some(early) = hoist_waits(k, target, &late.0) else {
+    let Some(early) = early else {
         return late;
     };
     let with_early = apply_waits(k, &early).kernel;
@@ -114,12 +112,24 @@ pub fn synchronize(
     // One memo of footprint answers for every in-flight dataflow run on `k` and on the
     // kernels derived from it by inserting waits and commits (`FlowMemo`: their ops keep
     // their ids).
-    let mut memo = FlowMemo::for_kernel(k);
-    let waits = plan_waits_memo(k, target, &mut memo)?;
+    let mut memo = PlaceMemo {
+        flow: FlowMemo::for_kernel(k),
+        footprints: None,
+    };
+    let waits = plan_waits_memo(k, target, &mut memo.flow)?;
+    // The waits moved to their earliest equivalent points (`sync::joint`; the naive baseline
+    // keeps the planner's): when some move, a second placement runs, and it reads the first
+    // one's footprints.
+    let early = (opts.strategy != crate::sync::Strategy::Naive)
+        .then(|| hoist_waits(k, target, &waits))
+        .flatten();
+    if early.is_some() {
+        memo.footprints = Some(Box::default());
+    }
     let with_waits = apply_waits(k, &waits).kernel;
     let placement = place_barriers_memo(&with_waits, target, opts, &mut memo)?;
     let late = (waits, with_waits, placement);
-    let (waits, with_waits, placement) = jointly(k, target, opts, late, &mut memo);
+    let (waits, with_waits, placement) = jointly(k, target, opts, late, early, &mut memo);
     let mut kernel = apply(&with_waits, &placement.plan).map_err(|d| vec![d])?;
     let mut split = None;
     if target.split_barriers {

@@ -22,7 +22,7 @@ pub mod waits_paths;
 
 use std::collections::HashMap;
 
-use crate::analysis::footprint::Footprints;
+use crate::analysis::footprint::{FootprintMemo, Footprints};
 use crate::analysis::hazards::{Hazard, Hazards, Paths, find_hazards_memo};
 use crate::analysis::inflight::FlowMemo;
 use crate::diag::{DiagKind, Diagnostic};
@@ -472,19 +472,31 @@ pub fn place_barriers(
     target: &Target,
     opts: &PlaceOptions,
 ) -> Result<Placement, Vec<Diagnostic>> {
-    place_barriers_memo(k, target, opts, &mut FlowMemo::default())
+    place_barriers_memo(k, target, opts, &mut PlaceMemo::default())
 }
 
-/// [`place_barriers`] whose in-flight dataflow reads and grows `memo` (a memo of `k` or of a
-/// kernel `k` was derived from by inserting sync ops: see [`FlowMemo`]).
+/// Answers shared by the placements of one kernel and of the kernels derived from it by
+/// inserting sync ops (their existing ops keep their ids): the in-flight dataflow's
+/// ([`FlowMemo`]) and, when a caller knows a second placement will run, the footprints'
+/// ([`FootprintMemo`]; it keeps every address space's footprints, so it is opt-in).
+#[derive(Default)]
+pub struct PlaceMemo {
+    pub flow: FlowMemo,
+    pub footprints: Option<Box<FootprintMemo>>,
+}
+
+/// [`place_barriers`] reading and growing `memo` (a memo of `k` or of a kernel `k` was
+/// derived from by inserting sync ops: see [`PlaceMemo`]).
 pub fn place_barriers_memo(
     k: &Kernel,
     target: &Target,
     opts: &PlaceOptions,
-    memo: &mut FlowMemo,
+    memo: &mut PlaceMemo,
 ) -> Result<Placement, Vec<Diagnostic>> {
     let mut fp = Footprints::new(k, target.warp);
-    let hz = find_hazards_memo(&mut fp, target, memo);
+    fp.memo = memo.footprints.take();
+    let hz = find_hazards_memo(&mut fp, target, &mut memo.flow);
+    memo.footprints = fp.memo.take();
     let mut model = SyncModel::new(k, &fp, &opts.bounds);
     model.enable_named(target);
     place_with(&model, hz, opts)
