@@ -696,29 +696,21 @@ fn find_hazards_pruned(
         } else {
             HashMap::new()
         };
-        for &ai in group {
-            for &bi in group {
-                if let Some(&at) = blockers.get(&bi)
-                    && order[&fp.accesses[ai].id.op] < at
-                    && !fp.accesses[ai].access.kind.is_async()
-                {
+        let cheap = PairFacts::new(fp, &paths, &order, group, &blockers);
+        for (x, &ai) in group.iter().enumerate() {
+            for (y, &bi) in group.iter().enumerate() {
+                if !cheap.may_emit(k, x, y) {
                     continue;
                 }
-                let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
-                if !kinds_conflict(a.access.kind, b.access.kind) {
-                    continue;
-                }
-                let (Some(pa), Some(pb)) = (
-                    paths.path.get(&a.id.op).cloned(),
-                    paths.path.get(&b.id.op).cloned(),
-                ) else {
+                let (Some(pa), Some(pb)) = (cheap.path[x], cheap.path[y]) else {
                     continue;
                 };
-                if a.access.kind.is_async() {
-                    async_pair(fp, &paths, &completion, ai, bi, &pa, &pb, &mut out);
+                if cheap.kind[x].is_async() {
+                    async_pair(fp, &paths, &completion, ai, bi, pa, pb, &mut out);
                     continue;
                 }
-                emit_pair(fp, ai, bi, a.id.op, &pa, &pb, None, &mut out);
+                let src = fp.accesses[ai].id.op;
+                emit_pair(fp, ai, bi, src, pa, pb, None, &mut out);
             }
         }
         // Footprints of one address space are not needed for the next.
@@ -727,6 +719,66 @@ fn find_hazards_pruned(
     // Conservative answers are never silent (collected while footprints were enumerated).
     out.findings.extend(fp.conservative.iter().cloned());
     out
+}
+
+/// What the pair loop of one address space reads per access, gathered once so that
+/// rejecting a pair is a few array reads (no clone, no hash): the kind, the position in
+/// program order, the nearest-first blocker, the region-tree path and the enclosing loops.
+struct PairFacts<'p> {
+    kind: Vec<AccessKind>,
+    pos: Vec<usize>,
+    blocker: Vec<Option<usize>>,
+    path: Vec<Option<&'p [(Region, usize)]>>,
+    loops: Vec<Vec<Op>>,
+}
+
+impl<'p> PairFacts<'p> {
+    fn new(
+        fp: &Footprints,
+        paths: &'p Paths,
+        order: &HashMap<Op, usize>,
+        group: &[usize],
+        blockers: &HashMap<usize, usize>,
+    ) -> Self {
+        let acc = |i: usize| &fp.accesses[i];
+        PairFacts {
+            kind: group.iter().map(|&i| acc(i).access.kind).collect(),
+            pos: group.iter().map(|&i| order[&acc(i).id.op]).collect(),
+            blocker: group.iter().map(|&i| blockers.get(&i).copied()).collect(),
+            path: group
+                .iter()
+                .map(|&i| paths.path.get(&acc(i).id.op).map(|v| v.as_slice()))
+                .collect(),
+            loops: group.iter().map(|&i| acc(i).loops.clone()).collect(),
+        }
+    }
+
+    /// Whether the pair (source `x`, destination `y`, positions in the group) can yield a
+    /// hazard or a finding. False when a nearer source blocks `y` (nearest-first), when the
+    /// kinds cannot conflict, or when a plain source comes after the destination (or is the
+    /// same op) with no loop around both: no execution of `y` follows one of `x`, and
+    /// `emit_pair` would build nothing for it (no forward split, no carrying loop).
+    fn may_emit(&self, k: &Kernel, x: usize, y: usize) -> bool {
+        let plain = !self.kind[x].is_async();
+        if let Some(at) = self.blocker[y]
+            && self.pos[x] < at
+            && plain
+        {
+            return false;
+        }
+        if !kinds_conflict(self.kind[x], self.kind[y]) {
+            return false;
+        }
+        if plain
+            && self.pos[x] >= self.pos[y]
+            && common_len(&self.loops[x], &self.loops[y]) == 0
+            && let (Some(pa), Some(pb)) = (self.path[x], self.path[y])
+            && matches!(split(k, pa, pb), Split::Backward | Split::Same)
+        {
+            return false;
+        }
+        true
+    }
 }
 
 /// How many earlier accesses [`nearest_blockers`] examines per destination.
