@@ -36,6 +36,9 @@ pub struct BenchArgs {
     /// Largest n of the n-pair family in `--real` (powers of ten from 10).
     #[arg(long, default_value_t = 10_000)]
     pub max_pairs: usize,
+    /// Only the `--real` rows whose name contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub only: Option<String>,
 }
 
 /// A generated kernel of about `ops` ops (see the module doc).
@@ -242,6 +245,13 @@ fn real_suite(args: &BenchArgs, target: &Target) -> i32 {
         "kernel", "ops", "sync ms", "peak MiB", "hazards", "barriers", "executed", "cons"
     );
     for (name, src) in real_kernels(args.max_pairs) {
+        if args
+            .only
+            .as_ref()
+            .is_some_and(|o| !name.contains(o.as_str()))
+        {
+            continue;
+        }
         let k = match smemsync::reader::parse_kernel(&src) {
             Ok(k) => k,
             Err(d) => {
