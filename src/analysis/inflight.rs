@@ -427,6 +427,9 @@ pub trait Visitor {
     fn completed(&mut self, _wait: Op, _queue: Queue, _p: &Pending, _age: i32) {}
 }
 
+/// The answers for one (copy, consumer), by the copy's iteration tags.
+type ByTags = HashMap<Vec<(Op, IterTag)>, bool>;
+
 /// Footprint answers of the dataflow ("may this consumer conflict with this execution of
 /// this copy"), shared by every run of the solver on one kernel and on the kernels derived
 /// from it by inserting sync ops (waits, commits, barriers).
@@ -444,7 +447,7 @@ pub trait Visitor {
 /// slice. Memory: one entry per distinct (copy, consumer, tags) queried.
 #[derive(Clone, Debug, Default)]
 pub struct FlowMemo {
-    conflicts: HashMap<(Op, Op), HashMap<Vec<(Op, IterTag)>, bool>>,
+    conflicts: HashMap<(Op, Op), ByTags>,
     /// The kernel the memo was made for (debug builds), to check the ids are stable.
     #[cfg(debug_assertions)]
     origin: Option<Vec<OpKind>>,
