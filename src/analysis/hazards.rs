@@ -31,7 +31,12 @@
 //! touches the copy's elements between issue and completion reads (or writes) in-flight data:
 //! a finding that only a wait can fix.
 //!
-//! Complexity: O(A² · C) pairs of accesses in one address space, C the conflict test.
+//! Complexity: O(A² · C) pairs of accesses in one address space, C the conflict test; a pair
+//! that cannot yield anything (a nearer source blocks it, kinds that cannot conflict, a plain
+//! source after its destination with no loop around both) is rejected in O(1) from facts
+//! gathered once per access, so straight-line code pays C only for linearly many pairs. The
+//! in-flight dataflow's answers can come from a memo shared with wait planning
+//! ([`find_hazards_memo`]).
 
 use std::collections::HashMap;
 
