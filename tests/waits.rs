@@ -896,6 +896,7 @@ fn waits_checked_with_hand_barriers(k: &Kernel, target: &str) {
         k,
         &WaitPlan {
             edits: edits.clone(),
+            warnings: Vec::new(),
         },
     );
     let fin = &applied.kernel;
@@ -1080,7 +1081,14 @@ fn row_block_copies_never_wait_for_each_other_inside_the_copy_loop() {
             why: String::new(),
         });
     }
-    let fin = apply_waits(&k, &WaitPlan { edits }).kernel;
+    let fin = apply_waits(
+        &k,
+        &WaitPlan {
+            edits,
+            warnings: Vec::new(),
+        },
+    )
+    .kernel;
     assert_eq!(
         independent_race_free(&fin, &tg),
         Some(true),

@@ -643,6 +643,7 @@ fn find_hazards_pruned(
     // (`analysis::inflight`, which follows a copy across any number of iterations), else the
     // forward walk below (one iteration ahead).
     let inflight = crate::analysis::inflight::completions_memo(k, target, memo);
+    out.findings.extend(inflight.warnings.iter().cloned());
     let completion: HashMap<Op, Completion> = fp
         .accesses
         .iter()

@@ -281,6 +281,8 @@ pub struct Completions {
     pub hazards: Vec<InflightHazard>,
     /// Async ops that may still be outstanding when the kernel ends.
     pub outstanding_at_exit: Vec<Op>,
+    /// Footprint queries answered conservatively (W0314).
+    pub warnings: Vec<crate::diag::Diagnostic>,
 }
 
 /// Where an async op inside a loop is completed, in the shape barrier placement asks for.
@@ -427,8 +429,12 @@ pub trait Visitor {
     fn completed(&mut self, _wait: Op, _queue: Queue, _p: &Pending, _age: i32) {}
 }
 
-/// The answers for one (copy, consumer), by the copy's iteration tags.
-type ByTags = HashMap<Vec<(Op, IterTag)>, bool>;
+/// The answers for one (copy, consumer), by the copy's iteration tags: whether they may
+/// conflict, and the conservative-answer notes (W0314) the query raised, replayed on a hit.
+type ByTags = HashMap<Vec<(Op, IterTag)>, (bool, Vec<Note>)>;
+
+/// A conservative-answer note of an overlap query (`Overlap::conservative`).
+type Note = (Op, Op, &'static str);
 
 /// Footprint answers of the dataflow ("may this consumer conflict with this execution of
 /// this copy"), shared by every run of the solver on one kernel and on the kernels derived
@@ -496,6 +502,8 @@ pub struct Flow<'k> {
     /// Enclosing loops (`for` and `while`) of each op, outermost first.
     loops: HashMap<Op, Vec<Op>>,
     memo: FlowMemo,
+    /// Which wgmma results reach each value (register hazards).
+    regs: crate::analysis::regdeps::RegSources<'k>,
 }
 
 /// The queue an async op joins on a target, with its shared access.
@@ -536,6 +544,7 @@ impl<'k> Flow<'k> {
             overlap: Overlap::new(k, target.warp),
             loops: HashMap::default(),
             memo: FlowMemo::default(),
+            regs: crate::analysis::regdeps::RegSources::new(k),
         }
     }
 
@@ -901,31 +910,40 @@ impl<'k> Flow<'k> {
     /// The pending entries an op's shared accesses may conflict with (at least one side
     /// writes and the footprints may overlap), with their queues and ages.
     pub fn conflicts(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, Pending, i32)> {
+        let mut out = self.register_conflicts(op, st);
         let mine: Vec<SharedAccess> = effects(self.k, op)
             .shared
             .into_iter()
             .filter(|a| self.k.elem(a.mem) != ElemType::MBarrier)
             .collect();
         if mine.is_empty() {
-            return Vec::new();
+            return out;
         }
-        let mut out = Vec::new();
         for (q, m) in &st.queues {
             for (p, a) in m {
                 let known = self
                     .memo
                     .conflicts
                     .get(&(p.op, op))
-                    .and_then(|byt| byt.get(p.tags.as_slice()).copied());
+                    .and_then(|byt| byt.get(p.tags.as_slice()));
                 let hit = match known {
-                    Some(h) => h,
+                    Some((h, notes)) => {
+                        let h = *h;
+                        note_all(&self.overlap, notes);
+                        h
+                    }
                     None => {
+                        // The query's own notes, whatever earlier queries noted: a later run
+                        // that reads this answer replays them (same list, same order).
+                        let saved = self.overlap.conservative.take();
                         let h = self.may_conflict(p, op, &mine);
+                        let notes = self.overlap.conservative.replace(saved);
+                        note_all(&self.overlap, &notes);
                         self.memo
                             .conflicts
                             .entry((p.op, op))
                             .or_default()
-                            .insert(p.tags.clone(), h);
+                            .insert(p.tags.clone(), (h, notes));
                         h
                     }
                 };
@@ -952,6 +970,36 @@ impl<'k> Flow<'k> {
             }
         }
         h
+    }
+}
+
+impl Flow<'_> {
+    /// The pending wgmma executions whose asynchronous result `op` consumes (through moves:
+    /// `analysis::regdeps`): every execution of a source wgmma still in flight, since the
+    /// newest one decides the count and older ones of a chain complete with it.
+    fn register_conflicts(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, Pending, i32)> {
+        let mut srcs = std::collections::BTreeSet::new();
+        for v in crate::analysis::regdeps::consumed(self.k, op) {
+            srcs.extend(self.regs.wgmma_sources(v));
+        }
+        if srcs.is_empty() {
+            return Vec::new();
+        }
+        st.entries(Queue::Wgmma)
+            .filter(|(p, _)| srcs.contains(&p.op))
+            .map(|(p, a)| (Queue::Wgmma, p.clone(), a))
+            .collect()
+    }
+}
+
+/// Adds notes to an overlap's conservative list, skipping those it holds (as
+/// `Overlap::note_conservative` does, one by one).
+fn note_all(overlap: &Overlap<'_>, notes: &[Note]) {
+    let mut c = overlap.conservative.borrow_mut();
+    for n in notes {
+        if !c.contains(n) {
+            c.push(*n);
+        }
     }
 }
 
@@ -1034,6 +1082,7 @@ pub fn completions_memo(k: &Kernel, target: &Target, memo: &mut FlowMemo) -> Com
         out.extend(m.keys().map(|p| p.op));
     }
     rec.c.outstanding_at_exit = out.into_iter().collect();
+    rec.c.warnings = flow.overlap.conservative_warnings();
     rec.c.hazards.sort_by_key(|h| (h.consumer, h.copy));
     *memo = flow.into_memo();
     rec.c

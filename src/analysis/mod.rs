@@ -6,4 +6,5 @@ pub mod footprint;
 pub mod hazards;
 pub mod inflight;
 pub mod overlap;
+pub mod regdeps;
 pub mod uniformity;

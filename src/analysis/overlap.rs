@@ -34,6 +34,11 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::ir::*;
 
+/// Why a query was answered conservatively (W0314).
+const NOT_ENUMERABLE: &str = "a loop variable its indices depend on is neither enumerable (constant bounds, at most 64 iterations) nor periodic in them";
+const OVER_BUDGET: &str = "enumerating the related iterations and threads exceeds the analysis budget";
+const UNKNOWN_INDEX: &str = "an index is not known statically (read from memory, an iteration value, a scalar parameter) or is outside its buffer";
+
 /// Loops with constant bounds and at most this many iterations are enumerated exactly.
 pub const MAX_TRIPS: i64 = 64;
 /// Upper bound on the number of iteration assignments one query enumerates.
@@ -76,6 +81,9 @@ pub struct Overlap<'k> {
     /// Byte sets of an access under the values of the variables it depends on (see
     /// [`Overlap::bytes_memo`]); shared by all queries.
     memo: HashMap<BytesKey, Option<ByteSet>>,
+    /// Queries answered conservatively: (earlier op, later op, reason). Reported as W0314
+    /// by [`Overlap::conservative_warnings`].
+    pub conservative: std::cell::RefCell<Vec<(Op, Op, &'static str)>>,
 }
 
 /// Sorted, merged byte intervals of a footprint, shared between cached queries.
@@ -157,6 +165,7 @@ impl<'k> Overlap<'k> {
             ranges: crate::ir::ranges::Ranges::new(k),
             deps: Default::default(),
             memo: HashMap::default(),
+            conservative: Default::default(),
         }
     }
 
@@ -777,6 +786,7 @@ impl<'k> Overlap<'k> {
         let mut ops = self.footprint_operands(xa);
         ops.extend(self.footprint_operands(ya));
         let Some((vars, ex, ey)) = self.vars(x, y, tags, &ops) else {
+            self.note_conservative(x, y, NOT_ENUMERABLE);
             return true;
         };
         if vars.iter().any(|v| v.domain.is_empty()) {
@@ -810,6 +820,7 @@ impl<'k> Overlap<'k> {
         let joint = count(&both);
         let unions = count(&only_x).saturating_add(count(&only_y));
         if joint.saturating_mul(unions) > MAX_WORK || evals.saturating_mul(threads) > MAX_WORK {
+            self.note_conservative(x, y, OVER_BUDGET);
             return true;
         }
         let mut hit = false;
@@ -818,11 +829,45 @@ impl<'k> Overlap<'k> {
             let sy = self.side_union(y, ya, &only_y, ey, false);
             hit = match (sx, sy) {
                 (Some(a), Some(b)) => intersects(&a, &b),
-                _ => true,
+                _ => {
+                    self.note_conservative(x, y, UNKNOWN_INDEX);
+                    true
+                }
             };
             !hit
         });
         hit
+    }
+
+    fn note_conservative(&self, x: Op, y: Op, why: &'static str) {
+        let mut c = self.conservative.borrow_mut();
+        if !c.contains(&(x, y, why)) {
+            c.push((x, y, why));
+        }
+    }
+
+    /// W0314 for every query answered conservatively so far: the later access, the earlier
+    /// (async) one and the reason, once per pair.
+    pub fn conservative_warnings(&self) -> Vec<crate::diag::Diagnostic> {
+        use crate::emit::text::op_label;
+        self.conservative
+            .borrow()
+            .iter()
+            .map(|&(x, y, why)| {
+                crate::diag::Diagnostic::warning(
+                    crate::diag::DiagKind::Finding,
+                    "W0314",
+                    format!(
+                        "whether {} may touch what {} is still writing or reading in flight is answered conservatively: {why}",
+                        op_label(self.k, y),
+                        op_label(self.k, x)
+                    ),
+                )
+                .with_label(self.k.span(y), "analysed conservatively")
+                .with_label(self.k.span(x), "against this async op")
+                .with_note("smemsync may wait for more copies here than the minimum (a smaller wait count, or a wait inside a loop)")
+            })
+            .collect()
     }
 
     /// The union of an access's byte sets over the assignments of `vars` (variables binding

@@ -91,7 +91,7 @@ pub struct KernelReport {
     pub covered_by_existing: Vec<HazardReport>,
     /// Counts: hazards, barriers written and executed, the lower bound, …
     pub stats: SyncStats,
-    /// Non-fatal findings (conservative answers of the analysis W0310–W0313, a possible race
+    /// Non-fatal findings (conservative answers of the analysis W0310–W0314, a possible race
     /// no barrier can fix on unknown indices, …); [`Program::locate`] says where.
     pub warnings: Vec<Diagnostic>,
 }
@@ -172,7 +172,7 @@ pub struct SyncStats {
     pub waits_written: usize,
     /// Sync ops inserted in the output, all kinds (a split pair counts two).
     pub inserted_syncs: usize,
-    /// Conservative answers of the analysis (warnings W0310–W0313): each may cost syncs.
+    /// Conservative answers of the analysis (warnings W0310–W0314): each may cost syncs.
     pub conservative: usize,
 }
 

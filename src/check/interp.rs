@@ -369,6 +369,11 @@ struct Thread {
     split: HashMap<i32, u64>,
     lds_unfenced: bool,
     fence_clock: u32,
+    /// Per value: the wgmma execution (copy id) whose asynchronous result it holds, until a
+    /// `wgmma_wait` completes it (moves carry it along: docs/async.md, register results).
+    pend: Vec<Option<u32>>,
+    /// The pending marks of the values a `yield` hands to its region's successor.
+    moving: Vec<Option<u32>>,
 }
 
 /// Data a copy moves when performed.
@@ -677,6 +682,7 @@ impl<'a> BlockExec<'a> {
             threads.push(Thread {
                 lin: t as u32,
                 xyz,
+                pend: vec![None; vals.len()],
                 vals,
                 views: vec![None; k.views.len()],
                 frames: vec![Frame {
@@ -1029,12 +1035,50 @@ impl<'a> BlockExec<'a> {
         }
     }
 
+    /// The wgmma execution whose result operand `o` still holds in flight, if any.
+    fn pend_of(&self, th: &Thread, o: &Operand) -> Option<u32> {
+        let c = th.pend[o.value()?.index()]?;
+        (!self.race.is_complete(c)).then_some(c)
+    }
+
+    /// Marks result `i` of `op` (a move's destination) with the pending mark `p`.
+    fn set_pend(&self, th: &mut Thread, op: Op, i: usize, p: Option<u32>) {
+        if let Some(r) = self.k.ops[op].results.get(i) {
+            th.pend[r.index()] = p;
+        }
+    }
+
+    /// C0015: `op` consumes a value that holds a wgmma result no wait has completed.
+    fn check_register_reads(&self, th: &Thread, op: Op) -> Result<(), Stop> {
+        for v in crate::analysis::regdeps::consumed(self.k, op) {
+            if let Some(c) = self.pend_of(th, &Operand::Value(v)) {
+                let w = self.copy_ops.get(&c).map(|x| x.0).unwrap_or(op);
+                let t = self.cur;
+                let d = Diagnostic::error(
+                    DiagKind::Finding,
+                    "C0015",
+                    "reads the result of a `wgmma` before a `wgmma_wait` completes it",
+                )
+                .with_label(
+                    self.k.span(op),
+                    format!("read in thread {t} {}", fmt_xyz(xyz_of(self.k, t as u32))),
+                )
+                .with_label(self.k.span(w), "the wgmma still writing it")
+                .with_note(format!("block {}", fmt_xyz(self.bid)))
+                .with_help("wgmma_commit, then wgmma_wait N before the first use of the accumulator (`smemsync sync` places the weakest)");
+                return Err(Stop::Exec(d));
+            }
+        }
+        Ok(())
+    }
+
     fn int(&self, th: &Thread, o: &Operand) -> i64 {
         self.val(th, o).as_i64()
     }
 
     fn set(&self, th: &mut Thread, op: Op, i: usize, v: Val) {
         if let Some(r) = self.k.ops[op].results.get(i) {
+            th.pend[r.index()] = None;
             let ty = self.k.values[*r].ty;
             th.vals[r.index()] = if ty == ScalarType::Token {
                 v
@@ -1596,6 +1640,7 @@ impl<'a> BlockExec<'a> {
         fr.pc += 1;
         let t = th.lin as usize;
         let od = &k.ops[op];
+        self.check_register_reads(th, op)?;
         match &od.kind {
             OpKind::Const(s) => self.set(th, op, 0, Val::from_scalar(*s)),
             OpKind::Special(s) => {
@@ -1972,6 +2017,7 @@ impl<'a> BlockExec<'a> {
                 }
                 th.groups[2].0.push(c);
                 self.set(th, op, 0, Val::F32(sum));
+                self.set_pend(th, op, 0, Some(c));
             }
             OpKind::CpAsyncCommit | OpKind::BulkCommit | OpKind::WgmmaCommit => {
                 let g = match od.kind {
@@ -2184,12 +2230,14 @@ impl<'a> BlockExec<'a> {
                     ));
                 }
                 let inits: Vec<Val> = init.iter().map(|o| self.val(th, o)).collect();
+                let pends: Vec<Option<u32>> = init.iter().map(|o| self.pend_of(th, o)).collect();
                 if lo < hi {
                     let body = od.regions[0];
                     let args = &k.regions[body].args;
                     th.vals[args[0].index()] = Val::I32(lo as i32);
-                    for (a, v) in args[1..].iter().zip(&inits) {
+                    for ((a, v), p) in args[1..].iter().zip(&inits).zip(&pends) {
                         th.vals[a.index()] = *v;
+                        th.pend[a.index()] = *p;
                     }
                     th.frames.push(Frame {
                         region: body,
@@ -2205,6 +2253,7 @@ impl<'a> BlockExec<'a> {
                 } else {
                     for (i, v) in inits.into_iter().enumerate() {
                         self.set(th, op, i, v);
+                        self.set_pend(th, op, i, pends[i]);
                     }
                 }
             }
@@ -2219,9 +2268,11 @@ impl<'a> BlockExec<'a> {
             }
             OpKind::While { init } => {
                 let inits: Vec<Val> = init.iter().map(|o| self.val(th, o)).collect();
+                let pends: Vec<Option<u32>> = init.iter().map(|o| self.pend_of(th, o)).collect();
                 let cond = od.regions[0];
-                for (a, v) in k.regions[cond].args.iter().zip(&inits) {
+                for ((a, v), p) in k.regions[cond].args.iter().zip(&inits).zip(&pends) {
                     th.vals[a.index()] = *v;
+                    th.pend[a.index()] = *p;
                 }
                 th.frames.push(Frame {
                     region: cond,
@@ -2239,6 +2290,7 @@ impl<'a> BlockExec<'a> {
             }
             OpKind::Yield(vals) => {
                 let vs: Vec<Val> = vals.iter().map(|o| self.val(th, o)).collect();
+                th.moving = vals.iter().map(|o| self.pend_of(th, o)).collect();
                 return self.end_region(th, vs);
             }
             OpKind::Condition(c) => {
@@ -2256,16 +2308,23 @@ impl<'a> BlockExec<'a> {
                     .iter()
                     .map(|a| th.vals[a.index()])
                     .collect();
+                let pends: Vec<Option<u32>> = k.regions[fr.region]
+                    .args
+                    .iter()
+                    .map(|a| th.pend[a.index()])
+                    .collect();
                 if !c {
                     th.frames.pop();
                     for (i, v) in cur.into_iter().enumerate() {
                         self.set(th, wop, i, v);
+                        self.set_pend(th, wop, i, pends[i]);
                     }
                     self.update_iter(th);
                 } else {
                     let body = k.ops[wop].regions[1];
-                    for (a, v) in k.regions[body].args.iter().zip(&cur) {
+                    for ((a, v), p) in k.regions[body].args.iter().zip(&cur).zip(&pends) {
                         th.vals[a.index()] = *v;
+                        th.pend[a.index()] = *p;
                     }
                     let last = th.frames.last_mut().expect("frame");
                     *last = Frame {
@@ -2282,6 +2341,9 @@ impl<'a> BlockExec<'a> {
     fn end_region(&mut self, th: &mut Thread, vals: Vec<Val>) -> Result<bool, Stop> {
         let k = self.k;
         let fr = th.frames.last().cloned().expect("frame");
+        // The pending wgmma marks of the yielded values (none when the region has no yield).
+        let mut moving = std::mem::take(&mut th.moving);
+        moving.resize(vals.len(), None);
         match fr.kind {
             FrameKind::Plain => {
                 th.frames.pop();
@@ -2294,6 +2356,7 @@ impl<'a> BlockExec<'a> {
                 th.frames.pop();
                 for (i, v) in vals.into_iter().enumerate() {
                     self.set(th, op, i, v);
+                    self.set_pend(th, op, i, moving[i]);
                 }
             }
             FrameKind::For { op, iv, hi, step } => {
@@ -2301,8 +2364,9 @@ impl<'a> BlockExec<'a> {
                 let args = &k.regions[fr.region].args;
                 if next < hi {
                     th.vals[args[0].index()] = Val::I32(next as i32);
-                    for (a, v) in args[1..].iter().zip(&vals) {
+                    for ((a, v), p) in args[1..].iter().zip(&vals).zip(&moving) {
                         th.vals[a.index()] = *v;
+                        th.pend[a.index()] = *p;
                     }
                     let last = th.frames.last_mut().expect("frame");
                     last.pc = 0;
@@ -2315,21 +2379,26 @@ impl<'a> BlockExec<'a> {
                 } else {
                     th.frames.pop();
                     // A body without `yield` carries its iteration values unchanged.
-                    let vals = if vals.is_empty() {
-                        args[1..].iter().map(|a| th.vals[a.index()]).collect()
+                    let (vals, moving) = if vals.is_empty() {
+                        (
+                            args[1..].iter().map(|a| th.vals[a.index()]).collect(),
+                            args[1..].iter().map(|a| th.pend[a.index()]).collect(),
+                        )
                     } else {
-                        vals
+                        (vals, moving)
                     };
                     for (i, v) in vals.into_iter().enumerate() {
                         self.set(th, op, i, v);
+                        self.set_pend(th, op, i, moving[i]);
                     }
                 }
                 self.update_iter(th);
             }
             FrameKind::WhileBody(op, n) => {
                 let cond = k.ops[op].regions[0];
-                for (a, v) in k.regions[cond].args.iter().zip(&vals) {
+                for ((a, v), p) in k.regions[cond].args.iter().zip(&vals).zip(&moving) {
                     th.vals[a.index()] = *v;
+                    th.pend[a.index()] = *p;
                 }
                 let last = th.frames.last_mut().expect("frame");
                 *last = Frame {

@@ -129,7 +129,14 @@ pub fn synchronize(
     let with_waits = apply_waits(k, &waits).kernel;
     let placement = place_barriers_memo(&with_waits, target, opts, &mut memo)?;
     let late = (waits, with_waits, placement);
-    let (waits, with_waits, placement) = jointly(k, target, opts, late, early, &mut memo);
+    let (waits, with_waits, mut placement) = jointly(k, target, opts, late, early, &mut memo);
+    // The wait planner's conservative answers (W0314) count like the placement's.
+    for w in &waits.warnings {
+        if !placement.warnings.iter().any(|x| x.message == w.message) {
+            placement.warnings.push(w.clone());
+            placement.stats.conservative += 1;
+        }
+    }
     let mut kernel = apply(&with_waits, &placement.plan).map_err(|d| vec![d])?;
     let mut split = None;
     if target.split_barriers {

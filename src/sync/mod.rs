@@ -130,7 +130,7 @@ pub struct Stats {
     pub inserted_executed: u64,
     /// A lower bound on the inserted barriers executed by any correct placement.
     pub lower_bound: u64,
-    /// Conservative answers of the analysis (warnings W0310–W0313): each may cost syncs.
+    /// Conservative answers of the analysis (warnings W0310–W0314): each may cost syncs.
     pub conservative: usize,
 }
 

@@ -80,6 +80,8 @@ pub struct WaitEdit {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WaitPlan {
     pub edits: Vec<WaitEdit>,
+    /// Conservative answers of the in-flight analysis while planning (W0314).
+    pub warnings: Vec<Diagnostic>,
 }
 
 impl WaitPlan {
@@ -665,6 +667,7 @@ pub fn plan_waits_memo(
         k,
         &WaitPlan {
             edits: commits.clone(),
+            warnings: Vec::new(),
         },
     );
     let kb = &base.kernel;
@@ -760,6 +763,7 @@ pub fn plan_waits_memo(
             Queue::Mbarrier => {}
         }
     }
+    let warnings = flow.overlap.conservative_warnings();
     *memo = flow.into_memo();
     for (w, cs) in need_to_waits(&drain) {
         for c in cs {
@@ -775,7 +779,10 @@ pub fn plan_waits_memo(
             why: "drains the copies still outstanding when the kernel ends (the largest count that completes them all)".into(),
         });
     }
-    let mut plan = WaitPlan { edits };
+    let mut plan = WaitPlan {
+        edits,
+        warnings,
+    };
     merge_consecutive(k, target, &mut plan);
     sort_plan(k, &mut plan);
     Ok(plan)

@@ -1,0 +1,385 @@
+"""Compile real Triton kernels and keep what Triton produced, for smemsync's corpus.
+
+Run on a machine with an NVIDIA GPU and Triton (the device machine: Triton 3.6, H100/H200):
+
+    python3 corpus/triton/compile.py OUTDIR
+
+For every kernel below and every configuration it writes OUTDIR/<name>.ttgir (the TTGIR
+Triton prints, `compiled.asm["ttgir"]`), OUTDIR/<name>.ptx, and one line of
+OUTDIR/summary.json: the configuration, whether the kernel ran and matched a PyTorch
+reference, and the synchronization Triton emitted, counted in the PTX (block barriers,
+cp.async groups and waits, mbarrier waits, proxy fences, wgmma waits) and in the TTGIR
+(async waits, fences, shared allocations). A kernel that fails to compile records its error
+instead. AMD TTGIR (gfx942) is attempted through Triton's HIP backend when it is installed;
+compiling for it needs no AMD GPU up to TTGIR, and a failure is recorded, not fatal.
+
+The kernels are written for this corpus (pipelined matmul at 2, 3, 4 stages in fp16 and fp32,
+persistent and TMA matmul, flash-attention forward, softmax, layer norm forward, cumsum,
+transpose, a reduction along each axis).
+"""
+
+import json
+import os
+import re
+import sys
+import traceback
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def matmul(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
+           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pm = tl.program_id(0)
+    pn = tl.program_id(1)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    pa = a + rm[:, None] * sam + rk[None, :] * sak
+    pb = b + rk[:, None] * sbk + rn[None, :] * sbn
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        left = K - k * BK
+        x = tl.load(pa, mask=rk[None, :] < left, other=0.0)
+        y = tl.load(pb, mask=rk[:, None] < left, other=0.0)
+        acc = tl.dot(x, y, acc)
+        pa += BK * sak
+        pb += BK * sbk
+    pc = c + rm[:, None] * scm + rn[None, :] * scn
+    tl.store(pc, acc.to(c.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def matmul_persistent(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn, NUM_SMS: tl.constexpr,
+                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    tiles_m = tl.cdiv(M, BM)
+    tiles_n = tl.cdiv(N, BN)
+    for tile in tl.range(tl.program_id(0), tiles_m * tiles_n, NUM_SMS):
+        rm = (tile // tiles_n) * BM + tl.arange(0, BM)
+        rn = (tile % tiles_n) * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BK)):
+            x = tl.load(a + rm[:, None] * sam + (k * BK + rk)[None, :] * sak)
+            y = tl.load(b + (k * BK + rk)[:, None] * sbk + rn[None, :] * sbn)
+            acc = tl.dot(x, y, acc)
+        tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(c.dtype.element_ty))
+
+
+@triton.jit
+def matmul_tma(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    da = tl.make_tensor_descriptor(a, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    db = tl.make_tensor_descriptor(b, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
+    dc = tl.make_tensor_descriptor(c, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    om = tl.program_id(0) * BM
+    on = tl.program_id(1) * BN
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        acc = tl.dot(da.load([om, k * BK]), db.load([k * BK, on]), acc)
+    dc.store([om, on], acc.to(tl.float16))
+
+
+@triton.jit
+def matmul_ws(a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn,
+              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in tl.range(0, tl.cdiv(K, BK), warp_specialize=True):
+        x = tl.load(a + rm[:, None] * sam + (k * BK + rk)[None, :] * sak)
+        y = tl.load(b + (k * BK + rk)[:, None] * sbk + rn[None, :] * sbn)
+        acc = tl.dot(x, y, acc)
+    tl.store(c + rm[:, None] * scm + rn[None, :] * scn, acc.to(c.dtype.element_ty))
+
+
+@triton.jit
+def attention_fwd(q, k, v, o, n_ctx, scale, HD: tl.constexpr, BM: tl.constexpr,
+                  BN: tl.constexpr):
+    om = tl.program_id(0) * BM + tl.arange(0, BM)
+    on = tl.arange(0, BN)
+    od = tl.arange(0, HD)
+    qt = tl.load(q + om[:, None] * HD + od[None, :])
+    m_i = tl.full((BM,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BM,), tl.float32)
+    acc = tl.zeros((BM, HD), tl.float32)
+    for start in range(0, n_ctx, BN):
+        kt = tl.load(k + (start + on)[None, :] * HD + od[:, None])
+        s = tl.dot(qt, kt) * scale
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.exp(s - m_new[:, None])
+        alpha = tl.exp(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        vt = tl.load(v + (start + on)[:, None] * HD + od[None, :])
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), vt)
+        m_i = m_new
+    tl.store(o + om[:, None] * HD + od[None, :], (acc / l_i[:, None]).to(tl.float16))
+
+
+@triton.jit
+def softmax(out, inp, stride, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(inp + row * stride + cols, mask=cols < n, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    e = tl.exp(x)
+    tl.store(out + row * stride + cols, e / tl.sum(e, axis=0), mask=cols < n)
+
+
+@triton.jit
+def layernorm_fwd(out, inp, w, bias, stride, n, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n
+    x = tl.load(inp + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    mean = tl.sum(x, axis=0) / n
+    d = tl.where(mask, x - mean, 0.0)
+    var = tl.sum(d * d, axis=0) / n
+    y = d / tl.sqrt(var + eps) * tl.load(w + cols, mask=mask) + tl.load(bias + cols, mask=mask)
+    tl.store(out + row * stride + cols, y, mask=mask)
+
+
+@triton.jit
+def cumsum(out, inp, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out + offs, tl.cumsum(tl.load(inp + offs), axis=0))
+
+
+@triton.jit
+def transpose(out, inp, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    x = tl.load(inp + rm[:, None] * N + rn[None, :])
+    tl.store(out + rn[:, None] * M + rm[None, :], tl.trans(x))
+
+
+@triton.jit
+def reduce_rows(out, inp, N, BM: tl.constexpr, BN: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    x = tl.load(inp + rm[:, None] * N + tl.arange(0, BN)[None, :])
+    tl.store(out + rm, tl.sum(x, axis=1))
+
+
+@triton.jit
+def reduce_cols(out, inp, N, BM: tl.constexpr, BN: tl.constexpr):
+    rn = tl.program_id(0) * BN + tl.arange(0, BN)
+    x = tl.load(inp + tl.arange(0, BM)[:, None] * N + rn[None, :])
+    tl.store(out + rn, tl.sum(x, axis=0))
+
+
+PTX_SYNCS = {
+    "bar.sync": r"\b(?:bar|barrier)\.sync\b",
+    "bar.arrive": r"\b(?:bar|barrier)\.arrive\b",
+    "cp.async.commit_group": r"cp\.async\.commit_group",
+    "cp.async.wait_group": r"cp\.async\.wait_group",
+    "cp.async.bulk.wait_group": r"cp\.async\.bulk\.wait_group",
+    "mbarrier.try_wait": r"mbarrier\.try_wait",
+    "mbarrier.arrive": r"mbarrier\.arrive",
+    "fence.proxy.async": r"fence\.proxy\.async",
+    "wgmma.wait_group": r"wgmma\.wait_group",
+}
+TTGIR_OPS = ["ttg.local_alloc", "ttg.local_load", "ttg.local_store", "ttg.async_copy_global_to_local",
+             "ttg.async_commit_group", "ttg.async_wait", "ttng.warp_group_dot",
+             "ttng.warp_group_dot_wait", "ttng.fence_async_shared", "ttng.wait_barrier",
+             "ttng.async_tma_copy_global_to_local", "ttg.warp_specialize", "gpu.barrier",
+             "ttg.convert_layout", "tt.reduce", "tt.scan", "scf.for"]
+
+
+def counts(text, table):
+    return {k: len(re.findall(v, text)) for k, v in table.items()}
+
+
+def save(outdir, name, compiled, record):
+    asm = compiled.asm
+    for key in ("ttgir", "ptx"):
+        if key in asm:
+            with open(os.path.join(outdir, f"{name}.{key}"), "w") as f:
+                f.write(asm[key])
+    record["ptx_syncs"] = counts(asm.get("ptx", ""), PTX_SYNCS)
+    ttgir = asm.get("ttgir", "")
+    record["ttgir_ops"] = {op: ttgir.count(op + " ") + ttgir.count(op + "(") for op in TTGIR_OPS}
+    meta = compiled.metadata
+    record["shared_bytes"] = getattr(meta, "shared", None)
+    record["num_warps"] = getattr(meta, "num_warps", None)
+    record["num_stages"] = getattr(meta, "num_stages", None)
+
+
+def rel_err(out, ref):
+    out, ref = out.double(), ref.double()
+    return float((out - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def cases():
+    dev = "cuda"
+    torch.manual_seed(0)
+    for dtype, (bm, bn, bk, warps) in ((torch.float16, (128, 128, 64, 8)),
+                                       (torch.float32, (64, 64, 32, 4))):
+        tag = "fp16" if dtype == torch.float16 else "fp32"
+        for stages in (2, 3, 4):
+            def run(stages=stages, dtype=dtype, bm=bm, bn=bn, bk=bk, warps=warps):
+                M = N = 512
+                K = 1024
+                a = torch.randn(M, K, device=dev, dtype=dtype)
+                b = torch.randn(K, N, device=dev, dtype=dtype)
+                c = torch.empty(M, N, device=dev, dtype=dtype)
+                h = matmul[(M // bm, N // bn)](a, b, c, M, N, K, *a.stride(), *b.stride(),
+                                               *c.stride(), BM=bm, BN=bn, BK=bk,
+                                               num_warps=warps, num_stages=stages)
+                return h, rel_err(c, a.float() @ b.float())
+            yield f"matmul_{tag}_s{stages}", run
+
+    def persistent():
+        M = N = K = 1024
+        a = torch.randn(M, K, device=dev, dtype=torch.float16)
+        b = torch.randn(K, N, device=dev, dtype=torch.float16)
+        c = torch.empty(M, N, device=dev, dtype=torch.float16)
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        h = matmul_persistent[(sms,)](a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(),
+                                      NUM_SMS=sms, BM=128, BN=128, BK=64, num_warps=8,
+                                      num_stages=3)
+        return h, rel_err(c, a.float() @ b.float())
+    yield "matmul_persistent_fp16", persistent
+
+    def tma():
+        triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8,
+                                                                      device=dev))
+        M = N = K = 1024
+        a = torch.randn(M, K, device=dev, dtype=torch.float16)
+        b = torch.randn(K, N, device=dev, dtype=torch.float16)
+        c = torch.empty(M, N, device=dev, dtype=torch.float16)
+        h = matmul_tma[(M // 128, N // 128)](a, b, c, M, N, K, BM=128, BN=128, BK=64,
+                                             num_warps=8, num_stages=3)
+        return h, rel_err(c, a.float() @ b.float())
+    yield "matmul_tma_fp16", tma
+
+    def ws():
+        M = N = K = 1024
+        a = torch.randn(M, K, device=dev, dtype=torch.float16)
+        b = torch.randn(K, N, device=dev, dtype=torch.float16)
+        c = torch.empty(M, N, device=dev, dtype=torch.float16)
+        h = matmul_ws[(M // 128, N // 128)](a, b, c, M, N, K, *a.stride(), *b.stride(),
+                                            *c.stride(), BM=128, BN=128, BK=64, num_warps=4,
+                                            num_stages=3)
+        return h, rel_err(c, a.float() @ b.float())
+    yield "matmul_warp_specialized_fp16", ws
+
+    def attn():
+        n_ctx, hd = 1024, 64
+        q, k, v = (torch.randn(n_ctx, hd, device=dev, dtype=torch.float16) for _ in range(3))
+        o = torch.empty_like(q)
+        scale = hd ** -0.5
+        h = attention_fwd[(n_ctx // 128,)](q, k, v, o, n_ctx, scale, HD=hd, BM=128, BN=64,
+                                           num_warps=8, num_stages=2)
+        ref = torch.softmax((q.float() @ k.float().T) * scale, dim=1) @ v.float()
+        return h, rel_err(o, ref)
+    yield "attention_fwd_fp16", attn
+
+    def sm():
+        x = torch.randn(256, 1000, device=dev)
+        y = torch.empty_like(x)
+        h = softmax[(256,)](y, x, x.stride(0), 1000, BLOCK=1024, num_warps=4)
+        return h, rel_err(y, torch.softmax(x, dim=1))
+    yield "softmax", sm
+
+    def ln():
+        x = torch.randn(256, 1000, device=dev)
+        w = torch.randn(1000, device=dev)
+        bias = torch.randn(1000, device=dev)
+        y = torch.empty_like(x)
+        h = layernorm_fwd[(256,)](y, x, w, bias, x.stride(0), 1000, 1e-5, BLOCK=1024,
+                                  num_warps=8)
+        ref = torch.nn.functional.layer_norm(x, (1000,), w, bias, 1e-5)
+        return h, rel_err(y, ref)
+    yield "layernorm_fwd", ln
+
+    def cs():
+        x = torch.randn(4096, device=dev)
+        y = torch.empty_like(x)
+        h = cumsum[(4,)](y, x, BLOCK=1024, num_warps=4)
+        return h, rel_err(y, torch.cat([t.cumsum(0) for t in x.split(1024)]))
+    yield "cumsum", cs
+
+    def tr():
+        x = torch.randn(512, 256, device=dev)
+        y = torch.empty(256, 512, device=dev)
+        h = transpose[(512 // 64, 256 // 64)](y, x, 512, 256, BM=64, BN=64, num_warps=4)
+        return h, rel_err(y, x.T)
+    yield "transpose", tr
+
+    def rr():
+        x = torch.randn(512, 128, device=dev)
+        y = torch.empty(512, device=dev)
+        h = reduce_rows[(512 // 32,)](y, x, 128, BM=32, BN=128, num_warps=4)
+        return h, rel_err(y, x.sum(1))
+    yield "reduce_rows", rr
+
+    def rc():
+        x = torch.randn(64, 512, device=dev)
+        y = torch.empty(512, device=dev)
+        h = reduce_cols[(512 // 128,)](y, x, 512, BM=64, BN=128, num_warps=4)
+        return h, rel_err(y, x.sum(0))
+    yield "reduce_cols", rc
+
+
+def amd_ttgir(outdir, summary):
+    """The gfx942 TTGIR of the fp16 3-stage matmul and the softmax, through the HIP backend."""
+    try:
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+    except Exception as e:  # noqa: BLE001
+        summary.append({"name": "amd", "error": repr(e)})
+        return
+    target = GPUTarget("hip", "gfx942", 64)
+    jobs = [
+        ("matmul_fp16_s3_gfx942", matmul,
+         {"a": "*fp16", "b": "*fp16", "c": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+          "sam": "i32", "sak": "i32", "sbk": "i32", "sbn": "i32", "scm": "i32", "scn": "i32",
+          "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"},
+         {"BM": 128, "BN": 128, "BK": 64}, {"num_warps": 8, "num_stages": 3}),
+        ("softmax_gfx942", softmax,
+         {"out": "*fp32", "inp": "*fp32", "stride": "i32", "n": "i32", "BLOCK": "constexpr"},
+         {"BLOCK": 1024}, {"num_warps": 4}),
+    ]
+    for name, fn, sig, consts, opts in jobs:
+        rec = {"name": name, "target": "gfx942"}
+        try:
+            src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v
+                                                               for k, v in consts.items()})
+            compiled = triton.compile(src, target=target, options=opts)
+            with open(os.path.join(outdir, f"{name}.ttgir"), "w") as f:
+                f.write(compiled.asm["ttgir"])
+            rec["ttgir_ops"] = {op: compiled.asm["ttgir"].count(op) for op in TTGIR_OPS}
+            rec["ok"] = True
+        except Exception as e:  # noqa: BLE001
+            rec["error"] = "".join(traceback.format_exception_only(type(e), e))[-2000:]
+        summary.append(rec)
+
+
+def main():
+    outdir = sys.argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    summary = []
+    for name, run in cases():
+        rec = {"name": name}
+        try:
+            handle, err = run()
+            torch.cuda.synchronize()
+            rec["rel_err"] = err
+            rec["ok"] = err < 2e-2
+            save(outdir, name, handle, rec)
+        except Exception as e:  # noqa: BLE001
+            rec["ok"] = False
+            rec["error"] = "".join(traceback.format_exception_only(type(e), e))[-2000:]
+        summary.append(rec)
+        print(name, "ok" if rec.get("ok") else "FAILED", rec.get("rel_err", rec.get("error")),
+              rec.get("ptx_syncs", ""), flush=True)
+    amd_ttgir(outdir, summary)
+    with open(os.path.join(outdir, "summary.json"), "w") as f:
+        json.dump({"triton": triton.__version__, "torch": torch.__version__,
+                   "device": torch.cuda.get_device_name(0), "kernels": summary}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
