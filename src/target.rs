@@ -30,6 +30,8 @@ pub struct Target {
     pub tma: bool,
     pub mbarrier: bool,
     pub wgmma: bool,
+    /// `fence.proxy.async.shared::cta` (sm_90: the async proxy of wgmma and TMA).
+    pub proxy_fence: bool,
     pub gather_to_lds: bool,
     pub tensor_dma: bool,
     /// Block, grid and shared-memory limits.
@@ -151,6 +153,7 @@ impl Target {
             tma: false,
             mbarrier: false,
             wgmma: false,
+            proxy_fence: false,
             gather_to_lds: g2l,
             tensor_dma: tdm,
             limits: Limits::amd(name, lds),
@@ -165,6 +168,7 @@ impl Target {
             tma: hopper,
             mbarrier: hopper,
             wgmma: hopper,
+            proxy_fence: hopper,
             gather_to_lds: false,
             tensor_dma: false,
             limits: Limits::nvidia(name, smem),

@@ -75,6 +75,42 @@ fn unknown_targets_are_errors_that_list_the_known_ones() {
 }
 
 #[test]
+fn a_tile_written_by_stores_and_read_by_wgmma_gets_a_reported_proxy_fence() {
+    let src = "kernel @k(%Out: global f32[128]) block(128) {
+  shared @a : f16[8, 16]
+  shared @b : f16[16, 8]
+  %t = tid.x
+  %r = div %t, 16
+  %c = rem %t, 16
+  store @a[%r, %c], 1.0
+  store @b[%c, %r], 2.0
+  %acc = wgmma @a, @b, 0.0
+  wgmma_commit
+  wgmma_wait 0
+  gstore %Out[%t], %acc
+}
+";
+    let program = smemsync::read(src).expect("reads");
+    let mut opts = SyncOptions::new(Target::new("sm_90").expect("known"));
+    opts.explain = true;
+    let s = smemsync::synchronize(&program, &opts).expect("synchronizes");
+    let kinds: Vec<SyncKind> = s.kernels[0].inserted.iter().map(|i| i.kind).collect();
+    assert_eq!(
+        kinds,
+        [SyncKind::Barrier, SyncKind::ProxyFence],
+        "{kinds:?}"
+    );
+    let f = &s.kernels[0].inserted[1];
+    assert_eq!(f.op, "fence_proxy_async");
+    assert!(f.at.contains("barrier"), "{}", f.at);
+    assert!(f.reason.as_deref().is_some_and(|r| r.contains("store @b")));
+    assert!(
+        s.text()
+            .contains("fence_proxy_async\n  barrier\n  %acc = wgmma")
+    );
+}
+
+#[test]
 fn transpose_gets_one_barrier_that_removes_the_raw_hazard() {
     let src = example("transpose.kir");
     let program = smemsync::read(&src).expect("reads");

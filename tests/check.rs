@@ -915,6 +915,7 @@ kernel @mma(%out: global f32[64]) block(64) {
   %f = itof %t
   store @a[%r, %c], %f
   store @b[%r, %c], 1.0
+  fence_proxy_async
   barrier
   %d = wgmma @a, @b, 0.0
   wgmma_commit
@@ -940,6 +941,19 @@ fn wgmma_reads_its_operands_until_wgmma_wait() {
         w.first.by_engine && w.first.kind == smemsync::check::AccKind::AsyncRead,
         "{w:?}"
     );
+    assert!(!w.missing_fence, "{w:?}");
+    // Without the proxy fence the stores are ordered before the wgmma by the barrier but
+    // not made visible to the async proxy: a missing fence naming the store and the wgmma.
+    let unfenced = parse(
+        &WGMMA
+            .replace("WAIT", "wgmma_wait 0\n  barrier")
+            .replace("  fence_proxy_async\n", ""),
+    );
+    let r = check_race_free(&unfenced, &with_target("sm_90"));
+    let w = r.witness().unwrap_or_else(|| panic!("{:?}", r.verdict));
+    assert!(w.missing_fence, "{w:?}");
+    assert_eq!(w.first.kind, smemsync::check::AccKind::Write, "{w:?}");
+    assert!(w.second.by_engine && w.second.kind == smemsync::check::AccKind::AsyncRead);
 }
 
 const TMA_STORE: &str = r#"
@@ -950,6 +964,7 @@ kernel @st(%g: global f32[8, 8]) block(64) {
   %c = rem %t, 8
   %f = itof %t
   store @s[%r, %c], %f
+  fence_proxy_async
   barrier
   %z = cmp eq %t, 0
   if %z {

@@ -484,6 +484,7 @@ fn tma_store_then_overwrite_needs_bulk_wait() {
   for %o = 0 to %n step 1 {
     %x = gload %X[%o, %t]
     store @s[0, %t], %x
+    fence_proxy_async
     barrier
     if %e {
       tma_store %G[%o, 0] <- @s
@@ -527,6 +528,7 @@ fn wgmma_operand_overwrite_waits_for_the_group() {
     %x = gload %X[%k, %t]
     store @a[%s, %t], %x
     store @b[%s, %t], %x
+    fence_proxy_async
     barrier
     %va = view @a[%s]
     %vb = view @b[%s]

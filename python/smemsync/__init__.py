@@ -140,7 +140,7 @@ class InsertedSync:
     """One sync op smemsync inserted."""
 
     kind: str
-    """``"barrier"``, ``"warp_sync"`` or ``"wait"``."""
+    """``"barrier"``, ``"warp_sync"``, ``"wait"`` or ``"proxy_fence"`` (sm_90)."""
     op: str
     """The op as the text form writes it."""
     at: str

@@ -125,6 +125,7 @@ fn inserted<'py>(py: Python<'py>, s: &InsertedSync) -> PyResult<Dict<'py>> {
         SyncKind::Wait => "wait",
         SyncKind::Barrier => "barrier",
         SyncKind::WarpSync => "warp_sync",
+        SyncKind::ProxyFence => "proxy_fence",
     };
     out.set_item("kind", kind)?;
     out.set_item("op", &s.op)?;

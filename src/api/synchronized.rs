@@ -106,6 +106,9 @@ pub enum SyncKind {
     Barrier,
     /// A warp-level sync.
     WarpSync,
+    /// A proxy fence (`fence.proxy.async.shared::cta`, sm_90): generic-proxy shared writes
+    /// made visible to wgmma/TMA.
+    ProxyFence,
 }
 
 /// One inserted sync op.
@@ -247,6 +250,21 @@ fn report(input: &Kernel, s: &Pipeline, src: &str, opts: &SyncOptions) -> Kernel
             line: anchor_line(k, src, e.at.anchor),
             hazards: describe(&p.removes[i]),
             reason: None,
+        });
+    }
+    // Fences are anchored in the kernel with barriers, whose op ids the output keeps.
+    let fenced = Namer::new(&s.kernel, src);
+    for e in &s.fences.edits {
+        inserted.push(InsertedSync {
+            kind: SyncKind::ProxyFence,
+            op: print_op_line(&s.kernel, &e.op),
+            at: fenced.point(e.at.anchor),
+            line: anchor_line(&s.kernel, src, e.at.anchor),
+            hazards: Vec::new(),
+            reason: match (&e.reason, opts.explain) {
+                (crate::ir::edit::EditReason::Other(why), true) => Some(why.clone()),
+                _ => None,
+            },
         });
     }
     KernelReport {

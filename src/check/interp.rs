@@ -1269,8 +1269,17 @@ impl<'a> BlockExec<'a> {
             iter: th.iter,
             kind,
             copy,
+            fences: self.race.fences(t),
         };
-        match self.race.access(g0 + elem as usize * per, per, acc) {
+        // wgmma operands and TMA copies go through the async proxy (cp.async does not).
+        let async_proxy = matches!(
+            self.k.ops[op].kind,
+            OpKind::Wgmma { .. } | OpKind::TmaLoad { .. } | OpKind::TmaStore { .. }
+        );
+        match self
+            .race
+            .access_proxy(g0 + elem as usize * per, per, acc, async_proxy)
+        {
             Ok(()) => Ok(()),
             Err(c) => Err(Stop::Race(Box::new(self.witness(c, buf, elem)))),
         }
@@ -1325,6 +1334,7 @@ impl<'a> BlockExec<'a> {
             buffer: self.k.buffers[buf].name.clone(),
             index,
             block_id: self.bid,
+            missing_fence: c.missing_fence,
         }
     }
 
@@ -1489,6 +1499,7 @@ impl<'a> BlockExec<'a> {
                 iter: 0,
                 kind: AccKind::Write,
                 copy: NO_COPY,
+                fences: 0,
             };
             let b = Acc {
                 thread: th.lin,
@@ -1497,11 +1508,13 @@ impl<'a> BlockExec<'a> {
                 iter: th.iter,
                 kind: AccKind::Read,
                 copy: NO_COPY,
+                fences: 0,
             };
             let mut w = self.witness(
                 Conflict {
                     earlier: a,
                     later: b,
+                    missing_fence: false,
                 },
                 Buffer::new(0),
                 0,
@@ -2031,6 +2044,11 @@ impl<'a> BlockExec<'a> {
             OpKind::CpAsyncWait(n) => self.wait_groups(th, 0, *n)?,
             OpKind::BulkWait(n) => self.wait_groups(th, 1, *n)?,
             OpKind::WgmmaWait(n) => self.wait_groups(th, 2, *n)?,
+            OpKind::FenceProxyAsync => {
+                if self.cfg.detect_races {
+                    self.race.proxy_fence(t);
+                }
+            }
             OpKind::WaitCnt(list) => {
                 for (c, n) in list {
                     let ci = counter_index(*c);

@@ -149,6 +149,9 @@ impl CheckReport {
                 };
                 format!("race-free (checked for block={b}, bounds={bs}, {schedules} schedules)")
             }
+            Verdict::Race(w) if w.missing_fence => {
+                format!("missing proxy fence on @{}{:?}", w.buffer, w.index)
+            }
             Verdict::Race(w) => format!("race on @{}{:?}", w.buffer, w.index),
             Verdict::Deadlock(d) | Verdict::ExecError(d) => d.message.clone(),
         }
@@ -198,6 +201,9 @@ fn describe_site(s: &AccessSite) -> String {
 /// Renders a witness: both accesses labelled, the element and the block in notes.
 pub fn witness_diagnostic(k: &Kernel, w: &Witness, schedule: Option<u64>) -> Diagnostic {
     let _ = k;
+    if w.missing_fence {
+        return fence_diagnostic(w, schedule);
+    }
     let mut d = Diagnostic::error(
         DiagKind::Finding,
         "C0001",
@@ -218,6 +224,33 @@ pub fn witness_diagnostic(k: &Kernel, w: &Witness, schedule: Option<u64>) -> Dia
     } else {
         "order the accesses with a barrier (or a finer sync op) between them"
     })
+}
+
+/// Renders a missing proxy fence (`C0013`): the generic write and the async-proxy access,
+/// ordered by sync ops but not across the proxies.
+fn fence_diagnostic(w: &Witness, schedule: Option<u64>) -> Diagnostic {
+    let mut d = Diagnostic::error(
+        DiagKind::Finding,
+        "C0013",
+        format!(
+            "missing proxy fence: shared element @{}{:?} is written through the generic proxy and then accessed through the async proxy",
+            w.buffer, w.index
+        ),
+    )
+    .with_label(w.second.span, describe_site(&w.second))
+    .with_label(
+        w.first.span,
+        format!(
+            "not fenced for the async proxy: this {}",
+            describe_site(&w.first)
+        ),
+    );
+    d = d.with_note(format!("in block {}", fmt_xyz(w.block_id)));
+    if let Some(s) = schedule {
+        d = d.with_note(format!("found with schedule seed {s}"));
+    }
+    d.with_note("wgmma operands and TMA copies use the async proxy; a barrier alone does not make generic writes visible to it")
+        .with_help("the writing threads need `fence_proxy_async` after the write and before the sync op that orders it before the async access (`smemsync sync --target sm_90` places it)")
 }
 
 /// The kernel with the block size the options ask for.

@@ -22,6 +22,10 @@
 //!   threads run which branch, which the proof does not count.
 //! - counter waits and group commits: without async copies they complete nothing and never
 //!   block.
+//! - `fence_proxy_async`: without async copies there are no async-proxy accesses, so it
+//!   orders nothing the proof reasons about and never blocks. A kernel whose race freedom
+//!   depends on proxy fences has wgmma or TMA accesses, on which the proof declines: the
+//!   fence argument is only ever made by the interpreter (`race`), never behind "proved".
 //! - mbarrier ops: declined (their arrival counts and phases are not reasoned about).
 //!
 //! Complexity: O(ops) plus the protocol verifier, plus O(threads) per distinct `if`
@@ -126,7 +130,12 @@ impl Gate<'_, '_> {
         let name = || super::proof::op_at(self.k, op);
         match s {
             // Uniform control is checked with the barrier intervals.
-            SyncEffect::Barrier | SyncEffect::Wait(_) | SyncEffect::Commit(_) => Ok(()),
+            // Without async-proxy accesses (a precondition) a proxy fence orders nothing
+            // the proof reasons about and never blocks.
+            SyncEffect::Barrier
+            | SyncEffect::Wait(_)
+            | SyncEffect::Commit(_)
+            | SyncEffect::ProxyFence => Ok(()),
             SyncEffect::WarpSync if ctl.warp_divergent => Err(format!(
                 "{} is under control that is not uniform across its warp (it may deadlock)",
                 name()

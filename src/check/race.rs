@@ -24,6 +24,17 @@
 //! op issued by several threads in the same iteration) and the reads since. A read drops
 //! earlier reads that happen before it (they are implied), a write clears both sets.
 //!
+//! Proxy fences (sm_90). Shared memory has two proxies: threads' ordinary accesses use the
+//! generic proxy, wgmma operand reads and TMA copies the async proxy. A generic write `w` by
+//! thread `t` is visible to a later async-proxy access issued by `u` only when `t` executed a
+//! `fence_proxy_async` after `w` and that fence happens before the issue. Each thread keeps
+//! the epochs of its fences in execution order and each access the number of fences its
+//! thread had executed before it (`Acc::fences`), so "the first fence after `w`" is
+//! `fences[t][w.fences]`, and the condition is `fences[t][w.fences] <= VC_u[t]`. An
+//! async-proxy access that finds an unsuperseded generic write ordered before it but not
+//! fenced reports a [`Conflict`] with `missing_fence` set (docs/checker.md). Complexity: O(1)
+//! per such write; O(fences executed) memory.
+//!
 //! Invariant: every recorded access is either ordered before all later recorded accesses or
 //! reported. Complexity: O(slots) per release/acquire; O(|writes| + |reads|) per access, where
 //! reads are pruned by happens-before so that |reads| is the number of mutually unordered
@@ -53,6 +64,9 @@ impl AccKind {
             AccKind::Write | AccKind::Atomic(_) | AccKind::AsyncWrite
         )
     }
+    pub fn is_async(self) -> bool {
+        matches!(self, AccKind::AsyncWrite | AccKind::AsyncRead)
+    }
     pub fn describe(self) -> &'static str {
         match self {
             AccKind::Read => "read",
@@ -77,6 +91,8 @@ pub struct Acc {
     pub kind: AccKind,
     /// The copy that performs the access, or [`NO_COPY`].
     pub copy: u32,
+    /// Number of proxy fences the thread had executed before the access.
+    pub fences: u32,
 }
 
 /// Two accesses that never race: same-kind atomics, or copies of one op instance (which
@@ -124,6 +140,9 @@ pub struct Witness {
     pub index: Vec<u64>,
     /// The block the race occurred in.
     pub block_id: [u32; 3],
+    /// Not a race between threads: `first` is a generic-proxy write ordered before the
+    /// async-proxy access `second`, but its thread did not fence the proxies in between.
+    pub missing_fence: bool,
 }
 
 /// The raw conflict found by the detector, before it is turned into a [`Witness`].
@@ -131,6 +150,9 @@ pub struct Witness {
 pub struct Conflict {
     pub earlier: Acc,
     pub later: Acc,
+    /// The accesses are ordered, but `earlier` is a generic-proxy write and `later` an
+    /// async-proxy access with no proxy fence of the writer between them.
+    pub missing_fence: bool,
 }
 
 /// Vector clocks of threads and mbarriers plus the shadow memory of one block.
@@ -147,6 +169,8 @@ pub struct RaceState {
     cells: Vec<Cell>,
     /// Per copy: its completion epoch `(slot, clock)`, or None while pending.
     completion: Vec<Option<(u32, u32)>>,
+    /// Per thread: the own epoch at each proxy fence it executed, in order.
+    fence_epochs: Vec<Vec<u32>>,
 }
 
 impl RaceState {
@@ -163,7 +187,30 @@ impl RaceState {
             lazy: vec![false; threads],
             cells: vec![Cell::default(); granules],
             completion: Vec::new(),
+            fence_epochs: vec![Vec::new(); threads],
         }
+    }
+
+    /// Thread `t` executes a proxy fence; returns the thread's fence count after it.
+    pub fn proxy_fence(&mut self, t: usize) -> u32 {
+        let e = self.epoch(t);
+        self.fence_epochs[t].push(e);
+        self.fence_epochs[t].len() as u32
+    }
+
+    /// Proxy fences thread `t` has executed so far (the value of [`Acc::fences`]).
+    pub fn fences(&self, t: usize) -> u32 {
+        self.fence_epochs.get(t).map_or(0, |f| f.len() as u32)
+    }
+
+    /// Whether a proxy fence of `w`'s thread after `w` happens before thread `t`'s current
+    /// point.
+    fn fenced_for(&self, w: &Acc, t: usize) -> bool {
+        let wt = w.thread as usize;
+        self.fence_epochs
+            .get(wt)
+            .and_then(|f| f.get(w.fences as usize))
+            .is_some_and(|&e| e <= self.get(t, wt))
     }
 
     /// Entry `slot` of thread `t`'s clock.
@@ -295,11 +342,38 @@ impl RaceState {
     /// Records access `acc` to granules `[g, g+n)` by thread `acc.thread` (the issuing thread
     /// for a copy, checked at issue). Returns the first conflict found.
     pub fn access(&mut self, g: usize, n: usize, acc: Acc) -> Result<(), Conflict> {
+        self.access_proxy(g, n, acc, false)
+    }
+
+    /// [`RaceState::access`] for an access that goes through the async proxy when
+    /// `async_proxy` (wgmma operands, TMA): earlier generic writes must also be fenced.
+    pub fn access_proxy(
+        &mut self,
+        g: usize,
+        n: usize,
+        acc: Acc,
+        async_proxy: bool,
+    ) -> Result<(), Conflict> {
         let t = acc.thread as usize;
         for gi in g..g + n {
             let Some(cell) = self.cells.get(gi) else {
                 continue;
             };
+            if async_proxy
+                && let Some(w) = cell.writes.iter().find(|w| {
+                    w.copy == NO_COPY && !w.kind.is_async() && !self.fenced_for(w, t)
+                })
+            {
+                // Unordered writes are races, reported below as such.
+                let ordered = w.thread == acc.thread || self.hb_issue(w, t);
+                if ordered {
+                    return Err(Conflict {
+                        earlier: *w,
+                        later: acc,
+                        missing_fence: true,
+                    });
+                }
+            }
             // Check against earlier writes (every access) and reads (writes only).
             for w in &cell.writes {
                 let same_thread_plain =
@@ -308,6 +382,7 @@ impl RaceState {
                     return Err(Conflict {
                         earlier: *w,
                         later: acc,
+                        missing_fence: false,
                     });
                 }
             }
@@ -319,6 +394,7 @@ impl RaceState {
                         return Err(Conflict {
                             earlier: *r,
                             later: acc,
+                            missing_fence: false,
                         });
                     }
                 }
@@ -387,6 +463,7 @@ mod tests {
             iter: 0,
             kind,
             copy: NO_COPY,
+            fences: 0,
         }
     }
 
@@ -440,6 +517,46 @@ mod tests {
             .access(0, 1, acc(2, r2.epoch(2), AccKind::Read))
             .unwrap_err();
         assert_eq!(e.earlier.thread, 0);
+    }
+
+    /// Thread 0 writes, thread 1 issues an async-proxy read after a barrier; thread 0's
+    /// fence before the barrier publishes the write, one after it does not.
+    fn proxy_case(fence_before_barrier: bool, fence_after_barrier: bool) -> Result<(), Conflict> {
+        let mut r = RaceState::new(2, 0, 1);
+        r.access(0, 1, acc(0, r.epoch(0), AccKind::Write)).unwrap();
+        if fence_before_barrier {
+            r.proxy_fence(0);
+        }
+        let mut obj = r.base();
+        r.release_barrier(0, &mut obj);
+        r.release_barrier(1, &mut obj);
+        r.barrier_done(&obj, &[0, 1]);
+        if fence_after_barrier {
+            r.proxy_fence(0);
+        }
+        let c = r.new_copy();
+        let read = Acc {
+            copy: c,
+            fences: r.fences(1),
+            ..acc(1, r.epoch(1), AccKind::AsyncRead)
+        };
+        r.access_proxy(0, 1, read, true)
+    }
+
+    #[test]
+    fn a_proxy_fence_counts_only_before_the_release_that_orders_the_write() {
+        assert!(proxy_case(true, false).is_ok());
+        let e = proxy_case(false, true).unwrap_err();
+        assert!(e.missing_fence && e.earlier.thread == 0 && e.later.thread == 1);
+        assert!(proxy_case(false, false).unwrap_err().missing_fence);
+        // The same accesses through the generic proxy need no fence.
+        let mut r = RaceState::new(2, 0, 1);
+        r.access(0, 1, acc(0, r.epoch(0), AccKind::Write)).unwrap();
+        let mut obj = r.base();
+        r.release_barrier(0, &mut obj);
+        r.release_barrier(1, &mut obj);
+        r.barrier_done(&obj, &[0, 1]);
+        assert!(r.access(0, 1, acc(1, r.epoch(1), AccKind::Read)).is_ok());
     }
 
     #[test]

@@ -189,8 +189,8 @@ fn render(
     if args.stats {
         let st = &p.stats;
         text.push_str(&format!(
-            "// stats: hazards={} covered_by_existing={} barriers_written={} warp_syncs_written={} existing_barriers={} barriers_executed={} inserted_executed={} lower_bound={} waits_written={} inserted_syncs={} conservative={}\n",
-            st.hazards, st.covered_by_existing, st.barriers_written, st.warp_syncs_written, st.existing_barriers, st.barriers_executed, st.inserted_executed, st.lower_bound, s.waits.edits.len(), s.inserted().len(), st.conservative
+            "// stats: hazards={} covered_by_existing={} barriers_written={} warp_syncs_written={} existing_barriers={} barriers_executed={} inserted_executed={} lower_bound={} waits_written={} inserted_syncs={} conservative={} fences_written={}\n",
+            st.hazards, st.covered_by_existing, st.barriers_written, st.warp_syncs_written, st.existing_barriers, st.barriers_executed, st.inserted_executed, st.lower_bound, s.waits.edits.len(), s.inserted().len(), st.conservative, s.fences.len()
         ));
         if let Some(sp) = &s.split {
             let adjacent = 0.0;
@@ -241,6 +241,19 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
         for &h in &p.removes[i] {
             let line = explain_hazard(k, &fp, &names, &p.hazards[h]);
             text.push_str(&format!("//   {line}\n"));
+        }
+    }
+    for (i, e) in s.fences.edits.iter().enumerate() {
+        // Fences are anchored in the kernel with barriers, whose op ids the output keeps.
+        let at = match e.at.anchor {
+            Anchor::Before(op) => {
+                format!("before {}", smemsync::emit::text::op_label(&s.kernel, op))
+            }
+            other => format!("at {other:?}"),
+        };
+        text.push_str(&format!("// fence #{i}: fence_proxy_async {at}\n"));
+        if let smemsync::ir::edit::EditReason::Other(why) = &e.reason {
+            text.push_str(&format!("//   {why}\n"));
         }
     }
     if !p.existing.is_empty() {
@@ -388,6 +401,7 @@ fn stats_json(s: &Synchronized) -> Json {
         ("waits_written", n(s.waits.edits.len())),
         ("inserted_syncs", n(s.inserted().len())),
         ("conservative", n(st.conservative)),
+        ("fences_written", n(s.fences.len())),
         ("split", split),
     ])
 }

@@ -29,8 +29,9 @@
 //! completion by the mbarrier phase) without building a `CUtensorMap` on the host; rows must
 //! be multiples of 16 bytes. TMA stores use `cp.async.bulk.global.shared::cta.bulk_group` with
 //! `bulk_commit`/`bulk_wait` → `commit_group`/`wait_group.read`. In a kernel whose shared
-//! memory is read by the async proxy (TMA store), each generic shared write is followed by
-//! `fence.proxy.async.shared::cta`. `wgmma`, AMD-only ops (`gather_to_lds`, `tdm_load`,
+//! memory is read by the async proxy (TMA store) and that has no `fence_proxy_async` of its
+//! own, each generic shared write is followed by `fence.proxy.async.shared::cta`;
+//! `fence_proxy_async` → the same fence. `wgmma`, AMD-only ops (`gather_to_lds`, `tdm_load`,
 //! `waitcnt`, split barriers) and ops the target lacks are diagnostics, never panics.
 //!
 //! Options: `strip_syncs` removes every thread barrier and cp.async wait (the racy lower
@@ -306,6 +307,7 @@ impl<'a> Emitter<'a> {
         let mut by_name: HashMap<String, usize> = HashMap::new();
         let mut next = 0usize;
         let mut async_readers = false;
+        let mut explicit_fences = false;
         for op in k.ops_in_order() {
             match &k.ops[op].kind {
                 OpKind::LocalLoad { layout, .. } | OpKind::LocalStore { layout, .. } => {
@@ -322,9 +324,12 @@ impl<'a> Emitter<'a> {
                     layout_ids.insert(op, id);
                 }
                 OpKind::TmaStore { .. } => async_readers = true,
+                OpKind::FenceProxyAsync => explicit_fences = true,
                 _ => {}
             }
         }
+        // A kernel that places its proxy fences (`sync` on sm_90) gets exactly those.
+        let async_readers = async_readers && !explicit_fences;
         Emitter {
             k,
             target,
@@ -422,6 +427,9 @@ impl<'a> Emitter<'a> {
                     if !t.mbarrier =>
                 {
                     self.err(op, "E0704", format!("mbarriers are emitted for sm_90; target `{name}` is not"))
+                }
+                OpKind::FenceProxyAsync if !t.proxy_fence => {
+                    self.err(op, "E0704", format!("`fence_proxy_async` needs sm_90; target `{name}` has no async proxy"))
                 }
                 OpKind::CpAsync { dst, src, .. } if !t.cp_async => {
                     let _ = (dst, src);
@@ -1176,6 +1184,7 @@ impl<'a> Emitter<'a> {
             OpKind::BulkCommit => self.line("ss_bulk_commit();"),
             OpKind::BulkWait(n) => self.line(&format!("ss_bulk_wait_read<{n}>();")),
             OpKind::Barrier => self.line("__syncthreads();"),
+            OpKind::FenceProxyAsync => self.line("ss_fence_proxy_async();"),
             OpKind::WarpSync => self.line("__syncwarp();"),
             OpKind::NamedArrive { id, count } => {
                 self.line(&format!("ss_bar_arrive({id}, {count});"))

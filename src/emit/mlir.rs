@@ -954,6 +954,15 @@ impl<'a> Emitter<'a> {
                 }
                 self.line(&format!("nvvm.wgmma.wait.group.sync.aligned {n}"));
             }
+            OpKind::FenceProxyAsync => {
+                if !self.t.proxy_fence {
+                    return self.err(op, "`fence_proxy_async` needs sm_90");
+                }
+                self.line(
+                    "nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, \
+                     space = #nvvm.shared_space<cta>}",
+                );
+            }
             OpKind::WaitTokens(ts) => {
                 // AMD: a zero wait on each producer's counter completes at least those copies
                 // (and possibly more: never too early). cp.async groups have no such wait.
@@ -2423,7 +2432,8 @@ pub fn op_uses(k: &Kernel, op: Op) -> (Vec<Value>, Vec<View>) {
         | OpKind::NamedArrive { .. }
         | OpKind::NamedSync { .. }
         | OpKind::WgmmaCommit
-        | OpKind::WgmmaWait(_) => {}
+        | OpKind::WgmmaWait(_)
+        | OpKind::FenceProxyAsync => {}
     }
     (vs, ws)
 }

@@ -435,6 +435,7 @@ impl<'a> Printer<'a> {
             OpKind::BulkWait(n) => format!("bulk_wait {n}"),
             OpKind::WgmmaCommit => "wgmma_commit".into(),
             OpKind::WgmmaWait(n) => format!("wgmma_wait {n}"),
+            OpKind::FenceProxyAsync => "fence_proxy_async".into(),
             OpKind::WaitTokens(ts) => {
                 format!(
                     "wait_tokens {}",

@@ -131,6 +131,9 @@ pub enum SyncEffect {
     MbarInval,
     /// Closes an async group (cp.async, bulk, wgmma) of the executing thread.
     Commit(AsyncClass),
+    /// `fence.proxy.async.shared::cta`: the executing thread's earlier generic-proxy shared
+    /// writes become visible to async-proxy accesses that a later sync orders after it.
+    ProxyFence,
 }
 
 impl SyncEffect {
@@ -246,6 +249,7 @@ pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
         OpKind::WgmmaWait(n) => e.sync = Some(SyncEffect::Wait(WaitKind::WgmmaGroups(*n))),
         OpKind::WaitCnt(c) => e.sync = Some(SyncEffect::Wait(WaitKind::Counters(c.clone()))),
         OpKind::WaitTokens(t) => e.sync = Some(SyncEffect::Wait(WaitKind::Tokens(t.clone()))),
+        OpKind::FenceProxyAsync => e.sync = Some(SyncEffect::ProxyFence),
         OpKind::Barrier => e.sync = Some(SyncEffect::Barrier),
         OpKind::WarpSync => e.sync = Some(SyncEffect::WarpSync),
         OpKind::SplitSignal(id) => e.sync = Some(SyncEffect::SplitSignal(*id)),

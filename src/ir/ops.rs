@@ -335,6 +335,10 @@ pub enum OpKind {
     WgmmaCommit,
     /// `wgmma_wait 0`
     WgmmaWait(u32),
+    /// `fence_proxy_async` — NVIDIA `fence.proxy.async.shared::cta`: the executing thread's
+    /// earlier generic-proxy writes to shared memory become visible to the async proxy
+    /// (wgmma operands, TMA) once a sync op publishes them (docs/ir.md section 5).
+    FenceProxyAsync,
 
     // ---- structure ----
     /// `for %k = lo to hi step s iter(%acc = init) { ... yield }` — region 0 is the body;
@@ -535,7 +539,8 @@ impl OpKind {
             | OpKind::NamedArrive { .. }
             | OpKind::NamedSync { .. }
             | OpKind::WgmmaCommit
-            | OpKind::WgmmaWait(_) => {}
+            | OpKind::WgmmaWait(_)
+            | OpKind::FenceProxyAsync => {}
         }
     }
 

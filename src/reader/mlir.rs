@@ -1789,6 +1789,24 @@ impl<'a> Importer<'a> {
             "nvvm.wgmma.commit.group.sync.aligned" => {
                 self.place(r, OpKind::WgmmaCommit, &[], &[], vec![], span);
             }
+            "nvvm.fence.proxy" => {
+                let attrs = c.opt_dict()?;
+                let text = |k: &str| match get(&attrs, k) {
+                    Some(Attr::Text(t)) => t.clone(),
+                    _ => String::new(),
+                };
+                let (kind, space) = (text("kind"), text("space"));
+                if !kind.contains("async.shared") || !(space.is_empty() || space.contains("cta"))
+                {
+                    return Err(Diagnostic::user(
+                        "E0903",
+                        "unsupported MLIR op `nvvm.fence.proxy` of this kind",
+                    )
+                    .with_label(span, "smemsync reads only the async.shared kind at cta scope")
+                    .with_note("docs/mlir.md lists the dialect subset smemsync reads"));
+                }
+                self.place(r, OpKind::FenceProxyAsync, &[], &[], vec![], span);
+            }
             "nvvm.wgmma.wait.group.sync.aligned" => {
                 let n = c.int()? as u32;
                 self.place(r, OpKind::WgmmaWait(n), &[], &[], vec![], span);

@@ -1348,6 +1348,7 @@ impl Parser {
             "bulk_wait" => OpKind::BulkWait(self.u32_("a group count")?.0),
             "wgmma_commit" => OpKind::WgmmaCommit,
             "wgmma_wait" => OpKind::WgmmaWait(self.u32_("a group count")?.0),
+            "fence_proxy_async" => OpKind::FenceProxyAsync,
             "wait_tokens" => {
                 let mut toks = Vec::new();
                 loop {

@@ -6,7 +6,10 @@
 //! 2. **Barriers** (`sync::place`, or the naive baseline) on the kernel with its waits: an
 //!    async write is a producer at the waits that complete it, so a barrier after the wait
 //!    makes other threads' copies visible.
-//! 3. **Split lowering** (`sync::split`) on gfx12 targets: every block barrier becomes a
+//! 3. **Proxy fences** (`sync::fences`) on sm_90: a `fence_proxy_async` where a generic
+//!    shared write reaches an async-proxy access (wgmma, TMA), placed just before a barrier
+//!    of step 2 when one publishes the write, so that it adds no barrier.
+//! 4. **Split lowering** (`sync::split`) on gfx12 targets: every block barrier becomes a
 //!    signal/wait pair with slack, and the protocol verifier (`check::protocol`) re-proves
 //!    that pairs alternate on every path.
 //!
@@ -17,10 +20,11 @@
 
 use crate::check::protocol::{check_protocol, thread_dependent_values};
 use crate::diag::Diagnostic;
-use crate::ir::edit::apply;
+use crate::ir::edit::{SyncPlan, apply};
 use crate::ir::effects::is_sync;
 use crate::ir::*;
 use crate::sync::split::{SplitStats, lower_to_split};
+use crate::sync::fences::place_fences;
 use crate::sync::joint::hoist_waits;
 use crate::analysis::inflight::FlowMemo;
 use crate::sync::waits::{WaitPlan, apply_waits, plan_waits_memo};
@@ -40,6 +44,8 @@ pub struct Synchronized {
     pub placement: Placement,
     /// Split-barrier lowering statistics (gfx12 targets).
     pub split: Option<SplitStats>,
+    /// Proxy fences inserted after barrier placement (anchored in the kernel with barriers).
+    pub fences: SyncPlan,
     /// Number of ops in the input kernel's arena: ops with larger ids were inserted.
     pub input_ops: usize,
 }
@@ -138,6 +144,14 @@ pub fn synchronize(
         }
     }
     let mut kernel = apply(&with_waits, &placement.plan).map_err(|d| vec![d])?;
+    let fences = if target.proxy_fence {
+        place_fences(&kernel)
+    } else {
+        SyncPlan::default()
+    };
+    if !fences.is_empty() {
+        kernel = apply(&kernel, &fences).map_err(|d| vec![d])?;
+    }
     let mut split = None;
     if target.split_barriers {
         let dep = thread_dependent_values(&kernel);
@@ -163,6 +177,7 @@ pub fn synchronize(
         with_waits,
         placement,
         split,
+        fences,
         input_ops: k.ops.len(),
     })
 }

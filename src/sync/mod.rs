@@ -13,6 +13,7 @@
 
 pub mod driver;
 pub mod exhaustive;
+pub mod fences;
 pub mod joint;
 pub mod naive;
 pub mod place;

@@ -473,6 +473,7 @@ impl Verifier<'_> {
             | OpKind::BulkWait(_)
             | OpKind::WgmmaCommit
             | OpKind::WgmmaWait(_)
+            | OpKind::FenceProxyAsync
             | OpKind::Barrier
             | OpKind::WarpSync
             | OpKind::SplitSignal(_)

@@ -78,6 +78,14 @@ fn missing(kind: &OpKind, t: &Target) -> Option<(&'static str, String)> {
             "wgmma",
             format!("{}; otherwise local_load and compute", on("sm_90")),
         )),
+        OpKind::FenceProxyAsync if !t.proxy_fence => Some((
+            "fence_proxy_async",
+            if nv {
+                format!("{}: before sm_90 there is no async proxy to fence", on("sm_90"))
+            } else {
+                "AMD has no async proxy: LDS writes need no proxy fence, remove it".into()
+            },
+        )),
         OpKind::SplitSignal(_) | OpKind::SplitWait(_) if !t.split_barriers => Some((
             "barrier_signal/barrier_wait",
             format!("{}, or barrier", on("gfx1200, gfx1201, gfx1250")),

@@ -1,0 +1,251 @@
+//! Proxy-fence placement (NVIDIA sm_90): where `fence_proxy_async` must go so that shared
+//! memory written through the generic proxy (ordinary stores, atomics, `local_store`) is
+//! visible to a later access through the async proxy (wgmma operands, TMA store sources, TMA
+//! load destinations), docs/ir.md section 5.
+//!
+//! What it computes: a [`SyncPlan`] of fences on a kernel whose barriers are already placed
+//! (the driver runs it after barrier placement): for every pair *generic write `w` → async
+//! access `a`* of one shared buffer (or of pinned buffers whose bytes overlap) such that some
+//! path from `w` to `a` has no fence, a fence that the writing thread executes after `w` and
+//! before the sync op that publishes `w` to `a`'s issuer.
+//!
+//! Model: a forward dataflow over the region tree. The lattice is the set of *pending*
+//! writes (generic writes to async-read buffers with a fence-free path to the current point),
+//! ordered by inclusion, joined by union; a fence (written, or planned) empties it; a loop
+//! body is walked until the set at its head is stable, both arms of an `if` start from one
+//! input and are joined. At an async access whose buffers meet the pending set, a fence is
+//! planned at the latest point that still serves every pending write it needs:
+//! - just before the most recent *block barrier* (`barrier`, or `named_sync` over the whole
+//!   block) of an enclosing region sequence that every such write reached before it (none
+//!   re-written since on a path that skips it) — this adds no barrier, the fence rides on one
+//!   that placement already needed, every thread executes it (hence the writers), and the
+//!   barrier orders it before the issue; the outermost such barrier is chosen (fewest
+//!   executions);
+//! - otherwise just before the access: then no block barrier lies between, so (the barriers
+//!   being placed) the writer is the issuing thread itself, or the pair is ordered by a finer
+//!   sync (warp sync, named barrier, mbarrier), which this placer does not ride on.
+//!
+//! A planned fence changes the dataflow before the point where it was decided, so the walk
+//! restarts until no fence is added (at most one restart per fence).
+//!
+//! Optimality: in straight-line code the fences are the right end points of the pairs'
+//! intervals (write, publishing release), which is the greedy optimum of interval stabbing:
+//! one fence serves every pair whose interval contains it. Across loops and both arms of an
+//! `if` the choice is a heuristic (latest point, outermost release), never unsound: the
+//! checker re-proves the result (`check::race`, C0013). Pairs across the arms of a role branch
+//! (producer warps write, consumer warps issue wgmma after a named barrier) are not on one
+//! thread's path and are left to the checker. Complexity: O(restarts x ops x pending).
+//!
+//! Independence: uses the IR and the effects table only, like every placer.
+//!
+//! Source: the PTX ISA memory consistency model (generic and async proxies,
+//! `fence.proxy.async`), and the CUTLASS convention of a `fence_view_async_shared()` in every
+//! writing thread before the barrier that precedes a TMA store or wgmma of shared memory
+//! written by ordinary stores.
+
+use std::collections::{BTreeSet, HashSet};
+
+use crate::ir::edit::{Edit, EditReason, ProgramPoint, SyncPlan};
+use crate::ir::*;
+
+/// The fences `k` needs (empty when none), sorted in program order.
+pub fn place_fences(k: &Kernel) -> SyncPlan {
+    let async_bufs = async_buffers(k);
+    let mut plan = SyncPlan::default();
+    if async_bufs.is_empty() {
+        return plan;
+    }
+    let mut before: HashSet<Op> = HashSet::new();
+    loop {
+        let mut w = Walk {
+            k,
+            async_bufs: &async_bufs,
+            fence_before: &before,
+            frames: Vec::new(),
+            log: Vec::new(),
+            new: None,
+        };
+        let mut pending = BTreeSet::new();
+        w.region(k.body, &mut pending);
+        let decided = w.new;
+        match decided {
+            Some((at, why)) if before.insert(at) => plan.edits.push(Edit {
+                at: ProgramPoint::before(at),
+                op: OpKind::FenceProxyAsync,
+                reason: EditReason::Other(why),
+            }),
+            _ => break,
+        }
+    }
+    plan.sort(k);
+    plan
+}
+
+/// Whether an op's shared accesses go through the async proxy.
+fn is_async_proxy(kind: &OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::Wgmma { .. } | OpKind::TmaLoad { .. } | OpKind::TmaStore { .. }
+    )
+}
+
+/// Buffers some async-proxy access touches, closed under byte overlap of pinned buffers.
+fn async_buffers(k: &Kernel) -> HashSet<Buffer> {
+    let mut out = HashSet::new();
+    for op in k.ops_in_order() {
+        if is_async_proxy(&k.ops[op].kind) {
+            for a in effects(k, op).shared {
+                out.insert(k.root_buffer(a.mem));
+            }
+        }
+    }
+    let aliases: Vec<Buffer> = k
+        .buffers
+        .keys()
+        .filter(|&b| !out.contains(&b) && out.iter().any(|&a| overlap(k, a, b)))
+        .collect();
+    out.extend(aliases);
+    out
+}
+
+/// Whether two buffers may share bytes (only pinned buffers alias).
+fn overlap(k: &Kernel, a: Buffer, b: Buffer) -> bool {
+    let (x, y) = (&k.buffers[a], &k.buffers[b]);
+    match (x.offset, y.offset) {
+        (Some(ox), Some(oy)) => ox < oy + y.bytes() && oy < ox + x.bytes(),
+        _ => a == b,
+    }
+}
+
+/// The most recent block barrier of one region sequence being walked.
+struct Frame {
+    /// The barrier op, the pending set just before it, and the log length there.
+    release: Option<(Op, BTreeSet<Op>, usize)>,
+}
+
+struct Walk<'a> {
+    k: &'a Kernel,
+    async_bufs: &'a HashSet<Buffer>,
+    fence_before: &'a HashSet<Op>,
+    frames: Vec<Frame>,
+    /// Every pending write added, in walk order (a frame remembers its length).
+    log: Vec<Op>,
+    /// The first fence this walk decides: its anchor op and why.
+    new: Option<(Op, String)>,
+}
+
+impl Walk<'_> {
+    fn region(&mut self, r: Region, pending: &mut BTreeSet<Op>) {
+        self.frames.push(Frame { release: None });
+        for &op in &self.k.regions[r].ops {
+            if self.fence_before.contains(&op) {
+                pending.clear();
+            }
+            self.op(op, pending);
+        }
+        self.frames.pop();
+    }
+
+    fn op(&mut self, op: Op, pending: &mut BTreeSet<Op>) {
+        let k = self.k;
+        let od = &k.ops[op];
+        match &od.kind {
+            OpKind::If { .. } => {
+                let mut other = pending.clone();
+                self.region(od.regions[0], pending);
+                self.region(od.regions[1], &mut other);
+                pending.extend(other);
+            }
+            OpKind::For { .. } | OpKind::While { .. } => {
+                // The head's set grows to a fixpoint (0 trips keeps the entry set).
+                loop {
+                    let mut cur = pending.clone();
+                    for &c in &od.regions {
+                        self.region(c, &mut cur);
+                    }
+                    let before = pending.len();
+                    pending.extend(cur);
+                    if pending.len() == before {
+                        break;
+                    }
+                }
+            }
+            OpKind::Stage { .. } => self.region(od.regions[0], pending),
+            OpKind::FenceProxyAsync => pending.clear(),
+            kind if is_async_proxy(kind) => self.async_access(op, pending),
+            _ => {
+                let e = effects(k, op);
+                if let Some(s) = &e.sync
+                    && is_block_release(s, k.threads())
+                    && let Some(f) = self.frames.last_mut()
+                {
+                    f.release = Some((op, pending.clone(), self.log.len()));
+                }
+                for a in &e.shared {
+                    let generic_write = !a.kind.is_async() && a.kind.writes();
+                    if generic_write && self.async_bufs.contains(&k.root_buffer(a.mem)) {
+                        pending.insert(op);
+                        self.log.push(op);
+                    }
+                }
+            }
+        }
+    }
+
+    /// An async-proxy access: plans a fence for the pending writes to its buffers.
+    fn async_access(&mut self, op: Op, pending: &mut BTreeSet<Op>) {
+        let k = self.k;
+        let bufs: Vec<Buffer> = effects(k, op)
+            .shared
+            .iter()
+            .map(|a| k.root_buffer(a.mem))
+            .collect();
+        let needs: Vec<Op> = pending
+            .iter()
+            .copied()
+            .filter(|&w| {
+                effects(k, w)
+                    .shared
+                    .iter()
+                    .any(|a| bufs.iter().any(|&b| overlap(k, k.root_buffer(a.mem), b)))
+            })
+            .collect();
+        if needs.is_empty() {
+            return;
+        }
+        // The outermost release every needed write reached, unfenced and not re-written since.
+        let at = self
+            .frames
+            .iter()
+            .filter_map(|f| f.release.as_ref())
+            .find(|(_, seen, len)| {
+                needs
+                    .iter()
+                    .all(|w| seen.contains(w) && !self.log[*len..].contains(w))
+            })
+            .map_or(op, |(rel, _, _)| *rel);
+        if self.new.is_none() {
+            let what = |o: Op| crate::emit::text::op_label(k, o);
+            self.new = Some((
+                at,
+                format!(
+                    "generic writes ({}) read by the async proxy at {}",
+                    needs.iter().map(|&w| what(w)).collect::<Vec<_>>().join(", "),
+                    what(op)
+                ),
+            ));
+        }
+        pending.clear();
+    }
+}
+
+/// Block-wide barriers: a fence before one happens before every later op of every thread.
+/// (Warp syncs, partial named barriers and mbarrier arrives order only some threads after
+/// the fence, so a fence riding on them could miss the issuer.)
+fn is_block_release(s: &SyncEffect, threads: u32) -> bool {
+    match s {
+        SyncEffect::Barrier => true,
+        SyncEffect::NamedSync { count, .. } => *count >= threads,
+        _ => false,
+    }
+}
