@@ -177,3 +177,50 @@ pub fn gemm(sh: &GemmShape) -> Option<String> {
     let _ = writeln!(o, "}}");
     Some(o)
 }
+
+/// `n` pairs `store @a[%t]; load @a[%u]` on one buffer, straight line (each load reads
+/// another thread's element: a RAW per pair and a WAR to the next store). Nearest-first
+/// hazards keep these linear in `n`.
+pub fn n_pairs(n: usize) -> String {
+    let mut s = String::from(
+        "kernel @pairs(%out: global f32[256]) block(256) {\n  shared @a : f32[256]\n  %t = tid.x\n  %f = itof %t\n  %u = sub 255, %t\n",
+    );
+    for i in 0..n {
+        let _ = writeln!(s, "  store @a[%t], %f\n  %x{i} = load @a[%u]");
+    }
+    s.push_str("}\n");
+    s
+}
+
+/// `depth` nested loops of 4 trips each around a store and a load of one double-buffered
+/// row, whose slot is the sum of every induction variable mod 2 (so the footprints depend
+/// on all levels: `4^depth` instances, past the enumeration cap from depth 7 on).
+pub fn nested_loops(depth: usize) -> String {
+    let mut s = String::from(
+        "kernel @nest(%out: global f32[256]) block(256) {\n  shared @a : f32[2, 256]\n  %t = tid.x\n  %f = itof %t\n  %u = sub 255, %t\n  %s0 = add %t, 0\n",
+    );
+    for d in 1..=depth {
+        let ind = "  ".repeat(d);
+        let _ = writeln!(s, "{ind}for %i{d} = 0 to 4 step 1 {{");
+        let _ = writeln!(s, "{ind}  %s{d} = add %s{}, %i{d}", d - 1);
+    }
+    let ind = "  ".repeat(depth + 1);
+    let _ = writeln!(s, "{ind}%d = sub %s{depth}, %t");
+    let _ = writeln!(s, "{ind}%m = rem %d, 2");
+    let _ = writeln!(s, "{ind}store @a[%m, %t], %f");
+    let _ = writeln!(s, "{ind}%x = load @a[%m, %u]");
+    for d in (1..=depth).rev() {
+        let _ = writeln!(s, "{}}}", "  ".repeat(d));
+    }
+    s.push_str("}\n");
+    s
+}
+
+/// A loop of `trips` constant trips around a double buffer: the store fills slot
+/// `k mod 2`, the load reads another thread's element of it (a RAW in the iteration, a WAR
+/// carried two iterations).
+pub fn const_trip(trips: u64) -> String {
+    format!(
+        "kernel @trip(%out: global f32[256]) block(256) {{\n  shared @a : f32[2, 256]\n  %t = tid.x\n  %f = itof %t\n  %u = sub 255, %t\n  for %k = 0 to {trips} step 1 {{\n    %m = rem %k, 2\n    store @a[%m, %t], %f\n    %x = load @a[%m, %u]\n  }}\n}}\n"
+    )
+}

@@ -83,6 +83,24 @@ pub fn pair_conflict(
     plen: usize,
     var: Option<usize>,
 ) -> PairConflict {
+    let key = (fp.accesses[ai].id, fp.accesses[bi].id, plen, var);
+    if let Some(pc) = fp.memo_pair(&key) {
+        return pc;
+    }
+    let pc = pair_conflict_uncached(fp, ai, bi, plen, var);
+    if let Some(m) = fp.memo.as_mut() {
+        m.pairs.insert(key, pc.clone());
+    }
+    pc
+}
+
+fn pair_conflict_uncached(
+    fp: &mut Footprints,
+    ai: usize,
+    bi: usize,
+    plen: usize,
+    var: Option<usize>,
+) -> PairConflict {
     let warp = fp.warp;
     let ga = fp.grouped(ai, plen);
     let gb = fp.grouped(bi, plen);

@@ -24,7 +24,7 @@
 //! Complexity: O(instances · threads · |index DAG|) per access; instances are capped at
 //! [`MAX_INSTANCES`] (beyond, inner variables become unknown).
 
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::analysis::uniformity::Uniformity;
 use crate::ir::*;
@@ -275,6 +275,26 @@ pub struct AccessInfo {
     pub space: u64,
 }
 
+/// Footprint answers carried from one [`Footprints`] to another of a kernel that differs
+/// only by inserted sync ops (the joint placement's second run, `sync::driver`): every
+/// access's instances (with the cap warning their enumeration gives, replayed where the
+/// enumeration would have pushed it), its grouped instances, and the pair conflicts.
+///
+/// **Validity.** Keys are [`AccessRef`]s (op ids): a sync op has no shared access, does not
+/// change the loops, guards or values an access depends on, and inserting one (`apply_waits`,
+/// `ir::edit::apply`) keeps every existing id. The owner must not carry a memo elsewhere.
+/// Memory: it keeps every address space's footprints (which [`Footprints::clear_caches`]
+/// drops between spaces), so callers fill one only when a second placement will read it.
+#[derive(Default)]
+pub struct FootprintMemo {
+    inst: HashMap<AccessRef, (Instances, Option<crate::diag::Diagnostic>)>,
+    grouped: HashMap<(AccessRef, usize), Instances>,
+    pub(crate) pairs: HashMap<PairKey, crate::analysis::conflicts::PairConflict>,
+}
+
+/// A pair-conflict query: the two accesses, the common loop prefix, the distance variable.
+pub(crate) type PairKey = (AccessRef, AccessRef, usize, Option<usize>);
+
 /// Footprints of every shared access of a kernel, computed lazily and cached.
 pub struct Footprints<'k> {
     pub k: &'k Kernel,
@@ -295,12 +315,16 @@ pub struct Footprints<'k> {
     /// Guard conditions that depend on a symbolic loop's variable other than periodically
     /// (e.g. `k + 1 < n`): they evaluate to unknown ("may execute"), so that the loop's
     /// indices can still be evaluated per residue class.
-    opaque: std::collections::HashSet<Value>,
+    opaque: HashSet<Value>,
     /// Warnings for answers that are conservative (an index the engine cannot express, a
     /// cap reached): never silent.
     pub conservative: Vec<crate::diag::Diagnostic>,
     /// Accesses whose enumeration hit [`MAX_INSTANCES`] (warned once each).
-    capped: std::collections::HashSet<Op>,
+    capped: HashSet<Op>,
+    /// The first cap warning of the enumeration in progress (pushed once it ends).
+    cap_note: Option<crate::diag::Diagnostic>,
+    /// Answers shared with another kernel's footprints ([`FootprintMemo`]), when carried.
+    pub(crate) memo: Option<Box<FootprintMemo>>,
 }
 
 type Env = HashMap<Value, i64>;
@@ -339,8 +363,8 @@ impl<'k> Footprints<'k> {
     /// Collects the accesses of `k` and their loop domains.
     pub fn new(k: &'k Kernel, warp: u32) -> Self {
         let uniform = crate::analysis::uniformity::analyze(k);
-        let mut parent = HashMap::new();
-        let mut op_region = HashMap::new();
+        let mut parent = HashMap::default();
+        let mut op_region = HashMap::default();
         for (r, rd) in k.regions.iter() {
             for &op in &rd.ops {
                 op_region.insert(op, r);
@@ -353,7 +377,7 @@ impl<'k> Footprints<'k> {
                 }
             }
         }
-        let mut units: HashMap<u64, u64> = HashMap::new();
+        let mut units: HashMap<u64, u64> = HashMap::default();
         for (b, bd) in k.buffers.iter() {
             let space = if bd.offset.is_some() {
                 0
@@ -370,20 +394,22 @@ impl<'k> Footprints<'k> {
             k,
             warp: warp.max(1),
             accesses: Vec::new(),
-            index_of: HashMap::new(),
+            index_of: HashMap::default(),
             units,
-            domains: HashMap::new(),
-            opaque: std::collections::HashSet::new(),
+            domains: HashMap::default(),
+            opaque: HashSet::default(),
             parent,
             op_region,
             uniform,
             ranges: crate::ir::ranges::Ranges::new(k),
-            inst_cache: HashMap::new(),
-            group_cache: HashMap::new(),
-            layouts: HashMap::new(),
-            inside: HashMap::new(),
+            inst_cache: HashMap::default(),
+            group_cache: HashMap::default(),
+            layouts: HashMap::default(),
+            inside: HashMap::default(),
             conservative: Vec::new(),
-            capped: std::collections::HashSet::new(),
+            capped: HashSet::default(),
+            cap_note: None,
+            memo: None,
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);
@@ -408,7 +434,7 @@ impl<'k> Footprints<'k> {
                 });
             }
         }
-        let mut inside: HashMap<Op, Vec<usize>> = HashMap::new();
+        let mut inside: HashMap<Op, Vec<usize>> = HashMap::default();
         for (i, a) in fp.accesses.iter().enumerate() {
             for &l in &a.loops {
                 inside.entry(l).or_default().push(i);
@@ -547,7 +573,7 @@ impl<'k> Footprints<'k> {
             return None;
         }
         let iv = *k.regions[*k.ops[l].regions.first()?].args.first()?;
-        let mut memo = HashMap::new();
+        let mut memo = HashMap::default();
         for &ai in self.inside.get(&l)? {
             let a = &self.accesses[ai];
             let guards = self.guard_values(a, l);
@@ -599,8 +625,8 @@ impl<'k> Footprints<'k> {
     fn wrap_warning(&self, l: Op) -> Option<crate::diag::Diagnostic> {
         let k = self.k;
         let iv = *k.regions[*k.ops[l].regions.first()?].args.first()?;
-        let mut memo = HashMap::new();
-        let mut seen = std::collections::HashSet::new();
+        let mut memo = HashMap::default();
+        let mut seen = HashSet::default();
         let mut stack: Vec<Value> = Vec::new();
         for &ai in self.inside.get(&l)? {
             stack.extend(self.relevant_values(&self.accesses[ai], l));
@@ -1021,8 +1047,8 @@ impl<'k> Footprints<'k> {
         let bounds_uniform = [lo, hi, step]
             .iter()
             .all(|o| self.uniform.operand_uniform(o));
-        let env = Env::new();
-        let mut memo = HashMap::new();
+        let env = Env::default();
+        let mut memo = HashMap::default();
         let c = |o: &Operand, memo: &mut HashMap<Value, Option<i64>>| {
             self.eval_operand(o, &env, 0, memo)
         };
@@ -1049,7 +1075,7 @@ impl<'k> Footprints<'k> {
         // Symbolic (or long): periodic in the variable?
         let iv = k.regions[k.ops[l].regions[0]].args[0];
         let mut periodic: Vec<(i64, Value)> = Vec::new();
-        let mut memo = HashMap::new();
+        let mut memo = HashMap::default();
         let mut opaque = Vec::new();
         for &ai in self.inside.get(&l).map_or(&[][..], |v| v.as_slice()) {
             let a = &self.accesses[ai];
@@ -1200,7 +1226,7 @@ impl<'k> Footprints<'k> {
         match &a.access.footprint {
             Footprint::PerThread(ix) => {
                 for tid in 0..threads {
-                    let mut memo = HashMap::new();
+                    let mut memo = HashMap::default();
                     if !self.executes(a.id.op, env, tid, &mut memo) {
                         continue;
                     }
@@ -1227,7 +1253,7 @@ impl<'k> Footprints<'k> {
             Footprint::Collective { layout } => {
                 let mut first = None;
                 for tid in 0..threads {
-                    let mut memo = HashMap::new();
+                    let mut memo = HashMap::default();
                     if self.executes(a.id.op, env, tid, &mut memo) {
                         first = Some(tid);
                         break;
@@ -1241,7 +1267,7 @@ impl<'k> Footprints<'k> {
                     _ => None,
                 };
                 let total: u64 = shape.iter().product();
-                let mut memo = HashMap::new();
+                let mut memo = HashMap::default();
                 if !uniform_view || total > 1 << 20 {
                     let (lo, hi) = self.buffer_range(root);
                     t.add_unknown(lo, hi, Who::Many(None), warp);
@@ -1289,14 +1315,44 @@ impl<'k> Footprints<'k> {
         if let Some(c) = self.inst_cache.get(&ai) {
             return c.clone();
         }
-        let loops = self.accesses[ai].loops.clone();
-        let mut out = Vec::new();
-        let mut env = Env::new();
-        let mut keys = Vec::new();
-        self.enumerate(ai, &loops, 0, &mut env, &mut keys, &mut out, 1);
-        let rc = std::rc::Rc::new(out);
+        let id = self.accesses[ai].id;
+        let (rc, note) = match self.memo.as_ref().and_then(|m| m.inst.get(&id)) {
+            Some((rc, note)) => (rc.clone(), note.clone()),
+            None => {
+                let loops = self.accesses[ai].loops.clone();
+                let mut out = Vec::new();
+                let mut env = Env::default();
+                let mut keys = Vec::new();
+                self.cap_note = None;
+                self.enumerate(ai, &loops, 0, &mut env, &mut keys, &mut out, 1);
+                let rc = std::rc::Rc::new(out);
+                let note = self.cap_note.take();
+                if let Some(m) = self.memo.as_mut() {
+                    m.inst.insert(id, (rc.clone(), note.clone()));
+                }
+                (rc, note)
+            }
+        };
+        // Warned once per op: the first enumeration that reaches the cap says so.
+        if let Some(w) = note
+            && self.capped.insert(id.op)
+        {
+            self.conservative.push(w);
+        }
         self.inst_cache.insert(ai, rc.clone());
         rc
+    }
+
+    /// The memo's answer to a pair-conflict query, with the side effects computing it has
+    /// (the instances of both accesses, warnings included), or None.
+    pub(crate) fn memo_pair(&mut self, key: &PairKey) -> Option<crate::analysis::conflicts::PairConflict> {
+        let pc = self.memo.as_ref()?.pairs.get(key)?.clone();
+        for r in [key.0, key.1] {
+            if let Some(i) = self.index(r) {
+                self.instances(i);
+            }
+        }
+        Some(pc)
     }
 
     #[expect(clippy::too_many_arguments, reason = "recursive enumeration state")]
@@ -1319,7 +1375,7 @@ impl<'k> Footprints<'k> {
         let k = self.k;
         let values: Option<Vec<i64>> = match (self.domains.get(&l).copied(), &k.ops[l].kind) {
             (Some(LoopDomain::Exact { step, .. }), OpKind::For { lo, hi, .. }) => {
-                let mut memo = HashMap::new();
+                let mut memo = HashMap::default();
                 let lo = self.eval_operand(lo, env, 0, &mut memo);
                 let hi = self.eval_operand(hi, env, 0, &mut memo);
                 match (lo, hi) {
@@ -1357,23 +1413,24 @@ impl<'k> Footprints<'k> {
                 self.enumerate(ai, loops, level + 1, env, keys, out, count);
                 keys.pop();
             }
-            (Some(vals), Some(iv))
-                if count.saturating_mul(vals.len().max(1)) > MAX_INSTANCES
-                    && self.capped.insert(self.accesses[ai].id.op) =>
-            {
-                let op = self.accesses[ai].id.op;
-                let msg = format!(
-                    "{} is analysed without the iterations of its inner loops from `{}` on: \
-                     it has more than {MAX_INSTANCES} iteration instances",
-                    crate::emit::text::op_label(k, op),
-                    local_name(k, iv)
-                );
-                self.conservative.push(imprecise(k, "W0313", msg, op));
+            (Some(vals), Some(iv)) if count.saturating_mul(vals.len().max(1)) > MAX_INSTANCES => {
+                // The first level past the cap names the warning; `instances` pushes it
+                // once per op.
+                if self.cap_note.is_none() {
+                    let op = self.accesses[ai].id.op;
+                    let msg = format!(
+                        "{} is analysed without the iterations of its inner loops from `{}` on: \
+                         it has more than {MAX_INSTANCES} iteration instances",
+                        crate::emit::text::op_label(k, op),
+                        local_name(k, iv)
+                    );
+                    self.cap_note = Some(imprecise(k, "W0313", msg, op));
+                }
                 keys.push(None);
                 self.enumerate(ai, loops, level + 1, env, keys, out, count);
                 keys.pop();
             }
-            (Some(vals), Some(iv)) if count.saturating_mul(vals.len().max(1)) <= MAX_INSTANCES => {
+            (Some(vals), Some(iv)) => {
                 let n = vals.len();
                 for x in vals {
                     env.insert(iv, x);
@@ -1394,7 +1451,7 @@ impl<'k> Footprints<'k> {
     /// Whether access `ai`'s indices, views, guards or inner loop bounds depend on the
     /// induction variable `iv` of its enclosing loop `l`.
     fn depends_on(&self, ai: usize, l: Op, iv: Value) -> bool {
-        let mut memo = HashMap::new();
+        let mut memo = HashMap::default();
         self.relevant_values(&self.accesses[ai], l)
             .into_iter()
             .any(|v| self.dep(v, iv, &mut memo) != Dep::Indep)
@@ -1413,8 +1470,14 @@ impl<'k> Footprints<'k> {
             return c.clone();
         }
         let inst = self.instances(ai);
+        let id = self.accesses[ai].id;
+        if let Some(rc) = self.memo.as_ref().and_then(|m| m.grouped.get(&(id, plen))) {
+            let rc = rc.clone();
+            self.group_cache.insert((ai, plen), rc.clone());
+            return rc;
+        }
         let mut groups: Vec<(Vec<Option<i64>>, Touch)> = Vec::new();
-        let mut at: HashMap<Vec<Option<i64>>, usize> = HashMap::new();
+        let mut at: HashMap<Vec<Option<i64>>, usize> = HashMap::default();
         for (keys, t) in inst.iter() {
             let p: Vec<Option<i64>> = keys[..plen.min(keys.len())].to_vec();
             match at.get(&p) {
@@ -1426,6 +1489,9 @@ impl<'k> Footprints<'k> {
             }
         }
         let rc = std::rc::Rc::new(groups);
+        if let Some(m) = self.memo.as_mut() {
+            m.grouped.insert((id, plen), rc.clone());
+        }
         self.group_cache.insert((ai, plen), rc.clone());
         rc
     }

@@ -31,12 +31,20 @@
 //! touches the copy's elements between issue and completion reads (or writes) in-flight data:
 //! a finding that only a wait can fix.
 //!
-//! Complexity: O(A² · C) pairs of accesses in one address space, C the conflict test.
+//! Complexity: O(A² · C) pairs of accesses in one address space, C the conflict test; a pair
+//! that cannot yield anything (a nearer source blocks it, kinds that cannot conflict, a plain
+//! source after its destination with no loop around both) is rejected in O(1) from facts
+//! gathered once per access, so straight-line code pays C only for linearly many pairs. The
+//! in-flight dataflow's answers can come from a memo shared with wait planning
+//! ([`find_hazards_memo`]).
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};
 use crate::analysis::footprint::{AccessRef, Footprints, Overlap};
+use crate::analysis::inflight::FlowMemo;
 use crate::diag::{DiagKind, Diagnostic};
 use crate::emit::text::op_label;
 use crate::ir::edit::body_len;
@@ -324,7 +332,7 @@ pub fn completing_waits(
             if let OpKind::For { lo, .. } = &k.ops[l].kind {
                 let lo = match lo {
                     Operand::Imm(s) => Some(s.as_i64()),
-                    Operand::Value(v) => fp.eval(*v, &HashMap::new(), 0, &mut HashMap::new()),
+                    Operand::Value(v) => fp.eval(*v, &Default::default(), 0, &mut Default::default()),
                 };
                 if let Some(lo) = lo {
                     entered.push((k.regions[k.ops[l].regions[0]].args[0], lo));
@@ -346,8 +354,8 @@ pub fn completing_waits(
         }
         let window = if inner.is_some() { 12 } else { 1 };
         (0..window).all(|v| {
-            let mut e1: HashMap<Value, i64> = HashMap::new();
-            let mut e2: HashMap<Value, i64> = entered.iter().copied().collect();
+            let mut e1: FxHashMap<Value, i64> = FxHashMap::default();
+            let mut e2: FxHashMap<Value, i64> = entered.iter().copied().collect();
             if let Some((iv, step)) = inner {
                 e1.insert(iv, v * step);
                 e2.insert(iv, (v + d) * step);
@@ -355,11 +363,11 @@ pub fn completing_waits(
             idx1.iter().zip(idx2).all(|(a, b)| {
                 let x = match a {
                     Operand::Imm(s) => Some(s.as_i64()),
-                    Operand::Value(x) => fp.eval(*x, &e1, 0, &mut HashMap::new()),
+                    Operand::Value(x) => fp.eval(*x, &e1, 0, &mut Default::default()),
                 };
                 let y = match b {
                     Operand::Imm(s) => Some(s.as_i64()),
-                    Operand::Value(y) => fp.eval(*y, &e2, 0, &mut HashMap::new()),
+                    Operand::Value(y) => fp.eval(*y, &e2, 0, &mut Default::default()),
                 };
                 x.is_some() && x == y
             })
@@ -606,24 +614,35 @@ fn label(k: &Kernel, d: Diagnostic, op: Op, msg: String) -> Diagnostic {
 /// Finds every hazard using precomputed footprints (nearest-first: hazards that a nearer
 /// source's hazard implies are not built, see `nearest_blockers`).
 pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
-    find_hazards_pruned(fp, target, true)
+    find_hazards_pruned(fp, target, true, &mut FlowMemo::default())
+}
+
+/// [`find_hazards_with`] whose in-flight dataflow reads and grows `memo` (a memo of this
+/// kernel or of one it was derived from by inserting sync ops: see [`FlowMemo`]).
+pub fn find_hazards_memo(fp: &mut Footprints, target: &Target, memo: &mut FlowMemo) -> Hazards {
+    find_hazards_pruned(fp, target, true, memo)
 }
 
 /// Every hazard, including those nearest-first pruning leaves out: the oracle that tests
 /// check the pruning against (any placement for the pruned set covers all of these).
 pub fn find_all_hazards(k: &Kernel, target: &Target) -> Hazards {
     let mut fp = Footprints::new(k, target.warp);
-    find_hazards_pruned(&mut fp, target, false)
+    find_hazards_pruned(&mut fp, target, false, &mut FlowMemo::default())
 }
 
-fn find_hazards_pruned(fp: &mut Footprints, target: &Target, nearest_first: bool) -> Hazards {
+fn find_hazards_pruned(
+    fp: &mut Footprints,
+    target: &Target,
+    nearest_first: bool,
+    memo: &mut FlowMemo,
+) -> Hazards {
     let k = fp.k;
     let paths = Paths::new(k);
     let mut out = Hazards::default();
     // Which waits complete each async access: the in-flight dataflow's answer
     // (`analysis::inflight`, which follows a copy across any number of iterations), else the
     // forward walk below (one iteration ahead).
-    let inflight = crate::analysis::inflight::completions(k, target);
+    let inflight = crate::analysis::inflight::completions_memo(k, target, memo);
     out.findings.extend(inflight.warnings.iter().cloned());
     let completion: HashMap<Op, Completion> = fp
         .accesses
@@ -683,29 +702,21 @@ fn find_hazards_pruned(fp: &mut Footprints, target: &Target, nearest_first: bool
         } else {
             HashMap::new()
         };
-        for &ai in group {
-            for &bi in group {
-                if let Some(&at) = blockers.get(&bi)
-                    && order[&fp.accesses[ai].id.op] < at
-                    && !fp.accesses[ai].access.kind.is_async()
-                {
+        let cheap = PairFacts::new(fp, &paths, &order, group, &blockers);
+        for (x, &ai) in group.iter().enumerate() {
+            for (y, &bi) in group.iter().enumerate() {
+                if !cheap.may_emit(k, x, y) {
                     continue;
                 }
-                let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
-                if !kinds_conflict(a.access.kind, b.access.kind) {
-                    continue;
-                }
-                let (Some(pa), Some(pb)) = (
-                    paths.path.get(&a.id.op).cloned(),
-                    paths.path.get(&b.id.op).cloned(),
-                ) else {
+                let (Some(pa), Some(pb)) = (cheap.path[x], cheap.path[y]) else {
                     continue;
                 };
-                if a.access.kind.is_async() {
-                    async_pair(fp, &paths, &completion, ai, bi, &pa, &pb, &mut out);
+                if cheap.kind[x].is_async() {
+                    async_pair(fp, &paths, &completion, ai, bi, pa, pb, &mut out);
                     continue;
                 }
-                emit_pair(fp, ai, bi, a.id.op, &pa, &pb, None, &mut out);
+                let src = fp.accesses[ai].id.op;
+                emit_pair(fp, ai, bi, src, pa, pb, None, &mut out);
             }
         }
         // Footprints of one address space are not needed for the next.
@@ -714,6 +725,66 @@ fn find_hazards_pruned(fp: &mut Footprints, target: &Target, nearest_first: bool
     // Conservative answers are never silent (collected while footprints were enumerated).
     out.findings.extend(fp.conservative.iter().cloned());
     out
+}
+
+/// What the pair loop of one address space reads per access, gathered once so that
+/// rejecting a pair is a few array reads (no clone, no hash): the kind, the position in
+/// program order, the nearest-first blocker, the region-tree path and the enclosing loops.
+struct PairFacts<'p> {
+    kind: Vec<AccessKind>,
+    pos: Vec<usize>,
+    blocker: Vec<Option<usize>>,
+    path: Vec<Option<&'p [(Region, usize)]>>,
+    loops: Vec<Vec<Op>>,
+}
+
+impl<'p> PairFacts<'p> {
+    fn new(
+        fp: &Footprints,
+        paths: &'p Paths,
+        order: &HashMap<Op, usize>,
+        group: &[usize],
+        blockers: &HashMap<usize, usize>,
+    ) -> Self {
+        let acc = |i: usize| &fp.accesses[i];
+        PairFacts {
+            kind: group.iter().map(|&i| acc(i).access.kind).collect(),
+            pos: group.iter().map(|&i| order[&acc(i).id.op]).collect(),
+            blocker: group.iter().map(|&i| blockers.get(&i).copied()).collect(),
+            path: group
+                .iter()
+                .map(|&i| paths.path.get(&acc(i).id.op).map(|v| v.as_slice()))
+                .collect(),
+            loops: group.iter().map(|&i| acc(i).loops.clone()).collect(),
+        }
+    }
+
+    /// Whether the pair (source `x`, destination `y`, positions in the group) can yield a
+    /// hazard or a finding. False when a nearer source blocks `y` (nearest-first), when the
+    /// kinds cannot conflict, or when a plain source comes after the destination (or is the
+    /// same op) with no loop around both: no execution of `y` follows one of `x`, and
+    /// `emit_pair` would build nothing for it (no forward split, no carrying loop).
+    fn may_emit(&self, k: &Kernel, x: usize, y: usize) -> bool {
+        let plain = !self.kind[x].is_async();
+        if let Some(at) = self.blocker[y]
+            && self.pos[x] < at
+            && plain
+        {
+            return false;
+        }
+        if !kinds_conflict(self.kind[x], self.kind[y]) {
+            return false;
+        }
+        if plain
+            && self.pos[x] >= self.pos[y]
+            && common_len(&self.loops[x], &self.loops[y]) == 0
+            && let (Some(pa), Some(pb)) = (self.path[x], self.path[y])
+            && matches!(split(k, pa, pb), Split::Backward | Split::Same)
+        {
+            return false;
+        }
+        true
+    }
 }
 
 /// How many earlier accesses [`nearest_blockers`] examines per destination.

@@ -281,8 +281,6 @@ pub struct Completions {
     pub hazards: Vec<InflightHazard>,
     /// Async ops that may still be outstanding when the kernel ends.
     pub outstanding_at_exit: Vec<Op>,
-    /// The state before each non-structural op, at the fixpoint.
-    pub before: HashMap<Op, InFlight>,
     /// Footprint queries answered conservatively (W0314).
     pub warnings: Vec<crate::diag::Diagnostic>,
 }
@@ -431,8 +429,70 @@ pub trait Visitor {
     fn completed(&mut self, _wait: Op, _queue: Queue, _p: &Pending, _age: i32) {}
 }
 
-/// A cached footprint query: (copy, its tags, consumer).
-type ConflictKey = (Op, Vec<(Op, IterTag)>, Op);
+/// The answers for one (copy, consumer), by the copy's iteration tags: whether they may
+/// conflict, and the conservative-answer notes (W0314) the query raised, replayed on a hit.
+type ByTags = HashMap<Vec<(Op, IterTag)>, (bool, Vec<Note>)>;
+
+/// A conservative-answer note of an overlap query (`Overlap::conservative`).
+type Note = (Op, Op, &'static str);
+
+/// Footprint answers of the dataflow ("may this consumer conflict with this execution of
+/// this copy"), shared by every run of the solver on one kernel and on the kernels derived
+/// from it by inserting sync ops (waits, commits, barriers).
+///
+/// **Validity.** Keys are op ids: the copy, the consumer and the loops of the copy's tags.
+/// An answer depends only on those ops' shared accesses, their enclosing loops and the
+/// values their indices read, none of which an inserted sync op changes; `apply_waits` and
+/// `ir::edit::apply` clone the kernel and append the new ops to the arena, so every existing
+/// id keeps its op (tests: `memo_ids_survive_apply_waits`). A memo must therefore never be
+/// carried to an unrelated kernel, nor to one whose existing ops were edited: the owner
+/// records the arena length of the kernel it was made for ([`FlowMemo::for_kernel`]) and
+/// every solver checks, in debug builds, that the ops before it are unchanged in kind.
+///
+/// Lookups allocate nothing: answers are grouped by (copy, consumer) and found by the tag
+/// slice. Memory: one entry per distinct (copy, consumer, tags) queried.
+#[derive(Clone, Debug, Default)]
+pub struct FlowMemo {
+    conflicts: HashMap<(Op, Op), ByTags>,
+    /// The kernel the memo was made for (debug builds), to check the ids are stable.
+    #[cfg(debug_assertions)]
+    origin: Option<Vec<OpKind>>,
+}
+
+impl FlowMemo {
+    /// An empty memo for `k` and the kernels derived from it by inserting sync ops.
+    pub fn for_kernel(k: &Kernel) -> Self {
+        let _ = k;
+        FlowMemo {
+            #[cfg(debug_assertions)]
+            origin: Some(k.ops.iter().map(|(_, d)| d.kind.clone()).collect()),
+            ..Default::default()
+        }
+    }
+
+    /// Number of answers held.
+    pub fn len(&self) -> usize {
+        self.conflicts.values().map(|m| m.len()).sum()
+    }
+
+    /// Whether no answer is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Debug builds: the ops of the kernel the memo was made for are still there, unchanged.
+    fn check(&self, k: &Kernel) {
+        #[cfg(debug_assertions)]
+        if let Some(o) = &self.origin {
+            debug_assert!(
+                o.len() <= k.ops.len()
+                    && o.iter().zip(k.ops.iter()).all(|(a, (_, b))| *a == b.kind),
+                "a flow memo was carried to a kernel whose existing ops changed"
+            );
+        }
+        let _ = k;
+    }
+}
 
 /// The solver: the kernel, the target, and cached footprint queries.
 pub struct Flow<'k> {
@@ -441,7 +501,7 @@ pub struct Flow<'k> {
     pub overlap: Overlap<'k>,
     /// Enclosing loops (`for` and `while`) of each op, outermost first.
     loops: HashMap<Op, Vec<Op>>,
-    cache: HashMap<ConflictKey, bool>,
+    memo: FlowMemo,
     /// Which wgmma results reach each value (register hazards).
     regs: crate::analysis::regdeps::RegSources<'k>,
 }
@@ -483,9 +543,24 @@ impl<'k> Flow<'k> {
             target: *target,
             overlap: Overlap::new(k, target.warp),
             loops: HashMap::default(),
-            cache: HashMap::default(),
+            memo: FlowMemo::default(),
             regs: crate::analysis::regdeps::RegSources::new(k),
         }
+    }
+
+    /// A solver whose footprint answers start from (and grow) `memo` (see [`FlowMemo`] for
+    /// which kernels may share one); [`Flow::into_memo`] gives it back.
+    pub fn with_memo(k: &'k Kernel, target: &Target, memo: FlowMemo) -> Self {
+        memo.check(k);
+        Flow {
+            memo,
+            ..Flow::new(k, target)
+        }
+    }
+
+    /// The footprint answers gathered so far.
+    pub fn into_memo(self) -> FlowMemo {
+        self.memo
     }
 
     /// Enclosing loops (`for`, `while`) of an op, outermost first.
@@ -854,22 +929,29 @@ impl<'k> Flow<'k> {
         }
         for (q, m) in &st.queues {
             for (p, a) in m {
-                let key = (p.op, p.tags.clone(), op);
-                let hit = match self.cache.get(&key) {
-                    Some(h) => *h,
+                let known = self
+                    .memo
+                    .conflicts
+                    .get(&(p.op, op))
+                    .and_then(|byt| byt.get(p.tags.as_slice()));
+                let hit = match known {
+                    Some((h, notes)) => {
+                        let h = *h;
+                        note_all(&self.overlap, notes);
+                        h
+                    }
                     None => {
-                        let theirs = async_accesses(self.k, p.op);
-                        let mut h = false;
-                        for ta in &theirs {
-                            for ma in &mine {
-                                if (ta.kind.writes() || ma.kind.writes())
-                                    && self.overlap.may_overlap(p.op, ta, op, ma, &p.tags)
-                                {
-                                    h = true;
-                                }
-                            }
-                        }
-                        self.cache.insert(key, h);
+                        // The query's own notes, whatever earlier queries noted: a later run
+                        // that reads this answer replays them (same list, same order).
+                        let saved = self.overlap.conservative.take();
+                        let h = self.may_conflict(p, op, &mine);
+                        let notes = self.overlap.conservative.replace(saved);
+                        note_all(&self.overlap, &notes);
+                        self.memo
+                            .conflicts
+                            .entry((p.op, op))
+                            .or_default()
+                            .insert(p.tags.clone(), (h, notes));
                         h
                     }
                 };
@@ -879,6 +961,23 @@ impl<'k> Flow<'k> {
             }
         }
         out
+    }
+
+    /// Whether an access of `mine` (the consumer `op`'s) and one of the copy's may overlap
+    /// under the copy's tags, one of them writing.
+    fn may_conflict(&mut self, p: &Pending, op: Op, mine: &[SharedAccess]) -> bool {
+        let theirs = async_accesses(self.k, p.op);
+        let mut h = false;
+        for ta in &theirs {
+            for ma in mine {
+                if (ta.kind.writes() || ma.kind.writes())
+                    && self.overlap.may_overlap(p.op, ta, op, ma, &p.tags)
+                {
+                    h = true;
+                }
+            }
+        }
+        h
     }
 }
 
@@ -901,6 +1000,17 @@ impl Flow<'_> {
     }
 }
 
+/// Adds notes to an overlap's conservative list, skipping those it holds (as
+/// `Overlap::note_conservative` does, one by one).
+fn note_all(overlap: &Overlap<'_>, notes: &[Note]) {
+    let mut c = overlap.conservative.borrow_mut();
+    for n in notes {
+        if !c.contains(n) {
+            c.push(*n);
+        }
+    }
+}
+
 fn commit(st: &mut InFlight, q: Queue) {
     if let Some(m) = st.queues.get_mut(&q) {
         for a in m.values_mut() {
@@ -915,9 +1025,16 @@ struct Recorder {
 
 impl Visitor for Recorder {
     fn before(&mut self, flow: &mut Flow<'_>, op: Op, states: &mut [InFlight]) {
-        let st = join_all(states);
-        self.c.before.insert(op, st.clone());
-        for (q, p, age) in flow.conflicts(op, &st) {
+        // One class of paths (the common case) is read in place, not joined into a copy.
+        let joined;
+        let st = match states {
+            [one] => &*one,
+            _ => {
+                joined = join_all(states);
+                &joined
+            }
+        };
+        for (q, p, age) in flow.conflicts(op, st) {
             let h = InflightHazard {
                 consumer: op,
                 copy: p.op,
@@ -957,7 +1074,13 @@ impl Visitor for Recorder {
 /// including across loop back edges), the shared accesses that may observe it in flight, and
 /// the copies still outstanding when the kernel ends. Polynomial: see the module doc.
 pub fn completions(k: &Kernel, target: &Target) -> Completions {
-    let mut flow = Flow::new(k, target);
+    completions_memo(k, target, &mut FlowMemo::default())
+}
+
+/// [`completions`] with footprint answers taken from and added to `memo` (a memo of `k` or
+/// of a kernel `k` was derived from by inserting sync ops: see [`FlowMemo`]).
+pub fn completions_memo(k: &Kernel, target: &Target, memo: &mut FlowMemo) -> Completions {
+    let mut flow = Flow::with_memo(k, target, std::mem::take(memo));
     let mut rec = Recorder {
         c: Completions::default(),
     };
@@ -969,5 +1092,6 @@ pub fn completions(k: &Kernel, target: &Target) -> Completions {
     rec.c.outstanding_at_exit = out.into_iter().collect();
     rec.c.warnings = flow.overlap.conservative_warnings();
     rec.c.hazards.sort_by_key(|h| (h.consumer, h.copy));
+    *memo = flow.into_memo();
     rec.c
 }

@@ -316,14 +316,13 @@ mod tests {
     use super::*;
     use crate::analysis::footprint::Footprints;
     use crate::reader::parse_kernel;
-    use std::collections::HashMap;
 
     /// The level of the then-arm of each `if`, in program order.
     fn arms(src: &str, warp: u32) -> Vec<Level> {
         let k = parse_kernel(src).expect("parses");
         let fp = Footprints::new(&k, warp);
         let u = analyze_warp(&k, warp, &|v, t| {
-            fp.eval(v, &HashMap::new(), t, &mut HashMap::new())
+            fp.eval(v, &Default::default(), t, &mut Default::default())
         });
         k.ops_in_order()
             .into_iter()

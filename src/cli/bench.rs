@@ -28,6 +28,17 @@ pub struct BenchArgs {
     /// Print one generated real-size kernel instead of timing (`gemm`, `gemm-unrolled`).
     #[arg(long, value_name = "KERNEL")]
     pub print: Option<String>,
+    /// Time the whole `sync` pipeline on the real-size suite instead (GEMMs rolled and
+    /// unrolled at 128x128x64 and 64x64x32 with 64, 256 and 1024 threads, the one-buffer
+    /// n-pair family up to `--max-pairs`, nested loops to depth 8, constant trips 8..10^6).
+    #[arg(long)]
+    pub real: bool,
+    /// Largest n of the n-pair family in `--real` (powers of ten from 10).
+    #[arg(long, default_value_t = 10_000)]
+    pub max_pairs: usize,
+    /// Only the `--real` rows whose name contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub only: Option<String>,
 }
 
 /// A generated kernel of about `ops` ops (see the module doc).
@@ -127,6 +138,9 @@ pub fn run(args: &BenchArgs) -> i32 {
             return EXIT_USER;
         }
     };
+    if args.real {
+        return real_suite(args, &target);
+    }
     println!(
         "{:<40} {:>9} {:>9} {:>8} {:>6} {:>8} {:>10}",
         "kernel", "ops", "hazards", "barriers", "warp", "naive", "place ms"
@@ -167,6 +181,117 @@ pub fn run(args: &BenchArgs) -> i32 {
             }
         }
         n *= 10;
+    }
+    EXIT_OK
+}
+
+/// The real-size suite's kernels: name and source, in the order the table prints them.
+fn real_kernels(max_pairs: usize) -> Vec<(String, String)> {
+    use smemsync::bench_kernels::{GemmShape, const_trip, gemm, n_pairs, nested_loops};
+    let mut out = Vec::new();
+    for (bm, bn, bk) in [(128, 128, 64), (64, 64, 32)] {
+        for threads in [64, 256, 1024] {
+            for unrolled in [false, true] {
+                let sh = GemmShape {
+                    bm,
+                    bn,
+                    bk,
+                    threads,
+                    stages: 3,
+                    unrolled,
+                };
+                if let Some(src) = gemm(&sh) {
+                    let how = if unrolled { "unrolled" } else { "rolled" };
+                    out.push((format!("gemm {bm}x{bn}x{bk} t{threads} {how}"), src));
+                }
+            }
+        }
+    }
+    let mut n = 10;
+    while n <= max_pairs {
+        out.push((format!("one-buffer pairs n={n}"), n_pairs(n)));
+        n *= 10;
+    }
+    for depth in 1..=8 {
+        out.push((format!("nested loops depth {depth}"), nested_loops(depth)));
+    }
+    for trips in [8, 64, 256, 257, 1000, 10_000, 1_000_000] {
+        out.push((format!("constant trips {trips}"), const_trip(trips)));
+    }
+    out
+}
+
+/// Resets the process' peak resident memory (Linux `clear_refs`); false where unsupported
+/// (the figure is then the process' peak so far).
+fn reset_peak() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Peak resident memory in MiB (`VmHWM`), if the platform reports it.
+fn peak_mib() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// `bench --real`: the whole `sync` pipeline (waits, joint placement, lowering, verifier) per
+/// kernel: time, peak memory, hazards, barriers written and executed, conservative answers.
+fn real_suite(args: &BenchArgs, target: &Target) -> i32 {
+    use smemsync::sync::driver::synchronize;
+    let exact_peak = reset_peak();
+    println!(
+        "{:<34} {:>7} {:>10} {:>8} {:>8} {:>8} {:>12} {:>5}",
+        "kernel", "ops", "sync ms", "peak MiB", "hazards", "barriers", "executed", "cons"
+    );
+    for (name, src) in real_kernels(args.max_pairs) {
+        if args
+            .only
+            .as_ref()
+            .is_some_and(|o| !name.contains(o.as_str()))
+        {
+            continue;
+        }
+        let k = match smemsync::reader::parse_kernel(&src) {
+            Ok(k) => k,
+            Err(d) => {
+                eprintln!(
+                    "error: generated kernel {name} does not parse: {}",
+                    d.message
+                );
+                return EXIT_USER;
+            }
+        };
+        reset_peak();
+        let opts = PlaceOptions::default();
+        let t0 = Instant::now();
+        let r = synchronize(&k, target, &opts);
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let peak = peak_mib().map_or_else(|| "-".into(), |m| format!("{m:.1}"));
+        match r {
+            Ok(s) => {
+                let st = &s.placement.stats;
+                println!(
+                    "{name:<34} {:>7} {ms:>10.2} {peak:>8} {:>8} {:>8} {:>12} {:>5}",
+                    k.ops.len(),
+                    st.hazards,
+                    st.barriers_written,
+                    st.barriers_executed,
+                    st.conservative
+                );
+            }
+            Err(_) => println!(
+                "{name:<34} {:>7} {ms:>10.2} {peak:>8} {:>8} {:>8} {:>12} {:>5}",
+                k.ops.len(),
+                "finding",
+                "-",
+                "-",
+                "-"
+            ),
+        }
+    }
+    if !exact_peak {
+        println!("(peak memory: the process' peak so far; this platform cannot reset it)");
     }
     EXIT_OK
 }

@@ -26,8 +26,9 @@ use crate::ir::*;
 use crate::sync::split::{SplitStats, lower_to_split};
 use crate::sync::fences::place_fences;
 use crate::sync::joint::hoist_waits;
-use crate::sync::waits::{WaitPlan, apply_waits, plan_waits};
-use crate::sync::{PlaceOptions, Placement, place_barriers};
+use crate::analysis::inflight::FlowMemo;
+use crate::sync::waits::{WaitPlan, apply_waits, plan_waits_memo};
+use crate::sync::{PlaceMemo, PlaceOptions, Placement, place_barriers_memo};
 use crate::target::Target;
 
 /// The result of the pipeline.
@@ -80,15 +81,19 @@ type Planned = (WaitPlan, Kernel, Placement);
 /// Joint wait and barrier placement (`sync::joint`): the planned waits moved to their
 /// earliest equivalent points when barrier placement then executes strictly fewer barriers
 /// (or as many, written fewer times). The naive baseline keeps the planner's waits.
-fn jointly(k: &Kernel, target: &Target, opts: &PlaceOptions, late: Planned) -> Planned {
-    if opts.strategy == crate::sync::Strategy::Naive {
-        return late;
-    }
-    let Some(early) = hoist_waits(k, target, &late.0) else {
+fn jointly(
+    k: &Kernel,
+    target: &Target,
+    opts: &PlaceOptions,
+    late: Planned,
+    early: Option<WaitPlan>,
+    memo: &mut PlaceMemo,
+) -> Planned {
+    let Some(early) = early else {
         return late;
     };
     let with_early = apply_waits(k, &early).kernel;
-    let Ok(p) = place_barriers(&with_early, target, opts) else {
+    let Ok(p) = place_barriers_memo(&with_early, target, opts, memo) else {
         return late;
     };
     let cost = |s: &crate::sync::Stats| {
@@ -110,11 +115,27 @@ pub fn synchronize(
     target: &Target,
     opts: &PlaceOptions,
 ) -> Result<Synchronized, Vec<Diagnostic>> {
-    let waits = plan_waits(k, target)?;
+    // One memo of footprint answers for every in-flight dataflow run on `k` and on the
+    // kernels derived from it by inserting waits and commits (`FlowMemo`: their ops keep
+    // their ids).
+    let mut memo = PlaceMemo {
+        flow: FlowMemo::for_kernel(k),
+        footprints: None,
+    };
+    let waits = plan_waits_memo(k, target, &mut memo.flow)?;
+    // The waits moved to their earliest equivalent points (`sync::joint`; the naive baseline
+    // keeps the planner's): when some move, a second placement runs, and it reads the first
+    // one's footprints.
+    let early = (opts.strategy != crate::sync::Strategy::Naive)
+        .then(|| hoist_waits(k, target, &waits))
+        .flatten();
+    if early.is_some() {
+        memo.footprints = Some(Box::default());
+    }
     let with_waits = apply_waits(k, &waits).kernel;
-    let placement = place_barriers(&with_waits, target, opts)?;
-    let (waits, with_waits, mut placement) =
-        jointly(k, target, opts, (waits, with_waits, placement));
+    let placement = place_barriers_memo(&with_waits, target, opts, &mut memo)?;
+    let late = (waits, with_waits, placement);
+    let (waits, with_waits, mut placement) = jointly(k, target, opts, late, early, &mut memo);
     // The wait planner's conservative answers (W0314) count like the placement's.
     for w in &waits.warnings {
         if !placement.warnings.iter().any(|x| x.message == w.message) {

@@ -23,8 +23,9 @@ pub mod waits_paths;
 
 use std::collections::HashMap;
 
-use crate::analysis::footprint::Footprints;
-use crate::analysis::hazards::{Hazard, Hazards, Paths, find_hazards_with};
+use crate::analysis::footprint::{FootprintMemo, Footprints};
+use crate::analysis::hazards::{Hazard, Hazards, Paths, find_hazards_memo};
+use crate::analysis::inflight::FlowMemo;
 use crate::diag::{DiagKind, Diagnostic};
 use crate::emit::text::op_label;
 use crate::ir::edit::{Edit, EditReason, ProgramPoint, SyncPlan, body_len};
@@ -257,7 +258,7 @@ impl<'k> SyncModel<'k> {
         // Block barriers need every thread of the block, warp syncs every thread of the warp
         // (`if warp == 0`, `if tid.x < 32` are legal places for a warp sync).
         let uw = crate::analysis::uniformity::analyze_warp(k, fp.warp, &|v, t| {
-            fp.eval(v, &HashMap::new(), t, &mut HashMap::new())
+            fp.eval(v, &Default::default(), t, &mut Default::default())
         });
         let warp_legal = legal
             .iter()
@@ -472,8 +473,31 @@ pub fn place_barriers(
     target: &Target,
     opts: &PlaceOptions,
 ) -> Result<Placement, Vec<Diagnostic>> {
+    place_barriers_memo(k, target, opts, &mut PlaceMemo::default())
+}
+
+/// Answers shared by the placements of one kernel and of the kernels derived from it by
+/// inserting sync ops (their existing ops keep their ids): the in-flight dataflow's
+/// ([`FlowMemo`]) and, when a caller knows a second placement will run, the footprints'
+/// ([`FootprintMemo`]; it keeps every address space's footprints, so it is opt-in).
+#[derive(Default)]
+pub struct PlaceMemo {
+    pub flow: FlowMemo,
+    pub footprints: Option<Box<FootprintMemo>>,
+}
+
+/// [`place_barriers`] reading and growing `memo` (a memo of `k` or of a kernel `k` was
+/// derived from by inserting sync ops: see [`PlaceMemo`]).
+pub fn place_barriers_memo(
+    k: &Kernel,
+    target: &Target,
+    opts: &PlaceOptions,
+    memo: &mut PlaceMemo,
+) -> Result<Placement, Vec<Diagnostic>> {
     let mut fp = Footprints::new(k, target.warp);
-    let hz = find_hazards_with(&mut fp, target);
+    fp.memo = memo.footprints.take();
+    let hz = find_hazards_memo(&mut fp, target, &mut memo.flow);
+    memo.footprints = fp.memo.take();
     let mut model = SyncModel::new(k, &fp, &opts.bounds);
     model.enable_named(target);
     place_with(&model, hz, opts)

@@ -46,7 +46,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 
-use crate::analysis::inflight::{Flow, InFlight, Pending, Queue, Visitor, completions, queue_of};
+use crate::analysis::inflight::{
+    Flow, FlowMemo, InFlight, Pending, Queue, Visitor, completions, queue_of,
+};
 use crate::analysis::overlap::IterTag;
 use crate::diag::{DiagKind, Diagnostic};
 use crate::emit::text::op_label;
@@ -652,6 +654,17 @@ fn same_slot(k: &Kernel, a: Op, b: Op) -> bool {
 /// Plans the waits a kernel needs on a target. Returns the edits, or the findings no wait
 /// can fix (a TMA load read before its mbarrier is waited on, a tokenless copy).
 pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnostic>> {
+    plan_waits_memo(k, target, &mut FlowMemo::for_kernel(k))
+}
+
+/// [`plan_waits`] whose dataflow runs read and grow `memo` (a memo of `k` or of a kernel `k`
+/// was derived from by inserting sync ops: see [`FlowMemo`]); the caller passes it on to the
+/// placements of the kernel with its waits.
+pub fn plan_waits_memo(
+    k: &Kernel,
+    target: &Target,
+    memo: &mut FlowMemo,
+) -> Result<WaitPlan, Vec<Diagnostic>> {
     let commits = auto_commits(k, target);
     let base = apply_waits(
         k,
@@ -661,7 +674,7 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
         },
     );
     let kb = &base.kernel;
-    let mut flow = Flow::new(kb, target);
+    let mut flow = Flow::with_memo(kb, target, std::mem::take(memo));
     let mut pl = Planner {
         needs: BTreeMap::new(),
         diags: Vec::new(),
@@ -753,6 +766,8 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
             Queue::Mbarrier => {}
         }
     }
+    let warnings = flow.overlap.conservative_warnings();
+    *memo = flow.into_memo();
     for (w, cs) in need_to_waits(&drain) {
         for c in cs {
             edits.push(WaitEdit {
@@ -769,7 +784,7 @@ pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnosti
     }
     let mut plan = WaitPlan {
         edits,
-        warnings: flow.overlap.conservative_warnings(),
+        warnings,
     };
     merge_consecutive(k, target, &mut plan);
     sort_plan(k, &mut plan);
