@@ -475,8 +475,8 @@ impl<'k> Footprints<'k> {
         let OpKind::For { step, .. } = &k.ops[l].kind else {
             return None;
         };
-        let mut memo = HashMap::new();
-        let symbolic = self.eval_operand(step, &Env::new(), 0, &mut memo).is_none();
+        let mut memo = HashMap::default();
+        let symbolic = self.eval_operand(step, &Env::default(), 0, &mut memo).is_none();
         if !symbolic || !matches!(d, LoopDomain::Unknown { .. }) {
             return None;
         }
@@ -1392,9 +1392,9 @@ impl<'k> Footprints<'k> {
             // congruent to it modulo gcd(step, period) (the others never occur, and a
             // periodic iteration value is undefined there).
             (Some(LoopDomain::Periodic { step, period }), OpKind::For { lo, .. }) => {
-                let mut memo = HashMap::new();
+                let mut memo = HashMap::default();
                 let g = gcd(step, period).max(1);
-                match self.eval_operand(lo, &Env::new(), 0, &mut memo) {
+                match self.eval_operand(lo, &Env::default(), 0, &mut memo) {
                     Some(lo) => Some((0..period).filter(|x| (x - lo).rem_euclid(g) == 0).collect()),
                     None => Some((0..period).collect()),
                 }
