@@ -809,14 +809,7 @@ impl<'k> Footprints<'k> {
                         _ => None,
                     }),
                     OpKind::Cmp(p, x, y) => match (ev(x, memo), ev(y, memo)) {
-                        (Some(x), Some(y)) => Some(match p {
-                            CmpPred::Eq => x == y,
-                            CmpPred::Ne => x != y,
-                            CmpPred::Lt => x < y,
-                            CmpPred::Le => x <= y,
-                            CmpPred::Gt => x > y,
-                            CmpPred::Ge => x >= y,
-                        } as i64),
+                        (Some(x), Some(y)) => Some(p.holds(x, y) as i64),
                         _ => None,
                     },
                     OpKind::Select(c, x, y) => match ev(c, memo) {

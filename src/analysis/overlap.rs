@@ -417,14 +417,7 @@ impl<'k> Overlap<'k> {
             }
             OpKind::Cmp(p, x, y) => {
                 let (x, y) = (self.eval(*x, env, tid)?, self.eval(*y, env, tid)?);
-                (match p {
-                    CmpPred::Eq => x == y,
-                    CmpPred::Ne => x != y,
-                    CmpPred::Lt => x < y,
-                    CmpPred::Le => x <= y,
-                    CmpPred::Gt => x > y,
-                    CmpPred::Ge => x >= y,
-                }) as i64
+                p.holds(x, y) as i64
             }
             OpKind::Select(c, x, y) => {
                 if self.eval(*c, env, tid)? != 0 {

@@ -168,14 +168,7 @@ impl Recurrence<'_> {
             OpKind::Unary(UnOp::Abs, x) => Ok((ev(x)? as i32).wrapping_abs() as i64),
             OpKind::Cmp(p, x, y) => {
                 let (x, y) = (ev(x)?, ev(y)?);
-                Ok(match p {
-                    CmpPred::Eq => x == y,
-                    CmpPred::Ne => x != y,
-                    CmpPred::Lt => x < y,
-                    CmpPred::Le => x <= y,
-                    CmpPred::Gt => x > y,
-                    CmpPred::Ge => x >= y,
-                } as i64)
+                Ok(p.holds(x, y) as i64)
             }
             OpKind::Select(c, x, y) => match ev(c) {
                 Ok(c) => ev(if c != 0 { x } else { y }),

@@ -164,6 +164,20 @@ name_enum!(
     /// Comparison predicates (signed for integers, ordered for floats).
     CmpPred { Eq = "eq", Ne = "ne", Lt = "lt", Le = "le", Gt = "gt", Ge = "ge" }
 );
+
+impl CmpPred {
+    /// Whether the predicate holds for two integers (the comparison of an `i32` `cmp`).
+    pub fn holds(self, x: i64, y: i64) -> bool {
+        match self {
+            CmpPred::Eq => x == y,
+            CmpPred::Ne => x != y,
+            CmpPred::Lt => x < y,
+            CmpPred::Le => x <= y,
+            CmpPred::Gt => x > y,
+            CmpPred::Ge => x >= y,
+        }
+    }
+}
 name_enum!(
     /// Conversions between scalar types.
     CastOp { IToF = "itof", FToI = "ftoi" }
