@@ -309,7 +309,7 @@ impl Gen<'_> {
             }
             2 => {
                 let mut a = 1 + self.rng.below(4);
-                if perm && gcd(a, n) != 1 {
+                if perm && crate::ir::arith::gcd(a as i64, n as i64) != 1 {
                     a = 1;
                 }
                 let c = self.rng.below(n);
@@ -627,10 +627,6 @@ impl Gen<'_> {
         self.line(&format!("{x} = load @{buf}[{i}]"));
         self.observe(&x);
     }
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// A random kernel of the hazard mix (see the module doc): 4..=8 statements at the top level,

@@ -28,6 +28,7 @@ use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::analysis::uniformity::Uniformity;
 use crate::ir::*;
+use crate::ir::arith::{ceil_div, gcd, lcm};
 
 /// Constant loops with more iterations than this are treated like symbolic loops.
 pub const MAX_TRIP: i64 = 256;
@@ -332,17 +333,6 @@ type Env = HashMap<Value, i64>;
 /// Instances of an access: loop keys (outermost first; `None` = unknown) and touches.
 pub type Instances = std::rc::Rc<Vec<(Vec<Option<i64>>, Touch)>>;
 
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a.abs() } else { gcd(b, a % b) }
-}
-
-fn lcm(a: i64, b: i64) -> i64 {
-    if a == 0 || b == 0 {
-        a.max(b)
-    } else {
-        (a / gcd(a, b)).saturating_mul(b)
-    }
-}
 
 /// How a value depends on one loop's induction variable.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -1053,7 +1043,7 @@ impl<'k> Footprints<'k> {
             return (LoopDomain::Unknown { trip: None }, Vec::new(), Vec::new());
         }
         let trip = match (lo_c, hi_c) {
-            (Some(a), Some(b)) => Some(((b - a).max(0) + st - 1) / st),
+            (Some(a), Some(b)) => ceil_div((b - a).max(0), st),
             _ => None,
         };
         if let Some(t) = trip

@@ -33,6 +33,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::ir::*;
+use crate::ir::arith::{floor_div, gcd, lcm};
 
 /// Why a query was answered conservatively (W0314).
 const NOT_ENUMERABLE: &str = "a loop variable its indices depend on is neither enumerable (constant bounds, at most 64 iterations) nor periodic in them";
@@ -153,16 +154,6 @@ enum Period {
     Bad,
 }
 
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a.abs() } else { gcd(b, a % b) }
-}
-fn lcm(a: i64, b: i64) -> i64 {
-    if a == 0 || b == 0 {
-        0
-    } else {
-        (a / gcd(a, b) * b).abs()
-    }
-}
 
 impl<'k> Overlap<'k> {
     pub fn new(k: &'k Kernel, warp: u32) -> Self {
@@ -1049,17 +1040,6 @@ fn combine(b: BinOp, px: Period, py: Period, ycst: Option<i64>) -> Period {
     }
 }
 
-fn floor_div(x: i64, y: i64) -> Option<i64> {
-    if y == 0 {
-        return None;
-    }
-    let q = x / y;
-    Some(if x % y != 0 && ((x < 0) != (y < 0)) {
-        q - 1
-    } else {
-        q
-    })
-}
 
 fn merge(v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());

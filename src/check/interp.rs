@@ -36,6 +36,7 @@ use std::rc::Rc;
 use super::race::{Acc, AccKind, AccessSite, Conflict, NO_COPY, RaceState, Witness};
 use crate::diag::{DiagKind, Diagnostic, Span};
 use crate::ir::*;
+use crate::ir::arith::floor_div;
 use crate::target::Target;
 
 /// A per-thread value or buffer element.
@@ -2476,14 +2477,6 @@ fn unlinear(mut e: u64, shape: &[u64]) -> Vec<u64> {
     idx
 }
 
-fn floor_div(a: i64, b: i64) -> i64 {
-    let q = a / b;
-    if (a % b != 0) && ((a < 0) != (b < 0)) {
-        q - 1
-    } else {
-        q
-    }
-}
 
 /// Binary arithmetic per docs/ir.md; None for an integer division by zero.
 pub fn binary(b: BinOp, ty: ScalarType, x: Val, y: Val) -> Option<Val> {
@@ -2519,18 +2512,10 @@ pub fn binary(b: BinOp, ty: ScalarType, x: Val, y: Val) -> Option<Val> {
                 BinOp::Add => a.wrapping_add(c),
                 BinOp::Sub => a.wrapping_sub(c),
                 BinOp::Mul => a.wrapping_mul(c),
-                BinOp::Div => {
-                    if c == 0 {
-                        return None;
-                    }
-                    floor_div(a as i64, c as i64) as i32
-                }
+                BinOp::Div => floor_div(a as i64, c as i64)? as i32,
                 BinOp::Rem => {
-                    if c == 0 {
-                        return None;
-                    }
                     let (a, c) = (a as i64, c as i64);
-                    (a - c * floor_div(a, c)) as i32
+                    (a - c * floor_div(a, c)?) as i32
                 }
                 BinOp::Min => a.min(c),
                 BinOp::Max => a.max(c),

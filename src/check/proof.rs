@@ -50,6 +50,7 @@ use super::interp::{Val, binary};
 use crate::emit::text::op_label;
 use crate::ir::ranges::Ranges;
 use crate::ir::*;
+use crate::ir::arith::{gcd, lcm};
 use crate::target::Target;
 
 /// Tries to prove the kernel race-free at its block size.
@@ -280,14 +281,6 @@ impl Form {
     }
 }
 
-/// Non-negative gcd (1 when it does not fit, which only weakens the argument).
-fn gcd(a: i64, b: i64) -> i64 {
-    let (mut x, mut y) = (a.unsigned_abs(), b.unsigned_abs());
-    while y != 0 {
-        (x, y) = (y, x % y);
-    }
-    i64::try_from(x).unwrap_or(1)
-}
 
 /// Two distinct threads whose values agree modulo `g` (exactly when `g == 0`).
 /// The modulus addresses are compared in: `g`, or its gcd with 2^32 when an index may wrap
@@ -1004,13 +997,6 @@ enum IvFn {
     Periodic(i64),
 }
 
-fn lcm(a: i64, b: i64) -> i64 {
-    if a == 0 || b == 0 {
-        a.max(b)
-    } else {
-        (a / gcd(a, b)).saturating_mul(b)
-    }
-}
 
 fn iv_fn(k: &Kernel, v: Value, iv: Value, range: (i128, i128), depth: u32) -> Option<IvFn> {
     if v == iv {

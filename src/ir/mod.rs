@@ -1,6 +1,7 @@
 //! The kernel IR: typed entity ids, ops, types, the kernel container and the memory-effects
 //! table. See `docs/ir.md` for the text format and the semantics of every op.
 
+pub mod arith;
 pub mod effects;
 pub mod entities;
 pub mod kernel;
