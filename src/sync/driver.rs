@@ -18,7 +18,8 @@
 //! input kernel did not have"; [`without_inserted`] drops one of them (mutation testing).
 //! Complexity: the sum of the stages'.
 
-use crate::check::protocol::{check_protocol, thread_dependent_values};
+use crate::analysis::uniformity;
+use crate::check::protocol::check_protocol;
 use crate::diag::Diagnostic;
 use crate::ir::edit::{SyncPlan, apply};
 use crate::ir::effects::is_sync;
@@ -154,10 +155,9 @@ pub fn synchronize(
     }
     let mut split = None;
     if target.split_barriers {
-        let dep = thread_dependent_values(&kernel);
-        let (lowered, stats) = lower_to_split(&kernel, &|o: &Operand| {
-            o.value().is_some_and(|v| dep.contains(&v))
-        });
+        // The placer's own uniformity (the checker's protocol check below has its own).
+        let u = uniformity::analyze(&kernel);
+        let (lowered, stats) = lower_to_split(&kernel, &|o: &Operand| !u.operand_uniform(o));
         let violations = check_protocol(&lowered, target.warp);
         if !violations.is_empty() {
             return Err(violations);

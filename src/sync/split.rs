@@ -487,16 +487,15 @@ pub fn stats(k: &Kernel) -> SplitStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::protocol::{check_protocol, thread_dependent_values};
+    use crate::analysis::uniformity;
+    use crate::check::protocol::check_protocol;
     use crate::emit::text::print_kernel;
     use crate::reader::parse_kernel;
 
     fn lower(src: &str) -> (Kernel, SplitStats) {
         let k = parse_kernel(src).expect("parses");
-        let dep = thread_dependent_values(&k);
-        let (out, st) = lower_to_split(&k, &|o: &Operand| {
-            o.value().is_some_and(|v| dep.contains(&v))
-        });
+        let u = uniformity::analyze(&k);
+        let (out, st) = lower_to_split(&k, &|o: &Operand| !u.operand_uniform(o));
         assert!(
             crate::verify::verify(&out).is_empty(),
             "{}",
