@@ -16,7 +16,10 @@ use smemsync::sync::{PlaceOptions, Placement, Strategy, place_barriers};
 use smemsync::target::Target;
 
 mod common;
+#[path = "common/completing_waits.rs"]
+mod completing_waits;
 use common::{hazard_kernel_text as random_kernel, parse_verified as parse, shrink_on_panic};
+use completing_waits::completing_waits;
 
 fn opts(s: Strategy) -> PlaceOptions {
     PlaceOptions {
@@ -517,12 +520,14 @@ fn print_random() {
     println!("{}", random_kernel(seed, threads));
 }
 
-/// The wait `completing_waits` picks for each async copy of the examples is one the in-flight
-/// dataflow (`analysis::inflight`, an independent implementation of the same model) also says
-/// completes it.
+/// The wait the forward walk (`completing_waits`, the oracle the in-flight dataflow replaced
+/// in `analysis::hazards`) picks for each async copy of the examples is one the dataflow also
+/// says completes it, and wherever the walk finds a completing wait the dataflow's answer in
+/// the shape placement asks for (`loop_completion`) is not empty either: placement lost
+/// nothing when it stopped falling back to the walk.
 #[test]
 fn completing_waits_agree_with_the_inflight_dataflow() {
-    use smemsync::analysis::hazards::{Paths, completing_waits};
+    use smemsync::analysis::hazards::Paths;
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
     let mut checked = 0;
     for e in std::fs::read_dir(dir).expect("examples") {
@@ -546,7 +551,20 @@ fn completing_waits_agree_with_the_inflight_dataflow() {
                     };
                     let mine = completing_waits(&fp, k, &paths, &target, a.id.op, c);
                     let theirs = flow.by_copy.get(&a.id.op);
-                    for w in mine.in_loop.map(|(w, _)| w).into_iter().chain(mine.exit) {
+                    let placed = flow.loop_completion(k, a.id.op);
+                    let found: Vec<_> = mine
+                        .in_loop
+                        .map(|(w, _)| w)
+                        .into_iter()
+                        .chain(mine.exit)
+                        .collect();
+                    assert!(
+                        found.is_empty() || placed.in_loop.is_some() || placed.exit.is_some(),
+                        "{}: {t}: the walk completes copy {} at {found:?}, the dataflow nowhere",
+                        p.display(),
+                        a.id.op
+                    );
+                    for w in found {
                         assert!(
                             theirs.is_some_and(|s| s.contains(&w)),
                             "{}: {t}: wait {w} for copy {} not confirmed by the dataflow ({theirs:?})",

@@ -328,7 +328,8 @@ pub struct Footprints<'k> {
     pub(crate) memo: Option<Box<FootprintMemo>>,
 }
 
-type Env = HashMap<Value, i64>;
+/// Values of loop variables for [`Footprints::eval`].
+pub type Env = HashMap<Value, i64>;
 
 /// Instances of an access: loop keys (outermost first; `None` = unknown) and touches.
 pub type Instances = std::rc::Rc<Vec<(Vec<Option<i64>>, Touch)>>;

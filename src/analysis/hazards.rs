@@ -26,8 +26,9 @@
 //!
 //! Async copies (seed 003, long-term model): an async write as a *destination* is a write at
 //! its issue (WAR/WAW need ordering before the issue). As a *source* it becomes visible only at
-//! the wait that completes it ([`completing_waits`]): the hazard's source point is that wait,
-//! its threads the issuing threads (any thread for collective copies). A destination that
+//! the wait that completes it (the in-flight dataflow's [`LoopCompletion`]): the hazard's
+//! source point is that wait, its threads the issuing threads (any thread for collective
+//! copies). A destination that
 //! touches the copy's elements between issue and completion reads (or writes) in-flight data:
 //! a finding that only a wait can fix.
 //!
@@ -40,11 +41,10 @@
 
 use std::collections::HashMap;
 
-use rustc_hash::FxHashMap;
 
 use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};
 use crate::analysis::footprint::{AccessRef, Footprints, Overlap};
-use crate::analysis::inflight::FlowMemo;
+use crate::analysis::inflight::{FlowMemo, LoopCompletion};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::emit::text::op_label;
 use crate::ir::edit::body_len;
@@ -260,338 +260,6 @@ fn before_chain(p: &[(Region, usize)], from: usize, out: &mut Vec<Segment>) {
     }
 }
 
-/// The waits that complete an async access issued by `op`, with the number of iterations of
-/// the innermost enclosing loop between issue and wait (`0`: same iteration), and `exit`:
-/// the wait completing it on the path that leaves that loop. `None` where no wait is found.
-///
-/// This is the one place that answers "which waits complete this copy"; it walks forward in
-/// program order counting, as a lower bound, the operations the wait's counter tracks
-/// (count-based waits complete all but the newest N).
-pub struct Completion {
-    /// The loop level (index into the copy's loops) that `in_loop` and `exit` refer to; the
-    /// innermost loop for [`completing_waits`], see `inflight::LoopCompletion::level`.
-    pub level: Option<usize>,
-    pub in_loop: Option<(Op, u32)>,
-    pub exit: Option<Op>,
-    /// Whether `exit` completes the copy in the first iteration of the loops around it that
-    /// do not enclose the copy (so only that iteration's accesses before it see the copy).
-    pub exit_on_entry: bool,
-}
-
-/// See [`Completion`].
-pub fn completing_waits(
-    fp: &Footprints,
-    k: &Kernel,
-    paths: &Paths,
-    target: &Target,
-    op: Op,
-    class: AsyncClass,
-) -> Completion {
-    let level = fp.loops_of(op).len().checked_sub(1);
-    let Some((r0, i0)) = paths.pos(op) else {
-        return Completion {
-            level,
-            in_loop: None,
-            exit: None,
-            exit_on_entry: false,
-        };
-    };
-    let token = k.ops[op].results.first().copied();
-    let mbar = match &k.ops[op].kind {
-        OpKind::TmaLoad {
-            mbar, mbar_index, ..
-        } => Some((*mbar, mbar_index.clone())),
-        _ => None,
-    };
-    // The innermost loop of the copy: its variable advances by `step` per iteration of delay.
-    let inner = fp
-        .loops_of(op)
-        .last()
-        .copied()
-        .and_then(|l| match &k.ops[l].kind {
-            OpKind::For { step, .. } => Some((
-                k.regions[k.ops[l].regions[0]].args[0],
-                match step {
-                    Operand::Imm(s) => s.as_i64(),
-                    _ => 1,
-                },
-            )),
-            _ => None,
-        });
-    let delay = std::cell::Cell::new(0u32);
-    // Whether an mbarrier slot of a wait `delay` iterations later provably equals the copy's
-    // (evaluated over a window of iterations; unknown values prove nothing).
-    let c_loops = fp.loops_of(op);
-    let same_slot = |w: Op, m2: MemRef, idx2: &[Operand]| -> bool {
-        // Loops the wait is in and the copy is not: the wait runs in their first iteration.
-        let mut entered: Vec<(Value, i64)> = Vec::new();
-        for l in fp.loops_of(w) {
-            if c_loops.contains(&l) {
-                continue;
-            }
-            if let OpKind::For { lo, .. } = &k.ops[l].kind {
-                let lo = match lo {
-                    Operand::Imm(s) => Some(s.as_i64()),
-                    Operand::Value(v) => fp.eval(*v, &Default::default(), 0, &mut Default::default()),
-                };
-                if let Some(lo) = lo {
-                    entered.push((k.regions[k.ops[l].regions[0]].args[0], lo));
-                }
-            }
-        }
-        let Some((m1, idx1)) = &mbar else {
-            return false;
-        };
-        if k.root_buffer(*m1) != k.root_buffer(m2) || idx1.len() != idx2.len() {
-            return false;
-        }
-        if *m1 != m2 {
-            return false;
-        }
-        let d = delay.get() as i64;
-        if d == 0 && idx1.as_slice() == idx2 {
-            return true;
-        }
-        let window = if inner.is_some() { 12 } else { 1 };
-        (0..window).all(|v| {
-            let mut e1: FxHashMap<Value, i64> = FxHashMap::default();
-            let mut e2: FxHashMap<Value, i64> = entered.iter().copied().collect();
-            if let Some((iv, step)) = inner {
-                e1.insert(iv, v * step);
-                e2.insert(iv, (v + d) * step);
-            }
-            idx1.iter().zip(idx2).all(|(a, b)| {
-                let x = match a {
-                    Operand::Imm(s) => Some(s.as_i64()),
-                    Operand::Value(x) => fp.eval(*x, &e1, 0, &mut Default::default()),
-                };
-                let y = match b {
-                    Operand::Imm(s) => Some(s.as_i64()),
-                    Operand::Value(y) => fp.eval(*y, &e2, 0, &mut Default::default()),
-                };
-                x.is_some() && x == y
-            })
-        })
-    };
-    let counter = target.async_counter(class);
-    // Increments of the tracking counter by one op (lower bound; nested regions count 0
-    // except stages, which run once).
-    // The `if` conditions under which the copy was issued: an `if` on the same condition
-    // runs the same arm in the issuing threads, so its copies count too.
-    let mut guards: Vec<(Operand, usize)> = Vec::new();
-    {
-        let mut child = op;
-        while let Some((r, _)) = paths.pos(child) {
-            let Some(&p) = paths.region_op.get(&r) else {
-                break;
-            };
-            if let OpKind::If { cond } = &k.ops[p].kind {
-                let arm = k.ops[p].regions.iter().position(|&x| x == r).unwrap_or(0);
-                guards.push((*cond, arm));
-            }
-            child = p;
-        }
-    }
-    let incr = |o: Op| -> u32 {
-        fn go(
-            k: &Kernel,
-            target: &Target,
-            class: AsyncClass,
-            counter: Option<Counter>,
-            guards: &[(Operand, usize)],
-            o: Op,
-        ) -> u32 {
-            let arm = match &k.ops[o].kind {
-                OpKind::Stage { .. } => Some(0),
-                OpKind::If { cond } => guards.iter().find(|(c, _)| c == cond).map(|&(_, a)| a),
-                _ => None,
-            };
-            if let Some(a) = arm {
-                return k.regions[k.ops[o].regions[a]]
-                    .ops
-                    .iter()
-                    .map(|&c| go(k, target, class, counter, guards, c))
-                    .sum();
-            }
-            let e = effects(k, o);
-            match class {
-                AsyncClass::CpAsync | AsyncClass::TmaStore | AsyncClass::Wgmma => {
-                    u32::from(matches!(e.sync, Some(SyncEffect::Commit(c)) if c == class))
-                }
-                _ => {
-                    let own = e.shared.iter().any(|a| match a.kind {
-                        AccessKind::AsyncWrite(c2) | AccessKind::AsyncRead(c2) => {
-                            counter.is_some() && target.async_counter(c2) == counter
-                        }
-                        _ => false,
-                    });
-                    let gl = !e.global.is_empty()
-                        && e.global.iter().all(|g| !g.write)
-                        && counter.is_some()
-                        && target.global_load_counter() == counter
-                        && e.shared.is_empty();
-                    u32::from(own || gl)
-                }
-            }
-        }
-        go(k, target, class, counter, &guards, o)
-    };
-    let completes = |o: Op, count: u32, passed_self: bool| -> bool {
-        let e = effects(k, o);
-        match (e.sync, class) {
-            (Some(SyncEffect::Wait(WaitKind::CpAsyncGroups(n))), AsyncClass::CpAsync)
-            | (Some(SyncEffect::Wait(WaitKind::BulkGroups(n))), AsyncClass::TmaStore)
-            | (Some(SyncEffect::Wait(WaitKind::WgmmaGroups(n))), AsyncClass::Wgmma) => count > n,
-            (Some(SyncEffect::Wait(WaitKind::Counters(cs))), _) => {
-                cs.iter().any(|&(c, n)| Some(c) == counter && count >= n)
-            }
-            (Some(SyncEffect::Wait(WaitKind::Tokens(ts))), _) => {
-                !passed_self && token.is_some_and(|t| ts.contains(&t))
-            }
-            (Some(SyncEffect::MbarWait), AsyncClass::Tma) => match &k.ops[o].kind {
-                OpKind::MbarWait { mbar: m, index, .. } => same_slot(o, *m, index),
-                _ => false,
-            },
-            _ => false,
-        }
-    };
-    // Walk a region from index `start`, returning the completing wait (searching inside
-    // stages too).
-    #[expect(clippy::too_many_arguments, reason = "walk state")]
-    fn scan(
-        k: &Kernel,
-        r: Region,
-        start: usize,
-        count: &mut u32,
-        passed: &mut bool,
-        me: Op,
-        incr: &dyn Fn(Op) -> u32,
-        completes: &dyn Fn(Op, u32, bool) -> bool,
-    ) -> Option<Op> {
-        for &o in k.regions[r].ops.iter().skip(start) {
-            if o == me {
-                *passed = true;
-            }
-            match k.ops[o].kind {
-                OpKind::Stage { .. } => {
-                    if let Some(w) = scan(
-                        k,
-                        k.ops[o].regions[0],
-                        0,
-                        count,
-                        passed,
-                        me,
-                        incr,
-                        completes,
-                    ) {
-                        return Some(w);
-                    }
-                    continue;
-                }
-                // The first iteration of a later loop: accesses inside it run only if it
-                // does, and then after its waits.
-                OpKind::For { .. } if o != me => {
-                    let mut c = *count;
-                    let mut p = *passed;
-                    if let Some(w) = scan(
-                        k,
-                        k.ops[o].regions[0],
-                        0,
-                        &mut c,
-                        &mut p,
-                        me,
-                        incr,
-                        completes,
-                    ) {
-                        return Some(w);
-                    }
-                    continue;
-                }
-                _ => {}
-            }
-            if completes(o, *count, *passed) {
-                return Some(o);
-            }
-            *count += incr(o);
-        }
-        None
-    }
-    let mut count = 0u32;
-    let mut passed = false;
-    let mut r = r0;
-    let mut start = i0 + 1;
-    let mut delta = 0u32;
-    loop {
-        if let Some(w) = scan(k, r, start, &mut count, &mut passed, op, &incr, &completes) {
-            return Completion {
-                level,
-                in_loop: Some((w, delta)),
-                exit: None,
-                exit_on_entry: false,
-            };
-        }
-        let Some(&parent) = paths.region_op.get(&r) else {
-            return Completion {
-                level,
-                in_loop: None,
-                exit: None,
-                exit_on_entry: false,
-            };
-        };
-        match k.ops[parent].kind {
-            OpKind::For { .. } | OpKind::While { .. } => break,
-            _ => {
-                let (pr, pi) = paths.pos(parent).expect("placed");
-                r = pr;
-                start = pi + 1;
-            }
-        }
-    }
-    // Loop exit path: continue after the loop with the count so far.
-    let loop_region = r;
-    let exit = {
-        let mut c = count;
-        let mut p = passed;
-        let mut rr = loop_region;
-        let mut found = None;
-        while let Some(&parent) = paths.region_op.get(&rr) {
-            let (pr, pi) = paths.pos(parent).expect("placed");
-            if let Some(w) = scan(k, pr, pi + 1, &mut c, &mut p, op, &incr, &completes) {
-                found = Some(w);
-                break;
-            }
-            rr = pr;
-        }
-        found
-    };
-    // Next iterations of the loop.
-    let mut in_loop = None;
-    for d in 1..=3u32 {
-        delta = d;
-        delay.set(d);
-        if let Some(w) = scan(
-            k,
-            loop_region,
-            0,
-            &mut count,
-            &mut passed,
-            op,
-            &incr,
-            &completes,
-        ) {
-            in_loop = Some((w, delta));
-            break;
-        }
-    }
-    // The exit scan enters later loops in their first iteration only.
-    Completion {
-        level,
-        in_loop,
-        exit,
-        exit_on_entry: true,
-    }
-}
-
 fn kind_of(a: AccessKind, b: AccessKind) -> HazardKind {
     match (a, b) {
         (AccessKind::Atomic(_), _) | (_, AccessKind::Atomic(_)) => HazardKind::Atomic,
@@ -640,27 +308,16 @@ fn find_hazards_pruned(
     let paths = Paths::new(k);
     let mut out = Hazards::default();
     // Which waits complete each async access: the in-flight dataflow's answer
-    // (`analysis::inflight`, which follows a copy across any number of iterations), else the
-    // forward walk below (one iteration ahead).
+    // (`analysis::inflight`, which follows a copy across any number of iterations; the
+    // forward walk it replaced is a test oracle now, tests/common/completing_waits.rs).
     let inflight = crate::analysis::inflight::completions_memo(k, target, memo);
     out.findings.extend(inflight.warnings.iter().cloned());
-    let completion: HashMap<Op, Completion> = fp
+    let completion: HashMap<Op, LoopCompletion> = fp
         .accesses
         .iter()
         .filter_map(|a| match a.access.kind {
-            AccessKind::AsyncWrite(c) | AccessKind::AsyncRead(c) => {
-                let lc = inflight.loop_completion(k, a.id.op);
-                let comp = if lc.in_loop.is_some() || lc.exit.is_some() {
-                    Completion {
-                        level: lc.level,
-                        in_loop: lc.in_loop,
-                        exit: lc.exit,
-                        exit_on_entry: lc.exit_on_entry,
-                    }
-                } else {
-                    completing_waits(fp, k, &paths, target, a.id.op, c)
-                };
-                Some((a.id.op, comp))
+            AccessKind::AsyncWrite(_) | AccessKind::AsyncRead(_) => {
+                Some((a.id.op, inflight.loop_completion(k, a.id.op)))
             }
             _ => None,
         })
@@ -1177,7 +834,7 @@ fn emit_pair(
 fn async_pair(
     fp: &mut Footprints,
     paths: &Paths,
-    completion: &HashMap<Op, Completion>,
+    completion: &HashMap<Op, LoopCompletion>,
     ai: usize,
     bi: usize,
     pa: &[(Region, usize)],
