@@ -62,6 +62,37 @@ fn expects_failure(text: &str) -> bool {
         .any(|l| l.trim_start().starts_with("// EXIT:") && !l.contains("EXIT: 0"))
 }
 
+/// The read-only visitors (`OpKind::for_each_operand`, `for_each_memref`) see exactly what the
+/// mutating ones do, in the same order, on every op of every kernel file.
+#[test]
+fn read_only_visitors_agree_with_the_mutating_ones() {
+    let mut ops = 0;
+    for f in repo_files() {
+        let text = std::fs::read_to_string(&f).expect("read");
+        let Ok(m) = parse(&text) else {
+            continue;
+        };
+        for k in &m.kernels {
+            for (_, od) in k.ops.iter() {
+                let (mut seen, mut changed) = (Vec::new(), Vec::new());
+                od.kind.for_each_operand(|o| seen.push(o));
+                od.kind
+                    .clone()
+                    .for_each_operand_mut(&mut |o| changed.push(*o));
+                assert_eq!(seen, changed, "{}: {:?}", f.display(), od.kind);
+                let (mut seen, mut changed) = (Vec::new(), Vec::new());
+                od.kind.for_each_memref(|m| seen.push(m));
+                od.kind
+                    .clone()
+                    .for_each_memref_mut(&mut |m| changed.push(*m));
+                assert_eq!(seen, changed, "{}: {:?}", f.display(), od.kind);
+                ops += 1;
+            }
+        }
+    }
+    assert!(ops > 1000, "only {ops} ops visited");
+}
+
 #[test]
 fn every_kernel_file_round_trips() {
     let files = repo_files();

@@ -2273,11 +2273,20 @@ fn escapes(k: &Kernel, r: Region) -> (Vec<Value>, Vec<View>) {
         if inside_ops.contains(&op) {
             return;
         }
-        let (vs, ws) = op_uses(k, op);
-        used_vals.extend(vs);
-        used_views.extend(ws);
+        let kind = &k.ops[op].kind;
+        kind.for_each_operand(|o| used_vals.extend(o.value()));
+        kind.for_each_memref(|m| used_views.extend(m.view()));
+        // Views used as the base of other views outside also count, as do their indices.
+        if let OpKind::ViewDef(v) = kind {
+            let vd = &k.views[*v];
+            used_views.extend(vd.base.view());
+            for i in &vd.indices {
+                if let ViewIndex::At(a) = i {
+                    used_vals.extend(a.value());
+                }
+            }
+        }
     });
-    // Views used as the base of other views outside also count (op_uses covers ViewDef).
     (
         defs.into_iter().filter(|v| used_vals.contains(v)).collect(),
         vdefs
@@ -2285,157 +2294,6 @@ fn escapes(k: &Kernel, r: Region) -> (Vec<Value>, Vec<View>) {
             .filter(|v| used_views.contains(v))
             .collect(),
     )
-}
-
-/// The values and views an op's own payload refers to (not its regions').
-pub fn op_uses(k: &Kernel, op: Op) -> (Vec<Value>, Vec<View>) {
-    let mut vs = Vec::new();
-    let mut ws = Vec::new();
-    let o = |x: &Operand, vs: &mut Vec<Value>| {
-        if let Operand::Value(v) = x {
-            vs.push(*v);
-        }
-    };
-    let m = |x: &MemRef, ws: &mut Vec<View>| {
-        if let MemRef::View(v) = x {
-            ws.push(*v);
-        }
-    };
-    match &k.ops[op].kind {
-        OpKind::Const(_) | OpKind::Special(_) | OpKind::InGroup(_) => {}
-        OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => {
-            o(a, &mut vs);
-            o(b, &mut vs);
-        }
-        OpKind::Unary(_, a) | OpKind::Cast(_, a) | OpKind::Condition(a) => o(a, &mut vs),
-        OpKind::Select(a, b, c) => {
-            o(a, &mut vs);
-            o(b, &mut vs);
-            o(c, &mut vs);
-        }
-        OpKind::Compute { args, .. } | OpKind::Yield(args) => {
-            args.iter().for_each(|a| o(a, &mut vs))
-        }
-        OpKind::ViewDef(v) => {
-            let vd = &k.views[*v];
-            m(&vd.base, &mut ws);
-            for i in &vd.indices {
-                if let ViewIndex::At(a) = i {
-                    o(a, &mut vs);
-                }
-            }
-        }
-        OpKind::Load { mem, index } | OpKind::MbarInval { mbar: mem, index } => {
-            m(mem, &mut ws);
-            index.iter().for_each(|a| o(a, &mut vs));
-        }
-        OpKind::MbarInit {
-            mbar: mem, index, ..
-        }
-        | OpKind::MbarArrive {
-            mbar: mem, index, ..
-        }
-        | OpKind::MbarExpectTx {
-            mbar: mem, index, ..
-        } => {
-            m(mem, &mut ws);
-            index.iter().for_each(|a| o(a, &mut vs));
-        }
-        OpKind::MbarWait {
-            mbar,
-            index,
-            parity,
-        } => {
-            m(mbar, &mut ws);
-            index.iter().for_each(|a| o(a, &mut vs));
-            o(parity, &mut vs);
-        }
-        OpKind::Store { mem, index, value }
-        | OpKind::Atomic {
-            mem, index, value, ..
-        } => {
-            m(mem, &mut ws);
-            index.iter().for_each(|a| o(a, &mut vs));
-            o(value, &mut vs);
-        }
-        OpKind::LocalLoad { mem, .. } => m(mem, &mut ws),
-        OpKind::LocalStore { mem, value, .. } => {
-            m(mem, &mut ws);
-            o(value, &mut vs);
-        }
-        OpKind::GLoad { index, .. } => index.iter().for_each(|a| o(a, &mut vs)),
-        OpKind::GStore { index, value, .. } | OpKind::GAtomic { index, value, .. } => {
-            index.iter().for_each(|a| o(a, &mut vs));
-            o(value, &mut vs);
-        }
-        OpKind::GatherToLds {
-            dst,
-            dst_index,
-            src_index,
-            ..
-        }
-        | OpKind::CpAsync {
-            dst,
-            dst_index,
-            src_index,
-            ..
-        } => {
-            m(dst, &mut ws);
-            dst_index
-                .iter()
-                .chain(src_index)
-                .for_each(|a| o(a, &mut vs));
-        }
-        OpKind::TdmLoad { dst, origin, .. } => {
-            m(dst, &mut ws);
-            origin.iter().for_each(|a| o(a, &mut vs));
-        }
-        OpKind::TmaLoad {
-            dst,
-            origin,
-            mbar,
-            mbar_index,
-            ..
-        } => {
-            m(dst, &mut ws);
-            m(mbar, &mut ws);
-            origin.iter().chain(mbar_index).for_each(|a| o(a, &mut vs));
-        }
-        OpKind::TmaStore { origin, src, .. } => {
-            m(src, &mut ws);
-            origin.iter().for_each(|a| o(a, &mut vs));
-        }
-        OpKind::Wgmma { a, b, acc } => {
-            m(a, &mut ws);
-            m(b, &mut ws);
-            o(acc, &mut vs);
-        }
-        OpKind::WaitTokens(ts) => vs.extend(ts.iter().copied()),
-        OpKind::For { lo, hi, step, init } => {
-            o(lo, &mut vs);
-            o(hi, &mut vs);
-            o(step, &mut vs);
-            init.iter().for_each(|a| o(a, &mut vs));
-        }
-        OpKind::If { cond } => o(cond, &mut vs),
-        OpKind::While { init } => init.iter().for_each(|a| o(a, &mut vs)),
-        OpKind::Stage { .. }
-        | OpKind::CpAsyncCommit
-        | OpKind::CpAsyncWait(_)
-        | OpKind::BulkCommit
-        | OpKind::BulkWait(_)
-        | OpKind::WaitCnt(_)
-        | OpKind::Barrier
-        | OpKind::WarpSync
-        | OpKind::SplitSignal(_)
-        | OpKind::SplitWait(_)
-        | OpKind::NamedArrive { .. }
-        | OpKind::NamedSync { .. }
-        | OpKind::WgmmaCommit
-        | OpKind::WgmmaWait(_)
-        | OpKind::FenceProxyAsync => {}
-    }
-    (vs, ws)
 }
 
 const REM_HELPER: &str = "func.func private @__smemsync_rem_i32(%a: i32, %b: i32) -> i32 {

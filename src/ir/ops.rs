@@ -34,6 +34,16 @@ pub enum MemRef {
     View(View),
 }
 
+impl MemRef {
+    /// The view, when this names one.
+    pub fn view(self) -> Option<View> {
+        match self {
+            MemRef::View(v) => Some(v),
+            MemRef::Buffer(_) => None,
+        }
+    }
+}
+
 /// Thread- and block-id registers.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Special {
@@ -493,11 +503,121 @@ pub enum Param {
 }
 
 impl OpKind {
-    /// Calls `f` on every scalar operand of the op, without changing it (see
-    /// [`OpKind::for_each_operand_mut`]).
+    /// Calls `f` on every scalar operand of the op, in the order of
+    /// [`OpKind::for_each_operand_mut`], without copying or changing the op (not on region
+    /// contents; a view's own indices are in the view table). Token values of `wait_tokens`
+    /// are passed as `Operand::Value`s.
     pub fn for_each_operand(&self, mut f: impl FnMut(Operand)) {
-        let mut c = self.clone();
-        c.for_each_operand_mut(&mut |o| f(*o));
+        let all = |v: &[Operand], f: &mut dyn FnMut(Operand)| v.iter().for_each(|o| f(*o));
+        match self {
+            OpKind::Const(_) | OpKind::Special(_) | OpKind::InGroup(_) | OpKind::ViewDef(_) => {}
+            OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => {
+                f(*a);
+                f(*b);
+            }
+            OpKind::Unary(_, a) | OpKind::Cast(_, a) | OpKind::Condition(a) => f(*a),
+            OpKind::Select(c, a, b) => {
+                f(*c);
+                f(*a);
+                f(*b);
+            }
+            OpKind::Compute { args, .. } | OpKind::Yield(args) => all(args, &mut f),
+            OpKind::Load { index, .. } | OpKind::GLoad { index, .. } => all(index, &mut f),
+            OpKind::Store { index, value, .. }
+            | OpKind::Atomic { index, value, .. }
+            | OpKind::GStore { index, value, .. }
+            | OpKind::GAtomic { index, value, .. } => {
+                all(index, &mut f);
+                f(*value);
+            }
+            OpKind::LocalLoad { .. } => {}
+            OpKind::LocalStore { value, .. } => f(*value),
+            OpKind::GatherToLds {
+                dst_index,
+                src_index,
+                ..
+            }
+            | OpKind::CpAsync {
+                dst_index,
+                src_index,
+                ..
+            } => {
+                all(dst_index, &mut f);
+                all(src_index, &mut f);
+            }
+            OpKind::TdmLoad { origin, .. } | OpKind::TmaStore { origin, .. } => {
+                all(origin, &mut f)
+            }
+            OpKind::TmaLoad {
+                origin, mbar_index, ..
+            } => {
+                all(origin, &mut f);
+                all(mbar_index, &mut f);
+            }
+            OpKind::WaitTokens(ts) => ts.iter().for_each(|t| f(Operand::Value(*t))),
+            OpKind::MbarInit { index, .. }
+            | OpKind::MbarArrive { index, .. }
+            | OpKind::MbarExpectTx { index, .. }
+            | OpKind::MbarInval { index, .. } => all(index, &mut f),
+            OpKind::MbarWait { index, parity, .. } => {
+                all(index, &mut f);
+                f(*parity);
+            }
+            OpKind::Wgmma { acc, .. } => f(*acc),
+            OpKind::For { lo, hi, step, init } => {
+                f(*lo);
+                f(*hi);
+                f(*step);
+                all(init, &mut f);
+            }
+            OpKind::If { cond } => f(*cond),
+            OpKind::While { init } => all(init, &mut f),
+            OpKind::Stage { .. }
+            | OpKind::CpAsyncCommit
+            | OpKind::CpAsyncWait(_)
+            | OpKind::BulkCommit
+            | OpKind::BulkWait(_)
+            | OpKind::WaitCnt(_)
+            | OpKind::Barrier
+            | OpKind::WarpSync
+            | OpKind::SplitSignal(_)
+            | OpKind::SplitWait(_)
+            | OpKind::NamedArrive { .. }
+            | OpKind::NamedSync { .. }
+            | OpKind::WgmmaCommit
+            | OpKind::WgmmaWait(_)
+            | OpKind::FenceProxyAsync => {}
+        }
+    }
+
+    /// Calls `f` on every shared memref the op names directly, in the order of
+    /// [`OpKind::for_each_memref_mut`], without changing the op.
+    pub fn for_each_memref(&self, mut f: impl FnMut(MemRef)) {
+        match self {
+            OpKind::Load { mem, .. }
+            | OpKind::Store { mem, .. }
+            | OpKind::Atomic { mem, .. }
+            | OpKind::LocalLoad { mem, .. }
+            | OpKind::LocalStore { mem, .. } => f(*mem),
+            OpKind::GatherToLds { dst, .. }
+            | OpKind::CpAsync { dst, .. }
+            | OpKind::TdmLoad { dst, .. } => f(*dst),
+            OpKind::TmaLoad { dst, mbar, .. } => {
+                f(*dst);
+                f(*mbar);
+            }
+            OpKind::TmaStore { src, .. } => f(*src),
+            OpKind::MbarInit { mbar, .. }
+            | OpKind::MbarArrive { mbar, .. }
+            | OpKind::MbarExpectTx { mbar, .. }
+            | OpKind::MbarWait { mbar, .. }
+            | OpKind::MbarInval { mbar, .. } => f(*mbar),
+            OpKind::Wgmma { a, b, .. } => {
+                f(*a);
+                f(*b);
+            }
+            _ => {}
+        }
     }
 
     /// Calls `f` on every scalar operand of the op (not on region contents). Token values of
@@ -625,12 +745,7 @@ impl OpKind {
     /// The value operands of the op, in order.
     pub fn value_uses(&self) -> Vec<Value> {
         let mut v = Vec::new();
-        let mut k = self.clone();
-        k.for_each_operand_mut(&mut |o| {
-            if let Operand::Value(x) = o {
-                v.push(*x)
-            }
-        });
+        self.for_each_operand(|o| v.extend(o.value()));
         v
     }
 }
