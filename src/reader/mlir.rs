@@ -732,6 +732,25 @@ struct Importer<'a> {
     depth: usize,
 }
 
+/// One op line of the input being read: where its op goes, its results, its span and name
+/// (the cursor stands after the name), and whether it is in a stage body.
+struct OpLine<'m> {
+    r: Region,
+    span: Span,
+    res: Vec<(String, Span)>,
+    name: String,
+    mode: &'m Mode,
+}
+
+impl OpLine<'_> {
+    /// The op's one result, which it must have.
+    fn one(&self) -> R<(String, Span)> {
+        self.res.first().cloned().ok_or_else(|| {
+            Diagnostic::user("E0909", "this op needs a result").with_label(self.span, "here")
+        })
+    }
+}
+
 impl<'a> Importer<'a> {
     fn new(lines: &'a [Line], t: &'a Target, src_len: usize) -> Self {
         Importer {
@@ -1185,18 +1204,35 @@ impl<'a> Importer<'a> {
         }
     }
 
-    /// An op that owns no region.
+    /// An op that owns no region: read by the family of ops it belongs to (each family's
+    /// method says whether the name is one of its own).
     fn plain_op(&mut self, i: usize, r: Region, mode: &Mode) -> R<usize> {
         let mut c = self.cur(i);
         let res = self.results(&mut c);
         let span = self.op_span(i, &c);
         let name = c.word()?;
-        let one = |res: &[(String, Span)]| -> R<(String, Span)> {
-            res.first().cloned().ok_or_else(|| {
-                Diagnostic::user("E0909", "this op needs a result").with_label(span, "here")
-            })
+        let o = OpLine {
+            r,
+            span,
+            res,
+            name,
+            mode,
         };
-        let next = i + 1;
+        let read = self.constant_op(&mut c, &o)? || self.thread_op(&mut c, &o)? || self.compare_op(&mut c, &o)? || self.subview_op(&mut c, &o)? || self.buffer_op(&mut c, &o)? || self.access_op(&mut c, &o)? || self.atomic_op(&mut c, &o)? || self.copy_op(&mut c, &o)? || self.tma_op(&mut c, &o)? || self.tensor_dma_op(&mut c, &o)? || self.wait_op(&mut c, &o)? || self.barrier_op(&mut c, &o)? || self.mbarrier_init_op(&mut c, &o)? || self.mbarrier_tx_op(&mut c, &o)? || self.control_op(&mut c, &o)?;
+        if !read {
+            return Err(
+                Diagnostic::user("E0903", format!("unsupported MLIR op `{}`", o.name))
+                    .with_label(span, "smemsync does not read this op")
+                    .with_note("docs/mlir.md lists the dialect subset smemsync reads"),
+            );
+        }
+        Ok(i + 1)
+    }
+
+    /// Constants (`arith.constant`, with smemsync's `special`/`imm` attributes) and the casts the IR does not keep.
+    fn constant_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span) = (o.r, o.span);
+        let name = &o.name;
         match name.as_str() {
             "arith.constant" => {
                 let attrs = c.opt_dict()?;
@@ -1225,7 +1261,7 @@ impl<'a> Importer<'a> {
                     (_, Scalar::I32(v)) => Scalar::I32(v),
                     (_, x) => x,
                 };
-                let (n, s) = one(&res)?;
+                let (n, s) = o.one()?;
                 if let Some(sp) = get_str(&attrs, "smemsync.special") {
                     let Some(sp) = Special::from_name(&sp) else {
                         return Err(self.unsupported(span, "an unknown smemsync.special"));
@@ -1257,7 +1293,7 @@ impl<'a> Importer<'a> {
             | "builtin.unrealized_conversion_cast" => {
                 let (x, xs) = c.val()?;
                 let b = self.lookup(&x, xs)?;
-                let (n, _) = one(&res)?;
+                let (n, _) = o.one()?;
                 let b = match (name.as_str(), b) {
                     // A parity as i1: the IR keeps the i32.
                     ("arith.trunci", B::Imm(s)) => B::Imm(s),
@@ -1265,6 +1301,16 @@ impl<'a> Importer<'a> {
                 };
                 self.bind(&n, b);
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Thread and block ids, helper calls, and binary and unary arithmetic.
+    fn thread_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span, res) = (o.r, o.span, &o.res);
+        let name = &o.name;
+        match name.as_str() {
             "gpu.thread_id" | "gpu.block_id" | "gpu.block_dim" | "gpu.grid_dim" => {
                 let d = match c.word()?.as_str() {
                     "x" => 0,
@@ -1278,7 +1324,7 @@ impl<'a> Importer<'a> {
                     "gpu.block_dim" => Special::BlockDim(d),
                     _ => Special::GridDim(d),
                 };
-                let rs = vec![one(&res)?];
+                let rs = vec![o.one()?];
                 self.place(
                     r,
                     OpKind::Special(sp),
@@ -1289,7 +1335,7 @@ impl<'a> Importer<'a> {
                 );
             }
             "gpu.lane_id" => {
-                let rs = vec![one(&res)?];
+                let rs = vec![o.one()?];
                 self.place(
                     r,
                     OpKind::Special(Special::Lane),
@@ -1299,7 +1345,7 @@ impl<'a> Importer<'a> {
                     span,
                 );
             }
-            "func.call" => self.call(&mut c, r, &res, span)?,
+            "func.call" => self.call(c, r, res, span)?,
             "arith.addi" | "arith.addf" | "arith.subi" | "arith.subf" | "arith.muli"
             | "arith.mulf" | "arith.floordivsi" | "arith.divf" | "arith.remf" | "arith.minsi"
             | "arith.minnumf" | "arith.minimumf" | "arith.maxsi" | "arith.maxnumf"
@@ -1316,12 +1362,12 @@ impl<'a> Importer<'a> {
                     "ori" => BinOp::Or,
                     _ => BinOp::Xor,
                 };
-                let a = self.operand(&mut c)?;
+                let a = self.operand(c)?;
                 c.expect(',')?;
-                let b = self.operand(&mut c)?;
+                let b = self.operand(c)?;
                 c.expect(':')?;
                 let ty = scalar_ty(&c.ty()?).unwrap_or(ScalarType::I32);
-                let rs = vec![one(&res)?];
+                let rs = vec![o.one()?];
                 self.place(r, OpKind::Binary(op, a, b), &rs, &[ty], vec![], span);
             }
             "arith.negf" | "math.exp" | "math.sqrt" | "math.absf" | "math.absi" => {
@@ -1331,12 +1377,21 @@ impl<'a> Importer<'a> {
                     "math.sqrt" => UnOp::Sqrt,
                     _ => UnOp::Abs,
                 };
-                let a = self.operand(&mut c)?;
+                let a = self.operand(c)?;
                 c.expect(':')?;
                 let ty = scalar_ty(&c.ty()?).unwrap_or(ScalarType::F32);
-                let rs = vec![one(&res)?];
+                let rs = vec![o.one()?];
                 self.place(r, OpKind::Unary(u, a), &rs, &[ty], vec![], span);
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Comparisons, selects and int-to-float conversions.
+    fn compare_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span) = (o.r, o.span);
+        match o.name.as_str() {
             "arith.cmpi" | "arith.cmpf" => {
                 let p = match c.word()?.as_str() {
                     "eq" | "oeq" | "ueq" => CmpPred::Eq,
@@ -1348,10 +1403,10 @@ impl<'a> Importer<'a> {
                     p => return Err(self.unsupported(span, &format!("the predicate `{p}`"))),
                 };
                 c.expect(',')?;
-                let a = self.operand(&mut c)?;
+                let a = self.operand(c)?;
                 c.expect(',')?;
-                let b = self.operand(&mut c)?;
-                let rs = vec![one(&res)?];
+                let b = self.operand(c)?;
+                let rs = vec![o.one()?];
                 self.place(
                     r,
                     OpKind::Cmp(p, a, b),
@@ -1362,19 +1417,19 @@ impl<'a> Importer<'a> {
                 );
             }
             "arith.select" => {
-                let cnd = self.operand(&mut c)?;
+                let cnd = self.operand(c)?;
                 c.expect(',')?;
-                let a = self.operand(&mut c)?;
+                let a = self.operand(c)?;
                 c.expect(',')?;
-                let b = self.operand(&mut c)?;
+                let b = self.operand(c)?;
                 c.expect(':')?;
                 let ty = scalar_ty(&c.ty()?).unwrap_or(ScalarType::I32);
-                let rs = vec![one(&res)?];
+                let rs = vec![o.one()?];
                 self.place(r, OpKind::Select(cnd, a, b), &rs, &[ty], vec![], span);
             }
             "arith.sitofp" => {
-                let a = self.operand(&mut c)?;
-                let rs = vec![one(&res)?];
+                let a = self.operand(c)?;
+                let rs = vec![o.one()?];
                 self.place(
                     r,
                     OpKind::Cast(CastOp::IToF, a),
@@ -1384,6 +1439,15 @@ impl<'a> Importer<'a> {
                     span,
                 );
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// `memref.subview`: a view of a shared buffer (or of a view).
+    fn subview_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span) = (o.r, o.span);
+        match o.name.as_str() {
             "memref.subview" => {
                 let (bn, bs) = c.val()?;
                 let base_b = self.lookup(&bn, bs)?;
@@ -1396,7 +1460,7 @@ impl<'a> Importer<'a> {
                             offs.push(Operand::int(*v));
                             c.i += 1;
                         }
-                        _ => offs.push(self.operand(&mut c)?),
+                        _ => offs.push(self.operand(c)?),
                     }
                     if c.eat(']') {
                         break;
@@ -1456,17 +1520,27 @@ impl<'a> Importer<'a> {
                         ));
                     }
                 }
-                let (n, _) = one(&res)?;
+                let (n, _) = o.one()?;
                 let (view, op) = self.k.new_view(base, idx);
                 self.k.op_spans.set(op, span);
                 self.k.view_names.set(view, ir_name(&n));
                 self.k.append(r, op);
                 self.bind(&n, B::View(view));
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// `memref.view` of the shared pool and mbarrier arrays (`nvgpu.mbarrier.create`).
+    fn buffer_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let span = o.span;
+        let name = &o.name;
+        match name.as_str() {
             "memref.view" => {
                 let (_arena, _) = c.val()?;
                 c.expect('[')?;
-                let off = self.operand(&mut c)?;
+                let off = self.operand(c)?;
                 while !c.eat_word("to") {
                     if c.next().is_none() {
                         return c.err("`to`");
@@ -1476,7 +1550,7 @@ impl<'a> Importer<'a> {
                 let Some((shape, elem)) = memref_shape(&rt) else {
                     return Err(self.unsupported(span, "a memref.view of this type"));
                 };
-                let (n, s) = one(&res)?;
+                let (n, s) = o.one()?;
                 let offset = match off {
                     Operand::Imm(x) => x.as_i64() as u64,
                     Operand::Value(_) => {
@@ -1507,7 +1581,7 @@ impl<'a> Importer<'a> {
                             .ok()
                     })
                     .unwrap_or(1);
-                let (n, s) = one(&res)?;
+                let (n, s) = o.one()?;
                 let b = self.k.buffers.push(BufferData {
                     name: ir_name(&n),
                     elem: ElemType::MBarrier,
@@ -1517,9 +1591,18 @@ impl<'a> Importer<'a> {
                 self.k.buffer_spans.set(b, s);
                 self.bind(&n, B::Buf(b));
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Shared and global loads and stores.
+    fn access_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span) = (o.r, o.span);
+        match o.name.as_str() {
             "memref.load" => {
-                let (b, ix, s) = self.access(&mut c)?;
-                let rs = vec![one(&res)?];
+                let (b, ix, s) = self.access(c)?;
+                let rs = vec![o.one()?];
                 match b {
                     B::Glob(g) => {
                         let ty = self.k.globals[g].elem.scalar().unwrap_or(ScalarType::I32);
@@ -1543,9 +1626,9 @@ impl<'a> Importer<'a> {
                 }
             }
             "memref.store" => {
-                let value = self.operand(&mut c)?;
+                let value = self.operand(c)?;
                 c.expect(',')?;
-                let (b, ix, s) = self.access(&mut c)?;
+                let (b, ix, s) = self.access(c)?;
                 match b {
                     B::Glob(g) => self.place(
                         r,
@@ -1576,6 +1659,15 @@ impl<'a> Importer<'a> {
                     }
                 };
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// `memref.atomic_rmw` on shared or global memory.
+    fn atomic_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span) = (o.r, o.span);
+        match o.name.as_str() {
             "memref.atomic_rmw" => {
                 let kind = c.word()?;
                 let op = match kind.as_str() {
@@ -1587,10 +1679,10 @@ impl<'a> Importer<'a> {
                     "ori" => AtomicOp::Or,
                     k => return Err(self.unsupported(span, &format!("the atomic kind `{k}`"))),
                 };
-                let value = self.operand(&mut c)?;
+                let value = self.operand(c)?;
                 c.expect(',')?;
-                let (b, ix, s) = self.access(&mut c)?;
-                let rs = vec![one(&res)?];
+                let (b, ix, s) = self.access(c)?;
+                let rs = vec![o.one()?];
                 match b {
                     B::Glob(g) => {
                         let ty = self.k.globals[g].elem.scalar().unwrap_or(ScalarType::I32);
@@ -1627,10 +1719,20 @@ impl<'a> Importer<'a> {
                     }
                 }
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Per-thread async copies into shared memory (gather-to-LDS, cp.async).
+    fn copy_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span) = (o.r, o.span);
+        let name = &o.name;
+        match name.as_str() {
             "amdgpu.gather_to_lds" | "nvgpu.device_async_copy" => {
-                let (sb, src_index, ss) = self.access(&mut c)?;
+                let (sb, src_index, ss) = self.access(c)?;
                 c.expect(',')?;
-                let (db, dst_index, ds) = self.access(&mut c)?;
+                let (db, dst_index, ds) = self.access(c)?;
                 let B::Glob(src) = sb else {
                     return Err(Diagnostic::user(
                         "E0908",
@@ -1654,7 +1756,7 @@ impl<'a> Importer<'a> {
                         span,
                     );
                 } else {
-                    let rs = vec![one(&res)?];
+                    let rs = vec![o.one()?];
                     self.place(
                         r,
                         OpKind::CpAsync {
@@ -1670,8 +1772,17 @@ impl<'a> Importer<'a> {
                     );
                 }
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// TMA loads into and stores from shared memory.
+    fn tma_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span) = (o.r, o.span);
+        match o.name.as_str() {
             "nvgpu.tma.async.load" => {
-                let (tb, origin, ts) = self.access(&mut c)?;
+                let (tb, origin, ts) = self.access(c)?;
                 let B::Tma(src) = tb else {
                     return Err(self.unsupported(
                         ts,
@@ -1679,7 +1790,7 @@ impl<'a> Importer<'a> {
                     ));
                 };
                 c.expect(',')?;
-                let (mb, mbar_index, ms) = self.access(&mut c)?;
+                let (mb, mbar_index, ms) = self.access(c)?;
                 let mbar = self.mem(&mb, ms)?;
                 if !c.eat_word("to") {
                     return c.err("`to`");
@@ -1707,7 +1818,7 @@ impl<'a> Importer<'a> {
                 if !c.eat_word("to") {
                     return c.err("`to`");
                 }
-                let (tb, origin, ts) = self.access(&mut c)?;
+                let (tb, origin, ts) = self.access(c)?;
                 let B::Tma(dst) = tb else {
                     return Err(self.unsupported(
                         ts,
@@ -1723,10 +1834,19 @@ impl<'a> Importer<'a> {
                     span,
                 );
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// AMD tensor DMA: descriptors and `tensor_load_to_lds`.
+    fn tensor_dma_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span) = (o.r, o.span);
+        match o.name.as_str() {
             "amdgpu.make_dma_base" => {
-                let (gb, origin, gs) = self.access(&mut c)?;
+                let (gb, origin, gs) = self.access(c)?;
                 c.expect(',')?;
-                let (db, _, ds) = self.access(&mut c)?;
+                let (db, _, ds) = self.access(c)?;
                 let B::Glob(g) = gb else {
                     return Err(Diagnostic::user(
                         "E0908",
@@ -1735,13 +1855,13 @@ impl<'a> Importer<'a> {
                     .with_label(gs, "here"));
                 };
                 let dst = self.mem(&db, ds)?;
-                let (n, _) = one(&res)?;
+                let (n, _) = o.one()?;
                 self.bind(&n, B::Tdm(dst, g, origin));
             }
             "amdgpu.make_dma_descriptor" => {
                 let (b, bs) = c.val()?;
                 let tdm = self.lookup(&b, bs)?;
-                let (n, _) = one(&res)?;
+                let (n, _) = o.one()?;
                 self.bind(&n, tdm);
             }
             "amdgpu.tensor_load_to_lds" => {
@@ -1760,6 +1880,16 @@ impl<'a> Importer<'a> {
                     span,
                 );
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Commits and waits of the async counters and groups.
+    fn wait_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span, res) = (o.r, o.span, &o.res);
+        let name = &o.name;
+        match name.as_str() {
             "nvvm.cp.async.commit.group" | "nvgpu.device_async_create_group" => {
                 if let Some((n, _)) = res.first() {
                     self.bind(n, B::Opaque);
@@ -1788,24 +1918,6 @@ impl<'a> Importer<'a> {
             }
             "nvvm.wgmma.commit.group.sync.aligned" => {
                 self.place(r, OpKind::WgmmaCommit, &[], &[], vec![], span);
-            }
-            "nvvm.fence.proxy" => {
-                let attrs = c.opt_dict()?;
-                let text = |k: &str| match get(&attrs, k) {
-                    Some(Attr::Text(t)) => t.clone(),
-                    _ => String::new(),
-                };
-                let (kind, space) = (text("kind"), text("space"));
-                if !kind.contains("async.shared") || !(space.is_empty() || space.contains("cta"))
-                {
-                    return Err(Diagnostic::user(
-                        "E0903",
-                        "unsupported MLIR op `nvvm.fence.proxy` of this kind",
-                    )
-                    .with_label(span, "smemsync reads only the async.shared kind at cta scope")
-                    .with_note("docs/mlir.md lists the dialect subset smemsync reads"));
-                }
-                self.place(r, OpKind::FenceProxyAsync, &[], &[], vec![], span);
             }
             "nvvm.wgmma.wait.group.sync.aligned" => {
                 let n = c.int()? as u32;
@@ -1855,6 +1967,34 @@ impl<'a> Importer<'a> {
                 let n = c.int()? as u32;
                 self.place(r, OpKind::WaitCnt(vec![(ctr, n)]), &[], &[], vec![], span);
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Barriers (block, named, warp, split) and proxy fences.
+    fn barrier_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span) = (o.r, o.span);
+        let name = &o.name;
+        match name.as_str() {
+            "nvvm.fence.proxy" => {
+                let attrs = c.opt_dict()?;
+                let text = |k: &str| match get(&attrs, k) {
+                    Some(Attr::Text(t)) => t.clone(),
+                    _ => String::new(),
+                };
+                let (kind, space) = (text("kind"), text("space"));
+                if !kind.contains("async.shared") || !(space.is_empty() || space.contains("cta"))
+                {
+                    return Err(Diagnostic::user(
+                        "E0903",
+                        "unsupported MLIR op `nvvm.fence.proxy` of this kind",
+                    )
+                    .with_label(span, "smemsync reads only the async.shared kind at cta scope")
+                    .with_note("docs/mlir.md lists the dialect subset smemsync reads"));
+                }
+                self.place(r, OpKind::FenceProxyAsync, &[], &[], vec![], span);
+            }
             "amdgpu.lds_barrier" | "nvvm.barrier0" | "gpu.barrier" => {
                 self.place(r, OpKind::Barrier, &[], &[], vec![], span);
             }
@@ -1867,7 +2007,7 @@ impl<'a> Importer<'a> {
                     while let Some(T::Word(w)) = c.peek().cloned() {
                         c.i += 1;
                         c.expect('=')?;
-                        let v = match self.operand(&mut c)? {
+                        let v = match self.operand(c)? {
                             Operand::Imm(s) => s.as_i64() as u32,
                             Operand::Value(_) => {
                                 return Err(self.unsupported(
@@ -1904,12 +2044,22 @@ impl<'a> Importer<'a> {
                 };
                 self.place(r, kind, &[], &[], vec![], span);
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// mbarrier init, arrive and wait.
+    fn mbarrier_init_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span, res) = (o.r, o.span, &o.res);
+        let name = &o.name;
+        match name.as_str() {
             "nvgpu.mbarrier.init"
             | "nvgpu.mbarrier.arrive"
             | "nvgpu.mbarrier.arrive.expect_tx"
             | "nvgpu.mbarrier.try_wait.parity"
             | "nvgpu.mbarrier.get" => {
-                let (b, ix, s) = self.access(&mut c)?;
+                let (b, ix, s) = self.access(c)?;
                 let mem = self.mem(&b, s)?;
                 let MemRef::Buffer(buf) = mem else {
                     return Err(self.unsupported(span, "an mbarrier group that is not an array"));
@@ -1918,7 +2068,7 @@ impl<'a> Importer<'a> {
                 match name.as_str() {
                     "nvgpu.mbarrier.init" => {
                         c.expect(',')?;
-                        let count = self.imm(&mut c, span)?;
+                        let count = self.imm(c, span)?;
                         self.place(
                             r,
                             OpKind::MbarInit {
@@ -1951,7 +2101,7 @@ impl<'a> Importer<'a> {
                     }
                     "nvgpu.mbarrier.arrive.expect_tx" => {
                         c.expect(',')?;
-                        let b = self.imm(&mut c, span)?;
+                        let b = self.imm(c, span)?;
                         self.place(
                             r,
                             OpKind::MbarArrive {
@@ -1966,13 +2116,13 @@ impl<'a> Importer<'a> {
                         );
                     }
                     "nvgpu.mbarrier.get" => {
-                        let (n, _) = one(&res)?;
+                        let (n, _) = o.one()?;
                         let i0 = index.first().copied().unwrap_or(Operand::int(0));
                         self.bind(&n, B::MbarPtr(buf, i0));
                     }
                     _ => {
                         c.expect(',')?;
-                        let parity = match self.operand(&mut c)? {
+                        let parity = match self.operand(c)? {
                             Operand::Imm(s) => Operand::Imm(Scalar::I32(s.as_i64() as i32)),
                             v => v,
                         };
@@ -1991,6 +2141,16 @@ impl<'a> Importer<'a> {
                     }
                 }
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// mbarrier expect-tx and invalidate.
+    fn mbarrier_tx_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span) = (o.r, o.span);
+        let name = &o.name;
+        match name.as_str() {
             "nvvm.mbarrier.expect_tx" | "nvvm.mbarrier.inval" => {
                 let (p, ps) = c.val()?;
                 let B::MbarPtr(buf, i0) = self.lookup(&p, ps)? else {
@@ -2013,7 +2173,7 @@ impl<'a> Importer<'a> {
                     );
                 } else {
                     c.expect(',')?;
-                    let bytes = self.imm(&mut c, span)?;
+                    let bytes = self.imm(c, span)?;
                     self.place(
                         r,
                         OpKind::MbarExpectTx {
@@ -2028,6 +2188,15 @@ impl<'a> Importer<'a> {
                     );
                 }
             }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Region terminators (`scf.yield`, `scf.condition`) and `gpu.return`.
+    fn control_op(&mut self, c: &mut Cur<'a>, o: &OpLine) -> R<bool> {
+        let (r, span) = (o.r, o.span);
+        match o.name.as_str() {
             "scf.yield" => {
                 let mut vs = Vec::new();
                 while let Some(T::Val(_)) = c.peek() {
@@ -2037,7 +2206,7 @@ impl<'a> Importer<'a> {
                         break;
                     }
                 }
-                match mode {
+                match o.mode {
                     Mode::Stage => {
                         let mut bs = Vec::new();
                         for (n, s) in vs {
@@ -2062,19 +2231,13 @@ impl<'a> Importer<'a> {
             }
             "scf.condition" => {
                 c.expect('(')?;
-                let cnd = self.operand(&mut c)?;
+                let cnd = self.operand(c)?;
                 self.place(r, OpKind::Condition(cnd), &[], &[], vec![], span);
             }
             "gpu.return" => {}
-            other => {
-                return Err(
-                    Diagnostic::user("E0903", format!("unsupported MLIR op `{other}`"))
-                        .with_label(span, "smemsync does not read this op")
-                        .with_note("docs/mlir.md lists the dialect subset smemsync reads"),
-                );
-            }
+            _ => return Ok(false),
         }
-        Ok(next)
+        Ok(true)
     }
 
     fn imm(&self, c: &mut Cur, span: Span) -> R<u32> {
