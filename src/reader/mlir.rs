@@ -129,18 +129,106 @@ fn is_id(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_' || c == b'.' || c == b'$' || c == b'-'
 }
 
+/// The MLIR lexer's state: the source, the position, the tokens of the line being read and
+/// the lines read so far.
+struct Lexer<'s> {
+    src: &'s str,
+    b: &'s [u8],
+    i: usize,
+    lines: Vec<Line>,
+    cur: Vec<Tok>,
+    line_start: usize,
+}
+
 fn lex_lines(src: &str) -> Result<Vec<Line>, Diagnostic> {
-    let b = src.as_bytes();
-    let mut lines = Vec::new();
-    let mut cur: Vec<Tok> = Vec::new();
-    let mut line_start = 0usize;
-    let mut i = 0usize;
-    let err = |at: usize, m: &str| {
-        Diagnostic::user("E0901", m.to_string())
-            .with_label(Span::new(at, (at + 1).min(src.len())), "here")
+    let mut lx = Lexer {
+        src,
+        b: src.as_bytes(),
+        i: 0,
+        lines: Vec::new(),
+        cur: Vec::new(),
+        line_start: 0,
     };
-    let balanced = |mut j: usize| -> Option<usize> {
-        // b[j] == '<'
+    while lx.i < lx.b.len() {
+        let (c, start) = (lx.b[lx.i], lx.i);
+        let next = lx.b.get(lx.i + 1).copied();
+        let t = match c {
+            b'\n' => {
+                lx.end_line(lx.i);
+                lx.i += 1;
+                lx.line_start = lx.i;
+                continue;
+            }
+            b' ' | b'\t' | b'\r' => {
+                lx.i += 1;
+                continue;
+            }
+            b'/' if next == Some(b'/') => {
+                lx.skip_while(|d| d != b'\n');
+                continue;
+            }
+            b'%' | b'@' | b'^' => lx.name(c),
+            b'!' | b'#' => lx.type_or_attr()?,
+            b'"' => lx.string()?,
+            b'-' if next == Some(b'>') => {
+                lx.i += 2;
+                T::Arrow
+            }
+            b'0'..=b'9' | b'-' | b'+' => lx.number(c)?,
+            c if c.is_ascii_alphabetic() || c == b'_' => lx.word()?,
+            b'<' if matches!(
+                lx.cur.last().map(|t| &t.t),
+                Some(T::Arrow | T::P(':') | T::P(',') | T::P('('))
+            ) =>
+            {
+                // A type with its dialect prefix elided (`: <memorySpace = ...>`).
+                lx.i = lx
+                    .balanced(start)
+                    .ok_or_else(|| lx.err(start, "unbalanced `<` in a type"))?;
+                T::Ty(src[start..lx.i].to_string())
+            }
+            b'(' | b')' | b'[' | b']' | b'{' | b'}' | b',' | b':' | b'=' | b'?' | b'*' | b'<'
+            | b'>' => {
+                lx.i += 1;
+                T::P(c as char)
+            }
+            _ => return Err(lx.err(start, &format!("unexpected character `{}`", c as char))),
+        };
+        lx.cur.push(Tok {
+            t,
+            span: Span::new(start, lx.i),
+        });
+    }
+    lx.end_line(lx.b.len());
+    Ok(lx.lines)
+}
+
+impl Lexer<'_> {
+    fn err(&self, at: usize, m: &str) -> Diagnostic {
+        Diagnostic::user("E0901", m.to_string())
+            .with_label(Span::new(at, (at + 1).min(self.src.len())), "here")
+    }
+
+    /// Ends the line being read at byte `end` (a line with no tokens is dropped).
+    fn end_line(&mut self, end: usize) {
+        if !self.cur.is_empty() {
+            self.lines.push(Line {
+                toks: std::mem::take(&mut self.cur),
+                span: Span::new(self.line_start, end),
+            });
+        }
+    }
+
+    fn skip_while(&mut self, f: impl Fn(u8) -> bool) {
+        while self.i < self.b.len() && f(self.b[self.i]) {
+            self.i += 1;
+        }
+    }
+
+    /// The end of the `<…>` group opening at `j` (nested, strings skipped, `->` not a close);
+    /// `None` when the line ends first.
+    fn balanced(&self, mut j: usize) -> Option<usize> {
+        let b = self.b;
         let mut depth = 0i32;
         while j < b.len() {
             match b[j] {
@@ -163,227 +251,136 @@ fn lex_lines(src: &str) -> Result<Vec<Line>, Diagnostic> {
             j += 1;
         }
         None
-    };
-    while i < b.len() {
-        let c = b[i];
-        let start = i;
-        match c {
-            b'\n' => {
-                if !cur.is_empty() {
-                    lines.push(Line {
-                        toks: std::mem::take(&mut cur),
-                        span: Span::new(line_start, i),
-                    });
-                }
-                i += 1;
-                line_start = i;
-                continue;
-            }
-            b' ' | b'\t' | b'\r' => {
-                i += 1;
-                continue;
-            }
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-                continue;
-            }
-            b'%' | b'@' | b'^' => {
-                i += 1;
-                if b.get(i) == Some(&b'"') {
-                    // Quoted symbol name.
-                    i += 1;
-                    while i < b.len() && b[i] != b'"' {
-                        i += 1;
-                    }
-                    i += 1;
-                } else {
-                    while i < b.len()
-                        && is_id(b[i])
-                        && !(b[i] == b'-' && b.get(i + 1) == Some(&b'>'))
-                    {
-                        i += 1;
-                    }
-                }
-                i = i.min(b.len());
-                // `%x#1`: result 1 of the multi-result `%x:2`.
-                if c == b'%'
-                    && b.get(i) == Some(&b'#')
-                    && b.get(i + 1).is_some_and(|d| d.is_ascii_digit())
-                {
-                    i += 1;
-                    while i < b.len() && b[i].is_ascii_digit() {
-                        i += 1;
-                    }
-                }
-                let name = src
-                    .get(start + 1..i)
-                    .unwrap_or("")
-                    .trim_matches('"')
-                    .to_string();
-                cur.push(Tok {
-                    t: match c {
-                        b'%' => T::Val(name),
-                        b'@' => T::Sym(name),
-                        _ => T::Caret(name),
-                    },
-                    span: Span::new(start, i),
-                });
-                // `%x:2` result groups are not part of the subset; `#n` uses neither.
-                continue;
-            }
-            b'!' | b'#' => {
-                i += 1;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.')
-                {
-                    i += 1;
-                }
-                if b.get(i) == Some(&b'<') {
-                    i = balanced(i)
-                        .ok_or_else(|| err(start, "unbalanced `<` in a type or attribute"))?;
-                }
-                cur.push(Tok {
-                    t: T::Ty(src[start..i].to_string()),
-                    span: Span::new(start, i),
-                });
-                continue;
-            }
-            b'"' => {
-                i += 1;
-                let mut s = String::new();
-                while i < b.len() && b[i] != b'"' {
-                    if b[i] == b'\\' && i + 1 < b.len() {
-                        s.push(b[i + 1] as char);
-                        i += 2;
-                    } else {
-                        let ch = src[i..].chars().next().unwrap_or(' ');
-                        s.push(ch);
-                        i += ch.len_utf8();
-                    }
-                }
-                if i >= b.len() {
-                    return Err(err(start, "unterminated string"));
-                }
-                i += 1;
-                cur.push(Tok {
-                    t: T::Str(s),
-                    span: Span::new(start, i),
-                });
-                continue;
-            }
-            b'-' if b.get(i + 1) == Some(&b'>') => {
-                i += 2;
-                cur.push(Tok {
-                    t: T::Arrow,
-                    span: Span::new(start, i),
-                });
-                continue;
-            }
-            b'0'..=b'9' | b'-' | b'+' => {
-                i += 1;
-                if c == b'0' && b.get(i) == Some(&b'x') {
-                    i += 1;
-                    while i < b.len() && b[i].is_ascii_hexdigit() {
-                        i += 1;
-                    }
-                    let v = i64::from_str_radix(&src[start + 2..i], 16)
-                        .map_err(|_| err(start, "bad hex literal"))?;
-                    cur.push(Tok {
-                        t: T::Int(v),
-                        span: Span::new(start, i),
-                    });
-                    continue;
-                }
-                let mut float = false;
-                while i < b.len() {
-                    let d = b[i];
-                    if d.is_ascii_digit() {
-                        i += 1;
-                    } else if d == b'.' && !float {
-                        float = true;
-                        i += 1;
-                    } else if (d == b'e' || d == b'E') && i > start + 1 {
-                        float = true;
-                        i += 1;
-                        if matches!(b.get(i), Some(b'+') | Some(b'-')) {
-                            i += 1;
-                        }
-                    } else {
-                        break;
-                    }
-                }
-                let text = &src[start..i];
-                let t = if float {
-                    T::Float(text.parse().map_err(|_| err(start, "bad float literal"))?)
-                } else {
-                    T::Int(
-                        text.parse()
-                            .map_err(|_| err(start, "bad integer literal"))?,
-                    )
-                };
-                cur.push(Tok {
-                    t,
-                    span: Span::new(start, i),
-                });
-                continue;
-            }
-            c if c.is_ascii_alphabetic() || c == b'_' => {
-                while i < b.len()
-                    && (b[i].is_ascii_alphanumeric()
-                        || b[i] == b'_'
-                        || b[i] == b'.'
-                        || b[i] == b'$')
-                {
-                    i += 1;
-                }
-                let word = &src[start..i];
-                if b.get(i) == Some(&b'<') {
-                    i = balanced(i).ok_or_else(|| err(start, "unbalanced `<` in a type"))?;
-                    cur.push(Tok {
-                        t: T::Ty(src[start..i].to_string()),
-                        span: Span::new(start, i),
-                    });
-                } else {
-                    cur.push(Tok {
-                        t: T::Word(word.to_string()),
-                        span: Span::new(start, i),
-                    });
-                }
-                continue;
-            }
-            b'<' if matches!(
-                cur.last().map(|t| &t.t),
-                Some(T::Arrow | T::P(':') | T::P(',') | T::P('('))
-            ) =>
+    }
+
+    /// `%value`, `@symbol` or `^block` (sigil `c`), the name possibly quoted; `%x#1` names
+    /// result 1 of the multi-result `%x:2`.
+    fn name(&mut self, c: u8) -> T {
+        let (b, start) = (self.b, self.i);
+        self.i += 1;
+        if b.get(self.i) == Some(&b'"') {
+            // Quoted symbol name.
+            self.i += 1;
+            self.skip_while(|d| d != b'"');
+            self.i += 1;
+        } else {
+            while self.i < b.len()
+                && is_id(b[self.i])
+                && !(b[self.i] == b'-' && b.get(self.i + 1) == Some(&b'>'))
             {
-                // A type with its dialect prefix elided (`: <memorySpace = ...>`).
-                i = balanced(i).ok_or_else(|| err(start, "unbalanced `<` in a type"))?;
-                cur.push(Tok {
-                    t: T::Ty(src[start..i].to_string()),
-                    span: Span::new(start, i),
-                });
-                continue;
+                self.i += 1;
             }
-            b'(' | b')' | b'[' | b']' | b'{' | b'}' | b',' | b':' | b'=' | b'?' | b'*' | b'<'
-            | b'>' => {
-                i += 1;
-                cur.push(Tok {
-                    t: T::P(c as char),
-                    span: Span::new(start, i),
-                });
-                continue;
-            }
-            _ => return Err(err(start, &format!("unexpected character `{}`", c as char))),
+        }
+        self.i = self.i.min(b.len());
+        if c == b'%'
+            && b.get(self.i) == Some(&b'#')
+            && b.get(self.i + 1).is_some_and(|d| d.is_ascii_digit())
+        {
+            self.i += 1;
+            self.skip_while(|d| d.is_ascii_digit());
+        }
+        let name = self
+            .src
+            .get(start + 1..self.i)
+            .unwrap_or("")
+            .trim_matches('"')
+            .to_string();
+        // `%x:2` result groups are not part of the subset; `#n` uses neither.
+        match c {
+            b'%' => T::Val(name),
+            b'@' => T::Sym(name),
+            _ => T::Caret(name),
         }
     }
-    if !cur.is_empty() {
-        lines.push(Line {
-            toks: cur,
-            span: Span::new(line_start, b.len()),
-        });
+
+    /// A `!type` or `#attribute`, with its `<…>` parameters.
+    fn type_or_attr(&mut self) -> R<T> {
+        let start = self.i;
+        self.i += 1;
+        self.skip_while(|d| d.is_ascii_alphanumeric() || d == b'_' || d == b'.');
+        if self.b.get(self.i) == Some(&b'<') {
+            self.i = self
+                .balanced(self.i)
+                .ok_or_else(|| self.err(start, "unbalanced `<` in a type or attribute"))?;
+        }
+        Ok(T::Ty(self.src[start..self.i].to_string()))
     }
-    Ok(lines)
+
+    /// A `"…"` string literal (backslash escapes one character).
+    fn string(&mut self) -> R<T> {
+        let (b, start) = (self.b, self.i);
+        self.i += 1;
+        let mut s = String::new();
+        while self.i < b.len() && b[self.i] != b'"' {
+            if b[self.i] == b'\\' && self.i + 1 < b.len() {
+                s.push(b[self.i + 1] as char);
+                self.i += 2;
+            } else {
+                let ch = self.src[self.i..].chars().next().unwrap_or(' ');
+                s.push(ch);
+                self.i += ch.len_utf8();
+            }
+        }
+        if self.i >= b.len() {
+            return Err(self.err(start, "unterminated string"));
+        }
+        self.i += 1;
+        Ok(T::Str(s))
+    }
+
+    /// An integer (decimal or `0x` hex) or float literal starting with `c`.
+    fn number(&mut self, c: u8) -> R<T> {
+        let (b, start) = (self.b, self.i);
+        self.i += 1;
+        if c == b'0' && b.get(self.i) == Some(&b'x') {
+            self.i += 1;
+            self.skip_while(|d| d.is_ascii_hexdigit());
+            let v = i64::from_str_radix(&self.src[start + 2..self.i], 16)
+                .map_err(|_| self.err(start, "bad hex literal"))?;
+            return Ok(T::Int(v));
+        }
+        let mut float = false;
+        while self.i < b.len() {
+            let d = b[self.i];
+            if d.is_ascii_digit() {
+                self.i += 1;
+            } else if d == b'.' && !float {
+                float = true;
+                self.i += 1;
+            } else if (d == b'e' || d == b'E') && self.i > start + 1 {
+                float = true;
+                self.i += 1;
+                if matches!(b.get(self.i), Some(b'+') | Some(b'-')) {
+                    self.i += 1;
+                }
+            } else {
+                break;
+            }
+        }
+        let text = &self.src[start..self.i];
+        Ok(if float {
+            T::Float(text.parse().map_err(|_| self.err(start, "bad float literal"))?)
+        } else {
+            T::Int(
+                text.parse()
+                    .map_err(|_| self.err(start, "bad integer literal"))?,
+            )
+        })
+    }
+
+    /// A bare word (an op name, a keyword), or a type such as `vector<4xf32>` when `<`
+    /// follows it.
+    fn word(&mut self) -> R<T> {
+        let start = self.i;
+        self.skip_while(|d| d.is_ascii_alphanumeric() || d == b'_' || d == b'.' || d == b'$');
+        if self.b.get(self.i) == Some(&b'<') {
+            self.i = self
+                .balanced(self.i)
+                .ok_or_else(|| self.err(start, "unbalanced `<` in a type"))?;
+            return Ok(T::Ty(self.src[start..self.i].to_string()));
+        }
+        Ok(T::Word(self.src[start..self.i].to_string()))
+    }
 }
 
 /// The index after the block opened at line `i` (balanced braces).
