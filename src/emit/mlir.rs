@@ -706,6 +706,34 @@ impl<'a> Emitter<'a> {
             return;
         }
         match &od.kind {
+            OpKind::Const(..) | OpKind::Cmp(..) | OpKind::Select(..) | OpKind::Cast(..) | OpKind::InGroup(..) => self.scalar_op(op),
+            OpKind::Special(s) => self.special(op, *s),
+            OpKind::Binary(b, x, y) => self.binary(op, *b, x, y),
+            OpKind::Unary(u, x) => self.unary(op, *u, x),
+            OpKind::Compute { name, args } => self.compute(op, name, args),
+            OpKind::ViewDef(v) => self.view(*v),
+            OpKind::Load { .. } | OpKind::Store { .. } | OpKind::Atomic { .. } | OpKind::GLoad { .. } | OpKind::GStore { .. } | OpKind::GAtomic { .. } | OpKind::LocalStore { .. } => self.access_op(op),
+            OpKind::LocalLoad { mem, layout } => self.collective(op, *mem, None, layout),
+            OpKind::GatherToLds { .. } | OpKind::CpAsync { .. } | OpKind::TmaLoad { .. } | OpKind::Wgmma { .. } => self.async_copy_op(op),
+            OpKind::CpAsyncCommit | OpKind::CpAsyncWait(..) | OpKind::BulkCommit | OpKind::BulkWait(..) | OpKind::WgmmaCommit | OpKind::WgmmaWait(..) | OpKind::FenceProxyAsync | OpKind::WaitTokens(..) => self.async_wait_op(op),
+            OpKind::TdmLoad { dst, src, origin } => self.tdm_load(op, *dst, *src, origin),
+            OpKind::TmaStore { dst, origin, src } => self.tma(op, *src, *dst, origin, None),
+            OpKind::WaitCnt(cs) => self.waitcnt(op, cs),
+            OpKind::Barrier | OpKind::WarpSync | OpKind::SplitSignal(..) | OpKind::SplitWait(..) | OpKind::NamedArrive { .. } | OpKind::NamedSync { .. } => self.barrier_op(op, prev),
+            OpKind::MbarInit { .. } | OpKind::MbarArrive { .. } | OpKind::MbarExpectTx { .. } | OpKind::MbarWait { .. } | OpKind::MbarInval { .. } => self.mbarrier_op(op),
+            OpKind::For { lo, hi, step, init } => self.for_op(op, lo, hi, step, init),
+            OpKind::If { cond } => self.if_op(op, cond),
+            OpKind::While { init } => self.while_op(op, init),
+            OpKind::Stage { name } => self.stage(op, name),
+            OpKind::Yield(..) | OpKind::Condition(..) => self.terminator_op(op),
+        }
+    }
+
+    /// Constants, comparisons, selects, casts and group membership.
+    fn scalar_op(&mut self, op: Op) {
+        let k = self.k;
+        let od = &k.ops[op];
+        match &od.kind {
             OpKind::Const(c) => {
                 let r = self.res(op, 0);
                 match c {
@@ -716,9 +744,6 @@ impl<'a> Emitter<'a> {
                     }
                 }
             }
-            OpKind::Special(s) => self.special(op, *s),
-            OpKind::Binary(b, x, y) => self.binary(op, *b, x, y),
-            OpKind::Unary(u, x) => self.unary(op, *u, x),
             OpKind::Cmp(p, x, y) => {
                 let ty = if matches!(x, Operand::Value(_)) {
                     self.ty_of(x)
@@ -785,8 +810,16 @@ impl<'a> Emitter<'a> {
                 let attr = format!(" {{smemsync.group = \"{name}\"}}");
                 self.call(op, &h, &[lo, hi], &["i32", "i32"], "i1", &attr);
             }
-            OpKind::Compute { name, args } => self.compute(op, name, args),
-            OpKind::ViewDef(v) => self.view(*v),
+            // `op` dispatches only the kinds above here.
+            _ => {}
+        }
+    }
+
+    /// Shared and global loads, stores and atomics.
+    fn access_op(&mut self, op: Op) {
+        let k = self.k;
+        let od = &k.ops[op];
+        match &od.kind {
             OpKind::Load { mem, index } => {
                 let mt = self.mem_ty(*mem);
                 let ix = self.indices(index);
@@ -847,10 +880,17 @@ impl<'a> Emitter<'a> {
                 let g = format!("%{}", self.global_name.get(*global));
                 self.atomic(op, *a, &g, &ty, elem, index, value);
             }
-            OpKind::LocalLoad { mem, layout } => self.collective(op, *mem, None, layout),
             OpKind::LocalStore { mem, value, layout } => {
                 self.collective(op, *mem, Some(value), layout)
             }
+            // `op` dispatches only the kinds above here.
+            _ => {}
+        }
+    }
+
+    /// Async copies (gather-to-LDS, cp.async, TMA loads) and wgmma.
+    fn async_copy_op(&mut self, op: Op) {
+        match &self.k.ops[op].kind {
             OpKind::GatherToLds {
                 dst,
                 dst_index,
@@ -906,6 +946,25 @@ impl<'a> Emitter<'a> {
                     dt.render()
                 ));
             }
+            OpKind::TmaLoad {
+                dst,
+                src,
+                origin,
+                mbar,
+                mbar_index,
+            } => self.tma(op, *dst, *src, origin, Some((*mbar, mbar_index))),
+            OpKind::Wgmma { .. } => {
+                self.err(op, "`wgmma` needs warpgroup descriptors; not expressible")
+            }
+            // `op` dispatches only the kinds above here.
+            _ => {}
+        }
+    }
+
+    /// Commits and waits of async groups and tokens, and proxy fences.
+    fn async_wait_op(&mut self, op: Op) {
+        let k = self.k;
+        match &k.ops[op].kind {
             OpKind::CpAsyncCommit => {
                 if !self.t.cp_async {
                     return self.err(op, "`cp_async_commit` is NVIDIA-only");
@@ -917,18 +976,6 @@ impl<'a> Emitter<'a> {
                     return self.err(op, "`cp_async_wait` is NVIDIA-only");
                 }
                 self.line(&format!("nvvm.cp.async.wait.group {n}"));
-            }
-            OpKind::TdmLoad { dst, src, origin } => self.tdm_load(op, *dst, *src, origin),
-            OpKind::TmaLoad {
-                dst,
-                src,
-                origin,
-                mbar,
-                mbar_index,
-            } => self.tma(op, *dst, *src, origin, Some((*mbar, mbar_index))),
-            OpKind::TmaStore { dst, origin, src } => self.tma(op, *src, *dst, origin, None),
-            OpKind::Wgmma { .. } => {
-                self.err(op, "`wgmma` needs warpgroup descriptors; not expressible")
             }
             OpKind::BulkCommit => {
                 if !self.t.tma {
@@ -989,7 +1036,16 @@ impl<'a> Emitter<'a> {
                 }
                 self.waitcnt(op, &cs)
             }
-            OpKind::WaitCnt(cs) => self.waitcnt(op, cs),
+            // `op` dispatches only the kinds above here.
+            _ => {}
+        }
+    }
+
+    /// Block, warp, split and named barriers (`prev`: the op before, whose `dscnt(0)` wait a split signal may reuse).
+    fn barrier_op(&mut self, op: Op, prev: Option<Op>) {
+        let k = self.k;
+        let od = &k.ops[op];
+        match &od.kind {
             OpKind::Barrier => {
                 if self.amd() {
                     self.line("amdgpu.lds_barrier");
@@ -1037,6 +1093,14 @@ impl<'a> Emitter<'a> {
                 };
                 self.line(&format!("{name} id = {i} number_of_threads = {n}"));
             }
+            // `op` dispatches only the kinds above here.
+            _ => {}
+        }
+    }
+
+    /// mbarrier init, arrive, expect-tx, wait and invalidate.
+    fn mbarrier_op(&mut self, op: Op) {
+        match &self.k.ops[op].kind {
             OpKind::MbarInit { mbar, index, count } => {
                 if let Some((g, ty, i)) = self.mbar(op, *mbar, index) {
                     let c = self.index_const(*count as i64);
@@ -1095,10 +1159,14 @@ impl<'a> Emitter<'a> {
                     self.line(&format!("nvvm.mbarrier.inval {p} : !llvm.ptr<3>"));
                 }
             }
-            OpKind::For { lo, hi, step, init } => self.for_op(op, lo, hi, step, init),
-            OpKind::If { cond } => self.if_op(op, cond),
-            OpKind::While { init } => self.while_op(op, init),
-            OpKind::Stage { name } => self.stage(op, name),
+            // `op` dispatches only the kinds above here.
+            _ => {}
+        }
+    }
+
+    /// Region terminators: `yield` and `condition`.
+    fn terminator_op(&mut self, op: Op) {
+        match &self.k.ops[op].kind {
             OpKind::Yield(vs) => {
                 if vs.is_empty() {
                     return;
@@ -1133,6 +1201,8 @@ impl<'a> Emitter<'a> {
                     ));
                 }
             }
+            // `op` dispatches only the kinds above here.
+            _ => {}
         }
     }
 
