@@ -304,12 +304,53 @@ impl Verifier<'_> {
     }
 
     fn op(&mut self, op: Op, role: RegionRole, last: bool, want_yield: &[ScalarType]) {
-        use ScalarType as T;
         let k = self.k;
         let od = &k.ops[op];
         let s = k.span(op);
         match &od.kind {
             OpKind::Const(_) | OpKind::Special(_) | OpKind::InGroup(_) => {}
+            OpKind::Binary(..) | OpKind::Cmp(..) | OpKind::Select(..) | OpKind::Cast(..) | OpKind::Compute { .. } | OpKind::ViewDef(..) => self.scalar_op(op),
+            OpKind::Unary(_, a) => self.use_op(s, a, None),
+            OpKind::Load { .. } | OpKind::Atomic { .. } | OpKind::Store { .. } | OpKind::LocalLoad { .. } | OpKind::LocalStore { .. } | OpKind::GLoad { .. } | OpKind::GStore { .. } | OpKind::GAtomic { .. } => self.access_op(op),
+            OpKind::GatherToLds { .. } | OpKind::CpAsync { .. } | OpKind::TdmLoad { .. } | OpKind::TmaLoad { .. } | OpKind::TmaStore { .. } | OpKind::Wgmma { .. } | OpKind::WaitTokens(..) => self.async_op(op),
+            OpKind::WaitCnt(..) | OpKind::NamedArrive { .. } | OpKind::NamedSync { .. } | OpKind::MbarInit { .. } | OpKind::MbarArrive { .. } | OpKind::MbarExpectTx { .. } | OpKind::MbarInval { .. } | OpKind::MbarWait { .. } => self.sync_op(op),
+            OpKind::CpAsyncCommit
+            | OpKind::CpAsyncWait(_)
+            | OpKind::BulkCommit
+            | OpKind::BulkWait(_)
+            | OpKind::WgmmaCommit
+            | OpKind::WgmmaWait(_)
+            | OpKind::FenceProxyAsync
+            | OpKind::Barrier
+            | OpKind::WarpSync
+            | OpKind::SplitSignal(_)
+            | OpKind::SplitWait(_) => {}
+            OpKind::Yield(..) | OpKind::Condition(..) => self.terminator_op(op, role, last, want_yield),
+            OpKind::For { .. } | OpKind::If { .. } | OpKind::While { .. } | OpKind::Stage { .. } => self.control_op(op),
+        }
+        if !od.regions.is_empty()
+            && !matches!(
+                od.kind,
+                OpKind::For { .. }
+                    | OpKind::If { .. }
+                    | OpKind::While { .. }
+                    | OpKind::Stage { .. }
+            )
+        {
+            self.err(s, "only for, if, while and stage own regions");
+        }
+        for &r in &od.results {
+            self.visible.insert(r);
+        }
+    }
+
+    /// Arithmetic, selects, casts, computes and views: operand types.
+    fn scalar_op(&mut self, op: Op) {
+        use ScalarType as T;
+        let k = self.k;
+        let od = &k.ops[op];
+        let s = k.span(op);
+        match &od.kind {
             OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => {
                 self.use_op(s, a, None);
                 self.use_op(s, b, None);
@@ -317,7 +358,6 @@ impl Verifier<'_> {
                     self.err(s, "operands have different types");
                 }
             }
-            OpKind::Unary(_, a) => self.use_op(s, a, None),
             OpKind::Select(c, a, b) => {
                 self.use_op(s, c, Some(T::I1));
                 self.use_op(s, a, None);
@@ -345,6 +385,17 @@ impl Verifier<'_> {
                 }
                 self.views.insert(*v);
             }
+            // `op` dispatches only the kinds above here.
+            _ => {}
+        }
+    }
+
+    /// Shared and global accesses: memrefs, indices and stored value types.
+    fn access_op(&mut self, op: Op) {
+        let k = self.k;
+        let od = &k.ops[op];
+        let s = k.span(op);
+        match &od.kind {
             OpKind::Load { mem, index } => self.use_mem(s, *mem, Some(index), true),
             OpKind::Atomic {
                 op: aop,
@@ -389,6 +440,18 @@ impl Verifier<'_> {
                 self.use_op(s, value, t);
                 self.atomic_kind(s, *aop, t);
             }
+            // `op` dispatches only the kinds above here.
+            _ => {}
+        }
+    }
+
+    /// Async copies, TMA, wgmma and token waits: their operands.
+    fn async_op(&mut self, op: Op) {
+        use ScalarType as T;
+        let k = self.k;
+        let od = &k.ops[op];
+        let s = k.span(op);
+        match &od.kind {
             OpKind::GatherToLds {
                 dst,
                 dst_index,
@@ -433,11 +496,19 @@ impl Verifier<'_> {
                     self.use_op(s, &Operand::Value(*t), Some(T::Token));
                 }
             }
-            OpKind::WaitCnt(cs) => {
-                if cs.is_empty() {
-                    self.err(s, "waitcnt names no counter");
-                }
-            }
+            // `op` dispatches only the kinds above here.
+            _ => {}
+        }
+    }
+
+    /// Counter waits, named barriers and mbarriers: ids, counts and slots.
+    fn sync_op(&mut self, op: Op) {
+        use ScalarType as T;
+        let k = self.k;
+        let od = &k.ops[op];
+        let s = k.span(op);
+        match &od.kind {
+            OpKind::WaitCnt(cs) if cs.is_empty() => self.err(s, "waitcnt names no counter"),
             OpKind::NamedArrive { id, count } | OpKind::NamedSync { id, count } => {
                 if *id >= 16 {
                     self.err(s, format!("named barrier id {id} is out of range (0..16)"));
@@ -467,17 +538,18 @@ impl Verifier<'_> {
                 self.use_mem(s, *mbar, Some(index), false);
                 self.use_op(s, parity, Some(T::I32));
             }
-            OpKind::CpAsyncCommit
-            | OpKind::CpAsyncWait(_)
-            | OpKind::BulkCommit
-            | OpKind::BulkWait(_)
-            | OpKind::WgmmaCommit
-            | OpKind::WgmmaWait(_)
-            | OpKind::FenceProxyAsync
-            | OpKind::Barrier
-            | OpKind::WarpSync
-            | OpKind::SplitSignal(_)
-            | OpKind::SplitWait(_) => {}
+            // `op` dispatches only the kinds above here.
+            _ => {}
+        }
+    }
+
+    /// `yield` and `condition`: where they may stand and what they carry.
+    fn terminator_op(&mut self, op: Op, role: RegionRole, last: bool, want_yield: &[ScalarType]) {
+        use ScalarType as T;
+        let k = self.k;
+        let od = &k.ops[op];
+        let s = k.span(op);
+        match &od.kind {
             OpKind::Yield(vals) => {
                 let allowed = matches!(
                     role,
@@ -510,6 +582,18 @@ impl Verifier<'_> {
                 }
                 self.use_op(s, c, Some(T::I1));
             }
+            // `op` dispatches only the kinds above here.
+            _ => {}
+        }
+    }
+
+    /// `for`, `if`, `while` and `stage`: their regions, region arguments and results.
+    fn control_op(&mut self, op: Op) {
+        use ScalarType as T;
+        let k = self.k;
+        let od = &k.ops[op];
+        let s = k.span(op);
+        match &od.kind {
             OpKind::For { lo, hi, step, init } => {
                 self.use_op(s, lo, Some(T::I32));
                 self.use_op(s, hi, Some(T::I32));
@@ -561,20 +645,8 @@ impl Verifier<'_> {
                     self.region(od.regions[0], RegionRole::Stage, &[]);
                 }
             }
-        }
-        if !od.regions.is_empty()
-            && !matches!(
-                od.kind,
-                OpKind::For { .. }
-                    | OpKind::If { .. }
-                    | OpKind::While { .. }
-                    | OpKind::Stage { .. }
-            )
-        {
-            self.err(s, "only for, if, while and stage own regions");
-        }
-        for &r in &od.results {
-            self.visible.insert(r);
+            // `op` dispatches only the kinds above here.
+            _ => {}
         }
     }
 
