@@ -9,8 +9,7 @@ use smemsync::diag::{DiagKind, Diagnostic};
 use smemsync::target::{Limits, Target};
 
 use super::{
-    EXIT_OK, Input, exit_code, fail, limits_of, load_for_target, parse_bounds, read_input, report,
-    resolve_target, sync_then,
+    BoundsArgs, EXIT_OK, Input, Loaded, exit_code, fail, limits_of, load_file, report, sync_then,
 };
 
 #[derive(clap::Args, Debug)]
@@ -23,9 +22,8 @@ pub struct CheckArgs {
     /// Block size to check instead of the kernel's: `N` or `X,Y[,Z]`.
     #[arg(long)]
     pub block: Option<String>,
-    /// Values of scalar parameters for interpretation: `n=64,m=3`.
-    #[arg(long)]
-    pub bounds: Option<String>,
+    #[command(flatten)]
+    pub bounds: super::BoundsArgs,
     /// Number of schedules the interpreter explores.
     #[arg(long, default_value_t = 4)]
     pub schedules: u32,
@@ -60,29 +58,20 @@ pub fn parse_block(s: &str, limits: &Limits) -> Result<[u32; 3], String> {
     }
 }
 
-/// Builds check options from the shared flags.
+/// Builds interpreter options from the flags `check` and `run` share.
 pub fn options(
-    target: &Option<String>,
+    target: Option<Target>,
     block: &Option<String>,
-    bounds: &Option<String>,
+    bounds: &BoundsArgs,
 ) -> Result<CheckOptions, String> {
-    let mut o = CheckOptions::default();
-    if let Some(t) = target {
-        o.target = Some(Target::from_name(t).map_err(|d| {
-            let mut m = d.message;
-            for n in d.notes {
-                m.push_str("; ");
-                m.push_str(&n);
-            }
-            m
-        })?);
-    }
+    let mut o = CheckOptions {
+        target,
+        ..CheckOptions::default()
+    };
     if let Some(b) = block {
         o.block = Some(parse_block(b, &limits_of(o.target.as_ref()))?);
     }
-    if let Some(b) = bounds {
-        o.bounds = parse_bounds(b.split(','))?;
-    }
+    o.bounds = bounds.parse()?;
     Ok(o)
 }
 
@@ -125,25 +114,19 @@ fn suggest_sync(d: Diagnostic, input: &Input, target: Option<&str>) -> Diagnosti
 }
 
 pub fn run(args: &CheckArgs) -> i32 {
-    let input: Input = match read_input(&args.file) {
-        Ok(i) => i,
-        Err(e) => {
-            return fail(&e);
-        }
-    };
-    let target = match resolve_target(&input, args.target.as_deref()) {
-        Ok(t) => t,
+    let Loaded {
+        input,
+        target,
+        kernels,
+    } = match load_file(&args.file, args.target.as_deref()) {
+        Ok(l) => l,
         Err(code) => return code,
     };
-    let mut opts = match options(&target, &args.block, &args.bounds) {
+    let mut opts = match options(target, &args.block, &args.bounds) {
         Ok(o) => o,
         Err(e) => {
             return fail(&e);
         }
-    };
-    let kernels = match load_for_target(&input, opts.target.as_ref()) {
-        Ok(k) => k,
-        Err(code) => return code,
     };
     opts.schedules = args.schedules.max(1);
     opts.max_steps = args.max_steps.max(1);

@@ -222,21 +222,97 @@ pub fn resolve_target(input: &Input, given: Option<&str>) -> Result<Option<Strin
     Ok(given.or(declared).map(str::to_string))
 }
 
-/// The target of a command that needs one (`sync`, `waits`): `--target`, else the declared
-/// one ([`resolve_target`]); neither is a usage error.
-pub fn required_target(input: &Input, given: Option<&str>) -> Result<Target, i32> {
-    let Some(name) = resolve_target(input, given)? else {
-        return Err(fail("--target is required (the input declares no target)"));
-    };
-    Target::from_name(&name).map_err(|d| {
-        report(input, &[d]);
-        EXIT_USER
-    })
-}
-
 /// The limits of an optional target (those of every target when absent).
 pub fn limits_of(target: Option<&Target>) -> Limits {
     target.map_or(Limits::GENERIC, |t| t.limits)
+}
+
+/// How a subcommand that needs a target picks one from the input when `--target` is absent
+/// and the input declares none (`plan-smem`: the first target that has every op).
+pub type PickTarget = fn(&Input) -> Result<Target, Diagnostic>;
+
+/// An input read, its target found and its kernels parsed and verified for that target.
+pub struct Loaded {
+    pub input: Input,
+    /// `None`: no target given or declared; the generic model and every target's limits.
+    pub target: Option<Target>,
+    pub kernels: Vec<smemsync::Kernel>,
+}
+
+const TARGET_REQUIRED: &str = "--target is required (the input declares no target)";
+
+/// What [`load_with`] does when `--target` is absent and the input declares none.
+enum NoTarget {
+    /// Goes on without one.
+    Generic,
+    /// Refuses (a usage error).
+    Refuse,
+    /// Takes the one this picks.
+    Pick(PickTarget),
+}
+
+/// The preamble of the subcommands that read one kernel file: reads `file` (`-` for standard
+/// input), finds the target (`given`, else the declared one, see [`resolve_target`], else as
+/// `none` says), and parses and verifies the kernels for it ([`load_for_target`]). Each
+/// failure is reported; the error is the exit code.
+fn load_with(file: &str, given: Option<&str>, none: NoTarget) -> Result<Loaded, i32> {
+    let input = read_input(file).map_err(|e| fail(&e))?;
+    let target = match (resolve_target(&input, given)?, none) {
+        (Some(name), _) => Some(Target::from_name(&name)),
+        (None, NoTarget::Generic) => None,
+        (None, NoTarget::Refuse) => return Err(fail(TARGET_REQUIRED)),
+        (None, NoTarget::Pick(pick)) => Some(pick(&input)),
+    };
+    let target = match target.transpose() {
+        Ok(t) => t,
+        Err(d) => {
+            report(&input, &[d]);
+            return Err(EXIT_USER);
+        }
+    };
+    let kernels = load_for_target(&input, target.as_ref())?;
+    Ok(Loaded {
+        input,
+        target,
+        kernels,
+    })
+}
+
+/// The preamble of `check` and `run` (see [`load_with`]): with no target given or declared, the
+/// generic model.
+pub fn load_file(file: &str, given: Option<&str>) -> Result<Loaded, i32> {
+    load_with(file, given, NoTarget::Generic)
+}
+
+/// The preamble of the subcommands that need a target (see [`load_with`]): with none given or
+/// declared, the one `pick` chooses; without `pick` (`sync`, `waits`) a usage error.
+pub fn load_file_for_target(
+    file: &str,
+    given: Option<&str>,
+    pick: Option<PickTarget>,
+) -> Result<(Input, Target, Vec<smemsync::Kernel>), i32> {
+    let l = load_with(file, given, pick.map_or(NoTarget::Refuse, NoTarget::Pick))?;
+    match l.target {
+        Some(t) => Ok((l.input, t, l.kernels)),
+        None => Err(fail(TARGET_REQUIRED)),
+    }
+}
+
+/// `--bounds`, the same option on every subcommand that takes parameter values.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct BoundsArgs {
+    /// Values of scalar parameters, `NAME=VALUE`: comma-separated or repeated (`n=64,m=3` is
+    /// `--bounds n=64 --bounds m=3`). The interpreter runs with them (`check`, `run`);
+    /// placement counts executed barriers with them (`sync`, `plan-smem`).
+    #[arg(long, value_delimiter = ',', value_name = "NAME=VALUE")]
+    pub bounds: Vec<String>,
+}
+
+impl BoundsArgs {
+    /// The values, each name once ([`parse_bounds`]).
+    pub fn parse(&self) -> Result<Vec<(String, i64)>, String> {
+        parse_bounds(self.bounds.iter().map(String::as_str))
+    }
 }
 
 /// Reads an input (`-` for standard input) and parses and verifies its kernels, reporting

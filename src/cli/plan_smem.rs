@@ -16,8 +16,7 @@ use smemsync::transform::smem_plan::{
     DEFAULT_ALIGN, Objective, PlanOptions, PlanReport, SmemPlan, plan_shared_memory, plan_with,
 };
 
-use super::{EXIT_OK, EXIT_USER, Input, exit_code, load_for_target, parse_bounds, read_input};
-use super::{report, resolve_target};
+use super::{EXIT_OK, Input, exit_code, fail, load_file_for_target, report};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ObjectiveArg {
@@ -52,9 +51,8 @@ pub struct PlanSmemArgs {
     /// first of gfx942, sm_90, gfx1250 that has every op of the input).
     #[arg(long)]
     pub target: Option<String>,
-    /// Values of scalar parameters for counting executed barriers: `n=128,m=4` (repeatable).
-    #[arg(long, value_delimiter = ',')]
-    pub bounds: Vec<String>,
+    #[command(flatten)]
+    pub bounds: super::BoundsArgs,
     /// Count with block barriers only (never warp-level syncs), as `sync --no-warp-sync`.
     #[arg(long)]
     pub no_warp_sync: bool,
@@ -80,39 +78,13 @@ pub fn plan_options(args: &PlanArgs, target: Target, place: PlaceOptions) -> Pla
 }
 
 pub fn run(args: &PlanSmemArgs) -> i32 {
-    let input = match read_input(&args.file) {
-        Ok(i) => i,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
-        }
-    };
-    let target = match resolve_target(&input, args.target.as_deref()) {
-        Ok(Some(name)) => match Target::from_name(&name) {
-            Ok(t) => t,
-            Err(d) => {
-                report(&input, &[d]);
-                return EXIT_USER;
-            }
-        },
-        Ok(None) => match default_target(&input) {
-            Ok(t) => t,
-            Err(d) => {
-                report(&input, &[d]);
-                return EXIT_USER;
-            }
-        },
-        Err(code) => return code,
-    };
-    let bounds: HashMap<String, i64> = match parse_bounds(args.bounds.iter().map(String::as_str)) {
+    let bounds: HashMap<String, i64> = match args.bounds.parse() {
         Ok(b) => b.into_iter().collect(),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return EXIT_USER;
-        }
+        Err(e) => return fail(&e),
     };
-    let kernels = match load_for_target(&input, Some(&target)) {
-        Ok(k) => k,
+    let loaded = load_file_for_target(&args.file, args.target.as_deref(), Some(default_target));
+    let (input, target, kernels) = match loaded {
+        Ok(l) => l,
         Err(code) => return code,
     };
     let place = PlaceOptions {

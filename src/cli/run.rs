@@ -12,9 +12,7 @@ use smemsync::check::{GlobalMem, Val, run as run_kernel};
 use super::check::options;
 use smemsync::Diagnostic;
 
-use super::{
-    EXIT_OK, Input, exit_code, fail, load_for_target, read_input, report, resolve_target, sync_then,
-};
+use super::{EXIT_OK, Input, Loaded, exit_code, fail, load_file, report, sync_then};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -23,9 +21,8 @@ pub struct RunArgs {
     /// Seed of the input data (and of the schedule).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Values of scalar parameters: `n=64,m=3`.
-    #[arg(long)]
-    pub bounds: Option<String>,
+    #[command(flatten)]
+    pub bounds: super::BoundsArgs,
     /// Target GPU (warp width, counters).
     #[arg(long)]
     pub target: Option<String>,
@@ -71,25 +68,19 @@ fn explain_refusal(d: Diagnostic, input: &Input, target: Option<&str>) -> Diagno
 }
 
 pub fn run(args: &RunArgs) -> i32 {
-    let input = match read_input(&args.file) {
-        Ok(i) => i,
-        Err(e) => {
-            return fail(&e);
-        }
-    };
-    let target = match resolve_target(&input, args.target.as_deref()) {
-        Ok(t) => t,
+    let Loaded {
+        input,
+        target,
+        kernels,
+    } = match load_file(&args.file, args.target.as_deref()) {
+        Ok(l) => l,
         Err(code) => return code,
     };
-    let opts = match options(&target, &args.block, &args.bounds) {
+    let opts = match options(target, &args.block, &args.bounds) {
         Ok(o) => o,
         Err(e) => {
             return fail(&e);
         }
-    };
-    let kernels = match load_for_target(&input, opts.target.as_ref()) {
-        Ok(k) => k,
-        Err(code) => return code,
     };
     let many = kernels.len() > 1;
     for k in &kernels {

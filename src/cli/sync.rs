@@ -22,10 +22,7 @@ use smemsync::{Diagnostic, Kernel};
 
 use smemsync::diag::json::Json;
 
-use super::{
-    EXIT_OK, MessageFormat, exit_code, fail, load_for_target, parse_bounds, read_input, report,
-    required_target,
-};
+use super::{EXIT_OK, MessageFormat, exit_code, fail, load_file_for_target, report};
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StrategyArg {
@@ -50,9 +47,8 @@ pub struct SyncArgs {
     /// as a `//` comment).
     #[arg(long)]
     pub stats: bool,
-    /// Values of scalar parameters for counting executed barriers: `n=128,m=4` (repeatable).
-    #[arg(long, value_delimiter = ',')]
-    pub bounds: Vec<String>,
+    #[command(flatten)]
+    pub bounds: super::BoundsArgs,
     /// Placement strategy.
     #[arg(long, value_enum, default_value = "optimal")]
     pub strategy: StrategyArg,
@@ -78,26 +74,17 @@ pub struct SyncArgs {
 const ADJACENT_SIGNAL_SLACK: f64 = 0.0;
 
 pub fn run(args: &SyncArgs) -> i32 {
-    let input = match read_input(&args.file) {
-        Ok(i) => i,
-        Err(e) => {
-            return fail(&e);
-        }
-    };
-    let target = match required_target(&input, args.target.as_deref()) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    let bounds: HashMap<String, i64> = match parse_bounds(args.bounds.iter().map(String::as_str)) {
+    let bounds: HashMap<String, i64> = match args.bounds.parse() {
         Ok(b) => b.into_iter().collect(),
         Err(e) => {
             return fail(&e);
         }
     };
-    let kernels = match load_for_target(&input, Some(&target)) {
-        Ok(k) => k,
-        Err(code) => return code,
-    };
+    let (input, target, kernels) =
+        match load_file_for_target(&args.file, args.target.as_deref(), None) {
+            Ok(l) => l,
+            Err(code) => return code,
+        };
     let strategy = match args.strategy {
         StrategyArg::Optimal => Strategy::Optimal,
         StrategyArg::Naive => Strategy::Naive,

@@ -3,7 +3,7 @@
 //! followed by comments saying which copies it completes and why its count is what it is).
 //! Exit codes: 0 printed; 1 a finding no wait can fix (reported on stderr); 2 bad input.
 
-use super::{EXIT_OK, exit_code, fail, load_for_target, read_input, report, required_target};
+use super::{EXIT_OK, exit_code, load_file_for_target, report};
 use smemsync::sync::waits::{apply_waits, explain_waits, plan_waits};
 
 /// A finding no wait can fix (exit code 1, as documented in `smemsync --help`).
@@ -23,20 +23,11 @@ pub struct WaitsArgs {
 }
 
 pub fn run(args: &WaitsArgs) -> i32 {
-    let input = match read_input(&args.file) {
-        Ok(i) => i,
-        Err(e) => {
-            return fail(&e);
-        }
-    };
-    let target = match required_target(&input, args.target.as_deref()) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    let kernels = match load_for_target(&input, Some(&target)) {
-        Ok(k) => k,
-        Err(code) => return code,
-    };
+    let (input, target, kernels) =
+        match load_file_for_target(&args.file, args.target.as_deref(), None) {
+            Ok(l) => l,
+            Err(code) => return code,
+        };
     let mut texts = Vec::new();
     let mut code = EXIT_OK;
     for k in &kernels {
