@@ -2,7 +2,7 @@
 //!
 //! Canonical form: two-space indentation, one op per line, declarations (groups, shared
 //! buffers) first in the kernel body, immediates typed by context (`1.0` for f32), no
-//! comments. `parse(print(k))` yields a kernel structurally equal to `k`, and printing is a
+//! comments (explanations add `//` notes after ops through [`print_kernel_annotated`]). `parse(print(k))` yields a kernel structurally equal to `k`, and printing is a
 //! fixed point: `print(parse(print(k))) == print(k)`. Values keep their source names; values a
 //! pass created get fresh `%vN` names that collide with no source name.
 //! Complexity: O(ops + operands).
@@ -16,6 +16,20 @@ use crate::ir::*;
 /// Prints one kernel.
 pub fn print_kernel(k: &Kernel) -> String {
     let mut p = Printer::new(k);
+    p.kernel();
+    p.out
+}
+
+/// The printer's per-op annotation hook: the comment lines to print after an op's line (for
+/// an op with regions, after the line that opens its first region), each as `// note`,
+/// indented like the op. The output still parses to the same kernel.
+pub type Notes<'a> = &'a dyn Fn(Op) -> Vec<String>;
+
+/// Prints one kernel with the `notes` of each op after its line (see [`Notes`]): how
+/// explanations annotate a kernel without matching printed text back to ops.
+pub fn print_kernel_annotated(k: &Kernel, notes: Notes<'_>) -> String {
+    let mut p = Printer::new(k);
+    p.notes = Some(notes);
     p.kernel();
     p.out
 }
@@ -57,6 +71,10 @@ struct Printer<'a> {
     fresh: OnceCell<Names>,
     /// Print `{ … }` for a region instead of its ops (`op_label`).
     header_only: bool,
+    /// The annotation hook, when printing with notes.
+    notes: Option<Notes<'a>>,
+    /// The op (and its depth) whose notes are due at the end of its first line.
+    due: Option<(Op, usize)>,
 }
 
 struct Names {
@@ -121,6 +139,19 @@ impl<'a> Printer<'a> {
             out: String::new(),
             fresh: OnceCell::new(),
             header_only: false,
+            notes: None,
+            due: None,
+        }
+    }
+
+    /// Prints the notes of the op whose first line was just finished, if any are due.
+    fn flush_notes(&mut self) {
+        let (Some(notes), Some((op, depth))) = (self.notes, self.due.take()) else {
+            return;
+        };
+        for n in notes(op) {
+            self.ind(depth);
+            let _ = writeln!(self.out, "// {n}");
         }
     }
 
@@ -274,6 +305,7 @@ impl<'a> Printer<'a> {
             return;
         }
         self.out.push_str("{\n");
+        self.flush_notes();
         self.region(r, depth + 1);
         self.ind(depth);
         self.out.push('}');
@@ -282,6 +314,7 @@ impl<'a> Printer<'a> {
     fn op(&mut self, op: Op, depth: usize) {
         let k = self.k;
         let od = &k.ops[op];
+        self.due = Some((op, depth));
         self.ind(depth);
         let res = self.results(op);
         let line = match &od.kind {
@@ -541,6 +574,7 @@ impl<'a> Printer<'a> {
         };
         self.out.push_str(&line);
         self.out.push('\n');
+        self.flush_notes();
     }
 
     fn iter_list(&mut self, args: &[Value], init: &[Operand]) {
@@ -600,5 +634,28 @@ mod tests {
             "{printed}"
         );
         assert_eq!(op_label(&k, t), format!("`{fresh}`"));
+    }
+
+    #[test]
+    fn notes_follow_the_first_line_of_their_op_and_the_output_still_parses() {
+        let k = &crate::reader::parse(SRC).unwrap().kernels[0];
+        let ops = &k.regions[k.body].ops;
+        let (cmp, branch) = (ops[1], ops[2]);
+        let notes = |op: Op| match op {
+            o if o == cmp => vec!["one".to_string(), "two".to_string()],
+            o if o == branch => vec!["three".to_string()],
+            _ => vec![],
+        };
+        let printed = print_kernel_annotated(k, &notes);
+        let want = SRC
+            .replace(
+                "  %c = cmp lt %t, 32\n",
+                "  %c = cmp lt %t, 32\n  // one\n  // two\n",
+            )
+            .replace("  %v = if %c {\n", "  %v = if %c {\n  // three\n");
+        assert_eq!(printed, want);
+        let again = &crate::reader::parse(&printed).unwrap().kernels[0];
+        assert_eq!(print_kernel(again), print_kernel(k));
+        assert_eq!(print_kernel_annotated(k, &|_| vec![]), print_kernel(k));
     }
 }

@@ -44,7 +44,6 @@
 //! [`crate::sync::waits_paths`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt::Write as _;
 
 use crate::analysis::inflight::{
     Flow, FlowMemo, InFlight, Pending, Queue, Visitor, completions, queue_of,
@@ -964,37 +963,6 @@ pub fn apply_waits(k: &Kernel, plan: &WaitPlan) -> Applied {
     }
 }
 
-/// Prints a kernel with `// ...` notes after the lines of the given ops (the printer emits
-/// one line per op in pre-order; closing-brace lines belong to no op).
-pub fn annotate(k: &Kernel, notes: &HashMap<Op, Vec<String>>) -> String {
-    let text = crate::emit::text::print_kernel(k);
-    let ops = k.ops_in_order();
-    let mut it = ops.iter();
-    let mut out = String::new();
-    for (i, line) in text.lines().enumerate() {
-        out.push_str(line);
-        out.push('\n');
-        let t = line.trim_start();
-        let decl = i == 0
-            || t.starts_with("shared ")
-            || t.starts_with("group ")
-            || t.starts_with('}')
-            || t.is_empty();
-        if decl {
-            continue;
-        }
-        if let Some(op) = it.next()
-            && let Some(ns) = notes.get(op)
-        {
-            let ind = &line[..line.len() - t.len()];
-            for n in ns {
-                let _ = writeln!(out, "{ind}// {n}");
-            }
-        }
-    }
-    out
-}
-
 /// Plans, applies and explains: the kernel with waits inserted, each wait (inserted or the
 /// input's own) followed by comments saying which copies it completes, how many younger
 /// operations each has at the wait on every path, and why an inserted wait has its count.
@@ -1051,7 +1019,8 @@ pub fn explain_waits(k: &Kernel, target: &Target) -> Result<String, Vec<Diagnost
                 .push("completes no outstanding copy here".into());
         }
     }
-    Ok(annotate(out, &notes))
+    let notes_of = |op: Op| notes.get(&op).cloned().unwrap_or_default();
+    Ok(crate::emit::text::print_kernel_annotated(out, &notes_of))
 }
 
 /// The count of a single-count wait.
