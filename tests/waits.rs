@@ -103,6 +103,61 @@ fn first(k: &Kernel, f: impl Fn(&OpKind) -> bool) -> Op {
         .unwrap()
 }
 
+/// The first op of this kind is where a case reads the waits planned before it.
+#[derive(Clone, Copy, Debug)]
+enum At {
+    Load,
+    LocalLoad,
+    Store,
+}
+
+impl At {
+    fn matches(self, o: &OpKind) -> bool {
+        match self {
+            At::Load => matches!(o, OpKind::Load { .. }),
+            At::LocalLoad => matches!(o, OpKind::LocalLoad { .. }),
+            At::Store => matches!(o, OpKind::Store { .. }),
+        }
+    }
+}
+
+/// The kinds of the edits a plan inserts right before `op`, in order.
+fn inserted_before(plan: &WaitPlan, op: Op) -> Vec<OpKind> {
+    plan.edits
+        .iter()
+        .filter(|e| e.anchor == Anchor::Before(op))
+        .map(|e| e.kind.clone())
+        .collect()
+}
+
+/// Plans and checks waits for `k` ([`plan_and_check`]) and returns the plan with the waits
+/// it inserts before the first op `at` names.
+fn waits_before(k: &Kernel, target: &str, at: At) -> (WaitPlan, Vec<OpKind>) {
+    let (plan, _) = plan_and_check(k, target);
+    let w = inserted_before(&plan, first(k, |o| at.matches(o)));
+    (plan, w)
+}
+
+/// One case of the table below: a kernel, its target, where to look and the waits expected
+/// there (derived by hand; the row says how).
+struct Case {
+    what: String,
+    src: String,
+    target: &'static str,
+    at: At,
+    want: Vec<OpKind>,
+}
+
+fn case(what: impl Into<String>, src: &str, target: &'static str, at: At, want: OpKind) -> Case {
+    Case {
+        what: what.into(),
+        src: src.to_string(),
+        target,
+        at,
+        want: vec![want],
+    }
+}
+
 const SEED_003: &str = include_str!("../examples/gemm-tdm-triple-buffer.kir");
 
 #[test]
@@ -119,22 +174,6 @@ fn seed_003_keeps_the_user_waits_and_adds_nothing() {
         plan.edits[0].kind,
         OpKind::WaitCnt(vec![(Counter::TensorCnt, 0)])
     );
-}
-
-#[test]
-fn seed_003_without_waits_gets_tensorcnt_4_before_the_reads() {
-    let k = kernel(&SEED_003.replace("waitcnt tensorcnt(2)", ""));
-    let (plan, _) = plan_and_check(&k, "gfx1250");
-    let ll = first(&k, |o| matches!(o, OpKind::LocalLoad { .. }));
-    // a[k mod 3] was copied two iterations back: the 4 copies of the two later iterations
-    // may stay in flight for the b read (and 5 for the a read: merged into one wait of 4).
-    let w: Vec<_> = plan
-        .edits
-        .iter()
-        .filter(|e| e.anchor == Anchor::Before(ll))
-        .collect();
-    assert_eq!(w.len(), 1);
-    assert_eq!(w[0].kind, OpKind::WaitCnt(vec![(Counter::TensorCnt, 4)]));
 }
 
 #[test]
@@ -179,14 +218,8 @@ fn cp_async_pipelines_wait_for_exactly_the_prefetched_group() {
         for stages in [p + 1, p + 2] {
             for commit in [true, false] {
                 let k = kernel(&cp_async_pipeline(stages, p, commit));
-                let (plan, _) = plan_and_check(&k, "sm_80");
-                let ld = first(&k, |o| matches!(o, OpKind::Load { .. }));
-                let w: Vec<_> = plan
-                    .edits
-                    .iter()
-                    .filter(|e| e.anchor == Anchor::Before(ld) && e.kind != OpKind::CpAsyncCommit)
-                    .map(|e| e.kind.clone())
-                    .collect();
+                let (plan, mut w) = waits_before(&k, "sm_80", At::Load);
+                w.retain(|kind| *kind != OpKind::CpAsyncCommit);
                 // The copy read in iteration r was issued p iterations back: the p younger
                 // groups (p-1 later iterations and this one) stay in flight.
                 assert_eq!(
@@ -226,48 +259,116 @@ fn gather_pipeline(gloads_after: u32) -> String {
     s
 }
 
-#[test]
-fn vmcnt_counts_plain_global_loads_on_gfx950() {
-    for g in 0..3 {
-        let k = kernel(&gather_pipeline(g));
-        let (plan, _) = plan_and_check(&k, "gfx950");
-        let ld = first(&k, |o| matches!(o, OpKind::Load { .. }));
-        let w: Vec<_> = plan
-            .edits
-            .iter()
-            .filter(|e| e.anchor == Anchor::Before(ld))
-            .map(|e| e.kind.clone())
-            .collect();
-        // Younger than the needed copy: this iteration's copy and its g global loads.
-        assert_eq!(
-            w,
-            vec![OpKind::WaitCnt(vec![(Counter::VmCnt, 1 + g)])],
-            "g = {g}"
-        );
-    }
+/// Wave's test_gather_to_shared: loop { BAR ; acp SA ; acp SB ; =>vmcnt ; =>BAR ; sld x2 }.
+const WAVE_GATHER_TO_SHARED: &str =
+    "kernel @g2s(%A: global f16[64, 64], %B: global f16[64, 64], %n: i32) block(64) {
+  shared @sa : f16[64]
+  shared @sb : f16[64]
+  %t = tid.x
+  %acc = for %k = 0 to %n step 1 iter(%c = 0.0) {
+    barrier
+    gather_to_lds @sa[%t] <- %A[%k, %t]
+    gather_to_lds @sb[%t] <- %B[%k, %t]
+    barrier
+    %x = load @sa[%t]
+    %y = load @sb[%t]
+    %d = compute \"mfma\"(%x, %y, %c) : f32
+    yield %d
+  }
 }
+";
 
+/// Wave's test_wmma_with_tensor_load: tdm {V0,V1} ; tensorcnt 0 ; ... ; sld V0 ; sld V1.
+const WAVE_TENSOR_LOAD: &str =
+    "kernel @tl(%A: global f16[64, 64], %B: global f16[64, 64]) block(64) {
+  shared @v0 : f16[16, 64]
+  shared @v1 : f16[16, 64]
+  %t = tid.x
+  tdm_load @v0 <- %A[0, 0]
+  tdm_load @v1 <- %B[0, 0]
+  barrier
+  %x = local_load @v0
+  %y = local_load @v1
+  %d = compute \"wmma\"(%x, %y) : f32
+}
+";
+
+/// The wait planned before the first read, against the count derived by hand for each kernel
+/// (every plan is also checked sufficient and maximal by `plan_and_check`).
 #[test]
-fn gfx1250_counts_gathers_on_asynccnt_and_gloads_apart() {
-    let k = kernel(&gather_pipeline(2));
-    let (plan, _) = plan_and_check(&k, "gfx1250");
-    let ld = first(&k, |o| matches!(o, OpKind::Load { .. }));
-    let w: Vec<_> = plan
-        .edits
-        .iter()
-        .filter(|e| e.anchor == Anchor::Before(ld))
-        .map(|e| e.kind.clone())
-        .collect();
-    assert_eq!(w, vec![OpKind::WaitCnt(vec![(Counter::AsyncCnt, 1)])]);
-    // gfx1200 counts both on loadcnt, in order: the two global loads count.
-    let (plan, _) = plan_and_check(&k, "gfx1200");
-    let w: Vec<_> = plan
-        .edits
-        .iter()
-        .filter(|e| e.anchor == Anchor::Before(ld))
-        .map(|e| e.kind.clone())
-        .collect();
-    assert_eq!(w, vec![OpKind::WaitCnt(vec![(Counter::LoadCnt, 3)])]);
+fn waits_before_the_first_read_match_the_hand_derived_counts() {
+    use Counter::{AsyncCnt, LoadCnt, TensorCnt, VmCnt};
+    let mut cases = vec![
+        // a[k mod 3] was copied two iterations back: the 4 copies of the two later iterations
+        // may stay in flight for the b read (and 5 for the a read: merged into one wait of 4).
+        case(
+            "seed 003 without its waits",
+            &SEED_003.replace("waitcnt tensorcnt(2)", ""),
+            "gfx1250",
+            At::LocalLoad,
+            OpKind::WaitCnt(vec![(TensorCnt, 4)]),
+        ),
+        // gfx1250 counts the gathers on asynccnt, apart from the global loads.
+        case(
+            "gathers with 2 global loads, gfx1250",
+            &gather_pipeline(2),
+            "gfx1250",
+            At::Load,
+            OpKind::WaitCnt(vec![(AsyncCnt, 1)]),
+        ),
+        // gfx1200 counts both on loadcnt, in order: the two global loads count.
+        case(
+            "gathers with 2 global loads, gfx1200",
+            &gather_pipeline(2),
+            "gfx1200",
+            At::Load,
+            OpKind::WaitCnt(vec![(LoadCnt, 3)]),
+        ),
+        // vmcnt(0) for both (the b copy is the newest): one wait, before the first read. Note
+        // the wait lands after the user's barrier: the barrier placer must add one after it.
+        case(
+            "Wave's gather to shared",
+            WAVE_GATHER_TO_SHARED,
+            "gfx950",
+            At::Load,
+            OpKind::WaitCnt(vec![(VmCnt, 0)]),
+        ),
+        // V0 may stay 1 behind V1, but the second read needs V1: merged to tensorcnt(0).
+        case(
+            "Wave's tensor load without a loop",
+            WAVE_TENSOR_LOAD,
+            "gfx1250",
+            At::LocalLoad,
+            OpKind::WaitCnt(vec![(TensorCnt, 0)]),
+        ),
+    ];
+    // gfx950's vmcnt counts plain global loads too: younger than the needed copy are this
+    // iteration's copy and its g global loads.
+    for g in 0..3 {
+        cases.push(case(
+            format!("gathers with {g} global loads, gfx950"),
+            &gather_pipeline(g),
+            "gfx950",
+            At::Load,
+            OpKind::WaitCnt(vec![(VmCnt, 1 + g)]),
+        ));
+    }
+    // nvFuser FusionCpAsyncCommitWait: S = 8, P = 7 (nvFuser waits CP.WAIT(6) at the end of the
+    // previous iteration; before the read, after this iteration's commit, that is 7), and
+    // CircularBufferingTest's largest S = 9 with P = 8.
+    for (stages, p) in [(8, 7), (9, 8), (5, 4)] {
+        cases.push(case(
+            format!("cp.async pipeline S {stages} P {p}"),
+            &cp_async_pipeline(stages, p, true),
+            "sm_80",
+            At::Load,
+            OpKind::CpAsyncWait(p),
+        ));
+    }
+    for c in cases {
+        let (_, w) = waits_before(&kernel(&c.src), c.target, c.at);
+        assert_eq!(w, c.want, "{} on {}", c.what, c.target);
+    }
 }
 
 #[test]
@@ -326,14 +427,11 @@ fn user_waits_are_respected_never_weakened_and_not_duplicated() {
     let weak = kernel(&SEED_003.replace(loop_wait, "    waitcnt tensorcnt(6)\n    yield"));
     let (plan, out) = plan_and_check(&weak, "gfx1250");
     assert!(print(&out).contains("waitcnt tensorcnt(6)"));
-    let ll = first(&weak, |o| matches!(o, OpKind::LocalLoad { .. }));
-    let w: Vec<_> = plan
-        .edits
-        .iter()
-        .filter(|e| e.anchor == Anchor::Before(ll))
-        .map(|e| e.kind.clone())
-        .collect();
-    assert_eq!(w, vec![OpKind::WaitCnt(vec![(Counter::TensorCnt, 4)])]);
+    let ll = first(&weak, |o| At::LocalLoad.matches(o));
+    assert_eq!(
+        inserted_before(&plan, ll),
+        vec![OpKind::WaitCnt(vec![(Counter::TensorCnt, 4)])]
+    );
 }
 
 #[test]
@@ -357,14 +455,7 @@ fn waits_inside_nested_loops() {
 }
 ";
     let k = kernel(src);
-    let (plan, _) = plan_and_check(&k, "sm_80");
-    let ld = first(&k, |o| matches!(o, OpKind::Load { .. }));
-    let w: Vec<_> = plan
-        .edits
-        .iter()
-        .filter(|e| e.anchor == Anchor::Before(ld))
-        .map(|e| e.kind.clone())
-        .collect();
+    let (plan, w) = waits_before(&k, "sm_80", At::Load);
     // The inner copy rewrites slot 1 while the previous inner iteration's copy into it (the
     // newest group) may be in flight: wait 0 there, which also completes the slot-0 copy the
     // load needs, so the load needs no wait of its own.
@@ -375,13 +466,7 @@ fn waits_inside_nested_loops() {
         .filter(|o| matches!(k.ops[*o].kind, OpKind::CpAsync { .. }))
         .nth(1)
         .unwrap();
-    let w: Vec<_> = plan
-        .edits
-        .iter()
-        .filter(|e| e.anchor == Anchor::Before(cp))
-        .map(|e| e.kind.clone())
-        .collect();
-    assert_eq!(w, vec![OpKind::CpAsyncWait(0)]);
+    assert_eq!(inserted_before(&plan, cp), vec![OpKind::CpAsyncWait(0)]);
     // The independent checker agrees (concrete trip counts, hand-placed barriers).
     let concrete = src
         .replace("to %n step", "to 4 step")
@@ -493,14 +578,7 @@ fn tma_store_then_overwrite_needs_bulk_wait() {
 }
 ";
     let k = kernel(src);
-    let (plan, _) = plan_and_check(&k, "sm_90");
-    let st = first(&k, |o| matches!(o, OpKind::Store { .. }));
-    let w: Vec<_> = plan
-        .edits
-        .iter()
-        .filter(|e| e.anchor == Anchor::Before(st))
-        .map(|e| e.kind.clone())
-        .collect();
+    let (_, w) = waits_before(&k, "sm_90", At::Store);
     assert_eq!(
         w,
         vec![OpKind::BulkCommit, OpKind::BulkWait(0)]
@@ -539,14 +617,7 @@ fn wgmma_operand_overwrite_waits_for_the_group() {
 }
 ";
     let k = kernel(src);
-    let (plan, _) = plan_and_check(&k, "sm_90");
-    let st = first(&k, |o| matches!(o, OpKind::Store { .. }));
-    let w: Vec<_> = plan
-        .edits
-        .iter()
-        .filter(|e| e.anchor == Anchor::Before(st))
-        .map(|e| e.kind.clone())
-        .collect();
+    let (_, w) = waits_before(&k, "sm_90", At::Store);
     // Slot k mod 3 was read by the wgmma of iteration k-3: two younger groups may stay.
     assert_eq!(w, vec![OpKind::WgmmaWait(2)]);
     // The independent checker agrees (concrete trip counts, hand-placed barriers).
@@ -554,67 +625,6 @@ fn wgmma_operand_overwrite_waits_for_the_group() {
         .replace("to %n step", "to 4 step")
         .replace("to %m step", "to 3 step");
     waits_checked_with_hand_barriers(&kernel(&concrete), "sm_90");
-}
-
-#[test]
-fn wave_gather_to_shared_loop_gets_vmcnt_before_the_reads() {
-    // Wave's test_gather_to_shared: loop { BAR ; acp SA ; acp SB ; =>vmcnt ; =>BAR ; sld x2 }.
-    let src = "kernel @g2s(%A: global f16[64, 64], %B: global f16[64, 64], %n: i32) block(64) {
-  shared @sa : f16[64]
-  shared @sb : f16[64]
-  %t = tid.x
-  %acc = for %k = 0 to %n step 1 iter(%c = 0.0) {
-    barrier
-    gather_to_lds @sa[%t] <- %A[%k, %t]
-    gather_to_lds @sb[%t] <- %B[%k, %t]
-    barrier
-    %x = load @sa[%t]
-    %y = load @sb[%t]
-    %d = compute \"mfma\"(%x, %y, %c) : f32
-    yield %d
-  }
-}
-";
-    let k = kernel(src);
-    let (plan, _) = plan_and_check(&k, "gfx950");
-    let ld = first(&k, |o| matches!(o, OpKind::Load { .. }));
-    let w: Vec<_> = plan
-        .edits
-        .iter()
-        .filter(|e| e.anchor == Anchor::Before(ld))
-        .map(|e| e.kind.clone())
-        .collect();
-    // vmcnt(0) for both (the b copy is the newest): one wait, before the first read. Note the
-    // wait lands after the user's barrier: the barrier placer must add one after it.
-    assert_eq!(w, vec![OpKind::WaitCnt(vec![(Counter::VmCnt, 0)])]);
-}
-
-#[test]
-fn wave_tensor_load_without_loop() {
-    // Wave's test_wmma_with_tensor_load: tdm {V0,V1} ; tensorcnt 0 ; ... ; sld V0 ; sld V1.
-    let src = "kernel @tl(%A: global f16[64, 64], %B: global f16[64, 64]) block(64) {
-  shared @v0 : f16[16, 64]
-  shared @v1 : f16[16, 64]
-  %t = tid.x
-  tdm_load @v0 <- %A[0, 0]
-  tdm_load @v1 <- %B[0, 0]
-  barrier
-  %x = local_load @v0
-  %y = local_load @v1
-  %d = compute \"wmma\"(%x, %y) : f32
-}
-";
-    let k = kernel(src);
-    let (plan, _) = plan_and_check(&k, "gfx1250");
-    let ld = first(&k, |o| matches!(o, OpKind::LocalLoad { .. }));
-    let w: Vec<_> = plan
-        .edits
-        .iter()
-        .filter(|e| e.anchor == Anchor::Before(ld))
-        .map(|e| e.kind.clone())
-        .collect();
-    // V0 may stay 1 behind V1, but the second read needs V1: merged to tensorcnt(0).
-    assert_eq!(w, vec![OpKind::WaitCnt(vec![(Counter::TensorCnt, 0)])]);
 }
 
 #[test]
@@ -807,25 +817,6 @@ fn full_pipeline_outputs_and_their_mutants() {
                 assert!(!ok, "{what}: the checker finds no race\n{}", print(&m));
             }
         }
-    }
-}
-
-#[test]
-fn deep_cp_async_pipelines_of_nvfuser_b4_and_the_s9_suite() {
-    // FusionCpAsyncCommitWait: S = 8, P = 7 (nvFuser waits CP.WAIT(6) at the end of the
-    // previous iteration; before the read, after this iteration's commit, that is 7), and
-    // CircularBufferingTest's largest S = 9 with P = 8.
-    for (stages, p) in [(8, 7), (9, 8), (5, 4)] {
-        let k = kernel(&cp_async_pipeline(stages, p, true));
-        let (plan, _) = plan_and_check(&k, "sm_80");
-        let ld = first(&k, |o| matches!(o, OpKind::Load { .. }));
-        let w: Vec<_> = plan
-            .edits
-            .iter()
-            .filter(|e| e.anchor == Anchor::Before(ld))
-            .map(|e| e.kind.clone())
-            .collect();
-        assert_eq!(w, vec![OpKind::CpAsyncWait(p)], "S {stages} P {p}");
     }
 }
 
