@@ -466,6 +466,77 @@ impl<'a> Emitter<'a> {
                 .with_label(k.kernel_span, "rename this kernel"),
             ]);
         }
+        let mut params = self.param_list();
+        // Shared memory: unpinned buffers are attributions; pinned ones share a byte arena.
+        let mut wg = Vec::new();
+        let mut arena_end = 0u64;
+        let mut pinned = Vec::new();
+        let mut mbars = Vec::new();
+        for (b, bd) in k.buffers.iter() {
+            if bd.elem == ElemType::MBarrier {
+                mbars.push(b);
+                continue;
+            }
+            match bd.offset {
+                Some(o) => {
+                    arena_end = arena_end.max(o + bd.bytes());
+                    pinned.push(b);
+                }
+                None => wg.push(format!(
+                    "%{} : {}",
+                    self.buf_name.get(b),
+                    MemType::identity(&bd.shape, bd.elem).render()
+                )),
+            }
+        }
+        let arena = if pinned.is_empty() {
+            None
+        } else {
+            let n = self.fresh("smem");
+            let ty = format!("memref<{arena_end}xi8, {WORKGROUP}>");
+            wg.push(format!("%{n} : {ty}"));
+            Some((n, ty))
+        };
+        self.tensor_map_params(&mut params);
+        let wg = if wg.is_empty() {
+            String::new()
+        } else {
+            format!(" workgroup({})", wg.join(", "))
+        };
+        let attrs = self.kernel_attributes();
+        self.line(&format!(
+            "gpu.func @{}({}){wg} kernel attributes {{{attrs}}} {{",
+            if k.name.starts_with(|c: char| c.is_ascii_digit()) {
+                format!("\"{}\"", k.name)
+            } else {
+                k.name.clone()
+            },
+            params.join(", ")
+        ));
+        self.depth += 1;
+        self.shared_prologue(arena.as_ref(), pinned, mbars);
+        self.region(k.body);
+        self.line("gpu.return");
+        self.depth -= 1;
+        self.line("}");
+        if !self.diags.is_empty() {
+            return Err(self.diags);
+        }
+        let mut out = format!("gpu.module @smemsync_{} {{\n", k.name);
+        for h in self.helpers.values() {
+            for l in h.lines() {
+                let _ = writeln!(out, "  {l}");
+            }
+        }
+        out.push_str(&self.out);
+        out.push_str("}\n");
+        Ok(out)
+    }
+
+    /// The kernel's parameters as `gpu.func` arguments: globals as memrefs (symbolic
+    /// dimensions by argument position), scalars with their defaults and ranges as attributes.
+    fn param_list(&self) -> Vec<String> {
+        let k = self.k;
         let mut params = Vec::new();
         for p in &k.params {
             match p {
@@ -524,67 +595,45 @@ impl<'a> Emitter<'a> {
                 }
             }
         }
-        // Shared memory: unpinned buffers are attributions; pinned ones share a byte arena.
-        let mut wg = Vec::new();
-        let mut arena_end = 0u64;
-        let mut pinned = Vec::new();
-        let mut mbars = Vec::new();
-        for (b, bd) in k.buffers.iter() {
-            if bd.elem == ElemType::MBarrier {
-                mbars.push(b);
+        params
+    }
+
+    /// TMA: one tensor-map argument per (global, box), a pointer the host fills (recorded in
+    /// `tmaps` for the ops that use it).
+    fn tensor_map_params(&mut self, params: &mut Vec<String>) {
+        let k = self.k;
+        if !self.t.tma {
+            return;
+        }
+        for op in k.ops_in_order() {
+            let (m, g) = match &k.ops[op].kind {
+                OpKind::TmaLoad { dst, src, .. } => (*dst, *src),
+                OpKind::TmaStore { dst, src, .. } => (*src, *dst),
+                _ => continue,
+            };
+            let Some(box_) = self.tma_box(m, g) else {
+                continue;
+            };
+            if self.tmaps.iter().any(|(gg, bb, _)| *gg == g && *bb == box_) {
                 continue;
             }
-            match bd.offset {
-                Some(o) => {
-                    arena_end = arena_end.max(o + bd.bytes());
-                    pinned.push(b);
-                }
-                None => wg.push(format!(
-                    "%{} : {}",
-                    self.buf_name.get(b),
-                    MemType::identity(&bd.shape, bd.elem).render()
-                )),
-            }
+            let base = format!("{}_tmap", self.global_name.get(g));
+            let n = self.fresh(&base);
+            params.push(format!(
+                "%{n}: !llvm.ptr {{smemsync.tensor_map = {}}}",
+                k.params
+                    .iter()
+                    .position(|p| *p == Param::Global(g))
+                    .unwrap_or(0)
+            ));
+            self.tmaps.push((g, box_, n));
         }
-        let arena = if pinned.is_empty() {
-            None
-        } else {
-            let n = self.fresh("smem");
-            let ty = format!("memref<{arena_end}xi8, {WORKGROUP}>");
-            wg.push(format!("%{n} : {ty}"));
-            Some((n, ty))
-        };
-        // TMA: one tensor-map argument per (global, box), a pointer the host fills.
-        if self.t.tma {
-            for op in k.ops_in_order() {
-                let (m, g) = match &k.ops[op].kind {
-                    OpKind::TmaLoad { dst, src, .. } => (*dst, *src),
-                    OpKind::TmaStore { dst, src, .. } => (*src, *dst),
-                    _ => continue,
-                };
-                let Some(box_) = self.tma_box(m, g) else {
-                    continue;
-                };
-                if self.tmaps.iter().any(|(gg, bb, _)| *gg == g && *bb == box_) {
-                    continue;
-                }
-                let base = format!("{}_tmap", self.global_name.get(g));
-                let n = self.fresh(&base);
-                params.push(format!(
-                    "%{n}: !llvm.ptr {{smemsync.tensor_map = {}}}",
-                    k.params
-                        .iter()
-                        .position(|p| *p == Param::Global(g))
-                        .unwrap_or(0)
-                ));
-                self.tmaps.push((g, box_, n));
-            }
-        }
-        let wg = if wg.is_empty() {
-            String::new()
-        } else {
-            format!(" workgroup({})", wg.join(", "))
-        };
+    }
+
+    /// The `gpu.func` attributes: launch sizes, and the buffer names and thread groups the
+    /// text form has and MLIR does not.
+    fn kernel_attributes(&self) -> String {
+        let k = self.k;
         let b = k.block;
         let g = k.grid;
         let mut attrs = format!(
@@ -612,17 +661,14 @@ impl<'a> Emitter<'a> {
                 .collect();
             let _ = write!(attrs, ", smemsync.groups = {{{}}}", gs.join(", "));
         }
-        self.line(&format!(
-            "gpu.func @{}({}){wg} kernel attributes {{{attrs}}} {{",
-            if k.name.starts_with(|c: char| c.is_ascii_digit()) {
-                format!("\"{}\"", k.name)
-            } else {
-                k.name.clone()
-            },
-            params.join(", ")
-        ));
-        self.depth += 1;
-        if let Some((arena, aty)) = &arena {
+        attrs
+    }
+
+    /// The body's opening lines: views of the byte arena for pinned buffers, typed tensor-map
+    /// descriptors, and mbarrier groups.
+    fn shared_prologue(&mut self, arena: Option<&(String, String)>, pinned: Vec<Buffer>, mbars: Vec<Buffer>) {
+        let k = self.k;
+        if let Some((arena, aty)) = arena {
             for b in pinned {
                 let bd = &k.buffers[b];
                 let off = self.index_const(bd.offset.unwrap_or(0) as i64);
@@ -652,22 +698,6 @@ impl<'a> Emitter<'a> {
             let ty = mbar_group_ty(bd.elements());
             self.line(&format!("%{n} = nvgpu.mbarrier.create -> {ty}"));
         }
-        self.region(k.body);
-        self.line("gpu.return");
-        self.depth -= 1;
-        self.line("}");
-        if !self.diags.is_empty() {
-            return Err(self.diags);
-        }
-        let mut out = format!("gpu.module @smemsync_{} {{\n", k.name);
-        for h in self.helpers.values() {
-            for l in h.lines() {
-                let _ = writeln!(out, "  {l}");
-            }
-        }
-        out.push_str(&self.out);
-        out.push_str("}\n");
-        Ok(out)
     }
 
     fn region(&mut self, r: Region) {
