@@ -729,6 +729,16 @@ struct Importer<'a> {
     depth: usize,
 }
 
+/// What a kernel's argument list leaves to resolve once every argument is bound: globals
+/// with symbolic dimensions (named by position or name), tensor-map arguments and the global
+/// each names, and the argument names in order.
+#[derive(Default)]
+struct KernelArgs {
+    pending_dims: Vec<(Global, Vec<String>, Span)>,
+    tmaps: Vec<(String, String, Span)>,
+    arg_names: Vec<String>,
+}
+
 /// One op line of the input being read: where its op goes, its results, its span and name
 /// (the cursor stands after the name), and whether it is in a stage body.
 struct OpLine<'m> {
@@ -801,24 +811,52 @@ impl<'a> Importer<'a> {
         self.k = Kernel::new(name);
         self.k.kernel_span = self.lines[start].span;
         c.expect('(')?;
-        let mut pending_dims: Vec<(Global, Vec<String>, Span)> = Vec::new();
-        let mut tmaps: Vec<(String, String, Span)> = Vec::new();
-        let mut arg_names: Vec<String> = Vec::new();
+        let KernelArgs {
+            pending_dims,
+            tmaps,
+            arg_names,
+        } = self.kernel_args(&mut c)?;
+        self.resolve_tensor_maps(tmaps)?;
+        self.resolve_dims(pending_dims, &arg_names)?;
+        self.workgroup(&mut c)?;
+        if c.eat_word("kernel") {
+            // fine
+        } else {
+            return c.err("`kernel`");
+        }
+        self.kernel_attributes(&mut c)?;
+        c.expect('{')?;
+        let body = self.k.body;
+        let renames = self.shared_names.clone();
+        let (close, next) = self.region(start + 1, body, Mode::Normal)?;
+        let _ = close;
+        for (ssa, ir) in renames {
+            if let Some(B::Buf(b)) = self.env.get(&ssa) {
+                self.k.buffers[*b].name = ir;
+            }
+        }
+        Ok((std::mem::replace(&mut self.k, Kernel::new("")), next))
+    }
+
+    /// The kernel's arguments: globals and scalar parameters go into the kernel; tensor maps
+    /// and symbolic dimensions are resolved once every argument is known.
+    fn kernel_args(&mut self, c: &mut Cur<'a>) -> R<KernelArgs> {
+        let mut a = KernelArgs::default();
         if !c.eat(')') {
             loop {
                 let (pname, ps) = c.val()?;
                 c.expect(':')?;
                 let ty = c.ty()?;
                 let attrs = c.opt_dict()?;
-                arg_names.push(pname.clone());
+                a.arg_names.push(pname.clone());
                 if let Some(g) = get(&attrs, "smemsync.tensor_map") {
                     // A TMA descriptor argument: resolved to its global after the header.
                     let g = match g {
-                        Attr::Int(i) => arg_names.get(*i as usize).cloned().unwrap_or_default(),
+                        Attr::Int(i) => a.arg_names.get(*i as usize).cloned().unwrap_or_default(),
                         Attr::Str(s) => s.clone(),
                         _ => String::new(),
                     };
-                    tmaps.push((pname, g, ps));
+                    a.tmaps.push((pname, g, ps));
                 } else if let Some((shape, elem)) = memref_shape(&ty) {
                     let dims: Vec<Dim> = shape.iter().map(|d| Dim::Const(d.unwrap_or(0))).collect();
                     let g = self.k.globals.push(GlobalData {
@@ -842,44 +880,10 @@ impl<'a> Importer<'a> {
                             .collect(),
                         _ => Vec::new(),
                     };
-                    pending_dims.push((g, names, ps));
+                    a.pending_dims.push((g, names, ps));
                     self.env.insert(pname, B::Glob(g));
                 } else {
-                    let Some(st) =
-                        scalar_ty(&ty).filter(|s| matches!(s, ScalarType::I32 | ScalarType::F32))
-                    else {
-                        return Err(
-                            self.unsupported(ps, &format!("a kernel argument of type `{ty}`"))
-                        );
-                    };
-                    let idx = self.k.params.len();
-                    let v = self.k.new_value(st, ValueDef::Param(idx));
-                    self.k.params.push(Param::Scalar(v));
-                    match (get(&attrs, "smemsync.default"), st) {
-                        (Some(Attr::Int(d)), ScalarType::F32) => self
-                            .k
-                            .param_defaults
-                            .set(v, Some(Scalar::F32(f32::from_bits(*d as u32)))),
-                        (Some(Attr::Int(d)), _) => {
-                            self.k.param_defaults.set(v, Some(Scalar::I32(*d as i32)))
-                        }
-                        (Some(Attr::Float(f)), _) => {
-                            self.k.param_defaults.set(v, Some(Scalar::F32(*f as f32)))
-                        }
-                        _ => {}
-                    }
-                    if let (Some(Attr::Int(lo)), Some(Attr::Int(hi))) =
-                        (get(&attrs, "smemsync.min"), get(&attrs, "smemsync.max"))
-                    {
-                        let (lo, hi) = (i32::try_from(*lo), i32::try_from(*hi));
-                        let (Ok(lo), Ok(hi)) = (lo, hi) else {
-                            return Err(self.unsupported(ps, "a parameter range beyond i32"));
-                        };
-                        self.k.param_ranges.set(v, Some((lo.min(hi), hi.max(lo))));
-                    }
-                    self.k.value_names.set(v, ir_name(&pname));
-                    self.k.value_spans.set(v, ps);
-                    self.env.insert(pname, B::Val(v));
+                    self.scalar_param(pname, ps, &ty, &attrs)?;
                 }
                 if c.eat(')') {
                     break;
@@ -887,6 +891,51 @@ impl<'a> Importer<'a> {
                 c.expect(',')?;
             }
         }
+        Ok(a)
+    }
+
+    /// A scalar kernel parameter (`i32` or `f32`), with its default and range attributes.
+    fn scalar_param(&mut self, pname: String, ps: Span, ty: &str, attrs: &[(String, Attr)]) -> R<()> {
+        let Some(st) =
+            scalar_ty(ty).filter(|s| matches!(s, ScalarType::I32 | ScalarType::F32))
+        else {
+            return Err(
+                self.unsupported(ps, &format!("a kernel argument of type `{ty}`"))
+            );
+        };
+        let idx = self.k.params.len();
+        let v = self.k.new_value(st, ValueDef::Param(idx));
+        self.k.params.push(Param::Scalar(v));
+        match (get(attrs, "smemsync.default"), st) {
+            (Some(Attr::Int(d)), ScalarType::F32) => self
+                .k
+                .param_defaults
+                .set(v, Some(Scalar::F32(f32::from_bits(*d as u32)))),
+            (Some(Attr::Int(d)), _) => {
+                self.k.param_defaults.set(v, Some(Scalar::I32(*d as i32)))
+            }
+            (Some(Attr::Float(f)), _) => {
+                self.k.param_defaults.set(v, Some(Scalar::F32(*f as f32)))
+            }
+            _ => {}
+        }
+        if let (Some(Attr::Int(lo)), Some(Attr::Int(hi))) =
+            (get(attrs, "smemsync.min"), get(attrs, "smemsync.max"))
+        {
+            let (lo, hi) = (i32::try_from(*lo), i32::try_from(*hi));
+            let (Ok(lo), Ok(hi)) = (lo, hi) else {
+                return Err(self.unsupported(ps, "a parameter range beyond i32"));
+            };
+            self.k.param_ranges.set(v, Some((lo.min(hi), hi.max(lo))));
+        }
+        self.k.value_names.set(v, ir_name(&pname));
+        self.k.value_spans.set(v, ps);
+        self.env.insert(pname, B::Val(v));
+        Ok(())
+    }
+
+    /// Binds each tensor-map argument to the global its `smemsync.tensor_map` names.
+    fn resolve_tensor_maps(&mut self, tmaps: Vec<(String, String, Span)>) -> R<()> {
         for (n, g, s) in tmaps {
             match self.env.get(&g) {
                 Some(B::Glob(gl)) => {
@@ -902,8 +951,16 @@ impl<'a> Importer<'a> {
                 }
             }
         }
-        // Symbolic dimensions: the scalar parameters named by `smemsync.dims`.
-        for (g, names, span) in pending_dims {
+        Ok(())
+    }
+
+    /// Symbolic dimensions: the scalar parameters named by `smemsync.dims`.
+    fn resolve_dims(
+        &mut self,
+        pending: Vec<(Global, Vec<String>, Span)>,
+        arg_names: &[String],
+    ) -> R<()> {
+        for (g, names, span) in pending {
             let mut names = names.into_iter();
             let shape = self.k.globals[g].shape.clone();
             let mut out = Vec::new();
@@ -934,6 +991,12 @@ impl<'a> Importer<'a> {
             }
             self.k.globals[g].shape = out;
         }
+        Ok(())
+    }
+
+    /// `workgroup(...)` attributions: shared buffers (those that are the source of a
+    /// `memref.view` are the byte arena of pinned buffers, not buffers).
+    fn workgroup(&mut self, c: &mut Cur<'a>) -> R<()> {
         if c.eat_word("workgroup") {
             c.expect('(')?;
             if !c.eat(')') {
@@ -967,11 +1030,11 @@ impl<'a> Importer<'a> {
                 }
             }
         }
-        if c.eat_word("kernel") {
-            // fine
-        } else {
-            return c.err("`kernel`");
-        }
+        Ok(())
+    }
+
+    /// `attributes {...}`: launch sizes, the text form's buffer names and thread groups.
+    fn kernel_attributes(&mut self, c: &mut Cur<'a>) -> R<()> {
         if c.eat_word("attributes") {
             let attrs_at = c.span();
             let attrs = match c.dict()? {
@@ -1020,17 +1083,7 @@ impl<'a> Importer<'a> {
                 }
             }
         }
-        c.expect('{')?;
-        let body = self.k.body;
-        let renames = self.shared_names.clone();
-        let (close, next) = self.region(start + 1, body, Mode::Normal)?;
-        let _ = close;
-        for (ssa, ir) in renames {
-            if let Some(B::Buf(b)) = self.env.get(&ssa) {
-                self.k.buffers[*b].name = ir;
-            }
-        }
-        Ok((std::mem::replace(&mut self.k, Kernel::new("")), next))
+        Ok(())
     }
 
     /// Parses ops from line `i` up to the line starting with `}`; returns that line's index
