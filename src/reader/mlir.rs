@@ -729,6 +729,18 @@ struct Importer<'a> {
     depth: usize,
 }
 
+/// A helper call being read: where its op goes, its bound arguments (all, and the scalars
+/// alone, in order) and its results.
+#[derive(Clone, Copy)]
+struct CallSite<'x> {
+    r: Region,
+    span: Span,
+    items: &'x [(B, Span)],
+    args: &'x [Operand],
+    res: &'x [(String, Span)],
+    res_tys: &'x [ScalarType],
+}
+
 /// What a kernel's argument list leaves to resolve once every argument is bound: globals
 /// with symbolic dimensions (named by position or name), tensor-map arguments and the global
 /// each names, and the argument names in order.
@@ -2299,137 +2311,182 @@ impl<'a> Importer<'a> {
         }
     }
 
+    /// A `func.call` to one of the helpers the MLIR emitter writes: a collective access, a
+    /// gather, a named computation (by attribute), or a helper computing one op (by name).
     fn call(&mut self, c: &mut Cur, r: Region, res: &[(String, Span)], span: Span) -> R<()> {
         let callee = match c.next().map(|t| &t.t) {
             Some(T::Sym(s)) => s.clone(),
             _ => return c.err("a callee"),
         };
-        c.expect('(')?;
-        let mut args = Vec::new();
-        let mut first_mem: Option<(B, Span)> = None;
-        let mut items: Vec<(B, Span)> = Vec::new();
-        if !c.eat(')') {
-            loop {
-                let (n, s) = c.val()?;
-                let b = self.lookup(&n, s)?;
-                items.push((b.clone(), s));
-                match b {
-                    B::Val(v) => args.push(Operand::Value(v)),
-                    B::Imm(x) => args.push(Operand::Imm(x)),
-                    b => {
-                        if first_mem.is_none() {
-                            first_mem = Some((b, s));
-                        }
-                    }
-                }
-                if c.eat(')') {
-                    break;
-                }
-                c.expect(',')?;
-            }
-        }
+        let items = self.call_args(c)?;
         let attrs = c.opt_dict()?;
         c.expect(':')?;
         let _arg_tys = c.ty_list()?;
         c.eat_arrow();
         let res_tys: Vec<ScalarType> = c.ty_list()?.iter().filter_map(|t| scalar_ty(t)).collect();
         let res_v: Vec<(String, Span)> = res.to_vec();
+        // The scalar arguments, in order.
+        let args: Vec<Operand> = items
+            .iter()
+            .filter_map(|(b, _)| match b {
+                B::Val(v) => Some(Operand::Value(*v)),
+                B::Imm(x) => Some(Operand::Imm(*x)),
+                _ => None,
+            })
+            .collect();
+        let site = CallSite {
+            r,
+            span,
+            items: &items,
+            args: &args,
+            res: &res_v,
+            res_tys: &res_tys,
+        };
         if let Some(kind) = get_str(&attrs, "smemsync.collective") {
-            let Some((mb, ms)) = first_mem else {
-                return Err(self.unsupported(span, "a collective helper without a memref"));
-            };
-            let mem = self.mem(&mb, ms)?;
             let layout = get_str(&attrs, "smemsync.layout");
-            if kind == "local_store" {
-                let value = args.first().copied().unwrap_or(Operand::int(0));
-                self.place(
-                    r,
-                    OpKind::LocalStore { mem, value, layout },
-                    &[],
-                    &[],
-                    vec![],
-                    span,
-                );
-            } else {
-                self.place(
-                    r,
-                    OpKind::LocalLoad { mem, layout },
-                    &res_v,
-                    &res_tys,
-                    vec![],
-                    span,
-                );
-            }
-            return Ok(());
+            return self.collective_call(&site, &kind, layout);
         }
         if get(&attrs, "smemsync.gather_to_lds").is_some() {
-            // (src, src indices..., dst, dst indices...)
-            let split = items
-                .iter()
-                .skip(1)
-                .position(|(b, _)| !matches!(b, B::Val(_) | B::Imm(_)))
-                .map(|p| p + 1);
-            let (Some((B::Glob(src), _)), Some(sp)) = (items.first().cloned(), split) else {
-                return Err(self.unsupported(
-                    span,
-                    "a gather helper call without a global and a shared memref",
-                ));
-            };
-            let operand = |b: &B| match b {
-                B::Val(v) => Operand::Value(*v),
-                B::Imm(x) => Operand::Imm(*x),
-                _ => Operand::int(0),
-            };
-            let src_index: Vec<Operand> = items[1..sp].iter().map(|(b, _)| operand(b)).collect();
-            let (db, ds) = items[sp].clone();
-            let dst = self.mem(&db, ds)?;
-            let dst_index: Vec<Operand> = items[sp + 1..].iter().map(|(b, _)| operand(b)).collect();
-            self.place(
-                r,
-                OpKind::GatherToLds {
-                    dst,
-                    dst_index,
-                    src,
-                    src_index,
-                },
-                &[],
-                &[],
-                vec![],
-                span,
-            );
-            return Ok(());
+            return self.gather_call(&site);
         }
         if let Some(name) = get_str(&attrs, "smemsync.compute") {
+            let kind = OpKind::Compute { name, args };
+            self.place(r, kind, &res_v, &res_tys, vec![], span);
+            return Ok(());
+        }
+        let kind = self.helper_op(&callee, &attrs, &args, span)?;
+        self.place(r, kind, &res_v, &res_tys, vec![], span);
+        Ok(())
+    }
+
+    /// A call's arguments, bound: scalars and memrefs alike, with their spans.
+    fn call_args(&self, c: &mut Cur) -> R<Vec<(B, Span)>> {
+        c.expect('(')?;
+        let mut items: Vec<(B, Span)> = Vec::new();
+        if !c.eat(')') {
+            loop {
+                let (n, s) = c.val()?;
+                items.push((self.lookup(&n, s)?, s));
+                if c.eat(')') {
+                    break;
+                }
+                c.expect(',')?;
+            }
+        }
+        Ok(items)
+    }
+
+    /// A collective helper call (`smemsync.collective`): a `local_store` of its first scalar,
+    /// or a `local_load`, on its first memref argument.
+    fn collective_call(&mut self, site: &CallSite, kind: &str, layout: Option<String>) -> R<()> {
+        let CallSite {
+            r,
+            span,
+            items,
+            args,
+            res,
+            res_tys,
+        } = *site;
+        let first_mem = items
+            .iter()
+            .find(|(b, _)| !matches!(b, B::Val(_) | B::Imm(_)));
+        let Some((mb, ms)) = first_mem else {
+            return Err(self.unsupported(span, "a collective helper without a memref"));
+        };
+        let mem = self.mem(mb, *ms)?;
+        if kind == "local_store" {
+            let value = args.first().copied().unwrap_or(Operand::int(0));
             self.place(
                 r,
-                OpKind::Compute { name, args },
-                &res_v,
-                &res_tys,
+                OpKind::LocalStore { mem, value, layout },
+                &[],
+                &[],
                 vec![],
                 span,
             );
-            return Ok(());
+        } else {
+            self.place(
+                r,
+                OpKind::LocalLoad { mem, layout },
+                res,
+                res_tys,
+                vec![],
+                span,
+            );
         }
+        Ok(())
+    }
+
+    /// A gather helper call (`smemsync.gather_to_lds`): its arguments are the source global,
+    /// the source indices, the shared destination and the destination indices.
+    fn gather_call(&mut self, site: &CallSite) -> R<()> {
+        let CallSite { r, span, items, .. } = *site;
+        // (src, src indices..., dst, dst indices...)
+        let split = items
+            .iter()
+            .skip(1)
+            .position(|(b, _)| !matches!(b, B::Val(_) | B::Imm(_)))
+            .map(|p| p + 1);
+        let (Some((B::Glob(src), _)), Some(sp)) = (items.first().cloned(), split) else {
+            return Err(self.unsupported(
+                span,
+                "a gather helper call without a global and a shared memref",
+            ));
+        };
+        let operand = |b: &B| match b {
+            B::Val(v) => Operand::Value(*v),
+            B::Imm(x) => Operand::Imm(*x),
+            _ => Operand::int(0),
+        };
+        let src_index: Vec<Operand> = items[1..sp].iter().map(|(b, _)| operand(b)).collect();
+        let (db, ds) = items[sp].clone();
+        let dst = self.mem(&db, ds)?;
+        let dst_index: Vec<Operand> = items[sp + 1..].iter().map(|(b, _)| operand(b)).collect();
+        self.place(
+            r,
+            OpKind::GatherToLds {
+                dst,
+                dst_index,
+                src,
+                src_index,
+            },
+            &[],
+            &[],
+            vec![],
+            span,
+        );
+        Ok(())
+    }
+
+    /// The op a helper named `callee` computes (thread ids, floor `rem`, shifts, float to
+    /// int, group membership).
+    fn helper_op(
+        &self,
+        callee: &str,
+        attrs: &[(String, Attr)],
+        args: &[Operand],
+        span: Span,
+    ) -> R<OpKind> {
         let two = |args: &[Operand]| {
             (
                 args.first().copied().unwrap_or(Operand::int(0)),
                 args.get(1).copied().unwrap_or(Operand::int(0)),
             )
         };
-        let kind = match callee.as_str() {
+        Ok(match callee {
             "__smemsync_tid_linear" => OpKind::Special(Special::LinearTid),
             "__smemsync_lane" => OpKind::Special(Special::Lane),
             "__smemsync_warp" => OpKind::Special(Special::Warp),
             "__smemsync_rem_i32" => {
-                let (a, b) = two(&args);
+                let (a, b) = two(args);
                 OpKind::Binary(BinOp::Rem, a, b)
             }
             "__smemsync_shl_i32" => {
-                let (a, b) = two(&args);
+                let (a, b) = two(args);
                 OpKind::Binary(BinOp::Shl, a, b)
             }
             "__smemsync_shr_i32" => {
-                let (a, b) = two(&args);
+                let (a, b) = two(args);
                 OpKind::Binary(BinOp::Shr, a, b)
             }
             "__smemsync_ftoi" => OpKind::Cast(
@@ -2437,7 +2494,7 @@ impl<'a> Importer<'a> {
                 args.first().copied().unwrap_or(Operand::int(0)),
             ),
             "__smemsync_in_group" => {
-                let gname = get_str(&attrs, "smemsync.group").unwrap_or_default();
+                let gname = get_str(attrs, "smemsync.group").unwrap_or_default();
                 let Some((g, _)) = self.k.groups.iter().find(|(_, gd)| gd.name == gname) else {
                     return Err(self.unsupported(
                         span,
@@ -2447,9 +2504,7 @@ impl<'a> Importer<'a> {
                 OpKind::InGroup(g)
             }
             other => return Err(self.unsupported(span, &format!("a call to `@{other}`"))),
-        };
-        self.place(r, kind, &res_v, &res_tys, vec![], span);
-        Ok(())
+        })
     }
 
     fn iter_list(&self, c: &mut Cur) -> R<Vec<(String, Span, Operand)>> {
