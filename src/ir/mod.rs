@@ -8,6 +8,7 @@ pub mod ops;
 pub mod induction;
 pub mod ranges;
 pub mod types;
+pub mod wgmma;
 
 pub use effects::{
     AccessKind, AsyncClass, Effects, Footprint, SharedAccess, SyncEffect, WaitKind, effects,
