@@ -13,7 +13,12 @@ mod common;
 
 fn kernel(n: u64) -> String {
     let r = n / 2;
-    let regs = |p: &str| (0..r).map(|i| format!("%{p}{i}")).collect::<Vec<_>>().join(", ");
+    let regs = |p: &str| {
+        (0..r)
+            .map(|i| format!("%{p}{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let zeros = vec!["0.0"; r as usize].join(", ");
     let mut s = format!(
         "kernel @mma(%A: global f16[1024], %B: global f16[{b}], %C: global f32[{c}]) block(128) {{
@@ -92,7 +97,9 @@ fn hardware_wgmma_computes_the_matrix_product_in_the_fragment_layout() {
         for row in 0..64 {
             for col in 0..n {
                 let dot = |acc: f32| {
-                    (0..16).fold(acc, |s, kk| s + input(0, row * 16 + kk) * input(1, kk * n + col))
+                    (0..16).fold(acc, |s, kk| {
+                        s + input(0, row * 16 + kk) * input(1, kk * n + col)
+                    })
                 };
                 let want = dot(dot(0.0));
                 let got = c.data[(row * n + col) as usize];

@@ -155,9 +155,11 @@ pub fn synchronize(
     let mut split = None;
     if target.split_barriers {
         let dep = thread_dependent_values(&kernel);
-        let (lowered, stats) = lower_to_split(&kernel, &|o: &Operand| {
-            o.value().is_some_and(|v| dep.contains(&v))
-        });
+        let (lowered, stats) = lower_to_split(
+            &kernel,
+            &|o: &Operand| o.value().is_some_and(|v| dep.contains(&v)),
+            &opts.bounds,
+        );
         let violations = check_protocol(&lowered, target.warp);
         if !violations.is_empty() {
             return Err(violations);
