@@ -21,7 +21,9 @@
 # Timing runs last, one kernel at a time, once no other GPU work is left.
 #
 # Per-kernel lines: `// PARAMS: a=1 b=2` (scalar parameters for the validation run and the
-# interpreter) and `// BENCH: --param ... --grid ...` (harness arguments for the timed runs).
+# interpreter), `// BENCH: --param ... --grid ...` (harness arguments for the timed runs) and
+# `// COMPARE: --rtol=R --atol=A` (float tolerance, for kernels whose GPU summation order
+# differs from the interpreter's). Kernels with wgmma build for sm_90a.
 #
 # Environment: OUT (results folder; default ./gpu-results), SMEMSYNC (the binary), ARCH
 # (default sm_90), SEED (default 1), TIME_RUNS (default 50), SKIP_MUTATIONS=1, SKIP_TIMING=1,
@@ -74,7 +76,10 @@ build() {
   if ! "$BIN" emit --format cuda --target "$ARCH" "$@" "$src" -o "$dst.cu" 2>"$dst.emit.err"; then
     return 10
   fi
-  if ! nvcc_slot -arch="$ARCH" $NVCC_FLAGS -o "$dst" "$dst.cu" 2>"$dst.nvcc.err"; then
+  # wgmma exists only on the architecture-specific sm_90a (HOPPER.md: the -gencode form).
+  local arch=(-arch="$ARCH")
+  if [ "$ARCH" = sm_90 ] && grep -q 'wgmma\.' "$dst.cu"; then arch=(-gencode=arch=compute_90a,code=sm_90a); fi
+  if ! nvcc_slot "${arch[@]}" $NVCC_FLAGS -o "$dst" "$dst.cu" 2>"$dst.nvcc.err"; then
     { echo "== nvcc: $dst.cu"; cat "$dst.nvcc.err"; } >>"$BUILD_NVLOG"
     return 11
   fi
@@ -91,10 +96,13 @@ kernel_job() {
   cd "$ROOT" || exit 2
   echo $$ >"$d/pid"
   BUILD_NVLOG=$d/nvcc.log; : >"$BUILD_NVLOG"
-  local name P BOUNDS placed src stats rc msg rrc result ref rc_h sc_h nsync B
+  local name P BOUNDS CMP placed src stats rc msg rrc result ref rc_h sc_h nsync B
   name=$(name_of "$f")
   P=$(params_of "$f")
   BOUNDS=$(bounds_of "$f")
+  # `// COMPARE: --rtol=R --atol=A`: the kernel's float tolerance, where the GPU's summation
+  # order cannot match the interpreter's bit for bit (the file says why).
+  CMP=$(field "$f" COMPARE)
   echo ""
   echo "=== $f (params: ${P:-none})"
 
@@ -167,7 +175,7 @@ kernel_job() {
   ref=""
   if [ $rrc = 0 ] && [ "$HAS_RUN" = 1 ]; then
     if "$BIN" run "$src" --target "$ARCH" --seed "$SEED" --out "$d/interp" $BOUNDS 2>&1; then
-      result=$(python3 scripts/compare-outputs.py "$d/gpu" "$d/interp" 2>&1 | tail -1)
+      result=$(python3 scripts/compare-outputs.py "$d/gpu" "$d/interp" $CMP 2>&1 | tail -1)
       ref=$d/interp
     else
       result="interpreter failed (see details.log)"
@@ -233,7 +241,7 @@ kernel_job() {
         run_kernel "$m" "$m.out" $P; mrc=$?
         if [ $mrc = 124 ]; then verdict="deadlock"; caught=$((caught+1))
         elif [ $mrc != 0 ]; then verdict="error(rc=$mrc)"; caught=$((caught+1))
-        elif ! python3 scripts/compare-outputs.py "$m.out" "$ref" >/dev/null 2>&1; then verdict="result"; caught=$((caught+1))
+        elif ! python3 scripts/compare-outputs.py "$m.out" "$ref" $CMP >/dev/null 2>&1; then verdict="result"; caught=$((caught+1))
         else
           h=$(sanitize racecheck "$m" $P --grid 1,1,1)
           # Racecheck counts only when the mutant has more hazards than the unmutated build.

@@ -2012,7 +2012,6 @@ impl<'a> BlockExec<'a> {
                 th.groups[1].0.push(c);
             }
             OpKind::Wgmma { a, b, acc } => {
-                let mut sum = self.val(th, acc).as_f32();
                 let p = PendingCopy {
                     issuer: t,
                     op,
@@ -2021,17 +2020,24 @@ impl<'a> BlockExec<'a> {
                     mbar: None,
                 };
                 let c = self.new_copy(th, op, p);
+                let mut ops = Vec::new();
                 for m in [a, b] {
                     let vi = self.memref(th, *m, op)?;
+                    let mut vals = Vec::new();
                     for e in 0..vi.elements() {
                         let el = vi.element(e);
                         self.record(th, op, vi.buf, el, AccKind::AsyncRead, c)?;
-                        sum += self.read_smem(vi.buf, el, op)?.as_f32();
+                        vals.push(self.read_smem(vi.buf, el, op)?.as_f32());
                     }
+                    ops.push(vals);
                 }
+                let accs: Vec<f32> = acc.all().iter().map(|o| self.val(th, o).as_f32()).collect();
+                let d = wgmma_results(self.k, (*a, *b), &ops, &accs, t as u64);
                 th.groups[2].0.push(c);
-                self.set(th, op, 0, Val::F32(sum));
-                self.set_pend(th, op, 0, Some(c));
+                for (i, x) in d.into_iter().enumerate() {
+                    self.set(th, op, i, Val::F32(x));
+                    self.set_pend(th, op, i, Some(c));
+                }
             }
             OpKind::CpAsyncCommit | OpKind::BulkCommit | OpKind::WgmmaCommit => {
                 let g = match od.kind {
@@ -2608,4 +2614,28 @@ fn compute(ty: ScalarType, args: &[Val], j: usize) -> Val {
             }
         }
     }
+}
+
+/// The results of one thread's `wgmma` (docs/ir.md section 4): in the hardware form, register
+/// `i` is `D[row][col] = C_i + sum over k of A[row][k] * B[k][col]`, the products exact
+/// (f16/bf16 products fit f32) and added in increasing `k`, each addition rounded to f32;
+/// otherwise each result is its accumulator plus the sum of every element of both views.
+/// `ops` holds the views' elements (row-major), `t` the thread's linear id.
+fn wgmma_results(k: &Kernel, ab: (MemRef, MemRef), ops: &[Vec<f32>], accs: &[f32], t: u64) -> Vec<f32> {
+    use crate::ir::wgmma;
+    if wgmma::hardware_shape(k, ab.0, ab.1, accs.len()).is_err() {
+        return accs
+            .iter()
+            .map(|&c| ops.iter().flatten().fold(c, |s, x| s + x))
+            .collect();
+    }
+    accs.iter()
+        .enumerate()
+        .map(|(i, &c)| {
+            let (row, col) = wgmma::fragment_position(t, i as u64);
+            (0..wgmma::K).fold(c, |s, kk| {
+                s + ops[0][wgmma::a_element(row, kk) as usize] * ops[1][wgmma::b_element(kk, col) as usize]
+            })
+        })
+        .collect()
 }

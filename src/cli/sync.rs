@@ -191,7 +191,10 @@ fn render(
             text.push_str(&format!(
                 "// split: pairs={} phases={} absorbed_barriers={} dscnt_dropped={} mean_slack={:.2} (signal placed just before its wait: {adjacent:.2}) slack={:?}\n",
                 sp.pairs,
-                sp.phases.map_or("unknown".to_string(), |p| p.to_string()),
+                sp.phases.map_or_else(
+                    || sp.phases_formula.clone().unwrap_or_else(|| "unknown".into()),
+                    |p| p.to_string()
+                ),
                 sp.absorbed,
                 sp.dscnt_dropped,
                 sp.mean_slack(),
@@ -374,6 +377,10 @@ fn stats_json(s: &Synchronized) -> Json {
         Json::object([
             ("pairs", n(sp.pairs)),
             ("phases", sp.phases.map_or(Json::Null, big)),
+            (
+                "phases_formula",
+                sp.phases_formula.clone().map_or(Json::Null, Json::Str),
+            ),
             ("absorbed_barriers", n(sp.absorbed)),
             ("dscnt_dropped", n(sp.dscnt_dropped)),
             ("mean_slack", Json::Float(sp.mean_slack())),

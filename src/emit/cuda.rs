@@ -51,6 +51,9 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
+mod wgmma;
+
+use crate::analysis::regdeps::RegSources;
 use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::*;
 use crate::target::{Target, Vendor};
@@ -187,6 +190,9 @@ struct Emitter<'a> {
     syncs: Vec<Op>,
     depth: usize,
     fresh: usize,
+    /// Where wgmma results flow (kernels with wgmma only): their values are mutable locals
+    /// and their readers are pinned after the wait (`cuda::wgmma`).
+    wgmma_regs: Option<RegSources<'a>>,
 }
 
 fn sanitize(s: &str) -> String {
@@ -344,6 +350,7 @@ impl<'a> Emitter<'a> {
             syncs: sync_ops(k),
             depth: 0,
             fresh: 0,
+            wgmma_regs: wgmma::uses_wgmma(k).then(|| RegSources::new(k)),
         }
     }
 
@@ -410,11 +417,7 @@ impl<'a> Emitter<'a> {
                 OpKind::SplitSignal(_) | OpKind::SplitWait(_) => {
                     self.err(op, "E0702", format!("split barriers are a gfx12 feature; target `{name}` has none"))
                 }
-                OpKind::Wgmma { .. } | OpKind::WgmmaCommit | OpKind::WgmmaWait(_) => self.err(
-                    op,
-                    "E0703",
-                    "wgmma is not emitted as CUDA C++ (it needs sm_90a descriptors); emit MLIR instead",
-                ),
+                OpKind::Wgmma { a, b, acc } => self.check_wgmma(op, *a, *b, acc),
                 OpKind::TmaLoad { dst, src, .. } | OpKind::TmaStore { dst: src, src: dst, .. } if !t.tma => {
                     let _ = (dst, src);
                     self.err(op, "E0704", format!("TMA copies need sm_90; target `{name}` has none"))
@@ -699,6 +702,9 @@ impl<'a> Emitter<'a> {
         }) {
             self.out.push_str(PRELUDE_CP_ASYNC);
         }
+        if wgmma::uses_wgmma(k) {
+            self.out.push_str(&wgmma::prelude());
+        }
         if uses(&|o| matches!(o, OpKind::NamedArrive { .. } | OpKind::NamedSync { .. })) {
             self.out.push_str(PRELUDE_NAMED);
         }
@@ -714,6 +720,7 @@ impl<'a> Emitter<'a> {
                     | OpKind::TmaStore { .. }
                     | OpKind::BulkCommit
                     | OpKind::BulkWait(_)
+                    | OpKind::FenceProxyAsync
             )
         }) {
             self.out.push_str(PRELUDE_HOPPER);
@@ -806,7 +813,9 @@ impl<'a> Emitter<'a> {
     }
 
     fn decl(&mut self, v: Value, expr: String) {
-        let line = format!("const {} {} = {};", c_type(self.ty(v)), self.v(v), expr);
+        // In wgmma kernels values may be pinned in place (`cuda::wgmma`), so none is const.
+        let cst = if self.wgmma_regs.is_some() { "" } else { "const " };
+        let line = format!("{cst}{} {} = {};", c_type(self.ty(v)), self.v(v), expr);
         self.line(&line);
     }
 
@@ -827,6 +836,10 @@ impl<'a> Emitter<'a> {
                 self.line(&line);
                 return;
             }
+        }
+        if let Some(mut regs) = self.wgmma_regs.take() {
+            self.wgmma_operand_fences(op, &mut regs);
+            self.wgmma_regs = Some(regs);
         }
         let r0 = self.result(op, 0);
         match kind {
@@ -1242,10 +1255,9 @@ impl<'a> Emitter<'a> {
             | OpKind::TdmLoad { .. }
             | OpKind::WaitCnt(_)
             | OpKind::SplitSignal(_)
-            | OpKind::SplitWait(_)
-            | OpKind::Wgmma { .. }
-            | OpKind::WgmmaCommit
-            | OpKind::WgmmaWait(_) => {}
+            | OpKind::SplitWait(_) => {}
+            OpKind::Wgmma { a, b, acc } => self.emit_wgmma(op, *a, *b, acc),
+            OpKind::WgmmaCommit | OpKind::WgmmaWait(_) => self.emit_wgmma_sync(kind),
         }
     }
 

@@ -515,7 +515,7 @@ impl<'a> Printer<'a> {
                     "{res}wgmma {}, {}, {}",
                     self.mem(*a),
                     self.mem(*b),
-                    self.opnd(acc)
+                    self.opnds(acc.all())
                 )
             }
             OpKind::Yield(vs) => {

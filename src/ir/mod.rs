@@ -9,6 +9,7 @@ pub mod ops;
 pub mod induction;
 pub mod ranges;
 pub mod types;
+pub mod wgmma;
 
 pub use effects::{
     AccessKind, AsyncClass, Effects, Footprint, SharedAccess, SyncEffect, WaitKind, effects,

@@ -387,8 +387,13 @@ pub enum OpKind {
     },
     /// `mbar_inval @full[%i]`
     MbarInval { mbar: MemRef, index: Vec<Operand> },
-    /// `%d = wgmma @a, @b, %acc` — Hopper warpgroup MMA: async read of both views.
-    Wgmma { a: MemRef, b: MemRef, acc: Operand },
+    /// `%d0, .. = wgmma @a, @b, %c0, ..` — Hopper warpgroup MMA: async read of both views,
+    /// one result register per accumulator operand (docs/ir.md section 4).
+    Wgmma {
+        a: MemRef,
+        b: MemRef,
+        acc: WgmmaAcc,
+    },
     /// `wgmma_commit`
     WgmmaCommit,
     /// `wgmma_wait 0`
@@ -426,6 +431,30 @@ pub struct OpData {
     pub kind: OpKind,
     pub results: Vec<Value>,
     pub regions: Vec<Region>,
+}
+
+/// The accumulator operands of a `wgmma`: one per result register, in the order of the
+/// hardware fragment (docs/ir.md section 4). Never empty (the reader and the verifier
+/// refuse a wgmma without one).
+///
+/// It dereferences to the first accumulator so that code written when a wgmma had exactly
+/// one (the MLIR emitter, which refuses wgmma anyway) keeps compiling; everything that must
+/// see every accumulator iterates [`WgmmaAcc::all`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct WgmmaAcc(pub Vec<Operand>);
+
+impl WgmmaAcc {
+    /// Every accumulator operand, in register order.
+    pub fn all(&self) -> &[Operand] {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for WgmmaAcc {
+    type Target = Operand;
+    fn deref(&self) -> &Operand {
+        &self.0[0]
+    }
 }
 
 /// Where a value comes from.
@@ -685,7 +714,7 @@ impl OpKind {
                 all(index, f);
                 f(parity);
             }
-            OpKind::Wgmma { acc, .. } => f(acc),
+            OpKind::Wgmma { acc, .. } => all(&mut acc.0, f),
             OpKind::For { lo, hi, step, init } => {
                 f(lo);
                 f(hi);

@@ -1455,9 +1455,17 @@ impl Parser {
                 self.expect(Tok::Comma)?;
                 self.data_elem(cx, a, as_)?;
                 self.data_elem(cx, b, bs)?;
-                let acc = self.operand(cx, T::F32)?;
-                tys.push(T::F32);
-                OpKind::Wgmma { a, b, acc }
+                // One accumulator per result register (docs/ir.md section 4).
+                let mut acc = vec![self.operand(cx, T::F32)?];
+                while self.eat(&Tok::Comma) {
+                    acc.push(self.operand(cx, T::F32)?);
+                }
+                tys.extend(acc.iter().map(|_| T::F32));
+                OpKind::Wgmma {
+                    a,
+                    b,
+                    acc: WgmmaAcc(acc),
+                }
             }
             "yield" => {
                 let mut vals = Vec::new();

@@ -157,7 +157,11 @@ pub fn synchronize(
     if target.split_barriers {
         // The placer's own uniformity (the checker's protocol check below has its own).
         let u = uniformity::analyze(&kernel);
-        let (lowered, stats) = lower_to_split(&kernel, &|o: &Operand| !u.operand_uniform(o));
+        let (lowered, stats) = lower_to_split(
+            &kernel,
+            &|o: &Operand| !u.operand_uniform(o),
+            &opts.bounds,
+        );
         let violations = check_protocol(&lowered, target.warp);
         if !violations.is_empty() {
             return Err(violations);

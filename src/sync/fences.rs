@@ -32,9 +32,12 @@
 //! intervals (write, publishing release), which is the greedy optimum of interval stabbing:
 //! one fence serves every pair whose interval contains it. Across loops and both arms of an
 //! `if` the choice is a heuristic (latest point, outermost release), never unsound: the
-//! checker re-proves the result (`check::race`, C0013). Pairs across the arms of a role branch
-//! (producer warps write, consumer warps issue wgmma after a named barrier) are not on one
-//! thread's path and are left to the checker. Complexity: O(restarts x ops x pending).
+//! checker re-proves the result (`check::race`, C0013). Pairs across the arms of a divergent
+//! role branch (producer warps write, consumer warps issue wgmma after a named barrier) are on
+//! no single thread's path; a second pass (`role_branch_fences`) puts the fence in the
+//! writer's arm, before the first later op there that holds a sync op (its arrive), one fence
+//! per such point. Complexity: O(restarts x ops x pending), plus O(ifs x ops) for role
+//! branches.
 //!
 //! Independence: uses the IR and the effects table only, like every placer.
 //!
@@ -77,8 +80,105 @@ pub fn place_fences(k: &Kernel) -> SyncPlan {
             _ => break,
         }
     }
+    role_branch_fences(k, &async_bufs, &mut plan);
     plan.sort(k);
     plan
+}
+
+/// Producer/consumer role branches: a generic write in one arm of a divergent `if` whose
+/// other arm holds an async-proxy access of the same bytes. No thread runs both arms, so the
+/// walk above (one thread's paths) never pairs them; the writer must fence its own writes
+/// before the release that publishes them to the other arm (a named barrier or mbarrier
+/// arrive, usually). The fence goes just before the first op after the write, within its arm,
+/// that is or contains a sync op, else at the end of the arm; none when a fence already
+/// follows the write there. One fence serves every write that reaches the same point.
+fn role_branch_fences(k: &Kernel, async_bufs: &HashSet<Buffer>, plan: &mut SyncPlan) {
+    let parents = k.parents();
+    let uni = crate::analysis::uniformity::analyze(k);
+    let mut placed: HashSet<ProgramPoint> = HashSet::new();
+    for l in k.ops_in_order() {
+        let od = &k.ops[l];
+        if !matches!(od.kind, OpKind::If { .. }) || od.regions.len() != 2 {
+            continue;
+        }
+        if !od.regions.iter().any(|&r| uni.is_divergent(r)) {
+            continue;
+        }
+        for (wa, ra) in [(od.regions[0], od.regions[1]), (od.regions[1], od.regions[0])] {
+            let read: Vec<Buffer> = ops_under(k, ra)
+                .into_iter()
+                .filter(|&o| is_async_proxy(&k.ops[o].kind))
+                .flat_map(|o| effects(k, o).shared.into_iter().map(|a| k.root_buffer(a.mem)))
+                .collect();
+            if read.is_empty() {
+                continue;
+            }
+            for w in ops_under(k, wa) {
+                let writes = effects(k, w).shared.iter().any(|a| {
+                    let b = k.root_buffer(a.mem);
+                    !a.kind.is_async()
+                        && a.kind.writes()
+                        && async_bufs.contains(&b)
+                        && read.iter().any(|&x| overlap(k, x, b))
+                });
+                if !writes {
+                    continue;
+                }
+                let Some(at) = publish_point(k, &parents, w, wa) else {
+                    continue;
+                };
+                if placed.insert(at) {
+                    let what = |o: Op| crate::emit::text::op_label(k, o);
+                    plan.edits.push(Edit {
+                        at,
+                        op: OpKind::FenceProxyAsync,
+                        reason: EditReason::Other(format!(
+                            "generic write {} in one arm of a role branch, read by the async proxy in the other",
+                            what(w)
+                        )),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Every op inside region `r`, nested ones included.
+fn ops_under(k: &Kernel, r: Region) -> Vec<Op> {
+    let mut out = Vec::new();
+    for &o in &k.regions[r].ops {
+        out.push(o);
+        for &c in &k.ops[o].regions {
+            out.extend(ops_under(k, c));
+        }
+    }
+    out
+}
+
+/// Where the writer of `w` (inside arm `arm`) fences before publishing: just before the first
+/// later op of its arm that is or holds a sync op, else the arm's end; `None` when a fence
+/// comes first.
+fn publish_point(k: &Kernel, parents: &Parents, w: Op, arm: Region) -> Option<ProgramPoint> {
+    let mut cur = w;
+    loop {
+        let r = parents.op_region[cur]?;
+        let ops = &k.regions[r].ops;
+        let idx = ops.iter().position(|&o| o == cur)?;
+        for &o in &ops[idx + 1..] {
+            if matches!(k.ops[o].kind, OpKind::FenceProxyAsync) {
+                return None;
+            }
+            let mut inner =
+                std::iter::once(o).chain(k.ops[o].regions.iter().flat_map(|&c| ops_under(k, c)));
+            if inner.any(|x| effects(k, x).sync.is_some()) {
+                return Some(ProgramPoint::before(o));
+            }
+        }
+        if r == arm {
+            return Some(ProgramPoint::end(arm));
+        }
+        cur = parents.region_op[r]?;
+    }
 }
 
 /// Whether an op's shared accesses go through the async proxy.

@@ -63,8 +63,13 @@ pub struct SplitStats {
     /// `waitcnt dscnt(0)` waits left out because no LDS operation may be outstanding there.
     pub dscnt_dropped: usize,
     /// Barrier phases executed per block (split waits, times the trip counts of the loops
-    /// around them; parameters at their defaults), if every such trip count is known.
+    /// around them; parameters at their `--bounds` values or defaults), if every such trip
+    /// count is known.
     pub phases: Option<u64>,
+    /// When `phases` is unknown: the count as a sum of products of trip counts, the unknown
+    /// ones spelled with their loop bounds (`2*n + 1`, `ceil((n - 0) / 64)`); `None` when a
+    /// `while` loop encloses a wait.
+    pub phases_formula: Option<String>,
 }
 
 impl SplitStats {
@@ -155,6 +160,7 @@ fn absorbed(
 pub fn lower_to_split(
     k: &Kernel,
     thread_dependent: &dyn Fn(&Operand) -> bool,
+    bounds: &HashMap<String, i64>,
 ) -> (Kernel, SplitStats) {
     let mut out = k.clone();
     let parents = k.parents();
@@ -192,7 +198,7 @@ pub fn lower_to_split(
         slide(&mut out, r, &mut memo);
     }
     let dscnt_dropped = drop_clean_dscnt(&mut out);
-    let mut stats = stats(&out);
+    let mut stats = stats(&out, bounds);
     stats.absorbed = drop.len();
     stats.dscnt_dropped = dscnt_dropped;
     (out, stats)
@@ -384,26 +390,64 @@ fn walk_lds(
 }
 
 /// Barrier phases executed per block: every split wait completes one, once per iteration of
-/// the loops around it. `None` when a loop around a wait has an unknown trip count.
-fn phases(k: &Kernel) -> Option<u64> {
+/// the loops around it (the rotated lowering's extra phase is its wait before the loop). Each
+/// wait contributes a product of trip counts: known ones multiply a constant, unknown ones
+/// stay symbolic. Returns the total when every trip count is known, else the formula; `None`
+/// for both when a `while` loop encloses a wait.
+fn phases(k: &Kernel, bounds: &HashMap<String, i64>) -> (Option<u64>, Option<String>) {
     let parents = k.parents();
-    let defaults = HashMap::new();
-    let mut total = 0u64;
+    // Symbolic factors (sorted) -> constant multiplier.
+    let mut terms: std::collections::BTreeMap<Vec<String>, u64> = Default::default();
     for op in k.ops_in_order() {
         if k.ops[op].kind != OpKind::SplitWait(WORKGROUP) {
             continue;
         }
-        let mut n = 1u64;
+        let (mut n, mut sym) = (1u64, Vec::new());
         for a in parents.ancestors(op) {
             match k.ops[a].kind {
-                OpKind::For { .. } => n = n.saturating_mul(super::trip(k, a, Some(&defaults))?),
-                OpKind::While { .. } => return None,
+                OpKind::For { .. } => match super::trip(k, a, Some(bounds)) {
+                    Some(t) => n = n.saturating_mul(t),
+                    None => sym.push(trip_formula(k, a)),
+                },
+                OpKind::While { .. } => return (None, None),
                 _ => {}
             }
         }
-        total = total.saturating_add(n);
+        sym.sort();
+        let c = terms.entry(sym).or_insert(0);
+        *c = c.saturating_add(n);
     }
-    Some(total)
+    if terms.keys().all(|f| f.is_empty()) {
+        return (Some(terms.values().sum()), None);
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for (f, c) in terms.iter().rev() {
+        let mut p: Vec<String> = Vec::new();
+        if *c != 1 || f.is_empty() {
+            p.push(c.to_string());
+        }
+        p.extend(f.iter().cloned());
+        parts.push(p.join("*"));
+    }
+    (None, Some(parts.join(" + ")))
+}
+
+/// A `for` loop's trip count spelled with its bounds' names: `n`, `(n - 1)`,
+/// `ceil((n - 0) / 64)`.
+fn trip_formula(k: &Kernel, l: Op) -> String {
+    let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
+        return "?".into();
+    };
+    let name = |o: &Operand| match o {
+        Operand::Imm(s) => s.as_i64().to_string(),
+        Operand::Value(v) => k.value_names.get(*v).to_string(),
+    };
+    let (lo, hi, step) = (name(lo), name(hi), name(step));
+    match (lo.as_str(), step.as_str()) {
+        ("0", "1") => hi,
+        (_, "1") => format!("({hi} - {lo})"),
+        _ => format!("ceil(({hi} - {lo}) / {step})"),
+    }
 }
 
 fn new_wait(k: &mut Kernel) -> Op {
@@ -465,10 +509,12 @@ fn slide(k: &mut Kernel, r: Region, memo: &mut HashMap<Op, bool>) {
 
 /// Pairs written, phases executed and, for each signal, the ops up to the next wait in program
 /// order.
-pub fn stats(k: &Kernel) -> SplitStats {
+pub fn stats(k: &Kernel, bounds: &HashMap<String, i64>) -> SplitStats {
     let order = k.ops_in_order();
+    let (phases, phases_formula) = phases(k, bounds);
     let mut s = SplitStats {
-        phases: phases(k),
+        phases,
+        phases_formula,
         ..Default::default()
     };
     for (i, &op) in order.iter().enumerate() {
@@ -495,7 +541,7 @@ mod tests {
     fn lower(src: &str) -> (Kernel, SplitStats) {
         let k = parse_kernel(src).expect("parses");
         let u = uniformity::analyze(&k);
-        let (out, st) = lower_to_split(&k, &|o: &Operand| !u.operand_uniform(o));
+        let (out, st) = lower_to_split(&k, &|o: &Operand| !u.operand_uniform(o), &HashMap::new());
         assert!(
             crate::verify::verify(&out).is_empty(),
             "{}",

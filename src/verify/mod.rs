@@ -489,7 +489,9 @@ impl Verifier<'_> {
             OpKind::Wgmma { a, b, acc } => {
                 self.use_mem(s, *a, None, true);
                 self.use_mem(s, *b, None, true);
-                self.use_op(s, acc, Some(T::F32));
+                for c in acc.all() {
+                    self.use_op(s, c, Some(T::F32));
+                }
             }
             OpKind::WaitTokens(ts) => {
                 for t in ts {

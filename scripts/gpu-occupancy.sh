@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Occupancy gain of `smemsync sync --plan-smem` on an NVIDIA GPU (run from the repository root):
+#
+#   bash scripts/gpu-occupancy.sh FILE.kir
+#
+# Builds the kernel twice for sm_90 — synchronized as written (`sync`) and with its shared
+# memory planned first (`sync --plan-smem`) — and for each reports the blocks per
+# multiprocessor the driver allows (cudaOccupancyMaxActiveBlocksPerMultiprocessor with the
+# build's shared memory), the median time of TIME_RUNS launches with the file's `// BENCH:`
+# arguments, racecheck on one block, and whether the results equal the interpreter's (the
+# file's `// PARAMS:` values). Both builds run in the same invocation, so the time ratio is
+# within one run. Environment: SMEMSYNC (the binary), OUT (default ./gpu-results), SEED
+# (default 1), TIME_RUNS (default 50). Writes $OUT/occupancy.md.
+# Word splitting of $P and $B (argument lists) is intended.
+# shellcheck disable=SC2086
+set -u
+f=${1:?usage: gpu-occupancy.sh FILE.kir}
+BIN=${SMEMSYNC:-target/release/smemsync}
+case $BIN in /*) ;; *) BIN=$(pwd)/$BIN ;; esac
+OUT=${OUT:-$(pwd)/gpu-results}; mkdir -p "$OUT"
+SEED=${SEED:-1}; TIME_RUNS=${TIME_RUNS:-50}
+W=$(mktemp -d /tmp/smemsync-occ.XXXXXX)
+field() { grep -m1 "^// $2:" "$1" | sed "s|^// $2:||"; }
+P=""; for kv in $(field "$f" PARAMS); do P="$P --param $kv"; done
+BOUNDS=$(field "$f" PARAMS | xargs | tr ' ' ',')
+B=$(field "$f" BENCH)
+CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+
+# build NAME [sync flags...]: W/NAME (harness + occupancy probe)
+build() {
+  local n=$1; shift
+  "$BIN" sync --target sm_90 ${BOUNDS:+--bounds $BOUNDS} "$@" "$f" >"$W/$n.kir" 2>"$W/$n.sync.err" || { cat "$W/$n.sync.err"; return 1; }
+  "$BIN" emit --format cuda --target sm_90 "$W/$n.kir" -o "$W/$n.cu" || return 1
+  local kn threads dyn
+  kn=$(grep -o '__global__ void __launch_bounds__([0-9]*) [A-Za-z0-9_]*' "$W/$n.cu" | awk '{print $4}')
+  threads=$(grep -o '__launch_bounds__([0-9]*)' "$W/$n.cu" | grep -o '[0-9]*')
+  dyn=$(grep -o 'cudaFuncAttributeMaxDynamicSharedMemorySize, [0-9]*' "$W/$n.cu" | grep -o '[0-9]*$')
+  dyn=${dyn:-0}
+  sed 's/^int main(int argc, char\*\* argv) {/static int ss_harness_main(int argc, char** argv) {/' "$W/$n.cu" >"$W/$n.occ.cu"
+  cat >>"$W/$n.occ.cu" <<CU
+int main(int argc, char** argv) {
+  cudaFuncAttributes fa;
+  if (cudaFuncGetAttributes(&fa, (const void*)$kn) != cudaSuccess) return 3;
+  if ($dyn > 0) cudaFuncSetAttribute($kn, cudaFuncAttributeMaxDynamicSharedMemorySize, $dyn);
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, $kn, $threads, $dyn) != cudaSuccess) return 3;
+  std::printf("OCCUPANCY blocks_per_sm=%d smem_bytes=%zu\n", blocks, fa.sharedSizeBytes + (size_t)$dyn);
+  return ss_harness_main(argc, argv);
+}
+CU
+  nvcc -arch=sm_90 -O3 -lineinfo -o "$W/$n" "$W/$n.occ.cu" 2>"$W/$n.nvcc.err" || { cat "$W/$n.nvcc.err"; return 1; }
+}
+row() {
+  local n=$1 occ res rc t
+  mkdir -p "$W/$n.out" "$W/$n.san" "$W/$n.t"
+  occ=$("$W/$n" "$W/$n.out" --seed "$SEED" $P | sed -n 's/^OCCUPANCY //p')
+  res=$(python3 scripts/compare-outputs.py "$W/$n.out" "$W/interp" 2>&1 | tail -1)
+  rc=$(compute-sanitizer --tool racecheck "$W/$n" "$W/$n.san" --seed "$SEED" $P --grid 1,1,1 2>&1 | grep -o 'RACECHECK SUMMARY: [0-9]* hazard' | grep -o '[0-9]*')
+  t=$("$W/$n" "$W/$n.t" --time "$TIME_RUNS" $B | sed -n 's/.*median_ms=\([0-9.]*\).*/\1/p')
+  echo "$n|$occ|$res|${rc:-?}|$t"
+}
+build plain && build planned --plan-smem || { echo "build failed"; exit 1; }
+# The interpreter's reference: the kernel as synchronized without planning.
+"$BIN" run --seed "$SEED" ${BOUNDS:+--bounds $BOUNDS} --out "$W/interp" "$W/plain.kir" >"$W/interp.log" 2>&1 \
+  || { echo "interpreter failed:"; cat "$W/interp.log"; }
+a=$(row plain); b=$(row planned)
+ta=${a##*|}; tb=${b##*|}
+ratio=$(python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.3f}')" "$ta" "$tb" 2>/dev/null || echo n/a)
+{
+  echo "# smemsync plan-smem occupancy: $f"
+  echo
+  echo "- card: ${CARD:-unknown}; $(date -u '+%Y-%m-%d %H:%M UTC'); bench args \`$B\`; $TIME_RUNS timed launches"
+  echo
+  echo "| build | occupancy | result vs interpreter | racecheck (1 block) | median ms |"
+  echo "|---|---|---|---|---|"
+  for r in "$a" "$b"; do echo "| ${r//|/ | } |"; done
+  echo
+  echo "unplanned / planned time: $ratio"
+} | tee "$OUT/occupancy.md"
