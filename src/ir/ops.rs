@@ -592,7 +592,7 @@ impl OpKind {
                 all(index, &mut f);
                 f(*parity);
             }
-            OpKind::Wgmma { acc, .. } => f(*acc),
+            OpKind::Wgmma { acc, .. } => all(acc.all(), &mut f),
             OpKind::For { lo, hi, step, init } => {
                 f(*lo);
                 f(*hi);
