@@ -9,7 +9,22 @@
 
 use std::fmt::Write;
 
-use super::svg::{esc, svg};
+use super::svg::{esc as esc_plain, svg};
+
+/// Escapes text for HTML, writing each `` `…` `` span as `<code>…</code>`.
+fn esc(s: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in esc_plain(s).split('`').enumerate() {
+        if i % 2 == 1 {
+            out.push_str("<code>");
+            out.push_str(part);
+            out.push_str("</code>");
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
+}
 use super::{Report, hazard_id};
 
 /// The report of every kernel as one HTML page. `file` names the input.
@@ -168,7 +183,8 @@ const SCRIPT: &str = r#"
       if (!g) { return; }
       var hs = words(g.getAttribute('data-hazards'));
       each(sec, 'svg .hz', function (e) {
-        e.classList.add(hs.indexOf(e.getAttribute('data-hazard')) >= 0 ? 'hl' : 'dim');
+        var mine = words(e.getAttribute('data-hazard')).some(function (x) { return hs.indexOf(x) >= 0; });
+        e.classList.add(mine ? 'hl' : 'dim');
       });
       each(sec, 'svg .sync', function (e) {
         if (e.getAttribute('data-sync') !== String(i)) { e.classList.add('dim'); }
@@ -179,12 +195,10 @@ const SCRIPT: &str = r#"
     }
     function showHazard(h) {
       clear();
-      var g = sec.querySelector('svg .hz[data-hazard="' + h + '"]');
+      var g = sec.querySelector('svg .hz[data-hazard~="' + h + '"]');
       if (!g) { return; }
       var ss = words(g.getAttribute('data-syncs'));
-      each(sec, 'svg .hz', function (e) {
-        e.classList.add(e.getAttribute('data-hazard') === String(h) ? 'hl' : 'dim');
-      });
+      each(sec, 'svg .hz', function (e) { e.classList.add(e === g ? 'hl' : 'dim'); });
       each(sec, 'svg .sync', function (e) {
         if (ss.indexOf(e.getAttribute('data-sync')) < 0) { e.classList.add('dim'); }
       });
@@ -207,7 +221,7 @@ const SCRIPT: &str = r#"
       e.addEventListener('mouseleave', restore);
     });
     each(sec, '[data-hazard]', function (e) {
-      var h = e.getAttribute('data-hazard');
+      var h = words(e.getAttribute('data-hazard'))[0];
       e.addEventListener('mouseenter', function (ev) { ev.stopPropagation(); showHazard(h); });
       e.addEventListener('mouseleave', restore);
     });
@@ -227,7 +241,7 @@ const SCRIPT: &str = r#"
   if (location.hash === '#step-all') {
     views.forEach(function (v) {
       for (var i = 0; i < v.n; i++) { v.step(1); }
-      each(document, 'svg .hz', function (e) { v.showHazard(e.getAttribute('data-hazard')); });
+      each(document, '[data-hazard]', function (e) { v.showHazard(words(e.getAttribute('data-hazard'))[0]); });
       v.step(1);
     });
     document.documentElement.setAttribute('data-stepped', 'yes');

@@ -50,6 +50,8 @@ pub struct Report {
     pub windows: Vec<Window>,
     pub unneeded: Vec<unneeded::NoSync>,
     pub waits: Vec<WaitView>,
+    /// Rows of every sync op a pass inserted (waits, barriers, split halves, fences).
+    pub inserted_rows: Vec<usize>,
 }
 
 /// One inserted wait (or commit) and why.
@@ -221,8 +223,14 @@ pub fn explain(
         att: &att,
     });
     let waits = wait_views(input, src, s, &timeline);
+    let inserted_rows = s
+        .inserted()
+        .into_iter()
+        .filter_map(|o| timeline.row.get(&o).copied())
+        .collect();
     Report {
         waits,
+        inserted_rows,
         kernel: input.name.clone(),
         target: target.name.to_string(),
         marks: marks(s, &timeline),
@@ -362,7 +370,10 @@ fn sync_view(
 }
 
 /// The output row of an inserted sync: the inserted sync op of the right kind closest
-/// before the op that follows the plan's point; for a split wait, also its signal's row.
+/// before the op that follows the plan's point. On split-barrier targets a barrier becomes
+/// a wait moved later and a signal moved earlier (`sync::split`): its row is the first
+/// inserted split wait from the point on, its signal the nearest signal of that id before
+/// the wait in the region, else the region's last (the one on the back edge).
 fn find_row(s: &Synchronized, tl: &Timeline, site: &SyncSite) -> (Option<usize>, Option<usize>, bool) {
     let k = &s.kernel;
     let placed = s.with_waits.ops.len();
@@ -375,30 +386,40 @@ fn find_row(s: &Synchronized, tl: &Timeline, site: &SyncSite) -> (Option<usize>,
         Some(n) => ops.iter().position(|&o| o == n).unwrap_or(ops.len()),
         None => crate::ir::edit::body_len(k, r),
     };
+    let row = |o: crate::ir::Op| tl.row.get(&o).copied();
     for &o in ops[..stop].iter().rev() {
         if o.index() < placed {
             break;
         }
-        let e = effects(k, o).sync;
-        let signal = |id: i32| {
-            k.ops_in_order().into_iter().find(|&x| {
-                matches!(k.ops[x].kind, OpKind::SplitSignal(j) if j == id)
-            })
-        };
-        match (e, &site.op) {
-            (Some(SyncEffect::SplitWait(id)), OpKind::Barrier) => {
-                let sig = signal(id).and_then(|x| tl.row.get(&x).copied());
-                return (tl.row.get(&o).copied(), sig, true);
-            }
+        match (effects(k, o).sync, &site.op) {
             (Some(SyncEffect::Barrier), OpKind::Barrier)
             | (Some(SyncEffect::WarpSync), OpKind::WarpSync)
             | (Some(SyncEffect::NamedSync { .. }), OpKind::NamedSync { .. }) => {
-                return (tl.row.get(&o).copied(), None, false);
+                return (row(o), None, false);
             }
             _ => {}
         }
     }
-    (None, None, false)
+    if !matches!(site.op, OpKind::Barrier) {
+        return (None, None, false);
+    }
+    let wait = ops[stop.min(ops.len())..].iter().enumerate().find_map(|(i, &o)| {
+        match effects(k, o).sync {
+            Some(SyncEffect::SplitWait(id)) if o.index() >= placed => Some((stop + i, id)),
+            _ => None,
+        }
+    });
+    let Some((at, id)) = wait else {
+        return (None, None, false);
+    };
+    let is_signal = |o: &crate::ir::Op| matches!(k.ops[*o].kind, OpKind::SplitSignal(j) if j == id);
+    let signal = ops[..at]
+        .iter()
+        .rev()
+        .find(|o| is_signal(o))
+        .or_else(|| ops[at..].iter().rev().find(|o| is_signal(o)))
+        .and_then(|&o| row(o));
+    (row(ops[at]), signal, true)
 }
 
 /// Sync ops of the output other than the inserted barriers.
@@ -438,8 +459,6 @@ fn marks(s: &Synchronized, tl: &Timeline) -> Vec<Mark> {
             Some(SyncEffect::Barrier)
                 | Some(SyncEffect::WarpSync)
                 | Some(SyncEffect::NamedSync { .. })
-                | Some(SyncEffect::SplitSignal(_))
-                | Some(SyncEffect::SplitWait(_))
         );
         if let (false, Some(&row)) = (drawn, tl.row.get(&o)) {
             out.push(Mark {

@@ -21,7 +21,7 @@ use std::fmt::Write;
 use super::{MarkKind, Report, SyncKindView, hazard_id};
 
 const ROW_H: usize = 20;
-const TOP: usize = 64;
+const TOP: usize = 84;
 const NUM_X: usize = 4;
 const GUTTER_X: usize = 40;
 const DEPTH_W: usize = 12;
@@ -48,6 +48,10 @@ pub fn esc(s: &str) -> String {
 
 /// Geometry of one picture.
 struct Geo {
+    /// Hazards drawn in each lane: hazards with the same kind, rows, loop and syncs share one.
+    lanes: Vec<Vec<usize>>,
+    /// The lane of each hazard.
+    lane_of: Vec<usize>,
     code_x: usize,
     win_x: usize,
     lane_x: usize,
@@ -69,9 +73,18 @@ impl Geo {
         let code_right = code_x + (chars as f64 * CHAR_W).ceil() as usize + 12;
         let win_x = code_right + 8;
         let lane_x = win_x + r.windows.len() * WIN_W + 12;
-        let width = (lane_x + r.hazards.len().max(1) * LANE_W + 150).max(560);
+        let lanes = lanes(r);
+        let mut lane_of = vec![0; r.hazards.len()];
+        for (l, hs) in lanes.iter().enumerate() {
+            for &h in hs {
+                lane_of[h] = l;
+            }
+        }
+        let width = (lane_x + lanes.len().max(1) * LANE_W + 170).max(560);
         let height = TOP + r.timeline.lines.len() * ROW_H + 16;
         Geo {
+            lanes,
+            lane_of,
             code_x,
             win_x,
             lane_x,
@@ -85,9 +98,39 @@ impl Geo {
         TOP + row * ROW_H + ROW_H / 2
     }
 
+    /// The x of hazard `h`'s lane.
     fn lane(&self, h: usize) -> usize {
-        self.lane_x + h * LANE_W + LANE_W / 2
+        self.lane_x + self.lane_of[h] * LANE_W + LANE_W / 2
     }
+
+    /// The right end of the lanes.
+    fn lanes_end(&self) -> usize {
+        self.lane_x + self.lanes.len() * LANE_W
+    }
+}
+
+/// Groups hazards that draw alike (kind, producer, carrying loop, syncs; consumers may
+/// differ, each gets its arrowhead) into one lane each, in order of their first hazard.
+fn lanes(r: &Report) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let key = |h: usize| {
+        let v = &r.hazards[h];
+        (
+            v.kind,
+            v.src_row,
+            v.visible_row,
+            v.carried.as_ref().and_then(|c| c.2),
+            v.removed_by.clone(),
+            v.existing,
+        )
+    };
+    for h in 0..r.hazards.len() {
+        match out.iter_mut().find(|l| key(l[0]) == key(h)) {
+            Some(l) => l.push(h),
+            None => out.push(vec![h]),
+        }
+    }
+    out
 }
 
 /// The picture of one kernel's report as a standalone SVG document.
@@ -118,8 +161,8 @@ pub fn svg(r: &Report) -> String {
     bands(&mut s, r, &g);
     rows(&mut s, r, &g);
     windows(&mut s, r, &g);
-    for (h, _) in r.hazards.iter().enumerate() {
-        hazard(&mut s, r, &g, h);
+    for l in 0..g.lanes.len() {
+        hazard(&mut s, r, &g, l);
     }
     marks(&mut s, r, &g);
     for (i, _) in r.syncs.iter().enumerate() {
@@ -145,6 +188,8 @@ const STYLE: &str = r#"<style>
 .WAW { stroke: #9334e6; fill: #9334e6; }
 .ATOMIC { stroke: #e37400; fill: #e37400; }
 .hz line, .hz path { stroke-width: 3; fill: none; }
+.hz polygon { stroke-width: 1; }
+.lane { fill: #5f6368; font-size: 10px; }
 .hz .wrap { stroke-width: 1.2; stroke-dasharray: 3 2; }
 .hz .pending { stroke-width: 1.2; stroke-dasharray: 2 2; }
 .hz.existing { opacity: 0.35; }
@@ -257,6 +302,7 @@ fn rows(s: &mut String, r: &Report, g: &Geo) {
         .flat_map(|y| y.row.into_iter().chain(y.signal_row))
         .chain(r.waits.iter().filter_map(|w| w.row))
         .chain(r.marks.iter().filter(|m| m.kind == MarkKind::Other).map(|m| m.row))
+        .chain(r.inserted_rows.iter().copied())
         .collect();
     for (i, l) in r.timeline.lines.iter().enumerate() {
         let y = g.y(i) + 4;
@@ -284,34 +330,76 @@ fn windows(s: &mut String, r: &Report, g: &Geo) {
     for (i, w) in r.windows.iter().enumerate() {
         let x = g.win_x + i * WIN_W;
         let (y0, y1) = (g.y(w.issue_row), g.y(w.wait_row));
-        let (a, b) = (y0.min(y1), y0.max(y1));
-        let _ = writeln!(
-            s,
-            r#"<rect class="window" x="{x}" y="{a}" width="{}" height="{}"><title>{}</title></rect>"#,
-            WIN_W - 2,
-            (b - a).max(2),
-            esc(&w.label)
-        );
+        // A wait above its copy completes it in a later iteration: the window runs to the
+        // loop's end and on from its start.
+        let around = r
+            .timeline
+            .bands
+            .iter()
+            .filter(|b| b.kind.loops() && b.open < w.wait_row && w.issue_row < b.close)
+            .max_by_key(|b| b.depth);
+        let spans = match (w.wait_row < w.issue_row, around) {
+            (true, Some(b)) => vec![(y0, TOP + (b.close + 1) * ROW_H), (TOP + b.open * ROW_H, y1)],
+            _ => vec![(y0.min(y1), y0.max(y1))],
+        };
+        for (a, b) in spans {
+            let _ = writeln!(
+                s,
+                r#"<rect class="window" x="{x}" y="{a}" width="{}" height="{}"><title>{}</title></rect>"#,
+                WIN_W - 2,
+                b.saturating_sub(a).max(2),
+                esc(&w.label)
+            );
+        }
     }
 }
 
-fn hazard(s: &mut String, r: &Report, g: &Geo, h: usize) {
+/// One lane: its hazards' common interval.
+fn hazard(s: &mut String, r: &Report, g: &Geo, lane: usize) {
+    let ids = &g.lanes[lane];
+    let h = ids[0];
     let v = &r.hazards[h];
-    let (Some(src), Some(dst)) = (v.src_row, v.dst_row) else {
+    let Some(src) = v.src_row else {
         return;
     };
     let from = v.visible_row.unwrap_or(src);
+    let mut dsts: Vec<usize> = ids.iter().filter_map(|&i| r.hazards[i].dst_row).collect();
+    dsts.sort_unstable();
+    dsts.dedup();
+    // The interval reaches the consumer farthest from the producer (down from the loop's
+    // start for a carried one).
+    let far = |carried: bool| {
+        dsts.iter()
+            .copied()
+            .max_by_key(|&d| if carried { d } else { d.abs_diff(from) })
+    };
+    let Some(dst) = far(v.carried.as_ref().and_then(|c| c.2).is_some()) else {
+        return;
+    };
     let x = g.lane(h);
     let syncs: Vec<String> = v.removed_by.iter().map(|j| j.to_string()).collect();
     let existing = if v.existing { " existing" } else { "" };
+    let names: Vec<String> = ids.iter().map(|&i| hazard_id(i)).collect();
+    let label = match ids.as_slice() {
+        [_] => hazard_id(h),
+        _ => format!("{}×{}", hazard_id(h), ids.len()),
+    };
     let _ = write!(
         s,
-        r#"<g class="hz {}{existing}" id="h{h}" data-hazard="{h}" data-syncs="{}"><title>{}</title>"#,
+        r#"<text class="lane" x="{x}" y="{}" text-anchor="end" transform="rotate(-60 {x} {})">{label}</text>"#,
+        TOP - 4,
+        TOP - 4
+    );
+    let ids_attr: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    let _ = write!(
+        s,
+        r#"<g class="hz {}{existing}" id="h{h}" data-hazard="{}" data-syncs="{}"><title>{}</title>"#,
         v.kind,
+        ids_attr.join(" "),
         syncs.join(" "),
         esc(&format!(
             "{} {} {}: {} -> {}, {}",
-            hazard_id(h),
+            names.join(", "),
             v.kind,
             v.buffer,
             v.producer,
@@ -357,21 +445,34 @@ fn hazard(s: &mut String, r: &Report, g: &Geo, h: usize) {
             );
         }
     }
-    let (yd, up) = (g.y(dst), dst < from && band.is_none());
-    let tip = if up { yd - 1 } else { yd + 1 };
-    let base = if up { yd + 7 } else { yd - 7 };
-    let _ = writeln!(
+    let _ = write!(
         s,
-        r#"<circle class="{k}" cx="{x}" cy="{}" r="3.5"/><path class="{k}" style="stroke-width:1" d="M {} {base} L {x} {tip} L {} {base} z"/></g>"#,
+        r#"<circle class="{k}" cx="{x}" cy="{}" r="3.5"/>"#,
         g.y(src),
-        x - 5,
-        x + 5,
         k = v.kind
     );
+    for d in dsts {
+        let (yd, up) = (g.y(d), d < from && band.is_none());
+        let tip = if up { yd - 1 } else { yd + 1 };
+        let base = if up { yd + 7 } else { yd - 7 };
+        let _ = write!(
+            s,
+            r#"<polygon class="{k}" points="{},{base} {x},{tip} {},{base}"/>"#,
+            x - 5,
+            x + 5,
+            k = v.kind
+        );
+    }
+    s.push_str("</g>\n");
 }
 
 fn marks(s: &mut String, r: &Report, g: &Geo) {
-    for m in &r.marks {
+    let syncs: std::collections::BTreeSet<usize> = r
+        .syncs
+        .iter()
+        .flat_map(|y| y.row.into_iter().chain(y.signal_row))
+        .collect();
+    for m in r.marks.iter().filter(|m| !syncs.contains(&m.row)) {
         let y = g.y(m.row);
         let (class, x0) = match m.kind {
             MarkKind::Existing => ("mark-existing", g.win_x),
@@ -379,7 +480,7 @@ fn marks(s: &mut String, r: &Report, g: &Geo) {
             MarkKind::Other => ("mark-other", g.win_x),
         };
         let x1 = if m.kind == MarkKind::Existing {
-            g.lane_x + r.hazards.len() * LANE_W
+            g.lanes_end()
         } else {
             g.lane_x - 4
         };
@@ -397,8 +498,9 @@ fn sync(s: &mut String, r: &Report, g: &Geo, i: usize) {
         return;
     };
     let yy = g.y(row);
-    let x0 = g.win_x;
-    let x1 = g.lane_x + r.hazards.len() * LANE_W;
+    let text_len = r.timeline.lines.get(row).map_or(0, |l| l.chars().count().min(MAX_CHARS));
+    let x0 = g.code_x + (text_len as f64 * CHAR_W).ceil() as usize + 8;
+    let x1 = g.lanes_end();
     let hs: Vec<String> = y.removes.iter().map(|h| h.to_string()).collect();
     let _ = write!(
         s,
@@ -409,12 +511,32 @@ fn sync(s: &mut String, r: &Report, g: &Geo, i: usize) {
     );
     if let Some(sig) = y.signal_row {
         let ys = g.y(sig);
-        let (a, b) = (ys.min(yy), ys.max(yy));
+        let xs = g.win_x;
+        // Signal after the wait: the slack runs from the signal round the back edge of the
+        // innermost loop holding both to the wait.
+        let around = r
+            .timeline
+            .bands
+            .iter()
+            .filter(|b| b.kind.loops() && b.open < row && sig < b.close)
+            .max_by_key(|b| b.depth);
+        let spans = match (sig > row, around) {
+            (true, Some(b)) => vec![(ys, TOP + (b.close + 1) * ROW_H), (TOP + b.open * ROW_H, yy)],
+            _ => vec![(ys.min(yy), ys.max(yy))],
+        };
+        for (a, b) in spans {
+            let _ = write!(
+                s,
+                r#"<rect class="slack" x="{xs}" y="{a}" width="{}" height="{}"/>"#,
+                x1 - xs,
+                b.saturating_sub(a)
+            );
+        }
         let _ = write!(
             s,
-            r#"<rect class="slack" x="{x0}" y="{a}" width="{}" height="{}"/><line class="signal" x1="{x0}" y1="{ys}" x2="{x1}" y2="{ys}"/>"#,
-            x1 - x0,
-            b - a
+            r#"<line class="signal" x1="{xs}" y1="{ys}" x2="{x1}" y2="{ys}"/><text class="label" x="{}" y="{}">#{i} signal</text>"#,
+            x1 + 6,
+            ys + 4
         );
     }
     let class = if y.kind == SyncKindView::Split { "wait" } else { "bar" };
@@ -422,7 +544,11 @@ fn sync(s: &mut String, r: &Report, g: &Geo, i: usize) {
         s,
         r#"<line class="{class}" x1="{x0}" y1="{yy}" x2="{x1}" y2="{yy}"/>"#
     );
+    let mut stabbed = std::collections::BTreeSet::new();
     for &h in &y.removes {
+        if !stabbed.insert(g.lane_of[h]) {
+            continue;
+        }
         let _ = write!(
             s,
             r#"<circle class="stab {}" cx="{}" cy="{yy}" r="4"/>"#,
