@@ -39,9 +39,7 @@ enum Command {
     Sync(cli::sync::SyncArgs),
     /// Explain why every inserted sync exists: the hazards it removes, the alternatives, and
     /// why other conflicting pairs need none; `--svg`/`--html` draw it as a timeline.
-    #[command(
-        after_help = "Example: smemsync explain --target gfx942 --html reduce.html examples/reduction-tree.kir"
-    )]
+    #[command(after_help = "Example: smemsync explain --target gfx942 examples/reduction-tree.kir")]
     Explain(cli::explain::ExplainArgs),
     /// Time hazard analysis and placement on the examples and on generated kernels.
     #[command(

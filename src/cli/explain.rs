@@ -127,7 +127,10 @@ fn pick<'r>(reports: &'r [Report], name: Option<&str>) -> Result<&'r Report, Dia
                 let names: Vec<String> = reports.iter().map(|r| format!("@{}", r.kernel)).collect();
                 Diagnostic::user(
                     "E1201",
-                    format!("--kernel {n}: the file has no such kernel (it has {})", names.join(", ")),
+                    format!(
+                        "--kernel {n}: the file has no such kernel (it has {})",
+                        names.join(", ")
+                    ),
                 )
             })
         }
@@ -141,9 +144,9 @@ fn pick<'r>(reports: &'r [Report], name: Option<&str>) -> Result<&'r Report, Dia
                 ),
             ))
         }
-        None => reports.first().ok_or_else(|| {
-            Diagnostic::user("E1201", "the file has no kernel to draw")
-        }),
+        None => reports
+            .first()
+            .ok_or_else(|| Diagnostic::user("E1201", "the file has no kernel to draw")),
     }
 }
 

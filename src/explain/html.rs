@@ -74,7 +74,9 @@ fn syncs(s: &mut String, r: &Report) {
         s.push_str("<p>No sync inserted: every hazard is already ordered.</p>");
     }
     for (i, y) in r.syncs.iter().enumerate() {
-        let line = y.row.map_or("not in the output".into(), |x| format!("output line {}", x + 1));
+        let line = y.row.map_or("not in the output".into(), |x| {
+            format!("output line {}", x + 1)
+        });
         let _ = write!(
             s,
             "<div class=\"explain-sync\" data-sync=\"{i}\"><h3>sync #{i}: {} <small>({line})</small></h3><p>{}</p>",
@@ -82,7 +84,11 @@ fn syncs(s: &mut String, r: &Report) {
             esc(&y.at)
         );
         if let Some(sig) = y.signal_row {
-            let _ = write!(s, "<p>split: signal at output line {}, wait at {line}; the rows between are slack.</p>", sig + 1);
+            let _ = write!(
+                s,
+                "<p>split: signal at output line {}, wait at {line}; the rows between are slack.</p>",
+                sig + 1
+            );
         }
         let _ = write!(s, "<p>removes {} hazard(s):</p><ul>", y.removes.len());
         for &h in &y.removes {
@@ -118,7 +124,9 @@ fn waits_and_unneeded(s: &mut String, r: &Report) {
     if !r.waits.is_empty() {
         s.push_str("<h3>inserted waits</h3><ul>");
         for (i, w) in r.waits.iter().enumerate() {
-            let line = w.row.map_or("not in the output".into(), |x| format!("output line {}", x + 1));
+            let line = w.row.map_or("not in the output".into(), |x| {
+                format!("output line {}", x + 1)
+            });
             let _ = write!(
                 s,
                 "<li>wait #{i}: <code>{}</code> ({line}), {}<br><small>{}</small></li>",
@@ -130,7 +138,11 @@ fn waits_and_unneeded(s: &mut String, r: &Report) {
         s.push_str("</ul>");
     }
     if !r.unneeded.is_empty() {
-        let _ = write!(s, "<h3>needed no inserted sync ({} pair(s))</h3><ul>", r.unneeded.len());
+        let _ = write!(
+            s,
+            "<h3>needed no inserted sync ({} pair(s))</h3><ul>",
+            r.unneeded.len()
+        );
         for n in &r.unneeded {
             let _ = write!(
                 s,
@@ -153,7 +165,7 @@ code { font-family: monospace; }
 h1 { font-size: 1.3em; } h2 { font-size: 1.1em; } h3 { font-size: 1em; margin: 0.6em 0 0.2em; }
 .panes { display: flex; gap: 1em; align-items: flex-start; }
 .picture { overflow: auto; max-height: 90vh; border: 1px solid #dadce0; flex: 0 1 auto; }
-.text { flex: 1 1 28em; min-width: 22em; max-height: 90vh; overflow: auto; font-size: 0.9em; }
+.text { position: relative; flex: 1 1 28em; min-width: 22em; max-height: 90vh; overflow: auto; font-size: 0.9em; }
 .controls { margin: 0.4em 0; display: flex; gap: 0.5em; align-items: center; }
 .status { color: #5f6368; }
 .explain-sync { border-left: 4px solid #dadce0; padding-left: 0.6em; margin-bottom: 0.8em; }
@@ -182,11 +194,11 @@ const SCRIPT: &str = r#"
       var g = sec.querySelector('svg [data-sync="' + i + '"]');
       if (!g) { return; }
       var hs = words(g.getAttribute('data-hazards'));
-      each(sec, 'svg .hz', function (e) {
+      each(sec, 'svg .hz[data-hazard]', function (e) {
         var mine = words(e.getAttribute('data-hazard')).some(function (x) { return hs.indexOf(x) >= 0; });
         e.classList.add(mine ? 'hl' : 'dim');
       });
-      each(sec, 'svg .sync', function (e) {
+      each(sec, 'svg .sync[data-sync]', function (e) {
         if (e.getAttribute('data-sync') !== String(i)) { e.classList.add('dim'); }
       });
       each(sec, '.explain-sync', function (e) {
@@ -198,8 +210,8 @@ const SCRIPT: &str = r#"
       var g = sec.querySelector('svg .hz[data-hazard~="' + h + '"]');
       if (!g) { return; }
       var ss = words(g.getAttribute('data-syncs'));
-      each(sec, 'svg .hz', function (e) { e.classList.add(e === g ? 'hl' : 'dim'); });
-      each(sec, 'svg .sync', function (e) {
+      each(sec, 'svg .hz[data-hazard]', function (e) { e.classList.add(e === g ? 'hl' : 'dim'); });
+      each(sec, 'svg .sync[data-sync]', function (e) {
         if (ss.indexOf(e.getAttribute('data-sync')) < 0) { e.classList.add('dim'); }
       });
       each(sec, '.explain-hazard[data-hazard="' + h + '"]', function (e) { e.classList.add('active'); });
@@ -210,8 +222,13 @@ const SCRIPT: &str = r#"
       current = current < 0 ? (d > 0 ? 0 : n - 1) : (current + d + n) % n;
       showSync(current);
       status.textContent = 'sync #' + current + ' of ' + n;
+      // Scroll both panes (not the page) to the sync.
+      var text = sec.querySelector('.text');
       var t = sec.querySelector('.explain-sync[data-sync="' + current + '"]');
-      if (t && t.scrollIntoView) { t.scrollIntoView({ block: 'nearest' }); }
+      if (t) { text.scrollTop = t.offsetTop; }
+      var pic = sec.querySelector('.picture');
+      var line = sec.querySelector('svg [data-sync="' + current + '"] line');
+      if (line) { pic.scrollTop = Math.max(0, Number(line.getAttribute('y1')) - pic.clientHeight / 3); }
     }
     function all() { current = -1; clear(); status.textContent = 'all ' + n + ' sync(s)'; }
     each(sec, '[data-sync]', function (e) {

@@ -105,7 +105,10 @@ pub enum SyncKindView {
     Barrier,
     WarpSync,
     /// A named barrier over a role arm's threads: its id and thread count.
-    Named { id: u32, count: u32 },
+    Named {
+        id: u32,
+        count: u32,
+    },
     /// A block barrier lowered to a split signal/wait pair (gfx12).
     Split,
 }
@@ -347,12 +350,10 @@ fn sync_view(
         (_, true) => SyncKindView::Split,
         _ => SyncKindView::Barrier,
     };
-    let op = row
-        .and_then(|r| tl.lines.get(r))
-        .map_or_else(
-            || crate::emit::text::print_op_line(&s.with_waits, &site.op),
-            |l| l.trim().to_string(),
-        );
+    let op = row.and_then(|r| tl.lines.get(r)).map_or_else(
+        || crate::emit::text::print_op_line(&s.with_waits, &site.op),
+        |l| l.trim().to_string(),
+    );
     let removes = (0..hazards.len())
         .filter(|&h| hazards[h].removed_by.contains(&i))
         .collect();
@@ -374,7 +375,11 @@ fn sync_view(
 /// a wait moved later and a signal moved earlier (`sync::split`): its row is the first
 /// inserted split wait from the point on, its signal the nearest signal of that id before
 /// the wait in the region, else the region's last (the one on the back edge).
-fn find_row(s: &Synchronized, tl: &Timeline, site: &SyncSite) -> (Option<usize>, Option<usize>, bool) {
+fn find_row(
+    s: &Synchronized,
+    tl: &Timeline,
+    site: &SyncSite,
+) -> (Option<usize>, Option<usize>, bool) {
     let k = &s.kernel;
     let placed = s.with_waits.ops.len();
     let (r, g) = site.gap();
@@ -403,12 +408,13 @@ fn find_row(s: &Synchronized, tl: &Timeline, site: &SyncSite) -> (Option<usize>,
     if !matches!(site.op, OpKind::Barrier) {
         return (None, None, false);
     }
-    let wait = ops[stop.min(ops.len())..].iter().enumerate().find_map(|(i, &o)| {
-        match effects(k, o).sync {
+    let wait = ops[stop.min(ops.len())..]
+        .iter()
+        .enumerate()
+        .find_map(|(i, &o)| match effects(k, o).sync {
             Some(SyncEffect::SplitWait(id)) if o.index() >= placed => Some((stop + i, id)),
             _ => None,
-        }
-    });
+        });
     let Some((at, id)) = wait else {
         return (None, None, false);
     };

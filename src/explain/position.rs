@@ -63,7 +63,9 @@ fn candidates(model: &SyncModel, like: &Point) -> Vec<Candidate> {
 fn times(w: u64) -> String {
     match w {
         1 => "once".into(),
-        n if n >= crate::sync::SYMBOLIC_TRIP => "once per iteration of a loop of unknown trip count".into(),
+        n if n >= crate::sync::SYMBOLIC_TRIP => {
+            "once per iteration of a loop of unknown trip count".into()
+        }
         n => format!("{n} times"),
     }
 }
@@ -74,7 +76,10 @@ fn point_name(ctx: &Ctx, p: &Point) -> String {
 }
 
 fn ids(hs: &[usize]) -> String {
-    hs.iter().map(|&h| hazard_id(h)).collect::<Vec<_>>().join(", ")
+    hs.iter()
+        .map(|&h| hazard_id(h))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The sentences explaining sync `s`'s position.
@@ -101,7 +106,11 @@ pub fn why_here(ctx: &Ctx, s: usize) -> Vec<String> {
         out.push(format!(
             "needed for {} (no other sync removes them); {} are also removed by another sync",
             ids(&own),
-            ids(&all.iter().copied().filter(|h| !own.contains(h)).collect::<Vec<_>>())
+            ids(&all
+                .iter()
+                .copied()
+                .filter(|h| !own.contains(h))
+                .collect::<Vec<_>>())
         ));
     }
     let target = if own.is_empty() { &all } else { &own };
@@ -133,7 +142,11 @@ pub fn why_here(ctx: &Ctx, s: usize) -> Vec<String> {
             point_name(ctx, &d.point)
         )),
     }
-    if let Some(c) = full.iter().filter(|c| c.weight > w).min_by_key(|c| c.weight) {
+    if let Some(c) = full
+        .iter()
+        .filter(|c| c.weight > w)
+        .min_by_key(|c| c.weight)
+    {
         out.push(format!(
             "a sync {} would also remove them but executes {} instead of {}",
             point_name(ctx, &c.point),
@@ -141,7 +154,11 @@ pub fn why_here(ctx: &Ctx, s: usize) -> Vec<String> {
             times(w)
         ));
     }
-    if let Some(c) = full.iter().filter(|c| c.weight < w).min_by_key(|c| c.weight) {
+    if let Some(c) = full
+        .iter()
+        .filter(|c| c.weight < w)
+        .min_by_key(|c| c.weight)
+    {
         out.push(format!(
             "a sync {} would remove them too, executing {}: the placer minimizes the executions of all syncs together, not of each",
             point_name(ctx, &c.point),
@@ -170,7 +187,11 @@ fn cheaper(ctx: &Ctx, cands: &[Candidate], target: &[usize], w: u64, out: &mut V
         .min_by_key(|(c, got)| (std::cmp::Reverse(got.len()), c.weight));
     match best {
         Some((c, got)) => {
-            let left: Vec<usize> = target.iter().copied().filter(|h| !got.contains(h)).collect();
+            let left: Vec<usize> = target
+                .iter()
+                .copied()
+                .filter(|h| !got.contains(h))
+                .collect();
             out.push(format!(
                 "a sync {} would execute {} instead of {} but leaves {} ({})",
                 point_name(ctx, &c.point),
@@ -201,7 +222,8 @@ fn why_inside(ctx: &Ctx, hs: &[usize]) -> String {
             hazard_id(h),
             ctx.names.op(l)
         ),
-        None => "both accesses of each run in every iteration, so must the sync between them"
-            .into(),
+        None => {
+            "both accesses of each run in every iteration, so must the sync between them".into()
+        }
     }
 }

@@ -21,21 +21,31 @@ pub fn text(r: &Report, file: &str) -> String {
     );
     let marks = row_notes(r);
     for (i, l) in r.timeline.lines.iter().enumerate() {
-        let note = marks.get(&i).map_or(String::new(), |n| format!("   <- {n}"));
+        let note = marks
+            .get(&i)
+            .map_or(String::new(), |n| format!("   <- {n}"));
         let _ = writeln!(s, "{:>4} | {l}{note}", i + 1);
     }
     for (i, w) in r.waits.iter().enumerate() {
-        let line = w.row.map_or("not in the output".into(), |x| format!("output line {}", x + 1));
+        let line = w.row.map_or("not in the output".into(), |x| {
+            format!("output line {}", x + 1)
+        });
         let _ = writeln!(s, "\nwait #{i}: {} ({line}), {}", w.op, w.at);
         for y in &w.why {
             let _ = writeln!(s, "  {y}");
         }
     }
     for (i, y) in r.syncs.iter().enumerate() {
-        let line = y.row.map_or("not in the output".into(), |x| format!("output line {}", x + 1));
+        let line = y.row.map_or("not in the output".into(), |x| {
+            format!("output line {}", x + 1)
+        });
         let _ = writeln!(s, "\nsync #{i}: {} ({line}), {}", y.kind.name(), y.at);
         if let Some(sig) = y.signal_row {
-            let _ = writeln!(s, "  split: signal at output line {}, wait at {line}", sig + 1);
+            let _ = writeln!(
+                s,
+                "  split: signal at output line {}, wait at {line}",
+                sig + 1
+            );
         }
         let _ = writeln!(s, "  removes {} hazard(s):", y.removes.len());
         for &h in &y.removes {
@@ -50,7 +60,11 @@ pub fn text(r: &Report, file: &str) -> String {
         let _ = writeln!(s, "\nno sync inserted");
     }
     if !r.unneeded.is_empty() {
-        let _ = writeln!(s, "\nneeded no inserted sync ({} pair(s)):", r.unneeded.len());
+        let _ = writeln!(
+            s,
+            "\nneeded no inserted sync ({} pair(s)):",
+            r.unneeded.len()
+        );
         for n in &r.unneeded {
             let _ = writeln!(
                 s,
@@ -89,8 +103,16 @@ fn row_notes(r: &Report) -> std::collections::HashMap<usize, String> {
 fn hazard_text(s: &mut String, r: &Report, h: usize, under: usize) {
     let v = &r.hazards[h];
     if v.primary != Some(under) {
-        let j = v.primary.map_or("another sync".into(), |j| format!("sync #{j}"));
-        let _ = writeln!(s, "    {} {} {} (written out under {j})", hazard_id(h), v.kind, v.buffer);
+        let j = v
+            .primary
+            .map_or("another sync".into(), |j| format!("sync #{j}"));
+        let _ = writeln!(
+            s,
+            "    {} {} {} (written out under {j})",
+            hazard_id(h),
+            v.kind,
+            v.buffer
+        );
         return;
     }
     let _ = writeln!(
@@ -110,7 +132,10 @@ fn hazard_text(s: &mut String, r: &Report, h: usize, under: usize) {
         let _ = writeln!(s, "       e.g. {e}");
     }
     if v.intra_warp {
-        let _ = writeln!(s, "       every conflicting pair of threads lies in one warp");
+        let _ = writeln!(
+            s,
+            "       every conflicting pair of threads lies in one warp"
+        );
     }
     let others: Vec<String> = v
         .removed_by
@@ -129,7 +154,10 @@ fn row_json(r: Option<usize>) -> Json {
 
 fn hazard_json(h: usize, v: &HazardView) -> Json {
     let carried = v.carried.as_ref().map_or(Json::Null, |(l, d, _)| {
-        Json::object([("loop", Json::str(l.as_str())), ("distance", Json::Int(i64::from(*d)))])
+        Json::object([
+            ("loop", Json::str(l.as_str())),
+            ("distance", Json::Int(i64::from(*d))),
+        ])
     });
     Json::object([
         ("id", Json::str(hazard_id(h))),
@@ -167,7 +195,10 @@ pub fn json(r: &Report) -> Json {
                 "removes",
                 Json::Array(y.removes.iter().map(|&h| Json::str(hazard_id(h))).collect()),
             ),
-            ("why", Json::Array(y.why.iter().map(|w| Json::str(w.as_str())).collect())),
+            (
+                "why",
+                Json::Array(y.why.iter().map(|w| Json::str(w.as_str())).collect()),
+            ),
         ])
     });
     let waits = r.waits.iter().enumerate().map(|(i, w)| {
@@ -176,7 +207,10 @@ pub fn json(r: &Report) -> Json {
             ("op", Json::str(w.op.as_str())),
             ("output_line", row_json(w.row)),
             ("at", Json::str(w.at.as_str())),
-            ("why", Json::Array(w.why.iter().map(|y| Json::str(y.as_str())).collect())),
+            (
+                "why",
+                Json::Array(w.why.iter().map(|y| Json::str(y.as_str())).collect()),
+            ),
         ])
     });
     let none = r.unneeded.iter().map(|n| {
@@ -194,13 +228,25 @@ pub fn json(r: &Report) -> Json {
         ("target", Json::str(r.target.as_str())),
         (
             "output",
-            Json::Array(r.timeline.lines.iter().map(|l| Json::str(l.as_str())).collect()),
+            Json::Array(
+                r.timeline
+                    .lines
+                    .iter()
+                    .map(|l| Json::str(l.as_str()))
+                    .collect(),
+            ),
         ),
         ("waits", Json::Array(waits.collect())),
         ("syncs", Json::Array(syncs.collect())),
         (
             "hazards",
-            Json::Array(r.hazards.iter().enumerate().map(|(h, v)| hazard_json(h, v)).collect()),
+            Json::Array(
+                r.hazards
+                    .iter()
+                    .enumerate()
+                    .map(|(h, v)| hazard_json(h, v))
+                    .collect(),
+            ),
         ),
         ("no_sync", Json::Array(none.collect())),
     ])

@@ -61,7 +61,13 @@ struct Geo {
 
 impl Geo {
     fn new(r: &Report) -> Geo {
-        let depth = r.timeline.bands.iter().map(|b| b.depth + 1).max().unwrap_or(0);
+        let depth = r
+            .timeline
+            .bands
+            .iter()
+            .map(|b| b.depth + 1)
+            .max()
+            .unwrap_or(0);
         let code_x = GUTTER_X + depth * DEPTH_W + 8;
         let chars = r
             .timeline
@@ -231,7 +237,12 @@ fn legend(s: &mut String) {
                     r#"<g class="hz"><line class="{class}" x1="{x}" y1="{y}" x2="{}" y2="{y}"/></g>"#,
                     x + 18
                 );
-                let _ = writeln!(s, r#"<text class="label" x="{}" y="{}">{class}</text>"#, x + 22, y + 4);
+                let _ = writeln!(
+                    s,
+                    r#"<text class="label" x="{}" y="{}">{class}</text>"#,
+                    x + 22,
+                    y + 4
+                );
                 x += 60;
             }
             "window" => {
@@ -240,7 +251,12 @@ fn legend(s: &mut String) {
                     r#"<rect class="window" x="{x}" y="{}" width="18" height="8"/>"#,
                     y - 4
                 );
-                let _ = writeln!(s, r#"<text class="label" x="{}" y="{}">{text}</text>"#, x + 22, y + 4);
+                let _ = writeln!(
+                    s,
+                    r#"<text class="label" x="{}" y="{}">{text}</text>"#,
+                    x + 22,
+                    y + 4
+                );
                 x += 130;
             }
             "existing" => {
@@ -249,7 +265,12 @@ fn legend(s: &mut String) {
                     r#"<line class="mark-existing" x1="{x}" y1="{y}" x2="{}" y2="{y}"/>"#,
                     x + 18
                 );
-                let _ = writeln!(s, r#"<text class="label" x="{}" y="{}">{text}</text>"#, x + 22, y + 4);
+                let _ = writeln!(
+                    s,
+                    r#"<text class="label" x="{}" y="{}">{text}</text>"#,
+                    x + 22,
+                    y + 4
+                );
                 x += 110;
             }
             _ => {
@@ -258,7 +279,12 @@ fn legend(s: &mut String) {
                     r#"<g class="sync {class}"><line x1="{x}" y1="{y}" x2="{}" y2="{y}"/></g>"#,
                     x + 18
                 );
-                let _ = writeln!(s, r#"<text class="label" x="{}" y="{}">{text}</text>"#, x + 22, y + 4);
+                let _ = writeln!(
+                    s,
+                    r#"<text class="label" x="{}" y="{}">{text}</text>"#,
+                    x + 22,
+                    y + 4
+                );
                 x += 24 + 7 * text.len() + 14;
             }
         }
@@ -301,18 +327,31 @@ fn rows(s: &mut String, r: &Report, g: &Geo) {
         .iter()
         .flat_map(|y| y.row.into_iter().chain(y.signal_row))
         .chain(r.waits.iter().filter_map(|w| w.row))
-        .chain(r.marks.iter().filter(|m| m.kind == MarkKind::Other).map(|m| m.row))
+        .chain(
+            r.marks
+                .iter()
+                .filter(|m| m.kind == MarkKind::Other)
+                .map(|m| m.row),
+        )
         .chain(r.inserted_rows.iter().copied())
         .collect();
     for (i, l) in r.timeline.lines.iter().enumerate() {
         let y = g.y(i) + 4;
-        let _ = write!(s, r#"<text class="num" x="{NUM_X}" y="{y}">{:>4}</text>"#, i + 1);
+        let _ = write!(
+            s,
+            r#"<text class="num" x="{NUM_X}" y="{y}">{:>4}</text>"#,
+            i + 1
+        );
         let shown: String = if l.chars().count() > MAX_CHARS {
             l.chars().take(MAX_CHARS).chain(['…']).collect()
         } else {
             l.clone()
         };
-        let class = if inserted.contains(&i) { "code inserted" } else { "code" };
+        let class = if inserted.contains(&i) {
+            "code inserted"
+        } else {
+            "code"
+        };
         let _ = write!(
             s,
             r#"<text class="{class}" x="{}" y="{y}" xml:space="preserve">{}"#,
@@ -339,7 +378,10 @@ fn windows(s: &mut String, r: &Report, g: &Geo) {
             .filter(|b| b.kind.loops() && b.open < w.wait_row && w.issue_row < b.close)
             .max_by_key(|b| b.depth);
         let spans = match (w.wait_row < w.issue_row, around) {
-            (true, Some(b)) => vec![(y0, TOP + (b.close + 1) * ROW_H), (TOP + b.open * ROW_H, y1)],
+            (true, Some(b)) => vec![
+                (y0, TOP + (b.close + 1) * ROW_H),
+                (TOP + b.open * ROW_H, y1),
+            ],
             _ => vec![(y0.min(y1), y0.max(y1))],
         };
         for (a, b) in spans {
@@ -498,7 +540,11 @@ fn sync(s: &mut String, r: &Report, g: &Geo, i: usize) {
         return;
     };
     let yy = g.y(row);
-    let text_len = r.timeline.lines.get(row).map_or(0, |l| l.chars().count().min(MAX_CHARS));
+    let text_len = r
+        .timeline
+        .lines
+        .get(row)
+        .map_or(0, |l| l.chars().count().min(MAX_CHARS));
     let x0 = g.code_x + (text_len as f64 * CHAR_W).ceil() as usize + 8;
     let x1 = g.lanes_end();
     let hs: Vec<String> = y.removes.iter().map(|h| h.to_string()).collect();
@@ -507,7 +553,12 @@ fn sync(s: &mut String, r: &Report, g: &Geo, i: usize) {
         r#"<g class="sync {}" id="s{i}" data-sync="{i}" data-hazards="{}"><title>{}</title>"#,
         y.kind.class(),
         hs.join(" "),
-        esc(&format!("sync #{i}: {} {}; executes {}", y.kind.name(), y.at, y.executes))
+        esc(&format!(
+            "sync #{i}: {} {}; executes {}",
+            y.kind.name(),
+            y.at,
+            y.executes
+        ))
     );
     if let Some(sig) = y.signal_row {
         let ys = g.y(sig);
@@ -521,7 +572,10 @@ fn sync(s: &mut String, r: &Report, g: &Geo, i: usize) {
             .filter(|b| b.kind.loops() && b.open < row && sig < b.close)
             .max_by_key(|b| b.depth);
         let spans = match (sig > row, around) {
-            (true, Some(b)) => vec![(ys, TOP + (b.close + 1) * ROW_H), (TOP + b.open * ROW_H, yy)],
+            (true, Some(b)) => vec![
+                (ys, TOP + (b.close + 1) * ROW_H),
+                (TOP + b.open * ROW_H, yy),
+            ],
             _ => vec![(ys.min(yy), ys.max(yy))],
         };
         for (a, b) in spans {
@@ -539,7 +593,11 @@ fn sync(s: &mut String, r: &Report, g: &Geo, i: usize) {
             ys + 4
         );
     }
-    let class = if y.kind == SyncKindView::Split { "wait" } else { "bar" };
+    let class = if y.kind == SyncKindView::Split {
+        "wait"
+    } else {
+        "bar"
+    };
     let _ = write!(
         s,
         r#"<line class="{class}" x1="{x0}" y1="{yy}" x2="{x1}" y2="{yy}"/>"#

@@ -127,7 +127,8 @@ pub fn explain_unneeded(ctx: &Ctx) -> Vec<NoSync> {
         let detail = match by {
             Some(p) => format!(
                 "a nearer producer's hazard is removed by the sync {}, which lies on every path of this one",
-                ctx.names.point(ctx.model.program_point(p.region, p.coord / 2).anchor)
+                ctx.names
+                    .point(ctx.model.program_point(p.region, p.coord / 2).anchor)
             ),
             None => "a nearer producer's hazard orders it".into(),
         };
@@ -154,13 +155,18 @@ fn existing(ctx: &Ctx, hz: &Hazard) -> NoSync {
             if p.scope == Scope::Warp {
                 (
                     Reason::SameWarp,
-                    format!("every conflicting pair of threads lies in one warp, and {what} orders them"),
+                    format!(
+                        "every conflicting pair of threads lies in one warp, and {what} orders them"
+                    ),
                 )
             } else {
                 (Reason::OrderedByExisting, format!("{what} orders them"))
             }
         }
-        None => (Reason::OrderedByExisting, "a sync of the input orders them".into()),
+        None => (
+            Reason::OrderedByExisting,
+            "a sync of the input orders them".into(),
+        ),
     };
     NoSync {
         reason,
@@ -254,11 +260,14 @@ fn footprint_pair(
         match (collective(&a), collective(&b)) {
             (Some(x), Some(y)) if x == y => (
                 Reason::SameLayout,
-                format!("both use layout \"{x}\": each element is touched by the same thread on both sides"),
+                format!(
+                    "both use layout \"{x}\": each element is touched by the same thread on both sides"
+                ),
             ),
             _ => (
                 Reason::SameThread,
-                "they touch common elements, each from one thread only: program order orders them".into(),
+                "they touch common elements, each from one thread only: program order orders them"
+                    .into(),
             ),
         }
     } else if sliced {
@@ -283,7 +292,11 @@ fn footprint_pair(
         reason,
         producer: ctx.names.op(a.id.op),
         consumer: ctx.names.op(b.id.op),
-        buffer: if ba == bb { ba } else { format!("{ba} (aliased by {bb})") },
+        buffer: if ba == bb {
+            ba
+        } else {
+            format!("{ba} (aliased by {bb})")
+        },
         relation,
         detail,
     })
