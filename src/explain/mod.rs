@@ -255,6 +255,24 @@ pub fn who(w: Who) -> String {
     }
 }
 
+/// [`who`] for one access: a layout position names the access's layout, since the same
+/// position of two layouts is in general two threads.
+fn who_in(k: &Kernel, a: crate::analysis::footprint::AccessRef, w: Who) -> String {
+    let layout = effects(k, a.op)
+        .shared
+        .get(a.index)
+        .and_then(|s| match &s.footprint {
+            crate::ir::Footprint::Collective { layout } => layout.clone(),
+            crate::ir::Footprint::PerThread(_) => None,
+        });
+    match (w, layout) {
+        (Who::Lane { pos, .. }, Some(l)) => {
+            format!("the thread owning position {pos} of layout \"{l}\"")
+        }
+        _ => who(w),
+    }
+}
+
 fn hazard_view(
     k: &Kernel,
     fp: &Footprints,
@@ -277,9 +295,9 @@ fn hazard_view(
             "{}: {} by {}, {} by {}",
             fp.describe_unit(w.unit),
             verb(k, h, true),
-            who(w.a),
+            who_in(k, h.src, w.a),
             verb(k, h, false),
-            who(w.b)
+            who_in(k, h.dst, w.b)
         )
     });
     HazardView {

@@ -123,14 +123,23 @@ pub fn explain_unneeded(ctx: &Ctx) -> Vec<NoSync> {
         if kept.contains(&key(hz)) {
             continue;
         }
-        let by = super::attribution::covered_by_any(ctx.model, &sites, hz);
+        let by = sites.iter().position(|p| ctx.model.covers(p, hz));
+        let point = |p: &crate::sync::Point| {
+            ctx.names
+                .point(ctx.model.program_point(p.region, p.coord / 2).anchor)
+        };
         let detail = match by {
-            Some(p) => format!(
-                "a nearer producer's hazard is removed by the sync {}, which lies on every path of this one",
-                ctx.names
-                    .point(ctx.model.program_point(p.region, p.coord / 2).anchor)
+            Some(j) if j < ctx.att.sites.len() => format!(
+                "implied by a nearer producer's hazard; sync #{j} ({}) removes both",
+                point(&sites[j])
             ),
-            None => "a nearer producer's hazard orders it".into(),
+            Some(j) => {
+                let p = sites[j];
+                let op = ctx.k.regions[p.region].ops.get(p.coord / 2).copied();
+                let what = op.map_or_else(|| "a sync of the input".into(), |o| ctx.names.op(o));
+                format!("implied by a nearer producer's hazard; the input's {what} removes both")
+            }
+            None => "implied by a nearer producer's hazard".into(),
         };
         out.push(NoSync {
             reason: Reason::CoveredByAnother,
