@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every smemsync test. Installs what the tests need when it is missing: the LLVM/MLIR 22
 # tools (mlir-opt-22, llc-22, FileCheck-22) that the MLIR emission tests and the file tests
-# call, and python3-venv for the Python package's tests (pytest and maturin come from PyPI
-# into a venv under target/).
+# call, chromium for the headless-browser test of `smemsync explain --html` (tests/explain.rs),
+# and python3-venv for the Python package's tests (pytest and maturin come from PyPI into a
+# venv under target/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
@@ -11,6 +12,7 @@ for tool in mlir-opt-22 mlir-translate-22 llc-22 FileCheck-22; do
 done
 packages=()
 [ ${#need[@]} -gt 0 ] && packages+=(mlir-22-tools llvm-22 llvm-22-tools)
+command -v chromium >/dev/null 2>&1 || { need+=(chromium); packages+=(chromium); }
 python3 -c 'import ensurepip' >/dev/null 2>&1 || packages+=(python3-venv)
 if [ ${#packages[@]} -gt 0 ]; then
   echo "installing ${packages[*]} (missing tools: ${need[*]:-none})"

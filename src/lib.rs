@@ -88,6 +88,10 @@ internal_modules!(
     analysis, check, diag, emit, ir, reader, sync, target, transform, verify
 );
 
+// Why every sync exists: the report of `smemsync explain` (text, JSON, SVG, HTML).
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod explain;
 // Real-size kernels for benchmarks (the CLI's `bench`, tests).
 #[cfg(feature = "internals")]
 #[doc(hidden)]

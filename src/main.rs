@@ -37,6 +37,10 @@ enum Command {
         after_help = "Example: smemsync sync --target gfx942 --explain examples/reduction-tree.kir"
     )]
     Sync(cli::sync::SyncArgs),
+    /// Explain why every inserted sync exists: the hazards it removes, the alternatives, and
+    /// why other conflicting pairs need none; `--svg`/`--html` draw it as a timeline.
+    #[command(after_help = "Example: smemsync explain --target gfx942 examples/reduction-tree.kir")]
+    Explain(cli::explain::ExplainArgs),
     /// Time hazard analysis and placement on the examples and on generated kernels.
     #[command(
         after_help = "Example: smemsync bench   # the examples and a generated kernel of 10^3 ops"
@@ -114,6 +118,7 @@ fn message_format(command: &Command) -> cli::MessageFormat {
     match command {
         Command::Fmt(a) => a.output.format,
         Command::Sync(a) => a.output.format,
+        Command::Explain(a) => a.output.format,
         Command::Bench(_) => cli::MessageFormat::Text,
         Command::Waits(a) => a.output.format,
         Command::PlanSmem(a) => a.output.format,
@@ -129,6 +134,7 @@ fn dispatch(command: &Command) -> i32 {
     match command {
         Command::Fmt(a) => cli::fmt::run(a),
         Command::Sync(a) => cli::sync::run(a),
+        Command::Explain(a) => cli::explain::run(a),
         Command::Bench(a) => cli::bench::run(a),
         Command::Waits(a) => cli::waits::run(a),
         Command::PlanSmem(a) => cli::plan_smem::run(a),

@@ -223,19 +223,19 @@ fn report(input: &Kernel, s: &Pipeline, src: &str, opts: &SyncOptions) -> Kernel
                 kind: SyncKind::Wait,
                 op: print_op_line(input, &e.kind),
                 at: in_names.point(anchor),
-                line: anchor_line(input, src, anchor),
+                line: anchor_line(&in_names, anchor),
                 hazards: Vec::new(),
                 reason: opts.explain.then(|| e.why.clone()),
             }
         })
         .collect();
     let k = &s.with_waits;
-    let names = Namer::new(k, src);
+    let names = Namer::new(k, src).inserted(s.input_ops, &s.kernel);
     let fp = opts.explain.then(|| Footprints::new(k, opts.target.0.warp));
     let describe = |hs: &[usize]| match &fp {
         Some(fp) => hs
             .iter()
-            .map(|&h| hazard(k, fp, &names, src, &p.hazards[h]))
+            .map(|&h| hazard(k, fp, &names, &p.hazards[h]))
             .collect(),
         None => Vec::new(),
     };
@@ -247,19 +247,19 @@ fn report(input: &Kernel, s: &Pipeline, src: &str, opts: &SyncOptions) -> Kernel
             },
             op: print_op_line(k, &e.op),
             at: names.point(e.at.anchor),
-            line: anchor_line(k, src, e.at.anchor),
+            line: anchor_line(&names, e.at.anchor),
             hazards: describe(&p.removes[i]),
             reason: None,
         });
     }
     // Fences are anchored in the kernel with barriers, whose op ids the output keeps.
-    let fenced = Namer::new(&s.kernel, src);
+    let fenced = Namer::new(&s.kernel, src).inserted(s.input_ops, &s.kernel);
     for e in &s.fences.edits {
         inserted.push(InsertedSync {
             kind: SyncKind::ProxyFence,
             op: print_op_line(&s.kernel, &e.op),
             at: fenced.point(e.at.anchor),
-            line: anchor_line(&s.kernel, src, e.at.anchor),
+            line: anchor_line(&fenced, e.at.anchor),
             hazards: Vec::new(),
             reason: match (&e.reason, opts.explain) {
                 (crate::ir::edit::EditReason::Other(why), true) => Some(why.clone()),
@@ -278,21 +278,21 @@ fn report(input: &Kernel, s: &Pipeline, src: &str, opts: &SyncOptions) -> Kernel
 
 /// The source line of the op an anchor is next to (`None` for a region's edges or an op
 /// without a span).
-fn anchor_line(k: &Kernel, src: &str, anchor: Anchor) -> Option<usize> {
+fn anchor_line(names: &Namer, anchor: Anchor) -> Option<usize> {
     match anchor {
-        Anchor::Before(op) | Anchor::After(op) => crate::diag::line_number(src, k.span(op)),
+        Anchor::Before(op) | Anchor::After(op) => names.input_line(op),
         Anchor::Start(_) | Anchor::End(_) => None,
     }
 }
 
-fn hazard(k: &Kernel, fp: &Footprints, names: &Namer, src: &str, h: &Hazard) -> HazardReport {
+fn hazard(k: &Kernel, fp: &Footprints, names: &Namer, h: &Hazard) -> HazardReport {
     HazardReport {
         kind: h.kind.name().to_string(),
         buffer: buffer_name(k, h),
         source: names.op(h.src.op),
         destination: names.op(h.dst.op),
-        source_line: crate::diag::line_number(src, k.span(h.src.op)),
-        destination_line: crate::diag::line_number(src, k.span(h.dst.op)),
+        source_line: names.input_line(h.src.op),
+        destination_line: names.input_line(h.dst.op),
         carried_by: match h.carry {
             Carry::Forward => None,
             Carry::Carried {

@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod check;
 pub mod emit;
+pub mod explain;
 pub mod fmt;
 pub mod pipeline;
 pub mod plan_smem;

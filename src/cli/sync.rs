@@ -207,9 +207,13 @@ fn render(
 
 /// The `--explain` comments: each inserted wait and why, each inserted barrier and the hazards
 /// it removes, and the hazards the input's own syncs already remove. Ops and points are named as
-/// the source reads (`emit::explain::Namer`).
+/// the source reads (`emit::explain::Namer`): "(line N)" is a line of the input file, an op a
+/// pass inserted is named by its line in the printed kernel ("(inserted, output line N)"). A
+/// hazard that several syncs remove is written out under the first of them only.
 fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> String {
-    let mut text = String::new();
+    let mut text = String::from(
+        "// explain: (line N) is line N of the input file; (output line N) is line N of the kernel printed above\n",
+    );
     let in_names = Namer::new(input, src);
     for (i, e) in s.waits.edits.iter().enumerate() {
         let at = match e.anchor {
@@ -223,8 +227,9 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
         }
     }
     let (p, k) = (&s.placement, &s.with_waits);
-    let names = Namer::new(k, src);
+    let names = Namer::new(k, src).inserted(s.input_ops, &s.kernel);
     let fp = Footprints::new(k, target.warp);
+    let mut listed_under: HashMap<usize, usize> = HashMap::new();
     for (i, e) in p.plan.edits.iter().enumerate() {
         let what = match e.op {
             smemsync::ir::OpKind::WarpSync => "warp_sync",
@@ -235,19 +240,24 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
         text.push_str(&format!(
             "// sync #{i}: {what} {at} removes {n} hazard(s)\n"
         ));
+        let mut earlier: std::collections::BTreeMap<usize, usize> = Default::default();
         for &h in &p.removes[i] {
+            if let Some(&j) = listed_under.get(&h) {
+                *earlier.entry(j).or_default() += 1;
+                continue;
+            }
+            listed_under.insert(h, i);
             let line = explain_hazard(k, &fp, &names, &p.hazards[h]);
             text.push_str(&format!("//   {line}\n"));
         }
+        for (j, m) in earlier {
+            text.push_str(&format!("//   and {m} hazard(s) listed under sync #{j}\n"));
+        }
     }
+    let fenced = Namer::new(&s.kernel, src).inserted(s.input_ops, &s.kernel);
     for (i, e) in s.fences.edits.iter().enumerate() {
         // Fences are anchored in the kernel with barriers, whose op ids the output keeps.
-        let at = match e.at.anchor {
-            Anchor::Before(op) => {
-                format!("before {}", smemsync::emit::text::op_label(&s.kernel, op))
-            }
-            other => format!("at {other:?}"),
-        };
+        let at = fenced.point(e.at.anchor);
         text.push_str(&format!("// fence #{i}: fence_proxy_async {at}\n"));
         if let smemsync::ir::edit::EditReason::Other(why) = &e.reason {
             text.push_str(&format!("//   {why}\n"));
@@ -316,7 +326,7 @@ fn explain_json(
         ])
     });
     let (p, k) = (&s.placement, &s.with_waits);
-    let names = Namer::new(k, src);
+    let names = Namer::new(k, src).inserted(s.input_ops, &s.kernel);
     let fp = Footprints::new(k, target.warp);
     let hazards = |ids: &[usize]| {
         let v = ids

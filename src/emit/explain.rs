@@ -2,21 +2,34 @@
 //! text and line (`` `%s = shr 128, %i` (line 14) ``, from `emit::text::op_label`), a region by
 //! the op that opens it ("the loop body of `for %i = 0 to 8 step 1` (line 13)"), and a point at
 //! the edge of a region as "at the top of" or "at the end of" that region; a hazard as one line
-//! ([`explain_hazard`]). Used by `smemsync sync --explain` and the library's
-//! `Synchronized` report. Complexity: O(ops) to build a [`Namer`], O(line length) per name.
+//! ([`explain_hazard`]). Used by `smemsync sync --explain`, `smemsync explain` and the
+//! library's `Synchronized` report.
+//!
+//! An op a pass inserted has no line in the input (its span is not the input's): once the
+//! namer knows which ops are inserted ([`Namer::inserted`]) it names them by their line in the
+//! printed output kernel instead ("(inserted, output line 17)"), never by a made-up input
+//! line. Complexity: O(ops) to build a [`Namer`], O(line length) per name.
+
+use std::collections::HashMap;
 
 use crate::analysis::footprint::{Footprints, Who};
 use crate::analysis::hazards::{Carry, Hazard};
 use crate::diag::json::Json;
 use crate::emit::text::op_label;
 use crate::ir::edit::Anchor;
-use crate::ir::{Kernel, Op, OpKind, Parents, Region};
+use crate::ir::{EntityRef, Kernel, Op, OpKind, Parents, Region};
 
 /// Names ops, regions and points of one kernel parsed from `src`.
 pub struct Namer<'a> {
     k: &'a Kernel,
     src: &'a str,
     parents: Parents,
+    /// Ops with an index at least this were inserted by a pass (no input line).
+    inserted_from: usize,
+    /// The line of each op in the printed output kernel (1-based).
+    out_lines: HashMap<Op, usize>,
+    /// Write "input line N" rather than "line N".
+    explicit: bool,
 }
 
 impl<'a> Namer<'a> {
@@ -25,24 +38,76 @@ impl<'a> Namer<'a> {
             k,
             src,
             parents: k.parents(),
+            inserted_from: usize::MAX,
+            out_lines: HashMap::new(),
+            explicit: false,
         }
     }
 
-    /// An op as written, with its source line when it has one.
+    /// Ops of index `input_ops` or more were inserted: they are named by their line in the
+    /// printed `out` kernel (which must contain every op of the namer's kernel, as the
+    /// pipeline's later stages do).
+    pub fn inserted(mut self, input_ops: usize, out: &Kernel) -> Self {
+        self.inserted_from = input_ops;
+        self.out_lines = output_lines(out);
+        self
+    }
+
+    /// Input lines are written "input line N" (`smemsync explain`, whose report also cites
+    /// output lines everywhere).
+    pub fn explicit(mut self) -> Self {
+        self.explicit = true;
+        self
+    }
+
+    /// Whether a pass inserted `op`.
+    pub fn is_inserted(&self, op: Op) -> bool {
+        op.index() >= self.inserted_from
+    }
+
+    /// The input line of an op (none for an inserted op or one without a span).
+    pub fn input_line(&self, op: Op) -> Option<usize> {
+        if self.is_inserted(op) {
+            return None;
+        }
+        crate::diag::line_number(self.src, self.k.span(op))
+    }
+
+    /// The line of an op in the printed output kernel, when known.
+    pub fn output_line(&self, op: Op) -> Option<usize> {
+        self.out_lines.get(&op).copied()
+    }
+
+    /// An op as written, with its input line when it has one, or its output line when a pass
+    /// inserted it.
     pub fn op(&self, op: Op) -> String {
-        match crate::diag::line_number(self.src, self.k.span(op)) {
-            Some(l) => format!("{} (line {l})", op_label(self.k, op)),
-            None => op_label(self.k, op),
+        let label = op_label(self.k, op);
+        if self.is_inserted(op) {
+            return match self.output_line(op) {
+                Some(l) => format!("{label} (inserted, output line {l})"),
+                None => format!("{label} (inserted)"),
+            };
+        }
+        let which = if self.explicit { "input line" } else { "line" };
+        match self.input_line(op) {
+            Some(l) => format!("{label} ({which} {l})"),
+            None => label,
         }
     }
 
-    /// An op as JSON: `{"op": "<its text>", "line": N}` (`line` null when it has no source).
+    /// An op as JSON: `{"op": "<its text>", "line": N}` (`line` null when it has no input
+    /// line; an inserted op also has `"output_line"`).
     pub fn op_json(&self, op: Op) -> Json {
-        let line = crate::diag::line_number(self.src, self.k.span(op));
-        Json::object([
+        let line = self.input_line(op);
+        let mut fields = vec![
             ("op", Json::str(op_label(self.k, op).trim_matches('`'))),
             ("line", line.map_or(Json::Null, Json::uint)),
-        ])
+        ];
+        if self.is_inserted(op) {
+            let l = self.output_line(op);
+            fields.push(("output_line", l.map_or(Json::Null, Json::uint)));
+        }
+        Json::Object(fields)
     }
 
     /// A region by the op that opens it: "the loop body of `for …` (line 13)".
@@ -78,12 +143,46 @@ impl<'a> Namer<'a> {
     }
 }
 
-/// The shared buffer a hazard's destination accesses (`@name`), or empty.
+/// The line of every placed op in `k`'s printed text (1-based; the printer writes one line
+/// per op in pre-order, and header, declaration and closing-brace lines belong to no op).
+pub fn output_lines(k: &Kernel) -> HashMap<Op, usize> {
+    let text = crate::emit::text::print_kernel(k);
+    let ops = k.ops_in_order();
+    let mut it = ops.iter();
+    let mut out = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_start();
+        let decl = i == 0
+            || t.starts_with("shared ")
+            || t.starts_with("group ")
+            || t.starts_with('}')
+            || t.is_empty();
+        if decl {
+            continue;
+        }
+        if let Some(&op) = it.next() {
+            out.insert(op, i + 1);
+        }
+    }
+    out
+}
+
+/// The shared buffer an access of a hazard touches (`@name`).
+fn access_buffer(k: &Kernel, a: crate::analysis::footprint::AccessRef) -> Option<String> {
+    let e = crate::ir::effects(k, a.op);
+    let s = e.shared.get(a.index)?;
+    Some(format!("@{}", k.buffers[k.root_buffer(s.mem)].name))
+}
+
+/// The shared buffer a hazard is on (`@name`), or empty. When the two accesses touch
+/// different pinned buffers whose bytes overlap, both are named, source first: "@A (aliased
+/// by @B)".
 pub fn buffer_name(k: &Kernel, h: &Hazard) -> String {
-    let e = crate::ir::effects(k, h.dst.op);
-    e.shared.get(h.dst.index).map_or_else(String::new, |a| {
-        format!("@{}", k.buffers[k.root_buffer(a.mem)].name)
-    })
+    match (access_buffer(k, h.src), access_buffer(k, h.dst)) {
+        (Some(a), Some(b)) if a != b => format!("{a} (aliased by {b})"),
+        (Some(a), _) => a,
+        (None, b) => b.unwrap_or_default(),
+    }
 }
 
 /// One line explaining a hazard.
