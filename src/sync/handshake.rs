@@ -98,9 +98,6 @@ struct Access {
 
 /// One arm's pipeline: its loop and the accesses to the communicated buffers.
 pub(crate) struct Arm {
-    /// The arm's region and its thread count.
-    pub region: Region,
-    pub threads: u32,
     /// The pipeline loop, its body and induction variable.
     pub lp: Op,
     pub body: Region,
@@ -217,6 +214,71 @@ fn has_handshake(k: &Kernel, r: Region) -> bool {
     })
 }
 
+/// TMA loads of a hand-written handshake whose refills wait for the other role: in the same
+/// loop iteration and under the same conditions, the issuing thread first waits on an
+/// mbarrier other than the load's own that the other arm arrives on (an `empty` array). The
+/// parities and counts are the user's; `smemsync check` verifies them.
+fn handwritten_ordered(k: &Kernel, rt: Region, re: Region) -> Vec<Op> {
+    let parents = k.parents();
+    let in_region = |r: Region| {
+        let mut v = Vec::new();
+        walk_region(k, r, &mut v);
+        v
+    };
+    let mut out = Vec::new();
+    for (a, b) in [(rt, re), (re, rt)] {
+        let ops = in_region(a);
+        let arrived: HashSet<Buffer> = in_region(b)
+            .iter()
+            .filter_map(|&o| match &k.ops[o].kind {
+                OpKind::MbarArrive { mbar, .. } => Some(k.root_buffer(*mbar)),
+                _ => None,
+            })
+            .collect();
+        let loop_of = |o: Op| {
+            parents
+                .ancestors(o)
+                .into_iter()
+                .find(|&x| matches!(k.ops[x].kind, OpKind::For { .. }))
+        };
+        for (i, &t) in ops.iter().enumerate() {
+            let OpKind::TmaLoad { mbar, .. } = &k.ops[t].kind else {
+                continue;
+            };
+            let full = k.root_buffer(*mbar);
+            let t_anc = parents.ancestors(t);
+            let waited = ops[..i].iter().any(|&w| {
+                let OpKind::MbarWait { mbar: e, .. } = &k.ops[w].kind else {
+                    return false;
+                };
+                let e = k.root_buffer(*e);
+                e != full
+                    && arrived.contains(&e)
+                    && loop_of(w) == loop_of(t)
+                    && parents
+                        .ancestors(w)
+                        .iter()
+                        .filter(|&&x| matches!(k.ops[x].kind, OpKind::If { .. }))
+                        .all(|x| t_anc.contains(x))
+            });
+            if waited {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// The ops of a region and its nested regions, in program order.
+fn walk_region(k: &Kernel, r: Region, out: &mut Vec<Op>) {
+    for &o in &k.regions[r].ops {
+        out.push(o);
+        for &c in &k.ops[o].regions {
+            walk_region(k, c, out);
+        }
+    }
+}
+
 /// Places the handshakes of one role branch.
 fn place_branch(
     out: &mut Handshakes,
@@ -239,6 +301,7 @@ fn place_branch(
         return Ok(());
     }
     if has_handshake(k, rt) || has_handshake(k, re) {
+        out.ordered_tma.extend(handwritten_ordered(k, rt, re));
         return Err(Box::new(
             Diagnostic::warning(
                 DiagKind::Finding,
@@ -270,8 +333,8 @@ fn place_branch(
         ));
     };
     let d = buffers_slots(k, br, &shared)?;
-    let prod = arm(k, br, pr, np, &pacc)?;
-    let cons = arm(k, br, cr, nc, &cacc)?;
+    let prod = arm(k, br, pr, &pacc)?;
+    let cons = arm(k, br, cr, &cacc)?;
     same_bounds(k, br, prod.lp, cons.lp)?;
     let slots: HashSet<Slot> = prod.acc.iter().chain(&cons.acc).map(|a| a.1).collect();
     let tma = pacc
@@ -355,7 +418,7 @@ fn buffers_slots(k: &Kernel, br: Op, shared: &HashSet<Buffer>) -> Result<u64, Bo
 
 /// The arm's pipeline loop (the outermost loop of the arm around every access; one for all)
 /// and each access's top-level body op and slot.
-fn arm(k: &Kernel, br: Op, region: Region, threads: u32, acc: &[Access]) -> Result<Arm, Box<Diagnostic>> {
+fn arm(k: &Kernel, br: Op, region: Region, acc: &[Access]) -> Result<Arm, Box<Diagnostic>> {
     let parents = k.parents();
     let mut lp: Option<Op> = None;
     let mut top = Vec::new();
@@ -409,8 +472,6 @@ fn arm(k: &Kernel, br: Op, region: Region, threads: u32, acc: &[Access]) -> Resu
         out.push((idx, slot, a.op));
     }
     Ok(Arm {
-        region,
-        threads,
         lp,
         body,
         iv,
