@@ -131,7 +131,19 @@ pub fn synchronize(
         footprints: None,
     };
     memo.flow.ordered_tma = hs.ordered_tma.clone();
-    let waits = plan_waits_ordered(k, target, &mut memo.flow, &hs.ordered_tma)?;
+    // The handshake pass's warnings (W1300: a role branch it could not handle) explain the
+    // findings that follow from it.
+    let with_hs = |mut e: Vec<Diagnostic>| {
+        let mut w: Vec<Diagnostic> = hs
+            .warnings
+            .iter()
+            .filter(|w| w.code != "W1301")
+            .cloned()
+            .collect();
+        w.append(&mut e);
+        w
+    };
+    let waits = plan_waits_ordered(k, target, &mut memo.flow, &hs.ordered_tma).map_err(with_hs)?;
     // The waits moved to their earliest equivalent points (`sync::joint`; the naive baseline
     // keeps the planner's): when some move, a second placement runs, and it reads the first
     // one's footprints.
@@ -142,7 +154,7 @@ pub fn synchronize(
         memo.footprints = Some(Box::default());
     }
     let with_waits = apply_waits(k, &waits).kernel;
-    let placement = place_barriers_memo(&with_waits, target, opts, &mut memo)?;
+    let placement = place_barriers_memo(&with_waits, target, opts, &mut memo).map_err(with_hs)?;
     let late = (waits, with_waits, placement);
     let (waits, with_waits, mut placement) = jointly(k, target, opts, late, early, &mut memo);
     // Accesses across the arms of a role branch whose handshakes were placed are ordered by

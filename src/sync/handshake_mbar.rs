@@ -79,33 +79,38 @@ pub(crate) fn place(
         let first = arm.acc.iter().map(|a| a.0).min().unwrap_or(0);
         let last = arm.acc.iter().map(|a| a.0).max().unwrap_or(0);
         let (fo, lo) = (k.regions[arm.body].ops[first], k.regions[arm.body].ops[last]);
-        let w = sp.sync(
-            k,
-            OpKind::MbarWait {
-                mbar: MemRef::Buffer(wait_on),
-                index: vec![p.slot],
-                parity: Operand::Value(wait_par),
-            },
-            None,
-        );
-        sp.before.entry(fo).or_default().push(w);
-        per_iter += 1;
+        let wait = |k: &mut Kernel, sp: &mut Splice| {
+            sp.sync(
+                k,
+                OpKind::MbarWait {
+                    mbar: MemRef::Buffer(wait_on),
+                    index: vec![p.slot],
+                    parity: Operand::Value(wait_par),
+                },
+                None,
+            )
+        };
         if producer && !tmas.is_empty() {
+            // Only the issuing thread waits: a thread that waits on `empty` but never arrives
+            // on `full` is not held back by the consumers and could fall two phases behind,
+            // where the parity names the wrong phase.
             for &t in tmas {
-                let bytes = tma_bytes(k, t);
+                let w = wait(k, &mut sp);
                 let a = sp.sync(
                     k,
                     OpKind::MbarArrive {
                         mbar: MemRef::Buffer(full),
                         index: vec![p.slot],
-                        tx: Some(bytes),
+                        tx: Some(tma_bytes(k, t)),
                     },
                     None,
                 );
-                sp.before.entry(t).or_default().push(a);
-                per_iter += 1;
+                sp.before.entry(t).or_default().extend([w, a]);
+                per_iter += 2;
             }
         } else {
+            let w = wait(k, &mut sp);
+            sp.before.entry(fo).or_default().push(w);
             let a = sp.sync(
                 k,
                 OpKind::MbarArrive {
@@ -116,7 +121,7 @@ pub(crate) fn place(
                 None,
             );
             sp.after.entry(lo).or_default().push(a);
-            per_iter += 1;
+            per_iter += 2;
         }
     }
     let written = sp.written;
