@@ -40,7 +40,10 @@ fn placed_and_needed(path: &str, target: &str, trips: &[Option<i64>]) -> usize {
         let bad = trips
             .iter()
             .any(|&n| !check_race_free(&m, &opts(&t, n)).is_race_free());
-        assert!(bad, "{path} on {target}: inserted op #{i} is not needed\n{text}");
+        assert!(
+            bad,
+            "{path} on {target}: inserted op #{i} is not needed\n{text}"
+        );
     }
     inserted
 }
