@@ -94,8 +94,15 @@ pub(crate) fn place(
             // Only the issuing thread waits: a thread that waits on `empty` but never arrives
             // on `full` is not held back by the consumers and could fall two phases behind,
             // where the parity names the wrong phase.
+            let parents = k.parents();
+            let mut waited = std::collections::HashSet::new();
             for &t in tmas {
-                let w = wait(k, &mut sp);
+                // A later load in the same region runs after the wait in the same thread.
+                if waited.insert(parents.op_region[t]) {
+                    let w = wait(k, &mut sp);
+                    sp.before.entry(t).or_default().push(w);
+                    per_iter += 1;
+                }
                 let a = sp.sync(
                     k,
                     OpKind::MbarArrive {
@@ -105,8 +112,8 @@ pub(crate) fn place(
                     },
                     None,
                 );
-                sp.before.entry(t).or_default().extend([w, a]);
-                per_iter += 2;
+                sp.before.entry(t).or_default().push(a);
+                per_iter += 1;
             }
         } else {
             let w = wait(k, &mut sp);
