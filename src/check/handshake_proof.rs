@@ -42,6 +42,11 @@ pub fn prove_handshakes(k: &Kernel) -> Vec<HandshakeVerdict> {
     for (pos, &br) in k.regions[k.body].ops.iter().enumerate() {
         let Some(g) = role_group(k, br) else { continue };
         let arms = [k.ops[br].regions[0], k.ops[br].regions[1]];
+        let n_in = k.groups[g].hi.saturating_sub(k.groups[g].lo);
+        let threads = [n_in, k.threads().saturating_sub(n_in)];
+        if let Some(v) = super::named_proof::prove_named(k, br, threads) {
+            out.push(v);
+        }
         if !arms.iter().any(|&r| has_mbar(k, r)) {
             continue;
         }

@@ -17,6 +17,7 @@
 //! O(schedules x ops executed) plus O(threads x clock slots) per block-wide sync op.
 
 pub mod handshake_proof;
+mod named_proof;
 pub mod interp;
 pub mod proof;
 mod proof_syncs;
