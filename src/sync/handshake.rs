@@ -279,13 +279,11 @@ fn walk_region(k: &Kernel, r: Region, out: &mut Vec<Op>) {
     }
 }
 
-/// Places the handshakes of one role branch.
-fn place_branch(
-    out: &mut Handshakes,
-    br: Op,
-    g: Group,
-    target: &Target,
-) -> Result<(), Box<Diagnostic>> {
+/// The accesses of each arm to the buffers both arms use (None: the roles share none); an
+/// error when the arms already hold handshakes (W1301).
+type ArmAccesses = (Vec<Access>, Vec<Access>);
+
+fn communicated(out: &mut Handshakes, br: Op) -> Result<Option<ArmAccesses>, Box<Diagnostic>> {
     let k = &out.kernel;
     let (rt, re) = (k.ops[br].regions[0], k.ops[br].regions[1]);
     let (mut at, mut ae) = (Vec::new(), Vec::new());
@@ -298,7 +296,7 @@ fn place_branch(
         .filter(|b| bt.contains(b))
         .collect();
     if shared.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     if has_handshake(k, rt) || has_handshake(k, re) {
         out.ordered_tma.extend(handwritten_ordered(k, rt, re));
@@ -314,6 +312,22 @@ fn place_branch(
     }
     let at: Vec<Access> = at.into_iter().filter(|a| shared.contains(&a.buffer)).collect();
     let ae: Vec<Access> = ae.into_iter().filter(|a| shared.contains(&a.buffer)).collect();
+    Ok(Some((at, ae)))
+}
+
+/// Places the handshakes of one role branch.
+fn place_branch(
+    out: &mut Handshakes,
+    br: Op,
+    g: Group,
+    target: &Target,
+) -> Result<(), Box<Diagnostic>> {
+    let Some((at, ae)) = communicated(out, br)? else {
+        return Ok(());
+    };
+    let k = &out.kernel;
+    let (rt, re) = (k.ops[br].regions[0], k.ops[br].regions[1]);
+    let shared: HashSet<Buffer> = at.iter().map(|a| a.buffer).collect();
     let t_writes = at.iter().all(|a| a.write);
     let e_reads = ae.iter().all(|a| !a.write);
     let t_reads = at.iter().all(|a| !a.write);

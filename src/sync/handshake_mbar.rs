@@ -34,43 +34,7 @@ pub(crate) fn place(
     };
     let empty = new_mbarriers(k, "empty", cx.d);
     let mut sp = Splice::new(k);
-    // One thread initialises every slot's pair; a block barrier publishes the inits.
-    let tid = sp.value(k, k.body, OpKind::Special(Special::LinearTid), ScalarType::I32, "hs_tid");
-    let lead = sp.value(
-        k,
-        k.body,
-        OpKind::Cmp(CmpPred::Eq, Operand::Value(tid), Operand::int(0)),
-        ScalarType::I1,
-        "hs_lead",
-    );
-    let init = k.new_region();
-    for s in 0..cx.d {
-        for (b, n) in [(full, full_count), (empty, cx.nc)] {
-            let o = k.new_op(
-                OpKind::MbarInit {
-                    mbar: MemRef::Buffer(b),
-                    index: vec![Operand::int(s as i64)],
-                    count: n,
-                },
-                &[],
-                vec![],
-            );
-            k.regions[init].ops.push(o);
-            sp.written += 1;
-        }
-    }
-    let e = k.new_region();
-    let guard = k.new_op(
-        OpKind::If {
-            cond: Operand::Value(lead),
-        },
-        &[],
-        vec![init, e],
-    );
-    let bar = sp.sync(k, OpKind::Barrier, None);
-    // Values before the role branch go first; the init and barrier right before it.
-    let pre = sp.start.remove(&k.body).unwrap_or_default();
-    sp.before.entry(br).or_default().extend(pre.into_iter().chain([guard, bar]));
+    init_prologue(k, &mut sp, cx, [(full, full_count), (empty, cx.nc)]);
     let mut per_iter = 0u64;
     for (arm, producer) in [(cx.prod, true), (cx.cons, false)] {
         let p = Phase::new(k, &mut sp, cx, arm, producer)?;
@@ -144,6 +108,49 @@ pub(crate) fn place(
         },
         tmas.to_vec(),
     ))
+}
+
+/// One thread initialises every slot's pair of mbarriers; a block barrier right before the
+/// role branch publishes the inits.
+fn init_prologue(k: &mut Kernel, sp: &mut Splice, cx: &Ctx<'_>, arrays: [(Buffer, u32); 2]) {
+    let br = cx.br;
+    // One thread initialises every slot's pair; a block barrier publishes the inits.
+    let tid = sp.value(k, k.body, OpKind::Special(Special::LinearTid), ScalarType::I32, "hs_tid");
+    let lead = sp.value(
+        k,
+        k.body,
+        OpKind::Cmp(CmpPred::Eq, Operand::Value(tid), Operand::int(0)),
+        ScalarType::I1,
+        "hs_lead",
+    );
+    let init = k.new_region();
+    for s in 0..cx.d {
+        for (b, n) in arrays {
+            let o = k.new_op(
+                OpKind::MbarInit {
+                    mbar: MemRef::Buffer(b),
+                    index: vec![Operand::int(s as i64)],
+                    count: n,
+                },
+                &[],
+                vec![],
+            );
+            k.regions[init].ops.push(o);
+            sp.written += 1;
+        }
+    }
+    let e = k.new_region();
+    let guard = k.new_op(
+        OpKind::If {
+            cond: Operand::Value(lead),
+        },
+        &[],
+        vec![init, e],
+    );
+    let bar = sp.sync(k, OpKind::Barrier, None);
+    // Values before the role branch go first; the init and barrier right before it.
+    let pre = sp.start.remove(&k.body).unwrap_or_default();
+    sp.before.entry(br).or_default().extend(pre.into_iter().chain([guard, bar]));
 }
 
 /// The slot and the parities of one arm's iteration, defined at the top of its loop body.
