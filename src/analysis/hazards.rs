@@ -369,6 +369,14 @@ fn find_hazards_pruned(
                     continue;
                 };
                 if cheap.kind[x].is_async() {
+                    // Refills of a slot that a placed cross-role handshake orders
+                    // (`sync::handshake`): the refill waits for the consumers that waited for
+                    // the previous copy.
+                    if memo.ordered_tma.contains(&fp.accesses[ai].id.op)
+                        && memo.ordered_tma.contains(&fp.accesses[bi].id.op)
+                    {
+                        continue;
+                    }
                     async_pair(fp, &paths, &completion, ai, bi, pa, pb, &mut out);
                     continue;
                 }

@@ -454,6 +454,9 @@ type Note = (Op, Op, &'static str);
 #[derive(Clone, Debug, Default)]
 pub struct FlowMemo {
     conflicts: HashMap<(Op, Op), ByTags>,
+    /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
+    /// the hazard finder reports no hazard between two of them.
+    pub ordered_tma: std::collections::HashSet<Op>,
     /// The kernel the memo was made for (debug builds), to check the ids are stable.
     #[cfg(debug_assertions)]
     origin: Option<Vec<OpKind>>,

@@ -16,6 +16,8 @@
 //! Complexity: the static mode is O(accesses^2 x threads) at worst; interpretation is
 //! O(schedules x ops executed) plus O(threads x clock slots) per block-wide sync op.
 
+pub mod handshake_proof;
+mod named_proof;
 pub mod interp;
 pub mod proof;
 mod proof_syncs;

@@ -133,6 +133,7 @@ pub fn run(args: &CheckArgs) -> i32 {
     opts.try_proof = !args.no_proof;
     let mut code = EXIT_OK;
     for k in &kernels {
+        code = code.max(handshakes(k, &input));
         let r = check_race_free(k, &opts);
         match &r.verdict {
             Verdict::Proved { why, .. } => {
@@ -161,6 +162,29 @@ pub fn run(args: &CheckArgs) -> i32 {
                     }
                     code = code.max(c);
                 }
+            }
+        }
+    }
+    code
+}
+
+/// The static handshake proof (`check::handshake_proof`): one line per role branch with
+/// mbarrier handshakes; a refutation is reported as a finding (exit 1).
+fn handshakes(k: &smemsync::Kernel, input: &Input) -> i32 {
+    use smemsync::check::handshake_proof::{HandshakeVerdict, prove_handshakes};
+    let mut code = EXIT_OK;
+    for v in prove_handshakes(k) {
+        match v {
+            HandshakeVerdict::Proved(why) => println!("@{}: {why}", k.name),
+            HandshakeVerdict::NotProved(why) => println!(
+                "@{}: handshakes not proved statically: {}",
+                k.name,
+                with_lines(&why, &input.text)
+            ),
+            HandshakeVerdict::Refuted(d) => {
+                report(input, std::slice::from_ref(&d));
+                println!("@{}: {}", k.name, d.message);
+                code = code.max(exit_code(std::slice::from_ref(&d)));
             }
         }
     }

@@ -18,8 +18,7 @@ use smemsync::sync::PlaceOptions;
 use smemsync::sync::driver::synchronize;
 
 use super::{
-    EXIT_OK, EXIT_USER, MessageFormat, exit_code, fail, load_for_target, parse_bounds, read_input,
-    report, required_target,
+    BoundsArgs, EXIT_OK, EXIT_USER, MessageFormat, exit_code, fail, load_file_for_target, report,
 };
 
 #[derive(clap::Args, Debug)]
@@ -39,9 +38,8 @@ pub struct ExplainArgs {
     /// The kernel `--svg` draws (by name, without `@`), when the file has several.
     #[arg(long)]
     pub kernel: Option<String>,
-    /// Values of scalar parameters for counting executions: `n=128,m=4` (repeatable).
-    #[arg(long, value_delimiter = ',')]
-    pub bounds: Vec<String>,
+    #[command(flatten)]
+    pub bounds: BoundsArgs,
     /// Never use warp-level syncs (always block barriers).
     #[arg(long)]
     pub no_warp_sync: bool,
@@ -50,22 +48,15 @@ pub struct ExplainArgs {
 }
 
 pub fn run(args: &ExplainArgs) -> i32 {
-    let input = match read_input(&args.file) {
-        Ok(i) => i,
-        Err(e) => return fail(&e),
-    };
-    let target = match required_target(&input, args.target.as_deref()) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    let bounds: HashMap<String, i64> = match parse_bounds(args.bounds.iter().map(String::as_str)) {
+    let bounds: HashMap<String, i64> = match args.bounds.parse() {
         Ok(b) => b.into_iter().collect(),
         Err(e) => return fail(&e),
     };
-    let kernels = match load_for_target(&input, Some(&target)) {
-        Ok(k) => k,
-        Err(code) => return code,
-    };
+    let (input, target, kernels) =
+        match load_file_for_target(&args.file, args.target.as_deref(), None) {
+            Ok(l) => l,
+            Err(code) => return code,
+        };
     let opts = PlaceOptions {
         bounds: bounds.clone(),
         no_warp_sync: args.no_warp_sync,

@@ -183,6 +183,15 @@ fn render(
             "// stats: hazards={} covered_by_existing={} barriers_written={} warp_syncs_written={} existing_barriers={} barriers_executed={} inserted_executed={} lower_bound={} waits_written={} inserted_syncs={} conservative={} fences_written={}\n",
             st.hazards, st.covered_by_existing, st.barriers_written, st.warp_syncs_written, st.existing_barriers, st.barriers_executed, st.inserted_executed, st.lower_bound, s.waits.edits.len(), s.inserted().len(), st.conservative, s.fences.len()
         ));
+        for h in &s.handshakes {
+            text.push_str(&format!(
+                "// handshake: mode={} slots={} written={} executed_per_role_thread={}\n",
+                h.mode.name(),
+                h.slots,
+                h.written,
+                h.executed.map_or("unknown".to_string(), |e| e.to_string())
+            ));
+        }
         if let Some(sp) = &s.split {
             // The baseline the mean is compared with (docs/split-barriers.md): a signal
             // placed immediately before its wait has no ops between them, slack 0 by

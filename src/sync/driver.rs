@@ -1,6 +1,9 @@
 //! The synchronization pipeline `smemsync sync` runs: waits, then barriers, then the target's
 //! lowering of barriers, then the protocol check.
 //!
+//! 0. **Cross-role handshakes** (`sync::handshake`): where the arms of a role branch
+//!    communicate through a shared buffer, full/empty named barriers or mbarriers; the
+//!    later stages see them as syncs of the input.
 //! 1. **Waits** (`sync::waits`): where a consumer may observe an in-flight async copy, the
 //!    weakest sufficient wait is inserted (largest count per counter class).
 //! 2. **Barriers** (`sync::place`, or the naive baseline) on the kernel with its waits: an
@@ -28,7 +31,8 @@ use crate::sync::split::{SplitStats, lower_to_split};
 use crate::sync::fences::place_fences;
 use crate::sync::joint::hoist_waits;
 use crate::analysis::inflight::FlowMemo;
-use crate::sync::waits::{WaitPlan, apply_waits, plan_waits_memo};
+use crate::sync::handshake::{Placed, place_handshakes};
+use crate::sync::waits::{WaitPlan, apply_waits, plan_waits_ordered};
 use crate::sync::{PlaceMemo, PlaceOptions, Placement, place_barriers_memo};
 use crate::target::Target;
 
@@ -49,6 +53,8 @@ pub struct Synchronized {
     pub fences: SyncPlan,
     /// Number of ops in the input kernel's arena: ops with larger ids were inserted.
     pub input_ops: usize,
+    /// Cross-role handshakes placed before the waits (`sync::handshake`).
+    pub handshakes: Vec<Placed>,
 }
 
 impl Synchronized {
@@ -112,10 +118,12 @@ fn jointly(
 
 /// Runs the pipeline on one kernel.
 pub fn synchronize(
-    k: &Kernel,
+    input: &Kernel,
     target: &Target,
     opts: &PlaceOptions,
 ) -> Result<Synchronized, Vec<Diagnostic>> {
+    let hs = place_handshakes(input, target);
+    let k = &hs.kernel;
     // One memo of footprint answers for every in-flight dataflow run on `k` and on the
     // kernels derived from it by inserting waits and commits (`FlowMemo`: their ops keep
     // their ids).
@@ -123,7 +131,20 @@ pub fn synchronize(
         flow: FlowMemo::for_kernel(k),
         footprints: None,
     };
-    let waits = plan_waits_memo(k, target, &mut memo.flow)?;
+    memo.flow.ordered_tma = hs.ordered_tma.clone();
+    // The handshake pass's warnings (W1300: a role branch it could not handle) explain the
+    // findings that follow from it.
+    let with_hs = |mut e: Vec<Diagnostic>| {
+        let mut w: Vec<Diagnostic> = hs
+            .warnings
+            .iter()
+            .filter(|w| w.code != "W1301")
+            .cloned()
+            .collect();
+        w.append(&mut e);
+        w
+    };
+    let waits = plan_waits_ordered(k, target, &mut memo.flow, &hs.ordered_tma).map_err(with_hs)?;
     // The waits moved to their earliest equivalent points (`sync::joint`; the naive baseline
     // keeps the planner's): when some move, a second placement runs, and it reads the first
     // one's footprints.
@@ -134,9 +155,23 @@ pub fn synchronize(
         memo.footprints = Some(Box::default());
     }
     let with_waits = apply_waits(k, &waits).kernel;
-    let placement = place_barriers_memo(&with_waits, target, opts, &mut memo)?;
+    let placement = place_barriers_memo(&with_waits, target, opts, &mut memo).map_err(with_hs)?;
     let late = (waits, with_waits, placement);
     let (waits, with_waits, mut placement) = jointly(k, target, opts, late, early, &mut memo);
+    // Accesses across the arms of a role branch whose handshakes were placed are ordered by
+    // them (the checker re-proves it): their E0305 warnings are answered. Shape mismatches
+    // and hand-written handshakes say so (W1300, W1301).
+    let covered: Vec<crate::diag::Span> = hs.covered.iter().map(|&o| k.span(o)).collect();
+    placement.warnings.retain(|w| {
+        !(w.code == "E0305" && w.labels.iter().all(|l| covered.contains(&l.span)))
+    });
+    for w in &hs.warnings {
+        if w.code == "W1301" {
+            continue;
+        }
+        placement.warnings.push(w.clone());
+        placement.stats.conservative += 1;
+    }
     // The wait planner's conservative answers (W0314) count like the placement's.
     for w in &waits.warnings {
         if !placement.warnings.iter().any(|x| x.message == w.message) {
@@ -182,6 +217,7 @@ pub fn synchronize(
         placement,
         split,
         fences,
-        input_ops: k.ops.len(),
+        input_ops: input.ops.len(),
+        handshakes: hs.placed,
     })
 }

@@ -14,6 +14,8 @@
 pub mod driver;
 pub mod exhaustive;
 pub mod fences;
+pub mod handshake;
+pub mod handshake_mbar;
 pub mod joint;
 pub mod naive;
 pub mod place;

@@ -43,7 +43,7 @@
 //! O(edits · ops) to merge and sort; no path is enumerated (seed 002's walk is: see
 //! [`crate::sync::waits_paths`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::analysis::inflight::{
     Flow, FlowMemo, InFlight, Pending, Queue, Visitor, completions, queue_of,
@@ -132,6 +132,10 @@ struct Planner {
     hoistable: BTreeMap<Op, (Op, Vec<(Queue, Pending)>)>,
     /// Second run: per loop, the copies to complete before entering it, and for whom.
     hoisted: HashMap<Op, Hoist>,
+    /// TMA loads whose slot reuse a cross-role handshake orders (`sync::handshake`): a refill
+    /// waits on the `empty` mbarrier for consumers that waited for the previous load, so a
+    /// load of the set needs no wait of its own for an earlier load of the set.
+    ordered: HashSet<Op>,
 }
 
 struct NoVisit;
@@ -380,6 +384,9 @@ impl Visitor for Planner {
                         }
                     }
                 }
+                Queue::Mbarrier
+                    if self.ordered.contains(&op)
+                        && list.iter().all(|(p, _)| self.ordered.contains(&p.op)) => {}
                 Queue::Mbarrier => {
                     let help = suggest_mbar_wait(flow, op, &list).unwrap_or_else(|| {
                         "insert `mbar_wait` on the copy's mbarrier slot with its phase parity before the access".into()
@@ -664,6 +671,17 @@ pub fn plan_waits_memo(
     target: &Target,
     memo: &mut FlowMemo,
 ) -> Result<WaitPlan, Vec<Diagnostic>> {
+    plan_waits_ordered(k, target, memo, &HashSet::new())
+}
+
+/// [`plan_waits_memo`] with the TMA loads whose reuse a placed handshake orders
+/// (`sync::handshake::Handshakes::ordered_tma`).
+pub fn plan_waits_ordered(
+    k: &Kernel,
+    target: &Target,
+    memo: &mut FlowMemo,
+    ordered: &HashSet<Op>,
+) -> Result<WaitPlan, Vec<Diagnostic>> {
     let commits = auto_commits(k, target);
     let base = apply_waits(
         k,
@@ -679,6 +697,7 @@ pub fn plan_waits_memo(
         diags: Vec::new(),
         hoistable: BTreeMap::new(),
         hoisted: HashMap::new(),
+        ordered: ordered.clone(),
     };
     let mut exit = crate::analysis::inflight::join_all(&flow.run(&mut pl));
     // Second run: waits whose copies were all issued before an enclosing loop go before it.
@@ -698,6 +717,7 @@ pub fn plan_waits_memo(
             diags: Vec::new(),
             hoistable: BTreeMap::new(),
             hoisted,
+            ordered: ordered.clone(),
         };
         exit = crate::analysis::inflight::join_all(&flow.run(&mut pl));
     }

@@ -1,0 +1,454 @@
+//! Static proof that the mbarrier handshakes between the roles of a warp-specialized kernel
+//! never deadlock and that their parities name the right phase, for every trip count
+//! (including 0 and fewer than the slot count) — independent of the placer: it reads the IR
+//! only (docs/pipeline.md, "What the checker proves").
+//!
+//! Recognized form: a role branch `if in_group @g` at the kernel's top level whose arms run
+//! one loop each, with equal bounds `0 to T step 1`; every mbarrier op and TMA load of an arm
+//! lies in its loop, under no condition but `cmp eq tid, C` (one thread); slots are
+//! `rem %i, D` and wait parities `rem (div %i, D), 2` ("this use") or that `xor 1` ("the
+//! previous use", which a fresh mbarrier passes); every array is initialised before the branch
+//! with one count for all its slots, and a `barrier` follows the inits. Then:
+//! 1. **balance**: each iteration's arrivals on an array equal its count, and its expected
+//!    transaction bytes the bytes of its TMA loads: each use completes exactly one phase;
+//! 2. **parity**: a "this use" wait needs the arrivals of the same iteration, a "previous use"
+//!    wait those `D` iterations earlier (none for the first use);
+//! 3. **no aliasing**: every thread that waits also arrives later in the same iteration, so it
+//!    holds the other role back and never falls two phases behind;
+//! 4. **no cycle**: the graph of program order within a role and "arrival before a this-use
+//!    wait" across roles is acyclic; a cycle is reported as a deadlock with the roles that wait
+//!    on each other. By induction on the iteration every wait then completes.
+//!
+//! Anything outside the form is "not proved" with the reason (the interpreter still checks
+//! the bounds it is given). Complexity: O(ops + edges) per role branch.
+
+use std::collections::HashMap;
+
+use crate::diag::{DiagKind, Diagnostic};
+use crate::ir::*;
+
+/// The verdict for one role branch with mbarrier handshakes.
+#[derive(Clone, Debug)]
+pub enum HandshakeVerdict {
+    Proved(String),
+    NotProved(String),
+    /// A deadlock or an unbalanced phase (C0020, C0021).
+    Refuted(Box<Diagnostic>),
+}
+
+/// Verdicts for every top-level role branch whose arms use mbarriers.
+pub fn prove_handshakes(k: &Kernel) -> Vec<HandshakeVerdict> {
+    let mut out = Vec::new();
+    for (pos, &br) in k.regions[k.body].ops.iter().enumerate() {
+        let Some(g) = role_group(k, br) else { continue };
+        let arms = [k.ops[br].regions[0], k.ops[br].regions[1]];
+        let n_in = k.groups[g].hi.saturating_sub(k.groups[g].lo);
+        let threads = [n_in, k.threads().saturating_sub(n_in)];
+        if let Some(v) = super::named_proof::prove_named(k, br, threads) {
+            out.push(v);
+        }
+        if !arms.iter().any(|&r| has_mbar(k, r)) {
+            continue;
+        }
+        out.push(match prove_branch(k, br, pos, g) {
+            Ok(v) => v,
+            Err(why) => HandshakeVerdict::NotProved(why),
+        });
+    }
+    out
+}
+
+fn role_group(k: &Kernel, o: Op) -> Option<Group> {
+    let OpKind::If {
+        cond: Operand::Value(c),
+    } = k.ops[o].kind
+    else {
+        return None;
+    };
+    match k.values[c].def {
+        ValueDef::Result(d, _) => match k.ops[d].kind {
+            OpKind::InGroup(g) => Some(g),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn has_mbar(k: &Kernel, r: Region) -> bool {
+    k.regions[r].ops.iter().any(|&o| {
+        matches!(
+            k.ops[o].kind,
+            OpKind::MbarWait { .. } | OpKind::MbarArrive { .. } | OpKind::MbarExpectTx { .. }
+        ) || k.ops[o].regions.iter().any(|&c| has_mbar(k, c))
+    })
+}
+
+/// Parity of a wait: the phase of this use, or of the previous use of the slot.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Parity {
+    This,
+    Previous,
+}
+
+/// One mbarrier op (or TMA load) of an arm.
+#[derive(Clone, Debug)]
+struct HsOp {
+    op: Op,
+    arm: usize,
+    /// Threads that execute it per iteration, and whether it is the elected thread only.
+    threads: u32,
+    elect: bool,
+    mbar: Buffer,
+    kind: Kind,
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Wait(Parity),
+    Arrive { tx: u64 },
+    ExpectTx(u64),
+    Tma(u64),
+}
+
+fn prove_branch(k: &Kernel, br: Op, pos: usize, g: Group) -> Result<HandshakeVerdict, String> {
+    let grp = &k.groups[g];
+    let n_in = grp.hi.saturating_sub(grp.lo);
+    let threads = [n_in, k.threads().saturating_sub(n_in)];
+    let mut ops = Vec::new();
+    let mut loops = Vec::new();
+    for (arm, &r) in k.ops[br].regions.iter().enumerate() {
+        let mut found = Vec::new();
+        collect(k, r, &mut found);
+        let mut lp = None;
+        for o in found {
+            ops.push(classify(k, o, arm, threads[arm], r, &mut lp)?);
+        }
+        loops.push(lp);
+    }
+    let bounds = |l: Option<Op>| match l.map(|l| &k.ops[l].kind) {
+        Some(OpKind::For { lo, hi, step, .. }) => Some((*lo, *hi, *step)),
+        _ => None,
+    };
+    let (b0, b1) = (bounds(loops[0]), bounds(loops[1]));
+    if b0.is_none() || b0 != b1 {
+        return Err("the roles' loops differ or one role has none".into());
+    }
+    let counts = inits(k, pos)?;
+    if let Some(d) = balance(k, br, &ops, &counts)? {
+        return Ok(HandshakeVerdict::Refuted(Box::new(d)));
+    }
+    aliasing(k, &ops)?;
+    if let Some(cycle) = cycle(k, &ops) {
+        return Ok(HandshakeVerdict::Refuted(Box::new(cycle)));
+    }
+    let arrays: std::collections::BTreeSet<Buffer> = ops.iter().map(|o| o.mbar).collect();
+    Ok(HandshakeVerdict::Proved(format!(
+        "handshakes of {} mbarrier array(s) proved for every trip count: arrivals and bytes balance each phase, parities name this or the previous use, every waiter arrives, no cycle of waiting roles",
+        arrays.len()
+    )))
+}
+
+/// Mbarrier ops and TMA loads of a region, in program order.
+fn collect(k: &Kernel, r: Region, out: &mut Vec<Op>) {
+    for &o in &k.regions[r].ops {
+        if matches!(
+            k.ops[o].kind,
+            OpKind::MbarWait { .. }
+                | OpKind::MbarArrive { .. }
+                | OpKind::MbarExpectTx { .. }
+                | OpKind::TmaLoad { .. }
+                | OpKind::MbarInit { .. }
+                | OpKind::MbarInval { .. }
+        ) {
+            out.push(o);
+        }
+        for &c in &k.ops[o].regions {
+            collect(k, c, out);
+        }
+    }
+}
+
+/// Reads one op: its loop (one per arm), guards, slot and parity forms.
+fn classify(
+    k: &Kernel,
+    o: Op,
+    arm: usize,
+    n: u32,
+    arm_region: Region,
+    lp: &mut Option<Op>,
+) -> Result<HsOp, String> {
+    let parents = k.parents();
+    let mut elect = false;
+    let mut this_loop = None;
+    let mut cur = o;
+    while parents.op_region[cur] != Some(arm_region) {
+        let p = parents.parent_op(cur).ok_or("an op outside its arm")?;
+        match &k.ops[p].kind {
+            OpKind::For { .. } if this_loop.is_none() => this_loop = Some(p),
+            OpKind::If { cond } if elects_one(k, *cond) => elect = true,
+            _ => return Err(format!("{} is under a condition or loop the proof does not read", op_name(k, o))),
+        }
+        cur = p;
+    }
+    let l = this_loop.ok_or_else(|| format!("{} is outside the role's loop", op_name(k, o)))?;
+    if lp.is_some_and(|x| x != l) {
+        return Err("a role runs its handshakes in two loops".into());
+    }
+    *lp = Some(l);
+    let OpKind::For { lo, step, .. } = &k.ops[l].kind else {
+        return Err("no loop".into());
+    };
+    if *lo != Operand::int(0) || *step != Operand::int(1) {
+        return Err("the proof reads loops `0 to T step 1`".into());
+    }
+    let iv = k.regions[k.ops[l].regions[0]].args[0];
+    let (mbar, index, kind) = match &k.ops[o].kind {
+        OpKind::MbarWait { mbar, index, parity } => (*mbar, index, Kind::Wait(parity_form(k, *parity, iv, k.root_buffer(*mbar)).ok_or_else(|| format!("the parity of {} is not `(i / D) mod 2` or its complement", op_name(k, o)))?)),
+        OpKind::MbarArrive { mbar, index, tx } => (*mbar, index, Kind::Arrive { tx: tx.unwrap_or(0) as u64 }),
+        OpKind::MbarExpectTx { mbar, index, bytes } => (*mbar, index, Kind::ExpectTx(*bytes as u64)),
+        OpKind::TmaLoad { dst, mbar, mbar_index, .. } => {
+            let bytes = k.shape(*dst).iter().product::<u64>() * k.elem(*dst).bytes();
+            (*mbar, mbar_index, Kind::Tma(bytes))
+        }
+        _ => return Err(format!("{} inside a role", op_name(k, o))),
+    };
+    let b = k.root_buffer(mbar);
+    if !matches!(mbar, MemRef::Buffer(_)) || index.len() != 1 || !is_slot(k, index[0], iv, b) {
+        return Err(format!("the slot of {} is not `rem %i, D`", op_name(k, o)));
+    }
+    Ok(HsOp {
+        op: o,
+        arm,
+        threads: if elect { 1 } else { n },
+        elect,
+        mbar: b,
+        kind,
+    })
+}
+
+fn op_name(k: &Kernel, o: Op) -> String {
+    format!("the op at byte {}", k.span(o).lo)
+}
+
+fn def(k: &Kernel, o: Operand) -> Option<&OpKind> {
+    match k.values[o.value()?].def {
+        ValueDef::Result(d, _) => Some(&k.ops[d].kind),
+        _ => None,
+    }
+}
+
+fn elects_one(k: &Kernel, c: Operand) -> bool {
+    let Some(OpKind::Cmp(CmpPred::Eq, x, Operand::Imm(_))) = def(k, c) else {
+        return false;
+    };
+    match def(k, *x) {
+        Some(OpKind::Special(Special::LinearTid)) => true,
+        Some(OpKind::Special(Special::Tid(0))) => k.block[1] == 1 && k.block[2] == 1,
+        _ => false,
+    }
+}
+
+/// `rem %iv, D` with D the array's extent.
+fn is_slot(k: &Kernel, o: Operand, iv: Value, b: Buffer) -> bool {
+    let d = k.buffers[b].shape.first().copied().unwrap_or(0) as i64;
+    matches!(def(k, o), Some(OpKind::Binary(BinOp::Rem, Operand::Value(x), Operand::Imm(m))) if *x == iv && m.as_i64() == d)
+}
+
+/// `rem (div %iv, D), 2` (this use) or its `xor 1` / `sub 1, _` (the previous use).
+fn parity_form(k: &Kernel, o: Operand, iv: Value, b: Buffer) -> Option<Parity> {
+    let d = k.buffers[b].shape.first().copied().unwrap_or(0) as i64;
+    let this = |o: Operand| -> bool {
+        let Some(OpKind::Binary(BinOp::Rem, q, Operand::Imm(two))) = def(k, o) else {
+            return false;
+        };
+        two.as_i64() == 2
+            && matches!(def(k, *q), Some(OpKind::Binary(BinOp::Div, Operand::Value(x), Operand::Imm(m))) if *x == iv && m.as_i64() == d)
+    };
+    if this(o) {
+        return Some(Parity::This);
+    }
+    match def(k, o)? {
+        OpKind::Binary(BinOp::Xor, p, Operand::Imm(one)) | OpKind::Binary(BinOp::Sub, Operand::Imm(one), p)
+            if one.as_i64() == 1 && this(*p) =>
+        {
+            Some(Parity::Previous)
+        }
+        _ => None,
+    }
+}
+
+/// Each array's arrival count, from `mbar_init`s before the branch (every slot, one count),
+/// followed by a `barrier` at the top level before the branch.
+fn inits(k: &Kernel, pos: usize) -> Result<HashMap<Buffer, u32>, String> {
+    let top = &k.regions[k.body].ops[..pos];
+    let mut counts: HashMap<Buffer, (u32, Vec<i64>)> = HashMap::new();
+    let mut last_init = None;
+    for (i, &t) in top.iter().enumerate() {
+        let mut found = Vec::new();
+        if matches!(k.ops[t].kind, OpKind::MbarInit { .. }) {
+            found.push(t);
+        }
+        for &r in &k.ops[t].regions {
+            collect(k, r, &mut found);
+        }
+        for o in found {
+            if let OpKind::MbarInit { mbar, index, count } = &k.ops[o].kind {
+                let b = k.root_buffer(*mbar);
+                let e = counts.entry(b).or_insert((*count, Vec::new()));
+                if e.0 != *count {
+                    return Err(format!("the slots of @{} have different counts", k.buffers[b].name));
+                }
+                if let Some(Operand::Imm(s)) = index.first() {
+                    e.1.push(s.as_i64());
+                }
+                last_init = Some(i);
+            }
+        }
+    }
+    let li = last_init.ok_or("no mbarrier is initialised before the roles")?;
+    if !top[li + 1..].iter().any(|&o| k.ops[o].kind == OpKind::Barrier) {
+        return Err("no `barrier` orders the mbarrier inits before the roles".into());
+    }
+    let mut out = HashMap::new();
+    for (b, (c, mut slots)) in counts {
+        slots.sort_unstable();
+        slots.dedup();
+        let d = k.buffers[b].shape.first().copied().unwrap_or(0) as i64;
+        if slots != (0..d).collect::<Vec<_>>() {
+            return Err(format!("not every slot of @{} is initialised", k.buffers[b].name));
+        }
+        out.insert(b, c);
+    }
+    Ok(out)
+}
+
+/// Arrivals and transaction bytes per iteration against the counts (C0021).
+fn balance(
+    k: &Kernel,
+    br: Op,
+    ops: &[HsOp],
+    counts: &HashMap<Buffer, u32>,
+) -> Result<Option<Diagnostic>, String> {
+    let mut per: HashMap<Buffer, (u64, i64)> = HashMap::new();
+    for o in ops {
+        let e = per.entry(o.mbar).or_default();
+        match o.kind {
+            Kind::Arrive { tx } => {
+                e.0 += o.threads as u64;
+                e.1 += (tx * o.threads as u64) as i64;
+            }
+            Kind::ExpectTx(b) => e.1 += (b * o.threads as u64) as i64,
+            Kind::Tma(b) => e.1 -= (b * o.threads as u64) as i64,
+            Kind::Wait(_) => {}
+        }
+    }
+    for (b, (arrivals, tx)) in per {
+        let name = &k.buffers[b].name;
+        let c = *counts.get(&b).ok_or_else(|| format!("@{name} is not initialised before the roles"))?;
+        if arrivals != c as u64 || tx != 0 {
+            let d = Diagnostic::error(
+                DiagKind::Finding,
+                "C0021",
+                format!("each iteration arrives {arrivals} times on @{name}, initialised for {c}, with {tx} transaction bytes unbalanced: its phases and the slot's uses drift apart"),
+            )
+            .with_label(k.span(br), "role branch")
+            .with_note("a wait then names a phase that completes too early, or never");
+            return Ok(Some(d));
+        }
+    }
+    Ok(None)
+}
+
+/// Every waiting op is followed, in its role's iteration, by an arrival by the same threads.
+fn aliasing(k: &Kernel, ops: &[HsOp]) -> Result<(), String> {
+    for (i, w) in ops.iter().enumerate() {
+        if !matches!(w.kind, Kind::Wait(_)) {
+            continue;
+        }
+        let arrives = ops[i + 1..].iter().any(|a| {
+            a.arm == w.arm && a.elect == w.elect && matches!(a.kind, Kind::Arrive { .. })
+        });
+        if !arrives {
+            return Err(format!(
+                "{} waits in threads that never arrive afterwards: they can fall two phases behind, where the parity names the wrong phase",
+                op_name(k, w.op)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A cycle of waits across the roles (C0020), if any.
+fn cycle(k: &Kernel, ops: &[HsOp]) -> Option<Diagnostic> {
+    let n = ops.len();
+    let mut succ: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for i in 0..n {
+        // Program order within a role: the next op needs every one of its threads, and some
+        // of them ran this one first.
+        if let Some(j) = (i + 1..n).find(|&j| ops[j].arm == ops[i].arm) {
+            succ[i].push(j);
+        }
+        // An arrival (or TMA completion) on M precedes every this-use wait on M.
+        if matches!(ops[i].kind, Kind::Arrive { .. } | Kind::Tma(_) | Kind::ExpectTx(_)) {
+            for j in 0..n {
+                if j != i && ops[j].mbar == ops[i].mbar && matches!(ops[j].kind, Kind::Wait(Parity::This)) {
+                    succ[i].push(j);
+                }
+            }
+        }
+    }
+    // Iterative DFS with colours.
+    let mut colour = vec![0u8; n];
+    let mut parent = vec![usize::MAX; n];
+    for s in 0..n {
+        if colour[s] != 0 {
+            continue;
+        }
+        let mut stack = vec![(s, 0usize)];
+        colour[s] = 1;
+        while let Some(&mut (v, ref mut e)) = stack.last_mut() {
+            if let Some(&w) = succ[v].get(*e) {
+                *e += 1;
+                if colour[w] == 1 {
+                    let mut path = vec![w];
+                    let mut x = v;
+                    while x != w && x != usize::MAX {
+                        path.push(x);
+                        x = parent[x];
+                    }
+                    path.reverse();
+                    return Some(deadlock(k, ops, &path));
+                }
+                if colour[w] == 0 {
+                    colour[w] = 1;
+                    parent[w] = v;
+                    stack.push((w, 0));
+                }
+            } else {
+                colour[v] = 2;
+                stack.pop();
+            }
+        }
+    }
+    None
+}
+
+fn deadlock(k: &Kernel, ops: &[HsOp], path: &[usize]) -> Diagnostic {
+    let role = |a: usize| if a == 0 { "the group's role" } else { "the other role" };
+    let steps: Vec<String> = path
+        .iter()
+        .filter(|&&i| matches!(ops[i].kind, Kind::Wait(_)))
+        .map(|&i| format!("{} waits on @{}", role(ops[i].arm), k.buffers[ops[i].mbar].name))
+        .collect();
+    let mut d = Diagnostic::error(
+        DiagKind::Finding,
+        "C0020",
+        format!("deadlock for every trip count: {} (a cycle)", steps.join(" -> ")),
+    );
+    for &i in path {
+        if matches!(ops[i].kind, Kind::Wait(_)) {
+            d = d.with_label(k.span(ops[i].op), format!("{} waits here", role(ops[i].arm)));
+        }
+    }
+    d.with_note("each of these waits needs an arrival that comes after another wait of the cycle in the same iteration")
+}

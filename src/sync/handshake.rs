@@ -1,0 +1,687 @@
+//! Cross-role handshakes (warp specialization): where a kernel's roles — the two arms of a
+//! role branch `if %c` with `%c = in_group @g` — communicate through a shared buffer, this
+//! pass infers the hazards across the arms and places the handshake the target offers.
+//!
+//! The recognized shape (docs/pipeline.md gives the formulation and a worked example): one
+//! arm (the *producer*) only writes the communicated buffers, the other (the *consumer*) only
+//! reads them; each arm runs one pipeline loop around all its accesses, with the same bounds
+//! in both arms; every access names its slot by the buffer's first index, either a constant
+//! (an unrolled loop: every slot is refilled each iteration) or `rem %i, D` of the loop's
+//! induction variable with step 1 (`D` the buffer's first extent). The hazards are then
+//! exactly: the producer's write of slot `s` at iteration `n` before the consumer's read of it
+//! at `n` (full), and the consumer's read at `n` before the producer's refill at `n + D`
+//! (empty; `n + 1` for constant slots).
+//!
+//! - **Named barriers** (constant slots; sm_80, sm_90, gfx1250): per slot a `full` id (the
+//!   producer arrives after its last write, consumers sync before their first read) and an
+//!   `empty` id (consumers arrive after their last read except on the last iteration, the
+//!   producer syncs before its first write except on the first), each counting both roles.
+//! - **Mbarriers** (sm_90; `rem` slots or TMA producers): per slot a `full` mbarrier (TMA:
+//!   one `mbar_arrive tx B` before each load; stores: one arrival per producer thread) and an
+//!   `empty` mbarrier (one arrival per consumer thread). Consumers wait on `full[s]` with
+//!   parity `(n / D) mod 2`, the producer waits on `empty[s]` with the opposite parity: a fresh
+//!   mbarrier counts its preceding phase as complete, which stands for the initial arrivals, so
+//!   the first `D` refills do not wait. One thread initialises the mbarriers before the role
+//!   branch, followed by a block barrier.
+//!
+//! Ids and mbarrier names never clash with the kernel's own. Arms that already hold a
+//! handshake are left as written (the race checker verifies them). Anything outside the shape
+//! is reported (W1300) and left to `smemsync check`, never guessed.
+//! Complexity: O(ops) per role branch.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::diag::{DiagKind, Diagnostic};
+use crate::ir::*;
+use crate::target::Target;
+
+/// What the pass did to a kernel.
+#[derive(Clone, Debug)]
+pub struct Handshakes {
+    /// The kernel with the handshakes (the input when none were placed).
+    pub kernel: Kernel,
+    /// Role branches whose handshakes were placed, each with its mode and syncs.
+    pub placed: Vec<Placed>,
+    /// Shape mismatches (W1300) and hand-written handshakes left as written (W1301).
+    pub warnings: Vec<Diagnostic>,
+    /// Shared accesses whose cross-role order the placed handshakes establish.
+    pub covered: HashSet<Op>,
+    /// Producer TMA loads whose slot reuse the `empty` handshake orders (the refill waits for
+    /// consumers that waited for the previous load).
+    pub ordered_tma: HashSet<Op>,
+}
+
+/// One placed handshake.
+#[derive(Clone, Debug)]
+pub struct Placed {
+    pub branch: Op,
+    pub mode: Mode,
+    /// Slots (distance D).
+    pub slots: u64,
+    /// Sync ops written (arrivals, waits, inits, the init barrier).
+    pub written: usize,
+    /// Sync ops executed per thread role summed over the loop (constant trips), or None.
+    pub executed: Option<u64>,
+}
+
+/// The handshake kind placed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Named,
+    Mbarrier,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Named => "named",
+            Mode::Mbarrier => "mbarrier",
+        }
+    }
+}
+
+/// Slot of an access: a constant, or `rem %i, D` of the arm loop's induction variable.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Slot {
+    Const(i64),
+    Rem,
+}
+
+/// A shared access inside an arm.
+#[derive(Clone, Debug)]
+struct Access {
+    op: Op,
+    buffer: Buffer,
+    write: bool,
+    slot: Option<Operand>,
+}
+
+/// One arm's pipeline: its loop and the accesses to the communicated buffers.
+pub(crate) struct Arm {
+    /// The pipeline loop, its body and induction variable.
+    pub lp: Op,
+    pub body: Region,
+    pub iv: Value,
+    /// (top-level body index, slot, access op)
+    pub acc: Vec<(usize, Slot, Op)>,
+}
+
+/// Places the cross-role handshakes of every role branch at the kernel's top level.
+pub fn place_handshakes(k: &Kernel, target: &Target) -> Handshakes {
+    let mut out = Handshakes {
+        kernel: k.clone(),
+        placed: Vec::new(),
+        warnings: Vec::new(),
+        covered: HashSet::new(),
+        ordered_tma: HashSet::new(),
+    };
+    let branches: Vec<(Op, Group)> = k.regions[k.body]
+        .ops
+        .iter()
+        .filter_map(|&o| role_group(k, o).map(|g| (o, g)))
+        .collect();
+    for (br, g) in branches {
+        if let Err(d) = place_branch(&mut out, br, g, target) {
+            out.warnings.push(*d);
+        }
+    }
+    out
+}
+
+/// The group of a role branch `if %c` with `%c = in_group @g`.
+fn role_group(k: &Kernel, o: Op) -> Option<Group> {
+    let OpKind::If {
+        cond: Operand::Value(c),
+    } = k.ops[o].kind
+    else {
+        return None;
+    };
+    let ValueDef::Result(d, _) = k.values[c].def else {
+        return None;
+    };
+    match k.ops[d].kind {
+        OpKind::InGroup(g) => Some(g),
+        _ => None,
+    }
+}
+
+pub(crate) fn unsupported(k: &Kernel, at: Op, why: impl Into<String>) -> Box<Diagnostic> {
+    Box::new(
+        Diagnostic::warning(
+            DiagKind::Finding,
+            "W1300",
+            format!("cross-role handshakes not placed: {}", why.into()),
+        )
+        .with_label(k.span(at), "role branch")
+        .with_note("the accesses across the roles are left to `smemsync check` (docs/pipeline.md lists the shapes smemsync places)"),
+    )
+}
+
+/// Shared accesses (not mbarrier ops) in a region, recursively.
+fn accesses(k: &Kernel, r: Region, out: &mut Vec<Access>) {
+    for &o in &k.regions[r].ops {
+        let mut push = |m: MemRef, write: bool, idx: Option<&Vec<Operand>>| {
+            let (buffer, slot) = match m {
+                MemRef::Buffer(b) => (b, idx.and_then(|i| i.first().copied())),
+                MemRef::View(v) => match (k.views[v].base, k.views[v].indices.first()) {
+                    (MemRef::Buffer(b), Some(ViewIndex::At(s))) => (b, Some(*s)),
+                    _ => (k.root_buffer(m), None),
+                },
+            };
+            if k.buffers[buffer].elem != ElemType::MBarrier {
+                out.push(Access {
+                    op: o,
+                    buffer,
+                    write,
+                    slot,
+                });
+            }
+        };
+        match &k.ops[o].kind {
+            OpKind::Load { mem, index } => push(*mem, false, Some(index)),
+            OpKind::Store { mem, index, .. } | OpKind::Atomic { mem, index, .. } => {
+                push(*mem, true, Some(index))
+            }
+            OpKind::LocalLoad { mem, .. } => push(*mem, false, None),
+            OpKind::LocalStore { mem, .. } => push(*mem, true, None),
+            OpKind::TmaLoad { dst, .. } | OpKind::TdmLoad { dst, .. } => push(*dst, true, None),
+            OpKind::CpAsync { dst, dst_index, .. }
+            | OpKind::GatherToLds { dst, dst_index, .. } => push(*dst, true, Some(dst_index)),
+            OpKind::TmaStore { src, .. } => push(*src, false, None),
+            OpKind::Wgmma { a, b, .. } => {
+                push(*a, false, None);
+                push(*b, false, None);
+            }
+            _ => {}
+        }
+        for &c in &k.ops[o].regions {
+            accesses(k, c, out);
+        }
+    }
+}
+
+/// Whether a region holds a handshake op (named barrier or mbarrier arrive/wait/expect).
+fn has_handshake(k: &Kernel, r: Region) -> bool {
+    k.regions[r].ops.iter().any(|&o| {
+        matches!(
+            k.ops[o].kind,
+            OpKind::NamedArrive { .. }
+                | OpKind::NamedSync { .. }
+                | OpKind::MbarArrive { .. }
+                | OpKind::MbarExpectTx { .. }
+                | OpKind::MbarWait { .. }
+        ) || k.ops[o].regions.iter().any(|&c| has_handshake(k, c))
+    })
+}
+
+/// TMA loads of a hand-written handshake whose refills wait for the other role: in the same
+/// loop iteration and under the same conditions, the issuing thread first waits on an
+/// mbarrier other than the load's own that the other arm arrives on (an `empty` array). The
+/// parities and counts are the user's; `smemsync check` verifies them.
+fn handwritten_ordered(k: &Kernel, rt: Region, re: Region) -> Vec<Op> {
+    let parents = k.parents();
+    let in_region = |r: Region| {
+        let mut v = Vec::new();
+        walk_region(k, r, &mut v);
+        v
+    };
+    let mut out = Vec::new();
+    for (a, b) in [(rt, re), (re, rt)] {
+        let ops = in_region(a);
+        let arrived: HashSet<Buffer> = in_region(b)
+            .iter()
+            .filter_map(|&o| match &k.ops[o].kind {
+                OpKind::MbarArrive { mbar, .. } => Some(k.root_buffer(*mbar)),
+                _ => None,
+            })
+            .collect();
+        let loop_of = |o: Op| {
+            parents
+                .ancestors(o)
+                .into_iter()
+                .find(|&x| matches!(k.ops[x].kind, OpKind::For { .. }))
+        };
+        for (i, &t) in ops.iter().enumerate() {
+            let OpKind::TmaLoad { mbar, .. } = &k.ops[t].kind else {
+                continue;
+            };
+            let full = k.root_buffer(*mbar);
+            let t_anc = parents.ancestors(t);
+            let waited = ops[..i].iter().any(|&w| {
+                let OpKind::MbarWait { mbar: e, .. } = &k.ops[w].kind else {
+                    return false;
+                };
+                let e = k.root_buffer(*e);
+                e != full
+                    && arrived.contains(&e)
+                    && loop_of(w) == loop_of(t)
+                    && parents
+                        .ancestors(w)
+                        .iter()
+                        .filter(|&&x| matches!(k.ops[x].kind, OpKind::If { .. }))
+                        .all(|x| t_anc.contains(x))
+            });
+            if waited {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+/// The ops of a region and its nested regions, in program order.
+fn walk_region(k: &Kernel, r: Region, out: &mut Vec<Op>) {
+    for &o in &k.regions[r].ops {
+        out.push(o);
+        for &c in &k.ops[o].regions {
+            walk_region(k, c, out);
+        }
+    }
+}
+
+/// The accesses of each arm to the buffers both arms use (None: the roles share none); an
+/// error when the arms already hold handshakes (W1301).
+type ArmAccesses = (Vec<Access>, Vec<Access>);
+
+fn communicated(out: &mut Handshakes, br: Op) -> Result<Option<ArmAccesses>, Box<Diagnostic>> {
+    let k = &out.kernel;
+    let (rt, re) = (k.ops[br].regions[0], k.ops[br].regions[1]);
+    let (mut at, mut ae) = (Vec::new(), Vec::new());
+    accesses(k, rt, &mut at);
+    accesses(k, re, &mut ae);
+    let bt: HashSet<Buffer> = at.iter().map(|a| a.buffer).collect();
+    let shared: HashSet<Buffer> = ae
+        .iter()
+        .map(|a| a.buffer)
+        .filter(|b| bt.contains(b))
+        .collect();
+    if shared.is_empty() {
+        return Ok(None);
+    }
+    if has_handshake(k, rt) || has_handshake(k, re) {
+        out.ordered_tma.extend(handwritten_ordered(k, rt, re));
+        return Err(Box::new(
+            Diagnostic::warning(
+                DiagKind::Finding,
+                "W1301",
+                "the roles' handshakes are written by hand: smemsync leaves them as written",
+            )
+            .with_label(k.span(br), "role branch")
+            .with_note("`smemsync check` verifies them (races, deadlocks, parities)"),
+        ));
+    }
+    let at: Vec<Access> = at.into_iter().filter(|a| shared.contains(&a.buffer)).collect();
+    let ae: Vec<Access> = ae.into_iter().filter(|a| shared.contains(&a.buffer)).collect();
+    Ok(Some((at, ae)))
+}
+
+/// Places the handshakes of one role branch.
+fn place_branch(
+    out: &mut Handshakes,
+    br: Op,
+    g: Group,
+    target: &Target,
+) -> Result<(), Box<Diagnostic>> {
+    let Some((at, ae)) = communicated(out, br)? else {
+        return Ok(());
+    };
+    let k = &out.kernel;
+    let (rt, re) = (k.ops[br].regions[0], k.ops[br].regions[1]);
+    let shared: HashSet<Buffer> = at.iter().map(|a| a.buffer).collect();
+    let t_writes = at.iter().all(|a| a.write);
+    let e_reads = ae.iter().all(|a| !a.write);
+    let t_reads = at.iter().all(|a| !a.write);
+    let e_writes = ae.iter().all(|a| a.write);
+    let grp = &k.groups[g];
+    let n_in = grp.hi.saturating_sub(grp.lo);
+    let n_out = k.threads().saturating_sub(n_in);
+    let (pr, pacc, np, cr, cacc, nc) = if t_writes && e_reads {
+        (rt, at, n_in, re, ae, n_out)
+    } else if e_writes && t_reads {
+        (re, ae, n_out, rt, at, n_in)
+    } else {
+        return Err(unsupported(
+            k,
+            br,
+            "one role must only write the shared buffers both roles use and the other only read them",
+        ));
+    };
+    let d = buffers_slots(k, br, &shared)?;
+    let prod = arm(k, br, pr, &pacc)?;
+    let cons = arm(k, br, cr, &cacc)?;
+    same_bounds(k, br, prod.lp, cons.lp)?;
+    let slots: HashSet<Slot> = prod.acc.iter().chain(&cons.acc).map(|a| a.1).collect();
+    let tma = pacc
+        .iter()
+        .any(|a| matches!(k.ops[a.op].kind, OpKind::TmaLoad { .. }));
+    let rem = slots.contains(&Slot::Rem);
+    if rem && slots.len() > 1 {
+        return Err(unsupported(k, br, "constant and `rem` slots are mixed"));
+    }
+    if let Some(Slot::Const(c)) = slots.iter().find(|s| matches!(s, Slot::Const(c) if *c < 0 || *c as u64 >= d)) {
+        return Err(unsupported(k, br, format!("slot {c} is outside the buffer")));
+    }
+    let covered: Vec<Op> = pacc.iter().chain(&cacc).map(|a| a.op).collect();
+    let placed = if rem || tma {
+        if !target.mbarrier {
+            return Err(unsupported(
+                k,
+                br,
+                format!("{} has no mbarriers (needed for `rem` slots and TMA producers)", target.name),
+            ));
+        }
+        let ctx = Ctx {
+            br,
+            d,
+            np,
+            nc,
+            prod: &prod,
+            cons: &cons,
+        };
+        let tmas: Vec<Op> = pacc
+            .iter()
+            .filter(|a| matches!(k.ops[a.op].kind, OpKind::TmaLoad { .. }))
+            .map(|a| a.op)
+            .collect();
+        let (p, ordered) = crate::sync::handshake_mbar::place(&mut out.kernel, &ctx, &tmas)?;
+        out.ordered_tma.extend(ordered);
+        p
+    } else {
+        if target.named_barriers == 0 {
+            return Err(unsupported(k, br, format!("{} has no named barriers", target.name)));
+        }
+        if np % target.warp != 0 || nc % target.warp != 0 {
+            return Err(unsupported(k, br, "a role is not made of whole warps"));
+        }
+        let mut s: Vec<i64> = slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Const(c) => Some(*c),
+                Slot::Rem => None,
+            })
+            .collect();
+        s.sort_unstable();
+        place_named(&mut out.kernel, br, &prod, &cons, &s, np + nc, target)?
+    };
+    out.covered.extend(covered);
+    out.placed.push(placed);
+    Ok(())
+}
+
+/// Context of a mbarrier placement (read by `sync::handshake_mbar`).
+pub(crate) struct Ctx<'a> {
+    pub br: Op,
+    pub d: u64,
+    pub np: u32,
+    pub nc: u32,
+    pub prod: &'a Arm,
+    pub cons: &'a Arm,
+}
+
+/// The slot count `D`: the first extent of every communicated buffer (they must agree).
+fn buffers_slots(k: &Kernel, br: Op, shared: &HashSet<Buffer>) -> Result<u64, Box<Diagnostic>> {
+    let ds: HashSet<u64> = shared
+        .iter()
+        .map(|&b| k.buffers[b].shape.first().copied().unwrap_or(1))
+        .collect();
+    match ds.iter().next() {
+        Some(&d) if ds.len() == 1 && d >= 1 => Ok(d),
+        _ => Err(unsupported(k, br, "the shared buffers have different slot counts")),
+    }
+}
+
+/// The arm's pipeline loop (the outermost loop of the arm around every access; one for all)
+/// and each access's top-level body op and slot.
+fn arm(k: &Kernel, br: Op, region: Region, acc: &[Access]) -> Result<Arm, Box<Diagnostic>> {
+    let parents = k.parents();
+    let mut lp: Option<Op> = None;
+    let mut top = Vec::new();
+    for a in acc {
+        // Chain of ancestors from the access up to the arm region.
+        let mut chain = vec![a.op];
+        let mut cur = a.op;
+        while parents.op_region[cur] != Some(region) {
+            match parents.parent_op(cur) {
+                Some(p) => {
+                    chain.push(p);
+                    cur = p;
+                }
+                None => return Err(unsupported(k, br, "an access is not inside the arm")),
+            }
+        }
+        let Some(pos) = chain
+            .iter()
+            .rposition(|&o| matches!(k.ops[o].kind, OpKind::For { .. }))
+        else {
+            return Err(unsupported(k, br, "an access of a role is outside its pipeline loop"));
+        };
+        let l = chain[pos];
+        if lp.is_some_and(|x| x != l) {
+            return Err(unsupported(k, br, "a role's accesses lie in more than one loop"));
+        }
+        lp = Some(l);
+        if pos == 0 {
+            return Err(unsupported(k, br, "an access is itself a loop"));
+        }
+        top.push((chain[pos - 1], a));
+    }
+    let lp = lp.ok_or_else(|| unsupported(k, br, "a role has no accesses"))?;
+    let body = k.ops[lp].regions[0];
+    let iv = k.regions[body].args[0];
+    let step_one = matches!(k.ops[lp].kind, OpKind::For { step: Operand::Imm(s), .. } if s.as_i64() == 1);
+    let mut out = Vec::new();
+    for (t, a) in top {
+        let idx = k.regions[body].ops.iter().position(|&o| o == t).unwrap_or(0);
+        let slot = match a.slot {
+            Some(Operand::Imm(c)) => Slot::Const(c.as_i64()),
+            Some(Operand::Value(v)) if step_one && is_rem_of(k, v, iv, a.buffer) => Slot::Rem,
+            _ => {
+                return Err(unsupported(
+                    k,
+                    a.op,
+                    "an access's slot is neither a constant nor `rem %i, D` of a step-1 loop's induction variable",
+                ));
+            }
+        };
+        out.push((idx, slot, a.op));
+    }
+    Ok(Arm {
+        lp,
+        body,
+        iv,
+        acc: out,
+    })
+}
+
+/// Whether `v = rem %iv, D` with `D` the buffer's first extent.
+fn is_rem_of(k: &Kernel, v: Value, iv: Value, b: Buffer) -> bool {
+    let ValueDef::Result(d, _) = k.values[v].def else {
+        return false;
+    };
+    let OpKind::Binary(BinOp::Rem, Operand::Value(x), Operand::Imm(m)) = k.ops[d].kind else {
+        return false;
+    };
+    x == iv && k.buffers[b].shape.first().is_some_and(|&e| e as i64 == m.as_i64())
+}
+
+/// Both arms' loops have the same bounds (equal immediates or the same values).
+fn same_bounds(k: &Kernel, br: Op, a: Op, b: Op) -> Result<(), Box<Diagnostic>> {
+    let bounds = |o: Op| match &k.ops[o].kind {
+        OpKind::For { lo, hi, step, .. } => Some((*lo, *hi, *step)),
+        _ => None,
+    };
+    if bounds(a).is_some() && bounds(a) == bounds(b) {
+        Ok(())
+    } else {
+        Err(unsupported(k, br, "the roles' pipeline loops have different bounds"))
+    }
+}
+
+/// Inserts ops into a kernel before/after existing ops and at region starts, then splices.
+pub(crate) struct Splice {
+    pub before: HashMap<Op, Vec<Op>>,
+    pub after: HashMap<Op, Vec<Op>>,
+    pub start: HashMap<Region, Vec<Op>>,
+    used: HashSet<String>,
+    pub written: usize,
+}
+
+impl Splice {
+    pub fn new(k: &Kernel) -> Splice {
+        let used = k
+            .values
+            .keys()
+            .map(|v| k.value_names.get(v).clone())
+            .chain(k.views.keys().map(|v| k.view_names.get(v).clone()))
+            .collect();
+        Splice {
+            before: HashMap::new(),
+            after: HashMap::new(),
+            start: HashMap::new(),
+            used,
+            written: 0,
+        }
+    }
+
+    /// A fresh value name with this prefix.
+    fn fresh(&mut self, prefix: &str) -> String {
+        (0..)
+            .map(|i| format!("{prefix}{i}"))
+            .find(|n| !self.used.contains(n))
+            .inspect(|n| {
+                self.used.insert(n.clone());
+            })
+            .unwrap_or_default()
+    }
+
+    /// A value-defining op, appended to the start list of `r`.
+    pub fn value(&mut self, k: &mut Kernel, r: Region, kind: OpKind, ty: ScalarType, name: &str) -> Value {
+        let o = k.new_op(kind, &[ty], vec![]);
+        let v = k.ops[o].results[0];
+        let n = self.fresh(name);
+        k.value_names.set(v, n);
+        self.start.entry(r).or_default().push(o);
+        v
+    }
+
+    /// A sync op (counted as written), wrapped in `if %guard` when given.
+    pub fn sync(&mut self, k: &mut Kernel, kind: OpKind, guard: Option<Value>) -> Op {
+        self.written += 1;
+        let o = k.new_op(kind, &[], vec![]);
+        match guard {
+            None => o,
+            Some(g) => {
+                let (t, e) = (k.new_region(), k.new_region());
+                k.regions[t].ops.push(o);
+                k.new_op(
+                    OpKind::If {
+                        cond: Operand::Value(g),
+                    },
+                    &[],
+                    vec![t, e],
+                )
+            }
+        }
+    }
+
+    /// Writes the insertions into the kernel's regions.
+    pub fn apply(self, k: &mut Kernel) {
+        let regions: Vec<Region> = k.regions.keys().collect();
+        for r in regions {
+            let old = k.regions[r].ops.clone();
+            let mut new = self.start.get(&r).cloned().unwrap_or_default();
+            for o in old {
+                new.extend(self.before.get(&o).into_iter().flatten());
+                new.push(o);
+                new.extend(self.after.get(&o).into_iter().flatten());
+            }
+            k.regions[r].ops = new;
+        }
+    }
+}
+
+/// Constant trip count of a loop, if its bounds are immediates.
+pub(crate) fn const_trip(k: &Kernel, lp: Op) -> Option<u64> {
+    let OpKind::For {
+        lo: Operand::Imm(lo),
+        hi: Operand::Imm(hi),
+        step: Operand::Imm(st),
+        ..
+    } = k.ops[lp].kind
+    else {
+        return None;
+    };
+    let (lo, hi, st) = (lo.as_i64(), hi.as_i64(), st.as_i64());
+    (st > 0).then(|| if hi > lo { ((hi - lo + st - 1) / st) as u64 } else { 0 })
+}
+
+/// Named-barrier handshakes for constant slots.
+fn place_named(
+    k: &mut Kernel,
+    br: Op,
+    prod: &Arm,
+    cons: &Arm,
+    slots: &[i64],
+    count: u32,
+    target: &Target,
+) -> Result<Placed, Box<Diagnostic>> {
+    let mut used: HashSet<u32> = HashSet::from([0]);
+    k.walk(|o| {
+        if let OpKind::NamedArrive { id, .. } | OpKind::NamedSync { id, .. } = k.ops[o].kind {
+            used.insert(id);
+        }
+    });
+    let mut ids = (1..target.named_barriers).filter(|i| !used.contains(i));
+    let mut full = Vec::new();
+    let mut empty = Vec::new();
+    for _ in slots {
+        full.push(ids.next());
+        empty.push(ids.next());
+    }
+    let (Some(full), Some(empty)) = (
+        full.into_iter().collect::<Option<Vec<u32>>>(),
+        empty.into_iter().collect::<Option<Vec<u32>>>(),
+    ) else {
+        return Err(unsupported(k, br, format!("{} slots need more named-barrier ids than {} has free", slots.len(), target.name)));
+    };
+    let OpKind::For { lo, hi, step, .. } = k.ops[prod.lp].kind.clone() else {
+        return Err(unsupported(k, br, "no loop"));
+    };
+    let mut sp = Splice::new(k);
+    let notfirst = sp.value(k, prod.body, OpKind::Cmp(CmpPred::Gt, Operand::Value(prod.iv), lo), ScalarType::I1, "hs_notfirst");
+    let next = sp.value(k, cons.body, OpKind::Binary(BinOp::Add, Operand::Value(cons.iv), step), ScalarType::I32, "hs_next");
+    let notlast = sp.value(k, cons.body, OpKind::Cmp(CmpPred::Lt, Operand::Value(next), hi), ScalarType::I1, "hs_notlast");
+    for (i, &s) in slots.iter().enumerate() {
+        let span = |a: &Arm| {
+            let xs: Vec<usize> = a.acc.iter().filter(|x| x.1 == Slot::Const(s)).map(|x| x.0).collect();
+            (xs.iter().min().copied(), xs.iter().max().copied())
+        };
+        let ((Some(pf), Some(pl)), (Some(cf), Some(cl))) = (span(prod), span(cons)) else {
+            continue;
+        };
+        let body_op = |a: &Arm, i: usize| k.regions[a.body].ops[i];
+        let (pfo, plo, cfo, clo) = (body_op(prod, pf), body_op(prod, pl), body_op(cons, cf), body_op(cons, cl));
+        let w = sp.sync(k, OpKind::NamedSync { id: empty[i], count }, Some(notfirst));
+        sp.before.entry(pfo).or_default().push(w);
+        let a = sp.sync(k, OpKind::NamedArrive { id: full[i], count }, None);
+        sp.after.entry(plo).or_default().push(a);
+        let w = sp.sync(k, OpKind::NamedSync { id: full[i], count }, None);
+        sp.before.entry(cfo).or_default().push(w);
+        let a = sp.sync(k, OpKind::NamedArrive { id: empty[i], count }, Some(notlast));
+        sp.after.entry(clo).or_default().push(a);
+    }
+    let written = sp.written;
+    sp.apply(k);
+    // Executed per iteration: 4 per slot, the two guarded ones skipped once each.
+    let executed = const_trip(k, prod.lp).map(|t| {
+        let n = slots.len() as u64;
+        2 * n * t + 2 * n * t.saturating_sub(1)
+    });
+    Ok(Placed {
+        branch: br,
+        mode: Mode::Named,
+        slots: slots.len() as u64,
+        written,
+        executed,
+    })
+}
