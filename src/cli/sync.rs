@@ -227,7 +227,9 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
     }
     let (p, k) = (&s.placement, &s.with_waits);
     let names = Namer::new(k, src);
-    let fp = Footprints::new(k, target.warp);
+    let mut fp = Footprints::new(k, target.warp);
+    let mut hz = p.hazards.clone();
+    smemsync::analysis::hazards::fill_witnesses(&mut fp, &mut hz);
     for (i, e) in p.plan.edits.iter().enumerate() {
         let what = match e.op {
             smemsync::ir::OpKind::WarpSync => "warp_sync",
@@ -239,7 +241,7 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
             "// sync #{i}: {what} {at} removes {n} hazard(s)\n"
         ));
         for &h in &p.removes[i] {
-            let line = explain_hazard(k, &fp, &names, &p.hazards[h]);
+            let line = explain_hazard(k, &fp, &names, &hz[h]);
             text.push_str(&format!("//   {line}\n"));
         }
     }
@@ -260,7 +262,7 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
         let n = p.existing.len();
         text.push_str(&format!("// existing syncs remove {n} hazard(s)\n"));
         for &h in &p.existing {
-            let line = explain_hazard(k, &fp, &names, &p.hazards[h]);
+            let line = explain_hazard(k, &fp, &names, &hz[h]);
             text.push_str(&format!("//   {line}\n"));
         }
     }
@@ -320,11 +322,11 @@ fn explain_json(
     });
     let (p, k) = (&s.placement, &s.with_waits);
     let names = Namer::new(k, src);
-    let fp = Footprints::new(k, target.warp);
+    let mut fp = Footprints::new(k, target.warp);
+    let mut hz = p.hazards.clone();
+    smemsync::analysis::hazards::fill_witnesses(&mut fp, &mut hz);
     let hazards = |ids: &[usize]| {
-        let v = ids
-            .iter()
-            .map(|&h| hazard_json(k, &fp, &names, &p.hazards[h]));
+        let v = ids.iter().map(|&h| hazard_json(k, &fp, &names, &hz[h]));
         Json::Array(v.collect())
     };
     let syncs = p.plan.edits.iter().enumerate().map(|(i, e)| {
