@@ -211,7 +211,7 @@ fn symbolic_answers_equal_enumeration_on_random_quasi_affine_indices() {
     let (mut answered, mut asked) = (0, 0);
     for seed in 0..300u64 {
         let text = random_text(seed);
-        let (a, q) = shrink_on_panic(&text, |t| compare(t));
+        let (a, q) = shrink_on_panic(&text, compare);
         answered += a;
         asked += q;
     }

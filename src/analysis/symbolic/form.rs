@@ -360,8 +360,11 @@ impl<'a, 'k> Builder<'a, 'k> {
                     let z = self.p.var(0, 1);
                     let zf = Affine::var(z);
                     let neg = |f: &Affine| f.scale(-1).unwrap_or_else(|| Affine::konst(0));
-                    zf.plus(&neg(a)).map(|d| d.constrain(self.p, i64::MIN / 4, 0));
-                    zf.plus(&neg(c)).map(|d| d.constrain(self.p, i64::MIN / 4, 0));
+                    for side in [a, c] {
+                        if let Some(d) = zf.plus(&neg(side)) {
+                            d.constrain(self.p, i64::MIN / 4, 0);
+                        }
+                    }
                     if let Some(d) = zf.plus(&neg(a)).and_then(|d| d.plus(&neg(c))) {
                         d.constrain(self.p, -1, i64::MAX / 4);
                     }

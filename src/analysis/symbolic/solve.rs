@@ -348,6 +348,7 @@ mod tests {
             }
             let mut any = false;
             let mut x = p.lo.clone();
+            #[expect(clippy::needless_range_loop, reason = "an odometer over three lists")]
             'all: loop {
                 any |= p.holds(&x);
                 for i in 0..n {
