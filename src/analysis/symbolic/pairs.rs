@@ -22,8 +22,44 @@ use crate::analysis::conflicts::PairConflict;
 use crate::analysis::footprint::{Footprints, LoopDomain, MAX_INSTANCES};
 use crate::ir::*;
 
-/// Search nodes one question may visit before falling back to enumeration.
+/// Most search nodes one question may visit before falling back to enumeration.
 pub const BUDGET: u64 = 20_000;
+/// Fewest search nodes a question gets.
+pub const MIN_BUDGET: u64 = 256;
+
+thread_local! {
+    /// Search nodes left to the question in progress (all its solves share them).
+    static LEFT: std::cell::Cell<u64> = const { std::cell::Cell::new(BUDGET) };
+}
+
+/// Solves within the question's remaining budget.
+fn solve(q: &Problem) -> Answer {
+    let mut b = LEFT.with(|l| l.get());
+    let r = q.solve(&mut b);
+    LEFT.with(|l| l.set(b));
+    r
+}
+
+/// Sets the question's budget: a fraction of what enumerating it would cost (threads times
+/// the instances of both sides), within [`MIN_BUDGET`, `BUDGET`], so that a question the
+/// enumerator answers cheaply is never made expensive by a long search.
+fn set_budget(fp: &Footprints, ai: usize, bi: usize) {
+    let inst = |i: usize| -> u64 {
+        let k = fp.k;
+        fp.accesses[i]
+            .loops
+            .iter()
+            .map(|l| match fp.domains.get(l) {
+                Some(LoopDomain::Exact { trip, .. }) => (*trip).max(1) as u64,
+                Some(LoopDomain::Periodic { period, .. }) => (*period).max(1) as u64,
+                _ => 1,
+            })
+            .fold(k.threads().max(1) as u64, u64::saturating_mul)
+            .min(u64::MAX / 4)
+    };
+    let est = inst(ai).saturating_add(inst(bi)) / 32;
+    LEFT.with(|l| l.set(est.clamp(MIN_BUDGET, BUDGET)));
+}
 
 /// One side of a question: its loop keys (`None`: not enumerated) and its unit range.
 struct Side {
@@ -218,8 +254,7 @@ fn in_bounds(b: &mut Builder, f: &Affine, d: i64) -> Result<(), ()> {
     for (l, h) in [(i64::MIN / 4, -1), (d, i64::MAX / 4)] {
         let mut q = b.p.clone();
         f.constrain(&mut q, l, h);
-        let mut budget = BUDGET;
-        if q.solve(&mut budget) != Answer::Unsat {
+        if solve(&q) != Answer::Unsat {
             return Err(());
         }
     }
@@ -247,8 +282,7 @@ fn diff(p: &mut Problem, x: usize, y: usize, lo: i64, hi: i64) {
 fn any_sat(ps: &[Problem]) -> Option<bool> {
     let mut out = Some(false);
     for q in ps {
-        let mut budget = BUDGET;
-        match q.solve(&mut budget) {
+        match solve(q) {
             Answer::Sat(_) => return Some(true),
             Answer::Budget => out = None,
             Answer::Unsat => {}
@@ -285,8 +319,7 @@ fn feasible_values(ps: &[Problem], v: usize, lo: i64, hi: i64, out: &mut Vec<i64
         if q.lo[v] > q.hi[v] {
             continue;
         }
-        let mut budget = BUDGET;
-        match q.solve(&mut budget) {
+        match solve(&q) {
             Answer::Sat(x) => {
                 found = Some(x[v]);
                 break;
@@ -397,6 +430,7 @@ pub fn pair_conflict(
     plen: usize,
     var: Option<usize>,
 ) -> Option<PairConflict> {
+    set_budget(fp, ai, bi);
     let threads = fp.k.threads().max(1) as i64;
     let mut p = Problem::default();
     let (ta, tb) = (p.var(0, threads - 1), p.var(0, threads - 1));
@@ -588,6 +622,7 @@ fn far(ps: &[Problem], d: usize) -> Option<u64> {
 /// Whether one instance of access `ai` touches a unit from two different threads (the
 /// enumerator's `self_overlap` over its instances); `None` to enumerate.
 pub fn self_race(fp: &Footprints, ai: usize) -> Option<bool> {
+    set_budget(fp, ai, ai);
     let threads = fp.k.threads().max(1) as i64;
     let mut p = Problem::default();
     let (ta, tb) = (p.var(0, threads - 1), p.var(0, threads - 1));

@@ -63,7 +63,8 @@ impl Problem {
     pub fn add(&mut self, terms: &[(usize, i64)], lo: i64, hi: i64) {
         let mut t: Vec<(usize, i64)> = Vec::with_capacity(terms.len());
         for &(v, c) in terms {
-            match t.iter_mut().find(|(w, _)| *w == v) {
+            // A sum that would overflow stays two terms of the same variable (still exact).
+            match t.iter_mut().find(|(w, x)| *w == v && x.checked_add(c).is_some()) {
                 Some(e) => e.1 += c,
                 None => t.push((v, c)),
             }
@@ -88,7 +89,8 @@ impl Problem {
         match reduced.search(&mut lo, &mut hi, budget) {
             Answer::Sat(mut x) => {
                 for (v, terms, c) in subst.iter().rev() {
-                    x[*v] = c + terms.iter().map(|&(w, a)| a * x[w]).sum::<i64>();
+                    let s: i128 = terms.iter().map(|&(w, a)| a as i128 * x[w] as i128).sum();
+                    x[*v] = (*c as i128 + s) as i64;
                 }
                 Answer::Sat(x)
             }
@@ -116,35 +118,12 @@ impl Problem {
                     .map(|&(v, a)| (i, v, a))
             });
             let Some((i, v, a)) = found else { break };
-            let c = p.cons.swap_remove(i);
-            // v = a·(lo − Σ_{w≠v} b_w·w)
-            let terms: Vec<(usize, i64)> = c
-                .terms
-                .iter()
-                .filter(|(w, _)| *w != v)
-                .map(|&(w, b)| (w, -a * b))
-                .collect();
-            let k0 = a * c.lo;
-            let (vlo, vhi) = (p.lo[v], p.hi[v]);
-            for con in &mut p.cons {
-                let Some(pos) = con.terms.iter().position(|(w, _)| *w == v) else {
-                    continue;
-                };
-                let b = con.terms.swap_remove(pos).1;
-                for &(w, t) in &terms {
-                    match con.terms.iter_mut().find(|(x, _)| *x == w) {
-                        Some(e) => e.1 += b * t,
-                        None => con.terms.push((w, b * t)),
-                    }
-                }
-                con.terms.retain(|&(_, t)| t != 0);
-                con.lo = con.lo.saturating_sub(b * k0);
-                con.hi = con.hi.saturating_sub(b * k0);
+            match p.substitute(i, v, a) {
+                Some(rec) => subst.push(rec),
+                // Coefficients too large to substitute exactly: keep the equality as a
+                // constraint (propagation and branching still decide it).
+                None => break,
             }
-            p.add(&terms, vlo.saturating_sub(k0), vhi.saturating_sub(k0));
-            p.lo[v] = 0;
-            p.hi[v] = 0;
-            subst.push((v, terms, k0));
         }
         (p, subst)
     }
@@ -194,6 +173,45 @@ impl Problem {
             let s: i128 = c.terms.iter().map(|&(v, a)| a as i128 * x[v] as i128).sum();
             c.lo as i128 <= s && s <= c.hi as i128
         })
+    }
+
+    /// Eliminates variable `v` (coefficient `a = ±1`) through equality `i`; `None` (the
+    /// problem unchanged) when a coefficient would overflow.
+    fn substitute(&mut self, i: usize, v: usize, a: i64) -> Option<(usize, Vec<(usize, i64)>, i64)> {
+        let c = &self.cons[i];
+        // v = a·(lo − Σ_{w≠v} b_w·w)
+        let terms: Vec<(usize, i64)> = c
+            .terms
+            .iter()
+            .filter(|(w, _)| *w != v)
+            .map(|&(w, b)| Some((w, a.checked_mul(b)?.checked_neg()?)))
+            .collect::<Option<_>>()?;
+        let k0 = a.checked_mul(c.lo)?;
+        let mut cons = self.cons.clone();
+        cons.swap_remove(i);
+        for con in &mut cons {
+            let Some(pos) = con.terms.iter().position(|(w, _)| *w == v) else {
+                continue;
+            };
+            let b = con.terms.swap_remove(pos).1;
+            for &(w, t) in &terms {
+                let bt = b.checked_mul(t)?;
+                match con.terms.iter_mut().find(|(x, _)| *x == w) {
+                    Some(e) => e.1 = e.1.checked_add(bt)?,
+                    None => con.terms.push((w, bt)),
+                }
+            }
+            con.terms.retain(|&(_, t)| t != 0);
+            let bk = b.checked_mul(k0)?;
+            con.lo = con.lo.checked_sub(bk)?;
+            con.hi = con.hi.checked_sub(bk)?;
+        }
+        let (vlo, vhi) = (self.lo[v].checked_sub(k0)?, self.hi[v].checked_sub(k0)?);
+        self.cons = cons;
+        self.add(&terms, vlo, vhi);
+        self.lo[v] = 0;
+        self.hi[v] = 0;
+        Some((v, terms, k0))
     }
 
     /// Tightens the boxes; false when some box empties (infeasible).
