@@ -31,6 +31,9 @@ pub struct Problem {
     pub cons: Vec<Lin>,
 }
 
+/// An eliminated variable: `var = Σ terms + constant`.
+type Subst = (usize, Vec<(usize, i64)>, i64);
+
 /// The answer to a feasibility question.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Answer {
@@ -103,8 +106,7 @@ impl Problem {
     /// function of the others, substituted everywhere, its box a constraint on that
     /// function. Returns the reduced problem (eliminated variables fixed at 0, unused) and
     /// the substitutions `v = Σ terms + c` in elimination order.
-    #[expect(clippy::type_complexity, reason = "substitution records")]
-    fn eliminate(&self) -> (Problem, Vec<(usize, Vec<(usize, i64)>, i64)>) {
+    fn eliminate(&self) -> (Problem, Vec<Subst>) {
         let mut p = self.clone();
         let mut subst = Vec::new();
         loop {
@@ -177,7 +179,7 @@ impl Problem {
 
     /// Eliminates variable `v` (coefficient `a = ±1`) through equality `i`; `None` (the
     /// problem unchanged) when a coefficient would overflow.
-    fn substitute(&mut self, i: usize, v: usize, a: i64) -> Option<(usize, Vec<(usize, i64)>, i64)> {
+    fn substitute(&mut self, i: usize, v: usize, a: i64) -> Option<Subst> {
         let c = &self.cons[i];
         // v = a·(lo − Σ_{w≠v} b_w·w)
         let terms: Vec<(usize, i64)> = c
