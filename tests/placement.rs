@@ -368,7 +368,11 @@ fn hazards_of(src: &str, target: &str) -> Vec<smemsync::analysis::hazards::Hazar
     let t = Target::from_name(target).expect("known");
     let h = smemsync::analysis::hazards::find_hazards(&k, &t);
     assert!(h.findings.is_empty(), "{:?}", h.findings);
-    h.hazards
+    // Witnesses are enumerated on demand (as `--explain` does): the symbolic engine gives none.
+    let mut fp = smemsync::analysis::footprint::Footprints::new(&k, t.warp);
+    let mut hs = h.hazards;
+    smemsync::analysis::hazards::fill_witnesses(&mut fp, &mut hs);
+    hs
 }
 
 #[test]

@@ -35,8 +35,11 @@ pub struct PairConflict {
     pub intersect: u64,
     /// Every conflicting pair of threads lies within one warp.
     pub intra_warp: bool,
-    /// One conflicting unit and who touches it on each side.
+    /// One conflicting unit and who touches it on each side (`None` when the symbolic
+    /// engine answered: [`witness`] enumerates it for `--explain`).
     pub witness: Option<Overlap>,
+    /// The query (`plen`, `var`) that gave this answer, to find a witness lazily.
+    pub query: Option<(usize, Option<usize>)>,
 }
 
 fn bits_for(dom: Option<LoopDomain>, ka: Option<i64>, kb: Option<i64>) -> u64 {
@@ -95,6 +98,38 @@ pub fn pair_conflict(
 }
 
 fn pair_conflict_uncached(
+    fp: &mut Footprints,
+    ai: usize,
+    bi: usize,
+    plen: usize,
+    var: Option<usize>,
+) -> PairConflict {
+    if fp.symbolic
+        && let Some(pc) = crate::analysis::symbolic::pairs::pair_conflict_memo(fp, ai, bi, plen, var)
+    {
+        return PairConflict {
+            query: Some((plen, var)),
+            ..pc
+        };
+    }
+    pair_conflict_enumerated(fp, ai, bi, plen, var)
+}
+
+/// A conflicting unit of the query that gave `pc`, found by enumeration (the symbolic
+/// engine gives none; only `--explain` prints one).
+pub fn witness(fp: &mut Footprints, ai: usize, bi: usize, pc: &PairConflict) -> Option<Overlap> {
+    match (pc.witness, pc.query) {
+        (Some(w), _) => Some(w),
+        (None, Some((plen, var))) if pc.conflict != 0 => {
+            pair_conflict_enumerated(fp, ai, bi, plen, var).witness
+        }
+        _ => None,
+    }
+}
+
+/// [`pair_conflict`] by enumerating both accesses' instances (the oracle of the symbolic
+/// engine, and its fallback).
+pub fn pair_conflict_enumerated(
     fp: &mut Footprints,
     ai: usize,
     bi: usize,

@@ -326,7 +326,21 @@ pub struct Footprints<'k> {
     cap_note: Option<crate::diag::Diagnostic>,
     /// Answers shared with another kernel's footprints ([`FootprintMemo`]), when carried.
     pub(crate) memo: Option<Box<FootprintMemo>>,
+    /// Answer thread questions with the symbolic engine (`analysis::symbolic`) where it
+    /// can; false: enumerate always (the oracle).
+    pub symbolic: bool,
+    /// Symbolic answers by access key (`analysis::symbolic::pairs`).
+    pub(crate) sym_pairs: HashMap<SymPairKey, Option<crate::analysis::conflicts::PairConflict>>,
+    pub(crate) sym_self: HashMap<crate::analysis::symbolic::pairs::AccessKey, Option<bool>>,
 }
+
+/// A symbolic pair question: both access keys, the common prefix, the distance level.
+pub(crate) type SymPairKey = (
+    crate::analysis::symbolic::pairs::AccessKey,
+    crate::analysis::symbolic::pairs::AccessKey,
+    usize,
+    Option<usize>,
+);
 
 /// Values of loop variables for [`Footprints::eval`].
 pub type Env = HashMap<Value, i64>;
@@ -401,6 +415,9 @@ impl<'k> Footprints<'k> {
             capped: HashSet::default(),
             cap_note: None,
             memo: None,
+            symbolic: true,
+            sym_pairs: HashMap::default(),
+            sym_self: HashMap::default(),
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);
@@ -657,6 +674,16 @@ impl<'k> Footprints<'k> {
             kind.for_each_operand_mut(&mut |o| stack.extend(o.value()));
         }
         None
+    }
+
+    /// Whether `v` is a guard comparison evaluated as unknown ("may execute"), see `opaque`.
+    pub(crate) fn is_opaque(&self, v: Value) -> bool {
+        self.opaque.contains(&v)
+    }
+
+    /// The loop variable of a recognized periodic iteration value (`ir::induction`).
+    pub(crate) fn induction_iv(&self, v: Value) -> Option<Value> {
+        self.ranges.inductions.get(v).map(|i| i.iv)
     }
 
     pub fn uniformity(&self) -> &Uniformity {
@@ -1332,7 +1359,10 @@ impl<'k> Footprints<'k> {
     pub(crate) fn memo_pair(&mut self, key: &PairKey) -> Option<crate::analysis::conflicts::PairConflict> {
         let pc = self.memo.as_ref()?.pairs.get(key)?.clone();
         for r in [key.0, key.1] {
-            if let Some(i) = self.index(r) {
+            // Replays the enumeration's warnings; a symbolic answer enumerated nothing.
+            if let Some(i) = self.index(r)
+                && self.memo.as_ref().is_some_and(|m| m.inst.contains_key(&r))
+            {
                 self.instances(i);
             }
         }
@@ -1434,7 +1464,7 @@ impl<'k> Footprints<'k> {
 
     /// Whether access `ai`'s indices, views, guards or inner loop bounds depend on the
     /// induction variable `iv` of its enclosing loop `l`.
-    fn depends_on(&self, ai: usize, l: Op, iv: Value) -> bool {
+    pub(crate) fn depends_on(&self, ai: usize, l: Op, iv: Value) -> bool {
         let mut memo = HashMap::default();
         self.relevant_values(&self.accesses[ai], l)
             .into_iter()

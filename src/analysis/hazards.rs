@@ -112,6 +112,9 @@ pub struct Hazard {
     /// Every conflicting pair of threads lies in one warp: a warp-level sync suffices.
     pub intra_warp: bool,
     pub witness: Option<Overlap>,
+    /// The pair-conflict query (`plen`, `var`) behind the hazard, to enumerate a witness
+    /// lazily ([`fill_witnesses`]).
+    pub query: Option<(usize, Option<usize>)>,
     /// The region where a barrier is cheapest (the path's turning region).
     pub home: Region,
     /// Coverage in the home region (one range, or two for an arc across the back-edge).
@@ -334,6 +337,11 @@ fn find_hazards_pruned(
             if a.access.kind != AccessKind::Write {
                 continue;
             }
+            // The symbolic engine decides most writes; a race it finds is enumerated for the
+            // message's unit (the enumerator's first one).
+            if fp.symbolic && crate::analysis::symbolic::pairs::self_race_memo(fp, ai) == Some(false) {
+                continue;
+            }
             let inst = fp.instances(ai);
             if let Some((unit, _)) = inst.iter().find_map(|(_, t)| t.self_overlap()) {
                 let d = Diagnostic::error(
@@ -390,6 +398,16 @@ fn find_hazards_pruned(
     // Conservative answers are never silent (collected while footprints were enumerated).
     out.findings.extend(fp.conservative.iter().cloned());
     out
+}
+
+/// Fills the witness of every hazard answered symbolically (by enumerating its query):
+/// only `--explain` prints witnesses, so only it pays for them.
+pub fn fill_witnesses(fp: &mut Footprints, hazards: &mut [Hazard]) {
+    for h in hazards.iter_mut().filter(|h| h.witness.is_none()) {
+        if let (Some((plen, var)), Some(ai), Some(bi)) = (h.query, fp.index(h.src), fp.index(h.dst)) {
+            h.witness = crate::analysis::conflicts::pair_conflict_enumerated(fp, ai, bi, plen, var).witness;
+        }
+    }
 }
 
 /// What the pair loop of one address space reads per access, gathered once so that
@@ -675,6 +693,7 @@ fn emit_pair(
             carry,
             intra_warp: pc.intra_warp,
             witness: pc.witness,
+            query: pc.query,
             home,
             home_ranges,
             chain,

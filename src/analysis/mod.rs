@@ -7,4 +7,5 @@ pub mod hazards;
 pub mod inflight;
 pub mod overlap;
 pub mod regdeps;
+pub mod symbolic;
 pub mod uniformity;

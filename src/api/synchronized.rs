@@ -231,12 +231,13 @@ fn report(input: &Kernel, s: &Pipeline, src: &str, opts: &SyncOptions) -> Kernel
         .collect();
     let k = &s.with_waits;
     let names = Namer::new(k, src).inserted(s.input_ops, &s.kernel);
-    let fp = opts.explain.then(|| Footprints::new(k, opts.target.0.warp));
+    let mut fp = opts.explain.then(|| Footprints::new(k, opts.target.0.warp));
+    let mut hz = p.hazards.clone();
+    if let Some(fp) = fp.as_mut() {
+        crate::analysis::hazards::fill_witnesses(fp, &mut hz);
+    }
     let describe = |hs: &[usize]| match &fp {
-        Some(fp) => hs
-            .iter()
-            .map(|&h| hazard(k, fp, &names, &p.hazards[h]))
-            .collect(),
+        Some(fp) => hs.iter().map(|&h| hazard(k, fp, &names, &hz[h])).collect(),
         None => Vec::new(),
     };
     for (i, e) in p.plan.edits.iter().enumerate() {

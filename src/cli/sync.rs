@@ -237,7 +237,9 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
     }
     let (p, k) = (&s.placement, &s.with_waits);
     let names = Namer::new(k, src).inserted(s.input_ops, &s.kernel);
-    let fp = Footprints::new(k, target.warp);
+    let mut fp = Footprints::new(k, target.warp);
+    let mut hz = p.hazards.clone();
+    smemsync::analysis::hazards::fill_witnesses(&mut fp, &mut hz);
     let mut listed_under: HashMap<usize, usize> = HashMap::new();
     for (i, e) in p.plan.edits.iter().enumerate() {
         let what = match e.op {
@@ -256,7 +258,7 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
                 continue;
             }
             listed_under.insert(h, i);
-            let line = explain_hazard(k, &fp, &names, &p.hazards[h]);
+            let line = explain_hazard(k, &fp, &names, &hz[h]);
             text.push_str(&format!("//   {line}\n"));
         }
         for (j, m) in earlier {
@@ -276,7 +278,7 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
         let n = p.existing.len();
         text.push_str(&format!("// existing syncs remove {n} hazard(s)\n"));
         for &h in &p.existing {
-            let line = explain_hazard(k, &fp, &names, &p.hazards[h]);
+            let line = explain_hazard(k, &fp, &names, &hz[h]);
             text.push_str(&format!("//   {line}\n"));
         }
     }
@@ -336,11 +338,11 @@ fn explain_json(
     });
     let (p, k) = (&s.placement, &s.with_waits);
     let names = Namer::new(k, src).inserted(s.input_ops, &s.kernel);
-    let fp = Footprints::new(k, target.warp);
+    let mut fp = Footprints::new(k, target.warp);
+    let mut hz = p.hazards.clone();
+    smemsync::analysis::hazards::fill_witnesses(&mut fp, &mut hz);
     let hazards = |ids: &[usize]| {
-        let v = ids
-            .iter()
-            .map(|&h| hazard_json(k, &fp, &names, &p.hazards[h]));
+        let v = ids.iter().map(|&h| hazard_json(k, &fp, &names, &hz[h]));
         Json::Array(v.collect())
     };
     let syncs = p.plan.edits.iter().enumerate().map(|(i, e)| {

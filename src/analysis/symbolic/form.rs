@@ -1,0 +1,488 @@
+//! Quasi-affine forms: an IR integer value as an affine combination of solver variables
+//! (thread ids, loop keys, and existential variables introduced for `div`/`rem` by
+//! constants and for the bits of `and`/`or`/`xor` operands), with the defining constraints
+//! added to a [`Problem`].
+//!
+//! Recognized: constants, thread specials (`tid.x = t mod bx`, `lane`, `warp`, …), block and
+//! grid dimensions, bound loop variables, `add`/`sub`/`neg`/`not`, `mul` and `shl` by
+//! constants, `div`/`rem`/`shr` by positive constants (floor semantics: `e = m·q + r`,
+//! `0 ≤ r < m`), `and` by `2^k − 1` (a `rem`), and `and`/`or`/`xor` of non-negative values
+//! below `2^31` through their bits (`x ⊕ y = x + y − 2·(x ∧ y)` per bit, `x ∧ y` linearized
+//! over 0/1 variables: the GF(2) forms of swizzles). Every intermediate value must provably
+//! stay inside `i32` (interval bounds), so wrap-around never differs from the enumerator.
+//! Guards (`if` conditions) become constraints with the enumerator's three-valued logic.
+//!
+//! A value is [`Form::Unknown`] exactly where the enumerator's evaluation is `None` for every
+//! thread and iteration (a parameter, a load, an unbound loop variable, an opaque guard),
+//! and [`Form::Unsupported`] where the enumerator knows a value this module cannot express
+//! (`min`, `select`, products of variables, …): the caller then falls back to enumeration.
+//! Complexity: O(|DAG| + bits) variables and constraints per side.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::solve::Problem;
+use crate::analysis::footprint::Footprints;
+use crate::ir::*;
+
+/// `Σ coef·var + c`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Affine {
+    pub terms: Vec<(usize, i64)>,
+    pub c: i64,
+}
+
+impl Affine {
+    pub fn konst(c: i64) -> Affine {
+        Affine {
+            terms: Vec::new(),
+            c,
+        }
+    }
+    pub fn var(v: usize) -> Affine {
+        Affine {
+            terms: vec![(v, 1)],
+            c: 0,
+        }
+    }
+    pub fn scale(&self, s: i64) -> Option<Affine> {
+        Some(Affine {
+            terms: self
+                .terms
+                .iter()
+                .map(|&(v, a)| a.checked_mul(s).map(|x| (v, x)))
+                .collect::<Option<_>>()?,
+            c: self.c.checked_mul(s)?,
+        })
+    }
+    pub fn plus(&self, o: &Affine) -> Option<Affine> {
+        let mut t = self.terms.clone();
+        for &(v, a) in &o.terms {
+            match t.iter_mut().find(|(w, _)| *w == v) {
+                Some(e) => e.1 = e.1.checked_add(a)?,
+                None => t.push((v, a)),
+            }
+        }
+        t.retain(|&(_, a)| a != 0);
+        Some(Affine {
+            terms: t,
+            c: self.c.checked_add(o.c)?,
+        })
+    }
+    pub fn as_const(&self) -> Option<i64> {
+        self.terms.is_empty().then_some(self.c)
+    }
+    /// Bounds over the problem's boxes.
+    pub fn range(&self, p: &Problem) -> (i64, i64) {
+        let (mut lo, mut hi) = (self.c as i128, self.c as i128);
+        for &(v, a) in &self.terms {
+            let (x, y) = (a as i128 * p.lo[v] as i128, a as i128 * p.hi[v] as i128);
+            lo += x.min(y);
+            hi += x.max(y);
+        }
+        let clamp = |x: i128| x.clamp(i64::MIN as i128 / 4, i64::MAX as i128 / 4) as i64;
+        (clamp(lo), clamp(hi))
+    }
+    /// Adds `lo ≤ self ≤ hi` to the problem.
+    pub fn constrain(&self, p: &mut Problem, lo: i64, hi: i64) {
+        p.add(
+            &self.terms,
+            lo.saturating_sub(self.c),
+            hi.saturating_sub(self.c),
+        );
+    }
+}
+
+/// What the enumerator would compute for a value, in solver terms.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Form {
+    Known(Affine),
+    /// The enumerator's evaluation is `None` everywhere.
+    Unknown,
+    /// Not expressible here: fall back to enumeration.
+    Unsupported,
+}
+
+/// The constraint set under which a thread executes past a guard.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Guard {
+    /// Always executes (or the condition is unknown: "may execute").
+    Always,
+    /// Executes iff all these hold: `lo ≤ form ≤ hi`.
+    When(Vec<(Affine, i64, i64)>),
+    Unsupported,
+}
+
+/// Translates one side's values (one thread variable, its loop keys) into forms.
+pub struct Builder<'a, 'k> {
+    pub fp: &'a Footprints<'k>,
+    pub p: &'a mut Problem,
+    /// The linear thread id's variable.
+    pub tid: usize,
+    /// Bound loop variables.
+    pub ivs: Vec<(Value, Affine)>,
+    memo: HashMap<Value, Form>,
+}
+
+const I32: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
+
+impl<'a, 'k> Builder<'a, 'k> {
+    pub fn new(fp: &'a Footprints<'k>, p: &'a mut Problem, tid: usize) -> Self {
+        Builder {
+            fp,
+            p,
+            tid,
+            ivs: Vec::new(),
+            memo: HashMap::default(),
+        }
+    }
+
+    fn known(&self, a: Affine) -> Form {
+        let (lo, hi) = a.range(self.p);
+        if lo < I32.0 || hi > I32.1 {
+            return Form::Unsupported;
+        }
+        Form::Known(a)
+    }
+
+    pub fn operand(&mut self, o: &Operand) -> Form {
+        match o {
+            Operand::Imm(Scalar::I32(c)) => Form::Known(Affine::konst(*c as i64)),
+            Operand::Imm(Scalar::I1(b)) => Form::Known(Affine::konst(*b as i64)),
+            Operand::Imm(Scalar::F32(_)) => Form::Unknown,
+            Operand::Value(v) => self.value(*v),
+        }
+    }
+
+    /// The form of an integer value.
+    pub fn value(&mut self, v: Value) -> Form {
+        if let Some(f) = self.memo.get(&v) {
+            return f.clone();
+        }
+        let f = self.value_uncached(v);
+        self.memo.insert(v, f.clone());
+        f
+    }
+
+    fn value_uncached(&mut self, v: Value) -> Form {
+        let fp = self.fp;
+        let k = fp.k;
+        if fp.is_opaque(v) {
+            return Form::Unknown;
+        }
+        match k.values[v].def {
+            ValueDef::Param(_) => Form::Unknown,
+            ValueDef::RegionArg(..) => {
+                if let Some((_, a)) = self.ivs.iter().find(|(x, _)| *x == v) {
+                    return Form::Known(a.clone());
+                }
+                match fp.induction_iv(v) {
+                    // A periodic iteration value of a bound loop: the enumerator evaluates
+                    // it; not expressed here.
+                    Some(iv) if self.ivs.iter().any(|(x, _)| *x == iv) => Form::Unsupported,
+                    _ => Form::Unknown,
+                }
+            }
+            ValueDef::Result(op, _) => self.result(v, &k.ops[op].kind),
+        }
+    }
+
+    fn result(&mut self, v: Value, kind: &OpKind) -> Form {
+        let k = self.fp.k;
+        match kind {
+            OpKind::Const(Scalar::I32(c)) => Form::Known(Affine::konst(*c as i64)),
+            OpKind::Const(Scalar::I1(b)) => Form::Known(Affine::konst(*b as i64)),
+            OpKind::Const(_) => Form::Unknown,
+            OpKind::Special(s) => self.special(*s),
+            OpKind::Binary(b, x, y) => {
+                let (fx, fy) = (self.operand(x), self.operand(y));
+                let (ax, ay) = match (fx, fy) {
+                    (Form::Unknown, _) | (_, Form::Unknown) => return Form::Unknown,
+                    (Form::Known(a), Form::Known(b)) => (a, b),
+                    _ => return Form::Unsupported,
+                };
+                if k.values[v].ty != ScalarType::I32 {
+                    return Form::Unsupported;
+                }
+                self.binary(*b, ax, ay)
+            }
+            OpKind::Unary(u, x) => match (u, self.operand(x)) {
+                (_, Form::Unknown) => Form::Unknown,
+                (UnOp::Neg, Form::Known(a)) => self.opt(a.scale(-1)),
+                (UnOp::Not, Form::Known(a)) if k.values[v].ty == ScalarType::I32 => {
+                    self.opt(a.scale(-1).map(|n| Affine { c: n.c - 1, ..n }))
+                }
+                (UnOp::Exp | UnOp::Sqrt, _) => Form::Unknown,
+                _ => Form::Unsupported,
+            },
+            OpKind::Cmp(..) | OpKind::Select(..) | OpKind::InGroup(_) => Form::Unsupported,
+            _ => Form::Unknown,
+        }
+    }
+
+    fn opt(&self, a: Option<Affine>) -> Form {
+        match a {
+            Some(a) => self.known(a),
+            None => Form::Unsupported,
+        }
+    }
+
+    fn special(&mut self, s: Special) -> Form {
+        let k = self.fp.k;
+        let [bx, by, bz] = k.block;
+        let (bx, by) = (bx.max(1) as i64, by.max(1) as i64);
+        let t = Affine::var(self.tid);
+        let w = self.fp.warp as i64;
+        match s {
+            Special::Tid(0) => self.divmod(&t, bx, false),
+            Special::Tid(1) => match self.divmod(&t, bx, true) {
+                Form::Known(q) => self.divmod(&q, by, false),
+                f => f,
+            },
+            Special::Tid(_) => self.divmod(&t, bx * by, true),
+            Special::LinearTid => Form::Known(t),
+            Special::Lane => self.divmod(&t, w, false),
+            Special::Warp => self.divmod(&t, w, true),
+            Special::BlockDim(d) => {
+                Form::Known(Affine::konst([bx, by, bz.max(1) as i64][d.min(2) as usize]))
+            }
+            Special::GridDim(d) => Form::Known(Affine::konst(k.grid[d.min(2) as usize] as i64)),
+            Special::Bid(_) => Form::Unknown,
+        }
+    }
+
+    /// Floor quotient (`quot`) or remainder of `e` by `m > 0`: `e = m·q + r`, `0 ≤ r < m`.
+    pub fn divmod(&mut self, e: &Affine, m: i64, quot: bool) -> Form {
+        if m <= 0 {
+            return Form::Unsupported;
+        }
+        if let Some(c) = e.as_const() {
+            return Form::Known(Affine::konst(if quot {
+                c.div_euclid(m)
+            } else {
+                c.rem_euclid(m)
+            }));
+        }
+        let (lo, hi) = e.range(self.p);
+        let (qlo, qhi) = (lo.div_euclid(m), hi.div_euclid(m));
+        if qlo == qhi {
+            // One quotient: no existential needed.
+            return Form::Known(if quot {
+                Affine::konst(qlo)
+            } else {
+                Affine {
+                    terms: e.terms.clone(),
+                    c: e.c - m * qlo,
+                }
+            });
+        }
+        let q = self.p.var(qlo, qhi);
+        let r = self.p.var(0, m - 1);
+        let mut t = e.terms.clone();
+        t.push((q, -m));
+        t.push((r, -1));
+        self.p.add(&t, -e.c, -e.c);
+        Form::Known(Affine::var(if quot { q } else { r }))
+    }
+
+    fn binary(&mut self, b: BinOp, x: Affine, y: Affine) -> Form {
+        let (cx, cy) = (x.as_const(), y.as_const());
+        if let (Some(a), Some(c)) = (cx, cy) {
+            return match b.eval_i32(a, c) {
+                Some(r) => Form::Known(Affine::konst(r)),
+                None => Form::Unknown,
+            };
+        }
+        match b {
+            BinOp::Add => self.opt(x.plus(&y)),
+            BinOp::Sub => self.opt(y.scale(-1).and_then(|ny| x.plus(&ny))),
+            BinOp::Mul => match (cx, cy) {
+                (Some(c), _) => self.opt(y.scale(c)),
+                (_, Some(c)) => self.opt(x.scale(c)),
+                _ => Form::Unsupported,
+            },
+            BinOp::Div | BinOp::Rem => match cy {
+                Some(0) => Form::Unknown,
+                Some(m) if m > 0 => self.divmod(&x, m, b == BinOp::Div),
+                _ => Form::Unsupported,
+            },
+            BinOp::Shl => match cy {
+                Some(s) if (0..31).contains(&s) => self.opt(x.scale(1 << s)),
+                _ => Form::Unsupported,
+            },
+            BinOp::Shr => match cy {
+                Some(s) if (0..31).contains(&s) => self.divmod(&x, 1 << s, true),
+                _ => Form::Unsupported,
+            },
+            BinOp::And if cy.is_some_and(|c| c >= 0 && (c + 1) & c == 0) => {
+                self.divmod(&x, cy.unwrap_or(0) + 1, false)
+            }
+            BinOp::And | BinOp::Or | BinOp::Xor => self.bitwise(b, &x, &y),
+            BinOp::Min | BinOp::Max => Form::Unsupported,
+        }
+    }
+
+    /// The bits of a non-negative value below 2^31: `n` 0/1 variables (or constants).
+    fn bits(&mut self, e: &Affine) -> Option<Vec<Affine>> {
+        if let Some(c) = e.as_const() {
+            return (c >= 0).then(|| (0..31).map(|i| Affine::konst((c >> i) & 1)).collect());
+        }
+        let (lo, hi) = e.range(self.p);
+        if lo < 0 || hi > i32::MAX as i64 {
+            return None;
+        }
+        let n = 64 - (hi as u64).leading_zeros() as usize;
+        let mut t = e.terms.clone();
+        let mut out = Vec::with_capacity(31);
+        for i in 0..n {
+            let b = self.p.var(0, 1);
+            t.push((b, -(1i64 << i)));
+            out.push(Affine::var(b));
+        }
+        self.p.add(&t, -e.c, -e.c);
+        out.resize(31, Affine::konst(0));
+        Some(out)
+    }
+
+    /// `and`/`or`/`xor` through bits: per bit, `z = x ∧ y` with `z ≤ x`, `z ≤ y`,
+    /// `z ≥ x + y − 1` (constants fold).
+    fn bitwise(&mut self, b: BinOp, x: &Affine, y: &Affine) -> Form {
+        let (Some(bx), Some(by)) = (self.bits(x), self.bits(y)) else {
+            return Form::Unsupported;
+        };
+        let mut out = Affine::konst(0);
+        for (i, (a, c)) in bx.iter().zip(&by).enumerate() {
+            let z = match (a.as_const(), c.as_const()) {
+                (Some(p), Some(q)) => Affine::konst(p & q),
+                (Some(0), _) | (_, Some(0)) => Affine::konst(0),
+                (Some(_), _) => c.clone(),
+                (_, Some(_)) => a.clone(),
+                _ => {
+                    let z = self.p.var(0, 1);
+                    let zf = Affine::var(z);
+                    let neg = |f: &Affine| f.scale(-1).unwrap_or_else(|| Affine::konst(0));
+                    for side in [a, c] {
+                        if let Some(d) = zf.plus(&neg(side)) {
+                            d.constrain(self.p, i64::MIN / 4, 0);
+                        }
+                    }
+                    if let Some(d) = zf.plus(&neg(a)).and_then(|d| d.plus(&neg(c))) {
+                        d.constrain(self.p, -1, i64::MAX / 4);
+                    }
+                    zf
+                }
+            };
+            let bit = match b {
+                BinOp::And => Some(z),
+                BinOp::Or => a.plus(c).and_then(|s| z.scale(-1).and_then(|n| s.plus(&n))),
+                _ => a.plus(c).and_then(|s| z.scale(-2).and_then(|n| s.plus(&n))),
+            };
+            match bit.and_then(|bit| bit.scale(1 << i)).and_then(|s| out.plus(&s)) {
+                Some(o) => out = o,
+                None => return Form::Unsupported,
+            }
+        }
+        self.known(out)
+    }
+
+    /// The condition under which a thread executes in the `then` arm (`want`) or the `else`
+    /// arm (`!want`) of an `if` on `c`, with the enumerator's three-valued logic: a guard
+    /// excludes a thread only where it evaluates to the other arm's value.
+    pub fn guard(&mut self, c: &Operand, want: bool) -> Guard {
+        let v = match c {
+            Operand::Imm(Scalar::I1(b)) => {
+                return if *b == want {
+                    Guard::Always
+                } else {
+                    Guard::When(vec![(Affine::konst(0), 1, 1)])
+                };
+            }
+            Operand::Imm(_) => return Guard::Always,
+            Operand::Value(v) => *v,
+        };
+        let fp = self.fp;
+        let k = fp.k;
+        if fp.is_opaque(v) {
+            return Guard::Always;
+        }
+        let ValueDef::Result(op, _) = k.values[v].def else {
+            return match self.value(v) {
+                Form::Unknown => Guard::Always,
+                _ => Guard::Unsupported,
+            };
+        };
+        let both = |g: Guard, h: Guard| match (g, h) {
+            (Guard::Unsupported, _) | (_, Guard::Unsupported) => Guard::Unsupported,
+            (Guard::Always, x) | (x, Guard::Always) => x,
+            (Guard::When(mut a), Guard::When(b)) => {
+                a.extend(b);
+                Guard::When(a)
+            }
+        };
+        let either = |g: Guard, h: Guard| match (g, h) {
+            (Guard::Always, _) | (_, Guard::Always) => Guard::Always,
+            _ => Guard::Unsupported,
+        };
+        let bool_ty = k.values[v].ty == ScalarType::I1;
+        match &k.ops[op].kind {
+            OpKind::Const(Scalar::I1(b)) => self.guard(&Operand::Imm(Scalar::I1(*b)), want),
+            OpKind::Binary(BinOp::And, a, b) if bool_ty => {
+                let (ga, gb) = (self.guard(a, want), self.guard(b, want));
+                if want { both(ga, gb) } else { either(ga, gb) }
+            }
+            OpKind::Binary(BinOp::Or, a, b) if bool_ty => {
+                let (ga, gb) = (self.guard(a, want), self.guard(b, want));
+                if want { either(ga, gb) } else { both(ga, gb) }
+            }
+            OpKind::Unary(UnOp::Not, a) if bool_ty => self.guard(a, !want),
+            OpKind::InGroup(g) => {
+                let gd = &k.groups[*g];
+                let (lo, hi) = (gd.lo as i64, gd.hi as i64 - 1);
+                let t = Affine::var(self.tid);
+                if want {
+                    Guard::When(vec![(t, lo, hi)])
+                } else if lo > hi {
+                    Guard::Always
+                } else {
+                    Guard::Unsupported
+                }
+            }
+            OpKind::Cmp(p, x, y) => {
+                let (fx, fy) = (self.operand(x), self.operand(y));
+                let (ax, ay) = match (fx, fy) {
+                    (Form::Unknown, _) | (_, Form::Unknown) => return Guard::Always,
+                    (Form::Known(a), Form::Known(b)) => (a, b),
+                    _ => return Guard::Unsupported,
+                };
+                let Some(d) = ay.scale(-1).and_then(|n| ax.plus(&n)) else {
+                    return Guard::Unsupported;
+                };
+                // The predicate on d = x − y, or its negation.
+                let (big, small) = (i64::MAX / 4, i64::MIN / 4);
+                let p = if want { *p } else { negate(*p) };
+                match p {
+                    CmpPred::Eq => Guard::When(vec![(d, 0, 0)]),
+                    CmpPred::Lt => Guard::When(vec![(d, small, -1)]),
+                    CmpPred::Le => Guard::When(vec![(d, small, 0)]),
+                    CmpPred::Gt => Guard::When(vec![(d, 1, big)]),
+                    CmpPred::Ge => Guard::When(vec![(d, 0, big)]),
+                    CmpPred::Ne => Guard::Unsupported,
+                }
+            }
+            _ => match self.value(v) {
+                Form::Unknown => Guard::Always,
+                _ => Guard::Unsupported,
+            },
+        }
+    }
+}
+
+fn negate(p: CmpPred) -> CmpPred {
+    match p {
+        CmpPred::Eq => CmpPred::Ne,
+        CmpPred::Ne => CmpPred::Eq,
+        CmpPred::Lt => CmpPred::Ge,
+        CmpPred::Le => CmpPred::Gt,
+        CmpPred::Gt => CmpPred::Le,
+        CmpPred::Ge => CmpPred::Lt,
+    }
+}

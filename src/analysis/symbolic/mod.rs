@@ -1,0 +1,18 @@
+//! Symbolic footprints: decides the footprint engine's thread questions (may two different
+//! threads touch one address unit, at which loop-iteration distances; does one instance of
+//! a write touch a unit from two threads) by reasoning on quasi-affine index forms instead of
+//! enumerating threads × elements × iterations. The formulation, the forms recognized, the
+//! decision procedure, the fallbacks and the complexity are in `docs/symbolic.md`.
+//!
+//! - [`solve`]: bounded integer feasibility (bounds propagation and branching, exact).
+//! - [`form`]: IR values as affine forms over solver variables (div/rem and bits as
+//!   existential variables), guards as constraints.
+//! - [`pairs`]: the pair-conflict and self-race questions, with the enumerator's meaning.
+//!
+//! Invariant: every answer given equals the enumerating engine's (`analysis::footprint`),
+//! which stays the oracle (`tests/symbolic.rs`) and the fallback wherever this module says
+//! `None`.
+
+pub mod form;
+pub mod pairs;
+pub mod solve;

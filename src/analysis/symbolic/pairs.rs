@@ -1,0 +1,641 @@
+//! The symbolic answers to the footprint engine's two thread questions, with the meaning
+//! enumeration gives them (`analysis::conflicts::pair_conflict`, `Touch::self_overlap`):
+//!
+//! - **pair conflict**: for which iteration distances `d` do some instance of the source and
+//!   some instance of the destination (leading loop keys related as the query says) touch a
+//!   common address unit from two different threads (`conflict`), or at all (`intersect`),
+//!   and does some such pair of threads lie in two warps (`intra_warp` false);
+//! - **self race**: does one instance of a write touch a unit from two threads.
+//!
+//! Each side is its own copy of the access's constraints (thread variable, loop-key
+//! variables over the enumerator's domains, guards, index forms in bounds, the unit range),
+//! sharing a unit variable `u`. Key relations and the distance are linear constraints;
+//! `t_a ≠ t_b` and `warp(t_a) ≠ warp(t_b)` are each two solver calls (`<` and `>`). The
+//! feasible distances are found by splitting their range (each solve either excludes an
+//! interval or yields one feasible value). Anything the forms cannot express, an enumeration
+//! cap that would be reached, or a solver budget reached: `None`, and the caller enumerates.
+//! Witness units are not computed (they only serve `--explain`, which enumerates lazily).
+
+use super::form::{Affine, Builder, Form, Guard};
+use super::solve::{Answer, Problem};
+use crate::analysis::conflicts::PairConflict;
+use crate::analysis::footprint::{Footprints, LoopDomain, MAX_INSTANCES};
+use crate::ir::*;
+
+/// Most search nodes one question may visit before falling back to enumeration.
+pub const BUDGET: u64 = 20_000;
+/// Fewest search nodes a question gets.
+pub const MIN_BUDGET: u64 = 256;
+
+thread_local! {
+    /// Search nodes left to the question in progress (all its solves share them).
+    static LEFT: std::cell::Cell<u64> = const { std::cell::Cell::new(BUDGET) };
+}
+
+/// Solves within the question's remaining budget.
+fn solve(q: &Problem) -> Answer {
+    let mut b = LEFT.with(|l| l.get());
+    let r = q.solve(&mut b);
+    LEFT.with(|l| l.set(b));
+    r
+}
+
+/// Sets the question's budget: a fraction of what enumerating it would cost (threads times
+/// the instances of both sides), within [`MIN_BUDGET`, `BUDGET`], so that a question the
+/// enumerator answers cheaply is never made expensive by a long search.
+fn set_budget(fp: &Footprints, ai: usize, bi: usize) {
+    let inst = |i: usize| -> u64 {
+        let k = fp.k;
+        fp.accesses[i]
+            .loops
+            .iter()
+            .map(|l| match fp.domains.get(l) {
+                Some(LoopDomain::Exact { trip, .. }) => (*trip).max(1) as u64,
+                Some(LoopDomain::Periodic { period, .. }) => (*period).max(1) as u64,
+                _ => 1,
+            })
+            .fold(k.threads().max(1) as u64, u64::saturating_mul)
+            .min(u64::MAX / 4)
+    };
+    let est = inst(ai).saturating_add(inst(bi)) / 32;
+    LEFT.with(|l| l.set(est.clamp(MIN_BUDGET, BUDGET)));
+}
+
+/// One side of a question: its loop keys (`None`: not enumerated) and its unit range.
+struct Side {
+    keys: Vec<Option<Affine>>,
+    unit: Affine,
+    units: i64,
+}
+
+/// Loop keys of access `ai` as the enumerator forms them: a variable over the enumerated
+/// values (exact iterations, or residues of a period), `None` where a loop is not enumerated
+/// (the access does not depend on it, or its domain is unknown). `Err(())`: fall back (cap).
+/// `Ok(None)`: some enumerated loop has no value (no instance at all).
+#[expect(clippy::type_complexity, reason = "three outcomes")]
+fn keys(
+    fp: &Footprints,
+    b: &mut Builder,
+    ai: usize,
+) -> Result<Option<Vec<(Option<Affine>, Option<Value>)>>, ()> {
+    let k = fp.k;
+    let mut out = Vec::new();
+    let mut count = 1usize;
+    for &l in &fp.accesses[ai].loops {
+        let iv = match &k.ops[l].kind {
+            OpKind::For { .. } => Some(k.regions[k.ops[l].regions[0]].args[0]),
+            _ => None,
+        };
+        let konst = |b: &mut Builder, o: &Operand| match b.operand(o) {
+            Form::Known(a) => a.as_const(),
+            _ => None,
+        };
+        // (first value, step between values, count)
+        let vals: Option<(i64, i64, i64)> = match (fp.domains.get(&l).copied(), &k.ops[l].kind) {
+            (Some(LoopDomain::Exact { step, .. }), OpKind::For { lo, hi, .. }) => {
+                match (konst(b, lo), konst(b, hi)) {
+                    (Some(lo), Some(hi)) => Some((lo, step, ((hi - lo).max(0) + step - 1) / step)),
+                    _ => None,
+                }
+            }
+            (Some(LoopDomain::Periodic { step, period }), OpKind::For { lo, .. }) => {
+                let g = gcd(step, period).max(1);
+                match konst(b, lo) {
+                    Some(lo) => Some((lo.rem_euclid(g), g, period / g)),
+                    None => Some((0, 1, period)),
+                }
+            }
+            _ => None,
+        };
+        match (vals, iv) {
+            (Some((_, _, n)), Some(iv)) if n > 0 && !fp.depends_on(ai, l, iv) => {
+                out.push((None, None))
+            }
+            (Some((_, _, n)), Some(_)) if count.saturating_mul(n.max(1) as usize) > MAX_INSTANCES => {
+                return Err(());
+            }
+            (Some((_, _, 0)), Some(_)) => return Ok(None),
+            (Some((first, step, n)), Some(iv)) => {
+                count *= n as usize;
+                let i = b.p.var(0, n - 1);
+                let key = Affine {
+                    terms: vec![(i, step)],
+                    c: first,
+                };
+                b.ivs.push((iv, key.clone()));
+                out.push((Some(key), Some(iv)));
+            }
+            _ => out.push((None, None)),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Builds one side on `p`; `shared`: reuse these keys (the other side of a self race).
+fn side(
+    fp: &Footprints,
+    p: &mut Problem,
+    ai: usize,
+    tid: usize,
+    shared: Option<&[(Option<Affine>, Option<Value>)]>,
+) -> Result<Option<Side>, ()> {
+    let k = fp.k;
+    let a = &fp.accesses[ai];
+    let Footprint::PerThread(ix) = &a.access.footprint else {
+        return Err(());
+    };
+    let mut b = Builder::new(fp, p, tid);
+    let keys = match shared {
+        Some(s) => {
+            for (key, iv) in s {
+                if let (Some(key), Some(iv)) = (key, iv) {
+                    b.ivs.push((*iv, key.clone()));
+                }
+            }
+            s.to_vec()
+        }
+        None => match keys(fp, &mut b, ai)? {
+            Some(ks) => ks,
+            None => return Ok(None),
+        },
+    };
+    // Guards of every enclosing `if`.
+    let mut child = a.id.op;
+    for anc in fp.ancestors(a.id.op).into_iter().rev() {
+        if let OpKind::If { cond } = &k.ops[anc].kind {
+            let in_then = fp.region_of(child) == Some(k.ops[anc].regions[0]);
+            match b.guard(cond, in_then) {
+                Guard::Always => {}
+                Guard::When(cs) => {
+                    for (f, lo, hi) in cs {
+                        f.constrain(b.p, lo, hi);
+                    }
+                }
+                Guard::Unsupported => return Err(()),
+            }
+        }
+        child = anc;
+    }
+    let idx: Vec<Form> = ix.iter().map(|o| b.operand(o)).collect();
+    let (root, idx) = root_index(&mut b, a.access.mem, idx)?;
+    let bd = &k.buffers[root];
+    if idx.len() != bd.shape.len() {
+        return Err(());
+    }
+    let mut lin = Affine::konst(0);
+    for (f, &d) in idx.iter().zip(&bd.shape) {
+        in_bounds(&mut b, f, d as i64)?;
+        lin = lin.scale(d as i64).and_then(|l| l.plus(f)).ok_or(())?;
+    }
+    let space = if bd.offset.is_some() {
+        0
+    } else {
+        root.index() as u64 + 1
+    };
+    let u = fp.unit(space) as i64;
+    let e = bd.elem.bytes() as i64;
+    let base = bd.offset.unwrap_or(0) as i64;
+    let unit = lin
+        .scale(e / u)
+        .and_then(|l| l.plus(&Affine::konst(base / u)))
+        .ok_or(())?;
+    Ok(Some(Side {
+        keys: keys.into_iter().map(|(key, _)| key).collect(),
+        unit,
+        units: e / u,
+    }))
+}
+
+/// The root buffer and per-dimension index forms of a memref chain (`Footprints`'s
+/// `root_index`); any unknown index: fall back.
+fn root_index(b: &mut Builder, m: MemRef, idx: Vec<Form>) -> Result<(Buffer, Vec<Affine>), ()> {
+    match m {
+        MemRef::Buffer(buf) => {
+            let known = idx
+                .into_iter()
+                .map(|f| match f {
+                    Form::Known(a) => Ok(a),
+                    _ => Err(()),
+                })
+                .collect::<Result<Vec<_>, ()>>()?;
+            Ok((buf, known))
+        }
+        MemRef::View(v) => {
+            let vd = &b.fp.k.views[v];
+            let mut out = Vec::new();
+            let mut j = 0;
+            for ix in &vd.indices {
+                match ix {
+                    ViewIndex::At(o) => out.push(b.operand(o)),
+                    ViewIndex::Range(lo, _) => {
+                        out.push(match idx.get(j) {
+                            Some(Form::Known(a)) => Form::Known(
+                                a.plus(&Affine::konst(*lo as i64)).ok_or(())?,
+                            ),
+                            _ => Form::Unsupported,
+                        });
+                        j += 1;
+                    }
+                }
+            }
+            out.extend(idx.into_iter().skip(j));
+            root_index(b, vd.base, out)
+        }
+    }
+}
+
+/// Fails unless the index is in `[0, d)` for every executing instance (the enumerator treats
+/// an out-of-bounds index as touching the whole buffer).
+fn in_bounds(b: &mut Builder, f: &Affine, d: i64) -> Result<(), ()> {
+    let (lo, hi) = f.range(b.p);
+    if lo >= 0 && hi < d {
+        return Ok(());
+    }
+    for (l, h) in [(i64::MIN / 4, -1), (d, i64::MAX / 4)] {
+        let mut q = b.p.clone();
+        f.constrain(&mut q, l, h);
+        if solve(&q) != Answer::Unsat {
+            return Err(());
+        }
+    }
+    Ok(())
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a.abs() } else { gcd(b, a % b) }
+}
+
+/// `u` lies in the side's unit range.
+fn covers(p: &mut Problem, u: usize, s: &Side) {
+    let mut t = vec![(u, 1)];
+    t.extend(s.unit.terms.iter().map(|&(v, a)| (v, -a)));
+    p.add(&t, s.unit.c, s.unit.c + s.units - 1);
+}
+
+/// `x − y` in `[lo, hi]`.
+fn diff(p: &mut Problem, x: usize, y: usize, lo: i64, hi: i64) {
+    p.add(&[(x, 1), (y, -1)], lo, hi);
+}
+
+/// Whether one of the problems is satisfiable; `None` when a search ran out of budget
+/// before any was found satisfiable.
+fn any_sat(ps: &[Problem]) -> Option<bool> {
+    let mut out = Some(false);
+    for q in ps {
+        match solve(q) {
+            Answer::Sat(_) => return Some(true),
+            Answer::Budget => out = None,
+            Answer::Unsat => {}
+        }
+    }
+    out
+}
+
+/// The problem split by `t_a ≠ t_b` (or, with `warps`, `warp(t_a) ≠ warp(t_b)`).
+fn distinct(p: &Problem, ta: usize, tb: usize, warps: Option<(usize, usize)>) -> Vec<Problem> {
+    let (x, y) = warps.unwrap_or((ta, tb));
+    [(i64::MIN / 4, -1), (1, i64::MAX / 4)]
+        .into_iter()
+        .map(|(lo, hi)| {
+            let mut q = p.clone();
+            diff(&mut q, x, y, lo, hi);
+            q
+        })
+        .collect()
+}
+
+/// Values of variable `v` in `[lo, hi]` for which one of `ps` is satisfiable (splitting the
+/// range: each solve excludes an interval or yields a value). `None` on budget.
+fn feasible_values(ps: &[Problem], v: usize, lo: i64, hi: i64, out: &mut Vec<i64>) -> Option<()> {
+    if lo > hi {
+        return Some(());
+    }
+    let mut found = None;
+    let mut budget_hit = false;
+    for p in ps {
+        let mut q = p.clone();
+        q.lo[v] = q.lo[v].max(lo);
+        q.hi[v] = q.hi[v].min(hi);
+        if q.lo[v] > q.hi[v] {
+            continue;
+        }
+        match solve(&q) {
+            Answer::Sat(x) => {
+                found = Some(x[v]);
+                break;
+            }
+            Answer::Budget => budget_hit = true,
+            Answer::Unsat => {}
+        }
+    }
+    match found {
+        None if budget_hit => None,
+        None => Some(()),
+        Some(x) => {
+            out.push(x);
+            feasible_values(ps, v, lo, x - 1, out)?;
+            feasible_values(ps, v, x + 1, hi, out)
+        }
+    }
+}
+
+/// The distance bit pattern of the variable level, as `conflicts::bits_for` gives it.
+enum Distance {
+    /// The mask does not depend on the keys (a key not enumerated, or an unknown domain).
+    Fixed(u64),
+    /// Exact domain: variable `dist` (destination index − source index) ≥ 0.
+    Exact(usize),
+    /// Periodic domain: variable `r = (kb − ka) mod period`; bit d iff `d·step ≡ r`.
+    Periodic { r: usize, step: i64, period: i64 },
+}
+
+/// What a symbolic answer about an access depends on: its memref, index operands, enclosing
+/// loops and guards (with the arm). Accesses with equal keys have equal footprints, so their
+/// answers are shared (`store @a[%t]` repeated n times is decided once).
+pub type AccessKey = (MemRef, Vec<u64>);
+
+/// The [`AccessKey`] of access `ai`.
+pub fn access_key(fp: &Footprints, ai: usize) -> AccessKey {
+    let a = &fp.accesses[ai];
+    let k = fp.k;
+    let enc = |o: &Operand| match o {
+        Operand::Value(v) => v.index() as u64,
+        Operand::Imm(Scalar::I32(c)) => (1 << 62) | (*c as u32 as u64),
+        Operand::Imm(Scalar::I1(b)) => (2 << 62) | *b as u64,
+        Operand::Imm(Scalar::F32(f)) => (3 << 62) | f.to_bits() as u64,
+    };
+    let mut key = Vec::new();
+    match &a.access.footprint {
+        Footprint::PerThread(ix) => key.extend(ix.iter().map(enc)),
+        Footprint::Collective { .. } => key.push(u64::MAX),
+    }
+    key.push(u64::MAX - 1);
+    key.extend(a.loops.iter().map(|l| l.index() as u64));
+    key.push(u64::MAX - 2);
+    let mut child = a.id.op;
+    for anc in fp.ancestors(a.id.op).into_iter().rev() {
+        if let OpKind::If { cond } = &k.ops[anc].kind {
+            key.push(enc(cond));
+            key.push((fp.region_of(child) == Some(k.ops[anc].regions[0])) as u64);
+        }
+        child = anc;
+    }
+    (a.access.mem, key)
+}
+
+/// [`pair_conflict`], shared between accesses with equal [`AccessKey`]s.
+pub fn pair_conflict_memo(
+    fp: &mut Footprints,
+    ai: usize,
+    bi: usize,
+    plen: usize,
+    var: Option<usize>,
+) -> Option<PairConflict> {
+    let key = (access_key(fp, ai), access_key(fp, bi), plen, var);
+    if let Some(r) = fp.sym_pairs.get(&key) {
+        return r.clone();
+    }
+    let n0 = super::solve::NODES.with(|n| n.get());
+    let r = pair_conflict(fp, ai, bi, plen, var);
+    if std::env::var_os("SMEMSYNC_SYMBOLIC_TRACE").is_some() {
+        let n = super::solve::NODES.with(|n| n.get()) - n0;
+        eprintln!(
+            "symbolic pair {} -> {} plen={plen} var={var:?}: {n} nodes, {:?}",
+            crate::emit::text::op_label(fp.k, fp.accesses[ai].id.op),
+            crate::emit::text::op_label(fp.k, fp.accesses[bi].id.op),
+            r.as_ref().map(|p| (p.conflict, p.intersect, p.intra_warp))
+        );
+    }
+    fp.sym_pairs.insert(key, r.clone());
+    r
+}
+
+/// [`self_race`], shared between accesses with equal [`AccessKey`]s.
+pub fn self_race_memo(fp: &mut Footprints, ai: usize) -> Option<bool> {
+    let key = access_key(fp, ai);
+    if let Some(r) = fp.sym_self.get(&key) {
+        return *r;
+    }
+    let r = self_race(fp, ai);
+    fp.sym_self.insert(key, r);
+    r
+}
+
+/// The symbolic [`PairConflict`] of `conflicts::pair_conflict` (without a witness), or
+/// `None` to enumerate.
+pub fn pair_conflict(
+    fp: &Footprints,
+    ai: usize,
+    bi: usize,
+    plen: usize,
+    var: Option<usize>,
+) -> Option<PairConflict> {
+    set_budget(fp, ai, bi);
+    let threads = fp.k.threads().max(1) as i64;
+    let mut p = Problem::default();
+    let (ta, tb) = (p.var(0, threads - 1), p.var(0, threads - 1));
+    let (Ok(sa), Ok(sb)) = (side(fp, &mut p, ai, ta, None), side(fp, &mut p, bi, tb, None)) else {
+        return None;
+    };
+    let (Some(sa), Some(sb)) = (sa, sb) else {
+        return Some(PairConflict::default());
+    };
+    let (la, lb) = (&fp.accesses[ai].loops, &fp.accesses[bi].loops);
+    let loops = if la.len() >= lb.len() { la } else { lb };
+    let (ra, rb) = (sa.unit.range(&p), sb.unit.range(&p));
+    let u = p.var(ra.0.min(rb.0), ra.1.max(rb.1) + sa.units.max(sb.units));
+    covers(&mut p, u, &sa);
+    covers(&mut p, u, &sb);
+    let mut dist = Distance::Fixed(1);
+    for j in 0..plen.min(sa.keys.len().max(sb.keys.len())) {
+        let (ka, kb) = (
+            sa.keys.get(j).cloned().flatten(),
+            sb.keys.get(j).cloned().flatten(),
+        );
+        if Some(j) == var {
+            dist = distance(&mut p, fp.domains.get(loops.get(j)?).copied(), ka, kb)?;
+        } else if let (Some(x), Some(y)) = (ka, kb) {
+            x.plus(&y.scale(-1)?)?.constrain(&mut p, 0, 0);
+        }
+    }
+    if let Distance::Fixed(0) = dist {
+        return Some(PairConflict::default());
+    }
+    let intersect = mask(std::slice::from_ref(&p), &dist, u64::MAX)?;
+    let conflict = if intersect == 0 {
+        0
+    } else {
+        mask(&distinct(&p, ta, tb, None), &dist, intersect)?
+    };
+    let mut intra_warp = false;
+    if conflict != 0 {
+        let mut q = p.clone();
+        let w = fp.warp as i64;
+        let warp_of = |t: usize, q: &mut Problem| {
+            let wv = q.var(0, (threads - 1) / w);
+            let r = q.var(0, w - 1);
+            q.add(&[(t, 1), (wv, -w), (r, -1)], 0, 0);
+            wv
+        };
+        let (wa, wb) = (warp_of(ta, &mut q), warp_of(tb, &mut q));
+        // Only pairs of instances the mask relates: every distance of an exact domain is one
+        // (bit 63 stands for the larger ones); a periodic one relates the residues some
+        // distance below 63 reaches.
+        if let Distance::Periodic { r, step, period } = dist {
+            // The residues distances 0..63 reach are the multiples of g = gcd(step, period)
+            // when there are at most 63 of them.
+            let g = gcd(step, period).max(1);
+            if period / g > 63 {
+                return None;
+            }
+            let m = q.var(0, period / g);
+            q.add(&[(r, 1), (m, -g)], 0, 0);
+        }
+        let cross = distinct(&q, ta, tb, Some((wa, wb)));
+        intra_warp = !any_sat(&cross)?;
+    }
+    Some(PairConflict {
+        conflict,
+        intersect,
+        intra_warp,
+        witness: None,
+        query: None,
+    })
+}
+
+/// The distance relation of the variable level.
+fn distance(
+    p: &mut Problem,
+    dom: Option<LoopDomain>,
+    ka: Option<Affine>,
+    kb: Option<Affine>,
+) -> Option<Distance> {
+    let upto = |trip: Option<i64>| match trip {
+        Some(t) if t < 63 => (1u64 << t.max(0)) - 1,
+        _ => u64::MAX,
+    };
+    Some(match (dom, ka, kb) {
+        // The keys may come from two different loops (the enumerator compares key values
+        // level by level): the distance's range follows from both keys' ranges.
+        (Some(LoopDomain::Exact { step, .. }), Some(a), Some(b)) => {
+            let (alo, _) = a.range(p);
+            let (_, bhi) = b.range(p);
+            let d = p.var(0, ((bhi - alo) / step.max(1)).max(0));
+            let mut e = b.plus(&a.scale(-1)?)?;
+            e = e.plus(&Affine::var(d).scale(-step)?)?;
+            e.constrain(p, 0, 0);
+            Distance::Exact(d)
+        }
+        (Some(LoopDomain::Exact { trip, .. }), _, _) => Distance::Fixed(upto(Some(trip))),
+        (Some(LoopDomain::Periodic { step, period }), Some(a), Some(b)) => {
+            let ((alo, ahi), (blo, bhi)) = (a.range(p), b.range(p));
+            let r = p.var(0, period - 1);
+            let z = p.var(
+                (blo - ahi - period + 1).div_euclid(period),
+                (bhi - alo).div_euclid(period) + 1,
+            );
+            let e = b
+                .plus(&a.scale(-1)?)?
+                .plus(&Affine::var(r).scale(-1)?)?
+                .plus(&Affine::var(z).scale(-period)?)?;
+            e.constrain(p, 0, 0);
+            Distance::Periodic { r, step, period }
+        }
+        (Some(LoopDomain::Unknown { trip }), _, _) => Distance::Fixed(upto(trip)),
+        _ => Distance::Fixed(u64::MAX),
+    })
+}
+
+/// The distance bits for which one of `ps` is satisfiable, among those of `within`.
+fn mask(ps: &[Problem], dist: &Distance, within: u64) -> Option<u64> {
+    match *dist {
+        Distance::Fixed(m) => Some(if any_sat(ps)? { m } else { 0 }),
+        Distance::Exact(d) if within != u64::MAX => {
+            // Only the candidate distances: one solve each.
+            let mut m = 0u64;
+            for x in (0..63).filter(|x| within & (1 << x) != 0) {
+                let qs: Vec<Problem> = ps
+                    .iter()
+                    .map(|q| {
+                        let mut q = q.clone();
+                        q.lo[d] = q.lo[d].max(x);
+                        q.hi[d] = q.hi[d].min(x);
+                        q
+                    })
+                    .filter(|q| q.lo[d] <= q.hi[d])
+                    .collect();
+                if any_sat(&qs)? {
+                    m |= 1 << x;
+                }
+            }
+            m |= within & far(ps, d)?;
+            Some(m)
+        }
+        Distance::Exact(d) => {
+            let mut vals = Vec::new();
+            feasible_values(ps, d, 0, 62, &mut vals)?;
+            let mut m = vals.iter().fold(0u64, |m, &x| m | 1 << x);
+            let hi = ps.iter().map(|q| q.hi[d]).max().unwrap_or(0);
+            if hi >= 63 {
+                let mut qs: Vec<Problem> = ps.to_vec();
+                for q in &mut qs {
+                    q.lo[d] = q.lo[d].max(63);
+                }
+                if any_sat(&qs)? {
+                    m |= 1 << 63;
+                }
+            }
+            Some(m)
+        }
+        Distance::Periodic { r, step, period } => {
+            let _ = within;
+            let mut vals = Vec::new();
+            feasible_values(ps, r, 0, period - 1, &mut vals)?;
+            let mut m = 0u64;
+            for d in 0..63i64 {
+                if vals.contains(&(d * step).rem_euclid(period)) {
+                    m |= 1 << d;
+                }
+            }
+            if m != 0 {
+                m |= 1 << 63;
+            }
+            Some(m)
+        }
+    }
+}
+
+/// Bit 63 when some distance of 63 or more is feasible (an exact domain's far bucket).
+fn far(ps: &[Problem], d: usize) -> Option<u64> {
+    let qs: Vec<Problem> = ps
+        .iter()
+        .filter(|q| q.hi[d] >= 63)
+        .map(|q| {
+            let mut q = q.clone();
+            q.lo[d] = q.lo[d].max(63);
+            q
+        })
+        .collect();
+    Some(if any_sat(&qs)? { 1 << 63 } else { 0 })
+}
+
+/// Whether one instance of access `ai` touches a unit from two different threads (the
+/// enumerator's `self_overlap` over its instances); `None` to enumerate.
+pub fn self_race(fp: &Footprints, ai: usize) -> Option<bool> {
+    set_budget(fp, ai, ai);
+    let threads = fp.k.threads().max(1) as i64;
+    let mut p = Problem::default();
+    let (ta, tb) = (p.var(0, threads - 1), p.var(0, threads - 1));
+    let ks = match keys(fp, &mut Builder::new(fp, &mut p, ta), ai) {
+        Err(()) => return None,
+        Ok(None) => return Some(false),
+        Ok(Some(ks)) => ks,
+    };
+    let sa = side(fp, &mut p, ai, ta, Some(&ks)).ok()??;
+    let sb = side(fp, &mut p, ai, tb, Some(&ks)).ok()??;
+    let (lo, hi) = sa.unit.range(&p);
+    let u = p.var(lo, hi + sa.units);
+    covers(&mut p, u, &sa);
+    covers(&mut p, u, &sb);
+    any_sat(&distinct(&p, ta, tb, None))
+}
