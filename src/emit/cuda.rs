@@ -1352,7 +1352,7 @@ impl<'a> Emitter<'a> {
         if de == se && last_stride == 1 {
             for b in [16u64, 8, 4] {
                 let v = b / de.bytes();
-                if v >= 1 && b % de.bytes() == 0 && run % v == 0 && shape.last().is_some_and(|l| l % v == 0) {
+                if v >= 1 && b.is_multiple_of(de.bytes()) && run.is_multiple_of(v) && shape.last().is_some_and(|l| l.is_multiple_of(v)) {
                     vec_elems = v;
                     break;
                 }
@@ -1374,7 +1374,7 @@ impl<'a> Emitter<'a> {
         let k1 = shape.len();
         let dims = self.global_dims(c.src);
         let mut coords = Vec::new();
-        let mut rest = format!("{ev}");
+        let mut rest = ev.to_string();
         let mut view_idx = vec![String::new(); k1];
         for i in (0..k1).rev() {
             view_idx[i] = format!("({rest} % {})", shape[i]);
@@ -1410,20 +1410,30 @@ impl<'a> Emitter<'a> {
         } else {
             self.line("{");
         }
-        // Element by element, at issue.
         self.depth += 1;
-        let v = vec_elems.max(1);
+        self.tile_copy_at_issue(c, &coords, &dims, &addr.1, vec_elems.max(1));
+        self.depth -= 1;
+        self.line("}");
+        self.depth -= 1;
+        self.line("}");
+    }
+
+    /// The element-by-element part of a tile copy: `v` elements from the global coordinates
+    /// `coords` (the last one advancing) to the shared element `dst` onwards, at issue.
+    fn tile_copy_at_issue(&mut self, c: &TileCopy, coords: &[String], dims: &[String], dst: &str, v: u64) {
+        let de = self.k.elem(c.dst);
+        let se = self.k.globals[c.src].elem;
         self.line(&format!("for (int ss_j = 0; ss_j < {v}; ++ss_j) {{"));
         self.depth += 1;
         let last = coords.last().cloned().unwrap_or_else(|| "0".into());
-        let mut jc = coords.clone();
+        let mut jc = coords.to_vec();
         if let Some(l) = jc.last_mut() {
             *l = format!("({last} + ss_j)");
         }
         let jref = format!("{}[{}]", self.global_name(c.src), self.global_offset(c.src, &jc));
         let mut jconds: Vec<String> = coords[..coords.len().saturating_sub(1)]
             .iter()
-            .zip(&dims)
+            .zip(dims)
             .map(|(g, d)| format!("{g} >= 0 && {g} < {d}"))
             .collect();
         if let Some(d) = dims.last() {
@@ -1436,11 +1446,7 @@ impl<'a> Emitter<'a> {
         } else {
             x
         };
-        self.line(&format!("{}[ss_j] = {};", format!("(&{})", addr.1), Self::store_conv(de, &val)));
-        self.depth -= 1;
-        self.line("}");
-        self.depth -= 1;
-        self.line("}");
+        self.line(&format!("(&{dst})[ss_j] = {};", Self::store_conv(de, &val)));
         self.depth -= 1;
         self.line("}");
     }
