@@ -11,7 +11,8 @@
 //! What is conservative, and said so: a layout name without a definition is *opaque* (any
 //! executing thread may own any element, docs/ir.md); an encoding smemsync does not model, a
 //! non-power-of-two tile, or a layout whose lanes and warps do not match the block becomes
-//! opaque with a warning ([`Issue`], W1000–W1003). Malformed definitions are errors with the
+//! opaque with a warning ([`Issue`], W1000–W1003; a swizzled buffer aliasing another pinned
+//! one is W1004: aliasing is compared at row-major addresses). Malformed definitions are errors with the
 //! location inside the attribute text (E1001–E1005).
 //! Complexity: decoding is O(depth · rank · bits); an [`OwnerMap`] is O(bits²) to build.
 
@@ -48,8 +49,13 @@ impl Issue {
         if self.error {
             Diagnostic::user(self.code, self.msg.clone()).with_label(self.span, "here")
         } else {
+            let label = if self.code == "W1004" {
+                "its swizzle is not applied when comparing aliased bytes"
+            } else {
+                "treated as an opaque layout (conservative)"
+            };
             Diagnostic::warning(DiagKind::User, self.code, self.msg.clone())
-                .with_label(self.span, "treated as an opaque layout (conservative)")
+                .with_label(self.span, label)
         }
     }
 }
@@ -423,10 +429,29 @@ pub fn diagnostics(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
                 &mut out,
             ),
             Err(i) => push(i, span, &mut out),
+            Ok(Some(Decoded::Shared(m))) if !m.is_identity() && aliases(k, b) => push(
+                Issue {
+                    code: "W1004",
+                    msg: format!("buffer `@{}` aliases another pinned buffer; smemsync compares their bytes at row-major addresses, not through the shared layout \"{name}\"", bd.name),
+                    span,
+                    error: false,
+                },
+                Span::UNDEF,
+                &mut out,
+            ),
             _ => {}
         }
     }
     out
+}
+
+/// Whether pinned buffer `b` overlaps another pinned buffer.
+fn aliases(k: &Kernel, b: crate::ir::Buffer) -> bool {
+    let bd = &k.buffers[b];
+    let Some(o) = bd.offset else { return false };
+    k.buffers.iter().any(|(c, cd)| {
+        c != b && cd.offset.is_some_and(|p| p < o + bd.bytes() && o < p + cd.bytes())
+    })
 }
 
 #[cfg(test)]
