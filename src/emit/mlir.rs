@@ -748,6 +748,7 @@ impl<'a> Emitter<'a> {
             OpKind::CpAsyncCommit | OpKind::CpAsyncWait(..) | OpKind::BulkCommit | OpKind::BulkWait(..) | OpKind::WgmmaCommit | OpKind::WgmmaWait(..) | OpKind::FenceProxyAsync | OpKind::WaitTokens(..) => self.async_wait_op(op),
             OpKind::TdmLoad { dst, src, origin } => self.tdm_load(op, *dst, *src, origin),
             OpKind::TmaStore { dst, origin, src } => self.tma(op, *src, *dst, origin, None),
+            OpKind::CpAsyncTile(_) | OpKind::GatherToLdsTile(_) => self.err(op, "collective tile copies (`cp_async_tile`, `gather_to_lds_tile`) are not emitted as MLIR yet (emit CUDA, or unroll them into per-thread copies)"),
             OpKind::WaitCnt(cs) => self.waitcnt(op, cs),
             OpKind::Barrier | OpKind::WarpSync | OpKind::SplitSignal(..) | OpKind::SplitWait(..) | OpKind::NamedArrive { .. } | OpKind::NamedSync { .. } => self.barrier_op(op, prev),
             OpKind::MbarInit { .. } | OpKind::MbarArrive { .. } | OpKind::MbarExpectTx { .. } | OpKind::MbarWait { .. } | OpKind::MbarInval { .. } => self.mbarrier_op(op),

@@ -5,6 +5,7 @@ pub mod arith;
 pub mod effects;
 pub mod entities;
 pub mod kernel;
+pub mod layout;
 pub mod ops;
 pub mod induction;
 pub mod ranges;

@@ -1031,6 +1031,7 @@ impl<'a> Importer<'a> {
                             elem,
                             shape,
                             offset: None,
+                            layout: None,
                         });
                         self.k.buffer_spans.set(b, bs);
                         self.env.insert(bname, B::Buf(b));
@@ -1625,6 +1626,7 @@ impl<'a> Importer<'a> {
                     elem,
                     shape,
                     offset: Some(offset),
+                    layout: None,
                 });
                 self.k.buffer_spans.set(b, s);
                 self.bind(&n, B::Buf(b));
@@ -1649,6 +1651,7 @@ impl<'a> Importer<'a> {
                     elem: ElemType::MBarrier,
                     shape: vec![count],
                     offset: None,
+                    layout: None,
                 });
                 self.k.buffer_spans.set(b, s);
                 self.bind(&n, B::Buf(b));

@@ -239,6 +239,7 @@ fn new_mbarriers(k: &mut Kernel, prefix: &str, d: u64) -> Buffer {
         elem: ElemType::MBarrier,
         shape: vec![d],
         offset: None,
+        layout: None,
     })
 }
 

@@ -312,7 +312,7 @@ impl Verifier<'_> {
             OpKind::Binary(..) | OpKind::Cmp(..) | OpKind::Select(..) | OpKind::Cast(..) | OpKind::Compute { .. } | OpKind::ViewDef(..) => self.scalar_op(op),
             OpKind::Unary(_, a) => self.use_op(s, a, None),
             OpKind::Load { .. } | OpKind::Atomic { .. } | OpKind::Store { .. } | OpKind::LocalLoad { .. } | OpKind::LocalStore { .. } | OpKind::GLoad { .. } | OpKind::GStore { .. } | OpKind::GAtomic { .. } => self.access_op(op),
-            OpKind::GatherToLds { .. } | OpKind::CpAsync { .. } | OpKind::TdmLoad { .. } | OpKind::TmaLoad { .. } | OpKind::TmaStore { .. } | OpKind::Wgmma { .. } | OpKind::WaitTokens(..) => self.async_op(op),
+            OpKind::GatherToLds { .. } | OpKind::CpAsync { .. } | OpKind::TdmLoad { .. } | OpKind::TmaLoad { .. } | OpKind::TmaStore { .. } | OpKind::Wgmma { .. } | OpKind::WaitTokens(..) | OpKind::CpAsyncTile(_) | OpKind::GatherToLdsTile(_) => self.async_op(op),
             OpKind::WaitCnt(..) | OpKind::NamedArrive { .. } | OpKind::NamedSync { .. } | OpKind::MbarInit { .. } | OpKind::MbarArrive { .. } | OpKind::MbarExpectTx { .. } | OpKind::MbarInval { .. } | OpKind::MbarWait { .. } => self.sync_op(op),
             OpKind::CpAsyncCommit
             | OpKind::CpAsyncWait(_)
@@ -470,6 +470,10 @@ impl Verifier<'_> {
             OpKind::TdmLoad { dst, src, origin } => {
                 self.use_mem(s, *dst, None, true);
                 self.use_global(s, *src, origin, true);
+            }
+            OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => {
+                self.use_mem(s, c.dst, None, true);
+                self.use_global(s, c.src, &c.origin, true);
             }
             OpKind::TmaLoad {
                 dst,
