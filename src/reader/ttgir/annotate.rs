@@ -1,0 +1,1 @@
+//! Annotated TTGIR placeholder (filled below).
