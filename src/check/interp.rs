@@ -1934,6 +1934,12 @@ impl<'a> BlockExec<'a> {
                 }
                 self.set(th, op, 0, Val::Token(c));
             }
+            OpKind::CpAsyncTile(_) | OpKind::GatherToLdsTile(_) => {
+                return Err(Stop::Exec(Diagnostic::user(
+                    "E1019",
+                    "tile copies are not interpreted yet",
+                )));
+            }
             OpKind::TdmLoad { dst, src, origin }
             | OpKind::TmaLoad {
                 dst, src, origin, ..

@@ -406,6 +406,7 @@ impl<'a> Emitter<'a> {
             match &k.ops[op].kind {
                 OpKind::GatherToLds { .. } => self.err(op, "E0702", format!("`gather_to_lds` is an AMD op; target `{name}` has no such copy")),
                 OpKind::TdmLoad { .. } => self.err(op, "E0702", format!("`tdm_load` is an AMD tensor-DMA op; target `{name}` has no such copy")),
+                OpKind::GatherToLdsTile(_) => self.err(op, "E0702", format!("`gather_to_lds_tile` is an AMD op; target `{name}` has no such copy")),
                 OpKind::WaitCnt(_) => self.err(op, "E0702", format!("`waitcnt` waits on AMD counters; target `{name}` has none")),
                 OpKind::SplitSignal(_) | OpKind::SplitWait(_) => {
                     self.err(op, "E0702", format!("split barriers are a gfx12 feature; target `{name}` has none"))
@@ -1239,6 +1240,8 @@ impl<'a> Emitter<'a> {
             }
             // Rejected by `check_supported`.
             OpKind::GatherToLds { .. }
+            | OpKind::GatherToLdsTile(_)
+            | OpKind::CpAsyncTile(_)
             | OpKind::TdmLoad { .. }
             | OpKind::WaitCnt(_)
             | OpKind::SplitSignal(_)

@@ -919,6 +919,10 @@ impl<'a> Emitter<'a> {
                 self.line(&format!("nvvm.cp.async.wait.group {n}"));
             }
             OpKind::TdmLoad { dst, src, origin } => self.tdm_load(op, *dst, *src, origin),
+            OpKind::CpAsyncTile(_) | OpKind::GatherToLdsTile(_) => self.err(
+                op,
+                "collective tile copies (`cp_async_tile`, `gather_to_lds_tile`) are not emitted as MLIR yet (emit CUDA, or unroll them into per-thread copies)",
+            ),
             OpKind::TmaLoad {
                 dst,
                 src,
@@ -2389,6 +2393,10 @@ pub fn op_uses(k: &Kernel, op: Op) -> (Vec<Value>, Vec<View>) {
         OpKind::TdmLoad { dst, origin, .. } => {
             m(dst, &mut ws);
             origin.iter().for_each(|a| o(a, &mut vs));
+        }
+        OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => {
+            m(&c.dst, &mut ws);
+            c.origin.iter().for_each(|a| o(a, &mut vs));
         }
         OpKind::TmaLoad {
             dst,

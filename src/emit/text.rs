@@ -219,6 +219,9 @@ impl<'a> Printer<'a> {
             let _ = write!(self.out, " target \"{t}\"");
         }
         self.out.push_str(" {\n");
+        for d in &k.layouts {
+            let _ = writeln!(self.out, "  layout \"{}\" = {}", d.name, d.text);
+        }
         for g in k.groups.values() {
             let _ = writeln!(
                 self.out,
@@ -238,6 +241,7 @@ impl<'a> Printer<'a> {
             if let Some(o) = b.offset {
                 let _ = write!(self.out, " at {o}");
             }
+            self.out.push_str(&layout_s(&b.layout));
             self.out.push('\n');
         }
         self.region(k.body, 1);
@@ -403,6 +407,20 @@ impl<'a> Printer<'a> {
                 self.idx(*dst, dst_index),
                 self.gidx(*src, src_index)
             ),
+            OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => {
+                let name = if matches!(od.kind, OpKind::CpAsyncTile(_)) {
+                    "cp_async_tile"
+                } else {
+                    "gather_to_lds_tile"
+                };
+                format!(
+                    "{res}{name} {} <- {}{}{}",
+                    self.mem(c.dst),
+                    self.gidx(c.src, &c.origin),
+                    layout_s(&c.layout),
+                    if c.masked { " masked" } else { "" }
+                )
+            }
             OpKind::TdmLoad { dst, src, origin } => {
                 format!(
                     "{res}tdm_load {} <- {}",

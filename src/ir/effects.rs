@@ -215,6 +215,19 @@ pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
             ));
             e.global.push(gl(*src, false, src_index, false));
         }
+        OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => {
+            let class = if matches!(k.ops[op].kind, OpKind::CpAsyncTile(_)) {
+                AsyncClass::CpAsync
+            } else {
+                AsyncClass::GatherToLds
+            };
+            e.shared.push(coll(
+                c.dst,
+                AccessKind::AsyncWrite(class),
+                c.layout.clone(),
+            ));
+            e.global.push(gl(c.src, false, &c.origin, true));
+        }
         OpKind::TdmLoad { dst, src, origin } => {
             e.shared
                 .push(coll(*dst, AccessKind::AsyncWrite(AsyncClass::Tdm), None));

@@ -51,6 +51,9 @@ pub struct Kernel {
     /// every caller promises, and what analyses may assume (the range analysis uses it to
     /// prove that index arithmetic does not wrap).
     pub param_ranges: SecondaryMap<Value, Option<(i32, i32)>>,
+    /// Concrete layout definitions (`layout "L" = #ttg...`), in source order; a layout name
+    /// used without a definition is opaque.
+    pub layouts: Vec<LayoutDef>,
 }
 
 impl Kernel {
@@ -84,6 +87,7 @@ impl Kernel {
             target_span: Span::UNDEF,
             param_defaults: SecondaryMap::with_default(None),
             param_ranges: SecondaryMap::with_default(None),
+            layouts: Vec::new(),
         }
     }
 
@@ -92,6 +96,11 @@ impl Kernel {
     /// exact.
     pub fn threads(&self) -> u32 {
         self.block.iter().fold(1u32, |n, &d| n.saturating_mul(d))
+    }
+
+    /// The definition of layout `name`, if it has one.
+    pub fn layout_def(&self, name: &str) -> Option<&LayoutDef> {
+        self.layouts.iter().find(|d| d.name == name)
     }
 
     pub fn new_value(&mut self, ty: ScalarType, def: ValueDef) -> Value {

@@ -4,6 +4,7 @@
 pub mod effects;
 pub mod entities;
 pub mod kernel;
+pub mod layout;
 pub mod ops;
 pub mod induction;
 pub mod ranges;

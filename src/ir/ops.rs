@@ -216,6 +216,19 @@ pub struct ViewData {
     pub indices: Vec<ViewIndex>,
 }
 
+/// Operands of a collective per-thread tile copy (`cp_async_tile`, `gather_to_lds_tile`):
+/// view element `[i, j]` comes from `src[origin + (i, j)]` (the origin works like
+/// `tma_load`'s), copied by its owner under `layout`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TileCopy {
+    pub dst: MemRef,
+    pub src: Global,
+    pub origin: Vec<Operand>,
+    pub layout: Option<String>,
+    /// Source elements outside the global buffer read as zero (instead of an error).
+    pub masked: bool,
+}
+
 /// The kind and operands of an op.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OpKind {
@@ -310,6 +323,14 @@ pub enum OpKind {
     },
     /// `cp_async_commit` — closes the thread's current cp.async group.
     CpAsyncCommit,
+    /// `cp_async_tile %v <- %A[%r, %c] layout "L" masked` — collective NVIDIA cp.async of
+    /// the whole view: each element is copied by the thread that owns it under layout `L`,
+    /// as that thread's cp.async (completes in its next commit group).
+    CpAsyncTile(TileCopy),
+    /// `%t = gather_to_lds_tile %v <- %A[%r, %c] layout "L"` — collective AMD
+    /// global/buffer load to LDS of the whole view, each element by its owner, counted like
+    /// `gather_to_lds`.
+    GatherToLdsTile(TileCopy),
     /// `cp_async_wait 1` — waits until at most N of the thread's groups are pending.
     CpAsyncWait(u32),
     /// `tma_load @a <- %A[%r, %c], @full[%s]` — NVIDIA TMA: copies the whole view; its bytes
@@ -451,6 +472,9 @@ pub struct BufferData {
     pub shape: Vec<u64>,
     /// Byte offset in the block's shared memory, when pinned (pinned buffers may alias).
     pub offset: Option<u64>,
+    /// A shared layout (`layout "S"` after the declaration): how elements are placed at
+    /// addresses within the buffer (a swizzle or padding; never who touches them).
+    pub layout: Option<String>,
 }
 
 impl BufferData {
@@ -460,6 +484,18 @@ impl BufferData {
     pub fn bytes(&self) -> u64 {
         self.elements() * self.elem.bytes()
     }
+}
+
+/// A layout definition: `layout "NAME" = #ttg.blocked<{...}>` (the attribute text verbatim;
+/// `ir::layout` decodes it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LayoutDef {
+    pub name: String,
+    pub text: String,
+    /// The whole definition.
+    pub span: crate::diag::Span,
+    /// Where the attribute text starts (its byte offsets are relative to this).
+    pub text_span: crate::diag::Span,
 }
 
 /// A dimension of a global buffer: a constant or a scalar parameter.
@@ -542,6 +578,7 @@ impl OpKind {
                 all(src_index, f);
             }
             OpKind::TdmLoad { origin, .. } | OpKind::TmaStore { origin, .. } => all(origin, f),
+            OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => all(&mut c.origin, f),
             OpKind::TmaLoad {
                 origin, mbar_index, ..
             } => {
@@ -604,6 +641,7 @@ impl OpKind {
             OpKind::GatherToLds { dst, .. }
             | OpKind::CpAsync { dst, .. }
             | OpKind::TdmLoad { dst, .. } => f(dst),
+            OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => f(&mut c.dst),
             OpKind::TmaLoad { dst, mbar, .. } => {
                 f(dst);
                 f(mbar);

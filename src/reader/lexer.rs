@@ -28,6 +28,9 @@ pub enum Tok {
     Eq,
     /// `<-`
     Arrow,
+    /// `#dialect.name<...>` (balanced angle brackets) or `#name`: an attribute's text,
+    /// verbatim (layout definitions quote Triton's encodings this way).
+    Attr(String),
     Eof,
 }
 
@@ -50,6 +53,7 @@ impl Tok {
             Tok::Colon => "`:`".into(),
             Tok::Eq => "`=`".into(),
             Tok::Arrow => "`<-`".into(),
+            Tok::Attr(a) => format!("attribute `{a}`"),
             Tok::Eof => "end of input".into(),
         }
     }
@@ -63,6 +67,42 @@ pub struct Token {
 
 fn is_word_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '.'
+}
+
+/// The end of the attribute starting with `#` at `start`: its name, then (if `<` follows)
+/// everything up to the matching `>`, skipping quoted strings.
+fn attr_end(src: &str, start: usize) -> Result<usize, Diagnostic> {
+    let bytes = src.as_bytes();
+    let mut i = start + 1;
+    while i < src.len() && is_word_char(bytes[i] as char) {
+        i += 1;
+    }
+    if i == start + 1 {
+        return Err(Diagnostic::user("E0001", "expected a name after `#`")
+            .with_label(Span::new(start, start + 1), "name missing here"));
+    }
+    if i >= src.len() || bytes[i] != b'<' {
+        return Ok(i);
+    }
+    let mut depth = 0usize;
+    let mut in_str = false;
+    while i < src.len() {
+        match bytes[i] {
+            b'"' => in_str = !in_str,
+            b'<' if !in_str => depth += 1,
+            b'>' if !in_str => {
+                depth -= 1;
+                if depth == 0 {
+                    return Ok(i + 1);
+                }
+            }
+            b'\n' => break,
+            _ => {}
+        }
+        i += 1;
+    }
+    Err(Diagnostic::user("E0002", "unterminated attribute")
+        .with_label(Span::new(start, i), "`<` without its closing `>` on this line"))
 }
 
 /// Splits `src` into tokens; the last token is always `Eof`.
@@ -105,6 +145,14 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
             i += 2;
             out.push(Token {
                 tok: Tok::Arrow,
+                span: Span::new(start, i),
+            });
+            continue;
+        }
+        if c == '#' {
+            i = attr_end(src, start)?;
+            out.push(Token {
+                tok: Tok::Attr(src[start..i].to_string()),
                 span: Span::new(start, i),
             });
             continue;

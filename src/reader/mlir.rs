@@ -940,6 +940,7 @@ impl<'a> Importer<'a> {
                             elem,
                             shape,
                             offset: None,
+                            layout: None,
                         });
                         self.k.buffer_spans.set(b, bs);
                         self.env.insert(bname, B::Buf(b));
@@ -1489,6 +1490,7 @@ impl<'a> Importer<'a> {
                     elem,
                     shape,
                     offset: Some(offset),
+                    layout: None,
                 });
                 self.k.buffer_spans.set(b, s);
                 self.bind(&n, B::Buf(b));
@@ -1513,6 +1515,7 @@ impl<'a> Importer<'a> {
                     elem: ElemType::MBarrier,
                     shape: vec![count],
                     offset: None,
+                    layout: None,
                 });
                 self.k.buffer_spans.set(b, s);
                 self.bind(&n, B::Buf(b));

@@ -24,8 +24,15 @@ pub fn parse(src: &str) -> Result<Module, Diagnostic> {
     let toks = lex(src)?;
     let mut p = Parser { toks, pos: 0 };
     let mut kernels = Vec::new();
+    // File-level layout definitions apply to every kernel after them.
+    let mut layouts = Vec::new();
     while p.peek() != &Tok::Eof {
-        kernels.push(p.kernel()?);
+        if p.is_word("layout") {
+            let d = p.layout_def()?;
+            define_layout(&mut layouts, d)?;
+            continue;
+        }
+        kernels.push(p.kernel(&layouts)?);
     }
     if kernels.is_empty() {
         return Err(
@@ -89,6 +96,20 @@ struct KernelCtx {
 }
 
 type PResult<T> = Result<T, Diagnostic>;
+
+/// Adds a layout definition, refusing a second one of the same name (E1000).
+fn define_layout(defs: &mut Vec<LayoutDef>, d: LayoutDef) -> PResult<()> {
+    if let Some(prev) = defs.iter().find(|p| p.name == d.name) {
+        return Err(Diagnostic::user(
+            "E1000",
+            format!("layout \"{}\" is defined twice", d.name),
+        )
+        .with_label(d.span, "defined again here")
+        .with_label(prev.span, "first defined here"));
+    }
+    defs.push(d);
+    Ok(())
+}
 
 impl Parser {
     fn peek(&self) -> &Tok {
@@ -204,11 +225,13 @@ impl Parser {
         }
     }
 
-    fn kernel(&mut self) -> PResult<Kernel> {
+    fn kernel(&mut self, layouts: &[LayoutDef]) -> PResult<Kernel> {
         let kw = self.expect_word("kernel")?;
         let (name, _) = self.symbol()?;
+        let mut k = Kernel::new(name);
+        k.layouts = layouts.to_vec();
         let mut cx = KernelCtx {
-            k: Kernel::new(name),
+            k,
             depth: 0,
             scopes: vec![HashMap::new()],
             symbols: HashMap::new(),
@@ -479,6 +502,11 @@ impl Parser {
             }
             if self.is_word("shared") {
                 self.shared_decl(cx, region)?;
+            } else if self.is_word("layout") && matches!(self.peek_at(1), Tok::Str(_)) {
+                let kw = self.span();
+                self.top_level_only(cx, region, kw, "layout")?;
+                let d = self.layout_def()?;
+                define_layout(&mut cx.k.layouts, d)?;
             } else if self.is_word("group") {
                 self.group_decl(cx, region)?;
             } else {
@@ -542,11 +570,13 @@ impl Parser {
         } else {
             None
         };
+        let layout = self.layout()?;
         let b = cx.k.buffers.push(BufferData {
             name,
             elem,
             shape,
             offset,
+            layout,
         });
         cx.k.buffer_spans.set(b, kw.to(self.prev_span()));
         Ok(())
@@ -602,7 +632,11 @@ impl Parser {
     }
 
     fn global_ref(&mut self, cx: &KernelCtx) -> PResult<(Global, Span)> {
-        let (n, s) = self.local()?;
+        // Tile copies also accept `@A` for a global (the layout contract's spelling).
+        let (n, s) = match self.peek() {
+            Tok::Symbol(_) => self.symbol()?,
+            _ => self.local()?,
+        };
         match self.lookup(cx, &n, s)? {
             Sym::Global(g) => Ok((g, s)),
             _ => Err(
@@ -789,6 +823,49 @@ impl Parser {
                 .with_label(s, "not declared with element type `mbarrier`"));
         }
         Ok((m, idx))
+    }
+
+    /// `layout "NAME" = #attr<...>`: a concrete layout definition.
+    fn layout_def(&mut self) -> PResult<LayoutDef> {
+        let kw = self.expect_word("layout")?;
+        let (name, _) = self.string()?;
+        self.expect(Tok::Eq)?;
+        match self.peek().clone() {
+            Tok::Attr(text) => {
+                let text_span = self.bump().span;
+                Ok(LayoutDef {
+                    name,
+                    text,
+                    span: kw.to(text_span),
+                    text_span,
+                })
+            }
+            _ => self.err("a layout attribute `#ttg.<encoding><{...}>`"),
+        }
+    }
+
+    /// `cp_async_tile`/`gather_to_lds_tile`: `%v <- %A[%r, %c] layout "L" masked`.
+    fn tile_copy(&mut self, cx: &KernelCtx) -> PResult<TileCopy> {
+        let (dst, ds) = self.memref(cx)?;
+        self.expect(Tok::Arrow)?;
+        let (src, origin, ss) = self.global_index(cx)?;
+        self.copy_types(cx, dst, ds, src, ss)?;
+        if cx.k.shape(dst).len() > origin.len() {
+            return Err(Diagnostic::user(
+                "E0139",
+                "the tile has more dimensions than the global buffer",
+            )
+            .with_label(ds, "tile rank exceeds the source rank"));
+        }
+        let layout = self.layout()?;
+        let masked = self.eat_word("masked");
+        Ok(TileCopy {
+            dst,
+            src,
+            origin,
+            layout,
+            masked,
+        })
     }
 
     fn layout(&mut self) -> PResult<Option<String>> {
@@ -1305,6 +1382,16 @@ impl Parser {
                         src,
                         src_index,
                     }
+                }
+            }
+            "cp_async_tile" | "gather_to_lds_tile" => {
+                let c = self.tile_copy(cx)?;
+                *optional_result = true;
+                tys.push(T::Token);
+                if name == "cp_async_tile" {
+                    OpKind::CpAsyncTile(c)
+                } else {
+                    OpKind::GatherToLdsTile(c)
                 }
             }
             "tdm_load" | "tma_load" => {

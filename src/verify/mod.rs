@@ -408,6 +408,10 @@ impl Verifier<'_> {
                 self.use_mem(s, *dst, None, true);
                 self.use_global(s, *src, origin, true);
             }
+            OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => {
+                self.use_mem(s, c.dst, None, true);
+                self.use_global(s, c.src, &c.origin, true);
+            }
             OpKind::TmaLoad {
                 dst,
                 src,

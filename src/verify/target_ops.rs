@@ -43,6 +43,14 @@ fn missing(kind: &OpKind, t: &Target) -> Option<(&'static str, String)> {
     let nv = t.vendor == Vendor::Nvidia;
     let on = |what: &str| format!("use a target that has it ({what})");
     match kind {
+        OpKind::CpAsyncTile(_) if !t.cp_async => Some((
+            "cp_async_tile",
+            format!("{}, or gather_to_lds_tile on AMD", on("sm_80, sm_90")),
+        )),
+        OpKind::GatherToLdsTile(_) if !t.gather_to_lds => Some((
+            "gather_to_lds_tile",
+            format!("{}; on NVIDIA, cp_async_tile", on("gfx942, gfx950, gfx1250")),
+        )),
         OpKind::CpAsync { .. } | OpKind::CpAsyncCommit | OpKind::CpAsyncWait(_) if !t.cp_async => {
             Some((
                 "cp_async",

@@ -1,0 +1,433 @@
+//! Concrete layouts: Triton's encodings decoded into exact thread-to-element maps (distributed
+//! layouts) and element-to-address maps (shared layouts).
+//!
+//! A kernel defines layouts by name with Triton 3.6's attribute text (`layout "L" =
+//! #ttg.blocked<{...}>`, [`LayoutDef`]); `#NAME` inside the text refers to another definition.
+//! [`decode`] turns a name and a tile shape into a [`Decoded`] layout: a [`Distributed`]
+//! linear layout over GF(2) (register, lane, warp bits -> element bits; [`linear`]) or an
+//! [`AddressMap`] (element -> offset within the buffer). Shared layouts move elements within a
+//! buffer; they never decide who touches an element.
+//!
+//! What is conservative, and said so: a layout name without a definition is *opaque* (any
+//! executing thread may own any element, docs/ir.md); an encoding smemsync does not model, a
+//! non-power-of-two tile, or a layout whose lanes and warps do not match the block becomes
+//! opaque with a warning ([`Issue`], W1000–W1003). Malformed definitions are errors with the
+//! location inside the attribute text (E1001–E1005).
+//! Complexity: decoding is O(depth · rank · bits); an [`OwnerMap`] is O(bits²) to build.
+
+pub mod attr;
+pub mod decode;
+pub mod linear;
+
+use std::collections::HashSet;
+
+use crate::diag::{DiagKind, Diagnostic, Span};
+use crate::ir::{Kernel, LayoutDef, MemRef, OpKind};
+use attr::{Node, Val};
+use decode::{Builder, Problem};
+pub use linear::{AddressMap, Distributed, OwnerMap};
+
+/// A decoded layout for one tile shape.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decoded {
+    Distributed(Distributed),
+    Shared(AddressMap),
+}
+
+/// Why a layout is not concrete: an error in its definition, or a warning (opaque).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Issue {
+    pub code: &'static str,
+    pub msg: String,
+    pub span: Span,
+    pub error: bool,
+}
+
+impl Issue {
+    pub fn diagnostic(&self) -> Diagnostic {
+        if self.error {
+            Diagnostic::user(self.code, self.msg.clone()).with_label(self.span, "here")
+        } else {
+            Diagnostic::warning(DiagKind::User, self.code, self.msg.clone())
+                .with_label(self.span, "treated as an opaque layout (conservative)")
+        }
+    }
+}
+
+const MAX_REFS: usize = 16;
+
+struct Cx<'k> {
+    k: &'k Kernel,
+    stack: Vec<String>,
+}
+
+fn at(d: &LayoutDef, r: (usize, usize)) -> Span {
+    let lo = d.text_span.lo as usize;
+    Span::new(lo + r.0, lo + r.1.max(r.0 + 1))
+}
+
+fn problem(d: &LayoutDef, p: Problem) -> Issue {
+    Issue {
+        code: if p.error { "E1004" } else { "W1000" },
+        msg: p.msg,
+        span: at(d, p.at),
+        error: p.error,
+    }
+}
+
+/// Decodes layout `name` for a tile of `shape`. `Err` with a warning when the layout is
+/// opaque (undefined names are opaque without an issue: `Ok(None)`).
+pub fn decode(k: &Kernel, name: &str, shape: &[u64]) -> Result<Option<Decoded>, Issue> {
+    if k.layout_def(name).is_none() {
+        return Ok(None);
+    }
+    let mut cx = Cx {
+        k,
+        stack: Vec::new(),
+    };
+    cx.named(name, shape, None).map(Some)
+}
+
+impl Cx<'_> {
+    fn named(&mut self, name: &str, shape: &[u64], from: Option<Span>) -> Result<Decoded, Issue> {
+        let Some(d) = self.k.layout_def(name) else {
+            return Err(Issue {
+                code: "E1002",
+                msg: format!("no layout named \"{name}\" is defined"),
+                span: from.unwrap_or(Span::UNDEF),
+                error: true,
+            });
+        };
+        if self.stack.iter().any(|s| s == name) || self.stack.len() > MAX_REFS {
+            return Err(Issue {
+                code: "E1003",
+                msg: format!("layout \"{name}\" refers to itself"),
+                span: from.unwrap_or(d.span),
+                error: true,
+            });
+        }
+        let node = attr::parse(&d.text).map_err(|e| Issue {
+            code: "E1001",
+            msg: format!("malformed layout attribute: {}", e.msg),
+            span: at(d, (e.at, e.at + 1)),
+            error: true,
+        })?;
+        self.stack.push(name.to_string());
+        let r = self.node(d, &node, shape);
+        self.stack.pop();
+        r
+    }
+
+    /// A distributed layout's bases (before flattening).
+    fn builder(&mut self, d: &LayoutDef, n: &Node, shape: &[u64]) -> Result<Builder, Issue> {
+        if let Val::Ref(r) = &n.val {
+            let Some(rd) = self.k.layout_def(r) else {
+                return Err(Issue {
+                    code: "E1002",
+                    msg: format!("no layout named \"{r}\" is defined"),
+                    span: at(d, n.at),
+                    error: true,
+                });
+            };
+            let span = at(d, n.at);
+            if self.stack.iter().any(|s| s == r) || self.stack.len() > MAX_REFS {
+                return Err(Issue {
+                    code: "E1003",
+                    msg: format!("layout \"{r}\" refers to itself"),
+                    span,
+                    error: true,
+                });
+            }
+            let node = attr::parse(&rd.text).map_err(|e| Issue {
+                code: "E1001",
+                msg: format!("malformed layout attribute: {}", e.msg),
+                span: at(rd, (e.at, e.at + 1)),
+                error: true,
+            })?;
+            self.stack.push(r.clone());
+            let b = self.builder(rd, &node, shape);
+            self.stack.pop();
+            return b;
+        }
+        let Val::Attr(a) = &n.val else {
+            return Err(problem(d, Problem { error: true, msg: "expected a layout attribute".into(), at: n.at }));
+        };
+        let p = |e| problem(d, e);
+        match a.name.as_str() {
+            "ttg.blocked" => decode::blocked(a, n, shape).map_err(p),
+            "ttg.nvidia_mma" => decode::nvidia_mma(a, n, shape).map_err(p),
+            "ttg.amd_wmma" => decode::amd_wmma(a, n, shape).map_err(p),
+            "ttg.linear" => decode::linear(a, n, shape).map_err(p),
+            "ttg.amd_mfma" => {
+                let m = decode::mfma_params(a, n).map_err(p)?;
+                decode::rank_is(n, 2, shape).map_err(p)?;
+                Ok(decode::amd_mfma(&m, shape))
+            }
+            "ttg.slice" => {
+                let dim = decode::int(decode::param(a, n, "dim").map_err(p)?).map_err(p)?;
+                let parent = decode::param(a, n, "parent").map_err(p)?;
+                if dim < 0 || dim as usize > shape.len() {
+                    return Err(p(Problem { error: true, msg: format!("slice dimension {dim} is out of range"), at: n.at }));
+                }
+                let mut ps = shape.to_vec();
+                ps.insert(dim as usize, 1);
+                Ok(decode::slice(self.builder(d, parent, &ps)?, dim as usize))
+            }
+            "ttg.dot_op" => self.dot(d, a, n, shape),
+            _ if is_shared(&a.name) => Err(Issue {
+                code: "E1005",
+                msg: format!("`#{}` is a shared-memory layout, not a distribution over threads", a.name),
+                span: at(d, n.at),
+                error: true,
+            }),
+            _ => Err(Issue {
+                code: "W1000",
+                msg: format!("smemsync does not model the encoding `#{}`", a.name),
+                span: at(d, n.at),
+                error: false,
+            }),
+        }
+    }
+
+    fn dot(&mut self, d: &LayoutDef, a: &attr::Attr, n: &Node, shape: &[u64]) -> Result<Builder, Issue> {
+        let p = |e| problem(d, e);
+        let op_idx = decode::int(decode::param(a, n, "opIdx").map_err(p)?).map_err(p)?;
+        let kw = decode::int(decode::param(a, n, "kWidth").map_err(p)?).map_err(p)?;
+        if !(0..=1).contains(&op_idx) || kw < 1 || !(kw as u64).is_power_of_two() {
+            return Err(p(Problem { error: true, msg: "opIdx must be 0 or 1 and kWidth a power of two".into(), at: n.at }));
+        }
+        decode::rank_is(n, 2, shape).map_err(p)?;
+        let parent = decode::param(a, n, "parent").map_err(p)?;
+        let (pd, pn) = self.resolve_attr(d, parent)?;
+        let Val::Attr(pa) = &pn.val else {
+            return Err(not_attr(d, n));
+        };
+        let pp = |e| problem(&pd, e);
+        match pa.name.as_str() {
+            "ttg.nvidia_mma" => {
+                let major = decode::int(decode::param(pa, &pn, "versionMajor").map_err(pp)?).map_err(pp)?;
+                let wpc = decode::pow2_list(decode::param(pa, &pn, "warpsPerCTA").map_err(pp)?).map_err(pp)?;
+                if wpc.len() != 2 || (major == 3 && op_idx == 1) {
+                    return Err(p(Problem { error: false, msg: "this dot operand layout is not modelled".into(), at: n.at }));
+                }
+                Ok(decode::nvidia_dot(op_idx, kw as u64, &wpc, shape))
+            }
+            "ttg.amd_mfma" => {
+                let m = decode::mfma_params(pa, &pn).map_err(pp)?;
+                Ok(decode::mfma_dot(&m, op_idx, kw as u64, shape))
+            }
+            other => Err(Issue {
+                code: "W1000",
+                msg: format!("smemsync does not model dot operands of `#{other}`"),
+                span: at(d, n.at),
+                error: false,
+            }),
+        }
+    }
+
+    /// Follows references to the attribute node they name (with the definition holding it).
+    fn resolve_attr(&mut self, d: &LayoutDef, n: &Node) -> Result<(LayoutDef, Node), Issue> {
+        let (mut def, mut node) = (d.clone(), n.clone());
+        for _ in 0..MAX_REFS {
+            let Val::Ref(r) = &node.val else {
+                return Ok((def, node));
+            };
+            let Some(rd) = self.k.layout_def(r) else {
+                return Err(Issue { code: "E1002", msg: format!("no layout named \"{r}\" is defined"), span: at(&def, node.at), error: true });
+            };
+            let parsed = attr::parse(&rd.text).map_err(|e| Issue {
+                code: "E1001",
+                msg: format!("malformed layout attribute: {}", e.msg),
+                span: at(rd, (e.at, e.at + 1)),
+                error: true,
+            })?;
+            def = rd.clone();
+            node = parsed;
+        }
+        Err(Issue { code: "E1003", msg: "layout references form a cycle".into(), span: at(d, n.at), error: true })
+    }
+
+    fn node(&mut self, d: &LayoutDef, n: &Node, shape: &[u64]) -> Result<Decoded, Issue> {
+        if let Some(bad) = shape.iter().find(|s| !s.is_power_of_two()) {
+            return Err(Issue {
+                code: "W1001",
+                msg: format!("the tile has a dimension of {bad}, not a power of two: its layout is not a linear map"),
+                span: d.span,
+                error: false,
+            });
+        }
+        if let Val::Attr(a) = &n.val
+            && is_shared(&a.name)
+        {
+            let p = |e| problem(d, e);
+            let m = match a.name.as_str() {
+                "ttg.swizzled_shared" => decode::swizzled_shared(a, n, shape).map_err(p)?,
+                "ttg.nvmma_shared" => decode::nvmma_shared(a, n, shape).map_err(p)?,
+                "ttg.shared_linear" => decode::shared_linear(a, n, shape).map_err(p)?,
+                other => {
+                    return Err(Issue {
+                        code: "W1000",
+                        msg: format!("smemsync does not model the shared encoding `#{other}`: addresses are taken row-major"),
+                        span: at(d, n.at),
+                        error: false,
+                    });
+                }
+            };
+            return Ok(Decoded::Shared(m));
+        }
+        let b = self.builder(d, n, shape)?;
+        Ok(Decoded::Distributed(b.finish(shape)))
+    }
+}
+
+fn not_attr(d: &LayoutDef, n: &Node) -> Issue {
+    problem(d, Problem { error: true, msg: "expected a layout attribute".into(), at: n.at })
+}
+
+/// Whether an encoding name is a shared-memory one.
+pub fn is_shared(name: &str) -> bool {
+    matches!(
+        name,
+        "ttg.swizzled_shared"
+            | "ttg.nvmma_shared"
+            | "ttg.padded_shared"
+            | "ttg.shared_linear"
+            | "ttg.amd_rotating_shared"
+            | "ttg.shared"
+    )
+}
+
+/// The ownership a collective access of `shape` has under `layout` in a block of `threads`
+/// threads with `warp` threads a warp: the layout and its writer map when concrete.
+#[derive(Clone, Debug)]
+pub enum Ownership {
+    Concrete(Box<(Distributed, OwnerMap)>),
+    /// Opaque: no definition, or the issue that made it so.
+    Opaque(Option<Issue>),
+}
+
+/// Decodes the distributed layout of a collective access.
+pub fn ownership(k: &Kernel, layout: Option<&str>, shape: &[u64], warp: u32) -> Ownership {
+    let Some(name) = layout else {
+        return Ownership::Opaque(None);
+    };
+    let def_span = k.layout_def(name).map_or(Span::UNDEF, |d| d.span);
+    let d = match decode(k, name, shape) {
+        Ok(Some(Decoded::Distributed(d))) => d,
+        Ok(Some(Decoded::Shared(_))) => {
+            return Ownership::Opaque(Some(Issue {
+                code: "E1005",
+                msg: format!("layout \"{name}\" is a shared-memory layout; a collective access needs a distributed one"),
+                span: def_span,
+                error: true,
+            }));
+        }
+        Ok(None) => return Ownership::Opaque(None),
+        Err(i) => return Ownership::Opaque(Some(i)),
+    };
+    let threads = k.threads();
+    if d.lanes() != warp || d.lanes() * d.warps() != threads {
+        return Ownership::Opaque(Some(Issue {
+            code: "W1002",
+            msg: format!(
+                "layout \"{name}\" spreads over {} warps of {} lanes, but the block has {threads} threads in warps of {warp}",
+                d.warps(),
+                d.lanes()
+            ),
+            span: def_span,
+            error: false,
+        }));
+    }
+    match d.owner_map() {
+        Some(m) => Ownership::Concrete(Box::new((d, m))),
+        None => Ownership::Opaque(Some(Issue {
+            code: "W1003",
+            msg: format!("layout \"{name}\" does not reach every element of a {shape:?} tile"),
+            span: def_span,
+            error: false,
+        })),
+    }
+}
+
+/// The collective accesses of a kernel with their layout names and memrefs.
+pub fn collective_uses(k: &Kernel) -> Vec<(crate::ir::Op, Option<&str>, MemRef)> {
+    let mut out = Vec::new();
+    for op in k.ops_in_order() {
+        match &k.ops[op].kind {
+            OpKind::LocalLoad { mem, layout } | OpKind::LocalStore { mem, layout, .. } => {
+                out.push((op, layout.as_deref(), *mem))
+            }
+            OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => {
+                out.push((op, c.layout.as_deref(), c.dst))
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The address map of a buffer's shared layout (`None`: row-major).
+pub fn buffer_addresses(k: &Kernel, b: crate::ir::Buffer) -> Option<AddressMap> {
+    let bd = &k.buffers[b];
+    match decode(k, bd.layout.as_deref()?, &bd.shape) {
+        Ok(Some(Decoded::Shared(m))) if !m.is_identity() => Some(m),
+        _ => None,
+    }
+}
+
+/// Every diagnostic about the layouts of `k` with `warp` threads a warp: errors (malformed
+/// definitions, wrong kinds) and warnings (opaque fall-backs), each once, located.
+pub fn diagnostics(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    let mut push = |i: Issue, use_span: Span, out: &mut Vec<Diagnostic>| {
+        if seen.insert((i.code, i.span.lo, i.span.hi)) {
+            let mut d = i.diagnostic();
+            if use_span != Span::UNDEF && use_span != i.span {
+                d = d.with_label(use_span, "used here");
+            }
+            out.push(d);
+        }
+    };
+    for d in &k.layouts {
+        if let Err(e) = attr::parse(&d.text) {
+            push(
+                Issue {
+                    code: "E1001",
+                    msg: format!("malformed layout attribute: {}", e.msg),
+                    span: at(d, (e.at, e.at + 1)),
+                    error: true,
+                },
+                Span::UNDEF,
+                &mut out,
+            );
+        }
+    }
+    for (op, name, mem) in collective_uses(k) {
+        if let Ownership::Opaque(Some(i)) = ownership(k, name, &k.shape(mem), warp) {
+            push(i, k.span(op), &mut out);
+        }
+    }
+    for (b, bd) in k.buffers.iter() {
+        let Some(name) = bd.layout.as_deref() else { continue };
+        let span = *k.buffer_spans.get(b);
+        match decode(k, name, &bd.shape) {
+            Ok(Some(Decoded::Distributed(_))) => push(
+                Issue {
+                    code: "E1005",
+                    msg: format!("layout \"{name}\" distributes a tile over threads; a buffer needs a shared-memory layout"),
+                    span,
+                    error: true,
+                },
+                Span::UNDEF,
+                &mut out,
+            ),
+            Err(i) => push(i, span, &mut out),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
