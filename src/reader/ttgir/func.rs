@@ -232,7 +232,7 @@ impl Converter<'_> {
         self.place_buffers();
         for b in &self.buffers {
             let (e, shape) = if b.mbarrier {
-                ("mbarrier", vec![b.shape.iter().product::<u64>().max(1)])
+                ("mbarrier", vec![(b.shape.iter().product::<u64>() / 2).max(1)])
             } else {
                 (b.elem, b.shape.clone())
             };

@@ -35,7 +35,7 @@ use crate::diag::{Diagnostic, Span};
 
 /// Whether `.kir` has concrete layout definitions (`layout "L" = #ttg...`, the layout
 /// helper's grammar); until then they are written as comments.
-pub const LAYOUT_GRAMMAR: bool = false;
+pub const LAYOUT_GRAMMAR: bool = true;
 
 /// A TTGIR module imported as `.kir`.
 #[derive(Clone, Debug)]
