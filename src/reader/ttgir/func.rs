@@ -290,7 +290,14 @@ impl Converter<'_> {
         for (k, (arg, init, sp)) in pairs.iter().enumerate() {
             let ty = tys.get(k).map(|t| types::classify(t)).unwrap_or(Ty::Other);
             if let Some(st) = Self::lazy_ty(&ty) {
-                let v = self.value(init, *sp)?;
+                let mut v = self.value(init, *sp)?;
+                if v == "-1" {
+                    if let Some(n) = self.wrap_modulus(i, arg, &results, k) {
+                        // `-1` and `N-1` give the same wrapped successor: the orbit then
+                        // starts on the cycle, which `ir::induction` recognizes.
+                        v = (n - 1).to_string();
+                    }
+                }
                 let kn = self.fresh(arg);
                 iters.push(format!("%{kn} = {v}"));
                 kept.push((k, kn.clone(), st));
@@ -354,6 +361,75 @@ impl Converter<'_> {
             }
         }
         Ok(())
+    }
+
+    /// For the iteration value `arg` of the loop opened at line `open`, starting at -1: the
+    /// modulus `N` when its only use is `%inc = arith.addi %arg, 1` wrapped by
+    /// `arith.cmpi sge, %inc, N` (Triton's slot counter), and the loop's matching result is
+    /// not used (so the initial value is unobservable but through the wrapped successor).
+    fn wrap_modulus(
+        &self,
+        open: usize,
+        arg: &str,
+        results: &[(String, usize, Span)],
+        k: usize,
+    ) -> Option<i64> {
+        let end = self.skip_region(open);
+        let res = expand_results(results).get(k).cloned().unwrap_or_default();
+        let mut inc = None;
+        let mut uses = 0;
+        for j in open + 1..end {
+            let Ok(st) = self.stmt(j) else { continue };
+            let ops_ = operands(&st.rest);
+            if ops_.iter().any(|(n, _)| n == arg) {
+                uses += 1;
+                if st.op == "arith.addi" && ops_.len() == 2 && self.literal_of(&ops_[1].0) == Some(1) {
+                    inc = st.results.first().map(|r| r.0.clone());
+                }
+            }
+        }
+        let inc = inc.filter(|_| uses == 1)?;
+        let res_used = res.split('#').next().is_some_and(|base| {
+            let tag = format!("%{}#{}", base, k);
+            self.src.matches(&tag).count() > 0
+        });
+        if res_used {
+            return None;
+        }
+        for j in open + 1..end {
+            let Ok(st) = self.stmt(j) else { continue };
+            let ops_ = operands(&st.rest);
+            let pred = matches!(st.rest.first().map(|t| &t.t), Some(T::Word(w)) if w == "sge");
+            if st.op == "arith.cmpi" && pred && ops_.len() == 2 && ops_[0].0 == inc {
+                // The comparison must only choose the wrapped value: a phase bit toggled by it
+                // would see the changed first iteration.
+                let c = st.results.first().map(|r| r.0.clone())?;
+                let c_uses = (open + 1..end)
+                    .filter_map(|x| self.stmt(x).ok())
+                    .filter(|s| operands(&s.rest).iter().any(|(n, _)| *n == c))
+                    .count();
+                let inc_uses = (open + 1..end)
+                    .filter_map(|x| self.stmt(x).ok())
+                    .filter(|s| operands(&s.rest).iter().any(|(n, _)| *n == inc))
+                    .count();
+                if c_uses != 1 || inc_uses != 2 {
+                    return None;
+                }
+                return self.literal_of(&ops_[1].0).filter(|n| *n > 0);
+            }
+        }
+        None
+    }
+
+    /// The integer value of a constant TTGIR value.
+    fn literal_of(&self, name: &str) -> Option<i64> {
+        match self.vals.get(name) {
+            Some(V::Lazy(i)) => {
+                let lit = self.lazies[*i].literal.as_deref()?;
+                lit.strip_prefix("const ")?.split(" : ").next()?.parse().ok()
+            }
+            _ => None,
+        }
     }
 
     /// `scf.yield` of the current region: the kept positions' values.

@@ -39,6 +39,11 @@ impl Converter<'_> {
                     }
                 }
                 let l = self.lazies[i].clone();
+                if let Some(imm) = l.literal.as_deref().and_then(immediate) {
+                    // Constants are immediates: induction recognition (`ir::induction`)
+                    // needs constant initial values and steps it can see.
+                    return Ok(imm);
+                }
                 let text = self.lazy_text(&l, d)?;
                 let k = self.fresh(name);
                 self.emit(format!("%{k} = {text}"), None);
@@ -129,4 +134,11 @@ impl Converter<'_> {
             _ => None,
         }
     }
+}
+
+/// The immediate operand of a `const` literal (`const 3 : i32` → `3`), if it is one.
+fn immediate(lit: &str) -> Option<String> {
+    let body = lit.strip_prefix("const ")?;
+    let v = body.split(" : ").next()?.trim();
+    (!v.is_empty()).then(|| v.to_string())
 }
