@@ -291,12 +291,12 @@ impl Converter<'_> {
             let ty = tys.get(k).map(|t| types::classify(t)).unwrap_or(Ty::Other);
             if let Some(st) = Self::lazy_ty(&ty) {
                 let mut v = self.value(init, *sp)?;
-                if v == "-1" {
-                    if let Some(n) = self.wrap_modulus(i, arg, &results, k) {
-                        // `-1` and `N-1` give the same wrapped successor: the orbit then
-                        // starts on the cycle, which `ir::induction` recognizes.
-                        v = (n - 1).to_string();
-                    }
+                if v == "-1"
+                    && let Some(n) = self.wrap_modulus(i, arg, &results, k)
+                {
+                    // `-1` and `N-1` give the same wrapped successor: the orbit then starts
+                    // on the cycle, which `ir::induction` recognizes.
+                    v = (n - 1).to_string();
                 }
                 let kn = self.fresh(arg);
                 iters.push(format!("%{kn} = {v}"));

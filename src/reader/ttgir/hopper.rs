@@ -296,12 +296,11 @@ impl Converter<'_> {
                 _ => None,
             })
             .collect();
-        if let (Some(g), Some(p)) = (&g, params) {
-            if !p.is_empty() {
-                if let Some(gl) = self.globals.iter_mut().find(|(n, _, _)| n == g) {
-                    gl.2 = p.iter().map(|d| d.trim_start_matches('%').to_string()).collect();
-                }
-            }
+        if let (Some(g), Some(p)) = (&g, params)
+            && !p.is_empty()
+            && let Some(gl) = self.globals.iter_mut().find(|(n, _, _)| n == g)
+        {
+            gl.2 = p.iter().map(|d| d.trim_start_matches('%').to_string()).collect();
         }
         if let Some(t) = target {
             self.vals.insert(t, V::Desc(g));

@@ -65,10 +65,7 @@ fn shaped(inner: &str) -> Option<Shaped> {
     let dims_elem = parts.first()?;
     let mut shape = Vec::new();
     let mut rest = *dims_elem;
-    loop {
-        let Some((d, r)) = rest.split_once('x') else {
-            break;
-        };
+    while let Some((d, r)) = rest.split_once('x') {
         match d.parse::<u64>() {
             Ok(n) => {
                 shape.push(n);

@@ -77,17 +77,20 @@ impl Converter<'_> {
         }
         let scalar_int = l.ty == "i32" || l.ty == "i1";
         if scalar_int {
-            if let Some(b) = ops::int_binop(&l.op) {
-                if args.len() == 2 {
-                    if matches!(l.op.as_str(), "arith.divsi" | "arith.remsi" | "arith.divui" | "arith.remui") {
-                        let msg = format!(
-                            "`{}` is imported as floor `{b}`: exact for a non-negative dividend (Triton's sizes, offsets and counters)",
-                            l.op
-                        );
-                        self.warn("W1101", "div", l.span, msg);
-                    }
-                    return Ok(format!("{b} {}, {}", args[0], args[1]));
+            if let Some(b) = ops::int_binop(&l.op)
+                && args.len() == 2
+            {
+                if matches!(
+                    l.op.as_str(),
+                    "arith.divsi" | "arith.remsi" | "arith.divui" | "arith.remui"
+                ) {
+                    let msg = format!(
+                        "`{}` is imported as floor `{b}`: exact for a non-negative dividend (Triton's sizes, offsets and counters)",
+                        l.op
+                    );
+                    self.warn("W1101", "div", l.span, msg);
                 }
+                return Ok(format!("{b} {}, {}", args[0], args[1]));
             }
             match l.op.as_str() {
                 "arith.cmpi" if args.len() == 2 => {
