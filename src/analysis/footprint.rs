@@ -1209,6 +1209,11 @@ impl<'k> Footprints<'k> {
         true
     }
 
+    /// Whether every thread of the block executes the op under `env`.
+    fn all_execute(&self, op: Op, env: &Env) -> bool {
+        (0..self.k.threads()).all(|tid| self.executes(op, env, tid, &mut HashMap::default()))
+    }
+
     fn touch(&mut self, ai: usize, env: &Env) -> Touch {
         let a = self.accesses[ai].clone();
         let k = self.k;
@@ -1259,6 +1264,15 @@ impl<'k> Footprints<'k> {
                     Some(l) if !a.access.kind.is_async() => Some(self.layout_id(l, &shape)),
                     _ => None,
                 };
+                // Concrete layouts (issue 14): exact owners when every thread executes.
+                let concrete = crate::analysis::layout_owners::collective_owners(
+                    k,
+                    layout.as_deref(),
+                    &shape,
+                    warp,
+                    a.access.kind,
+                )
+                .filter(|_| self.all_execute(a.id.op, env));
                 let total: u64 = shape.iter().product();
                 let mut memo = HashMap::default();
                 if !uniform_view || total > 1 << 20 {
@@ -1273,12 +1287,13 @@ impl<'k> Footprints<'k> {
                         idx[i] = (rem % d.max(1)) as i64;
                         rem /= d.max(1);
                     }
-                    let who = match lay {
-                        Some(l) => Who::Lane {
+                    let who = match (&concrete, lay) {
+                        (Some(c), _) => c.who(p),
+                        (None, Some(l)) => Who::Lane {
                             layout: l,
                             pos: p as u32,
                         },
-                        None => Who::Many(None),
+                        (None, None) => Who::Many(None),
                     };
                     let idx = idx.into_iter().map(Some).collect();
                     match self

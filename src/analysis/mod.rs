@@ -5,6 +5,7 @@ pub mod conflicts;
 pub mod footprint;
 pub mod hazards;
 pub mod inflight;
+pub mod layout_owners;
 pub mod overlap;
 pub mod regdeps;
 pub mod uniformity;

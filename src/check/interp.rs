@@ -547,6 +547,8 @@ struct BlockExec<'a> {
     named: HashMap<u32, NamedState>,
     mbar: Vec<MbarState>,
     layouts: HashMap<Op, u64>,
+    /// Collective ops with a concrete layout: the view elements of each thread.
+    concrete: HashMap<Op, Rc<Vec<Vec<u64>>>>,
     iters: HashMap<Vec<i64>, u32>,
     iter_list: Vec<Vec<i64>>,
     tiles: HashMap<TileKey, SharedWrites>,
@@ -563,14 +565,52 @@ type TmaStoreData = (Vec<(Buffer, u64)>, Global, Vec<u64>);
 /// Whether the kernel has collective `local_load`/`local_store` ops (whose thread mapping
 /// [`LayoutMap`] chooses).
 pub fn has_collective_layouts(k: &Kernel) -> bool {
-    let mut any = false;
-    k.walk(|op| {
-        any |= matches!(
-            k.ops[op].kind,
-            OpKind::LocalLoad { .. } | OpKind::LocalStore { .. }
-        );
-    });
-    any
+    crate::ir::layout::collective_uses(k)
+        .into_iter()
+        .any(|(_, name, mem)| concrete_owners(k, name, &k.shape(mem), 32).is_none()
+            && concrete_owners(k, name, &k.shape(mem), 64).is_none())
+}
+
+/// The decoded layout of a collective access when it is concrete (docs/ir.md, "Concrete
+/// layouts"): the checker executes that map; only opaque layouts get [`LayoutMap`]'s choices.
+fn concrete_owners(
+    k: &Kernel,
+    name: Option<&str>,
+    shape: &[u64],
+    warp: u32,
+) -> Option<Box<(crate::ir::layout::Distributed, crate::ir::layout::OwnerMap)>> {
+    match crate::ir::layout::ownership(k, name, shape, warp) {
+        crate::ir::layout::Ownership::Concrete(c) => Some(c),
+        crate::ir::layout::Ownership::Opaque(_) => None,
+    }
+}
+
+/// Per collective op with a concrete layout, the view elements each thread touches: every
+/// element it holds when the op reads, the elements it writes (it is their lowest holder)
+/// when the op writes. Enumerates the layout's inputs once per op.
+fn concrete_elements(k: &Kernel, warp: u32) -> HashMap<Op, Rc<Vec<Vec<u64>>>> {
+    let mut out = HashMap::new();
+    for (op, name, mem) in crate::ir::layout::collective_uses(k) {
+        let Some(c) = concrete_owners(k, name, &k.shape(mem), warp) else {
+            continue;
+        };
+        let (d, m) = &*c;
+        let reads = matches!(k.ops[op].kind, OpKind::LocalLoad { .. });
+        let n = (d.lanes() * d.warps()) as usize;
+        let mut per = vec![Vec::new(); n];
+        for t in 0..n as u32 {
+            let v = &mut per[t as usize];
+            for r in 0..d.registers() {
+                let e = d.element(r, t);
+                if (reads || m.writer(e) == t) && !v.contains(&e) {
+                    v.push(e);
+                }
+            }
+            v.sort_unstable();
+        }
+        out.insert(op, Rc::new(per));
+    }
+    out
 }
 
 /// Per collective op, the offset `o` of its mapping `owner(e) = (e + o) mod threads`
@@ -589,6 +629,7 @@ fn layout_offsets(k: &Kernel, map: LayoutMap, threads: u64) -> HashMap<Op, u64> 
             OpKind::LocalLoad { layout, mem } | OpKind::LocalStore { layout, mem, .. } => {
                 (layout, *mem)
             }
+            OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => (&c.layout, c.dst),
             _ => return,
         };
         let (num, shapes) = match l {
@@ -739,6 +780,7 @@ impl<'a> BlockExec<'a> {
             named: HashMap::new(),
             mbar: vec![MbarState::default(); nmbar],
             layouts,
+            concrete: concrete_elements(k, warp as u32),
             iters,
             iter_list: vec![Vec::new()],
             tiles: HashMap::new(),
@@ -1200,6 +1242,63 @@ impl<'a> BlockExec<'a> {
     }
 
     /// Global elements of a tile copy with view shape `shape` at `origin`.
+    /// The view elements thread `t` touches in collective op `op` over `total` elements: its
+    /// concrete layout's, or docs/ir.md's mapping `owner(e) = (e + n) mod T` when opaque.
+    fn my_elements(&self, op: Op, t: usize, total: u64) -> Rc<Vec<u64>> {
+        if let Some(per) = self.concrete.get(&op) {
+            return Rc::new(per.get(t).cloned().unwrap_or_default());
+        }
+        let n = self.layouts.get(&op).copied().unwrap_or(0);
+        let tt = self.nthreads as u64;
+        let e0 = ((t as u64 + tt) - (n % tt)) % tt;
+        Rc::new((e0..total).step_by(tt as usize).collect())
+    }
+
+    /// The global element a tile copy reads for view element `e` (row-major in `shape`):
+    /// `origin` plus the element's coordinates in the trailing dimensions. Out of range is
+    /// an error, or `None` (reads as zero) when the copy is `masked`.
+    fn tile_element(
+        &self,
+        g: Global,
+        origin: &[i64],
+        shape: &[u64],
+        e: u64,
+        masked: bool,
+        op: Op,
+    ) -> Result<Option<u64>, Stop> {
+        let gm = &self.globals[g.index()];
+        let r = gm.shape.len();
+        let k1 = shape.len();
+        let mut coord = vec![0u64; k1];
+        let mut rest = e;
+        for d in (0..k1).rev() {
+            coord[d] = rest % shape[d].max(1);
+            rest /= shape[d].max(1);
+        }
+        let mut off = 0u64;
+        for d in 0..r {
+            let mut i = origin.get(d).copied().unwrap_or(0);
+            if d + k1 >= r {
+                i += coord[d + k1 - r] as i64;
+            }
+            if i < 0 || i as u64 >= gm.shape[d] {
+                if masked {
+                    return Ok(None);
+                }
+                return Err(self.exec_err(
+                    op,
+                    "C0004",
+                    format!(
+                        "tile element {i} out of range 0..{} in dimension {d} of %{} (a `masked` copy reads zero there)",
+                        gm.shape[d], gm.name
+                    ),
+                ));
+            }
+            off = off * gm.shape[d] + i as u64;
+        }
+        Ok(Some(off))
+    }
+
     fn tile(&self, g: Global, origin: &[i64], shape: &[u64], op: Op) -> Result<Vec<u64>, Stop> {
         let gm = &self.globals[g.index()];
         let r = gm.shape.len();
@@ -1828,15 +1927,11 @@ impl<'a> BlockExec<'a> {
             }
             OpKind::LocalLoad { mem, .. } | OpKind::LocalStore { mem, .. } => {
                 let vi = self.memref(th, *mem, op)?;
-                let n = self.layouts.get(&op).copied().unwrap_or(0);
-                let tt = self.nthreads as u64;
-                let e0 = ((t as u64 + tt) - (n % tt)) % tt;
-                let total = vi.elements();
+                let mine = self.my_elements(op, t, vi.elements());
                 th.lds_unfenced = true;
                 if let OpKind::LocalStore { value, .. } = &od.kind {
                     let x = self.val(th, value);
-                    let mut e = e0;
-                    while e < total {
+                    for &e in mine.iter() {
                         let el = vi.element(e);
                         self.record(th, op, vi.buf, el, AccKind::Write, NO_COPY)?;
                         let v = match x {
@@ -1844,7 +1939,6 @@ impl<'a> BlockExec<'a> {
                             other => Val::I32((other.as_i64() as i32).wrapping_add(e as i32)),
                         };
                         self.write_smem(vi.buf, el, v);
-                        e += tt;
                     }
                 } else {
                     let ty = od
@@ -1852,16 +1946,50 @@ impl<'a> BlockExec<'a> {
                         .first()
                         .map_or(ScalarType::F32, |r| k.values[*r].ty);
                     let mut acc = Val::I32(0).to_ty(ty);
-                    let mut e = e0;
-                    while e < total {
+                    for &e in mine.iter() {
                         let el = vi.element(e);
                         self.record(th, op, vi.buf, el, AccKind::Read, NO_COPY)?;
                         let v = self.read_smem(vi.buf, el, op)?;
                         acc = binary(BinOp::Add, ty, acc, v.to_ty(ty)).unwrap_or(acc);
-                        e += tt;
                     }
                     self.set(th, op, 0, acc);
                 }
+            }
+            OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => {
+                let vi = self.memref(th, c.dst, op)?;
+                let mine = self.my_elements(op, t, vi.elements());
+                let org: Vec<i64> = c.origin.iter().map(|o| self.int(th, o)).collect();
+                let mut writes = Vec::with_capacity(mine.len());
+                for &e in mine.iter() {
+                    let v = match self.tile_element(c.src, &org, &vi.shape, e, c.masked, op)? {
+                        Some(gi) => self.globals[c.src.index()].data[gi as usize],
+                        None => Val::I32(0),
+                    };
+                    writes.push((vi.buf, vi.element(e), v));
+                }
+                let p = PendingCopy {
+                    issuer: t,
+                    op,
+                    writes: Rc::new((writes, Cell::new(false))),
+                    store: None,
+                    mbar: None,
+                };
+                let els: Vec<u64> = p.writes.0.iter().map(|w| w.1).collect();
+                let cp = self.new_copy(th, op, p);
+                for el in els {
+                    self.record(th, op, vi.buf, el, AccKind::AsyncWrite, cp)?;
+                }
+                if matches!(od.kind, OpKind::CpAsyncTile(_)) {
+                    th.groups[0].0.push(cp);
+                } else {
+                    let ctr = self
+                        .cfg
+                        .target
+                        .and_then(|tg| tg.async_counter(AsyncClass::GatherToLds))
+                        .unwrap_or(Counter::VmCnt);
+                    th.cnt[counter_index(ctr)].push(Some(cp));
+                }
+                self.set(th, op, 0, Val::Token(cp));
             }
             OpKind::GLoad { global, index } => {
                 let i = self.global_index(th, *global, index, op)?;
@@ -1933,12 +2061,6 @@ impl<'a> BlockExec<'a> {
                     th.cnt[counter_index(ctr)].push(Some(c));
                 }
                 self.set(th, op, 0, Val::Token(c));
-            }
-            OpKind::CpAsyncTile(_) | OpKind::GatherToLdsTile(_) => {
-                return Err(Stop::Exec(Diagnostic::user(
-                    "E1019",
-                    "tile copies are not interpreted yet",
-                )));
             }
             OpKind::TdmLoad { dst, src, origin }
             | OpKind::TmaLoad {

@@ -174,7 +174,10 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                 let same_mapping = same_op
                     || match (&a.collective, &b.collective) {
                         (Some((Some(la), sha, pa)), Some((Some(lb), shb, pb))) => {
-                            la == lb && sha == shb && *pa && *pb
+                            sha == shb
+                                && *pa
+                                && *pb
+                                && same_owner(k, la, lb, sha, warp as u32)
                         }
                         _ => false,
                     };
@@ -345,6 +348,24 @@ fn guards(k: &Kernel, parents: &Parents, op: Op) -> Vec<(Value, bool)> {
 
 /// Whether every thread of each warp of the block computes the same value `v` (a value the
 /// proof cannot evaluate per thread is not).
+/// Whether two collective accesses of a tile of `shape` under layouts `a` and `b` give each
+/// element to one and the same thread: one opaque name (docs/ir.md), or two concrete layouts
+/// with equal writer maps and no broadcast (a broadcast element is read by threads that did
+/// not write it; `ir::layout`).
+fn same_owner(k: &Kernel, a: &str, b: &str, shape: &[u64], warp: u32) -> bool {
+    use crate::ir::layout::{Ownership, ownership};
+    match (
+        ownership(k, Some(a), shape, warp),
+        ownership(k, Some(b), shape, warp),
+    ) {
+        (Ownership::Concrete(x), Ownership::Concrete(y)) => {
+            x.1.rows == y.1.rows && x.1.shifts.is_empty() && y.1.shifts.is_empty()
+        }
+        (Ownership::Opaque(_), Ownership::Opaque(_)) => a == b,
+        _ => false,
+    }
+}
+
 fn warp_uniform(k: &Kernel, warp: i64, v: Value) -> bool {
     if !thread_evaluable(k, v, 0) {
         return false;

@@ -208,6 +208,19 @@ pub fn load_for_target(
     target: Option<&Target>,
 ) -> Result<Vec<smemsync::Kernel>, i32> {
     let kernels = load_for(input, &limits_of(target))?;
+    // Concrete layouts (issue 14): malformed definitions fail; opaque fall-backs warn.
+    let warp = target.map_or(32, |t| t.warp);
+    let (errs, warns): (Vec<_>, Vec<_>) = kernels
+        .iter()
+        .flat_map(|k| smemsync::ir::layout::diagnostics(k, warp))
+        .partition(|d| d.severity == smemsync::diag::Severity::Error);
+    if !errs.is_empty() {
+        report(input, &errs);
+        return Err(EXIT_USER);
+    }
+    if !warns.is_empty() {
+        report(input, &warns);
+    }
     let Some(t) = target else {
         return Ok(kernels);
     };

@@ -53,6 +53,7 @@ use std::fmt::Write;
 
 use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::*;
+use crate::ir::layout::{Distributed, OwnerMap, Ownership, ownership};
 use crate::target::{Target, Vendor};
 
 /// Options of the CUDA emitter.
@@ -310,7 +311,9 @@ impl<'a> Emitter<'a> {
         let mut explicit_fences = false;
         for op in k.ops_in_order() {
             match &k.ops[op].kind {
-                OpKind::LocalLoad { layout, .. } | OpKind::LocalStore { layout, .. } => {
+                OpKind::LocalLoad { layout, .. }
+                | OpKind::LocalStore { layout, .. }
+                | OpKind::CpAsyncTile(TileCopy { layout, .. }) => {
                     let id = match layout {
                         Some(l) => *by_name.entry(l.clone()).or_insert_with(|| {
                             next += 1;
@@ -432,6 +435,7 @@ impl<'a> Emitter<'a> {
                 OpKind::FenceProxyAsync if !t.proxy_fence => {
                     self.err(op, "E0704", format!("`fence_proxy_async` needs sm_90; target `{name}` has no async proxy"))
                 }
+                OpKind::CpAsyncTile(_) if !t.cp_async => self.err(op, "E0704", format!("target `{name}` has no cp.async")),
                 OpKind::CpAsync { dst, src, .. } if !t.cp_async => {
                     let _ = (dst, src);
                     self.err(op, "E0704", format!("target `{name}` has no cp.async"))
@@ -479,7 +483,7 @@ impl<'a> Emitter<'a> {
                 OpKind::WaitTokens(ts) => {
                     for tv in ts {
                         let from_cp_async = match k.values[*tv].def {
-                            ValueDef::Result(d, _) => matches!(k.ops[d].kind, OpKind::CpAsync { .. }),
+                            ValueDef::Result(d, _) => matches!(k.ops[d].kind, OpKind::CpAsync { .. } | OpKind::CpAsyncTile(_)),
                             _ => false,
                         };
                         if !from_cp_async {
@@ -693,6 +697,7 @@ impl<'a> Emitter<'a> {
             matches!(
                 o,
                 OpKind::CpAsync { .. }
+                    | OpKind::CpAsyncTile(_)
                     | OpKind::CpAsyncCommit
                     | OpKind::CpAsyncWait(_)
                     | OpKind::WaitTokens(_)
@@ -1068,7 +1073,7 @@ impl<'a> Emitter<'a> {
                 } else {
                     format!("ss_add_i32({x}, {ev})")
                 };
-                let (head, addr) = self.collective_loop(*mem, n, &ev);
+                let (head, addr) = self.owned_loop(op, *mem, n, &ev, true);
                 self.line(&head);
                 self.depth += 1;
                 for l in addr.0 {
@@ -1090,7 +1095,7 @@ impl<'a> Emitter<'a> {
                     let zero = literal(Scalar::I32(0), ty);
                     self.line(&format!("{} {tmp} = {zero};", c_type(ty)));
                     let ev = self.fresh("ss_e");
-                    let (head, addr) = self.collective_loop(*mem, n, &ev);
+                    let (head, addr) = self.owned_loop(op, *mem, n, &ev, false);
                     self.line(&head);
                     self.depth += 1;
                     for l in addr.0 {
@@ -1155,6 +1160,12 @@ impl<'a> Emitter<'a> {
                     );
                     self.line(&line);
                 }
+                if let Some(v) = r0 {
+                    self.decl(v, "0".into());
+                }
+            }
+            OpKind::CpAsyncTile(c) => {
+                self.cp_async_tile(op, c);
                 if let Some(v) = r0 {
                     self.decl(v, "0".into());
                 }
@@ -1241,7 +1252,6 @@ impl<'a> Emitter<'a> {
             // Rejected by `check_supported`.
             OpKind::GatherToLds { .. }
             | OpKind::GatherToLdsTile(_)
-            | OpKind::CpAsyncTile(_)
             | OpKind::TdmLoad { .. }
             | OpKind::WaitCnt(_)
             | OpKind::SplitSignal(_)
@@ -1259,6 +1269,188 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// The concrete layout of a collective op, when it has one (`ir::layout`).
+    fn concrete(&self, op: Op, m: MemRef) -> Option<(Distributed, OwnerMap)> {
+        let name = match &self.k.ops[op].kind {
+            OpKind::LocalLoad { layout, .. } | OpKind::LocalStore { layout, .. } => layout,
+            OpKind::CpAsyncTile(c) => &c.layout,
+            _ => return None,
+        };
+        match ownership(self.k, name.as_deref(), &self.k.shape(m), self.target.warp) {
+            Ownership::Concrete(c) => Some(*c),
+            Ownership::Opaque(_) => None,
+        }
+    }
+
+    /// The loop over the elements a thread touches in collective op `op` (`write`: those it
+    /// writes), under its concrete layout when it has one, else docs/ir.md's mapping `n`.
+    fn owned_loop(
+        &mut self,
+        op: Op,
+        m: MemRef,
+        n: usize,
+        ev: &str,
+        write: bool,
+    ) -> (String, (Vec<String>, String)) {
+        let Some((d, om)) = self.concrete(op, m) else {
+            return self.collective_loop(m, n, ev);
+        };
+        let pivots = pivot_registers(&d);
+        let r = format!("{ev}_reg");
+        let head = format!("for (int {r} = 0; {r} < {}; ++{r}) {{", 1u64 << pivots.len());
+        let mut terms: Vec<String> = pivots
+            .iter()
+            .enumerate()
+            .map(|(i, b)| format!("(({r} >> {i}) & 1 ? {b} : 0)"))
+            .collect();
+        for (i, b) in d.lane.iter().chain(&d.warp).enumerate() {
+            if *b != 0 {
+                terms.push(format!("((ss_tlin >> {i}) & 1 ? {b} : 0)"));
+            }
+        }
+        let mut setup = vec![format!(
+            "const int {ev} = {};",
+            if terms.is_empty() { "0".into() } else { terms.join(" ^ ") }
+        )];
+        if write && !om.shifts.is_empty() {
+            let w: Vec<String> = om
+                .rows
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| **t != 0)
+                .map(|(j, t)| format!("(({ev} >> {j}) & 1 ? {t} : 0)"))
+                .collect();
+            let w = if w.is_empty() { "0".into() } else { w.join(" ^ ") };
+            setup.push(format!("if (({w}) != ss_tlin) continue; // a broadcast copy: its lowest holder writes"));
+        }
+        let (more, r) = self.view_addr(m, ev);
+        setup.extend(more);
+        (head, (setup, r))
+    }
+
+    /// `cp_async_tile`: each thread copies the elements it writes under the layout, as
+    /// 16/8/4-byte `cp.async` vectors where its elements run contiguously along the last
+    /// dimension and the source is in range and aligned; other elements are copied at issue
+    /// (a moment the IR allows), masked-off ones as zeros.
+    fn cp_async_tile(&mut self, op: Op, c: &TileCopy) {
+        let n = self.layout_ids.get(&op).copied().unwrap_or(0);
+        let shape = self.k.shape(c.dst);
+        let de = self.k.elem(c.dst);
+        let se = self.k.globals[c.src].elem;
+        let ev = self.fresh("ss_e");
+        // Contiguous run: the lowest pivot registers select elements 1, 2, 4, ... .
+        let run = self.concrete(op, c.dst).map_or(1, |(d, _)| {
+            let p = pivot_registers(&d);
+            let mut v = 1u64;
+            while p.get(v.trailing_zeros() as usize) == Some(&v) {
+                v *= 2;
+            }
+            v
+        });
+        let last_stride = self.strides(c.dst).last().copied().unwrap_or(1);
+        let mut vec_elems = 1u64;
+        if de == se && last_stride == 1 {
+            for b in [16u64, 8, 4] {
+                let v = b / de.bytes();
+                if v >= 1 && b.is_multiple_of(de.bytes()) && run.is_multiple_of(v) && shape.last().is_some_and(|l| l.is_multiple_of(v)) {
+                    vec_elems = v;
+                    break;
+                }
+            }
+        }
+        let vec_bytes = vec_elems * de.bytes();
+        let (head, addr) = self.owned_loop(op, c.dst, n, &ev, true);
+        self.line(&head);
+        self.depth += 1;
+        for l in addr.0 {
+            self.line(&l);
+        }
+        let vector = vec_elems > 1 || vec_bytes == 4;
+        if vector && vec_elems > 1 {
+            self.line(&format!("if ({ev} % {vec_elems} != 0) continue; // the vector's first element copies it"));
+        }
+        // Global coordinates of the element.
+        let r = self.k.globals[c.src].shape.len();
+        let k1 = shape.len();
+        let dims = self.global_dims(c.src);
+        let mut coords = Vec::new();
+        let mut rest = ev.to_string();
+        let mut view_idx = vec![String::new(); k1];
+        for i in (0..k1).rev() {
+            view_idx[i] = format!("({rest} % {})", shape[i]);
+            rest = format!("({rest} / {})", shape[i]);
+        }
+        let mut conds = Vec::new();
+        for dd in 0..r {
+            let o = c.origin.get(dd).map_or("0".into(), |o| self.int(o));
+            let x = if dd + k1 >= r {
+                format!("({o}) + {}", view_idx[dd + k1 - r])
+            } else {
+                o
+            };
+            let g = format!("{ev}_g{dd}");
+            self.line(&format!("const int {g} = {x};"));
+            let hi = if dd + 1 == r && vec_elems > 1 {
+                format!("{g} + {} < {}", vec_elems - 1, dims[dd])
+            } else {
+                format!("{g} < {}", dims[dd])
+            };
+            conds.push(format!("{g} >= 0 && {hi}"));
+            coords.push(g);
+        }
+        let gref = format!("{}[{}]", self.global_name(c.src), self.global_offset(c.src, &coords));
+        let inb = conds.join(" && ");
+        if vector {
+            self.line(&format!(
+                "if ({inb} && ((unsigned long long)&{gref} % {vec_bytes}) == 0 && ((unsigned long long)&{} % {vec_bytes}) == 0) {{",
+                addr.1
+            ));
+            self.line(&format!("  ss_cp_async_n<{vec_bytes}>(&{}, &{gref});", addr.1));
+            self.line("} else {");
+        } else {
+            self.line("{");
+        }
+        self.depth += 1;
+        self.tile_copy_at_issue(c, &coords, &dims, &addr.1, vec_elems.max(1));
+        self.depth -= 1;
+        self.line("}");
+        self.depth -= 1;
+        self.line("}");
+    }
+
+    /// The element-by-element part of a tile copy: `v` elements from the global coordinates
+    /// `coords` (the last one advancing) to the shared element `dst` onwards, at issue.
+    fn tile_copy_at_issue(&mut self, c: &TileCopy, coords: &[String], dims: &[String], dst: &str, v: u64) {
+        let de = self.k.elem(c.dst);
+        let se = self.k.globals[c.src].elem;
+        self.line(&format!("for (int ss_j = 0; ss_j < {v}; ++ss_j) {{"));
+        self.depth += 1;
+        let last = coords.last().cloned().unwrap_or_else(|| "0".into());
+        let mut jc = coords.to_vec();
+        if let Some(l) = jc.last_mut() {
+            *l = format!("({last} + ss_j)");
+        }
+        let jref = format!("{}[{}]", self.global_name(c.src), self.global_offset(c.src, &jc));
+        let mut jconds: Vec<String> = coords[..coords.len().saturating_sub(1)]
+            .iter()
+            .zip(dims)
+            .map(|(g, d)| format!("{g} >= 0 && {g} < {d}"))
+            .collect();
+        if let Some(d) = dims.last() {
+            jconds.push(format!("{last} + ss_j >= 0 && {last} + ss_j < {d}"));
+        }
+        let x = Self::load_conv(se, &jref);
+        let zero = if se.scalar() == Some(ScalarType::F32) || matches!(se, ElemType::F16 | ElemType::BF16) { "0.0f" } else { "0" };
+        let val = if c.masked {
+            format!("({}) ? {x} : {zero}", jconds.join(" && "))
+        } else {
+            x
+        };
+        self.line(&format!("(&{dst})[ss_j] = {};", Self::store_conv(de, &val)));
+        self.depth -= 1;
+        self.line("}");
+    }
+
     /// The loop over the elements a thread owns under layout `n`, and (setup lines, element
     /// reference) for element `ev` (row-major within the memref).
     fn collective_loop(
@@ -1273,6 +1465,12 @@ impl<'a> Emitter<'a> {
         let n = (n as u64) % t.max(1);
         let start = format!("(ss_tlin - {n} + {t}) % {t}");
         let head = format!("for (int {ev} = {start}; {ev} < {total}; {ev} += {t}) {{");
+        (head, self.view_addr(m, ev))
+    }
+
+    /// (setup lines, element reference) for view element `ev` (row-major within `m`).
+    fn view_addr(&self, m: MemRef, ev: &str) -> (Vec<String>, String) {
+        let shape = self.k.shape(m);
         let strides = self.strides(m);
         let mut setup = Vec::new();
         let mut terms: Vec<String> = self.origin(m).into_iter().collect();
@@ -1302,7 +1500,7 @@ impl<'a> Emitter<'a> {
                 terms.join(" + ")
             }
         );
-        (head, (setup, r))
+        (setup, r)
     }
 
     /// Emits one bulk copy per contiguous row of a tile (docs/ir.md section 4 maps tile
@@ -1729,6 +1927,10 @@ static __device__ __forceinline__ void ss_cp_async4(void* smem, const void* gmem
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" :: "r"(s), "l"(gmem) : "memory");
 }
+template <int B> static __device__ __forceinline__ void ss_cp_async_n(void* smem, const void* gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(s), "l"(gmem), "n"(B) : "memory");
+}
 static __device__ __forceinline__ void ss_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N> static __device__ __forceinline__ void ss_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
@@ -1923,3 +2125,22 @@ template <typename F> static int time_kernel(const Args& a, const char* name, F 
   return 0;
 }
 "#;
+
+/// The register bases of a layout that are independent of the earlier ones: enumerating
+/// their combinations visits each element a thread holds exactly once.
+fn pivot_registers(d: &Distributed) -> Vec<u64> {
+    let mut echelon: Vec<u64> = Vec::new();
+    let mut out = Vec::new();
+    for &b in &d.reg {
+        let mut v = b;
+        for &e in &echelon {
+            v = v.min(v ^ e);
+        }
+        if v != 0 {
+            echelon.push(v);
+            echelon.sort_unstable_by(|a, b| b.cmp(a));
+            out.push(b);
+        }
+    }
+    out
+}

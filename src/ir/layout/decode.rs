@@ -538,8 +538,8 @@ pub fn nvmma_shared(a: &Attr, whole: &Node, shape: &[u64]) -> DResult<AddressMap
         bases.push((0, c));
         c *= 2;
     }
-    if sw > 0 {
-        let (vec, per, max) = (128 / eb, 128 / sw, sw / 16);
+    if let Some(per) = 128u64.checked_div(sw) {
+        let (vec, max) = (128 / eb, sw / 16);
         for r in [1, 2, 4] {
             bases.push((r, vec * ((r / per) % max)));
         }

@@ -134,7 +134,7 @@ impl Distributed {
         }
         // Back-substitute to express each unit vector.
         let mut rows = vec![0u32; n];
-        for j in 0..n {
+        for (j, row) in rows.iter_mut().enumerate() {
             let (mut v, mut t) = (1u64 << j, 0u32);
             while v != 0 {
                 let hb = 63 - v.leading_zeros() as usize;
@@ -142,7 +142,7 @@ impl Distributed {
                 v ^= pv;
                 t ^= pt;
             }
-            rows[j] = t;
+            *row = t;
         }
         Some(OwnerMap { rows, shifts })
     }

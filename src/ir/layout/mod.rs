@@ -3,7 +3,7 @@
 //!
 //! A kernel defines layouts by name with Triton 3.6's attribute text (`layout "L" =
 //! #ttg.blocked<{...}>`, [`LayoutDef`]); `#NAME` inside the text refers to another definition.
-//! [`decode`] turns a name and a tile shape into a [`Decoded`] layout: a [`Distributed`]
+//! [`decode`](fn@decode) turns a name and a tile shape into a [`Decoded`] layout: a [`Distributed`]
 //! linear layout over GF(2) (register, lane, warp bits -> element bits; [`linear`]) or an
 //! [`AddressMap`] (element -> offset within the buffer). Shared layouts move elements within a
 //! buffer; they never decide who touches an element.
