@@ -33,7 +33,7 @@ enum Command {
     #[command(after_help = "Example: smemsync fmt examples/transpose.kir")]
     Fmt(cli::fmt::FmtArgs),
     /// Read Triton's TTGIR (`compiled.asm["ttgir"]`) and print the kernel as `.kir`.
-    #[command(after_help = "Example: smemsync import corpus/triton/matmul_fp16_s3.ttgir")]
+    #[command(after_help = "Example: smemsync import examples/triton-store-load.ttgir")]
     Import(cli::import::ImportArgs),
     /// Insert the fewest syncs that remove every shared-memory hazard and print the kernel.
     #[command(
