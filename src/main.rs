@@ -32,6 +32,9 @@ enum Command {
     /// Parse, verify and print a kernel file in canonical form.
     #[command(after_help = "Example: smemsync fmt examples/transpose.kir")]
     Fmt(cli::fmt::FmtArgs),
+    /// Read Triton's TTGIR (`compiled.asm["ttgir"]`) and print the kernel as `.kir`.
+    #[command(after_help = "Example: smemsync import examples/triton-store-load.ttgir")]
+    Import(cli::import::ImportArgs),
     /// Insert the fewest syncs that remove every shared-memory hazard and print the kernel.
     #[command(
         after_help = "Example: smemsync sync --target gfx942 --explain examples/reduction-tree.kir"
@@ -117,6 +120,7 @@ const WORKER_STACK: usize = 1 << 30;
 fn message_format(command: &Command) -> cli::MessageFormat {
     match command {
         Command::Fmt(a) => a.output.format,
+        Command::Import(a) => a.output.format,
         Command::Sync(a) => a.output.format,
         Command::Explain(a) => a.output.format,
         Command::Bench(_) => cli::MessageFormat::Text,
@@ -133,6 +137,7 @@ fn dispatch(command: &Command) -> i32 {
     cli::set_message_format(message_format(command));
     match command {
         Command::Fmt(a) => cli::fmt::run(a),
+        Command::Import(a) => cli::import::run(a),
         Command::Sync(a) => cli::sync::run(a),
         Command::Explain(a) => cli::explain::run(a),
         Command::Bench(a) => cli::bench::run(a),

@@ -108,7 +108,8 @@ fn every_kernel_file_round_trips() {
     let mut checked = 0;
     for f in files {
         let text = std::fs::read_to_string(&f).expect("read");
-        if expects_failure(&text) {
+        // TTGIR file tests (tests/filetests/ttgir) are imported, not parsed as `.kir`.
+        if expects_failure(&text) || smemsync::reader::ttgir::looks_like_ttgir(&text) {
             continue;
         }
         let m = parse(&text)

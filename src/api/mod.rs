@@ -13,7 +13,7 @@ mod verdict;
 
 pub use crate::diag::{DiagKind, Diagnostic, Label, Severity, Span};
 pub use error::{Error, ErrorKind, Location};
-pub use program::{Format, Program, Target, emit, read, read_mlir, verify};
+pub use program::{Format, Program, Target, emit, read, read_mlir, read_ttgir, verify};
 pub use synchronized::{
     HazardReport, InsertedSync, KernelReport, Strategy, SyncKind, SyncOptions, SyncStats,
     Synchronized, synchronize,

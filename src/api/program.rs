@@ -187,6 +187,17 @@ pub fn read_mlir(text: &str, target: &Target) -> Result<Program, Error> {
     checked(kernels, source, &target.0.limits)
 }
 
+/// Reads Triton's TTGIR (`compiled.asm["ttgir"]`, docs/ttgir.md): the kernels imported as
+/// `.kir` (the program's source text is that `.kir`), with the importer's warnings (W11xx:
+/// conservative models, allocation assumptions), located in `text`. Malformed TTGIR is an
+/// input error located in `text`.
+pub fn read_ttgir(text: &str) -> Result<(Program, Vec<Diagnostic>), Error> {
+    let imp =
+        crate::reader::ttgir::import_ttgir(text).map_err(|d| Error::input(d, Arc::from(text)))?;
+    let program = read(&imp.kir)?;
+    Ok((program, imp.warnings))
+}
+
 /// A program of `kernels` once their names are unique and each passes the verifier.
 fn checked(kernels: Vec<Kernel>, source: Arc<str>, limits: &Limits) -> Result<Program, Error> {
     let mut errs = crate::verify::limits::duplicate_names(&kernels);

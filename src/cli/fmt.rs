@@ -14,10 +14,13 @@ pub struct FmtArgs {
 }
 
 pub fn run(args: &FmtArgs) -> i32 {
-    let (_, kernels) = match read_kernels(&args.file) {
+    let (input, kernels) = match read_kernels(&args.file) {
         Ok(x) => x,
         Err(code) => return code,
     };
+    if args.in_place && input.ttgir.is_some() {
+        return fail("--in-place would overwrite the TTGIR with `.kir`: use `smemsync import`");
+    }
     let text = smemsync::emit::text::print_kernels(&kernels);
     if args.in_place && args.file != "-" {
         if let Err(e) = std::fs::write(&args.file, text) {

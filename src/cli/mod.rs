@@ -8,6 +8,7 @@ pub mod check;
 pub mod emit;
 pub mod explain;
 pub mod fmt;
+pub mod import;
 pub mod pipeline;
 pub mod plan_smem;
 pub mod run;
@@ -35,6 +36,9 @@ pub fn exit_code(diags: &[Diagnostic]) -> i32 {
 pub struct Input {
     pub name: String,
     pub text: String,
+    /// For a TTGIR input: its original text and the import's side tables (`text` then holds
+    /// the imported `.kir`).
+    pub ttgir: Option<(String, smemsync::reader::ttgir::Imported)>,
 }
 
 pub fn read_input(path: &str) -> Result<Input, String> {
@@ -58,7 +62,38 @@ pub fn read_input(path: &str) -> Result<Input, String> {
             col + 1
         )
     })?;
-    Ok(Input { name, text })
+    if name.ends_with(".ttgir") || smemsync::reader::ttgir::looks_like_ttgir(&text) {
+        return import_input(name, text);
+    }
+    Ok(Input {
+        name,
+        text,
+        ttgir: None,
+    })
+}
+
+/// Imports a TTGIR input (docs/ttgir.md): its warnings are reported against the TTGIR text;
+/// the input's `text` becomes the `.kir`.
+fn import_input(name: String, text: String) -> Result<Input, String> {
+    let original = Input {
+        name: name.clone(),
+        text: text.clone(),
+        ttgir: None,
+    };
+    match smemsync::reader::ttgir::import_ttgir(&text) {
+        Ok(imp) => {
+            report(&original, &imp.warnings);
+            Ok(Input {
+                name: format!("{name} (imported as .kir)"),
+                text: imp.kir.clone(),
+                ttgir: Some((text, imp)),
+            })
+        }
+        Err(diags) => {
+            report(&original, &diags);
+            Err(format!("`{name}` could not be imported as TTGIR"))
+        }
+    }
 }
 
 /// The command line that synchronizes `input` for `target` (gfx942 when none was given) and

@@ -49,6 +49,10 @@ pub struct SyncArgs {
     pub stats: bool,
     #[command(flatten)]
     pub bounds: super::BoundsArgs,
+    /// For a TTGIR input: print the original TTGIR with the inserted syncs written as TTGIR
+    /// lines (`gpu.barrier`, `ttg.async_wait`, ...) marked `// smemsync` (docs/ttgir.md).
+    #[arg(long)]
+    pub annotate: bool,
     /// Placement strategy.
     #[arg(long, value_enum, default_value = "optimal")]
     pub strategy: StrategyArg,
@@ -124,6 +128,19 @@ pub fn run(args: &SyncArgs) -> i32 {
             }
         };
         report(&input, &s.placement.warnings);
+        if args.annotate {
+            let Some((ttgir, imp)) = &input.ttgir else {
+                return fail("--annotate needs a TTGIR input (FILE.ttgir)");
+            };
+            out.push(smemsync::reader::ttgir::annotate::annotate(
+                ttgir,
+                imp,
+                &input.text,
+                &kernel,
+                s.input_ops,
+            ));
+            continue;
+        }
         if json {
             docs.push(kernel_json(k, &kernel, &target, &input.text, &s, args));
         } else {

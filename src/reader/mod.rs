@@ -5,3 +5,4 @@ pub mod parser;
 
 pub use parser::{Module, parse, parse_kernel};
 pub mod mlir;
+pub mod ttgir;

@@ -1,0 +1,581 @@
+//! Module, function and region structure of the TTGIR importer: `#alias` definitions, the
+//! `module attributes` (warps, lanes, target), `tt.func public` headers (parameters become
+//! `.kir` scalar parameters and global buffers), and `scf.for`/`scf.if`/`scf.while`/
+//! `scf.execute_region` regions with their iteration values and results.
+//!
+//! Invariant: a region is consumed up to its matching closing line, whatever its body holds;
+//! an unterminated region is E1103 at its opening line. Complexity: linear in lines.
+
+use super::convert::{Converter, KernelOut, V, bad, operands};
+use super::lexer::T;
+use super::types::{self, Ty};
+use crate::diag::{Diagnostic, Span};
+
+/// Default of every `i32` parameter for interpretation and executed-barrier counts.
+pub const DEFAULT_I32: i64 = 256;
+
+impl Converter<'_> {
+    /// Reads the whole module.
+    pub fn module(&mut self) -> Result<(), Vec<Diagnostic>> {
+        let mut errs = Vec::new();
+        while self.pos < self.lines.len() {
+            let i = self.pos;
+            let line = &self.lines[i];
+            match (&line.toks[0].t, line.toks.get(1).map(|t| &t.t)) {
+                (T::Ty(a), Some(T::P('='))) if a.starts_with('#') => {
+                    let name = a[1..].to_string();
+                    let text = line.toks.get(2).map(|t| self.text_of(t.span)).unwrap_or("");
+                    self.aliases.insert(name, text.to_string());
+                    self.pos += 1;
+                }
+                (T::Word(w), _) if w == "module" => {
+                    self.module_attrs(i);
+                    self.pos += 1;
+                }
+                (T::Word(w), _) if w == "tt.func" => {
+                    if let Err(e) = self.func(i) {
+                        errs.push(e);
+                        self.pos = self.skip_region(i);
+                    }
+                }
+                (T::P('}'), _) => self.pos += 1,
+                _ => {
+                    let t = &line.toks[0];
+                    errs.push(bad(t.span, "expected `module`, `tt.func` or `#alias = ...`"));
+                    self.pos += 1;
+                }
+            }
+        }
+        if errs.is_empty() { Ok(()) } else { Err(errs) }
+    }
+
+    fn text_of(&self, s: Span) -> &str {
+        self.src.get(s.lo as usize..s.hi as usize).unwrap_or("")
+    }
+
+    fn module_attrs(&mut self, i: usize) {
+        let text = self.text(&self.lines[i]).to_string();
+        if let Some(w) = super::types::int_attr(&text, "\"ttg.num-warps\"") {
+            self.warps = w.clamp(1, 32) as u64;
+        }
+        if let Some(l) = super::types::int_attr(&text, "\"ttg.threads-per-warp\"") {
+            self.lanes = l.clamp(1, 64) as u64;
+        }
+        if let Some(at) = text.find("ttg.target = \"") {
+            let rest = &text[at + 14..];
+            let t = &rest[..rest.find('"').unwrap_or(0)];
+            self.target = match t {
+                "cuda:90" => Some("sm_90".into()),
+                "cuda:80" | "cuda:86" | "cuda:89" => Some("sm_80".into()),
+                t if t.starts_with("hip:") => Some(t[4..].to_string()),
+                _ => None,
+            };
+            self.nvidia = t.starts_with("cuda");
+        }
+        self.has_offsets = self.src.contains("allocation.offset");
+    }
+
+    /// The line after the region opened at line `i` (matching braces by lines).
+    pub fn skip_region(&self, i: usize) -> usize {
+        let mut depth = 0i64;
+        let mut j = i;
+        while j < self.lines.len() {
+            let l = &self.lines[j];
+            for t in &l.toks {
+                match t.t {
+                    T::P('{') => depth += 1,
+                    T::P('}') => depth -= 1,
+                    _ => {}
+                }
+            }
+            j += 1;
+            if depth <= 0 {
+                return j;
+            }
+        }
+        j
+    }
+
+    /// One `tt.func`: public ones become kernels, others are skipped (calls to them get the
+    /// conservative model of an unknown op).
+    fn func(&mut self, i: usize) -> Result<(), Diagnostic> {
+        let line = self.lines[i].clone();
+        let public = line.word(1) == Some("public");
+        if !public {
+            self.pos = self.skip_region(i);
+            return Ok(());
+        }
+        let name = line
+            .toks
+            .iter()
+            .find_map(|t| match &t.t {
+                T::Sym(s) => Some(s.clone()),
+                _ => None,
+            })
+            .ok_or_else(|| bad(line.span, "expected the function name `@name`"))?;
+        self.params(&line)?;
+        self.out.clear();
+        self.buffers.clear();
+        self.need_elect = false;
+        self.pos = i + 1;
+        self.region(i)?;
+        let body = std::mem::take(&mut self.out);
+        let header = self.header(&name);
+        self.kernels.push(KernelOut { header, body });
+        Ok(())
+    }
+
+    /// The function's parameters: pointers become global buffers (shaped later), integers and
+    /// floats scalar parameters.
+    fn params(&mut self, line: &super::lexer::Line) -> Result<(), Diagnostic> {
+        let toks = &line.toks;
+        let Some(open) = toks.iter().position(|t| t.t == T::P('(')) else {
+            return Err(bad(line.span, "expected the parameter list"));
+        };
+        let mut k = open + 1;
+        let mut depth = 1;
+        while k < toks.len() && depth > 0 {
+            match &toks[k].t {
+                T::P('(') | T::P('{') => depth += 1,
+                T::P(')') | T::P('}') => depth -= 1,
+                T::Val(n) if depth == 1 => {
+                    let ty = match toks.get(k + 2).map(|t| &t.t) {
+                        Some(T::Ty(x) | T::Word(x)) if toks[k + 1].t == T::P(':') => x.clone(),
+                        _ => return Err(bad(toks[k].span, "expected `: type` after a parameter")),
+                    };
+                    self.param(n, &ty);
+                    k += 2;
+                }
+                _ => {}
+            }
+            k += 1;
+        }
+        Ok(())
+    }
+
+    fn param(&mut self, n: &str, ty: &str) {
+        let kn = self.fresh(n);
+        match types::classify(ty) {
+            Ty::Ptr => {
+                let elem = ty
+                    .trim_start_matches("!tt.ptr<")
+                    .trim_end_matches('>')
+                    .to_string();
+                let e = types::kir_elem(&elem).map_or("f32", |(e, _)| e);
+                self.globals.push((kn.clone(), e, Vec::new()));
+                self.vals.insert(n.to_string(), V::Ptr(Some(kn)));
+            }
+            Ty::Int | Ty::Bool => {
+                self.scalars.push((kn.clone(), "i32"));
+                self.vals.insert(n.to_string(), V::Kir(kn, "i32"));
+            }
+            Ty::Float => {
+                self.scalars.push((kn.clone(), "f32"));
+                self.vals.insert(n.to_string(), V::Kir(kn, "f32"));
+            }
+            _ => {
+                self.vals.insert(n.to_string(), V::Unit);
+            }
+        }
+    }
+
+    /// The kernel header and declarations.
+    fn header(&mut self, name: &str) -> String {
+        let mut params: Vec<String> = self
+            .scalars
+            .iter()
+            .map(|(n, t)| {
+                if *t == "i32" {
+                    format!("%{n}: i32 = {DEFAULT_I32}")
+                } else {
+                    format!("%{n}: f32 = 1.0")
+                }
+            })
+            .collect();
+        for (n, e, dims) in &self.globals {
+            let d = if dims.is_empty() {
+                "1".to_string()
+            } else {
+                let ds: Vec<String> = dims
+                    .iter()
+                    .map(|x| {
+                        if x.parse::<u64>().is_ok() {
+                            x.clone()
+                        } else {
+                            format!("%{x}")
+                        }
+                    })
+                    .collect();
+                ds.join(", ")
+            };
+            params.push(format!("%{n}: global {e}[{d}]"));
+        }
+        let threads = self.warps * self.lanes;
+        let target = self
+            .target
+            .as_ref()
+            .map(|t| format!(" target \"{t}\""))
+            .unwrap_or_default();
+        let mut h = format!(
+            "kernel @{name}({}) block({threads}){target} {{\n",
+            params.join(", ")
+        );
+        if super::LAYOUT_GRAMMAR {
+            for (n, t) in &self.layout_defs {
+                h.push_str(&format!("  layout \"{n}\" = {t}\n"));
+            }
+        } else {
+            for (n, t) in &self.layout_defs {
+                h.push_str(&format!("  // layout \"{n}\" = {t}\n"));
+            }
+        }
+        self.place_buffers();
+        for b in &self.buffers {
+            let (e, shape) = if b.mbarrier {
+                ("mbarrier", vec![(b.shape.iter().product::<u64>() / 2).max(1)])
+            } else {
+                (b.elem, b.shape.clone())
+            };
+            let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+            let at = b.offset.map(|o| format!(" at {o}")).unwrap_or_default();
+            h.push_str(&format!("  shared @{} : {e}[{}]{at}\n", b.name, dims.join(", ")));
+        }
+        if self.need_elect {
+            h.push_str("  %tid = tid.linear\n  %elect = cmp eq %tid, 0\n");
+        }
+        h
+    }
+
+    /// Reads a region's statements up to its closing line (`self.pos` is the first line
+    /// inside; afterwards it is the closing line's successor). `open` is the opening line.
+    pub fn region(&mut self, open: usize) -> Result<(), Diagnostic> {
+        while self.pos < self.lines.len() {
+            let i = self.pos;
+            if self.lines[i].closes() {
+                let (o, c) = (self.lines[open].span.lo as usize, self.lines[i].span.lo as usize);
+                self.region_end.insert(o, c);
+                self.pos += 1;
+                return Ok(());
+            }
+            self.stmt_no += 1;
+            self.statement(i)?;
+        }
+        Err(Diagnostic::user("E1103", "region is not closed")
+            .with_label(self.lines[open].span, "opened here"))
+    }
+
+    /// `scf.for`: `.kir` `for` with the scalar and register iteration values (pointers and
+    /// tokens are dropped: they carry no shared-memory state).
+    pub fn scf_for(&mut self, i: usize) -> Result<(), Diagnostic> {
+        let st = self.stmt(i)?;
+        let line = st.line.clone();
+        let results = st.results.clone();
+        let rest = st.rest.to_vec();
+        let ops = operands(&rest);
+        if ops.len() < 4 {
+            return Err(bad(line.span, "expected `scf.for %i = %lo to %hi step %s`"));
+        }
+        let (iv, ivs) = ops[0].clone();
+        let lo = self.value(&ops[1].0, ops[1].1)?;
+        let hi = self.value(&ops[2].0, ops[2].1)?;
+        let step = self.value(&ops[3].0, ops[3].1)?;
+        let pairs: Vec<(String, String, Span)> = ops[4..]
+            .chunks(2)
+            .filter(|c| c.len() == 2)
+            .map(|c| (c[0].0.clone(), c[1].0.clone(), c[1].1))
+            .collect();
+        let tys = result_types_of_for(&rest);
+        let mut kept = Vec::new();
+        let mut iters = Vec::new();
+        for (k, (arg, init, sp)) in pairs.iter().enumerate() {
+            let ty = tys.get(k).map(|t| types::classify(t)).unwrap_or(Ty::Other);
+            if let Some(st) = Self::lazy_ty(&ty) {
+                let mut v = self.value(init, *sp)?;
+                if v == "-1"
+                    && let Some(n) = self.wrap_modulus(i, arg, &results, k)
+                {
+                    // `-1` and `N-1` give the same wrapped successor: the orbit then starts
+                    // on the cycle, which `ir::induction` recognizes.
+                    v = (n - 1).to_string();
+                }
+                let kn = self.fresh(arg);
+                iters.push(format!("%{kn} = {v}"));
+                kept.push((k, kn.clone(), st));
+                self.vals.insert(arg.clone(), V::Kir(kn, st));
+            } else {
+                let carried = self.vals.get(init).cloned().unwrap_or(V::Unit);
+                self.vals.insert(arg.clone(), carried);
+            }
+        }
+        let ivk = self.fresh(&iv);
+        let _ = ivs;
+        self.vals.insert(iv, V::Kir(ivk.clone(), "i32"));
+        let res_names = expand_results(&results);
+        let kept_res: Vec<String> = kept
+            .iter()
+            .map(|(k, _, _)| self.fresh(res_names.get(*k).map_or("r", String::as_str)))
+            .collect();
+        let lhs = if kept_res.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "{} = ",
+                kept_res
+                    .iter()
+                    .map(|n| format!("%{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let it = if iters.is_empty() {
+            String::new()
+        } else {
+            format!(" iter({})", iters.join(", "))
+        };
+        self.emit(
+            format!("{lhs}for %{ivk} = {lo} to {hi} step {step}{it} {{"),
+            Some(line.span),
+        );
+        self.loop_stack.push(self.loops.len());
+        self.loops.push((self.stmt_no, usize::MAX));
+        self.push_region();
+        self.pos = i + 1;
+        self.yield_kept = Some(kept.iter().map(|(k, _, _)| *k).collect());
+        self.region(i)?;
+        self.pop_region();
+        let l = self.loop_stack.pop().unwrap_or(0);
+        if let Some(x) = self.loops.get_mut(l) {
+            x.1 = self.stmt_no;
+        }
+        self.emit("}".into(), None);
+        for (j, (k, _, st)) in kept.iter().enumerate() {
+            if let Some(n) = res_names.get(*k) {
+                self.vals.insert(n.clone(), V::Kir(kept_res[j].clone(), st));
+            }
+        }
+        for (k, n) in res_names.iter().enumerate() {
+            if !kept.iter().any(|(j, _, _)| *j == k) {
+                let init = pairs.get(k).map(|p| p.1.clone()).unwrap_or_default();
+                let v = self.vals.get(&init).cloned().unwrap_or(V::Unit);
+                self.vals.insert(n.clone(), v);
+            }
+        }
+        Ok(())
+    }
+
+    /// For the iteration value `arg` of the loop opened at line `open`, starting at -1: the
+    /// modulus `N` when its only use is `%inc = arith.addi %arg, 1` wrapped by
+    /// `arith.cmpi sge, %inc, N` (Triton's slot counter), and the loop's matching result is
+    /// not used (so the initial value is unobservable but through the wrapped successor).
+    fn wrap_modulus(
+        &self,
+        open: usize,
+        arg: &str,
+        results: &[(String, usize, Span)],
+        k: usize,
+    ) -> Option<i64> {
+        let end = self.skip_region(open);
+        let res = expand_results(results).get(k).cloned().unwrap_or_default();
+        let mut inc = None;
+        let mut uses = 0;
+        for j in open + 1..end {
+            let Ok(st) = self.stmt(j) else { continue };
+            let ops_ = operands(&st.rest);
+            if ops_.iter().any(|(n, _)| n == arg) {
+                uses += 1;
+                if st.op == "arith.addi" && ops_.len() == 2 && self.literal_of(&ops_[1].0) == Some(1) {
+                    inc = st.results.first().map(|r| r.0.clone());
+                }
+            }
+        }
+        let inc = inc.filter(|_| uses == 1)?;
+        let res_used = res.split('#').next().is_some_and(|base| {
+            let tag = format!("%{}#{}", base, k);
+            self.src.matches(&tag).count() > 0
+        });
+        if res_used {
+            return None;
+        }
+        for j in open + 1..end {
+            let Ok(st) = self.stmt(j) else { continue };
+            let ops_ = operands(&st.rest);
+            let pred = matches!(st.rest.first().map(|t| &t.t), Some(T::Word(w)) if w == "sge");
+            if st.op == "arith.cmpi" && pred && ops_.len() == 2 && ops_[0].0 == inc {
+                // The comparison must only choose the wrapped value: a phase bit toggled by it
+                // would see the changed first iteration.
+                let c = st.results.first().map(|r| r.0.clone())?;
+                let c_uses = (open + 1..end)
+                    .filter_map(|x| self.stmt(x).ok())
+                    .filter(|s| operands(&s.rest).iter().any(|(n, _)| *n == c))
+                    .count();
+                let inc_uses = (open + 1..end)
+                    .filter_map(|x| self.stmt(x).ok())
+                    .filter(|s| operands(&s.rest).iter().any(|(n, _)| *n == inc))
+                    .count();
+                if c_uses != 1 || inc_uses != 2 {
+                    return None;
+                }
+                return self.literal_of(&ops_[1].0).filter(|n| *n > 0);
+            }
+        }
+        None
+    }
+
+    /// The integer value of a constant TTGIR value.
+    fn literal_of(&self, name: &str) -> Option<i64> {
+        match self.vals.get(name) {
+            Some(V::Lazy(i)) => {
+                let lit = self.lazies[*i].literal.as_deref()?;
+                lit.strip_prefix("const ")?.split(" : ").next()?.parse().ok()
+            }
+            _ => None,
+        }
+    }
+
+    /// `scf.yield` of the current region: the kept positions' values.
+    pub fn scf_yield(&mut self, i: usize) -> Result<(), Diagnostic> {
+        let st = self.stmt(i)?;
+        let span = st.line.span;
+        let ops = operands(&st.rest);
+        let kept = self.yield_kept.clone().unwrap_or_default();
+        let mut vals = Vec::new();
+        for k in kept {
+            let Some((n, s)) = ops.get(k).cloned() else {
+                return Err(bad(span, "`scf.yield` has fewer values than the region's results"));
+            };
+            vals.push(self.value(&n, s)?);
+        }
+        if !vals.is_empty() {
+            self.emit(format!("yield {}", vals.join(", ")), Some(span));
+        }
+        Ok(())
+    }
+
+    /// `scf.if %c [-> (types)] { ... } [else { ... }]`.
+    pub fn scf_if(&mut self, i: usize) -> Result<(), Diagnostic> {
+        let st = self.stmt(i)?;
+        let span = st.line.span;
+        let results = expand_results(&st.results);
+        let ops = operands(&st.rest);
+        let tys: Vec<Ty> = if_types(&st.rest).iter().map(|t| types::classify(t)).collect();
+        let (c, cs) = ops
+            .first()
+            .cloned()
+            .ok_or_else(|| bad(span, "expected the condition of `scf.if`"))?;
+        let cond = self.value(&c, cs)?;
+        let kept: Vec<(usize, &'static str)> = tys
+            .iter()
+            .enumerate()
+            .filter_map(|(k, t)| Self::lazy_ty(t).map(|s| (k, s)))
+            .collect();
+        let names: Vec<String> = kept
+            .iter()
+            .map(|(k, _)| self.fresh(results.get(*k).map_or("r", String::as_str)))
+            .collect();
+        let lhs = if names.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "{} = ",
+                names
+                    .iter()
+                    .map(|n| format!("%{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        self.emit(format!("{lhs}if {cond} {{"), Some(span));
+        let saved = self.yield_kept.replace(kept.iter().map(|(k, _)| *k).collect());
+        self.push_region();
+        self.pos = i + 1;
+        self.region_until_else(i)?;
+        self.pop_region();
+        if self.else_pending {
+            self.else_pending = false;
+            self.emit("} else {".into(), None);
+            self.push_region();
+            let e = self.pos - 1;
+            self.region(e)?;
+            self.pop_region();
+        } else if !kept.is_empty() {
+            return Err(bad(span, "`scf.if` with results needs an else region"));
+        }
+        self.emit("}".into(), None);
+        self.yield_kept = saved;
+        for (j, (k, st)) in kept.iter().enumerate() {
+            if let Some(n) = results.get(*k) {
+                self.vals.insert(n.clone(), V::Kir(names[j].clone(), st));
+            }
+        }
+        for (k, n) in results.iter().enumerate() {
+            if !kept.iter().any(|(j, _)| *j == k) {
+                self.vals.insert(n.clone(), V::Unit);
+            }
+        }
+        Ok(())
+    }
+
+    /// Like [`Self::region`], but a `} else {` line ends the then-region with
+    /// `else_pending` set.
+    fn region_until_else(&mut self, open: usize) -> Result<(), Diagnostic> {
+        while self.pos < self.lines.len() {
+            let i = self.pos;
+            let l = &self.lines[i];
+            if l.closes() {
+                let (o, c) = (self.lines[open].span.lo as usize, l.span.lo as usize);
+                self.region_end.insert(o, c);
+                self.else_pending = l.word(1) == Some("else");
+                self.pos += 1;
+                return Ok(());
+            }
+            self.stmt_no += 1;
+            self.statement(i)?;
+        }
+        Err(Diagnostic::user("E1103", "region is not closed")
+            .with_label(self.lines[open].span, "opened here"))
+    }
+}
+
+/// Result names `%r:3` → `r#0, r#1, r#2`; `%r` → `r`.
+pub(super) fn expand_results(results: &[(String, usize, Span)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (n, c, _) in results {
+        if *c == 1 {
+            out.push(n.clone());
+        } else {
+            out.extend((0..*c).map(|k| format!("{n}#{k}")));
+        }
+    }
+    out
+}
+
+/// The result types of `scf.for ... -> (t1, t2) : i32 {` (between `->` and the last `:`).
+fn result_types_of_for(rest: &[super::lexer::Tok]) -> Vec<String> {
+    let Some(a) = rest.iter().position(|t| t.t == T::Arrow) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for t in &rest[a + 1..] {
+        match &t.t {
+            T::Ty(x) | T::Word(x) => out.push(x.clone()),
+            T::P(':') => break,
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The result types of `scf.if %c -> (t1, t2) {`.
+fn if_types(rest: &[super::lexer::Tok]) -> Vec<String> {
+    let Some(a) = rest.iter().position(|t| t.t == T::Arrow) else {
+        return Vec::new();
+    };
+    rest[a + 1..]
+        .iter()
+        .filter_map(|t| match &t.t {
+            T::Ty(x) | T::Word(x) => Some(x.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
