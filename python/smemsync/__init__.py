@@ -29,6 +29,7 @@ __all__ = [
     "Buffer",
     "Diagnostic",
     "Hazard",
+    "ImportedTtgir",
     "InsertedSync",
     "KernelSync",
     "KernelVerdict",
@@ -40,6 +41,7 @@ __all__ = [
     "Witness",
     "check",
     "emit",
+    "import_ttgir",
     "run",
     "sync",
     "targets",
@@ -337,6 +339,8 @@ def _block(block: Optional[Block]) -> Optional[Tuple[int, int, int]]:
 
 
 def _language(language: str, target: Optional[str]) -> str:
+    if language == "ttgir":
+        raise ValueError("read TTGIR with import_ttgir(text) and pass its .kir (and .target)")
     if language not in ("kir", "mlir"):
         raise ValueError(f"language must be 'kir' or 'mlir', not {language!r}")
     if language == "mlir" and target is None:
@@ -412,6 +416,32 @@ def emit(source: str, format: str = "mlir", target: str = "sm_90", *,
                               file_name)
     except _smemsync.Failure as e:
         raise SmemsyncError._from(e) from None
+
+
+@dataclass(frozen=True)
+class ImportedTtgir:
+    """A Triton TTGIR module read by smemsync's importer (docs/ttgir.md): ``kir`` is the
+    kernel as smemsync's ``.kir`` text (what :func:`sync`, :func:`check`, :func:`run` and
+    :func:`emit` take), ``target`` the target Triton compiled for (``"sm_90"``, ``"gfx942"``;
+    None when the module does not say), ``warnings`` what the importer modelled
+    conservatively or assumed (W11xx), located in the TTGIR."""
+
+    kir: str
+    target: Optional[str]
+    warnings: List[Diagnostic]
+
+
+def import_ttgir(source: str, *, file_name: str = "<input>") -> ImportedTtgir:
+    """Import Triton's TTGIR (``compiled.asm["ttgir"]``) as a smemsync kernel.
+
+    Typical use: ``imp = import_ttgir(ttgir); smemsync.sync(imp.kir, imp.target)``.
+    Raises :class:`SmemsyncError` with a located diagnostic on malformed TTGIR."""
+    try:
+        raw = _smemsync.import_ttgir(source, file_name)
+    except _smemsync.Failure as e:
+        raise SmemsyncError._from(e) from None
+    return ImportedTtgir(kir=raw["kir"], target=raw["target"],
+                         warnings=[Diagnostic._from(w) for w in raw["warnings"]])
 
 
 def targets() -> List[str]:

@@ -98,6 +98,22 @@ pub fn failure<'py>(py: Python<'py>, f: &Failed, file_name: &str) -> PyResult<Di
     Ok(out)
 }
 
+/// An imported TTGIR module: the `.kir` text, the target it was compiled for, and the
+/// importer's warnings located (and rendered) in the TTGIR `source`.
+pub fn imported<'py>(
+    py: Python<'py>,
+    program: &smemsync::Program,
+    warnings: &[Diagnostic],
+    source: &str,
+    file_name: &str,
+) -> PyResult<Dict<'py>> {
+    let out = PyDict::new(py);
+    out.set_item("kir", program.source())?;
+    out.set_item("target", program.declared_target())?;
+    out.set_item("warnings", diagnostics(py, warnings, source, file_name)?)?;
+    Ok(out)
+}
+
 fn hazard<'py>(py: Python<'py>, h: &HazardReport) -> PyResult<Dict<'py>> {
     let out = PyDict::new(py);
     out.set_item("kind", &h.kind)?;

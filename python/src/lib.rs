@@ -121,6 +121,22 @@ fn sync<'py>(
     }
 }
 
+/// `smemsync.import_ttgir`: see its docstring in `smemsync/__init__.py`.
+#[pyfunction]
+#[pyo3(signature = (source, file_name))]
+fn import_ttgir<'py>(
+    py: Python<'py>,
+    source: &str,
+    file_name: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    match on_worker(py, || smemsync::read_ttgir(source)) {
+        Ok((program, warnings)) => {
+            Ok(convert::imported(py, &program, &warnings, source, file_name)?.into_any())
+        }
+        Err(f) => Err(raise(py, f, file_name)),
+    }
+}
+
 /// `smemsync.check`: see its docstring in `smemsync/__init__.py`.
 #[pyfunction]
 #[pyo3(signature = (source, target, block, bounds, schedules, prove, language, file_name))]
@@ -226,5 +242,5 @@ fn targets() -> Vec<&'static str> {
 #[pymodule]
 mod _smemsync {
     #[pymodule_export]
-    use super::{Failure, check, emit, run, sync, targets};
+    use super::{Failure, check, emit, import_ttgir, run, sync, targets};
 }

@@ -196,3 +196,32 @@ def test_every_example_synchronizes_and_then_checks_race_free(path):
     r = smemsync.sync(text, target=target_for(text), file_name=path.name)
     assert len(r.kernels) == text.count("kernel @")
     assert smemsync.check(r.text, schedules=1).race_free, path.name
+
+
+SOFTMAX_TTGIR = (ROOT / "corpus" / "triton" / "softmax.ttgir").read_text()
+
+
+def test_import_ttgir_reads_a_triton_kernel_that_then_synchronizes_and_checks():
+    imp = smemsync.import_ttgir(SOFTMAX_TTGIR, file_name="softmax.ttgir")
+    assert imp.target == "sm_90"
+    assert "kernel @" in imp.kir
+    # The corpus TTGIR carries no allocation offsets: the importer says it placed the buffers.
+    assert any(w.code == "W1102" and w.location is not None for w in imp.warnings)
+    result = smemsync.sync(imp.kir, imp.target)
+    assert any(b.kind == "barrier" for b in result.inserted), "cross-warp reductions need one"
+    verdict = smemsync.check(result.text, block=128, bounds={"stride": 256, "n": 256})
+    assert verdict.race_free and verdict.witness is None
+
+
+def test_import_ttgir_locates_malformed_input():
+    # A result list without `=`, on the third line of the function.
+    at = SOFTMAX_TTGIR.index("tt.func public")
+    line = SOFTMAX_TTGIR.count("\n", 0, at) + 2
+    lines = SOFTMAX_TTGIR.splitlines()
+    lines.insert(line - 1, "    %y %z ttg.local_load %x")
+    with pytest.raises(smemsync.SmemsyncError) as e:
+        smemsync.import_ttgir("\n".join(lines), file_name="bad.ttgir")
+    assert e.value.kind == "input" and e.value.exit_code == 2
+    [d] = e.value.diagnostics
+    assert d.code == "E1102" and d.location is not None and d.location[0] == line
+    assert "bad.ttgir" in d.rendered
