@@ -1,16 +1,67 @@
-//! `smemsync pipeline --stages S FILE`: circular-buffer every loop with a `stage "load"`.
+//! `smemsync pipeline [--mode cp-async] --stages S [--prefetch P] FILE`: circular-buffer every
+//! loop with a `stage "load"` (docs/transforms.md).
+
+use smemsync::diag::Diagnostic;
+use smemsync::ir::Kernel;
+use smemsync::transform::pipeline::{PipelinedLoop, circular_buffer};
+use smemsync::transform::pipeline_cp_async::cp_async_pipeline;
 
 use super::{EXIT_OK, exit_code, read_kernels, report};
+
+/// The pipeline a load stage becomes.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Per-thread `cp_async` copies, one commit group per stage.
+    CpAsync,
+    /// A `tma_load` per slot by one elected thread (not built yet).
+    Tma,
+    /// A producer/consumer role split (not built yet).
+    WarpSpecialized,
+}
 
 #[derive(clap::Args, Debug)]
 pub struct PipelineArgs {
     /// Kernel file (`-` for standard input).
     pub file: String,
-    /// Number of buffer stages (prefetch distance is stages - 1).
+    /// Number of buffer stages (prefetch distance is stages - 1 unless --prefetch).
     #[arg(long, default_value_t = 2)]
     pub stages: u32,
+    /// The pipeline to build; without it the stage is kept as written and prefetched.
+    #[arg(long, value_enum)]
+    pub mode: Option<Mode>,
+    /// Prefetch distance, 1 to stages - 1 (with --mode).
+    #[arg(long)]
+    pub prefetch: Option<u32>,
     #[command(flatten)]
     pub output: super::FormatArgs,
+}
+
+fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::CpAsync => "cp-async",
+        Mode::Tma => "tma",
+        Mode::WarpSpecialized => "warp-specialized",
+    }
+}
+
+type Built = Result<(Kernel, Vec<PipelinedLoop>), Vec<Diagnostic>>;
+
+fn build(k: &Kernel, args: &PipelineArgs) -> Built {
+    match args.mode {
+        None if args.prefetch.is_some() => Err(vec![Diagnostic::user(
+            "E1343",
+            "--prefetch needs --mode (without it the prefetch distance is stages - 1)",
+        )]),
+        None => circular_buffer(k, args.stages),
+        Some(Mode::CpAsync) => cp_async_pipeline(k, args.stages, args.prefetch),
+        Some(m) => Err(vec![
+            Diagnostic::user(
+                "E1344",
+                format!("pipeline --mode {} is not built yet", mode_name(m)),
+            )
+            .with_help("use --mode cp-async, or write the role split by hand: `sync` places its handshakes (docs/pipeline.md)"),
+        ]),
+    }
 }
 
 pub fn run(args: &PipelineArgs) -> i32 {
@@ -20,7 +71,7 @@ pub fn run(args: &PipelineArgs) -> i32 {
     };
     let mut out = Vec::new();
     for k in &kernels {
-        match smemsync::transform::pipeline::circular_buffer(k, args.stages) {
+        match build(k, args) {
             Ok((pk, _)) => {
                 // More stages multiply buffer sizes: the result must still fit the limits.
                 let errs = smemsync::verify::verify(&pk);

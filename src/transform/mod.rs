@@ -3,6 +3,7 @@
 //! circular buffering.
 
 pub mod pipeline;
+pub mod pipeline_cp_async;
 pub mod smem_alloc;
 pub mod smem_live;
 pub mod smem_plan;

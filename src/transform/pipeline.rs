@@ -3,7 +3,7 @@
 //! Input: a `for %k = lo to hi step 1` loop whose body holds a `stage "load" { ... }` that
 //! fills shared buffers (stores, atomics or async copies) from values available before the
 //! iteration starts (the induction variable, values defined outside the loop). With `S`
-//! stages and prefetch distance `P = S - 1`, every buffer `@b` the stage writes gets a leading
+//! stages and prefetch distance `P` (`S - 1`, or less with [`Plan`]), every buffer `@b` the stage writes gets a leading
 //! dimension `S`, and the loop becomes (nvFuser's prologue/main structure, seed 004):
 //!
 //! ```text
@@ -67,6 +67,17 @@ fn no_load_stage(k: &Kernel) -> Diagnostic {
     d
 }
 
+/// How a loop is circular-buffered: `stages` slots, loads `prefetch` iterations ahead
+/// (`1 <= prefetch < stages`), and whether every stage closes a cp.async group of its own
+/// outside the `if` that guards its loads (so each iteration commits exactly one group, empty
+/// when the guard is false, and a constant `cp_async_wait prefetch-1` completes the slot read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub stages: u32,
+    pub prefetch: u32,
+    pub commit_each_stage: bool,
+}
+
 /// Circular-buffers every loop with a `stage "load"` in its body, with `stages` stages.
 pub fn circular_buffer(
     k: &Kernel,
@@ -78,8 +89,17 @@ pub fn circular_buffer(
             format!("circular buffering needs at least 2 stages, not {stages}"),
         )]);
     }
-    let loops: Vec<(Op, Op)> = k
-        .ops_in_order()
+    let plan = Plan {
+        stages,
+        prefetch: stages - 1,
+        commit_each_stage: false,
+    };
+    circular_buffer_with(k, &plan)
+}
+
+/// The loops with a `stage "load"` in their body, each with that stage op.
+pub fn load_stage_loops(k: &Kernel) -> Vec<(Op, Op)> {
+    k        .ops_in_order()
         .into_iter()
         .filter_map(|l| match k.ops[l].kind {
             OpKind::For { .. } => {
@@ -92,7 +112,16 @@ pub fn circular_buffer(
             }
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+/// Circular-buffers every loop with a `stage "load"` as `plan` says (`plan` is valid: at
+/// least 2 stages, `1 <= prefetch < stages`).
+pub fn circular_buffer_with(
+    k: &Kernel,
+    plan: &Plan,
+) -> Result<(Kernel, Vec<PipelinedLoop>), Vec<Diagnostic>> {
+    let loops = load_stage_loops(k);
     if loops.is_empty() {
         return Err(vec![no_load_stage(k)]);
     }
@@ -100,11 +129,11 @@ pub fn circular_buffer(
     let mut done = Vec::new();
     let mut errors = Vec::new();
     for (l, g) in loops {
-        match pipeline_one(&mut out, l, g, stages) {
+        match pipeline_one(&mut out, l, g, plan) {
             Ok(bufs) => done.push(PipelinedLoop {
                 loop_op: l,
                 buffers: bufs,
-                stages,
+                stages: plan.stages,
             }),
             Err(mut e) => errors.append(&mut e),
         }
@@ -151,7 +180,8 @@ fn view_uses(k: &Kernel, op: Op) -> Vec<Value> {
     }
 }
 
-fn pipeline_one(k: &mut Kernel, l: Op, g: Op, stages: u32) -> Result<Vec<Buffer>, Vec<Diagnostic>> {
+fn pipeline_one(k: &mut Kernel, l: Op, g: Op, plan: &Plan) -> Result<Vec<Buffer>, Vec<Diagnostic>> {
+    let stages = plan.stages;
     let OpKind::For { lo, hi, step, .. } = k.ops[l].kind.clone() else {
         unreachable!("a for loop")
     };
@@ -265,7 +295,7 @@ fn pipeline_one(k: &mut Kernel, l: Op, g: Op, stages: u32) -> Result<Vec<Buffer>
     }
 
     let s = stages as i32;
-    let p = s - 1;
+    let p = plan.prefetch as i32;
     for &b in &bufs {
         k.buffers[b].shape.insert(0, stages as u64);
     }
@@ -319,7 +349,12 @@ fn pipeline_one(k: &mut Kernel, l: Op, g: Op, stages: u32) -> Result<Vec<Buffer>
         let cond = Operand::Value(k.ops[c].results[0]);
         let i = k.new_op(OpKind::If { cond }, &[], vec![then_r, else_r]);
         k.op_spans.set(i, k.span(g));
-        vec![c, i]
+        if !plan.commit_each_stage {
+            return vec![c, i];
+        }
+        let commit = k.new_op(OpKind::CpAsyncCommit, &[], vec![]);
+        k.op_spans.set(commit, k.span(g));
+        vec![c, i, commit]
     };
 
     // Main body: consumer views at the top; the stage becomes the guarded prefetch of k+P.
