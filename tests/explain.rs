@@ -452,6 +452,8 @@ fn the_html_report_runs_in_headless_chromium_without_errors() {
                 "--headless",
                 "--no-sandbox",
                 "--disable-gpu",
+                // Containers often give /dev/shm 64 MiB, which Chromium can exhaust.
+                "--disable-dev-shm-usage",
                 "--enable-logging=stderr",
                 "--v=0",
                 "--window-size=1400,1000",
