@@ -81,6 +81,21 @@ pub(super) struct Stmt {
     pub line: Line,
 }
 
+impl Stmt {
+    /// The name of the first result (empty when the op has none).
+    pub fn result(&self) -> String {
+        self.results.first().map(|r| r.0.clone()).unwrap_or_default()
+    }
+
+    /// The first operand with its span, or a diagnostic at the line naming what was expected.
+    pub fn first_operand(&self, what: &str) -> Result<(String, Span), Diagnostic> {
+        operands(&self.rest)
+            .first()
+            .cloned()
+            .ok_or_else(|| bad(self.line.span, format!("expected {what}")))
+    }
+}
+
 /// A kernel written: its name and header pieces and body lines.
 pub(super) struct KernelOut {
     pub header: String,

@@ -22,7 +22,7 @@ impl Converter<'_> {
         let st = self.stmt(i)?;
         let span = st.line.span;
         let asynchronous = self.text(&st.line).contains("isAsync = true");
-        let r = st.results.first().map(|r| r.0.clone()).unwrap_or_default();
+        let r = st.result();
         let ops_ = operands(&st.rest);
         let [(a, as_), (b, bs), (c, cs), ..] = ops_.as_slice() else {
             return Err(bad(span, "expected `%a, %b, %acc`"));

@@ -378,7 +378,7 @@ impl Converter<'_> {
         let st = self.stmt(i)?;
         let span = st.line.span;
         let ops_ = operands(&st.rest);
-        let r = st.results.first().map(|r| r.0.clone()).unwrap_or_default();
+        let r = st.result();
         let [(src, ss), (idx, is), ..] = ops_.as_slice() else {
             return Err(bad(span, "expected `ttg.memdesc_index %m[%i]`"));
         };
@@ -407,9 +407,8 @@ impl Converter<'_> {
     fn memdesc_subslice(&mut self, i: usize) -> Result<(), Diagnostic> {
         let st = self.stmt(i)?;
         let span = st.line.span;
-        let ops_ = operands(&st.rest);
-        let r = st.results.first().map(|r| r.0.clone()).unwrap_or_default();
-        let (src, ss) = ops_.first().cloned().ok_or_else(|| bad(span, "expected a source"))?;
+        let r = st.result();
+        let (src, ss) = st.first_operand("a source")?;
         let m = self.mem_operand(&src, ss)?;
         let offs: Vec<u64> = st
             .rest
@@ -449,12 +448,8 @@ impl Converter<'_> {
     /// get unknown ownership.
     fn memdesc_alias(&mut self, i: usize) -> Result<(), Diagnostic> {
         let st = self.stmt(i)?;
-        let span = st.line.span;
-        let r = st.results.first().map(|r| r.0.clone()).unwrap_or_default();
-        let (src, ss) = operands(&st.rest)
-            .first()
-            .cloned()
-            .ok_or_else(|| bad(span, "expected a source"))?;
+        let r = st.result();
+        let (src, ss) = st.first_operand("a source")?;
         let m = self.mem_operand(&src, ss)?;
         self.vals.insert(r, V::Mem(Mem { exact: false, ..m }));
         Ok(())
@@ -463,11 +458,8 @@ impl Converter<'_> {
     fn local_load(&mut self, i: usize) -> Result<(), Diagnostic> {
         let st = self.stmt(i)?;
         let span = st.line.span;
-        let r = st.results.first().map(|r| r.0.clone()).unwrap_or_default();
-        let (src, ss) = operands(&st.rest)
-            .first()
-            .cloned()
-            .ok_or_else(|| bad(span, "expected a source"))?;
+        let r = st.result();
+        let (src, ss) = st.first_operand("a source")?;
         let m = self.mem_operand(&src, ss)?;
         let tys = result_types(&st.rest);
         let rt = tys.last().cloned().unwrap_or_default();
@@ -594,7 +586,7 @@ impl Converter<'_> {
     fn convert_layout(&mut self, i: usize) -> Result<(), Diagnostic> {
         let st = self.stmt(i)?;
         let span = st.line.span;
-        let r = st.results.first().map(|r| r.0.clone()).unwrap_or_default();
+        let r = st.result();
         let (x, xs) = operands(&st.rest)
             .first()
             .cloned()
