@@ -1290,7 +1290,7 @@ impl<'a> BlockExec<'a> {
                     op,
                     "C0004",
                     format!(
-                        "tile element {i} out of range 0..{} in dimension {d} of %{} (a `masked` copy reads zero there)",
+                        "tile element {i} out of range 0..{} in dimension {d} of %{} (only a `masked` tile copy reads zero out of range)",
                         gm.shape[d], gm.name
                     ),
                 ));
@@ -1315,37 +1315,12 @@ impl<'a> BlockExec<'a> {
             ));
         }
         let e: u64 = shape.iter().product();
-        let mut out = Vec::with_capacity(e as usize);
-        let mut idx = vec![0u64; k1];
-        for _ in 0..e {
-            let mut off = 0u64;
-            for d in 0..r {
-                let mut i = origin[d];
-                if d + k1 >= r {
-                    i += idx[d + k1 - r] as i64;
-                }
-                if i < 0 || i as u64 >= gm.shape[d] {
-                    return Err(self.exec_err(
-                        op,
-                        "C0004",
-                        format!(
-                            "tile element {i} out of range 0..{} in dimension {d} of %{}",
-                            gm.shape[d], gm.name
-                        ),
-                    ));
-                }
-                off = off * gm.shape[d] + i as u64;
-            }
-            out.push(off);
-            for d in (0..k1).rev() {
-                idx[d] += 1;
-                if idx[d] < shape[d] {
-                    break;
-                }
-                idx[d] = 0;
-            }
-        }
-        Ok(out)
+        (0..e)
+            .map(|i| {
+                let off = self.tile_element(g, origin, shape, i, false, op)?;
+                Ok(off.expect("an unmasked tile element is in range or an error"))
+            })
+            .collect()
     }
 
     fn record(
