@@ -222,6 +222,20 @@ fn placements(k: &Kernel, input: &Input, plan: &SmemPlan) -> String {
             "  @{:<12} offset {:>6}  bytes {:>6}  live {live}\n",
             k.buffers[p.buffer].name, p.offset, p.bytes
         ));
+        let slots = lt.slots.get(p.buffer);
+        let width = p.bytes / (slots.len().max(1) as u64);
+        for (i, sl) in slots.iter().enumerate() {
+            let live = match sl.map(|(a, b)| (line(a), line(b))) {
+                None => "never".to_string(),
+                Some((Some(a), Some(b))) => format!("lines {a}..={b}"),
+                Some(_) => "in ops the input does not show".to_string(),
+            };
+            s.push_str(&format!(
+                "    slot {i}        offset {:>6}  bytes {:>6}  live {live}\n",
+                p.offset + i as u64 * width,
+                width
+            ));
+        }
     }
     s
 }

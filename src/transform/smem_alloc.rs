@@ -12,8 +12,14 @@
 //!   one at the top's end. Pops happen in order of last use (the holding order of the stack),
 //!   so a buffer dying late under one dying early is reclaimed only after it.
 //!
-//! Pairs relate by [`Rel`]: free to overlap, exclusive (never overlap), or sharing only at
-//! one offset (an element-wise hand-off inside a loop, proven for equal offsets only).
+//! Pairs relate by [`Rel`]: free to overlap, exclusive (never overlap), sharing only at
+//! one offset (an element-wise hand-off inside a loop, proven for equal offsets only), or
+//! *slot by slot*: an item may be a ring of `slots` equal slots (a multi-buffered buffer),
+//! and [`Rel::Slots`] says which slot of one may share bytes with which slot of the other
+//! (a dead slot lends its bytes). Besides its policy's offset, every allocator tries the
+//! *slot fits* of an item — offsets that line one of its slots up with a slot of a placed
+//! ring, or a placed item with one of its own slots — and takes the lowest one that every
+//! placed item allows, when it is lower.
 //! Every allocator first tries the buffer's *hints* (offsets of buffers it may alias at no
 //! cost or hand off with, best first). The result is checked by [`valid`] before it is
 //! returned: an allocator never yields overlapping exclusive buffers, or same-offset ones at
@@ -32,6 +38,18 @@ pub struct Item {
     pub fixed: Option<u64>,
     /// Items whose offset this one would like to take (free aliases), best first.
     pub hints: Vec<usize>,
+    /// Equal slots the item is cut into for liveness (1: one piece; at most [`MAX_SLOTS`]).
+    pub slots: u64,
+}
+
+/// Most slots of a ring whose slots relate one by one ([`Rel::Slots`] holds one bit per pair
+/// of slots).
+pub const MAX_SLOTS: u64 = 8;
+
+/// The bit of [`Rel::Slots`] saying slot `sa` of the first item may share bytes with slot
+/// `sb` of the second.
+pub fn slot_bit(sa: u64, sb: u64) -> u64 {
+    1 << (sa * MAX_SLOTS + sb)
 }
 
 /// How two items may share bytes.
@@ -43,6 +61,10 @@ pub enum Rel {
     Exclusive,
     /// Only when both start at the same offset.
     SameOffset,
+    /// Slot `sa` of the first item may overlap slot `sb` of the second exactly when
+    /// [`slot_bit`]`(sa, sb)` is set (a plain item is one slot). Never all bits (that is
+    /// `Free`) nor none (`Exclusive`).
+    Slots(u64),
 }
 
 /// The relation of every pair of items (symmetric).
@@ -50,13 +72,59 @@ pub type Relation<'a> = &'a dyn Fn(usize, usize) -> Rel;
 
 /// Whether items at `oi` and `oj` may lie as they do.
 fn allowed(items: &[Item], rel: Relation, i: usize, j: usize, oi: u64, oj: u64) -> bool {
-    let disjoint = oi + items[i].bytes <= oj || oj + items[j].bytes <= oi;
+    let (a, b) = (&items[i], &items[j]);
+    may_overlap(rel(i, j), (oi, a.bytes, a.slots), (oj, b.bytes, b.slots))
+}
+
+/// Whether two pieces of memory related by `rel` may lie at these offsets, given as
+/// `(offset, bytes, slots)`: disjoint, or overlapping only where the relation lets them.
+pub fn may_overlap(rel: Rel, (oa, na, sa): (u64, u64, u64), (ob, nb, sb): (u64, u64, u64)) -> bool {
+    let disjoint = oa + na <= ob || ob + nb <= oa;
     disjoint
-        || match rel(i, j) {
+        || match rel {
             Rel::Free => true,
             Rel::Exclusive => false,
-            Rel::SameOffset => oi == oj,
+            Rel::SameOffset => oa == ob,
+            Rel::Slots(bits) => {
+                let (wa, wb) = (na / sa.max(1), nb / sb.max(1));
+                (0..sa.max(1)).all(|x| {
+                    (0..sb.max(1)).all(|y| {
+                        let (a0, b0) = (oa + x * wa, ob + y * wb);
+                        let apart = a0 + wa <= b0 || b0 + wb <= a0;
+                        apart || bits & slot_bit(x, y) != 0
+                    })
+                })
+            }
         }
+}
+
+/// The lowest slot fit of `i` (module doc) that every placed item allows, if any.
+fn slot_fit(items: &[Item], placed: &[Option<u64>], rel: Relation, i: usize) -> Option<u64> {
+    let wi = items[i].bytes / items[i].slots.max(1);
+    let mut best: Option<u64> = None;
+    for (j, o) in placed.iter().enumerate() {
+        let Some(oj) = *o else { continue };
+        if j == i || !matches!(rel(i, j), Rel::Slots(_)) {
+            continue;
+        }
+        let wj = items[j].bytes / items[j].slots.max(1);
+        for x in 0..items[i].slots.max(1) {
+            for y in 0..items[j].slots.max(1) {
+                let Some(off) = (oj + y * wj).checked_sub(x * wi) else {
+                    continue;
+                };
+                let fits = off.is_multiple_of(items[i].align.max(1))
+                    && best.is_none_or(|b| off < b)
+                    && (0..items.len()).all(|m| {
+                        m == i || placed[m].is_none_or(|om| allowed(items, rel, i, m, off, om))
+                    });
+                if fits {
+                    best = Some(off);
+                }
+            }
+        }
+    }
+    best
 }
 
 /// Which heuristic assigns offsets.
@@ -148,6 +216,10 @@ pub fn allocate(items: &[Item], rel: Relation, alloc: Allocator) -> Option<Vec<u
                 Allocator::Stack => stack_offset(items, &placed, rel, &mut stack, i, &busy),
             },
         };
+        let off = match slot_fit(items, &placed, rel, i) {
+            Some(o) if o < off => o,
+            _ => off,
+        };
         placed[i] = Some(off);
         stack.push(i);
     }
@@ -226,6 +298,7 @@ mod tests {
             live: Some(live),
             fixed: None,
             hints: vec![],
+            slots: 1,
         }
     }
 

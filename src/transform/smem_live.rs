@@ -57,6 +57,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use crate::analysis::footprint::{Footprints, LoopDomain};
 use crate::ir::*;
 pub use crate::transform::smem_alloc::Rel;
+use crate::transform::smem_alloc::{MAX_SLOTS, may_overlap, slot_bit};
 
 /// Lifetimes of every buffer.
 #[derive(Clone, Debug)]
@@ -72,6 +73,9 @@ pub struct Lifetimes {
     pub handoffs: BTreeSet<(Buffer, Buffer)>,
     /// Each op's program-order number.
     pub number: HashMap<Op, usize>,
+    /// Per-slot live intervals of every ring (slot order; empty for other buffers); `None`
+    /// for a slot no access touches.
+    pub slots: SecondaryMap<Buffer, Vec<Option<(usize, usize)>>>,
 }
 
 impl Lifetimes {
@@ -92,13 +96,57 @@ impl Lifetimes {
             (Some((a0, a1)), Some((b0, b1))) => a0 <= b1 && b0 <= a1,
             _ => true,
         };
+        let rings = !self.slots.get(a).is_empty() || !self.slots.get(b).is_empty();
+        let touched = self.live.get(a).is_some() && self.live.get(b).is_some();
         if !overlap {
             Rel::Free
         } else if self.handoffs.contains(&(a, b)) || self.handoffs.contains(&(b, a)) {
             Rel::SameOffset
+        } else if rings && touched {
+            self.slot_relation(a, b)
         } else {
             Rel::Exclusive
         }
+    }
+
+    /// The live intervals of `b`'s slots (one piece, its whole interval, unless a ring).
+    pub fn pieces(&self, b: Buffer) -> Vec<Option<(usize, usize)>> {
+        let s = self.slots.get(b);
+        if s.is_empty() {
+            vec![*self.live.get(b)]
+        } else {
+            s.clone()
+        }
+    }
+
+    /// Slot by slot: slot `x` of `a` may share bytes with slot `y` of `b` when their
+    /// intervals are disjoint or one of them is never touched.
+    fn slot_relation(&self, a: Buffer, b: Buffer) -> Rel {
+        let (pa, pb) = (self.pieces(a), self.pieces(b));
+        let (mut bits, mut all) = (0u64, 0u64);
+        for (x, p) in pa.iter().enumerate() {
+            for (y, q) in pb.iter().enumerate() {
+                let bit = slot_bit(x as u64, y as u64);
+                all |= bit;
+                let free = match (p, q) {
+                    (Some((p0, p1)), Some((q0, q1))) => p1 < q0 || q1 < p0,
+                    _ => true,
+                };
+                if free {
+                    bits |= bit;
+                }
+            }
+        }
+        match bits {
+            0 => Rel::Exclusive,
+            b if b == all => Rel::Free,
+            b => Rel::Slots(b),
+        }
+    }
+
+    /// Slots `b` is cut into for liveness (1 unless a ring).
+    pub fn slot_count(&self, b: Buffer) -> u64 {
+        self.slots.get(b).len().max(1) as u64
     }
 
     /// Whether `a` at `oa` and `b` at `ob` (sizes `na`, `nb`) may lie as they do.
@@ -109,13 +157,11 @@ impl Lifetimes {
         (oa, na): (u64, u64),
         (ob, nb): (u64, u64),
     ) -> bool {
-        let disjoint = oa + na <= ob || ob + nb <= oa;
-        disjoint
-            || match self.relation(a, b) {
-                Rel::Free => true,
-                Rel::Exclusive => false,
-                Rel::SameOffset => oa == ob,
-            }
+        may_overlap(
+            self.relation(a, b),
+            (oa, na, self.slot_count(a)),
+            (ob, nb, self.slot_count(b)),
+        )
     }
 }
 
@@ -178,13 +224,14 @@ pub fn lifetimes(k: &Kernel) -> Lifetimes {
     let mut fp = Footprints::new(k, 32);
     let mut live = SecondaryMap::with_default(None);
     let mut private_to = SecondaryMap::with_default(None);
+    let mut slot_live = SecondaryMap::with_default(Vec::new());
     for b in k.buffers.keys() {
         let ops = touches.get(b);
         let Some(lo) = ops.iter().map(|o| num.number[o]).min() else {
             continue;
         };
         let hi = ops.iter().map(|o| num.number[o]).max().unwrap_or(lo);
-        let (mut span, private) = widen(k, &mut fp, &num, b, ops, (lo, hi));
+        let (mut span, private) = widen(k, &mut fp, &num, (b, None), ops, (lo, hi));
         if k.buffers[b].elem == ElemType::MBarrier
             && !ops
                 .iter()
@@ -193,8 +240,17 @@ pub fn lifetimes(k: &Kernel) -> Lifetimes {
             // PTX: an mbarrier's bytes may be repurposed only after `mbarrier.inval`.
             span.1 = usize::MAX;
         }
+        let mut slots = Vec::new();
+        if let Some(n) = ring_slots(k, b) {
+            slots = slot_lifetimes(k, &mut fp, &num, b, n, ops);
+            // A slot's interval lies inside the buffer's (the hull of them all).
+            for &(s0, s1) in slots.iter().flatten() {
+                span = (span.0.min(s0), span.1.max(s1));
+            }
+        }
         live.set(b, Some(span));
         private_to.set(b, private);
+        slot_live.set(b, slots);
     }
     let concurrent = divergent_pairs(k, &fp);
     let handoffs = handoffs(k, &num, &touches);
@@ -204,6 +260,7 @@ pub fn lifetimes(k: &Kernel) -> Lifetimes {
         private_to,
         handoffs,
         number: num.number,
+        slots: slot_live,
     }
 }
 
@@ -327,7 +384,7 @@ fn widen(
     k: &Kernel,
     fp: &mut Footprints,
     num: &Numbering,
-    b: Buffer,
+    (b, range): (Buffer, Option<ByteRange>),
     ops: &[Op],
     (mut lo, mut hi): (usize, usize),
 ) -> ((usize, usize), Option<Op>) {
@@ -349,7 +406,7 @@ fn widen(
     let private = containing_all
         .iter()
         .copied()
-        .find(|&l| private_to_loop(k, fp, b, l));
+        .find(|&l| private_to_loop(k, fp, (b, range), l));
     let outer_of_private: HashSet<Op> = match private {
         Some(p) => containing_all
             .iter()
@@ -373,9 +430,91 @@ fn widen(
     ((lo, hi), outermost)
 }
 
+/// Bytes `[lo, hi)` of a buffer (one slot of a ring).
+type ByteRange = (u64, u64);
+
+/// The slot count of `b` when it is a ring (module doc, "Slots"): unpinned data, rank at
+/// least 2, leading dimension 2 to [`MAX_SLOTS`].
+fn ring_slots(k: &Kernel, b: Buffer) -> Option<u64> {
+    let d = &k.buffers[b];
+    let lead = *d.shape.first()?;
+    (d.offset.is_none()
+        && d.elem != ElemType::MBarrier
+        && d.shape.len() >= 2
+        && (2..=MAX_SLOTS).contains(&lead))
+    .then_some(lead)
+}
+
+/// Whether unit `key` (footprint key: space in the top bits) lies in bytes `[lo, hi)`.
+fn in_bytes(key: u64, unit: u64, (lo, hi): ByteRange) -> bool {
+    let byte = (key & ((1 << 40) - 1)) * unit;
+    lo < byte + unit && byte < hi
+}
+
+/// Whether access `i` may touch bytes `range` (always, without a range).
+fn touches_range(fp: &mut Footprints, i: usize, range: Option<ByteRange>) -> bool {
+    let Some((lo, hi)) = range else {
+        return true;
+    };
+    let unit = fp.unit(fp.accesses[i].space);
+    fp.grouped(i, 0).iter().any(|(_, t)| {
+        t.exact.keys().any(|&u| in_bytes(u, unit, (lo, hi)))
+            || t.unknown.iter().any(|&(a, b, _)| {
+                let m = (1u64 << 40) - 1;
+                (a & m) * unit < hi && lo < (b & m) * unit
+            })
+    })
+}
+
+/// Per-slot live intervals of ring `b` (`n` slots) touched by `ops`: each slot's touches are
+/// the ops whose accesses may touch its bytes over every instance (`analysis::footprint`,
+/// which evaluates `rem` and recognized slot counters per iteration); a view definition
+/// holds no data and touches no slot. Each slot's interval is widened over loops like a
+/// buffer's, with the privacy test restricted to the slot's bytes.
+fn slot_lifetimes(
+    k: &Kernel,
+    fp: &mut Footprints,
+    num: &Numbering,
+    b: Buffer,
+    n: u64,
+    ops: &[Op],
+) -> Vec<Option<(usize, usize)>> {
+    let width = k.buffers[b].bytes() / n;
+    let ranges: Vec<ByteRange> = (0..n).map(|s| (s * width, (s + 1) * width)).collect();
+    let mut per_slot: Vec<Vec<Op>> = vec![Vec::new(); n as usize];
+    for &o in ops {
+        let mine: Vec<usize> = (0..fp.accesses.len())
+            .filter(|&i| fp.accesses[i].id.op == o && k.root_buffer(fp.accesses[i].access.mem) == b)
+            .collect();
+        if mine.is_empty() && matches!(k.ops[o].kind, OpKind::ViewDef(_)) {
+            continue;
+        }
+        for (s, &r) in ranges.iter().enumerate() {
+            // An op touching the buffer outside the footprints counts for every slot.
+            if mine.is_empty() || mine.iter().any(|&i| touches_range(fp, i, Some(r))) {
+                per_slot[s].push(o);
+            }
+        }
+    }
+    per_slot
+        .iter()
+        .zip(&ranges)
+        .map(|(sops, &r)| {
+            let lo = sops.iter().map(|o| num.number[o]).min()?;
+            let hi = sops.iter().map(|o| num.number[o]).max().unwrap_or(lo);
+            Some(widen(k, fp, num, (b, Some(r)), sops, (lo, hi)).0)
+        })
+        .collect()
+}
+
 /// Test 2 of the module doc (test 1's "all touches inside" is the caller's): every read of
 /// `b` inside loop `l` is covered by earlier must-writes of the same iteration.
-fn private_to_loop(k: &Kernel, fp: &mut Footprints, b: Buffer, l: Op) -> bool {
+fn private_to_loop(
+    k: &Kernel,
+    fp: &mut Footprints,
+    (b, range): (Buffer, Option<ByteRange>),
+    l: Op,
+) -> bool {
     if !matches!(k.ops[l].kind, OpKind::For { .. })
         || k.buffers[b].elem == ElemType::MBarrier
         || fp.uniformity().is_divergent(k.ops[l].regions[0])
@@ -402,7 +541,7 @@ fn private_to_loop(k: &Kernel, fp: &mut Footprints, b: Buffer, l: Op) -> bool {
         .filter_map(|&i| must_write_position(k, fp, i, l, body).map(|p| (i, p)))
         .collect();
     for &r in &mine {
-        if !fp.accesses[r].access.kind.reads() {
+        if !fp.accesses[r].access.kind.reads() || !touches_range(fp, r, range) {
             continue;
         }
         let Some(rpos) = body_position(fp, fp.accesses[r].id.op, body) else {
@@ -413,7 +552,7 @@ fn private_to_loop(k: &Kernel, fp: &mut Footprints, b: Buffer, l: Op) -> bool {
             .filter(|&&(_, p)| p < rpos)
             .map(|&(w, _)| w)
             .collect();
-        if !covered(fp, r, &earlier, plen) {
+        if !covered(fp, r, &earlier, (plen, range)) {
             return false;
         }
     }
@@ -462,15 +601,22 @@ fn must_write_position(
 
 /// Whether every unit read `r` may touch, per iteration of the first `plen` loops, is written
 /// by one of `writes` in the same iteration.
-fn covered(fp: &mut Footprints, r: usize, writes: &[usize], plen: usize) -> bool {
+fn covered(
+    fp: &mut Footprints,
+    r: usize,
+    writes: &[usize],
+    (plen, range): (usize, Option<ByteRange>),
+) -> bool {
     let reads = fp.grouped(r, plen);
     let mut groups = Vec::new();
     for &w in writes {
         groups.push(fp.grouped(w, plen));
     }
+    let unit = fp.unit(fp.accesses[r].space);
+    let wanted = |key: u64| range.is_none_or(|(lo, hi)| in_bytes(key, unit, (lo, hi)));
     reads.iter().all(|(rkey, rt)| {
         rt.unknown.is_empty()
-            && rt.exact.keys().all(|unit| {
+            && rt.exact.keys().filter(|&&u| wanted(u)).all(|unit| {
                 groups.iter().any(|g| {
                     g.iter()
                         .any(|(wkey, wt)| applies(wkey, rkey) && wt.exact.contains_key(unit))

@@ -41,7 +41,7 @@ use crate::sync::driver::{Synchronized, synchronize};
 use crate::target::Target;
 
 pub use super::smem_alloc::Allocator;
-use super::smem_alloc::{Item, Rel, allocate};
+use super::smem_alloc::{Item, Rel, allocate, may_overlap};
 pub use super::smem_live::{Lifetimes, lifetimes};
 
 /// Where one buffer went.
@@ -209,6 +209,7 @@ fn items(
                 .get(&b)
                 .map(|v| v.iter().map(|h| index[h]).collect())
                 .unwrap_or_default(),
+            slots: lt.slot_count(b),
         })
         .collect()
 }
@@ -307,11 +308,44 @@ fn reuse_costs(
     let mut out = HashMap::new();
     for (a, b) in pairs.into_iter().take(MAX_COSTED_PAIRS) {
         let mut k2 = base.clone();
-        k2.buffers[a].offset = Some(at);
-        k2.buffers[b].offset = Some(at);
+        let Some((oa, ob)) = shared_layout(base, lt, a, b) else {
+            continue;
+        };
+        k2.buffers[a].offset = Some(at + oa);
+        k2.buffers[b].offset = Some(at + ob);
         out.insert((a, b), pair_cost(&k2, a, b, opts));
     }
     out
+}
+
+/// Offsets (from one base) at which `a` and `b` share bytes as their lifetimes allow: one
+/// offset, unless they relate slot by slot; then the lowest placement of `b` that lines a
+/// slot of one up with a slot of the other and overlaps `a`.
+fn shared_layout(k: &Kernel, lt: &Lifetimes, a: Buffer, b: Buffer) -> Option<(u64, u64)> {
+    let rel = lt.relation(a, b);
+    if !matches!(rel, Rel::Slots(_)) {
+        return Some((0, 0));
+    }
+    let (na, nb) = (k.buffers[a].bytes(), k.buffers[b].bytes());
+    let (sa, sb) = (lt.slot_count(a), lt.slot_count(b));
+    let (wa, wb) = (na / sa, nb / sb);
+    let mut best: Option<(u64, u64)> = None;
+    for x in 0..sa {
+        for y in 0..sb {
+            // Slot x of a at the same bytes as slot y of b; shifted so both offsets are >= 0.
+            let (oa, ob) = if x * wa >= y * wb {
+                (0, x * wa - y * wb)
+            } else {
+                (y * wb - x * wa, 0)
+            };
+            let overlap = oa < ob + nb && ob < oa + na;
+            let ok = overlap && may_overlap(rel, (oa, na, sa), (ob, nb, sb));
+            if ok && best.is_none_or(|(pa, pb)| oa.max(ob) < pa.max(pb)) {
+                best = Some((oa, ob));
+            }
+        }
+    }
+    best
 }
 
 fn pair_cost(k: &Kernel, a: Buffer, b: Buffer, opts: &PlanOptions) -> ReuseCost {
