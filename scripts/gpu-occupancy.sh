@@ -9,7 +9,10 @@
 # build's shared memory), the median time of TIME_RUNS launches with the file's `// BENCH:`
 # arguments, racecheck on one block, and whether the results equal the interpreter's (the
 # file's `// PARAMS:` values). Both builds run in the same invocation, so the time ratio is
-# within one run. Environment: SMEMSYNC (the binary), OUT (default ./gpu-results), SEED
+# within one run. A build whose shared memory the driver refuses (over the card's per-block
+# limit, e.g. 232448 bytes on sm_90) gets 0 blocks per multiprocessor, the driver's error and
+# the harness's own launch error in its row, and is neither compared, checked nor timed.
+# Environment: SMEMSYNC (the binary), OUT (default ./gpu-results), SEED
 # (default 1), TIME_RUNS (default 50). Writes $OUT/occupancy.md.
 # Word splitting of $P and $B (argument lists) is intended.
 # shellcheck disable=SC2086
@@ -41,7 +44,20 @@ build() {
 int main(int argc, char** argv) {
   cudaFuncAttributes fa;
   if (cudaFuncGetAttributes(&fa, (const void*)$kn) != cudaSuccess) return 3;
-  if ($dyn > 0) cudaFuncSetAttribute($kn, cudaFuncAttributeMaxDynamicSharedMemorySize, $dyn);
+  if ($dyn > 0) {
+    cudaError_t e = cudaFuncSetAttribute($kn, cudaFuncAttributeMaxDynamicSharedMemorySize, $dyn);
+    if (e != cudaSuccess) {
+      // The driver refuses the build's shared memory: report it, then let the harness try
+      // to launch anyway, so its own error (and exit status) shows too.
+      int optin = 0;
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+      std::printf("OCCUPANCY blocks_per_sm=0 smem_bytes=%zu REFUSED cudaFuncSetAttribute(MaxDynamicSharedMemorySize, %d): %s (%s); the device allows %d bytes per block\n",
+                  fa.sharedSizeBytes + (size_t)$dyn, $dyn, cudaGetErrorName(e), cudaGetErrorString(e), optin);
+      std::fflush(stdout);
+      (void)cudaGetLastError();
+      return ss_harness_main(argc, argv);
+    }
+  }
   int blocks = 0;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, $kn, $threads, $dyn) != cudaSuccess) return 3;
   std::printf("OCCUPANCY blocks_per_sm=%d smem_bytes=%zu\n", blocks, fa.sharedSizeBytes + (size_t)$dyn);
@@ -53,7 +69,13 @@ CU
 row() {
   local n=$1 occ res rc t
   mkdir -p "$W/$n.out" "$W/$n.san" "$W/$n.t"
-  occ=$("$W/$n" "$W/$n.out" --seed "$SEED" $P | sed -n 's/^OCCUPANCY //p')
+  occ=$("$W/$n" "$W/$n.out" --seed "$SEED" $P 2>"$W/$n.run.err" | sed -n 's/^OCCUPANCY //p')
+  case $occ in *REFUSED*)
+    # Cannot launch: show the harness's own error; nothing to compare, check or time.
+    echo "$n (harness): $(grep -m1 'CUDA error' "$W/$n.run.err")" >&2
+    echo "$n|$occ|not run: $(grep -m1 'CUDA error' "$W/$n.run.err" | sed 's/|/\//g')|-|-"
+    return ;;
+  esac
   res=$(python3 scripts/compare-outputs.py "$W/$n.out" "$W/interp" 2>&1 | tail -1)
   rc=$(compute-sanitizer --tool racecheck "$W/$n" "$W/$n.san" --seed "$SEED" $P --grid 1,1,1 2>&1 | grep -o 'RACECHECK SUMMARY: [0-9]* hazard' | grep -o '[0-9]*')
   t=$("$W/$n" "$W/$n.t" --time "$TIME_RUNS" $B | sed -n 's/.*median_ms=\([0-9.]*\).*/\1/p')
@@ -65,7 +87,7 @@ build plain && build planned --plan-smem || { echo "build failed"; exit 1; }
   || { echo "interpreter failed:"; cat "$W/interp.log"; }
 a=$(row plain); b=$(row planned)
 ta=${a##*|}; tb=${b##*|}
-ratio=$(python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.3f}')" "$ta" "$tb" 2>/dev/null || echo n/a)
+ratio=$(python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.3f}')" "$ta" "$tb" 2>/dev/null || echo "n/a (a build did not run)")
 {
   echo "# smemsync plan-smem occupancy: $f"
   echo
@@ -77,3 +99,6 @@ ratio=$(python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.
   echo
   echo "unplanned / planned time: $ratio"
 } | tee "$OUT/occupancy.md"
+# The planner's report and each build's run errors, for the record.
+cp "$W/planned.sync.err" "$OUT/plan-smem-report.txt" 2>/dev/null
+cat "$W"/*.run.err >"$OUT/run-errors.txt" 2>/dev/null
