@@ -33,7 +33,13 @@ CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
 build() {
   local n=$1; shift
   "$BIN" sync --target sm_90 ${BOUNDS:+--bounds $BOUNDS} "$@" "$f" >"$W/$n.kir" 2>"$W/$n.sync.err" || { cat "$W/$n.sync.err"; return 1; }
-  "$BIN" emit --format cuda --target sm_90 "$W/$n.kir" -o "$W/$n.cu" || return 1
+  if ! "$BIN" emit --format cuda --target sm_90 "$W/$n.kir" -o "$W/$n.cu" 2>"$W/$n.emit.err"; then
+    cat "$W/$n.emit.err" >&2
+    # E0701: more shared memory than a block may have. The row says so; the planned build's
+    # probe asks the driver for the same bytes (ASK_BYTES), so the driver's answer shows too.
+    grep -q 'E0701' "$W/$n.emit.err" && return 2
+    return 1
+  fi
   local kn threads dyn
   kn=$(grep -o '__global__ void __launch_bounds__([0-9]*) [A-Za-z0-9_]*' "$W/$n.cu" | awk '{print $4}')
   threads=$(grep -o '__launch_bounds__([0-9]*)' "$W/$n.cu" | grep -o '[0-9]*')
@@ -44,6 +50,15 @@ build() {
 int main(int argc, char** argv) {
   cudaFuncAttributes fa;
   if (cudaFuncGetAttributes(&fa, (const void*)$kn) != cudaSuccess) return 3;
+  if (${ASK_BYTES:-0} > 0) {
+    // What the driver says to a block of the unplanned build's shared memory.
+    int optin = 0;
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+    cudaError_t e = cudaFuncSetAttribute($kn, cudaFuncAttributeMaxDynamicSharedMemorySize, ${ASK_BYTES:-0});
+    std::printf("DRIVER cudaFuncSetAttribute(MaxDynamicSharedMemorySize, ${ASK_BYTES:-0}): %s (%s); the device allows %d bytes per block\n",
+                cudaGetErrorName(e), cudaGetErrorString(e), optin);
+    (void)cudaGetLastError();
+  }
   if ($dyn > 0) {
     cudaError_t e = cudaFuncSetAttribute($kn, cudaFuncAttributeMaxDynamicSharedMemorySize, $dyn);
     if (e != cudaSuccess) {
@@ -69,7 +84,8 @@ CU
 row() {
   local n=$1 occ res rc t
   mkdir -p "$W/$n.out" "$W/$n.san" "$W/$n.t"
-  occ=$("$W/$n" "$W/$n.out" --seed "$SEED" $P 2>"$W/$n.run.err" | sed -n 's/^OCCUPANCY //p')
+  "$W/$n" "$W/$n.out" --seed "$SEED" $P >"$W/$n.run.log" 2>"$W/$n.run.err"
+  occ=$(sed -n 's/^OCCUPANCY //p' "$W/$n.run.log")
   case $occ in *REFUSED*)
     # Cannot launch: show the harness's own error; nothing to compare, check or time.
     echo "$n (harness): $(grep -m1 'CUDA error' "$W/$n.run.err")" >&2
@@ -81,11 +97,22 @@ row() {
   t=$("$W/$n" "$W/$n.t" --time "$TIME_RUNS" $B | sed -n 's/.*median_ms=\([0-9.]*\).*/\1/p')
   echo "$n|$occ|$res|${rc:-?}|$t"
 }
-build plain && build planned --plan-smem || { echo "build failed"; exit 1; }
+ASK_BYTES=0
+build plain; rc_plain=$?
+if [ $rc_plain = 2 ]; then
+  ASK_BYTES=$(sed -n 's/.*needs \([0-9]*\) bytes of shared memory.*/\1/p' "$W/plain.emit.err" | head -1)
+fi
+[ $rc_plain = 1 ] && { echo "build failed"; exit 1; }
+build planned --plan-smem || { echo "build failed"; exit 1; }
 # The interpreter's reference: the kernel as synchronized without planning.
 "$BIN" run --seed "$SEED" ${BOUNDS:+--bounds $BOUNDS} --out "$W/interp" "$W/plain.kir" >"$W/interp.log" 2>&1 \
   || { echo "interpreter failed:"; cat "$W/interp.log"; }
-a=$(row plain); b=$(row planned)
+if [ $rc_plain = 2 ]; then
+  a="plain|blocks_per_sm=0 smem_bytes=$ASK_BYTES refused: $(grep -m1 -o 'error\[E0701\].*' "$W/plain.emit.err")|not built|-|-"
+else
+  a=$(row plain)
+fi
+b=$(row planned)
 ta=${a##*|}; tb=${b##*|}
 ratio=$(python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.3f}')" "$ta" "$tb" 2>/dev/null || echo "n/a (a build did not run)")
 {
@@ -98,6 +125,7 @@ ratio=$(python3 -c "import sys; print(f'{float(sys.argv[1])/float(sys.argv[2]):.
   for r in "$a" "$b"; do echo "| ${r//|/ | } |"; done
   echo
   echo "unplanned / planned time: $ratio"
+  grep -h '^DRIVER' "$W"/*.run.log 2>/dev/null | sed 's/^DRIVER /\nthe driver, asked for the unplanned build'"'"'s bytes: /'
 } | tee "$OUT/occupancy.md"
 # The planner's report and each build's run errors, for the record.
 cp "$W/planned.sync.err" "$OUT/plan-smem-report.txt" 2>/dev/null

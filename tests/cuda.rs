@@ -49,6 +49,17 @@ fn cuda_or_diagnostics(path: &Path, target: &Target) -> String {
     };
     match emit_cuda(&k, target, &CudaOptions::default()) {
         Ok(cu) => cu,
+        Err(diags) if diags.iter().any(|d| d.code == "E0701") => {
+            // More shared memory than a block may have: the refusal, then the CUDA of the
+            // kernel planned by `sync --plan-smem` (benches/gpu/smem-three-phase-over-the-limit).
+            let refused = smemsync::diag::render_all(&diags, &path.to_string_lossy(), &src, false);
+            let opts = smemsync::transform::smem_plan::PlanOptions::new(target.clone());
+            let plan = smemsync::transform::smem_plan::plan_with(&parse(path), &opts)
+                .unwrap_or_else(|_| panic!("{}: plan-smem refuses it", path.display()));
+            let cu = emit_cuda(&plan.synced.kernel, target, &CudaOptions::default())
+                .unwrap_or_else(|_| panic!("{}: the planned kernel does not emit", path.display()));
+            format!("{refused}\n// after `sync --plan-smem`:\n{cu}")
+        }
         Err(diags) => {
             // Only AMD-only ops and wgmmas without an sm_90a instruction may keep a kernel
             // from being emitted for NVIDIA.
