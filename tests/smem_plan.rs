@@ -232,3 +232,179 @@ fn hand_offs_inside_a_loop_keep_results_unchanged() {
     assert!(handed >= 2 && kept_apart >= 2, "{handed} {kept_apart}");
     assert!(tally.reused_bytes >= 2, "{tally:?}");
 }
+
+/// Where a scratch buffer of a [`ring_kernel`] is used.
+#[derive(Copy, Clone, Debug, PartialEq)]
+enum Place {
+    /// Before the prologue: the ring holds nothing yet.
+    Before,
+    /// Between the prologue and the main loop: the slots the prologue filled hold data.
+    Between,
+    /// In the main loop's body: every slot the kernel ever fills is live across its back edge.
+    Main,
+    /// In the epilogue's body, before its read: the slots the epilogue reads hold data.
+    Epilogue,
+    /// After the epilogue: the ring is dead.
+    After,
+}
+
+/// A random multi-buffered kernel: a ring of `S` slots (2 to 4) filled `P` iterations ahead
+/// (`1 <= P < S`) over `T` iterations — a prologue filling iterations `0..P`, a main loop
+/// prefetching `k + P` and consuming `k`, a peeled epilogue consuming the last `P` — with slot
+/// indices by `rem` or by select-wrap slot counters (iteration values from a constant, as
+/// `ir::induction` recognizes), and one to three scratch buffers of one slot's size used at
+/// random places. Returns the text and, for each scratch buffer, the slots it must never
+/// share bytes with (an independent statement of the ring's liveness: the slots holding data
+/// while the scratch buffer is used, by construction).
+fn ring_kernel(seed: u64) -> (String, Vec<Vec<u64>>) {
+    let mut r = seed ^ 0x5106;
+    let mut next = |m: u64| {
+        r = splitmix64(r);
+        r % m
+    };
+    let b = [32u64, 64][next(2) as usize];
+    let s = 2 + next(3);
+    let p = 1 + next(s - 1);
+    let t = p + 1 + next(5);
+    let counters = next(2) == 0;
+    let places: Vec<Place> = (0..1 + next(3))
+        .map(|_| {
+            [
+                Place::Before,
+                Place::Between,
+                Place::Main,
+                Place::Epilogue,
+                Place::After,
+            ][next(5) as usize]
+        })
+        .collect();
+    let m = 1 + next(b - 1);
+    let n = places.len();
+    let filled: Vec<u64> = (0..t.min(s)).collect();
+    let live_at = |pl: Place| -> Vec<u64> {
+        match pl {
+            Place::Before | Place::After => vec![],
+            Place::Between => (0..p).map(|j| j % s).collect(),
+            Place::Main => filled.clone(),
+            Place::Epilogue => (t - p..t).map(|e| e % s).collect(),
+        }
+    };
+    let forbidden = places.iter().map(|&pl| live_at(pl)).collect();
+    let scratch = |at: Place, ind: &str| -> String {
+        let mut c = String::new();
+        for (i, _) in places.iter().enumerate().filter(|&(_, &x)| x == at) {
+            c += &format!(
+                "{ind}%cw{i} = itof %t\n{ind}store @c{i}[%t], %cw{i}\n{ind}%cr{i} = load @c{i}[%u]\n{ind}gstore %z[{i}, %t], %cr{i}\n"
+            );
+        }
+        c
+    };
+    let mut k = format!(
+        "kernel @ring(%x: global f32[{t}, {b}], %y: global f32[{t}, {b}], %z: global f32[{n}, {b}]) block({b}) {{\n  shared @ring : f32[{s}, {b}]\n"
+    );
+    for i in 0..n {
+        k += &format!("  shared @c{i} : f32[{b}]\n");
+    }
+    k += &format!("  %t = tid.x\n  %u = xor %t, {m}\n");
+    k += &scratch(Place::Before, "  ");
+    k += &format!(
+        "  for %j = 0 to {p} step 1 {{\n    %js = rem %j, {s}\n    %jv = view @ring[%js]\n    %g = gload %x[%j, %t]\n    store %jv[%t], %g\n  }}\n"
+    );
+    k += &scratch(Place::Between, "  ");
+    let wrap = |v: &str, out: &str| {
+        format!(
+            "    %w{out} = cmp eq {v}, {}\n    %i{out} = add {v}, 1\n    %{out} = select %w{out}, 0, %i{out}\n",
+            s - 1
+        )
+    };
+    let main_hi = t - p;
+    if counters {
+        k += &format!(
+            "  %fp, %fc = for %k = 0 to {main_hi} step 1 iter(%sp = {}, %sc = 0) {{\n",
+            p % s
+        );
+    } else {
+        k += &format!(
+            "  for %k = 0 to {main_hi} step 1 {{\n    %kp = add %k, {p}\n    %sp = rem %kp, {s}\n    %sc = rem %k, {s}\n"
+        );
+    }
+    k += &format!(
+        "    %kq = add %k, {p}\n    %pv = view @ring[%sp]\n    %g2 = gload %x[%kq, %t]\n    store %pv[%t], %g2\n    %cv = view @ring[%sc]\n    %a = load %cv[%u]\n    gstore %y[%k, %t], %a\n"
+    );
+    k += &scratch(Place::Main, "    ");
+    if counters {
+        k += &wrap("%sp", "np");
+        k += &wrap("%sc", "nc");
+        k += "    yield %np, %nc\n";
+    }
+    k += "  }\n";
+    if counters {
+        k += &format!(
+            "  %fe = for %e = {main_hi} to {t} step 1 iter(%se = {}) {{\n",
+            main_hi % s
+        );
+    } else {
+        k += &format!("  for %e = {main_hi} to {t} step 1 {{\n    %se = rem %e, {s}\n");
+    }
+    // Before the iteration's read of its slot: that slot still holds data (after the read,
+    // the slot read last could be handed to the scratch buffer element by element).
+    k += &scratch(Place::Epilogue, "    ");
+    k += "    %ev = view @ring[%se]\n    %b = load %ev[%u]\n    gstore %y[%e, %t], %b\n";
+    if counters {
+        k += &wrap("%se", "ne");
+        k += "    yield %ne\n";
+    }
+    k += "  }\n";
+    k += &scratch(Place::After, "  ");
+    k += "}\n";
+    (k, forbidden)
+}
+
+#[test]
+fn dead_ring_slots_lend_their_bytes_and_live_ones_never_do() {
+    let mut tally = Tally::default();
+    let (mut into_slots, mut cases) = (0, 0);
+    for seed in 0..seeds(16) {
+        let (text, forbidden) = ring_kernel(seed);
+        let k = smemsync::reader::parse_kernel(&text).unwrap_or_else(|d| panic!("{text}\n{d:?}"));
+        let t = Target::from_name(["sm_90", "gfx942"][seed as usize % 2]).expect("target");
+        let base = synchronize(&k, &t, &PlaceOptions::default())
+            .unwrap_or_else(|d| panic!("seed {seed}: sync refuses: {:?}\n{text}", d[0].message));
+        let want = outputs(&base.kernel, seed, t).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let opts = PlanOptions::new(t);
+        let r = plan_with(&k, &opts).unwrap_or_else(|d| panic!("seed {seed}: {:?}", d[0]));
+        if let Err(e) = planned_ok(&k, &r, &opts, &want, seed, &mut tally) {
+            panic!("seed {seed}: {e}");
+        }
+        // The construction's liveness, independent of the planner's: a scratch buffer never
+        // shares bytes with a slot holding data while it is used.
+        let at = |name: &str| {
+            r.plan
+                .placements
+                .iter()
+                .find(|p| k.buffers[p.buffer].name == name)
+                .expect("placed")
+        };
+        let ring = at("ring");
+        let width = ring.bytes / k.buffers[ring.buffer].shape[0];
+        for (i, slots) in forbidden.iter().enumerate() {
+            let c = at(&format!("c{i}"));
+            for slot in 0..k.buffers[ring.buffer].shape[0] {
+                let lo = ring.offset + slot * width;
+                if lo < c.offset + c.bytes && c.offset < lo + width {
+                    assert!(
+                        !slots.contains(&slot),
+                        "seed {seed}: @c{i} over live slot {slot}\n{text}"
+                    );
+                    into_slots += u64::from(!slots.is_empty());
+                }
+            }
+        }
+        cases += 1;
+    }
+    eprintln!(
+        "{cases} ring kernels, {into_slots} scratch buffers in a dead slot while others live: {tally:?}"
+    );
+    assert!(into_slots >= 2, "{into_slots}");
+    assert!(tally.reused_bytes >= 4, "{tally:?}");
+}
