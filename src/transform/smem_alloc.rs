@@ -361,4 +361,33 @@ mod tests {
         let offs = allocate(&items, &rel, Allocator::BestFit).expect("valid");
         assert_eq!(offs[0], offs[1]);
     }
+
+    #[test]
+    fn a_ring_lends_only_its_dead_slots() {
+        // A ring of 3 slots of 32 bytes; slot 2 may share bytes with the scratch item.
+        let mut items = vec![item(96, (0, 9)), item(32, (4, 5))];
+        items[0].slots = 3;
+        let rel = |i: usize, _: usize| {
+            if i == 0 {
+                Rel::Slots(slot_bit(2, 0))
+            } else {
+                Rel::Slots(slot_bit(0, 2))
+            }
+        };
+        assert!(valid(&items, &rel, &[0, 64]));
+        assert!(!valid(&items, &rel, &[0, 32]));
+        assert!(!valid(&items, &rel, &[0, 48]), "straddles slots 1 and 2");
+        assert!(valid(&items, &rel, &[0, 96]));
+        for a in Allocator::ALL {
+            let offs = allocate(&items, &rel, a).expect("valid");
+            assert_eq!(offs, vec![0, 64], "{a:?}");
+        }
+        // Placed the other way round: the ring is laid so that its slot 2 covers the item.
+        items[1].fixed = Some(128);
+        let offs = allocate(&items, &rel, Allocator::FirstFit).expect("valid");
+        assert_eq!(offs, vec![0, 128]);
+        items[1].fixed = Some(64);
+        let offs = allocate(&items, &rel, Allocator::BestFit).expect("valid");
+        assert_eq!(offs[0], 0);
+    }
 }

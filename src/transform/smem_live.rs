@@ -736,4 +736,35 @@ mod tests {
             Rel::Exclusive
         );
     }
+
+    #[test]
+    fn each_slot_of_a_ring_has_its_own_interval() {
+        // Slot 0 is filled before the loop, slot 1 only in it; @c is used in between, and
+        // @d in the loop.
+        let (k, lt) = lifetimes_of(
+            "kernel @k() block(4) {\n shared @r : f32[3, 4]\n shared @c : f32[4]\n shared @d : f32[4]\n %t = tid.x\n store @r[0, %t], 1.0\n store @c[%t], 2.0\n %x = load @c[0]\n for %i = 0 to 4 step 1 {\n %a = load @r[0, %t]\n store @r[1, %t], %a\n store @d[%t], %a\n %y = load @d[0]\n %b = load @r[1, 0]\n }\n}",
+        );
+        let (r, c, d) = (buffer(&k, "r"), buffer(&k, "c"), buffer(&k, "d"));
+        let slots = lt.slots.get(r);
+        assert_eq!(slots.len(), 3);
+        assert!(slots[2].is_none(), "slot 2 is never touched");
+        // @c may lie on slots 1 and 2, not on slot 0; @d only on slot 2.
+        assert_eq!(
+            lt.relation(r, c),
+            Rel::Slots(slot_bit(1, 0) | slot_bit(2, 0))
+        );
+        assert_eq!(lt.relation(r, d), Rel::Slots(slot_bit(2, 0)));
+        assert!(lt.may_lie(r, c, (0, 48), (16, 16)));
+        assert!(!lt.may_lie(r, c, (0, 48), (0, 16)));
+        assert!(!lt.may_lie(r, d, (0, 48), (16, 16)));
+        assert!(lt.may_lie(r, d, (0, 48), (32, 16)));
+    }
+
+    #[test]
+    fn a_ring_touched_in_a_divergent_arm_keeps_its_slots_apart() {
+        let (k, lt) = lifetimes_of(
+            "kernel @k() block(8) {\n shared @r : f32[2, 4]\n shared @c : f32[4]\n %t = tid.x\n %h = cmp lt %t, 4\n if %h {\n store @r[0, %t], 1.0\n } else {\n store @c[0], 2.0\n }\n}",
+        );
+        assert_eq!(lt.relation(buffer(&k, "r"), buffer(&k, "c")), Rel::Exclusive);
+    }
 }
