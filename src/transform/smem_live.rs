@@ -38,6 +38,20 @@
 //! pair may share bytes at one offset only (`smem_alloc::Rel::SameOffset`): the proof is for
 //! equal offsets. Which thread reaches a byte first is again `sync`'s question.
 //!
+//! Slots. A *ring* — an unpinned data buffer of rank 2 or more whose leading dimension `S` is
+//! 2 to `smem_alloc::MAX_SLOTS` (a multi-buffered buffer: `pipeline --stages S` output, or
+//! written so) — is also cut into its `S` slots, each with its own interval: a slot's touches
+//! are the ops whose accesses may touch its bytes in some instance (`analysis::footprint`,
+//! which evaluates `rem` indices and `ir::induction`'s slot counters per iteration and
+//! over-approximates what it cannot), widened over loops like a buffer's, with the privacy
+//! test (2) restricted to the slot's bytes. A slot no access touches has no interval. Two
+//! buffers relate slot by slot (`Rel::Slots`): slot `x` of one may share bytes with slot `y`
+//! of the other when their intervals are disjoint or one is never touched (a plain buffer is
+//! one slot). So a slot the prologue has not filled yet, the slots a peeled epilogue no
+//! longer reads, or a slot written and consumed within each iteration lend their bytes while
+//! the other slots hold data. The buffer's own interval is the hull of its slots' and its
+//! own, so `Free` still means disjoint lifetimes.
+//!
 //! Mbarriers. An mbarrier buffer that no `mbar_inval` touches stays live to the end of the
 //! kernel: PTX lets its bytes be repurposed only after `mbarrier.inval`.
 //!
@@ -47,8 +61,9 @@
 //!
 //! Invariants: an interval always contains every touch; widening only grows intervals.
 //! Complexity: O(ops) numbering; per buffer and loop, the coverage test is
-//! O(R · W · |instances| · |units|) over its R reads and W writes inside the loop; at most
-//! 64 hand-off candidates, each one footprint analysis of the kernel.
+//! O(R · W · |instances| · |units|) over its R reads and W writes inside the loop, once per
+//! slot for rings (at most 8 slots); at most 64 hand-off candidates, each one footprint
+//! analysis of the kernel.
 //! Source: nvFuser's live intervals and inner/outer aliasing (seed 004); classic structured
 //! liveness (upward-exposed reads make a variable live at the loop head).
 

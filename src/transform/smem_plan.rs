@@ -4,7 +4,8 @@
 //!
 //! Pipeline. 1. Lifetimes (`smem_live`): per-buffer live intervals, exact across loop back
 //! edges, divergent arms concurrent, element-wise hand-offs inside a loop (those pairs may
-//! share bytes at one offset only). Two buffers whose lifetimes interfere never share a
+//! share bytes at one offset only), per-slot intervals of rings (a dead slot may lend its
+//! bytes; the reuse cost of such a pair is analysed at a layout lining the slots up). Two buffers whose lifetimes interfere never share a
 //! byte: that is what keeps the results unchanged. 2. Reuse costs: for each pair of
 //! unpinned buffers that may share bytes, the kernel already synchronized without reuse
 //! (existing barriers plus the ones `sync` places anyway) is given the two buffers at one
