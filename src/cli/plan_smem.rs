@@ -169,6 +169,7 @@ pub fn describe(k: &Kernel, input: &Input, r: &PlanReport, opts: &PlanOptions) -
             Objective::Barriers => "barriers",
         }
     ));
+    s.push_str(&fit_line(k, input, r, opts));
     s.push_str(&placements(k, input, &r.plan));
     let lt = smemsync::transform::smem_plan::lifetimes(k);
     for &(a, b, c) in &r.reuses {
@@ -193,6 +194,44 @@ pub fn describe(k: &Kernel, input: &Input, r: &PlanReport, opts: &PlanOptions) -
         s.push_str(&format!("  {mark} candidate {figures}  {}\n", c.name));
     }
     s
+}
+
+/// Against the target's shared memory per block: a line when the kernel fits only after
+/// planning; W1700 (reported at once) when even the chosen plan does not fit, with the
+/// fewest bytes any candidate reached.
+fn fit_line(k: &Kernel, input: &Input, r: &PlanReport, opts: &PlanOptions) -> String {
+    let max = opts.target.limits.max_shared_bytes;
+    let name = &opts.target.name;
+    if r.plan.peak <= max {
+        return if r.plan.peak_before > max {
+            format!("  fits {name}'s {max} bytes per block only after planning\n")
+        } else {
+            String::new()
+        };
+    }
+    let fewest = r
+        .candidates
+        .iter()
+        .map(|c| c.peak)
+        .min()
+        .unwrap_or(r.plan.peak);
+    let w = smemsync::Diagnostic::warning(
+        smemsync::diag::DiagKind::User,
+        "W1700",
+        format!(
+            "@{}: the planned kernel still needs {} bytes of shared memory, more than the {max} a block may use on {name}",
+            k.name, r.plan.peak
+        ),
+    )
+    .with_label(k.kernel_span, "cannot launch")
+    .with_note(format!("the fewest bytes of any plan considered: {fewest}"))
+    .with_help(if fewest <= max {
+        "a plan that fits executes more barriers: drop --objective barriers or raise --max-barriers"
+    } else {
+        "shrink the buffers, or pipeline with fewer stages"
+    });
+    report(input, &[w]);
+    String::new()
 }
 
 /// One line per buffer: offset, size, the source lines it is live across.
