@@ -53,7 +53,7 @@ fn cuda_or_diagnostics(path: &Path, target: &Target) -> String {
             // More shared memory than a block may have: the refusal, then the CUDA of the
             // kernel planned by `sync --plan-smem` (benches/gpu/smem-three-phase-over-the-limit).
             let refused = smemsync::diag::render_all(&diags, &path.to_string_lossy(), &src, false);
-            let opts = smemsync::transform::smem_plan::PlanOptions::new(target.clone());
+            let opts = smemsync::transform::smem_plan::PlanOptions::new(*target);
             let plan = smemsync::transform::smem_plan::plan_with(&parse(path), &opts)
                 .unwrap_or_else(|_| panic!("{}: plan-smem refuses it", path.display()));
             let cu = emit_cuda(&plan.synced.kernel, target, &CudaOptions::default())
