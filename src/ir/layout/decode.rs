@@ -455,6 +455,13 @@ pub fn slice(mut p: Builder, dim: usize) -> Builder {
 
 /// Offset bases (per dimension) of a shared layout, flattened and inverted.
 fn address_map(bases: &[Vec<u64>], shape: &[u64], at: (usize, usize)) -> DResult<AddressMap> {
+    let bits: u32 = shape.iter().map(|d| d.trailing_zeros()).sum();
+    if bases.len() != bits as usize {
+        return unsupported(
+            at,
+            format!("the shared layout has {} offset bits but the buffer has 2^{bits} elements", bases.len()),
+        );
+    }
     let flat: Vec<u64> = bases
         .iter()
         .map(|b| b.iter().zip(shape).fold(0u64, |acc, (&c, &d)| acc * d + c))
@@ -467,9 +474,34 @@ fn address_map(bases: &[Vec<u64>], shape: &[u64], at: (usize, usize)) -> DResult
 
 /// `#ttg.swizzled_shared`: the two most minor dimensions are swizzled in phases.
 pub fn swizzled_shared(a: &Attr, whole: &Node, shape: &[u64]) -> DResult<AddressMap> {
-    let vec = int(param(a, whole, "vec")?)?.max(1) as u64;
-    let per = int(param(a, whole, "perPhase")?)?.max(1) as u64;
-    let max = int(param(a, whole, "maxPhase")?)?.max(1) as u64;
+    phased_shared(a, whole, shape, false)
+}
+
+/// `#ttg.amd_rotating_shared`: like `swizzled_shared`, but the phase of a row is XORed with
+/// the number of its block of `perPhase * maxPhase` rows (modulo `maxPhase`), so the pattern
+/// rotates over `maxPhase` blocks before it repeats. Both terms are bit fields of the row
+/// index, so the map stays linear over GF(2).
+pub fn amd_rotating_shared(a: &Attr, whole: &Node, shape: &[u64]) -> DResult<AddressMap> {
+    phased_shared(a, whole, shape, true)
+}
+
+/// The column XOR (in elements) that row `r` (a power of two: one row bit) contributes.
+fn phase_of_row_bit(r: u64, vec: u64, per: u64, max: u64, rotating: bool) -> u64 {
+    let phase = (r / per) % max;
+    let block = if rotating { (r / (per * max)) % max } else { 0 };
+    vec * (phase ^ block)
+}
+
+fn phased_shared(a: &Attr, whole: &Node, shape: &[u64], rotating: bool) -> DResult<AddressMap> {
+    let pos = |key: &str| -> DResult<u64> {
+        let n = param(a, whole, key)?;
+        match int(n)? {
+            v if v >= 1 && (v as u64).is_power_of_two() => Ok(v as u64),
+            v if v >= 1 => unsupported(n.at, format!("`{key} = {v}` is not a power of two: the swizzle is not a linear map")),
+            _ => bad(n, format!("`{key}` must be positive")),
+        }
+    };
+    let (vec, per, max) = (pos("vec")?, pos("perPhase")?, pos("maxPhase")?);
     let ord = order(param(a, whole, "order")?, shape.len())?;
     let rank = shape.len();
     let mut bases = Vec::new();
@@ -489,7 +521,7 @@ pub fn swizzled_shared(a: &Attr, whole: &Node, shape: &[u64]) -> DResult<Address
         let mut r = 1;
         while r < shape[row_d] {
             let mut b = unit(row_d, r);
-            b[col] = (vec * ((r / per) % max)) % cols;
+            b[col] = phase_of_row_bit(r, vec, per, max, rotating) % cols;
             bases.push(b);
             r *= 2;
         }
@@ -568,4 +600,138 @@ pub fn nvmma_shared(a: &Attr, whole: &Node, shape: &[u64]) -> DResult<AddressMap
 pub fn shared_linear(a: &Attr, whole: &Node, shape: &[u64]) -> DResult<AddressMap> {
     let bases = basis_list(param(a, whole, "offset")?, Some(shape.len()))?;
     address_map(&bases, shape, whole.at)
+}
+
+/// `#ttg.padded_shared<[I0:+P0, ...] {order = [...], shape = [...]}>` (or with explicit
+/// `offset` bases): a linear component (offset bits -> element coordinates, inverted as for
+/// `shared_linear`), then `P_k` padding elements inserted after every `I_k` elements of that
+/// linear offset: element `e` with linear offset `o` lives at `o + sum_k (o / I_k) * P_k`.
+/// Intervals and paddings are powers of two (Triton's verifier requires it).
+pub fn padded_shared(a: &Attr, whole: &Node, shape: &[u64]) -> DResult<AddressMap> {
+    let Some((_, raw)) = a.params.first() else {
+        return bad(whole, "`#ttg.padded_shared` needs `[interval:+padding, ...]`");
+    };
+    let Val::Other(text) = &raw.val else {
+        return bad(whole, "`#ttg.padded_shared` needs `[interval:+padding, ...]` before its dictionary");
+    };
+    // The raw text ends just before the closing `>` of the attribute.
+    let base = whole.at.1.saturating_sub(1 + text.len());
+    let (pads, rest) = padding_pairs(text, base)?;
+    let dict_at = text.len() - rest.len();
+    let wrapped = format!("#p<{rest}>");
+    let shift = |p: Problem| Problem {
+        at: (
+            (p.at.0 + base + dict_at).saturating_sub(3),
+            (p.at.1 + base + dict_at).saturating_sub(3),
+        ),
+        ..p
+    };
+    let node = super::attr::parse(&wrapped).map_err(|e| Problem {
+        error: true,
+        msg: format!("malformed padded_shared dictionary: {}", e.msg),
+        at: ((e.at + base + dict_at).saturating_sub(3), (e.at + base + dict_at).saturating_sub(2)),
+    })?;
+    let Val::Attr(d) = &node.val else {
+        return bad(whole, "expected `{...}` after the paddings");
+    };
+    let bases = padded_component(d, &node, shape).map_err(shift)?;
+    let mut m = address_map(&bases, shape, whole.at)?;
+    m.pads = pads;
+    Ok(m)
+}
+
+/// The linear component of a padded layout, as offset bases per dimension.
+fn padded_component(d: &Attr, node: &Node, shape: &[u64]) -> DResult<Vec<Vec<u64>>> {
+    let rank = shape.len();
+    if let Some(off) = d.get("offset") {
+        if let Some(bl) = d.get("block")
+            && basis_list(bl, Some(rank))?.iter().flatten().any(|&c| c != 0)
+        {
+            return unsupported(bl.at, "layouts spread over several blocks (CTAs) are not modelled");
+        }
+        return basis_list(off, Some(rank));
+    }
+    let ord = order(param(d, node, "order")?, rank)?;
+    let sn = param(d, node, "shape")?;
+    let want = pow2_list(sn)?;
+    if want != shape {
+        return unsupported(sn.at, format!("the padded layout is for a {want:?} tile, the buffer is {shape:?}"));
+    }
+    let mut bases = Vec::new();
+    for &dim in &ord {
+        let mut c = 1;
+        while c < shape[dim] {
+            let mut b = vec![0; rank];
+            b[dim] = c;
+            bases.push(b);
+            c *= 2;
+        }
+    }
+    Ok(bases)
+}
+
+/// `[I0:+P0, I1:+P1, ...]` at the start of `text` (`base`: its offset in the attribute
+/// text): the pairs as (log2 interval, padding), and the text after the list (and an
+/// optional comma).
+fn padding_pairs(text: &str, base: usize) -> DResult<(Vec<(u32, u64)>, &str)> {
+    let err = |i: usize, msg: &str| Problem {
+        error: true,
+        msg: msg.to_string(),
+        at: (base + i, base + i + 1),
+    };
+    let s = text.as_bytes();
+    let mut i = 0;
+    let skip = |i: &mut usize| {
+        while *i < s.len() && s[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    let num = |i: &mut usize| -> Option<u64> {
+        let st = *i;
+        while *i < s.len() && s[*i].is_ascii_digit() {
+            *i += 1;
+        }
+        text[st..*i].parse().ok()
+    };
+    skip(&mut i);
+    if s.get(i) != Some(&b'[') {
+        return Err(err(i, "expected `[interval:+padding, ...]`"));
+    }
+    i += 1;
+    let mut out = Vec::new();
+    loop {
+        skip(&mut i);
+        let at = i;
+        let iv = num(&mut i).ok_or_else(|| err(at, "expected an interval"))?;
+        skip(&mut i);
+        if !text[i..].starts_with(":+") {
+            return Err(err(i, "expected `:+` between an interval and its padding"));
+        }
+        i += 2;
+        let pat = i;
+        let pad = num(&mut i).ok_or_else(|| err(pat, "expected a padding"))?;
+        if !iv.is_power_of_two() || !pad.is_power_of_two() {
+            return Err(Problem {
+                error: true,
+                msg: "intervals and paddings must be powers of two".into(),
+                at: (base + at, base + i),
+            });
+        }
+        out.push((iv.trailing_zeros(), pad));
+        skip(&mut i);
+        match s.get(i) {
+            Some(b',') => i += 1,
+            Some(b']') => {
+                i += 1;
+                break;
+            }
+            _ => return Err(err(i, "expected `,` or `]`")),
+        }
+    }
+    skip(&mut i);
+    if s.get(i) == Some(&b',') {
+        i += 1;
+        skip(&mut i);
+    }
+    Ok((out, &text[i..]))
 }

@@ -182,12 +182,17 @@ fn add_to_span(basis: &mut Vec<u32>, mut x: u32) {
     }
 }
 
-/// An address map of a shared layout: element index -> offset within the buffer, a bijection
-/// on `[0, 2^bits)` given by the offset bits' bases (offset -> element), inverted.
+/// An address map of a shared layout: element index -> offset within the buffer. Its linear
+/// part is a bijection on `[0, 2^bits)` given by the offset bits' bases (offset -> element),
+/// inverted; padded layouts then insert padding into that linear offset (so the buffer spans
+/// [`AddressMap::span`] elements, more than it holds).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AddressMap {
     /// Element bits -> offset contributed.
     pub rows: Vec<u64>,
+    /// Padding: `(k, p)` inserts `p` elements after every `2^k` elements of the linear offset
+    /// (`#ttg.padded_shared`); pairs compose additively. Empty for the other layouts.
+    pub pads: Vec<(u32, u64)>,
 }
 
 impl AddressMap {
@@ -209,10 +214,15 @@ impl AddressMap {
         }
         Some(AddressMap {
             rows: m.rows.iter().map(|&r| r as u64).collect(),
+            pads: Vec::new(),
         })
     }
-    /// The offset (in elements) of element `e`.
+    /// The offset (in elements) of element `e`, padding included.
     pub fn offset(&self, e: u64) -> u64 {
+        self.pad(self.linear_offset(e))
+    }
+    /// The offset of element `e` before padding (the linear part alone).
+    pub fn linear_offset(&self, e: u64) -> u64 {
         let mut o = 0;
         for (j, &r) in self.rows.iter().enumerate() {
             if e >> j & 1 == 1 {
@@ -221,8 +231,18 @@ impl AddressMap {
         }
         o
     }
+    /// A linear offset with the padding inserted before it.
+    fn pad(&self, o: u64) -> u64 {
+        o + self.pads.iter().map(|&(k, p)| (o >> k) * p).sum::<u64>()
+    }
+    /// Elements the buffer spans: one past the offset of its last linear offset (the element
+    /// count when unpadded).
+    pub fn span(&self) -> u64 {
+        let n = 1u64 << self.rows.len();
+        self.pad(n - 1) + 1
+    }
     pub fn is_identity(&self) -> bool {
-        self.rows.iter().enumerate().all(|(j, &r)| r == 1 << j)
+        self.pads.is_empty() && self.rows.iter().enumerate().all(|(j, &r)| r == 1 << j)
     }
 }
 

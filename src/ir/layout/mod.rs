@@ -11,9 +11,11 @@
 //! What is conservative, and said so: a layout name without a definition is *opaque* (any
 //! executing thread may own any element, docs/ir.md); an encoding smemsync does not model, a
 //! non-power-of-two tile, or a layout whose lanes and warps do not match the block becomes
-//! opaque with a warning ([`Issue`], W1000–W1003; a swizzled buffer aliasing another pinned
-//! one is W1004: aliasing is compared at row-major addresses). Malformed definitions are errors with the
-//! location inside the attribute text (E1001–E1005).
+//! opaque with a warning ([`Issue`], W1000–W1003). A buffer whose shared layout pairs its
+//! elements with another pinned buffer's differently than row-major addresses do is W1004:
+//! smemsync's semantics (interpreter, analyses, emitted CUDA) is row-major, docs/ir.md
+//! "Aliasing and W1004". Malformed definitions are errors with the location inside the
+//! attribute text (E1001–E1005).
 //! Complexity: decoding is O(depth · rank · bits); an [`OwnerMap`] is O(bits²) to build.
 
 pub mod attr;
@@ -50,7 +52,7 @@ impl Issue {
             Diagnostic::user(self.code, self.msg.clone()).with_label(self.span, "here")
         } else {
             let label = if self.code == "W1004" {
-                "its swizzle is not applied when comparing aliased bytes"
+                "compared with the aliasing buffer at row-major addresses"
             } else {
                 "treated as an opaque layout (conservative)"
             };
@@ -270,6 +272,8 @@ impl Cx<'_> {
                 "ttg.swizzled_shared" => decode::swizzled_shared(a, n, shape).map_err(p)?,
                 "ttg.nvmma_shared" => decode::nvmma_shared(a, n, shape).map_err(p)?,
                 "ttg.shared_linear" => decode::shared_linear(a, n, shape).map_err(p)?,
+                "ttg.amd_rotating_shared" => decode::amd_rotating_shared(a, n, shape).map_err(p)?,
+                "ttg.padded_shared" => decode::padded_shared(a, n, shape).map_err(p)?,
                 other => {
                     return Err(Issue {
                         code: "W1000",
@@ -429,10 +433,10 @@ pub fn diagnostics(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
                 &mut out,
             ),
             Err(i) => push(i, span, &mut out),
-            Ok(Some(Decoded::Shared(m))) if !m.is_identity() && aliases(k, b) => push(
+            Ok(Some(Decoded::Shared(m))) if !m.is_identity() && pairing_differs(k, b, &m) => push(
                 Issue {
                     code: "W1004",
-                    msg: format!("buffer `@{}` aliases another pinned buffer; smemsync compares their bytes at row-major addresses, not through the shared layout \"{name}\"", bd.name),
+                    msg: format!("buffer `@{}` shares bytes with another pinned buffer, and its shared layout \"{name}\" pairs their elements differently than row-major addresses do; smemsync compares them at row-major addresses (its own semantics; docs/ir.md, \"Aliasing and W1004\")", bd.name),
                     span,
                     error: false,
                 },
@@ -445,12 +449,55 @@ pub fn diagnostics(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
     out
 }
 
-/// Whether pinned buffer `b` overlaps another pinned buffer.
-fn aliases(k: &Kernel, b: crate::ir::Buffer) -> bool {
+/// Largest buffer whose element pairing is checked by enumeration (beyond: W1004 without it).
+const MAX_PAIRING: u64 = 1 << 22;
+
+/// Whether pinned buffer `b` (with a shared layout `m` that is not the identity) shares bytes
+/// with another pinned buffer in a way the row-major comparison gets wrong: some element of
+/// `b` meets a different element of the other buffer at its layout's address than at its
+/// row-major one. Buffers without a shared layout are row-major. When every pairing agrees
+/// (e.g. a buffer reused at the same offset by one of the same shape and layout), comparing at
+/// row-major addresses is exact and there is nothing to warn about.
+/// Complexity: O(elements of `b` + span of the other) per other pinned buffer.
+fn pairing_differs(k: &Kernel, b: crate::ir::Buffer, m: &AddressMap) -> bool {
     let bd = &k.buffers[b];
-    let Some(o) = bd.offset else { return false };
+    let Some(ob) = bd.offset else { return false };
+    let n = bd.elements();
+    let s = bd.elem.bytes();
+    let span_b = ob + m.span() * s;
     k.buffers.iter().any(|(c, cd)| {
-        c != b && cd.offset.is_some_and(|p| p < o + bd.bytes() && o < p + cd.bytes())
+        let Some(oc) = cd.offset else { return false };
+        if c == b || cd.elem == crate::ir::ElemType::MBarrier {
+            return false;
+        }
+        let mc = buffer_addresses(k, c);
+        let span_c = oc + mc.as_ref().map_or(cd.elements(), |x| x.span()) * cd.elem.bytes();
+        let overlap = ob.max(oc) < span_b.min(span_c) || ob.max(oc) < (ob + bd.bytes()).min(oc + cd.bytes());
+        if !overlap {
+            return false;
+        }
+        if cd.elem.bytes() != s || ob.abs_diff(oc) % s != 0 || n > MAX_PAIRING || cd.elements() > MAX_PAIRING {
+            return true;
+        }
+        // c's element at each of its element slots (u64::MAX: padding).
+        let slots = mc.as_ref().map_or(cd.elements(), |x| x.span());
+        let mut at = vec![u64::MAX; slots as usize];
+        for f in 0..cd.elements() {
+            let o = mc.as_ref().map_or(f, |x| x.offset(f));
+            if let Some(v) = at.get_mut(o as usize) {
+                *v = f;
+            }
+        }
+        let d = (ob as i64 - oc as i64) / s as i64;
+        let slot = |o: u64| -> u64 {
+            let j = o as i64 + d;
+            if j < 0 { u64::MAX } else { at.get(j as usize).copied().unwrap_or(u64::MAX) }
+        };
+        let rm = |e: u64| -> u64 {
+            let j = e as i64 + d;
+            if j < 0 || j as u64 >= cd.elements() { u64::MAX } else { j as u64 }
+        };
+        (0..n).any(|e| rm(e) != slot(m.offset(e)))
     })
 }
 

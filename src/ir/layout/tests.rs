@@ -189,9 +189,6 @@ fn every_encoding_of_the_triton_corpus_decodes() {
             .collect();
         let k = kernel_with(&defs.join("\n"), if amd { 256 } else { 128 });
         for d in &k.layouts {
-            if d.text.contains("amd_rotating_shared") {
-                continue;
-            }
             let list = |key: &str| {
                 d.text.split(key).nth(1).map(|t| t[..t.find(']').unwrap()].matches(',').count() + 1)
             };
@@ -203,4 +200,213 @@ fn every_encoding_of_the_triton_corpus_decodes() {
         }
     }
     assert!(n >= 20, "only {n} encodings found");
+}
+
+/// Rows of a `rows x cols` buffer as seen in memory: `table[r][c]` is the row-major number of
+/// the element stored at position (r, c).
+fn memory_table(m: &AddressMap, rows: u64, cols: u64) -> Vec<Vec<u64>> {
+    let mut t = vec![vec![u64::MAX; cols as usize]; rows as usize];
+    for e in 0..rows * cols {
+        let o = m.offset(e);
+        t[(o / cols) as usize][(o % cols) as usize] = e;
+    }
+    t
+}
+
+#[test]
+fn amd_rotating_shared_rotates_the_phase_by_block() {
+    // vec 1, perPhase 1, maxPhase 4 on 8 x 4: row r XORs its columns with
+    // (r mod 4) ^ ((r / 4) mod 4), worked by hand: rows 0..3 use 0, 1, 2, 3; rows 4..7
+    // (block 1) use 1, 0, 3, 2.
+    let k = kernel_with(
+        r#"layout "r" = #ttg.amd_rotating_shared<{vec = 1, perPhase = 1, maxPhase = 4, order = [1, 0]}>"#,
+        64,
+    );
+    let t = memory_table(&shared(&k, "r", &[8, 4]), 8, 4);
+    let want: [[u64; 4]; 8] = [
+        [0, 1, 2, 3],
+        [5, 4, 7, 6],
+        [10, 11, 8, 9],
+        [15, 14, 13, 12],
+        [17, 16, 19, 18],
+        [20, 21, 22, 23],
+        [27, 26, 25, 24],
+        [30, 31, 28, 29],
+    ];
+    for (r, row) in want.iter().enumerate() {
+        assert_eq!(t[r], row.to_vec(), "row {r}");
+    }
+    // perPhase 2, maxPhase 2: phases 0 0 1 1 0 0 1 1, blocks 0 0 0 0 1 1 1 1.
+    let k = kernel_with(
+        r#"layout "r" = #ttg.amd_rotating_shared<{vec = 1, perPhase = 2, maxPhase = 2, order = [1, 0]}>"#,
+        64,
+    );
+    let t = memory_table(&shared(&k, "r", &[8, 4]), 8, 4);
+    let xors = [0, 0, 1, 1, 1, 1, 0, 0];
+    for (r, &x) in xors.iter().enumerate() {
+        let row: Vec<u64> = (0..4).map(|c| r as u64 * 4 + (c ^ x)).collect();
+        assert_eq!(t[r], row, "row {r}");
+    }
+}
+
+#[test]
+fn amd_rotating_shared_matches_its_definition_formula() {
+    // The corpus's gfx942 encoding on a 128 x 64 tile, against the documented definition:
+    // phase = (r / perPhase) % maxPhase, block = (r / (perPhase * maxPhase)) % maxPhase,
+    // column' = column ^ vec * (phase ^ block) (vec-element groups), row unchanged.
+    let (vec, per, max) = (4u64, 1u64, 16u64);
+    let k = kernel_with(
+        r#"layout "r" = #ttg.amd_rotating_shared<{vec = 4, perPhase = 1, maxPhase = 16, order = [1, 0]}>"#,
+        256,
+    );
+    let m = shared(&k, "r", &[128, 64]);
+    for r in 0..128u64 {
+        let phase = (r / per) % max;
+        let block = (r / (per * max)) % max;
+        for c in 0..64u64 {
+            let c2 = ((c / vec) ^ (phase ^ block)) * vec + c % vec;
+            assert_eq!(m.offset(r * 64 + c), r * 64 + c2 % 64, "({r}, {c})");
+        }
+    }
+    // Transposed order: dimension 0 is contiguous.
+    let k = kernel_with(
+        r#"layout "r" = #ttg.amd_rotating_shared<{vec = 2, perPhase = 2, maxPhase = 4, order = [0, 1]}>"#,
+        256,
+    );
+    let m = shared(&k, "r", &[32, 16]);
+    for i in 0..32u64 {
+        for j in 0..16u64 {
+            let x = ((j / 2) % 4) ^ ((j / 8) % 4);
+            assert_eq!(m.offset(i * 16 + j), j * 32 + (i ^ (2 * x)), "({i}, {j})");
+        }
+    }
+}
+
+#[test]
+fn padded_shared_inserts_padding_after_each_interval() {
+    let k = kernel_with(
+        "layout \"p\" = #ttg.padded_shared<[2:+2] {order = [0], shape = [8]}>\n\
+         layout \"q\" = #ttg.padded_shared<[2:+1, 4:+2] {order = [0], shape = [8]}>\n\
+         layout \"s\" = #ttg.padded_shared<[2:+2] {offset = [[2], [1]], block = []}>\n\
+         layout \"t\" = #ttg.padded_shared<[16:+1] {offset = [[0, 1], [0, 2], [2, 0], [4, 0], [1, 0]], block = []}>",
+        64,
+    );
+    // e0 e1 p p e2 e3 p p ...
+    let p = shared(&k, "p", &[8]);
+    let offs: Vec<u64> = (0..8).map(|e| p.offset(e)).collect();
+    assert_eq!(offs, [0, 1, 4, 5, 8, 9, 12, 13]);
+    assert_eq!(p.span(), 14);
+    // Two tiers: 1 after every 2, 2 more after every 4: e0 e1 p e2 e3 p p p e4 ...
+    let q = shared(&k, "q", &[8]);
+    let offs: Vec<u64> = (0..8).map(|e| q.offset(e)).collect();
+    assert_eq!(offs, [0, 1, 3, 4, 8, 9, 11, 12]);
+    // Strided linear part: memory holds x0 x2 p p x1 x3.
+    let s = shared(&k, "s", &[4]);
+    let offs: Vec<u64> = (0..4).map(|e| s.offset(e)).collect();
+    assert_eq!(offs, [0, 4, 1, 5]);
+    // Rows 0, 2, 4, 6 first (16 elements), one padding element, then rows 1, 3, 5, 7.
+    let t = shared(&k, "t", &[8, 4]);
+    for r in 0..8u64 {
+        for c in 0..4u64 {
+            let lin = (r % 2) * 16 + (r / 2) * 4 + c;
+            assert_eq!(t.offset(r * 4 + c), lin + lin / 16, "({r}, {c})");
+        }
+    }
+    assert!(!t.is_identity());
+}
+
+#[test]
+fn padded_shared_matches_its_definition_formula_on_a_real_tile() {
+    // [32:+4, 128:+8] on 64 x 64 f16, row-major: offset = i + (i / 32) * 4 + (i / 128) * 8.
+    let k = kernel_with(
+        r#"layout "p" = #ttg.padded_shared<[32:+4, 128:+8] {order = [1, 0], shape = [64, 64]}>"#,
+        256,
+    );
+    let m = shared(&k, "p", &[64, 64]);
+    for i in 0..64 * 64u64 {
+        assert_eq!(m.offset(i), i + (i / 32) * 4 + (i / 128) * 8);
+    }
+    // Column-major order.
+    let k = kernel_with(
+        r#"layout "p" = #ttg.padded_shared<[16:+2] {order = [0, 1], shape = [32, 8]}>"#,
+        256,
+    );
+    let m = shared(&k, "p", &[32, 8]);
+    for r in 0..32u64 {
+        for c in 0..8u64 {
+            let lin = c * 32 + r;
+            assert_eq!(m.offset(r * 8 + c), lin + (lin / 16) * 2);
+        }
+    }
+}
+
+#[test]
+fn malformed_or_unmodelled_padded_layouts_are_located() {
+    let src = r#"layout "p" = #ttg.padded_shared<[3:+2] {order = [0], shape = [8]}>"#;
+    let k = kernel_with(src, 64);
+    let e = decode(&k, "p", &[8]).unwrap_err();
+    assert_eq!((e.code, e.error), ("E1004", true));
+    assert_eq!(&src[e.span.lo as usize..e.span.hi as usize], "3:+2");
+    let src = r#"layout "p" = #ttg.padded_shared<[4:+2] {order = [0], shape = [16]}>"#;
+    let k = kernel_with(src, 64);
+    let e = decode(&k, "p", &[8]).unwrap_err();
+    assert_eq!((e.code, e.error), ("W1000", false));
+    assert_eq!(&src[e.span.lo as usize..e.span.hi as usize], "[16]");
+    let src = r#"layout "p" = #ttg.padded_shared<[4:+2] {order = [0, 3], shape = [16]}>"#;
+    let k = kernel_with(src, 64);
+    let e = decode(&k, "p", &[16]).unwrap_err();
+    assert_eq!(e.code, "E1004");
+    assert_eq!(&src[e.span.lo as usize..e.span.hi as usize], "3");
+    let src = r#"layout "p" = #ttg.padded_shared<[4 +2] {order = [0], shape = [16]}>"#;
+    let k = kernel_with(src, 64);
+    let e = decode(&k, "p", &[16]).unwrap_err();
+    assert_eq!(e.code, "E1004");
+    assert_eq!(&src[e.span.lo as usize..e.span.lo as usize + 2], "+2");
+    let src = r#"layout "r" = #ttg.amd_rotating_shared<{vec = 4, perPhase = 1, maxPhase = 12, order = [1, 0]}>"#;
+    let k = kernel_with(src, 64);
+    let e = decode(&k, "r", &[16, 16]).unwrap_err();
+    assert_eq!((e.code, e.error), ("W1000", false));
+    assert_eq!(&src[e.span.lo as usize..e.span.hi as usize], "12");
+}
+
+fn w1004(src: &str) -> Vec<String> {
+    let k = parse_kernel(src).unwrap();
+    diagnostics(&k, 32)
+        .into_iter()
+        .filter(|d| d.code == "W1004")
+        .map(|d| d.message.clone())
+        .collect()
+}
+
+#[test]
+fn aliasing_warns_only_where_the_layouts_pair_elements_differently() {
+    let sw = r#"layout "sw" = #ttg.swizzled_shared<{vec = 2, perPhase = 1, maxPhase = 4, order = [1, 0]}>
+layout "sw2" = #ttg.swizzled_shared<{vec = 4, perPhase = 1, maxPhase = 2, order = [1, 0]}>"#;
+    let k = |a: &str, b: &str| format!("{sw}\nkernel @k() block(64) {{\n  shared @a : f16[16, 16] at 0{a}\n  shared @b : f16[16, 16] {b}\n}}\n");
+    // Same shape, same layout, same offset: element e meets element e either way.
+    assert!(w1004(&k(" layout \"sw\"", "at 0 layout \"sw\"")).is_empty());
+    // A swizzled buffer over a row-major one, or two different swizzles: pairings differ.
+    assert_eq!(w1004(&k(" layout \"sw\"", "at 0")).len(), 1);
+    assert_eq!(w1004(&k(" layout \"sw\"", "at 0 layout \"sw2\"")).len(), 2);
+    // No shared byte: nothing to compare.
+    assert!(w1004(&k(" layout \"sw\"", "at 512")).is_empty());
+    // Unpinned buffers never alias.
+    assert!(w1004(&k("", "layout \"sw\"")).is_empty());
+    // Rows 8..15 of the swizzled buffer over a row-major 8 x 16 one: row 8's XOR is 0 (8 mod 4
+    // = 0), but row 9's is not.
+    let src = format!("{sw}\nkernel @k() block(64) {{\n  shared @a : f16[16, 16] at 0 layout \"sw\"\n  shared @b : f16[1, 16] at 256\n}}\n");
+    assert!(w1004(&src).is_empty());
+    let src = format!("{sw}\nkernel @k() block(64) {{\n  shared @a : f16[16, 16] at 0 layout \"sw\"\n  shared @b : f16[2, 16] at 256\n}}\n");
+    assert_eq!(w1004(&src).len(), 1);
+}
+
+#[test]
+fn a_padded_buffer_aliases_through_its_padding() {
+    // 8 x 8 f32 padded by 4 after every 32: it spans 68 elements (272 bytes), so a buffer
+    // pinned at byte 256 shares bytes with it although the row-major extent ends at 256.
+    let src = "layout \"p\" = #ttg.padded_shared<[32:+4] {order = [1, 0], shape = [8, 8]}>\n\
+               kernel @k() block(64) {\n  shared @a : f32[8, 8] at 0 layout \"p\"\n  shared @b : f32[4] at 256\n}\n";
+    assert_eq!(w1004(src).len(), 1);
+    let src = src.replace("at 256", "at 272");
+    assert!(w1004(&src).is_empty());
 }

@@ -342,6 +342,8 @@ impl Converter<'_> {
         self.pos = i + 1;
         self.yield_kept = Some(kept.iter().map(|(k, _, _)| *k).collect());
         self.region(i)?;
+        let kept_pos: Vec<usize> = kept.iter().map(|(k, _, _)| *k).collect();
+        self.carried_shared_unchanged(i, &pairs, &kept_pos)?;
         self.pop_region();
         let l = self.loop_stack.pop().unwrap_or(0);
         if let Some(x) = self.loops.get_mut(l) {
@@ -359,6 +361,53 @@ impl Converter<'_> {
                 let v = self.vals.get(&init).cloned().unwrap_or(V::Unit);
                 self.vals.insert(n.clone(), v);
             }
+        }
+        Ok(())
+    }
+
+    /// A shared descriptor (buffer, view, mbarrier) carried through the `scf.for` opened at
+    /// line `open` must be yielded unchanged: the importer binds the iteration value to its
+    /// initial descriptor for every iteration. A loop that rotates descriptors (`scf.yield
+    /// %b, %a`) is refused with E1600 at the yielded value, never imported with the first
+    /// iteration's buffers (that would drop the hazards between iterations).
+    fn carried_shared_unchanged(
+        &self,
+        open: usize,
+        pairs: &[(String, String, Span)],
+        kept: &[usize],
+    ) -> Result<(), Diagnostic> {
+        let end = self.skip_region(open);
+        let Some(y) = (open + 1..end)
+            .rev()
+            .filter_map(|j| self.stmt(j).ok())
+            .find(|st| st.op == "scf.yield")
+        else {
+            return Ok(());
+        };
+        let yielded = operands(&y.rest);
+        let same = |a: &V, b: Option<&V>| match (a, b) {
+            (V::Mem(m), Some(V::Mem(n))) => m.kir == n.kir && m.shape == n.shape,
+            (V::Mbar(x, i), Some(V::Mbar(z, j))) => x == z && i == j,
+            _ => false,
+        };
+        for (k, (arg, init, _)) in pairs.iter().enumerate() {
+            let carried = self.vals.get(init);
+            if kept.contains(&k) || !matches!(carried, Some(V::Mem(_) | V::Mbar(..))) {
+                continue;
+            }
+            let Some((name, span)) = yielded.get(k) else { continue };
+            if name == arg || carried.is_some_and(|c| same(c, self.vals.get(name))) {
+                continue;
+            }
+            return Err(Diagnostic::user(
+                "E1600",
+                format!(
+                    "the loop carries the shared-memory descriptor `%{arg}` but yields `%{name}`, another one: \
+                     descriptors that change between iterations are not imported (index one \
+                     multi-buffered allocation with a loop-carried integer instead, as Triton's pipeliner does)"
+                ),
+            )
+            .with_label(*span, "yielded here"));
         }
         Ok(())
     }
