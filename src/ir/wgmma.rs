@@ -210,8 +210,12 @@ pub fn register_writes(k: &Kernel, parents: &Parents, op: Op) -> Vec<Value> {
     let mut out = od.results.clone();
     let args = |r: super::Region| k.regions[r].args.clone();
     match &od.kind {
+        // An `if`'s results are written by the `yield` of the arm it takes.
+        OpKind::If { .. } => out.clear(),
+        // Entering a loop binds the arguments of its first region (a `for` body, a `while`
+        // condition), which share storage with its results.
         OpKind::For { .. } | OpKind::While { .. } => {
-            for &r in &od.regions {
+            if let Some(&r) = od.regions.first() {
                 out.extend(args(r));
             }
         }
