@@ -100,7 +100,10 @@ fn kernel_register_a(n: u64) -> String {
             "  %ar{i} = add %arow, {dr}\n  %ac{i} = add %acol, {dc}\n  %ar16{i} = mul %ar{i}, 16\n  %ax{i} = add %ar16{i}, %ac{i}\n  %a{i} = gload %A[%ax{i}]\n"
         ));
     }
-    let regs = (0..8).map(|i| format!("%a{i}")).collect::<Vec<_>>().join(", ");
+    let regs = (0..8)
+        .map(|i| format!("%a{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let out = format!("{}{load}{}", &src[..start], &src[end..]);
     out.replace("  shared @a : f16[8, 2, 8, 8]\n", "")
         .replace("wgmma @a, @b,", &format!("wgmma [{regs}], @b,"))
@@ -121,7 +124,10 @@ fn hardware_wgmma_computes_the_matrix_product_in_the_fragment_layout() {
 #[test]
 fn register_a_wgmma_computes_the_same_product_from_the_a_fragment() {
     let src = kernel_register_a(16);
-    assert!(src.contains("wgmma [%a0,") && !src.contains("shared @a"), "{src}");
+    assert!(
+        src.contains("wgmma [%a0,") && !src.contains("shared @a"),
+        "{src}"
+    );
     check_product(kernel_register_a);
 }
 

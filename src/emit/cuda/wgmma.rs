@@ -68,7 +68,7 @@ impl Emitter<'_> {
                 format!("this wgmma has no sm_90a instruction: {why}"),
             )
             .with_label(self.k.span(op), "cannot be emitted as CUDA C++")
-            .with_help("declare A as f16[8, 2, 8, 8] (or give 8 register values) and B as f16[N/8, 2, 8, 8] (8 x 8 core matrices, docs/ir.md section 4) with N/2 accumulators");
+            .with_help("declare A as f16[8, 2, 8, 8] and B as f16[N/8, 2, 8, 8] (8 x 8 core matrices, docs/ir.md section 4) with N/2 accumulators, or give A as 8 register values");
             self.errors.push(d);
         }
         let threads = self.k.threads();
