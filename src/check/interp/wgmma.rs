@@ -126,7 +126,7 @@ impl BlockExec<'_> {
         }
         let arrived = std::mem::take(&mut meet.arrived);
         meet.op = None;
-        if need % 32 != 0 {
+        if !need.is_multiple_of(32) {
             return Err(self.exec_err(
                 op,
                 "C0052",
