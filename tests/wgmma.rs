@@ -4,6 +4,9 @@
 //! and stores every accumulator register at the (row, column) that the PTX fragment layout
 //! gives it, computed in the kernel's own arithmetic. The expected C is computed here with
 //! plain loops over A and B: products exact, added in increasing k from the accumulator.
+//! The register-A form is checked the same way: each thread loads the eight A elements of its
+//! fragment (PTX's `.f16x2` A layout, written out in the kernel's arithmetic) straight from
+//! global memory, and both wgmmas of the chain read those registers.
 
 use smemsync::check::interp::{Val, input_element};
 use smemsync::check::{CheckOptions, run};
@@ -81,6 +84,31 @@ fn kernel(n: u64) -> String {
     s
 }
 
+/// The same product with A in registers: thread `t` loads `A[row][col]` for its eight
+/// fragment positions (rows `16 w + l / 4` and `+ 8`, columns `2 (l mod 4)`, `+ 1`, `+ 8`,
+/// `+ 9`) and both wgmmas take them as A.
+fn kernel_register_a(n: u64) -> String {
+    let src = kernel(n);
+    let start = src.find("  for %i = 0 to 8").expect("A copy loop");
+    let end = src.find("  for %j = 0 to").expect("B copy loop");
+    let mut load = String::from(
+        "  %aw = div %t, 32\n  %al = rem %t, 32\n  %aw16 = mul %aw, 16\n  %al4 = div %al, 4\n  %arow = add %aw16, %al4\n  %alm = rem %al, 4\n  %acol = mul %alm, 2\n",
+    );
+    for i in 0..8u64 {
+        let (dr, dc) = (8 * ((i / 2) % 2), 8 * (i / 4) + i % 2);
+        load.push_str(&format!(
+            "  %ar{i} = add %arow, {dr}\n  %ac{i} = add %acol, {dc}\n  %ar16{i} = mul %ar{i}, 16\n  %ax{i} = add %ar16{i}, %ac{i}\n  %a{i} = gload %A[%ax{i}]\n"
+        ));
+    }
+    let regs = (0..8)
+        .map(|i| format!("%a{i}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let out = format!("{}{load}{}", &src[..start], &src[end..]);
+    out.replace("  shared @a : f16[8, 2, 8, 8]\n", "")
+        .replace("wgmma @a, @b,", &format!("wgmma [{regs}], @b,"))
+}
+
 fn input(p: u64, i: u64) -> f32 {
     match input_element(1, p, i, ElemType::F16) {
         Val::F32(f) => f,
@@ -90,6 +118,20 @@ fn input(p: u64, i: u64) -> f32 {
 
 #[test]
 fn hardware_wgmma_computes_the_matrix_product_in_the_fragment_layout() {
+    check_product(kernel);
+}
+
+#[test]
+fn register_a_wgmma_computes_the_same_product_from_the_a_fragment() {
+    let src = kernel_register_a(16);
+    assert!(
+        src.contains("wgmma [%a0,") && !src.contains("shared @a"),
+        "{src}"
+    );
+    check_product(kernel_register_a);
+}
+
+fn check_product(kernel: fn(u64) -> String) {
     for n in [8u64, 16, 32] {
         let k = common::parse_verified(&kernel(n));
         let out = run(&k, 1, &CheckOptions::default()).expect("runs");

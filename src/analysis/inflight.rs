@@ -987,18 +987,22 @@ impl<'k> Flow<'k> {
 impl Flow<'_> {
     /// The pending wgmma executions whose asynchronous result `op` consumes (through moves:
     /// `analysis::regdeps`): every execution of a source wgmma still in flight, since the
-    /// newest one decides the count and older ones of a chain complete with it.
+    /// newest one decides the count and older ones of a chain complete with it. Also every
+    /// pending execution of a wgmma that holds, as register A, a value `op` reads or
+    /// redefines (docs/async.md, "Register A").
     fn register_conflicts(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, Pending, i32)> {
         let mut srcs = std::collections::BTreeSet::new();
         for v in crate::analysis::regdeps::consumed(self.k, op) {
             srcs.extend(self.regs.wgmma_sources(v));
         }
-        if srcs.is_empty() {
-            return Vec::new();
-        }
-        st.entries(Queue::Wgmma)
-            .filter(|(p, _)| srcs.contains(&p.op))
-            .map(|(p, a)| (Queue::Wgmma, p.clone(), a))
+        let pending: Vec<(Pending, i32)> = st
+            .entries(Queue::Wgmma)
+            .map(|(p, a)| (p.clone(), a))
+            .collect();
+        pending
+            .into_iter()
+            .filter(|(p, _)| srcs.contains(&p.op) || self.regs.touches_register_a(op, p.op))
+            .map(|(p, a)| (Queue::Wgmma, p, a))
             .collect()
     }
 }

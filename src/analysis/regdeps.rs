@@ -20,7 +20,8 @@ use std::collections::{BTreeSet, HashMap};
 use crate::ir::*;
 
 /// The values `op` consumes: every value operand except moves (the operands of `yield`, the
-/// initial values of `for`/`while`) and a `wgmma`'s accumulator (chaining).
+/// initial values of `for`/`while`) and a `wgmma`'s accumulator (chaining). A wgmma's
+/// register A operands are consumed (read at issue).
 pub fn consumed(k: &Kernel, op: Op) -> Vec<Value> {
     let mut out = Vec::new();
     let mut push = |o: &Operand| {
@@ -35,7 +36,8 @@ pub fn consumed(k: &Kernel, op: Op) -> Vec<Value> {
             push(hi);
             push(step);
         }
-        OpKind::Wgmma { .. } => {}
+        // Register A is consumed at issue; the accumulator is chained.
+        OpKind::Wgmma { a, .. } => a.regs().iter().for_each(&mut push),
         kind => kind.for_each_operand(|o| push(&o)),
     }
     out
@@ -76,6 +78,24 @@ impl<'k> RegSources<'k> {
         }
         self.memo.insert(v, Some(out.clone()));
         out
+    }
+
+    /// Whether executing `op` accesses (reads or redefines) a value that `wgmma` holds as
+    /// register A (`ir::wgmma::register_reads` / `register_writes`): such an op must wait
+    /// for every pending execution of `wgmma`.
+    pub fn touches_register_a(&self, op: Op, wgmma: Op) -> bool {
+        let OpKind::Wgmma { a, .. } = &self.k.ops[wgmma].kind else {
+            return false;
+        };
+        let held: Vec<Value> = a.regs().iter().filter_map(|o| o.value()).collect();
+        if held.is_empty() {
+            return false;
+        }
+        let k = self.k;
+        crate::ir::wgmma::register_reads(k, op)
+            .into_iter()
+            .chain(crate::ir::wgmma::register_writes(k, &self.parents, op))
+            .any(|v| held.contains(&v))
     }
 
     /// Where `v`'s value comes from by a move (or the wgmma that produced it).

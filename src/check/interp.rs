@@ -39,6 +39,8 @@ use crate::ir::*;
 use crate::ir::arith::floor_div;
 use crate::target::Target;
 
+mod wgmma;
+
 /// A per-thread value or buffer element.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub enum Val {
@@ -375,6 +377,8 @@ struct Thread {
     pend: Vec<Option<u32>>,
     /// The pending marks of the values a `yield` hands to its region's successor.
     moving: Vec<Option<u32>>,
+    /// Values held as register A by a wgmma execution (copy id) until a wait completes it.
+    held: Vec<(Value, u32)>,
 }
 
 /// Data a copy moves when performed.
@@ -553,6 +557,9 @@ struct BlockExec<'a> {
     iters: HashMap<Vec<i64>, u32>,
     iter_list: Vec<Vec<i64>>,
     tiles: HashMap<TileKey, SharedWrites>,
+    /// Per warp: the register-A wgmma rendezvous in progress.
+    meets: HashMap<usize, wgmma::Meet>,
+    parents: Parents,
 }
 
 type TileKey = (Op, u32, Buffer, u64, Vec<i64>);
@@ -785,6 +792,8 @@ impl<'a> BlockExec<'a> {
             iters,
             iter_list: vec![Vec::new()],
             tiles: HashMap::new(),
+            meets: HashMap::new(),
+            parents: k.parents(),
         }
     }
 
@@ -1024,7 +1033,7 @@ impl<'a> BlockExec<'a> {
                     let mut d = Diagnostic::error(
                         DiagKind::Finding,
                         "C0002",
-                        format!("deadlock: warp_sync not reached by every thread of warp {w}"),
+                        format!("deadlock: {} not reached by every thread of warp {w}", if matches!(k.ops[op].kind, OpKind::Wgmma { .. }) { "wgmma" } else { "warp_sync" }),
                     )
                     .with_label(k.span(op), format!("thread {t} waits here"));
                     if let Some(o) = self
@@ -1729,6 +1738,7 @@ impl<'a> BlockExec<'a> {
         let t = th.lin as usize;
         let od = &k.ops[op];
         self.check_register_reads(th, op)?;
+        self.check_held_registers(th, op)?;
         match &od.kind {
             OpKind::Const(s) => self.set(th, op, 0, Val::from_scalar(*s)),
             OpKind::Special(s) => {
@@ -2114,34 +2124,7 @@ impl<'a> BlockExec<'a> {
                 }
                 th.groups[1].0.push(c);
             }
-            OpKind::Wgmma { a, b, acc } => {
-                let p = PendingCopy {
-                    issuer: t,
-                    op,
-                    writes: Rc::new((Vec::new(), Cell::new(true))),
-                    store: None,
-                    mbar: None,
-                };
-                let c = self.new_copy(th, op, p);
-                let mut ops = Vec::new();
-                for m in [a, b] {
-                    let vi = self.memref(th, *m, op)?;
-                    let mut vals = Vec::new();
-                    for e in 0..vi.elements() {
-                        let el = vi.element(e);
-                        self.record(th, op, vi.buf, el, AccKind::AsyncRead, c)?;
-                        vals.push(self.read_smem(vi.buf, el, op)?.as_f32());
-                    }
-                    ops.push(vals);
-                }
-                let accs: Vec<f32> = acc.all().iter().map(|o| self.val(th, o).as_f32()).collect();
-                let d = wgmma_results(self.k, (*a, *b), &ops, &accs, t as u64);
-                th.groups[2].0.push(c);
-                for (i, x) in d.into_iter().enumerate() {
-                    self.set(th, op, i, Val::F32(x));
-                    self.set_pend(th, op, i, Some(c));
-                }
-            }
+            OpKind::Wgmma { a, b, acc } => return self.exec_wgmma(th, op, (a, *b, acc)),
             OpKind::CpAsyncCommit | OpKind::BulkCommit | OpKind::WgmmaCommit => {
                 let g = match od.kind {
                     OpKind::CpAsyncCommit => 0,
@@ -2717,28 +2700,4 @@ fn compute(ty: ScalarType, args: &[Val], j: usize) -> Val {
             }
         }
     }
-}
-
-/// The results of one thread's `wgmma` (docs/ir.md section 4): in the hardware form, register
-/// `i` is `D[row][col] = C_i + sum over k of A[row][k] * B[k][col]`, the products exact
-/// (f16/bf16 products fit f32) and added in increasing `k`, each addition rounded to f32;
-/// otherwise each result is its accumulator plus the sum of every element of both views.
-/// `ops` holds the views' elements (row-major), `t` the thread's linear id.
-fn wgmma_results(k: &Kernel, ab: (MemRef, MemRef), ops: &[Vec<f32>], accs: &[f32], t: u64) -> Vec<f32> {
-    use crate::ir::wgmma;
-    if wgmma::hardware_shape(k, ab.0, ab.1, accs.len()).is_err() {
-        return accs
-            .iter()
-            .map(|&c| ops.iter().flatten().fold(c, |s, x| s + x))
-            .collect();
-    }
-    accs.iter()
-        .enumerate()
-        .map(|(i, &c)| {
-            let (row, col) = wgmma::fragment_position(t, i as u64);
-            (0..wgmma::K).fold(c, |s, kk| {
-                s + ops[0][wgmma::a_element(row, kk) as usize] * ops[1][wgmma::b_element(kk, col) as usize]
-            })
-        })
-        .collect()
 }

@@ -421,7 +421,7 @@ impl<'a> Emitter<'a> {
                 OpKind::SplitSignal(_) | OpKind::SplitWait(_) => {
                     self.err(op, "E0702", format!("split barriers are a gfx12 feature; target `{name}` has none"))
                 }
-                OpKind::Wgmma { a, b, acc } => self.check_wgmma(op, *a, *b, acc),
+                OpKind::Wgmma { a, b, acc } => self.check_wgmma(op, a, *b, acc),
                 OpKind::TmaLoad { dst, src, .. } | OpKind::TmaStore { dst: src, src: dst, .. } if !t.tma => {
                     let _ = (dst, src);
                     self.err(op, "E0704", format!("TMA copies need sm_90; target `{name}` has none"))
@@ -1269,7 +1269,7 @@ impl<'a> Emitter<'a> {
             | OpKind::WaitCnt(_)
             | OpKind::SplitSignal(_)
             | OpKind::SplitWait(_) => {}
-            OpKind::Wgmma { a, b, acc } => self.emit_wgmma(op, *a, *b, acc),
+            OpKind::Wgmma { a, b, acc } => self.emit_wgmma(op, a, *b, acc),
             OpKind::WgmmaCommit | OpKind::WgmmaWait(_) => self.emit_wgmma_sync(kind),
         }
     }

@@ -529,9 +529,12 @@ impl<'a> Printer<'a> {
             }
             OpKind::MbarInval { mbar, index } => format!("mbar_inval {}", self.idx(*mbar, index)),
             OpKind::Wgmma { a, b, acc } => {
+                let a = match a {
+                    WgmmaA::Shared(m) => self.mem(*m),
+                    WgmmaA::Regs(r) => format!("[{}]", self.opnds(r)),
+                };
                 format!(
-                    "{res}wgmma {}, {}, {}",
-                    self.mem(*a),
+                    "{res}wgmma {a}, {}, {}",
                     self.mem(*b),
                     self.opnds(acc.all())
                 )

@@ -249,8 +249,11 @@ pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
             e.global.push(gl(*dst, true, origin, true));
         }
         OpKind::Wgmma { a, b, .. } => {
-            e.shared
-                .push(coll(*a, AccessKind::AsyncRead(AsyncClass::Wgmma), None));
+            // Register A is read at issue; only shared operands are async reads.
+            if let Some(a) = a.shared() {
+                e.shared
+                    .push(coll(a, AccessKind::AsyncRead(AsyncClass::Wgmma), None));
+            }
             e.shared
                 .push(coll(*b, AccessKind::AsyncRead(AsyncClass::Wgmma), None));
         }

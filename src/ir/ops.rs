@@ -408,10 +408,12 @@ pub enum OpKind {
     },
     /// `mbar_inval @full[%i]`
     MbarInval { mbar: MemRef, index: Vec<Operand> },
-    /// `%d0, .. = wgmma @a, @b, %c0, ..` — Hopper warpgroup MMA: async read of both views,
-    /// one result register per accumulator operand (docs/ir.md section 4).
+    /// `%d0, .. = wgmma @a, @b, %c0, ..` — Hopper warpgroup MMA: async read of the shared
+    /// views, one result register per accumulator operand; A may be registers instead
+    /// (`wgmma [%a0, ..], @b, %c0, ..`), read at issue and held until a wait (docs/ir.md
+    /// section 4).
     Wgmma {
-        a: MemRef,
+        a: WgmmaA,
         b: MemRef,
         acc: WgmmaAcc,
     },
@@ -456,11 +458,8 @@ pub struct OpData {
 
 /// The accumulator operands of a `wgmma`: one per result register, in the order of the
 /// hardware fragment (docs/ir.md section 4). Never empty (the reader and the verifier
-/// refuse a wgmma without one).
-///
-/// It dereferences to the first accumulator so that code written when a wgmma had exactly
-/// one (the MLIR emitter, which refuses wgmma anyway) keeps compiling; everything that must
-/// see every accumulator iterates [`WgmmaAcc::all`].
+/// refuse a wgmma without one). Code that must see every accumulator iterates
+/// [`WgmmaAcc::all`]; [`WgmmaAcc::first`] names the one case that wants a single one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WgmmaAcc(pub Vec<Operand>);
 
@@ -469,12 +468,37 @@ impl WgmmaAcc {
     pub fn all(&self) -> &[Operand] {
         &self.0
     }
+
+    /// The first accumulator (register 0), if any.
+    pub fn first(&self) -> Option<&Operand> {
+        self.0.first()
+    }
 }
 
-impl std::ops::Deref for WgmmaAcc {
-    type Target = Operand;
-    fn deref(&self) -> &Operand {
-        &self.0[0]
+/// The A operand of a `wgmma`: a shared view, read asynchronously like B, or registers
+/// (`[%a0, ..]`, f32 values rounded to B's element type), read when the wgmma is issued and
+/// *held* until a `wgmma_wait` completes it (docs/ir.md section 4).
+#[derive(Clone, Debug, PartialEq)]
+pub enum WgmmaA {
+    Shared(MemRef),
+    Regs(Vec<Operand>),
+}
+
+impl WgmmaA {
+    /// The shared view, when A is one.
+    pub fn shared(&self) -> Option<MemRef> {
+        match self {
+            WgmmaA::Shared(m) => Some(*m),
+            WgmmaA::Regs(_) => None,
+        }
+    }
+
+    /// The register operands (empty when A is a shared view).
+    pub fn regs(&self) -> &[Operand] {
+        match self {
+            WgmmaA::Shared(_) => &[],
+            WgmmaA::Regs(r) => r,
+        }
     }
 }
 
@@ -629,7 +653,10 @@ impl OpKind {
                 all(index, &mut f);
                 f(*parity);
             }
-            OpKind::Wgmma { acc, .. } => all(acc.all(), &mut f),
+            OpKind::Wgmma { a, acc, .. } => {
+                all(a.regs(), &mut f);
+                all(acc.all(), &mut f);
+            }
             OpKind::For { lo, hi, step, init } => {
                 f(*lo);
                 f(*hi);
@@ -680,7 +707,9 @@ impl OpKind {
             | OpKind::MbarWait { mbar, .. }
             | OpKind::MbarInval { mbar, .. } => f(*mbar),
             OpKind::Wgmma { a, b, .. } => {
-                f(*a);
+                if let WgmmaA::Shared(a) = a {
+                    f(*a);
+                }
                 f(*b);
             }
             _ => {}
@@ -753,7 +782,12 @@ impl OpKind {
                 all(index, f);
                 f(parity);
             }
-            OpKind::Wgmma { acc, .. } => all(&mut acc.0, f),
+            OpKind::Wgmma { a, acc, .. } => {
+                if let WgmmaA::Regs(r) = a {
+                    all(r, f);
+                }
+                all(&mut acc.0, f);
+            }
             OpKind::For { lo, hi, step, init } => {
                 f(lo);
                 f(hi);
@@ -804,7 +838,9 @@ impl OpKind {
             | OpKind::MbarWait { mbar, .. }
             | OpKind::MbarInval { mbar, .. } => f(mbar),
             OpKind::Wgmma { a, b, .. } => {
-                f(a);
+                if let WgmmaA::Shared(a) = a {
+                    f(a);
+                }
                 f(b);
             }
             _ => {}

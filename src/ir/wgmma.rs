@@ -18,10 +18,21 @@
 //! `l = t' mod 32`) is `N / 2` f32 registers; register `i` holds `D[row][col]` with
 //! `row = 16 w + l / 4 + 8 ((i / 2) mod 2)` and `col = 8 (i / 4) + 2 (l mod 4) + i mod 2`.
 //!
+//! With A in registers (`wgmma [%a0, .., %a7], @b, ..`, PTX's `.f16x2` A fragment of
+//! `wgmma .m64nNk16`), thread `t` holds eight values, and value `i` is `A[row][col]` at the
+//! same `(row, col)` as accumulator register `i` of an m64n16k16 wgmma (rows `16 w + l / 4`
+//! and `+ 8`, columns `2 (l mod 4)`, `+ 1`, `+ 8`, `+ 9`): an n16 accumulator converted to
+//! f16 is a k16 A operand as it stands, which is how attention feeds P to its second GEMM.
+//!
+//! Register A is *held* until a `wgmma_wait` completes the wgmma (PTX: accessing the A
+//! registers of a pending `wgmma.mma_async` is undefined). [`register_reads`] and
+//! [`register_writes`] say which values an op accesses as registers, for the interpreter's
+//! C0050 and the wait planner alike.
+//!
 //! Complexity: O(rank) per query. Shared by the interpreter and the CUDA emitter (both
 //! must agree with the hardware; neither depends on the other).
 
-use super::{ElemType, Kernel, MemRef, ViewIndex};
+use super::{ElemType, Kernel, MemRef, Op, OpKind, Operand, Parents, Value, ViewIndex, WgmmaA};
 
 /// Rows of A (M) of every hardware wgmma.
 pub const M: u64 = 64;
@@ -30,12 +41,16 @@ pub const K: u64 = 16;
 /// Threads of a warpgroup (4 consecutive warps), the unit that issues a wgmma.
 pub const WARPGROUP: u64 = 128;
 
+/// Registers of A per thread when A comes from registers (four `.f16x2` registers).
+pub const A_REGISTERS: usize = 8;
+
 /// A wgmma in the hardware form: its N and the operands' element type.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct HardwareShape {
     /// Columns of B and D: a multiple of 8 in `8..=256`.
     pub n: u64,
-    /// `f16` or `bf16`, the same for both operands.
+    /// `f16` or `bf16`, the same for both operands (for register A: B's, which A's values
+    /// are rounded to).
     pub elem: ElemType,
 }
 
@@ -49,22 +64,39 @@ impl HardwareShape {
 /// Why a wgmma is not in the hardware form (for diagnostics), or its shape.
 pub fn hardware_shape(
     k: &Kernel,
-    a: MemRef,
+    a: &WgmmaA,
     b: MemRef,
     accumulators: usize,
 ) -> Result<HardwareShape, String> {
-    let (ea, eb) = (k.elem(a), k.elem(b));
+    let eb = k.elem(b);
+    let ea = match a {
+        WgmmaA::Shared(a) => k.elem(*a),
+        WgmmaA::Regs(_) => eb,
+    };
     if ea != eb || !matches!(ea, ElemType::F16 | ElemType::BF16) {
-        return Err(format!(
-            "the operands must both be f16 or both bf16 (they are {ea} and {eb})"
-        ));
+        return Err(match a {
+            WgmmaA::Shared(_) => {
+                format!("the operands must both be f16 or both bf16 (they are {ea} and {eb})")
+            }
+            WgmmaA::Regs(_) => format!("B must be f16 or bf16 (it is {eb})"),
+        });
     }
-    let (sa, sb) = (k.shape(a), k.shape(b));
-    if sa != [8, 2, 8, 8] {
-        return Err(format!(
-            "A must be a [8, 2, 8, 8] view (64 x 16 in 8 x 8 core matrices), not {sa:?}"
-        ));
+    match a {
+        WgmmaA::Shared(am) if k.shape(*am) != [8, 2, 8, 8] => {
+            return Err(format!(
+                "A must be a [8, 2, 8, 8] view (64 x 16 in 8 x 8 core matrices), not {:?}",
+                k.shape(*am)
+            ));
+        }
+        WgmmaA::Regs(r) if r.len() != A_REGISTERS => {
+            return Err(format!(
+                "register A is {A_REGISTERS} values per thread (64 x 16 over a warpgroup), not {}",
+                r.len()
+            ));
+        }
+        _ => {}
     }
+    let sb = k.shape(b);
     let n = sb.first().copied().unwrap_or(0) * 8;
     if sb.len() != 4 || sb[1..] != [2, 8, 8] || n == 0 || n > 256 {
         return Err(format!(
@@ -77,8 +109,10 @@ pub fn hardware_shape(
             n / 2
         ));
     }
-    for (m, name) in [(a, "A"), (b, "B")] {
-        if !contiguous(k, m) {
+    for (m, name) in [(a.shared(), "A"), (Some(b), "B")] {
+        if let Some(m) = m
+            && !contiguous(k, m)
+        {
             return Err(format!(
                 "{name} must be contiguous in its buffer (index leading dimensions only)"
             ));
@@ -137,6 +171,80 @@ pub fn fragment_position(t: u64, i: u64) -> (u64, u64) {
     (row, col)
 }
 
+/// The `(row, col)` of `A` that register-A value `i` (`0..8`) of warpgroup thread `t` holds:
+/// the accumulator fragment of an m64n16k16 wgmma (PTX's A fragment of `wgmma .m64nNk16`).
+pub fn a_fragment_position(t: u64, i: u64) -> (u64, u64) {
+    fragment_position(t, i)
+}
+
+/// The values of `op` that a wgmma holding them as register A must not see read: every value
+/// operand, except a wgmma's own register-A operands (several wgmmas may read one A fragment,
+/// as CUTLASS's register-sourced GEMMs do along N).
+pub fn register_reads(k: &Kernel, op: Op) -> Vec<Value> {
+    let mut out = Vec::new();
+    let kind = &k.ops[op].kind;
+    let skip: &[Operand] = match kind {
+        OpKind::Wgmma { a, .. } => a.regs(),
+        _ => &[],
+    };
+    let mut skipped = 0;
+    kind.for_each_operand(|o| {
+        if let Operand::Value(v) = o {
+            // Register A comes first among a wgmma's operands.
+            if skipped < skip.len() {
+                skipped += 1;
+            } else {
+                out.push(v);
+            }
+        }
+    });
+    out
+}
+
+/// The values that executing `op` (re)defines: its results; for a loop, its region arguments
+/// at entry; for a `yield` or `condition`, the arguments and results of the construct it
+/// hands values to (a loop's iteration values and results share storage in every lowering:
+/// the CUDA emitter declares one variable for both).
+pub fn register_writes(k: &Kernel, parents: &Parents, op: Op) -> Vec<Value> {
+    let od = &k.ops[op];
+    let mut out = od.results.clone();
+    let args = |r: super::Region| k.regions[r].args.clone();
+    match &od.kind {
+        // An `if`'s results are written by the `yield` of the arm it takes.
+        OpKind::If { .. } => out.clear(),
+        // Entering a loop binds the arguments of its first region (a `for` body, a `while`
+        // condition), which share storage with its results.
+        OpKind::For { .. } | OpKind::While { .. } => {
+            if let Some(&r) = od.regions.first() {
+                out.extend(args(r));
+            }
+        }
+        OpKind::Yield(_) | OpKind::Condition(_) => {
+            let Some(owner) = parents.parent_op(op) else {
+                return out;
+            };
+            let here = parents.op_region[op];
+            let o = &k.ops[owner];
+            match &o.kind {
+                OpKind::For { .. } => out.extend(args(o.regions[0])),
+                // `condition` hands to the body, the body's `yield` back to the condition.
+                OpKind::While { .. } => {
+                    let to = if here == Some(o.regions[0]) {
+                        o.regions[1]
+                    } else {
+                        o.regions[0]
+                    };
+                    out.extend(args(to));
+                }
+                _ => {}
+            }
+            out.extend(o.results.iter().copied());
+        }
+        _ => {}
+    }
+    out
+}
+
 /// The row-major element of the A view (`[8, 2, 8, 8]`) that holds `A[m][k]`.
 pub fn a_element(m: u64, k: u64) -> u64 {
     ((m / 8) * 2 + k / 8) * 64 + (m % 8) * 8 + k % 8
@@ -169,6 +277,21 @@ mod tests {
             }
             assert!(seen.iter().all(|&x| x == 1), "n={n}");
         }
+    }
+
+    #[test]
+    fn every_register_a_element_is_held_by_exactly_one_thread() {
+        let mut seen = vec![0u32; (M * K) as usize];
+        for t in 0..WARPGROUP {
+            for i in 0..A_REGISTERS as u64 {
+                let (r, c) = a_fragment_position(t, i);
+                assert!(r < M && c < K, "t={t} i={i} -> ({r}, {c})");
+                // A row is held by the four lanes of one quad of the warp that owns it.
+                assert_eq!(r / 16, t / 32, "t={t} i={i}");
+                seen[(r * K + c) as usize] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&x| x == 1));
     }
 
     #[test]

@@ -1536,11 +1536,9 @@ impl Parser {
                 OpKind::MbarInval { mbar, index }
             }
             "wgmma" => {
-                let (a, as_) = self.memref(cx)?;
-                self.expect(Tok::Comma)?;
+                let a = self.wgmma_a(cx)?;
                 let (b, bs) = self.memref(cx)?;
                 self.expect(Tok::Comma)?;
-                self.data_elem(cx, a, as_)?;
                 self.data_elem(cx, b, bs)?;
                 // One accumulator per result register (docs/ir.md section 4).
                 let mut acc = vec![self.operand(cx, T::F32)?];
@@ -1644,6 +1642,24 @@ impl Parser {
             "an `if` with results must end each branch with `yield`",
         )
         .with_label(at, "no yield in the then-branch"))
+    }
+
+    /// A wgmma's A operand and its comma: `@a` / `%view`, or registers `[%a0, ..]` (f32).
+    fn wgmma_a(&mut self, cx: &KernelCtx) -> PResult<WgmmaA> {
+        let a = if self.eat(&Tok::LBracket) {
+            let mut regs = vec![self.operand(cx, ScalarType::F32)?];
+            while self.eat(&Tok::Comma) {
+                regs.push(self.operand(cx, ScalarType::F32)?);
+            }
+            self.expect(Tok::RBracket)?;
+            WgmmaA::Regs(regs)
+        } else {
+            let (a, as_) = self.memref(cx)?;
+            self.data_elem(cx, a, as_)?;
+            WgmmaA::Shared(a)
+        };
+        self.expect(Tok::Comma)?;
+        Ok(a)
     }
 
     fn data_elem(&self, cx: &KernelCtx, m: MemRef, s: Span) -> PResult<ScalarType> {

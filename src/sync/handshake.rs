@@ -189,7 +189,9 @@ fn accesses(k: &Kernel, r: Region, out: &mut Vec<Access>) {
             | OpKind::GatherToLds { dst, dst_index, .. } => push(*dst, true, Some(dst_index)),
             OpKind::TmaStore { src, .. } => push(*src, false, None),
             OpKind::Wgmma { a, b, .. } => {
-                push(*a, false, None);
+                if let Some(a) = a.shared() {
+                    push(a, false, None);
+                }
                 push(*b, false, None);
             }
             _ => {}

@@ -491,7 +491,14 @@ impl Verifier<'_> {
                 self.use_global(s, *dst, origin, true);
             }
             OpKind::Wgmma { a, b, acc } => {
-                self.use_mem(s, *a, None, true);
+                match a {
+                    WgmmaA::Shared(a) => self.use_mem(s, *a, None, true),
+                    WgmmaA::Regs(r) => {
+                        for v in r {
+                            self.use_op(s, v, Some(T::F32));
+                        }
+                    }
+                }
                 self.use_mem(s, *b, None, true);
                 for c in acc.all() {
                     self.use_op(s, c, Some(T::F32));
