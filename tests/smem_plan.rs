@@ -3,11 +3,14 @@
 //! `sync` is race-free under interpretation, and it computes what the unplanned kernel
 //! computes (`oracles::planned_ok`), for both objectives.
 //!
-//! Two generators: the project's (`smemsync::gen` through `oracles::Case`, several phases of
+//! Generators: the project's (`smemsync::gen` through `oracles::Case`, several phases of
 //! fresh buffers) and one here that stresses liveness across loop back edges: a loop whose
 //! body writes some buffers in full before reading them (private to an iteration), others
 //! partly, under an `if`, or not at all before a read (loop-carried), read back at
-//! other threads' elements and some read again after the loop.
+//! other threads' elements and some read again after the loop. A third builds multi-buffered
+//! kernels (a ring of slots with a prologue, a main loop and a peeled epilogue, slots by
+//! `rem` or select-wrap counters) with scratch buffers at random places, and checks the
+//! construction's own liveness besides: no scratch buffer on a slot that holds data.
 //!
 //! Each test runs a fixed number of seeds (every plan synchronizes all its candidates, so
 //! they are few), or `SMEMSYNC_PLAN_SEEDS=N` of them for a long run, and asserts it

@@ -257,7 +257,7 @@ pub fn lifetimes(k: &Kernel) -> Lifetimes {
         }
         let mut slots = Vec::new();
         if let Some(n) = ring_slots(k, b) {
-            slots = slot_lifetimes(k, &mut fp, &num, b, n, ops);
+            slots = slot_lifetimes(k, &mut fp, &num, (b, n), ops);
             // A slot's interval lies inside the buffer's (the hull of them all).
             for &(s0, s1) in slots.iter().flatten() {
                 span = (span.0.min(s0), span.1.max(s1));
@@ -490,8 +490,7 @@ fn slot_lifetimes(
     k: &Kernel,
     fp: &mut Footprints,
     num: &Numbering,
-    b: Buffer,
-    n: u64,
+    (b, n): (Buffer, u64),
     ops: &[Op],
 ) -> Vec<Option<(usize, usize)>> {
     let width = k.buffers[b].bytes() / n;
