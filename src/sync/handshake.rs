@@ -69,6 +69,9 @@ pub struct Placed {
 pub enum Mode {
     Named,
     Mbarrier,
+    /// The mbarriers of a single-role TMA pipeline (`sync::handshake_tma`; `branch` is its
+    /// first load).
+    SingleRoleTma,
 }
 
 impl Mode {
@@ -76,6 +79,7 @@ impl Mode {
         match self {
             Mode::Named => "named",
             Mode::Mbarrier => "mbarrier",
+            Mode::SingleRoleTma => "tma-single-role",
         }
     }
 }
@@ -124,6 +128,18 @@ pub fn place_handshakes(k: &Kernel, target: &Target) -> Handshakes {
         if let Err(d) = place_branch(&mut out, br, g, target) {
             out.warnings.push(*d);
         }
+    }
+    // Single-role TMA pipelines (`pipeline --mode tma`): `sync::handshake_tma`.
+    let (single, warnings) = crate::sync::handshake_tma::place_single_role(&mut out.kernel, target);
+    out.warnings.extend(warnings);
+    for p in single {
+        out.placed.push(Placed {
+            branch: p.loads[0],
+            mode: Mode::SingleRoleTma,
+            slots: p.slots,
+            written: p.written,
+            executed: None,
+        });
     }
     out
 }
@@ -269,6 +285,63 @@ fn handwritten_ordered(k: &Kernel, rt: Region, re: Region) -> Vec<Op> {
     out
 }
 
+/// W1340: in a role branch whose arms share no shared buffer and no global one that either
+/// writes, the hand-written cross-role handshakes (named barriers; mbarrier arrivals and
+/// waits on arrays no TMA load completes on) order nothing across the roles: each is
+/// reported, naming the op, and left as written.
+fn redundant_handshakes(out: &mut Handshakes, br: Op) {
+    let k = &out.kernel;
+    let arms: Vec<Vec<Op>> = (k.ops[br].regions.iter())
+        .map(|&r| {
+            let mut v = Vec::new();
+            walk_region(k, r, &mut v);
+            v
+        })
+        .collect();
+    let globals = |ops: &[Op]| -> Vec<(Global, bool)> {
+        (ops.iter())
+            .flat_map(|&o| effects(k, o).global.into_iter().map(|g| (g.global, g.write)))
+            .collect()
+    };
+    let (ga, gb) = (globals(&arms[0]), globals(&arms[1]));
+    let talks = ga.iter().any(|&(g, w)| gb.iter().any(|&(h, v)| g == h && (w || v)));
+    if talks {
+        return;
+    }
+    let mut tma_arrays = HashSet::new();
+    k.walk(|o| {
+        if let OpKind::TmaLoad { mbar, .. } = &k.ops[o].kind {
+            tma_arrays.insert(k.root_buffer(*mbar));
+        }
+    });
+    let mut found = Vec::new();
+    for &o in arms.iter().flatten() {
+        let handshake = match &k.ops[o].kind {
+            OpKind::NamedArrive { .. } | OpKind::NamedSync { .. } => true,
+            OpKind::MbarArrive { mbar, .. } | OpKind::MbarWait { mbar, .. } => {
+                !tma_arrays.contains(&k.root_buffer(*mbar))
+            }
+            _ => false,
+        };
+        if handshake {
+            found.push(
+                Diagnostic::warning(
+                    DiagKind::Finding,
+                    "W1340",
+                    format!(
+                        "redundant handshake {}: the roles share no buffer, so it orders nothing between them",
+                        crate::emit::text::op_label(k, o)
+                    ),
+                )
+                .with_label(k.span(o), "hand-written handshake")
+                .with_label(k.span(br), "role branch")
+                .with_help("remove it (both arms must still drop it together: a named barrier or mbarrier counts both roles' arrivals)"),
+            );
+        }
+    }
+    out.warnings.extend(found);
+}
+
 /// The ops of a region and its nested regions, in program order.
 fn walk_region(k: &Kernel, r: Region, out: &mut Vec<Op>) {
     for &o in &k.regions[r].ops {
@@ -296,6 +369,7 @@ fn communicated(out: &mut Handshakes, br: Op) -> Result<Option<ArmAccesses>, Box
         .filter(|b| bt.contains(b))
         .collect();
     if shared.is_empty() {
+        redundant_handshakes(out, br);
         return Ok(None);
     }
     if has_handshake(k, rt) || has_handshake(k, re) {

@@ -326,7 +326,7 @@ fn full_arrivals(k: &Kernel, cx: &Ctx<'_>, tmas: &[Op]) -> Result<u32, Box<Diagn
 }
 
 /// Whether `c = cmp eq %t, C` with `%t` a thread id (one thread of the block).
-fn elects_one(k: &Kernel, c: Operand) -> bool {
+pub(crate) fn elects_one(k: &Kernel, c: Operand) -> bool {
     let Some(v) = c.value() else { return false };
     let ValueDef::Result(d, _) = k.values[v].def else {
         return false;
@@ -345,7 +345,7 @@ fn elects_one(k: &Kernel, c: Operand) -> bool {
 }
 
 /// Bytes a TMA load writes (its destination view).
-fn tma_bytes(k: &Kernel, t: Op) -> u32 {
+pub(crate) fn tma_bytes(k: &Kernel, t: Op) -> u32 {
     let OpKind::TmaLoad { dst, .. } = &k.ops[t].kind else {
         return 0;
     };

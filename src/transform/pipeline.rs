@@ -457,12 +457,14 @@ fn pipeline_one(k: &mut Kernel, l: Op, g: Op, plan: &Plan) -> Result<Vec<Buffer>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::emit::text::print_kernel;
     use crate::reader::parse_kernel;
 
-    const LOOP: &str = "kernel @k(%X: global f32[8, 64], %Y: global f32[8, 64]) block(64) {
+    /// A loop whose load stage fills `@buf` from a global row (shared with the other modes'
+    /// tests).
+    pub(crate) const LOOP: &str = "kernel @k(%X: global f32[8, 64], %Y: global f32[8, 64]) block(64) {
   shared @buf : f32[64]
   %t = tid.x
   for %k = 0 to 8 step 1 {
@@ -476,16 +478,22 @@ mod tests {
   }
 }";
 
+    /// The text of a pipelined kernel, after checking that it verifies and reads back the same.
+    pub(crate) fn verified_text(out: &Kernel) -> String {
+        let errs = crate::verify::verify(out);
+        assert!(errs.is_empty(), "{errs:?}\n{}", print_kernel(out));
+        let text = print_kernel(out);
+        let again = parse_kernel(&text)
+            .unwrap_or_else(|d| panic!("{}\n{text}", d.render("x", &text, false)));
+        assert_eq!(print_kernel(&again), text);
+        text
+    }
+
     fn pipelined(src: &str, s: u32) -> Kernel {
         let k = parse_kernel(src).expect("parses");
         let (out, loops) = circular_buffer(&k, s).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(loops.len(), 1);
-        let errs = crate::verify::verify(&out);
-        assert!(errs.is_empty(), "{errs:?}\n{}", print_kernel(&out));
-        let text = print_kernel(&out);
-        let again = parse_kernel(&text)
-            .unwrap_or_else(|d| panic!("{}\n{text}", d.render("x", &text, false)));
-        assert_eq!(print_kernel(&again), text);
+        verified_text(&out);
         out
     }
 
