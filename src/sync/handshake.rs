@@ -24,6 +24,10 @@
 //!   the first `D` refills do not wait. One thread initialises the mbarriers before the role
 //!   branch, followed by a block barrier.
 //!
+//! More than two roles: a consumer arm whose accesses lie in the arms of a nested role branch
+//! (one producer, several consumer groups) gets mbarrier handshakes, every group waiting on
+//! `full` and arriving on `empty`, whose count is all their threads.
+//!
 //! Ids and mbarrier names never clash with the kernel's own. Arms that already hold a
 //! handshake are left as written (the race checker verifies them). Anything outside the shape
 //! is reported (W1300) and left to `smemsync check`, never guessed.
@@ -422,9 +426,14 @@ fn place_branch(
     };
     let d = buffers_slots(k, br, &shared)?;
     let prod = arm(k, br, pr, &pacc)?;
-    let cons = arm(k, br, cr, &cacc)?;
-    same_bounds(k, br, prod.lp, cons.lp)?;
-    let slots: HashSet<Slot> = prod.acc.iter().chain(&cons.acc).map(|a| a.1).collect();
+    let cons = consumer_arms(k, br, cr, &cacc)?;
+    for c in &cons {
+        same_bounds(k, br, prod.lp, c.lp)?;
+    }
+    let slots: HashSet<Slot> = (prod.acc.iter())
+        .chain(cons.iter().flat_map(|c| &c.acc))
+        .map(|a| a.1)
+        .collect();
     let tma = pacc
         .iter()
         .any(|a| matches!(k.ops[a.op].kind, OpKind::TmaLoad { .. }));
@@ -464,6 +473,9 @@ fn place_branch(
         if target.named_barriers == 0 {
             return Err(unsupported(k, br, format!("{} has no named barriers", target.name)));
         }
+        if cons.len() > 1 {
+            return Err(unsupported(k, br, "more than two roles get mbarrier handshakes only (`rem` slots on sm_90)"));
+        }
         if np % target.warp != 0 || nc % target.warp != 0 {
             return Err(unsupported(k, br, "a role is not made of whole warps"));
         }
@@ -475,7 +487,7 @@ fn place_branch(
             })
             .collect();
         s.sort_unstable();
-        place_named(&mut out.kernel, br, &prod, &cons, &s, np + nc, target)?
+        place_named(&mut out.kernel, br, &prod, &cons[0], &s, np + nc, target)?
     };
     out.covered.extend(covered);
     out.placed.push(placed);
@@ -489,7 +501,9 @@ pub(crate) struct Ctx<'a> {
     pub np: u32,
     pub nc: u32,
     pub prod: &'a Arm,
-    pub cons: &'a Arm,
+    /// The consumer roles (one, or the arms of a nested role branch), whose threads together
+    /// are the `nc` consumers.
+    pub cons: &'a [Arm],
 }
 
 /// The slot count `D`: the first extent of every communicated buffer (they must agree).
@@ -565,6 +579,41 @@ fn arm(k: &Kernel, br: Op, region: Region, acc: &[Access]) -> Result<Arm, Box<Di
         iv,
         acc: out,
     })
+}
+
+/// The consumer role's arms: the arm itself, or, when its accesses all lie in the arms of a
+/// role branch at its top level, each of those arms (recursively): one producer and several
+/// consumer groups. Every consumer group must read the buffers (each releases the slots).
+fn consumer_arms(k: &Kernel, br: Op, region: Region, acc: &[Access]) -> Result<Vec<Arm>, Box<Diagnostic>> {
+    let nested = (k.regions[region].ops.iter().copied()).find(|&o| role_group(k, o).is_some());
+    let Some(nb) = nested else {
+        return Ok(vec![arm(k, br, region, acc)?]);
+    };
+    let parents = k.parents();
+    let within = |o: Op, r: Region| {
+        let mut cur = o;
+        loop {
+            if parents.op_region[cur] == Some(r) {
+                return true;
+            }
+            match parents.parent_op(cur) {
+                Some(p) => cur = p,
+                None => return false,
+            }
+        }
+    };
+    if acc.iter().any(|a| !k.ops[nb].regions.iter().any(|&r| within(a.op, r))) {
+        return Err(unsupported(k, br, "a consumer role reads the buffers outside its nested role branch"));
+    }
+    let mut out = Vec::new();
+    for &r in &k.ops[nb].regions {
+        let sub: Vec<Access> = acc.iter().filter(|a| within(a.op, r)).cloned().collect();
+        if sub.is_empty() {
+            return Err(unsupported(k, br, "a consumer group of the nested role branch does not read the buffers, so it would never release a slot"));
+        }
+        out.extend(consumer_arms(k, br, r, &sub)?);
+    }
+    Ok(out)
 }
 
 /// Whether `v = rem %iv, D` with `D` the buffer's first extent.

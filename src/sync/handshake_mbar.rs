@@ -36,7 +36,8 @@ pub(crate) fn place(
     let mut sp = Splice::new(k);
     init_prologue(k, &mut sp, cx, [(full, full_count), (empty, cx.nc)]);
     let mut per_iter = 0u64;
-    for (arm, producer) in [(cx.prod, true), (cx.cons, false)] {
+    let roles = std::iter::once((cx.prod, true)).chain(cx.cons.iter().map(|c| (c, false)));
+    for (arm, producer) in roles {
         let p = Phase::new(k, &mut sp, cx, arm, producer)?;
         let (wait_on, arrive_on) = if producer { (empty, full) } else { (full, empty) };
         let wait_par = p.par;
