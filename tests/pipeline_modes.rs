@@ -77,7 +77,11 @@ fn outputs(k: &Kernel, t: &Target, n: i64) -> Outputs {
     run(k, 7, &opts(t, n)).unwrap_or_else(|d| panic!("n={n}: {}\n{text}", d.message))
 }
 
-type Build = fn(&Kernel, u32, Option<u32>) -> Result<(Kernel, Vec<PipelinedLoop>), Vec<smemsync::diag::Diagnostic>>;
+type Build = fn(
+    &Kernel,
+    u32,
+    Option<u32>,
+) -> Result<(Kernel, Vec<PipelinedLoop>), Vec<smemsync::diag::Diagnostic>>;
 
 /// Pipelines `src` with `d` stages and prefetch `p`, and compares at every trip count.
 fn equivalent(src: &str, lo: i64, d: u32, p: u32, runs_unsynced: bool) {
@@ -228,7 +232,10 @@ fn warp_specialized_mode_writes_no_sync_and_appends_one_producer_warp() {
     let (piped, _) = warp_specialized(&parse(TILE_STENCIL, 0), 2, None).expect("splits");
     assert_eq!(piped.block, [96, 1, 1]);
     let text = smemsync::emit::text::print_kernel(&piped);
-    assert!(text.contains("group @producer : threads [64, 96)"), "{text}");
+    assert!(
+        text.contains("group @producer : threads [64, 96)"),
+        "{text}"
+    );
     for sync in ["barrier", "mbar_", "named_", "cp_async_wait"] {
         let placed = text.lines().any(|l| l.trim_start().starts_with(sync));
         assert!(!placed, "the transform placed `{sync}`\n{text}");
@@ -239,9 +246,11 @@ fn warp_specialized_mode_writes_no_sync_and_appends_one_producer_warp() {
 fn the_gpu_warp_specialized_gemm_is_the_pipeline_output() {
     let root = env!("CARGO_MANIFEST_DIR");
     let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).expect("reads");
-    let input = smemsync::reader::parse_kernel(&read("tests/pipeline/gemm-tiles.kir")).expect("parses");
+    let input =
+        smemsync::reader::parse_kernel(&read("tests/pipeline/gemm-tiles.kir")).expect("parses");
     let (piped, _) = warp_specialized(&input, 3, None).expect("splits");
-    let committed = smemsync::reader::parse_kernel(&read("tests/gpu/gemm-ws-pipelined.kir")).expect("parses");
+    let committed =
+        smemsync::reader::parse_kernel(&read("tests/gpu/gemm-ws-pipelined.kir")).expect("parses");
     assert_eq!(
         smemsync::emit::text::print_kernel(&committed),
         smemsync::emit::text::print_kernel(&piped),
@@ -252,18 +261,32 @@ fn the_gpu_warp_specialized_gemm_is_the_pipeline_output() {
 #[test]
 fn warp_specialized_refusals_name_their_codes() {
     let k = parse(TILE_STENCIL, 0);
-    let codes = |r: Result<(Kernel, Vec<PipelinedLoop>), Vec<smemsync::diag::Diagnostic>>| -> Vec<String> {
-        r.err().expect("refused").into_iter().map(|d| d.code.to_string()).collect()
-    };
+    let codes =
+        |r: Result<(Kernel, Vec<PipelinedLoop>), Vec<smemsync::diag::Diagnostic>>| -> Vec<String> {
+            r.err()
+                .expect("refused")
+                .into_iter()
+                .map(|d| d.code.to_string())
+                .collect()
+        };
     assert_eq!(codes(warp_specialized(&k, 3, Some(1))), ["E1346"]);
     assert_eq!(codes(warp_specialized(&k, 1, None)), ["E1342"]);
-    let nested = TILE_STENCIL.replace("for %k = LO to %n step 1 {", "for %o = 0 to 1 step 1 {\n  for %k = LO to %n step 1 {").replacen("\n}", "\n}\n}", 1);
+    let nested = TILE_STENCIL
+        .replace(
+            "for %k = LO to %n step 1 {",
+            "for %o = 0 to 1 step 1 {\n  for %k = LO to %n step 1 {",
+        )
+        .replacen("\n}", "\n}\n}", 1);
     let nk = parse(&nested, 0);
     assert!(codes(warp_specialized(&nk, 2, None)).contains(&"E1347".to_string()));
     let two_d = TILE_STENCIL.replace("block(64)", "block(32, 2)");
     assert!(codes(warp_specialized(&parse(&two_d, 0), 2, None)).contains(&"E1348".to_string()));
-    let negative = parse(&TILE_STENCIL.replace("%n: i32 in [0, 48]", "%n: i32 in [0, 48], %lo: i32"), 0);
-    let neg = smemsync::emit::text::print_kernel(&negative).replace("for %k = 0 to", "for %k = %lo to");
+    let negative = parse(
+        &TILE_STENCIL.replace("%n: i32 in [0, 48]", "%n: i32 in [0, 48], %lo: i32"),
+        0,
+    );
+    let neg =
+        smemsync::emit::text::print_kernel(&negative).replace("for %k = 0 to", "for %k = %lo to");
     let neg = smemsync::reader::parse_kernel(&neg).expect("parses");
     assert_eq!(codes(warp_specialized(&neg, 2, None)), ["E1351"]);
     let masked = TILE_STENCIL.replace("%in[%k, 0]", "%in[%k, 0] masked");
