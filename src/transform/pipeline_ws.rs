@@ -118,7 +118,7 @@ fn check_counts(stages: u32, prefetch: Option<u32>) -> Result<(), Vec<Diagnostic
 /// E1348: the block must be 1-D whole warps, and `bdim` unread (the block grows).
 fn check_block(k: &Kernel) -> Vec<Diagnostic> {
     let mut errs = Vec::new();
-    if k.block[1] != 1 || k.block[2] != 1 || k.block[0] % PRODUCER_THREADS != 0 {
+    if k.block[1] != 1 || k.block[2] != 1 || !k.block[0].is_multiple_of(PRODUCER_THREADS) {
         errs.push(
             Diagnostic::user(
                 "E1348",
