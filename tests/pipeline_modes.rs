@@ -263,8 +263,7 @@ fn warp_specialized_refusals_name_their_codes() {
     let k = parse(TILE_STENCIL, 0);
     let codes =
         |r: Result<(Kernel, Vec<PipelinedLoop>), Vec<smemsync::diag::Diagnostic>>| -> Vec<String> {
-            r.err()
-                .expect("refused")
+            r.expect_err("refused")
                 .into_iter()
                 .map(|d| d.code.to_string())
                 .collect()
