@@ -19,6 +19,10 @@
 //!    wait" across roles is acyclic; a cycle is reported as a deadlock with the roles that wait
 //!    on each other. By induction on the iteration every wait then completes.
 //!
+//! More than two roles: an arm whose top level holds a nested role branch (one producer and
+//! several consumer groups) contributes that branch's arms as roles, each with its threads;
+//! the four arguments above read every role the same way.
+//!
 //! Anything outside the form is "not proved" with the reason (the interpreter still checks
 //! the bounds it is given). Complexity: O(ops + edges) per role branch.
 
@@ -50,7 +54,7 @@ pub fn prove_handshakes(k: &Kernel) -> Vec<HandshakeVerdict> {
         if !arms.iter().any(|&r| has_mbar(k, r)) {
             continue;
         }
-        out.push(match prove_branch(k, br, pos, g) {
+        out.push(match prove_branch(k, br, pos) {
             Ok(v) => v,
             Err(why) => HandshakeVerdict::NotProved(why),
         });
@@ -110,27 +114,26 @@ enum Kind {
     Tma(u64),
 }
 
-fn prove_branch(k: &Kernel, br: Op, pos: usize, g: Group) -> Result<HandshakeVerdict, String> {
-    let grp = &k.groups[g];
-    let n_in = grp.hi.saturating_sub(grp.lo);
-    let threads = [n_in, k.threads().saturating_sub(n_in)];
+fn prove_branch(k: &Kernel, br: Op, pos: usize) -> Result<HandshakeVerdict, String> {
+    let mut roles = Vec::new();
+    roles_of(k, br, (0..k.threads()).collect(), &mut roles)?;
     let mut ops = Vec::new();
     let mut loops = Vec::new();
-    for (arm, &r) in k.ops[br].regions.iter().enumerate() {
+    for (arm, &(r, n)) in roles.iter().enumerate() {
         let mut found = Vec::new();
         collect(k, r, &mut found);
         let mut lp = None;
         for o in found {
-            ops.push(classify(k, o, arm, threads[arm], r, &mut lp)?);
+            ops.push(classify(k, o, arm, n, r, &mut lp)?);
         }
         loops.push(lp);
     }
-    let bounds = |l: Option<Op>| match l.map(|l| &k.ops[l].kind) {
+    let bounds = |l: &Option<Op>| match l.map(|l| &k.ops[l].kind) {
         Some(OpKind::For { lo, hi, step, .. }) => Some((*lo, *hi, *step)),
         _ => None,
     };
-    let (b0, b1) = (bounds(loops[0]), bounds(loops[1]));
-    if b0.is_none() || b0 != b1 {
+    let b0 = bounds(&loops[0]);
+    if b0.is_none() || loops.iter().any(|l| bounds(l) != b0) {
         return Err("the roles' loops differ or one role has none".into());
     }
     let counts = inits(k, pos)?;
@@ -146,6 +149,43 @@ fn prove_branch(k: &Kernel, br: Op, pos: usize, g: Group) -> Result<HandshakeVer
         "handshakes of {} mbarrier array(s) proved for every trip count: arrivals and bytes balance each phase, parities name this or the previous use, every waiter arrives, no cycle of waiting roles",
         arrays.len()
     )))
+}
+
+/// The roles of a role branch with their thread counts: its two arms, or, where an arm's
+/// top level holds a nested role branch, that branch's roles (one producer and several
+/// consumer groups). `members` are the linear thread ids reaching `br`.
+fn roles_of(k: &Kernel, br: Op, members: Vec<u32>, out: &mut Vec<(Region, u32)>) -> Result<(), String> {
+    let g = role_group(k, br).ok_or("not a role branch")?;
+    let (lo, hi) = (k.groups[g].lo, k.groups[g].hi);
+    let (inside, outside): (Vec<u32>, Vec<u32>) = members.into_iter().partition(|t| (lo..hi).contains(t));
+    for (&r, m) in k.ops[br].regions.iter().zip([inside, outside]) {
+        let nested = (k.regions[r].ops.iter().copied()).find(|&o| role_group(k, o).is_some());
+        let Some(nb) = nested else {
+            out.push((r, m.len() as u32));
+            continue;
+        };
+        let beside = (k.regions[r].ops.iter()).filter(|&&o| o != nb).any(|&o| {
+            let mut found = Vec::new();
+            for &c in &k.ops[o].regions {
+                collect(k, c, &mut found);
+            }
+            !found.is_empty()
+                || matches!(
+                    k.ops[o].kind,
+                    OpKind::MbarWait { .. }
+                        | OpKind::MbarArrive { .. }
+                        | OpKind::MbarExpectTx { .. }
+                        | OpKind::TmaLoad { .. }
+                        | OpKind::MbarInit { .. }
+                        | OpKind::MbarInval { .. }
+                )
+        });
+        if beside {
+            return Err("mbarrier ops beside a nested role branch".into());
+        }
+        roles_of(k, nb, m, out)?;
+    }
+    Ok(())
 }
 
 /// Mbarrier ops and TMA loads of a region, in program order.
@@ -434,7 +474,12 @@ fn cycle(k: &Kernel, ops: &[HsOp]) -> Option<Diagnostic> {
 }
 
 fn deadlock(k: &Kernel, ops: &[HsOp], path: &[usize]) -> Diagnostic {
-    let role = |a: usize| if a == 0 { "the group's role" } else { "the other role" };
+    let many = ops.iter().any(|o| o.arm > 1);
+    let role = |a: usize| match a {
+        _ if many => format!("role {a}"),
+        0 => "the group's role".to_string(),
+        _ => "the other role".to_string(),
+    };
     let steps: Vec<String> = path
         .iter()
         .filter(|&&i| matches!(ops[i].kind, Kind::Wait(_)))

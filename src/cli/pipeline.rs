@@ -1,10 +1,12 @@
-//! `smemsync pipeline [--mode cp-async] --stages S [--prefetch P] FILE`: circular-buffer every
+//! `smemsync pipeline [--mode cp-async|tma|warp-specialized] --stages S [--prefetch P] FILE`: circular-buffer every
 //! loop with a `stage "load"` (docs/transforms.md).
 
 use smemsync::diag::Diagnostic;
 use smemsync::ir::Kernel;
 use smemsync::transform::pipeline::{PipelinedLoop, circular_buffer};
 use smemsync::transform::pipeline_cp_async::cp_async_pipeline;
+use smemsync::transform::pipeline_tma::tma_pipeline;
+use smemsync::transform::pipeline_ws::warp_specialized;
 
 use super::{EXIT_OK, exit_code, read_kernels, report};
 
@@ -13,9 +15,9 @@ use super::{EXIT_OK, exit_code, read_kernels, report};
 pub enum Mode {
     /// Per-thread `cp_async` copies, one commit group per stage.
     CpAsync,
-    /// A `tma_load` per slot by one elected thread (not built yet).
+    /// A `tma_load` per tile copy and slot, issued by one elected thread.
     Tma,
-    /// A producer/consumer role split (not built yet).
+    /// A producer warp issuing the TMA loads, the block's threads consuming.
     WarpSpecialized,
 }
 
@@ -36,14 +38,6 @@ pub struct PipelineArgs {
     pub output: super::FormatArgs,
 }
 
-fn mode_name(m: Mode) -> &'static str {
-    match m {
-        Mode::CpAsync => "cp-async",
-        Mode::Tma => "tma",
-        Mode::WarpSpecialized => "warp-specialized",
-    }
-}
-
 type Built = Result<(Kernel, Vec<PipelinedLoop>), Vec<Diagnostic>>;
 
 fn build(k: &Kernel, args: &PipelineArgs) -> Built {
@@ -54,13 +48,8 @@ fn build(k: &Kernel, args: &PipelineArgs) -> Built {
         )]),
         None => circular_buffer(k, args.stages),
         Some(Mode::CpAsync) => cp_async_pipeline(k, args.stages, args.prefetch),
-        Some(m) => Err(vec![
-            Diagnostic::user(
-                "E1344",
-                format!("pipeline --mode {} is not built yet", mode_name(m)),
-            )
-            .with_help("use --mode cp-async, or write the role split by hand: `sync` places its handshakes (docs/pipeline.md)"),
-        ]),
+        Some(Mode::Tma) => tma_pipeline(k, args.stages, args.prefetch),
+        Some(Mode::WarpSpecialized) => warp_specialized(k, args.stages, args.prefetch),
     }
 }
 

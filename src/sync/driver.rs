@@ -170,7 +170,10 @@ pub fn synchronize(
             continue;
         }
         placement.warnings.push(w.clone());
-        placement.stats.conservative += 1;
+        // A redundant hand-written handshake (W1340) is a finding, not a conservative answer.
+        if w.code != "W1340" {
+            placement.stats.conservative += 1;
+        }
     }
     // The wait planner's conservative answers (W0314) count like the placement's.
     for w in &waits.warnings {

@@ -24,6 +24,10 @@
 //!   the first `D` refills do not wait. One thread initialises the mbarriers before the role
 //!   branch, followed by a block barrier.
 //!
+//! More than two roles: a consumer arm whose accesses lie in the arms of a nested role branch
+//! (one producer, several consumer groups) gets mbarrier handshakes, every group waiting on
+//! `full` and arriving on `empty`, whose count is all their threads.
+//!
 //! Ids and mbarrier names never clash with the kernel's own. Arms that already hold a
 //! handshake are left as written (the race checker verifies them). Anything outside the shape
 //! is reported (W1300) and left to `smemsync check`, never guessed.
@@ -69,6 +73,9 @@ pub struct Placed {
 pub enum Mode {
     Named,
     Mbarrier,
+    /// The mbarriers of a single-role TMA pipeline (`sync::handshake_tma`; `branch` is its
+    /// first load).
+    SingleRoleTma,
 }
 
 impl Mode {
@@ -76,6 +83,7 @@ impl Mode {
         match self {
             Mode::Named => "named",
             Mode::Mbarrier => "mbarrier",
+            Mode::SingleRoleTma => "tma-single-role",
         }
     }
 }
@@ -124,6 +132,18 @@ pub fn place_handshakes(k: &Kernel, target: &Target) -> Handshakes {
         if let Err(d) = place_branch(&mut out, br, g, target) {
             out.warnings.push(*d);
         }
+    }
+    // Single-role TMA pipelines (`pipeline --mode tma`): `sync::handshake_tma`.
+    let (single, warnings) = crate::sync::handshake_tma::place_single_role(&mut out.kernel, target);
+    out.warnings.extend(warnings);
+    for p in single {
+        out.placed.push(Placed {
+            branch: p.loads[0],
+            mode: Mode::SingleRoleTma,
+            slots: p.slots,
+            written: p.written,
+            executed: None,
+        });
     }
     out
 }
@@ -271,6 +291,63 @@ fn handwritten_ordered(k: &Kernel, rt: Region, re: Region) -> Vec<Op> {
     out
 }
 
+/// W1340: in a role branch whose arms share no shared buffer and no global one that either
+/// writes, the hand-written cross-role handshakes (named barriers; mbarrier arrivals and
+/// waits on arrays no TMA load completes on) order nothing across the roles: each is
+/// reported, naming the op, and left as written.
+fn redundant_handshakes(out: &mut Handshakes, br: Op) {
+    let k = &out.kernel;
+    let arms: Vec<Vec<Op>> = (k.ops[br].regions.iter())
+        .map(|&r| {
+            let mut v = Vec::new();
+            walk_region(k, r, &mut v);
+            v
+        })
+        .collect();
+    let globals = |ops: &[Op]| -> Vec<(Global, bool)> {
+        (ops.iter())
+            .flat_map(|&o| effects(k, o).global.into_iter().map(|g| (g.global, g.write)))
+            .collect()
+    };
+    let (ga, gb) = (globals(&arms[0]), globals(&arms[1]));
+    let talks = ga.iter().any(|&(g, w)| gb.iter().any(|&(h, v)| g == h && (w || v)));
+    if talks {
+        return;
+    }
+    let mut tma_arrays = HashSet::new();
+    k.walk(|o| {
+        if let OpKind::TmaLoad { mbar, .. } = &k.ops[o].kind {
+            tma_arrays.insert(k.root_buffer(*mbar));
+        }
+    });
+    let mut found = Vec::new();
+    for &o in arms.iter().flatten() {
+        let handshake = match &k.ops[o].kind {
+            OpKind::NamedArrive { .. } | OpKind::NamedSync { .. } => true,
+            OpKind::MbarArrive { mbar, .. } | OpKind::MbarWait { mbar, .. } => {
+                !tma_arrays.contains(&k.root_buffer(*mbar))
+            }
+            _ => false,
+        };
+        if handshake {
+            found.push(
+                Diagnostic::warning(
+                    DiagKind::Finding,
+                    "W1340",
+                    format!(
+                        "redundant handshake {}: the roles share no buffer, so it orders nothing between them",
+                        crate::emit::text::op_label(k, o)
+                    ),
+                )
+                .with_label(k.span(o), "hand-written handshake")
+                .with_label(k.span(br), "role branch")
+                .with_help("remove it (both arms must still drop it together: a named barrier or mbarrier counts both roles' arrivals)"),
+            );
+        }
+    }
+    out.warnings.extend(found);
+}
+
 /// The ops of a region and its nested regions, in program order.
 fn walk_region(k: &Kernel, r: Region, out: &mut Vec<Op>) {
     for &o in &k.regions[r].ops {
@@ -298,6 +375,7 @@ fn communicated(out: &mut Handshakes, br: Op) -> Result<Option<ArmAccesses>, Box
         .filter(|b| bt.contains(b))
         .collect();
     if shared.is_empty() {
+        redundant_handshakes(out, br);
         return Ok(None);
     }
     if has_handshake(k, rt) || has_handshake(k, re) {
@@ -350,9 +428,14 @@ fn place_branch(
     };
     let d = buffers_slots(k, br, &shared)?;
     let prod = arm(k, br, pr, &pacc)?;
-    let cons = arm(k, br, cr, &cacc)?;
-    same_bounds(k, br, prod.lp, cons.lp)?;
-    let slots: HashSet<Slot> = prod.acc.iter().chain(&cons.acc).map(|a| a.1).collect();
+    let cons = consumer_arms(k, br, cr, &cacc)?;
+    for c in &cons {
+        same_bounds(k, br, prod.lp, c.lp)?;
+    }
+    let slots: HashSet<Slot> = (prod.acc.iter())
+        .chain(cons.iter().flat_map(|c| &c.acc))
+        .map(|a| a.1)
+        .collect();
     let tma = pacc
         .iter()
         .any(|a| matches!(k.ops[a.op].kind, OpKind::TmaLoad { .. }));
@@ -392,6 +475,9 @@ fn place_branch(
         if target.named_barriers == 0 {
             return Err(unsupported(k, br, format!("{} has no named barriers", target.name)));
         }
+        if cons.len() > 1 {
+            return Err(unsupported(k, br, "more than two roles get mbarrier handshakes only (`rem` slots on sm_90)"));
+        }
         if np % target.warp != 0 || nc % target.warp != 0 {
             return Err(unsupported(k, br, "a role is not made of whole warps"));
         }
@@ -403,7 +489,7 @@ fn place_branch(
             })
             .collect();
         s.sort_unstable();
-        place_named(&mut out.kernel, br, &prod, &cons, &s, np + nc, target)?
+        place_named(&mut out.kernel, br, &prod, &cons[0], &s, np + nc, target)?
     };
     out.covered.extend(covered);
     out.placed.push(placed);
@@ -417,7 +503,9 @@ pub(crate) struct Ctx<'a> {
     pub np: u32,
     pub nc: u32,
     pub prod: &'a Arm,
-    pub cons: &'a Arm,
+    /// The consumer roles (one, or the arms of a nested role branch), whose threads together
+    /// are the `nc` consumers.
+    pub cons: &'a [Arm],
 }
 
 /// The slot count `D`: the first extent of every communicated buffer (they must agree).
@@ -493,6 +581,41 @@ fn arm(k: &Kernel, br: Op, region: Region, acc: &[Access]) -> Result<Arm, Box<Di
         iv,
         acc: out,
     })
+}
+
+/// The consumer role's arms: the arm itself, or, when its accesses all lie in the arms of a
+/// role branch at its top level, each of those arms (recursively): one producer and several
+/// consumer groups. Every consumer group must read the buffers (each releases the slots).
+fn consumer_arms(k: &Kernel, br: Op, region: Region, acc: &[Access]) -> Result<Vec<Arm>, Box<Diagnostic>> {
+    let nested = (k.regions[region].ops.iter().copied()).find(|&o| role_group(k, o).is_some());
+    let Some(nb) = nested else {
+        return Ok(vec![arm(k, br, region, acc)?]);
+    };
+    let parents = k.parents();
+    let within = |o: Op, r: Region| {
+        let mut cur = o;
+        loop {
+            if parents.op_region[cur] == Some(r) {
+                return true;
+            }
+            match parents.parent_op(cur) {
+                Some(p) => cur = p,
+                None => return false,
+            }
+        }
+    };
+    if acc.iter().any(|a| !k.ops[nb].regions.iter().any(|&r| within(a.op, r))) {
+        return Err(unsupported(k, br, "a consumer role reads the buffers outside its nested role branch"));
+    }
+    let mut out = Vec::new();
+    for &r in &k.ops[nb].regions {
+        let sub: Vec<Access> = acc.iter().filter(|a| within(a.op, r)).cloned().collect();
+        if sub.is_empty() {
+            return Err(unsupported(k, br, "a consumer group of the nested role branch does not read the buffers, so it would never release a slot"));
+        }
+        out.extend(consumer_arms(k, br, r, &sub)?);
+    }
+    Ok(out)
 }
 
 /// Whether `v = rem %iv, D` with `D` the buffer's first extent.

@@ -36,7 +36,8 @@ pub(crate) fn place(
     let mut sp = Splice::new(k);
     init_prologue(k, &mut sp, cx, [(full, full_count), (empty, cx.nc)]);
     let mut per_iter = 0u64;
-    for (arm, producer) in [(cx.prod, true), (cx.cons, false)] {
+    let roles = std::iter::once((cx.prod, true)).chain(cx.cons.iter().map(|c| (c, false)));
+    for (arm, producer) in roles {
         let p = Phase::new(k, &mut sp, cx, arm, producer)?;
         let (wait_on, arrive_on) = if producer { (empty, full) } else { (full, empty) };
         let wait_par = p.par;
@@ -326,7 +327,7 @@ fn full_arrivals(k: &Kernel, cx: &Ctx<'_>, tmas: &[Op]) -> Result<u32, Box<Diagn
 }
 
 /// Whether `c = cmp eq %t, C` with `%t` a thread id (one thread of the block).
-fn elects_one(k: &Kernel, c: Operand) -> bool {
+pub(crate) fn elects_one(k: &Kernel, c: Operand) -> bool {
     let Some(v) = c.value() else { return false };
     let ValueDef::Result(d, _) = k.values[v].def else {
         return false;
@@ -345,7 +346,7 @@ fn elects_one(k: &Kernel, c: Operand) -> bool {
 }
 
 /// Bytes a TMA load writes (its destination view).
-fn tma_bytes(k: &Kernel, t: Op) -> u32 {
+pub(crate) fn tma_bytes(k: &Kernel, t: Op) -> u32 {
     let OpKind::TmaLoad { dst, .. } = &k.ops[t].kind else {
         return 0;
     };

@@ -16,6 +16,7 @@ pub mod exhaustive;
 pub mod fences;
 pub mod handshake;
 pub mod handshake_mbar;
+pub(crate) mod handshake_tma;
 pub mod joint;
 pub mod naive;
 pub mod place;

@@ -4,6 +4,8 @@
 
 pub mod pipeline;
 pub mod pipeline_cp_async;
+pub mod pipeline_tma;
+pub mod pipeline_ws;
 pub mod smem_alloc;
 pub mod smem_live;
 pub mod smem_plan;

@@ -146,7 +146,7 @@ pub fn circular_buffer_with(
 }
 
 /// Ops nested anywhere under `op` (including itself).
-fn subtree(k: &Kernel, op: Op, out: &mut Vec<Op>) {
+pub(crate) fn subtree(k: &Kernel, op: Op, out: &mut Vec<Op>) {
     out.push(op);
     for &r in &k.ops[op].regions {
         for &c in &k.regions[r].ops {
@@ -180,9 +180,10 @@ fn view_uses(k: &Kernel, op: Op) -> Vec<Value> {
     }
 }
 
-fn pipeline_one(k: &mut Kernel, l: Op, g: Op, plan: &Plan) -> Result<Vec<Buffer>, Vec<Diagnostic>> {
-    let stages = plan.stages;
-    let OpKind::For { lo, hi, step, .. } = k.ops[l].kind.clone() else {
+/// The legality checks every pipelining mode shares (the module doc lists them): on success,
+/// the buffers the load stage `g` of loop `l` writes.
+pub(crate) fn stage_buffers(k: &Kernel, l: Op, g: Op) -> Result<Vec<Buffer>, Vec<Diagnostic>> {
+    let OpKind::For { step, .. } = k.ops[l].kind.clone() else {
         unreachable!("a for loop")
     };
     let body = k.ops[l].regions[0];
@@ -290,10 +291,40 @@ fn pipeline_one(k: &mut Kernel, l: Op, g: Op, plan: &Plan) -> Result<Vec<Buffer>
             }
         }
     }
-    if !errs.is_empty() {
-        return Err(errs);
-    }
+    if errs.is_empty() { Ok(bufs) } else { Err(errs) }
+}
 
+/// Rewrites the memrefs of `ops` (views' bases too) through `map`, in place.
+pub(crate) fn remap_mems(k: &mut Kernel, ops: &[Op], map: &HashMap<MemRef, MemRef>) {
+    for &o in ops {
+        let mut kind = k.ops[o].kind.clone();
+        kind.for_each_memref_mut(&mut |m| {
+            if let Some(n) = map.get(m) {
+                *m = *n;
+            }
+        });
+        k.ops[o].kind = kind;
+        if let OpKind::ViewDef(v) = k.ops[o].kind
+            && let Some(n) = map.get(&k.views[v].base)
+        {
+            k.views[v].base = *n;
+        }
+    }
+}
+
+fn pipeline_one(k: &mut Kernel, l: Op, g: Op, plan: &Plan) -> Result<Vec<Buffer>, Vec<Diagnostic>> {
+    let bufs = stage_buffers(k, l, g)?;
+    let stages = plan.stages;
+    let OpKind::For { lo, hi, .. } = k.ops[l].kind.clone() else {
+        unreachable!("a for loop")
+    };
+    let body = k.ops[l].regions[0];
+    let iv = k.regions[body].args[0];
+    let lspan = k.span(l);
+    let mut loop_ops = Vec::new();
+    subtree(k, l, &mut loop_ops);
+    let mut stage_ops = Vec::new();
+    subtree(k, g, &mut stage_ops);
     let s = stages as i32;
     let p = plan.prefetch as i32;
     for &b in &bufs {
@@ -365,20 +396,7 @@ fn pipeline_one(k: &mut Kernel, l: Op, g: Op, plan: &Plan) -> Result<Vec<Buffer>
         .copied()
         .filter(|o| !stage_ops.contains(o) && *o != l)
         .collect();
-    for o in consumer_ops {
-        let mut kind = k.ops[o].kind.clone();
-        kind.for_each_memref_mut(&mut |m| {
-            if let Some(n) = cmap.get(m) {
-                *m = *n;
-            }
-        });
-        k.ops[o].kind = kind;
-        if let OpKind::ViewDef(v) = k.ops[o].kind
-            && let Some(n) = cmap.get(&k.views[v].base)
-        {
-            k.views[v].base = *n;
-        }
-    }
+    remap_mems(k, &consumer_ops, &cmap);
     let kp = k.new_op(
         OpKind::Binary(BinOp::Add, Operand::Value(iv), Operand::int(p as i64)),
         &[ScalarType::I32],
@@ -439,12 +457,14 @@ fn pipeline_one(k: &mut Kernel, l: Op, g: Op, plan: &Plan) -> Result<Vec<Buffer>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::emit::text::print_kernel;
     use crate::reader::parse_kernel;
 
-    const LOOP: &str = "kernel @k(%X: global f32[8, 64], %Y: global f32[8, 64]) block(64) {
+    /// A loop whose load stage fills `@buf` from a global row (shared with the other modes'
+    /// tests).
+    pub(crate) const LOOP: &str = "kernel @k(%X: global f32[8, 64], %Y: global f32[8, 64]) block(64) {
   shared @buf : f32[64]
   %t = tid.x
   for %k = 0 to 8 step 1 {
@@ -458,16 +478,22 @@ mod tests {
   }
 }";
 
+    /// The text of a pipelined kernel, after checking that it verifies and reads back the same.
+    pub(crate) fn verified_text(out: &Kernel) -> String {
+        let errs = crate::verify::verify(out);
+        assert!(errs.is_empty(), "{errs:?}\n{}", print_kernel(out));
+        let text = print_kernel(out);
+        let again = parse_kernel(&text)
+            .unwrap_or_else(|d| panic!("{}\n{text}", d.render("x", &text, false)));
+        assert_eq!(print_kernel(&again), text);
+        text
+    }
+
     fn pipelined(src: &str, s: u32) -> Kernel {
         let k = parse_kernel(src).expect("parses");
         let (out, loops) = circular_buffer(&k, s).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(loops.len(), 1);
-        let errs = crate::verify::verify(&out);
-        assert!(errs.is_empty(), "{errs:?}\n{}", print_kernel(&out));
-        let text = print_kernel(&out);
-        let again = parse_kernel(&text)
-            .unwrap_or_else(|d| panic!("{}\n{text}", d.render("x", &text, false)));
-        assert_eq!(print_kernel(&again), text);
+        verified_text(&out);
         out
     }
 

@@ -193,29 +193,13 @@ fn not_a_copy(k: &Kernel, o: Op) -> Diagnostic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::emit::text::print_kernel;
     use crate::reader::parse_kernel;
-
-    const LOOP: &str = "kernel @k(%X: global f32[8, 64], %Y: global f32[8, 64]) block(64) {
-  shared @buf : f32[64]
-  %t = tid.x
-  for %k = 0 to 8 step 1 {
-    stage \"load\" {
-      %x = gload %X[%k, %t]
-      store @buf[%t], %x
-    }
-    %r = sub 63, %t
-    %v = load @buf[%r]
-    gstore %Y[%k, %t], %v
-  }
-}";
+    use crate::transform::pipeline::tests::{LOOP, verified_text};
 
     fn piped(src: &str, d: u32, p: Option<u32>) -> String {
         let k = parse_kernel(src).expect("parses");
         let (out, _) = cp_async_pipeline(&k, d, p).unwrap_or_else(|e| panic!("{e:?}"));
-        let errs = crate::verify::verify(&out);
-        assert!(errs.is_empty(), "{errs:?}\n{}", print_kernel(&out));
-        print_kernel(&out)
+        verified_text(&out)
     }
 
     #[test]
