@@ -83,12 +83,13 @@ impl Converter<'_> {
     /// The predicate of an elected-thread op: `%elect`, and-ed with the op's own predicate.
     fn elected(&mut self, pred: Option<&(String, Span)>) -> Result<String, Diagnostic> {
         self.need_elect = true;
+        let elect = self.role.as_ref().map_or("%elect".to_string(), |r| r.elect.clone());
         match pred {
-            None => Ok("%elect".into()),
+            None => Ok(elect),
             Some((p, ps)) => {
                 let v = self.value(p, *ps)?;
                 let k = self.fresh("issue");
-                self.emit(format!("%{k} = and %elect, {v}"), None);
+                self.emit(format!("%{k} = and {elect}, {v}"), None);
                 Ok(format!("%{k}"))
             }
         }
@@ -130,7 +131,7 @@ impl Converter<'_> {
                 let n = ints.first().copied().unwrap_or(1);
                 let c = self.elected(None)?;
                 self.guarded(&c, &[format!("mbar_init {bar}, {n}")], span);
-                if !self.init_follows(i) {
+                if self.role.is_none() && !self.init_follows(i) {
                     self.emit("barrier".into(), Some(span));
                     self.warn(
                         "W1113",
