@@ -92,6 +92,10 @@ impl Converter<'_> {
             Some(T::Word(w)) => Some(w.clone()),
             _ => None,
         };
+        // `arith.constant true` / `false` carry no type: they are `i1`.
+        let boolean = st.op == "arith.constant"
+            && matches!(st.rest.first().map(|t| &t.t), Some(T::Word(w)) if w == "true" || w == "false");
+        let tys = if boolean && tys.is_empty() { vec!["i1".to_string()] } else { tys };
         let literal = self.literal(&st.op, &st.rest, &tys);
         let op = st.op.clone();
         for (k, r) in results.iter().enumerate() {
