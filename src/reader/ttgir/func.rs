@@ -377,7 +377,7 @@ impl Converter<'_> {
         let line = st.line.clone();
         let results = expand_results(&st.results);
         let ops = operands(&st.rest);
-        if ops.len() % 2 != 0 {
+        if !ops.len().is_multiple_of(2) {
             return Err(bad(line.span, "expected `scf.while (%arg = %init, ...)`"));
         }
         let tys = result_types_of_for(&st.rest);
