@@ -990,6 +990,9 @@ fn async_pair(
                 }
             } else if let Some(x) = comp.exit {
                 after_loop(fp, out, x);
+            } else if comp.exit_drained && waited_by_all(fp, w) {
+                // Every execution is completed by `w` inside the loop (the guard rules out
+                // the rest), and `w` makes it visible to every thread: nothing left in flight.
             } else if forward_ab {
                 let pc = pair_conflict(fp, ai, bi, m_ab, None);
                 if pc.intersect != 0 {

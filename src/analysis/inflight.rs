@@ -281,6 +281,10 @@ pub struct Completions {
     pub hazards: Vec<InflightHazard>,
     /// Async ops that may still be outstanding when the kernel ends.
     pub outstanding_at_exit: Vec<Op>,
+    /// (loop, copy in it): every execution of the copy is completed inside the loop, those
+    /// of the last iterations being ruled out by the copy's guard (`iv < hi - c`, a
+    /// prefetch that stops before the loop ends).
+    pub drained: BTreeSet<(Op, Op)>,
     /// Footprint queries answered conservatively (W0314).
     pub warnings: Vec<crate::diag::Diagnostic>,
 }
@@ -305,6 +309,10 @@ pub struct LoopCompletion {
     /// it that does not enclose the copy (a prologue's copy waited for in the main loop's
     /// first iteration): later iterations run after the wait.
     pub exit_on_entry: bool,
+    /// Whether no execution of the copy leaves the loop at `level` in flight (its guard rules
+    /// out the executions `in_loop`'s wait would complete after the loop, see
+    /// [`Completions::drained`]).
+    pub exit_drained: bool,
 }
 
 impl Completions {
@@ -368,11 +376,13 @@ impl Completions {
                 }
             }
         }
+        let exit_drained = level.is_some_and(|lv| self.drained.contains(&(copy_loops[lv], copy)));
         LoopCompletion {
             level,
             in_loop,
             exit,
             exit_on_entry,
+            exit_drained,
         }
     }
 
@@ -507,6 +517,10 @@ pub struct Flow<'k> {
     memo: FlowMemo,
     /// Which wgmma results reach each value (register hazards).
     regs: crate::analysis::regdeps::RegSources<'k>,
+    /// Per (loop, copy in it): `true` when a guard ruled out some of the copy's executions at
+    /// the loop's exit and none was left in flight there (on every exit visited), `false`
+    /// once one was ([`Flow::guard_excludes_exit`]).
+    drained: HashMap<(Op, Op), bool>,
 }
 
 /// The queue an async op joins on a target, with its shared access.
@@ -548,6 +562,7 @@ impl<'k> Flow<'k> {
             loops: HashMap::default(),
             memo: FlowMemo::default(),
             regs: crate::analysis::regdeps::RegSources::new(k),
+            drained: HashMap::default(),
         }
     }
 
@@ -730,6 +745,7 @@ impl<'k> Flow<'k> {
         // `d - 1` before the last (a prologue loop filling slot `s` in iteration `s`).
         let exact = self.runs_at_least_once(l);
         let trip = self.const_trip(l).unwrap_or(0);
+        self.drop_guarded_at_exit(l, &mut exit);
         for x in exit.iter_mut() {
             // The fixpoint does not count iterations: entries further back than the loop's
             // trip count stand for no execution (nor does a saturated tag when the trip count
@@ -763,6 +779,163 @@ impl<'k> Flow<'k> {
             });
         }
         *st = exit;
+    }
+
+    /// Drops from `l`'s exit states the entries whose issue guard rules them out there
+    /// ([`Flow::guard_excludes_exit`]).
+    fn drop_guarded_at_exit(&mut self, l: Op, exit: &mut [InFlight]) {
+        for x in exit.iter_mut() {
+            let mut gone = Vec::new();
+            for (q, m) in &x.queues {
+                for p in m.keys() {
+                    if self.guard_excludes_exit(l, p) {
+                        gone.push((*q, p.clone()));
+                    }
+                }
+            }
+            for (q, p) in gone {
+                self.drained.entry((l, p.op)).or_insert(true);
+                if let Some(m) = x.queues.get_mut(&q) {
+                    m.remove(&p);
+                }
+            }
+            let left: Vec<Op> = x.queues.values().flat_map(|m| m.keys().map(|p| p.op)).collect();
+            for c in left {
+                if self.loops_of(c).contains(&l) {
+                    self.drained.insert((l, c), false);
+                }
+            }
+        }
+    }
+
+    /// Whether the guard of a copy (the conditions of the `if`s around it, split at `and`)
+    /// shows that it is not in flight when loop `l` exits with the copy's tag on `l`:
+    /// - tag `Pre(j)` (`l` ran `j` iterations since the copy, and exits: `hi <= lo + j·step`):
+    ///   the copy, outside every loop, is guarded by `hi > lo + c` with `c >= j·step` (bounds
+    ///   computed outside every loop, positive constant step; Triton's prologue predicate
+    ///   `n > s` for the load of stage `s`);
+    /// - tag `Dist(d)` (issued in `l`'s `d`-th iteration before the exit): the copy, in `l`,
+    ///   is guarded by `iv < hi - c` with `d · step <= c`: with `T` iterations the last
+    ///   `lo + (T-1)·step >= hi - step`, so the copy's iteration `lo + (T-d)·step >= hi -
+    ///   d·step >= hi - c` fails its guard (Triton's prefetch predicate `i < n - (S-1)`).
+    fn guard_excludes_exit(&mut self, l: Op, p: &Pending) -> bool {
+        let k = self.k;
+        let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
+            return false;
+        };
+        let Some(step) = self.konst(step).filter(|&s| s > 0) else {
+            return false;
+        };
+        let tag = p.tags.iter().find(|(lp, _)| *lp == l).map(|(_, t)| *t);
+        let conj = self.guard_conjuncts(p.op, l);
+        let same = |f: &Self, a: &Operand, b: &Operand| match (a.value(), b.value()) {
+            (Some(x), Some(y)) if x == y => true,
+            _ => matches!((f.konst(a), f.konst(b)), (Some(x), Some(y)) if x == y),
+        };
+        match tag {
+            Some(IterTag::Pre(j) | IterTag::PreLast(j, _)) => {
+                let outside = |f: &mut Self, o: &Operand| match o.value().map(|v| k.values[v].def) {
+                    None | Some(ValueDef::Param(_)) => true,
+                    Some(ValueDef::Result(d, _)) => f.loops_of(d).is_empty(),
+                    Some(_) => false,
+                };
+                if !self.loops_of(p.op).is_empty() || !outside(self, lo) || !outside(self, hi) {
+                    return false;
+                }
+                // `hi > lo + c` with `c >= j·step` rules out a loop of `j` iterations
+                // (`hi <= lo + j·step`).
+                let above = |f: &Self, x: &Operand, y: &Operand| -> Option<i64> {
+                    if !same(f, x, hi) {
+                        return None;
+                    }
+                    if same(f, y, lo) {
+                        return Some(0);
+                    }
+                    Some(f.konst(y)? - f.konst(lo)?)
+                };
+                conj.iter().any(|c| {
+                    let c = match c {
+                        OpKind::Cmp(CmpPred::Gt, x, y) | OpKind::Cmp(CmpPred::Lt, y, x) => {
+                            above(self, x, y)
+                        }
+                        _ => None,
+                    };
+                    c.is_some_and(|c| c >= j as i64 * step)
+                })
+            }
+            Some(IterTag::Dist(d)) if d >= 1 && self.loops_of(p.op).contains(&l) => {
+                let Some(&iv) = k.ops[l].regions.first().and_then(|&b| k.regions[b].args.first())
+                else {
+                    return false;
+                };
+                let margin = |f: &Self, x: &Operand| -> Option<i64> {
+                    let ValueDef::Result(o, _) = k.values[x.value()?].def else {
+                        return None;
+                    };
+                    match &k.ops[o].kind {
+                        OpKind::Binary(BinOp::Sub, h, c) if same(f, h, hi) => f.konst(c),
+                        OpKind::Binary(BinOp::Add, h, c) if same(f, h, hi) => Some(-f.konst(c)?),
+                        _ => None,
+                    }
+                };
+                conj.iter().any(|c| {
+                    let bound = match c {
+                        OpKind::Cmp(CmpPred::Lt, a, x) if a.value() == Some(iv) => margin(self, x),
+                        OpKind::Cmp(CmpPred::Gt, x, a) if a.value() == Some(iv) => margin(self, x),
+                        _ => None,
+                    };
+                    bound.is_some_and(|c| (d as i64) * step <= c)
+                })
+            }
+            _ => false,
+        }
+    }
+
+    /// The conditions an op runs under up to loop `l` (or the kernel body): the conditions
+    /// of the `if`s whose then-arm holds it, split at `and`.
+    fn guard_conjuncts(&self, op: Op, l: Op) -> Vec<OpKind> {
+        let k = self.k;
+        let par = &self.overlap.parents;
+        let mut conds = Vec::new();
+        let mut cur = op;
+        while let Some(r) = par.op_region[cur] {
+            let Some(up) = par.region_op[r] else { break };
+            if up == l {
+                break;
+            }
+            if let OpKind::If { cond } = &k.ops[up].kind
+                && k.ops[up].regions.first() == Some(&r)
+            {
+                conds.push(*cond);
+            }
+            cur = up;
+        }
+        let mut out = Vec::new();
+        while let Some(c) = conds.pop() {
+            let Some(ValueDef::Result(d, _)) = c.value().map(|v| k.values[v].def) else {
+                continue;
+            };
+            match &k.ops[d].kind {
+                OpKind::Binary(BinOp::And, x, y) => conds.extend([*x, *y]),
+                kind => out.push(kind.clone()),
+            }
+        }
+        out
+    }
+
+    /// A constant operand: an immediate or a `const` op's value.
+    fn konst(&self, o: &Operand) -> Option<i64> {
+        match o {
+            Operand::Imm(Scalar::I32(v)) => Some(*v as i64),
+            Operand::Value(v) => match self.k.values[*v].def {
+                ValueDef::Result(d, _) => match self.k.ops[d].kind {
+                    OpKind::Const(Scalar::I32(x)) => Some(x as i64),
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     fn runs_at_least_once(&self, l: Op) -> bool {
@@ -1097,6 +1270,12 @@ pub fn completions_memo(k: &Kernel, target: &Target, memo: &mut FlowMemo) -> Com
         out.extend(m.keys().map(|p| p.op));
     }
     rec.c.outstanding_at_exit = out.into_iter().collect();
+    rec.c.drained = flow
+        .drained
+        .iter()
+        .filter(|(_, d)| **d)
+        .map(|(lc, _)| *lc)
+        .collect();
     rec.c.warnings = flow.overlap.conservative_warnings();
     rec.c.hazards.sort_by_key(|h| (h.consumer, h.copy));
     *memo = flow.into_memo();

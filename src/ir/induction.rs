@@ -17,11 +17,26 @@
 //! for that state (the counter "advanced in both arms identically"). With constant initial
 //! values the state sequence is then fully determined: it is computed exactly (i32
 //! semantics, so wrap-around is part of the proof) until it returns to the initial state,
-//! which proves `state(i + P) = state(i)` for every `i` by induction. A state repeating
-//! without returning to the start (a pre-period), more than [`MAX_ORBIT`] states, a
-//! non-constant initial value or a next value depending on anything outside the state (the
-//! loop variable, a parameter, a load) is *not recognized*, with the reason kept for the
-//! W0315 warning: the value stays unknown (conservative).
+//! which proves `state(i + P) = state(i)` for every `i` by induction. More than
+//! [`MAX_ORBIT`] states, a non-constant initial value or a next value depending on anything
+//! outside the state (the loop variable, a parameter, a load) is *not recognized*, with the
+//! reason kept for the W0315 warning: the value stays unknown (conservative).
+//!
+//! **Pre-periods (observably periodic values).** Triton starts its read slot at `-1` and
+//! advances it (and toggles the phase bit) *before* use, in the same iteration: the state
+//! `(slot, phase)` runs `(-1, 0), (0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1), (0, 0), ...`,
+//! periodic only from iteration `m = 1` on (period `P = 6`), while the slot and phase the body
+//! *uses* are the advanced ones, `i mod S` and `(i div S) mod 2`, periodic from iteration 0.
+//! When the state recurs after a pre-period of `m` iterations, the value is still recognized
+//! if the body cannot tell iteration `i < m` from iteration `i + P`: every *escaping* value
+//! (a function of the state used by anything but the integer ops computing the next state:
+//! an access, a view, a wait, a guard, a yield of another iteration value, an `if`) must
+//! evaluate equal in `state(i)` and `state(i + P)` for every `i < m`, and the loop's results
+//! for the state must be unused after the loop. The recognized sequence is then the one of
+//! iterations `m, m+1, ...` (`seq[i mod P] = state(i)`, `i >= m`); in iterations `i < m` the
+//! iteration value itself differs from `seq` (kept in [`Induction::pre`] for ranges), but
+//! every value the body observes equals the one computed from `seq`. An escaping value that
+//! needs another iteration value of the loop adds it to the state (at most [`MAX_STATE`]).
 //!
 //! Translating to the loop variable needs a constant lower bound and step: iteration `i` runs
 //! with `%k = lo + i·step`, so the value is periodic in `%k` with period `P·step` over the
@@ -51,6 +66,9 @@ pub struct Induction {
     pub step: i64,
     /// The value over one period, from iteration 0 (`P = seq.len()`, minimal).
     pub seq: std::rc::Rc<[i64]>,
+    /// The value in the first iterations when they precede the period (a pre-period, see the
+    /// module doc): the body observes them as `seq`'s, but the value's range includes them.
+    pub pre: std::rc::Rc<[i64]>,
 }
 
 impl Induction {
@@ -243,8 +261,57 @@ pub fn recognize(k: &Kernel, l: Op, j: usize) -> Result<Induction, String> {
         yields,
         state: vec![j],
     };
-    // Grow the state until the yields are functions of it alone.
-    let next = loop {
+    let (states, m) = loop {
+        let start = grow_state(&mut r, init, iv)?;
+        let (states, m) = orbit(&r, start)?;
+        if m == 0 {
+            break (states, m);
+        }
+        match observably_periodic(&r, l, &states, m) {
+            Ok(()) => break (states, m),
+            Err(Obs::Grow(n)) if r.state.len() < MAX_STATE && !r.state.contains(&n) => {
+                r.state.push(n)
+            }
+            Err(Obs::Grow(n)) => {
+                return Err(format!(
+                    "it becomes periodic only after its first iterations, and the body \
+                     observes `{}` there",
+                    name(k, r.arg(n))
+                ));
+            }
+            Err(Obs::Fail(why)) => {
+                return Err(format!(
+                    "it becomes periodic only after its first iterations, and {why}"
+                ));
+            }
+        }
+    };
+    let (Some(lo), Some(step)) = (constant(k, *lo), constant(k, *step)) else {
+        return Err("the loop's lower bound or step is not a constant".into());
+    };
+    if step <= 0 {
+        return Err("the loop's step is not positive".into());
+    }
+    let p = states.len() - m;
+    let mut seq = vec![0; p];
+    for (x, s) in states.iter().enumerate().skip(m) {
+        seq[x % p] = s[0];
+    }
+    Ok(Induction {
+        l,
+        iv,
+        lo,
+        step,
+        seq: minimal_period(&seq).into(),
+        pre: states[..m].iter().map(|s| s[0]).collect(),
+    })
+}
+
+/// Grows `r`'s state until the yields of the state are functions of it alone; returns the
+/// initial state.
+fn grow_state(r: &mut Recurrence, init: &[Operand], iv: Value) -> Result<Vec<i64>, String> {
+    let k = r.k;
+    loop {
         let start: Option<Vec<i64>> = r.state.iter().map(|&j| constant(k, init[j])).collect();
         let Some(start) = start else {
             let bad = r.state.iter().find(|&&j| constant(k, init[j]).is_none());
@@ -253,18 +320,15 @@ pub fn recognize(k: &Kernel, l: Op, j: usize) -> Result<Induction, String> {
                 .map_or(String::new(), |v| format!(" `{}`", name(k, v)));
             return Err(format!("its initial value{who} is not a constant"));
         };
-        let mut missing = None;
-        for &j in &r.state {
-            if let Err(e) = r.operand(r.yields[j], &start, 0) {
-                missing = Some(e);
-                break;
-            }
-        }
+        let missing = r
+            .state
+            .iter()
+            .find_map(|&j| r.operand(r.yields[j], &start, 0).err());
         match missing {
-            None => break start,
+            None => return Ok(start),
             Some(None) => return Err("its next value is not an integer expression".into()),
             Some(Some(e)) => match k.values[e].def {
-                ValueDef::RegionArg(b, n) if b == body && n >= 1 && r.state.len() < MAX_STATE => {
+                ValueDef::RegionArg(b, n) if b == r.body && n >= 1 && r.state.len() < MAX_STATE => {
                     r.state.push(n - 1)
                 }
                 _ if e == iv => {
@@ -279,27 +343,136 @@ pub fn recognize(k: &Kernel, l: Op, j: usize) -> Result<Induction, String> {
                 }
             },
         }
-    };
-    let orbit = orbit(&r, next)?;
-    let (Some(lo), Some(step)) = (constant(k, *lo), constant(k, *step)) else {
-        return Err("the loop's lower bound or step is not a constant".into());
-    };
-    if step <= 0 {
-        return Err("the loop's step is not positive".into());
     }
-    let seq: Vec<i64> = orbit.iter().map(|s| s[0]).collect();
-    Ok(Induction {
-        l,
-        iv,
-        lo,
-        step,
-        seq: minimal_period(&seq).into(),
-    })
 }
 
-/// The states from the initial one until it recurs (one period). Errors: a pre-period, a
-/// period above [`MAX_ORBIT`], or a state the yields cannot evaluate.
-fn orbit(r: &Recurrence, start: Vec<i64>) -> Result<Vec<Vec<i64>>, String> {
+/// Why a state with a pre-period is not observably periodic: the body observes another
+/// iteration value of the loop (grow the state with it), or a reason.
+enum Obs {
+    Grow(usize),
+    Fail(String),
+}
+
+/// Checks that loop `l`'s body cannot tell the first `m` iterations (the pre-period of
+/// `states`) from the same iterations one period later (module doc). O(|body| + m · escapes).
+fn observably_periodic(r: &Recurrence, l: Op, states: &[Vec<i64>], m: usize) -> Result<(), Obs> {
+    let k = r.k;
+    for &j in &r.state {
+        if let Some(&res) = k.ops[l].results.get(j)
+            && used(k, res)
+        {
+            return Err(Obs::Fail(format!(
+                "the loop's result `{}` is used after it",
+                name(k, res)
+            )));
+        }
+    }
+    let mut d = Derived {
+        state: r.state.iter().map(|&j| r.arg(j)).collect(),
+        iter: k.regions[r.body].args[1..].iter().copied().collect(),
+    };
+    let mut escapes = Vec::new();
+    let the_yield = k.regions[r.body].ops.last().copied();
+    escaping(r, r.body, the_yield, &mut d, &mut escapes);
+    let p = states.len() - m;
+    for &v in &escapes {
+        for i in 0..m {
+            let at = |s: &[i64]| match r.value(v, s, 0) {
+                Ok(x) => Ok(x),
+                Err(Some(e)) => match k.values[e].def {
+                    ValueDef::RegionArg(b, n) if b == r.body && n >= 1 => Err(Obs::Grow(n - 1)),
+                    _ => Err(Obs::Fail(format!(
+                        "`{}` depends on `{}` there",
+                        name(k, v),
+                        name(k, e)
+                    ))),
+                },
+                Err(None) => Err(Obs::Fail(format!("`{}` is not an integer", name(k, v)))),
+            };
+            if at(&states[i])? != at(&states[i + p])? {
+                return Err(Obs::Fail(format!(
+                    "`{}` differs in iteration {i} from iteration {}",
+                    name(k, v),
+                    i + p
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Values of a loop body classified for [`observably_periodic`].
+struct Derived {
+    /// Functions of the state alone (integer ops over the state, other iteration values of
+    /// the loop and constants, with at least one state operand).
+    state: std::collections::HashSet<Value>,
+    /// Functions of the loop's iteration values and constants.
+    iter: std::collections::HashSet<Value>,
+}
+
+/// Collects, in program order over `region` (nested regions included), the values derived
+/// from the state that something other than the integer ops computing the state (or the
+/// loop's own `yield` of a state position) uses: operands of accesses, views, waits, `if`s,
+/// and of integer ops that mix them with the loop variable, a thread id or a parameter.
+fn escaping(
+    r: &Recurrence,
+    region: Region,
+    the_yield: Option<Op>,
+    d: &mut Derived,
+    escapes: &mut Vec<Value>,
+) {
+    let k = r.k;
+    for &op in &k.regions[region].ops {
+        let mut uses = Vec::new();
+        let mut closed = true;
+        k.ops[op].kind.for_each_operand(|o| match o.value() {
+            Some(v) if d.state.contains(&v) => uses.push(v),
+            Some(v) if d.iter.contains(&v) || constant(k, o).is_some() => {}
+            Some(_) => closed = false,
+            None => {}
+        });
+        let pure = matches!(
+            k.ops[op].kind,
+            OpKind::Binary(..) | OpKind::Unary(..) | OpKind::Cmp(..) | OpKind::Select(..)
+        ) && k.ops[op].results.len() == 1;
+        if pure && closed {
+            let v = k.ops[op].results[0];
+            d.iter.insert(v);
+            if !uses.is_empty() {
+                d.state.insert(v);
+            }
+        } else if let OpKind::Yield(ys) = &k.ops[op].kind
+            && Some(op) == the_yield
+        {
+            for (pos, y) in ys.iter().enumerate() {
+                if let Some(v) = y.value().filter(|v| d.state.contains(v))
+                    && !r.state.contains(&pos)
+                {
+                    escapes.push(v);
+                }
+            }
+        } else {
+            escapes.extend(uses);
+        }
+        for &c in &k.ops[op].regions {
+            escaping(r, c, the_yield, d, escapes);
+        }
+    }
+}
+
+/// Whether any op of `k` uses `v`.
+fn used(k: &Kernel, v: Value) -> bool {
+    let mut found = false;
+    k.walk(|op| {
+        k.ops[op].kind.for_each_operand(|o| found |= o.value() == Some(v));
+    });
+    found
+}
+
+/// The states from the initial one until one recurs, and the pre-period `m`: `states[m..]`
+/// is one period (`state(i + P) = state(i)` for `i >= m`, `P = states.len() - m`). Errors: a
+/// period above [`MAX_ORBIT`] states, or a state the yields cannot evaluate.
+fn orbit(r: &Recurrence, start: Vec<i64>) -> Result<(Vec<Vec<i64>>, usize), String> {
     let mut seen = vec![start.clone()];
     let mut s = start;
     loop {
@@ -312,11 +485,8 @@ fn orbit(r: &Recurrence, start: Vec<i64>) -> Result<Vec<Vec<i64>>, String> {
             let what = e.map_or("a non-integer operand".into(), |e| format!("`{}`", name(r.k, e)));
             format!("its next value depends on {what} in iteration {}", seen.len() - 1)
         })?;
-        if next == seen[0] {
-            return Ok(seen);
-        }
-        if seen.contains(&next) {
-            return Err("it becomes periodic only after its first iterations".into());
+        if let Some(m) = seen.iter().position(|x| *x == next) {
+            return Ok((seen, m));
         }
         if seen.len() >= MAX_ORBIT {
             return Err(format!("its values do not repeat within {MAX_ORBIT} iterations"));
@@ -419,11 +589,71 @@ mod tests {
         assert!(first(&k).unwrap_err().contains("loop variable"));
         let k = kernel("    %i = add %s, 1\n    %x = rem %i, 3\n    yield %x", "%s = %n");
         assert!(first(&k).unwrap_err().contains("initial value"));
-        // 5 -> 0 -> 1 -> 2 -> 0: periodic only after the first iteration.
-        let k = kernel("    %i = add %s, 1\n    %x = rem %i, 3\n    yield %x", "%s = 5");
-        assert!(first(&k).unwrap_err().contains("only after"));
+        // 5 -> 0 -> 1 -> 2 -> 0: periodic only after the first iteration, and the body
+        // observes the 5 (it yields `%s` to another iteration value).
+        let k = kernel(
+            "    %i = add %s, 1\n    %x = rem %i, 3\n    yield %x, %s",
+            "%s = 5, %u = 0",
+        );
+        let e = first(&k).unwrap_err();
+        assert!(e.contains("only after") && e.contains("differs in iteration 0"), "{e}");
         let k = kernel("    %i = add %s, %n\n    %x = rem %i, 3\n    yield %x", "%s = 0");
         assert!(first(&k).unwrap_err().contains("`%n`"));
+    }
+
+    /// Triton's TMA pipeline: the read slot starts at `-1` and is advanced, and the phase
+    /// toggled on its wrap, before the body uses them.
+    fn triton_tma_loop(phase_next: &str, uses: &str) -> Kernel {
+        kernel(
+            &format!(
+                "    %a = add %s, 1\n    %w = cmp ge %a, 3\n    %x = select %w, 0, %a\n    \
+                 %q = xor %p, 1\n{phase_next}{uses}"
+            ),
+            "%s = -1, %p = 0",
+        )
+    }
+
+    #[test]
+    fn slot_advanced_before_use_is_observably_periodic() {
+        let k = triton_tma_loop(
+            "    %y = select %w, %q, %p\n",
+            "    %o = add %x, %y\n    %e = cmp eq %o, %t\n    %f = if %e {\n      \
+             yield %t\n    } else {\n      yield 0\n    }\n    yield %x, %y",
+        );
+        let ind = first(&k).unwrap();
+        // In iteration i (k = 2i) the slot the body uses is i mod 3; the value itself is
+        // -1 in iteration 0 (pre) and then 0, 1, 2, ...
+        assert_eq!(&*ind.seq, &[2, 0, 1]);
+        assert_eq!(&*ind.pre, &[-1]);
+        let l = ind.l;
+        // The phase: (i div 3) mod 2 for the body, from state (0, 0) in iteration 1.
+        let ph = recognize(&k, l, 1).unwrap();
+        assert_eq!(&*ph.seq, &[1, 0, 0, 0, 1, 1]);
+        assert_eq!(&*ph.pre, &[0]);
+    }
+
+    #[test]
+    fn phase_xor_on_the_wrap_comparison() {
+        // `phase ^ (slot == S-1)` form (TTGIR `arith.extui` of the comparison, `select %c, 1,
+        // 0` here): the comparison itself is xor-ed into the phase.
+        let k = triton_tma_loop(
+            "    %c = cmp eq %s, 2\n    %e = select %c, 1, 0\n    %y = xor %p, %e\n",
+            "    %o = add %x, %y\n    %e = cmp eq %o, %t\n    %f = if %e {\n      \
+             yield %t\n    } else {\n      yield 0\n    }\n    yield %x, %y",
+        );
+        assert!(first(&k).is_ok(), "{:?}", first(&k));
+    }
+
+    #[test]
+    fn pre_period_observed_by_the_body_is_not_recognized() {
+        // The body uses the un-advanced slot `%s` (-1 in iteration 0, 2 one period later).
+        let k = triton_tma_loop(
+            "    %y = select %w, %q, %p\n",
+            "    %e = cmp eq %s, %t\n    %f = if %e {\n      yield %t\n    } else {\n      \
+             yield 0\n    }\n    yield %x, %y",
+        );
+        let e = first(&k).unwrap_err();
+        assert!(e.contains("`%s` differs in iteration 0"), "{e}");
     }
 
     #[test]

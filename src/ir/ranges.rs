@@ -140,8 +140,9 @@ impl Ranges {
             }
             for &a in od.regions.first().map_or(&[][..], |&b| &k.regions[b].args[1..]) {
                 if let Some(ind) = self.inductions.get(a) {
-                    let lo = ind.seq.iter().copied().min().unwrap_or(0);
-                    let hi = ind.seq.iter().copied().max().unwrap_or(0);
+                    let all = || ind.seq.iter().chain(ind.pre.iter()).copied();
+                    let lo = all().min().unwrap_or(0);
+                    let hi = all().max().unwrap_or(0);
                     self.exact_range.set(a, Interval::new(lo as i128, hi as i128));
                 }
             }

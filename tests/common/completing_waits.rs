@@ -32,6 +32,7 @@ pub fn completing_waits(
             in_loop: None,
             exit: None,
             exit_on_entry: false,
+            exit_drained: false,
         };
     };
     let token = k.ops[op].results.first().copied();
@@ -268,6 +269,7 @@ pub fn completing_waits(
                 in_loop: Some((w, delta)),
                 exit: None,
                 exit_on_entry: false,
+                exit_drained: false,
             };
         }
         let Some(&parent) = paths.region_op.get(&r) else {
@@ -276,6 +278,7 @@ pub fn completing_waits(
                 in_loop: None,
                 exit: None,
                 exit_on_entry: false,
+                exit_drained: false,
             };
         };
         match k.ops[parent].kind {
@@ -329,5 +332,7 @@ pub fn completing_waits(
         in_loop,
         exit,
         exit_on_entry: true,
+        // The oracle does not reason about issue guards (the generated kernels have none).
+        exit_drained: false,
     }
 }

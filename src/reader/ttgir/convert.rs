@@ -135,6 +135,14 @@ pub(super) struct Converter<'a> {
     pub yield_kept: Option<Vec<usize>>,
     pub else_pending: bool,
     pub mbar_names: HashSet<String>,
+    /// The role being converted inside `ttg.warp_specialize` (`super::warpspec`).
+    pub role: Option<super::warpspec::Role>,
+    /// Thread groups of the roles: name, first thread, end thread.
+    pub groups: Vec<(String, u64, u64)>,
+    /// Warps of the partitions beyond the module's `ttg.num-warps`.
+    pub extra_warps: u64,
+    /// The before-region arguments of the `scf.while` whose condition region is converted.
+    pub while_args: Option<Vec<String>>,
 }
 
 /// The error of a statement the converter cannot read (E1102), at `span`.
@@ -177,6 +185,10 @@ impl<'a> Converter<'a> {
             yield_kept: None,
             else_pending: false,
             mbar_names: HashSet::new(),
+            role: None,
+            groups: Vec::new(),
+            extra_warps: 0,
+            while_args: None,
         }
     }
 
@@ -271,6 +283,7 @@ impl<'a> Converter<'a> {
     /// `layout "L"` for an access in encoding `enc` (a fresh opaque name when `exact` is
     /// false: the element mapping is unknown).
     pub fn layout_clause(&mut self, enc: Option<&str>, exact: bool) -> String {
+        let exact = exact && self.role_exact();
         match enc {
             Some(e) if exact && e.starts_with('#') => {
                 format!("layout \"{}\"", self.layout_name(e))
@@ -280,6 +293,28 @@ impl<'a> Converter<'a> {
                 format!("layout \"opaque{}\"", self.scratch_no)
             }
         }
+    }
+
+    /// Whether collective layouts keep their element mapping in the current role (W1114
+    /// once when not: a partition's warps are not numbered from warp 0).
+    fn role_exact(&mut self) -> bool {
+        let Some(r) = &self.role else { return true };
+        if r.exact {
+            return true;
+        }
+        let first = r.first;
+        let span = self.lines[self.pos.saturating_sub(1).min(self.lines.len() - 1)].span;
+        self.warn(
+            "W1114",
+            "partition-layout",
+            span,
+            format!(
+                "a collective access in a `ttg.warp_specialize` partition (threads from {first}) \
+                 gets an opaque layout: the layout numbers the partition's warps from 0, \
+                 smemsync's from the block's"
+            ),
+        );
+        false
     }
 
     /// Parses the statement at line `i`.

@@ -117,6 +117,8 @@ impl Converter<'_> {
         self.out.clear();
         self.buffers.clear();
         self.need_elect = false;
+        self.groups.clear();
+        self.extra_warps = 0;
         self.pos = i + 1;
         self.region(i)?;
         let body = std::mem::take(&mut self.out);
@@ -210,7 +212,7 @@ impl Converter<'_> {
             };
             params.push(format!("%{n}: global {e}[{d}]"));
         }
-        let threads = self.warps * self.lanes;
+        let threads = (self.warps + self.extra_warps) * self.lanes;
         let target = self
             .target
             .as_ref()
@@ -228,6 +230,9 @@ impl Converter<'_> {
             for (n, t) in &self.layout_defs {
                 h.push_str(&format!("  // layout \"{n}\" = {t}\n"));
             }
+        }
+        for (g, lo, hi) in &self.groups {
+            h.push_str(&format!("  group @{g} : threads [{lo}, {hi})\n"));
         }
         self.place_buffers();
         for b in &self.buffers {
@@ -409,6 +414,147 @@ impl Converter<'_> {
             )
             .with_label(*span, "yielded here"));
         }
+        Ok(())
+    }
+
+    /// `scf.while (%a = %init, ...) : (T, ...) -> (T, ...) { ...; scf.condition(%c) %a, ... }
+    /// do { ^bb0(%b: T, ...): ...; scf.yield ... }`: `.kir` `while iter(..) { ..; condition }
+    /// do (..) { ..; yield }`. The condition must forward the before-region's arguments in
+    /// order (the `.kir` form passes the iteration values themselves to the body), else E1110.
+    pub fn scf_while(&mut self, i: usize) -> Result<(), Diagnostic> {
+        let st = self.stmt(i)?;
+        let line = st.line.clone();
+        let results = expand_results(&st.results);
+        let ops = operands(&st.rest);
+        if !ops.len().is_multiple_of(2) {
+            return Err(bad(line.span, "expected `scf.while (%arg = %init, ...)`"));
+        }
+        let tys = result_types_of_for(&st.rest);
+        let mut kept = Vec::new();
+        let mut iters = Vec::new();
+        let mut args = Vec::new();
+        for (k, c) in ops.chunks(2).enumerate() {
+            let (arg, init, sp) = (c[0].0.clone(), c[1].0.clone(), c[1].1);
+            args.push(arg.clone());
+            let ty = tys.get(k).map(|t| types::classify(t)).unwrap_or(Ty::Other);
+            if let Some(t) = Self::lazy_ty(&ty) {
+                let v = self.value(&init, sp)?;
+                let kn = self.fresh(&arg);
+                iters.push(format!("%{kn} = {v}"));
+                kept.push((k, kn.clone(), t));
+                self.vals.insert(arg, V::Kir(kn, t));
+            } else {
+                let carried = self.vals.get(&init).cloned().unwrap_or(V::Unit);
+                self.vals.insert(arg, carried);
+            }
+        }
+        let res: Vec<String> = kept
+            .iter()
+            .map(|(k, _, _)| self.fresh(results.get(*k).map_or("r", String::as_str)))
+            .collect();
+        let lhs = if res.is_empty() {
+            String::new()
+        } else {
+            let r: Vec<String> = res.iter().map(|n| format!("%{n}")).collect();
+            format!("{} = ", r.join(", "))
+        };
+        let it = if iters.is_empty() {
+            String::new()
+        } else {
+            format!(" iter({})", iters.join(", "))
+        };
+        self.emit(format!("{lhs}while{it} {{"), Some(line.span));
+        self.loop_stack.push(self.loops.len());
+        self.loops.push((self.stmt_no, usize::MAX));
+        let saved = self.while_args.replace(args);
+        self.push_region();
+        self.pos = i + 1;
+        let before = self.region(i);
+        self.pop_region();
+        self.while_args = saved;
+        before?;
+        // The `} do {` line opens the body; `^bb0(%b: T, ...):` names its arguments.
+        let open = self.pos - 1;
+        if self.lines[open].word(1) != Some("do") {
+            return Err(bad(self.lines[open].span, "expected `} do {` after the `scf.while` condition region"));
+        }
+        let mut body_args = Vec::new();
+        if let Some(l) = self.lines.get(self.pos)
+            && matches!(l.toks.first().map(|t| &t.t), Some(T::Caret(_)))
+        {
+            body_args = l
+                .toks
+                .iter()
+                .filter_map(|t| match &t.t {
+                    T::Val(n) => Some(n.clone()),
+                    _ => None,
+                })
+                .collect();
+            self.pos += 1;
+        }
+        let mut names = Vec::new();
+        for (k, b) in body_args.iter().enumerate() {
+            match kept.iter().find(|(j, _, _)| *j == k) {
+                Some((_, _, t)) => {
+                    let n = self.fresh(b);
+                    self.vals.insert(b.clone(), V::Kir(n.clone(), t));
+                    names.push(format!("%{n}"));
+                }
+                None => {
+                    let a = ops.get(2 * k).map(|o| o.0.clone()).unwrap_or_default();
+                    let v = self.vals.get(&a).cloned().unwrap_or(V::Unit);
+                    self.vals.insert(b.clone(), v);
+                }
+            }
+        }
+        let params = if names.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", names.join(", "))
+        };
+        self.emit(format!("}} do{params} {{"), None);
+        self.push_region();
+        let saved = self.yield_kept.replace(kept.iter().map(|(k, _, _)| *k).collect());
+        let body = self.region(open);
+        self.yield_kept = saved;
+        self.pop_region();
+        body?;
+        let l = self.loop_stack.pop().unwrap_or(0);
+        if let Some(x) = self.loops.get_mut(l) {
+            x.1 = self.stmt_no;
+        }
+        self.emit("}".into(), None);
+        for (j, (k, _, t)) in kept.iter().enumerate() {
+            if let Some(n) = results.get(*k) {
+                self.vals.insert(n.clone(), V::Kir(res[j].clone(), t));
+            }
+        }
+        Ok(())
+    }
+
+    /// `scf.condition(%c) %a, ...` ending a `scf.while` condition region.
+    pub fn scf_condition(&mut self, i: usize) -> Result<(), Diagnostic> {
+        let st = self.stmt(i)?;
+        let span = st.line.span;
+        let ops = operands(&st.rest);
+        let Some(args) = self.while_args.clone() else {
+            return Err(bad(span, "`scf.condition` outside a `scf.while` condition region"));
+        };
+        let (c, cs) = ops
+            .first()
+            .cloned()
+            .ok_or_else(|| bad(span, "expected the condition of `scf.condition`"))?;
+        let fwd: Vec<String> = ops[1..].iter().map(|o| o.0.clone()).collect();
+        if fwd != args {
+            return Err(Diagnostic::user(
+                "E1110",
+                "`scf.condition` forwards values other than the loop's iteration values in \
+                 order; smemsync's `while` passes the iteration values themselves to the body",
+            )
+            .with_label(span, "forwarded here"));
+        }
+        let cond = self.value(&c, cs)?;
+        self.emit(format!("condition {cond}"), Some(span));
         Ok(())
     }
 

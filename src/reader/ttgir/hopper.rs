@@ -83,12 +83,13 @@ impl Converter<'_> {
     /// The predicate of an elected-thread op: `%elect`, and-ed with the op's own predicate.
     fn elected(&mut self, pred: Option<&(String, Span)>) -> Result<String, Diagnostic> {
         self.need_elect = true;
+        let elect = self.role.as_ref().map_or("%elect".to_string(), |r| r.elect.clone());
         match pred {
-            None => Ok("%elect".into()),
+            None => Ok(elect),
             Some((p, ps)) => {
                 let v = self.value(p, *ps)?;
                 let k = self.fresh("issue");
-                self.emit(format!("%{k} = and %elect, {v}"), None);
+                self.emit(format!("%{k} = and {elect}, {v}"), None);
                 Ok(format!("%{k}"))
             }
         }
@@ -130,6 +131,19 @@ impl Converter<'_> {
                 let n = ints.first().copied().unwrap_or(1);
                 let c = self.elected(None)?;
                 self.guarded(&c, &[format!("mbar_init {bar}, {n}")], span);
+                if self.role.is_none() && !self.init_follows(i) {
+                    self.emit("barrier".into(), Some(span));
+                    self.warn(
+                        "W1113",
+                        "init",
+                        span,
+                        "a block barrier is written after the mbarrier initialisation (as \
+                         Triton's membar pass does): smemsync's placement does not order \
+                         `mbar_init` before other threads' use of the mbarrier, so the importer \
+                         writes it, and `sync` counts it as the kernel's own"
+                            .into(),
+                    );
+                }
             }
             "ttng.inval_barrier" => {
                 let c = self.elected(None)?;
@@ -162,6 +176,20 @@ impl Converter<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Whether the next op after line `i` that is not a constant or an index of an mbarrier
+    /// array is another `ttng.init_barrier` (the barrier after a run of inits goes after the
+    /// last one).
+    fn init_follows(&self, i: usize) -> bool {
+        for j in i + 1..self.lines.len() {
+            match self.stmt(j) {
+                Ok(st) if st.op == "ttg.memdesc_index" || st.op == "arith.constant" => {}
+                Ok(st) => return st.op == "ttng.init_barrier",
+                Err(_) => return false,
+            }
+        }
+        false
     }
 
     /// TMA coordinates `%desc[%x, %y]`: the operands between the brackets after the first.

@@ -26,6 +26,7 @@ mod hopper;
 mod opconv;
 mod scratch;
 mod values;
+mod warpspec;
 pub mod layouts;
 pub mod lexer;
 pub mod ops;

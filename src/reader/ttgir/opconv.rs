@@ -39,13 +39,10 @@ impl Converter<'_> {
             "scf.execute_region" => return self.execute_region(i),
             "tt.return" => return Ok(()),
             "tt.reduce" | "tt.scan" => return self.reduce(i),
-            "scf.while" | "ttg.warp_specialize" => {
-                return Err(Diagnostic::user(
-                    "E1104",
-                    format!("`{op}` is not imported yet (docs/ttgir.md, known gaps)"),
-                )
-                .with_label(span, "not supported"));
-            }
+            "ttg.warp_specialize" => return self.warp_specialize(i),
+            "ttg.warp_yield" | "ttg.warp_return" => return Ok(()),
+            "scf.while" => return self.scf_while(i),
+            "scf.condition" => return self.scf_condition(i),
             _ => {}
         }
         if opens {
@@ -95,6 +92,10 @@ impl Converter<'_> {
             Some(T::Word(w)) => Some(w.clone()),
             _ => None,
         };
+        // `arith.constant true` / `false` carry no type: they are `i1`.
+        let boolean = st.op == "arith.constant"
+            && matches!(st.rest.first().map(|t| &t.t), Some(T::Word(w)) if w == "true" || w == "false");
+        let tys = if boolean && tys.is_empty() { vec!["i1".to_string()] } else { tys };
         let literal = self.literal(&st.op, &st.rest, &tys);
         let op = st.op.clone();
         for (k, r) in results.iter().enumerate() {
@@ -206,7 +207,14 @@ impl Converter<'_> {
             "ttng.warp_group_dot" => self.wgmma(i)?,
             "ttng.warp_group_dot_wait" => self.wgmma_wait(i)?,
             "ttng.fence_async_shared" => self.emit("fence_proxy_async".into(), Some(st.line.span)),
-            "gpu.barrier" => self.emit("barrier".into(), Some(st.line.span)),
+            "gpu.barrier" => match &self.role {
+                // A partition's barrier syncs its own warps (Triton: `bar.sync id, n`).
+                Some(r) => {
+                    let t = format!("named_sync {}, {}", r.bar_id, r.threads);
+                    self.emit(t, Some(st.line.span))
+                }
+                None => self.emit("barrier".into(), Some(st.line.span)),
+            },
             "ttng.init_barrier" | "ttng.inval_barrier" | "ttng.barrier_expect"
             | "ttng.wait_barrier" | "ttng.arrive_barrier" => self.mbarrier(i)?,
             "ttng.async_tma_copy_global_to_local" => self.tma_load(i)?,
