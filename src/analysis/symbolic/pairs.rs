@@ -221,7 +221,7 @@ fn root_index(b: &mut Builder, m: MemRef, idx: Vec<Form>) -> Result<(Buffer, Vec
             Ok((buf, known))
         }
         MemRef::View(v) => {
-            let vd = &b.fp.k.views[v];
+            let vd = &b.k.views[v];
             let mut out = Vec::new();
             let mut j = 0;
             for ix in &vd.indices {
