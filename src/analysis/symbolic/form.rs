@@ -154,6 +154,10 @@ pub struct Builder<'a> {
     /// Bound loop variables.
     pub ivs: Vec<(Value, Affine)>,
     memo: HashMap<Value, Form>,
+    /// The existentials `(q, r)` of each `e = m·q + r` made so far: `div` and `rem` of one
+    /// value share them, so `m·(e div m) + e rem m` is `e` after elimination (two separate
+    /// pairs are related only through bounds propagation, which cannot see it).
+    divs: Vec<(Affine, i64, usize, usize)>,
 }
 
 const I32: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
@@ -167,6 +171,7 @@ impl<'a> Builder<'a> {
             tid,
             ivs: Vec::new(),
             memo: HashMap::default(),
+            divs: Vec::new(),
         }
     }
 
@@ -311,12 +316,21 @@ impl<'a> Builder<'a> {
                 }
             });
         }
-        let q = self.p.var(qlo, qhi);
-        let r = self.p.var(0, m - 1);
-        let mut t = e.terms.clone();
-        t.push((q, -m));
-        t.push((r, -1));
-        self.p.add(&t, -e.c, -e.c);
+        let mut key = e.clone();
+        key.terms.sort_unstable();
+        let (q, r) = match self.divs.iter().find(|d| d.0 == key && d.1 == m) {
+            Some(&(_, _, q, r)) => (q, r),
+            None => {
+                let q = self.p.var(qlo, qhi);
+                let r = self.p.var(0, m - 1);
+                let mut t = e.terms.clone();
+                t.push((q, -m));
+                t.push((r, -1));
+                self.p.add(&t, -e.c, -e.c);
+                self.divs.push((key, m, q, r));
+                (q, r)
+            }
+        };
         Form::Known(Affine::var(if quot { q } else { r }))
     }
 
