@@ -91,6 +91,11 @@ pub struct Overlap<'k> {
     /// Queries answered conservatively: (earlier op, later op, reason). Reported as W0314
     /// by [`Overlap::conservative_warnings`].
     pub conservative: std::cell::RefCell<Vec<(Op, Op, &'static str)>>,
+    /// Whether queries are first decided symbolically (`symbolic::overlap`); off, every
+    /// query enumerates (the oracle of `tests/symbolic.rs`).
+    pub symbolic: bool,
+    /// Queries the symbolic engine answered.
+    pub answered: std::cell::Cell<usize>,
 }
 
 /// Sorted, merged byte intervals of a footprint, shared between cached queries.
@@ -177,6 +182,8 @@ impl<'k> Overlap<'k> {
             deps: Default::default(),
             memo: HashMap::default(),
             conservative: Default::default(),
+            symbolic: true,
+            answered: Default::default(),
         }
     }
 
@@ -873,7 +880,10 @@ impl<'k> Overlap<'k> {
         let work = evals
             .saturating_mul(threads)
             .max(joint.saturating_mul(unions));
-        if let Some(h) = self.symbolic(xa, ya, &all, (&ex, &ey), work) {
+        if self.symbolic
+            && let Some(h) = self.symbolic(xa, ya, &all, (&ex, &ey), work)
+        {
+            self.answered.set(self.answered.get() + 1);
             return h;
         }
         let mut hit = false;
