@@ -85,6 +85,9 @@ pub struct Access<'s> {
     pub fixed: &'s [(Value, i64)],
 }
 
+/// Loop variables bound on one side, with their forms.
+type Keys = Vec<(Value, Affine)>;
+
 /// A side's bytes: `base + esz·lin + [0, esz)`.
 struct Bytes {
     lin: Affine,
@@ -102,7 +105,7 @@ pub fn may_overlap(
     budget: u64,
 ) -> Option<bool> {
     let mut p = Problem::default();
-    let (mut kx, mut ky): (Vec<(Value, Affine)>, Vec<(Value, Affine)>) = (Vec::new(), Vec::new());
+    let (mut kx, mut ky): (Keys, Keys) = (Vec::new(), Vec::new());
     for it in iters {
         match *it {
             Iter::One { iv, x_side, vals } => {
@@ -185,7 +188,7 @@ fn side(
     ev: &dyn Evaluator,
     p: &mut Problem,
     a: &Access,
-    keys: Vec<(Value, Affine)>,
+    keys: Keys,
     obligations: &mut Vec<(Affine, i64)>,
 ) -> Result<Bytes, ()> {
     let k = ev.kernel();
