@@ -91,6 +91,11 @@ pub struct Overlap<'k> {
     /// Queries answered conservatively: (earlier op, later op, reason). Reported as W0314
     /// by [`Overlap::conservative_warnings`].
     pub conservative: std::cell::RefCell<Vec<(Op, Op, &'static str)>>,
+    /// Whether queries are first decided symbolically (`symbolic::overlap`); off, every
+    /// query enumerates (the oracle of `tests/symbolic.rs`).
+    pub symbolic: bool,
+    /// Queries the symbolic engine answered.
+    pub answered: std::cell::Cell<usize>,
 }
 
 /// Sorted, merged byte intervals of a footprint, shared between cached queries.
@@ -137,6 +142,17 @@ struct Var {
     /// The induction variable bound for the later access.
     y: Option<Value>,
     domain: Vec<(i64, i64)>,
+    /// How `domain` was formed (for the symbolic engine).
+    shape: Shape,
+}
+
+/// How a [`Var`]'s domain relates the two sides.
+#[derive(Clone, Debug)]
+enum Shape {
+    /// One side only, or the listed pairs (`(x_i, y_i)`: a fixed distance).
+    Listed,
+    /// Every pair `(v_i, v_j)` of these values with `i < j` (`lt`) or any `i, j`.
+    Pairs(Vec<i64>, bool),
 }
 
 #[derive(Copy, Clone, PartialEq, Debug)]
@@ -166,6 +182,8 @@ impl<'k> Overlap<'k> {
             deps: Default::default(),
             memo: HashMap::default(),
             conservative: Default::default(),
+            symbolic: true,
+            answered: Default::default(),
         }
     }
 
@@ -550,6 +568,7 @@ impl<'k> Overlap<'k> {
                     .into_iter()
                     .map(|v| (v, v))
                     .collect(),
+                shape: Shape::Listed,
             })
         };
         let free_y = |me: &Self, iv: Value, l: Op| -> Option<Var> {
@@ -562,6 +581,7 @@ impl<'k> Overlap<'k> {
                     .into_iter()
                     .map(|v| (v, v))
                     .collect(),
+                shape: Shape::Listed,
             })
         };
         for &l in &ly {
@@ -576,6 +596,7 @@ impl<'k> Overlap<'k> {
                         x: Some(iv),
                         y: Some(iv),
                         domain: dom.into_iter().map(|b| (b - d as i64 * s, b)).collect(),
+                        shape: Shape::Listed,
                     });
                 }
                 IterTag::Pre(j) if lo.is_some() && step.is_some() => {
@@ -587,6 +608,7 @@ impl<'k> Overlap<'k> {
                             x: None,
                             y: None,
                             domain: vec![],
+                            shape: Shape::Listed,
                         });
                     }
                     ey.insert(iv, at);
@@ -607,6 +629,7 @@ impl<'k> Overlap<'k> {
                             x: None,
                             y: None,
                             domain: vec![],
+                            shape: Shape::Listed,
                         });
                     }
                     ey.insert(iv, at);
@@ -626,6 +649,7 @@ impl<'k> Overlap<'k> {
                         x: Some(iv),
                         y: Some(iv),
                         domain: pairs,
+                        shape: Shape::Pairs(dom, exact),
                     });
                 }
                 _ => {
@@ -853,6 +877,15 @@ impl<'k> Overlap<'k> {
             self.note_conservative(x, y, OVER_BUDGET);
             return true;
         }
+        let work = evals
+            .saturating_mul(threads)
+            .max(joint.saturating_mul(unions));
+        if self.symbolic
+            && let Some(h) = self.symbolic(xa, ya, &all, (&ex, &ey), work)
+        {
+            self.answered.set(self.answered.get() + 1);
+            return h;
+        }
         let mut hit = false;
         Self::for_each_assignment(&both, &ex, &ey, &mut |ex, ey| {
             let sx = self.side_union(x, xa, &only_x, ex, true);
@@ -867,6 +900,84 @@ impl<'k> Overlap<'k> {
             !hit
         });
         hit
+    }
+
+    /// The symbolic answer of [`Overlap::may_overlap`]'s enumeration (`symbolic::overlap`),
+    /// or `None` to enumerate: the variables' domains become progressions, the fixed
+    /// iteration values constants; the search gets 1/16 of the enumeration's `work`.
+    fn symbolic(
+        &self,
+        xa: &SharedAccess,
+        ya: &SharedAccess,
+        vars: &[&Var],
+        (ex, ey): (&Env, &Env),
+        work: usize,
+    ) -> Option<bool> {
+        use crate::analysis::symbolic::overlap::{self as sym, Iter, Prog};
+        let mut iters = Vec::with_capacity(vars.len());
+        for v in vars {
+            let side = |x: bool| -> Option<Prog> {
+                let vals: Vec<i64> = v
+                    .domain
+                    .iter()
+                    .map(|(a, b)| if x { *a } else { *b })
+                    .collect();
+                Prog::of(&vals)
+            };
+            iters.push(match (&v.shape, v.x, v.y) {
+                (Shape::Listed, Some(iv), None) => Iter::One {
+                    iv,
+                    x_side: true,
+                    vals: side(true)?,
+                },
+                (Shape::Listed, None, Some(iv)) => Iter::One {
+                    iv,
+                    x_side: false,
+                    vals: side(false)?,
+                },
+                (Shape::Listed, Some(x), Some(y)) => Iter::Diag {
+                    x,
+                    y,
+                    xs: side(true)?,
+                    ys: side(false)?,
+                },
+                (Shape::Pairs(vals, lt), Some(x), Some(y)) => Iter::Pairs {
+                    x,
+                    y,
+                    vals: Prog::of(vals)?,
+                    lt: *lt,
+                },
+                _ => return None,
+            });
+        }
+        let per_thread = |a: &SharedAccess| match &a.footprint {
+            Footprint::PerThread(ix) => Some(ix.clone()),
+            Footprint::Collective { .. } => None,
+        };
+        let (px, py) = (per_thread(xa), per_thread(ya));
+        // The enumerator evaluates a collective footprint whose view does not depend on the
+        // thread for thread 0 only (`Overlap::bytes`).
+        let all_threads = |a: &SharedAccess, ix: &Option<Vec<Operand>>| {
+            ix.is_some()
+                || self
+                    .index_operands(a.mem, &[])
+                    .iter()
+                    .any(|o| self.thread_dependent(*o))
+        };
+        let ax = sym::Access {
+            mem: xa.mem,
+            per_thread: px.as_deref(),
+            all_threads: all_threads(xa, &px),
+            fixed: &ex.0,
+        };
+        let ay = sym::Access {
+            mem: ya.mem,
+            per_thread: py.as_deref(),
+            all_threads: all_threads(ya, &py),
+            fixed: &ey.0,
+        };
+        let budget = (work as u64 / 16).clamp(256, 20_000);
+        sym::may_overlap(self, &ax, &ay, &iters, budget)
     }
 
     fn note_conservative(&self, x: Op, y: Op, why: &'static str) {
@@ -998,6 +1109,26 @@ impl<'k> Overlap<'k> {
             all
         });
         all && any
+    }
+}
+
+/// The overlap engine's evaluation, for the symbolic forms: no guard is opaque (queries
+/// ignore guards), `neg`, `not` and grid dimensions are unknown (`Overlap::eval`).
+impl crate::analysis::symbolic::form::Evaluator for Overlap<'_> {
+    fn kernel(&self) -> &Kernel {
+        self.k
+    }
+    fn warp(&self) -> u32 {
+        self.warp
+    }
+    fn is_opaque(&self, _: Value) -> bool {
+        false
+    }
+    fn induction_iv(&self, v: Value) -> Option<Value> {
+        self.ranges.inductions.get(v).map(|i| i.iv)
+    }
+    fn evaluates_unary(&self) -> bool {
+        false
     }
 }
 

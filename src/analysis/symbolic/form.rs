@@ -112,27 +112,66 @@ pub enum Guard {
     Unsupported,
 }
 
+/// What a [`Builder`] needs of the enumerating engine whose evaluation it mirrors: the
+/// kernel, the warp width, which guard comparisons it treats as unknown, which iteration
+/// values it evaluates from their loop's variable, and which operations it evaluates at all.
+pub trait Evaluator {
+    fn kernel(&self) -> &Kernel;
+    fn warp(&self) -> u32;
+    /// A guard comparison the engine evaluates as unknown ("may execute").
+    fn is_opaque(&self, v: Value) -> bool;
+    /// The loop variable of a recognized periodic iteration value.
+    fn induction_iv(&self, v: Value) -> Option<Value>;
+    /// Whether the engine evaluates `neg`, `not` and grid dimensions (the in-flight overlap
+    /// engine does not: they are unknown there, so they must be here too).
+    fn evaluates_unary(&self) -> bool {
+        true
+    }
+}
+
+impl Evaluator for Footprints<'_> {
+    fn kernel(&self) -> &Kernel {
+        self.k
+    }
+    fn warp(&self) -> u32 {
+        self.warp
+    }
+    fn is_opaque(&self, v: Value) -> bool {
+        Footprints::is_opaque(self, v)
+    }
+    fn induction_iv(&self, v: Value) -> Option<Value> {
+        Footprints::induction_iv(self, v)
+    }
+}
+
 /// Translates one side's values (one thread variable, its loop keys) into forms.
-pub struct Builder<'a, 'k> {
-    pub fp: &'a Footprints<'k>,
+pub struct Builder<'a> {
+    pub fp: &'a dyn Evaluator,
+    pub k: &'a Kernel,
     pub p: &'a mut Problem,
     /// The linear thread id's variable.
     pub tid: usize,
     /// Bound loop variables.
     pub ivs: Vec<(Value, Affine)>,
     memo: HashMap<Value, Form>,
+    /// The existentials `(q, r)` of each `e = m·q + r` made so far: `div` and `rem` of one
+    /// value share them, so `m·(e div m) + e rem m` is `e` after elimination (two separate
+    /// pairs are related only through bounds propagation, which cannot see it).
+    divs: Vec<(Affine, i64, usize, usize)>,
 }
 
 const I32: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
 
-impl<'a, 'k> Builder<'a, 'k> {
-    pub fn new(fp: &'a Footprints<'k>, p: &'a mut Problem, tid: usize) -> Self {
+impl<'a> Builder<'a> {
+    pub fn new(fp: &'a dyn Evaluator, p: &'a mut Problem, tid: usize) -> Self {
         Builder {
             fp,
+            k: fp.kernel(),
             p,
             tid,
             ivs: Vec::new(),
             memo: HashMap::default(),
+            divs: Vec::new(),
         }
     }
 
@@ -165,7 +204,7 @@ impl<'a, 'k> Builder<'a, 'k> {
 
     fn value_uncached(&mut self, v: Value) -> Form {
         let fp = self.fp;
-        let k = fp.k;
+        let k = self.k;
         if fp.is_opaque(v) {
             return Form::Unknown;
         }
@@ -187,7 +226,7 @@ impl<'a, 'k> Builder<'a, 'k> {
     }
 
     fn result(&mut self, v: Value, kind: &OpKind) -> Form {
-        let k = self.fp.k;
+        let k = self.k;
         match kind {
             OpKind::Const(Scalar::I32(c)) => Form::Known(Affine::konst(*c as i64)),
             OpKind::Const(Scalar::I1(b)) => Form::Known(Affine::konst(*b as i64)),
@@ -205,6 +244,7 @@ impl<'a, 'k> Builder<'a, 'k> {
                 }
                 self.binary(*b, ax, ay)
             }
+            OpKind::Unary(..) if !self.fp.evaluates_unary() => Form::Unknown,
             OpKind::Unary(u, x) => match (u, self.operand(x)) {
                 (_, Form::Unknown) => Form::Unknown,
                 (UnOp::Neg, Form::Known(a)) => self.opt(a.scale(-1)),
@@ -227,11 +267,11 @@ impl<'a, 'k> Builder<'a, 'k> {
     }
 
     fn special(&mut self, s: Special) -> Form {
-        let k = self.fp.k;
+        let k = self.k;
         let [bx, by, bz] = k.block;
         let (bx, by) = (bx.max(1) as i64, by.max(1) as i64);
         let t = Affine::var(self.tid);
-        let w = self.fp.warp as i64;
+        let w = self.fp.warp() as i64;
         match s {
             Special::Tid(0) => self.divmod(&t, bx, false),
             Special::Tid(1) => match self.divmod(&t, bx, true) {
@@ -245,6 +285,7 @@ impl<'a, 'k> Builder<'a, 'k> {
             Special::BlockDim(d) => {
                 Form::Known(Affine::konst([bx, by, bz.max(1) as i64][d.min(2) as usize]))
             }
+            Special::GridDim(_) if !self.fp.evaluates_unary() => Form::Unknown,
             Special::GridDim(d) => Form::Known(Affine::konst(k.grid[d.min(2) as usize] as i64)),
             Special::Bid(_) => Form::Unknown,
         }
@@ -275,12 +316,21 @@ impl<'a, 'k> Builder<'a, 'k> {
                 }
             });
         }
-        let q = self.p.var(qlo, qhi);
-        let r = self.p.var(0, m - 1);
-        let mut t = e.terms.clone();
-        t.push((q, -m));
-        t.push((r, -1));
-        self.p.add(&t, -e.c, -e.c);
+        let mut key = e.clone();
+        key.terms.sort_unstable();
+        let (q, r) = match self.divs.iter().find(|d| d.0 == key && d.1 == m) {
+            Some(&(_, _, q, r)) => (q, r),
+            None => {
+                let q = self.p.var(qlo, qhi);
+                let r = self.p.var(0, m - 1);
+                let mut t = e.terms.clone();
+                t.push((q, -m));
+                t.push((r, -1));
+                self.p.add(&t, -e.c, -e.c);
+                self.divs.push((key, m, q, r));
+                (q, r)
+            }
+        };
         Form::Known(Affine::var(if quot { q } else { r }))
     }
 
@@ -400,7 +450,7 @@ impl<'a, 'k> Builder<'a, 'k> {
             Operand::Value(v) => *v,
         };
         let fp = self.fp;
-        let k = fp.k;
+        let k = self.k;
         if fp.is_opaque(v) {
             return Guard::Always;
         }

@@ -8,11 +8,14 @@
 //! - [`form`]: IR values as affine forms over solver variables (div/rem and bits as
 //!   existential variables), guards as constraints.
 //! - [`pairs`]: the pair-conflict and self-race questions, with the enumerator's meaning.
+//! - [`overlap`]: the in-flight engine's question (may an async copy and a later access at
+//!   related iterations touch a common byte), with `analysis::overlap`'s meaning.
 //!
-//! Invariant: every answer given equals the enumerating engine's (`analysis::footprint`),
-//! which stays the oracle (`tests/symbolic.rs`) and the fallback wherever this module says
+//! Invariant: every answer given equals the enumerating engine's (`analysis::footprint`,
+//! `analysis::overlap`), which stays the oracle (`tests/symbolic.rs`) and the fallback wherever this module says
 //! `None`.
 
 pub mod form;
+pub mod overlap;
 pub mod pairs;
 pub mod solve;

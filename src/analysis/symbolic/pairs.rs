@@ -35,8 +35,17 @@ thread_local! {
 /// Solves within the question's remaining budget.
 fn solve(q: &Problem) -> Answer {
     let mut b = LEFT.with(|l| l.get());
+    let before = b;
     let r = q.solve(&mut b);
     LEFT.with(|l| l.set(b));
+    if std::env::var_os("SMEMSYNC_SYMBOLIC_DUMP").is_some() {
+        let a = match &r {
+            Answer::Sat(_) => "sat",
+            Answer::Unsat => "unsat",
+            Answer::Budget => "budget",
+        };
+        eprintln!("  solve: {} nodes, {a}: {q:?}", before - b);
+    }
     r
 }
 
@@ -221,7 +230,7 @@ fn root_index(b: &mut Builder, m: MemRef, idx: Vec<Form>) -> Result<(Buffer, Vec
             Ok((buf, known))
         }
         MemRef::View(v) => {
-            let vd = &b.fp.k.views[v];
+            let vd = &b.k.views[v];
             let mut out = Vec::new();
             let mut j = 0;
             for ix in &vd.indices {

@@ -86,11 +86,21 @@ impl Problem {
     }
 
     fn solve_inner(&self, budget: &mut u64) -> Answer {
-        let (reduced, subst) = self.eliminate();
+        let (mut reduced, subst) = self.eliminate();
+        if !reduced.normalize() {
+            return Answer::Unsat;
+        }
+        let shadows = reduced.project();
+        if !reduced.normalize() {
+            return Answer::Unsat;
+        }
         let mut lo = reduced.lo.clone();
         let mut hi = reduced.hi.clone();
         match reduced.search(&mut lo, &mut hi, budget) {
             Answer::Sat(mut x) => {
+                for sh in shadows.iter().rev() {
+                    x[sh.var] = sh.value(&x);
+                }
                 for (v, terms, c) in subst.iter().rev() {
                     let s: i128 = terms.iter().map(|&(w, a)| a as i128 * x[w] as i128).sum();
                     x[*v] = (*c as i128 + s) as i64;
@@ -128,6 +138,167 @@ impl Problem {
             }
         }
         (p, subst)
+    }
+
+    /// Divides every constraint by the gcd of its coefficients (tightening its bounds to the
+    /// multiples: exact over the integers), orients it (first coefficient positive, terms
+    /// sorted) and merges constraints on the same linear form into one (the intersection of
+    /// their ranges). False when some constraint has no integer solution.
+    fn normalize(&mut self) -> bool {
+        let mut seen: rustc_hash::FxHashMap<Vec<(usize, i64)>, usize> = Default::default();
+        let mut out: Vec<Lin> = Vec::with_capacity(self.cons.len());
+        for mut c in std::mem::take(&mut self.cons) {
+            c.terms.sort_unstable();
+            let g = c.terms.iter().fold(0, |g, &(_, a)| gcd(g, a));
+            if g == 0 {
+                if c.lo > 0 || c.hi < 0 {
+                    return false;
+                }
+                continue;
+            }
+            let neg = c.terms[0].1 < 0;
+            let g = if neg { -g } else { g };
+            for t in &mut c.terms {
+                t.1 /= g;
+            }
+            let (a, b) = if neg { (c.hi, c.lo) } else { (c.lo, c.hi) };
+            // a/g ≤ form ≤ b/g (reversed for a negative divisor); the "unbounded" sentinels
+            // stay sentinels (every form's values are far inside them).
+            let free = |x: i64| x <= i64::MIN / 4 || x >= i64::MAX / 4;
+            let lo = if free(a) {
+                i64::MIN / 4
+            } else {
+                ceil_div(a as i128, g as i128) as i64
+            };
+            let hi = if free(b) {
+                i64::MAX / 4
+            } else {
+                floor_div(b as i128, g as i128) as i64
+            };
+            if lo > hi {
+                return false;
+            }
+            match seen.get(&c.terms) {
+                Some(&i) => {
+                    let o: &mut Lin = &mut out[i];
+                    o.lo = o.lo.max(lo);
+                    o.hi = o.hi.min(hi);
+                    if o.lo > o.hi {
+                        return false;
+                    }
+                }
+                None => {
+                    seen.insert(c.terms.clone(), out.len());
+                    out.push(Lin { terms: c.terms, lo, hi });
+                }
+            }
+        }
+        self.cons = out;
+        true
+    }
+
+    /// Projects out, one by one, the variables whose every constraint has a ±1 coefficient
+    /// on them: the integer Fourier–Motzkin step is exact there (the Omega test's exact
+    /// shadow, Pugh 1991: every lower bound `L` and upper bound `U` of the variable are
+    /// integer forms, and an integer lies between them iff `L ≤ U` for every pair). This is
+    /// what decides `t₁ < t₂` questions propagation cannot (`t₁ = t₂ + 256·(i₂ − i₁)`
+    /// against `0 ≤ t ≤ 255`). Only projections that add few constraints are made. Returns
+    /// the projected variables, whose values [`Shadow::value`] recovers.
+    fn project(&mut self) -> Vec<Shadow> {
+        const GROWTH: usize = 8;
+        let mut out = Vec::new();
+        let limit = self.cons.len() * 2 + 16;
+        loop {
+            let mut best: Option<(usize, usize)> = None;
+            for v in 0..self.lo.len() {
+                if self.lo[v] == self.hi[v] {
+                    continue;
+                }
+                let mut unit = true;
+                let (mut nl, mut nu, mut n) = (1usize, 1usize, 0usize);
+                for c in &self.cons {
+                    if let Some(&(_, a)) = c.terms.iter().find(|(w, _)| *w == v) {
+                        unit &= a.abs() == 1;
+                        n += 1;
+                        let (l, u) = (c.lo > i64::MIN / 4, c.hi < i64::MAX / 4);
+                        let (l, u) = if a > 0 { (l, u) } else { (u, l) };
+                        nl += l as usize;
+                        nu += u as usize;
+                    }
+                }
+                if !unit || n == 0 {
+                    continue;
+                }
+                let made = nl * nu;
+                if made <= n + GROWTH && best.is_none_or(|(_, m)| made < m) {
+                    best = Some((v, made));
+                }
+            }
+            let Some((v, _)) = best else { break };
+            if self.cons.len() > limit {
+                break;
+            }
+            match self.project_var(v) {
+                Some(sh) => out.push(sh),
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// Fourier–Motzkin elimination of `v` (every coefficient ±1); `None` (unchanged) on
+    /// overflow.
+    fn project_var(&mut self, v: usize) -> Option<Shadow> {
+        let (with, rest): (Vec<Lin>, Vec<Lin>) = self
+            .cons
+            .iter()
+            .cloned()
+            .partition(|c| c.terms.iter().any(|(w, _)| *w == v));
+        // Bounds `v ≥ lo − R` / `v ≤ hi − R` as (R's terms negated, constant): v ≷ c − R.
+        let mut lows: Vec<(Vec<(usize, i64)>, i64)> = vec![(Vec::new(), self.lo[v])];
+        let mut ups: Vec<(Vec<(usize, i64)>, i64)> = vec![(Vec::new(), self.hi[v])];
+        for c in &with {
+            let a = c.terms.iter().find(|(w, _)| *w == v)?.1;
+            // a·v + R ∈ [lo, hi]; a = ±1: v ∈ [a·lo − a·R, a·hi − a·R] (ordered).
+            let r: Vec<(usize, i64)> = c
+                .terms
+                .iter()
+                .filter(|(w, _)| *w != v)
+                .map(|&(w, b)| (w, -a * b))
+                .collect();
+            let (l, u) = if a > 0 { (c.lo, c.hi) } else { (c.hi, c.lo) };
+            let (l, u) = (l.checked_mul(a)?, u.checked_mul(a)?);
+            if (a > 0 && c.lo > i64::MIN / 4) || (a < 0 && c.hi < i64::MAX / 4) {
+                lows.push((r.clone(), l));
+            }
+            if (a > 0 && c.hi < i64::MAX / 4) || (a < 0 && c.lo > i64::MIN / 4) {
+                ups.push((r, u));
+            }
+        }
+        let mut cons = rest;
+        for (lt, lc) in &lows {
+            for (ut, uc) in &ups {
+                // lc + Lt ≤ uc + Ut  ⇔  Lt − Ut ≤ uc − lc
+                let mut terms = lt.clone();
+                for &(w, b) in ut {
+                    terms.push((w, b.checked_neg()?));
+                }
+                let hi = uc.checked_sub(*lc)?;
+                let mut p = Problem::default();
+                p.add(&terms, i64::MIN / 4, hi);
+                cons.extend(p.cons);
+            }
+        }
+        self.cons = cons;
+        let shadow = Shadow {
+            var: v,
+            lo: self.lo[v],
+            hi: self.hi[v],
+            cons: with,
+        };
+        self.lo[v] = 0;
+        self.hi[v] = 0;
+        Some(shadow)
     }
 
     fn search(&self, lo: &mut [i64], hi: &mut [i64], budget: &mut u64) -> Answer {
@@ -231,6 +402,38 @@ impl Problem {
             }
         }
         true
+    }
+}
+
+/// A variable projected out by [`Problem::project`]: its box and the constraints it had.
+struct Shadow {
+    var: usize,
+    lo: i64,
+    hi: i64,
+    cons: Vec<Lin>,
+}
+
+impl Shadow {
+    /// The least value of the variable its constraints allow given the others' values (one
+    /// exists when the projected problem is satisfied: the projection is exact).
+    fn value(&self, x: &[i64]) -> i64 {
+        let mut l = self.lo as i128;
+        for c in &self.cons {
+            let mut a = 0i128;
+            let mut r = 0i128;
+            for &(w, b) in &c.terms {
+                if w == self.var {
+                    a = b as i128;
+                } else {
+                    r += b as i128 * x[w] as i128;
+                }
+            }
+            // a·v ∈ [lo − r, hi − r], a = ±1
+            let (lo, hi) = (c.lo as i128 - r, c.hi as i128 - r);
+            l = l.max(if a > 0 { lo } else { -hi });
+        }
+        debug_assert!(l <= self.hi as i128);
+        l as i64
     }
 }
 
