@@ -51,7 +51,7 @@ use std::collections::HashMap;
 use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};
 use crate::analysis::footprint::{AccessRef, Footprints, Overlap};
 use crate::analysis::inflight::{FlowMemo, LoopCompletion};
-use crate::analysis::nearest::Sources;
+use crate::analysis::nearest::{Shape, Sources};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::emit::text::op_label;
 use crate::ir::edit::body_len;
@@ -337,6 +337,7 @@ fn find_hazards_pruned(
         by_space.entry(a.space).or_default().push(i);
     }
     let order = k.program_order();
+    let shape = Shape::new(fp, &paths, &order);
     for group in by_space.values() {
         // Self-races: one instance of a plain write touching a unit from two threads.
         for &ai in group {
@@ -369,7 +370,8 @@ fn find_hazards_pruned(
                 ));
             }
         }
-        let sources = Sources::new(fp, &paths, &order, group, nearest_first);
+        let first_hazard = out.hazards.len();
+        let sources = Sources::new(fp, &paths, &order, &shape, group, nearest_first);
         let cheap = PairFacts::new(fp, &paths, &order, group);
         // Pairs in (source, destination) order, as the full loop visits them: the hazards'
         // order (and the order the conflict tests run in) does not depend on pruning.
@@ -380,7 +382,7 @@ fn find_hazards_pruned(
             if sources.keeps_all(y) {
                 keep_all.push(y as u32);
             } else {
-                for x in sources.of(y) {
+                for x in sources.of(&shape, y) {
                     dsts_of[x].push(y as u32);
                 }
             }
@@ -392,12 +394,85 @@ fn find_hazards_pruned(
                 pair_hazards(fp, &paths, &completion, memo, &cheap, (x, ai), (y, bi), &mut out);
             }
         }
+        warn_loaded_indices(fp, &out.hazards[first_hazard..], &mut out.findings);
         // Footprints of one address space are not needed for the next.
         fp.clear_caches();
     }
     // Conservative answers are never silent (collected while footprints were enumerated).
     out.findings.extend(fp.conservative.iter().cloned());
     out
+}
+
+/// W1510 for each access of `hazards` whose index depends on a value loaded from memory: it
+/// is assumed to touch any element of its buffer, so its hazards (and the syncs placed for
+/// them) may not be real. Once per access, in hazard order.
+fn warn_loaded_indices(fp: &Footprints, hazards: &[Hazard], out: &mut Vec<Diagnostic>) {
+    let k = fp.k;
+    let mut seen: std::collections::HashSet<AccessRef> = Default::default();
+    for h in hazards {
+        for a in [h.src, h.dst] {
+            if !seen.insert(a) {
+                continue;
+            }
+            let Some(i) = fp.index(a) else {
+                continue;
+            };
+            let Some(v) = loaded_value(k, &fp.accesses[i].access) else {
+                continue;
+            };
+            let buf = &k.buffers[k.root_buffer(fp.accesses[i].access.mem)].name;
+            let d = Diagnostic::warning(
+                DiagKind::Finding,
+                "W1510",
+                format!(
+                    "{} is analysed as touching any element of `@{buf}`: its index depends on `%{}`, a value loaded from memory",
+                    op_label(k, a.op),
+                    k.value_name(v)
+                ),
+            )
+            .with_label(k.span(a.op), "index not known statically")
+            .with_note("whether it touches what another thread touches cannot be decided before the kernel runs; smemsync may place more syncs for it than needed");
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+    }
+}
+
+/// A value loaded from memory (by a shared or global load, an atomic, any op that reads
+/// memory) that the index of `a` (or of the views it goes through) depends on.
+fn loaded_value(k: &Kernel, a: &SharedAccess) -> Option<Value> {
+    let mut todo: Vec<Operand> = Vec::new();
+    if let Footprint::PerThread(ix) = &a.footprint {
+        todo.extend(ix.iter().copied());
+    }
+    let mut mem = a.mem;
+    while let MemRef::View(v) = mem {
+        for ix in &k.views[v].indices {
+            if let ViewIndex::At(o) = ix {
+                todo.push(*o);
+            }
+        }
+        mem = k.views[v].base;
+    }
+    let mut seen: std::collections::HashSet<Value> = Default::default();
+    while let Some(o) = todo.pop() {
+        let Operand::Value(v) = o else {
+            continue;
+        };
+        if !seen.insert(v) {
+            continue;
+        }
+        let ValueDef::Result(op, _) = k.values[v].def else {
+            continue;
+        };
+        let e = effects(k, op);
+        if !e.shared.is_empty() || e.global.iter().any(|g| !g.write) {
+            return Some(v);
+        }
+        k.ops[op].kind.for_each_operand(|x| todo.push(x));
+    }
+    None
 }
 
 /// Fills the witness of every hazard answered symbolically (by enumerating its query):

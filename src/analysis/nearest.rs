@@ -52,13 +52,42 @@ pub struct Sources {
     /// Plain accesses grouped by the region directly holding them: that region's path from
     /// the kernel body, and the members.
     by_parent: Vec<(Vec<Region>, Vec<usize>)>,
-    /// Regions under thread-dependent control that are not the arm of a role branch: no block
-    /// barrier (named or not) is legal in them, so no placement choice is made there.
-    quiet: HashMap<Region, bool>,
     /// Async accesses (never pruned).
     asyncs: Vec<usize>,
     /// Region path of each access's op.
     paths: Vec<Vec<Region>>,
+}
+
+/// What the blocker searches read about the kernel, computed once per kernel (not per
+/// address space: a kernel may have as many address spaces as ops).
+pub struct Shape {
+    /// The last program position inside each op's subtree.
+    ends: HashMap<Op, usize>,
+    /// Regions under thread-dependent control that are not the arm of a role branch: no block
+    /// barrier (named or not) is legal in them, so no placement choice is made there.
+    quiet: HashMap<Region, bool>,
+}
+
+impl Shape {
+    pub fn new(fp: &Footprints, paths: &Paths, order: &HashMap<Op, usize>) -> Shape {
+        let k = fp.k;
+        let u = fp.uniformity();
+        let quiet = k
+            .regions
+            .iter()
+            .map(|(r, _)| {
+                let role = paths
+                    .region_op
+                    .get(&r)
+                    .is_some_and(|&o| is_role_branch(k, o));
+                (r, u.is_divergent(r) && !role)
+            })
+            .collect();
+        Shape {
+            ends: subtree_ends(k, order),
+            quiet,
+        }
+    }
 }
 
 /// The last program position inside each op's subtree (pre-order positions).
@@ -87,10 +116,10 @@ impl Sources {
         fp: &mut Footprints,
         paths: &Paths,
         order: &HashMap<Op, usize>,
+        shape: &Shape,
         group: &[usize],
         prune: bool,
     ) -> Sources {
-        let k = fp.k;
         let pos: Vec<usize> = group.iter().map(|&i| order[&fp.accesses[i].id.op]).collect();
         let rpaths: Vec<Vec<Region>> = group
             .iter()
@@ -118,21 +147,11 @@ impl Sources {
             });
             by_parent[at].1.push(x);
         }
-        let u = fp.uniformity();
-        let quiet = k
-            .regions
-            .iter()
-            .map(|(r, _)| {
-                let role = paths.region_op.get(&r).is_some_and(|&o| is_role_branch(k, o));
-                (r, u.is_divergent(r) && !role)
-            })
-            .collect();
         let mut window = vec![None; group.len()];
         if prune {
-            let ends = subtree_ends(k, order);
             let cx = Cx {
                 paths,
-                ends: &ends,
+                ends: &shape.ends,
                 group,
                 pos: &pos,
             };
@@ -149,7 +168,6 @@ impl Sources {
             pos,
             window,
             by_parent,
-            quiet,
             asyncs,
             paths: rpaths,
         }
@@ -162,7 +180,7 @@ impl Sources {
 
     /// The sources of destination `y` that a blocker does not make redundant, in group order
     /// (empty when [`Sources::keeps_all`]: the caller asks every source).
-    pub fn of(&self, y: usize) -> Vec<usize> {
+    pub fn of(&self, shape: &Shape, y: usize) -> Vec<usize> {
         let Some(w) = self.window[y] else {
             return Vec::new();
         };
@@ -186,7 +204,7 @@ impl Sources {
             // (no legal block barrier, so no tie to break there) the source is dropped like a
             // shallow one; anywhere else it is asked.
             let t = path.iter().zip(dpath).take_while(|(a, b)| a == b).count();
-            if path.get(t).is_some_and(|q| self.quiet.get(q).copied().unwrap_or(false)) {
+            if path.get(t).is_some_and(|q| shape.quiet.get(q).copied().unwrap_or(false)) {
                 continue;
             }
             out.extend(members.iter().copied().filter(|&x| !inside(self.pos[x])));
