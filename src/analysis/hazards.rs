@@ -32,10 +32,16 @@
 //! touches the copy's elements between issue and completion reads (or writes) in-flight data:
 //! a finding that only a wait can fix.
 //!
-//! Complexity: O(A² · C) pairs of accesses in one address space, C the conflict test; a pair
-//! that cannot yield anything (a nearer source blocks it, kinds that cannot conflict, a plain
-//! source after its destination with no loop around both) is rejected in O(1) from facts
-//! gathered once per access, so straight-line code pays C only for linearly many pairs. The
+//! Nearest sources (`analysis::nearest`, docs/placement.md): a destination whose nearest
+//! conflicting source needs a block barrier is paired only with the sources that source does
+//! not make redundant, so straight-line code and flat loop bodies have O(A) hazards and pay
+//! O(A) conflict tests; [`find_all_hazards`] keeps every pair (the tests' and `explain`'s
+//! reference).
+//!
+//! Complexity: O(A · (w + P + C_async) · C) for the pairs asked (window `w`, `P` regions holding
+//! accesses, `C` the conflict test), O(A² · C) where no destination has a blocker; a pair that
+//! cannot yield anything (kinds that cannot conflict, a plain source after its destination
+//! with no loop around both) is rejected in O(1) from facts gathered once per access. The
 //! in-flight dataflow's answers can come from a memo shared with wait planning
 //! ([`find_hazards_memo`]).
 
@@ -45,6 +51,7 @@ use std::collections::HashMap;
 use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};
 use crate::analysis::footprint::{AccessRef, Footprints, Overlap};
 use crate::analysis::inflight::{FlowMemo, LoopCompletion};
+use crate::analysis::nearest::{Shape, Sources};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::emit::text::op_label;
 use crate::ir::edit::body_len;
@@ -186,7 +193,7 @@ impl Paths {
     }
 }
 
-enum Split {
+pub(crate) enum Split {
     /// Ancestors at `level` in one region, source first.
     Forward {
         level: usize,
@@ -207,7 +214,7 @@ enum Split {
     },
 }
 
-fn split(k: &Kernel, pa: &[(Region, usize)], pb: &[(Region, usize)]) -> Split {
+pub(crate) fn split(k: &Kernel, pa: &[(Region, usize)], pb: &[(Region, usize)]) -> Split {
     let mut j = 0;
     loop {
         if j >= pa.len() || j >= pb.len() {
@@ -283,7 +290,7 @@ fn label(k: &Kernel, d: Diagnostic, op: Op, msg: String) -> Diagnostic {
 }
 
 /// Finds every hazard using precomputed footprints (nearest-first: hazards that a nearer
-/// source's hazard implies are not built, see `nearest_blockers`).
+/// source's hazard implies are not built: `analysis::nearest`).
 pub fn find_hazards_with(fp: &mut Footprints, target: &Target) -> Hazards {
     find_hazards_pruned(fp, target, true, &mut FlowMemo::default())
 }
@@ -330,6 +337,7 @@ fn find_hazards_pruned(
         by_space.entry(a.space).or_default().push(i);
     }
     let order = k.program_order();
+    let shape = Shape::new(fp, &paths, &order);
     for group in by_space.values() {
         // Self-races: one instance of a plain write touching a unit from two threads.
         for &ai in group {
@@ -362,42 +370,109 @@ fn find_hazards_pruned(
                 ));
             }
         }
-        let blockers = if nearest_first {
-            nearest_blockers(fp, &paths, &order, group)
-        } else {
-            HashMap::new()
-        };
-        let cheap = PairFacts::new(fp, &paths, &order, group, &blockers);
-        for (x, &ai) in group.iter().enumerate() {
-            for (y, &bi) in group.iter().enumerate() {
-                if !cheap.may_emit(k, x, y) {
-                    continue;
+        let first_hazard = out.hazards.len();
+        let sources = Sources::new(fp, &paths, &order, &shape, group, nearest_first);
+        let cheap = PairFacts::new(fp, &paths, &order, group);
+        // Pairs in (source, destination) order, as the full loop visits them: the hazards'
+        // order (and the order the conflict tests run in) does not depend on pruning.
+        let n = group.len();
+        let mut dsts_of: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut keep_all: Vec<u32> = Vec::new();
+        for y in 0..n {
+            if sources.keeps_all(y) {
+                keep_all.push(y as u32);
+            } else {
+                for x in sources.of(&shape, y) {
+                    dsts_of[x].push(y as u32);
                 }
-                let (Some(pa), Some(pb)) = (cheap.path[x], cheap.path[y]) else {
-                    continue;
-                };
-                if cheap.kind[x].is_async() {
-                    // Refills of a slot that a placed cross-role handshake orders
-                    // (`sync::handshake`): the refill waits for the consumers that waited for
-                    // the previous copy.
-                    if memo.ordered_tma.contains(&fp.accesses[ai].id.op)
-                        && memo.ordered_tma.contains(&fp.accesses[bi].id.op)
-                    {
-                        continue;
-                    }
-                    async_pair(fp, &paths, &completion, ai, bi, pa, pb, &mut out);
-                    continue;
-                }
-                let src = fp.accesses[ai].id.op;
-                emit_pair(fp, ai, bi, src, pa, pb, None, &mut out);
             }
         }
+        for (x, &ai) in group.iter().enumerate() {
+            let dsts = std::mem::take(&mut dsts_of[x]);
+            for y in merge_sorted(&dsts, &keep_all) {
+                let bi = group[y];
+                pair_hazards(fp, &paths, &completion, memo, &cheap, (x, ai), (y, bi), &mut out);
+            }
+        }
+        warn_loaded_indices(fp, &out.hazards[first_hazard..], &mut out.findings);
         // Footprints of one address space are not needed for the next.
         fp.clear_caches();
     }
     // Conservative answers are never silent (collected while footprints were enumerated).
     out.findings.extend(fp.conservative.iter().cloned());
     out
+}
+
+/// W1510 for each access of `hazards` whose index depends on a value loaded from memory: it
+/// is assumed to touch any element of its buffer, so its hazards (and the syncs placed for
+/// them) may not be real. Once per access, in hazard order.
+fn warn_loaded_indices(fp: &Footprints, hazards: &[Hazard], out: &mut Vec<Diagnostic>) {
+    let k = fp.k;
+    let mut seen: std::collections::HashSet<AccessRef> = Default::default();
+    for h in hazards {
+        for a in [h.src, h.dst] {
+            if !seen.insert(a) {
+                continue;
+            }
+            let Some(i) = fp.index(a) else {
+                continue;
+            };
+            let Some(v) = loaded_value(k, &fp.accesses[i].access) else {
+                continue;
+            };
+            let buf = &k.buffers[k.root_buffer(fp.accesses[i].access.mem)].name;
+            let d = Diagnostic::warning(
+                DiagKind::Finding,
+                "W1510",
+                format!(
+                    "{} is analysed as touching any element of `@{buf}`: its index depends on `%{}`, a value loaded from memory",
+                    op_label(k, a.op),
+                    k.value_name(v)
+                ),
+            )
+            .with_label(k.span(a.op), "index not known statically")
+            .with_note("whether it touches what another thread touches cannot be decided before the kernel runs; smemsync may place more syncs for it than needed");
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+    }
+}
+
+/// A value loaded from memory (by a shared or global load, an atomic, any op that reads
+/// memory) that the index of `a` (or of the views it goes through) depends on.
+fn loaded_value(k: &Kernel, a: &SharedAccess) -> Option<Value> {
+    let mut todo: Vec<Operand> = Vec::new();
+    if let Footprint::PerThread(ix) = &a.footprint {
+        todo.extend(ix.iter().copied());
+    }
+    let mut mem = a.mem;
+    while let MemRef::View(v) = mem {
+        for ix in &k.views[v].indices {
+            if let ViewIndex::At(o) = ix {
+                todo.push(*o);
+            }
+        }
+        mem = k.views[v].base;
+    }
+    let mut seen: std::collections::HashSet<Value> = Default::default();
+    while let Some(o) = todo.pop() {
+        let Operand::Value(v) = o else {
+            continue;
+        };
+        if !seen.insert(v) {
+            continue;
+        }
+        let ValueDef::Result(op, _) = k.values[v].def else {
+            continue;
+        };
+        let e = effects(k, op);
+        if !e.shared.is_empty() || e.global.iter().any(|g| !g.write) {
+            return Some(v);
+        }
+        k.ops[op].kind.for_each_operand(|x| todo.push(x));
+    }
+    None
 }
 
 /// Fills the witness of every hazard answered symbolically (by enumerating its query):
@@ -412,28 +487,20 @@ pub fn fill_witnesses(fp: &mut Footprints, hazards: &mut [Hazard]) {
 
 /// What the pair loop of one address space reads per access, gathered once so that
 /// rejecting a pair is a few array reads (no clone, no hash): the kind, the position in
-/// program order, the nearest-first blocker, the region-tree path and the enclosing loops.
+/// program order, the region-tree path and the enclosing loops.
 struct PairFacts<'p> {
     kind: Vec<AccessKind>,
     pos: Vec<usize>,
-    blocker: Vec<Option<usize>>,
     path: Vec<Option<&'p [(Region, usize)]>>,
     loops: Vec<Vec<Op>>,
 }
 
 impl<'p> PairFacts<'p> {
-    fn new(
-        fp: &Footprints,
-        paths: &'p Paths,
-        order: &HashMap<Op, usize>,
-        group: &[usize],
-        blockers: &HashMap<usize, usize>,
-    ) -> Self {
+    fn new(fp: &Footprints, paths: &'p Paths, order: &HashMap<Op, usize>, group: &[usize]) -> Self {
         let acc = |i: usize| &fp.accesses[i];
         PairFacts {
             kind: group.iter().map(|&i| acc(i).access.kind).collect(),
             pos: group.iter().map(|&i| order[&acc(i).id.op]).collect(),
-            blocker: group.iter().map(|&i| blockers.get(&i).copied()).collect(),
             path: group
                 .iter()
                 .map(|&i| paths.path.get(&acc(i).id.op).map(|v| v.as_slice()))
@@ -443,18 +510,12 @@ impl<'p> PairFacts<'p> {
     }
 
     /// Whether the pair (source `x`, destination `y`, positions in the group) can yield a
-    /// hazard or a finding. False when a nearer source blocks `y` (nearest-first), when the
-    /// kinds cannot conflict, or when a plain source comes after the destination (or is the
-    /// same op) with no loop around both: no execution of `y` follows one of `x`, and
-    /// `emit_pair` would build nothing for it (no forward split, no carrying loop).
+    /// hazard or a finding. False when the kinds cannot conflict, or when a plain source comes
+    /// after the destination (or is the same op) with no loop around both: no execution of `y`
+    /// follows one of `x`, and `emit_pair` would build nothing for it (no forward split, no
+    /// carrying loop).
     fn may_emit(&self, k: &Kernel, x: usize, y: usize) -> bool {
         let plain = !self.kind[x].is_async();
-        if let Some(at) = self.blocker[y]
-            && self.pos[x] < at
-            && plain
-        {
-            return false;
-        }
         if !kinds_conflict(self.kind[x], self.kind[y]) {
             return false;
         }
@@ -470,60 +531,73 @@ impl<'p> PairFacts<'p> {
     }
 }
 
-/// How many earlier accesses [`nearest_blockers`] examines per destination.
-const BLOCKER_SCAN: usize = 64;
-
-/// Nearest-first hazards: for each destination access `d`, the program position of the
-/// nearest earlier plain access `s` that makes every farther source redundant. `s` must sit
-/// directly in the region where its path to `d` turns (the *home*), that region must lie
-/// under loops and stages only (no `if` arm, where a named barrier could cover `s → d` alone;
-/// no `while`), and `s → d` must conflict in one iteration between threads of different warps.
-/// Then the coverage of `s → d` (the points after `s` and before `d`, by a block barrier) is
-/// contained in the coverage of every hazard from a plain access `f` earlier in program order
-/// to `d`, forward or carried by any loop around both (such a path passes through `s`, which
-/// always executes on it): a barrier that removes `s → d` removes those, so they are not
-/// built. This keeps the hazards of straight-line code linear in its accesses.
-fn nearest_blockers(
+/// The hazards and findings of one pair (source `x` at `fp.accesses[ai]`, destination `y` at
+/// `bi`; `x`, `y` index the address space's group).
+#[expect(clippy::too_many_arguments, reason = "pair context")]
+fn pair_hazards(
     fp: &mut Footprints,
     paths: &Paths,
-    order: &HashMap<Op, usize>,
-    group: &[usize],
-) -> HashMap<usize, usize> {
+    completion: &HashMap<Op, LoopCompletion>,
+    memo: &FlowMemo,
+    cheap: &PairFacts,
+    (x, ai): (usize, usize),
+    (y, bi): (usize, usize),
+    out: &mut Hazards,
+) {
     let k = fp.k;
-    let mut by_pos: Vec<usize> = group.to_vec();
-    by_pos.sort_by_key(|&i| order[&fp.accesses[i].id.op]);
-    let mut out = HashMap::new();
-    for (n, &d) in by_pos.iter().enumerate() {
-        let Some(pd) = paths.path.get(&fp.accesses[d].id.op).cloned() else {
-            continue;
-        };
-        for &s in by_pos[..n].iter().rev().take(BLOCKER_SCAN) {
-            let (a, b) = (&fp.accesses[s], &fp.accesses[d]);
-            if a.access.kind.is_async() || !kinds_conflict(a.access.kind, b.access.kind) {
-                continue;
-            }
-            let Some(ps) = paths.path.get(&a.id.op) else {
-                continue;
-            };
-            let Split::Forward { level, region, .. } = split(k, ps, &pd) else {
-                continue;
-            };
-            if ps.len() != level + 1 || !under_loops_only(k, paths, region) {
-                continue;
-            }
-            let m = common_len(&a.loops.clone(), &b.loops.clone());
-            let pc = pair_conflict(fp, s, d, m, None);
-            if pc.conflict & 1 != 0 && !pc.intra_warp {
-                out.insert(d, order[&fp.accesses[s].id.op]);
-                break;
-            }
+    if !cheap.may_emit(k, x, y) {
+        return;
+    }
+    let (Some(pa), Some(pb)) = (cheap.path[x], cheap.path[y]) else {
+        return;
+    };
+    if cheap.kind[x].is_async() {
+        // Refills of a slot that a placed cross-role handshake orders (`sync::handshake`): the
+        // refill waits for the consumers that waited for the previous copy.
+        if memo.ordered_tma.contains(&fp.accesses[ai].id.op)
+            && memo.ordered_tma.contains(&fp.accesses[bi].id.op)
+        {
+            return;
         }
+        async_pair(fp, paths, completion, ai, bi, pa, pb, out);
+        return;
+    }
+    let src = fp.accesses[ai].id.op;
+    emit_pair(fp, ai, bi, src, pa, pb, None, out);
+}
+
+/// The union of two ascending lists, ascending, each element once.
+fn merge_sorted(a: &[u32], b: &[u32]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let next = match (a.get(i), b.get(j)) {
+            (Some(&p), Some(&q)) if p == q => {
+                i += 1;
+                j += 1;
+                p
+            }
+            (Some(&p), Some(&q)) if p < q => {
+                i += 1;
+                p
+            }
+            (Some(&p), None) => {
+                i += 1;
+                p
+            }
+            (_, Some(&q)) => {
+                j += 1;
+                q
+            }
+            (None, None) => break,
+        };
+        out.push(next as usize);
     }
     out
 }
 
 /// Whether every op enclosing region `r` is a `for` or a `stage`.
-fn under_loops_only(k: &Kernel, paths: &Paths, mut r: Region) -> bool {
+pub(crate) fn under_loops_only(k: &Kernel, paths: &Paths, mut r: Region) -> bool {
     while let Some(&op) = paths.region_op.get(&r) {
         if !matches!(k.ops[op].kind, OpKind::For { .. } | OpKind::Stage { .. }) {
             return false;
@@ -647,7 +721,7 @@ fn intersects_at(
 }
 
 /// Common loop prefix length of two loop lists.
-fn common_len(x: &[Op], y: &[Op]) -> usize {
+pub(crate) fn common_len(x: &[Op], y: &[Op]) -> usize {
     x.iter().zip(y).take_while(|(p, q)| p == q).count()
 }
 

@@ -4,7 +4,8 @@
 //! Generated kernels chain independent tiles: each tile stores to its own shared buffer,
 //! reads another thread's element back, and every fourth tile does so inside a loop with a
 //! symbolic trip count (a RAW and a loop-carried WAR hazard). Build with `--release` for
-//! meaningful times.
+//! meaningful times. Each row prints wall time, the CPU time of the thread (Linux: on a loaded
+//! machine it is the figure to compare) and the peak resident memory of the row.
 
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -72,14 +73,35 @@ pub fn generate(ops: usize) -> String {
     s
 }
 
+/// CPU time of the calling thread in nanoseconds (Linux `/proc/thread-self/schedstat`), if
+/// the platform reports it: on a loaded machine wall time counts other processes too.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Milliseconds of CPU between two readings of [`thread_cpu_ns`], or "-".
+fn cpu_ms(from: Option<u64>) -> String {
+    match (from, thread_cpu_ns()) {
+        (Some(a), Some(b)) => format!("{:.2}", b.saturating_sub(a) as f64 / 1e6),
+        _ => "-".into(),
+    }
+}
+
 fn row(name: &str, ops: usize, k: &smemsync::Kernel, target: &Target) -> String {
     let opts = PlaceOptions {
         strategy: Strategy::Optimal,
         ..Default::default()
     };
+    let reset = reset_peak();
+    let c0 = thread_cpu_ns();
     let t0 = Instant::now();
     let r = place_barriers(k, target, &opts);
     let dt = t0.elapsed();
+    let cpu = cpu_ms(c0);
+    let peak = peak_mib()
+        .filter(|_| reset)
+        .map_or_else(|| "-".into(), |m| format!("{m:.1}"));
     let naive = place_barriers(
         k,
         target,
@@ -90,7 +112,7 @@ fn row(name: &str, ops: usize, k: &smemsync::Kernel, target: &Target) -> String 
     );
     match (r, naive) {
         (Ok(p), Ok(n)) => format!(
-            "{name:<40} {ops:>9} {:>9} {:>8} {:>6} {:>8} {:>10.2}",
+            "{name:<40} {ops:>9} {:>9} {:>8} {:>6} {:>8} {:>10.2} {cpu:>10} {peak:>8}",
             p.stats.hazards,
             p.stats.barriers_written,
             p.stats.warp_syncs_written,
@@ -98,7 +120,7 @@ fn row(name: &str, ops: usize, k: &smemsync::Kernel, target: &Target) -> String 
             dt.as_secs_f64() * 1e3
         ),
         _ => format!(
-            "{name:<40} {ops:>9} {:>9} {:>8} {:>6} {:>8} {:>10.2}",
+            "{name:<40} {ops:>9} {:>9} {:>8} {:>6} {:>8} {:>10.2} {cpu:>10} {peak:>8}",
             "finding",
             "-",
             "-",
@@ -142,8 +164,8 @@ pub fn run(args: &BenchArgs) -> i32 {
         return real_suite(args, &target);
     }
     println!(
-        "{:<40} {:>9} {:>9} {:>8} {:>6} {:>8} {:>10}",
-        "kernel", "ops", "hazards", "barriers", "warp", "naive", "place ms"
+        "{:<40} {:>9} {:>9} {:>8} {:>6} {:>8} {:>10} {:>10} {:>8}",
+        "kernel", "ops", "hazards", "barriers", "warp", "naive", "place ms", "cpu ms", "peak MiB"
     );
     if let Ok(rd) = std::fs::read_dir(&args.examples) {
         let mut files: Vec<_> = rd
@@ -241,8 +263,8 @@ fn real_suite(args: &BenchArgs, target: &Target) -> i32 {
     use smemsync::sync::driver::synchronize;
     let exact_peak = reset_peak();
     println!(
-        "{:<34} {:>7} {:>10} {:>8} {:>8} {:>8} {:>12} {:>5}",
-        "kernel", "ops", "sync ms", "peak MiB", "hazards", "barriers", "executed", "cons"
+        "{:<34} {:>7} {:>10} {:>10} {:>8} {:>8} {:>8} {:>12} {:>5}",
+        "kernel", "ops", "sync ms", "cpu ms", "peak MiB", "hazards", "barriers", "executed", "cons"
     );
     for (name, src) in real_kernels(args.max_pairs) {
         if args
@@ -264,15 +286,17 @@ fn real_suite(args: &BenchArgs, target: &Target) -> i32 {
         };
         reset_peak();
         let opts = PlaceOptions::default();
+        let c0 = thread_cpu_ns();
         let t0 = Instant::now();
         let r = synchronize(&k, target, &opts);
         let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let cpu = cpu_ms(c0);
         let peak = peak_mib().map_or_else(|| "-".into(), |m| format!("{m:.1}"));
         match r {
             Ok(s) => {
                 let st = &s.placement.stats;
                 println!(
-                    "{name:<34} {:>7} {ms:>10.2} {peak:>8} {:>8} {:>8} {:>12} {:>5}",
+                    "{name:<34} {:>7} {ms:>10.2} {cpu:>10} {peak:>8} {:>8} {:>8} {:>12} {:>5}",
                     k.ops.len(),
                     st.hazards,
                     st.barriers_written,
@@ -281,7 +305,7 @@ fn real_suite(args: &BenchArgs, target: &Target) -> i32 {
                 );
             }
             Err(_) => println!(
-                "{name:<34} {:>7} {ms:>10.2} {peak:>8} {:>8} {:>8} {:>12} {:>5}",
+                "{name:<34} {:>7} {ms:>10.2} {cpu:>10} {peak:>8} {:>8} {:>8} {:>12} {:>5}",
                 k.ops.len(),
                 "finding",
                 "-",

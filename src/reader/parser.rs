@@ -93,6 +93,8 @@ struct KernelCtx {
     depth: usize,
     scopes: Vec<HashMap<String, Sym>>,
     symbols: HashMap<String, Span>,
+    /// Shared buffers by name (a kernel may declare many: `Kernel::buffer_by_name` scans).
+    buffers: HashMap<String, Buffer>,
 }
 
 type PResult<T> = Result<T, Diagnostic>;
@@ -235,6 +237,7 @@ impl Parser {
             depth: 0,
             scopes: vec![HashMap::new()],
             symbols: HashMap::new(),
+            buffers: HashMap::new(),
         };
         self.expect(Tok::LParen)?;
         if !self.eat(&Tok::RParen) {
@@ -572,13 +575,14 @@ impl Parser {
         };
         let layout = self.layout()?;
         let b = cx.k.buffers.push(BufferData {
-            name,
+            name: name.clone(),
             elem,
             shape,
             offset,
             layout,
         });
         cx.k.buffer_spans.set(b, kw.to(self.prev_span()));
+        cx.buffers.insert(name, b);
         Ok(())
     }
 
@@ -606,7 +610,7 @@ impl Parser {
     }
 
     fn buffer_ref(&self, cx: &KernelCtx, name: &str, span: Span) -> PResult<Buffer> {
-        cx.k.buffer_by_name(name).ok_or_else(|| {
+        cx.buffers.get(name).copied().ok_or_else(|| {
             Diagnostic::user("E0119", format!("`@{name}` is not a shared buffer"))
                 .with_label(span, "unknown shared buffer")
         })

@@ -134,7 +134,8 @@ pub struct Stats {
     pub inserted_executed: u64,
     /// A lower bound on the inserted barriers executed by any correct placement.
     pub lower_bound: u64,
-    /// Conservative answers of the analysis (warnings W0310–W0314): each may cost syncs.
+    /// Conservative answers of the analysis (warnings W0310–W0316, W1510): each may cost
+    /// syncs.
     pub conservative: usize,
 }
 
@@ -554,10 +555,16 @@ pub fn place_with(
     let mut placement = finish(model, hazards, existing, &pending, points);
     placement.stats.conservative = warnings
         .iter()
-        .filter(|w| w.code.starts_with("W031"))
+        .filter(|w| is_conservative(&w.code))
         .count();
     placement.warnings = warnings;
     Ok(placement)
+}
+
+/// Whether a warning reports a conservative answer of the analysis (W0310–W0316: enumeration
+/// caps and indices the engine cannot express; W1510: an index loaded from memory).
+pub fn is_conservative(code: &str) -> bool {
+    code.starts_with("W031") || code.starts_with("W151")
 }
 
 /// Builds the plan, attribution and statistics from chosen points.

@@ -130,6 +130,59 @@ pub fn stab(m: usize, arcs: &[Arc]) -> Vec<usize> {
 /// How many optional arcs one region tries (each try is one exact stabbing).
 const MAX_OPTIONAL: usize = 64;
 
+/// The optional arcs that cannot change a region's solution: supersets of a required arc
+/// that do not turn a line of intervals into a circle. Adding one to the required arcs gives
+/// the same stabbing (the greedy by right end stabs the subset first, at a point of both; on
+/// a circle the shortest arc stays the same and every cut keeps the containment), so trying
+/// it is a no-op that would only take a place in the window of [`MAX_OPTIONAL`] arcs.
+/// Queries are O(1) for lines and O(wrapping required arcs) for arcs that wrap.
+struct Inert {
+    /// `min_end[a]`: the least end of a required line arc starting at `a` or later.
+    min_end: Vec<usize>,
+    /// The required arcs that wrap the back-edge.
+    wraps: Vec<Arc>,
+}
+
+impl Inert {
+    fn new(m: usize, arcs: &[Arc]) -> Inert {
+        let mut min_end = vec![usize::MAX; m + 1];
+        let mut wraps = Vec::new();
+        for a in arcs {
+            if a.start <= a.end {
+                let e = &mut min_end[a.start.min(m)];
+                *e = (*e).min(a.end);
+            } else {
+                wraps.push(*a);
+            }
+        }
+        for i in (0..m).rev() {
+            min_end[i] = min_end[i].min(min_end[i + 1]);
+        }
+        Inert { min_end, wraps }
+    }
+
+    /// Whether `o` contains a required arc without making a line instance circular.
+    fn contains(&self, o: &Arc) -> bool {
+        let m = self.min_end.len() - 1;
+        if o.start <= o.end {
+            let line = self.min_end[o.start.min(m)] <= o.end;
+            // A line covering every gap contains the wrapping arcs too.
+            let all = o.start == 0 && o.end + 1 >= m && !self.wraps.is_empty();
+            return line || all;
+        }
+        if self.wraps.is_empty() {
+            // Every required arc is a line: a wrapping arc would switch to the circle search.
+            return false;
+        }
+        self.min_end[o.start.min(m)] != usize::MAX
+            || self.min_end[0] <= o.end
+            || self
+                .wraps
+                .iter()
+                .any(|w| w.start >= o.start && w.end <= o.end)
+    }
+}
+
 /// Solves one region: the exact minimum for `arcs`, preferring among minimum solutions one
 /// that also stabs the `optional` arcs, tried in order (each kept when the count stays the
 /// minimum): outer hazards entering (`[0, x]`) and leaving (`[y, end]`) the region, then
@@ -229,22 +282,28 @@ pub fn place(
                 pre.dedup();
                 suf.sort_unstable_by(|a, b| b.cmp(a));
                 suf.dedup();
+                // Arcs that cannot change a solution are not tried and take no place in the
+                // window (docs/placement.md, *Nearest-source hazards*).
+                let inert = Inert::new(m, &arcs);
                 optional.extend(
                     pre.into_iter()
-                        .take(MAX_OPTIONAL / 4)
-                        .map(|x| Arc { start: 0, end: x }),
+                        .map(|x| Arc { start: 0, end: x })
+                        .filter(|a| !inert.contains(a))
+                        .take(MAX_OPTIONAL / 4),
                 );
                 optional.extend(
                     suf.into_iter()
-                        .take(MAX_OPTIONAL / 4)
-                        .map(|y| Arc { start: y, end: n }),
+                        .map(|y| Arc { start: y, end: n })
+                        .filter(|a| !inert.contains(a))
+                        .take(MAX_OPTIONAL / 4),
                 );
                 // Intra-warp hazards of this region a block barrier may also remove.
                 optional.extend(
                     homed
                         .iter()
                         .filter(|&&i| hazards[i].intra_warp && !index.covers(&hazards[i]))
-                        .filter_map(|&i| home_arc(&hazards[i])),
+                        .filter_map(|&i| home_arc(&hazards[i]))
+                        .filter(|a| !inert.contains(a)),
                 );
             }
             for g in solve(m, &arcs, &optional) {

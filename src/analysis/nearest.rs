@@ -1,0 +1,324 @@
+//! Nearest sources: which sources of each destination access the hazard pair loop asks about
+//! (docs/placement.md, *Nearest-source hazards*).
+//!
+//! For a destination `d`, the *forward blocker* `s` is the nearest earlier plain access that
+//! sits directly in a region `R` of `d`'s path (under `for`s and `stage`s only) and whose
+//! forward hazard `s → d` needs a block barrier (a conflict in one iteration between threads
+//! of different warps). When `R` is a loop body, the *back-edge blocker* `g` is the last plain
+//! access directly in `R` after `d`'s ancestor whose hazard `g → d`, carried by that loop,
+//! conflicts at distance 1 between warps. A plain source that is *shallow* (directly in `R` or
+//! in a region enclosing it) and lies outside the windows `[s, d's ancestor]` and `[g, end of
+//! R]` reaches `d` only through `s` (or `g`): its hazards contain `s → d`'s (or `g → d`'s)
+//! coverage and are not built. Async sources, deep sources (inside an `if` arm or a loop that
+//! does not hold `d`) and the sources of a destination without a blocker are always asked.
+//!
+//! Invariants: the accesses of one address space are given in program order (`group`); the
+//! sources of a destination are returned in that order, each once.
+//! Complexity: finding the blockers costs at most [`SCAN`] conflict tests per destination
+//! (usually one); enumerating a destination's sources costs O(w + P + C) for a window of `w`
+//! accesses, `P` regions directly holding accesses and `C` async accesses.
+
+use std::collections::HashMap;
+
+use super::conflicts::{kinds_conflict, pair_conflict};
+use super::footprint::Footprints;
+use super::hazards::{Paths, Split, common_len, split, under_loops_only};
+use crate::ir::{Kernel, Op, OpKind, Operand, Region, ValueDef};
+
+/// How many earlier (or later) accesses a blocker search examines per destination.
+pub const SCAN: usize = 64;
+
+/// What prunes the sources of one destination.
+#[derive(Copy, Clone, Debug)]
+struct Window {
+    /// Depth of `R` on the destination's region path.
+    depth: usize,
+    /// Position of the forward blocker `s`.
+    s_pos: usize,
+    /// Last position inside the destination's ancestor op in `R`.
+    hi: usize,
+    /// Last position inside `R`.
+    r_end: usize,
+    /// First position of the window after the destination's ancestor, when `R` is a loop
+    /// body: the back-edge blocker's, else the one after `hi` (every later source of `R`).
+    tail: Option<usize>,
+}
+
+/// The sources of every destination of one address space.
+pub struct Sources {
+    /// Program position of each access of the group.
+    pos: Vec<usize>,
+    window: Vec<Option<Window>>,
+    /// Plain accesses grouped by the region directly holding them: that region's path from
+    /// the kernel body, and the members.
+    by_parent: Vec<(Vec<Region>, Vec<usize>)>,
+    /// Async accesses (never pruned).
+    asyncs: Vec<usize>,
+    /// Region path of each access's op.
+    paths: Vec<Vec<Region>>,
+}
+
+/// What the blocker searches read about the kernel, computed once per kernel (not per
+/// address space: a kernel may have as many address spaces as ops).
+pub struct Shape {
+    /// The last program position inside each op's subtree.
+    ends: HashMap<Op, usize>,
+    /// Regions under thread-dependent control that are not the arm of a role branch: no block
+    /// barrier (named or not) is legal in them, so no placement choice is made there.
+    quiet: HashMap<Region, bool>,
+}
+
+impl Shape {
+    pub fn new(fp: &Footprints, paths: &Paths, order: &HashMap<Op, usize>) -> Shape {
+        let k = fp.k;
+        let u = fp.uniformity();
+        let quiet = k
+            .regions
+            .iter()
+            .map(|(r, _)| {
+                let role = paths
+                    .region_op
+                    .get(&r)
+                    .is_some_and(|&o| is_role_branch(k, o));
+                (r, u.is_divergent(r) && !role)
+            })
+            .collect();
+        Shape {
+            ends: subtree_ends(k, order),
+            quiet,
+        }
+    }
+}
+
+/// The last program position inside each op's subtree (pre-order positions).
+pub fn subtree_ends(k: &Kernel, order: &HashMap<Op, usize>) -> HashMap<Op, usize> {
+    fn go(k: &Kernel, r: Region, order: &HashMap<Op, usize>, out: &mut HashMap<Op, usize>) -> usize {
+        let mut last = 0;
+        for &op in &k.regions[r].ops {
+            let mut end = order.get(&op).copied().unwrap_or(0);
+            for &c in &k.ops[op].regions {
+                end = end.max(go(k, c, order, out));
+            }
+            out.insert(op, end);
+            last = last.max(end);
+        }
+        last
+    }
+    let mut out = HashMap::new();
+    go(k, k.body, order, &mut out);
+    out
+}
+
+impl Sources {
+    /// Finds the blockers of every access of `group` (indices into `fp.accesses`, in program
+    /// order). With `prune` false every destination keeps every source.
+    pub fn new(
+        fp: &mut Footprints,
+        paths: &Paths,
+        order: &HashMap<Op, usize>,
+        shape: &Shape,
+        group: &[usize],
+        prune: bool,
+    ) -> Sources {
+        let pos: Vec<usize> = group.iter().map(|&i| order[&fp.accesses[i].id.op]).collect();
+        let rpaths: Vec<Vec<Region>> = group
+            .iter()
+            .map(|&i| {
+                paths
+                    .path
+                    .get(&fp.accesses[i].id.op)
+                    .map_or_else(Vec::new, |p| p.iter().map(|&(r, _)| r).collect())
+            })
+            .collect();
+        let mut by_parent: Vec<(Vec<Region>, Vec<usize>)> = Vec::new();
+        let mut slot: HashMap<Region, usize> = HashMap::new();
+        let mut asyncs = Vec::new();
+        for (x, &i) in group.iter().enumerate() {
+            if fp.accesses[i].access.kind.is_async() {
+                asyncs.push(x);
+                continue;
+            }
+            let Some(&parent) = rpaths[x].last() else {
+                continue;
+            };
+            let at = *slot.entry(parent).or_insert_with(|| {
+                by_parent.push((rpaths[x].clone(), Vec::new()));
+                by_parent.len() - 1
+            });
+            by_parent[at].1.push(x);
+        }
+        let mut window = vec![None; group.len()];
+        if prune {
+            let cx = Cx {
+                paths,
+                ends: &shape.ends,
+                group,
+                pos: &pos,
+            };
+            for (y, w) in window.iter_mut().enumerate() {
+                *w = forward_window(fp, &cx, y);
+            }
+            for (y, w) in window.iter_mut().enumerate() {
+                if let Some(w) = w.as_mut() {
+                    back_edge(fp, &cx, y, w);
+                }
+            }
+        }
+        Sources {
+            pos,
+            window,
+            by_parent,
+            asyncs,
+            paths: rpaths,
+        }
+    }
+
+    /// Whether destination `y` keeps every source.
+    pub fn keeps_all(&self, y: usize) -> bool {
+        self.window[y].is_none()
+    }
+
+    /// The sources of destination `y` that a blocker does not make redundant, in group order
+    /// (empty when [`Sources::keeps_all`]: the caller asks every source).
+    pub fn of(&self, shape: &Shape, y: usize) -> Vec<usize> {
+        let Some(w) = self.window[y] else {
+            return Vec::new();
+        };
+        let first = |p: usize| self.pos.partition_point(|&q| q < p);
+        let upto = |p: usize| self.pos.partition_point(|&q| q <= p);
+        let mut out: Vec<usize> = (first(w.s_pos)..upto(w.hi)).collect();
+        if let Some(t) = w.tail {
+            out.extend(first(t)..upto(w.r_end));
+        }
+        let inside = |p: usize| {
+            (w.s_pos..=w.hi).contains(&p) || w.tail.is_some_and(|t| (t..=w.r_end).contains(&p))
+        };
+        let dpath = &self.paths[y];
+        for (path, members) in &self.by_parent {
+            let depth = path.len() - 1;
+            if depth <= w.depth && dpath.get(depth) == path.last() {
+                // Shallow: only the windows (enumerated above) are asked.
+                continue;
+            }
+            // Deep: the first region of its path off `d`'s. Under thread-dependent control
+            // (no legal block barrier, so no tie to break there) the source is dropped like a
+            // shallow one; anywhere else it is asked.
+            let t = path.iter().zip(dpath).take_while(|(a, b)| a == b).count();
+            if path.get(t).is_some_and(|q| shape.quiet.get(q).copied().unwrap_or(false)) {
+                continue;
+            }
+            out.extend(members.iter().copied().filter(|&x| !inside(self.pos[x])));
+        }
+        out.extend(self.asyncs.iter().copied().filter(|&x| !inside(self.pos[x])));
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+/// Whether `op` is a role branch: an `if` on `in_group @g`.
+fn is_role_branch(k: &Kernel, op: Op) -> bool {
+    let OpKind::If {
+        cond: Operand::Value(c),
+    } = &k.ops[op].kind
+    else {
+        return false;
+    };
+    matches!(k.values[*c].def, ValueDef::Result(d, _) if matches!(k.ops[d].kind, OpKind::InGroup(_)))
+}
+
+/// What the blocker searches read.
+struct Cx<'a> {
+    paths: &'a Paths,
+    ends: &'a HashMap<Op, usize>,
+    group: &'a [usize],
+    pos: &'a [usize],
+}
+
+/// The forward blocker of destination `y` and the window it leaves, if any.
+fn forward_window(fp: &mut Footprints, cx: &Cx, y: usize) -> Option<Window> {
+    let k = fp.k;
+    let d = cx.group[y];
+    let pd = cx.paths.path.get(&fp.accesses[d].id.op)?;
+    for x in (0..y).rev().take(SCAN) {
+        let s = cx.group[x];
+        let (a, b) = (&fp.accesses[s], &fp.accesses[d]);
+        if a.access.kind.is_async() || !kinds_conflict(a.access.kind, b.access.kind) {
+            continue;
+        }
+        let Some(ps) = cx.paths.path.get(&a.id.op) else {
+            continue;
+        };
+        let Split::Forward { level, region, ib, .. } = split(k, ps, pd) else {
+            continue;
+        };
+        if ps.len() != level + 1 || !under_loops_only(k, cx.paths, region) {
+            continue;
+        }
+        let m = common_len(&a.loops, &b.loops);
+        let pc = pair_conflict(fp, s, d, m, None);
+        if pc.conflict & 1 == 0 || pc.intra_warp {
+            continue;
+        }
+        let anc = k.regions[region].ops[ib];
+        let r_end = match cx.paths.region_op.get(&region) {
+            Some(owner) => cx.ends[owner],
+            None => usize::MAX,
+        };
+        let loop_body = cx
+            .paths
+            .region_op
+            .get(&region)
+            .is_some_and(|&o| matches!(k.ops[o].kind, OpKind::For { .. }));
+        let hi = cx.ends[&anc];
+        return Some(Window {
+            depth: level,
+            s_pos: cx.pos[x],
+            hi,
+            r_end,
+            tail: loop_body.then_some(hi + 1),
+        });
+    }
+    None
+}
+
+/// Narrows the window after the destination's ancestor to start at the back-edge blocker,
+/// when `R` is a loop body and one is found.
+fn back_edge(fp: &mut Footprints, cx: &Cx, y: usize, w: &mut Window) {
+    if w.tail.is_none() {
+        return;
+    }
+    let d = cx.group[y];
+    let Some(pd) = cx.paths.path.get(&fp.accesses[d].id.op) else {
+        return;
+    };
+    let region = pd[w.depth].0;
+    let Some(&l) = cx.paths.region_op.get(&region) else {
+        return;
+    };
+    let Some(c) = fp.accesses[d].loops.iter().position(|&o| o == l) else {
+        return;
+    };
+    let end = cx.pos.partition_point(|&q| q <= w.r_end);
+    for x in (0..end).rev().take(SCAN) {
+        if cx.pos[x] <= w.hi {
+            break;
+        }
+        let g = cx.group[x];
+        let (a, b) = (&fp.accesses[g], &fp.accesses[d]);
+        if a.access.kind.is_async() || !kinds_conflict(a.access.kind, b.access.kind) {
+            continue;
+        }
+        let Some(pg) = cx.paths.path.get(&a.id.op) else {
+            continue;
+        };
+        if pg.len() != w.depth + 1 || pg[w.depth].0 != region {
+            continue;
+        }
+        let pc = pair_conflict(fp, g, d, c + 1, Some(c));
+        if pc.conflict & 2 != 0 && !pc.intra_warp {
+            w.tail = Some(cx.pos[x]);
+            return;
+        }
+    }
+}
