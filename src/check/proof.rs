@@ -8,7 +8,8 @@
 //!
 //! The argument (in the spirit of GPUVerify's two-thread reduction and Faial's barrier
 //! intervals, done by enumeration over the concrete block):
-//! 1. Preconditions: no async copies, pinned buffers do not overlap, and no barrier sits
+//! 1. Preconditions: async accesses only per-thread `cp_async`/`gather_to_lds` (followed
+//!    to their completing waits by [`super::proof_async`]), pinned buffers do not overlap, and no barrier sits
 //!    under thread-dependent control (so every thread executes the same sequence of barriers,
 //!    and consecutive barrier executions delimit *intervals*). Other sync ops are ignored
 //!    for ordering (dropping ordering only adds pairs), but each must be one whose deadlock
@@ -41,8 +42,12 @@
 //! over-approximate which accesses share an interval. "Proved" assumes that execution does
 //! not stop with an error first (an out-of-range index, an uninitialized read), which the
 //! interpreter reports; it covers the block size it was run for only.
+//! Small constant loops without barriers are enumerated like thread ids (an access has one
+//! instance per thread and iteration), and accesses are paired per buffer.
+//!
 //! Complexity: O(ops) for the dataflow (times loop nesting for the fixpoints) plus
-//! O(accesses^2 x threads) for the pairs.
+//! O(sum over buffers of accesses^2 x instances) for the pairs, plus the walks of
+//! [`super::proof_async`].
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
