@@ -133,7 +133,7 @@ fn mutate(text: &str, seed: u64) -> String {
         return text.to_string();
     }
     let i = syncs[(smemsync::check::splitmix64(seed) % syncs.len() as u64) as usize];
-    if seed % 2 == 0 {
+    if seed.is_multiple_of(2) {
         lines.remove(i);
     } else {
         lines[i] = lines[i].replace("cp_async_wait 0", "cp_async_wait 1");

@@ -9,7 +9,7 @@
 //! The argument (in the spirit of GPUVerify's two-thread reduction and Faial's barrier
 //! intervals, done by enumeration over the concrete block):
 //! 1. Preconditions: async accesses only per-thread `cp_async`/`gather_to_lds` (followed
-//!    to their completing waits by [`super::proof_async`]), pinned buffers do not overlap, and no barrier sits
+//!    to their completing waits by `check/proof_async.rs`), pinned buffers do not overlap, and no barrier sits
 //!    under thread-dependent control (so every thread executes the same sequence of barriers,
 //!    and consecutive barrier executions delimit *intervals*). Other sync ops are ignored
 //!    for ordering (dropping ordering only adds pairs), but each must be one whose deadlock
@@ -47,7 +47,7 @@
 //!
 //! Complexity: O(ops) for the dataflow (times loop nesting for the fixpoints) plus
 //! O(sum over buffers of accesses^2 x instances) for the pairs, plus the walks of
-//! [`super::proof_async`].
+//! `check/proof_async.rs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -426,8 +426,8 @@ fn collide_shifted(
     let key = |x: i64| if g == 0 { x } else { x.rem_euclid(g) };
     // Per key: up to two instances of `a` that are different in the rule's sense, which is
     // enough to find one that differs from any instance of `b`.
-    let mut first: HashMap<i64, ((u32, u32), Option<(u32, u32)>)> =
-        HashMap::with_capacity(a.len());
+    type Id = (u32, u32);
+    let mut first: HashMap<i64, (Id, Option<Id>)> = HashMap::with_capacity(a.len());
     for i in a {
         let id = (i.t, i.combo);
         let e = first.entry(key(i.x.wrapping_add(ca))).or_insert((id, None));
@@ -884,7 +884,7 @@ fn form_d(
     // A uniform value is an unknown, unless it is computed from the induction variables of
     // enumerated loops (then its value per instance is part of `T`).
     let evaluable = evaluable(k, &en.ivs, v, 0);
-    if !td.contains(&v) && !(evaluable && en.dep.contains(&v)) {
+    if !(td.contains(&v) || evaluable && en.dep.contains(&v)) {
         return Some(Form {
             free: vec![(v, 1)],
             ..Form::default()

@@ -380,7 +380,7 @@ impl Walk<'_> {
     }
 
     /// Walks from the copy `c` to the end of the kernel; returns the state at exit.
-    fn from_copy(&mut self, c: Op, start: i32) -> State {
+    fn walk_copy(&mut self, c: Op, start: i32) -> State {
         let k = self.k;
         let mut s = State::from([(
             if self.l.is_some() {
@@ -522,7 +522,7 @@ pub(super) fn async_pairs(
                 records: HashSet::new(),
                 ..probe_clone(&probe)
             };
-            let exit = w.from_copy(c.op, start);
+            let exit = w.walk_copy(c.op, start);
             if exit.values().any(|a| *a != WAITED) {
                 return Err(format!(
                     "{} may still be in flight at kernel exit (no wait completes it on every path)",
