@@ -8,7 +8,8 @@
 //!
 //! The argument (in the spirit of GPUVerify's two-thread reduction and Faial's barrier
 //! intervals, done by enumeration over the concrete block):
-//! 1. Preconditions: no async copies, pinned buffers do not overlap, and no barrier sits
+//! 1. Preconditions: async accesses only per-thread `cp_async`/`gather_to_lds` (followed
+//!    to their completing waits by `check/proof_async.rs`), pinned buffers do not overlap, and no barrier sits
 //!    under thread-dependent control (so every thread executes the same sequence of barriers,
 //!    and consecutive barrier executions delimit *intervals*). Other sync ops are ignored
 //!    for ordering (dropping ordering only adds pairs), but each must be one whose deadlock
@@ -41,12 +42,17 @@
 //! over-approximate which accesses share an interval. "Proved" assumes that execution does
 //! not stop with an error first (an out-of-range index, an uninitialized read), which the
 //! interpreter reports; it covers the block size it was run for only.
+//! Small constant loops without barriers are enumerated like thread ids (an access has one
+//! instance per thread and iteration), and accesses are paired per buffer.
+//!
 //! Complexity: O(ops) for the dataflow (times loop nesting for the fixpoints) plus
-//! O(accesses^2 x threads) for the pairs.
+//! O(sum over buffers of accesses^2 x instances) for the pairs, plus the walks of
+//! `check/proof_async.rs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::interp::{Val, binary};
+use super::proof_async::Enumerated;
 use crate::emit::text::op_label;
 use crate::ir::ranges::Ranges;
 use crate::ir::*;
@@ -62,6 +68,79 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     barriers_uniform(k, &td)?;
     super::proof_syncs::syncs_reasoned(k, &td, warp as u32, &mut |c| warp_uniform(k, warp, c))?;
     let starts = interval_starts(k);
+    let parents = k.parents();
+    let en = super::proof_async::enumerated(k, &parents);
+    let accs = accesses(k, &td, &ranges, &en)?;
+    let mut eval = Evaluator {
+        k,
+        warp,
+        memo: HashMap::new(),
+        dep: &en.dep,
+    };
+    let mut values: Vec<Vec<Inst>> = Vec::with_capacity(accs.len());
+    for a in &accs {
+        values.push(instances(k, &parents, &en, &mut eval, a)?);
+    }
+    // Pairs per buffer: accesses to different buffers never meet (pinned buffers do not
+    // overlap, a precondition).
+    let mut by_buf: HashMap<Buffer, Vec<usize>> = HashMap::new();
+    for (i, a) in accs.iter().enumerate() {
+        by_buf.entry(a.buf).or_default().push(i);
+    }
+    let cx = PairCx {
+        k,
+        warp,
+        parents: &parents,
+        accs: &accs,
+        values: &values,
+        en: &en,
+        ranges: &ranges,
+    };
+    let empty = BTreeSet::new();
+    let mut pairs = 0usize;
+    let mut bufs: Vec<&Vec<usize>> = by_buf.values().collect();
+    bufs.sort();
+    for group in bufs {
+        for (gi, &i) in group.iter().enumerate() {
+            for &j in &group[gi..] {
+                let (a, b) = (&accs[i], &accs[j]);
+                if !conflicting(a, b) {
+                    continue;
+                }
+                let sa = starts.get(&a.op).unwrap_or(&empty);
+                let sb = starts.get(&b.op).unwrap_or(&empty);
+                if sa.is_disjoint(sb) {
+                    continue;
+                }
+                pairs += 1;
+                cx.interval_pair(i, j)?;
+            }
+        }
+    }
+    let walked = super::proof_async::async_pairs(&cx, target, &by_buf)?;
+    Ok(format!(
+        "{} shared accesses, {pairs} pairs sharing a barrier interval (loop-carried pairs at their iteration distance){walked}, all thread-disjoint for every iteration and parameter value (block of {} threads)",
+        accs.len(),
+        k.threads()
+    ))
+}
+
+/// Whether two accesses conflict when they meet: one writes, and they are not atomics of
+/// one kind.
+pub(super) fn conflicting(a: &Access, b: &Access) -> bool {
+    if !(a.kind.writes() || b.kind.writes()) {
+        return false;
+    }
+    !matches!((a.kind, b.kind), (AccessKind::Atomic(x), AccessKind::Atomic(y)) if x == y)
+}
+
+/// Every shared access of the kernel with its index form.
+fn accesses(
+    k: &Kernel,
+    td: &HashSet<Value>,
+    ranges: &Ranges,
+    en: &Enumerated,
+) -> Result<Vec<Access>, String> {
     let mut accs: Vec<Access> = Vec::new();
     for op in k.ops_in_order() {
         for sa in effects(k, op).shared {
@@ -81,8 +160,9 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
             };
             let mut ix = Indexing {
                 k,
-                td: &td,
-                ranges: &ranges,
+                td,
+                en,
+                ranges,
                 exact: true,
             };
             let f = address(&mut ix, sa.mem, index).ok_or_else(|| {
@@ -101,138 +181,143 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
             });
         }
     }
+    Ok(accs)
+}
+
+/// One executing instance of a per-thread access: its thread, the index of the assignment
+/// of the enumerated loops around it (`Enumerated::combos`), and its `T + c` value.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct Inst {
+    pub t: u32,
+    pub combo: u32,
+    pub x: i64,
+}
+
+/// The instances of a per-thread access: every thread that may execute it (threads that an
+/// enclosing `if` on a thread-evaluable condition excludes are left out) times every
+/// assignment of the enumerated loops around it.
+fn instances(
+    k: &Kernel,
+    parents: &Parents,
+    en: &Enumerated,
+    eval: &mut Evaluator,
+    a: &Access,
+) -> Result<Vec<Inst>, String> {
+    if a.collective.is_some() {
+        return Ok(Vec::new());
+    }
     let n = k.threads() as i64;
-    let tvals: Vec<[i64; 3]> = (0..n)
-        .map(|t| {
-            let bx = k.block[0] as i64;
-            let by = k.block[1] as i64;
-            [t % bx, (t / bx) % by, t / (bx * by)]
-        })
-        .collect();
-    let mut eval = Evaluator {
-        k,
-        warp,
-        memo: HashMap::new(),
-    };
-    // Per access: the T + c value of every thread that may execute it (None for threads
-    // that an enclosing `if` on a thread-evaluable condition excludes).
-    let parents = k.parents();
-    let mut values: Vec<Vec<Option<i64>>> = Vec::new();
-    for a in &accs {
-        if a.collective.is_some() {
-            values.push(Vec::new());
+    let (bx, by) = (k.block[0] as i64, k.block[1] as i64);
+    let guards = guards(k, parents, a.op);
+    let combos = en.combos(parents, a.op);
+    let mut v = Vec::with_capacity(n as usize * combos.len());
+    for t in 0..n {
+        let xyz = [t % bx, (t / bx) % by, t / (bx * by)];
+        let runs = guards.iter().all(|(c, arm)| {
+            eval.eval(*c, t, xyz, &[])
+                .is_none_or(|x| (x != 0) == *arm)
+        });
+        if !runs {
             continue;
         }
-        let guards = guards(k, &parents, a.op);
-        let mut v = Vec::with_capacity(n as usize);
-        for (t, xyz) in tvals.iter().enumerate() {
-            let mut runs = true;
-            for (c, arm) in &guards {
-                if let Some(x) = eval.eval(*c, t as i64, *xyz)
-                    && (x != 0) != *arm
-                {
-                    runs = false;
-                }
-            }
-            if !runs {
-                v.push(None);
-                continue;
-            }
+        for (ci, env) in combos.iter().enumerate() {
             let mut s = a.form.c;
             for (coef, val) in &a.form.tpart {
                 let x = eval
-                    .eval(*val, t as i64, *xyz)
+                    .eval(*val, t, xyz, env)
                     .ok_or_else(|| format!("cannot evaluate the index of {}", op_at(k, a.op)))?;
                 s = s.wrapping_add(coef.wrapping_mul(x));
             }
-            v.push(Some(s));
-        }
-        values.push(v);
-    }
-    let empty = BTreeSet::new();
-    let mut pairs = 0usize;
-    for i in 0..accs.len() {
-        for j in i..accs.len() {
-            let (a, b) = (&accs[i], &accs[j]);
-            if a.buf != b.buf || !(a.kind.writes() || b.kind.writes()) {
-                continue;
-            }
-            if let (AccessKind::Atomic(x), AccessKind::Atomic(y)) = (a.kind, b.kind)
-                && x == y
-            {
-                continue;
-            }
-            let sa = starts.get(&a.op).unwrap_or(&empty);
-            let sb = starts.get(&b.op).unwrap_or(&empty);
-            if sa.is_disjoint(sb) {
-                continue;
-            }
-            pairs += 1;
-            if a.collective.is_some() || b.collective.is_some() {
-                // Any executing thread may touch any element of a collective access, except
-                // that two with one layout and one shape map each element to one thread.
-                let same_op = a.op == b.op && a.collective.as_ref().is_some_and(|c| c.2);
-                let same_mapping = same_op
-                    || match (&a.collective, &b.collective) {
-                        (Some((Some(la), sha, pa)), Some((Some(lb), shb, pb))) => {
-                            sha == shb
-                                && *pa
-                                && *pb
-                                && same_owner(k, la, lb, sha, warp as u32)
-                        }
-                        _ => false,
-                    };
-                if same_mapping {
-                    continue;
-                }
-                return Err(format!(
-                    "{} and {} may touch one element of @{} in one barrier interval (a collective access)",
-                    op_at(k, a.op),
-                    op_at(k, b.op),
-                    k.buffers[a.buf].name
-                ));
-            }
-            let g = a
-                .form
-                .free
-                .iter()
-                .chain(&b.form.free)
-                .fold(0i64, |g, (_, c)| gcd(g, c.wrapping_abs()));
-            let g = wrap_modulus(g, a, b);
-            let mut hit = collide(&values[i], &values[j], g);
-            if hit.is_some() {
-                // Retry with the iteration distance the barriers of the common loop allow.
-                if let Some(rel) = loop_relation(k, &parents, a.op, b.op) {
-                    hit = collide_related(k, &rel, a, b, &values[i], &values[j]);
-                }
-            }
-            if let Some((t1, t2)) = hit {
-                return Err(format!(
-                    "{} (thread {t1}) and {} (thread {t2}) may touch one element of @{} in one barrier interval",
-                    op_at(k, a.op),
-                    op_at(k, b.op),
-                    k.buffers[a.buf].name
-                ));
-            }
+            v.push(Inst {
+                t: t as u32,
+                combo: ci as u32,
+                x: s,
+            });
         }
     }
-    Ok(format!(
-        "{} shared accesses, {pairs} pairs sharing a barrier interval (loop-carried pairs at their iteration distance), all thread-disjoint for every iteration and parameter value (block of {n} threads)",
-        accs.len()
-    ))
+    Ok(v)
 }
 
-struct Access {
-    op: Op,
-    buf: Buffer,
-    kind: AccessKind,
-    form: Form,
+/// What the pair tests read: the kernel, its accesses and their instances.
+pub(super) struct PairCx<'a> {
+    pub k: &'a Kernel,
+    pub warp: i64,
+    pub parents: &'a Parents,
+    pub accs: &'a [Access],
+    pub values: &'a [Vec<Inst>],
+    pub en: &'a Enumerated,
+    pub ranges: &'a Ranges,
+}
+
+impl PairCx<'_> {
+    /// Two accesses that may share a barrier interval: `Err` when two different threads may
+    /// touch one element in it.
+    fn interval_pair(&self, i: usize, j: usize) -> Result<(), String> {
+        let (k, a, b) = (self.k, &self.accs[i], &self.accs[j]);
+        if a.collective.is_some() || b.collective.is_some() {
+            return self.collective_pair(a, b);
+        }
+        let g = a
+            .form
+            .free
+            .iter()
+            .chain(&b.form.free)
+            .fold(0i64, |g, (_, c)| gcd(g, c.wrapping_abs()));
+        let g = wrap_modulus(g, a, b);
+        let rule = Meet::OTHER_THREAD;
+        let mut hit = collide(&self.values[i], &self.values[j], g, rule);
+        if hit.is_some() {
+            // Retry with the iteration distance the barriers of the common loop allow.
+            if let Some(rel) = loop_relation(k, self.ranges, self.parents, a.op, b.op) {
+                hit = collide_related(k, &rel, a, b, &self.values[i], &self.values[j], rule);
+            }
+        }
+        match hit {
+            Some((t1, t2)) => Err(format!(
+                "{} (thread {t1}) and {} (thread {t2}) may touch one element of @{} in one barrier interval",
+                op_at(k, a.op),
+                op_at(k, b.op),
+                k.buffers[a.buf].name
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn collective_pair(&self, a: &Access, b: &Access) -> Result<(), String> {
+        let k = self.k;
+        // Any executing thread may touch any element of a collective access, except
+        // that two with one layout and one shape map each element to one thread.
+        let same_op = a.op == b.op && a.collective.as_ref().is_some_and(|c| c.2);
+        let same_mapping = same_op
+            || match (&a.collective, &b.collective) {
+                (Some((Some(la), sha, pa)), Some((Some(lb), shb, pb))) => {
+                    sha == shb && *pa && *pb && same_owner(k, la, lb, sha, self.warp as u32)
+                }
+                _ => false,
+            };
+        if same_mapping {
+            return Ok(());
+        }
+        Err(format!(
+            "{} and {} may touch one element of @{} in one barrier interval (a collective access)",
+            op_at(k, a.op),
+            op_at(k, b.op),
+            k.buffers[a.buf].name
+        ))
+    }
+}
+
+pub(super) struct Access {
+    pub op: Op,
+    pub buf: Buffer,
+    pub kind: AccessKind,
+    pub form: Form,
     /// Whether every index provably equals its form (no i32 wrap-around); otherwise the
     /// address is known only modulo 2^32.
-    exact: bool,
+    pub exact: bool,
     /// A collective access: its layout, view shape, and whether the view only selects
     /// leading dimensions (no ranges), so that one memory element has one view index.
-    collective: Option<(Option<String>, Vec<u64>, bool)>,
+    pub collective: Option<(Option<String>, Vec<u64>, bool)>,
 }
 
 /// Whether a memref is a buffer or a chain of views that only index leading dimensions.
@@ -248,10 +333,10 @@ fn slot_view(k: &Kernel, m: MemRef) -> bool {
 
 /// `c + sum(coef * T(value)) + sum(coef * unknown)`.
 #[derive(Clone, Debug, Default)]
-struct Form {
-    c: i64,
-    tpart: Vec<(i64, Value)>,
-    free: Vec<(Value, i64)>,
+pub(super) struct Form {
+    pub c: i64,
+    pub tpart: Vec<(i64, Value)>,
+    pub free: Vec<(Value, i64)>,
 }
 
 impl Form {
@@ -288,7 +373,7 @@ impl Form {
 /// Two distinct threads whose values agree modulo `g` (exactly when `g == 0`).
 /// The modulus addresses are compared in: `g`, or its gcd with 2^32 when an index may wrap
 /// (then only its value mod 2^32 is known).
-fn wrap_modulus(g: i64, a: &Access, b: &Access) -> i64 {
+pub(super) fn wrap_modulus(g: i64, a: &Access, b: &Access) -> i64 {
     if a.exact && b.exact {
         g
     } else {
@@ -296,24 +381,70 @@ fn wrap_modulus(g: i64, a: &Access, b: &Access) -> i64 {
     }
 }
 
-fn collide(a: &[Option<i64>], b: &[Option<i64>], g: i64) -> Option<(usize, usize)> {
-    let key = |x: i64| if g == 0 { x } else { x.rem_euclid(g) };
-    let mut first: HashMap<i64, (usize, Option<usize>)> = HashMap::new();
-    for (t, x) in a.iter().enumerate() {
-        let Some(x) = x else { continue };
-        let e = first.entry(key(*x)).or_insert((t, None));
-        if e.0 != t && e.1.is_none() {
-            e.1 = Some(t);
+/// Which instances of a pair count as a collision.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(super) struct Meet {
+    /// Instances of one thread collide too (an async copy still in flight in its own
+    /// issuing thread); otherwise only two different threads do.
+    pub same_thread: bool,
+    /// The pair is an op with itself in one iteration of every loop not enumerated: an
+    /// instance does not collide with itself.
+    pub self_pair: bool,
+}
+
+impl Meet {
+    pub const OTHER_THREAD: Meet = Meet {
+        same_thread: false,
+        self_pair: false,
+    };
+    fn distinct(&self, x: (u32, u32), y: (u32, u32)) -> bool {
+        if !self.same_thread {
+            x.0 != y.0
+        } else if self.self_pair {
+            x != y
+        } else {
+            true
         }
     }
-    for (t2, y) in b.iter().enumerate() {
-        let Some(y) = y else { continue };
-        if let Some((t1, other)) = first.get(&key(*y)) {
-            if *t1 != t2 {
-                return Some((*t1, t2));
+}
+
+/// Two instances (threads) whose values agree modulo `g` (exactly when `g == 0`) and that
+/// `rule` counts as different; decided by bucketing, O(instances).
+pub(super) fn collide(a: &[Inst], b: &[Inst], g: i64, rule: Meet) -> Option<(u32, u32)> {
+    collide_shifted(a, 0, b, 0, g, rule)
+}
+
+/// [`collide`] with constants added to every value of each side.
+fn collide_shifted(
+    a: &[Inst],
+    ca: i64,
+    b: &[Inst],
+    cb: i64,
+    g: i64,
+    rule: Meet,
+) -> Option<(u32, u32)> {
+    let key = |x: i64| if g == 0 { x } else { x.rem_euclid(g) };
+    // Per key: up to two instances of `a` that are different in the rule's sense, which is
+    // enough to find one that differs from any instance of `b`.
+    type Id = (u32, u32);
+    let mut first: HashMap<i64, (Id, Option<Id>)> = HashMap::with_capacity(a.len());
+    for i in a {
+        let id = (i.t, i.combo);
+        let e = first.entry(key(i.x.wrapping_add(ca))).or_insert((id, None));
+        if e.1.is_none() && rule.distinct(e.0, id) {
+            e.1 = Some(id);
+        }
+    }
+    for i in b {
+        let id = (i.t, i.combo);
+        if let Some((x, other)) = first.get(&key(i.x.wrapping_add(cb))) {
+            if rule.distinct(*x, id) {
+                return Some((x.0, i.t));
             }
-            if let Some(o) = other {
-                return Some((*o, t2));
+            if let Some(o) = other
+                && rule.distinct(*o, id)
+            {
+                return Some((o.0, i.t));
             }
         }
     }
@@ -363,15 +494,17 @@ fn warp_uniform(k: &Kernel, warp: i64, v: Value) -> bool {
     if !thread_evaluable(k, v, 0) {
         return false;
     }
+    let none = HashSet::new();
     let mut eval = Evaluator {
         k,
         warp,
         memo: HashMap::new(),
+        dep: &none,
     };
     let (bx, by) = (k.block[0] as i64, k.block[1] as i64);
     let mut first: Option<i64> = None;
     for t in 0..k.threads() as i64 {
-        let Some(x) = eval.eval(v, t, [t % bx, (t / bx) % by, t / (bx * by)]) else {
+        let Some(x) = eval.eval(v, t, [t % bx, (t / bx) % by, t / (bx * by)], &[]) else {
             return false;
         };
         if t % warp.max(1) == 0 {
@@ -386,11 +519,23 @@ fn warp_uniform(k: &Kernel, warp: i64, v: Value) -> bool {
 fn preconditions(k: &Kernel) -> Result<(), String> {
     for op in k.ops_in_order() {
         let e = effects(k, op);
-        // Sync ops other than `barrier` are ignored: dropping ordering only adds pairs.
+        // Sync ops other than `barrier` and the waits of modelled copies are ignored:
+        // dropping ordering only adds pairs.
         for a in &e.shared {
-            if a.kind.is_async() {
-                return Err(format!("{} is an async copy", op_at(k, op)));
+            if a.kind.is_async() && !super::proof_async::modelled(a) {
+                return Err(format!(
+                    "{} is an async access the static proof does not model (per-thread cp_async and gather_to_lds only)",
+                    op_at(k, op)
+                ));
             }
+        }
+        if matches!(k.ops[op].kind, OpKind::While { .. })
+            && super::proof_async::has_async(k)
+        {
+            return Err(format!(
+                "{} is a while loop in a kernel with async copies",
+                op_at(k, op)
+            ));
         }
     }
     let pinned: Vec<(u64, u64)> = k
@@ -639,6 +784,8 @@ fn flow(k: &Kernel, r: Region, mut s: Starts, out: &mut HashMap<Op, Starts>) -> 
 struct Indexing<'a> {
     k: &'a Kernel,
     td: &'a HashSet<Value>,
+    /// Induction variables of enumerated loops.
+    en: &'a Enumerated,
     ranges: &'a Ranges,
     exact: bool,
 }
@@ -647,7 +794,7 @@ impl Indexing<'_> {
     /// The form of one index; clears `exact` when the form may leave the i32 range, where
     /// the i32 index is only congruent to it mod 2^32.
     fn index(&mut self, o: &Operand) -> Option<Form> {
-        let f = form(self.k, self.td, o)?;
+        let f = form(self.k, self.td, self.en, o)?;
         let r = self.ranges;
         let terms = f.tpart.iter().map(|(c, v)| (*c, r.range(*v)));
         let terms = terms.chain(f.free.iter().map(|(v, c)| (*c, r.range(*v))));
@@ -710,11 +857,17 @@ fn memref_form(ix: &mut Indexing, m: MemRef) -> Option<(Form, Vec<u64>, Vec<u64>
     }
 }
 
-fn form(k: &Kernel, td: &HashSet<Value>, o: &Operand) -> Option<Form> {
-    form_d(k, td, o, 0)
+fn form(k: &Kernel, td: &HashSet<Value>, en: &Enumerated, o: &Operand) -> Option<Form> {
+    form_d(k, td, en, o, 0)
 }
 
-fn form_d(k: &Kernel, td: &HashSet<Value>, o: &Operand, depth: u32) -> Option<Form> {
+fn form_d(
+    k: &Kernel,
+    td: &HashSet<Value>,
+    en: &Enumerated,
+    o: &Operand,
+    depth: u32,
+) -> Option<Form> {
     if depth > 256 {
         return None;
     }
@@ -728,22 +881,25 @@ fn form_d(k: &Kernel, td: &HashSet<Value>, o: &Operand, depth: u32) -> Option<Fo
     {
         return Some(Form::konst(c.as_i64()));
     }
-    if !td.contains(&v) {
+    // A uniform value is an unknown, unless it is computed from the induction variables of
+    // enumerated loops (then its value per instance is part of `T`).
+    let evaluable = evaluable(k, &en.ivs, v, 0);
+    if !(td.contains(&v) || evaluable && en.dep.contains(&v)) {
         return Some(Form {
             free: vec![(v, 1)],
             ..Form::default()
         });
     }
-    if thread_evaluable(k, v, 0) {
+    if evaluable {
         // Affine structure first (keeps uniform parts out of T), else the whole value.
         if let ValueDef::Result(op, _) = def {
             match &k.ops[op].kind {
                 OpKind::Binary(BinOp::Add, a, b) => {
-                    return Some(form_d(k, td, a, depth + 1)?.add(form_d(k, td, b, depth + 1)?, 1));
+                    return Some(form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, 1));
                 }
                 OpKind::Binary(BinOp::Sub, a, b) => {
                     return Some(
-                        form_d(k, td, a, depth + 1)?.add(form_d(k, td, b, depth + 1)?, -1),
+                        form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, -1),
                     );
                 }
                 _ => {}
@@ -759,13 +915,13 @@ fn form_d(k: &Kernel, td: &HashSet<Value>, o: &Operand, depth: u32) -> Option<Fo
     };
     match &k.ops[op].kind {
         OpKind::Binary(BinOp::Add, a, b) => {
-            Some(form_d(k, td, a, depth + 1)?.add(form_d(k, td, b, depth + 1)?, 1))
+            Some(form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, 1))
         }
         OpKind::Binary(BinOp::Sub, a, b) => {
-            Some(form_d(k, td, a, depth + 1)?.add(form_d(k, td, b, depth + 1)?, -1))
+            Some(form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, -1))
         }
         OpKind::Binary(BinOp::Mul, a, b) => {
-            let (fa, fb) = (form_d(k, td, a, depth + 1)?, form_d(k, td, b, depth + 1)?);
+            let (fa, fb) = (form_d(k, td, en, a, depth + 1)?, form_d(k, td, en, b, depth + 1)?);
             if fa.is_const() {
                 Some(fb.scale(fa.c))
             } else if fb.is_const() {
@@ -775,9 +931,9 @@ fn form_d(k: &Kernel, td: &HashSet<Value>, o: &Operand, depth: u32) -> Option<Fo
             }
         }
         OpKind::Binary(BinOp::Shl, a, b) => {
-            let fb = form_d(k, td, b, depth + 1)?;
+            let fb = form_d(k, td, en, b, depth + 1)?;
             if fb.is_const() {
-                Some(form_d(k, td, a, depth + 1)?.scale(1i64 << (fb.c & 31)))
+                Some(form_d(k, td, en, a, depth + 1)?.scale(1i64 << (fb.c & 31)))
             } else {
                 None
             }
@@ -788,15 +944,24 @@ fn form_d(k: &Kernel, td: &HashSet<Value>, o: &Operand, depth: u32) -> Option<Fo
 
 /// Whether `v` is computed from thread ids, block dimensions and constants only.
 fn thread_evaluable(k: &Kernel, v: Value, depth: u32) -> bool {
+    evaluable(k, &HashSet::new(), v, depth)
+}
+
+/// Whether `v` is computed from thread ids, block dimensions, constants and the induction
+/// variables in `en` only.
+fn evaluable(k: &Kernel, en: &HashSet<Value>, v: Value, depth: u32) -> bool {
     if depth > 64 {
         return false;
+    }
+    if en.contains(&v) {
+        return true;
     }
     let ValueDef::Result(op, _) = k.values[v].def else {
         return false;
     };
     let ok = |o: &Operand| match o {
         Operand::Imm(_) => true,
-        Operand::Value(w) => thread_evaluable(k, *w, depth + 1),
+        Operand::Value(w) => evaluable(k, en, *w, depth + 1),
     };
     match &k.ops[op].kind {
         OpKind::Const(_) => true,
@@ -813,32 +978,42 @@ fn thread_evaluable(k: &Kernel, v: Value, depth: u32) -> bool {
 struct Evaluator<'k> {
     k: &'k Kernel,
     warp: i64,
+    /// Values of thread-only functions per (value, thread); values in `dep` (functions of
+    /// enumerated induction variables) are not memoized.
     memo: HashMap<(Value, i64), Option<Val>>,
+    dep: &'k HashSet<Value>,
 }
 
+/// Values of enumerated induction variables.
+type Env = [(Value, i64)];
+
 impl Evaluator<'_> {
-    fn eval(&mut self, v: Value, t: i64, xyz: [i64; 3]) -> Option<i64> {
-        self.val(v, t, xyz).map(|x| x.as_i64())
+    fn eval(&mut self, v: Value, t: i64, xyz: [i64; 3], env: &Env) -> Option<i64> {
+        self.val(v, t, xyz, env).map(|x| x.as_i64())
     }
 
-    fn opnd(&mut self, o: &Operand, t: i64, xyz: [i64; 3]) -> Option<Val> {
+    fn opnd(&mut self, o: &Operand, t: i64, xyz: [i64; 3], env: &Env) -> Option<Val> {
         match o {
             Operand::Imm(s) => Some(match s {
                 Scalar::I1(b) => Val::I1(*b),
                 Scalar::I32(i) => Val::I32(*i),
                 Scalar::F32(f) => Val::F32(*f),
             }),
-            Operand::Value(w) => self.val(*w, t, xyz),
+            Operand::Value(w) => self.val(*w, t, xyz, env),
         }
     }
 
-    fn val(&mut self, v: Value, t: i64, xyz: [i64; 3]) -> Option<Val> {
-        if let Some(x) = self.memo.get(&(v, t)) {
+    fn val(&mut self, v: Value, t: i64, xyz: [i64; 3], env: &Env) -> Option<Val> {
+        let memo = !self.dep.contains(&v);
+        if memo && let Some(x) = self.memo.get(&(v, t)) {
             return *x;
         }
         let k = self.k;
         let ValueDef::Result(op, _) = k.values[v].def else {
-            return None;
+            return env
+                .iter()
+                .find(|(w, _)| *w == v)
+                .map(|(_, x)| Val::I32(*x as i32));
         };
         let ty = k.values[v].ty;
         let r = match &k.ops[op].kind {
@@ -859,13 +1034,13 @@ impl Evaluator<'_> {
                 (k.groups[*g].lo as i64..k.groups[*g].hi as i64).contains(&t),
             )),
             OpKind::Binary(b, x, y) => {
-                let (x, y) = (self.opnd(x, t, xyz)?, self.opnd(y, t, xyz)?);
+                let (x, y) = (self.opnd(x, t, xyz, env)?, self.opnd(y, t, xyz, env)?);
                 binary(*b, ty, x, y)
             }
             OpKind::Cmp(p, x, y) => {
                 let (x, y) = (
-                    self.opnd(x, t, xyz)?.as_i64(),
-                    self.opnd(y, t, xyz)?.as_i64(),
+                    self.opnd(x, t, xyz, env)?.as_i64(),
+                    self.opnd(y, t, xyz, env)?.as_i64(),
                 );
                 Some(Val::I1(match p {
                     CmpPred::Eq => x == y,
@@ -877,26 +1052,28 @@ impl Evaluator<'_> {
                 }))
             }
             OpKind::Select(c, a, b) => {
-                let c = self.opnd(c, t, xyz)?.truthy();
+                let c = self.opnd(c, t, xyz, env)?.truthy();
                 if c {
-                    self.opnd(a, t, xyz)
+                    self.opnd(a, t, xyz, env)
                 } else {
-                    self.opnd(b, t, xyz)
+                    self.opnd(b, t, xyz, env)
                 }
             }
             OpKind::Unary(UnOp::Neg, a) => Some(Val::I32(
-                (self.opnd(a, t, xyz)?.as_i64() as i32).wrapping_neg(),
+                (self.opnd(a, t, xyz, env)?.as_i64() as i32).wrapping_neg(),
             )),
             OpKind::Unary(UnOp::Abs, a) => Some(Val::I32(
-                (self.opnd(a, t, xyz)?.as_i64() as i32).wrapping_abs(),
+                (self.opnd(a, t, xyz, env)?.as_i64() as i32).wrapping_abs(),
             )),
-            OpKind::Unary(UnOp::Not, a) => Some(match self.opnd(a, t, xyz)? {
+            OpKind::Unary(UnOp::Not, a) => Some(match self.opnd(a, t, xyz, env)? {
                 Val::I1(b) => Val::I1(!b),
                 x => Val::I32(!(x.as_i64() as i32)),
             }),
             _ => None,
         };
-        self.memo.insert((v, t), r);
+        if memo {
+            self.memo.insert((v, t), r);
+        }
         r
     }
 }
@@ -904,17 +1081,29 @@ impl Evaluator<'_> {
 /// How two accesses in one outermost loop can share a barrier interval: the loop, its
 /// induction variable and step, and the iteration distances `d` (B runs in iteration
 /// `i + d*step` when A runs in iteration `i`).
-struct LoopRelation {
-    iv: Value,
+pub(super) struct LoopRelation {
+    pub iv: Value,
     /// The values the induction variable can take: `[lo, hi - 1]` of its bounds' ranges.
-    iv_range: (i128, i128),
-    step: i64,
-    distances: Vec<i64>,
+    pub iv_range: (i128, i128),
+    pub step: i64,
+    pub distances: Vec<i64>,
+}
+
+/// The range of a loop bound: [`bound_range`], narrowed by the value ranges of `ir::ranges`.
+pub(super) fn value_range(k: &Kernel, ranges: &Ranges, o: &Operand) -> (i128, i128) {
+    let (lo, hi) = bound_range(k, o);
+    match o {
+        Operand::Value(v) => {
+            let r = ranges.range(*v);
+            (lo.max(r.lo), hi.min(r.hi))
+        }
+        Operand::Imm(_) => (lo, hi),
+    }
 }
 
 /// The range of a loop bound: a constant, a scalar parameter's declared range, else all of
 /// i32.
-fn bound_range(k: &Kernel, o: &Operand) -> (i128, i128) {
+pub(super) fn bound_range(k: &Kernel, o: &Operand) -> (i128, i128) {
     let full = (i32::MIN as i128, i32::MAX as i128);
     match o {
         Operand::Imm(s) => (s.as_i64() as i128, s.as_i64() as i128),
@@ -936,7 +1125,13 @@ fn bound_range(k: &Kernel, o: &Operand) -> (i128, i128) {
 /// nested in another loop, with at least one barrier directly in its body. Its body is then
 /// cut into segments by those barriers: two accesses share an interval only in one segment
 /// of one iteration, or in the last segment of iteration i and the first of i+1.
-fn loop_relation(k: &Kernel, parents: &Parents, a: Op, b: Op) -> Option<LoopRelation> {
+fn loop_relation(
+    k: &Kernel,
+    ranges: &Ranges,
+    parents: &Parents,
+    a: Op,
+    b: Op,
+) -> Option<LoopRelation> {
     let anc_a = parents.ancestors(a);
     let anc_b = parents.ancestors(b);
     let l = anc_a.iter().copied().find(|o| {
@@ -945,7 +1140,10 @@ fn loop_relation(k: &Kernel, parents: &Parents, a: Op, b: Op) -> Option<LoopRela
     let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
         return None;
     };
-    let (lo, hi) = (bound_range(k, lo).0, bound_range(k, hi).1);
+    let (lo, hi) = (
+        value_range(k, ranges, lo).0,
+        value_range(k, ranges, hi).1,
+    );
     let iv_range = (lo, (hi - 1).max(lo));
     let step = match step {
         Operand::Imm(s) => s.as_i64(),
@@ -1012,14 +1210,14 @@ fn loop_relation(k: &Kernel, parents: &Parents, a: Op, b: Op) -> Option<LoopRela
 /// A value as a function of one induction variable: `Affine(a, b)` is `a*iv + b`,
 /// `Periodic(p)` is any function with period `p` in `iv` (built with `rem` by constants).
 #[derive(Copy, Clone, Debug, PartialEq)]
-enum IvFn {
+pub(super) enum IvFn {
     Const(i64),
     Affine(i64, i64),
     Periodic(i64),
 }
 
 
-fn iv_fn(k: &Kernel, v: Value, iv: Value, range: (i128, i128), depth: u32) -> Option<IvFn> {
+pub(super) fn iv_fn(k: &Kernel, v: Value, iv: Value, range: (i128, i128), depth: u32) -> Option<IvFn> {
     if v == iv {
         return Some(IvFn::Affine(1, 0));
     }
@@ -1083,13 +1281,13 @@ fn iv_fn(k: &Kernel, v: Value, iv: Value, range: (i128, i128), depth: u32) -> Op
 
 /// Whether `a*iv + b` stays within i32 for every `iv` in `range`, so that its i32 value (which
 /// is congruent to it mod 2^32) equals it.
-fn affine_exact(a: i64, b: i64, range: (i128, i128)) -> bool {
+pub(super) fn affine_exact(a: i64, b: i64, range: (i128, i128)) -> bool {
     let ends = [range.0, range.1].map(|x| a as i128 * x + b as i128);
     ends.iter()
         .all(|e| (i32::MIN as i128..=i32::MAX as i128).contains(e))
 }
 
-fn eval_iv(k: &Kernel, v: Value, iv: Value, x: i64) -> Option<i64> {
+pub(super) fn eval_iv(k: &Kernel, v: Value, iv: Value, x: i64) -> Option<i64> {
     if v == iv {
         return Some(x);
     }
@@ -1114,14 +1312,15 @@ fn eval_iv(k: &Kernel, v: Value, iv: Value, x: i64) -> Option<i64> {
 /// The collision test with the free variables that are functions of the loop's induction
 /// variable evaluated at related iterations: periodic ones over one period, affine ones
 /// cancelled when both sides carry the same slope; the others stay unknown.
-fn collide_related(
+pub(super) fn collide_related(
     k: &Kernel,
     rel: &LoopRelation,
     a: &Access,
     b: &Access,
-    va: &[Option<i64>],
-    vb: &[Option<i64>],
-) -> Option<(usize, usize)> {
+    va: &[Inst],
+    vb: &[Inst],
+    rule: Meet,
+) -> Option<(u32, u32)> {
     let fallback = Some((0, 1));
     if rel.distances.is_empty() {
         return None;
@@ -1181,19 +1380,23 @@ fn collide_related(
             let j = i.wrapping_add(d.wrapping_mul(rel.step));
             let mut ca = sa.offset;
             for (v, c) in &sa.periodic {
-                ca = ca.wrapping_add(c.wrapping_mul(eval_iv(k, *v, rel.iv, i)?));
+                let Some(x) = eval_iv(k, *v, rel.iv, i) else {
+                    return fallback;
+                };
+                ca = ca.wrapping_add(c.wrapping_mul(x));
             }
             let mut cb = sb.offset;
             for (v, c) in &sb.periodic {
-                cb = cb.wrapping_add(c.wrapping_mul(eval_iv(k, *v, rel.iv, j)?));
+                let Some(x) = eval_iv(k, *v, rel.iv, j) else {
+                    return fallback;
+                };
+                cb = cb.wrapping_add(c.wrapping_mul(x));
             }
             if same_slope {
                 // slope*i on both sides, B one distance further.
                 cb = cb.wrapping_add(sb.slope.wrapping_mul(d).wrapping_mul(rel.step));
             }
-            let xa: Vec<Option<i64>> = va.iter().map(|x| x.map(|x| x.wrapping_add(ca))).collect();
-            let xb: Vec<Option<i64>> = vb.iter().map(|x| x.map(|x| x.wrapping_add(cb))).collect();
-            if let Some(hit) = collide(&xa, &xb, g) {
+            if let Some(hit) = collide_shifted(va, ca, vb, cb, g, rule) {
                 return Some(hit);
             }
         }

@@ -4,7 +4,8 @@
 //! establishes. Otherwise it declines, and the interpreter runs (and finds a deadlock or a
 //! protocol error, if there is one).
 //!
-//! The rules, for a kernel without async copies (a precondition of the proof):
+//! The rules (async copies other than per-thread `cp_async`/`gather_to_lds` are declined by
+//! the proof's preconditions):
 //! - `barrier`: not under thread-dependent control (checked by the proof itself), so every
 //!   thread executes the same sequence of barriers.
 //! - `warp_sync`: every enclosing `if` condition is uniform across each warp (evaluated per
@@ -20,9 +21,9 @@
 //!   thread blocks at every phase, so exactly the block completes each one, like a `barrier`.
 //!   Anything else (arrive/sync producer-consumer pairs, partial counts) depends on which
 //!   threads run which branch, which the proof does not count.
-//! - counter waits and group commits: without async copies they complete nothing and never
-//!   block.
-//! - `fence_proxy_async`: without async copies there are no async-proxy accesses, so it
+//! - counter waits and group commits: they never block (every copy completes); what they
+//!   complete is the business of `super::proof_async`.
+//! - `fence_proxy_async`: without wgmma or TMA there are no async-proxy accesses, so it
 //!   orders nothing the proof reasons about and never blocks. A kernel whose race freedom
 //!   depends on proxy fences has wgmma or TMA accesses, on which the proof declines: the
 //!   fence argument is only ever made by the interpreter (`race`), never behind "proved".

@@ -1,0 +1,190 @@
+//! The static proof on async copies (docs/checker.md, "Async copies in the static proof"):
+//! the synchronized GEMMs are proved, every mutant that drops or weakens one of their waits
+//! or barriers is never proved when interpretation finds a race (and the races are found),
+//! and on random async kernels and their mutants "proved" is never contradicted by the
+//! interpreter. Synchronization goes through the command line, so the checker never links
+//! the placer.
+
+use std::path::Path;
+use std::process::Command;
+
+use smemsync::check::proof::prove;
+use smemsync::check::{CheckOptions, Verdict, check_race_free};
+use smemsync::r#gen::{GenConfig, random_kernel_text};
+
+fn smemsync(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "smemsync {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn parse(text: &str) -> smemsync::ir::Kernel {
+    smemsync::reader::parse_kernel(text).unwrap_or_else(|e| panic!("{e:?}\n{text}"))
+}
+
+/// The two GEMMs after `smemsync sync --target sm_90`: the bench kernel and
+/// `benches/gpu/gemm128.kir`.
+fn synced_gemms() -> Vec<(String, String)> {
+    let dir = std::env::temp_dir().join(format!("smemsync-check-async-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let bench = dir.join("gemm.kir");
+    std::fs::write(&bench, smemsync(&["bench", "--print", "gemm"])).expect("write");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/gpu/gemm128.kir");
+    [("bench gemm", bench), ("gemm128.kir", file)]
+        .into_iter()
+        .map(|(name, p)| {
+            let p = p.to_string_lossy().into_owned();
+            (
+                name.to_string(),
+                smemsync(&["sync", "--target", "sm_90", &p]),
+            )
+        })
+        .collect()
+}
+
+fn interpret(k: &smemsync::ir::Kernel) -> Verdict {
+    let o = CheckOptions {
+        try_proof: false,
+        schedules: 2,
+        bounds: vec![("K".into(), 192)],
+        ..CheckOptions::default()
+    };
+    check_race_free(k, &o).verdict
+}
+
+#[test]
+fn synchronized_gemms_are_proved() {
+    for (name, text) in synced_gemms() {
+        let k = parse(&text);
+        let why = prove(&k, None).unwrap_or_else(|e| panic!("{name}: not proved: {e}"));
+        assert!(why.contains("async copies followed"), "{name}: {why}");
+    }
+}
+
+/// Each placed wait and barrier dropped, and each `cp_async_wait N` weakened to `N + 1`.
+fn mutants(text: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim();
+        let is_sync = t == "barrier" || t.starts_with("cp_async_wait") || t.starts_with("waitcnt");
+        if !is_sync {
+            continue;
+        }
+        let mut drop = lines.clone();
+        drop.remove(i);
+        out.push((format!("line {} `{t}` dropped", i + 1), drop.join("\n")));
+        if let Some(n) = t
+            .strip_prefix("cp_async_wait ")
+            .and_then(|n| n.parse::<u32>().ok())
+        {
+            let mut weak = lines.clone();
+            let w = l.replace(t, &format!("cp_async_wait {}", n + 1));
+            weak[i] = &w;
+            out.push((format!("line {} `{t}` weakened", i + 1), weak.join("\n")));
+        }
+    }
+    out
+}
+
+#[test]
+fn dropping_or_weakening_a_placed_wait_or_barrier_is_never_proved_when_it_races() {
+    for (name, text) in synced_gemms() {
+        let mut races = 0;
+        for (what, m) in mutants(&text) {
+            let k = parse(&m);
+            let proved = prove(&k, None);
+            let v = interpret(&k);
+            if matches!(v, Verdict::Race(_)) {
+                races += 1;
+                assert!(proved.is_err(), "{name}, {what}: proved but it races");
+            } else if let Ok(why) = &proved {
+                // A mutant the proof accepts must be race-free by interpretation too.
+                assert!(
+                    matches!(v, Verdict::Checked { .. }),
+                    "{name}, {what}: proved ({why}) but {v:?}"
+                );
+            }
+        }
+        // The wait before the barrier, the barrier, and the weakened wait all race.
+        assert!(races >= 3, "{name}: only {races} racing mutants");
+    }
+}
+
+/// Random text mutations of a generated kernel: drop a wait or barrier line, or weaken a
+/// `cp_async_wait 0`.
+fn mutate(text: &str, seed: u64) -> String {
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let syncs: Vec<usize> = (0..lines.len())
+        .filter(|i| {
+            let t = lines[*i].trim();
+            t == "barrier" || t.starts_with("cp_async_wait")
+        })
+        .collect();
+    if syncs.is_empty() {
+        return text.to_string();
+    }
+    let i = syncs[(smemsync::check::splitmix64(seed) % syncs.len() as u64) as usize];
+    if seed.is_multiple_of(2) {
+        lines.remove(i);
+    } else {
+        lines[i] = lines[i].replace("cp_async_wait 0", "cp_async_wait 1");
+    }
+    lines.join("\n")
+}
+
+#[test]
+fn proof_agrees_with_interpretation_on_random_async_kernels_and_their_mutants() {
+    let mut proved_async = 0;
+    let mut checked = 0;
+    for seed in 0..300u64 {
+        for barriers in [true, false] {
+            let cfg = GenConfig {
+                barriers,
+                async_copies: true,
+                ..GenConfig::default()
+            };
+            let text = random_kernel_text(seed, &cfg);
+            for variant in [text.clone(), mutate(&text, seed), mutate(&text, seed + 1)] {
+                let Ok(k) = smemsync::reader::parse_kernel(&variant) else {
+                    continue;
+                };
+                if !smemsync::verify::verify(&k).is_empty() {
+                    continue;
+                }
+                checked += 1;
+                if let Ok(why) = prove(&k, None) {
+                    if variant.contains("cp_async ") {
+                        proved_async += 1;
+                    }
+                    let r = check_race_free(
+                        &k,
+                        &CheckOptions {
+                            try_proof: false,
+                            schedules: 3,
+                            ..CheckOptions::default()
+                        },
+                    );
+                    assert!(
+                        r.is_race_free(),
+                        "seed {seed} barriers {barriers}: proved ({why}) but {:?}\n{variant}",
+                        r.verdict
+                    );
+                }
+            }
+        }
+    }
+    assert!(checked > 500, "only {checked} kernels checked");
+    assert!(
+        proved_async > 0,
+        "the static mode proved no kernel with copies"
+    );
+}
