@@ -427,7 +427,9 @@ fn collide_shifted(
     // Per key: up to two instances of `a` that are different in the rule's sense, which is
     // enough to find one that differs from any instance of `b`.
     type Id = (u32, u32);
-    let mut first: HashMap<i64, (Id, Option<Id>)> = HashMap::with_capacity(a.len());
+    // Keys are plain integers: a non-cryptographic hash (rustc-hash, already a dependency).
+    let mut first: rustc_hash::FxHashMap<i64, (Id, Option<Id>)> = rustc_hash::FxHashMap::default();
+    first.reserve(a.len());
     for i in a {
         let id = (i.t, i.combo);
         let e = first.entry(key(i.x.wrapping_add(ca))).or_insert((id, None));
