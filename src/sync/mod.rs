@@ -555,7 +555,7 @@ pub fn place_with(
     let mut placement = finish(model, hazards, existing, &pending, points);
     placement.stats.conservative = warnings
         .iter()
-        .filter(|w| is_conservative(&w.code))
+        .filter(|w| is_conservative(w.code))
         .count();
     placement.warnings = warnings;
     Ok(placement)
