@@ -637,7 +637,7 @@ mod tests {
         // `phase ^ (slot == S-1)` form (TTGIR `arith.extui` of the comparison, `select %c, 1,
         // 0` here): the comparison itself is xor-ed into the phase.
         let k = triton_tma_loop(
-            "    %c = cmp eq %s, 2\n    %e = select %c, 1, 0\n    %y = xor %p, %e\n",
+            "    %c = cmp eq %s, 2\n    %z = select %c, 1, 0\n    %y = xor %p, %z\n",
             "    %o = add %x, %y\n    %e = cmp eq %o, %t\n    %f = if %e {\n      \
              yield %t\n    } else {\n      yield 0\n    }\n    yield %x, %y",
         );
