@@ -93,7 +93,12 @@ pub struct Acc {
     pub copy: u32,
     /// Number of proxy fences the thread had executed before the access.
     pub fences: u32,
+    /// Index of the root buffer accessed ([`NO_BUFFER`] for mbarrier objects).
+    pub buf: u32,
 }
+
+/// Marker for an access to no data buffer (mbarrier objects).
+pub const NO_BUFFER: u32 = u32::MAX;
 
 /// Two accesses that never race: same-kind atomics, or copies of one op instance (which
 /// write the same data).
@@ -171,6 +176,11 @@ pub struct RaceState {
     completion: Vec<Option<(u32, u32)>>,
     /// Per thread: the own epoch at each proxy fence it executed, in order.
     fence_epochs: Vec<Vec<u32>>,
+    /// Pairs of buffers (both orders) that alias without an exact element pairing
+    /// (`ir::layout::inexact_aliases`, W1004): their bytes may be touched by other threads
+    /// than the interpreted row-major ones, so one thread's accesses to the two are not
+    /// ordered by program order.
+    pub blind: std::collections::HashSet<(u32, u32)>,
 }
 
 impl RaceState {
@@ -188,7 +198,17 @@ impl RaceState {
             cells: vec![Cell::default(); granules],
             completion: Vec::new(),
             fence_epochs: vec![Vec::new(); threads],
+            blind: Default::default(),
         }
+    }
+
+    /// Whether program order of one thread orders accesses `a` and `b` (both plain, on one
+    /// buffer or on buffers whose elements pair exactly).
+    fn same_thread_plain(&self, a: &Acc, b: &Acc) -> bool {
+        a.copy == NO_COPY
+            && b.copy == NO_COPY
+            && a.thread == b.thread
+            && (a.buf == b.buf || !self.blind.contains(&(a.buf, b.buf)))
     }
 
     /// Thread `t` executes a proxy fence; returns the thread's fence count after it.
@@ -365,7 +385,7 @@ impl RaceState {
                 })
             {
                 // Unordered writes are races, reported below as such.
-                let ordered = w.thread == acc.thread || self.hb_issue(w, t);
+                let ordered = self.same_thread_plain(w, &acc) || self.hb_issue(w, t);
                 if ordered {
                     return Err(Conflict {
                         earlier: *w,
@@ -376,8 +396,7 @@ impl RaceState {
             }
             // Check against earlier writes (every access) and reads (writes only).
             for w in &cell.writes {
-                let same_thread_plain =
-                    w.copy == NO_COPY && acc.copy == NO_COPY && w.thread == acc.thread;
+                let same_thread_plain = self.same_thread_plain(w, &acc);
                 if !same_thread_plain && !compatible(w, &acc) && !self.hb_issue(w, t) {
                     return Err(Conflict {
                         earlier: *w,
@@ -388,8 +407,7 @@ impl RaceState {
             }
             if acc.kind.writes() {
                 for r in &cell.reads {
-                    let same_thread_plain =
-                        r.copy == NO_COPY && acc.copy == NO_COPY && r.thread == acc.thread;
+                    let same_thread_plain = self.same_thread_plain(r, &acc);
                     if !same_thread_plain && !self.hb_issue(r, t) {
                         return Err(Conflict {
                             earlier: *r,
@@ -464,6 +482,7 @@ mod tests {
             kind,
             copy: NO_COPY,
             fences: 0,
+            buf: 0,
         }
     }
 
@@ -538,6 +557,7 @@ mod tests {
         let read = Acc {
             copy: c,
             fences: r.fences(1),
+            buf: 0,
             ..acc(1, r.epoch(1), AccKind::AsyncRead)
         };
         r.access_proxy(0, 1, read, true)
