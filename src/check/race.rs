@@ -202,13 +202,22 @@ impl RaceState {
         }
     }
 
-    /// Whether program order of one thread orders accesses `a` and `b` (both plain, on one
-    /// buffer or on buffers whose elements pair exactly).
-    fn same_thread_plain(&self, a: &Acc, b: &Acc) -> bool {
-        a.copy == NO_COPY
-            && b.copy == NO_COPY
-            && a.thread == b.thread
-            && (a.buf == b.buf || !self.blind.contains(&(a.buf, b.buf)))
+    /// Whether `earlier` is ordered before `later` (by thread `t` now). On two buffers that
+    /// alias without an exact element pairing ([`RaceState::blind`]) the threads that touch
+    /// a byte on the hardware are not the interpreted ones: only a block-wide barrier since
+    /// `earlier` (or, for a copy, since its completion) orders them; program order of one
+    /// interpreted thread does not.
+    fn ordered(&self, earlier: &Acc, later: &Acc, t: usize) -> bool {
+        if earlier.buf != later.buf && self.blind.contains(&(earlier.buf, later.buf)) {
+            return if earlier.copy == NO_COPY {
+                earlier.clock <= self.base[earlier.thread as usize]
+            } else {
+                matches!(self.completion[earlier.copy as usize], Some((slot, c)) if c <= self.base[slot as usize])
+            };
+        }
+        let same_thread_plain =
+            earlier.copy == NO_COPY && later.copy == NO_COPY && earlier.thread == later.thread;
+        same_thread_plain || self.hb_issue(earlier, t)
     }
 
     /// Thread `t` executes a proxy fence; returns the thread's fence count after it.
@@ -385,7 +394,7 @@ impl RaceState {
                 })
             {
                 // Unordered writes are races, reported below as such.
-                let ordered = self.same_thread_plain(w, &acc) || self.hb_issue(w, t);
+                let ordered = self.ordered(w, &acc, t);
                 if ordered {
                     return Err(Conflict {
                         earlier: *w,
@@ -396,8 +405,7 @@ impl RaceState {
             }
             // Check against earlier writes (every access) and reads (writes only).
             for w in &cell.writes {
-                let same_thread_plain = self.same_thread_plain(w, &acc);
-                if !same_thread_plain && !compatible(w, &acc) && !self.hb_issue(w, t) {
+                if !compatible(w, &acc) && !self.ordered(w, &acc, t) {
                     return Err(Conflict {
                         earlier: *w,
                         later: acc,
@@ -407,8 +415,7 @@ impl RaceState {
             }
             if acc.kind.writes() {
                 for r in &cell.reads {
-                    let same_thread_plain = self.same_thread_plain(r, &acc);
-                    if !same_thread_plain && !self.hb_issue(r, t) {
+                    if !self.ordered(r, &acc, t) {
                         return Err(Conflict {
                             earlier: *r,
                             later: acc,
@@ -432,9 +439,10 @@ impl RaceState {
             match acc.kind {
                 AccKind::Read | AccKind::AsyncRead => {
                     if acc.copy == NO_COPY {
-                        cell.reads.retain(|r| {
-                            (r.copy != NO_COPY || r.thread != acc.thread) && !self.hb(r, t)
-                        });
+                        // A read implies an earlier one only when it is ordered after it as a
+                        // later access would need (so a read of a blindly aliasing buffer
+                        // stays until a block-wide barrier).
+                        cell.reads.retain(|r| !self.ordered(r, &acc, t));
                     }
                     cell.reads.push(acc);
                 }
