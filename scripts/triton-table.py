@@ -95,7 +95,7 @@ for f in sorted(corpus.glob("*.ttgir")):
     b, bl, w, fe = kir_counts(p.stdout)
     c, t_check = run([exe, "check", "-"], stdin=p.stdout)
     verdict = (c.stdout + c.stderr).strip().splitlines()
-    verdict = next((l for l in verdict if l.startswith(("error", "proved", "race", "interpreted", "ok"))), verdict[-1] if verdict else "")
+    verdict = next((l for l in verdict if l.startswith(("error", "proved", "race", "interpreted", "ok", "@"))), verdict[-1] if verdict else "")
     verdict = verdict.replace("|", "/")[:70]
     trit = f"{tot} ({inl})" if tot is not None else "no PTX (AMD)"
     print(f"| {name} | {trit} | {b} ({bl}) | {w} ({stats.group(1) if stats else '?'}) | {fe} | {verdict} | {t_sync*1000:.0f} | {t_check*1000:.0f} |")

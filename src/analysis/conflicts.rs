@@ -15,7 +15,7 @@
 //! threads lies in one warp.
 //! Complexity: O(G_a · G_b · |touch|) where G are the instance groups of the two accesses.
 
-use crate::analysis::footprint::{Footprints, LoopDomain, Overlap};
+use crate::analysis::footprint::{Footprints, LoopDomain, Overlap, Touch, Who};
 use crate::ir::AccessKind;
 
 /// Whether two access kinds can conflict at all (ignoring footprints).
@@ -105,6 +105,7 @@ fn pair_conflict_uncached(
     var: Option<usize>,
 ) -> PairConflict {
     if fp.symbolic
+        && !fp.blind_pair(ai, bi)
         && let Some(pc) = crate::analysis::symbolic::pairs::pair_conflict_memo(fp, ai, bi, plen, var)
     {
         return PairConflict {
@@ -141,6 +142,9 @@ pub fn pair_conflict_enumerated(
     let gb = fp.grouped(bi, plen);
     let (la, lb) = (fp.accesses[ai].loops.clone(), fp.accesses[bi].loops.clone());
     let loops = if la.len() >= lb.len() { la } else { lb };
+    // Two buffers aliasing without an exact pairing (W1004): any instances of the two
+    // accesses may touch one byte of the shared range from different warps.
+    let blind = fp.blind_pair(ai, bi);
     let mut out = PairConflict {
         intra_warp: true,
         ..Default::default()
@@ -168,7 +172,12 @@ pub fn pair_conflict_enumerated(
             if !ok || (mask & !out.conflict == 0 && !out.intra_warp && out.witness.is_some()) {
                 continue;
             }
-            if let Some(o) = ta.overlap(tb, warp) {
+            let o = if blind {
+                blind_overlap(ta, tb)
+            } else {
+                ta.overlap(tb, warp)
+            };
+            if let Some(o) = o {
                 out.conflict |= mask;
                 out.intersect |= mask;
                 if !o.intra_warp {
@@ -188,6 +197,26 @@ pub fn pair_conflict_enumerated(
         out.intra_warp = false;
     }
     out
+}
+
+/// The conflict assumed between touches of two buffers that alias without an exact pairing:
+/// unknown threads on both sides (cross-warp), at a unit of the first, when both touch
+/// anything.
+fn blind_overlap(ta: &Touch, tb: &Touch) -> Option<Overlap> {
+    let unit = |t: &Touch| {
+        t.exact
+            .keys()
+            .min()
+            .copied()
+            .or_else(|| t.unknown.iter().map(|u| u.0).min())
+    };
+    unit(tb)?;
+    Some(Overlap {
+        unit: unit(ta)?,
+        a: Who::Many(None),
+        b: Who::Many(None),
+        intra_warp: false,
+    })
 }
 
 #[cfg(test)]

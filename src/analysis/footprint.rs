@@ -332,6 +332,10 @@ pub struct Footprints<'k> {
     /// Symbolic answers by access key (`analysis::symbolic::pairs`).
     pub(crate) sym_pairs: HashMap<SymPairKey, Option<crate::analysis::conflicts::PairConflict>>,
     pub(crate) sym_self: HashMap<crate::analysis::symbolic::pairs::AccessKey, Option<bool>>,
+    /// Pinned buffers that alias without an exact element pairing
+    /// ([`crate::ir::layout::inexact_aliases`], both orders): an access to one and an access
+    /// to the other are never "same thread" (W1004).
+    blind: HashSet<(Buffer, Buffer)>,
 }
 
 /// A symbolic pair question: both access keys, the common prefix, the distance level.
@@ -418,6 +422,10 @@ impl<'k> Footprints<'k> {
             symbolic: true,
             sym_pairs: HashMap::default(),
             sym_self: HashMap::default(),
+            blind: crate::ir::layout::inexact_aliases(k)
+                .into_iter()
+                .flat_map(|(b, c)| [(b, c), (c, b)])
+                .collect(),
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);
@@ -1201,6 +1209,16 @@ impl<'k> Footprints<'k> {
             (space << 40) | (base / u),
             (space << 40) | ((base + bd.bytes()).div_ceil(u)),
         )
+    }
+
+    /// Whether accesses `ai` and `bi` are on two pinned buffers that alias without an exact
+    /// element pairing: who touches which byte is unknown between them (W1004).
+    pub fn blind_pair(&self, ai: usize, bi: usize) -> bool {
+        let (a, b) = (&self.accesses[ai].access, &self.accesses[bi].access);
+        !self.blind.is_empty()
+            && self
+                .blind
+                .contains(&(self.k.root_buffer(a.mem), self.k.root_buffer(b.mem)))
     }
 
     /// Whether thread `tid` may execute the op under `env` (guards of enclosing `if`s).

@@ -742,7 +742,14 @@ impl<'a> BlockExec<'a> {
                 ..Thread::default()
             });
         }
-        let race = RaceState::new(n, nmbar, granules);
+        let mut race = RaceState::new(n, nmbar, granules);
+        race.blind = crate::ir::layout::inexact_aliases(k)
+            .into_iter()
+            .flat_map(|(b, c)| {
+                let (b, c) = (b.index() as u32, c.index() as u32);
+                [(b, c), (c, b)]
+            })
+            .collect();
         let nwarps = n.div_ceil(warp);
         let zero = race.zero();
         let mut iters = HashMap::new();
@@ -1354,6 +1361,7 @@ impl<'a> BlockExec<'a> {
             kind,
             copy,
             fences: self.race.fences(t),
+            buf: buf.index() as u32,
         };
         // wgmma operands and TMA copies go through the async proxy (cp.async does not).
         let async_proxy = matches!(
@@ -1584,6 +1592,7 @@ impl<'a> BlockExec<'a> {
                 kind: AccKind::Write,
                 copy: NO_COPY,
                 fences: 0,
+                buf: crate::check::race::NO_BUFFER,
             };
             let b = Acc {
                 thread: th.lin,
@@ -1593,6 +1602,7 @@ impl<'a> BlockExec<'a> {
                 kind: AccKind::Read,
                 copy: NO_COPY,
                 fences: 0,
+                buf: crate::check::race::NO_BUFFER,
             };
             let mut w = self.witness(
                 Conflict {

@@ -93,7 +93,12 @@ pub struct Acc {
     pub copy: u32,
     /// Number of proxy fences the thread had executed before the access.
     pub fences: u32,
+    /// Index of the root buffer accessed ([`NO_BUFFER`] for mbarrier objects).
+    pub buf: u32,
 }
+
+/// Marker for an access to no data buffer (mbarrier objects).
+pub const NO_BUFFER: u32 = u32::MAX;
 
 /// Two accesses that never race: same-kind atomics, or copies of one op instance (which
 /// write the same data).
@@ -171,6 +176,11 @@ pub struct RaceState {
     completion: Vec<Option<(u32, u32)>>,
     /// Per thread: the own epoch at each proxy fence it executed, in order.
     fence_epochs: Vec<Vec<u32>>,
+    /// Pairs of buffers (both orders) that alias without an exact element pairing
+    /// (`ir::layout::inexact_aliases`, W1004): their bytes may be touched by other threads
+    /// than the interpreted row-major ones, so one thread's accesses to the two are not
+    /// ordered by program order.
+    pub blind: std::collections::HashSet<(u32, u32)>,
 }
 
 impl RaceState {
@@ -188,7 +198,26 @@ impl RaceState {
             cells: vec![Cell::default(); granules],
             completion: Vec::new(),
             fence_epochs: vec![Vec::new(); threads],
+            blind: Default::default(),
         }
+    }
+
+    /// Whether `earlier` is ordered before `later` (by thread `t` now). On two buffers that
+    /// alias without an exact element pairing ([`RaceState::blind`]) the threads that touch
+    /// a byte on the hardware are not the interpreted ones: only a block-wide barrier since
+    /// `earlier` (or, for a copy, since its completion) orders them; program order of one
+    /// interpreted thread does not.
+    fn ordered(&self, earlier: &Acc, later: &Acc, t: usize) -> bool {
+        if earlier.buf != later.buf && self.blind.contains(&(earlier.buf, later.buf)) {
+            return if earlier.copy == NO_COPY {
+                earlier.clock <= self.base[earlier.thread as usize]
+            } else {
+                matches!(self.completion[earlier.copy as usize], Some((slot, c)) if c <= self.base[slot as usize])
+            };
+        }
+        let same_thread_plain =
+            earlier.copy == NO_COPY && later.copy == NO_COPY && earlier.thread == later.thread;
+        same_thread_plain || self.hb_issue(earlier, t)
     }
 
     /// Thread `t` executes a proxy fence; returns the thread's fence count after it.
@@ -365,7 +394,7 @@ impl RaceState {
                 })
             {
                 // Unordered writes are races, reported below as such.
-                let ordered = w.thread == acc.thread || self.hb_issue(w, t);
+                let ordered = self.ordered(w, &acc, t);
                 if ordered {
                     return Err(Conflict {
                         earlier: *w,
@@ -376,9 +405,7 @@ impl RaceState {
             }
             // Check against earlier writes (every access) and reads (writes only).
             for w in &cell.writes {
-                let same_thread_plain =
-                    w.copy == NO_COPY && acc.copy == NO_COPY && w.thread == acc.thread;
-                if !same_thread_plain && !compatible(w, &acc) && !self.hb_issue(w, t) {
+                if !compatible(w, &acc) && !self.ordered(w, &acc, t) {
                     return Err(Conflict {
                         earlier: *w,
                         later: acc,
@@ -388,9 +415,7 @@ impl RaceState {
             }
             if acc.kind.writes() {
                 for r in &cell.reads {
-                    let same_thread_plain =
-                        r.copy == NO_COPY && acc.copy == NO_COPY && r.thread == acc.thread;
-                    if !same_thread_plain && !self.hb_issue(r, t) {
+                    if !self.ordered(r, &acc, t) {
                         return Err(Conflict {
                             earlier: *r,
                             later: acc,
@@ -414,9 +439,10 @@ impl RaceState {
             match acc.kind {
                 AccKind::Read | AccKind::AsyncRead => {
                     if acc.copy == NO_COPY {
-                        cell.reads.retain(|r| {
-                            (r.copy != NO_COPY || r.thread != acc.thread) && !self.hb(r, t)
-                        });
+                        // A read implies an earlier one only when it is ordered after it as a
+                        // later access would need (so a read of a blindly aliasing buffer
+                        // stays until a block-wide barrier).
+                        cell.reads.retain(|r| !self.ordered(r, &acc, t));
                     }
                     cell.reads.push(acc);
                 }
@@ -464,6 +490,7 @@ mod tests {
             kind,
             copy: NO_COPY,
             fences: 0,
+            buf: 0,
         }
     }
 
@@ -538,6 +565,7 @@ mod tests {
         let read = Acc {
             copy: c,
             fences: r.fences(1),
+            buf: 0,
             ..acc(1, r.epoch(1), AccKind::AsyncRead)
         };
         r.access_proxy(0, 1, read, true)

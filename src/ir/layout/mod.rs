@@ -51,11 +51,7 @@ impl Issue {
         if self.error {
             Diagnostic::user(self.code, self.msg.clone()).with_label(self.span, "here")
         } else {
-            let label = if self.code == "W1004" {
-                "compared with the aliasing buffer at row-major addresses"
-            } else {
-                "treated as an opaque layout (conservative)"
-            };
+            let label = "treated as an opaque layout (conservative)";
             Diagnostic::warning(DiagKind::User, self.code, self.msg.clone())
                 .with_label(self.span, label)
         }
@@ -433,18 +429,19 @@ pub fn diagnostics(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
                 &mut out,
             ),
             Err(i) => push(i, span, &mut out),
-            Ok(Some(Decoded::Shared(m))) if !m.is_identity() && pairing_differs(k, b, &m) => push(
-                Issue {
-                    code: "W1004",
-                    msg: format!("buffer `@{}` shares bytes with another pinned buffer, and its shared layout \"{name}\" pairs their elements differently than row-major addresses do; smemsync compares them at row-major addresses (its own semantics; docs/ir.md, \"Aliasing and W1004\")", bd.name),
-                    span,
-                    error: false,
-                },
-                Span::UNDEF,
-                &mut out,
-            ),
             _ => {}
         }
+    }
+    for (b, c) in inexact_aliases(k) {
+        let (bd, cd) = (&k.buffers[b], &k.buffers[c]);
+        let d = Diagnostic::warning(
+            DiagKind::User,
+            "W1004",
+            format!("buffers `@{}` and `@{}` share bytes, and smemsync does not know that their shared layouts pair their elements as row-major addresses do; an access to one and an access to the other are treated as touching the shared bytes from different threads (conservative; docs/ir.md, \"Aliasing and W1004\")", bd.name, cd.name),
+        )
+        .with_label(*k.buffer_spans.get(b), "this buffer")
+        .with_label(*k.buffer_spans.get(c), "shares bytes with this one");
+        out.push(d);
     }
     out
 }
@@ -452,53 +449,123 @@ pub fn diagnostics(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
 /// Largest buffer whose element pairing is checked by enumeration (beyond: W1004 without it).
 const MAX_PAIRING: u64 = 1 << 22;
 
-/// Whether pinned buffer `b` (with a shared layout `m` that is not the identity) shares bytes
-/// with another pinned buffer in a way the row-major comparison gets wrong: some element of
-/// `b` meets a different element of the other buffer at its layout's address than at its
-/// row-major one. Buffers without a shared layout are row-major. When every pairing agrees
-/// (e.g. a buffer reused at the same offset by one of the same shape and layout), comparing at
-/// row-major addresses is exact and there is nothing to warn about.
-/// Complexity: O(elements of `b` + span of the other) per other pinned buffer.
-fn pairing_differs(k: &Kernel, b: crate::ir::Buffer, m: &AddressMap) -> bool {
+/// A buffer's element-to-address map as far as smemsync knows it.
+enum MapKnowledge {
+    /// Decoded: `None` is row-major (no layout, or the identity).
+    Known(Option<AddressMap>),
+    /// The buffer names a layout that is not a decodable shared layout (no definition, e.g.
+    /// the importer's `scratch` for Triton's scratch buffers, or an opaque fall-back).
+    Unknown,
+}
+use MapKnowledge::{Known, Unknown};
+
+fn address_map(k: &Kernel, b: crate::ir::Buffer) -> MapKnowledge {
     let bd = &k.buffers[b];
-    let Some(ob) = bd.offset else { return false };
+    let Some(name) = bd.layout.as_deref() else {
+        return Known(None);
+    };
+    match decode(k, name, &bd.shape) {
+        Ok(Some(Decoded::Shared(m))) => Known((!m.is_identity()).then_some(m)),
+        _ => Unknown,
+    }
+}
+
+/// Whether pinned buffers `b` and `c` (maps `mb`, `mc`; `None`: row-major, or unknown when
+/// the caller says so) share a byte, padding included.
+fn overlap(
+    k: &Kernel,
+    b: crate::ir::Buffer,
+    mb: Option<&AddressMap>,
+    c: crate::ir::Buffer,
+    mc: Option<&AddressMap>,
+) -> bool {
+    let (bd, cd) = (&k.buffers[b], &k.buffers[c]);
+    let (Some(ob), Some(oc)) = (bd.offset, cd.offset) else {
+        return false;
+    };
+    let end = |o: u64, d: &crate::ir::BufferData, m: Option<&AddressMap>| {
+        (o + m.map_or(d.elements(), |x| x.span()) * d.elem.bytes()).max(o + d.bytes())
+    };
+    ob.max(oc) < end(ob, bd, mb).min(end(oc, cd, mc))
+}
+
+/// Whether pinned buffers `b` and `c` share bytes and some element of `b` meets a different
+/// element of `c` at their layouts' addresses than at their row-major ones (`None`:
+/// row-major). Buffers of different element sizes or misaligned offsets differ.
+/// Complexity: O(elements of `b` + span of `c`).
+fn pair_differs(
+    k: &Kernel,
+    b: crate::ir::Buffer,
+    m: Option<&AddressMap>,
+    c: crate::ir::Buffer,
+    mc: Option<&AddressMap>,
+) -> bool {
+    let (bd, cd) = (&k.buffers[b], &k.buffers[c]);
+    if !overlap(k, b, m, c, mc) {
+        return false;
+    }
+    if m.is_none() && mc.is_none() {
+        return false;
+    }
+    let (Some(ob), Some(oc)) = (bd.offset, cd.offset) else {
+        return false;
+    };
     let n = bd.elements();
     let s = bd.elem.bytes();
-    let span_b = ob + m.span() * s;
-    k.buffers.iter().any(|(c, cd)| {
-        let Some(oc) = cd.offset else { return false };
-        if c == b || cd.elem == crate::ir::ElemType::MBarrier {
-            return false;
+    if cd.elem.bytes() != s || ob.abs_diff(oc) % s != 0 || n > MAX_PAIRING || cd.elements() > MAX_PAIRING {
+        return true;
+    }
+    // c's element at each of its element slots (u64::MAX: padding).
+    let slots = mc.map_or(cd.elements(), |x| x.span());
+    let mut at = vec![u64::MAX; slots as usize];
+    for f in 0..cd.elements() {
+        let o = mc.map_or(f, |x| x.offset(f));
+        if let Some(v) = at.get_mut(o as usize) {
+            *v = f;
         }
-        let mc = buffer_addresses(k, c);
-        let span_c = oc + mc.as_ref().map_or(cd.elements(), |x| x.span()) * cd.elem.bytes();
-        let overlap = ob.max(oc) < span_b.min(span_c) || ob.max(oc) < (ob + bd.bytes()).min(oc + cd.bytes());
-        if !overlap {
-            return false;
-        }
-        if cd.elem.bytes() != s || ob.abs_diff(oc) % s != 0 || n > MAX_PAIRING || cd.elements() > MAX_PAIRING {
-            return true;
-        }
-        // c's element at each of its element slots (u64::MAX: padding).
-        let slots = mc.as_ref().map_or(cd.elements(), |x| x.span());
-        let mut at = vec![u64::MAX; slots as usize];
-        for f in 0..cd.elements() {
-            let o = mc.as_ref().map_or(f, |x| x.offset(f));
-            if let Some(v) = at.get_mut(o as usize) {
-                *v = f;
+    }
+    let d = (ob as i64 - oc as i64) / s as i64;
+    let slot = |o: u64| -> u64 {
+        let j = o as i64 + d;
+        if j < 0 { u64::MAX } else { at.get(j as usize).copied().unwrap_or(u64::MAX) }
+    };
+    let rm = |e: u64| -> u64 {
+        let j = e as i64 + d;
+        if j < 0 || j as u64 >= cd.elements() { u64::MAX } else { j as u64 }
+    };
+    (0..n).any(|e| rm(e) != slot(m.map_or(e, |x| x.offset(e))))
+}
+
+/// The pairs `(b, c)` (`b < c`) of different pinned data buffers that share bytes (padding
+/// included) where the pairing of their elements at real addresses is not known to be the
+/// row-major one: a layout smemsync cannot decode on either (unknown address map), or known
+/// maps that pair elements differently ([`pair_differs`]). Analyses must not conclude "same
+/// thread" for an access to `b` and one to `c`: such a pair may touch one byte from two
+/// threads (docs/ir.md, "Aliasing and W1004"). Row-major buffers, and buffers of one shape,
+/// layout and offset, pair exactly and are not listed.
+/// Complexity: O(pinned² · (elements + span)).
+pub fn inexact_aliases(k: &Kernel) -> Vec<(crate::ir::Buffer, crate::ir::Buffer)> {
+    let pinned: Vec<_> = k
+        .buffers
+        .iter()
+        .filter(|(_, d)| d.offset.is_some() && d.elem != crate::ir::ElemType::MBarrier)
+        .map(|(b, _)| (b, address_map(k, b)))
+        .collect();
+    let mut out = Vec::new();
+    for (i, (b, mb)) in pinned.iter().enumerate() {
+        for (c, mc) in &pinned[i + 1..] {
+            let inexact = match (mb, mc) {
+                (Known(x), Known(y)) => pair_differs(k, *b, x.as_ref(), *c, y.as_ref()),
+                (Known(x), Unknown) => overlap(k, *b, x.as_ref(), *c, None),
+                (Unknown, Known(y)) => overlap(k, *b, None, *c, y.as_ref()),
+                (Unknown, Unknown) => overlap(k, *b, None, *c, None),
+            };
+            if inexact {
+                out.push((*b, *c));
             }
         }
-        let d = (ob as i64 - oc as i64) / s as i64;
-        let slot = |o: u64| -> u64 {
-            let j = o as i64 + d;
-            if j < 0 { u64::MAX } else { at.get(j as usize).copied().unwrap_or(u64::MAX) }
-        };
-        let rm = |e: u64| -> u64 {
-            let j = e as i64 + d;
-            if j < 0 || j as u64 >= cd.elements() { u64::MAX } else { j as u64 }
-        };
-        (0..n).any(|e| rm(e) != slot(m.offset(e)))
-    })
+    }
+    out
 }
 
 #[cfg(test)]

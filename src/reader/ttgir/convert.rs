@@ -70,6 +70,10 @@ pub(super) struct Buf {
     pub pending_loops: Vec<usize>,
     pub offset: Option<u64>,
     pub mbarrier: bool,
+    /// `layout "L"` of the declaration: `scratch` (no definition: an unknown address map)
+    /// for Triton's scratch buffers, whose addressing its lowering chooses (W1004 where they
+    /// alias another buffer).
+    pub layout: Option<String>,
 }
 
 /// One parsed statement: results, op name, operand tokens, the line.

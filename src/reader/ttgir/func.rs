@@ -243,7 +243,11 @@ impl Converter<'_> {
             };
             let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
             let at = b.offset.map(|o| format!(" at {o}")).unwrap_or_default();
-            h.push_str(&format!("  shared @{} : {e}[{}]{at}\n", b.name, dims.join(", ")));
+            let lay = match &b.layout {
+                Some(l) if !b.mbarrier => format!(" layout \"{l}\""),
+                _ => String::new(),
+            };
+            h.push_str(&format!("  shared @{} : {e}[{}]{at}{lay}\n", b.name, dims.join(", ")));
         }
         if self.need_elect {
             h.push_str("  %tid = tid.linear\n  %elect = cmp eq %tid, 0\n");

@@ -330,6 +330,7 @@ impl Converter<'_> {
             pending_loops: Vec::new(),
             offset: None,
             mbarrier: false,
+            layout: (base == "scratch").then(|| "scratch".to_string()),
         });
         Ok(self.buffers.len() - 1)
     }
