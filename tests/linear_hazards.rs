@@ -18,7 +18,7 @@ use smemsync::sync::{PlaceOptions, Placement, Strategy, SyncModel, place_with};
 use smemsync::target::Target;
 
 mod common;
-use common::{hazard_kernel_text as random_kernel, parse_verified as parse, shrink_on_panic};
+use common::{hazard_kernel_text as random_kernel, parse_verified as parse, race_check, shrink_on_panic};
 
 fn place(k: &Kernel, target: &Target, hz: Hazards, strategy: Strategy) -> Option<Placement> {
     let fp = Footprints::new(k, target.warp);
@@ -33,29 +33,6 @@ fn place(k: &Kernel, target: &Target, hz: Hazards, strategy: Strategy) -> Option
 
 fn printed(k: &Kernel, p: &Placement) -> String {
     smemsync::emit::text::print_kernel(&apply(k, &p.plan).expect("plan anchored in its kernel"))
-}
-
-/// The independent checker finds no race or deadlock in the synchronized kernel; returns
-/// whether it proved or checked it race-free (random kernels may read memory nobody wrote,
-/// which the interpreter reports as an execution error, not a race).
-fn race_check(k: &Kernel, p: &Placement, target: &Target) -> bool {
-    use smemsync::check::{CheckOptions, Verdict, check_race_free};
-    let out = apply(k, &p.plan).expect("plan anchored in its kernel");
-    let opts = CheckOptions {
-        target: Some(*target),
-        schedules: 2,
-        bounds: vec![("n".into(), 3), ("f".into(), 1)],
-        ..Default::default()
-    };
-    let r = check_race_free(&out, &opts);
-    match &r.verdict {
-        Verdict::Race(_) | Verdict::Deadlock(_) => panic!(
-            "the checker rejects a placement: {}\n{}",
-            r.summary(),
-            smemsync::emit::text::print_kernel(&out)
-        ),
-        _ => r.is_race_free(),
-    }
 }
 
 #[derive(Default)]
@@ -113,7 +90,7 @@ fn same_placement(seed: u64, src: &str, target: &Target, t: &mut Tally) {
         );
         if strategy == Strategy::Optimal {
             t.kernels += 1;
-            if race_check(&k, &a, target) {
+            if race_check(&k, &a.plan, target) {
                 t.checked += 1;
             }
             // The optimum over the kept hazards is the optimum over all of them (the kept
@@ -125,7 +102,7 @@ fn same_placement(seed: u64, src: &str, target: &Target, t: &mut Tally) {
                     ex.stats.inserted_executed, ex_full.stats.inserted_executed,
                     "seed {seed}: the optimum over the kept hazards differs from the full set's\n{src}"
                 );
-                race_check(&k, &ex, target);
+                race_check(&k, &ex.plan, target);
                 t.exhaustive += 1;
             }
         }

@@ -18,7 +18,7 @@ use smemsync::target::Target;
 mod common;
 #[path = "common/completing_waits.rs"]
 mod completing_waits;
-use common::{hazard_kernel_text as random_kernel, parse_verified as parse, shrink_on_panic};
+use common::{hazard_kernel_text as random_kernel, parse_verified as parse, race_check, shrink_on_panic};
 use completing_waits::completing_waits;
 
 fn opts(s: Strategy) -> PlaceOptions {
@@ -55,29 +55,6 @@ pub fn recheck(k: &Kernel, plan: &SyncPlan, target: &Target) {
         smemsync::emit::text::print_kernel(&out),
         full.plan
     );
-}
-
-/// Runs the independent race checker on the synchronized kernel. Random kernels may read
-/// shared memory nobody wrote (an execution error for the interpreter, not a race), so only
-/// races and deadlocks fail; returns whether the checker proved or checked the kernel.
-pub fn race_check(k: &Kernel, plan: &SyncPlan, target: &Target) -> bool {
-    use smemsync::check::{CheckOptions, Verdict, check_race_free};
-    let out = apply(k, plan).expect("plan anchored in its kernel");
-    let opts = CheckOptions {
-        target: Some(*target),
-        schedules: 2,
-        bounds: vec![("n".into(), 3), ("f".into(), 1)],
-        ..Default::default()
-    };
-    let r = check_race_free(&out, &opts);
-    match &r.verdict {
-        Verdict::Race(_) | Verdict::Deadlock(_) => panic!(
-            "the checker rejects a placement: {}\n{}",
-            r.summary(),
-            smemsync::emit::text::print_kernel(&out)
-        ),
-        _ => r.is_race_free(),
-    }
 }
 
 fn block_executed(p: &Placement) -> u64 {

@@ -944,17 +944,7 @@ impl<'k> Flow<'k> {
 
     /// The trip count of a `for` with constant bounds and a positive constant step.
     fn const_trip(&self, l: Op) -> Option<i64> {
-        let c = |o: &Operand| match o {
-            Operand::Imm(Scalar::I32(v)) => Some(*v as i64),
-            Operand::Value(v) => match self.k.values[*v].def {
-                ValueDef::Result(d, _) => match self.k.ops[d].kind {
-                    OpKind::Const(Scalar::I32(x)) => Some(x as i64),
-                    _ => None,
-                },
-                _ => None,
-            },
-            _ => None,
-        };
+        let c = |o: &Operand| self.konst(o);
         match &self.k.ops[l].kind {
             OpKind::For { lo, hi, step, .. } => {
                 let (lo, hi, step) = (c(lo)?, c(hi)?, c(step)?);

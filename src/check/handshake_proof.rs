@@ -170,15 +170,7 @@ fn roles_of(k: &Kernel, br: Op, members: Vec<u32>, out: &mut Vec<(Region, u32)>)
                 collect(k, c, &mut found);
             }
             !found.is_empty()
-                || matches!(
-                    k.ops[o].kind,
-                    OpKind::MbarWait { .. }
-                        | OpKind::MbarArrive { .. }
-                        | OpKind::MbarExpectTx { .. }
-                        | OpKind::TmaLoad { .. }
-                        | OpKind::MbarInit { .. }
-                        | OpKind::MbarInval { .. }
-                )
+                || is_handshake_op(&k.ops[o].kind)
         });
         if beside {
             return Err("mbarrier ops beside a nested role branch".into());
@@ -188,18 +180,23 @@ fn roles_of(k: &Kernel, br: Op, members: Vec<u32>, out: &mut Vec<(Region, u32)>)
     Ok(())
 }
 
+/// An mbarrier op or a TMA load: what the handshake proof follows.
+fn is_handshake_op(kind: &OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::MbarWait { .. }
+            | OpKind::MbarArrive { .. }
+            | OpKind::MbarExpectTx { .. }
+            | OpKind::TmaLoad { .. }
+            | OpKind::MbarInit { .. }
+            | OpKind::MbarInval { .. }
+    )
+}
+
 /// Mbarrier ops and TMA loads of a region, in program order.
 fn collect(k: &Kernel, r: Region, out: &mut Vec<Op>) {
     for &o in &k.regions[r].ops {
-        if matches!(
-            k.ops[o].kind,
-            OpKind::MbarWait { .. }
-                | OpKind::MbarArrive { .. }
-                | OpKind::MbarExpectTx { .. }
-                | OpKind::TmaLoad { .. }
-                | OpKind::MbarInit { .. }
-                | OpKind::MbarInval { .. }
-        ) {
+        if is_handshake_op(&k.ops[o].kind) {
             out.push(o);
         }
         for &c in &k.ops[o].regions {

@@ -263,3 +263,31 @@ fn dec(x: &mut u32, floor: u32) -> bool {
         true
     }
 }
+
+/// Runs the independent race checker on the synchronized kernel. Random kernels may read
+/// shared memory nobody wrote (an execution error for the interpreter, not a race), so only
+/// races and deadlocks fail; returns whether the checker proved or checked the kernel.
+pub fn race_check(
+    k: &Kernel,
+    plan: &smemsync::sync::SyncPlan,
+    target: &smemsync::target::Target,
+) -> bool {
+    use smemsync::check::{CheckOptions, Verdict, check_race_free};
+    use smemsync::ir::edit::apply;
+    let out = apply(k, plan).expect("plan anchored in its kernel");
+    let opts = CheckOptions {
+        target: Some(*target),
+        schedules: 2,
+        bounds: vec![("n".into(), 3), ("f".into(), 1)],
+        ..Default::default()
+    };
+    let r = check_race_free(&out, &opts);
+    match &r.verdict {
+        Verdict::Race(_) | Verdict::Deadlock(_) => panic!(
+            "the checker rejects a placement: {}\n{}",
+            r.summary(),
+            smemsync::emit::text::print_kernel(&out)
+        ),
+        _ => r.is_race_free(),
+    }
+}
