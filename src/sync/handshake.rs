@@ -16,6 +16,9 @@
 //!   producer arrives after its last write, consumers sync before their first read) and an
 //!   `empty` id (consumers arrive after their last read except on the last iteration, the
 //!   producer syncs before its first write except on the first), each counting both roles.
+//!   A tensor-DMA producer (gfx1250 `tdm_load`) waits `tensorcnt(0)` before each `full`
+//!   arrival, so the slot's data has landed when the consumers pass their sync. `rem` slots
+//!   on a target without mbarriers (gfx1250) are refused (W1341): the ids are immediates.
 //! - **Mbarriers** (sm_90; `rem` slots or TMA producers): per slot a `full` mbarrier (TMA:
 //!   one `mbar_arrive tx B` before each load; stores: one arrival per producer thread) and an
 //!   `empty` mbarrier (one arrival per consumer thread). Consumers wait on `full[s]` with
@@ -174,6 +177,26 @@ pub(crate) fn unsupported(k: &Kernel, at: Op, why: impl Into<String>) -> Box<Dia
         )
         .with_label(k.span(at), "role branch")
         .with_note("the accesses across the roles are left to `smemsync check` (docs/pipeline.md lists the shapes smemsync places)"),
+    )
+}
+
+/// W1341: `rem` slots on a target whose only cross-role handshake is the named barrier
+/// (gfx1250). Named-barrier ids are immediates, so a slot chosen by `i mod D` would need its
+/// id chosen at run time (a dispatch over the `D` slots), which smemsync neither places nor
+/// proves; unrolling the loop by `D` gives constant slots, which get named barriers.
+fn named_only_rem(k: &Kernel, br: Op, target: &Target) -> Box<Diagnostic> {
+    Box::new(
+        Diagnostic::warning(
+            DiagKind::Finding,
+            "W1341",
+            format!(
+                "cross-role handshakes not placed: {} has no mbarriers, and its named barriers take an immediate id, so `rem` slots (slot `i mod D`) would need a per-iteration choice of id that smemsync does not place",
+                target.name
+            ),
+        )
+        .with_label(k.span(br), "role branch")
+        .with_note("unroll the pipeline loop by the slot count so every access names a constant slot: those get named-barrier handshakes (docs/pipeline.md)")
+        .with_note("the accesses across the roles are left to `smemsync check`"),
     )
 }
 
@@ -448,6 +471,9 @@ fn place_branch(
     }
     let covered: Vec<Op> = pacc.iter().chain(&cacc).map(|a| a.op).collect();
     let placed = if rem || tma {
+        if !target.mbarrier && rem && target.named_barriers > 0 {
+            return Err(named_only_rem(k, br, target));
+        }
         if !target.mbarrier {
             return Err(unsupported(
                 k,
@@ -489,6 +515,13 @@ fn place_branch(
             })
             .collect();
         s.sort_unstable();
+        // A tensor-DMA producer waits for its counter before each `full` signal, so a refill
+        // of a slot follows the completion of its previous fill in every issuing thread.
+        out.ordered_tma.extend(
+            pacc.iter()
+                .filter(|a| matches!(k.ops[a.op].kind, OpKind::TdmLoad { .. }))
+                .map(|a| a.op),
+        );
         place_named(&mut out.kernel, br, &prod, &cons[0], &s, np + nc, target)?
     };
     out.covered.extend(covered);
@@ -772,6 +805,7 @@ fn place_named(
     let OpKind::For { lo, hi, step, .. } = k.ops[prod.lp].kind.clone() else {
         return Err(unsupported(k, br, "no loop"));
     };
+    let tdm = prod.acc.iter().any(|a| matches!(k.ops[a.2].kind, OpKind::TdmLoad { .. }));
     let mut sp = Splice::new(k);
     let notfirst = sp.value(k, prod.body, OpKind::Cmp(CmpPred::Gt, Operand::Value(prod.iv), lo), ScalarType::I1, "hs_notfirst");
     let next = sp.value(k, cons.body, OpKind::Binary(BinOp::Add, Operand::Value(cons.iv), step), ScalarType::I32, "hs_next");
@@ -788,6 +822,12 @@ fn place_named(
         let (pfo, plo, cfo, clo) = (body_op(prod, pf), body_op(prod, pl), body_op(cons, cf), body_op(cons, cl));
         let w = sp.sync(k, OpKind::NamedSync { id: empty[i], count }, Some(notfirst));
         sp.before.entry(pfo).or_default().push(w);
+        if tdm {
+            // The producer's tensor DMA lands asynchronously: its issuing threads wait for
+            // their tensor counter before signalling the slot full.
+            let w = sp.sync(k, OpKind::WaitCnt(vec![(Counter::TensorCnt, 0)]), None);
+            sp.after.entry(plo).or_default().push(w);
+        }
         let a = sp.sync(k, OpKind::NamedArrive { id: full[i], count }, None);
         sp.after.entry(plo).or_default().push(a);
         let w = sp.sync(k, OpKind::NamedSync { id: full[i], count }, None);
@@ -797,10 +837,11 @@ fn place_named(
     }
     let written = sp.written;
     sp.apply(k);
-    // Executed per iteration: 4 per slot, the two guarded ones skipped once each.
+    // Executed per iteration: 4 per slot, the two guarded ones skipped once each, and a TDM
+    // producer's counter wait per slot.
     let executed = const_trip(k, prod.lp).map(|t| {
         let n = slots.len() as u64;
-        2 * n * t + 2 * n * t.saturating_sub(1)
+        2 * n * t + 2 * n * t.saturating_sub(1) + if tdm { n * t } else { 0 }
     });
     Ok(Placed {
         branch: br,
