@@ -18,7 +18,9 @@ use smemsync::sync::{PlaceOptions, Placement, Strategy, SyncModel, place_with};
 use smemsync::target::Target;
 
 mod common;
-use common::{hazard_kernel_text as random_kernel, parse_verified as parse, race_check, shrink_on_panic};
+use common::{
+    hazard_kernel_text as random_kernel, parse_verified as parse, race_check, shrink_on_panic,
+};
 
 fn place(k: &Kernel, target: &Target, hz: Hazards, strategy: Strategy) -> Option<Placement> {
     let fp = Footprints::new(k, target.warp);

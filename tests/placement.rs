@@ -18,7 +18,9 @@ use smemsync::target::Target;
 mod common;
 #[path = "common/completing_waits.rs"]
 mod completing_waits;
-use common::{hazard_kernel_text as random_kernel, parse_verified as parse, race_check, shrink_on_panic};
+use common::{
+    hazard_kernel_text as random_kernel, parse_verified as parse, race_check, shrink_on_panic,
+};
 use completing_waits::completing_waits;
 
 fn opts(s: Strategy) -> PlaceOptions {
