@@ -269,7 +269,7 @@ fn dec(x: &mut u32, floor: u32) -> bool {
 /// races and deadlocks fail; returns whether the checker proved or checked the kernel.
 pub fn race_check(
     k: &Kernel,
-    plan: &smemsync::sync::SyncPlan,
+    plan: &smemsync::ir::edit::SyncPlan,
     target: &smemsync::target::Target,
 ) -> bool {
     use smemsync::check::{CheckOptions, Verdict, check_race_free};

@@ -539,7 +539,7 @@ fn pair_differs(
 /// The pairs `(b, c)` (`b < c`) of different pinned data buffers that share bytes (padding
 /// included) where the pairing of their elements at real addresses is not known to be the
 /// row-major one: a layout smemsync cannot decode on either (unknown address map), or known
-/// maps that pair elements differently ([`pair_differs`]). Analyses must not conclude "same
+/// maps that pair elements differently (`pair_differs`). Analyses must not conclude "same
 /// thread" for an access to `b` and one to `c`: such a pair may touch one byte from two
 /// threads (docs/ir.md, "Aliasing and W1004"). Row-major buffers, and buffers of one shape,
 /// layout and offset, pair exactly and are not listed.
