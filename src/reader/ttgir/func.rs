@@ -324,18 +324,7 @@ impl Converter<'_> {
             .iter()
             .map(|(k, _, _)| self.fresh(res_names.get(*k).map_or("r", String::as_str)))
             .collect();
-        let lhs = if kept_res.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "{} = ",
-                kept_res
-                    .iter()
-                    .map(|n| format!("%{n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        };
+        let lhs = results_lhs(&kept_res);
         let it = if iters.is_empty() {
             String::new()
         } else {
@@ -354,11 +343,7 @@ impl Converter<'_> {
         let kept_pos: Vec<usize> = kept.iter().map(|(k, _, _)| *k).collect();
         self.carried_shared_unchanged(i, &pairs, &kept_pos)?;
         self.pop_region();
-        let l = self.loop_stack.pop().unwrap_or(0);
-        if let Some(x) = self.loops.get_mut(l) {
-            x.1 = self.stmt_no;
-        }
-        self.emit("}".into(), None);
+        self.close_loop();
         for (j, (k, _, st)) in kept.iter().enumerate() {
             if let Some(n) = res_names.get(*k) {
                 self.vals.insert(n.clone(), V::Kir(kept_res[j].clone(), st));
@@ -372,6 +357,16 @@ impl Converter<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Ends the innermost open `for`/`while`: records the statement that closes it in
+    /// `loops` and writes its `}`.
+    fn close_loop(&mut self) {
+        let l = self.loop_stack.pop().unwrap_or(0);
+        if let Some(x) = self.loops.get_mut(l) {
+            x.1 = self.stmt_no;
+        }
+        self.emit("}".into(), None);
     }
 
     /// A shared descriptor (buffer, view, mbarrier) carried through the `scf.for` opened at
@@ -456,12 +451,7 @@ impl Converter<'_> {
             .iter()
             .map(|(k, _, _)| self.fresh(results.get(*k).map_or("r", String::as_str)))
             .collect();
-        let lhs = if res.is_empty() {
-            String::new()
-        } else {
-            let r: Vec<String> = res.iter().map(|n| format!("%{n}")).collect();
-            format!("{} = ", r.join(", "))
-        };
+        let lhs = results_lhs(&res);
         let it = if iters.is_empty() {
             String::new()
         } else {
@@ -523,11 +513,7 @@ impl Converter<'_> {
         self.yield_kept = saved;
         self.pop_region();
         body?;
-        let l = self.loop_stack.pop().unwrap_or(0);
-        if let Some(x) = self.loops.get_mut(l) {
-            x.1 = self.stmt_no;
-        }
-        self.emit("}".into(), None);
+        self.close_loop();
         for (j, (k, _, t)) in kept.iter().enumerate() {
             if let Some(n) = results.get(*k) {
                 self.vals.insert(n.clone(), V::Kir(res[j].clone(), t));
@@ -671,18 +657,7 @@ impl Converter<'_> {
             .iter()
             .map(|(k, _)| self.fresh(results.get(*k).map_or("r", String::as_str)))
             .collect();
-        let lhs = if names.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "{} = ",
-                names
-                    .iter()
-                    .map(|n| format!("%{n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        };
+        let lhs = results_lhs(&names);
         self.emit(format!("{lhs}if {cond} {{"), Some(span));
         let saved = self.yield_kept.replace(kept.iter().map(|(k, _)| *k).collect());
         self.push_region();
@@ -778,3 +753,11 @@ fn if_types(rest: &[super::lexer::Tok]) -> Vec<String> {
         .collect()
 }
 
+/// The `%a, %b = ` prefix of an op with these `.kir` results (empty without results).
+fn results_lhs(names: &[String]) -> String {
+    if names.is_empty() {
+        return String::new();
+    }
+    let r: Vec<String> = names.iter().map(|n| format!("%{n}")).collect();
+    format!("{} = ", r.join(", "))
+}
