@@ -110,8 +110,8 @@ fn loop_completion_gives_the_wait_and_the_iteration_distance() {
     assert_eq!(c.loop_completion(&k, tdm[0]).in_loop, Some((waits[0], 0)));
     // Without the loop wait, smemsync's inserted wait completes them two iterations later.
     let k2 = kernel(&src.replace("    waitcnt tensorcnt(2)\n    yield", "    yield"));
-    let plan = smemsync::sync::waits::plan_waits(&k2, &t).unwrap();
-    let out = smemsync::sync::waits::apply_waits(&k2, &plan);
+    let plan = smemsync::sync::waits::plan_waits(&k2, &t).unwrap().plan;
+    let out = smemsync::ir::edit::apply_tracked(&k2, &plan).unwrap();
     let c2 = completions(&out.kernel, &t);
     let tdm2 = ops_where(&k2, |o| matches!(o, OpKind::TdmLoad { .. }));
     let lc = c2.loop_completion(&out.kernel, tdm2[4]);

@@ -15,7 +15,8 @@ use common::{parse_verified, shrink_on_panic};
 use smemsync::r#gen::Rng;
 use smemsync::sync::driver::synchronize;
 use smemsync::sync::joint::hoist_waits;
-use smemsync::sync::waits::{apply_waits, plan_waits};
+use smemsync::ir::edit::apply;
+use smemsync::sync::waits::plan_waits;
 use smemsync::sync::{PlaceOptions, Strategy, place_barriers};
 use smemsync::target::Target;
 
@@ -73,8 +74,8 @@ fn opts(strategy: Strategy) -> PlaceOptions {
 fn property(src: &str) -> bool {
     let target = Target::from_name("sm_80").expect("target");
     let k = parse_verified(src);
-    let late = plan_waits(&k, &target).expect("waits plan");
-    let late_k = apply_waits(&k, &late).kernel;
+    let late = plan_waits(&k, &target).expect("waits plan").plan;
+    let late_k = apply(&k, &late).expect("the plan applies");
     let ex = |kernel| {
         place_barriers(kernel, &target, &opts(Strategy::Exhaustive))
             .expect("exhaustive placement")
@@ -83,7 +84,7 @@ fn property(src: &str) -> bool {
     };
     let moved = hoist_waits(&k, &target, &late);
     if let Some(early) = &moved {
-        let early_k = apply_waits(&k, early).kernel;
+        let early_k = apply(&k, early).expect("the plan applies");
         assert!(
             ex(&early_k) <= ex(&late_k),
             "moving the waits earlier needed more barriers:\n{src}"

@@ -5,7 +5,8 @@
 use smemsync::analysis::inflight::{FlowMemo, completions, completions_memo};
 use smemsync::bench_kernels::{GemmShape, gemm};
 use smemsync::sync::joint::hoist_waits;
-use smemsync::sync::waits::{apply_waits, plan_waits, plan_waits_memo};
+use smemsync::ir::edit::apply;
+use smemsync::sync::waits::{plan_waits, plan_waits_memo};
 use smemsync::sync::{PlaceMemo, PlaceOptions, place_barriers, place_barriers_memo};
 use smemsync::target::Target;
 
@@ -25,12 +26,12 @@ fn small_gemm() -> smemsync::Kernel {
 }
 
 #[test]
-fn memo_ids_survive_apply_waits() {
+fn memo_ids_survive_applying_waits() {
     let k = small_gemm();
     let t = Target::from_name("sm_80").unwrap();
-    let plan = plan_waits(&k, &t).unwrap();
+    let plan = plan_waits(&k, &t).unwrap().plan;
     assert!(!plan.edits.is_empty());
-    let out = apply_waits(&k, &plan).kernel;
+    let out = apply(&k, &plan).unwrap();
     assert!(out.ops.len() > k.ops.len());
     for (op, d) in k.ops.iter() {
         assert_eq!(out.ops[op].kind, d.kind, "op {op:?} changed");
@@ -48,8 +49,9 @@ fn memoized_answers_equal_fresh_ones() {
     let mut flow = FlowMemo::for_kernel(&k);
     let plan = plan_waits_memo(&k, &t, &mut flow).unwrap();
     assert_eq!(plan, plan_waits(&k, &t).unwrap());
+    let plan = plan.plan;
     assert!(!flow.is_empty());
-    let with_waits = apply_waits(&k, &plan).kernel;
+    let with_waits = apply(&k, &plan).unwrap();
     let fresh = completions(&with_waits, &t);
     let memo = completions_memo(&with_waits, &t, &mut flow);
     assert_eq!(
@@ -59,7 +61,7 @@ fn memoized_answers_equal_fresh_ones() {
     assert_eq!(fresh.hazards, memo.hazards);
     // Two placements sharing footprints (the joint placement's pair of runs).
     let early = hoist_waits(&k, &t, &plan).expect("the wait moves above the refill");
-    let with_early = apply_waits(&k, &early).kernel;
+    let with_early = apply(&k, &early).unwrap();
     let opts = PlaceOptions::default();
     let mut pm = PlaceMemo {
         flow,

@@ -145,12 +145,12 @@ fn bench_wait_counters() {
             plan = Some(plan_waits(&k, &t).unwrap());
             flow_ms = flow_ms.min(t0.elapsed().as_secs_f64() * 1e3);
         }
-        let plan = plan.unwrap();
+        let plan = plan.unwrap().plan;
         let n = plan
             .edits
             .iter()
-            .find(|e| e.anchor == smemsync::sync::waits::Anchor::Before(load))
-            .map(|e| match &e.kind {
+            .find(|e| e.at == smemsync::ir::edit::ProgramPoint::before(load))
+            .map(|e| match &e.op {
                 OpKind::WaitCnt(c) => c
                     .iter()
                     .map(|(x, n)| format!("{}({n})", x.name()))
@@ -177,7 +177,8 @@ fn bench_wait_counters() {
 #[test]
 fn planned_waits_on_generated_loops_are_sufficient_and_maximal_for_the_checker() {
     use smemsync::check::{CheckOptions, check_race_free};
-    use smemsync::sync::waits::{apply_waits, plan_waits};
+    use smemsync::ir::edit::apply_tracked;
+    use smemsync::sync::waits::plan_waits;
     let t = Target::from_name("gfx942").unwrap();
     let opts = CheckOptions {
         target: Some(t),
@@ -187,8 +188,8 @@ fn planned_waits_on_generated_loops_are_sufficient_and_maximal_for_the_checker()
     for seed in 0..25 {
         let src = generate(seed, true).replace("to %n step", "to 3 step");
         let k = kernel(&src);
-        let plan = plan_waits(&k, &t).unwrap();
-        let out = apply_waits(&k, &plan);
+        let plan = plan_waits(&k, &t).unwrap().plan;
+        let out = apply_tracked(&k, &plan).unwrap();
         let fin = &out.kernel;
         assert!(
             check_race_free(fin, &opts).is_race_free(),

@@ -9,7 +9,8 @@
 
 use smemsync::analysis::inflight::completions;
 use smemsync::ir::{Counter, Kernel, Op, OpKind};
-use smemsync::sync::waits::{Anchor, WaitPlan, apply_waits, explain_waits, plan_waits};
+use smemsync::ir::edit::{Anchor, Edit, EditReason, ProgramPoint, SyncPlan, apply, apply_tracked};
+use smemsync::sync::waits::{explain_waits, plan_waits};
 use smemsync::target::Target;
 
 mod common;
@@ -39,19 +40,19 @@ fn bump(kind: &OpKind) -> OpKind {
 }
 
 /// Every mutant of a plan: each inserted wait weakened by one (count waits) or removed.
-fn mutations(plan: &WaitPlan) -> Vec<(String, WaitPlan)> {
+fn mutations(plan: &SyncPlan) -> Vec<(String, SyncPlan)> {
     let mut out = Vec::new();
     for (i, e) in plan.edits.iter().enumerate() {
-        if counts(&e.kind).is_empty() && !matches!(e.kind, OpKind::WaitTokens(_)) {
+        if counts(&e.op).is_empty() && !matches!(e.op, OpKind::WaitTokens(_)) {
             continue;
         }
         let mut removed = plan.clone();
         removed.edits.remove(i);
-        out.push((format!("remove edit {i} ({:?})", e.kind), removed));
-        if !counts(&e.kind).is_empty() {
+        out.push((format!("remove edit {i} ({:?})", e.op), removed));
+        if !counts(&e.op).is_empty() {
             let mut weak = plan.clone();
-            weak.edits[i].kind = bump(&e.kind);
-            out.push((format!("weaken edit {i} ({:?})", e.kind), weak));
+            weak.edits[i].op = bump(&e.op);
+            out.push((format!("weaken edit {i} ({:?})", e.op), weak));
         }
     }
     out
@@ -65,10 +66,10 @@ fn unsafe_async(k: &Kernel, target: &Target) -> bool {
 }
 
 /// Plans, applies and checks sufficiency and maximality; returns the plan and output.
-fn plan_and_check(k: &Kernel, target: &str) -> (WaitPlan, Kernel) {
+fn plan_and_check(k: &Kernel, target: &str) -> (SyncPlan, Kernel) {
     let tg = t(target);
-    let plan = plan_waits(k, &tg).unwrap_or_else(|d| panic!("{d:?}"));
-    let out = apply_waits(k, &plan).kernel;
+    let plan = plan_waits(k, &tg).unwrap_or_else(|d| panic!("{d:?}")).plan;
+    let out = apply(k, &plan).expect("the plan applies");
     assert!(smemsync::verify::verify(&out).is_empty());
     let c = completions(&out, &tg);
     assert!(
@@ -79,7 +80,7 @@ fn plan_and_check(k: &Kernel, target: &str) -> (WaitPlan, Kernel) {
     );
     assert!(c.outstanding_at_exit.is_empty(), "{}", print(&out));
     for (what, m) in mutations(&plan) {
-        let mk = apply_waits(k, &m).kernel;
+        let mk = apply(k, &m).expect("the plan applies");
         assert!(
             unsafe_async(&mk, &tg),
             "{what} is still safe: the count was not maximal\n{}",
@@ -87,9 +88,18 @@ fn plan_and_check(k: &Kernel, target: &str) -> (WaitPlan, Kernel) {
         );
     }
     // Planning the output again adds nothing (waits are respected, none is redundant).
-    let again = plan_waits(&out, &tg).unwrap();
+    let again = plan_waits(&out, &tg).unwrap().plan;
     assert!(again.edits.is_empty(), "replanning added {:?}", again.edits);
     (plan, out)
+}
+
+/// A hand-placed barrier at `at`.
+fn barrier(at: ProgramPoint) -> Edit {
+    Edit {
+        at,
+        op: OpKind::Barrier,
+        reason: EditReason::Other(String::new()),
+    }
 }
 
 fn print(k: &Kernel) -> String {
@@ -122,17 +132,17 @@ impl At {
 }
 
 /// The kinds of the edits a plan inserts right before `op`, in order.
-fn inserted_before(plan: &WaitPlan, op: Op) -> Vec<OpKind> {
+fn inserted_before(plan: &SyncPlan, op: Op) -> Vec<OpKind> {
     plan.edits
         .iter()
-        .filter(|e| e.anchor == Anchor::Before(op))
-        .map(|e| e.kind.clone())
+        .filter(|e| e.at == ProgramPoint::before(op))
+        .map(|e| e.op.clone())
         .collect()
 }
 
 /// Plans and checks waits for `k` ([`plan_and_check`]) and returns the plan with the waits
 /// it inserts before the first op `at` names.
-fn waits_before(k: &Kernel, target: &str, at: At) -> (WaitPlan, Vec<OpKind>) {
+fn waits_before(k: &Kernel, target: &str, at: At) -> (SyncPlan, Vec<OpKind>) {
     let (plan, _) = plan_and_check(k, target);
     let w = inserted_before(&plan, first(k, |o| at.matches(o)));
     (plan, w)
@@ -169,9 +179,9 @@ fn seed_003_keeps_the_user_waits_and_adds_nothing() {
     let k = kernel(&SEED_003.replace("  waitcnt tensorcnt(0)\n", ""));
     let (plan, _) = plan_and_check(&k, "gfx1250");
     assert_eq!(plan.edits.len(), 1, "{:?}", plan.edits);
-    assert_eq!(plan.edits[0].anchor, Anchor::End(k.body));
+    assert_eq!(plan.edits[0].at, ProgramPoint::end(k.body));
     assert_eq!(
-        plan.edits[0].kind,
+        plan.edits[0].op,
         OpKind::WaitCnt(vec![(Counter::TensorCnt, 0)])
     );
 }
@@ -228,7 +238,7 @@ fn cp_async_pipelines_wait_for_exactly_the_prefetched_group() {
                     "stages {stages}, p {p}, commit {commit}"
                 );
                 if !commit {
-                    assert!(plan.edits.iter().any(|e| e.kind == OpKind::CpAsyncCommit));
+                    assert!(plan.edits.iter().any(|e| e.op == OpKind::CpAsyncCommit));
                 }
             }
         }
@@ -391,7 +401,7 @@ fn copies_in_if_take_the_minimum_over_both_arms() {
     let k = kernel(src);
     let (plan, _) = plan_and_check(&k, "gfx942");
     assert_eq!(
-        plan.edits[0].kind,
+        plan.edits[0].op,
         OpKind::WaitCnt(vec![(Counter::VmCnt, 1)])
     );
     // A copy issued in one arm only: the other arm has nothing in flight (a null dependency).
@@ -403,7 +413,7 @@ fn copies_in_if_take_the_minimum_over_both_arms() {
     let (plan2, _) = plan_and_check(&k2, "gfx942");
     // Then-arm: first copy has 2 younger; else-arm: second copy has 1 younger.
     assert_eq!(
-        plan2.edits[0].kind,
+        plan2.edits[0].op,
         OpKind::WaitCnt(vec![(Counter::VmCnt, 1)])
     );
     // The independent checker agrees (concrete trip counts, hand-placed barriers).
@@ -502,7 +512,7 @@ fn tma_read_before_its_mbarrier_wait_is_reported() {
         "  %x = load",
         "  %p = const 0 : i32\n  mbar_wait @full[0], %p\n  %x = load",
     ));
-    let plan = plan_waits(&ok, &t("sm_90")).unwrap();
+    let plan = plan_waits(&ok, &t("sm_90")).unwrap().plan;
     assert!(plan.edits.is_empty(), "{:?}", plan.edits);
 }
 
@@ -627,28 +637,6 @@ fn wgmma_operand_overwrite_waits_for_the_group() {
     waits_checked_with_hand_barriers(&kernel(&concrete), "sm_90");
 }
 
-#[test]
-fn the_plan_in_the_placer_format_applies_identically() {
-    for src in [
-        SEED_003.replace("waitcnt tensorcnt(2)", ""),
-        cp_async_pipeline(3, 2, false),
-        gather_pipeline(2),
-    ] {
-        let k = kernel(&src);
-        for tg in ["gfx1250", "sm_80", "gfx950"] {
-            let Ok(plan) = plan_waits(&k, &t(tg)) else {
-                continue;
-            };
-            let a = print(&apply_waits(&k, &plan).kernel);
-            let b = print(
-                &smemsync::ir::edit::apply(&k, &plan.to_sync_plan(&k))
-                    .expect("plan anchored in its kernel"),
-            );
-            assert_eq!(a, b);
-        }
-    }
-}
-
 /// The pipeline: waits first, then barriers. After the waits, the barrier placer finds no
 /// access observing an in-flight copy (its only unfixable async finding) and places barriers.
 fn waits_then_barriers(cases: Vec<(String, &str)>) {
@@ -667,7 +655,7 @@ fn waits_then_barriers(cases: Vec<(String, &str)>) {
                 "{src}"
             );
         }
-        let out = apply_waits(&k, &plan_waits(&k, &tg).unwrap()).kernel;
+        let out = apply(&k, &plan_waits(&k, &tg).unwrap().plan).expect("the plan applies");
         let placed = place_barriers(&out, &tg, &PlaceOptions::default());
         assert!(placed.is_ok(), "{:?}\n{}", placed.err(), print(&out));
     }
@@ -733,12 +721,12 @@ fn a_wait_for_copies_issued_before_a_loop_is_hoisted_out_of_it() {
     let (plan, _) = plan_and_check(&k, "gfx942");
     let l = first(&k, |o| matches!(o, OpKind::For { .. }));
     assert_eq!(plan.edits.len(), 1, "{:?}", plan.edits);
-    assert_eq!(plan.edits[0].anchor, Anchor::Before(l));
+    assert_eq!(plan.edits[0].at, ProgramPoint::before(l));
     assert_eq!(
-        plan.edits[0].kind,
+        plan.edits[0].op,
         OpKind::WaitCnt(vec![(Counter::VmCnt, 1)])
     );
-    assert!(plan.edits[0].why.contains("hoisted out of the loop"));
+    assert!(plan.edits[0].reason.text().contains("hoisted out of the loop"));
     // The independent checker agrees (concrete trip counts, hand-placed barriers).
     let concrete = src
         .replace("to %n step", "to 4 step")
@@ -799,8 +787,8 @@ fn full_pipeline_outputs_and_their_mutants() {
         // zero-trip loop would otherwise justify a stronger drain the checker never sees).
         let k = kernel(&src.replace("to %n step", "to 4 step"));
         let tg = t(tg);
-        let plan = plan_waits(&k, &tg).unwrap();
-        let waited = apply_waits(&k, &plan);
+        let plan = plan_waits(&k, &tg).unwrap().plan;
+        let waited = apply_tracked(&k, &plan).expect("the plan applies");
         let barriers = place_barriers(&waited.kernel, &tg, &PlaceOptions::default()).unwrap();
         let fin = smemsync::ir::edit::apply(&waited.kernel, &barriers.plan)
             .expect("plan anchored in its kernel");
@@ -862,16 +850,12 @@ fn a_missing_tma_wait_is_reported_with_the_wait_to_write() {
 /// checker; weakening or removing any inserted wait makes it find a race.
 fn waits_checked_with_hand_barriers(k: &Kernel, target: &str) {
     let tg = t(target);
-    let plan = plan_waits(k, &tg).unwrap();
+    let plan = plan_waits(k, &tg).unwrap().plan;
     let mut edits = Vec::new();
     for e in &plan.edits {
         edits.push(e.clone());
-        if let Anchor::Before(c) = e.anchor {
-            edits.push(smemsync::sync::waits::WaitEdit {
-                anchor: Anchor::Before(c),
-                kind: OpKind::Barrier,
-                why: String::new(),
-            });
+        if let Anchor::Before(c) = e.at.anchor {
+            edits.push(barrier(ProgramPoint::before(c)));
         }
     }
     for l in k
@@ -879,19 +863,15 @@ fn waits_checked_with_hand_barriers(k: &Kernel, target: &str) {
         .into_iter()
         .filter(|o| matches!(k.ops[*o].kind, OpKind::For { .. }))
     {
-        edits.push(smemsync::sync::waits::WaitEdit {
-            anchor: Anchor::End(k.ops[l].regions[0]),
-            kind: OpKind::Barrier,
-            why: String::new(),
-        });
+        edits.push(barrier(ProgramPoint::end(k.ops[l].regions[0])));
     }
-    let applied = apply_waits(
+    let applied = apply_tracked(
         k,
-        &WaitPlan {
+        &SyncPlan {
             edits: edits.clone(),
-            warnings: Vec::new(),
         },
-    );
+    )
+    .expect("the plan applies");
     let fin = &applied.kernel;
     assert_eq!(
         independent_race_free(fin, &tg),
@@ -902,7 +882,7 @@ fn waits_checked_with_hand_barriers(k: &Kernel, target: &str) {
     let waits: Vec<Op> = edits
         .iter()
         .zip(&applied.created)
-        .filter(|(e, _)| e.kind != OpKind::Barrier)
+        .filter(|(e, _)| e.op != OpKind::Barrier)
         .map(|(_, o)| *o)
         .collect();
     assert!(!waits.is_empty());
@@ -1012,12 +992,13 @@ fn row_block_copies_never_wait_for_each_other_inside_the_copy_loop() {
         .collect();
     assert_eq!(copy_loops.len(), 2);
     for e in &plan.edits {
-        let inside = match e.anchor {
+        let inside = match e.at.anchor {
             Anchor::Before(o) => parents.ancestors(o).iter().any(|a| copy_loops.contains(a)),
             Anchor::End(r) => copy_loops.iter().any(|l| {
                 k.ops[*l].regions[0] == r
                     || parents.region_op[r].is_some_and(|o| parents.ancestors(o).contains(l))
             }),
+            other => panic!("the wait planner anchored an edit at {other:?}"),
         };
         assert!(!inside, "edit inside a copy loop: {e:?}\n{}", print(&out));
     }
@@ -1042,46 +1023,27 @@ fn row_block_copies_never_wait_for_each_other_inside_the_copy_loop() {
     let mut edits = Vec::new();
     for e in &plan.edits {
         edits.push(e.clone());
-        if let Anchor::Before(c) = e.anchor {
-            edits.push(smemsync::sync::waits::WaitEdit {
-                anchor: Anchor::Before(c),
-                kind: OpKind::Barrier,
-                why: String::new(),
-            });
+        if let Anchor::Before(c) = e.at.anchor {
+            edits.push(barrier(ProgramPoint::before(c)));
         }
     }
     let main_wait = first(&k, |o| matches!(o, OpKind::CpAsyncWait(1)));
-    edits.push(smemsync::sync::waits::WaitEdit {
-        anchor: Anchor::Before(
-            k.ops_in_order()[k
-                .ops_in_order()
-                .iter()
-                .position(|o| *o == main_wait)
-                .unwrap()
-                + 1],
-        ),
-        kind: OpKind::Barrier,
-        why: String::new(),
-    });
+    edits.push(barrier(ProgramPoint::before(
+        k.ops_in_order()[k
+            .ops_in_order()
+            .iter()
+            .position(|o| *o == main_wait)
+            .unwrap()
+            + 1],
+    )));
     for l in k
         .ops_in_order()
         .into_iter()
         .filter(|o| matches!(k.ops[*o].kind, OpKind::For { .. }))
     {
-        edits.push(smemsync::sync::waits::WaitEdit {
-            anchor: Anchor::End(k.ops[l].regions[0]),
-            kind: OpKind::Barrier,
-            why: String::new(),
-        });
+        edits.push(barrier(ProgramPoint::end(k.ops[l].regions[0])));
     }
-    let fin = apply_waits(
-        &k,
-        &WaitPlan {
-            edits,
-            warnings: Vec::new(),
-        },
-    )
-    .kernel;
+    let fin = apply(&k, &SyncPlan { edits }).expect("the plan applies");
     assert_eq!(
         independent_race_free(&fin, &tg),
         Some(true),

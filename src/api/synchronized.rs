@@ -19,7 +19,6 @@ use crate::emit::text::print_op_line;
 use crate::ir::edit::Anchor;
 use crate::ir::{Kernel, OpKind};
 use crate::sync::driver::{self, Synchronized as Pipeline};
-use crate::sync::waits::Anchor as WaitAnchor;
 
 pub use crate::sync::Strategy;
 
@@ -214,19 +213,13 @@ fn report(input: &Kernel, s: &Pipeline, src: &str, opts: &SyncOptions) -> Kernel
         .waits
         .edits
         .iter()
-        .map(|e| {
-            let anchor = match e.anchor {
-                WaitAnchor::Before(op) => Anchor::Before(op),
-                WaitAnchor::End(r) => Anchor::End(r),
-            };
-            InsertedSync {
-                kind: SyncKind::Wait,
-                op: print_op_line(input, &e.kind),
-                at: in_names.point(anchor),
-                line: anchor_line(&in_names, anchor),
-                hazards: Vec::new(),
-                reason: opts.explain.then(|| e.why.clone()),
-            }
+        .map(|e| InsertedSync {
+            kind: SyncKind::Wait,
+            op: print_op_line(input, &e.op),
+            at: in_names.point(e.at.anchor),
+            line: anchor_line(&in_names, e.at.anchor),
+            hazards: Vec::new(),
+            reason: opts.explain.then(|| e.reason.text().to_string()),
         })
         .collect();
     let k = &s.with_waits;

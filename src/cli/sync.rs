@@ -13,9 +13,7 @@ use std::collections::HashMap;
 use smemsync::analysis::footprint::Footprints;
 use smemsync::analysis::hazards::{Carry, Hazard};
 use smemsync::emit::explain::{Namer, buffer_name, explain_hazard};
-use smemsync::ir::edit::Anchor;
 use smemsync::sync::driver::{Synchronized, synchronize, without_inserted};
-use smemsync::sync::waits::Anchor as WaitAnchor;
 use smemsync::sync::{PlaceOptions, Placement, Strategy};
 use smemsync::target::Target;
 use smemsync::{Diagnostic, Kernel};
@@ -242,13 +240,10 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
     );
     let in_names = Namer::new(input, src);
     for (i, e) in s.waits.edits.iter().enumerate() {
-        let at = match e.anchor {
-            WaitAnchor::Before(op) => in_names.point(Anchor::Before(op)),
-            WaitAnchor::End(r) => in_names.point(Anchor::End(r)),
-        };
-        let what = smemsync::emit::text::print_op_line(input, &e.kind);
+        let at = in_names.point(e.at.anchor);
+        let what = smemsync::emit::text::print_op_line(input, &e.op);
         text.push_str(&format!("// wait #{i}: {what} {at}\n"));
-        for line in e.why.lines() {
+        for line in e.reason.text().lines() {
             text.push_str(&format!("//   {line}\n"));
         }
     }
@@ -339,18 +334,18 @@ fn explain_json(
 ) -> Vec<(&'static str, Json)> {
     let in_names = Namer::new(input, src);
     let waits = s.waits.edits.iter().enumerate().map(|(i, e)| {
-        let at = match e.anchor {
-            WaitAnchor::Before(op) => in_names.point(Anchor::Before(op)),
-            WaitAnchor::End(r) => in_names.point(Anchor::End(r)),
-        };
+        let at = in_names.point(e.at.anchor);
         Json::object([
             ("index", Json::uint(i)),
             (
                 "op",
-                Json::str(smemsync::emit::text::print_op_line(input, &e.kind)),
+                Json::str(smemsync::emit::text::print_op_line(input, &e.op)),
             ),
             ("at", Json::str(at)),
-            ("why", Json::Array(e.why.lines().map(Json::from).collect())),
+            (
+                "why",
+                Json::Array(e.reason.text().lines().map(Json::from).collect()),
+            ),
         ])
     });
     let (p, k) = (&s.placement, &s.with_waits);

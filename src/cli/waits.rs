@@ -4,7 +4,8 @@
 //! Exit codes: 0 printed; 1 a finding no wait can fix (reported on stderr); 2 bad input.
 
 use super::{EXIT_OK, exit_code, load_file_for_target, report};
-use smemsync::sync::waits::{apply_waits, explain_waits, plan_waits};
+use smemsync::ir::edit::apply;
+use smemsync::sync::waits::{explain_waits, plan_waits};
 
 /// A finding no wait can fix (exit code 1, as documented in `smemsync --help`).
 #[derive(clap::Args, Debug)]
@@ -34,8 +35,10 @@ pub fn run(args: &WaitsArgs) -> i32 {
         let text = if args.explain {
             explain_waits(k, &target)
         } else {
-            plan_waits(k, &target)
-                .map(|p| smemsync::emit::text::print_kernel(&apply_waits(k, &p).kernel))
+            plan_waits(k, &target).and_then(|p| {
+                let out = apply(k, &p.plan).map_err(|d| vec![d])?;
+                Ok(smemsync::emit::text::print_kernel(&out))
+            })
         };
         match text {
             Ok(t) => texts.push(t),

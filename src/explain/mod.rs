@@ -526,10 +526,8 @@ pub fn hazard_id(h: usize) -> String {
 }
 
 /// The inserted waits: the i-th edit of the wait plan is op `input_ops + i` of the kernel with
-/// waits (`sync::waits::apply_waits` creates them in plan order).
+/// waits (`ir::edit::apply` creates them in plan order).
 fn wait_views(input: &Kernel, src: &str, s: &Synchronized, tl: &Timeline) -> Vec<WaitView> {
-    use crate::ir::edit::Anchor;
-    use crate::sync::waits::Anchor as WaitAnchor;
     let names = Namer::new(input, src).explicit();
     s.waits
         .edits
@@ -540,15 +538,11 @@ fn wait_views(input: &Kernel, src: &str, s: &Synchronized, tl: &Timeline) -> Vec
             let row = (op.index() < s.with_waits.ops.len())
                 .then(|| tl.row.get(&op).copied())
                 .flatten();
-            let at = match e.anchor {
-                WaitAnchor::Before(o) => names.point(Anchor::Before(o)),
-                WaitAnchor::End(r) => names.point(Anchor::End(r)),
-            };
             WaitView {
-                op: crate::emit::text::print_op_line(input, &e.kind),
+                op: crate::emit::text::print_op_line(input, &e.op),
                 row,
-                at,
-                why: e.why.lines().map(str::to_string).collect(),
+                at: names.point(e.at.anchor),
+                why: e.reason.text().lines().map(str::to_string).collect(),
             }
         })
         .collect()

@@ -7,7 +7,8 @@
 //!
 //! Invariants: every anchor names an op placed in the kernel or a region of it; a plan is
 //! sorted by [`SyncPlan::sort`] (program order of the points, then insertion order), so two
-//! edits at one point keep their relative order. New ops get `Span::UNDEF`.
+//! edits at one point keep their relative order. New ops get `Span::UNDEF` and are created in
+//! plan order (the i-th edit inserts op `k.ops.len() + i`: [`apply_tracked`]).
 //! Complexity: `apply` is O(ops + edits·log edits).
 
 use std::collections::HashMap;
@@ -95,6 +96,16 @@ pub enum EditReason {
     Other(String),
 }
 
+impl EditReason {
+    /// The reason in words (empty for [`EditReason::Hazards`], whose words are the hazards').
+    pub fn text(&self) -> &str {
+        match self {
+            EditReason::Hazards(_) => "",
+            EditReason::Other(s) => s,
+        }
+    }
+}
+
 /// One insertion of a sync op.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Edit {
@@ -173,15 +184,31 @@ impl SyncPlan {
     }
 }
 
+/// A kernel with a plan applied, and the op each edit created.
+#[derive(Clone, Debug)]
+pub struct Applied {
+    pub kernel: Kernel,
+    /// `created[i]` is the op edit `i` inserted: op `k.ops.len() + i` of the kernel the plan
+    /// was applied to (ops are created in plan order).
+    pub created: Vec<Op>,
+}
+
 /// Materializes a plan on a copy of `k`. Every edit must be anchored in `k` (plans are built
 /// from the kernel they are applied to): an edit whose op or region is not placed in `k` is a
 /// bug in the pass that made the plan, reported as a verifier error (V0002) naming the first
 /// such edit, and nothing is applied.
 pub fn apply(k: &Kernel, plan: &SyncPlan) -> Result<Kernel, Diagnostic> {
+    apply_tracked(k, plan).map(|a| a.kernel)
+}
+
+/// [`apply`], also returning the op each edit created (in plan order, so the ids of the new
+/// ops follow the plan: the i-th edit's op is op `k.ops.len() + i`).
+pub fn apply_tracked(k: &Kernel, plan: &SyncPlan) -> Result<Applied, Diagnostic> {
     let mut out = k.clone();
     let pos = op_positions(k);
     // Group insertions per region and gap, keeping plan order within a gap.
-    let mut per_region: HashMap<Region, Vec<(usize, usize, OpKind)>> = HashMap::new();
+    let mut per_region: HashMap<Region, Vec<(usize, usize, Op)>> = HashMap::new();
+    let mut created = Vec::with_capacity(plan.edits.len());
     for (n, e) in plan.edits.iter().enumerate() {
         let Some((r, g)) = e.at.resolve(k, &pos) else {
             return Err(Diagnostic::error(
@@ -194,7 +221,10 @@ pub fn apply(k: &Kernel, plan: &SyncPlan) -> Result<Kernel, Diagnostic> {
             )
             .with_note("a plan must be applied to the kernel it was computed for"));
         };
-        per_region.entry(r).or_default().push((g, n, e.op.clone()));
+        let new = out.new_op(e.op.clone(), &[], vec![]);
+        out.op_spans.set(new, Span::UNDEF);
+        created.push(new);
+        per_region.entry(r).or_default().push((g, n, new));
     }
     for (r, mut ins) in per_region {
         ins.sort_by_key(|&(g, n, _)| (g, n));
@@ -206,21 +236,18 @@ pub fn apply(k: &Kernel, plan: &SyncPlan) -> Result<Kernel, Diagnostic> {
                 if *g > i {
                     break;
                 }
-                let (_, _, kind) = it.next().expect("peeked");
-                let new = out.new_op(kind, &[], vec![]);
-                out.op_spans.set(new, Span::UNDEF);
+                let (_, _, new) = it.next().expect("peeked");
                 new_ops.push(new);
             }
             new_ops.push(op);
         }
-        for (_, _, kind) in it {
-            let new = out.new_op(kind, &[], vec![]);
-            out.op_spans.set(new, Span::UNDEF);
-            new_ops.push(new);
-        }
+        new_ops.extend(it.map(|(_, _, new)| new));
         out.regions[r].ops = new_ops;
     }
-    Ok(out)
+    Ok(Applied {
+        kernel: out,
+        created,
+    })
 }
 
 #[cfg(test)]

@@ -26,13 +26,14 @@ use crate::check::protocol::check_protocol;
 use crate::diag::Diagnostic;
 use crate::ir::edit::{SyncPlan, apply};
 use crate::ir::effects::is_sync;
+use std::collections::HashSet;
 use crate::ir::*;
 use crate::sync::split::{SplitStats, lower_to_split};
 use crate::sync::fences::place_fences;
 use crate::sync::joint::hoist_waits;
 use crate::analysis::inflight::FlowMemo;
 use crate::sync::handshake::{Placed, place_handshakes};
-use crate::sync::waits::{WaitPlan, apply_waits, plan_waits_ordered};
+use crate::sync::waits::plan_waits_ordered;
 use crate::sync::{PlaceMemo, PlaceOptions, Placement, place_barriers_memo};
 use crate::target::Target;
 
@@ -42,7 +43,7 @@ pub struct Synchronized {
     /// The synchronized kernel.
     pub kernel: Kernel,
     /// Waits inserted into the input (anchored in the input kernel).
-    pub waits: WaitPlan,
+    pub waits: SyncPlan,
     /// The input with its waits: the kernel barrier placement ran on.
     pub with_waits: Kernel,
     /// Barrier placement on `with_waits` (anchored there).
@@ -83,25 +84,31 @@ pub fn without_inserted(k: &Kernel, input_ops: usize, n: usize) -> Option<Kernel
 }
 
 /// Waits, the kernel with them, and the barrier placement on it.
-type Planned = (WaitPlan, Kernel, Placement);
+type Planned = (SyncPlan, Kernel, Placement);
+
+/// What the stages of one pipeline run read: the kernel with its handshakes, the target, the
+/// placement options.
+struct Stages<'a> {
+    k: &'a Kernel,
+    target: &'a Target,
+    opts: &'a PlaceOptions,
+}
 
 /// Joint wait and barrier placement (`sync::joint`): the planned waits moved to their
 /// earliest equivalent points when barrier placement then executes strictly fewer barriers
 /// (or as many, written fewer times). The naive baseline keeps the planner's waits.
 fn jointly(
-    k: &Kernel,
-    target: &Target,
-    opts: &PlaceOptions,
+    cx: &Stages<'_>,
     late: Planned,
-    early: Option<WaitPlan>,
+    early: Option<SyncPlan>,
     memo: &mut PlaceMemo,
-) -> Planned {
+) -> Result<Planned, Vec<Diagnostic>> {
     let Some(early) = early else {
-        return late;
+        return Ok(late);
     };
-    let with_early = apply_waits(k, &early).kernel;
-    let Ok(p) = place_barriers_memo(&with_early, target, opts, memo) else {
-        return late;
+    let with_early = apply(cx.k, &early).map_err(|d| vec![d])?;
+    let Ok(p) = place_barriers_memo(&with_early, cx.target, cx.opts, memo) else {
+        return Ok(late);
     };
     let cost = |s: &crate::sync::Stats| {
         (
@@ -109,11 +116,107 @@ fn jointly(
             s.barriers_written + s.warp_syncs_written,
         )
     };
-    if cost(&p.stats) < cost(&late.2.stats) {
+    Ok(if cost(&p.stats) < cost(&late.2.stats) {
         (early, with_early, p)
     } else {
         late
+    })
+}
+
+/// Steps 1 and 2: the waits (planned, then jointly moved with the barriers) and the barrier
+/// placement on the kernel with them; also the wait planner's conservative answers.
+fn waits_and_barriers(
+    cx: &Stages<'_>,
+    ordered_tma: &HashSet<Op>,
+    memo: &mut PlaceMemo,
+) -> Result<(Planned, Vec<Diagnostic>), Vec<Diagnostic>> {
+    let (k, target) = (cx.k, cx.target);
+    let waits = plan_waits_ordered(k, target, &mut memo.flow, ordered_tma)?;
+    // The waits moved to their earliest equivalent points (`sync::joint`; the naive baseline
+    // keeps the planner's): when some move, a second placement runs, and it reads the first
+    // one's footprints.
+    let early = (cx.opts.strategy != crate::sync::Strategy::Naive)
+        .then(|| hoist_waits(k, target, &waits.plan))
+        .flatten();
+    if early.is_some() {
+        memo.footprints = Some(Box::default());
     }
+    let with_waits = apply(k, &waits.plan).map_err(|d| vec![d])?;
+    let placement = place_barriers_memo(&with_waits, target, cx.opts, memo)?;
+    let late = (waits.plan, with_waits, placement);
+    Ok((jointly(cx, late, early, memo)?, waits.warnings))
+}
+
+/// The handshake pass's and the wait planner's warnings joined to the placement's: accesses
+/// across the arms of a role branch whose handshakes were placed are ordered by them (the
+/// checker re-proves it), so their E0305 warnings are answered; shape mismatches and
+/// hand-written handshakes say so (W1300, W1301); the rest count as conservative answers.
+fn merge_warnings(
+    k: &Kernel,
+    hs: &crate::sync::handshake::Handshakes,
+    wait_warnings: &[Diagnostic],
+    placement: &mut Placement,
+) {
+    let covered: Vec<crate::diag::Span> = hs.covered.iter().map(|&o| k.span(o)).collect();
+    placement.warnings.retain(|w| {
+        !(w.code == "E0305" && w.labels.iter().all(|l| covered.contains(&l.span)))
+    });
+    for w in &hs.warnings {
+        if w.code == "W1301" {
+            continue;
+        }
+        placement.warnings.push(w.clone());
+        // A redundant hand-written handshake (W1340) is a finding, not a conservative answer.
+        if w.code != "W1340" {
+            placement.stats.conservative += 1;
+        }
+    }
+    // The wait planner's conservative answers (W0314) count like the placement's.
+    for w in wait_warnings {
+        if !placement.warnings.iter().any(|x| x.message == w.message) {
+            placement.warnings.push(w.clone());
+            placement.stats.conservative += 1;
+        }
+    }
+}
+
+/// Steps 3 and 4 on the kernel with waits and barriers: the proxy fences, the split lowering
+/// and its protocol check, and the verifier. Returns the kernel, the fences, the split stats.
+fn fence_and_lower(
+    kernel: Kernel,
+    target: &Target,
+    opts: &PlaceOptions,
+) -> Result<(Kernel, SyncPlan, Option<SplitStats>), Vec<Diagnostic>> {
+    let mut kernel = kernel;
+    let fences = if target.proxy_fence {
+        place_fences(&kernel)
+    } else {
+        SyncPlan::default()
+    };
+    if !fences.is_empty() {
+        kernel = apply(&kernel, &fences).map_err(|d| vec![d])?;
+    }
+    let mut split = None;
+    if target.split_barriers {
+        // The placer's own uniformity (the checker's protocol check below has its own).
+        let u = uniformity::analyze(&kernel);
+        let (lowered, stats) = lower_to_split(
+            &kernel,
+            &|o: &Operand| !u.operand_uniform(o),
+            &opts.bounds,
+        );
+        let violations = check_protocol(&lowered, target.warp);
+        if !violations.is_empty() {
+            return Err(violations);
+        }
+        kernel = lowered;
+        split = Some(stats);
+    }
+    let errs = crate::verify::verify(&kernel);
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    Ok((kernel, fences, split))
 }
 
 /// Runs the pipeline on one kernel.
@@ -144,73 +247,12 @@ pub fn synchronize(
         w.append(&mut e);
         w
     };
-    let waits = plan_waits_ordered(k, target, &mut memo.flow, &hs.ordered_tma).map_err(with_hs)?;
-    // The waits moved to their earliest equivalent points (`sync::joint`; the naive baseline
-    // keeps the planner's): when some move, a second placement runs, and it reads the first
-    // one's footprints.
-    let early = (opts.strategy != crate::sync::Strategy::Naive)
-        .then(|| hoist_waits(k, target, &waits))
-        .flatten();
-    if early.is_some() {
-        memo.footprints = Some(Box::default());
-    }
-    let with_waits = apply_waits(k, &waits).kernel;
-    let placement = place_barriers_memo(&with_waits, target, opts, &mut memo).map_err(with_hs)?;
-    let late = (waits, with_waits, placement);
-    let (waits, with_waits, mut placement) = jointly(k, target, opts, late, early, &mut memo);
-    // Accesses across the arms of a role branch whose handshakes were placed are ordered by
-    // them (the checker re-proves it): their E0305 warnings are answered. Shape mismatches
-    // and hand-written handshakes say so (W1300, W1301).
-    let covered: Vec<crate::diag::Span> = hs.covered.iter().map(|&o| k.span(o)).collect();
-    placement.warnings.retain(|w| {
-        !(w.code == "E0305" && w.labels.iter().all(|l| covered.contains(&l.span)))
-    });
-    for w in &hs.warnings {
-        if w.code == "W1301" {
-            continue;
-        }
-        placement.warnings.push(w.clone());
-        // A redundant hand-written handshake (W1340) is a finding, not a conservative answer.
-        if w.code != "W1340" {
-            placement.stats.conservative += 1;
-        }
-    }
-    // The wait planner's conservative answers (W0314) count like the placement's.
-    for w in &waits.warnings {
-        if !placement.warnings.iter().any(|x| x.message == w.message) {
-            placement.warnings.push(w.clone());
-            placement.stats.conservative += 1;
-        }
-    }
-    let mut kernel = apply(&with_waits, &placement.plan).map_err(|d| vec![d])?;
-    let fences = if target.proxy_fence {
-        place_fences(&kernel)
-    } else {
-        SyncPlan::default()
-    };
-    if !fences.is_empty() {
-        kernel = apply(&kernel, &fences).map_err(|d| vec![d])?;
-    }
-    let mut split = None;
-    if target.split_barriers {
-        // The placer's own uniformity (the checker's protocol check below has its own).
-        let u = uniformity::analyze(&kernel);
-        let (lowered, stats) = lower_to_split(
-            &kernel,
-            &|o: &Operand| !u.operand_uniform(o),
-            &opts.bounds,
-        );
-        let violations = check_protocol(&lowered, target.warp);
-        if !violations.is_empty() {
-            return Err(violations);
-        }
-        kernel = lowered;
-        split = Some(stats);
-    }
-    let errs = crate::verify::verify(&kernel);
-    if !errs.is_empty() {
-        return Err(errs);
-    }
+    let cx = Stages { k, target, opts };
+    let ((waits, with_waits, mut placement), wait_warnings) =
+        waits_and_barriers(&cx, &hs.ordered_tma, &mut memo).map_err(with_hs)?;
+    merge_warnings(k, &hs, &wait_warnings, &mut placement);
+    let with_barriers = apply(&with_waits, &placement.plan).map_err(|d| vec![d])?;
+    let (mut kernel, fences, split) = fence_and_lower(with_barriers, target, opts)?;
     // The output says which target it was synchronized for (warp width, barriers).
     kernel.target = Some(target.name.to_string());
     Ok(Synchronized {

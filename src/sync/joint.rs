@@ -30,7 +30,7 @@
 use crate::analysis::inflight::{Queue, queue_of};
 use crate::ir::effects::is_sync;
 use crate::ir::*;
-use crate::sync::waits::{Anchor, WaitEdit, WaitPlan};
+use crate::ir::edit::{Anchor, EditReason, ProgramPoint, SyncPlan};
 use crate::target::Target;
 
 /// The queues a count wait names, with their counts (`None` for other ops).
@@ -119,23 +119,25 @@ fn cross(k: &Kernel, target: &Target, op: Op, counts: &mut [(Queue, u32)]) -> Op
 /// The waits of `plan` moved to their earliest equivalent positions (see the module doc), or
 /// `None` when none can move. Waits sharing their anchor with another edit (a commit the
 /// planner inserted for them) stay.
-pub fn hoist_waits(k: &Kernel, target: &Target, plan: &WaitPlan) -> Option<WaitPlan> {
+pub fn hoist_waits(k: &Kernel, target: &Target, plan: &SyncPlan) -> Option<SyncPlan> {
     let parents = k.parents();
     let mut out = plan.clone();
     let mut moved = false;
     for (i, e) in plan.edits.iter().enumerate() {
-        let Some(mut counts) = wait_counts(&e.kind) else {
+        let Some(mut counts) = wait_counts(&e.op) else {
             continue;
         };
-        if plan.edits.iter().filter(|x| x.anchor == e.anchor).count() > 1 {
+        if plan.edits.iter().filter(|x| x.at == e.at).count() > 1 {
             continue;
         }
-        let (region, at) = match e.anchor {
+        let (region, at) = match e.at.anchor {
             Anchor::Before(op) => match parents.op_region[op] {
                 Some(r) => (r, k.regions[r].ops.iter().position(|&o| o == op)),
                 None => continue,
             },
             Anchor::End(r) => (r, Some(k.regions[r].ops.len())),
+            // The wait planner anchors only before ops and at region ends.
+            Anchor::After(_) | Anchor::Start(_) => continue,
         };
         let Some(mut at) = at else { continue };
         let ops = &k.regions[region].ops;
@@ -144,7 +146,7 @@ pub fn hoist_waits(k: &Kernel, target: &Target, plan: &WaitPlan) -> Option<WaitP
         let other_edit = |o: Op| {
             plan.edits
                 .iter()
-                .any(|x| x.anchor == Anchor::Before(o) && x.anchor != e.anchor)
+                .any(|x| x.at.anchor == Anchor::Before(o) && x.at != e.at)
         };
         while at > 0
             && (at == ops.len() || !other_edit(ops[at]))
@@ -152,20 +154,18 @@ pub fn hoist_waits(k: &Kernel, target: &Target, plan: &WaitPlan) -> Option<WaitP
         {
             at -= 1;
         }
-        if Some(at) == ops.iter().position(|&o| Anchor::Before(o) == e.anchor) {
+        if Some(at) == ops.iter().position(|&o| Anchor::Before(o) == e.at.anchor) {
             continue;
         }
         if at == ops.len() {
             continue;
         }
-        out.edits[i] = WaitEdit {
-            anchor: Anchor::Before(ops[at]),
-            kind: with_counts(&e.kind, &counts),
-            why: format!(
-                "{} (moved up to where it completes the same copies, so that one barrier after it also orders the accesses before its first consumer)",
-                e.why
-            ),
-        };
+        out.edits[i].at = ProgramPoint::before(ops[at]);
+        out.edits[i].op = with_counts(&e.op, &counts);
+        out.edits[i].reason = EditReason::Other(format!(
+            "{} (moved up to where it completes the same copies, so that one barrier after it also orders the accesses before its first consumer)",
+            e.reason.text()
+        ));
         moved = true;
     }
     moved.then_some(out)

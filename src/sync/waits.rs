@@ -1,11 +1,12 @@
 //! Automatic waits for asynchronous copies: where a consumer may touch shared memory an
 //! in-flight async access still writes (or reads), insert the weakest wait that completes it.
 //!
-//! **Contract.** [`plan_waits`] never mutates the kernel: it returns a [`WaitPlan`], a list of
-//! edits sorted by program point ("insert this op before op X" / "at the end of region R"),
-//! which [`apply_waits`] materializes. Waits already in the input are respected: they are
-//! applied by the dataflow like any other op, never weakened, and a wait is added only where
-//! the input's own waits leave a conflicting copy in flight (so none is redundant).
+//! **Contract.** [`plan_waits`] never mutates the kernel: it returns a [`WaitPlacement`], whose
+//! plan is the placer's [`SyncPlan`]: edits sorted by program point ("insert this op before op
+//! X" / "at the end of region R"), which [`crate::ir::edit::apply`] materializes. Waits
+//! already in the input are respected: they are applied by the dataflow like any other op,
+//! never weakened, and a wait is added only where the input's own waits leave a conflicting
+//! copy in flight (so none is redundant).
 //!
 //! **Weakest sufficient wait.** The state before a consumer is the in-flight dataflow of
 //! [`crate::analysis::inflight`]: per queue, each pending copy execution with its minimum
@@ -51,59 +52,27 @@ use crate::analysis::inflight::{
 use crate::analysis::overlap::IterTag;
 use crate::diag::{DiagKind, Diagnostic};
 use crate::emit::text::op_label;
+use crate::ir::edit::{Anchor, Edit, EditReason, ProgramPoint, SyncPlan, apply, apply_tracked};
 use crate::ir::effects::WaitKind;
 use crate::ir::*;
 use crate::target::Target;
 
-/// Where an edit inserts its op.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Anchor {
-    /// Immediately before this op (of the input kernel).
-    Before(Op),
-    /// At the end of this region (before its terminator, if any).
-    End(Region),
-}
-
-/// One inserted op.
-#[derive(Clone, Debug, PartialEq)]
-pub struct WaitEdit {
-    pub anchor: Anchor,
-    /// `WaitCnt`, `CpAsyncWait`, `BulkWait`, `WgmmaWait`, `WaitTokens` or a commit.
-    pub kind: OpKind,
-    /// Why: which consumers needed it and which copy executions bound its count.
-    pub why: String,
-}
-
-/// The waits (and commits) to insert, sorted by program point; edits at one anchor keep
-/// their order (a commit precedes the wait that needs it).
+/// The waits (and commits) to insert, as a plan in program order (edits at one point keep
+/// their order: a commit precedes the wait that needs it; each edit's reason says which
+/// consumers needed it and which copy executions bound its count), and the in-flight
+/// analysis's conservative answers while planning (W0314).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct WaitPlan {
-    pub edits: Vec<WaitEdit>,
-    /// Conservative answers of the in-flight analysis while planning (W0314).
+pub struct WaitPlacement {
+    pub plan: SyncPlan,
     pub warnings: Vec<Diagnostic>,
 }
 
-impl WaitPlan {
-    /// The plan in the placer's edit format ([`crate::ir::edit::SyncPlan`]), sorted in program
-    /// order; [`crate::ir::edit::apply`] materializes it exactly as [`apply_waits`] does.
-    pub fn to_sync_plan(&self, k: &Kernel) -> crate::ir::edit::SyncPlan {
-        use crate::ir::edit::{Edit, EditReason, ProgramPoint, SyncPlan};
-        let mut p = SyncPlan {
-            edits: self
-                .edits
-                .iter()
-                .map(|e| Edit {
-                    at: match e.anchor {
-                        Anchor::Before(o) => ProgramPoint::before(o),
-                        Anchor::End(r) => ProgramPoint::end(r),
-                    },
-                    op: e.kind.clone(),
-                    reason: EditReason::Other(e.why.clone()),
-                })
-                .collect(),
-        };
-        p.sort(k);
-        p
+/// An edit inserting `kind` at `at`, for the reason `why`.
+fn edit(at: ProgramPoint, kind: OpKind, why: String) -> Edit {
+    Edit {
+        at,
+        op: kind,
+        reason: EditReason::Other(why),
     }
 }
 
@@ -589,7 +558,7 @@ fn touches_queue(k: &Kernel, target: &Target, op: Op, q: Queue) -> bool {
 }
 
 /// Inserts commits after each run of group copies of a class the kernel never commits.
-fn auto_commits(k: &Kernel, target: &Target) -> Vec<WaitEdit> {
+fn auto_commits(k: &Kernel, target: &Target) -> Vec<Edit> {
     let mut edits = Vec::new();
     for q in [Queue::CpAsync, Queue::Bulk, Queue::Wgmma] {
         let ops = k.ops_in_order();
@@ -614,28 +583,16 @@ fn auto_commits(k: &Kernel, target: &Target) -> Vec<WaitEdit> {
                     if let Some(prev) = pending
                         && !same_slot(k, prev, o)
                     {
-                        edits.push(WaitEdit {
-                            anchor: Anchor::Before(o),
-                            kind: commit_kind(q),
-                            why: why(),
-                        });
+                        edits.push(edit(ProgramPoint::before(o), commit_kind(q), why()));
                     }
                     pending = Some(o);
                 } else if pending.is_some() && !pure {
-                    edits.push(WaitEdit {
-                        anchor: Anchor::Before(o),
-                        kind: commit_kind(q),
-                        why: why(),
-                    });
+                    edits.push(edit(ProgramPoint::before(o), commit_kind(q), why()));
                     pending = None;
                 }
             }
             if pending.is_some() {
-                edits.push(WaitEdit {
-                    anchor: Anchor::End(r),
-                    kind: commit_kind(q),
-                    why: why(),
-                });
+                edits.push(edit(ProgramPoint::end(r), commit_kind(q), why()));
             }
         }
     }
@@ -659,7 +616,7 @@ fn same_slot(k: &Kernel, a: Op, b: Op) -> bool {
 
 /// Plans the waits a kernel needs on a target. Returns the edits, or the findings no wait
 /// can fix (a TMA load read before its mbarrier is waited on, a tokenless copy).
-pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlan, Vec<Diagnostic>> {
+pub fn plan_waits(k: &Kernel, target: &Target) -> Result<WaitPlacement, Vec<Diagnostic>> {
     plan_waits_memo(k, target, &mut FlowMemo::for_kernel(k))
 }
 
@@ -670,7 +627,7 @@ pub fn plan_waits_memo(
     k: &Kernel,
     target: &Target,
     memo: &mut FlowMemo,
-) -> Result<WaitPlan, Vec<Diagnostic>> {
+) -> Result<WaitPlacement, Vec<Diagnostic>> {
     plan_waits_ordered(k, target, memo, &HashSet::new())
 }
 
@@ -681,46 +638,13 @@ pub fn plan_waits_ordered(
     target: &Target,
     memo: &mut FlowMemo,
     ordered: &HashSet<Op>,
-) -> Result<WaitPlan, Vec<Diagnostic>> {
-    let commits = auto_commits(k, target);
-    let base = apply_waits(
-        k,
-        &WaitPlan {
-            edits: commits.clone(),
-            warnings: Vec::new(),
-        },
-    );
-    let kb = &base.kernel;
-    let mut flow = Flow::with_memo(kb, target, std::mem::take(memo));
-    let mut pl = Planner {
-        needs: BTreeMap::new(),
-        diags: Vec::new(),
-        hoistable: BTreeMap::new(),
-        hoisted: HashMap::new(),
-        ordered: ordered.clone(),
+) -> Result<WaitPlacement, Vec<Diagnostic>> {
+    let commits = SyncPlan {
+        edits: auto_commits(k, target),
     };
-    let mut exit = crate::analysis::inflight::join_all(&flow.run(&mut pl));
-    // Second run: waits whose copies were all issued before an enclosing loop go before it.
-    if !pl.hoistable.is_empty() && pl.diags.is_empty() {
-        let mut hoisted: HashMap<Op, Hoist> = HashMap::new();
-        for (c, (l, copies)) in std::mem::take(&mut pl.hoistable) {
-            let e = hoisted.entry(l).or_default();
-            for x in copies {
-                if !e.0.contains(&x) {
-                    e.0.push(x);
-                }
-            }
-            e.1.push(c);
-        }
-        pl = Planner {
-            needs: BTreeMap::new(),
-            diags: Vec::new(),
-            hoistable: BTreeMap::new(),
-            hoisted,
-            ordered: ordered.clone(),
-        };
-        exit = crate::analysis::inflight::join_all(&flow.run(&mut pl));
-    }
+    let kb = apply(k, &commits).map_err(|d| vec![d])?;
+    let mut flow = Flow::with_memo(&kb, target, std::mem::take(memo));
+    let (pl, exit) = run_planner(&mut flow, ordered);
     if !pl.diags.is_empty() {
         let mut seen = BTreeSet::new();
         let d: Vec<Diagnostic> = pl
@@ -731,25 +655,82 @@ pub fn plan_waits_ordered(
             .collect();
         return Err(d);
     }
-    let mut edits = commits;
+    let mut edits = commits.edits;
     for (op, need) in &pl.needs {
-        for (w, cs) in need_to_waits(need) {
-            for c in cs {
-                edits.push(WaitEdit {
-                    anchor: Anchor::Before(*op),
-                    kind: commit_kind(c),
-                    why: format!("closes the {} holding copies the next op needs", c.name()),
-                });
-            }
-            let why = need.why.values().cloned().collect::<Vec<_>>().join("; ");
-            edits.push(WaitEdit {
-                anchor: Anchor::Before(*op),
-                kind: wait_kind_op(&w),
-                why,
-            });
-        }
+        let why = need.why.values().cloned().collect::<Vec<_>>().join("; ");
+        push_waits(&mut edits, ProgramPoint::before(*op), need, |c| {
+            format!("closes the {} holding copies the next op needs", c.name())
+        }, &why);
     }
     // Drain what is still outstanding when the kernel ends.
+    let drain = drain_need(&flow, &exit);
+    let warnings = flow.overlap.conservative_warnings();
+    *memo = flow.into_memo();
+    push_waits(
+        &mut edits,
+        ProgramPoint::end(k.body),
+        &drain,
+        |_| "closes the last group before the kernel ends".into(),
+        "drains the copies still outstanding when the kernel ends (the largest count that completes them all)",
+    );
+    let mut plan = SyncPlan { edits };
+    merge_consecutive(k, target, &mut plan);
+    plan.sort(k);
+    Ok(WaitPlacement { plan, warnings })
+}
+
+/// Runs the planner over the kernel (with its automatic commits): a first run, and when some
+/// waits can be hoisted out of loops and no finding stops planning, a second run that places
+/// them before those loops. Returns the planner of the last run and the state at the exit.
+fn run_planner(flow: &mut Flow<'_>, ordered: &HashSet<Op>) -> (Planner, InFlight) {
+    let new = |hoisted| Planner {
+        needs: BTreeMap::new(),
+        diags: Vec::new(),
+        hoistable: BTreeMap::new(),
+        hoisted,
+        ordered: ordered.clone(),
+    };
+    let mut pl = new(HashMap::new());
+    let exit = crate::analysis::inflight::join_all(&flow.run(&mut pl));
+    // Second run: waits whose copies were all issued before an enclosing loop go before it.
+    if pl.hoistable.is_empty() || !pl.diags.is_empty() {
+        return (pl, exit);
+    }
+    let mut hoisted: HashMap<Op, Hoist> = HashMap::new();
+    for (c, (l, copies)) in std::mem::take(&mut pl.hoistable) {
+        let e = hoisted.entry(l).or_default();
+        for x in copies {
+            if !e.0.contains(&x) {
+                e.0.push(x);
+            }
+        }
+        e.1.push(c);
+    }
+    let mut pl = new(hoisted);
+    let exit = crate::analysis::inflight::join_all(&flow.run(&mut pl));
+    (pl, exit)
+}
+
+/// Appends the edits of one need at `at`: per wait, the commits that must precede it (each
+/// with `commit_why` of its queue), then the wait (with `why`).
+fn push_waits(
+    edits: &mut Vec<Edit>,
+    at: ProgramPoint,
+    need: &Need,
+    commit_why: impl Fn(Queue) -> String,
+    why: &str,
+) {
+    for (w, cs) in need_to_waits(need) {
+        for c in cs {
+            edits.push(edit(at, commit_kind(c), commit_why(c)));
+        }
+        edits.push(edit(at, wait_kind_op(&w), why.to_string()));
+    }
+}
+
+/// What is still outstanding when the kernel ends, as the need of a wait at its end.
+fn drain_need(flow: &Flow<'_>, exit: &InFlight) -> Need {
+    let kb = flow.k;
     let mut drain = Need::default();
     for (q, m) in &exit.queues {
         if m.is_empty() {
@@ -785,35 +766,13 @@ pub fn plan_waits_ordered(
             Queue::Mbarrier => {}
         }
     }
-    let warnings = flow.overlap.conservative_warnings();
-    *memo = flow.into_memo();
-    for (w, cs) in need_to_waits(&drain) {
-        for c in cs {
-            edits.push(WaitEdit {
-                anchor: Anchor::End(k.body),
-                kind: commit_kind(c),
-                why: "closes the last group before the kernel ends".into(),
-            });
-        }
-        edits.push(WaitEdit {
-            anchor: Anchor::End(k.body),
-            kind: wait_kind_op(&w),
-            why: "drains the copies still outstanding when the kernel ends (the largest count that completes them all)".into(),
-        });
-    }
-    let mut plan = WaitPlan {
-        edits,
-        warnings,
-    };
-    merge_consecutive(k, target, &mut plan);
-    sort_plan(k, &mut plan);
-    Ok(plan)
+    drain
 }
 
 /// Merges a wait into an earlier one of the same kind in the same region when nothing
 /// between them issues or commits on the waited queues (the earlier one, with the smaller
 /// count, then completes everything the later one did).
-fn merge_consecutive(k: &Kernel, target: &Target, plan: &mut WaitPlan) {
+fn merge_consecutive(k: &Kernel, target: &Target, plan: &mut SyncPlan) {
     let parents = k.parents();
     let queues_of = |kind: &OpKind| -> Vec<Queue> {
         match kind {
@@ -826,11 +785,11 @@ fn merge_consecutive(k: &Kernel, target: &Target, plan: &mut WaitPlan) {
     };
     let mut i = 0;
     while i < plan.edits.len() {
-        let Anchor::Before(b) = plan.edits[i].anchor else {
+        let Anchor::Before(b) = plan.edits[i].at.anchor else {
             i += 1;
             continue;
         };
-        let qs = queues_of(&plan.edits[i].kind);
+        let qs = queues_of(&plan.edits[i].op);
         if qs.is_empty() {
             i += 1;
             continue;
@@ -845,26 +804,26 @@ fn merge_consecutive(k: &Kernel, target: &Target, plan: &mut WaitPlan) {
         let mut merged = false;
         for j in 0..plan.edits.len() {
             if j == i
-                || std::mem::discriminant(&plan.edits[j].kind)
-                    != std::mem::discriminant(&plan.edits[i].kind)
+                || std::mem::discriminant(&plan.edits[j].op)
+                    != std::mem::discriminant(&plan.edits[i].op)
             {
                 continue;
             }
-            let Anchor::Before(a) = plan.edits[j].anchor else {
+            let Anchor::Before(a) = plan.edits[j].at.anchor else {
                 continue;
             };
             let Some(pos_a) = ops.iter().position(|o| *o == a) else {
                 continue;
             };
-            if pos_a >= pos_b || queues_of(&plan.edits[j].kind) != qs {
+            if pos_a >= pos_b || queues_of(&plan.edits[j].op) != qs {
                 continue;
             }
             // No commit edit may sit strictly between them either.
             let commit_between = plan.edits.iter().any(|e| {
                 matches!(
-                    e.kind,
+                    e.op,
                     OpKind::CpAsyncCommit | OpKind::BulkCommit | OpKind::WgmmaCommit
-                ) && matches!(e.anchor, Anchor::Before(o) if ops[pos_a + 1..=pos_b].contains(&o))
+                ) && matches!(e.at.anchor, Anchor::Before(o) if ops[pos_a + 1..=pos_b].contains(&o))
             });
             if commit_between
                 || ops[pos_a..pos_b].iter().any(|o| {
@@ -876,8 +835,13 @@ fn merge_consecutive(k: &Kernel, target: &Target, plan: &mut WaitPlan) {
             }
             let later = plan.edits[i].clone();
             let e = &mut plan.edits[j];
-            e.kind = min_kind(&e.kind, &later.kind);
-            e.why = format!("{}; and for {}: {}", e.why, op_label(k, b), later.why);
+            e.op = min_kind(&e.op, &later.op);
+            e.reason = EditReason::Other(format!(
+                "{}; and for {}: {}",
+                e.reason.text(),
+                op_label(k, b),
+                later.reason.text()
+            ));
             merged = true;
             break;
         }
@@ -907,88 +871,12 @@ fn min_kind(a: &OpKind, b: &OpKind) -> OpKind {
     }
 }
 
-fn sort_plan(k: &Kernel, plan: &mut WaitPlan) {
-    let mut pos: HashMap<Op, usize> = HashMap::new();
-    let mut end: HashMap<Region, usize> = HashMap::new();
-    let mut n = 0usize;
-    fn go(
-        k: &Kernel,
-        r: Region,
-        n: &mut usize,
-        pos: &mut HashMap<Op, usize>,
-        end: &mut HashMap<Region, usize>,
-    ) {
-        for &op in &k.regions[r].ops {
-            pos.insert(op, *n);
-            *n += 1;
-            for &c in &k.ops[op].regions {
-                go(k, c, n, pos, end);
-            }
-        }
-        end.insert(r, *n);
-        *n += 1;
-    }
-    go(k, k.body, &mut n, &mut pos, &mut end);
-    let key = |a: &Anchor| match a {
-        Anchor::Before(o) => pos.get(o).copied().unwrap_or(usize::MAX),
-        Anchor::End(r) => end.get(r).copied().unwrap_or(usize::MAX),
-    };
-    plan.edits.sort_by_key(|e| key(&e.anchor));
-}
-
-/// A kernel with a plan applied, and the op each edit created.
-pub struct Applied {
-    pub kernel: Kernel,
-    pub created: Vec<Op>,
-}
-
-/// Materializes a plan: inserts each edit's op at its anchor (edits at one anchor in plan
-/// order). Anchors that are not placed ops of `k` are skipped.
-pub fn apply_waits(k: &Kernel, plan: &WaitPlan) -> Applied {
-    let mut out = k.clone();
-    let parents = k.parents();
-    let mut created = Vec::new();
-    for e in &plan.edits {
-        let op = out.new_op(e.kind.clone(), &[], vec![]);
-        created.push(op);
-        match e.anchor {
-            Anchor::Before(b) => {
-                let Some(r) = parents.op_region[b] else {
-                    continue;
-                };
-                let ops = &mut out.regions[r].ops;
-                if let Some(i) = ops.iter().position(|o| *o == b) {
-                    ops.insert(i, op);
-                }
-            }
-            Anchor::End(r) => {
-                let last_is_term = out.regions[r]
-                    .ops
-                    .last()
-                    .map(|o| matches!(out.ops[*o].kind, OpKind::Yield(_) | OpKind::Condition(_)))
-                    .unwrap_or(false);
-                let ops = &mut out.regions[r].ops;
-                if last_is_term {
-                    let at = ops.len() - 1;
-                    ops.insert(at, op);
-                } else {
-                    ops.push(op);
-                }
-            }
-        }
-    }
-    Applied {
-        kernel: out,
-        created,
-    }
-}
-
 /// Plans, applies and explains: the kernel with waits inserted, each wait (inserted or the
 /// input's own) followed by comments saying which copies it completes, how many younger
 /// operations each has at the wait on every path, and why an inserted wait has its count.
 pub fn explain_waits(k: &Kernel, target: &Target) -> Result<String, Vec<Diagnostic>> {
-    let plan = plan_waits(k, target)?;
-    let applied = apply_waits(k, &plan);
+    let plan = plan_waits(k, target)?.plan;
+    let applied = apply_tracked(k, &plan).map_err(|d| vec![d])?;
     let out = &applied.kernel;
     let comp = completions(out, target);
     let mut notes: HashMap<Op, Vec<String>> = HashMap::new();
@@ -996,7 +884,7 @@ pub fn explain_waits(k: &Kernel, target: &Target) -> Result<String, Vec<Diagnost
         notes
             .entry(*op)
             .or_default()
-            .push(format!("inserted: {}", e.why));
+            .push(format!("inserted: {}", e.reason.text()));
     }
     for (w, list) in &comp.by_wait {
         let v = notes.entry(*w).or_default();
