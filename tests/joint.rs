@@ -13,9 +13,9 @@ mod common;
 
 use common::{parse_verified, shrink_on_panic};
 use smemsync::r#gen::Rng;
+use smemsync::ir::edit::apply;
 use smemsync::sync::driver::synchronize;
 use smemsync::sync::joint::hoist_waits;
-use smemsync::ir::edit::apply;
 use smemsync::sync::waits::plan_waits;
 use smemsync::sync::{PlaceOptions, Strategy, place_barriers};
 use smemsync::target::Target;

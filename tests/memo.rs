@@ -4,8 +4,8 @@
 
 use smemsync::analysis::inflight::{FlowMemo, completions, completions_memo};
 use smemsync::bench_kernels::{GemmShape, gemm};
-use smemsync::sync::joint::hoist_waits;
 use smemsync::ir::edit::apply;
+use smemsync::sync::joint::hoist_waits;
 use smemsync::sync::waits::{plan_waits, plan_waits_memo};
 use smemsync::sync::{PlaceMemo, PlaceOptions, place_barriers, place_barriers_memo};
 use smemsync::target::Target;

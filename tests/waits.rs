@@ -8,8 +8,8 @@
 //! checker once it is wired in (`check_mutants`).
 
 use smemsync::analysis::inflight::completions;
-use smemsync::ir::{Counter, Kernel, Op, OpKind};
 use smemsync::ir::edit::{Anchor, Edit, EditReason, ProgramPoint, SyncPlan, apply, apply_tracked};
+use smemsync::ir::{Counter, Kernel, Op, OpKind};
 use smemsync::sync::waits::{explain_waits, plan_waits};
 use smemsync::target::Target;
 
@@ -400,10 +400,7 @@ fn copies_in_if_take_the_minimum_over_both_arms() {
 ";
     let k = kernel(src);
     let (plan, _) = plan_and_check(&k, "gfx942");
-    assert_eq!(
-        plan.edits[0].op,
-        OpKind::WaitCnt(vec![(Counter::VmCnt, 1)])
-    );
+    assert_eq!(plan.edits[0].op, OpKind::WaitCnt(vec![(Counter::VmCnt, 1)]));
     // A copy issued in one arm only: the other arm has nothing in flight (a null dependency).
     let src2 = src.replace(
         "    %y2 = gload %Y[%t]\n",
@@ -722,11 +719,13 @@ fn a_wait_for_copies_issued_before_a_loop_is_hoisted_out_of_it() {
     let l = first(&k, |o| matches!(o, OpKind::For { .. }));
     assert_eq!(plan.edits.len(), 1, "{:?}", plan.edits);
     assert_eq!(plan.edits[0].at, ProgramPoint::before(l));
-    assert_eq!(
-        plan.edits[0].op,
-        OpKind::WaitCnt(vec![(Counter::VmCnt, 1)])
+    assert_eq!(plan.edits[0].op, OpKind::WaitCnt(vec![(Counter::VmCnt, 1)]));
+    assert!(
+        plan.edits[0]
+            .reason
+            .text()
+            .contains("hoisted out of the loop")
     );
-    assert!(plan.edits[0].reason.text().contains("hoisted out of the loop"));
     // The independent checker agrees (concrete trip counts, hand-placed barriers).
     let concrete = src
         .replace("to %n step", "to 4 step")

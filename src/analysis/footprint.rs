@@ -282,8 +282,8 @@ pub struct AccessInfo {
 /// enumeration would have pushed it), its grouped instances, and the pair conflicts.
 ///
 /// **Validity.** Keys are [`AccessRef`]s (op ids): a sync op has no shared access, does not
-/// change the loops, guards or values an access depends on, and inserting one (`apply_waits`,
-/// `ir::edit::apply`) keeps every existing id. The owner must not carry a memo elsewhere.
+/// change the loops, guards or values an access depends on, and inserting one
+/// (`ir::edit::apply`) keeps every existing id. The owner must not carry a memo elsewhere.
 /// Memory: it keeps every address space's footprints (which [`Footprints::clear_caches`]
 /// drops between spaces), so callers fill one only when a second placement will read it.
 #[derive(Default)]

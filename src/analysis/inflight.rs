@@ -452,9 +452,8 @@ type Note = (Op, Op, &'static str);
 ///
 /// **Validity.** Keys are op ids: the copy, the consumer and the loops of the copy's tags.
 /// An answer depends only on those ops' shared accesses, their enclosing loops and the
-/// values their indices read, none of which an inserted sync op changes; `apply_waits` and
-/// `ir::edit::apply` clone the kernel and append the new ops to the arena, so every existing
-/// id keeps its op (tests: `memo_ids_survive_applying_waits`). A memo must therefore never be
+/// values their indices read, none of which an inserted sync op changes; `ir::edit::apply`
+/// clones the kernel and appends the new ops to the arena, so every existing id keeps its op (tests: `memo_ids_survive_applying_waits`). A memo must therefore never be
 /// carried to an unrelated kernel, nor to one whose existing ops were edited: the owner
 /// records the arena length of the kernel it was made for ([`FlowMemo::for_kernel`]) and
 /// every solver checks, in debug builds, that the ops before it are unchanged in kind.

@@ -5,4 +5,6 @@
 pub mod cuda;
 pub mod explain;
 pub mod mlir;
-pub mod text;
+/// The canonical text form lives with the IR it spells (`ir::text`): placement, the checker
+/// and the analyses name ops in their messages without depending on the emitters.
+pub use crate::ir::text;

@@ -419,10 +419,37 @@ fn hazard(s: &mut String, r: &Report, g: &Geo, lane: usize) {
         return;
     };
     let x = g.lane(h);
+    lane_title(s, r, ids, x);
+    let rows = LaneRows {
+        h,
+        x,
+        src,
+        from,
+        dst,
+    };
+    lane_interval(s, r, g, &rows, dsts);
+}
+
+/// Where one lane is drawn: its column and the rows of its producer, of the point from
+/// which the write is pending (`from`), and of its farthest consumer.
+#[derive(Clone, Copy)]
+struct LaneRows {
+    /// The lane's first hazard (its kind and loop are the lane's).
+    h: usize,
+    x: usize,
+    src: usize,
+    from: usize,
+    dst: usize,
+}
+
+/// A lane's rotated label and the opening `<g>` of its hazards with their tooltip.
+fn lane_title(s: &mut String, r: &Report, ids: &[usize], x: usize) {
+    let h = ids[0];
+    let v = &r.hazards[h];
     let syncs: Vec<String> = v.removed_by.iter().map(|j| j.to_string()).collect();
     let existing = if v.existing { " existing" } else { "" };
     let names: Vec<String> = ids.iter().map(|&i| hazard_id(i)).collect();
-    let label = match ids.as_slice() {
+    let label = match ids {
         [_] => hazard_id(h),
         _ => format!("{}×{}", hazard_id(h), ids.len()),
     };
@@ -449,6 +476,19 @@ fn hazard(s: &mut String, r: &Report, g: &Geo, lane: usize) {
             v.distance()
         ))
     );
+}
+
+/// A lane's interval: the pending part, the line (wrapping around the loop for a carried
+/// hazard), the producer's dot and an arrow at each consumer (`dsts`); closes the `<g>`.
+fn lane_interval(s: &mut String, r: &Report, g: &Geo, rows: &LaneRows, dsts: Vec<usize>) {
+    let LaneRows {
+        h,
+        x,
+        src,
+        from,
+        dst,
+    } = *rows;
+    let v = &r.hazards[h];
     if from != src {
         let _ = write!(
             s,

@@ -205,7 +205,12 @@ fn footprint_pairs(
         }
         for &ai in group {
             for &bi in group {
-                if let Some(n) = footprint_pair(ctx, &mut fp, &order, with_hazards, ai, bi) {
+                let scan = PairScan {
+                    ctx,
+                    order: &order,
+                    with_hazards,
+                };
+                if let Some(n) = footprint_pair(&scan, &mut fp, ai, bi) {
                     out.push(n);
                 }
             }
@@ -214,14 +219,27 @@ fn footprint_pairs(
     }
 }
 
+/// What [`footprint_pair`] reads besides the footprints: the report's context, the program
+/// order of ops, and the pairs that have hazards (explained elsewhere).
+struct PairScan<'a> {
+    ctx: &'a Ctx<'a>,
+    order: &'a std::collections::HashMap<Op, usize>,
+    with_hazards: &'a HashSet<(AccessRef, AccessRef)>,
+}
+
+/// Why accesses `ai` and `bi` (in program order, or one op with itself across iterations)
+/// need no sync though their kinds conflict, or None when they have a hazard or conflict.
 fn footprint_pair(
-    ctx: &Ctx,
+    scan: &PairScan<'_>,
     fp: &mut Footprints,
-    order: &std::collections::HashMap<Op, usize>,
-    with_hazards: &HashSet<(AccessRef, AccessRef)>,
     ai: usize,
     bi: usize,
 ) -> Option<NoSync> {
+    let PairScan {
+        ctx,
+        order,
+        with_hazards,
+    } = *scan;
     let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
     if !kinds_conflict(a.access.kind, b.access.kind) || with_hazards.contains(&(a.id, b.id)) {
         return None;
@@ -260,13 +278,43 @@ fn footprint_pair(
         // to explain.
         return None;
     }
+    let (reason, detail) = no_conflict_reason(&a, &b, intersect != 0);
+    let relation = match (forward, plen) {
+        (true, 0) => "in program order".to_string(),
+        (true, _) => "in one iteration and across iterations".to_string(),
+        (false, _) => "across iterations".to_string(),
+    };
+    let buf = |m: MemRef| format!("@{}", ctx.k.buffers[ctx.k.root_buffer(m)].name);
+    let (ba, bb) = (buf(a.access.mem), buf(b.access.mem));
+    Some(NoSync {
+        reason,
+        producer: ctx.names.op(a.id.op),
+        consumer: ctx.names.op(b.id.op),
+        buffer: if ba == bb {
+            ba
+        } else {
+            format!("{ba} (aliased by {bb})")
+        },
+        relation,
+        detail,
+    })
+}
+
+/// The reason two conflicting kinds of access never conflict on an element: they touch
+/// common elements (`intersect`) only from one thread (or through one layout), or different
+/// slots, or different elements.
+fn no_conflict_reason(
+    a: &crate::analysis::footprint::AccessInfo,
+    b: &crate::analysis::footprint::AccessInfo,
+    intersect: bool,
+) -> (Reason, String) {
     let collective = |x: &crate::analysis::footprint::AccessInfo| match &x.access.footprint {
         Footprint::Collective { layout } => layout.clone(),
         Footprint::PerThread(_) => None,
     };
     let sliced = matches!(a.access.mem, MemRef::View(_)) || matches!(b.access.mem, MemRef::View(_));
-    let (reason, detail) = if intersect != 0 {
-        match (collective(&a), collective(&b)) {
+    if intersect {
+        match (collective(a), collective(b)) {
             (Some(x), Some(y)) if x == y => (
                 Reason::SameLayout,
                 format!(
@@ -289,24 +337,5 @@ fn footprint_pair(
             Reason::DisjointElements,
             "they never touch a common element".into(),
         )
-    };
-    let relation = match (forward, plen) {
-        (true, 0) => "in program order".to_string(),
-        (true, _) => "in one iteration and across iterations".to_string(),
-        (false, _) => "across iterations".to_string(),
-    };
-    let buf = |m: MemRef| format!("@{}", ctx.k.buffers[ctx.k.root_buffer(m)].name);
-    let (ba, bb) = (buf(a.access.mem), buf(b.access.mem));
-    Some(NoSync {
-        reason,
-        producer: ctx.names.op(a.id.op),
-        consumer: ctx.names.op(b.id.op),
-        buffer: if ba == bb {
-            ba
-        } else {
-            format!("{ba} (aliased by {bb})")
-        },
-        relation,
-        detail,
-    })
+    }
 }

@@ -287,4 +287,39 @@ mod tests {
         let ok = apply(&k, &SyncPlan { edits: plan.edits[..1].to_vec() }).unwrap();
         assert_eq!(ok.regions[ok.body].ops.len(), k.regions[k.body].ops.len() + 1);
     }
+
+    #[test]
+    fn applied_edits_create_their_ops_in_plan_order_where_they_say() {
+        use crate::ir::entities::EntityRef;
+        let k = crate::reader::parse_kernel(SRC).unwrap();
+        let body = &k.regions[k.body].ops;
+        // Out of program order, two at one point: the ids follow the plan, the positions
+        // follow the points (plan order within a point).
+        let kinds = [OpKind::Barrier, OpKind::WarpSync, OpKind::CpAsyncCommit];
+        let points = [
+            ProgramPoint::end(k.body),
+            ProgramPoint::before(body[2]),
+            ProgramPoint::before(body[2]),
+        ];
+        let plan = SyncPlan {
+            edits: points
+                .iter()
+                .zip(&kinds)
+                .map(|(&at, op)| Edit {
+                    op: op.clone(),
+                    ..edit(at)
+                })
+                .collect(),
+        };
+        let a = apply_tracked(&k, &plan).unwrap();
+        let n = k.ops.len();
+        assert_eq!(a.created, (n..n + 3).map(Op::new).collect::<Vec<_>>());
+        for (op, kind) in a.created.iter().zip(&kinds) {
+            assert_eq!(&a.kernel.ops[*op].kind, kind);
+        }
+        let out = &a.kernel.regions[a.kernel.body].ops;
+        assert_eq!(out[2..4], [a.created[1], a.created[2]]);
+        assert_eq!(out.last(), Some(&a.created[0]));
+        assert_eq!(out.len(), body.len() + 3);
+    }
 }

@@ -1,5 +1,6 @@
-//! The kernel IR: typed entity ids, ops, types, the kernel container and the memory-effects
-//! table. See `docs/ir.md` for the text format and the semantics of every op.
+//! The kernel IR: typed entity ids, ops, types, the kernel container, the memory-effects
+//! table and the canonical text form (`text`: the printer and `op_label`, how messages name
+//! an op). See `docs/ir.md` for the text format and the semantics of every op.
 
 pub mod arith;
 pub mod effects;
@@ -9,6 +10,7 @@ pub mod layout;
 pub mod ops;
 pub mod induction;
 pub mod ranges;
+pub mod text;
 pub mod types;
 pub mod wgmma;
 

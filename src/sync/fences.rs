@@ -128,7 +128,7 @@ fn role_branch_fences(k: &Kernel, async_bufs: &HashSet<Buffer>, plan: &mut SyncP
                     continue;
                 };
                 if placed.insert(at) {
-                    let what = |o: Op| crate::emit::text::op_label(k, o);
+                    let what = |o: Op| crate::ir::text::op_label(k, o);
                     plan.edits.push(Edit {
                         at,
                         op: OpKind::FenceProxyAsync,
@@ -325,7 +325,7 @@ impl Walk<'_> {
             })
             .map_or(op, |(rel, _, _)| *rel);
         if self.new.is_none() {
-            let what = |o: Op| crate::emit::text::op_label(k, o);
+            let what = |o: Op| crate::ir::text::op_label(k, o);
             self.new = Some((
                 at,
                 format!(

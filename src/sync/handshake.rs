@@ -359,7 +359,7 @@ fn redundant_handshakes(out: &mut Handshakes, br: Op) {
                     "W1340",
                     format!(
                         "redundant handshake {}: the roles share no buffer, so it orders nothing between them",
-                        crate::emit::text::op_label(k, o)
+                        crate::ir::text::op_label(k, o)
                     ),
                 )
                 .with_label(k.span(o), "hand-written handshake")
@@ -470,63 +470,87 @@ fn place_branch(
         return Err(unsupported(k, br, format!("slot {c} is outside the buffer")));
     }
     let covered: Vec<Op> = pacc.iter().chain(&cacc).map(|a| a.op).collect();
+    let ctx = Ctx {
+        br,
+        d,
+        np,
+        nc,
+        prod: &prod,
+        cons: &cons,
+    };
     let placed = if rem || tma {
-        if !target.mbarrier && rem && target.named_barriers > 0 {
-            return Err(named_only_rem(k, br, target));
-        }
-        if !target.mbarrier {
-            return Err(unsupported(
-                k,
-                br,
-                format!("{} has no mbarriers (needed for `rem` slots and TMA producers)", target.name),
-            ));
-        }
-        let ctx = Ctx {
-            br,
-            d,
-            np,
-            nc,
-            prod: &prod,
-            cons: &cons,
-        };
-        let tmas: Vec<Op> = pacc
-            .iter()
-            .filter(|a| matches!(k.ops[a.op].kind, OpKind::TmaLoad { .. }))
-            .map(|a| a.op)
-            .collect();
-        let (p, ordered) = crate::sync::handshake_mbar::place(&mut out.kernel, &ctx, &tmas)?;
-        out.ordered_tma.extend(ordered);
-        p
+        mbarrier_handshake(out, target, &ctx, rem, &pacc)?
     } else {
-        if target.named_barriers == 0 {
-            return Err(unsupported(k, br, format!("{} has no named barriers", target.name)));
-        }
-        if cons.len() > 1 {
-            return Err(unsupported(k, br, "more than two roles get mbarrier handshakes only (`rem` slots on sm_90)"));
-        }
-        if np % target.warp != 0 || nc % target.warp != 0 {
-            return Err(unsupported(k, br, "a role is not made of whole warps"));
-        }
-        let mut s: Vec<i64> = slots
-            .iter()
-            .filter_map(|s| match s {
-                Slot::Const(c) => Some(*c),
-                Slot::Rem => None,
-            })
-            .collect();
-        s.sort_unstable();
-        // A tensor-DMA producer waits for its counter before each `full` signal, so a refill
-        // of a slot follows the completion of its previous fill in every issuing thread.
-        out.ordered_tma.extend(
-            pacc.iter()
-                .filter(|a| matches!(k.ops[a.op].kind, OpKind::TdmLoad { .. }))
-                .map(|a| a.op),
-        );
-        place_named(&mut out.kernel, br, &prod, &cons[0], &s, np + nc, target)?
+        named_handshake(out, target, &ctx, &slots, &pacc)?
     };
     out.covered.extend(covered);
     out.placed.push(placed);
     Ok(())
+}
+
+/// [`place_branch`] with mbarriers (`rem` slots or a TMA producer): `sync::handshake_mbar`.
+fn mbarrier_handshake(
+    out: &mut Handshakes,
+    target: &Target,
+    ctx: &Ctx<'_>,
+    rem: bool,
+    pacc: &[Access],
+) -> Result<Placed, Box<Diagnostic>> {
+    let (k, br) = (&out.kernel, ctx.br);
+    if !target.mbarrier && rem && target.named_barriers > 0 {
+        return Err(named_only_rem(k, br, target));
+    }
+    if !target.mbarrier {
+        return Err(unsupported(
+            k,
+            br,
+            format!("{} has no mbarriers (needed for `rem` slots and TMA producers)", target.name),
+        ));
+    }
+    let tmas: Vec<Op> = pacc
+        .iter()
+        .filter(|a| matches!(k.ops[a.op].kind, OpKind::TmaLoad { .. }))
+        .map(|a| a.op)
+        .collect();
+    let (p, ordered) = crate::sync::handshake_mbar::place(&mut out.kernel, ctx, &tmas)?;
+    out.ordered_tma.extend(ordered);
+    Ok(p)
+}
+
+/// [`place_branch`] with named barriers (two roles of whole warps, constant slots).
+fn named_handshake(
+    out: &mut Handshakes,
+    target: &Target,
+    ctx: &Ctx<'_>,
+    slots: &HashSet<Slot>,
+    pacc: &[Access],
+) -> Result<Placed, Box<Diagnostic>> {
+    let (k, br) = (&out.kernel, ctx.br);
+    if target.named_barriers == 0 {
+        return Err(unsupported(k, br, format!("{} has no named barriers", target.name)));
+    }
+    if ctx.cons.len() > 1 {
+        return Err(unsupported(k, br, "more than two roles get mbarrier handshakes only (`rem` slots on sm_90)"));
+    }
+    if !ctx.np.is_multiple_of(target.warp) || !ctx.nc.is_multiple_of(target.warp) {
+        return Err(unsupported(k, br, "a role is not made of whole warps"));
+    }
+    let mut s: Vec<i64> = slots
+        .iter()
+        .filter_map(|s| match s {
+            Slot::Const(c) => Some(*c),
+            Slot::Rem => None,
+        })
+        .collect();
+    s.sort_unstable();
+    // A tensor-DMA producer waits for its counter before each `full` signal, so a refill
+    // of a slot follows the completion of its previous fill in every issuing thread.
+    out.ordered_tma.extend(
+        pacc.iter()
+            .filter(|a| matches!(k.ops[a.op].kind, OpKind::TdmLoad { .. }))
+            .map(|a| a.op),
+    );
+    place_named(&mut out.kernel, ctx, &s, target)
 }
 
 /// Context of a mbarrier placement (read by `sync::handshake_mbar`).
@@ -773,16 +797,15 @@ pub(crate) fn const_trip(k: &Kernel, lp: Op) -> Option<u64> {
     (st > 0).then(|| if hi > lo { ((hi - lo + st - 1) / st) as u64 } else { 0 })
 }
 
-/// Named-barrier handshakes for constant slots.
+/// Named-barrier handshakes for constant slots, between the producer and the one consumer
+/// role of `ctx`.
 fn place_named(
     k: &mut Kernel,
-    br: Op,
-    prod: &Arm,
-    cons: &Arm,
+    ctx: &Ctx<'_>,
     slots: &[i64],
-    count: u32,
     target: &Target,
 ) -> Result<Placed, Box<Diagnostic>> {
+    let (br, prod, cons, count) = (ctx.br, ctx.prod, &ctx.cons[0], ctx.np + ctx.nc);
     let mut used: HashSet<u32> = HashSet::from([0]);
     k.walk(|o| {
         if let OpKind::NamedArrive { id, .. } | OpKind::NamedSync { id, .. } = k.ops[o].kind {

@@ -4,6 +4,8 @@
 //! those that syncs already in the input remove, and places the fewest executed barriers that
 //! remove the rest (`place`), or the conservative baseline (`naive`). `exhaustive` is the
 //! test oracle. Placement never mutates the kernel; `ir::edit::apply` materializes the plan.
+//! Every pass here (waits, barriers, fences) returns that one plan type, and names ops in its
+//! messages through the IR's printer (`ir::text`): `sync` depends on no emitter.
 //!
 //! The shared model ([`SyncModel`]): candidate points are gaps of regions that every thread
 //! of the block reaches together (not divergent, not a `while` condition); a point's cost is
@@ -30,7 +32,7 @@ use crate::analysis::footprint::{FootprintMemo, Footprints};
 use crate::analysis::hazards::{Hazard, Hazards, Paths, find_hazards_memo};
 use crate::analysis::inflight::FlowMemo;
 use crate::diag::{DiagKind, Diagnostic};
-use crate::emit::text::op_label;
+use crate::ir::text::op_label;
 use crate::ir::edit::{Edit, EditReason, ProgramPoint, SyncPlan, body_len};
 use crate::ir::*;
 use crate::target::Target;
@@ -209,56 +211,60 @@ fn trip(k: &Kernel, op: Op, bounds: Option<&HashMap<String, i64>>) -> Option<u64
     Some(((hi - lo).max(0) as u64).div_ceil(st as u64))
 }
 
+/// Per region: whether a barrier may go there (not inside a `while` condition) and how often
+/// it executes per kernel run (symbolic trips at [`SYMBOLIC_TRIP`], and with `bounds`).
+struct RegionWeights<'a> {
+    bounds: &'a HashMap<String, i64>,
+    legal: HashMap<Region, bool>,
+    weight: HashMap<Region, u64>,
+    weight_bounds: HashMap<Region, u64>,
+}
+
+impl RegionWeights<'_> {
+    /// Records region `r`, executed `w` times (without, with bounds), legal if `ok`, and the
+    /// regions nested in it.
+    fn region(&mut self, k: &Kernel, r: Region, w: (u64, u64), ok: bool) {
+        self.legal.insert(r, ok);
+        self.weight.insert(r, w.0);
+        self.weight_bounds.insert(r, w.1);
+        for &op in &k.regions[r].ops {
+            let od = &k.ops[op];
+            for (i, &c) in od.regions.iter().enumerate() {
+                let (w2, wb2, ok2) = match od.kind {
+                    OpKind::For { .. } => {
+                        let t = trip(k, op, None).map_or(SYMBOLIC_TRIP, |t| t.max(1));
+                        let tb = trip(k, op, Some(self.bounds)).unwrap_or(t);
+                        (w.0.saturating_mul(t), w.1.saturating_mul(tb), ok)
+                    }
+                    OpKind::While { .. } => (
+                        w.0.saturating_mul(SYMBOLIC_TRIP),
+                        w.1.saturating_mul(SYMBOLIC_TRIP),
+                        ok && i == 1,
+                    ),
+                    _ => (w.0, w.1, ok),
+                };
+                self.region(k, c, (w2, wb2), ok2);
+            }
+        }
+    }
+}
+
 impl<'k> SyncModel<'k> {
     pub fn new(k: &'k Kernel, fp: &Footprints, bounds: &HashMap<String, i64>) -> Self {
         let paths = Paths::new(k);
-        let mut legal = HashMap::new();
-        let mut weight = HashMap::new();
-        let mut weight_bounds = HashMap::new();
-        #[expect(clippy::too_many_arguments, reason = "recursive walk state")]
-        fn go(
-            k: &Kernel,
-            r: Region,
-            w: (u64, u64),
-            ok: bool,
-            bounds: &HashMap<String, i64>,
-            legal: &mut HashMap<Region, bool>,
-            weight: &mut HashMap<Region, u64>,
-            wbm: &mut HashMap<Region, u64>,
-        ) {
-            legal.insert(r, ok);
-            weight.insert(r, w.0);
-            wbm.insert(r, w.1);
-            for &op in &k.regions[r].ops {
-                let od = &k.ops[op];
-                for (i, &c) in od.regions.iter().enumerate() {
-                    let (w2, wb2, ok2) = match od.kind {
-                        OpKind::For { .. } => {
-                            let t = trip(k, op, None).map_or(SYMBOLIC_TRIP, |t| t.max(1));
-                            let tb = trip(k, op, Some(bounds)).unwrap_or(t);
-                            (w.0.saturating_mul(t), w.1.saturating_mul(tb), ok)
-                        }
-                        OpKind::While { .. } => (
-                            w.0.saturating_mul(SYMBOLIC_TRIP),
-                            w.1.saturating_mul(SYMBOLIC_TRIP),
-                            ok && i == 1,
-                        ),
-                        _ => (w.0, w.1, ok),
-                    };
-                    go(k, c, (w2, wb2), ok2, bounds, legal, weight, wbm);
-                }
-            }
-        }
-        go(
-            k,
-            k.body,
-            (1, 1),
-            true,
+        let mut w = RegionWeights {
             bounds,
-            &mut legal,
-            &mut weight,
-            &mut weight_bounds,
-        );
+            legal: HashMap::new(),
+            weight: HashMap::new(),
+            weight_bounds: HashMap::new(),
+        };
+        w.region(k, k.body, (1, 1), true);
+        let RegionWeights {
+            mut legal,
+            weight,
+            weight_bounds,
+            ..
+        } = w;
         // Block barriers need every thread of the block, warp syncs every thread of the warp
         // (`if warp == 0`, `if tid.x < 32` are legal places for a warp sync).
         let uw = crate::analysis::uniformity::analyze_warp(k, fp.warp, &|v, t| {
@@ -575,12 +581,46 @@ pub fn finish(
     pending: &[usize],
     mut points: Vec<Point>,
 ) -> Placement {
-    let k = model.k;
     points.sort();
     points.dedup();
+    let plan = plan_of_points(model, &hazards, pending, &points);
+    let removes = plan
+        .edits
+        .iter()
+        .map(|e| match &e.reason {
+            EditReason::Hazards(v) => v.clone(),
+            EditReason::Other(_) => Vec::new(),
+        })
+        .collect();
+    let mut stats = Stats {
+        hazards: hazards.len(),
+        covered_by_existing: existing.len(),
+        ..Default::default()
+    };
+    count_barriers(model, &points, &mut stats);
+    stats.lower_bound = place::lower_bound(model, &hazards, pending);
+    Placement {
+        plan,
+        hazards,
+        removes,
+        existing,
+        stats,
+        warnings: Vec::new(),
+    }
+}
+
+/// The plan of the chosen (sorted, distinct) points, each edit with the pending hazards it
+/// removes; block barriers in role arms become named barriers, one id per arm.
+fn plan_of_points(
+    model: &SyncModel,
+    hazards: &[Hazard],
+    pending: &[usize],
+    points: &[Point],
+) -> SyncPlan {
+    let k = model.k;
     let mut plan = SyncPlan::default();
     let mut index = PointIndex::default();
-    for p in &points {
+    for p in points {
         index.insert(*p);
     }
     let mut removes_of: HashMap<Point, Vec<usize>> = HashMap::new();
@@ -593,7 +633,7 @@ pub fn finish(
     let used = used_named_ids(k);
     let mut arm_ids: HashMap<Region, u32> = HashMap::new();
     let mut next_id = 1u32;
-    for p in &points {
+    for p in points {
         let op = match (p.scope, model.named.get(&p.region)) {
             (Scope::Block, Some(a)) => {
                 let id = *arm_ids.entry(a.arm).or_insert_with(|| {
@@ -616,20 +656,13 @@ pub fn finish(
         });
     }
     plan.sort(k);
-    let removes = plan
-        .edits
-        .iter()
-        .map(|e| match &e.reason {
-            EditReason::Hazards(v) => v.clone(),
-            EditReason::Other(_) => Vec::new(),
-        })
-        .collect();
-    let mut stats = Stats {
-        hazards: hazards.len(),
-        covered_by_existing: existing.len(),
-        ..Default::default()
-    };
-    for p in &points {
+    plan
+}
+
+/// The written and executed counts of the inserted points and of the kernel's own barriers.
+fn count_barriers(model: &SyncModel, points: &[Point], stats: &mut Stats) {
+    let k = model.k;
+    for p in points {
         match p.scope {
             Scope::Block => stats.barriers_written += 1,
             Scope::Warp => stats.warp_syncs_written += 1,
@@ -651,15 +684,6 @@ pub fn finish(
         }
     }
     stats.barriers_executed = stats.inserted_executed.saturating_add(existing_exec);
-    stats.lower_bound = place::lower_bound(model, &hazards, pending);
-    Placement {
-        plan,
-        hazards,
-        removes,
-        existing,
-        stats,
-        warnings: Vec::new(),
-    }
 }
 
 /// Named-barrier ids a kernel already uses.

@@ -261,51 +261,16 @@ pub fn place(
             // Outer hazards passing through this region: prefixes (entering) in increasing
             // order of their end, suffixes (leaving) in decreasing order of their start, so
             // the first feasible one of each kind implies the rest.
-            let mut optional: Vec<Arc> = Vec::new();
-            if scope == Scope::Block {
-                let n = m - 1;
-                let (mut pre, mut suf) = (Vec::new(), Vec::new());
-                for &i in through.get(&q).map_or(&[][..], |v| v.as_slice()) {
-                    let h = &hazards[i];
-                    if h.home == q || !wants(h) || index.covers(h) {
-                        continue;
-                    }
-                    for s in h.chain.iter().filter(|s| s.region == q) {
-                        if s.lo == 0 {
-                            pre.push((s.hi / 2).min(n));
-                        } else {
-                            suf.push(s.lo.div_ceil(2).min(n));
-                        }
-                    }
-                }
-                pre.sort_unstable();
-                pre.dedup();
-                suf.sort_unstable_by(|a, b| b.cmp(a));
-                suf.dedup();
-                // Arcs that cannot change a solution are not tried and take no place in the
-                // window (docs/placement.md, *Nearest-source hazards*).
-                let inert = Inert::new(m, &arcs);
-                optional.extend(
-                    pre.into_iter()
-                        .map(|x| Arc { start: 0, end: x })
-                        .filter(|a| !inert.contains(a))
-                        .take(MAX_OPTIONAL / 4),
-                );
-                optional.extend(
-                    suf.into_iter()
-                        .map(|y| Arc { start: y, end: n })
-                        .filter(|a| !inert.contains(a))
-                        .take(MAX_OPTIONAL / 4),
-                );
-                // Intra-warp hazards of this region a block barrier may also remove.
-                optional.extend(
-                    homed
-                        .iter()
-                        .filter(|&&i| hazards[i].intra_warp && !index.covers(&hazards[i]))
-                        .filter_map(|&i| home_arc(&hazards[i]))
-                        .filter(|a| !inert.contains(a)),
-                );
-            }
+            let optional = if scope == Scope::Block {
+                let rh = RegionHazards {
+                    region: q,
+                    homed,
+                    through: through.get(&q).map_or(&[][..], |v| v.as_slice()),
+                };
+                block_optional_arcs(hazards, &index, &rh, &arcs, m)
+            } else {
+                Vec::new()
+            };
             for g in solve(m, &arcs, &optional) {
                 let p = Point {
                     region: q,
@@ -322,6 +287,71 @@ pub fn place(
     } else {
         Err(diags)
     }
+}
+
+/// The hazards of one region as `place` scans it: those homed there and those passing through.
+struct RegionHazards<'a> {
+    region: Region,
+    homed: &'a [usize],
+    through: &'a [usize],
+}
+
+/// The optional arcs of a region for block barriers (`m` gaps, required `arcs`): outer hazards
+/// passing through it, prefixes (entering) in increasing order of their end, suffixes
+/// (leaving) in decreasing order of their start, so the first feasible one of each kind
+/// implies the rest; then the region's intra-warp hazards a block barrier may also remove.
+/// Hazards `index` already covers are skipped.
+fn block_optional_arcs(
+    hazards: &[Hazard],
+    index: &PointIndex,
+    rh: &RegionHazards<'_>,
+    arcs: &[Arc],
+    m: usize,
+) -> Vec<Arc> {
+    let q = rh.region;
+    let mut optional: Vec<Arc> = Vec::new();
+    let n = m - 1;
+    let (mut pre, mut suf) = (Vec::new(), Vec::new());
+    for &i in rh.through {
+        let h = &hazards[i];
+        if h.home == q || h.intra_warp || index.covers(h) {
+            continue;
+        }
+        for s in h.chain.iter().filter(|s| s.region == q) {
+            if s.lo == 0 {
+                pre.push((s.hi / 2).min(n));
+            } else {
+                suf.push(s.lo.div_ceil(2).min(n));
+            }
+        }
+    }
+    pre.sort_unstable();
+    pre.dedup();
+    suf.sort_unstable_by(|a, b| b.cmp(a));
+    suf.dedup();
+    // Arcs that cannot change a solution are not tried and take no place in the window
+    // (docs/placement.md, *Nearest-source hazards*).
+    let inert = Inert::new(m, arcs);
+    optional.extend(
+        pre.into_iter()
+            .map(|x| Arc { start: 0, end: x })
+            .filter(|a| !inert.contains(a))
+            .take(MAX_OPTIONAL / 4),
+    );
+    optional.extend(
+        suf.into_iter()
+            .map(|y| Arc { start: y, end: n })
+            .filter(|a| !inert.contains(a))
+            .take(MAX_OPTIONAL / 4),
+    );
+    optional.extend(
+        rh.homed
+            .iter()
+            .filter(|&&i| hazards[i].intra_warp && !index.covers(&hazards[i]))
+            .filter_map(|&i| home_arc(&hazards[i]))
+            .filter(|a| !inert.contains(a)),
+    );
+    optional
 }
 
 /// A lower bound on the executed count of inserted block barriers: hazards whose coverages

@@ -535,7 +535,7 @@ mod tests {
     use super::*;
     use crate::analysis::uniformity;
     use crate::check::protocol::check_protocol;
-    use crate::emit::text::print_kernel;
+    use crate::ir::text::print_kernel;
     use crate::reader::parse_kernel;
 
     fn lower(src: &str) -> (Kernel, SplitStats) {

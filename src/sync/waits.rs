@@ -51,7 +51,7 @@ use crate::analysis::inflight::{
 };
 use crate::analysis::overlap::IterTag;
 use crate::diag::{DiagKind, Diagnostic};
-use crate::emit::text::op_label;
+use crate::ir::text::op_label;
 use crate::ir::edit::{Anchor, Edit, EditReason, ProgramPoint, SyncPlan, apply, apply_tracked};
 use crate::ir::effects::WaitKind;
 use crate::ir::*;
@@ -233,147 +233,20 @@ impl Visitor for Planner {
         for (q, p, a) in conflicts {
             by_q.entry(q).or_default().push((p, a));
         }
-        // Hoistable out of the enclosing loops for which every needed copy is counted,
-        // committed, and was issued before the loop was entered.
-        let loops = flow.loops_of(op);
-        let mut out_of = None;
-        for l in loops.iter().rev() {
-            // Issued before `l` was entered: tagged `Pre(j)` on it, or `Unknown` once `j`
-            // saturated (a copy outside `l` gets no other tag on it).
-            let all_pre = by_q.iter().all(|(q, list)| {
-                q.counted()
-                    && list.iter().all(|(p, a)| {
-                        *a >= 0
-                            && !flow.loops_of(p.op).contains(l)
-                            && p.tags.iter().any(|(tl, tg)| {
-                                tl == l && matches!(tg, IterTag::Pre(_) | IterTag::Unknown)
-                            })
-                    })
-            });
-            if !all_pre {
-                break;
-            }
-            out_of = Some(*l);
-        }
-        if let Some(l) = out_of {
-            // The entries as they are before `l` is entered: without the tags of `l` and the
-            // loops inside it.
-            let inner: Vec<Op> = loops.iter().skip_while(|x| **x != l).copied().collect();
-            let copies = by_q
-                .iter()
-                .flat_map(|(q, list)| {
-                    list.iter().map(|(p, _)| {
-                        let tags = p
-                            .tags
-                            .iter()
-                            .filter(|(tl, _)| !inner.contains(tl))
-                            .copied()
-                            .collect();
-                        (*q, Pending { op: p.op, tags })
-                    })
-                })
-                .collect();
-            self.hoistable.insert(op, (l, copies));
+        if let Some(h) = hoistable(flow, op, &by_q) {
+            self.hoistable.insert(op, h);
         }
         // A consumer visited twice in one pass (a `while` condition) keeps the stronger need.
-        let need = self.needs.entry(op).or_default();
+        let mut need = self.needs.remove(&op).unwrap_or_default();
         for (q, list) in by_q {
             match q {
-                Queue::Counter(c) => {
-                    let n = list.iter().map(|(_, a)| *a).min().unwrap_or(0).max(0) as u32;
-                    let e = need.counters.entry(q).or_insert(n);
-                    *e = (*e).min(n);
-                    let binding: Vec<String> = list
-                        .iter()
-                        .filter(|(_, a)| *a as u32 == *e)
-                        .map(|(p, _)| format!("{} from {}", op_label(flow.k, p.op), when(&p.tags)))
-                        .collect();
-                    need.why.insert(
-                        q,
-                        format!(
-                            "{}({}): needs {} which has only {} younger {} ops on some path, so {} is the largest count that completes it",
-                            c.name(),
-                            e,
-                            binding.join(", "),
-                            e,
-                            c.name(),
-                            e
-                        ),
-                    );
-                }
-                Queue::CpAsync | Queue::Bulk | Queue::Wgmma => {
-                    let commit = list.iter().any(|(_, a)| *a < 0);
-                    let n = list
-                        .iter()
-                        .map(|(_, a)| if commit { *a + 1 } else { *a })
-                        .min()
-                        .unwrap_or(0)
-                        .max(0) as u32;
-                    let e = need.groups.entry(q).or_insert((commit, n));
-                    e.0 |= commit;
-                    e.1 = e.1.min(n);
-                    let binding: Vec<String> = list
-                        .iter()
-                        .map(|(p, _)| format!("{} from {}", op_label(flow.k, p.op), when(&p.tags)))
-                        .collect();
-                    need.why.insert(
-                        q,
-                        format!(
-                            "{} N={}: needs {}{}",
-                            q.name(),
-                            e.1,
-                            binding.join(", "),
-                            if e.0 {
-                                " (uncommitted: commit first)"
-                            } else {
-                                ""
-                            }
-                        ),
-                    );
-                }
-                Queue::Token => {
-                    for (p, _) in &list {
-                        let xl = flow.loops_of(p.op);
-                        let recent = xl.iter().all(|l| {
-                            p.tags
-                                .iter()
-                                .any(|(tl, tg)| tl == l && *tg == IterTag::Dist(0))
-                        });
-                        match flow.k.ops[p.op].results.first() {
-                            Some(t) if recent && in_scope(flow, p.op, op) => {
-                                need.tokens.insert(*t);
-                            }
-                            _ => self.diags.push((
-                                op,
-                                p.op,
-                                Diagnostic::error(DiagKind::Finding, "E0601", "a shared access may observe an in-flight async copy that no wait can name here")
-                                    .with_label(flow.k.span(op), "this access may observe the copy")
-                                    .with_label(flow.k.span(p.op), "copy issued here (give it a token and wait for it)"),
-                            )),
-                        }
-                    }
-                }
-                Queue::Mbarrier
-                    if self.ordered.contains(&op)
-                        && list.iter().all(|(p, _)| self.ordered.contains(&p.op)) => {}
-                Queue::Mbarrier => {
-                    let help = suggest_mbar_wait(flow, op, &list).unwrap_or_else(|| {
-                        "insert `mbar_wait` on the copy's mbarrier slot with its phase parity before the access".into()
-                    });
-                    for (p, _) in &list {
-                        self.diags.push((
-                            op,
-                            p.op,
-                            Diagnostic::error(DiagKind::Finding, "E0602", "a shared access may observe a TMA load whose mbarrier phase is not waited for")
-                                .with_label(flow.k.span(op), "this access may observe the copy")
-                                .with_label(flow.k.span(p.op), "TMA load issued here")
-                                .with_help(help.clone()),
-                        ));
-                    }
-                }
+                Queue::Counter(c) => counter_need(flow, c, &list, &mut need),
+                Queue::CpAsync | Queue::Bulk | Queue::Wgmma => group_need(flow, q, &list, &mut need),
+                Queue::Token => self.token_need(flow, op, &list, &mut need),
+                Queue::Mbarrier => self.mbarrier_findings(flow, op, &list),
             }
         }
-        let need = need.clone();
+        self.needs.insert(op, need.clone());
         for st in states.iter_mut() {
             for (w, commits) in need_to_waits(&need) {
                 for c in &commits {
@@ -384,6 +257,156 @@ impl Visitor for Planner {
         }
     }
 }
+
+impl Planner {
+    /// The tokens of the needed copies a `wait_tokens` can name here (issued in this
+    /// iteration of every enclosing loop, their token in scope); the others are findings.
+    fn token_need(&mut self, flow: &mut Flow<'_>, op: Op, list: &[(Pending, i32)], need: &mut Need) {
+        for (p, _) in list {
+            let xl = flow.loops_of(p.op);
+            let recent = xl.iter().all(|l| {
+                p.tags
+                    .iter()
+                    .any(|(tl, tg)| tl == l && *tg == IterTag::Dist(0))
+            });
+            match flow.k.ops[p.op].results.first() {
+                Some(t) if recent && in_scope(flow, p.op, op) => {
+                    need.tokens.insert(*t);
+                }
+                _ => self.diags.push((
+                    op,
+                    p.op,
+                    Diagnostic::error(DiagKind::Finding, "E0601", "a shared access may observe an in-flight async copy that no wait can name here")
+                        .with_label(flow.k.span(op), "this access may observe the copy")
+                        .with_label(flow.k.span(p.op), "copy issued here (give it a token and wait for it)"),
+                )),
+            }
+        }    }
+
+    /// Findings for TMA loads read before a wait on their mbarrier phase, except between
+    /// loads whose slot reuse a placed handshake orders (`ordered`).
+    fn mbarrier_findings(&mut self, flow: &mut Flow<'_>, op: Op, list: &[(Pending, i32)]) {
+        if self.ordered.contains(&op) && list.iter().all(|(p, _)| self.ordered.contains(&p.op)) {
+            return;
+        }
+        let help = suggest_mbar_wait(flow, op, list).unwrap_or_else(|| {
+            "insert `mbar_wait` on the copy's mbarrier slot with its phase parity before the access".into()
+        });
+        for (p, _) in list {
+            self.diags.push((
+                op,
+                p.op,
+                Diagnostic::error(DiagKind::Finding, "E0602", "a shared access may observe a TMA load whose mbarrier phase is not waited for")
+                    .with_label(flow.k.span(op), "this access may observe the copy")
+                    .with_label(flow.k.span(p.op), "TMA load issued here")
+                    .with_help(help.clone()),
+            ));
+        }    }
+}
+
+/// The loop a consumer's wait can be hoisted out of, with the needed copies as they are
+/// before the loop is entered: the outermost enclosing loop for which every needed copy is
+/// counted, committed, and was issued before the loop was entered.
+fn hoistable(
+    flow: &mut Flow<'_>,
+    op: Op,
+    by_q: &BTreeMap<Queue, Vec<(Pending, i32)>>,
+) -> Option<(Op, Vec<(Queue, Pending)>)> {
+    let loops = flow.loops_of(op);
+    let mut out_of = None;
+    for l in loops.iter().rev() {
+        // Issued before `l` was entered: tagged `Pre(j)` on it, or `Unknown` once `j`
+        // saturated (a copy outside `l` gets no other tag on it).
+        let all_pre = by_q.iter().all(|(q, list)| {
+            q.counted()
+                && list.iter().all(|(p, a)| {
+                    *a >= 0
+                        && !flow.loops_of(p.op).contains(l)
+                        && p.tags.iter().any(|(tl, tg)| {
+                            tl == l && matches!(tg, IterTag::Pre(_) | IterTag::Unknown)
+                        })
+                })
+        });
+        if !all_pre {
+            break;
+        }
+        out_of = Some(*l);
+    }
+    let l = out_of?;
+    // The entries as they are before `l` is entered: without the tags of `l` and the
+    // loops inside it.
+    let inner: Vec<Op> = loops.iter().skip_while(|x| **x != l).copied().collect();
+    let copies = by_q
+        .iter()
+        .flat_map(|(q, list)| {
+            list.iter().map(|(p, _)| {
+                let tags = p
+                    .tags
+                    .iter()
+                    .filter(|(tl, _)| !inner.contains(tl))
+                    .copied()
+                    .collect();
+                (*q, Pending { op: p.op, tags })
+            })
+        })
+        .collect();
+    Some((l, copies))
+}
+
+/// The count a counter wait needs for the listed entries (the smallest age), and why.
+fn counter_need(flow: &Flow<'_>, c: Counter, list: &[(Pending, i32)], need: &mut Need) {
+    let q = Queue::Counter(c);
+    let n = list.iter().map(|(_, a)| *a).min().unwrap_or(0).max(0) as u32;
+    let e = need.counters.entry(q).or_insert(n);
+    *e = (*e).min(n);
+    let binding: Vec<String> = list
+        .iter()
+        .filter(|(_, a)| *a as u32 == *e)
+        .map(|(p, _)| format!("{} from {}", op_label(flow.k, p.op), when(&p.tags)))
+        .collect();
+    need.why.insert(
+        q,
+        format!(
+            "{}({}): needs {} which has only {} younger {} ops on some path, so {} is the largest count that completes it",
+            c.name(),
+            e,
+            binding.join(", "),
+            e,
+            c.name(),
+            e
+        ),
+    );}
+
+/// The count (and whether a commit must come first) a group wait needs, and why.
+fn group_need(flow: &Flow<'_>, q: Queue, list: &[(Pending, i32)], need: &mut Need) {
+    let commit = list.iter().any(|(_, a)| *a < 0);
+    let n = list
+        .iter()
+        .map(|(_, a)| if commit { *a + 1 } else { *a })
+        .min()
+        .unwrap_or(0)
+        .max(0) as u32;
+    let e = need.groups.entry(q).or_insert((commit, n));
+    e.0 |= commit;
+    e.1 = e.1.min(n);
+    let binding: Vec<String> = list
+        .iter()
+        .map(|(p, _)| format!("{} from {}", op_label(flow.k, p.op), when(&p.tags)))
+        .collect();
+    need.why.insert(
+        q,
+        format!(
+            "{} N={}: needs {}{}",
+            q.name(),
+            e.1,
+            binding.join(", "),
+            if e.0 {
+                " (uncommitted: commit first)"
+            } else {
+                ""
+            }
+        ),
+    );}
 
 /// The wait a consumer needs for TMA loads, spelled out, when the pattern is nvFuser's circular
 /// buffer: the loads inside the consumer's innermost loop complete on slot `rem X, S` of an
@@ -401,30 +424,54 @@ fn suggest_mbar_wait(flow: &mut Flow<'_>, consumer: Op, list: &[(Pending, i32)])
     else {
         return None;
     };
-    let mbar = *mbar;
-    let MemRef::Buffer(mb) = mbar else {
+    let MemRef::Buffer(mb) = *mbar else {
         return None;
     };
+    k.buffers[mb].shape.first()?;
+    let loops = flow.loops_of(consumer);
+    match loops.last() {
+        None => first_phase_wait(flow, consumer, mb, mbar_index),
+        Some(&l) => loop_phase_wait(flow, l, list, mb),
+    }
+}
+
+/// [`suggest_mbar_wait`] for a consumer outside loops: the slot's first phase, if no wait on
+/// this mbarrier array precedes the consumer.
+fn first_phase_wait(
+    flow: &Flow<'_>,
+    consumer: Op,
+    mb: Buffer,
+    mbar_index: &[Operand],
+) -> Option<String> {
+    let k = flow.k;
+    let (mbar, name) = (MemRef::Buffer(mb), &k.buffers[mb].name);
+    let idx = mbar_index
+        .first()
+        .and_then(|o| flow.overlap.eval_at(*o, &HashMap::new(), 0))?;
+    let before = k
+        .ops_in_order()
+        .into_iter()
+        .take_while(|o| *o != consumer)
+        .any(|o| matches!(&k.ops[o].kind, OpKind::MbarWait { mbar: m, .. } if *m == mbar));
+    if before {
+        return None;
+    }
+    Some(format!(
+        "insert before the access (the slot's first phase has parity 0):\n  %mb_par = const 0 : i32\n  mbar_wait @{name}[{idx}], %mb_par"
+    ))
+}
+
+/// [`suggest_mbar_wait`] for a consumer in loop `l`: the slot and parity of the load read
+/// here, `d` iterations back, on the array `mb` of mbarriers.
+fn loop_phase_wait(
+    flow: &mut Flow<'_>,
+    l: Op,
+    list: &[(Pending, i32)],
+    mb: Buffer,
+) -> Option<String> {
+    let k = flow.k;
     let slots = *k.buffers[mb].shape.first()? as i64;
     let name = &k.buffers[mb].name;
-    let loops = flow.loops_of(consumer);
-    let Some(&l) = loops.last() else {
-        // Straight line: the slot's first phase, if no wait on this mbarrier array precedes.
-        let idx = mbar_index
-            .first()
-            .and_then(|o| flow.overlap.eval_at(*o, &HashMap::new(), 0))?;
-        let before = k
-            .ops_in_order()
-            .into_iter()
-            .take_while(|o| *o != consumer)
-            .any(|o| matches!(&k.ops[o].kind, OpKind::MbarWait { mbar: m, .. } if *m == mbar));
-        if before {
-            return None;
-        }
-        return Some(format!(
-            "insert before the access (the slot's first phase has parity 0):\n  %mb_par = const 0 : i32\n  mbar_wait @{name}[{idx}], %mb_par"
-        ));
-    };
     // The most recent load of the loop that this access needs.
     let d = list
         .iter()
@@ -928,7 +975,7 @@ pub fn explain_waits(k: &Kernel, target: &Target) -> Result<String, Vec<Diagnost
         }
     }
     let notes_of = |op: Op| notes.get(&op).cloned().unwrap_or_default();
-    Ok(crate::emit::text::print_kernel_annotated(out, &notes_of))
+    Ok(crate::ir::text::print_kernel_annotated(out, &notes_of))
 }
 
 /// The count of a single-count wait.

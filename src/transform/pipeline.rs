@@ -51,7 +51,7 @@ fn no_load_stage(k: &Kernel) -> Diagnostic {
     let header = fors
         .first()
         .map_or("for %k = 0 to %n step 1".to_string(), |&l| {
-            crate::emit::text::op_label(k, l)
+            crate::ir::text::op_label(k, l)
                 .trim_matches('`')
                 .to_string()
         });
@@ -200,9 +200,41 @@ pub(crate) fn stage_buffers(k: &Kernel, l: Op, g: Op) -> Result<Vec<Buffer>, Vec
     subtree(k, l, &mut loop_ops);
     let mut stage_ops = Vec::new();
     subtree(k, g, &mut stage_ops);
-    let loop_defs = defs_in(k, &loop_ops);
-    let stage_defs = defs_in(k, &stage_ops);
+    stage_use_errors(k, iv, &loop_ops, &stage_ops, &mut errs);
+    let mut bufs: Vec<Buffer> = Vec::new();
     for &o in &stage_ops {
+        for a in effects(k, o).shared {
+            if a.kind.writes() {
+                let b = k.root_buffer(a.mem);
+                if !bufs.contains(&b) {
+                    bufs.push(b);
+                }
+            }
+        }
+    }
+    if bufs.is_empty() {
+        errs.push(
+            Diagnostic::user("E0406", "the load stage writes no shared buffer")
+                .with_label(k.span(g), "nothing to buffer"),
+        );
+    }
+    confined_buffer_errors(k, l, &bufs, &loop_ops, &mut errs);
+    if errs.is_empty() { Ok(bufs) } else { Err(errs) }
+}
+
+/// E0403–E0405 of [`stage_buffers`]: the load stage uses only the induction variable `iv`
+/// and values from before the loop, does not synchronize (but to commit its copies), and
+/// defines nothing the rest of the loop uses.
+fn stage_use_errors(
+    k: &Kernel,
+    iv: Value,
+    loop_ops: &[Op],
+    stage_ops: &[Op],
+    errs: &mut Vec<Diagnostic>,
+) {
+    let loop_defs = defs_in(k, loop_ops);
+    let stage_defs = defs_in(k, stage_ops);
+    for &o in stage_ops {
         let mut uses = k.ops[o].kind.value_uses();
         uses.extend(view_uses(k, o));
         for v in uses {
@@ -224,7 +256,7 @@ pub(crate) fn stage_buffers(k: &Kernel, l: Op, g: Op) -> Result<Vec<Buffer>, Vec
             );
         }
     }
-    for &o in &loop_ops {
+    for &o in loop_ops {
         if stage_ops.contains(&o) {
             continue;
         }
@@ -238,25 +270,20 @@ pub(crate) fn stage_buffers(k: &Kernel, l: Op, g: Op) -> Result<Vec<Buffer>, Vec
             );
         }
     }
-    let mut bufs: Vec<Buffer> = Vec::new();
-    for &o in &stage_ops {
-        for a in effects(k, o).shared {
-            if a.kind.writes() {
-                let b = k.root_buffer(a.mem);
-                if !bufs.contains(&b) {
-                    bufs.push(b);
-                }
-            }
-        }
-    }
-    if bufs.is_empty() {
-        errs.push(
-            Diagnostic::user("E0406", "the load stage writes no shared buffer")
-                .with_label(k.span(g), "nothing to buffer"),
-        );
-    }
+}
+
+/// E0407–E0408 of [`stage_buffers`]: each buffer the stage writes can grow (not pinned to an
+/// offset) and is touched nowhere outside loop `l` (whose ops are `loop_ops`).
+fn confined_buffer_errors(
+    k: &Kernel,
+    l: Op,
+    bufs: &[Buffer],
+    loop_ops: &[Op],
+    errs: &mut Vec<Diagnostic>,
+) {
+    let lspan = k.span(l);
     let loop_set: HashSet<Op> = loop_ops.iter().copied().collect();
-    for &b in &bufs {
+    for &b in bufs {
         if k.buffers[b].offset.is_some() {
             errs.push(
                 Diagnostic::user(
@@ -291,7 +318,6 @@ pub(crate) fn stage_buffers(k: &Kernel, l: Op, g: Op) -> Result<Vec<Buffer>, Vec
             }
         }
     }
-    if errs.is_empty() { Ok(bufs) } else { Err(errs) }
 }
 
 /// Rewrites the memrefs of `ops` (views' bases too) through `map`, in place.
@@ -312,32 +338,27 @@ pub(crate) fn remap_mems(k: &mut Kernel, ops: &[Op], map: &HashMap<MemRef, MemRe
     }
 }
 
-fn pipeline_one(k: &mut Kernel, l: Op, g: Op, plan: &Plan) -> Result<Vec<Buffer>, Vec<Diagnostic>> {
-    let bufs = stage_buffers(k, l, g)?;
-    let stages = plan.stages;
-    let OpKind::For { lo, hi, .. } = k.ops[l].kind.clone() else {
-        unreachable!("a for loop")
-    };
-    let body = k.ops[l].regions[0];
-    let iv = k.regions[body].args[0];
-    let lspan = k.span(l);
-    let mut loop_ops = Vec::new();
-    subtree(k, l, &mut loop_ops);
-    let mut stage_ops = Vec::new();
-    subtree(k, g, &mut stage_ops);
-    let s = stages as i32;
-    let p = plan.prefetch as i32;
-    for &b in &bufs {
-        k.buffers[b].shape.insert(0, stages as u64);
-    }
-    // Slot of an iteration: (x - lo) mod S, appended to region `r` at `at`; returns the ops.
-    let slot_ops = |k: &mut Kernel, x: Operand| -> (Vec<Op>, Operand) {
+/// One loop being circular-buffered: loop `l` (bounds `lo`, `hi`, induction variable `iv`),
+/// its load stage `g`, the buffers that grow, and the plan.
+struct Pipelining<'a> {
+    l: Op,
+    g: Op,
+    lo: Operand,
+    hi: Operand,
+    iv: Value,
+    bufs: &'a [Buffer],
+    plan: &'a Plan,
+}
+
+impl Pipelining<'_> {
+    /// The slot of iteration `x`, `(x - lo) mod S`: the ops computing it and the slot.
+    fn slot_ops(&self, k: &mut Kernel, x: Operand) -> (Vec<Op>, Operand) {
         let mut ops = Vec::new();
-        let rel = if lo == Operand::Imm(Scalar::I32(0)) {
+        let rel = if self.lo == Operand::Imm(Scalar::I32(0)) {
             x
         } else {
             let d = k.new_op(
-                OpKind::Binary(BinOp::Sub, x, lo),
+                OpKind::Binary(BinOp::Sub, x, self.lo),
                 &[ScalarType::I32],
                 vec![],
             );
@@ -345,33 +366,37 @@ fn pipeline_one(k: &mut Kernel, l: Op, g: Op, plan: &Plan) -> Result<Vec<Buffer>
             Operand::Value(k.ops[d].results[0])
         };
         let m = k.new_op(
-            OpKind::Binary(BinOp::Rem, rel, Operand::int(s as i64)),
+            OpKind::Binary(BinOp::Rem, rel, Operand::int(self.plan.stages as i64)),
             &[ScalarType::I32],
             vec![],
         );
         ops.push(m);
         let r = Operand::Value(k.ops[m].results[0]);
         (ops, r)
-    };
-    let slot_views =
-        |k: &mut Kernel, slot: Operand, ops: &mut Vec<Op>| -> HashMap<MemRef, MemRef> {
-            let mut map = HashMap::new();
-            for &b in &bufs {
-                let (v, op) = k.new_view(MemRef::Buffer(b), vec![ViewIndex::At(slot)]);
-                ops.push(op);
-                map.insert(MemRef::Buffer(b), MemRef::View(v));
-            }
-            map
-        };
-    // The load stage for iteration `x`, guarded by `x < hi`, as a list of ops.
-    let guarded_load = |k: &mut Kernel, x: Operand| -> Vec<Op> {
-        let c = k.new_op(OpKind::Cmp(CmpPred::Lt, x, hi), &[ScalarType::I1], vec![]);
+    }
+
+    /// Views of every grown buffer at `slot` (their defining ops appended to `ops`), as a map
+    /// from each buffer to its view.
+    fn slot_views(&self, k: &mut Kernel, slot: Operand, ops: &mut Vec<Op>) -> HashMap<MemRef, MemRef> {
+        let mut map = HashMap::new();
+        for &b in self.bufs {
+            let (v, op) = k.new_view(MemRef::Buffer(b), vec![ViewIndex::At(slot)]);
+            ops.push(op);
+            map.insert(MemRef::Buffer(b), MemRef::View(v));
+        }
+        map
+    }
+
+    /// The load stage for iteration `x`, guarded by `x < hi`, as a list of ops.
+    fn guarded_load(&self, k: &mut Kernel, x: Operand) -> Vec<Op> {
+        let g = self.g;
+        let c = k.new_op(OpKind::Cmp(CmpPred::Lt, x, self.hi), &[ScalarType::I1], vec![]);
         let then_r = k.new_region();
         let else_r = k.new_region();
-        let (mut inner, slot) = slot_ops(k, x);
-        let mems = slot_views(k, slot, &mut inner);
+        let (mut inner, slot) = self.slot_ops(k, x);
+        let mems = self.slot_views(k, slot, &mut inner);
         let mut map = CloneMap {
-            values: HashMap::from([(iv, x)]),
+            values: HashMap::from([(self.iv, x)]),
             mems,
         };
         let clone = k.clone_op(g, &mut map);
@@ -380,86 +405,122 @@ fn pipeline_one(k: &mut Kernel, l: Op, g: Op, plan: &Plan) -> Result<Vec<Buffer>
         let cond = Operand::Value(k.ops[c].results[0]);
         let i = k.new_op(OpKind::If { cond }, &[], vec![then_r, else_r]);
         k.op_spans.set(i, k.span(g));
-        if !plan.commit_each_stage {
+        if !self.plan.commit_each_stage {
             return vec![c, i];
         }
         let commit = k.new_op(OpKind::CpAsyncCommit, &[], vec![]);
         k.op_spans.set(commit, k.span(g));
         vec![c, i, commit]
-    };
-
-    // Main body: consumer views at the top; the stage becomes the guarded prefetch of k+P.
-    let (mut top, cslot) = slot_ops(k, Operand::Value(iv));
-    let cmap = slot_views(k, cslot, &mut top);
-    let consumer_ops: Vec<Op> = loop_ops
-        .iter()
-        .copied()
-        .filter(|o| !stage_ops.contains(o) && *o != l)
-        .collect();
-    remap_mems(k, &consumer_ops, &cmap);
-    let kp = k.new_op(
-        OpKind::Binary(BinOp::Add, Operand::Value(iv), Operand::int(p as i64)),
-        &[ScalarType::I32],
-        vec![],
-    );
-    let kpv = Operand::Value(k.ops[kp].results[0]);
-    let mut prefetch = vec![kp];
-    prefetch.extend(guarded_load(k, kpv));
-    let gi = k.regions[body]
-        .ops
-        .iter()
-        .position(|&o| o == g)
-        .expect("stage in body");
-    k.regions[body].ops.splice(gi..=gi, prefetch);
-    for (i, o) in top.into_iter().enumerate() {
-        k.regions[body].ops.insert(i, o);
     }
 
-    // Prologue: for %j = lo to lo+P { if %j < hi { load(%j) } }.
-    let parent = k.parents().op_region[l].expect("loop is placed");
-    let (end_ops, endv) = match lo {
-        Operand::Imm(c) => (vec![], Operand::int(c.as_i64() + p as i64)),
-        Operand::Value(_) => {
-            let e = k.new_op(
-                OpKind::Binary(BinOp::Add, lo, Operand::int(p as i64)),
-                &[ScalarType::I32],
-                vec![],
-            );
-            (vec![e], Operand::Value(k.ops[e].results[0]))
+    /// Main body: consumer views at the top; the stage becomes the guarded prefetch of
+    /// `k + P`. `loop_ops`/`stage_ops` are the loop's and the stage's ops before the rewrite.
+    fn main_body(&self, k: &mut Kernel, loop_ops: &[Op], stage_ops: &[Op]) {
+        let (l, g, iv) = (self.l, self.g, self.iv);
+        let body = k.ops[l].regions[0];
+        let (mut top, cslot) = self.slot_ops(k, Operand::Value(iv));
+        let cmap = self.slot_views(k, cslot, &mut top);
+        let consumer_ops: Vec<Op> = loop_ops
+            .iter()
+            .copied()
+            .filter(|o| !stage_ops.contains(o) && *o != l)
+            .collect();
+        remap_mems(k, &consumer_ops, &cmap);
+        let kp = k.new_op(
+            OpKind::Binary(BinOp::Add, Operand::Value(iv), Operand::int(self.plan.prefetch as i64)),
+            &[ScalarType::I32],
+            vec![],
+        );
+        let kpv = Operand::Value(k.ops[kp].results[0]);
+        let mut prefetch = vec![kp];
+        prefetch.extend(self.guarded_load(k, kpv));
+        let gi = k.regions[body]
+            .ops
+            .iter()
+            .position(|&o| o == g)
+            .expect("stage in body");
+        k.regions[body].ops.splice(gi..=gi, prefetch);
+        for (i, o) in top.into_iter().enumerate() {
+            k.regions[body].ops.insert(i, o);
         }
-    };
-    let pro_body = k.new_region();
-    let j = k.new_value(ScalarType::I32, ValueDef::RegionArg(pro_body, 0));
-    k.regions[pro_body].args.push(j);
-    let loads = guarded_load(k, Operand::Value(j));
-    k.regions[pro_body].ops = loads;
-    let pro = k.new_op(
-        OpKind::For {
-            lo,
-            hi: endv,
-            step: Operand::int(1),
-            init: vec![],
-        },
-        &[],
-        vec![pro_body],
-    );
-    k.op_spans.set(pro, lspan);
-    let li = k.regions[parent]
-        .ops
-        .iter()
-        .position(|&o| o == l)
-        .expect("loop in parent");
-    k.regions[parent].ops.insert(li, pro);
-    for e in end_ops.into_iter().rev() {
-        k.regions[parent].ops.insert(li, e);
     }
+
+    /// Prologue before the loop: `for %j = lo to lo+P { if %j < hi { load(%j) } }`.
+    fn prologue(&self, k: &mut Kernel) {
+        let (l, lo, p) = (self.l, self.lo, self.plan.prefetch as i32);
+        let lspan = k.span(l);
+        let parent = k.parents().op_region[l].expect("loop is placed");
+        let (end_ops, endv) = match lo {
+            Operand::Imm(c) => (vec![], Operand::int(c.as_i64() + p as i64)),
+            Operand::Value(_) => {
+                let e = k.new_op(
+                    OpKind::Binary(BinOp::Add, lo, Operand::int(p as i64)),
+                    &[ScalarType::I32],
+                    vec![],
+                );
+                (vec![e], Operand::Value(k.ops[e].results[0]))
+            }
+        };
+        let pro_body = k.new_region();
+        let j = k.new_value(ScalarType::I32, ValueDef::RegionArg(pro_body, 0));
+        k.regions[pro_body].args.push(j);
+        let loads = self.guarded_load(k, Operand::Value(j));
+        k.regions[pro_body].ops = loads;
+        let pro = k.new_op(
+            OpKind::For {
+                lo,
+                hi: endv,
+                step: Operand::int(1),
+                init: vec![],
+            },
+            &[],
+            vec![pro_body],
+        );
+        k.op_spans.set(pro, lspan);
+        let li = k.regions[parent]
+            .ops
+            .iter()
+            .position(|&o| o == l)
+            .expect("loop in parent");
+        k.regions[parent].ops.insert(li, pro);
+        for e in end_ops.into_iter().rev() {
+            k.regions[parent].ops.insert(li, e);
+        }
+    }
+}
+
+fn pipeline_one(k: &mut Kernel, l: Op, g: Op, plan: &Plan) -> Result<Vec<Buffer>, Vec<Diagnostic>> {
+    let bufs = stage_buffers(k, l, g)?;
+    let OpKind::For { lo, hi, .. } = k.ops[l].kind.clone() else {
+        unreachable!("a for loop")
+    };
+    let body = k.ops[l].regions[0];
+    let iv = k.regions[body].args[0];
+    let mut loop_ops = Vec::new();
+    subtree(k, l, &mut loop_ops);
+    let mut stage_ops = Vec::new();
+    subtree(k, g, &mut stage_ops);
+    for &b in &bufs {
+        k.buffers[b].shape.insert(0, plan.stages as u64);
+    }
+    let cx = Pipelining {
+        l,
+        g,
+        lo,
+        hi,
+        iv,
+        bufs: &bufs,
+        plan,
+    };
+    cx.main_body(k, &loop_ops, &stage_ops);
+    cx.prologue(k);
     Ok(bufs)
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::emit::text::print_kernel;
+    use crate::ir::text::print_kernel;
     use crate::reader::parse_kernel;
 
     /// A loop whose load stage fills `@buf` from a global row (shared with the other modes'
