@@ -1,6 +1,6 @@
-//! Emitters: the canonical text form (and, as they land, MLIR and CUDA C++). Each writes
-//! through `fmt::Write` with stable, collision-free names; `explain` names ops, points and
-//! hazards as a reader of the source sees them.
+//! Emitters: MLIR and CUDA C++, and the canonical text form (`text`, the IR's own printer,
+//! re-exported here). Each writes through `fmt::Write` with stable, collision-free names;
+//! `explain` names ops, points and hazards as a reader of the source sees them.
 
 pub mod cuda;
 pub mod explain;
