@@ -57,7 +57,9 @@ use crate::analysis::regdeps::RegSources;
 use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::*;
 use crate::ir::layout::{Distributed, OwnerMap, Ownership, ownership};
+use crate::ir::signature::Feature;
 use crate::target::{Target, Vendor};
+use crate::verify::target_ops::has;
 
 /// Options of the CUDA emitter.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,7 +185,7 @@ struct Emitter<'a> {
     errors: Vec<Diagnostic>,
     names: SecondaryMap<Value, String>,
     view_names: SecondaryMap<View, String>,
-    layout_ids: HashMap<Op, usize>,
+    layout_ids: HashMap<Op, u32>,
     smem: SmemLayout,
     /// The kernel has async-proxy readers of shared memory (TMA store).
     async_readers: bool,
@@ -309,29 +311,10 @@ impl<'a> Emitter<'a> {
             };
             view_names.set(v, unique(base));
         }
-        // Layout numbers of collective accesses, in order of first appearance.
-        let mut layout_ids = HashMap::new();
-        let mut by_name: HashMap<String, usize> = HashMap::new();
-        let mut next = 0usize;
         let mut async_readers = false;
         let mut explicit_fences = false;
         for op in k.ops_in_order() {
             match &k.ops[op].kind {
-                OpKind::LocalLoad { layout, .. }
-                | OpKind::LocalStore { layout, .. }
-                | OpKind::CpAsyncTile(TileCopy { layout, .. }) => {
-                    let id = match layout {
-                        Some(l) => *by_name.entry(l.clone()).or_insert_with(|| {
-                            next += 1;
-                            next - 1
-                        }),
-                        None => {
-                            next += 1;
-                            next - 1
-                        }
-                    };
-                    layout_ids.insert(op, id);
-                }
                 OpKind::TmaStore { .. } => async_readers = true,
                 OpKind::FenceProxyAsync => explicit_fences = true,
                 _ => {}
@@ -347,7 +330,7 @@ impl<'a> Emitter<'a> {
             errors: Vec::new(),
             names,
             view_names,
-            layout_ids,
+            layout_ids: k.layout_ids(),
             smem: SmemLayout::Separate,
             async_readers,
             syncs: sync_ops(k),
@@ -412,37 +395,12 @@ impl<'a> Emitter<'a> {
         let k = self.k;
         let t = self.target;
         for op in k.ops_in_order() {
-            let name = t.name;
+            if let Some((code, msg)) = unavailable(&k.ops[op].kind, t) {
+                self.err(op, code, msg);
+                continue;
+            }
             match &k.ops[op].kind {
-                OpKind::GatherToLds { .. } => self.err(op, "E0702", format!("`gather_to_lds` is an AMD op; target `{name}` has no such copy")),
-                OpKind::TdmLoad { .. } => self.err(op, "E0702", format!("`tdm_load` is an AMD tensor-DMA op; target `{name}` has no such copy")),
-                OpKind::GatherToLdsTile(_) => self.err(op, "E0702", format!("`gather_to_lds_tile` is an AMD op; target `{name}` has no such copy")),
-                OpKind::WaitCnt(_) => self.err(op, "E0702", format!("`waitcnt` waits on AMD counters; target `{name}` has none")),
-                OpKind::SplitSignal(_) | OpKind::SplitWait(_) => {
-                    self.err(op, "E0702", format!("split barriers are a gfx12 feature; target `{name}` has none"))
-                }
                 OpKind::Wgmma { a, b, acc } => self.check_wgmma(op, a, *b, acc),
-                OpKind::TmaLoad { dst, src, .. } | OpKind::TmaStore { dst: src, src: dst, .. } if !t.tma => {
-                    let _ = (dst, src);
-                    self.err(op, "E0704", format!("TMA copies need sm_90; target `{name}` has none"))
-                }
-                OpKind::MbarInit { .. }
-                | OpKind::MbarArrive { .. }
-                | OpKind::MbarExpectTx { .. }
-                | OpKind::MbarWait { .. }
-                | OpKind::MbarInval { .. }
-                    if !t.mbarrier =>
-                {
-                    self.err(op, "E0704", format!("mbarriers are emitted for sm_90; target `{name}` is not"))
-                }
-                OpKind::FenceProxyAsync if !t.proxy_fence => {
-                    self.err(op, "E0704", format!("`fence_proxy_async` needs sm_90; target `{name}` has no async proxy"))
-                }
-                OpKind::CpAsyncTile(_) if !t.cp_async => self.err(op, "E0704", format!("target `{name}` has no cp.async")),
-                OpKind::CpAsync { dst, src, .. } if !t.cp_async => {
-                    let _ = (dst, src);
-                    self.err(op, "E0704", format!("target `{name}` has no cp.async"))
-                }
                 OpKind::TmaLoad { dst, src, .. } | OpKind::TmaStore { dst: src, src: dst, .. } => {
                     let (dst, src) = (*dst, *src);
                     let shape = k.shape(dst);
@@ -1076,7 +1034,7 @@ impl<'a> Emitter<'a> {
                 }
             }
             OpKind::LocalStore { mem, value, .. } => {
-                let n = self.layout_ids.get(&op).copied().unwrap_or(0);
+                let n = self.layout_ids.get(&op).map_or(0, |&n| n as usize);
                 let e = k.elem(*mem);
                 let sty = e.scalar().unwrap_or(ScalarType::I32);
                 let x = self.opnd(value, sty);
@@ -1099,7 +1057,7 @@ impl<'a> Emitter<'a> {
                 self.proxy_fence();
             }
             OpKind::LocalLoad { mem, .. } => {
-                let n = self.layout_ids.get(&op).copied().unwrap_or(0);
+                let n = self.layout_ids.get(&op).map_or(0, |&n| n as usize);
                 let e = k.elem(*mem);
                 if let Some(v) = r0 {
                     let ty = self.ty(v);
@@ -1345,7 +1303,7 @@ impl<'a> Emitter<'a> {
     /// dimension and the source is in range and aligned; other elements are copied at issue
     /// (a moment the IR allows), masked-off ones as zeros.
     fn cp_async_tile(&mut self, op: Op, c: &TileCopy) {
-        let n = self.layout_ids.get(&op).copied().unwrap_or(0);
+        let n = self.layout_ids.get(&op).map_or(0, |&n| n as usize);
         let shape = self.k.shape(c.dst);
         let de = self.k.elem(c.dst);
         let se = self.k.globals[c.src].elem;
@@ -2155,4 +2113,52 @@ fn pivot_registers(d: &Distributed) -> Vec<u64> {
         }
     }
     out
+}
+
+/// The diagnostic (code, message) for an op whose feature (its signature's) the NVIDIA
+/// target `t` lacks, where CUDA output refuses it before looking at operands; `None` when the
+/// op is available or its operands decide (wgmma, and the commits and waits, which lower to
+/// nothing the target lacks).
+fn unavailable(kind: &OpKind, t: &Target) -> Option<(&'static str, String)> {
+    let sig = kind.signature();
+    if has(t, sig.needs) {
+        return None;
+    }
+    let (m, name) = (kind.mnemonic(), t.name);
+    let copy = matches!(
+        sig.code,
+        OpCode::TmaLoad | OpCode::TmaStore | OpCode::CpAsync | OpCode::CpAsyncTile
+    );
+    Some(match sig.needs {
+        Feature::GatherToLds => (
+            "E0702",
+            format!("`{m}` is an AMD op; target `{name}` has no such copy"),
+        ),
+        Feature::TensorDma => (
+            "E0702",
+            format!("`{m}` is an AMD tensor-DMA op; target `{name}` has no such copy"),
+        ),
+        Feature::CounterWaits => (
+            "E0702",
+            format!("`{m}` waits on AMD counters; target `{name}` has none"),
+        ),
+        Feature::SplitBarriers => (
+            "E0702",
+            format!("split barriers are a gfx12 feature; target `{name}` has none"),
+        ),
+        Feature::Tma if copy => (
+            "E0704",
+            format!("TMA copies need sm_90; target `{name}` has none"),
+        ),
+        Feature::Mbarrier => (
+            "E0704",
+            format!("mbarriers are emitted for sm_90; target `{name}` is not"),
+        ),
+        Feature::ProxyFence => (
+            "E0704",
+            format!("`{m}` needs sm_90; target `{name}` has no async proxy"),
+        ),
+        Feature::CpAsync if copy => ("E0704", format!("target `{name}` has no cp.async")),
+        _ => return None,
+    })
 }

@@ -33,7 +33,9 @@ use std::fmt::Write as _;
 
 use crate::diag::Diagnostic;
 use crate::ir::*;
+use crate::ir::signature::{Feature, Results};
 use crate::target::Target;
+use crate::verify::target_ops::has;
 
 /// The MLIR address-space attribute of shared memory.
 pub const WORKGROUP: &str = "#gpu.address_space<workgroup>";
@@ -200,7 +202,7 @@ impl<'a> Emitter<'a> {
             buf_name: SecondaryMap::default(),
             global_name: SecondaryMap::default(),
             helpers: BTreeMap::new(),
-            layouts: layout_numbers(k),
+            layouts: k.layout_ids(),
             collectives: Vec::new(),
             gathers: Vec::new(),
             tmaps: Vec::new(),
@@ -711,20 +713,7 @@ impl<'a> Emitter<'a> {
     fn op(&mut self, op: Op, prev: Option<Op>) {
         let k = self.k;
         let od = &k.ops[op];
-        let needs_result = matches!(
-            od.kind,
-            OpKind::Const(_)
-                | OpKind::Special(_)
-                | OpKind::Binary(..)
-                | OpKind::Unary(..)
-                | OpKind::Cmp(..)
-                | OpKind::Select(..)
-                | OpKind::Cast(..)
-                | OpKind::InGroup(_)
-                | OpKind::Load { .. }
-                | OpKind::GLoad { .. }
-                | OpKind::LocalLoad { .. }
-        );
+        let needs_result = od.kind.signature().results == Results::One;
         if needs_result && od.results.is_empty() {
             let d = Diagnostic::error(
                 crate::diag::DiagKind::Verifier,
@@ -995,47 +984,36 @@ impl<'a> Emitter<'a> {
     /// Commits and waits of async groups and tokens, and proxy fences.
     fn async_wait_op(&mut self, op: Op) {
         let k = self.k;
-        match &k.ops[op].kind {
+        let kind = &k.ops[op].kind;
+        let needs = kind.signature().needs;
+        if !has(self.t, needs) {
+            let m = kind.mnemonic();
+            let why = match needs {
+                Feature::CpAsync => "is NVIDIA-only",
+                _ => "needs sm_90",
+            };
+            return self.err(op, format!("`{m}` {why}"));
+        }
+        match kind {
             OpKind::CpAsyncCommit => {
-                if !self.t.cp_async {
-                    return self.err(op, "`cp_async_commit` is NVIDIA-only");
-                }
                 self.line("nvvm.cp.async.commit.group");
             }
             OpKind::CpAsyncWait(n) => {
-                if !self.t.cp_async {
-                    return self.err(op, "`cp_async_wait` is NVIDIA-only");
-                }
                 self.line(&format!("nvvm.cp.async.wait.group {n}"));
             }
             OpKind::BulkCommit => {
-                if !self.t.tma {
-                    return self.err(op, "`bulk_commit` needs sm_90");
-                }
                 self.line("nvvm.cp.async.bulk.commit.group");
             }
             OpKind::BulkWait(n) => {
-                if !self.t.tma {
-                    return self.err(op, "`bulk_wait` needs sm_90");
-                }
                 self.line(&format!("nvvm.cp.async.bulk.wait_group {n} {{read}}"));
             }
             OpKind::WgmmaCommit => {
-                if !self.t.wgmma {
-                    return self.err(op, "`wgmma_commit` needs sm_90");
-                }
                 self.line("nvvm.wgmma.commit.group.sync.aligned");
             }
             OpKind::WgmmaWait(n) => {
-                if !self.t.wgmma {
-                    return self.err(op, "`wgmma_wait` needs sm_90");
-                }
                 self.line(&format!("nvvm.wgmma.wait.group.sync.aligned {n}"));
             }
             OpKind::FenceProxyAsync => {
-                if !self.t.proxy_fence {
-                    return self.err(op, "`fence_proxy_async` needs sm_90");
-                }
                 self.line(
                     "nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, \
                      space = #nvvm.shared_space<cta>}",
@@ -2106,31 +2084,6 @@ impl<'a> Emitter<'a> {
 /// Escapes a string for an MLIR string attribute.
 pub fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
-}
-
-/// Layout numbers in order of first appearance; an access without a layout gets a fresh one.
-fn layout_numbers(k: &Kernel) -> HashMap<Op, u32> {
-    let mut names: HashMap<String, u32> = HashMap::new();
-    let mut next = 0u32;
-    let mut out = HashMap::new();
-    for op in k.ops_in_order() {
-        let layout = match &k.ops[op].kind {
-            OpKind::LocalLoad { layout, .. } | OpKind::LocalStore { layout, .. } => layout,
-            _ => continue,
-        };
-        let n = match layout {
-            Some(l) => *names.entry(l.clone()).or_insert_with(|| {
-                next += 1;
-                next - 1
-            }),
-            None => {
-                next += 1;
-                next - 1
-            }
-        };
-        out.insert(op, n);
-    }
-    out
 }
 
 fn collective_helper(

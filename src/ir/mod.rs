@@ -9,6 +9,7 @@ pub mod layout;
 pub mod ops;
 pub mod induction;
 pub mod ranges;
+pub mod signature;
 pub mod types;
 pub mod wgmma;
 
@@ -18,5 +19,6 @@ pub use effects::{
 pub use entities::*;
 pub use kernel::*;
 pub use ops::*;
+pub use signature::{Family, OpCode, Signature};
 pub use types::*;
 pub mod edit;
