@@ -32,6 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use crate::diag::Diagnostic;
+use super::names::NameTable;
 use crate::ir::*;
 use crate::ir::signature::{Feature, Results};
 use crate::target::Target;
@@ -146,9 +147,8 @@ struct Emitter<'a> {
     t: &'a Target,
     out: String,
     diags: Vec<Diagnostic>,
-    used: HashSet<String>,
-    /// Per base name, the next suffix to try (keeps `fresh` linear over a kernel).
-    next_suffix: HashMap<String, usize>,
+    /// Every name taken (source names first), and the suffixes `fresh` tries next.
+    names: NameTable,
     /// The name a use of each value refers to (without `%`).
     vname: SecondaryMap<Value, String>,
     view_name: SecondaryMap<View, String>,
@@ -173,29 +173,12 @@ struct Emitter<'a> {
 
 impl<'a> Emitter<'a> {
     fn new(k: &'a Kernel, t: &'a Target) -> Self {
-        let mut used: HashSet<String> = HashSet::new();
-        for v in k.values.keys() {
-            let n = k.value_names.get(v);
-            if !n.is_empty() {
-                used.insert(n.clone());
-            }
-        }
-        for v in k.views.keys() {
-            let n = k.view_names.get(v);
-            if !n.is_empty() {
-                used.insert(n.clone());
-            }
-        }
-        for g in k.globals.values() {
-            used.insert(g.name.clone());
-        }
         let mut e = Emitter {
             k,
             t,
             out: String::new(),
             diags: Vec::new(),
-            used,
-            next_suffix: HashMap::new(),
+            names: NameTable::with_source_names(k),
             vname: SecondaryMap::default(),
             view_name: SecondaryMap::default(),
             view_ty: HashMap::new(),
@@ -238,11 +221,7 @@ impl<'a> Emitter<'a> {
             } else {
                 bd.name.clone()
             };
-            let n = if e.used.insert(base.clone()) {
-                base
-            } else {
-                e.fresh(&base)
-            };
+            let n = e.fresh(&base);
             e.buf_name.set(b, n);
         }
         e
@@ -250,17 +229,7 @@ impl<'a> Emitter<'a> {
 
     /// A fresh name `base`, `base_1`, `base_2`, ... not used before.
     fn fresh(&mut self, base: &str) -> String {
-        if self.used.insert(base.to_string()) {
-            return base.to_string();
-        }
-        let i = self.next_suffix.entry(base.to_string()).or_insert(1);
-        loop {
-            let n = format!("{base}_{i}");
-            *i += 1;
-            if self.used.insert(n.clone()) {
-                return n;
-            }
-        }
+        self.names.unique(base)
     }
 
     fn line(&mut self, s: &str) {
@@ -2086,6 +2055,47 @@ pub fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
+/// Writes the row-major indices of element `%e` of a `shape` tile (`total` elements) as
+/// `%i0, %i1, ..` and returns them joined.
+fn element_indices(s: &mut String, shape: &[u64], total: u64) -> String {
+    let mut idx = Vec::new();
+    let mut stride: u64 = total;
+    for (d, dim) in shape.iter().enumerate() {
+        stride /= (*dim).max(1);
+        let _ = writeln!(s, "    %s{d} = arith.constant {stride} : i32");
+        let _ = writeln!(s, "    %n{d} = arith.constant {dim} : i32");
+        let _ = writeln!(s, "    %q{d} = arith.divui %e, %s{d} : i32");
+        let _ = writeln!(s, "    %r{d} = arith.remui %q{d}, %n{d} : i32");
+        let _ = writeln!(s, "    %i{d} = arith.index_cast %r{d} : i32 to index");
+        idx.push(format!("%i{d}"));
+    }
+    idx.join(", ")
+}
+
+/// A collective store helper's loop body: element `%e` at `ix` gets `%x + e`, narrowed to the
+/// element type.
+fn collective_store_element(s: &mut String, mt: &MemType, sty: ScalarType, ix: &str) {
+    let (ty, e) = (mt.render(), elem_mlir(mt.elem));
+    if sty == ScalarType::F32 {
+        let _ = writeln!(s, "    %ef = arith.sitofp %e : i32 to f32");
+        let _ = writeln!(s, "    %v = arith.addf %x, %ef : f32");
+    } else {
+        let _ = writeln!(s, "    %v = arith.addi %x, %e : i32");
+    }
+    let v = match mt.elem {
+        ElemType::F16 | ElemType::BF16 => {
+            let _ = writeln!(s, "    %vn = arith.truncf %v : f32 to {e}");
+            "%vn"
+        }
+        ElemType::I8 | ElemType::I16 => {
+            let _ = writeln!(s, "    %vn = arith.trunci %v : i32 to {e}");
+            "%vn"
+        }
+        _ => "%v",
+    };
+    let _ = writeln!(s, "    memref.store {v}, %m[{ix}] : {ty}");
+}
+
 fn collective_helper(
     name: &str,
     mt: &MemType,
@@ -2140,38 +2150,9 @@ fn collective_helper(
         )
     };
     let _ = writeln!(s, "{open}");
-    // Row-major indices of element e.
-    let mut idx = Vec::new();
-    let mut stride: u64 = total;
-    for (d, dim) in mt.shape.iter().enumerate() {
-        stride /= (*dim).max(1);
-        let _ = writeln!(s, "    %s{d} = arith.constant {stride} : i32");
-        let _ = writeln!(s, "    %n{d} = arith.constant {dim} : i32");
-        let _ = writeln!(s, "    %q{d} = arith.divui %e, %s{d} : i32");
-        let _ = writeln!(s, "    %r{d} = arith.remui %q{d}, %n{d} : i32");
-        let _ = writeln!(s, "    %i{d} = arith.index_cast %r{d} : i32 to index");
-        idx.push(format!("%i{d}"));
-    }
-    let ix = idx.join(", ");
+    let ix = element_indices(&mut s, &mt.shape, total);
     if store {
-        if sty == ScalarType::F32 {
-            let _ = writeln!(s, "    %ef = arith.sitofp %e : i32 to f32");
-            let _ = writeln!(s, "    %v = arith.addf %x, %ef : f32");
-        } else {
-            let _ = writeln!(s, "    %v = arith.addi %x, %e : i32");
-        }
-        let v = match mt.elem {
-            ElemType::F16 | ElemType::BF16 => {
-                let _ = writeln!(s, "    %vn = arith.truncf %v : f32 to {e}");
-                "%vn"
-            }
-            ElemType::I8 | ElemType::I16 => {
-                let _ = writeln!(s, "    %vn = arith.trunci %v : i32 to {e}");
-                "%vn"
-            }
-            _ => "%v",
-        };
-        let _ = writeln!(s, "    memref.store {v}, %m[{ix}] : {ty}");
+        collective_store_element(&mut s, mt, sty, &ix);
     } else {
         let _ = writeln!(s, "    %l = memref.load %m[{ix}] : {ty}");
         let l = match mt.elem {

@@ -5,4 +5,5 @@
 pub mod cuda;
 pub mod explain;
 pub mod mlir;
+pub mod names;
 pub mod text;

@@ -8,9 +8,9 @@
 //! Complexity: O(ops + operands).
 
 use std::cell::OnceCell;
-use std::collections::HashSet;
 use std::fmt::Write;
 
+use super::names::NameTable;
 use crate::ir::*;
 
 /// Prints one kernel.
@@ -84,49 +84,21 @@ struct Names {
 
 impl Names {
     fn new(k: &Kernel) -> Self {
-        let mut used: HashSet<String> = HashSet::new();
-        for v in k.values.keys() {
-            let n = k.value_names.get(v);
-            if !n.is_empty() {
-                used.insert(n.clone());
-            }
-        }
-        for v in k.views.keys() {
-            let n = k.view_names.get(v);
-            if !n.is_empty() {
-                used.insert(n.clone());
-            }
-        }
-        for g in k.globals.values() {
-            used.insert(g.name.clone());
-        }
-        let mut fresh = 0usize;
-        let mut next = |used: &mut HashSet<String>, prefix: &str| loop {
-            let n = format!("{prefix}{fresh}");
-            fresh += 1;
-            if used.insert(n.clone()) {
-                return n;
+        let mut table = NameTable::with_source_names(k);
+        let mut name = |n: &String, prefix: &str| {
+            if n.is_empty() {
+                table.numbered(prefix)
+            } else {
+                n.clone()
             }
         };
         let mut values = SecondaryMap::default();
         for v in k.values.keys() {
-            let n = k.value_names.get(v);
-            let n = if n.is_empty() {
-                next(&mut used, "v")
-            } else {
-                n.clone()
-            };
-            values.set(v, n);
+            values.set(v, name(k.value_names.get(v), "v"));
         }
         let mut views = SecondaryMap::default();
         for v in k.views.keys() {
-            let n = k.view_names.get(v);
-            let n = if n.is_empty() {
-                next(&mut used, "view")
-            } else {
-                n.clone()
-            };
-            views.set(v, n);
+            views.set(v, name(k.view_names.get(v), "view"));
         }
         Names { values, views }
     }

@@ -4,7 +4,10 @@
 //! definitions are visible in it and its nested regions, after the definition). Types are
 //! inferred from operands; an immediate takes the type its context requires. The first syntax
 //! or name error stops the parse and is returned as a diagnostic with a span; structural
-//! checks that need the whole kernel are left to `verify`. Complexity: O(tokens · scope depth).
+//! checks that need the whole kernel are left to `verify`. An op's first word is looked up in
+//! the signature table (`ir::signature`), whose family picks the function that parses the
+//! operands (values, views, accesses, copies, waits, barriers and mbarriers, terminators,
+//! region ops). Complexity: O(tokens · scope depth).
 
 use std::collections::HashMap;
 

@@ -21,7 +21,8 @@
 //!    over regions or sizes anything, and a violation stops verification there.
 //! 8. Atomics: `and`/`or` only on integers.
 //!
-//! Complexity: O(ops + operands) with a scope stack.
+//! Ops are checked by family, and the regions an op must own are its row of the signature
+//! table (`ir::signature`). Complexity: O(ops + operands) with a scope stack.
 
 pub mod limits;
 pub mod target_ops;
