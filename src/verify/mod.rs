@@ -633,10 +633,8 @@ impl Verifier<'_> {
                     self.region(od.regions[1], RegionRole::WhileBody, &tys);
                 }
             }
-            OpKind::Stage { .. } => {
-                if self.owns_its_regions(op) {
-                    self.region(od.regions[0], RegionRole::Stage, &[]);
-                }
+            OpKind::Stage { .. } if self.owns_its_regions(op) => {
+                self.region(od.regions[0], RegionRole::Stage, &[]);
             }
             // `op` dispatches only the kinds above here.
             _ => {}
