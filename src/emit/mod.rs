@@ -1,6 +1,7 @@
 //! Emitters: the canonical text form (and, as they land, MLIR and CUDA C++). Each writes
-//! through `fmt::Write` with stable, collision-free names; `explain` names ops, points and
-//! hazards as a reader of the source sees them.
+//! through `fmt::Write` with stable, collision-free names (made by the one name table,
+//! [`names::NameTable`]); `explain` names ops, points and hazards as a reader of the source
+//! sees them.
 
 pub mod cuda;
 pub mod explain;
