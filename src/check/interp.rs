@@ -630,8 +630,8 @@ fn layout_offsets(k: &Kernel, map: LayoutMap, threads: u64) -> HashMap<Op, u64> 
         (LayoutMap::Rotated, _) => 1,
     };
     let mut out = HashMap::new();
-    let mut names: HashMap<String, (u64, Vec<Vec<u64>>)> = HashMap::new();
-    let mut fresh = 0u64;
+    let ids = k.layout_ids();
+    let mut names: HashMap<String, Vec<Vec<u64>>> = HashMap::new();
     k.walk(|op| {
         let (l, mem) = match &k.ops[op].kind {
             OpKind::LocalLoad { layout, mem } | OpKind::LocalStore { layout, mem, .. } => {
@@ -640,14 +640,11 @@ fn layout_offsets(k: &Kernel, map: LayoutMap, threads: u64) -> HashMap<Op, u64> 
             OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => (&c.layout, c.dst),
             _ => return,
         };
-        let (num, shapes) = match l {
-            Some(name) => names.entry(name.clone()).or_insert_with(|| {
-                fresh += 1;
-                (fresh - 1, Vec::new())
-            }),
+        let num = ids.get(&op).map_or(0, |&n| u64::from(n));
+        let shapes = match l {
+            Some(name) => names.entry(name.clone()).or_default(),
             None => {
-                fresh += 1;
-                out.insert(op, fresh - 1 + shift);
+                out.insert(op, num + shift);
                 return;
             }
         };
@@ -664,7 +661,7 @@ fn layout_offsets(k: &Kernel, map: LayoutMap, threads: u64) -> HashMap<Op, u64> 
         } else {
             0
         };
-        out.insert(op, *num + shift + d);
+        out.insert(op, num + shift + d);
     });
     out
 }

@@ -48,16 +48,19 @@
 //!
 //! Complexity: O(ops + operands) plus O(buffers) for the layout.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Write;
 
 mod wgmma;
 
 use crate::analysis::regdeps::RegSources;
 use crate::diag::{DiagKind, Diagnostic};
+use super::names::NameTable;
 use crate::ir::*;
 use crate::ir::layout::{Distributed, OwnerMap, Ownership, ownership};
+use crate::ir::signature::Feature;
 use crate::target::{Target, Vendor};
+use crate::verify::target_ops::has;
 
 /// Options of the CUDA emitter.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,7 +186,7 @@ struct Emitter<'a> {
     errors: Vec<Diagnostic>,
     names: SecondaryMap<Value, String>,
     view_names: SecondaryMap<View, String>,
-    layout_ids: HashMap<Op, usize>,
+    layout_ids: HashMap<Op, u32>,
     smem: SmemLayout,
     /// The kernel has async-proxy readers of shared memory (TMA store).
     async_readers: bool,
@@ -279,16 +282,8 @@ fn ftoi(f: f32) -> i32 {
 
 impl<'a> Emitter<'a> {
     fn new(k: &'a Kernel, target: &'a Target, opts: &'a CudaOptions) -> Self {
-        let mut used: HashSet<String> = HashSet::new();
-        let mut unique = |base: String| {
-            let mut n = base.clone();
-            let mut i = 1;
-            while !used.insert(n.clone()) {
-                n = format!("{base}_{i}");
-                i += 1;
-            }
-            n
-        };
+        let mut table = NameTable::default();
+        let mut unique = |base: String| table.unique(&base);
         let mut names = SecondaryMap::default();
         for v in k.values.keys() {
             let src = k.value_names.get(v);
@@ -309,29 +304,10 @@ impl<'a> Emitter<'a> {
             };
             view_names.set(v, unique(base));
         }
-        // Layout numbers of collective accesses, in order of first appearance.
-        let mut layout_ids = HashMap::new();
-        let mut by_name: HashMap<String, usize> = HashMap::new();
-        let mut next = 0usize;
         let mut async_readers = false;
         let mut explicit_fences = false;
         for op in k.ops_in_order() {
             match &k.ops[op].kind {
-                OpKind::LocalLoad { layout, .. }
-                | OpKind::LocalStore { layout, .. }
-                | OpKind::CpAsyncTile(TileCopy { layout, .. }) => {
-                    let id = match layout {
-                        Some(l) => *by_name.entry(l.clone()).or_insert_with(|| {
-                            next += 1;
-                            next - 1
-                        }),
-                        None => {
-                            next += 1;
-                            next - 1
-                        }
-                    };
-                    layout_ids.insert(op, id);
-                }
                 OpKind::TmaStore { .. } => async_readers = true,
                 OpKind::FenceProxyAsync => explicit_fences = true,
                 _ => {}
@@ -347,7 +323,7 @@ impl<'a> Emitter<'a> {
             errors: Vec::new(),
             names,
             view_names,
-            layout_ids,
+            layout_ids: k.layout_ids(),
             smem: SmemLayout::Separate,
             async_readers,
             syncs: sync_ops(k),
@@ -412,37 +388,12 @@ impl<'a> Emitter<'a> {
         let k = self.k;
         let t = self.target;
         for op in k.ops_in_order() {
-            let name = t.name;
+            if let Some((code, msg)) = unavailable(&k.ops[op].kind, t) {
+                self.err(op, code, msg);
+                continue;
+            }
             match &k.ops[op].kind {
-                OpKind::GatherToLds { .. } => self.err(op, "E0702", format!("`gather_to_lds` is an AMD op; target `{name}` has no such copy")),
-                OpKind::TdmLoad { .. } => self.err(op, "E0702", format!("`tdm_load` is an AMD tensor-DMA op; target `{name}` has no such copy")),
-                OpKind::GatherToLdsTile(_) => self.err(op, "E0702", format!("`gather_to_lds_tile` is an AMD op; target `{name}` has no such copy")),
-                OpKind::WaitCnt(_) => self.err(op, "E0702", format!("`waitcnt` waits on AMD counters; target `{name}` has none")),
-                OpKind::SplitSignal(_) | OpKind::SplitWait(_) => {
-                    self.err(op, "E0702", format!("split barriers are a gfx12 feature; target `{name}` has none"))
-                }
                 OpKind::Wgmma { a, b, acc } => self.check_wgmma(op, a, *b, acc),
-                OpKind::TmaLoad { dst, src, .. } | OpKind::TmaStore { dst: src, src: dst, .. } if !t.tma => {
-                    let _ = (dst, src);
-                    self.err(op, "E0704", format!("TMA copies need sm_90; target `{name}` has none"))
-                }
-                OpKind::MbarInit { .. }
-                | OpKind::MbarArrive { .. }
-                | OpKind::MbarExpectTx { .. }
-                | OpKind::MbarWait { .. }
-                | OpKind::MbarInval { .. }
-                    if !t.mbarrier =>
-                {
-                    self.err(op, "E0704", format!("mbarriers are emitted for sm_90; target `{name}` is not"))
-                }
-                OpKind::FenceProxyAsync if !t.proxy_fence => {
-                    self.err(op, "E0704", format!("`fence_proxy_async` needs sm_90; target `{name}` has no async proxy"))
-                }
-                OpKind::CpAsyncTile(_) if !t.cp_async => self.err(op, "E0704", format!("target `{name}` has no cp.async")),
-                OpKind::CpAsync { dst, src, .. } if !t.cp_async => {
-                    let _ = (dst, src);
-                    self.err(op, "E0704", format!("target `{name}` has no cp.async"))
-                }
                 OpKind::TmaLoad { dst, src, .. } | OpKind::TmaStore { dst: src, src: dst, .. } => {
                     let (dst, src) = (*dst, *src);
                     let shape = k.shape(dst);
@@ -847,8 +798,28 @@ impl<'a> Emitter<'a> {
             self.wgmma_operand_fences(op, &mut regs);
             self.wgmma_regs = Some(regs);
         }
+        match kind.signature().family {
+            Family::Value => match kind {
+                OpKind::Compute { .. } => self.compute_or_view_op(op),
+                _ => self.value_op(op),
+            },
+            Family::View => self.compute_or_view_op(op),
+            Family::Access => match kind {
+                OpKind::LocalLoad { .. } | OpKind::LocalStore { .. } => self.collective_op(op),
+                _ => self.access_op(op),
+            },
+            Family::Copy => self.copy_op(op),
+            Family::Wait | Family::Wgmma | Family::Barrier | Family::Mbarrier => self.sync_op(op),
+            Family::Terminator | Family::Region => self.control_op(op, yield_to),
+        }
+    }
+
+    /// Constants, thread ids, arithmetic, comparisons, selects, casts and group tests.
+    fn value_op(&mut self, op: Op) {
+        let k = self.k;
+        let od = &k.ops[op];
         let r0 = self.result(op, 0);
-        match kind {
+        match &od.kind {
             OpKind::Const(c) => {
                 if let Some(v) = r0 {
                     let ty = self.ty(v);
@@ -953,6 +924,17 @@ impl<'a> Emitter<'a> {
                     self.decl(v, format!("(ss_tlin >= {} && ss_tlin < {})", gd.lo, gd.hi));
                 }
             }
+            // `op` dispatches only the kinds above here (the others are refused by
+            // `check_supported`).
+            _ => {}
+        }
+    }
+
+    /// Opaque computes (a deterministic sum of the arguments) and view definitions.
+    fn compute_or_view_op(&mut self, op: Op) {
+        let k = self.k;
+        let od = &k.ops[op];
+        match &od.kind {
             OpKind::Compute { args, .. } => {
                 for (j, &v) in od.results.iter().enumerate() {
                     let ty = self.ty(v);
@@ -1025,6 +1007,18 @@ impl<'a> Emitter<'a> {
                 let line = format!("const int {} = {};", self.view_names.get(*view), expr);
                 self.line(&line);
             }
+            // `op` dispatches only the kinds above here (the others are refused by
+            // `check_supported`).
+            _ => {}
+        }
+    }
+
+    /// Per-thread shared and global loads, stores and atomics.
+    fn access_op(&mut self, op: Op) {
+        let k = self.k;
+        let od = &k.ops[op];
+        let r0 = self.result(op, 0);
+        match &od.kind {
             OpKind::Load { mem, index } => {
                 if let Some(v) = r0 {
                     let e = k.elem(*mem);
@@ -1075,8 +1069,40 @@ impl<'a> Emitter<'a> {
                     None => self.line(&format!("{call};")),
                 }
             }
+            OpKind::GLoad { global, index } => {
+                if let Some(v) = r0 {
+                    let e = k.globals[*global].elem;
+                    self.decl(v, Self::load_conv(e, &self.global_ref(*global, index)));
+                }
+            }
+            OpKind::GStore {
+                global,
+                index,
+                value,
+            } => {
+                let e = k.globals[*global].elem;
+                let x = self.opnd(value, e.scalar().unwrap_or(ScalarType::I32));
+                let line = format!(
+                    "{} = {};",
+                    self.global_ref(*global, index),
+                    Self::store_conv(e, &x)
+                );
+                self.line(&line);
+            }
+            // `op` dispatches only the kinds above here (the others are refused by
+            // `check_supported`).
+            _ => {}
+        }
+    }
+
+    /// Collective `local_load`/`local_store`: each thread its owned elements.
+    fn collective_op(&mut self, op: Op) {
+        let k = self.k;
+        let od = &k.ops[op];
+        let r0 = self.result(op, 0);
+        match &od.kind {
             OpKind::LocalStore { mem, value, .. } => {
-                let n = self.layout_ids.get(&op).copied().unwrap_or(0);
+                let n = self.layout_ids.get(&op).map_or(0, |&n| n as usize);
                 let e = k.elem(*mem);
                 let sty = e.scalar().unwrap_or(ScalarType::I32);
                 let x = self.opnd(value, sty);
@@ -1099,7 +1125,7 @@ impl<'a> Emitter<'a> {
                 self.proxy_fence();
             }
             OpKind::LocalLoad { mem, .. } => {
-                let n = self.layout_ids.get(&op).copied().unwrap_or(0);
+                let n = self.layout_ids.get(&op).map_or(0, |&n| n as usize);
                 let e = k.elem(*mem);
                 if let Some(v) = r0 {
                     let ty = self.ty(v);
@@ -1126,26 +1152,18 @@ impl<'a> Emitter<'a> {
                     self.decl(v, tmp);
                 }
             }
-            OpKind::GLoad { global, index } => {
-                if let Some(v) = r0 {
-                    let e = k.globals[*global].elem;
-                    self.decl(v, Self::load_conv(e, &self.global_ref(*global, index)));
-                }
-            }
-            OpKind::GStore {
-                global,
-                index,
-                value,
-            } => {
-                let e = k.globals[*global].elem;
-                let x = self.opnd(value, e.scalar().unwrap_or(ScalarType::I32));
-                let line = format!(
-                    "{} = {};",
-                    self.global_ref(*global, index),
-                    Self::store_conv(e, &x)
-                );
-                self.line(&line);
-            }
+            // `op` dispatches only the kinds above here (the others are refused by
+            // `check_supported`).
+            _ => {}
+        }
+    }
+
+    /// Async copies: cp.async (per thread and tile) and TMA loads and stores.
+    fn copy_op(&mut self, op: Op) {
+        let k = self.k;
+        let od = &k.ops[op];
+        let r0 = self.result(op, 0);
+        match &od.kind {
             OpKind::CpAsync {
                 dst,
                 dst_index,
@@ -1183,9 +1201,6 @@ impl<'a> Emitter<'a> {
                     self.decl(v, "0".into());
                 }
             }
-            OpKind::CpAsyncCommit => self.line("ss_cp_async_commit();"),
-            OpKind::CpAsyncWait(n) => self.line(&format!("ss_cp_async_wait<{n}>();")),
-            OpKind::WaitTokens(_) => self.line("ss_cp_async_wait_all();"),
             OpKind::TmaLoad {
                 dst,
                 src,
@@ -1206,6 +1221,21 @@ impl<'a> Emitter<'a> {
                     format!("ss_bulk_store({gl}, {sm}, {bytes});")
                 });
             }
+            // `op` dispatches only the kinds above here (the others are refused by
+            // `check_supported`).
+            _ => {}
+        }
+    }
+
+    /// Commits, waits, barriers, fences, mbarrier ops and wgmma.
+    fn sync_op(&mut self, op: Op) {
+        let k = self.k;
+        let od = &k.ops[op];
+        let kind = &od.kind;
+        match &od.kind {
+            OpKind::CpAsyncCommit => self.line("ss_cp_async_commit();"),
+            OpKind::CpAsyncWait(n) => self.line(&format!("ss_cp_async_wait<{n}>();")),
+            OpKind::WaitTokens(_) => self.line("ss_cp_async_wait_all();"),
             OpKind::BulkCommit => self.line("ss_bulk_commit();"),
             OpKind::BulkWait(n) => self.line(&format!("ss_bulk_wait_read<{n}>();")),
             OpKind::Barrier => self.line("__syncthreads();"),
@@ -1249,6 +1279,26 @@ impl<'a> Emitter<'a> {
                 let line = format!("ss_mbar_inval(&{});", self.elem_ref(*mbar, index));
                 self.line(&line);
             }
+            // Rejected by `check_supported`.
+            OpKind::GatherToLds { .. }
+            | OpKind::GatherToLdsTile(_)
+            | OpKind::TdmLoad { .. }
+            | OpKind::WaitCnt(_)
+            | OpKind::SplitSignal(_)
+            | OpKind::SplitWait(_) => {}
+            OpKind::Wgmma { a, b, acc } => self.emit_wgmma(op, a, *b, acc),
+            OpKind::WgmmaCommit | OpKind::WgmmaWait(_) => self.emit_wgmma_sync(kind),
+            // `op` dispatches only the kinds above here (the others are refused by
+            // `check_supported`).
+            _ => {}
+        }
+    }
+
+    /// Loops, branches, stages and their terminators.
+    fn control_op(&mut self, op: Op, yield_to: &[String]) {
+        let k = self.k;
+        let od = &k.ops[op];
+        match &od.kind {
             OpKind::For { lo, hi, step, init } => self.emit_for(op, lo, hi, step, init),
             OpKind::If { cond } => self.emit_if(op, cond),
             OpKind::While { init } => self.emit_while(op, init),
@@ -1262,17 +1312,12 @@ impl<'a> Emitter<'a> {
                 let line = format!("if (!{}) break;", self.opnd(c, ScalarType::I1));
                 self.line(&line);
             }
-            // Rejected by `check_supported`.
-            OpKind::GatherToLds { .. }
-            | OpKind::GatherToLdsTile(_)
-            | OpKind::TdmLoad { .. }
-            | OpKind::WaitCnt(_)
-            | OpKind::SplitSignal(_)
-            | OpKind::SplitWait(_) => {}
-            OpKind::Wgmma { a, b, acc } => self.emit_wgmma(op, a, *b, acc),
-            OpKind::WgmmaCommit | OpKind::WgmmaWait(_) => self.emit_wgmma_sync(kind),
+            // `op` dispatches only the kinds above here (the others are refused by
+            // `check_supported`).
+            _ => {}
         }
     }
+
 
     /// After a generic shared write in a kernel whose shared memory the async proxy reads.
     fn proxy_fence(&mut self) {
@@ -1345,7 +1390,7 @@ impl<'a> Emitter<'a> {
     /// dimension and the source is in range and aligned; other elements are copied at issue
     /// (a moment the IR allows), masked-off ones as zeros.
     fn cp_async_tile(&mut self, op: Op, c: &TileCopy) {
-        let n = self.layout_ids.get(&op).copied().unwrap_or(0);
+        let n = self.layout_ids.get(&op).map_or(0, |&n| n as usize);
         let shape = self.k.shape(c.dst);
         let de = self.k.elem(c.dst);
         let se = self.k.globals[c.src].elem;
@@ -1725,6 +1770,20 @@ impl<'a> Emitter<'a> {
             "  Args a = parse_args(argc, argv, {}, {}, {});",
             k.grid[0], k.grid[1], k.grid[2]
         );
+        self.harness_params(&mut h);
+        let _ = writeln!(h, "  check_params(a);");
+        self.harness_uploads(&mut h);
+        self.harness_launch(&mut h);
+        self.harness_downloads(&mut h);
+        let _ = writeln!(h, "  return 0;");
+        let _ = writeln!(h, "}}");
+        self.out.push('\n');
+        self.out.push_str(&h);
+    }
+
+    /// The harness's scalar parameters: the command line's value, else the default.
+    fn harness_params(&self, h: &mut String) {
+        let k = self.k;
         // Scalar parameters.
         for p in &k.params {
             if let Param::Scalar(v) = p {
@@ -1753,7 +1812,11 @@ impl<'a> Emitter<'a> {
                 }
             }
         }
-        let _ = writeln!(h, "  check_params(a);");
+    }
+
+    /// The harness's global buffers: sized, filled with the seed's values, uploaded.
+    fn harness_uploads(&self, h: &mut String) {
+        let k = self.k;
         // Global buffers: size, fill, upload.
         let mut gidx = 0u64;
         for p in &k.params {
@@ -1794,6 +1857,11 @@ impl<'a> Emitter<'a> {
                 gidx += 1;
             }
         }
+    }
+
+    /// The launch (and timing) of the kernel.
+    fn harness_launch(&self, h: &mut String) {
+        let k = self.k;
         let dyn_smem = match &self.smem {
             SmemLayout::Raw {
                 total,
@@ -1836,6 +1904,11 @@ impl<'a> Emitter<'a> {
         let _ = writeln!(h, "  launch();");
         let _ = writeln!(h, "  CHECK(cudaGetLastError());");
         let _ = writeln!(h, "  CHECK(cudaDeviceSynchronize());");
+    }
+
+    /// Every global buffer downloaded and written to the output directory.
+    fn harness_downloads(&self, h: &mut String) {
+        let k = self.k;
         for p in &k.params {
             if let Param::Global(g) = p {
                 let gd = &k.globals[*g];
@@ -1858,10 +1931,6 @@ impl<'a> Emitter<'a> {
                 let _ = writeln!(h, "  CHECK(cudaFree({n}));");
             }
         }
-        let _ = writeln!(h, "  return 0;");
-        let _ = writeln!(h, "}}");
-        self.out.push('\n');
-        self.out.push_str(&h);
     }
 }
 
@@ -2155,4 +2224,52 @@ fn pivot_registers(d: &Distributed) -> Vec<u64> {
         }
     }
     out
+}
+
+/// The diagnostic (code, message) for an op whose feature (its signature's) the NVIDIA
+/// target `t` lacks, where CUDA output refuses it before looking at operands; `None` when the
+/// op is available or its operands decide (wgmma, and the commits and waits, which lower to
+/// nothing the target lacks).
+fn unavailable(kind: &OpKind, t: &Target) -> Option<(&'static str, String)> {
+    let sig = kind.signature();
+    if has(t, sig.needs) {
+        return None;
+    }
+    let (m, name) = (kind.mnemonic(), t.name);
+    let copy = matches!(
+        sig.code,
+        OpCode::TmaLoad | OpCode::TmaStore | OpCode::CpAsync | OpCode::CpAsyncTile
+    );
+    Some(match sig.needs {
+        Feature::GatherToLds => (
+            "E0702",
+            format!("`{m}` is an AMD op; target `{name}` has no such copy"),
+        ),
+        Feature::TensorDma => (
+            "E0702",
+            format!("`{m}` is an AMD tensor-DMA op; target `{name}` has no such copy"),
+        ),
+        Feature::CounterWaits => (
+            "E0702",
+            format!("`{m}` waits on AMD counters; target `{name}` has none"),
+        ),
+        Feature::SplitBarriers => (
+            "E0702",
+            format!("split barriers are a gfx12 feature; target `{name}` has none"),
+        ),
+        Feature::Tma if copy => (
+            "E0704",
+            format!("TMA copies need sm_90; target `{name}` has none"),
+        ),
+        Feature::Mbarrier => (
+            "E0704",
+            format!("mbarriers are emitted for sm_90; target `{name}` is not"),
+        ),
+        Feature::ProxyFence => (
+            "E0704",
+            format!("`{m}` needs sm_90; target `{name}` has no async proxy"),
+        ),
+        Feature::CpAsync if copy => ("E0704", format!("target `{name}` has no cp.async")),
+        _ => return None,
+    })
 }

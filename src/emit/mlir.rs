@@ -32,8 +32,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use crate::diag::Diagnostic;
+use super::names::NameTable;
 use crate::ir::*;
+use crate::ir::signature::{Feature, Results};
 use crate::target::Target;
+use crate::verify::target_ops::has;
 
 /// The MLIR address-space attribute of shared memory.
 pub const WORKGROUP: &str = "#gpu.address_space<workgroup>";
@@ -144,9 +147,8 @@ struct Emitter<'a> {
     t: &'a Target,
     out: String,
     diags: Vec<Diagnostic>,
-    used: HashSet<String>,
-    /// Per base name, the next suffix to try (keeps `fresh` linear over a kernel).
-    next_suffix: HashMap<String, usize>,
+    /// Every name taken (source names first), and the suffixes `fresh` tries next.
+    names: NameTable,
     /// The name a use of each value refers to (without `%`).
     vname: SecondaryMap<Value, String>,
     view_name: SecondaryMap<View, String>,
@@ -171,36 +173,19 @@ struct Emitter<'a> {
 
 impl<'a> Emitter<'a> {
     fn new(k: &'a Kernel, t: &'a Target) -> Self {
-        let mut used: HashSet<String> = HashSet::new();
-        for v in k.values.keys() {
-            let n = k.value_names.get(v);
-            if !n.is_empty() {
-                used.insert(n.clone());
-            }
-        }
-        for v in k.views.keys() {
-            let n = k.view_names.get(v);
-            if !n.is_empty() {
-                used.insert(n.clone());
-            }
-        }
-        for g in k.globals.values() {
-            used.insert(g.name.clone());
-        }
         let mut e = Emitter {
             k,
             t,
             out: String::new(),
             diags: Vec::new(),
-            used,
-            next_suffix: HashMap::new(),
+            names: NameTable::with_source_names(k),
             vname: SecondaryMap::default(),
             view_name: SecondaryMap::default(),
             view_ty: HashMap::new(),
             buf_name: SecondaryMap::default(),
             global_name: SecondaryMap::default(),
             helpers: BTreeMap::new(),
-            layouts: layout_numbers(k),
+            layouts: k.layout_ids(),
             collectives: Vec::new(),
             gathers: Vec::new(),
             tmaps: Vec::new(),
@@ -236,11 +221,7 @@ impl<'a> Emitter<'a> {
             } else {
                 bd.name.clone()
             };
-            let n = if e.used.insert(base.clone()) {
-                base
-            } else {
-                e.fresh(&base)
-            };
+            let n = e.fresh(&base);
             e.buf_name.set(b, n);
         }
         e
@@ -248,17 +229,7 @@ impl<'a> Emitter<'a> {
 
     /// A fresh name `base`, `base_1`, `base_2`, ... not used before.
     fn fresh(&mut self, base: &str) -> String {
-        if self.used.insert(base.to_string()) {
-            return base.to_string();
-        }
-        let i = self.next_suffix.entry(base.to_string()).or_insert(1);
-        loop {
-            let n = format!("{base}_{i}");
-            *i += 1;
-            if self.used.insert(n.clone()) {
-                return n;
-            }
-        }
+        self.names.unique(base)
     }
 
     fn line(&mut self, s: &str) {
@@ -711,20 +682,7 @@ impl<'a> Emitter<'a> {
     fn op(&mut self, op: Op, prev: Option<Op>) {
         let k = self.k;
         let od = &k.ops[op];
-        let needs_result = matches!(
-            od.kind,
-            OpKind::Const(_)
-                | OpKind::Special(_)
-                | OpKind::Binary(..)
-                | OpKind::Unary(..)
-                | OpKind::Cmp(..)
-                | OpKind::Select(..)
-                | OpKind::Cast(..)
-                | OpKind::InGroup(_)
-                | OpKind::Load { .. }
-                | OpKind::GLoad { .. }
-                | OpKind::LocalLoad { .. }
-        );
+        let needs_result = od.kind.signature().results == Results::One;
         if needs_result && od.results.is_empty() {
             let d = Diagnostic::error(
                 crate::diag::DiagKind::Verifier,
@@ -995,47 +953,36 @@ impl<'a> Emitter<'a> {
     /// Commits and waits of async groups and tokens, and proxy fences.
     fn async_wait_op(&mut self, op: Op) {
         let k = self.k;
-        match &k.ops[op].kind {
+        let kind = &k.ops[op].kind;
+        let needs = kind.signature().needs;
+        if !has(self.t, needs) {
+            let m = kind.mnemonic();
+            let why = match needs {
+                Feature::CpAsync => "is NVIDIA-only",
+                _ => "needs sm_90",
+            };
+            return self.err(op, format!("`{m}` {why}"));
+        }
+        match kind {
             OpKind::CpAsyncCommit => {
-                if !self.t.cp_async {
-                    return self.err(op, "`cp_async_commit` is NVIDIA-only");
-                }
                 self.line("nvvm.cp.async.commit.group");
             }
             OpKind::CpAsyncWait(n) => {
-                if !self.t.cp_async {
-                    return self.err(op, "`cp_async_wait` is NVIDIA-only");
-                }
                 self.line(&format!("nvvm.cp.async.wait.group {n}"));
             }
             OpKind::BulkCommit => {
-                if !self.t.tma {
-                    return self.err(op, "`bulk_commit` needs sm_90");
-                }
                 self.line("nvvm.cp.async.bulk.commit.group");
             }
             OpKind::BulkWait(n) => {
-                if !self.t.tma {
-                    return self.err(op, "`bulk_wait` needs sm_90");
-                }
                 self.line(&format!("nvvm.cp.async.bulk.wait_group {n} {{read}}"));
             }
             OpKind::WgmmaCommit => {
-                if !self.t.wgmma {
-                    return self.err(op, "`wgmma_commit` needs sm_90");
-                }
                 self.line("nvvm.wgmma.commit.group.sync.aligned");
             }
             OpKind::WgmmaWait(n) => {
-                if !self.t.wgmma {
-                    return self.err(op, "`wgmma_wait` needs sm_90");
-                }
                 self.line(&format!("nvvm.wgmma.wait.group.sync.aligned {n}"));
             }
             OpKind::FenceProxyAsync => {
-                if !self.t.proxy_fence {
-                    return self.err(op, "`fence_proxy_async` needs sm_90");
-                }
                 self.line(
                     "nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, \
                      space = #nvvm.shared_space<cta>}",
@@ -2108,29 +2055,45 @@ pub fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
-/// Layout numbers in order of first appearance; an access without a layout gets a fresh one.
-fn layout_numbers(k: &Kernel) -> HashMap<Op, u32> {
-    let mut names: HashMap<String, u32> = HashMap::new();
-    let mut next = 0u32;
-    let mut out = HashMap::new();
-    for op in k.ops_in_order() {
-        let layout = match &k.ops[op].kind {
-            OpKind::LocalLoad { layout, .. } | OpKind::LocalStore { layout, .. } => layout,
-            _ => continue,
-        };
-        let n = match layout {
-            Some(l) => *names.entry(l.clone()).or_insert_with(|| {
-                next += 1;
-                next - 1
-            }),
-            None => {
-                next += 1;
-                next - 1
-            }
-        };
-        out.insert(op, n);
+/// Writes the row-major indices of element `%e` of a `shape` tile (`total` elements) as
+/// `%i0, %i1, ..` and returns them joined.
+fn element_indices(s: &mut String, shape: &[u64], total: u64) -> String {
+    let mut idx = Vec::new();
+    let mut stride: u64 = total;
+    for (d, dim) in shape.iter().enumerate() {
+        stride /= (*dim).max(1);
+        let _ = writeln!(s, "    %s{d} = arith.constant {stride} : i32");
+        let _ = writeln!(s, "    %n{d} = arith.constant {dim} : i32");
+        let _ = writeln!(s, "    %q{d} = arith.divui %e, %s{d} : i32");
+        let _ = writeln!(s, "    %r{d} = arith.remui %q{d}, %n{d} : i32");
+        let _ = writeln!(s, "    %i{d} = arith.index_cast %r{d} : i32 to index");
+        idx.push(format!("%i{d}"));
     }
-    out
+    idx.join(", ")
+}
+
+/// A collective store helper's loop body: element `%e` at `ix` gets `%x + e`, narrowed to the
+/// element type.
+fn collective_store_element(s: &mut String, mt: &MemType, sty: ScalarType, ix: &str) {
+    let (ty, e) = (mt.render(), elem_mlir(mt.elem));
+    if sty == ScalarType::F32 {
+        let _ = writeln!(s, "    %ef = arith.sitofp %e : i32 to f32");
+        let _ = writeln!(s, "    %v = arith.addf %x, %ef : f32");
+    } else {
+        let _ = writeln!(s, "    %v = arith.addi %x, %e : i32");
+    }
+    let v = match mt.elem {
+        ElemType::F16 | ElemType::BF16 => {
+            let _ = writeln!(s, "    %vn = arith.truncf %v : f32 to {e}");
+            "%vn"
+        }
+        ElemType::I8 | ElemType::I16 => {
+            let _ = writeln!(s, "    %vn = arith.trunci %v : i32 to {e}");
+            "%vn"
+        }
+        _ => "%v",
+    };
+    let _ = writeln!(s, "    memref.store {v}, %m[{ix}] : {ty}");
 }
 
 fn collective_helper(
@@ -2187,38 +2150,9 @@ fn collective_helper(
         )
     };
     let _ = writeln!(s, "{open}");
-    // Row-major indices of element e.
-    let mut idx = Vec::new();
-    let mut stride: u64 = total;
-    for (d, dim) in mt.shape.iter().enumerate() {
-        stride /= (*dim).max(1);
-        let _ = writeln!(s, "    %s{d} = arith.constant {stride} : i32");
-        let _ = writeln!(s, "    %n{d} = arith.constant {dim} : i32");
-        let _ = writeln!(s, "    %q{d} = arith.divui %e, %s{d} : i32");
-        let _ = writeln!(s, "    %r{d} = arith.remui %q{d}, %n{d} : i32");
-        let _ = writeln!(s, "    %i{d} = arith.index_cast %r{d} : i32 to index");
-        idx.push(format!("%i{d}"));
-    }
-    let ix = idx.join(", ");
+    let ix = element_indices(&mut s, &mt.shape, total);
     if store {
-        if sty == ScalarType::F32 {
-            let _ = writeln!(s, "    %ef = arith.sitofp %e : i32 to f32");
-            let _ = writeln!(s, "    %v = arith.addf %x, %ef : f32");
-        } else {
-            let _ = writeln!(s, "    %v = arith.addi %x, %e : i32");
-        }
-        let v = match mt.elem {
-            ElemType::F16 | ElemType::BF16 => {
-                let _ = writeln!(s, "    %vn = arith.truncf %v : f32 to {e}");
-                "%vn"
-            }
-            ElemType::I8 | ElemType::I16 => {
-                let _ = writeln!(s, "    %vn = arith.trunci %v : i32 to {e}");
-                "%vn"
-            }
-            _ => "%v",
-        };
-        let _ = writeln!(s, "    memref.store {v}, %m[{ix}] : {ty}");
+        collective_store_element(&mut s, mt, sty, &ix);
     } else {
         let _ = writeln!(s, "    %l = memref.load %m[{ix}] : {ty}");
         let l = match mt.elem {

@@ -10,6 +10,8 @@ pub mod layout;
 pub mod ops;
 pub mod induction;
 pub mod ranges;
+pub mod names;
+pub mod signature;
 pub mod text;
 pub mod types;
 pub mod wgmma;
@@ -20,5 +22,6 @@ pub use effects::{
 pub use entities::*;
 pub use kernel::*;
 pub use ops::*;
+pub use signature::{Family, OpCode, Signature};
 pub use types::*;
 pub mod edit;

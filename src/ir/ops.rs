@@ -60,16 +60,19 @@ pub enum Special {
 }
 
 impl Special {
-    pub fn name(self) -> String {
-        const D: [&str; 3] = ["x", "y", "z"];
+    pub fn name(self) -> &'static str {
+        const TID: [&str; 3] = ["tid.x", "tid.y", "tid.z"];
+        const BID: [&str; 3] = ["bid.x", "bid.y", "bid.z"];
+        const BDIM: [&str; 3] = ["bdim.x", "bdim.y", "bdim.z"];
+        const GDIM: [&str; 3] = ["gdim.x", "gdim.y", "gdim.z"];
         match self {
-            Special::Tid(d) => format!("tid.{}", D[d as usize]),
-            Special::Bid(d) => format!("bid.{}", D[d as usize]),
-            Special::BlockDim(d) => format!("bdim.{}", D[d as usize]),
-            Special::GridDim(d) => format!("gdim.{}", D[d as usize]),
-            Special::Lane => "lane".into(),
-            Special::Warp => "warp".into(),
-            Special::LinearTid => "tid.linear".into(),
+            Special::Tid(d) => TID[d as usize],
+            Special::Bid(d) => BID[d as usize],
+            Special::BlockDim(d) => BDIM[d as usize],
+            Special::GridDim(d) => GDIM[d as usize],
+            Special::Lane => "lane",
+            Special::Warp => "warp",
+            Special::LinearTid => "tid.linear",
         }
     }
     pub fn from_name(s: &str) -> Option<Special> {

@@ -8,9 +8,9 @@
 //! Complexity: O(ops + operands).
 
 use std::cell::OnceCell;
-use std::collections::HashSet;
 use std::fmt::Write;
 
+use super::names::NameTable;
 use crate::ir::*;
 
 /// Prints one kernel.
@@ -84,49 +84,21 @@ struct Names {
 
 impl Names {
     fn new(k: &Kernel) -> Self {
-        let mut used: HashSet<String> = HashSet::new();
-        for v in k.values.keys() {
-            let n = k.value_names.get(v);
-            if !n.is_empty() {
-                used.insert(n.clone());
-            }
-        }
-        for v in k.views.keys() {
-            let n = k.view_names.get(v);
-            if !n.is_empty() {
-                used.insert(n.clone());
-            }
-        }
-        for g in k.globals.values() {
-            used.insert(g.name.clone());
-        }
-        let mut fresh = 0usize;
-        let mut next = |used: &mut HashSet<String>, prefix: &str| loop {
-            let n = format!("{prefix}{fresh}");
-            fresh += 1;
-            if used.insert(n.clone()) {
-                return n;
+        let mut table = NameTable::with_source_names(k);
+        let mut name = |n: &String, prefix: &str| {
+            if n.is_empty() {
+                table.numbered(prefix)
+            } else {
+                n.clone()
             }
         };
         let mut values = SecondaryMap::default();
         for v in k.values.keys() {
-            let n = k.value_names.get(v);
-            let n = if n.is_empty() {
-                next(&mut used, "v")
-            } else {
-                n.clone()
-            };
-            values.set(v, n);
+            values.set(v, name(k.value_names.get(v), "v"));
         }
         let mut views = SecondaryMap::default();
         for v in k.views.keys() {
-            let n = k.view_names.get(v);
-            let n = if n.is_empty() {
-                next(&mut used, "view")
-            } else {
-                n.clone()
-            };
-            views.set(v, n);
+            views.set(v, name(k.view_names.get(v), "view"));
         }
         Names { values, views }
     }
@@ -316,35 +288,38 @@ impl<'a> Printer<'a> {
     }
 
     fn op(&mut self, op: Op, depth: usize) {
-        let k = self.k;
-        let od = &k.ops[op];
+        let od = &self.k.ops[op];
         self.due = Some((op, depth));
         self.ind(depth);
         let res = self.results(op);
-        let line = match &od.kind {
-            OpKind::Const(c) => {
-                let ty = c.ty();
-                let lit = c.to_string();
-                format!("{res}const {lit} : {ty}")
-            }
-            OpKind::Special(s) => format!("{res}{}", s.name()),
-            OpKind::Binary(b, x, y) => {
-                format!("{res}{} {}, {}", b.name(), self.opnd(x), self.opnd(y))
-            }
-            OpKind::Unary(u, x) => format!("{res}{} {}", u.name(), self.opnd(x)),
+        if od.kind.signature().regions > 0 {
+            return self.region_op(op, &res, depth);
+        }
+        let line = self.line(op, &res);
+        self.out.push_str(&line);
+        self.out.push('\n');
+        self.flush_notes();
+    }
+
+    /// The text of an op that owns no region: its results, mnemonic (from the signature
+    /// table) and operands. A flat match: one arm per operand syntax.
+    fn line(&self, op: Op, res: &str) -> String {
+        let k = self.k;
+        let od = &k.ops[op];
+        let m = od.kind.mnemonic();
+        match &od.kind {
+            OpKind::Const(c) => format!("{res}{m} {c} : {}", c.ty()),
+            OpKind::Special(_) => format!("{res}{m}"),
+            OpKind::Binary(_, x, y) => format!("{res}{m} {}, {}", self.opnd(x), self.opnd(y)),
+            OpKind::Unary(_, x) | OpKind::Cast(_, x) => format!("{res}{m} {}", self.opnd(x)),
             OpKind::Cmp(p, x, y) => {
-                format!("{res}cmp {} {}, {}", p.name(), self.opnd(x), self.opnd(y))
+                format!("{res}{m} {} {}, {}", p.name(), self.opnd(x), self.opnd(y))
             }
             OpKind::Select(c, x, y) => {
-                format!(
-                    "{res}select {}, {}, {}",
-                    self.opnd(c),
-                    self.opnd(x),
-                    self.opnd(y)
-                )
+                let (c, x, y) = (self.opnd(c), self.opnd(x), self.opnd(y));
+                format!("{res}{m} {c}, {x}, {y}")
             }
-            OpKind::Cast(c, x) => format!("{res}{} {}", c.name(), self.opnd(x)),
-            OpKind::InGroup(g) => format!("{res}in_group @{}", k.groups[*g].name),
+            OpKind::InGroup(g) => format!("{res}{m} @{}", k.groups[*g].name),
             OpKind::Compute { name, args } => {
                 let tys: Vec<&str> = od.results.iter().map(|v| k.values[*v].ty.name()).collect();
                 let ty = if tys.is_empty() {
@@ -352,7 +327,7 @@ impl<'a> Printer<'a> {
                 } else {
                     format!(" : {}", tys.join(", "))
                 };
-                format!("{res}compute \"{name}\"({}){ty}", self.opnds(args))
+                format!("{res}{m} \"{name}\"({}){ty}", self.opnds(args))
             }
             OpKind::ViewDef(v) => {
                 let vd = &k.views[*v];
@@ -364,16 +339,12 @@ impl<'a> Printer<'a> {
                         ViewIndex::Range(lo, hi) => format!("{lo}:{hi}"),
                     })
                     .collect();
-                format!(
-                    "%{} = view {}[{}]",
-                    self.view_name(*v),
-                    self.mem(vd.base),
-                    ixs.join(", ")
-                )
+                let (name, base) = (self.view_name(*v), self.mem(vd.base));
+                format!("%{name} = {m} {base}[{}]", ixs.join(", "))
             }
-            OpKind::Load { mem, index } => format!("{res}load {}", self.idx(*mem, index)),
+            OpKind::Load { mem, index } => format!("{res}{m} {}", self.idx(*mem, index)),
             OpKind::Store { mem, index, value } => {
-                format!("store {}, {}", self.idx(*mem, index), self.opnd(value))
+                format!("{m} {}, {}", self.idx(*mem, index), self.opnd(value))
             }
             OpKind::Atomic {
                 op: a,
@@ -381,85 +352,55 @@ impl<'a> Printer<'a> {
                 index,
                 value,
             } => {
-                format!(
-                    "{res}atomic {} {}, {}",
-                    a.name(),
-                    self.idx(*mem, index),
-                    self.opnd(value)
-                )
+                let (at, v) = (self.idx(*mem, index), self.opnd(value));
+                format!("{res}{m} {} {at}, {v}", a.name())
             }
             OpKind::LocalLoad { mem, layout } => {
-                format!("{res}local_load {}{}", self.mem(*mem), layout_s(layout))
+                format!("{res}{m} {}{}", self.mem(*mem), layout_s(layout))
             }
             OpKind::LocalStore { mem, value, layout } => {
-                format!(
-                    "local_store {}, {}{}",
-                    self.mem(*mem),
-                    self.opnd(value),
-                    layout_s(layout)
-                )
+                let (at, v) = (self.mem(*mem), self.opnd(value));
+                format!("{m} {at}, {v}{}", layout_s(layout))
             }
-            OpKind::GLoad { global, index } => format!("{res}gload {}", self.gidx(*global, index)),
+            OpKind::GLoad { global, index } => format!("{res}{m} {}", self.gidx(*global, index)),
             OpKind::GStore {
                 global,
                 index,
                 value,
-            } => {
-                format!("gstore {}, {}", self.gidx(*global, index), self.opnd(value))
-            }
+            } => format!("{m} {}, {}", self.gidx(*global, index), self.opnd(value)),
             OpKind::GAtomic {
                 op: a,
                 global,
                 index,
                 value,
             } => {
-                format!(
-                    "{res}gatomic {} {}, {}",
-                    a.name(),
-                    self.gidx(*global, index),
-                    self.opnd(value)
-                )
+                let (at, v) = (self.gidx(*global, index), self.opnd(value));
+                format!("{res}{m} {} {at}, {v}", a.name())
             }
             OpKind::GatherToLds {
                 dst,
                 dst_index,
                 src,
                 src_index,
-            } => format!(
-                "{res}gather_to_lds {} <- {}",
-                self.idx(*dst, dst_index),
-                self.gidx(*src, src_index)
-            ),
-            OpKind::CpAsync {
+            }
+            | OpKind::CpAsync {
                 dst,
                 dst_index,
                 src,
                 src_index,
-            } => format!(
-                "{res}cp_async {} <- {}",
-                self.idx(*dst, dst_index),
-                self.gidx(*src, src_index)
-            ),
-            OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => {
-                let name = if matches!(od.kind, OpKind::CpAsyncTile(_)) {
-                    "cp_async_tile"
-                } else {
-                    "gather_to_lds_tile"
-                };
-                format!(
-                    "{res}{name} {} <- {}{}{}",
-                    self.mem(c.dst),
-                    self.gidx(c.src, &c.origin),
-                    layout_s(&c.layout),
-                    if c.masked { " masked" } else { "" }
-                )
+            } => {
+                let (d, s) = (self.idx(*dst, dst_index), self.gidx(*src, src_index));
+                format!("{res}{m} {d} <- {s}")
             }
+            OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => format!(
+                "{res}{m} {} <- {}{}{}",
+                self.mem(c.dst),
+                self.gidx(c.src, &c.origin),
+                layout_s(&c.layout),
+                if c.masked { " masked" } else { "" }
+            ),
             OpKind::TdmLoad { dst, src, origin } => {
-                format!(
-                    "{res}tdm_load {} <- {}",
-                    self.mem(*dst),
-                    self.gidx(*src, origin)
-                )
+                format!("{res}{m} {} <- {}", self.mem(*dst), self.gidx(*src, origin))
             }
             OpKind::TmaLoad {
                 dst,
@@ -467,92 +408,91 @@ impl<'a> Printer<'a> {
                 origin,
                 mbar,
                 mbar_index,
-            } => format!(
-                "{res}tma_load {} <- {}, {}",
-                self.mem(*dst),
-                self.gidx(*src, origin),
-                self.idx(*mbar, mbar_index)
-            ),
+            } => {
+                let (d, s) = (self.mem(*dst), self.gidx(*src, origin));
+                format!("{res}{m} {d} <- {s}, {}", self.idx(*mbar, mbar_index))
+            }
             OpKind::TmaStore { dst, origin, src } => {
-                format!(
-                    "tma_store {} <- {}",
-                    self.gidx(*dst, origin),
-                    self.mem(*src)
-                )
+                format!("{m} {} <- {}", self.gidx(*dst, origin), self.mem(*src))
             }
-            OpKind::CpAsyncCommit => "cp_async_commit".into(),
-            OpKind::CpAsyncWait(n) => format!("cp_async_wait {n}"),
-            OpKind::BulkCommit => "bulk_commit".into(),
-            OpKind::BulkWait(n) => format!("bulk_wait {n}"),
-            OpKind::WgmmaCommit => "wgmma_commit".into(),
-            OpKind::WgmmaWait(n) => format!("wgmma_wait {n}"),
-            OpKind::FenceProxyAsync => "fence_proxy_async".into(),
+            OpKind::CpAsyncCommit
+            | OpKind::BulkCommit
+            | OpKind::WgmmaCommit
+            | OpKind::FenceProxyAsync
+            | OpKind::Barrier
+            | OpKind::WarpSync => m.to_string(),
+            OpKind::CpAsyncWait(n) | OpKind::BulkWait(n) | OpKind::WgmmaWait(n) => {
+                format!("{m} {n}")
+            }
+            OpKind::SplitSignal(id) | OpKind::SplitWait(id) => format!("{m} {id}"),
+            OpKind::NamedArrive { id, count } | OpKind::NamedSync { id, count } => {
+                format!("{m} {id}, {count}")
+            }
             OpKind::WaitTokens(ts) => {
-                format!(
-                    "wait_tokens {}",
-                    ts.iter().map(|t| self.v(*t)).collect::<Vec<_>>().join(", ")
-                )
+                let ts: Vec<String> = ts.iter().map(|t| self.v(*t)).collect();
+                format!("{m} {}", ts.join(", "))
             }
-            OpKind::WaitCnt(cs) => format!(
-                "waitcnt {}",
-                cs.iter()
-                    .map(|(c, n)| format!("{}({n})", c.name()))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ),
-            OpKind::Barrier => "barrier".into(),
-            OpKind::WarpSync => "warp_sync".into(),
-            OpKind::SplitSignal(id) => format!("barrier_signal {id}"),
-            OpKind::SplitWait(id) => format!("barrier_wait {id}"),
-            OpKind::NamedArrive { id, count } => format!("named_arrive {id}, {count}"),
-            OpKind::NamedSync { id, count } => format!("named_sync {id}, {count}"),
+            OpKind::WaitCnt(cs) => {
+                let cs: Vec<String> = cs.iter().map(|(c, n)| format!("{}({n})", c.name())).collect();
+                format!("{m} {}", cs.join(" "))
+            }
             OpKind::MbarInit { mbar, index, count } => {
-                format!("mbar_init {}, {count}", self.idx(*mbar, index))
+                format!("{m} {}, {count}", self.idx(*mbar, index))
             }
             OpKind::MbarArrive { mbar, index, tx } => match tx {
-                Some(t) => format!("mbar_arrive {} tx {t}", self.idx(*mbar, index)),
-                None => format!("mbar_arrive {}", self.idx(*mbar, index)),
+                Some(t) => format!("{m} {} tx {t}", self.idx(*mbar, index)),
+                None => format!("{m} {}", self.idx(*mbar, index)),
             },
             OpKind::MbarExpectTx { mbar, index, bytes } => {
-                format!("mbar_expect_tx {}, {bytes}", self.idx(*mbar, index))
+                format!("{m} {}, {bytes}", self.idx(*mbar, index))
             }
             OpKind::MbarWait {
                 mbar,
                 index,
                 parity,
-            } => {
-                format!(
-                    "mbar_wait {}, {}",
-                    self.idx(*mbar, index),
-                    self.opnd(parity)
-                )
-            }
-            OpKind::MbarInval { mbar, index } => format!("mbar_inval {}", self.idx(*mbar, index)),
+            } => format!("{m} {}, {}", self.idx(*mbar, index), self.opnd(parity)),
+            OpKind::MbarInval { mbar, index } => format!("{m} {}", self.idx(*mbar, index)),
             OpKind::Wgmma { a, b, acc } => {
                 let a = match a {
                     WgmmaA::Shared(m) => self.mem(*m),
                     WgmmaA::Regs(r) => format!("[{}]", self.opnds(r)),
                 };
-                format!(
-                    "{res}wgmma {a}, {}, {}",
-                    self.mem(*b),
-                    self.opnds(acc.all())
-                )
+                let (b, acc) = (self.mem(*b), self.opnds(acc.all()));
+                format!("{res}{m} {a}, {b}, {acc}")
             }
-            OpKind::Yield(vs) => {
-                if vs.is_empty() {
-                    "yield".into()
-                } else {
-                    format!("yield {}", self.opnds(vs))
-                }
+            OpKind::Yield(vs) if vs.is_empty() => m.to_string(),
+            OpKind::Yield(vs) => format!("{m} {}", self.opnds(vs)),
+            OpKind::Condition(c) => format!("{m} {}", self.opnd(c)),
+            // Ops with regions print through `region_op`; none reaches here.
+            OpKind::For { .. } | OpKind::If { .. } | OpKind::While { .. } | OpKind::Stage { .. } => {
+                format!("{res}{m}")
             }
-            OpKind::Condition(c) => format!("condition {}", self.opnd(c)),
+        }
+    }
+
+    /// `for`, `if`, `while` and `stage`: the header, then each region as a block.
+    fn region_op(&mut self, op: Op, res: &str, depth: usize) {
+        let k = self.k;
+        let od = &k.ops[op];
+        let m = od.kind.mnemonic();
+        if od.regions.len() != od.kind.signature().regions {
+            // Malformed (the verifier reports it): print what is there.
+            let line = self.line(op, res);
+            self.out.push_str(&line);
+            for &r in &od.regions {
+                self.out.push(' ');
+                self.block(r, depth);
+            }
+            self.out.push('\n');
+            return;
+        }
+        match &od.kind {
             OpKind::For { lo, hi, step, init } => {
                 let body = od.regions[0];
                 let args = &k.regions[body].args;
                 let _ = write!(
                     self.out,
-                    "{res}for {} = {} to {} step {}",
+                    "{res}{m} {} = {} to {} step {}",
                     self.v(args[0]),
                     self.opnd(lo),
                     self.opnd(hi),
@@ -561,41 +501,33 @@ impl<'a> Printer<'a> {
                 self.iter_list(&args[1..], init);
                 self.out.push(' ');
                 self.block(body, depth);
-                self.out.push('\n');
-                return;
             }
             OpKind::If { cond } => {
-                let _ = write!(self.out, "{res}if {} ", self.opnd(cond));
+                let _ = write!(self.out, "{res}{m} {} ", self.opnd(cond));
                 self.block(od.regions[0], depth);
                 if !k.regions[od.regions[1]].ops.is_empty() {
                     self.out.push_str(" else ");
                     self.block(od.regions[1], depth);
                 }
-                self.out.push('\n');
-                return;
             }
             OpKind::While { init } => {
                 let (before, after) = (od.regions[0], od.regions[1]);
-                let _ = write!(self.out, "{res}while");
+                let _ = write!(self.out, "{res}{m}");
                 self.iter_list(&k.regions[before].args, init);
                 self.out.push(' ');
                 self.block(before, depth);
                 let names: Vec<String> = k.regions[after].args.iter().map(|a| self.v(*a)).collect();
                 let _ = write!(self.out, " do ({}) ", names.join(", "));
                 self.block(after, depth);
-                self.out.push('\n');
-                return;
             }
             OpKind::Stage { name } => {
-                let _ = write!(self.out, "stage \"{name}\" ");
+                let _ = write!(self.out, "{m} \"{name}\" ");
                 self.block(od.regions[0], depth);
-                self.out.push('\n');
-                return;
             }
-        };
-        self.out.push_str(&line);
+            // `op` sends only region ops here.
+            _ => {}
+        }
         self.out.push('\n');
-        self.flush_notes();
     }
 
     fn iter_list(&mut self, args: &[Value], init: &[Operand]) {

@@ -107,7 +107,6 @@ fn attr_end(src: &str, start: usize) -> Result<usize, Diagnostic> {
 
 /// Splits `src` into tokens; the last token is always `Eof`.
 pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
-    let bytes = src.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
     while i < src.len() {
@@ -120,156 +119,151 @@ pub fn lex(src: &str) -> Result<Vec<Token>, Diagnostic> {
             i = src[i..].find('\n').map_or(src.len(), |n| i + n);
             continue;
         }
-        let start = i;
-        let single = match c {
-            '(' => Some(Tok::LParen),
-            ')' => Some(Tok::RParen),
-            '[' => Some(Tok::LBracket),
-            ']' => Some(Tok::RBracket),
-            '{' => Some(Tok::LBrace),
-            '}' => Some(Tok::RBrace),
-            ',' => Some(Tok::Comma),
-            ':' => Some(Tok::Colon),
-            '=' => Some(Tok::Eq),
-            _ => None,
-        };
-        if let Some(t) = single {
-            i += 1;
-            out.push(Token {
-                tok: t,
-                span: Span::new(start, i),
-            });
-            continue;
-        }
-        if src[i..].starts_with("<-") {
-            i += 2;
-            out.push(Token {
-                tok: Tok::Arrow,
-                span: Span::new(start, i),
-            });
-            continue;
-        }
-        if c == '#' {
-            i = attr_end(src, start)?;
-            out.push(Token {
-                tok: Tok::Attr(src[start..i].to_string()),
-                span: Span::new(start, i),
-            });
-            continue;
-        }
-        if c == '%' || c == '@' {
-            i += 1;
-            let s = i;
-            while i < src.len() && is_word_char(bytes[i] as char) {
-                i += 1;
-            }
-            if i == s {
-                return Err(
-                    Diagnostic::user("E0001", format!("expected a name after `{c}`"))
-                        .with_label(Span::new(start, i.max(start + 1)), "name missing here"),
-                );
-            }
-            let name = src[s..i].to_string();
-            let tok = if c == '%' {
-                Tok::Local(name)
-            } else {
-                Tok::Symbol(name)
-            };
-            out.push(Token {
-                tok,
-                span: Span::new(start, i),
-            });
-            continue;
-        }
-        if c == '"' {
-            i += 1;
-            let s = i;
-            while i < src.len() && bytes[i] != b'"' && bytes[i] != b'\n' {
-                i += 1;
-            }
-            if i >= src.len() || bytes[i] != b'"' {
-                return Err(Diagnostic::user("E0002", "unterminated string")
-                    .with_label(Span::new(start, i), "string starts here"));
-            }
-            let text = src[s..i].to_string();
-            i += 1;
-            out.push(Token {
-                tok: Tok::Str(text),
-                span: Span::new(start, i),
-            });
-            continue;
-        }
-        let neg_num = c == '-'
-            && src[i + 1..]
-                .chars()
-                .next()
-                .is_some_and(|d| d.is_ascii_digit() || d == 'i');
-        if c.is_ascii_digit() || neg_num {
-            i += 1;
-            while i < src.len() && (is_word_char(bytes[i] as char)) {
-                // allow exponents like 1e-5
-                i += 1;
-                if (bytes[i - 1] == b'e' || bytes[i - 1] == b'E')
-                    && i < src.len()
-                    && (bytes[i] == b'-' || bytes[i] == b'+')
-                {
-                    i += 1;
-                }
-            }
-            let text = &src[start..i];
-            let digits = text.strip_prefix('-').unwrap_or(text);
-            let tok = if let Ok(v) = text.parse::<i64>() {
-                Tok::Int(v)
-            } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(Diagnostic::user(
-                    "E0165",
-                    format!("integer `{text}` does not fit in 64 bits"),
-                )
-                .with_label(Span::new(start, i), "out of the i64 range"));
-            } else if text == "-inf" {
-                Tok::Float(f64::NEG_INFINITY)
-            } else if let (true, Ok(v)) = (
-                text.chars()
-                    .all(|ch| ch.is_ascii_digit() || "+-.eE".contains(ch)),
-                text.parse::<f64>(),
-            ) {
-                Tok::Float(v)
-            } else {
-                return Err(
-                    Diagnostic::user("E0003", format!("malformed number `{text}`"))
-                        .with_label(Span::new(start, i), "not a number"),
-                );
-            };
-            out.push(Token {
-                tok,
-                span: Span::new(start, i),
-            });
-            continue;
-        }
-        if c.is_ascii_alphabetic() || c == '_' {
-            while i < src.len() && is_word_char(bytes[i] as char) {
-                i += 1;
-            }
-            let w = &src[start..i];
-            let tok = match w {
-                "inf" => Tok::Float(f64::INFINITY),
-                "nan" => Tok::Float(f64::NAN),
-                _ => Tok::Word(w.to_string()),
-            };
-            out.push(Token {
-                tok,
-                span: Span::new(start, i),
-            });
-            continue;
-        }
-        return Err(
-            Diagnostic::user("E0004", format!("unexpected character `{c}`"))
-                .with_label(Span::new(start, start + c.len_utf8()), "not valid here"),
-        );
+        let (tok, end) = token(src, i, c)?;
+        out.push(Token {
+            tok,
+            span: Span::new(i, end),
+        });
+        i = end;
     }
     out.push(Token {
         tok: Tok::Eof,
         span: Span::new(src.len(), src.len()),
     });
     Ok(out)
+}
+
+/// The token starting at `start` (whose first character is `c`) and where it ends.
+fn token(src: &str, start: usize, c: char) -> Result<(Tok, usize), Diagnostic> {
+    let single = match c {
+        '(' => Some(Tok::LParen),
+        ')' => Some(Tok::RParen),
+        '[' => Some(Tok::LBracket),
+        ']' => Some(Tok::RBracket),
+        '{' => Some(Tok::LBrace),
+        '}' => Some(Tok::RBrace),
+        ',' => Some(Tok::Comma),
+        ':' => Some(Tok::Colon),
+        '=' => Some(Tok::Eq),
+        _ => None,
+    };
+    if let Some(t) = single {
+        return Ok((t, start + 1));
+    }
+    if src[start..].starts_with("<-") {
+        return Ok((Tok::Arrow, start + 2));
+    }
+    let neg_num = c == '-'
+        && src[start + 1..]
+            .chars()
+            .next()
+            .is_some_and(|d| d.is_ascii_digit() || d == 'i');
+    match c {
+        '#' => {
+            let end = attr_end(src, start)?;
+            Ok((Tok::Attr(src[start..end].to_string()), end))
+        }
+        '%' | '@' => name(src, start, c),
+        '"' => string(src, start),
+        _ if c.is_ascii_digit() || neg_num => number(src, start),
+        _ if c.is_ascii_alphabetic() || c == '_' => Ok(word(src, start)),
+        _ => Err(
+            Diagnostic::user("E0004", format!("unexpected character `{c}`"))
+                .with_label(Span::new(start, start + c.len_utf8()), "not valid here"),
+        ),
+    }
+}
+
+/// `%name` or `@name` (`sigil` is `%` or `@`).
+fn name(src: &str, start: usize, sigil: char) -> Result<(Tok, usize), Diagnostic> {
+    let bytes = src.as_bytes();
+    let mut i = start + 1;
+    let s = i;
+    while i < src.len() && is_word_char(bytes[i] as char) {
+        i += 1;
+    }
+    if i == s {
+        return Err(
+            Diagnostic::user("E0001", format!("expected a name after `{sigil}`"))
+                .with_label(Span::new(start, i.max(start + 1)), "name missing here"),
+        );
+    }
+    let name = src[s..i].to_string();
+    let tok = if sigil == '%' {
+        Tok::Local(name)
+    } else {
+        Tok::Symbol(name)
+    };
+    Ok((tok, i))
+}
+
+/// A string literal on one line.
+fn string(src: &str, start: usize) -> Result<(Tok, usize), Diagnostic> {
+    let bytes = src.as_bytes();
+    let mut i = start + 1;
+    let s = i;
+    while i < src.len() && bytes[i] != b'"' && bytes[i] != b'\n' {
+        i += 1;
+    }
+    if i >= src.len() || bytes[i] != b'"' {
+        return Err(Diagnostic::user("E0002", "unterminated string")
+            .with_label(Span::new(start, i), "string starts here"));
+    }
+    Ok((Tok::Str(src[s..i].to_string()), i + 1))
+}
+
+/// An integer or float literal (`-3`, `1.5e-5`, `-inf`).
+fn number(src: &str, start: usize) -> Result<(Tok, usize), Diagnostic> {
+    let bytes = src.as_bytes();
+    let mut i = start + 1;
+    while i < src.len() && (is_word_char(bytes[i] as char)) {
+        // allow exponents like 1e-5
+        i += 1;
+        if (bytes[i - 1] == b'e' || bytes[i - 1] == b'E')
+            && i < src.len()
+            && (bytes[i] == b'-' || bytes[i] == b'+')
+        {
+            i += 1;
+        }
+    }
+    let text = &src[start..i];
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let tok = if let Ok(v) = text.parse::<i64>() {
+        Tok::Int(v)
+    } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Diagnostic::user(
+            "E0165",
+            format!("integer `{text}` does not fit in 64 bits"),
+        )
+        .with_label(Span::new(start, i), "out of the i64 range"));
+    } else if text == "-inf" {
+        Tok::Float(f64::NEG_INFINITY)
+    } else if let (true, Ok(v)) = (
+        text.chars()
+            .all(|ch| ch.is_ascii_digit() || "+-.eE".contains(ch)),
+        text.parse::<f64>(),
+    ) {
+        Tok::Float(v)
+    } else {
+        return Err(
+            Diagnostic::user("E0003", format!("malformed number `{text}`"))
+                .with_label(Span::new(start, i), "not a number"),
+        );
+    };
+    Ok((tok, i))
+}
+
+/// A keyword or op name (`inf` and `nan` are floats).
+fn word(src: &str, start: usize) -> (Tok, usize) {
+    let bytes = src.as_bytes();
+    let mut i = start;
+    while i < src.len() && is_word_char(bytes[i] as char) {
+        i += 1;
+    }
+    let tok = match &src[start..i] {
+        "inf" => Tok::Float(f64::INFINITY),
+        "nan" => Tok::Float(f64::NAN),
+        w => Tok::Word(w.to_string()),
+    };
+    (tok, i)
 }

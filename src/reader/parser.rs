@@ -4,12 +4,16 @@
 //! definitions are visible in it and its nested regions, after the definition). Types are
 //! inferred from operands; an immediate takes the type its context requires. The first syntax
 //! or name error stops the parse and is returned as a diagnostic with a span; structural
-//! checks that need the whole kernel are left to `verify`. Complexity: O(tokens · scope depth).
+//! checks that need the whole kernel are left to `verify`. An op's first word is looked up in
+//! the signature table (`ir::signature`), whose family picks the function that parses the
+//! operands (values, views, accesses, copies, waits, barriers and mbarriers, terminators,
+//! region ops). Complexity: O(tokens · scope depth).
 
 use std::collections::HashMap;
 
 use super::lexer::{Tok, Token, lex};
 use crate::diag::{Diagnostic, Span};
+use crate::ir::signature;
 use crate::ir::*;
 use crate::verify::limits::{MAX_NESTING, too_deep};
 
@@ -98,6 +102,16 @@ struct KernelCtx {
 }
 
 type PResult<T> = Result<T, Diagnostic>;
+
+/// What parsing an op's operands yields besides its kind.
+#[derive(Default)]
+struct OpOut {
+    /// Result types.
+    tys: Vec<ScalarType>,
+    regions: Vec<Region>,
+    /// The op defines its (one) result only when the text binds a name.
+    optional_result: bool,
+}
 
 /// Adds a layout definition, refusing a second one of the same name (E1000).
 fn define_layout(defs: &mut Vec<LayoutDef>, d: LayoutDef) -> PResult<()> {
@@ -893,19 +907,24 @@ impl Parser {
             }
         }
         let (name, ns) = self.word()?;
-        let mut tys: Vec<ScalarType> = Vec::new();
-        let mut regions = Vec::new();
-        let mut optional_result = false;
-        // Region-owning ops go through a small frame: the nesting recursion passes through
-        // here, and the plain ops' big match stays off the stack.
-        let kind = if matches!(name.as_str(), "for" | "if" | "while" | "stage") {
-            self.region_op(cx, &name, ns, &results, &mut tys, &mut regions)?
-        } else {
-            let at = (start, ns, region);
-            let kind = self.plain_op(cx, &name, &results, at, &mut tys, &mut optional_result)?;
-            let Some(kind) = kind else { return Ok(()) };
-            kind
+        let Some(code) = signature::lookup(&name) else {
+            return Err(Diagnostic::user("E0150", format!("unknown op `{name}`"))
+                .with_label(ns, "not an op of the smemsync IR")
+                .with_help("docs/ir.md lists every op"));
         };
+        let mut out = OpOut::default();
+        // Region-owning ops go through a small frame: the nesting recursion passes through
+        // here, and the plain ops' matches stay off the stack.
+        let kind = match signature::signature(code).family {
+            Family::Region => self.region_op(cx, code, ns, &results, &mut out)?,
+            Family::View => return self.view_op(cx, &results, (start, ns, region)),
+            _ => self.plain_op(cx, code, &name, ns, &mut out)?,
+        };
+        let OpOut {
+            mut tys,
+            regions,
+            optional_result,
+        } = out;
         if optional_result && results.is_empty() {
             tys.clear();
         }
@@ -928,141 +947,164 @@ impl Parser {
     fn region_op(
         &mut self,
         cx: &mut KernelCtx,
-        name: &str,
+        code: OpCode,
         ns: Span,
         results: &[(String, Span)],
-        tys: &mut Vec<ScalarType>,
-        regions: &mut Vec<Region>,
+        out: &mut OpOut,
     ) -> PResult<OpKind> {
-        use ScalarType as T;
-        Ok(match name {
-            "for" => {
-                let (iv, ivs) = self.local()?;
-                self.expect(Tok::Eq)?;
-                let lo = self.operand(cx, T::I32)?;
-                self.expect_word("to")?;
-                let hi = self.operand(cx, T::I32)?;
-                let step = if self.eat_word("step") {
-                    self.operand(cx, T::I32)?
-                } else {
-                    Operand::int(1)
-                };
-                if step == Operand::Imm(Scalar::I32(0))
-                    || matches!(step, Operand::Imm(Scalar::I32(s)) if s < 0)
-                {
-                    return Err(Diagnostic::user("E0143", "a loop step must be positive")
-                        .with_label(self.prev_span(), "step"));
-                }
-                let iters = self.iter_args(cx)?;
-                let body = cx.k.new_region();
-                let ivv = cx.k.new_value(T::I32, ValueDef::RegionArg(body, 0));
-                cx.k.regions[body].args.push(ivv);
-                let mut init = Vec::new();
-                let mut names = vec![(iv, ivs, ivv)];
-                for (i, (n, s, op)) in iters.into_iter().enumerate() {
-                    let ty = self.operand_ty(cx, op);
-                    let a = cx.k.new_value(ty, ValueDef::RegionArg(body, i + 1));
-                    cx.k.regions[body].args.push(a);
-                    tys.push(ty);
-                    init.push(op);
-                    names.push((n, s, a));
-                }
-                self.region_block(cx, body, &names)?;
-                regions.push(body);
-                OpKind::For { lo, hi, step, init }
-            }
-            "if" => {
-                let cond = self.operand(cx, T::I1)?;
+        match code {
+            OpCode::For => self.for_op(cx, out),
+            OpCode::If => {
+                let cond = self.operand(cx, ScalarType::I1)?;
                 let then_r = cx.k.new_region();
                 self.region_block(cx, then_r, &[])?;
                 let else_r = cx.k.new_region();
                 if self.eat_word("else") {
                     self.region_block(cx, else_r, &[])?;
                 }
-                regions.push(then_r);
-                regions.push(else_r);
+                out.regions.push(then_r);
+                out.regions.push(else_r);
                 if !results.is_empty() {
-                    *tys = self.yield_types(cx, then_r, ns)?;
+                    out.tys = self.yield_types(cx, then_r, ns)?;
                 }
-                OpKind::If { cond }
+                Ok(OpKind::If { cond })
             }
-            "while" => {
-                let iters = self.iter_args(cx)?;
-                let before = cx.k.new_region();
-                let mut names = Vec::new();
-                let mut init = Vec::new();
-                for (i, (n, s, op)) in iters.iter().cloned().enumerate() {
-                    let ty = self.operand_ty(cx, op);
-                    let a = cx.k.new_value(ty, ValueDef::RegionArg(before, i));
-                    cx.k.regions[before].args.push(a);
-                    tys.push(ty);
-                    init.push(op);
-                    names.push((n, s, a));
-                }
-                self.region_block(cx, before, &names)?;
-                self.expect_word("do")?;
-                let after = cx.k.new_region();
-                let mut anames = Vec::new();
-                self.expect(Tok::LParen)?;
-                if !self.eat(&Tok::RParen) {
-                    loop {
-                        let (n, s) = self.local()?;
-                        anames.push((n, s));
-                        if self.eat(&Tok::RParen) {
-                            break;
-                        }
-                        self.expect(Tok::Comma)?;
-                    }
-                }
-                if anames.len() != tys.len() {
-                    return Err(Diagnostic::user(
-                        "E0144",
-                        format!(
-                            "the `do` region takes {} argument(s), one per iteration value",
-                            tys.len()
-                        ),
-                    )
-                    .with_label(self.prev_span(), "wrong number of arguments"));
-                }
-                let mut bnames = Vec::new();
-                for (i, (n, s)) in anames.into_iter().enumerate() {
-                    let a = cx.k.new_value(tys[i], ValueDef::RegionArg(after, i));
-                    cx.k.regions[after].args.push(a);
-                    bnames.push((n, s, a));
-                }
-                self.region_block(cx, after, &bnames)?;
-                regions.push(before);
-                regions.push(after);
-                OpKind::While { init }
-            }
-            "stage" => {
+            OpCode::While => self.while_op(cx, out),
+            OpCode::Stage => {
                 let (n, _) = self.string()?;
                 let body = cx.k.new_region();
                 // A stage runs exactly once, in place: its definitions stay visible after it.
                 self.expect(Tok::LBrace)?;
                 self.nested_items(cx, body)?;
                 self.expect(Tok::RBrace)?;
-                regions.push(body);
-                OpKind::Stage { name: n }
+                out.regions.push(body);
+                Ok(OpKind::Stage { name: n })
             }
-            _ => return self.err("a region op"),
-        })
+            _ => self.err("a region op"),
+        }
     }
 
-    /// Every op that owns no region: its kind and result types.
+    /// `for %k = lo to hi step s iter(..) { .. }`.
+    fn for_op(&mut self, cx: &mut KernelCtx, out: &mut OpOut) -> PResult<OpKind> {
+        use ScalarType as T;
+        let (iv, ivs) = self.local()?;
+        self.expect(Tok::Eq)?;
+        let lo = self.operand(cx, T::I32)?;
+        self.expect_word("to")?;
+        let hi = self.operand(cx, T::I32)?;
+        let step = if self.eat_word("step") {
+            self.operand(cx, T::I32)?
+        } else {
+            Operand::int(1)
+        };
+        if step == Operand::Imm(Scalar::I32(0))
+            || matches!(step, Operand::Imm(Scalar::I32(s)) if s < 0)
+        {
+            return Err(Diagnostic::user("E0143", "a loop step must be positive")
+                .with_label(self.prev_span(), "step"));
+        }
+        let iters = self.iter_args(cx)?;
+        let body = cx.k.new_region();
+        let ivv = cx.k.new_value(T::I32, ValueDef::RegionArg(body, 0));
+        cx.k.regions[body].args.push(ivv);
+        let mut init = Vec::new();
+        let mut names = vec![(iv, ivs, ivv)];
+        for (i, (n, s, op)) in iters.into_iter().enumerate() {
+            let ty = self.operand_ty(cx, op);
+            let a = cx.k.new_value(ty, ValueDef::RegionArg(body, i + 1));
+            cx.k.regions[body].args.push(a);
+            out.tys.push(ty);
+            init.push(op);
+            names.push((n, s, a));
+        }
+        self.region_block(cx, body, &names)?;
+        out.regions.push(body);
+        Ok(OpKind::For { lo, hi, step, init })
+    }
+
+    /// `while iter(..) { .. } do (%a, ..) { .. }`.
+    fn while_op(&mut self, cx: &mut KernelCtx, out: &mut OpOut) -> PResult<OpKind> {
+        let iters = self.iter_args(cx)?;
+        let before = cx.k.new_region();
+        let mut names = Vec::new();
+        let mut init = Vec::new();
+        for (i, (n, s, op)) in iters.iter().cloned().enumerate() {
+            let ty = self.operand_ty(cx, op);
+            let a = cx.k.new_value(ty, ValueDef::RegionArg(before, i));
+            cx.k.regions[before].args.push(a);
+            out.tys.push(ty);
+            init.push(op);
+            names.push((n, s, a));
+        }
+        self.region_block(cx, before, &names)?;
+        self.expect_word("do")?;
+        let after = cx.k.new_region();
+        let mut anames = Vec::new();
+        self.expect(Tok::LParen)?;
+        if !self.eat(&Tok::RParen) {
+            loop {
+                let (n, s) = self.local()?;
+                anames.push((n, s));
+                if self.eat(&Tok::RParen) {
+                    break;
+                }
+                self.expect(Tok::Comma)?;
+            }
+        }
+        if anames.len() != out.tys.len() {
+            return Err(Diagnostic::user(
+                "E0144",
+                format!(
+                    "the `do` region takes {} argument(s), one per iteration value",
+                    out.tys.len()
+                ),
+            )
+            .with_label(self.prev_span(), "wrong number of arguments"));
+        }
+        let mut bnames = Vec::new();
+        for (i, (n, s)) in anames.into_iter().enumerate() {
+            let a = cx.k.new_value(out.tys[i], ValueDef::RegionArg(after, i));
+            cx.k.regions[after].args.push(a);
+            bnames.push((n, s, a));
+        }
+        self.region_block(cx, after, &bnames)?;
+        out.regions.push(before);
+        out.regions.push(after);
+        Ok(OpKind::While { init })
+    }
+
+    /// Every op that owns no region and defines no view: its kind and result types, by family.
     fn plain_op(
         &mut self,
         cx: &mut KernelCtx,
+        code: OpCode,
         name: &str,
-        results: &[(String, Span)],
-        at: (Span, Span, Region),
+        ns: Span,
+        out: &mut OpOut,
+    ) -> PResult<OpKind> {
+        match signature::signature(code).family {
+            Family::Value => self.value_op(cx, code, name, ns, &mut out.tys),
+            Family::Access => self.access_op(cx, code, out),
+            Family::Copy => self.copy_op(cx, code, out),
+            Family::Wait | Family::Wgmma => self.wait_op(cx, code, out),
+            Family::Barrier | Family::Mbarrier => self.sync_op(cx, code),
+            Family::Terminator => self.terminator_op(cx, code),
+            Family::View | Family::Region => self.err("an op"),
+        }
+    }
+
+    /// Constants, arithmetic, comparisons, selects, casts, groups, computes, thread ids.
+    fn value_op(
+        &mut self,
+        cx: &mut KernelCtx,
+        code: OpCode,
+        name: &str,
+        ns: Span,
         tys: &mut Vec<ScalarType>,
-        optional_result: &mut bool,
-    ) -> PResult<Option<OpKind>> {
+    ) -> PResult<OpKind> {
         use ScalarType as T;
-        let (start, ns, region) = at;
-        Ok(Some(match name {
-            "const" => {
+        let (kind, ty) = match code {
+            OpCode::Const => {
                 let r = self.raw(cx)?;
                 let ty = if self.eat(&Tok::Colon) {
                     self.scalar_type()?.0
@@ -1076,215 +1118,245 @@ impl Parser {
                 let Operand::Imm(c) = self.coerce(cx, r, ty)? else {
                     unreachable!()
                 };
-                tys.push(ty);
-                OpKind::Const(c)
+                (OpKind::Const(c), ty)
             }
-            "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor"
-            | "shl" | "shr" => {
-                let op = BinOp::from_name(name).expect("listed");
-                let a = self.raw(cx)?;
-                self.expect(Tok::Comma)?;
-                let b = self.raw(cx)?;
-                let ty = match (a, b) {
-                    (Raw::Value(..), _) => self.raw_ty(cx, a),
-                    (_, Raw::Value(..)) => self.raw_ty(cx, b),
-                    (Raw::Float(..), _) | (_, Raw::Float(..)) => T::F32,
-                    _ => self.raw_ty(cx, a),
-                };
-                let (a, b) = (self.coerce(cx, a, ty)?, self.coerce(cx, b, ty)?);
-                let int_only = matches!(
-                    op,
-                    BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr | BinOp::Rem
-                );
-                if ty == T::Token
-                    || (int_only && ty == T::F32)
-                    || (ty == T::I1 && !matches!(op, BinOp::And | BinOp::Or | BinOp::Xor))
-                {
-                    return Err(Diagnostic::user(
-                        "E0130",
-                        format!("`{name}` does not take {ty} operands"),
-                    )
-                    .with_label(ns, "wrong operand type"));
-                }
-                tys.push(ty);
-                OpKind::Binary(op, a, b)
-            }
-            "neg" | "not" | "exp" | "sqrt" | "abs" => {
-                let op = UnOp::from_name(name).expect("listed");
-                let a = self.raw(cx)?;
-                let ty = self.raw_ty(cx, a);
-                let ok = match op {
-                    UnOp::Not => ty == T::I1 || ty == T::I32,
-                    UnOp::Neg | UnOp::Abs => ty == T::I32 || ty == T::F32,
-                    UnOp::Exp | UnOp::Sqrt => ty == T::F32,
-                };
-                if !ok {
-                    return Err(Diagnostic::user(
-                        "E0130",
-                        format!("`{name}` does not take {ty} operands"),
-                    )
-                    .with_label(a.span(), "wrong operand type"));
-                }
-                tys.push(ty);
-                OpKind::Unary(op, self.coerce(cx, a, ty)?)
-            }
-            "cmp" => {
+            OpCode::Binary => return self.binary(cx, name, ns, tys),
+            OpCode::Unary => return self.unary(cx, name, tys),
+            OpCode::Cmp => {
                 let (p, ps) = self.word()?;
                 let pred = CmpPred::from_name(&p).ok_or_else(|| {
                     Diagnostic::user("E0131", format!("unknown comparison `{p}`"))
                         .with_label(ps, "expected eq, ne, lt, le, gt or ge")
                 })?;
-                let a = self.raw(cx)?;
-                self.expect(Tok::Comma)?;
-                let b = self.raw(cx)?;
-                let ty = match (a, b) {
-                    (Raw::Value(..), _) => self.raw_ty(cx, a),
-                    (_, Raw::Value(..)) => self.raw_ty(cx, b),
-                    (Raw::Float(..), _) | (_, Raw::Float(..)) => T::F32,
-                    _ => self.raw_ty(cx, a),
-                };
-                tys.push(T::I1);
-                OpKind::Cmp(pred, self.coerce(cx, a, ty)?, self.coerce(cx, b, ty)?)
+                let (a, b, ty) = self.raw_pair(cx)?;
+                let (a, b) = (self.coerce(cx, a, ty)?, self.coerce(cx, b, ty)?);
+                (OpKind::Cmp(pred, a, b), T::I1)
             }
-            "select" => {
+            OpCode::Select => {
                 let c = self.operand(cx, T::I1)?;
                 self.expect(Tok::Comma)?;
-                let a = self.raw(cx)?;
-                self.expect(Tok::Comma)?;
-                let b = self.raw(cx)?;
-                let ty = match (a, b) {
-                    (Raw::Value(..), _) => self.raw_ty(cx, a),
-                    (_, Raw::Value(..)) => self.raw_ty(cx, b),
-                    (Raw::Float(..), _) | (_, Raw::Float(..)) => T::F32,
-                    _ => self.raw_ty(cx, a),
+                let (a, b, ty) = self.raw_pair(cx)?;
+                let (a, b) = (self.coerce(cx, a, ty)?, self.coerce(cx, b, ty)?);
+                (OpKind::Select(c, a, b), ty)
+            }
+            OpCode::Cast => {
+                let op = CastOp::from_name(name).expect("looked up");
+                let (from, to) = match op {
+                    CastOp::IToF => (T::I32, T::F32),
+                    CastOp::FToI => (T::F32, T::I32),
                 };
-                tys.push(ty);
-                OpKind::Select(c, self.coerce(cx, a, ty)?, self.coerce(cx, b, ty)?)
+                (OpKind::Cast(op, self.operand(cx, from)?), to)
             }
-            "itof" => {
-                tys.push(T::F32);
-                OpKind::Cast(CastOp::IToF, self.operand(cx, T::I32)?)
+            OpCode::InGroup => (OpKind::InGroup(self.group_ref(cx)?), T::I1),
+            OpCode::Compute => return self.compute(cx, tys),
+            OpCode::Special => {
+                let sp = Special::from_name(name).expect("looked up");
+                (OpKind::Special(sp), T::I32)
             }
-            "ftoi" => {
-                tys.push(T::I32);
-                OpKind::Cast(CastOp::FToI, self.operand(cx, T::F32)?)
-            }
-            "in_group" => {
-                let (g, gs) = self.symbol()?;
-                let grp =
-                    cx.k.groups
-                        .iter()
-                        .find(|(_, d)| d.name == g)
-                        .map(|(id, _)| id)
-                        .ok_or_else(|| {
-                            Diagnostic::user("E0132", format!("`@{g}` is not a thread group"))
-                                .with_label(gs, "unknown group")
-                        })?;
-                tys.push(T::I1);
-                OpKind::InGroup(grp)
-            }
-            "compute" => {
-                let (n, _) = self.string()?;
-                self.expect(Tok::LParen)?;
-                let mut args = Vec::new();
-                if !self.eat(&Tok::RParen) {
-                    loop {
-                        let r = self.raw(cx)?;
-                        let ty = self.raw_ty(cx, r);
-                        args.push(self.coerce(cx, r, ty)?);
-                        if self.eat(&Tok::RParen) {
-                            break;
-                        }
-                        self.expect(Tok::Comma)?;
-                    }
+            _ => return self.err("a value op"),
+        };
+        tys.push(ty);
+        Ok(kind)
+    }
+
+    /// Two operands `a, b` and the type they share: a value's, else f32 if either literal
+    /// is a float, else the first literal's.
+    fn raw_pair(&mut self, cx: &KernelCtx) -> PResult<(Raw, Raw, ScalarType)> {
+        let a = self.raw(cx)?;
+        self.expect(Tok::Comma)?;
+        let b = self.raw(cx)?;
+        let ty = match (a, b) {
+            (Raw::Value(..), _) => self.raw_ty(cx, a),
+            (_, Raw::Value(..)) => self.raw_ty(cx, b),
+            (Raw::Float(..), _) | (_, Raw::Float(..)) => ScalarType::F32,
+            _ => self.raw_ty(cx, a),
+        };
+        Ok((a, b, ty))
+    }
+
+    /// `add`, `sub`, .. `shr`: both operands and the result of one type the op admits.
+    fn binary(
+        &mut self,
+        cx: &KernelCtx,
+        name: &str,
+        ns: Span,
+        tys: &mut Vec<ScalarType>,
+    ) -> PResult<OpKind> {
+        use ScalarType as T;
+        let op = BinOp::from_name(name).expect("looked up");
+        let (a, b, ty) = self.raw_pair(cx)?;
+        let (a, b) = (self.coerce(cx, a, ty)?, self.coerce(cx, b, ty)?);
+        let int_only = matches!(
+            op,
+            BinOp::And | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr | BinOp::Rem
+        );
+        if ty == T::Token
+            || (int_only && ty == T::F32)
+            || (ty == T::I1 && !matches!(op, BinOp::And | BinOp::Or | BinOp::Xor))
+        {
+            return Err(Diagnostic::user(
+                "E0130",
+                format!("`{name}` does not take {ty} operands"),
+            )
+            .with_label(ns, "wrong operand type"));
+        }
+        tys.push(ty);
+        Ok(OpKind::Binary(op, a, b))
+    }
+
+    /// `neg`, `not`, `exp`, `sqrt`, `abs`.
+    fn unary(&mut self, cx: &KernelCtx, name: &str, tys: &mut Vec<ScalarType>) -> PResult<OpKind> {
+        use ScalarType as T;
+        let op = UnOp::from_name(name).expect("looked up");
+        let a = self.raw(cx)?;
+        let ty = self.raw_ty(cx, a);
+        let ok = match op {
+            UnOp::Not => ty == T::I1 || ty == T::I32,
+            UnOp::Neg | UnOp::Abs => ty == T::I32 || ty == T::F32,
+            UnOp::Exp | UnOp::Sqrt => ty == T::F32,
+        };
+        if !ok {
+            return Err(Diagnostic::user(
+                "E0130",
+                format!("`{name}` does not take {ty} operands"),
+            )
+            .with_label(a.span(), "wrong operand type"));
+        }
+        tys.push(ty);
+        Ok(OpKind::Unary(op, self.coerce(cx, a, ty)?))
+    }
+
+    /// `@group` of `in_group`.
+    fn group_ref(&mut self, cx: &KernelCtx) -> PResult<Group> {
+        let (g, gs) = self.symbol()?;
+        cx.k.groups
+            .iter()
+            .find(|(_, d)| d.name == g)
+            .map(|(id, _)| id)
+            .ok_or_else(|| {
+                Diagnostic::user("E0132", format!("`@{g}` is not a thread group"))
+                    .with_label(gs, "unknown group")
+            })
+    }
+
+    /// `compute "name"(args) : types`.
+    fn compute(&mut self, cx: &KernelCtx, tys: &mut Vec<ScalarType>) -> PResult<OpKind> {
+        let (n, _) = self.string()?;
+        self.expect(Tok::LParen)?;
+        let mut args = Vec::new();
+        if !self.eat(&Tok::RParen) {
+            loop {
+                let r = self.raw(cx)?;
+                let ty = self.raw_ty(cx, r);
+                args.push(self.coerce(cx, r, ty)?);
+                if self.eat(&Tok::RParen) {
+                    break;
                 }
-                if self.eat(&Tok::Colon) {
-                    loop {
-                        tys.push(self.scalar_type()?.0);
-                        if !self.eat(&Tok::Comma) {
-                            break;
-                        }
-                    }
-                }
-                OpKind::Compute { name: n, args }
+                self.expect(Tok::Comma)?;
             }
-            "view" => {
-                let (base, bs) = self.memref(cx)?;
-                let base_rank = cx.k.shape(base).len();
-                self.expect(Tok::LBracket)?;
-                let mut indices = Vec::new();
-                let mut saw_range = false;
-                loop {
-                    let is_range =
-                        matches!(self.peek(), Tok::Int(_)) && self.peek_at(1) == &Tok::Colon;
-                    if is_range {
-                        let (lo, _) = self.uint("a range bound")?;
-                        self.expect(Tok::Colon)?;
-                        let (hi, hs) = self.uint("a range bound")?;
-                        let dim = cx.k.shape(base).get(indices.len()).copied().unwrap_or(0);
-                        if hi <= lo || hi > dim {
-                            return Err(Diagnostic::user(
-                                "E0133",
-                                format!(
-                                    "range {lo}:{hi} is empty or exceeds the dimension ({dim})"
-                                ),
-                            )
-                            .with_label(hs, "bad range"));
-                        }
-                        saw_range = true;
-                        indices.push(ViewIndex::Range(lo, hi));
-                    } else {
-                        let s = self.span();
-                        if saw_range {
-                            return Err(Diagnostic::user(
-                                "E0134",
-                                "dynamic view indices must come before ranges",
-                            )
-                            .with_label(s, "index after a range"));
-                        }
-                        indices.push(ViewIndex::At(self.operand(cx, T::I32)?));
-                    }
-                    if self.eat(&Tok::RBracket) {
-                        break;
-                    }
-                    self.expect(Tok::Comma)?;
+        }
+        if self.eat(&Tok::Colon) {
+            loop {
+                tys.push(self.scalar_type()?.0);
+                if !self.eat(&Tok::Comma) {
+                    break;
                 }
-                if indices.len() > base_rank || (indices.len() == base_rank && !saw_range) {
+            }
+        }
+        Ok(OpKind::Compute { name: n, args })
+    }
+
+    /// `%v = view @a[%s, 0:16]`: defines the view and appends its op itself.
+    fn view_op(
+        &mut self,
+        cx: &mut KernelCtx,
+        results: &[(String, Span)],
+        at: (Span, Span, Region),
+    ) -> PResult<()> {
+        let (start, ns, region) = at;
+        let (base, bs) = self.memref(cx)?;
+        let base_rank = cx.k.shape(base).len();
+        self.expect(Tok::LBracket)?;
+        let (indices, saw_range) = self.view_indices(cx, base)?;
+        if indices.len() > base_rank || (indices.len() == base_rank && !saw_range) {
+            return Err(Diagnostic::user(
+                "E0135",
+                "a view must keep at least one dimension of its base",
+            )
+            .with_label(
+                bs.to(self.prev_span()),
+                format!("base has rank {base_rank}"),
+            ));
+        }
+        if cx.k.elem(base) == ElemType::MBarrier {
+            return Err(Diagnostic::user(
+                "E0136",
+                "views of mbarrier arrays are not supported",
+            )
+            .with_label(bs, "mbarrier array"));
+        }
+        if results.len() != 1 {
+            return Err(
+                Diagnostic::user("E0137", "`view` defines exactly one view name")
+                    .with_label(ns, "bind it as `%v = view ...`"),
+            );
+        }
+        let (view, op) = cx.k.new_view(base, indices);
+        cx.k.op_spans.set(op, start.to(self.prev_span()));
+        cx.k.append(region, op);
+        let (vn, vs) = results[0].clone();
+        self.define(cx, &vn, vs, Sym::View(view))
+    }
+
+    /// A view's indices after `[` up to and including `]`, and whether a range was among them.
+    fn view_indices(&mut self, cx: &KernelCtx, base: MemRef) -> PResult<(Vec<ViewIndex>, bool)> {
+        let mut indices = Vec::new();
+        let mut saw_range = false;
+        loop {
+            let is_range = matches!(self.peek(), Tok::Int(_)) && self.peek_at(1) == &Tok::Colon;
+            if is_range {
+                let (lo, _) = self.uint("a range bound")?;
+                self.expect(Tok::Colon)?;
+                let (hi, hs) = self.uint("a range bound")?;
+                let dim = cx.k.shape(base).get(indices.len()).copied().unwrap_or(0);
+                if hi <= lo || hi > dim {
                     return Err(Diagnostic::user(
-                        "E0135",
-                        "a view must keep at least one dimension of its base",
+                        "E0133",
+                        format!("range {lo}:{hi} is empty or exceeds the dimension ({dim})"),
                     )
-                    .with_label(
-                        bs.to(self.prev_span()),
-                        format!("base has rank {base_rank}"),
-                    ));
+                    .with_label(hs, "bad range"));
                 }
-                if cx.k.elem(base) == ElemType::MBarrier {
+                saw_range = true;
+                indices.push(ViewIndex::Range(lo, hi));
+            } else {
+                let s = self.span();
+                if saw_range {
                     return Err(Diagnostic::user(
-                        "E0136",
-                        "views of mbarrier arrays are not supported",
+                        "E0134",
+                        "dynamic view indices must come before ranges",
                     )
-                    .with_label(bs, "mbarrier array"));
+                    .with_label(s, "index after a range"));
                 }
-                if results.len() != 1 {
-                    return Err(
-                        Diagnostic::user("E0137", "`view` defines exactly one view name")
-                            .with_label(ns, "bind it as `%v = view ...`"),
-                    );
-                }
-                let (view, op) = cx.k.new_view(base, indices);
-                cx.k.op_spans.set(op, start.to(self.prev_span()));
-                cx.k.append(region, op);
-                let (vn, vs) = results[0].clone();
-                self.define(cx, &vn, vs, Sym::View(view))?;
-                return Ok(None);
+                indices.push(ViewIndex::At(self.operand(cx, ScalarType::I32)?));
             }
-            "load" => {
+            if self.eat(&Tok::RBracket) {
+                return Ok((indices, saw_range));
+            }
+            self.expect(Tok::Comma)?;
+        }
+    }
+
+    /// Shared and global accesses: `load`, `store`, `atomic`, `local_*`, `gload`, `gstore`,
+    /// `gatomic`.
+    fn access_op(&mut self, cx: &KernelCtx, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
+        let tys = &mut out.tys;
+        Ok(match code {
+            OpCode::Load => {
                 let (m, idx, s) = self.shared_index(cx)?;
                 tys.push(self.data_elem(cx, m, s)?);
                 OpKind::Load { mem: m, index: idx }
             }
-            "store" => {
+            OpCode::Store => {
                 let (m, idx, s) = self.shared_index(cx)?;
                 self.expect(Tok::Comma)?;
                 let ty = self.data_elem(cx, m, s)?;
@@ -1295,46 +1367,14 @@ impl Parser {
                     value,
                 }
             }
-            "atomic" | "gatomic" => {
-                let (o, os) = self.word()?;
-                let op = AtomicOp::from_name(&o).ok_or_else(|| {
-                    Diagnostic::user("E0138", format!("unknown atomic `{o}`"))
-                        .with_label(os, "expected add, min, max, exch, and or or")
-                })?;
-                *optional_result = true;
-                if name == "atomic" {
-                    let (m, idx, s) = self.shared_index(cx)?;
-                    self.expect(Tok::Comma)?;
-                    let ty = self.data_elem(cx, m, s)?;
-                    let value = self.operand(cx, ty)?;
-                    tys.push(ty);
-                    OpKind::Atomic {
-                        op,
-                        mem: m,
-                        index: idx,
-                        value,
-                    }
-                } else {
-                    let (g, idx, s) = self.global_index(cx)?;
-                    self.expect(Tok::Comma)?;
-                    let ty = self.global_elem(cx, g, s)?;
-                    let value = self.operand(cx, ty)?;
-                    tys.push(ty);
-                    OpKind::GAtomic {
-                        op,
-                        global: g,
-                        index: idx,
-                        value,
-                    }
-                }
-            }
-            "local_load" => {
+            OpCode::Atomic | OpCode::GAtomic => return self.atomic(cx, code, out),
+            OpCode::LocalLoad => {
                 let (m, s) = self.memref(cx)?;
                 let layout = self.layout()?;
                 tys.push(self.data_elem(cx, m, s)?);
                 OpKind::LocalLoad { mem: m, layout }
             }
-            "local_store" => {
+            OpCode::LocalStore => {
                 let (m, s) = self.memref(cx)?;
                 self.expect(Tok::Comma)?;
                 let ty = self.data_elem(cx, m, s)?;
@@ -1346,7 +1386,7 @@ impl Parser {
                     layout,
                 }
             }
-            "gload" => {
+            OpCode::GLoad => {
                 let (g, idx, s) = self.global_index(cx)?;
                 tys.push(self.global_elem(cx, g, s)?);
                 OpKind::GLoad {
@@ -1354,7 +1394,7 @@ impl Parser {
                     index: idx,
                 }
             }
-            "gstore" => {
+            OpCode::GStore => {
                 let (g, idx, s) = self.global_index(cx)?;
                 self.expect(Tok::Comma)?;
                 let ty = self.global_elem(cx, g, s)?;
@@ -1365,14 +1405,62 @@ impl Parser {
                     value,
                 }
             }
-            "gather_to_lds" | "cp_async" => {
+            _ => return self.err("an access op"),
+        })
+    }
+
+    /// `atomic add @a[%i], %x` and `gatomic add %A[%i], %x` (the result is optional).
+    fn atomic(&mut self, cx: &KernelCtx, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
+        let (o, os) = self.word()?;
+        let op = AtomicOp::from_name(&o).ok_or_else(|| {
+            Diagnostic::user("E0138", format!("unknown atomic `{o}`"))
+                .with_label(os, "expected add, min, max, exch, and or or")
+        })?;
+        out.optional_result = true;
+        if code == OpCode::Atomic {
+            let (m, idx, s) = self.shared_index(cx)?;
+            self.expect(Tok::Comma)?;
+            let ty = self.data_elem(cx, m, s)?;
+            let value = self.operand(cx, ty)?;
+            out.tys.push(ty);
+            Ok(OpKind::Atomic {
+                op,
+                mem: m,
+                index: idx,
+                value,
+            })
+        } else {
+            let (g, idx, s) = self.global_index(cx)?;
+            self.expect(Tok::Comma)?;
+            let ty = self.global_elem(cx, g, s)?;
+            let value = self.operand(cx, ty)?;
+            out.tys.push(ty);
+            Ok(OpKind::GAtomic {
+                op,
+                global: g,
+                index: idx,
+                value,
+            })
+        }
+    }
+
+    /// Async copies: `gather_to_lds`, `cp_async`, the tile copies, `tdm_load`, `tma_load`
+    /// (a token result, optional) and `tma_store`.
+    fn copy_op(&mut self, cx: &KernelCtx, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
+        if code == OpCode::TmaStore {
+            let (dst, origin, ds) = self.global_index(cx)?;
+            self.expect(Tok::Arrow)?;
+            let (src, ss) = self.memref(cx)?;
+            self.copy_types(cx, src, ss, dst, ds)?;
+            return Ok(OpKind::TmaStore { dst, origin, src });
+        }
+        let kind = match code {
+            OpCode::GatherToLds | OpCode::CpAsync => {
                 let (dst, dst_index, ds) = self.shared_index(cx)?;
                 self.expect(Tok::Arrow)?;
                 let (src, src_index, ss) = self.global_index(cx)?;
                 self.copy_types(cx, dst, ds, src, ss)?;
-                *optional_result = true;
-                tys.push(T::Token);
-                if name == "cp_async" {
+                if code == OpCode::CpAsync {
                     OpKind::CpAsync {
                         dst,
                         dst_index,
@@ -1388,63 +1476,59 @@ impl Parser {
                     }
                 }
             }
-            "cp_async_tile" | "gather_to_lds_tile" => {
-                let c = self.tile_copy(cx)?;
-                *optional_result = true;
-                tys.push(T::Token);
-                if name == "cp_async_tile" {
-                    OpKind::CpAsyncTile(c)
-                } else {
-                    OpKind::GatherToLdsTile(c)
-                }
-            }
-            "tdm_load" | "tma_load" => {
-                let (dst, ds) = self.memref(cx)?;
-                self.expect(Tok::Arrow)?;
-                let (src, origin, ss) = self.global_index(cx)?;
-                self.copy_types(cx, dst, ds, src, ss)?;
-                if cx.k.shape(dst).len() > origin.len() {
-                    return Err(Diagnostic::user(
-                        "E0139",
-                        "the tile has more dimensions than the global buffer",
-                    )
-                    .with_label(ds, "tile rank exceeds the source rank"));
-                }
-                *optional_result = true;
-                tys.push(T::Token);
-                if name == "tdm_load" {
-                    OpKind::TdmLoad { dst, src, origin }
-                } else {
-                    self.expect(Tok::Comma)?;
-                    let (mbar, mbar_index) = self.mbar_index(cx)?;
-                    OpKind::TmaLoad {
-                        dst,
-                        src,
-                        origin,
-                        mbar,
-                        mbar_index,
-                    }
-                }
-            }
-            "tma_store" => {
-                let (dst, origin, ds) = self.global_index(cx)?;
-                self.expect(Tok::Arrow)?;
-                let (src, ss) = self.memref(cx)?;
-                self.copy_types(cx, src, ss, dst, ds)?;
-                OpKind::TmaStore { dst, origin, src }
-            }
-            "cp_async_commit" => OpKind::CpAsyncCommit,
-            "cp_async_wait" => OpKind::CpAsyncWait(self.u32_("a group count")?.0),
-            "bulk_commit" => OpKind::BulkCommit,
-            "bulk_wait" => OpKind::BulkWait(self.u32_("a group count")?.0),
-            "wgmma_commit" => OpKind::WgmmaCommit,
-            "wgmma_wait" => OpKind::WgmmaWait(self.u32_("a group count")?.0),
-            "fence_proxy_async" => OpKind::FenceProxyAsync,
-            "wait_tokens" => {
+            OpCode::CpAsyncTile => OpKind::CpAsyncTile(self.tile_copy(cx)?),
+            OpCode::GatherToLdsTile => OpKind::GatherToLdsTile(self.tile_copy(cx)?),
+            OpCode::TdmLoad | OpCode::TmaLoad => self.tile_load(cx, code)?,
+            _ => return self.err("a copy op"),
+        };
+        out.optional_result = true;
+        out.tys.push(ScalarType::Token);
+        Ok(kind)
+    }
+
+    /// `tdm_load @a <- %A[..]` and `tma_load @a <- %A[..], @full[%s]`.
+    fn tile_load(&mut self, cx: &KernelCtx, code: OpCode) -> PResult<OpKind> {
+        let (dst, ds) = self.memref(cx)?;
+        self.expect(Tok::Arrow)?;
+        let (src, origin, ss) = self.global_index(cx)?;
+        self.copy_types(cx, dst, ds, src, ss)?;
+        if cx.k.shape(dst).len() > origin.len() {
+            return Err(Diagnostic::user(
+                "E0139",
+                "the tile has more dimensions than the global buffer",
+            )
+            .with_label(ds, "tile rank exceeds the source rank"));
+        }
+        if code == OpCode::TdmLoad {
+            return Ok(OpKind::TdmLoad { dst, src, origin });
+        }
+        self.expect(Tok::Comma)?;
+        let (mbar, mbar_index) = self.mbar_index(cx)?;
+        Ok(OpKind::TmaLoad {
+            dst,
+            src,
+            origin,
+            mbar,
+            mbar_index,
+        })
+    }
+
+    /// Commits and waits (`cp_async_*`, `bulk_*`, `wgmma_*`, `wait_tokens`, `waitcnt`), the
+    /// proxy fence, and `wgmma`.
+    fn wait_op(&mut self, cx: &KernelCtx, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
+        Ok(match code {
+            OpCode::CpAsyncCommit => OpKind::CpAsyncCommit,
+            OpCode::CpAsyncWait => OpKind::CpAsyncWait(self.u32_("a group count")?.0),
+            OpCode::BulkCommit => OpKind::BulkCommit,
+            OpCode::BulkWait => OpKind::BulkWait(self.u32_("a group count")?.0),
+            OpCode::WgmmaCommit => OpKind::WgmmaCommit,
+            OpCode::WgmmaWait => OpKind::WgmmaWait(self.u32_("a group count")?.0),
+            OpCode::FenceProxyAsync => OpKind::FenceProxyAsync,
+            OpCode::WaitTokens => {
                 let mut toks = Vec::new();
                 loop {
                     let r = self.raw(cx)?;
-                    match self.coerce(cx, r, T::Token)? {
+                    match self.coerce(cx, r, ScalarType::Token)? {
                         Operand::Value(v) => toks.push(v),
                         Operand::Imm(_) => {
                             return Err(Diagnostic::user("E0140", "expected a token value")
@@ -1457,61 +1541,98 @@ impl Parser {
                 }
                 OpKind::WaitTokens(toks)
             }
-            "waitcnt" => {
-                let mut cs: Vec<(Counter, u32)> = Vec::new();
-                while let Tok::Word(w) = self.peek().clone() {
-                    let Some(c) = Counter::from_name(&w) else {
-                        break;
-                    };
-                    let s = self.bump().span;
-                    if cs.iter().any(|(x, _)| *x == c) {
-                        return Err(Diagnostic::user(
-                            "E0141",
-                            format!("counter `{w}` given twice"),
-                        )
-                        .with_label(s, "repeated"));
-                    }
-                    self.expect(Tok::LParen)?;
-                    let (n, _) = self.u32_("a count")?;
-                    self.expect(Tok::RParen)?;
-                    cs.push((c, n));
-                }
-                if cs.is_empty() {
-                    return self.err("a counter such as `vmcnt(0)`");
-                }
-                OpKind::WaitCnt(cs)
+            OpCode::WaitCnt => OpKind::WaitCnt(self.counters()?),
+            OpCode::Wgmma => self.wgmma(cx, &mut out.tys)?,
+            _ => return self.err("a wait op"),
+        })
+    }
+
+    /// The counters of `waitcnt vmcnt(0) lgkmcnt(0)`: at least one, none twice.
+    fn counters(&mut self) -> PResult<Vec<(Counter, u32)>> {
+        let mut cs: Vec<(Counter, u32)> = Vec::new();
+        while let Tok::Word(w) = self.peek().clone() {
+            let Some(c) = Counter::from_name(&w) else {
+                break;
+            };
+            let s = self.bump().span;
+            if cs.iter().any(|(x, _)| *x == c) {
+                return Err(
+                    Diagnostic::user("E0141", format!("counter `{w}` given twice"))
+                        .with_label(s, "repeated"),
+                );
             }
-            "barrier" => OpKind::Barrier,
-            "warp_sync" => OpKind::WarpSync,
-            "barrier_signal" | "barrier_wait" => {
+            self.expect(Tok::LParen)?;
+            let (n, _) = self.u32_("a count")?;
+            self.expect(Tok::RParen)?;
+            cs.push((c, n));
+        }
+        if cs.is_empty() {
+            return self.err("a counter such as `vmcnt(0)`");
+        }
+        Ok(cs)
+    }
+
+    /// `wgmma A, @b, %c0, ..`: one f32 result per accumulator (docs/ir.md section 4).
+    fn wgmma(&mut self, cx: &KernelCtx, tys: &mut Vec<ScalarType>) -> PResult<OpKind> {
+        let a = self.wgmma_a(cx)?;
+        let (b, bs) = self.memref(cx)?;
+        self.expect(Tok::Comma)?;
+        self.data_elem(cx, b, bs)?;
+        let mut acc = vec![self.operand(cx, ScalarType::F32)?];
+        while self.eat(&Tok::Comma) {
+            acc.push(self.operand(cx, ScalarType::F32)?);
+        }
+        tys.extend(acc.iter().map(|_| ScalarType::F32));
+        Ok(OpKind::Wgmma {
+            a,
+            b,
+            acc: WgmmaAcc(acc),
+        })
+    }
+
+    /// Barriers and mbarrier ops.
+    fn sync_op(&mut self, cx: &KernelCtx, code: OpCode) -> PResult<OpKind> {
+        Ok(match code {
+            OpCode::Barrier => OpKind::Barrier,
+            OpCode::WarpSync => OpKind::WarpSync,
+            OpCode::SplitSignal | OpCode::SplitWait => {
                 let (id, s) = self.int()?;
                 let id = i32::try_from(id).map_err(|_| {
                     Diagnostic::user("E0142", "barrier id out of range").with_label(s, "bad id")
                 })?;
-                if name == "barrier_signal" {
+                if code == OpCode::SplitSignal {
                     OpKind::SplitSignal(id)
                 } else {
                     OpKind::SplitWait(id)
                 }
             }
-            "named_arrive" | "named_sync" => {
+            OpCode::NamedArrive | OpCode::NamedSync => {
                 let (id, _) = self.u32_("a barrier id")?;
                 self.expect(Tok::Comma)?;
                 let (count, _) = self.u32_("a thread count")?;
-                if name == "named_arrive" {
+                if code == OpCode::NamedArrive {
                     OpKind::NamedArrive { id, count }
                 } else {
                     OpKind::NamedSync { id, count }
                 }
             }
-            "mbar_init" => {
-                let (mbar, index) = self.mbar_index(cx)?;
+            _ => self.mbar_op(cx, code)?,
+        })
+    }
+
+    /// `mbar_init`, `mbar_arrive`, `mbar_expect_tx`, `mbar_wait`, `mbar_inval`.
+    fn mbar_op(&mut self, cx: &KernelCtx, code: OpCode) -> PResult<OpKind> {
+        if signature::signature(code).family != Family::Mbarrier {
+            return self.err("a sync op");
+        }
+        let (mbar, index) = self.mbar_index(cx)?;
+        Ok(match code {
+            OpCode::MbarInit => {
                 self.expect(Tok::Comma)?;
                 let (count, _) = self.u32_("an arrival count")?;
                 OpKind::MbarInit { mbar, index, count }
             }
-            "mbar_arrive" => {
-                let (mbar, index) = self.mbar_index(cx)?;
+            OpCode::MbarArrive => {
                 let tx = if self.eat_word("tx") {
                     Some(self.u32_("a byte count")?.0)
                 } else {
@@ -1519,69 +1640,41 @@ impl Parser {
                 };
                 OpKind::MbarArrive { mbar, index, tx }
             }
-            "mbar_expect_tx" => {
-                let (mbar, index) = self.mbar_index(cx)?;
+            OpCode::MbarExpectTx => {
                 self.expect(Tok::Comma)?;
                 let (bytes, _) = self.u32_("a byte count")?;
                 OpKind::MbarExpectTx { mbar, index, bytes }
             }
-            "mbar_wait" => {
-                let (mbar, index) = self.mbar_index(cx)?;
+            OpCode::MbarWait => {
                 self.expect(Tok::Comma)?;
-                let parity = self.operand(cx, T::I32)?;
+                let parity = self.operand(cx, ScalarType::I32)?;
                 OpKind::MbarWait {
                     mbar,
                     index,
                     parity,
                 }
             }
-            "mbar_inval" => {
-                let (mbar, index) = self.mbar_index(cx)?;
-                OpKind::MbarInval { mbar, index }
-            }
-            "wgmma" => {
-                let a = self.wgmma_a(cx)?;
-                let (b, bs) = self.memref(cx)?;
-                self.expect(Tok::Comma)?;
-                self.data_elem(cx, b, bs)?;
-                // One accumulator per result register (docs/ir.md section 4).
-                let mut acc = vec![self.operand(cx, T::F32)?];
-                while self.eat(&Tok::Comma) {
-                    acc.push(self.operand(cx, T::F32)?);
-                }
-                tys.extend(acc.iter().map(|_| T::F32));
-                OpKind::Wgmma {
-                    a,
-                    b,
-                    acc: WgmmaAcc(acc),
+            _ => OpKind::MbarInval { mbar, index },
+        })
+    }
+
+    /// `yield %a, ..` and `condition %c`.
+    fn terminator_op(&mut self, cx: &KernelCtx, code: OpCode) -> PResult<OpKind> {
+        if code == OpCode::Condition {
+            return Ok(OpKind::Condition(self.operand(cx, ScalarType::I1)?));
+        }
+        let mut vals = Vec::new();
+        if !self.at_line_end() {
+            loop {
+                let r = self.raw(cx)?;
+                let ty = self.raw_ty(cx, r);
+                vals.push(self.coerce(cx, r, ty)?);
+                if !self.eat(&Tok::Comma) {
+                    break;
                 }
             }
-            "yield" => {
-                let mut vals = Vec::new();
-                if !self.at_line_end() {
-                    loop {
-                        let r = self.raw(cx)?;
-                        let ty = self.raw_ty(cx, r);
-                        vals.push(self.coerce(cx, r, ty)?);
-                        if !self.eat(&Tok::Comma) {
-                            break;
-                        }
-                    }
-                }
-                OpKind::Yield(vals)
-            }
-            "condition" => OpKind::Condition(self.operand(cx, T::I1)?),
-            _ if Special::from_name(name).is_some() => {
-                let sp = Special::from_name(name).expect("checked");
-                tys.push(T::I32);
-                OpKind::Special(sp)
-            }
-            _ => {
-                return Err(Diagnostic::user("E0150", format!("unknown op `{name}`"))
-                    .with_label(ns, "not an op of the smemsync IR")
-                    .with_help("docs/ir.md lists every op"));
-            }
-        }))
+        }
+        Ok(OpKind::Yield(vals))
     }
 
     fn at_line_end(&self) -> bool {

@@ -21,7 +21,8 @@
 //!    over regions or sizes anything, and a violation stops verification there.
 //! 8. Atomics: `and`/`or` only on integers.
 //!
-//! Complexity: O(ops + operands) with a scope stack.
+//! Ops are checked by family, and the regions an op must own are its row of the signature
+//! table (`ir::signature`). Complexity: O(ops + operands) with a scope stack.
 
 pub mod limits;
 pub mod target_ops;
@@ -307,36 +308,23 @@ impl Verifier<'_> {
         let k = self.k;
         let od = &k.ops[op];
         let s = k.span(op);
-        match &od.kind {
-            OpKind::Const(_) | OpKind::Special(_) | OpKind::InGroup(_) => {}
-            OpKind::Binary(..) | OpKind::Cmp(..) | OpKind::Select(..) | OpKind::Cast(..) | OpKind::Compute { .. } | OpKind::ViewDef(..) => self.scalar_op(op),
-            OpKind::Unary(_, a) => self.use_op(s, a, None),
-            OpKind::Load { .. } | OpKind::Atomic { .. } | OpKind::Store { .. } | OpKind::LocalLoad { .. } | OpKind::LocalStore { .. } | OpKind::GLoad { .. } | OpKind::GStore { .. } | OpKind::GAtomic { .. } => self.access_op(op),
-            OpKind::GatherToLds { .. } | OpKind::CpAsync { .. } | OpKind::TdmLoad { .. } | OpKind::TmaLoad { .. } | OpKind::TmaStore { .. } | OpKind::Wgmma { .. } | OpKind::WaitTokens(..) | OpKind::CpAsyncTile(_) | OpKind::GatherToLdsTile(_) => self.async_op(op),
-            OpKind::WaitCnt(..) | OpKind::NamedArrive { .. } | OpKind::NamedSync { .. } | OpKind::MbarInit { .. } | OpKind::MbarArrive { .. } | OpKind::MbarExpectTx { .. } | OpKind::MbarInval { .. } | OpKind::MbarWait { .. } => self.sync_op(op),
-            OpKind::CpAsyncCommit
-            | OpKind::CpAsyncWait(_)
-            | OpKind::BulkCommit
-            | OpKind::BulkWait(_)
-            | OpKind::WgmmaCommit
-            | OpKind::WgmmaWait(_)
-            | OpKind::FenceProxyAsync
-            | OpKind::Barrier
-            | OpKind::WarpSync
-            | OpKind::SplitSignal(_)
-            | OpKind::SplitWait(_) => {}
-            OpKind::Yield(..) | OpKind::Condition(..) => self.terminator_op(op, role, last, want_yield),
-            OpKind::For { .. } | OpKind::If { .. } | OpKind::While { .. } | OpKind::Stage { .. } => self.control_op(op),
+        let sig = od.kind.signature();
+        match sig.family {
+            Family::Value | Family::View => match &od.kind {
+                OpKind::Const(_) | OpKind::Special(_) | OpKind::InGroup(_) => {}
+                OpKind::Unary(_, a) => self.use_op(s, a, None),
+                _ => self.scalar_op(op),
+            },
+            Family::Access => self.access_op(op),
+            Family::Copy | Family::Wgmma => self.async_op(op),
+            Family::Wait if sig.code == OpCode::WaitTokens => self.async_op(op),
+            Family::Wait if sig.code == OpCode::WaitCnt => self.sync_op(op),
+            Family::Barrier | Family::Mbarrier => self.sync_op(op),
+            Family::Wait => {}
+            Family::Terminator => self.terminator_op(op, role, last, want_yield),
+            Family::Region => self.control_op(op),
         }
-        if !od.regions.is_empty()
-            && !matches!(
-                od.kind,
-                OpKind::For { .. }
-                    | OpKind::If { .. }
-                    | OpKind::While { .. }
-                    | OpKind::Stage { .. }
-            )
-        {
+        if !od.regions.is_empty() && sig.family != Family::Region {
             self.err(s, "only for, if, while and stage own regions");
         }
         for &r in &od.results {
@@ -615,9 +603,7 @@ impl Verifier<'_> {
                     self.use_op(s, i, None);
                 }
                 let tys: Vec<ScalarType> = init.iter().map(|i| self.ty(i)).collect();
-                if od.regions.len() != 1 {
-                    self.err(s, "`for` must own one region");
-                } else {
+                if self.owns_its_regions(op) {
                     let body = od.regions[0];
                     let args = &k.regions[body].args;
                     let argt: Vec<ScalarType> = args.iter().map(|a| k.values[*a].ty).collect();
@@ -630,9 +616,7 @@ impl Verifier<'_> {
             }
             OpKind::If { cond } => {
                 self.use_op(s, cond, Some(T::I1));
-                if od.regions.len() != 2 {
-                    self.err(s, "`if` must own two regions");
-                } else {
+                if self.owns_its_regions(op) {
                     let tys: Vec<ScalarType> = od.results.iter().map(|v| k.values[*v].ty).collect();
                     self.region(od.regions[0], RegionRole::IfArm, &tys);
                     self.region(od.regions[1], RegionRole::IfArm, &tys);
@@ -643,24 +627,30 @@ impl Verifier<'_> {
                     self.use_op(s, i, None);
                 }
                 let tys: Vec<ScalarType> = init.iter().map(|i| self.ty(i)).collect();
-                if od.regions.len() != 2 {
-                    self.err(s, "`while` must own two regions");
-                } else {
+                if self.owns_its_regions(op) {
                     self.result_types(op, &tys);
                     self.region(od.regions[0], RegionRole::WhileCond, &[]);
                     self.region(od.regions[1], RegionRole::WhileBody, &tys);
                 }
             }
-            OpKind::Stage { .. } => {
-                if od.regions.len() != 1 {
-                    self.err(s, "`stage` must own one region");
-                } else {
-                    self.region(od.regions[0], RegionRole::Stage, &[]);
-                }
+            OpKind::Stage { .. } if self.owns_its_regions(op) => {
+                self.region(od.regions[0], RegionRole::Stage, &[]);
             }
             // `op` dispatches only the kinds above here.
             _ => {}
         }
+    }
+
+    /// Whether `op` owns as many regions as its signature says; reports it when not.
+    fn owns_its_regions(&mut self, op: Op) -> bool {
+        let od = &self.k.ops[op];
+        let sig = od.kind.signature();
+        if od.regions.len() == sig.regions {
+            return true;
+        }
+        let n = if sig.regions == 1 { "one region" } else { "two regions" };
+        self.err(self.k.span(op), format!("`{}` must own {n}", sig.mnemonic));
+        false
     }
 
     /// Bitwise atomics (`and`, `or`) take integers only.

@@ -9,11 +9,13 @@
 //! Facts: `Target` in `target.rs` (gather-to-LDS exists on gfx942 for 1-, 2- and 4-byte
 //! elements, which every IR element type is; tensor DMA and named barriers on gfx1250; split
 //! barriers on gfx12; cp.async from sm_80; TMA, mbarriers and wgmma on sm_90).
-//! Complexity: O(ops).
+//! Which feature each op needs is its row of the signature table (`ir::signature`); [`has`]
+//! says which targets have which feature. Complexity: O(ops).
 
 use std::collections::HashSet;
 
 use crate::diag::Diagnostic;
+use crate::ir::signature::Feature;
 use crate::ir::*;
 use crate::target::{Target, Vendor};
 
@@ -38,87 +40,97 @@ pub fn check(k: &Kernel, t: &Target) -> Vec<Diagnostic> {
     out
 }
 
+/// Whether target `t` has feature `f` (the feature an op needs, from its signature).
+pub fn has(t: &Target, f: Feature) -> bool {
+    match f {
+        Feature::Everywhere => true,
+        Feature::CpAsync => t.cp_async,
+        Feature::GatherToLds => t.gather_to_lds,
+        Feature::TensorDma => t.tensor_dma,
+        Feature::Tma => t.tma,
+        Feature::Mbarrier => t.mbarrier,
+        Feature::Wgmma => t.wgmma,
+        Feature::ProxyFence => t.proxy_fence,
+        Feature::SplitBarriers => t.split_barriers,
+        Feature::NamedBarriers => t.named_barriers > 0,
+        Feature::CounterWaits => t.vendor == Vendor::Amd,
+    }
+}
+
 /// The op family `kind` belongs to and what to use instead, when `t` lacks it.
 fn missing(kind: &OpKind, t: &Target) -> Option<(&'static str, String)> {
-    let nv = t.vendor == Vendor::Nvidia;
-    let on = |what: &str| format!("use a target that has it ({what})");
+    let sig = kind.signature();
     match kind {
-        OpKind::CpAsyncTile(_) if !t.cp_async => Some((
+        // Named barriers exist up to an id; counter waits name the generation's counters.
+        OpKind::NamedArrive { id, .. } | OpKind::NamedSync { id, .. } => {
+            (*id >= t.named_barriers).then(|| named_help(t))
+        }
+        OpKind::WaitCnt(cs) if has(t, sig.needs) => cs
+            .iter()
+            .find(|(c, _)| !counters(t).contains(c))
+            .map(|(c, _)| (counter_family(*c), counter_help(t))),
+        _ if has(t, sig.needs) => None,
+        _ => Some(instead(sig.code, sig.needs, t)),
+    }
+}
+
+/// The family name of an op whose feature `f` target `t` lacks, and what to use instead.
+fn instead(code: OpCode, f: Feature, t: &Target) -> (&'static str, String) {
+    let on = |what: &str| format!("use a target that has it ({what})");
+    let tile = matches!(code, OpCode::CpAsyncTile | OpCode::GatherToLdsTile);
+    match f {
+        Feature::CpAsync if tile => (
             "cp_async_tile",
             format!("{}, or gather_to_lds_tile on AMD", on("sm_80, sm_90")),
-        )),
-        OpKind::GatherToLdsTile(_) if !t.gather_to_lds => Some((
+        ),
+        Feature::CpAsync => (
+            "cp_async",
+            format!("{}, or gather_to_lds on AMD", on("sm_80, sm_90")),
+        ),
+        Feature::GatherToLds if tile => (
             "gather_to_lds_tile",
             format!("{}; on NVIDIA, cp_async_tile", on("gfx942, gfx950, gfx1250")),
-        )),
-        OpKind::CpAsync { .. } | OpKind::CpAsyncCommit | OpKind::CpAsyncWait(_) if !t.cp_async => {
-            Some((
-                "cp_async",
-                format!("{}, or gather_to_lds on AMD", on("sm_80, sm_90")),
-            ))
-        }
-        OpKind::GatherToLds { .. } if !t.gather_to_lds => Some((
+        ),
+        Feature::GatherToLds => (
             "gather_to_lds",
             format!("{}; on NVIDIA, cp_async", on("gfx942, gfx950, gfx1250")),
-        )),
-        OpKind::TdmLoad { .. } if !t.tensor_dma => Some((
-            "tdm_load",
-            format!("{}; on NVIDIA, tma_load", on("gfx1250")),
-        )),
-        OpKind::TmaLoad { .. }
-        | OpKind::TmaStore { .. }
-        | OpKind::BulkCommit
-        | OpKind::BulkWait(_)
-            if !t.tma =>
-        {
-            Some(("tma", format!("{}; on AMD gfx1250, tdm_load", on("sm_90"))))
-        }
-        OpKind::MbarInit { .. }
-        | OpKind::MbarArrive { .. }
-        | OpKind::MbarExpectTx { .. }
-        | OpKind::MbarWait { .. }
-        | OpKind::MbarInval { .. }
-            if !t.mbarrier =>
-        {
-            Some(("mbarrier", format!("{}; otherwise barrier", on("sm_90"))))
-        }
-        OpKind::Wgmma { .. } | OpKind::WgmmaCommit | OpKind::WgmmaWait(_) if !t.wgmma => Some((
+        ),
+        Feature::TensorDma => ("tdm_load", format!("{}; on NVIDIA, tma_load", on("gfx1250"))),
+        Feature::Tma => ("tma", format!("{}; on AMD gfx1250, tdm_load", on("sm_90"))),
+        Feature::Mbarrier => ("mbarrier", format!("{}; otherwise barrier", on("sm_90"))),
+        Feature::Wgmma => (
             "wgmma",
             format!("{}; otherwise local_load and compute", on("sm_90")),
-        )),
-        OpKind::FenceProxyAsync if !t.proxy_fence => Some((
+        ),
+        Feature::ProxyFence => (
             "fence_proxy_async",
-            if nv {
+            if t.vendor == Vendor::Nvidia {
                 format!("{}: before sm_90 there is no async proxy to fence", on("sm_90"))
             } else {
                 "AMD has no async proxy: LDS writes need no proxy fence, remove it".into()
             },
-        )),
-        OpKind::SplitSignal(_) | OpKind::SplitWait(_) if !t.split_barriers => Some((
+        ),
+        Feature::SplitBarriers => (
             "barrier_signal/barrier_wait",
             format!("{}, or barrier", on("gfx1200, gfx1201, gfx1250")),
-        )),
-        OpKind::NamedArrive { id, .. } | OpKind::NamedSync { id, .. }
-            if *id >= t.named_barriers =>
-        {
-            let n = t.named_barriers;
-            let help = if n == 0 {
-                on("gfx1250, sm_80, sm_90") + ", or barrier"
-            } else {
-                format!("named barrier ids on {} are 0..{n}", t.name)
-            };
-            Some(("named barriers", help))
-        }
-        OpKind::WaitCnt(_) if nv => Some((
+        ),
+        Feature::NamedBarriers => named_help(t),
+        Feature::CounterWaits => (
             "waitcnt",
             "NVIDIA has no counter waits: use cp_async_wait, mbar_wait or wgmma_wait".into(),
-        )),
-        OpKind::WaitCnt(cs) => cs
-            .iter()
-            .find(|(c, _)| !counters(t).contains(c))
-            .map(|(c, _)| (counter_family(*c), counter_help(t))),
-        _ => None,
+        ),
+        Feature::Everywhere => ("", String::new()),
     }
+}
+
+fn named_help(t: &Target) -> (&'static str, String) {
+    let n = t.named_barriers;
+    let help = if n == 0 {
+        "use a target that has it (gfx1250, sm_80, sm_90), or barrier".to_string()
+    } else {
+        format!("named barrier ids on {} are 0..{n}", t.name)
+    };
+    ("named barriers", help)
 }
 
 /// The counters a target's `waitcnt` may name.

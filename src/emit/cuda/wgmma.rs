@@ -50,12 +50,9 @@ pub(super) fn prelude() -> String {
 
 /// Whether the kernel has any wgmma op (its accumulators are then mutable locals).
 pub(super) fn uses_wgmma(k: &Kernel) -> bool {
-    k.ops_in_order().iter().any(|&o| {
-        matches!(
-            k.ops[o].kind,
-            OpKind::Wgmma { .. } | OpKind::WgmmaCommit | OpKind::WgmmaWait(_)
-        )
-    })
+    k.ops_in_order()
+        .iter()
+        .any(|&o| k.ops[o].kind.signature().family == Family::Wgmma)
 }
 
 impl Emitter<'_> {

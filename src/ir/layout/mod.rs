@@ -372,6 +372,31 @@ pub fn collective_uses(k: &Kernel) -> Vec<(crate::ir::Op, Option<&str>, MemRef)>
     out
 }
 
+impl Kernel {
+    /// The layout number of every collective access ([`collective_uses`]): layouts numbered
+    /// by name in program order of first use, an access without a layout name taking a fresh
+    /// number. docs/ir.md's documented owner mapping `owner(e) = (e + n) mod T` uses this `n`;
+    /// the CUDA and MLIR emitters name their collective helpers by it. The one numbering:
+    /// nothing else numbers layouts. O(ops).
+    pub fn layout_ids(&self) -> std::collections::HashMap<crate::ir::Op, u32> {
+        let mut by_name: std::collections::HashMap<&str, u32> = Default::default();
+        let mut next = 0u32;
+        let mut fresh = || {
+            next += 1;
+            next - 1
+        };
+        let mut out = std::collections::HashMap::new();
+        for (op, name, _) in collective_uses(self) {
+            let id = match name {
+                Some(l) => *by_name.entry(l).or_insert_with(&mut fresh),
+                None => fresh(),
+            };
+            out.insert(op, id);
+        }
+        out
+    }
+}
+
 /// The address map of a buffer's shared layout (`None`: row-major).
 pub fn buffer_addresses(k: &Kernel, b: crate::ir::Buffer) -> Option<AddressMap> {
     let bd = &k.buffers[b];
