@@ -51,6 +51,7 @@
 //! consumer, copy and tags). No path is ever enumerated.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -394,6 +395,10 @@ pub struct FlowMemo {
     answered: usize,
     /// The entry an async op issues (its tags `Dist(0)` on every enclosing loop).
     issued: HashMap<Op, EntryId>,
+    /// The async accesses of each copy asked about.
+    copies: HashMap<Op, Arc<[SharedAccess]>>,
+    /// Per (consumer, copy): whether no access pair can conflict ([`Flow::apart`]).
+    apart: HashMap<(Op, Op), bool>,
     /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
     /// the hazard finder reports no hazard between two of them.
     pub ordered_tma: std::collections::HashSet<Op>,
@@ -1107,12 +1112,7 @@ impl<'k> Flow<'k> {
     /// The memoized answer for (`op`, `e`), asking the overlap engine on a miss; replays or
     /// records the query's conservative notes.
     fn answer(&mut self, op: Op, e: EntryId) -> bool {
-        let known = self.memo.consumers[&op]
-            .answers
-            .get(e.index())
-            .copied()
-            .unwrap_or(Answer::Unasked);
-        match known {
+        match self.known(op, e) {
             Answer::No => false,
             Answer::Yes => true,
             Answer::Noted(i) => {
@@ -1121,54 +1121,153 @@ impl<'k> Flow<'k> {
                 *h
             }
             Answer::Unasked => {
-                // The query's own notes, whatever earlier queries noted: a later run that
-                // reads this answer replays them (same list, same order).
-                let saved = self.overlap.conservative.take();
-                let mine = self
-                    .memo
-                    .consumers
-                    .get_mut(&op)
-                    .map(|c| std::mem::take(&mut c.mine))
-                    .unwrap_or_default();
-                let h = self.may_conflict(e, op, &mine);
-                let notes = self.overlap.conservative.replace(saved);
+                let (h, notes) = self.decide(op, e);
                 note_all(&self.overlap, &notes);
-                let ans = if !notes.is_empty() {
-                    self.memo.noted.push((h, notes));
-                    Answer::Noted((self.memo.noted.len() - 1) as u32)
-                } else if h {
-                    Answer::Yes
-                } else {
-                    Answer::No
-                };
-                if let Some(c) = self.memo.consumers.get_mut(&op) {
-                    c.mine = mine;
-                    if c.answers.len() <= e.index() {
-                        c.answers.resize(e.index() + 1, Answer::Unasked);
-                    }
-                    c.answers[e.index()] = ans;
-                }
-                self.memo.answered += 1;
+                self.store(op, e, h, notes);
                 h
             }
         }
     }
 
-    /// Whether an access of `mine` (the consumer `op`'s) and one of the copy's may overlap
-    /// under the copy's tags, one of them writing.
-    fn may_conflict(&mut self, e: EntryId, op: Op, mine: &[SharedAccess]) -> bool {
+    fn known(&self, op: Op, e: EntryId) -> Answer {
+        self.memo
+            .consumers
+            .get(&op)
+            .and_then(|c| c.answers.get(e.index()).copied())
+            .unwrap_or(Answer::Unasked)
+    }
+
+    fn store(&mut self, op: Op, e: EntryId, h: bool, notes: Vec<Note>) {
+        let ans = if !notes.is_empty() {
+            self.memo.noted.push((h, notes));
+            Answer::Noted((self.memo.noted.len() - 1) as u32)
+        } else if h {
+            Answer::Yes
+        } else {
+            Answer::No
+        };
+        if let Some(c) = self.memo.consumers.get_mut(&op) {
+            if c.answers.len() <= e.index() {
+                c.answers.resize(e.index() + 1, Answer::Unasked);
+            }
+            c.answers[e.index()] = ans;
+        }
+        self.memo.answered += 1;
+    }
+
+    /// Decides whether consumer `op` may conflict with entry `e`, with the conservative
+    /// notes the query raised (not added to the overlap's list: the caller replays them).
+    ///
+    /// Two shortcuts, both exact: a copy whose accesses are all in buffers apart from the
+    /// consumer's (or neither side writes) conflicts with no execution; and when the
+    /// entry's *generalization* (its tags on loops that do not enclose both the copy and
+    /// the consumer widened to `Unknown`: any iteration of those loops) is exactly `false`
+    /// (answered without notes), so is every specialization of it, since its iteration
+    /// pairs are a subset. A generalization answering `true` or conservatively says
+    /// nothing: the entry is then asked itself.
+    fn decide(&mut self, op: Op, e: EntryId) -> (bool, Vec<Note>) {
         let copy = self.memo.entries.op(e);
-        let theirs = async_accesses(self.k, copy);
+        if self.apart(op, copy) {
+            return (false, Vec::new());
+        }
+        if let Some(g) = self.generalized(op, e)
+            && self.probe(op, g) == (false, false)
+        {
+            return (false, Vec::new());
+        }
+        let saved = self.overlap.conservative.take();
+        let h = self.may_conflict(e, op);
+        let notes = self.overlap.conservative.replace(saved);
+        (h, notes)
+    }
+
+    /// The answer for (`op`, `g`) and whether it is noted, computed and memoized if needed,
+    /// without raising its notes (they are replayed when `g` itself is asked).
+    fn probe(&mut self, op: Op, g: EntryId) -> (bool, bool) {
+        match self.known(op, g) {
+            Answer::No => (false, false),
+            Answer::Yes => (true, false),
+            Answer::Noted(i) => (self.memo.noted[i as usize].0, true),
+            Answer::Unasked => {
+                let (h, notes) = self.decide(op, g);
+                let noted = !notes.is_empty();
+                self.store(op, g, h, notes);
+                (h, noted)
+            }
+        }
+    }
+
+    /// The entry `e` with its `Pre` and `Last` tags on loops that do not enclose both the
+    /// copy and the consumer `op` made `Unknown` (the overlap query then leaves those
+    /// loops' iterations free); `None` when that changes nothing.
+    fn generalized(&mut self, op: Op, e: EntryId) -> Option<EntryId> {
+        let copy = self.memo.entries.op(e);
+        let (lx, ly) = (self.loops.of(copy), self.loops.of(op));
+        let tags = self.memo.entries.tags(e);
+        let widen = |(l, t): &(Op, IterTag)| {
+            matches!(t, IterTag::Pre(_) | IterTag::Last(_)) && !(lx.contains(l) && ly.contains(l))
+        };
+        if !tags.iter().any(widen) {
+            return None;
+        }
+        let g: Vec<(Op, IterTag)> = tags
+            .iter()
+            .map(|x| if widen(x) { (x.0, IterTag::Unknown) } else { *x })
+            .collect();
+        Some(self.memo.entries.intern(copy, &g))
+    }
+
+    /// Whether no access of `copy` and of the consumer `op` can conflict under any tags
+    /// (neither writes, or their buffers are apart). Memoized per pair.
+    fn apart(&mut self, op: Op, copy: Op) -> bool {
+        if let Some(&a) = self.memo.apart.get(&(op, copy)) {
+            return a;
+        }
+        let theirs = self.copy_accesses(copy);
+        let mine = &self.memo.consumers[&op].mine;
+        let a = theirs.iter().all(|ta| {
+            mine.iter().all(|ma| {
+                !(ta.kind.writes() || ma.kind.writes()) || self.overlap.buffers_apart(ta, ma)
+            })
+        });
+        self.memo.apart.insert((op, copy), a);
+        a
+    }
+
+    /// The async accesses of a copy (memoized).
+    fn copy_accesses(&mut self, copy: Op) -> Arc<[SharedAccess]> {
+        let k = self.k;
+        self.memo
+            .copies
+            .entry(copy)
+            .or_insert_with(|| async_accesses(k, copy).into())
+            .clone()
+    }
+
+    /// Whether an access of the consumer `op` and one of the copy's may overlap under the
+    /// copy's tags, one of them writing.
+    fn may_conflict(&mut self, e: EntryId, op: Op) -> bool {
+        let copy = self.memo.entries.op(e);
+        let theirs = self.copy_accesses(copy);
+        let mine = self
+            .memo
+            .consumers
+            .get_mut(&op)
+            .map(|c| std::mem::take(&mut c.mine))
+            .unwrap_or_default();
         let tags = self.memo.entries.tags(e);
         let mut h = false;
-        for ta in &theirs {
-            for ma in mine {
+        for ta in theirs.iter() {
+            for ma in &mine {
                 if (ta.kind.writes() || ma.kind.writes())
                     && self.overlap.may_overlap(copy, ta, op, ma, tags)
                 {
                     h = true;
                 }
             }
+        }
+        if let Some(c) = self.memo.consumers.get_mut(&op) {
+            c.mine = mine;
         }
         h
     }
