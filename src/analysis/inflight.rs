@@ -25,6 +25,9 @@
 //! `d` or `j` reaches [`TAG_CAP`]. The state ([`InFlight`]) maps, per queue, each pending
 //! entry to its *minimum age* over all paths: the number of younger operations on that queue
 //! (counters) or younger committed groups (group queues; `-1` = possibly uncommitted).
+//! Entries are interned once ([`crate::analysis::pending`]): a state is, per queue, a vector
+//! of (entry id, age) sorted by id, and the footprint answers are arrays indexed by entry id
+//! per consumer ([`FlowMemo`]).
 //! Order: `a ⊑ b` iff every entry of `a` is in `b` with an age `>=` its age in `b`. Join:
 //! union of entries, minimum of ages (a copy absent on one path — seed 002's `NullAsyncDep`
 //! — constrains nothing). Transfer functions are monotone: issue (tick the queue, add an
@@ -48,10 +51,12 @@
 //! consumer, copy and tags). No path is ever enumerated.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::analysis::overlap::{IterTag, Overlap};
+pub use crate::analysis::pending::{EntryId, Entries, InFlight, Pending, Rewrite};
 use crate::ir::effects::{SharedAccess, WaitKind};
 use crate::ir::*;
 use crate::target::Target;
@@ -123,23 +128,6 @@ impl Ord for Queue {
     }
 }
 
-/// One possibly outstanding execution of an async op.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Pending {
-    pub op: Op,
-    /// One tag per loop enclosing the current program point (outermost first).
-    pub tags: Vec<(Op, IterTag)>,
-}
-
-/// The dataflow state: per queue, each pending entry and its minimum age over all paths
-/// that agree with `assume`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct InFlight {
-    pub queues: BTreeMap<Queue, BTreeMap<Pending, i32>>,
-    /// The values of the tracked branch conditions on these paths (see [`MAX_ASSUMED`]).
-    pub assume: BTreeMap<Value, bool>,
-}
-
 /// At most this many branch conditions are tracked per path class (so at most `2^4` states
 /// at a program point).
 pub const MAX_ASSUMED: usize = 4;
@@ -167,84 +155,6 @@ pub fn join_all(parts: &[InFlight]) -> InFlight {
         out.join(p);
     }
     out
-}
-
-impl InFlight {
-    /// Joins `o` into `self` (union, minimum age); returns whether `self` changed.
-    pub fn join(&mut self, o: &InFlight) -> bool {
-        let mut changed = false;
-        for (q, m) in &o.queues {
-            let mine = self.queues.entry(*q).or_default();
-            for (p, a) in m {
-                match mine.get_mut(p) {
-                    Some(b) if *b <= *a => {}
-                    Some(b) => {
-                        *b = *a;
-                        changed = true;
-                    }
-                    None => {
-                        mine.insert(p.clone(), *a);
-                        changed = true;
-                    }
-                }
-            }
-        }
-        changed
-    }
-
-    /// Whether nothing may be outstanding.
-    pub fn is_empty(&self) -> bool {
-        self.queues.values().all(|m| m.is_empty())
-    }
-
-    /// Entries of a queue.
-    pub fn entries(&self, q: Queue) -> impl Iterator<Item = (&Pending, i32)> {
-        self.queues
-            .get(&q)
-            .into_iter()
-            .flat_map(|m| m.iter().map(|(p, a)| (p, *a)))
-    }
-
-    fn tick(&mut self, q: Queue) {
-        if let Some(m) = self.queues.get_mut(&q) {
-            for a in m.values_mut() {
-                *a = (*a + 1).min(AGE_CAP);
-            }
-        }
-    }
-
-    fn insert(&mut self, q: Queue, p: Pending, age: i32) {
-        let m = self.queues.entry(q).or_default();
-        let e = m.entry(p).or_insert(age);
-        *e = (*e).min(age);
-    }
-
-    fn map_tags(&mut self, f: impl Fn(&mut Vec<(Op, IterTag)>)) {
-        for m in self.queues.values_mut() {
-            let old = std::mem::take(m);
-            for (mut p, a) in old {
-                f(&mut p.tags);
-                let e = m.entry(p).or_insert(a);
-                *e = (*e).min(a);
-            }
-        }
-    }
-
-    /// Drops the entries of `q` whose age is at least `n`, returning them.
-    pub fn complete_older(&mut self, q: Queue, n: u32) -> Vec<(Pending, i32)> {
-        let mut done = Vec::new();
-        if let Some(m) = self.queues.get_mut(&q) {
-            m.retain(|p, a| {
-                if *a >= n as i32 {
-                    done.push((p.clone(), *a));
-                    false
-                } else {
-                    true
-                }
-            });
-        }
-        done
-    }
 }
 
 /// A shared access that may observe an in-flight async access (a finding only a wait fixes).
@@ -439,16 +349,32 @@ pub trait Visitor {
     fn completed(&mut self, _wait: Op, _queue: Queue, _p: &Pending, _age: i32) {}
 }
 
-/// The answers for one (copy, consumer), by the copy's iteration tags: whether they may
-/// conflict, and the conservative-answer notes (W0314) the query raised, replayed on a hit.
-type ByTags = HashMap<Vec<(Op, IterTag)>, (bool, Vec<Note>)>;
-
 /// A conservative-answer note of an overlap query (`Overlap::conservative`).
 type Note = (Op, Op, &'static str);
 
+/// A memoized answer to "may this consumer conflict with this pending entry": not asked
+/// yet, no, yes, or an index into [`FlowMemo::noted`] (an answer whose query raised
+/// conservative-answer notes, replayed on every hit).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Answer {
+    Unasked,
+    No,
+    Yes,
+    Noted(u32),
+}
+
+/// What the memo keeps per consumer op: its shared accesses (mbarriers excluded) and the
+/// answers indexed by entry id.
+#[derive(Clone, Debug, Default)]
+struct Consumer {
+    mine: Vec<SharedAccess>,
+    answers: Vec<Answer>,
+}
+
 /// Footprint answers of the dataflow ("may this consumer conflict with this execution of
 /// this copy"), shared by every run of the solver on one kernel and on the kernels derived
-/// from it by inserting sync ops (waits, commits, barriers).
+/// from it by inserting sync ops (waits, commits, barriers), with the interning table of
+/// pending entries ([`Entries`]) that indexes them.
 ///
 /// **Validity.** Keys are op ids: the copy, the consumer and the loops of the copy's tags.
 /// An answer depends only on those ops' shared accesses, their enclosing loops and the
@@ -458,11 +384,20 @@ type Note = (Op, Op, &'static str);
 /// records the arena length of the kernel it was made for ([`FlowMemo::for_kernel`]) and
 /// every solver checks, in debug builds, that the ops before it are unchanged in kind.
 ///
-/// Lookups allocate nothing: answers are grouped by (copy, consumer) and found by the tag
-/// slice. Memory: one entry per distinct (copy, consumer, tags) queried.
+/// Lookups allocate nothing: one hash lookup per consumer, then an array index per entry.
+/// Memory: one answer slot per (consumer, entry) pair up to the largest entry id asked.
 #[derive(Clone, Debug, Default)]
 pub struct FlowMemo {
-    conflicts: HashMap<(Op, Op), ByTags>,
+    entries: Entries,
+    consumers: HashMap<Op, Consumer>,
+    noted: Vec<(bool, Vec<Note>)>,
+    answered: usize,
+    /// The entry an async op issues (its tags `Dist(0)` on every enclosing loop).
+    issued: HashMap<Op, EntryId>,
+    /// The async accesses of each copy asked about.
+    copies: HashMap<Op, Arc<[SharedAccess]>>,
+    /// Per (consumer, copy): whether no access pair can conflict ([`Flow::apart`]).
+    apart: HashMap<(Op, Op), bool>,
     /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
     /// the hazard finder reports no hazard between two of them.
     pub ordered_tma: std::collections::HashSet<Op>,
@@ -484,7 +419,7 @@ impl FlowMemo {
 
     /// Number of answers held.
     pub fn len(&self) -> usize {
-        self.conflicts.values().map(|m| m.len()).sum()
+        self.answered
     }
 
     /// Whether no answer is held.
@@ -506,14 +441,60 @@ impl FlowMemo {
     }
 }
 
+/// The loops (`for` and `while`) enclosing each op, outermost first: one walk of the region
+/// tree; ops share the stack of their region (4 bytes per op plus one vector per loop).
+struct LoopNest {
+    stack_of: Vec<u32>,
+    stacks: Vec<Vec<Op>>,
+}
+
+impl LoopNest {
+    fn new(k: &Kernel) -> Self {
+        let mut n = LoopNest {
+            stack_of: vec![0; k.ops.len()],
+            stacks: vec![Vec::new()],
+        };
+        let mut work = vec![(k.body, 0u32)];
+        while let Some((r, s)) = work.pop() {
+            for &op in &k.regions[r].ops {
+                n.stack_of[op.index()] = s;
+                let regions = &k.ops[op].regions;
+                if regions.is_empty() {
+                    continue;
+                }
+                let inner = if matches!(k.ops[op].kind, OpKind::For { .. } | OpKind::While { .. })
+                {
+                    let mut v = n.stacks[s as usize].clone();
+                    v.push(op);
+                    n.stacks.push(v);
+                    (n.stacks.len() - 1) as u32
+                } else {
+                    s
+                };
+                work.extend(regions.iter().map(|r| (*r, inner)));
+            }
+        }
+        n
+    }
+
+    fn of(&self, op: Op) -> &[Op] {
+        let s = self.stack_of.get(op.index()).copied().unwrap_or(0);
+        &self.stacks[s as usize]
+    }
+}
+
 /// The solver: the kernel, the target, and cached footprint queries.
 pub struct Flow<'k> {
     pub k: &'k Kernel,
     pub target: Target,
     pub overlap: Overlap<'k>,
     /// Enclosing loops (`for` and `while`) of each op, outermost first.
-    loops: HashMap<Op, Vec<Op>>,
+    loops: LoopNest,
     memo: FlowMemo,
+    /// [`Flow::guard_excludes_exit`] per (loop, entry).
+    guards: HashMap<(Op, EntryId), bool>,
+    /// [`Flow::class`] per op index, filled on first sight.
+    classes: Vec<Option<OpClass>>,
     /// Which wgmma results reach each value (register hazards).
     regs: crate::analysis::regdeps::RegSources<'k>,
     /// Per (loop, copy in it): `true` when a guard ruled out some of the copy's executions at
@@ -558,8 +539,10 @@ impl<'k> Flow<'k> {
             k,
             target: *target,
             overlap: Overlap::new(k, target.warp),
-            loops: HashMap::default(),
+            loops: LoopNest::new(k),
             memo: FlowMemo::default(),
+            guards: HashMap::default(),
+            classes: Vec::new(),
             regs: crate::analysis::regdeps::RegSources::new(k),
             drained: HashMap::default(),
         }
@@ -581,25 +564,18 @@ impl<'k> Flow<'k> {
     }
 
     /// Enclosing loops (`for`, `while`) of an op, outermost first.
-    pub fn loops_of(&mut self, op: Op) -> Vec<Op> {
-        if let Some(v) = self.loops.get(&op) {
-            return v.clone();
-        }
-        let mut v: Vec<Op> = self
-            .overlap
-            .parents
-            .ancestors(op)
-            .into_iter()
-            .filter(|a| {
-                matches!(
-                    self.k.ops[*a].kind,
-                    OpKind::For { .. } | OpKind::While { .. }
-                )
-            })
-            .collect();
-        v.reverse();
-        self.loops.insert(op, v.clone());
-        v
+    pub fn loops_of(&self, op: Op) -> Vec<Op> {
+        self.loops.of(op).to_vec()
+    }
+
+    /// The interning table of the pending entries in this solver's states.
+    pub fn entries(&self) -> &Entries {
+        &self.memo.entries
+    }
+
+    /// A pending entry spelled out.
+    pub fn pending(&self, e: EntryId) -> Pending {
+        self.memo.entries.pending(e)
     }
 
     /// Runs the solver over the kernel body from the empty state; returns the exit states
@@ -614,8 +590,8 @@ impl<'k> Flow<'k> {
         if st.is_empty() {
             return;
         }
-        let ops = self.k.regions[r].ops.clone();
-        for op in ops {
+        let k = self.k;
+        for &op in &k.regions[r].ops {
             self.op(op, st, v);
         }
     }
@@ -626,15 +602,16 @@ impl<'k> Flow<'k> {
     fn tracked(&mut self, c: Operand) -> Option<Value> {
         let Operand::Value(v) = c else { return None };
         match self.k.values[v].def {
-            ValueDef::Result(op, _) if self.loops_of(op).is_empty() => Some(v),
+            ValueDef::Result(op, _) if self.loops.of(op).is_empty() => Some(v),
             ValueDef::Param(_) => Some(v),
             _ => None,
         }
     }
 
     fn op(&mut self, op: Op, st: &mut Vec<InFlight>, v: &mut dyn Visitor) {
-        let regions = self.k.ops[op].regions.clone();
-        match &self.k.ops[op].kind {
+        let k = self.k;
+        let regions = &k.ops[op].regions;
+        match &k.ops[op].kind {
             OpKind::For { .. } => self.looped(op, None, regions[0], st, v),
             OpKind::While { .. } => self.looped(op, Some(regions[0]), regions[1], st, v),
             OpKind::If { cond } => {
@@ -686,17 +663,7 @@ impl<'k> Flow<'k> {
     ) {
         v.enter_loop(self, l, st);
         for s in st.iter_mut() {
-            // A `Last(d)` tag left by the previous instance of this loop (nested in another
-            // loop) becomes `PreLast(0, d)`: the issue iteration stays known (induction
-            // recognition of combined counters, `ko*4 + ki`); other tags say nothing.
-            s.map_tags(|t| {
-                let last = t.iter().find_map(|(lp, g)| match g {
-                    IterTag::Last(d) if *lp == l => Some(*d),
-                    _ => None,
-                });
-                t.retain(|(lp, _)| *lp != l);
-                t.push((l, last.map_or(IterTag::Pre(0), |d| IterTag::PreLast(0, d))));
-            });
+            s.rewrite(&mut self.memo.entries, Rewrite::Enter(l));
         }
         let mut head = st.clone();
         let mut last_back;
@@ -708,20 +675,7 @@ impl<'k> Flow<'k> {
             }
             self.region(body, &mut s, v);
             for x in s.iter_mut() {
-                x.map_tags(|t| {
-                    for (lp, tag) in t.iter_mut() {
-                        if *lp == l {
-                            *tag = match *tag {
-                                IterTag::Dist(d) if d + 1 < TAG_CAP => IterTag::Dist(d + 1),
-                                IterTag::Pre(j) if j + 1 < TAG_CAP => IterTag::Pre(j + 1),
-                                IterTag::PreLast(j, d) if j + 1 < TAG_CAP => {
-                                    IterTag::PreLast(j + 1, d)
-                                }
-                                _ => IterTag::Unknown,
-                            };
-                        }
-                    }
-                });
+                x.rewrite(&mut self.memo.entries, Rewrite::Back(l, TAG_CAP));
             }
             last_back = s.clone();
             if !join_parts(&mut head, s) {
@@ -749,33 +703,20 @@ impl<'k> Flow<'k> {
             // The fixpoint does not count iterations: entries further back than the loop's
             // trip count stand for no execution (nor does a saturated tag when the trip count
             // is below the cap: every real execution keeps its exact distance).
-            for m in x.queues.values_mut() {
-                m.retain(|p, _| {
-                    !exact
-                        || !p.tags.iter().any(|(lp, t)| {
-                            *lp == l
-                                && match t {
-                                    IterTag::Dist(d) => *d as i64 > trip,
-                                    IterTag::Unknown => trip < TAG_CAP as i64,
-                                    _ => false,
-                                }
-                        })
+            if exact {
+                let table = &self.memo.entries;
+                x.retain(|_, e, _| {
+                    !table.tags(e).iter().any(|(lp, t)| {
+                        *lp == l
+                            && match t {
+                                IterTag::Dist(d) => *d as i64 > trip,
+                                IterTag::Unknown => trip < TAG_CAP as i64,
+                                _ => false,
+                            }
+                    })
                 });
             }
-            x.map_tags(|t| {
-                t.retain_mut(|(lp, tag)| {
-                    if *lp != l {
-                        return true;
-                    }
-                    match *tag {
-                        IterTag::Dist(d) if exact && d >= 1 => {
-                            *tag = IterTag::Last(d - 1);
-                            true
-                        }
-                        _ => false,
-                    }
-                })
-            });
+            x.rewrite(&mut self.memo.entries, Rewrite::Exit(l, exact));
         }
         *st = exit;
     }
@@ -785,22 +726,19 @@ impl<'k> Flow<'k> {
     fn drop_guarded_at_exit(&mut self, l: Op, exit: &mut [InFlight]) {
         for x in exit.iter_mut() {
             let mut gone = Vec::new();
-            for (q, m) in &x.queues {
-                for p in m.keys() {
-                    if self.guard_excludes_exit(l, p) {
-                        gone.push((*q, p.clone()));
-                    }
+            for (q, e, _) in x.iter() {
+                if self.guard_excludes_exit(l, e) {
+                    gone.push((q, e));
                 }
             }
-            for (q, p) in gone {
-                self.drained.entry((l, p.op)).or_insert(true);
-                if let Some(m) = x.queues.get_mut(&q) {
-                    m.remove(&p);
-                }
+            for (q, e) in gone {
+                let op = self.memo.entries.op(e);
+                self.drained.entry((l, op)).or_insert(true);
+                x.remove(q, e);
             }
-            let left: Vec<Op> = x.queues.values().flat_map(|m| m.keys().map(|p| p.op)).collect();
-            for c in left {
-                if self.loops_of(c).contains(&l) {
+            for (_, e, _) in x.iter() {
+                let c = self.memo.entries.op(e);
+                if self.loops.of(c).contains(&l) {
                     self.drained.insert((l, c), false);
                 }
             }
@@ -817,7 +755,17 @@ impl<'k> Flow<'k> {
     ///   is guarded by `iv < hi - c` with `d · step <= c`: with `T` iterations the last
     ///   `lo + (T-1)·step >= hi - step`, so the copy's iteration `lo + (T-d)·step >= hi -
     ///   d·step >= hi - c` fails its guard (Triton's prefetch predicate `i < n - (S-1)`).
-    fn guard_excludes_exit(&mut self, l: Op, p: &Pending) -> bool {
+    fn guard_excludes_exit(&mut self, l: Op, e: EntryId) -> bool {
+        if let Some(&g) = self.guards.get(&(l, e)) {
+            return g;
+        }
+        let p = self.memo.entries.pending(e);
+        let g = self.guard_excludes_exit_uncached(l, &p);
+        self.guards.insert((l, e), g);
+        g
+    }
+
+    fn guard_excludes_exit_uncached(&mut self, l: Op, p: &Pending) -> bool {
         let k = self.k;
         let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
             return false;
@@ -835,10 +783,10 @@ impl<'k> Flow<'k> {
             Some(IterTag::Pre(j) | IterTag::PreLast(j, _)) => {
                 let outside = |f: &mut Self, o: &Operand| match o.value().map(|v| k.values[v].def) {
                     None | Some(ValueDef::Param(_)) => true,
-                    Some(ValueDef::Result(d, _)) => f.loops_of(d).is_empty(),
+                    Some(ValueDef::Result(d, _)) => f.loops.of(d).is_empty(),
                     Some(_) => false,
                 };
-                if !self.loops_of(p.op).is_empty() || !outside(self, lo) || !outside(self, hi) {
+                if !self.loops.of(p.op).is_empty() || !outside(self, lo) || !outside(self, hi) {
                     return false;
                 }
                 // `hi > lo + c` with `c >= j·step` rules out a loop of `j` iterations
@@ -862,7 +810,7 @@ impl<'k> Flow<'k> {
                     c.is_some_and(|c| c >= j as i64 * step)
                 })
             }
-            Some(IterTag::Dist(d)) if d >= 1 && self.loops_of(p.op).contains(&l) => {
+            Some(IterTag::Dist(d)) if d >= 1 && self.loops.of(p.op).contains(&l) => {
                 let Some(&iv) = k.ops[l].regions.first().and_then(|&b| k.regions[b].args.first())
                 else {
                     return false;
@@ -959,191 +907,383 @@ impl<'k> Flow<'k> {
         }
     }
 
-    /// The tags a copy issued at `op` gets: `Dist(0)` for each loop enclosing it.
-    fn issue_tags(&mut self, op: Op) -> Vec<(Op, IterTag)> {
-        self.loops_of(op)
-            .into_iter()
-            .map(|l| (l, IterTag::Dist(0)))
-            .collect()
+    /// The entry a copy issued at `op` gets: tags `Dist(0)` on each loop enclosing it.
+    fn issued(&mut self, op: Op) -> EntryId {
+        if let Some(&e) = self.memo.issued.get(&op) {
+            return e;
+        }
+        let tags: Vec<(Op, IterTag)> = self
+            .loops
+            .of(op)
+            .iter()
+            .map(|l| (*l, IterTag::Dist(0)))
+            .collect();
+        let e = self.memo.entries.intern(op, &tags);
+        self.memo.issued.insert(op, e);
+        e
+    }
+
+    /// What the transfer function does with `op` (computed once per op).
+    fn class(&mut self, op: Op) -> OpClass {
+        if let Some(Some(c)) = self.classes.get(op.index()) {
+            return c.clone();
+        }
+        let c = if let Some((q, _)) = queue_of(self.k, &self.target, op) {
+            OpClass::Issue(q)
+        } else {
+            match &self.k.ops[op].kind {
+                OpKind::GLoad { .. } => OpClass::GLoad,
+                OpKind::CpAsyncCommit => OpClass::Commit(Queue::CpAsync),
+                OpKind::BulkCommit => OpClass::Commit(Queue::Bulk),
+                OpKind::WgmmaCommit => OpClass::Commit(Queue::Wgmma),
+                OpKind::MbarWait { .. } => OpClass::MbarWait,
+                _ => match effects(self.k, op).sync {
+                    Some(SyncEffect::Wait(w)) => OpClass::Wait(w),
+                    _ => OpClass::Other,
+                },
+            }
+        };
+        if self.classes.len() <= op.index() {
+            self.classes.resize(op.index() + 1, None);
+        }
+        self.classes[op.index()] = Some(c.clone());
+        c
     }
 
     fn transfer(&mut self, op: Op, st: &mut InFlight, v: &mut dyn Visitor) {
-        if let Some((q, _)) = queue_of(self.k, &self.target, op) {
-            let p = Pending {
-                op,
-                tags: self.issue_tags(op),
-            };
-            if q.ticks_on_issue() {
-                st.tick(q);
-                st.insert(q, p, 0);
-            } else if q.counted() {
-                st.insert(q, p, -1);
-            } else {
-                st.insert(q, p, 0);
+        match self.class(op) {
+            OpClass::Issue(q) => {
+                let e = self.issued(op);
+                if q.ticks_on_issue() {
+                    st.tick(q, AGE_CAP);
+                    st.insert(q, e, 0);
+                } else if q.counted() {
+                    st.insert(q, e, -1);
+                } else {
+                    st.insert(q, e, 0);
+                }
             }
-            return;
-        }
-        match &self.k.ops[op].kind {
-            OpKind::GLoad { .. } => {
+            OpClass::GLoad => {
                 if let Some(c) = self.target.global_load_counter() {
-                    st.tick(Queue::Counter(c));
+                    st.tick(Queue::Counter(c), AGE_CAP);
                 }
             }
-            OpKind::CpAsyncCommit => commit(st, Queue::CpAsync),
-            OpKind::BulkCommit => commit(st, Queue::Bulk),
-            OpKind::WgmmaCommit => commit(st, Queue::Wgmma),
-            OpKind::MbarWait { mbar, index, .. } => {
-                let (mbar, index) = (*mbar, index.clone());
-                let cands: Vec<(Pending, i32)> = st
-                    .entries(Queue::Mbarrier)
-                    .map(|(p, a)| (p.clone(), a))
-                    .collect();
-                for (p, a) in cands {
-                    let OpKind::TmaLoad {
-                        mbar: cm,
-                        mbar_index: ci,
-                        ..
-                    } = &self.k.ops[p.op].kind
-                    else {
-                        continue;
-                    };
-                    if *cm == mbar
-                        && self
-                            .overlap
-                            .must_equal(p.op, &ci.clone(), op, &index, &p.tags)
-                    {
-                        if let Some(m) = st.queues.get_mut(&Queue::Mbarrier) {
-                            m.remove(&p);
-                        }
-                        v.completed(op, Queue::Mbarrier, &p, a);
-                    }
-                }
-            }
-            _ => {
-                if let Some(SyncEffect::Wait(w)) = effects(self.k, op).sync {
-                    self.wait(op, &w, st, v);
-                }
+            OpClass::Commit(q) => st.tick(q, AGE_CAP),
+            OpClass::MbarWait => self.mbar_wait(op, st, v),
+            OpClass::Wait(w) => self.wait(op, &w, st, v),
+            OpClass::Other => {}
+        }
+    }
+
+    /// `mbar_wait`: completes the pending TMA loads on the same mbarrier whose slot provably
+    /// equals the wait's.
+    fn mbar_wait(&mut self, op: Op, st: &mut InFlight, v: &mut dyn Visitor) {
+        let k = self.k;
+        let OpKind::MbarWait { mbar, index, .. } = &k.ops[op].kind else {
+            return;
+        };
+        let mut cands: Vec<(EntryId, i32)> = st.entries(Queue::Mbarrier).collect();
+        let table = &self.memo.entries;
+        cands.sort_by(|a, b| table.cmp(a.0, b.0));
+        for (e, a) in cands {
+            let copy = self.memo.entries.op(e);
+            let OpKind::TmaLoad {
+                mbar: cm,
+                mbar_index: ci,
+                ..
+            } = &k.ops[copy].kind
+            else {
+                continue;
+            };
+            if cm == mbar
+                && self
+                    .overlap
+                    .must_equal(copy, ci, op, index, self.memo.entries.tags(e))
+            {
+                st.remove(Queue::Mbarrier, e);
+                v.completed(op, Queue::Mbarrier, &self.memo.entries.pending(e), a);
             }
         }
     }
 
     /// Applies a wait (of the kernel, or one a planner inserts before `at`).
     pub fn wait(&mut self, at: Op, w: &WaitKind, st: &mut InFlight, v: &mut dyn Visitor) {
-        let mut done: Vec<(Queue, Pending, i32)> = Vec::new();
+        let mut done: Vec<(Queue, EntryId, i32)> = Vec::new();
+        let mut older = |q: Queue, n: u32, st: &mut InFlight| {
+            let mut d = st.complete_older(q, n);
+            d.sort_by(|a, b| self.memo.entries.cmp(a.0, b.0));
+            done.extend(d.into_iter().map(|(e, a)| (q, e, a)));
+        };
         match w {
             WaitKind::Counters(cs) => {
                 for (c, n) in cs {
-                    let q = Queue::Counter(*c);
-                    done.extend(st.complete_older(q, *n).into_iter().map(|(p, a)| (q, p, a)));
+                    older(Queue::Counter(*c), *n, st);
                 }
             }
-            WaitKind::CpAsyncGroups(n) => done.extend(
-                st.complete_older(Queue::CpAsync, *n)
-                    .into_iter()
-                    .map(|(p, a)| (Queue::CpAsync, p, a)),
-            ),
-            WaitKind::BulkGroups(n) => done.extend(
-                st.complete_older(Queue::Bulk, *n)
-                    .into_iter()
-                    .map(|(p, a)| (Queue::Bulk, p, a)),
-            ),
-            WaitKind::WgmmaGroups(n) => done.extend(
-                st.complete_older(Queue::Wgmma, *n)
-                    .into_iter()
-                    .map(|(p, a)| (Queue::Wgmma, p, a)),
-            ),
+            WaitKind::CpAsyncGroups(n) => older(Queue::CpAsync, *n, st),
+            WaitKind::BulkGroups(n) => older(Queue::Bulk, *n, st),
+            WaitKind::WgmmaGroups(n) => older(Queue::Wgmma, *n, st),
             WaitKind::Tokens(ts) => {
                 for t in ts {
                     let ValueDef::Result(x, _) = self.k.values[*t].def else {
                         continue;
                     };
-                    let xl = self.loops_of(x);
-                    for (q, m) in st.queues.iter_mut() {
-                        m.retain(|p, a| {
-                            let recent = p.op == x
-                                && xl.iter().all(|l| {
-                                    p.tags
-                                        .iter()
-                                        .any(|(tl, tg)| tl == l && *tg == IterTag::Dist(0))
-                                });
-                            if recent {
-                                done.push((*q, p.clone(), *a));
-                            }
-                            !recent
-                        });
-                    }
+                    let xl = self.loops.of(x);
+                    let table = &self.memo.entries;
+                    let mut got = Vec::new();
+                    st.retain(|q, e, a| {
+                        let recent = table.op(e) == x
+                            && xl.iter().all(|l| {
+                                table
+                                    .tags(e)
+                                    .iter()
+                                    .any(|(tl, tg)| tl == l && *tg == IterTag::Dist(0))
+                            });
+                        if recent {
+                            got.push((q, e, a));
+                        }
+                        !recent
+                    });
+                    got.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| table.cmp(a.1, b.1)));
+                    done.extend(got);
                 }
             }
         }
-        for (q, p, a) in done {
-            v.completed(at, q, &p, a);
+        for (q, e, a) in done {
+            v.completed(at, q, &self.memo.entries.pending(e), a);
         }
     }
 
     /// The pending entries an op's shared accesses may conflict with (at least one side
-    /// writes and the footprints may overlap), with their queues and ages.
+    /// writes and the footprints may overlap), with their queues and ages: register
+    /// conflicts first, then by queue and in [`Pending`] order.
     pub fn conflicts(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, Pending, i32)> {
-        let mut out = self.register_conflicts(op, st);
-        let mine: Vec<SharedAccess> = effects(self.k, op)
-            .shared
+        self.conflict_ids(op, st)
             .into_iter()
-            .filter(|a| self.k.elem(a.mem) != ElemType::MBarrier)
-            .collect();
-        if mine.is_empty() {
+            .map(|(q, e, a)| (q, self.memo.entries.pending(e), a))
+            .collect()
+    }
+
+    /// [`Flow::conflicts`] with interned entries.
+    pub fn conflict_ids(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, EntryId, i32)> {
+        let mut out = self.register_conflicts(op, st);
+        let k = self.k;
+        let c = self.memo.consumers.entry(op).or_insert_with(|| Consumer {
+            mine: effects(k, op)
+                .shared
+                .into_iter()
+                .filter(|a| k.elem(a.mem) != ElemType::MBarrier)
+                .collect(),
+            answers: Vec::new(),
+        });
+        if c.mine.is_empty() {
             return out;
         }
-        for (q, m) in &st.queues {
-            for (p, a) in m {
-                let known = self
-                    .memo
-                    .conflicts
-                    .get(&(p.op, op))
-                    .and_then(|byt| byt.get(p.tags.as_slice()));
-                let hit = match known {
-                    Some((h, notes)) => {
-                        let h = *h;
-                        note_all(&self.overlap, notes);
-                        h
-                    }
-                    None => {
-                        // The query's own notes, whatever earlier queries noted: a later run
-                        // that reads this answer replays them (same list, same order).
-                        let saved = self.overlap.conservative.take();
-                        let h = self.may_conflict(p, op, &mine);
-                        let notes = self.overlap.conservative.replace(saved);
-                        note_all(&self.overlap, &notes);
-                        self.memo
-                            .conflicts
-                            .entry((p.op, op))
-                            .or_default()
-                            .insert(p.tags.clone(), (h, notes));
-                        h
-                    }
-                };
-                if hit {
-                    out.push((*q, p.clone(), *a));
+        // Known answers without notes are read in place; the others (unasked, or noted) are
+        // handled afterwards in `Pending` order, so that the conservative notes are raised
+        // and replayed in the order of the entries, whatever their ids.
+        let mut hits = Vec::new();
+        let mut rest = Vec::new();
+        for (q, list) in st.queues() {
+            for &(e, a) in list {
+                match c.answers.get(e.index()).copied().unwrap_or(Answer::Unasked) {
+                    Answer::No => {}
+                    Answer::Yes => hits.push((q, e, a)),
+                    Answer::Unasked | Answer::Noted(_) => rest.push((q, e, a)),
                 }
             }
         }
+        if !rest.is_empty() {
+            let table = &self.memo.entries;
+            rest.sort_by(|x, y| x.0.cmp(&y.0).then_with(|| table.cmp(x.1, y.1)));
+            for (q, e, a) in rest {
+                if self.answer(op, e) {
+                    hits.push((q, e, a));
+                }
+            }
+            let table = &self.memo.entries;
+            hits.sort_by(|x, y| x.0.cmp(&y.0).then_with(|| table.cmp(x.1, y.1)));
+        }
+        out.extend(hits);
         out
     }
 
-    /// Whether an access of `mine` (the consumer `op`'s) and one of the copy's may overlap
-    /// under the copy's tags, one of them writing.
-    fn may_conflict(&mut self, p: &Pending, op: Op, mine: &[SharedAccess]) -> bool {
-        let theirs = async_accesses(self.k, p.op);
+    /// The memoized answer for (`op`, `e`), asking the overlap engine on a miss; replays or
+    /// records the query's conservative notes.
+    fn answer(&mut self, op: Op, e: EntryId) -> bool {
+        match self.known(op, e) {
+            Answer::No => false,
+            Answer::Yes => true,
+            Answer::Noted(i) => {
+                let (h, notes) = &self.memo.noted[i as usize];
+                note_all(&self.overlap, notes);
+                *h
+            }
+            Answer::Unasked => {
+                let (h, notes) = self.decide(op, e);
+                note_all(&self.overlap, &notes);
+                self.store(op, e, h, notes);
+                h
+            }
+        }
+    }
+
+    fn known(&self, op: Op, e: EntryId) -> Answer {
+        self.memo
+            .consumers
+            .get(&op)
+            .and_then(|c| c.answers.get(e.index()).copied())
+            .unwrap_or(Answer::Unasked)
+    }
+
+    fn store(&mut self, op: Op, e: EntryId, h: bool, notes: Vec<Note>) {
+        let ans = if !notes.is_empty() {
+            self.memo.noted.push((h, notes));
+            Answer::Noted((self.memo.noted.len() - 1) as u32)
+        } else if h {
+            Answer::Yes
+        } else {
+            Answer::No
+        };
+        if let Some(c) = self.memo.consumers.get_mut(&op) {
+            if c.answers.len() <= e.index() {
+                c.answers.resize(e.index() + 1, Answer::Unasked);
+            }
+            c.answers[e.index()] = ans;
+        }
+        self.memo.answered += 1;
+    }
+
+    /// Decides whether consumer `op` may conflict with entry `e`, with the conservative
+    /// notes the query raised (not added to the overlap's list: the caller replays them).
+    ///
+    /// Two shortcuts, both exact: a copy whose accesses are all in buffers apart from the
+    /// consumer's (or neither side writes) conflicts with no execution; and when the
+    /// entry's *generalization* (its tags on loops that do not enclose both the copy and
+    /// the consumer widened to `Unknown`: any iteration of those loops) is exactly `false`
+    /// (answered without notes), so is every specialization of it, since its iteration
+    /// pairs are a subset. A generalization answering `true` or conservatively says
+    /// nothing: the entry is then asked itself.
+    fn decide(&mut self, op: Op, e: EntryId) -> (bool, Vec<Note>) {
+        let copy = self.memo.entries.op(e);
+        if self.apart(op, copy) {
+            return (false, Vec::new());
+        }
+        if let Some(g) = self.generalized(op, e)
+            && self.probe(op, g) == (false, false)
+        {
+            return (false, Vec::new());
+        }
+        let saved = self.overlap.conservative.take();
+        let h = self.may_conflict(e, op);
+        let notes = self.overlap.conservative.replace(saved);
+        (h, notes)
+    }
+
+    /// The answer for (`op`, `g`) and whether it is noted, computed and memoized if needed,
+    /// without raising its notes (they are replayed when `g` itself is asked).
+    fn probe(&mut self, op: Op, g: EntryId) -> (bool, bool) {
+        match self.known(op, g) {
+            Answer::No => (false, false),
+            Answer::Yes => (true, false),
+            Answer::Noted(i) => (self.memo.noted[i as usize].0, true),
+            Answer::Unasked => {
+                let (h, notes) = self.decide(op, g);
+                let noted = !notes.is_empty();
+                self.store(op, g, h, notes);
+                (h, noted)
+            }
+        }
+    }
+
+    /// The entry `e` with its `Pre` and `Last` tags on loops that do not enclose both the
+    /// copy and the consumer `op` made `Unknown` (the overlap query then leaves those
+    /// loops' iterations free); `None` when that changes nothing.
+    fn generalized(&mut self, op: Op, e: EntryId) -> Option<EntryId> {
+        let copy = self.memo.entries.op(e);
+        let (lx, ly) = (self.loops.of(copy), self.loops.of(op));
+        let tags = self.memo.entries.tags(e);
+        let widen = |(l, t): &(Op, IterTag)| {
+            matches!(t, IterTag::Pre(_) | IterTag::Last(_)) && !(lx.contains(l) && ly.contains(l))
+        };
+        if !tags.iter().any(widen) {
+            return None;
+        }
+        let g: Vec<(Op, IterTag)> = tags
+            .iter()
+            .map(|x| if widen(x) { (x.0, IterTag::Unknown) } else { *x })
+            .collect();
+        Some(self.memo.entries.intern(copy, &g))
+    }
+
+    /// Whether no access of `copy` and of the consumer `op` can conflict under any tags
+    /// (neither writes, or their buffers are apart). Memoized per pair.
+    fn apart(&mut self, op: Op, copy: Op) -> bool {
+        if let Some(&a) = self.memo.apart.get(&(op, copy)) {
+            return a;
+        }
+        let theirs = self.copy_accesses(copy);
+        let mine = &self.memo.consumers[&op].mine;
+        let a = theirs.iter().all(|ta| {
+            mine.iter().all(|ma| {
+                !(ta.kind.writes() || ma.kind.writes()) || self.overlap.buffers_apart(ta, ma)
+            })
+        });
+        self.memo.apart.insert((op, copy), a);
+        a
+    }
+
+    /// The async accesses of a copy (memoized).
+    fn copy_accesses(&mut self, copy: Op) -> Arc<[SharedAccess]> {
+        let k = self.k;
+        self.memo
+            .copies
+            .entry(copy)
+            .or_insert_with(|| async_accesses(k, copy).into())
+            .clone()
+    }
+
+    /// Whether an access of the consumer `op` and one of the copy's may overlap under the
+    /// copy's tags, one of them writing.
+    fn may_conflict(&mut self, e: EntryId, op: Op) -> bool {
+        let copy = self.memo.entries.op(e);
+        let theirs = self.copy_accesses(copy);
+        let mine = self
+            .memo
+            .consumers
+            .get_mut(&op)
+            .map(|c| std::mem::take(&mut c.mine))
+            .unwrap_or_default();
+        let tags = self.memo.entries.tags(e);
         let mut h = false;
-        for ta in &theirs {
-            for ma in mine {
+        for ta in theirs.iter() {
+            for ma in &mine {
                 if (ta.kind.writes() || ma.kind.writes())
-                    && self.overlap.may_overlap(p.op, ta, op, ma, &p.tags)
+                    && self.overlap.may_overlap(copy, ta, op, ma, tags)
                 {
                     h = true;
                 }
             }
         }
+        if let Some(c) = self.memo.consumers.get_mut(&op) {
+            c.mine = mine;
+        }
         h
     }
+}
+
+/// What the transfer function does with an op.
+#[derive(Clone, Debug)]
+enum OpClass {
+    /// Issues an async op on a queue.
+    Issue(Queue),
+    /// A global load (ticks the target's vector-memory counter).
+    GLoad,
+    /// Commits a group on a queue.
+    Commit(Queue),
+    MbarWait,
+    Wait(WaitKind),
+    Other,
 }
 
 impl Flow<'_> {
@@ -1152,19 +1292,24 @@ impl Flow<'_> {
     /// newest one decides the count and older ones of a chain complete with it. Also every
     /// pending execution of a wgmma that holds, as register A, a value `op` reads or
     /// redefines (docs/async.md, "Register A").
-    fn register_conflicts(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, Pending, i32)> {
+    fn register_conflicts(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, EntryId, i32)> {
+        let mut pending: Vec<(EntryId, i32)> = st.entries(Queue::Wgmma).collect();
+        if pending.is_empty() {
+            return Vec::new();
+        }
         let mut srcs = std::collections::BTreeSet::new();
         for v in crate::analysis::regdeps::consumed(self.k, op) {
             srcs.extend(self.regs.wgmma_sources(v));
         }
-        let pending: Vec<(Pending, i32)> = st
-            .entries(Queue::Wgmma)
-            .map(|(p, a)| (p.clone(), a))
-            .collect();
+        let table = &self.memo.entries;
+        pending.sort_by(|a, b| table.cmp(a.0, b.0));
         pending
             .into_iter()
-            .filter(|(p, _)| srcs.contains(&p.op) || self.regs.touches_register_a(op, p.op))
-            .map(|(p, a)| (Queue::Wgmma, p, a))
+            .filter(|(e, _)| {
+                let copy = table.op(*e);
+                srcs.contains(&copy) || self.regs.touches_register_a(op, copy)
+            })
+            .map(|(e, a)| (Queue::Wgmma, e, a))
             .collect()
     }
 }
@@ -1180,16 +1325,10 @@ fn note_all(overlap: &Overlap<'_>, notes: &[Note]) {
     }
 }
 
-fn commit(st: &mut InFlight, q: Queue) {
-    if let Some(m) = st.queues.get_mut(&q) {
-        for a in m.values_mut() {
-            *a = (*a + 1).min(AGE_CAP);
-        }
-    }
-}
-
 struct Recorder {
     c: Completions,
+    /// Index in `c.hazards` of each (consumer, entry) recorded.
+    seen: HashMap<(Op, EntryId), usize>,
 }
 
 impl Visitor for Recorder {
@@ -1203,23 +1342,23 @@ impl Visitor for Recorder {
                 &joined
             }
         };
-        for (q, p, age) in flow.conflicts(op, st) {
-            let h = InflightHazard {
-                consumer: op,
-                copy: p.op,
-                queue: q,
-                tags: p.tags,
-                age,
-            };
-            if let Some(old) = self
-                .c
-                .hazards
-                .iter_mut()
-                .find(|o| o.consumer == h.consumer && o.copy == h.copy && o.tags == h.tags)
-            {
-                old.age = old.age.min(h.age);
-            } else {
-                self.c.hazards.push(h);
+        for (q, e, age) in flow.conflict_ids(op, st) {
+            match self.seen.get(&(op, e)) {
+                Some(&i) => {
+                    let old = &mut self.c.hazards[i];
+                    old.age = old.age.min(age);
+                }
+                None => {
+                    self.seen.insert((op, e), self.c.hazards.len());
+                    let p = flow.pending(e);
+                    self.c.hazards.push(InflightHazard {
+                        consumer: op,
+                        copy: p.op,
+                        queue: q,
+                        tags: p.tags,
+                        age,
+                    });
+                }
             }
         }
     }
@@ -1252,12 +1391,10 @@ pub fn completions_memo(k: &Kernel, target: &Target, memo: &mut FlowMemo) -> Com
     let mut flow = Flow::with_memo(k, target, std::mem::take(memo));
     let mut rec = Recorder {
         c: Completions::default(),
+        seen: HashMap::default(),
     };
     let exit = join_all(&flow.run(&mut rec));
-    let mut out: BTreeSet<Op> = BTreeSet::new();
-    for m in exit.queues.values() {
-        out.extend(m.keys().map(|p| p.op));
-    }
+    let out: BTreeSet<Op> = exit.iter().map(|(_, e, _)| flow.entries().op(e)).collect();
     rec.c.outstanding_at_exit = out.into_iter().collect();
     rec.c.drained = flow
         .drained

@@ -8,6 +8,7 @@ pub mod inflight;
 pub mod layout_owners;
 pub mod nearest;
 pub mod overlap;
+pub mod pending;
 pub mod regdeps;
 pub mod symbolic;
 pub mod uniformity;

@@ -815,6 +815,21 @@ impl<'k> Overlap<'k> {
         }
     }
 
+    /// Whether two accesses are in different buffers that cannot share a byte (different
+    /// root buffers, not both placed at explicit offsets with overlapping ranges), whatever
+    /// their indices and iterations: [`Overlap::may_overlap`] answers `false` for them.
+    pub fn buffers_apart(&self, xa: &SharedAccess, ya: &SharedAccess) -> bool {
+        let (rx, ry) = (self.k.root_buffer(xa.mem), self.k.root_buffer(ya.mem));
+        if rx == ry {
+            return false;
+        }
+        let (bx, by) = (&self.k.buffers[rx], &self.k.buffers[ry]);
+        match (bx.offset, by.offset) {
+            (Some(ox), Some(oy)) => ox + bx.bytes() <= oy || oy + by.bytes() <= ox,
+            _ => true,
+        }
+    }
+
     /// Whether access `xa` of op `x` (earlier) and access `ya` of op `y` (later) may touch a
     /// common byte, with their iterations related by `tags`.
     pub fn may_overlap(
@@ -825,17 +840,8 @@ impl<'k> Overlap<'k> {
         ya: &SharedAccess,
         tags: &[(Op, IterTag)],
     ) -> bool {
-        let (rx, ry) = (self.k.root_buffer(xa.mem), self.k.root_buffer(ya.mem));
-        if rx != ry {
-            let (bx, by) = (&self.k.buffers[rx], &self.k.buffers[ry]);
-            match (bx.offset, by.offset) {
-                (Some(ox), Some(oy)) => {
-                    if ox + bx.bytes() <= oy || oy + by.bytes() <= ox {
-                        return false;
-                    }
-                }
-                _ => return false,
-            }
+        if self.buffers_apart(xa, ya) {
+            return false;
         }
         let mut ops = self.footprint_operands(xa);
         ops.extend(self.footprint_operands(ya));

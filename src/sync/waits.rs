@@ -171,21 +171,19 @@ impl Visitor for Planner {
         };
         let mut need = Need::default();
         for st in states.iter() {
-            for (q, m) in &st.queues {
-                for (p, a) in m {
-                    if !copies.contains(&(*q, p.clone())) || *a < 0 {
-                        continue;
+            for (q, e, a) in st.iter() {
+                if a < 0 || !copies.contains(&(q, flow.pending(e))) {
+                    continue;
+                }
+                let n = a as u32;
+                match q {
+                    Queue::Counter(_) => {
+                        let e = need.counters.entry(q).or_insert(n);
+                        *e = (*e).min(n);
                     }
-                    let n = *a as u32;
-                    match q {
-                        Queue::Counter(_) => {
-                            let e = need.counters.entry(*q).or_insert(n);
-                            *e = (*e).min(n);
-                        }
-                        _ => {
-                            let e = need.groups.entry(*q).or_insert((false, n));
-                            e.1 = e.1.min(n);
-                        }
+                    _ => {
+                        let e = need.groups.entry(q).or_insert((false, n));
+                        e.1 = e.1.min(n);
                     }
                 }
             }
@@ -525,11 +523,7 @@ fn loop_phase_wait(
 }
 
 fn commit_state(st: &mut InFlight, q: Queue) {
-    if let Some(m) = st.queues.get_mut(&q) {
-        for a in m.values_mut() {
-            *a += 1;
-        }
-    }
+    st.add_to_ages(q, 1);
 }
 
 /// The waits (with the commits that must precede them) a need stands for.
@@ -779,29 +773,30 @@ fn push_waits(
 fn drain_need(flow: &Flow<'_>, exit: &InFlight) -> Need {
     let kb = flow.k;
     let mut drain = Need::default();
-    for (q, m) in &exit.queues {
+    for (q, m) in exit.queues() {
         if m.is_empty() {
             continue;
         }
+        let ages = || m.iter().map(|(_, a)| *a);
         match q {
             // The largest count that still completes every outstanding copy: younger
             // operations that are not copies (plain global loads) may stay outstanding.
             Queue::Counter(_) => {
                 drain
                     .counters
-                    .insert(*q, m.values().copied().min().unwrap_or(0).max(0) as u32);
+                    .insert(q, ages().min().unwrap_or(0).max(0) as u32);
             }
             Queue::CpAsync | Queue::Bulk | Queue::Wgmma => {
-                let commit = m.values().any(|a| *a < 0);
+                let commit = ages().any(|a| a < 0);
                 let n = if commit {
                     0
                 } else {
-                    m.values().copied().min().unwrap_or(0).max(0) as u32
+                    ages().min().unwrap_or(0).max(0) as u32
                 };
-                drain.groups.insert(*q, (commit, n));
+                drain.groups.insert(q, (commit, n));
             }
             Queue::Token => {
-                for p in m.keys() {
+                for p in m.iter().map(|(e, _)| flow.pending(*e)) {
                     if let Some(t) = kb.ops[p.op].results.first()
                         && p.tags.is_empty()
                         && flow.overlap.parents.op_region[p.op] == Some(kb.body)
