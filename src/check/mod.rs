@@ -24,6 +24,7 @@ mod proof_async;
 mod proof_syncs;
 pub mod protocol;
 pub mod race;
+pub mod uniform;
 
 use std::collections::HashMap;
 
