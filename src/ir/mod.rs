@@ -8,6 +8,7 @@ pub mod kernel;
 pub mod layout;
 pub mod ops;
 pub mod induction;
+pub mod random;
 pub mod ranges;
 pub mod types;
 pub mod wgmma;
