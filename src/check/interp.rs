@@ -674,7 +674,7 @@ impl<'a> BlockExec<'a> {
 
     /// C0015: `op` consumes a value that holds a wgmma result no wait has completed.
     fn check_register_reads(&self, th: &Thread, op: Op) -> Result<(), Stop> {
-        for v in crate::analysis::regdeps::consumed(self.k, op) {
+        for v in crate::ir::wgmma::consumed(self.k, op) {
             if let Some(c) = self.pend_of(th, &Operand::Value(v)) {
                 let w = self.copy_ops.get(&c).map(|x| x.0).unwrap_or(op);
                 let t = self.cur;
