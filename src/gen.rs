@@ -38,7 +38,6 @@
 
 use std::fmt::Write as _;
 
-use crate::check::splitmix64;
 use crate::ir::Kernel;
 
 /// What the generator may produce.
@@ -98,39 +97,9 @@ pub fn random_kernel(seed: u64, cfg: &GenConfig) -> Kernel {
     }
 }
 
-/// The one seeded PRNG of the generators and the property tests: splitmix64 over a Weyl
-/// sequence (a 64-bit state, every seed valid, deterministic across platforms).
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator whose stream is fixed by `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        splitmix64(self.0)
-    }
-    /// Uniform in `0..n` (up to a bias of n / 2^64); 0 when `n` is 0.
-    pub fn below(&mut self, n: u64) -> u64 {
-        let x = self.next_u64();
-        if n == 0 { 0 } else { x % n }
-    }
-    /// True with probability `num / den`.
-    pub fn chance(&mut self, num: u64, den: u64) -> bool {
-        self.below(den) < num
-    }
-    /// Uniform in `0..len`; 0 when `len` is 0.
-    pub fn index(&mut self, len: usize) -> usize {
-        self.below(len as u64) as usize
-    }
-    /// A uniformly chosen element of a non-empty slice.
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
+/// The one seeded PRNG of the generators and the property tests (it lives in the IR, which
+/// the interpreter shares: [`crate::ir::random`]).
+pub use crate::ir::random::Rng;
 
 struct Buf {
     name: String,
@@ -186,7 +155,7 @@ pub fn random_kernel_text(seed: u64, cfg: &GenConfig) -> String {
 
 impl<'a> Gen<'a> {
     fn new(seed: u64, cfg: &'a GenConfig) -> Self {
-        let mut rng = Rng(seed ^ 0x5EED_0000_0000_0000);
+        let mut rng = Rng::new(seed ^ 0x5EED_0000_0000_0000);
         let lo = cfg.min_threads.max(1) as u64;
         let hi = cfg.max_threads.max(cfg.min_threads).max(1) as u64;
         let threads = lo + rng.below(hi - lo + 1);

@@ -587,48 +587,59 @@ kernel @dl(%out: global i32[64]) block(64) {
     );
 }
 
-#[test]
-fn execution_errors_carry_the_op_span() {
-    let oob = r#"
+/// The execution errors of the interpreter: (kernel, code, line of the op the error names).
+const EXEC_ERRORS: [(&str, &str, usize); 3] = [
+    (
+        r#"
 kernel @oob(%out: global i32[64]) block(64) {
   shared @s : i32[64]
   %t = tid.x
   %u = add %t, 1
   store @s[%u], %t
 }
-"#;
-    let r = check_race_free(&parse(oob), &interp_only());
-    let Verdict::ExecError(d) = &r.verdict else {
-        panic!("{:?}", r.verdict)
-    };
-    assert_eq!(line_number(oob, d.primary_span().unwrap()), Some(6));
-    let div0 = r#"
+"#,
+        "C0004",
+        6,
+    ),
+    (
+        r#"
 kernel @div0(%out: global i32[64]) block(64) {
   %t = tid.x
   %q = div 10, %t
   gstore %out[%t], %q
 }
-"#;
-    let r = check_race_free(&parse(div0), &interp_only());
-    assert!(
-        matches!(r.verdict, Verdict::ExecError(ref d) if d.code == "C0005"),
-        "{:?}",
-        r.verdict
-    );
-    let uninit = r#"
+"#,
+        "C0005",
+        4,
+    ),
+    (
+        r#"
 kernel @uninit(%out: global i32[64]) block(64) {
   shared @s : i32[64]
   %t = tid.x
   %x = load @s[%t]
   gstore %out[%t], %x
 }
-"#;
-    let r = check_race_free(&parse(uninit), &interp_only());
-    assert!(
-        matches!(r.verdict, Verdict::ExecError(ref d) if d.code == "C0006"),
-        "{:?}",
-        r.verdict
-    );
+"#,
+        "C0006",
+        5,
+    ),
+];
+
+#[test]
+fn execution_errors_carry_their_code_and_the_op_span() {
+    for (src, code, line) in EXEC_ERRORS {
+        let r = check_race_free(&parse(src), &interp_only());
+        let Verdict::ExecError(d) = &r.verdict else {
+            panic!("{code}: {:?}", r.verdict)
+        };
+        assert_eq!(d.code, code, "{d:?}");
+        assert_eq!(
+            line_number(src, d.primary_span().unwrap()),
+            Some(line),
+            "{code}"
+        );
+    }
 }
 
 #[test]

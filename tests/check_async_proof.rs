@@ -12,6 +12,9 @@ use smemsync::check::proof::prove;
 use smemsync::check::{CheckOptions, Verdict, check_race_free};
 use smemsync::r#gen::{GenConfig, random_kernel_text};
 
+mod common;
+use common::parse_verified as parse;
+
 fn smemsync(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
         .args(args)
@@ -24,10 +27,6 @@ fn smemsync(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn parse(text: &str) -> smemsync::ir::Kernel {
-    smemsync::reader::parse_kernel(text).unwrap_or_else(|e| panic!("{e:?}\n{text}"))
 }
 
 /// The two GEMMs after `smemsync sync --target sm_90`: the bench kernel and

@@ -17,6 +17,7 @@
 //! exercised enough.
 
 use smemsync::check::splitmix64;
+use smemsync::r#gen::Rng;
 use smemsync::oracles::{Case, Tally, outputs, plan_objectives_oracle, planned_ok};
 use smemsync::sync::PlaceOptions;
 use smemsync::sync::driver::synchronize;
@@ -63,11 +64,8 @@ enum Use {
 
 /// A random kernel with one loop over `n` buffers (see the module doc) and its buffer uses.
 fn loop_kernel(seed: u64) -> (String, Vec<Use>) {
-    let mut r = seed;
-    let mut next = |m: u64| {
-        r = splitmix64(r);
-        r % m
-    };
+    let mut r = Rng::new(seed);
+    let mut next = |m: u64| r.below(m);
     let b = [32u64, 64, 128][next(3) as usize];
     let n = 2 + next(3) as usize;
     let trips = 2 + next(3);
@@ -182,11 +180,8 @@ fn loop_private_buffers_share_bytes_and_loop_carried_ones_never_do() {
 /// may take `@h`'s bytes depends on `r1` and `r2`: a write must not land on a slot a later
 /// iteration still reads, so exactly when `r1 == r2` (the second result).
 fn hand_off_kernel(seed: u64) -> (String, bool) {
-    let mut r = seed ^ 0x4A4D;
-    let mut next = |m: u64| {
-        r = splitmix64(r);
-        r % m
-    };
+    let mut r = Rng::new(seed ^ 0x4A4D);
+    let mut next = |m: u64| r.below(m);
     let b = [32u64, 64][next(2) as usize];
     let trips = 2 + next(3);
     let (r1, r2) = (next(trips), next(trips));
@@ -260,11 +255,8 @@ enum Place {
 /// share bytes with (an independent statement of the ring's liveness: the slots holding data
 /// while the scratch buffer is used, by construction).
 fn ring_kernel(seed: u64) -> (String, Vec<Vec<u64>>) {
-    let mut r = seed ^ 0x5106;
-    let mut next = |m: u64| {
-        r = splitmix64(r);
-        r % m
-    };
+    let mut r = Rng::new(seed ^ 0x5106);
+    let mut next = |m: u64| r.below(m);
     let b = [32u64, 64][next(2) as usize];
     let s = 2 + next(3);
     let p = 1 + next(s - 1);

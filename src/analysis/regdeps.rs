@@ -19,29 +19,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::ir::*;
 
-/// The values `op` consumes: every value operand except moves (the operands of `yield`, the
-/// initial values of `for`/`while`) and a `wgmma`'s accumulator (chaining). A wgmma's
-/// register A operands are consumed (read at issue).
-pub fn consumed(k: &Kernel, op: Op) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut push = |o: &Operand| {
-        if let Operand::Value(v) = o {
-            out.push(*v);
-        }
-    };
-    match &k.ops[op].kind {
-        OpKind::Yield(_) | OpKind::While { .. } => {}
-        OpKind::For { lo, hi, step, .. } => {
-            push(lo);
-            push(hi);
-            push(step);
-        }
-        // Register A is consumed at issue; the accumulator is chained.
-        OpKind::Wgmma { a, .. } => a.regs().iter().for_each(&mut push),
-        kind => kind.for_each_operand(|o| push(&o)),
-    }
-    out
-}
+/// The values `op` consumes (an IR fact, shared with the checker's interpreter, which may use
+/// only `crate::ir`): see [`crate::ir::wgmma::consumed`].
+pub use crate::ir::wgmma::consumed;
 
 /// Memoized [`RegSources::wgmma_sources`] over one kernel.
 pub struct RegSources<'k> {

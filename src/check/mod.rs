@@ -9,9 +9,10 @@
 //! every global buffer, which differential tests compare before/after synchronization and
 //! against the GPU.
 //!
-//! Independence: this module shares only the IR (`crate::ir`, including the effects table)
-//! with the placer; it never uses `crate::analysis` or `crate::sync`. Its model is written
-//! down in docs/checker.md.
+//! Independence: this module shares only the IR (`crate::ir`, including the effects table,
+//! the register facts of `ir::wgmma` and the seeded PRNG of `ir::random`) with the placer; it
+//! never uses `crate::analysis` or `crate::sync`, and computes its own uniformity
+//! ([`uniform`]). Its model is written down in docs/checker.md.
 //!
 //! Complexity: the static mode is O(accesses^2 x instances) per buffer at worst; interpretation is
 //! O(schedules x ops executed) plus O(threads x clock slots) per block-wide sync op.
@@ -24,6 +25,7 @@ mod proof_async;
 mod proof_syncs;
 pub mod protocol;
 pub mod race;
+pub mod uniform;
 
 use std::collections::HashMap;
 

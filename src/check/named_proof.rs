@@ -191,6 +191,18 @@ fn guard_by_iterations(
     }
 }
 
+/// The dependency graph of the roles' named ops, folded over the iterations: edges
+/// `(from, to, iteration delta)`, and the arrivals to check (arrive op, the other role's sync
+/// of its phase, the delta a path may take between them).
+struct Folded<'a> {
+    k: &'a Kernel,
+    threads: [u32; 2],
+    ops: &'a [NOp],
+    loops: &'a [Option<Op>],
+    edges: Vec<(usize, usize, i64)>,
+    arrivals: Vec<(usize, usize, i64)>,
+}
+
 fn prove(
     k: &Kernel,
     br: Op,
@@ -198,11 +210,43 @@ fn prove(
     ops: &[NOp],
     loops: &[Option<Op>],
 ) -> Result<HandshakeVerdict, String> {
+    let _ = br;
     let n = ops.len();
-    // (from, to, delta)
-    let mut edges: Vec<(usize, usize, i64)> = Vec::new();
+    let mut f = Folded {
+        k,
+        threads,
+        ops,
+        loops,
+        edges: program_order(ops),
+        arrivals: Vec::new(),
+    };
+    let mut ids: Vec<u32> = ops.iter().map(|o| o.id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    for id in ids {
+        if let Some(d) = f.pair(id)? {
+            return Ok(HandshakeVerdict::Refuted(Box::new(d)));
+        }
+    }
+    if let Some(d) = f.waiting_cycle() {
+        return Ok(HandshakeVerdict::Refuted(Box::new(d)));
+    }
+    for &(arr, other, limit) in &f.arrivals {
+        let dist = shortest(n, &f.edges, other);
+        if dist[arr].is_none_or(|d| d > limit) {
+            return Err(format!("named barrier {}: a thread of {} may arrive again before the phase it arrived in completes", ops[arr].id, role(ops[arr].arm)));
+        }
+    }
+    Ok(HandshakeVerdict::Proved(format!(
+        "named-barrier handshakes ({n} ops) proved for every trip count: each phase pairs one iteration of each role with the full count, no cycle of waiting roles, no thread arrives twice in a phase"
+    )))
+}
+
+/// Program order within each role: delta 0 along the body, +1 from its last op to its first.
+fn program_order(ops: &[NOp]) -> Vec<(usize, usize, i64)> {
+    let mut edges = Vec::new();
     for arm in 0..2 {
-        let idx: Vec<usize> = (0..n).filter(|&i| ops[i].arm == arm).collect();
+        let idx: Vec<usize> = (0..ops.len()).filter(|&i| ops[i].arm == arm).collect();
         for w in idx.windows(2) {
             edges.push((w[0], w[1], 0));
         }
@@ -210,64 +254,71 @@ fn prove(
             edges.push((l, f, 1));
         }
     }
-    let mut ids: Vec<u32> = ops.iter().map(|o| o.id).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    // For the arrival check: (arrive op, other role's sync, delta the path may take).
-    let mut arrivals: Vec<(usize, usize, i64)> = Vec::new();
-    for id in ids {
-        let on: Vec<usize> = (0..n).filter(|&i| ops[i].id == id).collect();
+    edges
+}
+
+impl Folded<'_> {
+    /// Adds the edges and arrival checks of barrier `id`: Ok(Some) refutes the handshake
+    /// (C0021, counts that do not add up), Err declines the proof.
+    fn pair(&mut self, id: u32) -> Result<Option<Diagnostic>, String> {
+        let (k, ops) = (self.k, self.ops);
+        let on: Vec<usize> = (0..ops.len()).filter(|&i| ops[i].id == id).collect();
         let (a, b): (Vec<usize>, Vec<usize>) = on.iter().partition(|&&i| ops[i].arm == 0);
-        match (a.as_slice(), b.as_slice()) {
+        let (x, y) = match (a.as_slice(), b.as_slice()) {
             ([x], []) | ([], [x]) => {
                 // A barrier of one role: every thread of the arm syncs each iteration.
                 let o = &ops[*x];
-                if !o.sync || o.count != threads[o.arm] || o.guard != Guard::Always {
+                if !o.sync || o.count != self.threads[o.arm] || o.guard != Guard::Always {
                     return Err(format!("named barrier {id} is used by one role but is not a sync of all its threads"));
                 }
+                return Ok(None);
             }
-            ([x], [y]) => {
-                let (x, y) = (*x, *y);
-                if loops[0].map(|l| bounds(k, l)) != loops[1].map(|l| bounds(k, l)) {
-                    return Err("the roles' loops have different bounds".into());
-                }
-                let c = threads[0] + threads[1];
-                if ops[x].count != c || ops[y].count != c {
-                    let d = Diagnostic::error(DiagKind::Finding, "C0021", format!("named barrier {id} counts {} threads, but the two roles bring {c} to each phase", ops[x].count))
-                        .with_label(k.span(ops[x].op), "one role's op")
-                        .with_label(k.span(ops[y].op), "the other role's op");
-                    return Ok(HandshakeVerdict::Refuted(Box::new(d)));
-                }
-                // it(x) - it(y) at one phase.
-                let shift = match (ops[x].guard, ops[y].guard) {
-                    (Guard::Always, Guard::Always) => 0,
-                    (Guard::NotFirst, Guard::NotLast) => 1,
-                    (Guard::NotLast, Guard::NotFirst) => -1,
-                    _ => return Err(format!("the guards of named barrier {id} do not pair the roles' iterations one to one")),
-                };
-                if ops[y].sync {
-                    edges.push((x, y, -shift));
-                }
-                if ops[x].sync {
-                    edges.push((y, x, shift));
-                }
-                for (arr, other, s) in [(x, y, shift), (y, x, -shift)] {
-                    if !ops[arr].sync {
-                        if !ops[other].sync {
-                            return Err(format!("named barrier {id}: neither role waits on it"));
-                        }
-                        // From the other role's sync at phase p to this arrival at phase p + 1:
-                        // it(arr, p + 1) - it(other, p) = s + 1.
-                        arrivals.push((arr, other, s + 1));
-                    }
-                }
-            }
+            ([x], [y]) => (*x, *y),
             _ => return Err(format!("named barrier {id} is used more than once in a role's iteration")),
+        };
+        if self.loops[0].map(|l| bounds(k, l)) != self.loops[1].map(|l| bounds(k, l)) {
+            return Err("the roles' loops have different bounds".into());
         }
+        let c = self.threads[0] + self.threads[1];
+        if ops[x].count != c || ops[y].count != c {
+            let d = Diagnostic::error(DiagKind::Finding, "C0021", format!("named barrier {id} counts {} threads, but the two roles bring {c} to each phase", ops[x].count))
+                .with_label(k.span(ops[x].op), "one role's op")
+                .with_label(k.span(ops[y].op), "the other role's op");
+            return Ok(Some(d));
+        }
+        // it(x) - it(y) at one phase.
+        let shift = match (ops[x].guard, ops[y].guard) {
+            (Guard::Always, Guard::Always) => 0,
+            (Guard::NotFirst, Guard::NotLast) => 1,
+            (Guard::NotLast, Guard::NotFirst) => -1,
+            _ => return Err(format!("the guards of named barrier {id} do not pair the roles' iterations one to one")),
+        };
+        if ops[y].sync {
+            self.edges.push((x, y, -shift));
+        }
+        if ops[x].sync {
+            self.edges.push((y, x, shift));
+        }
+        for (arr, other, s) in [(x, y, shift), (y, x, -shift)] {
+            if !ops[arr].sync {
+                if !ops[other].sync {
+                    return Err(format!("named barrier {id}: neither role waits on it"));
+                }
+                // From the other role's sync at phase p to this arrival at phase p + 1:
+                // it(arr, p + 1) - it(other, p) = s + 1.
+                self.arrivals.push((arr, other, s + 1));
+            }
+        }
+        Ok(None)
     }
-    let big = n as i64 + 1;
-    let weighted: Vec<(usize, usize, i64)> = edges.iter().map(|&(a, b, d)| (a, b, d * big - 1)).collect();
-    if let Some(cyc) = negative_cycle(n, &weighted) {
+
+    /// C0020 when the roles wait on each other in a cycle of total delta <= 0.
+    fn waiting_cycle(&self) -> Option<Diagnostic> {
+        let ops = self.ops;
+        let big = ops.len() as i64 + 1;
+        let weighted: Vec<(usize, usize, i64)> =
+            self.edges.iter().map(|&(a, b, d)| (a, b, d * big - 1)).collect();
+        let cyc = negative_cycle(ops.len(), &weighted)?;
         let steps: Vec<String> = cyc
             .iter()
             .filter(|&&i| ops[i].sync)
@@ -276,21 +327,11 @@ fn prove(
         let mut d = Diagnostic::error(DiagKind::Finding, "C0020", format!("deadlock once the loop runs long enough: {} (a cycle)", steps.join(" -> ")));
         for &i in &cyc {
             if ops[i].sync {
-                d = d.with_label(k.span(ops[i].op), format!("{} waits here", role(ops[i].arm)));
+                d = d.with_label(self.k.span(ops[i].op), format!("{} waits here", role(ops[i].arm)));
             }
         }
-        let _ = br;
-        return Ok(HandshakeVerdict::Refuted(Box::new(d)));
+        Some(d)
     }
-    for (arr, other, limit) in arrivals {
-        let dist = shortest(n, &edges, other);
-        if dist[arr].is_none_or(|d| d > limit) {
-            return Err(format!("named barrier {}: a thread of {} may arrive again before the phase it arrived in completes", ops[arr].id, role(ops[arr].arm)));
-        }
-    }
-    Ok(HandshakeVerdict::Proved(format!(
-        "named-barrier handshakes ({n} ops) proved for every trip count: each phase pairs one iteration of each role with the full count, no cycle of waiting roles, no thread arrives twice in a phase"
-    )))
 }
 
 fn role(arm: usize) -> &'static str {

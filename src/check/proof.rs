@@ -53,7 +53,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::interp::{Val, binary};
 use super::proof_async::Enumerated;
-use crate::emit::text::op_label;
+use super::uniform::{self, Loads};
+use crate::ir::text::op_label;
 use crate::ir::ranges::Ranges;
 use crate::ir::*;
 use crate::ir::arith::{gcd, lcm};
@@ -63,7 +64,7 @@ use crate::target::Target;
 pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     let warp = target.map_or(32, |t| t.warp as i64);
     preconditions(k)?;
-    let td = thread_dependent(k);
+    let td = uniform::thread_dependent(k, Loads::ThreadDependent);
     let ranges = Ranges::new(k);
     barriers_uniform(k, &td)?;
     super::proof_syncs::syncs_reasoned(k, &td, warp as u32, &mut |c| warp_uniform(k, warp, c))?;
@@ -555,132 +556,6 @@ fn preconditions(k: &Kernel) -> Result<(), String> {
     Ok(())
 }
 
-/// Values that may differ between threads (greatest fixpoint from "all uniform").
-fn thread_dependent(k: &Kernel) -> HashSet<Value> {
-    let mut td: HashSet<Value> = HashSet::new();
-    loop {
-        let before = td.len();
-        walk_td(k, k.body, false, &mut td);
-        if td.len() == before {
-            return td;
-        }
-    }
-}
-
-fn opnd_td(td: &HashSet<Value>, o: &Operand) -> bool {
-    o.value().is_some_and(|v| td.contains(&v))
-}
-
-fn walk_td(k: &Kernel, r: Region, div: bool, td: &mut HashSet<Value>) {
-    for &op in &k.regions[r].ops {
-        let od = &k.ops[op];
-        let mark = |td: &mut HashSet<Value>, yes: bool| {
-            if yes {
-                for v in &od.results {
-                    td.insert(*v);
-                }
-            }
-        };
-        match &od.kind {
-            OpKind::Const(_) | OpKind::ViewDef(_) => mark(td, div),
-            OpKind::Special(s) => mark(td, div || s.is_thread_dependent()),
-            OpKind::InGroup(_) => mark(td, true),
-            OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => {
-                let y = div || opnd_td(td, a) || opnd_td(td, b);
-                mark(td, y)
-            }
-            OpKind::Unary(_, a) | OpKind::Cast(_, a) => {
-                let y = div || opnd_td(td, a);
-                mark(td, y)
-            }
-            OpKind::Select(c, a, b) => {
-                let y = div || opnd_td(td, c) || opnd_td(td, a) || opnd_td(td, b);
-                mark(td, y)
-            }
-            OpKind::Compute { args, .. } => {
-                let y = div || args.iter().any(|a| opnd_td(td, a));
-                mark(td, y)
-            }
-            OpKind::For { lo, hi, step, init } => {
-                let body = od.regions[0];
-                let args = k.regions[body].args.clone();
-                let bounds = div || opnd_td(td, lo) || opnd_td(td, hi) || opnd_td(td, step);
-                if bounds {
-                    td.insert(args[0]);
-                }
-                let yields = region_yield(k, body);
-                for (i, a) in args[1..].iter().enumerate() {
-                    let y = bounds
-                        || init.get(i).is_some_and(|o| opnd_td(td, o))
-                        || yields.get(i).is_some_and(|o| opnd_td(td, o));
-                    if y {
-                        td.insert(*a);
-                        if let Some(r) = od.results.get(i) {
-                            td.insert(*r);
-                        }
-                    }
-                }
-                walk_td(k, body, bounds, td);
-            }
-            OpKind::If { cond } => {
-                let c = div || opnd_td(td, cond);
-                for &arm in &od.regions {
-                    walk_td(k, arm, c, td);
-                }
-                let ya = region_yield(k, od.regions[0]);
-                let yb = region_yield(k, od.regions[1]);
-                for (i, r) in od.results.iter().enumerate() {
-                    if c || ya.get(i).is_some_and(|o| opnd_td(td, o))
-                        || yb.get(i).is_some_and(|o| opnd_td(td, o))
-                    {
-                        td.insert(*r);
-                    }
-                }
-            }
-            OpKind::While { init } => {
-                let (cr, br) = (od.regions[0], od.regions[1]);
-                let cond = k.regions[cr]
-                    .ops
-                    .last()
-                    .and_then(|o| match &k.ops[*o].kind {
-                        OpKind::Condition(c) => Some(*c),
-                        _ => None,
-                    });
-                let ctd = div || cond.is_some_and(|c| opnd_td(td, &c));
-                let yields = region_yield(k, br);
-                for (i, ini) in init.iter().enumerate() {
-                    let y =
-                        ctd || opnd_td(td, ini) || yields.get(i).is_some_and(|o| opnd_td(td, o));
-                    if y {
-                        for v in [
-                            k.regions[cr].args.get(i),
-                            k.regions[br].args.get(i),
-                            od.results.get(i),
-                        ]
-                        .into_iter()
-                        .flatten()
-                        {
-                            td.insert(*v);
-                        }
-                    }
-                }
-                walk_td(k, cr, div, td);
-                walk_td(k, br, ctd, td);
-            }
-            OpKind::Stage { .. } => walk_td(k, od.regions[0], div, td),
-            // Memory results: conservatively thread-dependent.
-            _ => mark(td, true),
-        }
-    }
-}
-
-fn region_yield(k: &Kernel, r: Region) -> Vec<Operand> {
-    match k.regions[r].ops.last().map(|o| &k.ops[*o].kind) {
-        Some(OpKind::Yield(v)) => v.clone(),
-        _ => Vec::new(),
-    }
-}
-
 fn barriers_uniform(k: &Kernel, td: &HashSet<Value>) -> Result<(), String> {
     fn go(k: &Kernel, r: Region, div: bool, td: &HashSet<Value>) -> Result<(), String> {
         for &op in &k.regions[r].ops {
@@ -691,24 +566,7 @@ fn barriers_uniform(k: &Kernel, td: &HashSet<Value>) -> Result<(), String> {
                     op_at(k, op)
                 ));
             }
-            let d = match &od.kind {
-                OpKind::For { lo, hi, step, .. } => {
-                    div || opnd_td(td, lo) || opnd_td(td, hi) || opnd_td(td, step)
-                }
-                OpKind::If { cond } => div || opnd_td(td, cond),
-                OpKind::While { .. } => {
-                    let cr = od.regions[0];
-                    let c = k.regions[cr]
-                        .ops
-                        .last()
-                        .and_then(|o| match &k.ops[*o].kind {
-                            OpKind::Condition(c) => Some(*c),
-                            _ => None,
-                        });
-                    div || c.is_none_or(|c| opnd_td(td, &c))
-                }
-                _ => div,
-            };
+            let d = div || uniform::divergent_control(k, td, op);
             for &c in &od.regions {
                 go(k, c, d, td)?;
             }
@@ -1406,7 +1264,7 @@ pub(super) fn collide_related(
     None
 }
 
-/// An op as proof messages name it: its text (`emit::text::op_label`) and, where it has a
+/// An op as proof messages name it: its text (`ir::text::op_label`) and, where it has a
 /// source span, `at byte N`, which the CLI turns into a line number.
 pub(super) fn op_at(k: &Kernel, op: Op) -> String {
     let s = k.span(op);

@@ -20,11 +20,12 @@
 //! the whole block. Whether `n` threads really arrive in each phase depends on which threads run
 //! which branch; the interpreter checks that dynamically.
 //!
-//! Uniformity is computed here independently of the placer's analysis (the checker shares only
-//! the IR and the effects table with placement). Complexity: O(ops · ids · loop depth).
+//! Uniformity comes from the checker's own [`super::uniform`] (loads by their indices, as
+//! docs/ir.md defines it), independent of the placer's. Complexity: O(ops · ids · loop depth).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::uniform::{self, Loads, divergent_control};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::*;
 
@@ -53,7 +54,7 @@ fn join(a: &State, b: &State) -> State {
 
 /// Checks the split- and named-barrier protocol of a kernel for a warp width.
 pub fn check_protocol(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
-    let divergent = thread_dependent_values(k);
+    let divergent = uniform::thread_dependent(k, Loads::ByIndex);
     let mut v = Protocol {
         k,
         divergent,
@@ -95,10 +96,6 @@ impl Protocol<'_> {
                     .with_help(help),
             );
         }
-    }
-
-    fn operand_divergent(&self, o: &Operand) -> bool {
-        o.value().is_some_and(|v| self.divergent.contains(&v))
     }
 
     fn region(&mut self, r: Region, mut s: State, in_divergent_loop: bool) -> State {
@@ -149,8 +146,8 @@ impl Protocol<'_> {
                 }
                 out
             }
-            OpKind::If { cond } => {
-                let div = self.operand_divergent(cond);
+            OpKind::If { .. } => {
+                let div = divergent_control(k, &self.divergent, op);
                 let a = self.region(od.regions[0], s.clone(), in_div_loop);
                 let b = self.region(od.regions[1], s, in_div_loop);
                 if div && a != b {
@@ -159,25 +156,14 @@ impl Protocol<'_> {
                 }
                 join(&a, &b)
             }
-            OpKind::For { lo, hi, step, .. } => {
-                let div = in_div_loop || [lo, hi, step].iter().any(|o| self.operand_divergent(o));
+            OpKind::For { .. } => {
+                let div = in_div_loop || divergent_control(k, &self.divergent, op);
                 self.fixpoint(od.regions[0], None, s, div)
             }
             OpKind::While { .. } => {
                 // The condition region runs at least once; the body zero or more times.
-                let cond_div =
-                    self.k.regions[od.regions[0]].ops.last().is_none_or(|&l| {
-                        match &self.k.ops[l].kind {
-                            OpKind::Condition(c) => self.operand_divergent(c),
-                            _ => true,
-                        }
-                    });
-                self.fixpoint(
-                    od.regions[1],
-                    Some(od.regions[0]),
-                    s,
-                    in_div_loop || cond_div,
-                )
+                let div = in_div_loop || divergent_control(k, &self.divergent, op);
+                self.fixpoint(od.regions[1], Some(od.regions[0]), s, div)
             }
             OpKind::Stage { .. } => self.region(od.regions[0], s, in_div_loop),
             _ => s,
@@ -280,123 +266,6 @@ impl Protocol<'_> {
     }
 }
 
-/// Values that may differ between the threads of a block (docs/ir.md, "Uniformity"): a
-/// forward pass over the kernel; loop-carried values are iterated to a fixpoint.
-pub fn thread_dependent_values(k: &Kernel) -> HashSet<Value> {
-    let mut dep = HashSet::new();
-    loop {
-        let before = dep.len();
-        mark_region(k, k.body, false, &mut dep);
-        if dep.len() == before {
-            return dep;
-        }
-    }
-}
-
-fn mark_region(k: &Kernel, r: Region, under_div: bool, dep: &mut HashSet<Value>) {
-    for &op in &k.regions[r].ops {
-        let od = &k.ops[op];
-        let is_dep =
-            |o: &Operand, dep: &HashSet<Value>| o.value().is_some_and(|v| dep.contains(&v));
-        let any = |os: &[Operand], dep: &HashSet<Value>| os.iter().any(|o| is_dep(o, dep));
-        let result_dep = under_div
-            || match &od.kind {
-                OpKind::Special(s) => s.is_thread_dependent(),
-                OpKind::InGroup(_) => true,
-                OpKind::Atomic { .. }
-                | OpKind::GAtomic { .. }
-                | OpKind::LocalLoad { .. }
-                | OpKind::Wgmma { .. } => true,
-                OpKind::Const(_) => false,
-                OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => is_dep(a, dep) || is_dep(b, dep),
-                OpKind::Unary(_, a) | OpKind::Cast(_, a) => is_dep(a, dep),
-                OpKind::Select(c, a, b) => is_dep(c, dep) || is_dep(a, dep) || is_dep(b, dep),
-                OpKind::Compute { args, .. } => any(args, dep),
-                OpKind::Load { index, .. } | OpKind::GLoad { index, .. } => any(index, dep),
-                OpKind::If { cond } => is_dep(cond, dep) || yields(k, &od.regions, dep),
-                _ => od.results.iter().any(|v| dep.contains(v)),
-            };
-        if result_dep {
-            dep.extend(od.results.iter().copied());
-        }
-        match &od.kind {
-            OpKind::For { lo, hi, step, init } => {
-                let div = under_div || is_dep(lo, dep) || is_dep(hi, dep) || is_dep(step, dep);
-                let body = od.regions[0];
-                let args = k.regions[body].args.clone();
-                if div {
-                    dep.extend(args.iter().copied());
-                }
-                for (i, o) in init.iter().enumerate() {
-                    if is_dep(o, dep) {
-                        dep.insert(args[i + 1]);
-                        dep.insert(od.results[i]);
-                    }
-                }
-                if let Some(&last) = k.regions[body].ops.last()
-                    && let OpKind::Yield(vs) = &k.ops[last].kind
-                {
-                    for (i, o) in vs.iter().enumerate() {
-                        if is_dep(o, dep) {
-                            dep.insert(args[i + 1]);
-                            dep.insert(od.results[i]);
-                        }
-                    }
-                }
-                mark_region(k, body, div, dep);
-            }
-            OpKind::If { cond } => {
-                let div = under_div || is_dep(cond, dep);
-                mark_region(k, od.regions[0], div, dep);
-                mark_region(k, od.regions[1], div, dep);
-            }
-            OpKind::While { init } => {
-                let (before, after) = (od.regions[0], od.regions[1]);
-                let cond_dep = |dep: &HashSet<Value>| {
-                    k.regions[before]
-                        .ops
-                        .last()
-                        .is_some_and(|&l| match &k.ops[l].kind {
-                            OpKind::Condition(c) => is_dep(c, dep),
-                            _ => true,
-                        })
-                };
-                let div = under_div || cond_dep(dep);
-                let body_yield: Vec<bool> =
-                    match k.regions[after].ops.last().map(|&l| &k.ops[l].kind) {
-                        Some(OpKind::Yield(vs)) => vs.iter().map(|o| is_dep(o, dep)).collect(),
-                        _ => vec![],
-                    };
-                for (i, o) in init.iter().enumerate() {
-                    if div || is_dep(o, dep) || body_yield.get(i).copied().unwrap_or(false) {
-                        dep.insert(k.regions[before].args[i]);
-                        dep.insert(k.regions[after].args[i]);
-                        dep.insert(od.results[i]);
-                    }
-                }
-                mark_region(k, before, div, dep);
-                mark_region(k, after, div, dep);
-            }
-            OpKind::Stage { .. } => mark_region(k, od.regions[0], under_div, dep),
-            _ => {}
-        }
-    }
-}
-
-fn yields(k: &Kernel, regions: &[Region], dep: &HashSet<Value>) -> bool {
-    regions.iter().any(|&r| {
-        k.regions[r]
-            .ops
-            .last()
-            .is_some_and(|&l| match &k.ops[l].kind {
-                OpKind::Yield(vs) => vs
-                    .iter()
-                    .any(|o| o.value().is_some_and(|v| dep.contains(&v))),
-                _ => false,
-            })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,18 +366,5 @@ mod tests {
         ))
         .expect("example");
         assert!(codes(&src).is_empty());
-    }
-
-    #[test]
-    fn uniformity_follows_loop_carried_values() {
-        let k = parse_kernel("kernel @k() block(64) {\n %t = tid.x\n %r = for %i = 0 to 4 step 1 iter(%a = 0) {\n %b = add %a, %t\n yield %b\n }\n %u = for %j = 0 to 4 step 1 iter(%c = 0) {\n %d = add %c, 1\n yield %d\n }\n}").expect("parses");
-        let dep = thread_dependent_values(&k);
-        let r = k
-            .ops_in_order()
-            .into_iter()
-            .filter(|&o| matches!(k.ops[o].kind, OpKind::For { .. }))
-            .collect::<Vec<_>>();
-        assert!(dep.contains(&k.ops[r[0]].results[0]));
-        assert!(!dep.contains(&k.ops[r[1]].results[0]));
     }
 }

@@ -388,42 +388,7 @@ impl RaceState {
             let Some(cell) = self.cells.get(gi) else {
                 continue;
             };
-            if async_proxy
-                && let Some(w) = cell.writes.iter().find(|w| {
-                    w.copy == NO_COPY && !w.kind.is_async() && !self.fenced_for(w, t)
-                })
-            {
-                // Unordered writes are races, reported below as such.
-                let ordered = self.ordered(w, &acc, t);
-                if ordered {
-                    return Err(Conflict {
-                        earlier: *w,
-                        later: acc,
-                        missing_fence: true,
-                    });
-                }
-            }
-            // Check against earlier writes (every access) and reads (writes only).
-            for w in &cell.writes {
-                if !compatible(w, &acc) && !self.ordered(w, &acc, t) {
-                    return Err(Conflict {
-                        earlier: *w,
-                        later: acc,
-                        missing_fence: false,
-                    });
-                }
-            }
-            if acc.kind.writes() {
-                for r in &cell.reads {
-                    if !self.ordered(r, &acc, t) {
-                        return Err(Conflict {
-                            earlier: *r,
-                            later: acc,
-                            missing_fence: false,
-                        });
-                    }
-                }
-            }
+            self.conflict(cell, &acc, t, async_proxy)?;
             // A copy of an op instance already recorded here writes the same data: one
             // record stands for all of them (see docs/checker.md).
             if acc.kind == AccKind::AsyncWrite
@@ -434,45 +399,90 @@ impl RaceState {
             {
                 continue;
             }
-            // Update.
-            let mut cell = std::mem::take(&mut self.cells[gi]);
-            match acc.kind {
-                AccKind::Read | AccKind::AsyncRead => {
-                    if acc.copy == NO_COPY {
-                        // A read implies an earlier one only when it is ordered after it as a
-                        // later access would need (so a read of a blindly aliasing buffer
-                        // stays until a block-wide barrier).
-                        cell.reads.retain(|r| !self.ordered(r, &acc, t));
-                    }
-                    cell.reads.push(acc);
-                }
-                AccKind::Write => {
-                    cell.writes.clear();
-                    cell.writes.push(acc);
-                    cell.reads.clear();
-                }
-                AccKind::Atomic(_) | AccKind::AsyncWrite => {
-                    // Keep compatible unordered writes; drop those this one follows.
-                    let keep: Vec<Acc> = cell
-                        .writes
-                        .iter()
-                        .filter(|w| {
-                            compatible(w, &acc)
-                                && !self.hb(w, t)
-                                && !(w.copy == NO_COPY
-                                    && w.thread == acc.thread
-                                    && acc.copy == NO_COPY)
-                        })
-                        .copied()
-                        .collect();
-                    cell.writes = keep;
-                    cell.writes.push(acc);
-                    cell.reads.clear();
-                }
-            }
-            self.cells[gi] = cell;
+            self.update(gi, acc, t);
         }
         Ok(())
+    }
+
+    /// The first access recorded in `cell` that `acc` (by thread or issuer `t`) races with:
+    /// an unordered write (any access), an unordered read (a write), or, for an async-proxy
+    /// access, an ordered generic write no proxy fence separates from it.
+    fn conflict(&self, cell: &Cell, acc: &Acc, t: usize, async_proxy: bool) -> Result<(), Conflict> {
+        if async_proxy
+            && let Some(w) = cell
+                .writes
+                .iter()
+                .find(|w| w.copy == NO_COPY && !w.kind.is_async() && !self.fenced_for(w, t))
+        {
+            // Unordered writes are races, reported below as such.
+            if self.ordered(w, acc, t) {
+                return Err(Conflict {
+                    earlier: *w,
+                    later: *acc,
+                    missing_fence: true,
+                });
+            }
+        }
+        // Check against earlier writes (every access) and reads (writes only).
+        for w in &cell.writes {
+            if !compatible(w, acc) && !self.ordered(w, acc, t) {
+                return Err(Conflict {
+                    earlier: *w,
+                    later: *acc,
+                    missing_fence: false,
+                });
+            }
+        }
+        if acc.kind.writes() {
+            for r in &cell.reads {
+                if !self.ordered(r, acc, t) {
+                    return Err(Conflict {
+                        earlier: *r,
+                        later: *acc,
+                        missing_fence: false,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records `acc` in granule `gi`'s shadow state, dropping what it supersedes.
+    fn update(&mut self, gi: usize, acc: Acc, t: usize) {
+        let mut cell = std::mem::take(&mut self.cells[gi]);
+        match acc.kind {
+            AccKind::Read | AccKind::AsyncRead => {
+                if acc.copy == NO_COPY {
+                    // A read implies an earlier one only when it is ordered after it as a
+                    // later access would need (so a read of a blindly aliasing buffer stays
+                    // until a block-wide barrier).
+                    cell.reads.retain(|r| !self.ordered(r, &acc, t));
+                }
+                cell.reads.push(acc);
+            }
+            AccKind::Write => {
+                cell.writes.clear();
+                cell.writes.push(acc);
+                cell.reads.clear();
+            }
+            AccKind::Atomic(_) | AccKind::AsyncWrite => {
+                // Keep compatible unordered writes; drop those this one follows.
+                let keep: Vec<Acc> = cell
+                    .writes
+                    .iter()
+                    .filter(|w| {
+                        compatible(w, &acc)
+                            && !self.hb(w, t)
+                            && !(w.copy == NO_COPY && w.thread == acc.thread && acc.copy == NO_COPY)
+                    })
+                    .copied()
+                    .collect();
+                cell.writes = keep;
+                cell.writes.push(acc);
+                cell.reads.clear();
+            }
+        }
+        self.cells[gi] = cell;
     }
 }
 

@@ -27,7 +27,8 @@
 //! Register A is *held* until a `wgmma_wait` completes the wgmma (PTX: accessing the A
 //! registers of a pending `wgmma.mma_async` is undefined). [`register_reads`] and
 //! [`register_writes`] say which values an op accesses as registers, for the interpreter's
-//! C0050 and the wait planner alike.
+//! C0050 and the wait planner alike; [`consumed`], which values an op consumes rather than
+//! moves, for the interpreter's C0015 and the placer's waits before a use.
 //!
 //! Complexity: O(rank) per query. Shared by the interpreter and the CUDA emitter (both
 //! must agree with the hardware; neither depends on the other).
@@ -175,6 +176,30 @@ pub fn fragment_position(t: u64, i: u64) -> (u64, u64) {
 /// the accumulator fragment of an m64n16k16 wgmma (PTX's A fragment of `wgmma .m64nNk16`).
 pub fn a_fragment_position(t: u64, i: u64) -> (u64, u64) {
     fragment_position(t, i)
+}
+
+/// The values `op` consumes: every value operand except moves (the operands of `yield`, the
+/// initial values of `for`/`while`) and a `wgmma`'s accumulator (chaining). A wgmma's
+/// register A operands are consumed (read at issue).
+pub fn consumed(k: &Kernel, op: Op) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut push = |o: &Operand| {
+        if let Operand::Value(v) = o {
+            out.push(*v);
+        }
+    };
+    match &k.ops[op].kind {
+        OpKind::Yield(_) | OpKind::While { .. } => {}
+        OpKind::For { lo, hi, step, .. } => {
+            push(lo);
+            push(hi);
+            push(step);
+        }
+        // Register A is consumed at issue; the accumulator is chained.
+        OpKind::Wgmma { a, .. } => a.regs().iter().for_each(&mut push),
+        kind => kind.for_each_operand(|o| push(&o)),
+    }
+    out
 }
 
 /// The values of `op` that a wgmma holding them as register A must not see read: every value

@@ -63,7 +63,7 @@ impl BlockExec<'_> {
             let mut vals = Vec::new();
             for e in 0..vi.elements() {
                 let el = vi.element(e);
-                self.record(th, op, vi.buf, el, AccKind::AsyncRead, c)?;
+                self.record(th, op, (vi.buf, el), AccKind::AsyncRead, c)?;
                 vals.push(self.read_smem(vi.buf, el, op)?.as_f32());
             }
             views.push(vals);
