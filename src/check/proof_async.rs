@@ -19,8 +19,9 @@
 //! pending one in flight. Each access reached is recorded with the tag and whether `c` was
 //! still pending (then even the issuing thread's own access collides) or only waited (then
 //! only other threads' accesses do); [`async_pairs`] tests each record with the instances and
-//! index forms of `super::proof`. For a generic write only pending records of async-proxy
-//! accesses count (an unfenced write read by wgmma).
+//! index forms of `super::proof`. For a generic write only records of async-proxy accesses
+//! count: pending (no fence yet) with any thread, waited (fenced, but no barrier since the
+//! fence) with other threads.
 //!
 //! Invariants (why it is sound): paths are joined by the minimum age per tag (a younger copy
 //! is completed by fewer waits), both arms of every `if` are walked, a loop's body is iterated
@@ -516,13 +517,17 @@ pub(super) fn async_pairs(
     by_buf: &HashMap<Buffer, Vec<usize>>,
 ) -> Result<String, String> {
     let k = cx.k;
-    let (mut copies, mut fenced, mut met) = (0usize, 0usize, 0usize);
+    let (mut copies, mut reads, mut fenced, mut met) = (0usize, 0usize, 0usize, 0usize);
     for (ci, c) in cx.accs.iter().enumerate() {
         let queue = if c.kind.is_async() {
             let Some(q) = queue_of(k, c.op, target) else {
                 return Err(format!("{} is not modelled", op_at(k, c.op)));
             };
-            copies += 1;
+            if q == Queue::WgmmaGroups {
+                reads += 1;
+            } else {
+                copies += 1;
+            }
             q
         } else if matches!(c.kind, AccessKind::Write | AccessKind::Atomic(_))
             && by_buf
@@ -538,16 +543,18 @@ pub(super) fn async_pairs(
         };
         met += follow(cx, target, by_buf, ci, queue)?;
     }
-    if copies + fenced == 0 {
+    if copies + reads + fenced == 0 {
         return Ok(String::new());
     }
-    let fences = if fenced > 0 {
-        format!(", {fenced} generic writes followed to their proxy fences")
-    } else {
-        String::new()
-    };
+    let mut also = String::new();
+    if reads > 0 {
+        also += &format!(", {reads} wgmma operand reads likewise");
+    }
+    if fenced > 0 {
+        also += &format!(", {fenced} generic writes followed to their proxy fences");
+    }
     Ok(format!(
-        "; {copies} async accesses followed to the waits and barriers that complete them{fences} ({met} accesses met in flight)"
+        "; {copies} async copies followed to the waits and barriers that complete them{also} ({met} accesses met in flight)"
     ))
 }
 
@@ -651,7 +658,8 @@ struct Pair<'a> {
     pinned: Option<Op>,
     /// Instances identify executions within one iteration of `l` (see `follow`).
     exact: bool,
-    /// A generic write followed to its fence: only pending async-proxy accesses count.
+    /// A generic write followed to its fence: only async-proxy accesses count (pending: no
+    /// fence yet; waited: fenced, but no barrier since orders the fence before them).
     fence: bool,
 }
 
@@ -681,9 +689,6 @@ fn check_record(
     let k = cx.k;
     let c = &cx.accs[p.ci];
     let (x_op, env, tag, pending) = (rec.0, &rec.1, rec.2, rec.3);
-    if p.fence && !pending {
-        return Ok(0);
-    }
     let mut n = 0;
     for &xi in by_buf.get(&c.class).into_iter().flatten() {
         let x = &cx.accs[xi];
@@ -734,8 +739,13 @@ fn met_in_flight(
     };
     let (t1, t2) = (who(t1), who(t2));
     if p.fence {
+        let how = if pending {
+            "with no `fence_proxy_async` of the writer in between"
+        } else {
+            "with no barrier between the writer's `fence_proxy_async` and the read"
+        };
         return format!(
-            "{} ({t1}) writes an element that {} ({t2}) reads through the async proxy with no `fence_proxy_async` of the writer in between",
+            "{} ({t1}) writes an element that {} ({t2}) reads through the async proxy {how}",
             op_at(k, c.op),
             op_at(k, x.op)
         );
