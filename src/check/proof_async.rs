@@ -264,6 +264,8 @@ struct Walk<'a> {
     p: Option<Op>,
     env: Vec<(Value, i64)>,
     records: HashSet<Record>,
+    /// Ops recorded although they access no shared memory (the uses of a wgmma's result).
+    watch: HashSet<Op>,
 }
 
 impl Walk<'_> {
@@ -350,7 +352,7 @@ impl Walk<'_> {
     fn transfer(&mut self, op: Op, mut s: State) -> State {
         let k = self.k;
         let e = effects(k, op);
-        if !e.shared.is_empty() {
+        if !e.shared.is_empty() || self.watch.contains(&op) {
             for (t, a) in &s {
                 self.records
                     .insert((op, self.env.clone(), *t, *a != WAITED));
@@ -578,6 +580,11 @@ fn follow(
         p: None,
         env: Vec::new(),
         records: HashSet::new(),
+        watch: if queue == Queue::WgmmaGroups {
+            result_uses(k, c.op)?
+        } else {
+            HashSet::new()
+        },
     };
     // The relation loop: the innermost loop around the access that the walk iterates.
     let l = ancestors.iter().copied().find(|o| match k.ops[*o].kind {
@@ -621,6 +628,13 @@ fn follow(
         }
         let mut recs: Vec<Record> = w.records.into_iter().collect();
         recs.sort();
+        if let Some(r) = recs.iter().find(|r| r.3 && w.watch.contains(&r.0)) {
+            return Err(format!(
+                "{} may read the result of {} before a `wgmma_wait` completes it",
+                op_at(k, r.0),
+                op_at(k, c.op)
+            ));
+        }
         let pair = Pair {
             ci,
             env: &env,
@@ -646,6 +660,68 @@ fn probe_clone<'a>(w: &Walk<'a>) -> Walk<'a> {
         p: None,
         env: Vec::new(),
         records: HashSet::new(),
+        watch: w.watch.clone(),
+    }
+}
+
+/// The ops that read the registers a wgmma `w` writes asynchronously: uses of its results,
+/// followed through `yield` into loop iteration values and `for`/`if` results, except as
+/// the accumulator of another wgmma (which the hardware chains in order). A wgmma with
+/// register A operands declines (the registers it holds until its wait are not followed).
+fn result_uses(k: &Kernel, w: Op) -> Result<HashSet<Op>, String> {
+    let OpKind::Wgmma { a, .. } = &k.ops[w].kind else {
+        return Ok(HashSet::new());
+    };
+    if !a.regs().is_empty() {
+        return Err(format!(
+            "{} holds register A operands until its wait, which the proof does not follow",
+            op_at(k, w)
+        ));
+    }
+    let parents = k.parents();
+    let mut vals: HashSet<Value> = k.ops[w].results.iter().copied().collect();
+    let mut uses = HashSet::new();
+    loop {
+        let before = vals.len();
+        for op in k.ops_in_order() {
+            let od = &k.ops[op];
+            let mut hit = Vec::new();
+            let mut i = 0;
+            od.kind.for_each_operand(|o| {
+                if o.value().is_some_and(|v| vals.contains(&v)) {
+                    hit.push(i);
+                }
+                i += 1;
+            });
+            if hit.is_empty() {
+                continue;
+            }
+            match &od.kind {
+                OpKind::Wgmma { a, .. } if hit.iter().all(|&j| j >= a.regs().len()) => {}
+                OpKind::Yield(_) => {
+                    let Some(p) = parents.parent_op(op) else {
+                        continue;
+                    };
+                    let pk = &k.ops[p];
+                    for j in hit {
+                        if let OpKind::For { .. } = pk.kind
+                            && let Some(&arg) = k.regions[pk.regions[0]].args.get(j + 1)
+                        {
+                            vals.insert(arg);
+                        }
+                        if let Some(&r) = pk.results.get(j) {
+                            vals.insert(r);
+                        }
+                    }
+                }
+                _ => {
+                    uses.insert(op);
+                }
+            }
+        }
+        if vals.len() == before {
+            return Ok(uses);
+        }
     }
 }
 
