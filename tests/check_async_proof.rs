@@ -11,6 +11,7 @@ use std::process::Command;
 use smemsync::check::proof::prove;
 use smemsync::check::{CheckOptions, Verdict, check_race_free};
 use smemsync::r#gen::{GenConfig, random_kernel_text};
+use smemsync::target::Target;
 
 fn smemsync(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
@@ -213,13 +214,19 @@ fn triton_matmuls_and_attention_are_proved() {
     for name in TRITON {
         let k = parse(&synced_triton(name));
         let why = prove(&k, None).unwrap_or_else(|e| panic!("{name}: not proved: {e}"));
-        assert!(why.contains("wgmma operand reads likewise"), "{name}: {why}");
+        assert!(
+            why.contains("wgmma operand reads likewise"),
+            "{name}: {why}"
+        );
         assert!(why.contains("async copies followed"), "{name}: {why}");
     }
     // The attention kernel stores Q with `local_store` and reads it with wgmma: the store is
     // followed to its fence.
     let why = prove(&parse(&synced_triton("attention_fwd_fp16")), None).expect("proved");
-    assert!(why.contains("generic writes followed to their proxy fences"), "{why}");
+    assert!(
+        why.contains("generic writes followed to their proxy fences"),
+        "{why}"
+    );
 }
 
 /// Each barrier, wait and proxy fence of a synchronized kernel dropped, and each wait
@@ -290,7 +297,11 @@ fn dropping_a_sync_of_a_proved_triton_matmul_is_never_proved_when_it_races() {
 /// fence dropped from the attention kernel is a proxy-fence finding the proof declines.
 #[test]
 fn dropping_a_sync_of_a_proved_triton_kernel_is_declined_or_confirmed() {
-    for name in ["matmul_fp16_s3", "matmul_persistent_fp16", "attention_fwd_fp16"] {
+    for name in [
+        "matmul_fp16_s3",
+        "matmul_persistent_fp16",
+        "attention_fwd_fp16",
+    ] {
         let mut declined = 0;
         for (what, m) in sync_mutants(&synced_triton(name)) {
             let k = parse(&m);
@@ -320,4 +331,47 @@ fn dropping_a_sync_of_a_proved_triton_kernel_is_declined_or_confirmed() {
         matches!(&v, Verdict::Race(w) if w.missing_fence),
         "{what}: {v:?}"
     );
+}
+
+/// The corpus kernels whose collective accesses under concrete layouts (and scratch pinned
+/// over other buffers) the proof now compares element by element: proved, and each barrier
+/// dropped is never proved and races by interpretation.
+#[test]
+fn triton_reductions_are_proved_and_need_each_barrier() {
+    for name in [
+        "softmax",
+        "softmax_gfx942",
+        "layernorm_fwd",
+        "reduce_cols",
+        "matmul_fp16_s3_gfx942",
+    ] {
+        let text = synced_triton(name);
+        let k = parse(&text);
+        // The kernel's own target (warp width 64 on gfx942), as `smemsync check` uses it.
+        let target = k
+            .target
+            .as_deref()
+            .map(|t| Target::from_name(t).expect("target"));
+        prove(&k, target).unwrap_or_else(|e| panic!("{name}: not proved: {e}"));
+        let mut races = 0;
+        for (what, m) in sync_mutants(&text) {
+            let k = parse(&m);
+            let o = CheckOptions {
+                try_proof: false,
+                schedules: 1,
+                target,
+                ..CheckOptions::default()
+            };
+            let v = check_race_free(&k, &o).verdict;
+            if matches!(v, Verdict::Checked { .. }) {
+                continue;
+            }
+            races += 1;
+            assert!(
+                prove(&k, target).is_err(),
+                "{name}, {what}: proved but {v:?}"
+            );
+        }
+        assert!(races >= 1, "{name}: no dropped barrier races");
+    }
 }

@@ -55,10 +55,10 @@ use super::interp::{Val, binary};
 use super::proof_async::Enumerated;
 use super::proof_tiles::ANY;
 use crate::emit::text::op_label;
+use crate::ir::arith::{gcd, lcm};
 use crate::ir::induction::Inductions;
 use crate::ir::ranges::Ranges;
 use crate::ir::*;
-use crate::ir::arith::{gcd, lcm};
 use crate::target::Target;
 
 /// Tries to prove the kernel race-free at its block size.
@@ -303,10 +303,9 @@ fn instances(
     let mut v = Vec::with_capacity(n as usize * combos.len());
     for t in 0..n {
         let xyz = [t % bx, (t / bx) % by, t / (bx * by)];
-        let runs = guards.iter().all(|(c, arm)| {
-            eval.eval(*c, t, xyz, &[])
-                .is_none_or(|x| (x != 0) == *arm)
-        });
+        let runs = guards
+            .iter()
+            .all(|(c, arm)| eval.eval(*c, t, xyz, &[]).is_none_or(|x| (x != 0) == *arm));
         if !runs {
             continue;
         }
@@ -365,7 +364,8 @@ impl PairCx<'_> {
             // Retry with the iteration distance the barriers of the common loop allow.
             if let Some(rel) = loop_relation(self, a.op, b.op) {
                 let (va, vb) = (&self.values[i], &self.values[j]);
-                hit = collide_related(k, self.ranges, &rel, (a, b), (va, vb), rule);
+                let sides = Sides { a, b, va, vb };
+                hit = collide_related(k, self.ranges, &rel, sides, rule);
             }
         }
         match hit {
@@ -485,7 +485,6 @@ impl Form {
     }
 }
 
-
 /// Two distinct threads whose values agree modulo `g` (exactly when `g == 0`).
 /// The modulus addresses are compared in: `g`, or its gcd with 2^32 when an index may wrap
 /// (then only its value mod 2^32 is known).
@@ -495,6 +494,15 @@ pub(super) fn wrap_modulus(g: i64, a: &Access, b: &Access) -> i64 {
     } else {
         gcd(g, 1 << 32)
     }
+}
+
+/// The two accesses of a pair test with their instances.
+#[derive(Copy, Clone)]
+pub(super) struct Sides<'a> {
+    pub a: &'a Access,
+    pub b: &'a Access,
+    pub va: &'a [Inst],
+    pub vb: &'a [Inst],
 }
 
 /// Which instances of a pair count as a collision.
@@ -1003,7 +1011,9 @@ fn form_d(
         if let ValueDef::Result(op, _) = def {
             match &k.ops[op].kind {
                 OpKind::Binary(BinOp::Add, a, b) => {
-                    return Some(form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, 1));
+                    return Some(
+                        form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, 1),
+                    );
                 }
                 OpKind::Binary(BinOp::Sub, a, b) => {
                     return Some(
@@ -1029,7 +1039,10 @@ fn form_d(
             Some(form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, -1))
         }
         OpKind::Binary(BinOp::Mul, a, b) => {
-            let (fa, fb) = (form_d(k, td, en, a, depth + 1)?, form_d(k, td, en, b, depth + 1)?);
+            let (fa, fb) = (
+                form_d(k, td, en, a, depth + 1)?,
+                form_d(k, td, en, b, depth + 1)?,
+            );
             if fa.is_const() {
                 Some(fb.scale(fa.c))
             } else if fb.is_const() {
@@ -1346,7 +1359,6 @@ pub(super) enum IvFn {
     Periodic(i64),
 }
 
-
 /// `v` as a function of the induction variable `iv` of a loop whose `iv` takes values in
 /// `range`: through arithmetic, comparisons and selects of constants and `iv`, and through
 /// the loop's iteration values that `ir::induction` recognizes as periodic.
@@ -1498,8 +1510,7 @@ pub(super) fn collide_related(
     k: &Kernel,
     ranges: &Ranges,
     rel: &LoopRelation,
-    (a, b): (&Access, &Access),
-    (va, vb): (&[Inst], &[Inst]),
+    Sides { a, b, va, vb }: Sides,
     rule: Meet,
 ) -> Option<(u32, u32)> {
     let ind = &ranges.inductions;

@@ -38,7 +38,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::proof::{
-    Access, Inst, IvFn, LoopRelation, Meet, PairCx, affine_exact, alias_met, bound_range,
+    Access, Inst, IvFn, LoopRelation, Meet, PairCx, Sides, affine_exact, alias_met, bound_range,
     collide, collide_related, conflicting, eval_iv, iv_fn, op_at, wrap_modulus,
 };
 use crate::ir::arith::gcd;
@@ -74,9 +74,7 @@ impl Enumerated {
 
 /// Every assignment of values to induction variables, one value per loop (the cartesian
 /// product; one empty assignment for no loop), in the order the loops are given.
-fn assignments<'a>(
-    loops: impl Iterator<Item = &'a (Value, Vec<i64>)>,
-) -> Vec<Vec<(Value, i64)>> {
+fn assignments<'a>(loops: impl Iterator<Item = &'a (Value, Vec<i64>)>) -> Vec<Vec<(Value, i64)>> {
     let mut out: Vec<Vec<(Value, i64)>> = vec![Vec::new()];
     for (iv, vals) in loops {
         out = out
@@ -310,8 +308,9 @@ impl Walk<'_> {
 
     /// Every tag mapped by `f` (joining the ones it merges).
     fn retag(s: &State, f: impl Fn(Tag) -> Tag) -> State {
-        s.iter()
-            .fold(State::new(), |o, (t, a)| join(o, &State::from([(f(*t), *a)])))
+        s.iter().fold(State::new(), |o, (t, a)| {
+            join(o, &State::from([(f(*t), *a)]))
+        })
     }
 
     /// The state after leaving loop `l` (at its head, after any number of iterations).
@@ -439,10 +438,7 @@ impl Walk<'_> {
         }
         let mut head = s;
         if Some(op) == self.p {
-            head = Self::retag(&head, |t| Tag {
-                pin: Some(0),
-                ..t
-            });
+            head = Self::retag(&head, |t| Tag { pin: Some(0), ..t });
         }
         self.fixpoint(op, head)
     }
@@ -792,7 +788,18 @@ fn check_record(
                 && tag.pin.is_none()
                 && matches!(tag.rel, Rel::Free | Rel::Dist(0)),
         };
-        if let Some((t1, t2)) = related_collide(cx, p, tag, (c, x), (&vc, &vx), rule) {
+        if let Some((t1, t2)) = related_collide(
+            cx,
+            p,
+            tag,
+            Sides {
+                a: c,
+                b: x,
+                va: &vc,
+                vb: &vx,
+            },
+            rule,
+        ) {
             return Err(met_in_flight(k, p, (c, x), (t1, t2), pending));
         }
     }
@@ -846,8 +853,12 @@ fn related_collide(
     cx: &PairCx,
     p: &Pair,
     tag: Tag,
-    (c, x): (&Access, &Access),
-    (vc, vx): (&[Inst], &[Inst]),
+    Sides {
+        a: c,
+        b: x,
+        va: vc,
+        vb: vx,
+    }: Sides,
     rule: Meet,
 ) -> Option<(u32, u32)> {
     let k = cx.k;
@@ -865,11 +876,16 @@ fn related_collide(
         _ => (x, vx),
     };
     if let Rel::Dist(d) = tag.rel
-        && let Some(rel) = p
-            .l
-            .and_then(|l| LoopRelation::of(k, cx.ranges, l, vec![d as i64]))
+        && let Some(rel) =
+            p.l.and_then(|l| LoopRelation::of(k, cx.ranges, l, vec![d as i64]))
     {
-        return collide_related(k, cx.ranges, &rel, (c, x), (vc, vx), rule);
+        let sides = Sides {
+            a: c,
+            b: x,
+            va: vc,
+            vb: vx,
+        };
+        return collide_related(k, cx.ranges, &rel, sides, rule);
     }
     let g = c
         .form
@@ -882,7 +898,12 @@ fn related_collide(
 
 /// `x` in the iteration of loop `rel` where its induction variable equals `at`: the free
 /// terms that are functions of it become constants added to every instance.
-fn pin(cx: &PairCx, (rel, at): (&LoopRelation, i64), x: &Access, vx: &[Inst]) -> (Access, Vec<Inst>) {
+fn pin(
+    cx: &PairCx,
+    (rel, at): (&LoopRelation, i64),
+    x: &Access,
+    vx: &[Inst],
+) -> (Access, Vec<Inst>) {
     let (k, ind) = (cx.k, &cx.ranges.inductions);
     let mut off = 0i64;
     let mut free = Vec::new();
