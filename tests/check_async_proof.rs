@@ -11,6 +11,7 @@ use std::process::Command;
 use smemsync::check::proof::prove;
 use smemsync::check::{CheckOptions, Verdict, check_race_free};
 use smemsync::r#gen::{GenConfig, random_kernel_text};
+use smemsync::target::Target;
 
 mod common;
 use common::parse_verified as parse;
@@ -186,4 +187,190 @@ fn proof_agrees_with_interpretation_on_random_async_kernels_and_their_mutants() 
         proved_async > 0,
         "the static mode proved no kernel with copies"
     );
+}
+
+/// The Triton kernels of `corpus/triton/` whose static proof relies on tile copies, wgmma
+/// operand reads, proxy fences and aliased scratch (docs/checker.md, "Async accesses in the
+/// static proof"), each imported and synchronized through the command line.
+const TRITON: [&str; 8] = [
+    "matmul_fp16_s2",
+    "matmul_fp16_s3",
+    "matmul_fp16_s4",
+    "matmul_fp32_s2",
+    "matmul_fp32_s3",
+    "matmul_fp32_s4",
+    "matmul_persistent_fp16",
+    "attention_fwd_fp16",
+];
+
+fn synced_triton(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("corpus/triton/{name}.ttgir"));
+    smemsync(&["sync", &p.to_string_lossy()])
+}
+
+#[test]
+fn triton_matmuls_and_attention_are_proved() {
+    for name in TRITON {
+        let k = parse(&synced_triton(name));
+        let why = prove(&k, None).unwrap_or_else(|e| panic!("{name}: not proved: {e}"));
+        assert!(
+            why.contains("wgmma operand reads likewise"),
+            "{name}: {why}"
+        );
+        assert!(why.contains("async copies followed"), "{name}: {why}");
+    }
+    // The attention kernel stores Q with `local_store` and reads it with wgmma: the store is
+    // followed to its fence.
+    let why = prove(&parse(&synced_triton("attention_fwd_fp16")), None).expect("proved");
+    assert!(
+        why.contains("generic writes followed to their proxy fences"),
+        "{why}"
+    );
+}
+
+/// Each barrier, wait and proxy fence of a synchronized kernel dropped, and each wait
+/// weakened to `N + 1`.
+fn sync_mutants(text: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim();
+        let wait = ["cp_async_wait ", "wgmma_wait "]
+            .into_iter()
+            .find(|w| t.starts_with(w));
+        if t != "barrier" && t != "fence_proxy_async" && wait.is_none() {
+            continue;
+        }
+        let mut drop = lines.clone();
+        drop.remove(i);
+        out.push((format!("line {} `{t}` dropped", i + 1), drop.join("\n")));
+        if let Some(w) = wait
+            && let Ok(n) = t[w.len()..].parse::<u32>()
+        {
+            let mut weak = lines.clone();
+            let s = l.replace(t, &format!("{w}{}", n + 1));
+            weak[i] = &s;
+            out.push((format!("line {} `{t}` weakened", i + 1), weak.join("\n")));
+        }
+    }
+    out
+}
+
+fn interpret_once(k: &smemsync::ir::Kernel) -> Verdict {
+    let o = CheckOptions {
+        try_proof: false,
+        schedules: 1,
+        ..CheckOptions::default()
+    };
+    check_race_free(k, &o).verdict
+}
+
+/// Every mutant of the fp32 matmuls (small enough to interpret each) is interpreted: a racing
+/// one is never proved, a proved one is race-free, and the races cover each new kind (a
+/// tile copy's wait, a wgmma's wait, the barriers after them).
+#[test]
+fn dropping_a_sync_of_a_proved_triton_matmul_is_never_proved_when_it_races() {
+    for name in ["matmul_fp32_s2", "matmul_fp32_s3"] {
+        let mut raced = Vec::new();
+        for (what, m) in sync_mutants(&synced_triton(name)) {
+            let k = parse(&m);
+            let proved = prove(&k, None);
+            let v = interpret_once(&k);
+            if matches!(v, Verdict::Checked { .. }) {
+                continue;
+            }
+            assert!(proved.is_err(), "{name}, {what}: proved but {v:?}");
+            raced.push(what);
+        }
+        for kind in ["cp_async_wait", "wgmma_wait", "barrier"] {
+            assert!(
+                raced.iter().any(|w| w.contains(kind)),
+                "{name}: no mutant of a {kind} races: {raced:?}"
+            );
+        }
+    }
+}
+
+/// On the larger kernels (interpretation takes seconds each) every mutant is either refuted or
+/// declined by the proof; the ones it proves are interpreted and must be race-free, and the
+/// fence dropped from the attention kernel is a proxy-fence finding the proof declines.
+#[test]
+fn dropping_a_sync_of_a_proved_triton_kernel_is_declined_or_confirmed() {
+    for name in [
+        "matmul_fp16_s3",
+        "matmul_persistent_fp16",
+        "attention_fwd_fp16",
+    ] {
+        let mut declined = 0;
+        for (what, m) in sync_mutants(&synced_triton(name)) {
+            let k = parse(&m);
+            match prove(&k, None) {
+                Err(_) => declined += 1,
+                Ok(why) => {
+                    let v = interpret_once(&k);
+                    assert!(
+                        matches!(v, Verdict::Checked { .. }),
+                        "{name}, {what}: proved ({why}) but {v:?}"
+                    );
+                }
+            }
+        }
+        assert!(declined >= 4, "{name}: only {declined} mutants declined");
+    }
+    let text = synced_triton("attention_fwd_fp16");
+    let (what, m) = sync_mutants(&text)
+        .into_iter()
+        .find(|(w, _)| w.contains("fence_proxy_async") && w.contains("dropped"))
+        .expect("the attention kernel has a fence");
+    let k = parse(&m);
+    let why = prove(&k, None).expect_err("a dropped fence is not proved");
+    assert!(why.contains("fence_proxy_async"), "{what}: {why}");
+    let v = interpret_once(&k);
+    assert!(
+        matches!(&v, Verdict::Race(w) if w.missing_fence),
+        "{what}: {v:?}"
+    );
+}
+
+/// The corpus kernels whose collective accesses under concrete layouts (and scratch pinned
+/// over other buffers) the proof now compares element by element: proved, and each barrier
+/// dropped is never proved and races by interpretation.
+#[test]
+fn triton_reductions_are_proved_and_need_each_barrier() {
+    for name in [
+        "softmax",
+        "softmax_gfx942",
+        "layernorm_fwd",
+        "reduce_cols",
+        "matmul_fp16_s3_gfx942",
+    ] {
+        let text = synced_triton(name);
+        let k = parse(&text);
+        // The kernel's own target (warp width 64 on gfx942), as `smemsync check` uses it.
+        let target = k
+            .target
+            .as_deref()
+            .map(|t| Target::from_name(t).expect("target"));
+        prove(&k, target).unwrap_or_else(|e| panic!("{name}: not proved: {e}"));
+        let mut races = 0;
+        for (what, m) in sync_mutants(&text) {
+            let k = parse(&m);
+            let o = CheckOptions {
+                try_proof: false,
+                schedules: 1,
+                target,
+                ..CheckOptions::default()
+            };
+            let v = check_race_free(&k, &o).verdict;
+            if matches!(v, Verdict::Checked { .. }) {
+                continue;
+            }
+            races += 1;
+            assert!(
+                prove(&k, target).is_err(),
+                "{name}, {what}: proved but {v:?}"
+            );
+        }
+        assert!(races >= 1, "{name}: no dropped barrier races");
+    }
 }

@@ -23,6 +23,7 @@ pub mod interp;
 pub mod proof;
 mod proof_async;
 mod proof_syncs;
+mod proof_tiles;
 pub mod protocol;
 pub mod race;
 pub mod uniform;

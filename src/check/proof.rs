@@ -53,11 +53,13 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::interp::{Val, binary};
 use super::proof_async::Enumerated;
+use super::proof_tiles::ANY;
 use super::uniform::{self, Loads};
+use crate::ir::arith::{gcd, lcm};
+use crate::ir::induction::Inductions;
 use crate::ir::text::op_label;
 use crate::ir::ranges::Ranges;
 use crate::ir::*;
-use crate::ir::arith::{gcd, lcm};
 use crate::target::Target;
 
 /// Tries to prove the kernel race-free at its block size.
@@ -71,7 +73,11 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     let starts = interval_starts(k);
     let parents = k.parents();
     let en = super::proof_async::enumerated(k, &parents);
-    let accs = accesses(k, &td, &ranges, &en)?;
+    let mut accs = accesses(k, &td, &ranges, &en, warp as u32)?;
+    let class = alias_classes(k);
+    for a in &mut accs {
+        a.class = class.get(&a.buf).copied().unwrap_or(a.buf);
+    }
     let mut eval = Evaluator {
         k,
         warp,
@@ -82,11 +88,10 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     for a in &accs {
         values.push(instances(k, &parents, &en, &mut eval, a)?);
     }
-    // Pairs per buffer: accesses to different buffers never meet (pinned buffers do not
-    // overlap, a precondition).
+    // Pairs per alias class: accesses to buffers that share no byte never meet.
     let mut by_buf: HashMap<Buffer, Vec<usize>> = HashMap::new();
     for (i, a) in accs.iter().enumerate() {
-        by_buf.entry(a.buf).or_default().push(i);
+        by_buf.entry(a.class).or_default().push(i);
     }
     let cx = PairCx {
         k,
@@ -96,6 +101,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
         values: &values,
         en: &en,
         ranges: &ranges,
+        loop_entry: &starts.1,
     };
     let empty = BTreeSet::new();
     let mut pairs = 0usize;
@@ -108,8 +114,8 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                 if !conflicting(a, b) {
                     continue;
                 }
-                let sa = starts.get(&a.op).unwrap_or(&empty);
-                let sb = starts.get(&b.op).unwrap_or(&empty);
+                let sa = starts.0.get(&a.op).unwrap_or(&empty);
+                let sb = starts.0.get(&b.op).unwrap_or(&empty);
                 if sa.is_disjoint(sb) {
                     continue;
                 }
@@ -141,30 +147,55 @@ fn accesses(
     td: &HashSet<Value>,
     ranges: &Ranges,
     en: &Enumerated,
+    warp: u32,
 ) -> Result<Vec<Access>, String> {
     let mut accs: Vec<Access> = Vec::new();
     for op in k.ops_in_order() {
         for sa in effects(k, op).shared {
-            let index = match &sa.footprint {
-                Footprint::PerThread(index) => index,
-                Footprint::Collective { layout } => {
-                    accs.push(Access {
-                        op,
-                        buf: k.root_buffer(sa.mem),
-                        kind: sa.kind,
-                        form: Form::default(),
-                        exact: true,
-                        collective: Some((layout.clone(), k.shape(sa.mem), slot_view(k, sa.mem))),
-                    });
-                    continue;
-                }
-            };
+            let buf = k.root_buffer(sa.mem);
             let mut ix = Indexing {
                 k,
                 td,
                 en,
                 ranges,
                 exact: true,
+            };
+            let index = match &sa.footprint {
+                Footprint::PerThread(index) => index,
+                Footprint::Collective { layout } => {
+                    let tile = match memref_form(&mut ix, sa.mem) {
+                        Some((f, shape, st)) if f.tpart.is_empty() => {
+                            super::proof_tiles::tile_footprint(k, op, &sa, (&shape, &st), warp)?
+                                .map(|t| (f, t))
+                        }
+                        _ if sa.kind.is_async() => {
+                            return Err(format!(
+                                "the view of {} is not of the form c + sum(a * uniform)",
+                                op_at(k, op)
+                            ));
+                        }
+                        _ => None,
+                    };
+                    let (form, tile, collective) = match tile {
+                        Some((f, t)) => (f, Some(t), None),
+                        None => (
+                            Form::default(),
+                            None,
+                            Some((layout.clone(), k.shape(sa.mem), slot_view(k, sa.mem))),
+                        ),
+                    };
+                    accs.push(Access {
+                        op,
+                        buf,
+                        class: buf,
+                        kind: sa.kind,
+                        form,
+                        exact: ix.exact,
+                        collective,
+                        tile,
+                    });
+                    continue;
+                }
             };
             let f = address(&mut ix, sa.mem, index).ok_or_else(|| {
                 format!(
@@ -174,15 +205,50 @@ fn accesses(
             })?;
             accs.push(Access {
                 op,
-                buf: k.root_buffer(sa.mem),
+                buf,
+                class: buf,
                 kind: sa.kind,
                 form: f,
                 exact: ix.exact,
                 collective: None,
+                tile: None,
             });
         }
     }
     Ok(accs)
+}
+
+/// Buffers whose pinned byte ranges overlap, transitively, mapped to one representative
+/// (buffers in no overlap are absent: their own class).
+fn alias_classes(k: &Kernel) -> HashMap<Buffer, Buffer> {
+    let pinned: Vec<(Buffer, u64, u64)> = k
+        .buffers
+        .iter()
+        .filter_map(|(b, d)| d.offset.map(|o| (b, o, o + d.bytes())))
+        .collect();
+    let mut rep: HashMap<Buffer, Buffer> = HashMap::new();
+    fn find(rep: &HashMap<Buffer, Buffer>, mut b: Buffer) -> Buffer {
+        while let Some(&r) = rep.get(&b) {
+            if r == b {
+                break;
+            }
+            b = r;
+        }
+        b
+    }
+    for (i, a) in pinned.iter().enumerate() {
+        for b in &pinned[i + 1..] {
+            if a.1 < b.2 && b.1 < a.2 {
+                let (ra, rb) = (find(&rep, a.0), find(&rep, b.0));
+                if ra != rb {
+                    rep.insert(rb, ra);
+                    rep.entry(ra).or_insert(ra);
+                }
+            }
+        }
+    }
+    let keys: Vec<Buffer> = rep.keys().copied().collect();
+    keys.into_iter().map(|b| (b, find(&rep, b))).collect()
 }
 
 /// One executing instance of a per-thread access: its thread, the index of the assignment
@@ -211,13 +277,36 @@ fn instances(
     let (bx, by) = (k.block[0] as i64, k.block[1] as i64);
     let guards = guards(k, parents, a.op);
     let combos = en.combos(parents, a.op);
+    if let Some(tile) = &a.tile {
+        // A collective access: its footprint per thread, at the view's offset form.
+        let runs: Vec<bool> = (0..n)
+            .map(|t| {
+                let xyz = [t % bx, (t / bx) % by, t / (bx * by)];
+                guards
+                    .iter()
+                    .all(|(c, arm)| eval.eval(*c, t, xyz, &[]).is_none_or(|x| (x != 0) == *arm))
+            })
+            .collect();
+        let mut v = Vec::with_capacity(tile.len() * combos.len());
+        for ci in 0..combos.len() {
+            v.extend(
+                tile.iter()
+                    .filter(|(t, _)| *t == ANY || runs.get(*t as usize).copied().unwrap_or(false))
+                    .map(|&(t, off)| Inst {
+                        t,
+                        combo: ci as u32,
+                        x: a.form.c.wrapping_add(off),
+                    }),
+            );
+        }
+        return Ok(v);
+    }
     let mut v = Vec::with_capacity(n as usize * combos.len());
     for t in 0..n {
         let xyz = [t % bx, (t / bx) % by, t / (bx * by)];
-        let runs = guards.iter().all(|(c, arm)| {
-            eval.eval(*c, t, xyz, &[])
-                .is_none_or(|x| (x != 0) == *arm)
-        });
+        let runs = guards
+            .iter()
+            .all(|(c, arm)| eval.eval(*c, t, xyz, &[]).is_none_or(|x| (x != 0) == *arm));
         if !runs {
             continue;
         }
@@ -248,6 +337,8 @@ pub(super) struct PairCx<'a> {
     pub values: &'a [Vec<Inst>],
     pub en: &'a Enumerated,
     pub ranges: &'a Ranges,
+    /// The interval starts reaching each `for` loop's entry from outside it.
+    pub loop_entry: &'a HashMap<Op, Starts>,
 }
 
 impl PairCx<'_> {
@@ -255,6 +346,9 @@ impl PairCx<'_> {
     /// touch one element in it.
     fn interval_pair(&self, i: usize, j: usize) -> Result<(), String> {
         let (k, a, b) = (self.k, &self.accs[i], &self.accs[j]);
+        if a.buf != b.buf {
+            return Err(alias_met(k, a, b, "in one barrier interval"));
+        }
         if a.collective.is_some() || b.collective.is_some() {
             return self.collective_pair(a, b);
         }
@@ -269,8 +363,10 @@ impl PairCx<'_> {
         let mut hit = collide(&self.values[i], &self.values[j], g, rule);
         if hit.is_some() {
             // Retry with the iteration distance the barriers of the common loop allow.
-            if let Some(rel) = loop_relation(k, self.ranges, self.parents, a.op, b.op) {
-                hit = collide_related(k, &rel, a, b, &self.values[i], &self.values[j], rule);
+            if let Some(rel) = loop_relation(self, a.op, b.op) {
+                let (va, vb) = (&self.values[i], &self.values[j]);
+                let sides = Sides { a, b, va, vb };
+                hit = collide_related(k, self.ranges, &rel, sides, rule);
             }
         }
         match hit {
@@ -311,14 +407,34 @@ impl PairCx<'_> {
 pub(super) struct Access {
     pub op: Op,
     pub buf: Buffer,
+    /// The alias class of `buf` (pinned buffers sharing bytes); accesses of different
+    /// classes never meet.
+    pub class: Buffer,
     pub kind: AccessKind,
     pub form: Form,
     /// Whether every index provably equals its form (no i32 wrap-around); otherwise the
     /// address is known only modulo 2^32.
     pub exact: bool,
-    /// A collective access: its layout, view shape, and whether the view only selects
-    /// leading dimensions (no ranges), so that one memory element has one view index.
+    /// A collective access with an opaque footprint: its layout, view shape, and whether
+    /// the view only selects leading dimensions (no ranges), so that one memory element has
+    /// one view index.
     pub collective: Option<(Option<String>, Vec<u64>, bool)>,
+    /// A collective access with a known footprint (`check/proof_tiles.rs`): `(thread,
+    /// offset)` pairs added to `form`.
+    pub tile: Option<Vec<(u32, i64)>>,
+}
+
+/// Why two accesses to different buffers of one alias class decline the proof: their
+/// elements share bytes under address maps the proof does not relate, so any two threads
+/// may touch one byte (docs/ir.md, "Aliasing and W1004").
+pub(super) fn alias_met(k: &Kernel, a: &Access, b: &Access, when: &str) -> String {
+    format!(
+        "{} and {} access @{} and @{}, which share bytes, {when}",
+        op_at(k, a.op),
+        op_at(k, b.op),
+        k.buffers[a.buf].name,
+        k.buffers[b.buf].name
+    )
 }
 
 /// Whether a memref is a buffer or a chain of views that only index leading dimensions.
@@ -370,7 +486,6 @@ impl Form {
     }
 }
 
-
 /// Two distinct threads whose values agree modulo `g` (exactly when `g == 0`).
 /// The modulus addresses are compared in: `g`, or its gcd with 2^32 when an index may wrap
 /// (then only its value mod 2^32 is known).
@@ -380,6 +495,15 @@ pub(super) fn wrap_modulus(g: i64, a: &Access, b: &Access) -> i64 {
     } else {
         gcd(g, 1 << 32)
     }
+}
+
+/// The two accesses of a pair test with their instances.
+#[derive(Copy, Clone)]
+pub(super) struct Sides<'a> {
+    pub a: &'a Access,
+    pub b: &'a Access,
+    pub va: &'a [Inst],
+    pub vb: &'a [Inst],
 }
 
 /// Which instances of a pair count as a collision.
@@ -400,7 +524,7 @@ impl Meet {
     };
     fn distinct(&self, x: (u32, u32), y: (u32, u32)) -> bool {
         if !self.same_thread {
-            x.0 != y.0
+            x.0 != y.0 || x.0 == ANY
         } else if self.self_pair {
             x != y
         } else {
@@ -527,30 +651,16 @@ fn preconditions(k: &Kernel) -> Result<(), String> {
         for a in &e.shared {
             if a.kind.is_async() && !super::proof_async::modelled(a) {
                 return Err(format!(
-                    "{} is an async access the static proof does not model (per-thread cp_async and gather_to_lds only)",
+                    "{} is an async access the static proof does not model (cp.async and gather-to-LDS copies, per thread or per tile, and wgmma operand reads only)",
                     op_at(k, op)
                 ));
             }
         }
-        if matches!(k.ops[op].kind, OpKind::While { .. })
-            && super::proof_async::has_async(k)
-        {
+        if matches!(k.ops[op].kind, OpKind::While { .. }) && super::proof_async::has_async(k) {
             return Err(format!(
                 "{} is a while loop in a kernel with async copies",
                 op_at(k, op)
             ));
-        }
-    }
-    let pinned: Vec<(u64, u64)> = k
-        .buffers
-        .values()
-        .filter_map(|b| b.offset.map(|o| (o, o + b.bytes())))
-        .collect();
-    for (i, a) in pinned.iter().enumerate() {
-        for b in &pinned[i + 1..] {
-            if a.0 < b.1 && b.0 < a.1 {
-                return Err("pinned shared buffers overlap (aliasing)".into());
-            }
         }
     }
     Ok(())
@@ -576,19 +686,22 @@ fn barriers_uniform(k: &Kernel, td: &HashSet<Value>) -> Result<(), String> {
     go(k, k.body, false, td)
 }
 
-type Starts = BTreeSet<u32>;
+pub(super) type Starts = BTreeSet<u32>;
 
 /// For each access op, the static interval starts (0 = entry, 1 + op index = after that
-/// barrier) that reach it without crossing a barrier.
-fn interval_starts(k: &Kernel) -> HashMap<Op, Starts> {
-    let mut out: HashMap<Op, Starts> = HashMap::new();
+/// barrier) that reach it without crossing a barrier; and for each `for` loop, the starts
+/// that reach its entry from the code around it.
+fn interval_starts(k: &Kernel) -> (HashMap<Op, Starts>, HashMap<Op, Starts>) {
+    let mut out = (HashMap::new(), HashMap::new());
     let mut s = Starts::new();
     s.insert(0);
     flow(k, k.body, s, &mut out);
     out
 }
 
-fn flow(k: &Kernel, r: Region, mut s: Starts, out: &mut HashMap<Op, Starts>) -> Starts {
+type Flow = (HashMap<Op, Starts>, HashMap<Op, Starts>);
+
+fn flow(k: &Kernel, r: Region, mut s: Starts, out: &mut Flow) -> Starts {
     for &op in &k.regions[r].ops {
         let od = &k.ops[op];
         match &od.kind {
@@ -602,6 +715,7 @@ fn flow(k: &Kernel, r: Region, mut s: Starts, out: &mut HashMap<Op, Starts>) -> 
                 s = a.union(&b).copied().collect();
             }
             OpKind::For { .. } => {
+                out.1.entry(op).or_default().extend(s.iter().copied());
                 let body = od.regions[0];
                 let mut head = s.clone();
                 loop {
@@ -631,7 +745,7 @@ fn flow(k: &Kernel, r: Region, mut s: Starts, out: &mut HashMap<Op, Starts>) -> 
             OpKind::Stage { .. } => s = flow(k, od.regions[0], s, out),
             _ => {
                 if !effects(k, op).shared.is_empty() {
-                    out.entry(op).or_default().extend(s.iter().copied());
+                    out.0.entry(op).or_default().extend(s.iter().copied());
                 }
             }
         }
@@ -755,7 +869,9 @@ fn form_d(
         if let ValueDef::Result(op, _) = def {
             match &k.ops[op].kind {
                 OpKind::Binary(BinOp::Add, a, b) => {
-                    return Some(form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, 1));
+                    return Some(
+                        form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, 1),
+                    );
                 }
                 OpKind::Binary(BinOp::Sub, a, b) => {
                     return Some(
@@ -781,7 +897,10 @@ fn form_d(
             Some(form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, -1))
         }
         OpKind::Binary(BinOp::Mul, a, b) => {
-            let (fa, fb) = (form_d(k, td, en, a, depth + 1)?, form_d(k, td, en, b, depth + 1)?);
+            let (fa, fb) = (
+                form_d(k, td, en, a, depth + 1)?,
+                form_d(k, td, en, b, depth + 1)?,
+            );
             if fa.is_const() {
                 Some(fb.scale(fa.c))
             } else if fb.is_const() {
@@ -943,10 +1062,43 @@ impl Evaluator<'_> {
 /// `i + d*step` when A runs in iteration `i`).
 pub(super) struct LoopRelation {
     pub iv: Value,
+    /// The loop's lower bound when it is a constant (the induction variable then only takes
+    /// the values `lo + m*step`).
+    pub lo: Option<i64>,
     /// The values the induction variable can take: `[lo, hi - 1]` of its bounds' ranges.
     pub iv_range: (i128, i128),
     pub step: i64,
     pub distances: Vec<i64>,
+}
+
+impl LoopRelation {
+    /// The relation of `for` loop `l` at `distances`, when its step is a constant.
+    pub(super) fn of(
+        k: &Kernel,
+        ranges: &Ranges,
+        l: Op,
+        distances: Vec<i64>,
+    ) -> Option<LoopRelation> {
+        let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
+            return None;
+        };
+        let lo_c = match bound_range(k, lo) {
+            (x, y) if x == y => Some(x as i64),
+            _ => None,
+        };
+        let (lo_r, hi_r) = (value_range(k, ranges, lo).0, value_range(k, ranges, hi).1);
+        let step = match bound_range(k, step) {
+            (x, y) if x == y && x > 0 => x as i64,
+            _ => return None,
+        };
+        Some(LoopRelation {
+            iv: k.regions[k.ops[l].regions[0]].args[0],
+            lo: lo_c,
+            iv_range: (lo_r, (hi_r - 1).max(lo_r)),
+            step,
+            distances,
+        })
+    }
 }
 
 /// The range of a loop bound: [`bound_range`], narrowed by the value ranges of `ir::ranges`.
@@ -981,45 +1133,25 @@ pub(super) fn bound_range(k: &Kernel, o: &Operand) -> (i128, i128) {
     }
 }
 
-/// The innermost common loop of `a` and `b`, when it is a `for` with a constant step, not
-/// nested in another loop, with at least one barrier directly in its body. Its body is then
-/// cut into segments by those barriers: two accesses share an interval only in one segment
-/// of one iteration, or in the last segment of iteration i and the first of i+1.
-fn loop_relation(
-    k: &Kernel,
-    ranges: &Ranges,
-    parents: &Parents,
-    a: Op,
-    b: Op,
-) -> Option<LoopRelation> {
+/// The innermost common loop of `a` and `b`, when it is a `for` with a constant step and
+/// at least one barrier directly in its body, and either not nested in another loop or
+/// entered only from intervals that start outside it (a barrier between its exit and its
+/// next entry). Its body is then cut into segments by those barriers: two accesses share an
+/// interval only in one segment of one iteration, or in the last segment of iteration i
+/// and the first of i+1, of one execution of the loop.
+fn loop_relation(cx: &PairCx, a: Op, b: Op) -> Option<LoopRelation> {
+    let (k, parents) = (cx.k, cx.parents);
     let anc_a = parents.ancestors(a);
     let anc_b = parents.ancestors(b);
     let l = anc_a.iter().copied().find(|o| {
         anc_b.contains(o) && matches!(k.ops[*o].kind, OpKind::For { .. } | OpKind::While { .. })
     })?;
-    let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
-        return None;
-    };
-    let (lo, hi) = (
-        value_range(k, ranges, lo).0,
-        value_range(k, ranges, hi).1,
-    );
-    let iv_range = (lo, (hi - 1).max(lo));
-    let step = match step {
-        Operand::Imm(s) => s.as_i64(),
-        Operand::Value(v) => match k.values[*v].def {
-            ValueDef::Result(o, _) => match &k.ops[o].kind {
-                OpKind::Const(c) => c.as_i64(),
-                _ => return None,
-            },
-            _ => return None,
-        },
-    };
-    if parents
+    let base = LoopRelation::of(k, cx.ranges, l, Vec::new())?;
+    let nested = parents
         .ancestors(l)
         .iter()
-        .any(|o| matches!(k.ops[*o].kind, OpKind::For { .. } | OpKind::While { .. }))
-    {
+        .any(|o| matches!(k.ops[*o].kind, OpKind::For { .. } | OpKind::While { .. }));
+    if nested && !entered_from_outside(cx, l) {
         return None;
     }
     let body = k.ops[l].regions[0];
@@ -1059,11 +1191,20 @@ fn loop_relation(
     if sb == nbar && sa == 0 {
         distances.push(-1);
     }
-    Some(LoopRelation {
-        iv: k.regions[body].args[0],
-        iv_range,
-        step,
-        distances,
+    Some(LoopRelation { distances, ..base })
+}
+
+/// Whether no interval that starts inside loop `l` (at one of its barriers) reaches `l`'s
+/// entry: then an interval never spans two executions of `l`.
+fn entered_from_outside(cx: &PairCx, l: Op) -> bool {
+    let Some(starts) = cx.loop_entry.get(&l) else {
+        return false;
+    };
+    starts.iter().all(|&s| {
+        s == 0 || {
+            let b = Op::new(s as usize - 1);
+            !cx.parents.ancestors(b).contains(&l)
+        }
     })
 }
 
@@ -1076,8 +1217,16 @@ pub(super) enum IvFn {
     Periodic(i64),
 }
 
-
-pub(super) fn iv_fn(k: &Kernel, v: Value, iv: Value, range: (i128, i128), depth: u32) -> Option<IvFn> {
+/// `v` as a function of the induction variable `iv` of a loop whose `iv` takes values in
+/// `range`: through arithmetic, comparisons and selects of constants and `iv`, and through
+/// the loop's iteration values that `ir::induction` recognizes as periodic.
+pub(super) fn iv_fn(
+    k: &Kernel,
+    ind: &Inductions,
+    v: Value,
+    (iv, range): (Value, (i128, i128)),
+    depth: u32,
+) -> Option<IvFn> {
     if v == iv {
         return Some(IvFn::Affine(1, 0));
     }
@@ -1085,12 +1234,15 @@ pub(super) fn iv_fn(k: &Kernel, v: Value, iv: Value, range: (i128, i128), depth:
         return None;
     }
     let ValueDef::Result(op, _) = k.values[v].def else {
-        return None;
+        return ind
+            .get(v)
+            .filter(|i| i.iv == iv)
+            .map(|i| IvFn::Periodic(i.iv_period()));
     };
     let sub = |o: &Operand| -> Option<IvFn> {
         match o {
             Operand::Imm(s) => Some(IvFn::Const(s.as_i64())),
-            Operand::Value(w) => iv_fn(k, *w, iv, range, depth + 1),
+            Operand::Value(w) => iv_fn(k, ind, *w, (iv, range), depth + 1),
         }
     };
     use IvFn::*;
@@ -1135,6 +1287,16 @@ pub(super) fn iv_fn(k: &Kernel, v: Value, iv: Value, range: (i128, i128), depth:
                 }
             }
         }
+        // Comparisons and selects of periodic values are periodic (their value depends only
+        // on their operands' values).
+        OpKind::Cmp(_, x, y) => {
+            let (px, py) = (period(sub(x)?)?, period(sub(y)?)?);
+            Some(Periodic(lcm(px, py).min(1 << 20)))
+        }
+        OpKind::Select(c, x, y) => {
+            let (pc, px, py) = (period(sub(c)?)?, period(sub(x)?)?, period(sub(y)?)?);
+            Some(Periodic(lcm(lcm(pc, px), py).min(1 << 20)))
+        }
         _ => None,
     }
 }
@@ -1147,23 +1309,53 @@ pub(super) fn affine_exact(a: i64, b: i64, range: (i128, i128)) -> bool {
         .all(|e| (i32::MIN as i128..=i32::MAX as i128).contains(e))
 }
 
-pub(super) fn eval_iv(k: &Kernel, v: Value, iv: Value, x: i64) -> Option<i64> {
+/// The value of `v` in the iteration where the induction variable `iv` is `x` (`iv_fn`'s
+/// values); `None` when it cannot be evaluated.
+pub(super) fn eval_iv(k: &Kernel, ind: &Inductions, v: Value, iv: Value, x: i64) -> Option<i64> {
     if v == iv {
         return Some(x);
     }
     let ValueDef::Result(op, _) = k.values[v].def else {
-        return None;
+        return ind.get(v).filter(|i| i.iv == iv)?.at(x);
     };
     let opnd = |o: &Operand| -> Option<Val> {
         match o {
-            Operand::Imm(s) => Some(Val::I32(s.as_i64() as i32)),
-            Operand::Value(w) => eval_iv(k, *w, iv, x).map(|r| Val::I32(r as i32)),
+            Operand::Imm(s) => Some(match s {
+                Scalar::I1(b) => Val::I1(*b),
+                _ => Val::I32(s.as_i64() as i32),
+            }),
+            Operand::Value(w) => {
+                let r = eval_iv(k, ind, *w, iv, x)?;
+                Some(if k.values[*w].ty == ScalarType::I1 {
+                    Val::I1(r != 0)
+                } else {
+                    Val::I32(r as i32)
+                })
+            }
         }
     };
     match &k.ops[op].kind {
         OpKind::Const(c) => Some(c.as_i64()),
         OpKind::Binary(b, p, q) => {
-            binary(*b, ScalarType::I32, opnd(p)?, opnd(q)?).map(|r| r.as_i64())
+            binary(*b, k.values[v].ty, opnd(p)?, opnd(q)?).map(|r| r.as_i64())
+        }
+        OpKind::Cmp(p, a, b) => {
+            let (a, b) = (opnd(a)?.as_i64(), opnd(b)?.as_i64());
+            Some(i64::from(match p {
+                CmpPred::Eq => a == b,
+                CmpPred::Ne => a != b,
+                CmpPred::Lt => a < b,
+                CmpPred::Le => a <= b,
+                CmpPred::Gt => a > b,
+                CmpPred::Ge => a >= b,
+            }))
+        }
+        OpKind::Select(c, a, b) => {
+            if opnd(c)?.truthy() {
+                Some(opnd(a)?.as_i64())
+            } else {
+                Some(opnd(b)?.as_i64())
+            }
         }
         _ => None,
     }
@@ -1174,13 +1366,12 @@ pub(super) fn eval_iv(k: &Kernel, v: Value, iv: Value, x: i64) -> Option<i64> {
 /// cancelled when both sides carry the same slope; the others stay unknown.
 pub(super) fn collide_related(
     k: &Kernel,
+    ranges: &Ranges,
     rel: &LoopRelation,
-    a: &Access,
-    b: &Access,
-    va: &[Inst],
-    vb: &[Inst],
+    Sides { a, b, va, vb }: Sides,
     rule: Meet,
 ) -> Option<(u32, u32)> {
+    let ind = &ranges.inductions;
     let fallback = Some((0, 1));
     if rel.distances.is_empty() {
         return None;
@@ -1202,7 +1393,7 @@ pub(super) fn collide_related(
             period: 1,
         };
         for (v, c) in &f.free {
-            match iv_fn(k, *v, rel.iv, rel.iv_range, 0) {
+            match iv_fn(k, ind, *v, (rel.iv, rel.iv_range), 0) {
                 Some(IvFn::Const(x)) => s.offset = s.offset.wrapping_add(c.wrapping_mul(x)),
                 Some(IvFn::Affine(m, q)) if affine_exact(m, q, rel.iv_range) => {
                     s.slope = s.slope.wrapping_add(c.wrapping_mul(m));
@@ -1231,23 +1422,34 @@ pub(super) fn collide_related(
         g = gcd(g, 1 << 32);
     }
     let same_slope = sa.slope == sb.slope;
-    let period = lcm(sa.period, sb.period).max(1);
+    let mut period = lcm(sa.period, sb.period).max(1);
+    if rel.lo.is_some() {
+        // Whole periods of aligned values: `lo + m*step` for m over a multiple of `step`.
+        period = lcm(period, rel.step.max(1));
+    }
     if period > 4096 {
         return fallback;
     }
+    // One period of induction-variable values; with a constant lower bound only those
+    // `lo + m*step` that the loop takes.
+    let base = rel.lo.unwrap_or(0);
     for &d in &rel.distances {
-        for i in 0..period {
+        for m in 0..period {
+            if rel.lo.is_some() && m % rel.step.max(1) != 0 {
+                continue;
+            }
+            let i = base.wrapping_add(m);
             let j = i.wrapping_add(d.wrapping_mul(rel.step));
             let mut ca = sa.offset;
             for (v, c) in &sa.periodic {
-                let Some(x) = eval_iv(k, *v, rel.iv, i) else {
+                let Some(x) = eval_iv(k, ind, *v, rel.iv, i) else {
                     return fallback;
                 };
                 ca = ca.wrapping_add(c.wrapping_mul(x));
             }
             let mut cb = sb.offset;
             for (v, c) in &sb.periodic {
-                let Some(x) = eval_iv(k, *v, rel.iv, j) else {
+                let Some(x) = eval_iv(k, ind, *v, rel.iv, j) else {
                     return fallback;
                 };
                 cb = cb.wrapping_add(c.wrapping_mul(x));

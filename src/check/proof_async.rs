@@ -1,35 +1,45 @@
-//! The static proof's model of async copies (docs/checker.md, "Async copies in the static
-//! proof"): which loops the proof enumerates, and, for every per-thread `cp_async` and
-//! `gather_to_lds`, the accesses that may meet its write while it is in flight.
+//! The static proof's model of async accesses (docs/checker.md, "Async accesses in the static
+//! proof"): which loops the proof enumerates, and, for every async access it models, the
+//! accesses that may meet it while it is in flight.
 //!
-//! What it computes: for each copy `c`, a forward walk over the region tree from `c`'s issue
+//! Modelled: cp.async and gather-to-LDS copies, per thread (`cp_async`, `gather_to_lds`) or
+//! per tile (`cp_async_tile`, `gather_to_lds_tile`, each thread copying the elements its
+//! layout gives it, `check/proof_tiles.rs`), and wgmma's shared-operand reads (completed by
+//! `wgmma_wait`, read by any thread of the block). Generic-proxy writes on a buffer that an
+//! async-proxy access (wgmma) touches are followed the same way to the `fence_proxy_async` of
+//! their thread.
+//!
+//! What it computes: for each access `c`, a forward walk over the region tree from `c`'s issue
 //! (including loop back edges) that tracks, per *tag* (the iteration relation to `c`), the
-//! copy's *status*: its age in its completion queue (`-1` while its cp.async group is open,
-//! else the number of younger committed groups, or younger operations on its AMD counter),
-//! or *waited* once a wait that completes it by the counter arithmetic (`age >= N`) has run.
-//! A barrier ends a waited copy (every later access of any thread is ordered after it) and
-//! leaves a pending one in flight. Each access reached is recorded with the tag and whether
-//! the copy was still pending (then even the issuing thread's own access collides) or only
-//! waited (then only other threads' accesses do); [`async_pairs`] tests each record with the
-//! instances and index forms of `super::proof`.
+//! access's *status*: its age in its completion queue (`-1` while its cp.async or wgmma group
+//! is open, else the number of younger committed groups, or younger operations on its AMD
+//! counter), or *waited* once a wait that completes it by the counter arithmetic (`age >= N`)
+//! has run (for a generic write: once its thread's `fence_proxy_async` has run). A barrier
+//! ends a waited copy (every later access of any thread is ordered after it) and leaves a
+//! pending one in flight. Each access reached is recorded with the tag and whether `c` was
+//! still pending (then even the issuing thread's own access collides) or only waited (then
+//! only other threads' accesses do); [`async_pairs`] tests each record with the instances and
+//! index forms of `super::proof`. For a generic write only records of async-proxy accesses
+//! count: pending (no fence yet) with any thread, waited (fenced, but no barrier since the
+//! fence) with other threads.
 //!
 //! Invariants (why it is sound): paths are joined by the minimum age per tag (a younger copy
 //! is completed by fewer waits), both arms of every `if` are walked, a loop's body is iterated
 //! to a fixpoint (entries are only added and ages only decrease, so it terminates), constant
 //! loops with sync ops and at most [`UNROLL`] trips are walked iteration by iteration, loops
 //! without sync ops change no status (their copies could only age others, which is ignored),
-//! and tags saturate at [`DIST_CAP`] to `Far` (no relation: independent unknowns). A copy
+//! and tags saturate at [`DIST_CAP`] (no relation: independent unknowns). A copy or wgmma read
 //! that may still be pending at kernel exit declines the proof.
 //!
-//! Complexity: per copy and per assignment of the unrolled loops around it, O(ops x passes)
+//! Complexity: per access and per assignment of the unrolled loops around it, O(ops x passes)
 //! for the walk (passes bounded by the tags and ages, a few in practice), plus the pair tests
 //! per record: O(instances) per iteration residue.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::proof::{
-    Access, Inst, IvFn, LoopRelation, Meet, PairCx, affine_exact, bound_range, collide,
-    collide_related, conflicting, eval_iv, iv_fn, op_at, value_range, wrap_modulus,
+    Access, Inst, IvFn, LoopRelation, Meet, PairCx, Sides, affine_exact, alias_met, bound_range,
+    collide, collide_related, conflicting, eval_iv, iv_fn, op_at, wrap_modulus,
 };
 use crate::ir::arith::gcd;
 use crate::ir::effects::is_sync;
@@ -57,23 +67,28 @@ pub(super) struct Enumerated {
 impl Enumerated {
     /// Every assignment of the enumerated loops around `op` (one empty assignment if none).
     pub fn combos(&self, parents: &Parents, op: Op) -> Vec<Vec<(Value, i64)>> {
-        let mut out: Vec<Vec<(Value, i64)>> = vec![Vec::new()];
-        for l in parents.ancestors(op) {
-            if let Some((iv, vals)) = self.loops.get(&l) {
-                out = out
-                    .iter()
-                    .flat_map(|c| {
-                        vals.iter().map(move |x| {
-                            let mut c = c.clone();
-                            c.push((*iv, *x));
-                            c
-                        })
-                    })
-                    .collect();
-            }
-        }
-        out
+        let loops = parents.ancestors(op);
+        assignments(loops.iter().filter_map(|l| self.loops.get(l)))
     }
+}
+
+/// Every assignment of values to induction variables, one value per loop (the cartesian
+/// product; one empty assignment for no loop), in the order the loops are given.
+fn assignments<'a>(loops: impl Iterator<Item = &'a (Value, Vec<i64>)>) -> Vec<Vec<(Value, i64)>> {
+    let mut out: Vec<Vec<(Value, i64)>> = vec![Vec::new()];
+    for (iv, vals) in loops {
+        out = out
+            .iter()
+            .flat_map(|c| {
+                vals.iter().map(move |x| {
+                    let mut c = c.clone();
+                    c.push((*iv, *x));
+                    c
+                })
+            })
+            .collect();
+    }
+    out
 }
 
 /// A constant operand's value.
@@ -144,14 +159,23 @@ pub(super) fn enumerated(k: &Kernel, parents: &Parents) -> Enumerated {
     en
 }
 
-/// Whether the static proof models this async access (per-thread `cp_async` and
-/// `gather_to_lds`).
+/// Whether the static proof models this async access: cp.async and gather-to-LDS copies
+/// (per thread or per tile) and wgmma operand reads.
 pub(super) fn modelled(a: &SharedAccess) -> bool {
-    matches!(a.footprint, Footprint::PerThread(_))
-        && matches!(
-            a.kind,
-            AccessKind::AsyncWrite(AsyncClass::CpAsync | AsyncClass::GatherToLds)
-        )
+    matches!(
+        a.kind,
+        AccessKind::AsyncWrite(AsyncClass::CpAsync | AsyncClass::GatherToLds)
+            | AccessKind::AsyncRead(AsyncClass::Wgmma)
+    )
+}
+
+/// Whether an access goes through the async proxy (docs/ir.md, "Proxies").
+fn async_proxy(a: &Access) -> bool {
+    matches!(
+        a.kind,
+        AccessKind::AsyncRead(AsyncClass::Wgmma | AsyncClass::TmaStore)
+            | AccessKind::AsyncWrite(AsyncClass::Tma)
+    )
 }
 
 pub(super) fn has_async(k: &Kernel) -> bool {
@@ -160,7 +184,7 @@ pub(super) fn has_async(k: &Kernel) -> bool {
         .any(|o| effects(k, o).shared.iter().any(|a| a.kind.is_async()))
 }
 
-/// The completion queue of a copy.
+/// What completes the access a walk follows.
 #[derive(Copy, Clone, PartialEq, Debug)]
 enum Queue {
     /// cp.async groups: `cp_async_commit` closes one, `cp_async_wait N`.
@@ -168,6 +192,10 @@ enum Queue {
     /// An AMD counter: every copy (and plain global load) counted by it ages older ones,
     /// `waitcnt c(N)`.
     Counter(Counter),
+    /// wgmma groups: `wgmma_commit` closes one, `wgmma_wait N`.
+    WgmmaGroups,
+    /// A generic-proxy write waiting for its thread's `fence_proxy_async`.
+    Fence,
 }
 
 fn queue_of(k: &Kernel, op: Op, target: Option<Target>) -> Option<Queue> {
@@ -180,21 +208,30 @@ fn queue_of(k: &Kernel, op: Op, target: Option<Target>) -> Option<Queue> {
                 .and_then(|t| t.async_counter(AsyncClass::GatherToLds))
                 .unwrap_or(Counter::VmCnt),
         )),
+        AccessKind::AsyncRead(AsyncClass::Wgmma) => Some(Queue::WgmmaGroups),
         _ => None,
     }
 }
 
-/// How a reached access relates to the copy's iteration of the relation loop `L`.
+/// How a reached access relates to the copy's iteration of the relation loop `L` (the
+/// innermost iterated loop around the copy).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-enum Tag {
-    /// The copy is in no loop the walk iterates, and `L` has not been entered.
+enum Rel {
+    /// The copy is in no loop the walk iterates.
     Free,
-    /// `d` iterations of `L` after the copy's (the copy is in `L`).
+    /// `d` iterations of `L` after the copy's.
     Dist(u8),
-    /// In iteration `j` of `L`, entered after the copy (outside `L`) was issued.
-    At(u8),
     /// No relation.
     Far,
+}
+
+/// A record's tag: its relation to the copy's iteration of `L`, and, while the walk is in
+/// the *pinned loop* `P` (the first iterated loop it enters that is not `L`, so outside the
+/// copy's loops), the iteration of `P` it is in (`None`: unknown, or not in `P`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Tag {
+    rel: Rel,
+    pin: Option<u8>,
 }
 
 /// Status of a copy: its age, or [`WAITED`].
@@ -219,10 +256,14 @@ struct Walk<'a> {
     parents: &'a Parents,
     target: Option<Target>,
     queue: Queue,
-    /// The relation loop.
+    /// The relation loop `L`.
     l: Option<Op>,
+    /// The pinned loop `P`.
+    p: Option<Op>,
     env: Vec<(Value, i64)>,
     records: HashSet<Record>,
+    /// Ops recorded although they access no shared memory (the uses of a wgmma's result).
+    watch: HashSet<Op>,
 }
 
 impl Walk<'_> {
@@ -241,26 +282,44 @@ impl Walk<'_> {
         const_trips(k, op).is_some() && !contains(k, k.ops[op].regions[0], &|o| is_sync(k, o))
     }
 
+    /// The state along the back edge of loop `l`: one more iteration of `L` or `P`.
     fn back(&self, l: Op, s: &State) -> State {
-        if Some(l) != self.l {
+        let (is_l, is_p) = (Some(l) == self.l, Some(l) == self.p);
+        if !is_l && !is_p {
             return s.clone();
         }
         let mut out = State::new();
         for (t, a) in s {
-            let t2 = match *t {
-                Tag::Dist(d) if d < DIST_CAP => Tag::Dist(d + 1),
-                Tag::At(j) if j < DIST_CAP => Tag::At(j + 1),
-                Tag::Free => Tag::Free,
-                _ => Tag::Far,
-            };
+            let mut t2 = *t;
+            if is_l {
+                t2.rel = match t.rel {
+                    Rel::Dist(d) if d < DIST_CAP => Rel::Dist(d + 1),
+                    Rel::Free => Rel::Free,
+                    _ => Rel::Far,
+                };
+            }
+            if is_p {
+                t2.pin = t.pin.filter(|j| *j < DIST_CAP).map(|j| j + 1);
+            }
             out = join(out, &State::from([(t2, *a)]));
         }
         out
     }
 
-    fn far(s: &State) -> State {
-        s.values()
-            .fold(State::new(), |o, a| join(o, &State::from([(Tag::Far, *a)])))
+    /// Every tag mapped by `f` (joining the ones it merges).
+    fn retag(s: &State, f: impl Fn(Tag) -> Tag) -> State {
+        s.iter().fold(State::new(), |o, (t, a)| {
+            join(o, &State::from([(f(*t), *a)]))
+        })
+    }
+
+    /// The state after leaving loop `l` (at its head, after any number of iterations).
+    fn exit(&self, l: Op, s: &State) -> State {
+        let (is_l, is_p) = (Some(l) == self.l, Some(l) == self.p);
+        Self::retag(s, |t| Tag {
+            rel: if is_l { Rel::Far } else { t.rel },
+            pin: if is_p { None } else { t.pin },
+        })
     }
 
     fn fixpoint(&mut self, l: Op, mut head: State) -> State {
@@ -273,17 +332,26 @@ impl Walk<'_> {
             }
             head = next;
         }
-        if Some(l) == self.l {
-            Self::far(&head)
-        } else {
-            head
+        self.exit(l, &head)
+    }
+
+    /// Walks the body of constant loop `l` once per value in `vals` (its induction
+    /// variable known in each).
+    fn unroll(&mut self, l: Op, vals: impl Iterator<Item = i64>, mut s: State) -> State {
+        let body = self.k.ops[l].regions[0];
+        let iv = self.k.regions[body].args[0];
+        for x in vals {
+            self.env.push((iv, x));
+            s = self.seq(body, 0, s);
+            self.env.pop();
         }
+        s
     }
 
     fn transfer(&mut self, op: Op, mut s: State) -> State {
         let k = self.k;
         let e = effects(k, op);
-        if !e.shared.is_empty() {
+        if !e.shared.is_empty() || self.watch.contains(&op) {
             for (t, a) in &s {
                 self.records
                     .insert((op, self.env.clone(), *t, *a != WAITED));
@@ -308,16 +376,21 @@ impl Walk<'_> {
             }
         }
         match (&e.sync, self.queue) {
-            (Some(SyncEffect::Commit(AsyncClass::CpAsync)), Queue::CpAsyncGroups) => {
+            (Some(SyncEffect::Commit(AsyncClass::CpAsync)), Queue::CpAsyncGroups)
+            | (Some(SyncEffect::Commit(AsyncClass::Wgmma)), Queue::WgmmaGroups) => {
                 for a in s.values_mut() {
                     if *a != WAITED {
                         *a = if *a < 0 { 0 } else { a.saturating_add(1) };
                     }
                 }
             }
-            (Some(SyncEffect::Wait(WaitKind::CpAsyncGroups(n))), Queue::CpAsyncGroups) => {
+            (Some(SyncEffect::Wait(WaitKind::CpAsyncGroups(n))), Queue::CpAsyncGroups)
+            | (Some(SyncEffect::Wait(WaitKind::WgmmaGroups(n))), Queue::WgmmaGroups) => {
                 complete(&mut s, *n)
             }
+            // The writer's fence makes its earlier generic writes visible to the async
+            // accesses a later barrier orders after it.
+            (Some(SyncEffect::ProxyFence), Queue::Fence) => complete(&mut s, 0),
             (Some(SyncEffect::Wait(WaitKind::Counters(list))), Queue::Counter(c)) => {
                 if let Some((_, n)) = list.iter().find(|(x, _)| *x == c) {
                     complete(&mut s, *n)
@@ -353,28 +426,19 @@ impl Walk<'_> {
     }
 
     fn enter_loop(&mut self, op: Op, s: State) -> State {
-        let body = self.k.ops[op].regions[0];
         if let Some(vals) = self.unrolled(op) {
-            let iv = self.k.regions[body].args[0];
-            let mut s = s;
-            for x in vals {
-                self.env.push((iv, x));
-                s = self.seq(body, 0, s);
-                self.env.pop();
-            }
-            return s;
+            return self.unroll(op, vals.into_iter(), s);
         }
         if self.plain(op) {
-            let out = self.seq(body, 0, s.clone());
+            let out = self.seq(self.k.ops[op].regions[0], 0, s.clone());
             return join(s, &out);
         }
+        if self.p.is_none() && Some(op) != self.l {
+            self.p = Some(op);
+        }
         let mut head = s;
-        if self.l.is_none() {
-            self.l = Some(op);
-            head = head
-                .into_iter()
-                .map(|(t, a)| (if t == Tag::Free { Tag::At(0) } else { t }, a))
-                .collect();
+        if Some(op) == self.p {
+            head = Self::retag(&head, |t| Tag { pin: Some(0), ..t });
         }
         self.fixpoint(op, head)
     }
@@ -382,14 +446,12 @@ impl Walk<'_> {
     /// Walks from the copy `c` to the end of the kernel; returns the state at exit.
     fn walk_copy(&mut self, c: Op, start: i32) -> State {
         let k = self.k;
-        let mut s = State::from([(
-            if self.l.is_some() {
-                Tag::Dist(0)
-            } else {
-                Tag::Free
-            },
-            start,
-        )]);
+        let rel = if self.l.is_some() {
+            Rel::Dist(0)
+        } else {
+            Rel::Free
+        };
+        let mut s = State::from([(Tag { rel, pin: None }, start)]);
         let mut cur = c;
         // The copy's own record (its instances against each other).
         s = self.transfer_issue(c, s);
@@ -423,15 +485,8 @@ impl Walk<'_> {
             let Some(i) = self.env.iter().rposition(|(v, _)| *v == iv) else {
                 return s;
             };
-            let cur = self.env[i].1;
-            self.env.remove(i);
-            let mut s = s;
-            for x in vals.into_iter().filter(|x| *x > cur) {
-                self.env.push((iv, x));
-                s = self.seq(body, 0, s);
-                self.env.pop();
-            }
-            return s;
+            let cur = self.env.remove(i).1;
+            return self.unroll(p, vals.into_iter().filter(|x| *x > cur), s);
         }
         if self.plain(p) {
             let out = self.seq(body, 0, s.clone());
@@ -439,11 +494,7 @@ impl Walk<'_> {
         }
         let head = self.back(p, &s);
         let exit = self.fixpoint(p, head);
-        if Some(p) == self.l {
-            join(exit, &Self::far(&s))
-        } else {
-            join(exit, &s)
-        }
+        join(exit, &self.exit(p, &s))
     }
 }
 
@@ -455,95 +506,144 @@ fn complete(s: &mut State, n: u32) {
     }
 }
 
-/// Follows every modelled copy to the waits and barriers that order it and tests each
-/// access it meets in flight. `Ok` carries a phrase for the proof's summary.
+/// Follows every modelled async access (and every generic write a wgmma may read) to the
+/// waits, fences and barriers that order it and tests each access it meets in flight. `Ok`
+/// carries a phrase for the proof's summary.
 pub(super) fn async_pairs(
     cx: &PairCx,
     target: Option<Target>,
     by_buf: &HashMap<Buffer, Vec<usize>>,
 ) -> Result<String, String> {
     let k = cx.k;
-    let mut copies = 0usize;
-    let mut met = 0usize;
+    let (mut copies, mut reads, mut fenced, mut met) = (0usize, 0usize, 0usize, 0usize);
     for (ci, c) in cx.accs.iter().enumerate() {
-        if !c.kind.is_async() {
-            continue;
-        }
-        let Some(queue) = queue_of(k, c.op, target) else {
-            return Err(format!("{} is not modelled", op_at(k, c.op)));
-        };
-        copies += 1;
-        let ancestors = cx.parents.ancestors(c.op);
-        let probe = Walk {
-            k,
-            parents: cx.parents,
-            target,
-            queue,
-            l: None,
-            env: Vec::new(),
-            records: HashSet::new(),
-        };
-        // The relation loop: the innermost loop around the copy the walk iterates.
-        let l = ancestors.iter().copied().find(|o| match k.ops[*o].kind {
-            OpKind::For { .. } => probe.unrolled(*o).is_none() && !probe.plain(*o),
-            OpKind::While { .. } => true,
-            _ => false,
-        });
-        // One walk per assignment of the unrolled loops around the copy.
-        let mut envs: Vec<Vec<(Value, i64)>> = vec![Vec::new()];
-        for a in ancestors.iter().rev() {
-            if let Some(vals) = probe.unrolled(*a) {
-                let iv = k.regions[k.ops[*a].regions[0]].args[0];
-                envs = envs
-                    .iter()
-                    .flat_map(|e| {
-                        vals.iter().map(move |x| {
-                            let mut e = e.clone();
-                            e.push((iv, *x));
-                            e
-                        })
-                    })
-                    .collect();
-            }
-        }
-        let start = if queue == Queue::CpAsyncGroups { -1 } else { 0 };
-        // An instance (thread, enumerated iterations) names one execution of the copy within
-        // one iteration of its relation loop only when every loop between them is
-        // enumerated or unrolled.
-        let exact = ancestors.iter().take_while(|o| Some(**o) != l).all(|o| {
-            !matches!(k.ops[*o].kind, OpKind::For { .. })
-                || cx.en.ivs.contains(&k.regions[k.ops[*o].regions[0]].args[0])
-                || probe.unrolled(*o).is_some()
-        });
-        for env in envs {
-            let mut w = Walk {
-                l,
-                env: env.clone(),
-                records: HashSet::new(),
-                ..probe_clone(&probe)
+        let queue = if c.kind.is_async() {
+            let Some(q) = queue_of(k, c.op, target) else {
+                return Err(format!("{} is not modelled", op_at(k, c.op)));
             };
-            let exit = w.walk_copy(c.op, start);
-            if exit.values().any(|a| *a != WAITED) {
-                return Err(format!(
-                    "{} may still be in flight at kernel exit (no wait completes it on every path)",
-                    op_at(k, c.op)
-                ));
+            if q == Queue::WgmmaGroups {
+                reads += 1;
+            } else {
+                copies += 1;
             }
-            // The relation loop may have been entered by the walk (a copy outside it).
-            let l = w.l;
-            let mut recs: Vec<Record> = w.records.into_iter().collect();
-            recs.sort();
-            for rec in &recs {
-                met += check_record(cx, &Pair { ci, env: &env, l, exact }, rec, by_buf)?;
-            }
-        }
+            q
+        } else if matches!(c.kind, AccessKind::Write | AccessKind::Atomic(_))
+            && by_buf
+                .get(&c.class)
+                .into_iter()
+                .flatten()
+                .any(|&x| async_proxy(&cx.accs[x]))
+        {
+            fenced += 1;
+            Queue::Fence
+        } else {
+            continue;
+        };
+        met += follow(cx, target, by_buf, ci, queue)?;
     }
-    if copies == 0 {
+    if copies + reads + fenced == 0 {
         return Ok(String::new());
     }
+    let mut also = String::new();
+    if reads > 0 {
+        also += &format!(", {reads} wgmma operand reads likewise");
+    }
+    if fenced > 0 {
+        also += &format!(", {fenced} generic writes followed to their proxy fences");
+    }
     Ok(format!(
-        "; {copies} async copies followed to the waits and barriers that complete them ({met} accesses met in flight)"
+        "; {copies} async copies followed to the waits and barriers that complete them{also} ({met} accesses met in flight)"
     ))
+}
+
+/// The walks of one access `ci` on `queue`, one per assignment of the unrolled loops around
+/// it; returns how many records were tested.
+fn follow(
+    cx: &PairCx,
+    target: Option<Target>,
+    by_buf: &HashMap<Buffer, Vec<usize>>,
+    ci: usize,
+    queue: Queue,
+) -> Result<usize, String> {
+    let (k, c) = (cx.k, &cx.accs[ci]);
+    let ancestors = cx.parents.ancestors(c.op);
+    let probe = Walk {
+        k,
+        parents: cx.parents,
+        target,
+        queue,
+        l: None,
+        p: None,
+        env: Vec::new(),
+        records: HashSet::new(),
+        watch: if queue == Queue::WgmmaGroups {
+            result_uses(k, c.op)?
+        } else {
+            HashSet::new()
+        },
+    };
+    // The relation loop: the innermost loop around the access that the walk iterates.
+    let l = ancestors.iter().copied().find(|o| match k.ops[*o].kind {
+        OpKind::For { .. } => probe.unrolled(*o).is_none() && !probe.plain(*o),
+        OpKind::While { .. } => true,
+        _ => false,
+    });
+    let unrolled: Vec<(Value, Vec<i64>)> = ancestors
+        .iter()
+        .rev()
+        .filter_map(|a| {
+            let vals = probe.unrolled(*a)?;
+            Some((k.regions[k.ops[*a].regions[0]].args[0], vals))
+        })
+        .collect();
+    let start = match queue {
+        Queue::CpAsyncGroups | Queue::WgmmaGroups => -1,
+        Queue::Counter(_) | Queue::Fence => 0,
+    };
+    // An instance (thread, enumerated iterations) names one execution of the access within
+    // one iteration of its relation loop only when every loop between them is enumerated or
+    // unrolled.
+    let exact = ancestors.iter().take_while(|o| Some(**o) != l).all(|o| {
+        !matches!(k.ops[*o].kind, OpKind::For { .. })
+            || cx.en.ivs.contains(&k.regions[k.ops[*o].regions[0]].args[0])
+            || probe.unrolled(*o).is_some()
+    });
+    let mut met = 0;
+    for env in assignments(unrolled.iter()) {
+        let mut w = Walk {
+            l,
+            env: env.clone(),
+            ..probe_clone(&probe)
+        };
+        let exit = w.walk_copy(c.op, start);
+        if queue != Queue::Fence && exit.values().any(|a| *a != WAITED) {
+            return Err(format!(
+                "{} may still be in flight at kernel exit (no wait completes it on every path)",
+                op_at(k, c.op)
+            ));
+        }
+        let mut recs: Vec<Record> = w.records.into_iter().collect();
+        recs.sort();
+        if let Some(r) = recs.iter().find(|r| r.3 && w.watch.contains(&r.0)) {
+            return Err(format!(
+                "{} may read the result of {} before a `wgmma_wait` completes it",
+                op_at(k, r.0),
+                op_at(k, c.op)
+            ));
+        }
+        let pair = Pair {
+            ci,
+            env: &env,
+            l,
+            pinned: w.p,
+            exact,
+            fence: queue == Queue::Fence,
+        };
+        for rec in &recs {
+            met += check_record(cx, &pair, rec, by_buf)?;
+        }
+    }
+    Ok(met)
 }
 
 fn probe_clone<'a>(w: &Walk<'a>) -> Walk<'a> {
@@ -553,24 +653,91 @@ fn probe_clone<'a>(w: &Walk<'a>) -> Walk<'a> {
         target: w.target,
         queue: w.queue,
         l: w.l,
+        p: None,
         env: Vec::new(),
         records: HashSet::new(),
+        watch: w.watch.clone(),
     }
 }
 
-/// One copy (index in `cx.accs`), the unrolled loops' values at its issue, and its
-/// relation loop.
+/// The ops that read the registers a wgmma `w` writes asynchronously: uses of its results,
+/// followed through `yield` into loop iteration values and `for`/`if` results, except as
+/// the accumulator of another wgmma (which the hardware chains in order). A wgmma with
+/// register A operands declines (the registers it holds until its wait are not followed).
+fn result_uses(k: &Kernel, w: Op) -> Result<HashSet<Op>, String> {
+    let OpKind::Wgmma { a, .. } = &k.ops[w].kind else {
+        return Ok(HashSet::new());
+    };
+    if !a.regs().is_empty() {
+        return Err(format!(
+            "{} holds register A operands until its wait, which the proof does not follow",
+            op_at(k, w)
+        ));
+    }
+    let parents = k.parents();
+    let mut vals: HashSet<Value> = k.ops[w].results.iter().copied().collect();
+    let mut uses = HashSet::new();
+    loop {
+        let before = vals.len();
+        for op in k.ops_in_order() {
+            let od = &k.ops[op];
+            let mut hit = Vec::new();
+            let mut i = 0;
+            od.kind.for_each_operand(|o| {
+                if o.value().is_some_and(|v| vals.contains(&v)) {
+                    hit.push(i);
+                }
+                i += 1;
+            });
+            if hit.is_empty() {
+                continue;
+            }
+            match &od.kind {
+                OpKind::Wgmma { a, .. } if hit.iter().all(|&j| j >= a.regs().len()) => {}
+                OpKind::Yield(_) => {
+                    let Some(p) = parents.parent_op(op) else {
+                        continue;
+                    };
+                    let pk = &k.ops[p];
+                    for j in hit {
+                        if let OpKind::For { .. } = pk.kind
+                            && let Some(&arg) = k.regions[pk.regions[0]].args.get(j + 1)
+                        {
+                            vals.insert(arg);
+                        }
+                        if let Some(&r) = pk.results.get(j) {
+                            vals.insert(r);
+                        }
+                    }
+                }
+                _ => {
+                    uses.insert(op);
+                }
+            }
+        }
+        if vals.len() == before {
+            return Ok(uses);
+        }
+    }
+}
+
+/// One followed access (index in `cx.accs`), the unrolled loops' values at its issue, its
+/// relation loop and the loop its walk pinned.
 struct Pair<'a> {
     ci: usize,
     env: &'a [(Value, i64)],
     l: Option<Op>,
-    /// Instances identify executions within one iteration of `l` (see `async_pairs`).
+    pinned: Option<Op>,
+    /// Instances identify executions within one iteration of `l` (see `follow`).
     exact: bool,
+    /// A generic write followed to its fence: only async-proxy accesses count (pending: no
+    /// fence yet; waited: fenced, but no barrier since orders the fence before them).
+    fence: bool,
 }
 
 /// The instances of access `i` at the values `env` of the unrolled loops.
 fn restricted(cx: &PairCx, i: usize, env: &[(Value, i64)]) -> Vec<Inst> {
-    let combos = cx_combos(cx, i);
+    let combos = cx.en.combos(cx.parents, cx.accs[i].op);
     cx.values[i]
         .iter()
         .filter(|x| {
@@ -583,12 +750,8 @@ fn restricted(cx: &PairCx, i: usize, env: &[(Value, i64)]) -> Vec<Inst> {
         .collect()
 }
 
-fn cx_combos(cx: &PairCx, i: usize) -> Vec<Vec<(Value, i64)>> {
-    cx.en.combos(cx.parents, cx.accs[i].op)
-}
-
-/// Tests one record against every access of its op on the copy's buffer; returns how many
-/// were tested.
+/// Tests one record against every access of its op in the followed access's alias class;
+/// returns how many were tested.
 fn check_record(
     cx: &PairCx,
     p: &Pair,
@@ -599,15 +762,18 @@ fn check_record(
     let c = &cx.accs[p.ci];
     let (x_op, env, tag, pending) = (rec.0, &rec.1, rec.2, rec.3);
     let mut n = 0;
-    for &xi in by_buf.get(&c.buf).into_iter().flatten() {
+    for &xi in by_buf.get(&c.class).into_iter().flatten() {
         let x = &cx.accs[xi];
-        if x.op != x_op || !conflicting(c, x) {
+        if x.op != x_op || !conflicting(c, x) || p.fence && !async_proxy(x) {
             continue;
         }
         n += 1;
+        if x.buf != c.buf {
+            return Err(alias_met(k, c, x, "while the first is in flight"));
+        }
         if x.collective.is_some() {
             return Err(format!(
-                "{} may meet the in-flight copy {} (a collective access)",
+                "{} may meet the in-flight access {} (a collective access with an opaque layout)",
                 op_at(k, x.op),
                 op_at(k, c.op)
             ));
@@ -619,68 +785,107 @@ fn check_record(
             self_pair: p.exact
                 && xi == p.ci
                 && env.as_slice() == p.env
-                && matches!(tag, Tag::Free | Tag::Dist(0)),
+                && tag.pin.is_none()
+                && matches!(tag.rel, Rel::Free | Rel::Dist(0)),
         };
-        if let Some((t1, t2)) = related_collide(cx, p.l, tag, c, x, &vc, &vx, rule) {
-            let state = if pending {
-                "before a wait completes it"
-            } else {
-                "after the wait that completes it but before a barrier"
-            };
-            return Err(format!(
-                "{} (thread {t1}) may write an element that {} (thread {t2}) accesses {state}",
-                op_at(k, c.op),
-                op_at(k, x.op)
-            ));
+        if let Some((t1, t2)) = related_collide(
+            cx,
+            p,
+            tag,
+            Sides {
+                a: c,
+                b: x,
+                va: &vc,
+                vb: &vx,
+            },
+            rule,
+        ) {
+            return Err(met_in_flight(k, p, (c, x), (t1, t2), pending));
         }
     }
     Ok(n)
 }
 
-/// The collision test under a tag's iteration relation.
-#[allow(clippy::too_many_arguments)]
+fn met_in_flight(
+    k: &Kernel,
+    p: &Pair,
+    (c, x): (&Access, &Access),
+    (t1, t2): (u32, u32),
+    pending: bool,
+) -> String {
+    let who = |t: u32| {
+        if t == super::proof_tiles::ANY {
+            "any thread".to_string()
+        } else {
+            format!("thread {t}")
+        }
+    };
+    let (t1, t2) = (who(t1), who(t2));
+    if p.fence {
+        let how = if pending {
+            "with no `fence_proxy_async` of the writer in between"
+        } else {
+            "with no barrier between the writer's `fence_proxy_async` and the read"
+        };
+        return format!(
+            "{} ({t1}) writes an element that {} ({t2}) reads through the async proxy {how}",
+            op_at(k, c.op),
+            op_at(k, x.op)
+        );
+    }
+    let state = if pending {
+        "before a wait completes it"
+    } else {
+        "after the wait that completes it but before a barrier"
+    };
+    let verb = if c.kind.writes() { "write" } else { "read" };
+    format!(
+        "{} ({t1}) may {verb} an element that {} ({t2}) accesses {state}",
+        op_at(k, c.op),
+        op_at(k, x.op)
+    )
+}
+
+/// The collision test under a tag: `x`'s free terms that are functions of the pinned loop's
+/// induction variable are evaluated at the pinned iteration, then the terms of the relation
+/// loop at the tag's distance; every other term is an independent unknown.
 fn related_collide(
     cx: &PairCx,
-    l: Option<Op>,
+    p: &Pair,
     tag: Tag,
-    c: &Access,
-    x: &Access,
-    vc: &[Inst],
-    vx: &[Inst],
+    Sides {
+        a: c,
+        b: x,
+        va: vc,
+        vb: vx,
+    }: Sides,
     rule: Meet,
 ) -> Option<(u32, u32)> {
     let k = cx.k;
-    let lp = l.and_then(|l| match &k.ops[l].kind {
-        OpKind::For { lo, hi, step, .. } => Some((l, lo, hi, step)),
-        _ => None,
-    });
-    if let Some((l, lo, hi, step)) = lp
-        && let Some(step) = constant(k, step)
-    {
-        let iv = k.regions[k.ops[l].regions[0]].args[0];
-        let (lo_r, hi_r) = (
-            value_range(k, cx.ranges, lo).0,
-            value_range(k, cx.ranges, hi).1,
-        );
-        let iv_range = (lo_r, (hi_r - 1).max(lo_r));
-        match tag {
-            Tag::Dist(d) => {
-                let rel = LoopRelation {
-                    iv,
-                    iv_range,
-                    step,
-                    distances: vec![d as i64],
-                };
-                return collide_related(k, &rel, c, x, vc, vx, rule);
-            }
-            Tag::At(j) => {
-                if let Some(lo) = constant(k, lo) {
-                    let at = lo + j as i64 * step;
-                    return collide_at(k, (iv, iv_range, at), c, x, vc, vx, rule);
-                }
-            }
-            _ => {}
+    let pinned = tag
+        .pin
+        .zip(p.pinned)
+        .and_then(|(j, l)| Some((LoopRelation::of(k, cx.ranges, l, Vec::new())?, j)));
+    let (x_pinned, vx_pinned);
+    let (x, vx) = match pinned {
+        Some((rel, j)) if rel.lo.is_some() => {
+            let at = rel.lo.unwrap_or(0) + j as i64 * rel.step;
+            (x_pinned, vx_pinned) = pin(cx, (&rel, at), x, vx);
+            (&x_pinned, vx_pinned.as_slice())
         }
+        _ => (x, vx),
+    };
+    if let Rel::Dist(d) = tag.rel
+        && let Some(rel) =
+            p.l.and_then(|l| LoopRelation::of(k, cx.ranges, l, vec![d as i64]))
+    {
+        let sides = Sides {
+            a: c,
+            b: x,
+            va: vc,
+            vb: vx,
+        };
+        return collide_related(k, cx.ranges, &rel, sides, rule);
     }
     let g = c
         .form
@@ -691,42 +896,50 @@ fn related_collide(
     collide(vc, vx, wrap_modulus(g, c, x), rule)
 }
 
-/// The collision test when `x` runs in the iteration of loop `iv` where it equals `at` and
-/// `c` is outside that loop: `x`'s free terms that are functions of `iv` become constants.
-fn collide_at(
-    k: &Kernel,
-    (iv, range, at): (Value, (i128, i128), i64),
-    c: &Access,
+/// `x` in the iteration of loop `rel` where its induction variable equals `at`: the free
+/// terms that are functions of it become constants added to every instance.
+fn pin(
+    cx: &PairCx,
+    (rel, at): (&LoopRelation, i64),
     x: &Access,
-    vc: &[Inst],
     vx: &[Inst],
-    rule: Meet,
-) -> Option<(u32, u32)> {
-    let mut g = c
-        .form
-        .free
-        .iter()
-        .fold(0i64, |g, (_, v)| gcd(g, v.wrapping_abs()));
-    let mut cx_off = 0i64;
-    for (v, coef) in &x.form.free {
-        let known = match iv_fn(k, *v, iv, range, 0) {
+) -> (Access, Vec<Inst>) {
+    let (k, ind) = (cx.k, &cx.ranges.inductions);
+    let mut off = 0i64;
+    let mut free = Vec::new();
+    for &(v, coef) in &x.form.free {
+        let known = match iv_fn(k, ind, v, (rel.iv, rel.iv_range), 0) {
             Some(IvFn::Const(y)) => Some(y),
-            Some(IvFn::Affine(m, q)) if affine_exact(m, q, range) => Some(m * at + q),
-            Some(IvFn::Periodic(_)) => eval_iv(k, *v, iv, at),
+            Some(IvFn::Affine(m, q)) if affine_exact(m, q, rel.iv_range) => Some(m * at + q),
+            Some(IvFn::Periodic(_)) => eval_iv(k, ind, v, rel.iv, at),
             _ => None,
         };
         match known {
-            Some(y) => cx_off = cx_off.wrapping_add(coef.wrapping_mul(y)),
-            None => g = gcd(g, coef.wrapping_abs()),
+            Some(y) => off = off.wrapping_add(coef.wrapping_mul(y)),
+            None => free.push((v, coef)),
         }
     }
-    let g = wrap_modulus(g, c, x);
-    let shifted: Vec<Inst> = vx
+    let form = super::proof::Form {
+        c: x.form.c,
+        tpart: x.form.tpart.clone(),
+        free,
+    };
+    let shifted = vx
         .iter()
         .map(|i| Inst {
-            x: i.x.wrapping_add(cx_off),
+            x: i.x.wrapping_add(off),
             ..*i
         })
         .collect();
-    collide(vc, &shifted, g, rule)
+    let a = Access {
+        op: x.op,
+        buf: x.buf,
+        class: x.class,
+        kind: x.kind,
+        form,
+        exact: x.exact,
+        collective: None,
+        tile: None,
+    };
+    (a, shifted)
 }
