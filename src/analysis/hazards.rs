@@ -315,6 +315,7 @@ fn find_hazards_pruned(
     memo: &mut FlowMemo,
 ) -> Hazards {
     let k = fp.k;
+    crate::analysis::symbolic::pairs::forget_questions();
     let paths = Paths::new(k);
     let mut out = Hazards::default();
     // Which waits complete each async access: the in-flight dataflow's answer
