@@ -49,7 +49,7 @@ use std::collections::HashMap;
 
 
 use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};
-use crate::analysis::footprint::{AccessRef, Footprints, Overlap};
+use crate::analysis::footprint::{AccessRef, Footprints, UnitConflict};
 use crate::analysis::inflight::{FlowMemo, LoopCompletion};
 use crate::analysis::nearest::{Shape, Sources};
 use crate::diag::{DiagKind, Diagnostic};
@@ -118,7 +118,7 @@ pub struct Hazard {
     pub carry: Carry,
     /// Every conflicting pair of threads lies in one warp: a warp-level sync suffices.
     pub intra_warp: bool,
-    pub witness: Option<Overlap>,
+    pub witness: Option<UnitConflict>,
     /// The pair-conflict query (`plen`, `var`) behind the hazard, to enumerate a witness
     /// lazily ([`fill_witnesses`]).
     pub query: Option<(usize, Option<usize>)>,
