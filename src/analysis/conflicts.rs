@@ -15,7 +15,7 @@
 //! threads lies in one warp.
 //! Complexity: O(G_a · G_b · |touch|) where G are the instance groups of the two accesses.
 
-use crate::analysis::footprint::{Footprints, LoopDomain, Overlap, Touch, Who};
+use crate::analysis::footprint::{Footprints, LoopDomain, Touch, UnitConflict, Who};
 use crate::ir::AccessKind;
 
 /// Whether two access kinds can conflict at all (ignoring footprints).
@@ -37,7 +37,7 @@ pub struct PairConflict {
     pub intra_warp: bool,
     /// One conflicting unit and who touches it on each side (`None` when the symbolic
     /// engine answered: [`witness`] enumerates it for `--explain`).
-    pub witness: Option<Overlap>,
+    pub witness: Option<UnitConflict>,
     /// The query (`plen`, `var`) that gave this answer, to find a witness lazily.
     pub query: Option<(usize, Option<usize>)>,
 }
@@ -118,7 +118,7 @@ fn pair_conflict_uncached(
 
 /// A conflicting unit of the query that gave `pc`, found by enumeration (the symbolic
 /// engine gives none; only `--explain` prints one).
-pub fn witness(fp: &mut Footprints, ai: usize, bi: usize, pc: &PairConflict) -> Option<Overlap> {
+pub fn witness(fp: &mut Footprints, ai: usize, bi: usize, pc: &PairConflict) -> Option<UnitConflict> {
     match (pc.witness, pc.query) {
         (Some(w), _) => Some(w),
         (None, Some((plen, var))) if pc.conflict != 0 => {
@@ -202,7 +202,7 @@ pub fn pair_conflict_enumerated(
 /// The conflict assumed between touches of two buffers that alias without an exact pairing:
 /// unknown threads on both sides (cross-warp), at a unit of the first, when both touch
 /// anything.
-fn blind_overlap(ta: &Touch, tb: &Touch) -> Option<Overlap> {
+fn blind_overlap(ta: &Touch, tb: &Touch) -> Option<UnitConflict> {
     let unit = |t: &Touch| {
         t.exact
             .keys()
@@ -211,7 +211,7 @@ fn blind_overlap(ta: &Touch, tb: &Touch) -> Option<Overlap> {
             .or_else(|| t.unknown.iter().map(|u| u.0).min())
     };
     unit(tb)?;
-    Some(Overlap {
+    Some(UnitConflict {
         unit: unit(ta)?,
         a: Who::Many(None),
         b: Who::Many(None),

@@ -102,10 +102,10 @@ pub struct Touch {
     pub unknown: Vec<(u64, u64, Who)>,
 }
 
-/// Two touches overlap with different threads: the unit key, who on each side, and whether
-/// every conflicting pair is intra-warp.
+/// A unit that two touches share with different threads (a conflict's witness): the unit
+/// key, who on each side, and whether every conflicting pair is intra-warp.
 #[derive(Copy, Clone, Debug, PartialEq)]
-pub struct Overlap {
+pub struct UnitConflict {
     pub unit: u64,
     pub a: Who,
     pub b: Who,
@@ -147,12 +147,12 @@ impl Touch {
     /// Units touched by both with (possibly) different threads. `same_layout_ok` is unused
     /// here: layout identity is carried by [`Who::Lane`]. Returns the first witness and
     /// whether all conflicting pairs are intra-warp (`None` if there is no conflict).
-    pub fn overlap(&self, other: &Touch, warp: u32) -> Option<Overlap> {
-        let mut found: Option<Overlap> = None;
+    pub fn overlap(&self, other: &Touch, warp: u32) -> Option<UnitConflict> {
+        let mut found: Option<UnitConflict> = None;
         let mut record = |unit, a: Who, b: Who, intra: bool| -> bool {
             match &mut found {
                 None => {
-                    found = Some(Overlap {
+                    found = Some(UnitConflict {
                         unit,
                         a,
                         b,
@@ -161,7 +161,7 @@ impl Touch {
                 }
                 Some(f) => {
                     if !intra && f.intra_warp {
-                        *f = Overlap {
+                        *f = UnitConflict {
                             unit,
                             a,
                             b,

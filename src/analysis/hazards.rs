@@ -49,7 +49,7 @@ use std::collections::HashMap;
 
 
 use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};
-use crate::analysis::footprint::{AccessRef, Footprints, Overlap};
+use crate::analysis::footprint::{AccessRef, Footprints, UnitConflict};
 use crate::analysis::inflight::{FlowMemo, LoopCompletion};
 use crate::analysis::nearest::{Shape, Sources};
 use crate::diag::{DiagKind, Diagnostic};
@@ -118,7 +118,7 @@ pub struct Hazard {
     pub carry: Carry,
     /// Every conflicting pair of threads lies in one warp: a warp-level sync suffices.
     pub intra_warp: bool,
-    pub witness: Option<Overlap>,
+    pub witness: Option<UnitConflict>,
     /// The pair-conflict query (`plen`, `var`) behind the hazard, to enumerate a witness
     /// lazily ([`fill_witnesses`]).
     pub query: Option<(usize, Option<usize>)>,
@@ -315,6 +315,7 @@ fn find_hazards_pruned(
     memo: &mut FlowMemo,
 ) -> Hazards {
     let k = fp.k;
+    crate::analysis::symbolic::pairs::forget_questions();
     let paths = Paths::new(k);
     let mut out = Hazards::default();
     // Which waits complete each async access: the in-flight dataflow's answer
@@ -387,11 +388,16 @@ fn find_hazards_pruned(
                 }
             }
         }
+        let cx = GroupCx {
+            paths: &paths,
+            completion: &completion,
+            memo,
+            cheap: &cheap,
+        };
         for (x, &ai) in group.iter().enumerate() {
             let dsts = std::mem::take(&mut dsts_of[x]);
             for y in merge_sorted(&dsts, &keep_all) {
-                let bi = group[y];
-                pair_hazards(fp, &paths, &completion, memo, &cheap, (x, ai), (y, bi), &mut out);
+                pair_hazards(fp, &cx, (x, ai), (y, group[y]), &mut out);
             }
         }
         warn_loaded_indices(fp, &out.hazards[first_hazard..], &mut out.findings);
@@ -531,39 +537,60 @@ impl<'p> PairFacts<'p> {
     }
 }
 
+/// What the pair loop of one address space reads besides the footprints: region paths, the
+/// completion of every async access, the in-flight memo and the per-access facts.
+struct GroupCx<'g> {
+    paths: &'g Paths,
+    completion: &'g HashMap<Op, LoopCompletion>,
+    memo: &'g FlowMemo,
+    cheap: &'g PairFacts<'g>,
+}
+
 /// The hazards and findings of one pair (source `x` at `fp.accesses[ai]`, destination `y` at
 /// `bi`; `x`, `y` index the address space's group).
-#[expect(clippy::too_many_arguments, reason = "pair context")]
 fn pair_hazards(
     fp: &mut Footprints,
-    paths: &Paths,
-    completion: &HashMap<Op, LoopCompletion>,
-    memo: &FlowMemo,
-    cheap: &PairFacts,
+    cx: &GroupCx,
     (x, ai): (usize, usize),
     (y, bi): (usize, usize),
     out: &mut Hazards,
 ) {
     let k = fp.k;
+    let cheap = cx.cheap;
     if !cheap.may_emit(k, x, y) {
         return;
     }
     let (Some(pa), Some(pb)) = (cheap.path[x], cheap.path[y]) else {
         return;
     };
+    let (a, b) = (&fp.accesses[ai], &fp.accesses[bi]);
     if cheap.kind[x].is_async() {
         // Refills of a slot that a placed cross-role handshake orders (`sync::handshake`): the
         // refill waits for the consumers that waited for the previous copy.
-        if memo.ordered_tma.contains(&fp.accesses[ai].id.op)
-            && memo.ordered_tma.contains(&fp.accesses[bi].id.op)
-        {
+        if cx.memo.ordered_tma.contains(&a.id.op) && cx.memo.ordered_tma.contains(&b.id.op) {
             return;
         }
-        async_pair(fp, paths, completion, ai, bi, pa, pb, out);
+        let acx = AsyncCx {
+            paths: cx.paths,
+            comp: &cx.completion[&a.id.op],
+            ai,
+            bi,
+            pb,
+            forward_ab: matches!(split(k, pa, pb), Split::Forward { .. }),
+            m_ab: common_len(&a.loops, &b.loops),
+        };
+        async_pair(fp, &acx, out);
         return;
     }
-    let src = fp.accesses[ai].id.op;
-    emit_pair(fp, ai, bi, src, pa, pb, None, out);
+    let p = PairAt {
+        ai,
+        bi,
+        src_at: a.id.op,
+        pa,
+        pb,
+        shift: None,
+    };
+    emit_pair(fp, &p, out);
 }
 
 /// The union of two ascending lists, ascending, each element once.
@@ -725,375 +752,433 @@ pub(crate) fn common_len(x: &[Op], y: &[Op]) -> usize {
     x.iter().zip(y).take_while(|(p, q)| p == q).count()
 }
 
-/// Emits the hazards from the source (taking effect at `src_at`, whose path is `pa`) to the
-/// destination. `shift`: for an async source completed `delta` iterations of loop level
-/// `level` after its issue, `Some((level, delta))`.
-#[expect(clippy::too_many_arguments, reason = "pair context")]
-fn emit_pair(
-    fp: &mut Footprints,
+/// One source/destination pair as the hazard builders see it: the accesses (indices into
+/// `fp.accesses`), where the source takes effect (`src_at`: its op, or the wait completing an
+/// async source) with that point's region path `pa`, the destination's path `pb`, and for an
+/// async source completed `delta` iterations of loop level `level` after its issue,
+/// `shift = Some((level, delta))`.
+struct PairAt<'p> {
     ai: usize,
     bi: usize,
     src_at: Op,
-    pa: &[(Region, usize)],
-    pb: &[(Region, usize)],
+    pa: &'p [(Region, usize)],
+    pb: &'p [(Region, usize)],
     shift: Option<(usize, u32)>,
-    out: &mut Hazards,
-) {
+}
+
+/// Where a barrier removes one hazard (see the module doc): ranges of the home region and
+/// segments of deeper regions.
+struct Coverage {
+    home: Region,
+    home_ranges: Vec<(usize, usize)>,
+    chain: Vec<Segment>,
+}
+
+/// The hazard of pair `p` with the given carry and conflict; the bodies that a path passing
+/// an op whole always runs join its coverage.
+fn hazard(fp: &Footprints, p: &PairAt, carry: Carry, pc: &PairConflict, cov: Coverage) -> Hazard {
     let k = fp.k;
-    let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
-    let at_loops = fp.loops_of(src_at);
-    let m = common_len(&at_loops, &b.loops);
-    let kind = kind_of(a.access.kind, b.access.kind);
-    let mk = |carry,
-              pc: &PairConflict,
-              home,
-              home_ranges: Vec<(usize, usize)>,
-              mut chain: Vec<Segment>| {
-        let mut passed: Vec<Segment> = home_ranges
-            .iter()
-            .map(|&(lo, hi)| Segment {
-                region: home,
-                lo,
-                hi,
-            })
-            .chain(chain.iter().copied())
-            .collect();
-        always_bodies(k, &mut passed, &mut chain);
-        Hazard {
-            src: a.id,
-            dst: b.id,
-            src_at,
-            kind,
-            carry,
-            intra_warp: pc.intra_warp,
-            witness: pc.witness,
-            query: pc.query,
-            home,
-            home_ranges,
-            chain,
-        }
-    };
-    // Different arms of a thread-dependent `if` run concurrently in different threads: a
-    // conflict there (in one iteration) has no program point between the two accesses at all.
-    if let Split::Siblings { op, .. } = split(k, pa, pb)
-        && let OpKind::If { cond } = &k.ops[op].kind
-        && !fp.uniformity().operand_uniform(cond)
-        && a.id < b.id
-        && src_at == a.id.op
-    {
-        let pc = pair_conflict(fp, ai, bi, m, None);
-        if pc.conflict & 1 != 0 {
-            // Roles synchronized by hand (warp specialization): named barriers or mbarriers in
-            // the arms may order the two accesses across the arms, which smemsync neither
-            // places nor reasons about; that is a warning, left to the race checker.
-            let handshake = k.ops[op]
-                .regions
-                .iter()
-                .any(|&r| region_has_handshake(k, r));
-            let what = format!("{} and {}", op_label(k, a.id.op), op_label(k, b.id.op));
-            let d = if handshake {
-                Diagnostic::warning(
-                    DiagKind::Finding,
-                    "E0305",
-                    format!(
-                        "{what} run concurrently in the two arms of a thread-dependent `if`; their order rests on the named barriers or mbarriers in the arms"
-                    ),
-                )
-                .with_note("smemsync does not place or analyse cross-role handshakes; `smemsync check` verifies them")
-            } else {
-                Diagnostic::error(
-                    DiagKind::Finding,
-                    "E0305",
-                    format!("{what} in the two arms of a thread-dependent `if` race"),
-                )
-                .with_note("no barrier can separate the arms of a divergent branch")
-                .with_help(
-                    "move one access out of the branch, or split the branch around a barrier",
-                )
-            };
-            let d = d.with_label(k.span(b.id.op), "this access").with_label(
-                k.span(a.id.op),
-                "runs concurrently with this one in other threads",
-            );
-            // Labels: the first one pushed is primary.
-            let mut d = d;
-            if let Some(l) = d.labels.first_mut() {
-                l.primary = true;
-            }
-            out.findings.push(d);
-        }
+    let (a, b) = (&fp.accesses[p.ai], &fp.accesses[p.bi]);
+    let Coverage {
+        home,
+        home_ranges,
+        mut chain,
+    } = cov;
+    let mut passed: Vec<Segment> = home_ranges
+        .iter()
+        .map(|&(lo, hi)| Segment {
+            region: home,
+            lo,
+            hi,
+        })
+        .chain(chain.iter().copied())
+        .collect();
+    always_bodies(k, &mut passed, &mut chain);
+    Hazard {
+        src: a.id,
+        dst: b.id,
+        src_at: p.src_at,
+        kind: kind_of(a.access.kind, b.access.kind),
+        carry,
+        intra_warp: pc.intra_warp,
+        witness: pc.witness,
+        query: pc.query,
+        home,
+        home_ranges,
+        chain,
     }
-    // Forward paths.
-    let fwd = match split(k, pa, pb) {
+}
+
+/// Emits the hazards of pair `p`: the finding of two arms of a divergent `if`, the forward
+/// hazard, and one carried hazard per common loop.
+fn emit_pair(fp: &mut Footprints, p: &PairAt, out: &mut Hazards) {
+    let at_loops = fp.loops_of(p.src_at);
+    let m = common_len(&at_loops, &fp.accesses[p.bi].loops);
+    divergent_arms(fp, p, m, out);
+    forward_hazard(fp, p, m, out);
+    for (c, &l) in at_loops.iter().enumerate().take(m) {
+        carried_hazard(fp, p, c, l, out);
+    }
+}
+
+/// Different arms of a thread-dependent `if` run concurrently in different threads: a
+/// conflict there (in one iteration) has no program point between the two accesses at all
+/// (E0305; a warning where hand-placed handshakes in the arms may order them).
+fn divergent_arms(fp: &mut Footprints, p: &PairAt, m: usize, out: &mut Hazards) {
+    let k = fp.k;
+    let (a, b) = (fp.accesses[p.ai].id, fp.accesses[p.bi].id);
+    let Split::Siblings { op, .. } = split(k, p.pa, p.pb) else {
+        return;
+    };
+    let OpKind::If { cond } = &k.ops[op].kind else {
+        return;
+    };
+    if fp.uniformity().operand_uniform(cond) || a >= b || p.src_at != a.op {
+        return;
+    }
+    if pair_conflict(fp, p.ai, p.bi, m, None).conflict & 1 == 0 {
+        return;
+    }
+    // Roles synchronized by hand (warp specialization): named barriers or mbarriers in the
+    // arms may order the two accesses across the arms, which smemsync neither places nor
+    // reasons about; that is a warning, left to the race checker.
+    let handshake = k.ops[op]
+        .regions
+        .iter()
+        .any(|&r| region_has_handshake(k, r));
+    let what = format!("{} and {}", op_label(k, a.op), op_label(k, b.op));
+    let d = if handshake {
+        Diagnostic::warning(
+            DiagKind::Finding,
+            "E0305",
+            format!(
+                "{what} run concurrently in the two arms of a thread-dependent `if`; their order rests on the named barriers or mbarriers in the arms"
+            ),
+        )
+        .with_note("smemsync does not place or analyse cross-role handshakes; `smemsync check` verifies them")
+    } else {
+        Diagnostic::error(
+            DiagKind::Finding,
+            "E0305",
+            format!("{what} in the two arms of a thread-dependent `if` race"),
+        )
+        .with_note("no barrier can separate the arms of a divergent branch")
+        .with_help("move one access out of the branch, or split the branch around a barrier")
+    };
+    let mut d = d
+        .with_label(k.span(b.op), "this access")
+        .with_label(k.span(a.op), "runs concurrently with this one in other threads");
+    // Labels: the first one pushed is primary.
+    if let Some(l) = d.labels.first_mut() {
+        l.primary = true;
+    }
+    out.findings.push(d);
+}
+
+/// The forward paths' coverage of pair `p`, if the source precedes the destination in one
+/// iteration (program order, or a `while`'s condition before its body).
+fn forward_coverage(k: &Kernel, p: &PairAt) -> Option<Coverage> {
+    let (pa, pb) = (p.pa, p.pb);
+    let mut chain = Vec::new();
+    match split(k, pa, pb) {
         Split::Forward {
             level,
             region,
             ia,
             ib,
         } => {
-            let mut chain = Vec::new();
             after_chain(k, pa, level + 1, &mut chain);
             before_chain(pb, level + 1, &mut chain);
-            Some((region, vec![(2 * ia + 2, 2 * ib)], chain))
+            Some(Coverage {
+                home: region,
+                home_ranges: vec![(2 * ia + 2, 2 * ib)],
+                chain,
+            })
         }
         Split::Siblings { level, op, ra, rb }
             if matches!(k.ops[op].kind, OpKind::While { .. })
                 && ra == k.ops[op].regions[0]
                 && rb == k.ops[op].regions[1] =>
         {
-            let mut chain = Vec::new();
             after_chain(k, pa, level + 1, &mut chain);
             before_chain(pb, level + 2, &mut chain);
-            Some((rb, vec![(0, 2 * pb[level + 1].1)], chain))
+            Some(Coverage {
+                home: rb,
+                home_ranges: vec![(0, 2 * pb[level + 1].1)],
+                chain,
+            })
         }
         _ => None,
-    };
-    if let Some((home, ranges, chain)) = fwd {
-        let (pc, bit) = match shift {
-            Some((level, delta)) if level < m => {
-                (pair_conflict(fp, ai, bi, m, Some(level)), delta.min(63))
-            }
-            _ => (pair_conflict(fp, ai, bi, m, None), 0),
-        };
-        if pc.conflict & (1 << bit) != 0 {
-            out.hazards
-                .push(mk(Carry::Forward, &pc, home, ranges, chain));
-        }
-    }
-    // Carried paths, one per common loop.
-    for (c, &l) in at_loops.iter().enumerate().take(m) {
-        let pc = pair_conflict(fp, ai, bi, c + 1, Some(c));
-        let delta = match shift {
-            Some((level, d)) if level == c => d,
-            _ => 0,
-        };
-        let bits = pc.conflict >> delta.min(62);
-        let d1 = bits & 2 != 0;
-        let far = bits & !3 != 0;
-        if !d1 && !far {
-            continue;
-        }
-        let min_distance = (bits & !1).trailing_zeros();
-        let regions = &k.ops[l].regions;
-        let Some(jl) = pa.iter().position(|(r, _)| regions.contains(r)) else {
-            continue;
-        };
-        let (ra, ia) = pa[jl];
-        let (rb, ib) = pb[jl];
-        let body = *regions.last().expect("loop has a body");
-        let n = body_len(k, body);
-        let mut chain = Vec::new();
-        let ranges = match (ra == body, rb == body) {
-            (true, true) => {
-                after_chain(k, pa, jl + 1, &mut chain);
-                before_chain(pb, jl + 1, &mut chain);
-                if d1 && ia >= ib {
-                    let mut v = vec![(0, 2 * ib)];
-                    if 2 * ia + 2 <= 2 * n {
-                        v.push((2 * ia + 2, 2 * n));
-                    }
-                    v
-                } else {
-                    vec![(0, 2 * n)]
-                }
-            }
-            (false, true) => {
-                after_chain(k, pa, jl, &mut chain);
-                before_chain(pb, jl + 1, &mut chain);
-                vec![(0, 2 * n)]
-            }
-            (true, false) => {
-                after_chain(k, pa, jl + 1, &mut chain);
-                before_chain(pb, jl, &mut chain);
-                if d1 && 2 * ia + 2 <= 2 * n {
-                    vec![(2 * ia + 2, 2 * n)]
-                } else {
-                    vec![(0, 2 * n)]
-                }
-            }
-            (false, false) => {
-                after_chain(k, pa, jl, &mut chain);
-                before_chain(pb, jl, &mut chain);
-                vec![(0, 2 * n)]
-            }
-        };
-        out.hazards.push(mk(
-            Carry::Carried {
-                loop_op: l,
-                d1,
-                min_distance,
-            },
-            &pc,
-            body,
-            ranges,
-            chain,
-        ));
     }
 }
 
-#[expect(clippy::too_many_arguments, reason = "pair context")]
-fn async_pair(
-    fp: &mut Footprints,
-    paths: &Paths,
-    completion: &HashMap<Op, LoopCompletion>,
+/// The forward hazard of pair `p` (`m` common loops), if its instances conflict in one
+/// iteration (at the shift's distance for an async source completed iterations later).
+fn forward_hazard(fp: &mut Footprints, p: &PairAt, m: usize, out: &mut Hazards) {
+    let Some(cov) = forward_coverage(fp.k, p) else {
+        return;
+    };
+    let (pc, bit) = match p.shift {
+        Some((level, delta)) if level < m => (
+            pair_conflict(fp, p.ai, p.bi, m, Some(level)),
+            delta.min(63),
+        ),
+        _ => (pair_conflict(fp, p.ai, p.bi, m, None), 0),
+    };
+    if pc.conflict & (1 << bit) != 0 {
+        out.hazards.push(hazard(fp, p, Carry::Forward, &pc, cov));
+    }
+}
+
+/// The hazard of pair `p` carried by common loop `l` (level `c`), if its instances conflict
+/// one or more iterations apart.
+fn carried_hazard(fp: &mut Footprints, p: &PairAt, c: usize, l: Op, out: &mut Hazards) {
+    let k = fp.k;
+    let pc = pair_conflict(fp, p.ai, p.bi, c + 1, Some(c));
+    let delta = match p.shift {
+        Some((level, d)) if level == c => d,
+        _ => 0,
+    };
+    let bits = pc.conflict >> delta.min(62);
+    let d1 = bits & 2 != 0;
+    let far = bits & !3 != 0;
+    if !d1 && !far {
+        return;
+    }
+    let Some(cov) = carried_coverage(k, p, l, d1) else {
+        return;
+    };
+    let carry = Carry::Carried {
+        loop_op: l,
+        d1,
+        min_distance: (bits & !1).trailing_zeros(),
+    };
+    out.hazards.push(hazard(fp, p, carry, &pc, cov));
+}
+
+/// The coverage of pair `p`'s paths around the back-edge of loop `l` (`d1`: distance 1
+/// conflicts, so only the arc from the source to the destination across the back-edge is
+/// passed by every path; otherwise a whole iteration runs in between).
+fn carried_coverage(k: &Kernel, p: &PairAt, l: Op, d1: bool) -> Option<Coverage> {
+    let (pa, pb) = (p.pa, p.pb);
+    let regions = &k.ops[l].regions;
+    let jl = pa.iter().position(|(r, _)| regions.contains(r))?;
+    let (ra, ia) = pa[jl];
+    let (rb, ib) = pb[jl];
+    let body = *regions.last().expect("loop has a body");
+    let n = body_len(k, body);
+    let (in_a, in_b) = (ra == body, rb == body);
+    let mut chain = Vec::new();
+    after_chain(k, pa, jl + in_a as usize, &mut chain);
+    before_chain(pb, jl + in_b as usize, &mut chain);
+    let whole = vec![(0, 2 * n)];
+    let home_ranges = match (in_a, in_b) {
+        (true, true) if d1 && ia >= ib => {
+            let mut v = vec![(0, 2 * ib)];
+            if 2 * ia + 2 <= 2 * n {
+                v.push((2 * ia + 2, 2 * n));
+            }
+            v
+        }
+        (true, false) if d1 && 2 * ia + 2 <= 2 * n => vec![(2 * ia + 2, 2 * n)],
+        _ => whole,
+    };
+    Some(Coverage {
+        home: body,
+        home_ranges,
+        chain,
+    })
+}
+
+/// An async source and a destination, as the async hazard builders see them: the pair, the
+/// copy's completion (the in-flight dataflow's answer), the region paths of both and of the
+/// completing waits, whether the destination follows the copy in one iteration
+/// (`forward_ab`) and the accesses' common loop count (`m_ab`).
+struct AsyncCx<'c> {
+    paths: &'c Paths,
+    comp: &'c LoopCompletion,
     ai: usize,
     bi: usize,
-    pa: &[(Region, usize)],
-    pb: &[(Region, usize)],
-    out: &mut Hazards,
-) {
+    pb: &'c [(Region, usize)],
+    forward_ab: bool,
+    m_ab: usize,
+}
+
+impl AsyncCx<'_> {
+    /// The pair with its source taking effect at wait `w`.
+    fn at<'p>(&'p self, w: Op, pw: &'p [(Region, usize)], shift: Option<(usize, u32)>) -> PairAt<'p> {
+        PairAt {
+            ai: self.ai,
+            bi: self.bi,
+            src_at: w,
+            pa: pw,
+            pb: self.pb,
+            shift,
+        }
+    }
+
+    /// Whether the destination precedes op `x` (whose path is `px`) in one iteration.
+    fn before(&self, k: &Kernel, px: &[(Region, usize)]) -> bool {
+        matches!(split(k, self.pb, px), Split::Forward { .. })
+    }
+}
+
+/// The hazards and findings of an async source (module doc, *async copies*), by where its
+/// completing wait lies: in the copy's loop body in the same iteration, some iterations
+/// later, or only after the loop (or nowhere).
+fn async_pair(fp: &mut Footprints, cx: &AsyncCx, out: &mut Hazards) {
+    match cx.comp.in_loop {
+        Some((w, 0)) => completed_in_iteration(fp, cx, w, out),
+        Some((w, delta)) => completed_later(fp, cx, w, delta, out),
+        None => completed_after_loop(fp, cx, out),
+    }
+}
+
+/// An mbarrier wait makes the TMA write visible to every thread that waits (docs/ir.md,
+/// `mbar_wait`): when each thread running the destination has run the wait `w`, nothing more
+/// is needed. Other waits complete only the waiting thread's own copies.
+fn waited_by_all(fp: &Footprints, cx: &AsyncCx, w: Op) -> bool {
     let k = fp.k;
-    let (a, b) = (fp.accesses[ai].clone(), fp.accesses[bi].clone());
-    let comp = &completion[&a.id.op];
-    let inner = comp.level;
-    // An mbarrier wait makes the TMA write visible to every thread that waits (docs/ir.md,
-    // `mbar_wait`): when each thread running the destination has run the wait, nothing more
-    // is needed. Other waits complete only the waiting thread's own copies.
-    let waited_by_all = |fp: &Footprints, w: Op| -> bool {
-        if !matches!(a.access.kind, AccessKind::AsyncWrite(AsyncClass::Tma)) {
-            return false;
+    if !matches!(
+        fp.accesses[cx.ai].access.kind,
+        AccessKind::AsyncWrite(AsyncClass::Tma)
+    ) {
+        return false;
+    }
+    let b_anc = fp.ancestors(fp.accesses[cx.bi].id.op);
+    fp.ancestors(w)
+        .into_iter()
+        .filter(|&o| matches!(k.ops[o].kind, OpKind::If { .. }))
+        .all(|o| b_anc.contains(&o))
+}
+
+/// E0302: the destination may touch the copy's elements while it is in flight (once per
+/// diagnostic).
+fn in_flight(fp: &Footprints, cx: &AsyncCx, note: &str, out: &mut Hazards) {
+    let k = fp.k;
+    let (a, b) = (fp.accesses[cx.ai].id.op, fp.accesses[cx.bi].id.op);
+    let d = Diagnostic::error(
+        DiagKind::Finding,
+        "E0302",
+        format!(
+            "{} touches shared memory that an async copy may still be writing or reading",
+            op_label(k, b)
+        ),
+    )
+    .with_label(k.span(b), "this access may overlap the copy in flight")
+    .with_label(k.span(a), "the copy is issued here")
+    .with_note(note.to_string())
+    .with_help("add a wait that completes the copy before this access; a barrier does not complete a copy");
+    if !out.findings.contains(&d) {
+        out.findings.push(d);
+    }
+}
+
+/// The copy completes at `x`, after its innermost loop: an access between the loop and `x`
+/// sees it in flight; one after `x` is ordered from `x` on.
+fn after_loop(fp: &mut Footprints, cx: &AsyncCx, x: Op, out: &mut Hazards) {
+    let px = cx.paths.path[&x].clone();
+    if cx.forward_ab && cx.before(fp.k, &px) {
+        // Where `x` completes the copy in the first iteration of a later loop that also
+        // runs the destination, only that iteration's instances precede it.
+        let x_loops = fp.loops_of(x);
+        let (a_loops, b_loops) = (&fp.accesses[cx.ai].loops, &fp.accesses[cx.bi].loops);
+        let lvl = common_len(a_loops, &x_loops);
+        let first = (cx.comp.exit_on_entry
+            && x_loops.len() > lvl
+            && b_loops.get(lvl) == x_loops.get(lvl))
+        .then(|| (lvl, first_key(fp, x_loops[lvl])));
+        if intersects_at(fp, cx.ai, cx.bi, cx.m_ab, first) {
+            let note = "after the loop, no completing wait lies between the copy and this access";
+            in_flight(fp, cx, note, out);
         }
-        let b_anc = fp.ancestors(b.id.op);
-        fp.ancestors(w)
-            .into_iter()
-            .filter(|&o| matches!(k.ops[o].kind, OpKind::If { .. }))
-            .all(|o| b_anc.contains(&o))
-    };
-    let in_flight = |fp: &mut Footprints, out: &mut Hazards, note: &str| {
-        let d = Diagnostic::error(
-            DiagKind::Finding,
-            "E0302",
-            format!(
-                "{} touches shared memory that an async copy may still be writing or reading",
-                op_label(k, b.id.op)
-            ),
-        );
-        let d = d.with_label(k.span(b.id.op), "this access may overlap the copy in flight").with_label(k.span(a.id.op), "the copy is issued here").with_note(note.to_string()).with_help("add a wait that completes the copy before this access; a barrier does not complete a copy");
-        let _ = fp;
-        if !out.findings.contains(&d) {
-            out.findings.push(d);
+    }
+    if !waited_by_all(fp, cx, x) {
+        emit_pair(fp, &cx.at(x, &px, None), out);
+    }
+}
+
+/// Completion in the copy's loop body (or region) in the same iteration, at wait `w`.
+fn completed_in_iteration(fp: &mut Footprints, cx: &AsyncCx, w: Op, out: &mut Hazards) {
+    let pw = cx.paths.path[&w].clone();
+    let before_w = cx.before(fp.k, &pw);
+    if cx.forward_ab && before_w {
+        // A wait found in the first iteration of a later loop: only that iteration's
+        // instances of the destination precede it.
+        let w_loops = fp.loops_of(w);
+        let n = fp.accesses[cx.ai].loops.len();
+        let first = (w_loops.len() > n && fp.accesses[cx.bi].loops.get(n) == w_loops.get(n))
+            .then(|| (n, first_key(fp, w_loops[n])));
+        if intersects_at(fp, cx.ai, cx.bi, cx.m_ab, first) {
+            let note = "no completing wait lies between the copy and this access";
+            in_flight(fp, cx, note, out);
         }
-    };
-    let m_ab = common_len(&a.loops, &b.loops);
-    let forward_ab = matches!(split(k, pa, pb), Split::Forward { .. });
-    // The copy completes at `x`, after its innermost loop: an access between the loop and `x`
-    // sees it in flight; one after `x` is ordered from `x` on.
-    let after_loop = |fp: &mut Footprints, out: &mut Hazards, x: Op| {
-        let px = paths.path[&x].clone();
-        let before_x = matches!(split(k, pb, &px), Split::Forward { .. });
-        if forward_ab && before_x {
-            // Where `x` completes the copy in the first iteration of a later loop that also
-            // runs the destination, only that iteration's instances precede it.
-            let x_loops = fp.loops_of(x);
-            let lvl = common_len(&a.loops, &x_loops);
-            let first =
-                (comp.exit_on_entry && x_loops.len() > lvl && b.loops.get(lvl) == x_loops.get(lvl))
-                    .then(|| (lvl, first_key(fp, x_loops[lvl])));
-            if intersects_at(fp, ai, bi, m_ab, first) {
-                in_flight(
-                    fp,
-                    out,
-                    "after the loop, no completing wait lies between the copy and this access",
+    }
+    if before_w && inner_carried_intersect(fp, cx.ai, cx.bi, cx.comp.level, cx.m_ab) {
+        let note = "the copy's inner loop issues it again before the wait that completes it";
+        in_flight(fp, cx, note, out);
+    }
+    if !waited_by_all(fp, cx, w) {
+        emit_pair(fp, &cx.at(w, &pw, None), out);
+    }
+}
+
+/// Completion at wait `w` of the copy's loop, `delta ≥ 1` iterations after the issue.
+fn completed_later(fp: &mut Footprints, cx: &AsyncCx, w: Op, delta: u32, out: &mut Hazards) {
+    let level = cx.comp.level.expect("a wrapped completion has a loop");
+    let l = fp.accesses[cx.ai].loops[level];
+    if fp.accesses[cx.bi].loops.contains(&l) {
+        let pw = cx.paths.path[&w].clone();
+        let pc = pair_conflict(fp, cx.ai, cx.bi, level + 1, Some(level));
+        let before_w = cx.before(fp.k, &pw);
+        if (delta > 0 || before_w) && inner_carried_intersect(fp, cx.ai, cx.bi, Some(level), cx.m_ab) {
+            let note = "the copy's inner loop issues it again before the wait that completes it";
+            in_flight(fp, cx, note, out);
+        }
+        for d in 0..=delta.min(62) {
+            let ok = (d > 0 || cx.forward_ab) && (d < delta || before_w);
+            if ok && pc.intersect & (1 << d) != 0 {
+                let note = format!(
+                    "the copy completes only {delta} iteration(s) later, at a wait this access precedes"
                 );
+                in_flight(fp, cx, &note, out);
+                break;
             }
         }
-        if !waited_by_all(fp, x) {
-            emit_pair(fp, ai, bi, x, &px, pb, None, out);
+        if !waited_by_all(fp, cx, w) {
+            emit_pair(fp, &cx.at(w, &pw, Some((level, delta))), out);
         }
-    };
-    // In-loop (or same-region) completion.
-    match comp.in_loop {
-        Some((w, 0)) => {
-            let pw = paths.path[&w].clone();
-            let before_w = matches!(split(k, pb, &pw), Split::Forward { .. });
-            if forward_ab && before_w {
-                // A wait found in the first iteration of a later loop: only that iteration's
-                // instances of the destination precede it.
-                let w_loops = fp.loops_of(w);
-                let first = (w_loops.len() > a.loops.len()
-                    && b.loops.get(a.loops.len()) == w_loops.get(a.loops.len()))
-                .then(|| (a.loops.len(), first_key(fp, w_loops[a.loops.len()])));
-                if intersects_at(fp, ai, bi, m_ab, first) {
-                    in_flight(
-                        fp,
-                        out,
-                        "no completing wait lies between the copy and this access",
-                    );
-                }
-            }
-            if before_w && inner_carried_intersect(fp, ai, bi, inner, m_ab) {
-                in_flight(
-                    fp,
-                    out,
-                    "the copy's inner loop issues it again before the wait that completes it",
-                );
-            }
-            if !waited_by_all(fp, w) {
-                emit_pair(fp, ai, bi, w, &pw, pb, None, out);
-            }
-        }
-        Some((w, delta)) => {
-            let level = inner.expect("a wrapped completion has a loop");
-            let l = a.loops[level];
-            let pw = paths.path[&w].clone();
-            if b.loops.contains(&l) {
-                let pc = pair_conflict(fp, ai, bi, level + 1, Some(level));
-                let before_w = matches!(split(k, pb, &pw), Split::Forward { .. });
-                if (delta > 0 || before_w) && inner_carried_intersect(fp, ai, bi, inner, m_ab) {
-                    in_flight(
-                        fp,
-                        out,
-                        "the copy's inner loop issues it again before the wait that completes it",
-                    );
-                }
-                for d in 0..=delta.min(62) {
-                    let ok = (d > 0 || forward_ab) && (d < delta || before_w);
-                    if ok && pc.intersect & (1 << d) != 0 {
-                        in_flight(
-                            fp,
-                            out,
-                            &format!(
-                                "the copy completes only {delta} iteration(s) later, at a wait this access precedes"
-                            ),
-                        );
-                        break;
-                    }
-                }
-                if !waited_by_all(fp, w) {
-                    emit_pair(fp, ai, bi, w, &pw, pb, Some((level, delta)), out);
-                }
-            } else if let Some(x) = comp.exit {
-                after_loop(fp, out, x);
-            } else if comp.exit_drained && waited_by_all(fp, w) {
-                // Every execution is completed by `w` inside the loop (the guard rules out
-                // the rest), and `w` makes it visible to every thread: nothing left in flight.
-            } else if forward_ab {
-                let pc = pair_conflict(fp, ai, bi, m_ab, None);
-                if pc.intersect != 0 {
-                    in_flight(
-                        fp,
-                        out,
-                        "no wait completes the copy on the path that leaves the loop",
-                    );
-                }
-            }
-        }
-        None => {
-            let in_copy_loop = inner.is_some_and(|level| b.loops.contains(&a.loops[level]));
-            match comp.exit {
-                // Completed only after the copy's loop (a prologue filling several slots):
-                // accesses after the loop are ordered from that wait on, as above.
-                Some(x) if !in_copy_loop => after_loop(fp, out, x),
-                _ => {
-                    // Never completed where this access runs: every later overlapping access
-                    // is in flight.
-                    let pc = pair_conflict(fp, ai, bi, m_ab, None);
-                    let carried = (0..m_ab)
-                        .any(|c| pair_conflict(fp, ai, bi, c + 1, Some(c)).intersect & !1 != 0);
-                    if (forward_ab && pc.intersect & 1 != 0) || carried {
-                        in_flight(fp, out, "no wait completes this copy");
-                    }
-                }
+    } else if let Some(x) = cx.comp.exit {
+        after_loop(fp, cx, x, out);
+    } else if cx.comp.exit_drained && waited_by_all(fp, cx, w) {
+        // Every execution is completed by `w` inside the loop (the guard rules out the
+        // rest), and `w` makes it visible to every thread: nothing left in flight.
+    } else if cx.forward_ab && pair_conflict(fp, cx.ai, cx.bi, cx.m_ab, None).intersect != 0 {
+        let note = "no wait completes the copy on the path that leaves the loop";
+        in_flight(fp, cx, note, out);
+    }
+}
+
+/// No wait in the copy's loop completes it: only the wait after its loop (a prologue filling
+/// several slots), if any, where the destination is not in that loop.
+fn completed_after_loop(fp: &mut Footprints, cx: &AsyncCx, out: &mut Hazards) {
+    let a_loops = &fp.accesses[cx.ai].loops;
+    let in_copy_loop = cx
+        .comp
+        .level
+        .is_some_and(|level| fp.accesses[cx.bi].loops.contains(&a_loops[level]));
+    match cx.comp.exit {
+        // Accesses after the loop are ordered from that wait on, as above.
+        Some(x) if !in_copy_loop => after_loop(fp, cx, x, out),
+        _ => {
+            // Never completed where this access runs: every later overlapping access is in
+            // flight.
+            let (ai, bi, m_ab) = (cx.ai, cx.bi, cx.m_ab);
+            let pc = pair_conflict(fp, ai, bi, m_ab, None);
+            let carried =
+                (0..m_ab).any(|c| pair_conflict(fp, ai, bi, c + 1, Some(c)).intersect & !1 != 0);
+            if (cx.forward_ab && pc.intersect & 1 != 0) || carried {
+                in_flight(fp, cx, "no wait completes this copy", out);
             }
         }
     }

@@ -1,5 +1,5 @@
 //! Integer arithmetic the analyses share: gcd, lcm and the rounding divisions of the IR's
-//! `div`/`rem` (floor semantics, docs/ir.md).
+//! `div`/`rem` (floor semantics, docs/ir.md), also over `i128` for the symbolic solver.
 //!
 //! Invariants: `gcd` is non-negative; `lcm` saturates instead of wrapping; the divisions
 //! return `None` for a zero divisor (and for `i64::MIN / -1`) instead of panicking.
@@ -28,6 +28,17 @@ pub fn lcm(a: i64, b: i64) -> i64 {
 /// `⌊a / b⌋` (rounds toward negative infinity, as the IR's `div`); `None` when `b = 0` or the
 /// quotient overflows.
 pub fn floor_div(a: i64, b: i64) -> Option<i64> {
+    i64::try_from(floor_div_wide(a as i128, b as i128)?).ok()
+}
+
+/// `⌈a / b⌉`; `None` when `b = 0` or the quotient overflows.
+pub fn ceil_div(a: i64, b: i64) -> Option<i64> {
+    i64::try_from(ceil_div_wide(a as i128, b as i128)?).ok()
+}
+
+/// [`floor_div`] over `i128`: the symbolic solver's bounds arithmetic, where sums of `i64`
+/// products are formed without overflow.
+pub fn floor_div_wide(a: i128, b: i128) -> Option<i128> {
     let q = a.checked_div(b)?;
     Some(if a % b != 0 && ((a < 0) != (b < 0)) {
         q - 1
@@ -36,8 +47,8 @@ pub fn floor_div(a: i64, b: i64) -> Option<i64> {
     })
 }
 
-/// `⌈a / b⌉`; `None` when `b = 0` or the quotient overflows.
-pub fn ceil_div(a: i64, b: i64) -> Option<i64> {
+/// [`ceil_div`] over `i128`.
+pub fn ceil_div_wide(a: i128, b: i128) -> Option<i128> {
     let q = a.checked_div(b)?;
     Some(if a % b != 0 && ((a < 0) == (b < 0)) {
         q + 1
@@ -61,6 +72,10 @@ mod tests {
             assert_eq!(floor_div(a, 0), None);
         }
         assert_eq!(floor_div(i64::MIN, -1), None);
+        assert_eq!(ceil_div(i64::MIN, -1), None);
+        assert_eq!(floor_div_wide(-7, 2), Some(-4));
+        assert_eq!(ceil_div_wide(-7, 2), Some(-3));
+        assert_eq!(floor_div_wide(i128::MIN, -1), None);
     }
 
     #[test]

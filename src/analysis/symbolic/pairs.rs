@@ -16,10 +16,15 @@
 //! cap that would be reached, or a solver budget reached: `None`, and the caller enumerates.
 //! Witness units are not computed (they only serve `--explain`, which enumerates lazily).
 
+use std::cell::RefCell;
+
+use rustc_hash::FxHashMap as HashMap;
+
 use super::form::{Affine, Builder, Form, Guard};
 use super::solve::{Answer, Problem};
 use crate::analysis::conflicts::PairConflict;
-use crate::analysis::footprint::{Footprints, LoopDomain, MAX_INSTANCES};
+use crate::analysis::footprint::{Footprints, LoopDomain};
+use crate::ir::arith::gcd;
 use crate::ir::*;
 
 /// Most search nodes one question may visit before falling back to enumeration.
@@ -79,17 +84,13 @@ struct Side {
 
 /// Loop keys of access `ai` as the enumerator forms them: a variable over the enumerated
 /// values (exact iterations, or residues of a period), `None` where a loop is not enumerated
-/// (the access does not depend on it, or its domain is unknown). `Err(())`: fall back (cap).
-/// `Ok(None)`: some enumerated loop has no value (no instance at all).
-#[expect(clippy::type_complexity, reason = "three outcomes")]
-fn keys(
-    fp: &Footprints,
-    b: &mut Builder,
-    ai: usize,
-) -> Result<Option<Vec<(Option<Affine>, Option<Value>)>>, ()> {
+/// (the access does not depend on it, or its domain is unknown). `None` overall: some
+/// enumerated loop has no value (no instance at all). Unlike the enumerator, no cap on the
+/// number of iteration instances applies: a key is one variable whatever its range, so the
+/// answer stays exact where enumeration would make inner loop variables unknown (W0313).
+fn keys(fp: &Footprints, b: &mut Builder, ai: usize) -> Option<Vec<(Option<Affine>, Option<Value>)>> {
     let k = fp.k;
     let mut out = Vec::new();
-    let mut count = 1usize;
     for &l in &fp.accesses[ai].loops {
         let iv = match &k.ops[l].kind {
             OpKind::For { .. } => Some(k.regions[k.ops[l].regions[0]].args[0]),
@@ -120,12 +121,8 @@ fn keys(
             (Some((_, _, n)), Some(iv)) if n > 0 && !fp.depends_on(ai, l, iv) => {
                 out.push((None, None))
             }
-            (Some((_, _, n)), Some(_)) if count.saturating_mul(n.max(1) as usize) > MAX_INSTANCES => {
-                return Err(());
-            }
-            (Some((_, _, 0)), Some(_)) => return Ok(None),
+            (Some((_, _, 0)), Some(_)) => return None,
             (Some((first, step, n)), Some(iv)) => {
-                count *= n as usize;
                 let i = b.p.var(0, n - 1);
                 let key = Affine {
                     terms: vec![(i, step)],
@@ -137,7 +134,7 @@ fn keys(
             _ => out.push((None, None)),
         }
     }
-    Ok(Some(out))
+    Some(out)
 }
 
 /// Builds one side on `p`; `shared`: reuse these keys (the other side of a self race).
@@ -163,7 +160,7 @@ fn side(
             }
             s.to_vec()
         }
-        None => match keys(fp, &mut b, ai)? {
+        None => match keys(fp, &mut b, ai) {
             Some(ks) => ks,
             None => return Ok(None),
         },
@@ -270,10 +267,6 @@ fn in_bounds(b: &mut Builder, f: &Affine, d: i64) -> Result<(), ()> {
     Ok(())
 }
 
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a.abs() } else { gcd(b, a % b) }
-}
-
 /// `u` lies in the side's unit range.
 fn covers(p: &mut Problem, u: usize, s: &Side) {
     let mut t = vec![(u, 1)];
@@ -349,6 +342,7 @@ fn feasible_values(ps: &[Problem], v: usize, lo: i64, hi: i64, out: &mut Vec<i64
 }
 
 /// The distance bit pattern of the variable level, as `conflicts::bits_for` gives it.
+#[derive(PartialEq, Eq, Hash)]
 enum Distance {
     /// The mask does not depend on the keys (a key not enumerated, or an unknown domain).
     Fixed(u64),
@@ -470,37 +464,110 @@ pub fn pair_conflict(
     if let Distance::Fixed(0) = dist {
         return Some(PairConflict::default());
     }
-    let intersect = mask(std::slice::from_ref(&p), &dist, u64::MAX)?;
+    let q = PairQuestion {
+        p,
+        ta,
+        tb,
+        dist,
+        threads,
+        warp: fp.warp as i64,
+        left: LEFT.with(|l| l.get()),
+    };
+    if let Some(r) = PAIRS.with(|m| m.borrow().get(&q).cloned()) {
+        return r;
+    }
+    let r = decide_pair(&q);
+    PAIRS.with(|m| remember(&mut m.borrow_mut(), q, r.clone()));
+    r
+}
+
+/// A built pair question: everything [`decide_pair`]'s answer depends on (the problem with
+/// both sides, the thread variables, the distance relation, the block and warp sizes, and the
+/// search budget left after building).
+#[derive(PartialEq, Eq, Hash)]
+struct PairQuestion {
+    p: Problem,
+    ta: usize,
+    tb: usize,
+    dist: Distance,
+    threads: i64,
+    warp: i64,
+    left: u64,
+}
+
+/// A built self-race question (see [`PairQuestion`]).
+#[derive(PartialEq, Eq, Hash)]
+struct SelfQuestion {
+    p: Problem,
+    ta: usize,
+    tb: usize,
+    left: u64,
+}
+
+/// Most questions each memo keeps before it is emptied (a memo of a pure function: emptying
+/// it never changes an answer, only bounds its memory).
+const MEMO_LIMIT: usize = 1 << 14;
+
+thread_local! {
+    /// Answers of built pair questions. The answer is a function of the question alone, so
+    /// questions that different accesses build identically (each tile of a kernel with its
+    /// own buffer, loops of one shape) are decided once.
+    static PAIRS: RefCell<HashMap<PairQuestion, Option<PairConflict>>> =
+        RefCell::new(HashMap::default());
+    /// Answers of built self-race questions, likewise.
+    static SELVES: RefCell<HashMap<SelfQuestion, Option<bool>>> = RefCell::new(HashMap::default());
+}
+
+/// Empties the question memos: an analysis of a kernel starts with none, so that its cost and
+/// memory do not depend on the kernels analysed before it on this thread.
+pub fn forget_questions() {
+    PAIRS.with(|m| m.borrow_mut().clear());
+    SELVES.with(|m| m.borrow_mut().clear());
+}
+
+/// Records an answer, emptying a full memo first.
+fn remember<K: Eq + std::hash::Hash, V>(m: &mut HashMap<K, V>, k: K, v: V) {
+    if m.len() >= MEMO_LIMIT {
+        m.clear();
+    }
+    m.insert(k, v);
+}
+
+/// Decides a built pair question (the masks of the module doc), within its budget.
+fn decide_pair(q: &PairQuestion) -> Option<PairConflict> {
+    LEFT.with(|l| l.set(q.left));
+    let (p, ta, tb, dist, threads) = (&q.p, q.ta, q.tb, &q.dist, q.threads);
+    let intersect = mask(std::slice::from_ref(p), dist, u64::MAX)?;
     let conflict = if intersect == 0 {
         0
     } else {
-        mask(&distinct(&p, ta, tb, None), &dist, intersect)?
+        mask(&distinct(p, ta, tb, None), dist, intersect)?
     };
     let mut intra_warp = false;
     if conflict != 0 {
-        let mut q = p.clone();
-        let w = fp.warp as i64;
+        let mut q2 = p.clone();
+        let w = q.warp;
         let warp_of = |t: usize, q: &mut Problem| {
             let wv = q.var(0, (threads - 1) / w);
             let r = q.var(0, w - 1);
             q.add(&[(t, 1), (wv, -w), (r, -1)], 0, 0);
             wv
         };
-        let (wa, wb) = (warp_of(ta, &mut q), warp_of(tb, &mut q));
+        let (wa, wb) = (warp_of(ta, &mut q2), warp_of(tb, &mut q2));
         // Only pairs of instances the mask relates: every distance of an exact domain is one
         // (bit 63 stands for the larger ones); a periodic one relates the residues some
         // distance below 63 reaches.
-        if let Distance::Periodic { r, step, period } = dist {
+        if let Distance::Periodic { r, step, period } = *dist {
             // The residues distances 0..63 reach are the multiples of g = gcd(step, period)
             // when there are at most 63 of them.
             let g = gcd(step, period).max(1);
             if period / g > 63 {
                 return None;
             }
-            let m = q.var(0, period / g);
-            q.add(&[(r, 1), (m, -g)], 0, 0);
+            let m = q2.var(0, period / g);
+            q2.add(&[(r, 1), (m, -g)], 0, 0);
         }
-        let cross = distinct(&q, ta, tb, Some((wa, wb)));
+        let cross = distinct(&q2, ta, tb, Some((wa, wb)));
         intra_warp = !any_sat(&cross)?;
     }
     Some(PairConflict {
@@ -635,10 +702,8 @@ pub fn self_race(fp: &Footprints, ai: usize) -> Option<bool> {
     let threads = fp.k.threads().max(1) as i64;
     let mut p = Problem::default();
     let (ta, tb) = (p.var(0, threads - 1), p.var(0, threads - 1));
-    let ks = match keys(fp, &mut Builder::new(fp, &mut p, ta), ai) {
-        Err(()) => return None,
-        Ok(None) => return Some(false),
-        Ok(Some(ks)) => ks,
+    let Some(ks) = keys(fp, &mut Builder::new(fp, &mut p, ta), ai) else {
+        return Some(false);
     };
     let sa = side(fp, &mut p, ai, ta, Some(&ks)).ok()??;
     let sb = side(fp, &mut p, ai, tb, Some(&ks)).ok()??;
@@ -646,5 +711,17 @@ pub fn self_race(fp: &Footprints, ai: usize) -> Option<bool> {
     let u = p.var(lo, hi + sa.units);
     covers(&mut p, u, &sa);
     covers(&mut p, u, &sb);
-    any_sat(&distinct(&p, ta, tb, None))
+    let q = SelfQuestion {
+        p,
+        ta,
+        tb,
+        left: LEFT.with(|l| l.get()),
+    };
+    if let Some(r) = SELVES.with(|m| m.borrow().get(&q).copied()) {
+        return r;
+    }
+    LEFT.with(|l| l.set(q.left));
+    let r = any_sat(&distinct(&q.p, ta, tb, None));
+    SELVES.with(|m| remember(&mut m.borrow_mut(), q, r));
+    r
 }

@@ -15,8 +15,10 @@
 //! Complexity: O(nodes · rounds · |constraints| · |terms|); on quasi-affine GPU indices
 //! propagation alone usually decides, in a handful of nodes.
 
+use crate::ir::arith::{ceil_div_wide, floor_div_wide, gcd};
+
 /// A linear constraint `lo ≤ Σ coef·var ≤ hi` (an equality when `lo == hi`).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Lin {
     pub terms: Vec<(usize, i64)>,
     pub lo: i64,
@@ -24,7 +26,7 @@ pub struct Lin {
 }
 
 /// Integer variables with boxes and linear constraints over them.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Problem {
     pub lo: Vec<i64>,
     pub hi: Vec<i64>,
@@ -165,15 +167,14 @@ impl Problem {
             // a/g ≤ form ≤ b/g (reversed for a negative divisor); the "unbounded" sentinels
             // stay sentinels (every form's values are far inside them).
             let free = |x: i64| x <= i64::MIN / 4 || x >= i64::MAX / 4;
-            let lo = if free(a) {
-                i64::MIN / 4
-            } else {
-                ceil_div(a as i128, g as i128) as i64
+            // g ≠ 0 here, so the divisions are defined (`None` would only relax the bound).
+            let lo = match ceil_div_wide(a as i128, g as i128) {
+                Some(x) if !free(a) => x as i64,
+                _ => i64::MIN / 4,
             };
-            let hi = if free(b) {
-                i64::MAX / 4
-            } else {
-                floor_div(b as i128, g as i128) as i64
+            let hi = match floor_div_wide(b as i128, g as i128) {
+                Some(x) if !free(b) => x as i64,
+                _ => i64::MAX / 4,
             };
             if lo > hi {
                 return false;
@@ -478,10 +479,10 @@ fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
         // a·v ∈ [clo - rmax, chi - rmin]
         let (tlo, thi) = (clo - rmax, chi - rmin);
         let a = a as i128;
-        let (nlo, nhi) = if a > 0 {
-            (ceil_div(tlo, a), floor_div(thi, a))
-        } else {
-            (ceil_div(thi, a), floor_div(tlo, a))
+        let (l, h) = if a > 0 { (tlo, thi) } else { (thi, tlo) };
+        // A zero coefficient (never built by `add`) tightens nothing.
+        let (Some(nlo), Some(nhi)) = (ceil_div_wide(l, a), floor_div_wide(h, a)) else {
+            continue;
         };
         let nlo = nlo.max(lo[v] as i128) as i64;
         let nhi = nhi.min(hi[v] as i128) as i64;
@@ -495,23 +496,6 @@ fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
         }
     }
     Some(changed)
-}
-
-fn floor_div(a: i128, b: i128) -> i128 {
-    let q = a / b;
-    if (a % b != 0) && ((a < 0) != (b < 0)) {
-        q - 1
-    } else {
-        q
-    }
-}
-
-fn ceil_div(a: i128, b: i128) -> i128 {
-    -floor_div(-a, b)
-}
-
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a.abs() } else { gcd(b, a % b) }
 }
 
 #[cfg(test)]
