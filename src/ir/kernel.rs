@@ -1,10 +1,23 @@
 //! The kernel: arenas of ops, regions, values, views and buffers, plus side tables for
 //! names and source spans.
 //!
-//! Invariants (checked by `verify`): every op sits in exactly one region; every region except
-//! the kernel body is owned by exactly one op; a value is defined once and used only where its
+//! The region tree is private (the Cranelift `Layout` pattern): a region's ops and arguments
+//! change only through the edit methods below, which keep the parent links (op → region,
+//! region → owning op) up to date, so [`Kernel::parents`] is a borrow, not a walk. The edit
+//! methods `debug_assert!` the callers' contracts: a region exists, an op is placed in at most
+//! one region and never twice, an anchor op is placed, a region argument is defined as that
+//! argument. `docs/ir.md` ("The kernel's invariants") says which fields are private and why.
+//!
+//! Invariants (the edit methods keep the first two; `verify` checks all): every placed op sits
+//! in exactly one region; every region except the kernel body is owned by at most one op (set
+//! when the op is created, never changed); a value is defined once and used only where its
 //! definition dominates (earlier in the same region or an enclosing one).
-//! Complexity: construction is O(1) per entity; [`Kernel::parents`] and walks are O(ops).
+//! Complexity: creating an entity is O(1); appending is O(1); inserting, removing or
+//! locating an op is O(length of its region); replacing a region's ops is O(old + new);
+//! [`Kernel::parents`] is O(1); [`Kernel::ops_in_order`] walks the tree once after an edit
+//! (O(ops), cached) and then copies the cached order.
+
+use std::sync::OnceLock;
 
 use super::entities::*;
 use super::ops::*;
@@ -25,9 +38,17 @@ pub struct Kernel {
     pub groups: PrimaryMap<Group, GroupData>,
     pub values: PrimaryMap<Value, ValueData>,
     pub views: PrimaryMap<View, ViewData>,
+    /// The op arena. An op's payload (`kind`) may be rewritten in place; its `regions` are
+    /// fixed by [`Kernel::new_op`] (the parent links rely on it) and must not be changed.
     pub ops: PrimaryMap<Op, OpData>,
-    pub regions: PrimaryMap<Region, RegionData>,
-    pub body: Region,
+    /// The region arena: private, edited only through the methods that keep `parents`.
+    regions: PrimaryMap<Region, RegionData>,
+    /// The kernel's top-level region (owned by no op).
+    body: Region,
+    /// Parent links, maintained by every edit.
+    parents: Parents,
+    /// Placed ops in program order, computed on first use after an edit.
+    order: OnceLock<Vec<Op>>,
     /// Source names of values and views (printing uses them; passes may leave them empty).
     pub value_names: SecondaryMap<Value, String>,
     pub view_names: SecondaryMap<View, String>,
@@ -73,6 +94,11 @@ impl Kernel {
             ops: PrimaryMap::new(),
             regions,
             body,
+            parents: Parents {
+                op_region: SecondaryMap::with_default(None),
+                region_op: SecondaryMap::with_default(None),
+            },
+            order: OnceLock::new(),
             value_names: SecondaryMap::default(),
             view_names: SecondaryMap::default(),
             op_spans: SecondaryMap::default(),
@@ -107,10 +133,6 @@ impl Kernel {
         self.values.push(ValueData { ty, def })
     }
 
-    pub fn new_region(&mut self) -> Region {
-        self.regions.push(RegionData::default())
-    }
-
     /// Creates an op (not yet placed in a region) with fresh result values of the given types.
     pub fn new_op(&mut self, kind: OpKind, result_tys: &[ScalarType], regions: Vec<Region>) -> Op {
         let op = self.ops.push(OpData {
@@ -124,12 +146,18 @@ impl Kernel {
             .map(|(i, ty)| self.new_value(*ty, ValueDef::Result(op, i)))
             .collect();
         self.ops[op].results = results;
+        for &r in &self.ops[op].regions {
+            debug_assert!(
+                self.regions.get(r).is_some() && r != self.body,
+                "new_op: {r} is not a region of this kernel, or is its body"
+            );
+            debug_assert!(
+                self.parents.region_op[r].is_none(),
+                "new_op: {r} is already owned by another op"
+            );
+            self.parents.region_op.set(r, Some(op));
+        }
         op
-    }
-
-    /// Appends an op to the end of a region.
-    pub fn append(&mut self, region: Region, op: Op) {
-        self.regions[region].ops.push(op);
     }
 
     /// Creates a view over `base` and the op defining it.
@@ -171,56 +199,6 @@ impl Kernel {
         self.buffers[self.root_buffer(m)].elem
     }
 
-    /// For each op and region, the op that owns it (None for the kernel body and for
-    /// top-level ops).
-    pub fn parents(&self) -> Parents {
-        let mut p = Parents {
-            op_region: SecondaryMap::with_default(None),
-            region_op: SecondaryMap::with_default(None),
-        };
-        for (r, rd) in self.regions.iter() {
-            for &op in &rd.ops {
-                p.op_region.set(op, Some(r));
-            }
-        }
-        for (op, od) in self.ops.iter() {
-            for &r in &od.regions {
-                p.region_op.set(r, Some(op));
-            }
-        }
-        p
-    }
-
-    /// Visits every placed op in program (pre-)order.
-    pub fn walk(&self, mut f: impl FnMut(Op)) {
-        fn go(k: &Kernel, r: Region, f: &mut impl FnMut(Op)) {
-            for &op in &k.regions[r].ops {
-                f(op);
-                for &c in &k.ops[op].regions {
-                    go(k, c, f);
-                }
-            }
-        }
-        go(self, self.body, &mut f);
-    }
-
-    /// Each placed op's position in program order (pre-order over the region tree).
-    pub fn program_order(&self) -> std::collections::HashMap<Op, usize> {
-        let mut m = std::collections::HashMap::new();
-        self.walk(|o| {
-            let n = m.len();
-            m.insert(o, n);
-        });
-        m
-    }
-
-    /// All placed ops in program order.
-    pub fn ops_in_order(&self) -> Vec<Op> {
-        let mut v = Vec::new();
-        self.walk(|o| v.push(o));
-        v
-    }
-
     pub fn value_name(&self, v: Value) -> String {
         let n = self.value_names.get(v);
         if n.is_empty() {
@@ -254,6 +232,248 @@ impl Kernel {
 
     pub fn span(&self, op: Op) -> Span {
         *self.op_spans.get(op)
+    }
+}
+
+/// A region: the values it binds on entry and its ordered ops. Read-only outside this module:
+/// the kernel's edit methods change it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RegionData {
+    args: Vec<Value>,
+    ops: Vec<Op>,
+}
+
+impl RegionData {
+    /// The region's arguments (a loop's induction variable and iteration values, ...).
+    pub fn args(&self) -> &[Value] {
+        &self.args
+    }
+    /// The region's ops, in order.
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+}
+
+/// The region tree: reads, and the edits passes need. Every edit keeps the parent links and
+/// drops the cached program order.
+impl Kernel {
+    /// The kernel's top-level region.
+    pub fn body(&self) -> Region {
+        self.body
+    }
+
+    /// The region arena, read-only.
+    pub fn regions(&self) -> &PrimaryMap<Region, RegionData> {
+        &self.regions
+    }
+
+    /// The ops of region `r`, in order.
+    pub fn region_ops(&self, r: Region) -> &[Op] {
+        &self.regions[r].ops
+    }
+
+    /// The arguments of region `r`.
+    pub fn region_args(&self, r: Region) -> &[Value] {
+        &self.regions[r].args
+    }
+
+    /// Parent links: the region each placed op sits in, the op owning each region.
+    pub fn parents(&self) -> &Parents {
+        debug_assert!(self.parents_are_fresh(), "parent links out of date");
+        &self.parents
+    }
+
+    /// The region `op` is placed in, if it is placed.
+    pub fn op_region(&self, op: Op) -> Option<Region> {
+        self.parents.op_region[op]
+    }
+
+    /// Where `op` is placed: its region and index there.
+    pub fn position(&self, op: Op) -> Option<(Region, usize)> {
+        let r = self.parents.op_region[op]?;
+        let i = self.regions[r].ops.iter().position(|&o| o == op);
+        debug_assert!(i.is_some(), "{op} is linked to {r} but not in it");
+        Some((r, i?))
+    }
+
+    /// Creates an empty region, owned by the op later created with it.
+    pub fn new_region(&mut self) -> Region {
+        self.regions.push(RegionData::default())
+    }
+
+    /// Appends argument `v` to region `r`; `v` must be defined as that argument
+    /// (`ValueDef::RegionArg(r, i)` with `i` the current number of arguments).
+    pub fn push_region_arg(&mut self, r: Region, v: Value) {
+        debug_assert!(
+            self.values[v].def == ValueDef::RegionArg(r, self.regions[r].args.len()),
+            "{v} is not defined as argument {} of {r}",
+            self.regions[r].args.len()
+        );
+        self.regions[r].args.push(v);
+    }
+
+    /// Appends an unplaced op to the end of a region.
+    pub fn append(&mut self, region: Region, op: Op) {
+        self.link(region, op);
+        self.regions[region].ops.push(op);
+    }
+
+    /// Inserts an unplaced op at `index` of a region (`index` ≤ its length).
+    pub fn insert_op(&mut self, region: Region, index: usize, op: Op) {
+        self.link(region, op);
+        self.regions[region].ops.insert(index, op);
+    }
+
+    /// Inserts an unplaced op just before the placed op `at`.
+    pub fn insert_before(&mut self, at: Op, op: Op) {
+        let (r, i) = self.position(at).expect("insert_before: the anchor op is not placed");
+        self.insert_op(r, i, op);
+    }
+
+    /// Inserts an unplaced op just after the placed op `at`.
+    pub fn insert_after(&mut self, at: Op, op: Op) {
+        let (r, i) = self.position(at).expect("insert_after: the anchor op is not placed");
+        self.insert_op(r, i + 1, op);
+    }
+
+    /// Takes `op` out of its region (its own regions stay with it); returns where it was, or
+    /// None when it was not placed.
+    pub fn remove_op(&mut self, op: Op) -> Option<(Region, usize)> {
+        let (r, i) = self.position(op)?;
+        self.regions[r].ops.remove(i);
+        self.unlink(op);
+        Some((r, i))
+    }
+
+    /// Moves the placed op `op` to `index` of `region` (an index after the removal).
+    pub fn move_op(&mut self, op: Op, region: Region, index: usize) {
+        let was = self.remove_op(op);
+        debug_assert!(was.is_some(), "move_op: {op} is not placed");
+        self.insert_op(region, index, op);
+    }
+
+    /// Replaces the ops of a region; the old ones become unplaced (and may be among `ops`).
+    pub fn set_region_ops(&mut self, region: Region, ops: Vec<Op>) {
+        self.take_region_ops(region);
+        for &op in &ops {
+            self.link(region, op);
+        }
+        self.regions[region].ops = ops;
+    }
+
+    /// Empties a region, returning its ops (now unplaced).
+    pub fn take_region_ops(&mut self, region: Region) -> Vec<Op> {
+        let ops = std::mem::take(&mut self.regions[region].ops);
+        for &op in &ops {
+            self.unlink(op);
+        }
+        ops
+    }
+
+    /// Keeps the ops of a region for which `keep` holds; the others become unplaced.
+    pub fn retain_ops(&mut self, region: Region, keep: impl FnMut(&Op) -> bool) {
+        let mut kept = self.take_region_ops(region);
+        kept.retain(keep);
+        self.set_region_ops(region, kept);
+    }
+
+    /// Replaces the ops of a region in `range` by `ops` (unplaced, or among those replaced).
+    pub fn splice_ops(
+        &mut self,
+        region: Region,
+        range: impl std::ops::RangeBounds<usize>,
+        ops: impl IntoIterator<Item = Op>,
+    ) {
+        let mut all = self.take_region_ops(region);
+        all.splice(range, ops);
+        self.set_region_ops(region, all);
+    }
+
+    /// Takes the ops of a region from `at` on (they become unplaced).
+    pub fn split_off_ops(&mut self, region: Region, at: usize) -> Vec<Op> {
+        let tail = self.regions[region].ops.split_off(at);
+        for &op in &tail {
+            self.unlink(op);
+        }
+        tail
+    }
+
+    /// Records that `op` is placed in `region` (the caller then puts it there).
+    fn link(&mut self, region: Region, op: Op) {
+        debug_assert!(self.regions.get(region).is_some(), "{region} does not exist");
+        debug_assert!(self.ops.get(op).is_some(), "{op} does not exist");
+        debug_assert!(
+            self.parents.op_region[op].is_none(),
+            "{op} is already placed in {}",
+            self.parents.op_region[op].map_or(String::new(), |r| r.to_string())
+        );
+        self.parents.op_region.set(op, Some(region));
+        self.order = OnceLock::new();
+    }
+
+    /// Records that `op` is no longer placed (the caller has taken it out).
+    fn unlink(&mut self, op: Op) {
+        self.parents.op_region.set(op, None);
+        self.order = OnceLock::new();
+    }
+
+    /// Whether the maintained parent links equal those computed from scratch (the check
+    /// behind `parents`' debug assertion).
+    fn parents_are_fresh(&self) -> bool {
+        let mut op_region = SecondaryMap::with_default(None);
+        for (r, rd) in self.regions.iter() {
+            for &op in &rd.ops {
+                if op_region[op].is_some() {
+                    return false;
+                }
+                op_region.set(op, Some(r));
+            }
+        }
+        let mut region_op = SecondaryMap::with_default(None);
+        for (o, od) in self.ops.iter() {
+            for &r in &od.regions {
+                if region_op[r].is_some() {
+                    return false;
+                }
+                region_op.set(r, Some(o));
+            }
+        }
+        self.ops.keys().all(|o| op_region[o] == self.parents.op_region[o])
+            && self.regions.keys().all(|r| region_op[r] == self.parents.region_op[r])
+    }
+
+    /// Visits every placed op in program (pre-)order.
+    pub fn walk(&self, mut f: impl FnMut(Op)) {
+        for &op in self.order() {
+            f(op);
+        }
+    }
+
+    /// Placed ops in program order (pre-order over the region tree), cached until an edit.
+    fn order(&self) -> &[Op] {
+        self.order.get_or_init(|| {
+            fn go(k: &Kernel, r: Region, out: &mut Vec<Op>) {
+                for &op in &k.regions[r].ops {
+                    out.push(op);
+                    for &c in &k.ops[op].regions {
+                        go(k, c, out);
+                    }
+                }
+            }
+            let mut out = Vec::new();
+            go(self, self.body, &mut out);
+            out
+        })
+    }
+
+    /// Each placed op's position in program order (pre-order over the region tree).
+    pub fn program_order(&self) -> std::collections::HashMap<Op, usize> {
+        self.order().iter().enumerate().map(|(i, &o)| (o, i)).collect()
+    }
+
+    /// All placed ops in program order.
+    pub fn ops_in_order(&self) -> Vec<Op> {
+        self.order().to_vec()
     }
 }
 
@@ -300,15 +520,15 @@ impl Kernel {
         let mut regions = Vec::new();
         for r in self.ops[op].regions.clone() {
             let nr = self.new_region();
-            for (i, a) in self.regions[r].args.clone().into_iter().enumerate() {
+            for (i, a) in self.region_args(r).to_vec().into_iter().enumerate() {
                 let ty = self.values[a].ty;
                 let na = self.new_value(ty, ValueDef::RegionArg(nr, i));
-                self.regions[nr].args.push(na);
+                self.push_region_arg(nr, na);
                 map.values.insert(a, Operand::Value(na));
             }
-            for c in self.regions[r].ops.clone() {
+            for c in self.region_ops(r).to_vec() {
                 let nc = self.clone_op(c, map);
-                self.regions[nr].ops.push(nc);
+                self.append(nr, nc);
             }
             regions.push(nr);
         }
@@ -332,7 +552,7 @@ impl Kernel {
     }
 }
 
-/// Parent links computed by [`Kernel::parents`].
+/// Parent links, kept by the kernel's edit methods and read through [`Kernel::parents`].
 #[derive(Clone, Debug)]
 pub struct Parents {
     pub op_region: SecondaryMap<Op, Option<Region>>,

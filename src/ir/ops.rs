@@ -523,13 +523,6 @@ pub struct ValueData {
     pub def: ValueDef,
 }
 
-/// A region: its arguments and ordered ops.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RegionData {
-    pub args: Vec<Value>,
-    pub ops: Vec<super::entities::Op>,
-}
-
 /// A shared buffer (or mbarrier array) declaration.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BufferData {
