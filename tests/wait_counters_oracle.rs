@@ -205,7 +205,7 @@ fn planned_waits_on_generated_loops_are_sufficient_and_maximal_for_the_checker()
             weak.ops[w].kind = OpKind::WaitCnt(cs.iter().map(|(c, n)| (*c, n + 1)).collect());
             let mut gone = fin.clone();
             if let Some(r) = parents.op_region[w] {
-                gone.regions[r].ops.retain(|o| *o != w);
+                gone.retain_ops(r, |o| *o != w);
             }
             for (what, m) in [("weakened", weak), ("removed", gone)] {
                 mutants += 1;

@@ -179,7 +179,7 @@ fn seed_003_keeps_the_user_waits_and_adds_nothing() {
     let k = kernel(&SEED_003.replace("  waitcnt tensorcnt(0)\n", ""));
     let (plan, _) = plan_and_check(&k, "gfx1250");
     assert_eq!(plan.edits.len(), 1, "{:?}", plan.edits);
-    assert_eq!(plan.edits[0].at, ProgramPoint::end(k.body));
+    assert_eq!(plan.edits[0].at, ProgramPoint::end(k.body()));
     assert_eq!(
         plan.edits[0].op,
         OpKind::WaitCnt(vec![(Counter::TensorCnt, 0)])
@@ -760,7 +760,7 @@ fn final_mutants(fin: &Kernel, created: &[Op]) -> Vec<(String, Kernel)> {
         }
         let mut m = fin.clone();
         if let Some(r) = parents.op_region[w] {
-            m.regions[r].ops.retain(|o| *o != w);
+            m.retain_ops(r, |o| *o != w);
         }
         out.push((format!("remove {kind:?}"), m));
     }
@@ -983,8 +983,7 @@ fn row_block_copies_never_wait_for_each_other_inside_the_copy_loop() {
         .into_iter()
         .filter(|o| matches!(k.ops[*o].kind, OpKind::For { .. }))
         .filter(|l| {
-            k.regions[k.ops[*l].regions[0]]
-                .ops
+            k.region_ops(k.ops[*l].regions[0])
                 .iter()
                 .any(|o| matches!(k.ops[*o].kind, OpKind::CpAsync { .. }))
         })
@@ -1053,9 +1052,7 @@ fn row_block_copies_never_wait_for_each_other_inside_the_copy_loop() {
     let mut racy = fin.clone();
     let p = fin.parents();
     let w = first(&fin, |o| matches!(o, OpKind::CpAsyncWait(1)));
-    racy.regions[p.op_region[w].unwrap()]
-        .ops
-        .retain(|o| *o != w);
+    racy.retain_ops(p.op_region[w].unwrap(), |o| *o != w);
     assert_eq!(
         independent_race_free(&racy, &tg),
         Some(false),

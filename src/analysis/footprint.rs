@@ -374,14 +374,14 @@ impl<'k> Footprints<'k> {
         let uniform = crate::analysis::uniformity::analyze(k);
         let mut parent = HashMap::default();
         let mut op_region = HashMap::default();
-        for (r, rd) in k.regions.iter() {
-            for &op in &rd.ops {
+        for (r, rd) in k.regions().iter() {
+            for &op in rd.ops() {
                 op_region.insert(op, r);
             }
         }
         for (op, od) in k.ops.iter() {
             for &r in &od.regions {
-                for &c in &k.regions[r].ops {
+                for &c in k.region_ops(r) {
                     parent.insert(c, op);
                 }
             }
@@ -496,7 +496,7 @@ impl<'k> Footprints<'k> {
         if !symbolic || !matches!(d, LoopDomain::Unknown { .. }) {
             return None;
         }
-        let iv = *k.regions[*k.ops[l].regions.first()?].args.first()?;
+        let iv = *k.region_args(*k.ops[l].regions.first()?).first()?;
         let &ai = self
             .inside
             .get(&l)?
@@ -588,7 +588,7 @@ impl<'k> Footprints<'k> {
         if !uniform || !matches!(step, Operand::Imm(_)) && step.value().is_none() {
             return None;
         }
-        let iv = *k.regions[*k.ops[l].regions.first()?].args.first()?;
+        let iv = *k.region_args(*k.ops[l].regions.first()?).first()?;
         let mut memo = HashMap::default();
         for &ai in self.inside.get(&l)? {
             let a = &self.accesses[ai];
@@ -621,7 +621,7 @@ impl<'k> Footprints<'k> {
     /// the loop's others; it is unknown inside loop `l` (the other indices stay exact).
     fn period_warning(&self, l: Op, v: Value) -> crate::diag::Diagnostic {
         let k = self.k;
-        let iv = k.regions[k.ops[l].regions[0]].args[0];
+        let iv = k.region_args(k.ops[l].regions[0])[0];
         let msg = format!(
             "`{}` repeats too rarely in the loop over `{}` (with the loop's other indices, \
              the period exceeds {MAX_PERIOD}): it is analysed as unknown",
@@ -640,7 +640,7 @@ impl<'k> Footprints<'k> {
     /// a declared parameter range would make it exact.
     fn wrap_warning(&self, l: Op) -> Option<crate::diag::Diagnostic> {
         let k = self.k;
-        let iv = *k.regions[*k.ops[l].regions.first()?].args.first()?;
+        let iv = *k.region_args(*k.ops[l].regions.first()?).first()?;
         let mut memo = HashMap::default();
         let mut seen = HashSet::default();
         let mut stack: Vec<Value> = Vec::new();
@@ -1092,7 +1092,7 @@ impl<'k> Footprints<'k> {
             );
         }
         // Symbolic (or long): periodic in the variable?
-        let iv = k.regions[k.ops[l].regions[0]].args[0];
+        let iv = k.region_args(k.ops[l].regions[0])[0];
         let mut periodic: Vec<(i64, Value)> = Vec::new();
         let mut memo = HashMap::default();
         let mut opaque = Vec::new();
@@ -1449,7 +1449,7 @@ impl<'k> Footprints<'k> {
             _ => None,
         };
         let iv = match &k.ops[l].kind {
-            OpKind::For { .. } => Some(k.regions[k.ops[l].regions[0]].args[0]),
+            OpKind::For { .. } => Some(k.region_args(k.ops[l].regions[0])[0]),
             _ => None,
         };
         match (values, iv) {

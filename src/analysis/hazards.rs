@@ -168,7 +168,7 @@ impl Paths {
     pub fn new(k: &Kernel) -> Paths {
         fn go(k: &Kernel, r: Region, stack: &mut Vec<(Region, usize)>, p: &mut Paths) {
             p.region_depth.insert(r, stack.len());
-            for (i, &op) in k.regions[r].ops.iter().enumerate() {
+            for (i, &op) in k.region_ops(r).iter().enumerate() {
                 stack.push((r, i));
                 p.path.insert(op, stack.clone());
                 for &c in &k.ops[op].regions {
@@ -183,7 +183,7 @@ impl Paths {
             region_op: HashMap::new(),
             region_depth: HashMap::new(),
         };
-        go(k, k.body, &mut Vec::new(), &mut p);
+        go(k, k.body(), &mut Vec::new(), &mut p);
         p
     }
 
@@ -223,7 +223,7 @@ pub(crate) fn split(k: &Kernel, pa: &[(Region, usize)], pb: &[(Region, usize)]) 
         let (ra, ia) = pa[j];
         let (rb, ib) = pb[j];
         if ra != rb {
-            let op = k.regions[pa[j - 1].0].ops[pa[j - 1].1];
+            let op = k.region_ops(pa[j - 1].0)[pa[j - 1].1];
             return Split::Siblings {
                 level: j - 1,
                 op,
@@ -666,7 +666,7 @@ fn runs_body(k: &Kernel, op: Op) -> Option<Region> {
 /// top-level gap of a body that op always runs: those bodies join the coverage (`out`).
 fn always_bodies(k: &Kernel, work: &mut Vec<Segment>, out: &mut Vec<Segment>) {
     while let Some(s) = work.pop() {
-        let ops = &k.regions[s.region].ops;
+        let ops = k.region_ops(s.region);
         let first = s.lo / 2;
         for (i, &op) in ops.iter().enumerate().skip(first) {
             if 2 * i + 1 > s.hi {
@@ -1200,7 +1200,7 @@ fn inner_carried_intersect(
 
 /// Whether a region holds a named barrier or mbarrier op (a hand-written cross-role handshake).
 fn region_has_handshake(k: &Kernel, r: Region) -> bool {
-    k.regions[r].ops.iter().any(|&o| {
+    k.region_ops(r).iter().any(|&o| {
         matches!(
             k.ops[o].kind,
             OpKind::NamedArrive { .. }

@@ -454,9 +454,9 @@ impl LoopNest {
             stack_of: vec![0; k.ops.len()],
             stacks: vec![Vec::new()],
         };
-        let mut work = vec![(k.body, 0u32)];
+        let mut work = vec![(k.body(), 0u32)];
         while let Some((r, s)) = work.pop() {
-            for &op in &k.regions[r].ops {
+            for &op in k.region_ops(r) {
                 n.stack_of[op.index()] = s;
                 let regions = &k.ops[op].regions;
                 if regions.is_empty() {
@@ -582,7 +582,7 @@ impl<'k> Flow<'k> {
     /// (one per class of paths).
     pub fn run(&mut self, v: &mut dyn Visitor) -> Vec<InFlight> {
         let mut st = vec![InFlight::default()];
-        self.region(self.k.body, &mut st, v);
+        self.region(self.k.body(), &mut st, v);
         st
     }
 
@@ -591,7 +591,7 @@ impl<'k> Flow<'k> {
             return;
         }
         let k = self.k;
-        for &op in &k.regions[r].ops {
+        for &op in k.region_ops(r) {
             self.op(op, st, v);
         }
     }
@@ -811,7 +811,7 @@ impl<'k> Flow<'k> {
                 })
             }
             Some(IterTag::Dist(d)) if d >= 1 && self.loops.of(p.op).contains(&l) => {
-                let Some(&iv) = k.ops[l].regions.first().and_then(|&b| k.regions[b].args.first())
+                let Some(&iv) = k.ops[l].regions.first().and_then(|&b| k.region_args(b).first())
                 else {
                     return false;
                 };

@@ -94,7 +94,7 @@ impl Shape {
 pub fn subtree_ends(k: &Kernel, order: &HashMap<Op, usize>) -> HashMap<Op, usize> {
     fn go(k: &Kernel, r: Region, order: &HashMap<Op, usize>, out: &mut HashMap<Op, usize>) -> usize {
         let mut last = 0;
-        for &op in &k.regions[r].ops {
+        for &op in k.region_ops(r) {
             let mut end = order.get(&op).copied().unwrap_or(0);
             for &c in &k.ops[op].regions {
                 end = end.max(go(k, c, order, out));
@@ -105,7 +105,7 @@ pub fn subtree_ends(k: &Kernel, order: &HashMap<Op, usize>) -> HashMap<Op, usize
         last
     }
     let mut out = HashMap::new();
-    go(k, k.body, order, &mut out);
+    go(k, k.body(), order, &mut out);
     out
 }
 
@@ -260,7 +260,7 @@ fn forward_window(fp: &mut Footprints, cx: &Cx, y: usize) -> Option<Window> {
         if pc.conflict & 1 == 0 || pc.intra_warp {
             continue;
         }
-        let anc = k.regions[region].ops[ib];
+        let anc = k.region_ops(region)[ib];
         let r_end = match cx.paths.region_op.get(&region) {
             Some(owner) => cx.ends[owner],
             None => usize::MAX,

@@ -296,7 +296,7 @@ impl<'k> Overlap<'k> {
 
     fn iv(&self, l: Op) -> Option<Value> {
         let body = *self.k.ops[l].regions.first()?;
-        self.k.regions[body].args.first().copied()
+        self.k.region_args(body).first().copied()
     }
 
     fn period(&self, o: Operand, iv: Value, memo: &mut HashMap<Value, Period>) -> Period {
@@ -1218,7 +1218,7 @@ mod tests {
             .find(|(_, o)| matches!(o.kind, OpKind::For { .. }))
             .unwrap()
             .0;
-        let iv = k.regions[k.ops[l].regions[0]].args[0];
+        let iv = k.region_args(k.ops[l].regions[0])[0];
         (k, l, iv)
     }
 

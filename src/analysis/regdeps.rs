@@ -127,7 +127,7 @@ impl<'k> RegSources<'k> {
 
     /// The `i`-th operand of the `yield` ending region `r`, if it is a value.
     fn yielded(&self, r: Region, i: usize) -> Vec<Source> {
-        match self.k.regions[r].ops.last().map(|&o| &self.k.ops[o].kind) {
+        match self.k.region_ops(r).last().map(|&o| &self.k.ops[o].kind) {
             Some(OpKind::Yield(vals)) => operand_value(vals.get(i)).collect(),
             _ => Vec::new(),
         }
@@ -144,8 +144,7 @@ fn operand_value(o: Option<&Operand>) -> impl Iterator<Item = Source> {
 }
 
 fn arg(r: Region, i: usize, k: &Kernel) -> Vec<Source> {
-    k.regions[r]
-        .args
+    k.region_args(r)
         .get(i)
         .map(|a| Source::Value(*a))
         .into_iter()

@@ -96,7 +96,7 @@ fn run(k: &Kernel, we: Option<&WarpEval<'_>>) -> Uniformity {
         level: SecondaryMap::with_default(Level::Uniform),
         divergent: SecondaryMap::with_default(Level::Uniform),
     };
-    region(k, &mut u, we, k.body, Level::Uniform);
+    region(k, &mut u, we, k.body(), Level::Uniform);
     u
 }
 
@@ -154,16 +154,16 @@ fn region(k: &Kernel, u: &mut Uniformity, we: Option<&WarpEval<'_>>, r: Region, 
     if div > *u.divergent.get(r) {
         u.divergent.set(r, div);
     }
-    for &a in &k.regions[r].args {
+    for &a in k.region_args(r) {
         set(u, a, div);
     }
-    for &op in &k.regions[r].ops {
+    for &op in k.region_ops(r) {
         self::op(k, u, we, op, div);
     }
 }
 
 fn yields(k: &Kernel, r: Region) -> Vec<Operand> {
-    match k.regions[r].ops.last().map(|&o| &k.ops[o].kind) {
+    match k.region_ops(r).last().map(|&o| &k.ops[o].kind) {
         Some(OpKind::Yield(v)) => v.clone(),
         _ => Vec::new(),
     }
@@ -225,7 +225,7 @@ fn for_op(k: &Kernel, u: &mut Uniformity, we: Option<&WarpEval<'_>>, op: Op, div
         .iter()
         .map(|o| control_level(u, we, o))
         .fold(div, Level::max);
-    let args = k.regions[body].args.clone();
+    let args = k.region_args(body).to_vec();
     set(u, args[0], bounds);
     for (a, i) in args[1..].iter().zip(init) {
         set(u, *a, u.operand_level(i).max(div));
@@ -277,15 +277,15 @@ fn while_op(k: &Kernel, u: &mut Uniformity, we: Option<&WarpEval<'_>>, op: Op, d
         return;
     };
     let (before, after) = (od.regions[0], od.regions[1]);
-    let bargs = k.regions[before].args.clone();
-    let aargs = k.regions[after].args.clone();
+    let bargs = k.region_args(before).to_vec();
+    let aargs = k.region_args(after).to_vec();
     for (a, i) in bargs.iter().zip(init) {
         set(u, *a, u.operand_level(i).max(div));
     }
     let mut cond = div;
     loop {
         region(k, u, we, before, cond);
-        let c = match k.regions[before].ops.last().map(|&o| &k.ops[o].kind) {
+        let c = match k.region_ops(before).last().map(|&o| &k.ops[o].kind) {
             Some(OpKind::Condition(c)) => control_level(u, we, c),
             _ => Level::Uniform,
         };

@@ -43,7 +43,7 @@ pub enum HandshakeVerdict {
 /// Verdicts for every top-level role branch whose arms use mbarriers.
 pub fn prove_handshakes(k: &Kernel) -> Vec<HandshakeVerdict> {
     let mut out = Vec::new();
-    for (pos, &br) in k.regions[k.body].ops.iter().enumerate() {
+    for (pos, &br) in k.region_ops(k.body()).iter().enumerate() {
         let Some(g) = role_group(k, br) else { continue };
         let arms = [k.ops[br].regions[0], k.ops[br].regions[1]];
         let n_in = k.groups[g].hi.saturating_sub(k.groups[g].lo);
@@ -79,7 +79,7 @@ fn role_group(k: &Kernel, o: Op) -> Option<Group> {
 }
 
 fn has_mbar(k: &Kernel, r: Region) -> bool {
-    k.regions[r].ops.iter().any(|&o| {
+    k.region_ops(r).iter().any(|&o| {
         matches!(
             k.ops[o].kind,
             OpKind::MbarWait { .. } | OpKind::MbarArrive { .. } | OpKind::MbarExpectTx { .. }
@@ -159,12 +159,12 @@ fn roles_of(k: &Kernel, br: Op, members: Vec<u32>, out: &mut Vec<(Region, u32)>)
     let (lo, hi) = (k.groups[g].lo, k.groups[g].hi);
     let (inside, outside): (Vec<u32>, Vec<u32>) = members.into_iter().partition(|t| (lo..hi).contains(t));
     for (&r, m) in k.ops[br].regions.iter().zip([inside, outside]) {
-        let nested = (k.regions[r].ops.iter().copied()).find(|&o| role_group(k, o).is_some());
+        let nested = (k.region_ops(r).iter().copied()).find(|&o| role_group(k, o).is_some());
         let Some(nb) = nested else {
             out.push((r, m.len() as u32));
             continue;
         };
-        let beside = (k.regions[r].ops.iter()).filter(|&&o| o != nb).any(|&o| {
+        let beside = (k.region_ops(r).iter()).filter(|&&o| o != nb).any(|&o| {
             let mut found = Vec::new();
             for &c in &k.ops[o].regions {
                 collect(k, c, &mut found);
@@ -195,7 +195,7 @@ fn is_handshake_op(kind: &OpKind) -> bool {
 
 /// Mbarrier ops and TMA loads of a region, in program order.
 fn collect(k: &Kernel, r: Region, out: &mut Vec<Op>) {
-    for &o in &k.regions[r].ops {
+    for &o in k.region_ops(r) {
         if is_handshake_op(&k.ops[o].kind) {
             out.push(o);
         }
@@ -238,7 +238,7 @@ fn classify(
     if *lo != Operand::int(0) || *step != Operand::int(1) {
         return Err("the proof reads loops `0 to T step 1`".into());
     }
-    let iv = k.regions[k.ops[l].regions[0]].args[0];
+    let iv = k.region_args(k.ops[l].regions[0])[0];
     let (mbar, index, kind) = match &k.ops[o].kind {
         OpKind::MbarWait { mbar, index, parity } => (*mbar, index, Kind::Wait(parity_form(k, *parity, iv, k.root_buffer(*mbar)).ok_or_else(|| format!("the parity of {} is not `(i / D) mod 2` or its complement", op_name(k, o)))?)),
         OpKind::MbarArrive { mbar, index, tx } => (*mbar, index, Kind::Arrive { tx: tx.unwrap_or(0) as u64 }),
@@ -317,7 +317,7 @@ fn parity_form(k: &Kernel, o: Operand, iv: Value, b: Buffer) -> Option<Parity> {
 /// Each array's arrival count, from `mbar_init`s before the branch (every slot, one count),
 /// followed by a `barrier` at the top level before the branch.
 fn inits(k: &Kernel, pos: usize) -> Result<HashMap<Buffer, u32>, String> {
-    let top = &k.regions[k.body].ops[..pos];
+    let top = &k.region_ops(k.body())[..pos];
     let mut counts: HashMap<Buffer, (u32, Vec<i64>)> = HashMap::new();
     let mut last_init = None;
     for (i, &t) in top.iter().enumerate() {

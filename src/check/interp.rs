@@ -735,7 +735,7 @@ impl<'a> BlockExec<'a> {
     /// (or when the thread has no frame left).
     fn fetch(&self, th: &mut Thread) -> Option<Op> {
         let fr = th.frames.last_mut()?;
-        let op = *self.k.regions[fr.region].ops.get(fr.pc)?;
+        let op = *self.k.region_ops(fr.region).get(fr.pc)?;
         fr.pc += 1;
         Some(op)
     }

@@ -87,7 +87,7 @@ pub(crate) fn prove_named(k: &Kernel, br: Op, threads: [u32; 2]) -> Option<Hands
 }
 
 fn walk(k: &Kernel, r: Region, out: &mut Vec<Op>) {
-    for &o in &k.regions[r].ops {
+    for &o in k.region_ops(r) {
         out.push(o);
         for &c in &k.ops[o].regions {
             walk(k, c, out);
@@ -140,7 +140,7 @@ fn read_arm(k: &Kernel, r: Region, arm: usize, named: &[Op]) -> Result<(Op, Vec<
 fn guard_of(k: &Kernel, g: Op, l: Op) -> Option<Guard> {
     let OpKind::If { cond } = k.ops[g].kind else { return None };
     let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else { return None };
-    let iv = k.regions[k.ops[l].regions[0]].args[0];
+    let iv = k.region_args(k.ops[l].regions[0])[0];
     if let Some(g) = guard_by_iterations(k, cond, iv, (*lo, *hi, *step)) {
         return Some(g);
     }

@@ -668,7 +668,7 @@ fn preconditions(k: &Kernel) -> Result<(), String> {
 
 fn barriers_uniform(k: &Kernel, td: &HashSet<Value>) -> Result<(), String> {
     fn go(k: &Kernel, r: Region, div: bool, td: &HashSet<Value>) -> Result<(), String> {
-        for &op in &k.regions[r].ops {
+        for &op in k.region_ops(r) {
             let od = &k.ops[op];
             if matches!(od.kind, OpKind::Barrier) && div {
                 return Err(format!(
@@ -683,7 +683,7 @@ fn barriers_uniform(k: &Kernel, td: &HashSet<Value>) -> Result<(), String> {
         }
         Ok(())
     }
-    go(k, k.body, false, td)
+    go(k, k.body(), false, td)
 }
 
 pub(super) type Starts = BTreeSet<u32>;
@@ -695,14 +695,14 @@ fn interval_starts(k: &Kernel) -> (HashMap<Op, Starts>, HashMap<Op, Starts>) {
     let mut out = (HashMap::new(), HashMap::new());
     let mut s = Starts::new();
     s.insert(0);
-    flow(k, k.body, s, &mut out);
+    flow(k, k.body(), s, &mut out);
     out
 }
 
 type Flow = (HashMap<Op, Starts>, HashMap<Op, Starts>);
 
 fn flow(k: &Kernel, r: Region, mut s: Starts, out: &mut Flow) -> Starts {
-    for &op in &k.regions[r].ops {
+    for &op in k.region_ops(r) {
         let od = &k.ops[op];
         match &od.kind {
             OpKind::Barrier => {
@@ -1092,7 +1092,7 @@ impl LoopRelation {
             _ => return None,
         };
         Some(LoopRelation {
-            iv: k.regions[k.ops[l].regions[0]].args[0],
+            iv: k.region_args(k.ops[l].regions[0])[0],
             lo: lo_c,
             iv_range: (lo_r, (hi_r - 1).max(lo_r)),
             step,
@@ -1155,7 +1155,7 @@ fn loop_relation(cx: &PairCx, a: Op, b: Op) -> Option<LoopRelation> {
         return None;
     }
     let body = k.ops[l].regions[0];
-    let ops = &k.regions[body].ops;
+    let ops = k.region_ops(body);
     let nbar = ops
         .iter()
         .filter(|o| matches!(k.ops[**o].kind, OpKind::Barrier))

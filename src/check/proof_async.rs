@@ -110,8 +110,7 @@ fn const_trips(k: &Kernel, op: Op) -> Option<Vec<i64>> {
 }
 
 fn contains(k: &Kernel, r: Region, pred: &dyn Fn(Op) -> bool) -> bool {
-    k.regions[r]
-        .ops
+    k.region_ops(r)
         .iter()
         .any(|&o| pred(o) || k.ops[o].regions.iter().any(|&c| contains(k, c, pred)))
 }
@@ -140,7 +139,7 @@ pub(super) fn enumerated(k: &Kernel, parents: &Parents) -> Enumerated {
         if threads * outer * vals.len() as i64 > ENUM_BUDGET {
             continue;
         }
-        let iv = k.regions[body].args[0];
+        let iv = k.region_args(body)[0];
         en.ivs.insert(iv);
         en.loops.insert(op, (iv, vals));
     }
@@ -339,7 +338,7 @@ impl Walk<'_> {
     /// variable known in each).
     fn unroll(&mut self, l: Op, vals: impl Iterator<Item = i64>, mut s: State) -> State {
         let body = self.k.ops[l].regions[0];
-        let iv = self.k.regions[body].args[0];
+        let iv = self.k.region_args(body)[0];
         for x in vals {
             self.env.push((iv, x));
             s = self.seq(body, 0, s);
@@ -405,7 +404,7 @@ impl Walk<'_> {
     /// Walks the ops of region `r` from position `from`.
     fn seq(&mut self, r: Region, from: usize, mut s: State) -> State {
         let k = self.k;
-        let ops = k.regions[r].ops.clone();
+        let ops = k.region_ops(r).to_vec();
         for &op in &ops[from.min(ops.len())..] {
             if s.is_empty() {
                 return s;
@@ -456,7 +455,7 @@ impl Walk<'_> {
         // The copy's own record (its instances against each other).
         s = self.transfer_issue(c, s);
         while let Some(r) = self.parents.op_region[cur] {
-            let pos = k.regions[r].ops.iter().position(|o| *o == cur).unwrap_or(0);
+            let pos = k.region_ops(r).iter().position(|o| *o == cur).unwrap_or(0);
             s = self.seq(r, pos + 1, s);
             let Some(p) = self.parents.region_op[r] else {
                 break;
@@ -481,7 +480,7 @@ impl Walk<'_> {
     fn leave_loop(&mut self, p: Op, s: State) -> State {
         let body = self.k.ops[p].regions[0];
         if let Some(vals) = self.unrolled(p) {
-            let iv = self.k.regions[body].args[0];
+            let iv = self.k.region_args(body)[0];
             let Some(i) = self.env.iter().rposition(|(v, _)| *v == iv) else {
                 return s;
             };
@@ -593,7 +592,7 @@ fn follow(
         .rev()
         .filter_map(|a| {
             let vals = probe.unrolled(*a)?;
-            Some((k.regions[k.ops[*a].regions[0]].args[0], vals))
+            Some((k.region_args(k.ops[*a].regions[0])[0], vals))
         })
         .collect();
     let start = match queue {
@@ -605,7 +604,7 @@ fn follow(
     // unrolled.
     let exact = ancestors.iter().take_while(|o| Some(**o) != l).all(|o| {
         !matches!(k.ops[*o].kind, OpKind::For { .. })
-            || cx.en.ivs.contains(&k.regions[k.ops[*o].regions[0]].args[0])
+            || cx.en.ivs.contains(&k.region_args(k.ops[*o].regions[0])[0])
             || probe.unrolled(*o).is_some()
     });
     let mut met = 0;
@@ -701,7 +700,7 @@ fn result_uses(k: &Kernel, w: Op) -> Result<HashSet<Op>, String> {
                     let pk = &k.ops[p];
                     for j in hit {
                         if let OpKind::For { .. } = pk.kind
-                            && let Some(&arg) = k.regions[pk.regions[0]].args.get(j + 1)
+                            && let Some(&arg) = k.region_args(pk.regions[0]).get(j + 1)
                         {
                             vals.insert(arg);
                         }

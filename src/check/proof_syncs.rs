@@ -53,7 +53,7 @@ pub(super) fn syncs_reasoned(
         warp_uniform,
         split_or_named: false,
     };
-    g.region(k.body, Control::default())?;
+    g.region(k.body(), Control::default())?;
     if g.split_or_named
         && let Some(d) = super::protocol::check_protocol(k, warp).first()
     {
@@ -83,7 +83,7 @@ struct Gate<'a, 'f> {
 
 impl Gate<'_, '_> {
     fn region(&mut self, r: Region, ctl: Control) -> Result<(), String> {
-        for &op in &self.k.regions[r].ops {
+        for &op in self.k.region_ops(r) {
             if let Some(s) = effects(self.k, op).sync {
                 self.sync_op(op, &s, ctl)?;
             }
@@ -121,7 +121,7 @@ impl Gate<'_, '_> {
 
     fn while_uniform(&self, op: Op) -> bool {
         let cr = self.k.ops[op].regions[0];
-        match self.k.regions[cr].ops.last().map(|o| &self.k.ops[*o].kind) {
+        match self.k.region_ops(cr).last().map(|o| &self.k.ops[*o].kind) {
             Some(OpKind::Condition(c)) => !c.value().is_some_and(|v| self.td.contains(&v)),
             _ => false,
         }

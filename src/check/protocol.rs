@@ -61,7 +61,7 @@ pub fn check_protocol(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
         errors: Vec::new(),
         reported: HashSet::new(),
     };
-    let end = v.region(k.body, State::new(), false);
+    let end = v.region(k.body(), State::new(), false);
     for (id, m) in &end {
         if m & SIGNALLED != 0 {
             let sig = k
@@ -99,7 +99,7 @@ impl Protocol<'_> {
     }
 
     fn region(&mut self, r: Region, mut s: State, in_divergent_loop: bool) -> State {
-        for &op in &self.k.regions[r].ops {
+        for &op in self.k.region_ops(r) {
             s = self.op(op, s, in_divergent_loop);
         }
         s

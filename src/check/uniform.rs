@@ -57,7 +57,7 @@ pub fn thread_dependent(k: &Kernel, loads: Loads) -> HashSet<Value> {
     };
     loop {
         let before = walk.td.len();
-        walk.region(k.body, false);
+        walk.region(k.body(), false);
         if walk.td.len() == before {
             return walk.td;
         }
@@ -84,7 +84,7 @@ pub fn divergent_control(k: &Kernel, td: &HashSet<Value>, op: Op) -> bool {
 
 /// The operand of the `condition` that ends a `while`'s condition region, if it ends so.
 fn while_condition(k: &Kernel, cond_region: Region) -> Option<Operand> {
-    let last = *k.regions[cond_region].ops.last()?;
+    let last = *k.region_ops(cond_region).last()?;
     match &k.ops[last].kind {
         OpKind::Condition(c) => Some(*c),
         _ => None,
@@ -93,7 +93,7 @@ fn while_condition(k: &Kernel, cond_region: Region) -> Option<Operand> {
 
 /// The values a region's closing `yield` hands on (none without one).
 fn yielded(k: &Kernel, r: Region) -> &[Operand] {
-    match k.regions[r].ops.last().map(|&o| &k.ops[o].kind) {
+    match k.region_ops(r).last().map(|&o| &k.ops[o].kind) {
         Some(OpKind::Yield(vs)) => vs,
         _ => &[],
     }
@@ -116,7 +116,7 @@ impl Walk<'_> {
     }
 
     fn region(&mut self, r: Region, div: bool) {
-        for &op in &self.k.regions[r].ops {
+        for &op in self.k.region_ops(r) {
             self.op(op, div);
         }
     }
@@ -172,7 +172,7 @@ impl Walk<'_> {
             return;
         };
         let body = od.regions[0];
-        let args = &k.regions[body].args;
+        let args = k.region_args(body);
         let bounds = div || self.dep(lo) || self.dep(hi) || self.dep(step);
         if bounds && let Some(&iv) = args.first() {
             self.td.insert(iv);
@@ -217,8 +217,8 @@ impl Walk<'_> {
         for (i, o) in init.iter().enumerate() {
             if cond_dep || self.dep(o) || yields.get(i).is_some_and(|y| self.dep(y)) {
                 let carried = [
-                    k.regions[cr].args.get(i),
-                    k.regions[br].args.get(i),
+                    k.region_args(cr).get(i),
+                    k.region_args(br).get(i),
                     od.results.get(i),
                 ];
                 self.td.extend(carried.into_iter().flatten().copied());

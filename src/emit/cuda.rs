@@ -757,13 +757,13 @@ impl<'a> Emitter<'a> {
         }
         self.line("const int ss_tlin = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));");
         self.line("(void)ss_tlin;");
-        self.region(k.body, &[]);
+        self.region(k.body(), &[]);
         self.depth = 0;
         self.out.push_str("}\n");
     }
 
     fn region(&mut self, r: Region, yield_to: &[String]) {
-        let ops = self.k.regions[r].ops.clone();
+        let ops = self.k.region_ops(r).to_vec();
         for op in ops {
             self.op(op, yield_to);
         }
@@ -1668,7 +1668,7 @@ impl<'a> Emitter<'a> {
         let k = self.k;
         let od = &k.ops[op];
         let body = od.regions[0];
-        let args = k.regions[body].args.clone();
+        let args = k.region_args(body).to_vec();
         let Some((&iv, iters)) = args.split_first() else {
             return;
         };
@@ -1719,7 +1719,7 @@ impl<'a> Emitter<'a> {
         self.depth += 1;
         self.region(od.regions[0], &targets);
         self.depth -= 1;
-        if od.regions.len() > 1 && !k.regions[od.regions[1]].ops.is_empty() {
+        if od.regions.len() > 1 && !k.region_ops(od.regions[1]).is_empty() {
             self.line("} else {");
             self.depth += 1;
             self.region(od.regions[1], &targets);
@@ -1735,7 +1735,7 @@ impl<'a> Emitter<'a> {
         let k = self.k;
         let od = &k.ops[op];
         let (before, after) = (od.regions[0], od.regions[1]);
-        let bargs = k.regions[before].args.clone();
+        let bargs = k.region_args(before).to_vec();
         for (a, i) in bargs.iter().zip(init) {
             let ty = self.ty(*a);
             let line = format!("{} {} = {};", c_type(ty), self.v(*a), self.opnd(i, ty));
@@ -1745,7 +1745,7 @@ impl<'a> Emitter<'a> {
         self.depth += 1;
         let targets: Vec<String> = bargs.iter().map(|a| self.v(*a)).collect();
         self.region(before, &targets);
-        for (a, b) in k.regions[after].args.clone().iter().zip(&bargs) {
+        for (a, b) in k.region_args(after).to_vec().iter().zip(&bargs) {
             let name = self.v(*b);
             self.decl(*a, name);
         }

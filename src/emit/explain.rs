@@ -131,7 +131,7 @@ impl<'a> Namer<'a> {
     pub fn point(&self, anchor: Anchor) -> String {
         match anchor {
             Anchor::Before(op) => match self.parents.op_region[op] {
-                Some(r) if self.k.regions[r].ops.first() == Some(&op) && r != self.k.body => {
+                Some(r) if self.k.region_ops(r).first() == Some(&op) && r != self.k.body() => {
                     format!("at the top of {}, before {}", self.region(r), self.op(op))
                 }
                 _ => format!("before {}", self.op(op)),
@@ -245,9 +245,9 @@ mod tests {
 ";
 
     fn first_op_of_loop(k: &Kernel) -> (Op, Region) {
-        let lp = k.regions[k.body].ops[1];
+        let lp = k.region_ops(k.body())[1];
         let body = k.ops[lp].regions[0];
-        (k.regions[body].ops[0], body)
+        (k.region_ops(body)[0], body)
     }
 
     #[test]
@@ -265,7 +265,7 @@ mod tests {
             "at the end of the loop body of `for %i = 0 to 4 step 1` (line 4)"
         );
         assert_eq!(
-            n.point(Anchor::Before(k.regions[k.body].ops[0])),
+            n.point(Anchor::Before(k.region_ops(k.body())[0])),
             "before `%t = tid.x` (line 3)"
         );
     }

@@ -486,7 +486,7 @@ impl<'a> Emitter<'a> {
         ));
         self.depth += 1;
         self.shared_prologue(arena.as_ref(), pinned, mbars);
-        self.region(k.body);
+        self.region(k.body());
         self.line("gpu.return");
         self.depth -= 1;
         self.line("}");
@@ -672,7 +672,7 @@ impl<'a> Emitter<'a> {
     }
 
     fn region(&mut self, r: Region) {
-        let ops = self.k.regions[r].ops.clone();
+        let ops = self.k.region_ops(r).to_vec();
         for (i, &op) in ops.iter().enumerate() {
             let prev = if i > 0 { Some(ops[i - 1]) } else { None };
             self.op(op, prev);
@@ -1159,7 +1159,7 @@ impl<'a> Emitter<'a> {
                 let parent = self.parents.parent_op(op);
                 let c = self.val(c, ScalarType::I1);
                 let args: Vec<Value> = parent
-                    .map(|p| self.k.regions[self.k.ops[p].regions[0]].args.clone())
+                    .map(|p| self.k.region_args(self.k.ops[p].regions[0]).to_vec())
                     .unwrap_or_default();
                 if args.is_empty() {
                     self.line(&format!("scf.condition({c})"));
@@ -1874,7 +1874,7 @@ impl<'a> Emitter<'a> {
 
     fn for_op(&mut self, op: Op, lo: &Operand, hi: &Operand, step: &Operand, init: &[Operand]) {
         let body = self.k.ops[op].regions[0];
-        let args = self.k.regions[body].args.clone();
+        let args = self.k.region_args(body).to_vec();
         let l = self.val(lo, ScalarType::I32);
         let h = self.val(hi, ScalarType::I32);
         let s = self.val(step, ScalarType::I32);
@@ -1923,7 +1923,7 @@ impl<'a> Emitter<'a> {
         self.depth += 1;
         self.region(then);
         self.depth -= 1;
-        if !self.k.regions[els].ops.is_empty() || !tys.is_empty() {
+        if !self.k.region_ops(els).is_empty() || !tys.is_empty() {
             self.line("} else {");
             self.depth += 1;
             self.region(els);
@@ -1934,8 +1934,8 @@ impl<'a> Emitter<'a> {
 
     fn while_op(&mut self, op: Op, init: &[Operand]) {
         let (before, after) = (self.k.ops[op].regions[0], self.k.ops[op].regions[1]);
-        let bargs = self.k.regions[before].args.clone();
-        let aargs = self.k.regions[after].args.clone();
+        let bargs = self.k.region_args(before).to_vec();
+        let aargs = self.k.region_args(after).to_vec();
         let tys: Vec<ScalarType> = bargs.iter().map(|a| self.k.values[*a].ty).collect();
         let inits: Vec<String> = init
             .iter()
@@ -1967,13 +1967,12 @@ impl<'a> Emitter<'a> {
         self.line(&format!("^bb0({}):", bb.join(", ")));
         self.depth += 1;
         self.region(after);
-        if !self.k.regions[after]
-            .ops
+        if !self.k.region_ops(after)
             .last()
             .is_some_and(|o| matches!(self.k.ops[*o].kind, OpKind::Yield(_)))
         {
             self.line("scf.yield");
-        } else if let Some(last) = self.k.regions[after].ops.last()
+        } else if let Some(last) = self.k.region_ops(after).last()
             && matches!(&self.k.ops[*last].kind, OpKind::Yield(v) if v.is_empty())
         {
             self.line("scf.yield");
@@ -2285,7 +2284,7 @@ fn escapes(k: &Kernel, r: Region) -> (Vec<Value>, Vec<View>) {
         vdefs: &mut Vec<View>,
         top: bool,
     ) {
-        for &op in &k.regions[r].ops {
+        for &op in k.region_ops(r) {
             ops.insert(op);
             let od = &k.ops[op];
             if top {

@@ -401,8 +401,8 @@ fn find_row(
     let k = &s.kernel;
     let placed = s.with_waits.ops.len();
     let (r, g) = site.gap();
-    let ops = &k.regions[r].ops;
-    let wops = &s.with_waits.regions[r].ops;
+    let ops = k.region_ops(r);
+    let wops = s.with_waits.region_ops(r);
     let end = crate::ir::edit::body_len(&s.with_waits, r);
     let next = (g < end).then(|| wops[g]);
     let stop = match next {

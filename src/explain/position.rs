@@ -41,7 +41,7 @@ fn weight(model: &SyncModel, p: &Point) -> u64 {
 fn candidates(model: &SyncModel, like: &Point) -> Vec<Candidate> {
     let k = model.k;
     let mut out = Vec::new();
-    for (r, _) in k.regions.iter() {
+    for (r, _) in k.regions().iter() {
         if !model.is_legal_for(r, like.scope) || !model.weight_bounds.contains_key(&r) {
             continue;
         }

@@ -135,7 +135,7 @@ pub fn explain_unneeded(ctx: &Ctx) -> Vec<NoSync> {
             ),
             Some(j) => {
                 let p = sites[j];
-                let op = ctx.k.regions[p.region].ops.get(p.coord / 2).copied();
+                let op = ctx.k.region_ops(p.region).get(p.coord / 2).copied();
                 let what = op.map_or_else(|| "a sync of the input".into(), |o| ctx.names.op(o));
                 format!("implied by a nearer producer's hazard; the input's {what} removes both")
             }
@@ -159,7 +159,7 @@ fn existing(ctx: &Ctx, hz: &Hazard) -> NoSync {
     let by = super::attribution::covered_by_any(ctx.model, &ctx.model.existing, hz);
     let (reason, detail) = match by {
         Some(p) => {
-            let op = ctx.k.regions[p.region].ops.get(p.coord / 2).copied();
+            let op = ctx.k.region_ops(p.region).get(p.coord / 2).copied();
             let what = op.map_or_else(|| "a sync of the input".into(), |o| ctx.names.op(o));
             if p.scope == Scope::Warp {
                 (

@@ -69,8 +69,8 @@ impl ProgramPoint {
         match self.anchor {
             Anchor::Before(op) => op_region.get(&op).copied(),
             Anchor::After(op) => op_region.get(&op).map(|&(r, i)| (r, i + 1)),
-            Anchor::Start(r) => k.regions.get(r).map(|_| (r, 0)),
-            Anchor::End(r) => k.regions.get(r).map(|_| (r, body_len(k, r))),
+            Anchor::Start(r) => k.regions().get(r).map(|_| (r, 0)),
+            Anchor::End(r) => k.regions().get(r).map(|_| (r, body_len(k, r))),
         }
     }
 }
@@ -78,7 +78,7 @@ impl ProgramPoint {
 /// Number of ops of a region before its terminator (`yield`/`condition`), i.e. the index of
 /// the last gap where an op may be inserted.
 pub fn body_len(k: &Kernel, r: Region) -> usize {
-    let ops = &k.regions[r].ops;
+    let ops = k.region_ops(r);
     match ops.last() {
         Some(&last) if matches!(k.ops[last].kind, OpKind::Yield(_) | OpKind::Condition(_)) => {
             ops.len() - 1
@@ -125,8 +125,8 @@ pub struct SyncPlan {
 /// Maps each placed op to its region and index.
 pub fn op_positions(k: &Kernel) -> HashMap<Op, (Region, usize)> {
     let mut m = HashMap::new();
-    for (r, rd) in k.regions.iter() {
-        for (i, &op) in rd.ops.iter().enumerate() {
+    for (r, rd) in k.regions().iter() {
+        for (i, &op) in rd.ops().iter().enumerate() {
             m.insert(op, (r, i));
         }
     }
@@ -136,7 +136,7 @@ pub fn op_positions(k: &Kernel) -> HashMap<Op, (Region, usize)> {
 /// The pre-order rank of every gap: a total order of program points used to sort plans.
 fn gap_ranks(k: &Kernel) -> HashMap<(Region, usize), usize> {
     fn go(k: &Kernel, r: Region, next: &mut usize, out: &mut HashMap<(Region, usize), usize>) {
-        let ops = &k.regions[r].ops;
+        let ops = k.region_ops(r);
         for (i, &op) in ops.iter().enumerate() {
             out.insert((r, i), *next);
             *next += 1;
@@ -149,7 +149,7 @@ fn gap_ranks(k: &Kernel) -> HashMap<(Region, usize), usize> {
     }
     let mut out = HashMap::new();
     let mut next = 0;
-    go(k, k.body, &mut next, &mut out);
+    go(k, k.body(), &mut next, &mut out);
     out
 }
 
@@ -228,7 +228,7 @@ pub fn apply_tracked(k: &Kernel, plan: &SyncPlan) -> Result<Applied, Diagnostic>
     }
     for (r, mut ins) in per_region {
         ins.sort_by_key(|&(g, n, _)| (g, n));
-        let old = std::mem::take(&mut out.regions[r].ops);
+        let old = out.take_region_ops(r);
         let mut new_ops = Vec::with_capacity(old.len() + ins.len());
         let mut it = ins.into_iter().peekable();
         for (i, &op) in old.iter().enumerate() {
@@ -242,7 +242,7 @@ pub fn apply_tracked(k: &Kernel, plan: &SyncPlan) -> Result<Applied, Diagnostic>
             new_ops.push(op);
         }
         new_ops.extend(it.map(|(_, _, new)| new));
-        out.regions[r].ops = new_ops;
+        out.set_region_ops(r, new_ops);
     }
     Ok(Applied {
         kernel: out,
@@ -276,7 +276,7 @@ mod tests {
         let mut k = crate::reader::parse_kernel(SRC).unwrap();
         // In the arena but in no region: a plan made for another kernel names such ops.
         let stray = k.new_op(OpKind::Barrier, &[], vec![]);
-        let placed = k.regions[k.body].ops[2];
+        let placed = k.region_ops(k.body())[2];
         let plan = SyncPlan {
             edits: vec![edit(ProgramPoint::before(placed)), edit(ProgramPoint::after(stray))],
         };
@@ -285,19 +285,19 @@ mod tests {
         assert!(err.message.starts_with("edit #1 "), "{}", err.message);
         // The valid edit alone applies: one more op in the body.
         let ok = apply(&k, &SyncPlan { edits: plan.edits[..1].to_vec() }).unwrap();
-        assert_eq!(ok.regions[ok.body].ops.len(), k.regions[k.body].ops.len() + 1);
+        assert_eq!(ok.region_ops(ok.body()).len(), k.region_ops(k.body()).len() + 1);
     }
 
     #[test]
     fn applied_edits_create_their_ops_in_plan_order_where_they_say() {
         use crate::ir::entities::EntityRef;
         let k = crate::reader::parse_kernel(SRC).unwrap();
-        let body = &k.regions[k.body].ops;
+        let body = k.region_ops(k.body());
         // Out of program order, two at one point: the ids follow the plan, the positions
         // follow the points (plan order within a point).
         let kinds = [OpKind::Barrier, OpKind::WarpSync, OpKind::CpAsyncCommit];
         let points = [
-            ProgramPoint::end(k.body),
+            ProgramPoint::end(k.body()),
             ProgramPoint::before(body[2]),
             ProgramPoint::before(body[2]),
         ];
@@ -317,7 +317,7 @@ mod tests {
         for (op, kind) in a.created.iter().zip(&kinds) {
             assert_eq!(&a.kernel.ops[*op].kind, kind);
         }
-        let out = &a.kernel.regions[a.kernel.body].ops;
+        let out = a.kernel.region_ops(a.kernel.body());
         assert_eq!(out[2..4], [a.created[1], a.created[2]]);
         assert_eq!(out.last(), Some(&a.created[0]));
         assert_eq!(out.len(), body.len() + 3);

@@ -109,7 +109,7 @@ impl Inductions {
                 continue;
             };
             for j in 0..init.len() {
-                let Some(&v) = k.regions[body].args.get(j + 1) else {
+                let Some(&v) = k.region_args(body).get(j + 1) else {
                     continue;
                 };
                 if k.values[v].ty == ScalarType::F32 {
@@ -148,7 +148,7 @@ struct Recurrence<'k> {
 
 impl Recurrence<'_> {
     fn arg(&self, j: usize) -> Value {
-        self.k.regions[self.body].args[j + 1]
+        self.k.region_args(self.body)[j + 1]
     }
 
     fn operand(&self, o: Operand, s: &[i64], depth: u32) -> Eval {
@@ -195,7 +195,7 @@ impl Recurrence<'_> {
             OpKind::If { cond } => {
                 let arm = |r: usize| -> Eval {
                     let region = *k.ops[op].regions.get(r).ok_or(Some(v))?;
-                    match k.regions[region].ops.last().map(|&t| &k.ops[t].kind) {
+                    match k.region_ops(region).last().map(|&t| &k.ops[t].kind) {
                         Some(OpKind::Yield(ys)) => ev(ys.get(n).ok_or(Some(v))?),
                         _ => Err(Some(v)),
                     }
@@ -223,7 +223,7 @@ fn same(a: Eval, b: Eval, cond: Option<Value>) -> Eval {
 fn constant(k: &Kernel, o: Operand) -> Option<i64> {
     let r = Recurrence {
         k,
-        body: k.body,
+        body: k.body(),
         yields: Vec::new(),
         state: Vec::new(),
     };
@@ -247,14 +247,14 @@ pub fn recognize(k: &Kernel, l: Op, j: usize) -> Result<Induction, String> {
         return Err("it is not carried by a `for` loop".into());
     };
     let body = k.ops[l].regions[0];
-    let yields = match k.regions[body].ops.last().map(|&t| &k.ops[t].kind) {
+    let yields = match k.region_ops(body).last().map(|&t| &k.ops[t].kind) {
         Some(OpKind::Yield(ys)) => ys.clone(),
         _ => return Err("the loop body has no `yield`".into()),
     };
-    if yields.len() != init.len() || k.regions[body].args.len() != init.len() + 1 || j >= init.len() {
+    if yields.len() != init.len() || k.region_args(body).len() != init.len() + 1 || j >= init.len() {
         return Err("the loop's `yield` does not match its iteration values".into());
     }
-    let iv = k.regions[body].args[0];
+    let iv = k.region_args(body)[0];
     let mut r = Recurrence {
         k,
         body,
@@ -369,10 +369,10 @@ fn observably_periodic(r: &Recurrence, l: Op, states: &[Vec<i64>], m: usize) -> 
     }
     let mut d = Derived {
         state: r.state.iter().map(|&j| r.arg(j)).collect(),
-        iter: k.regions[r.body].args[1..].iter().copied().collect(),
+        iter: k.region_args(r.body)[1..].iter().copied().collect(),
     };
     let mut escapes = Vec::new();
-    let the_yield = k.regions[r.body].ops.last().copied();
+    let the_yield = k.region_ops(r.body).last().copied();
     escaping(r, r.body, the_yield, &mut d, &mut escapes);
     let p = states.len() - m;
     for &v in &escapes {
@@ -422,7 +422,7 @@ fn escaping(
     escapes: &mut Vec<Value>,
 ) {
     let k = r.k;
-    for &op in &k.regions[region].ops {
+    for &op in k.region_ops(region) {
         let mut uses = Vec::new();
         let mut closed = true;
         k.ops[op].kind.for_each_operand(|o| match o.value() {

@@ -134,11 +134,11 @@ impl Ranges {
             let (l, h) = (self.operand(lo), self.operand(hi));
             let iv = Interval::new(l.lo, (h.hi - 1).max(l.lo));
             if let Some(&body) = od.regions.first()
-                && let Some(&v) = k.regions[body].args.first()
+                && let Some(&v) = k.region_args(body).first()
             {
                 self.exact_range.set(v, iv);
             }
-            for &a in od.regions.first().map_or(&[][..], |&b| &k.regions[b].args[1..]) {
+            for &a in od.regions.first().map_or(&[][..], |&b| &k.region_args(b)[1..]) {
                 if let Some(ind) = self.inductions.get(a) {
                     let all = || ind.seq.iter().chain(ind.pre.iter()).copied();
                     let lo = all().min().unwrap_or(0);

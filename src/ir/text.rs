@@ -247,12 +247,12 @@ impl<'a> Printer<'a> {
             self.out.push_str(&layout_s(&b.layout));
             self.out.push('\n');
         }
-        self.region(k.body, 1);
+        self.region(k.body(), 1);
         self.out.push_str("}\n");
     }
 
     fn region(&mut self, r: Region, depth: usize) {
-        for &op in &self.k.regions[r].ops {
+        for &op in self.k.region_ops(r) {
             self.op(op, depth);
         }
     }
@@ -489,7 +489,7 @@ impl<'a> Printer<'a> {
         match &od.kind {
             OpKind::For { lo, hi, step, init } => {
                 let body = od.regions[0];
-                let args = &k.regions[body].args;
+                let args = k.region_args(body);
                 let _ = write!(
                     self.out,
                     "{res}{m} {} = {} to {} step {}",
@@ -505,7 +505,7 @@ impl<'a> Printer<'a> {
             OpKind::If { cond } => {
                 let _ = write!(self.out, "{res}{m} {} ", self.opnd(cond));
                 self.block(od.regions[0], depth);
-                if !k.regions[od.regions[1]].ops.is_empty() {
+                if !k.region_ops(od.regions[1]).is_empty() {
                     self.out.push_str(" else ");
                     self.block(od.regions[1], depth);
                 }
@@ -513,10 +513,10 @@ impl<'a> Printer<'a> {
             OpKind::While { init } => {
                 let (before, after) = (od.regions[0], od.regions[1]);
                 let _ = write!(self.out, "{res}{m}");
-                self.iter_list(&k.regions[before].args, init);
+                self.iter_list(k.region_args(before), init);
                 self.out.push(' ');
                 self.block(before, depth);
-                let names: Vec<String> = k.regions[after].args.iter().map(|a| self.v(*a)).collect();
+                let names: Vec<String> = k.region_args(after).iter().map(|a| self.v(*a)).collect();
                 let _ = write!(self.out, " do ({}) ", names.join(", "));
                 self.block(after, depth);
             }
@@ -570,7 +570,7 @@ mod tests {
     #[test]
     fn an_op_is_labelled_by_its_text_without_its_regions() {
         let k = &crate::reader::parse(SRC).unwrap().kernels[0];
-        let ops = &k.regions[k.body].ops;
+        let ops = k.region_ops(k.body());
         assert_eq!(op_label(k, ops[2]), "`%v = if %c`");
         assert_eq!(op_label(k, ops[3]), "`gstore %o[%t], %v`");
     }
@@ -578,7 +578,7 @@ mod tests {
     #[test]
     fn a_value_without_a_source_name_gets_the_printers_fresh_name() {
         let mut k = crate::reader::parse(SRC).unwrap().kernels.remove(0);
-        let t = k.regions[k.body].ops[0];
+        let t = k.region_ops(k.body())[0];
         k.value_names.set(k.ops[t].results[0], String::new());
         let printed = print_kernel(&k);
         let fresh = printed.lines().nth(1).unwrap().trim();
@@ -592,7 +592,7 @@ mod tests {
     #[test]
     fn notes_follow_the_first_line_of_their_op_and_the_output_still_parses() {
         let k = &crate::reader::parse(SRC).unwrap().kernels[0];
-        let ops = &k.regions[k.body].ops;
+        let ops = k.region_ops(k.body());
         let (cmp, branch) = (ops[1], ops[2]);
         let notes = |op: Op| match op {
             o if o == cmp => vec!["one".to_string(), "two".to_string()],

@@ -838,7 +838,7 @@ impl<'a> Importer<'a> {
         }
         self.kernel_attributes(&mut c)?;
         c.expect('{')?;
-        let body = self.k.body;
+        let body = self.k.body();
         let renames = self.shared_names.clone();
         let (close, next) = self.region(start + 1, body, Mode::Normal)?;
         let _ = close;
@@ -1103,7 +1103,7 @@ impl<'a> Importer<'a> {
     /// and the index after it. A nested region deeper than `MAX_NESTING` is refused before
     /// recursing into it, so no input can overflow the stack.
     fn region(&mut self, i: usize, r: Region, mode: Mode) -> R<(usize, usize)> {
-        if r == self.k.body {
+        if r == self.k.body() {
             return self.region_ops(i, r, mode);
         }
         if self.depth >= MAX_NESTING {
@@ -2531,7 +2531,7 @@ impl<'a> Importer<'a> {
     fn arg_values(&mut self, region: Region, names: &[(String, Span)], tys: &[ScalarType]) {
         for (i, ((n, s), t)) in names.iter().zip(tys).enumerate() {
             let v = self.k.new_value(*t, ValueDef::RegionArg(region, i));
-            self.k.regions[region].args.push(v);
+            self.k.push_region_arg(region, v);
             self.k.value_names.set(v, ir_name(n));
             self.k.value_spans.set(v, *s);
             self.env.insert(n.clone(), B::Val(v));

@@ -300,7 +300,7 @@ impl Parser {
         }
         cx.k.kernel_span = kw.to(self.prev_span());
         self.expect(Tok::LBrace)?;
-        let body = cx.k.body;
+        let body = cx.k.body();
         self.region_items(&mut cx, body)?;
         self.expect(Tok::RBrace)?;
         Ok(cx.k)
@@ -539,7 +539,7 @@ impl Parser {
         span: Span,
         what: &str,
     ) -> PResult<()> {
-        if region != cx.k.body {
+        if region != cx.k.body() {
             return Err(Diagnostic::user(
                 "E0116",
                 format!("{what} declarations must be at the top level of the kernel"),
@@ -1006,13 +1006,13 @@ impl Parser {
         let iters = self.iter_args(cx)?;
         let body = cx.k.new_region();
         let ivv = cx.k.new_value(T::I32, ValueDef::RegionArg(body, 0));
-        cx.k.regions[body].args.push(ivv);
+        cx.k.push_region_arg(body, ivv);
         let mut init = Vec::new();
         let mut names = vec![(iv, ivs, ivv)];
         for (i, (n, s, op)) in iters.into_iter().enumerate() {
             let ty = self.operand_ty(cx, op);
             let a = cx.k.new_value(ty, ValueDef::RegionArg(body, i + 1));
-            cx.k.regions[body].args.push(a);
+            cx.k.push_region_arg(body, a);
             out.tys.push(ty);
             init.push(op);
             names.push((n, s, a));
@@ -1031,7 +1031,7 @@ impl Parser {
         for (i, (n, s, op)) in iters.iter().cloned().enumerate() {
             let ty = self.operand_ty(cx, op);
             let a = cx.k.new_value(ty, ValueDef::RegionArg(before, i));
-            cx.k.regions[before].args.push(a);
+            cx.k.push_region_arg(before, a);
             out.tys.push(ty);
             init.push(op);
             names.push((n, s, a));
@@ -1064,7 +1064,7 @@ impl Parser {
         let mut bnames = Vec::new();
         for (i, (n, s)) in anames.into_iter().enumerate() {
             let a = cx.k.new_value(out.tys[i], ValueDef::RegionArg(after, i));
-            cx.k.regions[after].args.push(a);
+            cx.k.push_region_arg(after, a);
             bnames.push((n, s, a));
         }
         self.region_block(cx, after, &bnames)?;
@@ -1729,7 +1729,7 @@ impl Parser {
     }
 
     fn yield_types(&self, cx: &KernelCtx, r: Region, at: Span) -> PResult<Vec<ScalarType>> {
-        if let Some(&last) = cx.k.regions[r].ops.last()
+        if let Some(&last) = cx.k.region_ops(r).last()
             && let OpKind::Yield(vals) = &cx.k.ops[last].kind
         {
             return Ok(vals.iter().map(|o| self.operand_ty(cx, *o)).collect());

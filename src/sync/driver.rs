@@ -79,7 +79,7 @@ pub fn without_inserted(k: &Kernel, input_ops: usize, n: usize) -> Option<Kernel
     let op = *inserted_syncs(k, input_ops).get(n)?;
     let mut out = k.clone();
     let r = k.parents().op_region[op]?;
-    out.regions[r].ops.retain(|&o| o != op);
+    out.retain_ops(r, |&o| o != op);
     Some(out)
 }
 

@@ -69,7 +69,7 @@ pub fn place_fences(k: &Kernel) -> SyncPlan {
             new: None,
         };
         let mut pending = BTreeSet::new();
-        w.region(k.body, &mut pending);
+        w.region(k.body(), &mut pending);
         let decided = w.new;
         match decided {
             Some((at, why)) if before.insert(at) => plan.edits.push(Edit {
@@ -146,7 +146,7 @@ fn role_branch_fences(k: &Kernel, async_bufs: &HashSet<Buffer>, plan: &mut SyncP
 /// Every op inside region `r`, nested ones included.
 fn ops_under(k: &Kernel, r: Region) -> Vec<Op> {
     let mut out = Vec::new();
-    for &o in &k.regions[r].ops {
+    for &o in k.region_ops(r) {
         out.push(o);
         for &c in &k.ops[o].regions {
             out.extend(ops_under(k, c));
@@ -162,7 +162,7 @@ fn publish_point(k: &Kernel, parents: &Parents, w: Op, arm: Region) -> Option<Pr
     let mut cur = w;
     loop {
         let r = parents.op_region[cur]?;
-        let ops = &k.regions[r].ops;
+        let ops = k.region_ops(r);
         let idx = ops.iter().position(|&o| o == cur)?;
         for &o in &ops[idx + 1..] {
             if matches!(k.ops[o].kind, OpKind::FenceProxyAsync) {
@@ -237,7 +237,7 @@ struct Walk<'a> {
 impl Walk<'_> {
     fn region(&mut self, r: Region, pending: &mut BTreeSet<Op>) {
         self.frames.push(Frame { release: None });
-        for &op in &self.k.regions[r].ops {
+        for &op in self.k.region_ops(r) {
             if self.fence_before.contains(&op) {
                 pending.clear();
             }

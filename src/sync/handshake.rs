@@ -126,8 +126,7 @@ pub fn place_handshakes(k: &Kernel, target: &Target) -> Handshakes {
         covered: HashSet::new(),
         ordered_tma: HashSet::new(),
     };
-    let branches: Vec<(Op, Group)> = k.regions[k.body]
-        .ops
+    let branches: Vec<(Op, Group)> = k.region_ops(k.body())
         .iter()
         .filter_map(|&o| role_group(k, o).map(|g| (o, g)))
         .collect();
@@ -202,7 +201,7 @@ fn named_only_rem(k: &Kernel, br: Op, target: &Target) -> Box<Diagnostic> {
 
 /// Shared accesses (not mbarrier ops) in a region, recursively.
 fn accesses(k: &Kernel, r: Region, out: &mut Vec<Access>) {
-    for &o in &k.regions[r].ops {
+    for &o in k.region_ops(r) {
         let mut push = |m: MemRef, write: bool, idx: Option<&Vec<Operand>>| {
             let (buffer, slot) = match m {
                 MemRef::Buffer(b) => (b, idx.and_then(|i| i.first().copied())),
@@ -247,7 +246,7 @@ fn accesses(k: &Kernel, r: Region, out: &mut Vec<Access>) {
 
 /// Whether a region holds a handshake op (named barrier or mbarrier arrive/wait/expect).
 fn has_handshake(k: &Kernel, r: Region) -> bool {
-    k.regions[r].ops.iter().any(|&o| {
+    k.region_ops(r).iter().any(|&o| {
         matches!(
             k.ops[o].kind,
             OpKind::NamedArrive { .. }
@@ -373,7 +372,7 @@ fn redundant_handshakes(out: &mut Handshakes, br: Op) {
 
 /// The ops of a region and its nested regions, in program order.
 fn walk_region(k: &Kernel, r: Region, out: &mut Vec<Op>) {
-    for &o in &k.regions[r].ops {
+    for &o in k.region_ops(r) {
         out.push(o);
         for &c in &k.ops[o].regions {
             walk_region(k, c, out);
@@ -614,11 +613,11 @@ fn arm(k: &Kernel, br: Op, region: Region, acc: &[Access]) -> Result<Arm, Box<Di
     }
     let lp = lp.ok_or_else(|| unsupported(k, br, "a role has no accesses"))?;
     let body = k.ops[lp].regions[0];
-    let iv = k.regions[body].args[0];
+    let iv = k.region_args(body)[0];
     let step_one = matches!(k.ops[lp].kind, OpKind::For { step: Operand::Imm(s), .. } if s.as_i64() == 1);
     let mut out = Vec::new();
     for (t, a) in top {
-        let idx = k.regions[body].ops.iter().position(|&o| o == t).unwrap_or(0);
+        let idx = k.region_ops(body).iter().position(|&o| o == t).unwrap_or(0);
         let slot = match a.slot {
             Some(Operand::Imm(c)) => Slot::Const(c.as_i64()),
             Some(Operand::Value(v)) if step_one && is_rem_of(k, v, iv, a.buffer) => Slot::Rem,
@@ -644,7 +643,7 @@ fn arm(k: &Kernel, br: Op, region: Region, acc: &[Access]) -> Result<Arm, Box<Di
 /// role branch at its top level, each of those arms (recursively): one producer and several
 /// consumer groups. Every consumer group must read the buffers (each releases the slots).
 fn consumer_arms(k: &Kernel, br: Op, region: Region, acc: &[Access]) -> Result<Vec<Arm>, Box<Diagnostic>> {
-    let nested = (k.regions[region].ops.iter().copied()).find(|&o| role_group(k, o).is_some());
+    let nested = (k.region_ops(region).iter().copied()).find(|&o| role_group(k, o).is_some());
     let Some(nb) = nested else {
         return Ok(vec![arm(k, br, region, acc)?]);
     };
@@ -754,7 +753,7 @@ impl Splice {
             None => o,
             Some(g) => {
                 let (t, e) = (k.new_region(), k.new_region());
-                k.regions[t].ops.push(o);
+                k.append(t, o);
                 k.new_op(
                     OpKind::If {
                         cond: Operand::Value(g),
@@ -768,16 +767,16 @@ impl Splice {
 
     /// Writes the insertions into the kernel's regions.
     pub fn apply(self, k: &mut Kernel) {
-        let regions: Vec<Region> = k.regions.keys().collect();
+        let regions: Vec<Region> = k.regions().keys().collect();
         for r in regions {
-            let old = k.regions[r].ops.clone();
+            let old = k.region_ops(r).to_vec();
             let mut new = self.start.get(&r).cloned().unwrap_or_default();
             for o in old {
                 new.extend(self.before.get(&o).into_iter().flatten());
                 new.push(o);
                 new.extend(self.after.get(&o).into_iter().flatten());
             }
-            k.regions[r].ops = new;
+            k.set_region_ops(r, new);
         }
     }
 }
@@ -841,7 +840,7 @@ fn place_named(
         let ((Some(pf), Some(pl)), (Some(cf), Some(cl))) = (span(prod), span(cons)) else {
             continue;
         };
-        let body_op = |a: &Arm, i: usize| k.regions[a.body].ops[i];
+        let body_op = |a: &Arm, i: usize| k.region_ops(a.body)[i];
         let (pfo, plo, cfo, clo) = (body_op(prod, pf), body_op(prod, pl), body_op(cons, cf), body_op(cons, cl));
         let w = sp.sync(k, OpKind::NamedSync { id: empty[i], count }, Some(notfirst));
         sp.before.entry(pfo).or_default().push(w);

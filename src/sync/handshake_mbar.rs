@@ -43,7 +43,7 @@ pub(crate) fn place(
         let wait_par = p.par;
         let first = arm.acc.iter().map(|a| a.0).min().unwrap_or(0);
         let last = arm.acc.iter().map(|a| a.0).max().unwrap_or(0);
-        let (fo, lo) = (k.regions[arm.body].ops[first], k.regions[arm.body].ops[last]);
+        let (fo, lo) = (k.region_ops(arm.body)[first], k.region_ops(arm.body)[last]);
         let wait = |k: &mut Kernel, sp: &mut Splice| {
             sp.sync(
                 k,
@@ -116,10 +116,10 @@ pub(crate) fn place(
 fn init_prologue(k: &mut Kernel, sp: &mut Splice, cx: &Ctx<'_>, arrays: [(Buffer, u32); 2]) {
     let br = cx.br;
     // One thread initialises every slot's pair; a block barrier publishes the inits.
-    let tid = sp.value(k, k.body, OpKind::Special(Special::LinearTid), ScalarType::I32, "hs_tid");
+    let tid = sp.value(k, k.body(), OpKind::Special(Special::LinearTid), ScalarType::I32, "hs_tid");
     let lead = sp.value(
         k,
-        k.body,
+        k.body(),
         OpKind::Cmp(CmpPred::Eq, Operand::Value(tid), Operand::int(0)),
         ScalarType::I1,
         "hs_lead",
@@ -136,7 +136,7 @@ fn init_prologue(k: &mut Kernel, sp: &mut Splice, cx: &Ctx<'_>, arrays: [(Buffer
                 &[],
                 vec![],
             );
-            k.regions[init].ops.push(o);
+            k.append(init, o);
             sp.written += 1;
         }
     }
@@ -150,7 +150,7 @@ fn init_prologue(k: &mut Kernel, sp: &mut Splice, cx: &Ctx<'_>, arrays: [(Buffer
     );
     let bar = sp.sync(k, OpKind::Barrier, None);
     // Values before the role branch go first; the init and barrier right before it.
-    let pre = sp.start.remove(&k.body).unwrap_or_default();
+    let pre = sp.start.remove(&k.body()).unwrap_or_default();
     sp.before.entry(br).or_default().extend(pre.into_iter().chain([guard, bar]));
 }
 

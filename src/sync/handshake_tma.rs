@@ -146,7 +146,7 @@ fn loads_of(k: &Kernel, m: Buffer, d: u64) -> Result<Option<Uses>, Box<Diagnosti
     }
     let counts: HashSet<usize> = uses.iter().map(|u| u.1.len()).collect();
     if counts.len() > 1 {
-        return Err(unsupported(k, k.regions[k.body].ops[0], "the uses of a TMA pipeline's slots issue different numbers of loads"));
+        return Err(unsupported(k, k.region_ops(k.body())[0], "the uses of a TMA pipeline's slots issue different numbers of loads"));
     }
     Ok(Some((uses, bufs)))
 }
@@ -238,12 +238,12 @@ fn init_at_top(k: &mut Kernel, sp: &mut Splice, m: Buffer, d: u64, count: u32) {
     let init = k.new_region();
     for s in 0..d {
         let o = k.new_op(OpKind::MbarInit { mbar: MemRef::Buffer(m), index: vec![Operand::int(s as i64)], count }, &[], vec![]);
-        k.regions[init].ops.push(o);
+        k.append(init, o);
         sp.written += 1;
     }
     let e = k.new_region();
     let guard = k.new_op(OpKind::If { cond: Operand::Value(k.ops[lead].results[0]) }, &[], vec![init, e]);
     let bar = sp.sync(k, OpKind::Barrier, None);
-    let top = k.body;
+    let top = k.body();
     sp.start.entry(top).or_default().extend([tid, lead, guard, bar]);
 }

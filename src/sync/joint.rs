@@ -99,7 +99,7 @@ fn cross(k: &Kernel, target: &Target, op: Op, counts: &mut [(Queue, u32)]) -> Op
         return None;
     }
     for &r in &k.ops[op].regions {
-        for &o in &k.regions[r].ops {
+        for &o in k.region_ops(r) {
             let inner_ok = match queue_of(k, target, o) {
                 Some((q, _)) => q.counted() && !q.ticks_on_issue(),
                 None => {
@@ -132,15 +132,15 @@ pub fn hoist_waits(k: &Kernel, target: &Target, plan: &SyncPlan) -> Option<SyncP
         }
         let (region, at) = match e.at.anchor {
             Anchor::Before(op) => match parents.op_region[op] {
-                Some(r) => (r, k.regions[r].ops.iter().position(|&o| o == op)),
+                Some(r) => (r, k.region_ops(r).iter().position(|&o| o == op)),
                 None => continue,
             },
-            Anchor::End(r) => (r, Some(k.regions[r].ops.len())),
+            Anchor::End(r) => (r, Some(k.region_ops(r).len())),
             // The wait planner anchors only before ops and at region ends.
             Anchor::After(_) | Anchor::Start(_) => continue,
         };
         let Some(mut at) = at else { continue };
-        let ops = &k.regions[region].ops;
+        let ops = k.region_ops(region);
         // Another planned edit anchored before an op stands between it and its predecessor:
         // the walk does not cross it (its effect on the counts is not modelled here).
         let other_edit = |o: Op| {

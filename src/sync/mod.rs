@@ -227,7 +227,7 @@ impl RegionWeights<'_> {
         self.legal.insert(r, ok);
         self.weight.insert(r, w.0);
         self.weight_bounds.insert(r, w.1);
-        for &op in &k.regions[r].ops {
+        for &op in k.region_ops(r) {
             let od = &k.ops[op];
             for (i, &c) in od.regions.iter().enumerate() {
                 let (w2, wb2, ok2) = match od.kind {
@@ -258,7 +258,7 @@ impl<'k> SyncModel<'k> {
             weight: HashMap::new(),
             weight_bounds: HashMap::new(),
         };
-        w.region(k, k.body, (1, 1), true);
+        w.region(k, k.body(), (1, 1), true);
         let RegionWeights {
             mut legal,
             weight,
@@ -288,8 +288,8 @@ impl<'k> SyncModel<'k> {
             weight_bounds,
             existing: Vec::new(),
         };
-        for (r, _) in k.regions.iter() {
-            for (i, &op) in k.regions[r].ops.iter().enumerate() {
+        for (r, _) in k.regions().iter() {
+            for (i, &op) in k.region_ops(r).iter().enumerate() {
                 if let Some(s) = m.must_sync(op) {
                     m.existing.push(Point {
                         region: r,
@@ -307,8 +307,7 @@ impl<'k> SyncModel<'k> {
         let k = self.k;
         let od = &k.ops[op];
         let region_sync = |r: Region| -> Option<Scope> {
-            k.regions[r]
-                .ops
+            k.region_ops(r)
                 .iter()
                 .filter_map(|&o| self.must_sync(o))
                 .max()
@@ -332,7 +331,7 @@ impl<'k> SyncModel<'k> {
                 }
                 Some(SyncEffect::SplitWait(id)) => {
                     let (r, i) = self.paths.pos(op)?;
-                    let prev = i.checked_sub(1).map(|j| k.regions[r].ops[j])?;
+                    let prev = i.checked_sub(1).map(|j| k.region_ops(r)[j])?;
                     matches!(k.ops[prev].kind, OpKind::SplitSignal(s) if s == id)
                         .then_some(Scope::Block)
                 }
@@ -421,7 +420,7 @@ impl<'k> SyncModel<'k> {
                 let mut stack = vec![arm];
                 while let Some(q) = stack.pop() {
                     self.named.insert(q, na);
-                    for &o in &k.regions[q].ops {
+                    for &o in k.region_ops(q) {
                         let uniform = |x: &Operand| u.operand_uniform(x);
                         let ok = match &k.ops[o].kind {
                             OpKind::For { lo, hi, step, .. } => {
@@ -438,11 +437,11 @@ impl<'k> SyncModel<'k> {
                 }
             }
         }
-        for (r, rd) in k.regions.iter() {
+        for (r, rd) in k.regions().iter() {
             let Some(a) = self.named.get(&r).copied() else {
                 continue;
             };
-            for (i, &op) in rd.ops.iter().enumerate() {
+            for (i, &op) in rd.ops().iter().enumerate() {
                 if matches!(k.ops[op].kind, OpKind::NamedSync { count, .. } if count == a.count) {
                     self.existing.push(Point {
                         region: r,
@@ -456,7 +455,7 @@ impl<'k> SyncModel<'k> {
 
     /// The program point of gap `g` of region `r`.
     pub fn program_point(&self, r: Region, g: usize) -> ProgramPoint {
-        let ops = &self.k.regions[r].ops;
+        let ops = self.k.region_ops(r);
         if g < body_len(self.k, r) {
             ProgramPoint::before(ops[g])
         } else {
@@ -674,8 +673,8 @@ fn count_barriers(model: &SyncModel, points: &[Point], stats: &mut Stats) {
         }
     }
     let mut existing_exec = 0u64;
-    for (r, rd) in k.regions.iter() {
-        for &op in &rd.ops {
+    for (r, rd) in k.regions().iter() {
+        for &op in rd.ops() {
             if matches!(effects(k, op).sync, Some(SyncEffect::Barrier)) {
                 stats.existing_barriers += 1;
                 existing_exec =

@@ -91,7 +91,7 @@ fn pinned(k: &Kernel, op: Op, memo: &mut HashMap<Op, bool>) -> bool {
     let mut b = !e.shared.is_empty() || e.sync.is_some();
     if !b {
         for &r in &k.ops[op].regions {
-            for &c in &k.regions[r].ops {
+            for &c in k.region_ops(r) {
                 if pinned(k, c, memo) {
                     b = true;
                     break;
@@ -113,8 +113,7 @@ fn rotated_loop(k: &Kernel, l: Op, thread_dependent: &dyn Fn(&Operand) -> bool) 
         OpKind::For { lo, hi, step, .. } => {
             let body = k.ops[l].regions[0];
             ![lo, hi, step].iter().any(|o| thread_dependent(o))
-                && k.regions[body]
-                    .ops
+                && k.region_ops(body)
                     .first()
                     .is_some_and(|&b| k.ops[b].kind == OpKind::Barrier)
         }
@@ -132,8 +131,8 @@ fn absorbed(
     memo: &mut HashMap<Op, bool>,
 ) -> std::collections::HashSet<Op> {
     let mut out = std::collections::HashSet::new();
-    for (r, rd) in k.regions.iter() {
-        for (i, &b) in rd.ops.iter().enumerate() {
+    for (r, rd) in k.regions().iter() {
+        for (i, &b) in rd.ops().iter().enumerate() {
             if k.ops[b].kind != OpKind::Barrier {
                 continue;
             }
@@ -142,8 +141,8 @@ fn absorbed(
             if first_of_rotated {
                 continue;
             }
-            let before = rd.ops[..i].iter().rev().find(|&&o| pinned(k, o, memo));
-            let after = rd.ops[i + 1..].iter().find(|&&o| pinned(k, o, memo));
+            let before = rd.ops()[..i].iter().rev().find(|&&o| pinned(k, o, memo));
+            let after = rd.ops()[i + 1..].iter().find(|&&o| pinned(k, o, memo));
             if [before, after]
                 .into_iter()
                 .flatten()
@@ -175,10 +174,10 @@ pub fn lower_to_split(
         let Some(r) = parents.op_region[b] else {
             continue;
         };
-        let Some(idx) = out.regions[r].ops.iter().position(|&o| o == b) else {
+        let Some(idx) = out.region_ops(r).iter().position(|&o| o == b) else {
             continue;
         };
-        out.regions[r].ops.remove(idx);
+        out.region_ops(r).remove(idx);
         if drop.contains(&b) {
             continue;
         }
@@ -188,12 +187,12 @@ pub fn lower_to_split(
             rotate(&mut out, &parents, l, r);
         } else {
             let w = new_wait(&mut out);
-            out.regions[r].ops.insert(idx, w);
+            out.insert_op(r, idx, w);
             insert_signal(&mut out, r, idx);
         }
     }
     // Slide every signal up and every wait down within its region.
-    let regions: Vec<Region> = out.regions.keys().collect();
+    let regions: Vec<Region> = out.regions().keys().collect();
     for r in regions {
         slide(&mut out, r, &mut memo);
     }
@@ -211,21 +210,20 @@ fn rotate(out: &mut Kernel, parents: &Parents, l: Op, r: Region) {
     let Some(outer) = parents.op_region[l] else {
         return;
     };
-    let Some(li) = out.regions[outer].ops.iter().position(|&o| o == l) else {
+    let Some(li) = out.region_ops(outer).iter().position(|&o| o == l) else {
         return;
     };
     let w = new_wait(out);
-    out.regions[r].ops.insert(0, w);
-    let end = out.regions[r].ops.len()
+    out.insert_op(r, 0, w);
+    let end = out.region_ops(r).len()
         - usize::from(
-            out.regions[r]
-                .ops
+            out.region_ops(r)
                 .last()
                 .is_some_and(|&o| matches!(out.ops[o].kind, OpKind::Yield(_))),
         );
     insert_signal(out, r, end);
     let w2 = new_wait(out);
-    out.regions[outer].ops.insert(li + 1, w2);
+    out.insert_op(outer, li + 1, w2);
     insert_signal(out, outer, li);
 }
 
@@ -238,11 +236,11 @@ fn rotate(out: &mut Kernel, parents: &Parents, l: Op, r: Region) {
 fn drop_clean_dscnt(k: &mut Kernel) -> usize {
     let mut fences = HashMap::new();
     let mut clean = std::collections::HashSet::new();
-    walk_lds(k, k.body, false, &mut fences, &mut clean);
+    walk_lds(k, k.body(), false, &mut fences, &mut clean);
     let mut dropped = 0;
-    let regions: Vec<Region> = k.regions.keys().collect();
+    let regions: Vec<Region> = k.regions().keys().collect();
     for r in regions {
-        let ops = k.regions[r].ops.clone();
+        let ops = k.region_ops(r).to_vec();
         let next_is_signal = |i: usize| {
             ops.get(i + 1)
                 .is_some_and(|&n| k.ops[n].kind == OpKind::SplitSignal(WORKGROUP))
@@ -254,7 +252,7 @@ fn drop_clean_dscnt(k: &mut Kernel) -> usize {
             .map(|(_, &o)| o)
             .collect();
         dropped += ops.len() - keep.len();
-        k.regions[r].ops = keep;
+        k.set_region_ops(r, keep);
     }
     dropped
 }
@@ -303,7 +301,7 @@ fn region_fence(k: &Kernel, r: Region, memo: &mut HashMap<Region, Fence>) -> Fen
         return f;
     }
     let mut f = Fence::Keep;
-    for &op in &k.regions[r].ops {
+    for &op in k.region_ops(r) {
         match op_fence(k, op, memo) {
             Fence::Keep => {}
             g => f = g,
@@ -352,7 +350,7 @@ fn walk_lds(
     memo: &mut HashMap<Region, Fence>,
     clean: &mut std::collections::HashSet<Op>,
 ) -> bool {
-    for &op in &k.regions[r].ops {
+    for &op in k.region_ops(r) {
         let od = &k.ops[op];
         if is_dscnt0(k, op) && !dirty {
             clean.insert(op);
@@ -458,8 +456,8 @@ fn new_wait(k: &mut Kernel) -> Op {
 fn insert_signal(k: &mut Kernel, r: Region, at: usize) {
     let d = k.new_op(OpKind::WaitCnt(vec![(Counter::DsCnt, 0)]), &[], vec![]);
     let s = k.new_op(OpKind::SplitSignal(WORKGROUP), &[], vec![]);
-    k.regions[r].ops.insert(at, s);
-    k.regions[r].ops.insert(at, d);
+    k.insert_op(r, at, s);
+    k.insert_op(r, at, d);
 }
 
 fn is_dscnt0(k: &Kernel, op: Op) -> bool {
@@ -467,7 +465,7 @@ fn is_dscnt0(k: &Kernel, op: Op) -> bool {
 }
 
 fn slide(k: &mut Kernel, r: Region, memo: &mut HashMap<Op, bool>) {
-    let mut ops = k.regions[r].ops.clone();
+    let mut ops = k.region_ops(r).to_vec();
     // Signals (with their dscnt wait) move up.
     let mut i = 0;
     while i < ops.len() {
@@ -504,7 +502,7 @@ fn slide(k: &mut Kernel, r: Region, memo: &mut HashMap<Op, bool>) {
             }
         }
     }
-    k.regions[r].ops = ops;
+    k.set_region_ops(r, ops);
 }
 
 /// Pairs written, phases executed and, for each signal, the ops up to the next wait in program

@@ -503,7 +503,7 @@ fn loop_phase_wait(
     };
     let step = flow.overlap.eval_at(*step, &HashMap::new(), 0)?;
     let body = k.ops[l].regions[0];
-    let iv = *k.regions[body].args.first()?;
+    let iv = *k.region_args(body).first()?;
     let at = |v: i64| {
         flow.overlap
             .eval_at(Operand::Value(x), &HashMap::from([(iv, v)]), 0)
@@ -591,8 +591,7 @@ fn touches_queue(k: &Kernel, target: &Target, op: Op, q: Queue) -> bool {
         _ => false,
     };
     own || od.regions.iter().any(|r| {
-        k.regions[*r]
-            .ops
+        k.region_ops(*r)
             .iter()
             .any(|o| touches_queue(k, target, *o, q))
     })
@@ -610,12 +609,12 @@ fn auto_commits(k: &Kernel, target: &Target) -> Vec<Edit> {
         if !issues || commits {
             continue;
         }
-        for (r, rd) in k.regions.iter() {
+        for (r, rd) in k.regions().iter() {
             // The destination of the open run: a run is the copies of one stage into one
             // slot (same memref, same leading index); a different slot starts a new group.
             let mut pending: Option<Op> = None;
             let why = || format!("closes the {} of the copies just issued", q.name());
-            for &o in &rd.ops {
+            for &o in rd.ops() {
                 let is_issue = queue_of(k, target, o).map(|(x, _)| x) == Some(q);
                 let pure = effects(k, o) == Effects::default()
                     && k.ops[o].regions.is_empty()
@@ -709,7 +708,7 @@ pub fn plan_waits_ordered(
     *memo = flow.into_memo();
     push_waits(
         &mut edits,
-        ProgramPoint::end(k.body),
+        ProgramPoint::end(k.body()),
         &drain,
         |_| "closes the last group before the kernel ends".into(),
         "drains the copies still outstanding when the kernel ends (the largest count that completes them all)",
@@ -799,7 +798,7 @@ fn drain_need(flow: &Flow<'_>, exit: &InFlight) -> Need {
                 for p in m.iter().map(|(e, _)| flow.pending(*e)) {
                     if let Some(t) = kb.ops[p.op].results.first()
                         && p.tags.is_empty()
-                        && flow.overlap.parents.op_region[p.op] == Some(kb.body)
+                        && flow.overlap.parents.op_region[p.op] == Some(kb.body())
                     {
                         drain.tokens.insert(*t);
                     }
@@ -840,7 +839,7 @@ fn merge_consecutive(k: &Kernel, target: &Target, plan: &mut SyncPlan) {
             i += 1;
             continue;
         };
-        let ops = &k.regions[r].ops;
+        let ops = k.region_ops(r);
         let pos_b = ops.iter().position(|o| *o == b).unwrap_or(0);
         // Find an earlier edit of the same kind in the same region with a clean gap.
         let mut merged = false;

@@ -68,7 +68,7 @@ impl Walker<'_> {
         if i == 0 {
             return self.region_start(r, count, crossings);
         }
-        let op = self.k.regions[r].ops[i - 1];
+        let op = self.k.region_ops(r)[i - 1];
         let regions = self.k.ops[op].regions.clone();
         match &self.k.ops[op].kind {
             OpKind::For { .. } => self.head(op, count, crossings),
@@ -94,7 +94,7 @@ impl Walker<'_> {
     }
 
     fn end_of(&mut self, r: Region, count: u32, crossings: u32) -> Option<u32> {
-        let n = self.k.regions[r].ops.len();
+        let n = self.k.region_ops(r).len();
         self.back(r, n, count, crossings)
     }
 
@@ -145,8 +145,8 @@ pub fn walk_counter(
     max: u32,
 ) -> PathWalk {
     let mut index = HashMap::new();
-    for rd in k.regions.values() {
-        for (i, op) in rd.ops.iter().enumerate() {
+    for rd in k.regions().values() {
+        for (i, op) in rd.ops().iter().enumerate() {
             index.insert(*op, i);
         }
     }

@@ -104,8 +104,7 @@ pub fn load_stage_loops(k: &Kernel) -> Vec<(Op, Op)> {
         .filter_map(|l| match k.ops[l].kind {
             OpKind::For { .. } => {
                 let body = k.ops[l].regions[0];
-                k.regions[body]
-                    .ops
+                k.region_ops(body)
                     .iter()
                     .find(|&&o| matches!(&k.ops[o].kind, OpKind::Stage { name } if name == LOAD_STAGE))
                     .map(|&g| (l, g))
@@ -149,7 +148,7 @@ pub fn circular_buffer_with(
 pub(crate) fn subtree(k: &Kernel, op: Op, out: &mut Vec<Op>) {
     out.push(op);
     for &r in &k.ops[op].regions {
-        for &c in &k.regions[r].ops {
+        for &c in k.region_ops(r) {
             subtree(k, c, out);
         }
     }
@@ -160,7 +159,7 @@ fn defs_in(k: &Kernel, ops: &[Op]) -> HashSet<Value> {
     for &o in ops {
         d.extend(k.ops[o].results.iter().copied());
         for &r in &k.ops[o].regions {
-            d.extend(k.regions[r].args.iter().copied());
+            d.extend(k.region_args(r).iter().copied());
         }
     }
     d
@@ -187,7 +186,7 @@ pub(crate) fn stage_buffers(k: &Kernel, l: Op, g: Op) -> Result<Vec<Buffer>, Vec
         unreachable!("a for loop")
     };
     let body = k.ops[l].regions[0];
-    let iv = k.regions[body].args[0];
+    let iv = k.region_args(body)[0];
     let mut errs = Vec::new();
     let lspan = k.span(l);
     if step != Operand::Imm(Scalar::I32(1)) {
@@ -401,7 +400,7 @@ impl Pipelining<'_> {
         };
         let clone = k.clone_op(g, &mut map);
         inner.push(clone);
-        k.regions[then_r].ops = inner;
+        k.set_region_ops(then_r, inner);
         let cond = Operand::Value(k.ops[c].results[0]);
         let i = k.new_op(OpKind::If { cond }, &[], vec![then_r, else_r]);
         k.op_spans.set(i, k.span(g));
@@ -434,14 +433,13 @@ impl Pipelining<'_> {
         let kpv = Operand::Value(k.ops[kp].results[0]);
         let mut prefetch = vec![kp];
         prefetch.extend(self.guarded_load(k, kpv));
-        let gi = k.regions[body]
-            .ops
+        let gi = k.region_ops(body)
             .iter()
             .position(|&o| o == g)
             .expect("stage in body");
-        k.regions[body].ops.splice(gi..=gi, prefetch);
+        k.splice_ops(body, gi..=gi, prefetch);
         for (i, o) in top.into_iter().enumerate() {
-            k.regions[body].ops.insert(i, o);
+            k.insert_op(body, i, o);
         }
     }
 
@@ -463,9 +461,9 @@ impl Pipelining<'_> {
         };
         let pro_body = k.new_region();
         let j = k.new_value(ScalarType::I32, ValueDef::RegionArg(pro_body, 0));
-        k.regions[pro_body].args.push(j);
+        k.push_region_arg(pro_body, j);
         let loads = self.guarded_load(k, Operand::Value(j));
-        k.regions[pro_body].ops = loads;
+        k.set_region_ops(pro_body, loads);
         let pro = k.new_op(
             OpKind::For {
                 lo,
@@ -477,14 +475,13 @@ impl Pipelining<'_> {
             vec![pro_body],
         );
         k.op_spans.set(pro, lspan);
-        let li = k.regions[parent]
-            .ops
+        let li = k.region_ops(parent)
             .iter()
             .position(|&o| o == l)
             .expect("loop in parent");
-        k.regions[parent].ops.insert(li, pro);
+        k.insert_op(parent, li, pro);
         for e in end_ops.into_iter().rev() {
-            k.regions[parent].ops.insert(li, e);
+            k.insert_op(parent, li, e);
         }
     }
 }
@@ -495,7 +492,7 @@ fn pipeline_one(k: &mut Kernel, l: Op, g: Op, plan: &Plan) -> Result<Vec<Buffer>
         unreachable!("a for loop")
     };
     let body = k.ops[l].regions[0];
-    let iv = k.regions[body].args[0];
+    let iv = k.region_args(body)[0];
     let mut loop_ops = Vec::new();
     subtree(k, l, &mut loop_ops);
     let mut stage_ops = Vec::new();

@@ -74,7 +74,7 @@ fn stage_to_copies(k: &mut Kernel, g: Op) -> Vec<Diagnostic> {
     collect_regions(k, g, &mut regions);
     for r in regions {
         let mut kept = Vec::new();
-        for o in k.regions[r].ops.clone() {
+        for o in k.region_ops(r).to_vec() {
             match rewrite_op(k, o) {
                 Ok(Rewrite::Keep) => kept.push(o),
                 Ok(Rewrite::Copied(v)) => {
@@ -88,7 +88,7 @@ fn stage_to_copies(k: &mut Kernel, g: Op) -> Vec<Diagnostic> {
                 }
             }
         }
-        k.regions[r].ops = kept;
+        k.set_region_ops(r, kept);
     }
     errs.extend(dead_loads(k, g, &copied));
     errs
@@ -104,7 +104,7 @@ enum Rewrite {
 fn collect_regions(k: &Kernel, op: Op, out: &mut Vec<Region>) {
     for &r in &k.ops[op].regions {
         out.push(r);
-        for &c in &k.regions[r].ops {
+        for &c in k.region_ops(r) {
             collect_regions(k, c, out);
         }
     }
@@ -153,7 +153,7 @@ fn dead_loads(k: &mut Kernel, g: Op, copied: &HashSet<Value>) -> Vec<Diagnostic>
     let mut errs = Vec::new();
     for r in regions {
         let mut kept = Vec::new();
-        for o in k.regions[r].ops.clone() {
+        for o in k.region_ops(r).to_vec() {
             if !matches!(k.ops[o].kind, OpKind::GLoad { .. }) {
                 kept.push(o);
                 continue;
@@ -175,7 +175,7 @@ fn dead_loads(k: &mut Kernel, g: Op, copied: &HashSet<Value>) -> Vec<Diagnostic>
                 );
             }
         }
-        k.regions[r].ops = kept;
+        k.set_region_ops(r, kept);
     }
     errs
 }

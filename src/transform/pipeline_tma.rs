@@ -71,12 +71,12 @@ pub(crate) fn stage_to_tma(k: &mut Kernel, g: Op, full: Buffer, elect: Option<Va
     while let Some(o) = stack.pop() {
         for &r in &k.ops[o].regions {
             regions.push(r);
-            stack.extend(k.regions[r].ops.iter().copied());
+            stack.extend(k.region_ops(r).iter().copied());
         }
     }
     for r in regions {
         let mut kept = Vec::new();
-        for o in k.regions[r].ops.clone() {
+        for o in k.region_ops(r).to_vec() {
             match k.ops[o].kind.clone() {
                 OpKind::CpAsyncCommit => continue,
                 OpKind::CpAsyncTile(c) if c.masked => {
@@ -92,7 +92,7 @@ pub(crate) fn stage_to_tma(k: &mut Kernel, g: Op, full: Buffer, elect: Option<Va
                     };
                     if let Some(e) = elect {
                         let (t, f) = (k.new_region(), k.new_region());
-                        k.regions[t].ops.push(o);
+                        k.append(t, o);
                         let i = k.new_op(OpKind::If { cond: Operand::Value(e) }, &[], vec![t, f]);
                         k.op_spans.set(i, k.span(o));
                         kept.push(i);
@@ -109,7 +109,7 @@ pub(crate) fn stage_to_tma(k: &mut Kernel, g: Op, full: Buffer, elect: Option<Va
             }
             kept.push(o);
         }
-        k.regions[r].ops = kept;
+        k.set_region_ops(r, kept);
     }
     errs
 }
@@ -147,8 +147,8 @@ fn elect_thread(k: &mut Kernel) -> Value {
     let cv = k.ops[c].results[0];
     let name = fresh_name("tma_elect", |n| taken(k, n));
     k.value_names.set(cv, name);
-    let body = k.body;
-    k.regions[body].ops.splice(0..0, [t, c]);
+    let body = k.body();
+    k.splice_ops(body, 0..0, [t, c]);
     cv
 }
 

@@ -61,7 +61,7 @@ pub fn warp_specialized(
                 .with_label(k.span(l), "the first"),
         );
     }
-    if !k.regions[k.body].ops.contains(&l) {
+    if !k.region_ops(k.body()).contains(&l) {
         errs.push(
             Diagnostic::user("E1347", "the loop to warp-specialize must be a top-level op of the kernel")
                 .with_label(k.span(l), "this loop is nested")
@@ -152,7 +152,7 @@ fn has_effects(k: &Kernel, o: Op, sync_only: bool) -> Option<Op> {
 /// E1349 (effects before the loop), E1350 (syncs in or after it), E1351 (its lower bound).
 fn check_around(k: &Kernel, l: Op, g: Op) -> Vec<Diagnostic> {
     let mut errs = Vec::new();
-    let top = &k.regions[k.body].ops;
+    let top = k.region_ops(k.body());
     let at = top.iter().position(|&o| o == l).unwrap_or(top.len());
     for &o in &top[..at] {
         if let Some(x) = has_effects(k, o, false) {
@@ -165,7 +165,7 @@ fn check_around(k: &Kernel, l: Op, g: Op) -> Vec<Diagnostic> {
     }
     let body = k.ops[l].regions[0];
     let after = top.get(at + 1..).unwrap_or(&[]);
-    for &o in k.regions[body].ops.iter().filter(|&&o| o != g).chain(after) {
+    for &o in k.region_ops(body).iter().filter(|&&o| o != g).chain(after) {
         if let Some(x) = has_effects(k, o, true) {
             errs.push(
                 Diagnostic::user("E1350", "the consumers' code already synchronizes: a block barrier there would wait for the producer warp forever")
@@ -208,7 +208,7 @@ fn split_roles(k: &mut Kernel, l: Op, g: Op, bufs: &[Buffer], d: u32) {
         unreachable!("a for loop")
     };
     let body = k.ops[l].regions[0];
-    let iv = k.regions[body].args[0];
+    let iv = k.region_args(body)[0];
     // Slot views `view @b[rem %x, D]`, appended to `ops`.
     let slot_views = |k: &mut Kernel, x: Value, ops: &mut Vec<Op>| {
         let r = k.new_op(
@@ -229,7 +229,7 @@ fn split_roles(k: &mut Kernel, l: Op, g: Op, bufs: &[Buffer], d: u32) {
     // Producer: for %p = lo to hi step 1 { slot views; the stage at %p }, under the elected thread.
     let pbody = k.new_region();
     let p = k.new_value(ScalarType::I32, ValueDef::RegionArg(pbody, 0));
-    k.regions[pbody].args.push(p);
+    k.push_region_arg(pbody, p);
     let mut pops = Vec::new();
     let mems = slot_views(k, p, &mut pops);
     let mut map = CloneMap {
@@ -237,21 +237,21 @@ fn split_roles(k: &mut Kernel, l: Op, g: Op, bufs: &[Buffer], d: u32) {
         mems,
     };
     // The stage's ops, unwrapped: the handshake wants the loads right under the loop.
-    for o in k.regions[k.ops[g].regions[0]].ops.clone() {
+    for o in k.region_ops(k.ops[g].regions[0]).to_vec() {
         let c = k.clone_op(o, &mut map);
         pops.push(c);
     }
-    k.regions[pbody].ops = pops;
+    k.set_region_ops(pbody, pops);
     let plp = k.new_op(OpKind::For { lo, hi, step, init: vec![] }, &[], vec![pbody]);
     k.op_spans.set(plp, k.span(l));
     let tid = k.new_op(OpKind::Special(Special::Tid(0)), &[ScalarType::I32], vec![]);
     let tidv = Operand::Value(k.ops[tid].results[0]);
     let elect = k.new_op(OpKind::Cmp(CmpPred::Eq, tidv, Operand::int(n as i64)), &[ScalarType::I1], vec![]);
     let (et, ee) = (k.new_region(), k.new_region());
-    k.regions[et].ops.push(plp);
+    k.append(et, plp);
     let eif = k.new_op(OpKind::If { cond: Operand::Value(k.ops[elect].results[0]) }, &[], vec![et, ee]);
     let prod = k.new_region();
-    k.regions[prod].ops = vec![elect, eif];
+    k.set_region_ops(prod, vec![elect, eif]);
     // Consumers: the loop without its stage, reading slot %k mod D; then the ops after it.
     let mut top = Vec::new();
     let cmap = slot_views(k, iv, &mut top);
@@ -263,14 +263,14 @@ fn split_roles(k: &mut Kernel, l: Op, g: Op, bufs: &[Buffer], d: u32) {
         .filter(|o| !stage_ops.contains(o) && *o != l)
         .collect();
     remap_mems(k, &consumer_ops, &cmap);
-    k.regions[body].ops.retain(|&o| o != g);
-    k.regions[body].ops.splice(0..0, top);
-    let kbody = k.body;
-    let at = k.regions[kbody].ops.iter().position(|&o| o == l).expect("top-level loop");
+    k.retain_ops(body, |&o| o != g);
+    k.splice_ops(body, 0..0, top);
+    let kbody = k.body();
+    let at = k.region_ops(kbody).iter().position(|&o| o == l).expect("top-level loop");
     let cons = k.new_region();
-    k.regions[cons].ops = k.regions[kbody].ops.split_off(at);
+    k.set_region_ops(cons, k.split_off_ops(kbody, at));
     let isp = k.new_op(OpKind::InGroup(grp), &[ScalarType::I1], vec![]);
     let br = k.new_op(OpKind::If { cond: Operand::Value(k.ops[isp].results[0]) }, &[], vec![prod, cons]);
     k.op_spans.set(br, k.span(l));
-    k.regions[kbody].ops.extend([tid, isp, br]);
+    k.region_ops(kbody).extend([tid, isp, br]);
 }

@@ -188,7 +188,7 @@ struct Numbering {
 
 fn numbering(k: &Kernel) -> Numbering {
     fn go(k: &Kernel, r: Region, n: &mut usize, out: &mut Numbering) {
-        for &op in &k.regions[r].ops {
+        for &op in k.region_ops(r) {
             out.number.insert(op, *n);
             *n += 1;
             for &c in &k.ops[op].regions {
@@ -201,7 +201,7 @@ fn numbering(k: &Kernel) -> Numbering {
         number: HashMap::new(),
         end: HashMap::new(),
     };
-    go(k, k.body, &mut 0, &mut out);
+    go(k, k.body(), &mut 0, &mut out);
     out
 }
 
@@ -581,7 +581,7 @@ fn body_position(fp: &Footprints, op: Op, body: Region) -> Option<usize> {
     chain
         .iter()
         .find(|&&o| fp.region_of(o) == Some(body))
-        .and_then(|o| k.regions[body].ops.iter().position(|x| x == o))
+        .and_then(|o| k.region_ops(body).iter().position(|x| x == o))
 }
 
 /// Where in `l`'s body access `i` is a must-write (see the module doc), if it is one.
@@ -648,7 +648,7 @@ fn applies(w: &[Option<i64>], r: &[Option<i64>]) -> bool {
 /// Buffer pairs touched in opposite arms of a thread-dependent `if`.
 fn divergent_pairs(k: &Kernel, fp: &Footprints) -> BTreeSet<(Buffer, Buffer)> {
     fn used(k: &Kernel, r: Region, out: &mut BTreeSet<Buffer>) {
-        for &op in &k.regions[r].ops {
+        for &op in k.region_ops(r) {
             out.extend(buffers_touched(k, op));
             for &c in &k.ops[op].regions {
                 used(k, c, out);

@@ -83,9 +83,9 @@ pub fn shared(k: &Kernel, limits: &Limits) -> Vec<Diagnostic> {
 /// The first op nested deeper than [`MAX_NESTING`] region-owning ops, as a diagnostic.
 /// Iterative: safe on any depth. Assumes the region tree is acyclic (checked before).
 pub fn nesting(k: &Kernel) -> Option<Diagnostic> {
-    let mut stack = vec![(k.body, 0usize)];
+    let mut stack = vec![(k.body(), 0usize)];
     while let Some((r, depth)) = stack.pop() {
-        for &op in &k.regions[r].ops {
+        for &op in k.region_ops(r) {
             let children = &k.ops[op].regions;
             if children.is_empty() {
                 continue;

@@ -63,7 +63,7 @@ pub fn verify_with(k: &Kernel, lim: &Limits) -> Vec<Diagnostic> {
             v.visible.insert(*val);
         }
     }
-    v.region(k.body, RegionRole::Body, &[]);
+    v.region(k.body(), RegionRole::Body, &[]);
     v.errors
 }
 
@@ -95,9 +95,9 @@ impl Verifier<'_> {
     fn placement(&mut self) {
         let k = self.k;
         let mut op_seen = vec![0u32; k.ops.len()];
-        let mut region_owner = vec![0u32; k.regions.len()];
-        for rd in k.regions.values() {
-            for &op in &rd.ops {
+        let mut region_owner = vec![0u32; k.regions().len()];
+        for rd in k.regions().values() {
+            for &op in rd.ops() {
                 op_seen[op.index()] += 1;
             }
         }
@@ -117,15 +117,15 @@ impl Verifier<'_> {
         }
         for (r, n) in region_owner.iter().enumerate() {
             let r = Region::new(r);
-            if r == k.body && *n != 0 {
+            if r == k.body() && *n != 0 {
                 self.err(k.kernel_span, "the kernel body is owned by an op");
-            } else if r != k.body && *n > 1 {
+            } else if r != k.body() && *n > 1 {
                 self.err(k.kernel_span, format!("{r} is owned by {n} ops"));
             }
         }
         // Cycles: walking from the body must not revisit a region.
         let mut seen = HashSet::new();
-        let mut stack = vec![k.body];
+        let mut stack = vec![k.body()];
         while let Some(r) = stack.pop() {
             if !seen.insert(r) {
                 self.err(
@@ -134,7 +134,7 @@ impl Verifier<'_> {
                 );
                 return;
             }
-            for &op in &k.regions[r].ops {
+            for &op in k.region_ops(r) {
                 stack.extend(k.ops[op].regions.iter().copied());
             }
         }
@@ -265,10 +265,10 @@ impl Verifier<'_> {
         let k = self.k;
         let saved_vals = self.visible.clone();
         let saved_views = self.views.clone();
-        for &a in &k.regions[r].args {
+        for &a in k.region_args(r) {
             self.visible.insert(a);
         }
-        let ops = &k.regions[r].ops;
+        let ops = k.region_ops(r);
         for (i, &op) in ops.iter().enumerate() {
             let last = i + 1 == ops.len();
             self.op(op, role, last, want_yield);
@@ -605,7 +605,7 @@ impl Verifier<'_> {
                 let tys: Vec<ScalarType> = init.iter().map(|i| self.ty(i)).collect();
                 if self.owns_its_regions(op) {
                     let body = od.regions[0];
-                    let args = &k.regions[body].args;
+                    let args = k.region_args(body);
                     let argt: Vec<ScalarType> = args.iter().map(|a| k.values[*a].ty).collect();
                     if argt.first() != Some(&T::I32) || argt[1..] != tys[..] {
                         self.err(s, "loop region arguments do not match the induction variable and iteration values");

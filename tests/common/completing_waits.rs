@@ -49,7 +49,7 @@ pub fn completing_waits(
         .copied()
         .and_then(|l| match &k.ops[l].kind {
             OpKind::For { step, .. } => Some((
-                k.regions[k.ops[l].regions[0]].args[0],
+                k.region_args(k.ops[l].regions[0])[0],
                 match step {
                     Operand::Imm(s) => s.as_i64(),
                     _ => 1,
@@ -76,7 +76,7 @@ pub fn completing_waits(
                     }
                 };
                 if let Some(lo) = lo {
-                    entered.push((k.regions[k.ops[l].regions[0]].args[0], lo));
+                    entered.push((k.region_args(k.ops[l].regions[0])[0], lo));
                 }
             }
         }
@@ -148,8 +148,7 @@ pub fn completing_waits(
                 _ => None,
             };
             if let Some(a) = arm {
-                return k.regions[k.ops[o].regions[a]]
-                    .ops
+                return k.region_ops(k.ops[o].regions[a])
                     .iter()
                     .map(|&c| go(k, target, class, counter, guards, c))
                     .sum();
@@ -209,7 +208,7 @@ pub fn completing_waits(
         incr: &dyn Fn(Op) -> u32,
         completes: &dyn Fn(Op, u32, bool) -> bool,
     ) -> Option<Op> {
-        for &o in k.regions[r].ops.iter().skip(start) {
+        for &o in k.region_ops(r).iter().skip(start) {
             if o == me {
                 *passed = true;
             }

@@ -93,7 +93,7 @@ fn keys(fp: &Footprints, b: &mut Builder, ai: usize) -> Option<Vec<(Option<Affin
     let mut out = Vec::new();
     for &l in &fp.accesses[ai].loops {
         let iv = match &k.ops[l].kind {
-            OpKind::For { .. } => Some(k.regions[k.ops[l].regions[0]].args[0]),
+            OpKind::For { .. } => Some(k.region_args(k.ops[l].regions[0])[0]),
             _ => None,
         };
         let konst = |b: &mut Builder, o: &Operand| match b.operand(o) {

@@ -29,7 +29,7 @@ impl BlockExec<'_> {
         let pends: Vec<Option<u32>> = init.iter().map(|o| self.pend_of(th, o)).collect();
         if lo < hi {
             let body = k.ops[op].regions[0];
-            let args = &k.regions[body].args;
+            let args = k.region_args(body);
             th.vals[args[0].index()] = Val::I32(lo as i32);
             for ((a, v), p) in args[1..].iter().zip(&inits).zip(&pends) {
                 th.vals[a.index()] = *v;
@@ -72,7 +72,7 @@ impl BlockExec<'_> {
         let inits: Vec<Val> = init.iter().map(|o| self.val(th, o)).collect();
         let pends: Vec<Option<u32>> = init.iter().map(|o| self.pend_of(th, o)).collect();
         let cond = k.ops[op].regions[0];
-        for ((a, v), p) in k.regions[cond].args.iter().zip(&inits).zip(&pends) {
+        for ((a, v), p) in k.region_args(cond).iter().zip(&inits).zip(&pends) {
             th.vals[a.index()] = *v;
             th.pend[a.index()] = *p;
         }
@@ -113,7 +113,7 @@ impl BlockExec<'_> {
                 "`condition` outside a while condition region".into(),
             ));
         };
-        let args = &k.regions[fr.region].args;
+        let args = k.region_args(fr.region);
         let cur: Vec<Val> = args.iter().map(|a| th.vals[a.index()]).collect();
         let pends: Vec<Option<u32>> = args.iter().map(|a| th.pend[a.index()]).collect();
         if !c {
@@ -125,7 +125,7 @@ impl BlockExec<'_> {
             self.update_iter(th);
         } else {
             let body = k.ops[wop].regions[1];
-            for ((a, v), p) in k.regions[body].args.iter().zip(&cur).zip(&pends) {
+            for ((a, v), p) in k.region_args(body).iter().zip(&cur).zip(&pends) {
                 th.vals[a.index()] = *v;
                 th.pend[a.index()] = *p;
             }
@@ -165,7 +165,7 @@ impl BlockExec<'_> {
             }
             FrameKind::WhileBody(op, n) => {
                 let cond = self.k.ops[op].regions[0];
-                for ((a, v), p) in self.k.regions[cond].args.iter().zip(&vals).zip(&moving) {
+                for ((a, v), p) in self.k.region_args(cond).iter().zip(&vals).zip(&moving) {
                     th.vals[a.index()] = *v;
                     th.pend[a.index()] = *p;
                 }
@@ -199,7 +199,7 @@ impl BlockExec<'_> {
     ) {
         let k = self.k;
         let next = iv.saturating_add(step);
-        let args = &k.regions[body].args;
+        let args = k.region_args(body);
         if next < hi {
             th.vals[args[0].index()] = Val::I32(next as i32);
             for ((a, v), p) in args[1..].iter().zip(&vals).zip(&moving) {

@@ -239,7 +239,7 @@ impl BlockExec<'_> {
             .filter_map(|p| match &k.ops[p].kind {
                 OpKind::For { .. } => Some(format!(
                     "%{}",
-                    k.value_name(k.regions[k.ops[p].regions[0]].args[0])
+                    k.value_name(k.region_args(k.ops[p].regions[0])[0])
                 )),
                 OpKind::While { .. } => Some("while iteration".to_string()),
                 _ => None,

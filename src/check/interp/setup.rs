@@ -234,7 +234,7 @@ fn new_threads(k: &Kernel, cfg: &ExecConfig, n: usize) -> Vec<Thread> {
             vals,
             views: vec![None; k.views.len()],
             frames: vec![Frame {
-                region: k.body,
+                region: k.body(),
                 pc: 0,
                 kind: FrameKind::Plain,
             }],

@@ -54,7 +54,7 @@ impl Walk<'_> {
     }
 
     fn region(&mut self, r: Region, parent: Option<usize>) {
-        let ops = self.k.regions[r].ops.clone();
+        let ops = self.k.region_ops(r).to_vec();
         for (i, &op) in ops.iter().enumerate() {
             if op.index() >= self.input_ops {
                 let next = ops[i + 1..]
@@ -109,7 +109,7 @@ pub fn annotate(ttgir: &str, imp: &Imported, kir: &str, k: &Kernel, input_ops: u
         input_ops,
         notes: HashMap::new(),
     };
-    w.region(k.body, None);
+    w.region(k.body(), None);
     let mut out = String::new();
     let mut off = 0usize;
     for line in ttgir.split_inclusive('\n') {
