@@ -73,7 +73,7 @@ impl Shape {
         let k = fp.k;
         let u = fp.uniformity();
         let quiet = k
-            .regions
+            .regions()
             .iter()
             .map(|(r, _)| {
                 let role = paths

@@ -77,7 +77,7 @@ pub enum IterTag {
 /// Context for overlap queries: the kernel, its parent links and the warp width.
 pub struct Overlap<'k> {
     pub k: &'k Kernel,
-    pub parents: Parents,
+    pub parents: &'k Parents,
     pub warp: u32,
     /// Enclosing `for` loops of each op, outermost first (cached).
     loops: HashMap<Op, Vec<Op>>,

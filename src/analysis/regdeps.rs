@@ -26,7 +26,7 @@ pub use crate::ir::wgmma::consumed;
 /// Memoized [`RegSources::wgmma_sources`] over one kernel.
 pub struct RegSources<'k> {
     k: &'k Kernel,
-    parents: Parents,
+    parents: &'k Parents,
     memo: HashMap<Value, Option<BTreeSet<Op>>>,
 }
 
@@ -74,7 +74,7 @@ impl<'k> RegSources<'k> {
         let k = self.k;
         crate::ir::wgmma::register_reads(k, op)
             .into_iter()
-            .chain(crate::ir::wgmma::register_writes(k, &self.parents, op))
+            .chain(crate::ir::wgmma::register_writes(k, self.parents, op))
             .any(|v| held.contains(&v))
     }
 

@@ -475,7 +475,7 @@ struct BlockExec<'a> {
     tiles: HashMap<TileKey, SharedWrites>,
     /// Per warp: the register-A wgmma rendezvous in progress.
     meets: HashMap<usize, wgmma::Meet>,
-    parents: Parents,
+    parents: &'a Parents,
 }
 
 type TileKey = (Op, u32, Buffer, u64, Vec<i64>);

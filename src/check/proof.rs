@@ -72,7 +72,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     super::proof_syncs::syncs_reasoned(k, &td, warp as u32, &mut |c| warp_uniform(k, warp, c))?;
     let starts = interval_starts(k);
     let parents = k.parents();
-    let en = super::proof_async::enumerated(k, &parents);
+    let en = super::proof_async::enumerated(k, parents);
     let mut accs = accesses(k, &td, &ranges, &en, warp as u32)?;
     let class = alias_classes(k);
     for a in &mut accs {
@@ -86,7 +86,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     };
     let mut values: Vec<Vec<Inst>> = Vec::with_capacity(accs.len());
     for a in &accs {
-        values.push(instances(k, &parents, &en, &mut eval, a)?);
+        values.push(instances(k, parents, &en, &mut eval, a)?);
     }
     // Pairs per alias class: accesses to buffers that share no byte never meet.
     let mut by_buf: HashMap<Buffer, Vec<usize>> = HashMap::new();
@@ -96,7 +96,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     let cx = PairCx {
         k,
         warp,
-        parents: &parents,
+        parents,
         accs: &accs,
         values: &values,
         en: &en,

@@ -23,7 +23,7 @@ use crate::ir::{EntityRef, Kernel, Op, OpKind, Parents, Region};
 pub struct Namer<'a> {
     k: &'a Kernel,
     src: &'a str,
-    parents: Parents,
+    parents: &'a Parents,
     /// Ops with an index at least this were inserted by a pass (no input line).
     inserted_from: usize,
     /// The line of each op in the printed output kernel (1-based).

@@ -168,7 +168,7 @@ struct Emitter<'a> {
     gathers: Vec<String>,
     /// TMA descriptors: global, box shape, the descriptor value's name.
     tmaps: Vec<(Global, Vec<u64>, String)>,
-    parents: Parents,
+    parents: &'a Parents,
 }
 
 impl<'a> Emitter<'a> {

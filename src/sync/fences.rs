@@ -124,7 +124,7 @@ fn role_branch_fences(k: &Kernel, async_bufs: &HashSet<Buffer>, plan: &mut SyncP
                 if !writes {
                     continue;
                 }
-                let Some(at) = publish_point(k, &parents, w, wa) else {
+                let Some(at) = publish_point(k, parents, w, wa) else {
                     continue;
                 };
                 if placed.insert(at) {

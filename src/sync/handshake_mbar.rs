@@ -59,7 +59,7 @@ pub(crate) fn place(
             // Only the issuing thread waits: a thread that waits on `empty` but never arrives
             // on `full` is not held back by the consumers and could fall two phases behind,
             // where the parity names the wrong phase.
-            let parents = k.parents();
+            let parents = k.parents().clone();
             let mut waited = std::collections::HashSet::new();
             for &t in tmas {
                 // A later load in the same region runs after the wait in the same thread.

@@ -115,7 +115,7 @@ fn loads_of(k: &Kernel, m: Buffer, d: u64) -> Result<Option<Uses>, Box<Diagnosti
         if k.root_buffer(*mbar) != m {
             continue;
         }
-        if in_role(k, &parents, o) {
+        if in_role(k, parents, o) {
             return Ok(None);
         }
         let slot = match dst {
@@ -180,7 +180,7 @@ fn place_array(k: &mut Kernel, m: Buffer) -> Result<Option<TmaPlaced>, Box<Diagn
 
 /// One wait per reading view's region and slot, before its first read.
 fn place_waits(k: &mut Kernel, sp: &mut Splice, m: Buffer, d: u64, bufs: &HashSet<Buffer>) -> Result<(), Box<Diagnostic>> {
-    let parents = k.parents();
+    let parents = k.parents().clone();
     let mut waited: Vec<(Region, Operand)> = Vec::new();
     for o in k.ops_in_order() {
         let e = effects(k, o);

@@ -164,7 +164,7 @@ pub fn lower_to_split(
     let mut out = k.clone();
     let parents = k.parents();
     let mut memo = HashMap::new();
-    let drop = absorbed(k, &parents, thread_dependent, &mut memo);
+    let drop = absorbed(k, parents, thread_dependent, &mut memo);
     let barriers: Vec<Op> = k
         .ops_in_order()
         .into_iter()
@@ -174,17 +174,17 @@ pub fn lower_to_split(
         let Some(r) = parents.op_region[b] else {
             continue;
         };
-        let Some(idx) = out.region_ops(r).iter().position(|&o| o == b) else {
+        let Some((r_, idx)) = out.remove_op(b) else {
             continue;
         };
-        out.region_ops(r).remove(idx);
+        debug_assert_eq!(r, r_);
         if drop.contains(&b) {
             continue;
         }
         let owner =
             parents.region_op[r].filter(|&l| idx == 0 && rotated_loop(k, l, thread_dependent));
         if let Some(l) = owner {
-            rotate(&mut out, &parents, l, r);
+            rotate(&mut out, parents, l, r);
         } else {
             let w = new_wait(&mut out);
             out.insert_op(r, idx, w);

@@ -38,7 +38,7 @@ struct Walker<'k> {
     queue: Queue,
     targets: &'k [Op],
     max: u32,
-    parents: Parents,
+    parents: &'k Parents,
     index: HashMap<Op, usize>,
     paths: u64,
 }

@@ -76,7 +76,8 @@ pub(crate) fn stage_to_tma(k: &mut Kernel, g: Op, full: Buffer, elect: Option<Va
     }
     for r in regions {
         let mut kept = Vec::new();
-        for o in k.region_ops(r).to_vec() {
+        // Taken out while rewritten: a copy moves into its own `if %elect`.
+        for o in k.take_region_ops(r) {
             match k.ops[o].kind.clone() {
                 OpKind::CpAsyncCommit => continue,
                 OpKind::CpAsyncTile(c) if c.masked => {

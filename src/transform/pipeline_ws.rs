@@ -268,9 +268,12 @@ fn split_roles(k: &mut Kernel, l: Op, g: Op, bufs: &[Buffer], d: u32) {
     let kbody = k.body();
     let at = k.region_ops(kbody).iter().position(|&o| o == l).expect("top-level loop");
     let cons = k.new_region();
-    k.set_region_ops(cons, k.split_off_ops(kbody, at));
+    let tail = k.split_off_ops(kbody, at);
+    k.set_region_ops(cons, tail);
     let isp = k.new_op(OpKind::InGroup(grp), &[ScalarType::I1], vec![]);
     let br = k.new_op(OpKind::If { cond: Operand::Value(k.ops[isp].results[0]) }, &[], vec![prod, cons]);
     k.op_spans.set(br, k.span(l));
-    k.region_ops(kbody).extend([tid, isp, br]);
+    for o in [tid, isp, br] {
+        k.append(kbody, o);
+    }
 }

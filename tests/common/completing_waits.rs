@@ -148,7 +148,8 @@ pub fn completing_waits(
                 _ => None,
             };
             if let Some(a) = arm {
-                return k.region_ops(k.ops[o].regions[a])
+                return k
+                    .region_ops(k.ops[o].regions[a])
                     .iter()
                     .map(|&c| go(k, target, class, counter, guards, c))
                     .sum();

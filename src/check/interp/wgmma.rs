@@ -169,7 +169,7 @@ impl BlockExec<'_> {
         }
         let k = self.k;
         let reads = wgmma::register_reads(k, op);
-        let writes = wgmma::register_writes(k, &self.parents, op);
+        let writes = wgmma::register_writes(k, self.parents, op);
         for (vals, how) in [(reads, "reads"), (writes, "redefines")] {
             let Some((v, c)) = th
                 .held
