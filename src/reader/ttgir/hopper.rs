@@ -194,12 +194,12 @@ impl Converter<'_> {
 
     /// Whether the next op after line `i` that is not a constant or an index of an mbarrier
     /// array is another `ttng.init_barrier` (the barrier after a run of inits goes after the
-    /// last one).
+    /// last one) or the kernel's own `gpu.barrier` (which then orders the inits).
     fn init_follows(&self, i: usize) -> bool {
         for j in i + 1..self.lines.len() {
             match self.stmt(j) {
                 Ok(st) if st.op == "ttg.memdesc_index" || st.op == "arith.constant" => {}
-                Ok(st) => return st.op == "ttng.init_barrier",
+                Ok(st) => return st.op == "ttng.init_barrier" || st.op == "gpu.barrier",
                 Err(_) => return false,
             }
         }
