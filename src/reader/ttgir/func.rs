@@ -260,7 +260,7 @@ impl Converter<'_> {
     pub fn region(&mut self, open: usize) -> Result<(), Diagnostic> {
         while self.pos < self.lines.len() {
             let i = self.pos;
-            if self.lines[i].closes() {
+            if self.lines[i].starts_with_close() {
                 let (o, c) = (self.lines[open].span.lo as usize, self.lines[i].span.lo as usize);
                 self.region_end.insert(o, c);
                 self.pos += 1;
@@ -706,7 +706,7 @@ impl Converter<'_> {
         while self.pos < self.lines.len() {
             let i = self.pos;
             let l = &self.lines[i];
-            if l.closes() {
+            if l.starts_with_close() {
                 let (o, c) = (self.lines[open].span.lo as usize, l.span.lo as usize);
                 self.region_end.insert(o, c);
                 self.else_pending = l.word(1) == Some("else");

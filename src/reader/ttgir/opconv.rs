@@ -26,7 +26,7 @@ impl Converter<'_> {
         let st = self.stmt(i)?;
         let op = st.op.clone();
         let span = st.line.span;
-        let opens = st.line.opens();
+        let opens = st.line.ends_with_open();
         let names: Vec<String> = operands(&st.rest).into_iter().map(|(n, _)| n).collect();
         for n in &names {
             self.touch(n);
