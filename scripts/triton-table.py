@@ -2,7 +2,8 @@
 """Writes docs/triton.md: for every kernel of corpus/triton, Triton's barriers (from its PTX)
 against smemsync's (import + sync + check of the TTGIR), with times.
 
-Usage: python3 scripts/triton-table.py [SMEMSYNC] > docs/triton.md
+Usage: python3 scripts/triton-table.py [SMEMSYNC] > /tmp/t.md, then splice the table into
+docs/triton.md by hand (its narrative is hand-written).
 Triton's counts: `bar.sync`/`barrier.sync` in the PTX, and those inside a loop (between a
 label and a later branch back to it). smemsync's: `sync --stats` of the imported kernel, and
 barriers written inside a `for` of the synchronized `.kir`.
@@ -85,10 +86,11 @@ notes = []
 for f in sorted(corpus.glob("*.ttgir")):
     name = f.stem
     tot, inl = ptx_counts(corpus / f"{name}.ptx")
+    trit = f"{tot} ({inl})" if tot is not None else "no PTX (AMD)"
     p, t_sync = run([exe, "sync", "--stats", str(f)])
     if p.returncode != 0:
         first = next((l for l in p.stderr.splitlines() if l.startswith("error")), p.stderr[:120])
-        print(f"| {name} | {tot} ({inl}) | refused | | | | {t_sync*1000:.0f} | |")
+        print(f"| {name} | {trit} | refused | | | | {t_sync*1000:.0f} | |")
         notes.append(f"- **{name}**: `sync` refused: `{first.strip()}`")
         continue
     stats = re.search(r"waits_written=(\d+).*fences_written=(\d+)", p.stdout)
@@ -97,7 +99,6 @@ for f in sorted(corpus.glob("*.ttgir")):
     verdict = (c.stdout + c.stderr).strip().splitlines()
     verdict = next((l for l in verdict if l.startswith(("error", "proved", "race", "interpreted", "ok", "@"))), verdict[-1] if verdict else "")
     verdict = verdict.replace("|", "/")[:70]
-    trit = f"{tot} ({inl})" if tot is not None else "no PTX (AMD)"
     print(f"| {name} | {trit} | {b} ({bl}) | {w} ({stats.group(1) if stats else '?'}) | {fe} | {verdict} | {t_sync*1000:.0f} | {t_check*1000:.0f} |")
 print()
 if notes:

@@ -5,4 +5,5 @@ pub mod parser;
 
 pub use parser::{Module, parse, parse_kernel};
 pub mod mlir;
+pub mod mlir_lexer;
 pub mod ttgir;

@@ -406,12 +406,23 @@ impl<'k> SyncModel<'k> {
             let Some((r, _)) = self.paths.pos(op) else {
                 continue;
             };
-            if !self.legal.get(&r).copied().unwrap_or(false) {
+            // A role branch at a converged point of the block, or nested in a role arm (at a
+            // point every thread of that arm reaches: more than two roles), whose else-arm
+            // then runs on the rest of the enclosing arm's threads.
+            let enclosing = if self.legal.get(&r).copied().unwrap_or(false) {
+                threads
+            } else {
+                match self.named.get(&r) {
+                    Some(a) => a.count,
+                    None => continue,
+                }
+            };
+            let size = k.groups[g].hi - k.groups[g].lo;
+            if size > enclosing {
                 continue;
             }
-            let size = k.groups[g].hi - k.groups[g].lo;
             for (i, &arm) in k.ops[op].regions.iter().enumerate() {
-                let count = if i == 0 { size } else { threads - size };
+                let count = if i == 0 { size } else { enclosing - size };
                 if count == 0 || count % target.warp != 0 || free_ids == 0 {
                     continue;
                 }

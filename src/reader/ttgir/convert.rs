@@ -12,6 +12,7 @@ use std::collections::{HashMap, HashSet};
 use super::Imported;
 use super::layouts::Aliases;
 use super::lexer::{Line, T, Tok};
+use super::types::Shaped;
 use crate::diag::{DiagKind, Diagnostic, Span};
 
 /// What a TTGIR SSA value is to the converter.
@@ -138,7 +139,10 @@ pub(super) struct Converter<'a> {
     pub has_offsets: bool,
     pub yield_kept: Option<Vec<usize>>,
     pub else_pending: bool,
-    pub mbar_names: HashSet<String>,
+    /// Memdescs used as mbarriers, by scope ([`super::scopes`]).
+    pub mbar_names: HashSet<super::scopes::Scoped>,
+    /// The value scope of every line ([`super::scopes`]).
+    pub scope_of: Vec<usize>,
     /// The role being converted inside `ttg.warp_specialize` (`super::warpspec`).
     pub role: Option<super::warpspec::Role>,
     /// Thread groups of the roles: name, first thread, end thread.
@@ -189,6 +193,7 @@ impl<'a> Converter<'a> {
             yield_kept: None,
             else_pending: false,
             mbar_names: HashSet::new(),
+            scope_of: Vec::new(),
             role: None,
             groups: Vec::new(),
             extra_warps: 0,
@@ -297,6 +302,55 @@ impl<'a> Converter<'a> {
                 format!("layout \"opaque{}\"", self.scratch_no)
             }
         }
+    }
+
+    /// The `layout "L"` of a buffer allocated as `s` and declared with `kir_shape`: its
+    /// `#shared` encoding, fitted to the buffer's rank ([`super::layouts::fit_shared`]), so
+    /// that aliasing between buffers is judged on Triton's real address maps (docs/ir.md,
+    /// "Aliasing and W1004"). `None` (row-major) for a memdesc without an encoding. An
+    /// encoding that cannot be written exactly (a rank the encoding does not fit, an element
+    /// split into several `.kir` elements) gets a name without a definition, an *unknown*
+    /// address map (conservative where the buffer aliases another), and W1115.
+    pub fn shared_layout(&mut self, s: &Shaped, kir_shape: &[u64], span: Span) -> Option<String> {
+        let enc = s.enc.as_deref().filter(|e| e.starts_with('#'))?;
+        let text = super::layouts::resolve(&self.aliases, enc).to_string();
+        let rank = kir_shape.len();
+        let fitted = (kir_shape == s.shape.as_slice())
+            .then(|| super::layouts::fit_shared(&text, rank))
+            .flatten();
+        let base = enc
+            .strip_prefix('#')
+            .filter(|n| !n.contains('<'))
+            .unwrap_or("shared")
+            .to_string();
+        let Some(def) = fitted else {
+            self.warn(
+                "W1115",
+                &format!("{text}@{rank}"),
+                span,
+                format!(
+                    "the shared encoding `{text}` is not recorded on this {rank}-D buffer \
+                     (smemsync cannot write it for this shape): its address map is unknown, \
+                     and a buffer that shares bytes with it is W1004 (conservative)"
+                ),
+            );
+            self.scratch_no += 1;
+            return Some(format!("unknown_{base}{}", self.scratch_no));
+        };
+        if def == text {
+            return Some(self.layout_name(enc));
+        }
+        let key = format!("{enc}@{rank}");
+        if let Some(n) = self.layout_names.get(&key) {
+            return Some(n.clone());
+        }
+        let mut name = format!("{base}_{rank}d");
+        while self.layout_defs.iter().any(|(n, _)| *n == name) {
+            name.push('_');
+        }
+        self.layout_names.insert(key, name.clone());
+        self.layout_defs.push((name.clone(), def));
+        Some(name)
     }
 
     /// Whether collective layouts keep their element mapping in the current role (W1114

@@ -260,7 +260,7 @@ impl Converter<'_> {
     pub fn region(&mut self, open: usize) -> Result<(), Diagnostic> {
         while self.pos < self.lines.len() {
             let i = self.pos;
-            if self.lines[i].closes() {
+            if self.lines[i].starts_with_close() {
                 let (o, c) = (self.lines[open].span.lo as usize, self.lines[i].span.lo as usize);
                 self.region_end.insert(o, c);
                 self.pos += 1;
@@ -416,6 +416,50 @@ impl Converter<'_> {
         Ok(())
     }
 
+    /// Binds the `do` region's block arguments (`^bb0(%b: T, ...):`, consumed when present):
+    /// kept (register) values get fresh `.kir` names, written as the `do (..)` parameters
+    /// this returns; the others stand for the before-region argument at their position.
+    fn while_body_args(
+        &mut self,
+        kept: &[(usize, String, &'static str)],
+        ops: &[(String, Span)],
+    ) -> String {
+        let mut body_args = Vec::new();
+        if let Some(l) = self.lines.get(self.pos)
+            && matches!(l.toks.first().map(|t| &t.t), Some(T::Caret(_)))
+        {
+            body_args = l
+                .toks
+                .iter()
+                .filter_map(|t| match &t.t {
+                    T::Val(n) => Some(n.clone()),
+                    _ => None,
+                })
+                .collect();
+            self.pos += 1;
+        }
+        let mut names = Vec::new();
+        for (k, b) in body_args.iter().enumerate() {
+            match kept.iter().find(|(j, _, _)| *j == k) {
+                Some((_, _, t)) => {
+                    let n = self.fresh(b);
+                    self.vals.insert(b.clone(), V::Kir(n.clone(), t));
+                    names.push(format!("%{n}"));
+                }
+                None => {
+                    let a = ops.get(2 * k).map(|o| o.0.clone()).unwrap_or_default();
+                    let v = self.vals.get(&a).cloned().unwrap_or(V::Unit);
+                    self.vals.insert(b.clone(), v);
+                }
+            }
+        }
+        if names.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", names.join(", "))
+        }
+    }
+
     /// `scf.while (%a = %init, ...) : (T, ...) -> (T, ...) { ...; scf.condition(%c) %a, ... }
     /// do { ^bb0(%b: T, ...): ...; scf.yield ... }`: `.kir` `while iter(..) { ..; condition }
     /// do (..) { ..; yield }`. The condition must forward the before-region's arguments in
@@ -472,40 +516,7 @@ impl Converter<'_> {
         if self.lines[open].word(1) != Some("do") {
             return Err(bad(self.lines[open].span, "expected `} do {` after the `scf.while` condition region"));
         }
-        let mut body_args = Vec::new();
-        if let Some(l) = self.lines.get(self.pos)
-            && matches!(l.toks.first().map(|t| &t.t), Some(T::Caret(_)))
-        {
-            body_args = l
-                .toks
-                .iter()
-                .filter_map(|t| match &t.t {
-                    T::Val(n) => Some(n.clone()),
-                    _ => None,
-                })
-                .collect();
-            self.pos += 1;
-        }
-        let mut names = Vec::new();
-        for (k, b) in body_args.iter().enumerate() {
-            match kept.iter().find(|(j, _, _)| *j == k) {
-                Some((_, _, t)) => {
-                    let n = self.fresh(b);
-                    self.vals.insert(b.clone(), V::Kir(n.clone(), t));
-                    names.push(format!("%{n}"));
-                }
-                None => {
-                    let a = ops.get(2 * k).map(|o| o.0.clone()).unwrap_or_default();
-                    let v = self.vals.get(&a).cloned().unwrap_or(V::Unit);
-                    self.vals.insert(b.clone(), v);
-                }
-            }
-        }
-        let params = if names.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", names.join(", "))
-        };
+        let params = self.while_body_args(&kept, &ops);
         self.emit(format!("}} do{params} {{"), None);
         self.push_region();
         let saved = self.yield_kept.replace(kept.iter().map(|(k, _, _)| *k).collect());
@@ -695,7 +706,7 @@ impl Converter<'_> {
         while self.pos < self.lines.len() {
             let i = self.pos;
             let l = &self.lines[i];
-            if l.closes() {
+            if l.starts_with_close() {
                 let (o, c) = (self.lines[open].span.lo as usize, l.span.lo as usize);
                 self.region_end.insert(o, c);
                 self.else_pending = l.word(1) == Some("else");

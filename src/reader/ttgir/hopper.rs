@@ -156,6 +156,20 @@ impl Converter<'_> {
             }
             "ttng.arrive_barrier" => {
                 let n = ints.first().copied().unwrap_or(1).clamp(1, 1024) as usize;
+                // Triton lowers it as a barrier of the arriving threads, then one elected
+                // arrival of count `n`: the arrival stands for every thread's accesses before
+                // it (the `bar.sync` before each `mbarrier.arrive` in its PTX).
+                self.role_barrier(span);
+                self.warn(
+                    "W1116",
+                    "arrive",
+                    span,
+                    "a barrier of the arriving threads is written before the elected \
+                     `mbar_arrive` (Triton's lowering of `ttng.arrive_barrier` has it): one \
+                     thread's arrival then orders its whole role's accesses; `sync` counts it \
+                     as the kernel's own"
+                        .into(),
+                );
                 let c = self.elected(ops_.get(1))?;
                 self.guarded(&c, &vec![format!("mbar_arrive {bar}"); n], span);
             }
@@ -180,12 +194,12 @@ impl Converter<'_> {
 
     /// Whether the next op after line `i` that is not a constant or an index of an mbarrier
     /// array is another `ttng.init_barrier` (the barrier after a run of inits goes after the
-    /// last one).
+    /// last one) or the kernel's own `gpu.barrier` (which then orders the inits).
     fn init_follows(&self, i: usize) -> bool {
         for j in i + 1..self.lines.len() {
             match self.stmt(j) {
                 Ok(st) if st.op == "ttg.memdesc_index" || st.op == "arith.constant" => {}
-                Ok(st) => return st.op == "ttng.init_barrier",
+                Ok(st) => return st.op == "ttng.init_barrier" || st.op == "gpu.barrier",
                 Err(_) => return false,
             }
         }

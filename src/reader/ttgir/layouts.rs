@@ -121,3 +121,58 @@ pub fn convert_is_register_only(aliases: &Aliases, from: &str, to: &str) -> bool
     }
     false
 }
+
+/// A shared encoding's definition fitted to a buffer of rank `rank`: the text unchanged when
+/// its `order` names every dimension (or it has none, as `nvmma_shared`, which folds outer
+/// dimensions into rows); for `swizzled_shared`/`amd_rotating_shared` of a multi-buffered
+/// allocation (rank above the order's), the order extended by the leading dimensions as the
+/// outermost ones, so each slot is swizzled as one tile and the slots follow each other, as
+/// Triton lays them out. `None`: an encoding that cannot be fitted (`padded_shared` or
+/// `shared_linear` of another rank, or not a shared encoding).
+pub fn fit_shared(text: &str, rank: usize) -> Option<String> {
+    let kind = text.strip_prefix("#ttg.")?.split('<').next()?;
+    let Some(at) = text.find("order = [") else {
+        return (kind == "nvmma_shared" && rank >= 2).then(|| text.to_string());
+    };
+    let open = at + "order = [".len();
+    let close = open + text[open..].find(']')?;
+    let dims: Vec<usize> = text[open..close]
+        .split(',')
+        .map(|d| d.trim().parse().ok())
+        .collect::<Option<_>>()?;
+    if dims.len() == rank {
+        return Some(text.to_string());
+    }
+    if !matches!(kind, "swizzled_shared" | "amd_rotating_shared") || dims.len() > rank {
+        return None;
+    }
+    let extra = rank - dims.len();
+    let order: Vec<String> = dims
+        .iter()
+        .map(|d| d + extra)
+        .chain((0..extra).rev())
+        .map(|d| d.to_string())
+        .collect();
+    Some(format!("{}{}{}", &text[..open], order.join(", "), &text[close..]))
+}
+
+#[cfg(test)]
+mod fit_tests {
+    use super::fit_shared;
+
+    #[test]
+    fn multi_buffered_swizzles_keep_each_slot_a_tile() {
+        let sw = "#ttg.swizzled_shared<{vec = 8, perPhase = 1, maxPhase = 8, order = [1, 0]}>";
+        assert_eq!(fit_shared(sw, 2).as_deref(), Some(sw));
+        assert_eq!(
+            fit_shared(sw, 3).as_deref(),
+            Some("#ttg.swizzled_shared<{vec = 8, perPhase = 1, maxPhase = 8, order = [2, 1, 0]}>")
+        );
+        let nv = "#ttg.nvmma_shared<{swizzlingByteWidth = 128, transposed = false, elementBitWidth = 16}>";
+        assert_eq!(fit_shared(nv, 3).as_deref(), Some(nv));
+        assert_eq!(fit_shared(nv, 1), None);
+        let pad = "#ttg.padded_shared<[32:+4] {order = [1, 0], shape = [64, 64]}>";
+        assert_eq!(fit_shared(pad, 3), None);
+        assert_eq!(fit_shared("#ttg.blocked<{order = [1, 0]}>", 3), None);
+    }
+}

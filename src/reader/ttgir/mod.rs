@@ -24,6 +24,7 @@ mod convert;
 mod func;
 mod hopper;
 mod opconv;
+mod scopes;
 mod scratch;
 mod values;
 mod warpspec;

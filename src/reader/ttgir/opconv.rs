@@ -26,7 +26,7 @@ impl Converter<'_> {
         let st = self.stmt(i)?;
         let op = st.op.clone();
         let span = st.line.span;
-        let opens = st.line.opens();
+        let opens = st.line.ends_with_open();
         let names: Vec<String> = operands(&st.rest).into_iter().map(|(n, _)| n).collect();
         for n in &names {
             self.touch(n);
@@ -94,7 +94,7 @@ impl Converter<'_> {
         };
         // `arith.constant true` / `false` carry no type: they are `i1`.
         let boolean = st.op == "arith.constant"
-            && matches!(st.rest.first().map(|t| &t.t), Some(T::Word(w)) if w == "true" || w == "false");
+            && matches!(after_attr_dict(&st.rest).first().map(|t| &t.t), Some(T::Word(w)) if w == "true" || w == "false");
         let tys = if boolean && tys.is_empty() { vec!["i1".to_string()] } else { tys };
         let literal = self.literal(&st.op, &st.rest, &tys);
         let op = st.op.clone();
@@ -163,7 +163,7 @@ impl Converter<'_> {
         }
         let ty = types::classify(tys.first().map_or("", String::as_str));
         let st = Self::lazy_ty(&ty)?;
-        let raw = match &rest.first()?.t {
+        let raw = match &after_attr_dict(rest).first()?.t {
             T::Int(v) => Some(*v as f64),
             T::Float(f) => Some(*f),
             T::Word(w) if w == "true" => Some(1.0),
@@ -179,6 +179,19 @@ impl Converter<'_> {
             ("f32", Some(v)) => format!("const {v:?} : f32"),
             _ => format!("compute \"arith.constant\"() : {st}"),
         })
+    }
+
+    /// The barrier of the threads running the current statement: the block's, or inside a
+    /// `ttg.warp_specialize` role its named barrier over the role's warps (Triton:
+    /// `bar.sync id, n`).
+    pub fn role_barrier(&mut self, span: Span) {
+        match &self.role {
+            Some(r) => {
+                let t = format!("named_sync {}, {}", r.bar_id, r.threads);
+                self.emit(t, Some(span))
+            }
+            None => self.emit("barrier".into(), Some(span)),
+        }
     }
 
     /// Ops with a shared-memory or sync model. `Ok(false)`: not one of them.
@@ -207,14 +220,7 @@ impl Converter<'_> {
             "ttng.warp_group_dot" => self.wgmma(i)?,
             "ttng.warp_group_dot_wait" => self.wgmma_wait(i)?,
             "ttng.fence_async_shared" => self.emit("fence_proxy_async".into(), Some(st.line.span)),
-            "gpu.barrier" => match &self.role {
-                // A partition's barrier syncs its own warps (Triton: `bar.sync id, n`).
-                Some(r) => {
-                    let t = format!("named_sync {}, {}", r.bar_id, r.threads);
-                    self.emit(t, Some(st.line.span))
-                }
-                None => self.emit("barrier".into(), Some(st.line.span)),
-            },
+            "gpu.barrier" => self.role_barrier(st.line.span),
             "ttng.init_barrier" | "ttng.inval_barrier" | "ttng.barrier_expect"
             | "ttng.wait_barrier" | "ttng.arrive_barrier" => self.mbarrier(i)?,
             "ttng.async_tma_copy_global_to_local" => self.tma_load(i)?,
@@ -352,11 +358,12 @@ impl Converter<'_> {
         let offset = int_attr(self.text(&st.line), "allocation.offset");
         let b = self.new_buffer(&r, &s, rs)?;
         self.buffers[b].offset = offset.map(|o| o.max(0) as u64);
-        if self.mbar_names.contains(&r) {
+        if self.is_mbarrier(i, &r) {
             self.buffers[b].mbarrier = true;
             self.vals.insert(r, V::Mbar(b, None));
             return Ok(());
         }
+        self.buffers[b].layout = self.shared_layout(&s, &self.buffers[b].shape.clone(), rs);
         let kir = format!("@{}", self.buffers[b].name);
         if let Some((x, xs)) = init {
             let v = self.value(&x, xs)?;
@@ -664,4 +671,26 @@ impl Converter<'_> {
         }
         Ok(())
     }
+}
+
+/// The tokens after a leading attribute dictionary (`arith.constant {async_task_id =
+/// array<i32: 1>} 64 : i32`, as Triton's warp specialization writes them).
+fn after_attr_dict(rest: &[super::lexer::Tok]) -> &[super::lexer::Tok] {
+    if rest.first().map(|t| &t.t) != Some(&T::P('{')) {
+        return rest;
+    }
+    let mut depth = 0usize;
+    for (k, t) in rest.iter().enumerate() {
+        match t.t {
+            T::P('{') => depth += 1,
+            T::P('}') => {
+                depth -= 1;
+                if depth == 0 {
+                    return &rest[k + 1..];
+                }
+            }
+            _ => {}
+        }
+    }
+    rest
 }

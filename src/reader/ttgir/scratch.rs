@@ -1,7 +1,6 @@
 //! Shared scratch and allocation in the TTGIR importer: cross-warp `tt.reduce`/`tt.scan`
 //! (a collective store of the partial values and a load of the combined ones in a scratch
-//! buffer), `scf.execute_region`, the mbarrier pre-scan, and the byte offsets of every
-//! buffer.
+//! buffer), `scf.execute_region`, and the byte offsets of every buffer.
 //!
 //! Offsets: `allocation.offset` when the module carries it; otherwise a first-fit placement
 //! over Triton-style liveness (a buffer lives from its allocation to its last use, extended
@@ -103,49 +102,6 @@ impl Converter<'_> {
         self.pop_region();
         self.emit("}".into(), None);
         Ok(())
-    }
-
-    /// The names of memdescs used as mbarriers (operands of mbarrier ops and of TMA copies'
-    /// barrier operand), closed under `memdesc_index` sources.
-    pub fn scan_mbarriers(&mut self) {
-        let mut direct: Vec<String> = Vec::new();
-        let mut index_src: Vec<(String, String)> = Vec::new();
-        for k in 0..self.lines.len() {
-            let Ok(st) = self.stmt(k) else { continue };
-            let ops_ = operands(&st.rest);
-            match st.op.as_str() {
-                "ttng.init_barrier" | "ttng.inval_barrier" | "ttng.barrier_expect"
-                | "ttng.wait_barrier" | "ttng.arrive_barrier" => {
-                    direct.extend(ops_.first().map(|o| o.0.clone()));
-                }
-                "ttng.async_tma_copy_global_to_local" => {
-                    // `%desc[coords] %dst, %bar, %pred`: the operand after the destination.
-                    let n_coords = st
-                        .rest
-                        .iter()
-                        .skip_while(|t| t.t != T::P('['))
-                        .take_while(|t| t.t != T::P(']'))
-                        .filter(|t| matches!(t.t, T::Val(_)))
-                        .count();
-                    direct.extend(ops_.get(1 + n_coords + 1).map(|o| o.0.clone()));
-                }
-                "ttg.memdesc_index" => {
-                    if let (Some(r), Some(s)) = (st.results.first(), ops_.first()) {
-                        index_src.push((r.0.clone(), s.0.clone()));
-                    }
-                }
-                _ => {}
-            }
-        }
-        let mut set: std::collections::HashSet<String> = direct.into_iter().collect();
-        for _ in 0..4 {
-            for (r, s) in &index_src {
-                if set.contains(r) {
-                    set.insert(s.clone());
-                }
-            }
-        }
-        self.mbar_names = set;
     }
 
     /// Byte offsets of every buffer (see the module doc).

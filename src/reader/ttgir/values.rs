@@ -101,6 +101,18 @@ impl Converter<'_> {
                 "arith.select" if args.len() == 3 => {
                     return Ok(format!("select {}, {}, {}", args[0], args[1], args[2]));
                 }
+                "arith.trunci" if l.ty == "i1" && args.len() == 1 => {
+                    // To i1: the low bit (`.kir` keeps booleans apart from integers).
+                    let t = self.fresh("bit");
+                    self.emit(format!("%{t} = and {}, 1", args[0]), None);
+                    return Ok(format!("cmp ne %{t}, 0"));
+                }
+                "arith.extsi" | "arith.extui"
+                    if args.len() == 1 && self.scalar_ty(&l.args[0]) == Some("i1") =>
+                {
+                    let one = if l.op == "arith.extsi" { "-1" } else { "1" };
+                    return Ok(format!("select {}, {one}, 0", args[0]));
+                }
                 "arith.extsi" | "arith.extui" | "arith.trunci" | "arith.index_cast"
                     if args.len() == 1 =>
                 {
@@ -125,6 +137,15 @@ impl Converter<'_> {
             }
         }
         Ok(format!("compute \"{}\"({}) : {}", l.op, args.join(", "), l.ty))
+    }
+
+    /// The scalar type of a TTGIR value, when it is a register value.
+    fn scalar_ty(&self, name: &str) -> Option<&'static str> {
+        match self.vals.get(name) {
+            Some(V::Kir(_, t)) => Some(t),
+            Some(V::Lazy(i)) => self.lazies.get(*i).map(|l| l.ty),
+            _ => None,
+        }
     }
 
     /// The lazy scalar type of a TTGIR result type (`None`: not a register value).

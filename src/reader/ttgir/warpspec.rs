@@ -10,12 +10,16 @@
 //! The block grows to all of them. Inside a partition, the elected thread of TMA and mbarrier
 //! ops is the partition's first thread, a `gpu.barrier` is the partition's named barrier (as
 //! Triton lowers it), and collective accesses get opaque layouts (the layout's warps are
-//! numbered from the partition's first warp; W1114). Partition block arguments are the
-//! op's explicit captures, by position. Results of the op are refused (E1108).
+//! numbered from the partition's first warp; W1114). A partition is isolated from above (its
+//! SSA values are numbered afresh, `super::scopes`): it sees only its block arguments, the
+//! op's explicit captures by position. Buffers allocated inside a role live over the whole
+//! op (the roles run concurrently). Results of the op are refused (E1108).
 //!
 //! Complexity: linear in the region lines.
 
-use super::convert::{Converter, bad, operands};
+use std::collections::HashMap;
+
+use super::convert::{Converter, V, bad, operands};
 use super::lexer::T;
 use crate::diag::Diagnostic;
 
@@ -53,36 +57,12 @@ impl Converter<'_> {
                 .with_label(span, "inside a partition"));
         }
         let captures: Vec<String> = operands(&st.rest).into_iter().map(|(n, _)| n).collect();
-        let text = self.text(&st.line).to_string();
-        let starts = start_ids(&text);
-        // The regions: `default {` then `partitionN(...) num_warps(W) {` lines.
-        let mut j = i + 1;
-        let mut parts: Vec<(usize, u64)> = Vec::new();
-        let default = j;
-        if self.lines.get(j).and_then(|l| l.word(0)) != Some("default") {
-            return Err(bad(span, "expected the `default {` region of `ttg.warp_specialize`"));
-        }
-        j = self.skip_region(j);
-        while let Some(l) = self.lines.get(j) {
-            match l.word(0) {
-                Some(w) if w.starts_with("partition") => {
-                    let lt = self.text(l).to_string();
-                    let w = num_warps(&lt).ok_or_else(|| {
-                        bad(l.span, "expected `num_warps(N)` on a `partitionN` region")
-                    })?;
-                    parts.push((j, w));
-                    j = self.skip_region(j);
-                }
-                _ => break,
-            }
-        }
-        if parts.is_empty() {
-            return Err(bad(span, "`ttg.warp_specialize` without a partition"));
-        }
+        let starts = start_ids(self.text(&st.line));
+        let (regions, warps, end) = self.ws_regions(i)?;
         let lanes = self.lanes;
         let mut next = self.warps;
         let mut groups = vec![("ws_default".to_string(), 0, self.warps)];
-        for (n, (_, w)) in parts.iter().enumerate() {
+        for (n, w) in warps.iter().enumerate() {
             let s = starts.get(n).copied().unwrap_or(next);
             groups.push((format!("ws_partition{n}"), s, *w));
             next = next.max(s + w);
@@ -95,7 +75,7 @@ impl Converter<'_> {
             names.push(name);
         }
         self.need_elect = true;
-        let regions: Vec<usize> = std::iter::once(default).chain(parts.iter().map(|p| p.0)).collect();
+        let (first_buf, from) = (self.buffers.len(), self.stmt_no);
         let mut closes = 0;
         for (n, &open) in regions.iter().enumerate() {
             let last = n + 1 == regions.len();
@@ -105,30 +85,16 @@ impl Converter<'_> {
                 self.emit(format!("if %{c} {{"), Some(span));
                 closes += 1;
             }
-            self.push_region();
             let (_, s, w) = groups[n];
-            let elect = if s == 0 {
-                "%elect".to_string()
-            } else {
-                let e = self.fresh(&format!("elect_{}", names[n]));
-                self.emit(format!("%{e} = cmp eq %tid, {}", s * lanes), None);
-                format!("%{e}")
-            };
-            self.role = Some(super::warpspec::Role {
+            let role = Role {
                 bar_id: n as u64 + 1,
                 threads: w * lanes,
                 first: s * lanes,
                 exact: n == 0,
-                elect,
-            });
-            if n > 0 {
-                self.bind_captures(open, &captures)?;
-            }
-            self.pos = open + 1;
-            let r = self.region(open);
-            self.role = None;
-            r?;
-            self.pop_region();
+                elect: names[n].clone(),
+            };
+            let captured = (n > 0).then_some(captures.as_slice());
+            self.ws_role_region(open, role, captured)?;
             if !last {
                 self.emit("} else {".into(), None);
                 self.push_region();
@@ -138,12 +104,97 @@ impl Converter<'_> {
             self.pop_region();
             self.emit("}".into(), None);
         }
-        self.pos = j;
+        // The roles run concurrently: a buffer allocated inside one lives over the whole op,
+        // so no two roles' buffers share bytes.
+        let to = self.stmt_no;
+        for b in &mut self.buffers[first_buf..] {
+            b.from = b.from.min(from);
+            b.to = b.to.max(to);
+        }
+        self.pos = end;
         Ok(())
     }
 
-    /// Binds a partition's block arguments (`partitionN(%a: T, %b: U)`) to the captures.
-    fn bind_captures(&mut self, open: usize, captures: &[String]) -> Result<(), Diagnostic> {
+    /// The regions of the `ttg.warp_specialize` at line `i`: the opening lines (`default {`
+    /// first, then each `partitionN(...) num_warps(W) {`), the partitions' warps, and the
+    /// line after the last region.
+    fn ws_regions(&self, i: usize) -> Result<(Vec<usize>, Vec<u64>, usize), Diagnostic> {
+        let span = self.lines[i].span;
+        let default = i + 1;
+        if self.lines.get(default).and_then(|l| l.word(0)) != Some("default") {
+            return Err(bad(span, "expected the `default {` region of `ttg.warp_specialize`"));
+        }
+        let mut j = self.skip_region(default);
+        let (mut regions, mut warps) = (vec![default], Vec::new());
+        while let Some(l) = self.lines.get(j) {
+            match l.word(0) {
+                Some(w) if w.starts_with("partition") => {
+                    let w = num_warps(self.text(l)).ok_or_else(|| {
+                        bad(l.span, "expected `num_warps(N)` on a `partitionN` region")
+                    })?;
+                    regions.push(j);
+                    warps.push(w);
+                    j = self.skip_region(j);
+                }
+                _ => break,
+            }
+        }
+        if warps.is_empty() {
+            return Err(bad(span, "`ttg.warp_specialize` without a partition"));
+        }
+        Ok((regions, warps, j))
+    }
+
+    /// Converts one role's region (opened at line `open`) in `role` (whose `elect` holds the
+    /// group's name until the role's elected-thread predicate is written). A partition
+    /// (`captures` given) is isolated from above: it sees only its block arguments, bound to
+    /// the captures, and its SSA names (numbered afresh by MLIR) are dropped after it.
+    fn ws_role_region(
+        &mut self,
+        open: usize,
+        role: Role,
+        captures: Option<&[String]>,
+    ) -> Result<(), Diagnostic> {
+        let outer = captures.map(|_| {
+            let vals = self.vals.clone();
+            let cache = std::mem::replace(&mut self.cache, vec![HashMap::new()]);
+            (vals, cache)
+        });
+        self.push_region();
+        let mut role = role;
+        role.elect = if role.first == 0 {
+            "%elect".to_string()
+        } else {
+            let e = self.fresh(&format!("elect_{}", role.elect));
+            self.emit(format!("%{e} = cmp eq %tid, {}", role.first), None);
+            format!("%{e}")
+        };
+        self.role = Some(role);
+        let mut r = Ok(());
+        if let Some(c) = captures {
+            r = self.bind_captures(open, c, outer.as_ref().map(|o| &o.0));
+        }
+        if r.is_ok() {
+            self.pos = open + 1;
+            r = self.region(open);
+        }
+        self.role = None;
+        self.pop_region();
+        if let Some((vals, cache)) = outer {
+            self.vals = vals;
+            self.cache = cache;
+        }
+        r
+    }
+
+    /// Binds a partition's block arguments (`partitionN(%a: T, %b: U)`) to the captures'
+    /// values in `outer` (the enclosing scope's table).
+    fn bind_captures(
+        &mut self,
+        open: usize,
+        captures: &[String],
+        outer: Option<&HashMap<String, V>>,
+    ) -> Result<(), Diagnostic> {
         let line = self.lines[open].clone();
         let args: Vec<(String, crate::diag::Span)> = line
             .toks
@@ -163,8 +214,10 @@ impl Converter<'_> {
                 ),
             ));
         }
+        let outer = outer.unwrap_or(&self.vals).clone();
+        self.vals.clear();
         for ((a, _), c) in args.iter().zip(captures) {
-            let v = self.vals.get(c).cloned().unwrap_or(super::convert::V::Unit);
+            let v = outer.get(c).cloned().unwrap_or(V::Unit);
             self.vals.insert(a.clone(), v);
         }
         Ok(())
