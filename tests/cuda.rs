@@ -33,15 +33,10 @@ fn kernel_files() -> Vec<PathBuf> {
     files
 }
 
-fn parse(path: &Path) -> smemsync::Kernel {
-    let src = std::fs::read_to_string(path).unwrap();
-    common::parse_verified_as(&path.to_string_lossy(), &src)
-}
-
 /// The CUDA of one kernel file for sm_90 (synchronized when the placer can), or the rendered
 /// diagnostics when the kernel cannot be emitted for NVIDIA.
 fn cuda_or_diagnostics(path: &Path, target: &Target) -> String {
-    let k = parse(path);
+    let k = common::parse_file(path);
     let src = std::fs::read_to_string(path).unwrap();
     let k = match smemsync::sync::driver::synchronize(&k, target, &Default::default()) {
         Ok(s) => s.kernel,
@@ -54,7 +49,7 @@ fn cuda_or_diagnostics(path: &Path, target: &Target) -> String {
             // kernel planned by `sync --plan-smem` (benches/gpu/smem-three-phase-over-the-limit).
             let refused = smemsync::diag::render_all(&diags, &path.to_string_lossy(), &src, false);
             let opts = smemsync::transform::smem_plan::PlanOptions::new(*target);
-            let plan = smemsync::transform::smem_plan::plan_with(&parse(path), &opts)
+            let plan = smemsync::transform::smem_plan::plan_with(&common::parse_file(path), &opts)
                 .unwrap_or_else(|_| panic!("{}: plan-smem refuses it", path.display()));
             let cu = emit_cuda(&plan.synced.kernel, target, &CudaOptions::default())
                 .unwrap_or_else(|_| panic!("{}: the planned kernel does not emit", path.display()));
@@ -125,7 +120,7 @@ kernel @k(%in: global f32[64], %out: global f32[64]) block(64) {
 
 #[test]
 fn strip_and_drop_remove_exactly_the_chosen_syncs() {
-    let k = smemsync::reader::parse_kernel(SYNCED).unwrap();
+    let k = common::parse_verified(SYNCED);
     let t = Target::from_name("sm_80").unwrap();
     assert_eq!(sync_ops(&k).len(), 2);
     let full = emit_cuda(&k, &t, &CudaOptions::default()).unwrap();
@@ -164,14 +159,11 @@ fn strip_and_drop_remove_exactly_the_chosen_syncs() {
 
 #[test]
 fn amd_targets_and_missing_features_are_diagnostics() {
-    let k = smemsync::reader::parse_kernel(SYNCED).unwrap();
+    let k = common::parse_verified(SYNCED);
     let amd = Target::from_name("gfx942").unwrap();
     let e = emit_cuda(&k, &amd, &CudaOptions::default()).unwrap_err();
     assert_eq!(e[0].code, "E0700");
-    let tma = smemsync::reader::parse_kernel(
-        &std::fs::read_to_string("tests/gpu/tma-mbarrier.kir").unwrap(),
-    )
-    .unwrap();
+    let tma = common::parse_file("tests/gpu/tma-mbarrier.kir");
     let sm80 = Target::from_name("sm_80").unwrap();
     let e = emit_cuda(&tma, &sm80, &CudaOptions::default()).unwrap_err();
     assert!(e.iter().all(|d| d.code == "E0704"), "{e:?}");
@@ -203,7 +195,7 @@ kernel @p(%out: global i32[4]) block(32) {
   }
 }
 "#;
-    let k = smemsync::reader::parse_kernel(pinned).unwrap();
+    let k = common::parse_verified(pinned);
     let cu = emit_cuda(
         &k,
         &Target::from_name("sm_90").unwrap(),
@@ -213,7 +205,7 @@ kernel @p(%out: global i32[4]) block(32) {
     assert!(cu.contains("reinterpret_cast<int*>(smem_raw + 0)"));
     assert!(cu.contains("reinterpret_cast<int*>(smem_raw + 8)"));
     let big = "kernel @g(%out: global f32[4]) block(32) {\n  shared @a : f32[16384]\n  %t = tid.x\n  store @a[%t], 1.0\n}\n";
-    let k = smemsync::reader::parse_kernel(big).unwrap();
+    let k = common::parse_verified(big);
     let cu = emit_cuda(
         &k,
         &Target::from_name("sm_90").unwrap(),
@@ -227,7 +219,7 @@ kernel @p(%out: global i32[4]) block(32) {
 #[test]
 fn floor_division_and_float_literals_are_exact() {
     let src = "kernel @f(%o: global f32[1], %p: global i32[1]) block(1) {\n  %t = tid.x\n  %d = div %t, -3\n  %f = itof %d\n  %g = mul %f, 0.1\n  gstore %o[0], %g\n  %m = rem %t, 7\n  gstore %p[0], %m\n}\n";
-    let k = smemsync::reader::parse_kernel(src).unwrap();
+    let k = common::parse_verified(src);
     let cu = emit_cuda(
         &k,
         &Target::from_name("sm_90").unwrap(),
@@ -244,7 +236,7 @@ fn floor_division_and_float_literals_are_exact() {
 fn every_called_helper_is_defined() {
     let target = Target::from_name("sm_90").unwrap();
     for path in kernel_files() {
-        let k = parse(&path);
+        let k = common::parse_file(&path);
         let Ok(cu) = emit_cuda(&k, &target, &CudaOptions::default()) else {
             continue;
         };
@@ -277,7 +269,7 @@ fn bitwise_ops_on_floats_are_diagnostics() {
     // The reader rejects `xor` on f32, so build the op by rewriting a parsed `add`: the
     // emitter must still refuse it (IR from passes never went through the reader).
     let src = "kernel @b(%o: global f32[1]) block(1) {\n  %t = tid.x\n  %f = itof %t\n  %g = add %f, %f\n  gstore %o[0], %g\n}\n";
-    let mut k = smemsync::reader::parse_kernel(src).unwrap();
+    let mut k = common::parse_verified(src);
     let add = k
         .ops_in_order()
         .into_iter()

@@ -12,6 +12,8 @@ use smemsync::sync::driver::synchronize;
 use smemsync::sync::{PlaceOptions, Strategy};
 use smemsync::target::Target;
 
+mod common;
+
 fn examples() -> Vec<(String, Kernel)> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
     let mut v = Vec::new();
@@ -25,8 +27,7 @@ fn examples() -> Vec<(String, Kernel)> {
         if p.extension().is_none_or(|x| x != "kir") {
             continue;
         }
-        let src = std::fs::read_to_string(&p).expect("read");
-        let k = smemsync::reader::parse_kernel(&src).expect("example parses");
+        let k = common::parse_file(&p);
         v.push((
             p.file_name().expect("name").to_string_lossy().into_owned(),
             k,
@@ -173,7 +174,7 @@ fn role_branch_hazards_get_named_barriers_the_checker_needs() {
     }
   }
 }";
-    let k = smemsync::reader::parse_kernel(src).expect("parses");
+    let k = common::parse_verified(src);
     let target = Target::from_name("sm_90").expect("known");
     let s = synchronize(&k, &target, &opts(Strategy::Optimal)).expect("synchronizes");
     let named: Vec<_> = s

@@ -2,16 +2,13 @@
 //! the independent checker for several trip counts, and every placed op is needed (dropping
 //! any one makes the checker find a race, a deadlock or an mbarrier used before its init).
 
-use smemsync::Kernel;
 use smemsync::check::{CheckOptions, check_race_free};
 use smemsync::sync::PlaceOptions;
 use smemsync::sync::driver::{synchronize, without_inserted};
 use smemsync::target::Target;
 
-fn kernel(path: &str) -> Kernel {
-    let src = std::fs::read_to_string(path).expect("reads");
-    smemsync::reader::parse_kernel(&src).expect("parses")
-}
+mod common;
+use common::parse_file as kernel;
 
 fn opts(t: &Target, n: Option<i64>) -> CheckOptions {
     CheckOptions {

@@ -13,6 +13,9 @@ use smemsync::transform::pipeline_cp_async::cp_async_pipeline;
 use smemsync::transform::pipeline_tma::tma_pipeline;
 use smemsync::transform::pipeline_ws::warp_specialized;
 
+mod common;
+use common::{parse_file, parse_verified};
+
 /// Thread t reads its neighbours' elements: the rows need barriers, as written and pipelined.
 const STENCIL: &str =
     "kernel @s(%in: global f32[48, 64], %out: global f32[48, 64], %n: i32 in [0, 48]) block(64) {
@@ -54,7 +57,7 @@ const OWN: &str = "kernel @o(%A: global f32[48, 32], %B: global f32[48, 32], %C:
 
 fn parse(src: &str, lo: i64) -> Kernel {
     let src = src.replace("LO", &lo.to_string());
-    smemsync::reader::parse_kernel(&src).expect("parses")
+    parse_verified(&src)
 }
 
 fn opts(t: &Target, n: i64) -> CheckOptions {
@@ -245,12 +248,9 @@ fn warp_specialized_mode_writes_no_sync_and_appends_one_producer_warp() {
 #[test]
 fn the_gpu_warp_specialized_gemm_is_the_pipeline_output() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let read = |p: &str| std::fs::read_to_string(format!("{root}/{p}")).expect("reads");
-    let input =
-        smemsync::reader::parse_kernel(&read("tests/pipeline/gemm-tiles.kir")).expect("parses");
+    let input = parse_file(format!("{root}/tests/pipeline/gemm-tiles.kir"));
     let (piped, _) = warp_specialized(&input, 3, None).expect("splits");
-    let committed =
-        smemsync::reader::parse_kernel(&read("tests/gpu/gemm-ws-pipelined.kir")).expect("parses");
+    let committed = parse_file(format!("{root}/tests/gpu/gemm-ws-pipelined.kir"));
     assert_eq!(
         smemsync::emit::text::print_kernel(&committed),
         smemsync::emit::text::print_kernel(&piped),
@@ -286,7 +286,7 @@ fn warp_specialized_refusals_name_their_codes() {
     );
     let neg =
         smemsync::emit::text::print_kernel(&negative).replace("for %k = 0 to", "for %k = %lo to");
-    let neg = smemsync::reader::parse_kernel(&neg).expect("parses");
+    let neg = parse_verified(&neg);
     assert_eq!(codes(warp_specialized(&neg, 2, None)), ["E1351"]);
     let masked = TILE_STENCIL.replace("%in[%k, 0]", "%in[%k, 0] masked");
     assert_eq!(codes(tma_pipeline(&parse(&masked, 0), 2, None)), ["E1345"]);

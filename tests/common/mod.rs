@@ -51,6 +51,15 @@ pub fn parse_verified_as(name: &str, src: &str) -> Kernel {
     k
 }
 
+/// Reads, parses and verifies the kernel file at `path` ([`parse_verified_as`], naming the
+/// file), panicking when it cannot be read.
+pub fn parse_file(path: impl AsRef<std::path::Path>) -> Kernel {
+    let path = path.as_ref();
+    let src = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    parse_verified_as(&path.to_string_lossy(), &src)
+}
+
 /// The ops of `k` in program order whose kind satisfies `f`.
 pub fn ops_where(k: &Kernel, f: impl Fn(&OpKind) -> bool) -> Vec<Op> {
     k.ops_in_order()
