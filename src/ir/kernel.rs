@@ -575,3 +575,134 @@ impl Parents {
         v
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "kernel @k(%o: global f32[64]) block(64) {
+  shared @s : f32[64]
+  %t = tid.x
+  for %i = 0 to 4 {
+    store @s[%t], 1.0
+    barrier
+  }
+  %x = load @s[%t]
+  gstore %o[%t], %x
+}
+";
+
+    fn kernel() -> (Kernel, Op, Region) {
+        let k = crate::reader::parse_kernel(SRC).unwrap();
+        let lp = (k.region_ops(k.body()).iter().copied())
+            .find(|&o| matches!(k.ops[o].kind, OpKind::For { .. }))
+            .unwrap();
+        let lb = k.ops[lp].regions[0];
+        (k, lp, lb)
+    }
+
+    /// The maintained links equal the from-scratch ones, and the cached order is the walk.
+    fn consistent(k: &Kernel) {
+        assert!(k.parents_are_fresh(), "stale parent links");
+        let mut walked = Vec::new();
+        fn go(k: &Kernel, r: Region, out: &mut Vec<Op>) {
+            for &op in k.region_ops(r) {
+                out.push(op);
+                for &c in &k.ops[op].regions {
+                    go(k, c, out);
+                }
+            }
+        }
+        go(k, k.body(), &mut walked);
+        assert_eq!(k.ops_in_order(), walked);
+    }
+
+    #[test]
+    fn every_edit_keeps_the_parent_links_and_the_order() {
+        let (mut k, lp, lb) = kernel();
+        consistent(&k);
+        assert_eq!(k.parents().parent_op(k.region_ops(lb)[0]), Some(lp));
+        let order_before = k.ops_in_order();
+
+        let a = k.new_op(OpKind::Barrier, &[], vec![]);
+        k.insert_before(lp, a);
+        assert_eq!(k.position(a), Some((k.body(), 1)));
+        consistent(&k);
+        let b = k.new_op(OpKind::Barrier, &[], vec![]);
+        k.insert_after(k.region_ops(lb)[0], b);
+        assert_eq!(k.op_region(b), Some(lb));
+        assert_eq!(k.parents().ancestors(b), vec![lp]);
+        consistent(&k);
+
+        k.move_op(a, lb, 0);
+        assert_eq!(k.position(a), Some((lb, 0)));
+        consistent(&k);
+        assert_eq!(k.remove_op(b), Some((lb, 2)));
+        assert_eq!(k.remove_op(b), None);
+        assert_eq!(k.op_region(b), None);
+        consistent(&k);
+
+        k.retain_ops(lb, |&o| o != a);
+        assert_eq!(k.op_region(a), None);
+        assert_eq!(k.ops_in_order(), order_before);
+        consistent(&k);
+
+        let body = k.body();
+        let tail = k.split_off_ops(body, 2);
+        assert_eq!(tail.len(), 2);
+        assert!(tail.iter().all(|&o| k.op_region(o).is_none()));
+        consistent(&k);
+        k.splice_ops(body, 2..2, tail.iter().copied().rev());
+        consistent(&k);
+        let mut back = k.take_region_ops(body);
+        back[2..].reverse();
+        k.set_region_ops(body, back);
+        assert_eq!(k.ops_in_order(), order_before);
+        consistent(&k);
+    }
+
+    #[test]
+    fn removing_a_loop_detaches_its_subtree_and_clones_are_linked() {
+        let (mut k, lp, lb) = kernel();
+        let inner = k.region_ops(lb)[0];
+        k.remove_op(lp);
+        // The loop's ops keep their links (a detached subtree) but leave the program order.
+        assert_eq!(k.parents().parent_op(inner), Some(lp));
+        assert!(!k.ops_in_order().contains(&inner));
+        consistent(&k);
+        let copy = k.clone_op(lp, &mut CloneMap::default());
+        let body = k.body();
+        k.insert_op(body, 1, copy);
+        let cb = k.ops[copy].regions[0];
+        assert_eq!(k.region_ops(cb).len(), 2);
+        assert_eq!(k.region_args(cb).len(), k.region_args(lb).len());
+        assert_eq!(k.parents().region_op[cb], Some(copy));
+        consistent(&k);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "is already placed")]
+    fn placing_an_op_twice_is_a_contract_violation() {
+        let (mut k, lp, lb) = kernel();
+        k.append(lb, lp);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "is not defined as argument")]
+    fn a_region_argument_must_be_defined_as_that_argument() {
+        let (mut k, _, lb) = kernel();
+        let r = k.new_region();
+        let v = k.new_value(ScalarType::I32, ValueDef::RegionArg(r, 0));
+        k.push_region_arg(lb, v);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "already owned")]
+    fn a_region_has_one_owner() {
+        let (mut k, _, lb) = kernel();
+        k.new_op(OpKind::If { cond: Operand::int(1) }, &[], vec![lb, lb]);
+    }
+}
