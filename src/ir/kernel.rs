@@ -324,13 +324,14 @@ impl Kernel {
         self.regions[region].ops.insert(index, op);
     }
 
-    /// Inserts an unplaced op just before the placed op `at`.
+    /// Inserts an unplaced op just before the placed op `at`. Panics when `at` is not
+    /// placed (a caller's bug, like an index out of bounds).
     pub fn insert_before(&mut self, at: Op, op: Op) {
         let (r, i) = self.position(at).expect("insert_before: the anchor op is not placed");
         self.insert_op(r, i, op);
     }
 
-    /// Inserts an unplaced op just after the placed op `at`.
+    /// Inserts an unplaced op just after the placed op `at`. Panics when `at` is not placed.
     pub fn insert_after(&mut self, at: Op, op: Op) {
         let (r, i) = self.position(at).expect("insert_after: the anchor op is not placed");
         self.insert_op(r, i + 1, op);
