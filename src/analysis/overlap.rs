@@ -146,6 +146,35 @@ struct Var {
     shape: Shape,
 }
 
+impl Var {
+    /// A variable with no value: the pair of executions it relates does not exist.
+    const NONE: Var = Var {
+        x: None,
+        y: None,
+        domain: Vec::new(),
+        shape: Shape::Listed,
+    };
+
+    /// One loop variable on both sides, X's iteration earlier than Y's where the domain is
+    /// exact (every pair `(a, b)` of domain values, `a` before `b`), any pair otherwise.
+    fn earlier_pairs(iv: Value, dom: Vec<i64>, exact: bool) -> Var {
+        let mut pairs = Vec::new();
+        for (i, a) in dom.iter().enumerate() {
+            for (j, b) in dom.iter().enumerate() {
+                if !exact || i < j {
+                    pairs.push((*a, *b));
+                }
+            }
+        }
+        Var {
+            x: Some(iv),
+            y: Some(iv),
+            domain: pairs,
+            shape: Shape::Pairs(dom, exact),
+        }
+    }
+}
+
 /// How a [`Var`]'s domain relates the two sides.
 #[derive(Clone, Debug)]
 enum Shape {
@@ -558,32 +587,8 @@ impl<'k> Overlap<'k> {
                 .map(|(_, g)| *g)
                 .unwrap_or(IterTag::Unknown)
         };
-        let free_x = |me: &Self, iv: Value, l: Op| -> Option<Var> {
-            Some(Var {
-                x: Some(iv),
-                y: None,
-                domain: me
-                    .domain(l, 0, operands)?
-                    .0
-                    .into_iter()
-                    .map(|v| (v, v))
-                    .collect(),
-                shape: Shape::Listed,
-            })
-        };
-        let free_y = |me: &Self, iv: Value, l: Op| -> Option<Var> {
-            Some(Var {
-                x: None,
-                y: Some(iv),
-                domain: me
-                    .domain(l, 0, operands)?
-                    .0
-                    .into_iter()
-                    .map(|v| (v, v))
-                    .collect(),
-                shape: Shape::Listed,
-            })
-        };
+        let free_x = |me: &Self, iv: Value, l: Op| me.free_var(l, operands, Some(iv), None);
+        let free_y = |me: &Self, iv: Value, l: Op| me.free_var(l, operands, None, Some(iv));
         for &l in &ly {
             let iv = self.iv(l)?;
             let (lo, step, _) = self.bounds(l);
@@ -604,12 +609,7 @@ impl<'k> Overlap<'k> {
                     if matches!((step, self.bounds(l).2), (Some(s), Some(hi)) if s > 0 && at >= hi)
                     {
                         // The loop has no `j`-th iteration: no pair of executions is related so.
-                        vars.push(Var {
-                            x: None,
-                            y: None,
-                            domain: vec![],
-                            shape: Shape::Listed,
-                        });
+                        vars.push(Var::NONE);
                     }
                     ey.insert(iv, at);
                     if in_x {
@@ -625,32 +625,14 @@ impl<'k> Overlap<'k> {
                     let x_at = last - d as i64 * step;
                     if step <= 0 || at >= hi || x_at < lo {
                         // No such pair of iterations.
-                        vars.push(Var {
-                            x: None,
-                            y: None,
-                            domain: vec![],
-                            shape: Shape::Listed,
-                        });
+                        vars.push(Var::NONE);
                     }
                     ey.insert(iv, at);
                     ex.insert(iv, x_at);
                 }
                 IterTag::Unknown if in_x && self.same_instance(l, tags) => {
                     let (dom, exact) = self.domain(l, 0, operands)?;
-                    let mut pairs = Vec::new();
-                    for (i, a) in dom.iter().enumerate() {
-                        for (j, b) in dom.iter().enumerate() {
-                            if !exact || i < j {
-                                pairs.push((*a, *b));
-                            }
-                        }
-                    }
-                    vars.push(Var {
-                        x: Some(iv),
-                        y: Some(iv),
-                        domain: pairs,
-                        shape: Shape::Pairs(dom, exact),
-                    });
+                    vars.push(Var::earlier_pairs(iv, dom, exact));
                 }
                 _ => {
                     vars.push(free_y(self, iv, l)?);
@@ -673,6 +655,17 @@ impl<'k> Overlap<'k> {
             }
         }
         Some((vars, ex, ey))
+    }
+
+    /// A loop variable of one side only (`x` or `y` set), free over the loop's domain.
+    fn free_var(&self, l: Op, operands: &[Operand], x: Option<Value>, y: Option<Value>) -> Option<Var> {
+        let (dom, _) = self.domain(l, 0, operands)?;
+        Some(Var {
+            x,
+            y,
+            domain: dom.into_iter().map(|v| (v, v)).collect(),
+            shape: Shape::Listed,
+        })
     }
 
     fn for_each_assignment(

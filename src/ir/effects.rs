@@ -157,22 +157,6 @@ pub struct Effects {
 /// The effects of an op's own execution (not of the ops in its regions).
 pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
     let mut e = Effects::default();
-    let per = |mem: MemRef, kind, index: &Vec<Operand>| SharedAccess {
-        mem,
-        kind,
-        footprint: Footprint::PerThread(index.clone()),
-    };
-    let coll = |mem: MemRef, kind, layout: Option<String>| SharedAccess {
-        mem,
-        kind,
-        footprint: Footprint::Collective { layout },
-    };
-    let gl = |global, write, index: &Vec<Operand>, collective| GlobalAccess {
-        global,
-        write,
-        index: index.clone(),
-        collective,
-    };
     match &k.ops[op].kind {
         OpKind::Load { mem, index } => e.shared.push(per(*mem, AccessKind::Read, index)),
         OpKind::Store { mem, index, .. } => e.shared.push(per(*mem, AccessKind::Write, index)),
@@ -189,6 +173,86 @@ pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
         OpKind::GStore { global, index, .. } | OpKind::GAtomic { global, index, .. } => {
             e.global.push(gl(*global, true, index, false))
         }
+        OpKind::GatherToLds { .. }
+        | OpKind::CpAsync { .. }
+        | OpKind::CpAsyncTile(_)
+        | OpKind::GatherToLdsTile(_)
+        | OpKind::TdmLoad { .. }
+        | OpKind::TmaLoad { .. }
+        | OpKind::TmaStore { .. }
+        | OpKind::Wgmma { .. } => async_effects(&k.ops[op].kind, &mut e),
+        sync @ (OpKind::CpAsyncCommit
+        | OpKind::BulkCommit
+        | OpKind::WgmmaCommit
+        | OpKind::CpAsyncWait(..)
+        | OpKind::BulkWait(..)
+        | OpKind::WgmmaWait(..)
+        | OpKind::WaitCnt(..)
+        | OpKind::WaitTokens(..)
+        | OpKind::FenceProxyAsync
+        | OpKind::Barrier
+        | OpKind::WarpSync
+        | OpKind::SplitSignal(..)
+        | OpKind::SplitWait(..)
+        | OpKind::NamedArrive { .. }
+        | OpKind::NamedSync { .. }
+        | OpKind::MbarInit { .. }
+        | OpKind::MbarArrive { .. }
+        | OpKind::MbarExpectTx { .. }
+        | OpKind::MbarWait { .. }
+        | OpKind::MbarInval { .. }) => e.sync = sync_effect(sync),
+        OpKind::Const(_)
+        | OpKind::Special(_)
+        | OpKind::Binary(..)
+        | OpKind::Unary(..)
+        | OpKind::Cmp(..)
+        | OpKind::Select(..)
+        | OpKind::Cast(..)
+        | OpKind::InGroup(_)
+        | OpKind::Compute { .. }
+        | OpKind::ViewDef(_)
+        | OpKind::For { .. }
+        | OpKind::If { .. }
+        | OpKind::While { .. }
+        | OpKind::Stage { .. }
+        | OpKind::Yield(_)
+        | OpKind::Condition(_) => {}
+    }
+    e
+}
+
+/// A per-thread shared access at `index`.
+fn per(mem: MemRef, kind: AccessKind, index: &[Operand]) -> SharedAccess {
+    SharedAccess {
+        mem,
+        kind,
+        footprint: Footprint::PerThread(index.to_vec()),
+    }
+}
+
+/// A collective shared access, its threads mapped by `layout` (opaque when `None`).
+fn coll(mem: MemRef, kind: AccessKind, layout: Option<String>) -> SharedAccess {
+    SharedAccess {
+        mem,
+        kind,
+        footprint: Footprint::Collective { layout },
+    }
+}
+
+/// A global access at `index` (a tile's origin when `collective`).
+fn gl(global: Global, write: bool, index: &[Operand], collective: bool) -> GlobalAccess {
+    GlobalAccess {
+        global,
+        write,
+        index: index.to_vec(),
+        collective,
+    }
+}
+
+/// The effects of an asynchronous copy or wgmma: its shared side is an async access of its
+/// class, its global side (copies) an ordinary access.
+fn async_effects(kind: &OpKind, e: &mut Effects) {
+    match kind {
         OpKind::GatherToLds {
             dst,
             dst_index,
@@ -216,16 +280,13 @@ pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
             e.global.push(gl(*src, false, src_index, false));
         }
         OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => {
-            let class = if matches!(k.ops[op].kind, OpKind::CpAsyncTile(_)) {
+            let class = if matches!(kind, OpKind::CpAsyncTile(_)) {
                 AsyncClass::CpAsync
             } else {
                 AsyncClass::GatherToLds
             };
-            e.shared.push(coll(
-                c.dst,
-                AccessKind::AsyncWrite(class),
-                c.layout.clone(),
-            ));
+            e.shared
+                .push(coll(c.dst, AccessKind::AsyncWrite(class), c.layout.clone()));
             e.global.push(gl(c.src, false, &c.origin, true));
         }
         OpKind::TdmLoad { dst, src, origin } => {
@@ -257,54 +318,42 @@ pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
             e.shared
                 .push(coll(*b, AccessKind::AsyncRead(AsyncClass::Wgmma), None));
         }
-        OpKind::CpAsyncCommit => e.sync = Some(SyncEffect::Commit(AsyncClass::CpAsync)),
-        OpKind::BulkCommit => e.sync = Some(SyncEffect::Commit(AsyncClass::TmaStore)),
-        OpKind::WgmmaCommit => e.sync = Some(SyncEffect::Commit(AsyncClass::Wgmma)),
-        OpKind::CpAsyncWait(n) => e.sync = Some(SyncEffect::Wait(WaitKind::CpAsyncGroups(*n))),
-        OpKind::BulkWait(n) => e.sync = Some(SyncEffect::Wait(WaitKind::BulkGroups(*n))),
-        OpKind::WgmmaWait(n) => e.sync = Some(SyncEffect::Wait(WaitKind::WgmmaGroups(*n))),
-        OpKind::WaitCnt(c) => e.sync = Some(SyncEffect::Wait(WaitKind::Counters(c.clone()))),
-        OpKind::WaitTokens(t) => e.sync = Some(SyncEffect::Wait(WaitKind::Tokens(t.clone()))),
-        OpKind::FenceProxyAsync => e.sync = Some(SyncEffect::ProxyFence),
-        OpKind::Barrier => e.sync = Some(SyncEffect::Barrier),
-        OpKind::WarpSync => e.sync = Some(SyncEffect::WarpSync),
-        OpKind::SplitSignal(id) => e.sync = Some(SyncEffect::SplitSignal(*id)),
-        OpKind::SplitWait(id) => e.sync = Some(SyncEffect::SplitWait(*id)),
-        OpKind::NamedArrive { id, count } => {
-            e.sync = Some(SyncEffect::NamedArrive {
-                id: *id,
-                count: *count,
-            })
-        }
-        OpKind::NamedSync { id, count } => {
-            e.sync = Some(SyncEffect::NamedSync {
-                id: *id,
-                count: *count,
-            })
-        }
-        OpKind::MbarInit { .. } => e.sync = Some(SyncEffect::MbarInit),
-        OpKind::MbarArrive { .. } => e.sync = Some(SyncEffect::MbarArrive),
-        OpKind::MbarExpectTx { .. } => e.sync = Some(SyncEffect::MbarExpectTx),
-        OpKind::MbarWait { .. } => e.sync = Some(SyncEffect::MbarWait),
-        OpKind::MbarInval { .. } => e.sync = Some(SyncEffect::MbarInval),
-        OpKind::Const(_)
-        | OpKind::Special(_)
-        | OpKind::Binary(..)
-        | OpKind::Unary(..)
-        | OpKind::Cmp(..)
-        | OpKind::Select(..)
-        | OpKind::Cast(..)
-        | OpKind::InGroup(_)
-        | OpKind::Compute { .. }
-        | OpKind::ViewDef(_)
-        | OpKind::For { .. }
-        | OpKind::If { .. }
-        | OpKind::While { .. }
-        | OpKind::Stage { .. }
-        | OpKind::Yield(_)
-        | OpKind::Condition(_) => {}
+        _ => {}
     }
-    e
+}
+
+/// The synchronization effect of a sync op (commit, wait, fence, barrier, mbarrier op);
+/// `None` for every other op.
+fn sync_effect(kind: &OpKind) -> Option<SyncEffect> {
+    match kind {
+        OpKind::CpAsyncCommit => Some(SyncEffect::Commit(AsyncClass::CpAsync)),
+        OpKind::BulkCommit => Some(SyncEffect::Commit(AsyncClass::TmaStore)),
+        OpKind::WgmmaCommit => Some(SyncEffect::Commit(AsyncClass::Wgmma)),
+        OpKind::CpAsyncWait(n) => Some(SyncEffect::Wait(WaitKind::CpAsyncGroups(*n))),
+        OpKind::BulkWait(n) => Some(SyncEffect::Wait(WaitKind::BulkGroups(*n))),
+        OpKind::WgmmaWait(n) => Some(SyncEffect::Wait(WaitKind::WgmmaGroups(*n))),
+        OpKind::WaitCnt(c) => Some(SyncEffect::Wait(WaitKind::Counters(c.clone()))),
+        OpKind::WaitTokens(t) => Some(SyncEffect::Wait(WaitKind::Tokens(t.clone()))),
+        OpKind::FenceProxyAsync => Some(SyncEffect::ProxyFence),
+        OpKind::Barrier => Some(SyncEffect::Barrier),
+        OpKind::WarpSync => Some(SyncEffect::WarpSync),
+        OpKind::SplitSignal(id) => Some(SyncEffect::SplitSignal(*id)),
+        OpKind::SplitWait(id) => Some(SyncEffect::SplitWait(*id)),
+        OpKind::NamedArrive { id, count } => Some(SyncEffect::NamedArrive {
+            id: *id,
+            count: *count,
+        }),
+        OpKind::NamedSync { id, count } => Some(SyncEffect::NamedSync {
+            id: *id,
+            count: *count,
+        }),
+        OpKind::MbarInit { .. } => Some(SyncEffect::MbarInit),
+        OpKind::MbarArrive { .. } => Some(SyncEffect::MbarArrive),
+        OpKind::MbarExpectTx { .. } => Some(SyncEffect::MbarExpectTx),
+        OpKind::MbarWait { .. } => Some(SyncEffect::MbarWait),
+        OpKind::MbarInval { .. } => Some(SyncEffect::MbarInval),
+        _ => None,
+    }
 }
 
 /// Whether the op is a sync op (barrier, wait, commit, mbarrier op).
