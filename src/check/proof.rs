@@ -1021,14 +1021,7 @@ impl Evaluator<'_> {
                     self.opnd(x, t, xyz, env)?.as_i64(),
                     self.opnd(y, t, xyz, env)?.as_i64(),
                 );
-                Some(Val::I1(match p {
-                    CmpPred::Eq => x == y,
-                    CmpPred::Ne => x != y,
-                    CmpPred::Lt => x < y,
-                    CmpPred::Le => x <= y,
-                    CmpPred::Gt => x > y,
-                    CmpPred::Ge => x >= y,
-                }))
+                Some(Val::I1(p.holds(x, y)))
             }
             OpKind::Select(c, a, b) => {
                 let c = self.opnd(c, t, xyz, env)?.truthy();
@@ -1341,14 +1334,7 @@ pub(super) fn eval_iv(k: &Kernel, ind: &Inductions, v: Value, iv: Value, x: i64)
         }
         OpKind::Cmp(p, a, b) => {
             let (a, b) = (opnd(a)?.as_i64(), opnd(b)?.as_i64());
-            Some(i64::from(match p {
-                CmpPred::Eq => a == b,
-                CmpPred::Ne => a != b,
-                CmpPred::Lt => a < b,
-                CmpPred::Le => a <= b,
-                CmpPred::Gt => a > b,
-                CmpPred::Ge => a >= b,
-            }))
+            Some(i64::from(p.holds(a, b)))
         }
         OpKind::Select(c, a, b) => {
             if opnd(c)?.truthy() {

@@ -179,8 +179,9 @@ name_enum!(
 );
 
 impl CmpPred {
-    /// Whether the predicate holds for two integers (the comparison of an `i32` `cmp`).
-    pub fn holds(self, x: i64, y: i64) -> bool {
+    /// Whether the predicate holds for two values (an `i32` `cmp` on integers; for floats
+    /// the caller rules out NaN first, since an ordered predicate is false on NaN).
+    pub fn holds<T: PartialOrd>(self, x: T, y: T) -> bool {
         match self {
             CmpPred::Eq => x == y,
             CmpPred::Ne => x != y,

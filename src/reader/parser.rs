@@ -862,8 +862,9 @@ impl Parser {
         }
     }
 
-    /// `cp_async_tile`/`gather_to_lds_tile`: `%v <- %A[%r, %c] layout "L" masked`.
-    fn tile_copy(&mut self, cx: &KernelCtx) -> PResult<TileCopy> {
+    /// A tile's `@a <- %A[origin]`: the shared tile, the global buffer and the origin, with
+    /// matching element types and a tile rank no larger than the source's.
+    fn tile_operands(&mut self, cx: &KernelCtx) -> PResult<(MemRef, Global, Vec<Operand>)> {
         let (dst, ds) = self.memref(cx)?;
         self.expect(Tok::Arrow)?;
         let (src, origin, ss) = self.global_index(cx)?;
@@ -875,6 +876,12 @@ impl Parser {
             )
             .with_label(ds, "tile rank exceeds the source rank"));
         }
+        Ok((dst, src, origin))
+    }
+
+    /// `cp_async_tile`/`gather_to_lds_tile`: `%v <- %A[%r, %c] layout "L" masked`.
+    fn tile_copy(&mut self, cx: &KernelCtx) -> PResult<TileCopy> {
+        let (dst, src, origin) = self.tile_operands(cx)?;
         let layout = self.layout()?;
         let masked = self.eat_word("masked");
         Ok(TileCopy {
@@ -1488,17 +1495,7 @@ impl Parser {
 
     /// `tdm_load @a <- %A[..]` and `tma_load @a <- %A[..], @full[%s]`.
     fn tile_load(&mut self, cx: &KernelCtx, code: OpCode) -> PResult<OpKind> {
-        let (dst, ds) = self.memref(cx)?;
-        self.expect(Tok::Arrow)?;
-        let (src, origin, ss) = self.global_index(cx)?;
-        self.copy_types(cx, dst, ds, src, ss)?;
-        if cx.k.shape(dst).len() > origin.len() {
-            return Err(Diagnostic::user(
-                "E0139",
-                "the tile has more dimensions than the global buffer",
-            )
-            .with_label(ds, "tile rank exceeds the source rank"));
-        }
+        let (dst, src, origin) = self.tile_operands(cx)?;
         if code == OpCode::TdmLoad {
             return Ok(OpKind::TdmLoad { dst, src, origin });
         }

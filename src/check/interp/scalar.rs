@@ -98,25 +98,11 @@ pub(super) fn compare(p: CmpPred, x: Val, y: Val) -> bool {
         (Val::F32(_), _) | (_, Val::F32(_)) => {
             let (a, b) = (x.as_f32(), y.as_f32());
             let ord = !a.is_nan() && !b.is_nan();
-            ord && match p {
-                CmpPred::Eq => a == b,
-                CmpPred::Ne => a != b,
-                CmpPred::Lt => a < b,
-                CmpPred::Le => a <= b,
-                CmpPred::Gt => a > b,
-                CmpPred::Ge => a >= b,
-            }
+            ord && p.holds(a, b)
         }
         _ => {
             let (a, b) = (x.as_i64(), y.as_i64());
-            match p {
-                CmpPred::Eq => a == b,
-                CmpPred::Ne => a != b,
-                CmpPred::Lt => a < b,
-                CmpPred::Le => a <= b,
-                CmpPred::Gt => a > b,
-                CmpPred::Ge => a >= b,
-            }
+            p.holds(a, b)
         }
     }
 }
