@@ -525,16 +525,18 @@ pub fn hazard_id(h: usize) -> String {
     format!("H{h}")
 }
 
-/// The inserted waits: the i-th edit of the wait plan is op `input_ops + i` of the kernel with
-/// waits (`ir::edit::apply` creates them in plan order).
+/// The inserted waits: the wait plan is applied last to the kernel with its handshakes, and
+/// `ir::edit::apply` creates one op per edit in plan order, so the i-th edit is op
+/// `first + i` of the kernel with waits, `first` counting the input's ops and the handshakes'.
 fn wait_views(input: &Kernel, src: &str, s: &Synchronized, tl: &Timeline) -> Vec<WaitView> {
     let names = Namer::new(input, src).explicit();
+    let first = s.with_waits.ops.len() - s.waits.edits.len();
     s.waits
         .edits
         .iter()
         .enumerate()
         .map(|(i, e)| {
-            let op = crate::ir::Op::new(s.input_ops + i);
+            let op = crate::ir::Op::new(first + i);
             let row = (op.index() < s.with_waits.ops.len())
                 .then(|| tl.row.get(&op).copied())
                 .flatten();
