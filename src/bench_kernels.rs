@@ -1,13 +1,17 @@
 //! Real-size kernels as compilers shape them, for benchmarks and scaling tests: a tiled GEMM
 //! with a multi-stage `cp.async` pipeline over a symbolic K (copies rolled in an inner loop
 //! or unrolled), and a flash-attention-like loop (two GEMMs, row max and sum through shared
-//! memory). They are written without any sync: `sync` must place every wait and barrier.
+//! memory; [`flash()`]). They are written without any sync: `sync` must place every wait and
+//! barrier.
 //!
 //! Invariants: every generated kernel parses and verifies; shapes must divide evenly (the
 //! tile by the threads' copy work and the thread grid), else `None`.
 //! Complexity: text of O(tile elements / threads) lines per copy stage when unrolled.
 
 use std::fmt::Write as _;
+
+pub mod flash;
+pub use flash::{FlashShape, flash};
 
 /// The shape of a generated GEMM.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -26,12 +26,15 @@ pub struct BenchArgs {
     /// Target GPU.
     #[arg(long, default_value = "gfx942")]
     pub target: String,
-    /// Print one generated real-size kernel instead of timing (`gemm`, `gemm-unrolled`).
+    /// Print one generated real-size kernel instead of timing (`gemm`, `gemm-unrolled`,
+    /// `flash`, `flash-unrolled`).
     #[arg(long, value_name = "KERNEL")]
     pub print: Option<String>,
-    /// Time the whole `sync` pipeline on the real-size suite instead (GEMMs rolled and
-    /// unrolled at 128x128x64 and 64x64x32 with 64, 256 and 1024 threads, the one-buffer
-    /// n-pair family up to `--max-pairs`, nested loops to depth 8, constant trips 8..10^6).
+    /// Time the whole `sync` pipeline, then `check` on its output, on the real-size suite
+    /// instead (GEMMs rolled and unrolled at 128x128x64 and 64x64x32 with 64, 256 and 1024
+    /// threads, 32x32x32 and 256x256x64 with 256, the flash-attention loop rolled and
+    /// unrolled, the one-buffer n-pair family up to `--max-pairs`, nested loops to depth 8,
+    /// constant trips 8..10^6).
     #[arg(long)]
     pub real: bool,
     /// Largest n of the n-pair family in `--real` (powers of ten from 10).
@@ -132,10 +135,12 @@ fn row(name: &str, ops: usize, k: &smemsync::Kernel, target: &Target) -> String 
 
 /// The generated real-size kernels, by name.
 fn real_size(name: &str) -> Option<String> {
-    use smemsync::bench_kernels::{GemmShape, gemm};
+    use smemsync::bench_kernels::{FlashShape, GemmShape, flash, gemm};
     match name {
         "gemm" => gemm(&GemmShape::realistic(false)),
         "gemm-unrolled" => gemm(&GemmShape::realistic(true)),
+        "flash" => flash(&FlashShape::realistic(false)),
+        "flash-unrolled" => flash(&FlashShape::realistic(true)),
         _ => None,
     }
 }
@@ -148,7 +153,9 @@ pub fn run(args: &BenchArgs) -> i32 {
                 EXIT_OK
             }
             None => {
-                eprintln!("error: no generated kernel named `{name}` (gemm, gemm-unrolled)");
+                eprintln!(
+                    "error: no generated kernel named `{name}` (gemm, gemm-unrolled, flash, flash-unrolled)"
+                );
                 EXIT_USER
             }
         };
@@ -209,11 +216,24 @@ pub fn run(args: &BenchArgs) -> i32 {
 
 /// The real-size suite's kernels: name and source, in the order the table prints them.
 fn real_kernels(max_pairs: usize) -> Vec<(String, String)> {
-    use smemsync::bench_kernels::{GemmShape, const_trip, gemm, n_pairs, nested_loops};
+    use smemsync::bench_kernels::{
+        FlashShape, GemmShape, const_trip, flash, gemm, n_pairs, nested_loops,
+    };
     let mut out = Vec::new();
-    for (bm, bn, bk) in [(128, 128, 64), (64, 64, 32)] {
-        for threads in [64, 256, 1024] {
+    for (bm, bn, bk) in [(128, 128, 64), (64, 64, 32), (32, 32, 32), (256, 256, 64)] {
+        // The tile sweep's ends (32² and 256²) at 256 threads; 256² rolled only (its
+        // unrolled copies are 1536 ops of text).
+        let big = bm == 256;
+        let threads: &[u32] = if bm == 32 || big {
+            &[256]
+        } else {
+            &[64, 256, 1024]
+        };
+        for &threads in threads {
             for unrolled in [false, true] {
+                if big && unrolled {
+                    continue;
+                }
                 let sh = GemmShape {
                     bm,
                     bn,
@@ -227,6 +247,12 @@ fn real_kernels(max_pairs: usize) -> Vec<(String, String)> {
                     out.push((format!("gemm {bm}x{bn}x{bk} t{threads} {how}"), src));
                 }
             }
+        }
+    }
+    for unrolled in [false, true] {
+        let how = if unrolled { "unrolled" } else { "rolled" };
+        if let Some(src) = flash(&FlashShape::realistic(unrolled)) {
+            out.push((format!("flash 128x64 d64 t128 {how}"), src));
         }
     }
     let mut n = 10;
@@ -257,14 +283,73 @@ fn peak_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// Interpretation bounds for [`check_column`]: a scalar parameter with a declared range and
+/// no default takes three times its least value (within the range), so that a pipelined
+/// loop over `%K / 64` runs three iterations; the checker's own fallback (4) may lie below
+/// the range and skip the loop.
+fn check_bounds(k: &smemsync::Kernel) -> Vec<(String, i64)> {
+    use smemsync::ir::Param;
+    k.params
+        .iter()
+        .filter_map(|p| match p {
+            Param::Scalar(v) if k.param_defaults.get(*v).is_none() => {
+                let (lo, hi) = (*k.param_ranges.get(*v))?;
+                let x = (3 * i64::from(lo)).min(i64::from(hi));
+                Some((k.value_name(*v).to_string(), x))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// `check` on a synchronized kernel as the command runs it (static proof first, else
+/// interpretation, at [`check_bounds`]): CPU milliseconds of the thread (wall time where the
+/// platform does not report it) and the verdict: `proved` (the static proof),
+/// `interpreted` (the proof refused it; no race found by executing it), or `race`,
+/// `deadlock`, `error` (the checker's findings: a wrong placement or kernel).
+fn check_column(k: &smemsync::Kernel, target: &Target) -> (String, &'static str) {
+    use smemsync::check::{CheckOptions, Verdict, check_race_free};
+    let opts = CheckOptions {
+        target: Some(*target),
+        bounds: check_bounds(k),
+        ..CheckOptions::default()
+    };
+    let c0 = thread_cpu_ns();
+    let t0 = Instant::now();
+    let r = check_race_free(k, &opts);
+    let ms = match c0 {
+        Some(_) => cpu_ms(c0),
+        None => format!("{:.2}", t0.elapsed().as_secs_f64() * 1e3),
+    };
+    let verdict = match r.verdict {
+        Verdict::Proved { .. } => "proved",
+        Verdict::Checked { .. } => "interpreted",
+        Verdict::Race(_) => "race",
+        Verdict::Deadlock(_) => "deadlock",
+        Verdict::ExecError(_) => "error",
+    };
+    (ms, verdict)
+}
+
 /// `bench --real`: the whole `sync` pipeline (waits, joint placement, lowering, verifier) per
-/// kernel: time, peak memory, hazards, barriers written and executed, conservative answers.
+/// kernel: time, peak memory, hazards, barriers written and executed, conservative answers;
+/// then `check` on the output ([`check_column`]).
 fn real_suite(args: &BenchArgs, target: &Target) -> i32 {
     use smemsync::sync::driver::synchronize;
     let exact_peak = reset_peak();
     println!(
-        "{:<34} {:>7} {:>10} {:>10} {:>8} {:>8} {:>8} {:>12} {:>5}",
-        "kernel", "ops", "sync ms", "cpu ms", "peak MiB", "hazards", "barriers", "executed", "cons"
+        "{:<34} {:>7} {:>10} {:>10} {:>8} {:>8} {:>8} {:>12} {:>5} {:>10} {:>11}",
+        "kernel",
+        "ops",
+        "sync ms",
+        "cpu ms",
+        "peak MiB",
+        "hazards",
+        "barriers",
+        "executed",
+        "cons",
+        "check ms",
+        "check"
     );
     for (name, src) in real_kernels(args.max_pairs) {
         if args
@@ -295,8 +380,9 @@ fn real_suite(args: &BenchArgs, target: &Target) -> i32 {
         match r {
             Ok(s) => {
                 let st = &s.placement.stats;
+                let (check_ms, verdict) = check_column(&s.kernel, target);
                 println!(
-                    "{name:<34} {:>7} {ms:>10.2} {cpu:>10} {peak:>8} {:>8} {:>8} {:>12} {:>5}",
+                    "{name:<34} {:>7} {ms:>10.2} {cpu:>10} {peak:>8} {:>8} {:>8} {:>12} {:>5} {check_ms:>10} {verdict:>11}",
                     k.ops.len(),
                     st.hazards,
                     st.barriers_written,
