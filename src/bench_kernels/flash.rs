@@ -60,15 +60,15 @@ impl FlashShape {
     /// Rows of the thread grid and the fragment sizes `(fm, fn, fd)`, if the shape divides.
     fn fragments(&self) -> Option<(u32, u32, u32)> {
         let ok = self.cols > 0
-            && self.threads % self.cols == 0
-            && self.bn % self.cols == 0
-            && self.d % self.cols == 0
+            && self.threads.is_multiple_of(self.cols)
+            && self.bn.is_multiple_of(self.cols)
+            && self.d.is_multiple_of(self.cols)
             && self.stages >= 2
             && self.threads > 0
-            && (self.bm * self.d) % self.threads == 0
-            && (self.bn * self.d) % self.threads == 0;
+            && (self.bm * self.d).is_multiple_of(self.threads)
+            && (self.bn * self.d).is_multiple_of(self.threads);
         let rows = self.threads / self.cols.max(1);
-        if !ok || rows == 0 || self.bm % rows != 0 {
+        if !ok || rows == 0 || !self.bm.is_multiple_of(rows) {
             return None;
         }
         Some((self.bm / rows, self.bn / self.cols, self.d / self.cols))
