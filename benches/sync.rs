@@ -1,7 +1,8 @@
 //! `cargo bench --bench sync`: the time of `smemsync::synchronize` (the public API's whole
 //! `sync` pipeline: verification, waits, barriers, lowering) on every example kernel and on
-//! the generated real-size kernels of `smemsync bench --real` (the 128×128×64 cp.async GEMM
-//! and the flash-attention loop, copies rolled and unrolled).
+//! the generated real-size kernels of `smemsync bench --print` (the 128×128×64 cp.async GEMM
+//! and the flash-attention loop, copies rolled and unrolled, and the flash loop with its K
+//! loads first).
 //!
 //! Each example runs on the first target that synchronizes it (its declared one, else sm_90,
 //! gfx942, gfx1250, gfx1201: the examples use ops of different targets); the real-size
@@ -14,7 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use divan::Bencher;
-use smemsync::bench_kernels::{FlashShape, GemmShape, flash, gemm};
+use smemsync::bench_kernels::{NAMED, named};
 use smemsync::{Program, SyncOptions, Target};
 
 fn main() {
@@ -68,22 +69,10 @@ fn example(b: Bencher, name: &str) {
     b.bench(|| smemsync::synchronize(divan::black_box(&program), &opts));
 }
 
-/// The real-size kernels, by the names `smemsync bench --print` takes.
-const REAL: &[&str] = &["gemm", "gemm-unrolled", "flash", "flash-unrolled"];
-
-fn real_text(name: &str) -> String {
-    let unrolled = name.ends_with("unrolled");
-    let text = if name.starts_with("gemm") {
-        gemm(&GemmShape::realistic(unrolled))
-    } else {
-        flash(&FlashShape::realistic(unrolled))
-    };
-    text.expect("the realistic shapes divide")
-}
-
-#[divan::bench(args = REAL, sample_count = 5, sample_size = 1)]
+#[divan::bench(args = NAMED, sample_count = 5, sample_size = 1)]
 fn real_size(b: Bencher, name: &str) {
-    let program = smemsync::read(&real_text(name)).expect("generated kernel parses");
+    let text = named(name).expect("a generated kernel's name");
+    let program = smemsync::read(&text).expect("generated kernel parses");
     let opts = SyncOptions::new(Target::new("sm_80").expect("known target"));
     b.bench(|| smemsync::synchronize(divan::black_box(&program), &opts));
 }

@@ -13,6 +13,31 @@ use std::fmt::Write as _;
 pub mod flash;
 pub use flash::{FlashShape, flash};
 
+/// The names of the real-size kernels [`named`] generates (`smemsync bench --print NAME`).
+pub const NAMED: &[&str] = &[
+    "gemm",
+    "gemm-unrolled",
+    "flash",
+    "flash-unrolled",
+    "flash-k-first",
+];
+
+/// A real-size kernel by name: the 128×128×64 GEMM and the flash-attention loop, copies
+/// rolled or unrolled, and the flash loop with its K loads first ([`FlashShape::k_first`]).
+pub fn named(name: &str) -> Option<String> {
+    match name {
+        "gemm" => gemm(&GemmShape::realistic(false)),
+        "gemm-unrolled" => gemm(&GemmShape::realistic(true)),
+        "flash" => flash(&FlashShape::realistic(false)),
+        "flash-unrolled" => flash(&FlashShape::realistic(true)),
+        "flash-k-first" => flash(&FlashShape {
+            k_first: true,
+            ..FlashShape::realistic(false)
+        }),
+        _ => None,
+    }
+}
+
 /// The shape of a generated GEMM.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct GemmShape {

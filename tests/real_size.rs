@@ -28,6 +28,7 @@ fn small_flash(stages: u32, unrolled: bool) -> FlashShape {
         cols: 4,
         stages,
         unrolled,
+        k_first: false,
     }
 }
 
@@ -214,6 +215,32 @@ fn scaled_down_gemms_are_placed_at_the_exhaustive_minimum() {
     }
 }
 
+/// With the K loads first in the S loop the K tile's wait moves to the top of the KV loop
+/// (the joint placement): one block barrier per KV block, the minimum.
+#[test]
+fn flash_attention_with_k_loaded_first_gets_one_barrier_per_kv_block() {
+    let sh = FlashShape {
+        k_first: true,
+        ..small_flash(3, false)
+    };
+    let src = flash(&sh).expect("shape divides");
+    let name = "flash 16x8 d8 t64 k-first";
+    assert_eq!(against_oracle(name, &src, "N", 32), (1, 2), "{name}");
+    let text = print(&sync_with(&src, Strategy::Optimal).kernel);
+    let bufs = run(&text, 32, 5);
+    let data = |n: &str| {
+        bufs.iter()
+            .find(|b| b.name == n)
+            .expect("buffer")
+            .data
+            .clone()
+    };
+    let want = reference(&sh, &data("Q"), &data("K"), &data("V"), 32);
+    for (g, w) in data("O").iter().zip(&want) {
+        assert!((g - w).abs() <= 2e-3 + 2e-3 * w.abs(), "{g} against {w}");
+    }
+}
+
 #[test]
 fn scaled_down_flash_attention_is_placed_at_the_exhaustive_minimum() {
     for (stages, unrolled) in [(2, false), (3, false), (3, true)] {
@@ -225,4 +252,16 @@ fn scaled_down_flash_attention_is_placed_at_the_exhaustive_minimum() {
         assert!(barriers >= 1, "{name}: no block barrier");
         assert_eq!(warp_syncs, 2, "{name}");
     }
+}
+
+/// Every kernel `smemsync bench --print` names parses and verifies at its real size, and an
+/// unknown name has none.
+#[test]
+fn every_named_real_size_kernel_parses_and_verifies() {
+    for name in smemsync::bench_kernels::NAMED {
+        let src = smemsync::bench_kernels::named(name).expect("named kernel");
+        let k = parse(&src);
+        assert!(k.ops.len() > 100, "{name}: {} ops", k.ops.len());
+    }
+    assert!(smemsync::bench_kernels::named("flash-rolled").is_none());
 }

@@ -40,6 +40,10 @@ pub struct FlashShape {
     pub stages: u32,
     /// Copies issued one op per element (`true`) or by an inner `for` (`false`).
     pub unrolled: bool,
+    /// The `S` loop loads its K elements before its Q elements (`false`: Q first). Either
+    /// order computes the same; `sync` places the K tile's wait differently (today with Q
+    /// first the wait and a barrier land inside the head-dimension loop: docs/performance.md).
+    pub k_first: bool,
 }
 
 impl FlashShape {
@@ -54,6 +58,7 @@ impl FlashShape {
             cols: 8,
             stages: 3,
             unrolled,
+            k_first: false,
         }
     }
 
@@ -155,11 +160,19 @@ fn scores(o: &mut String, sh: &FlashShape, fm: u32, fnn: u32) {
         sh.d,
         init.join(", ")
     );
-    for i in 0..fm {
-        let _ = writeln!(o, "      %qv{i} = load @q[%qr{i}, %dd]");
+    let q_loads = |o: &mut String| {
+        for i in 0..fm {
+            let _ = writeln!(o, "      %qv{i} = load @q[%qr{i}, %dd]");
+        }
+    };
+    if !sh.k_first {
+        q_loads(o);
     }
     for c in 0..fnn {
         let _ = writeln!(o, "      %kv{c} = load %kt[%kc{c}, %dd]");
+    }
+    if sh.k_first {
+        q_loads(o);
     }
     for i in 0..fm {
         for c in 0..fnn {

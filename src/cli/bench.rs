@@ -27,13 +27,13 @@ pub struct BenchArgs {
     #[arg(long, default_value = "gfx942")]
     pub target: String,
     /// Print one generated real-size kernel instead of timing (`gemm`, `gemm-unrolled`,
-    /// `flash`, `flash-unrolled`).
+    /// `flash`, `flash-unrolled`, `flash-k-first`: its S loop loads K before Q).
     #[arg(long, value_name = "KERNEL")]
     pub print: Option<String>,
     /// Time the whole `sync` pipeline, then `check` on its output, on the real-size suite
     /// instead (GEMMs rolled and unrolled at 128x128x64 and 64x64x32 with 64, 256 and 1024
-    /// threads, 32x32x32 and 256x256x64 with 256, the flash-attention loop rolled and
-    /// unrolled, the one-buffer n-pair family up to `--max-pairs`, nested loops to depth 8,
+    /// threads, 32x32x32 and 256x256x64 with 256, the flash-attention loop rolled, unrolled
+    /// and with K loaded first, the one-buffer n-pair family up to `--max-pairs`, nested loops to depth 8,
     /// constant trips 8..10^6).
     #[arg(long)]
     pub real: bool,
@@ -133,29 +133,16 @@ fn row(name: &str, ops: usize, k: &smemsync::Kernel, target: &Target) -> String 
     }
 }
 
-/// The generated real-size kernels, by name.
-fn real_size(name: &str) -> Option<String> {
-    use smemsync::bench_kernels::{FlashShape, GemmShape, flash, gemm};
-    match name {
-        "gemm" => gemm(&GemmShape::realistic(false)),
-        "gemm-unrolled" => gemm(&GemmShape::realistic(true)),
-        "flash" => flash(&FlashShape::realistic(false)),
-        "flash-unrolled" => flash(&FlashShape::realistic(true)),
-        _ => None,
-    }
-}
-
 pub fn run(args: &BenchArgs) -> i32 {
     if let Some(name) = &args.print {
-        return match real_size(name) {
+        return match smemsync::bench_kernels::named(name) {
             Some(src) => {
                 print!("{src}");
                 EXIT_OK
             }
             None => {
-                eprintln!(
-                    "error: no generated kernel named `{name}` (gemm, gemm-unrolled, flash, flash-unrolled)"
-                );
+                let names = smemsync::bench_kernels::NAMED.join(", ");
+                eprintln!("error: no generated kernel named `{name}` ({names})");
                 EXIT_USER
             }
         };
@@ -249,10 +236,15 @@ fn real_kernels(max_pairs: usize) -> Vec<(String, String)> {
             }
         }
     }
-    for unrolled in [false, true] {
+    for (unrolled, k_first) in [(false, false), (true, false), (false, true)] {
         let how = if unrolled { "unrolled" } else { "rolled" };
-        if let Some(src) = flash(&FlashShape::realistic(unrolled)) {
-            out.push((format!("flash 128x64 d64 t128 {how}"), src));
+        let order = if k_first { " k-first" } else { "" };
+        let sh = FlashShape {
+            k_first,
+            ..FlashShape::realistic(unrolled)
+        };
+        if let Some(src) = flash(&sh) {
+            out.push((format!("flash 128x64 d64 t128 {how}{order}"), src));
         }
     }
     let mut n = 10;
