@@ -33,8 +33,8 @@ pub struct BenchArgs {
     /// Time the whole `sync` pipeline, then `check` on its output, on the real-size suite
     /// instead (GEMMs rolled and unrolled at 128x128x64 and 64x64x32 with 64, 256 and 1024
     /// threads, 32x32x32 and 256x256x64 with 256, the flash-attention loop rolled, unrolled
-    /// and with K loaded first, the one-buffer n-pair family up to `--max-pairs`, nested loops to depth 8,
-    /// constant trips 8..10^6).
+    /// and with K loaded first, the one-buffer n-pair family up to `--max-pairs`, nested
+    /// loops to depth 8, constant trips 8..10^6).
     #[arg(long)]
     pub real: bool,
     /// Largest n of the n-pair family in `--real` (powers of ten from 10).
