@@ -47,7 +47,8 @@ pub struct CheckOptions {
     /// Block size to check instead of the kernel's own.
     pub block: Option<[u32; 3]>,
     /// Values of scalar parameters by name (without `%`). Parameters not given take their
-    /// default in the kernel (`%n: i32 = 8`), else [`DEFAULT_SCALAR`] (the report says which).
+    /// default in the kernel (`%n: i32 = 8`), else [`DEFAULT_SCALAR`] moved into the declared range
+    /// (the report says which).
     pub bounds: Vec<(String, i64)>,
     /// Number of schedules (seeds) the interpreter explores.
     pub schedules: u32,
@@ -59,8 +60,9 @@ pub struct CheckOptions {
     pub try_proof: bool,
 }
 
-/// Value given to a scalar parameter that `bounds` does not name.
-pub const DEFAULT_SCALAR: i64 = 4;
+/// Value given to a scalar parameter that `bounds`, the kernel's default and its declared range
+/// do not decide ([`Kernel::run_default`]).
+pub use crate::ir::kernel::DEFAULT_SCALAR;
 
 impl Default for CheckOptions {
     fn default() -> Self {
@@ -320,10 +322,10 @@ fn scalars(k: &Kernel, opts: &CheckOptions) -> Result<Scalars, Diagnostic> {
                 (None, Some(crate::ir::Scalar::F32(f)), _) => Val::F32(f),
                 (None, Some(d), ScalarType::F32) => Val::F32(d.as_f32()),
                 (None, Some(d), _) => Val::I32(d.as_i64() as i32),
-                (None, None, ScalarType::F32) => Val::F32(DEFAULT_SCALAR as f32),
-                (None, None, _) => Val::I32(DEFAULT_SCALAR as i32),
+                (None, None, ScalarType::F32) => Val::F32(k.run_default(*v) as f32),
+                (None, None, _) => Val::I32(k.run_default(*v) as i32),
             };
-            let x = given.unwrap_or_else(|| default.map_or(DEFAULT_SCALAR, |d| d.as_i64()));
+            let x = given.unwrap_or_else(|| k.run_default(*v));
             map.insert(*v, val);
             used.push((name, x));
         }

@@ -1806,7 +1806,7 @@ impl<'a> Emitter<'a> {
                             writeln!(h, "  const bool {cv} = param_i(a, \"{name}\", {d}) != 0;");
                     }
                     _ => {
-                        let d = dflt.map_or(DEFAULT_I32_PARAM, |d| d.as_i64());
+                        let d = k.run_default(*v);
                         let _ = writeln!(h, "  const int {cv} = (int)param_i(a, \"{name}\", {d});");
                     }
                 }
@@ -1934,9 +1934,9 @@ impl<'a> Emitter<'a> {
     }
 }
 
-/// The value of a scalar parameter that neither the command line nor the kernel's default
-/// gives (the interpreter's `check::DEFAULT_SCALAR`).
-pub const DEFAULT_I32_PARAM: i64 = 4;
+/// The value of a scalar parameter that neither the command line, the kernel's default nor its
+/// declared range gives (the interpreter's `check::DEFAULT_SCALAR`).
+pub const DEFAULT_I32_PARAM: i64 = crate::ir::kernel::DEFAULT_SCALAR;
 
 fn atomic_fn(a: AtomicOp) -> &'static str {
     match a {

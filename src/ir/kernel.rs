@@ -77,6 +77,10 @@ pub struct Kernel {
     pub layouts: Vec<LayoutDef>,
 }
 
+/// Value a run gives a scalar parameter that neither the command line, the kernel's default
+/// nor its declared range decides ([`Kernel::run_default`]).
+pub const DEFAULT_SCALAR: i64 = 4;
+
 impl Kernel {
     pub fn new(name: impl Into<String>) -> Kernel {
         let mut regions = PrimaryMap::new();
@@ -205,6 +209,20 @@ impl Kernel {
             format!("{v}")
         } else {
             n.clone()
+        }
+    }
+
+    /// The integer a run gives scalar parameter `v` when the command line does not: its
+    /// default in the kernel (`%n: i32 = 8`), else [`DEFAULT_SCALAR`] moved to the nearest end
+    /// of its declared range (`%n: i32 in [64, 65536]` runs with 64, never with a value the
+    /// kernel excludes). The interpreter and the CUDA harness share it.
+    pub fn run_default(&self, v: Value) -> i64 {
+        if let Some(d) = self.param_defaults.get(v) {
+            return d.as_i64();
+        }
+        match *self.param_ranges.get(v) {
+            Some((lo, hi)) => DEFAULT_SCALAR.max(lo as i64).min(hi as i64),
+            None => DEFAULT_SCALAR,
         }
     }
 
