@@ -24,11 +24,11 @@ pub fn check(k: &Kernel) -> Vec<Diagnostic> {
         return Vec::new();
     }
     let mut out = Vec::new();
-    region(k, k.body(), &vec![(0, k.threads())], &mut out);
+    region(k, k.body(), &[(0, k.threads())], &mut out);
     out
 }
 
-fn region(k: &Kernel, r: Region, threads: &Threads, out: &mut Vec<Diagnostic>) {
+fn region(k: &Kernel, r: Region, threads: &[(u32, u32)], out: &mut Vec<Diagnostic>) {
     for &op in k.region_ops(r) {
         access(k, op, threads, out);
         let regions = &k.ops[op].regions;
@@ -69,7 +69,7 @@ fn role_branch(k: &Kernel, op: Op) -> Option<Group> {
 
 /// E1620 when `op` is a collective access under a group-bound layout that threads outside the
 /// group may reach.
-fn access(k: &Kernel, op: Op, threads: &Threads, out: &mut Vec<Diagnostic>) {
+fn access(k: &Kernel, op: Op, threads: &[(u32, u32)], out: &mut Vec<Diagnostic>) {
     let layout = match &k.ops[op].kind {
         OpKind::LocalLoad { layout, .. } | OpKind::LocalStore { layout, .. } => layout,
         OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => &c.layout,
@@ -101,14 +101,14 @@ fn access(k: &Kernel, op: Op, threads: &Threads, out: &mut Vec<Diagnostic>) {
     );
 }
 
-fn intersect(t: &Threads, lo: u32, hi: u32) -> Threads {
+fn intersect(t: &[(u32, u32)], lo: u32, hi: u32) -> Threads {
     t.iter()
         .map(|&(a, b)| (a.max(lo), b.min(hi)))
         .filter(|(a, b)| a < b)
         .collect()
 }
 
-fn subtract(t: &Threads, lo: u32, hi: u32) -> Threads {
+fn subtract(t: &[(u32, u32)], lo: u32, hi: u32) -> Threads {
     let mut out = Vec::new();
     for &(a, b) in t {
         if a < lo.min(b) {
@@ -127,12 +127,12 @@ mod tests {
 
     #[test]
     fn interval_arithmetic() {
-        let t = vec![(0, 384)];
+        let t = [(0, 384)];
         assert_eq!(intersect(&t, 128, 256), vec![(128, 256)]);
         assert_eq!(subtract(&t, 128, 256), vec![(0, 128), (256, 384)]);
         let rest = subtract(&subtract(&t, 0, 128), 128, 256);
         assert_eq!(rest, vec![(256, 384)]);
         assert!(subtract(&rest, 256, 384).is_empty());
-        assert_eq!(intersect(&rest, 0, 128), vec![]);
+        assert!(intersect(&rest, 0, 128).is_empty());
     }
 }
