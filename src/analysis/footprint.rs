@@ -1245,9 +1245,13 @@ impl<'k> Footprints<'k> {
         true
     }
 
-    /// Whether every thread of the block executes the op under `env`.
-    fn all_execute(&self, op: Op, env: &Env) -> bool {
-        (0..self.k.threads()).all(|tid| self.executes(op, env, tid, &mut HashMap::default()))
+    /// Whether exactly the threads `[lt.first, lt.first + lt.count)` of the block execute the
+    /// op under `env` (every thread, for a layout that is not role-relative).
+    fn exactly_execute(&self, op: Op, env: &Env, lt: crate::ir::layout::LayoutThreads) -> bool {
+        let inside = lt.first..lt.first.saturating_add(lt.count);
+        (0..self.k.threads()).all(|tid| {
+            self.executes(op, env, tid, &mut HashMap::default()) == inside.contains(&tid)
+        })
     }
 
     fn touch(&mut self, ai: usize, env: &Env) -> Touch {
@@ -1300,7 +1304,9 @@ impl<'k> Footprints<'k> {
                     Some(l) if !a.access.kind.is_async() => Some(self.layout_id(l, &shape)),
                     _ => None,
                 };
-                // Concrete layouts (issue 14): exact owners when every thread executes.
+                // Concrete layouts (issue 14): exact owners when exactly the layout's threads
+                // execute (the block's, or a role-relative layout's group).
+                let lt = crate::ir::layout::layout_threads(k, layout.as_deref());
                 let concrete = crate::analysis::layout_owners::collective_owners(
                     k,
                     layout.as_deref(),
@@ -1308,7 +1314,7 @@ impl<'k> Footprints<'k> {
                     warp,
                     a.access.kind,
                 )
-                .filter(|_| self.all_execute(a.id.op, env));
+                .filter(|_| self.exactly_execute(a.id.op, env, lt));
                 let total: u64 = shape.iter().product();
                 let mut memo = HashMap::default();
                 if !uniform_view || total > 1 << 20 {

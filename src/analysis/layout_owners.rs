@@ -2,7 +2,8 @@
 //! engine's hook into `ir::layout` (docs/ir.md, "Concrete layouts").
 //!
 //! A write (store, async tile copy) is performed by the element's writer (the lowest holder:
-//! Triton masks broadcast duplicates); a read by every holder. The answer per element is a
+//! Triton masks broadcast duplicates); a read by every holder. A role-relative layout's
+//! threads are its group's, from the group's first thread (a multiple of the warp width). The answer per element is a
 //! [`Who`] of the footprint lattice: one thread, or several within one warp (the holders
 //! differ only in lane bits), or several anywhere. Same-thread and same-warp questions between
 //! two accesses then follow from [`Who::conflict`], whatever the encodings: two layouts that
@@ -17,6 +18,8 @@ use crate::ir::{AccessKind, Kernel};
 #[derive(Clone, Debug)]
 pub struct ConcreteOwners {
     map: OwnerMap,
+    /// The block thread of the layout's thread 0 (a role-relative layout's group start).
+    first: u32,
     reads: bool,
     warp: u32,
 }
@@ -24,7 +27,7 @@ pub struct ConcreteOwners {
 impl ConcreteOwners {
     /// Who touches element `pos` (row-major within the view).
     pub fn who(&self, pos: u64) -> Who {
-        let w = self.map.writer(pos);
+        let w = self.first + self.map.writer(pos);
         if !self.reads || self.map.shifts.is_empty() {
             Who::One(w)
         } else if self.map.holders_in_one_warp(self.warp) {
@@ -46,7 +49,8 @@ pub fn collective_owners(
 ) -> Option<ConcreteOwners> {
     match ownership(k, layout, shape, warp) {
         Ownership::Concrete(c) => Some(ConcreteOwners {
-            map: c.1,
+            map: c.owners,
+            first: c.first,
             reads: kind.reads(),
             warp: warp.max(1),
         }),

@@ -467,7 +467,7 @@ struct BlockExec<'a> {
     split: HashMap<i32, SplitState>,
     named: HashMap<u32, NamedState>,
     mbar: Vec<MbarState>,
-    layouts: HashMap<Op, u64>,
+    layouts: HashMap<Op, setup::OpaqueOwners>,
     /// Collective ops with a concrete layout: the view elements of each thread.
     concrete: HashMap<Op, Rc<Vec<Vec<u64>>>>,
     iters: HashMap<Vec<i64>, u32>,

@@ -610,7 +610,10 @@ fn same_owner(k: &Kernel, a: &str, b: &str, shape: &[u64], warp: u32) -> bool {
         ownership(k, Some(b), shape, warp),
     ) {
         (Ownership::Concrete(x), Ownership::Concrete(y)) => {
-            x.1.rows == y.1.rows && x.1.shifts.is_empty() && y.1.shifts.is_empty()
+            x.first == y.first
+                && x.owners.rows == y.owners.rows
+                && x.owners.shifts.is_empty()
+                && y.owners.shifts.is_empty()
         }
         (Ownership::Opaque(_), Ownership::Opaque(_)) => a == b,
         _ => false,

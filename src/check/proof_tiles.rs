@@ -10,7 +10,8 @@
 //!
 //! - A concrete distributed layout (`ir::layout`, a GF(2) linear map) gives each element its
 //!   *writer* (writes, copies: one thread per element) and its *holders* (reads: the writer
-//!   XOR the span of the layout's broadcast shifts), exactly as the interpreter executes it.
+//!   XOR the span of the layout's broadcast shifts), exactly as the interpreter executes it;
+//!   a role-relative layout's layout thread `t` is block thread `first + t` (its group's).
 //! - wgmma's operand reads are issued by the warpgroup and performed by the async proxy:
 //!   every element is read by [`ANY`] thread, which collides with every thread, itself
 //!   included (conservative: no thread is ever "the same thread" as a wgmma read).
@@ -72,7 +73,8 @@ pub(super) fn tile_footprint(
         }
         Ownership::Opaque(_) => return Ok(None),
     };
-    let (_, m) = *owned;
+    let first = owned.first;
+    let m = owned.owners;
     let span: Vec<u32> = if sa.kind.writes() {
         vec![0]
     } else {
@@ -91,7 +93,7 @@ pub(super) fn tile_footprint(
     for e in 0..elems {
         let w = m.writer(e);
         let off = offset(e);
-        out.extend(span.iter().map(|s| (w ^ s, off)));
+        out.extend(span.iter().map(|s| (first + (w ^ s), off)));
     }
     Ok(Some(out))
 }

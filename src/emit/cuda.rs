@@ -57,7 +57,7 @@ use crate::analysis::regdeps::RegSources;
 use crate::diag::{DiagKind, Diagnostic};
 use super::names::NameTable;
 use crate::ir::*;
-use crate::ir::layout::{Distributed, OwnerMap, Ownership, ownership};
+use crate::ir::layout::{Distributed, Owned, Ownership, layout_threads, ownership};
 use crate::ir::signature::Feature;
 use crate::target::{Target, Vendor};
 use crate::verify::target_ops::has;
@@ -1326,16 +1326,32 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// The layout name of a collective op.
+    fn layout_of(&self, op: Op) -> Option<&str> {
+        match &self.k.ops[op].kind {
+            OpKind::LocalLoad { layout, .. } | OpKind::LocalStore { layout, .. } => {
+                layout.as_deref()
+            }
+            OpKind::CpAsyncTile(c) => c.layout.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The concrete layout of a collective op, when it has one (`ir::layout`).
-    fn concrete(&self, op: Op, m: MemRef) -> Option<(Distributed, OwnerMap)> {
-        let name = match &self.k.ops[op].kind {
-            OpKind::LocalLoad { layout, .. } | OpKind::LocalStore { layout, .. } => layout,
-            OpKind::CpAsyncTile(c) => &c.layout,
-            _ => return None,
-        };
-        match ownership(self.k, name.as_deref(), &self.k.shape(m), self.target.warp) {
+    fn concrete(&self, op: Op, m: MemRef) -> Option<Owned> {
+        let name = self.layout_of(op);
+        match ownership(self.k, name, &self.k.shape(m), self.target.warp) {
             Ownership::Concrete(c) => Some(*c),
             Ownership::Opaque(_) => None,
+        }
+    }
+
+    /// The executing thread's index among a collective op's layout threads: `ss_tlin`, less
+    /// the group's first thread for a role-relative layout (docs/ir.md).
+    fn layout_tid(&self, op: Op) -> String {
+        match layout_threads(self.k, self.layout_of(op)).first {
+            0 => "ss_tlin".to_string(),
+            a => format!("(ss_tlin - {a})"),
         }
     }
 
@@ -1349,9 +1365,15 @@ impl<'a> Emitter<'a> {
         ev: &str,
         write: bool,
     ) -> (String, (Vec<String>, String)) {
-        let Some((d, om)) = self.concrete(op, m) else {
-            return self.collective_loop(m, n, ev);
+        let Some(Owned {
+            layout: d,
+            owners: om,
+            ..
+        }) = self.concrete(op, m)
+        else {
+            return self.collective_loop(op, m, n, ev);
         };
+        let tl = self.layout_tid(op);
         let pivots = pivot_registers(&d);
         let r = format!("{ev}_reg");
         let head = format!("for (int {r} = 0; {r} < {}; ++{r}) {{", 1u64 << pivots.len());
@@ -1362,7 +1384,7 @@ impl<'a> Emitter<'a> {
             .collect();
         for (i, b) in d.lane.iter().chain(&d.warp).enumerate() {
             if *b != 0 {
-                terms.push(format!("((ss_tlin >> {i}) & 1 ? {b} : 0)"));
+                terms.push(format!("(({tl} >> {i}) & 1 ? {b} : 0)"));
             }
         }
         let mut setup = vec![format!(
@@ -1378,7 +1400,7 @@ impl<'a> Emitter<'a> {
                 .map(|(j, t)| format!("(({ev} >> {j}) & 1 ? {t} : 0)"))
                 .collect();
             let w = if w.is_empty() { "0".into() } else { w.join(" ^ ") };
-            setup.push(format!("if (({w}) != ss_tlin) continue; // a broadcast copy: its lowest holder writes"));
+            setup.push(format!("if (({w}) != {tl}) continue; // a broadcast copy: its lowest holder writes"));
         }
         let (more, r) = self.view_addr(m, ev);
         setup.extend(more);
@@ -1396,8 +1418,8 @@ impl<'a> Emitter<'a> {
         let se = self.k.globals[c.src].elem;
         let ev = self.fresh("ss_e");
         // Contiguous run: the lowest pivot registers select elements 1, 2, 4, ... .
-        let run = self.concrete(op, c.dst).map_or(1, |(d, _)| {
-            let p = pivot_registers(&d);
+        let run = self.concrete(op, c.dst).map_or(1, |o| {
+            let p = pivot_registers(&o.layout);
             let mut v = 1u64;
             while p.get(v.trailing_zeros() as usize) == Some(&v) {
                 v *= 2;
@@ -1508,19 +1530,22 @@ impl<'a> Emitter<'a> {
         self.line("}");
     }
 
-    /// The loop over the elements a thread owns under layout `n`, and (setup lines, element
+    /// The loop over the elements a thread owns under layout `n` of op `op` (over its layout
+    /// threads: the block's, or a role-relative layout's group), and (setup lines, element
     /// reference) for element `ev` (row-major within the memref).
     fn collective_loop(
         &mut self,
+        op: Op,
         m: MemRef,
         n: usize,
         ev: &str,
     ) -> (String, (Vec<String>, String)) {
         let shape = self.k.shape(m);
         let total: u64 = shape.iter().product();
-        let t = self.k.threads() as u64;
-        let n = (n as u64) % t.max(1);
-        let start = format!("(ss_tlin - {n} + {t}) % {t}");
+        let t = u64::from(layout_threads(self.k, self.layout_of(op)).count.max(1));
+        let n = (n as u64) % t;
+        let tl = self.layout_tid(op);
+        let start = format!("({tl} - {n} + {t}) % {t}");
         let head = format!("for (int {ev} = {start}; {ev} < {total}; {ev} += {t}) {{");
         (head, self.view_addr(m, ev))
     }

@@ -163,7 +163,8 @@ struct Emitter<'a> {
     /// The interpreter's layout number of each collective access (docs/ir.md, section 3).
     layouts: HashMap<Op, u32>,
     /// Collective helpers by (kind, layout number, memref type).
-    collectives: Vec<(bool, u32, String)>,
+    /// Collective helpers emitted: (store, layout number, layout threads, memref type).
+    collectives: Vec<(bool, u32, crate::ir::layout::LayoutThreads, String)>,
     /// gfx1250 gather helpers by (global type, shared type).
     gathers: Vec<String>,
     /// TMA descriptors: global, box shape, the descriptor value's name.
@@ -1497,8 +1498,10 @@ impl<'a> Emitter<'a> {
     }
 
     /// `local_load`/`local_store` as a call to a helper that runs the interpreter's concrete
-    /// mapping: element `e` (row-major in the view) belongs to thread `(e + n) mod T`; a
-    /// store writes `x + e`, a load sums the owned elements in increasing `e`.
+    /// mapping: element `e` (row-major in the view) belongs to thread `first + (e + n) mod T`
+    /// over the layout's threads `[first, first + T)` (the block's, or a role-relative
+    /// layout's group); a store writes `x + e`, a load sums the owned elements in increasing
+    /// `e`.
     fn collective(
         &mut self,
         op: Op,
@@ -1512,7 +1515,8 @@ impl<'a> Emitter<'a> {
         };
         let n = self.layouts.get(&op).copied().unwrap_or(0);
         let ty = mt.render();
-        let key = (value.is_some(), n, ty.clone());
+        let lt = crate::ir::layout::layout_threads(self.k, layout.as_deref());
+        let key = (value.is_some(), n, lt, ty.clone());
         let idx = match self.collectives.iter().position(|c| *c == key) {
             Some(i) => i,
             None => {
@@ -1527,9 +1531,8 @@ impl<'a> Emitter<'a> {
             "local_load"
         };
         let hname = format!("__smemsync_{kind}_{idx}");
-        let threads = self.k.threads();
         let h = self.helper(&hname, |_, _| {
-            collective_helper(&hname, &mt, sty, n, threads, value.is_some())
+            collective_helper(&hname, &mt, sty, n, lt, value.is_some())
         });
         let m = self.mem_name(mem);
         let attr = match layout {
@@ -2100,9 +2103,10 @@ fn collective_helper(
     mt: &MemType,
     sty: ScalarType,
     n: u32,
-    threads: u32,
+    lt: crate::ir::layout::LayoutThreads,
     store: bool,
 ) -> String {
+    let threads = lt.count.max(1);
     let ty = mt.render();
     let st = scalar_mlir(sty);
     let e = elem_mlir(mt.elem);
@@ -2119,12 +2123,19 @@ fn collective_helper(
         format!(" -> {st}")
     };
     let _ = writeln!(s, "func.func private @{name}({sig}){ret} {{");
-    let _ = writeln!(s, "  %t = func.call @__smemsync_tid_linear() : () -> i32");
+    if lt.first == 0 {
+        let _ = writeln!(s, "  %t = func.call @__smemsync_tid_linear() : () -> i32");
+    } else {
+        // A role-relative layout numbers its threads from its group's first (docs/ir.md).
+        let _ = writeln!(s, "  %tb = func.call @__smemsync_tid_linear() : () -> i32");
+        let _ = writeln!(s, "  %role = arith.constant {} : i32", lt.first);
+        let _ = writeln!(s, "  %t = arith.subi %tb, %role : i32");
+    }
     let _ = writeln!(s, "  %nt = arith.constant {threads} : i32");
     let _ = writeln!(
         s,
         "  %shift = arith.constant {} : i32",
-        threads - n % threads.max(1)
+        threads - n % threads
     );
     let _ = writeln!(s, "  %t1 = arith.addi %t, %shift : i32");
     let _ = writeln!(s, "  %first = arith.remui %t1, %nt : i32");

@@ -547,11 +547,17 @@ impl BufferData {
 }
 
 /// A layout definition: `layout "NAME" = #ttg.blocked<{...}>` (the attribute text verbatim;
-/// `ir::layout` decodes it).
+/// `ir::layout` decodes it), optionally bound to a thread group: `layout "NAME" in @g = ...`
+/// numbers the layout's threads from the group's first thread (a *role-relative* layout;
+/// without `= ...` the layout is opaque over the group's threads). docs/ir.md, "Role-relative
+/// layouts".
 #[derive(Clone, Debug, PartialEq)]
 pub struct LayoutDef {
     pub name: String,
-    pub text: String,
+    /// The attribute text; `None` for an opaque layout bound to a group.
+    pub text: Option<String>,
+    /// The thread group whose threads the layout numbers from 0 (`None`: the block's).
+    pub group: Option<Group>,
     /// The whole definition.
     pub span: crate::diag::Span,
     /// Where the attribute text starts (its byte offsets are relative to this).

@@ -222,15 +222,25 @@ impl<'a> Printer<'a> {
             let _ = write!(self.out, " target \"{t}\"");
         }
         self.out.push_str(" {\n");
-        for d in &k.layouts {
-            let _ = writeln!(self.out, "  layout \"{}\" = {}", d.name, d.text);
-        }
+        // Groups first: a role-relative layout names its group.
         for g in k.groups.values() {
             let _ = writeln!(
                 self.out,
                 "  group @{} : threads [{}, {})",
                 g.name, g.lo, g.hi
             );
+        }
+        for d in &k.layouts {
+            let _ = write!(self.out, "  layout \"{}\"", d.name);
+            if let Some(g) = d.group {
+                let _ = write!(self.out, " in @{}", k.groups[g].name);
+            }
+            match &d.text {
+                Some(t) => {
+                    let _ = writeln!(self.out, " = {t}");
+                }
+                None => self.out.push('\n'),
+            }
         }
         for b in k.buffers.values() {
             let dims: Vec<String> = b.shape.iter().map(|d| d.to_string()).collect();

@@ -32,7 +32,7 @@ pub fn parse(src: &str) -> Result<Module, Diagnostic> {
     let mut layouts = Vec::new();
     while p.peek() != &Tok::Eof {
         if p.is_word("layout") {
-            let d = p.layout_def()?;
+            let d = p.layout_def(None)?;
             define_layout(&mut layouts, d)?;
             continue;
         }
@@ -522,7 +522,7 @@ impl Parser {
             } else if self.is_word("layout") && matches!(self.peek_at(1), Tok::Str(_)) {
                 let kw = self.span();
                 self.top_level_only(cx, region, kw, "layout")?;
-                let d = self.layout_def()?;
+                let d = self.layout_def(Some(cx))?;
                 define_layout(&mut cx.k.layouts, d)?;
             } else if self.is_word("group") {
                 self.group_decl(cx, region)?;
@@ -843,17 +843,43 @@ impl Parser {
         Ok((m, idx))
     }
 
-    /// `layout "NAME" = #attr<...>`: a concrete layout definition.
-    fn layout_def(&mut self) -> PResult<LayoutDef> {
+    /// `layout "NAME" [in @g] = #attr<...>` or `layout "NAME" in @g`: a layout definition,
+    /// bound to thread group `@g` when `cx` (a kernel) is given and the text says so; a
+    /// file-level definition cannot name a group (E1622).
+    fn layout_def(&mut self, cx: Option<&KernelCtx>) -> PResult<LayoutDef> {
         let kw = self.expect_word("layout")?;
         let (name, _) = self.string()?;
-        self.expect(Tok::Eq)?;
+        let mut group = None;
+        if self.is_word("in") {
+            let at = self.bump().span;
+            let Some(cx) = cx else {
+                return Err(Diagnostic::user(
+                    "E1622",
+                    "a file-level layout cannot be bound to a thread group (groups belong to a kernel)",
+                )
+                .with_label(at, "move this definition into the kernel that declares the group"));
+            };
+            group = Some(self.group_ref(cx)?);
+            if !self.eat(&Tok::Eq) {
+                let span = kw.to(self.prev_span());
+                return Ok(LayoutDef {
+                    name,
+                    text: None,
+                    group,
+                    span,
+                    text_span: span,
+                });
+            }
+        } else {
+            self.expect(Tok::Eq)?;
+        }
         match self.peek().clone() {
             Tok::Attr(text) => {
                 let text_span = self.bump().span;
                 Ok(LayoutDef {
                     name,
-                    text,
+                    text: Some(text),
+                    group,
                     span: kw.to(text_span),
                     text_span,
                 })

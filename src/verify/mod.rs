@@ -20,11 +20,14 @@
 //!    regions nested at most [`limits::MAX_NESTING`] deep. These run before anything recurses
 //!    over regions or sizes anything, and a violation stops verification there.
 //! 8. Atomics: `and`/`or` only on integers.
+//! 9. Role-relative layouts ([`roles`]): a collective access under a layout bound to a thread
+//!    group runs only in that group's threads (E1620).
 //!
 //! Ops are checked by family, and the regions an op must own are its row of the signature
 //! table (`ir::signature`). Complexity: O(ops + operands) with a scope stack.
 
 pub mod limits;
+pub mod roles;
 pub mod target_ops;
 
 use std::collections::HashSet;
@@ -64,6 +67,7 @@ pub fn verify_with(k: &Kernel, lim: &Limits) -> Vec<Diagnostic> {
         }
     }
     v.region(k.body(), RegionRole::Body, &[]);
+    v.errors.extend(roles::check(k));
     v.errors
 }
 

@@ -104,15 +104,24 @@ impl BlockExec<'_> {
         Ok(off as usize)
     }
 
-    /// The view elements thread `t` touches in collective op `op` over `total` elements: its
-    /// concrete layout's, or docs/ir.md's mapping `owner(e) = (e + n) mod T` when opaque.
+    /// The view elements block thread `t` touches in collective op `op` over `total`
+    /// elements: its concrete layout's, or docs/ir.md's mapping `owner(e) = first + (e + n)
+    /// mod T` over the layout's threads `[first, first + T)` when opaque (the block's, or a
+    /// role-relative layout's group); a thread outside them touches none.
     pub(super) fn my_elements(&self, op: Op, t: usize, total: u64) -> Rc<Vec<u64>> {
         if let Some(per) = self.concrete.get(&op) {
             return Rc::new(per.get(t).cloned().unwrap_or_default());
         }
-        let n = self.layouts.get(&op).copied().unwrap_or(0);
-        let tt = self.nthreads as u64;
-        let e0 = ((t as u64 + tt) - (n % tt)) % tt;
+        let o = self.layouts.get(&op).copied().unwrap_or(setup::OpaqueOwners {
+            n: 0,
+            first: 0,
+            count: self.nthreads as u64,
+        });
+        let tt = o.count.max(1);
+        let Some(rel) = (t as u64).checked_sub(o.first).filter(|r| *r < tt) else {
+            return Rc::new(Vec::new());
+        };
+        let e0 = ((rel + tt) - (o.n % tt)) % tt;
         Rc::new((e0..total).step_by(tt as usize).collect())
     }
 

@@ -77,28 +77,29 @@ fn concrete_owners(
     name: Option<&str>,
     shape: &[u64],
     warp: u32,
-) -> Option<Box<(crate::ir::layout::Distributed, crate::ir::layout::OwnerMap)>> {
+) -> Option<Box<crate::ir::layout::Owned>> {
     match crate::ir::layout::ownership(k, name, shape, warp) {
         crate::ir::layout::Ownership::Concrete(c) => Some(c),
         crate::ir::layout::Ownership::Opaque(_) => None,
     }
 }
 
-/// Per collective op with a concrete layout, the view elements each thread touches: every
-/// element it holds when the op reads, the elements it writes (it is their lowest holder)
-/// when the op writes. Enumerates the layout's inputs once per op.
+/// Per collective op with a concrete layout, the view elements each block thread touches:
+/// every element it holds when the op reads, the elements it writes (it is their lowest
+/// holder) when the op writes; none for threads outside the layout's (a role-relative
+/// layout's group). Enumerates the layout's inputs once per op.
 fn concrete_elements(k: &Kernel, warp: u32) -> HashMap<Op, Rc<Vec<Vec<u64>>>> {
     let mut out = HashMap::new();
     for (op, name, mem) in crate::ir::layout::collective_uses(k) {
         let Some(c) = concrete_owners(k, name, &k.shape(mem), warp) else {
             continue;
         };
-        let (d, m) = &*c;
+        let (d, m, first) = (&c.layout, &c.owners, c.first as usize);
         let reads = matches!(k.ops[op].kind, OpKind::LocalLoad { .. });
         let n = (d.lanes() * d.warps()) as usize;
-        let mut per = vec![Vec::new(); n];
+        let mut per = vec![Vec::new(); first + n];
         for t in 0..n as u32 {
-            let v = &mut per[t as usize];
+            let v = &mut per[first + t as usize];
             for r in 0..d.registers() {
                 let e = d.element(r, t);
                 if (reads || m.writer(e) == t) && !v.contains(&e) {
@@ -112,14 +113,18 @@ fn concrete_elements(k: &Kernel, warp: u32) -> HashMap<Op, Rc<Vec<Vec<u64>>>> {
     out
 }
 
-/// Per collective op, the offset `o` of its mapping `owner(e) = (e + o) mod threads`
-/// ([`LayoutMap`]).
-fn layout_offsets(k: &Kernel, map: LayoutMap, threads: u64) -> HashMap<Op, u64> {
-    let shift = match (map, threads / 2 + 1) {
-        (LayoutMap::Documented, _) => 0,
-        (LayoutMap::Rotated, s) if s < threads => s,
-        (LayoutMap::Rotated, _) => 1,
-    };
+/// The opaque mapping of one collective op: element `e` belongs to block thread `first +
+/// (e + n) mod count`, over the layout's threads `[first, first + count)` (a role-relative
+/// layout's group, else the block).
+#[derive(Copy, Clone, Debug, Default)]
+pub(super) struct OpaqueOwners {
+    pub n: u64,
+    pub first: u64,
+    pub count: u64,
+}
+
+/// Per collective op, its mapping `owner(e) = first + (e + o) mod count` ([`LayoutMap`]).
+fn layout_offsets(k: &Kernel, map: LayoutMap) -> HashMap<Op, OpaqueOwners> {
     let mut out = HashMap::new();
     let ids = k.layout_ids();
     let mut names: HashMap<String, Vec<Vec<u64>>> = HashMap::new();
@@ -131,11 +136,23 @@ fn layout_offsets(k: &Kernel, map: LayoutMap, threads: u64) -> HashMap<Op, u64> 
             OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => (&c.layout, c.dst),
             _ => return,
         };
+        let lt = crate::ir::layout::layout_threads(k, l.as_deref());
+        let threads = u64::from(lt.count.max(1));
+        let shift = match (map, threads / 2 + 1) {
+            (LayoutMap::Documented, _) => 0,
+            (LayoutMap::Rotated, s) if s < threads => s,
+            (LayoutMap::Rotated, _) => 1,
+        };
         let num = ids.get(&op).map_or(0, |&n| u64::from(n));
+        let owners = |n| OpaqueOwners {
+            n,
+            first: u64::from(lt.first),
+            count: threads,
+        };
         let shapes = match l {
             Some(name) => names.entry(name.clone()).or_default(),
             None => {
-                out.insert(op, num + shift);
+                out.insert(op, owners(num + shift));
                 return;
             }
         };
@@ -152,7 +169,7 @@ fn layout_offsets(k: &Kernel, map: LayoutMap, threads: u64) -> HashMap<Op, u64> 
         } else {
             0
         };
-        out.insert(op, num + shift + d);
+        out.insert(op, owners(num + shift + d));
     });
     out
 }
@@ -312,7 +329,7 @@ impl<'a> BlockExec<'a> {
             split: HashMap::new(),
             named: HashMap::new(),
             mbar: vec![MbarState::default(); sp.nmbar],
-            layouts: layout_offsets(k, cfg.layouts, n as u64),
+            layouts: layout_offsets(k, cfg.layouts),
             concrete: concrete_elements(k, warp as u32),
             iters,
             iter_list: vec![Vec::new()],

@@ -25,7 +25,7 @@ pub mod linear;
 use std::collections::HashSet;
 
 use crate::diag::{DiagKind, Diagnostic, Span};
-use crate::ir::{Kernel, LayoutDef, MemRef, OpKind};
+use crate::ir::{Group, Kernel, LayoutDef, MemRef, OpKind};
 use attr::{Node, Val};
 use decode::{Builder, Problem};
 pub use linear::{AddressMap, Distributed, OwnerMap};
@@ -65,6 +65,13 @@ struct Cx<'k> {
     stack: Vec<String>,
 }
 
+/// The definition of layout `name` with its attribute text, when it has one (a layout bound
+/// to a group without `= ...` is opaque: no text).
+fn text_def<'k>(k: &'k Kernel, name: &str) -> Option<(&'k LayoutDef, &'k str)> {
+    let d = k.layout_def(name)?;
+    Some((d, d.text.as_deref()?))
+}
+
 fn at(d: &LayoutDef, r: (usize, usize)) -> Span {
     let lo = d.text_span.lo as usize;
     Span::new(lo + r.0, lo + r.1.max(r.0 + 1))
@@ -82,7 +89,7 @@ fn problem(d: &LayoutDef, p: Problem) -> Issue {
 /// Decodes layout `name` for a tile of `shape`. `Err` with a warning when the layout is
 /// opaque (undefined names are opaque without an issue: `Ok(None)`).
 pub fn decode(k: &Kernel, name: &str, shape: &[u64]) -> Result<Option<Decoded>, Issue> {
-    if k.layout_def(name).is_none() {
+    if text_def(k, name).is_none() {
         return Ok(None);
     }
     let mut cx = Cx {
@@ -94,7 +101,7 @@ pub fn decode(k: &Kernel, name: &str, shape: &[u64]) -> Result<Option<Decoded>, 
 
 impl Cx<'_> {
     fn named(&mut self, name: &str, shape: &[u64], from: Option<Span>) -> Result<Decoded, Issue> {
-        let Some(d) = self.k.layout_def(name) else {
+        let Some((d, text)) = text_def(self.k, name) else {
             return Err(Issue {
                 code: "E1002",
                 msg: format!("no layout named \"{name}\" is defined"),
@@ -110,7 +117,7 @@ impl Cx<'_> {
                 error: true,
             });
         }
-        let node = attr::parse(&d.text).map_err(|e| Issue {
+        let node = attr::parse(text).map_err(|e| Issue {
             code: "E1001",
             msg: format!("malformed layout attribute: {}", e.msg),
             span: at(d, (e.at, e.at + 1)),
@@ -125,7 +132,7 @@ impl Cx<'_> {
     /// A distributed layout's bases (before flattening).
     fn builder(&mut self, d: &LayoutDef, n: &Node, shape: &[u64]) -> Result<Builder, Issue> {
         if let Val::Ref(r) = &n.val {
-            let Some(rd) = self.k.layout_def(r) else {
+            let Some((rd, rtext)) = text_def(self.k, r) else {
                 return Err(Issue {
                     code: "E1002",
                     msg: format!("no layout named \"{r}\" is defined"),
@@ -142,7 +149,7 @@ impl Cx<'_> {
                     error: true,
                 });
             }
-            let node = attr::parse(&rd.text).map_err(|e| Issue {
+            let node = attr::parse(rtext).map_err(|e| Issue {
                 code: "E1001",
                 msg: format!("malformed layout attribute: {}", e.msg),
                 span: at(rd, (e.at, e.at + 1)),
@@ -236,10 +243,10 @@ impl Cx<'_> {
             let Val::Ref(r) = &node.val else {
                 return Ok((def, node));
             };
-            let Some(rd) = self.k.layout_def(r) else {
+            let Some((rd, rtext)) = text_def(self.k, r) else {
                 return Err(Issue { code: "E1002", msg: format!("no layout named \"{r}\" is defined"), span: at(&def, node.at), error: true });
             };
-            let parsed = attr::parse(&rd.text).map_err(|e| Issue {
+            let parsed = attr::parse(rtext).map_err(|e| Issue {
                 code: "E1001",
                 msg: format!("malformed layout attribute: {}", e.msg),
                 span: at(rd, (e.at, e.at + 1)),
@@ -307,9 +314,59 @@ pub fn is_shared(name: &str) -> bool {
 /// threads with `warp` threads a warp: the layout and its writer map when concrete.
 #[derive(Clone, Debug)]
 pub enum Ownership {
-    Concrete(Box<(Distributed, OwnerMap)>),
+    Concrete(Box<Owned>),
     /// Opaque: no definition, or the issue that made it so.
     Opaque(Option<Issue>),
+}
+
+/// A concrete ownership: the decoded layout, its writer map, and where its threads start.
+/// Layout thread `t` (the `t` of [`Distributed`] and [`OwnerMap`]) is block thread
+/// `first + t`.
+#[derive(Clone, Debug)]
+pub struct Owned {
+    pub layout: Distributed,
+    pub owners: OwnerMap,
+    /// The first thread of the group a role-relative layout is bound to (0 otherwise); a
+    /// multiple of the warp width, so layout warps are hardware warps.
+    pub first: u32,
+}
+
+impl Owned {
+    /// The block thread that writes element `e` (row-major within the view).
+    pub fn writer(&self, e: u64) -> u32 {
+        self.first + self.owners.writer(e)
+    }
+}
+
+/// The block threads a collective access under a layout spreads over: `[first, first +
+/// count)`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct LayoutThreads {
+    pub first: u32,
+    pub count: u32,
+}
+
+/// The group a layout is bound to (`layout "L" in @g`), if any.
+pub fn layout_group(k: &Kernel, layout: Option<&str>) -> Option<Group> {
+    k.layout_def(layout?)?.group
+}
+
+/// The threads a collective access under `layout` spreads over: its group's for a
+/// role-relative layout (docs/ir.md, "Role-relative layouts"), the block's otherwise.
+pub fn layout_threads(k: &Kernel, layout: Option<&str>) -> LayoutThreads {
+    match layout_group(k, layout) {
+        Some(g) => {
+            let gd = &k.groups[g];
+            LayoutThreads {
+                first: gd.lo,
+                count: gd.hi.saturating_sub(gd.lo),
+            }
+        }
+        None => LayoutThreads {
+            first: 0,
+            count: k.threads(),
+        },
+    }
 }
 
 /// Decodes the distributed layout of a collective access.
@@ -331,9 +388,52 @@ pub fn ownership(k: &Kernel, layout: Option<&str>, shape: &[u64], warp: u32) -> 
         Ok(None) => return Ownership::Opaque(None),
         Err(i) => return Ownership::Opaque(Some(i)),
     };
-    let threads = k.threads();
-    if d.lanes() != warp || d.lanes() * d.warps() != threads {
-        return Ownership::Opaque(Some(Issue {
+    if let Some(i) = thread_mismatch(k, name, &d, warp) {
+        return Ownership::Opaque(Some(i));
+    }
+    let first = layout_threads(k, Some(name)).first;
+    match d.owner_map() {
+        Some(m) => Ownership::Concrete(Box::new(Owned {
+            layout: d,
+            owners: m,
+            first,
+        })),
+        None => Ownership::Opaque(Some(Issue {
+            code: "W1003",
+            msg: format!("layout \"{name}\" does not reach every element of a {shape:?} tile"),
+            span: def_span,
+            error: false,
+        })),
+    }
+}
+
+/// Why decoded layout `d` (named `name`) does not fit the threads it is bound to: lanes other
+/// than the warp's (W1002), a thread count other than the block's (W1002) or its group's
+/// (E1621: the definition names the group, so the mismatch is the author's error), or a group
+/// that starts inside a warp (W1125: layout lanes would not be hardware lanes).
+fn thread_mismatch(k: &Kernel, name: &str, d: &Distributed, warp: u32) -> Option<Issue> {
+    let def_span = k.layout_def(name).map_or(Span::UNDEF, |d| d.span);
+    let LayoutThreads { first, count } = layout_threads(k, Some(name));
+    let group = layout_group(k, Some(name)).map(|g| &k.groups[g]);
+    let spread = d.lanes() * d.warps();
+    if let Some(g) = group
+        && spread != count
+    {
+        return Some(Issue {
+            code: "E1621",
+            msg: format!(
+                "layout \"{name}\" spreads over {spread} threads ({} warps of {} lanes), but its group `@{}` has {count} threads",
+                d.warps(),
+                d.lanes(),
+                g.name
+            ),
+            span: def_span,
+            error: true,
+        });
+    }
+    if d.lanes() != warp || spread != count {
+        let threads = k.threads();
+        return Some(Issue {
             code: "W1002",
             msg: format!(
                 "layout \"{name}\" spreads over {} warps of {} lanes, but the block has {threads} threads in warps of {warp}",
@@ -342,17 +442,22 @@ pub fn ownership(k: &Kernel, layout: Option<&str>, shape: &[u64], warp: u32) -> 
             ),
             span: def_span,
             error: false,
-        }));
+        });
     }
-    match d.owner_map() {
-        Some(m) => Ownership::Concrete(Box::new((d, m))),
-        None => Ownership::Opaque(Some(Issue {
-            code: "W1003",
-            msg: format!("layout \"{name}\" does not reach every element of a {shape:?} tile"),
+    if let Some(g) = group
+        && first % warp.max(1) != 0
+    {
+        return Some(Issue {
+            code: "W1125",
+            msg: format!(
+                "group `@{}` starts at thread {first}, inside a warp of {warp}: the lanes of layout \"{name}\" are not the hardware's",
+                g.name
+            ),
             span: def_span,
             error: false,
-        })),
+        });
     }
+    None
 }
 
 /// The collective accesses of a kernel with their layout names and memrefs.
@@ -421,7 +526,8 @@ pub fn diagnostics(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
         }
     };
     for d in &k.layouts {
-        if let Err(e) = attr::parse(&d.text) {
+        let Some(text) = &d.text else { continue };
+        if let Err(e) = attr::parse(text) {
             push(
                 Issue {
                     code: "E1001",

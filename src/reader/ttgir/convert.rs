@@ -114,6 +114,9 @@ pub(super) struct Converter<'a> {
     pub aliases: Aliases,
     pub layout_names: HashMap<String, String>,
     pub layout_defs: Vec<(String, String)>,
+    /// Role-relative layouts of the current function (`layout "N" in @group [= #base]`):
+    /// name, group, and the layout name they rebind (`None`: opaque over the group).
+    pub role_layouts: Vec<(String, String, Option<String>)>,
     pub vals: HashMap<String, V>,
     pub lazies: Vec<Lazy>,
     pub cache: Vec<HashMap<String, String>>,
@@ -167,6 +170,7 @@ impl<'a> Converter<'a> {
             aliases: HashMap::new(),
             layout_names: HashMap::new(),
             layout_defs: Vec::new(),
+            role_layouts: Vec::new(),
             vals: HashMap::new(),
             lazies: Vec::new(),
             cache: vec![HashMap::new()],
@@ -290,18 +294,34 @@ impl<'a> Converter<'a> {
     }
 
     /// `layout "L"` for an access in encoding `enc` (a fresh opaque name when `exact` is
-    /// false: the element mapping is unknown).
+    /// false: the element mapping is unknown). Inside a `ttg.warp_specialize` role the layout
+    /// is role-relative (docs/ir.md, "Role-relative layouts"): `L` is bound to the role's
+    /// group, whose first thread is the layout's thread 0, as Triton numbers a partition's
+    /// warps from 0.
     pub fn layout_clause(&mut self, enc: Option<&str>, exact: bool) -> String {
-        let exact = exact && self.role_exact();
-        match enc {
-            Some(e) if exact && e.starts_with('#') => {
-                format!("layout \"{}\"", self.layout_name(e))
-            }
-            _ => {
+        let base = match enc {
+            Some(e) if exact && e.starts_with('#') => Some(self.layout_name(e)),
+            _ => None,
+        };
+        let Some(group) = self.role.as_ref().map(|r| r.group.clone()) else {
+            let name = base.unwrap_or_else(|| {
                 self.scratch_no += 1;
-                format!("layout \"opaque{}\"", self.scratch_no)
+                format!("opaque{}", self.scratch_no)
+            });
+            return format!("layout \"{name}\"");
+        };
+        let name = match &base {
+            Some(b) => format!("{b}_{group}"),
+            None => {
+                self.role_opaque_warning();
+                self.scratch_no += 1;
+                format!("opaque{}", self.scratch_no)
             }
+        };
+        if !self.role_layouts.iter().any(|(n, ..)| *n == name) {
+            self.role_layouts.push((name.clone(), group, base));
         }
+        format!("layout \"{name}\"")
     }
 
     /// The `layout "L"` of a buffer allocated as `s` and declared with `kir_shape`: its
@@ -353,13 +373,10 @@ impl<'a> Converter<'a> {
         Some(name)
     }
 
-    /// Whether collective layouts keep their element mapping in the current role (W1114
-    /// once when not: a partition's warps are not numbered from warp 0).
-    fn role_exact(&mut self) -> bool {
-        let Some(r) = &self.role else { return true };
-        if r.exact {
-            return true;
-        }
+    /// W1114 (once): a collective access in a role whose layout stays opaque (a view through
+    /// `memdesc_trans`/`memdesc_reinterpret`) is spread over the role's threads only.
+    fn role_opaque_warning(&mut self) {
+        let Some(r) = &self.role else { return };
         let first = r.first;
         let span = self.lines[self.pos.saturating_sub(1).min(self.lines.len() - 1)].span;
         self.warn(
@@ -367,12 +384,11 @@ impl<'a> Converter<'a> {
             "partition-layout",
             span,
             format!(
-                "a collective access in a `ttg.warp_specialize` partition (threads from {first}) \
-                 gets an opaque layout: the layout numbers the partition's warps from 0, \
-                 smemsync's from the block's"
+                "a collective access in a `ttg.warp_specialize` role (threads from {first}) has \
+                 an opaque layout (its view does not keep the encoding's element mapping): any \
+                 thread of the role may touch any element (conservative)"
             ),
         );
-        false
     }
 
     /// Parses the statement at line `i`.

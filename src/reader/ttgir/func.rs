@@ -118,6 +118,7 @@ impl Converter<'_> {
         self.buffers.clear();
         self.need_elect = false;
         self.groups.clear();
+        self.role_layouts.clear();
         self.extra_warps = 0;
         self.pos = i + 1;
         self.region(i)?;
@@ -233,6 +234,12 @@ impl Converter<'_> {
         }
         for (g, lo, hi) in &self.groups {
             h.push_str(&format!("  group @{g} : threads [{lo}, {hi})\n"));
+        }
+        // Role-relative layouts name their group, so they follow the groups.
+        let comment = if super::LAYOUT_GRAMMAR { "" } else { "// " };
+        for (n, g, base) in &self.role_layouts {
+            let def = base.as_ref().map(|b| format!(" = #{b}")).unwrap_or_default();
+            h.push_str(&format!("  {comment}layout \"{n}\" in @{g}{def}\n"));
         }
         self.place_buffers();
         for b in &self.buffers {

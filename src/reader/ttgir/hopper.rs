@@ -267,6 +267,22 @@ impl Converter<'_> {
         };
         let b = self.mbar_ref(bar, *bs)?;
         let (g, origin) = self.tma_global(&desc, coords, &m.shape);
+        if self.role.is_some() {
+            // Every thread of the role waits on the slot's mbarrier before the elected copy;
+            // without a role barrier between, the copy (and the consumer's arrivals after it)
+            // could complete the mbarrier's next phase before a slow thread of the role tests
+            // the parity it waits for, which then never comes (the interpreter's C0002).
+            self.role_barrier(span);
+            self.warn(
+                "W1126",
+                "tma-role",
+                span,
+                "a barrier of the role is written before its elected TMA load (Triton's PTX \
+                 has `bar.sync` there): every thread of the role has then passed its mbarrier \
+                 waits when the copy is issued; `sync` counts it as the kernel's own"
+                    .into(),
+            );
+        }
         let c = self.elected(rest.first())?;
         self.guarded(&c, &[format!("tma_load {} <- %{g}[{origin}], {b}", m.kir)], span);
         for r in expand_results(&st.results) {

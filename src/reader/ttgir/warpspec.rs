@@ -9,8 +9,10 @@
 //! (`warpGroupStartIds`), or, without that attribute, right after the previous partitions.
 //! The block grows to all of them. Inside a partition, the elected thread of TMA and mbarrier
 //! ops is the partition's first thread, a `gpu.barrier` is the partition's named barrier (as
-//! Triton lowers it), and collective accesses get opaque layouts (the layout's warps are
-//! numbered from the partition's first warp; W1114). A partition is isolated from above (its
+//! Triton lowers it), and collective accesses get *role-relative* layouts bound to the role's
+//! group (`layout "mma_ws_partition1" in @ws_partition1 = #mma`: Triton numbers a role's warps
+//! from 0, so layout thread `t` is block thread `first + t`; docs/ir.md); a view that loses
+//! the encoding's mapping stays opaque over the role's threads (W1114). A partition is isolated from above (its
 //! SSA values are numbered afresh, `super::scopes`): it sees only its block arguments, the
 //! op's explicit captures by position. Buffers allocated inside a role live over the whole
 //! op (the roles run concurrently). Results of the op are refused (E1108).
@@ -30,10 +32,10 @@ pub(super) struct Role {
     pub bar_id: u64,
     /// The role's threads.
     pub threads: u64,
-    /// The role's first thread (its elected thread), and whether collective layouts keep
-    /// their element mapping (the default role, from warp 0).
+    /// The role's first thread (its elected thread).
     pub first: u64,
-    pub exact: bool,
+    /// The `.kir` name of the role's thread group (role-relative layouts are bound to it).
+    pub group: String,
     /// The `.kir` name of the role's elected-thread predicate.
     pub elect: String,
 }
@@ -90,7 +92,7 @@ impl Converter<'_> {
                 bar_id: n as u64 + 1,
                 threads: w * lanes,
                 first: s * lanes,
-                exact: n == 0,
+                group: names[n].clone(),
                 elect: names[n].clone(),
             };
             let captured = (n > 0).then_some(captures.as_slice());
