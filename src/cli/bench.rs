@@ -26,7 +26,8 @@ pub struct BenchArgs {
     /// Target GPU.
     #[arg(long, default_value = "gfx942")]
     pub target: String,
-    /// Print one generated real-size kernel instead of timing (`gemm`, `gemm-unrolled`).
+    /// Print one generated real-size kernel instead of timing (`gemm`, `gemm-unrolled`, or a
+    /// `--real` row's name such as `"gemm 128x128x64 t64 rolled"`).
     #[arg(long, value_name = "KERNEL")]
     pub print: Option<String>,
     /// Time the whole `sync` pipeline on the real-size suite instead (GEMMs rolled and
@@ -136,7 +137,11 @@ fn real_size(name: &str) -> Option<String> {
     match name {
         "gemm" => gemm(&GemmShape::realistic(false)),
         "gemm-unrolled" => gemm(&GemmShape::realistic(true)),
-        _ => None,
+        // Any row of the real-size suite, by its name in the table.
+        _ => real_kernels(10)
+            .into_iter()
+            .find(|(row, _)| row == name)
+            .map(|(_, src)| src),
     }
 }
 
