@@ -217,12 +217,19 @@ fn compare(text: &str) -> (usize, usize) {
     (answered, asked)
 }
 
-/// Compares the in-flight intersection with the destination's key pinned at a deeper level
-/// (`pairs::intersects_at`: a wait in the first iteration of a later loop), for every level
-/// of the destination from `plen` on and every key value its instances take, plus one they
-/// do not; returns (answered symbolically, asked).
+/// Compares the in-flight intersection (`pairs::intersects_at`) without a pinned key, and
+/// with the destination's key pinned at a deeper level (a wait in the first iteration of a
+/// later loop) for every level of the destination from `plen` on and every key value its
+/// instances take, plus one they do not; returns (answered symbolically, asked).
 fn compare_pinned(fp: &mut Footprints, ai: usize, bi: usize, plen: usize) -> (usize, usize) {
-    let (mut answered, mut asked) = (0, 0);
+    let (mut answered, mut asked) = (1, 1);
+    match pairs::intersects_at(fp, ai, bi, plen, None) {
+        Some(s) => {
+            let e = pair_conflict_enumerated(fp, ai, bi, plen, None).intersect & 1 != 0;
+            assert_eq!(s, e, "pair {ai} -> {bi}, plen {plen}, nothing pinned");
+        }
+        None => answered = 0,
+    }
     for l in plen..fp.accesses[bi].loops.len() {
         let mut keys: Vec<i64> = fp
             .grouped(bi, l + 1)
@@ -234,7 +241,7 @@ fn compare_pinned(fp: &mut Footprints, ai: usize, bi: usize, plen: usize) -> (us
         keys.push(keys.last().map_or(0, |x| x + 1));
         for key in keys {
             asked += 1;
-            let Some(s) = pairs::intersects_at(fp, ai, bi, plen, (l, key)) else {
+            let Some(s) = pairs::intersects_at(fp, ai, bi, plen, Some((l, key))) else {
                 continue;
             };
             answered += 1;

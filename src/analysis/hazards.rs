@@ -718,10 +718,10 @@ fn first_key(fp: &Footprints, l: Op) -> Option<i64> {
 /// `m` loop keys equal and, when `first` is `Some((level, key))`, the destination's key at
 /// `level` equal to `key` (unknown keys match).
 ///
-/// The symbolic pair engine answers where it has an encoding (without a pinned key this is
-/// the distance-0 bit of [`pair_conflict`]'s `intersect` mask, memoized with the hazard
-/// questions); otherwise both accesses' instances are enumerated (under the instance cap,
-/// W0313). Aliasing buffers without an exact pairing (W1004) always enumerate.
+/// The symbolic pair engine answers where it has an encoding (the distance-0 bit of the
+/// `intersect` mask of [`pair_conflict`], with the pinned key as one more constraint);
+/// otherwise both accesses' instances are enumerated (under the instance cap, W0313).
+/// Aliasing buffers without an exact pairing (W1004) always enumerate.
 fn intersects_at(
     fp: &mut Footprints,
     ai: usize,
@@ -729,16 +729,10 @@ fn intersects_at(
     m: usize,
     first: Option<(usize, Option<i64>)>,
 ) -> bool {
-    if !fp.blind_pair(ai, bi) {
-        match first.and_then(|(l, key)| Some((l, key?))) {
-            None => return pair_conflict(fp, ai, bi, m, None).intersect & 1 != 0,
-            Some(fix) if fp.symbolic => {
-                if let Some(h) = crate::analysis::symbolic::pairs::intersects_at(fp, ai, bi, m, fix)
-                {
-                    return h;
-                }
-            }
-            Some(_) => {}
+    if fp.symbolic && !fp.blind_pair(ai, bi) {
+        let fix = first.and_then(|(l, key)| Some((l, key?)));
+        if let Some(h) = crate::analysis::symbolic::pairs::intersects_at(fp, ai, bi, m, fix) {
+            return h;
         }
     }
     intersects_enumerated(fp, ai, bi, m, first)

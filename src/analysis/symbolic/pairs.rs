@@ -446,18 +446,19 @@ pub fn pair_conflict(
 
 /// Whether some instance of the source `ai` and some instance of the destination `bi` touch
 /// a common unit, whoever touches it (an async copy still in flight), with their first
-/// `plen` loop keys equal and the destination's key at level `fix.0` equal to `fix.1` (an
-/// unenumerated key matches every value, as in the enumerator). This is
-/// `hazards::intersects_at`'s question for a wait found in the first iteration of a later
-/// loop; `None` to enumerate.
+/// `plen` loop keys equal and, with `fix`, the destination's key at level `fix.0` equal to
+/// `fix.1` (an unenumerated key matches every value, as in the enumerator): the distance-0
+/// bit of [`pair_conflict`]'s `intersect` mask, in one solve instead of the whole conflict
+/// question. This is `hazards::intersects_at`'s question (`fix`: a wait found in the first
+/// iteration of a later loop); `None` to enumerate.
 pub fn intersects_at(
     fp: &Footprints,
     ai: usize,
     bi: usize,
     plen: usize,
-    fix: (usize, i64),
+    fix: Option<(usize, i64)>,
 ) -> Option<bool> {
-    let Some(q) = build_pair(fp, ai, bi, (plen, None), Some(fix))? else {
+    let Some(q) = build_pair(fp, ai, bi, (plen, None), fix)? else {
         return Some(false);
     };
     let key = SelfQuestion {
