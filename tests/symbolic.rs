@@ -246,7 +246,10 @@ fn compare_pinned(fp: &mut Footprints, ai: usize, bi: usize, plen: usize) -> (us
             };
             answered += 1;
             let e = intersects_enumerated(fp, ai, bi, plen, (l, key));
-            assert_eq!(s, e, "pair {ai} -> {bi}, plen {plen}, key {key} at level {l}");
+            assert_eq!(
+                s, e,
+                "pair {ai} -> {bi}, plen {plen}, key {key} at level {l}"
+            );
         }
     }
     (answered, asked)
