@@ -1161,18 +1161,19 @@ impl<'k> Flow<'k> {
     /// consumer's (or neither side writes) conflicts with no execution; and when one of the
     /// entry's *generalizations* ([`Flow::generalized`]: some of its tags widened to
     /// `Unknown`, i.e. more iteration pairs) is exactly `false` (answered without notes), so
-    /// is every specialization of it, since its iteration pairs are a subset. The widest
-    /// generalization is asked first (one question per consumer, copy and distances on the
-    /// loops enclosing both, shared by every entry), then the one that keeps the outermost
-    /// loop of each side. A generalization answering `true` or conservatively says nothing:
-    /// the entry is then asked itself.
+    /// is every specialization of it, since its iteration pairs are a subset. Asked in turn
+    /// ([`Widening`]): any earlier iteration of the loops enclosing both (one question for
+    /// every distance), the distances on those loops (one question per consumer, copy and
+    /// distances, shared by every entry), then the latter keeping the outermost loop of each
+    /// side. A generalization answering `true` or conservatively says nothing: the entry is
+    /// then asked itself.
     fn decide(&mut self, op: Op, e: EntryId) -> (bool, Vec<Note>) {
         let copy = self.memo.entries.op(e);
         if self.apart(op, copy) {
             return (false, Vec::new());
         }
-        for keep_outer in [false, true] {
-            if let Some(g) = self.generalized(op, e, keep_outer)
+        for w in [Widening::Earlier, Widening::Widest, Widening::KeepOuter] {
+            if let Some(g) = self.generalized(op, e, w)
                 && self.probe(op, g) == (false, false)
             {
                 return (false, Vec::new());
@@ -1203,17 +1204,29 @@ impl<'k> Flow<'k> {
     /// The entry `e` with tags widened to `Unknown` (the overlap query then leaves those
     /// loops' iterations free); `None` when that changes nothing. Widened: `Pre` and `Last`
     /// tags on loops that do not enclose both the copy and the consumer `op` (with
-    /// `keep_outer`, except on the outermost such loop of each side), and `Pre`/`PreLast`
-    /// tags on loops that enclose both when some loop around them is not tagged `Dist(0)`
-    /// (the copy ran in an earlier instance of the loop: `Unknown` there leaves both
-    /// iterations free, a superset). `Dist` tags, the distances on the loops enclosing both,
-    /// are kept.
-    fn generalized(&mut self, op: Op, e: EntryId, keep_outer: bool) -> Option<EntryId> {
+    /// [`Widening::KeepOuter`], except on the outermost such loop of each side), and
+    /// `Pre`/`PreLast` tags on loops that enclose both when some loop around them is not
+    /// tagged `Dist(0)` (the copy ran in an earlier instance of the loop: `Unknown` there
+    /// leaves both iterations free, a superset). `Dist` tags, the distances on the loops
+    /// enclosing both, are kept, except with [`Widening::Earlier`]: from the first of those
+    /// loops tagged `Dist(d)` with `d ≥ 1` inwards, every tag becomes `Unknown` (on that loop,
+    /// any earlier iteration, a superset of `d` iterations earlier; inside it, loops of
+    /// another instance: free).
+    fn generalized(&mut self, op: Op, e: EntryId, w: Widening) -> Option<EntryId> {
         let copy = self.memo.entries.op(e);
         let (lx, ly) = (self.loops.of(copy), self.loops.of(op));
         let m = lx.iter().zip(ly).take_while(|(a, b)| a == b).count();
-        let kept = |l: Op| keep_outer && (lx.get(m) == Some(&l) || ly.get(m) == Some(&l));
+        let kept =
+            |l: Op| w == Widening::KeepOuter && (lx.get(m) == Some(&l) || ly.get(m) == Some(&l));
         let tags = self.memo.entries.tags(e);
+        let tag_of = |l: &Op| tags.iter().find(|(t, _)| t == l).map(|(_, g)| *g);
+        let earlier = match w {
+            Widening::Earlier => lx[..m]
+                .iter()
+                .position(|l| matches!(tag_of(l), Some(IterTag::Dist(d)) if d >= 1))
+                .unwrap_or(m),
+            _ => m,
+        };
         // A common loop at position `i` of the nest runs in one instance for both sides
         // when every loop around it is tagged `Dist(0)`.
         let same_instance = |i: usize| {
@@ -1222,6 +1235,7 @@ impl<'k> Flow<'k> {
                 .all(|a| tags.iter().any(|(t, g)| t == a && *g == IterTag::Dist(0)))
         };
         let widen = |(l, t): &(Op, IterTag)| match lx[..m].iter().position(|c| c == l) {
+            Some(i) if i >= earlier => *t != IterTag::Unknown,
             Some(i) => matches!(t, IterTag::Pre(_) | IterTag::PreLast(..)) && !same_instance(i),
             None => matches!(t, IterTag::Pre(_) | IterTag::Last(_)) && !kept(*l),
         };
@@ -1298,6 +1312,18 @@ impl<'k> Flow<'k> {
         }
         h
     }
+}
+
+/// Which generalization of an in-flight entry [`Flow::generalized`] builds.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Widening {
+    /// Also any earlier iteration of the loops enclosing both the copy and the consumer.
+    Earlier,
+    /// Every tag but the distances on the loops enclosing both.
+    Widest,
+    /// As [`Widening::Widest`], keeping the outermost loop of each side below the common
+    /// ones.
+    KeepOuter,
 }
 
 /// Whether `SMEMSYNC_INFLIGHT_TRACE` is set: every overlap question the planner asks is then
