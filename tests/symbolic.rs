@@ -8,6 +8,9 @@
 //! (`common::shrink_on_panic`). The test also requires the symbolic engine to answer most
 //! queries, so that it cannot pass by always falling back.
 //!
+//! The same holds for the in-flight intersection with the destination's loop key pinned at a
+//! deeper level (`pairs::intersects_at`, asked by hazard finding for async copies).
+//!
 //! The in-flight engine's overlap question (`analysis::overlap::Overlap::may_overlap`, decided
 //! by `symbolic::overlap`) is compared the same way: every ordered pair of shared accesses of
 //! the random kernels, under random iteration tags (`Dist`, `Unknown`, `Pre`, `Last`, none),
@@ -205,10 +208,75 @@ fn compare(text: &str) -> (usize, usize) {
                         "pair {ai} -> {bi}, plen {plen}, var {var:?} (symbolic, enumerated)"
                     );
                 }
+                let (a, q) = compare_pinned(&mut fp, ai, bi, plen);
+                answered += a;
+                asked += q;
             }
         }
     }
     (answered, asked)
+}
+
+/// Compares the in-flight intersection (`pairs::intersects_at`) without a pinned key, and
+/// with the destination's key pinned at a deeper level (a wait in the first iteration of a
+/// later loop) for every level of the destination from `plen` on and every key value its
+/// instances take, plus one they do not; returns (answered symbolically, asked).
+fn compare_pinned(fp: &mut Footprints, ai: usize, bi: usize, plen: usize) -> (usize, usize) {
+    let (mut answered, mut asked) = (1, 1);
+    match pairs::intersects_at(fp, ai, bi, plen, None) {
+        Some(s) => {
+            let e = pair_conflict_enumerated(fp, ai, bi, plen, None).intersect & 1 != 0;
+            assert_eq!(s, e, "pair {ai} -> {bi}, plen {plen}, nothing pinned");
+        }
+        None => answered = 0,
+    }
+    for l in plen..fp.accesses[bi].loops.len() {
+        let mut keys: Vec<i64> = fp
+            .grouped(bi, l + 1)
+            .iter()
+            .filter_map(|(k, _)| k.get(l).copied().flatten())
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys.push(keys.last().map_or(0, |x| x + 1));
+        for key in keys {
+            asked += 1;
+            let Some(s) = pairs::intersects_at(fp, ai, bi, plen, Some((l, key))) else {
+                continue;
+            };
+            answered += 1;
+            let e = intersects_enumerated(fp, ai, bi, plen, (l, key));
+            assert_eq!(
+                s, e,
+                "pair {ai} -> {bi}, plen {plen}, key {key} at level {l}"
+            );
+        }
+    }
+    (answered, asked)
+}
+
+/// The enumerator's answer to [`pairs::intersects_at`]: some instance group of each side,
+/// the first `m` keys equal and the destination's key at `level` equal to `key` (unknown
+/// keys match), share a unit.
+fn intersects_enumerated(
+    fp: &mut Footprints,
+    ai: usize,
+    bi: usize,
+    m: usize,
+    (level, key): (usize, i64),
+) -> bool {
+    let ga = fp.grouped(ai, m);
+    let gb = fp.grouped(bi, level + 1);
+    let known = |k: &[Option<i64>], j: usize| k.get(j).copied().flatten();
+    ga.iter().any(|(ka, ta)| {
+        gb.iter().any(|(kb, tb)| {
+            let eq = (0..m).all(|j| match (known(ka, j), known(kb, j)) {
+                (Some(x), Some(y)) => x == y,
+                _ => true,
+            });
+            eq && known(kb, level).is_none_or(|y| y == key) && ta.intersects(tb).is_some()
+        })
+    })
 }
 
 #[test]

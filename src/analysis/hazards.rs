@@ -717,7 +717,29 @@ fn first_key(fp: &Footprints, l: Op) -> Option<i64> {
 /// Whether the footprints of `ai` and `bi` intersect (whoever touches them) with the first
 /// `m` loop keys equal and, when `first` is `Some((level, key))`, the destination's key at
 /// `level` equal to `key` (unknown keys match).
+///
+/// The symbolic pair engine answers where it has an encoding (the distance-0 bit of the
+/// `intersect` mask of [`pair_conflict`], with the pinned key as one more constraint);
+/// otherwise both accesses' instances are enumerated (under the instance cap, W0313).
+/// Aliasing buffers without an exact pairing (W1004) always enumerate.
 fn intersects_at(
+    fp: &mut Footprints,
+    ai: usize,
+    bi: usize,
+    m: usize,
+    first: Option<(usize, Option<i64>)>,
+) -> bool {
+    if fp.symbolic && !fp.blind_pair(ai, bi) {
+        let fix = first.and_then(|(l, key)| Some((l, key?)));
+        if let Some(h) = crate::analysis::symbolic::pairs::intersects_at(fp, ai, bi, m, fix) {
+            return h;
+        }
+    }
+    intersects_enumerated(fp, ai, bi, m, first)
+}
+
+/// [`intersects_at`] by enumerating both accesses' instances.
+fn intersects_enumerated(
     fp: &mut Footprints,
     ai: usize,
     bi: usize,

@@ -1158,21 +1158,26 @@ impl<'k> Flow<'k> {
     /// notes the query raised (not added to the overlap's list: the caller replays them).
     ///
     /// Two shortcuts, both exact: a copy whose accesses are all in buffers apart from the
-    /// consumer's (or neither side writes) conflicts with no execution; and when the
-    /// entry's *generalization* (its tags on loops that do not enclose both the copy and
-    /// the consumer widened to `Unknown`: any iteration of those loops) is exactly `false`
-    /// (answered without notes), so is every specialization of it, since its iteration
-    /// pairs are a subset. A generalization answering `true` or conservatively says
-    /// nothing: the entry is then asked itself.
+    /// consumer's (or neither side writes) conflicts with no execution; and when one of the
+    /// entry's *generalizations* ([`Flow::generalized`]: some of its tags widened to
+    /// `Unknown`, i.e. more iteration pairs) is exactly `false` (answered without notes), so
+    /// is every specialization of it, since its iteration pairs are a subset. Asked in turn
+    /// ([`Widening`]): any earlier iteration of the loops enclosing both (one question for
+    /// every distance), the distances on those loops (one question per consumer, copy and
+    /// distances, shared by every entry), then the latter keeping the outermost loop of each
+    /// side. A generalization answering `true` or conservatively says nothing: the entry is
+    /// then asked itself.
     fn decide(&mut self, op: Op, e: EntryId) -> (bool, Vec<Note>) {
         let copy = self.memo.entries.op(e);
         if self.apart(op, copy) {
             return (false, Vec::new());
         }
-        if let Some(g) = self.generalized(op, e)
-            && self.probe(op, g) == (false, false)
-        {
-            return (false, Vec::new());
+        for w in [Widening::Earlier, Widening::Widest, Widening::KeepOuter] {
+            if let Some(g) = self.generalized(op, e, w)
+                && self.probe(op, g) == (false, false)
+            {
+                return (false, Vec::new());
+            }
         }
         let saved = self.overlap.conservative.take();
         let h = self.may_conflict(e, op);
@@ -1196,15 +1201,43 @@ impl<'k> Flow<'k> {
         }
     }
 
-    /// The entry `e` with its `Pre` and `Last` tags on loops that do not enclose both the
-    /// copy and the consumer `op` made `Unknown` (the overlap query then leaves those
-    /// loops' iterations free); `None` when that changes nothing.
-    fn generalized(&mut self, op: Op, e: EntryId) -> Option<EntryId> {
+    /// The entry `e` with tags widened to `Unknown` (the overlap query then leaves those
+    /// loops' iterations free); `None` when that changes nothing. Widened: `Pre` and `Last`
+    /// tags on loops that do not enclose both the copy and the consumer `op` (with
+    /// [`Widening::KeepOuter`], except on the outermost such loop of each side), and
+    /// `Pre`/`PreLast` tags on loops that enclose both when some loop around them is not
+    /// tagged `Dist(0)` (the copy ran in an earlier instance of the loop: `Unknown` there
+    /// leaves both iterations free, a superset). `Dist` tags, the distances on the loops
+    /// enclosing both, are kept, except with [`Widening::Earlier`]: from the first of those
+    /// loops tagged `Dist(d)` with `d ≥ 1` inwards, every tag becomes `Unknown` (on that loop,
+    /// any earlier iteration, a superset of `d` iterations earlier; inside it, loops of
+    /// another instance: free).
+    fn generalized(&mut self, op: Op, e: EntryId, w: Widening) -> Option<EntryId> {
         let copy = self.memo.entries.op(e);
         let (lx, ly) = (self.loops.of(copy), self.loops.of(op));
+        let m = lx.iter().zip(ly).take_while(|(a, b)| a == b).count();
+        let kept =
+            |l: Op| w == Widening::KeepOuter && (lx.get(m) == Some(&l) || ly.get(m) == Some(&l));
         let tags = self.memo.entries.tags(e);
-        let widen = |(l, t): &(Op, IterTag)| {
-            matches!(t, IterTag::Pre(_) | IterTag::Last(_)) && !(lx.contains(l) && ly.contains(l))
+        let tag_of = |l: &Op| tags.iter().find(|(t, _)| t == l).map(|(_, g)| *g);
+        let earlier = match w {
+            Widening::Earlier => lx[..m]
+                .iter()
+                .position(|l| matches!(tag_of(l), Some(IterTag::Dist(d)) if d >= 1))
+                .unwrap_or(m),
+            _ => m,
+        };
+        // A common loop at position `i` of the nest runs in one instance for both sides
+        // when every loop around it is tagged `Dist(0)`.
+        let same_instance = |i: usize| {
+            lx[..i]
+                .iter()
+                .all(|a| tags.iter().any(|(t, g)| t == a && *g == IterTag::Dist(0)))
+        };
+        let widen = |(l, t): &(Op, IterTag)| match lx[..m].iter().position(|c| c == l) {
+            Some(i) if i >= earlier => *t != IterTag::Unknown,
+            Some(i) => matches!(t, IterTag::Pre(_) | IterTag::PreLast(..)) && !same_instance(i),
+            None => matches!(t, IterTag::Pre(_) | IterTag::Last(_)) && !kept(*l),
         };
         if !tags.iter().any(widen) {
             return None;
@@ -1213,7 +1246,8 @@ impl<'k> Flow<'k> {
             .iter()
             .map(|x| if widen(x) { (x.0, IterTag::Unknown) } else { *x })
             .collect();
-        Some(self.memo.entries.intern(copy, &g))
+        let g = self.memo.entries.intern(copy, &g);
+        (g != e).then_some(g)
     }
 
     /// Whether no access of `copy` and of the consumer `op` can conflict under any tags
@@ -1268,8 +1302,35 @@ impl<'k> Flow<'k> {
         if let Some(c) = self.memo.consumers.get_mut(&op) {
             c.mine = mine;
         }
+        if trace_questions() {
+            eprintln!(
+                "in-flight question {} vs {} {:?}: {h}",
+                crate::emit::text::op_label(self.k, op),
+                crate::emit::text::op_label(self.k, copy),
+                self.memo.entries.tags(e)
+            );
+        }
         h
     }
+}
+
+/// Which generalization of an in-flight entry [`Flow::generalized`] builds.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Widening {
+    /// Also any earlier iteration of the loops enclosing both the copy and the consumer.
+    Earlier,
+    /// Every tag but the distances on the loops enclosing both.
+    Widest,
+    /// As [`Widening::Widest`], keeping the outermost loop of each side below the common
+    /// ones.
+    KeepOuter,
+}
+
+/// Whether `SMEMSYNC_INFLIGHT_TRACE` is set: every overlap question the planner asks is then
+/// printed with its tags and answer (read once per process).
+fn trace_questions() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_TRACE").is_some())
 }
 
 /// What the transfer function does with an op.

@@ -20,7 +20,10 @@
 //! over the loop's actual iterations when its bounds are constants and its trip count is at
 //! most [`MAX_TRIPS`]; otherwise over one period of the index expressions, which is sound only
 //! when every index depends on that induction variable periodically (through `rem` by
-//! constants, polynomially inside). Threads range over the whole block. Anything else (an
+//! constants, polynomially inside). A constant loop of up to [`MAX_SYMBOLIC_TRIPS`]
+//! iterations that is not periodic in the indices (a thread's copy loop over a tile) is
+//! listed for the symbolic engine only: its answer is exact, and without one the query is
+//! conservative as before. Threads range over the whole block. Anything else (an
 //! index read from memory, an iteration value, a scalar parameter, an induction variable
 //! used outside `rem` in a loop of unknown length) makes the answer conservative: *may
 //! overlap*, *not always equal*. Pinned buffers are compared by byte ranges; distinct
@@ -42,6 +45,12 @@ const UNKNOWN_INDEX: &str = "an index is not known statically (read from memory,
 
 /// Loops with constant bounds and at most this many iterations are enumerated exactly.
 pub const MAX_TRIPS: i64 = 64;
+/// Loops with constant bounds and at most this many iterations whose indices are not
+/// periodic in them are listed for the symbolic engine (a progression: its search does not
+/// grow with the trip count; the listed pairs of an `Unknown` tag do, quadratically, hence
+/// the bound); a query it does not decide is conservative for them, as for a longer loop
+/// (NOT_ENUMERABLE).
+pub const MAX_SYMBOLIC_TRIPS: i64 = 512;
 /// Upper bound on the number of iteration assignments one query enumerates.
 pub const MAX_ASSIGNMENTS: usize = 4096;
 /// Upper bound on assignments times enumerated threads in one query (beyond: conservative).
@@ -96,6 +105,9 @@ pub struct Overlap<'k> {
     pub symbolic: bool,
     /// Queries the symbolic engine answered.
     pub answered: std::cell::Cell<usize>,
+    /// Whether the query in progress listed a constant loop of more than [`MAX_TRIPS`]
+    /// iterations (only the symbolic engine may decide it: [`MAX_SYMBOLIC_TRIPS`]).
+    wide: std::cell::Cell<bool>,
 }
 
 /// Sorted, merged byte intervals of a footprint, shared between cached queries.
@@ -213,6 +225,7 @@ impl<'k> Overlap<'k> {
             conservative: Default::default(),
             symbolic: true,
             answered: Default::default(),
+            wide: Default::default(),
         }
     }
 
@@ -517,24 +530,25 @@ impl<'k> Overlap<'k> {
     fn domain(&self, l: Op, skip: i64, operands: &[Operand]) -> Option<(Vec<i64>, bool)> {
         let (lo, step, hi) = self.bounds(l);
         let iv = self.iv(l)?;
+        let cap = if self.symbolic {
+            MAX_SYMBOLIC_TRIPS
+        } else {
+            MAX_TRIPS
+        };
         if let (Some(lo), Some(step), Some(hi)) = (lo, step, hi)
             && step > 0
-            && (hi - lo) / step <= MAX_TRIPS
+            && (hi - lo) / step <= cap
+            && ((hi - lo) / step <= MAX_TRIPS || self.periodic_in(iv, operands).is_none())
         {
+            if (hi - lo) / step > MAX_TRIPS {
+                self.wide.set(true);
+            }
             let start = lo + skip * step;
             let its = (0..).map(|i| start + i * step).take_while(|v| *v < hi);
             return Some((its.collect(), true));
         }
         // One period, anchored at a multiple of the period so the same residues appear.
-        let mut memo = HashMap::default();
-        let mut per = 1i64;
-        for o in operands {
-            match self.period(*o, iv, &mut memo) {
-                Period::Indep => {}
-                Period::Periodic(p) => per = lcm(per, p),
-                Period::Poly(..) | Period::Bad => return None,
-            }
-        }
+        let per = self.periodic_in(iv, operands)?;
         // Iterations are lo + step*i: f is periodic in i with period per / gcd(per, step)
         // (`rem (div %k, 64), 3` in a `step 64` loop: 192 in k, 3 in i). With an unknown
         // lo, every residue of k modulo `per` is sampled instead.
@@ -823,6 +837,21 @@ impl<'k> Overlap<'k> {
         }
     }
 
+    /// The common period of `operands` in the induction variable `iv` (1: independent of
+    /// it); `None` when some operand is not periodic in it.
+    fn periodic_in(&self, iv: Value, operands: &[Operand]) -> Option<i64> {
+        let mut memo = HashMap::default();
+        let mut per = 1i64;
+        for o in operands {
+            match self.period(*o, iv, &mut memo) {
+                Period::Indep => {}
+                Period::Periodic(p) => per = lcm(per, p),
+                Period::Poly(..) | Period::Bad => return None,
+            }
+        }
+        Some(per)
+    }
+
     /// Whether access `xa` of op `x` (earlier) and access `ya` of op `y` (later) may touch a
     /// common byte, with their iterations related by `tags`.
     pub fn may_overlap(
@@ -838,6 +867,7 @@ impl<'k> Overlap<'k> {
         }
         let mut ops = self.footprint_operands(xa);
         ops.extend(self.footprint_operands(ya));
+        self.wide.set(false);
         let Some((vars, ex, ey)) = self.vars(x, y, tags, &ops) else {
             self.note_conservative(x, y, NOT_ENUMERABLE);
             return true;
@@ -872,7 +902,12 @@ impl<'k> Overlap<'k> {
             .saturating_add(self.side_evals(&all, ya, false));
         let joint = count(&both);
         let unions = count(&only_x).saturating_add(count(&only_y));
-        if joint.saturating_mul(unions) > MAX_WORK || evals.saturating_mul(threads) > MAX_WORK {
+        // A listed loop longer than MAX_TRIPS is for the symbolic engine only: without its
+        // answer the query is conservative for the reason a longer loop gives.
+        let wide = self.wide.get();
+        if !wide
+            && (joint.saturating_mul(unions) > MAX_WORK || evals.saturating_mul(threads) > MAX_WORK)
+        {
             self.note_conservative(x, y, OVER_BUDGET);
             return true;
         }
@@ -884,6 +919,10 @@ impl<'k> Overlap<'k> {
         {
             self.answered.set(self.answered.get() + 1);
             return h;
+        }
+        if wide {
+            self.note_conservative(x, y, NOT_ENUMERABLE);
+            return true;
         }
         let mut hit = false;
         Self::for_each_assignment(&both, &ex, &ey, &mut |ex, ey| {

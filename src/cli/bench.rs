@@ -27,7 +27,8 @@ pub struct BenchArgs {
     #[arg(long, default_value = "gfx942")]
     pub target: String,
     /// Print one generated real-size kernel instead of timing (`gemm`, `gemm-unrolled`,
-    /// `flash`, `flash-unrolled`, `flash-k-first`: its S loop loads K before Q).
+    /// `flash`, `flash-unrolled`, `flash-k-first`: its S loop loads K before Q; or a `--real`
+    /// row's name such as `"gemm 128x128x64 t64 rolled"`).
     #[arg(long, value_name = "KERNEL")]
     pub print: Option<String>,
     /// Time the whole `sync` pipeline, then `check` on its output, on the real-size suite
@@ -133,16 +134,27 @@ fn row(name: &str, ops: usize, k: &smemsync::Kernel, target: &Target) -> String 
     }
 }
 
+/// A generated real-size kernel by its short name, or any row of the real-size suite by its
+/// name in the table.
+fn real_size(name: &str) -> Option<String> {
+    smemsync::bench_kernels::named(name).or_else(|| {
+        real_kernels(10)
+            .into_iter()
+            .find(|(row, _)| row == name)
+            .map(|(_, src)| src)
+    })
+}
+
 pub fn run(args: &BenchArgs) -> i32 {
     if let Some(name) = &args.print {
-        return match smemsync::bench_kernels::named(name) {
+        return match real_size(name) {
             Some(src) => {
                 print!("{src}");
                 EXIT_OK
             }
             None => {
                 let names = smemsync::bench_kernels::NAMED.join(", ");
-                eprintln!("error: no generated kernel named `{name}` ({names})");
+                eprintln!("error: no generated kernel named `{name}` ({names}, or a `--real` row name)");
                 EXIT_USER
             }
         };

@@ -433,6 +433,59 @@ pub fn pair_conflict(
     plen: usize,
     var: Option<usize>,
 ) -> Option<PairConflict> {
+    let Some(q) = build_pair(fp, ai, bi, (plen, var), None)? else {
+        return Some(PairConflict::default());
+    };
+    if let Some(r) = PAIRS.with(|m| m.borrow().get(&q).cloned()) {
+        return r;
+    }
+    let r = decide_pair(&q);
+    PAIRS.with(|m| remember(&mut m.borrow_mut(), q, r.clone()));
+    r
+}
+
+/// Whether some instance of the source `ai` and some instance of the destination `bi` touch
+/// a common unit, whoever touches it (an async copy still in flight), with their first
+/// `plen` loop keys equal and, with `fix`, the destination's key at level `fix.0` equal to
+/// `fix.1` (an unenumerated key matches every value, as in the enumerator): the distance-0
+/// bit of [`pair_conflict`]'s `intersect` mask, in one solve instead of the whole conflict
+/// question. This is `hazards::intersects_at`'s question (`fix`: a wait found in the first
+/// iteration of a later loop); `None` to enumerate.
+pub fn intersects_at(
+    fp: &Footprints,
+    ai: usize,
+    bi: usize,
+    plen: usize,
+    fix: Option<(usize, i64)>,
+) -> Option<bool> {
+    let Some(q) = build_pair(fp, ai, bi, (plen, None), fix)? else {
+        return Some(false);
+    };
+    let key = SelfQuestion {
+        p: q.p,
+        ta: q.ta,
+        tb: q.tb,
+        left: q.left,
+    };
+    if let Some(r) = MEETS.with(|m| m.borrow().get(&key).copied()) {
+        return r;
+    }
+    LEFT.with(|l| l.set(key.left));
+    let r = any_sat(std::slice::from_ref(&key.p));
+    MEETS.with(|m| remember(&mut m.borrow_mut(), key, r));
+    r
+}
+
+/// Builds the pair question of `ai` (source) and `bi` (destination) related by
+/// `(plen, var)`, with the destination's key at level `fix.0` pinned to `fix.1` when given.
+/// `None`: no encoding (enumerate); `Some(None)`: no instance pair at all.
+fn build_pair(
+    fp: &Footprints,
+    ai: usize,
+    bi: usize,
+    (plen, var): (usize, Option<usize>),
+    fix: Option<(usize, i64)>,
+) -> Option<Option<PairQuestion>> {
     set_budget(fp, ai, bi);
     let threads = fp.k.threads().max(1) as i64;
     let mut p = Problem::default();
@@ -441,7 +494,7 @@ pub fn pair_conflict(
         return None;
     };
     let (Some(sa), Some(sb)) = (sa, sb) else {
-        return Some(PairConflict::default());
+        return Some(None);
     };
     let (la, lb) = (&fp.accesses[ai].loops, &fp.accesses[bi].loops);
     let loops = if la.len() >= lb.len() { la } else { lb };
@@ -461,10 +514,15 @@ pub fn pair_conflict(
             x.plus(&y.scale(-1)?)?.constrain(&mut p, 0, 0);
         }
     }
-    if let Distance::Fixed(0) = dist {
-        return Some(PairConflict::default());
+    if let Some((l, key)) = fix
+        && let Some(Some(kb)) = sb.keys.get(l)
+    {
+        kb.constrain(&mut p, key, key);
     }
-    let q = PairQuestion {
+    if let Distance::Fixed(0) = dist {
+        return Some(None);
+    }
+    Some(Some(PairQuestion {
         p,
         ta,
         tb,
@@ -472,13 +530,7 @@ pub fn pair_conflict(
         threads,
         warp: fp.warp as i64,
         left: LEFT.with(|l| l.get()),
-    };
-    if let Some(r) = PAIRS.with(|m| m.borrow().get(&q).cloned()) {
-        return r;
-    }
-    let r = decide_pair(&q);
-    PAIRS.with(|m| remember(&mut m.borrow_mut(), q, r.clone()));
-    r
+    }))
 }
 
 /// A built pair question: everything [`decide_pair`]'s answer depends on (the problem with
@@ -495,7 +547,8 @@ struct PairQuestion {
     left: u64,
 }
 
-/// A built self-race question (see [`PairQuestion`]).
+/// A built self-race question (see [`PairQuestion`]); also the key of an [`intersects_at`]
+/// question (its problem with the pinned key, thread variables and budget).
 #[derive(PartialEq, Eq, Hash)]
 struct SelfQuestion {
     p: Problem,
@@ -516,6 +569,8 @@ thread_local! {
         RefCell::new(HashMap::default());
     /// Answers of built self-race questions, likewise.
     static SELVES: RefCell<HashMap<SelfQuestion, Option<bool>>> = RefCell::new(HashMap::default());
+    /// Answers of built [`intersects_at`] questions (any-thread intersection), likewise.
+    static MEETS: RefCell<HashMap<SelfQuestion, Option<bool>>> = RefCell::new(HashMap::default());
 }
 
 /// Empties the question memos: an analysis of a kernel starts with none, so that its cost and
@@ -523,6 +578,7 @@ thread_local! {
 pub fn forget_questions() {
     PAIRS.with(|m| m.borrow_mut().clear());
     SELVES.with(|m| m.borrow_mut().clear());
+    MEETS.with(|m| m.borrow_mut().clear());
 }
 
 /// Records an answer, emptying a full memo first.
