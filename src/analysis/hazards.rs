@@ -45,7 +45,7 @@
 //! in-flight dataflow's answers can come from a memo shared with wait planning
 //! ([`find_hazards_memo`]).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 
 use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};

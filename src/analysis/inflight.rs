@@ -310,7 +310,7 @@ impl Completions {
         &self,
         waits: &BTreeSet<Op>,
         copy: Op,
-        order: &std::collections::HashMap<Op, usize>,
+        order: &HashMap<Op, usize>,
     ) -> Option<(Op, u32)> {
         waits
             .iter()
