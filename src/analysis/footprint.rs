@@ -304,8 +304,8 @@ pub struct Footprints<'k> {
     index_of: HashMap<AccessRef, usize>,
     units: HashMap<u64, u64>,
     pub domains: HashMap<Op, LoopDomain>,
-    parent: HashMap<Op, Op>,
-    op_region: HashMap<Op, Region>,
+    /// The kernel's parent links (maintained by the kernel: tables by op and region id).
+    parents: &'k Parents,
     uniform: Uniformity,
     ranges: crate::ir::ranges::Ranges,
     inst_cache: HashMap<usize, Instances>,
@@ -395,20 +395,6 @@ impl<'k> Footprints<'k> {
     /// Collects the accesses of `k` and their loop domains.
     pub fn new(k: &'k Kernel, warp: u32) -> Self {
         let uniform = crate::analysis::uniformity::analyze(k);
-        let mut parent = HashMap::default();
-        let mut op_region = HashMap::default();
-        for (r, rd) in k.regions().iter() {
-            for &op in rd.ops() {
-                op_region.insert(op, r);
-            }
-        }
-        for (op, od) in k.ops.iter() {
-            for &r in &od.regions {
-                for &c in k.region_ops(r) {
-                    parent.insert(c, op);
-                }
-            }
-        }
         let mut units: HashMap<u64, u64> = HashMap::default();
         for (b, bd) in k.buffers.iter() {
             let space = if bd.offset.is_some() {
@@ -430,8 +416,7 @@ impl<'k> Footprints<'k> {
             units,
             domains: HashMap::default(),
             opaque: HashSet::default(),
-            parent,
-            op_region,
+            parents: k.parents(),
             uniform,
             ranges: crate::ir::ranges::Ranges::new(k),
             inst_cache: HashMap::default(),
@@ -733,17 +718,17 @@ impl<'k> Footprints<'k> {
     /// Ancestor ops of `op`, outermost first.
     pub fn ancestors(&self, op: Op) -> Vec<Op> {
         let mut v = Vec::new();
-        let mut cur = self.parent.get(&op).copied();
+        let mut cur = self.parents.parent_op(op);
         while let Some(p) = cur {
             v.push(p);
-            cur = self.parent.get(&p).copied();
+            cur = self.parents.parent_op(p);
         }
         v.reverse();
         v
     }
 
     pub fn region_of(&self, op: Op) -> Option<Region> {
-        self.op_region.get(&op).copied()
+        self.parents.op_region[op]
     }
 
     pub fn loops_of(&self, op: Op) -> Vec<Op> {
@@ -1350,7 +1335,7 @@ impl<'k> Footprints<'k> {
         for &anc in self.ancestors(op).iter().rev() {
             if let OpKind::If { cond } = &self.k.ops[anc].kind {
                 let then_r = self.k.ops[anc].regions[0];
-                let in_then = self.op_region.get(&child) == Some(&then_r);
+                let in_then = self.parents.op_region[child] == Some(then_r);
                 if let Some(c) = self.eval_operand(cond, env, tid, memo)
                     && (c != 0) != in_then
                 {
