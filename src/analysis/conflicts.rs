@@ -106,7 +106,7 @@ fn pair_conflict_uncached(
 ) -> PairConflict {
     if fp.symbolic
         && !fp.blind_pair(ai, bi)
-        && let Some(pc) = crate::analysis::symbolic::pairs::pair_conflict_memo(fp, ai, bi, plen, var)
+        && let Some(pc) = symbolic_pair(fp, ai, bi, plen, var)
     {
         return PairConflict {
             query: Some((plen, var)),
@@ -114,6 +114,25 @@ fn pair_conflict_uncached(
         };
     }
     pair_conflict_enumerated(fp, ai, bi, plen, var)
+}
+
+/// The symbolic engine's answer, decided once per question: accesses with equal
+/// [`Footprints::question_id`]s (every tile of a generated kernel: same indices, buffers and
+/// loops of the same shape) share it without building the problem again.
+fn symbolic_pair(
+    fp: &mut Footprints,
+    ai: usize,
+    bi: usize,
+    plen: usize,
+    var: Option<usize>,
+) -> Option<PairConflict> {
+    let key = (fp.question_id(ai), fp.question_id(bi), plen, var);
+    if let Some(r) = fp.sym_questions.get(&key) {
+        return r.clone();
+    }
+    let r = crate::analysis::symbolic::pairs::pair_conflict_memo(fp, ai, bi, plen, var);
+    fp.sym_questions.insert(key, r.clone());
+    r
 }
 
 /// A conflicting unit of the query that gave `pc`, found by enumeration (the symbolic

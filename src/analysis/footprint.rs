@@ -304,8 +304,8 @@ pub struct Footprints<'k> {
     index_of: HashMap<AccessRef, usize>,
     units: HashMap<u64, u64>,
     pub domains: HashMap<Op, LoopDomain>,
-    parent: HashMap<Op, Op>,
-    op_region: HashMap<Op, Region>,
+    /// The kernel's parent links (maintained by the kernel: tables by op and region id).
+    parents: &'k Parents,
     uniform: Uniformity,
     ranges: crate::ir::ranges::Ranges,
     inst_cache: HashMap<usize, Instances>,
@@ -336,6 +336,17 @@ pub struct Footprints<'k> {
     /// ([`crate::ir::layout::inexact_aliases`], both orders): an access to one and an access
     /// to the other are never "same thread" (W1004).
     blind: HashSet<(Buffer, Buffer)>,
+    /// The kernel's region paths, built on first use and shared by hazard finding and the
+    /// sync model ([`Footprints::paths`]).
+    paths: std::cell::OnceCell<std::rc::Rc<crate::analysis::hazards::Paths>>,
+    /// Question ids of accesses ([`Footprints::question_id`]; `u32::MAX`: not computed).
+    question_ids: Vec<u32>,
+    /// Interned question keys.
+    question_keys: HashMap<QuestionKey, u32>,
+    /// Symbolic pair answers by question ids, common prefix and distance level.
+    pub(crate) sym_questions: HashMap<(u32, u32, usize, Option<usize>), Option<crate::analysis::conflicts::PairConflict>>,
+    /// Symbolic self-race answers by question id.
+    pub(crate) sym_self_questions: HashMap<u32, Option<bool>>,
 }
 
 /// A symbolic pair question: both access keys, the common prefix, the distance level.
@@ -345,6 +356,18 @@ pub(crate) type SymPairKey = (
     usize,
     Option<usize>,
 );
+
+/// What the symbolic engine's answers about one access depend on, with the identity of its
+/// buffer and loops replaced by what the engine reads of them ([`Footprints::question_id`]).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) struct QuestionKey {
+    /// The buffer's element type, shape and pin offset; or the memref itself (a view, or a
+    /// buffer with a shared layout).
+    mem: Result<(ElemType, Vec<u64>, Option<u64>), MemRef>,
+    /// Index operands, then per enclosing loop its signature, then per guard its condition
+    /// and arm.
+    words: Vec<u64>,
+}
 
 /// Values of loop variables for [`Footprints::eval`].
 pub type Env = HashMap<Value, i64>;
@@ -372,20 +395,6 @@ impl<'k> Footprints<'k> {
     /// Collects the accesses of `k` and their loop domains.
     pub fn new(k: &'k Kernel, warp: u32) -> Self {
         let uniform = crate::analysis::uniformity::analyze(k);
-        let mut parent = HashMap::default();
-        let mut op_region = HashMap::default();
-        for (r, rd) in k.regions().iter() {
-            for &op in rd.ops() {
-                op_region.insert(op, r);
-            }
-        }
-        for (op, od) in k.ops.iter() {
-            for &r in &od.regions {
-                for &c in k.region_ops(r) {
-                    parent.insert(c, op);
-                }
-            }
-        }
         let mut units: HashMap<u64, u64> = HashMap::default();
         for (b, bd) in k.buffers.iter() {
             let space = if bd.offset.is_some() {
@@ -407,8 +416,7 @@ impl<'k> Footprints<'k> {
             units,
             domains: HashMap::default(),
             opaque: HashSet::default(),
-            parent,
-            op_region,
+            parents: k.parents(),
             uniform,
             ranges: crate::ir::ranges::Ranges::new(k),
             inst_cache: HashMap::default(),
@@ -426,6 +434,11 @@ impl<'k> Footprints<'k> {
                 .into_iter()
                 .flat_map(|(b, c)| [(b, c), (c, b)])
                 .collect(),
+            paths: std::cell::OnceCell::new(),
+            question_ids: Vec::new(),
+            question_keys: HashMap::default(),
+            sym_questions: HashMap::default(),
+            sym_self_questions: HashMap::default(),
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);
@@ -705,17 +718,17 @@ impl<'k> Footprints<'k> {
     /// Ancestor ops of `op`, outermost first.
     pub fn ancestors(&self, op: Op) -> Vec<Op> {
         let mut v = Vec::new();
-        let mut cur = self.parent.get(&op).copied();
+        let mut cur = self.parents.parent_op(op);
         while let Some(p) = cur {
             v.push(p);
-            cur = self.parent.get(&p).copied();
+            cur = self.parents.parent_op(p);
         }
         v.reverse();
         v
     }
 
     pub fn region_of(&self, op: Op) -> Option<Region> {
-        self.op_region.get(&op).copied()
+        self.parents.op_region[op]
     }
 
     pub fn loops_of(&self, op: Op) -> Vec<Op> {
@@ -1211,6 +1224,95 @@ impl<'k> Footprints<'k> {
         )
     }
 
+    /// The kernel's region paths (built once, then shared).
+    pub fn paths(&self) -> std::rc::Rc<crate::analysis::hazards::Paths> {
+        self.paths
+            .get_or_init(|| std::rc::Rc::new(crate::analysis::hazards::Paths::new(self.k)))
+            .clone()
+    }
+
+    /// A small id of access `ai`'s symbolic question key: accesses with equal ids get equal
+    /// symbolic answers (pair conflicts given the common prefix and distance level, self
+    /// races), so each question is built once, not once per tile (issue 12).
+    ///
+    /// The key is what `analysis::symbolic::pairs` reads of an access (its `side`): the
+    /// index operands (value ids: a value fixes its definition), per enclosing loop its kind,
+    /// bound operands, [`LoopDomain`] and whether the access depends on its variable, the
+    /// guards' conditions and arms, and of the root buffer only its element type, shape and
+    /// pin offset. Two accesses of one pair question are in one address space: two
+    /// unpinned buffers of one space are one buffer, and pinned ones carry their offsets, so
+    /// dropping the buffer's identity loses nothing. Views and buffers with a shared layout
+    /// keep their identity. O(loops + guards + index) once per access.
+    pub(crate) fn question_id(&mut self, ai: usize) -> u32 {
+        if self.question_ids.len() != self.accesses.len() {
+            self.question_ids = vec![u32::MAX; self.accesses.len()];
+        }
+        if self.question_ids[ai] != u32::MAX {
+            return self.question_ids[ai];
+        }
+        let key = self.question_key(ai);
+        let next = self.question_keys.len() as u32;
+        let id = *self.question_keys.entry(key).or_insert(next);
+        self.question_ids[ai] = id;
+        id
+    }
+
+    fn question_key(&self, ai: usize) -> QuestionKey {
+        let k = self.k;
+        let a = &self.accesses[ai];
+        let enc = |o: &Operand| match o {
+            Operand::Value(v) => v.index() as u64,
+            Operand::Imm(Scalar::I32(c)) => (1 << 62) | (*c as u32 as u64),
+            Operand::Imm(Scalar::I1(b)) => (2 << 62) | *b as u64,
+            Operand::Imm(Scalar::F32(f)) => (3 << 62) | f.to_bits() as u64,
+        };
+        let mem = match a.access.mem {
+            MemRef::Buffer(b) if k.buffers[b].layout.is_none() => {
+                let bd = &k.buffers[b];
+                Ok((bd.elem, bd.shape.clone(), bd.offset))
+            }
+            m => Err(m),
+        };
+        let mut words = Vec::new();
+        match &a.access.footprint {
+            Footprint::PerThread(ix) => words.extend(ix.iter().map(enc)),
+            Footprint::Collective { .. } => words.push(u64::MAX),
+        }
+        words.push(u64::MAX - 1);
+        for &l in &a.loops {
+            match &k.ops[l].kind {
+                OpKind::For { lo, hi, step, .. } => {
+                    let iv = k.region_args(k.ops[l].regions[0])[0];
+                    words.extend([1, enc(lo), enc(hi), enc(step)]);
+                    words.push(self.depends_on(ai, l, iv) as u64);
+                }
+                OpKind::While { .. } => words.push(2),
+                _ => words.extend([3, l.index() as u64]),
+            }
+            let i = |x: i64| x as u64;
+            match self.domains.get(&l) {
+                None => words.push(10),
+                Some(LoopDomain::Exact { step, trip }) => words.extend([11, i(*step), i(*trip)]),
+                Some(LoopDomain::Periodic { step, period }) => {
+                    words.extend([12, i(*step), i(*period)])
+                }
+                Some(LoopDomain::Unknown { trip }) => {
+                    words.extend([13, trip.is_some() as u64, i(trip.unwrap_or(0))])
+                }
+            }
+        }
+        words.push(u64::MAX - 2);
+        let mut child = a.id.op;
+        for anc in self.ancestors(a.id.op).into_iter().rev() {
+            if let OpKind::If { cond } = &k.ops[anc].kind {
+                words.push(enc(cond));
+                words.push((self.region_of(child) == Some(k.ops[anc].regions[0])) as u64);
+            }
+            child = anc;
+        }
+        QuestionKey { mem, words }
+    }
+
     /// Whether accesses `ai` and `bi` are on two pinned buffers that alias without an exact
     /// element pairing: who touches which byte is unknown between them (W1004).
     pub fn blind_pair(&self, ai: usize, bi: usize) -> bool {
@@ -1233,7 +1335,7 @@ impl<'k> Footprints<'k> {
         for &anc in self.ancestors(op).iter().rev() {
             if let OpKind::If { cond } = &self.k.ops[anc].kind {
                 let then_r = self.k.ops[anc].regions[0];
-                let in_then = self.op_region.get(&child) == Some(&then_r);
+                let in_then = self.parents.op_region[child] == Some(then_r);
                 if let Some(c) = self.eval_operand(cond, env, tid, memo)
                     && (c != 0) != in_then
                 {

@@ -45,7 +45,7 @@
 //! in-flight dataflow's answers can come from a memo shared with wait planning
 //! ([`find_hazards_memo`]).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 
 use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};
@@ -157,11 +157,77 @@ pub struct Hazards {
 }
 
 /// The region path of every placed op: `(region, index)` from the kernel body down.
+///
+/// One arena indexed by op id (issue 12): every op's path is a slice of one vector, and the
+/// per-region tables are side tables by region id, so building it is O(Σ depth) with three
+/// allocations, and lookups hash nothing. Built once per kernel ([`Footprints::paths`]) and
+/// shared by hazard finding and `sync::SyncModel`.
 #[derive(Clone, Debug)]
 pub struct Paths {
-    pub path: HashMap<Op, Vec<(Region, usize)>>,
-    pub region_op: HashMap<Region, Op>,
-    pub region_depth: HashMap<Region, usize>,
+    pub path: OpPaths,
+    pub region_op: RegionTable<Op>,
+    pub region_depth: RegionTable<usize>,
+}
+
+/// Every placed op's region path, stored in one arena (see [`Paths`]).
+#[derive(Clone, Debug)]
+pub struct OpPaths {
+    flat: Vec<(Region, usize)>,
+    span: SecondaryMap<Op, Option<(u32, u32)>>,
+}
+
+impl OpPaths {
+    /// The path of `op` (`None`: not placed in the kernel).
+    pub fn get(&self, op: &Op) -> Option<&[(Region, usize)]> {
+        let (lo, hi) = (*self.span.get(*op))?;
+        Some(&self.flat[lo as usize..hi as usize])
+    }
+}
+
+impl std::ops::Index<&Op> for OpPaths {
+    type Output = [(Region, usize)];
+    fn index(&self, op: &Op) -> &[(Region, usize)] {
+        self.get(op).unwrap_or(&[])
+    }
+}
+
+/// A value per region reached from the kernel body, and those regions in visiting order.
+#[derive(Clone, Debug)]
+pub struct RegionTable<T: Copy> {
+    of: SecondaryMap<Region, Option<T>>,
+    regions: Vec<Region>,
+}
+
+impl<T: Copy> RegionTable<T> {
+    fn new() -> Self {
+        RegionTable {
+            of: SecondaryMap::with_default(None),
+            regions: Vec::new(),
+        }
+    }
+
+    fn insert(&mut self, r: Region, v: T) {
+        if self.of.get(r).is_none() {
+            self.regions.push(r);
+        }
+        self.of.set(r, Some(v));
+    }
+
+    pub fn get(&self, r: &Region) -> Option<&T> {
+        self.of.get(*r).as_ref()
+    }
+
+    /// The regions that have a value, in visiting order.
+    pub fn keys(&self) -> impl Iterator<Item = &Region> + '_ {
+        self.regions.iter()
+    }
+}
+
+impl<T: Copy> std::ops::Index<&Region> for RegionTable<T> {
+    type Output = T;
+    fn index(&self, r: &Region) -> &T {
+        self.get(r).expect("region reached from the kernel body")
+    }
 }
 
 impl Paths {
@@ -170,7 +236,9 @@ impl Paths {
             p.region_depth.insert(r, stack.len());
             for (i, &op) in k.region_ops(r).iter().enumerate() {
                 stack.push((r, i));
-                p.path.insert(op, stack.clone());
+                let lo = p.path.flat.len() as u32;
+                p.path.flat.extend_from_slice(stack);
+                p.path.span.set(op, Some((lo, p.path.flat.len() as u32)));
                 for &c in &k.ops[op].regions {
                     p.region_op.insert(c, op);
                     go(k, c, stack, p);
@@ -179,9 +247,12 @@ impl Paths {
             }
         }
         let mut p = Paths {
-            path: HashMap::new(),
-            region_op: HashMap::new(),
-            region_depth: HashMap::new(),
+            path: OpPaths {
+                flat: Vec::with_capacity(k.ops.len() * 2),
+                span: SecondaryMap::with_default(None),
+            },
+            region_op: RegionTable::new(),
+            region_depth: RegionTable::new(),
         };
         go(k, k.body(), &mut Vec::new(), &mut p);
         p
@@ -316,7 +387,7 @@ fn find_hazards_pruned(
 ) -> Hazards {
     let k = fp.k;
     crate::analysis::symbolic::pairs::forget_questions();
-    let paths = Paths::new(k);
+    let paths = fp.paths();
     let mut out = Hazards::default();
     // Which waits complete each async access: the in-flight dataflow's answer
     // (`analysis::inflight`, which follows a copy across any number of iterations; the
@@ -348,7 +419,7 @@ fn find_hazards_pruned(
             }
             // The symbolic engine decides most writes; a race it finds is enumerated for the
             // message's unit (the enumerator's first one).
-            if fp.symbolic && crate::analysis::symbolic::pairs::self_race_memo(fp, ai) == Some(false) {
+            if fp.symbolic && self_race_symbolic(fp, ai) == Some(false) {
                 continue;
             }
             let inst = fp.instances(ai);
@@ -407,6 +478,18 @@ fn find_hazards_pruned(
     // Conservative answers are never silent (collected while footprints were enumerated).
     out.findings.extend(fp.conservative.iter().cloned());
     out
+}
+
+/// The symbolic self-race answer of access `ai`, decided once per
+/// [`Footprints::question_id`] (see `conflicts::pair_conflict`).
+fn self_race_symbolic(fp: &mut Footprints, ai: usize) -> Option<bool> {
+    let q = fp.question_id(ai);
+    if let Some(&r) = fp.sym_self_questions.get(&q) {
+        return r;
+    }
+    let r = crate::analysis::symbolic::pairs::self_race_memo(fp, ai);
+    fp.sym_self_questions.insert(q, r);
+    r
 }
 
 /// W1510 for each access of `hazards` whose index depends on a value loaded from memory: it
@@ -509,7 +592,7 @@ impl<'p> PairFacts<'p> {
             pos: group.iter().map(|&i| order[&acc(i).id.op]).collect(),
             path: group
                 .iter()
-                .map(|&i| paths.path.get(&acc(i).id.op).map(|v| v.as_slice()))
+                .map(|&i| paths.path.get(&acc(i).id.op))
                 .collect(),
             loops: group.iter().map(|&i| acc(i).loops.clone()).collect(),
         }
@@ -1099,7 +1182,7 @@ fn in_flight(fp: &Footprints, cx: &AsyncCx, note: &str, out: &mut Hazards) {
 /// The copy completes at `x`, after its innermost loop: an access between the loop and `x`
 /// sees it in flight; one after `x` is ordered from `x` on.
 fn after_loop(fp: &mut Footprints, cx: &AsyncCx, x: Op, out: &mut Hazards) {
-    let px = cx.paths.path[&x].clone();
+    let px = cx.paths.path[&x].to_vec();
     if cx.forward_ab && cx.before(fp.k, &px) {
         // Where `x` completes the copy in the first iteration of a later loop that also
         // runs the destination, only that iteration's instances precede it.
@@ -1122,7 +1205,7 @@ fn after_loop(fp: &mut Footprints, cx: &AsyncCx, x: Op, out: &mut Hazards) {
 
 /// Completion in the copy's loop body (or region) in the same iteration, at wait `w`.
 fn completed_in_iteration(fp: &mut Footprints, cx: &AsyncCx, w: Op, out: &mut Hazards) {
-    let pw = cx.paths.path[&w].clone();
+    let pw = cx.paths.path[&w].to_vec();
     let before_w = cx.before(fp.k, &pw);
     if cx.forward_ab && before_w {
         // A wait found in the first iteration of a later loop: only that iteration's
@@ -1150,7 +1233,7 @@ fn completed_later(fp: &mut Footprints, cx: &AsyncCx, w: Op, delta: u32, out: &m
     let level = cx.comp.level.expect("a wrapped completion has a loop");
     let l = fp.accesses[cx.ai].loops[level];
     if fp.accesses[cx.bi].loops.contains(&l) {
-        let pw = cx.paths.path[&w].clone();
+        let pw = cx.paths.path[&w].to_vec();
         let pc = pair_conflict(fp, cx.ai, cx.bi, level + 1, Some(level));
         let before_w = cx.before(fp.k, &pw);
         if (delta > 0 || before_w) && inner_carried_intersect(fp, cx.ai, cx.bi, Some(level), cx.m_ab) {

@@ -310,7 +310,7 @@ impl Completions {
         &self,
         waits: &BTreeSet<Op>,
         copy: Op,
-        order: &std::collections::HashMap<Op, usize>,
+        order: &HashMap<Op, usize>,
     ) -> Option<(Op, u32)> {
         waits
             .iter()
@@ -1067,6 +1067,11 @@ impl<'k> Flow<'k> {
     /// [`Flow::conflicts`] with interned entries.
     pub fn conflict_ids(&mut self, op: Op, st: &InFlight) -> Vec<(Queue, EntryId, i32)> {
         let mut out = self.register_conflicts(op, st);
+        if st.is_empty() {
+            // Nothing in flight: no answer to look up (and no consumer entry to build: most
+            // ops of a kernel without async copies come here).
+            return out;
+        }
         let k = self.k;
         let c = self.memo.consumers.entry(op).or_insert_with(|| Consumer {
             mine: effects(k, op)

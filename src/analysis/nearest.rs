@@ -18,7 +18,7 @@
 //! (usually one); enumerating a destination's sources costs O(w + P + C) for a window of `w`
 //! accesses, `P` regions directly holding accesses and `C` async accesses.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::conflicts::{kinds_conflict, pair_conflict};
 use super::footprint::Footprints;
@@ -104,7 +104,7 @@ pub fn subtree_ends(k: &Kernel, order: &HashMap<Op, usize>) -> HashMap<Op, usize
         }
         last
     }
-    let mut out = HashMap::new();
+    let mut out = HashMap::default();
     go(k, k.body(), order, &mut out);
     out
 }
@@ -131,7 +131,7 @@ impl Sources {
             })
             .collect();
         let mut by_parent: Vec<(Vec<Region>, Vec<usize>)> = Vec::new();
-        let mut slot: HashMap<Region, usize> = HashMap::new();
+        let mut slot: HashMap<Region, usize> = HashMap::default();
         let mut asyncs = Vec::new();
         for (x, &i) in group.iter().enumerate() {
             if fp.accesses[i].access.kind.is_async() {

@@ -223,7 +223,7 @@ fn footprint_pairs(
 /// order of ops, and the pairs that have hazards (explained elsewhere).
 struct PairScan<'a> {
     ctx: &'a Ctx<'a>,
-    order: &'a std::collections::HashMap<Op, usize>,
+    order: &'a rustc_hash::FxHashMap<Op, usize>,
     with_hazards: &'a HashSet<(AccessRef, AccessRef)>,
 }
 

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use super::entities::{Op, Region};
+use super::entities::{Op, Region, SecondaryMap};
 use super::kernel::Kernel;
 use super::ops::OpKind;
 use crate::diag::{DiagKind, Diagnostic, Span};
@@ -133,37 +133,74 @@ pub fn op_positions(k: &Kernel) -> HashMap<Op, (Region, usize)> {
     m
 }
 
-/// The pre-order rank of every gap: a total order of program points used to sort plans.
-fn gap_ranks(k: &Kernel) -> HashMap<(Region, usize), usize> {
-    fn go(k: &Kernel, r: Region, next: &mut usize, out: &mut HashMap<(Region, usize), usize>) {
-        let ops = k.region_ops(r);
-        for (i, &op) in ops.iter().enumerate() {
-            out.insert((r, i), *next);
-            *next += 1;
-            for &c in &k.ops[op].regions {
-                go(k, c, next, out);
+/// The pre-order rank of every gap of the regions reached from the kernel body (a total
+/// order of program points used to sort plans), and the position of every op there. Tables
+/// by entity id: one flat vector of ranks, each region's gaps a slice of it; O(ops).
+struct GapRanks {
+    ranks: Vec<usize>,
+    /// Per region: where its gaps' ranks start in `ranks`, and how many there are.
+    gaps: SecondaryMap<Region, Option<(u32, u32)>>,
+    /// Per op: its region and index.
+    pos: SecondaryMap<Op, Option<(Region, u32)>>,
+    /// The next rank to give.
+    next: usize,
+}
+
+impl GapRanks {
+    fn new(k: &Kernel) -> GapRanks {
+        fn go(k: &Kernel, r: Region, t: &mut GapRanks) {
+            let ops = k.region_ops(r);
+            let start = t.ranks.len();
+            // This region's gaps are reserved first (its nested regions' come after).
+            t.ranks.resize(start + ops.len() + 1, 0);
+            t.gaps.set(r, Some((start as u32, ops.len() as u32 + 1)));
+            let rank = |t: &mut GapRanks, i: usize| {
+                t.ranks[start + i] = t.next;
+                t.next += 1;
+            };
+            for (i, &op) in ops.iter().enumerate() {
+                t.pos.set(op, Some((r, i as u32)));
+                rank(t, i);
+                for &c in &k.ops[op].regions {
+                    go(k, c, t);
+                }
             }
+            rank(t, ops.len());
         }
-        out.insert((r, ops.len()), *next);
-        *next += 1;
+        let mut t = GapRanks {
+            ranks: Vec::with_capacity(k.ops.len() * 2),
+            gaps: SecondaryMap::with_default(None),
+            pos: SecondaryMap::with_default(None),
+            next: 0,
+        };
+        go(k, k.body(), &mut t);
+        t
     }
-    let mut out = HashMap::new();
-    let mut next = 0;
-    go(k, k.body(), &mut next, &mut out);
-    out
+
+    /// The rank of a point (`usize::MAX` where it is not placed in the kernel).
+    fn rank(&self, k: &Kernel, p: &ProgramPoint) -> usize {
+        let at = || -> Option<usize> {
+            let (r, i) = match p.anchor {
+                Anchor::Before(op) => (*self.pos.get(op))?,
+                Anchor::After(op) => self.pos.get(op).map(|(r, i)| (r, i + 1))?,
+                Anchor::Start(r) => (r, 0),
+                Anchor::End(r) => {
+                    self.gaps.get(r).as_ref()?;
+                    (r, body_len(k, r) as u32)
+                }
+            };
+            let (start, n) = (*self.gaps.get(r))?;
+            (i < n).then(|| self.ranks[(start + i) as usize])
+        };
+        at().unwrap_or(usize::MAX)
+    }
 }
 
 impl SyncPlan {
     /// Sorts the edits in program order (stable for edits at the same point).
     pub fn sort(&mut self, k: &Kernel) {
-        let pos = op_positions(k);
-        let ranks = gap_ranks(k);
-        let key = |e: &Edit| {
-            e.at.resolve(k, &pos)
-                .and_then(|g| ranks.get(&g).copied())
-                .unwrap_or(usize::MAX)
-        };
-        self.edits.sort_by_key(key);
+        let t = GapRanks::new(k);
+        self.edits.sort_by_cached_key(|e| t.rank(k, &e.at));
     }
 
     pub fn len(&self) -> usize {

@@ -486,7 +486,7 @@ impl Kernel {
     }
 
     /// Each placed op's position in program order (pre-order over the region tree).
-    pub fn program_order(&self) -> std::collections::HashMap<Op, usize> {
+    pub fn program_order(&self) -> rustc_hash::FxHashMap<Op, usize> {
         self.order().iter().enumerate().map(|(i, &o)| (o, i)).collect()
     }
 

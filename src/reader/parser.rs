@@ -9,7 +9,7 @@
 //! operands (values, views, accesses, copies, waits, barriers and mbarriers, terminators,
 //! region ops). Complexity: O(tokens · scope depth).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::lexer::{Tok, Token, lex};
 use crate::diag::{Diagnostic, Span};
@@ -140,12 +140,20 @@ impl Parser {
     fn prev_span(&self) -> Span {
         self.toks[self.pos.saturating_sub(1)].span
     }
+    /// Consumes the current token. Its text moves out (the parser never goes back: a
+    /// consumed token is only read again for its span), so no token is copied.
     fn bump(&mut self) -> Token {
-        let t = self.toks[self.pos].clone();
         if self.pos + 1 < self.toks.len() {
+            let t = &mut self.toks[self.pos];
+            let out = Token {
+                tok: std::mem::replace(&mut t.tok, Tok::Eof),
+                span: t.span,
+            };
             self.pos += 1;
+            out
+        } else {
+            self.toks[self.pos].clone()
         }
-        t
     }
     fn err<T>(&self, what: &str) -> PResult<T> {
         Err(Diagnostic::user(
@@ -188,25 +196,43 @@ impl Parser {
         }
     }
     fn word(&mut self) -> PResult<(String, Span)> {
-        match self.peek().clone() {
-            Tok::Word(w) => Ok((w, self.bump().span)),
+        if !matches!(self.peek(), Tok::Word(_)) {
+            return self.err("a keyword");
+        }
+        match self.bump() {
+            Token {
+                tok: Tok::Word(w),
+                span,
+            } => Ok((w, span)),
             _ => self.err("a keyword"),
         }
     }
     fn local(&mut self) -> PResult<(String, Span)> {
-        match self.peek().clone() {
-            Tok::Local(w) => Ok((w, self.bump().span)),
+        if !matches!(self.peek(), Tok::Local(_)) {
+            return self.err("a `%name`");
+        }
+        match self.bump() {
+            Token {
+                tok: Tok::Local(w),
+                span,
+            } => Ok((w, span)),
             _ => self.err("a `%name`"),
         }
     }
     fn symbol(&mut self) -> PResult<(String, Span)> {
-        match self.peek().clone() {
-            Tok::Symbol(w) => Ok((w, self.bump().span)),
+        if !matches!(self.peek(), Tok::Symbol(_)) {
+            return self.err("a `@name`");
+        }
+        match self.bump() {
+            Token {
+                tok: Tok::Symbol(w),
+                span,
+            } => Ok((w, span)),
             _ => self.err("a `@name`"),
         }
     }
     fn int(&mut self) -> PResult<(i64, Span)> {
-        match self.peek().clone() {
+        match *self.peek() {
             Tok::Int(v) => Ok((v, self.bump().span)),
             _ => self.err("an integer"),
         }
@@ -235,8 +261,14 @@ impl Parser {
         })
     }
     fn string(&mut self) -> PResult<(String, Span)> {
-        match self.peek().clone() {
-            Tok::Str(w) => Ok((w, self.bump().span)),
+        if !matches!(self.peek(), Tok::Str(_)) {
+            return self.err("a string");
+        }
+        match self.bump() {
+            Token {
+                tok: Tok::Str(w),
+                span,
+            } => Ok((w, span)),
             _ => self.err("a string"),
         }
     }
@@ -249,9 +281,9 @@ impl Parser {
         let mut cx = KernelCtx {
             k,
             depth: 0,
-            scopes: vec![HashMap::new()],
-            symbols: HashMap::new(),
-            buffers: HashMap::new(),
+            scopes: vec![HashMap::default()],
+            symbols: HashMap::default(),
+            buffers: HashMap::default(),
         };
         self.expect(Tok::LParen)?;
         if !self.eat(&Tok::RParen) {
@@ -632,21 +664,20 @@ impl Parser {
 
     /// `@buf` or `%view`.
     fn memref(&mut self, cx: &KernelCtx) -> PResult<(MemRef, Span)> {
-        match self.peek().clone() {
-            Tok::Symbol(n) => {
-                let s = self.bump().span;
-                Ok((MemRef::Buffer(self.buffer_ref(cx, &n, s)?), s))
-            }
-            Tok::Local(n) => {
-                let s = self.bump().span;
-                match self.lookup(cx, &n, s)? {
-                    Sym::View(v) => Ok((MemRef::View(v), s)),
-                    _ => Err(Diagnostic::user("E0120", format!("`%{n}` is not a view"))
-                        .with_label(s, "expected a shared buffer or view")),
-                }
-            }
-            _ => self.err("a shared buffer `@name` or a view `%name`"),
-        }
+        let s = self.span();
+        // Resolved from the token in place (no copy of its name), then consumed.
+        let r = match self.peek() {
+            Tok::Symbol(n) => self.buffer_ref(cx, n, s).map(|b| (MemRef::Buffer(b), s)),
+            Tok::Local(n) => match self.lookup(cx, n, s) {
+                Ok(Sym::View(v)) => Ok((MemRef::View(v), s)),
+                Ok(_) => Err(Diagnostic::user("E0120", format!("`%{n}` is not a view"))
+                    .with_label(s, "expected a shared buffer or view")),
+                Err(e) => Err(e),
+            },
+            _ => return self.err("a shared buffer `@name` or a view `%name`"),
+        };
+        self.bump();
+        r
     }
 
     fn global_ref(&mut self, cx: &KernelCtx) -> PResult<(Global, Span)> {
@@ -666,31 +697,23 @@ impl Parser {
 
     fn raw(&mut self, cx: &KernelCtx) -> PResult<Raw> {
         let s = self.span();
-        match self.peek().clone() {
-            Tok::Local(n) => {
-                self.bump();
-                match self.lookup(cx, &n, s)? {
-                    Sym::Value(v) => Ok(Raw::Value(v, s)),
-                    _ => Err(
-                        Diagnostic::user("E0122", format!("`%{n}` is not a scalar value"))
-                            .with_label(s, "expected a scalar value"),
-                    ),
-                }
-            }
-            Tok::Int(v) => {
-                self.bump();
-                Ok(Raw::Int(v, s))
-            }
-            Tok::Float(v) => {
-                self.bump();
-                Ok(Raw::Float(v, s))
-            }
-            Tok::Word(w) if w == "true" || w == "false" => {
-                self.bump();
-                Ok(Raw::Bool(w == "true", s))
-            }
-            _ => self.err("an operand"),
-        }
+        // Resolved from the token in place (no copy of its name), then consumed.
+        let r = match self.peek() {
+            Tok::Local(n) => match self.lookup(cx, n, s) {
+                Ok(Sym::Value(v)) => Ok(Raw::Value(v, s)),
+                Ok(_) => Err(
+                    Diagnostic::user("E0122", format!("`%{n}` is not a scalar value"))
+                        .with_label(s, "expected a scalar value"),
+                ),
+                Err(e) => Err(e),
+            },
+            Tok::Int(v) => Ok(Raw::Int(*v, s)),
+            Tok::Float(v) => Ok(Raw::Float(*v, s)),
+            Tok::Word(w) if w == "true" || w == "false" => Ok(Raw::Bool(w == "true", s)),
+            _ => return self.err("an operand"),
+        };
+        self.bump();
+        r
     }
 
     fn raw_ty(&self, cx: &KernelCtx, r: Raw) -> ScalarType {
@@ -1740,7 +1763,7 @@ impl Parser {
         args: &[(String, Span, Value)],
     ) -> PResult<()> {
         self.expect(Tok::LBrace)?;
-        cx.scopes.push(HashMap::new());
+        cx.scopes.push(HashMap::default());
         for (n, s, v) in args {
             self.define(cx, n, *s, Sym::Value(*v))?;
         }

@@ -166,7 +166,7 @@ pub struct NamedArm {
 /// The placement model shared by the placers and the oracle.
 pub struct SyncModel<'k> {
     pub k: &'k Kernel,
-    pub paths: Paths,
+    pub paths: std::rc::Rc<Paths>,
     pub legal: HashMap<Region, bool>,
     /// Regions every thread of each warp that enters them reaches together (block-divergent
     /// control on a warp-uniform condition): legal places for a warp sync.
@@ -251,7 +251,12 @@ impl RegionWeights<'_> {
 
 impl<'k> SyncModel<'k> {
     pub fn new(k: &'k Kernel, fp: &Footprints, bounds: &HashMap<String, i64>) -> Self {
-        let paths = Paths::new(k);
+        // Shared with hazard finding (built once per kernel); `fp` is of `k`.
+        let paths = if std::ptr::eq(fp.k, k) {
+            fp.paths()
+        } else {
+            std::rc::Rc::new(Paths::new(k))
+        };
         let mut w = RegionWeights {
             bounds,
             legal: HashMap::new(),
