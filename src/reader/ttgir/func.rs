@@ -7,6 +7,7 @@
 //! an unterminated region is E1103 at its opening line. Complexity: linear in lines.
 
 use super::convert::{Converter, KernelOut, V, bad, operands};
+use super::slots::{Carry, Keep, Slot, SlotKeep};
 use super::lexer::T;
 use super::types::{self, Ty};
 use crate::diag::{Diagnostic, Span};
@@ -294,8 +295,9 @@ impl Converter<'_> {
             .map(|c| (c[0].0.clone(), c[1].0.clone(), c[1].1))
             .collect();
         let tys = result_types_of_for(&rest);
-        let mut kept = Vec::new();
-        let mut iters = Vec::new();
+        let (yline, yielded) = self.loop_yield(i).unwrap_or_default();
+        let mut carry = Vec::new();
+        let mut inits = Vec::new();
         for (k, (arg, init, sp)) in pairs.iter().enumerate() {
             let ty = tys.get(k).map(|t| types::classify(t)).unwrap_or(Ty::Other);
             if let Some(st) = Self::lazy_ty(&ty) {
@@ -307,13 +309,58 @@ impl Converter<'_> {
                     // on the cycle, which `ir::induction` recognizes.
                     v = (n - 1).to_string();
                 }
-                let kn = self.fresh(arg);
-                iters.push(format!("%{kn} = {v}"));
-                kept.push((k, kn.clone(), st));
-                self.vals.insert(arg.clone(), V::Kir(kn, st));
+                carry.push(Carry::Plain(st));
+                inits.push(Some(v));
+            } else if let Some((slot, buf, v)) =
+                self.carried_slot(i, (arg, init, *sp), yielded.get(k))?
+            {
+                carry.push(Carry::Slot(slot, buf));
+                inits.push(Some(v));
             } else {
                 let carried = self.vals.get(init).cloned().unwrap_or(V::Unit);
                 self.vals.insert(arg.clone(), carried);
+                carry.push(Carry::Static);
+                inits.push(None);
+            }
+        }
+        let reps = self.slot_reps(i, &pairs, &carry, &inits, &yielded);
+        let mut kept = Vec::new();
+        let mut iters = Vec::new();
+        let mut keeps = Vec::new();
+        for (k, (arg, init, _)) in pairs.iter().enumerate() {
+            let (st, base, slot) = match &carry[k] {
+                Carry::Plain(st) => (*st, arg.clone(), None),
+                Carry::Slot(s, _) => {
+                    let req = SlotKeep {
+                        arg: arg.clone(),
+                        in_loop: true,
+                        sig: Some((s.clone(), format!("the initial value `%{init}`"))),
+                        same_as: (reps[k] != k).then_some(reps[k]),
+                    };
+                    ("i32", format!("{arg}_slot"), Some(req))
+                }
+                Carry::Static => continue,
+            };
+            if reps[k] != k {
+                keeps.push(Keep {
+                    pos: k,
+                    emit: false,
+                    slot,
+                });
+                continue;
+            }
+            let kn = self.fresh(&base);
+            iters.push(format!("%{kn} = {}", inits[k].as_deref().unwrap_or("0")));
+            kept.push((k, kn.clone(), st));
+            keeps.push(Keep { pos: k, emit: true, slot });
+            if matches!(carry[k], Carry::Plain(_)) {
+                self.vals.insert(arg.clone(), V::Kir(kn, st));
+            }
+        }
+        let kn_of = |p: usize| kept.iter().find(|(j, _, _)| *j == p).map(|x| x.1.clone());
+        for (k, (arg, _, _)) in pairs.iter().enumerate() {
+            if let (Carry::Slot(..), Some(kn)) = (&carry[k], kn_of(reps[k])) {
+                self.vals.insert(format!("{arg} slot"), V::Kir(kn, "i32"));
             }
         }
         let ivk = self.fresh(&iv);
@@ -322,7 +369,13 @@ impl Converter<'_> {
         let res_names = expand_results(&results);
         let kept_res: Vec<String> = kept
             .iter()
-            .map(|(k, _, _)| self.fresh(res_names.get(*k).map_or("r", String::as_str)))
+            .map(|(k, _, _)| {
+                let n = res_names.get(*k).map_or("r", String::as_str);
+                match carry[*k] {
+                    Carry::Slot(..) => self.fresh(&format!("{n}_slot")),
+                    _ => self.fresh(n),
+                }
+            })
             .collect();
         let lhs = results_lhs(&kept_res);
         let it = if iters.is_empty() {
@@ -338,22 +391,49 @@ impl Converter<'_> {
         self.loops.push((self.stmt_no, usize::MAX));
         self.push_region();
         self.pos = i + 1;
-        self.yield_kept = Some(kept.iter().map(|(k, _, _)| *k).collect());
-        self.region(i)?;
-        let kept_pos: Vec<usize> = kept.iter().map(|(k, _, _)| *k).collect();
-        self.carried_shared_unchanged(i, &pairs, &kept_pos)?;
+        let end = self.skip_region(i);
+        for (k, (arg, _, sp)) in pairs.iter().enumerate() {
+            if let Carry::Slot(s, buf) = &carry[k] {
+                let used = self.used_between(arg, i + 1, end, Some(yline));
+                let s = Slot {
+                    idx: format!("{arg} slot"),
+                    ..s.clone()
+                };
+                let m = self.rebuild_view(s, *buf, arg, used, *sp)?;
+                self.vals.insert(arg.clone(), V::Mem(m));
+            }
+        }
+        let saved = self.yield_kept.replace(keeps);
+        let body = self.region(i);
+        self.yield_kept = saved;
+        body?;
         self.pop_region();
         self.close_loop();
         for (j, (k, _, st)) in kept.iter().enumerate() {
-            if let Some(n) = res_names.get(*k) {
+            if let (Some(n), Carry::Plain(_)) = (res_names.get(*k), &carry[*k]) {
                 self.vals.insert(n.clone(), V::Kir(kept_res[j].clone(), st));
             }
         }
+        let res_of = |p: usize| kept.iter().position(|(j, _, _)| *j == p).map(|x| kept_res[x].clone());
         for (k, n) in res_names.iter().enumerate() {
-            if !kept.iter().any(|(j, _, _)| *j == k) {
-                let init = pairs.get(k).map(|p| p.1.clone()).unwrap_or_default();
-                let v = self.vals.get(&init).cloned().unwrap_or(V::Unit);
-                self.vals.insert(n.clone(), v);
+            match &carry.get(k) {
+                Some(Carry::Slot(s, buf)) => {
+                    let Some(r) = res_of(reps[k]) else { continue };
+                    self.vals.insert(format!("{n} slot"), V::Kir(r, "i32"));
+                    let s = Slot {
+                        idx: format!("{n} slot"),
+                        ..s.clone()
+                    };
+                    let used = self.used_between(n, end, self.lines.len(), None);
+                    let m = self.rebuild_view(s, *buf, n, used, line.span)?;
+                    self.vals.insert(n.clone(), V::Mem(m));
+                }
+                Some(Carry::Static) | None => {
+                    let init = pairs.get(k).map(|p| p.1.clone()).unwrap_or_default();
+                    let v = self.vals.get(&init).cloned().unwrap_or(V::Unit);
+                    self.vals.insert(n.clone(), v);
+                }
+                Some(Carry::Plain(_)) => {}
             }
         }
         Ok(())
@@ -367,53 +447,6 @@ impl Converter<'_> {
             x.1 = self.stmt_no;
         }
         self.emit("}".into(), None);
-    }
-
-    /// A shared descriptor (buffer, view, mbarrier) carried through the `scf.for` opened at
-    /// line `open` must be yielded unchanged: the importer binds the iteration value to its
-    /// initial descriptor for every iteration. A loop that rotates descriptors (`scf.yield
-    /// %b, %a`) is refused with E1600 at the yielded value, never imported with the first
-    /// iteration's buffers (that would drop the hazards between iterations).
-    fn carried_shared_unchanged(
-        &self,
-        open: usize,
-        pairs: &[(String, String, Span)],
-        kept: &[usize],
-    ) -> Result<(), Diagnostic> {
-        let end = self.skip_region(open);
-        let Some(y) = (open + 1..end)
-            .rev()
-            .filter_map(|j| self.stmt(j).ok())
-            .find(|st| st.op == "scf.yield")
-        else {
-            return Ok(());
-        };
-        let yielded = operands(&y.rest);
-        let same = |a: &V, b: Option<&V>| match (a, b) {
-            (V::Mem(m), Some(V::Mem(n))) => m.kir == n.kir && m.shape == n.shape,
-            (V::Mbar(x, i), Some(V::Mbar(z, j))) => x == z && i == j,
-            _ => false,
-        };
-        for (k, (arg, init, _)) in pairs.iter().enumerate() {
-            let carried = self.vals.get(init);
-            if kept.contains(&k) || !matches!(carried, Some(V::Mem(_) | V::Mbar(..))) {
-                continue;
-            }
-            let Some((name, span)) = yielded.get(k) else { continue };
-            if name == arg || carried.is_some_and(|c| same(c, self.vals.get(name))) {
-                continue;
-            }
-            return Err(Diagnostic::user(
-                "E1600",
-                format!(
-                    "the loop carries the shared-memory descriptor `%{arg}` but yields `%{name}`, another one: \
-                     descriptors that change between iterations are not imported (index one \
-                     multi-buffered allocation with a loop-carried integer instead, as Triton's pipeliner does)"
-                ),
-            )
-            .with_label(*span, "yielded here"));
-        }
-        Ok(())
     }
 
     /// Binds the `do` region's block arguments (`^bb0(%b: T, ...):`, consumed when present):
@@ -519,7 +552,9 @@ impl Converter<'_> {
         let params = self.while_body_args(&kept, &ops);
         self.emit(format!("}} do{params} {{"), None);
         self.push_region();
-        let saved = self.yield_kept.replace(kept.iter().map(|(k, _, _)| *k).collect());
+        let saved = self
+            .yield_kept
+            .replace(kept.iter().map(|(k, _, _)| Keep::plain(*k)).collect());
         let body = self.region(open);
         self.yield_kept = saved;
         self.pop_region();
@@ -628,18 +663,53 @@ impl Converter<'_> {
         }
     }
 
-    /// `scf.yield` of the current region: the kept positions' values.
+    /// `scf.yield` of the current region: the kept positions' values; a descriptor carried
+    /// as a slot index yields its index, after the checks of [`Self::yielded_slot`].
     pub fn scf_yield(&mut self, i: usize) -> Result<(), Diagnostic> {
         let st = self.stmt(i)?;
         let span = st.line.span;
         let ops = operands(&st.rest);
         let kept = self.yield_kept.clone().unwrap_or_default();
         let mut vals = Vec::new();
-        for k in kept {
-            let Some((n, s)) = ops.get(k).cloned() else {
+        let mut by_pos = std::collections::HashMap::new();
+        for (x, keep) in kept.iter().enumerate() {
+            let Some((n, s)) = ops.get(keep.pos).cloned() else {
                 return Err(bad(span, "`scf.yield` has fewer values than the region's results"));
             };
-            vals.push(self.value(&n, s)?);
+            let v = match &keep.slot {
+                None => self.value(&n, s)?,
+                Some(req) => {
+                    let slot = self.yielded_slot(&n, s, req)?;
+                    let v = self.value(&slot.idx, s)?;
+                    if req.sig.is_none()
+                        && let Some(r) = self.yield_kept.as_mut().and_then(|k| k.get_mut(x))
+                        && let Some(q) = r.slot.as_mut()
+                    {
+                        q.sig = Some((slot, format!("`%{n}` (the first arm's)")));
+                    }
+                    v
+                }
+            };
+            by_pos.insert(keep.pos, v.clone());
+            if keep.emit {
+                vals.push(v);
+            }
+        }
+        for keep in &kept {
+            let Some(req) = &keep.slot else { continue };
+            let Some(rep) = req.same_as else { continue };
+            if by_pos.get(&keep.pos) != by_pos.get(&rep) {
+                let (n, s) = ops[keep.pos].clone();
+                return Err(Diagnostic::user(
+                    "E1600",
+                    format!(
+                        "the slot index yielded for `%{}` (by `%{n}`) is not the value the importer \
+                         identified it with (position {rep} of the yield): not imported",
+                        req.arg
+                    ),
+                )
+                .with_label(s, "yielded here"));
+            }
         }
         if !vals.is_empty() {
             self.emit(format!("yield {}", vals.join(", ")), Some(span));
@@ -659,18 +729,42 @@ impl Converter<'_> {
             .cloned()
             .ok_or_else(|| bad(span, "expected the condition of `scf.if`"))?;
         let cond = self.value(&c, cs)?;
+        // Register results, and descriptors chosen by the arms: slots of one allocation,
+        // carried as their index ([`super::slots`]).
         let kept: Vec<(usize, &'static str)> = tys
             .iter()
             .enumerate()
-            .filter_map(|(k, t)| Self::lazy_ty(t).map(|s| (k, s)))
+            .filter_map(|(k, t)| match t {
+                Ty::Mem(_) => Some((k, "slot")),
+                _ => Self::lazy_ty(t).map(|s| (k, s)),
+            })
             .collect();
         let names: Vec<String> = kept
             .iter()
-            .map(|(k, _)| self.fresh(results.get(*k).map_or("r", String::as_str)))
+            .map(|(k, st)| {
+                let n = results.get(*k).map_or("r", String::as_str);
+                match *st {
+                    "slot" => self.fresh(&format!("{n}_slot")),
+                    _ => self.fresh(n),
+                }
+            })
             .collect();
         let lhs = results_lhs(&names);
         self.emit(format!("{lhs}if {cond} {{"), Some(span));
-        let saved = self.yield_kept.replace(kept.iter().map(|(k, _)| *k).collect());
+        let keeps = kept
+            .iter()
+            .map(|(k, st)| Keep {
+                pos: *k,
+                emit: true,
+                slot: (*st == "slot").then(|| SlotKeep {
+                    arg: results.get(*k).cloned().unwrap_or_default(),
+                    in_loop: false,
+                    sig: None,
+                    same_as: None,
+                }),
+            })
+            .collect();
+        let saved = self.yield_kept.replace(keeps);
         self.push_region();
         self.pos = i + 1;
         self.region_until_else(i)?;
@@ -686,11 +780,25 @@ impl Converter<'_> {
             return Err(bad(span, "`scf.if` with results needs an else region"));
         }
         self.emit("}".into(), None);
-        self.yield_kept = saved;
+        let keeps = std::mem::replace(&mut self.yield_kept, saved).unwrap_or_default();
         for (j, (k, st)) in kept.iter().enumerate() {
-            if let Some(n) = results.get(*k) {
+            let Some(n) = results.get(*k) else { continue };
+            if *st != "slot" {
                 self.vals.insert(n.clone(), V::Kir(names[j].clone(), st));
+                continue;
             }
+            let Some((s, _)) = keeps.get(j).and_then(|q| q.slot.as_ref()?.sig.clone()) else {
+                continue;
+            };
+            self.vals.insert(format!("{n} slot"), V::Kir(names[j].clone(), "i32"));
+            let s = Slot {
+                idx: format!("{n} slot"),
+                ..s
+            };
+            let end = self.pos;
+            let used = self.used_between(n, end, self.lines.len(), None);
+            let m = self.rebuild_view(s.clone(), s.buf, n, used, span)?;
+            self.vals.insert(n.clone(), V::Mem(m));
         }
         for (k, n) in results.iter().enumerate() {
             if !kept.iter().any(|(j, _)| *j == k) {
