@@ -506,6 +506,7 @@ impl Converter<'_> {
             return Err(bad(line.span, "expected `scf.while (%arg = %init, ...)`"));
         }
         let tys = result_types_of_for(&st.rest);
+        self.while_descriptors_unchanged(i, &ops)?;
         let mut kept = Vec::new();
         let mut iters = Vec::new();
         let mut args = Vec::new();

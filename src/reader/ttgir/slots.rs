@@ -26,6 +26,7 @@
 //! comparisons to merge the slot indices of a loop with `n` iteration values.
 
 use super::convert::{Converter, Mem, V, operands};
+use super::lexer::T;
 use crate::diag::{Diagnostic, Span};
 
 /// One view applied after the index.
@@ -361,6 +362,55 @@ impl Converter<'_> {
             _ => format!("`%{y}` is not a shared-memory descriptor"),
         };
         Err(refusal(&format!("{prefix} {cond}"), span))
+    }
+}
+
+impl Converter<'_> {
+    /// The shared descriptors an `scf.while` opened at `open` carries (`ops`: its
+    /// `%arg = %init` pairs) must be yielded unchanged by its `do` region: the importer binds
+    /// them to their initial values (slot indices are carried only through `scf.for`), so a
+    /// `while` that yields another one is E1600 at the yielded value.
+    pub fn while_descriptors_unchanged(
+        &self,
+        open: usize,
+        ops: &[(String, Span)],
+    ) -> Result<(), Diagnostic> {
+        let Some((_, yielded)) = self.loop_yield(open) else {
+            return Ok(());
+        };
+        let end = self.skip_region(open);
+        let body_args: Vec<String> = (open + 1..end)
+            .find(|&j| self.lines[j - 1].word(1) == Some("do"))
+            .and_then(|j| self.lines.get(j))
+            .filter(|l| matches!(l.toks.first().map(|t| &t.t), Some(T::Caret(_))))
+            .map(|l| {
+                l.toks
+                    .iter()
+                    .filter_map(|t| match &t.t {
+                        T::Val(n) => Some(n.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (k, c) in ops.chunks(2).enumerate() {
+            let [(arg, _), (init, _)] = c else { continue };
+            if !matches!(self.vals.get(init), Some(V::Mem(_) | V::Mbar(..))) {
+                continue;
+            }
+            let Some((y, ys)) = yielded.get(k) else { continue };
+            if y == arg || y == init || body_args.get(k) == Some(y) {
+                continue;
+            }
+            return Err(refusal(
+                &format!(
+                    "the `scf.while` carries the shared-memory descriptor `%{arg}` but yields `%{y}`, \
+                     another one, and only `scf.for` loops carry descriptors as slot indices"
+                ),
+                *ys,
+            ));
+        }
+        Ok(())
     }
 }
 
