@@ -285,7 +285,7 @@ impl Converter<'_> {
         if ops.len() < 4 {
             return Err(bad(line.span, "expected `scf.for %i = %lo to %hi step %s`"));
         }
-        let (iv, ivs) = ops[0].clone();
+        let iv = ops[0].0.clone();
         let lo = self.value(&ops[1].0, ops[1].1)?;
         let hi = self.value(&ops[2].0, ops[2].1)?;
         let step = self.value(&ops[3].0, ops[3].1)?;
@@ -296,75 +296,10 @@ impl Converter<'_> {
             .collect();
         let tys = result_types_of_for(&rest);
         let (yline, yielded) = self.loop_yield(i).unwrap_or_default();
-        let mut carry = Vec::new();
-        let mut inits = Vec::new();
-        for (k, (arg, init, sp)) in pairs.iter().enumerate() {
-            let ty = tys.get(k).map(|t| types::classify(t)).unwrap_or(Ty::Other);
-            if let Some(st) = Self::lazy_ty(&ty) {
-                let mut v = self.value(init, *sp)?;
-                if v == "-1"
-                    && let Some(n) = self.wrap_modulus(i, arg, &results, k)
-                {
-                    // `-1` and `N-1` give the same wrapped successor: the orbit then starts
-                    // on the cycle, which `ir::induction` recognizes.
-                    v = (n - 1).to_string();
-                }
-                carry.push(Carry::Plain(st));
-                inits.push(Some(v));
-            } else if let Some((slot, buf, v)) =
-                self.carried_slot(i, (arg, init, *sp), yielded.get(k))?
-            {
-                carry.push(Carry::Slot(slot, buf));
-                inits.push(Some(v));
-            } else {
-                let carried = self.vals.get(init).cloned().unwrap_or(V::Unit);
-                self.vals.insert(arg.clone(), carried);
-                carry.push(Carry::Static);
-                inits.push(None);
-            }
-        }
+        let (carry, inits) = self.for_carry(i, &pairs, &tys, &results, &yielded)?;
         let reps = self.slot_reps(i, &pairs, &carry, &inits, &yielded);
-        let mut kept = Vec::new();
-        let mut iters = Vec::new();
-        let mut keeps = Vec::new();
-        for (k, (arg, init, _)) in pairs.iter().enumerate() {
-            let (st, base, slot) = match &carry[k] {
-                Carry::Plain(st) => (*st, arg.clone(), None),
-                Carry::Slot(s, _) => {
-                    let req = SlotKeep {
-                        arg: arg.clone(),
-                        in_loop: true,
-                        sig: Some((s.clone(), format!("the initial value `%{init}`"))),
-                        same_as: (reps[k] != k).then_some(reps[k]),
-                    };
-                    ("i32", format!("{arg}_slot"), Some(req))
-                }
-                Carry::Static => continue,
-            };
-            if reps[k] != k {
-                keeps.push(Keep {
-                    pos: k,
-                    emit: false,
-                    slot,
-                });
-                continue;
-            }
-            let kn = self.fresh(&base);
-            iters.push(format!("%{kn} = {}", inits[k].as_deref().unwrap_or("0")));
-            kept.push((k, kn.clone(), st));
-            keeps.push(Keep { pos: k, emit: true, slot });
-            if matches!(carry[k], Carry::Plain(_)) {
-                self.vals.insert(arg.clone(), V::Kir(kn, st));
-            }
-        }
-        let kn_of = |p: usize| kept.iter().find(|(j, _, _)| *j == p).map(|x| x.1.clone());
-        for (k, (arg, _, _)) in pairs.iter().enumerate() {
-            if let (Carry::Slot(..), Some(kn)) = (&carry[k], kn_of(reps[k])) {
-                self.vals.insert(format!("{arg} slot"), V::Kir(kn, "i32"));
-            }
-        }
+        let (kept, iters, keeps) = self.for_kept(&pairs, &carry, &inits, &reps);
         let ivk = self.fresh(&iv);
-        let _ = ivs;
         self.vals.insert(iv, V::Kir(ivk.clone(), "i32"));
         let res_names = expand_results(&results);
         let kept_res: Vec<String> = kept
@@ -372,7 +307,7 @@ impl Converter<'_> {
             .map(|(k, _, _)| {
                 let n = res_names.get(*k).map_or("r", String::as_str);
                 match carry[*k] {
-                    Carry::Slot(..) => self.fresh(&format!("{n}_slot")),
+                    Carry::Slot(_) => self.fresh(&format!("{n}_slot")),
                     _ => self.fresh(n),
                 }
             })
@@ -393,14 +328,9 @@ impl Converter<'_> {
         self.pos = i + 1;
         let end = self.skip_region(i);
         for (k, (arg, _, sp)) in pairs.iter().enumerate() {
-            if let Carry::Slot(s, buf) = &carry[k] {
+            if let Carry::Slot(s) = &carry[k] {
                 let used = self.used_between(arg, i + 1, end, Some(yline));
-                let s = Slot {
-                    idx: format!("{arg} slot"),
-                    ..s.clone()
-                };
-                let m = self.rebuild_view(s, *buf, arg, used, *sp)?;
-                self.vals.insert(arg.clone(), V::Mem(m));
+                self.bind_slot_view(arg, s, used, *sp)?;
             }
         }
         let saved = self.yield_kept.replace(keeps);
@@ -409,31 +339,152 @@ impl Converter<'_> {
         body?;
         self.pop_region();
         self.close_loop();
-        for (j, (k, _, st)) in kept.iter().enumerate() {
-            if let (Some(n), Carry::Plain(_)) = (res_names.get(*k), &carry[*k]) {
-                self.vals.insert(n.clone(), V::Kir(kept_res[j].clone(), st));
+        let res: Vec<(usize, String)> =
+            kept.iter().zip(&kept_res).map(|((k, _, _), r)| (*k, r.clone())).collect();
+        let ctx = ForResults {
+            pairs: &pairs,
+            carry: &carry,
+            reps: &reps,
+            res: &res,
+            end,
+            span: line.span,
+        };
+        self.bind_for_results(&res_names, &ctx)
+    }
+
+    /// How each iteration value of the `scf.for` opened at `open` is carried, with its
+    /// `.kir` initial value (descriptors yielded unchanged are bound here).
+    fn for_carry(
+        &mut self,
+        open: usize,
+        pairs: &[(String, String, Span)],
+        tys: &[String],
+        results: &[(String, usize, Span)],
+        yielded: &[(String, Span)],
+    ) -> Result<(Vec<Carry>, Vec<Option<String>>), Diagnostic> {
+        let mut carry = Vec::new();
+        let mut inits = Vec::new();
+        for (k, (arg, init, sp)) in pairs.iter().enumerate() {
+            let ty = tys.get(k).map(|t| types::classify(t)).unwrap_or(Ty::Other);
+            if let Some(st) = Self::lazy_ty(&ty) {
+                let mut v = self.value(init, *sp)?;
+                if v == "-1"
+                    && let Some(n) = self.wrap_modulus(open, arg, results, k)
+                {
+                    // `-1` and `N-1` give the same wrapped successor: the orbit then starts
+                    // on the cycle, which `ir::induction` recognizes.
+                    v = (n - 1).to_string();
+                }
+                carry.push(Carry::Plain(st));
+                inits.push(Some(v));
+            } else if let Some((slot, v)) =
+                self.carried_slot(open, (arg, init, *sp), yielded.get(k))?
+            {
+                carry.push(Carry::Slot(slot));
+                inits.push(Some(v));
+            } else {
+                let carried = self.vals.get(init).cloned().unwrap_or(V::Unit);
+                self.vals.insert(arg.clone(), carried);
+                carry.push(Carry::Static);
+                inits.push(None);
             }
         }
-        let res_of = |p: usize| kept.iter().position(|(j, _, _)| *j == p).map(|x| kept_res[x].clone());
-        for (k, n) in res_names.iter().enumerate() {
-            match &carry.get(k) {
-                Some(Carry::Slot(s, buf)) => {
-                    let Some(r) = res_of(reps[k]) else { continue };
-                    self.vals.insert(format!("{n} slot"), V::Kir(r, "i32"));
-                    let s = Slot {
-                        idx: format!("{n} slot"),
-                        ..s.clone()
+        Ok((carry, inits))
+    }
+
+    /// The `.kir` iteration values of a loop (position, name, type), their `iter(..)`
+    /// texts, and what its `scf.yield` writes and checks; binds the register iteration
+    /// values and every slot's index (`"ARG slot"`, the merged one's where merged).
+    fn for_kept(
+        &mut self,
+        pairs: &[(String, String, Span)],
+        carry: &[Carry],
+        inits: &[Option<String>],
+        reps: &[usize],
+    ) -> (Vec<Kept>, Vec<String>, Vec<Keep>) {
+        let mut kept = Vec::new();
+        let mut iters = Vec::new();
+        let mut keeps = Vec::new();
+        for (k, (arg, init, _)) in pairs.iter().enumerate() {
+            let (st, base, slot) = match &carry[k] {
+                Carry::Plain(st) => (*st, arg.clone(), None),
+                Carry::Slot(s) => {
+                    let req = SlotKeep {
+                        arg: arg.clone(),
+                        in_loop: true,
+                        sig: Some((s.clone(), format!("the initial value `%{init}`"))),
+                        same_as: (reps[k] != k).then_some(reps[k]),
                     };
-                    let used = self.used_between(n, end, self.lines.len(), None);
-                    let m = self.rebuild_view(s, *buf, n, used, line.span)?;
-                    self.vals.insert(n.clone(), V::Mem(m));
+                    ("i32", format!("{arg}_slot"), Some(req))
+                }
+                Carry::Static => continue,
+            };
+            let emit = reps[k] == k;
+            keeps.push(Keep { pos: k, emit, slot });
+            if !emit {
+                continue;
+            }
+            let kn = self.fresh(&base);
+            iters.push(format!("%{kn} = {}", inits[k].as_deref().unwrap_or("0")));
+            kept.push((k, kn.clone(), st));
+            if matches!(carry[k], Carry::Plain(_)) {
+                self.vals.insert(arg.clone(), V::Kir(kn, st));
+            }
+        }
+        for (k, (arg, _, _)) in pairs.iter().enumerate() {
+            let kn = kept.iter().find(|(j, _, _)| *j == reps[k]).map(|x| x.1.clone());
+            if let (Carry::Slot(_), Some(kn)) = (&carry[k], kn) {
+                self.vals.insert(format!("{arg} slot"), V::Kir(kn, "i32"));
+            }
+        }
+        (kept, iters, keeps)
+    }
+
+    /// Binds the descriptor `name` to the view of `slot` at the index `"NAME slot"`, written
+    /// when `used`.
+    fn bind_slot_view(
+        &mut self,
+        name: &str,
+        slot: &Slot,
+        used: bool,
+        span: Span,
+    ) -> Result<(), Diagnostic> {
+        let s = Slot {
+            idx: format!("{name} slot"),
+            ..slot.clone()
+        };
+        let m = self.rebuild_view(s, slot.buf, name, used, span)?;
+        self.vals.insert(name.to_string(), V::Mem(m));
+        Ok(())
+    }
+
+    /// Binds the results of a converted `scf.for`: register values to the `.kir` results,
+    /// slot descriptors to views of their result index (written after the loop when used),
+    /// descriptors yielded unchanged to their initial values.
+    fn bind_for_results(
+        &mut self,
+        res_names: &[String],
+        ctx: &ForResults<'_>,
+    ) -> Result<(), Diagnostic> {
+        let res_of = |p: usize| ctx.res.iter().find(|(j, _)| *j == p).map(|x| x.1.clone());
+        for (k, n) in res_names.iter().enumerate() {
+            match ctx.carry.get(k) {
+                Some(Carry::Plain(st)) => {
+                    if let Some(r) = res_of(k) {
+                        self.vals.insert(n.clone(), V::Kir(r, st));
+                    }
+                }
+                Some(Carry::Slot(s)) => {
+                    let Some(r) = res_of(ctx.reps[k]) else { continue };
+                    self.vals.insert(format!("{n} slot"), V::Kir(r, "i32"));
+                    let used = self.used_between(n, ctx.end, self.lines.len(), None);
+                    self.bind_slot_view(n, s, used, ctx.span)?;
                 }
                 Some(Carry::Static) | None => {
-                    let init = pairs.get(k).map(|p| p.1.clone()).unwrap_or_default();
+                    let init = ctx.pairs.get(k).map(|p| p.1.clone()).unwrap_or_default();
                     let v = self.vals.get(&init).cloned().unwrap_or(V::Unit);
                     self.vals.insert(n.clone(), v);
                 }
-                Some(Carry::Plain(_)) => {}
             }
         }
         Ok(())
@@ -792,14 +843,8 @@ impl Converter<'_> {
                 continue;
             };
             self.vals.insert(format!("{n} slot"), V::Kir(names[j].clone(), "i32"));
-            let s = Slot {
-                idx: format!("{n} slot"),
-                ..s
-            };
-            let end = self.pos;
-            let used = self.used_between(n, end, self.lines.len(), None);
-            let m = self.rebuild_view(s.clone(), s.buf, n, used, span)?;
-            self.vals.insert(n.clone(), V::Mem(m));
+            let used = self.used_between(n, self.pos, self.lines.len(), None);
+            self.bind_slot_view(n, &s, used, span)?;
         }
         for (k, n) in results.iter().enumerate() {
             if !kept.iter().any(|(j, _)| *j == k) {
@@ -880,4 +925,21 @@ fn results_lhs(names: &[String]) -> String {
     }
     let r: Vec<String> = names.iter().map(|n| format!("%{n}")).collect();
     format!("{} = ", r.join(", "))
+}
+
+/// A `.kir` iteration value of a loop: its position, name and type.
+type Kept = (usize, String, &'static str);
+
+/// What [`Converter::bind_for_results`] needs of the converted loop.
+struct ForResults<'a> {
+    /// The `(iteration value, initial value, span)` pairs.
+    pairs: &'a [(String, String, Span)],
+    carry: &'a [Carry],
+    /// The position whose carried value each position is ([`Converter::slot_reps`]).
+    reps: &'a [usize],
+    /// `.kir` results by position.
+    res: &'a [(usize, String)],
+    /// The line after the loop.
+    end: usize,
+    span: Span,
 }

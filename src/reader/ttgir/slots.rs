@@ -112,8 +112,8 @@ enum Next {
 pub(super) enum Carry {
     /// A register value of this scalar type.
     Plain(&'static str),
-    /// A descriptor carried as a slot index (its initial slot and root buffer).
-    Slot(Slot, usize),
+    /// A descriptor carried as a slot index (its initial slot).
+    Slot(Slot),
     /// A descriptor yielded unchanged (bound to its initial value), or no shared state.
     Static,
 }
@@ -202,14 +202,14 @@ impl Converter<'_> {
 
     /// How the `scf.for` opened at `open` carries the descriptor `arg` (initially `init`)
     /// that it yields as `yielded`: `None` when the loop yields it unchanged (bound to its
-    /// initial value, as before), else its initial slot, root buffer and initial index; a
+    /// initial value, as before), else its initial slot and initial index; a
     /// descriptor that changes but is not a slot is E1600 at the yielded value.
     pub fn carried_slot(
         &mut self,
         open: usize,
         (arg, init, sp): (&str, &str, Span),
         yielded: Option<&(String, Span)>,
-    ) -> Result<Option<(Slot, usize, String)>, Diagnostic> {
+    ) -> Result<Option<(Slot, String)>, Diagnostic> {
         let Some((y, ys)) = yielded else {
             return Ok(None);
         };
@@ -228,7 +228,7 @@ impl Converter<'_> {
             Some(V::Mem(m)) => match m.slot {
                 Some(s) => {
                     let v = self.value(&s.idx, sp)?;
-                    return Ok(Some((s, m.buf, v)));
+                    return Ok(Some((s, v)));
                 }
                 None => format!("its initial value `%{init}` {NOT_A_SLOT}"),
             },
@@ -263,7 +263,7 @@ impl Converter<'_> {
                 }
                 match &carry[k] {
                     Carry::Plain("i32") => Next::Name(y.clone()),
-                    Carry::Slot(..) => match self.def_in(y, open + 1, end) {
+                    Carry::Slot(_) => match self.def_in(y, open + 1, end) {
                         Some(st) if st.op == "ttg.memdesc_index" => operands(&st.rest)
                             .get(1)
                             .map_or(Next::Unknown, |o| Next::Name(o.0.clone())),
@@ -290,7 +290,7 @@ impl Converter<'_> {
         for _ in 0..=n {
             let mut changed = false;
             for k in 0..n {
-                if !matches!(carry[k], Carry::Slot(..))
+                if !matches!(carry[k], Carry::Slot(_))
                     || next[k] == Next::Unknown
                     || find(&rep, k) != k
                 {
@@ -300,7 +300,7 @@ impl Converter<'_> {
                 let cand = (0..n).find(|&j| {
                     let eligible = match carry[j] {
                         Carry::Plain(t) => t == "i32",
-                        Carry::Slot(..) => j < k,
+                        Carry::Slot(_) => j < k,
                         Carry::Static => false,
                     };
                     j != k
@@ -322,9 +322,9 @@ impl Converter<'_> {
         (0..n).map(|k| find(&rep, k)).collect()
     }
 
-    /// Checks a descriptor `%y` yielded at a slot position against its requirement
-    /// (recording the first value's allocation and views for an `scf.if`), and returns
-    /// its slot.
+    /// Checks a descriptor `%y` yielded at a slot position against its requirement (the
+    /// allocation and views of the first value; none yet in an `scf.if`'s first arm, where
+    /// the caller records the returned slot as the requirement), and returns its slot.
     pub fn yielded_slot(
         &self,
         y: &str,
