@@ -45,6 +45,10 @@ pub(super) struct Mem {
     /// Whether a collective access through it keeps the layout's element mapping (false
     /// through `memdesc_trans`/`memdesc_reinterpret`).
     pub exact: bool,
+    /// How the descriptor was built when it is a slot of one multi-buffered allocation
+    /// (`ttg.memdesc_index` of a `ttg.local_alloc`, then views): what a loop may carry as
+    /// an index instead ([`super::slots`]).
+    pub slot: Option<super::slots::Slot>,
 }
 
 /// A pure op whose value is written on first use.
@@ -140,7 +144,9 @@ pub(super) struct Converter<'a> {
     pub need_elect: bool,
     pub scratch_no: usize,
     pub has_offsets: bool,
-    pub yield_kept: Option<Vec<usize>>,
+    /// What the `scf.yield` of the region being converted writes: the kept positions, and
+    /// the descriptor positions carried as slot indices ([`super::slots`]).
+    pub yield_kept: Option<Vec<super::slots::Keep>>,
     pub else_pending: bool,
     /// Memdescs used as mbarriers, by scope ([`super::scopes`]).
     pub mbar_names: HashSet<super::scopes::Scoped>,

@@ -7,6 +7,7 @@
 //! an unterminated region is E1103 at its opening line. Complexity: linear in lines.
 
 use super::convert::{Converter, KernelOut, V, bad, operands};
+use super::slots::{Carry, Keep, Slot, SlotKeep};
 use super::lexer::T;
 use super::types::{self, Ty};
 use crate::diag::{Diagnostic, Span};
@@ -291,7 +292,7 @@ impl Converter<'_> {
         if ops.len() < 4 {
             return Err(bad(line.span, "expected `scf.for %i = %lo to %hi step %s`"));
         }
-        let (iv, ivs) = ops[0].clone();
+        let iv = ops[0].0.clone();
         let lo = self.value(&ops[1].0, ops[1].1)?;
         let hi = self.value(&ops[2].0, ops[2].1)?;
         let step = self.value(&ops[3].0, ops[3].1)?;
@@ -301,35 +302,22 @@ impl Converter<'_> {
             .map(|c| (c[0].0.clone(), c[1].0.clone(), c[1].1))
             .collect();
         let tys = result_types_of_for(&rest);
-        let mut kept = Vec::new();
-        let mut iters = Vec::new();
-        for (k, (arg, init, sp)) in pairs.iter().enumerate() {
-            let ty = tys.get(k).map(|t| types::classify(t)).unwrap_or(Ty::Other);
-            if let Some(st) = Self::lazy_ty(&ty) {
-                let mut v = self.value(init, *sp)?;
-                if v == "-1"
-                    && let Some(n) = self.wrap_modulus(i, arg, &results, k)
-                {
-                    // `-1` and `N-1` give the same wrapped successor: the orbit then starts
-                    // on the cycle, which `ir::induction` recognizes.
-                    v = (n - 1).to_string();
-                }
-                let kn = self.fresh(arg);
-                iters.push(format!("%{kn} = {v}"));
-                kept.push((k, kn.clone(), st));
-                self.vals.insert(arg.clone(), V::Kir(kn, st));
-            } else {
-                let carried = self.vals.get(init).cloned().unwrap_or(V::Unit);
-                self.vals.insert(arg.clone(), carried);
-            }
-        }
+        let (yline, yielded) = self.loop_yield(i).unwrap_or_default();
+        let (carry, inits) = self.for_carry(i, &pairs, &tys, &results, &yielded)?;
+        let reps = self.slot_reps(i, &pairs, &carry, &inits, &yielded);
+        let (kept, iters, keeps) = self.for_kept(&pairs, &carry, &inits, &reps);
         let ivk = self.fresh(&iv);
-        let _ = ivs;
         self.vals.insert(iv, V::Kir(ivk.clone(), "i32"));
         let res_names = expand_results(&results);
         let kept_res: Vec<String> = kept
             .iter()
-            .map(|(k, _, _)| self.fresh(res_names.get(*k).map_or("r", String::as_str)))
+            .map(|(k, _, _)| {
+                let n = res_names.get(*k).map_or("r", String::as_str);
+                match carry[*k] {
+                    Carry::Slot(_) => self.fresh(&format!("{n}_slot")),
+                    _ => self.fresh(n),
+                }
+            })
             .collect();
         let lhs = results_lhs(&kept_res);
         let it = if iters.is_empty() {
@@ -345,22 +333,165 @@ impl Converter<'_> {
         self.loops.push((self.stmt_no, usize::MAX));
         self.push_region();
         self.pos = i + 1;
-        self.yield_kept = Some(kept.iter().map(|(k, _, _)| *k).collect());
-        self.region(i)?;
-        let kept_pos: Vec<usize> = kept.iter().map(|(k, _, _)| *k).collect();
-        self.carried_shared_unchanged(i, &pairs, &kept_pos)?;
-        self.pop_region();
-        self.close_loop();
-        for (j, (k, _, st)) in kept.iter().enumerate() {
-            if let Some(n) = res_names.get(*k) {
-                self.vals.insert(n.clone(), V::Kir(kept_res[j].clone(), st));
+        let end = self.skip_region(i);
+        for (k, (arg, _, sp)) in pairs.iter().enumerate() {
+            if let Carry::Slot(s) = &carry[k] {
+                let used = self.used_between(arg, i + 1, end, Some(yline));
+                self.bind_slot_view(arg, s, used, *sp)?;
             }
         }
+        let saved = self.yield_kept.replace(keeps);
+        let body = self.region(i);
+        self.yield_kept = saved;
+        body?;
+        self.pop_region();
+        self.close_loop();
+        let res: Vec<(usize, String)> =
+            kept.iter().zip(&kept_res).map(|((k, _, _), r)| (*k, r.clone())).collect();
+        let ctx = ForResults {
+            pairs: &pairs,
+            carry: &carry,
+            reps: &reps,
+            res: &res,
+            end,
+            span: line.span,
+        };
+        self.bind_for_results(&res_names, &ctx)
+    }
+
+    /// How each iteration value of the `scf.for` opened at `open` is carried, with its
+    /// `.kir` initial value (descriptors yielded unchanged are bound here).
+    fn for_carry(
+        &mut self,
+        open: usize,
+        pairs: &[(String, String, Span)],
+        tys: &[String],
+        results: &[(String, usize, Span)],
+        yielded: &[(String, Span)],
+    ) -> Result<(Vec<Carry>, Vec<Option<String>>), Diagnostic> {
+        let mut carry = Vec::new();
+        let mut inits = Vec::new();
+        for (k, (arg, init, sp)) in pairs.iter().enumerate() {
+            let ty = tys.get(k).map(|t| types::classify(t)).unwrap_or(Ty::Other);
+            if let Some(st) = Self::lazy_ty(&ty) {
+                let mut v = self.value(init, *sp)?;
+                if v == "-1"
+                    && let Some(n) = self.wrap_modulus(open, arg, results, k)
+                {
+                    // `-1` and `N-1` give the same wrapped successor: the orbit then starts
+                    // on the cycle, which `ir::induction` recognizes.
+                    v = (n - 1).to_string();
+                }
+                carry.push(Carry::Plain(st));
+                inits.push(Some(v));
+            } else if let Some((slot, v)) =
+                self.carried_slot(open, (arg, init, *sp), yielded.get(k))?
+            {
+                carry.push(Carry::Slot(slot));
+                inits.push(Some(v));
+            } else {
+                let carried = self.vals.get(init).cloned().unwrap_or(V::Unit);
+                self.vals.insert(arg.clone(), carried);
+                carry.push(Carry::Static);
+                inits.push(None);
+            }
+        }
+        Ok((carry, inits))
+    }
+
+    /// The `.kir` iteration values of a loop (position, name, type), their `iter(..)`
+    /// texts, and what its `scf.yield` writes and checks; binds the register iteration
+    /// values and every slot's index (`"ARG slot"`, the merged one's where merged).
+    fn for_kept(
+        &mut self,
+        pairs: &[(String, String, Span)],
+        carry: &[Carry],
+        inits: &[Option<String>],
+        reps: &[usize],
+    ) -> (Vec<Kept>, Vec<String>, Vec<Keep>) {
+        let mut kept = Vec::new();
+        let mut iters = Vec::new();
+        let mut keeps = Vec::new();
+        for (k, (arg, init, _)) in pairs.iter().enumerate() {
+            let (st, base, slot) = match &carry[k] {
+                Carry::Plain(st) => (*st, arg.clone(), None),
+                Carry::Slot(s) => {
+                    let req = SlotKeep {
+                        arg: arg.clone(),
+                        in_loop: true,
+                        sig: Some((s.clone(), format!("the initial value `%{init}`"))),
+                        same_as: (reps[k] != k).then_some(reps[k]),
+                    };
+                    ("i32", format!("{arg}_slot"), Some(req))
+                }
+                Carry::Static => continue,
+            };
+            let emit = reps[k] == k;
+            keeps.push(Keep { pos: k, emit, slot });
+            if !emit {
+                continue;
+            }
+            let kn = self.fresh(&base);
+            iters.push(format!("%{kn} = {}", inits[k].as_deref().unwrap_or("0")));
+            kept.push((k, kn.clone(), st));
+            if matches!(carry[k], Carry::Plain(_)) {
+                self.vals.insert(arg.clone(), V::Kir(kn, st));
+            }
+        }
+        for (k, (arg, _, _)) in pairs.iter().enumerate() {
+            let kn = kept.iter().find(|(j, _, _)| *j == reps[k]).map(|x| x.1.clone());
+            if let (Carry::Slot(_), Some(kn)) = (&carry[k], kn) {
+                self.vals.insert(format!("{arg} slot"), V::Kir(kn, "i32"));
+            }
+        }
+        (kept, iters, keeps)
+    }
+
+    /// Binds the descriptor `name` to the view of `slot` at the index `"NAME slot"`, written
+    /// when `used`.
+    fn bind_slot_view(
+        &mut self,
+        name: &str,
+        slot: &Slot,
+        used: bool,
+        span: Span,
+    ) -> Result<(), Diagnostic> {
+        let s = Slot {
+            idx: format!("{name} slot"),
+            ..slot.clone()
+        };
+        let m = self.rebuild_view(s, slot.buf, name, used, span)?;
+        self.vals.insert(name.to_string(), V::Mem(m));
+        Ok(())
+    }
+
+    /// Binds the results of a converted `scf.for`: register values to the `.kir` results,
+    /// slot descriptors to views of their result index (written after the loop when used),
+    /// descriptors yielded unchanged to their initial values.
+    fn bind_for_results(
+        &mut self,
+        res_names: &[String],
+        ctx: &ForResults<'_>,
+    ) -> Result<(), Diagnostic> {
+        let res_of = |p: usize| ctx.res.iter().find(|(j, _)| *j == p).map(|x| x.1.clone());
         for (k, n) in res_names.iter().enumerate() {
-            if !kept.iter().any(|(j, _, _)| *j == k) {
-                let init = pairs.get(k).map(|p| p.1.clone()).unwrap_or_default();
-                let v = self.vals.get(&init).cloned().unwrap_or(V::Unit);
-                self.vals.insert(n.clone(), v);
+            match ctx.carry.get(k) {
+                Some(Carry::Plain(st)) => {
+                    if let Some(r) = res_of(k) {
+                        self.vals.insert(n.clone(), V::Kir(r, st));
+                    }
+                }
+                Some(Carry::Slot(s)) => {
+                    let Some(r) = res_of(ctx.reps[k]) else { continue };
+                    self.vals.insert(format!("{n} slot"), V::Kir(r, "i32"));
+                    let used = self.used_between(n, ctx.end, self.lines.len(), None);
+                    self.bind_slot_view(n, s, used, ctx.span)?;
+                }
+                Some(Carry::Static) | None => {
+                    let init = ctx.pairs.get(k).map(|p| p.1.clone()).unwrap_or_default();
+                    let v = self.vals.get(&init).cloned().unwrap_or(V::Unit);
+                    self.vals.insert(n.clone(), v);
+                }
             }
         }
         Ok(())
@@ -374,53 +505,6 @@ impl Converter<'_> {
             x.1 = self.stmt_no;
         }
         self.emit("}".into(), None);
-    }
-
-    /// A shared descriptor (buffer, view, mbarrier) carried through the `scf.for` opened at
-    /// line `open` must be yielded unchanged: the importer binds the iteration value to its
-    /// initial descriptor for every iteration. A loop that rotates descriptors (`scf.yield
-    /// %b, %a`) is refused with E1600 at the yielded value, never imported with the first
-    /// iteration's buffers (that would drop the hazards between iterations).
-    fn carried_shared_unchanged(
-        &self,
-        open: usize,
-        pairs: &[(String, String, Span)],
-        kept: &[usize],
-    ) -> Result<(), Diagnostic> {
-        let end = self.skip_region(open);
-        let Some(y) = (open + 1..end)
-            .rev()
-            .filter_map(|j| self.stmt(j).ok())
-            .find(|st| st.op == "scf.yield")
-        else {
-            return Ok(());
-        };
-        let yielded = operands(&y.rest);
-        let same = |a: &V, b: Option<&V>| match (a, b) {
-            (V::Mem(m), Some(V::Mem(n))) => m.kir == n.kir && m.shape == n.shape,
-            (V::Mbar(x, i), Some(V::Mbar(z, j))) => x == z && i == j,
-            _ => false,
-        };
-        for (k, (arg, init, _)) in pairs.iter().enumerate() {
-            let carried = self.vals.get(init);
-            if kept.contains(&k) || !matches!(carried, Some(V::Mem(_) | V::Mbar(..))) {
-                continue;
-            }
-            let Some((name, span)) = yielded.get(k) else { continue };
-            if name == arg || carried.is_some_and(|c| same(c, self.vals.get(name))) {
-                continue;
-            }
-            return Err(Diagnostic::user(
-                "E1600",
-                format!(
-                    "the loop carries the shared-memory descriptor `%{arg}` but yields `%{name}`, another one: \
-                     descriptors that change between iterations are not imported (index one \
-                     multi-buffered allocation with a loop-carried integer instead, as Triton's pipeliner does)"
-                ),
-            )
-            .with_label(*span, "yielded here"));
-        }
-        Ok(())
     }
 
     /// Binds the `do` region's block arguments (`^bb0(%b: T, ...):`, consumed when present):
@@ -480,6 +564,7 @@ impl Converter<'_> {
             return Err(bad(line.span, "expected `scf.while (%arg = %init, ...)`"));
         }
         let tys = result_types_of_for(&st.rest);
+        self.while_descriptors_unchanged(i, &ops)?;
         let mut kept = Vec::new();
         let mut iters = Vec::new();
         let mut args = Vec::new();
@@ -526,7 +611,9 @@ impl Converter<'_> {
         let params = self.while_body_args(&kept, &ops);
         self.emit(format!("}} do{params} {{"), None);
         self.push_region();
-        let saved = self.yield_kept.replace(kept.iter().map(|(k, _, _)| *k).collect());
+        let saved = self
+            .yield_kept
+            .replace(kept.iter().map(|(k, _, _)| Keep::plain(*k)).collect());
         let body = self.region(open);
         self.yield_kept = saved;
         self.pop_region();
@@ -635,18 +722,53 @@ impl Converter<'_> {
         }
     }
 
-    /// `scf.yield` of the current region: the kept positions' values.
+    /// `scf.yield` of the current region: the kept positions' values; a descriptor carried
+    /// as a slot index yields its index, after the checks of [`Self::yielded_slot`].
     pub fn scf_yield(&mut self, i: usize) -> Result<(), Diagnostic> {
         let st = self.stmt(i)?;
         let span = st.line.span;
         let ops = operands(&st.rest);
         let kept = self.yield_kept.clone().unwrap_or_default();
         let mut vals = Vec::new();
-        for k in kept {
-            let Some((n, s)) = ops.get(k).cloned() else {
+        let mut by_pos = std::collections::HashMap::new();
+        for (x, keep) in kept.iter().enumerate() {
+            let Some((n, s)) = ops.get(keep.pos).cloned() else {
                 return Err(bad(span, "`scf.yield` has fewer values than the region's results"));
             };
-            vals.push(self.value(&n, s)?);
+            let v = match &keep.slot {
+                None => self.value(&n, s)?,
+                Some(req) => {
+                    let slot = self.yielded_slot(&n, s, req)?;
+                    let v = self.value(&slot.idx, s)?;
+                    if req.sig.is_none()
+                        && let Some(r) = self.yield_kept.as_mut().and_then(|k| k.get_mut(x))
+                        && let Some(q) = r.slot.as_mut()
+                    {
+                        q.sig = Some((slot, format!("`%{n}` (the first arm's)")));
+                    }
+                    v
+                }
+            };
+            by_pos.insert(keep.pos, v.clone());
+            if keep.emit {
+                vals.push(v);
+            }
+        }
+        for keep in &kept {
+            let Some(req) = &keep.slot else { continue };
+            let Some(rep) = req.same_as else { continue };
+            if by_pos.get(&keep.pos) != by_pos.get(&rep) {
+                let (n, s) = ops[keep.pos].clone();
+                return Err(Diagnostic::user(
+                    "E1600",
+                    format!(
+                        "the slot index yielded for `%{}` (by `%{n}`) is not the value the importer \
+                         identified it with (position {rep} of the yield): not imported",
+                        req.arg
+                    ),
+                )
+                .with_label(s, "yielded here"));
+            }
         }
         if !vals.is_empty() {
             self.emit(format!("yield {}", vals.join(", ")), Some(span));
@@ -666,18 +788,42 @@ impl Converter<'_> {
             .cloned()
             .ok_or_else(|| bad(span, "expected the condition of `scf.if`"))?;
         let cond = self.value(&c, cs)?;
+        // Register results, and descriptors chosen by the arms: slots of one allocation,
+        // carried as their index ([`super::slots`]).
         let kept: Vec<(usize, &'static str)> = tys
             .iter()
             .enumerate()
-            .filter_map(|(k, t)| Self::lazy_ty(t).map(|s| (k, s)))
+            .filter_map(|(k, t)| match t {
+                Ty::Mem(_) => Some((k, "slot")),
+                _ => Self::lazy_ty(t).map(|s| (k, s)),
+            })
             .collect();
         let names: Vec<String> = kept
             .iter()
-            .map(|(k, _)| self.fresh(results.get(*k).map_or("r", String::as_str)))
+            .map(|(k, st)| {
+                let n = results.get(*k).map_or("r", String::as_str);
+                match *st {
+                    "slot" => self.fresh(&format!("{n}_slot")),
+                    _ => self.fresh(n),
+                }
+            })
             .collect();
         let lhs = results_lhs(&names);
         self.emit(format!("{lhs}if {cond} {{"), Some(span));
-        let saved = self.yield_kept.replace(kept.iter().map(|(k, _)| *k).collect());
+        let keeps = kept
+            .iter()
+            .map(|(k, st)| Keep {
+                pos: *k,
+                emit: true,
+                slot: (*st == "slot").then(|| SlotKeep {
+                    arg: results.get(*k).cloned().unwrap_or_default(),
+                    in_loop: false,
+                    sig: None,
+                    same_as: None,
+                }),
+            })
+            .collect();
+        let saved = self.yield_kept.replace(keeps);
         self.push_region();
         self.pos = i + 1;
         self.region_until_else(i)?;
@@ -693,11 +839,19 @@ impl Converter<'_> {
             return Err(bad(span, "`scf.if` with results needs an else region"));
         }
         self.emit("}".into(), None);
-        self.yield_kept = saved;
+        let keeps = std::mem::replace(&mut self.yield_kept, saved).unwrap_or_default();
         for (j, (k, st)) in kept.iter().enumerate() {
-            if let Some(n) = results.get(*k) {
+            let Some(n) = results.get(*k) else { continue };
+            if *st != "slot" {
                 self.vals.insert(n.clone(), V::Kir(names[j].clone(), st));
+                continue;
             }
+            let Some((s, _)) = keeps.get(j).and_then(|q| q.slot.as_ref()?.sig.clone()) else {
+                continue;
+            };
+            self.vals.insert(format!("{n} slot"), V::Kir(names[j].clone(), "i32"));
+            let used = self.used_between(n, self.pos, self.lines.len(), None);
+            self.bind_slot_view(n, &s, used, span)?;
         }
         for (k, n) in results.iter().enumerate() {
             if !kept.iter().any(|(j, _)| *j == k) {
@@ -778,4 +932,21 @@ fn results_lhs(names: &[String]) -> String {
     }
     let r: Vec<String> = names.iter().map(|n| format!("%{n}")).collect();
     format!("{} = ", r.join(", "))
+}
+
+/// A `.kir` iteration value of a loop: its position, name and type.
+type Kept = (usize, String, &'static str);
+
+/// What [`Converter::bind_for_results`] needs of the converted loop.
+struct ForResults<'a> {
+    /// The `(iteration value, initial value, span)` pairs.
+    pairs: &'a [(String, String, Span)],
+    carry: &'a [Carry],
+    /// The position whose carried value each position is ([`Converter::slot_reps`]).
+    reps: &'a [usize],
+    /// `.kir` results by position.
+    res: &'a [(usize, String)],
+    /// The line after the loop.
+    end: usize,
+    span: Span,
 }

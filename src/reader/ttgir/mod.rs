@@ -26,6 +26,7 @@ mod hopper;
 mod opconv;
 mod scopes;
 mod scratch;
+mod slots;
 mod values;
 mod warpspec;
 pub mod layouts;

@@ -11,6 +11,7 @@ use super::func::expand_results;
 use super::layouts;
 use super::lexer::T;
 use super::ops::{self, Class};
+use super::slots::Step;
 use super::types::{self, Shaped, Ty, int_attr, split_top};
 use crate::diag::{Diagnostic, Span};
 
@@ -378,6 +379,7 @@ impl Converter<'_> {
                 shape: s.shape,
                 buf: b,
                 exact: true,
+                slot: None,
             }),
         );
         Ok(())
@@ -409,11 +411,13 @@ impl Converter<'_> {
         let iv = self.value(idx, *is)?;
         let v = self.fresh(&r);
         self.emit(format!("%{v} = view {}[{iv}]", m.kir), Some(span));
+        let slot = self.slot_of_index(&m, idx);
         self.vals.insert(
             r,
             V::Mem(Mem {
                 kir: format!("%{v}"),
                 shape: m.shape[1..].to_vec(),
+                slot,
                 ..m
             }),
         );
@@ -448,12 +452,15 @@ impl Converter<'_> {
             .map(|(o, n)| format!("{o}:{}", o + n))
             .collect();
         let v = self.fresh(&r);
-        self.emit(format!("%{v} = view {}[{}]", m.kir, ranges.join(", ")), Some(span));
+        let ranges = ranges.join(", ");
+        self.emit(format!("%{v} = view {}[{ranges}]", m.kir), Some(span));
+        let slot = m.slot.clone().map(|sl| sl.then(Step::Sub(ranges, s.shape.clone())));
         self.vals.insert(
             r,
             V::Mem(Mem {
                 kir: format!("%{v}"),
                 shape: s.shape,
+                slot,
                 ..m
             }),
         );
@@ -467,7 +474,15 @@ impl Converter<'_> {
         let r = st.result();
         let (src, ss) = st.first_operand("a source")?;
         let m = self.mem_operand(&src, ss)?;
-        self.vals.insert(r, V::Mem(Mem { exact: false, ..m }));
+        let slot = m.slot.clone().map(|sl| sl.then(Step::Alias));
+        self.vals.insert(
+            r,
+            V::Mem(Mem {
+                exact: false,
+                slot,
+                ..m
+            }),
+        );
         Ok(())
     }
 
