@@ -15,6 +15,7 @@
 //! `analysis::overlap`), which stays the oracle (`tests/symbolic.rs`) and the fallback wherever this module says
 //! `None`.
 
+pub mod bits;
 pub mod form;
 pub mod overlap;
 pub mod pairs;
