@@ -244,27 +244,50 @@ fn symbolic_answers_equal_enumeration_on_random_quasi_affine_indices() {
 }
 
 /// A random `ttg.linear` layout of a `rows`×`cols` tile over `threads` threads (warps of
-/// 32): register, lane and warp bases are random element bits, XORs of two, or zero
-/// (broadcast), so some layouts are onto (concrete) and some are not (opaque, W1003).
+/// 32): the bases are the element bits in a random order (some XORed with another bit: still
+/// onto, a swizzle), plus now and then a register input that is zero or repeats a basis
+/// (broadcast holders), and one time in four a basis zeroed (not onto: opaque, W1003).
 fn random_linear(r: &mut Rng, rows: u64, cols: u64, threads: u64) -> String {
-    let bits = (rows * cols).trailing_zeros() as u64;
-    let wbits = (threads / 32).trailing_zeros() as u64;
-    let mut basis = |r: &mut Rng| {
-        let f = match r.below(8) {
-            0 => 0,
-            1 => (1u64 << r.below(bits)) ^ (1u64 << r.below(bits)),
-            _ => 1u64 << r.below(bits),
+    let bits = (rows * cols).trailing_zeros() as usize;
+    let wbits = (threads / 32).trailing_zeros() as usize;
+    let mut order: Vec<u64> = (0..bits).map(|j| 1u64 << j).collect();
+    for i in (1..bits).rev() {
+        order.swap(i, r.below(i as u64 + 1) as usize);
+    }
+    for i in 0..bits {
+        if r.chance(1, 4) {
+            let j = r.below(bits as u64) as usize;
+            if j != i {
+                order[i] ^= order[j];
+            }
+        }
+    }
+    if r.chance(1, 4) {
+        let i = r.below(bits as u64) as usize;
+        order[i] = 0;
+    }
+    let regs = bits - 5 - wbits;
+    let mut reg: Vec<u64> = order[..regs].to_vec();
+    if r.chance(1, 2) {
+        let dup = if r.chance(1, 2) {
+            0
+        } else {
+            order[r.below(bits as u64) as usize]
         };
-        format!("[{}, {}]", f / cols, f % cols)
+        reg.push(dup);
+    }
+    let fmt = |v: &[u64]| {
+        v.iter()
+            .map(|f| format!("[{}, {}]", f / cols, f % cols))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
-    let regs = bits.saturating_sub(5 + wbits) + r.below(2);
-    let list = |n: u64, r: &mut Rng, basis: &mut dyn FnMut(&mut Rng) -> String| {
-        (0..n).map(|_| basis(r)).collect::<Vec<_>>().join(", ")
-    };
-    let reg = list(regs, r, &mut basis);
-    let lane = list(5, r, &mut basis);
-    let warp = list(wbits, r, &mut basis);
-    format!("#ttg.linear<{{register = [{reg}], lane = [{lane}], warp = [{warp}], block = []}}>")
+    format!(
+        "#ttg.linear<{{register = [{}], lane = [{}], warp = [{}], block = []}}>",
+        fmt(&reg),
+        fmt(&order[regs..regs + 5]),
+        fmt(&order[regs + 5..])
+    )
 }
 
 /// A random kernel of collective accesses: `local_store`, `local_load` and `cp_async_tile`
@@ -308,7 +331,7 @@ fn collective_text(seed: u64) -> String {
                     "  %r{j} = add %t, {a}\n  %q{j} = rem %r{j}, {rows}\n  %c{j} = xor %t, {b}\n  %d{j} = rem %c{j}, {cols}\n  store {m}[%q{j}, %d{j}], %f\n"
                 ));
             }
-            _ => s.push_str(&format!("  %z{j} = load {m}[%i, %i]\n").replace("%i, %i", "%s, 3")),
+            _ => s.push_str(&format!("  %z{j} = load {m}[%s, 3]\n")),
         }
     }
     s.push_str("  }\n}\n");

@@ -31,7 +31,7 @@
 //! The access is answered here only where the enumerator's collective touch is exact: every
 //! guard is unconditional (every thread executes, which the concrete owners require), the
 //! view's indices are uniform (evaluated for thread 0, the first executing thread), the tile
-//! has at most 2^20 elements. Elsewhere: `Err`, and the question is enumerated.
+//! has at most 2^20 elements. Elsewhere: `None`, and the question is enumerated.
 //! Complexity: O(rank) variables per side; O(position bits + shifts) for the GF(2) answer.
 
 use super::form::{Affine, Builder, Form};
@@ -185,19 +185,19 @@ fn lane_pos(p: &mut Problem, shape: &[u64], pos: &[usize]) -> usize {
 /// The element a collective access touches (root-relative index forms of its view, before
 /// the view's offsets) and who touches it. `b`'s thread variable is fixed to 0 (the view's
 /// indices are uniform: the enumerator evaluates them for the first executing thread).
-/// `Err`: not exact here, enumerate.
+/// `None`: not exact here, enumerate.
 pub fn collective(
     fp: &Footprints,
     b: &mut Builder,
     ai: usize,
     layout: Option<&str>,
-) -> Result<(Vec<Form>, Ident), ()> {
+) -> Option<(Vec<Form>, Ident)> {
     let k = fp.k;
     let a = &fp.accesses[ai];
     let shape = k.shape(a.access.mem);
     let total = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
     if !total.is_some_and(|t| t > 0 && t <= 1 << 20) || !view_uniform(fp, a.access.mem) {
-        return Err(());
+        return None;
     }
     b.p.lo[b.tid] = 0;
     b.p.hi[b.tid] = 0;
@@ -211,7 +211,7 @@ pub fn collective(
         (Some(name), _) if !a.access.kind.is_async() => Owner::Lane(name.to_string()),
         _ => Owner::Any,
     };
-    Ok((idx, Ident::Collective { shape, pos, owner }))
+    Some((idx, Ident::Collective { shape, pos, owner }))
 }
 
 /// Whether a memref's view indices are uniform across threads (the enumerator's condition for

@@ -8,7 +8,9 @@
 //! constants, `div`/`rem`/`shr` by positive constants (floor semantics: `e = m·q + r`,
 //! `0 ≤ r < m`), `and` by `2^k − 1` (a `rem`), and `and`/`or`/`xor` of non-negative values
 //! below `2^31` through their bits (`x ⊕ y = x + y − 2·(x ∧ y)` per bit, `x ∧ y` linearized
-//! over 0/1 variables: the GF(2) forms of swizzles). Every intermediate value must provably
+//! over 0/1 variables: the GF(2) forms of swizzles), and, where the caller allows it, an
+//! operation of a constant and a value with few possible values as a table of 0/1 indicators
+//! (`shr 128, %i`; [`Builder::table`]). Every intermediate value must provably
 //! stay inside `i32` (interval bounds), so wrap-around never differs from the enumerator.
 //! Guards (`if` conditions) become constraints with the enumerator's three-valued logic.
 //!

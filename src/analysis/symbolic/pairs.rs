@@ -187,7 +187,7 @@ fn side(
     let (idx, who) = match &a.access.footprint {
         Footprint::PerThread(ix) => (ix.iter().map(|o| b.operand(o)).collect(), Ident::Thread(tid)),
         Footprint::Collective { layout } => {
-            bits::collective(fp, &mut b, ai, layout.as_deref())?
+            bits::collective(fp, &mut b, ai, layout.as_deref()).ok_or(())?
         }
     };
     let (root, idx) = root_index(&mut b, a.access.mem, idx)?;
@@ -360,7 +360,8 @@ enum Distance {
     Periodic { r: usize, step: i64, period: i64 },
 }
 
-/// What a symbolic answer about an access depends on: its memref, index operands, enclosing
+/// What a symbolic answer about an access depends on: its memref, index operands (a collective
+/// access: its layout name and whether it reads or is async), enclosing
 /// loops and guards (with the arm). Accesses with equal keys have equal footprints, so their
 /// answers are shared (`store @a[%t]` repeated n times is decided once).
 pub type AccessKey = (MemRef, Vec<u64>);
@@ -378,7 +379,13 @@ pub fn access_key(fp: &Footprints, ai: usize) -> AccessKey {
     let mut key = Vec::new();
     match &a.access.footprint {
         Footprint::PerThread(ix) => key.extend(ix.iter().map(enc)),
-        Footprint::Collective { .. } => key.push(u64::MAX),
+        Footprint::Collective { layout } => {
+            // Who owns a position depends on the layout and on whether the access reads (a
+            // broadcast's holders) or is async (`symbolic::bits`).
+            let kind = a.access.kind;
+            key.push(u64::MAX - (kind.reads() as u64) - 2 * (kind.is_async() as u64));
+            key.extend(layout.iter().flat_map(|l| l.bytes()).map(u64::from));
+        }
     }
     key.push(u64::MAX - 1);
     key.extend(a.loops.iter().map(|l| l.index() as u64));
