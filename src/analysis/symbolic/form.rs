@@ -10,7 +10,7 @@
 //! below `2^31` through their bits (`x ⊕ y = x + y − 2·(x ∧ y)` per bit, `x ∧ y` linearized
 //! over 0/1 variables: the GF(2) forms of swizzles), and, where the caller allows it, an
 //! operation of a constant and a value with few possible values as a table of 0/1 indicators
-//! (`shr 128, %i`; [`Builder::table`]). Every intermediate value must provably
+//! (`shr 128, %i`; `Builder::table`). Every intermediate value must provably
 //! stay inside `i32` (interval bounds), so wrap-around never differs from the enumerator.
 //! Guards (`if` conditions) become constraints with the enumerator's three-valued logic.
 //!
@@ -156,7 +156,7 @@ pub struct Builder<'a> {
     /// Bound loop variables.
     pub ivs: Vec<(Value, Affine)>,
     /// Whether operations of a constant and a small-range value may become tables
-    /// ([`Builder::table`]); off by default (see [`force_tables`]).
+    /// (`Builder::table`); off by default (see [`force_tables`]).
     pub tables: bool,
     memo: HashMap<Value, Form>,
     /// The existentials `(q, r)` of each `e = m·q + r` made so far: `div` and `rem` of one
@@ -167,7 +167,7 @@ pub struct Builder<'a> {
 
 const I32: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
 
-/// Most values an operand of a tabulated operation ([`Builder::table`]) may take.
+/// Most values an operand of a tabulated operation (`Builder::table`) may take.
 pub const TABLE: i64 = 64;
 
 thread_local! {
