@@ -8,7 +8,9 @@
 //! constants, `div`/`rem`/`shr` by positive constants (floor semantics: `e = m·q + r`,
 //! `0 ≤ r < m`), `and` by `2^k − 1` (a `rem`), and `and`/`or`/`xor` of non-negative values
 //! below `2^31` through their bits (`x ⊕ y = x + y − 2·(x ∧ y)` per bit, `x ∧ y` linearized
-//! over 0/1 variables: the GF(2) forms of swizzles). Every intermediate value must provably
+//! over 0/1 variables: the GF(2) forms of swizzles), and, where the caller allows it, an
+//! operation of a constant and a value with few possible values as a table of 0/1 indicators
+//! (`shr 128, %i`; `Builder::table`). Every intermediate value must provably
 //! stay inside `i32` (interval bounds), so wrap-around never differs from the enumerator.
 //! Guards (`if` conditions) become constraints with the enumerator's three-valued logic.
 //!
@@ -153,6 +155,9 @@ pub struct Builder<'a> {
     pub tid: usize,
     /// Bound loop variables.
     pub ivs: Vec<(Value, Affine)>,
+    /// Whether operations of a constant and a small-range value may become tables
+    /// (`Builder::table`); off by default (see [`force_tables`]).
+    pub tables: bool,
     memo: HashMap<Value, Form>,
     /// The existentials `(q, r)` of each `e = m·q + r` made so far: `div` and `rem` of one
     /// value share them, so `m·(e div m) + e rem m` is `e` after elimination (two separate
@@ -162,6 +167,20 @@ pub struct Builder<'a> {
 
 const I32: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
 
+/// Most values an operand of a tabulated operation (`Builder::table`) may take.
+pub const TABLE: i64 = 64;
+
+thread_local! {
+    static FORCE_TABLES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Allows tables in every [`Builder`] of this thread (on) or only where the caller enables
+/// them (off, the default): tests of the encoding turn it on on small kernels, where the
+/// engine itself leaves such questions to enumeration (docs/symbolic.md, "Tables").
+pub fn force_tables(on: bool) {
+    FORCE_TABLES.with(|f| f.set(on));
+}
+
 impl<'a> Builder<'a> {
     pub fn new(fp: &'a dyn Evaluator, p: &'a mut Problem, tid: usize) -> Self {
         Builder {
@@ -170,6 +189,7 @@ impl<'a> Builder<'a> {
             p,
             tid,
             ivs: Vec::new(),
+            tables: false,
             memo: HashMap::default(),
             divs: Vec::new(),
         }
@@ -342,6 +362,17 @@ impl<'a> Builder<'a> {
                 None => Form::Unknown,
             };
         }
+        let f = self.direct(b, &x, &y);
+        if f != Form::Unsupported {
+            return f;
+        }
+        self.table(b, &x, &y)
+    }
+
+    /// The affine and bit forms of [`Builder::binary`] (`Unsupported` where none applies).
+    fn direct(&mut self, b: BinOp, x: &Affine, y: &Affine) -> Form {
+        let (x, y) = (x.clone(), y.clone());
+        let (cx, cy) = (x.as_const(), y.as_const());
         match b {
             BinOp::Add => self.opt(x.plus(&y)),
             BinOp::Sub => self.opt(y.scale(-1).and_then(|ny| x.plus(&ny))),
@@ -369,6 +400,48 @@ impl<'a> Builder<'a> {
             BinOp::And | BinOp::Or | BinOp::Xor => self.bitwise(b, &x, &y),
             BinOp::Min | BinOp::Max => Form::Unsupported,
         }
+    }
+
+    /// An operation of a constant and a value with at most [`TABLE`] possible values (`shl
+    /// 1, %i`, `shr 128, %i`, `min %i, 3` for a loop variable `%i`), as a table: 0/1
+    /// indicators `e_v` for `v` in the value's range (`Σ e_v ≤ 1`, the value is `lo + Σ (v −
+    /// lo)·e_v`) and the result `f(lo) + Σ (f(v) − f(lo))·e_v`, with `f` the IR's own
+    /// evaluation (`BinOp::eval_i32`), so it is exact, wrap-around included. A value `f` has
+    /// none for (division by zero) makes the form unsupported.
+    fn table(&mut self, b: BinOp, x: &Affine, y: &Affine) -> Form {
+        if !self.tables && !FORCE_TABLES.with(|f| f.get()) {
+            return Form::Unsupported;
+        }
+        let (e, konst, e_first) = match (x.as_const(), y.as_const()) {
+            (None, Some(c)) => (x, c, true),
+            (Some(c), None) => (y, c, false),
+            _ => return Form::Unsupported,
+        };
+        let (lo, hi) = e.range(self.p);
+        if hi < lo || hi - lo >= TABLE {
+            return Form::Unsupported;
+        }
+        let f = |v: i64| if e_first { b.eval_i32(v, konst) } else { b.eval_i32(konst, v) };
+        let Some(vals) = (lo..=hi).map(f).collect::<Option<Vec<i64>>>() else {
+            return Form::Unsupported;
+        };
+        if vals.iter().all(|&v| v == vals[0]) {
+            return Form::Known(Affine::konst(vals[0]));
+        }
+        let mut sel = Vec::new();
+        let mut def = e.terms.clone();
+        let mut out = Affine::konst(vals[0]);
+        for (i, &fv) in vals.iter().enumerate().skip(1) {
+            let ev = self.p.var(0, 1);
+            sel.push((ev, 1));
+            def.push((ev, -(i as i64)));
+            if fv != vals[0] {
+                out.terms.push((ev, fv - vals[0]));
+            }
+        }
+        self.p.add(&sel, 0, 1);
+        self.p.add(&def, lo - e.c, lo - e.c);
+        self.known(out)
     }
 
     /// The bits of a non-negative value below 2^31: `n` 0/1 variables (or constants).

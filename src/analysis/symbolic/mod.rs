@@ -7,6 +7,8 @@
 //! - [`solve`]: bounded integer feasibility (bounds propagation and branching, exact).
 //! - [`form`]: IR values as affine forms over solver variables (div/rem and bits as
 //!   existential variables), guards as constraints.
+//! - [`bits`]: collective footprints (layout owners as GF(2) maps, abstract and unknown
+//!   owners) and the thread relation of a pair of sides.
 //! - [`pairs`]: the pair-conflict and self-race questions, with the enumerator's meaning.
 //! - [`overlap`]: the in-flight engine's question (may an async copy and a later access at
 //!   related iterations touch a common byte), with `analysis::overlap`'s meaning.
@@ -15,6 +17,7 @@
 //! `analysis::overlap`), which stays the oracle (`tests/symbolic.rs`) and the fallback wherever this module says
 //! `None`.
 
+pub mod bits;
 pub mod form;
 pub mod overlap;
 pub mod pairs;

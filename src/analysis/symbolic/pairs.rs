@@ -20,6 +20,7 @@ use std::cell::RefCell;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use super::bits::{self, Distinct, Ident};
 use super::form::{Affine, Builder, Form, Guard};
 use super::solve::{Answer, Problem};
 use crate::analysis::conflicts::PairConflict;
@@ -80,6 +81,8 @@ struct Side {
     keys: Vec<Option<Affine>>,
     unit: Affine,
     units: i64,
+    /// Who touches the unit.
+    who: Ident,
 }
 
 /// Loop keys of access `ai` as the enumerator forms them: a variable over the enumerated
@@ -147,10 +150,9 @@ fn side(
 ) -> Result<Option<Side>, ()> {
     let k = fp.k;
     let a = &fp.accesses[ai];
-    let Footprint::PerThread(ix) = &a.access.footprint else {
-        return Err(());
-    };
     let mut b = Builder::new(fp, p, tid);
+    // Tables cost more search than a small enumeration (docs/symbolic.md, "Tables").
+    b.tables = LEFT.with(|l| l.get()) > MIN_BUDGET;
     let keys = match shared {
         Some(s) => {
             for (key, iv) in s {
@@ -172,17 +174,22 @@ fn side(
             let in_then = fp.region_of(child) == Some(k.ops[anc].regions[0]);
             match b.guard(cond, in_then) {
                 Guard::Always => {}
-                Guard::When(cs) => {
+                Guard::When(cs) if matches!(a.access.footprint, Footprint::PerThread(_)) => {
                     for (f, lo, hi) in cs {
                         f.constrain(b.p, lo, hi);
                     }
                 }
-                Guard::Unsupported => return Err(()),
+                _ => return Err(()),
             }
         }
         child = anc;
     }
-    let idx: Vec<Form> = ix.iter().map(|o| b.operand(o)).collect();
+    let (idx, who) = match &a.access.footprint {
+        Footprint::PerThread(ix) => (ix.iter().map(|o| b.operand(o)).collect(), Ident::Thread(tid)),
+        Footprint::Collective { layout } => {
+            bits::collective(fp, &mut b, ai, layout.as_deref()).ok_or(())?
+        }
+    };
     let (root, idx) = root_index(&mut b, a.access.mem, idx)?;
     let bd = &k.buffers[root];
     if idx.len() != bd.shape.len() {
@@ -209,6 +216,7 @@ fn side(
         keys: keys.into_iter().map(|(key, _)| key).collect(),
         unit,
         units: e / u,
+        who,
     }))
 }
 
@@ -352,7 +360,8 @@ enum Distance {
     Periodic { r: usize, step: i64, period: i64 },
 }
 
-/// What a symbolic answer about an access depends on: its memref, index operands, enclosing
+/// What a symbolic answer about an access depends on: its memref, index operands (a collective
+/// access: its layout name and whether it reads or is async), enclosing
 /// loops and guards (with the arm). Accesses with equal keys have equal footprints, so their
 /// answers are shared (`store @a[%t]` repeated n times is decided once).
 pub type AccessKey = (MemRef, Vec<u64>);
@@ -370,7 +379,13 @@ pub fn access_key(fp: &Footprints, ai: usize) -> AccessKey {
     let mut key = Vec::new();
     match &a.access.footprint {
         Footprint::PerThread(ix) => key.extend(ix.iter().map(enc)),
-        Footprint::Collective { .. } => key.push(u64::MAX),
+        Footprint::Collective { layout } => {
+            // Who owns a position depends on the layout and on whether the access reads (a
+            // broadcast's holders) or is async (`symbolic::bits`).
+            let kind = a.access.kind;
+            key.push(u64::MAX - (kind.reads() as u64) - 2 * (kind.is_async() as u64));
+            key.extend(layout.iter().flat_map(|l| l.bytes()).map(u64::from));
+        }
     }
     key.push(u64::MAX - 1);
     key.extend(a.loops.iter().map(|l| l.index() as u64));
@@ -463,8 +478,7 @@ pub fn intersects_at(
     };
     let key = SelfQuestion {
         p: q.p,
-        ta: q.ta,
-        tb: q.tb,
+        rel: q.rel,
         left: q.left,
     };
     if let Some(r) = MEETS.with(|m| m.borrow().get(&key).copied()) {
@@ -522,10 +536,12 @@ fn build_pair(
     if let Distance::Fixed(0) = dist {
         return Some(None);
     }
+    let ends = |s: &Side| (s.who.clone(), s.unit.clone(), s.units);
+    let (ea, eb) = (ends(&sa), ends(&sb));
+    let rel = bits::relate(&mut p, (&ea.0, &ea.1, ea.2), (&eb.0, &eb.1, eb.2), fp.warp)?;
     Some(Some(PairQuestion {
         p,
-        ta,
-        tb,
+        rel,
         dist,
         threads,
         warp: fp.warp as i64,
@@ -539,8 +555,8 @@ fn build_pair(
 #[derive(PartialEq, Eq, Hash)]
 struct PairQuestion {
     p: Problem,
-    ta: usize,
-    tb: usize,
+    /// Which variables must differ for two different threads.
+    rel: Distinct,
     dist: Distance,
     threads: i64,
     warp: i64,
@@ -552,8 +568,7 @@ struct PairQuestion {
 #[derive(PartialEq, Eq, Hash)]
 struct SelfQuestion {
     p: Problem,
-    ta: usize,
-    tb: usize,
+    rel: Distinct,
     left: u64,
 }
 
@@ -592,15 +607,17 @@ fn remember<K: Eq + std::hash::Hash, V>(m: &mut HashMap<K, V>, k: K, v: V) {
 /// Decides a built pair question (the masks of the module doc), within its budget.
 fn decide_pair(q: &PairQuestion) -> Option<PairConflict> {
     LEFT.with(|l| l.set(q.left));
-    let (p, ta, tb, dist, threads) = (&q.p, q.ta, q.tb, &q.dist, q.threads);
+    let (p, dist, threads) = (&q.p, &q.dist, q.threads);
     let intersect = mask(std::slice::from_ref(p), dist, u64::MAX)?;
-    let conflict = if intersect == 0 {
-        0
-    } else {
-        mask(&distinct(p, ta, tb, None), dist, intersect)?
+    let conflict = match q.rel {
+        _ if intersect == 0 => 0,
+        Distinct::Fixed { conflict, .. } => intersect * conflict as u64,
+        Distinct::Threads(x, y) | Distinct::Positions(x, y) => {
+            mask(&distinct(p, x, y, None), dist, intersect)?
+        }
     };
-    let mut intra_warp = false;
-    if conflict != 0 {
+    let mut intra_warp = matches!(q.rel, Distinct::Fixed { intra: true, .. }) && conflict != 0;
+    if let (Distinct::Threads(ta, tb), true) = (q.rel, conflict != 0) {
         let mut q2 = p.clone();
         let w = q.warp;
         let warp_of = |t: usize, q: &mut Problem| {
@@ -767,17 +784,20 @@ pub fn self_race(fp: &Footprints, ai: usize) -> Option<bool> {
     let u = p.var(lo, hi + sa.units);
     covers(&mut p, u, &sa);
     covers(&mut p, u, &sb);
+    let rel = bits::relate(&mut p, (&sa.who, &sa.unit, sa.units), (&sb.who, &sb.unit, sb.units), fp.warp)?;
     let q = SelfQuestion {
         p,
-        ta,
-        tb,
+        rel,
         left: LEFT.with(|l| l.get()),
     };
     if let Some(r) = SELVES.with(|m| m.borrow().get(&q).copied()) {
         return r;
     }
     LEFT.with(|l| l.set(q.left));
-    let r = any_sat(&distinct(&q.p, ta, tb, None));
+    let r = match q.rel {
+        Distinct::Threads(x, y) | Distinct::Positions(x, y) => any_sat(&distinct(&q.p, x, y, None)),
+        Distinct::Fixed { conflict, .. } => Some(conflict && any_sat(std::slice::from_ref(&q.p))?),
+    };
     SELVES.with(|m| remember(&mut m.borrow_mut(), q, r));
     r
 }
