@@ -388,10 +388,18 @@ impl<'k> Overlap<'k> {
             },
             // A recognized periodic iteration value of this loop (`ir::induction`).
             ValueDef::RegionArg(..) => match self.ranges.inductions.get(v) {
-                Some(ind) if ind.iv == iv => Period::Periodic(ind.iv_period()),
+                Some(ind) if ind.iv == iv && ind.periodic() => Period::Periodic(ind.iv_period()),
+                // An affine counter (`footprint::Dep`'s rule).
+                Some(ind) if ind.iv == iv => Period::Poly(ind.iv_period(), ind.iv_period()),
                 _ => Period::Indep,
             },
             _ => Period::Indep,
+        };
+        // Exactly periodic although the algebra above does not see it (`x - (x / 3)·3`).
+        let p = match p {
+            Period::Poly(..) | Period::Bad => crate::ir::iterfn::period_in_iv(self.k, &self.ranges, v, iv)
+                .map_or(p, Period::Periodic),
+            p => p,
         };
         memo.insert(v, p);
         p

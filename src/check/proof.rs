@@ -1227,10 +1227,13 @@ pub(super) fn iv_fn(
         return None;
     }
     let ValueDef::Result(op, _) = k.values[v].def else {
-        return ind
-            .get(v)
-            .filter(|i| i.iv == iv)
-            .map(|i| IvFn::Periodic(i.iv_period()));
+        // Periodic iteration values; an affine counter is its form in the loop variable.
+        let i = ind.get(v).filter(|i| i.iv == iv)?;
+        return match i.affine_in_iv() {
+            _ if i.periodic() => Some(IvFn::Periodic(i.iv_period())),
+            Some((a, b)) => Some(IvFn::Affine(a, b)),
+            None => None,
+        };
     };
     let sub = |o: &Operand| -> Option<IvFn> {
         match o {
