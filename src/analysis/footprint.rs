@@ -694,6 +694,13 @@ impl<'k> Footprints<'k> {
         self.ranges.inductions.get(v).map(|i| i.iv)
     }
 
+    /// An affine counter (`ir::induction`, drift) as `(iv, a, b)`: `v = a·iv + b`.
+    pub(crate) fn affine_counter(&self, v: Value) -> Option<(Value, i64, i64)> {
+        let i = self.ranges.inductions.get(v).filter(|i| !i.periodic())?;
+        let (a, b) = i.affine_in_iv()?;
+        Some((i.iv, a, b))
+    }
+
     pub fn uniformity(&self) -> &Uniformity {
         &self.uniform
     }

@@ -1134,6 +1134,11 @@ impl crate::analysis::symbolic::form::Evaluator for Overlap<'_> {
     fn induction_iv(&self, v: Value) -> Option<Value> {
         self.ranges.inductions.get(v).map(|i| i.iv)
     }
+    fn affine_counter(&self, v: Value) -> Option<(Value, i64, i64)> {
+        let i = self.ranges.inductions.get(v).filter(|i| !i.periodic())?;
+        let (a, b) = i.affine_in_iv()?;
+        Some((i.iv, a, b))
+    }
     fn evaluates_unary(&self) -> bool {
         false
     }

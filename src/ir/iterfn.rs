@@ -22,11 +22,10 @@
 //! - `select c, x, y`: `c` periodic, `x` and `y` with one drift; comparisons, `min`/`max`,
 //!   other bit ops and `not`/`abs` of periodic operands: evaluated entry by entry.
 //!
-//! **`i32` semantics.** Periodic tables are computed with the IR's `i32` operations on the
-//! operands' actual `i32` values, so they are exact. A drifting form is an integer
-//! expression; its `i32` value equals it only while it stays in range: every drifting form is
-//! checked against the loop's largest iteration number (`max_iter`), and a form that may leave
-//! `i32` is refused. Anything else (a parameter, a load, a thread id, a value of another loop)
+//! **`i32` semantics.** The rules compute integer values (a sum of two `i32` values may leave
+//! `i32`, where the IR wraps); every form is therefore checked to stay in `i32` in every
+//! iteration up to the loop's largest iteration number (`max_iter`), and one that may leave
+//! it is refused, so each table entry and drift is the `i32` value the kernel computes. Anything else (a parameter, a load, a thread id, a value of another loop)
 //! is refused: a consumer that gets `None` must not conclude anything.
 //!
 //! Complexity: O(|DAG| · P) with periods capped at [`MAX_PERIOD`].
@@ -162,6 +161,18 @@ impl<'k> IterFns<'k> {
         Some(f)
     }
 
+    /// The loop's constant lower bound and step.
+    pub fn lo_step(&self) -> (i64, i64) {
+        (self.lo, self.step)
+    }
+
+    /// Sets the largest iteration number the loop can reach (drifting forms are checked
+    /// against it).
+    pub fn set_max_iter(&mut self, max_iter: i64) {
+        self.max_iter = max_iter.max(0);
+        self.memo.clear();
+    }
+
     /// The form of operand `o`; `None` when it is not an exact iteration function.
     pub fn of(&mut self, o: Operand) -> Option<IterFn> {
         match o {
@@ -178,11 +189,9 @@ impl<'k> IterFns<'k> {
         }
     }
 
-    /// Whether a drifting form stays within `i32` up to the last iteration.
+    /// Whether the form stays within `i32` up to the last iteration: the integer values the
+    /// rules compute (sums, products) then equal the `i32` results, which would wrap.
     fn fits(&self, f: &IterFn) -> bool {
-        if f.periodic() {
-            return true;
-        }
         let periods = (self.max_iter / f.seq.len() as i64 + 1) as i128;
         let moved = f.drift as i128 * periods;
         f.seq.iter().all(|&x| {
@@ -430,5 +439,9 @@ mod tests {
         assert!(form_of("    %out = add %i, %t\n    yield %s", "%s = 0").is_none());
         // `i * 2^20` may leave i32 within 4096 iterations: refused.
         assert!(form_of("    %out = mul %i, 1048576\n    yield %s", "%s = 0").is_none());
+        // A periodic sum that wraps in `i32` (`1 + (2^31 - 1)`) is refused, not computed over
+        // the integers.
+        let wraps = "    %a = rem %i, 2\n    %out = add %a, 2147483647\n    yield %s";
+        assert!(form_of(wraps, "%s = 0").is_none());
     }
 }
