@@ -707,6 +707,13 @@ impl<'k> Footprints<'k> {
         self.ranges.inductions.get(v).map(|i| i.iv)
     }
 
+    /// An affine counter (`ir::induction`, drift) as `(iv, a, b)`: `v = a·iv + b`.
+    pub(crate) fn affine_counter(&self, v: Value) -> Option<(Value, i64, i64)> {
+        let i = self.ranges.inductions.get(v).filter(|i| !i.periodic())?;
+        let (a, b) = i.affine_in_iv()?;
+        Some((i.iv, a, b))
+    }
+
     pub fn uniformity(&self) -> &Uniformity {
         &self.uniform
     }
@@ -915,7 +922,10 @@ impl<'k> Footprints<'k> {
             // A recognized periodic iteration value of this loop (`ir::induction`): periodic
             // in the loop variable over the values the loop takes (see `enumerate`).
             ValueDef::RegionArg(..) => match self.ranges.inductions.get(v) {
-                Some(ind) if ind.iv == iv => Dep::Periodic(ind.iv_period()),
+                Some(ind) if ind.iv == iv && ind.periodic() => Dep::Periodic(ind.iv_period()),
+                // An affine counter: it changes by `drift` every `iv_period` values of the
+                // variable, so it has the algebra of a polynomial with that period.
+                Some(ind) if ind.iv == iv => Dep::Poly(ind.iv_period(), ind.iv_period()),
                 _ => Dep::Indep,
             },
             ValueDef::Param(_) => Dep::Indep,
@@ -987,6 +997,13 @@ impl<'k> Footprints<'k> {
                     _ => Dep::Indep,
                 }
             }
+        };
+        // Exactly periodic although the algebra above does not see it (`x - (x / 3)·3`).
+        let d = match d {
+            Dep::Poly(..) | Dep::Bad => {
+                crate::ir::iterfn::period_in_iv(k, &self.ranges, v, iv).map_or(d, Dep::Periodic)
+            }
+            d => d,
         };
         memo.insert(v, d);
         d

@@ -401,10 +401,18 @@ impl<'k> Overlap<'k> {
             },
             // A recognized periodic iteration value of this loop (`ir::induction`).
             ValueDef::RegionArg(..) => match self.ranges.inductions.get(v) {
-                Some(ind) if ind.iv == iv => Period::Periodic(ind.iv_period()),
+                Some(ind) if ind.iv == iv && ind.periodic() => Period::Periodic(ind.iv_period()),
+                // An affine counter (`footprint::Dep`'s rule).
+                Some(ind) if ind.iv == iv => Period::Poly(ind.iv_period(), ind.iv_period()),
                 _ => Period::Indep,
             },
             _ => Period::Indep,
+        };
+        // Exactly periodic although the algebra above does not see it (`x - (x / 3)·3`).
+        let p = match p {
+            Period::Poly(..) | Period::Bad => crate::ir::iterfn::period_in_iv(self.k, &self.ranges, v, iv)
+                .map_or(p, Period::Periodic),
+            p => p,
         };
         memo.insert(v, p);
         p
@@ -1164,6 +1172,11 @@ impl crate::analysis::symbolic::form::Evaluator for Overlap<'_> {
     }
     fn induction_iv(&self, v: Value) -> Option<Value> {
         self.ranges.inductions.get(v).map(|i| i.iv)
+    }
+    fn affine_counter(&self, v: Value) -> Option<(Value, i64, i64)> {
+        let i = self.ranges.inductions.get(v).filter(|i| !i.periodic())?;
+        let (a, b) = i.affine_in_iv()?;
+        Some((i.iv, a, b))
     }
     fn evaluates_unary(&self) -> bool {
         false

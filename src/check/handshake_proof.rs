@@ -5,9 +5,13 @@
 //!
 //! Recognized form: a role branch `if in_group @g` at the kernel's top level whose arms run
 //! one loop each, with equal bounds `0 to T step 1`; every mbarrier op and TMA load of an arm
-//! lies in its loop, under no condition but `cmp eq tid, C` (one thread); slots are
-//! `rem %i, D` and wait parities `rem (div %i, D), 2` ("this use") or that `xor 1` ("the
-//! previous use", which a fresh mbarrier passes); every array is initialised before the branch
+//! lies in its loop, under no condition but `cmp eq tid, C` (one thread, possibly `and`-ed
+//! with `true`); slots are `i mod D` and wait parities `(i / D) mod 2` ("this use") or its
+//! complement ("the previous use", which a fresh mbarrier passes) as functions of the
+//! iteration `i` — whatever their spelling: `ir::iterfn` computes each index and parity as an
+//! exact function of `i` (through affine counters, `div`/`rem`/masks, comparisons, `xor`,
+//! `select`), and the proof compares it with `i mod D` or `(i / D) mod 2` over a common
+//! period (equal there, equal in every iteration); every array is initialised before the branch
 //! with one count for all its slots, and a `barrier` follows the inits. Then:
 //! 1. **balance**: each iteration's arrivals on an array equal its count, and its expected
 //!    transaction bytes the bytes of its TMA loads: each use completes exactly one phase;
@@ -119,12 +123,14 @@ fn prove_branch(k: &Kernel, br: Op, pos: usize) -> Result<HandshakeVerdict, Stri
     roles_of(k, br, (0..k.threads()).collect(), &mut roles)?;
     let mut ops = Vec::new();
     let mut loops = Vec::new();
-    for (arm, &(r, n)) in roles.iter().enumerate() {
+    let ranges = crate::ir::ranges::Ranges::new(k);
+    for (arm, &(region, n)) in roles.iter().enumerate() {
         let mut found = Vec::new();
-        collect(k, r, &mut found);
+        collect(k, region, &mut found);
         let mut lp = None;
+        let role = Role { arm, n, region };
         for o in found {
-            ops.push(classify(k, o, arm, n, r, &mut lp)?);
+            ops.push(classify(k, &ranges, o, &role, &mut lp)?);
         }
         loops.push(lp);
     }
@@ -133,7 +139,11 @@ fn prove_branch(k: &Kernel, br: Op, pos: usize) -> Result<HandshakeVerdict, Stri
         _ => None,
     };
     let b0 = bounds(&loops[0]);
-    if b0.is_none() || loops.iter().any(|l| bounds(l) != b0) {
+    let same_bounds = |b: Option<(Operand, Operand, Operand)>| match (b, b0) {
+        (Some(x), Some(y)) => same(k, x.0, y.0, 0) && same(k, x.1, y.1, 0) && same(k, x.2, y.2, 0),
+        _ => false,
+    };
+    if loops.iter().any(|l| !same_bounds(bounds(l))) {
         return Err("the roles' loops differ or one role has none".into());
     }
     let counts = inits(k, pos)?;
@@ -205,15 +215,22 @@ fn collect(k: &Kernel, r: Region, out: &mut Vec<Op>) {
     }
 }
 
+/// One role: its index, thread count and region.
+struct Role {
+    arm: usize,
+    n: u32,
+    region: Region,
+}
+
 /// Reads one op: its loop (one per arm), guards, slot and parity forms.
 fn classify(
     k: &Kernel,
+    ranges: &crate::ir::ranges::Ranges,
     o: Op,
-    arm: usize,
-    n: u32,
-    arm_region: Region,
+    role: &Role,
     lp: &mut Option<Op>,
 ) -> Result<HsOp, String> {
+    let (arm, n, arm_region) = (role.arm, role.n, role.region);
     let parents = k.parents();
     let mut elect = false;
     let mut this_loop = None;
@@ -239,8 +256,11 @@ fn classify(
         return Err("the proof reads loops `0 to T step 1`".into());
     }
     let iv = k.region_args(k.ops[l].regions[0])[0];
+    let max_iter = i64::try_from(ranges.range(iv).hi).unwrap_or(i64::MAX);
+    let mut fns = crate::ir::iterfn::IterFns::new(k, &ranges.inductions, l, max_iter)
+        .ok_or("the role's loop has no constant bounds")?;
     let (mbar, index, kind) = match &k.ops[o].kind {
-        OpKind::MbarWait { mbar, index, parity } => (*mbar, index, Kind::Wait(parity_form(k, *parity, iv, k.root_buffer(*mbar)).ok_or_else(|| format!("the parity of {} is not `(i / D) mod 2` or its complement", op_name(k, o)))?)),
+        OpKind::MbarWait { mbar, index, parity } => (*mbar, index, Kind::Wait(parity_form(k, &mut fns, *parity, k.root_buffer(*mbar)).ok_or_else(|| format!("the parity of {} is not `(i / D) mod 2` or its complement", op_name(k, o)))?)),
         OpKind::MbarArrive { mbar, index, tx } => (*mbar, index, Kind::Arrive { tx: tx.unwrap_or(0) as u64 }),
         OpKind::MbarExpectTx { mbar, index, bytes } => (*mbar, index, Kind::ExpectTx(*bytes as u64)),
         OpKind::TmaLoad { dst, mbar, mbar_index, .. } => {
@@ -250,7 +270,7 @@ fn classify(
         _ => return Err(format!("{} inside a role", op_name(k, o))),
     };
     let b = k.root_buffer(mbar);
-    if !matches!(mbar, MemRef::Buffer(_)) || index.len() != 1 || !is_slot(k, index[0], iv, b) {
+    if !matches!(mbar, MemRef::Buffer(_)) || index.len() != 1 || !is_slot(k, &mut fns, index[0], b) {
         return Err(format!("the slot of {} is not `rem %i, D`", op_name(k, o)));
     }
     Ok(HsOp {
@@ -261,6 +281,40 @@ fn classify(
         mbar: b,
         kind,
     })
+}
+
+/// Whether two operands are the same value in every thread: equal, or results of the same
+/// pure op (arithmetic, comparison, select, constant) of operands that are the same — each
+/// role computes its trip count `(K + 63) / 64` itself. Thread- or memory-dependent ops are
+/// never the same.
+fn same(k: &Kernel, a: Operand, b: Operand, depth: u32) -> bool {
+    if a == b {
+        return true;
+    }
+    let (Some(x), Some(y)) = (def(k, a), def(k, b)) else {
+        return false;
+    };
+    if depth > 16 {
+        return false;
+    }
+    let operands = |kind: &OpKind| {
+        let mut v = Vec::new();
+        kind.for_each_operand(|o| v.push(o));
+        v
+    };
+    let head = |kind: &OpKind| match kind {
+        OpKind::Binary(op, ..) => Some(format!("{op:?}")),
+        OpKind::Unary(op, _) => Some(format!("{op:?}")),
+        OpKind::Cmp(p, ..) => Some(format!("{p:?}")),
+        OpKind::Select(..) => Some(String::new()),
+        OpKind::Const(c) => Some(format!("{c:?}")),
+        _ => None,
+    };
+    let (ox, oy) = (operands(x), operands(y));
+    head(x).is_some()
+        && head(x) == head(y)
+        && ox.len() == oy.len()
+        && ox.iter().zip(&oy).all(|(p, q)| same(k, *p, *q, depth + 1))
 }
 
 fn op_name(k: &Kernel, o: Op) -> String {
@@ -275,6 +329,13 @@ fn def(k: &Kernel, o: Operand) -> Option<&OpKind> {
 }
 
 fn elects_one(k: &Kernel, c: Operand) -> bool {
+    // `and %elect, true` (Triton's issue predicate) is `%elect`.
+    if let Some(OpKind::Binary(BinOp::And, x, y)) = def(k, c) {
+        return match (x, y) {
+            (o, Operand::Imm(Scalar::I1(true))) | (Operand::Imm(Scalar::I1(true)), o) => elects_one(k, *o),
+            _ => false,
+        };
+    }
     let Some(OpKind::Cmp(CmpPred::Eq, x, Operand::Imm(_))) = def(k, c) else {
         return false;
     };
@@ -285,32 +346,36 @@ fn elects_one(k: &Kernel, c: Operand) -> bool {
     }
 }
 
-/// `rem %iv, D` with D the array's extent.
-fn is_slot(k: &Kernel, o: Operand, iv: Value, b: Buffer) -> bool {
-    let d = k.buffers[b].shape.first().copied().unwrap_or(0) as i64;
-    matches!(def(k, o), Some(OpKind::Binary(BinOp::Rem, Operand::Value(x), Operand::Imm(m))) if *x == iv && m.as_i64() == d)
+/// The index is `i mod D` in every iteration `i`, with D the array's extent.
+fn is_slot(k: &Kernel, fns: &mut crate::ir::iterfn::IterFns, o: Operand, b: Buffer) -> bool {
+    let d = k.buffers[b].shape.first().copied().unwrap_or(0) as usize;
+    match fns.of(o) {
+        Some(f) if f.periodic() && d > 0 => {
+            let p = f.seq.len() / gcd(f.seq.len(), d) * d;
+            (0..p as i64).all(|i| f.at(i) == i % d as i64)
+        }
+        _ => false,
+    }
 }
 
-/// `rem (div %iv, D), 2` (this use) or its `xor 1` / `sub 1, _` (the previous use).
-fn parity_form(k: &Kernel, o: Operand, iv: Value, b: Buffer) -> Option<Parity> {
-    let d = k.buffers[b].shape.first().copied().unwrap_or(0) as i64;
-    let this = |o: Operand| -> bool {
-        let Some(OpKind::Binary(BinOp::Rem, q, Operand::Imm(two))) = def(k, o) else {
-            return false;
-        };
-        two.as_i64() == 2
-            && matches!(def(k, *q), Some(OpKind::Binary(BinOp::Div, Operand::Value(x), Operand::Imm(m))) if *x == iv && m.as_i64() == d)
-    };
-    if this(o) {
-        return Some(Parity::This);
-    }
-    match def(k, o)? {
-        OpKind::Binary(BinOp::Xor, p, Operand::Imm(one)) | OpKind::Binary(BinOp::Sub, Operand::Imm(one), p)
-            if one.as_i64() == 1 && this(*p) =>
-        {
-            Some(Parity::Previous)
-        }
-        _ => None,
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// The wait parity (its low bit, as the mbarrier reads it) is `(i / D) mod 2` in every
+/// iteration `i` (this use) or its complement (the previous use).
+fn parity_form(k: &Kernel, fns: &mut crate::ir::iterfn::IterFns, o: Operand, b: Buffer) -> Option<Parity> {
+    let d = k.buffers[b].shape.first().copied().unwrap_or(0) as usize;
+    let f = fns.of(o).filter(|f| f.periodic() && d > 0)?;
+    // Both sides are periodic: equal over a common period means equal everywhere.
+    let p = f.seq.len() / gcd(f.seq.len(), 2 * d) * 2 * d;
+    let this = |i: i64| (i / d as i64) % 2;
+    if (0..p as i64).all(|i| f.at(i) & 1 == this(i)) {
+        Some(Parity::This)
+    } else if (0..p as i64).all(|i| f.at(i) & 1 == 1 - this(i)) {
+        Some(Parity::Previous)
+    } else {
+        None
     }
 }
 

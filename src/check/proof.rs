@@ -1230,10 +1230,13 @@ pub(super) fn iv_fn(
         return None;
     }
     let ValueDef::Result(op, _) = k.values[v].def else {
-        return ind
-            .get(v)
-            .filter(|i| i.iv == iv)
-            .map(|i| IvFn::Periodic(i.iv_period()));
+        // Periodic iteration values; an affine counter is its form in the loop variable.
+        let i = ind.get(v).filter(|i| i.iv == iv)?;
+        return match i.affine_in_iv() {
+            _ if i.periodic() => Some(IvFn::Periodic(i.iv_period())),
+            Some((a, b)) => Some(IvFn::Affine(a, b)),
+            None => None,
+        };
     };
     let sub = |o: &Operand| -> Option<IvFn> {
         match o {
@@ -1241,13 +1244,38 @@ pub(super) fn iv_fn(
             Operand::Value(w) => iv_fn(k, ind, *w, (iv, range), depth + 1),
         }
     };
+    let i32c = |x: i64| Some(IvFn::Const(x as i32 as i64));
+    let f = iv_fn_op(k, op, sub, i32c, range);
+    if f.is_some() || depth > 0 {
+        return f;
+    }
+    // Exactly periodic although the rules above do not see it (`x - (x / 3)·3` of an affine
+    // counter): `ir::iterfn` evaluates it as a function of the iteration.
+    let ValueDef::RegionArg(r, 0) = k.values[iv].def else {
+        return None;
+    };
+    let l = k.parents().region_op[r]?;
+    let mut fns = crate::ir::iterfn::IterFns::new(k, ind, l, 0)?;
+    let (lo, step) = fns.lo_step();
+    fns.set_max_iter(i64::try_from((range.1 - lo as i128).max(0) / step as i128).ok()?);
+    let g = fns.of(Operand::Value(v)).filter(crate::ir::iterfn::IterFn::periodic)?;
+    Some(IvFn::Periodic((g.seq.len() as i64 * step).min(1 << 20)))
+}
+
+/// [`iv_fn`]'s rules for the op defining the value.
+fn iv_fn_op(
+    k: &Kernel,
+    op: Op,
+    sub: impl Fn(&Operand) -> Option<IvFn>,
+    i32c: impl Fn(i64) -> Option<IvFn>,
+    range: (i128, i128),
+) -> Option<IvFn> {
     use IvFn::*;
     let period = |f: IvFn| match f {
         Const(_) => Some(1),
         Periodic(p) => Some(p),
         Affine(..) => None,
     };
-    let i32c = |x: i64| Some(Const(x as i32 as i64));
     match &k.ops[op].kind {
         OpKind::Const(c) => Some(Const(c.as_i64())),
         OpKind::Binary(bop, x, y) => {

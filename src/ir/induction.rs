@@ -42,6 +42,15 @@
 //! with `%k = lo + i·step`, so the value is periodic in `%k` with period `P·step` over the
 //! values the loop actually takes ([`Induction::at`]).
 //!
+//! **Affine counters (drift).** A value advanced by a constant, `yield (add %s, c)` from a
+//! constant start (Triton's loop counters that feed `div`/`rem` by the stage count), never
+//! repeats: it is recognized as `init + c·i` ([`Induction::drift`] `= c`, `seq = [init]`),
+//! proved by the linear form of its next value (`s + c`, a sum of `s` and constants, through
+//! `add`/`sub`/`mul` by constants). Its `i32` value wraps only past `2^31 / |c|` iterations;
+//! [`crate::ir::ranges`] gives its exact range from the loop's bounds, so consumers that
+//! reason over the integers (`rem`, `div` of it) check exactness as for the loop variable.
+//! A non-constant (loop-invariant) start is not recognized (W0315 says so).
+//!
 //! Complexity: per iteration value, O(MAX_ORBIT · |yield DAG|) evaluations of a state of at
 //! most [`MAX_STATE`] values.
 
@@ -54,7 +63,9 @@ pub const MAX_ORBIT: usize = 64;
 /// Most iteration values one recurrence may involve (a slot and its phase, say).
 pub const MAX_STATE: usize = 4;
 
-/// A recognized iteration value: in iteration `i` of loop `l` it equals `seq[i mod P]`.
+/// A recognized iteration value: in iteration `i` of loop `l` it equals
+/// `seq[i mod P] + drift·(i div P)` (as `i32`): periodic when `drift` is 0, an affine counter
+/// (`P = 1`) otherwise.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Induction {
     /// The `for` loop carrying the value.
@@ -69,6 +80,9 @@ pub struct Induction {
     /// The value in the first iterations when they precede the period (a pre-period, see the
     /// module doc): the body observes them as `seq`'s, but the value's range includes them.
     pub pre: std::rc::Rc<[i64]>,
+    /// The change of the value over one period: 0 for periodic values, `c` for a counter
+    /// advanced by `c` per iteration.
+    pub drift: i64,
 }
 
 impl Induction {
@@ -80,12 +94,33 @@ impl Induction {
             return None;
         }
         let p = self.seq.len() as i64;
-        Some(self.seq[(d.div_euclid(self.step)).rem_euclid(p) as usize])
+        let i = d.div_euclid(self.step);
+        let base = self.seq[i.rem_euclid(p) as usize];
+        if self.drift == 0 {
+            return Some(base);
+        }
+        Some(base.wrapping_add(self.drift.wrapping_mul(i.div_euclid(p))) as i32 as i64)
     }
 
-    /// The period in values of the induction variable.
+    /// Whether the value repeats (`drift` 0): a function of `i mod P`.
+    pub fn periodic(&self) -> bool {
+        self.drift == 0
+    }
+
+    /// The period in values of the induction variable (for a drifting value: the shift of
+    /// the loop variable over which it changes by `drift`).
     pub fn iv_period(&self) -> i64 {
         self.seq.len() as i64 * self.step
+    }
+
+    /// The value as `a·k + b` of the loop variable `k`, when it is one with integer
+    /// coefficients (a counter whose per-iteration change is a multiple of the step).
+    pub fn affine_in_iv(&self) -> Option<(i64, i64)> {
+        if self.seq.len() != 1 || self.drift % self.step != 0 {
+            return None;
+        }
+        let a = self.drift / self.step;
+        Some((a, self.seq[0].checked_sub(a.checked_mul(self.lo)?)?))
     }
 }
 
@@ -261,6 +296,9 @@ pub fn recognize(k: &Kernel, l: Op, j: usize) -> Result<Induction, String> {
         yields,
         state: vec![j],
     };
+    if let Some(ind) = counter(&r, l, init[j])? {
+        return Ok(ind);
+    }
     let (states, m) = loop {
         let start = grow_state(&mut r, init, iv)?;
         let (states, m) = orbit(&r, start)?;
@@ -304,7 +342,89 @@ pub fn recognize(k: &Kernel, l: Op, j: usize) -> Result<Induction, String> {
         step,
         seq: minimal_period(&seq).into(),
         pre: states[..m].iter().map(|s| s[0]).collect(),
+        drift: 0,
     })
+}
+
+/// The constant lower bound and positive step of loop `l`.
+fn lo_step(k: &Kernel, l: Op) -> Result<(i64, i64), String> {
+    let OpKind::For { lo, step, .. } = &k.ops[l].kind else {
+        return Err("it is not carried by a `for` loop".into());
+    };
+    let (Some(lo), Some(step)) = (constant(k, *lo), constant(k, *step)) else {
+        return Err("the loop's lower bound or step is not a constant".into());
+    };
+    if step <= 0 {
+        return Err("the loop's step is not positive".into());
+    }
+    Ok((lo, step))
+}
+
+/// An affine counter (module doc, "Affine counters"): the yield of `r`'s state value is
+/// `s + c` with `c` a nonzero constant small enough that the value cannot return to its start
+/// within [`MAX_ORBIT`] iterations through `i32` wrap-around. `Ok(None)`: not of that form.
+fn counter(r: &Recurrence, l: Op, init: Operand) -> Result<Option<Induction>, String> {
+    let s = r.arg(r.state[0]);
+    let Some((1, c)) = linear(r.k, r.yields[r.state[0]], s, 0) else {
+        return Ok(None);
+    };
+    if c == 0 || c.unsigned_abs() >= (1u64 << 31) / MAX_ORBIT as u64 {
+        return Ok(None);
+    }
+    let Some(start) = constant(r.k, init) else {
+        let who = init.value().map_or(String::new(), |v| format!(" `{}`", name(r.k, v)));
+        return Err(format!(
+            "it is a counter advanced by {c} per iteration, but its initial value{who} is not a constant"
+        ));
+    };
+    let (lo, step) = lo_step(r.k, l)?;
+    Ok(Some(Induction {
+        l,
+        iv: r.k.region_args(r.body)[0],
+        lo,
+        step,
+        seq: vec![start].into(),
+        pre: Vec::new().into(),
+        drift: c,
+    }))
+}
+
+/// `o` as `a·s + b` over the integers (constants, `s`, `add`, `sub`, `neg`, `mul` by a
+/// constant); `None` otherwise.
+fn linear(k: &Kernel, o: Operand, s: Value, depth: u32) -> Option<(i64, i64)> {
+    if o.value() == Some(s) {
+        return Some((1, 0));
+    }
+    if let Some(c) = constant(k, o) {
+        return Some((0, c));
+    }
+    let v = o.value()?;
+    if depth > 16 || k.values[v].ty != ScalarType::I32 {
+        return None;
+    }
+    let ValueDef::Result(op, _) = k.values[v].def else {
+        return None;
+    };
+    let sub = |o: &Operand| linear(k, *o, s, depth + 1);
+    match &k.ops[op].kind {
+        OpKind::Binary(BinOp::Add, x, y) => {
+            let ((a, b), (c, d)) = (sub(x)?, sub(y)?);
+            Some((a.checked_add(c)?, b.checked_add(d)?))
+        }
+        OpKind::Binary(BinOp::Sub, x, y) => {
+            let ((a, b), (c, d)) = (sub(x)?, sub(y)?);
+            Some((a.checked_sub(c)?, b.checked_sub(d)?))
+        }
+        OpKind::Binary(BinOp::Mul, x, y) => match (sub(x)?, sub(y)?) {
+            ((0, c), (a, b)) | ((a, b), (0, c)) => Some((a.checked_mul(c)?, b.checked_mul(c)?)),
+            _ => None,
+        },
+        OpKind::Unary(UnOp::Neg, x) => {
+            let (a, b) = sub(x)?;
+            Some((a.checked_neg()?, b.checked_neg()?))
+        }
+        _ => None,
+    }
 }
 
 /// Grows `r`'s state until the yields of the state are functions of it alone; returns the
@@ -583,7 +703,7 @@ mod tests {
 
     #[test]
     fn fallbacks_say_why() {
-        let k = kernel("    %i = add %s, 1\n    yield %i", "%s = 0");
+        let k = kernel("    %i = mul %s, 3\n    yield %i", "%s = 1");
         assert!(first(&k).unwrap_err().contains("do not repeat"));
         let k = kernel("    %i = add %s, %k\n    %x = rem %i, 3\n    yield %x", "%s = 0");
         assert!(first(&k).unwrap_err().contains("loop variable"));
@@ -654,6 +774,31 @@ mod tests {
         );
         let e = first(&k).unwrap_err();
         assert!(e.contains("`%s` differs in iteration 0"), "{e}");
+    }
+
+    #[test]
+    fn affine_counters_are_recognized_with_their_drift() {
+        // Triton's `%c = 0; ...; yield %c + 1` in a loop `0 to %n step 2`.
+        let k = kernel("    %i = add %s, 1\n    yield %i", "%s = 0");
+        let ind = first(&k).unwrap();
+        assert_eq!((&*ind.seq, ind.drift, ind.periodic()), (&[0][..], 1, false));
+        assert_eq!((ind.at(0), ind.at(6), ind.at(5)), (Some(0), Some(3), None));
+        // Drift 1 per step 2 is not an integer slope in `%k`.
+        assert_eq!(ind.affine_in_iv(), None);
+        // A counter spelled `sub %s, -2` starting at 5: slope 1 in `%k`.
+        let k = kernel("    %i = sub %s, -2\n    yield %i", "%s = 5");
+        let ind = first(&k).unwrap();
+        assert_eq!((ind.at(4), ind.affine_in_iv()), (Some(9), Some((1, 5))));
+        // A loop-invariant but non-constant start is reported, not guessed.
+        let k = kernel("    %i = add %s, 1\n    yield %i", "%s = %n");
+        let e = first(&k).unwrap_err();
+        assert!(e.contains("advanced by 1") && e.contains("`%n`"), "{e}");
+        // The counter's range follows the loop's bounds (`%n <= 64`, step 2: i <= 31).
+        let k2 = kernel("    %i = add %s, 1\n    yield %i", "%s = 0");
+        let r2 = crate::ir::ranges::Ranges::new(&k2);
+        let v = k2.region_args(k2.ops[first(&k2).unwrap().l].regions[0])[1];
+        assert_eq!((r2.range(v).lo, r2.range(v).hi), (0, 31));
+        assert!(r2.exact(v));
     }
 
     #[test]

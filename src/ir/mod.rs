@@ -9,6 +9,7 @@ pub mod kernel;
 pub mod layout;
 pub mod ops;
 pub mod induction;
+pub mod iterfn;
 pub mod random;
 pub mod ranges;
 pub mod names;

@@ -19,7 +19,8 @@
 //! It lives in `ir` beside the effects table because it states facts of the IR's arithmetic
 //! semantics that both sides rely on: the placement's footprints and the checker's static
 //! proof (which otherwise shares no analysis code with placement).
-//! Recognized periodic iteration values (`ir::induction`) take the hull of their values.
+//! Recognized periodic iteration values (`ir::induction`) take the hull of their values;
+//! affine counters the hull of their values up to the loop's last iteration.
 //! Complexity: one pass over the ops in program order, O(ops), after induction recognition.
 
 use crate::ir::*;
@@ -141,9 +142,15 @@ impl Ranges {
             for &a in od.regions.first().map_or(&[][..], |&b| &k.region_args(b)[1..]) {
                 if let Some(ind) = self.inductions.get(a) {
                     let all = || ind.seq.iter().chain(ind.pre.iter()).copied();
-                    let lo = all().min().unwrap_or(0);
-                    let hi = all().max().unwrap_or(0);
-                    self.exact_range.set(a, Interval::new(lo as i128, hi as i128));
+                    let lo = all().min().unwrap_or(0) as i128;
+                    let hi = all().max().unwrap_or(0) as i128;
+                    // A drifting counter moves by `drift` per period up to the last
+                    // iteration the loop's bounds allow (its exact integer value; the `i32`
+                    // value equals it while this fits).
+                    let periods = (iv.hi - ind.lo as i128).max(0) / ind.iv_period() as i128;
+                    let moved = ind.drift as i128 * periods;
+                    let r = Interval::new(lo.min(lo + moved), hi.max(hi + moved));
+                    self.exact_range.set(a, r);
                 }
             }
             return;

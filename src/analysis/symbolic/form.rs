@@ -124,6 +124,10 @@ pub trait Evaluator {
     fn is_opaque(&self, v: Value) -> bool;
     /// The loop variable of a recognized periodic iteration value.
     fn induction_iv(&self, v: Value) -> Option<Value>;
+    /// An affine counter (`ir::induction`, drift): `v = a·iv + b` in the loop variable `iv`.
+    fn affine_counter(&self, _v: Value) -> Option<(Value, i64, i64)> {
+        None
+    }
     /// Whether the engine evaluates `neg`, `not` and grid dimensions (the in-flight overlap
     /// engine does not: they are unknown there, so they must be here too).
     fn evaluates_unary(&self) -> bool {
@@ -143,6 +147,9 @@ impl Evaluator for Footprints<'_> {
     }
     fn induction_iv(&self, v: Value) -> Option<Value> {
         Footprints::induction_iv(self, v)
+    }
+    fn affine_counter(&self, v: Value) -> Option<(Value, i64, i64)> {
+        Footprints::affine_counter(self, v)
     }
 }
 
@@ -233,6 +240,16 @@ impl<'a> Builder<'a> {
             ValueDef::RegionArg(..) => {
                 if let Some((_, a)) = self.ivs.iter().find(|(x, _)| *x == v) {
                     return Form::Known(a.clone());
+                }
+                // An affine counter of a bound loop: its form in the loop variable (checked
+                // to stay in `i32` like any other form).
+                if let Some((iv, a, b)) = fp.affine_counter(v)
+                    && let Some((_, f)) = self.ivs.iter().find(|(x, _)| *x == iv)
+                {
+                    return match f.scale(a).and_then(|s| s.plus(&Affine::konst(b))) {
+                        Some(x) => self.known(x),
+                        None => Form::Unsupported,
+                    };
                 }
                 match fp.induction_iv(v) {
                     // A periodic iteration value of a bound loop: the enumerator evaluates
