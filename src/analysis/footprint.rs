@@ -1293,7 +1293,13 @@ impl<'k> Footprints<'k> {
         let mut words = Vec::new();
         match &a.access.footprint {
             Footprint::PerThread(ix) => words.extend(ix.iter().map(enc)),
-            Footprint::Collective { .. } => words.push(u64::MAX),
+            Footprint::Collective { layout } => {
+                // Who owns a position depends on the layout and on whether the access reads
+                // (a broadcast's holders) or is async (`symbolic::bits`), as in `access_key`.
+                let kind = a.access.kind;
+                words.push(u64::MAX - 3 - (kind.reads() as u64) - 2 * (kind.is_async() as u64));
+                words.extend(layout.iter().flat_map(|l| l.bytes()).map(u64::from));
+            }
         }
         words.push(u64::MAX - 1);
         for &l in &a.loops {
