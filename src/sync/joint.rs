@@ -9,23 +9,36 @@
 //! the refill, one after the wait. Moved above the refill (and its commit, with the count
 //! lowered by one), the same wait lets one barrier serve both: `wait; barrier` per iteration.
 //!
-//! **Equivalent positions.** Walking up from the wait within its region, a count wait
-//! `N` on a queue completes the same copy executions one op earlier when that op is
+//! **Equivalent positions.** Walking up from the wait, a count wait `N` on a queue completes
+//! the same copy executions one op earlier when that op is
 //! - a commit of its group queue (then `N - 1`, only while `N >= 1`: the copies of the group
 //!   it closes are the newest group after it, not completed by `N >= 1`, and do not exist
 //!   before it), or an issue on a counter it names (likewise `N - 1`);
 //! - an async issue on a group queue (uncommitted copies are never completed by a count);
+//! - a plain shared access (load, store, atomic, `local_load`, `local_store`) or a block
+//!   barrier: which copies a count wait completes depends only on the issues and commits of
+//!   the thread's queue before it, and neither joins, closes or ticks a queue (no counter
+//!   smemsync models counts plain LDS accesses); moving the wait above them only makes the
+//!   copies complete before those accesses too;
 //! - an op without shared-memory or synchronization effect, or a compound op whose body holds
 //!   only such ops and group-queue issues.
 //!
-//! Anything else (a shared access, a sync, a wait, a token wait) stops the walk. Moving a wait
-//! earlier only widens the interval between the wait and each consumer, so every hazard the
-//! barriers covered stays covered: placement with every wait at its earliest equivalent point
-//! needs no more barriers than with the waits where the planner put them. smemsync keeps the
-//! late positions unless the early ones execute strictly fewer barriers (a late wait lets the
-//! copies overlap more work).
+//! At the start of a `for` body the walk continues before the `for` when nothing in the body
+//! issues on, commits or ticks the wait's queues, nothing in it waits, and no other planned
+//! edit lies in it: the queue is then the same at the top of every iteration as before the
+//! loop, so each iteration's wait completes what the wait before the loop completes (for a
+//! zero-trip loop the wait before it is an extra one, which only completes copies earlier).
+//! An `if` arm or a `while` loop is not left.
 //!
-//! Complexity: O(ops) per wait for the walk, plus one extra placement when a wait can move.
+//! Anything else (another sync, a wait, a token wait, an async issue on another condition)
+//! stops the walk. Moving a wait earlier only widens the interval between the wait and each
+//! consumer, so every hazard the barriers covered stays covered: placement, re-run with every
+//! wait at its earliest equivalent point, needs no more barriers than with the waits where the
+//! planner put them. smemsync keeps the late positions unless the early ones execute strictly
+//! fewer barriers (a late wait lets the copies overlap more work).
+//!
+//! Complexity: O(ops) per wait for the walk (each loop left is scanned once, with the planned
+//! edits), plus one extra placement when a wait can move.
 
 use crate::analysis::inflight::{Queue, queue_of};
 use crate::ir::effects::SyncEffect;
