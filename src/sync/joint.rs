@@ -265,7 +265,7 @@ pub fn hoist_waits(k: &Kernel, target: &Target, plan: &SyncPlan) -> Option<SyncP
             k,
             target,
             plan,
-            parents: &parents,
+            parents,
             own: i,
         };
         let Some((op, counts)) = walk.earliest(e.at.anchor, counts) else {
