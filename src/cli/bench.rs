@@ -154,7 +154,9 @@ pub fn run(args: &BenchArgs) -> i32 {
             }
             None => {
                 let names = smemsync::bench_kernels::NAMED.join(", ");
-                eprintln!("error: no generated kernel named `{name}` ({names}, or a `--real` row name)");
+                eprintln!(
+                    "error: no generated kernel named `{name}` ({names}, or a `--real` row name)"
+                );
                 EXIT_USER
             }
         };
