@@ -1274,15 +1274,42 @@ impl<'k> Footprints<'k> {
         id
     }
 
+    /// The words of a memo key that say what access `ai` touches: its per-thread index
+    /// operands, or, collective, its layout name and whether it reads or is async (who owns a
+    /// position depends on all three, `symbolic::bits`). Shared by [`Self::question_id`] and
+    /// `symbolic::pairs::access_key`, so the two memos cannot disagree on what an answer
+    /// depends on. Markers are at or above `u64::MAX - 6`; operand words and layout bytes below.
+    pub(crate) fn footprint_words(&self, ai: usize, words: &mut Vec<u64>) {
+        let a = &self.accesses[ai];
+        match &a.access.footprint {
+            Footprint::PerThread(ix) => words.extend(ix.iter().map(operand_word)),
+            Footprint::Collective { layout } => {
+                let kind = a.access.kind;
+                words.push(u64::MAX - 3 - (kind.reads() as u64) - 2 * (kind.is_async() as u64));
+                words.extend(layout.iter().flat_map(|l| l.bytes()).map(u64::from));
+            }
+        }
+    }
+
+    /// The words of a memo key for the guards around access `ai`: each enclosing `if`'s
+    /// condition and whether the access is in its then-arm, outermost first.
+    pub(crate) fn guard_words(&self, ai: usize, words: &mut Vec<u64>) {
+        let k = self.k;
+        let op = self.accesses[ai].id.op;
+        let mut child = op;
+        for anc in self.ancestors(op).into_iter().rev() {
+            if let OpKind::If { cond } = &k.ops[anc].kind {
+                words.push(operand_word(cond));
+                words.push((self.region_of(child) == Some(k.ops[anc].regions[0])) as u64);
+            }
+            child = anc;
+        }
+    }
+
     fn question_key(&self, ai: usize) -> QuestionKey {
         let k = self.k;
         let a = &self.accesses[ai];
-        let enc = |o: &Operand| match o {
-            Operand::Value(v) => v.index() as u64,
-            Operand::Imm(Scalar::I32(c)) => (1 << 62) | (*c as u32 as u64),
-            Operand::Imm(Scalar::I1(b)) => (2 << 62) | *b as u64,
-            Operand::Imm(Scalar::F32(f)) => (3 << 62) | f.to_bits() as u64,
-        };
+        let enc = operand_word;
         let mem = match a.access.mem {
             MemRef::Buffer(b) if k.buffers[b].layout.is_none() => {
                 let bd = &k.buffers[b];
@@ -1291,16 +1318,7 @@ impl<'k> Footprints<'k> {
             m => Err(m),
         };
         let mut words = Vec::new();
-        match &a.access.footprint {
-            Footprint::PerThread(ix) => words.extend(ix.iter().map(enc)),
-            Footprint::Collective { layout } => {
-                // Who owns a position depends on the layout and on whether the access reads
-                // (a broadcast's holders) or is async (`symbolic::bits`), as in `access_key`.
-                let kind = a.access.kind;
-                words.push(u64::MAX - 3 - (kind.reads() as u64) - 2 * (kind.is_async() as u64));
-                words.extend(layout.iter().flat_map(|l| l.bytes()).map(u64::from));
-            }
-        }
+        self.footprint_words(ai, &mut words);
         words.push(u64::MAX - 1);
         for &l in &a.loops {
             match &k.ops[l].kind {
@@ -1325,14 +1343,7 @@ impl<'k> Footprints<'k> {
             }
         }
         words.push(u64::MAX - 2);
-        let mut child = a.id.op;
-        for anc in self.ancestors(a.id.op).into_iter().rev() {
-            if let OpKind::If { cond } = &k.ops[anc].kind {
-                words.push(enc(cond));
-                words.push((self.region_of(child) == Some(k.ops[anc].regions[0])) as u64);
-            }
-            child = anc;
-        }
+        self.guard_words(ai, &mut words);
         QuestionKey { mem, words }
     }
 
@@ -1746,6 +1757,17 @@ fn generic(ds: &[Dep]) -> Dep {
         }
     }
     if any { Dep::Periodic(p) } else { Dep::Indep }
+}
+
+/// One word per operand for memo keys: a value's index, or an immediate tagged by its type
+/// in the two high bits.
+pub(crate) fn operand_word(o: &Operand) -> u64 {
+    match o {
+        Operand::Value(v) => v.index() as u64,
+        Operand::Imm(Scalar::I32(c)) => (1 << 62) | (*c as u32 as u64),
+        Operand::Imm(Scalar::I1(b)) => (2 << 62) | *b as u64,
+        Operand::Imm(Scalar::F32(f)) => (3 << 62) | f.to_bits() as u64,
+    }
 }
 
 #[cfg(test)]

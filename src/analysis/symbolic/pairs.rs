@@ -369,35 +369,12 @@ pub type AccessKey = (MemRef, Vec<u64>);
 /// The [`AccessKey`] of access `ai`.
 pub fn access_key(fp: &Footprints, ai: usize) -> AccessKey {
     let a = &fp.accesses[ai];
-    let k = fp.k;
-    let enc = |o: &Operand| match o {
-        Operand::Value(v) => v.index() as u64,
-        Operand::Imm(Scalar::I32(c)) => (1 << 62) | (*c as u32 as u64),
-        Operand::Imm(Scalar::I1(b)) => (2 << 62) | *b as u64,
-        Operand::Imm(Scalar::F32(f)) => (3 << 62) | f.to_bits() as u64,
-    };
     let mut key = Vec::new();
-    match &a.access.footprint {
-        Footprint::PerThread(ix) => key.extend(ix.iter().map(enc)),
-        Footprint::Collective { layout } => {
-            // Who owns a position depends on the layout and on whether the access reads (a
-            // broadcast's holders) or is async (`symbolic::bits`).
-            let kind = a.access.kind;
-            key.push(u64::MAX - (kind.reads() as u64) - 2 * (kind.is_async() as u64));
-            key.extend(layout.iter().flat_map(|l| l.bytes()).map(u64::from));
-        }
-    }
+    fp.footprint_words(ai, &mut key);
     key.push(u64::MAX - 1);
     key.extend(a.loops.iter().map(|l| l.index() as u64));
     key.push(u64::MAX - 2);
-    let mut child = a.id.op;
-    for anc in fp.ancestors(a.id.op).into_iter().rev() {
-        if let OpKind::If { cond } = &k.ops[anc].kind {
-            key.push(enc(cond));
-            key.push((fp.region_of(child) == Some(k.ops[anc].regions[0])) as u64);
-        }
-        child = anc;
-    }
+    fp.guard_words(ai, &mut key);
     (a.access.mem, key)
 }
 
