@@ -130,7 +130,7 @@ fn symbolic_pair(
     if let Some(r) = fp.sym_questions.get(&key) {
         return r.clone();
     }
-    let r = crate::analysis::symbolic::pairs::pair_conflict_memo(fp, ai, bi, plen, var);
+    let r = crate::analysis::symbolic::pairs::pair_conflict_traced(fp, ai, bi, plen, var);
     fp.sym_questions.insert(key, r.clone());
     r
 }

@@ -329,9 +329,6 @@ pub struct Footprints<'k> {
     /// Answer thread questions with the symbolic engine (`analysis::symbolic`) where it
     /// can; false: enumerate always (the oracle).
     pub symbolic: bool,
-    /// Symbolic answers by access key (`analysis::symbolic::pairs`).
-    pub(crate) sym_pairs: HashMap<SymPairKey, Option<crate::analysis::conflicts::PairConflict>>,
-    pub(crate) sym_self: HashMap<crate::analysis::symbolic::pairs::AccessKey, Option<bool>>,
     /// Pinned buffers that alias without an exact element pairing
     /// ([`crate::ir::layout::inexact_aliases`], both orders): an access to one and an access
     /// to the other are never "same thread" (W1004).
@@ -348,14 +345,6 @@ pub struct Footprints<'k> {
     /// Symbolic self-race answers by question id.
     pub(crate) sym_self_questions: HashMap<u32, Option<bool>>,
 }
-
-/// A symbolic pair question: both access keys, the common prefix, the distance level.
-pub(crate) type SymPairKey = (
-    crate::analysis::symbolic::pairs::AccessKey,
-    crate::analysis::symbolic::pairs::AccessKey,
-    usize,
-    Option<usize>,
-);
 
 /// What the symbolic engine's answers about one access depend on, with the identity of its
 /// buffer and loops replaced by what the engine reads of them ([`Footprints::question_id`]).
@@ -428,8 +417,6 @@ impl<'k> Footprints<'k> {
             cap_note: None,
             memo: None,
             symbolic: true,
-            sym_pairs: HashMap::default(),
-            sym_self: HashMap::default(),
             blind: crate::ir::layout::inexact_aliases(k)
                 .into_iter()
                 .flat_map(|(b, c)| [(b, c), (c, b)])
@@ -1276,9 +1263,7 @@ impl<'k> Footprints<'k> {
 
     /// The words of a memo key that say what access `ai` touches: its per-thread index
     /// operands, or, collective, its layout name and whether it reads or is async (who owns a
-    /// position depends on all three, `symbolic::bits`). Shared by [`Self::question_id`] and
-    /// `symbolic::pairs::access_key`, so the two memos cannot disagree on what an answer
-    /// depends on. Markers are at or above `u64::MAX - 6`; operand words and layout bytes below.
+    /// position depends on all three, `symbolic::bits`). Part of [`Self::question_id`]'s key. Markers are at or above `u64::MAX - 6`; operand words and layout bytes below.
     pub(crate) fn footprint_words(&self, ai: usize, words: &mut Vec<u64>) {
         let a = &self.accesses[ai];
         match &a.access.footprint {

@@ -487,7 +487,7 @@ fn self_race_symbolic(fp: &mut Footprints, ai: usize) -> Option<bool> {
     if let Some(&r) = fp.sym_self_questions.get(&q) {
         return r;
     }
-    let r = crate::analysis::symbolic::pairs::self_race_memo(fp, ai);
+    let r = crate::analysis::symbolic::pairs::self_race(fp, ai);
     fp.sym_self_questions.insert(q, r);
     r
 }

@@ -360,36 +360,16 @@ enum Distance {
     Periodic { r: usize, step: i64, period: i64 },
 }
 
-/// What a symbolic answer about an access depends on: its memref, index operands (a collective
-/// access: its layout name and whether it reads or is async), enclosing
-/// loops and guards (with the arm). Accesses with equal keys have equal footprints, so their
-/// answers are shared (`store @a[%t]` repeated n times is decided once).
-pub type AccessKey = (MemRef, Vec<u64>);
-
-/// The [`AccessKey`] of access `ai`.
-pub fn access_key(fp: &Footprints, ai: usize) -> AccessKey {
-    let a = &fp.accesses[ai];
-    let mut key = Vec::new();
-    fp.footprint_words(ai, &mut key);
-    key.push(u64::MAX - 1);
-    key.extend(a.loops.iter().map(|l| l.index() as u64));
-    key.push(u64::MAX - 2);
-    fp.guard_words(ai, &mut key);
-    (a.access.mem, key)
-}
-
-/// [`pair_conflict`], shared between accesses with equal [`AccessKey`]s.
-pub fn pair_conflict_memo(
-    fp: &mut Footprints,
+/// [`pair_conflict`] with `SMEMSYNC_SYMBOLIC_TRACE=1` printing each question's nodes and
+/// answer. Callers decide each question once per [`Footprints::question_id`] pair
+/// (`conflicts::pair_conflict`).
+pub fn pair_conflict_traced(
+    fp: &Footprints,
     ai: usize,
     bi: usize,
     plen: usize,
     var: Option<usize>,
 ) -> Option<PairConflict> {
-    let key = (access_key(fp, ai), access_key(fp, bi), plen, var);
-    if let Some(r) = fp.sym_pairs.get(&key) {
-        return r.clone();
-    }
     let n0 = super::solve::NODES.with(|n| n.get());
     let r = pair_conflict(fp, ai, bi, plen, var);
     if std::env::var_os("SMEMSYNC_SYMBOLIC_TRACE").is_some() {
@@ -401,18 +381,6 @@ pub fn pair_conflict_memo(
             r.as_ref().map(|p| (p.conflict, p.intersect, p.intra_warp))
         );
     }
-    fp.sym_pairs.insert(key, r.clone());
-    r
-}
-
-/// [`self_race`], shared between accesses with equal [`AccessKey`]s.
-pub fn self_race_memo(fp: &mut Footprints, ai: usize) -> Option<bool> {
-    let key = access_key(fp, ai);
-    if let Some(r) = fp.sym_self.get(&key) {
-        return *r;
-    }
-    let r = self_race(fp, ai);
-    fp.sym_self.insert(key, r);
     r
 }
 
