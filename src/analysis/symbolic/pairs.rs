@@ -361,7 +361,7 @@ enum Distance {
 }
 
 /// [`pair_conflict`] with `SMEMSYNC_SYMBOLIC_TRACE=1` printing each question's nodes and
-/// answer. Callers decide each question once per [`Footprints::question_id`] pair
+/// answer. Callers decide each question once per `Footprints::question_id` pair
 /// (`conflicts::pair_conflict`).
 pub fn pair_conflict_traced(
     fp: &Footprints,
