@@ -85,7 +85,7 @@ fn copy_tile(s: &mut String, sh: &GemmShape, buf: &str, g: &str, dims: (u32, u32
             "{ind}cp_async @{buf}[%slot{tag}, %r{n}, %c{n}] <- %{g}[%gr{n}, %gc{n}]"
         );
     };
-    let ind = if tag.ends_with('m') { "      " } else { "    " };
+    let ind = "      ";
     if sh.unrolled {
         for i in 0..per {
             body(s, &format!("{}", i * sh.threads), &format!("{tag}{i}"), ind);
@@ -98,10 +98,11 @@ fn copy_tile(s: &mut String, sh: &GemmShape, buf: &str, g: &str, dims: (u32, u32
     }
 }
 
-/// The copies of K-tile `kt` into slot `slot` for both operands; `tag` ends in `p`
-/// (prologue) or `m` (main loop) and names the temporaries.
+/// The copies of K-tile `kt` into slot `slot` for both operands, inside the `if` that skips
+/// tiles past the end of K; `tag` ends in `p` (prologue) or `m` (main loop) and names the
+/// temporaries.
 fn copy_stage(o: &mut String, sh: &GemmShape, kt: &str, slot: &str, tag: &str) {
-    let ind = if tag.ends_with('m') { "      " } else { "    " };
+    let ind = "      ";
     let bk = sh.bk;
     for (side, buf, g, dims) in [
         ("a", "a", "A", (sh.bm, sh.bk)),
@@ -145,9 +146,12 @@ pub fn gemm(sh: &GemmShape) -> Option<String> {
     let _ = writeln!(o, "  shared @b : f16[{s}, {bk}, {bn}]");
     let _ = writeln!(o, "  %t = tid.x");
     let _ = writeln!(o, "  %kt = div %K, {bk}");
-    // Prologue: tiles 0 .. stages-1 into their slots.
+    // Prologue: tiles 0 .. stages-1 into their slots, those that exist (K may be one tile).
     let _ = writeln!(o, "  for %p = 0 to {} step 1 {{", s - 1);
+    let _ = writeln!(o, "    %hp = cmp lt %p, %kt");
+    let _ = writeln!(o, "    if %hp {{");
     copy_stage(&mut o, sh, "%p", "%p", "p");
+    let _ = writeln!(o, "    }}");
     let _ = writeln!(o, "    cp_async_commit");
     let _ = writeln!(o, "  }}");
     let _ = writeln!(o, "  %tr = div %t, {side}");
