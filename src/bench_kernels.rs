@@ -68,33 +68,58 @@ impl GemmShape {
     }
 }
 
-/// Writes the copies of one K-tile into `@{buf}[%slot{tag}, …]` from the global `%{g}`
-/// (`rows × cols` elements; the tile's global origin is `%gr0{tag}`, `%gc0{tag}`), each
-/// thread copying every `threads`-th element. `ind` is the indentation.
-fn copy_tile(s: &mut String, sh: &GemmShape, buf: &str, g: &str, dims: (u32, u32), tag: &str) {
-    let (rows, cols) = dims;
-    let per = rows * cols / sh.threads;
-    let body = |s: &mut String, i: &str, n: &str, ind: &str| {
-        let _ = writeln!(s, "{ind}%e{n} = add %t, {i}");
-        let _ = writeln!(s, "{ind}%r{n} = div %e{n}, {cols}");
-        let _ = writeln!(s, "{ind}%c{n} = rem %e{n}, {cols}");
-        let _ = writeln!(s, "{ind}%gr{n} = add %gr0{tag}, %r{n}");
-        let _ = writeln!(s, "{ind}%gc{n} = add %gc0{tag}, %c{n}");
+/// One tile copy: `rows × cols` elements from the global `%{g}` at row `%gr0{tag}` (and
+/// column `%gc0{tag}` when `col_origin`) into `@{buf}[%slot{tag}?, r, c]`, each of `threads`
+/// threads copying every `threads`-th element, by one op per element (`unrolled`) or by an
+/// inner `for`. `ind` is the indentation. Shared by the GEMM and flash generators.
+pub(crate) struct TileCopy<'a> {
+    pub buf: &'a str,
+    pub g: &'a str,
+    pub dims: (u32, u32),
+    pub slotted: bool,
+    pub col_origin: bool,
+    pub threads: u32,
+    pub unrolled: bool,
+    pub tag: String,
+    pub ind: &'a str,
+}
+
+/// Writes the copies of [`TileCopy`].
+pub(crate) fn copy_tile(o: &mut String, c: &TileCopy) {
+    let (rows, cols) = c.dims;
+    let per = rows * cols / c.threads;
+    let (tag, ind) = (&c.tag, c.ind);
+    let slot = if c.slotted {
+        format!("%slot{tag}, ")
+    } else {
+        String::new()
+    };
+    let body = |o: &mut String, i: &str, n: &str, ind: &str| {
+        let _ = writeln!(o, "{ind}%e{n} = add %t, {i}");
+        let _ = writeln!(o, "{ind}%r{n} = div %e{n}, {cols}");
+        let _ = writeln!(o, "{ind}%c{n} = rem %e{n}, {cols}");
+        let _ = writeln!(o, "{ind}%gr{n} = add %gr0{tag}, %r{n}");
+        let gc = if c.col_origin {
+            let _ = writeln!(o, "{ind}%gc{n} = add %gc0{tag}, %c{n}");
+            format!("%gc{n}")
+        } else {
+            format!("%c{n}")
+        };
         let _ = writeln!(
-            s,
-            "{ind}cp_async @{buf}[%slot{tag}, %r{n}, %c{n}] <- %{g}[%gr{n}, %gc{n}]"
+            o,
+            "{ind}cp_async @{}[{slot}%r{n}, %c{n}] <- %{}[%gr{n}, {gc}]",
+            c.buf, c.g
         );
     };
-    let ind = "      ";
-    if sh.unrolled {
+    if c.unrolled {
         for i in 0..per {
-            body(s, &format!("{}", i * sh.threads), &format!("{tag}{i}"), ind);
+            body(o, &format!("{}", i * c.threads), &format!("{tag}{i}"), ind);
         }
     } else {
-        let _ = writeln!(s, "{ind}for %i{tag} = 0 to {per} step 1 {{");
-        let _ = writeln!(s, "{ind}  %o{tag} = mul %i{tag}, {}", sh.threads);
-        body(s, &format!("%o{tag}"), tag, &format!("{ind}  "));
-        let _ = writeln!(s, "{ind}}}");
+        let _ = writeln!(o, "{ind}for %i{tag} = 0 to {per} step 1 {{");
+        let _ = writeln!(o, "{ind}  %o{tag} = mul %i{tag}, {}", c.threads);
+        body(o, &format!("%o{tag}"), tag, &format!("{ind}  "));
+        let _ = writeln!(o, "{ind}}}");
     }
 }
 
@@ -117,7 +142,18 @@ fn copy_stage(o: &mut String, sh: &GemmShape, kt: &str, slot: &str, tag: &str) {
             let _ = writeln!(o, "{ind}%gr0{t} = mul {kt}, {bk}");
             let _ = writeln!(o, "{ind}%gc0{t} = add 0, 0");
         }
-        copy_tile(o, sh, buf, g, dims, &t);
+        let c = TileCopy {
+            buf,
+            g,
+            dims,
+            slotted: true,
+            col_origin: true,
+            threads: sh.threads,
+            unrolled: sh.unrolled,
+            tag: t,
+            ind,
+        };
+        copy_tile(o, &c);
     }
 }
 

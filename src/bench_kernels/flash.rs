@@ -21,6 +21,7 @@
 //! the per-row statistics shared as FlashAttention-2's thread blocks do when a row is split
 //! across threads.
 
+use super::{TileCopy, copy_tile};
 use std::fmt::Write as _;
 
 /// The shape of a generated flash-attention kernel.
@@ -80,49 +81,6 @@ impl FlashShape {
     }
 }
 
-/// One tile copy (`rows × cols` elements from global `%{g}` at row `%gr0{tag}` into
-/// `@{buf}[%slot{tag}?, r, c]`), each thread copying every `threads`-th element.
-struct TileCopy<'a> {
-    buf: &'a str,
-    g: &'a str,
-    dims: (u32, u32),
-    slotted: bool,
-    tag: String,
-    ind: &'a str,
-}
-
-fn copy_tile(o: &mut String, sh: &FlashShape, c: &TileCopy) {
-    let (rows, cols) = c.dims;
-    let per = rows * cols / sh.threads;
-    let (tag, ind) = (&c.tag, c.ind);
-    let slot = if c.slotted {
-        format!("%slot{tag}, ")
-    } else {
-        String::new()
-    };
-    let body = |o: &mut String, i: &str, n: &str, ind: &str| {
-        let _ = writeln!(o, "{ind}%e{n} = add %t, {i}");
-        let _ = writeln!(o, "{ind}%r{n} = div %e{n}, {cols}");
-        let _ = writeln!(o, "{ind}%c{n} = rem %e{n}, {cols}");
-        let _ = writeln!(o, "{ind}%gr{n} = add %gr0{tag}, %r{n}");
-        let _ = writeln!(
-            o,
-            "{ind}cp_async @{}[{slot}%r{n}, %c{n}] <- %{}[%gr{n}, %c{n}]",
-            c.buf, c.g
-        );
-    };
-    if sh.unrolled {
-        for i in 0..per {
-            body(o, &format!("{}", i * sh.threads), &format!("{tag}{i}"), ind);
-        }
-    } else {
-        let _ = writeln!(o, "{ind}for %i{tag} = 0 to {per} step 1 {{");
-        let _ = writeln!(o, "{ind}  %o{tag} = mul %i{tag}, {}", sh.threads);
-        body(o, &format!("%o{tag}"), tag, &format!("{ind}  "));
-        let _ = writeln!(o, "{ind}}}");
-    }
-}
-
 /// The copies of KV block `blk` into slot `slot` for K and V; `tag` names the temporaries.
 fn copy_kv(o: &mut String, sh: &FlashShape, blk: &str, slot: &str, tag: &str, ind: &str) {
     for (side, g) in [("k", "K"), ("v", "V")] {
@@ -134,10 +92,13 @@ fn copy_kv(o: &mut String, sh: &FlashShape, blk: &str, slot: &str, tag: &str, in
             g,
             dims: (sh.bn, sh.d),
             slotted: true,
+            col_origin: false,
+            threads: sh.threads,
+            unrolled: sh.unrolled,
             tag: t.clone(),
             ind,
         };
-        copy_tile(o, sh, &c);
+        copy_tile(o, &c);
     }
 }
 
@@ -302,10 +263,13 @@ fn prologue(o: &mut String, sh: &FlashShape) {
         g: "Q",
         dims: (bm, d),
         slotted: false,
+        col_origin: false,
+        threads: sh.threads,
+        unrolled: sh.unrolled,
         tag: "q".into(),
         ind: "  ",
     };
-    copy_tile(o, sh, &q);
+    copy_tile(o, &q);
     let _ = writeln!(o, "  cp_async_commit");
     let _ = writeln!(o, "  for %b = 0 to {} step 1 {{", s - 1);
     let _ = writeln!(o, "    %hb = cmp lt %b, %nb");
