@@ -306,7 +306,7 @@ fn scalars(k: &Kernel, opts: &CheckOptions) -> Result<Scalars, Diagnostic> {
                 && !(lo as i64..=hi as i64).contains(&x)
             {
                 return Err(Diagnostic::user(
-                    "C0011",
+                    "C0010",
                     format!("--bounds {name}={x} lies outside the declared range [{lo}, {hi}]"),
                 )
                 .with_label(
