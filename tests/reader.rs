@@ -53,6 +53,7 @@ fn structure(k: &Kernel) -> String {
     k.kernel_span = Span::UNDEF;
     k.block_span = Span::UNDEF;
     k.grid_span = Span::UNDEF;
+    k.target_span = Span::UNDEF;
     for d in &mut k.layouts {
         d.span = Span::UNDEF;
         d.text_span = Span::UNDEF;
