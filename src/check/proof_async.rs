@@ -5,9 +5,11 @@
 //! Modelled: cp.async and gather-to-LDS copies, per thread (`cp_async`, `gather_to_lds`) or
 //! per tile (`cp_async_tile`, `gather_to_lds_tile`, each thread copying the elements its
 //! layout gives it, `check/proof_tiles.rs`), and wgmma's shared-operand reads (completed by
-//! `wgmma_wait`, read by any thread of the block). Generic-proxy writes on a buffer that an
-//! async-proxy access (wgmma) touches are followed the same way to the `fence_proxy_async` of
-//! their thread.
+//! `wgmma_wait`, read by any thread of the block), TMA loads of a single-role pipeline
+//! (performed by the copy engine, completed for every thread by the `mbar_wait` of their use,
+//! `check/mbar_pipeline.rs`) and TMA stores (read by the copy engine until the issuer's
+//! `bulk_wait`). Generic-proxy writes on a buffer that an async-proxy access (wgmma, TMA)
+//! touches are followed the same way to the `fence_proxy_async` of their thread.
 //!
 //! What it computes: for each access `c`, a forward walk over the region tree from `c`'s issue
 //! (including loop back edges) that tracks, per *tag* (the iteration relation to `c`), the
