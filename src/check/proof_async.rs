@@ -667,20 +667,26 @@ pub(super) fn async_pairs(
 pub(super) fn after_tma_issue(cx: &PairCx, i: usize, j: usize) -> bool {
     let (a, b) = (&cx.accs[i], &cx.accs[j]);
     let tma = |x: &Access| x.kind == AccessKind::AsyncWrite(AsyncClass::Tma);
+    let (k, parents) = (cx.k, cx.parents);
+    // `x` never before the load `c` in one interval, and on the load's walk.
+    let after = |c: Op, x: Op| !reaches(k, parents, (x, c), true) && reaches(k, parents, (c, x), false);
     match (tma(a), tma(b)) {
-        (true, false) => !reaches(cx.k, cx.parents, b.op, a.op),
-        (false, true) => !reaches(cx.k, cx.parents, a.op, b.op),
+        (true, false) => after(a.op, b.op),
+        (false, true) => after(b.op, a.op),
         _ => false,
     }
 }
 
-/// Whether a path from `from` reaches `to` without crossing a `barrier` (both arms of every
-/// `if`, any number of loop iterations; over-approximated: a loop may always be left alive).
-fn reaches(k: &Kernel, parents: &Parents, from: Op, to: Op) -> bool {
+/// Whether a path from `from` reaches `to` (both arms of every `if`, any number of loop
+/// iterations; the paths of the in-flight walk), without crossing a `barrier` when
+/// `barriers` (over-approximated: a loop may always be left alive). An op in the other arm
+/// of an `if` around `from` is not reached (unless through a loop's back edge).
+fn reaches(k: &Kernel, parents: &Parents, (from, to): (Op, Op), barriers: bool) -> bool {
     struct Reach<'a> {
         k: &'a Kernel,
         to: Op,
         found: bool,
+        barriers: bool,
     }
     impl Reach<'_> {
         fn seq(&mut self, r: Region, from: usize, mut alive: bool) -> bool {
@@ -692,7 +698,7 @@ fn reaches(k: &Kernel, parents: &Parents, from: Op, to: Op) -> bool {
                 self.found |= op == self.to;
                 let od = &self.k.ops[op];
                 alive = match &od.kind {
-                    OpKind::Barrier => false,
+                    OpKind::Barrier => !self.barriers,
                     OpKind::For { .. } | OpKind::While { .. } => {
                         for &c in &od.regions {
                             self.seq(c, 0, true);
@@ -717,6 +723,7 @@ fn reaches(k: &Kernel, parents: &Parents, from: Op, to: Op) -> bool {
         k,
         to,
         found: false,
+        barriers,
     };
     let mut cur = from;
     let mut alive = true;
