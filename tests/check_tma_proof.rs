@@ -125,3 +125,20 @@ fn warp_specialized_tma_kernels_are_left_to_the_interpreter() {
         assert!(why.contains("mbarrier"), "{rel}: {why}");
     }
 }
+
+/// A store in the `else` arm of the elected thread's TMA load runs concurrently with the load
+/// (no path leads from one to the other): the intervals must pair them, not the load's walk.
+#[test]
+fn an_access_beside_a_tma_load_in_the_other_arm_is_not_proved() {
+    let text = synced(PIPELINES[0]);
+    let old = "    tma_load %s0 <- %X[0, 0], @full[0]\n  }";
+    assert!(text.contains(old), "the example's prologue load moved");
+    let m = text.replacen(
+        old,
+        "    tma_load %s0 <- %X[0, 0], @full[0]\n  } else {\n    store %s0[%t], 0.0\n  }",
+        1,
+    );
+    let k = parse(&m);
+    assert!(prove(&k, None).is_err(), "proved a racing kernel");
+    assert!(matches!(interpret(&k), Verdict::Race(_)));
+}

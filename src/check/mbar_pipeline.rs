@@ -277,7 +277,7 @@ pub(super) fn plan(k: &Kernel, td: &HashSet<Value>) -> Result<Option<Plan>, Stri
             ));
         }
         let in_loop = parents.ancestors(o).contains(&l);
-        let (conds, ok) = guards(k, &parents, o, if in_loop { Some(l) } else { None });
+        let (conds, ok) = guards(k, parents, o, if in_loop { Some(l) } else { None });
         if !ok || (!in_loop && top_of(o) > l_top) {
             return Err(format!(
                 "{} is under a loop or condition the pipeline form does not read",
