@@ -93,7 +93,7 @@ fn has_mbar(k: &Kernel, r: Region) -> bool {
 
 /// Parity of a wait: the phase of this use, or of the previous use of the slot.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Parity {
+pub(super) enum Parity {
     This,
     Previous,
 }
@@ -287,7 +287,7 @@ fn classify(
 /// pure op (arithmetic, comparison, select, constant) of operands that are the same — each
 /// role computes its trip count `(K + 63) / 64` itself. Thread- or memory-dependent ops are
 /// never the same.
-fn same(k: &Kernel, a: Operand, b: Operand, depth: u32) -> bool {
+pub(super) fn same(k: &Kernel, a: Operand, b: Operand, depth: u32) -> bool {
     if a == b {
         return true;
     }
@@ -347,7 +347,7 @@ fn elects_one(k: &Kernel, c: Operand) -> bool {
 }
 
 /// The index is `i mod D` in every iteration `i`, with D the array's extent.
-fn is_slot(k: &Kernel, fns: &mut crate::ir::iterfn::IterFns, o: Operand, b: Buffer) -> bool {
+pub(super) fn is_slot(k: &Kernel, fns: &mut crate::ir::iterfn::IterFns, o: Operand, b: Buffer) -> bool {
     let d = k.buffers[b].shape.first().copied().unwrap_or(0) as usize;
     match fns.of(o) {
         Some(f) if f.periodic() && d > 0 => {
@@ -364,7 +364,7 @@ fn gcd(a: usize, b: usize) -> usize {
 
 /// The wait parity (its low bit, as the mbarrier reads it) is `(i / D) mod 2` in every
 /// iteration `i` (this use) or its complement (the previous use).
-fn parity_form(k: &Kernel, fns: &mut crate::ir::iterfn::IterFns, o: Operand, b: Buffer) -> Option<Parity> {
+pub(super) fn parity_form(k: &Kernel, fns: &mut crate::ir::iterfn::IterFns, o: Operand, b: Buffer) -> Option<Parity> {
     let d = k.buffers[b].shape.first().copied().unwrap_or(0) as usize;
     let f = fns.of(o).filter(|f| f.periodic() && d > 0)?;
     // Both sides are periodic: equal over a common period means equal everywhere.
@@ -381,7 +381,7 @@ fn parity_form(k: &Kernel, fns: &mut crate::ir::iterfn::IterFns, o: Operand, b: 
 
 /// Each array's arrival count, from `mbar_init`s before the branch (every slot, one count),
 /// followed by a `barrier` at the top level before the branch.
-fn inits(k: &Kernel, pos: usize) -> Result<HashMap<Buffer, u32>, String> {
+pub(super) fn inits(k: &Kernel, pos: usize) -> Result<HashMap<Buffer, u32>, String> {
     let top = &k.region_ops(k.body())[..pos];
     let mut counts: HashMap<Buffer, (u32, Vec<i64>)> = HashMap::new();
     let mut last_init = None;

@@ -20,6 +20,7 @@
 pub mod handshake_proof;
 mod named_proof;
 pub mod interp;
+mod mbar_pipeline;
 pub mod proof;
 mod proof_async;
 mod proof_syncs;

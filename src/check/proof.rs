@@ -116,7 +116,7 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                 }
                 let sa = starts.0.get(&a.op).unwrap_or(&empty);
                 let sb = starts.0.get(&b.op).unwrap_or(&empty);
-                if sa.is_disjoint(sb) {
+                if sa.is_disjoint(sb) || super::proof_async::after_tma_issue(&cx, i, j) {
                     continue;
                 }
                 pairs += 1;
@@ -291,7 +291,10 @@ fn instances(
         for ci in 0..combos.len() {
             v.extend(
                 tile.iter()
-                    .filter(|(t, _)| *t == ANY || runs.get(*t as usize).copied().unwrap_or(false))
+                    .filter(|(t, _)| {
+                        *t >= super::proof_tiles::ENGINE
+                            || runs.get(*t as usize).copied().unwrap_or(false)
+                    })
                     .map(|&(t, off)| Inst {
                         t,
                         combo: ci as u32,
@@ -654,7 +657,7 @@ fn preconditions(k: &Kernel) -> Result<(), String> {
         for a in &e.shared {
             if a.kind.is_async() && !super::proof_async::modelled(a) {
                 return Err(format!(
-                    "{} is an async access the static proof does not model (cp.async and gather-to-LDS copies, per thread or per tile, and wgmma operand reads only)",
+                    "{} is an async access the static proof does not model (cp.async and gather-to-LDS copies, per thread or per tile, wgmma operand reads, TMA loads and stores only)",
                     op_at(k, op)
                 ));
             }

@@ -5,9 +5,11 @@
 //! Modelled: cp.async and gather-to-LDS copies, per thread (`cp_async`, `gather_to_lds`) or
 //! per tile (`cp_async_tile`, `gather_to_lds_tile`, each thread copying the elements its
 //! layout gives it, `check/proof_tiles.rs`), and wgmma's shared-operand reads (completed by
-//! `wgmma_wait`, read by any thread of the block). Generic-proxy writes on a buffer that an
-//! async-proxy access (wgmma) touches are followed the same way to the `fence_proxy_async` of
-//! their thread.
+//! `wgmma_wait`, read by any thread of the block), TMA loads of a single-role pipeline
+//! (performed by the copy engine, completed for every thread by the `mbar_wait` of their use,
+//! `check/mbar_pipeline.rs`) and TMA stores (read by the copy engine until the issuer's
+//! `bulk_wait`). Generic-proxy writes on a buffer that an async-proxy access (wgmma, TMA)
+//! touches are followed the same way to the `fence_proxy_async` of their thread.
 //!
 //! What it computes: for each access `c`, a forward walk over the region tree from `c`'s issue
 //! (including loop back edges) that tracks, per *tag* (the iteration relation to `c`), the
@@ -37,6 +39,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::mbar_pipeline::{LoadUse, Plan};
 use super::proof::{
     Access, Inst, IvFn, LoopRelation, Meet, PairCx, Sides, affine_exact, alias_met, bound_range,
     collide, collide_related, conflicting, eval_iv, iv_fn, op_at, wrap_modulus,
@@ -163,8 +166,8 @@ pub(super) fn enumerated(k: &Kernel, parents: &Parents) -> Enumerated {
 pub(super) fn modelled(a: &SharedAccess) -> bool {
     matches!(
         a.kind,
-        AccessKind::AsyncWrite(AsyncClass::CpAsync | AsyncClass::GatherToLds)
-            | AccessKind::AsyncRead(AsyncClass::Wgmma)
+        AccessKind::AsyncWrite(AsyncClass::CpAsync | AsyncClass::GatherToLds | AsyncClass::Tma)
+            | AccessKind::AsyncRead(AsyncClass::Wgmma | AsyncClass::TmaStore)
     )
 }
 
@@ -195,6 +198,11 @@ enum Queue {
     WgmmaGroups,
     /// A generic-proxy write waiting for its thread's `fence_proxy_async`.
     Fence,
+    /// A TMA store's read: `bulk_commit` closes a group, `bulk_wait N`.
+    BulkGroups,
+    /// A TMA load: completed for every thread by the pipeline wait of its use
+    /// (`check/mbar_pipeline.rs`).
+    Mbar,
 }
 
 fn queue_of(k: &Kernel, op: Op, target: Option<Target>) -> Option<Queue> {
@@ -208,6 +216,8 @@ fn queue_of(k: &Kernel, op: Op, target: Option<Target>) -> Option<Queue> {
                 .unwrap_or(Counter::VmCnt),
         )),
         AccessKind::AsyncRead(AsyncClass::Wgmma) => Some(Queue::WgmmaGroups),
+        AccessKind::AsyncRead(AsyncClass::TmaStore) => Some(Queue::BulkGroups),
+        AccessKind::AsyncWrite(AsyncClass::Tma) => Some(Queue::Mbar),
         _ => None,
     }
 }
@@ -263,6 +273,17 @@ struct Walk<'a> {
     records: HashSet<Record>,
     /// Ops recorded although they access no shared memory (the uses of a wgmma's result).
     watch: HashSet<Op>,
+    /// For a TMA load: the pipeline and the load's use.
+    mbar: Option<MbarWalk<'a>>,
+}
+
+/// What completes a followed TMA load: the wait of its use in the pipeline loop.
+#[derive(Copy, Clone)]
+struct MbarWalk<'a> {
+    plan: &'a Plan,
+    load: LoadUse,
+    /// The pipeline loop's iteration at the load, when the walk unrolls that loop.
+    copy_iter: Option<i64>,
 }
 
 impl Walk<'_> {
@@ -315,7 +336,19 @@ impl Walk<'_> {
     /// The state after leaving loop `l` (at its head, after any number of iterations).
     fn exit(&self, l: Op, s: &State) -> State {
         let (is_l, is_p) = (Some(l) == self.l, Some(l) == self.p);
-        Self::retag(s, |t| Tag {
+        let mut s = s.clone();
+        if let Some(m) = self.mbar.filter(|m| m.plan.l == l) {
+            // The load of use `u` exists only when `u < T`: leaving the loop after `e`
+            // iterations counted from the load's (`T = i + e`, or `T = e` from its entry for
+            // a load before the loop) is infeasible while `u >= T`.
+            let d = m.load.delta;
+            s.retain(|t, _| match (m.load.in_loop, t.rel, t.pin) {
+                (true, Rel::Dist(e), _) if is_l => e as i64 > d,
+                (false, _, Some(j)) if is_p => j as i64 > d,
+                _ => true,
+            });
+        }
+        Self::retag(&s, |t| Tag {
             rel: if is_l { Rel::Far } else { t.rel },
             pin: if is_p { None } else { t.pin },
         })
@@ -383,10 +416,19 @@ impl Walk<'_> {
                     }
                 }
             }
+            (Some(SyncEffect::Commit(AsyncClass::TmaStore)), Queue::BulkGroups) => {
+                for a in s.values_mut() {
+                    if *a != WAITED {
+                        *a = if *a < 0 { 0 } else { a.saturating_add(1) };
+                    }
+                }
+            }
             (Some(SyncEffect::Wait(WaitKind::CpAsyncGroups(n))), Queue::CpAsyncGroups)
-            | (Some(SyncEffect::Wait(WaitKind::WgmmaGroups(n))), Queue::WgmmaGroups) => {
+            | (Some(SyncEffect::Wait(WaitKind::WgmmaGroups(n))), Queue::WgmmaGroups)
+            | (Some(SyncEffect::Wait(WaitKind::BulkGroups(n))), Queue::BulkGroups) => {
                 complete(&mut s, *n)
             }
+            (Some(SyncEffect::MbarWait), Queue::Mbar) => self.mbar_wait(op, &mut s),
             // The writer's fence makes its earlier generic writes visible to the async
             // accesses a later barrier orders after it.
             (Some(SyncEffect::ProxyFence), Queue::Fence) => complete(&mut s, 0),
@@ -399,6 +441,36 @@ impl Walk<'_> {
             _ => {}
         }
         s
+    }
+
+    /// A pipeline wait: every thread runs it, so when it is the wait of the load's use, every
+    /// access after it is ordered after the load (the entries it completes end).
+    fn mbar_wait(&self, op: Op, s: &mut State) {
+        let Some(m) = self.mbar else { return };
+        if m.plan.waits.get(&op) != Some(&m.load.mbar) {
+            return;
+        }
+        let k = self.k;
+        let iv = k.region_args(k.ops[m.plan.l].regions[0])[0];
+        let d = m.load.delta;
+        if let Some(&(_, y)) = self.env.iter().rev().find(|(v, _)| *v == iv) {
+            // The pipeline loop is unrolled: this wait's use is its iteration.
+            let u = if m.load.in_loop {
+                m.copy_iter.map(|x| x + d)
+            } else {
+                Some(d)
+            };
+            if u == Some(y) {
+                s.clear();
+            }
+            return;
+        }
+        let (in_l, in_p) = (self.l == Some(m.plan.l), self.p == Some(m.plan.l));
+        s.retain(|t, _| match (m.load.in_loop, t.rel, t.pin) {
+            (true, Rel::Dist(e), _) if in_l => e as i64 != d,
+            (false, _, Some(j)) if in_p => j as i64 != d,
+            _ => true,
+        });
     }
 
     /// Walks the ops of region `r` from position `from`.
@@ -493,6 +565,10 @@ impl Walk<'_> {
         }
         let head = self.back(p, &s);
         let exit = self.fixpoint(p, head);
+        if self.mbar.is_some_and(|m| m.plan.l == p) {
+            // Leaving after the load's iteration is the head's exit at distance 1.
+            return exit;
+        }
         join(exit, &self.exit(p, &s))
     }
 }
@@ -515,6 +591,16 @@ pub(super) fn async_pairs(
 ) -> Result<String, String> {
     let k = cx.k;
     let (mut copies, mut reads, mut fenced, mut met) = (0usize, 0usize, 0usize, 0usize);
+    let tma = cx
+        .accs
+        .iter()
+        .any(|a| a.kind == AccessKind::AsyncWrite(AsyncClass::Tma));
+    let plan = if tma {
+        let td = super::uniform::thread_dependent(k, super::uniform::Loads::ThreadDependent);
+        super::mbar_pipeline::plan(k, &td)?
+    } else {
+        None
+    };
     for (ci, c) in cx.accs.iter().enumerate() {
         let queue = if c.kind.is_async() {
             let Some(q) = queue_of(k, c.op, target) else {
@@ -538,7 +624,25 @@ pub(super) fn async_pairs(
         } else {
             continue;
         };
-        met += follow(cx, target, by_buf, ci, queue)?;
+        if matches!(queue, Queue::Mbar | Queue::BulkGroups) && in_else_arm(k, cx.parents, c.op) {
+            return Err(format!(
+                "{} is a TMA access in the `else` arm of an `if`",
+                op_at(k, c.op)
+            ));
+        }
+        let mbar = match (queue, &plan) {
+            (Queue::Mbar, Some(p)) => Some((p, *p.loads.get(&c.op).ok_or_else(|| {
+                format!("{} is not a load of the TMA pipeline", op_at(k, c.op))
+            })?)),
+            (Queue::Mbar, None) => {
+                return Err(format!(
+                    "{} is a TMA load outside a TMA pipeline",
+                    op_at(k, c.op)
+                ));
+            }
+            _ => None,
+        };
+        met += follow(cx, target, by_buf, (ci, queue), mbar)?;
     }
     if copies + reads + fenced == 0 {
         return Ok(String::new());
@@ -555,14 +659,110 @@ pub(super) fn async_pairs(
     ))
 }
 
+/// Whether the barrier-interval pair of accesses `i` and `j` is left to the in-flight walk:
+/// one is a TMA load and the other cannot reach the load's issue without crossing a barrier,
+/// so in one interval it only ever follows the issue. The load's walk tests every access
+/// after the issue until the wait of its use, which orders them and which the intervals do
+/// not see.
+pub(super) fn after_tma_issue(cx: &PairCx, i: usize, j: usize) -> bool {
+    let (a, b) = (&cx.accs[i], &cx.accs[j]);
+    let tma = |x: &Access| x.kind == AccessKind::AsyncWrite(AsyncClass::Tma);
+    let (k, parents) = (cx.k, cx.parents);
+    // `x` never before the load `c` in one interval, and on the load's walk.
+    let after = |c: Op, x: Op| !reaches(k, parents, (x, c), true) && reaches(k, parents, (c, x), false);
+    match (tma(a), tma(b)) {
+        (true, false) => after(a.op, b.op),
+        (false, true) => after(b.op, a.op),
+        _ => false,
+    }
+}
+
+/// Whether a path from `from` reaches `to` (both arms of every `if`, any number of loop
+/// iterations; the paths of the in-flight walk), without crossing a `barrier` when
+/// `barriers` (over-approximated: a loop may always be left alive). An op in the other arm
+/// of an `if` around `from` is not reached (unless through a loop's back edge).
+fn reaches(k: &Kernel, parents: &Parents, (from, to): (Op, Op), barriers: bool) -> bool {
+    struct Reach<'a> {
+        k: &'a Kernel,
+        to: Op,
+        found: bool,
+        barriers: bool,
+    }
+    impl Reach<'_> {
+        fn seq(&mut self, r: Region, from: usize, mut alive: bool) -> bool {
+            let ops = self.k.region_ops(r);
+            for &op in &ops[from.min(ops.len())..] {
+                if !alive {
+                    return false;
+                }
+                self.found |= op == self.to;
+                let od = &self.k.ops[op];
+                alive = match &od.kind {
+                    OpKind::Barrier => !self.barriers,
+                    OpKind::For { .. } | OpKind::While { .. } => {
+                        for &c in &od.regions {
+                            self.seq(c, 0, true);
+                        }
+                        true
+                    }
+                    _ if od.regions.is_empty() => true,
+                    OpKind::If { .. } => {
+                        let mut out = od.regions.len() < 2;
+                        for &c in &od.regions {
+                            out |= self.seq(c, 0, true);
+                        }
+                        out
+                    }
+                    _ => od.regions.iter().fold(true, |x, &c| self.seq(c, 0, x)),
+                };
+            }
+            alive
+        }
+    }
+    let mut rr = Reach {
+        k,
+        to,
+        found: false,
+        barriers,
+    };
+    let mut cur = from;
+    let mut alive = true;
+    while let Some(r) = parents.op_region[cur] {
+        let pos = k.region_ops(r).iter().position(|o| *o == cur).unwrap_or(0);
+        alive = rr.seq(r, pos + 1, alive);
+        let Some(p) = parents.region_op[r] else { break };
+        if alive && matches!(k.ops[p].kind, OpKind::For { .. } | OpKind::While { .. }) {
+            for &c in &k.ops[p].regions {
+                rr.seq(c, 0, true);
+            }
+        }
+        cur = p;
+    }
+    rr.found
+}
+
+/// Whether `op` sits in the `else` arm of some `if`.
+fn in_else_arm(k: &Kernel, parents: &Parents, op: Op) -> bool {
+    let mut cur = op;
+    while let Some(p) = parents.parent_op(cur) {
+        if matches!(k.ops[p].kind, OpKind::If { .. })
+            && parents.op_region[cur] == k.ops[p].regions.get(1).copied()
+        {
+            return true;
+        }
+        cur = p;
+    }
+    false
+}
+
 /// The walks of one access `ci` on `queue`, one per assignment of the unrolled loops around
 /// it; returns how many records were tested.
 fn follow(
     cx: &PairCx,
     target: Option<Target>,
     by_buf: &HashMap<Buffer, Vec<usize>>,
-    ci: usize,
-    queue: Queue,
+    (ci, queue): (usize, Queue),
+    mbar: Option<(&Plan, LoadUse)>,
 ) -> Result<usize, String> {
     let (k, c) = (cx.k, &cx.accs[ci]);
     let ancestors = cx.parents.ancestors(c.op);
@@ -580,6 +780,7 @@ fn follow(
         } else {
             HashSet::new()
         },
+        mbar: None,
     };
     // The relation loop: the innermost loop around the access that the walk iterates.
     let l = ancestors.iter().copied().find(|o| match k.ops[*o].kind {
@@ -596,9 +797,16 @@ fn follow(
         })
         .collect();
     let start = match queue {
-        Queue::CpAsyncGroups | Queue::WgmmaGroups => -1,
-        Queue::Counter(_) | Queue::Fence => 0,
+        Queue::CpAsyncGroups | Queue::WgmmaGroups | Queue::BulkGroups => -1,
+        Queue::Counter(_) | Queue::Fence | Queue::Mbar => 0,
     };
+    let pipeline_iv = mbar.map(|(p, _)| k.region_args(k.ops[p.l].regions[0])[0]);
+    // With the pipeline loop unrolled (constant trip count `T`), the load of iteration `x`
+    // runs only when its use `x + δ` is below `T` (its trip guard).
+    let trips = mbar.and_then(|(p, _)| match &k.ops[p.l].kind {
+        OpKind::For { hi, .. } => constant(k, hi),
+        _ => None,
+    });
     // An instance (thread, enumerated iterations) names one execution of the access within
     // one iteration of its relation loop only when every loop between them is enumerated or
     // unrolled.
@@ -609,9 +817,24 @@ fn follow(
     });
     let mut met = 0;
     for env in assignments(unrolled.iter()) {
+        let copy_iter = env
+            .iter()
+            .find(|(v, _)| Some(*v) == pipeline_iv)
+            .map(|x| x.1);
+        if let (Some((_, load)), Some(x), Some(t)) = (mbar, copy_iter, trips)
+            && load.in_loop
+            && x + load.delta >= t
+        {
+            continue;
+        }
         let mut w = Walk {
             l,
             env: env.clone(),
+            mbar: mbar.map(|(plan, load)| MbarWalk {
+                plan,
+                load,
+                copy_iter,
+            }),
             ..probe_clone(&probe)
         };
         let exit = w.walk_copy(c.op, start);
@@ -656,6 +879,7 @@ fn probe_clone<'a>(w: &Walk<'a>) -> Walk<'a> {
         env: Vec::new(),
         records: HashSet::new(),
         watch: w.watch.clone(),
+        mbar: None,
     }
 }
 
@@ -790,7 +1014,7 @@ fn check_record(
         if let Some((t1, t2)) = related_collide(
             cx,
             p,
-            tag,
+            (tag, env),
             Sides {
                 a: c,
                 b: x,
@@ -815,6 +1039,8 @@ fn met_in_flight(
     let who = |t: u32| {
         if t == super::proof_tiles::ANY {
             "any thread".to_string()
+        } else if t == super::proof_tiles::ENGINE {
+            "the copy engine".to_string()
         } else {
             format!("thread {t}")
         }
@@ -851,7 +1077,7 @@ fn met_in_flight(
 fn related_collide(
     cx: &PairCx,
     p: &Pair,
-    tag: Tag,
+    (tag, rec_env): (Tag, &[(Value, i64)]),
     Sides {
         a: c,
         b: x,
@@ -861,6 +1087,10 @@ fn related_collide(
     rule: Meet,
 ) -> Option<(u32, u32)> {
     let k = cx.k;
+    // The loops the walk unrolled have known iterations on both sides.
+    let (c_known, vc_known) = at_unrolled(cx, p.env, c, vc);
+    let (x_known, vx_known) = at_unrolled(cx, rec_env, x, vx);
+    let (c, vc, x, vx) = (&c_known, vc_known.as_slice(), &x_known, vx_known.as_slice());
     let pinned = tag
         .pin
         .zip(p.pinned)
@@ -893,6 +1123,42 @@ fn related_collide(
         .chain(&x.form.free)
         .fold(0i64, |g, (_, v)| gcd(g, v.wrapping_abs()));
     collide(vc, vx, wrap_modulus(g, c, x), rule)
+}
+
+/// `x` with the free terms that are functions of the induction variables in `env` (the
+/// loops the walk unrolled, not enumerated) evaluated at their values there.
+fn at_unrolled(cx: &PairCx, env: &[(Value, i64)], x: &Access, vx: &[Inst]) -> (Access, Vec<Inst>) {
+    let k = cx.k;
+    let mut a = copy_access(x);
+    let mut v = vx.to_vec();
+    for &(iv, at) in env {
+        if cx.en.ivs.contains(&iv) {
+            continue;
+        }
+        let ValueDef::RegionArg(r, 0) = k.values[iv].def else {
+            continue;
+        };
+        let Some(rel) = cx.parents.region_op[r]
+            .and_then(|l| LoopRelation::of(k, cx.ranges, l, Vec::new()))
+        else {
+            continue;
+        };
+        (a, v) = pin(cx, (&rel, at), &a, &v);
+    }
+    (a, v)
+}
+
+fn copy_access(x: &Access) -> Access {
+    Access {
+        op: x.op,
+        buf: x.buf,
+        class: x.class,
+        kind: x.kind,
+        form: x.form.clone(),
+        exact: x.exact,
+        collective: x.collective.clone(),
+        tile: None,
+    }
 }
 
 /// `x` in the iteration of loop `rel` where its induction variable equals `at`: the free

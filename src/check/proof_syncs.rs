@@ -27,7 +27,9 @@
 //!   orders nothing the proof reasons about and never blocks. A kernel whose race freedom
 //!   depends on proxy fences has wgmma or TMA accesses, on which the proof declines: the
 //!   fence argument is only ever made by the interpreter (`race`), never behind "proved".
-//! - mbarrier ops: declined (their arrival counts and phases are not reasoned about).
+//! - mbarrier ops: only in the single-role TMA pipeline form of [`super::mbar_pipeline`],
+//!   which proves that every wait completes and names the phase of its use; otherwise
+//!   declined (their arrival counts and phases are not reasoned about).
 //!
 //! Complexity: O(ops) plus the protocol verifier, plus O(threads) per distinct `if`
 //! condition enclosing a `warp_sync`.
@@ -47,11 +49,16 @@ pub(super) fn syncs_reasoned(
     warp: u32,
     warp_uniform: &mut WarpUniform<'_>,
 ) -> Result<(), String> {
+    let mbar = match super::mbar_pipeline::plan(k, td) {
+        Ok(_) => Ok(()),
+        Err(why) => Err(why),
+    };
     let mut g = Gate {
         k,
         td,
         warp_uniform,
         split_or_named: false,
+        mbar,
     };
     g.region(k.body(), Control::default())?;
     if g.split_or_named
@@ -79,6 +86,9 @@ struct Gate<'a, 'f> {
     td: &'a HashSet<Value>,
     warp_uniform: &'a mut WarpUniform<'f>,
     split_or_named: bool,
+    /// Whether the mbarrier ops form the pipeline [`super::mbar_pipeline`] proves, else why
+    /// not.
+    mbar: Result<(), String>,
 }
 
 impl Gate<'_, '_> {
@@ -161,10 +171,12 @@ impl Gate<'_, '_> {
             | SyncEffect::MbarArrive
             | SyncEffect::MbarExpectTx
             | SyncEffect::MbarWait
-            | SyncEffect::MbarInval => Err(format!(
-                "{} is an mbarrier op (arrival counts and phases are not reasoned about)",
-                name()
-            )),
+            | SyncEffect::MbarInval => self.mbar.clone().map_err(|why| {
+                format!(
+                    "{} is an mbarrier op outside the single-role TMA pipeline form ({why})",
+                    name()
+                )
+            }),
         }
     }
 

@@ -30,6 +30,15 @@ use crate::ir::*;
 /// itself included.
 pub(super) const ANY: u32 = u32::MAX;
 
+/// A thread id standing for the copy engine that performs TMA loads and stores (the async
+/// proxy): different from every thread of the block and from [`ANY`], the same as itself.
+/// Two TMA accesses are therefore never paired by the barrier intervals; each is met by the
+/// other's in-flight walk (`check/proof_async.rs`), where a pending copy collides with every
+/// instance, the engine's included. That covers every pair because no TMA access sits in
+/// the `else` arm of an `if` (checked there), so of two TMA ops one follows the other in the
+/// region tree.
+pub(super) const ENGINE: u32 = u32::MAX - 1;
+
 /// Most `(thread, element)` pairs of one collective access.
 const TILE_BUDGET: u64 = 1 << 18;
 
@@ -62,6 +71,15 @@ pub(super) fn tile_footprint(
             return Err(budget(k, op, elems));
         }
         return Ok(Some((0..elems).map(|e| (ANY, offset(e))).collect()));
+    }
+    if matches!(
+        sa.kind,
+        AccessKind::AsyncWrite(AsyncClass::Tma) | AccessKind::AsyncRead(AsyncClass::TmaStore)
+    ) {
+        if elems > TILE_BUDGET {
+            return Err(budget(k, op, elems));
+        }
+        return Ok(Some((0..elems).map(|e| (ENGINE, offset(e))).collect()));
     }
     let owned = match ownership(k, layout.as_deref(), shape, warp) {
         Ownership::Concrete(x) => x,
