@@ -44,18 +44,20 @@ struct Window {
     tail: Option<usize>,
 }
 
-/// The sources of every destination of one address space.
-pub struct Sources {
+/// The sources of every destination of one address space. The region paths are borrowed
+/// from the kernel's [`Paths`] arena (a copy per access was most of this table's
+/// allocations on a kernel of many small address spaces).
+pub struct Sources<'p> {
     /// Program position of each access of the group.
     pos: Vec<usize>,
     window: Vec<Option<Window>>,
-    /// Plain accesses grouped by the region directly holding them: that region's path from
-    /// the kernel body, and the members.
-    by_parent: Vec<(Vec<Region>, Vec<usize>)>,
+    /// Plain accesses grouped by the region directly holding them: the path of the op that
+    /// the first member is (its last entry is that region), and the members.
+    by_parent: Vec<(&'p [(Region, usize)], Vec<usize>)>,
     /// Async accesses (never pruned).
     asyncs: Vec<usize>,
-    /// Region path of each access's op.
-    paths: Vec<Vec<Region>>,
+    /// Region path of each access's op (empty: not placed).
+    paths: Vec<&'p [(Region, usize)]>,
 }
 
 /// What the blocker searches read about the kernel, computed once per kernel (not per
@@ -109,28 +111,23 @@ pub fn subtree_ends(k: &Kernel, order: &HashMap<Op, usize>) -> HashMap<Op, usize
     out
 }
 
-impl Sources {
+impl<'p> Sources<'p> {
     /// Finds the blockers of every access of `group` (indices into `fp.accesses`, in program
     /// order). With `prune` false every destination keeps every source.
     pub fn new(
         fp: &mut Footprints,
-        paths: &Paths,
+        paths: &'p Paths,
         order: &HashMap<Op, usize>,
         shape: &Shape,
         group: &[usize],
         prune: bool,
-    ) -> Sources {
+    ) -> Sources<'p> {
         let pos: Vec<usize> = group.iter().map(|&i| order[&fp.accesses[i].id.op]).collect();
-        let rpaths: Vec<Vec<Region>> = group
+        let rpaths: Vec<&'p [(Region, usize)]> = group
             .iter()
-            .map(|&i| {
-                paths
-                    .path
-                    .get(&fp.accesses[i].id.op)
-                    .map_or_else(Vec::new, |p| p.iter().map(|&(r, _)| r).collect())
-            })
+            .map(|&i| paths.path.get(&fp.accesses[i].id.op).unwrap_or(&[]))
             .collect();
-        let mut by_parent: Vec<(Vec<Region>, Vec<usize>)> = Vec::new();
+        let mut by_parent: Vec<(&'p [(Region, usize)], Vec<usize>)> = Vec::new();
         let mut slot: HashMap<Region, usize> = HashMap::default();
         let mut asyncs = Vec::new();
         for (x, &i) in group.iter().enumerate() {
@@ -138,11 +135,11 @@ impl Sources {
                 asyncs.push(x);
                 continue;
             }
-            let Some(&parent) = rpaths[x].last() else {
+            let Some(&(parent, _)) = rpaths[x].last() else {
                 continue;
             };
             let at = *slot.entry(parent).or_insert_with(|| {
-                by_parent.push((rpaths[x].clone(), Vec::new()));
+                by_parent.push((rpaths[x], Vec::new()));
                 by_parent.len() - 1
             });
             by_parent[at].1.push(x);
@@ -193,18 +190,26 @@ impl Sources {
         let inside = |p: usize| {
             (w.s_pos..=w.hi).contains(&p) || w.tail.is_some_and(|t| (t..=w.r_end).contains(&p))
         };
-        let dpath = &self.paths[y];
-        for (path, members) in &self.by_parent {
+        let dpath = self.paths[y];
+        let region = |e: &(Region, usize)| e.0;
+        for &(path, ref members) in &self.by_parent {
             let depth = path.len() - 1;
-            if depth <= w.depth && dpath.get(depth) == path.last() {
+            if depth <= w.depth && dpath.get(depth).map(region) == path.last().map(region) {
                 // Shallow: only the windows (enumerated above) are asked.
                 continue;
             }
             // Deep: the first region of its path off `d`'s. Under thread-dependent control
             // (no legal block barrier, so no tie to break there) the source is dropped like a
             // shallow one; anywhere else it is asked.
-            let t = path.iter().zip(dpath).take_while(|(a, b)| a == b).count();
-            if path.get(t).is_some_and(|q| shape.quiet.get(q).copied().unwrap_or(false)) {
+            let t = path
+                .iter()
+                .zip(dpath)
+                .take_while(|(a, b)| a.0 == b.0)
+                .count();
+            if path
+                .get(t)
+                .is_some_and(|q| shape.quiet.get(&q.0).copied().unwrap_or(false))
+            {
                 continue;
             }
             out.extend(members.iter().copied().filter(|&x| !inside(self.pos[x])));
