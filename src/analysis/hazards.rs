@@ -51,7 +51,7 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};
 use crate::analysis::footprint::{AccessRef, Footprints, UnitConflict};
 use crate::analysis::inflight::{FlowMemo, LoopCompletion};
-use crate::analysis::nearest::{Shape, Sources};
+use crate::analysis::nearest::{OpPositions, Shape, Sources};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::emit::text::op_label;
 use crate::ir::edit::body_len;
@@ -415,7 +415,7 @@ fn find_hazards_pruned(
     for (i, a) in fp.accesses.iter().enumerate() {
         by_space.entry(a.space).or_default().push(i);
     }
-    let order = k.program_order();
+    let order = OpPositions::program_order(k);
     let shape = Shape::new(fp, &paths, &order);
     for group in by_space.values() {
         // Self-races: one instance of a plain write touching a unit from two threads.
@@ -604,7 +604,7 @@ struct PairFacts<'p> {
 }
 
 impl<'p> PairFacts<'p> {
-    fn new(fp: &Footprints, paths: &'p Paths, order: &HashMap<Op, usize>, group: &[usize]) -> Self {
+    fn new(fp: &Footprints, paths: &'p Paths, order: &OpPositions, group: &[usize]) -> Self {
         let acc = |i: usize| &fp.accesses[i];
         PairFacts {
             kind: group.iter().map(|&i| acc(i).access.kind).collect(),

@@ -23,7 +23,7 @@ use rustc_hash::FxHashMap as HashMap;
 use super::conflicts::{kinds_conflict, pair_conflict};
 use super::footprint::Footprints;
 use super::hazards::{Paths, Split, common_len, split, under_loops_only};
-use crate::ir::{Kernel, Op, OpKind, Operand, Region, ValueDef};
+use crate::ir::{EntityRef, Kernel, Op, OpKind, Operand, Region, ValueDef};
 
 /// How many earlier (or later) accesses a blocker search examines per destination.
 pub const SCAN: usize = 64;
@@ -60,18 +60,52 @@ pub struct Sources<'p> {
     paths: Vec<&'p [(Region, usize)]>,
 }
 
+/// A program position per op, by op id: a table where a hash map of every op cost an insert
+/// and a rehash per op (two such maps were 8% of hazard finding on a 10^6-op kernel).
+/// `usize::MAX` marks an op of the arena that is not placed.
+pub struct OpPositions(Vec<usize>);
+
+impl OpPositions {
+    /// The pre-order position of every placed op (`Kernel::ops_in_order`).
+    pub fn program_order(k: &Kernel) -> OpPositions {
+        let mut t = OpPositions(vec![usize::MAX; k.ops.len()]);
+        for (i, o) in k.ops_in_order().into_iter().enumerate() {
+            t.0[o.index()] = i;
+        }
+        t
+    }
+
+    /// The position of `op`, if it has one.
+    pub fn get(&self, op: &Op) -> Option<&usize> {
+        self.0.get(op.index()).filter(|&&p| p != usize::MAX)
+    }
+
+    fn set(&mut self, op: Op, p: usize) {
+        if let Some(slot) = self.0.get_mut(op.index()) {
+            *slot = p;
+        }
+    }
+}
+
+impl std::ops::Index<&Op> for OpPositions {
+    type Output = usize;
+    fn index(&self, op: &Op) -> &usize {
+        self.get(op).expect("an op placed in the kernel")
+    }
+}
+
 /// What the blocker searches read about the kernel, computed once per kernel (not per
 /// address space: a kernel may have as many address spaces as ops).
 pub struct Shape {
     /// The last program position inside each op's subtree.
-    ends: HashMap<Op, usize>,
+    ends: OpPositions,
     /// Regions under thread-dependent control that are not the arm of a role branch: no block
     /// barrier (named or not) is legal in them, so no placement choice is made there.
     quiet: HashMap<Region, bool>,
 }
 
 impl Shape {
-    pub fn new(fp: &Footprints, paths: &Paths, order: &HashMap<Op, usize>) -> Shape {
+    pub fn new(fp: &Footprints, paths: &Paths, order: &OpPositions) -> Shape {
         let k = fp.k;
         let u = fp.uniformity();
         let quiet = k
@@ -93,20 +127,20 @@ impl Shape {
 }
 
 /// The last program position inside each op's subtree (pre-order positions).
-pub fn subtree_ends(k: &Kernel, order: &HashMap<Op, usize>) -> HashMap<Op, usize> {
-    fn go(k: &Kernel, r: Region, order: &HashMap<Op, usize>, out: &mut HashMap<Op, usize>) -> usize {
+pub fn subtree_ends(k: &Kernel, order: &OpPositions) -> OpPositions {
+    fn go(k: &Kernel, r: Region, order: &OpPositions, out: &mut OpPositions) -> usize {
         let mut last = 0;
         for &op in k.region_ops(r) {
             let mut end = order.get(&op).copied().unwrap_or(0);
             for &c in &k.ops[op].regions {
                 end = end.max(go(k, c, order, out));
             }
-            out.insert(op, end);
+            out.set(op, end);
             last = last.max(end);
         }
         last
     }
-    let mut out = HashMap::default();
+    let mut out = OpPositions(vec![usize::MAX; k.ops.len()]);
     go(k, k.body(), order, &mut out);
     out
 }
@@ -117,7 +151,7 @@ impl<'p> Sources<'p> {
     pub fn new(
         fp: &mut Footprints,
         paths: &'p Paths,
-        order: &HashMap<Op, usize>,
+        order: &OpPositions,
         shape: &Shape,
         group: &[usize],
         prune: bool,
@@ -235,7 +269,7 @@ fn is_role_branch(k: &Kernel, op: Op) -> bool {
 /// What the blocker searches read.
 struct Cx<'a> {
     paths: &'a Paths,
-    ends: &'a HashMap<Op, usize>,
+    ends: &'a OpPositions,
     group: &'a [usize],
     pos: &'a [usize],
 }
