@@ -44,6 +44,10 @@ struct Window {
     tail: Option<usize>,
 }
 
+/// An op's region path, borrowed from the [`Paths`] arena: (region, index in it) from the
+/// kernel body down.
+type RegionPath<'p> = &'p [(Region, usize)];
+
 /// The sources of every destination of one address space. The region paths are borrowed
 /// from the kernel's [`Paths`] arena (a copy per access was most of this table's
 /// allocations on a kernel of many small address spaces).
@@ -53,11 +57,11 @@ pub struct Sources<'p> {
     window: Vec<Option<Window>>,
     /// Plain accesses grouped by the region directly holding them: the path of the op that
     /// the first member is (its last entry is that region), and the members.
-    by_parent: Vec<(&'p [(Region, usize)], Vec<usize>)>,
+    by_parent: Vec<(RegionPath<'p>, Vec<usize>)>,
     /// Async accesses (never pruned).
     asyncs: Vec<usize>,
     /// Region path of each access's op (empty: not placed).
-    paths: Vec<&'p [(Region, usize)]>,
+    paths: Vec<RegionPath<'p>>,
 }
 
 /// A program position per op, by op id: a table where a hash map of every op cost an insert
@@ -157,11 +161,11 @@ impl<'p> Sources<'p> {
         prune: bool,
     ) -> Sources<'p> {
         let pos: Vec<usize> = group.iter().map(|&i| order[&fp.accesses[i].id.op]).collect();
-        let rpaths: Vec<&'p [(Region, usize)]> = group
+        let rpaths: Vec<RegionPath<'p>> = group
             .iter()
             .map(|&i| paths.path.get(&fp.accesses[i].id.op).unwrap_or(&[]))
             .collect();
-        let mut by_parent: Vec<(&'p [(Region, usize)], Vec<usize>)> = Vec::new();
+        let mut by_parent: Vec<(RegionPath<'p>, Vec<usize>)> = Vec::new();
         let mut slot: HashMap<Region, usize> = HashMap::default();
         let mut asyncs = Vec::new();
         for (x, &i) in group.iter().enumerate() {
