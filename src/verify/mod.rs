@@ -25,7 +25,7 @@
 //!
 //! Ops are checked by family, and the regions an op must own are its row of the signature
 //! table (`ir::signature`). Complexity: O(ops + operands): what is in scope is a
-//! [`ScopedSet`] per entity kind, a membership table by entity id with an undo log, so
+//! `ScopedSet` per entity kind, a membership table by entity id with an undo log, so
 //! leaving a region costs what the region defined (a copy of the whole scope per region made
 //! a kernel of many loops quadratic).
 
