@@ -23,7 +23,7 @@ use rustc_hash::FxHashMap as HashMap;
 use super::conflicts::{kinds_conflict, pair_conflict};
 use super::footprint::Footprints;
 use super::hazards::{Paths, Split, common_len, split, under_loops_only};
-use crate::ir::{Kernel, Op, OpKind, Operand, Region, ValueDef};
+use crate::ir::{EntityRef, Kernel, Op, OpKind, Operand, Region, ValueDef};
 
 /// How many earlier (or later) accesses a blocker search examines per destination.
 pub const SCAN: usize = 64;
@@ -44,32 +44,72 @@ struct Window {
     tail: Option<usize>,
 }
 
-/// The sources of every destination of one address space.
-pub struct Sources {
+/// An op's region path, borrowed from the [`Paths`] arena: (region, index in it) from the
+/// kernel body down.
+type RegionPath<'p> = &'p [(Region, usize)];
+
+/// The sources of every destination of one address space. The region paths are borrowed
+/// from the kernel's [`Paths`] arena (a copy per access was most of this table's
+/// allocations on a kernel of many small address spaces).
+pub struct Sources<'p> {
     /// Program position of each access of the group.
     pos: Vec<usize>,
     window: Vec<Option<Window>>,
-    /// Plain accesses grouped by the region directly holding them: that region's path from
-    /// the kernel body, and the members.
-    by_parent: Vec<(Vec<Region>, Vec<usize>)>,
+    /// Plain accesses grouped by the region directly holding them: the path of the op that
+    /// the first member is (its last entry is that region), and the members.
+    by_parent: Vec<(RegionPath<'p>, Vec<usize>)>,
     /// Async accesses (never pruned).
     asyncs: Vec<usize>,
-    /// Region path of each access's op.
-    paths: Vec<Vec<Region>>,
+    /// Region path of each access's op (empty: not placed).
+    paths: Vec<RegionPath<'p>>,
+}
+
+/// A program position per op, by op id: a table where a hash map of every op cost an insert
+/// and a rehash per op (two such maps were 8% of hazard finding on a 10^6-op kernel).
+/// `usize::MAX` marks an op of the arena that is not placed.
+pub struct OpPositions(Vec<usize>);
+
+impl OpPositions {
+    /// The pre-order position of every placed op (`Kernel::ops_in_order`).
+    pub fn program_order(k: &Kernel) -> OpPositions {
+        let mut t = OpPositions(vec![usize::MAX; k.ops.len()]);
+        for (i, o) in k.ops_in_order().into_iter().enumerate() {
+            t.0[o.index()] = i;
+        }
+        t
+    }
+
+    /// The position of `op`, if it has one.
+    pub fn get(&self, op: &Op) -> Option<&usize> {
+        self.0.get(op.index()).filter(|&&p| p != usize::MAX)
+    }
+
+    fn set(&mut self, op: Op, p: usize) {
+        if let Some(slot) = self.0.get_mut(op.index()) {
+            *slot = p;
+        }
+    }
+}
+
+impl std::ops::Index<&Op> for OpPositions {
+    type Output = usize;
+    fn index(&self, op: &Op) -> &usize {
+        self.get(op).expect("an op placed in the kernel")
+    }
 }
 
 /// What the blocker searches read about the kernel, computed once per kernel (not per
 /// address space: a kernel may have as many address spaces as ops).
 pub struct Shape {
     /// The last program position inside each op's subtree.
-    ends: HashMap<Op, usize>,
+    ends: OpPositions,
     /// Regions under thread-dependent control that are not the arm of a role branch: no block
     /// barrier (named or not) is legal in them, so no placement choice is made there.
     quiet: HashMap<Region, bool>,
 }
 
 impl Shape {
-    pub fn new(fp: &Footprints, paths: &Paths, order: &HashMap<Op, usize>) -> Shape {
+    pub fn new(fp: &Footprints, paths: &Paths, order: &OpPositions) -> Shape {
         let k = fp.k;
         let u = fp.uniformity();
         let quiet = k
@@ -91,46 +131,41 @@ impl Shape {
 }
 
 /// The last program position inside each op's subtree (pre-order positions).
-pub fn subtree_ends(k: &Kernel, order: &HashMap<Op, usize>) -> HashMap<Op, usize> {
-    fn go(k: &Kernel, r: Region, order: &HashMap<Op, usize>, out: &mut HashMap<Op, usize>) -> usize {
+pub fn subtree_ends(k: &Kernel, order: &OpPositions) -> OpPositions {
+    fn go(k: &Kernel, r: Region, order: &OpPositions, out: &mut OpPositions) -> usize {
         let mut last = 0;
         for &op in k.region_ops(r) {
             let mut end = order.get(&op).copied().unwrap_or(0);
             for &c in &k.ops[op].regions {
                 end = end.max(go(k, c, order, out));
             }
-            out.insert(op, end);
+            out.set(op, end);
             last = last.max(end);
         }
         last
     }
-    let mut out = HashMap::default();
+    let mut out = OpPositions(vec![usize::MAX; k.ops.len()]);
     go(k, k.body(), order, &mut out);
     out
 }
 
-impl Sources {
+impl<'p> Sources<'p> {
     /// Finds the blockers of every access of `group` (indices into `fp.accesses`, in program
     /// order). With `prune` false every destination keeps every source.
     pub fn new(
         fp: &mut Footprints,
-        paths: &Paths,
-        order: &HashMap<Op, usize>,
+        paths: &'p Paths,
+        order: &OpPositions,
         shape: &Shape,
         group: &[usize],
         prune: bool,
-    ) -> Sources {
+    ) -> Sources<'p> {
         let pos: Vec<usize> = group.iter().map(|&i| order[&fp.accesses[i].id.op]).collect();
-        let rpaths: Vec<Vec<Region>> = group
+        let rpaths: Vec<RegionPath<'p>> = group
             .iter()
-            .map(|&i| {
-                paths
-                    .path
-                    .get(&fp.accesses[i].id.op)
-                    .map_or_else(Vec::new, |p| p.iter().map(|&(r, _)| r).collect())
-            })
+            .map(|&i| paths.path.get(&fp.accesses[i].id.op).unwrap_or(&[]))
             .collect();
-        let mut by_parent: Vec<(Vec<Region>, Vec<usize>)> = Vec::new();
+        let mut by_parent: Vec<(RegionPath<'p>, Vec<usize>)> = Vec::new();
         let mut slot: HashMap<Region, usize> = HashMap::default();
         let mut asyncs = Vec::new();
         for (x, &i) in group.iter().enumerate() {
@@ -138,11 +173,11 @@ impl Sources {
                 asyncs.push(x);
                 continue;
             }
-            let Some(&parent) = rpaths[x].last() else {
+            let Some(&(parent, _)) = rpaths[x].last() else {
                 continue;
             };
             let at = *slot.entry(parent).or_insert_with(|| {
-                by_parent.push((rpaths[x].clone(), Vec::new()));
+                by_parent.push((rpaths[x], Vec::new()));
                 by_parent.len() - 1
             });
             by_parent[at].1.push(x);
@@ -193,18 +228,26 @@ impl Sources {
         let inside = |p: usize| {
             (w.s_pos..=w.hi).contains(&p) || w.tail.is_some_and(|t| (t..=w.r_end).contains(&p))
         };
-        let dpath = &self.paths[y];
-        for (path, members) in &self.by_parent {
+        let dpath = self.paths[y];
+        let region = |e: &(Region, usize)| e.0;
+        for &(path, ref members) in &self.by_parent {
             let depth = path.len() - 1;
-            if depth <= w.depth && dpath.get(depth) == path.last() {
+            if depth <= w.depth && dpath.get(depth).map(region) == path.last().map(region) {
                 // Shallow: only the windows (enumerated above) are asked.
                 continue;
             }
             // Deep: the first region of its path off `d`'s. Under thread-dependent control
             // (no legal block barrier, so no tie to break there) the source is dropped like a
             // shallow one; anywhere else it is asked.
-            let t = path.iter().zip(dpath).take_while(|(a, b)| a == b).count();
-            if path.get(t).is_some_and(|q| shape.quiet.get(q).copied().unwrap_or(false)) {
+            let t = path
+                .iter()
+                .zip(dpath)
+                .take_while(|(a, b)| a.0 == b.0)
+                .count();
+            if path
+                .get(t)
+                .is_some_and(|q| shape.quiet.get(&q.0).copied().unwrap_or(false))
+            {
                 continue;
             }
             out.extend(members.iter().copied().filter(|&x| !inside(self.pos[x])));
@@ -230,7 +273,7 @@ fn is_role_branch(k: &Kernel, op: Op) -> bool {
 /// What the blocker searches read.
 struct Cx<'a> {
     paths: &'a Paths,
-    ends: &'a HashMap<Op, usize>,
+    ends: &'a OpPositions,
     group: &'a [usize],
     pos: &'a [usize],
 }

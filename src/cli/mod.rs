@@ -184,7 +184,12 @@ pub fn load(input: &Input) -> Result<Vec<smemsync::Kernel>, i32> {
 /// Parses and verifies every kernel of an input against `limits`, reporting failures. Every
 /// verifier complaint about an input is bad input (exit 2), whatever its kind.
 pub fn load_for(input: &Input, limits: &Limits) -> Result<Vec<smemsync::Kernel>, i32> {
-    let module = match smemsync::reader::parse(&input.text) {
+    verified(input, smemsync::reader::parse(&input.text), limits)
+}
+
+/// [`load_for`] of an input already parsed (`parsed`, its parse).
+fn verified(input: &Input, parsed: Parsed, limits: &Limits) -> Result<Vec<smemsync::Kernel>, i32> {
+    let module = match parsed {
         Ok(m) => m,
         Err(d) => {
             report(input, &[d]);
@@ -202,13 +207,25 @@ pub fn load_for(input: &Input, limits: &Limits) -> Result<Vec<smemsync::Kernel>,
     Ok(module.kernels)
 }
 
+/// What parsing an input gave: its module or the parse error.
+type Parsed = Result<smemsync::reader::Module, Diagnostic>;
+
 /// Parses and verifies every kernel of an input for a target: its limits and its ops
 /// (`verify::target_ops`), reporting failures; with no target, the limits of every target.
 pub fn load_for_target(
     input: &Input,
     target: Option<&Target>,
 ) -> Result<Vec<smemsync::Kernel>, i32> {
-    let kernels = load_for(input, &limits_of(target))?;
+    verified_for_target(input, smemsync::reader::parse(&input.text), target)
+}
+
+/// [`load_for_target`] of an input already parsed (`parsed`, its parse).
+fn verified_for_target(
+    input: &Input,
+    parsed: Parsed,
+    target: Option<&Target>,
+) -> Result<Vec<smemsync::Kernel>, i32> {
+    let kernels = verified(input, parsed, &limits_of(target))?;
     // Concrete layouts (issue 14): malformed definitions fail; opaque fall-backs warn.
     let warp = target.map_or(32, |t| t.warp);
     let (errs, warns): (Vec<_>, Vec<_>) = kernels
@@ -240,8 +257,17 @@ pub fn load_for_target(
 /// declare (`target "…"` in the header, which `sync` writes). A `--target` that contradicts a
 /// declaration, or kernels that declare different targets, are usage errors (exit 2).
 pub fn resolve_target(input: &Input, given: Option<&str>) -> Result<Option<String>, i32> {
+    resolve_parsed_target(input, &smemsync::reader::parse(&input.text), given)
+}
+
+/// [`resolve_target`] of an input already parsed (`parsed`, its parse).
+fn resolve_parsed_target(
+    input: &Input,
+    parsed: &Parsed,
+    given: Option<&str>,
+) -> Result<Option<String>, i32> {
     // A file that does not parse is reported by the load that follows.
-    let Ok(module) = smemsync::reader::parse(&input.text) else {
+    let Ok(module) = parsed else {
         return Ok(given.map(str::to_string));
     };
     let mut declared: Option<&str> = None;
@@ -306,7 +332,9 @@ enum NoTarget {
 /// failure is reported; the error is the exit code.
 fn load_with(file: &str, given: Option<&str>, none: NoTarget) -> Result<Loaded, i32> {
     let input = read_input(file).map_err(|e| fail(&e))?;
-    let target = match (resolve_target(&input, given)?, none) {
+    // Parsed once: the declared target and the kernels come from the same parse.
+    let parsed = smemsync::reader::parse(&input.text);
+    let target = match (resolve_parsed_target(&input, &parsed, given)?, none) {
         (Some(name), _) => Some(Target::from_name(&name)),
         (None, NoTarget::Generic) => None,
         (None, NoTarget::Refuse) => return Err(fail(TARGET_REQUIRED)),
@@ -319,7 +347,7 @@ fn load_with(file: &str, given: Option<&str>, none: NoTarget) -> Result<Loaded, 
             return Err(EXIT_USER);
         }
     };
-    let kernels = load_for_target(&input, target.as_ref())?;
+    let kernels = verified_for_target(&input, parsed, target.as_ref())?;
     Ok(Loaded {
         input,
         target,

@@ -8,6 +8,7 @@
 //! kernel's text, and with `--explain`/`--stats` the same facts as objects: every inserted wait
 //! and sync with the hazards it removes, and the statistics.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use smemsync::analysis::footprint::Footprints;
@@ -158,24 +159,26 @@ pub fn run(args: &SyncArgs) -> i32 {
 }
 
 /// The synchronized kernel, less the `--without N`-th inserted sync when asked (E0300 when the
-/// kernel has fewer).
-fn output_kernel(
+/// kernel has fewer); without `--without`, the pipeline's kernel itself (not a copy).
+fn output_kernel<'s>(
     input: &Kernel,
-    s: &Synchronized,
+    s: &'s Synchronized,
     without: Option<usize>,
-) -> Result<Kernel, Diagnostic> {
+) -> Result<Cow<'s, Kernel>, Diagnostic> {
     match without {
-        Some(n) => without_inserted(&s.kernel, s.input_ops, n).ok_or_else(|| {
-            Diagnostic::user(
-                "E0300",
-                format!(
-                    "--without {n}: @{} has only {} inserted sync op(s)",
-                    input.name,
-                    s.inserted().len()
-                ),
-            )
-        }),
-        None => Ok(s.kernel.clone()),
+        Some(n) => without_inserted(&s.kernel, s.input_ops, n)
+            .map(Cow::Owned)
+            .ok_or_else(|| {
+                Diagnostic::user(
+                    "E0300",
+                    format!(
+                        "--without {n}: @{} has only {} inserted sync op(s)",
+                        input.name,
+                        s.inserted().len()
+                    ),
+                )
+            }),
+        None => Ok(Cow::Borrowed(&s.kernel)),
     }
 }
 

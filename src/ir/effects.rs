@@ -323,8 +323,9 @@ fn async_effects(kind: &OpKind, e: &mut Effects) {
 }
 
 /// The synchronization effect of a sync op (commit, wait, fence, barrier, mbarrier op);
-/// `None` for every other op.
-fn sync_effect(kind: &OpKind) -> Option<SyncEffect> {
+/// `None` for every other op. What [`effects`] reports as `sync`, without building the
+/// access vectors.
+pub fn sync_effect(kind: &OpKind) -> Option<SyncEffect> {
     match kind {
         OpKind::CpAsyncCommit => Some(SyncEffect::Commit(AsyncClass::CpAsync)),
         OpKind::BulkCommit => Some(SyncEffect::Commit(AsyncClass::TmaStore)),
@@ -358,5 +359,6 @@ fn sync_effect(kind: &OpKind) -> Option<SyncEffect> {
 
 /// Whether the op is a sync op (barrier, wait, commit, mbarrier op).
 pub fn is_sync(k: &Kernel, op: super::entities::Op) -> bool {
-    effects(k, op).sync.is_some()
+    // The sync effect alone: `effects` would build the access vectors too.
+    sync_effect(&k.ops[op].kind).is_some()
 }

@@ -328,7 +328,7 @@ impl<'k> SyncModel<'k> {
             OpKind::Stage { .. } => region_sync(od.regions[0]),
             OpKind::While { .. } => region_sync(od.regions[0]),
             OpKind::If { .. } => region_sync(od.regions[0]).min(region_sync(od.regions[1])),
-            _ => match effects(k, op).sync {
+            _ => match crate::ir::effects::sync_effect(&od.kind) {
                 Some(SyncEffect::Barrier) => Some(Scope::Block),
                 Some(SyncEffect::WarpSync) => Some(Scope::Warp),
                 Some(SyncEffect::NamedSync { count, .. }) if count >= k.threads() => {
@@ -691,7 +691,9 @@ fn count_barriers(model: &SyncModel, points: &[Point], stats: &mut Stats) {
     let mut existing_exec = 0u64;
     for (r, rd) in k.regions().iter() {
         for &op in rd.ops() {
-            if matches!(effects(k, op).sync, Some(SyncEffect::Barrier)) {
+            // `OpKind::Barrier` is the one op whose sync effect is `SyncEffect::Barrier`; read
+            // from the kind, not from `effects` (which builds access vectors for every op).
+            if matches!(k.ops[op].kind, OpKind::Barrier) {
                 stats.existing_barriers += 1;
                 existing_exec =
                     existing_exec.saturating_add(model.weight_bounds.get(&r).copied().unwrap_or(0));

@@ -24,7 +24,10 @@
 //!    group runs only in that group's threads (E1620).
 //!
 //! Ops are checked by family, and the regions an op must own are its row of the signature
-//! table (`ir::signature`). Complexity: O(ops + operands) with a scope stack.
+//! table (`ir::signature`). Complexity: O(ops + operands): what is in scope is a
+//! `ScopedSet` per entity kind, a membership table by entity id with an undo log, so
+//! leaving a region costs what the region defined (a copy of the whole scope per region made
+//! a kernel of many loops quadratic).
 
 pub mod limits;
 pub mod roles;
@@ -47,8 +50,8 @@ pub fn verify_with(k: &Kernel, lim: &Limits) -> Vec<Diagnostic> {
     let mut v = Verifier {
         k,
         errors: Vec::new(),
-        visible: HashSet::new(),
-        views: HashSet::new(),
+        visible: ScopedSet::new(k.values.len()),
+        views: ScopedSet::new(k.views.len()),
     };
     v.placement();
     if !v.errors.is_empty() {
@@ -84,8 +87,50 @@ enum RegionRole {
 struct Verifier<'a> {
     k: &'a Kernel,
     errors: Vec<Diagnostic>,
-    visible: HashSet<Value>,
-    views: HashSet<View>,
+    visible: ScopedSet<Value>,
+    views: ScopedSet<View>,
+}
+
+/// The entities of one kind in scope: membership by entity id, and the order they came into
+/// scope so that a region's definitions leave it in O(their number). An id past the kernel's
+/// tables (a dangling reference) is never in scope.
+struct ScopedSet<K> {
+    member: Vec<bool>,
+    log: Vec<K>,
+}
+
+impl<K: EntityRef> ScopedSet<K> {
+    fn new(len: usize) -> Self {
+        ScopedSet {
+            member: vec![false; len],
+            log: Vec::new(),
+        }
+    }
+
+    fn insert(&mut self, k: K) {
+        if let Some(m) = self.member.get_mut(k.index())
+            && !*m
+        {
+            *m = true;
+            self.log.push(k);
+        }
+    }
+
+    fn contains(&self, k: K) -> bool {
+        self.member.get(k.index()).copied().unwrap_or(false)
+    }
+
+    /// A point to come back to with [`ScopedSet::undo`].
+    fn mark(&self) -> usize {
+        self.log.len()
+    }
+
+    /// Takes out of scope everything inserted since `mark`.
+    fn undo(&mut self, mark: usize) {
+        for k in self.log.drain(mark..) {
+            self.member[k.index()] = false;
+        }
+    }
 }
 
 impl Verifier<'_> {
@@ -200,7 +245,7 @@ impl Verifier<'_> {
 
     fn use_op(&mut self, span: Span, o: &Operand, want: Option<ScalarType>) {
         if let Operand::Value(v) = o
-            && !self.visible.contains(v)
+            && !self.visible.contains(*v)
         {
             self.err(
                 span,
@@ -220,7 +265,7 @@ impl Verifier<'_> {
 
     fn use_mem(&mut self, span: Span, m: MemRef, index: Option<&[Operand]>, data: bool) {
         if let MemRef::View(v) = m
-            && !self.views.contains(&v)
+            && !self.views.contains(v)
         {
             self.err(
                 span,
@@ -267,8 +312,8 @@ impl Verifier<'_> {
 
     fn region(&mut self, r: Region, role: RegionRole, want_yield: &[ScalarType]) {
         let k = self.k;
-        let saved_vals = self.visible.clone();
-        let saved_views = self.views.clone();
+        let saved_vals = self.visible.mark();
+        let saved_views = self.views.mark();
         for &a in k.region_args(r) {
             self.visible.insert(a);
         }
@@ -303,8 +348,8 @@ impl Verifier<'_> {
         }
         // A stage runs once, in place: its definitions dominate what follows it.
         if role != RegionRole::Stage {
-            self.visible = saved_vals;
-            self.views = saved_views;
+            self.visible.undo(saved_vals);
+            self.views.undo(saved_views);
         }
     }
 
