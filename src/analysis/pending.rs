@@ -244,10 +244,10 @@ impl Entries {
             hi = hi.max(w);
         }
         v.clear();
-        for w in lo..=hi {
-            let mut bits = std::mem::take(&mut self.seen[w]);
+        for (w, word) in self.seen[lo..=hi].iter_mut().enumerate() {
+            let mut bits = std::mem::take(word);
             while bits != 0 {
-                let i = w * 64 + bits.trailing_zeros() as usize;
+                let i = (lo + w) * 64 + bits.trailing_zeros() as usize;
                 v.push((EntryId(i as u32), self.seen_age[i]));
                 bits &= bits - 1;
             }
