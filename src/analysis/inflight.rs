@@ -148,6 +148,21 @@ pub fn join_parts(a: &mut Vec<InFlight>, b: Vec<InFlight>) -> bool {
     changed
 }
 
+/// [`join_parts`] reading `b` in place (the parts of `b` new to `a` are cloned).
+pub fn join_parts_ref(a: &mut Vec<InFlight>, b: &[InFlight]) -> bool {
+    let mut changed = false;
+    for s in b {
+        match a.iter_mut().find(|x| x.assume == s.assume) {
+            Some(x) => changed |= x.join(s),
+            None => {
+                a.push(s.clone());
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
 /// The join of all states, forgetting assumptions.
 pub fn join_all(parts: &[InFlight]) -> InFlight {
     let mut out = InFlight::default();
@@ -677,8 +692,10 @@ impl<'k> Flow<'k> {
             for x in s.iter_mut() {
                 x.rewrite(&mut self.memo.entries, Rewrite::Back(l, TAG_CAP));
             }
-            last_back = s.clone();
-            if !join_parts(&mut head, s) {
+            // The back-edge state is kept for the exit, not cloned: the join reads it.
+            let changed = join_parts_ref(&mut head, &s);
+            last_back = s;
+            if !changed {
                 break;
             }
         }

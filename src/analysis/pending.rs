@@ -76,6 +76,15 @@ pub struct Entries {
     entries: Vec<(Op, TagsId)>,
     entry_ids: HashMap<(Op, TagsId), EntryId>,
     rewrites: HashMap<(TagsId, Rewrite), TagsId>,
+    /// The dense slot of each rewrite seen ([`Entries::rewrite_ids`]).
+    rewrite_slots: HashMap<Rewrite, usize>,
+    /// Per rewrite slot, indexed by entry id: the rewritten entry's id plus one (`0`: not
+    /// computed yet).
+    rewrite_maps: Vec<Vec<u32>>,
+    /// Scratch of [`Entries::sort_dedup`]: one bit per entry id (all clear between calls)
+    /// and the minimum age seen per id (read only where the bit is set).
+    seen: Vec<u64>,
+    seen_age: Vec<i32>,
 }
 
 impl Entries {
@@ -161,6 +170,88 @@ impl Entries {
             return e;
         }
         self.intern_pair(op, nt)
+    }
+}
+
+impl Entries {
+    /// Rewrites every id of `ids` by `rw` in place; returns whether some id changed. After the
+    /// first sight of an (entry, rewrite) pair this is one array read per id: the rewrite's
+    /// table is found once per call (one hash lookup), not once per entry.
+    pub fn rewrite_ids<'a>(
+        &mut self,
+        rw: Rewrite,
+        ids: impl Iterator<Item = &'a mut EntryId>,
+    ) -> bool {
+        let n = self.rewrite_maps.len();
+        let slot = *self.rewrite_slots.entry(rw).or_insert(n);
+        if slot == n {
+            self.rewrite_maps.push(Vec::new());
+        }
+        let mut map = std::mem::take(&mut self.rewrite_maps[slot]);
+        let mut moved = false;
+        for id in ids {
+            let i = id.index();
+            let known = map.get(i).copied().unwrap_or(0);
+            let to = if known != 0 {
+                EntryId(known - 1)
+            } else {
+                let to = self.rewrite(*id, rw);
+                if map.len() <= i {
+                    map.resize(self.entries.len().max(i + 1), 0);
+                }
+                map[i] = to.0.saturating_add(1);
+                to
+            };
+            moved |= to != *id;
+            *id = to;
+        }
+        self.rewrite_maps[slot] = map;
+        moved
+    }
+
+    /// Sorts `v` by id keeping one entry per id with the minimum age, as `normalize` does,
+    /// but in `O(n + (max − min id) / 64)` for a long vector: the ids are
+    /// marked in a bitset over the table's ids and read back in order (a rewritten state is
+    /// a permutation of ids spread over the whole table, where a comparison sort was most of
+    /// the rewrite's cost).
+    fn sort_dedup(&mut self, v: &mut QueueEntries) {
+        if v.windows(2).all(|w| w[0].0 < w[1].0) {
+            return;
+        }
+        if v.len() < 32 {
+            normalize(v);
+            return;
+        }
+        let n = self.entries.len();
+        let words = n.div_ceil(64);
+        if self.seen.len() < words {
+            self.seen.resize(words, 0);
+        }
+        if self.seen_age.len() < n {
+            self.seen_age.resize(n, 0);
+        }
+        let (mut lo, mut hi) = (usize::MAX, 0usize);
+        for &(e, a) in v.iter() {
+            let i = e.index();
+            let (w, b) = (i / 64, 1u64 << (i % 64));
+            if self.seen[w] & b != 0 {
+                self.seen_age[i] = self.seen_age[i].min(a);
+            } else {
+                self.seen[w] |= b;
+                self.seen_age[i] = a;
+            }
+            lo = lo.min(w);
+            hi = hi.max(w);
+        }
+        v.clear();
+        for (w, word) in self.seen[lo..=hi].iter_mut().enumerate() {
+            let mut bits = std::mem::take(word);
+            while bits != 0 {
+                let i = (lo + w) * 64 + bits.trailing_zeros() as usize;
+                v.push((EntryId(i as u32), self.seen_age[i]));
+                bits &= bits - 1;
+            }
+        }
     }
 }
 
@@ -269,7 +360,8 @@ fn merge(mine: &mut QueueEntries, theirs: &[(EntryId, i32)]) -> bool {
     true
 }
 
-/// Sorts by id and keeps one entry per id with the minimum age.
+/// Sorts by id and keeps one entry per id with the minimum age (short vectors: see
+/// [`Entries::sort_dedup`]).
 fn normalize(v: &mut QueueEntries) {
     v.sort_unstable();
     v.dedup_by(|later, earlier| later.0 == earlier.0);
@@ -372,14 +464,9 @@ impl InFlight {
     /// Rewrites the tags of every entry (entries that become equal keep the minimum age).
     pub fn rewrite(&mut self, table: &mut Entries, rw: Rewrite) {
         for (_, m) in self.queues.iter_mut() {
-            let mut moved = false;
-            for x in m.iter_mut() {
-                let n = table.rewrite(x.0, rw);
-                moved |= n != x.0;
-                x.0 = n;
-            }
+            let moved = table.rewrite_ids(rw, m.iter_mut().map(|x| &mut x.0));
             if moved {
-                normalize(m);
+                table.sort_dedup(m);
             }
         }
     }
@@ -450,6 +537,30 @@ mod tests {
         let got: Vec<_> = x.entries(Queue::CpAsync).collect();
         assert_eq!(got, vec![(a, 1), (b, 4), (c, 0)]);
         assert!(!x.join(&y));
+    }
+
+    #[test]
+    fn bitset_sort_equals_comparison_sort() {
+        let mut t = Entries::default();
+        let ids: Vec<EntryId> = (0..300)
+            .map(|i| t.intern(op(i % 7), &[(op(100), IterTag::Dist(i as u32))]))
+            .collect();
+        for len in [0usize, 5, 31, 32, 33, 200, 600] {
+            // A permutation with repeats and several ages per id.
+            let mut v: QueueEntries = (0..len)
+                .map(|i| (ids[(i * 37 + 11) % 300], ((i * 13) % 5) as i32 - 1))
+                .collect();
+            let mut want = v.clone();
+            normalize(&mut want);
+            t.sort_dedup(&mut v);
+            assert_eq!(v, want, "length {len}");
+            // The scratch bitset is clear again: a second, different vector sorts right.
+            let mut w: QueueEntries = (0..len).rev().map(|i| (ids[i % 300], 7)).collect();
+            let mut want = w.clone();
+            normalize(&mut want);
+            t.sort_dedup(&mut w);
+            assert_eq!(w, want, "length {len}, second");
+        }
     }
 
     #[test]
