@@ -384,28 +384,51 @@ impl EvalMemo for HashMap<Value, Option<i64>> {
     }
 }
 
-/// The enumeration's memo: a slot per value id, stamped with the thread it was computed for,
-/// so that moving on to the next thread forgets everything in O(1) ([`DenseMemo::reset`]):
-/// no hashing and no allocation per thread evaluated.
+/// The enumeration's memo: a slot per value id, stamped with the loop assignment (values that
+/// do not depend on the thread) or the thread it was computed for, so that moving on to the
+/// next thread forgets the thread's values in O(1) and keeps the others
+/// ([`DenseMemo::new_thread`]): no hashing and no allocation per thread evaluated, and each
+/// thread-independent value (a loop-variable expression, a view's slot) evaluated once per
+/// instance rather than once per thread.
 struct DenseMemo {
     slots: Vec<(u32, Option<i64>)>,
-    stamp: u32,
+    /// By value id: whether the value's evaluation may read the thread id
+    /// ([`thread_dependent`]).
+    per_thread: Vec<bool>,
+    env_stamp: u32,
+    thread_stamp: u32,
+    last: u32,
 }
 
 impl DenseMemo {
-    fn new(values: usize) -> Self {
+    fn new(k: &Kernel) -> Self {
         DenseMemo {
-            slots: vec![(0, None); values],
-            stamp: 1,
+            slots: vec![(0, None); k.values.len()],
+            per_thread: thread_dependent(k),
+            env_stamp: 1,
+            thread_stamp: 2,
+            last: 2,
         }
     }
 
-    /// Forgets every value.
-    fn reset(&mut self) {
-        self.stamp = self.stamp.wrapping_add(1);
-        if self.stamp == 0 {
+    /// Forgets every value: the loop variables changed.
+    fn new_env(&mut self) {
+        if self.last >= u32::MAX - 2 {
             self.slots.fill((0, None));
-            self.stamp = 1;
+            self.last = 0;
+        }
+        self.env_stamp = self.last + 1;
+        self.thread_stamp = self.last + 2;
+        self.last += 2;
+    }
+
+    /// Forgets the values that depend on the thread.
+    fn new_thread(&mut self) {
+        if self.last >= u32::MAX - 2 {
+            self.new_env();
+        } else {
+            self.last += 1;
+            self.thread_stamp = self.last;
         }
     }
 }
@@ -413,13 +436,85 @@ impl DenseMemo {
 impl EvalMemo for DenseMemo {
     fn get(&self, v: Value) -> Option<Option<i64>> {
         let &(s, r) = self.slots.get(v.index())?;
-        (s == self.stamp).then_some(r)
+        (s == self.thread_stamp || s == self.env_stamp).then_some(r)
     }
     fn put(&mut self, v: Value, r: Option<i64>) {
+        let stamp = if self.per_thread.get(v.index()).copied().unwrap_or(true) {
+            self.thread_stamp
+        } else {
+            self.env_stamp
+        };
         if let Some(slot) = self.slots.get_mut(v.index()) {
-            *slot = (self.stamp, r);
+            *slot = (stamp, r);
         }
     }
+}
+
+/// By value id: whether [`Footprints::eval`] of the value may read the thread id (a thread
+/// special, a group test, or an operand that does). Values `eval` does not compute (loads,
+/// parameters, loop arguments) do not. A value met again while its operands are visited (no
+/// such cycle exists in valid IR) counts as dependent, the answer that keeps it per thread.
+/// O(values), with an explicit stack.
+fn thread_dependent(k: &Kernel) -> Vec<bool> {
+    const OPEN: u8 = 1;
+    const NO: u8 = 2;
+    const YES: u8 = 3;
+    let inputs = |v: Value, out: &mut Vec<Value>| -> bool {
+        out.clear();
+        let ValueDef::Result(op, _) = k.values[v].def else {
+            return false;
+        };
+        let mut push = |o: &Operand| {
+            if let Some(x) = o.value() {
+                out.push(x);
+            }
+        };
+        match &k.ops[op].kind {
+            OpKind::Special(s) => matches!(
+                s,
+                Special::Tid(_) | Special::Lane | Special::Warp | Special::LinearTid
+            ),
+            OpKind::InGroup(_) => true,
+            OpKind::Binary(_, x, y) | OpKind::Cmp(_, x, y) => {
+                push(x);
+                push(y);
+                false
+            }
+            OpKind::Unary(_, x) => {
+                push(x);
+                false
+            }
+            OpKind::Select(c, x, y) => {
+                push(c);
+                push(x);
+                push(y);
+                false
+            }
+            _ => false,
+        }
+    };
+    let mut state = vec![0u8; k.values.len()];
+    let mut stack: Vec<(Value, bool)> = Vec::new();
+    let mut ins = Vec::new();
+    for start in k.values.keys() {
+        if state[start.index()] != 0 {
+            continue;
+        }
+        stack.push((start, false));
+        while let Some((v, done)) = stack.pop() {
+            if done {
+                let own = inputs(v, &mut ins);
+                let dep = own || ins.iter().any(|x| matches!(state[x.index()], OPEN | YES));
+                state[v.index()] = if dep { YES } else { NO };
+            } else if state[v.index()] == 0 {
+                state[v.index()] = OPEN;
+                stack.push((v, true));
+                inputs(v, &mut ins);
+                stack.extend(ins.iter().filter(|x| state[x.index()] == 0).map(|&x| (x, false)));
+            }
+        }
+    }
+    state.into_iter().map(|x| x != NO).collect()
 }
 
 /// Index lists reused by [`Footprints::touch`] across threads and elements.
@@ -1474,7 +1569,7 @@ impl<'k> Footprints<'k> {
     ) -> bool {
         let inside = lt.first..lt.first.saturating_add(lt.count);
         (0..self.k.threads()).all(|tid| {
-            memo.reset();
+            memo.new_thread();
             self.executes(guards, env, tid, memo) == inside.contains(&tid)
         })
     }
@@ -1484,7 +1579,8 @@ impl<'k> Footprints<'k> {
         let mut memo = self
             .eval_memo
             .take()
-            .unwrap_or_else(|| DenseMemo::new(self.k.values.len()));
+            .unwrap_or_else(|| DenseMemo::new(self.k));
+        memo.new_env();
         let mut scratch = std::mem::take(&mut self.scratch);
         let t = match &self.accesses[ai].access.footprint {
             Footprint::PerThread(_) => self.touch_per_thread(ai, env, &mut memo, &mut scratch),
@@ -1515,7 +1611,7 @@ impl<'k> Footprints<'k> {
         let root = k.root_buffer(a.access.mem);
         let guards = self.guards(a.id.op);
         for tid in 0..k.threads().max(1) {
-            memo.reset();
+            memo.new_thread();
             if !self.executes(&guards, env, tid, memo) {
                 continue;
             }
@@ -1561,7 +1657,7 @@ impl<'k> Footprints<'k> {
         let root = k.root_buffer(a.access.mem);
         let guards = self.guards(a.id.op);
         let first = (0..k.threads().max(1)).find(|&tid| {
-            memo.reset();
+            memo.new_thread();
             self.executes(&guards, env, tid, memo)
         });
         let Some(tid) = first else { return t };
@@ -1589,15 +1685,9 @@ impl<'k> Footprints<'k> {
             return t;
         }
         // One thread's view: its index operands are evaluated once for every element.
-        memo.reset();
+        memo.new_thread();
+        let strides = self.collective_strides(a.access.mem, &shape, env, tid, memo, s);
         for p in 0..total {
-            s.cur.clear();
-            s.cur.resize(shape.len(), Some(0));
-            let mut rem = p;
-            for (i, &d) in shape.iter().enumerate().rev() {
-                s.cur[i] = Some((rem % d.max(1)) as i64);
-                rem /= d.max(1);
-            }
             let who = match (&concrete, lay) {
                 (Some(c), _) => c.who(p),
                 (None, Some(l)) => Who::Lane {
@@ -1606,10 +1696,29 @@ impl<'k> Footprints<'k> {
                 },
                 (None, None) => Who::Many(None),
             };
-            match self
-                .root_index(a.access.mem, s, env, tid, memo)
-                .and_then(|b| self.unit_key(b, &s.root))
-            {
+            let unit = match &strides {
+                Some((k0, st, n)) => {
+                    let mut key = *k0;
+                    let mut rem = p;
+                    for (&d, &step) in shape.iter().zip(st).rev() {
+                        key += (rem % d.max(1)) * step;
+                        rem /= d.max(1);
+                    }
+                    Some((key, *n))
+                }
+                None => {
+                    s.cur.clear();
+                    s.cur.resize(shape.len(), Some(0));
+                    let mut rem = p;
+                    for (i, &d) in shape.iter().enumerate().rev() {
+                        s.cur[i] = Some((rem % d.max(1)) as i64);
+                        rem /= d.max(1);
+                    }
+                    self.root_index(a.access.mem, s, env, tid, memo)
+                        .and_then(|b| self.unit_key(b, &s.root))
+                }
+            };
+            match unit {
                 Some((key, n)) => {
                     for u in 0..n {
                         t.add(key + u, who, warp);
@@ -1623,6 +1732,47 @@ impl<'k> Footprints<'k> {
             }
         }
         t
+    }
+
+    /// The unit key of every element of a collective access to `m` (view `shape`) as
+    /// `k0 + Σ pos_i · stride_i`, and the units per element, when every element is inside its
+    /// buffer. Exact: each root index is a view position plus a constant, or a constant (the
+    /// view's slots, the same for every element), so the key is affine in the position and
+    /// every element is in bounds when the first and the last are. `None`: resolve element by
+    /// element (an unknown index, or elements out of bounds).
+    fn collective_strides(
+        &self,
+        m: MemRef,
+        shape: &[u64],
+        env: &Env,
+        tid: u32,
+        memo: &mut DenseMemo,
+        s: &mut IndexScratch,
+    ) -> Option<(u64, Vec<u64>, u64)> {
+        let mut key_at = |pos: &dyn Fn(usize) -> i64, s: &mut IndexScratch| {
+            s.cur.clear();
+            s.cur.extend((0..shape.len()).map(|i| Some(pos(i))));
+            let b = self.root_index(m, s, env, tid, memo)?;
+            self.unit_key(b, &s.root)
+        };
+        let (k0, n) = key_at(&|_| 0, s)?;
+        let mut strides = Vec::with_capacity(shape.len());
+        for (i, &d) in shape.iter().enumerate() {
+            let step = if d > 1 {
+                key_at(&|j| (j == i) as i64, s)?.0.checked_sub(k0)?
+            } else {
+                0
+            };
+            strides.push(step);
+        }
+        let (last, _) = key_at(&|j| shape[j].saturating_sub(1) as i64, s)?;
+        let predicted = shape
+            .iter()
+            .zip(&strides)
+            .map(|(&d, &st)| d.saturating_sub(1) * st)
+            .sum::<u64>()
+            + k0;
+        (last == predicted).then_some((k0, strides, n))
     }
 
     /// Every enumerated instance of access `ai`: loop keys (outermost first; `None` =
