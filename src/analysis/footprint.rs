@@ -100,6 +100,9 @@ pub struct Touch {
     pub exact: HashMap<u64, Who>,
     /// Unknown footprints: may touch any unit in `[lo, hi)` (keys as above).
     pub unknown: Vec<(u64, u64, Who)>,
+    /// Keys `[lo, hi)` enclosing every unit above (`lo >= hi`: none), so that touches of
+    /// disjoint ranges (another slot of a multi-buffer) are told apart without a scan.
+    span: (u64, u64),
 }
 
 /// A unit that two touches share with different threads (a conflict's witness): the unit
@@ -117,7 +120,22 @@ impl Touch {
         self.exact.is_empty() && self.unknown.is_empty()
     }
 
+    /// Widens the span to `[lo, hi)`.
+    fn cover(&mut self, lo: u64, hi: u64) {
+        self.span = if self.span.0 >= self.span.1 {
+            (lo, hi)
+        } else {
+            (self.span.0.min(lo), self.span.1.max(hi))
+        };
+    }
+
+    /// Whether the spans of two touches are disjoint: then no unit is touched by both.
+    fn apart(&self, other: &Touch) -> bool {
+        self.span.0.max(other.span.0) >= self.span.1.min(other.span.1)
+    }
+
     fn add(&mut self, key: u64, who: Who, warp: u32) {
+        self.cover(key, key.saturating_add(1));
         self.exact
             .entry(key)
             .and_modify(|w| *w = w.merge(who, warp))
@@ -125,6 +143,7 @@ impl Touch {
     }
 
     fn add_unknown(&mut self, lo: u64, hi: u64, who: Who, warp: u32) {
+        self.cover(lo, hi);
         for u in &mut self.unknown {
             if u.0 == lo && u.1 == hi {
                 u.2 = u.2.merge(who, warp);
@@ -148,6 +167,9 @@ impl Touch {
     /// here: layout identity is carried by [`Who::Lane`]. Returns the first witness and
     /// whether all conflicting pairs are intra-warp (`None` if there is no conflict).
     pub fn overlap(&self, other: &Touch, warp: u32) -> Option<UnitConflict> {
+        if self.apart(other) {
+            return None;
+        }
         let mut found: Option<UnitConflict> = None;
         let mut record = |unit, a: Who, b: Who, intra: bool| -> bool {
             match &mut found {
@@ -231,6 +253,9 @@ impl Touch {
 
     /// Whether the two touches share any unit at all, whoever touches it (in-flight copies).
     pub fn intersects(&self, other: &Touch) -> Option<u64> {
+        if self.apart(other) {
+            return None;
+        }
         for k in self.exact.keys() {
             if other.exact.contains_key(k)
                 || other.unknown.iter().any(|&(lo, hi, _)| *k >= lo && *k < hi)
@@ -1945,6 +1970,12 @@ impl<'k> Footprints<'k> {
             let rc = rc.clone();
             self.group_cache.insert((ai, plen), rc.clone());
             return rc;
+        }
+        // Every key list within the prefix: each instance is its own group (the enumeration
+        // gives distinct key lists), in the same order.
+        if inst.iter().all(|(keys, _)| keys.len() <= plen) {
+            self.group_cache.insert((ai, plen), inst.clone());
+            return inst;
         }
         let mut groups: Vec<(Vec<Option<i64>>, Touch)> = Vec::new();
         let mut at: HashMap<Vec<Option<i64>>, usize> = HashMap::default();
