@@ -22,7 +22,11 @@
 //!
 //! Lattice per unit: `One(t)` ⊑ `Many(warp)` ⊑ `Many(None)` (join = [`Who::merge`]).
 //! Complexity: O(instances · threads · |index DAG|) per access; instances are capped at
-//! [`MAX_INSTANCES`] (beyond, inner variables become unknown).
+//! [`MAX_INSTANCES`] (beyond, inner variables become unknown). Evaluation allocates nothing
+//! per thread: values are memoized in a table by value id, where the values that do not read
+//! the thread id stay valid for every thread of an instance; a collective access's element
+//! keys follow its view's strides. A touch keeps the span of its keys, so two touches of
+//! disjoint spans compare in O(1).
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
