@@ -86,14 +86,23 @@ pub fn pair_conflict(
     plen: usize,
     var: Option<usize>,
 ) -> PairConflict {
+    // Asked again within this kernel's hazard finding (nearest sources, then the pair's
+    // hazards): the answer, and the enumeration's warnings, are already in.
+    if let Some(pc) = fp.pair_answers.get(&(ai, bi, plen, var)) {
+        return pc.clone();
+    }
     let key = (fp.accesses[ai].id, fp.accesses[bi].id, plen, var);
-    if let Some(pc) = fp.memo_pair(&key) {
-        return pc;
-    }
-    let pc = pair_conflict_uncached(fp, ai, bi, plen, var);
-    if let Some(m) = fp.memo.as_mut() {
-        m.pairs.insert(key, pc.clone());
-    }
+    let pc = match fp.memo_pair(&key) {
+        Some(pc) => pc,
+        None => {
+            let pc = pair_conflict_uncached(fp, ai, bi, plen, var);
+            if let Some(m) = fp.memo.as_mut() {
+                m.pairs.insert(key, pc.clone());
+            }
+            pc
+        }
+    };
+    fp.pair_answers.insert((ai, bi, plen, var), pc.clone());
     pc
 }
 

@@ -22,7 +22,11 @@
 //!
 //! Lattice per unit: `One(t)` ⊑ `Many(warp)` ⊑ `Many(None)` (join = [`Who::merge`]).
 //! Complexity: O(instances · threads · |index DAG|) per access; instances are capped at
-//! [`MAX_INSTANCES`] (beyond, inner variables become unknown).
+//! [`MAX_INSTANCES`] (beyond, inner variables become unknown). Evaluation allocates nothing
+//! per thread: values are memoized in a table by value id, where the values that do not read
+//! the thread id stay valid for every thread of an instance; a collective access's element
+//! keys follow its view's strides. A touch keeps the span of its keys, so two touches of
+//! disjoint spans compare in O(1).
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
@@ -100,6 +104,9 @@ pub struct Touch {
     pub exact: HashMap<u64, Who>,
     /// Unknown footprints: may touch any unit in `[lo, hi)` (keys as above).
     pub unknown: Vec<(u64, u64, Who)>,
+    /// Keys `[lo, hi)` enclosing every unit above (`lo >= hi`: none), so that touches of
+    /// disjoint ranges (another slot of a multi-buffer) are told apart without a scan.
+    span: (u64, u64),
 }
 
 /// A unit that two touches share with different threads (a conflict's witness): the unit
@@ -117,7 +124,22 @@ impl Touch {
         self.exact.is_empty() && self.unknown.is_empty()
     }
 
+    /// Widens the span to `[lo, hi)`.
+    fn cover(&mut self, lo: u64, hi: u64) {
+        self.span = if self.span.0 >= self.span.1 {
+            (lo, hi)
+        } else {
+            (self.span.0.min(lo), self.span.1.max(hi))
+        };
+    }
+
+    /// Whether the spans of two touches are disjoint: then no unit is touched by both.
+    fn apart(&self, other: &Touch) -> bool {
+        self.span.0.max(other.span.0) >= self.span.1.min(other.span.1)
+    }
+
     fn add(&mut self, key: u64, who: Who, warp: u32) {
+        self.cover(key, key.saturating_add(1));
         self.exact
             .entry(key)
             .and_modify(|w| *w = w.merge(who, warp))
@@ -125,6 +147,7 @@ impl Touch {
     }
 
     fn add_unknown(&mut self, lo: u64, hi: u64, who: Who, warp: u32) {
+        self.cover(lo, hi);
         for u in &mut self.unknown {
             if u.0 == lo && u.1 == hi {
                 u.2 = u.2.merge(who, warp);
@@ -148,6 +171,9 @@ impl Touch {
     /// here: layout identity is carried by [`Who::Lane`]. Returns the first witness and
     /// whether all conflicting pairs are intra-warp (`None` if there is no conflict).
     pub fn overlap(&self, other: &Touch, warp: u32) -> Option<UnitConflict> {
+        if self.apart(other) {
+            return None;
+        }
         let mut found: Option<UnitConflict> = None;
         let mut record = |unit, a: Who, b: Who, intra: bool| -> bool {
             match &mut found {
@@ -231,6 +257,9 @@ impl Touch {
 
     /// Whether the two touches share any unit at all, whoever touches it (in-flight copies).
     pub fn intersects(&self, other: &Touch) -> Option<u64> {
+        if self.apart(other) {
+            return None;
+        }
         for k in self.exact.keys() {
             if other.exact.contains_key(k)
                 || other.unknown.iter().any(|&(lo, hi, _)| *k >= lo && *k < hi)
@@ -344,6 +373,13 @@ pub struct Footprints<'k> {
     pub(crate) sym_questions: HashMap<(u32, u32, usize, Option<usize>), Option<crate::analysis::conflicts::PairConflict>>,
     /// Symbolic self-race answers by question id.
     pub(crate) sym_self_questions: HashMap<u32, Option<bool>>,
+    /// The enumeration's memo of evaluated values, kept between instances.
+    eval_memo: Option<DenseMemo>,
+    /// The enumeration's index lists, kept between instances.
+    scratch: IndexScratch,
+    /// Pair-conflict answers of this kernel by accesses, common prefix and distance level
+    /// (`conflicts::pair_conflict`: hazard finding asks some pairs several times).
+    pub(crate) pair_answers: HashMap<(usize, usize, usize, Option<usize>), crate::analysis::conflicts::PairConflict>,
 }
 
 /// What the symbolic engine's answers about one access depend on, with the identity of its
@@ -360,6 +396,166 @@ pub(crate) struct QuestionKey {
 
 /// Values of loop variables for [`Footprints::eval`].
 pub type Env = HashMap<Value, i64>;
+
+/// A memo of the values [`Footprints::eval`] computed for one thread under one [`Env`].
+pub trait EvalMemo {
+    /// The value memoized for `v` (`Some(None)`: known to be unknown).
+    fn get(&self, v: Value) -> Option<Option<i64>>;
+    fn put(&mut self, v: Value, r: Option<i64>);
+}
+
+impl EvalMemo for HashMap<Value, Option<i64>> {
+    fn get(&self, v: Value) -> Option<Option<i64>> {
+        HashMap::get(self, &v).copied()
+    }
+    fn put(&mut self, v: Value, r: Option<i64>) {
+        self.insert(v, r);
+    }
+}
+
+/// The enumeration's memo: a slot per value id, stamped with the loop assignment (values that
+/// do not depend on the thread) or the thread it was computed for, so that moving on to the
+/// next thread forgets the thread's values in O(1) and keeps the others
+/// ([`DenseMemo::new_thread`]): no hashing and no allocation per thread evaluated, and each
+/// thread-independent value (a loop-variable expression, a view's slot) evaluated once per
+/// instance rather than once per thread.
+struct DenseMemo {
+    slots: Vec<(u32, Option<i64>)>,
+    /// By value id: whether the value's evaluation may read the thread id
+    /// ([`thread_dependent`]).
+    per_thread: Vec<bool>,
+    env_stamp: u32,
+    thread_stamp: u32,
+    last: u32,
+}
+
+impl DenseMemo {
+    fn new(k: &Kernel) -> Self {
+        DenseMemo {
+            slots: vec![(0, None); k.values.len()],
+            per_thread: thread_dependent(k),
+            env_stamp: 1,
+            thread_stamp: 2,
+            last: 2,
+        }
+    }
+
+    /// Forgets every value: the loop variables changed.
+    fn new_env(&mut self) {
+        if self.last >= u32::MAX - 2 {
+            self.slots.fill((0, None));
+            self.last = 0;
+        }
+        self.env_stamp = self.last + 1;
+        self.thread_stamp = self.last + 2;
+        self.last += 2;
+    }
+
+    /// Forgets the values that depend on the thread.
+    fn new_thread(&mut self) {
+        if self.last >= u32::MAX - 2 {
+            self.new_env();
+        } else {
+            self.last += 1;
+            self.thread_stamp = self.last;
+        }
+    }
+}
+
+impl EvalMemo for DenseMemo {
+    fn get(&self, v: Value) -> Option<Option<i64>> {
+        let &(s, r) = self.slots.get(v.index())?;
+        (s == self.thread_stamp || s == self.env_stamp).then_some(r)
+    }
+    fn put(&mut self, v: Value, r: Option<i64>) {
+        let stamp = if self.per_thread.get(v.index()).copied().unwrap_or(true) {
+            self.thread_stamp
+        } else {
+            self.env_stamp
+        };
+        if let Some(slot) = self.slots.get_mut(v.index()) {
+            *slot = (stamp, r);
+        }
+    }
+}
+
+/// By value id: whether [`Footprints::eval`] of the value may read the thread id (a thread
+/// special, a group test, or an operand that does). Values `eval` does not compute (loads,
+/// parameters, loop arguments) do not. A value met again while its operands are visited (no
+/// such cycle exists in valid IR) counts as dependent, the answer that keeps it per thread.
+/// O(values), with an explicit stack.
+fn thread_dependent(k: &Kernel) -> Vec<bool> {
+    const OPEN: u8 = 1;
+    const NO: u8 = 2;
+    const YES: u8 = 3;
+    let inputs = |v: Value, out: &mut Vec<Value>| -> bool {
+        out.clear();
+        let ValueDef::Result(op, _) = k.values[v].def else {
+            return false;
+        };
+        let mut push = |o: &Operand| {
+            if let Some(x) = o.value() {
+                out.push(x);
+            }
+        };
+        match &k.ops[op].kind {
+            OpKind::Special(s) => matches!(
+                s,
+                Special::Tid(_) | Special::Lane | Special::Warp | Special::LinearTid
+            ),
+            OpKind::InGroup(_) => true,
+            OpKind::Binary(_, x, y) | OpKind::Cmp(_, x, y) => {
+                push(x);
+                push(y);
+                false
+            }
+            OpKind::Unary(_, x) => {
+                push(x);
+                false
+            }
+            OpKind::Select(c, x, y) => {
+                push(c);
+                push(x);
+                push(y);
+                false
+            }
+            _ => false,
+        }
+    };
+    let mut state = vec![0u8; k.values.len()];
+    let mut stack: Vec<(Value, bool)> = Vec::new();
+    let mut ins = Vec::new();
+    for start in k.values.keys() {
+        if state[start.index()] != 0 {
+            continue;
+        }
+        stack.push((start, false));
+        while let Some((v, done)) = stack.pop() {
+            if done {
+                let own = inputs(v, &mut ins);
+                let dep = own || ins.iter().any(|x| matches!(state[x.index()], OPEN | YES));
+                state[v.index()] = if dep { YES } else { NO };
+            } else if state[v.index()] == 0 {
+                state[v.index()] = OPEN;
+                stack.push((v, true));
+                inputs(v, &mut ins);
+                stack.extend(ins.iter().filter(|x| state[x.index()] == 0).map(|&x| (x, false)));
+            }
+        }
+    }
+    state.into_iter().map(|x| x != NO).collect()
+}
+
+/// Index lists reused by [`Footprints::touch`] across threads and elements.
+#[derive(Default)]
+struct IndexScratch {
+    /// Indices into the memref being resolved (`None`: unknown).
+    cur: Vec<Option<i64>>,
+    /// The next level's indices while a view is resolved.
+    next: Vec<Option<i64>>,
+    /// The root buffer's indices, once all are known.
+    root: Vec<i64>,
+}
 
 /// Instances of an access: loop keys (outermost first; `None` = unknown) and touches.
 pub type Instances = std::rc::Rc<Vec<(Vec<Option<i64>>, Touch)>>;
@@ -426,6 +622,9 @@ impl<'k> Footprints<'k> {
             question_keys: HashMap::default(),
             sym_questions: HashMap::default(),
             sym_self_questions: HashMap::default(),
+            eval_memo: None,
+            scratch: IndexScratch::default(),
+            pair_answers: HashMap::default(),
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);
@@ -767,12 +966,12 @@ impl<'k> Footprints<'k> {
 
     // ---- evaluation ----
 
-    fn eval_operand(
+    fn eval_operand<M: EvalMemo>(
         &self,
         o: &Operand,
         env: &Env,
         tid: u32,
-        memo: &mut HashMap<Value, Option<i64>>,
+        memo: &mut M,
     ) -> Option<i64> {
         match o {
             Operand::Imm(s) => match s {
@@ -780,7 +979,7 @@ impl<'k> Footprints<'k> {
                 Scalar::I32(v) => Some(*v as i64),
                 Scalar::F32(_) => None,
             },
-            Operand::Value(v) => self.eval(*v, env, tid, memo),
+            Operand::Value(v) => self.eval_in(*v, env, tid, memo),
         }
     }
 
@@ -792,8 +991,13 @@ impl<'k> Footprints<'k> {
         tid: u32,
         memo: &mut HashMap<Value, Option<i64>>,
     ) -> Option<i64> {
-        if let Some(r) = memo.get(&v) {
-            return *r;
+        self.eval_in(v, env, tid, memo)
+    }
+
+    /// [`Footprints::eval`] with any memo of evaluated values.
+    fn eval_in<M: EvalMemo>(&self, v: Value, env: &Env, tid: u32, memo: &mut M) -> Option<i64> {
+        if let Some(r) = memo.get(v) {
+            return r;
         }
         if self.opaque.contains(&v) {
             return None;
@@ -806,9 +1010,7 @@ impl<'k> Footprints<'k> {
                 ind.at(*env.get(&ind.iv)?)
             }),
             ValueDef::Result(op, _) => {
-                let ev = |o: &Operand, memo: &mut HashMap<Value, Option<i64>>| {
-                    self.eval_operand(o, env, tid, memo)
-                };
+                let ev = |o: &Operand, memo: &mut M| self.eval_operand(o, env, tid, memo);
                 match &k.ops[op].kind {
                     OpKind::Const(s) => self.eval_operand(&Operand::Imm(*s), env, tid, memo),
                     OpKind::Special(s) => self.special(*s, tid),
@@ -863,7 +1065,7 @@ impl<'k> Footprints<'k> {
                 }
             }
         };
-        memo.insert(v, r);
+        memo.put(v, r);
         r
     }
 
@@ -1159,35 +1361,45 @@ impl<'k> Footprints<'k> {
             .or_insert(n)
     }
 
-    /// Resolves root-buffer indices of a memref access. `None`: unknown.
-    fn root_index(
+    /// Resolves the root-buffer indices of a memref access whose indices are `s.cur` (left in
+    /// `s.root`); `None`: unknown.
+    fn root_index<M: EvalMemo>(
         &self,
-        m: MemRef,
-        idx: Vec<Option<i64>>,
+        mut m: MemRef,
+        s: &mut IndexScratch,
         env: &Env,
         tid: u32,
-        memo: &mut HashMap<Value, Option<i64>>,
-    ) -> Option<(Buffer, Vec<i64>)> {
-        match m {
-            MemRef::Buffer(b) => {
-                let idx: Option<Vec<i64>> = idx.into_iter().collect();
-                Some((b, idx?))
-            }
-            MemRef::View(v) => {
-                let vd = &self.k.views[v];
-                let mut out = Vec::new();
-                let mut j = 0;
-                for ix in &vd.indices {
-                    match ix {
-                        ViewIndex::At(o) => out.push(self.eval_operand(o, env, tid, memo)),
-                        ViewIndex::Range(lo, _) => {
-                            out.push(idx.get(j).copied().flatten().map(|x| x + *lo as i64));
-                            j += 1;
+        memo: &mut M,
+    ) -> Option<Buffer> {
+        loop {
+            match m {
+                MemRef::Buffer(b) => {
+                    s.root.clear();
+                    for x in &s.cur {
+                        s.root.push((*x)?);
+                    }
+                    return Some(b);
+                }
+                MemRef::View(v) => {
+                    let vd = &self.k.views[v];
+                    s.next.clear();
+                    let mut j = 0;
+                    for ix in &vd.indices {
+                        match ix {
+                            ViewIndex::At(o) => {
+                                s.next.push(self.eval_operand(o, env, tid, memo))
+                            }
+                            ViewIndex::Range(lo, _) => {
+                                s.next
+                                    .push(s.cur.get(j).copied().flatten().map(|x| x + *lo as i64));
+                                j += 1;
+                            }
                         }
                     }
+                    s.next.extend(s.cur.iter().skip(j).copied());
+                    std::mem::swap(&mut s.cur, &mut s.next);
+                    m = vd.base;
                 }
-                out.extend(idx.into_iter().skip(j));
-                self.root_index(vd.base, out, env, tid, memo)
             }
         }
     }
@@ -1342,142 +1554,254 @@ impl<'k> Footprints<'k> {
                 .contains(&(self.k.root_buffer(a.mem), self.k.root_buffer(b.mem)))
     }
 
-    /// Whether thread `tid` may execute the op under `env` (guards of enclosing `if`s).
-    fn executes(
-        &self,
-        op: Op,
-        env: &Env,
-        tid: u32,
-        memo: &mut HashMap<Value, Option<i64>>,
-    ) -> bool {
+    /// The guards of `op`: the condition of each enclosing `if`, innermost first, and whether
+    /// `op` lies in its `then` arm.
+    fn guards(&self, op: Op) -> Vec<(&'k Operand, bool)> {
+        let k = self.k;
+        let mut out = Vec::new();
         let mut child = op;
-        for &anc in self.ancestors(op).iter().rev() {
-            if let OpKind::If { cond } = &self.k.ops[anc].kind {
-                let then_r = self.k.ops[anc].regions[0];
-                let in_then = self.parents.op_region[child] == Some(then_r);
-                if let Some(c) = self.eval_operand(cond, env, tid, memo)
-                    && (c != 0) != in_then
-                {
-                    return false;
-                }
+        let mut cur = self.parents.parent_op(op);
+        while let Some(anc) = cur {
+            if let OpKind::If { cond } = &k.ops[anc].kind {
+                let then_r = k.ops[anc].regions[0];
+                out.push((cond, self.parents.op_region[child] == Some(then_r)));
             }
             child = anc;
+            cur = self.parents.parent_op(anc);
         }
-        true
+        out
     }
 
-    /// Whether exactly the threads `[lt.first, lt.first + lt.count)` of the block execute the
-    /// op under `env` (every thread, for a layout that is not role-relative).
-    fn exactly_execute(&self, op: Op, env: &Env, lt: crate::ir::layout::LayoutThreads) -> bool {
-        let inside = lt.first..lt.first.saturating_add(lt.count);
-        (0..self.k.threads()).all(|tid| {
-            self.executes(op, env, tid, &mut HashMap::default()) == inside.contains(&tid)
+    /// Whether thread `tid` may execute an op with `guards` under `env`: no guard is known
+    /// to send it to the other arm.
+    fn executes<M: EvalMemo>(
+        &self,
+        guards: &[(&Operand, bool)],
+        env: &Env,
+        tid: u32,
+        memo: &mut M,
+    ) -> bool {
+        guards.iter().all(|&(cond, in_then)| {
+            self.eval_operand(cond, env, tid, memo)
+                .is_none_or(|c| (c != 0) == in_then)
         })
     }
 
+    /// Whether exactly the threads `[lt.first, lt.first + lt.count)` of the block execute the
+    /// op with `guards` under `env` (every thread, for a layout that is not role-relative).
+    fn exactly_execute(
+        &self,
+        guards: &[(&Operand, bool)],
+        env: &Env,
+        lt: crate::ir::layout::LayoutThreads,
+        memo: &mut DenseMemo,
+    ) -> bool {
+        let inside = lt.first..lt.first.saturating_add(lt.count);
+        (0..self.k.threads()).all(|tid| {
+            memo.new_thread();
+            self.executes(guards, env, tid, memo) == inside.contains(&tid)
+        })
+    }
+
+    /// The footprint of one instance of access `ai` (its loops' variables in `env`).
     fn touch(&mut self, ai: usize, env: &Env) -> Touch {
-        let a = self.accesses[ai].clone();
+        let mut memo = self
+            .eval_memo
+            .take()
+            .unwrap_or_else(|| DenseMemo::new(self.k));
+        memo.new_env();
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let t = match &self.accesses[ai].access.footprint {
+            Footprint::PerThread(_) => self.touch_per_thread(ai, env, &mut memo, &mut scratch),
+            Footprint::Collective { .. } => {
+                self.touch_collective(ai, env, &mut memo, &mut scratch)
+            }
+        };
+        self.eval_memo = Some(memo);
+        self.scratch = scratch;
+        t
+    }
+
+    /// [`Footprints::touch`] of a per-thread access: every executing thread's element.
+    fn touch_per_thread(
+        &self,
+        ai: usize,
+        env: &Env,
+        memo: &mut DenseMemo,
+        s: &mut IndexScratch,
+    ) -> Touch {
+        let a = &self.accesses[ai];
+        let Footprint::PerThread(ix) = &a.access.footprint else {
+            return Touch::default();
+        };
         let k = self.k;
-        let threads = k.threads().max(1);
         let warp = self.warp;
         let mut t = Touch::default();
         let root = k.root_buffer(a.access.mem);
-        match &a.access.footprint {
-            Footprint::PerThread(ix) => {
-                for tid in 0..threads {
-                    let mut memo = HashMap::default();
-                    if !self.executes(a.id.op, env, tid, &mut memo) {
-                        continue;
-                    }
-                    let idx: Vec<Option<i64>> = ix
-                        .iter()
-                        .map(|o| self.eval_operand(o, env, tid, &mut memo))
-                        .collect();
-                    match self
-                        .root_index(a.access.mem, idx, env, tid, &mut memo)
-                        .and_then(|(b, i)| self.unit_key(b, &i))
-                    {
-                        Some((key, n)) => {
-                            for u in 0..n {
-                                t.add(key + u, Who::One(tid), warp);
-                            }
-                        }
-                        None => {
-                            let (lo, hi) = self.buffer_range(root);
-                            t.add_unknown(lo, hi, Who::One(tid), warp);
-                        }
-                    }
-                }
+        let guards = self.guards(a.id.op);
+        for tid in 0..k.threads().max(1) {
+            memo.new_thread();
+            if !self.executes(&guards, env, tid, memo) {
+                continue;
             }
-            Footprint::Collective { layout } => {
-                let mut first = None;
-                for tid in 0..threads {
-                    let mut memo = HashMap::default();
-                    if self.executes(a.id.op, env, tid, &mut memo) {
-                        first = Some(tid);
-                        break;
+            s.cur.clear();
+            for o in ix {
+                let x = self.eval_operand(o, env, tid, memo);
+                s.cur.push(x);
+            }
+            match self
+                .root_index(a.access.mem, s, env, tid, memo)
+                .and_then(|b| self.unit_key(b, &s.root))
+            {
+                Some((key, n)) => {
+                    for u in 0..n {
+                        t.add(key + u, Who::One(tid), warp);
                     }
                 }
-                let Some(tid) = first else { return t };
-                let shape = k.shape(a.access.mem);
-                let uniform_view = view_uniform(k, &self.uniform, a.access.mem);
-                let lay = match layout {
-                    Some(l) if !a.access.kind.is_async() => Some(self.layout_id(l, &shape)),
-                    _ => None,
-                };
-                // Concrete layouts (issue 14): exact owners when exactly the layout's threads
-                // execute (the block's, or a role-relative layout's group).
-                let lt = crate::ir::layout::layout_threads(k, layout.as_deref());
-                let concrete = crate::analysis::layout_owners::collective_owners(
-                    k,
-                    layout.as_deref(),
-                    &shape,
-                    warp,
-                    a.access.kind,
-                )
-                .filter(|_| self.exactly_execute(a.id.op, env, lt));
-                let total: u64 = shape.iter().product();
-                let mut memo = HashMap::default();
-                if !uniform_view || total > 1 << 20 {
+                None => {
                     let (lo, hi) = self.buffer_range(root);
-                    t.add_unknown(lo, hi, Who::Many(None), warp);
-                    return t;
-                }
-                for p in 0..total {
-                    let mut idx = vec![0i64; shape.len()];
-                    let mut rem = p;
-                    for (i, &d) in shape.iter().enumerate().rev() {
-                        idx[i] = (rem % d.max(1)) as i64;
-                        rem /= d.max(1);
-                    }
-                    let who = match (&concrete, lay) {
-                        (Some(c), _) => c.who(p),
-                        (None, Some(l)) => Who::Lane {
-                            layout: l,
-                            pos: p as u32,
-                        },
-                        (None, None) => Who::Many(None),
-                    };
-                    let idx = idx.into_iter().map(Some).collect();
-                    match self
-                        .root_index(a.access.mem, idx, env, tid, &mut memo)
-                        .and_then(|(b, i)| self.unit_key(b, &i))
-                    {
-                        Some((key, n)) => {
-                            for u in 0..n {
-                                t.add(key + u, who, warp);
-                            }
-                        }
-                        None => {
-                            let (lo, hi) = self.buffer_range(root);
-                            t.add_unknown(lo, hi, Who::Many(None), warp);
-                            return t;
-                        }
-                    }
+                    t.add_unknown(lo, hi, Who::One(tid), warp);
                 }
             }
         }
         t
+    }
+
+    /// [`Footprints::touch`] of a collective access: every element of its view, owned by a
+    /// layout position (or by unknown threads).
+    fn touch_collective(
+        &mut self,
+        ai: usize,
+        env: &Env,
+        memo: &mut DenseMemo,
+        s: &mut IndexScratch,
+    ) -> Touch {
+        let a = self.accesses[ai].clone();
+        let Footprint::Collective { layout } = &a.access.footprint else {
+            return Touch::default();
+        };
+        let k = self.k;
+        let warp = self.warp;
+        let mut t = Touch::default();
+        let root = k.root_buffer(a.access.mem);
+        let guards = self.guards(a.id.op);
+        let first = (0..k.threads().max(1)).find(|&tid| {
+            memo.new_thread();
+            self.executes(&guards, env, tid, memo)
+        });
+        let Some(tid) = first else { return t };
+        let shape = k.shape(a.access.mem);
+        let uniform_view = view_uniform(k, &self.uniform, a.access.mem);
+        let lay = match layout {
+            Some(l) if !a.access.kind.is_async() => Some(self.layout_id(l, &shape)),
+            _ => None,
+        };
+        // Concrete layouts (issue 14): exact owners when exactly the layout's threads
+        // execute (the block's, or a role-relative layout's group).
+        let lt = crate::ir::layout::layout_threads(k, layout.as_deref());
+        let concrete = crate::analysis::layout_owners::collective_owners(
+            k,
+            layout.as_deref(),
+            &shape,
+            warp,
+            a.access.kind,
+        )
+        .filter(|_| self.exactly_execute(&guards, env, lt, memo));
+        let total: u64 = shape.iter().product();
+        if !uniform_view || total > 1 << 20 {
+            let (lo, hi) = self.buffer_range(root);
+            t.add_unknown(lo, hi, Who::Many(None), warp);
+            return t;
+        }
+        // One thread's view: its index operands are evaluated once for every element.
+        memo.new_thread();
+        let strides = self.collective_strides(a.access.mem, &shape, env, tid, memo, s);
+        for p in 0..total {
+            let who = match (&concrete, lay) {
+                (Some(c), _) => c.who(p),
+                (None, Some(l)) => Who::Lane {
+                    layout: l,
+                    pos: p as u32,
+                },
+                (None, None) => Who::Many(None),
+            };
+            let unit = match &strides {
+                Some((k0, st, n)) => {
+                    let mut key = *k0;
+                    let mut rem = p;
+                    for (&d, &step) in shape.iter().zip(st).rev() {
+                        key += (rem % d.max(1)) * step;
+                        rem /= d.max(1);
+                    }
+                    Some((key, *n))
+                }
+                None => {
+                    s.cur.clear();
+                    s.cur.resize(shape.len(), Some(0));
+                    let mut rem = p;
+                    for (i, &d) in shape.iter().enumerate().rev() {
+                        s.cur[i] = Some((rem % d.max(1)) as i64);
+                        rem /= d.max(1);
+                    }
+                    self.root_index(a.access.mem, s, env, tid, memo)
+                        .and_then(|b| self.unit_key(b, &s.root))
+                }
+            };
+            match unit {
+                Some((key, n)) => {
+                    for u in 0..n {
+                        t.add(key + u, who, warp);
+                    }
+                }
+                None => {
+                    let (lo, hi) = self.buffer_range(root);
+                    t.add_unknown(lo, hi, Who::Many(None), warp);
+                    return t;
+                }
+            }
+        }
+        t
+    }
+
+    /// The unit key of every element of a collective access to `m` (view `shape`) as
+    /// `k0 + Σ pos_i · stride_i`, and the units per element, when every element is inside its
+    /// buffer. Exact: each root index is a view position plus a constant, or a constant (the
+    /// view's slots, the same for every element), so the key is affine in the position and
+    /// every element is in bounds when the first and the last are. `None`: resolve element by
+    /// element (an unknown index, or elements out of bounds).
+    fn collective_strides(
+        &self,
+        m: MemRef,
+        shape: &[u64],
+        env: &Env,
+        tid: u32,
+        memo: &mut DenseMemo,
+        s: &mut IndexScratch,
+    ) -> Option<(u64, Vec<u64>, u64)> {
+        let mut key_at = |pos: &dyn Fn(usize) -> i64, s: &mut IndexScratch| {
+            s.cur.clear();
+            s.cur.extend((0..shape.len()).map(|i| Some(pos(i))));
+            let b = self.root_index(m, s, env, tid, memo)?;
+            self.unit_key(b, &s.root)
+        };
+        let (k0, n) = key_at(&|_| 0, s)?;
+        let mut strides = Vec::with_capacity(shape.len());
+        for (i, &d) in shape.iter().enumerate() {
+            let step = if d > 1 {
+                key_at(&|j| (j == i) as i64, s)?.0.checked_sub(k0)?
+            } else {
+                0
+            };
+            strides.push(step);
+        }
+        let (last, _) = key_at(&|j| shape[j].saturating_sub(1) as i64, s)?;
+        let predicted = shape
+            .iter()
+            .zip(&strides)
+            .map(|(&d, &st)| d.saturating_sub(1) * st)
+            .sum::<u64>()
+            + k0;
+        (last == predicted).then_some((k0, strides, n))
     }
 
     /// Every enumerated instance of access `ai`: loop keys (outermost first; `None` =
@@ -1635,6 +1959,7 @@ impl<'k> Footprints<'k> {
     pub fn clear_caches(&mut self) {
         self.inst_cache.clear();
         self.group_cache.clear();
+        self.pair_answers.clear();
     }
 
     /// Instances of access `ai` grouped by their first `plen` loop keys, each the union over
@@ -1649,6 +1974,12 @@ impl<'k> Footprints<'k> {
             let rc = rc.clone();
             self.group_cache.insert((ai, plen), rc.clone());
             return rc;
+        }
+        // Every key list within the prefix: each instance is its own group (the enumeration
+        // gives distinct key lists), in the same order.
+        if inst.iter().all(|(keys, _)| keys.len() <= plen) {
+            self.group_cache.insert((ai, plen), inst.clone());
+            return inst;
         }
         let mut groups: Vec<(Vec<Option<i64>>, Touch)> = Vec::new();
         let mut at: HashMap<Vec<Option<i64>>, usize> = HashMap::default();
