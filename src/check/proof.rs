@@ -11,7 +11,9 @@
 //! 1. Preconditions: async accesses only per-thread `cp_async`/`gather_to_lds` (followed
 //!    to their completing waits by `check/proof_async.rs`), pinned buffers do not overlap, and no barrier sits
 //!    under thread-dependent control (so every thread executes the same sequence of barriers,
-//!    and consecutive barrier executions delimit *intervals*). Other sync ops are ignored
+//!    and consecutive barrier executions delimit *intervals*). With a target, `warp_sync`
+//!    orders the threads of one warp (`check/proof_warp.rs`: pairs in no common warp interval
+//!    are tested for threads of different warps only). Other sync ops are ignored
 //!    for ordering (dropping ordering only adds pairs), but each must be one whose deadlock
 //!    freedom and protocol `proof_syncs` establishes, else the proof declines. Collective accesses conflict with everything on
 //!    their buffer in an interval, except collectives sharing layout and shape on slot views.
@@ -25,9 +27,11 @@
 //!    `T(tid) + c + sum(a_j * u_j)`, where `T` is any function of thread ids and constants
 //!    (evaluated for every thread of the block), and the `u_j` are uniform values (loop
 //!    induction variables, parameters, block ids, anything computed from them) treated as
-//!    *unknown integers*, each independently per access. Values that mix thread ids and
-//!    uniform unknowns other than by `+`, `-` and multiplication by a constant are outside
-//!    the form.
+//!    *unknown integers*, each independently per access. The i32 linear structure (`+`, `-`,
+//!    negation, multiplication or `shl` by constants) is followed to its leaves and equal
+//!    leaves are summed, so thread parts that cancel vanish; an op whose operands all have
+//!    thread-free forms (`rem((t + i) - t, 2)`) is one unknown. Values that mix thread ids and
+//!    uniform unknowns otherwise are outside the form.
 //! 4. For each pair of accesses in one interval (one writing, not same-kind atomics), with
 //!    `g = gcd(all a_j)`: the pair may collide only if `T_A(t1) + c_A = T_B(t2) + c_B (mod g)`
 //!    for some threads `t1 != t2` (equality when `g = 0`). This is decided exactly by bucketing
