@@ -25,6 +25,7 @@ pub mod proof;
 mod proof_async;
 mod proof_syncs;
 mod proof_tiles;
+mod proof_warp;
 pub mod protocol;
 pub mod race;
 pub mod uniform;

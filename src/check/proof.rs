@@ -11,7 +11,9 @@
 //! 1. Preconditions: async accesses only per-thread `cp_async`/`gather_to_lds` (followed
 //!    to their completing waits by `check/proof_async.rs`), pinned buffers do not overlap, and no barrier sits
 //!    under thread-dependent control (so every thread executes the same sequence of barriers,
-//!    and consecutive barrier executions delimit *intervals*). Other sync ops are ignored
+//!    and consecutive barrier executions delimit *intervals*). With a target, `warp_sync`
+//!    orders the threads of one warp (`check/proof_warp.rs`: pairs in no common warp interval
+//!    are tested for threads of different warps only). Other sync ops are ignored
 //!    for ordering (dropping ordering only adds pairs), but each must be one whose deadlock
 //!    freedom and protocol `proof_syncs` establishes, else the proof declines. Collective accesses conflict with everything on
 //!    their buffer in an interval, except collectives sharing layout and shape on slot views.
@@ -25,9 +27,11 @@
 //!    `T(tid) + c + sum(a_j * u_j)`, where `T` is any function of thread ids and constants
 //!    (evaluated for every thread of the block), and the `u_j` are uniform values (loop
 //!    induction variables, parameters, block ids, anything computed from them) treated as
-//!    *unknown integers*, each independently per access. Values that mix thread ids and
-//!    uniform unknowns other than by `+`, `-` and multiplication by a constant are outside
-//!    the form.
+//!    *unknown integers*, each independently per access. The i32 linear structure (`+`, `-`,
+//!    negation, multiplication or `shl` by constants) is followed to its leaves and equal
+//!    leaves are summed, so thread parts that cancel vanish; an op whose operands all have
+//!    thread-free forms (`rem((t + i) - t, 2)`) is one unknown. Values that mix thread ids and
+//!    uniform unknowns otherwise are outside the form.
 //! 4. For each pair of accesses in one interval (one writing, not same-kind atomics), with
 //!    `g = gcd(all a_j)`: the pair may collide only if `T_A(t1) + c_A = T_B(t2) + c_B (mod g)`
 //!    for some threads `t1 != t2` (equality when `g = 0`). This is decided exactly by bucketing
@@ -103,6 +107,14 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
         ranges: &ranges,
         loop_entry: &starts.1,
     };
+    // Warp intervals (`check/proof_warp.rs`): a pair that no warp_sync-free stretch holds
+    // needs only its threads of different warps checked, on warp-mapped instances.
+    let warps = super::proof_warp::WarpOrder::new(k, target, &values);
+    let cxw = warps.as_ref().map(|w| PairCx {
+        values: &w.values,
+        ..cx.clone()
+    });
+    let mut in_warp = 0usize;
     let empty = BTreeSet::new();
     let mut pairs = 0usize;
     let mut bufs: Vec<&Vec<usize>> = by_buf.values().collect();
@@ -120,13 +132,24 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
                     continue;
                 }
                 pairs += 1;
-                cx.interval_pair(i, j)?;
+                match (&warps, &cxw) {
+                    (Some(w), Some(cw)) if w.ordered_in_warp(a, b) => {
+                        in_warp += 1;
+                        cw.interval_pair(i, j).map_err(|e| w.explain(e))?;
+                    }
+                    _ => cx.interval_pair(i, j)?,
+                }
             }
         }
     }
     let walked = super::proof_async::async_pairs(&cx, target, &by_buf)?;
+    let in_warp = if in_warp > 0 {
+        format!(" ({in_warp} of them in no common warp interval: ordered within each warp by warp_sync)")
+    } else {
+        String::new()
+    };
     Ok(format!(
-        "{} shared accesses, {pairs} pairs sharing a barrier interval (loop-carried pairs at their iteration distance){walked}, all thread-disjoint for every iteration and parameter value (block of {} threads)",
+        "{} shared accesses, {pairs} pairs sharing a barrier interval{in_warp} (loop-carried pairs at their iteration distance){walked}, all thread-disjoint for every iteration and parameter value (block of {} threads)",
         accs.len(),
         k.threads()
     ))
@@ -332,6 +355,7 @@ fn instances(
 }
 
 /// What the pair tests read: the kernel, its accesses and their instances.
+#[derive(Clone)]
 pub(super) struct PairCx<'a> {
     pub k: &'a Kernel,
     pub warp: i64,
@@ -475,6 +499,32 @@ impl Form {
             .extend(o.tpart.into_iter().map(|(c, v)| (c.wrapping_mul(sign), v)));
         self.free
             .extend(o.free.into_iter().map(|(v, c)| (v, c.wrapping_mul(sign))));
+        self
+    }
+    /// The same form with each thread value and each unknown once (coefficients summed,
+    /// zero terms dropped), so that `(t + u) - t` is seen to be `u`. Sound: one value is one
+    /// number within one instance of an access.
+    fn normalized(mut self) -> Form {
+        let mut t: Vec<(i64, Value)> = Vec::with_capacity(self.tpart.len());
+        self.tpart.sort_by_key(|x| x.1);
+        for (c, v) in self.tpart {
+            match t.last_mut() {
+                Some(last) if last.1 == v => last.0 = last.0.wrapping_add(c),
+                _ => t.push((c, v)),
+            }
+        }
+        t.retain(|x| x.0 != 0);
+        let mut f: Vec<(Value, i64)> = Vec::with_capacity(self.free.len());
+        self.free.sort_by_key(|x| x.0);
+        for (v, c) in self.free {
+            match f.last_mut() {
+                Some(last) if last.0 == v => last.1 = last.1.wrapping_add(c),
+                _ => f.push((v, c)),
+            }
+        }
+        f.retain(|x| x.1 != 0);
+        self.tpart = t;
+        self.free = f;
         self
     }
     fn scale(mut self, s: i64) -> Form {
@@ -698,26 +748,49 @@ pub(super) type Starts = BTreeSet<u32>;
 /// barrier) that reach it without crossing a barrier; and for each `for` loop, the starts
 /// that reach its entry from the code around it.
 fn interval_starts(k: &Kernel) -> (HashMap<Op, Starts>, HashMap<Op, Starts>) {
+    starts_cut_by(k, Cut::Barrier)
+}
+
+/// Which sync ops end an interval in [`flow`]: block barriers only (barrier intervals), or
+/// also `warp_sync` (warp intervals, `check/proof_warp.rs`).
+#[derive(Copy, Clone, PartialEq)]
+pub(super) enum Cut {
+    Barrier,
+    BarrierOrWarpSync,
+}
+
+impl Cut {
+    fn cuts(self, kind: &OpKind) -> bool {
+        match kind {
+            OpKind::Barrier => true,
+            OpKind::WarpSync => self == Cut::BarrierOrWarpSync,
+            _ => false,
+        }
+    }
+}
+
+/// [`interval_starts`] with intervals ended by the sync ops `cut` names.
+pub(super) fn starts_cut_by(k: &Kernel, cut: Cut) -> (HashMap<Op, Starts>, HashMap<Op, Starts>) {
     let mut out = (HashMap::new(), HashMap::new());
     let mut s = Starts::new();
     s.insert(0);
-    flow(k, k.body(), s, &mut out);
+    flow(k, k.body(), s, cut, &mut out);
     out
 }
 
 type Flow = (HashMap<Op, Starts>, HashMap<Op, Starts>);
 
-fn flow(k: &Kernel, r: Region, mut s: Starts, out: &mut Flow) -> Starts {
+fn flow(k: &Kernel, r: Region, mut s: Starts, cut: Cut, out: &mut Flow) -> Starts {
     for &op in k.region_ops(r) {
         let od = &k.ops[op];
         match &od.kind {
-            OpKind::Barrier => {
+            kind if cut.cuts(kind) => {
                 s = Starts::new();
                 s.insert(1 + op.index() as u32);
             }
             OpKind::If { .. } => {
-                let a = flow(k, od.regions[0], s.clone(), out);
-                let b = flow(k, od.regions[1], s, out);
+                let a = flow(k, od.regions[0], s.clone(), cut, out);
+                let b = flow(k, od.regions[1], s, cut, out);
                 s = a.union(&b).copied().collect();
             }
             OpKind::For { .. } => {
@@ -725,7 +798,7 @@ fn flow(k: &Kernel, r: Region, mut s: Starts, out: &mut Flow) -> Starts {
                 let body = od.regions[0];
                 let mut head = s.clone();
                 loop {
-                    let end = flow(k, body, head.clone(), out);
+                    let end = flow(k, body, head.clone(), cut, out);
                     let next: Starts = head.union(&end).copied().collect();
                     if next == head {
                         break;
@@ -738,8 +811,8 @@ fn flow(k: &Kernel, r: Region, mut s: Starts, out: &mut Flow) -> Starts {
                 let (cr, br) = (od.regions[0], od.regions[1]);
                 let mut head = s.clone();
                 loop {
-                    let after_cond = flow(k, cr, head.clone(), out);
-                    let end = flow(k, br, after_cond.clone(), out);
+                    let after_cond = flow(k, cr, head.clone(), cut, out);
+                    let end = flow(k, br, after_cond.clone(), cut, out);
                     let next: Starts = head.union(&end).copied().collect();
                     if next == head {
                         s = after_cond;
@@ -748,7 +821,7 @@ fn flow(k: &Kernel, r: Region, mut s: Starts, out: &mut Flow) -> Starts {
                     head = next;
                 }
             }
-            OpKind::Stage { .. } => s = flow(k, od.regions[0], s, out),
+            OpKind::Stage { .. } => s = flow(k, od.regions[0], s, cut, out),
             _ => {
                 if !effects(k, op).shared.is_empty() {
                     out.0.entry(op).or_default().extend(s.iter().copied());
@@ -774,7 +847,7 @@ impl Indexing<'_> {
     /// The form of one index; clears `exact` when the form may leave the i32 range, where
     /// the i32 index is only congruent to it mod 2^32.
     fn index(&mut self, o: &Operand) -> Option<Form> {
-        let f = form(self.k, self.td, self.en, o)?;
+        let f = form(self.k, self.td, self.en, o)?.normalized();
         let r = self.ranges;
         let terms = f.tpart.iter().map(|(c, v)| (*c, r.range(*v)));
         let terms = terms.chain(f.free.iter().map(|(v, c)| (*c, r.range(*v))));
@@ -870,43 +943,34 @@ fn form_d(
             ..Form::default()
         });
     }
-    if evaluable {
-        // Affine structure first (keeps uniform parts out of T), else the whole value.
-        if let ValueDef::Result(op, _) = def {
-            match &k.ops[op].kind {
-                OpKind::Binary(BinOp::Add, a, b) => {
-                    return Some(
-                        form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, 1),
-                    );
-                }
-                OpKind::Binary(BinOp::Sub, a, b) => {
-                    return Some(
-                        form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, -1),
-                    );
-                }
-                _ => {}
-            }
-        }
-        return Some(Form {
+    // The linear rules below are integer ring identities: a thread-dependent float (which
+    // only reaches an index through a cast) is never taken apart.
+    if k.values[v].ty != ScalarType::I32 {
+        return match k.values[v].ty {
+            _ if evaluable => Some(Form {
+                tpart: vec![(1, v)],
+                ..Form::default()
+            }),
+            ScalarType::I1 => uniform_result(k, td, en, v, depth),
+            _ => None,
+        };
+    }
+    let ValueDef::Result(op, _) = def else {
+        // An enumerated induction variable is part of `T`.
+        return evaluable.then(|| Form {
             tpart: vec![(1, v)],
             ..Form::default()
         });
-    }
-    let ValueDef::Result(op, _) = def else {
-        return None;
     };
-    match &k.ops[op].kind {
-        OpKind::Binary(BinOp::Add, a, b) => {
-            Some(form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, 1))
-        }
-        OpKind::Binary(BinOp::Sub, a, b) => {
-            Some(form_d(k, td, en, a, depth + 1)?.add(form_d(k, td, en, b, depth + 1)?, -1))
-        }
+    let sub = |x: &Operand| form_d(k, td, en, x, depth + 1);
+    // Linear structure first (keeps uniform parts out of T and lets thread parts cancel),
+    // else the whole value: in T when each thread can evaluate it, else an unknown when its
+    // operands' thread parts cancel.
+    let linear = match &k.ops[op].kind {
+        OpKind::Binary(BinOp::Add, a, b) => Some(sub(a)?.add(sub(b)?, 1)),
+        OpKind::Binary(BinOp::Sub, a, b) => Some(sub(a)?.add(sub(b)?, -1)),
         OpKind::Binary(BinOp::Mul, a, b) => {
-            let (fa, fb) = (
-                form_d(k, td, en, a, depth + 1)?,
-                form_d(k, td, en, b, depth + 1)?,
-            );
+            let (fa, fb) = (sub(a)?.normalized(), sub(b)?.normalized());
             if fa.is_const() {
                 Some(fb.scale(fa.c))
             } else if fb.is_const() {
@@ -915,16 +979,58 @@ fn form_d(
                 None
             }
         }
-        OpKind::Binary(BinOp::Shl, a, b) => {
-            let fb = form_d(k, td, en, b, depth + 1)?;
-            if fb.is_const() {
-                Some(form_d(k, td, en, a, depth + 1)?.scale(1i64 << (fb.c & 31)))
-            } else {
-                None
-            }
-        }
+        OpKind::Binary(BinOp::Shl, a, b) => match sub(b)?.normalized() {
+            fb if fb.is_const() => Some(sub(a)?.scale(1i64 << (fb.c & 31))),
+            _ => None,
+        },
+        OpKind::Unary(UnOp::Neg, a) => Some(sub(a)?.scale(-1)),
         _ => None,
+    };
+    if linear.is_some() {
+        return linear;
     }
+    if evaluable {
+        return Some(Form {
+            tpart: vec![(1, v)],
+            ..Form::default()
+        });
+    }
+    uniform_result(k, td, en, v, depth)
+}
+
+/// `v` as one unknown when every operand of its op is uniform in the forms' sense (its
+/// form, normalized, has no thread part: `rem((t + i) - t, 2)`): an op of uniform operands
+/// computes one value in every thread (within one instance), whatever the op.
+fn uniform_result(
+    k: &Kernel,
+    td: &HashSet<Value>,
+    en: &Enumerated,
+    v: Value,
+    depth: u32,
+) -> Option<Form> {
+    let ValueDef::Result(op, _) = k.values[v].def else {
+        return None;
+    };
+    let operands: Vec<&Operand> = match &k.ops[op].kind {
+        OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => vec![a, b],
+        OpKind::Unary(_, a) => vec![a],
+        OpKind::Select(c, a, b) => vec![c, a, b],
+        _ => return None,
+    };
+    for o in operands {
+        if let Operand::Value(w) = o
+            && !matches!(k.values[*w].ty, ScalarType::I32 | ScalarType::I1)
+        {
+            return None;
+        }
+        if !form_d(k, td, en, o, depth + 1)?.normalized().tpart.is_empty() {
+            return None;
+        }
+    }
+    Some(Form {
+        free: vec![(v, 1)],
+        ..Form::default()
+    })
 }
 
 /// Whether `v` is computed from thread ids, block dimensions and constants only.
