@@ -22,6 +22,7 @@ mod named_proof;
 pub mod interp;
 pub mod proof;
 mod proof_async;
+mod proof_pairs;
 mod proof_syncs;
 mod proof_tiles;
 pub mod protocol;

@@ -538,7 +538,7 @@ pub(super) fn async_pairs(
         } else {
             continue;
         };
-        met += follow(cx, target, by_buf, ci, queue)?;
+        met += follow(cx, target, ci, queue)?;
     }
     if copies + reads + fenced == 0 {
         return Ok(String::new());
@@ -560,7 +560,6 @@ pub(super) fn async_pairs(
 fn follow(
     cx: &PairCx,
     target: Option<Target>,
-    by_buf: &HashMap<Buffer, Vec<usize>>,
     ci: usize,
     queue: Queue,
 ) -> Result<usize, String> {
@@ -639,7 +638,7 @@ fn follow(
             fence: queue == Queue::Fence,
         };
         for rec in &recs {
-            met += check_record(cx, &pair, rec, by_buf)?;
+            met += check_record(cx, &pair, rec)?;
         }
     }
     Ok(met)
@@ -735,35 +734,32 @@ struct Pair<'a> {
 }
 
 /// The instances of access `i` at the values `env` of the unrolled loops.
-fn restricted(cx: &PairCx, i: usize, env: &[(Value, i64)]) -> Vec<Inst> {
-    let combos = cx.en.combos(cx.parents, cx.accs[i].op);
-    cx.values[i]
-        .iter()
-        .filter(|x| {
-            combos.get(x.combo as usize).is_none_or(|c| {
-                c.iter()
-                    .all(|(v, val)| env.iter().all(|(w, y)| w != v || y == val))
+fn restricted(cx: &PairCx, i: usize, env: &[(Value, i64)]) -> std::rc::Rc<Vec<Inst>> {
+    cx.memo.restricted(i, env, || {
+        let combos = cx.en.combos(cx.parents, cx.accs[i].op);
+        cx.values[i]
+            .iter()
+            .filter(|x| {
+                combos.get(x.combo as usize).is_none_or(|c| {
+                    c.iter()
+                        .all(|(v, val)| env.iter().all(|(w, y)| w != v || y == val))
+                })
             })
-        })
-        .copied()
-        .collect()
+            .copied()
+            .collect()
+    })
 }
 
 /// Tests one record against every access of its op in the followed access's alias class;
 /// returns how many were tested.
-fn check_record(
-    cx: &PairCx,
-    p: &Pair,
-    rec: &Record,
-    by_buf: &HashMap<Buffer, Vec<usize>>,
-) -> Result<usize, String> {
+fn check_record(cx: &PairCx, p: &Pair, rec: &Record) -> Result<usize, String> {
     let k = cx.k;
     let c = &cx.accs[p.ci];
     let (x_op, env, tag, pending) = (rec.0, &rec.1, rec.2, rec.3);
     let mut n = 0;
-    for &xi in by_buf.get(&c.class).into_iter().flatten() {
+    for &xi in cx.memo.of_op(x_op) {
         let x = &cx.accs[xi];
-        if x.op != x_op || !conflicting(c, x) || p.fence && !async_proxy(x) {
+        if x.class != c.class || !conflicting(c, x) || p.fence && !async_proxy(x) {
             continue;
         }
         n += 1;
@@ -884,7 +880,7 @@ fn related_collide(
             va: vc,
             vb: vx,
         };
-        return collide_related(k, cx.ranges, &rel, sides, rule);
+        return collide_related(k, cx.ranges, &rel, sides, rule, cx.memo);
     }
     let g = c
         .form
@@ -892,7 +888,7 @@ fn related_collide(
         .iter()
         .chain(&x.form.free)
         .fold(0i64, |g, (_, v)| gcd(g, v.wrapping_abs()));
-    collide(vc, vx, wrap_modulus(g, c, x), rule)
+    collide(cx.memo, vc, vx, wrap_modulus(g, c, x), rule)
 }
 
 /// `x` in the iteration of loop `rel` where its induction variable equals `at`: the free
