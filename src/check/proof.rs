@@ -70,9 +70,16 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     prove_with(k, target, true)
 }
 
+/// [`prove`] testing every pair of accesses of a buffer from scratch, without the memos of
+/// `check/proof_pairs.rs`: O(accesses^2 x instances) per buffer. The oracle
+/// tests/check_proof_pairs.rs compares [`prove`] with; its answers are equal.
+pub fn prove_pairwise(k: &Kernel, target: Option<Target>) -> Result<String, String> {
+    prove_with(k, target, false)
+}
+
 /// [`prove`], with the pair memos of `check/proof_pairs.rs` (`memos`), or testing every
-/// pair from scratch (the oracle the memos are compared with).
-pub(super) fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String, String> {
+/// pair from scratch.
+fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String, String> {
     let warp = target.map_or(32, |t| t.warp as i64);
     preconditions(k)?;
     let td = uniform::thread_dependent(k, Loads::ThreadDependent);
