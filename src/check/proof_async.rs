@@ -898,7 +898,7 @@ fn pin(
     (rel, at): (&LoopRelation, i64),
     x: &Access,
     vx: &[Inst],
-) -> (Access, Vec<Inst>) {
+) -> (Access, std::rc::Rc<Vec<Inst>>) {
     let (k, ind) = (cx.k, &cx.ranges.inductions);
     let mut off = 0i64;
     let mut free = Vec::new();
@@ -919,13 +919,7 @@ fn pin(
         tpart: x.form.tpart.clone(),
         free,
     };
-    let shifted = vx
-        .iter()
-        .map(|i| Inst {
-            x: i.x.wrapping_add(off),
-            ..*i
-        })
-        .collect();
+    let shifted = cx.memo.shifted_copy(vx, off);
     let a = Access {
         op: x.op,
         buf: x.buf,

@@ -78,6 +78,8 @@ pub(super) struct PairMemo {
     results: RefCell<FxHashMap<(u32, u32, i64, Meet, i64), Option<Id>>>,
     forms: RefCell<FxHashMap<FormKey, Rc<Vec<Inst>>>>,
     restricted: RefCell<FxHashMap<(usize, Vec<(Value, i64)>), Rc<Vec<Inst>>>>,
+    /// Live vectors with a constant added ([`PairMemo::shifted_copy`]).
+    shifted: RefCell<FxHashMap<(VecKey, i64), Rc<Vec<Inst>>>>,
     by_op: FxHashMap<Op, Vec<usize>>,
 }
 
@@ -102,6 +104,7 @@ impl PairMemo {
             results: RefCell::default(),
             forms: RefCell::default(),
             restricted: RefCell::default(),
+            shifted: RefCell::default(),
             by_op,
         }
     }
@@ -173,6 +176,34 @@ impl PairMemo {
         let v = self.keep(Rc::new(make()));
         self.restricted.borrow_mut().insert(key, v.clone());
         v
+    }
+
+    /// `v` with `off` added to every value; live (with `v`'s shape) when `v` is.
+    pub fn shifted_copy(&self, v: &[Inst], off: i64) -> Rc<Vec<Inst>> {
+        let make = || {
+            v.iter()
+                .map(|i| Inst {
+                    x: i.x.wrapping_add(off),
+                    ..*i
+                })
+                .collect::<Vec<Inst>>()
+        };
+        let Side::Canon(c) = self.side(v) else {
+            return Rc::new(make());
+        };
+        let key = (key_of(v), off);
+        if let Some(s) = self.shifted.borrow().get(&key) {
+            return s.clone();
+        }
+        let s = Rc::new(make());
+        let canon = Canon {
+            rep: c.rep,
+            off: c.off.wrapping_add(off),
+        };
+        self.live.borrow_mut().insert(key_of(&s), canon);
+        self.held.borrow_mut().push(s.clone());
+        self.shifted.borrow_mut().insert(key, s.clone());
+        s
     }
 
     /// The residue index of representative `rep` for modulus `g` and `rule`.
