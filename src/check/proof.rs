@@ -31,7 +31,9 @@
 //! 4. For each pair of accesses in one interval (one writing, not same-kind atomics), with
 //!    `g = gcd(all a_j)`: the pair may collide only if `T_A(t1) + c_A = T_B(t2) + c_B (mod g)`
 //!    for some threads `t1 != t2` (equality when `g = 0`). This is decided exactly by bucketing
-//!    the `T` values of all threads by residue: O(threads) per pair. Threads excluded by an
+//!    the `T` values of all threads by residue: O(threads) per pair, O(1) for a pair whose
+//!    instance vectors, up to one constant, were tested before (`check/proof_pairs.rs`, which
+//!    also pairs only accesses that share an interval start). Threads excluded by an
 //!    enclosing `if` on a thread-evaluable condition do not take part.
 //! 5. A pair that fails 4 inside a non-nested `for` with barriers in its body is retried at its
 //!    iteration distance (0 in one segment, 1 from the last segment to the first), with
@@ -45,9 +47,10 @@
 //! Small constant loops without barriers are enumerated like thread ids (an access has one
 //! instance per thread and iteration), and accesses are paired per buffer.
 //!
-//! Complexity: O(ops) for the dataflow (times loop nesting for the fixpoints) plus
-//! O(sum over buffers of accesses^2 x instances) for the pairs, plus the walks of
-//! `check/proof_async.rs`.
+//! Complexity: O(ops) for the dataflow (times loop nesting for the fixpoints), plus
+//! O(sum over interval starts of (accesses of one buffer reaching it)^2) candidate pairs, each
+//! O(1) after its two instance shapes met at its shift once and O(instances) that once
+//! (`check/proof_pairs.rs`), plus the walks of `check/proof_async.rs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
@@ -97,7 +100,7 @@ fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String,
     let mut eval = Evaluator {
         k,
         warp,
-        memo: HashMap::new(),
+        memo: rustc_hash::FxHashMap::default(),
         dep: &en.dep,
     };
     let memo = PairMemo::new(&accs, memos);
@@ -618,7 +621,7 @@ fn warp_uniform(k: &Kernel, warp: i64, v: Value) -> bool {
     let mut eval = Evaluator {
         k,
         warp,
-        memo: HashMap::new(),
+        memo: rustc_hash::FxHashMap::default(),
         dep: &none,
     };
     let (bx, by) = (k.block[0] as i64, k.block[1] as i64);
@@ -952,7 +955,7 @@ struct Evaluator<'k> {
     warp: i64,
     /// Values of thread-only functions per (value, thread); values in `dep` (functions of
     /// enumerated induction variables) are not memoized.
-    memo: HashMap<(Value, i64), Option<Val>>,
+    memo: rustc_hash::FxHashMap<(Value, i64), Option<Val>>,
     dep: &'k HashSet<Value>,
 }
 

@@ -78,6 +78,10 @@ pub(super) struct PairMemo {
     results: RefCell<FxHashMap<(u32, u32, i64, Meet, i64), Option<Id>>>,
     forms: RefCell<FxHashMap<FormKey, Rc<Vec<Inst>>>>,
     restricted: RefCell<FxHashMap<(usize, Vec<(Value, i64)>), Rc<Vec<Inst>>>>,
+    /// Per (representatives, modulus, rule): how many shifts were probed, and once that
+    /// reaches the first side's residue count, the table of every shift's answer.
+    probes: RefCell<FxHashMap<(u32, u32, i64, Meet), usize>>,
+    tables: RefCell<FxHashMap<(u32, u32, i64, Meet), Rc<FxHashMap<i64, Id>>>>,
     /// Live vectors with a constant added ([`PairMemo::shifted_copy`]).
     shifted: RefCell<FxHashMap<(VecKey, i64), Rc<Vec<Inst>>>>,
     by_op: FxHashMap<Op, Vec<usize>>,
@@ -105,6 +109,8 @@ impl PairMemo {
             forms: RefCell::default(),
             restricted: RefCell::default(),
             shifted: RefCell::default(),
+            probes: RefCell::default(),
+            tables: RefCell::default(),
             by_op,
         }
     }
@@ -206,6 +212,33 @@ impl PairMemo {
         s
     }
 
+    /// Representative `b` shifted by `shift` against representative `a`'s index: by probing,
+    /// or, once the pair was probed at as many shifts as `a` has residues, through a table of
+    /// every shift's answer (built in O(|b| x residues of a), then O(1) per shift).
+    fn probe_reps(&self, (a, b): (u32, u32), g: i64, rule: Meet, shift: i64) -> Option<Id> {
+        let key = (a, b, g, rule);
+        if let Some(t) = self.tables.borrow().get(&key) {
+            return t.get(&residue(shift, g)).copied();
+        }
+        let ix = self.index(a, g, rule);
+        let rep_b = self.reps.borrow()[b as usize].0.clone();
+        let n = {
+            let mut probes = self.probes.borrow_mut();
+            let n = probes.entry(key).or_default();
+            *n += 1;
+            *n
+        };
+        // Differences `k - x_b` stay exact for these moduli (see `ShiftTable`).
+        let tabled = g == 0 || g.unsigned_abs().is_power_of_two() || g.unsigned_abs() < SAFE;
+        if !tabled || n < ix.first.len() {
+            return ix.probe(&rep_b, shift);
+        }
+        let t = Rc::new(ix.shift_table(&rep_b));
+        let r = t.get(&residue(shift, g)).copied();
+        self.tables.borrow_mut().insert(key, t);
+        r
+    }
+
     /// The residue index of representative `rep` for modulus `g` and `rule`.
     fn index(&self, rep: u32, g: i64, rule: Meet) -> Rc<ResidueIndex> {
         let key = (rep, g, rule);
@@ -251,8 +284,7 @@ impl PairMemo {
         if let Some(r) = self.results.borrow().get(&key) {
             return Some(*r);
         }
-        let rep_b = self.reps.borrow()[bc.rep as usize].0.clone();
-        let r = self.index(a.rep, g, rule).probe(&rep_b, shift);
+        let r = self.probe_reps((a.rep, bc.rep), g, rule, shift);
         self.results.borrow_mut().insert(key, r);
         Some(r)
     }
@@ -313,6 +345,30 @@ impl ResidueIndex {
             }
         }
         ResidueIndex { g, rule, first }
+    }
+
+    /// Every shift's [`ResidueIndex::probe`] answer at once: per residue `d` of a shift, the
+    /// answer of the first instance of `b` (in order) with `residue(x_b + d)` a residue `k`
+    /// of the index, i.e. `d = residue(k - x_b)`. Exact when `g` is 0 or a power of two
+    /// (wrapping is consistent modulo `g`) or `g` and every `|x_b|` are below 2^59 (the
+    /// callers' bound).
+    fn shift_table(&self, b: &[Inst]) -> FxHashMap<i64, Id> {
+        let mut t: FxHashMap<i64, Id> = FxHashMap::default();
+        for i in b {
+            let id = (i.t, i.combo);
+            for (&k, (x, other)) in &self.first {
+                let hit = if self.rule.distinct(*x, id) {
+                    Some(x.0)
+                } else {
+                    other.filter(|o| self.rule.distinct(*o, id)).map(|o| o.0)
+                };
+                if let Some(w) = hit {
+                    t.entry(residue(k.wrapping_sub(i.x), self.g))
+                        .or_insert((w, i.t));
+                }
+            }
+        }
+        t
     }
 
     /// The first instance of `b` (in order) whose value plus `shift` has the residue of an
@@ -503,7 +559,7 @@ mod tests {
             let mut probe = ShiftedProbe::new(&memo, &a, &b, g, rule);
             let raw: Vec<Inst> = b.to_vec();
             let mut raw_probe = ShiftedProbe::new(&memo, &a, &raw, g, rule);
-            for _ in 0..8 {
+            for _ in 0..40 {
                 let ca = (rng(&mut seed) % 40) as i64 - 20;
                 let cb = if big {
                     rng(&mut seed) as i64
