@@ -62,6 +62,15 @@ enum Side<'a> {
     Raw(&'a [Inst]),
 }
 
+/// A memo table of the proof (one thread: `RefCell`).
+type Memo<K, V> = RefCell<FxHashMap<K, V>>;
+
+/// A shared instance vector.
+type Shared = Rc<Vec<Inst>>;
+
+/// Two representatives, a modulus and a rule.
+type RepPair = (u32, u32, i64, Meet);
+
 /// The memos of one proof. With `enabled` false every test is done from scratch (the
 /// pairwise oracle the tests compare with).
 pub(super) struct PairMemo {
@@ -71,19 +80,19 @@ pub(super) struct PairMemo {
     held: RefCell<Vec<Rc<Vec<Inst>>>>,
     /// Per shape: its representative vector and the largest magnitude of its values.
     reps: RefCell<Vec<(Rc<Vec<Inst>>, u64)>>,
-    shapes: RefCell<FxHashMap<Vec<(u32, u32, i64)>, u32>>,
+    shapes: Memo<Vec<(u32, u32, i64)>, u32>,
     indexes: RefCell<FxHashMap<(u32, i64, Meet), Rc<ResidueIndex>>>,
     /// Per (representatives, modulus, rule, shift of the second against the first): the
     /// first collision.
-    results: RefCell<FxHashMap<(u32, u32, i64, Meet, i64), Option<Id>>>,
+    results: Memo<(RepPair, i64), Option<Id>>,
     forms: RefCell<FxHashMap<FormKey, Rc<Vec<Inst>>>>,
-    restricted: RefCell<FxHashMap<(usize, Vec<(Value, i64)>), Rc<Vec<Inst>>>>,
+    restricted: Memo<(usize, Vec<(Value, i64)>), Shared>,
     /// Per (representatives, modulus, rule): how many shifts were probed, and once that
     /// reaches the first side's residue count, the table of every shift's answer.
-    probes: RefCell<FxHashMap<(u32, u32, i64, Meet), usize>>,
-    tables: RefCell<FxHashMap<(u32, u32, i64, Meet), Rc<FxHashMap<i64, Id>>>>,
+    probes: Memo<RepPair, usize>,
+    tables: Memo<RepPair, Rc<FxHashMap<i64, Id>>>,
     /// Live vectors with a constant added ([`PairMemo::shifted_copy`]).
-    shifted: RefCell<FxHashMap<(VecKey, i64), Rc<Vec<Inst>>>>,
+    shifted: Memo<(VecKey, i64), Shared>,
     by_op: FxHashMap<Op, Vec<usize>>,
 }
 
@@ -280,7 +289,7 @@ impl PairMemo {
             Side::Raw(v) => return Some(self.index(a.rep, g, rule).probe(v, shift)),
             Side::Canon(c) => c,
         };
-        let key = (a.rep, bc.rep, g, rule, shift);
+        let key = ((a.rep, bc.rep, g, rule), shift);
         if let Some(r) = self.results.borrow().get(&key) {
             return Some(*r);
         }
