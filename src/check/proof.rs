@@ -35,7 +35,9 @@
 //! 4. For each pair of accesses in one interval (one writing, not same-kind atomics), with
 //!    `g = gcd(all a_j)`: the pair may collide only if `T_A(t1) + c_A = T_B(t2) + c_B (mod g)`
 //!    for some threads `t1 != t2` (equality when `g = 0`). This is decided exactly by bucketing
-//!    the `T` values of all threads by residue: O(threads) per pair. Threads excluded by an
+//!    the `T` values of all threads by residue: O(threads) per pair, O(1) for a pair whose
+//!    instance vectors, up to one constant, were tested before (`check/proof_pairs.rs`, which
+//!    also pairs only accesses that share an interval start). Threads excluded by an
 //!    enclosing `if` on a thread-evaluable condition do not take part.
 //! 5. A pair that fails 4 inside a non-nested `for` with barriers in its body is retried at its
 //!    iteration distance (0 in one segment, 1 from the last segment to the first), with
@@ -49,14 +51,18 @@
 //! Small constant loops without barriers are enumerated like thread ids (an access has one
 //! instance per thread and iteration), and accesses are paired per buffer.
 //!
-//! Complexity: O(ops) for the dataflow (times loop nesting for the fixpoints) plus
-//! O(sum over buffers of accesses^2 x instances) for the pairs, plus the walks of
-//! `check/proof_async.rs`.
+//! Complexity: O(ops) for the dataflow (times loop nesting for the fixpoints), plus
+//! O(sum over interval starts of (accesses of one buffer reaching it)^2) candidate pairs, each
+//! O(1) after its two instance shapes met at its shift once and O(instances) that once
+//! (`check/proof_pairs.rs`), plus the walks of `check/proof_async.rs`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 
 use super::interp::{Val, binary};
 use super::proof_async::Enumerated;
+pub(super) use super::proof_pairs::collide;
+use super::proof_pairs::{PairMemo, ShiftedProbe, form_key, interval_candidates};
 use super::proof_tiles::ANY;
 use super::uniform::{self, Loads};
 use crate::ir::arith::{gcd, lcm};
@@ -68,6 +74,19 @@ use crate::target::Target;
 
 /// Tries to prove the kernel race-free at its block size.
 pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
+    prove_with(k, target, true)
+}
+
+/// [`prove`] testing every pair of accesses of a buffer from scratch, without the memos of
+/// `check/proof_pairs.rs`: O(accesses^2 x instances) per buffer. The oracle
+/// tests/check_proof_pairs.rs compares [`prove`] with; its answers are equal.
+pub fn prove_pairwise(k: &Kernel, target: Option<Target>) -> Result<String, String> {
+    prove_with(k, target, false)
+}
+
+/// [`prove`], with the pair memos of `check/proof_pairs.rs` (`memos`), or testing every
+/// pair from scratch.
+fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String, String> {
     let warp = target.map_or(32, |t| t.warp as i64);
     preconditions(k)?;
     let td = uniform::thread_dependent(k, Loads::ThreadDependent);
@@ -85,12 +104,14 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
     let mut eval = Evaluator {
         k,
         warp,
-        memo: HashMap::new(),
+        memo: rustc_hash::FxHashMap::default(),
         dep: &en.dep,
     };
-    let mut values: Vec<Vec<Inst>> = Vec::with_capacity(accs.len());
+    let memo = PairMemo::new(&accs, memos);
+    let mut values: Vec<Rc<Vec<Inst>>> = Vec::with_capacity(accs.len());
     for a in &accs {
-        values.push(instances(k, parents, &en, &mut eval, a)?);
+        let key = form_key(a, guards(k, parents, a.op), en.combos(parents, a.op));
+        values.push(memo.instances(key, || instances(k, parents, &en, &mut eval, a))?);
     }
     // Pairs per alias class: accesses to buffers that share no byte never meet.
     let mut by_buf: HashMap<Buffer, Vec<usize>> = HashMap::new();
@@ -106,39 +127,40 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
         en: &en,
         ranges: &ranges,
         loop_entry: &starts.1,
+        memo: &memo,
     };
     // Warp intervals (`check/proof_warp.rs`): a pair that no warp_sync-free stretch holds
-    // needs only its threads of different warps checked, on warp-mapped instances.
+    // needs only its threads of different warps checked, on warp-mapped instances. Those
+    // vectors are not the accesses' own, so their tests run without the pair memos (which
+    // key instance vectors by identity and access index).
     let warps = super::proof_warp::WarpOrder::new(k, target, &values);
+    let memo_w = PairMemo::new(&accs, false);
     let cxw = warps.as_ref().map(|w| PairCx {
         values: &w.values,
+        memo: &memo_w,
         ..cx.clone()
     });
     let mut in_warp = 0usize;
-    let empty = BTreeSet::new();
     let mut pairs = 0usize;
     let mut bufs: Vec<&Vec<usize>> = by_buf.values().collect();
     bufs.sort();
     for group in bufs {
-        for (gi, &i) in group.iter().enumerate() {
-            for &j in &group[gi..] {
-                let (a, b) = (&accs[i], &accs[j]);
-                if !conflicting(a, b) {
-                    continue;
+        let candidates = if memos {
+            interval_candidates(group, &accs, &starts.0)
+        } else {
+            pairwise_candidates(group, &accs, &starts.0)
+        };
+        for (i, j) in candidates {
+            if super::proof_async::after_tma_issue(&cx, i, j) {
+                continue;
+            }
+            pairs += 1;
+            match (&warps, &cxw) {
+                (Some(w), Some(cw)) if w.ordered_in_warp(&accs[i], &accs[j]) => {
+                    in_warp += 1;
+                    cw.interval_pair(i, j).map_err(|e| w.explain(e))?;
                 }
-                let sa = starts.0.get(&a.op).unwrap_or(&empty);
-                let sb = starts.0.get(&b.op).unwrap_or(&empty);
-                if sa.is_disjoint(sb) || super::proof_async::after_tma_issue(&cx, i, j) {
-                    continue;
-                }
-                pairs += 1;
-                match (&warps, &cxw) {
-                    (Some(w), Some(cw)) if w.ordered_in_warp(a, b) => {
-                        in_warp += 1;
-                        cw.interval_pair(i, j).map_err(|e| w.explain(e))?;
-                    }
-                    _ => cx.interval_pair(i, j)?,
-                }
+                _ => cx.interval_pair(i, j)?,
             }
         }
     }
@@ -153,6 +175,27 @@ pub fn prove(k: &Kernel, target: Option<Target>) -> Result<String, String> {
         accs.len(),
         k.threads()
     ))
+}
+
+/// [`interval_candidates`] by testing every pair of `group`: O(group^2).
+fn pairwise_candidates(
+    group: &[usize],
+    accs: &[Access],
+    starts: &HashMap<Op, Starts>,
+) -> Vec<(usize, usize)> {
+    let empty = BTreeSet::new();
+    let mut out = Vec::new();
+    for (gi, &i) in group.iter().enumerate() {
+        for &j in &group[gi..] {
+            let (a, b) = (&accs[i], &accs[j]);
+            let sa = starts.get(&a.op).unwrap_or(&empty);
+            let sb = starts.get(&b.op).unwrap_or(&empty);
+            if conflicting(a, b) && !sa.is_disjoint(sb) {
+                out.push((i, j));
+            }
+        }
+    }
+    out
 }
 
 /// Whether two accesses conflict when they meet: one writes, and they are not atomics of
@@ -361,11 +404,13 @@ pub(super) struct PairCx<'a> {
     pub warp: i64,
     pub parents: &'a Parents,
     pub accs: &'a [Access],
-    pub values: &'a [Vec<Inst>],
+    pub values: &'a [Rc<Vec<Inst>>],
     pub en: &'a Enumerated,
     pub ranges: &'a Ranges,
     /// The interval starts reaching each `for` loop's entry from outside it.
     pub loop_entry: &'a HashMap<Op, Starts>,
+    /// The pair tests' memos (`check/proof_pairs.rs`).
+    pub memo: &'a PairMemo,
 }
 
 impl PairCx<'_> {
@@ -387,13 +432,13 @@ impl PairCx<'_> {
             .fold(0i64, |g, (_, c)| gcd(g, c.wrapping_abs()));
         let g = wrap_modulus(g, a, b);
         let rule = Meet::OTHER_THREAD;
-        let mut hit = collide(&self.values[i], &self.values[j], g, rule);
+        let mut hit = collide(self.memo, &self.values[i], &self.values[j], g, rule);
         if hit.is_some() {
             // Retry with the iteration distance the barriers of the common loop allow.
             if let Some(rel) = loop_relation(self, a.op, b.op) {
                 let (va, vb) = (&self.values[i], &self.values[j]);
                 let sides = Sides { a, b, va, vb };
-                hit = collide_related(k, self.ranges, &rel, sides, rule);
+                hit = collide_related(k, self.ranges, &rel, sides, rule, self.memo);
             }
         }
         match hit {
@@ -560,7 +605,7 @@ pub(super) struct Sides<'a> {
 }
 
 /// Which instances of a pair count as a collision.
-#[derive(Copy, Clone, Debug, PartialEq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Meet {
     /// Instances of one thread collide too (an async copy still in flight in its own
     /// issuing thread); otherwise only two different threads do.
@@ -575,7 +620,7 @@ impl Meet {
         same_thread: false,
         self_pair: false,
     };
-    fn distinct(&self, x: (u32, u32), y: (u32, u32)) -> bool {
+    pub(super) fn distinct(&self, x: (u32, u32), y: (u32, u32)) -> bool {
         if !self.same_thread {
             x.0 != y.0 || x.0 == ANY
         } else if self.self_pair {
@@ -586,54 +631,9 @@ impl Meet {
     }
 }
 
-/// Two instances (threads) whose values agree modulo `g` (exactly when `g == 0`) and that
-/// `rule` counts as different; decided by bucketing, O(instances).
-pub(super) fn collide(a: &[Inst], b: &[Inst], g: i64, rule: Meet) -> Option<(u32, u32)> {
-    collide_shifted(a, 0, b, 0, g, rule)
-}
-
-/// [`collide`] with constants added to every value of each side.
-fn collide_shifted(
-    a: &[Inst],
-    ca: i64,
-    b: &[Inst],
-    cb: i64,
-    g: i64,
-    rule: Meet,
-) -> Option<(u32, u32)> {
-    let key = |x: i64| if g == 0 { x } else { x.rem_euclid(g) };
-    // Per key: up to two instances of `a` that are different in the rule's sense, which is
-    // enough to find one that differs from any instance of `b`.
-    type Id = (u32, u32);
-    // Keys are plain integers: a non-cryptographic hash (rustc-hash, already a dependency).
-    let mut first: rustc_hash::FxHashMap<i64, (Id, Option<Id>)> = rustc_hash::FxHashMap::default();
-    first.reserve(a.len());
-    for i in a {
-        let id = (i.t, i.combo);
-        let e = first.entry(key(i.x.wrapping_add(ca))).or_insert((id, None));
-        if e.1.is_none() && rule.distinct(e.0, id) {
-            e.1 = Some(id);
-        }
-    }
-    for i in b {
-        let id = (i.t, i.combo);
-        if let Some((x, other)) = first.get(&key(i.x.wrapping_add(cb))) {
-            if rule.distinct(*x, id) {
-                return Some((x.0, i.t));
-            }
-            if let Some(o) = other
-                && rule.distinct(*o, id)
-            {
-                return Some((o.0, i.t));
-            }
-        }
-    }
-    None
-}
-
 /// The conditions of the `if`s enclosing `op` that each thread can evaluate on its own
 /// (thread ids and constants), with the arm `op` sits in (true: then).
-fn guards(k: &Kernel, parents: &Parents, op: Op) -> Vec<(Value, bool)> {
+pub(super) fn guards(k: &Kernel, parents: &Parents, op: Op) -> Vec<(Value, bool)> {
     let mut out = Vec::new();
     let mut cur = op;
     while let Some(p) = parents.parent_op(cur) {
@@ -681,7 +681,7 @@ fn warp_uniform(k: &Kernel, warp: i64, v: Value) -> bool {
     let mut eval = Evaluator {
         k,
         warp,
-        memo: HashMap::new(),
+        memo: rustc_hash::FxHashMap::default(),
         dep: &none,
     };
     let (bx, by) = (k.block[0] as i64, k.block[1] as i64);
@@ -1071,7 +1071,7 @@ struct Evaluator<'k> {
     warp: i64,
     /// Values of thread-only functions per (value, thread); values in `dep` (functions of
     /// enumerated induction variables) are not memoized.
-    memo: HashMap<(Value, i64), Option<Val>>,
+    memo: rustc_hash::FxHashMap<(Value, i64), Option<Val>>,
     dep: &'k HashSet<Value>,
 }
 
@@ -1496,6 +1496,7 @@ pub(super) fn collide_related(
     rel: &LoopRelation,
     Sides { a, b, va, vb }: Sides,
     rule: Meet,
+    memo: &PairMemo,
 ) -> Option<(u32, u32)> {
     let ind = &ranges.inductions;
     let fallback = Some((0, 1));
@@ -1559,6 +1560,7 @@ pub(super) fn collide_related(
     // One period of induction-variable values; with a constant lower bound only those
     // `lo + m*step` that the loop takes.
     let base = rel.lo.unwrap_or(0);
+    let mut probe = ShiftedProbe::new(memo, va, vb, g, rule);
     for &d in &rel.distances {
         for m in 0..period {
             if rel.lo.is_some() && m % rel.step.max(1) != 0 {
@@ -1584,7 +1586,7 @@ pub(super) fn collide_related(
                 // slope*i on both sides, B one distance further.
                 cb = cb.wrapping_add(sb.slope.wrapping_mul(d).wrapping_mul(rel.step));
             }
-            if let Some(hit) = collide_shifted(va, ca, vb, cb, g, rule) {
+            if let Some(hit) = probe.test(ca, cb) {
                 return Some(hit);
             }
         }

@@ -642,7 +642,7 @@ pub(super) fn async_pairs(
             }
             _ => None,
         };
-        met += follow(cx, target, by_buf, (ci, queue), mbar)?;
+        met += follow(cx, target, (ci, queue), mbar)?;
     }
     if copies + reads + fenced == 0 {
         return Ok(String::new());
@@ -760,7 +760,6 @@ fn in_else_arm(k: &Kernel, parents: &Parents, op: Op) -> bool {
 fn follow(
     cx: &PairCx,
     target: Option<Target>,
-    by_buf: &HashMap<Buffer, Vec<usize>>,
     (ci, queue): (usize, Queue),
     mbar: Option<(&Plan, LoadUse)>,
 ) -> Result<usize, String> {
@@ -862,7 +861,7 @@ fn follow(
             fence: queue == Queue::Fence,
         };
         for rec in &recs {
-            met += check_record(cx, &pair, rec, by_buf)?;
+            met += check_record(cx, &pair, rec)?;
         }
     }
     Ok(met)
@@ -959,35 +958,32 @@ struct Pair<'a> {
 }
 
 /// The instances of access `i` at the values `env` of the unrolled loops.
-fn restricted(cx: &PairCx, i: usize, env: &[(Value, i64)]) -> Vec<Inst> {
-    let combos = cx.en.combos(cx.parents, cx.accs[i].op);
-    cx.values[i]
-        .iter()
-        .filter(|x| {
-            combos.get(x.combo as usize).is_none_or(|c| {
-                c.iter()
-                    .all(|(v, val)| env.iter().all(|(w, y)| w != v || y == val))
+fn restricted(cx: &PairCx, i: usize, env: &[(Value, i64)]) -> std::rc::Rc<Vec<Inst>> {
+    cx.memo.restricted(i, env, || {
+        let combos = cx.en.combos(cx.parents, cx.accs[i].op);
+        cx.values[i]
+            .iter()
+            .filter(|x| {
+                combos.get(x.combo as usize).is_none_or(|c| {
+                    c.iter()
+                        .all(|(v, val)| env.iter().all(|(w, y)| w != v || y == val))
+                })
             })
-        })
-        .copied()
-        .collect()
+            .copied()
+            .collect()
+    })
 }
 
 /// Tests one record against every access of its op in the followed access's alias class;
 /// returns how many were tested.
-fn check_record(
-    cx: &PairCx,
-    p: &Pair,
-    rec: &Record,
-    by_buf: &HashMap<Buffer, Vec<usize>>,
-) -> Result<usize, String> {
+fn check_record(cx: &PairCx, p: &Pair, rec: &Record) -> Result<usize, String> {
     let k = cx.k;
     let c = &cx.accs[p.ci];
     let (x_op, env, tag, pending) = (rec.0, &rec.1, rec.2, rec.3);
     let mut n = 0;
-    for &xi in by_buf.get(&c.class).into_iter().flatten() {
+    for &xi in cx.memo.of_op(x_op) {
         let x = &cx.accs[xi];
-        if x.op != x_op || !conflicting(c, x) || p.fence && !async_proxy(x) {
+        if x.class != c.class || !conflicting(c, x) || p.fence && !async_proxy(x) {
             continue;
         }
         n += 1;
@@ -1114,7 +1110,7 @@ fn related_collide(
             va: vc,
             vb: vx,
         };
-        return collide_related(k, cx.ranges, &rel, sides, rule);
+        return collide_related(k, cx.ranges, &rel, sides, rule, cx.memo);
     }
     let g = c
         .form
@@ -1122,7 +1118,7 @@ fn related_collide(
         .iter()
         .chain(&x.form.free)
         .fold(0i64, |g, (_, v)| gcd(g, v.wrapping_abs()));
-    collide(vc, vx, wrap_modulus(g, c, x), rule)
+    collide(cx.memo, vc, vx, wrap_modulus(g, c, x), rule)
 }
 
 /// `x` with the free terms that are functions of the induction variables in `env` (the
@@ -1168,7 +1164,7 @@ fn pin(
     (rel, at): (&LoopRelation, i64),
     x: &Access,
     vx: &[Inst],
-) -> (Access, Vec<Inst>) {
+) -> (Access, std::rc::Rc<Vec<Inst>>) {
     let (k, ind) = (cx.k, &cx.ranges.inductions);
     let mut off = 0i64;
     let mut free = Vec::new();
@@ -1189,13 +1185,7 @@ fn pin(
         tpart: x.form.tpart.clone(),
         free,
     };
-    let shifted = vx
-        .iter()
-        .map(|i| Inst {
-            x: i.x.wrapping_add(off),
-            ..*i
-        })
-        .collect();
+    let shifted = cx.memo.shifted_copy(vx, off);
     let a = Access {
         op: x.op,
         buf: x.buf,

@@ -1,0 +1,184 @@
+//! The static proof's memoized pairing (src/check/proof_pairs.rs) against the pairwise
+//! oracle (`prove_pairwise`): equal answers — the same summary, or the same first failing
+//! pair — on every example and file test, on variants with barriers removed (racy) and with a
+//! barrier after every shared access (race-free), on their synchronized forms, on real-size
+//! GEMMs and flash attention after `sync`, and on random kernels. Synchronization goes
+//! through the command line, so the checker never links the placer.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use smemsync::check::proof::{prove, prove_pairwise};
+use smemsync::r#gen::{GenConfig, random_kernel_text};
+use smemsync::ir::Kernel;
+use smemsync::target::Target;
+
+fn kir_files() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    let mut dirs = vec![root.join("examples"), root.join("tests/filetests")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "kir") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+fn lines_where(src: &str, keep: impl FnMut(&str) -> bool) -> String {
+    let mut keep = keep;
+    src.lines()
+        .filter(|l| keep(l))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// `src`, without its first barrier, without any barrier, and with a barrier after every
+/// plain shared load and store.
+fn variants(src: &str) -> Vec<(&'static str, String)> {
+    let is_barrier = |l: &str| l.trim() == "barrier";
+    let mut first = true;
+    let one_less = lines_where(src, |l| {
+        !(is_barrier(l) && std::mem::replace(&mut first, false))
+    });
+    let none = lines_where(src, |l| !is_barrier(l));
+    let mut fenced = String::new();
+    for l in src.lines() {
+        fenced += l;
+        fenced.push('\n');
+        let t = l.trim();
+        if t.starts_with("store @") || t.contains("= load @") {
+            let indent = &l[..l.len() - l.trim_start().len()];
+            fenced += &format!("{indent}barrier\n");
+        }
+    }
+    vec![
+        ("", src.to_string()),
+        (" minus one barrier", one_less),
+        (" minus barriers", none),
+        (" plus barriers", fenced),
+    ]
+}
+
+fn kernels(text: &str) -> Vec<Kernel> {
+    smemsync::reader::parse(text).map_or(Vec::new(), |m| m.kernels)
+}
+
+/// Asserts equal answers; returns whether the kernel was proved.
+fn same_answer(name: &str, k: &Kernel, target: Option<Target>) -> bool {
+    if k.threads() == 0 || k.threads() > 4096 {
+        return false;
+    }
+    let new = prove(k, target);
+    let old = prove_pairwise(k, target);
+    assert_eq!(new, old, "{name} ({:?})", target.map(|t| t.name));
+    new.is_ok()
+}
+
+fn target(name: &str) -> Target {
+    Target::from_name(name).expect("a known target")
+}
+
+fn smemsync(args: &[&str]) -> Option<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("runs");
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn memoized_pairing_answers_as_the_pairwise_one_on_every_file_and_variant() {
+    let targets = [None, Some("sm_80"), Some("sm_90"), Some("gfx942")].map(|t| t.map(target));
+    let (mut proved, mut declined) = (0, 0);
+    for f in kir_files() {
+        let Ok(src) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        for (tag, text) in variants(&src) {
+            for k in kernels(&text) {
+                for t in targets {
+                    let name = format!("{}{tag}", f.display());
+                    if same_answer(&name, &k, t) {
+                        proved += 1;
+                    } else {
+                        declined += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Both outcomes are exercised, so the comparison is not vacuous.
+    assert!(
+        proved > 200 && declined > 200,
+        "{proved} proved, {declined} declined"
+    );
+}
+
+#[test]
+fn memoized_pairing_answers_as_the_pairwise_one_after_sync() {
+    let dir = std::env::temp_dir().join(format!("smemsync-proof-pairs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut inputs: Vec<(String, PathBuf)> = Vec::new();
+    for f in kir_files()
+        .into_iter()
+        .filter(|f| f.starts_with(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")))
+    {
+        inputs.push((f.display().to_string(), f));
+    }
+    for row in [
+        "gemm 64x64x32 t64 unrolled",
+        "gemm 64x64x32 t256 rolled",
+        "gemm 32x32x32 t256 unrolled",
+        "flash 128x64 d64 t128 rolled",
+    ] {
+        let Some(text) = smemsync(&["bench", "--print", row]) else {
+            panic!("bench --print {row}");
+        };
+        let p = dir.join(format!("{}.kir", row.replace(' ', "_")));
+        std::fs::write(&p, text).expect("write");
+        inputs.push((row.to_string(), p));
+    }
+    let mut proved = 0;
+    for (name, p) in &inputs {
+        for t in ["sm_80", "gfx942"] {
+            let Some(out) = smemsync(&["sync", "--target", t, &p.to_string_lossy()]) else {
+                continue;
+            };
+            for k in kernels(&out) {
+                proved += usize::from(same_answer(name, &k, Some(target(t))));
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(proved >= 12, "{proved} proved");
+}
+
+#[test]
+fn memoized_pairing_answers_as_the_pairwise_one_on_random_kernels() {
+    let mut proved = 0;
+    for seed in 0..300u64 {
+        let cfg = GenConfig {
+            barriers: seed % 2 == 0,
+            pipeline: seed % 3 == 0,
+            collectives: seed % 5 == 0,
+            ..GenConfig::default()
+        };
+        let text = random_kernel_text(seed, &cfg);
+        for k in kernels(&text) {
+            for t in [None, Some(target("sm_80"))] {
+                proved += usize::from(same_answer(&format!("seed {seed}"), &k, t));
+            }
+        }
+    }
+    assert!(proved >= 50, "{proved} proved");
+}
