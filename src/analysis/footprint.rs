@@ -344,6 +344,9 @@ pub struct Footprints<'k> {
     pub(crate) sym_questions: HashMap<(u32, u32, usize, Option<usize>), Option<crate::analysis::conflicts::PairConflict>>,
     /// Symbolic self-race answers by question id.
     pub(crate) sym_self_questions: HashMap<u32, Option<bool>>,
+    /// The symbolic engine's side templates and pair answers by translation-normalized key
+    /// (`symbolic::pairs`).
+    pub(crate) sym_sides: crate::analysis::symbolic::pairs::Templates,
 }
 
 /// What the symbolic engine's answers about one access depend on, with the identity of its
@@ -426,6 +429,7 @@ impl<'k> Footprints<'k> {
             question_keys: HashMap::default(),
             sym_questions: HashMap::default(),
             sym_self_questions: HashMap::default(),
+            sym_sides: Default::default(),
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);
