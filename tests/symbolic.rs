@@ -544,12 +544,12 @@ fn translated_text(seed: u64) -> String {
         } else {
             r.below(30) as i64 - 2
         };
-        body.push(format!("%e{j} = add %g, {c}"));
+        body.push(format!("%o{j} = add %g, {c}"));
         let ix = match r.below(5) {
-            0 => format!("%e{j}"),
-            1 => format!("div %e{j}, {m}"),
-            2 => format!("rem %e{j}, {m}"),
-            3 => format!("xor %e{j}, {}", r.below(8)),
+            0 => format!("add %o{j}, 0"),
+            1 => format!("div %o{j}, {m}"),
+            2 => format!("rem %o{j}, {m}"),
+            3 => format!("xor %o{j}, {}", r.below(8)),
             _ => format!("add %g, {}", r.below(16)),
         };
         body.push(format!("%x{j} = {ix}"));

@@ -15,6 +15,11 @@
 //! interval or yields one feasible value). Anything the forms cannot express, an enumeration
 //! cap that would be reached, or a solver budget reached: `None`, and the caller enumerates.
 //! Witness units are not computed (they only serve `--explain`, which enumerates lazily).
+//!
+//! Each access's side is built once (`Template`) and a pair question is keyed by the two
+//! templates' content ids and the difference of their unit constants (`PairKey`): accesses
+//! that differ by a constant (unrolled copies) share answers (docs/symbolic.md, "Translated
+//! accesses share one answer").
 
 use std::cell::RefCell;
 
@@ -505,7 +510,7 @@ struct TemplateKey {
 type Made = Result<Option<std::rc::Rc<Template>>, ()>;
 
 /// The per-[`Footprints`] store of side templates (by access and whether tables are
-/// allowed), their interned ids, and the pair answers by [`PairKey`].
+/// allowed), their interned ids, and the pair answers by `PairKey`.
 #[derive(Default)]
 pub struct Templates {
     made: RefCell<HashMap<(usize, bool), Made>>,

@@ -13,7 +13,9 @@
 //! **Budget.** Each search visits at most the given number of nodes; past it the answer is
 //! [`Answer::Budget`] and the caller falls back to enumeration (never a silent guess).
 //! Complexity: O(nodes · rounds · |constraints| · |terms|); on quasi-affine GPU indices
-//! propagation alone usually decides, in a handful of nodes.
+//! propagation alone usually decides, in a handful of nodes. A node allocates nothing (one
+//! stack of saved boxes per search); propagation runs in `i64` where the terms' magnitudes
+//! provably fit and in `i128` otherwise.
 
 use crate::ir::arith::{ceil_div_wide, floor_div_wide, gcd};
 
