@@ -380,6 +380,10 @@ pub struct Footprints<'k> {
     /// Pair-conflict answers of this kernel by accesses, common prefix and distance level
     /// (`conflicts::pair_conflict`: hazard finding asks some pairs several times).
     pub(crate) pair_answers: HashMap<(usize, usize, usize, Option<usize>), crate::analysis::conflicts::PairConflict>,
+
+    /// The symbolic engine's side templates and pair answers by translation-normalized key
+    /// (`symbolic::pairs`).
+    pub(crate) sym_sides: crate::analysis::symbolic::pairs::Templates,
 }
 
 /// What the symbolic engine's answers about one access depend on, with the identity of its
@@ -625,6 +629,8 @@ impl<'k> Footprints<'k> {
             eval_memo: None,
             scratch: IndexScratch::default(),
             pair_answers: HashMap::default(),
+
+            sym_sides: Default::default(),
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);

@@ -27,7 +27,7 @@ use crate::analysis::footprint::Footprints;
 use crate::ir::*;
 
 /// `Σ coef·var + c`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Affine {
     pub terms: Vec<(usize, i64)>,
     pub c: i64,
@@ -339,6 +339,20 @@ impl<'a> Builder<'a> {
             } else {
                 c.rem_euclid(m)
             }));
+        }
+        // ⌊(e + c)/m⌋ = ⌊(e + c')/m⌋ + k and (e + c) mod m = (e + c') mod m with
+        // c = m·k + c', 0 ≤ c' < m: translated indices share their existentials
+        // (docs/symbolic.md, "Translated accesses share one answer").
+        let k = e.c.div_euclid(m);
+        if k != 0 {
+            let reduced = Affine {
+                terms: e.terms.clone(),
+                c: e.c.rem_euclid(m),
+            };
+            return match self.divmod(&reduced, m, quot) {
+                Form::Known(f) if quot => self.opt(f.plus(&Affine::konst(k))),
+                f => f,
+            };
         }
         let (lo, hi) = e.range(self.p);
         let (qlo, qhi) = (lo.div_euclid(m), hi.div_euclid(m));

@@ -15,6 +15,11 @@
 //! interval or yields one feasible value). Anything the forms cannot express, an enumeration
 //! cap that would be reached, or a solver budget reached: `None`, and the caller enumerates.
 //! Witness units are not computed (they only serve `--explain`, which enumerates lazily).
+//!
+//! Each access's side is built once (`Template`) and a pair question is keyed by the two
+//! templates' content ids and the difference of their unit constants (`PairKey`): accesses
+//! that differ by a constant (unrolled copies) share answers (docs/symbolic.md, "Translated
+//! accesses share one answer").
 
 use std::cell::RefCell;
 
@@ -58,7 +63,7 @@ fn solve(q: &Problem) -> Answer {
 /// Sets the question's budget: a fraction of what enumerating it would cost (threads times
 /// the instances of both sides), within [`MIN_BUDGET`, `BUDGET`], so that a question the
 /// enumerator answers cheaply is never made expensive by a long search.
-fn set_budget(fp: &Footprints, ai: usize, bi: usize) {
+fn set_budget(fp: &Footprints, ai: usize, bi: usize) -> u64 {
     let inst = |i: usize| -> u64 {
         let k = fp.k;
         fp.accesses[i]
@@ -72,8 +77,9 @@ fn set_budget(fp: &Footprints, ai: usize, bi: usize) {
             .fold(k.threads().max(1) as u64, u64::saturating_mul)
             .min(u64::MAX / 4)
     };
-    let est = inst(ai).saturating_add(inst(bi)) / 32;
-    LEFT.with(|l| l.set(est.clamp(MIN_BUDGET, BUDGET)));
+    let est = (inst(ai).saturating_add(inst(bi)) / 32).clamp(MIN_BUDGET, BUDGET);
+    LEFT.with(|l| l.set(est));
+    est
 }
 
 /// One side of a question: its loop keys (`None`: not enumerated) and its unit range.
@@ -144,15 +150,15 @@ fn keys(fp: &Footprints, b: &mut Builder, ai: usize) -> Option<Vec<(Option<Affin
 fn side(
     fp: &Footprints,
     p: &mut Problem,
-    ai: usize,
-    tid: usize,
+    (ai, tid): (usize, usize),
     shared: Option<&[(Option<Affine>, Option<Value>)]>,
+    tables: bool,
 ) -> Result<Option<Side>, ()> {
     let k = fp.k;
     let a = &fp.accesses[ai];
     let mut b = Builder::new(fp, p, tid);
     // Tables cost more search than a small enumeration (docs/symbolic.md, "Tables").
-    b.tables = LEFT.with(|l| l.get()) > MIN_BUDGET;
+    b.tables = tables;
     let keys = match shared {
         Some(s) => {
             for (key, iv) in s {
@@ -275,6 +281,20 @@ fn in_bounds(b: &mut Builder, f: &Affine, d: i64) -> Result<(), ()> {
     Ok(())
 }
 
+/// Shifts every side's unit form by the first side's constant: the question is then built in
+/// the unit coordinates `u' = u − c_a`, in which the constants appear only as differences, so
+/// translated pairs build equal problems and share one memo entry (docs/symbolic.md,
+/// "Translated accesses share one answer").
+fn relative_units(sides: &mut [&mut Side]) {
+    let shift = sides.first().map_or(0, |s| s.unit.c);
+    // (A difference that would overflow leaves the absolute coordinates: still exact.)
+    if sides.iter().all(|s| s.unit.c.checked_sub(shift).is_some()) {
+        for s in sides.iter_mut() {
+            s.unit.c -= shift;
+        }
+    }
+}
+
 /// `u` lies in the side's unit range.
 fn covers(p: &mut Problem, u: usize, s: &Side) {
     let mut t = vec![(u, 1)];
@@ -393,15 +413,16 @@ pub fn pair_conflict(
     plen: usize,
     var: Option<usize>,
 ) -> Option<PairConflict> {
-    let Some(q) = build_pair(fp, ai, bi, (plen, var), None)? else {
-        return Some(PairConflict::default());
-    };
-    if let Some(r) = PAIRS.with(|m| m.borrow().get(&q).cloned()) {
-        return r;
+    match question(fp, ai, bi, (plen, var), None)? {
+        Built::Nothing => Some(PairConflict::default()),
+        Built::Known(Known::Pair(r)) => r,
+        Built::Known(Known::Meets(_)) => None,
+        Built::New(key, q) => {
+            let r = decide_pair(&q);
+            fp.sym_sides.answers.borrow_mut().insert(key, Known::Pair(r.clone()));
+            r
+        }
     }
-    let r = decide_pair(&q);
-    PAIRS.with(|m| remember(&mut m.borrow_mut(), q, r.clone()));
-    r
 }
 
 /// Whether some instance of the source `ai` and some instance of the destination `bi` touch
@@ -418,45 +439,218 @@ pub fn intersects_at(
     plen: usize,
     fix: Option<(usize, i64)>,
 ) -> Option<bool> {
-    let Some(q) = build_pair(fp, ai, bi, (plen, None), fix)? else {
-        return Some(false);
-    };
-    let key = SelfQuestion {
-        p: q.p,
-        rel: q.rel,
-        left: q.left,
-    };
-    if let Some(r) = MEETS.with(|m| m.borrow().get(&key).copied()) {
-        return r;
+    match question(fp, ai, bi, (plen, None), Some(fix))? {
+        Built::Nothing => Some(false),
+        Built::Known(Known::Meets(r)) => r,
+        Built::Known(Known::Pair(_)) => None,
+        Built::New(key, q) => {
+            LEFT.with(|l| l.set(q.left));
+            let r = any_sat(std::slice::from_ref(&q.p));
+            fp.sym_sides.answers.borrow_mut().insert(key, Known::Meets(r));
+            r
+        }
     }
-    LEFT.with(|l| l.set(key.left));
-    let r = any_sat(std::slice::from_ref(&key.p));
-    MEETS.with(|m| remember(&mut m.borrow_mut(), key, r));
-    r
 }
 
-/// Builds the pair question of `ai` (source) and `bi` (destination) related by
-/// `(plen, var)`, with the destination's key at level `fix.0` pinned to `fix.1` when given.
-/// `None`: no encoding (enumerate); `Some(None)`: no instance pair at all.
-fn build_pair(
+/// A pair question looked up or built: no instance pair at all, an answer decided before
+/// for the same key, or a new question with its key.
+enum Built {
+    Nothing,
+    Known(Known),
+    New(PairKey, PairQuestion),
+}
+
+/// A remembered answer: of [`pair_conflict`] or of [`intersects_at`].
+#[derive(Clone)]
+enum Known {
+    Pair(Option<PairConflict>),
+    Meets(Option<bool>),
+}
+
+/// What a pair question's answer depends on (docs/symbolic.md, "Translated accesses share
+/// one answer"): the two sides' templates up to their unit constants, the difference of
+/// those constants, the relation of the loop keys, the pinned key of an [`intersects_at`]
+/// question (`meets`), and the search budget.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct PairKey {
+    a: u32,
+    b: u32,
+    delta: i64,
+    plen: usize,
+    var: Option<usize>,
+    /// The distance level's domain, encoded (`domain_word`).
+    dom: (u8, i64, i64),
+    meets: Option<Option<(usize, i64)>>,
+    left: u64,
+}
+
+/// One side of a pair question built once per access on its own problem (its thread is
+/// variable 0): the problem, keys, unit form (with its constant), units per element and who
+/// touches it, and the id of its content without the unit constant.
+pub(crate) struct Template {
+    p: Problem,
+    keys: Vec<Option<Affine>>,
+    unit: Affine,
+    units: i64,
+    who: Ident,
+    id: u32,
+}
+
+/// What two templates with one id share: everything but the unit constant.
+#[derive(PartialEq, Eq, Hash)]
+struct TemplateKey {
+    p: Problem,
+    keys: Vec<Option<Affine>>,
+    unit: Vec<(usize, i64)>,
+    units: i64,
+    who: Ident,
+}
+
+/// A template: `Err` where the side has no encoding, `Ok(None)` where it has no instance.
+type Made = Result<Option<std::rc::Rc<Template>>, ()>;
+
+/// The per-[`Footprints`] store of side templates (by access and whether tables are
+/// allowed), their interned ids, and the pair answers by `PairKey`.
+#[derive(Default)]
+pub struct Templates {
+    made: RefCell<HashMap<(usize, bool), Made>>,
+    ids: RefCell<HashMap<TemplateKey, u32>>,
+    answers: RefCell<HashMap<PairKey, Known>>,
+}
+
+/// The template of access `ai`, built on first use: the side alone on a fresh problem, its
+/// in-bounds proofs within the budget of a question of the access with itself.
+fn template(fp: &Footprints, ai: usize, tables: bool) -> Made {
+    if let Some(t) = fp.sym_sides.made.borrow().get(&(ai, tables)) {
+        return t.clone();
+    }
+    let saved = LEFT.with(|l| l.get());
+    set_budget(fp, ai, ai);
+    let threads = fp.k.threads().max(1) as i64;
+    let mut p = Problem::default();
+    let t = p.var(0, threads - 1);
+    let made = side(fp, &mut p, (ai, t), None, tables).map(|s| {
+        s.map(|s| {
+            let key = TemplateKey {
+                p: p.clone(),
+                keys: s.keys.clone(),
+                unit: s.unit.terms.clone(),
+                units: s.units,
+                who: s.who.clone(),
+            };
+            let mut ids = fp.sym_sides.ids.borrow_mut();
+            let next = ids.len() as u32;
+            let id = *ids.entry(key).or_insert(next);
+            std::rc::Rc::new(Template {
+                p,
+                keys: s.keys,
+                unit: s.unit,
+                units: s.units,
+                who: s.who,
+                id,
+            })
+        })
+    });
+    LEFT.with(|l| l.set(saved));
+    fp.sym_sides.made.borrow_mut().insert((ai, tables), made.clone());
+    made
+}
+
+/// A variable-renumbered copy of `f` (every variable `v` becomes `v + off`).
+fn shifted(f: &Affine, off: usize) -> Affine {
+    Affine {
+        terms: f.terms.iter().map(|&(v, a)| (v + off, a)).collect(),
+        c: f.c,
+    }
+}
+
+/// The pair question's two sides on one problem: `a`'s variables first, `b`'s after them,
+/// both unit forms relative to `a`'s constant (docs/symbolic.md, "Translated accesses share
+/// one answer").
+fn compose(a: &Template, b: &Template) -> Option<(Problem, Side, Side)> {
+    let mut p = a.p.clone();
+    let off = p.lo.len();
+    p.lo.extend_from_slice(&b.p.lo);
+    p.hi.extend_from_slice(&b.p.hi);
+    p.cons.extend(b.p.cons.iter().map(|c| super::solve::Lin {
+        terms: c.terms.iter().map(|&(v, x)| (v + off, x)).collect(),
+        lo: c.lo,
+        hi: c.hi,
+    }));
+    let who = match &b.who {
+        Ident::Thread(t) => Ident::Thread(t + off),
+        Ident::Collective { shape, pos, owner } => Ident::Collective {
+            shape: shape.clone(),
+            pos: pos.iter().map(|v| v + off).collect(),
+            owner: owner.clone(),
+        },
+    };
+    let shift = a.unit.c;
+    let sa = Side {
+        keys: a.keys.clone(),
+        unit: Affine { terms: a.unit.terms.clone(), c: 0 },
+        units: a.units,
+        who: a.who.clone(),
+    };
+    let mut unit = shifted(&b.unit, off);
+    unit.c = unit.c.checked_sub(shift)?;
+    let sb = Side {
+        keys: b.keys.iter().map(|k| k.as_ref().map(|k| shifted(k, off))).collect(),
+        unit,
+        units: b.units,
+        who,
+    };
+    Some((p, sa, sb))
+}
+
+/// One word triple for a loop domain in a [`PairKey`] (`0`: no distance level, `1`: no such
+/// loop, `2`: no domain).
+fn domain_word(var: Option<usize>, dom: Option<Option<LoopDomain>>) -> (u8, i64, i64) {
+    match (var, dom) {
+        (None, _) => (0, 0, 0),
+        (_, None) => (1, 0, 0),
+        (_, Some(None)) => (2, 0, 0),
+        (_, Some(Some(LoopDomain::Exact { step, trip }))) => (3, step, trip),
+        (_, Some(Some(LoopDomain::Periodic { step, period }))) => (4, step, period),
+        (_, Some(Some(LoopDomain::Unknown { trip }))) => (5, trip.is_some() as i64, trip.unwrap_or(0)),
+    }
+}
+
+/// Looks the pair question of `ai` (source) and `bi` (destination) related by `(plen, var)`
+/// up, or builds it; `meets`: an [`intersects_at`] question, with the destination's key at
+/// level `fix.0` pinned to `fix.1` when given. `None`: no encoding (enumerate).
+fn question(
     fp: &Footprints,
     ai: usize,
     bi: usize,
     (plen, var): (usize, Option<usize>),
-    fix: Option<(usize, i64)>,
-) -> Option<Option<PairQuestion>> {
-    set_budget(fp, ai, bi);
-    let threads = fp.k.threads().max(1) as i64;
-    let mut p = Problem::default();
-    let (ta, tb) = (p.var(0, threads - 1), p.var(0, threads - 1));
-    let (Ok(sa), Ok(sb)) = (side(fp, &mut p, ai, ta, None), side(fp, &mut p, bi, tb, None)) else {
+    meets: Option<Option<(usize, i64)>>,
+) -> Option<Built> {
+    let left = set_budget(fp, ai, bi);
+    let tables = left > MIN_BUDGET;
+    let (Ok(ta), Ok(tb)) = (template(fp, ai, tables), template(fp, bi, tables)) else {
         return None;
     };
-    let (Some(sa), Some(sb)) = (sa, sb) else {
-        return Some(None);
+    let (Some(ta), Some(tb)) = (ta, tb) else {
+        return Some(Built::Nothing);
     };
     let (la, lb) = (&fp.accesses[ai].loops, &fp.accesses[bi].loops);
     let loops = if la.len() >= lb.len() { la } else { lb };
+    let dom = var.map(|j| loops.get(j).map(|l| fp.domains.get(l).copied()));
+    let key = PairKey {
+        a: ta.id,
+        b: tb.id,
+        delta: tb.unit.c.checked_sub(ta.unit.c)?,
+        plen,
+        var,
+        dom: domain_word(var, dom.flatten()),
+        meets,
+        left,
+    };
+    if let Some(r) = fp.sym_sides.answers.borrow().get(&key) {
+        return Some(Built::Known(r.clone()));
+    }
+    let (mut p, sa, sb) = compose(&ta, &tb)?;
     let (ra, rb) = (sa.unit.range(&p), sb.unit.range(&p));
     let u = p.var(ra.0.min(rb.0), ra.1.max(rb.1) + sa.units.max(sb.units));
     covers(&mut p, u, &sa);
@@ -473,31 +667,29 @@ fn build_pair(
             x.plus(&y.scale(-1)?)?.constrain(&mut p, 0, 0);
         }
     }
-    if let Some((l, key)) = fix
+    if let Some(Some((l, key))) = meets
         && let Some(Some(kb)) = sb.keys.get(l)
     {
         kb.constrain(&mut p, key, key);
     }
     if let Distance::Fixed(0) = dist {
-        return Some(None);
+        return Some(Built::Nothing);
     }
-    let ends = |s: &Side| (s.who.clone(), s.unit.clone(), s.units);
-    let (ea, eb) = (ends(&sa), ends(&sb));
-    let rel = bits::relate(&mut p, (&ea.0, &ea.1, ea.2), (&eb.0, &eb.1, eb.2), fp.warp)?;
-    Some(Some(PairQuestion {
+    let rel = bits::relate(&mut p, (&sa.who, &sa.unit, sa.units), (&sb.who, &sb.unit, sb.units), fp.warp)?;
+    let q = PairQuestion {
         p,
         rel,
         dist,
-        threads,
+        threads: fp.k.threads().max(1) as i64,
         warp: fp.warp as i64,
-        left: LEFT.with(|l| l.get()),
-    }))
+        left,
+    };
+    Some(Built::New(key, q))
 }
 
 /// A built pair question: everything [`decide_pair`]'s answer depends on (the problem with
 /// both sides, the thread variables, the distance relation, the block and warp sizes, and the
-/// search budget left after building).
-#[derive(PartialEq, Eq, Hash)]
+/// search budget).
 struct PairQuestion {
     p: Problem,
     /// Which variables must differ for two different threads.
@@ -508,8 +700,7 @@ struct PairQuestion {
     left: u64,
 }
 
-/// A built self-race question (see [`PairQuestion`]); also the key of an [`intersects_at`]
-/// question (its problem with the pinned key, thread variables and budget).
+/// A built self-race question (see [`PairQuestion`]).
 #[derive(PartialEq, Eq, Hash)]
 struct SelfQuestion {
     p: Problem,
@@ -522,23 +713,16 @@ struct SelfQuestion {
 const MEMO_LIMIT: usize = 1 << 14;
 
 thread_local! {
-    /// Answers of built pair questions. The answer is a function of the question alone, so
-    /// questions that different accesses build identically (each tile of a kernel with its
-    /// own buffer, loops of one shape) are decided once.
-    static PAIRS: RefCell<HashMap<PairQuestion, Option<PairConflict>>> =
-        RefCell::new(HashMap::default());
-    /// Answers of built self-race questions, likewise.
+    /// Answers of built self-race questions. The answer is a function of the question
+    /// alone, so questions that different accesses build identically (each tile of a kernel
+    /// with its own buffer, loops of one shape) are decided once.
     static SELVES: RefCell<HashMap<SelfQuestion, Option<bool>>> = RefCell::new(HashMap::default());
-    /// Answers of built [`intersects_at`] questions (any-thread intersection), likewise.
-    static MEETS: RefCell<HashMap<SelfQuestion, Option<bool>>> = RefCell::new(HashMap::default());
 }
 
 /// Empties the question memos: an analysis of a kernel starts with none, so that its cost and
 /// memory do not depend on the kernels analysed before it on this thread.
 pub fn forget_questions() {
-    PAIRS.with(|m| m.borrow_mut().clear());
     SELVES.with(|m| m.borrow_mut().clear());
-    MEETS.with(|m| m.borrow_mut().clear());
 }
 
 /// Records an answer, emptying a full memo first.
@@ -723,8 +907,11 @@ pub fn self_race(fp: &Footprints, ai: usize) -> Option<bool> {
     let Some(ks) = keys(fp, &mut Builder::new(fp, &mut p, ta), ai) else {
         return Some(false);
     };
-    let sa = side(fp, &mut p, ai, ta, Some(&ks)).ok()??;
-    let sb = side(fp, &mut p, ai, tb, Some(&ks)).ok()??;
+    let tables = LEFT.with(|l| l.get()) > MIN_BUDGET;
+    let sa = side(fp, &mut p, (ai, ta), Some(&ks), tables).ok()??;
+    let mut sb = side(fp, &mut p, (ai, tb), Some(&ks), tables).ok()??;
+    let mut sa = sa;
+    relative_units(&mut [&mut sa, &mut sb]);
     let (lo, hi) = sa.unit.range(&p);
     let u = p.var(lo, hi + sa.units);
     covers(&mut p, u, &sa);

@@ -13,7 +13,9 @@
 //! **Budget.** Each search visits at most the given number of nodes; past it the answer is
 //! [`Answer::Budget`] and the caller falls back to enumeration (never a silent guess).
 //! Complexity: O(nodes · rounds · |constraints| · |terms|); on quasi-affine GPU indices
-//! propagation alone usually decides, in a handful of nodes.
+//! propagation alone usually decides, in a handful of nodes. A node allocates nothing (one
+//! stack of saved boxes per search); propagation runs in `i64` where the terms' magnitudes
+//! provably fit and in `i128` otherwise.
 
 use crate::ir::arith::{ceil_div_wide, floor_div_wide, gcd};
 
@@ -98,7 +100,7 @@ impl Problem {
         }
         let mut lo = reduced.lo.clone();
         let mut hi = reduced.hi.clone();
-        match reduced.search(&mut lo, &mut hi, budget) {
+        match reduced.search(&mut lo, &mut hi, budget, &mut Vec::new()) {
             Answer::Sat(mut x) => {
                 for sh in shadows.iter().rev() {
                     x[sh.var] = sh.value(&x);
@@ -147,7 +149,6 @@ impl Problem {
     /// sorted) and merges constraints on the same linear form into one (the intersection of
     /// their ranges). False when some constraint has no integer solution.
     fn normalize(&mut self) -> bool {
-        let mut seen: rustc_hash::FxHashMap<Vec<(usize, i64)>, usize> = Default::default();
         let mut out: Vec<Lin> = Vec::with_capacity(self.cons.len());
         for mut c in std::mem::take(&mut self.cons) {
             c.terms.sort_unstable();
@@ -168,32 +169,45 @@ impl Problem {
             // stay sentinels (every form's values are far inside them).
             let free = |x: i64| x <= i64::MIN / 4 || x >= i64::MAX / 4;
             // g ≠ 0 here, so the divisions are defined (`None` would only relax the bound).
-            let lo = match ceil_div_wide(a as i128, g as i128) {
-                Some(x) if !free(a) => x as i64,
+            let lo = match ceil64(a, g) {
+                Some(x) if !free(a) => x,
                 _ => i64::MIN / 4,
             };
-            let hi = match floor_div_wide(b as i128, g as i128) {
-                Some(x) if !free(b) => x as i64,
+            let hi = match floor64(b, g) {
+                Some(x) if !free(b) => x,
                 _ => i64::MAX / 4,
             };
             if lo > hi {
                 return false;
             }
-            match seen.get(&c.terms) {
-                Some(&i) => {
-                    let o: &mut Lin = &mut out[i];
-                    o.lo = o.lo.max(lo);
-                    o.hi = o.hi.min(hi);
-                    if o.lo > o.hi {
-                        return false;
-                    }
-                }
-                None => {
-                    seen.insert(c.terms.clone(), out.len());
-                    out.push(Lin { terms: c.terms, lo, hi });
-                }
+            out.push(Lin { terms: c.terms, lo, hi });
+        }
+        // Constraints on one linear form merge into the first of them (the intersection of
+        // their ranges): sorting indices by form finds them without hashing term vectors.
+        let mut order: Vec<u32> = (0..out.len() as u32).collect();
+        order.sort_by(|&x, &y| out[x as usize].terms.cmp(&out[y as usize].terms).then(x.cmp(&y)));
+        let mut gone = vec![false; out.len()];
+        let mut first = usize::MAX;
+        for &j in &order {
+            let j = j as usize;
+            if first == usize::MAX || out[first].terms != out[j].terms {
+                first = j;
+                continue;
+            }
+            let (lo, hi) = (out[j].lo, out[j].hi);
+            let o = &mut out[first];
+            o.lo = o.lo.max(lo);
+            o.hi = o.hi.min(hi);
+            gone[j] = true;
+            if o.lo > o.hi {
+                return false;
             }
         }
+        let mut i = 0;
+        out.retain(|_| {
+            i += 1;
+            !gone[i - 1]
+        });
         self.cons = out;
         true
     }
@@ -302,7 +316,16 @@ impl Problem {
         Some(shadow)
     }
 
-    fn search(&self, lo: &mut [i64], hi: &mut [i64], budget: &mut u64) -> Answer {
+    /// Depth-first branch and propagate. `saved` is a stack of box copies shared by the
+    /// whole search (a node pushes its propagated boxes once and restores them before each
+    /// branch), so a node allocates nothing.
+    fn search(
+        &self,
+        lo: &mut [i64],
+        hi: &mut [i64],
+        budget: &mut u64,
+        saved: &mut Vec<i64>,
+    ) -> Answer {
         if *budget == 0 {
             return Answer::Budget;
         }
@@ -320,25 +343,35 @@ impl Problem {
                 Answer::Unsat
             };
         };
-        let mut parts: Vec<(i64, i64)> = Vec::new();
-        if hi[v] - lo[v] < ENUM_WIDTH {
-            parts.extend((lo[v]..=hi[v]).map(|x| (x, x)));
-        } else {
-            let mid = lo[v] + (hi[v] - lo[v]) / 2;
-            parts.push((lo[v], mid));
-            parts.push((mid + 1, hi[v]));
-        }
+        let (lv, hv) = (lo[v], hi[v]);
+        let n = lo.len();
+        let base = saved.len();
+        saved.extend_from_slice(lo);
+        saved.extend_from_slice(hi);
+        // Value by value up to ENUM_WIDTH values, else two halves.
+        let mid = lv + (hv - lv) / 2;
+        let parts = if hv - lv < ENUM_WIDTH { (hv - lv + 1) as usize } else { 2 };
         let mut out = Answer::Unsat;
-        for (a, b) in parts {
-            let (mut l2, mut h2) = (lo.to_vec(), hi.to_vec());
-            l2[v] = a;
-            h2[v] = b;
-            match self.search(&mut l2, &mut h2, budget) {
-                Answer::Sat(s) => return Answer::Sat(s),
+        for i in 0..parts {
+            let (a, b) = match (parts, i) {
+                (2, 0) if hv - lv >= ENUM_WIDTH => (lv, mid),
+                (2, _) if hv - lv >= ENUM_WIDTH => (mid + 1, hv),
+                _ => (lv + i as i64, lv + i as i64),
+            };
+            lo.copy_from_slice(&saved[base..base + n]);
+            hi.copy_from_slice(&saved[base + n..base + 2 * n]);
+            lo[v] = a;
+            hi[v] = b;
+            match self.search(lo, hi, budget, saved) {
+                Answer::Sat(s) => {
+                    saved.truncate(base);
+                    return Answer::Sat(s);
+                }
                 Answer::Budget => out = Answer::Budget,
                 Answer::Unsat => {}
             }
         }
+        saved.truncate(base);
         out
     }
 
@@ -361,27 +394,34 @@ impl Problem {
             .map(|&(w, b)| Some((w, a.checked_mul(b)?.checked_neg()?)))
             .collect::<Option<_>>()?;
         let k0 = a.checked_mul(c.lo)?;
-        let mut cons = self.cons.clone();
-        cons.swap_remove(i);
-        for con in &mut cons {
+        // The rewritten constraints, computed before any is replaced (all or none).
+        let mut new: Vec<(usize, Lin)> = Vec::new();
+        for (j, con) in self.cons.iter().enumerate() {
+            if j == i {
+                continue;
+            }
             let Some(pos) = con.terms.iter().position(|(w, _)| *w == v) else {
                 continue;
             };
-            let b = con.terms.swap_remove(pos).1;
-            for &(w, t) in &terms {
-                let bt = b.checked_mul(t)?;
-                match con.terms.iter_mut().find(|(x, _)| *x == w) {
+            let mut t = con.terms.clone();
+            let b = t.swap_remove(pos).1;
+            for &(w, x) in &terms {
+                let bt = b.checked_mul(x)?;
+                match t.iter_mut().find(|(y, _)| *y == w) {
                     Some(e) => e.1 = e.1.checked_add(bt)?,
-                    None => con.terms.push((w, bt)),
+                    None => t.push((w, bt)),
                 }
             }
-            con.terms.retain(|&(_, t)| t != 0);
+            t.retain(|&(_, x)| x != 0);
             let bk = b.checked_mul(k0)?;
-            con.lo = con.lo.checked_sub(bk)?;
-            con.hi = con.hi.checked_sub(bk)?;
+            let (lo, hi) = (con.lo.checked_sub(bk)?, con.hi.checked_sub(bk)?);
+            new.push((j, Lin { terms: t, lo, hi }));
         }
         let (vlo, vhi) = (self.lo[v].checked_sub(k0)?, self.hi[v].checked_sub(k0)?);
-        self.cons = cons;
+        for (j, l) in new {
+            self.cons[j] = l;
+        }
+        self.cons.swap_remove(i);
         self.add(&terms, vlo, vhi);
         self.lo[v] = 0;
         self.hi[v] = 0;
@@ -439,7 +479,85 @@ impl Shadow {
 }
 
 /// One constraint's bounds propagation; `None` when infeasible, else whether a box changed.
+/// In `i64` when the sum of the terms' largest magnitudes is below `2^61` (then every partial
+/// sum, and a bound minus one, fits), else in `i128` ([`tighten_wide`]): same result.
 fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
+    const LIMIT: i64 = 1 << 61;
+    let (mut smin, mut smax, mut fixed, mut g, mut mag) = (0i64, 0i64, 0i64, 0i64, 0i64);
+    for &(v, a) in &c.terms {
+        let (Some(x), Some(y)) = (a.checked_mul(lo[v]), a.checked_mul(hi[v])) else {
+            return tighten_wide(c, lo, hi);
+        };
+        mag = match mag.checked_add(x.unsigned_abs().max(y.unsigned_abs()).min(LIMIT as u64) as i64) {
+            Some(m) if m < LIMIT => m,
+            _ => return tighten_wide(c, lo, hi),
+        };
+        smin += x.min(y);
+        smax += x.max(y);
+        if lo[v] == hi[v] {
+            fixed += x;
+        } else {
+            g = gcd(g, a);
+        }
+    }
+    let (clo, chi) = (c.lo, c.hi);
+    if clo.unsigned_abs() >= LIMIT as u64 * 2 || chi.unsigned_abs() >= LIMIT as u64 * 2 {
+        return tighten_wide(c, lo, hi);
+    }
+    if smax < clo || smin > chi {
+        return None;
+    }
+    if g > 1 {
+        let first = (clo - fixed).div_euclid(g) * g;
+        let first = if first < clo - fixed { first + g } else { first };
+        if first > chi - fixed {
+            return None;
+        }
+    } else if g == 0 && (fixed < clo || fixed > chi) {
+        return None;
+    }
+    let mut changed = false;
+    for &(v, a) in &c.terms {
+        if lo[v] == hi[v] {
+            continue;
+        }
+        let (x, y) = (a * lo[v], a * hi[v]);
+        let (rmin, rmax) = (smin - x.min(y), smax - x.max(y));
+        let (tlo, thi) = (clo - rmax, chi - rmin);
+        let (l, h) = if a > 0 { (tlo, thi) } else { (thi, tlo) };
+        let (Some(nlo), Some(nhi)) = (ceil64(l, a), floor64(h, a)) else {
+            continue;
+        };
+        let nlo = nlo.max(lo[v]);
+        let nhi = nhi.min(hi[v]);
+        if nlo > nhi {
+            return None;
+        }
+        if nlo != lo[v] || nhi != hi[v] {
+            lo[v] = nlo;
+            hi[v] = nhi;
+            changed = true;
+        }
+    }
+    Some(changed)
+}
+
+/// `⌊a / b⌋` in `i64` (`None`: `b = 0` or overflow); no `i128` division.
+fn floor64(a: i64, b: i64) -> Option<i64> {
+    if b == 0 {
+        return None;
+    }
+    let (a, b) = if b < 0 { (a.checked_neg()?, b.checked_neg()?) } else { (a, b) };
+    Some(a.div_euclid(b))
+}
+
+/// `⌈a / b⌉` in `i64` (`None`: `b = 0` or overflow).
+fn ceil64(a: i64, b: i64) -> Option<i64> {
+    floor64(a.checked_neg()?, b)?.checked_neg()
+}
+
+/// [`tighten`] over `i128`.
+fn tighten_wide(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
     let (mut smin, mut smax) = (0i128, 0i128);
     let mut g = 0i64;
     let mut fixed = 0i128;
