@@ -38,6 +38,7 @@
 //! per record: O(instances) per iteration residue.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::rc::Rc;
 
 use super::mbar_pipeline::{LoadUse, Plan};
 use super::proof::{
@@ -1084,9 +1085,10 @@ fn related_collide(
 ) -> Option<(u32, u32)> {
     let k = cx.k;
     // The loops the walk unrolled have known iterations on both sides.
-    let (c_known, vc_known) = at_unrolled(cx, p.env, c, vc);
-    let (x_known, vx_known) = at_unrolled(cx, rec_env, x, vx);
-    let (c, vc, x, vx) = (&c_known, vc_known.as_slice(), &x_known, vx_known.as_slice());
+    let c_known = at_unrolled(cx, p.env, c, vc);
+    let x_known = at_unrolled(cx, rec_env, x, vx);
+    let (c, vc) = c_known.as_ref().map_or((c, vc), |(a, v)| (a, v.as_slice()));
+    let (x, vx) = x_known.as_ref().map_or((x, vx), |(a, v)| (a, v.as_slice()));
     let pinned = tag
         .pin
         .zip(p.pinned)
@@ -1122,11 +1124,17 @@ fn related_collide(
 }
 
 /// `x` with the free terms that are functions of the induction variables in `env` (the
-/// loops the walk unrolled, not enumerated) evaluated at their values there.
-fn at_unrolled(cx: &PairCx, env: &[(Value, i64)], x: &Access, vx: &[Inst]) -> (Access, Vec<Inst>) {
+/// loops the walk unrolled, not enumerated) evaluated at their values there; `None` when no
+/// such term changes it (then `x` and its instances stand as they are, keeping their memo
+/// identity).
+fn at_unrolled(
+    cx: &PairCx,
+    env: &[(Value, i64)],
+    x: &Access,
+    vx: &[Inst],
+) -> Option<(Access, Rc<Vec<Inst>>)> {
     let k = cx.k;
-    let mut a = copy_access(x);
-    let mut v = vx.to_vec();
+    let mut cur: Option<(Access, Rc<Vec<Inst>>)> = None;
     for &(iv, at) in env {
         if cx.en.ivs.contains(&iv) {
             continue;
@@ -1139,22 +1147,13 @@ fn at_unrolled(cx: &PairCx, env: &[(Value, i64)], x: &Access, vx: &[Inst]) -> (A
         else {
             continue;
         };
-        (a, v) = pin(cx, (&rel, at), &a, &v);
+        let next = {
+            let (a, v) = cur.as_ref().map_or((x, vx), |(a, v)| (a, v.as_slice()));
+            pin(cx, (&rel, at), a, v)
+        };
+        cur = Some(next);
     }
-    (a, v)
-}
-
-fn copy_access(x: &Access) -> Access {
-    Access {
-        op: x.op,
-        buf: x.buf,
-        class: x.class,
-        kind: x.kind,
-        form: x.form.clone(),
-        exact: x.exact,
-        collective: x.collective.clone(),
-        tile: None,
-    }
+    cur
 }
 
 /// `x` in the iteration of loop `rel` where its induction variable equals `at`: the free

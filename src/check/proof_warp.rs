@@ -26,6 +26,7 @@
 //! Complexity: one more pass of the interval dataflow, O(instances) to map the instances.
 
 use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
 
 use super::proof::{Access, Cut, Inst, Starts, starts_cut_by};
 use super::proof_tiles::ANY;
@@ -39,7 +40,7 @@ pub(super) struct WarpOrder {
     /// Warp-interval starts per access op.
     starts: HashMap<Op, Starts>,
     /// Per access, its instances with each thread replaced by its warp's first thread.
-    pub values: Vec<Vec<Inst>>,
+    pub values: Vec<Rc<Vec<Inst>>>,
 }
 
 impl WarpOrder {
@@ -48,7 +49,7 @@ impl WarpOrder {
     pub(super) fn new(
         k: &Kernel,
         target: Option<Target>,
-        values: &[Vec<Inst>],
+        values: &[Rc<Vec<Inst>>],
     ) -> Option<WarpOrder> {
         let warp = target?.warp.max(1);
         let has = k
@@ -62,12 +63,14 @@ impl WarpOrder {
         let values = values
             .iter()
             .map(|v| {
-                v.iter()
-                    .map(|i| Inst {
-                        t: if i.t == ANY { ANY } else { i.t - i.t % warp },
-                        ..*i
-                    })
-                    .collect()
+                Rc::new(
+                    v.iter()
+                        .map(|i| Inst {
+                            t: if i.t == ANY { ANY } else { i.t - i.t % warp },
+                            ..*i
+                        })
+                        .collect(),
+                )
             })
             .collect();
         Some(WarpOrder {
