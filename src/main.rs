@@ -2,6 +2,11 @@
 
 mod cli;
 
+/// mimalloc instead of the system allocator: placement and checking allocate many small,
+/// short-lived tables (docs/performance.md, "A global allocator for the tool").
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 /// smemsync: automatic, minimal and provably correct GPU shared-memory synchronization.
