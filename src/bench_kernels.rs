@@ -123,6 +123,18 @@ pub(crate) fn copy_tile(o: &mut String, c: &TileCopy) {
     }
 }
 
+/// The head of a pipelined loop's body, shared by the GEMM and flash generators: the slot of
+/// iteration `iv` (`%slot`), the block `stages - 1` ahead (`next`) and its slot (`%ns`), and
+/// the `if` that copies that block when it exists (`next < trips`); the caller writes the
+/// copies and closes the `if`.
+pub(crate) fn prefetch_head(o: &mut String, (iv, next, trips): (&str, &str, &str), stages: u32) {
+    let _ = writeln!(o, "    %slot = rem {iv}, {stages}");
+    let _ = writeln!(o, "    {next} = add {iv}, {}", stages - 1);
+    let _ = writeln!(o, "    %ns = rem {next}, {stages}");
+    let _ = writeln!(o, "    %has = cmp lt {next}, {trips}");
+    let _ = writeln!(o, "    if %has {{");
+}
+
 /// The copies of K-tile `kt` into slot `slot` for both operands, inside the `if` that skips
 /// tiles past the end of K; `tag` ends in `p` (prologue) or `m` (main loop) and names the
 /// temporaries.
@@ -202,11 +214,7 @@ pub fn gemm(sh: &GemmShape) -> Option<String> {
         outs.join(", "),
         init.join(", ")
     );
-    let _ = writeln!(o, "    %slot = rem %k, {s}");
-    let _ = writeln!(o, "    %nk = add %k, {}", s - 1);
-    let _ = writeln!(o, "    %ns = rem %nk, {s}");
-    let _ = writeln!(o, "    %has = cmp lt %nk, %kt");
-    let _ = writeln!(o, "    if %has {{");
+    prefetch_head(&mut o, ("%k", "%nk", "%kt"), s);
     copy_stage(&mut o, sh, "%nk", "%ns", "m");
     let _ = writeln!(o, "    }}");
     let _ = writeln!(o, "    cp_async_commit");

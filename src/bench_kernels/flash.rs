@@ -21,7 +21,7 @@
 //! the per-row statistics shared as FlashAttention-2's thread blocks do when a row is split
 //! across threads.
 
-use super::{TileCopy, copy_tile};
+use super::{TileCopy, copy_tile, prefetch_head};
 use std::fmt::Write as _;
 
 /// The shape of a generated flash-attention kernel.
@@ -316,11 +316,7 @@ pub fn flash(sh: &FlashShape) -> Option<String> {
         outs.join(", "),
         init.join(", ")
     );
-    let _ = writeln!(o, "    %slot = rem %j, {s}");
-    let _ = writeln!(o, "    %nj = add %j, {}", s - 1);
-    let _ = writeln!(o, "    %ns = rem %nj, {s}");
-    let _ = writeln!(o, "    %has = cmp lt %nj, %nb");
-    let _ = writeln!(o, "    if %has {{");
+    prefetch_head(&mut o, ("%j", "%nj", "%nb"), s);
     copy_kv(&mut o, sh, "%nj", "%ns", "m", "      ");
     let _ = writeln!(o, "    }}");
     let _ = writeln!(o, "    cp_async_commit");
