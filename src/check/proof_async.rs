@@ -53,7 +53,7 @@ use crate::target::Target;
 /// Most iterations of a constant loop with sync ops that the walk unrolls.
 const UNROLL: i64 = 16;
 /// Most iterations of a barrier-free constant loop whose induction variable is enumerated.
-const ENUM_TRIP: i64 = 64;
+const ENUM_TRIP: i64 = 1024;
 /// Most instances (threads x enumerated iterations) of one access.
 const ENUM_BUDGET: i64 = 1 << 16;
 /// Iteration distances tracked exactly; farther ones are `Far`.
