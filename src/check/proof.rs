@@ -39,9 +39,12 @@
 //!    instance vectors, up to one constant, were tested before (`check/proof_pairs.rs`, which
 //!    also pairs only accesses that share an interval start). Threads excluded by an
 //!    enclosing `if` on a thread-evaluable condition do not take part.
-//! 5. A pair that fails 4 inside a non-nested `for` with barriers in its body is retried at its
-//!    iteration distance (0 in one segment, 1 from the last segment to the first), with
-//!    induction-variable-periodic unknowns evaluated over one period.
+//! 5. A pair that fails 4 inside a `for` with barriers in its body, not nested or entered
+//!    only from intervals that start outside it, is retried at its iteration distance (0 in
+//!    one segment, 1 from the last segment to the first), with induction-variable-periodic
+//!    unknowns evaluated over one period, and values fixed during one execution of the loop
+//!    common to both sides (`check/proof_nest.rs`: nested loops' `rem(i1 + i2, 2)` at the
+//!    inner loop's distance).
 //!
 //! Soundness: the unknowns over-approximate every iteration and parameter value, the thread
 //! sets over-approximate who executes an access (conditions are ignored), and start sets
@@ -128,6 +131,7 @@ fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String,
         ranges: &ranges,
         loop_entry: &starts.1,
         memo: &memo,
+        td: &td,
     };
     // Warp intervals (`check/proof_warp.rs`): a pair that no warp_sync-free stretch holds
     // needs only its threads of different warps checked, on warp-mapped instances. Those
@@ -411,6 +415,8 @@ pub(super) struct PairCx<'a> {
     pub loop_entry: &'a HashMap<Op, Starts>,
     /// The pair tests' memos (`check/proof_pairs.rs`).
     pub memo: &'a PairMemo,
+    /// The thread-dependent values (`check/uniform.rs`), which index forms keep apart.
+    pub td: &'a HashSet<Value>,
 }
 
 impl PairCx<'_> {
@@ -435,7 +441,7 @@ impl PairCx<'_> {
         let mut hit = collide(self.memo, &self.values[i], &self.values[j], g, rule);
         if hit.is_some() {
             // Retry with the iteration distance the barriers of the common loop allow.
-            if let Some(rel) = loop_relation(self, a.op, b.op) {
+            if let Some(rel) = loop_relation(self, a, b) {
                 let (va, vb) = (&self.values[i], &self.values[j]);
                 let sides = Sides { a, b, va, vb };
                 hit = collide_related(k, self.ranges, &rel, sides, rule, self.memo);
@@ -549,7 +555,7 @@ impl Form {
     /// The same form with each thread value and each unknown once (coefficients summed,
     /// zero terms dropped), so that `(t + u) - t` is seen to be `u`. Sound: one value is one
     /// number within one instance of an access.
-    fn normalized(mut self) -> Form {
+    pub(super) fn normalized(mut self) -> Form {
         let mut t: Vec<(i64, Value)> = Vec::with_capacity(self.tpart.len());
         self.tpart.sort_by_key(|x| x.1);
         for (c, v) in self.tpart {
@@ -910,7 +916,12 @@ fn memref_form(ix: &mut Indexing, m: MemRef) -> Option<(Form, Vec<u64>, Vec<u64>
     }
 }
 
-fn form(k: &Kernel, td: &HashSet<Value>, en: &Enumerated, o: &Operand) -> Option<Form> {
+pub(super) fn form(
+    k: &Kernel,
+    td: &HashSet<Value>,
+    en: &Enumerated,
+    o: &Operand,
+) -> Option<Form> {
     form_d(k, td, en, o, 0)
 }
 
@@ -1174,6 +1185,9 @@ pub(super) struct LoopRelation {
     pub iv_range: (i128, i128),
     pub step: i64,
     pub distances: Vec<i64>,
+    /// The free values that depend on values fixed during one execution of the loop
+    /// (`check/proof_nest.rs`); only where the test pairs accesses of one execution.
+    pub nest: Option<super::proof_nest::Nest>,
 }
 
 impl LoopRelation {
@@ -1202,6 +1216,7 @@ impl LoopRelation {
             iv_range: (lo_r, (hi_r - 1).max(lo_r)),
             step,
             distances,
+            nest: None,
         })
     }
 }
@@ -1244,8 +1259,9 @@ pub(super) fn bound_range(k: &Kernel, o: &Operand) -> (i128, i128) {
 /// next entry). Its body is then cut into segments by those barriers: two accesses share an
 /// interval only in one segment of one iteration, or in the last segment of iteration i
 /// and the first of i+1, of one execution of the loop.
-fn loop_relation(cx: &PairCx, a: Op, b: Op) -> Option<LoopRelation> {
+fn loop_relation(cx: &PairCx, acc_a: &Access, acc_b: &Access) -> Option<LoopRelation> {
     let (k, parents) = (cx.k, cx.parents);
+    let (a, b) = (acc_a.op, acc_b.op);
     let anc_a = parents.ancestors(a);
     let anc_b = parents.ancestors(b);
     let l = anc_a.iter().copied().find(|o| {
@@ -1296,7 +1312,24 @@ fn loop_relation(cx: &PairCx, a: Op, b: Op) -> Option<LoopRelation> {
     if sb == nbar && sa == 0 {
         distances.push(-1);
     }
-    Some(LoopRelation { distances, ..base })
+    // One execution of `l` holds both accesses: values defined before it are common.
+    let ncx = super::proof_nest::NestCx {
+        k,
+        td: cx.td,
+        en: cx.en,
+        ranges: cx.ranges,
+        parents,
+    };
+    let nest = super::proof_nest::Nest::new(
+        &ncx,
+        (l, base.iv, base.iv_range),
+        &[&acc_a.form, &acc_b.form],
+    );
+    Some(LoopRelation {
+        distances,
+        nest: Some(nest),
+        ..base
+    })
 }
 
 /// Whether no interval that starts inside loop `l` (at one of its barriers) reaches `l`'s
@@ -1506,14 +1539,21 @@ pub(super) fn collide_related(
     // Classify each side's free terms.
     struct Side {
         periodic: Vec<(Value, i64)>,
+        /// Free values that are `rel.nest` nodes (`check/proof_nest.rs`).
+        nested: Vec<(Value, i64)>,
+        /// Free values fixed during one execution of the loop (`rel.nest`).
+        invariant: Vec<(Value, i64)>,
         slope: i64,
         offset: i64,
         unknown_gcd: i64,
         period: i64,
     }
+    let nest = rel.nest.as_ref();
     let classify = |f: &Form| -> Option<Side> {
         let mut s = Side {
             periodic: Vec::new(),
+            nested: Vec::new(),
+            invariant: Vec::new(),
             slope: 0,
             offset: 0,
             unknown_gcd: 0,
@@ -1530,13 +1570,32 @@ pub(super) fn collide_related(
                     s.periodic.push((*v, *c));
                     s.period = lcm(s.period, p).min(1 << 20);
                 }
-                _ => s.unknown_gcd = gcd(s.unknown_gcd, c.wrapping_abs()),
+                _ => match nest.map(|n| (n.invariant(*v), n.node(*v))) {
+                    Some((true, _)) => s.invariant.push((*v, *c)),
+                    Some((false, Some((_, p)))) => {
+                        s.nested.push((*v, *c));
+                        s.period = lcm(s.period, p).min(1 << 20);
+                    }
+                    _ => s.unknown_gcd = gcd(s.unknown_gcd, c.wrapping_abs()),
+                },
             }
         }
         Some(s)
     };
     let (sa, sb) = (classify(&a.form)?, classify(&b.form)?);
     let mut g = gcd(sa.unknown_gcd, sb.unknown_gcd);
+    // Values fixed during the execution are one number on both sides: only the difference
+    // of their coefficients is unknown.
+    g = gcd(g, super::proof_nest::invariant_gcd(&sa.invariant, &sb.invariant));
+    let residues = match nest {
+        Some(n) if !(sa.nested.is_empty() && sb.nested.is_empty()) => {
+            match n.assignments(super::proof_nest::NEST_BUDGET) {
+                Some(r) => r,
+                None => return fallback,
+            }
+        }
+        _ => vec![Vec::new()],
+    };
     let wraps = !(a.exact && b.exact);
     if sa.slope != sb.slope {
         // The affine parts do not cancel: keep them unknown.
@@ -1554,7 +1613,7 @@ pub(super) fn collide_related(
         // Whole periods of aligned values: `lo + m*step` for m over a multiple of `step`.
         period = lcm(period, rel.step.max(1));
     }
-    if period > 4096 {
+    if period > 4096 || period.saturating_mul(residues.len() as i64) > 1 << 16 {
         return fallback;
     }
     // One period of induction-variable values; with a constant lower bound only those
@@ -1562,20 +1621,26 @@ pub(super) fn collide_related(
     let base = rel.lo.unwrap_or(0);
     let mut probe = ShiftedProbe::new(memo, va, vb, g, rule);
     for &d in &rel.distances {
-        for m in 0..period {
+        for (m, res) in (0..period).flat_map(|m| residues.iter().map(move |r| (m, r))) {
             if rel.lo.is_some() && m % rel.step.max(1) != 0 {
                 continue;
             }
             let i = base.wrapping_add(m);
             let j = i.wrapping_add(d.wrapping_mul(rel.step));
-            let mut ca = sa.offset;
+            let (Some(na), Some(nb)) = (
+                super::proof_nest::nested_sum(k, ind, nest, &sa.nested, (i, res)),
+                super::proof_nest::nested_sum(k, ind, nest, &sb.nested, (j, res)),
+            ) else {
+                return fallback;
+            };
+            let mut ca = sa.offset.wrapping_add(na);
             for (v, c) in &sa.periodic {
                 let Some(x) = eval_iv(k, ind, *v, rel.iv, i) else {
                     return fallback;
                 };
                 ca = ca.wrapping_add(c.wrapping_mul(x));
             }
-            let mut cb = sb.offset;
+            let mut cb = sb.offset.wrapping_add(nb);
             for (v, c) in &sb.periodic {
                 let Some(x) = eval_iv(k, ind, *v, rel.iv, j) else {
                     return fallback;
