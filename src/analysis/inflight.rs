@@ -364,7 +364,7 @@ pub trait Visitor {
     fn completed(&mut self, _wait: Op, _queue: Queue, _p: &Pending, _age: i32) {}
     /// Whether [`Visitor::before`] may change the states it is given (a wait planner does,
     /// where an op conflicts with an entry; a recorder does not). The closed form of a
-    /// re-tagging loop ([`Flow::closed_form`]) then first checks that no op of the body
+    /// re-tagging loop (`Flow::closed_form`, docs/async.md) then first checks that no op of the body
     /// conflicts with anything in flight.
     fn modifies_states(&self) -> bool {
         false
@@ -425,7 +425,7 @@ pub struct FlowMemo {
     apart: HashMap<(Op, Op), bool>,
     /// The async ops of the kernel (inserting sync ops adds none), listed on first need.
     asyncs: Option<Arc<[Op]>>,
-    /// Solve every loop by iteration, never in closed form ([`Flow::closed_form`]): the
+    /// Solve every loop by iteration, never in closed form (`Flow::closed_form`): the
     /// oracle the tests compare the closed form with.
     pub iterate: bool,
     /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
@@ -545,7 +545,7 @@ pub struct FlowStats {
     pub loops: u64,
     /// Walks of a loop body.
     pub passes: u64,
-    /// Loops solved by [`Flow::closed_form`] (one walk each).
+    /// Loops solved by `Flow::closed_form` (one walk each).
     pub closed: u64,
     /// Re-tagging loops iterated after all, because an op of the body conflicts.
     pub fallbacks: u64,
