@@ -532,10 +532,13 @@ pub struct Flow<'k> {
     /// once one was ([`Flow::guard_excludes_exit`]).
     drained: HashMap<(Op, Op), bool>,
     /// [`Flow::inserts_only`] per loop.
-    inserting: HashMap<Op, Option<Arc<[(Queue, Op)]>>>,
+    inserting: HashMap<Op, Option<Issues>>,
     /// What this solver did (`SMEMSYNC_INFLIGHT_STATS`).
     pub stats: FlowStats,
 }
+
+/// The async issues of a loop body, with their queues ([`Flow::inserts_only`]).
+type Issues = Arc<[(Queue, Op)]>;
 
 /// Counts of one solver's work, printed to stderr after each [`Flow::run`] when
 /// `SMEMSYNC_INFLIGHT_STATS` is set (docs/async.md, "What one `sync` costs").
@@ -877,11 +880,9 @@ impl<'k> Flow<'k> {
                 InFlight::join_sorted(table, &powers)
             })
             .collect();
-        if v.modifies_states() {
-            if self.body_conflicts(l, &head) {
-                self.stats.fallbacks += 1;
-                return None;
-            }
+        if v.modifies_states() && self.body_conflicts(l, &head) {
+            self.stats.fallbacks += 1;
+            return None;
         }
         self.stats.closed += 1;
         let back = self.pass(l, cond, body, &head, v);
@@ -899,7 +900,7 @@ impl<'k> Flow<'k> {
     /// op of it (or of its condition) waits, commits, ticks a counter (an issue on a counter
     /// or a global load counted with the copies) or holds a loop, and no `if` on a tracked
     /// condition (which would split the state into classes). Memoized per loop.
-    fn inserts_only(&mut self, l: Op) -> Option<Arc<[(Queue, Op)]>> {
+    fn inserts_only(&mut self, l: Op) -> Option<Issues> {
         if let Some(r) = self.inserting.get(&l) {
             return r.clone();
         }
@@ -933,7 +934,7 @@ impl<'k> Flow<'k> {
                 break;
             }
         }
-        let r: Option<Arc<[(Queue, Op)]>> = ok.then(|| issues.into());
+        let r: Option<Issues> = ok.then(|| issues.into());
         self.inserting.insert(l, r.clone());
         r
     }
