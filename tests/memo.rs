@@ -75,3 +75,85 @@ fn memoized_answers_equal_fresh_ones() {
         assert_eq!(a.warnings, b.warnings);
     }
 }
+
+/// The in-flight dataflow with loops in closed form (`Flow::closed_form`) and with every loop
+/// iterated (`FlowMemo::iterate`, the oracle) on one kernel and target: the same wait plan
+/// and warnings, and on the kernel with the waits the same completions, drained copies,
+/// outstanding copies, in-flight hazards (as a set) and warnings.
+fn closed_form_equals_iteration(name: &str, k: &smemsync::Kernel, t: &Target) {
+    let solve = |iterate: bool| {
+        let mut memo = FlowMemo::for_kernel(k);
+        memo.iterate = iterate;
+        let plan = plan_waits_memo(k, t, &mut memo);
+        let comp = plan.as_ref().ok().map(|p| {
+            let out = apply(k, &p.plan).unwrap();
+            let mut c = completions_memo(&out, t, &mut memo);
+            let mut hz: Vec<String> = c.hazards.iter().map(|h| format!("{h:?}")).collect();
+            hz.sort();
+            c.hazards.clear();
+            (format!("{c:?}"), hz)
+        });
+        (format!("{plan:?}"), comp)
+    };
+    let (closed, iterated) = (solve(false), solve(true));
+    assert_eq!(
+        closed.0, iterated.0,
+        "{name} on {}: wait plans differ",
+        t.name
+    );
+    assert_eq!(
+        closed.1, iterated.1,
+        "{name} on {}: completions differ",
+        t.name
+    );
+}
+
+#[test]
+fn loops_in_closed_form_equal_the_iteration() {
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    for dir in [
+        "examples",
+        "tests/filetests/async",
+        "tests/filetests/placement",
+    ] {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        files.extend(
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "kir")),
+        );
+    }
+    files.sort();
+    let mut kernels: Vec<(String, smemsync::Kernel)> = files
+        .iter()
+        .filter_map(|p| {
+            let src = std::fs::read_to_string(p).ok()?;
+            let k = smemsync::reader::parse_kernel(&src).ok()?;
+            smemsync::verify::verify(&k)
+                .is_empty()
+                .then(|| (p.display().to_string(), k))
+        })
+        .collect();
+    assert!(kernels.len() > 50, "only {} kernels read", kernels.len());
+    kernels.push(("small gemm".into(), small_gemm()));
+    let flash = smemsync::bench_kernels::flash::FlashShape {
+        bm: 32,
+        bn: 16,
+        d: 16,
+        threads: 32,
+        cols: 4,
+        stages: 3,
+        unrolled: false,
+        k_first: false,
+    };
+    if let Some(src) = smemsync::bench_kernels::flash::flash(&flash) {
+        kernels.push(("small flash".into(), kernel(&src)));
+    }
+    for t in ["sm_80", "sm_90", "gfx950", "gfx1250"] {
+        let t = Target::from_name(t).unwrap();
+        for (name, k) in &kernels {
+            closed_form_equals_iteration(name, k, &t);
+        }
+    }
+}

@@ -362,6 +362,13 @@ pub trait Visitor {
     fn enter_loop(&mut self, _flow: &mut Flow<'_>, _l: Op, _states: &mut [InFlight]) {}
     /// Called for each entry a wait op of the kernel completes.
     fn completed(&mut self, _wait: Op, _queue: Queue, _p: &Pending, _age: i32) {}
+    /// Whether [`Visitor::before`] may change the states it is given (a wait planner does,
+    /// where an op conflicts with an entry; a recorder does not). The closed form of a
+    /// re-tagging loop (`Flow::closed_form`, docs/async.md) then first checks that no op of the body
+    /// conflicts with anything in flight.
+    fn modifies_states(&self) -> bool {
+        false
+    }
 }
 
 /// A conservative-answer note of an overlap query (`Overlap::conservative`).
@@ -383,6 +390,9 @@ enum Answer {
 #[derive(Clone, Debug, Default)]
 struct Consumer {
     mine: Vec<SharedAccess>,
+    /// Whether some async op of the kernel is not apart from these accesses
+    /// ([`Flow::apart`]): without one, no entry can conflict and none is looked at.
+    near: bool,
     answers: Vec<Answer>,
 }
 
@@ -413,6 +423,11 @@ pub struct FlowMemo {
     copies: HashMap<Op, Arc<[SharedAccess]>>,
     /// Per (consumer, copy): whether no access pair can conflict ([`Flow::apart`]).
     apart: HashMap<(Op, Op), bool>,
+    /// The async ops of the kernel (inserting sync ops adds none), listed on first need.
+    asyncs: Option<Arc<[Op]>>,
+    /// Solve every loop by iteration, never in closed form (`Flow::closed_form`): the
+    /// oracle the tests compare the closed form with.
+    pub iterate: bool,
     /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
     /// the hazard finder reports no hazard between two of them.
     pub ordered_tma: std::collections::HashSet<Op>,
@@ -516,6 +531,31 @@ pub struct Flow<'k> {
     /// the loop's exit and none was left in flight there (on every exit visited), `false`
     /// once one was ([`Flow::guard_excludes_exit`]).
     drained: HashMap<(Op, Op), bool>,
+    /// [`Flow::inserts_only`] per loop.
+    inserting: HashMap<Op, Option<Issues>>,
+    /// What this solver did (`SMEMSYNC_INFLIGHT_STATS`).
+    pub stats: FlowStats,
+}
+
+/// The async issues of a loop body, with their queues ([`Flow::inserts_only`]).
+type Issues = Arc<[(Queue, Op)]>;
+
+/// Counts of one solver's work, printed to stderr after each [`Flow::run`] when
+/// `SMEMSYNC_INFLIGHT_STATS` is set (docs/async.md, "What one `sync` costs").
+#[derive(Clone, Debug, Default)]
+pub struct FlowStats {
+    /// Loop fixpoints solved (a nested loop once per pass of its parent).
+    pub loops: u64,
+    /// Walks of a loop body.
+    pub passes: u64,
+    /// Loops solved by `Flow::closed_form` (one walk each).
+    pub closed: u64,
+    /// Re-tagging loops iterated after all, because an op of the body conflicts.
+    pub fallbacks: u64,
+    /// Non-structural ops visited (once per walk that reaches them).
+    pub ops: u64,
+    /// Entries looked at by the conflict queries of consumers near some async op.
+    pub entry_checks: u64,
 }
 
 /// The queue an async op joins on a target, with its shared access.
@@ -560,6 +600,8 @@ impl<'k> Flow<'k> {
             classes: Vec::new(),
             regs: crate::analysis::regdeps::RegSources::new(k),
             drained: HashMap::default(),
+            inserting: HashMap::default(),
+            stats: FlowStats::default(),
         }
     }
 
@@ -598,6 +640,20 @@ impl<'k> Flow<'k> {
     pub fn run(&mut self, v: &mut dyn Visitor) -> Vec<InFlight> {
         let mut st = vec![InFlight::default()];
         self.region(self.k.body(), &mut st, v);
+        if stats_on() {
+            let s = &self.stats;
+            eprintln!(
+                "in-flight run: loops={} passes={} closed={} fallbacks={} ops={} entry_checks={} entries={} tag_vectors={}",
+                s.loops,
+                s.passes,
+                s.closed,
+                s.fallbacks,
+                s.ops,
+                s.entry_checks,
+                self.memo.entries.len(),
+                self.memo.entries.tag_vectors()
+            );
+        }
         st
     }
 
@@ -660,6 +716,7 @@ impl<'k> Flow<'k> {
             }
             OpKind::Stage { .. } => self.region(regions[0], st, v),
             _ => {
+                self.stats.ops += 1;
                 v.before(self, op, st);
                 for s in st.iter_mut() {
                     self.transfer(op, s, v);
@@ -680,24 +737,22 @@ impl<'k> Flow<'k> {
         for s in st.iter_mut() {
             s.rewrite(&mut self.memo.entries, Rewrite::Enter(l));
         }
-        let mut head = st.clone();
-        let mut last_back;
-        loop {
-            v.loop_pass(self, l);
-            let mut s = head.clone();
-            if let Some(c) = cond {
-                self.region(c, &mut s, v);
-            }
-            self.region(body, &mut s, v);
-            for x in s.iter_mut() {
-                x.rewrite(&mut self.memo.entries, Rewrite::Back(l, TAG_CAP));
-            }
-            // The back-edge state is kept for the exit, not cloned: the join reads it.
-            let changed = join_parts_ref(&mut head, &s);
-            last_back = s;
-            if !changed {
-                break;
-            }
+        self.stats.loops += 1;
+        let before = self.stats.passes;
+        let (head, last_back) = match self.closed_form(l, cond, body, st, v) {
+            Some(solved) => solved,
+            None => self.iterate(l, cond, body, st.clone(), v),
+        };
+        if stats_on() {
+            let n: usize = st.iter().map(|x| x.iter().count()).sum();
+            let h: usize = head.iter().map(|x| x.iter().count()).sum();
+            eprintln!(
+                "in-flight loop {}: {} passes, {} entries in, {} at the head",
+                crate::emit::text::op_label(self.k, l),
+                self.stats.passes - before,
+                n,
+                h
+            );
         }
         // A `for` with constant bounds `lo < hi` runs at least once: it exits only after an
         // iteration (the last pass's back-edge state covers every such exit).
@@ -736,6 +791,199 @@ impl<'k> Flow<'k> {
             x.rewrite(&mut self.memo.entries, Rewrite::Exit(l, exact));
         }
         *st = exit;
+    }
+
+    /// The loop's stable head and its last back-edge state by Kleene iteration from the
+    /// entry state `head`: `head := head ⊔ back(body(head))` until stable.
+    fn iterate(
+        &mut self,
+        l: Op,
+        cond: Option<Region>,
+        body: Region,
+        mut head: Vec<InFlight>,
+        v: &mut dyn Visitor,
+    ) -> (Vec<InFlight>, Vec<InFlight>) {
+        loop {
+            let s = self.pass(l, cond, body, &head, v);
+            // The back-edge state is kept for the exit, not cloned: the join reads it.
+            if !join_parts_ref(&mut head, &s) {
+                return (head, s);
+            }
+        }
+    }
+
+    /// One pass over the loop body from `head`: the back-edge state.
+    fn pass(
+        &mut self,
+        l: Op,
+        cond: Option<Region>,
+        body: Region,
+        head: &[InFlight],
+        v: &mut dyn Visitor,
+    ) -> Vec<InFlight> {
+        self.stats.passes += 1;
+        v.loop_pass(self, l);
+        let mut s = head.to_vec();
+        if let Some(c) = cond {
+            self.region(c, &mut s, v);
+        }
+        self.region(body, &mut s, v);
+        for x in s.iter_mut() {
+            x.rewrite(&mut self.memo.entries, Rewrite::Back(l, TAG_CAP));
+        }
+        s
+    }
+
+    /// The fixpoint of a loop whose body only re-tags what is in flight and adds fixed
+    /// entries, without iterating (docs/async.md, "Loops in closed form"). When the body
+    /// ([`Flow::inserts_only`]) waits, commits and ticks nothing, holds no loop and no `if` on
+    /// a tracked condition, and the visitor changes no state in it, the body maps a state `h`
+    /// to `h ⊔ C`, `C` the entries its own issues add (`Dist(0)` on every enclosing loop, age
+    /// `-1` on a group queue, `0` otherwise). The head after `n` passes is then
+    /// `⊔_{i≤n} backⁱ(entry) ⊔ ⊔_{1≤i≤n} backⁱ(C)`, and its limit the closure of
+    /// `entry ⊔ back(C)` under `back`, which is stable after at most `TAG_CAP` rewrites (every
+    /// tag on the loop is then `Unknown`). The body is walked once, from that head, for the
+    /// visitor: the walk the last pass of the iteration makes. `None` (nothing walked) when
+    /// the body is not of that kind, or when the visitor may change states and some op of the
+    /// body conflicts with an entry of the head (the visitor would insert a wait).
+    fn closed_form(
+        &mut self,
+        l: Op,
+        cond: Option<Region>,
+        body: Region,
+        entry: &[InFlight],
+        v: &mut dyn Visitor,
+    ) -> Option<(Vec<InFlight>, Vec<InFlight>)> {
+        if self.memo.iterate || closed_form_off() {
+            return None;
+        }
+        let issues = self.inserts_only(l)?;
+        let mut added = InFlight::default();
+        for &(q, op) in issues.iter() {
+            let e = self.issued(op);
+            added.insert(q, e, if q.counted() { -1 } else { 0 });
+        }
+        let table = &mut self.memo.entries;
+        let mut back_added = added.clone();
+        back_added.rewrite(table, Rewrite::Back(l, TAG_CAP));
+        let head: Vec<InFlight> = entry
+            .iter()
+            .map(|x| {
+                let mut cur = x.clone();
+                cur.join(&back_added);
+                let mut powers = vec![cur.clone()];
+                // `back` distributes over the join and saturates: once a power is stable,
+                // every later one equals it.
+                while cur.rewrite(table, Rewrite::Back(l, TAG_CAP)) {
+                    powers.push(cur.clone());
+                }
+                InFlight::join_sorted(table, &powers)
+            })
+            .collect();
+        if v.modifies_states() && self.body_conflicts(l, &head) {
+            self.stats.fallbacks += 1;
+            return None;
+        }
+        self.stats.closed += 1;
+        let back = self.pass(l, cond, body, &head, v);
+        debug_assert!(
+            {
+                let mut h = head.clone();
+                !join_parts_ref(&mut h, &back)
+            },
+            "the closed form of a loop is not its fixpoint"
+        );
+        Some((head, back))
+    }
+
+    /// The issues of loop `l`'s body (with their queues) when the body only adds entries: no
+    /// op of it (or of its condition) waits, commits, ticks a counter (an issue on a counter
+    /// or a global load counted with the copies) or holds a loop, and no `if` on a tracked
+    /// condition (which would split the state into classes). Memoized per loop.
+    fn inserts_only(&mut self, l: Op) -> Option<Issues> {
+        if let Some(r) = self.inserting.get(&l) {
+            return r.clone();
+        }
+        let k = self.k;
+        let mut issues = Vec::new();
+        let mut ok = true;
+        let mut work: Vec<Region> = k.ops[l].regions.clone();
+        while let Some(r) = work.pop() {
+            for &op in k.region_ops(r) {
+                let od = &k.ops[op];
+                ok &= match &od.kind {
+                    OpKind::For { .. } | OpKind::While { .. } => false,
+                    OpKind::If { cond } => self.tracked(*cond).is_none(),
+                    OpKind::Stage { .. } => true,
+                    _ => match self.class(op) {
+                        OpClass::Other => true,
+                        OpClass::GLoad => self.target.global_load_counter().is_none(),
+                        OpClass::Issue(q) if !q.ticks_on_issue() => {
+                            issues.push((q, op));
+                            true
+                        }
+                        _ => false,
+                    },
+                };
+                if !ok {
+                    break;
+                }
+                work.extend(od.regions.iter().copied());
+            }
+            if !ok {
+                break;
+            }
+        }
+        let r: Option<Issues> = ok.then(|| issues.into());
+        self.inserting.insert(l, r.clone());
+        r
+    }
+
+    /// Whether some op of loop `l`'s body (a [`Flow::inserts_only`] body) may conflict with
+    /// an entry in flight before it: one of `head` (in any class) or one the body issued
+    /// earlier in program order (an issue in one arm of an `if` counts for the other arm
+    /// too: a superset). Register and footprint conflicts, answered and memoized without
+    /// raising conservative notes (they are raised when the walk asks).
+    fn body_conflicts(&mut self, l: Op, head: &[InFlight]) -> bool {
+        let mut seen = head.to_vec();
+        let regions = self.k.ops[l].regions.clone();
+        regions.iter().any(|&r| self.region_conflicts(r, &mut seen))
+    }
+
+    /// [`Flow::body_conflicts`] for the ops of one region, in program order; `seen` gains
+    /// the entries the region's issues add.
+    fn region_conflicts(&mut self, r: Region, seen: &mut [InFlight]) -> bool {
+        let k = self.k;
+        for &op in k.region_ops(r) {
+            if !k.ops[op].regions.is_empty() {
+                let inner = k.ops[op].regions.clone();
+                if inner.iter().any(|&x| self.region_conflicts(x, seen)) {
+                    return true;
+                }
+                continue;
+            }
+            for st in seen.iter() {
+                if !self.register_conflicts(op, st).is_empty() {
+                    return true;
+                }
+                if st.is_empty() || !self.consumer_near(op) {
+                    continue;
+                }
+                let ids: Vec<EntryId> = st.iter().map(|(_, e, _)| e).collect();
+                for e in ids {
+                    if self.probe(op, e).0 {
+                        return true;
+                    }
+                }
+            }
+            if let OpClass::Issue(q) = self.class(op) {
+                let e = self.issued(op);
+                for st in seen.iter_mut() {
+                    st.insert(q, e, if q.counted() { -1 } else { 0 });
+                }
+            }
+        }
+        false
     }
 
     /// Drops from `l`'s exit states the entries whose issue guard rules them out there
@@ -1089,18 +1337,13 @@ impl<'k> Flow<'k> {
             // ops of a kernel without async copies come here).
             return out;
         }
-        let k = self.k;
-        let c = self.memo.consumers.entry(op).or_insert_with(|| Consumer {
-            mine: effects(k, op)
-                .shared
-                .into_iter()
-                .filter(|a| k.elem(a.mem) != ElemType::MBarrier)
-                .collect(),
-            answers: Vec::new(),
-        });
-        if c.mine.is_empty() {
+        if !self.consumer_near(op) {
             return out;
         }
+        let Some(c) = self.memo.consumers.get(&op) else {
+            return out;
+        };
+        self.stats.entry_checks += st.iter().count() as u64;
         // Known answers without notes are read in place; the others (unasked, or noted) are
         // handled afterwards in `Pending` order, so that the conservative notes are raised
         // and replayed in the order of the entries, whatever their ids.
@@ -1128,6 +1371,51 @@ impl<'k> Flow<'k> {
         }
         out.extend(hits);
         out
+    }
+
+    /// Creates the memo's record of consumer `op` on first sight; returns whether some async
+    /// op of the kernel may conflict with it ([`Consumer::near`]).
+    fn consumer_near(&mut self, op: Op) -> bool {
+        if let Some(c) = self.memo.consumers.get(&op) {
+            return c.near;
+        }
+        let k = self.k;
+        let mine: Vec<SharedAccess> = effects(k, op)
+            .shared
+            .into_iter()
+            .filter(|a| k.elem(a.mem) != ElemType::MBarrier)
+            .collect();
+        let empty = mine.is_empty();
+        self.memo.consumers.insert(
+            op,
+            Consumer {
+                mine,
+                near: false,
+                answers: Vec::new(),
+            },
+        );
+        let near = !empty && self.async_ops().iter().any(|&c| !self.apart(op, c));
+        if let Some(c) = self.memo.consumers.get_mut(&op) {
+            c.near = near;
+        }
+        near
+    }
+
+    /// The async ops of the kernel (ops without regions that join a queue), listed once per
+    /// memo.
+    fn async_ops(&mut self) -> Arc<[Op]> {
+        if let Some(a) = &self.memo.asyncs {
+            return a.clone();
+        }
+        let (k, t) = (self.k, self.target);
+        let a: Arc<[Op]> = k
+            .ops
+            .iter()
+            .filter(|(o, d)| d.regions.is_empty() && queue_of(k, &t, *o).is_some())
+            .map(|(o, _)| o)
+            .collect();
+        self.memo.asyncs = Some(a.clone());
+        a
     }
 
     /// The memoized answer for (`op`, `e`), asking the overlap engine on a miss; replays or
@@ -1353,6 +1641,19 @@ enum Widening {
 fn trace_questions() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_TRACE").is_some())
+}
+
+/// Whether `SMEMSYNC_INFLIGHT_STATS` is set: each solver run prints its [`FlowStats`].
+fn stats_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_STATS").is_some())
+}
+
+/// Whether `SMEMSYNC_INFLIGHT_ITERATE` is set: every loop is iterated (for measuring the
+/// closed form against the iteration).
+fn closed_form_off() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_ITERATE").is_some())
 }
 
 /// What the transfer function does with an op.

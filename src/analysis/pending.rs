@@ -93,6 +93,11 @@ impl Entries {
         self.entries.len()
     }
 
+    /// The number of distinct tag vectors interned.
+    pub fn tag_vectors(&self) -> usize {
+        self.tags.len()
+    }
+
     /// Whether no entry was interned.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
@@ -461,14 +466,36 @@ impl InFlight {
         }
     }
 
-    /// Rewrites the tags of every entry (entries that become equal keep the minimum age).
-    pub fn rewrite(&mut self, table: &mut Entries, rw: Rewrite) {
+    /// Rewrites the tags of every entry (entries that become equal keep the minimum age);
+    /// returns whether some entry changed.
+    pub fn rewrite(&mut self, table: &mut Entries, rw: Rewrite) -> bool {
+        let mut any = false;
         for (_, m) in self.queues.iter_mut() {
             let moved = table.rewrite_ids(rw, m.iter_mut().map(|x| &mut x.0));
             if moved {
                 table.sort_dedup(m);
             }
+            any |= moved;
         }
+        any
+    }
+
+    /// The join of `parts` (states of one class of paths: the first one's assumptions are
+    /// kept) in one sort per queue instead of a merge per part: `O(total + ids / 64)`.
+    pub fn join_sorted(table: &mut Entries, parts: &[InFlight]) -> InFlight {
+        let mut out = InFlight {
+            queues: Vec::new(),
+            assume: parts.first().map(|p| p.assume.clone()).unwrap_or_default(),
+        };
+        for p in parts {
+            for (q, m) in &p.queues {
+                out.queue_mut(*q).extend_from_slice(m);
+            }
+        }
+        for (_, m) in out.queues.iter_mut() {
+            table.sort_dedup(m);
+        }
+        out
     }
 
     /// Drops the entries of `q` whose age is at least `n`, returning them (id order).

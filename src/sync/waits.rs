@@ -150,6 +150,10 @@ fn in_scope(flow: &Flow<'_>, def: Op, user: Op) -> bool {
 }
 
 impl Visitor for Planner {
+    fn modifies_states(&self) -> bool {
+        true
+    }
+
     fn loop_pass(&mut self, flow: &mut Flow<'_>, l: Op) {
         // Needs recorded in an earlier pass over this loop may be stale: recompute them.
         let inside: Vec<Op> = self
