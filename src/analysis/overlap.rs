@@ -1120,15 +1120,22 @@ impl<'k> Overlap<'k> {
         vars.iter()
             .filter_map(|v| {
                 let iv = if x_side { v.x } else { v.y }?;
-                deps.contains(&iv).then(|| {
-                    let mut vals: Vec<i64> = v
-                        .domain
-                        .iter()
-                        .map(|(a, b)| if x_side { *a } else { *b })
-                        .collect();
-                    vals.sort_unstable();
-                    vals.dedup();
-                    vals.len().max(1)
+                deps.contains(&iv).then(|| match &v.shape {
+                    // The pairs of distinct domain values with `i < j` (all but the last
+                    // value on the earlier side, all but the first on the later one), or
+                    // every pair: counted without listing them.
+                    Shape::Pairs(dom, true) => dom.len().saturating_sub(1).max(1),
+                    Shape::Pairs(dom, false) => dom.len().max(1),
+                    Shape::Listed => {
+                        let mut vals: Vec<i64> = v
+                            .domain
+                            .iter()
+                            .map(|(a, b)| if x_side { *a } else { *b })
+                            .collect();
+                        vals.sort_unstable();
+                        vals.dedup();
+                        vals.len().max(1)
+                    }
                 })
             })
             .fold(1, usize::saturating_mul)

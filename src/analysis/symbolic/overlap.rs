@@ -24,7 +24,7 @@ use crate::ir::*;
 use rustc_hash::FxHashMap as HashMap;
 
 /// An arithmetic progression of loop-variable values: `first + step·i`, `0 ≤ i < n`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Prog {
     pub first: i64,
     pub step: i64,
@@ -55,7 +55,7 @@ impl Prog {
 }
 
 /// A free iteration variable of a query and how it binds the two sides' loop variables.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Iter {
     /// Binds one side's loop variable (`x_side`) to every value of the progression.
     One { iv: Value, x_side: bool, vals: Prog },
@@ -97,16 +97,51 @@ struct Bytes {
 }
 
 /// What a side's template depends on: the access (memref, per-thread operands encoded,
-/// whether every thread is evaluated), the fixed loop values, each bound loop variable's
-/// form over the prefix, and the prefix's boxes.
+/// whether every thread is evaluated), the fixed loop values, the query's iteration
+/// variables (they make the prefix and the side's loop-variable forms) and which side.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct SideKey {
     mem: MemRef,
     per_thread: Option<Vec<u64>>,
     all_threads: bool,
     fixed: Vec<(Value, i64)>,
-    keys: Keys,
-    prefix: (Vec<i64>, Vec<i64>),
+    iters: Vec<Iter>,
+    x_side: bool,
+}
+
+impl SideKey {
+    /// Whether this key is the one of `a` on side `x_side` of `iters` (no allocation).
+    fn is(&self, a: &Access, iters: &[Iter], x_side: bool) -> bool {
+        self.mem == a.mem
+            && self.all_threads == a.all_threads
+            && self.x_side == x_side
+            && self.fixed == a.fixed
+            && self.iters == iters
+            && match (&self.per_thread, a.per_thread) {
+                (None, None) => true,
+                (Some(w), Some(ix)) => {
+                    w.len() == ix.len() && w.iter().zip(ix).all(|(w, o)| *w == operand_word(o))
+                }
+                _ => false,
+            }
+    }
+
+    /// The hash of `a`'s key on side `x_side` of `iters`, computed from the borrowed parts.
+    fn hash_of(a: &Access, iters: &[Iter], x_side: bool) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        a.mem.hash(&mut h);
+        a.all_threads.hash(&mut h);
+        x_side.hash(&mut h);
+        a.fixed.hash(&mut h);
+        iters.hash(&mut h);
+        if let Some(ix) = a.per_thread {
+            for o in ix {
+                operand_word(o).hash(&mut h);
+            }
+        }
+        h.finish()
+    }
 }
 
 /// A side built once on the prefix's boxes (docs/symbolic.md, "Translated in-flight
@@ -148,7 +183,8 @@ const STORE_LIMIT: usize = 1 << 16;
 /// interned contents, and answers by [`AnswerKey`]. Counters for `SMEMSYNC_OVERLAP_STATS`.
 #[derive(Default)]
 pub struct Store {
-    sides: HashMap<SideKey, Option<std::rc::Rc<Side>>>,
+    /// By [`SideKey::hash_of`]: the keys with that hash and their sides.
+    sides: HashMap<u64, Vec<(SideKey, Option<std::rc::Rc<Side>>)>>,
     ids: HashMap<Content, u32>,
     answers: HashMap<AnswerKey, Option<bool>>,
     /// Questions asked, sides built, questions built (not found), solved (not apart by ranges).
@@ -199,24 +235,19 @@ fn prefix(iters: &[Iter]) -> Option<(Problem, Keys, Keys)> {
 }
 
 impl Store {
-    /// The side of `a` under `keys` on the prefix's boxes, built on first use (`None`: no
-    /// encoding).
+    /// The side of `a` on side `x_side` of `iters` (loop-variable forms `keys` over the
+    /// prefix `pre`), built on first use (`None`: no encoding).
     fn side(
         &mut self,
         ev: &dyn Evaluator,
-        pre: &Problem,
+        (pre, iters): (&Problem, &[Iter]),
         a: &Access,
-        keys: Keys,
+        (keys, x_side): (Keys, bool),
     ) -> Option<std::rc::Rc<Side>> {
-        let key = SideKey {
-            mem: a.mem,
-            per_thread: a.per_thread.map(|ix| ix.iter().map(operand_word).collect()),
-            all_threads: a.all_threads,
-            fixed: a.fixed.to_vec(),
-            keys,
-            prefix: (pre.lo.clone(), pre.hi.clone()),
-        };
-        if let Some(s) = self.sides.get(&key) {
+        let h = SideKey::hash_of(a, iters, x_side);
+        if let Some(b) = self.sides.get(&h)
+            && let Some((_, s)) = b.iter().find(|(k, _)| k.is(a, iters, x_side))
+        {
             return s.clone();
         }
         self.counts[1] += 1;
@@ -226,7 +257,7 @@ impl Store {
             cons: Vec::new(),
         };
         let mut obligations = Vec::new();
-        let made = side(ev, &mut p, a, key.keys.clone(), &mut obligations)
+        let made = side(ev, &mut p, a, keys, &mut obligations)
             .ok()
             .map(|bytes| {
                 // Boxes prove an obligation here iff they do on the composed problem (the
@@ -256,7 +287,15 @@ impl Store {
         if self.sides.len() >= STORE_LIMIT {
             self.sides.clear();
         }
-        self.sides.insert(key, made.clone());
+        let key = SideKey {
+            mem: a.mem,
+            per_thread: a.per_thread.map(|ix| ix.iter().map(operand_word).collect()),
+            all_threads: a.all_threads,
+            fixed: a.fixed.to_vec(),
+            iters: iters.to_vec(),
+            x_side,
+        };
+        self.sides.entry(h).or_default().push((key, made.clone()));
         made
     }
 }
@@ -279,8 +318,8 @@ pub fn may_overlap(
 ) -> Option<bool> {
     store.counts[0] += 1;
     let (pre, kx, ky) = prefix(iters)?;
-    let sx = store.side(ev, &pre, x, kx)?;
-    let sy = store.side(ev, &pre, y, ky)?;
+    let sx = store.side(ev, (&pre, iters), x, (kx, true))?;
+    let sy = store.side(ev, (&pre, iters), y, (ky, false))?;
     let key = AnswerKey {
         x: sx.id,
         y: sy.id,
