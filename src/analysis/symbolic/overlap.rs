@@ -155,6 +155,9 @@ struct Side {
     id: u32,
 }
 
+/// A side as built: `None` where it has no encoding.
+type Built = Option<std::rc::Rc<Side>>;
+
 /// What two sides with one id share: everything but the constant byte.
 #[derive(PartialEq, Eq, Hash)]
 struct Content {
@@ -184,7 +187,7 @@ const STORE_LIMIT: usize = 1 << 16;
 #[derive(Default)]
 pub struct Store {
     /// By [`SideKey::hash_of`]: the keys with that hash and their sides.
-    sides: HashMap<u64, Vec<(SideKey, Option<std::rc::Rc<Side>>)>>,
+    sides: HashMap<u64, Vec<(SideKey, Built)>>,
     ids: HashMap<Content, u32>,
     answers: HashMap<AnswerKey, Option<bool>>,
     /// Questions asked, sides built, questions built (not found), solved (not apart by ranges).
