@@ -183,7 +183,7 @@ struct AnswerKey {
 const STORE_LIMIT: usize = 1 << 16;
 
 /// The memo of one in-flight dataflow's overlap questions: sides by what they read, their
-/// interned contents, and answers by [`AnswerKey`]. Counters for `SMEMSYNC_OVERLAP_STATS`.
+/// interned contents, and answers by `AnswerKey`. Counters for `SMEMSYNC_OVERLAP_STATS`.
 #[derive(Default)]
 pub struct Store {
     /// By [`SideKey::hash_of`]: the keys with that hash and their sides.
