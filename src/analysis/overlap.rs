@@ -108,6 +108,11 @@ pub struct Overlap<'k> {
     /// Whether the query in progress listed a constant loop of more than [`MAX_TRIPS`]
     /// iterations (only the symbolic engine may decide it: [`MAX_SYMBOLIC_TRIPS`]).
     wide: std::cell::Cell<bool>,
+    /// The symbolic engine's sides and answers, shared by every query of this dataflow
+    /// (`symbolic::overlap::Store`).
+    sym: std::cell::RefCell<crate::analysis::symbolic::overlap::Store>,
+    /// Periods of values in induction variables (`Overlap::period`), by variable.
+    periods: std::cell::RefCell<HashMap<Value, HashMap<Value, Period>>>,
 }
 
 /// Sorted, merged byte intervals of a footprint, shared between cached queries.
@@ -226,6 +231,8 @@ impl<'k> Overlap<'k> {
             symbolic: true,
             answered: Default::default(),
             wide: Default::default(),
+            sym: Default::default(),
+            periods: Default::default(),
         }
     }
 
@@ -848,16 +855,25 @@ impl<'k> Overlap<'k> {
     /// The common period of `operands` in the induction variable `iv` (1: independent of
     /// it); `None` when some operand is not periodic in it.
     fn periodic_in(&self, iv: Value, operands: &[Operand]) -> Option<i64> {
-        let mut memo = HashMap::default();
-        let mut per = 1i64;
+        // `period` is a function of the kernel: its answers are kept for every query.
+        let mut memo = self
+            .periods
+            .borrow_mut()
+            .remove(&iv)
+            .unwrap_or_default();
+        let mut per = Some(1i64);
         for o in operands {
             match self.period(*o, iv, &mut memo) {
                 Period::Indep => {}
-                Period::Periodic(p) => per = lcm(per, p),
-                Period::Poly(..) | Period::Bad => return None,
+                Period::Periodic(p) => per = per.map(|q| lcm(q, p)),
+                Period::Poly(..) | Period::Bad => {
+                    per = None;
+                    break;
+                }
             }
         }
-        Some(per)
+        self.periods.borrow_mut().insert(iv, memo);
+        per
     }
 
     /// Whether access `xa` of op `x` (earlier) and access `ya` of op `y` (later) may touch a
@@ -1023,7 +1039,7 @@ impl<'k> Overlap<'k> {
             fixed: &ey.0,
         };
         let budget = (work as u64 / 16).clamp(256, 20_000);
-        sym::may_overlap(self, &ax, &ay, &iters, budget)
+        sym::may_overlap(&mut self.sym.borrow_mut(), self, (&ax, &ay), &iters, budget)
     }
 
     fn note_conservative(&self, x: Op, y: Op, why: &'static str) {
@@ -1104,15 +1120,22 @@ impl<'k> Overlap<'k> {
         vars.iter()
             .filter_map(|v| {
                 let iv = if x_side { v.x } else { v.y }?;
-                deps.contains(&iv).then(|| {
-                    let mut vals: Vec<i64> = v
-                        .domain
-                        .iter()
-                        .map(|(a, b)| if x_side { *a } else { *b })
-                        .collect();
-                    vals.sort_unstable();
-                    vals.dedup();
-                    vals.len().max(1)
+                deps.contains(&iv).then(|| match &v.shape {
+                    // The pairs of distinct domain values with `i < j` (all but the last
+                    // value on the earlier side, all but the first on the later one), or
+                    // every pair: counted without listing them.
+                    Shape::Pairs(dom, true) => dom.len().saturating_sub(1).max(1),
+                    Shape::Pairs(dom, false) => dom.len().max(1),
+                    Shape::Listed => {
+                        let mut vals: Vec<i64> = v
+                            .domain
+                            .iter()
+                            .map(|(a, b)| if x_side { *a } else { *b })
+                            .collect();
+                        vals.sort_unstable();
+                        vals.dedup();
+                        vals.len().max(1)
+                    }
                 })
             })
             .fold(1, usize::saturating_mul)
@@ -1155,6 +1178,21 @@ impl<'k> Overlap<'k> {
             all
         });
         all && any
+    }
+}
+
+/// `SMEMSYNC_OVERLAP_STATS=1`: when a dataflow ends, prints how many overlap questions the
+/// symbolic engine was asked, how many sides it built, how many questions it built (not in
+/// its memo) and how many of those needed a solve (docs/symbolic.md).
+impl Drop for Overlap<'_> {
+    fn drop(&mut self) {
+        if std::env::var_os("SMEMSYNC_OVERLAP_STATS").is_some() {
+            let [asked, sides, built, solved] = self.sym.borrow().counts;
+            eprintln!(
+                "overlap questions: asked={asked} sides={sides} built={built} solved={solved} answered={}",
+                self.answered.get()
+            );
+        }
     }
 }
 

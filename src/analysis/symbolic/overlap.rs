@@ -21,9 +21,10 @@
 use super::form::{Affine, Builder, Evaluator, Form};
 use super::solve::{Answer, Problem};
 use crate::ir::*;
+use rustc_hash::FxHashMap as HashMap;
 
 /// An arithmetic progression of loop-variable values: `first + step·i`, `0 ≤ i < n`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Prog {
     pub first: i64,
     pub step: i64,
@@ -54,7 +55,7 @@ impl Prog {
 }
 
 /// A free iteration variable of a query and how it binds the two sides' loop variables.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Iter {
     /// Binds one side's loop variable (`x_side`) to every value of the progression.
     One { iv: Value, x_side: bool, vals: Prog },
@@ -95,15 +96,117 @@ struct Bytes {
     base: i64,
 }
 
-/// Whether `X` and `Y` may touch a common byte (`Some`, exact) or `None` (enumerate):
-/// see the module doc. `budget`: search nodes, shared by every solve of the question.
-pub fn may_overlap(
-    ev: &dyn Evaluator,
-    x: &Access,
-    y: &Access,
-    iters: &[Iter],
+/// What a side's template depends on: the access (memref, per-thread operands encoded,
+/// whether every thread is evaluated), the fixed loop values, the query's iteration
+/// variables (they make the prefix and the side's loop-variable forms) and which side.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct SideKey {
+    mem: MemRef,
+    per_thread: Option<Vec<u64>>,
+    all_threads: bool,
+    fixed: Vec<(Value, i64)>,
+    iters: Vec<Iter>,
+    x_side: bool,
+}
+
+impl SideKey {
+    /// Whether this key is the one of `a` on side `x_side` of `iters` (no allocation).
+    fn is(&self, a: &Access, iters: &[Iter], x_side: bool) -> bool {
+        self.mem == a.mem
+            && self.all_threads == a.all_threads
+            && self.x_side == x_side
+            && self.fixed == a.fixed
+            && self.iters == iters
+            && match (&self.per_thread, a.per_thread) {
+                (None, None) => true,
+                (Some(w), Some(ix)) => {
+                    w.len() == ix.len() && w.iter().zip(ix).all(|(w, o)| *w == operand_word(o))
+                }
+                _ => false,
+            }
+    }
+
+    /// The hash of `a`'s key on side `x_side` of `iters`, computed from the borrowed parts.
+    fn hash_of(a: &Access, iters: &[Iter], x_side: bool) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        a.mem.hash(&mut h);
+        a.all_threads.hash(&mut h);
+        x_side.hash(&mut h);
+        a.fixed.hash(&mut h);
+        iters.hash(&mut h);
+        if let Some(ix) = a.per_thread {
+            for o in ix {
+                operand_word(o).hash(&mut h);
+            }
+        }
+        h.finish()
+    }
+}
+
+/// A side built once on the prefix's boxes (docs/symbolic.md, "Translated in-flight
+/// questions share one answer"): the problem (prefix boxes, then the side's own variables
+/// and constraints), its bytes, the index obligations its boxes do not prove, and the id of
+/// its content without the constant byte `base + esz·lin.c`.
+struct Side {
+    p: Problem,
+    bytes: Bytes,
+    pending: Vec<(Affine, i64)>,
+    id: u32,
+}
+
+/// A side as built: `None` where it has no encoding.
+type Built = Option<std::rc::Rc<Side>>;
+
+/// What two sides with one id share: everything but the constant byte.
+#[derive(PartialEq, Eq, Hash)]
+struct Content {
+    p: Problem,
+    lin: Vec<(usize, i64)>,
+    esz: i64,
+    pending: Vec<(Affine, i64)>,
+}
+
+/// What a question's answer depends on: the two sides' contents, the difference of their
+/// constant bytes, the prefix's constraints and the budget.
+#[derive(PartialEq, Eq, Hash)]
+struct AnswerKey {
+    x: u32,
+    y: u32,
+    delta: i64,
+    prefix: Vec<super::solve::Lin>,
     budget: u64,
-) -> Option<bool> {
+}
+
+/// Most answers (and sides) a [`Store`] keeps before it is emptied (a memo of a pure
+/// function: emptying it changes no answer, only bounds its memory).
+const STORE_LIMIT: usize = 1 << 16;
+
+/// The memo of one in-flight dataflow's overlap questions: sides by what they read, their
+/// interned contents, and answers by `AnswerKey`. Counters for `SMEMSYNC_OVERLAP_STATS`.
+#[derive(Default)]
+pub struct Store {
+    /// By [`SideKey::hash_of`]: the keys with that hash and their sides.
+    sides: HashMap<u64, Vec<(SideKey, Built)>>,
+    ids: HashMap<Content, u32>,
+    answers: HashMap<AnswerKey, Option<bool>>,
+    /// Questions asked, sides built, questions built (not found), solved (not apart by ranges).
+    pub counts: [u64; 4],
+}
+
+/// A hashable encoding of an operand (values by id, immediates by kind and bits).
+fn operand_word(o: &Operand) -> u64 {
+    match o {
+        Operand::Value(v) => v.index() as u64,
+        Operand::Imm(Scalar::I32(c)) => (1 << 62) | (*c as u32 as u64),
+        Operand::Imm(Scalar::I1(b)) => (2 << 62) | *b as u64,
+        Operand::Imm(Scalar::F32(f)) => (3 << 62) | f.to_bits() as u64,
+    }
+}
+
+/// The prefix problem of a query's iteration variables (boxes, and `i < j` for
+/// `Pairs { lt }`) and each side's loop-variable forms over it. `None`: no encoding.
+fn prefix(iters: &[Iter]) -> Option<(Problem, Keys, Keys)> {
     let mut p = Problem::default();
     let (mut kx, mut ky): (Keys, Keys) = (Vec::new(), Vec::new());
     for it in iters {
@@ -131,33 +234,184 @@ pub fn may_overlap(
             }
         }
     }
-    let mut obligations = Vec::new();
-    let bx = side(ev, &mut p, x, kx, &mut obligations).ok()?;
-    let by = side(ev, &mut p, y, ky, &mut obligations).ok()?;
-    let mut left = budget;
-    for (f, len) in obligations {
-        in_bounds(&p, &f, len, &mut left)?;
+    Some((p, kx, ky))
+}
+
+impl Store {
+    /// The side of `a` on side `x_side` of `iters` (loop-variable forms `keys` over the
+    /// prefix `pre`), built on first use (`None`: no encoding).
+    fn side(
+        &mut self,
+        ev: &dyn Evaluator,
+        (pre, iters): (&Problem, &[Iter]),
+        a: &Access,
+        (keys, x_side): (Keys, bool),
+    ) -> Option<std::rc::Rc<Side>> {
+        let h = SideKey::hash_of(a, iters, x_side);
+        if let Some(b) = self.sides.get(&h)
+            && let Some((_, s)) = b.iter().find(|(k, _)| k.is(a, iters, x_side))
+        {
+            return s.clone();
+        }
+        self.counts[1] += 1;
+        let mut p = Problem {
+            lo: pre.lo.clone(),
+            hi: pre.hi.clone(),
+            cons: Vec::new(),
+        };
+        let mut obligations = Vec::new();
+        let made = side(ev, &mut p, a, keys, &mut obligations)
+            .ok()
+            .map(|bytes| {
+                // Boxes prove an obligation here iff they do on the composed problem (the
+                // same boxes): only the others are proved there, and are content.
+                let pending: Vec<(Affine, i64)> = obligations
+                    .into_iter()
+                    .filter(|(f, len)| {
+                        let (lo, hi) = f.range(&p);
+                        !(lo >= 0 && hi < *len)
+                    })
+                    .collect();
+                let content = Content {
+                    p: p.clone(),
+                    lin: bytes.lin.terms.clone(),
+                    esz: bytes.esz,
+                    pending: pending.clone(),
+                };
+                let next = self.ids.len() as u32;
+                let id = *self.ids.entry(content).or_insert(next);
+                std::rc::Rc::new(Side {
+                    p,
+                    bytes,
+                    pending,
+                    id,
+                })
+            });
+        if self.sides.len() >= STORE_LIMIT {
+            self.sides.clear();
+        }
+        let key = SideKey {
+            mem: a.mem,
+            per_thread: a.per_thread.map(|ix| ix.iter().map(operand_word).collect()),
+            all_threads: a.all_threads,
+            fixed: a.fixed.to_vec(),
+            iters: iters.to_vec(),
+            x_side,
+        };
+        self.sides.entry(h).or_default().push((key, made.clone()));
+        made
     }
-    let ends = |s: &Bytes, p: &Problem| -> Option<(i64, i64)> {
-        let (lo, hi) = s.lin.range(p);
+}
+
+/// The constant byte of a side: `base + esz·lin.c`.
+fn constant_byte(s: &Bytes) -> Option<i64> {
+    s.base.checked_add(s.lin.c.checked_mul(s.esz)?)
+}
+
+/// Whether `X` and `Y` may touch a common byte (`Some`, exact) or `None` (enumerate):
+/// see the module doc. `budget`: search nodes, shared by every solve of the question.
+/// Sides and answers are kept in `store` (docs/symbolic.md, "Translated in-flight questions
+/// share one answer").
+pub fn may_overlap(
+    store: &mut Store,
+    ev: &dyn Evaluator,
+    (x, y): (&Access, &Access),
+    iters: &[Iter],
+    budget: u64,
+) -> Option<bool> {
+    store.counts[0] += 1;
+    let (pre, kx, ky) = prefix(iters)?;
+    let sx = store.side(ev, (&pre, iters), x, (kx, true))?;
+    let sy = store.side(ev, (&pre, iters), y, (ky, false))?;
+    let key = AnswerKey {
+        x: sx.id,
+        y: sy.id,
+        delta: constant_byte(&sy.bytes)?.checked_sub(constant_byte(&sx.bytes)?)?,
+        prefix: pre.cons.clone(),
+        budget,
+    };
+    if let Some(a) = store.answers.get(&key) {
+        return *a;
+    }
+    store.counts[2] += 1;
+    let a = decide(store, pre, (&sx, &sy), key.delta, budget);
+    if store.answers.len() >= STORE_LIMIT {
+        store.answers.clear();
+    }
+    store.answers.insert(key, a);
+    a
+}
+
+/// The problem of `X` and `Y` on one prefix: `X`'s variables after the prefix's, `Y`'s
+/// after `X`'s, constraints in that order (as one problem built side after side).
+fn compose(pre: Problem, x: &Side, y: &Side) -> (Problem, usize) {
+    let n = pre.lo.len();
+    let mut p = pre;
+    p.lo.extend_from_slice(&x.p.lo[n..]);
+    p.hi.extend_from_slice(&x.p.hi[n..]);
+    p.cons.extend(x.p.cons.iter().cloned());
+    let off = x.p.lo.len() - n;
+    p.lo.extend_from_slice(&y.p.lo[n..]);
+    p.hi.extend_from_slice(&y.p.hi[n..]);
+    let mv = |v: usize| if v < n { v } else { v + off };
+    p.cons.extend(y.p.cons.iter().map(|c| super::solve::Lin {
+        terms: c.terms.iter().map(|&(v, a)| (mv(v), a)).collect(),
+        lo: c.lo,
+        hi: c.hi,
+    }));
+    (p, off)
+}
+
+/// Renumbers `Y`'s own variables after `X`'s (see [`compose`]).
+fn moved(f: &Affine, n: usize, off: usize) -> Affine {
+    Affine {
+        terms: f
+            .terms
+            .iter()
+            .map(|&(v, a)| (if v < n { v } else { v + off }, a))
+            .collect(),
+        c: f.c,
+    }
+}
+
+/// Decides one built question, with the common byte relative to `X`'s constant byte.
+fn decide(store: &mut Store, pre: Problem, (x, y): (&Side, &Side), delta: i64, budget: u64) -> Option<bool> {
+    let n = pre.lo.len();
+    let (mut p, off) = compose(pre, x, y);
+    let mut left = budget;
+    for (f, len) in &x.pending {
+        in_bounds(&p, f, *len, &mut left)?;
+    }
+    for (f, len) in &y.pending {
+        in_bounds(&p, &moved(f, n, off), *len, &mut left)?;
+    }
+    // Each side's byte form relative to its own constant byte, then placed at 0 and `delta`.
+    let rel = |s: &Bytes, shift: usize| Affine {
+        terms: moved(&s.lin, n, shift).terms,
+        c: 0,
+    };
+    let (lx, ly) = (rel(&x.bytes, 0), rel(&y.bytes, off));
+    let ends = |lin: &Affine, esz: i64, at: i64| -> Option<(i64, i64)> {
+        let (lo, hi) = lin.range(&p);
         Some((
-            s.base.checked_add(lo.checked_mul(s.esz)?)?,
-            s.base.checked_add(hi.checked_add(1)?.checked_mul(s.esz)?)?,
+            at.checked_add(lo.checked_mul(esz)?)?,
+            at.checked_add(hi.checked_add(1)?.checked_mul(esz)?)?,
         ))
     };
-    let ((xlo, xhi), (ylo, yhi)) = (ends(&bx, &p)?, ends(&by, &p)?);
+    let (xlo, xhi) = ends(&lx, x.bytes.esz, 0)?;
+    let (ylo, yhi) = ends(&ly, y.bytes.esz, delta)?;
     if xhi <= ylo || yhi <= xlo {
         return Some(false);
     }
+    store.counts[3] += 1;
     let b = p.var(xlo.max(ylo), xhi.min(yhi) - 1);
-    for s in [&bx, &by] {
-        // base + esz·lin ≤ b ≤ base + esz·lin + esz − 1
+    for (lin, esz, at) in [(&lx, x.bytes.esz, 0), (&ly, y.bytes.esz, delta)] {
+        // at + esz·lin ≤ b ≤ at + esz·lin + esz − 1
         let mut t = vec![(b, 1)];
-        for &(v, a) in &s.lin.terms {
-            t.push((v, a.checked_mul(s.esz)?.checked_neg()?));
+        for &(v, a) in &lin.terms {
+            t.push((v, a.checked_mul(esz)?.checked_neg()?));
         }
-        let c = s.base.checked_add(s.lin.c.checked_mul(s.esz)?)?;
-        p.add(&t, c, c.checked_add(s.esz - 1)?);
+        p.add(&t, at, at.checked_add(esz - 1)?);
     }
     match p.solve(&mut left) {
         Answer::Sat(_) => Some(true),
