@@ -378,7 +378,7 @@ impl<'a> Parser<'a> {
             } else if self.is_word("target") && cx.k.target.is_none() {
                 let (_, ws) = self.word()?;
                 let (name, ns) = self.string()?;
-                if let Err(d) = crate::target::Target::from_name(&name) {
+                if let Err(d) = crate::target::Target::from_name(name) {
                     return Err(d.with_label(ns, "not a known target"));
                 }
                 cx.k.target = Some(name.to_string());
@@ -460,7 +460,7 @@ impl<'a> Parser<'a> {
             self.expect(Tok::LBracket)?;
             let mut shape = Vec::new();
             loop {
-                match self.peek().clone() {
+                match *self.peek() {
                     Tok::Int(_) => {
                         let (v, s) = self.uint("a dimension")?;
                         if v == 0 {
@@ -474,7 +474,7 @@ impl<'a> Parser<'a> {
                     }
                     Tok::Local(n) => {
                         let s = self.bump().span;
-                        match self.lookup(cx, &n, s)? {
+                        match self.lookup(cx, n, s)? {
                             Sym::Value(v) if cx.k.values[v].ty == ScalarType::I32 => {
                                 shape.push(Dim::Param(v))
                             }
@@ -501,7 +501,7 @@ impl<'a> Parser<'a> {
             });
             cx.k.global_spans.set(g, ns);
             cx.k.params.push(Param::Global(g));
-            self.define(cx, &name, ns, Sym::Global(g))
+            self.define(cx, name, ns, Sym::Global(g))
         } else {
             let (ty, ts) = self.scalar_type()?;
             if ty != ScalarType::I32 && ty != ScalarType::F32 {
@@ -538,7 +538,7 @@ impl<'a> Parser<'a> {
                     cx.k.param_defaults.set(v, Some(c));
                 }
             }
-            self.define(cx, &name, ns, Sym::Value(v))
+            self.define(cx, name, ns, Sym::Value(v))
         }
     }
 
@@ -564,7 +564,7 @@ impl<'a> Parser<'a> {
 
     fn elem_type(&mut self) -> PResult<(ElemType, Span)> {
         let (w, s) = self.word()?;
-        match ElemType::from_name(&w) {
+        match ElemType::from_name(w) {
             Some(t) => Ok((t, s)),
             None => Err(
                 Diagnostic::user("E0114", format!("unknown element type `{w}`"))
@@ -576,7 +576,7 @@ impl<'a> Parser<'a> {
 
     fn scalar_type(&mut self) -> PResult<(ScalarType, Span)> {
         let (w, s) = self.word()?;
-        match ScalarType::from_name(&w) {
+        match ScalarType::from_name(w) {
             Some(t) => Ok((t, s)),
             None => Err(
                 Diagnostic::user("E0115", format!("unknown scalar type `{w}`"))
@@ -654,7 +654,7 @@ impl<'a> Parser<'a> {
         let kw = self.expect_word("shared")?;
         self.top_level_only(cx, region, kw, "shared")?;
         let (name, ns) = self.symbol()?;
-        self.new_symbol(cx, &name, ns)?;
+        self.new_symbol(cx, name, ns)?;
         self.expect(Tok::Colon)?;
         let (elem, _) = self.elem_type()?;
         self.expect(Tok::LBracket)?;
@@ -693,7 +693,7 @@ impl<'a> Parser<'a> {
         let kw = self.expect_word("group")?;
         self.top_level_only(cx, region, kw, "group")?;
         let (name, ns) = self.symbol()?;
-        self.new_symbol(cx, &name, ns)?;
+        self.new_symbol(cx, name, ns)?;
         self.expect(Tok::Colon)?;
         self.expect_word("threads")?;
         self.expect(Tok::LBracket)?;
@@ -747,7 +747,7 @@ impl<'a> Parser<'a> {
             Tok::Symbol(_) => self.symbol()?,
             _ => self.local()?,
         };
-        match self.lookup(cx, &n, s)? {
+        match self.lookup(cx, n, s)? {
             Sym::Global(g) => Ok((g, s)),
             _ => Err(
                 Diagnostic::user("E0121", format!("`%{n}` is not a global buffer"))
@@ -957,7 +957,7 @@ impl<'a> Parser<'a> {
         } else {
             self.expect(Tok::Eq)?;
         }
-        match self.peek().clone() {
+        match *self.peek() {
             Tok::Attr(text) => {
                 let text_span = self.bump().span;
                 Ok(LayoutDef {
@@ -1024,7 +1024,7 @@ impl<'a> Parser<'a> {
             }
         }
         let (name, ns) = self.word()?;
-        let Some(code) = signature::lookup(&name) else {
+        let Some(code) = signature::lookup(name) else {
             return Err(Diagnostic::user("E0150", format!("unknown op `{name}`"))
                 .with_label(ns, "not an op of the smemsync IR")
                 .with_help("docs/ir.md lists every op"));
@@ -1035,7 +1035,7 @@ impl<'a> Parser<'a> {
         let kind = match signature::signature(code).family {
             Family::Region => self.region_op(cx, code, ns, &results, &mut out)?,
             Family::View => return self.view_op(cx, &results, (start, ns, region)),
-            _ => self.plain_op(cx, code, &name, ns, &mut out)?,
+            _ => self.plain_op(cx, code, name, ns, &mut out)?,
         };
         let OpOut {
             mut tys,
@@ -1052,9 +1052,9 @@ impl<'a> Parser<'a> {
             cx.k.op_spans.set(op, start.to(ns));
         }
         if tys.is_empty() {
-            self.no_results(&results, &name)?;
+            self.no_results(&results, name)?;
         } else {
-            self.bind_results(cx, op, &results, &name, ns)?;
+            self.bind_results(cx, op, &results, name, ns)?;
         }
         cx.k.append(region, op);
         Ok(())
@@ -1241,7 +1241,7 @@ impl<'a> Parser<'a> {
             OpCode::Unary => return self.unary(cx, name, tys),
             OpCode::Cmp => {
                 let (p, ps) = self.word()?;
-                let pred = CmpPred::from_name(&p).ok_or_else(|| {
+                let pred = CmpPred::from_name(p).ok_or_else(|| {
                     Diagnostic::user("E0131", format!("unknown comparison `{p}`"))
                         .with_label(ps, "expected eq, ne, lt, le, gt or ge")
                 })?;
@@ -1421,8 +1421,8 @@ impl<'a> Parser<'a> {
         let (view, op) = cx.k.new_view(base, indices);
         cx.k.op_spans.set(op, start.to(self.prev_span()));
         cx.k.append(region, op);
-        let (vn, vs) = results[0].clone();
-        self.define(cx, &vn, vs, Sym::View(view))
+        let (vn, vs) = results[0];
+        self.define(cx, vn, vs, Sym::View(view))
     }
 
     /// A view's indices after `[` up to and including `]`, and whether a range was among them.
@@ -1529,7 +1529,7 @@ impl<'a> Parser<'a> {
     /// `atomic add @a[%i], %x` and `gatomic add %A[%i], %x` (the result is optional).
     fn atomic(&mut self, cx: &KernelCtx, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
         let (o, os) = self.word()?;
-        let op = AtomicOp::from_name(&o).ok_or_else(|| {
+        let op = AtomicOp::from_name(o).ok_or_else(|| {
             Diagnostic::user("E0138", format!("unknown atomic `{o}`"))
                 .with_label(os, "expected add, min, max, exch, and or or")
         })?;
@@ -1657,8 +1657,8 @@ impl<'a> Parser<'a> {
     /// The counters of `waitcnt vmcnt(0) lgkmcnt(0)`: at least one, none twice.
     fn counters(&mut self) -> PResult<Vec<(Counter, u32)>> {
         let mut cs: Vec<(Counter, u32)> = Vec::new();
-        while let Tok::Word(w) = self.peek().clone() {
-            let Some(c) = Counter::from_name(&w) else {
+        while let Tok::Word(w) = *self.peek() {
+            let Some(c) = Counter::from_name(w) else {
                 break;
             };
             let s = self.bump().span;
