@@ -8,7 +8,7 @@
 //! Complexity: O(ops + operands).
 
 use std::cell::OnceCell;
-use std::fmt::Write;
+use std::fmt::{self, Write};
 
 use super::names::NameTable;
 use crate::ir::*;
@@ -131,47 +131,61 @@ impl<'a> Printer<'a> {
         self.fresh.get_or_init(|| Names::new(self.k))
     }
 
-    fn view_name(&self, v: View) -> String {
+    fn view_name(&self, v: View) -> &str {
         match self.k.view_names.get(v) {
-            n if n.is_empty() => self.names().views.get(v).clone(),
-            n => n.clone(),
+            n if n.is_empty() => self.names().views.get(v),
+            n => n,
         }
     }
 
-    fn v(&self, v: Value) -> String {
+    fn value_name(&self, v: Value) -> &str {
         match self.k.value_names.get(v) {
-            n if n.is_empty() => format!("%{}", self.names().values.get(v)),
-            n => format!("%{n}"),
+            n if n.is_empty() => self.names().values.get(v),
+            n => n,
         }
     }
 
-    fn opnd(&self, o: &Operand) -> String {
-        match o {
-            Operand::Value(v) => self.v(*v),
-            Operand::Imm(s) => s.to_string(),
-        }
+    /// `%name` of a value.
+    fn v(&self, v: Value) -> impl fmt::Display + '_ {
+        fmt_with(move |f| {
+            f.write_str("%")?;
+            f.write_str(self.value_name(v))
+        })
     }
 
-    fn opnds(&self, os: &[Operand]) -> String {
-        os.iter()
-            .map(|o| self.opnd(o))
-            .collect::<Vec<_>>()
-            .join(", ")
+    fn opnd<'s>(&'s self, o: &'s Operand) -> impl fmt::Display + 's {
+        fmt_with(move |f| match o {
+            Operand::Value(v) => write!(f, "{}", self.v(*v)),
+            Operand::Imm(s) => write!(f, "{s}"),
+        })
     }
 
-    fn mem(&self, m: MemRef) -> String {
-        match m {
-            MemRef::Buffer(b) => format!("@{}", self.k.buffers[b].name),
-            MemRef::View(v) => format!("%{}", self.view_name(v)),
-        }
+    /// Operands separated by `, `.
+    fn opnds<'s>(&'s self, os: &'s [Operand]) -> impl fmt::Display + 's {
+        fmt_with(move |f| {
+            for (i, o) in os.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{}", self.opnd(o))?;
+            }
+            Ok(())
+        })
     }
 
-    fn idx(&self, m: MemRef, index: &[Operand]) -> String {
-        format!("{}[{}]", self.mem(m), self.opnds(index))
+    fn mem(&self, m: MemRef) -> impl fmt::Display + '_ {
+        fmt_with(move |f| match m {
+            MemRef::Buffer(b) => write!(f, "@{}", self.k.buffers[b].name),
+            MemRef::View(v) => write!(f, "%{}", self.view_name(v)),
+        })
     }
 
-    fn gidx(&self, g: Global, index: &[Operand]) -> String {
-        format!("%{}[{}]", self.k.globals[g].name, self.opnds(index))
+    fn idx<'s>(&'s self, m: MemRef, index: &'s [Operand]) -> impl fmt::Display + 's {
+        fmt_with(move |f| write!(f, "{}[{}]", self.mem(m), self.opnds(index)))
+    }
+
+    fn gidx<'s>(&'s self, g: Global, index: &'s [Operand]) -> impl fmt::Display + 's {
+        fmt_with(move |f| write!(f, "%{}[{}]", self.k.globals[g].name, self.opnds(index)))
     }
 
     fn kernel(&mut self) {
@@ -187,7 +201,7 @@ impl<'a> Printer<'a> {
                         .iter()
                         .map(|d| match d {
                             Dim::Const(c) => c.to_string(),
-                            Dim::Param(v) => self.v(*v),
+                            Dim::Param(v) => self.v(*v).to_string(),
                         })
                         .collect();
                     format!("%{}: global {}[{}]", gd.name, gd.elem, dims.join(", "))
@@ -254,7 +268,7 @@ impl<'a> Printer<'a> {
             if let Some(o) = b.offset {
                 let _ = write!(self.out, " at {o}");
             }
-            self.out.push_str(&layout_s(&b.layout));
+            let _ = write!(self.out, "{}", layout_s(&b.layout));
             self.out.push('\n');
         }
         self.region(k.body(), 1);
@@ -273,16 +287,18 @@ impl<'a> Printer<'a> {
         }
     }
 
-    fn results(&self, op: Op) -> String {
-        let rs = &self.k.ops[op].results;
-        if rs.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "{} = ",
-                rs.iter().map(|v| self.v(*v)).collect::<Vec<_>>().join(", ")
-            )
-        }
+    /// `%a, %b = ` before an op with results; nothing otherwise.
+    fn results(&self, op: Op) -> impl fmt::Display + '_ {
+        fmt_with(move |f| {
+            let rs = &self.k.ops[op].results;
+            for (i, v) in rs.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{}", self.v(*v))?;
+            }
+            if rs.is_empty() { Ok(()) } else { f.write_str(" = ") }
+        })
     }
 
     fn block(&mut self, r: Region, depth: usize) {
@@ -298,38 +314,40 @@ impl<'a> Printer<'a> {
     }
 
     fn op(&mut self, op: Op, depth: usize) {
-        let od = &self.k.ops[op];
         self.due = Some((op, depth));
         self.ind(depth);
-        let res = self.results(op);
-        if od.kind.signature().regions > 0 {
-            return self.region_op(op, &res, depth);
+        if self.k.ops[op].kind.signature().regions > 0 {
+            return self.region_op(op, depth);
         }
-        let line = self.line(op, &res);
-        self.out.push_str(&line);
-        self.out.push('\n');
+        // The line is written straight into the output (taken out of `self` meanwhile, so
+        // that the operand formatters can borrow the printer): no string per op or operand.
+        let mut out = std::mem::take(&mut self.out);
+        let _ = self.line(&mut out, op);
+        out.push('\n');
+        self.out = out;
         self.flush_notes();
     }
 
     /// The text of an op that owns no region: its results, mnemonic (from the signature
     /// table) and operands. A flat match: one arm per operand syntax.
-    fn line(&self, op: Op, res: &str) -> String {
+    fn line(&self, out: &mut String, op: Op) -> fmt::Result {
         let k = self.k;
+        let res = self.results(op);
         let od = &k.ops[op];
         let m = od.kind.mnemonic();
         match &od.kind {
-            OpKind::Const(c) => format!("{res}{m} {c} : {}", c.ty()),
-            OpKind::Special(_) => format!("{res}{m}"),
-            OpKind::Binary(_, x, y) => format!("{res}{m} {}, {}", self.opnd(x), self.opnd(y)),
-            OpKind::Unary(_, x) | OpKind::Cast(_, x) => format!("{res}{m} {}", self.opnd(x)),
+            OpKind::Const(c) => write!(out, "{res}{m} {c} : {}", c.ty()),
+            OpKind::Special(_) => write!(out, "{res}{m}"),
+            OpKind::Binary(_, x, y) => write!(out, "{res}{m} {}, {}", self.opnd(x), self.opnd(y)),
+            OpKind::Unary(_, x) | OpKind::Cast(_, x) => write!(out, "{res}{m} {}", self.opnd(x)),
             OpKind::Cmp(p, x, y) => {
-                format!("{res}{m} {} {}, {}", p.name(), self.opnd(x), self.opnd(y))
+                write!(out, "{res}{m} {} {}, {}", p.name(), self.opnd(x), self.opnd(y))
             }
             OpKind::Select(c, x, y) => {
                 let (c, x, y) = (self.opnd(c), self.opnd(x), self.opnd(y));
-                format!("{res}{m} {c}, {x}, {y}")
+                write!(out, "{res}{m} {c}, {x}, {y}")
             }
-            OpKind::InGroup(g) => format!("{res}{m} @{}", k.groups[*g].name),
+            OpKind::InGroup(g) => write!(out, "{res}{m} @{}", k.groups[*g].name),
             OpKind::Compute { name, args } => {
                 let tys: Vec<&str> = od.results.iter().map(|v| k.values[*v].ty.name()).collect();
                 let ty = if tys.is_empty() {
@@ -337,7 +355,7 @@ impl<'a> Printer<'a> {
                 } else {
                     format!(" : {}", tys.join(", "))
                 };
-                format!("{res}{m} \"{name}\"({}){ty}", self.opnds(args))
+                write!(out, "{res}{m} \"{name}\"({}){ty}", self.opnds(args))
             }
             OpKind::ViewDef(v) => {
                 let vd = &k.views[*v];
@@ -345,16 +363,16 @@ impl<'a> Printer<'a> {
                     .indices
                     .iter()
                     .map(|i| match i {
-                        ViewIndex::At(o) => self.opnd(o),
+                        ViewIndex::At(o) => self.opnd(o).to_string(),
                         ViewIndex::Range(lo, hi) => format!("{lo}:{hi}"),
                     })
                     .collect();
                 let (name, base) = (self.view_name(*v), self.mem(vd.base));
-                format!("%{name} = {m} {base}[{}]", ixs.join(", "))
+                write!(out, "%{name} = {m} {base}[{}]", ixs.join(", "))
             }
-            OpKind::Load { mem, index } => format!("{res}{m} {}", self.idx(*mem, index)),
+            OpKind::Load { mem, index } => write!(out, "{res}{m} {}", self.idx(*mem, index)),
             OpKind::Store { mem, index, value } => {
-                format!("{m} {}, {}", self.idx(*mem, index), self.opnd(value))
+                write!(out, "{m} {}, {}", self.idx(*mem, index), self.opnd(value))
             }
             OpKind::Atomic {
                 op: a,
@@ -363,21 +381,21 @@ impl<'a> Printer<'a> {
                 value,
             } => {
                 let (at, v) = (self.idx(*mem, index), self.opnd(value));
-                format!("{res}{m} {} {at}, {v}", a.name())
+                write!(out, "{res}{m} {} {at}, {v}", a.name())
             }
             OpKind::LocalLoad { mem, layout } => {
-                format!("{res}{m} {}{}", self.mem(*mem), layout_s(layout))
+                write!(out, "{res}{m} {}{}", self.mem(*mem), layout_s(layout))
             }
             OpKind::LocalStore { mem, value, layout } => {
                 let (at, v) = (self.mem(*mem), self.opnd(value));
-                format!("{m} {at}, {v}{}", layout_s(layout))
+                write!(out, "{m} {at}, {v}{}", layout_s(layout))
             }
-            OpKind::GLoad { global, index } => format!("{res}{m} {}", self.gidx(*global, index)),
+            OpKind::GLoad { global, index } => write!(out, "{res}{m} {}", self.gidx(*global, index)),
             OpKind::GStore {
                 global,
                 index,
                 value,
-            } => format!("{m} {}, {}", self.gidx(*global, index), self.opnd(value)),
+            } => write!(out, "{m} {}, {}", self.gidx(*global, index), self.opnd(value)),
             OpKind::GAtomic {
                 op: a,
                 global,
@@ -385,7 +403,7 @@ impl<'a> Printer<'a> {
                 value,
             } => {
                 let (at, v) = (self.gidx(*global, index), self.opnd(value));
-                format!("{res}{m} {} {at}, {v}", a.name())
+                write!(out, "{res}{m} {} {at}, {v}", a.name())
             }
             OpKind::GatherToLds {
                 dst,
@@ -400,9 +418,9 @@ impl<'a> Printer<'a> {
                 src_index,
             } => {
                 let (d, s) = (self.idx(*dst, dst_index), self.gidx(*src, src_index));
-                format!("{res}{m} {d} <- {s}")
+                write!(out, "{res}{m} {d} <- {s}")
             }
-            OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => format!(
+            OpKind::CpAsyncTile(c) | OpKind::GatherToLdsTile(c) => write!(out, 
                 "{res}{m} {} <- {}{}{}",
                 self.mem(c.dst),
                 self.gidx(c.src, &c.origin),
@@ -410,7 +428,7 @@ impl<'a> Printer<'a> {
                 if c.masked { " masked" } else { "" }
             ),
             OpKind::TdmLoad { dst, src, origin } => {
-                format!("{res}{m} {} <- {}", self.mem(*dst), self.gidx(*src, origin))
+                write!(out, "{res}{m} {} <- {}", self.mem(*dst), self.gidx(*src, origin))
             }
             OpKind::TmaLoad {
                 dst,
@@ -420,75 +438,76 @@ impl<'a> Printer<'a> {
                 mbar_index,
             } => {
                 let (d, s) = (self.mem(*dst), self.gidx(*src, origin));
-                format!("{res}{m} {d} <- {s}, {}", self.idx(*mbar, mbar_index))
+                write!(out, "{res}{m} {d} <- {s}, {}", self.idx(*mbar, mbar_index))
             }
             OpKind::TmaStore { dst, origin, src } => {
-                format!("{m} {} <- {}", self.gidx(*dst, origin), self.mem(*src))
+                write!(out, "{m} {} <- {}", self.gidx(*dst, origin), self.mem(*src))
             }
             OpKind::CpAsyncCommit
             | OpKind::BulkCommit
             | OpKind::WgmmaCommit
             | OpKind::FenceProxyAsync
             | OpKind::Barrier
-            | OpKind::WarpSync => m.to_string(),
+            | OpKind::WarpSync => out.write_str(m),
             OpKind::CpAsyncWait(n) | OpKind::BulkWait(n) | OpKind::WgmmaWait(n) => {
-                format!("{m} {n}")
+                write!(out, "{m} {n}")
             }
-            OpKind::SplitSignal(id) | OpKind::SplitWait(id) => format!("{m} {id}"),
+            OpKind::SplitSignal(id) | OpKind::SplitWait(id) => write!(out, "{m} {id}"),
             OpKind::NamedArrive { id, count } | OpKind::NamedSync { id, count } => {
-                format!("{m} {id}, {count}")
+                write!(out, "{m} {id}, {count}")
             }
             OpKind::WaitTokens(ts) => {
-                let ts: Vec<String> = ts.iter().map(|t| self.v(*t)).collect();
-                format!("{m} {}", ts.join(", "))
+                let ts: Vec<String> = ts.iter().map(|t| self.v(*t).to_string()).collect();
+                write!(out, "{m} {}", ts.join(", "))
             }
             OpKind::WaitCnt(cs) => {
                 let cs: Vec<String> = cs.iter().map(|(c, n)| format!("{}({n})", c.name())).collect();
-                format!("{m} {}", cs.join(" "))
+                write!(out, "{m} {}", cs.join(" "))
             }
             OpKind::MbarInit { mbar, index, count } => {
-                format!("{m} {}, {count}", self.idx(*mbar, index))
+                write!(out, "{m} {}, {count}", self.idx(*mbar, index))
             }
             OpKind::MbarArrive { mbar, index, tx } => match tx {
-                Some(t) => format!("{m} {} tx {t}", self.idx(*mbar, index)),
-                None => format!("{m} {}", self.idx(*mbar, index)),
+                Some(t) => write!(out, "{m} {} tx {t}", self.idx(*mbar, index)),
+                None => write!(out, "{m} {}", self.idx(*mbar, index)),
             },
             OpKind::MbarExpectTx { mbar, index, bytes } => {
-                format!("{m} {}, {bytes}", self.idx(*mbar, index))
+                write!(out, "{m} {}, {bytes}", self.idx(*mbar, index))
             }
             OpKind::MbarWait {
                 mbar,
                 index,
                 parity,
-            } => format!("{m} {}, {}", self.idx(*mbar, index), self.opnd(parity)),
-            OpKind::MbarInval { mbar, index } => format!("{m} {}", self.idx(*mbar, index)),
+            } => write!(out, "{m} {}, {}", self.idx(*mbar, index), self.opnd(parity)),
+            OpKind::MbarInval { mbar, index } => write!(out, "{m} {}", self.idx(*mbar, index)),
             OpKind::Wgmma { a, b, acc } => {
                 let a = match a {
-                    WgmmaA::Shared(m) => self.mem(*m),
+                    WgmmaA::Shared(m) => self.mem(*m).to_string(),
                     WgmmaA::Regs(r) => format!("[{}]", self.opnds(r)),
                 };
                 let (b, acc) = (self.mem(*b), self.opnds(acc.all()));
-                format!("{res}{m} {a}, {b}, {acc}")
+                write!(out, "{res}{m} {a}, {b}, {acc}")
             }
-            OpKind::Yield(vs) if vs.is_empty() => m.to_string(),
-            OpKind::Yield(vs) => format!("{m} {}", self.opnds(vs)),
-            OpKind::Condition(c) => format!("{m} {}", self.opnd(c)),
+            OpKind::Yield(vs) if vs.is_empty() => out.write_str(m),
+            OpKind::Yield(vs) => write!(out, "{m} {}", self.opnds(vs)),
+            OpKind::Condition(c) => write!(out, "{m} {}", self.opnd(c)),
             // Ops with regions print through `region_op`; none reaches here.
             OpKind::For { .. } | OpKind::If { .. } | OpKind::While { .. } | OpKind::Stage { .. } => {
-                format!("{res}{m}")
+                write!(out, "{res}{m}")
             }
         }
     }
 
     /// `for`, `if`, `while` and `stage`: the header, then each region as a block.
-    fn region_op(&mut self, op: Op, res: &str, depth: usize) {
+    fn region_op(&mut self, op: Op, depth: usize) {
         let k = self.k;
         let od = &k.ops[op];
         let m = od.kind.mnemonic();
         if od.regions.len() != od.kind.signature().regions {
             // Malformed (the verifier reports it): print what is there.
-            let line = self.line(op, res);
-            self.out.push_str(&line);
+            let mut out = std::mem::take(&mut self.out);
+            let _ = self.line(&mut out, op);
+            self.out = out;
             for &r in &od.regions {
                 self.out.push(' ');
                 self.block(r, depth);
@@ -496,24 +515,26 @@ impl<'a> Printer<'a> {
             self.out.push('\n');
             return;
         }
+        let res = self.results(op).to_string();
         match &od.kind {
             OpKind::For { lo, hi, step, init } => {
                 let body = od.regions[0];
                 let args = k.region_args(body);
-                let _ = write!(
-                    self.out,
+                let head = format!(
                     "{res}{m} {} = {} to {} step {}",
                     self.v(args[0]),
                     self.opnd(lo),
                     self.opnd(hi),
                     self.opnd(step)
                 );
+                self.out.push_str(&head);
                 self.iter_list(&args[1..], init);
                 self.out.push(' ');
                 self.block(body, depth);
             }
             OpKind::If { cond } => {
-                let _ = write!(self.out, "{res}{m} {} ", self.opnd(cond));
+                let head = format!("{res}{m} {} ", self.opnd(cond));
+                self.out.push_str(&head);
                 self.block(od.regions[0], depth);
                 if !k.region_ops(od.regions[1]).is_empty() {
                     self.out.push_str(" else ");
@@ -526,7 +547,7 @@ impl<'a> Printer<'a> {
                 self.iter_list(k.region_args(before), init);
                 self.out.push(' ');
                 self.block(before, depth);
-                let names: Vec<String> = k.region_args(after).iter().map(|a| self.v(*a)).collect();
+                let names: Vec<String> = k.region_args(after).iter().map(|a| self.v(*a).to_string()).collect();
                 let _ = write!(self.out, " do ({}) ", names.join(", "));
                 self.block(after, depth);
             }
@@ -553,10 +574,26 @@ impl<'a> Printer<'a> {
     }
 }
 
-fn layout_s(l: &Option<String>) -> String {
-    match l {
-        Some(s) => format!(" layout \"{s}\""),
-        None => String::new(),
+/// ` layout "L"` after a memref, or nothing.
+fn layout_s(l: &Option<String>) -> impl fmt::Display + '_ {
+    fmt_with(move |f| match l {
+        Some(s) => write!(f, " layout \"{s}\""),
+        None => Ok(()),
+    })
+}
+
+/// Formats through a closure: the printer's pieces (a value's name, an operand list) write
+/// into the output as they are formatted instead of building a string each.
+struct Fmt<F>(F);
+
+/// A [`Fmt`] of `f` (a function, so that the closure's argument type is inferred).
+fn fmt_with<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result>(f: F) -> Fmt<F> {
+    Fmt(f)
+}
+
+impl<F: Fn(&mut fmt::Formatter<'_>) -> fmt::Result> fmt::Display for Fmt<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (self.0)(f)
     }
 }
 

@@ -11,7 +11,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::lexer::{Tok, Token, lex};
+use super::lexer::{Lexer, Tok, Token};
 use crate::diag::{Diagnostic, Span};
 use crate::ir::signature;
 use crate::ir::*;
@@ -25,28 +25,21 @@ pub struct Module {
 
 /// Parses a whole file.
 pub fn parse(src: &str) -> Result<Module, Diagnostic> {
-    let toks = lex(src)?;
-    let mut p = Parser { toks, pos: 0 };
-    let mut kernels = Vec::new();
-    // File-level layout definitions apply to every kernel after them.
-    let mut layouts = Vec::new();
-    while p.peek() != &Tok::Eof {
-        if p.is_word("layout") {
-            let d = p.layout_def(None)?;
-            define_layout(&mut layouts, d)?;
-            continue;
-        }
-        kernels.push(p.kernel(&layouts)?);
+    let mut p = Parser::new(src);
+    let parsed = p.file(src);
+    // The text's first lexical error wins over any parse error (as when the whole text was
+    // lexed before parsing): the parser stops at its first error, so the rest is lexed here.
+    match (p.lex_error.take(), parsed) {
+        (Some(d), _) => Err(d),
+        (None, Ok(m)) => Ok(m),
+        (None, Err(d)) => loop {
+            match p.lx.next_token() {
+                Err(e) => break Err(e),
+                Ok(t) if t.tok == Tok::Eof => break Err(d),
+                Ok(_) => {}
+            }
+        },
     }
-    if kernels.is_empty() {
-        return Err(
-            Diagnostic::user("E0100", "the file holds no kernel").with_label(
-                Span::new(0, src.len().min(1)),
-                "expected `kernel @name(...) { ... }`",
-            ),
-        );
-    }
-    Ok(Module { kernels })
 }
 
 /// Parses a file that must hold exactly one kernel.
@@ -86,9 +79,15 @@ impl Raw {
     }
 }
 
-struct Parser {
-    toks: Vec<Token>,
-    pos: usize,
+/// The parser's place in the token stream: the current token and the one after it (the
+/// grammar looks one token ahead), lexed on demand.
+struct Parser<'a> {
+    lx: Lexer<'a>,
+    cur: Token<'a>,
+    next: Token<'a>,
+    prev: Span,
+    /// The first lexical error; from then on the parser sees `Eof` ([`parse`] reports it).
+    lex_error: Option<Diagnostic>,
 }
 
 struct KernelCtx {
@@ -127,33 +126,91 @@ fn define_layout(defs: &mut Vec<LayoutDef>, d: LayoutDef) -> PResult<()> {
     Ok(())
 }
 
-impl Parser {
-    fn peek(&self) -> &Tok {
-        &self.toks[self.pos].tok
+impl<'a> Parser<'a> {
+    fn new(src: &'a str) -> Self {
+        let eof = Token {
+            tok: Tok::Eof,
+            span: Span::new(src.len(), src.len()),
+        };
+        let mut p = Parser {
+            lx: Lexer::new(src),
+            cur: eof,
+            next: eof,
+            prev: Span::new(0, 0),
+            lex_error: None,
+        };
+        p.cur = p.lex();
+        p.next = p.lex();
+        // Before the first token is consumed, the "previous" span is the first token's.
+        p.prev = p.cur.span;
+        p
     }
-    fn peek_at(&self, n: usize) -> &Tok {
-        &self.toks[(self.pos + n).min(self.toks.len() - 1)].tok
+
+    /// The next token of the text; `Eof` once a lexical error was met (kept for [`parse`]).
+    fn lex(&mut self) -> Token<'a> {
+        let end = self.cur.span.hi.max(self.next.span.hi) as usize;
+        let eof = Token {
+            tok: Tok::Eof,
+            span: Span::new(end, end),
+        };
+        if self.lex_error.is_some() {
+            return eof;
+        }
+        match self.lx.next_token() {
+            Ok(t) => t,
+            Err(d) => {
+                self.lex_error = Some(d);
+                eof
+            }
+        }
+    }
+
+    /// The kernels of the file, and its file-level layout definitions.
+    fn file(&mut self, src: &str) -> Result<Module, Diagnostic> {
+        let mut kernels = Vec::new();
+        // File-level layout definitions apply to every kernel after them.
+        let mut layouts = Vec::new();
+        while self.peek() != &Tok::Eof {
+            if self.is_word("layout") {
+                let d = self.layout_def(None)?;
+                define_layout(&mut layouts, d)?;
+                continue;
+            }
+            kernels.push(self.kernel(&layouts)?);
+        }
+        if kernels.is_empty() && self.lex_error.is_none() {
+            return Err(
+                Diagnostic::user("E0100", "the file holds no kernel").with_label(
+                    Span::new(0, src.len().min(1)),
+                    "expected `kernel @name(...) { ... }`",
+                ),
+            );
+        }
+        Ok(Module { kernels })
+    }
+
+    fn peek(&self) -> &Tok<'a> {
+        &self.cur.tok
+    }
+    /// The token after the current one.
+    fn peek_next(&self) -> &Tok<'a> {
+        &self.next.tok
     }
     fn span(&self) -> Span {
-        self.toks[self.pos].span
+        self.cur.span
     }
     fn prev_span(&self) -> Span {
-        self.toks[self.pos.saturating_sub(1)].span
+        self.prev
     }
-    /// Consumes the current token. Its text moves out (the parser never goes back: a
-    /// consumed token is only read again for its span), so no token is copied.
-    fn bump(&mut self) -> Token {
-        if self.pos + 1 < self.toks.len() {
-            let t = &mut self.toks[self.pos];
-            let out = Token {
-                tok: std::mem::replace(&mut t.tok, Tok::Eof),
-                span: t.span,
-            };
-            self.pos += 1;
-            out
-        } else {
-            self.toks[self.pos].clone()
+    /// Consumes the current token.
+    fn bump(&mut self) -> Token<'a> {
+        let t = self.cur;
+        if t.tok != Tok::Eof {
+            self.prev = t.span;
+            self.cur = self.next;
+            self.next = self.lex();
         }
+        t
     }
     fn err<T>(&self, what: &str) -> PResult<T> {
         Err(Diagnostic::user(
@@ -178,7 +235,7 @@ impl Parser {
         }
     }
     fn is_word(&self, w: &str) -> bool {
-        matches!(self.peek(), Tok::Word(x) if x == w)
+        matches!(self.peek(), Tok::Word(x) if *x == w)
     }
     fn eat_word(&mut self, w: &str) -> bool {
         if self.is_word(w) {
@@ -195,7 +252,7 @@ impl Parser {
             self.err(&format!("`{w}`"))
         }
     }
-    fn word(&mut self) -> PResult<(String, Span)> {
+    fn word(&mut self) -> PResult<(&'a str, Span)> {
         if !matches!(self.peek(), Tok::Word(_)) {
             return self.err("a keyword");
         }
@@ -207,7 +264,7 @@ impl Parser {
             _ => self.err("a keyword"),
         }
     }
-    fn local(&mut self) -> PResult<(String, Span)> {
+    fn local(&mut self) -> PResult<(&'a str, Span)> {
         if !matches!(self.peek(), Tok::Local(_)) {
             return self.err("a `%name`");
         }
@@ -219,7 +276,7 @@ impl Parser {
             _ => self.err("a `%name`"),
         }
     }
-    fn symbol(&mut self) -> PResult<(String, Span)> {
+    fn symbol(&mut self) -> PResult<(&'a str, Span)> {
         if !matches!(self.peek(), Tok::Symbol(_)) {
             return self.err("a `@name`");
         }
@@ -260,7 +317,7 @@ impl Parser {
                 .with_label(s, "not an i32")
         })
     }
-    fn string(&mut self) -> PResult<(String, Span)> {
+    fn string(&mut self) -> PResult<(&'a str, Span)> {
         if !matches!(self.peek(), Tok::Str(_)) {
             return self.err("a string");
         }
@@ -321,10 +378,10 @@ impl Parser {
             } else if self.is_word("target") && cx.k.target.is_none() {
                 let (_, ws) = self.word()?;
                 let (name, ns) = self.string()?;
-                if let Err(d) = crate::target::Target::from_name(&name) {
+                if let Err(d) = crate::target::Target::from_name(name) {
                     return Err(d.with_label(ns, "not a known target"));
                 }
-                cx.k.target = Some(name);
+                cx.k.target = Some(name.to_string());
                 cx.k.target_span = ws.to(ns);
             } else {
                 break;
@@ -403,7 +460,7 @@ impl Parser {
             self.expect(Tok::LBracket)?;
             let mut shape = Vec::new();
             loop {
-                match self.peek().clone() {
+                match *self.peek() {
                     Tok::Int(_) => {
                         let (v, s) = self.uint("a dimension")?;
                         if v == 0 {
@@ -417,7 +474,7 @@ impl Parser {
                     }
                     Tok::Local(n) => {
                         let s = self.bump().span;
-                        match self.lookup(cx, &n, s)? {
+                        match self.lookup(cx, n, s)? {
                             Sym::Value(v) if cx.k.values[v].ty == ScalarType::I32 => {
                                 shape.push(Dim::Param(v))
                             }
@@ -438,13 +495,13 @@ impl Parser {
                 self.expect(Tok::Comma)?;
             }
             let g = cx.k.globals.push(GlobalData {
-                name: name.clone(),
+                name: name.to_string(),
                 elem: et,
                 shape,
             });
             cx.k.global_spans.set(g, ns);
             cx.k.params.push(Param::Global(g));
-            self.define(cx, &name, ns, Sym::Global(g))
+            self.define(cx, name, ns, Sym::Global(g))
         } else {
             let (ty, ts) = self.scalar_type()?;
             if ty != ScalarType::I32 && ty != ScalarType::F32 {
@@ -481,7 +538,7 @@ impl Parser {
                     cx.k.param_defaults.set(v, Some(c));
                 }
             }
-            self.define(cx, &name, ns, Sym::Value(v))
+            self.define(cx, name, ns, Sym::Value(v))
         }
     }
 
@@ -507,7 +564,7 @@ impl Parser {
 
     fn elem_type(&mut self) -> PResult<(ElemType, Span)> {
         let (w, s) = self.word()?;
-        match ElemType::from_name(&w) {
+        match ElemType::from_name(w) {
             Some(t) => Ok((t, s)),
             None => Err(
                 Diagnostic::user("E0114", format!("unknown element type `{w}`"))
@@ -519,7 +576,7 @@ impl Parser {
 
     fn scalar_type(&mut self) -> PResult<(ScalarType, Span)> {
         let (w, s) = self.word()?;
-        match ScalarType::from_name(&w) {
+        match ScalarType::from_name(w) {
             Some(t) => Ok((t, s)),
             None => Err(
                 Diagnostic::user("E0115", format!("unknown scalar type `{w}`"))
@@ -551,7 +608,7 @@ impl Parser {
             }
             if self.is_word("shared") {
                 self.shared_decl(cx, region)?;
-            } else if self.is_word("layout") && matches!(self.peek_at(1), Tok::Str(_)) {
+            } else if self.is_word("layout") && matches!(self.peek_next(), Tok::Str(_)) {
                 let kw = self.span();
                 self.top_level_only(cx, region, kw, "layout")?;
                 let d = self.layout_def(Some(cx))?;
@@ -597,7 +654,7 @@ impl Parser {
         let kw = self.expect_word("shared")?;
         self.top_level_only(cx, region, kw, "shared")?;
         let (name, ns) = self.symbol()?;
-        self.new_symbol(cx, &name, ns)?;
+        self.new_symbol(cx, name, ns)?;
         self.expect(Tok::Colon)?;
         let (elem, _) = self.elem_type()?;
         self.expect(Tok::LBracket)?;
@@ -621,14 +678,14 @@ impl Parser {
         };
         let layout = self.layout()?;
         let b = cx.k.buffers.push(BufferData {
-            name: name.clone(),
+            name: name.to_string(),
             elem,
             shape,
             offset,
             layout,
         });
         cx.k.buffer_spans.set(b, kw.to(self.prev_span()));
-        cx.buffers.insert(name, b);
+        cx.buffers.insert(name.to_string(), b);
         Ok(())
     }
 
@@ -636,7 +693,7 @@ impl Parser {
         let kw = self.expect_word("group")?;
         self.top_level_only(cx, region, kw, "group")?;
         let (name, ns) = self.symbol()?;
-        self.new_symbol(cx, &name, ns)?;
+        self.new_symbol(cx, name, ns)?;
         self.expect(Tok::Colon)?;
         self.expect_word("threads")?;
         self.expect(Tok::LBracket)?;
@@ -650,7 +707,11 @@ impl Parser {
                     .with_label(hs, "upper bound must exceed the lower bound"),
             );
         }
-        let g = cx.k.groups.push(GroupData { name, lo, hi });
+        let g = cx.k.groups.push(GroupData {
+            name: name.to_string(),
+            lo,
+            hi,
+        });
         cx.k.group_spans.set(g, kw.to(self.prev_span()));
         Ok(())
     }
@@ -686,7 +747,7 @@ impl Parser {
             Tok::Symbol(_) => self.symbol()?,
             _ => self.local()?,
         };
-        match self.lookup(cx, &n, s)? {
+        match self.lookup(cx, n, s)? {
             Sym::Global(g) => Ok((g, s)),
             _ => Err(
                 Diagnostic::user("E0121", format!("`%{n}` is not a global buffer"))
@@ -709,7 +770,7 @@ impl Parser {
             },
             Tok::Int(v) => Ok(Raw::Int(*v, s)),
             Tok::Float(v) => Ok(Raw::Float(*v, s)),
-            Tok::Word(w) if w == "true" || w == "false" => Ok(Raw::Bool(w == "true", s)),
+            Tok::Word(w) if *w == "true" || *w == "false" => Ok(Raw::Bool(*w == "true", s)),
             _ => return self.err("an operand"),
         };
         self.bump();
@@ -820,7 +881,7 @@ impl Parser {
         Ok((g, idx, s))
     }
 
-    fn no_results(&self, results: &[(String, Span)], op: &str) -> PResult<()> {
+    fn no_results(&self, results: &[(&str, Span)], op: &str) -> PResult<()> {
         if let Some((_, s)) = results.first() {
             return Err(
                 Diagnostic::user("E0126", format!("`{op}` produces no value"))
@@ -834,7 +895,7 @@ impl Parser {
         &self,
         cx: &mut KernelCtx,
         op: Op,
-        results: &[(String, Span)],
+        results: &[(&str, Span)],
         opname: &str,
         span: Span,
     ) -> PResult<()> {
@@ -871,7 +932,7 @@ impl Parser {
     /// file-level definition cannot name a group (E1622).
     fn layout_def(&mut self, cx: Option<&KernelCtx>) -> PResult<LayoutDef> {
         let kw = self.expect_word("layout")?;
-        let (name, _) = self.string()?;
+        let name = self.string()?.0.to_string();
         let mut group = None;
         if self.is_word("in") {
             let at = self.bump().span;
@@ -896,12 +957,12 @@ impl Parser {
         } else {
             self.expect(Tok::Eq)?;
         }
-        match self.peek().clone() {
+        match *self.peek() {
             Tok::Attr(text) => {
                 let text_span = self.bump().span;
                 Ok(LayoutDef {
                     name,
-                    text: Some(text),
+                    text: Some(text.to_string()),
                     group,
                     span: kw.to(text_span),
                     text_span,
@@ -944,7 +1005,7 @@ impl Parser {
 
     fn layout(&mut self) -> PResult<Option<String>> {
         if self.eat_word("layout") {
-            Ok(Some(self.string()?.0))
+            Ok(Some(self.string()?.0.to_string()))
         } else {
             Ok(None)
         }
@@ -953,7 +1014,7 @@ impl Parser {
     fn op(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
         let start = self.span();
         let mut results = Vec::new();
-        if matches!(self.peek(), Tok::Local(_)) && matches!(self.peek_at(1), Tok::Eq | Tok::Comma) {
+        if matches!(self.peek(), Tok::Local(_)) && matches!(self.peek_next(), Tok::Eq | Tok::Comma) {
             loop {
                 results.push(self.local()?);
                 if self.eat(&Tok::Eq) {
@@ -963,7 +1024,7 @@ impl Parser {
             }
         }
         let (name, ns) = self.word()?;
-        let Some(code) = signature::lookup(&name) else {
+        let Some(code) = signature::lookup(name) else {
             return Err(Diagnostic::user("E0150", format!("unknown op `{name}`"))
                 .with_label(ns, "not an op of the smemsync IR")
                 .with_help("docs/ir.md lists every op"));
@@ -974,7 +1035,7 @@ impl Parser {
         let kind = match signature::signature(code).family {
             Family::Region => self.region_op(cx, code, ns, &results, &mut out)?,
             Family::View => return self.view_op(cx, &results, (start, ns, region)),
-            _ => self.plain_op(cx, code, &name, ns, &mut out)?,
+            _ => self.plain_op(cx, code, name, ns, &mut out)?,
         };
         let OpOut {
             mut tys,
@@ -991,9 +1052,9 @@ impl Parser {
             cx.k.op_spans.set(op, start.to(ns));
         }
         if tys.is_empty() {
-            self.no_results(&results, &name)?;
+            self.no_results(&results, name)?;
         } else {
-            self.bind_results(cx, op, &results, &name, ns)?;
+            self.bind_results(cx, op, &results, name, ns)?;
         }
         cx.k.append(region, op);
         Ok(())
@@ -1005,7 +1066,7 @@ impl Parser {
         cx: &mut KernelCtx,
         code: OpCode,
         ns: Span,
-        results: &[(String, Span)],
+        results: &[(&str, Span)],
         out: &mut OpOut,
     ) -> PResult<OpKind> {
         match code {
@@ -1034,7 +1095,7 @@ impl Parser {
                 self.nested_items(cx, body)?;
                 self.expect(Tok::RBrace)?;
                 out.regions.push(body);
-                Ok(OpKind::Stage { name: n })
+                Ok(OpKind::Stage { name: n.to_string() })
             }
             _ => self.err("a region op"),
         }
@@ -1180,7 +1241,7 @@ impl Parser {
             OpCode::Unary => return self.unary(cx, name, tys),
             OpCode::Cmp => {
                 let (p, ps) = self.word()?;
-                let pred = CmpPred::from_name(&p).ok_or_else(|| {
+                let pred = CmpPred::from_name(p).ok_or_else(|| {
                     Diagnostic::user("E0131", format!("unknown comparison `{p}`"))
                         .with_label(ps, "expected eq, ne, lt, le, gt or ge")
                 })?;
@@ -1319,14 +1380,14 @@ impl Parser {
                 }
             }
         }
-        Ok(OpKind::Compute { name: n, args })
+        Ok(OpKind::Compute { name: n.to_string(), args })
     }
 
     /// `%v = view @a[%s, 0:16]`: defines the view and appends its op itself.
     fn view_op(
         &mut self,
         cx: &mut KernelCtx,
-        results: &[(String, Span)],
+        results: &[(&str, Span)],
         at: (Span, Span, Region),
     ) -> PResult<()> {
         let (start, ns, region) = at;
@@ -1360,8 +1421,8 @@ impl Parser {
         let (view, op) = cx.k.new_view(base, indices);
         cx.k.op_spans.set(op, start.to(self.prev_span()));
         cx.k.append(region, op);
-        let (vn, vs) = results[0].clone();
-        self.define(cx, &vn, vs, Sym::View(view))
+        let (vn, vs) = results[0];
+        self.define(cx, vn, vs, Sym::View(view))
     }
 
     /// A view's indices after `[` up to and including `]`, and whether a range was among them.
@@ -1369,7 +1430,7 @@ impl Parser {
         let mut indices = Vec::new();
         let mut saw_range = false;
         loop {
-            let is_range = matches!(self.peek(), Tok::Int(_)) && self.peek_at(1) == &Tok::Colon;
+            let is_range = matches!(self.peek(), Tok::Int(_)) && self.peek_next() == &Tok::Colon;
             if is_range {
                 let (lo, _) = self.uint("a range bound")?;
                 self.expect(Tok::Colon)?;
@@ -1468,7 +1529,7 @@ impl Parser {
     /// `atomic add @a[%i], %x` and `gatomic add %A[%i], %x` (the result is optional).
     fn atomic(&mut self, cx: &KernelCtx, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
         let (o, os) = self.word()?;
-        let op = AtomicOp::from_name(&o).ok_or_else(|| {
+        let op = AtomicOp::from_name(o).ok_or_else(|| {
             Diagnostic::user("E0138", format!("unknown atomic `{o}`"))
                 .with_label(os, "expected add, min, max, exch, and or or")
         })?;
@@ -1596,8 +1657,8 @@ impl Parser {
     /// The counters of `waitcnt vmcnt(0) lgkmcnt(0)`: at least one, none twice.
     fn counters(&mut self) -> PResult<Vec<(Counter, u32)>> {
         let mut cs: Vec<(Counter, u32)> = Vec::new();
-        while let Tok::Word(w) = self.peek().clone() {
-            let Some(c) = Counter::from_name(&w) else {
+        while let Tok::Word(w) = *self.peek() {
+            let Some(c) = Counter::from_name(w) else {
                 break;
             };
             let s = self.bump().span;
@@ -1726,7 +1787,7 @@ impl Parser {
     fn at_line_end(&self) -> bool {
         // A `yield` with no operands is followed by `}` or by the next op's first token.
         matches!(self.peek(), Tok::RBrace | Tok::Eof | Tok::Word(_))
-            && !matches!(self.peek(), Tok::Word(w) if w == "true" || w == "false")
+            && !matches!(self.peek(), Tok::Word(w) if *w == "true" || *w == "false")
     }
 
     fn operand_ty(&self, cx: &KernelCtx, op: Operand) -> ScalarType {
@@ -1737,7 +1798,7 @@ impl Parser {
     }
 
     /// `iter(%a = x, %b = y)` (optional).
-    fn iter_args(&mut self, cx: &KernelCtx) -> PResult<Vec<(String, Span, Operand)>> {
+    fn iter_args(&mut self, cx: &KernelCtx) -> PResult<Vec<(&'a str, Span, Operand)>> {
         let mut v = Vec::new();
         if self.eat_word("iter") {
             self.expect(Tok::LParen)?;
@@ -1760,7 +1821,7 @@ impl Parser {
         &mut self,
         cx: &mut KernelCtx,
         r: Region,
-        args: &[(String, Span, Value)],
+        args: &[(&str, Span, Value)],
     ) -> PResult<()> {
         self.expect(Tok::LBrace)?;
         cx.scopes.push(HashMap::default());

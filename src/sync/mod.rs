@@ -80,7 +80,7 @@ pub struct Point {
 /// Sync points indexed by region and coordinate, for fast coverage queries.
 #[derive(Clone, Debug, Default)]
 pub struct PointIndex {
-    by_region: HashMap<Region, std::collections::BTreeMap<usize, Scope>>,
+    by_region: rustc_hash::FxHashMap<Region, std::collections::BTreeMap<usize, Scope>>,
 }
 
 impl PointIndex {
@@ -557,7 +557,7 @@ pub fn place_with(
     let existing: Vec<usize> = (0..hazards.len())
         .filter(|&i| ex_index.covers(&hazards[i]))
         .collect();
-    let is_existing: std::collections::HashSet<usize> = existing.iter().copied().collect();
+    let is_existing: rustc_hash::FxHashSet<usize> = existing.iter().copied().collect();
     let pending: Vec<usize> = (0..hazards.len())
         .filter(|i| !is_existing.contains(i))
         .collect();
@@ -638,7 +638,8 @@ fn plan_of_points(
     for p in points {
         index.insert(*p);
     }
-    let mut removes_of: HashMap<Point, Vec<usize>> = HashMap::new();
+    // Tables keyed by entity ids hash with Fx: SipHash here was 2% of `sync` at 10^5 ops.
+    let mut removes_of: rustc_hash::FxHashMap<Point, Vec<usize>> = Default::default();
     for &i in pending {
         for p in index.covering(&hazards[i]) {
             removes_of.entry(p).or_default().push(i);
@@ -646,7 +647,7 @@ fn plan_of_points(
     }
     // Named-barrier ids per role arm, in a deterministic order, skipping the kernel's own.
     let used = used_named_ids(k);
-    let mut arm_ids: HashMap<Region, u32> = HashMap::new();
+    let mut arm_ids: rustc_hash::FxHashMap<Region, u32> = Default::default();
     let mut next_id = 1u32;
     for p in points {
         let op = match (p.scope, model.named.get(&p.region)) {
