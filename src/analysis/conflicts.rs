@@ -106,6 +106,21 @@ pub fn pair_conflict(
     pc
 }
 
+/// [`pair_conflict`] of the forward question (`m` leading loop keys equal, no distance
+/// level), or `None` when it cannot conflict at distance 0 — decided, where `m ≥ 1`, by the
+/// carried question of the innermost common loop first: its distance-0 bit *is* the forward
+/// question (level `m − 1` at distance 0, the outer ones equal), and hazard finding asks it
+/// for every pair anyway (`hazards::carried_hazard`), so a pair that conflicts in no
+/// iteration of its innermost common loop (most pairs of a large loop body) costs one
+/// question instead of two.
+pub fn forward_conflict(fp: &mut Footprints, ai: usize, bi: usize, m: usize) -> Option<PairConflict> {
+    if m > 0 && pair_conflict(fp, ai, bi, m, Some(m - 1)).conflict & 1 == 0 {
+        return None;
+    }
+    let pc = pair_conflict(fp, ai, bi, m, None);
+    (pc.conflict & 1 != 0).then_some(pc)
+}
+
 fn pair_conflict_uncached(
     fp: &mut Footprints,
     ai: usize,

@@ -1005,7 +1005,7 @@ impl<'k> Footprints<'k> {
         if let Some(r) = memo.get(v) {
             return r;
         }
-        if self.opaque.contains(&v) {
+        if !self.opaque.is_empty() && self.opaque.contains(&v) {
             return None;
         }
         let k = self.k;
