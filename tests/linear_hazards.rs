@@ -248,5 +248,8 @@ fn forward_shortcut_answers_the_forward_question() {
         }
     }
     eprintln!("forward questions compared {asked}, conflicting {conflicting}");
-    assert!(asked >= 1000 && conflicting >= 50, "{asked} asked, {conflicting} conflicting");
+    assert!(
+        asked >= 1000 && conflicting >= 50,
+        "{asked} asked, {conflicting} conflicting"
+    );
 }

@@ -465,7 +465,8 @@ fn find_hazards_pruned(
                 continue;
             }
             let inst = fp.instances(ai);
-            if let Some((unit, _)) = inst.iter().find_map(|(_, t)| t.self_overlap()) {
+            let racing = inst.iter().find(|(_, t)| t.has_self_overlap());
+            if let Some((unit, _)) = racing.and_then(|(_, t)| t.self_overlap()) {
                 let d = Diagnostic::error(
                     DiagKind::Finding,
                     "E0301",
@@ -623,6 +624,18 @@ fn loaded_value(k: &Kernel, a: &SharedAccess) -> Option<Value> {
 pub fn fill_witnesses(fp: &mut Footprints, hazards: &mut [Hazard]) {
     for h in hazards.iter_mut().filter(|h| h.witness.is_none()) {
         if let (Some((plen, var)), Some(ai), Some(bi)) = (h.query, fp.index(h.src), fp.index(h.dst)) {
+            h.witness = crate::analysis::conflicts::pair_conflict_enumerated(fp, ai, bi, plen, var).witness;
+        }
+    }
+}
+
+/// Fills the witness of every hazard whose conflict was enumerated (not answered by the
+/// symbolic engine): what `explain` prints, which names a unit for those only.
+pub fn fill_enumerated_witnesses(fp: &mut Footprints, hazards: &mut [Hazard]) {
+    for h in hazards.iter_mut().filter(|h| h.witness.is_none()) {
+        if let (Some((plen, var)), Some(ai), Some(bi)) = (h.query, fp.index(h.src), fp.index(h.dst))
+            && !crate::analysis::conflicts::answered_symbolically(fp, ai, bi, plen, var)
+        {
             h.witness = crate::analysis::conflicts::pair_conflict_enumerated(fp, ai, bi, plen, var).witness;
         }
     }
