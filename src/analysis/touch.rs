@@ -9,15 +9,15 @@
 //! Invariants: `exact` is sorted by key with distinct keys; a key's [`Who`] is the join
 //! ([`Who::merge`]) of every add of that key, in the order they were made. `span` encloses
 //! every key and every unknown range. The order in which keys were first added
-//! ([`Replay`]) matters for the witness only.
+//! (`Replay`) matters for the witness only.
 //!
 //! Witnesses: smemsync's enumerator first kept each touch in a hash map (`FxHashMap`) and named
 //! the first conflicting unit in the map's iteration order, which follows from the order the
 //! keys were first inserted; `--explain` and E0301 print that unit, and they print the same
 //! one now. A touch remembers that order: nothing when keys came ascending (most per-thread
 //! accesses and strided collective ones), the key sequence otherwise, and its member instances
-//! for a group of instances. [`Touch::hashed`] rebuilds the very map from it, and
-//! [`HashedTouch`] picks the witness with the reference algorithm; only a pair question that
+//! for a group of instances. `Touch::hashed` rebuilds the very map from it, and
+//! `HashedTouch` picks the witness with the reference algorithm; only a pair question that
 //! conflicts pays for it, once.
 //!
 //! Complexity: building O(n) for ascending keys, O(n log n) otherwise; [`Touch::conflict`] and
