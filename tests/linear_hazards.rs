@@ -196,3 +196,60 @@ fn hazards_of_one_buffer_pairs_grow_linearly() {
         }
     }
 }
+
+/// The forward question's shortcut (`conflicts::forward_conflict`: the innermost common loop's
+/// carried question decides distance 0 first) answers what the forward question itself
+/// answers, for every pair of accesses of one address space and every common loop prefix, on
+/// random kernels and on every example (symbolic engine on and off).
+#[test]
+fn forward_shortcut_answers_the_forward_question() {
+    use smemsync::analysis::conflicts::{forward_conflict, pair_conflict};
+    let mut kernels: Vec<String> = (0..60u64)
+        .map(|seed| random_kernel(seed, if seed % 3 == 0 { 64 } else { 128 }))
+        .collect();
+    for e in std::fs::read_dir("examples").expect("examples directory") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "kir") {
+            kernels.push(std::fs::read_to_string(&p).expect("readable example"));
+        }
+    }
+    let target = Target::from_name("gfx942").expect("known");
+    let mut asked = 0;
+    let mut conflicting = 0;
+    for src in &kernels {
+        let k = parse(src);
+        for symbolic in [true, false] {
+            let mut fp = Footprints::new(&k, target.warp);
+            fp.symbolic = symbolic;
+            let n = fp.accesses.len();
+            for a in 0..n {
+                for b in 0..n {
+                    if fp.accesses[a].space != fp.accesses[b].space {
+                        continue;
+                    }
+                    let (la, lb) = (&fp.accesses[a].loops, &fp.accesses[b].loops);
+                    let common = la.iter().zip(lb).take_while(|(x, y)| x == y).count();
+                    for m in 1..=common {
+                        let direct = pair_conflict(&mut fp, a, b, m, None);
+                        let short = forward_conflict(&mut fp, a, b, m);
+                        assert_eq!(
+                            short.is_some(),
+                            direct.conflict & 1 != 0,
+                            "accesses {a} -> {b}, {m} common loops, symbolic {symbolic}:\n{src}"
+                        );
+                        if let Some(pc) = short {
+                            assert_eq!(pc, direct);
+                            conflicting += 1;
+                        }
+                        asked += 1;
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("forward questions compared {asked}, conflicting {conflicting}");
+    assert!(
+        asked >= 1000 && conflicting >= 50,
+        "{asked} asked, {conflicting} conflicting"
+    );
+}

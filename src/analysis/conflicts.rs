@@ -106,6 +106,21 @@ pub fn pair_conflict(
     pc
 }
 
+/// [`pair_conflict`] of the forward question (`m` leading loop keys equal, no distance
+/// level), or `None` when it cannot conflict at distance 0 — decided, where `m ≥ 1`, by the
+/// carried question of the innermost common loop first: its distance-0 bit *is* the forward
+/// question (level `m − 1` at distance 0, the outer ones equal), and hazard finding asks it
+/// for every pair anyway (`hazards::carried_hazard`), so a pair that conflicts in no
+/// iteration of its innermost common loop (most pairs of a large loop body) costs one
+/// question instead of two.
+pub fn forward_conflict(fp: &mut Footprints, ai: usize, bi: usize, m: usize) -> Option<PairConflict> {
+    if m > 0 && pair_conflict(fp, ai, bi, m, Some(m - 1)).conflict & 1 == 0 {
+        return None;
+    }
+    let pc = pair_conflict(fp, ai, bi, m, None);
+    (pc.conflict & 1 != 0).then_some(pc)
+}
+
 fn pair_conflict_uncached(
     fp: &mut Footprints,
     ai: usize,
@@ -122,7 +137,24 @@ fn pair_conflict_uncached(
             ..pc
         };
     }
-    pair_conflict_enumerated(fp, ai, bi, plen, var)
+    // The witness is found when a message needs it (`hazards::fill_witnesses`), as for a
+    // symbolic answer: it costs rebuilding the reference enumeration's maps (`analysis::touch`).
+    PairConflict {
+        query: Some((plen, var)),
+        ..enumerate_pair(fp, (ai, bi), plen, var, false)
+    }
+}
+
+/// Whether [`pair_conflict`] answers this query with the symbolic engine (the rest are
+/// enumerated: `explain` names a unit for those only).
+pub fn answered_symbolically(
+    fp: &mut Footprints,
+    ai: usize,
+    bi: usize,
+    plen: usize,
+    var: Option<usize>,
+) -> bool {
+    fp.symbolic && !fp.blind_pair(ai, bi) && symbolic_pair(fp, ai, bi, plen, var).is_some()
 }
 
 /// The symbolic engine's answer, decided once per question: accesses with equal
@@ -156,14 +188,25 @@ pub fn witness(fp: &mut Footprints, ai: usize, bi: usize, pc: &PairConflict) -> 
     }
 }
 
-/// [`pair_conflict`] by enumerating both accesses' instances (the oracle of the symbolic
-/// engine, and its fallback).
+/// [`pair_conflict`] by enumerating both accesses' instances, with its witness (the oracle of
+/// the symbolic engine, and the witness of an enumerated hazard).
 pub fn pair_conflict_enumerated(
     fp: &mut Footprints,
     ai: usize,
     bi: usize,
     plen: usize,
     var: Option<usize>,
+) -> PairConflict {
+    enumerate_pair(fp, (ai, bi), plen, var, true)
+}
+
+/// [`pair_conflict_enumerated`], finding the witness unit only when `witness` is set.
+fn enumerate_pair(
+    fp: &mut Footprints,
+    (ai, bi): (usize, usize),
+    plen: usize,
+    var: Option<usize>,
+    witness: bool,
 ) -> PairConflict {
     let warp = fp.warp;
     let ga = fp.grouped(ai, plen);
@@ -177,8 +220,11 @@ pub fn pair_conflict_enumerated(
         intra_warp: true,
         ..Default::default()
     };
-    for (ka, ta) in ga.iter() {
-        for (kb, tb) in gb.iter() {
+    // The group pair whose units give the witness, and whether it conflicts only within
+    // warps: the first conflicting pair, or the first cross-warp one after an intra-warp one.
+    let mut wpair: Option<(usize, usize, bool)> = None;
+    for (i, (ka, ta)) in ga.iter().enumerate() {
+        for (j, (kb, tb)) in gb.iter().enumerate() {
             let mut mask = 1u64;
             let mut ok = true;
             #[expect(clippy::needless_range_loop, reason = "j indexes three parallel lists")]
@@ -197,24 +243,22 @@ pub fn pair_conflict_enumerated(
                     break;
                 }
             }
-            if !ok || (mask & !out.conflict == 0 && !out.intra_warp && out.witness.is_some()) {
+            if !ok || (mask & !out.conflict == 0 && !out.intra_warp && wpair.is_some()) {
                 continue;
             }
             let o = if blind {
-                blind_overlap(ta, tb)
+                blind_overlap(ta, tb).map(|w| w.intra_warp)
             } else {
-                ta.overlap(tb, warp)
+                ta.conflict(tb, warp)
             };
-            if let Some(o) = o {
+            if let Some(intra) = o {
                 out.conflict |= mask;
                 out.intersect |= mask;
-                if !o.intra_warp {
+                if !intra {
                     out.intra_warp = false;
                 }
-                if out.witness.is_none()
-                    || (!o.intra_warp && out.witness.is_some_and(|w| w.intra_warp))
-                {
-                    out.witness = Some(o);
+                if wpair.is_none() || (!intra && wpair.is_some_and(|w| w.2)) {
+                    wpair = Some((i, j, intra));
                 }
             } else if mask & !out.intersect != 0 && ta.intersects(tb).is_some() {
                 out.intersect |= mask;
@@ -224,6 +268,15 @@ pub fn pair_conflict_enumerated(
     if out.conflict == 0 {
         out.intra_warp = false;
     }
+    // The witness unit, as the reference enumeration names it (`analysis::touch`).
+    out.witness = wpair.filter(|_| witness).and_then(|(i, j, _)| {
+        let (ta, tb) = (&ga[i].1, &gb[j].1);
+        if blind {
+            blind_overlap(ta, tb)
+        } else {
+            ta.overlap(tb, warp)
+        }
+    });
     out
 }
 

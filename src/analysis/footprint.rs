@@ -30,6 +30,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+use crate::analysis::touch::TouchBuilder;
 use crate::analysis::uniformity::Uniformity;
 use crate::ir::*;
 use crate::ir::arith::{ceil_div, gcd, lcm};
@@ -97,17 +98,7 @@ impl Who {
     }
 }
 
-/// The units one access instance touches, and by whom.
-#[derive(Clone, Debug, Default)]
-pub struct Touch {
-    /// Key `space << 40 | unit` to who touches it.
-    pub exact: HashMap<u64, Who>,
-    /// Unknown footprints: may touch any unit in `[lo, hi)` (keys as above).
-    pub unknown: Vec<(u64, u64, Who)>,
-    /// Keys `[lo, hi)` enclosing every unit above (`lo >= hi`: none), so that touches of
-    /// disjoint ranges (another slot of a multi-buffer) are told apart without a scan.
-    span: (u64, u64),
-}
+pub use super::touch::{Touch, Units};
 
 /// A unit that two touches share with different threads (a conflict's witness): the unit
 /// key, who on each side, and whether every conflicting pair is intra-warp.
@@ -117,170 +108,6 @@ pub struct UnitConflict {
     pub a: Who,
     pub b: Who,
     pub intra_warp: bool,
-}
-
-impl Touch {
-    pub fn is_empty(&self) -> bool {
-        self.exact.is_empty() && self.unknown.is_empty()
-    }
-
-    /// Widens the span to `[lo, hi)`.
-    fn cover(&mut self, lo: u64, hi: u64) {
-        self.span = if self.span.0 >= self.span.1 {
-            (lo, hi)
-        } else {
-            (self.span.0.min(lo), self.span.1.max(hi))
-        };
-    }
-
-    /// Whether the spans of two touches are disjoint: then no unit is touched by both.
-    fn apart(&self, other: &Touch) -> bool {
-        self.span.0.max(other.span.0) >= self.span.1.min(other.span.1)
-    }
-
-    fn add(&mut self, key: u64, who: Who, warp: u32) {
-        self.cover(key, key.saturating_add(1));
-        self.exact
-            .entry(key)
-            .and_modify(|w| *w = w.merge(who, warp))
-            .or_insert(who);
-    }
-
-    fn add_unknown(&mut self, lo: u64, hi: u64, who: Who, warp: u32) {
-        self.cover(lo, hi);
-        for u in &mut self.unknown {
-            if u.0 == lo && u.1 == hi {
-                u.2 = u.2.merge(who, warp);
-                return;
-            }
-        }
-        self.unknown.push((lo, hi, who));
-    }
-
-    /// The union (join) of two touches.
-    pub fn merge_from(&mut self, other: &Touch, warp: u32) {
-        for (&k, &w) in &other.exact {
-            self.add(k, w, warp);
-        }
-        for &(lo, hi, w) in &other.unknown {
-            self.add_unknown(lo, hi, w, warp);
-        }
-    }
-
-    /// Units touched by both with (possibly) different threads. `same_layout_ok` is unused
-    /// here: layout identity is carried by [`Who::Lane`]. Returns the first witness and
-    /// whether all conflicting pairs are intra-warp (`None` if there is no conflict).
-    pub fn overlap(&self, other: &Touch, warp: u32) -> Option<UnitConflict> {
-        if self.apart(other) {
-            return None;
-        }
-        let mut found: Option<UnitConflict> = None;
-        let mut record = |unit, a: Who, b: Who, intra: bool| -> bool {
-            match &mut found {
-                None => {
-                    found = Some(UnitConflict {
-                        unit,
-                        a,
-                        b,
-                        intra_warp: intra,
-                    })
-                }
-                Some(f) => {
-                    if !intra && f.intra_warp {
-                        *f = UnitConflict {
-                            unit,
-                            a,
-                            b,
-                            intra_warp: false,
-                        };
-                    }
-                }
-            }
-            // Stop once a cross-warp conflict is known.
-            !intra
-        };
-        let (small, large, swapped) = if self.exact.len() <= other.exact.len() {
-            (self, other, false)
-        } else {
-            (other, self, true)
-        };
-        for (&k, &w) in &small.exact {
-            if let Some(&v) = large.exact.get(&k) {
-                let (a, b) = if swapped { (v, w) } else { (w, v) };
-                if let Some(intra) = a.conflict(b, warp)
-                    && record(k, a, b, intra)
-                {
-                    return found;
-                }
-            }
-        }
-        for &(lo, hi, w) in &self.unknown {
-            for (&k, &v) in &other.exact {
-                if k >= lo
-                    && k < hi
-                    && let Some(intra) = w.conflict(v, warp)
-                    && record(k, w, v, intra)
-                {
-                    return found;
-                }
-            }
-            for &(lo2, hi2, v) in &other.unknown {
-                if lo.max(lo2) < hi.min(hi2)
-                    && let Some(intra) = w.conflict(v, warp)
-                    && record(lo.max(lo2), w, v, intra)
-                {
-                    return found;
-                }
-            }
-        }
-        for &(lo, hi, v) in &other.unknown {
-            for (&k, &w) in &self.exact {
-                if k >= lo
-                    && k < hi
-                    && let Some(intra) = w.conflict(v, warp)
-                    && record(k, w, v, intra)
-                {
-                    return found;
-                }
-            }
-        }
-        found
-    }
-
-    /// Units touched by two or more different threads within this one instance.
-    pub fn self_overlap(&self) -> Option<(u64, Who)> {
-        self.exact
-            .iter()
-            .find(|(_, w)| matches!(w, Who::Many(_)))
-            .map(|(&k, &w)| (k, w))
-    }
-
-    /// Whether the two touches share any unit at all, whoever touches it (in-flight copies).
-    pub fn intersects(&self, other: &Touch) -> Option<u64> {
-        if self.apart(other) {
-            return None;
-        }
-        for k in self.exact.keys() {
-            if other.exact.contains_key(k)
-                || other.unknown.iter().any(|&(lo, hi, _)| *k >= lo && *k < hi)
-            {
-                return Some(*k);
-            }
-        }
-        for &(lo, hi, _) in &self.unknown {
-            if let Some(k) = other.exact.keys().find(|&&k| k >= lo && k < hi) {
-                return Some(*k);
-            }
-            if other
-                .unknown
-                .iter()
-                .any(|&(l2, h2, _)| lo.max(l2) < hi.min(h2))
-            {
-                return Some(lo);
-            }
-        }
-        None
-    }
 }
 
 /// How a loop's induction variable is enumerated.
@@ -1005,7 +832,7 @@ impl<'k> Footprints<'k> {
         if let Some(r) = memo.get(v) {
             return r;
         }
-        if self.opaque.contains(&v) {
+        if !self.opaque.is_empty() && self.opaque.contains(&v) {
             return None;
         }
         let k = self.k;
@@ -1642,7 +1469,7 @@ impl<'k> Footprints<'k> {
         };
         let k = self.k;
         let warp = self.warp;
-        let mut t = Touch::default();
+        let mut t = TouchBuilder::new(warp);
         let root = k.root_buffer(a.access.mem);
         let guards = self.guards(a.id.op);
         for tid in 0..k.threads().max(1) {
@@ -1661,16 +1488,16 @@ impl<'k> Footprints<'k> {
             {
                 Some((key, n)) => {
                     for u in 0..n {
-                        t.add(key + u, Who::One(tid), warp);
+                        t.add(key + u, Who::One(tid));
                     }
                 }
                 None => {
                     let (lo, hi) = self.buffer_range(root);
-                    t.add_unknown(lo, hi, Who::One(tid), warp);
+                    t.add_unknown(lo, hi, Who::One(tid));
                 }
             }
         }
-        t
+        t.finish()
     }
 
     /// [`Footprints::touch`] of a collective access: every element of its view, owned by a
@@ -1688,14 +1515,16 @@ impl<'k> Footprints<'k> {
         };
         let k = self.k;
         let warp = self.warp;
-        let mut t = Touch::default();
+        let mut t = TouchBuilder::new(warp);
         let root = k.root_buffer(a.access.mem);
         let guards = self.guards(a.id.op);
         let first = (0..k.threads().max(1)).find(|&tid| {
             memo.new_thread();
             self.executes(&guards, env, tid, memo)
         });
-        let Some(tid) = first else { return t };
+        let Some(tid) = first else {
+            return t.finish();
+        };
         let shape = k.shape(a.access.mem);
         let uniform_view = view_uniform(k, &self.uniform, a.access.mem);
         let lay = match layout {
@@ -1716,8 +1545,8 @@ impl<'k> Footprints<'k> {
         let total: u64 = shape.iter().product();
         if !uniform_view || total > 1 << 20 {
             let (lo, hi) = self.buffer_range(root);
-            t.add_unknown(lo, hi, Who::Many(None), warp);
-            return t;
+            t.add_unknown(lo, hi, Who::Many(None));
+            return t.finish();
         }
         // One thread's view: its index operands are evaluated once for every element.
         memo.new_thread();
@@ -1756,17 +1585,17 @@ impl<'k> Footprints<'k> {
             match unit {
                 Some((key, n)) => {
                     for u in 0..n {
-                        t.add(key + u, who, warp);
+                        t.add(key + u, who);
                     }
                 }
                 None => {
                     let (lo, hi) = self.buffer_range(root);
-                    t.add_unknown(lo, hi, Who::Many(None), warp);
-                    return t;
+                    t.add_unknown(lo, hi, Who::Many(None));
+                    return t.finish();
                 }
             }
         }
-        t
+        t.finish()
     }
 
     /// The unit key of every element of a collective access to `m` (view `shape`) as
@@ -1987,18 +1816,22 @@ impl<'k> Footprints<'k> {
             self.group_cache.insert((ai, plen), inst.clone());
             return inst;
         }
-        let mut groups: Vec<(Vec<Option<i64>>, Touch)> = Vec::new();
+        let mut members: Vec<(Vec<Option<i64>>, Vec<u32>)> = Vec::new();
         let mut at: HashMap<Vec<Option<i64>>, usize> = HashMap::default();
-        for (keys, t) in inst.iter() {
+        for (x, (keys, _)) in inst.iter().enumerate() {
             let p: Vec<Option<i64>> = keys[..plen.min(keys.len())].to_vec();
             match at.get(&p) {
-                Some(&i) => groups[i].1.merge_from(t, self.warp),
+                Some(&i) => members[i].1.push(x as u32),
                 None => {
-                    at.insert(p.clone(), groups.len());
-                    groups.push((p, t.clone()));
+                    at.insert(p.clone(), members.len());
+                    members.push((p, vec![x as u32]));
                 }
             }
         }
+        let groups: Vec<(Vec<Option<i64>>, Touch)> = members
+            .into_iter()
+            .map(|(p, m)| (p, Touch::group(&inst, m, self.warp)))
+            .collect();
         let rc = std::rc::Rc::new(groups);
         if let Some(m) = self.memo.as_mut() {
             m.grouped.insert((id, plen), rc.clone());

@@ -48,7 +48,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 
-use crate::analysis::conflicts::{PairConflict, kinds_conflict, pair_conflict};
+use crate::analysis::conflicts::{PairConflict, forward_conflict, kinds_conflict, pair_conflict};
 use crate::analysis::footprint::{AccessRef, Footprints, UnitConflict};
 use crate::analysis::inflight::{FlowMemo, LoopCompletion};
 use crate::analysis::nearest::{OpPositions, Shape, Sources};
@@ -167,6 +167,28 @@ pub struct Paths {
     pub path: OpPaths,
     pub region_op: RegionTable<Op>,
     pub region_depth: RegionTable<usize>,
+    /// Per region, the ops that always run their body when they run ([`runs_body`]): (index
+    /// in the region, body), ascending by index; a hazard's coverage walks these instead of
+    /// every op its segments span ([`always_bodies`]).
+    always: AlwaysBodies,
+}
+
+/// The ops of each region that always run their (only) body, in one arena: a region's slice
+/// is `flat[lo..hi]`, ascending by the op's index in the region.
+#[derive(Clone, Debug)]
+struct AlwaysBodies {
+    flat: Vec<(u32, Region)>,
+    span: SecondaryMap<Region, Option<(u32, u32)>>,
+}
+
+impl AlwaysBodies {
+    /// The ops of `r` that always run their body, ascending by index.
+    fn of(&self, r: Region) -> &[(u32, Region)] {
+        match *self.span.get(r) {
+            Some((lo, hi)) => &self.flat[lo as usize..hi as usize],
+            None => &[],
+        }
+    }
 }
 
 /// Every placed op's region path, stored in one arena (see [`Paths`]).
@@ -234,16 +256,25 @@ impl Paths {
     pub fn new(k: &Kernel) -> Paths {
         fn go(k: &Kernel, r: Region, stack: &mut Vec<(Region, usize)>, p: &mut Paths) {
             p.region_depth.insert(r, stack.len());
+            let mut bodies = Vec::new();
             for (i, &op) in k.region_ops(r).iter().enumerate() {
                 stack.push((r, i));
                 let lo = p.path.flat.len() as u32;
                 p.path.flat.extend_from_slice(stack);
                 p.path.span.set(op, Some((lo, p.path.flat.len() as u32)));
+                if let Some(body) = runs_body(k, op) {
+                    bodies.push((i as u32, body));
+                }
                 for &c in &k.ops[op].regions {
                     p.region_op.insert(c, op);
                     go(k, c, stack, p);
                 }
                 stack.pop();
+            }
+            if !bodies.is_empty() {
+                let lo = p.always.flat.len() as u32;
+                p.always.flat.extend(bodies);
+                p.always.span.set(r, Some((lo, p.always.flat.len() as u32)));
             }
         }
         let mut p = Paths {
@@ -253,6 +284,10 @@ impl Paths {
             },
             region_op: RegionTable::new(),
             region_depth: RegionTable::new(),
+            always: AlwaysBodies {
+                flat: Vec::new(),
+                span: SecondaryMap::with_default(None),
+            },
         };
         go(k, k.body(), &mut Vec::new(), &mut p);
         p
@@ -430,7 +465,8 @@ fn find_hazards_pruned(
                 continue;
             }
             let inst = fp.instances(ai);
-            if let Some((unit, _)) = inst.iter().find_map(|(_, t)| t.self_overlap()) {
+            let racing = inst.iter().find(|(_, t)| t.has_self_overlap());
+            if let Some((unit, _)) = racing.and_then(|(_, t)| t.self_overlap()) {
                 let d = Diagnostic::error(
                     DiagKind::Finding,
                     "E0301",
@@ -588,6 +624,18 @@ fn loaded_value(k: &Kernel, a: &SharedAccess) -> Option<Value> {
 pub fn fill_witnesses(fp: &mut Footprints, hazards: &mut [Hazard]) {
     for h in hazards.iter_mut().filter(|h| h.witness.is_none()) {
         if let (Some((plen, var)), Some(ai), Some(bi)) = (h.query, fp.index(h.src), fp.index(h.dst)) {
+            h.witness = crate::analysis::conflicts::pair_conflict_enumerated(fp, ai, bi, plen, var).witness;
+        }
+    }
+}
+
+/// Fills the witness of every hazard whose conflict was enumerated (not answered by the
+/// symbolic engine): what `explain` prints, which names a unit for those only.
+pub fn fill_enumerated_witnesses(fp: &mut Footprints, hazards: &mut [Hazard]) {
+    for h in hazards.iter_mut().filter(|h| h.witness.is_none()) {
+        if let (Some((plen, var)), Some(ai), Some(bi)) = (h.query, fp.index(h.src), fp.index(h.dst))
+            && !crate::analysis::conflicts::answered_symbolically(fp, ai, bi, plen, var)
+        {
             h.witness = crate::analysis::conflicts::pair_conflict_enumerated(fp, ai, bi, plen, var).witness;
         }
     }
@@ -766,27 +814,24 @@ fn runs_body(k: &Kernel, op: Op) -> Option<Region> {
 
 /// A path that passes an op whole (its odd coordinate lies in a segment) passes every
 /// top-level gap of a body that op always runs: those bodies join the coverage (`out`).
-fn always_bodies(k: &Kernel, work: &mut Vec<Segment>, out: &mut Vec<Segment>) {
+/// Only the ops of [`Paths`]' always-run table are visited (found by binary search), so a
+/// segment spanning a long flat body costs O(log n + bodies), not O(ops spanned).
+fn always_bodies(k: &Kernel, paths: &Paths, work: &mut Vec<Segment>, out: &mut Vec<Segment>) {
     while let Some(s) = work.pop() {
-        let ops = k.region_ops(s.region);
-        let first = s.lo / 2;
-        for (i, &op) in ops.iter().enumerate().skip(first) {
-            if 2 * i + 1 > s.hi {
+        let ops = paths.always.of(s.region);
+        let first = ops.partition_point(|&(i, _)| 2 * (i as usize) + 1 < s.lo);
+        for &(i, body) in &ops[first..] {
+            if 2 * (i as usize) + 1 > s.hi {
                 break;
             }
-            if 2 * i + 1 < s.lo {
-                continue;
-            }
-            if let Some(body) = runs_body(k, op) {
-                let seg = Segment {
-                    region: body,
-                    lo: 0,
-                    hi: 2 * body_len(k, body),
-                };
-                if !out.contains(&seg) {
-                    out.push(seg);
-                    work.push(seg);
-                }
+            let seg = Segment {
+                region: body,
+                lo: 0,
+                hi: 2 * body_len(k, body),
+            };
+            if !out.contains(&seg) {
+                out.push(seg);
+                work.push(seg);
             }
         }
     }
@@ -917,7 +962,7 @@ fn hazard(fp: &Footprints, p: &PairAt, carry: Carry, pc: &PairConflict, cov: Cov
         })
         .chain(chain.iter().copied())
         .collect();
-    always_bodies(k, &mut passed, &mut chain);
+    always_bodies(k, &fp.paths(), &mut passed, &mut chain);
     Hazard {
         src: a.id,
         dst: b.id,
@@ -936,7 +981,12 @@ fn hazard(fp: &Footprints, p: &PairAt, carry: Carry, pc: &PairConflict, cov: Cov
 /// Emits the hazards of pair `p`: the finding of two arms of a divergent `if`, the forward
 /// hazard, and one carried hazard per common loop.
 fn emit_pair(fp: &mut Footprints, p: &PairAt, out: &mut Hazards) {
-    let at_loops = fp.loops_of(p.src_at);
+    // A plain source takes effect at its own op, whose loops the access already lists.
+    let at_loops = if p.src_at == fp.accesses[p.ai].id.op {
+        fp.accesses[p.ai].loops.clone()
+    } else {
+        fp.loops_of(p.src_at)
+    };
     let m = common_len(&at_loops, &fp.accesses[p.bi].loops);
     divergent_arms(fp, p, m, out);
     forward_hazard(fp, p, m, out);
@@ -960,7 +1010,7 @@ fn divergent_arms(fp: &mut Footprints, p: &PairAt, m: usize, out: &mut Hazards) 
     if fp.uniformity().operand_uniform(cond) || a >= b || p.src_at != a.op {
         return;
     }
-    if pair_conflict(fp, p.ai, p.bi, m, None).conflict & 1 == 0 {
+    if forward_conflict(fp, p.ai, p.bi, m).is_none() {
         return;
     }
     // Roles synchronized by hand (warp specialization): named barriers or mbarriers in the
@@ -1047,7 +1097,10 @@ fn forward_hazard(fp: &mut Footprints, p: &PairAt, m: usize, out: &mut Hazards) 
             pair_conflict(fp, p.ai, p.bi, m, Some(level)),
             delta.min(63),
         ),
-        _ => (pair_conflict(fp, p.ai, p.bi, m, None), 0),
+        _ => match forward_conflict(fp, p.ai, p.bi, m) {
+            Some(pc) => (pc, 0),
+            None => return,
+        },
     };
     if pc.conflict & (1 << bit) != 0 {
         out.hazards.push(hazard(fp, p, Carry::Forward, &pc, cov));

@@ -11,4 +11,5 @@ pub mod overlap;
 pub mod pending;
 pub mod regdeps;
 pub mod symbolic;
+pub mod touch;
 pub mod uniformity;

@@ -20,7 +20,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use super::conflicts::{kinds_conflict, pair_conflict};
+use super::conflicts::{forward_conflict, kinds_conflict, pair_conflict};
 use super::footprint::Footprints;
 use super::hazards::{Paths, Split, common_len, split, under_loops_only};
 use crate::ir::{EntityRef, Kernel, Op, OpKind, Operand, Region, ValueDef};
@@ -299,9 +299,9 @@ fn forward_window(fp: &mut Footprints, cx: &Cx, y: usize) -> Option<Window> {
             continue;
         }
         let m = common_len(&a.loops, &b.loops);
-        let pc = pair_conflict(fp, s, d, m, None);
-        if pc.conflict & 1 == 0 || pc.intra_warp {
-            continue;
+        match forward_conflict(fp, s, d, m) {
+            Some(pc) if !pc.intra_warp => {}
+            _ => continue,
         }
         let anc = k.region_ops(region)[ib];
         let r_end = match cx.paths.region_op.get(&region) {

@@ -193,14 +193,16 @@ pub fn explain(
     let names = Namer::new(k, src)
         .inserted(s.input_ops, &s.kernel)
         .explicit();
-    let fp = Footprints::new(k, target.warp);
+    let mut fp = Footprints::new(k, target.warp);
+    // Enumerated conflicts name a unit (found only for messages); symbolic ones do not.
+    let mut placed = s.placement.hazards.clone();
+    crate::analysis::hazards::fill_enumerated_witnesses(&mut fp, &mut placed);
+    let fp = fp;
     let mut model = SyncModel::new(k, &fp, bounds);
     model.enable_named(target);
     let att = attribute(&model, k, &s.placement);
     let timeline = Timeline::new(&s.kernel);
-    let hazards: Vec<HazardView> = s
-        .placement
-        .hazards
+    let hazards: Vec<HazardView> = placed
         .iter()
         .enumerate()
         .map(|(i, h)| hazard_view(k, &fp, &names, &timeline, &att, i, h))
