@@ -1525,7 +1525,7 @@ pub(super) fn collide_related(
             period: 1,
         };
         for (v, c) in &f.free {
-            match iv_fn(k, ind, *v, (rel.iv, rel.iv_range), 0) {
+            match memo.iv_fn(k, ind, *v, (rel.iv, rel.iv_range)) {
                 Some(IvFn::Const(x)) => s.offset = s.offset.wrapping_add(c.wrapping_mul(x)),
                 Some(IvFn::Affine(m, q)) if affine_exact(m, q, rel.iv_range) => {
                     s.slope = s.slope.wrapping_add(c.wrapping_mul(m));
@@ -1575,14 +1575,14 @@ pub(super) fn collide_related(
             let j = i.wrapping_add(d.wrapping_mul(rel.step));
             let mut ca = sa.offset;
             for (v, c) in &sa.periodic {
-                let Some(x) = eval_iv(k, ind, *v, rel.iv, i) else {
+                let Some(x) = memo.eval_iv(k, ind, *v, rel.iv, i) else {
                     return fallback;
                 };
                 ca = ca.wrapping_add(c.wrapping_mul(x));
             }
             let mut cb = sb.offset;
             for (v, c) in &sb.periodic {
-                let Some(x) = eval_iv(k, ind, *v, rel.iv, j) else {
+                let Some(x) = memo.eval_iv(k, ind, *v, rel.iv, j) else {
                     return fallback;
                 };
                 cb = cb.wrapping_add(c.wrapping_mul(x));

@@ -37,7 +37,9 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
-use super::proof::{Access, Inst, Meet, conflicting};
+use super::proof::{Access, Inst, IvFn, Meet, conflicting};
+use crate::ir::Kernel;
+use crate::ir::induction::Inductions;
 use super::proof_classes::{Classes, ShiftSet, residue};
 use crate::ir::{Op, Value};
 
@@ -101,6 +103,12 @@ pub(super) struct PairMemo {
     /// Live vectors with a constant added ([`PairMemo::shifted_copy`]).
     shifted: Memo<(VecKey, i64), Shared>,
     by_op: FxHashMap<Op, Vec<usize>>,
+    /// Per (value, induction variable, its range): the value as a function of it
+    /// ([`super::proof::iv_fn`]), asked once per free term of every loop-carried probe.
+    iv_fns: Memo<(Value, Value, (i128, i128)), Option<IvFn>>,
+    /// Per (value, induction variable, iteration value): its value there
+    /// ([`super::proof::eval_iv`]).
+    iv_vals: Memo<(Value, Value, i64), Option<i64>>,
 }
 
 fn key_of(v: &[Inst]) -> VecKey {
@@ -128,7 +136,32 @@ impl PairMemo {
             probes: RefCell::default(),
             tables: RefCell::default(),
             by_op,
+            iv_fns: RefCell::default(),
+            iv_vals: RefCell::default(),
         }
+    }
+
+    /// [`super::proof::iv_fn`] of `v` in the loop variable `iv` ranging over `range`,
+    /// computed once (a pure function of the kernel).
+    pub fn iv_fn(&self, k: &Kernel, ind: &Inductions, v: Value, iv: (Value, (i128, i128))) -> Option<IvFn> {
+        let key = (v, iv.0, iv.1);
+        if let Some(f) = self.iv_fns.borrow().get(&key) {
+            return *f;
+        }
+        let f = super::proof::iv_fn(k, ind, v, iv, 0);
+        self.iv_fns.borrow_mut().insert(key, f);
+        f
+    }
+
+    /// [`super::proof::eval_iv`] of `v` where `iv` is `x`, computed once.
+    pub fn eval_iv(&self, k: &Kernel, ind: &Inductions, v: Value, iv: Value, x: i64) -> Option<i64> {
+        let key = (v, iv, x);
+        if let Some(y) = self.iv_vals.borrow().get(&key) {
+            return *y;
+        }
+        let y = super::proof::eval_iv(k, ind, v, iv, x);
+        self.iv_vals.borrow_mut().insert(key, y);
+        y
     }
 
     /// The accesses of op `op`, in index order.
