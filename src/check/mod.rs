@@ -23,6 +23,7 @@ pub mod interp;
 mod mbar_pipeline;
 pub mod proof;
 mod proof_async;
+mod proof_classes;
 mod proof_nest;
 mod proof_pairs;
 mod proof_syncs;

@@ -65,7 +65,7 @@ use std::rc::Rc;
 use super::interp::{Val, binary};
 use super::proof_async::Enumerated;
 pub(super) use super::proof_pairs::collide;
-use super::proof_pairs::{PairMemo, ShiftedProbe, form_key, interval_candidates};
+use super::proof_pairs::{PairMemo, ShiftedProbe, collides, form_key, interval_candidates};
 use super::proof_tiles::ANY;
 use super::uniform::{self, Loads};
 use crate::ir::arith::{gcd, lcm};
@@ -114,7 +114,8 @@ fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String,
     let mut values: Vec<Rc<Vec<Inst>>> = Vec::with_capacity(accs.len());
     for a in &accs {
         let key = form_key(a, guards(k, parents, a.op), en.combos(parents, a.op));
-        values.push(memo.instances(key, || instances(k, parents, &en, &mut eval, a))?);
+        let make = |c| instances(k, parents, &en, &mut eval, (a, c));
+        values.push(memo.instances(key, a.form.c, make)?);
     }
     // Pairs per alias class: accesses to buffers that share no byte never meet.
     let mut by_buf: HashMap<Buffer, Vec<usize>> = HashMap::new();
@@ -330,15 +331,15 @@ pub(super) struct Inst {
     pub x: i64,
 }
 
-/// The instances of a per-thread access: every thread that may execute it (threads that an
-/// enclosing `if` on a thread-evaluable condition excludes are left out) times every
-/// assignment of the enumerated loops around it.
+/// The instances of a per-thread access with its form's constant taken as `c`: every thread
+/// that may execute it (threads that an enclosing `if` on a thread-evaluable condition
+/// excludes are left out) times every assignment of the enumerated loops around it.
 fn instances(
     k: &Kernel,
     parents: &Parents,
     en: &Enumerated,
     eval: &mut Evaluator,
-    a: &Access,
+    (a, c): (&Access, i64),
 ) -> Result<Vec<Inst>, String> {
     if a.collective.is_some() {
         return Ok(Vec::new());
@@ -368,7 +369,7 @@ fn instances(
                     .map(|&(t, off)| Inst {
                         t,
                         combo: ci as u32,
-                        x: a.form.c.wrapping_add(off),
+                        x: c.wrapping_add(off),
                     }),
             );
         }
@@ -384,7 +385,7 @@ fn instances(
             continue;
         }
         for (ci, env) in combos.iter().enumerate() {
-            let mut s = a.form.c;
+            let mut s = c;
             for (coef, val) in &a.form.tpart {
                 let x = eval
                     .eval(*val, t, xyz, env)
@@ -438,15 +439,19 @@ impl PairCx<'_> {
             .fold(0i64, |g, (_, c)| gcd(g, c.wrapping_abs()));
         let g = wrap_modulus(g, a, b);
         let rule = Meet::OTHER_THREAD;
-        let mut hit = collide(self.memo, &self.values[i], &self.values[j], g, rule);
-        if hit.is_some() {
-            // Retry with the iteration distance the barriers of the common loop allow.
-            if let Some(rel) = loop_relation(self, a, b) {
-                let (va, vb) = (&self.values[i], &self.values[j]);
-                let sides = Sides { a, b, va, vb };
-                hit = collide_related(k, self.ranges, &rel, sides, rule, self.memo);
-            }
+        let (va, vb) = (&self.values[i], &self.values[j]);
+        if !collides(self.memo, va, vb, g, rule) {
+            return Ok(());
         }
+        // Retry with the iteration distance the barriers of the common loop allow; the
+        // witness is named only for a pair that fails.
+        let hit = match loop_relation(self, a, b) {
+            Some(rel) => {
+                let sides = Sides { a, b, va, vb };
+                collide_related(k, self.ranges, &rel, sides, rule, self.memo)
+            }
+            None => collide(self.memo, va, vb, g, rule),
+        };
         match hit {
             Some((t1, t2)) => Err(format!(
                 "{} (thread {t1}) and {} (thread {t2}) may touch one element of @{} in one barrier interval",
@@ -1560,7 +1565,7 @@ pub(super) fn collide_related(
             period: 1,
         };
         for (v, c) in &f.free {
-            match iv_fn(k, ind, *v, (rel.iv, rel.iv_range), 0) {
+            match memo.iv_fn(k, ind, *v, (rel.iv, rel.iv_range)) {
                 Some(IvFn::Const(x)) => s.offset = s.offset.wrapping_add(c.wrapping_mul(x)),
                 Some(IvFn::Affine(m, q)) if affine_exact(m, q, rel.iv_range) => {
                     s.slope = s.slope.wrapping_add(c.wrapping_mul(m));
@@ -1635,14 +1640,14 @@ pub(super) fn collide_related(
             };
             let mut ca = sa.offset.wrapping_add(na);
             for (v, c) in &sa.periodic {
-                let Some(x) = eval_iv(k, ind, *v, rel.iv, i) else {
+                let Some(x) = memo.eval_iv(k, ind, *v, rel.iv, i) else {
                     return fallback;
                 };
                 ca = ca.wrapping_add(c.wrapping_mul(x));
             }
             let mut cb = sb.offset.wrapping_add(nb);
             for (v, c) in &sb.periodic {
-                let Some(x) = eval_iv(k, ind, *v, rel.iv, j) else {
+                let Some(x) = memo.eval_iv(k, ind, *v, rel.iv, j) else {
                     return fallback;
                 };
                 cb = cb.wrapping_add(c.wrapping_mul(x));

@@ -43,8 +43,10 @@ use std::rc::Rc;
 use super::mbar_pipeline::{LoadUse, Plan};
 use super::proof::{
     Access, Inst, IvFn, LoopRelation, Meet, PairCx, Sides, affine_exact, alias_met, bound_range,
-    collide, collide_related, conflicting, eval_iv, iv_fn, op_at, wrap_modulus,
+    collide, collide_related, conflicting, op_at, wrap_modulus,
 };
+use rustc_hash::{FxHashMap, FxHashSet};
+
 use crate::ir::arith::gcd;
 use crate::ir::effects::is_sync;
 use crate::ir::*;
@@ -261,8 +263,49 @@ fn join(mut a: State, b: &State) -> State {
 /// whether the copy may still be pending (not yet completed by a wait of its thread).
 type Record = (Op, Vec<(Value, i64)>, Tag, bool);
 
+/// What the walks read of each op and loop, computed once per proof (every walk passes
+/// over the same ops): whether an op accesses shared memory, its sync effect and the queue
+/// it issues on; per constant `for`, whether a walk unrolls it and whether it is plain.
+pub(super) struct WalkFacts {
+    ops: FxHashMap<Op, OpFacts>,
+    loops: FxHashMap<Op, (Option<Vec<i64>>, bool)>,
+}
+
+#[derive(Default)]
+struct OpFacts {
+    shared: bool,
+    sync: Option<SyncEffect>,
+    queue: Option<Queue>,
+}
+
+impl WalkFacts {
+    fn new(k: &Kernel, target: Option<Target>) -> WalkFacts {
+        let (mut ops, mut loops) = (FxHashMap::default(), FxHashMap::default());
+        for op in k.ops_in_order() {
+            let e = effects(k, op);
+            let queue = queue_of(k, op, target);
+            ops.insert(
+                op,
+                OpFacts {
+                    shared: !e.shared.is_empty(),
+                    sync: e.sync,
+                    queue,
+                },
+            );
+            if let Some(vals) = const_trips(k, op) {
+                let body = k.ops[op].regions[0];
+                let sync = contains(k, body, &|o| is_sync(k, o));
+                let unrolled = (vals.len() as i64 <= UNROLL && sync).then_some(vals);
+                loops.insert(op, (unrolled, !sync));
+            }
+        }
+        WalkFacts { ops, loops }
+    }
+}
+
 struct Walk<'a> {
     k: &'a Kernel,
+    facts: &'a WalkFacts,
     parents: &'a Parents,
     target: Option<Target>,
     queue: Queue,
@@ -271,7 +314,7 @@ struct Walk<'a> {
     /// The pinned loop `P`.
     p: Option<Op>,
     env: Vec<(Value, i64)>,
-    records: HashSet<Record>,
+    records: FxHashSet<Record>,
     /// Ops recorded although they access no shared memory (the uses of a wgmma's result).
     watch: HashSet<Op>,
     /// For a TMA load: the pipeline and the load's use.
@@ -291,16 +334,12 @@ impl Walk<'_> {
     /// Whether the walk unrolls loop `op`: constant bounds, at most [`UNROLL`] trips, and
     /// a sync op inside.
     fn unrolled(&self, op: Op) -> Option<Vec<i64>> {
-        let vals = const_trips(self.k, op)?;
-        let k = self.k;
-        let body = k.ops[op].regions[0];
-        (vals.len() as i64 <= UNROLL && contains(k, body, &|o| is_sync(k, o))).then_some(vals)
+        self.facts.loops.get(&op)?.0.clone()
     }
 
     /// A constant loop without sync ops: it changes no status.
     fn plain(&self, op: Op) -> bool {
-        let k = self.k;
-        const_trips(k, op).is_some() && !contains(k, k.ops[op].regions[0], &|o| is_sync(k, o))
+        self.facts.loops.get(&op).is_some_and(|l| l.1)
     }
 
     /// The state along the back edge of loop `l`: one more iteration of `L` or `P`.
@@ -383,8 +422,10 @@ impl Walk<'_> {
 
     fn transfer(&mut self, op: Op, mut s: State) -> State {
         let k = self.k;
-        let e = effects(k, op);
-        if !e.shared.is_empty() || self.watch.contains(&op) {
+        let none = OpFacts::default();
+        let facts = self.facts;
+        let e = facts.ops.get(&op).unwrap_or(&none);
+        if e.shared || self.watch.contains(&op) {
             for (t, a) in &s {
                 self.records
                     .insert((op, self.env.clone(), *t, *a != WAITED));
@@ -398,7 +439,7 @@ impl Walk<'_> {
             }
         };
         if let Queue::Counter(c) = self.queue {
-            let issues = queue_of(k, op, self.target) == Some(self.queue);
+            let issues = e.queue == Some(self.queue);
             let gload = matches!(k.ops[op].kind, OpKind::GLoad { .. })
                 && self
                     .target
@@ -602,6 +643,7 @@ pub(super) fn async_pairs(
     } else {
         None
     };
+    let facts = WalkFacts::new(k, target);
     for (ci, c) in cx.accs.iter().enumerate() {
         let queue = if c.kind.is_async() {
             let Some(q) = queue_of(k, c.op, target) else {
@@ -643,7 +685,7 @@ pub(super) fn async_pairs(
             }
             _ => None,
         };
-        met += follow(cx, target, (ci, queue), mbar)?;
+        met += follow(cx, (target, &facts), (ci, queue), mbar)?;
     }
     if copies + reads + fenced == 0 {
         return Ok(String::new());
@@ -760,7 +802,7 @@ fn in_else_arm(k: &Kernel, parents: &Parents, op: Op) -> bool {
 /// it; returns how many records were tested.
 fn follow(
     cx: &PairCx,
-    target: Option<Target>,
+    (target, facts): (Option<Target>, &WalkFacts),
     (ci, queue): (usize, Queue),
     mbar: Option<(&Plan, LoadUse)>,
 ) -> Result<usize, String> {
@@ -768,13 +810,14 @@ fn follow(
     let ancestors = cx.parents.ancestors(c.op);
     let probe = Walk {
         k,
+        facts,
         parents: cx.parents,
         target,
         queue,
         l: None,
         p: None,
         env: Vec::new(),
-        records: HashSet::new(),
+        records: FxHashSet::default(),
         watch: if queue == Queue::WgmmaGroups {
             result_uses(k, c.op)?
         } else {
@@ -871,13 +914,14 @@ fn follow(
 fn probe_clone<'a>(w: &Walk<'a>) -> Walk<'a> {
     Walk {
         k: w.k,
+        facts: w.facts,
         parents: w.parents,
         target: w.target,
         queue: w.queue,
         l: w.l,
         p: None,
         env: Vec::new(),
-        records: HashSet::new(),
+        records: FxHashSet::default(),
         watch: w.watch.clone(),
         mbar: None,
     }
@@ -1168,10 +1212,10 @@ fn pin(
     let mut off = 0i64;
     let mut free = Vec::new();
     for &(v, coef) in &x.form.free {
-        let known = match iv_fn(k, ind, v, (rel.iv, rel.iv_range), 0) {
+        let known = match cx.memo.iv_fn(k, ind, v, (rel.iv, rel.iv_range)) {
             Some(IvFn::Const(y)) => Some(y),
             Some(IvFn::Affine(m, q)) if affine_exact(m, q, rel.iv_range) => Some(m * at + q),
-            Some(IvFn::Periodic(_)) => eval_iv(k, ind, v, rel.iv, at),
+            Some(IvFn::Periodic(_)) => cx.memo.eval_iv(k, ind, v, rel.iv, at),
             _ => None,
         };
         match known {

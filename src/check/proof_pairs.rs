@@ -6,14 +6,17 @@
 //! - [`interval_candidates`]: the pairs of accesses of one alias class whose interval start
 //!   sets meet, found through an index from each start to the accesses it reaches, in the
 //!   order the pairwise loop visits them (so the first failing pair is the same);
-//! - [`PairMemo::instances`]: one instance vector per distinct `(c, T, guards, enumerated
-//!   loops)`, shared by every access with that form, so `T` is evaluated once per thread
-//!   for all of them;
-//! - [`collide`] and [`ShiftedProbe`]: per instance vector, modulus and meeting rule, one
-//!   residue index (`(x mod g)` → the first instance and the first one distinct from it);
-//!   a pair test probes it with the other side's instances, shifted by `cb - ca`; a test
-//!   seen before (same two instance vectors, modulus and rule) is answered from a memo, and
-//!   a shift already tested for one pair is not tested again.
+//! - [`PairMemo::instances`]: one instance vector per distinct `(T, guards, enumerated
+//!   loops)` (a *family*: the unrolled copies of an access differ only in `c`), evaluated
+//!   once per thread and enumerated iteration, and shared, with `c` added, by every access
+//!   of the family (one shape, so their pair tests share memos);
+//! - [`collides`] and [`ShiftedProbe`]: per shape, modulus and meeting rule, its residue
+//!   classes (`check/proof_classes.rs`: `(x mod g)` → the first instance and the first one
+//!   distinct from it); a pair test looks the smaller side's classes up in the other's,
+//!   shifted by `cb - ca`; a test seen before (same two shapes, modulus, rule and shift) is
+//!   answered from a memo, and a pair of shapes probed at many shifts gets the set of every
+//!   shift at which they meet. These say *whether* a pair meets; [`collide`] then names the
+//!   witness by the direct test, only for a pair that fails the proof.
 //!
 //! Invariants: a memo is keyed only by instance vectors the memo keeps alive (by address
 //! and length), so two keys never name different contents. A shifted probe is used only
@@ -23,8 +26,10 @@
 //!
 //! Complexity: O(sum over starts of (accesses reaching it)^2) candidate pairs (linear when
 //! each interval holds a bounded number of accesses of a buffer, as after placement), each
-//! O(1) when its two instance vectors were tested before, else O(instances); residue indexes
-//! O(instances) once per distinct instance vector, modulus and rule.
+//! O(1) when its two shapes were tested at its shift before, else O(classes of the smaller
+//! side) (or O(classes x classes) once per pair of shapes, for the shift set); residue
+//! classes O(instances) once per shape, modulus and rule; `T` evaluated O(threads x
+//! enumerated iterations) once per family.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -32,7 +37,10 @@ use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
 
-use super::proof::{Access, Inst, Meet, conflicting};
+use super::proof::{Access, Inst, IvFn, Meet, conflicting};
+use crate::ir::Kernel;
+use crate::ir::induction::Inductions;
+use super::proof_classes::{Classes, ShiftSet, residue};
 use crate::ir::{Op, Value};
 
 /// An instance as the rules compare them: (thread, enumerated-loop assignment).
@@ -41,9 +49,9 @@ type Id = (u32, u32);
 /// What identifies an instance vector the memo keeps alive: its address and length.
 type VecKey = (usize, usize);
 
-/// The key of a shared instance vector: `c`, the `T` terms, the guards and the assignments
-/// of the enumerated loops around the access.
-type FormKey = (i64, Vec<(i64, Value)>, Vec<(Value, bool)>, Vec<Vec<(Value, i64)>>);
+/// The key of a family of instance vectors (one per constant `c`): the `T` terms, the guards
+/// and the assignments of the enumerated loops around the access.
+type FormKey = (Vec<(i64, Value)>, Vec<(Value, bool)>, Vec<Vec<(Value, i64)>>);
 
 /// A live instance vector as the memo sees it: the representative of its shape (same
 /// threads and assignments in the same order, values differing by one constant) and that
@@ -81,19 +89,26 @@ pub(super) struct PairMemo {
     /// Per shape: its representative vector and the largest magnitude of its values.
     reps: RefCell<Vec<(Rc<Vec<Inst>>, u64)>>,
     shapes: Memo<Vec<(u32, u32, i64)>, u32>,
-    indexes: RefCell<FxHashMap<(u32, i64, Meet), Rc<ResidueIndex>>>,
-    /// Per (representatives, modulus, rule, shift of the second against the first): the
-    /// first collision.
-    results: Memo<(RepPair, i64), Option<Id>>,
+    /// Per (representative, modulus, rule): its residue classes.
+    indexes: RefCell<FxHashMap<(u32, i64, Meet), Rc<Classes>>>,
+    /// Per (representatives, modulus, rule, shift of the second against the first): whether
+    /// they meet.
+    results: Memo<(RepPair, i64), bool>,
     forms: RefCell<FxHashMap<FormKey, Rc<Vec<Inst>>>>,
     restricted: Memo<(usize, Vec<(Value, i64)>), Shared>,
     /// Per (representatives, modulus, rule): how many shifts were probed, and once that
-    /// reaches the first side's residue count, the table of every shift's answer.
+    /// reaches the larger side's class count, the set of every shift at which they meet.
     probes: Memo<RepPair, usize>,
-    tables: Memo<RepPair, Rc<FxHashMap<i64, Id>>>,
+    tables: Memo<RepPair, Rc<ShiftSet>>,
     /// Live vectors with a constant added ([`PairMemo::shifted_copy`]).
     shifted: Memo<(VecKey, i64), Shared>,
     by_op: FxHashMap<Op, Vec<usize>>,
+    /// Per (value, induction variable, its range): the value as a function of it
+    /// ([`super::proof::iv_fn`]), asked once per free term of every loop-carried probe.
+    iv_fns: Memo<(Value, Value, (i128, i128)), Option<IvFn>>,
+    /// Per (value, induction variable, iteration value): its value there
+    /// ([`super::proof::eval_iv`]).
+    iv_vals: Memo<(Value, Value, i64), Option<i64>>,
 }
 
 fn key_of(v: &[Inst]) -> VecKey {
@@ -121,7 +136,32 @@ impl PairMemo {
             probes: RefCell::default(),
             tables: RefCell::default(),
             by_op,
+            iv_fns: RefCell::default(),
+            iv_vals: RefCell::default(),
         }
+    }
+
+    /// [`super::proof::iv_fn`] of `v` in the loop variable `iv` ranging over `range`,
+    /// computed once (a pure function of the kernel).
+    pub fn iv_fn(&self, k: &Kernel, ind: &Inductions, v: Value, iv: (Value, (i128, i128))) -> Option<IvFn> {
+        let key = (v, iv.0, iv.1);
+        if let Some(f) = self.iv_fns.borrow().get(&key) {
+            return *f;
+        }
+        let f = super::proof::iv_fn(k, ind, v, iv, 0);
+        self.iv_fns.borrow_mut().insert(key, f);
+        f
+    }
+
+    /// [`super::proof::eval_iv`] of `v` where `iv` is `x`, computed once.
+    pub fn eval_iv(&self, k: &Kernel, ind: &Inductions, v: Value, iv: Value, x: i64) -> Option<i64> {
+        let key = (v, iv, x);
+        if let Some(y) = self.iv_vals.borrow().get(&key) {
+            return *y;
+        }
+        let y = super::proof::eval_iv(k, ind, v, iv, x);
+        self.iv_vals.borrow_mut().insert(key, y);
+        y
     }
 
     /// The accesses of op `op`, in index order.
@@ -155,22 +195,33 @@ impl PairMemo {
         }
     }
 
-    /// The instances of an access with form key `key` (`None`: not shareable), computed by
-    /// `make` the first time.
+    /// The instances of an access with form key `key` (`None`: not shareable) and constant
+    /// `c`: `make(c)`, or, for a key seen before, its family's vector (`make(0)`, computed
+    /// the first time) with `c` added, so that accesses whose forms differ by a constant
+    /// (unrolled copies) evaluate `T` once and share one shape.
     pub fn instances(
         &self,
         key: Option<FormKey>,
-        make: impl FnOnce() -> Result<Vec<Inst>, String>,
+        c: i64,
+        make: impl FnOnce(i64) -> Result<Vec<Inst>, String>,
     ) -> Result<Rc<Vec<Inst>>, String> {
         let Some(key) = key.filter(|_| self.enabled) else {
-            return Ok(self.keep(Rc::new(make()?)));
+            return Ok(self.keep(Rc::new(make(c)?)));
         };
-        if let Some(v) = self.forms.borrow().get(&key) {
-            return Ok(v.clone());
-        }
-        let v = self.keep(Rc::new(make()?));
-        self.forms.borrow_mut().insert(key, v.clone());
-        Ok(v)
+        let found = self.forms.borrow().get(&key).cloned();
+        let family = match found {
+            Some(v) => v,
+            None => {
+                let v = self.keep(Rc::new(make(0)?));
+                self.forms.borrow_mut().insert(key, v.clone());
+                v
+            }
+        };
+        Ok(if c == 0 {
+            family
+        } else {
+            self.shifted_copy(&family, c)
+        })
     }
 
     /// The instances of access `i` at the unrolled loops' values `env`, computed by `make`
@@ -221,41 +272,41 @@ impl PairMemo {
         s
     }
 
-    /// Representative `b` shifted by `shift` against representative `a`'s index: by probing,
-    /// or, once the pair was probed at as many shifts as `a` has residues, through a table of
-    /// every shift's answer (built in O(|b| x residues of a), then O(1) per shift).
-    fn probe_reps(&self, (a, b): (u32, u32), g: i64, rule: Meet, shift: i64) -> Option<Id> {
+    /// Whether representative `b` shifted by `shift` meets representative `a`: on their
+    /// residue classes (`check/proof_classes.rs`), or, once the pair was probed at as many
+    /// shifts as the larger side has classes, through the set of every shift at which they
+    /// meet (built in O(classes x classes), then O(1) per shift).
+    fn probe_reps(&self, (a, b): (u32, u32), g: i64, rule: Meet, shift: i64) -> bool {
         let key = (a, b, g, rule);
         if let Some(t) = self.tables.borrow().get(&key) {
-            return t.get(&residue(shift, g)).copied();
+            return t.contains(residue(shift, g));
         }
-        let ix = self.index(a, g, rule);
-        let rep_b = self.reps.borrow()[b as usize].0.clone();
+        let (ca, cb) = (self.index(a, g, rule), self.index(b, g, rule));
         let n = {
             let mut probes = self.probes.borrow_mut();
             let n = probes.entry(key).or_default();
             *n += 1;
             *n
         };
-        // Differences `k - x_b` stay exact for these moduli (see `ShiftTable`).
+        // Differences of residues stay exact for these moduli (see `exact_shift`).
         let tabled = g == 0 || g.unsigned_abs().is_power_of_two() || g.unsigned_abs() < SAFE;
-        if !tabled || n < ix.first.len() {
-            return ix.probe(&rep_b, shift);
+        if !tabled || n < ca.len().max(cb.len()) {
+            return ca.meets(&cb, shift);
         }
-        let t = Rc::new(ix.shift_table(&rep_b));
-        let r = t.get(&residue(shift, g)).copied();
+        let t = Rc::new(ca.shift_set(&cb));
+        let r = t.contains(residue(shift, g));
         self.tables.borrow_mut().insert(key, t);
         r
     }
 
-    /// The residue index of representative `rep` for modulus `g` and `rule`.
-    fn index(&self, rep: u32, g: i64, rule: Meet) -> Rc<ResidueIndex> {
+    /// The residue classes of representative `rep` for modulus `g` and `rule`.
+    fn index(&self, rep: u32, g: i64, rule: Meet) -> Rc<Classes> {
         let key = (rep, g, rule);
         if let Some(ix) = self.indexes.borrow().get(&key) {
             return ix.clone();
         }
         let v = self.reps.borrow()[rep as usize].0.clone();
-        let ix = Rc::new(ResidueIndex::new(&v, g, rule));
+        let ix = Rc::new(Classes::new(&v, g, rule));
         self.indexes.borrow_mut().insert(key, ix.clone());
         ix
     }
@@ -265,16 +316,16 @@ impl PairMemo {
         self.reps.borrow()[rep as usize].1
     }
 
-    /// `a + ca` against `b + cb` through `a`'s representative's index, memoized when `b` is
-    /// live too; `None` when the shifted probe would not be exact (the caller tests
-    /// directly).
+    /// Whether `a + ca` meets `b + cb`, through `a`'s representative's classes, memoized
+    /// when `b` is live too; `None` when the shifted probe would not be exact (the caller
+    /// tests directly).
     fn shifted(
         &self,
         (a, b): (Canon, Side),
         (ca, cb): (i64, i64),
         g: i64,
         rule: Meet,
-    ) -> Option<Option<Id>> {
+    ) -> Option<bool> {
         let (b_max, b_off) = match b {
             Side::Canon(c) => (self.rep_max(c.rep), c.off),
             Side::Raw(v) => (max_abs(v), 0),
@@ -286,7 +337,7 @@ impl PairMemo {
         // a.x + ca = rep_a.x + (off_a + ca); b.x + cb = rep_b.x + (off_b + cb).
         let shift = cb.wrapping_add(b_off).wrapping_sub(ca).wrapping_sub(a.off);
         let bc = match b {
-            Side::Raw(v) => return Some(self.index(a.rep, g, rule).probe(v, shift)),
+            Side::Raw(v) => return Some(self.index(a.rep, g, rule).meets_raw(v, shift)),
             Side::Canon(c) => c,
         };
         let key = ((a.rep, bc.rep, g, rule), shift);
@@ -307,7 +358,7 @@ pub(super) fn form_key(
     combos: Vec<Vec<(Value, i64)>>,
 ) -> Option<FormKey> {
     (a.collective.is_none() && a.tile.is_none())
-        .then(|| (a.form.c, a.form.tpart.clone(), guards, combos))
+        .then(|| (a.form.tpart.clone(), guards, combos))
 }
 
 /// Per residue of `x mod g` (`x` itself when `g == 0`): the first instance with it and the
@@ -321,10 +372,6 @@ pub(super) struct ResidueIndex {
 
 /// Magnitudes below this never overflow i64 when six of them are added.
 const SAFE: u64 = 1 << 59;
-
-fn residue(x: i64, g: i64) -> i64 {
-    if g == 0 { x } else { x.rem_euclid(g) }
-}
 
 fn max_abs(v: &[Inst]) -> u64 {
     v.iter().map(|i| i.x.unsigned_abs()).max().unwrap_or(0)
@@ -356,30 +403,6 @@ impl ResidueIndex {
         ResidueIndex { g, rule, first }
     }
 
-    /// Every shift's [`ResidueIndex::probe`] answer at once: per residue `d` of a shift, the
-    /// answer of the first instance of `b` (in order) with `residue(x_b + d)` a residue `k`
-    /// of the index, i.e. `d = residue(k - x_b)`. Exact when `g` is 0 or a power of two
-    /// (wrapping is consistent modulo `g`) or `g` and every `|x_b|` are below 2^59 (the
-    /// callers' bound).
-    fn shift_table(&self, b: &[Inst]) -> FxHashMap<i64, Id> {
-        let mut t: FxHashMap<i64, Id> = FxHashMap::default();
-        for i in b {
-            let id = (i.t, i.combo);
-            for (&k, (x, other)) in &self.first {
-                let hit = if self.rule.distinct(*x, id) {
-                    Some(x.0)
-                } else {
-                    other.filter(|o| self.rule.distinct(*o, id)).map(|o| o.0)
-                };
-                if let Some(w) = hit {
-                    t.entry(residue(k.wrapping_sub(i.x), self.g))
-                        .or_insert((w, i.t));
-                }
-            }
-        }
-        t
-    }
-
     /// The first instance of `b` (in order) whose value plus `shift` has the residue of an
     /// instance of the indexed side that the rule counts as distinct from it.
     fn probe(&self, b: &[Inst], shift: i64) -> Option<Id> {
@@ -401,8 +424,8 @@ impl ResidueIndex {
 }
 
 /// Two instances (threads) whose values agree modulo `g` (exactly when `g == 0`) and that
-/// `rule` counts as different; O(|b|) the first time two shapes meet at one shift, O(1)
-/// after.
+/// `rule` counts as different: whether they exist through [`collides`], then the pair the
+/// direct test names.
 pub(super) fn collide(
     memo: &PairMemo,
     a: &[Inst],
@@ -411,6 +434,12 @@ pub(super) fn collide(
     rule: Meet,
 ) -> Option<(u32, u32)> {
     ShiftedProbe::new(memo, a, b, g, rule).test(0, 0)
+}
+
+/// Whether [`collide`] finds two instances; O(classes of the smaller side) the first time two
+/// shapes meet at one shift, O(1) after.
+pub(super) fn collides(memo: &PairMemo, a: &[Inst], b: &[Inst], g: i64, rule: Meet) -> bool {
+    ShiftedProbe::new(memo, a, b, g, rule).hits(0, 0)
 }
 
 /// The collision test of two fixed instance vectors under pairs of constants `(ca, cb)`
@@ -440,14 +469,25 @@ impl<'a> ShiftedProbe<'a> {
         }
     }
 
-    /// [`collide`] with `ca` added to every value of `a` and `cb` to every value of `b`.
+    /// [`collide`] with `ca` added to every value of `a` and `cb` to every value of `b`:
+    /// the memo says whether they meet, the direct test names the pair (so the witness is the
+    /// one of testing from scratch).
     pub fn test(&mut self, ca: i64, cb: i64) -> Option<(u32, u32)> {
-        if let Some(sides) = self.sides
-            && let Some(r) = self.memo.shifted(sides, (ca, cb), self.g, self.rule)
-        {
-            return r;
+        if self.memoized(ca, cb) == Some(false) {
+            return None;
         }
         collide_direct(self.a, ca, self.b, cb, self.g, self.rule)
+    }
+
+    /// Whether [`ShiftedProbe::test`] finds a pair, without naming it.
+    pub fn hits(&mut self, ca: i64, cb: i64) -> bool {
+        self.memoized(ca, cb)
+            .unwrap_or_else(|| collide_direct(self.a, ca, self.b, cb, self.g, self.rule).is_some())
+    }
+
+    fn memoized(&self, ca: i64, cb: i64) -> Option<bool> {
+        self.memo
+            .shifted(self.sides?, (ca, cb), self.g, self.rule)
     }
 }
 
@@ -576,6 +616,7 @@ mod tests {
                     (rng(&mut seed) % 40) as i64 - 20
                 };
                 let want = collide_direct(&a, ca, &b, cb, g, rule);
+                assert_eq!(probe.hits(ca, cb), want.is_some(), "{a:?} {ca} {b:?} {cb} g={g}");
                 assert_eq!(probe.test(ca, cb), want, "{a:?} {ca} {b:?} {cb} g={g}");
                 assert_eq!(raw_probe.test(ca, cb), want, "{a:?} {ca} {b:?} {cb} g={g}");
                 if want.is_some() {
