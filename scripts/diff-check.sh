@@ -11,6 +11,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 old=$1 new=$2 out=$(mktemp -d)
 mkdir -p "$out/old" "$out/new" "$out/in"
+. scripts/diff-lib.sh
+per_schedule() { sed -E 's/[0-9.]+ (ms|s) per schedule/T per schedule/g'; }
 files=$(ls examples/*.kir; find tests/filetests -name '*.kir' | sort; ls corpus/triton/*.ttgir)
 for f in $files; do
   case $f in
@@ -25,16 +27,9 @@ for f in $files; do
     for input in "$f" "$synced"; do
       [ -s "$input" ] || continue
       tag=raw; [ "$input" = "$synced" ] && tag=synced
-      for side in old new; do
-        bin=$old; [ $side = new ] && bin=$new
-        timeout 120 "$bin" check -v --schedules 1 --max-steps 2000000 --target "$t" "$input" 2>&1 \
-          | sed -E 's/[0-9.]+ (ms|s) per schedule/T per schedule/g' > "$out/$side/$n.$tag"
-        echo "rc=${PIPESTATUS[0]}" >> "$out/$side/$n.$tag"
-      done
+      both "$n.$tag" 120 per_schedule \
+        check -v --schedules 1 --max-steps 2000000 --target "$t" "$input"
     done
   done
 done
-diff -r "$out/old" "$out/new"
-status=$?
-rm -rf "$out"
-exit $status
+finish

@@ -11,6 +11,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 old=$1 new=$2 out=$(mktemp -d)
+mkdir -p "$out/old" "$out/new"
+. scripts/diff-lib.sh
 filter() {
   if [ "${FULL_STATS:-0}" = 1 ]; then
     cat
@@ -21,15 +23,7 @@ filter() {
 for f in examples/*.kir $(find tests/filetests -name '*.kir' | sort); do
   for t in sm_80 sm_90 gfx942 gfx1201; do
     n=$(echo "$f" | tr '/' '_').$t
-    for side in old new; do
-      mkdir -p "$out/$side"
-      bin=$old; [ $side = new ] && bin=$new
-      timeout 60 "$bin" sync --target $t --stats "$f" 2>&1 | filter > "$out/$side/$n"
-      echo "rc=${PIPESTATUS[0]}" >> "$out/$side/$n"
-    done
+    both "$n" 60 filter sync --target $t --stats "$f"
   done
 done
-diff -r "$out/old" "$out/new"
-status=$?
-rm -rf "$out"
-exit $status
+finish
