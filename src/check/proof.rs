@@ -631,6 +631,19 @@ impl Meet {
         same_thread: false,
         self_pair: false,
     };
+    /// The three rules the proof uses, for tests that try each.
+    #[cfg(test)]
+    pub(super) const ALL: [Meet; 3] = [
+        Meet::OTHER_THREAD,
+        Meet {
+            same_thread: true,
+            self_pair: true,
+        },
+        Meet {
+            same_thread: true,
+            self_pair: false,
+        },
+    ];
     pub(super) fn distinct(&self, x: (u32, u32), y: (u32, u32)) -> bool {
         if !self.same_thread {
             x.0 != y.0 || x.0 == ANY

@@ -566,17 +566,7 @@ mod tests {
     #[test]
     fn shifted_probe_equals_the_direct_test() {
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let rules = [
-            Meet::OTHER_THREAD,
-            Meet {
-                same_thread: true,
-                self_pair: true,
-            },
-            Meet {
-                same_thread: true,
-                self_pair: false,
-            },
-        ];
+        let rules = Meet::ALL;
         let (mut hits, mut misses) = (0, 0);
         let memo = PairMemo::new(&[], true);
         for round in 0..3000 {
