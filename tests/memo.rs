@@ -76,14 +76,17 @@ fn memoized_answers_equal_fresh_ones() {
     }
 }
 
-/// The in-flight dataflow with loops in closed form (`Flow::closed_form`) and with every loop
-/// iterated (`FlowMemo::iterate`, the oracle) on one kernel and target: the same wait plan
-/// and warnings, and on the kernel with the waits the same completions, drained copies,
-/// outstanding copies, in-flight hazards (as a set) and warnings.
+/// The in-flight dataflow with its shortcuts — loops in closed form (`Flow::closed_form`),
+/// short constant-trip loops stopped at their trip count (`Flow::trip_cut`) — and with every
+/// loop iterated until its tags saturate (`FlowMemo::iterate`, `FlowMemo::full_trips`: the
+/// oracle) on one kernel and target: the same wait plan and warnings, and on the kernel with
+/// the waits the same completions, drained copies, outstanding copies, in-flight hazards (as
+/// a set) and warnings.
 fn closed_form_equals_iteration(name: &str, k: &smemsync::Kernel, t: &Target) {
     let solve = |iterate: bool| {
         let mut memo = FlowMemo::for_kernel(k);
         memo.iterate = iterate;
+        memo.full_trips = iterate;
         let plan = plan_waits_memo(k, t, &mut memo);
         let comp = plan.as_ref().ok().map(|p| {
             let out = apply(k, &p.plan).unwrap();

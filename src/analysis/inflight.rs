@@ -428,6 +428,10 @@ pub struct FlowMemo {
     /// Solve every loop by iteration, never in closed form (`Flow::closed_form`): the
     /// oracle the tests compare the closed form with.
     pub iterate: bool,
+    /// Iterate a short constant-trip loop until its tags saturate, as for any loop, instead
+    /// of stopping at its trip count (`Flow::trip_cut`): the oracle the tests compare the
+    /// cut with.
+    pub full_trips: bool,
     /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
     /// the hazard finder reports no hazard between two of them.
     pub ordered_tma: std::collections::HashSet<Op>,
@@ -794,7 +798,8 @@ impl<'k> Flow<'k> {
     }
 
     /// The loop's stable head and its last back-edge state by Kleene iteration from the
-    /// entry state `head`: `head := head ⊔ back(body(head))` until stable.
+    /// entry state `head`: `head := head ⊔ cut(back(body(head)))` until stable, `cut` the
+    /// trip-count cut of a short constant-trip loop ([`Flow::trip_cut`]), else the identity.
     fn iterate(
         &mut self,
         l: Op,
@@ -803,13 +808,39 @@ impl<'k> Flow<'k> {
         mut head: Vec<InFlight>,
         v: &mut dyn Visitor,
     ) -> (Vec<InFlight>, Vec<InFlight>) {
+        let cut = self.trip_cut(l);
         loop {
             let s = self.pass(l, cond, body, &head, v);
-            // The back-edge state is kept for the exit, not cloned: the join reads it.
-            if !join_parts_ref(&mut head, &s) {
+            // The back-edge state is kept for the exit (uncut: the exit reads the distance
+            // `T` of the first iteration's copies), not cloned where nothing is cut.
+            let changed = match cut {
+                Some(t) => {
+                    let mut c = s.clone();
+                    for x in c.iter_mut() {
+                        cut_beyond(&self.memo.entries, l, t, x);
+                    }
+                    join_parts(&mut head, c)
+                }
+                None => join_parts_ref(&mut head, &s),
+            };
+            if !changed {
                 return (head, s);
             }
         }
+    }
+
+    /// The trip count `T` of loop `l` when the solver stops it there (docs/async.md, "Short
+    /// loops stop at their trip count"): a `for` with constant bounds and `1 ≤ T ≤ TAG_CAP`
+    /// (a longer loop's tags saturate before they reach `T`, and cutting nothing is the
+    /// identity). `None` under [`FlowMemo::full_trips`] or `SMEMSYNC_INFLIGHT_FULL_TRIPS`.
+    fn trip_cut(&self, l: Op) -> Option<u32> {
+        if self.memo.full_trips || full_trips_env() {
+            return None;
+        }
+        let t = self.const_trip(l)?;
+        (1..=TAG_CAP as i64)
+            .contains(&t)
+            .then_some(t as u32)
     }
 
     /// One pass over the loop body from `head`: the back-edge state.
@@ -842,7 +873,9 @@ impl<'k> Flow<'k> {
     /// `-1` on a group queue, `0` otherwise). The head after `n` passes is then
     /// `⊔_{i≤n} backⁱ(entry) ⊔ ⊔_{1≤i≤n} backⁱ(C)`, and its limit the closure of
     /// `entry ⊔ back(C)` under `back`, which is stable after at most `TAG_CAP` rewrites (every
-    /// tag on the loop is then `Unknown`). The body is walked once, from that head, for the
+    /// tag on the loop is then `Unknown`). A short constant-trip loop's `back` is followed
+    /// by its trip-count cut ([`Flow::trip_cut`]), a filter, which distributes over the join
+    /// too. The body is walked once, from that head, for the
     /// visitor: the walk the last pass of the iteration makes. `None` (nothing walked) when
     /// the body is not of that kind, or when the visitor may change states and some op of the
     /// body conflicts with an entry of the head (the visitor would insert a wait).
@@ -858,23 +891,32 @@ impl<'k> Flow<'k> {
             return None;
         }
         let issues = self.inserts_only(l)?;
+        let cut = self.trip_cut(l);
         let mut added = InFlight::default();
         for &(q, op) in issues.iter() {
             let e = self.issued(op);
             added.insert(q, e, if q.counted() { -1 } else { 0 });
         }
         let table = &mut self.memo.entries;
+        // `back` followed by the trip-count cut (the identity without one).
+        let step = |table: &mut Entries, x: &mut InFlight| {
+            let moved = x.rewrite(table, Rewrite::Back(l, TAG_CAP));
+            if let Some(t) = cut {
+                cut_beyond(table, l, t, x);
+            }
+            moved
+        };
         let mut back_added = added.clone();
-        back_added.rewrite(table, Rewrite::Back(l, TAG_CAP));
+        step(table, &mut back_added);
         let head: Vec<InFlight> = entry
             .iter()
             .map(|x| {
                 let mut cur = x.clone();
                 cur.join(&back_added);
                 let mut powers = vec![cur.clone()];
-                // `back` distributes over the join and saturates: once a power is stable,
-                // every later one equals it.
-                while cur.rewrite(table, Rewrite::Back(l, TAG_CAP)) {
+                // `back` distributes over the join and saturates (and the cut is a filter):
+                // once a power is stable, or empty, every later one equals it.
+                while step(table, &mut cur) && !cur.is_empty() {
                     powers.push(cur.clone());
                 }
                 InFlight::join_sorted(table, &powers)
@@ -889,7 +931,13 @@ impl<'k> Flow<'k> {
         debug_assert!(
             {
                 let mut h = head.clone();
-                !join_parts_ref(&mut h, &back)
+                let mut b = back.clone();
+                if let Some(t) = cut {
+                    for x in b.iter_mut() {
+                        cut_beyond(&self.memo.entries, l, t, x);
+                    }
+                }
+                !join_parts(&mut h, b)
             },
             "the closed form of a loop is not its fixpoint"
         );
@@ -1654,6 +1702,30 @@ fn stats_on() -> bool {
 fn closed_form_off() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_ITERATE").is_some())
+}
+
+/// Whether `SMEMSYNC_INFLIGHT_FULL_TRIPS` is set: short constant-trip loops are iterated
+/// until their tags saturate, not stopped at their trip count (for measuring the cut).
+fn full_trips_env() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_FULL_TRIPS").is_some())
+}
+
+/// Drops from `x` the entries that stand for no execution at the head of loop `l`, a `for`
+/// of `t ≤ TAG_CAP` iterations: a tag on `l` of `Dist(d ≥ t)`, `Pre(j ≥ t)`,
+/// `PreLast(j ≥ t, _)` or `Unknown` (only ever a saturated distance or iteration, `≥ TAG_CAP`).
+/// Every iteration `i < t` sees distances and iteration numbers at most `i`.
+fn cut_beyond(table: &Entries, l: Op, t: u32, x: &mut InFlight) {
+    x.retain(|_, e, _| {
+        table.tags(e).iter().rev().all(|(lp, g)| {
+            *lp != l
+                || match *g {
+                    IterTag::Dist(d) | IterTag::Pre(d) | IterTag::PreLast(d, _) => d < t,
+                    IterTag::Unknown => false,
+                    IterTag::Last(_) => true,
+                }
+        })
+    });
 }
 
 /// What the transfer function does with an op.
