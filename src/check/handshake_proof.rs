@@ -17,8 +17,10 @@
 //!    transaction bytes the bytes of its TMA loads: each use completes exactly one phase;
 //! 2. **parity**: a "this use" wait needs the arrivals of the same iteration, a "previous use"
 //!    wait those `D` iterations earlier (none for the first use);
-//! 3. **no aliasing**: every thread that waits also arrives later in the same iteration, so it
-//!    holds the other role back and never falls two phases behind;
+//! 3. **no aliasing**: every thread that waits also arrives later in the same iteration, or
+//!    (a wait of the whole role) passes a named barrier of exactly its role's threads before
+//!    one elected thread's arrival (docs/checker.md, "Elected arrivals"), so it holds the
+//!    other role back and never falls two phases behind;
 //! 4. **no cycle**: the graph of program order within a role and "arrival before a this-use
 //!    wait" across roles is acyclic; a cycle is reported as a deadlock with the roles that wait
 //!    on each other. By induction on the iteration every wait then completes.
@@ -66,7 +68,7 @@ pub fn prove_handshakes(k: &Kernel) -> Vec<HandshakeVerdict> {
     out
 }
 
-fn role_group(k: &Kernel, o: Op) -> Option<Group> {
+pub(super) fn role_group(k: &Kernel, o: Op) -> Option<Group> {
     let OpKind::If {
         cond: Operand::Value(c),
     } = k.ops[o].kind
@@ -82,7 +84,7 @@ fn role_group(k: &Kernel, o: Op) -> Option<Group> {
     }
 }
 
-fn has_mbar(k: &Kernel, r: Region) -> bool {
+pub(super) fn has_mbar(k: &Kernel, r: Region) -> bool {
     k.region_ops(r).iter().any(|&o| {
         matches!(
             k.ops[o].kind,
@@ -461,14 +463,22 @@ fn balance(
     Ok(None)
 }
 
-/// Every waiting op is followed, in its role's iteration, by an arrival by the same threads.
+/// Every waiting op is followed, in its role's iteration, by an arrival by the same threads,
+/// or (a wait of the whole role) by a group barrier of the role and then an elected arrival:
+/// each waiter's passage through the barrier holds that arrival, and so the other role, back.
 fn aliasing(k: &Kernel, ops: &[HsOp]) -> Result<(), String> {
+    let order: HashMap<Op, usize> = (k.ops_in_order().into_iter().enumerate())
+        .map(|(i, o)| (o, i))
+        .collect();
     for (i, w) in ops.iter().enumerate() {
         if !matches!(w.kind, Kind::Wait(_)) {
             continue;
         }
         let arrives = ops[i + 1..].iter().any(|a| {
-            a.arm == w.arm && a.elect == w.elect && matches!(a.kind, Kind::Arrive { .. })
+            a.arm == w.arm
+                && matches!(a.kind, Kind::Arrive { .. })
+                && (a.elect == w.elect
+                    || !w.elect && a.elect && group_barrier_between(k, &order, w, a.op))
         });
         if !arrives {
             return Err(format!(
@@ -478,6 +488,31 @@ fn aliasing(k: &Kernel, ops: &[HsOp]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Whether a `named_sync id, n` of the waiting role's `n` threads lies in the wait's loop body
+/// between the wait `w` (of every thread of its role, directly in that body) and `a`, with
+/// every op on `id` such a `named_sync` of that body: each phase of `id` is then one
+/// iteration of exactly that role's threads.
+fn group_barrier_between(k: &Kernel, order: &HashMap<Op, usize>, w: &HsOp, a: Op) -> bool {
+    let parents = k.parents();
+    let body = parents.parent_op(w.op);
+    let of_body = |o: Op, n: u32| {
+        matches!(k.ops[o].kind, OpKind::NamedSync { count, .. } if count == n)
+            && parents.parent_op(o) == body
+    };
+    let id_of = |o: Op| match k.ops[o].kind {
+        OpKind::NamedSync { id, .. } | OpKind::NamedArrive { id, .. } => Some(id),
+        _ => None,
+    };
+    order.keys().any(|&b| {
+        of_body(b, w.threads)
+            && order[&w.op] < order[&b]
+            && order[&b] < order[&a]
+            && order
+                .keys()
+                .all(|&o| id_of(o) != id_of(b) || of_body(o, w.threads))
+    })
 }
 
 /// A cycle of waits across the roles (C0020), if any.

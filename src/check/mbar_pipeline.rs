@@ -91,7 +91,7 @@ fn konst(k: &Kernel, o: Operand) -> Option<i64> {
 }
 
 /// The conjuncts of an `and` chain.
-fn conjuncts(k: &Kernel, c: Operand, out: &mut Vec<Operand>) {
+pub(super) fn conjuncts(k: &Kernel, c: Operand, out: &mut Vec<Operand>) {
     match def(k, c) {
         Some(OpKind::Binary(BinOp::And, x, y)) => {
             conjuncts(k, *x, out);
@@ -102,7 +102,7 @@ fn conjuncts(k: &Kernel, c: Operand, out: &mut Vec<Operand>) {
 }
 
 /// `C` when `c` is `cmp eq tid, C` (the linear thread id, or `tid.x` in a 1-D block).
-fn elected(k: &Kernel, c: Operand) -> Option<i64> {
+pub(super) fn elected(k: &Kernel, c: Operand) -> Option<i64> {
     let Some(OpKind::Cmp(CmpPred::Eq, x, y)) = def(k, c) else {
         return None;
     };

@@ -17,6 +17,7 @@
 //! Complexity: the static mode is O(accesses^2 x instances) per buffer at worst; interpretation is
 //! O(schedules x ops executed) plus O(threads x clock slots) per block-wide sync op.
 
+mod elected_pipeline;
 pub mod handshake_proof;
 mod named_proof;
 pub mod interp;

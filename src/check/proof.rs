@@ -95,14 +95,28 @@ fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String,
     let td = uniform::thread_dependent(k, Loads::ThreadDependent);
     let ranges = Ranges::new(k);
     barriers_uniform(k, &td)?;
-    super::proof_syncs::syncs_reasoned(k, &td, warp as u32, &mut |c| warp_uniform(k, warp, c))?;
+    let roles = super::elected_pipeline::plan(k, &td);
+    let wu = &mut |c| warp_uniform(k, warp, c);
+    super::proof_syncs::syncs_reasoned(k, &td, &roles, warp as u32, wu)?;
+    let roles = roles.ok().flatten();
     let starts = interval_starts(k);
     let parents = k.parents();
     let en = super::proof_async::enumerated(k, parents);
-    let mut accs = accesses(k, &td, &ranges, &en, warp as u32)?;
+    let slots = roles.as_ref().map(|r| &r.slots);
+    let mut accs = accesses(k, &td, &ranges, &en, warp as u32, slots)?;
     let class = alias_classes(k);
     for a in &mut accs {
         a.class = class.get(&a.buf).copied().unwrap_or(a.buf);
+    }
+    // The slot buffers' accesses are left out above: nothing else may share their bytes.
+    let slot_classes: HashSet<Buffer> = (slots.into_iter().flatten())
+        .map(|b| class.get(b).copied().unwrap_or(*b))
+        .collect();
+    if let Some(a) = accs.iter().find(|a| slot_classes.contains(&a.class)) {
+        return Err(format!(
+            "{} touches bytes a TMA slot buffer shares with another buffer",
+            op_at(k, a.op)
+        ));
     }
     let mut eval = Evaluator {
         k,
@@ -169,7 +183,10 @@ fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String,
             }
         }
     }
-    let walked = super::proof_async::async_pairs(&cx, target, &by_buf)?;
+    let mut walked = super::proof_async::async_pairs(&cx, target, &by_buf, roles.as_ref())?;
+    if let Some(r) = &roles {
+        walked += &r.summary();
+    }
     let in_warp = if in_warp > 0 {
         format!(" ({in_warp} of them in no common warp interval: ordered within each warp by warp_sync)")
     } else {
@@ -219,11 +236,16 @@ fn accesses(
     ranges: &Ranges,
     en: &Enumerated,
     warp: u32,
+    ordered: Option<&HashSet<Buffer>>,
 ) -> Result<Vec<Access>, String> {
     let mut accs: Vec<Access> = Vec::new();
     for op in k.ops_in_order() {
         for sa in effects(k, op).shared {
             let buf = k.root_buffer(sa.mem);
+            // The slot buffers of a two-role pipeline: their handshakes order every pair.
+            if ordered.is_some_and(|o| o.contains(&buf)) {
+                continue;
+            }
             let mut ix = Indexing {
                 k,
                 td,

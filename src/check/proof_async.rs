@@ -40,6 +40,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
+use super::elected_pipeline::RolePlan;
 use super::mbar_pipeline::{LoadUse, Plan};
 use super::proof::{
     Access, Inst, IvFn, LoopRelation, Meet, PairCx, Sides, affine_exact, alias_met, bound_range,
@@ -630,6 +631,7 @@ pub(super) fn async_pairs(
     cx: &PairCx,
     target: Option<Target>,
     by_buf: &HashMap<Buffer, Vec<usize>>,
+    roles: Option<&RolePlan>,
 ) -> Result<String, String> {
     let k = cx.k;
     let (mut copies, mut reads, mut fenced, mut met) = (0usize, 0usize, 0usize, 0usize);
@@ -637,7 +639,7 @@ pub(super) fn async_pairs(
         .accs
         .iter()
         .any(|a| a.kind == AccessKind::AsyncWrite(AsyncClass::Tma));
-    let plan = if tma {
+    let plan = if tma && roles.is_none() {
         let td = super::uniform::thread_dependent(k, super::uniform::Loads::ThreadDependent);
         super::mbar_pipeline::plan(k, &td)?
     } else {
@@ -645,6 +647,11 @@ pub(super) fn async_pairs(
     };
     let facts = WalkFacts::new(k, target);
     for (ci, c) in cx.accs.iter().enumerate() {
+        // A load of a two-role pipeline: `elected_pipeline` orders it against every access
+        // of its slot buffer.
+        if roles.is_some_and(|r| r.loads.contains(&c.op)) {
+            continue;
+        }
         let queue = if c.kind.is_async() {
             let Some(q) = queue_of(k, c.op, target) else {
                 return Err(format!("{} is not modelled", op_at(k, c.op)));

@@ -28,14 +28,18 @@
 //!   depends on proxy fences has wgmma or TMA accesses, on which the proof declines: the
 //!   fence argument is only ever made by the interpreter (`race`), never behind "proved".
 //! - mbarrier ops: only in the single-role TMA pipeline form of [`super::mbar_pipeline`],
-//!   which proves that every wait completes and names the phase of its use; otherwise
-//!   declined (their arrival counts and phases are not reasoned about).
+//!   which proves that every wait completes and names the phase of its use, or in the
+//!   two-role form of [`super::elected_pipeline`] (whose handshakes `handshake_proof`
+//!   proves); otherwise declined (their arrival counts and phases are not reasoned about).
+//!   In the two-role form a `named_sync id, n` of one role's `n` threads, run by all of them
+//!   each iteration and with an id no other role uses, completes with exactly that role.
 //!
 //! Complexity: O(ops) plus the protocol verifier, plus O(threads) per distinct `if`
 //! condition enclosing a `warp_sync`.
 
 use std::collections::HashSet;
 
+use super::elected_pipeline::RolePlan;
 use crate::ir::*;
 
 /// Whether `warp_sync` may sit under an `if` on this condition: every warp agrees on it.
@@ -46,12 +50,19 @@ pub(super) type WarpUniform<'a> = dyn FnMut(Value) -> bool + 'a;
 pub(super) fn syncs_reasoned(
     k: &Kernel,
     td: &HashSet<Value>,
+    roles: &Result<Option<RolePlan>, String>,
     warp: u32,
     warp_uniform: &mut WarpUniform<'_>,
 ) -> Result<(), String> {
-    let mbar = match super::mbar_pipeline::plan(k, td) {
-        Ok(_) => Ok(()),
-        Err(why) => Err(why),
+    // A role branch with mbarriers is read as a two-role pipeline, anything else as a
+    // single-role one.
+    let (mbar, role_named) = match roles {
+        Ok(Some(p)) => (Ok(()), p.named.clone()),
+        Err(why) => (Err(why.clone()), HashSet::new()),
+        Ok(None) => (
+            super::mbar_pipeline::plan(k, td).map(|_| ()),
+            HashSet::new(),
+        ),
     };
     let mut g = Gate {
         k,
@@ -59,6 +70,7 @@ pub(super) fn syncs_reasoned(
         warp_uniform,
         split_or_named: false,
         mbar,
+        role_named,
     };
     g.region(k.body(), Control::default())?;
     if g.split_or_named
@@ -86,9 +98,11 @@ struct Gate<'a, 'f> {
     td: &'a HashSet<Value>,
     warp_uniform: &'a mut WarpUniform<'f>,
     split_or_named: bool,
-    /// Whether the mbarrier ops form the pipeline [`super::mbar_pipeline`] proves, else why
-    /// not.
+    /// Whether the mbarrier ops form the pipeline [`super::mbar_pipeline`] or
+    /// [`super::elected_pipeline`] proves, else why not.
     mbar: Result<(), String>,
+    /// The named barriers of one role's threads that [`super::elected_pipeline`] accepts.
+    role_named: HashSet<Op>,
 }
 
 impl Gate<'_, '_> {
@@ -173,7 +187,7 @@ impl Gate<'_, '_> {
             | SyncEffect::MbarWait
             | SyncEffect::MbarInval => self.mbar.clone().map_err(|why| {
                 format!(
-                    "{} is an mbarrier op outside the single-role TMA pipeline form ({why})",
+                    "{} is an mbarrier op outside the single- and two-role TMA pipeline forms ({why})",
                     name()
                 )
             }),
@@ -184,6 +198,9 @@ impl Gate<'_, '_> {
     /// `named_arrive` anywhere declines the proof on its own).
     fn named_sync(&self, op: Op, count: u32, ctl: Control) -> Result<(), String> {
         let name = super::proof::op_at(self.k, op);
+        if self.role_named.contains(&op) {
+            return Ok(());
+        }
         if ctl.block_divergent {
             return Err(format!("{name} is under thread-dependent control"));
         }
