@@ -579,6 +579,8 @@ pub fn place_with(
             })?
         }
     };
+    let mut points = points;
+    role_release::publish_inits_early(model, &hazards, &pending, &mut points);
     let mut placement = finish(model, hazards, existing, &pending, points);
     placement.stats.conservative = warnings
         .iter()

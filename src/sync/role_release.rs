@@ -24,9 +24,17 @@
 //!
 //! Complexity: O(accesses · depth) to classify, O(W_r · S_r) hazards per role r (waits times
 //! signals of the role).
+//!
+//! [`publish_inits_early`] moves a placed barrier that orders an `mbar_init` before other
+//! threads' use to the earliest gap of its region that still removes every hazard it
+//! removes: the same barrier count and cost, at the place CUDA's TMA example and Triton's
+//! lowering put it (right after the inits, before the initialising thread's own first use),
+//! which is also the form `check`'s static pipeline proof reads. O(points · gaps · hazards
+//! of the point).
 
 use crate::analysis::footprint::Footprints;
 use crate::analysis::hazards::{Hazard, ordering_hazards};
+use crate::sync::{Point, SyncModel};
 use crate::ir::*;
 
 /// Whether every thread that reaches the definition of `o` computes the same value: block
@@ -135,4 +143,35 @@ pub fn hazards(fp: &Footprints) -> Vec<Hazard> {
         }
     }
     out
+}
+
+/// Moves each chosen point that removes a hazard from an `mbar_init` to the earliest gap of
+/// its region where it still removes every pending hazard it removed (see the module doc).
+pub fn publish_inits_early(
+    model: &SyncModel,
+    hazards: &[Hazard],
+    pending: &[usize],
+    points: &mut [Point],
+) {
+    let k = model.k;
+    for i in 0..points.len() {
+        let p = points[i];
+        let served: Vec<&Hazard> = pending
+            .iter()
+            .map(|&h| &hazards[h])
+            .filter(|h| model.covers(&p, h))
+            .collect();
+        if !served
+            .iter()
+            .any(|h| matches!(k.ops[h.src.op].kind, OpKind::MbarInit { .. }))
+        {
+            continue;
+        }
+        let earliest = (0..p.coord / 2)
+            .map(|g| Point { coord: 2 * g, ..p })
+            .find(|q| !points.contains(q) && served.iter().all(|h| model.covers(q, h)));
+        if let Some(q) = earliest {
+            points[i] = q;
+        }
+    }
 }
