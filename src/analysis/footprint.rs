@@ -461,11 +461,15 @@ impl<'k> Footprints<'k> {
         };
         for op in k.ops_in_order() {
             let eff = effects(k, op);
-            for (i, a) in eff.shared.into_iter().enumerate() {
+            // Data accesses first, then the mbarrier-object accesses (`analysis::mbar_object`:
+            // init and inval write the object, its other uses read it), numbered after them.
+            let data = eff
+                .shared
+                .into_iter()
+                .filter(|a| k.buffers[k.root_buffer(a.mem)].elem != ElemType::MBarrier);
+            let object = crate::analysis::mbar_object::object_accesses(k, op);
+            for (i, a) in data.chain(object).enumerate() {
                 let b = k.root_buffer(a.mem);
-                if k.buffers[b].elem == ElemType::MBarrier {
-                    continue;
-                }
                 let space = if k.buffers[b].offset.is_some() {
                     0
                 } else {

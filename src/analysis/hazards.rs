@@ -1049,6 +1049,45 @@ fn divergent_arms(fp: &mut Footprints, p: &PairAt, m: usize, out: &mut Hazards) 
     out.findings.push(d);
 }
 
+/// The hazards of an ordering rule stated outside the conflict enumeration
+/// (`sync::role_release`): access `ai` must happen before access `bi` on every path from one
+/// to the other, in one iteration (forward) or carried by any common loop. Coverage as for a
+/// conflicting pair; `intra_warp` false (the rule needs a barrier of the threads), no
+/// witness. O(depth) per hazard.
+pub(crate) fn ordering_hazards(fp: &Footprints, ai: usize, bi: usize) -> Vec<Hazard> {
+    let k = fp.k;
+    let paths = fp.paths();
+    let (a, b) = (&fp.accesses[ai], &fp.accesses[bi]);
+    let (Some(pa), Some(pb)) = (paths.path.get(&a.id.op), paths.path.get(&b.id.op)) else {
+        return Vec::new();
+    };
+    let p = PairAt {
+        ai,
+        bi,
+        src_at: a.id.op,
+        pa,
+        pb,
+        shift: None,
+    };
+    let pc = PairConflict::default();
+    let mut out = Vec::new();
+    if let Some(cov) = forward_coverage(k, &p) {
+        out.push(hazard(fp, &p, Carry::Forward, &pc, cov));
+    }
+    let m = common_len(&a.loops, &b.loops);
+    for &l in a.loops.iter().take(m) {
+        let carry = Carry::Carried {
+            loop_op: l,
+            d1: true,
+            min_distance: 1,
+        };
+        if let Some(cov) = carried_coverage(k, &p, l, true) {
+            out.push(hazard(fp, &p, carry, &pc, cov));
+        }
+    }
+    out
+}
+
 /// The forward paths' coverage of pair `p`, if the source precedes the destination in one
 /// iteration (program order, or a `while`'s condition before its body).
 fn forward_coverage(k: &Kernel, p: &PairAt) -> Option<Coverage> {

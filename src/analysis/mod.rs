@@ -6,6 +6,7 @@ pub mod footprint;
 pub mod hazards;
 pub mod inflight;
 pub mod layout_owners;
+pub mod mbar_object;
 pub mod nearest;
 pub mod overlap;
 pub mod pending;

@@ -22,6 +22,7 @@ pub(crate) mod handshake_tma;
 pub mod joint;
 pub mod naive;
 pub mod place;
+pub mod role_release;
 pub mod split;
 pub mod waits;
 pub mod waits_paths;
@@ -437,7 +438,10 @@ impl<'k> SyncModel<'k> {
                 while let Some(q) = stack.pop() {
                     self.named.insert(q, na);
                     for &o in k.region_ops(q) {
-                        let uniform = |x: &Operand| u.operand_uniform(x);
+                        // Uniform over the arm's threads: a bound computed in the arm
+                        // from block-uniform values is the same in each of them.
+                        let uniform =
+                            |x: &Operand| role_release::same_for_reaching_threads(k, &u, x);
                         let ok = match &k.ops[o].kind {
                             OpKind::For { lo, hi, step, .. } => {
                                 [lo, hi, step].iter().all(|x| uniform(x))
@@ -521,7 +525,9 @@ pub fn place_barriers_memo(
 ) -> Result<Placement, Vec<Diagnostic>> {
     let mut fp = Footprints::new(k, target.warp);
     fp.memo = memo.footprints.take();
-    let hz = find_hazards_memo(&mut fp, target, &mut memo.flow);
+    let mut hz = find_hazards_memo(&mut fp, target, &mut memo.flow);
+    // The role barrier before an elected signal (docs/placement.md, "Mbarrier objects").
+    hz.hazards.extend(role_release::hazards(&fp));
     memo.footprints = fp.memo.take();
     let mut model = SyncModel::new(k, &fp, &opts.bounds);
     model.enable_named(target);
@@ -573,6 +579,8 @@ pub fn place_with(
             })?
         }
     };
+    let mut points = points;
+    role_release::publish_inits_early(model, &hazards, &pending, &mut points);
     let mut placement = finish(model, hazards, existing, &pending, points);
     placement.stats.conservative = warnings
         .iter()

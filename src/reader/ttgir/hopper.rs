@@ -130,20 +130,9 @@ impl Converter<'_> {
             "ttng.init_barrier" => {
                 let n = ints.first().copied().unwrap_or(1);
                 let c = self.elected(None)?;
+                // No barrier here: `sync` orders the init before other threads' use of the
+                // mbarrier (docs/placement.md, "Mbarrier objects"; W1113 is retired).
                 self.guarded(&c, &[format!("mbar_init {bar}, {n}")], span);
-                if self.role.is_none() && !self.init_follows(i) {
-                    self.emit("barrier".into(), Some(span));
-                    self.warn(
-                        "W1113",
-                        "init",
-                        span,
-                        "a block barrier is written after the mbarrier initialisation (as \
-                         Triton's membar pass does): smemsync's placement does not order \
-                         `mbar_init` before other threads' use of the mbarrier, so the importer \
-                         writes it, and `sync` counts it as the kernel's own"
-                            .into(),
-                    );
-                }
             }
             "ttng.inval_barrier" => {
                 let c = self.elected(None)?;
@@ -190,20 +179,6 @@ impl Converter<'_> {
             }
         }
         Ok(())
-    }
-
-    /// Whether the next op after line `i` that is not a constant or an index of an mbarrier
-    /// array is another `ttng.init_barrier` (the barrier after a run of inits goes after the
-    /// last one) or the kernel's own `gpu.barrier` (which then orders the inits).
-    fn init_follows(&self, i: usize) -> bool {
-        for j in i + 1..self.lines.len() {
-            match self.stmt(j) {
-                Ok(st) if st.op == "ttg.memdesc_index" || st.op == "arith.constant" => {}
-                Ok(st) => return st.op == "ttng.init_barrier" || st.op == "gpu.barrier",
-                Err(_) => return false,
-            }
-        }
-        false
     }
 
     /// TMA coordinates `%desc[%x, %y]`: the operands between the brackets after the first.
@@ -267,22 +242,8 @@ impl Converter<'_> {
         };
         let b = self.mbar_ref(bar, *bs)?;
         let (g, origin) = self.tma_global(&desc, coords, &m.shape);
-        if self.role.is_some() {
-            // Every thread of the role waits on the slot's mbarrier before the elected copy;
-            // without a role barrier between, the copy (and the consumer's arrivals after it)
-            // could complete the mbarrier's next phase before a slow thread of the role tests
-            // the parity it waits for, which then never comes (the interpreter's C0002).
-            self.role_barrier(span);
-            self.warn(
-                "W1126",
-                "tma-role",
-                span,
-                "a barrier of the role is written before its elected TMA load (Triton's PTX \
-                 has `bar.sync` there): every thread of the role has then passed its mbarrier \
-                 waits when the copy is issued; `sync` counts it as the kernel's own"
-                    .into(),
-            );
-        }
+        // No role barrier here: `sync` places it (docs/placement.md, "Mbarrier objects",
+        // rule 2; W1126 is retired).
         let c = self.elected(rest.first())?;
         self.guarded(&c, &[format!("tma_load {} <- %{g}[{origin}], {b}", m.kir)], span);
         for r in expand_results(&st.results) {
