@@ -100,7 +100,8 @@ impl Problem {
         }
         let mut lo = reduced.lo.clone();
         let mut hi = reduced.hi.clone();
-        match reduced.search(&mut lo, &mut hi, budget, &mut Vec::new()) {
+        let mut work = Work::new(&reduced);
+        match reduced.search(&mut lo, &mut hi, budget, &mut work, None) {
             Answer::Sat(mut x) => {
                 for sh in shadows.iter().rev() {
                     x[sh.var] = sh.value(&x);
@@ -316,21 +317,23 @@ impl Problem {
         Some(shadow)
     }
 
-    /// Depth-first branch and propagate. `saved` is a stack of box copies shared by the
+    /// Depth-first branch and propagate. `work.saved` is a stack of box copies shared by the
     /// whole search (a node pushes its propagated boxes once and restores them before each
-    /// branch), so a node allocates nothing.
+    /// branch), so a node allocates nothing; `dirty` is the variable whose box the parent
+    /// narrowed (`None` at the root: every constraint is propagated).
     fn search(
         &self,
         lo: &mut [i64],
         hi: &mut [i64],
         budget: &mut u64,
-        saved: &mut Vec<i64>,
+        work: &mut Work,
+        dirty: Option<usize>,
     ) -> Answer {
         if *budget == 0 {
             return Answer::Budget;
         }
         *budget -= 1;
-        if !self.propagate(lo, hi) {
+        if !self.propagate(lo, hi, work, dirty) {
             return Answer::Unsat;
         }
         let pick = (0..lo.len())
@@ -345,9 +348,9 @@ impl Problem {
         };
         let (lv, hv) = (lo[v], hi[v]);
         let n = lo.len();
-        let base = saved.len();
-        saved.extend_from_slice(lo);
-        saved.extend_from_slice(hi);
+        let base = work.saved.len();
+        work.saved.extend_from_slice(lo);
+        work.saved.extend_from_slice(hi);
         // Value by value up to ENUM_WIDTH values, else two halves.
         let mid = lv + (hv - lv) / 2;
         let parts = if hv - lv < ENUM_WIDTH { (hv - lv + 1) as usize } else { 2 };
@@ -358,20 +361,20 @@ impl Problem {
                 (2, _) if hv - lv >= ENUM_WIDTH => (mid + 1, hv),
                 _ => (lv + i as i64, lv + i as i64),
             };
-            lo.copy_from_slice(&saved[base..base + n]);
-            hi.copy_from_slice(&saved[base + n..base + 2 * n]);
+            lo.copy_from_slice(&work.saved[base..base + n]);
+            hi.copy_from_slice(&work.saved[base + n..base + 2 * n]);
             lo[v] = a;
             hi[v] = b;
-            match self.search(lo, hi, budget, saved) {
+            match self.search(lo, hi, budget, work, Some(v)) {
                 Answer::Sat(s) => {
-                    saved.truncate(base);
+                    work.saved.truncate(base);
                     return Answer::Sat(s);
                 }
                 Answer::Budget => out = Answer::Budget,
                 Answer::Unsat => {}
             }
         }
-        saved.truncate(base);
+        work.saved.truncate(base);
         out
     }
 
@@ -428,21 +431,104 @@ impl Problem {
         Some((v, terms, k0))
     }
 
-    /// Tightens the boxes; false when some box empties (infeasible).
-    fn propagate(&self, lo: &mut [i64], hi: &mut [i64]) -> bool {
-        for _ in 0..ROUNDS {
-            let mut changed = false;
-            for c in &self.cons {
-                match tighten(c, lo, hi) {
-                    None => return false,
-                    Some(ch) => changed |= ch,
+    /// Tightens the boxes; false when some box empties (infeasible). A worklist of
+    /// constraints: those on `dirty` (every constraint when `None`), then those on each
+    /// variable a tightening narrowed, until none changes or [`ROUNDS`] times the number of
+    /// constraints have been visited (the work of that many sweeps: bounds propagation can
+    /// creep by one value per visit on two opposed constraints). A narrower box than a
+    /// partial propagation's is still a sound one, so the search stays exact.
+    fn propagate(&self, lo: &mut [i64], hi: &mut [i64], w: &mut Work, dirty: Option<usize>) -> bool {
+        match dirty {
+            None => (0..self.cons.len() as u32).for_each(|c| w.push(c)),
+            Some(v) => {
+                for k in w.start[v]..w.start[v + 1] {
+                    let c = w.occ[k as usize];
+                    w.push(c);
                 }
             }
-            if !changed {
+        }
+        let mut visits = ROUNDS * self.cons.len();
+        while let Some(c) = w.pop() {
+            if visits == 0 {
+                w.clear();
                 break;
+            }
+            visits -= 1;
+            w.changed.clear();
+            if tighten(&self.cons[c as usize], lo, hi, &mut w.changed).is_none() {
+                w.clear();
+                return false;
+            }
+            for i in 0..w.changed.len() {
+                let v = w.changed[i];
+                for k in w.start[v]..w.start[v + 1] {
+                    // `c` itself too: its other variables may tighten against the new box.
+                    let d = w.occ[k as usize];
+                    w.push(d);
+                }
             }
         }
         true
+    }
+}
+
+/// The search's scratch space, built once per solve: which constraints mention each variable
+/// (`occ[start[v]..start[v + 1]]`), the propagation worklist with its membership flags, the
+/// variables one tightening narrowed, and the stack of saved boxes.
+struct Work {
+    start: Vec<u32>,
+    occ: Vec<u32>,
+    queue: std::collections::VecDeque<u32>,
+    queued: Vec<bool>,
+    changed: Vec<usize>,
+    saved: Vec<i64>,
+}
+
+impl Work {
+    fn new(p: &Problem) -> Work {
+        let n = p.lo.len();
+        let mut count = vec![0u32; n + 1];
+        for c in &p.cons {
+            for &(v, _) in &c.terms {
+                count[v + 1] += 1;
+            }
+        }
+        for v in 0..n {
+            count[v + 1] += count[v];
+        }
+        let start = count.clone();
+        let mut occ = vec![0u32; count[n] as usize];
+        for (i, c) in p.cons.iter().enumerate() {
+            for &(v, _) in &c.terms {
+                occ[count[v] as usize] = i as u32;
+                count[v] += 1;
+            }
+        }
+        Work {
+            start,
+            occ,
+            queue: std::collections::VecDeque::with_capacity(p.cons.len()),
+            queued: vec![false; p.cons.len()],
+            changed: Vec::new(),
+            saved: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, c: u32) {
+        if !self.queued[c as usize] {
+            self.queued[c as usize] = true;
+            self.queue.push_back(c);
+        }
+    }
+
+    fn pop(&mut self) -> Option<u32> {
+        let c = self.queue.pop_front()?;
+        self.queued[c as usize] = false;
+        Some(c)
+    }
+
+    fn clear(&mut self) {
+        while self.pop().is_some() {}
     }
 }
 
@@ -478,19 +564,20 @@ impl Shadow {
     }
 }
 
-/// One constraint's bounds propagation; `None` when infeasible, else whether a box changed.
+/// One constraint's bounds propagation; `None` when infeasible, else whether a box changed
+/// (each narrowed variable is pushed on `narrowed`).
 /// In `i64` when the sum of the terms' largest magnitudes is below `2^61` (then every partial
 /// sum, and a bound minus one, fits), else in `i128` ([`tighten_wide`]): same result.
-fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
+fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64], narrowed: &mut Vec<usize>) -> Option<bool> {
     const LIMIT: i64 = 1 << 61;
     let (mut smin, mut smax, mut fixed, mut g, mut mag) = (0i64, 0i64, 0i64, 0i64, 0i64);
     for &(v, a) in &c.terms {
         let (Some(x), Some(y)) = (a.checked_mul(lo[v]), a.checked_mul(hi[v])) else {
-            return tighten_wide(c, lo, hi);
+            return tighten_wide(c, lo, hi, narrowed);
         };
         mag = match mag.checked_add(x.unsigned_abs().max(y.unsigned_abs()).min(LIMIT as u64) as i64) {
             Some(m) if m < LIMIT => m,
-            _ => return tighten_wide(c, lo, hi),
+            _ => return tighten_wide(c, lo, hi, narrowed),
         };
         smin += x.min(y);
         smax += x.max(y);
@@ -502,7 +589,7 @@ fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
     }
     let (clo, chi) = (c.lo, c.hi);
     if clo.unsigned_abs() >= LIMIT as u64 * 2 || chi.unsigned_abs() >= LIMIT as u64 * 2 {
-        return tighten_wide(c, lo, hi);
+        return tighten_wide(c, lo, hi, narrowed);
     }
     if smax < clo || smin > chi {
         return None;
@@ -537,6 +624,7 @@ fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
             lo[v] = nlo;
             hi[v] = nhi;
             changed = true;
+            narrowed.push(v);
         }
     }
     Some(changed)
@@ -557,7 +645,7 @@ fn ceil64(a: i64, b: i64) -> Option<i64> {
 }
 
 /// [`tighten`] over `i128`.
-fn tighten_wide(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
+fn tighten_wide(c: &Lin, lo: &mut [i64], hi: &mut [i64], narrowed: &mut Vec<usize>) -> Option<bool> {
     let (mut smin, mut smax) = (0i128, 0i128);
     let mut g = 0i64;
     let mut fixed = 0i128;
@@ -611,6 +699,7 @@ fn tighten_wide(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
             lo[v] = nlo;
             hi[v] = nhi;
             changed = true;
+            narrowed.push(v);
         }
     }
     Some(changed)
