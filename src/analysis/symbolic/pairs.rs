@@ -27,7 +27,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::bits::{self, Distinct, Ident};
 use super::form::{Affine, Builder, Form, Guard};
-use super::solve::{Answer, Problem};
+use super::solve::{Answer, Presolved, Problem};
 use crate::analysis::conflicts::PairConflict;
 use crate::analysis::footprint::{Footprints, LoopDomain};
 use crate::ir::arith::gcd;
@@ -347,22 +347,55 @@ fn distinct(p: &Problem, ta: usize, tb: usize, warps: Option<(usize, usize)>) ->
         .collect()
 }
 
-/// Values of variable `v` in `[lo, hi]` for which one of `ps` is satisfiable (splitting the
-/// range: each solve excludes an interval or yields a value). `None` on budget.
-fn feasible_values(ps: &[Problem], v: usize, lo: i64, hi: i64, out: &mut Vec<i64>) -> Option<()> {
+/// Solves a presolved problem with its kept variable `v` in `[lo, hi]`, within the
+/// question's remaining budget.
+fn solve_within(q: &Presolved, v: usize, lo: i64, hi: i64) -> Answer {
+    SOLVES.with(|n| n.set(n.get() + 1));
+    let mut b = LEFT.with(|l| l.get());
+    let before = b;
+    let r = q.solve_within(v, lo, hi, &mut b);
+    LEFT.with(|l| l.set(b));
+    if env_flag(&DUMP, "SMEMSYNC_SYMBOLIC_DUMP") {
+        let a = match &r {
+            Answer::Sat(_) => "sat",
+            Answer::Unsat => "unsat",
+            Answer::Budget => "budget",
+        };
+        eprintln!("  solve: {} nodes, {a}: variable {v} in [{lo}, {hi}]", before - b);
+    }
+    r
+}
+
+/// The problems presolved once with `v` kept, for the solves of a range split over `v`.
+fn presolve(ps: &[Problem], v: usize) -> Vec<Presolved> {
+    ps.iter().map(|p| p.presolve(Some(v))).collect()
+}
+
+/// Whether one of the presolved problems is satisfiable with `v` in `[lo, hi]`; `None` when
+/// a search ran out of budget before any was found satisfiable.
+fn any_sat_within(ps: &[Presolved], v: usize, lo: i64, hi: i64) -> Option<bool> {
+    let mut out = Some(false);
+    for q in ps {
+        match solve_within(q, v, lo, hi) {
+            Answer::Sat(_) => return Some(true),
+            Answer::Budget => out = None,
+            Answer::Unsat => {}
+        }
+    }
+    out
+}
+
+/// Values of variable `v` in `[lo, hi]` for which one of `ps` (presolved with `v` kept) is
+/// satisfiable (splitting the range: each solve excludes an interval or yields a value).
+/// `None` on budget.
+fn feasible_values(ps: &[Presolved], v: usize, lo: i64, hi: i64, out: &mut Vec<i64>) -> Option<()> {
     if lo > hi {
         return Some(());
     }
     let mut found = None;
     let mut budget_hit = false;
-    for p in ps {
-        let mut q = p.clone();
-        q.lo[v] = q.lo[v].max(lo);
-        q.hi[v] = q.hi[v].min(hi);
-        if q.lo[v] > q.hi[v] {
-            continue;
-        }
-        match solve(&q) {
+    for q in ps {
+        match solve_within(q, v, lo, hi) {
             Answer::Sat(x) => {
                 found = Some(x[v]);
                 break;
@@ -382,17 +415,6 @@ fn feasible_values(ps: &[Problem], v: usize, lo: i64, hi: i64, out: &mut Vec<i64
     }
 }
 
-impl Distance {
-    /// The index of its kind in [`Stats::built`].
-    fn path(&self) -> usize {
-        match self {
-            Distance::Fixed(_) => 0,
-            Distance::Exact(_) => 1,
-            Distance::Periodic { .. } => 2,
-        }
-    }
-}
-
 /// The distance bit pattern of the variable level, as `conflicts::bits_for` gives it.
 #[derive(PartialEq, Eq, Hash)]
 enum Distance {
@@ -402,6 +424,17 @@ enum Distance {
     Exact(usize),
     /// Periodic domain: variable `r = (kb − ka) mod period`; bit d iff `d·step ≡ r`.
     Periodic { r: usize, step: i64, period: i64 },
+}
+
+impl Distance {
+    /// The index of its kind in [`Stats::built`].
+    fn path(&self) -> usize {
+        match self {
+            Distance::Fixed(_) => 0,
+            Distance::Exact(_) => 1,
+            Distance::Periodic { .. } => 2,
+        }
+    }
 }
 
 /// [`pair_conflict`] with `SMEMSYNC_SYMBOLIC_TRACE=1` printing each question's nodes and
@@ -765,17 +798,23 @@ fn question(
         return Some(Built::Nothing);
     }
     let apart = families_on() && {
+        // The gaps are searched for at a family's second member: a family of one member (most
+        // questions of the small examples) would only pay for them.
         let fkey = PairKey { delta: 0, ..key };
         let known = fp.sym_sides.families.borrow().get(&fkey).map(|f| f.apart(key.delta));
         match known {
-            Some(g) => g,
+            Some(Some(g)) => g,
             None => {
+                fp.sym_sides.families.borrow_mut().insert(fkey, Family { gaps: None });
+                false
+            }
+            Some(None) => {
                 let span = Span {
                     a: (ra, sa.units),
                     b: ((rb.0 - key.delta, rb.1 - key.delta), sb.units),
                 };
                 let f = family(&p, bcov, span, left, &fp.sym_sides.stats);
-                let g = f.apart(key.delta);
+                let g = f.apart(key.delta) == Some(true);
                 fp.sym_sides.families.borrow_mut().insert(fkey, f);
                 g
             }
@@ -836,13 +875,15 @@ struct Span {
 /// closed intervals of differences `delta` at which no instance of the source and of the
 /// destination touch a common unit, at any distance.
 pub(crate) struct Family {
-    gaps: Vec<(i64, i64)>,
+    /// `None` until the family's second member is built.
+    gaps: Option<Vec<(i64, i64)>>,
 }
 
 impl Family {
-    /// Whether the difference `d` lies in a gap.
-    fn apart(&self, d: i64) -> bool {
-        self.gaps.iter().any(|&(lo, hi)| lo <= d && d <= hi)
+    /// Whether the difference `d` lies in a gap (`None`: the gaps are not searched yet).
+    fn apart(&self, d: i64) -> Option<bool> {
+        let gaps = self.gaps.as_ref()?;
+        Some(gaps.iter().any(|&(lo, hi)| lo <= d && d <= hi))
     }
 }
 
@@ -893,7 +934,7 @@ fn family(p: &Problem, bcov: usize, span: Span, left: u64, stats: &RefCell<Stats
     }
     let mut st = stats.borrow_mut();
     st.family_solves += solves as u64;
-    Family { gaps }
+    Family { gaps: Some(gaps) }
 }
 
 /// A built pair question: everything [`decide_pair`]'s answer depends on (the problem with
@@ -1039,45 +1080,27 @@ fn mask(ps: &[Problem], dist: &Distance, within: u64) -> Option<u64> {
         Distance::Fixed(m) => Some(if any_sat(ps)? { m } else { 0 }),
         Distance::Exact(d) if within != u64::MAX => {
             // Only the candidate distances: one solve each.
+            let pre = presolve(ps, d);
             let mut m = 0u64;
             for x in (0..63).filter(|x| within & (1 << x) != 0) {
-                let qs: Vec<Problem> = ps
-                    .iter()
-                    .map(|q| {
-                        let mut q = q.clone();
-                        q.lo[d] = q.lo[d].max(x);
-                        q.hi[d] = q.hi[d].min(x);
-                        q
-                    })
-                    .filter(|q| q.lo[d] <= q.hi[d])
-                    .collect();
-                if any_sat(&qs)? {
+                if any_sat_within(&pre, d, x, x)? {
                     m |= 1 << x;
                 }
             }
-            m |= within & far(ps, d)?;
+            m |= within & far(&pre, d)?;
             Some(m)
         }
         Distance::Exact(d) => {
+            let pre = presolve(ps, d);
             let mut vals = Vec::new();
-            feasible_values(ps, d, 0, 62, &mut vals)?;
-            let mut m = vals.iter().fold(0u64, |m, &x| m | 1 << x);
-            let hi = ps.iter().map(|q| q.hi[d]).max().unwrap_or(0);
-            if hi >= 63 {
-                let mut qs: Vec<Problem> = ps.to_vec();
-                for q in &mut qs {
-                    q.lo[d] = q.lo[d].max(63);
-                }
-                if any_sat(&qs)? {
-                    m |= 1 << 63;
-                }
-            }
-            Some(m)
+            feasible_values(&pre, d, 0, 62, &mut vals)?;
+            let m = vals.iter().fold(0u64, |m, &x| m | 1 << x);
+            Some(m | far(&pre, d)?)
         }
         Distance::Periodic { r, step, period } => {
             let _ = within;
             let mut vals = Vec::new();
-            feasible_values(ps, r, 0, period - 1, &mut vals)?;
+            feasible_values(&presolve(ps, r), r, 0, period - 1, &mut vals)?;
             let mut m = 0u64;
             for d in 0..63i64 {
                 if vals.contains(&(d * step).rem_euclid(period)) {
@@ -1093,17 +1116,8 @@ fn mask(ps: &[Problem], dist: &Distance, within: u64) -> Option<u64> {
 }
 
 /// Bit 63 when some distance of 63 or more is feasible (an exact domain's far bucket).
-fn far(ps: &[Problem], d: usize) -> Option<u64> {
-    let qs: Vec<Problem> = ps
-        .iter()
-        .filter(|q| q.hi[d] >= 63)
-        .map(|q| {
-            let mut q = q.clone();
-            q.lo[d] = q.lo[d].max(63);
-            q
-        })
-        .collect();
-    Some(if any_sat(&qs)? { 1 << 63 } else { 0 })
+fn far(ps: &[Presolved], d: usize) -> Option<u64> {
+    Some(if any_sat_within(ps, d, 63, i64::MAX)? { 1 << 63 } else { 0 })
 }
 
 /// Whether one instance of access `ai` touches a unit from two different threads (the

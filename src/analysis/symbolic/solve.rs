@@ -14,8 +14,13 @@
 //! [`Answer::Budget`] and the caller falls back to enumeration (never a silent guess).
 //! Complexity: O(nodes · rounds · |constraints| · |terms|); on quasi-affine GPU indices
 //! propagation alone usually decides, in a handful of nodes. A node allocates nothing (one
-//! stack of saved boxes per search); propagation runs in `i64` where the terms' magnitudes
-//! provably fit and in `i128` otherwise.
+//! stack of saved boxes per search) and propagates only the constraints on the variables
+//! that narrowed (a worklist); propagation runs in `i64` where the terms' magnitudes
+//! provably fit and in `i128` otherwise. [`Problem::presolve`] does elimination,
+//! normalization and projection once for a problem whose one variable's box is then narrowed
+//! per solve ([`Presolved::solve_within`]: the range splits of `symbolic::pairs`).
+
+use std::cell::RefCell;
 
 use crate::ir::arith::{ceil_div_wide, floor_div_wide, gcd};
 
@@ -90,29 +95,29 @@ impl Problem {
     }
 
     fn solve_inner(&self, budget: &mut u64) -> Answer {
-        let (mut reduced, subst) = self.eliminate();
+        self.presolve(None).search_within(None, budget)
+    }
+
+    /// Elimination, normalization and projection (steps 1–3 of docs/symbolic.md's decision
+    /// procedure), never eliminating nor projecting `keep`: the result answers this problem
+    /// with `keep`'s box narrowed to any sub-range ([`Presolved::solve_within`]), since each
+    /// step is an equivalence whatever the box of a variable it does not remove. One
+    /// presolve then serves every solve of a range split (`pairs::feasible_values`).
+    pub fn presolve(&self, keep: Option<usize>) -> Presolved {
+        let (mut reduced, subst) = self.eliminate(keep);
         if !reduced.normalize() {
-            return Answer::Unsat;
+            return Presolved::default();
         }
-        let shadows = reduced.project();
+        let shadows = reduced.project(keep);
         if !reduced.normalize() {
-            return Answer::Unsat;
+            return Presolved::default();
         }
-        let mut lo = reduced.lo.clone();
-        let mut hi = reduced.hi.clone();
-        let mut work = Work::new(&reduced);
-        match reduced.search(&mut lo, &mut hi, budget, &mut work, None) {
-            Answer::Sat(mut x) => {
-                for sh in shadows.iter().rev() {
-                    x[sh.var] = sh.value(&x);
-                }
-                for (v, terms, c) in subst.iter().rev() {
-                    let s: i128 = terms.iter().map(|&(w, a)| a as i128 * x[w] as i128).sum();
-                    x[*v] = (*c as i128 + s) as i64;
-                }
-                Answer::Sat(x)
-            }
-            other => other,
+        let work = RefCell::new(Work::new(&reduced));
+        Presolved {
+            reduced: Some(reduced),
+            shadows,
+            subst,
+            work,
         }
     }
 
@@ -121,7 +126,7 @@ impl Problem {
     /// function of the others, substituted everywhere, its box a constraint on that
     /// function. Returns the reduced problem (eliminated variables fixed at 0, unused) and
     /// the substitutions `v = Σ terms + c` in elimination order.
-    fn eliminate(&self) -> (Problem, Vec<Subst>) {
+    fn eliminate(&self, keep: Option<usize>) -> (Problem, Vec<Subst>) {
         let mut p = self.clone();
         let mut subst = Vec::new();
         loop {
@@ -131,7 +136,7 @@ impl Problem {
                 }
                 c.terms
                     .iter()
-                    .find(|(_, a)| a.abs() == 1)
+                    .find(|&&(v, a)| a.abs() == 1 && Some(v) != keep)
                     .map(|&(v, a)| (i, v, a))
             });
             let Some((i, v, a)) = found else { break };
@@ -220,29 +225,35 @@ impl Problem {
     /// what decides `t₁ < t₂` questions propagation cannot (`t₁ = t₂ + 256·(i₂ − i₁)`
     /// against `0 ≤ t ≤ 255`). Only projections that add few constraints are made. Returns
     /// the projected variables, whose values [`Shadow::value`] recovers.
-    fn project(&mut self) -> Vec<Shadow> {
+    fn project(&mut self, keep: Option<usize>) -> Vec<Shadow> {
         const GROWTH: usize = 8;
         let mut out = Vec::new();
         let limit = self.cons.len() * 2 + 16;
+        // Per variable: every coefficient ±1, constraints on it, lower and upper bounds
+        // (counted from 1: its box); one pass over the terms per round.
+        let mut tally: Vec<(bool, usize, usize, usize)> = Vec::new();
         loop {
-            let mut best: Option<(usize, usize)> = None;
-            for v in 0..self.lo.len() {
-                if self.lo[v] == self.hi[v] {
-                    continue;
-                }
-                let mut unit = true;
-                let (mut nl, mut nu, mut n) = (1usize, 1usize, 0usize);
-                for c in &self.cons {
-                    if let Some(&(_, a)) = c.terms.iter().find(|(w, _)| *w == v) {
-                        unit &= a.abs() == 1;
-                        n += 1;
-                        let (l, u) = (c.lo > i64::MIN / 4, c.hi < i64::MAX / 4);
-                        let (l, u) = if a > 0 { (l, u) } else { (u, l) };
-                        nl += l as usize;
-                        nu += u as usize;
+            tally.clear();
+            tally.resize(self.lo.len(), (true, 0, 1, 1));
+            for c in &self.cons {
+                for (i, &(v, a)) in c.terms.iter().enumerate() {
+                    // The first term on `v` of a constraint stands for it (as a search by
+                    // variable finds it; a second one only where a sum would overflow).
+                    if c.terms[..i].iter().any(|&(w, _)| w == v) {
+                        continue;
                     }
+                    let t = &mut tally[v];
+                    t.0 &= a.abs() == 1;
+                    t.1 += 1;
+                    let (l, u) = (c.lo > i64::MIN / 4, c.hi < i64::MAX / 4);
+                    let (l, u) = if a > 0 { (l, u) } else { (u, l) };
+                    t.2 += l as usize;
+                    t.3 += u as usize;
                 }
-                if !unit || n == 0 {
+            }
+            let mut best: Option<(usize, usize)> = None;
+            for (v, &(unit, n, nl, nu)) in tally.iter().enumerate() {
+                if self.lo[v] == self.hi[v] || !unit || n == 0 || Some(v) == keep {
                     continue;
                 }
                 let made = nl * nu;
@@ -475,6 +486,7 @@ impl Problem {
 /// The search's scratch space, built once per solve: which constraints mention each variable
 /// (`occ[start[v]..start[v + 1]]`), the propagation worklist with its membership flags, the
 /// variables one tightening narrowed, and the stack of saved boxes.
+#[derive(Default)]
 struct Work {
     start: Vec<u32>,
     occ: Vec<u32>,
@@ -529,6 +541,56 @@ impl Work {
 
     fn clear(&mut self) {
         while self.pop().is_some() {}
+    }
+}
+
+/// A problem after [`Problem::presolve`]: the reduced problem (`None`: infeasible), the
+/// projected variables and the substitutions, and the search's scratch space.
+#[derive(Default)]
+pub struct Presolved {
+    reduced: Option<Problem>,
+    shadows: Vec<Shadow>,
+    subst: Vec<Subst>,
+    work: RefCell<Work>,
+}
+
+impl Presolved {
+    /// Whether the problem has a solution with the kept variable `v` in `[lo, hi]` (its own
+    /// box intersected), visiting at most `budget` search nodes (decremented).
+    pub fn solve_within(&self, v: usize, lo: i64, hi: i64, budget: &mut u64) -> Answer {
+        let before = *budget;
+        let r = self.search_within(Some((v, lo, hi)), budget);
+        NODES.with(|n| n.set(n.get() + before - *budget));
+        r
+    }
+
+    fn search_within(&self, narrow: Option<(usize, i64, i64)>, budget: &mut u64) -> Answer {
+        let Some(p) = &self.reduced else {
+            return Answer::Unsat;
+        };
+        let mut lo = p.lo.clone();
+        let mut hi = p.hi.clone();
+        if let Some((v, l, h)) = narrow {
+            lo[v] = lo[v].max(l);
+            hi[v] = hi[v].min(h);
+            if lo[v] > hi[v] {
+                return Answer::Unsat;
+            }
+        }
+        let mut work = self.work.borrow_mut();
+        match p.search(&mut lo, &mut hi, budget, &mut work, None) {
+            Answer::Sat(mut x) => {
+                for sh in self.shadows.iter().rev() {
+                    x[sh.var] = sh.value(&x);
+                }
+                for (v, terms, c) in self.subst.iter().rev() {
+                    let s: i128 = terms.iter().map(|&(w, a)| a as i128 * x[w] as i128).sum();
+                    x[*v] = (*c as i128 + s) as i64;
+                }
+                Answer::Sat(x)
+            }
+            other => other,
+        }
     }
 }
 
