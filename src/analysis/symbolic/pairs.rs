@@ -850,15 +850,17 @@ const FAMILY_SOLVES: usize = 12;
 const FAMILY_SATS: usize = 3;
 
 thread_local! {
-    /// Whether pair questions use family gaps (tests turn it off to compare).
-    static FAMILIES: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    /// Whether pair questions use family gaps: off by default, as measured they cost more
+    /// solves than they save on the real-size rows and the examples (docs/symbolic.md,
+    /// "Families"); `tests/pair_families.rs` turns them on and compares.
+    static FAMILIES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 fn families_on() -> bool {
     FAMILIES.with(|f| f.get())
 }
 
-/// Turns the family gaps of pair questions on or off on this thread (on by default): off,
+/// Turns the family gaps of pair questions on or off on this thread (off by default): off,
 /// every member of a family is decided by its own solves. For tests that compare the two.
 pub fn set_families(on: bool) {
     FAMILIES.with(|f| f.set(on));
