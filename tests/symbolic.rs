@@ -621,7 +621,7 @@ fn guarded_text(threads: u32, symbolic: bool, mid_group: bool, acc: &[GuardedAcc
             }
             1 if m != "@a" => format!("local_store {m}, %f layout \"opq\""),
             2 if m != "@a" => format!("%y{j} = local_load {m} layout \"opq\""),
-            3 if m == "@a" => format!("store @a[%s, 1, %un], %f"),
+            3 if m == "@a" => "store @a[%s, 1, %un], %f".to_string(),
             3 => format!("store {m}[1, %un], %f"),
             4 if m == "@a" => format!("%z{j} = load @a[1, %s, 3]"),
             4 => format!("%z{j} = load {m}[1, %un]"),

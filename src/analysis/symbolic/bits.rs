@@ -202,10 +202,10 @@ pub fn collective(
     let a = &fp.accesses[ai];
     let shape = k.shape(a.access.mem);
     let total = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
-    if !total.is_some_and(|t| t > 0) || shape.is_empty() {
+    if total.is_none_or(|t| t == 0) || shape.is_empty() {
         return None;
     }
-    if !total.is_some_and(|t| t <= 1 << 20) || !view_uniform(fp, a.access.mem) {
+    if total.is_none_or(|t| t > 1 << 20) || !view_uniform(fp, a.access.mem) {
         // The enumerator's whole-buffer touch by unknown threads (`pairs::whole_buffer`).
         let idx = shape.iter().map(|_| Form::Unknown).collect();
         let who = Ident::Collective {
