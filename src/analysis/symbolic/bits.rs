@@ -28,10 +28,15 @@
 //! is left to enumeration (`None`); the other owners become linear (`Positions`) or fixed
 //! answers. See docs/symbolic.md, "Collective footprints over GF(2)".
 //!
-//! The access is answered here only where the enumerator's collective touch is exact: every
-//! guard is unconditional (every thread executes, which the concrete owners require), the
-//! view's indices are uniform (evaluated for thread 0, the first executing thread), the tile
-//! has at most 2^20 elements. Elsewhere: `None`, and the question is enumerated.
+//! The access is answered here only where the enumerator's collective touch is exact: the
+//! view's indices are uniform (evaluated for thread 0, the first executing thread, when every
+//! guard is unconditional), the tile has at most 2^20 elements. A *guarded* collective access
+//! (`tdm_load` or `tma_load` under `if %t == 0`, an elected or role-group copy) touches its
+//! whole view in an instance iff some thread passes its guards: the side's thread variable
+//! is then that existential executing thread, constrained by the guards (the view's indices
+//! are uniform, so any executing thread evaluates them as the first one does), and concrete
+//! owners, which the enumerator uses only where exactly the layout's threads execute, are
+//! left to enumeration. Elsewhere: `None`, and the question is enumerated.
 //! Complexity: O(rank) variables per side; O(position bits + shifts) for the GF(2) answer.
 
 use super::form::{Affine, Builder, Form};
@@ -191,21 +196,37 @@ pub fn collective(
     b: &mut Builder,
     ai: usize,
     layout: Option<&str>,
+    guarded: bool,
 ) -> Option<(Vec<Form>, Ident)> {
     let k = fp.k;
     let a = &fp.accesses[ai];
     let shape = k.shape(a.access.mem);
     let total = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
-    if !total.is_some_and(|t| t > 0 && t <= 1 << 20) || !view_uniform(fp, a.access.mem) {
+    if total.is_none_or(|t| t == 0) || shape.is_empty() {
         return None;
     }
-    b.p.lo[b.tid] = 0;
-    b.p.hi[b.tid] = 0;
+    if total.is_none_or(|t| t > 1 << 20) || !view_uniform(fp, a.access.mem) {
+        // The enumerator's whole-buffer touch by unknown threads (`pairs::whole_buffer`).
+        let idx = shape.iter().map(|_| Form::Unknown).collect();
+        let who = Ident::Collective {
+            shape: Vec::new(),
+            pos: Vec::new(),
+            owner: Owner::Any,
+        };
+        return Some((idx, who));
+    }
+    if !guarded {
+        b.p.lo[b.tid] = 0;
+        b.p.hi[b.tid] = 0;
+    }
     let pos: Vec<usize> = shape.iter().map(|&d| b.p.var(0, d as i64 - 1)).collect();
     let idx = pos.iter().map(|&v| Form::Known(Affine::var(v))).collect();
     let owner = match (layout, ownership(k, layout, &shape, fp.warp)) {
         // A role-relative layout (threads from `first`) is left to enumeration.
         (_, Ownership::Concrete(c)) if c.first != 0 => return None,
+        // Under a guard the enumerator takes the concrete owners only where exactly the
+        // layout's threads execute, which is a question about every thread: enumerate.
+        (_, Ownership::Concrete(_)) if guarded => return None,
         (_, Ownership::Concrete(c)) => Owner::Linear {
             rows: c.owners.rows.clone(),
             shifts: if a.access.kind.reads() { c.owners.shifts.clone() } else { Vec::new() },

@@ -592,11 +592,19 @@ impl<'a> Builder<'a> {
                 let gd = &k.groups[*g];
                 let (lo, hi) = (gd.lo as i64, gd.hi as i64 - 1);
                 let t = Affine::var(self.tid);
+                let threads = k.threads().max(1) as i64;
                 if want {
                     Guard::When(vec![(t, lo, hi)])
                 } else if lo > hi {
                     Guard::Always
+                } else if lo <= 0 {
+                    // Outside a group that starts at thread 0: the threads after it (the
+                    // consumers of a producer group), one constraint.
+                    Guard::When(vec![(t, hi + 1, threads - 1)])
+                } else if hi >= threads - 1 {
+                    Guard::When(vec![(t, 0, lo - 1)])
                 } else {
+                    // Both sides of a group in the middle: a disjunction.
                     Guard::Unsupported
                 }
             }

@@ -102,6 +102,9 @@ struct Side {
     units: i64,
     /// Who touches the unit.
     who: Ident,
+    /// The whole root buffer (`whole_buffer`): the enumerator's unknown touch, which its
+    /// self-race test does not read as one unit touched by two threads.
+    whole: bool,
 }
 
 /// Loop keys of access `ai` as the enumerator forms them: a variable over the enumerated
@@ -186,19 +189,22 @@ fn side(
             None => return Ok(None),
         },
     };
-    // Guards of every enclosing `if`.
+    // Guards of every enclosing `if` (on a collective access: on the thread that executes
+    // it, `bits::collective`).
     let mut child = a.id.op;
+    let mut guarded = false;
     for anc in fp.ancestors(a.id.op).into_iter().rev() {
         if let OpKind::If { cond } = &k.ops[anc].kind {
             let in_then = fp.region_of(child) == Some(k.ops[anc].regions[0]);
             match b.guard(cond, in_then) {
                 Guard::Always => {}
-                Guard::When(cs) if matches!(a.access.footprint, Footprint::PerThread(_)) => {
+                Guard::When(cs) => {
+                    guarded = true;
                     for (f, lo, hi) in cs {
                         f.constrain(b.p, lo, hi);
                     }
                 }
-                _ => return Err(()),
+                Guard::Unsupported => return Err(()),
             }
         }
         child = anc;
@@ -206,19 +212,11 @@ fn side(
     let (idx, who) = match &a.access.footprint {
         Footprint::PerThread(ix) => (ix.iter().map(|o| b.operand(o)).collect(), Ident::Thread(tid)),
         Footprint::Collective { layout } => {
-            bits::collective(fp, &mut b, ai, layout.as_deref()).ok_or(())?
+            bits::collective(fp, &mut b, ai, layout.as_deref(), guarded).ok_or(())?
         }
     };
     let (root, idx) = root_index(&mut b, a.access.mem, idx)?;
     let bd = &k.buffers[root];
-    if idx.len() != bd.shape.len() {
-        return Err(());
-    }
-    let mut lin = Affine::konst(0);
-    for (f, &d) in idx.iter().zip(&bd.shape) {
-        in_bounds(&mut b, f, d as i64)?;
-        lin = lin.scale(d as i64).and_then(|l| l.plus(f)).ok_or(())?;
-    }
     let space = if bd.offset.is_some() {
         0
     } else {
@@ -227,22 +225,62 @@ fn side(
     let u = fp.unit(space) as i64;
     let e = bd.elem.bytes() as i64;
     let base = bd.offset.unwrap_or(0) as i64;
+    let keys = keys.into_iter().map(|(key, _)| key).collect();
+    let Some(idx) = idx else {
+        return Ok(Some(whole_buffer(b.p, keys, who, base, bd.bytes() as i64, u)));
+    };
+    if idx.len() != bd.shape.len() {
+        return Err(());
+    }
+    let mut lin = Affine::konst(0);
+    for (f, &d) in idx.iter().zip(&bd.shape) {
+        in_bounds(&mut b, f, d as i64)?;
+        lin = lin.scale(d as i64).and_then(|l| l.plus(f)).ok_or(())?;
+    }
     let unit = lin
         .scale(e / u)
         .and_then(|l| l.plus(&Affine::konst(base / u)))
         .ok_or(())?;
     Ok(Some(Side {
-        keys: keys.into_iter().map(|(key, _)| key).collect(),
+        keys,
         unit,
         units: e / u,
         who,
+        whole: false,
     }))
 }
 
+/// The side of an access some index of which the enumerator cannot evaluate (a loaded bin,
+/// a parameter, a collective copy whose view is not uniform): as in
+/// `Footprints::touch`, every instance touches its whole root buffer (`bytes` from `base`,
+/// in units of `u`), by its thread for a per-thread access and by unknown threads
+/// (`Owner::Any`) for a collective one: one unit variable over that range.
+fn whole_buffer(p: &mut Problem, keys: Vec<Option<Affine>>, who: Ident, base: i64, bytes: i64, u: i64) -> Side {
+    let unit = p.var(base / u, (base + bytes + u - 1) / u - 1);
+    let who = match who {
+        Ident::Thread(t) => Ident::Thread(t),
+        Ident::Collective { .. } => Ident::Collective {
+            shape: Vec::new(),
+            pos: Vec::new(),
+            owner: bits::Owner::Any,
+        },
+    };
+    Side {
+        keys,
+        unit: Affine::var(unit),
+        units: 1,
+        who,
+        whole: true,
+    }
+}
+
 /// The root buffer and per-dimension index forms of a memref chain (`Footprints`'s
-/// `root_index`); any unknown index: fall back.
-fn root_index(b: &mut Builder, m: MemRef, idx: Vec<Form>) -> Result<(Buffer, Vec<Affine>), ()> {
+/// `root_index`): `None` when some index is [`Form::Unknown`] (the enumerator's evaluation
+/// fails, so the access touches its whole buffer, whatever the other indices are); an
+/// unsupported index otherwise: fall back.
+fn root_index(b: &mut Builder, m: MemRef, idx: Vec<Form>) -> Result<(Buffer, Option<Vec<Affine>>), ()> {
     match m {
+        MemRef::Buffer(buf) if idx.contains(&Form::Unknown) => Ok((buf, None)),
         MemRef::Buffer(buf) => {
             let known = idx
                 .into_iter()
@@ -251,7 +289,7 @@ fn root_index(b: &mut Builder, m: MemRef, idx: Vec<Form>) -> Result<(Buffer, Vec
                     _ => Err(()),
                 })
                 .collect::<Result<Vec<_>, ()>>()?;
-            Ok((buf, known))
+            Ok((buf, Some(known)))
         }
         MemRef::View(v) => {
             let vd = &b.k.views[v];
@@ -265,6 +303,7 @@ fn root_index(b: &mut Builder, m: MemRef, idx: Vec<Form>) -> Result<(Buffer, Vec
                             Some(Form::Known(a)) => Form::Known(
                                 a.plus(&Affine::konst(*lo as i64)).ok_or(())?,
                             ),
+                            Some(Form::Unknown) => Form::Unknown,
                             _ => Form::Unsupported,
                         });
                         j += 1;
@@ -712,6 +751,7 @@ fn compose(a: &Template, b: &Template) -> Option<(Problem, Side, Side)> {
         unit: Affine { terms: a.unit.terms.clone(), c: 0 },
         units: a.units,
         who: a.who.clone(),
+        whole: false,
     };
     let mut unit = shifted(&b.unit, off);
     unit.c = unit.c.checked_sub(shift)?;
@@ -720,6 +760,7 @@ fn compose(a: &Template, b: &Template) -> Option<(Problem, Side, Side)> {
         unit,
         units: b.units,
         who,
+        whole: false,
     };
     Some((p, sa, sb))
 }
@@ -748,7 +789,7 @@ fn question(
     meets: Option<Option<(usize, i64)>>,
 ) -> Option<Built> {
     let left = set_budget(fp, ai, bi);
-    let tables = left > MIN_BUDGET;
+    let tables = left > MIN_BUDGET ;
     let (Ok(ta), Ok(tb)) = (template(fp, ai, tables), template(fp, bi, tables)) else {
         return None;
     };
@@ -1135,6 +1176,9 @@ pub fn self_race(fp: &Footprints, ai: usize) -> Option<bool> {
     let tables = LEFT.with(|l| l.get()) > MIN_BUDGET;
     let sa = side(fp, &mut p, (ai, ta), Some(&ks), tables).ok()??;
     let mut sb = side(fp, &mut p, (ai, tb), Some(&ks), tables).ok()??;
+    if sa.whole {
+        return None;
+    }
     let mut sa = sa;
     relative_units(&mut [&mut sa, &mut sb]);
     let (lo, hi) = sa.unit.range(&p);
