@@ -153,7 +153,11 @@ pub fn run(args: &SyncArgs) -> i32 {
             docs.push(kernel_json(&cx, output, &s));
         } else {
             let notes = notes(&cx, &s);
-            pieces.push(Piece::Kernel { s, without, notes });
+            pieces.push(Piece::Kernel {
+                s: Box::new(s),
+                without: without.map(Box::new),
+                notes,
+            });
         }
     }
     if !findings.is_empty() {
@@ -193,8 +197,8 @@ enum Piece {
     /// A synchronized kernel (printed from `without` when `--without` asked for it), then its
     /// `--explain`/`--stats` comments.
     Kernel {
-        s: Synchronized,
-        without: Option<Kernel>,
+        s: Box<Synchronized>,
+        without: Option<Box<Kernel>>,
         notes: String,
     },
 }
@@ -217,7 +221,7 @@ fn write_out(pieces: &[Piece], docs: Vec<Json>, format: MessageFormat) -> i32 {
             match p {
                 Piece::Text(t) => w.write_all(t.as_bytes()),
                 Piece::Kernel { s, without, notes } => {
-                    let kernel = without.as_ref().unwrap_or(&s.kernel);
+                    let kernel = without.as_deref().unwrap_or(&s.kernel);
                     smemsync::emit::text::write_kernel(kernel, &mut w)?;
                     w.write_all(notes.as_bytes())
                 }

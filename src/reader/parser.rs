@@ -348,8 +348,10 @@ impl<'a> Parser<'a> {
         let mut k = Kernel::new(name);
         k.layouts = layouts.to_vec();
         k.reserve(lines);
+        // Names of the top-level scope: about three quarters of the lines define one (a
+        // table sized for every line would hash into twice the pages).
         let mut top = HashMap::default();
-        top.reserve(lines);
+        top.reserve(lines / 4 * 3);
         let mut cx = KernelCtx {
             k,
             depth: 0,
