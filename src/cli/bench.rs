@@ -44,6 +44,11 @@ pub struct BenchArgs {
     /// Only the `--real` rows whose name contains this text.
     #[arg(long, value_name = "TEXT")]
     pub only: Option<String>,
+    /// Time the whole `sync` process instead (read and verify the text, synchronize, print),
+    /// as the command runs it, on generated kernels of 10^4 ops up to this many (powers of
+    /// ten): the time of each stage, the peak resident memory and the peak per op.
+    #[arg(long, value_name = "OPS")]
+    pub process: Option<usize>,
 }
 
 /// A generated kernel of about `ops` ops (see the module doc).
@@ -137,6 +142,9 @@ fn row(name: &str, ops: usize, k: &smemsync::Kernel, target: &Target) -> String 
 /// A generated real-size kernel by its short name, or any row of the real-size suite by its
 /// name in the table.
 fn real_size(name: &str) -> Option<String> {
+    if let Some(n) = name.strip_prefix("generated-") {
+        return n.parse().ok().map(generate);
+    }
     smemsync::bench_kernels::named(name).or_else(|| {
         real_kernels(10)
             .into_iter()
@@ -170,6 +178,9 @@ pub fn run(args: &BenchArgs) -> i32 {
     };
     if args.real {
         return real_suite(args, &target);
+    }
+    if let Some(max) = args.process {
+        return process_rows(max, &target);
     }
     println!(
         "{:<40} {:>9} {:>9} {:>8} {:>6} {:>8} {:>10} {:>10} {:>8}",
@@ -273,6 +284,85 @@ fn real_kernels(max_pairs: usize) -> Vec<(String, String)> {
         out.push((format!("constant trips {trips}"), const_trip(trips)));
     }
     out
+}
+
+/// `bench --process`: the whole `sync` process, stage by stage, on generated kernels of 10^4
+/// ops up to `max` (powers of ten), as `smemsync sync` runs it: reading and verifying the text
+/// (`cli::load_for_target`), the pipeline on the kernel it takes (`synchronize_owned`), and
+/// printing (`write_kernel`, to a sink: the cost of a terminal or a file is not smemsync's).
+/// CPU milliseconds of the thread per stage; the peak resident memory of the row (the
+/// generated text included, as the command holds its input) and that peak per op.
+fn process_rows(max: usize, target: &Target) -> i32 {
+    println!(
+        "{:<24} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>10}",
+        "kernel",
+        "ops",
+        "read ms",
+        "sync ms",
+        "print ms",
+        "cpu ms",
+        "wall ms",
+        "peak MiB",
+        "KiB/op"
+    );
+    let mut n = 10_000;
+    while n <= max {
+        let input = super::Input {
+            name: format!("generated-{n}"),
+            text: generate(n),
+            ttgir: None,
+        };
+        if let Err(code) = process_row(&input, target) {
+            return code;
+        }
+        n *= 10;
+    }
+    EXIT_OK
+}
+
+/// One row of [`process_rows`]; the error is an exit code (a generated kernel that does not
+/// read, or a finding).
+fn process_row(input: &super::Input, target: &Target) -> Result<(), i32> {
+    use smemsync::sync::driver::synchronize_owned;
+    let reset = reset_peak();
+    let t0 = Instant::now();
+    let c0 = thread_cpu_ns();
+    let mut kernels = super::load_for_target(input, Some(target))?;
+    let c1 = thread_cpu_ns();
+    let Some(k) = kernels.pop() else {
+        return Err(EXIT_USER);
+    };
+    let ops = k.ops.len();
+    let synced = synchronize_owned(k, target, &PlaceOptions::default());
+    let c2 = thread_cpu_ns();
+    let s = synced.map_err(|d| {
+        super::report(input, &d);
+        super::exit_code(&d)
+    })?;
+    let printed = smemsync::emit::text::write_kernel(&s.kernel, &mut std::io::sink());
+    let c3 = thread_cpu_ns();
+    let wall = t0.elapsed().as_secs_f64() * 1e3;
+    if printed.is_err() {
+        return Err(EXIT_USER);
+    }
+    let ms = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => format!("{:.1}", b.saturating_sub(a) as f64 / 1e6),
+        _ => "-".into(),
+    };
+    let peak = peak_mib().filter(|_| reset);
+    let (peak, per_op) = peak.map_or_else(
+        || ("-".into(), "-".into()),
+        |m| (format!("{m:.1}"), format!("{:.2}", m * 1024.0 / ops as f64)),
+    );
+    println!(
+        "{:<24} {ops:>9} {:>10} {:>10} {:>10} {:>10} {wall:>10.1} {peak:>9} {per_op:>10}",
+        input.name,
+        ms(c0, c1),
+        ms(c1, c2),
+        ms(c2, c3),
+        ms(c0, c3),
+    );
+    Ok(())
 }
 
 /// Resets the process' peak resident memory (Linux `clear_refs`); false where unsupported

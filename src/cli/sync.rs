@@ -8,14 +8,13 @@
 //! kernel's text, and with `--explain`/`--stats` the same facts as objects: every inserted wait
 //! and sync with the hazards it removes, and the statistics.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use smemsync::analysis::footprint::Footprints;
 use smemsync::analysis::hazards::{Carry, Hazard};
 use smemsync::emit::explain::{Namer, buffer_name, explain_hazard};
-use smemsync::sync::driver::{Synchronized, synchronize, without_inserted};
-use smemsync::sync::{PlaceOptions, Placement, Strategy};
+use smemsync::sync::driver::{Synchronized, synchronize, synchronize_owned, without_inserted};
+use smemsync::sync::{PlaceOptions, Strategy};
 use smemsync::target::Target;
 use smemsync::{Diagnostic, Kernel};
 
@@ -98,19 +97,20 @@ pub fn run(args: &SyncArgs) -> i32 {
         bounds,
         no_warp_sync: args.no_warp_sync,
     };
-    let json = args.output.format == MessageFormat::Json;
-    let mut out = Vec::new();
+    // The input kernel is read after its synchronization only by `--explain` (the waits are
+    // named in it), `--plan-smem` and `--annotate`; otherwise the pipeline takes it and copies
+    // no kernel (docs/performance.md, "The whole process at 10^6 ops, session 29").
+    let keep_input = args.explain || args.plan_smem || args.annotate;
+    let mut pieces = Vec::new();
     let mut docs = Vec::new();
     let mut findings: Vec<Diagnostic> = Vec::new();
-    for k in &kernels {
-        let synced = if args.plan_smem {
-            let popts = super::plan_smem::plan_options(&args.plan, target, opts.clone());
-            smemsync::transform::smem_plan::plan_with(k, &popts).map(|r| {
-                eprint!("{}", super::plan_smem::describe(k, &input, &r, &popts));
-                r.synced
-            })
+    for k in kernels {
+        let name = k.name.clone();
+        let (kept, synced) = if keep_input {
+            let synced = synchronize_kept(&k, &input, &target, &opts, args);
+            (Some(k), synced)
         } else {
-            synchronize(k, &target, &opts)
+            (None, synchronize_owned(k, &target, &opts))
         };
         let s = match synced {
             Ok(s) => s,
@@ -119,103 +119,189 @@ pub fn run(args: &SyncArgs) -> i32 {
                 continue;
             }
         };
-        let kernel = match output_kernel(k, &s, args.without) {
-            Ok(kernel) => kernel,
+        let without = match without_kernel(&name, &s, args.without) {
+            Ok(without) => without,
             Err(d) => {
                 findings.push(d);
                 continue;
             }
         };
         report(&input, &s.placement.warnings);
+        let cx = Rendering {
+            name: &name,
+            input: kept.as_ref(),
+            target: &target,
+            src: &input.text,
+            args,
+        };
+        let output = without.as_ref().unwrap_or(&s.kernel);
         if args.annotate {
             let Some((ttgir, imp)) = &input.ttgir else {
                 return fail("--annotate needs a TTGIR input (FILE.ttgir)");
             };
-            out.push(smemsync::reader::ttgir::annotate::annotate(
+            let text = smemsync::reader::ttgir::annotate::annotate(
                 ttgir,
                 imp,
                 &input.text,
-                &kernel,
+                output,
                 s.input_ops,
-            ));
+            );
+            pieces.push(Piece::Text(text));
             continue;
         }
-        if json {
-            docs.push(kernel_json(k, &kernel, &target, &input.text, &s, args));
+        if args.output.format == MessageFormat::Json {
+            docs.push(kernel_json(&cx, output, &s));
         } else {
-            out.push(render(k, &kernel, &target, &input.text, &s, args));
+            let notes = notes(&cx, &s);
+            pieces.push(Piece::Kernel {
+                s: Box::new(s),
+                without: without.map(Box::new),
+                notes,
+            });
         }
     }
     if !findings.is_empty() {
         report(&input, &findings);
         return exit_code(&findings);
     }
-    if json {
-        println!("{}", Json::object([("kernels", Json::Array(docs))]));
-    } else {
-        print!("{}", out.join("\n"));
-    }
-    EXIT_OK
+    let code = write_out(&pieces, docs, args.output.format);
+    // The process ends here: freeing each op, name and table of the kernels one by one is
+    // work nobody waits for (5% of `sync` on a 10^6-op kernel); the OS takes the memory back.
+    std::mem::forget(pieces);
+    code
 }
 
-/// The synchronized kernel, less the `--without N`-th inserted sync when asked (E0300 when the
-/// kernel has fewer); without `--without`, the pipeline's kernel itself (not a copy).
-fn output_kernel<'s>(
-    input: &Kernel,
-    s: &'s Synchronized,
-    without: Option<usize>,
-) -> Result<Cow<'s, Kernel>, Diagnostic> {
-    match without {
-        Some(n) => without_inserted(&s.kernel, s.input_ops, n)
-            .map(Cow::Owned)
-            .ok_or_else(|| {
-                Diagnostic::user(
-                    "E0300",
-                    format!(
-                        "--without {n}: @{} has only {} inserted sync op(s)",
-                        input.name,
-                        s.inserted().len()
-                    ),
-                )
-            }),
-        None => Ok(Cow::Borrowed(&s.kernel)),
-    }
-}
-
-fn render(
-    input: &Kernel,
-    kernel: &Kernel,
+/// The pipeline on a kernel the caller keeps (`--explain`, `--plan-smem`, `--annotate`).
+fn synchronize_kept(
+    k: &Kernel,
+    input: &super::Input,
     target: &Target,
-    src: &str,
-    s: &Synchronized,
+    opts: &PlaceOptions,
     args: &SyncArgs,
-) -> String {
-    let p: &Placement = &s.placement;
-    let mut text = smemsync::emit::text::print_kernel(kernel);
-    if args.explain {
-        text.push_str(&explain(input, target, src, s));
+) -> Result<Synchronized, Vec<Diagnostic>> {
+    if !args.plan_smem {
+        return synchronize(k, target, opts);
     }
-    if args.stats {
-        let st = &p.stats;
-        text.push_str(&format!(
+    let popts = super::plan_smem::plan_options(&args.plan, *target, opts.clone());
+    smemsync::transform::smem_plan::plan_with(k, &popts).map(|r| {
+        eprint!("{}", super::plan_smem::describe(k, input, &r, &popts));
+        r.synced
+    })
+}
+
+/// What one kernel prints, kept until every kernel is synchronized (a finding in any kernel
+/// prints none of them).
+enum Piece {
+    /// Text as it is printed (`--annotate`).
+    Text(String),
+    /// A synchronized kernel (printed from `without` when `--without` asked for it), then its
+    /// `--explain`/`--stats` comments.
+    Kernel {
+        s: Box<Synchronized>,
+        without: Option<Box<Kernel>>,
+        notes: String,
+    },
+}
+
+/// Writes the pieces on stdout: the text ones separated by a blank line, each kernel streamed
+/// as it is printed (`emit::text::write_kernel`, no copy of its text); or, under `--format
+/// json`, one document of the kernels' `docs`. A write error (a closed pipe) is a usage error.
+fn write_out(pieces: &[Piece], docs: Vec<Json>, format: MessageFormat) -> i32 {
+    use std::io::Write as _;
+    let stdout = std::io::stdout();
+    let mut w = std::io::BufWriter::with_capacity(smemsync::emit::text::CHUNK, stdout.lock());
+    let written = if format == MessageFormat::Json {
+        let doc = Json::object([("kernels", Json::Array(docs))]);
+        writeln!(w, "{doc}")
+    } else {
+        pieces.iter().enumerate().try_for_each(|(i, p)| {
+            if i > 0 {
+                w.write_all(b"\n")?;
+            }
+            match p {
+                Piece::Text(t) => w.write_all(t.as_bytes()),
+                Piece::Kernel { s, without, notes } => {
+                    let kernel = without.as_deref().unwrap_or(&s.kernel);
+                    smemsync::emit::text::write_kernel(kernel, &mut w)?;
+                    w.write_all(notes.as_bytes())
+                }
+            }
+        })
+    };
+    match written.and_then(|()| w.flush()) {
+        Ok(()) => EXIT_OK,
+        Err(e) => fail(&format!("cannot write standard output: {e}")),
+    }
+}
+
+/// The synchronized kernel less the `--without N`-th inserted sync when asked (E0300 when the
+/// kernel has fewer); `None` without `--without`: the pipeline's kernel itself is printed.
+fn without_kernel(
+    name: &str,
+    s: &Synchronized,
+    without: Option<usize>,
+) -> Result<Option<Kernel>, Diagnostic> {
+    let Some(n) = without else {
+        return Ok(None);
+    };
+    match without_inserted(&s.kernel, s.input_ops, n) {
+        Some(k) => Ok(Some(k)),
+        None => Err(Diagnostic::user(
+            "E0300",
+            format!(
+                "--without {n}: @{name} has only {} inserted sync op(s)",
+                s.inserted().len()
+            ),
+        )),
+    }
+}
+
+/// What the rendering of one kernel's result reads besides the result: the kernel's name, the
+/// input kernel (kept only for `--explain`, `--plan-smem` and `--annotate`), the target, the
+/// source text and the options.
+struct Rendering<'a> {
+    name: &'a str,
+    input: Option<&'a Kernel>,
+    target: &'a Target,
+    src: &'a str,
+    args: &'a SyncArgs,
+}
+
+/// The `//` comment lines printed after a kernel: `--explain`'s, then `--stats`'.
+fn notes(cx: &Rendering<'_>, s: &Synchronized) -> String {
+    let mut text = String::new();
+    if let (true, Some(input)) = (cx.args.explain, cx.input) {
+        text.push_str(&explain(input, cx.target, cx.src, s));
+    }
+    if cx.args.stats {
+        stats_notes(s, &mut text);
+    }
+    text
+}
+
+/// `--stats`: hazards, barriers written and executed, the lower bound, handshakes, the split
+/// lowering.
+fn stats_notes(s: &Synchronized, text: &mut String) {
+    let st = &s.placement.stats;
+    text.push_str(&format!(
             "// stats: hazards={} covered_by_existing={} barriers_written={} warp_syncs_written={} existing_barriers={} barriers_executed={} inserted_executed={} lower_bound={} waits_written={} inserted_syncs={} conservative={} fences_written={}\n",
             st.hazards, st.covered_by_existing, st.barriers_written, st.warp_syncs_written, st.existing_barriers, st.barriers_executed, st.inserted_executed, st.lower_bound, s.waits.edits.len(), s.inserted().len(), st.conservative, s.fences.len()
         ));
-        for h in &s.handshakes {
-            text.push_str(&format!(
-                "// handshake: mode={} slots={} written={} executed_per_role_thread={}\n",
-                h.mode.name(),
-                h.slots,
-                h.written,
-                h.executed.map_or("unknown".to_string(), |e| e.to_string())
-            ));
-        }
-        if let Some(sp) = &s.split {
-            // The baseline the mean is compared with (docs/split-barriers.md): a signal
-            // placed immediately before its wait has no ops between them, slack 0 by
-            // definition, so it is printed as the constant it is, not measured.
-            let adjacent = ADJACENT_SIGNAL_SLACK;
-            text.push_str(&format!(
+    for h in &s.handshakes {
+        text.push_str(&format!(
+            "// handshake: mode={} slots={} written={} executed_per_role_thread={}\n",
+            h.mode.name(),
+            h.slots,
+            h.written,
+            h.executed.map_or("unknown".to_string(), |e| e.to_string())
+        ));
+    }
+    if let Some(sp) = &s.split {
+        // The baseline the mean is compared with (docs/split-barriers.md): a signal
+        // placed immediately before its wait has no ops between them, slack 0 by
+        // definition, so it is printed as the constant it is, not measured.
+        let adjacent = ADJACENT_SIGNAL_SLACK;
+        text.push_str(&format!(
                 "// split: pairs={} phases={} absorbed_barriers={} dscnt_dropped={} mean_slack={:.2} (signal placed just before its wait: {adjacent:.2}) slack={:?}\n",
                 sp.pairs,
                 sp.phases.map_or_else(
@@ -227,9 +313,7 @@ fn render(
                 sp.mean_slack(),
                 sp.slack
             ));
-        }
     }
-    text
 }
 
 /// The `--explain` comments: each inserted wait and why, each inserted barrier and the hazards
@@ -303,26 +387,19 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
 /// One kernel of `sync --format json`: its name, target and text; with `--explain`, the
 /// inserted waits, the inserted syncs with the hazards each removes and the hazards the
 /// input's syncs remove; with `--stats`, the statistics (docs/diagnostics.md).
-fn kernel_json(
-    input: &Kernel,
-    kernel: &Kernel,
-    target: &Target,
-    src: &str,
-    s: &Synchronized,
-    args: &SyncArgs,
-) -> Json {
+fn kernel_json(cx: &Rendering<'_>, kernel: &Kernel, s: &Synchronized) -> Json {
     let mut fields = vec![
-        ("name", Json::str(input.name.as_str())),
-        ("target", Json::str(target.name)),
+        ("name", Json::str(cx.name)),
+        ("target", Json::str(cx.target.name)),
         (
             "text",
             Json::str(smemsync::emit::text::print_kernel(kernel)),
         ),
     ];
-    if args.explain {
-        fields.extend(explain_json(input, target, src, s));
+    if let (true, Some(input)) = (cx.args.explain, cx.input) {
+        fields.extend(explain_json(input, cx.target, cx.src, s));
     }
-    if args.stats {
+    if cx.args.stats {
         fields.push(("stats", stats_json(s)));
     }
     Json::Object(fields)

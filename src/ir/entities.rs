@@ -117,6 +117,10 @@ impl<K: EntityRef, V> PrimaryMap<K, V> {
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
+    /// Room for `additional` more entities without growing (a reader that knows the size).
+    pub fn reserve(&mut self, additional: usize) {
+        self.items.reserve(additional);
+    }
     pub fn get(&self, k: K) -> Option<&V> {
         self.items.get(k.index())
     }
@@ -168,6 +172,10 @@ impl<K: EntityRef, V: Clone> SecondaryMap<K, V> {
     }
     pub fn get(&self, k: K) -> &V {
         self.items.get(k.index()).unwrap_or(&self.default)
+    }
+    /// Room for keys up to `additional` past those written without growing.
+    pub fn reserve(&mut self, additional: usize) {
+        self.items.reserve(additional);
     }
     pub fn set(&mut self, k: K, v: V) {
         let i = k.index();

@@ -5,7 +5,8 @@
 //! comments (explanations add `//` notes after ops through [`print_kernel_annotated`]). `parse(print(k))` yields a kernel structurally equal to `k`, and printing is a
 //! fixed point: `print(parse(print(k))) == print(k)`. Values keep their source names; values a
 //! pass created get fresh `%vN` names that collide with no source name.
-//! Complexity: O(ops + operands).
+//! Complexity: O(ops + operands). [`write_kernel`] streams the same text to a writer in
+//! chunks of [`CHUNK`] bytes, so printing a kernel of 10^6 ops holds no copy of its text.
 
 use std::cell::OnceCell;
 use std::fmt::{self, Write};
@@ -19,6 +20,24 @@ pub fn print_kernel(k: &Kernel) -> String {
     p.kernel();
     p.out
 }
+
+/// Writes one kernel's canonical text (exactly [`print_kernel`]'s) to `w`, [`CHUNK`] bytes
+/// at a time instead of building the whole text first; stops at the first write error and
+/// returns it.
+pub fn write_kernel(k: &Kernel, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let mut p = Printer::new(k);
+    p.sink = Some(Sink { w, error: None });
+    p.kernel();
+    p.spill(0);
+    match p.sink.and_then(|s| s.error) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// How much text [`write_kernel`] gathers before it writes: large enough that the writes cost
+/// nothing next to the formatting, small enough to stay in cache.
+pub const CHUNK: usize = 64 * 1024;
 
 /// The printer's per-op annotation hook: the comment lines to print after an op's line (for
 /// an op with regions, after the line that opens its first region), each as `// note`,
@@ -75,6 +94,14 @@ struct Printer<'a> {
     notes: Option<Notes<'a>>,
     /// The op (and its depth) whose notes are due at the end of its first line.
     due: Option<(Op, usize)>,
+    /// Where [`write_kernel`] streams the text (`None`: it stays in `out`).
+    sink: Option<Sink<'a>>,
+}
+
+/// A writer the printer streams to, and its first error (nothing is written after it).
+struct Sink<'a> {
+    w: &'a mut dyn std::io::Write,
+    error: Option<std::io::Error>,
 }
 
 struct Names {
@@ -113,7 +140,25 @@ impl<'a> Printer<'a> {
             header_only: false,
             notes: None,
             due: None,
+            sink: None,
         }
+    }
+
+    /// When streaming, writes out the text gathered so far once it holds at least `at` bytes
+    /// (0: whatever there is), at a line boundary between ops.
+    fn spill(&mut self, at: usize) {
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        if self.out.len() < at.max(1) {
+            return;
+        }
+        if sink.error.is_none()
+            && let Err(e) = sink.w.write_all(self.out.as_bytes())
+        {
+            sink.error = Some(e);
+        }
+        self.out.clear();
     }
 
     /// Prints the notes of the op whose first line was just finished, if any are due.
@@ -270,6 +315,7 @@ impl<'a> Printer<'a> {
             }
             let _ = write!(self.out, "{}", layout_s(&b.layout));
             self.out.push('\n');
+            self.spill(CHUNK);
         }
         self.region(k.body(), 1);
         self.out.push_str("}\n");
@@ -278,6 +324,7 @@ impl<'a> Printer<'a> {
     fn region(&mut self, r: Region, depth: usize) {
         for &op in self.k.region_ops(r) {
             self.op(op, depth);
+            self.spill(CHUNK);
         }
     }
 

@@ -112,6 +112,15 @@ struct OpOut {
     optional_result: bool,
 }
 
+/// The lines of the kernel that starts at byte `at`: up to the first `}` that opens a line
+/// (where the canonical form closes a kernel), else to the end of the text. Complexity: O(its
+/// bytes).
+fn kernel_lines(src: &str, at: usize) -> usize {
+    let rest = src.get(at..).unwrap_or_default();
+    let end = rest.find("\n}").unwrap_or(rest.len());
+    rest.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count()
+}
+
 /// Adds a layout definition, refusing a second one of the same name (E1000).
 fn define_layout(defs: &mut Vec<LayoutDef>, d: LayoutDef) -> PResult<()> {
     if let Some(prev) = defs.iter().find(|p| p.name == d.name) {
@@ -176,7 +185,8 @@ impl<'a> Parser<'a> {
                 define_layout(&mut layouts, d)?;
                 continue;
             }
-            kernels.push(self.kernel(&layouts)?);
+            let lines = kernel_lines(src, self.span().lo as usize);
+            kernels.push(self.kernel(&layouts, lines)?);
         }
         if kernels.is_empty() && self.lex_error.is_none() {
             return Err(
@@ -330,15 +340,22 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn kernel(&mut self, layouts: &[LayoutDef]) -> PResult<Kernel> {
+    /// One kernel; `lines` estimates its size ([`kernel_lines`]: about one op and one value
+    /// a line), for the tables' first capacity.
+    fn kernel(&mut self, layouts: &[LayoutDef], lines: usize) -> PResult<Kernel> {
         let kw = self.expect_word("kernel")?;
         let (name, _) = self.symbol()?;
         let mut k = Kernel::new(name);
         k.layouts = layouts.to_vec();
+        k.reserve(lines);
+        // Names of the top-level scope: about three quarters of the lines define one (a
+        // table sized for every line would hash into twice the pages).
+        let mut top = HashMap::default();
+        top.reserve(lines / 4 * 3);
         let mut cx = KernelCtx {
             k,
             depth: 0,
-            scopes: vec![HashMap::default()],
+            scopes: vec![top],
             symbols: HashMap::default(),
             buffers: HashMap::default(),
         };

@@ -16,7 +16,9 @@
 //!    signal/wait pair with slack, and the protocol verifier (`check::protocol`) re-proves
 //!    that pairs alternate on every path.
 //!
-//! Each stage is planned on the output of the previous one and never mutates its input. The
+//! Each stage is planned on the output of the previous one and never mutates its input, but
+//! for the kernel [`synchronize_owned`] is given: the handshakes and waits are written into
+//! it, so it becomes the kernel placement runs on without a copy. The
 //! ops a stage inserts are new arena entries, so "inserted" is exactly "a sync op whose id the
 //! input kernel did not have"; [`without_inserted`] drops one of them (mutation testing).
 //! Complexity: the sum of the stages'.
@@ -32,7 +34,7 @@ use crate::sync::split::{SplitStats, lower_to_split};
 use crate::sync::fences::place_fences;
 use crate::sync::joint::hoist_waits;
 use crate::analysis::inflight::FlowMemo;
-use crate::sync::handshake::{Placed, place_handshakes};
+use crate::sync::handshake::{Placed, place_handshakes_owned};
 use crate::sync::waits::plan_waits_ordered;
 use crate::sync::{PlaceMemo, PlaceOptions, Placement, place_barriers_memo};
 use crate::target::Target;
@@ -226,13 +228,25 @@ fn fence_and_lower(
     Ok((kernel, fences, split))
 }
 
-/// Runs the pipeline on one kernel.
+/// Runs the pipeline on one kernel (on a copy of it: [`synchronize_owned`] takes the kernel).
 pub fn synchronize(
     input: &Kernel,
     target: &Target,
     opts: &PlaceOptions,
 ) -> Result<Synchronized, Vec<Diagnostic>> {
-    let hs = place_handshakes(input, target);
+    synchronize_owned(input.clone(), target, opts)
+}
+
+/// [`synchronize`] on a kernel the caller gives up: the handshakes and waits are written into
+/// it, and it becomes [`Synchronized::with_waits`] (moved, never copied), so at most two
+/// kernels are alive at once: that one and the output. The result is [`synchronize`]'s.
+pub fn synchronize_owned(
+    input: Kernel,
+    target: &Target,
+    opts: &PlaceOptions,
+) -> Result<Synchronized, Vec<Diagnostic>> {
+    let input_ops = input.ops.len();
+    let hs = place_handshakes_owned(input, target);
     let k = &hs.kernel;
     // One memo of footprint answers for every in-flight dataflow run on `k` and on the
     // kernels derived from it by inserting waits and commits (`FlowMemo`: their ops keep
@@ -270,7 +284,7 @@ pub fn synchronize(
         placement,
         split,
         fences,
-        input_ops: input.ops.len(),
+        input_ops,
         handshakes: hs.placed,
     })
 }

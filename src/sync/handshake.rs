@@ -117,15 +117,24 @@ pub(crate) struct Arm {
     pub acc: Vec<(usize, Slot, Op)>,
 }
 
-/// Places the cross-role handshakes of every role branch at the kernel's top level.
+/// Places the cross-role handshakes of every role branch at the kernel's top level, in a
+/// copy of `k` ([`place_handshakes_owned`] edits the kernel it is given instead).
 pub fn place_handshakes(k: &Kernel, target: &Target) -> Handshakes {
+    place_handshakes_owned(k.clone(), target)
+}
+
+/// [`place_handshakes`] on a kernel the caller gives up: the handshakes are written into it
+/// and it comes back as [`Handshakes::kernel`], with no copy (`sync` of a 10^6-op kernel
+/// held three kernels at once before).
+pub fn place_handshakes_owned(k: Kernel, target: &Target) -> Handshakes {
     let mut out = Handshakes {
-        kernel: k.clone(),
+        kernel: k,
         placed: Vec::new(),
         warnings: Vec::new(),
         covered: HashSet::new(),
         ordered_tma: HashSet::new(),
     };
+    let k = &out.kernel;
     let branches: Vec<(Op, Group)> = k.region_ops(k.body())
         .iter()
         .filter_map(|&o| role_group(k, o).map(|g| (o, g)))
