@@ -27,7 +27,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::bits::{self, Distinct, Ident};
 use super::form::{Affine, Builder, Form, Guard};
-use super::solve::{Answer, Presolved, Problem};
+use super::solve::{Answer, Problem};
 use crate::analysis::conflicts::PairConflict;
 use crate::analysis::footprint::{Footprints, LoopDomain};
 use crate::ir::arith::gcd;
@@ -39,30 +39,17 @@ pub const BUDGET: u64 = 20_000;
 pub const MIN_BUDGET: u64 = 256;
 
 thread_local! {
-    /// Solver calls made by pair questions on this thread (for `SMEMSYNC_PAIR_STATS`).
-    static SOLVES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// Search nodes left to the question in progress (all its solves share them).
     static LEFT: std::cell::Cell<u64> = const { std::cell::Cell::new(BUDGET) };
 }
 
-static DUMP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-static TRACE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-static STATS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-
-/// Whether the environment variable `name` is set, read once per process (a lookup locks and
-/// scans the environment: it was 7% of the unrolled GEMM's `sync` when read per solve).
-fn env_flag(cell: &std::sync::OnceLock<bool>, name: &str) -> bool {
-    *cell.get_or_init(|| std::env::var_os(name).is_some())
-}
-
 /// Solves within the question's remaining budget.
 fn solve(q: &Problem) -> Answer {
-    SOLVES.with(|n| n.set(n.get() + 1));
     let mut b = LEFT.with(|l| l.get());
     let before = b;
     let r = q.solve(&mut b);
     LEFT.with(|l| l.set(b));
-    if env_flag(&DUMP, "SMEMSYNC_SYMBOLIC_DUMP") {
+    if std::env::var_os("SMEMSYNC_SYMBOLIC_DUMP").is_some() {
         let a = match &r {
             Answer::Sat(_) => "sat",
             Answer::Unsat => "unsat",
@@ -386,55 +373,22 @@ fn distinct(p: &Problem, ta: usize, tb: usize, warps: Option<(usize, usize)>) ->
         .collect()
 }
 
-/// Solves a presolved problem with its kept variable `v` in `[lo, hi]`, within the
-/// question's remaining budget.
-fn solve_within(q: &Presolved, v: usize, lo: i64, hi: i64) -> Answer {
-    SOLVES.with(|n| n.set(n.get() + 1));
-    let mut b = LEFT.with(|l| l.get());
-    let before = b;
-    let r = q.solve_within(v, lo, hi, &mut b);
-    LEFT.with(|l| l.set(b));
-    if env_flag(&DUMP, "SMEMSYNC_SYMBOLIC_DUMP") {
-        let a = match &r {
-            Answer::Sat(_) => "sat",
-            Answer::Unsat => "unsat",
-            Answer::Budget => "budget",
-        };
-        eprintln!("  solve: {} nodes, {a}: variable {v} in [{lo}, {hi}]", before - b);
-    }
-    r
-}
-
-/// The problems presolved once with `v` kept, for the solves of a range split over `v`.
-fn presolve(ps: &[Problem], v: usize) -> Vec<Presolved> {
-    ps.iter().map(|p| p.presolve(Some(v))).collect()
-}
-
-/// Whether one of the presolved problems is satisfiable with `v` in `[lo, hi]`; `None` when
-/// a search ran out of budget before any was found satisfiable.
-fn any_sat_within(ps: &[Presolved], v: usize, lo: i64, hi: i64) -> Option<bool> {
-    let mut out = Some(false);
-    for q in ps {
-        match solve_within(q, v, lo, hi) {
-            Answer::Sat(_) => return Some(true),
-            Answer::Budget => out = None,
-            Answer::Unsat => {}
-        }
-    }
-    out
-}
-
-/// Values of variable `v` in `[lo, hi]` for which one of `ps` (presolved with `v` kept) is
-/// satisfiable (splitting the range: each solve excludes an interval or yields a value).
-/// `None` on budget.
-fn feasible_values(ps: &[Presolved], v: usize, lo: i64, hi: i64, out: &mut Vec<i64>) -> Option<()> {
+/// Values of variable `v` in `[lo, hi]` for which one of `ps` is satisfiable (splitting the
+/// range: each solve excludes an interval or yields a value). `None` on budget.
+fn feasible_values(ps: &[Problem], v: usize, lo: i64, hi: i64, out: &mut Vec<i64>) -> Option<()> {
     if lo > hi {
         return Some(());
     }
     let mut found = None;
     let mut budget_hit = false;
-    for q in ps {
-        match solve_within(q, v, lo, hi) {
+    for p in ps {
+        let mut q = p.clone();
+        q.lo[v] = q.lo[v].max(lo);
+        q.hi[v] = q.hi[v].min(hi);
+        if q.lo[v] > q.hi[v] {
+            continue;
+        }
+        match solve(&q) {
             Answer::Sat(x) => {
                 found = Some(x[v]);
                 break;
@@ -465,17 +419,6 @@ enum Distance {
     Periodic { r: usize, step: i64, period: i64 },
 }
 
-impl Distance {
-    /// The index of its kind in [`Stats::built`].
-    fn path(&self) -> usize {
-        match self {
-            Distance::Fixed(_) => 0,
-            Distance::Exact(_) => 1,
-            Distance::Periodic { .. } => 2,
-        }
-    }
-}
-
 /// [`pair_conflict`] with `SMEMSYNC_SYMBOLIC_TRACE=1` printing each question's nodes and
 /// answer. Callers decide each question once per `Footprints::question_id` pair
 /// (`conflicts::pair_conflict`).
@@ -488,7 +431,7 @@ pub fn pair_conflict_traced(
 ) -> Option<PairConflict> {
     let n0 = super::solve::NODES.with(|n| n.get());
     let r = pair_conflict(fp, ai, bi, plen, var);
-    if env_flag(&TRACE, "SMEMSYNC_SYMBOLIC_TRACE") {
+    if std::env::var_os("SMEMSYNC_SYMBOLIC_TRACE").is_some() {
         let n = super::solve::NODES.with(|n| n.get()) - n0;
         eprintln!(
             "symbolic pair {} -> {} plen={plen} var={var:?}: {n} nodes, {:?}",
@@ -510,26 +453,11 @@ pub fn pair_conflict(
     var: Option<usize>,
 ) -> Option<PairConflict> {
     match question(fp, ai, bi, (plen, var), None)? {
-        Built::Nothing => {
-            fp.sym_sides.stats.borrow_mut().nothing += 1;
-            Some(PairConflict::default())
-        }
-        Built::Known(Known::Pair(r)) => {
-            fp.sym_sides.stats.borrow_mut().known += 1;
-            r
-        }
+        Built::Nothing => Some(PairConflict::default()),
+        Built::Known(Known::Pair(r)) => r,
         Built::Known(Known::Meets(_)) => None,
         Built::New(key, q) => {
-            let (s0, n0) = (SOLVES.with(|n| n.get()), super::solve::NODES.with(|n| n.get()));
             let r = decide_pair(&q);
-            if env_flag(&STATS, "SMEMSYNC_PAIR_STATS") {
-                let mut st = fp.sym_sides.stats.borrow_mut();
-                st.built[q.dist.path()] += 1;
-                st.solves += SOLVES.with(|n| n.get()) - s0;
-                st.nodes += super::solve::NODES.with(|n| n.get()) - n0;
-                st.fallback += r.is_none() as u64;
-                st.families.insert(PairKey { delta: 0, ..key });
-            }
             fp.sym_sides.answers.borrow_mut().insert(key, Known::Pair(r.clone()));
             r
         }
@@ -627,55 +555,6 @@ pub struct Templates {
     made: RefCell<HashMap<(usize, bool), Made>>,
     ids: RefCell<HashMap<TemplateKey, u32>>,
     answers: RefCell<HashMap<PairKey, Known>>,
-    /// Families of translated questions by their key with `delta = 0`.
-    families: RefCell<HashMap<PairKey, Family>>,
-    stats: RefCell<Stats>,
-}
-
-/// What the pair engine did for one [`Footprints`] (`SMEMSYNC_PAIR_STATS=1` prints it when
-/// the footprints are dropped; docs/symbolic.md, "What the hazard finder asks").
-#[derive(Default)]
-struct Stats {
-    /// Pair questions with no instance pair (no solve).
-    nothing: u64,
-    /// Pair questions whose translation-normalized key was decided before.
-    known: u64,
-    /// Pair questions built and decided, by distance relation: fixed, exact, periodic.
-    built: [u64; 3],
-    /// Their solver calls and search nodes, and how many fell back to enumeration.
-    solves: u64,
-    nodes: u64,
-    fallback: u64,
-    /// Questions answered by a family gap, and the solves spent finding gaps.
-    apart: u64,
-    family_solves: u64,
-    /// Distinct keys up to translation (the key without the difference of unit constants).
-    families: std::collections::HashSet<PairKey, rustc_hash::FxBuildHasher>,
-}
-
-impl Drop for Templates {
-    fn drop(&mut self) {
-        let s = self.stats.get_mut();
-        let built: u64 = s.built.iter().sum();
-        if built + s.nothing + s.known + s.apart > 0 && env_flag(&STATS, "SMEMSYNC_PAIR_STATS") {
-            eprintln!(
-                "pair questions: asked={} nothing={} known={} apart={} built={} (fixed={} exact={} periodic={}) families={} family_solves={} solves={} nodes={} fallback={}",
-                built + s.nothing + s.known + s.apart,
-                s.nothing,
-                s.known,
-                s.apart,
-                built,
-                s.built[0],
-                s.built[1],
-                s.built[2],
-                s.families.len(),
-                s.family_solves,
-                s.solves,
-                s.nodes,
-                s.fallback
-            );
-        }
-    }
 }
 
 /// The template of access `ai`, built on first use: the side alone on a fresh problem, its
@@ -817,7 +696,6 @@ fn question(
     let u = p.var(ra.0.min(rb.0), ra.1.max(rb.1) + sa.units.max(sb.units));
     covers(&mut p, u, &sa);
     covers(&mut p, u, &sb);
-    let bcov = p.cons.len() - 1;
     let mut dist = Distance::Fixed(1);
     for j in 0..plen.min(sa.keys.len().max(sb.keys.len())) {
         let (ka, kb) = (
@@ -838,41 +716,7 @@ fn question(
     if let Distance::Fixed(0) = dist {
         return Some(Built::Nothing);
     }
-    let apart = families_on() && {
-        // The gaps are searched for at a family's second member: a family of one member (most
-        // questions of the small examples) would only pay for them.
-        let fkey = PairKey { delta: 0, ..key };
-        let known = fp.sym_sides.families.borrow().get(&fkey).map(|f| f.apart(key.delta));
-        match known {
-            Some(Some(g)) => g,
-            None => {
-                fp.sym_sides.families.borrow_mut().insert(fkey, Family { gaps: None });
-                false
-            }
-            Some(None) => {
-                let span = Span {
-                    a: (ra, sa.units),
-                    b: ((rb.0 - key.delta, rb.1 - key.delta), sb.units),
-                };
-                let f = family(&p, bcov, span, left, &fp.sym_sides.stats);
-                let g = f.apart(key.delta) == Some(true);
-                fp.sym_sides.families.borrow_mut().insert(fkey, f);
-                g
-            }
-        }
-    };
     let rel = bits::relate(&mut p, (&sa.who, &sa.unit, sa.units), (&sb.who, &sb.unit, sb.units), fp.warp)?;
-    if apart {
-        // No instance pair meets at any distance: the answer `decide_pair` (or one solve of
-        // `intersects_at`) would give, without solving (docs/symbolic.md, "Families").
-        fp.sym_sides.stats.borrow_mut().apart += 1;
-        let r = match meets {
-            Some(_) => Known::Meets(Some(false)),
-            None => Known::Pair(Some(PairConflict::default())),
-        };
-        fp.sym_sides.answers.borrow_mut().insert(key, r.clone());
-        return Some(Built::Known(r));
-    }
     let q = PairQuestion {
         p,
         rel,
@@ -882,102 +726,6 @@ fn question(
         left,
     };
     Some(Built::New(key, q))
-}
-
-/// Most solves spent on one family's differences (docs/symbolic.md, "Families").
-const FAMILY_SOLVES: usize = 12;
-/// Satisfiable solves in a row after which a family's search for gaps stops (a family whose
-/// members mostly meet has few gaps to find).
-const FAMILY_SATS: usize = 3;
-
-thread_local! {
-    /// Whether pair questions use family gaps: off by default, as measured they cost more
-    /// solves than they save on the real-size rows and the examples (docs/symbolic.md,
-    /// "Families"); `tests/pair_families.rs` turns them on and compares.
-    static FAMILIES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-fn families_on() -> bool {
-    FAMILIES.with(|f| f.get())
-}
-
-/// Turns the family gaps of pair questions on or off on this thread (off by default): off,
-/// every member of a family is decided by its own solves. For tests that compare the two.
-pub fn set_families(on: bool) {
-    FAMILIES.with(|f| f.set(on));
-}
-
-/// The unit ranges of a question's two sides without `b`'s constant: `(min, max)` of the
-/// unit form's terms and the units per element.
-struct Span {
-    a: ((i64, i64), i64),
-    b: ((i64, i64), i64),
-}
-
-/// What is known of a family of translated pair questions (one [`PairKey`] up to `delta`):
-/// closed intervals of differences `delta` at which no instance of the source and of the
-/// destination touch a common unit, at any distance.
-pub(crate) struct Family {
-    /// `None` until the family's second member is built.
-    gaps: Option<Vec<(i64, i64)>>,
-}
-
-impl Family {
-    /// Whether the difference `d` lies in a gap (`None`: the gaps are not searched yet).
-    fn apart(&self, d: i64) -> Option<bool> {
-        let gaps = self.gaps.as_ref()?;
-        Some(gaps.iter().any(|&(lo, hi)| lo <= d && d <= hi))
-    }
-}
-
-/// The gaps of a family, from the member problem `p` (before `bits::relate`, whose
-/// alignment test reads the difference): `b`'s unit constraint `bcov`
-/// (`δ ≤ u − U_b ≤ δ + n_b − 1`) becomes `0 ≤ u − U_b − D ≤ n_b − 1` with a variable `D`.
-/// Outside `[ra.0 − rb.1 − n_b + 1, ra.1 + n_a − 1 − rb.0]` no `u` is in both ranges; inside,
-/// the range is split as `feasible_values` does, an unsatisfiable sub-range being a gap, for
-/// at most [`FAMILY_SOLVES`] solves within the question's budget (stopping after
-/// [`FAMILY_SATS`] satisfiable ones in a row). Exact: the member problem at `δ` is the family
-/// problem with `D = δ` (`u`'s box contains every value `a`'s unit constraint allows).
-fn family(p: &Problem, bcov: usize, span: Span, left: u64, stats: &RefCell<Stats>) -> Family {
-    let (((alo, ahi), na), ((blo, bhi), nb)) = (span.a, span.b);
-    let (dlo, dhi) = (
-        alo.saturating_sub(bhi).saturating_sub(nb - 1),
-        ahi.saturating_add(na - 1).saturating_sub(blo),
-    );
-    let mut gaps = vec![(i64::MIN, dlo.saturating_sub(1)), (dhi.saturating_add(1), i64::MAX)];
-    let mut q = p.clone();
-    let d = q.var(dlo, dhi);
-    let c = &mut q.cons[bcov];
-    c.terms.push((d, -1));
-    (c.lo, c.hi) = (0, nb - 1);
-    LEFT.with(|l| l.set(left));
-    let (mut solves, mut sats) = (0, 0);
-    let mut todo = vec![(dlo, dhi)];
-    while let Some((lo, hi)) = todo.pop() {
-        if lo > hi {
-            continue;
-        }
-        if solves == FAMILY_SOLVES || sats == FAMILY_SATS {
-            break;
-        }
-        solves += 1;
-        (q.lo[d], q.hi[d]) = (lo, hi);
-        match solve(&q) {
-            Answer::Unsat => {
-                gaps.push((lo, hi));
-                sats = 0;
-            }
-            Answer::Sat(x) => {
-                sats += 1;
-                todo.push((lo, x[d] - 1));
-                todo.push((x[d] + 1, hi));
-            }
-            Answer::Budget => break,
-        }
-    }
-    let mut st = stats.borrow_mut();
-    st.family_solves += solves as u64;
-    Family { gaps: Some(gaps) }
 }
 
 /// A built pair question: everything [`decide_pair`]'s answer depends on (the problem with
@@ -1123,27 +871,45 @@ fn mask(ps: &[Problem], dist: &Distance, within: u64) -> Option<u64> {
         Distance::Fixed(m) => Some(if any_sat(ps)? { m } else { 0 }),
         Distance::Exact(d) if within != u64::MAX => {
             // Only the candidate distances: one solve each.
-            let pre = presolve(ps, d);
             let mut m = 0u64;
             for x in (0..63).filter(|x| within & (1 << x) != 0) {
-                if any_sat_within(&pre, d, x, x)? {
+                let qs: Vec<Problem> = ps
+                    .iter()
+                    .map(|q| {
+                        let mut q = q.clone();
+                        q.lo[d] = q.lo[d].max(x);
+                        q.hi[d] = q.hi[d].min(x);
+                        q
+                    })
+                    .filter(|q| q.lo[d] <= q.hi[d])
+                    .collect();
+                if any_sat(&qs)? {
                     m |= 1 << x;
                 }
             }
-            m |= within & far(&pre, d)?;
+            m |= within & far(ps, d)?;
             Some(m)
         }
         Distance::Exact(d) => {
-            let pre = presolve(ps, d);
             let mut vals = Vec::new();
-            feasible_values(&pre, d, 0, 62, &mut vals)?;
-            let m = vals.iter().fold(0u64, |m, &x| m | 1 << x);
-            Some(m | far(&pre, d)?)
+            feasible_values(ps, d, 0, 62, &mut vals)?;
+            let mut m = vals.iter().fold(0u64, |m, &x| m | 1 << x);
+            let hi = ps.iter().map(|q| q.hi[d]).max().unwrap_or(0);
+            if hi >= 63 {
+                let mut qs: Vec<Problem> = ps.to_vec();
+                for q in &mut qs {
+                    q.lo[d] = q.lo[d].max(63);
+                }
+                if any_sat(&qs)? {
+                    m |= 1 << 63;
+                }
+            }
+            Some(m)
         }
         Distance::Periodic { r, step, period } => {
             let _ = within;
             let mut vals = Vec::new();
-            feasible_values(&presolve(ps, r), r, 0, period - 1, &mut vals)?;
+            feasible_values(ps, r, 0, period - 1, &mut vals)?;
             let mut m = 0u64;
             for d in 0..63i64 {
                 if vals.contains(&(d * step).rem_euclid(period)) {
@@ -1159,8 +925,17 @@ fn mask(ps: &[Problem], dist: &Distance, within: u64) -> Option<u64> {
 }
 
 /// Bit 63 when some distance of 63 or more is feasible (an exact domain's far bucket).
-fn far(ps: &[Presolved], d: usize) -> Option<u64> {
-    Some(if any_sat_within(ps, d, 63, i64::MAX)? { 1 << 63 } else { 0 })
+fn far(ps: &[Problem], d: usize) -> Option<u64> {
+    let qs: Vec<Problem> = ps
+        .iter()
+        .filter(|q| q.hi[d] >= 63)
+        .map(|q| {
+            let mut q = q.clone();
+            q.lo[d] = q.lo[d].max(63);
+            q
+        })
+        .collect();
+    Some(if any_sat(&qs)? { 1 << 63 } else { 0 })
 }
 
 /// Whether one instance of access `ai` touches a unit from two different threads (the

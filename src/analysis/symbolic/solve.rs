@@ -14,13 +14,8 @@
 //! [`Answer::Budget`] and the caller falls back to enumeration (never a silent guess).
 //! Complexity: O(nodes · rounds · |constraints| · |terms|); on quasi-affine GPU indices
 //! propagation alone usually decides, in a handful of nodes. A node allocates nothing (one
-//! stack of saved boxes per search) and propagates only the constraints on the variables
-//! that narrowed (a worklist); propagation runs in `i64` where the terms' magnitudes
-//! provably fit and in `i128` otherwise. [`Problem::presolve`] does elimination,
-//! normalization and projection once for a problem whose one variable's box is then narrowed
-//! per solve ([`Presolved::solve_within`]: the range splits of `symbolic::pairs`).
-
-use std::cell::RefCell;
+//! stack of saved boxes per search); propagation runs in `i64` where the terms' magnitudes
+//! provably fit and in `i128` otherwise.
 
 use crate::ir::arith::{ceil_div_wide, floor_div_wide, gcd};
 
@@ -95,29 +90,28 @@ impl Problem {
     }
 
     fn solve_inner(&self, budget: &mut u64) -> Answer {
-        self.presolve(None).search_within(None, budget)
-    }
-
-    /// Elimination, normalization and projection (steps 1–3 of docs/symbolic.md's decision
-    /// procedure), never eliminating nor projecting `keep`: the result answers this problem
-    /// with `keep`'s box narrowed to any sub-range ([`Presolved::solve_within`]), since each
-    /// step is an equivalence whatever the box of a variable it does not remove. One
-    /// presolve then serves every solve of a range split (`pairs::feasible_values`).
-    pub fn presolve(&self, keep: Option<usize>) -> Presolved {
-        let (mut reduced, subst) = self.eliminate(keep);
+        let (mut reduced, subst) = self.eliminate();
         if !reduced.normalize() {
-            return Presolved::default();
+            return Answer::Unsat;
         }
-        let shadows = reduced.project(keep);
+        let shadows = reduced.project();
         if !reduced.normalize() {
-            return Presolved::default();
+            return Answer::Unsat;
         }
-        let work = RefCell::new(Work::new(&reduced));
-        Presolved {
-            reduced: Some(reduced),
-            shadows,
-            subst,
-            work,
+        let mut lo = reduced.lo.clone();
+        let mut hi = reduced.hi.clone();
+        match reduced.search(&mut lo, &mut hi, budget, &mut Vec::new()) {
+            Answer::Sat(mut x) => {
+                for sh in shadows.iter().rev() {
+                    x[sh.var] = sh.value(&x);
+                }
+                for (v, terms, c) in subst.iter().rev() {
+                    let s: i128 = terms.iter().map(|&(w, a)| a as i128 * x[w] as i128).sum();
+                    x[*v] = (*c as i128 + s) as i64;
+                }
+                Answer::Sat(x)
+            }
+            other => other,
         }
     }
 
@@ -126,7 +120,7 @@ impl Problem {
     /// function of the others, substituted everywhere, its box a constraint on that
     /// function. Returns the reduced problem (eliminated variables fixed at 0, unused) and
     /// the substitutions `v = Σ terms + c` in elimination order.
-    fn eliminate(&self, keep: Option<usize>) -> (Problem, Vec<Subst>) {
+    fn eliminate(&self) -> (Problem, Vec<Subst>) {
         let mut p = self.clone();
         let mut subst = Vec::new();
         loop {
@@ -136,7 +130,7 @@ impl Problem {
                 }
                 c.terms
                     .iter()
-                    .find(|&&(v, a)| a.abs() == 1 && Some(v) != keep)
+                    .find(|(_, a)| a.abs() == 1)
                     .map(|&(v, a)| (i, v, a))
             });
             let Some((i, v, a)) = found else { break };
@@ -225,35 +219,29 @@ impl Problem {
     /// what decides `t₁ < t₂` questions propagation cannot (`t₁ = t₂ + 256·(i₂ − i₁)`
     /// against `0 ≤ t ≤ 255`). Only projections that add few constraints are made. Returns
     /// the projected variables, whose values [`Shadow::value`] recovers.
-    fn project(&mut self, keep: Option<usize>) -> Vec<Shadow> {
+    fn project(&mut self) -> Vec<Shadow> {
         const GROWTH: usize = 8;
         let mut out = Vec::new();
         let limit = self.cons.len() * 2 + 16;
-        // Per variable: every coefficient ±1, constraints on it, lower and upper bounds
-        // (counted from 1: its box); one pass over the terms per round.
-        let mut tally: Vec<(bool, usize, usize, usize)> = Vec::new();
         loop {
-            tally.clear();
-            tally.resize(self.lo.len(), (true, 0, 1, 1));
-            for c in &self.cons {
-                for (i, &(v, a)) in c.terms.iter().enumerate() {
-                    // The first term on `v` of a constraint stands for it (as a search by
-                    // variable finds it; a second one only where a sum would overflow).
-                    if c.terms[..i].iter().any(|&(w, _)| w == v) {
-                        continue;
-                    }
-                    let t = &mut tally[v];
-                    t.0 &= a.abs() == 1;
-                    t.1 += 1;
-                    let (l, u) = (c.lo > i64::MIN / 4, c.hi < i64::MAX / 4);
-                    let (l, u) = if a > 0 { (l, u) } else { (u, l) };
-                    t.2 += l as usize;
-                    t.3 += u as usize;
-                }
-            }
             let mut best: Option<(usize, usize)> = None;
-            for (v, &(unit, n, nl, nu)) in tally.iter().enumerate() {
-                if self.lo[v] == self.hi[v] || !unit || n == 0 || Some(v) == keep {
+            for v in 0..self.lo.len() {
+                if self.lo[v] == self.hi[v] {
+                    continue;
+                }
+                let mut unit = true;
+                let (mut nl, mut nu, mut n) = (1usize, 1usize, 0usize);
+                for c in &self.cons {
+                    if let Some(&(_, a)) = c.terms.iter().find(|(w, _)| *w == v) {
+                        unit &= a.abs() == 1;
+                        n += 1;
+                        let (l, u) = (c.lo > i64::MIN / 4, c.hi < i64::MAX / 4);
+                        let (l, u) = if a > 0 { (l, u) } else { (u, l) };
+                        nl += l as usize;
+                        nu += u as usize;
+                    }
+                }
+                if !unit || n == 0 {
                     continue;
                 }
                 let made = nl * nu;
@@ -328,23 +316,21 @@ impl Problem {
         Some(shadow)
     }
 
-    /// Depth-first branch and propagate. `work.saved` is a stack of box copies shared by the
+    /// Depth-first branch and propagate. `saved` is a stack of box copies shared by the
     /// whole search (a node pushes its propagated boxes once and restores them before each
-    /// branch), so a node allocates nothing; `dirty` is the variable whose box the parent
-    /// narrowed (`None` at the root: every constraint is propagated).
+    /// branch), so a node allocates nothing.
     fn search(
         &self,
         lo: &mut [i64],
         hi: &mut [i64],
         budget: &mut u64,
-        work: &mut Work,
-        dirty: Option<usize>,
+        saved: &mut Vec<i64>,
     ) -> Answer {
         if *budget == 0 {
             return Answer::Budget;
         }
         *budget -= 1;
-        if !self.propagate(lo, hi, work, dirty) {
+        if !self.propagate(lo, hi) {
             return Answer::Unsat;
         }
         let pick = (0..lo.len())
@@ -359,9 +345,9 @@ impl Problem {
         };
         let (lv, hv) = (lo[v], hi[v]);
         let n = lo.len();
-        let base = work.saved.len();
-        work.saved.extend_from_slice(lo);
-        work.saved.extend_from_slice(hi);
+        let base = saved.len();
+        saved.extend_from_slice(lo);
+        saved.extend_from_slice(hi);
         // Value by value up to ENUM_WIDTH values, else two halves.
         let mid = lv + (hv - lv) / 2;
         let parts = if hv - lv < ENUM_WIDTH { (hv - lv + 1) as usize } else { 2 };
@@ -372,20 +358,20 @@ impl Problem {
                 (2, _) if hv - lv >= ENUM_WIDTH => (mid + 1, hv),
                 _ => (lv + i as i64, lv + i as i64),
             };
-            lo.copy_from_slice(&work.saved[base..base + n]);
-            hi.copy_from_slice(&work.saved[base + n..base + 2 * n]);
+            lo.copy_from_slice(&saved[base..base + n]);
+            hi.copy_from_slice(&saved[base + n..base + 2 * n]);
             lo[v] = a;
             hi[v] = b;
-            match self.search(lo, hi, budget, work, Some(v)) {
+            match self.search(lo, hi, budget, saved) {
                 Answer::Sat(s) => {
-                    work.saved.truncate(base);
+                    saved.truncate(base);
                     return Answer::Sat(s);
                 }
                 Answer::Budget => out = Answer::Budget,
                 Answer::Unsat => {}
             }
         }
-        work.saved.truncate(base);
+        saved.truncate(base);
         out
     }
 
@@ -442,155 +428,21 @@ impl Problem {
         Some((v, terms, k0))
     }
 
-    /// Tightens the boxes; false when some box empties (infeasible). A worklist of
-    /// constraints: those on `dirty` (every constraint when `None`), then those on each
-    /// variable a tightening narrowed, until none changes or [`ROUNDS`] times the number of
-    /// constraints have been visited (the work of that many sweeps: bounds propagation can
-    /// creep by one value per visit on two opposed constraints). A narrower box than a
-    /// partial propagation's is still a sound one, so the search stays exact.
-    fn propagate(&self, lo: &mut [i64], hi: &mut [i64], w: &mut Work, dirty: Option<usize>) -> bool {
-        match dirty {
-            None => (0..self.cons.len() as u32).for_each(|c| w.push(c)),
-            Some(v) => {
-                for k in w.start[v]..w.start[v + 1] {
-                    let c = w.occ[k as usize];
-                    w.push(c);
+    /// Tightens the boxes; false when some box empties (infeasible).
+    fn propagate(&self, lo: &mut [i64], hi: &mut [i64]) -> bool {
+        for _ in 0..ROUNDS {
+            let mut changed = false;
+            for c in &self.cons {
+                match tighten(c, lo, hi) {
+                    None => return false,
+                    Some(ch) => changed |= ch,
                 }
             }
-        }
-        let mut visits = ROUNDS * self.cons.len();
-        while let Some(c) = w.pop() {
-            if visits == 0 {
-                w.clear();
+            if !changed {
                 break;
-            }
-            visits -= 1;
-            w.changed.clear();
-            if tighten(&self.cons[c as usize], lo, hi, &mut w.changed).is_none() {
-                w.clear();
-                return false;
-            }
-            for i in 0..w.changed.len() {
-                let v = w.changed[i];
-                for k in w.start[v]..w.start[v + 1] {
-                    // `c` itself too: its other variables may tighten against the new box.
-                    let d = w.occ[k as usize];
-                    w.push(d);
-                }
             }
         }
         true
-    }
-}
-
-/// The search's scratch space, built once per solve: which constraints mention each variable
-/// (`occ[start[v]..start[v + 1]]`), the propagation worklist with its membership flags, the
-/// variables one tightening narrowed, and the stack of saved boxes.
-#[derive(Default)]
-struct Work {
-    start: Vec<u32>,
-    occ: Vec<u32>,
-    queue: std::collections::VecDeque<u32>,
-    queued: Vec<bool>,
-    changed: Vec<usize>,
-    saved: Vec<i64>,
-}
-
-impl Work {
-    fn new(p: &Problem) -> Work {
-        let n = p.lo.len();
-        let mut count = vec![0u32; n + 1];
-        for c in &p.cons {
-            for &(v, _) in &c.terms {
-                count[v + 1] += 1;
-            }
-        }
-        for v in 0..n {
-            count[v + 1] += count[v];
-        }
-        let start = count.clone();
-        let mut occ = vec![0u32; count[n] as usize];
-        for (i, c) in p.cons.iter().enumerate() {
-            for &(v, _) in &c.terms {
-                occ[count[v] as usize] = i as u32;
-                count[v] += 1;
-            }
-        }
-        Work {
-            start,
-            occ,
-            queue: std::collections::VecDeque::with_capacity(p.cons.len()),
-            queued: vec![false; p.cons.len()],
-            changed: Vec::new(),
-            saved: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, c: u32) {
-        if !self.queued[c as usize] {
-            self.queued[c as usize] = true;
-            self.queue.push_back(c);
-        }
-    }
-
-    fn pop(&mut self) -> Option<u32> {
-        let c = self.queue.pop_front()?;
-        self.queued[c as usize] = false;
-        Some(c)
-    }
-
-    fn clear(&mut self) {
-        while self.pop().is_some() {}
-    }
-}
-
-/// A problem after [`Problem::presolve`]: the reduced problem (`None`: infeasible), the
-/// projected variables and the substitutions, and the search's scratch space.
-#[derive(Default)]
-pub struct Presolved {
-    reduced: Option<Problem>,
-    shadows: Vec<Shadow>,
-    subst: Vec<Subst>,
-    work: RefCell<Work>,
-}
-
-impl Presolved {
-    /// Whether the problem has a solution with the kept variable `v` in `[lo, hi]` (its own
-    /// box intersected), visiting at most `budget` search nodes (decremented).
-    pub fn solve_within(&self, v: usize, lo: i64, hi: i64, budget: &mut u64) -> Answer {
-        let before = *budget;
-        let r = self.search_within(Some((v, lo, hi)), budget);
-        NODES.with(|n| n.set(n.get() + before - *budget));
-        r
-    }
-
-    fn search_within(&self, narrow: Option<(usize, i64, i64)>, budget: &mut u64) -> Answer {
-        let Some(p) = &self.reduced else {
-            return Answer::Unsat;
-        };
-        let mut lo = p.lo.clone();
-        let mut hi = p.hi.clone();
-        if let Some((v, l, h)) = narrow {
-            lo[v] = lo[v].max(l);
-            hi[v] = hi[v].min(h);
-            if lo[v] > hi[v] {
-                return Answer::Unsat;
-            }
-        }
-        let mut work = self.work.borrow_mut();
-        match p.search(&mut lo, &mut hi, budget, &mut work, None) {
-            Answer::Sat(mut x) => {
-                for sh in self.shadows.iter().rev() {
-                    x[sh.var] = sh.value(&x);
-                }
-                for (v, terms, c) in self.subst.iter().rev() {
-                    let s: i128 = terms.iter().map(|&(w, a)| a as i128 * x[w] as i128).sum();
-                    x[*v] = (*c as i128 + s) as i64;
-                }
-                Answer::Sat(x)
-            }
-            other => other,
-        }
     }
 }
 
@@ -626,20 +478,19 @@ impl Shadow {
     }
 }
 
-/// One constraint's bounds propagation; `None` when infeasible, else whether a box changed
-/// (each narrowed variable is pushed on `narrowed`).
+/// One constraint's bounds propagation; `None` when infeasible, else whether a box changed.
 /// In `i64` when the sum of the terms' largest magnitudes is below `2^61` (then every partial
 /// sum, and a bound minus one, fits), else in `i128` ([`tighten_wide`]): same result.
-fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64], narrowed: &mut Vec<usize>) -> Option<bool> {
+fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
     const LIMIT: i64 = 1 << 61;
     let (mut smin, mut smax, mut fixed, mut g, mut mag) = (0i64, 0i64, 0i64, 0i64, 0i64);
     for &(v, a) in &c.terms {
         let (Some(x), Some(y)) = (a.checked_mul(lo[v]), a.checked_mul(hi[v])) else {
-            return tighten_wide(c, lo, hi, narrowed);
+            return tighten_wide(c, lo, hi);
         };
         mag = match mag.checked_add(x.unsigned_abs().max(y.unsigned_abs()).min(LIMIT as u64) as i64) {
             Some(m) if m < LIMIT => m,
-            _ => return tighten_wide(c, lo, hi, narrowed),
+            _ => return tighten_wide(c, lo, hi),
         };
         smin += x.min(y);
         smax += x.max(y);
@@ -651,7 +502,7 @@ fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64], narrowed: &mut Vec<usize>) -
     }
     let (clo, chi) = (c.lo, c.hi);
     if clo.unsigned_abs() >= LIMIT as u64 * 2 || chi.unsigned_abs() >= LIMIT as u64 * 2 {
-        return tighten_wide(c, lo, hi, narrowed);
+        return tighten_wide(c, lo, hi);
     }
     if smax < clo || smin > chi {
         return None;
@@ -686,7 +537,6 @@ fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64], narrowed: &mut Vec<usize>) -
             lo[v] = nlo;
             hi[v] = nhi;
             changed = true;
-            narrowed.push(v);
         }
     }
     Some(changed)
@@ -707,7 +557,7 @@ fn ceil64(a: i64, b: i64) -> Option<i64> {
 }
 
 /// [`tighten`] over `i128`.
-fn tighten_wide(c: &Lin, lo: &mut [i64], hi: &mut [i64], narrowed: &mut Vec<usize>) -> Option<bool> {
+fn tighten_wide(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
     let (mut smin, mut smax) = (0i128, 0i128);
     let mut g = 0i64;
     let mut fixed = 0i128;
@@ -761,7 +611,6 @@ fn tighten_wide(c: &Lin, lo: &mut [i64], hi: &mut [i64], narrowed: &mut Vec<usiz
             lo[v] = nlo;
             hi[v] = nhi;
             changed = true;
-            narrowed.push(v);
         }
     }
     Some(changed)
