@@ -154,19 +154,27 @@ pub fn publish_inits_early(
     points: &mut [Point],
 ) {
     let k = model.k;
+    let from_init = |h: &Hazard| matches!(k.ops[h.src.op].kind, OpKind::MbarInit { .. });
+    // Only points that remove an init's hazard move: find those first, so a kernel
+    // without `mbar_init` costs one pass over its pending hazards, not points x hazards.
+    let inits: Vec<&Hazard> = pending
+        .iter()
+        .map(|&h| &hazards[h])
+        .filter(|h| from_init(h))
+        .collect();
+    if inits.is_empty() {
+        return;
+    }
     for i in 0..points.len() {
         let p = points[i];
+        if !inits.iter().any(|h| model.covers(&p, h)) {
+            continue;
+        }
         let served: Vec<&Hazard> = pending
             .iter()
             .map(|&h| &hazards[h])
             .filter(|h| model.covers(&p, h))
             .collect();
-        if !served
-            .iter()
-            .any(|h| matches!(k.ops[h.src.op].kind, OpKind::MbarInit { .. }))
-        {
-            continue;
-        }
         let earliest = (0..p.coord / 2)
             .map(|g| Point { coord: 2 * g, ..p })
             .find(|q| !points.contains(q) && served.iter().all(|h| model.covers(q, h)));
