@@ -257,12 +257,7 @@ fn sync_mutants(text: &str) -> Vec<(String, String)> {
 }
 
 fn interpret_once(k: &smemsync::ir::Kernel) -> Verdict {
-    let o = CheckOptions {
-        try_proof: false,
-        schedules: 1,
-        ..CheckOptions::default()
-    };
-    check_race_free(k, &o).verdict
+    common::interpret_only(k, 1)
 }
 
 /// Every mutant of the fp32 matmuls (small enough to interpret each) is interpreted: a racing

@@ -6,8 +6,8 @@
 //! arrivals do not reach, a wrong parity, a missing wait, an arriving thread outside the
 //! group) is never proved, and interpretation finds its race or deadlock.
 
+use smemsync::check::Verdict;
 use smemsync::check::proof::prove;
-use smemsync::check::{CheckOptions, Verdict, check_race_free};
 
 mod common;
 use common::parse_verified as parse;
@@ -38,12 +38,7 @@ fn elected() -> String {
 }
 
 fn interpret(k: &smemsync::ir::Kernel) -> Verdict {
-    let o = CheckOptions {
-        try_proof: false,
-        schedules: 2,
-        ..CheckOptions::default()
-    };
-    check_race_free(k, &o).verdict
+    common::interpret_only(k, 2)
 }
 
 #[test]

@@ -10,8 +10,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use smemsync::check::Verdict;
 use smemsync::check::proof::prove;
-use smemsync::check::{CheckOptions, Verdict, check_race_free};
 
 mod common;
 use common::parse_verified as parse;
@@ -79,12 +79,7 @@ fn mutants(text: &str) -> Vec<(String, String)> {
 }
 
 fn interpret(k: &smemsync::ir::Kernel) -> Verdict {
-    let o = CheckOptions {
-        try_proof: false,
-        schedules: 2,
-        ..CheckOptions::default()
-    };
-    check_race_free(k, &o).verdict
+    common::interpret_only(k, 2)
 }
 
 #[test]

@@ -41,7 +41,7 @@ use std::collections::{HashMap, HashSet};
 use super::handshake_proof::{
     HandshakeVerdict, Parity, has_mbar, is_slot, parity_form, prove_handshakes, role_group,
 };
-use super::mbar_pipeline::{conjuncts, elected};
+use super::mbar_pipeline::{conjuncts, elected, is_mbar_op as is_mbar};
 use super::proof::op_at;
 use crate::ir::iterfn::IterFns;
 use crate::ir::ranges::Ranges;
@@ -164,18 +164,6 @@ pub(super) fn plan(k: &Kernel, td: &HashSet<Value>) -> Result<Option<RolePlan>, 
     cx.named(br)?;
     cx.slots()?;
     Ok(Some(cx.plan))
-}
-
-fn is_mbar(kind: &OpKind) -> bool {
-    matches!(
-        kind,
-        OpKind::MbarInit { .. }
-            | OpKind::MbarArrive { .. }
-            | OpKind::MbarExpectTx { .. }
-            | OpKind::MbarWait { .. }
-            | OpKind::MbarInval { .. }
-            | OpKind::TmaLoad { .. }
-    )
 }
 
 /// The loop of a role: the one `for` of the arm (possibly under `if`s) holding its

@@ -55,7 +55,7 @@ pub(super) struct Plan {
     pub waits: HashMap<Op, Buffer>,
 }
 
-fn is_mbar_op(kind: &OpKind) -> bool {
+pub(super) fn is_mbar_op(kind: &OpKind) -> bool {
     matches!(
         kind,
         OpKind::MbarInit { .. }

@@ -300,3 +300,14 @@ pub fn race_check(
         _ => r.is_race_free(),
     }
 }
+
+/// The interpreter's verdict alone (no static proof) over `schedules` schedules and the
+/// kernel's default bounds: the oracle the static-proof tests compare "proved" with.
+pub fn interpret_only(k: &Kernel, schedules: u32) -> smemsync::check::Verdict {
+    let o = smemsync::check::CheckOptions {
+        try_proof: false,
+        schedules,
+        ..Default::default()
+    };
+    smemsync::check::check_race_free(k, &o).verdict
+}
