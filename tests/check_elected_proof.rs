@@ -133,6 +133,45 @@ fn elected_mutants_are_never_proved_and_interpretation_finds_each() {
     }
 }
 
+/// Holes a review found in the two-role form, each a kernel the proof must not accept: an
+/// arrival in the `else` arm of the elect guard (all the other threads run it, so `empty`
+/// over-arrives and its phases run ahead of the reads), and two TMA loads into the same
+/// bytes of one slot in one use (a write-write race the tx count balances).
+#[test]
+fn else_arm_arrivals_and_two_loads_of_one_use_are_not_proved() {
+    let e = elected();
+    let release = "      if %celect {\n        mbar_arrive @empty[%s]\n      }\n";
+    let else_arm = e
+        .replace(
+            "    mbar_init @empty[0], 1\n    mbar_init @empty[1], 1",
+            "    mbar_init @empty[0], 2\n    mbar_init @empty[1], 2",
+        )
+        .replace(
+            release,
+            &format!("{release}      if %celect {{\n      }} else {{\n        mbar_arrive @empty[%s]\n      }}\n"),
+        );
+    let two_loads = e
+        .replace(
+            "        mbar_arrive @full[%s] tx 1024\n        tma_load %v <- %X[%i, 0], @full[%s]\n",
+            "        mbar_arrive @full[%s] tx 2048\n        tma_load %v <- %X[%i, 0], @full[%s]\n        tma_load %v <- %X[%i, 0], @full[%s]\n",
+        );
+    for (what, m) in [
+        ("else-arm arrival", else_arm),
+        ("two loads of one use", two_loads),
+    ] {
+        assert_ne!(m, e, "{what}: the mutation did not apply");
+        let k = parse(&m);
+        if let Ok(why) = prove(&k, None) {
+            panic!("{what}: proved ({why})");
+        }
+        let v = interpret(&k);
+        assert!(
+            matches!(v, Verdict::Race(_) | Verdict::Deadlock(_)),
+            "{what}: interpretation finds nothing wrong ({v:?})"
+        );
+    }
+}
+
 /// The per-thread release of the example needs every reader's arrival after its read: an
 /// arrival before the read is not a release.
 #[test]

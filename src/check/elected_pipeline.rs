@@ -336,9 +336,11 @@ impl Cx<'_> {
                 return Err(format!("{} is not issued by one elected thread", op_at(k, o)));
             };
             self.slot_view(ri, *dst, b, f, o)?;
-            if full.insert(b, (f, ri, e)).is_some_and(|x| x != (f, ri, e)) {
+            // One load per slot buffer: two loads of one use could write the same bytes,
+            // and the pairing argument orders only loads of different uses.
+            if full.insert(b, (f, ri, e)).is_some() {
                 return Err(format!(
-                    "@{} is filled on two mbarrier arrays or by two threads",
+                    "@{} is filled by more than one TMA load",
                     k.buffers[b].name
                 ));
             }
@@ -348,6 +350,7 @@ impl Cx<'_> {
             self.full_signals(f, pi, e)?;
             let empties = self.empties(b, f, pi, e)?;
             let ci = 1 - pi;
+            let reads_before = self.plan.reads;
             for &o in &ops {
                 for a in &effects(k, o).shared {
                     if k.root_buffer(a.mem) != b || self.plan.loads.contains(&o) {
@@ -365,6 +368,11 @@ impl Cx<'_> {
                     self.release(ci, f, &empties, o)?;
                     self.plan.reads += 1;
                 }
+            }
+            // The arrivals on `empty` are checked per read: a slot nobody reads has
+            // unchecked releases, so it is left to the interpreter.
+            if self.plan.reads == reads_before {
+                return Err(format!("the TMA slot buffer @{} is never read", k.buffers[b].name));
             }
             self.plan.slots.insert(b);
         }
@@ -544,10 +552,13 @@ impl Cx<'_> {
                         k.buffers[em].name
                     ));
                 }
+                // Every arrival's threads are read (an `else` arm of an elect guard runs
+                // in all the other threads), whether or not it releases this read.
+                let runs = self.runs(ci, a)?;
                 if self.order[&a] < at || released {
                     continue;
                 }
-                match self.runs(ci, a)? {
+                match runs {
                     Runs::All => released = true,
                     Runs::One(_) => {
                         let b = self.plan.named.iter().any(|b| {

@@ -241,7 +241,12 @@ fn classify(
         let p = parents.parent_op(cur).ok_or("an op outside its arm")?;
         match &k.ops[p].kind {
             OpKind::For { .. } if this_loop.is_none() => this_loop = Some(p),
-            OpKind::If { cond } if elects_one(k, *cond) => elect = true,
+            // Only the then-arm runs in one thread: the else arm runs in all the others.
+            OpKind::If { cond }
+                if elects_one(k, *cond) && parents.op_region[cur] == k.ops[p].regions.first().copied() =>
+            {
+                elect = true
+            }
             _ => return Err(format!("{} is under a condition or loop the proof does not read", op_name(k, o))),
         }
         cur = p;

@@ -112,6 +112,9 @@ fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String,
     let slot_classes: HashSet<Buffer> = (slots.into_iter().flatten())
         .map(|b| class.get(b).copied().unwrap_or(*b))
         .collect();
+    if slot_classes.len() < slots.map_or(0, |s| s.len()) {
+        return Err("two TMA slot buffers share bytes".into());
+    }
     if let Some(a) = accs.iter().find(|a| slot_classes.contains(&a.class)) {
         return Err(format!(
             "{} touches bytes a TMA slot buffer shares with another buffer",
