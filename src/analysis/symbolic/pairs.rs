@@ -27,7 +27,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::bits::{self, Distinct, Ident};
 use super::form::{Affine, Builder, Form, Guard};
-use super::solve::{Answer, Problem};
+use super::solve::{Answer, Presolved, Problem};
 use crate::analysis::conflicts::PairConflict;
 use crate::analysis::footprint::{Footprints, LoopDomain};
 use crate::ir::arith::gcd;
@@ -46,17 +46,16 @@ thread_local! {
 /// Solves within the question's remaining budget.
 fn solve(q: &Problem) -> Answer {
     let mut b = LEFT.with(|l| l.get());
-    let before = b;
     let r = q.solve(&mut b);
     LEFT.with(|l| l.set(b));
-    if std::env::var_os("SMEMSYNC_SYMBOLIC_DUMP").is_some() {
-        let a = match &r {
-            Answer::Sat(_) => "sat",
-            Answer::Unsat => "unsat",
-            Answer::Budget => "budget",
-        };
-        eprintln!("  solve: {} nodes, {a}: {q:?}", before - b);
-    }
+    r
+}
+
+/// [`solve`] of a presolved problem with its variable's box set to `bx`.
+fn solve_box(q: &Presolved, bx: (i64, i64)) -> Answer {
+    let mut b = LEFT.with(|l| l.get());
+    let r = q.solve(bx, &mut b);
+    LEFT.with(|l| l.set(b));
     r
 }
 
@@ -360,6 +359,27 @@ fn any_sat(ps: &[Problem]) -> Option<bool> {
     out
 }
 
+/// [`any_sat`] of the problems with their variable's box clipped to `[lo, hi]`, those whose
+/// clipped box is empty left out.
+fn any_sat_within(ps: &[Presolved], lo: i64, hi: i64) -> Option<bool> {
+    let mut out = Some(false);
+    for q in ps {
+        match clip(q, lo, hi).map(|bx| solve_box(q, bx)) {
+            Some(Answer::Sat(_)) => return Some(true),
+            Some(Answer::Budget) => out = None,
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The box of a presolved problem's variable intersected with `[lo, hi]` (`None`: empty).
+fn clip(q: &Presolved, lo: i64, hi: i64) -> Option<(i64, i64)> {
+    let (p, v) = (q.problem(), q.var());
+    let (l, h) = (p.lo[v].max(lo), p.hi[v].min(hi));
+    (l <= h).then_some((l, h))
+}
+
 /// The problem split by `t_a ≠ t_b` (or, with `warps`, `warp(t_a) ≠ warp(t_b)`).
 fn distinct(p: &Problem, ta: usize, tb: usize, warps: Option<(usize, usize)>) -> Vec<Problem> {
     let (x, y) = warps.unwrap_or((ta, tb));
@@ -373,24 +393,22 @@ fn distinct(p: &Problem, ta: usize, tb: usize, warps: Option<(usize, usize)>) ->
         .collect()
 }
 
-/// Values of variable `v` in `[lo, hi]` for which one of `ps` is satisfiable (splitting the
-/// range: each solve excludes an interval or yields a value). `None` on budget.
-fn feasible_values(ps: &[Problem], v: usize, lo: i64, hi: i64, out: &mut Vec<i64>) -> Option<()> {
+/// Values of the presolved variable in `[lo, hi]` for which one of `ps` is satisfiable
+/// (splitting the range: each solve excludes an interval or yields a value). `None` on
+/// budget.
+fn feasible_values(ps: &[Presolved], lo: i64, hi: i64, out: &mut Vec<i64>) -> Option<()> {
     if lo > hi {
         return Some(());
     }
     let mut found = None;
     let mut budget_hit = false;
-    for p in ps {
-        let mut q = p.clone();
-        q.lo[v] = q.lo[v].max(lo);
-        q.hi[v] = q.hi[v].min(hi);
-        if q.lo[v] > q.hi[v] {
+    for q in ps {
+        let Some(bx) = clip(q, lo, hi) else {
             continue;
-        }
-        match solve(&q) {
+        };
+        match solve_box(q, bx) {
             Answer::Sat(x) => {
-                found = Some(x[v]);
+                found = Some(x[q.var()]);
                 break;
             }
             Answer::Budget => budget_hit = true,
@@ -402,8 +420,8 @@ fn feasible_values(ps: &[Problem], v: usize, lo: i64, hi: i64, out: &mut Vec<i64
         None => Some(()),
         Some(x) => {
             out.push(x);
-            feasible_values(ps, v, lo, x - 1, out)?;
-            feasible_values(ps, v, x + 1, hi, out)
+            feasible_values(ps, lo, x - 1, out)?;
+            feasible_values(ps, x + 1, hi, out)
         }
     }
 }
@@ -865,37 +883,36 @@ fn distance(
     })
 }
 
-/// The distance bits for which one of `ps` is satisfiable, among those of `within`.
+/// The distance bits for which one of `ps` is satisfiable, among those of `within`. The
+/// problems are presolved once for their distance variable: the solves of one mask differ
+/// only in its box (`solve::Presolved`, docs/symbolic.md, "One presolve per question").
 fn mask(ps: &[Problem], dist: &Distance, within: u64) -> Option<u64> {
     match *dist {
         Distance::Fixed(m) => Some(if any_sat(ps)? { m } else { 0 }),
         Distance::Exact(d) if within != u64::MAX => {
+            let pre: Vec<Presolved> = ps.iter().map(|q| q.presolved(d)).collect();
             // Only the candidate distances: one solve each.
             let mut m = 0u64;
             for x in (0..63).filter(|x| within & (1 << x) != 0) {
-                let qs: Vec<Problem> = ps
-                    .iter()
-                    .map(|q| {
-                        let mut q = q.clone();
-                        q.lo[d] = q.lo[d].max(x);
-                        q.hi[d] = q.hi[d].min(x);
-                        q
-                    })
-                    .filter(|q| q.lo[d] <= q.hi[d])
-                    .collect();
-                if any_sat(&qs)? {
+                if any_sat_within(&pre, x, x)? {
                     m |= 1 << x;
                 }
             }
-            m |= within & far(ps, d)?;
+            m |= within & (if any_sat_within(&pre, 63, i64::MAX)? { 1 << 63 } else { 0 });
             Some(m)
         }
         Distance::Exact(d) => {
+            let pre: Vec<Presolved> = ps.iter().map(|q| q.presolved(d)).collect();
             let mut vals = Vec::new();
-            feasible_values(ps, d, 0, 62, &mut vals)?;
+            feasible_values(&pre, 0, 62, &mut vals)?;
             let mut m = vals.iter().fold(0u64, |m, &x| m | 1 << x);
             let hi = ps.iter().map(|q| q.hi[d]).max().unwrap_or(0);
-            if hi >= 63 {
+            if hi >= 63 && ps.iter().all(|q| q.hi[d] >= 63) {
+                if any_sat_within(&pre, 63, i64::MAX)? {
+                    m |= 1 << 63;
+                }
+            } else if hi >= 63 {
+                // (Not built by `question`: its problems share the distance's box.)
                 let mut qs: Vec<Problem> = ps.to_vec();
                 for q in &mut qs {
                     q.lo[d] = q.lo[d].max(63);
@@ -908,8 +925,9 @@ fn mask(ps: &[Problem], dist: &Distance, within: u64) -> Option<u64> {
         }
         Distance::Periodic { r, step, period } => {
             let _ = within;
+            let pre: Vec<Presolved> = ps.iter().map(|q| q.presolved(r)).collect();
             let mut vals = Vec::new();
-            feasible_values(ps, r, 0, period - 1, &mut vals)?;
+            feasible_values(&pre, 0, period - 1, &mut vals)?;
             let mut m = 0u64;
             for d in 0..63i64 {
                 if vals.contains(&(d * step).rem_euclid(period)) {
@@ -922,20 +940,6 @@ fn mask(ps: &[Problem], dist: &Distance, within: u64) -> Option<u64> {
             Some(m)
         }
     }
-}
-
-/// Bit 63 when some distance of 63 or more is feasible (an exact domain's far bucket).
-fn far(ps: &[Problem], d: usize) -> Option<u64> {
-    let qs: Vec<Problem> = ps
-        .iter()
-        .filter(|q| q.hi[d] >= 63)
-        .map(|q| {
-            let mut q = q.clone();
-            q.lo[d] = q.lo[d].max(63);
-            q
-        })
-        .collect();
-    Some(if any_sat(&qs)? { 1 << 63 } else { 0 })
 }
 
 /// Whether one instance of access `ai` touches a unit from two different threads (the

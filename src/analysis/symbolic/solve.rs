@@ -35,6 +35,14 @@ pub struct Problem {
     pub cons: Vec<Lin>,
 }
 
+/// Reusable storage of [`Problem::substitute`]: rewritten terms, and per rewritten
+/// constraint its index, its span of `terms` and its new bounds.
+#[derive(Default)]
+struct Scratch {
+    terms: Vec<(usize, i64)>,
+    spans: Vec<(usize, usize, usize, i64, i64)>,
+}
+
 /// An eliminated variable: `var = Σ terms + constant`.
 type Subst = (usize, Vec<(usize, i64)>, i64);
 
@@ -53,6 +61,22 @@ thread_local! {
     pub static NODES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
+/// Whether `SMEMSYNC_SYMBOLIC_DUMP` is set (read once: every solve asks).
+fn dumping() -> bool {
+    static DUMP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DUMP.get_or_init(|| std::env::var_os("SMEMSYNC_SYMBOLIC_DUMP").is_some())
+}
+
+/// Prints one solve: its nodes, its answer and its problem (`SMEMSYNC_SYMBOLIC_DUMP`).
+fn dump(p: &Problem, r: &Answer, nodes: u64) {
+    let a = match r {
+        Answer::Sat(_) => "sat",
+        Answer::Unsat => "unsat",
+        Answer::Budget => "budget",
+    };
+    eprintln!("  solve: {nodes} nodes, {a}: {p:?}");
+}
+
 /// Boxes no wider than this are branched value by value.
 pub const ENUM_WIDTH: i64 = 8;
 /// Propagation rounds per node before branching anyway.
@@ -69,14 +93,7 @@ impl Problem {
     /// Adds `lo ≤ Σ terms ≤ hi`; zero coefficients and repeated variables are folded.
     pub fn add(&mut self, terms: &[(usize, i64)], lo: i64, hi: i64) {
         let mut t: Vec<(usize, i64)> = Vec::with_capacity(terms.len());
-        for &(v, c) in terms {
-            // A sum that would overflow stays two terms of the same variable (still exact).
-            match t.iter_mut().find(|(w, x)| *w == v && x.checked_add(c).is_some()) {
-                Some(e) => e.1 += c,
-                None => t.push((v, c)),
-            }
-        }
-        t.retain(|&(_, c)| c != 0);
+        fold(&mut t, terms);
         self.cons.push(Lin { terms: t, lo, hi });
     }
 
@@ -86,32 +103,45 @@ impl Problem {
         let before = *budget;
         let r = self.solve_inner(budget);
         NODES.with(|n| n.set(n.get() + before - *budget));
+        if dumping() {
+            dump(self, &r, before - *budget);
+        }
         r
     }
 
     fn solve_inner(&self, budget: &mut u64) -> Answer {
-        let (mut reduced, subst) = self.eliminate();
-        if !reduced.normalize() {
-            return Answer::Unsat;
+        match self.presolve() {
+            Reduced { unsat: true, .. } => Answer::Unsat,
+            r => r.finish(None, budget),
         }
-        let shadows = reduced.project();
-        if !reduced.normalize() {
-            return Answer::Unsat;
+    }
+
+    /// Steps 1–3 of the decision procedure (elimination, normalization, projection): the
+    /// reduced problem the search runs on, and how to recover a solution of `self`.
+    fn presolve(&self) -> Reduced {
+        let (mut p, subst) = self.eliminate();
+        let mut r = Reduced {
+            shadows: Vec::new(),
+            subst,
+            clean: true,
+            unsat: !p.normalize(),
+            p: Problem::default(),
+        };
+        if !r.unsat {
+            (r.shadows, r.clean) = p.project();
+            r.unsat = !p.normalize();
         }
-        let mut lo = reduced.lo.clone();
-        let mut hi = reduced.hi.clone();
-        match reduced.search(&mut lo, &mut hi, budget, &mut Vec::new()) {
-            Answer::Sat(mut x) => {
-                for sh in shadows.iter().rev() {
-                    x[sh.var] = sh.value(&x);
-                }
-                for (v, terms, c) in subst.iter().rev() {
-                    let s: i128 = terms.iter().map(|&(w, a)| a as i128 * x[w] as i128).sum();
-                    x[*v] = (*c as i128 + s) as i64;
-                }
-                Answer::Sat(x)
-            }
-            other => other,
+        r.p = p;
+        r
+    }
+
+    /// The problem presolved once for solves that differ only in the box of `var`
+    /// ([`Presolved::solve`]); the presolve itself is made at the first solve.
+    pub fn presolved(&self, var: usize) -> Presolved<'_> {
+        Presolved {
+            p: self,
+            var,
+            ready: std::cell::OnceCell::new(),
         }
     }
 
@@ -123,6 +153,7 @@ impl Problem {
     fn eliminate(&self) -> (Problem, Vec<Subst>) {
         let mut p = self.clone();
         let mut subst = Vec::new();
+        let mut scratch = Scratch::default();
         loop {
             let found = p.cons.iter().enumerate().find_map(|(i, c)| {
                 if c.lo != c.hi {
@@ -133,8 +164,8 @@ impl Problem {
                     .find(|(_, a)| a.abs() == 1)
                     .map(|&(v, a)| (i, v, a))
             });
-            let Some((i, v, a)) = found else { break };
-            match p.substitute(i, v, a) {
+            let Some(at) = found else { break };
+            match p.substitute(at, &mut scratch) {
                 Some(rec) => subst.push(rec),
                 // Coefficients too large to substitute exactly: keep the equality as a
                 // constraint (propagation and branching still decide it).
@@ -149,41 +180,59 @@ impl Problem {
     /// sorted) and merges constraints on the same linear form into one (the intersection of
     /// their ranges). False when some constraint has no integer solution.
     fn normalize(&mut self) -> bool {
-        let mut out: Vec<Lin> = Vec::with_capacity(self.cons.len());
-        for mut c in std::mem::take(&mut self.cons) {
-            c.terms.sort_unstable();
-            let g = c.terms.iter().fold(0, |g, &(_, a)| gcd(g, a));
-            if g == 0 {
-                if c.lo > 0 || c.hi < 0 {
-                    return false;
+        let mut ok = true;
+        self.cons.retain_mut(|c| {
+            if !ok {
+                return true;
+            }
+            match normal(c) {
+                Some(keep) => keep,
+                None => {
+                    ok = false;
+                    true
                 }
+            }
+        });
+        ok && self.merge()
+    }
+
+    /// Merges constraints on one linear form into the first of them (the intersection of
+    /// their ranges; false when empty), the others keeping their order. Up to 64 constraints
+    /// by pairwise comparison, more by sorting their indices by form (no hashing of term
+    /// vectors either way).
+    fn merge(&mut self) -> bool {
+        let n = self.cons.len();
+        if n > 64 {
+            return self.merge_sorted();
+        }
+        let mut gone = 0u64;
+        for j in 1..n {
+            let Some(f) = (0..j).find(|&f| gone & (1 << f) == 0 && self.cons[f].terms == self.cons[j].terms)
+            else {
                 continue;
-            }
-            let neg = c.terms[0].1 < 0;
-            let g = if neg { -g } else { g };
-            for t in &mut c.terms {
-                t.1 /= g;
-            }
-            let (a, b) = if neg { (c.hi, c.lo) } else { (c.lo, c.hi) };
-            // a/g ≤ form ≤ b/g (reversed for a negative divisor); the "unbounded" sentinels
-            // stay sentinels (every form's values are far inside them).
-            let free = |x: i64| x <= i64::MIN / 4 || x >= i64::MAX / 4;
-            // g ≠ 0 here, so the divisions are defined (`None` would only relax the bound).
-            let lo = match ceil64(a, g) {
-                Some(x) if !free(a) => x,
-                _ => i64::MIN / 4,
             };
-            let hi = match floor64(b, g) {
-                Some(x) if !free(b) => x,
-                _ => i64::MAX / 4,
-            };
-            if lo > hi {
+            let (lo, hi) = (self.cons[j].lo, self.cons[j].hi);
+            let o = &mut self.cons[f];
+            o.lo = o.lo.max(lo);
+            o.hi = o.hi.min(hi);
+            gone |= 1 << j;
+            if o.lo > o.hi {
                 return false;
             }
-            out.push(Lin { terms: c.terms, lo, hi });
         }
-        // Constraints on one linear form merge into the first of them (the intersection of
-        // their ranges): sorting indices by form finds them without hashing term vectors.
+        if gone != 0 {
+            let mut i = 0;
+            self.cons.retain(|_| {
+                i += 1;
+                gone & (1 << (i - 1)) == 0
+            });
+        }
+        true
+    }
+
+    /// [`Problem::merge`] for many constraints: sorting indices by form finds equal forms.
+    fn merge_sorted(&mut self) -> bool {
+        let out = &mut self.cons;
         let mut order: Vec<u32> = (0..out.len() as u32).collect();
         order.sort_by(|&x, &y| out[x as usize].terms.cmp(&out[y as usize].terms).then(x.cmp(&y)));
         let mut gone = vec![false; out.len()];
@@ -208,7 +257,6 @@ impl Problem {
             i += 1;
             !gone[i - 1]
         });
-        self.cons = out;
         true
     }
 
@@ -219,7 +267,7 @@ impl Problem {
     /// what decides `t₁ < t₂` questions propagation cannot (`t₁ = t₂ + 256·(i₂ − i₁)`
     /// against `0 ≤ t ≤ 255`). Only projections that add few constraints are made. Returns
     /// the projected variables, whose values [`Shadow::value`] recovers.
-    fn project(&mut self) -> Vec<Shadow> {
+    fn project(&mut self) -> (Vec<Shadow>, bool) {
         const GROWTH: usize = 8;
         let mut out = Vec::new();
         let limit = self.cons.len() * 2 + 16;
@@ -249,7 +297,9 @@ impl Problem {
                     best = Some((v, made));
                 }
             }
-            let Some((v, _)) = best else { break };
+            let Some((v, _)) = best else {
+                return (out, true);
+            };
             if self.cons.len() > limit {
                 break;
             }
@@ -258,7 +308,7 @@ impl Problem {
                 None => break,
             }
         }
-        out
+        (out, false)
     }
 
     /// Fourier–Motzkin elimination of `v` (every coefficient ±1); `None` (unchanged) on
@@ -316,21 +366,15 @@ impl Problem {
         Some(shadow)
     }
 
-    /// Depth-first branch and propagate. `saved` is a stack of box copies shared by the
+    /// Depth-first branch and propagate. `st.saved` is a stack of box copies shared by the
     /// whole search (a node pushes its propagated boxes once and restores them before each
     /// branch), so a node allocates nothing.
-    fn search(
-        &self,
-        lo: &mut [i64],
-        hi: &mut [i64],
-        budget: &mut u64,
-        saved: &mut Vec<i64>,
-    ) -> Answer {
+    fn search(&self, st: &mut Search, (lo, hi): (&mut [i64], &mut [i64]), budget: &mut u64) -> Answer {
         if *budget == 0 {
             return Answer::Budget;
         }
         *budget -= 1;
-        if !self.propagate(lo, hi) {
+        if !self.propagate(st, lo, hi) {
             return Answer::Unsat;
         }
         let pick = (0..lo.len())
@@ -344,10 +388,11 @@ impl Problem {
             };
         };
         let (lv, hv) = (lo[v], hi[v]);
-        let n = lo.len();
-        let base = saved.len();
-        saved.extend_from_slice(lo);
-        saved.extend_from_slice(hi);
+        let (n, m) = (lo.len(), self.cons.len());
+        let (base, dbase) = (st.saved.len(), st.saved_dirty.len());
+        st.saved.extend_from_slice(lo);
+        st.saved.extend_from_slice(hi);
+        st.saved_dirty.extend_from_slice(&st.dirty);
         // Value by value up to ENUM_WIDTH values, else two halves.
         let mid = lv + (hv - lv) / 2;
         let parts = if hv - lv < ENUM_WIDTH { (hv - lv + 1) as usize } else { 2 };
@@ -358,20 +403,24 @@ impl Problem {
                 (2, _) if hv - lv >= ENUM_WIDTH => (mid + 1, hv),
                 _ => (lv + i as i64, lv + i as i64),
             };
-            lo.copy_from_slice(&saved[base..base + n]);
-            hi.copy_from_slice(&saved[base + n..base + 2 * n]);
+            lo.copy_from_slice(&st.saved[base..base + n]);
+            hi.copy_from_slice(&st.saved[base + n..base + 2 * n]);
+            st.dirty.copy_from_slice(&st.saved_dirty[dbase..dbase + m]);
             lo[v] = a;
             hi[v] = b;
-            match self.search(lo, hi, budget, saved) {
+            st.touch(v);
+            match self.search(st, (lo, hi), budget) {
                 Answer::Sat(s) => {
-                    saved.truncate(base);
+                    st.saved.truncate(base);
+                    st.saved_dirty.truncate(dbase);
                     return Answer::Sat(s);
                 }
                 Answer::Budget => out = Answer::Budget,
                 Answer::Unsat => {}
             }
         }
-        saved.truncate(base);
+        st.saved.truncate(base);
+        st.saved_dirty.truncate(dbase);
         out
     }
 
@@ -383,8 +432,10 @@ impl Problem {
     }
 
     /// Eliminates variable `v` (coefficient `a = ±1`) through equality `i`; `None` (the
-    /// problem unchanged) when a coefficient would overflow.
-    fn substitute(&mut self, i: usize, v: usize, a: i64) -> Option<Subst> {
+    /// problem unchanged) when a coefficient would overflow. The rewritten constraints are
+    /// computed into `scratch` before any is replaced (all or none), then copied over the old
+    /// ones' storage: a substitution allocates only its record.
+    fn substitute(&mut self, (i, v, a): (usize, usize, i64), scratch: &mut Scratch) -> Option<Subst> {
         let c = &self.cons[i];
         // v = a·(lo − Σ_{w≠v} b_w·w)
         let terms: Vec<(usize, i64)> = c
@@ -394,8 +445,9 @@ impl Problem {
             .map(|&(w, b)| Some((w, a.checked_mul(b)?.checked_neg()?)))
             .collect::<Option<_>>()?;
         let k0 = a.checked_mul(c.lo)?;
-        // The rewritten constraints, computed before any is replaced (all or none).
-        let mut new: Vec<(usize, Lin)> = Vec::new();
+        let (arena, spans) = (&mut scratch.terms, &mut scratch.spans);
+        arena.clear();
+        spans.clear();
         for (j, con) in self.cons.iter().enumerate() {
             if j == i {
                 continue;
@@ -403,39 +455,68 @@ impl Problem {
             let Some(pos) = con.terms.iter().position(|(w, _)| *w == v) else {
                 continue;
             };
-            let mut t = con.terms.clone();
-            let b = t.swap_remove(pos).1;
+            let start = arena.len();
+            arena.extend_from_slice(&con.terms);
+            let b = arena.swap_remove(start + pos).1;
             for &(w, x) in &terms {
                 let bt = b.checked_mul(x)?;
-                match t.iter_mut().find(|(y, _)| *y == w) {
+                match arena[start..].iter_mut().find(|(y, _)| *y == w) {
                     Some(e) => e.1 = e.1.checked_add(bt)?,
-                    None => t.push((w, bt)),
+                    None => arena.push((w, bt)),
                 }
             }
-            t.retain(|&(_, x)| x != 0);
+            let mut end = start;
+            for r in start..arena.len() {
+                if arena[r].1 != 0 {
+                    arena[end] = arena[r];
+                    end += 1;
+                }
+            }
+            arena.truncate(end);
             let bk = b.checked_mul(k0)?;
-            let (lo, hi) = (con.lo.checked_sub(bk)?, con.hi.checked_sub(bk)?);
-            new.push((j, Lin { terms: t, lo, hi }));
+            spans.push((j, start, end, con.lo.checked_sub(bk)?, con.hi.checked_sub(bk)?));
         }
         let (vlo, vhi) = (self.lo[v].checked_sub(k0)?, self.hi[v].checked_sub(k0)?);
-        for (j, l) in new {
-            self.cons[j] = l;
+        for &(j, start, end, lo, hi) in spans.iter() {
+            let con = &mut self.cons[j];
+            con.terms.clear();
+            con.terms.extend_from_slice(&arena[start..end]);
+            (con.lo, con.hi) = (lo, hi);
         }
-        self.cons.swap_remove(i);
-        self.add(&terms, vlo, vhi);
+        // The equality's storage holds its replacement, the box of `v` on the form.
+        let mut t = self.cons.swap_remove(i).terms;
+        t.clear();
+        fold(&mut t, &terms);
+        self.cons.push(Lin { terms: t, lo: vlo, hi: vhi });
         self.lo[v] = 0;
         self.hi[v] = 0;
         Some((v, terms, k0))
     }
 
-    /// Tightens the boxes; false when some box empties (infeasible).
-    fn propagate(&self, lo: &mut [i64], hi: &mut [i64]) -> bool {
+    /// Tightens the boxes; false when some box empties (infeasible). Rounds over the
+    /// constraints in order, as many as [`ROUNDS`], until one changes no box; a constraint
+    /// none of whose variables' boxes changed since it last ran (`st.dirty` clear) is
+    /// skipped: it would change nothing (its tightening is a function of those boxes), so
+    /// every round ends with the boxes and the `changed` flag of a full round.
+    fn propagate(&self, st: &mut Search, lo: &mut [i64], hi: &mut [i64]) -> bool {
         for _ in 0..ROUNDS {
             let mut changed = false;
-            for c in &self.cons {
-                match tighten(c, lo, hi) {
+            for (i, c) in self.cons.iter().enumerate() {
+                if !st.dirty[i] {
+                    continue;
+                }
+                st.dirty[i] = false;
+                st.touched.clear();
+                match tighten(c, lo, hi, &mut st.touched) {
                     None => return false,
-                    Some(ch) => changed |= ch,
+                    Some(false) => {}
+                    Some(true) => {
+                        changed = true;
+                        for k in 0..st.touched.len() {
+                            let v = st.touched[k];
+                            st.touch(v);
+                        }
+                    }
                 }
             }
             if !changed {
@@ -443,6 +524,202 @@ impl Problem {
             }
         }
         true
+    }
+}
+
+/// The search's reusable state: which constraints each variable occurs in (`occ[first[v]..
+/// first[v + 1]]`), which constraints must run at the next propagation (`dirty`), the
+/// variables the last tightening changed, and the stacks of saved boxes and flags.
+struct Search {
+    first: Vec<u32>,
+    occ: Vec<u32>,
+    dirty: Vec<bool>,
+    touched: Vec<usize>,
+    saved: Vec<i64>,
+    saved_dirty: Vec<bool>,
+}
+
+impl Search {
+    /// Occurrence lists of `p`; every constraint dirty (the root runs them all).
+    fn new(p: &Problem) -> Search {
+        let n = p.lo.len();
+        let mut count = vec![0u32; n + 1];
+        for c in &p.cons {
+            for &(v, _) in &c.terms {
+                count[v + 1] += 1;
+            }
+        }
+        for v in 0..n {
+            count[v + 1] += count[v];
+        }
+        let mut fill = count.clone();
+        let mut occ = vec![0u32; count[n] as usize];
+        for (i, c) in p.cons.iter().enumerate() {
+            for &(v, _) in &c.terms {
+                occ[fill[v] as usize] = i as u32;
+                fill[v] += 1;
+            }
+        }
+        Search {
+            first: count,
+            occ,
+            dirty: vec![true; p.cons.len()],
+            touched: Vec::new(),
+            saved: Vec::new(),
+            saved_dirty: Vec::new(),
+        }
+    }
+
+    /// Marks the constraints of variable `v` to run: its box changed.
+    fn touch(&mut self, v: usize) {
+        for k in self.first[v]..self.first[v + 1] {
+            self.dirty[self.occ[k as usize] as usize] = true;
+        }
+    }
+}
+
+/// One constraint normalized in place ([`Problem::normalize`]): `Some(false)` when it
+/// holds for every value (no terms, range containing 0), `None` when it has no integer
+/// solution.
+fn normal(c: &mut Lin) -> Option<bool> {
+    c.terms.sort_unstable();
+    let g = c.terms.iter().fold(0, |g, &(_, a)| gcd(g, a));
+    if g == 0 {
+        return (c.lo <= 0 && c.hi >= 0).then_some(false);
+    }
+    let neg = c.terms[0].1 < 0;
+    let g = if neg { -g } else { g };
+    if g != 1 {
+        for t in &mut c.terms {
+            t.1 /= g;
+        }
+    }
+    let (a, b) = if neg { (c.hi, c.lo) } else { (c.lo, c.hi) };
+    // a/g ≤ form ≤ b/g (reversed for a negative divisor); the "unbounded" sentinels
+    // stay sentinels (every form's values are far inside them).
+    let free = |x: i64| x <= i64::MIN / 4 || x >= i64::MAX / 4;
+    // g ≠ 0 here, so the divisions are defined (`None` would only relax the bound).
+    let lo = match ceil64(a, g) {
+        Some(x) if !free(a) => x,
+        _ => i64::MIN / 4,
+    };
+    let hi = match floor64(b, g) {
+        Some(x) if !free(b) => x,
+        _ => i64::MAX / 4,
+    };
+    if lo > hi {
+        return None;
+    }
+    (c.lo, c.hi) = (lo, hi);
+    Some(true)
+}
+
+/// Appends `terms` to the empty `t`, folding repeated variables and dropping zero
+/// coefficients ([`Problem::add`]'s form).
+fn fold(t: &mut Vec<(usize, i64)>, terms: &[(usize, i64)]) {
+    for &(v, c) in terms {
+        // A sum that would overflow stays two terms of the same variable (still exact).
+        match t.iter_mut().find(|(w, x)| *w == v && x.checked_add(c).is_some()) {
+            Some(e) => e.1 += c,
+            None => t.push((v, c)),
+        }
+    }
+    t.retain(|&(_, c)| c != 0);
+}
+
+/// A presolved problem ([`Problem::presolve`]): the reduced problem, its projected and
+/// eliminated variables, whether projection ended for want of candidates (`clean`) and
+/// whether normalization found it infeasible.
+struct Reduced {
+    p: Problem,
+    shadows: Vec<Shadow>,
+    subst: Vec<Subst>,
+    clean: bool,
+    unsat: bool,
+}
+
+impl Reduced {
+    /// Searches the reduced problem (with `bx`: the box of one variable replaced) and
+    /// recovers a solution of the original.
+    fn finish(&self, bx: Option<(usize, i64, i64)>, budget: &mut u64) -> Answer {
+        let mut lo = self.p.lo.clone();
+        let mut hi = self.p.hi.clone();
+        if let Some((v, l, h)) = bx {
+            (lo[v], hi[v]) = (l, h);
+        }
+        let mut st = Search::new(&self.p);
+        match self.p.search(&mut st, (&mut lo, &mut hi), budget) {
+            Answer::Sat(mut x) => {
+                for sh in self.shadows.iter().rev() {
+                    x[sh.var] = sh.value(&x);
+                }
+                for (v, terms, c) in self.subst.iter().rev() {
+                    let s: i128 = terms.iter().map(|&(w, a)| a as i128 * x[w] as i128).sum();
+                    x[*v] = (*c as i128 + s) as i64;
+                }
+                Answer::Sat(x)
+            }
+            other => other,
+        }
+    }
+
+    /// Whether this presolve, made with `var`'s box `[l0, h0]`, is the one of the problem
+    /// with that box replaced by `[l, h]`: elimination reads no box but those of the
+    /// variables it eliminates, normalization none, and projection only those of the
+    /// variables it projects and whether each candidate's box is a single value. So it is
+    /// when `var` was neither eliminated nor projected, was a candidate (`l0 < h0`), and
+    /// either stays one (`l < h`) or projection stopped for want of candidates (`clean`:
+    /// with one candidate fewer it makes the same choices and stops the same way).
+    fn reusable(&self, var: usize, (l0, h0): (i64, i64), (l, h): (i64, i64)) -> bool {
+        l0 < h0
+            && (l < h || self.clean)
+            && self.subst.iter().all(|s| s.0 != var)
+            && self.shadows.iter().all(|s| s.var != var)
+    }
+}
+
+/// A problem to be solved with several boxes of one variable ([`Problem::presolved`]):
+/// presolved once, at the first solve, and reused wherever that is exact
+/// ([`Reduced::reusable`]); elsewhere a solve is the plain [`Problem::solve`].
+pub struct Presolved<'p> {
+    p: &'p Problem,
+    var: usize,
+    ready: std::cell::OnceCell<Reduced>,
+}
+
+impl Presolved<'_> {
+    /// The problem this presolves.
+    pub fn problem(&self) -> &Problem {
+        self.p
+    }
+
+    /// The variable whose box the solves set.
+    pub fn var(&self) -> usize {
+        self.var
+    }
+
+    /// [`Problem::solve`] of the problem with the box of the variable set to `[lo, hi]`.
+    pub fn solve(&self, (lo, hi): (i64, i64), budget: &mut u64) -> Answer {
+        let v = self.var;
+        let r = self.ready.get_or_init(|| self.p.presolve());
+        if !r.reusable(v, (self.p.lo[v], self.p.hi[v]), (lo, hi)) {
+            let mut q = self.p.clone();
+            (q.lo[v], q.hi[v]) = (lo, hi);
+            return q.solve(budget);
+        }
+        let before = *budget;
+        let out = if r.unsat {
+            Answer::Unsat
+        } else {
+            r.finish(Some((v, lo, hi)), budget)
+        };
+        NODES.with(|n| n.set(n.get() + before - *budget));
+        if dumping() {
+            let mut q = self.p.clone();
+            (q.lo[v], q.hi[v]) = (lo, hi);
+            dump(&q, &out, before - *budget);
+        }
+        out
     }
 }
 
@@ -481,28 +758,29 @@ impl Shadow {
 /// One constraint's bounds propagation; `None` when infeasible, else whether a box changed.
 /// In `i64` when the sum of the terms' largest magnitudes is below `2^61` (then every partial
 /// sum, and a bound minus one, fits), else in `i128` ([`tighten_wide`]): same result.
-fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
+fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64], touched: &mut Vec<usize>) -> Option<bool> {
     const LIMIT: i64 = 1 << 61;
     let (mut smin, mut smax, mut fixed, mut g, mut mag) = (0i64, 0i64, 0i64, 0i64, 0i64);
     for &(v, a) in &c.terms {
         let (Some(x), Some(y)) = (a.checked_mul(lo[v]), a.checked_mul(hi[v])) else {
-            return tighten_wide(c, lo, hi);
+            return tighten_wide(c, lo, hi, touched);
         };
         mag = match mag.checked_add(x.unsigned_abs().max(y.unsigned_abs()).min(LIMIT as u64) as i64) {
             Some(m) if m < LIMIT => m,
-            _ => return tighten_wide(c, lo, hi),
+            _ => return tighten_wide(c, lo, hi, touched),
         };
         smin += x.min(y);
         smax += x.max(y);
         if lo[v] == hi[v] {
             fixed += x;
-        } else {
+        } else if g != 1 {
+            // (gcd(1, a) = 1: no division once the gcd is 1.)
             g = gcd(g, a);
         }
     }
     let (clo, chi) = (c.lo, c.hi);
     if clo.unsigned_abs() >= LIMIT as u64 * 2 || chi.unsigned_abs() >= LIMIT as u64 * 2 {
-        return tighten_wide(c, lo, hi);
+        return tighten_wide(c, lo, hi, touched);
     }
     if smax < clo || smin > chi {
         return None;
@@ -525,7 +803,13 @@ fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
         let (rmin, rmax) = (smin - x.min(y), smax - x.max(y));
         let (tlo, thi) = (clo - rmax, chi - rmin);
         let (l, h) = if a > 0 { (tlo, thi) } else { (thi, tlo) };
-        let (Some(nlo), Some(nhi)) = (ceil64(l, a), floor64(h, a)) else {
+        // (Division by ±1 without dividing: the same values, `None` where negating overflows.)
+        let (nlo, nhi) = match a {
+            1 => (Some(l), Some(h)),
+            -1 => (l.checked_neg(), h.checked_neg()),
+            _ => (ceil64(l, a), floor64(h, a)),
+        };
+        let (Some(nlo), Some(nhi)) = (nlo, nhi) else {
             continue;
         };
         let nlo = nlo.max(lo[v]);
@@ -537,6 +821,7 @@ fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
             lo[v] = nlo;
             hi[v] = nhi;
             changed = true;
+            touched.push(v);
         }
     }
     Some(changed)
@@ -557,7 +842,7 @@ fn ceil64(a: i64, b: i64) -> Option<i64> {
 }
 
 /// [`tighten`] over `i128`.
-fn tighten_wide(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
+fn tighten_wide(c: &Lin, lo: &mut [i64], hi: &mut [i64], touched: &mut Vec<usize>) -> Option<bool> {
     let (mut smin, mut smax) = (0i128, 0i128);
     let mut g = 0i64;
     let mut fixed = 0i128;
@@ -611,6 +896,7 @@ fn tighten_wide(c: &Lin, lo: &mut [i64], hi: &mut [i64]) -> Option<bool> {
             lo[v] = nlo;
             hi[v] = nhi;
             changed = true;
+            touched.push(v);
         }
     }
     Some(changed)
@@ -647,6 +933,98 @@ mod tests {
         assert!(sat(&p));
         p.add(&[(r, 1)], 3, 63);
         assert!(!sat(&p));
+    }
+
+    /// Xorshift numbers below `n`.
+    fn rng(mut seed: u64) -> impl FnMut(i64) -> i64 {
+        move |n: i64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as i64
+        }
+    }
+
+    /// A random problem: small boxes, coefficients mostly ±1 (so that elimination and
+    /// projection run), equalities and one-sided constraints among the others.
+    fn random_problem(rnd: &mut impl FnMut(i64) -> i64) -> Problem {
+        let mut p = Problem::default();
+        let n = 2 + rnd(4) as usize;
+        for _ in 0..n {
+            let l = rnd(7) - 3;
+            p.var(l, l + rnd(9));
+        }
+        for _ in 0..1 + rnd(4) {
+            let terms: Vec<(usize, i64)> = (0..n)
+                .filter(|_| rnd(3) != 0)
+                .map(|v| (v, [1, -1, 1, -1, 2, -3, 4, 8][rnd(8) as usize]))
+                .collect();
+            let l = rnd(15) - 7;
+            match rnd(4) {
+                0 => p.add(&terms, l, l),
+                1 => p.add(&terms, i64::MIN / 4, l),
+                _ => p.add(&terms, l, l + rnd(6)),
+            }
+        }
+        p
+    }
+
+    fn brute(p: &Problem) -> bool {
+        let mut x = p.lo.clone();
+        if x.iter().zip(&p.hi).any(|(l, h)| l > h) {
+            return false;
+        }
+        #[expect(clippy::needless_range_loop, reason = "an odometer over three lists")]
+        'all: loop {
+            if p.holds(&x) {
+                return true;
+            }
+            for i in 0..x.len() {
+                if x[i] < p.hi[i] {
+                    x[i] += 1;
+                    continue 'all;
+                }
+                x[i] = p.lo[i];
+            }
+            return false;
+        }
+    }
+
+    #[test]
+    fn presolved_solves_equal_plain_solves() {
+        // Every solve of a presolved problem (any box of its variable, any budget) gives
+        // the plain solve's answer, solution and nodes, whether the presolve is reused or
+        // not; both agree with enumeration.
+        let mut rnd = rng(0x9e37_79b9_7f4a_7c15);
+        let mut reused = 0;
+        for _ in 0..600 {
+            let p = random_problem(&mut rnd);
+            for v in 0..p.lo.len() {
+                let pre = p.presolved(v);
+                let (l, h) = (p.lo[v], p.hi[v]);
+                for _ in 0..4 {
+                    let a = l - 1 + rnd(h - l + 3);
+                    let b = a + rnd(4) - 1;
+                    if a > b {
+                        continue;
+                    }
+                    let mut q = p.clone();
+                    (q.lo[v], q.hi[v]) = (a, b);
+                    for budget in [1u64 << 20, 3, 1, 0] {
+                        let (mut x, mut y) = (budget, budget);
+                        let plain = q.solve(&mut x);
+                        let re = pre.solve((a, b), &mut y);
+                        assert_eq!((&plain, x), (&re, y), "{q:?}");
+                        if budget > 1000 {
+                            assert_eq!(matches!(plain, Answer::Sat(_)), brute(&q), "{q:?}");
+                        }
+                    }
+                    let r = pre.ready.get().expect("presolved at the first solve");
+                    reused += r.reusable(v, (l, h), (a, b)) as usize;
+                }
+            }
+        }
+        assert!(reused > 500, "the presolve is reused ({reused} times)");
     }
 
     #[test]
