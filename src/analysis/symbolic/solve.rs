@@ -15,7 +15,14 @@
 //! Complexity: O(nodes · rounds · |constraints| · |terms|); on quasi-affine GPU indices
 //! propagation alone usually decides, in a handful of nodes. A node allocates nothing (one
 //! stack of saved boxes per search); propagation runs in `i64` where the terms' magnitudes
-//! provably fit and in `i128` otherwise.
+//! provably fit and in `i128` otherwise, and re-runs only the constraints whose variables'
+//! boxes changed since they last ran (exactly the rounds of a full sweep).
+//!
+//! **Presolve** (elimination, normalization, projection: docs/symbolic.md, "The decision
+//! procedure") costs no nodes; [`Presolved`] makes it once for solves that differ only in
+//! one variable's box, where it provably does not read that box, so that a distance mask's
+//! solves share it. Every solve gives the same answer, solution and node count as the plain
+//! [`Problem::solve`] (docs/symbolic.md, "Cost of one solve").
 
 use crate::ir::arith::{ceil_div_wide, floor_div_wide, gcd};
 
@@ -126,6 +133,7 @@ impl Problem {
             clean: true,
             unsat: !p.normalize(),
             p: Problem::default(),
+            search: std::cell::Cell::new(None),
         };
         if !r.unsat {
             (r.shadows, r.clean) = p.project();
@@ -271,29 +279,16 @@ impl Problem {
         const GROWTH: usize = 8;
         let mut out = Vec::new();
         let limit = self.cons.len() * 2 + 16;
+        let mut tally = Vec::new();
         loop {
+            self.tally(&mut tally);
             let mut best: Option<(usize, usize)> = None;
-            for v in 0..self.lo.len() {
-                if self.lo[v] == self.hi[v] {
+            for (v, t) in tally.iter().enumerate() {
+                if self.lo[v] == self.hi[v] || !t.unit || t.n == 0 {
                     continue;
                 }
-                let mut unit = true;
-                let (mut nl, mut nu, mut n) = (1usize, 1usize, 0usize);
-                for c in &self.cons {
-                    if let Some(&(_, a)) = c.terms.iter().find(|(w, _)| *w == v) {
-                        unit &= a.abs() == 1;
-                        n += 1;
-                        let (l, u) = (c.lo > i64::MIN / 4, c.hi < i64::MAX / 4);
-                        let (l, u) = if a > 0 { (l, u) } else { (u, l) };
-                        nl += l as usize;
-                        nu += u as usize;
-                    }
-                }
-                if !unit || n == 0 {
-                    continue;
-                }
-                let made = nl * nu;
-                if made <= n + GROWTH && best.is_none_or(|(_, m)| made < m) {
+                let made = t.nl * t.nu;
+                if made <= t.n + GROWTH && best.is_none_or(|(_, m)| made < m) {
                     best = Some((v, made));
                 }
             }
@@ -311,49 +306,76 @@ impl Problem {
         (out, false)
     }
 
+    /// Per variable, over the constraints it occurs in (its first term in each): whether
+    /// every coefficient is ±1, how many, and one more than the lower and the upper bounds
+    /// they give it. One pass over the terms.
+    fn tally(&self, out: &mut Vec<Tally>) {
+        out.clear();
+        out.resize(self.lo.len(), Tally::default());
+        for (i, c) in self.cons.iter().enumerate() {
+            for &(v, a) in &c.terms {
+                let t = &mut out[v];
+                if t.last == i + 1 {
+                    continue;
+                }
+                t.last = i + 1;
+                t.unit &= a.abs() == 1;
+                t.n += 1;
+                let (l, u) = (c.lo > i64::MIN / 4, c.hi < i64::MAX / 4);
+                let (l, u) = if a > 0 { (l, u) } else { (u, l) };
+                t.nl += l as usize;
+                t.nu += u as usize;
+            }
+        }
+    }
+
     /// Fourier–Motzkin elimination of `v` (every coefficient ±1); `None` (unchanged) on
-    /// overflow.
+    /// overflow: every new constraint is computed before any constraint moves.
     fn project_var(&mut self, v: usize) -> Option<Shadow> {
-        let (with, rest): (Vec<Lin>, Vec<Lin>) = self
-            .cons
-            .iter()
-            .cloned()
-            .partition(|c| c.terms.iter().any(|(w, _)| *w == v));
-        // Bounds `v ≥ lo − R` / `v ≤ hi − R` as (R's terms negated, constant): v ≷ c − R.
-        let mut lows: Vec<(Vec<(usize, i64)>, i64)> = vec![(Vec::new(), self.lo[v])];
-        let mut ups: Vec<(Vec<(usize, i64)>, i64)> = vec![(Vec::new(), self.hi[v])];
-        for c in &with {
+        // Bounds `v ≥ c − R` / `v ≤ c − R` as R's terms negated (a span of `rs`) and `c`;
+        // the box first.
+        let mut rs: Vec<(usize, i64)> = Vec::new();
+        let mut lows: Vec<(usize, usize, i64)> = vec![(0, 0, self.lo[v])];
+        let mut ups: Vec<(usize, usize, i64)> = vec![(0, 0, self.hi[v])];
+        for c in self.cons.iter().filter(|c| c.terms.iter().any(|(w, _)| *w == v)) {
             let a = c.terms.iter().find(|(w, _)| *w == v)?.1;
             // a·v + R ∈ [lo, hi]; a = ±1: v ∈ [a·lo − a·R, a·hi − a·R] (ordered).
-            let r: Vec<(usize, i64)> = c
-                .terms
-                .iter()
-                .filter(|(w, _)| *w != v)
-                .map(|&(w, b)| (w, -a * b))
-                .collect();
+            let start = rs.len();
+            rs.extend(c.terms.iter().filter(|(w, _)| *w != v).map(|&(w, b)| (w, -a * b)));
+            let span = (start, rs.len());
             let (l, u) = if a > 0 { (c.lo, c.hi) } else { (c.hi, c.lo) };
             let (l, u) = (l.checked_mul(a)?, u.checked_mul(a)?);
             if (a > 0 && c.lo > i64::MIN / 4) || (a < 0 && c.hi < i64::MAX / 4) {
-                lows.push((r.clone(), l));
+                lows.push((span.0, span.1, l));
             }
             if (a > 0 && c.hi < i64::MAX / 4) || (a < 0 && c.lo > i64::MIN / 4) {
-                ups.push((r, u));
+                ups.push((span.0, span.1, u));
             }
         }
-        let mut cons = rest;
-        for (lt, lc) in &lows {
-            for (ut, uc) in &ups {
+        let mut made = Vec::with_capacity(lows.len() * ups.len());
+        let mut terms = Vec::new();
+        for &(ls, le, lc) in &lows {
+            for &(us, ue, uc) in &ups {
                 // lc + Lt ≤ uc + Ut  ⇔  Lt − Ut ≤ uc − lc
-                let mut terms = lt.clone();
-                for &(w, b) in ut {
+                terms.clear();
+                terms.extend_from_slice(&rs[ls..le]);
+                for &(w, b) in &rs[us..ue] {
                     terms.push((w, b.checked_neg()?));
                 }
-                let hi = uc.checked_sub(*lc)?;
-                let mut p = Problem::default();
-                p.add(&terms, i64::MIN / 4, hi);
-                cons.extend(p.cons);
+                let hi = uc.checked_sub(lc)?;
+                let mut t = Vec::with_capacity(terms.len());
+                fold(&mut t, &terms);
+                made.push(Lin {
+                    terms: t,
+                    lo: i64::MIN / 4,
+                    hi,
+                });
             }
         }
+        let (with, mut cons): (Vec<Lin>, Vec<Lin>) = std::mem::take(&mut self.cons)
+            .into_iter()
+            .partition(|c| c.terms.iter().any(|(w, _)| *w == v));
+        cons.extend(made);
         self.cons = cons;
         let shadow = Shadow {
             var: v,
@@ -627,15 +649,39 @@ fn fold(t: &mut Vec<(usize, i64)>, terms: &[(usize, i64)]) {
     t.retain(|&(_, c)| c != 0);
 }
 
+/// One variable's constraints as projection counts them ([`Problem::tally`]); `last`: one
+/// more than the last constraint counted.
+#[derive(Clone, Copy)]
+struct Tally {
+    unit: bool,
+    n: usize,
+    nl: usize,
+    nu: usize,
+    last: usize,
+}
+
+impl Default for Tally {
+    fn default() -> Tally {
+        Tally {
+            unit: true,
+            n: 0,
+            nl: 1,
+            nu: 1,
+            last: 0,
+        }
+    }
+}
+
 /// A presolved problem ([`Problem::presolve`]): the reduced problem, its projected and
 /// eliminated variables, whether projection ended for want of candidates (`clean`) and
-/// whether normalization found it infeasible.
+/// whether normalization found it infeasible; the state of its last search.
 struct Reduced {
     p: Problem,
     shadows: Vec<Shadow>,
     subst: Vec<Subst>,
     clean: bool,
     unsat: bool,
+    search: std::cell::Cell<Option<Search>>,
 }
 
 impl Reduced {
@@ -647,8 +693,12 @@ impl Reduced {
         if let Some((v, l, h)) = bx {
             (lo[v], hi[v]) = (l, h);
         }
-        let mut st = Search::new(&self.p);
-        match self.p.search(&mut st, (&mut lo, &mut hi), budget) {
+        // The occurrence lists and stacks of an earlier search of this problem serve again.
+        let mut st = self.search.take().unwrap_or_else(|| Search::new(&self.p));
+        st.dirty.fill(true);
+        let r = self.p.search(&mut st, (&mut lo, &mut hi), budget);
+        self.search.set(Some(st));
+        match r {
             Answer::Sat(mut x) => {
                 for sh in self.shadows.iter().rev() {
                     x[sh.var] = sh.value(&x);
@@ -761,6 +811,8 @@ impl Shadow {
 fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64], touched: &mut Vec<usize>) -> Option<bool> {
     const LIMIT: i64 = 1 << 61;
     let (mut smin, mut smax, mut fixed, mut g, mut mag) = (0i64, 0i64, 0i64, 0i64, 0i64);
+    // The widest free term's range, `|a|·(hi − lo)`.
+    let mut width = 0i64;
     for &(v, a) in &c.terms {
         let (Some(x), Some(y)) = (a.checked_mul(lo[v]), a.checked_mul(hi[v])) else {
             return tighten_wide(c, lo, hi, touched);
@@ -773,9 +825,12 @@ fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64], touched: &mut Vec<usize>) ->
         smax += x.max(y);
         if lo[v] == hi[v] {
             fixed += x;
-        } else if g != 1 {
-            // (gcd(1, a) = 1: no division once the gcd is 1.)
-            g = gcd(g, a);
+        } else {
+            width = width.max((x - y).abs());
+            if g != 1 {
+                // (gcd(1, a) = 1: no division once the gcd is 1.)
+                g = gcd(g, a);
+            }
         }
     }
     let (clo, chi) = (c.lo, c.hi);
@@ -793,6 +848,12 @@ fn tighten(c: &Lin, lo: &mut [i64], hi: &mut [i64], touched: &mut Vec<usize>) ->
         }
     } else if g == 0 && (fixed < clo || fixed > chi) {
         return None;
+    }
+    // A term's box tightens only where the others' extremes leave it less room than its
+    // range: `a·v ≤ chi − (smin − min a·v)` cuts `v` iff `chi − smin < |a|·(hi − lo)`
+    // (likewise from below); with room for the widest, none does.
+    if chi - smin >= width && smax - clo >= width {
+        return Some(false);
     }
     let mut changed = false;
     for &(v, a) in &c.terms {
