@@ -1016,10 +1016,12 @@ mod tests {
             p.var(l, l + rnd(9));
         }
         for _ in 0..1 + rnd(4) {
-            let terms: Vec<(usize, i64)> = (0..n)
-                .filter(|_| rnd(3) != 0)
-                .map(|v| (v, [1, -1, 1, -1, 2, -3, 4, 8][rnd(8) as usize]))
-                .collect();
+            let mut terms: Vec<(usize, i64)> = Vec::new();
+            for v in 0..n {
+                if rnd(3) != 0 {
+                    terms.push((v, [1, -1, 1, -1, 2, -3, 4, 8][rnd(8) as usize]));
+                }
+            }
             let l = rnd(15) - 7;
             match rnd(4) {
                 0 => p.add(&terms, l, l),
