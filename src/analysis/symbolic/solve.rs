@@ -730,7 +730,8 @@ impl Reduced {
 
 /// A problem to be solved with several boxes of one variable ([`Problem::presolved`]):
 /// presolved once, at the first solve, and reused wherever that is exact
-/// ([`Reduced::reusable`]); elsewhere a solve is the plain [`Problem::solve`].
+/// (`Reduced::reusable`: the variable neither eliminated nor projected, and its box read by
+/// no projection choice); elsewhere a solve is the plain [`Problem::solve`].
 pub struct Presolved<'p> {
     p: &'p Problem,
     var: usize,
