@@ -36,7 +36,9 @@
 //! conflicting source needs a block barrier is paired only with the sources that source does
 //! not make redundant, so straight-line code and flat loop bodies have O(A) hazards and pay
 //! O(A) conflict tests; [`find_all_hazards`] keeps every pair (the tests' and `explain`'s
-//! reference).
+//! reference). An async copy completed at the same wait as an earlier copy of its region
+//! whose cross-warp hazards with a destination already cover every hazard it could have
+//! with it is not paired with that destination (`analysis::completion_blockers`).
 //!
 //! Complexity: O(A · (w + P + C_async) · C) for the pairs asked (window `w`, `P` regions holding
 //! accesses, `C` the conflict test), O(A² · C) where no destination has a blocker; a pair that
