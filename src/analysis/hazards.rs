@@ -36,7 +36,9 @@
 //! conflicting source needs a block barrier is paired only with the sources that source does
 //! not make redundant, so straight-line code and flat loop bodies have O(A) hazards and pay
 //! O(A) conflict tests; [`find_all_hazards`] keeps every pair (the tests' and `explain`'s
-//! reference).
+//! reference). An async copy completed at the same wait as an earlier copy of its region
+//! whose cross-warp hazards with a destination already cover every hazard it could have
+//! with it is not paired with that destination (`analysis::completion_blockers`).
 //!
 //! Complexity: O(A · (w + P + C_async) · C) for the pairs asked (window `w`, `P` regions holding
 //! accesses, `C` the conflict test), O(A² · C) where no destination has a blocker; a pair that
@@ -48,6 +50,7 @@
 use rustc_hash::FxHashMap as HashMap;
 
 
+use crate::analysis::completion_blockers::{BlockKey, Blocker};
 use crate::analysis::conflicts::{PairConflict, forward_conflict, kinds_conflict, pair_conflict};
 use crate::analysis::footprint::{AccessRef, Footprints, UnitConflict};
 use crate::analysis::inflight::{FlowMemo, LoopCompletion};
@@ -502,11 +505,13 @@ fn find_hazards_pruned(
                 }
             }
         }
+        let blockers = std::cell::RefCell::new(Default::default());
         let cx = GroupCx {
             paths: &paths,
             completion: &completion,
             memo,
             cheap: &cheap,
+            blockers: nearest_first.then_some(&blockers),
         };
         for (x, &ai) in group.iter().enumerate() {
             let dsts = std::mem::take(&mut dsts_of[x]);
@@ -694,6 +699,9 @@ struct GroupCx<'g> {
     completion: &'g HashMap<Op, LoopCompletion>,
     memo: &'g FlowMemo,
     cheap: &'g PairFacts<'g>,
+    /// Completion blockers of async sources (`None`: every pair is built, as for
+    /// [`find_all_hazards`]).
+    blockers: Option<&'g std::cell::RefCell<crate::analysis::completion_blockers::Blockers>>,
 }
 
 /// The hazards and findings of one pair (source `x` at `fp.accesses[ai]`, destination `y` at
@@ -728,6 +736,8 @@ fn pair_hazards(
             pb,
             forward_ab: matches!(split(k, pa, pb), Split::Forward { .. }),
             m_ab: common_len(&a.loops, &b.loops),
+            blockers: cx.blockers,
+            src_region: pa.last().map(|e| e.0),
         };
         async_pair(fp, &acx, out);
         return;
@@ -1218,6 +1228,10 @@ struct AsyncCx<'c> {
     pb: &'c [(Region, usize)],
     forward_ab: bool,
     m_ab: usize,
+    /// The completion blockers of this address space (`None`: no pruning).
+    blockers: Option<&'c std::cell::RefCell<crate::analysis::completion_blockers::Blockers>>,
+    /// The region directly holding the copy.
+    src_region: Option<Region>,
 }
 
 impl AsyncCx<'_> {
@@ -1310,8 +1324,62 @@ fn after_loop(fp: &mut Footprints, cx: &AsyncCx, x: Op, out: &mut Hazards) {
         }
     }
     if !waited_by_all(fp, cx, x) {
-        emit_pair(fp, &cx.at(x, &px, None), out);
+        emit_async(fp, cx, &cx.at(x, &px, None), out);
     }
+}
+
+/// Emits the hazards of an async source's pair `p` (its source completed at `p.src_at`),
+/// unless an earlier copy of the same region and kind, completed at the same point, gave
+/// cross-warp hazards with this destination whose coverages each of `p`'s hazards contains
+/// (`analysis::completion_blockers`): then none of `p`'s conflict questions is asked.
+fn emit_async(fp: &mut Footprints, cx: &AsyncCx, p: &PairAt, out: &mut Hazards) {
+    let (Some(table), Some(region)) = (cx.blockers, cx.src_region) else {
+        return emit_pair(fp, p, out);
+    };
+    let key = BlockKey {
+        at: p.src_at,
+        dst: p.bi,
+        region,
+        kind: fp.accesses[p.ai].access.kind,
+    };
+    let k = fp.k;
+    let own_index = || loaded_value(k, &fp.accesses[p.ai].access).is_none();
+    if table.borrow_mut().blocks(&key, p.ai, own_index, |b| implied(fp, p, b)) {
+        return;
+    }
+    let first = out.hazards.len();
+    emit_pair(fp, p, out);
+    let built = out.hazards[first..].iter().map(|h| match h.carry {
+        Carry::Forward => (None, h.intra_warp),
+        Carry::Carried { loop_op, d1, .. } => (Some((loop_op, d1)), h.intra_warp),
+    });
+    table.borrow_mut().record(key, built);
+}
+
+/// Whether blocker `b` implies every hazard pair `p` could have: a cross-warp forward hazard
+/// where a forward path exists, and for every common loop with a carried coverage a
+/// cross-warp carried hazard of the smaller coverage (distance 1: the arc; or any, where the
+/// arc is the whole body). Same `src_at` and destination give the same paths, so the same
+/// forward coverage and, per loop, the same arc or whole body.
+fn implied(fp: &Footprints, p: &PairAt, b: &Blocker) -> bool {
+    let k = fp.k;
+    if !b.forward && forward_coverage(k, p).is_some() {
+        return false;
+    }
+    let at_loops = if p.src_at == fp.accesses[p.ai].id.op {
+        fp.accesses[p.ai].loops.clone()
+    } else {
+        fp.loops_of(p.src_at)
+    };
+    let m = common_len(&at_loops, &fp.accesses[p.bi].loops);
+    at_loops.iter().take(m).all(|&l| {
+        let Some(arc) = carried_coverage(k, p, l, true) else {
+            return true;
+        };
+        b.carried.contains(&(l, true))
+            || (b.carried.contains(&(l, false))
+                && carried_coverage(k, p, l, false).is_some_and(|w| w.home_ranges == arc.home_ranges))
+    })
 }
 
 /// Completion in the copy's loop body (or region) in the same iteration, at wait `w`.
@@ -1335,7 +1403,7 @@ fn completed_in_iteration(fp: &mut Footprints, cx: &AsyncCx, w: Op, out: &mut Ha
         in_flight(fp, cx, note, out);
     }
     if !waited_by_all(fp, cx, w) {
-        emit_pair(fp, &cx.at(w, &pw, None), out);
+        emit_async(fp, cx, &cx.at(w, &pw, None), out);
     }
 }
 
@@ -1362,7 +1430,7 @@ fn completed_later(fp: &mut Footprints, cx: &AsyncCx, w: Op, delta: u32, out: &m
             }
         }
         if !waited_by_all(fp, cx, w) {
-            emit_pair(fp, &cx.at(w, &pw, Some((level, delta))), out);
+            emit_async(fp, cx, &cx.at(w, &pw, Some((level, delta))), out);
         }
     } else if let Some(x) = cx.comp.exit {
         after_loop(fp, cx, x, out);
