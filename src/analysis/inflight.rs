@@ -427,6 +427,10 @@ pub struct FlowMemo {
     apart: HashMap<(Op, Op), bool>,
     /// The async ops of the kernel (inserting sync ops adds none), listed on first need.
     asyncs: Option<Arc<[Op]>>,
+    /// [`Flow::generalized`] per (innermost loop around the consumer, entry, widening): the
+    /// widened entry depends on the consumer only through the loops around it, which
+    /// inserting sync ops does not change.
+    widened: HashMap<(Option<Op>, EntryId, Widening), Option<EntryId>>,
     /// Solve every loop by iteration, never in closed form (`Flow::closed_form`): the
     /// oracle the tests compare the closed form with.
     pub iterate: bool,
@@ -545,6 +549,9 @@ pub struct Flow<'k> {
     inserting: HashMap<Op, Option<Issues>>,
     /// [`Flow::quiet_variant`] per (loop, entry).
     quiet: HashMap<(Op, EntryId), Option<EntryId>>,
+    /// The ops of a loop body in closed form that some async op may meet
+    /// ([`Flow::near_body_ops`]).
+    near_body: HashMap<Op, Arc<[Op]>>,
     /// What this solver did (`SMEMSYNC_INFLIGHT_STATS`).
     pub stats: FlowStats,
 }
@@ -617,6 +624,7 @@ impl<'k> Flow<'k> {
             drained: HashMap::default(),
             inserting: HashMap::default(),
             quiet: HashMap::default(),
+            near_body: HashMap::default(),
             stats: FlowStats::default(),
         }
     }
@@ -757,8 +765,9 @@ impl<'k> Flow<'k> {
         self.stats.loops += 1;
         let before = self.stats.passes;
         let (head, last_back) = match self.closed_form(l, cond, body, st, v) {
-            Some(solved) => solved,
-            None => self.iterate(l, cond, body, st.clone(), v),
+            Ok(solved) => solved,
+            Err(Some(collapsed)) => self.iterate(l, cond, body, collapsed, v),
+            Err(None) => self.iterate(l, cond, body, st.clone(), v),
         };
         if stats_on() {
             let n: usize = st.iter().map(|x| x.iter().count()).sum();
@@ -899,14 +908,14 @@ impl<'k> Flow<'k> {
         body: Region,
         entry: &[InFlight],
         v: &mut dyn Visitor,
-    ) -> Option<(Vec<InFlight>, Vec<InFlight>)> {
+    ) -> Result<(Vec<InFlight>, Vec<InFlight>), Option<Vec<InFlight>>> {
         if self.memo.iterate || closed_form_off() {
-            return None;
+            return Err(None);
         }
-        let issues = self.inserts_only(l)?;
+        let issues = self.inserts_only(l).ok_or(None)?;
         let cut = self.trip_cut(l);
         let parts: Vec<(InFlight, InFlight)> = if self.may_collapse(l, cut) {
-            let ops = self.body_ops(l);
+            let ops = self.near_body_ops(l);
             entry.iter().map(|x| self.split_quiet(l, &ops, x)).collect()
         } else {
             entry
@@ -914,6 +923,19 @@ impl<'k> Flow<'k> {
                 .map(|x| (x.clone(), InFlight::default()))
                 .collect()
         };
+        // The entry state with the quiet entries collapsed, for the iteration when the
+        // closed form does not apply (`None`: nothing collapsed, the entry state as it is).
+        let collapsed: Option<Vec<InFlight>> =
+            parts.iter().any(|(_, q)| !q.is_empty()).then(|| {
+                parts
+                    .iter()
+                    .map(|(loud, quiet)| {
+                        let mut x = loud.clone();
+                        x.join(quiet);
+                        x
+                    })
+                    .collect()
+            });
         let mut added = InFlight::default();
         for &(q, op) in issues.iter() {
             let e = self.issued(op);
@@ -948,7 +970,7 @@ impl<'k> Flow<'k> {
             .collect();
         if v.modifies_states() && self.body_conflicts(l, &head) {
             self.stats.fallbacks += 1;
-            return None;
+            return Err(collapsed);
         }
         self.stats.closed += 1;
         let back = self.pass(l, cond, body, &head, v);
@@ -965,7 +987,7 @@ impl<'k> Flow<'k> {
             },
             "the closed form of a loop is not its fixpoint"
         );
-        Some((head, back))
+        Ok((head, back))
     }
 
     /// Whether the entries entering loop `l` (in closed form, trip-count cut `cut`) may be
@@ -980,7 +1002,22 @@ impl<'k> Flow<'k> {
     }
 
     /// The non-structural ops of loop `l`'s condition and body, where a visitor is called
-    /// (a [`Flow::inserts_only`] body: no loop, so `if` and `stage` arms only).
+    /// (a [`Flow::inserts_only`] body: no loop, so `if` and `stage` arms only), that some
+    /// async op of the kernel may meet ([`Flow::consumer_near`]; the others conflict with
+    /// no entry). Listed once per solver.
+    fn near_body_ops(&mut self, l: Op) -> Arc<[Op]> {
+        if let Some(o) = self.near_body.get(&l) {
+            return o.clone();
+        }
+        let near: Arc<[Op]> = self
+            .body_ops(l)
+            .into_iter()
+            .filter(|&op| self.consumer_near(op))
+            .collect();
+        self.near_body.insert(l, near.clone());
+        near
+    }
+
     fn body_ops(&self, l: Op) -> Vec<Op> {
         let k = self.k;
         let mut out = Vec::new();
@@ -1023,7 +1060,8 @@ impl<'k> Flow<'k> {
         (loud, quiet)
     }
 
-    /// Entry `e` (queue `q`) tagged `Unknown` on loop `l` when it is quiet there: not a
+    /// Entry `e` (queue `q`) tagged `Unknown` on loop `l` when it is quiet there (`ops`: the
+    /// body's ops near some async op, [`Flow::near_body_ops`]): not a
     /// wgmma (register conflicts do not look at tags), issued inside some loop but not in
     /// `l` (a copy outside every loop may be dropped at `l`'s exit by its guard for some
     /// `Pre(j)`; one in `l` carries `PreLast`), tagged `Pre(0)` on `l`, and for every op of
@@ -1067,7 +1105,7 @@ impl<'k> Flow<'k> {
             .collect();
         let u = self.memo.entries.intern(copy, &u);
         for &op in ops {
-            if !self.consumer_near(op) || self.apart(op, copy) {
+            if self.apart(op, copy) {
                 continue;
             }
             let no = [Widening::Earlier, Widening::Widest].into_iter().any(|w| {
@@ -1154,8 +1192,21 @@ impl<'k> Flow<'k> {
                 if st.is_empty() || !self.consumer_near(op) {
                     continue;
                 }
-                let ids: Vec<EntryId> = st.iter().map(|(_, e, _)| e).collect();
-                for e in ids {
+                // Known answers are read in place (`consumer_near` made the record); the
+                // others are asked afterwards. Only the memo's contents depend on the order.
+                let mut unasked = Vec::new();
+                if let Some(c) = self.memo.consumers.get(&op) {
+                    for (_, e, _) in st.iter() {
+                        match c.answers.get(e.index()).copied().unwrap_or(Answer::Unasked) {
+                            Answer::No => {}
+                            Answer::Yes => return true,
+                            Answer::Noted(i) if self.memo.noted[i as usize].0 => return true,
+                            Answer::Noted(_) => {}
+                            Answer::Unasked => unasked.push(e),
+                        }
+                    }
+                }
+                for e in unasked {
                     if self.probe(op, e).0 {
                         return true;
                     }
@@ -1721,6 +1772,16 @@ impl<'k> Flow<'k> {
     /// any earlier iteration, a superset of `d` iterations earlier; inside it, loops of
     /// another instance: free).
     fn generalized(&mut self, op: Op, e: EntryId, w: Widening) -> Option<EntryId> {
+        let key = (self.loops.of(op).last().copied(), e, w);
+        if let Some(&g) = self.memo.widened.get(&key) {
+            return g;
+        }
+        let g = self.generalized_uncached(op, e, w);
+        self.memo.widened.insert(key, g);
+        g
+    }
+
+    fn generalized_uncached(&mut self, op: Op, e: EntryId, w: Widening) -> Option<EntryId> {
         let copy = self.memo.entries.op(e);
         let (lx, ly) = (self.loops.of(copy), self.loops.of(op));
         let m = lx.iter().zip(ly).take_while(|(a, b)| a == b).count();
@@ -1823,7 +1884,7 @@ impl<'k> Flow<'k> {
 }
 
 /// Which generalization of an in-flight entry [`Flow::generalized`] builds.
-#[derive(Copy, Clone, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 enum Widening {
     /// Also any earlier iteration of the loops enclosing both the copy and the consumer.
     Earlier,
