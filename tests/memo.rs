@@ -179,8 +179,16 @@ fn collapse_equals_kept_tags(name: &str, k: &smemsync::Kernel, t: &Target) {
         (format!("{plan:?}"), comp)
     };
     let (collapsed, kept) = (solve(false), solve(true));
-    assert_eq!(collapsed.0, kept.0, "{name} on {}: wait plans differ", t.name);
-    assert_eq!(collapsed.1, kept.1, "{name} on {}: completions differ", t.name);
+    assert_eq!(
+        collapsed.0, kept.0,
+        "{name} on {}: wait plans differ",
+        t.name
+    );
+    assert_eq!(
+        collapsed.1, kept.1,
+        "{name} on {}: completions differ",
+        t.name
+    );
 }
 
 #[test]

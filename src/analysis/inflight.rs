@@ -559,6 +559,10 @@ pub struct Flow<'k> {
 /// The async issues of a loop body, with their queues ([`Flow::inserts_only`]).
 type Issues = Arc<[(Queue, Op)]>;
 
+/// A loop solved in closed form (its stable head and last back-edge state), or the state to
+/// iterate it from instead (`None`: the entry state as it is; [`Flow::closed_form`]).
+type ClosedForm = Result<(Vec<InFlight>, Vec<InFlight>), Option<Vec<InFlight>>>;
+
 /// Counts of one solver's work, printed to stderr after each [`Flow::run`] when
 /// `SMEMSYNC_INFLIGHT_STATS` is set (docs/async.md, "What one `sync` costs").
 #[derive(Clone, Debug, Default)]
@@ -898,9 +902,13 @@ impl<'k> Flow<'k> {
     /// tag on the loop is then `Unknown`). A short constant-trip loop's `back` is followed
     /// by its trip-count cut ([`Flow::trip_cut`]), a filter, which distributes over the join
     /// too. The body is walked once, from that head, for the
-    /// visitor: the walk the last pass of the iteration makes. `None` (nothing walked) when
-    /// the body is not of that kind, or when the visitor may change states and some op of the
-    /// body conflicts with an entry of the head (the visitor would insert a wait).
+    /// visitor: the walk the last pass of the iteration makes. Entries of the entry state
+    /// that no op of the body may meet enter tagged `Unknown` on `l` ([`Flow::split_quiet`]).
+    /// `Err` (nothing walked) when the body is not of that kind (`Err(None)`), or when the
+    /// visitor may change states and some op of the body conflicts with an entry of the head
+    /// (the visitor would insert a wait): `Err(Some(entry))`, the entry state with the quiet
+    /// entries collapsed, to iterate from (exact: docs/async.md, "Entries a copy loop cannot
+    /// meet").
     fn closed_form(
         &mut self,
         l: Op,
@@ -908,7 +916,7 @@ impl<'k> Flow<'k> {
         body: Region,
         entry: &[InFlight],
         v: &mut dyn Visitor,
-    ) -> Result<(Vec<InFlight>, Vec<InFlight>), Option<Vec<InFlight>>> {
+    ) -> ClosedForm {
         if self.memo.iterate || closed_form_off() {
             return Err(None);
         }
