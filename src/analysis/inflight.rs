@@ -45,7 +45,9 @@
 //! back edge increments the loop's tags) until it is stable; the exit state is the head with
 //! the loop's tags removed; a `for` of at most [`TAG_CAP`] constant trips cuts, at its head,
 //! the entries tagged beyond its trip count (they stand for no execution; docs/async.md,
-//! "Short loops stop at their trip count"). Height: every entry's age only decreases and entries are only
+//! "Short loops stop at their trip count"); an entry that no op of a loop in closed form can
+//! meet enters it tagged `Unknown` instead of `Pre(0)` (its `Pre(j)` copies would answer and
+//! age alike and merge at the exit; "Entries a copy loop cannot meet"). Height: every entry's age only decreases and entries are only
 //! added, and there are at most `A · (2·TAG_CAP + 1)^D` distinct entries for `A` async ops
 //! and loop depth `D`, so a loop needs at most `O(TAG_CAP + Q)` passes in practice (`Q` the
 //! largest age that matters) and the whole analysis is `O(ops · passes · entries)`
