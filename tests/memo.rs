@@ -160,3 +160,87 @@ fn loops_in_closed_form_equal_the_iteration() {
         }
     }
 }
+
+/// The in-flight dataflow with the entries a loop in closed form cannot meet tagged
+/// `Unknown` on entry (`Flow::split_quiet`, docs/async.md "Entries a copy loop cannot
+/// meet") and with their `Pre` tags kept (`FlowMemo::keep_tags`: the oracle): the same wait
+/// plan and warnings, and on the kernel with the waits the same completions (with the tags
+/// of every completed entry), drained and outstanding copies, in-flight hazards and
+/// warnings.
+fn collapse_equals_kept_tags(name: &str, k: &smemsync::Kernel, t: &Target) {
+    let solve = |keep: bool| {
+        let mut memo = FlowMemo::for_kernel(k);
+        memo.keep_tags = keep;
+        let plan = plan_waits_memo(k, t, &mut memo);
+        let comp = plan.as_ref().ok().map(|p| {
+            let out = apply(k, &p.plan).unwrap();
+            format!("{:?}", completions_memo(&out, t, &mut memo))
+        });
+        (format!("{plan:?}"), comp)
+    };
+    let (collapsed, kept) = (solve(false), solve(true));
+    assert_eq!(
+        collapsed.0, kept.0,
+        "{name} on {}: wait plans differ",
+        t.name
+    );
+    assert_eq!(
+        collapsed.1, kept.1,
+        "{name} on {}: completions differ",
+        t.name
+    );
+}
+
+#[test]
+fn quiet_entries_collapse_exactly() {
+    let mut kernels: Vec<(String, smemsync::Kernel)> = Vec::new();
+    for dir in [
+        "examples",
+        "tests/filetests/async",
+        "tests/filetests/placement",
+    ] {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let mut files: Vec<_> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "kir"))
+            .collect();
+        files.sort();
+        kernels.extend(files.iter().filter_map(|p| {
+            let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
+            smemsync::verify::verify(&k)
+                .is_empty()
+                .then(|| (p.display().to_string(), k))
+        }));
+    }
+    assert!(kernels.len() > 50, "only {} kernels read", kernels.len());
+    kernels.push(("small gemm".into(), small_gemm()));
+    // The real-size kernels, where the copy loops of 32 and 128 trips collapse.
+    for threads in [64, 256] {
+        let sh = GemmShape {
+            threads,
+            ..GemmShape::realistic(false)
+        };
+        kernels.push((format!("gemm t{threads}"), kernel(&gemm(&sh).unwrap())));
+    }
+    for name in ["flash", "flash-k-first"] {
+        let src = smemsync::bench_kernels::named(name).unwrap();
+        kernels.push((name.into(), kernel(&src)));
+    }
+    for t in ["sm_80", "sm_90", "gfx950", "gfx1250"] {
+        let t = Target::from_name(t).unwrap();
+        for (name, k) in &kernels {
+            collapse_equals_kept_tags(name, k, &t);
+        }
+    }
+    // The collapse is not vacuous there: each real-size kernel has quiet entries.
+    struct Watch;
+    impl smemsync::analysis::inflight::Visitor for Watch {}
+    let t = Target::from_name("sm_80").unwrap();
+    for (name, k) in kernels.iter().rev().take(4) {
+        let mut flow = smemsync::analysis::inflight::Flow::new(k, &t);
+        flow.run(&mut Watch);
+        assert!(flow.stats.quiet > 0, "{name}: no quiet entry");
+    }
+}

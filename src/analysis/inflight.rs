@@ -45,7 +45,9 @@
 //! back edge increments the loop's tags) until it is stable; the exit state is the head with
 //! the loop's tags removed; a `for` of at most [`TAG_CAP`] constant trips cuts, at its head,
 //! the entries tagged beyond its trip count (they stand for no execution; docs/async.md,
-//! "Short loops stop at their trip count"). Height: every entry's age only decreases and entries are only
+//! "Short loops stop at their trip count"); an entry that no op of a loop in closed form can
+//! meet enters it tagged `Unknown` instead of `Pre(0)` (its `Pre(j)` copies would answer and
+//! age alike and merge at the exit; "Entries a copy loop cannot meet"). Height: every entry's age only decreases and entries are only
 //! added, and there are at most `A · (2·TAG_CAP + 1)^D` distinct entries for `A` async ops
 //! and loop depth `D`, so a loop needs at most `O(TAG_CAP + Q)` passes in practice (`Q` the
 //! largest age that matters) and the whole analysis is `O(ops · passes · entries)`
@@ -427,6 +429,10 @@ pub struct FlowMemo {
     apart: HashMap<(Op, Op), bool>,
     /// The async ops of the kernel (inserting sync ops adds none), listed on first need.
     asyncs: Option<Arc<[Op]>>,
+    /// [`Flow::generalized`] per (innermost loop around the consumer, entry, widening): the
+    /// widened entry depends on the consumer only through the loops around it, which
+    /// inserting sync ops does not change.
+    widened: HashMap<(Option<Op>, EntryId, Widening), Option<EntryId>>,
     /// Solve every loop by iteration, never in closed form (`Flow::closed_form`): the
     /// oracle the tests compare the closed form with.
     pub iterate: bool,
@@ -434,6 +440,10 @@ pub struct FlowMemo {
     /// of stopping at its trip count (`Flow::trip_cut`): the oracle the tests compare the
     /// cut with.
     pub full_trips: bool,
+    /// Keep the `Pre` tags of every entry a loop in closed form cannot meet, instead of
+    /// tagging it `Unknown` on entry (`Flow::split_quiet`): the oracle the tests compare the
+    /// collapse with.
+    pub keep_tags: bool,
     /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
     /// the hazard finder reports no hazard between two of them.
     pub ordered_tma: std::collections::HashSet<Op>,
@@ -539,12 +549,21 @@ pub struct Flow<'k> {
     drained: HashMap<(Op, Op), bool>,
     /// [`Flow::inserts_only`] per loop.
     inserting: HashMap<Op, Option<Issues>>,
+    /// [`Flow::quiet_variant`] per (loop, entry).
+    quiet: HashMap<(Op, EntryId), Option<EntryId>>,
+    /// The ops of a loop body in closed form that some async op may meet
+    /// ([`Flow::near_body_ops`]).
+    near_body: HashMap<Op, Arc<[Op]>>,
     /// What this solver did (`SMEMSYNC_INFLIGHT_STATS`).
     pub stats: FlowStats,
 }
 
 /// The async issues of a loop body, with their queues ([`Flow::inserts_only`]).
 type Issues = Arc<[(Queue, Op)]>;
+
+/// A loop solved in closed form (its stable head and last back-edge state), or the state to
+/// iterate it from instead (`None`: the entry state as it is; [`Flow::closed_form`]).
+type ClosedForm = Result<(Vec<InFlight>, Vec<InFlight>), Option<Vec<InFlight>>>;
 
 /// Counts of one solver's work, printed to stderr after each [`Flow::run`] when
 /// `SMEMSYNC_INFLIGHT_STATS` is set (docs/async.md, "What one `sync` costs").
@@ -562,6 +581,9 @@ pub struct FlowStats {
     pub ops: u64,
     /// Entries looked at by the conflict queries of consumers near some async op.
     pub entry_checks: u64,
+    /// Entries that entered a loop in closed form tagged `Unknown` on it at once, because
+    /// no op of its body may meet them (`Flow::split_quiet`).
+    pub quiet: u64,
 }
 
 /// The queue an async op joins on a target, with its shared access.
@@ -607,6 +629,8 @@ impl<'k> Flow<'k> {
             regs: crate::analysis::regdeps::RegSources::new(k),
             drained: HashMap::default(),
             inserting: HashMap::default(),
+            quiet: HashMap::default(),
+            near_body: HashMap::default(),
             stats: FlowStats::default(),
         }
     }
@@ -649,13 +673,14 @@ impl<'k> Flow<'k> {
         if stats_on() {
             let s = &self.stats;
             eprintln!(
-                "in-flight run: loops={} passes={} closed={} fallbacks={} ops={} entry_checks={} entries={} tag_vectors={}",
+                "in-flight run: loops={} passes={} closed={} fallbacks={} ops={} entry_checks={} quiet={} entries={} tag_vectors={}",
                 s.loops,
                 s.passes,
                 s.closed,
                 s.fallbacks,
                 s.ops,
                 s.entry_checks,
+                s.quiet,
                 self.memo.entries.len(),
                 self.memo.entries.tag_vectors()
             );
@@ -746,8 +771,9 @@ impl<'k> Flow<'k> {
         self.stats.loops += 1;
         let before = self.stats.passes;
         let (head, last_back) = match self.closed_form(l, cond, body, st, v) {
-            Some(solved) => solved,
-            None => self.iterate(l, cond, body, st.clone(), v),
+            Ok(solved) => solved,
+            Err(Some(collapsed)) => self.iterate(l, cond, body, collapsed, v),
+            Err(None) => self.iterate(l, cond, body, st.clone(), v),
         };
         if stats_on() {
             let n: usize = st.iter().map(|x| x.iter().count()).sum();
@@ -878,9 +904,13 @@ impl<'k> Flow<'k> {
     /// tag on the loop is then `Unknown`). A short constant-trip loop's `back` is followed
     /// by its trip-count cut ([`Flow::trip_cut`]), a filter, which distributes over the join
     /// too. The body is walked once, from that head, for the
-    /// visitor: the walk the last pass of the iteration makes. `None` (nothing walked) when
-    /// the body is not of that kind, or when the visitor may change states and some op of the
-    /// body conflicts with an entry of the head (the visitor would insert a wait).
+    /// visitor: the walk the last pass of the iteration makes. Entries of the entry state
+    /// that no op of the body may meet enter tagged `Unknown` on `l` ([`Flow::split_quiet`]).
+    /// `Err` (nothing walked) when the body is not of that kind (`Err(None)`), or when the
+    /// visitor may change states and some op of the body conflicts with an entry of the head
+    /// (the visitor would insert a wait): `Err(Some(entry))`, the entry state with the quiet
+    /// entries collapsed, to iterate from (exact: docs/async.md, "Entries a copy loop cannot
+    /// meet").
     fn closed_form(
         &mut self,
         l: Op,
@@ -888,12 +918,34 @@ impl<'k> Flow<'k> {
         body: Region,
         entry: &[InFlight],
         v: &mut dyn Visitor,
-    ) -> Option<(Vec<InFlight>, Vec<InFlight>)> {
+    ) -> ClosedForm {
         if self.memo.iterate || closed_form_off() {
-            return None;
+            return Err(None);
         }
-        let issues = self.inserts_only(l)?;
+        let issues = self.inserts_only(l).ok_or(None)?;
         let cut = self.trip_cut(l);
+        let parts: Vec<(InFlight, InFlight)> = if self.may_collapse(l, cut) {
+            let ops = self.near_body_ops(l);
+            entry.iter().map(|x| self.split_quiet(l, &ops, x)).collect()
+        } else {
+            entry
+                .iter()
+                .map(|x| (x.clone(), InFlight::default()))
+                .collect()
+        };
+        // The entry state with the quiet entries collapsed, for the iteration when the
+        // closed form does not apply (`None`: nothing collapsed, the entry state as it is).
+        let collapsed: Option<Vec<InFlight>> =
+            parts.iter().any(|(_, q)| !q.is_empty()).then(|| {
+                parts
+                    .iter()
+                    .map(|(loud, quiet)| {
+                        let mut x = loud.clone();
+                        x.join(quiet);
+                        x
+                    })
+                    .collect()
+            });
         let mut added = InFlight::default();
         for &(q, op) in issues.iter() {
             let e = self.issued(op);
@@ -910,10 +962,9 @@ impl<'k> Flow<'k> {
         };
         let mut back_added = added.clone();
         step(table, &mut back_added);
-        let head: Vec<InFlight> = entry
-            .iter()
-            .map(|x| {
-                let mut cur = x.clone();
+        let head: Vec<InFlight> = parts
+            .into_iter()
+            .map(|(mut cur, quiet)| {
                 cur.join(&back_added);
                 let mut powers = vec![cur.clone()];
                 // `back` distributes over the join and saturates (and the cut is a filter):
@@ -921,12 +972,15 @@ impl<'k> Flow<'k> {
                 while step(table, &mut cur) && !cur.is_empty() {
                     powers.push(cur.clone());
                 }
-                InFlight::join_sorted(table, &powers)
+                let mut h = InFlight::join_sorted(table, &powers);
+                // Tagged `Unknown` on `l`: `back` leaves them as they are.
+                h.join(&quiet);
+                h
             })
             .collect();
         if v.modifies_states() && self.body_conflicts(l, &head) {
             self.stats.fallbacks += 1;
-            return None;
+            return Err(collapsed);
         }
         self.stats.closed += 1;
         let back = self.pass(l, cond, body, &head, v);
@@ -943,7 +997,136 @@ impl<'k> Flow<'k> {
             },
             "the closed form of a loop is not its fixpoint"
         );
-        Some((head, back))
+        Ok((head, back))
+    }
+
+    /// Whether the entries entering loop `l` (in closed form, trip-count cut `cut`) may be
+    /// collapsed by [`Flow::split_quiet`]: not under [`FlowMemo::keep_tags`] or
+    /// `SMEMSYNC_INFLIGHT_KEEP_TAGS`, and only where the iteration's head holds the saturated
+    /// `Unknown` copy of each entry and keeps it at the exit: no trip-count cut, and not a
+    /// constant loop of fewer than `TAG_CAP` iterations (whose exit drops `Unknown` tags).
+    fn may_collapse(&self, l: Op, cut: Option<u32>) -> bool {
+        let short = self.runs_at_least_once(l)
+            && self.const_trip(l).is_some_and(|t| t < TAG_CAP as i64);
+        !(self.memo.keep_tags || keep_tags_env()) && cut.is_none() && !short
+    }
+
+    /// The non-structural ops of loop `l`'s condition and body, where a visitor is called
+    /// (a [`Flow::inserts_only`] body: no loop, so `if` and `stage` arms only), that some
+    /// async op of the kernel may meet ([`Flow::consumer_near`]; the others conflict with
+    /// no entry). Listed once per solver.
+    fn near_body_ops(&mut self, l: Op) -> Arc<[Op]> {
+        if let Some(o) = self.near_body.get(&l) {
+            return o.clone();
+        }
+        let near: Arc<[Op]> = self
+            .body_ops(l)
+            .into_iter()
+            .filter(|&op| self.consumer_near(op))
+            .collect();
+        self.near_body.insert(l, near.clone());
+        near
+    }
+
+    fn body_ops(&self, l: Op) -> Vec<Op> {
+        let k = self.k;
+        let mut out = Vec::new();
+        let mut work: Vec<Region> = k.ops[l].regions.iter().rev().copied().collect();
+        while let Some(r) = work.pop() {
+            for &op in k.region_ops(r) {
+                let inner = &k.ops[op].regions;
+                if inner.is_empty() {
+                    out.push(op);
+                } else {
+                    work.extend(inner.iter().rev().copied());
+                }
+            }
+        }
+        out
+    }
+
+    /// Splits the state `x` entering loop `l` (every entry just tagged `Pre(0)` on `l`) into
+    /// the entries that some op of the body (`ops`) may meet, kept as they are, and the
+    /// *quiet* ones, retagged `Unknown` on `l` (docs/async.md, "Entries a copy loop cannot
+    /// meet"). Iterated, a quiet entry would become `Pre(0)`, ..., `Pre(TAG_CAP - 1)`,
+    /// `Unknown` on `l`, all of the same age (the body only adds entries), each answering
+    /// "no conflict, no note" to every op of the body ([`Flow::quiet_variant`]), and all
+    /// merged into one entry again when `l` exits: only the `Unknown` copy is kept.
+    fn split_quiet(&mut self, l: Op, ops: &[Op], x: &InFlight) -> (InFlight, InFlight) {
+        let mut quiet = InFlight::default();
+        quiet.assume = x.assume.clone();
+        let mut moved: rustc_hash::FxHashSet<EntryId> = Default::default();
+        for (q, e, a) in x.iter() {
+            if let Some(u) = self.quiet_variant(l, ops, q, e) {
+                moved.insert(e);
+                quiet.insert(q, u, a);
+            }
+        }
+        let mut loud = x.clone();
+        if !moved.is_empty() {
+            self.stats.quiet += moved.len() as u64;
+            loud.retain(|_, e, _| !moved.contains(&e));
+        }
+        (loud, quiet)
+    }
+
+    /// Entry `e` (queue `q`) tagged `Unknown` on loop `l` when it is quiet there (`ops`: the
+    /// body's ops near some async op, [`Flow::near_body_ops`]): not a
+    /// wgmma (register conflicts do not look at tags), issued inside some loop but not in
+    /// `l` (a copy outside every loop may be dropped at `l`'s exit by its guard for some
+    /// `Pre(j)`; one in `l` carries `PreLast`), tagged `Pre(0)` on `l`, and for every op of
+    /// the body the answer for each `Pre(j)` copy is "no, without a note". That answer is
+    /// [`Flow::decide`]'s first two generalizations: widening `Pre(j)` on `l` (a loop around
+    /// the consumer, not the copy) gives `Unknown` for every `j`, so the `Earlier` and
+    /// `Widest` generalizations of each copy are those of the `Unknown` one (or that entry
+    /// itself when it has nothing more to widen); one of them answering (no, no note) is
+    /// what `decide` returns for each copy, and for the `Unknown` one. Memoized per run.
+    fn quiet_variant(&mut self, l: Op, ops: &[Op], q: Queue, e: EntryId) -> Option<EntryId> {
+        if let Some(&r) = self.quiet.get(&(l, e)) {
+            return r;
+        }
+        let r = self.quiet_variant_uncached(l, ops, q, e);
+        self.quiet.insert((l, e), r);
+        r
+    }
+
+    fn quiet_variant_uncached(
+        &mut self,
+        l: Op,
+        ops: &[Op],
+        q: Queue,
+        e: EntryId,
+    ) -> Option<EntryId> {
+        if q == Queue::Wgmma {
+            return None;
+        }
+        let copy = self.memo.entries.op(e);
+        let lx = self.loops.of(copy);
+        if lx.is_empty() || lx.contains(&l) {
+            return None;
+        }
+        let tags = self.memo.entries.tags(e);
+        if !tags.iter().any(|&(t, g)| t == l && g == IterTag::Pre(0)) {
+            return None;
+        }
+        let u: Vec<(Op, IterTag)> = tags
+            .iter()
+            .map(|&(t, g)| if t == l { (t, IterTag::Unknown) } else { (t, g) })
+            .collect();
+        let u = self.memo.entries.intern(copy, &u);
+        for &op in ops {
+            if self.apart(op, copy) {
+                continue;
+            }
+            let no = [Widening::Earlier, Widening::Widest].into_iter().any(|w| {
+                let g = self.generalized(op, u, w).unwrap_or(u);
+                self.probe(op, g) == (false, false)
+            });
+            if !no {
+                return None;
+            }
+        }
+        Some(u)
     }
 
     /// The issues of loop `l`'s body (with their queues) when the body only adds entries: no
@@ -1019,8 +1202,21 @@ impl<'k> Flow<'k> {
                 if st.is_empty() || !self.consumer_near(op) {
                     continue;
                 }
-                let ids: Vec<EntryId> = st.iter().map(|(_, e, _)| e).collect();
-                for e in ids {
+                // Known answers are read in place (`consumer_near` made the record); the
+                // others are asked afterwards. Only the memo's contents depend on the order.
+                let mut unasked = Vec::new();
+                if let Some(c) = self.memo.consumers.get(&op) {
+                    for (_, e, _) in st.iter() {
+                        match c.answers.get(e.index()).copied().unwrap_or(Answer::Unasked) {
+                            Answer::No => {}
+                            Answer::Yes => return true,
+                            Answer::Noted(i) if self.memo.noted[i as usize].0 => return true,
+                            Answer::Noted(_) => {}
+                            Answer::Unasked => unasked.push(e),
+                        }
+                    }
+                }
+                for e in unasked {
                     if self.probe(op, e).0 {
                         return true;
                     }
@@ -1073,6 +1269,19 @@ impl<'k> Flow<'k> {
     fn guard_excludes_exit(&mut self, l: Op, e: EntryId) -> bool {
         if let Some(&g) = self.guards.get(&(l, e)) {
             return g;
+        }
+        // Only two tags can be ruled out (below): decided from the tag alone otherwise,
+        // without building the entry nor the guard.
+        let copy = self.memo.entries.op(e);
+        let tag = self.memo.entries.tags(e).iter().find(|(lp, _)| *lp == l);
+        let possible = match tag.map(|(_, t)| *t) {
+            Some(IterTag::Pre(_) | IterTag::PreLast(..)) => self.loops.of(copy).is_empty(),
+            Some(IterTag::Dist(d)) => d >= 1 && self.loops.of(copy).contains(&l),
+            _ => false,
+        };
+        if !possible {
+            self.guards.insert((l, e), false);
+            return false;
         }
         let p = self.memo.entries.pending(e);
         let g = self.guard_excludes_exit_uncached(l, &p);
@@ -1573,6 +1782,16 @@ impl<'k> Flow<'k> {
     /// any earlier iteration, a superset of `d` iterations earlier; inside it, loops of
     /// another instance: free).
     fn generalized(&mut self, op: Op, e: EntryId, w: Widening) -> Option<EntryId> {
+        let key = (self.loops.of(op).last().copied(), e, w);
+        if let Some(&g) = self.memo.widened.get(&key) {
+            return g;
+        }
+        let g = self.generalized_uncached(op, e, w);
+        self.memo.widened.insert(key, g);
+        g
+    }
+
+    fn generalized_uncached(&mut self, op: Op, e: EntryId, w: Widening) -> Option<EntryId> {
         let copy = self.memo.entries.op(e);
         let (lx, ly) = (self.loops.of(copy), self.loops.of(op));
         let m = lx.iter().zip(ly).take_while(|(a, b)| a == b).count();
@@ -1675,7 +1894,7 @@ impl<'k> Flow<'k> {
 }
 
 /// Which generalization of an in-flight entry [`Flow::generalized`] builds.
-#[derive(Copy, Clone, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 enum Widening {
     /// Also any earlier iteration of the loops enclosing both the copy and the consumer.
     Earlier,
@@ -1711,6 +1930,13 @@ fn closed_form_off() -> bool {
 fn full_trips_env() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_FULL_TRIPS").is_some())
+}
+
+/// Whether `SMEMSYNC_INFLIGHT_KEEP_TAGS` is set: entries a loop in closed form cannot meet
+/// keep their `Pre` tags on it (for measuring the collapse, `Flow::split_quiet`).
+fn keep_tags_env() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_KEEP_TAGS").is_some())
 }
 
 /// Drops from `x` the entries that stand for no execution at the head of loop `l`, a `for`
