@@ -49,7 +49,7 @@ pub struct Synchronized {
     pub waits: SyncPlan,
     /// The input with its waits: the kernel barrier placement ran on (its anchors, and the
     /// names explanations give). `None` from [`synchronize_output`], which writes the barriers
-    /// into that kernel instead of a copy of it: read it through [`Synchronized::with_waits`].
+    /// into that kernel instead of a copy of it: read it through [`Synchronized::with_waits()`].
     pub with_waits: Option<Kernel>,
     /// Barrier placement on `with_waits` (anchored there).
     pub placement: Placement,
@@ -249,7 +249,7 @@ pub fn synchronize(
 }
 
 /// [`synchronize`] on a kernel the caller gives up: the handshakes and waits are written into
-/// it, and it becomes [`Synchronized::with_waits`] (moved, never copied), so at most two
+/// it, and it becomes `Synchronized::with_waits` (moved, never copied), so at most two
 /// kernels are alive at once: that one and the output. The result is [`synchronize`]'s.
 pub fn synchronize_owned(
     input: Kernel,
@@ -262,7 +262,7 @@ pub fn synchronize_owned(
 /// [`synchronize_owned`] for a caller that wants the output and no explanation (`sync`
 /// without `--explain`): the barriers are written into the kernel placement ran on instead of
 /// a copy of it (`ir::edit::apply_in_place`), so one kernel is alive at the end, and
-/// [`Synchronized::with_waits`] is `None`. Every other field is [`synchronize_owned`]'s, the
+/// `Synchronized::with_waits` is `None`. Every other field is [`synchronize_owned`]'s, the
 /// output kernel included (the same ops, ids and places).
 pub fn synchronize_output(
     input: Kernel,
