@@ -135,7 +135,7 @@ fn every_barrier_the_placer_needs_is_caught_missing_by_the_checker() {
                     continue;
                 }
                 let mutant =
-                    apply(&s.with_waits, &p.plan.without(i)).expect("plan anchored in its kernel");
+                    apply(s.with_waits(), &p.plan.without(i)).expect("plan anchored in its kernel");
                 let mut o = check_opts(&target);
                 o.schedules = 4;
                 let r = check_race_free(&mutant, &o);

@@ -168,7 +168,7 @@ fn exhaustive(with_waits: &smemsync::Kernel) -> smemsync::sync::Placement {
 /// barriers and warp syncs written.
 fn against_oracle(name: &str, src: &str, param: &str, value: i64) -> (usize, usize) {
     let opt = sync_with(src, Strategy::Optimal);
-    let ex = exhaustive(&opt.with_waits);
+    let ex = exhaustive(opt.with_waits());
     let (o, e) = (&opt.placement.stats, &ex.stats);
     assert_eq!(
         o.inserted_executed,
@@ -183,7 +183,7 @@ fn against_oracle(name: &str, src: &str, param: &str, value: i64) -> (usize, usi
         o.barriers_written + o.warp_syncs_written <= e.barriers_written + e.warp_syncs_written,
         "{name}: optimal writes more syncs than the oracle"
     );
-    let ex_kernel = apply(&opt.with_waits, &ex.plan).expect("plan anchored in its kernel");
+    let ex_kernel = apply(opt.with_waits(), &ex.plan).expect("plan anchored in its kernel");
     for (who, k) in [("optimal", &opt.kernel), ("exhaustive", &ex_kernel)] {
         let opts = CheckOptions {
             target: Some(sm80()),

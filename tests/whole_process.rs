@@ -7,7 +7,7 @@ use std::process::Command;
 
 use smemsync::emit::text::{CHUNK, print_kernel, write_kernel};
 use smemsync::sync::PlaceOptions;
-use smemsync::sync::driver::{synchronize, synchronize_owned};
+use smemsync::sync::driver::{synchronize, synchronize_output, synchronize_owned};
 use smemsync::target::Target;
 
 fn smemsync(args: &[&str]) -> (i32, String, String) {
@@ -86,6 +86,48 @@ fn a_failing_writer_stops_the_printer_with_its_error() {
     assert!(w.taken <= CHUNK);
 }
 
+/// The pipeline that writes the barriers in place (`synchronize_output`, what `sync` without
+/// `--explain` runs) gives `owned`'s result: the same output kernel, op ids included (the
+/// arena printed op by op), the same inserted ops, warnings, stats, fences and split, and no
+/// kernel without the barriers.
+fn output_only_agrees(
+    k: &smemsync::Kernel,
+    target: &Target,
+    owned: &smemsync::sync::driver::Synchronized,
+    what: &str,
+) {
+    let opts = PlaceOptions::default();
+    let out = synchronize_output(k.clone(), target, &opts).expect(what);
+    assert!(out.with_waits.is_none(), "{what}");
+    assert_eq!(
+        print_kernel(&out.kernel),
+        print_kernel(&owned.kernel),
+        "{what}"
+    );
+    assert_eq!(
+        format!("{:?}", out.kernel.ops),
+        format!("{:?}", owned.kernel.ops),
+        "{what}"
+    );
+    assert_eq!(out.inserted(), owned.inserted(), "{what}");
+    assert_eq!(out.placement.stats, owned.placement.stats, "{what}");
+    assert_eq!(out.placement.plan, owned.placement.plan, "{what}");
+    let codes =
+        |d: &[smemsync::Diagnostic]| d.iter().map(|x| x.message.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        codes(&out.placement.warnings),
+        codes(&owned.placement.warnings),
+        "{what}"
+    );
+    assert_eq!(out.fences, owned.fences, "{what}");
+    assert_eq!(
+        format!("{:?}", out.split),
+        format!("{:?}", owned.split),
+        "{what}"
+    );
+    assert_eq!(out.waits, owned.waits, "{what}");
+}
+
 #[test]
 fn the_pipeline_on_a_kernel_it_takes_gives_what_it_gives_on_a_borrowed_one() {
     let opts = PlaceOptions::default();
@@ -106,19 +148,24 @@ fn the_pipeline_on_a_kernel_it_takes_gives_what_it_gives_on_a_borrowed_one() {
                             "{name} {t}"
                         );
                         assert_eq!(
-                            print_kernel(&b.with_waits),
-                            print_kernel(&o.with_waits),
+                            print_kernel(b.with_waits()),
+                            print_kernel(o.with_waits()),
                             "{name} {t}"
                         );
                         assert_eq!(b.placement.stats, o.placement.stats, "{name} {t}");
                         assert_eq!(b.waits, o.waits, "{name} {t}");
                         assert_eq!(b.input_ops, o.input_ops, "{name} {t}");
+                        output_only_agrees(k, &target, &o, &format!("{name} {t}"));
                     }
                     (Err(b), Err(o)) => {
                         let codes = |d: &[smemsync::Diagnostic]| {
                             d.iter().map(|x| x.code).collect::<Vec<_>>()
                         };
                         assert_eq!(codes(&b), codes(&o), "{name} {t}");
+                        let out = synchronize_output(k.clone(), &target, &opts)
+                            .map(|_| ())
+                            .expect_err(&format!("{name} {t}: fails as the others do"));
+                        assert_eq!(codes(&out), codes(&o), "{name} {t}");
                     }
                     (b, o) => panic!("{name} {t}: {:?} vs {:?}", b.is_ok(), o.is_ok()),
                 }

@@ -222,7 +222,7 @@ fn report(input: &Kernel, s: &Pipeline, src: &str, opts: &SyncOptions) -> Kernel
             reason: opts.explain.then(|| e.reason.text().to_string()),
         })
         .collect();
-    let k = &s.with_waits;
+    let k = s.with_waits();
     let names = Namer::new(k, src).inserted(s.input_ops, &s.kernel);
     let mut fp = opts.explain.then(|| Footprints::new(k, opts.target.0.warp));
     let mut hz = p.hazards.clone();

@@ -288,7 +288,7 @@ fn real_kernels(max_pairs: usize) -> Vec<(String, String)> {
 
 /// `bench --process`: the whole `sync` process, stage by stage, on generated kernels of 10^4
 /// ops up to `max` (powers of ten), as `smemsync sync` runs it: reading and verifying the text
-/// (`cli::load_for_target`), the pipeline on the kernel it takes (`synchronize_owned`), and
+/// (`cli::load_for_target`), the pipeline on the kernel it takes (`synchronize_output`, as `sync` runs it), and
 /// printing (`write_kernel`, to a sink: the cost of a terminal or a file is not smemsync's).
 /// CPU milliseconds of the thread per stage; the peak resident memory of the row (the
 /// generated text included, as the command holds its input) and that peak per op.
@@ -323,7 +323,7 @@ fn process_rows(max: usize, target: &Target) -> i32 {
 /// One row of [`process_rows`]; the error is an exit code (a generated kernel that does not
 /// read, or a finding).
 fn process_row(input: &super::Input, target: &Target) -> Result<(), i32> {
-    use smemsync::sync::driver::synchronize_owned;
+    use smemsync::sync::driver::synchronize_output;
     let reset = reset_peak();
     let t0 = Instant::now();
     let c0 = thread_cpu_ns();
@@ -333,7 +333,7 @@ fn process_row(input: &super::Input, target: &Target) -> Result<(), i32> {
         return Err(EXIT_USER);
     };
     let ops = k.ops.len();
-    let synced = synchronize_owned(k, target, &PlaceOptions::default());
+    let synced = synchronize_output(k, target, &PlaceOptions::default());
     let c2 = thread_cpu_ns();
     let s = synced.map_err(|d| {
         super::report(input, &d);

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use smemsync::analysis::footprint::Footprints;
 use smemsync::analysis::hazards::{Carry, Hazard};
 use smemsync::emit::explain::{Namer, buffer_name, explain_hazard};
-use smemsync::sync::driver::{Synchronized, synchronize, synchronize_owned, without_inserted};
+use smemsync::sync::driver::{Synchronized, synchronize, synchronize_output, without_inserted};
 use smemsync::sync::{PlaceOptions, Strategy};
 use smemsync::target::Target;
 use smemsync::{Diagnostic, Kernel};
@@ -98,8 +98,9 @@ pub fn run(args: &SyncArgs) -> i32 {
         no_warp_sync: args.no_warp_sync,
     };
     // The input kernel is read after its synchronization only by `--explain` (the waits are
-    // named in it), `--plan-smem` and `--annotate`; otherwise the pipeline takes it and copies
-    // no kernel (docs/performance.md, "The whole process at 10^6 ops, session 29").
+    // named in it), `--plan-smem` and `--annotate`; otherwise the pipeline takes it, copies
+    // no kernel and writes the barriers into it (`synchronize_output`; docs/performance.md,
+    // "The whole process at 10^6 ops, session 29" and "reader").
     let keep_input = args.explain || args.plan_smem || args.annotate;
     let mut pieces = Vec::new();
     let mut docs = Vec::new();
@@ -110,7 +111,7 @@ pub fn run(args: &SyncArgs) -> i32 {
             let synced = synchronize_kept(&k, &input, &target, &opts, args);
             (Some(k), synced)
         } else {
-            (None, synchronize_owned(k, &target, &opts))
+            (None, synchronize_output(k, &target, &opts))
         };
         let s = match synced {
             Ok(s) => s,
@@ -334,7 +335,7 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
             text.push_str(&format!("//   {line}\n"));
         }
     }
-    let (p, k) = (&s.placement, &s.with_waits);
+    let (p, k) = (&s.placement, s.with_waits());
     let names = Namer::new(k, src).inserted(s.input_ops, &s.kernel);
     let mut fp = Footprints::new(k, target.warp);
     let mut hz = p.hazards.clone();
@@ -428,7 +429,7 @@ fn explain_json(
             ),
         ])
     });
-    let (p, k) = (&s.placement, &s.with_waits);
+    let (p, k) = (&s.placement, s.with_waits());
     let names = Namer::new(k, src).inserted(s.input_ops, &s.kernel);
     let mut fp = Footprints::new(k, target.warp);
     let mut hz = p.hazards.clone();

@@ -189,7 +189,7 @@ pub fn explain(
     s: &Synchronized,
     bounds: &HashMap<String, i64>,
 ) -> Report {
-    let k = &s.with_waits;
+    let k = s.with_waits();
     let names = Namer::new(k, src)
         .inserted(s.input_ops, &s.kernel)
         .explicit();
@@ -371,7 +371,7 @@ fn sync_view(
         _ => SyncKindView::Barrier,
     };
     let op = row.and_then(|r| tl.lines.get(r)).map_or_else(
-        || crate::emit::text::print_op_line(&s.with_waits, &site.op),
+        || crate::emit::text::print_op_line(s.with_waits(), &site.op),
         |l| l.trim().to_string(),
     );
     let removes = (0..hazards.len())
@@ -401,11 +401,11 @@ fn find_row(
     site: &SyncSite,
 ) -> (Option<usize>, Option<usize>, bool) {
     let k = &s.kernel;
-    let placed = s.with_waits.ops.len();
+    let placed = s.with_waits().ops.len();
     let (r, g) = site.gap();
     let ops = k.region_ops(r);
-    let wops = s.with_waits.region_ops(r);
-    let end = crate::ir::edit::body_len(&s.with_waits, r);
+    let wops = s.with_waits().region_ops(r);
+    let end = crate::ir::edit::body_len(s.with_waits(), r);
     let next = (g < end).then(|| wops[g]);
     let stop = match next {
         Some(n) => ops.iter().position(|&o| o == n).unwrap_or(ops.len()),
@@ -451,7 +451,7 @@ fn find_row(
 /// Sync ops of the output other than the inserted barriers.
 fn marks(s: &Synchronized, tl: &Timeline) -> Vec<Mark> {
     let k = &s.kernel;
-    let placed = s.with_waits.ops.len();
+    let placed = s.with_waits().ops.len();
     let mut out = Vec::new();
     for o in k.ops_in_order() {
         if !is_sync(k, o) {
@@ -532,14 +532,14 @@ pub fn hazard_id(h: usize) -> String {
 /// `first + i` of the kernel with waits, `first` counting the input's ops and the handshakes'.
 fn wait_views(input: &Kernel, src: &str, s: &Synchronized, tl: &Timeline) -> Vec<WaitView> {
     let names = Namer::new(input, src).explicit();
-    let first = s.with_waits.ops.len() - s.waits.edits.len();
+    let first = s.with_waits().ops.len() - s.waits.edits.len();
     s.waits
         .edits
         .iter()
         .enumerate()
         .map(|(i, e)| {
             let op = crate::ir::Op::new(first + i);
-            let row = (op.index() < s.with_waits.ops.len())
+            let row = (op.index() < s.with_waits().ops.len())
                 .then(|| tl.row.get(&op).copied())
                 .flatten();
             WaitView {

@@ -177,12 +177,19 @@ impl<K: EntityRef, V: Clone> SecondaryMap<K, V> {
     pub fn reserve(&mut self, additional: usize) {
         self.items.reserve(additional);
     }
+    /// Writes the entry of `k`. The key just past the last written (a reader or a pass
+    /// creating entities in order) is a push: no default is made and dropped for it.
+    #[inline]
     pub fn set(&mut self, k: K, v: V) {
         let i = k.index();
-        if i >= self.items.len() {
-            self.items.resize(i + 1, self.default.clone());
+        if let Some(slot) = self.items.get_mut(i) {
+            *slot = v;
+            return;
         }
-        self.items[i] = v;
+        if i > self.items.len() {
+            self.items.resize(i, self.default.clone());
+        }
+        self.items.push(v);
     }
     pub fn get_mut(&mut self, k: K) -> &mut V {
         let i = k.index();

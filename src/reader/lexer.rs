@@ -69,18 +69,36 @@ pub struct Token<'a> {
     pub span: Span,
 }
 
-fn is_word_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || c == '_' || c == '.'
+/// The bytes that continue a word or name: ASCII letters and digits, `_` and `.` (a table, so
+/// that scanning a name is one load and one test a byte).
+const WORD_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'.';
+        b += 1;
+    }
+    t
+};
+
+fn is_word_byte(b: u8) -> bool {
+    WORD_BYTE[usize::from(b)]
+}
+
+/// Where the run of word bytes starting at `from` ends.
+fn word_end(bytes: &[u8], from: usize) -> usize {
+    bytes
+        .get(from..)
+        .and_then(|rest| rest.iter().position(|&b| !is_word_byte(b)))
+        .map_or(bytes.len().max(from), |n| from + n)
 }
 
 /// The end of the attribute starting with `#` at `start`: its name, then (if `<` follows)
 /// everything up to the matching `>`, skipping quoted strings.
 fn attr_end(src: &str, start: usize) -> Result<usize, Diagnostic> {
     let bytes = src.as_bytes();
-    let mut i = start + 1;
-    while i < src.len() && is_word_char(bytes[i] as char) {
-        i += 1;
-    }
+    let mut i = word_end(bytes, start + 1);
     if i == start + 1 {
         return Err(Diagnostic::user("E0001", "expected a name after `#`")
             .with_label(Span::new(start, start + 1), "name missing here"));
@@ -141,25 +159,28 @@ impl<'a> Lexer<'a> {
         let src = self.src;
         let bytes = src.as_bytes();
         let mut i = self.at;
-        while i < src.len() {
-            let b = bytes[i];
-            if b.is_ascii() {
-                if b.is_ascii_whitespace() || b == 0x0b {
+        while let Some(&b) = bytes.get(i) {
+            // Whitespace and comments by their first byte; a non-ASCII character is decoded
+            // (Unicode whitespace separates tokens too).
+            let c = match b {
+                b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => {
                     i += 1;
                     continue;
                 }
-            } else {
-                let c = src[i..].chars().next().unwrap_or(' ');
-                if c.is_whitespace() {
-                    i += c.len_utf8();
+                b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                    i = src[i..].find('\n').map_or(src.len(), |n| i + n);
                     continue;
                 }
-            }
-            if src[i..].starts_with("//") {
-                i = src[i..].find('\n').map_or(src.len(), |n| i + n);
-                continue;
-            }
-            let c = src[i..].chars().next().unwrap_or(' ');
+                _ if b.is_ascii() => char::from(b),
+                _ => {
+                    let c = src[i..].chars().next().unwrap_or(' ');
+                    if c.is_whitespace() {
+                        i += c.len_utf8();
+                        continue;
+                    }
+                    c
+                }
+            };
             self.at = i;
             let (tok, end) = token(src, i, c)?;
             self.at = end;
@@ -176,39 +197,30 @@ impl<'a> Lexer<'a> {
     }
 }
 
-/// The token starting at `start` (whose first character is `c`) and where it ends.
+/// The token starting at `start` (whose first character is `c`) and where it ends: one
+/// match on `c` (its cases are disjoint).
 fn token(src: &str, start: usize, c: char) -> Result<(Tok<'_>, usize), Diagnostic> {
-    let single = match c {
-        '(' => Some(Tok::LParen),
-        ')' => Some(Tok::RParen),
-        '[' => Some(Tok::LBracket),
-        ']' => Some(Tok::RBracket),
-        '{' => Some(Tok::LBrace),
-        '}' => Some(Tok::RBrace),
-        ',' => Some(Tok::Comma),
-        ':' => Some(Tok::Colon),
-        '=' => Some(Tok::Eq),
-        _ => None,
-    };
-    if let Some(t) = single {
-        return Ok((t, start + 1));
-    }
-    if src[start..].starts_with("<-") {
-        return Ok((Tok::Arrow, start + 2));
-    }
-    let neg_num = c == '-'
-        && src[start + 1..]
-            .chars()
-            .next()
-            .is_some_and(|d| d.is_ascii_digit() || d == 'i');
+    let single = |t| Ok((t, start + 1));
+    let next = src.as_bytes().get(start + 1).copied();
     match c {
+        '(' => single(Tok::LParen),
+        ')' => single(Tok::RParen),
+        '[' => single(Tok::LBracket),
+        ']' => single(Tok::RBracket),
+        '{' => single(Tok::LBrace),
+        '}' => single(Tok::RBrace),
+        ',' => single(Tok::Comma),
+        ':' => single(Tok::Colon),
+        '=' => single(Tok::Eq),
+        '<' if next == Some(b'-') => Ok((Tok::Arrow, start + 2)),
         '#' => {
             let end = attr_end(src, start)?;
             Ok((Tok::Attr(&src[start..end]), end))
         }
         '%' | '@' => name(src, start, c),
         '"' => string(src, start),
-        _ if c.is_ascii_digit() || neg_num => number(src, start),
+        '-' if next.is_some_and(|d| d.is_ascii_digit() || d == b'i') => number(src, start),
+        _ if c.is_ascii_digit() => number(src, start),
         _ if c.is_ascii_alphabetic() || c == '_' => Ok(word(src, start)),
         _ => Err(
             Diagnostic::user("E0004", format!("unexpected character `{c}`"))
@@ -220,11 +232,8 @@ fn token(src: &str, start: usize, c: char) -> Result<(Tok<'_>, usize), Diagnosti
 /// `%name` or `@name` (`sigil` is `%` or `@`).
 fn name(src: &str, start: usize, sigil: char) -> Result<(Tok<'_>, usize), Diagnostic> {
     let bytes = src.as_bytes();
-    let mut i = start + 1;
-    let s = i;
-    while i < src.len() && is_word_char(bytes[i] as char) {
-        i += 1;
-    }
+    let s = start + 1;
+    let i = word_end(bytes, s);
     if i == s {
         return Err(
             Diagnostic::user("E0001", format!("expected a name after `{sigil}`"))
@@ -259,7 +268,7 @@ fn string(src: &str, start: usize) -> Result<(Tok<'_>, usize), Diagnostic> {
 fn number(src: &str, start: usize) -> Result<(Tok<'static>, usize), Diagnostic> {
     let bytes = src.as_bytes();
     let mut i = start + 1;
-    while i < src.len() && (is_word_char(bytes[i] as char)) {
+    while i < src.len() && is_word_byte(bytes[i]) {
         // allow exponents like 1e-5
         i += 1;
         if (bytes[i - 1] == b'e' || bytes[i - 1] == b'E')
@@ -298,11 +307,7 @@ fn number(src: &str, start: usize) -> Result<(Tok<'static>, usize), Diagnostic> 
 
 /// A keyword or op name (`inf` and `nan` are floats).
 fn word(src: &str, start: usize) -> (Tok<'_>, usize) {
-    let bytes = src.as_bytes();
-    let mut i = start;
-    while i < src.len() && is_word_char(bytes[i] as char) {
-        i += 1;
-    }
+    let i = word_end(src.as_bytes(), start);
     let tok = match &src[start..i] {
         "inf" => Tok::Float(f64::INFINITY),
         "nan" => Tok::Float(f64::NAN),

@@ -1,13 +1,16 @@
 //! Recursive-descent parser for the kernel text format (grammar in `docs/ir.md`).
 //!
-//! Builds a [`Kernel`] directly, resolving names through a stack of scopes (a region's
-//! definitions are visible in it and its nested regions, after the definition). Types are
+//! Builds a [`Kernel`] directly, resolving names through one table of the names in scope (a
+//! region's definitions are visible in it and its nested regions, after the definition; a
+//! name visible at a definition is an error, so the open scopes never share a name and one
+//! table with an undo log per region stands for their stack). The tables are keyed by the
+//! names' text in the source: no name is copied to be looked up. Types are
 //! inferred from operands; an immediate takes the type its context requires. The first syntax
 //! or name error stops the parse and is returned as a diagnostic with a span; structural
 //! checks that need the whole kernel are left to `verify`. An op's first word is looked up in
 //! the signature table (`ir::signature`), whose family picks the function that parses the
 //! operands (values, views, accesses, copies, waits, barriers and mbarriers, terminators,
-//! region ops). Complexity: O(tokens · scope depth).
+//! region ops). Complexity: O(tokens): one hash lookup per name defined or used.
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -90,14 +93,20 @@ struct Parser<'a> {
     lex_error: Option<Diagnostic>,
 }
 
-struct KernelCtx {
+struct KernelCtx<'a> {
     k: Kernel,
     /// Region-owning ops enclosing the region being parsed.
     depth: usize,
-    scopes: Vec<HashMap<String, Sym>>,
-    symbols: HashMap<String, Span>,
+    /// Every `%name` in scope: the kernel's, then those of each open region block.
+    names: HashMap<&'a str, Sym>,
+    /// Where each open region block's definitions start in `defined` (empty at the top level).
+    blocks: Vec<usize>,
+    /// The names defined inside open region blocks, in order: closing a block takes its own
+    /// out of `names` (top-level names are never taken out, so not logged).
+    defined: Vec<&'a str>,
+    symbols: HashMap<&'a str, Span>,
     /// Shared buffers by name (a kernel may declare many: `Kernel::buffer_by_name` scans).
-    buffers: HashMap<String, Buffer>,
+    buffers: HashMap<&'a str, Buffer>,
 }
 
 type PResult<T> = Result<T, Diagnostic>;
@@ -117,8 +126,17 @@ struct OpOut {
 /// bytes).
 fn kernel_lines(src: &str, at: usize) -> usize {
     let rest = src.get(at..).unwrap_or_default();
-    let end = rest.find("\n}").unwrap_or(rest.len());
-    rest.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count()
+    // One pass from line break to line break (each found by `find`'s byte search).
+    let (mut lines, mut from) = (0, 0);
+    while let Some(n) = rest[from..].find('\n') {
+        let nl = from + n;
+        if rest.as_bytes().get(nl + 1) == Some(&b'}') {
+            break;
+        }
+        lines += 1;
+        from = nl + 1;
+    }
+    lines
 }
 
 /// Adds a layout definition, refusing a second one of the same name (E1000).
@@ -355,7 +373,9 @@ impl<'a> Parser<'a> {
         let mut cx = KernelCtx {
             k,
             depth: 0,
-            scopes: vec![top],
+            names: top,
+            blocks: Vec::new(),
+            defined: Vec::new(),
             symbols: HashMap::default(),
             buffers: HashMap::default(),
         };
@@ -433,18 +453,23 @@ impl<'a> Parser<'a> {
         Ok(d)
     }
 
-    fn define(&self, cx: &mut KernelCtx, name: &str, span: Span, sym: Sym) -> PResult<()> {
-        if cx.scopes.iter().any(|s| s.contains_key(name)) {
-            return Err(
-                Diagnostic::user("E0110", format!("`%{name}` is already defined"))
-                    .with_label(span, "redefined here")
-                    .with_help("every value name must be unique within its scope"),
-            );
+    fn define(&self, cx: &mut KernelCtx<'a>, name: &'a str, span: Span, sym: Sym) -> PResult<()> {
+        use std::collections::hash_map::Entry;
+        match cx.names.entry(name) {
+            Entry::Occupied(_) => {
+                return Err(
+                    Diagnostic::user("E0110", format!("`%{name}` is already defined"))
+                        .with_label(span, "redefined here")
+                        .with_help("every value name must be unique within its scope"),
+                );
+            }
+            Entry::Vacant(e) => {
+                e.insert(sym);
+            }
         }
-        cx.scopes
-            .last_mut()
-            .expect("scope")
-            .insert(name.to_string(), sym);
+        if !cx.blocks.is_empty() {
+            cx.defined.push(name);
+        }
         match sym {
             Sym::Value(v) => {
                 cx.k.value_names.set(v, name.to_string());
@@ -456,11 +481,9 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn lookup(&self, cx: &KernelCtx, name: &str, span: Span) -> PResult<Sym> {
-        for s in cx.scopes.iter().rev() {
-            if let Some(sym) = s.get(name) {
-                return Ok(*sym);
-            }
+    fn lookup(&self, cx: &KernelCtx<'a>, name: &str, span: Span) -> PResult<Sym> {
+        if let Some(sym) = cx.names.get(name) {
+            return Ok(*sym);
         }
         Err(
             Diagnostic::user("E0111", format!("`%{name}` is not defined here"))
@@ -469,7 +492,7 @@ impl<'a> Parser<'a> {
         )
     }
 
-    fn param(&mut self, cx: &mut KernelCtx) -> PResult<()> {
+    fn param(&mut self, cx: &mut KernelCtx<'a>) -> PResult<()> {
         let (name, ns) = self.local()?;
         self.expect(Tok::Colon)?;
         if self.eat_word("global") {
@@ -605,7 +628,7 @@ impl<'a> Parser<'a> {
 
     /// Items of a nested region until the closing brace (not consumed), refusing nesting
     /// deeper than `MAX_NESTING` before recursing (so no input can overflow the stack).
-    fn nested_items(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
+    fn nested_items(&mut self, cx: &mut KernelCtx<'a>, region: Region) -> PResult<()> {
         if cx.depth >= MAX_NESTING {
             return Err(too_deep(self.prev_span()));
         }
@@ -616,7 +639,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Items of a region until the closing brace (not consumed).
-    fn region_items(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
+    fn region_items(&mut self, cx: &mut KernelCtx<'a>, region: Region) -> PResult<()> {
         loop {
             match self.peek() {
                 Tok::RBrace => return Ok(()),
@@ -640,7 +663,7 @@ impl<'a> Parser<'a> {
 
     fn top_level_only(
         &self,
-        cx: &KernelCtx,
+        cx: &KernelCtx<'a>,
         region: Region,
         span: Span,
         what: &str,
@@ -655,7 +678,7 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn new_symbol(&mut self, cx: &mut KernelCtx, name: &str, span: Span) -> PResult<()> {
+    fn new_symbol(&mut self, cx: &mut KernelCtx<'a>, name: &'a str, span: Span) -> PResult<()> {
         if let Some(prev) = cx.symbols.get(name) {
             return Err(
                 Diagnostic::user("E0117", format!("`@{name}` is already declared"))
@@ -663,11 +686,11 @@ impl<'a> Parser<'a> {
                     .with_label(*prev, "first declared here"),
             );
         }
-        cx.symbols.insert(name.to_string(), span);
+        cx.symbols.insert(name, span);
         Ok(())
     }
 
-    fn shared_decl(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
+    fn shared_decl(&mut self, cx: &mut KernelCtx<'a>, region: Region) -> PResult<()> {
         let kw = self.expect_word("shared")?;
         self.top_level_only(cx, region, kw, "shared")?;
         let (name, ns) = self.symbol()?;
@@ -702,11 +725,11 @@ impl<'a> Parser<'a> {
             layout,
         });
         cx.k.buffer_spans.set(b, kw.to(self.prev_span()));
-        cx.buffers.insert(name.to_string(), b);
+        cx.buffers.insert(name, b);
         Ok(())
     }
 
-    fn group_decl(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
+    fn group_decl(&mut self, cx: &mut KernelCtx<'a>, region: Region) -> PResult<()> {
         let kw = self.expect_word("group")?;
         self.top_level_only(cx, region, kw, "group")?;
         let (name, ns) = self.symbol()?;
@@ -733,7 +756,7 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn buffer_ref(&self, cx: &KernelCtx, name: &str, span: Span) -> PResult<Buffer> {
+    fn buffer_ref(&self, cx: &KernelCtx<'a>, name: &str, span: Span) -> PResult<Buffer> {
         cx.buffers.get(name).copied().ok_or_else(|| {
             Diagnostic::user("E0119", format!("`@{name}` is not a shared buffer"))
                 .with_label(span, "unknown shared buffer")
@@ -741,7 +764,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `@buf` or `%view`.
-    fn memref(&mut self, cx: &KernelCtx) -> PResult<(MemRef, Span)> {
+    fn memref(&mut self, cx: &KernelCtx<'a>) -> PResult<(MemRef, Span)> {
         let s = self.span();
         // Resolved from the token in place (no copy of its name), then consumed.
         let r = match self.peek() {
@@ -758,7 +781,7 @@ impl<'a> Parser<'a> {
         r
     }
 
-    fn global_ref(&mut self, cx: &KernelCtx) -> PResult<(Global, Span)> {
+    fn global_ref(&mut self, cx: &KernelCtx<'a>) -> PResult<(Global, Span)> {
         // Tile copies also accept `@A` for a global (the layout contract's spelling).
         let (n, s) = match self.peek() {
             Tok::Symbol(_) => self.symbol()?,
@@ -773,7 +796,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn raw(&mut self, cx: &KernelCtx) -> PResult<Raw> {
+    fn raw(&mut self, cx: &KernelCtx<'a>) -> PResult<Raw> {
         let s = self.span();
         // Resolved from the token in place (no copy of its name), then consumed.
         let r = match self.peek() {
@@ -794,7 +817,7 @@ impl<'a> Parser<'a> {
         r
     }
 
-    fn raw_ty(&self, cx: &KernelCtx, r: Raw) -> ScalarType {
+    fn raw_ty(&self, cx: &KernelCtx<'a>, r: Raw) -> ScalarType {
         match r {
             Raw::Value(v, _) => cx.k.values[v].ty,
             Raw::Int(..) => ScalarType::I32,
@@ -804,7 +827,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Types an operand as `ty`, converting immediates.
-    fn coerce(&self, cx: &KernelCtx, r: Raw, ty: ScalarType) -> PResult<Operand> {
+    fn coerce(&self, cx: &KernelCtx<'a>, r: Raw, ty: ScalarType) -> PResult<Operand> {
         let mismatch = |have: ScalarType| {
             Err(
                 Diagnostic::user("E0123", format!("expected a {ty} operand, found {have}"))
@@ -842,13 +865,13 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn operand(&mut self, cx: &KernelCtx, ty: ScalarType) -> PResult<Operand> {
+    fn operand(&mut self, cx: &KernelCtx<'a>, ty: ScalarType) -> PResult<Operand> {
         let r = self.raw(cx)?;
         self.coerce(cx, r, ty)
     }
 
     /// `[i, j, ...]` of i32 operands.
-    fn index_list(&mut self, cx: &KernelCtx) -> PResult<Vec<Operand>> {
+    fn index_list(&mut self, cx: &KernelCtx<'a>) -> PResult<Vec<Operand>> {
         self.expect(Tok::LBracket)?;
         let mut v = Vec::new();
         if self.eat(&Tok::RBracket) {
@@ -874,7 +897,7 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn shared_index(&mut self, cx: &KernelCtx) -> PResult<(MemRef, Vec<Operand>, Span)> {
+    fn shared_index(&mut self, cx: &KernelCtx<'a>) -> PResult<(MemRef, Vec<Operand>, Span)> {
         let (m, s) = self.memref(cx)?;
         let idx = self.index_list(cx)?;
         self.check_rank(
@@ -886,7 +909,7 @@ impl<'a> Parser<'a> {
         Ok((m, idx, s))
     }
 
-    fn global_index(&mut self, cx: &KernelCtx) -> PResult<(Global, Vec<Operand>, Span)> {
+    fn global_index(&mut self, cx: &KernelCtx<'a>) -> PResult<(Global, Vec<Operand>, Span)> {
         let (g, s) = self.global_ref(cx)?;
         let idx = self.index_list(cx)?;
         self.check_rank(
@@ -910,9 +933,9 @@ impl<'a> Parser<'a> {
 
     fn bind_results(
         &self,
-        cx: &mut KernelCtx,
+        cx: &mut KernelCtx<'a>,
         op: Op,
-        results: &[(&str, Span)],
+        results: &[(&'a str, Span)],
         opname: &str,
         span: Span,
     ) -> PResult<()> {
@@ -935,7 +958,7 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn mbar_index(&mut self, cx: &KernelCtx) -> PResult<(MemRef, Vec<Operand>)> {
+    fn mbar_index(&mut self, cx: &KernelCtx<'a>) -> PResult<(MemRef, Vec<Operand>)> {
         let (m, idx, s) = self.shared_index(cx)?;
         if cx.k.elem(m) != ElemType::MBarrier {
             return Err(Diagnostic::user("E0128", "expected an mbarrier array")
@@ -947,7 +970,7 @@ impl<'a> Parser<'a> {
     /// `layout "NAME" [in @g] = #attr<...>` or `layout "NAME" in @g`: a layout definition,
     /// bound to thread group `@g` when `cx` (a kernel) is given and the text says so; a
     /// file-level definition cannot name a group (E1622).
-    fn layout_def(&mut self, cx: Option<&KernelCtx>) -> PResult<LayoutDef> {
+    fn layout_def(&mut self, cx: Option<&KernelCtx<'a>>) -> PResult<LayoutDef> {
         let kw = self.expect_word("layout")?;
         let name = self.string()?.0.to_string();
         let mut group = None;
@@ -991,7 +1014,7 @@ impl<'a> Parser<'a> {
 
     /// A tile's `@a <- %A[origin]`: the shared tile, the global buffer and the origin, with
     /// matching element types and a tile rank no larger than the source's.
-    fn tile_operands(&mut self, cx: &KernelCtx) -> PResult<(MemRef, Global, Vec<Operand>)> {
+    fn tile_operands(&mut self, cx: &KernelCtx<'a>) -> PResult<(MemRef, Global, Vec<Operand>)> {
         let (dst, ds) = self.memref(cx)?;
         self.expect(Tok::Arrow)?;
         let (src, origin, ss) = self.global_index(cx)?;
@@ -1007,7 +1030,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `cp_async_tile`/`gather_to_lds_tile`: `%v <- %A[%r, %c] layout "L" masked`.
-    fn tile_copy(&mut self, cx: &KernelCtx) -> PResult<TileCopy> {
+    fn tile_copy(&mut self, cx: &KernelCtx<'a>) -> PResult<TileCopy> {
         let (dst, src, origin) = self.tile_operands(cx)?;
         let layout = self.layout()?;
         let masked = self.eat_word("masked");
@@ -1028,7 +1051,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn op(&mut self, cx: &mut KernelCtx, region: Region) -> PResult<()> {
+    fn op(&mut self, cx: &mut KernelCtx<'a>, region: Region) -> PResult<()> {
         let start = self.span();
         let mut results = Vec::new();
         if matches!(self.peek(), Tok::Local(_)) && matches!(self.peek_next(), Tok::Eq | Tok::Comma) {
@@ -1080,7 +1103,7 @@ impl<'a> Parser<'a> {
     /// `for`, `if`, `while` and `stage`: the op kind, its result types and its regions.
     fn region_op(
         &mut self,
-        cx: &mut KernelCtx,
+        cx: &mut KernelCtx<'a>,
         code: OpCode,
         ns: Span,
         results: &[(&str, Span)],
@@ -1119,7 +1142,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `for %k = lo to hi step s iter(..) { .. }`.
-    fn for_op(&mut self, cx: &mut KernelCtx, out: &mut OpOut) -> PResult<OpKind> {
+    fn for_op(&mut self, cx: &mut KernelCtx<'a>, out: &mut OpOut) -> PResult<OpKind> {
         use ScalarType as T;
         let (iv, ivs) = self.local()?;
         self.expect(Tok::Eq)?;
@@ -1157,7 +1180,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `while iter(..) { .. } do (%a, ..) { .. }`.
-    fn while_op(&mut self, cx: &mut KernelCtx, out: &mut OpOut) -> PResult<OpKind> {
+    fn while_op(&mut self, cx: &mut KernelCtx<'a>, out: &mut OpOut) -> PResult<OpKind> {
         let iters = self.iter_args(cx)?;
         let before = cx.k.new_region();
         let mut names = Vec::new();
@@ -1210,7 +1233,7 @@ impl<'a> Parser<'a> {
     /// Every op that owns no region and defines no view: its kind and result types, by family.
     fn plain_op(
         &mut self,
-        cx: &mut KernelCtx,
+        cx: &mut KernelCtx<'a>,
         code: OpCode,
         name: &str,
         ns: Span,
@@ -1230,7 +1253,7 @@ impl<'a> Parser<'a> {
     /// Constants, arithmetic, comparisons, selects, casts, groups, computes, thread ids.
     fn value_op(
         &mut self,
-        cx: &mut KernelCtx,
+        cx: &mut KernelCtx<'a>,
         code: OpCode,
         name: &str,
         ns: Span,
@@ -1295,7 +1318,7 @@ impl<'a> Parser<'a> {
 
     /// Two operands `a, b` and the type they share: a value's, else f32 if either literal
     /// is a float, else the first literal's.
-    fn raw_pair(&mut self, cx: &KernelCtx) -> PResult<(Raw, Raw, ScalarType)> {
+    fn raw_pair(&mut self, cx: &KernelCtx<'a>) -> PResult<(Raw, Raw, ScalarType)> {
         let a = self.raw(cx)?;
         self.expect(Tok::Comma)?;
         let b = self.raw(cx)?;
@@ -1311,7 +1334,7 @@ impl<'a> Parser<'a> {
     /// `add`, `sub`, .. `shr`: both operands and the result of one type the op admits.
     fn binary(
         &mut self,
-        cx: &KernelCtx,
+        cx: &KernelCtx<'a>,
         name: &str,
         ns: Span,
         tys: &mut Vec<ScalarType>,
@@ -1339,7 +1362,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `neg`, `not`, `exp`, `sqrt`, `abs`.
-    fn unary(&mut self, cx: &KernelCtx, name: &str, tys: &mut Vec<ScalarType>) -> PResult<OpKind> {
+    fn unary(&mut self, cx: &KernelCtx<'a>, name: &str, tys: &mut Vec<ScalarType>) -> PResult<OpKind> {
         use ScalarType as T;
         let op = UnOp::from_name(name).expect("looked up");
         let a = self.raw(cx)?;
@@ -1361,7 +1384,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `@group` of `in_group`.
-    fn group_ref(&mut self, cx: &KernelCtx) -> PResult<Group> {
+    fn group_ref(&mut self, cx: &KernelCtx<'a>) -> PResult<Group> {
         let (g, gs) = self.symbol()?;
         cx.k.groups
             .iter()
@@ -1374,7 +1397,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `compute "name"(args) : types`.
-    fn compute(&mut self, cx: &KernelCtx, tys: &mut Vec<ScalarType>) -> PResult<OpKind> {
+    fn compute(&mut self, cx: &KernelCtx<'a>, tys: &mut Vec<ScalarType>) -> PResult<OpKind> {
         let (n, _) = self.string()?;
         self.expect(Tok::LParen)?;
         let mut args = Vec::new();
@@ -1403,8 +1426,8 @@ impl<'a> Parser<'a> {
     /// `%v = view @a[%s, 0:16]`: defines the view and appends its op itself.
     fn view_op(
         &mut self,
-        cx: &mut KernelCtx,
-        results: &[(&str, Span)],
+        cx: &mut KernelCtx<'a>,
+        results: &[(&'a str, Span)],
         at: (Span, Span, Region),
     ) -> PResult<()> {
         let (start, ns, region) = at;
@@ -1443,7 +1466,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A view's indices after `[` up to and including `]`, and whether a range was among them.
-    fn view_indices(&mut self, cx: &KernelCtx, base: MemRef) -> PResult<(Vec<ViewIndex>, bool)> {
+    fn view_indices(&mut self, cx: &KernelCtx<'a>, base: MemRef) -> PResult<(Vec<ViewIndex>, bool)> {
         let mut indices = Vec::new();
         let mut saw_range = false;
         loop {
@@ -1482,7 +1505,7 @@ impl<'a> Parser<'a> {
 
     /// Shared and global accesses: `load`, `store`, `atomic`, `local_*`, `gload`, `gstore`,
     /// `gatomic`.
-    fn access_op(&mut self, cx: &KernelCtx, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
+    fn access_op(&mut self, cx: &KernelCtx<'a>, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
         let tys = &mut out.tys;
         Ok(match code {
             OpCode::Load => {
@@ -1544,7 +1567,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `atomic add @a[%i], %x` and `gatomic add %A[%i], %x` (the result is optional).
-    fn atomic(&mut self, cx: &KernelCtx, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
+    fn atomic(&mut self, cx: &KernelCtx<'a>, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
         let (o, os) = self.word()?;
         let op = AtomicOp::from_name(o).ok_or_else(|| {
             Diagnostic::user("E0138", format!("unknown atomic `{o}`"))
@@ -1580,7 +1603,7 @@ impl<'a> Parser<'a> {
 
     /// Async copies: `gather_to_lds`, `cp_async`, the tile copies, `tdm_load`, `tma_load`
     /// (a token result, optional) and `tma_store`.
-    fn copy_op(&mut self, cx: &KernelCtx, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
+    fn copy_op(&mut self, cx: &KernelCtx<'a>, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
         if code == OpCode::TmaStore {
             let (dst, origin, ds) = self.global_index(cx)?;
             self.expect(Tok::Arrow)?;
@@ -1621,7 +1644,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `tdm_load @a <- %A[..]` and `tma_load @a <- %A[..], @full[%s]`.
-    fn tile_load(&mut self, cx: &KernelCtx, code: OpCode) -> PResult<OpKind> {
+    fn tile_load(&mut self, cx: &KernelCtx<'a>, code: OpCode) -> PResult<OpKind> {
         let (dst, src, origin) = self.tile_operands(cx)?;
         if code == OpCode::TdmLoad {
             return Ok(OpKind::TdmLoad { dst, src, origin });
@@ -1639,7 +1662,7 @@ impl<'a> Parser<'a> {
 
     /// Commits and waits (`cp_async_*`, `bulk_*`, `wgmma_*`, `wait_tokens`, `waitcnt`), the
     /// proxy fence, and `wgmma`.
-    fn wait_op(&mut self, cx: &KernelCtx, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
+    fn wait_op(&mut self, cx: &KernelCtx<'a>, code: OpCode, out: &mut OpOut) -> PResult<OpKind> {
         Ok(match code {
             OpCode::CpAsyncCommit => OpKind::CpAsyncCommit,
             OpCode::CpAsyncWait => OpKind::CpAsyncWait(self.u32_("a group count")?.0),
@@ -1697,7 +1720,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `wgmma A, @b, %c0, ..`: one f32 result per accumulator (docs/ir.md section 4).
-    fn wgmma(&mut self, cx: &KernelCtx, tys: &mut Vec<ScalarType>) -> PResult<OpKind> {
+    fn wgmma(&mut self, cx: &KernelCtx<'a>, tys: &mut Vec<ScalarType>) -> PResult<OpKind> {
         let a = self.wgmma_a(cx)?;
         let (b, bs) = self.memref(cx)?;
         self.expect(Tok::Comma)?;
@@ -1715,7 +1738,7 @@ impl<'a> Parser<'a> {
     }
 
     /// Barriers and mbarrier ops.
-    fn sync_op(&mut self, cx: &KernelCtx, code: OpCode) -> PResult<OpKind> {
+    fn sync_op(&mut self, cx: &KernelCtx<'a>, code: OpCode) -> PResult<OpKind> {
         Ok(match code {
             OpCode::Barrier => OpKind::Barrier,
             OpCode::WarpSync => OpKind::WarpSync,
@@ -1745,7 +1768,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `mbar_init`, `mbar_arrive`, `mbar_expect_tx`, `mbar_wait`, `mbar_inval`.
-    fn mbar_op(&mut self, cx: &KernelCtx, code: OpCode) -> PResult<OpKind> {
+    fn mbar_op(&mut self, cx: &KernelCtx<'a>, code: OpCode) -> PResult<OpKind> {
         if signature::signature(code).family != Family::Mbarrier {
             return self.err("a sync op");
         }
@@ -1783,7 +1806,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `yield %a, ..` and `condition %c`.
-    fn terminator_op(&mut self, cx: &KernelCtx, code: OpCode) -> PResult<OpKind> {
+    fn terminator_op(&mut self, cx: &KernelCtx<'a>, code: OpCode) -> PResult<OpKind> {
         if code == OpCode::Condition {
             return Ok(OpKind::Condition(self.operand(cx, ScalarType::I1)?));
         }
@@ -1807,7 +1830,7 @@ impl<'a> Parser<'a> {
             && !matches!(self.peek(), Tok::Word(w) if *w == "true" || *w == "false")
     }
 
-    fn operand_ty(&self, cx: &KernelCtx, op: Operand) -> ScalarType {
+    fn operand_ty(&self, cx: &KernelCtx<'a>, op: Operand) -> ScalarType {
         match op {
             Operand::Value(v) => cx.k.values[v].ty,
             Operand::Imm(s) => s.ty(),
@@ -1815,7 +1838,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `iter(%a = x, %b = y)` (optional).
-    fn iter_args(&mut self, cx: &KernelCtx) -> PResult<Vec<(&'a str, Span, Operand)>> {
+    fn iter_args(&mut self, cx: &KernelCtx<'a>) -> PResult<Vec<(&'a str, Span, Operand)>> {
         let mut v = Vec::new();
         if self.eat_word("iter") {
             self.expect(Tok::LParen)?;
@@ -1836,23 +1859,26 @@ impl<'a> Parser<'a> {
 
     fn region_block(
         &mut self,
-        cx: &mut KernelCtx,
+        cx: &mut KernelCtx<'a>,
         r: Region,
-        args: &[(&str, Span, Value)],
+        args: &[(&'a str, Span, Value)],
     ) -> PResult<()> {
         self.expect(Tok::LBrace)?;
-        cx.scopes.push(HashMap::default());
-        for (n, s, v) in args {
-            self.define(cx, n, *s, Sym::Value(*v))?;
+        cx.blocks.push(cx.defined.len());
+        let res = args
+            .iter()
+            .try_for_each(|&(n, s, v)| self.define(cx, n, s, Sym::Value(v)))
+            .and_then(|()| self.nested_items(cx, r));
+        let mark = cx.blocks.pop().expect("the block pushed above");
+        for name in cx.defined.drain(mark..) {
+            cx.names.remove(name);
         }
-        let res = self.nested_items(cx, r);
-        cx.scopes.pop();
         res?;
         self.expect(Tok::RBrace)?;
         Ok(())
     }
 
-    fn yield_types(&self, cx: &KernelCtx, r: Region, at: Span) -> PResult<Vec<ScalarType>> {
+    fn yield_types(&self, cx: &KernelCtx<'a>, r: Region, at: Span) -> PResult<Vec<ScalarType>> {
         if let Some(&last) = cx.k.region_ops(r).last()
             && let OpKind::Yield(vals) = &cx.k.ops[last].kind
         {
@@ -1866,7 +1892,7 @@ impl<'a> Parser<'a> {
     }
 
     /// A wgmma's A operand and its comma: `@a` / `%view`, or registers `[%a0, ..]` (f32).
-    fn wgmma_a(&mut self, cx: &KernelCtx) -> PResult<WgmmaA> {
+    fn wgmma_a(&mut self, cx: &KernelCtx<'a>) -> PResult<WgmmaA> {
         let a = if self.eat(&Tok::LBracket) {
             let mut regs = vec![self.operand(cx, ScalarType::F32)?];
             while self.eat(&Tok::Comma) {
@@ -1883,21 +1909,21 @@ impl<'a> Parser<'a> {
         Ok(a)
     }
 
-    fn data_elem(&self, cx: &KernelCtx, m: MemRef, s: Span) -> PResult<ScalarType> {
+    fn data_elem(&self, cx: &KernelCtx<'a>, m: MemRef, s: Span) -> PResult<ScalarType> {
         cx.k.elem(m).scalar().ok_or_else(|| {
             Diagnostic::user("E0146", "mbarrier arrays hold no data")
                 .with_label(s, "only mbarrier ops may use this buffer")
         })
     }
 
-    fn global_elem(&self, cx: &KernelCtx, g: Global, s: Span) -> PResult<ScalarType> {
+    fn global_elem(&self, cx: &KernelCtx<'a>, g: Global, s: Span) -> PResult<ScalarType> {
         cx.k.globals[g].elem.scalar().ok_or_else(|| {
             Diagnostic::user("E0146", "global buffers cannot hold mbarriers")
                 .with_label(s, "bad element type")
         })
     }
 
-    fn copy_types(&self, cx: &KernelCtx, m: MemRef, ms: Span, g: Global, gs: Span) -> PResult<()> {
+    fn copy_types(&self, cx: &KernelCtx<'a>, m: MemRef, ms: Span, g: Global, gs: Span) -> PResult<()> {
         let (a, b) = (cx.k.elem(m), cx.k.globals[g].elem);
         if a != b {
             return Err(
@@ -1910,5 +1936,32 @@ impl<'a> Parser<'a> {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::kernel_lines;
+
+    /// The one-pass count equals its definition: the line breaks before the first `}` that
+    /// opens a line, from every starting byte of a few texts.
+    #[test]
+    fn kernel_lines_counts_the_breaks_before_the_closing_brace() {
+        let texts = [
+            "kernel @a() {\n  %t = tid.x\n}\nkernel @b() {\n}\n",
+            "",
+            "\n\n}",
+            "no break",
+            "a\n b\n}\n}\n",
+            "x\n\n\n",
+        ];
+        for t in texts {
+            for at in 0..=t.len() {
+                let rest = &t[at..];
+                let end = rest.find("\n}").unwrap_or(rest.len());
+                let want = rest[..end].matches('\n').count();
+                assert_eq!(kernel_lines(t, at), want, "{t:?} at {at}");
+            }
+        }
     }
 }

@@ -18,7 +18,8 @@
 //!
 //! Each stage is planned on the output of the previous one and never mutates its input, but
 //! for the kernel [`synchronize_owned`] is given: the handshakes and waits are written into
-//! it, so it becomes the kernel placement runs on without a copy. The
+//! it, so it becomes the kernel placement runs on without a copy ([`synchronize_output`]
+//! writes the barriers into it too, for a caller that wants no explanation). The
 //! ops a stage inserts are new arena entries, so "inserted" is exactly "a sync op whose id the
 //! input kernel did not have"; [`without_inserted`] drops one of them (mutation testing).
 //! Complexity: the sum of the stages'.
@@ -26,7 +27,7 @@
 use crate::analysis::uniformity;
 use crate::check::protocol::check_protocol;
 use crate::diag::Diagnostic;
-use crate::ir::edit::{SyncPlan, apply};
+use crate::ir::edit::{SyncPlan, apply, apply_in_place};
 use crate::ir::effects::is_sync;
 use std::collections::HashSet;
 use crate::ir::*;
@@ -46,8 +47,10 @@ pub struct Synchronized {
     pub kernel: Kernel,
     /// Waits inserted into the input (anchored in the input kernel).
     pub waits: SyncPlan,
-    /// The input with its waits: the kernel barrier placement ran on.
-    pub with_waits: Kernel,
+    /// The input with its waits: the kernel barrier placement ran on (its anchors, and the
+    /// names explanations give). `None` from [`synchronize_output`], which writes the barriers
+    /// into that kernel instead of a copy of it: read it through [`Synchronized::with_waits()`].
+    pub with_waits: Option<Kernel>,
     /// Barrier placement on `with_waits` (anchored there).
     pub placement: Placement,
     /// Split-barrier lowering statistics (gfx12 targets).
@@ -61,6 +64,14 @@ pub struct Synchronized {
 }
 
 impl Synchronized {
+    /// The kernel barrier placement ran on. Panics on a result of [`synchronize_output`],
+    /// which keeps none (explanations need [`synchronize`] or [`synchronize_owned`]).
+    pub fn with_waits(&self) -> &Kernel {
+        self.with_waits
+            .as_ref()
+            .expect("synchronize_output keeps no kernel without the barriers: explanations need synchronize")
+    }
+
     /// The inserted sync ops of the final kernel, in program order.
     pub fn inserted(&self) -> Vec<Op> {
         inserted_syncs(&self.kernel, self.input_ops)
@@ -203,7 +214,7 @@ fn fence_and_lower(
         SyncPlan::default()
     };
     if !fences.is_empty() {
-        kernel = apply(&kernel, &fences).map_err(|d| vec![d])?;
+        apply_in_place(&mut kernel, &fences).map_err(|d| vec![d])?;
     }
     let mut split = None;
     if target.split_barriers {
@@ -238,12 +249,65 @@ pub fn synchronize(
 }
 
 /// [`synchronize`] on a kernel the caller gives up: the handshakes and waits are written into
-/// it, and it becomes [`Synchronized::with_waits`] (moved, never copied), so at most two
+/// it, and it becomes `Synchronized::with_waits` (moved, never copied), so at most two
 /// kernels are alive at once: that one and the output. The result is [`synchronize`]'s.
 pub fn synchronize_owned(
     input: Kernel,
     target: &Target,
     opts: &PlaceOptions,
+) -> Result<Synchronized, Vec<Diagnostic>> {
+    run(input, target, opts, Keep::WithWaits)
+}
+
+/// [`synchronize_owned`] for a caller that wants the output and no explanation (`sync`
+/// without `--explain`): the barriers are written into the kernel placement ran on instead of
+/// a copy of it (`ir::edit::apply_in_place`), so one kernel is alive at the end, and
+/// `Synchronized::with_waits` is `None`. Every other field is [`synchronize_owned`]'s, the
+/// output kernel included (the same ops, ids and places).
+pub fn synchronize_output(
+    input: Kernel,
+    target: &Target,
+    opts: &PlaceOptions,
+) -> Result<Synchronized, Vec<Diagnostic>> {
+    run(input, target, opts, Keep::Output)
+}
+
+/// Whether the pipeline keeps the kernel placement ran on next to the output.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Keep {
+    /// Both: the output is made on a copy ([`synchronize_owned`]).
+    WithWaits,
+    /// The output only, made in place ([`synchronize_output`]).
+    Output,
+}
+
+/// The barrier plan applied to the kernel placement ran on: on a copy, both kernels
+/// returned ([`Keep::WithWaits`]), or in place, the kernel then returned as the output only.
+fn apply_barriers(
+    with_waits: Kernel,
+    plan: &SyncPlan,
+    keep: Keep,
+) -> Result<(Option<Kernel>, Kernel), Vec<Diagnostic>> {
+    match keep {
+        Keep::WithWaits => {
+            let out = apply(&with_waits, plan).map_err(|d| vec![d])?;
+            Ok((Some(with_waits), out))
+        }
+        Keep::Output => {
+            let mut out = with_waits;
+            apply_in_place(&mut out, plan).map_err(|d| vec![d])?;
+            Ok((None, out))
+        }
+    }
+}
+
+/// The pipeline on a kernel it takes; `keep` says whether the kernel placement ran on
+/// survives next to the output.
+fn run(
+    input: Kernel,
+    target: &Target,
+    opts: &PlaceOptions,
+    keep: Keep,
 ) -> Result<Synchronized, Vec<Diagnostic>> {
     let input_ops = input.ops.len();
     let hs = place_handshakes_owned(input, target);
@@ -273,7 +337,7 @@ pub fn synchronize_owned(
         waits_and_barriers(&cx, &hs.ordered_tma, &mut memo).map_err(with_hs)?;
     merge_warnings(k, &hs, &wait_warnings, &mut placement);
     let with_waits = with_waits.unwrap_or(hs.kernel);
-    let with_barriers = apply(&with_waits, &placement.plan).map_err(|d| vec![d])?;
+    let (with_waits, with_barriers) = apply_barriers(with_waits, &placement.plan, keep)?;
     let (mut kernel, fences, split) = fence_and_lower(with_barriers, target, opts)?;
     // The output says which target it was synchronized for (warp width, barriers).
     kernel.target = Some(target.name.to_string());
