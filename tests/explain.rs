@@ -500,3 +500,58 @@ fn the_readme_picture_is_what_explain_draws_today() {
         "regenerate it: smemsync explain --target gfx942 --svg docs/img/explain-reduction-tree.svg examples/reduction-tree.kir"
     );
 }
+
+/// Every barrier `sync` places is explained: `sync --explain` writes one `// sync #i` line
+/// per inserted barrier, warp sync or named barrier, naming its op and at least one hazard,
+/// and `explain --format json` lists at least one removed hazard per sync; a role barrier's
+/// hazards (no element, no threads) say which rule they come from.
+#[test]
+fn every_placed_barrier_is_explained_the_role_barrier_included() {
+    let role = "tests/filetests/placement/an-election-nested-in-two-ifs-gets-the-role-barrier.kir";
+    let mut files: Vec<(&str, String)> = examples();
+    // Split-barrier targets (gfx12) write a signal and a wait per sync: the SVG test above
+    // counts those.
+    files.retain(|(t, _)| !t.starts_with("gfx12"));
+    files.push(("sm_90", role.to_string()));
+    for (t, file) in &files {
+        let (t, file) = (*t, file.as_str());
+        let (code, out, err) = smemsync(&["sync", "--target", t, file], None);
+        if code != 0 {
+            continue;
+        }
+        let placed = |text: &str| {
+            (text.lines().map(str::trim))
+                .filter(|l| *l == "barrier" || *l == "warp_sync" || l.starts_with("named_sync "))
+                .count()
+        };
+        let input = std::fs::read_to_string(root().join(file)).unwrap();
+        let inserted = placed(&out) - placed(&input);
+        let (_, text, _) = smemsync(&["sync", "--target", t, "--explain", file], None);
+        let headers: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("// sync #"))
+            .collect();
+        assert_eq!(headers.len(), inserted, "{file}: {err}\n{text}");
+        for h in &headers {
+            assert!(!h.ends_with(" removes 0 hazard(s)"), "{file}: {h}");
+        }
+        let (_, json, _) = smemsync(&["explain", "--target", t, "--format", "json", file], None);
+        let doc: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+        let k = &doc["kernels"][0];
+        let syncs = k["syncs"].as_array().expect("syncs");
+        assert_eq!(syncs.len(), inserted, "{file}");
+        for s in syncs {
+            assert!(!s["removes"].as_array().unwrap().is_empty(), "{file}: {s}");
+        }
+        if file == role {
+            assert!(text.contains("// sync #0: named_sync 1, 64 "), "{text}");
+            assert_eq!(text.matches("(role barrier: ").count(), 4, "{text}");
+            let rules = k["hazards"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|h| h["rule"].is_string());
+            assert_eq!(rules.count(), 4, "{json}");
+        }
+    }
+}

@@ -443,22 +443,15 @@ fn collective_answers_equal_enumeration_on_random_linear_layouts() {
 /// Compares the overlap engine's queries on one kernel, symbolic against enumerated, under
 /// random iteration tags; returns (answered symbolically, asked).
 fn compare_overlap(text: &str, seed: u64) -> (usize, usize) {
-    use smemsync::analysis::overlap::{IterTag, Overlap};
+    use smemsync::analysis::overlap::IterTag;
     use smemsync::ir::OpKind;
     let k = parse_verified(text);
     let mut r = Rng::new(seed ^ 0x9e37_79b9);
-    let ops: Vec<_> = k
-        .ops
-        .iter()
-        .map(|(op, _)| op)
-        .filter(|&op| !smemsync::ir::effects::effects(&k, op).shared.is_empty())
-        .collect();
-    let (mut sym, mut en) = (Overlap::new(&k, 32), Overlap::new(&k, 32));
-    en.symbolic = false;
+    let mut o = common::OverlapOracle::new(&k);
     let mut asked = 0;
-    for &x in &ops {
-        for &y in &ops {
-            let (lx, ly) = (sym.for_loops(x), sym.for_loops(y));
+    for x in o.ops.clone() {
+        for y in o.ops.clone() {
+            let (lx, ly) = (o.sym.for_loops(x), o.sym.for_loops(y));
             let mut tags = Vec::new();
             for &l in &ly {
                 let tag = if lx.contains(&l) {
@@ -478,24 +471,12 @@ fn compare_overlap(text: &str, seed: u64) -> (usize, usize) {
                     tags.push((l, IterTag::Last(r.below(2) as u32)));
                 }
             }
-            let xs = smemsync::ir::effects::effects(&k, x).shared;
-            let ys = smemsync::ir::effects::effects(&k, y).shared;
-            for xa in &xs {
-                for ya in &ys {
-                    asked += 1;
-                    let s = sym.may_overlap(x, xa, y, ya, &tags);
-                    let e = en.may_overlap(x, xa, y, ya, &tags);
-                    assert_eq!(s, e, "overlap of {x:?} then {y:?} under {tags:?}");
-                    assert_eq!(
-                        *sym.conservative.borrow(),
-                        *en.conservative.borrow(),
-                        "W0314 notes after {x:?} then {y:?} under {tags:?}"
-                    );
-                }
-            }
+            asked += o
+                .compare(&k, (x, y), &tags)
+                .unwrap_or_else(|e| panic!("{e}"));
         }
     }
-    (sym.answered.get(), asked)
+    (o.sym.answered.get(), asked)
 }
 
 #[test]

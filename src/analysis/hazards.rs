@@ -742,14 +742,7 @@ fn pair_hazards(
         async_pair(fp, &acx, out);
         return;
     }
-    let p = PairAt {
-        ai,
-        bi,
-        src_at: a.id.op,
-        pa,
-        pb,
-        shift: None,
-    };
+    let p = PairAt::same_time(fp, ai, bi, pa, pb);
     emit_pair(fp, &p, out);
 }
 
@@ -945,6 +938,26 @@ struct PairAt<'p> {
     shift: Option<(usize, u32)>,
 }
 
+impl<'p> PairAt<'p> {
+    /// A pair whose source takes effect at its own op (not an async copy completed later).
+    fn same_time(
+        fp: &Footprints,
+        ai: usize,
+        bi: usize,
+        pa: &'p [(Region, usize)],
+        pb: &'p [(Region, usize)],
+    ) -> Self {
+        PairAt {
+            ai,
+            bi,
+            src_at: fp.accesses[ai].id.op,
+            pa,
+            pb,
+            shift: None,
+        }
+    }
+}
+
 /// Where a barrier removes one hazard (see the module doc): ranges of the home region and
 /// segments of deeper regions.
 struct Coverage {
@@ -1071,14 +1084,7 @@ pub(crate) fn ordering_hazards(fp: &Footprints, ai: usize, bi: usize) -> Vec<Haz
     let (Some(pa), Some(pb)) = (paths.path.get(&a.id.op), paths.path.get(&b.id.op)) else {
         return Vec::new();
     };
-    let p = PairAt {
-        ai,
-        bi,
-        src_at: a.id.op,
-        pa,
-        pb,
-        shift: None,
-    };
+    let p = PairAt::same_time(fp, ai, bi, pa, pb);
     let pc = PairConflict::default();
     let mut out = Vec::new();
     if let Some(cov) = forward_coverage(k, &p) {

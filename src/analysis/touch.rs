@@ -471,14 +471,8 @@ impl HashedTouch<'_> {
             }
         }
         for &(lo, hi, w) in self.unknown {
-            for (&k, &v) in &other.exact {
-                if k >= lo
-                    && k < hi
-                    && let Some(intra) = w.conflict(v, warp)
-                    && record(k, w, v, intra)
-                {
-                    return found;
-                }
+            if unknown_against_exact((lo, hi, w), &other.exact, true, warp, &mut record) {
+                return found;
             }
             for &(lo2, hi2, v) in other.unknown {
                 if lo.max(lo2) < hi.min(hi2)
@@ -489,15 +483,9 @@ impl HashedTouch<'_> {
                 }
             }
         }
-        for &(lo, hi, v) in other.unknown {
-            for (&k, &w) in &self.exact {
-                if k >= lo
-                    && k < hi
-                    && let Some(intra) = w.conflict(v, warp)
-                    && record(k, w, v, intra)
-                {
-                    return found;
-                }
+        for &u in other.unknown {
+            if unknown_against_exact(u, &self.exact, false, warp, &mut record) {
+                return found;
             }
         }
         found
@@ -510,6 +498,25 @@ impl HashedTouch<'_> {
             .find(|(_, w)| matches!(w, Who::Many(_)))
             .map(|(&k, &w)| (k, w))
     }
+}
+
+/// The units of one side's unknown range `(lo, hi, u)` that the other side's `exact` map
+/// holds, in the map's order, passed to `record` as (unit, this side's who, other side's
+/// who): `u` is this side's when `u_first`. Returns whether `record` asked to stop.
+fn unknown_against_exact(
+    (lo, hi, u): (u64, u64, Who),
+    exact: &HashMap<u64, Who>,
+    u_first: bool,
+    warp: u32,
+    record: &mut impl FnMut(u64, Who, Who, bool) -> bool,
+) -> bool {
+    for (&k, &e) in exact {
+        let (a, b) = if u_first { (u, e) } else { (e, u) };
+        if k >= lo && k < hi && let Some(intra) = a.conflict(b, warp) && record(k, a, b, intra) {
+            return true;
+        }
+    }
+    false
 }
 
 #[cfg(test)]

@@ -34,7 +34,12 @@
 //! conflict with reads. So every pair of accesses of a slot buffer is ordered, for every trip
 //! count.
 //!
-//! Complexity: O(ops) plus the handshake proof and the iteration functions of the indices.
+//! Complexity: O(ops · depth) plus the handshake proof and the iteration functions of the
+//! indices: the ops are indexed once by array and by buffer (`OpIndex`), each slot buffer's
+//! rules (its first deciding `full` wait, its arrivals with a suffix index of the ones run by
+//! every thread, the loop's named barriers) are computed once, and each read then costs
+//! O(empty arrays · log ops) binary searches; finding a load's `empty` arrays is O(waits)
+//! per load.
 
 use std::collections::{HashMap, HashSet};
 
@@ -160,6 +165,7 @@ pub(super) fn plan(k: &Kernel, td: &HashSet<Value>) -> Result<Option<RolePlan>, 
             reads: 0,
             elected: 0,
         },
+        ix: OpIndex::new(k),
     };
     cx.named(br)?;
     cx.slots()?;
@@ -196,6 +202,63 @@ struct Cx<'k> {
     order: HashMap<Op, usize>,
     roles: Vec<Role<'k>>,
     plan: RolePlan,
+    ix: OpIndex,
+}
+
+/// The ops the slot checks visit, indexed once so that each read costs a few lookups and
+/// binary searches instead of a walk over the kernel: every list is in program order.
+#[derive(Default)]
+struct OpIndex {
+    /// `mbar_wait`s, all and per waited array.
+    waits: Vec<Op>,
+    waits_on: HashMap<Buffer, Vec<Op>>,
+    /// `mbar_arrive`s (with or without `tx`) and `mbar_expect_tx`s per array.
+    signals_on: HashMap<Buffer, Vec<Op>>,
+    /// Shared accesses per root buffer: the op and the index of the access in its effects.
+    accesses_of: HashMap<Buffer, Vec<(Op, usize)>>,
+}
+
+impl OpIndex {
+    fn new(k: &Kernel) -> OpIndex {
+        let mut ix = OpIndex::default();
+        for o in k.ops_in_order() {
+            match &k.ops[o].kind {
+                OpKind::MbarWait { mbar, .. } => {
+                    ix.waits.push(o);
+                    ix.waits_on.entry(k.root_buffer(*mbar)).or_default().push(o);
+                }
+                OpKind::MbarArrive { mbar, .. } | OpKind::MbarExpectTx { mbar, .. } => {
+                    ix.signals_on.entry(k.root_buffer(*mbar)).or_default().push(o);
+                }
+                _ => {}
+            }
+            for (i, a) in effects(k, o).shared.iter().enumerate() {
+                ix.accesses_of.entry(k.root_buffer(a.mem)).or_default().push((o, i));
+            }
+        }
+        ix
+    }
+}
+
+/// What the reads of one slot buffer are checked against (conditions 1 to 3), computed once
+/// per buffer: the first `full` wait that decides condition 1, the arrivals on each `empty`
+/// array with who runs them (or the first arrival that breaks condition 3), and the named
+/// barriers directly in the consumer's loop body.
+struct ReadRules {
+    /// The first `full` wait of the consumer that is either a full acquire or an error,
+    /// with its position: a read after it is acquired (or fails with it).
+    acquire: Option<(usize, Result<(), String>)>,
+    /// Per `empty` array (in the caller's order): its arrivals' positions and runs, and for
+    /// each index the first index at or after it run by every thread.
+    arrivals: Result<Vec<Arrivals>, String>,
+    /// Positions of the consumer loop's named barriers, ascending.
+    barriers: Vec<usize>,
+}
+
+struct Arrivals {
+    at: Vec<usize>,
+    runs: Vec<Runs>,
+    next_all: Vec<usize>,
 }
 
 /// Who runs an op in each iteration of its role's loop.
@@ -323,9 +386,8 @@ impl Cx<'_> {
     /// The slot buffers and the orders of their accesses (module doc).
     fn slots(&mut self) -> Result<(), String> {
         let k = self.k;
-        let ops = k.ops_in_order();
         let mut full: HashMap<Buffer, (Buffer, usize, i64)> = HashMap::new();
-        for &o in &ops {
+        for o in k.ops_in_order() {
             let OpKind::TmaLoad { dst, mbar, .. } = &k.ops[o].kind else {
                 continue;
             };
@@ -349,32 +411,41 @@ impl Cx<'_> {
         for (&b, &(f, pi, e)) in &full {
             self.full_signals(f, pi, e)?;
             let empties = self.empties(b, f, pi, e)?;
-            let ci = 1 - pi;
             let reads_before = self.plan.reads;
-            for &o in &ops {
-                for a in &effects(k, o).shared {
-                    if k.root_buffer(a.mem) != b || self.plan.loads.contains(&o) {
-                        continue;
-                    }
-                    if a.kind != AccessKind::Read || self.role_of(o) != Some(ci) {
-                        return Err(format!(
-                            "{} accesses the TMA slot buffer @{} other than by a read in the consumer role's loop",
-                            op_at(k, o),
-                            k.buffers[b].name
-                        ));
-                    }
-                    self.slot_view(ci, a.mem, b, f, o)?;
-                    self.acquire(ci, f, o)?;
-                    self.release(ci, f, &empties, o)?;
-                    self.plan.reads += 1;
-                }
-            }
+            self.slot_reads(b, f, 1 - pi, &empties)?;
             // The arrivals on `empty` are checked per read: a slot nobody reads has
             // unchecked releases, so it is left to the interpreter.
             if self.plan.reads == reads_before {
                 return Err(format!("the TMA slot buffer @{} is never read", k.buffers[b].name));
             }
             self.plan.slots.insert(b);
+        }
+        Ok(())
+    }
+
+    /// Checks every access of slot buffer `b` (loaded through `f`) other than its load: a
+    /// read in the consumer role `ci`, through a slot view, acquired and released.
+    fn slot_reads(&mut self, b: Buffer, f: Buffer, ci: usize, empties: &[Buffer]) -> Result<(), String> {
+        let k = self.k;
+        let rules = self.read_rules(ci, f, empties);
+        let accesses = self.ix.accesses_of.get(&b).cloned().unwrap_or_default();
+        for (o, i) in accesses {
+            if self.plan.loads.contains(&o) {
+                continue;
+            }
+            let e = effects(k, o);
+            let a = &e.shared[i];
+            if a.kind != AccessKind::Read || self.role_of(o) != Some(ci) {
+                return Err(format!(
+                    "{} accesses the TMA slot buffer @{} other than by a read in the consumer role's loop",
+                    op_at(k, o),
+                    k.buffers[b].name
+                ));
+            }
+            self.slot_view(ci, a.mem, b, f, o)?;
+            self.acquire(&rules, f, o)?;
+            self.release(&rules, o)?;
+            self.plan.reads += 1;
         }
         Ok(())
     }
@@ -415,15 +486,11 @@ impl Cx<'_> {
     fn full_signals(&self, f: Buffer, pi: usize, e: i64) -> Result<(), String> {
         let k = self.k;
         let (mut last_arrive, mut last_expect) = (None, None);
-        for o in k.ops_in_order() {
-            let (m, expects) = match &k.ops[o].kind {
-                OpKind::MbarArrive { mbar, tx, .. } => (*mbar, tx.is_some()),
-                OpKind::MbarExpectTx { mbar, .. } => (*mbar, true),
-                _ => continue,
+        for &o in self.ix.signals_on.get(&f).into_iter().flatten() {
+            let expects = match &k.ops[o].kind {
+                OpKind::MbarArrive { tx, .. } => tx.is_some(),
+                _ => true,
             };
-            if k.root_buffer(m) != f {
-                continue;
-            }
             if self.role_of(o) != Some(pi) || self.runs(pi, o)? != Runs::One(e) {
                 return Err(format!(
                     "{} signals @{}, whose loads thread {e} issues, from another thread",
@@ -463,7 +530,7 @@ impl Cx<'_> {
                 continue;
             }
             let mut es = Vec::new();
-            for o in k.ops_in_order() {
+            for &o in &self.ix.waits {
                 let OpKind::MbarWait { mbar, .. } = &k.ops[o].kind else {
                     continue;
                 };
@@ -495,30 +562,81 @@ impl Cx<'_> {
         Ok(common.unwrap_or_default())
     }
 
-    /// Condition 1: a `full` wait with this use's parity, run by every thread of the role,
-    /// precedes the read `o`.
-    fn acquire(&mut self, ci: usize, f: Buffer, o: Op) -> Result<(), String> {
-        let k = self.k;
-        let at = self.order[&o];
-        for w in self.waits(ci, f) {
-            if self.order[&w] < at && self.runs(ci, w)? == Runs::All && self.this_parity(ci, w, f) {
-                return Ok(());
+    /// The rules the reads of one slot buffer are checked against ([`ReadRules`]): the
+    /// consumer role `ci`, its `full` array `f`, the `empty` arrays.
+    fn read_rules(&mut self, ci: usize, f: Buffer, empties: &[Buffer]) -> ReadRules {
+        let fulls = self.waits(ci, f);
+        let mut acquire = None;
+        for &w in &fulls {
+            match self.runs(ci, w) {
+                Err(e) => acquire = Some((self.order[&w], Err(e))),
+                Ok(Runs::All) if self.this_parity(ci, w, f) => acquire = Some((self.order[&w], Ok(()))),
+                Ok(_) => continue,
             }
+            break;
         }
-        Err(format!(
-            "{} reads a slot without a preceding `mbar_wait @{}` of every thread of its role with this use's parity",
-            op_at(k, o),
-            k.buffers[f].name
-        ))
+        let first_full = fulls.first().map(|w| self.order[w]);
+        let arrivals = (empties.iter())
+            .map(|&em| self.arrivals(ci, em, first_full))
+            .collect();
+        let l = self.roles[ci].l;
+        let mut barriers: Vec<usize> = (self.plan.named.iter())
+            .filter(|b| self.parents.parent_op(**b) == Some(l))
+            .map(|b| self.order[b])
+            .collect();
+        barriers.sort_unstable();
+        ReadRules {
+            acquire,
+            arrivals,
+            barriers,
+        }
+    }
+
+    /// Condition 3 on the arrivals on `em`: each is the consumer role `ci`'s, after its
+    /// first `full` wait (at `first_full`), run by all of the role or one elected thread.
+    fn arrivals(&self, ci: usize, em: Buffer, first_full: Option<usize>) -> Result<Arrivals, String> {
+        let k = self.k;
+        let (mut at, mut runs) = (Vec::new(), Vec::new());
+        for &a in self.ix.signals_on.get(&em).into_iter().flatten() {
+            if !matches!(k.ops[a].kind, OpKind::MbarArrive { .. }) {
+                continue;
+            }
+            let after_full = first_full.is_some_and(|w| w < self.order[&a]);
+            if self.role_of(a) != Some(ci) || !after_full {
+                return Err(format!(
+                    "{} releases @{} outside the consumer role or before its `full` wait",
+                    op_at(k, a),
+                    k.buffers[em].name
+                ));
+            }
+            // Every arrival's threads are read (an `else` arm of an elect guard runs in all
+            // the other threads), whether or not it releases a read.
+            runs.push(self.runs(ci, a)?);
+            at.push(self.order[&a]);
+        }
+        let mut next_all = vec![at.len(); at.len() + 1];
+        for i in (0..at.len()).rev() {
+            next_all[i] = if runs[i] == Runs::All { i } else { next_all[i + 1] };
+        }
+        Ok(Arrivals { at, runs, next_all })
+    }
+
+    /// Condition 1: a `full` wait with this use's parity, run by every thread of the role,
+    /// precedes the read `o` (the first wait that decides it, `rules.acquire`, does).
+    fn acquire(&self, rules: &ReadRules, f: Buffer, o: Op) -> Result<(), String> {
+        match &rules.acquire {
+            Some((w, r)) if *w < self.order[&o] => r.clone(),
+            _ => Err(format!(
+                "{} reads a slot without a preceding `mbar_wait @{}` of every thread of its role with this use's parity",
+                op_at(self.k, o),
+                self.k.buffers[f].name
+            )),
+        }
     }
 
     fn waits(&self, ri: usize, f: Buffer) -> Vec<Op> {
-        let k = self.k;
-        (k.ops_in_order().into_iter())
-            .filter(|&w| {
-                matches!(&k.ops[w].kind, OpKind::MbarWait { mbar, .. } if k.root_buffer(*mbar) == f)
-                    && self.role_of(w) == Some(ri)
-            })
+        (self.ix.waits_on.get(&f).into_iter().flatten().copied())
+            .filter(|&w| self.role_of(w) == Some(ri))
             .collect()
     }
 
@@ -530,56 +648,27 @@ impl Cx<'_> {
     }
 
     /// Conditions 2 and 3 for the read `o`: every arrival on each `empty` array is the
-    /// consumer role's and follows a `full` wait, and one of them releases `o` (module doc).
-    fn release(&mut self, ci: usize, f: Buffer, empties: &[Buffer], o: Op) -> Result<(), String> {
-        let k = self.k;
+    /// consumer role's and follows a `full` wait, and one of them releases `o` (module doc):
+    /// the first arrival after `o`, in the first array that has one, run by every thread, or
+    /// by one elected thread after the first named barrier of the loop body after `o`.
+    fn release(&mut self, rules: &ReadRules, o: Op) -> Result<(), String> {
         let at = self.order[&o];
-        let fulls = self.waits(ci, f);
-        let mut released = false;
-        for &em in empties {
-            for a in k.ops_in_order() {
-                let OpKind::MbarArrive { mbar, .. } = &k.ops[a].kind else {
-                    continue;
-                };
-                if k.root_buffer(*mbar) != em {
-                    continue;
+        let arrays = rules.arrivals.as_ref().map_err(Clone::clone)?;
+        let nb = rules.barriers.get(rules.barriers.partition_point(|&b| b < at));
+        for a in arrays {
+            let p = a.at.partition_point(|&x| x < at);
+            let q = nb.map_or(a.at.len(), |&b| a.at.partition_point(|&x| x <= b));
+            let first = a.next_all[p].min(p.max(q));
+            if first < a.at.len() {
+                if a.runs[first] != Runs::All {
+                    self.plan.elected += 1;
                 }
-                let after_full = fulls.iter().any(|w| self.order[w] < self.order[&a]);
-                if self.role_of(a) != Some(ci) || !after_full {
-                    return Err(format!(
-                        "{} releases @{} outside the consumer role or before its `full` wait",
-                        op_at(k, a),
-                        k.buffers[em].name
-                    ));
-                }
-                // Every arrival's threads are read (an `else` arm of an elect guard runs
-                // in all the other threads), whether or not it releases this read.
-                let runs = self.runs(ci, a)?;
-                if self.order[&a] < at || released {
-                    continue;
-                }
-                match runs {
-                    Runs::All => released = true,
-                    Runs::One(_) => {
-                        let b = self.plan.named.iter().any(|b| {
-                            self.parents.parent_op(*b) == Some(self.roles[ci].l)
-                                && at < self.order[b]
-                                && self.order[b] < self.order[&a]
-                        });
-                        if b {
-                            released = true;
-                            self.plan.elected += 1;
-                        }
-                    }
-                }
+                return Ok(());
             }
-        }
-        if released {
-            return Ok(());
         }
         Err(format!(
             "{} reads a slot that no release orders before its refill (an arrival on an `empty` mbarrier by every reader after the read, or by one elected thread after a named barrier of the whole role that follows the read)",
-            op_at(k, o)
+            op_at(self.k, o)
         ))
     }
 }

@@ -30,7 +30,8 @@
 //! the four arguments above read every role the same way.
 //!
 //! Anything outside the form is "not proved" with the reason (the interpreter still checks
-//! the bounds it is given). Complexity: O(ops + edges) per role branch.
+//! the bounds it is given). Complexity: O(ops + edges) per role branch, with O(log ops) per
+//! wait for its group barrier (an index of the accepted barriers by loop body and count).
 
 use std::collections::HashMap;
 
@@ -471,72 +472,113 @@ fn balance(
 /// Every waiting op is followed, in its role's iteration, by an arrival by the same threads,
 /// or (a wait of the whole role) by a group barrier of the role and then an elected arrival:
 /// each waiter's passage through the barrier holds that arrival, and so the other role, back.
+/// One backward pass over `ops` (each arm's ops are in program order): per arm, which kinds
+/// of arrival follow, and the last elected arrival, which the first group barrier after the
+/// wait must precede.
 fn aliasing(k: &Kernel, ops: &[HsOp]) -> Result<(), String> {
     let order: HashMap<Op, usize> = (k.ops_in_order().into_iter().enumerate())
         .map(|(i, o)| (o, i))
         .collect();
-    for (i, w) in ops.iter().enumerate() {
-        if !matches!(w.kind, Kind::Wait(_)) {
-            continue;
+    let barriers = GroupBarriers::new(k, &order);
+    let mut later: HashMap<usize, [bool; 2]> = HashMap::new();
+    let mut last_elected: HashMap<usize, usize> = HashMap::new();
+    let mut unreleased = None;
+    for w in ops.iter().rev() {
+        if matches!(w.kind, Kind::Wait(_)) {
+            let seen = later.get(&w.arm).copied().unwrap_or_default();
+            let behind = |&a: &usize| barriers.between(k, &order, w, a);
+            let ok = seen[usize::from(w.elect)]
+                || !w.elect && last_elected.get(&w.arm).is_some_and(behind);
+            if !ok {
+                unreleased = Some(w.op);
+            }
         }
-        let arrives = ops[i + 1..].iter().any(|a| {
-            a.arm == w.arm
-                && matches!(a.kind, Kind::Arrive { .. })
-                && (a.elect == w.elect
-                    || !w.elect && a.elect && group_barrier_between(k, &order, w, a.op))
-        });
-        if !arrives {
-            return Err(format!(
-                "{} waits in threads that never arrive afterwards: they can fall two phases behind, where the parity names the wrong phase",
-                op_name(k, w.op)
-            ));
+        if matches!(w.kind, Kind::Arrive { .. }) {
+            later.entry(w.arm).or_default()[usize::from(w.elect)] = true;
+            if w.elect {
+                last_elected.entry(w.arm).or_insert(order[&w.op]);
+            }
         }
     }
-    Ok(())
+    match unreleased {
+        Some(w) => Err(format!(
+            "{} waits in threads that never arrive afterwards: they can fall two phases behind, where the parity names the wrong phase",
+            op_name(k, w)
+        )),
+        None => Ok(()),
+    }
 }
 
-/// Whether a `named_sync id, n` of the waiting role's `n` threads lies in the wait's loop body
-/// between the wait `w` (of every thread of its role, directly in that body) and `a`, with
-/// every op on `id` such a `named_sync` of that body: each phase of `id` is then one
-/// iteration of exactly that role's threads.
-fn group_barrier_between(k: &Kernel, order: &HashMap<Op, usize>, w: &HsOp, a: Op) -> bool {
-    let parents = k.parents();
-    let body = parents.parent_op(w.op);
-    let of_body = |o: Op, n: u32| {
-        matches!(k.ops[o].kind, OpKind::NamedSync { count, .. } if count == n)
-            && parents.parent_op(o) == body
-    };
-    let id_of = |o: Op| match k.ops[o].kind {
-        OpKind::NamedSync { id, .. } | OpKind::NamedArrive { id, .. } => Some(id),
-        _ => None,
-    };
-    order.keys().any(|&b| {
-        of_body(b, w.threads)
-            && order[&w.op] < order[&b]
-            && order[&b] < order[&a]
-            && order
-                .keys()
-                .all(|&o| id_of(o) != id_of(b) || of_body(o, w.threads))
-    })
+/// The group barriers the aliasing rule accepts: a `named_sync id, n` such that every op on
+/// `id` is a `named_sync id, n` of the same loop body. Each phase of `id` is then one
+/// iteration of exactly the `n` threads of the role that runs that body. Indexed by (body,
+/// `n`), positions ascending. O(ops) to build.
+struct GroupBarriers {
+    at: HashMap<(Option<Op>, u32), Vec<usize>>,
+}
+
+impl GroupBarriers {
+    fn new(k: &Kernel, order: &HashMap<Op, usize>) -> GroupBarriers {
+        let parents = k.parents();
+        let ops = k.ops_in_order();
+        // Per id: the body and count of all its ops, or `None` when they differ.
+        let mut ids: HashMap<u32, Option<(Option<Op>, u32)>> = HashMap::new();
+        for &o in &ops {
+            let (id, this) = match k.ops[o].kind {
+                OpKind::NamedSync { id, count } => (id, Some((parents.parent_op(o), count))),
+                OpKind::NamedArrive { id, .. } => (id, None),
+                _ => continue,
+            };
+            let e = ids.entry(id).or_insert(this);
+            if *e != this {
+                *e = None;
+            }
+        }
+        let mut at: HashMap<(Option<Op>, u32), Vec<usize>> = HashMap::new();
+        for &o in &ops {
+            if let OpKind::NamedSync { id, count } = k.ops[o].kind
+                && ids[&id] == Some((parents.parent_op(o), count))
+            {
+                at.entry((parents.parent_op(o), count)).or_default().push(order[&o]);
+            }
+        }
+        GroupBarriers { at }
+    }
+
+    /// Whether such a barrier of the `n` threads of the wait `w` (of every thread of its
+    /// role, directly in its loop body) lies in that body between `w` and position `a`.
+    fn between(&self, k: &Kernel, order: &HashMap<Op, usize>, w: &HsOp, a: usize) -> bool {
+        let key = (k.parents().parent_op(w.op), w.threads);
+        let Some(at) = self.at.get(&key) else {
+            return false;
+        };
+        let after = at.partition_point(|&b| b <= order[&w.op]);
+        at.get(after).is_some_and(|&b| b < a)
+    }
 }
 
 /// A cycle of waits across the roles (C0020), if any.
 fn cycle(k: &Kernel, ops: &[HsOp]) -> Option<Diagnostic> {
     let n = ops.len();
     let mut succ: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for i in 0..n {
+    // This-use waits per mbarrier array and the next op of each arm, found once.
+    let mut this_waits: HashMap<Buffer, Vec<usize>> = HashMap::new();
+    for (j, o) in ops.iter().enumerate() {
+        if matches!(o.kind, Kind::Wait(Parity::This)) {
+            this_waits.entry(o.mbar).or_default().push(j);
+        }
+    }
+    let mut next_of_arm: HashMap<usize, usize> = HashMap::new();
+    for i in (0..n).rev() {
         // Program order within a role: the next op needs every one of its threads, and some
         // of them ran this one first.
-        if let Some(j) = (i + 1..n).find(|&j| ops[j].arm == ops[i].arm) {
+        if let Some(j) = next_of_arm.insert(ops[i].arm, i) {
             succ[i].push(j);
         }
         // An arrival (or TMA completion) on M precedes every this-use wait on M.
         if matches!(ops[i].kind, Kind::Arrive { .. } | Kind::Tma(_) | Kind::ExpectTx(_)) {
-            for j in 0..n {
-                if j != i && ops[j].mbar == ops[i].mbar && matches!(ops[j].kind, Kind::Wait(Parity::This)) {
-                    succ[i].push(j);
-                }
-            }
+            let waits = this_waits.get(&ops[i].mbar).into_iter().flatten();
+            succ[i].extend(waits.filter(|&&j| j != i));
         }
     }
     // Iterative DFS with colours.

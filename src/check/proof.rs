@@ -104,36 +104,9 @@ fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String,
     let en = super::proof_async::enumerated(k, parents);
     let slots = roles.as_ref().map(|r| &r.slots);
     let mut accs = accesses(k, &td, &ranges, &en, warp as u32, slots)?;
-    let class = alias_classes(k);
-    for a in &mut accs {
-        a.class = class.get(&a.buf).copied().unwrap_or(a.buf);
-    }
-    // The slot buffers' accesses are left out above: nothing else may share their bytes.
-    let slot_classes: HashSet<Buffer> = (slots.into_iter().flatten())
-        .map(|b| class.get(b).copied().unwrap_or(*b))
-        .collect();
-    if slot_classes.len() < slots.map_or(0, |s| s.len()) {
-        return Err("two TMA slot buffers share bytes".into());
-    }
-    if let Some(a) = accs.iter().find(|a| slot_classes.contains(&a.class)) {
-        return Err(format!(
-            "{} touches bytes a TMA slot buffer shares with another buffer",
-            op_at(k, a.op)
-        ));
-    }
-    let mut eval = Evaluator {
-        k,
-        warp,
-        memo: rustc_hash::FxHashMap::default(),
-        dep: &en.dep,
-    };
+    alias_classes_apart_from_slots(k, &mut accs, slots)?;
     let memo = PairMemo::new(&accs, memos);
-    let mut values: Vec<Rc<Vec<Inst>>> = Vec::with_capacity(accs.len());
-    for a in &accs {
-        let key = form_key(a, guards(k, parents, a.op), en.combos(parents, a.op));
-        let make = |c| instances(k, parents, &en, &mut eval, (a, c));
-        values.push(memo.instances(key, a.form.c, make)?);
-    }
+    let values = access_instances(k, warp, &en, &accs, &memo)?;
     // Pairs per alias class: accesses to buffers that share no byte never meet.
     let mut by_buf: HashMap<Buffer, Vec<usize>> = HashMap::new();
     for (i, a) in accs.iter().enumerate() {
@@ -151,41 +124,7 @@ fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String,
         memo: &memo,
         td: &td,
     };
-    // Warp intervals (`check/proof_warp.rs`): a pair that no warp_sync-free stretch holds
-    // needs only its threads of different warps checked, on warp-mapped instances. Those
-    // vectors are not the accesses' own, so their tests run without the pair memos (which
-    // key instance vectors by identity and access index).
-    let warps = super::proof_warp::WarpOrder::new(k, target, &values);
-    let memo_w = PairMemo::new(&accs, false);
-    let cxw = warps.as_ref().map(|w| PairCx {
-        values: &w.values,
-        memo: &memo_w,
-        ..cx.clone()
-    });
-    let mut in_warp = 0usize;
-    let mut pairs = 0usize;
-    let mut bufs: Vec<&Vec<usize>> = by_buf.values().collect();
-    bufs.sort();
-    for group in bufs {
-        let candidates = if memos {
-            interval_candidates(group, &accs, &starts.0)
-        } else {
-            pairwise_candidates(group, &accs, &starts.0)
-        };
-        for (i, j) in candidates {
-            if super::proof_async::after_tma_issue(&cx, i, j) {
-                continue;
-            }
-            pairs += 1;
-            match (&warps, &cxw) {
-                (Some(w), Some(cw)) if w.ordered_in_warp(&accs[i], &accs[j]) => {
-                    in_warp += 1;
-                    cw.interval_pair(i, j).map_err(|e| w.explain(e))?;
-                }
-                _ => cx.interval_pair(i, j)?,
-            }
-        }
-    }
+    let (pairs, in_warp) = interval_pairs(&cx, target, &by_buf, &starts.0, memos)?;
     let mut walked = super::proof_async::async_pairs(&cx, target, &by_buf, roles.as_ref())?;
     if let Some(r) = &roles {
         walked += &r.summary();
@@ -200,6 +139,105 @@ fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String,
         accs.len(),
         k.threads()
     ))
+}
+
+/// Puts each access in its alias class, and checks that the TMA slot buffers (whose
+/// accesses [`accesses`] left out, the roles' handshakes ordering them) share their bytes
+/// with no other buffer and with each other.
+fn alias_classes_apart_from_slots(
+    k: &Kernel,
+    accs: &mut [Access],
+    slots: Option<&HashSet<Buffer>>,
+) -> Result<(), String> {
+    let class = alias_classes(k);
+    for a in accs.iter_mut() {
+        a.class = class.get(&a.buf).copied().unwrap_or(a.buf);
+    }
+    let slot_classes: HashSet<Buffer> = (slots.into_iter().flatten())
+        .map(|b| class.get(b).copied().unwrap_or(*b))
+        .collect();
+    if slot_classes.len() < slots.map_or(0, |s| s.len()) {
+        return Err("two TMA slot buffers share bytes".into());
+    }
+    if let Some(a) = accs.iter().find(|a| slot_classes.contains(&a.class)) {
+        return Err(format!(
+            "{} touches bytes a TMA slot buffer shares with another buffer",
+            op_at(k, a.op)
+        ));
+    }
+    Ok(())
+}
+
+/// The instances of each access, shared through `memo` between accesses of one form.
+fn access_instances(
+    k: &Kernel,
+    warp: i64,
+    en: &Enumerated,
+    accs: &[Access],
+    memo: &PairMemo,
+) -> Result<Vec<Rc<Vec<Inst>>>, String> {
+    let parents = k.parents();
+    let mut eval = Evaluator {
+        k,
+        warp,
+        memo: rustc_hash::FxHashMap::default(),
+        dep: &en.dep,
+    };
+    let mut values: Vec<Rc<Vec<Inst>>> = Vec::with_capacity(accs.len());
+    for a in accs {
+        let key = form_key(a, guards(k, parents, a.op), en.combos(parents, a.op));
+        let make = |c| instances(k, parents, en, &mut eval, (a, c));
+        values.push(memo.instances(key, a.form.c, make)?);
+    }
+    Ok(values)
+}
+
+/// Tests every pair of accesses of one alias class that may share a barrier interval
+/// (`starts`: the interval starts reaching each op), except those a TMA issue orders;
+/// returns the pairs tested and how many of them only across warps.
+fn interval_pairs(
+    cx: &PairCx,
+    target: Option<Target>,
+    by_buf: &HashMap<Buffer, Vec<usize>>,
+    starts: &HashMap<Op, Starts>,
+    memos: bool,
+) -> Result<(usize, usize), String> {
+    let accs = cx.accs;
+    // Warp intervals (`check/proof_warp.rs`): a pair that no warp_sync-free stretch holds
+    // needs only its threads of different warps checked, on warp-mapped instances. Those
+    // vectors are not the accesses' own, so their tests run without the pair memos (which
+    // key instance vectors by identity and access index).
+    let warps = super::proof_warp::WarpOrder::new(cx.k, target, cx.values);
+    let memo_w = PairMemo::new(accs, false);
+    let cxw = warps.as_ref().map(|w| PairCx {
+        values: &w.values,
+        memo: &memo_w,
+        ..cx.clone()
+    });
+    let (mut pairs, mut in_warp) = (0usize, 0usize);
+    let mut bufs: Vec<&Vec<usize>> = by_buf.values().collect();
+    bufs.sort();
+    for group in bufs {
+        let candidates = if memos {
+            interval_candidates(group, accs, starts)
+        } else {
+            pairwise_candidates(group, accs, starts)
+        };
+        for (i, j) in candidates {
+            if super::proof_async::after_tma_issue(cx, i, j) {
+                continue;
+            }
+            pairs += 1;
+            match (&warps, &cxw) {
+                (Some(w), Some(cw)) if w.ordered_in_warp(&accs[i], &accs[j]) => {
+                    in_warp += 1;
+                    cw.interval_pair(i, j).map_err(|e| w.explain(e))?;
+                }
+                _ => cx.interval_pair(i, j)?,
+            }
+        }
+    }
+    Ok((pairs, in_warp))
 }
 
 /// [`interval_candidates`] by testing every pair of `group`: O(group^2).

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use smemsync::analysis::footprint::Footprints;
 use smemsync::analysis::hazards::{Carry, Hazard};
-use smemsync::emit::explain::{Namer, buffer_name, explain_hazard};
+use smemsync::emit::explain::{Namer, buffer_name, explain_hazard, sync_op_name};
 use smemsync::sync::driver::{Synchronized, synchronize, synchronize_output, without_inserted};
 use smemsync::sync::{PlaceOptions, Strategy};
 use smemsync::target::Target;
@@ -342,10 +342,7 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
     smemsync::analysis::hazards::fill_witnesses(&mut fp, &mut hz);
     let mut listed_under: HashMap<usize, usize> = HashMap::new();
     for (i, e) in p.plan.edits.iter().enumerate() {
-        let what = match e.op {
-            smemsync::ir::OpKind::WarpSync => "warp_sync",
-            _ => "barrier",
-        };
+        let what = sync_op_name(&e.op);
         let n = p.removes[i].len();
         let at = names.point(e.at.anchor);
         text.push_str(&format!(
@@ -439,13 +436,9 @@ fn explain_json(
         Json::Array(v.collect())
     };
     let syncs = p.plan.edits.iter().enumerate().map(|(i, e)| {
-        let what = match e.op {
-            smemsync::ir::OpKind::WarpSync => "warp_sync",
-            _ => "barrier",
-        };
         Json::object([
             ("index", Json::uint(i)),
-            ("op", Json::str(what)),
+            ("op", Json::str(sync_op_name(&e.op))),
             ("at", Json::str(names.point(e.at.anchor))),
             ("removes", hazards(&p.removes[i])),
         ])

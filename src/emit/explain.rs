@@ -185,6 +185,29 @@ pub fn buffer_name(k: &Kernel, h: &Hazard) -> String {
     }
 }
 
+/// Why a hazard that orders no data exists: the ordering rule of `sync::role_release` (a
+/// role's `mbar_wait` of every thread before one elected thread's signal, docs/placement.md,
+/// "Mbarrier objects", rule 2). `None` for a data hazard.
+pub fn ordering_rule(k: &Kernel, h: &Hazard) -> Option<&'static str> {
+    let signal = matches!(
+        k.ops[h.dst.op].kind,
+        OpKind::MbarArrive { .. } | OpKind::MbarExpectTx { .. } | OpKind::TmaLoad { .. }
+    );
+    (signal && matches!(k.ops[h.src.op].kind, OpKind::MbarWait { .. })).then_some(
+        "role barrier: every thread of the role must pass its wait before one elected thread signals, or the other role can complete the waited mbarrier's next phase and a late thread waits for a phase that never comes (deadlock, C0002)",
+    )
+}
+
+/// How `sync --explain` names an inserted sync: its op (`barrier`, `warp_sync`,
+/// `named_sync ID, N`).
+pub fn sync_op_name(op: &OpKind) -> String {
+    match op {
+        OpKind::WarpSync => "warp_sync".into(),
+        OpKind::NamedSync { id, count } => format!("named_sync {id}, {count}"),
+        _ => "barrier".into(),
+    }
+}
+
 /// One line explaining a hazard.
 pub fn explain_hazard(k: &Kernel, fp: &Footprints, names: &Namer, h: &Hazard) -> String {
     let mut s = format!(
@@ -225,6 +248,9 @@ pub fn explain_hazard(k: &Kernel, fp: &Footprints, names: &Namer, h: &Hazard) ->
     }
     if h.intra_warp {
         s.push_str(", within one warp");
+    }
+    if let Some(rule) = ordering_rule(k, h) {
+        s.push_str(&format!(" ({rule})"));
     }
     s
 }

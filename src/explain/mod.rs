@@ -81,6 +81,9 @@ pub struct HazardView {
     /// An element and two threads that touch it.
     pub example: Option<String>,
     pub intra_warp: bool,
+    /// For a hazard that orders no data, the rule that states it (the role barrier before
+    /// an elected signal, `emit::explain::ordering_rule`).
+    pub rule: Option<&'static str>,
     /// Inserted syncs that remove it (indices into [`Report::syncs`]).
     pub removed_by: Vec<usize>,
     /// The sync it is explained under.
@@ -316,6 +319,7 @@ fn hazard_view(
         carried,
         example,
         intra_warp: h.intra_warp,
+        rule: crate::emit::explain::ordering_rule(k, h),
         removed_by: att.covering[i].clone(),
         primary: att.primary[i],
         existing: att.existing[i],

@@ -137,6 +137,9 @@ fn hazard_text(s: &mut String, r: &Report, h: usize, under: usize) {
             "       every conflicting pair of threads lies in one warp"
         );
     }
+    if let Some(rule) = v.rule {
+        let _ = writeln!(s, "       {rule}");
+    }
     let others: Vec<String> = v
         .removed_by
         .iter()
@@ -171,6 +174,7 @@ fn hazard_json(h: usize, v: &HazardView) -> Json {
         ("carried_by", carried),
         ("example", Json::opt_str(v.example.clone())),
         ("within_warp", Json::Bool(v.intra_warp)),
+        ("rule", Json::opt_str(v.rule.map(str::to_string))),
         (
             "removed_by",
             Json::Array(v.removed_by.iter().map(|&j| Json::uint(j)).collect()),

@@ -17,13 +17,15 @@
 //! ordinary hazard (forward in one iteration, and carried by every common loop), so the
 //! optimal placer serves it and the data hazards with the fewest barriers, written as the
 //! role's named barrier. A role is recognized structurally: a wait's role is the region
-//! below its innermost thread-dependent `if`; an elected signal is one whose innermost
-//! thread-dependent `if` lies inside the wait's role (the election), with no other between.
+//! below its innermost thread-dependent `if`; an elected signal of that role is one with at
+//! least one thread-dependent `if` inside the role between the role and the signal (the
+//! election, possibly nested: `if %warp0 { if %elect { tma_load } }` is one thread of the
+//! role as much as `if %elect { tma_load }` is).
 //! Outside roles (the whole block waits) the rule is not needed: the signal that rearms a
 //! slot follows the block barrier that orders the slot's data reads before its refill.
 //!
 //! Complexity: O(accesses · depth) to classify, O(W_r · S_r) hazards per role r (waits times
-//! signals of the role).
+//! signals of the role; a signal counts in every role that encloses its election).
 //!
 //! [`publish_inits_early`] moves a placed barrier that orders an `mbar_init` before other
 //! threads' use to the earliest gap of its region that still removes every hazard it
@@ -133,7 +135,9 @@ pub fn hazards(fp: &Footprints) -> Vec<Hazard> {
                 waits.push((role, i));
             }
         } else if signals(kind) && d.len() >= 2 {
-            sigs.push((d[d.len() - 2], i));
+            // Elected at any depth: `if %warp0 { if %elect { tma_load } }` signals from a
+            // subset of every role that encloses its innermost election.
+            sigs.extend(d[..d.len() - 1].iter().map(|&r| (r, i)));
         }
     }
     let mut out = Vec::new();

@@ -311,3 +311,56 @@ pub fn interpret_only(k: &Kernel, schedules: u32) -> smemsync::check::Verdict {
     };
     smemsync::check::check_race_free(k, &o).verdict
 }
+
+/// The overlap engine's oracle, shared by the symbolic-engine tests: the ops of a kernel that
+/// access shared memory (in id order), the engine as the analysis runs it (`sym`) and one
+/// that enumerates (`en`).
+pub struct OverlapOracle<'k> {
+    pub ops: Vec<Op>,
+    pub sym: smemsync::analysis::overlap::Overlap<'k>,
+    pub en: smemsync::analysis::overlap::Overlap<'k>,
+}
+
+impl<'k> OverlapOracle<'k> {
+    pub fn new(k: &'k Kernel) -> Self {
+        use smemsync::analysis::overlap::Overlap;
+        let ops = (k.ops.iter().map(|(op, _)| op))
+            .filter(|&op| !smemsync::ir::effects::effects(k, op).shared.is_empty())
+            .collect();
+        let mut en = Overlap::new(k, 32);
+        en.symbolic = false;
+        OverlapOracle {
+            ops,
+            sym: Overlap::new(k, 32),
+            en,
+        }
+    }
+
+    /// Asks both engines about every access of `x` then every access of `y` under `tags`:
+    /// the number of questions, or the first that the engines answer differently, or after
+    /// which their conservative-answer notes (W0314) differ.
+    pub fn compare(
+        &mut self,
+        k: &Kernel,
+        (x, y): (Op, Op),
+        tags: &[(Op, smemsync::analysis::overlap::IterTag)],
+    ) -> Result<usize, String> {
+        let xs = smemsync::ir::effects::effects(k, x).shared;
+        let ys = smemsync::ir::effects::effects(k, y).shared;
+        for xa in &xs {
+            for ya in &ys {
+                let s = self.sym.may_overlap(x, xa, y, ya, tags);
+                let e = self.en.may_overlap(x, xa, y, ya, tags);
+                if s != e {
+                    return Err(format!(
+                        "overlap of {x:?} then {y:?} under {tags:?}: symbolic {s}, enumerated {e}"
+                    ));
+                }
+                if *self.sym.conservative.borrow() != *self.en.conservative.borrow() {
+                    return Err(format!("W0314 notes after {x:?} then {y:?} under {tags:?}"));
+                }
+            }
+        }
+        Ok(xs.len() * ys.len())
+    }
+}
