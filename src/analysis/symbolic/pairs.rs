@@ -609,6 +609,9 @@ struct TemplateKey {
     who: Ident,
 }
 
+/// Which template: the access, how its tables are built, and its fixed iteration indices.
+type TemplateId = (usize, Mode, Vec<Option<i64>>);
+
 /// A template: `Err` where the side has no encoding, `Ok(None)` where it has no instance.
 pub(super) type Made = Result<Option<std::rc::Rc<Template>>, ()>;
 
@@ -616,7 +619,7 @@ pub(super) type Made = Result<Option<std::rc::Rc<Template>>, ()>;
 /// allowed), their interned ids, and the pair answers by `PairKey`.
 #[derive(Default)]
 pub struct Templates {
-    made: RefCell<HashMap<(usize, Mode, Vec<Option<i64>>), Made>>,
+    made: RefCell<HashMap<TemplateId, Made>>,
     /// The loop levels each access's questions split on (`split::levels`), recorded by its
     /// template without tables.
     pub(super) split: RefCell<HashMap<usize, super::split::Levels>>,
@@ -782,7 +785,7 @@ pub(super) fn question_at(
     if let Some(r) = fp.sym_sides.answers.borrow().get(&key) {
         return Some(Built::Known(r.clone()));
     }
-    let (mut p, sa, sb) = compose(&ta, &tb)?;
+    let (mut p, sa, sb) = compose(ta, tb)?;
     let (ra, rb) = (sa.unit.range(&p), sb.unit.range(&p));
     let u = p.var(ra.0.min(rb.0), ra.1.max(rb.1) + sa.units.max(sb.units));
     covers(&mut p, u, &sa);
