@@ -165,6 +165,14 @@ pub struct Builder<'a> {
     /// Whether operations of a constant and a small-range value may become tables
     /// (`Builder::table`); off by default (see [`force_tables`]).
     pub tables: bool,
+    /// The variables of every operand that needed a table while tables were off: splitting
+    /// the question on them (fixing each to each of its values, `symbolic::split`) makes
+    /// those operations constant.
+    pub wanted: Vec<usize>,
+    /// Tables relaxed to a free variable over the table's values (with `tables`): an
+    /// over-approximation, sound only for concluding that a problem is infeasible
+    /// (`symbolic::split`'s pre-checks).
+    pub relax: bool,
     memo: HashMap<Value, Form>,
     /// The existentials `(q, r)` of each `e = m·q + r` made so far: `div` and `rem` of one
     /// value share them, so `m·(e div m) + e rem m` is `e` after elimination (two separate
@@ -197,6 +205,8 @@ impl<'a> Builder<'a> {
             tid,
             ivs: Vec::new(),
             tables: false,
+            wanted: Vec::new(),
+            relax: false,
             memo: HashMap::default(),
             divs: Vec::new(),
         }
@@ -434,20 +444,29 @@ impl<'a> Builder<'a> {
     }
 
     /// An operation of a constant and a value with at most [`TABLE`] possible values (`shl
-    /// 1, %i`, `shr 128, %i`, `min %i, 3` for a loop variable `%i`), as a table: 0/1
-    /// indicators `e_v` for `v` in the value's range (`Σ e_v ≤ 1`, the value is `lo + Σ (v −
-    /// lo)·e_v`) and the result `f(lo) + Σ (f(v) − f(lo))·e_v`, with `f` the IR's own
-    /// evaluation (`BinOp::eval_i32`), so it is exact, wrap-around included. A value `f` has
-    /// none for (division by zero) makes the form unsupported.
+    /// 1, %i`, `shr 128, %i`, `min %i, 3` for a loop variable `%i`), as a table over the
+    /// value `e ∈ [lo, hi]` (its interval over the boxes): one 0/1 *step* variable
+    /// `y_v = [e ≥ v]` per `v ∈ (lo, hi]` where the result changes, tied to `e` by
+    /// `e ≥ lo + (v − lo)·y_v` and `e ≤ v − 1 + (hi − v + 1)·y_v`, and the result
+    /// `f(lo) + Σ (f(v) − f(v − 1))·y_v` (a telescoping sum: `f(e)` exactly), with `f` the
+    /// IR's own evaluation (`BinOp::eval_i32`), wrap-around included. Bounds propagation
+    /// alone fixes every step variable once `e` is fixed and narrows `e` once a step
+    /// variable is fixed, so branching on them splits the loop key (docs/symbolic.md,
+    /// "Tables"). A value `f` has none for (division by zero) makes the form unsupported.
     fn table(&mut self, b: BinOp, x: &Affine, y: &Affine) -> Form {
-        if !self.tables && !FORCE_TABLES.with(|f| f.get()) {
-            return Form::Unsupported;
-        }
         let (e, konst, e_first) = match (x.as_const(), y.as_const()) {
             (None, Some(c)) => (x, c, true),
             (Some(c), None) => (y, c, false),
             _ => return Form::Unsupported,
         };
+        if !self.tables && !FORCE_TABLES.with(|f| f.get()) {
+            for &(v, _) in &e.terms {
+                if !self.wanted.contains(&v) {
+                    self.wanted.push(v);
+                }
+            }
+            return Form::Unsupported;
+        }
         let (lo, hi) = e.range(self.p);
         if hi < lo || hi - lo >= TABLE {
             return Form::Unsupported;
@@ -456,22 +475,26 @@ impl<'a> Builder<'a> {
         let Some(vals) = (lo..=hi).map(f).collect::<Option<Vec<i64>>>() else {
             return Form::Unsupported;
         };
-        if vals.iter().all(|&v| v == vals[0]) {
-            return Form::Known(Affine::konst(vals[0]));
+        if self.relax {
+            let (min, max) = vals.iter().fold((i64::MAX, i64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+            return Form::Known(Affine::var(self.p.var(min, max)));
         }
-        let mut sel = Vec::new();
-        let mut def = e.terms.clone();
         let mut out = Affine::konst(vals[0]);
-        for (i, &fv) in vals.iter().enumerate().skip(1) {
-            let ev = self.p.var(0, 1);
-            sel.push((ev, 1));
-            def.push((ev, -(i as i64)));
-            if fv != vals[0] {
-                out.terms.push((ev, fv - vals[0]));
+        for (i, w) in vals.windows(2).enumerate() {
+            if w[1] == w[0] {
+                continue;
             }
+            let v = lo + i as i64 + 1;
+            let step = self.p.var(0, 1);
+            // y_v = 1 ⇒ e ≥ v; y_v = 0 ⇒ e ≤ v − 1 (the other bounds are e's own).
+            let mut t = e.terms.clone();
+            t.push((step, -(v - lo)));
+            self.p.add(&t, lo - e.c, i64::MAX / 4);
+            let mut t = e.terms.clone();
+            t.push((step, -(hi - v + 1)));
+            self.p.add(&t, i64::MIN / 4, v - 1 - e.c);
+            out.terms.push((step, w[1] - w[0]));
         }
-        self.p.add(&sel, 0, 1);
-        self.p.add(&def, lo - e.c, lo - e.c);
         self.known(out)
     }
 

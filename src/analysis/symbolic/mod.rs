@@ -10,6 +10,8 @@
 //! - [`bits`]: collective footprints (layout owners as GF(2) maps, abstract and unknown
 //!   owners) and the thread relation of a pair of sides.
 //! - [`pairs`]: the pair-conflict and self-race questions, with the enumerator's meaning.
+//! - [`split`]: questions whose indices shift by a loop variable, one affine question per
+//!   value of its iteration index.
 //! - [`overlap`]: the in-flight engine's question (may an async copy and a later access at
 //!   related iterations touch a common byte), with `analysis::overlap`'s meaning.
 //!
@@ -22,3 +24,4 @@ pub mod form;
 pub mod overlap;
 pub mod pairs;
 pub mod solve;
+pub mod split;

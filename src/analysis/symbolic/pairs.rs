@@ -43,6 +43,16 @@ thread_local! {
     static LEFT: std::cell::Cell<u64> = const { std::cell::Cell::new(BUDGET) };
 }
 
+/// Search nodes left to the question in progress.
+pub(super) fn budget_left() -> u64 {
+    LEFT.with(|l| l.get())
+}
+
+/// Sets the search nodes left to the question in progress.
+pub(super) fn set_budget_left(n: u64) {
+    LEFT.with(|l| l.set(n));
+}
+
 /// Solves within the question's remaining budget.
 fn solve(q: &Problem) -> Answer {
     let mut b = LEFT.with(|l| l.get());
@@ -62,23 +72,25 @@ fn solve_box(q: &Presolved, bx: (i64, i64)) -> Answer {
 /// Sets the question's budget: a fraction of what enumerating it would cost (threads times
 /// the instances of both sides), within [`MIN_BUDGET`, `BUDGET`], so that a question the
 /// enumerator answers cheaply is never made expensive by a long search.
-fn set_budget(fp: &Footprints, ai: usize, bi: usize) -> u64 {
-    let inst = |i: usize| -> u64 {
-        let k = fp.k;
-        fp.accesses[i]
-            .loops
-            .iter()
-            .map(|l| match fp.domains.get(l) {
-                Some(LoopDomain::Exact { trip, .. }) => (*trip).max(1) as u64,
-                Some(LoopDomain::Periodic { period, .. }) => (*period).max(1) as u64,
-                _ => 1,
-            })
-            .fold(k.threads().max(1) as u64, u64::saturating_mul)
-            .min(u64::MAX / 4)
-    };
-    let est = (inst(ai).saturating_add(inst(bi)) / 32).clamp(MIN_BUDGET, BUDGET);
+pub(super) fn set_budget(fp: &Footprints, ai: usize, bi: usize) -> u64 {
+    let est = (instances(fp, ai).saturating_add(instances(fp, bi)) / 32).clamp(MIN_BUDGET, BUDGET);
     LEFT.with(|l| l.set(est));
     est
+}
+
+/// What enumerating access `i` visits: threads times the iterations of its loops (the
+/// enumerator's domains).
+pub(super) fn instances(fp: &Footprints, i: usize) -> u64 {
+    fp.accesses[i]
+        .loops
+        .iter()
+        .map(|l| match fp.domains.get(l) {
+            Some(LoopDomain::Exact { trip, .. }) => (*trip).max(1) as u64,
+            Some(LoopDomain::Periodic { period, .. }) => (*period).max(1) as u64,
+            _ => 1,
+        })
+        .fold(fp.k.threads().max(1) as u64, u64::saturating_mul)
+        .min(u64::MAX / 4)
 }
 
 /// One side of a question: its loop keys (`None`: not enumerated) and its unit range.
@@ -99,10 +111,16 @@ struct Side {
 /// enumerated loop has no value (no instance at all). Unlike the enumerator, no cap on the
 /// number of iteration instances applies: a key is one variable whatever its range, so the
 /// answer stays exact where enumeration would make inner loop variables unknown (W0313).
-fn keys(fp: &Footprints, b: &mut Builder, ai: usize) -> Option<Vec<(Option<Affine>, Option<Value>)>> {
+///
+/// `pins`: the iteration index fixed at some levels (`symbolic::split`): such a key is the
+/// constant `first + step·v` instead of a variable (only for an exact domain).
+pub(super) type Keys = Vec<(Option<Affine>, Option<Value>)>;
+
+fn keys(fp: &Footprints, b: &mut Builder, ai: usize, pins: &[Option<i64>]) -> Option<Keys> {
     let k = fp.k;
     let mut out = Vec::new();
-    for &l in &fp.accesses[ai].loops {
+    for (j, &l) in fp.accesses[ai].loops.iter().enumerate() {
+        let exact = matches!(fp.domains.get(&l), Some(LoopDomain::Exact { .. }));
         let iv = match &k.ops[l].kind {
             OpKind::For { .. } => Some(k.region_args(k.ops[l].regions[0])[0]),
             _ => None,
@@ -134,10 +152,12 @@ fn keys(fp: &Footprints, b: &mut Builder, ai: usize) -> Option<Vec<(Option<Affin
             }
             (Some((_, _, 0)), Some(_)) => return None,
             (Some((first, step, n)), Some(iv)) => {
-                let i = b.p.var(0, n - 1);
-                let key = Affine {
-                    terms: vec![(i, step)],
-                    c: first,
+                let key = match pins.get(j).copied().flatten() {
+                    Some(v) if exact && (0..n).contains(&v) => Affine::konst(first + step * v),
+                    _ => Affine {
+                        terms: vec![(b.p.var(0, n - 1), step)],
+                        c: first,
+                    },
                 };
                 b.ivs.push((iv, key.clone()));
                 out.push((Some(key), Some(iv)));
@@ -148,19 +168,32 @@ fn keys(fp: &Footprints, b: &mut Builder, ai: usize) -> Option<Vec<(Option<Affin
     Some(out)
 }
 
-/// Builds one side on `p`; `shared`: reuse these keys (the other side of a self race).
+/// How a side's operations of a constant and a small-range value (`Builder::table`) are
+/// built: not at all (`Plain`), as exact tables, or relaxed to a free variable over the
+/// table's values (`symbolic::split`'s pre-checks: infeasibility only).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(super) enum Mode {
+    Plain,
+    Tables,
+    Relaxed,
+}
+
+/// Builds one side on `p`; `shared`: reuse these keys (the other side of a self race);
+/// `pins`: fixed iteration indices (see [`keys`]). Where an operation needed a table that
+/// `tables` does not allow, `split` becomes the loop levels to split the question on
+/// (`split::levels`).
 fn side(
     fp: &Footprints,
     p: &mut Problem,
     (ai, tid): (usize, usize),
     shared: Option<&[(Option<Affine>, Option<Value>)]>,
-    tables: bool,
+    (mode, pins): (Mode, &[Option<i64>]),
+    split: &mut super::split::Levels,
 ) -> Result<Option<Side>, ()> {
-    let k = fp.k;
-    let a = &fp.accesses[ai];
     let mut b = Builder::new(fp, p, tid);
     // Tables cost more search than a small enumeration (docs/symbolic.md, "Tables").
-    b.tables = tables;
+    b.tables = mode != Mode::Plain;
+    b.relax = mode == Mode::Relaxed;
     let keys = match shared {
         Some(s) => {
             for (key, iv) in s {
@@ -170,11 +203,22 @@ fn side(
             }
             s.to_vec()
         }
-        None => match keys(fp, &mut b, ai) {
+        None => match keys(fp, &mut b, ai, pins) {
             Some(ks) => ks,
             None => return Ok(None),
         },
     };
+    let r = side_in(fp, &mut b, (ai, tid), &keys);
+    if !b.wanted.is_empty() {
+        *split = super::split::levels(fp, ai, b.p, &keys, &b.wanted);
+    }
+    r
+}
+
+/// [`side`] after its keys: guards, indices, unit range, who touches it.
+fn side_in(fp: &Footprints, b: &mut Builder, (ai, tid): (usize, usize), keys: &Keys) -> Result<Option<Side>, ()> {
+    let k = fp.k;
+    let a = &fp.accesses[ai];
     // Guards of every enclosing `if` (on a collective access: on the thread that executes
     // it, `bits::collective`).
     let mut child = a.id.op;
@@ -198,10 +242,10 @@ fn side(
     let (idx, who) = match &a.access.footprint {
         Footprint::PerThread(ix) => (ix.iter().map(|o| b.operand(o)).collect(), Ident::Thread(tid)),
         Footprint::Collective { layout } => {
-            bits::collective(fp, &mut b, ai, layout.as_deref(), guarded).ok_or(())?
+            bits::collective(fp, b, ai, layout.as_deref(), guarded).ok_or(())?
         }
     };
-    let (root, idx) = root_index(&mut b, a.access.mem, idx)?;
+    let (root, idx) = root_index(b, a.access.mem, idx)?;
     let bd = &k.buffers[root];
     let space = if bd.offset.is_some() {
         0
@@ -211,7 +255,7 @@ fn side(
     let u = fp.unit(space) as i64;
     let e = bd.elem.bytes() as i64;
     let base = bd.offset.unwrap_or(0) as i64;
-    let keys = keys.into_iter().map(|(key, _)| key).collect();
+    let keys = keys.iter().map(|(key, _)| key.clone()).collect();
     let Some(idx) = idx else {
         return Ok(Some(whole_buffer(b.p, keys, who, base, bd.bytes() as i64, u)));
     };
@@ -220,7 +264,7 @@ fn side(
     }
     let mut lin = Affine::konst(0);
     for (f, &d) in idx.iter().zip(&bd.shape) {
-        in_bounds(&mut b, f, d as i64)?;
+        in_bounds(b, f, d as i64)?;
         lin = lin.scale(d as i64).and_then(|l| l.plus(f)).ok_or(())?;
     }
     let unit = lin
@@ -347,7 +391,7 @@ fn diff(p: &mut Problem, x: usize, y: usize, lo: i64, hi: i64) {
 
 /// Whether one of the problems is satisfiable; `None` when a search ran out of budget
 /// before any was found satisfiable.
-fn any_sat(ps: &[Problem]) -> Option<bool> {
+pub(super) fn any_sat(ps: &[Problem]) -> Option<bool> {
     let mut out = Some(false);
     for q in ps {
         match solve(q) {
@@ -373,6 +417,20 @@ fn any_sat_within(ps: &[Presolved], lo: i64, hi: i64) -> Option<bool> {
     out
 }
 
+/// A solution of one of the problems (`Some(None)`: none has one); `None` when a search
+/// ran out of budget before any was found satisfiable.
+pub(super) fn witness(ps: &[Problem]) -> Option<Option<Vec<i64>>> {
+    let mut out = Some(None);
+    for q in ps {
+        match solve(q) {
+            Answer::Sat(x) => return Some(Some(x)),
+            Answer::Budget => out = None,
+            Answer::Unsat => {}
+        }
+    }
+    out
+}
+
 /// The box of a presolved problem's variable intersected with `[lo, hi]` (`None`: empty).
 fn clip(q: &Presolved, lo: i64, hi: i64) -> Option<(i64, i64)> {
     let (p, v) = (q.problem(), q.var());
@@ -381,7 +439,7 @@ fn clip(q: &Presolved, lo: i64, hi: i64) -> Option<(i64, i64)> {
 }
 
 /// The problem split by `t_a ≠ t_b` (or, with `warps`, `warp(t_a) ≠ warp(t_b)`).
-fn distinct(p: &Problem, ta: usize, tb: usize, warps: Option<(usize, usize)>) -> Vec<Problem> {
+pub(super) fn distinct(p: &Problem, ta: usize, tb: usize, warps: Option<(usize, usize)>) -> Vec<Problem> {
     let (x, y) = warps.unwrap_or((ta, tb));
     [(i64::MIN / 4, -1), (1, i64::MAX / 4)]
         .into_iter()
@@ -428,7 +486,7 @@ fn feasible_values(ps: &[Presolved], lo: i64, hi: i64, out: &mut Vec<i64>) -> Op
 
 /// The distance bit pattern of the variable level, as `conflicts::bits_for` gives it.
 #[derive(PartialEq, Eq, Hash)]
-enum Distance {
+pub(super) enum Distance {
     /// The mask does not depend on the keys (a key not enumerated, or an unknown domain).
     Fixed(u64),
     /// Exact domain: variable `dist` (destination index − source index) ≥ 0.
@@ -470,6 +528,9 @@ pub fn pair_conflict(
     plen: usize,
     var: Option<usize>,
 ) -> Option<PairConflict> {
+    if let Some(plan) = super::split::plan(fp, ai, bi, plen) {
+        return super::split::pair_conflict(fp, &plan, (ai, bi), (plen, var));
+    }
     match question(fp, ai, bi, (plen, var), None)? {
         Built::Nothing => Some(PairConflict::default()),
         Built::Known(Known::Pair(r)) => r,
@@ -496,6 +557,9 @@ pub fn intersects_at(
     plen: usize,
     fix: Option<(usize, i64)>,
 ) -> Option<bool> {
+    if let Some(plan) = super::split::plan(fp, ai, bi, plen) {
+        return super::split::intersects_at(fp, &plan, (ai, bi), plen, fix);
+    }
     match question(fp, ai, bi, (plen, None), Some(fix))? {
         Built::Nothing => Some(false),
         Built::Known(Known::Meets(r)) => r,
@@ -511,7 +575,7 @@ pub fn intersects_at(
 
 /// A pair question looked up or built: no instance pair at all, an answer decided before
 /// for the same key, or a new question with its key.
-enum Built {
+pub(super) enum Built {
     Nothing,
     Known(Known),
     New(PairKey, PairQuestion),
@@ -519,7 +583,7 @@ enum Built {
 
 /// A remembered answer: of [`pair_conflict`] or of [`intersects_at`].
 #[derive(Clone)]
-enum Known {
+pub(super) enum Known {
     Pair(Option<PairConflict>),
     Meets(Option<bool>),
 }
@@ -546,7 +610,7 @@ pub(crate) struct PairKey {
 /// touches it, and the id of its content without the unit constant.
 pub(crate) struct Template {
     p: Problem,
-    keys: Vec<Option<Affine>>,
+    pub(super) keys: Vec<Option<Affine>>,
     unit: Affine,
     units: i64,
     who: Ident,
@@ -563,22 +627,30 @@ struct TemplateKey {
     who: Ident,
 }
 
+/// Which template: the access, how its tables are built, and its fixed iteration indices.
+type TemplateId = (usize, Mode, Vec<Option<i64>>);
+
 /// A template: `Err` where the side has no encoding, `Ok(None)` where it has no instance.
-type Made = Result<Option<std::rc::Rc<Template>>, ()>;
+pub(super) type Made = Result<Option<std::rc::Rc<Template>>, ()>;
 
 /// The per-[`Footprints`] store of side templates (by access and whether tables are
 /// allowed), their interned ids, and the pair answers by `PairKey`.
 #[derive(Default)]
 pub struct Templates {
-    made: RefCell<HashMap<(usize, bool), Made>>,
+    made: RefCell<HashMap<TemplateId, Made>>,
+    /// The loop levels each access's questions split on (`split::levels`), recorded by its
+    /// template without tables.
+    pub(super) split: RefCell<HashMap<usize, super::split::Levels>>,
     ids: RefCell<HashMap<TemplateKey, u32>>,
-    answers: RefCell<HashMap<PairKey, Known>>,
+    pub(super) answers: RefCell<HashMap<PairKey, Known>>,
 }
 
-/// The template of access `ai`, built on first use: the side alone on a fresh problem, its
-/// in-bounds proofs within the budget of a question of the access with itself.
-fn template(fp: &Footprints, ai: usize, tables: bool) -> Made {
-    if let Some(t) = fp.sym_sides.made.borrow().get(&(ai, tables)) {
+/// The template of access `ai` (with its iteration indices fixed at `pins`' levels), built
+/// on first use: the side alone on a fresh problem, its in-bounds proofs within the budget
+/// of a question of the access with itself.
+pub(super) fn template(fp: &Footprints, ai: usize, mode: Mode, pins: &[Option<i64>]) -> Made {
+    let id = (ai, mode, pins.to_vec());
+    if let Some(t) = fp.sym_sides.made.borrow().get(&id) {
         return t.clone();
     }
     let saved = LEFT.with(|l| l.get());
@@ -586,7 +658,8 @@ fn template(fp: &Footprints, ai: usize, tables: bool) -> Made {
     let threads = fp.k.threads().max(1) as i64;
     let mut p = Problem::default();
     let t = p.var(0, threads - 1);
-    let made = side(fp, &mut p, (ai, t), None, tables).map(|s| {
+    let mut split = Some(Vec::new());
+    let made = side(fp, &mut p, (ai, t), None, (mode, pins), &mut split).map(|s| {
         s.map(|s| {
             let key = TemplateKey {
                 p: p.clone(),
@@ -609,7 +682,10 @@ fn template(fp: &Footprints, ai: usize, tables: bool) -> Made {
         })
     });
     LEFT.with(|l| l.set(saved));
-    fp.sym_sides.made.borrow_mut().insert((ai, tables), made.clone());
+    if mode == Mode::Plain && pins.is_empty() {
+        fp.sym_sides.split.borrow_mut().insert(ai, split);
+    }
+    fp.sym_sides.made.borrow_mut().insert(id, made.clone());
     made
 }
 
@@ -682,12 +758,27 @@ fn question(
     fp: &Footprints,
     ai: usize,
     bi: usize,
-    (plen, var): (usize, Option<usize>),
+    rel: (usize, Option<usize>),
     meets: Option<Option<(usize, i64)>>,
 ) -> Option<Built> {
     let left = set_budget(fp, ai, bi);
-    let tables = left > MIN_BUDGET ;
-    let (Ok(ta), Ok(tb)) = (template(fp, ai, tables), template(fp, bi, tables)) else {
+    let mode = if left > MIN_BUDGET { Mode::Tables } else { Mode::Plain };
+    let sides = (template(fp, ai, mode, &[]), template(fp, bi, mode, &[]));
+    question_at(fp, (ai, bi), rel, meets, (&sides.0, &sides.1), left)
+}
+
+/// [`question`] on the given templates of `ai` and `bi` (built in some [`Mode`], their
+/// iteration indices maybe fixed: a piece of a split question, `symbolic::split`), within
+/// the budget `left` (the search budget left is not reset).
+pub(super) fn question_at(
+    fp: &Footprints,
+    (ai, bi): (usize, usize),
+    (plen, var): (usize, Option<usize>),
+    meets: Option<Option<(usize, i64)>>,
+    (ta, tb): (&Made, &Made),
+    left: u64,
+) -> Option<Built> {
+    let (Ok(ta), Ok(tb)) = (ta, tb) else {
         return None;
     };
     let (Some(ta), Some(tb)) = (ta, tb) else {
@@ -695,6 +786,9 @@ fn question(
     };
     let (la, lb) = (&fp.accesses[ai].loops, &fp.accesses[bi].loops);
     let loops = if la.len() >= lb.len() { la } else { lb };
+    if !keys_may_meet(&ta.keys, &tb.keys, (plen, var), loops, fp) {
+        return Some(Built::Nothing);
+    }
     let dom = var.map(|j| loops.get(j).map(|l| fp.domains.get(l).copied()));
     let key = PairKey {
         a: ta.id,
@@ -709,7 +803,7 @@ fn question(
     if let Some(r) = fp.sym_sides.answers.borrow().get(&key) {
         return Some(Built::Known(r.clone()));
     }
-    let (mut p, sa, sb) = compose(&ta, &tb)?;
+    let (mut p, sa, sb) = compose(ta, tb)?;
     let (ra, rb) = (sa.unit.range(&p), sb.unit.range(&p));
     let u = p.var(ra.0.min(rb.0), ra.1.max(rb.1) + sa.units.max(sb.units));
     covers(&mut p, u, &sa);
@@ -746,16 +840,53 @@ fn question(
     Some(Built::New(key, q))
 }
 
+/// False when two constant keys (fixed iteration indices of split pieces) violate the key
+/// relation: unequal at a level before `plen` other than `var`, or at `var` no distance of
+/// the domain (see [`distance`]). Skips building such pieces; any other case is left to
+/// the problem.
+fn keys_may_meet(
+    ka: &[Option<Affine>],
+    kb: &[Option<Affine>],
+    (plen, var): (usize, Option<usize>),
+    loops: &[Op],
+    fp: &Footprints,
+) -> bool {
+    for j in 0..plen.min(ka.len().max(kb.len())) {
+        let c = |k: &[Option<Affine>]| k.get(j).cloned().flatten().and_then(|a| a.as_const());
+        let (Some(x), Some(y)) = (c(ka), c(kb)) else { continue };
+        let dom = loops.get(j).and_then(|l| fp.domains.get(l).copied());
+        let ok = match (Some(j) == var, dom) {
+            (true, Some(LoopDomain::Exact { step, .. })) => exact_bit(x, y, step) != 0,
+            (true, _) => true,
+            (false, _) => x == y,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// The distance bit of two constant keys of an exact domain: `d = (y − x) / step` when
+/// that is a non-negative integer (bit `d`, or 63 for 63 and more), else none.
+pub(super) fn exact_bit(x: i64, y: i64, step: i64) -> u64 {
+    let step = step.max(1);
+    match y.checked_sub(x) {
+        Some(e) if e >= 0 && e % step == 0 => 1u64 << (e / step).min(63),
+        _ => 0,
+    }
+}
+
 /// A built pair question: everything [`decide_pair`]'s answer depends on (the problem with
 /// both sides, the thread variables, the distance relation, the block and warp sizes, and the
 /// search budget).
-struct PairQuestion {
-    p: Problem,
+pub(super) struct PairQuestion {
+    pub(super) p: Problem,
     /// Which variables must differ for two different threads.
-    rel: Distinct,
-    dist: Distance,
+    pub(super) rel: Distinct,
+    pub(super) dist: Distance,
     threads: i64,
-    warp: i64,
+    pub(super) warp: i64,
     left: u64,
 }
 
@@ -795,7 +926,13 @@ fn remember<K: Eq + std::hash::Hash, V>(m: &mut HashMap<K, V>, k: K, v: V) {
 /// Decides a built pair question (the masks of the module doc), within its budget.
 fn decide_pair(q: &PairQuestion) -> Option<PairConflict> {
     LEFT.with(|l| l.set(q.left));
-    let (p, dist, threads) = (&q.p, &q.dist, q.threads);
+    decide_within(q)
+}
+
+/// [`decide_pair`] within the search budget left (the pieces of a split question share
+/// one).
+pub(super) fn decide_within(q: &PairQuestion) -> Option<PairConflict> {
+    let (p, dist) = (&q.p, &q.dist);
     let intersect = mask(std::slice::from_ref(p), dist, u64::MAX)?;
     let conflict = match q.rel {
         _ if intersect == 0 => 0,
@@ -806,30 +943,7 @@ fn decide_pair(q: &PairQuestion) -> Option<PairConflict> {
     };
     let mut intra_warp = matches!(q.rel, Distinct::Fixed { intra: true, .. }) && conflict != 0;
     if let (Distinct::Threads(ta, tb), true) = (q.rel, conflict != 0) {
-        let mut q2 = p.clone();
-        let w = q.warp;
-        let warp_of = |t: usize, q: &mut Problem| {
-            let wv = q.var(0, (threads - 1) / w);
-            let r = q.var(0, w - 1);
-            q.add(&[(t, 1), (wv, -w), (r, -1)], 0, 0);
-            wv
-        };
-        let (wa, wb) = (warp_of(ta, &mut q2), warp_of(tb, &mut q2));
-        // Only pairs of instances the mask relates: every distance of an exact domain is one
-        // (bit 63 stands for the larger ones); a periodic one relates the residues some
-        // distance below 63 reaches.
-        if let Distance::Periodic { r, step, period } = *dist {
-            // The residues distances 0..63 reach are the multiples of g = gcd(step, period)
-            // when there are at most 63 of them.
-            let g = gcd(step, period).max(1);
-            if period / g > 63 {
-                return None;
-            }
-            let m = q2.var(0, period / g);
-            q2.add(&[(r, 1), (m, -g)], 0, 0);
-        }
-        let cross = distinct(&q2, ta, tb, Some((wa, wb)));
-        intra_warp = !any_sat(&cross)?;
+        intra_warp = !any_sat(&cross_warp(q, ta, tb)?)?;
     }
     Some(PairConflict {
         conflict,
@@ -838,6 +952,34 @@ fn decide_pair(q: &PairQuestion) -> Option<PairConflict> {
         witness: None,
         query: None,
     })
+}
+
+/// The question's problem split by `warp(t_a) ≠ warp(t_b)`, for the thread variables `ta`,
+/// `tb` (`None`: a periodic distance whose residues are not all reached below 63).
+pub(super) fn cross_warp(q: &PairQuestion, ta: usize, tb: usize) -> Option<Vec<Problem>> {
+    let mut q2 = q.p.clone();
+    let (w, threads) = (q.warp, q.threads);
+    let warp_of = |t: usize, q: &mut Problem| {
+        let wv = q.var(0, (threads - 1) / w);
+        let r = q.var(0, w - 1);
+        q.add(&[(t, 1), (wv, -w), (r, -1)], 0, 0);
+        wv
+    };
+    let (wa, wb) = (warp_of(ta, &mut q2), warp_of(tb, &mut q2));
+    // Only pairs of instances the mask relates: every distance of an exact domain is one
+    // (bit 63 stands for the larger ones); a periodic one relates the residues some
+    // distance below 63 reaches.
+    if let Distance::Periodic { r, step, period } = q.dist {
+        // The residues distances 0..63 reach are the multiples of g = gcd(step, period)
+        // when there are at most 63 of them.
+        let g = gcd(step, period).max(1);
+        if period / g > 63 {
+            return None;
+        }
+        let m = q2.var(0, period / g);
+        q2.add(&[(r, 1), (m, -g)], 0, 0);
+    }
+    Some(distinct(&q2, ta, tb, Some((wa, wb))))
 }
 
 /// The distance relation of the variable level.
@@ -854,6 +996,12 @@ fn distance(
     Some(match (dom, ka, kb) {
         // The keys may come from two different loops (the enumerator compares key values
         // level by level): the distance's range follows from both keys' ranges.
+        // Two fixed iteration indices (a split piece): the one distance they are at.
+        (Some(LoopDomain::Exact { step, .. }), Some(a), Some(b))
+            if a.as_const().is_some() && b.as_const().is_some() =>
+        {
+            Distance::Fixed(exact_bit(a.c, b.c, step))
+        }
         (Some(LoopDomain::Exact { step, .. }), Some(a), Some(b)) => {
             let (alo, _) = a.range(p);
             let (_, bhi) = b.range(p);
@@ -945,16 +1093,25 @@ fn mask(ps: &[Problem], dist: &Distance, within: u64) -> Option<u64> {
 /// Whether one instance of access `ai` touches a unit from two different threads (the
 /// enumerator's `self_overlap` over its instances); `None` to enumerate.
 pub fn self_race(fp: &Footprints, ai: usize) -> Option<bool> {
-    set_budget(fp, ai, ai);
+    let left = set_budget(fp, ai, ai);
+    if let Some(levels) = super::split::self_levels(fp, ai) {
+        return super::split::self_race(fp, ai, &levels);
+    }
+    self_race_at(fp, ai, &[], if left > MIN_BUDGET { Mode::Tables } else { Mode::Plain })
+}
+
+/// [`self_race`] with the iteration indices fixed at `pins`' levels (a piece of a split
+/// question), within the search budget left.
+pub(super) fn self_race_at(fp: &Footprints, ai: usize, pins: &[Option<i64>], mode: Mode) -> Option<bool> {
     let threads = fp.k.threads().max(1) as i64;
     let mut p = Problem::default();
     let (ta, tb) = (p.var(0, threads - 1), p.var(0, threads - 1));
-    let Some(ks) = keys(fp, &mut Builder::new(fp, &mut p, ta), ai) else {
+    let Some(ks) = keys(fp, &mut Builder::new(fp, &mut p, ta), ai, pins) else {
         return Some(false);
     };
-    let tables = LEFT.with(|l| l.get()) > MIN_BUDGET;
-    let sa = side(fp, &mut p, (ai, ta), Some(&ks), tables).ok()??;
-    let mut sb = side(fp, &mut p, (ai, tb), Some(&ks), tables).ok()??;
+    let mut split = Some(Vec::new());
+    let sa = side(fp, &mut p, (ai, ta), Some(&ks), (mode, pins), &mut split).ok()??;
+    let mut sb = side(fp, &mut p, (ai, tb), Some(&ks), (mode, pins), &mut split).ok()??;
     if sa.whole {
         return None;
     }
@@ -973,7 +1130,6 @@ pub fn self_race(fp: &Footprints, ai: usize) -> Option<bool> {
     if let Some(r) = SELVES.with(|m| m.borrow().get(&q).copied()) {
         return r;
     }
-    LEFT.with(|l| l.set(q.left));
     let r = match q.rel {
         Distinct::Threads(x, y) | Distinct::Positions(x, y) => any_sat(&distinct(&q.p, x, y, None)),
         Distinct::Fixed { conflict, .. } => Some(conflict && any_sat(std::slice::from_ref(&q.p))?),
