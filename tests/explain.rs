@@ -292,9 +292,7 @@ fn the_text_report_explains_the_reduction_tree() {
     assert!(
         out.contains("carried by `for %i = 0 to 8 step 1` (input line 13) at iteration distance 1")
     );
-    // No `e.g. @s[…]` unit: the symbolic engine decides these hazards now (split per
-    // iteration index, docs/symbolic.md "Shifts by a loop variable"), and `explain` names a
-    // unit only for enumerated ones (`hazards::fill_enumerated_witnesses`).
+    assert!(out.contains("e.g. @s["), "{out}");
     // Thread 0 reads back its own element; `load @s[%u]` and the next iteration's stores never meet.
     assert!(out.contains("same thread: @s `store @s[%t], %x` (input line 12) -> `%r = load @s[0]` (input line 26)"), "{out}");
     assert!(out.contains("disjoint elements: @s `%c = load @s[%u]` (input line 19) -> `store @s[%t], %sum` (input line 21)"), "{out}");

@@ -634,12 +634,22 @@ pub fn fill_witnesses(fp: &mut Footprints, hazards: &mut [Hazard]) {
     }
 }
 
+/// Thread iterations (both sides together) up to which `explain` enumerates a hazard's
+/// query for its witness even when the symbolic engine decided it: 32 × the symbolic
+/// engine's minimum budget, the size below which questions with table forms (shifts by a
+/// loop variable) were enumerated before they were split per iteration index.
+pub const SMALL_WITNESS: u64 = 32 * crate::analysis::symbolic::pairs::MIN_BUDGET;
+
 /// Fills the witness of every hazard whose conflict was enumerated (not answered by the
-/// symbolic engine): what `explain` prints, which names a unit for those only.
+/// symbolic engine) or is cheap to enumerate (at most [`SMALL_WITNESS`] thread iterations on
+/// both sides, the size below which the symbolic engine used to leave a question to the
+/// enumerator): what `explain` prints, which names a unit for those only.
 pub fn fill_enumerated_witnesses(fp: &mut Footprints, hazards: &mut [Hazard]) {
+    use crate::analysis::symbolic::pairs::instances;
     for h in hazards.iter_mut().filter(|h| h.witness.is_none()) {
         if let (Some((plen, var)), Some(ai), Some(bi)) = (h.query, fp.index(h.src), fp.index(h.dst))
-            && !crate::analysis::conflicts::answered_symbolically(fp, ai, bi, plen, var)
+            && (instances(fp, ai).saturating_add(instances(fp, bi)) <= SMALL_WITNESS
+                || !crate::analysis::conflicts::answered_symbolically(fp, ai, bi, plen, var))
         {
             h.witness = crate::analysis::conflicts::pair_conflict_enumerated(fp, ai, bi, plen, var).witness;
         }

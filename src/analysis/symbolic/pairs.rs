@@ -80,7 +80,7 @@ pub(super) fn set_budget(fp: &Footprints, ai: usize, bi: usize) -> u64 {
 
 /// What enumerating access `i` visits: threads times the iterations of its loops (the
 /// enumerator's domains).
-pub(super) fn instances(fp: &Footprints, i: usize) -> u64 {
+pub fn instances(fp: &Footprints, i: usize) -> u64 {
     fp.accesses[i]
         .loops
         .iter()
