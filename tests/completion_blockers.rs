@@ -180,7 +180,7 @@ fn completion_blockers_place_exactly_as_the_full_set() {
             if let Ok(s) = synchronize(&k, &target, &Default::default())
                 && !s.waits.edits.is_empty()
             {
-                forms.push(s.with_waits);
+                forms.push(s.with_waits().clone());
             }
             for (i, k) in forms.iter().enumerate() {
                 let d = compare(&format!("{name} ({t}, form {i})"), k, &target);
