@@ -18,6 +18,7 @@
 //! O(schedules x ops executed) plus O(threads x clock slots) per block-wide sync op.
 
 mod elected_pipeline;
+mod exec_values;
 pub mod handshake_proof;
 mod named_proof;
 pub mod interp;
@@ -25,6 +26,7 @@ mod mbar_pipeline;
 pub mod proof;
 mod proof_async;
 mod proof_classes;
+pub mod proof_exec;
 mod proof_nest;
 mod proof_pairs;
 mod proof_syncs;
@@ -88,8 +90,14 @@ impl Default for CheckOptions {
 #[derive(Clone, Debug)]
 pub enum Verdict {
     /// Race freedom proved statically for every schedule, trip count and scalar parameter
-    /// value, at this block size. `why` names the argument used.
-    Proved { block: [u32; 3], why: String },
+    /// value, at this block size. `why` names the argument used. `not_shown` lists the ops
+    /// where the proof could not also show that no execution error (C0004, C0005, C0006)
+    /// stops the execution first (`proof_exec`); empty: none can.
+    Proved {
+        block: [u32; 3],
+        why: String,
+        not_shown: Vec<proof_exec::NotShown>,
+    },
     /// No race found by interpretation with these concrete values and schedules.
     Checked {
         block: [u32; 3],
@@ -141,7 +149,7 @@ impl CheckReport {
     /// schedules)`, or what was found.
     pub fn summary(&self) -> String {
         match &self.verdict {
-            Verdict::Proved { .. } => "race-free (proved)".into(),
+            Verdict::Proved { not_shown, .. } => proved_summary(not_shown),
             Verdict::Checked {
                 block,
                 bounds,
@@ -187,6 +195,69 @@ impl CheckReport {
             Verdict::Deadlock(d) | Verdict::ExecError(d) => Some(d.clone()),
         }
     }
+}
+
+/// `race-free (proved)`, or with what it could not show: `race-free (proved; in-bounds
+/// indices not shown at 3 accesses, first at byte 812)` (the CLI names lines).
+fn proved_summary(not_shown: &[proof_exec::NotShown]) -> String {
+    let mut parts = Vec::new();
+    for what in [
+        proof_exec::Obligation::InBounds,
+        proof_exec::Obligation::Divisor,
+        proof_exec::Obligation::Initialized,
+    ] {
+        let of: Vec<_> = not_shown.iter().filter(|n| n.what == what).collect();
+        if let Some(first) = of.iter().min_by_key(|n| n.span.lo) {
+            let ops = if of.len() == 1 { "op" } else { "ops" };
+            parts.push(format!(
+                "{} not shown at {} {ops}, first at byte {}",
+                what.describe(),
+                of.len(),
+                first.span.lo
+            ));
+        }
+    }
+    if parts.is_empty() {
+        "race-free (proved)".into()
+    } else {
+        format!("race-free (proved; {})", parts.join("; "))
+    }
+}
+
+/// One warning per obligation the proof could not show (C0090 in-bounds indices, C0091
+/// divisors and steps, C0092 initialized reads), labelling each op with why.
+pub fn not_shown_diagnostics(k: &Kernel, not_shown: &[proof_exec::NotShown]) -> Vec<Diagnostic> {
+    use proof_exec::Obligation::*;
+    let mut out = Vec::new();
+    for (what, code) in [(InBounds, "C0090"), (Divisor, "C0091"), (Initialized, "C0092")] {
+        let of: Vec<_> = not_shown.iter().filter(|n| n.what == what).collect();
+        if of.is_empty() {
+            continue;
+        }
+        let mut d = Diagnostic::warning(
+            DiagKind::Finding,
+            code,
+            format!(
+                "@{}: race freedom is proved, but not that execution never stops first with {} ({}): {} not shown at {} op(s)",
+                k.name,
+                what.code(),
+                match what {
+                    InBounds => "an index out of range",
+                    Divisor => "a division by zero or a step that is not positive",
+                    Initialized => "a read of an uninitialized shared element",
+                },
+                what.describe(),
+                of.len()
+            ),
+        );
+        for n in &of {
+            d = d.with_label(n.span, n.detail.clone());
+        }
+        out.push(d.with_note(
+            "interpretation (`check --no-proof`) runs the kernel with concrete values and reports the error if these values reach it",
+        ));
+    }
+    out
 }
 
 fn describe_site(s: &AccessSite) -> String {
@@ -376,10 +447,17 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
     let not_proved = if opts.try_proof {
         match proof::prove(k, opts.target) {
             Ok(why) => {
+                let not_shown = proof_exec::obligations(k, opts.target);
+                if !not_shown.is_empty()
+                    && let Some(found) = exec_error_by_interpretation(k, opts, &sc)
+                {
+                    return found;
+                }
                 return CheckReport {
                     verdict: Verdict::Proved {
                         block: k.block,
                         why,
+                        not_shown,
                     },
                     schedule: None,
                     layouts: None,
@@ -410,6 +488,37 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
         },
         schedule: None,
         layouts: None,
+    }
+}
+
+/// Steps of the one interpretation that looks for an execution error where the proof could
+/// not show there is none (kept short: the proof's verdict stands without it).
+const EXEC_ERROR_STEPS: u64 = 1 << 21;
+
+/// One interpretation with the given scalar values, without race detection, for at most
+/// [`EXEC_ERROR_STEPS`]: the execution error (C0004, C0005, C0006) it stops at, if any.
+fn exec_error_by_interpretation(
+    k: &Kernel,
+    opts: &CheckOptions,
+    sc: &HashMap<crate::ir::Value, Val>,
+) -> Option<CheckReport> {
+    let cfg = ExecConfig {
+        target: opts.target,
+        scalars: sc.clone(),
+        input_seed: opts.input_seed,
+        sched_seed: 0,
+        policy: EnginePolicy::Latest,
+        max_steps: opts.max_steps.min(EXEC_ERROR_STEPS),
+        detect_races: false,
+        layouts: LayoutMap::Documented,
+    };
+    match interp::execute(k, &cfg) {
+        Err(Stop::Exec(d)) if matches!(d.code, "C0004" | "C0005" | "C0006") => Some(CheckReport {
+            verdict: Verdict::ExecError(d),
+            schedule: Some(0),
+            layouts: Some(LayoutMap::Documented),
+        }),
+        _ => None,
     }
 }
 

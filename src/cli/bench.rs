@@ -418,7 +418,8 @@ fn check_column(k: &smemsync::Kernel, target: &Target) -> (String, &'static str)
         None => format!("{:.2}", t0.elapsed().as_secs_f64() * 1e3),
     };
     let verdict = match r.verdict {
-        Verdict::Proved { .. } => "proved",
+        Verdict::Proved { ref not_shown, .. } if not_shown.is_empty() => "proved",
+        Verdict::Proved { .. } => "proved-partly",
         Verdict::Checked { .. } => "interpreted",
         Verdict::Race(_) => "race",
         Verdict::Deadlock(_) => "deadlock",

@@ -136,8 +136,10 @@ pub fn run(args: &CheckArgs) -> i32 {
         code = code.max(handshakes(k, &input));
         let r = check_race_free(k, &opts);
         match &r.verdict {
-            Verdict::Proved { why, .. } => {
-                println!("@{}: {}", k.name, r.summary());
+            Verdict::Proved { why, not_shown, .. } => {
+                let diags = smemsync::check::not_shown_diagnostics(k, not_shown);
+                report(&input, &diags);
+                println!("@{}: {}", k.name, with_lines(&r.summary(), &input.text));
                 if args.verbose {
                     println!("  proof: {}", with_lines(why, &input.text));
                 }

@@ -1,0 +1,238 @@
+//! "Proved" covers execution errors (docs/checker.md, "Static mode"): a kernel whose race
+//! freedom is proved is proved *plain* only when no out-of-range index (C0004), division by
+//! zero or non-positive step (C0005) or uninitialized shared read (C0006) can stop it first.
+//! Every mutant below (an index off by one at the last thread, at the last trip, at the
+//! largest parameter; a divisor or step that may be 0; a read before any write; a read of a
+//! slot the prologue never filled) is never proved plain, and interpretation finds its
+//! error at the values that reach it; the unmutated kernels are proved plain. A soundness
+//! oracle over random kernels: none proved plain is one where interpretation, at several
+//! parameter values, stops with C0004, C0005 or C0006.
+
+use std::process::Command;
+
+use smemsync::check::proof_exec::{Obligation, obligations};
+use smemsync::check::{CheckOptions, Verdict, check_race_free};
+use smemsync::ir::Kernel;
+
+mod common;
+use common::{GenConfig, parse_verified as parse, random_kernel, random_kernel_text};
+
+const BASE: &str = "kernel @k(%X: global f32[256], %n: i32 in [1, 4] = 2, %m: i32 in [1, 4] = 2, %p: i32 in [1, 4] = 2, %s: i32 in [1, 2] = 1) block(128) {
+  shared @a : f32[128]
+  shared @b : f32[4]
+  %t = tid.x
+  %x = gload %X[%t]
+  store @a[%t], %x
+  %lead = cmp eq %t, 0
+  if %lead {
+    for %i = 0 to %n step %s {
+      store @b[%i], %x
+    }
+  }
+  barrier
+  %r = sub 127, %t
+  %y = load @a[%r]
+  %u = add %p, 123
+  %v = load @a[%u]
+  %q = div %t, %m
+  %z = load @b[0]
+  %w = add %y, %z
+  %w2 = add %w, %v
+  gstore %X[%q], %w2
+}
+";
+
+fn mutant(from: &str, to: &str) -> String {
+    assert!(BASE.contains(from), "BASE lacks {from:?}");
+    BASE.replacen(from, to, 1)
+}
+
+fn check(k: &Kernel) -> Verdict {
+    check_race_free(k, &CheckOptions::default()).verdict
+}
+
+/// Interpretation alone at the given parameter values: the execution error's code.
+fn interpreted_error(k: &Kernel, bounds: &[(&str, i64)]) -> Option<&'static str> {
+    let o = CheckOptions {
+        try_proof: false,
+        schedules: 2,
+        bounds: bounds.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+        ..CheckOptions::default()
+    };
+    match check_race_free(k, &o).verdict {
+        Verdict::ExecError(d) => Some(d.code),
+        _ => None,
+    }
+}
+
+fn proved_plain(v: &Verdict) -> bool {
+    matches!(v, Verdict::Proved { not_shown, .. } if not_shown.is_empty())
+}
+
+#[test]
+fn the_base_kernel_is_proved_plain() {
+    let k = parse(BASE);
+    assert!(
+        obligations(&k, None).is_empty(),
+        "{:?}",
+        obligations(&k, None)
+    );
+    assert!(proved_plain(&check(&k)), "{:?}", check(&k));
+    for (n, v) in [("n", 4), ("m", 1), ("p", 4), ("s", 1), ("s", 2)] {
+        assert_eq!(interpreted_error(&k, &[(n, v)]), None);
+    }
+}
+
+/// Each mutant: the obligation it breaks, the values at which interpretation finds it.
+#[test]
+fn mutants_are_never_proved_plain_and_interpretation_finds_them() {
+    let cases: Vec<(&str, String, Obligation, Vec<(&str, i64)>, &str)> = vec![
+        (
+            "index off by one at the last thread",
+            mutant("%r = sub 127, %t", "%r = add %t, 1"),
+            Obligation::InBounds,
+            vec![],
+            "C0004",
+        ),
+        (
+            "index off by one at the last trip",
+            mutant(
+                "for %i = 0 to %n step %s",
+                "%n1 = add %n, 1\n    for %i = 0 to %n1 step %s",
+            ),
+            Obligation::InBounds,
+            vec![("n", 4), ("s", 1)],
+            "C0004",
+        ),
+        (
+            "index off by one at the largest parameter",
+            mutant("%u = add %p, 123", "%u = add %p, 124"),
+            Obligation::InBounds,
+            vec![("p", 4)],
+            "C0004",
+        ),
+        (
+            "a divisor that may be zero",
+            mutant("%m: i32 in [1, 4]", "%m: i32 in [0, 4]"),
+            Obligation::Divisor,
+            vec![("m", 0)],
+            "C0005",
+        ),
+        (
+            "a step that may be zero",
+            mutant("%s: i32 in [1, 2]", "%s: i32 in [0, 2]"),
+            Obligation::Divisor,
+            vec![("s", 0)],
+            "C0005",
+        ),
+        (
+            "a read before any write",
+            mutant(
+                "  %x = gload %X[%t]\n",
+                "  %x = gload %X[%t]\n  %e = load @a[%t]\n  gstore %X[%t], %e\n",
+            ),
+            Obligation::Initialized,
+            vec![],
+            "C0006",
+        ),
+        (
+            "a read of an element the loop may not write",
+            mutant("%z = load @b[0]", "%z = load @b[1]"),
+            Obligation::Initialized,
+            vec![("n", 1)],
+            "C0006",
+        ),
+    ];
+    for (name, text, what, bounds, code) in cases {
+        let k = parse(&text);
+        let ns = obligations(&k, None);
+        assert!(
+            ns.iter().any(|n| n.what == what),
+            "{name}: {what:?} shown: {ns:?}"
+        );
+        let v = check(&k);
+        assert!(!proved_plain(&v), "{name}: proved plain: {v:?}");
+        assert_eq!(interpreted_error(&k, &bounds), Some(code), "{name}");
+    }
+}
+
+/// `smemsync sync --target sm_80` of `src` (through the command line: the checker never
+/// links the placer).
+fn synced(src: &str) -> String {
+    let path = std::env::temp_dir().join(format!("smemsync-exec-proof-{}.kir", std::process::id()));
+    std::fs::write(&path, src).expect("writes the kernel");
+    let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
+        .args(["sync", "--target", "sm_80"])
+        .arg(&path)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("runs");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The cp.async double buffer: its slots are initialized by the prologue and by the copies
+/// of earlier iterations (rotating `rem %k1, 2` slots); without the prologue copy of one
+/// operand, iteration 0 reads a slot nobody filled.
+#[test]
+fn a_slot_the_prologue_never_filled_is_not_proved_plain() {
+    let text = synced(include_str!("../examples/gemm-cp-async-double-buffer.kir"));
+    let k = parse(&text);
+    let v = check_race_free(&k, &CheckOptions::default()).verdict;
+    assert!(proved_plain(&v), "{v:?}");
+    let line = "cp_async %b0[%ty, %tx] <- %B[%ty, %tx]\n";
+    assert!(text.contains(line), "{text}");
+    let m = parse(&text.replacen(line, "", 1));
+    let ns = obligations(&m, None);
+    assert!(
+        ns.iter().any(|n| n.what == Obligation::Initialized),
+        "{ns:?}"
+    );
+    assert!(!proved_plain(&check(&m)));
+    assert_eq!(interpreted_error(&m, &[]), Some("C0006"));
+}
+
+/// Soundness oracle: a random kernel proved plain never stops with an execution error when
+/// interpreted, at the default and extreme parameter values; and enough of them are proved
+/// plain for this to mean something.
+#[test]
+fn random_kernels_proved_plain_never_stop_with_an_execution_error() {
+    let cfg = GenConfig {
+        params: true,
+        ..GenConfig::default()
+    };
+    let (mut plain, mut total) = (0, 0);
+    for seed in 0..300u64 {
+        let k = random_kernel(seed, &cfg);
+        let v = check(&k);
+        if !matches!(v, Verdict::Proved { .. }) {
+            continue;
+        }
+        total += 1;
+        if !proved_plain(&v) {
+            continue;
+        }
+        plain += 1;
+        let has_n = k.scalar_param("n").is_some();
+        let values: &[&[(&str, i64)]] = if has_n {
+            &[&[], &[("n", 0)], &[("n", 1)], &[("n", 7)], &[("n", 64)]]
+        } else {
+            &[&[]]
+        };
+        for b in values {
+            let e = interpreted_error(&k, b);
+            assert!(
+                !matches!(e, Some("C0004" | "C0005" | "C0006")),
+                "seed {seed} proved plain, interpretation at {b:?} stops with {e:?}:\n{}",
+                random_kernel_text(seed, &cfg)
+            );
+        }
+    }
+    eprintln!("{plain} of {total} proved random kernels proved plain");
+    assert!(plain * 4 >= total, "only {plain} of {total} proved plain");
+}
