@@ -236,3 +236,77 @@ fn random_kernels_proved_plain_never_stop_with_an_execution_error() {
     eprintln!("{plain} of {total} proved random kernels proved plain");
     assert!(plain * 4 >= total, "only {plain} of {total} proved plain");
 }
+
+/// A three-slot ring filled by a prologue and by copies guarded by `%k + 2 < %n` (Triton's
+/// form): iteration `k` reads slot `k mod 3`, which the prologue or iteration `k - 2` wrote,
+/// exactly when iteration `k` exists. The trip-count cases decide the guard.
+const RING: &str = "kernel @k(%n: i32 in [1, 64] = 4) block(64) {
+  shared @a : f32[3, 64]
+  %t = tid.x
+  %u = sub 63, %t
+  store @a[0, %t], 1.0
+  store @a[1, %t], 1.0
+  for %k = 0 to %n step 1 {
+    %nk = add %k, 2
+    %has = cmp lt %nk, %n
+    %ws = rem %nk, 3
+    %rs = rem %k, 3
+    barrier
+    %x = load @a[%rs, %u]
+    barrier
+    if %has {
+      store @a[%ws, %t], %x
+    }
+  }
+}
+";
+
+/// A store loop, a barrier, a load loop with the same bounds (Wave's sibling subgraphs).
+const SIBLINGS: &str = "kernel @k(%n: i32 in [0, 64] = 3, %m: i32 in [0, 64] = 3) block(64) {
+  shared @s : f32[64]
+  %t = tid.x
+  %u = sub 63, %t
+  for %i = 0 to %n step 1 {
+    store @s[%t], 1.0
+  }
+  barrier
+  for %j = 0 to %n step 1 {
+    %x = load @s[%u]
+  }
+}
+";
+
+#[test]
+fn guarded_ring_slots_and_sibling_loops_are_proved_plain_and_their_mutants_are_not() {
+    for text in [RING, SIBLINGS] {
+        let k = parse(text);
+        assert!(obligations(&k, None).is_empty(), "{:?}", obligations(&k, None));
+        assert!(proved_plain(&check(&k)));
+    }
+    let cases = [
+        (
+            RING.replacen("  store @a[1, %t], 1.0\n", "", 1),
+            vec![("n", 4)],
+        ),
+        (
+            // The guard one trip too strict: the last iteration's slot is never written.
+            RING.replacen(
+                "%has = cmp lt %nk, %n",
+                "%nk3 = add %k, 3\n    %has = cmp lt %nk3, %n",
+                1,
+            ),
+            vec![("n", 4)],
+        ),
+        (
+            SIBLINGS.replacen("for %j = 0 to %n", "for %j = 0 to %m", 1),
+            vec![("n", 0), ("m", 1)],
+        ),
+    ];
+    for (text, bounds) in cases {
+        let k = parse(&text);
+        let ns = obligations(&k, None);
+        assert!(ns.iter().any(|n| n.what == Obligation::Initialized), "{ns:?}\n{text}");
+        assert!(!proved_plain(&check(&k)));
+        assert_eq!(interpreted_error(&k, &bounds), Some("C0006"), "{text}");
+    }
+}

@@ -89,13 +89,6 @@ impl Abs {
         }
     }
 
-    pub fn hull(&self) -> Iv {
-        match self {
-            Abs::Uni(i) | Abs::Var(i) => *i,
-            Abs::Per(v) => v.iter().copied().reduce(Iv::hull).unwrap_or(TOP),
-        }
-    }
-
     /// Whether every thread holds one number (possibly unknown).
     pub fn uniform(&self) -> bool {
         matches!(self, Abs::Uni(_))
@@ -281,6 +274,53 @@ pub(super) fn compare(p: CmpPred, x: Iv, y: Iv) -> Iv {
     }
 }
 
+/// The interval of a select arm given that comparison `l p r` came out `holds`: `side` 1
+/// when the arm is `l`, 2 when it is `r`, 0 when neither (unchanged). None: the arm cannot
+/// be taken.
+pub(super) fn narrow(p: CmpPred, holds: bool, side: u8, arm: Iv, l: Iv, r: Iv) -> Option<Iv> {
+    let p = if holds { p } else { negate(p) };
+    let (p, other) = match side {
+        1 => (p, r),
+        2 => (flip(p), l),
+        _ => return Some(arm),
+    };
+    let (mut lo, mut hi) = (arm.lo, arm.hi);
+    match p {
+        CmpPred::Lt => hi = hi.min(other.hi - 1),
+        CmpPred::Le => hi = hi.min(other.hi),
+        CmpPred::Gt => lo = lo.max(other.lo + 1),
+        CmpPred::Ge => lo = lo.max(other.lo),
+        CmpPred::Eq => (lo, hi) = (lo.max(other.lo), hi.min(other.hi)),
+        CmpPred::Ne if other.is_point() && lo == other.lo => lo += 1,
+        CmpPred::Ne if other.is_point() && hi == other.lo => hi -= 1,
+        CmpPred::Ne => {}
+    }
+    (lo <= hi).then_some(Iv { lo, hi })
+}
+
+/// `!(a p b)` as `a p' b`.
+fn negate(p: CmpPred) -> CmpPred {
+    match p {
+        CmpPred::Lt => CmpPred::Ge,
+        CmpPred::Ge => CmpPred::Lt,
+        CmpPred::Le => CmpPred::Gt,
+        CmpPred::Gt => CmpPred::Le,
+        CmpPred::Eq => CmpPred::Ne,
+        CmpPred::Ne => CmpPred::Eq,
+    }
+}
+
+/// `a p b` as `b p' a`.
+fn flip(p: CmpPred) -> CmpPred {
+    match p {
+        CmpPred::Lt => CmpPred::Gt,
+        CmpPred::Gt => CmpPred::Lt,
+        CmpPred::Le => CmpPred::Ge,
+        CmpPred::Ge => CmpPred::Le,
+        e => e,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,7 +363,22 @@ mod tests {
                 }
             }
         }
-        for p in [CmpPred::Lt, CmpPred::Le, CmpPred::Gt, CmpPred::Ge, CmpPred::Eq, CmpPred::Ne] {
+        let preds = [CmpPred::Lt, CmpPred::Le, CmpPred::Gt, CmpPred::Ge, CmpPred::Eq, CmpPred::Ne];
+        // Narrowing keeps every member of an arm for which the comparison has that outcome.
+        for p in preds {
+            for (x, y) in ivs.iter().flat_map(|x| ivs.iter().map(move |y| (*x, *y))) {
+                for a in x.lo..=x.hi {
+                    for c in y.lo..=y.hi {
+                        let h = p.holds(a, c);
+                        let l = narrow(p, h, 1, x, x, y);
+                        assert!(l.is_some_and(|l| l.contains(a)), "{p:?} {x:?} {y:?} {a} {c}");
+                        let r = narrow(p, h, 2, y, x, y);
+                        assert!(r.is_some_and(|r| r.contains(c)), "{p:?} {x:?} {y:?} {a} {c}");
+                    }
+                }
+            }
+        }
+        for p in preds {
             for x in ivs {
                 for y in ivs {
                     let r = compare(p, x, y);

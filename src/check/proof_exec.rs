@@ -95,11 +95,20 @@ const KNOWN_ITERS: u64 = 1024;
 /// Every op where the kernel (verifier-clean, race freedom proved) may stop with C0004,
 /// C0005 or C0006 as far as this analysis can tell, sorted by obligation and position.
 pub fn obligations(k: &Kernel, target: Option<Target>) -> Vec<NotShown> {
-    let mut e = Eval::new(k, target);
-    let mask = Rc::new(vec![MUST; e.n]);
-    e.region(k.body(), &mask);
-    let mut out: Vec<NotShown> = e
-        .found
+    let ranges = Rc::new(Ranges::new(k));
+    let mut found = BTreeMap::new();
+    let cases = kernel_cases(k);
+    for case in cases.iter().map(Some).chain(cases.is_empty().then_some(None)) {
+        let mut e = Eval::new(k, target, ranges.clone(), case.copied());
+        let mask = Rc::new(vec![MUST; e.n]);
+        e.region(k.body(), &mask);
+        if !e.impossible {
+            for (key, d) in e.found {
+                found.entry(key).or_insert(d);
+            }
+        }
+    }
+    let mut out: Vec<NotShown> = found
         .into_iter()
         .map(|((what, op), detail)| NotShown {
             what,
@@ -110,6 +119,45 @@ pub fn obligations(k: &Kernel, target: Option<Target>) -> Vec<NotShown> {
         .collect();
     out.sort_by_key(|n| (n.what, n.span.lo, n.op));
     out
+}
+
+/// The trip-count cases of the kernel's first top-level `for` whose upper bound is a value
+/// defined at the top level (a parameter or computed from them) and whose lower bound and
+/// step are constants: that value's interval for each trip count below
+/// [`SYMBOLIC_ITERS`] and for every larger one. The whole kernel is evaluated once per case
+/// with the value pinned, so guards on it anywhere (Triton's prologue `if %kt > 1`) are
+/// decided; the cases cover every value, so the union of their findings is sound.
+fn kernel_cases(k: &Kernel) -> Vec<(Value, Iv)> {
+    let top = k.region_ops(k.body());
+    let defined_at_top = |v: Value| match k.values[v].def {
+        ValueDef::Param(_) => true,
+        ValueDef::Result(op, _) => top.contains(&op),
+        ValueDef::RegionArg(..) => false,
+    };
+    let konst = |o: &Operand| match o {
+        Operand::Imm(Scalar::I32(c)) => Some(*c as i64),
+        _ => None,
+    };
+    for &op in top {
+        let OpKind::For { lo, hi, step, .. } = &k.ops[op].kind else {
+            continue;
+        };
+        let (Some(l), Some(s), Some(v)) = (konst(lo), konst(step), hi.value()) else {
+            continue;
+        };
+        if s <= 0 || !defined_at_top(v) || k.values[v].ty != ScalarType::I32 {
+            continue;
+        }
+        let at = |t: u64| l as i128 + t as i128 * s as i128;
+        let mut out = vec![(v, Iv::fit(TOP.lo as i128, l as i128))];
+        for t in 1..SYMBOLIC_ITERS {
+            out.push((v, Iv::fit(at(t - 1) + 1, at(t))));
+        }
+        out.push((v, Iv::fit(at(SYMBOLIC_ITERS - 1) + 1, TOP.hi as i128)));
+        out.retain(|(_, c)| *c != TOP);
+        return out;
+    }
+    Vec::new()
 }
 
 /// A thread does not execute the op, may execute it, or does.
@@ -140,11 +188,26 @@ pub(super) struct Eval<'k> {
     /// Only values: no obligations, no writes (the invariant check of iteration arguments).
     dry: bool,
     work: u64,
-    ranges: Ranges,
+    ranges: Rc<Ranges>,
+    /// The kernel-level trip-count case: this value lies in this interval.
+    pin: Option<(Value, Iv)>,
+    /// The case's interval misses the value's: nothing found in it counts.
+    impossible: bool,
+    /// Per `for` already evaluated (its region and bounds), what is initialized after it
+    /// on every path where it runs at least one iteration.
+    siblings: Vec<SiblingLoop>,
 }
 
+/// A `for` loop's region and bound operands, and what is initialized after it when it runs.
+type SiblingLoop = ((Option<Region>, [Operand; 3]), Vec<Vec<u64>>);
+
 impl<'k> Eval<'k> {
-    fn new(k: &'k Kernel, target: Option<Target>) -> Eval<'k> {
+    fn new(
+        k: &'k Kernel,
+        target: Option<Target>,
+        ranges: Rc<Ranges>,
+        pin: Option<(Value, Iv)>,
+    ) -> Eval<'k> {
         let n = k.threads() as usize;
         let mut vals = vec![Abs::TOP; k.values.len()];
         for p in &k.params {
@@ -162,7 +225,7 @@ impl<'k> Eval<'k> {
             .values()
             .map(|b| vec![0u64; (b.elements() as usize).div_ceil(64)])
             .collect();
-        Eval {
+        let mut e = Eval {
             k,
             n,
             warp: target.map_or(32, |t| t.warp as usize).max(1),
@@ -172,8 +235,16 @@ impl<'k> Eval<'k> {
             found: BTreeMap::new(),
             dry: false,
             work: 0,
-            ranges: Ranges::new(k),
+            ranges,
+            siblings: Vec::new(),
+            pin,
+            impossible: false,
+        };
+        if let Some((v, _)) = pin {
+            let a = e.vals[v.index()].clone();
+            e.set(v, a);
         }
+        e
     }
 
     fn not_shown(&mut self, what: Obligation, op: Op, detail: impl FnOnce() -> String) {
@@ -192,11 +263,29 @@ impl<'k> Eval<'k> {
     }
 
     fn set(&mut self, v: Value, a: Abs) {
+        let a = match self.pin {
+            Some((p, c)) if p == v && a.uniform() => {
+                let x = a.at(0);
+                if x.hi < c.lo || x.lo > c.hi {
+                    // The value never lies in this case's interval: the case does not happen.
+                    self.impossible = true;
+                    a
+                } else {
+                    Abs::Uni(Iv {
+                        lo: x.lo.max(c.lo),
+                        hi: x.hi.min(c.hi),
+                    })
+                }
+            }
+            _ => a,
+        };
         self.vals[v.index()] = a;
     }
 
     /// Evaluates a region's ops under `mask`; returns its `yield` operands.
     fn region(&mut self, r: Region, mask: &Mask) -> Vec<Abs> {
+        // Records of loops of an earlier walk of this region do not hold in this one.
+        self.siblings.retain(|((reg, _), _)| *reg != Some(r));
         let mut out = Vec::new();
         for &op in self.k.region_ops(r) {
             self.work += self.n as u64;
@@ -268,10 +357,7 @@ impl<'k> Eval<'k> {
                 let (x, y) = (self.operand(x), self.operand(y));
                 Abs::map(&[&x, &y], n, |v| ev::compare(*p, v[0], v[1]))
             }
-            OpKind::Select(c, x, y) => {
-                let (c, x, y) = (self.operand(c), self.operand(x), self.operand(y));
-                Abs::map(&[&c, &x, &y], n, |v| pick(v[0], v[1], v[2]))
-            }
+            OpKind::Select(c, x, y) => self.select(c, x, y),
             _ if ty == ScalarType::I1 => Abs::Var(BOOL),
             _ => Abs::TOP,
         };
@@ -279,6 +365,39 @@ impl<'k> Eval<'k> {
         for &r in &od.results[1..] {
             self.set(r, Abs::TOP);
         }
+    }
+
+    /// `select %c, %x, %y`; when `%c` is a comparison of an arm, that arm is narrowed by
+    /// the comparison's outcome on its side (`select (%s1 >= 3), 0, %s1` is in `[0, 2]`).
+    fn select(&self, c: &Operand, x: &Operand, y: &Operand) -> Abs {
+        let n = self.n;
+        let (cv, xv, yv) = (self.operand(c), self.operand(x), self.operand(y));
+        let cmp = c.value().and_then(|v| match self.k.values[v].def {
+            ValueDef::Result(op, 0) => match &self.k.ops[op].kind {
+                OpKind::Cmp(p, l, r) if self.is_int(l) && self.is_int(r) => Some((*p, *l, *r)),
+                _ => None,
+            },
+            _ => None,
+        });
+        let Some((p, l, r)) = cmp else {
+            return Abs::map(&[&cv, &xv, &yv], n, |v| pick(v[0], v[1], v[2]));
+        };
+        let (lv, rv) = (self.operand(&l), self.operand(&r));
+        let side = |arm: &Operand| (*arm == l) as u8 + 2 * (*arm == r && l != r) as u8;
+        let (sx, sy) = (side(x), side(y));
+        Abs::map(&[&cv, &xv, &yv, &lv, &rv], n, |v| {
+            if v[0].is_point() {
+                return pick(v[0], v[1], v[2]);
+            }
+            let tx = ev::narrow(p, true, sx, v[1], v[3], v[4]);
+            let ty = ev::narrow(p, false, sy, v[2], v[3], v[4]);
+            match (tx, ty) {
+                (Some(a), Some(b)) => a.hull(b),
+                (Some(a), None) => a,
+                (None, Some(b)) => b,
+                (None, None) => v[1].hull(v[2]),
+            }
+        })
     }
 
     fn is_int(&self, o: &Operand) -> bool {

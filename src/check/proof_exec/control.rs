@@ -38,9 +38,15 @@ impl Eval<'_> {
     pub(super) fn for_loop(&mut self, op: Op, mask: &Mask) {
         let k = self.k;
         let od = &k.ops[op];
-        let OpKind::For { lo, hi, step, init } = &od.kind else {
+        let OpKind::For { lo, hi, step, .. } = &od.kind else {
             return;
         };
+        let hi_op = *hi;
+        // A loop with the same bounds earlier in this region (a sibling) ran its iterations
+        // too when this one runs one: what it initialized then holds here.
+        let key = (k.op_region(op), [*lo, *hi, *step]);
+        let sibling = self.siblings.iter().position(|(kk, _)| *kk == key);
+        let sibling = sibling.map(|i| self.siblings.swap_remove(i).1);
         let (lo, hi, step) = (self.operand(lo), self.operand(hi), self.operand(step));
         let n = self.n;
         if let Some(t) = (0..n).find(|&t| mask[t] != NOT && step.at(t).lo <= 0) {
@@ -49,6 +55,105 @@ impl Eval<'_> {
                 format!("loop step in [{}, {}] (thread {t})", s.lo, s.hi)
             });
         }
+        let cases = self.trip_cases(hi_op, (&lo, &hi, &step), mask);
+        let Some((v, cases)) = cases else {
+            let results = self.for_case(op, (&lo, &hi, &step), mask);
+            return self.set_results(op, results);
+        };
+        // One case per trip count below the cap, one for the rest: `hi` is then refined,
+        // so conditions on it in the body (`%k + 2 < %kt`) are decided in each case.
+        let entry = self.init.clone();
+        let saved = self.vals[v.index()].clone();
+        let (mut after, mut ran): (Option<Vec<Vec<u64>>>, Option<Vec<Vec<u64>>>) = (None, None);
+        let mut results: Option<Vec<Abs>> = None;
+        for c in cases {
+            let runs = trips(lo.at(0), c, step.at(0)).0 >= 1;
+            self.init = entry.clone();
+            if let (true, Some(r)) = (runs, &sibling) {
+                merge(&mut self.init, r, true);
+            }
+            self.set(v, Abs::Uni(c));
+            let r = self.for_case(op, (&lo, &Abs::Uni(c), &step), mask);
+            results = Some(match results {
+                None => r,
+                Some(p) => p.iter().zip(&r).map(|(a, b)| a.join(b, n)).collect(),
+            });
+            for (acc, yes) in [(&mut after, true), (&mut ran, runs)] {
+                match acc.as_mut() {
+                    _ if !yes => {}
+                    None => *acc = Some(self.init.clone()),
+                    Some(a) => merge(a, &self.init, false),
+                }
+            }
+        }
+        self.set(v, saved);
+        self.init = after.unwrap_or(entry);
+        if let Some(r) = ran {
+            self.siblings.push((key, r));
+        }
+        self.set_results(op, results.unwrap_or_default());
+    }
+
+    fn set_results(&mut self, op: Op, results: Vec<Abs>) {
+        for (r, a) in self.k.ops[op].results.iter().zip(results) {
+            self.set(*r, a);
+        }
+    }
+
+    /// The cases of a uniform loop whose upper bound is a value and whose trip count is not
+    /// one number: that value's interval for each trip count `T` below
+    /// [`SYMBOLIC_ITERS`], and for every larger one. None when it does not split.
+    fn trip_cases(
+        &self,
+        hi_op: Operand,
+        (lo, hi, step): (&Abs, &Abs, &Abs),
+        mask: &Mask,
+    ) -> Option<(Value, Vec<Iv>)> {
+        let v = hi_op.value()?;
+        let (l, h, s) = (lo.at(0), hi.at(0), step.at(0));
+        let all = lo.uniform() && hi.uniform() && step.uniform();
+        if !all || !l.is_point() || !s.is_point() || s.lo <= 0 || self.dry {
+            return None;
+        }
+        if self.work > BUDGET / 4 || !mask.iter().any(|&m| m != NOT) {
+            return None;
+        }
+        let (tmin, tmax) = trips(l, h, s);
+        if tmin == tmax {
+            return None;
+        }
+        let at = |t: u64| l.lo as i128 + t as i128 * s.lo as i128;
+        // `hi` within [a, b] and within its interval; None when empty.
+        let meet = |a: i128, b: i128| {
+            let (a, b) = (a.max(h.lo as i128), b.min(h.hi as i128));
+            (a <= b).then(|| Iv::fit(a, b))
+        };
+        let mut out = Vec::new();
+        let last = if tmax <= SYMBOLIC_ITERS { tmax + 1 } else { SYMBOLIC_ITERS };
+        for t in tmin..last {
+            // T trips: hi <= lo when T = 0, else lo + (T-1)·step < hi <= lo + T·step.
+            let c = if t == 0 {
+                meet(h.lo as i128, l.lo as i128)
+            } else {
+                meet(at(t - 1) + 1, at(t))
+            };
+            out.extend(c);
+        }
+        if tmax > SYMBOLIC_ITERS {
+            out.extend(meet(at(SYMBOLIC_ITERS - 1) + 1, h.hi as i128));
+        }
+        Some((v, out))
+    }
+
+    /// One evaluation of a `for` with these bound intervals; its results' intervals.
+    fn for_case(&mut self, op: Op, (lo, hi, step): (&Abs, &Abs, &Abs), mask: &Mask) -> Vec<Abs> {
+        let k = self.k;
+        let od = &k.ops[op];
+        let OpKind::For { init, .. } = &od.kind else {
+            return Vec::new();
+        };
+        let (lo, hi, step) = (lo.clone(), hi.clone(), step.clone());
+        let n = self.n;
         let tr: Vec<(u64, u64)> = (0..n)
             .map(|t| trips(lo.at(t), hi.at(t), step.at(t)))
             .collect();
@@ -96,9 +201,7 @@ impl Eval<'_> {
         if let Some(s) = snapshot {
             self.init = s;
         }
-        for (r, a) in od.results.iter().zip(results) {
-            self.set(*r, a);
-        }
+        results
     }
 
     fn bind(&mut self, args: &[Value], iv: Abs, carried: &[Abs]) {
@@ -159,6 +262,8 @@ impl Eval<'_> {
         if cand.is_empty() {
             return cand;
         }
+        // Ranges of recognized periodic values hold for every iteration: never widened.
+        let mut trusted = vec![false; cand.len()];
         for round in 0..3 {
             let dry = std::mem::replace(&mut self.dry, true);
             self.bind(args, iv.clone(), &cand);
@@ -168,23 +273,28 @@ impl Eval<'_> {
             let mut stable = true;
             for (i, (c, y)) in cand.iter_mut().zip(&y).enumerate() {
                 let kept = (0..n).all(|t| y.at(t).within(c.at(t))) && (!c.uniform() || y.uniform());
-                if !kept {
-                    stable = false;
-                    let a = args[i + 1];
-                    *c = match self.ranges.inductions.get(a) {
-                        Some(_) if round == 0 => {
-                            let r = self.ranges.range(a);
-                            Abs::Uni(Iv::fit(r.lo, r.hi))
-                        }
-                        _ => Abs::TOP,
-                    };
+                if kept || trusted[i] {
+                    continue;
                 }
+                stable = false;
+                let a = args[i + 1];
+                *c = match self.ranges.inductions.get(a) {
+                    Some(_) if round == 0 => {
+                        trusted[i] = true;
+                        let r = self.ranges.range(a);
+                        Abs::Uni(Iv::fit(r.lo, r.hi))
+                    }
+                    _ => Abs::TOP,
+                };
             }
             if stable {
                 return cand;
             }
         }
-        cand.iter().map(|_| Abs::TOP).collect()
+        cand.iter()
+            .zip(&trusted)
+            .map(|(c, &t)| if t { c.clone() } else { Abs::TOP })
+            .collect()
     }
 
     pub(super) fn if_op(&mut self, op: Op, cond: &Operand, mask: &Mask) {
@@ -195,7 +305,15 @@ impl Eval<'_> {
         let (then, els) = (od.regions.first().copied(), od.regions.get(1).copied());
         let nres = od.results.len();
         let arm = |e: &mut Self, r: Option<Region>, m: &Mask| match r {
-            Some(r) => fit_yield(e.region(r, m), nres),
+            Some(r) => {
+                // Within the arm the condition has its outcome: narrow what it compares.
+                let saved = e.narrow_for_arm(cond, Some(r) == then);
+                let y = fit_yield(e.region(r, m), nres);
+                for (v, a) in saved {
+                    e.set(v, a);
+                }
+                y
+            }
             None => vec![Abs::TOP; nres],
         };
         let results: Vec<Abs> = match c {
@@ -240,6 +358,37 @@ impl Eval<'_> {
         for (r, a) in od.results.iter().zip(results) {
             self.set(*r, a);
         }
+    }
+
+    /// When `cond` is an integer comparison, narrows its value operands to the intervals in
+    /// which it has outcome `holds` (thread by thread; a thread for which it cannot keeps
+    /// its interval, it does not run the arm). Returns the previous values.
+    fn narrow_for_arm(&mut self, cond: &Operand, holds: bool) -> Vec<(Value, Abs)> {
+        let k = self.k;
+        let Some(ValueDef::Result(op, 0)) = cond.value().map(|v| k.values[v].def) else {
+            return Vec::new();
+        };
+        let OpKind::Cmp(p, l, r) = &k.ops[op].kind else {
+            return Vec::new();
+        };
+        if !(self.is_int(l) && self.is_int(r)) {
+            return Vec::new();
+        }
+        let (lv, rv) = (self.operand(l), self.operand(r));
+        let mut saved = Vec::new();
+        for (side, o) in [(1u8, l), (2, r)] {
+            let Some(v) = o.value() else { continue };
+            if side == 2 && Some(v) == l.value() {
+                continue;
+            }
+            let cur = self.vals[v.index()].clone();
+            let nv = Abs::map(&[&cur, &lv, &rv], self.n, |x| {
+                crate::check::exec_values::narrow(*p, holds, side, x[0], x[1], x[2]).unwrap_or(x[0])
+            });
+            saved.push((v, cur));
+            self.set(v, nv);
+        }
+        saved
     }
 
     /// `while`: its regions once for every iteration, arguments unknown; writes count within

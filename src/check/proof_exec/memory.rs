@@ -17,11 +17,12 @@ enum Kind {
     ReadWrite,
 }
 
-/// Who performs a whole-view write: every thread together, or the copy engine for the
-/// issuing thread.
+/// Who performs a whole-view write: the threads of a layout together (each element by its
+/// owner: the block's threads, or a role-relative layout's group), or the copy engine for
+/// the issuing thread.
 #[derive(Copy, Clone, PartialEq, Eq)]
 enum Who {
-    Collective,
+    Collective(Option<Group>),
     Issuer,
 }
 
@@ -135,10 +136,14 @@ impl Eval<'_> {
             OpKind::CpAsync { dst, dst_index, .. } | OpKind::GatherToLds { dst, dst_index, .. } => {
                 self.element(op, *dst, dst_index, mask, Write)
             }
-            OpKind::LocalLoad { mem, .. } => self.whole(op, *mem, mask, Read, Collective),
-            OpKind::LocalStore { mem, .. } => self.whole(op, *mem, mask, Write, Collective),
+            OpKind::LocalLoad { mem, .. } => self.whole(op, *mem, mask, Read, Collective(None)),
+            OpKind::LocalStore { mem, layout, .. } => {
+                let g = self.layout_group(layout.as_deref());
+                self.whole(op, *mem, mask, Write, Collective(g))
+            }
             OpKind::CpAsyncTile(tc) | OpKind::GatherToLdsTile(tc) => {
-                self.whole(op, tc.dst, mask, Write, Collective)
+                let g = self.layout_group(tc.layout.as_deref());
+                self.whole(op, tc.dst, mask, Write, Collective(g))
             }
             OpKind::TmaLoad {
                 dst,
@@ -153,9 +158,9 @@ impl Eval<'_> {
             OpKind::TmaStore { src, .. } => self.whole(op, *src, mask, Read, Issuer),
             OpKind::Wgmma { a, b, .. } => {
                 if let WgmmaA::Shared(m) = a {
-                    self.whole(op, *m, mask, Read, Collective);
+                    self.whole(op, *m, mask, Read, Collective(None));
                 }
-                self.whole(op, *b, mask, Read, Collective)
+                self.whole(op, *b, mask, Read, Collective(None))
             }
             OpKind::MbarInit { mbar, index, .. }
             | OpKind::MbarArrive { mbar, index, .. }
@@ -262,10 +267,14 @@ impl Eval<'_> {
     fn write_whole(&mut self, v: &ViewAbs, rel: &[i128], mask: &Mask, who: Who) {
         let n = self.n;
         let base = match who {
-            Who::Collective => {
-                let all = (0..n).all(|t| mask[t] == MUST);
-                let o = v.off.at(0);
-                let same = (0..n).all(|t| v.off.at(t) == o);
+            Who::Collective(g) => {
+                let (lo, hi) = g.map_or((0, n), |g| {
+                    let gd = &self.k.groups[g];
+                    (gd.lo as usize, (gd.hi as usize).min(n))
+                });
+                let all = lo < hi && (lo..hi).all(|t| mask[t] == MUST);
+                let o = v.off.at(lo.min(n.saturating_sub(1)));
+                let same = (lo..hi).all(|t| v.off.at(t) == o);
                 (all && same && o.is_point()).then_some(o.lo)
             }
             Who::Issuer => (0..n)
@@ -277,6 +286,11 @@ impl Eval<'_> {
                 self.mark(v.buf, b as i128 + r);
             }
         }
+    }
+
+    /// The group a role-relative layout numbers its threads in (None: the block's).
+    fn layout_group(&self, layout: Option<&str>) -> Option<Group> {
+        layout.and_then(|l| self.k.layout_def(l)).and_then(|d| d.group)
     }
 
     /// Whether every element in `lo..=hi` of `b` is initialized.
