@@ -96,15 +96,21 @@ const KNOWN_ITERS: u64 = 1024;
 /// C0005 or C0006 as far as this analysis can tell, sorted by obligation and position.
 pub fn obligations(k: &Kernel, target: Option<Target>) -> Vec<NotShown> {
     let ranges = Rc::new(Ranges::new(k));
-    let mut found = BTreeMap::new();
-    let cases = kernel_cases(k);
-    for case in cases.iter().map(Some).chain(cases.is_empty().then_some(None)) {
-        let mut e = Eval::new(k, target, ranges.clone(), case.copied());
-        let mask = Rc::new(vec![MUST; e.n]);
-        e.region(k.body(), &mask);
-        if !e.impossible {
-            for (key, d) in e.found {
-                found.entry(key).or_insert(d);
+    // First without trip-count cases (one pass); only when something is not shown, again
+    // with them (up to 9 kernel cases times 9 per loop), which costs more.
+    let mut e = Eval::new(k, target, ranges.clone(), None, false);
+    e.region(k.body(), &Rc::new(vec![MUST; e.n]));
+    let mut found = e.found;
+    if !found.is_empty() {
+        found = BTreeMap::new();
+        let cases = kernel_cases(k);
+        for case in cases.iter().map(Some).chain(cases.is_empty().then_some(None)) {
+            let mut e = Eval::new(k, target, ranges.clone(), case.copied(), true);
+            e.region(k.body(), &Rc::new(vec![MUST; e.n]));
+            if !e.impossible {
+                for (key, d) in e.found {
+                    found.entry(key).or_insert(d);
+                }
             }
         }
     }
@@ -193,6 +199,8 @@ pub(super) struct Eval<'k> {
     pin: Option<(Value, Iv)>,
     /// The case's interval misses the value's: nothing found in it counts.
     impossible: bool,
+    /// Loops split by trip count (`control.rs`, `trip_cases`).
+    split: bool,
     /// Per `for` already evaluated (its region and bounds), what is initialized after it
     /// on every path where it runs at least one iteration.
     siblings: Vec<SiblingLoop>,
@@ -207,6 +215,7 @@ impl<'k> Eval<'k> {
         target: Option<Target>,
         ranges: Rc<Ranges>,
         pin: Option<(Value, Iv)>,
+        split: bool,
     ) -> Eval<'k> {
         let n = k.threads() as usize;
         let mut vals = vec![Abs::TOP; k.values.len()];
@@ -239,6 +248,7 @@ impl<'k> Eval<'k> {
             siblings: Vec::new(),
             pin,
             impossible: false,
+            split,
         };
         if let Some((v, _)) = pin {
             let a = e.vals[v.index()].clone();

@@ -112,7 +112,7 @@ impl Eval<'_> {
         let v = hi_op.value()?;
         let (l, h, s) = (lo.at(0), hi.at(0), step.at(0));
         let all = lo.uniform() && hi.uniform() && step.uniform();
-        if !all || !l.is_point() || !s.is_point() || s.lo <= 0 || self.dry {
+        if !self.split || !all || !l.is_point() || !s.is_point() || s.lo <= 0 || self.dry {
             return None;
         }
         if self.work > BUDGET / 4 || !mask.iter().any(|&m| m != NOT) {
