@@ -83,10 +83,20 @@ fn the_base_kernel_is_proved_plain() {
     }
 }
 
+/// A mutant: its name, text, the obligation it breaks, the values at which interpretation
+/// finds it and the code it finds.
+type Mutant = (
+    &'static str,
+    String,
+    Obligation,
+    Vec<(&'static str, i64)>,
+    &'static str,
+);
+
 /// Each mutant: the obligation it breaks, the values at which interpretation finds it.
 #[test]
 fn mutants_are_never_proved_plain_and_interpretation_finds_them() {
-    let cases: Vec<(&str, String, Obligation, Vec<(&str, i64)>, &str)> = vec![
+    let cases: Vec<Mutant> = vec![
         (
             "index off by one at the last thread",
             mutant("%r = sub 127, %t", "%r = add %t, 1"),

@@ -10,6 +10,9 @@ use super::{BUDGET, Eval, KNOWN_ITERS, MAY, Mask, NOT, Obligation, SYMBOLIC_ITER
 use crate::check::exec_values::{Abs, Iv, TOP};
 use crate::ir::*;
 
+/// Per buffer, a bitset of elements.
+type Bits = Vec<Vec<u64>>;
+
 /// The bounds of one thread's trip count, from its `lo`, `hi` and `step` intervals.
 fn trips(lo: Iv, hi: Iv, step: Iv) -> (u64, u64) {
     let count = |span: i64, st: i64| {
@@ -64,7 +67,7 @@ impl Eval<'_> {
         // so conditions on it in the body (`%k + 2 < %kt`) are decided in each case.
         let entry = self.init.clone();
         let saved = self.vals[v.index()].clone();
-        let (mut after, mut ran): (Option<Vec<Vec<u64>>>, Option<Vec<Vec<u64>>>) = (None, None);
+        let (mut after, mut ran): (Option<Bits>, Option<Bits>) = (None, None);
         let mut results: Option<Vec<Abs>> = None;
         for c in cases {
             let runs = trips(lo.at(0), c, step.at(0)).0 >= 1;
