@@ -212,6 +212,7 @@ fn internal_options(
         max_steps: opts.max_steps.max(1),
         input_seed: 0,
         try_proof: opts.prove,
+        exec_budget: checker::CheckOptions::default().exec_budget,
     })
 }
 

@@ -66,6 +66,9 @@ pub struct CheckOptions {
     pub input_seed: u64,
     /// Try the static proof first (fall back to interpretation when it does not apply).
     pub try_proof: bool,
+    /// Work budget of the proof's execution-error obligations
+    /// ([`proof_exec::obligations_within`]); past it the verdict says they were not looked for.
+    pub exec_budget: u64,
 }
 
 /// Value given to a scalar parameter that `bounds`, the kernel's default and its declared range
@@ -82,6 +85,7 @@ impl Default for CheckOptions {
             max_steps: 200_000_000,
             input_seed: 0,
             try_proof: true,
+            exec_budget: proof_exec::DEFAULT_BUDGET,
         }
     }
 }
@@ -201,6 +205,13 @@ impl CheckReport {
 /// indices not shown at 3 accesses, first at byte 812)` (the CLI names lines).
 fn proved_summary(not_shown: &[proof_exec::NotShown]) -> String {
     let mut parts = Vec::new();
+    if let Some(b) = not_shown.iter().find(|n| n.what == proof_exec::Obligation::Budget) {
+        parts.push(format!(
+            "execution errors not looked for from byte {} on: {}",
+            b.span.lo,
+            b.detail.trim_end_matches(" here")
+        ));
+    }
     for what in [
         proof_exec::Obligation::InBounds,
         proof_exec::Obligation::Divisor,
@@ -225,10 +236,26 @@ fn proved_summary(not_shown: &[proof_exec::NotShown]) -> String {
 }
 
 /// One warning per obligation the proof could not show (C0090 in-bounds indices, C0091
-/// divisors and steps, C0092 initialized reads), labelling each op with why.
+/// divisors and steps, C0092 initialized reads), labelling each op with why; C0093 where the
+/// obligations' work budget stopped the walk.
 pub fn not_shown_diagnostics(k: &Kernel, not_shown: &[proof_exec::NotShown]) -> Vec<Diagnostic> {
     use proof_exec::Obligation::*;
     let mut out = Vec::new();
+    if let Some(b) = not_shown.iter().find(|n| n.what == Budget) {
+        let d = Diagnostic::warning(
+            DiagKind::Finding,
+            "C0093",
+            format!(
+                "@{}: race freedom is proved, but execution errors (C0004, C0005, C0006) were not looked for from this op on: {}",
+                k.name,
+                b.detail.trim_end_matches(" here")
+            ),
+        );
+        out.push(
+            d.with_label(b.span, b.detail.clone())
+                .with_help("raise the budget with `check --exec-budget N`"),
+        );
+    }
     for (what, code) in [(InBounds, "C0090"), (Divisor, "C0091"), (Initialized, "C0092")] {
         let of: Vec<_> = not_shown.iter().filter(|n| n.what == what).collect();
         if of.is_empty() {
@@ -244,7 +271,7 @@ pub fn not_shown_diagnostics(k: &Kernel, not_shown: &[proof_exec::NotShown]) -> 
                 match what {
                     InBounds => "an index out of range",
                     Divisor => "a division by zero or a step that is not positive",
-                    Initialized => "a read of an uninitialized shared element",
+                    Initialized | Budget => "a read of an uninitialized shared element",
                 },
                 what.describe(),
                 of.len()
@@ -447,8 +474,11 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
     let not_proved = if opts.try_proof {
         match proof::prove(k, opts.target) {
             Ok(why) => {
-                let not_shown = proof_exec::obligations(k, opts.target);
-                if !not_shown.is_empty()
+                let not_shown = proof_exec::obligations_within(k, opts.target, opts.exec_budget);
+                // The short interpretation looks where an obligation was not shown, not where
+                // the budget stopped the walk (that part is said to be not looked for).
+                let unshown = not_shown.iter().any(|n| n.what != proof_exec::Obligation::Budget);
+                if unshown
                     && let Some(found) = exec_error_by_interpretation(k, opts, &sc)
                 {
                     return found;

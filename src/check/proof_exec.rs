@@ -52,6 +52,9 @@ pub enum Obligation {
     Divisor,
     /// Shared reads of initialized elements (C0006).
     Initialized,
+    /// None of the above looked for from this op on: the walk's work budget was reached
+    /// (the entries before it still hold; past it nothing is shown).
+    Budget,
 }
 
 impl Obligation {
@@ -61,6 +64,7 @@ impl Obligation {
             Obligation::InBounds => "in-bounds indices",
             Obligation::Divisor => "non-zero divisors and positive steps",
             Obligation::Initialized => "initialized reads",
+            Obligation::Budget => "execution errors",
         }
     }
 
@@ -70,6 +74,7 @@ impl Obligation {
             Obligation::InBounds => "C0004",
             Obligation::Divisor => "C0005",
             Obligation::Initialized => "C0006",
+            Obligation::Budget => "C0004, C0005, C0006",
         }
     }
 }
@@ -84,35 +89,69 @@ pub struct NotShown {
     pub detail: String,
 }
 
-/// Work units (thread-ops and elements) of concrete iterations before loops get only their
-/// all-iterations pass.
-const BUDGET: u64 = 1 << 23;
+/// The default work budget of [`obligations`]: work units (one per thread per op evaluated,
+/// one per element of a whole-view access), over all passes and trip-count cases. Past it
+/// the walk stops and reports [`Obligation::Budget`]; chosen so that `check` of the bench
+/// kernels stays near 100 ms on a loaded 2-core VM (docs/performance.md, branch `execerr`).
+pub const DEFAULT_BUDGET: u64 = 1 << 24;
 /// Concrete iterations of a loop whose trip count is not one known number.
 const SYMBOLIC_ITERS: u64 = 8;
 /// Concrete iterations of a loop with a known trip count.
 const KNOWN_ITERS: u64 = 1024;
 
+/// [`obligations_within`] with [`DEFAULT_BUDGET`].
+pub fn obligations(k: &Kernel, target: Option<Target>) -> Vec<NotShown> {
+    obligations_within(k, target, DEFAULT_BUDGET)
+}
+
 /// Every op where the kernel (verifier-clean, race freedom proved) may stop with C0004,
 /// C0005 or C0006 as far as this analysis can tell, sorted by obligation and position.
-pub fn obligations(k: &Kernel, target: Option<Target>) -> Vec<NotShown> {
+/// When the walk spends `budget` work units before it ends, it stops there and the list
+/// also holds one [`Obligation::Budget`] entry at the op it stopped at: the list is then
+/// not complete, and never empty.
+pub fn obligations_within(k: &Kernel, target: Option<Target>, budget: u64) -> Vec<NotShown> {
     let ranges = Rc::new(Ranges::new(k));
     // First without trip-count cases (one pass); only when something is not shown, again
     // with them (up to 9 kernel cases times 9 per loop), which costs more.
     let mut e = Eval::new(k, target, ranges.clone(), None, false);
+    e.limit = budget;
     e.region(k.body(), &Rc::new(vec![MUST; e.n]));
+    let (mut work, mut stopped, mut cut) = (e.work, e.exhausted, e.cut);
     let mut found = e.found;
-    if !found.is_empty() {
+    if !found.is_empty() && stopped.is_none() {
         found = BTreeMap::new();
         let cases = kernel_cases(k);
         for case in cases.iter().map(Some).chain(cases.is_empty().then_some(None)) {
             let mut e = Eval::new(k, target, ranges.clone(), case.copied(), true);
+            (e.work, e.limit) = (work, budget);
             e.region(k.body(), &Rc::new(vec![MUST; e.n]));
-            if !e.impossible {
-                for (key, d) in e.found {
-                    found.entry(key).or_insert(d);
-                }
+            work = e.work;
+            cut |= e.cut;
+            if let Some(op) = e.exhausted {
+                // A case cut short: its findings are kept, its silence proves nothing.
+                stopped = Some(op);
+            } else if e.impossible {
+                continue;
+            }
+            for (key, d) in e.found {
+                found.entry(key).or_insert(d);
+            }
+            if stopped.is_some() {
+                break;
             }
         }
+    }
+    if cut {
+        // Less precise past the cut, still sound; say what more budget may show.
+        for d in found.values_mut() {
+            d.push_str(" (loops ran fewer concrete iterations: budget; `--exec-budget` may show it)");
+        }
+    }
+    if let Some(op) = stopped {
+        found.insert(
+            (Obligation::Budget, op),
+            format!("budget of {budget} steps reached here"),
+        );
     }
     let mut out: Vec<NotShown> = found
         .into_iter()
@@ -193,7 +232,14 @@ pub(super) struct Eval<'k> {
     found: BTreeMap<(Obligation, Op), String>,
     /// Only values: no obligations, no writes (the invariant check of iteration arguments).
     dry: bool,
+    /// Work units spent (see [`DEFAULT_BUDGET`]), from the first pass on.
     work: u64,
+    /// The work budget; past it the walk stops at the next op.
+    limit: u64,
+    /// The op the walk stopped at when the budget was reached.
+    exhausted: Option<Op>,
+    /// A loop ran fewer concrete iterations than it would have (half the budget spent).
+    cut: bool,
     ranges: Rc<Ranges>,
     /// The kernel-level trip-count case: this value lies in this interval.
     pin: Option<(Value, Iv)>,
@@ -244,6 +290,9 @@ impl<'k> Eval<'k> {
             found: BTreeMap::new(),
             dry: false,
             work: 0,
+            limit: DEFAULT_BUDGET,
+            exhausted: None,
+            cut: false,
             ranges,
             siblings: Vec::new(),
             pin,
@@ -298,6 +347,13 @@ impl<'k> Eval<'k> {
         self.siblings.retain(|((reg, _), _)| *reg != Some(r));
         let mut out = Vec::new();
         for &op in self.k.region_ops(r) {
+            if self.exhausted.is_some() {
+                break;
+            }
+            if self.work > self.limit {
+                self.exhausted = Some(op);
+                break;
+            }
             self.work += self.n as u64;
             if let OpKind::Yield(vs) = &self.k.ops[op].kind {
                 out = vs.iter().map(|o| self.operand(o)).collect();

@@ -419,6 +419,13 @@ fn check_column(k: &smemsync::Kernel, target: &Target) -> (String, &'static str)
     };
     let verdict = match r.verdict {
         Verdict::Proved { ref not_shown, .. } if not_shown.is_empty() => "proved",
+        Verdict::Proved { ref not_shown, .. }
+            if not_shown
+                .iter()
+                .any(|n| n.what == smemsync::check::proof_exec::Obligation::Budget) =>
+        {
+            "proved-budget"
+        }
         Verdict::Proved { .. } => "proved-partly",
         Verdict::Checked { .. } => "interpreted",
         Verdict::Race(_) => "race",

@@ -6,7 +6,7 @@
 
 use std::rc::Rc;
 
-use super::{BUDGET, Eval, KNOWN_ITERS, MAY, Mask, NOT, Obligation, SYMBOLIC_ITERS};
+use super::{Eval, KNOWN_ITERS, MAY, Mask, NOT, Obligation, SYMBOLIC_ITERS};
 use crate::check::exec_values::{Abs, Iv, TOP};
 use crate::ir::*;
 
@@ -118,7 +118,7 @@ impl Eval<'_> {
         if !self.split || !all || !l.is_point() || !s.is_point() || s.lo <= 0 || self.dry {
             return None;
         }
-        if self.work > BUDGET / 4 || !mask.iter().any(|&m| m != NOT) {
+        if self.work > self.limit / 8 || !mask.iter().any(|&m| m != NOT) {
             return None;
         }
         let (tmin, tmax) = trips(l, h, s);
@@ -177,7 +177,7 @@ impl Eval<'_> {
         let mut seen = carried.clone();
         let mut snapshot = None;
         let mut done = 0;
-        while done < conc && self.work <= BUDGET {
+        while done < conc && self.work <= self.limit / 2 && self.exhausted.is_none() {
             if uniform && done == min_all {
                 snapshot = Some(self.init.clone());
             }
@@ -196,6 +196,7 @@ impl Eval<'_> {
             seen = seen.iter().zip(&carried).map(|(a, b)| a.join(b, n)).collect();
             done += 1;
         }
+        self.cut |= done < conc;
         let results = if max_all > done {
             self.later_iterations(op, (&lo, &hi, &step), done, seen, mask, uniform)
         } else {

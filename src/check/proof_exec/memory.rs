@@ -194,6 +194,7 @@ impl Eval<'_> {
         if kind == Kind::Index || self.dry {
             return;
         }
+        let mut checked = None;
         for t in 0..self.n {
             if mask[t] == NOT {
                 continue;
@@ -205,7 +206,10 @@ impl Eval<'_> {
                 lo += l * v.strides[d] as i128;
                 hi += h * v.strides[d] as i128;
             }
-            if kind != Kind::Write && !self.initialized(v.buf, lo, hi) {
+            // Threads often check the same elements (a uniform index): once per run of them.
+            let fresh = checked != Some((lo, hi));
+            checked = Some((lo, hi));
+            if kind != Kind::Write && fresh && !self.initialized(v.buf, lo, hi) {
                 let name = &self.k.buffers[v.buf].name;
                 self.not_shown(Obligation::Initialized, op, || {
                     format!("element {lo}..={hi} of @{name} (thread {t}) not written before on every path")
@@ -300,7 +304,7 @@ impl Eval<'_> {
         if lo < 0 || hi >= total || lo > hi {
             return false;
         }
-        (lo..=hi).all(|e| bits[(e / 64) as usize] >> (e % 64) & 1 == 1)
+        all_set(bits, lo as usize, hi as usize)
     }
 
     fn mark(&mut self, b: Buffer, e: i128) {
@@ -309,6 +313,19 @@ impl Eval<'_> {
             self.init[b.index()][(e / 64) as usize] |= 1 << (e % 64);
         }
     }
+}
+
+/// Whether bits `lo..=hi` (`lo <= hi`, within `bits`) are all set: whole 64-bit words at a
+/// time, with masks for the partial words at either end.
+fn all_set(bits: &[u64], lo: usize, hi: usize) -> bool {
+    let (wl, wh) = (lo / 64, hi / 64);
+    let from = !0u64 << (lo % 64);
+    let to = !0u64 >> (63 - hi % 64);
+    if wl == wh {
+        let m = from & to;
+        return bits[wl] & m == m;
+    }
+    bits[wl] & from == from && bits[wl + 1..wh].iter().all(|&w| w == !0) && bits[wh] & to == to
 }
 
 /// An index interval clamped to `0..nd` (an index outside stops the execution before the
