@@ -331,3 +331,61 @@ fn guarded_ring_slots_and_sibling_loops_are_proved_plain_and_their_mutants_are_n
         assert_eq!(interpreted_error(&k, &bounds), Some("C0006"), "{text}");
     }
 }
+
+/// A budget too small for the walk: the verdict is never plain "proved", it names the
+/// budget (one `Budget` entry at the op where the walk stopped), and its summary says that
+/// execution errors were not looked for; a large enough budget proves the kernel plain.
+/// On a mutant and random kernels: a budget of 0 always stops the walk, and a random budget
+/// is never silent where the full walk is not.
+#[test]
+fn a_budget_too_small_is_never_proved_plain() {
+    use smemsync::check::proof_exec::obligations_within;
+    let k = parse(BASE);
+    for budget in [0, 1, 100, 1000] {
+        let o = CheckOptions {
+            exec_budget: budget,
+            ..CheckOptions::default()
+        };
+        let r = check_race_free(&k, &o);
+        assert!(!proved_plain(&r.verdict), "budget {budget}: {:?}", r.verdict);
+        assert!(
+            r.summary().contains("execution errors not all looked for"),
+            "budget {budget}: {}",
+            r.summary()
+        );
+        let ns = obligations_within(&k, None, budget);
+        assert_eq!(
+            ns.iter().filter(|n| n.what == Obligation::Budget).count(),
+            1,
+            "{ns:?}"
+        );
+    }
+    let r = check_race_free(
+        &k,
+        &CheckOptions {
+            exec_budget: u64::MAX / 2,
+            ..CheckOptions::default()
+        },
+    );
+    assert!(proved_plain(&r.verdict), "{:?}", r.verdict);
+    let cfg = GenConfig {
+        params: true,
+        ..GenConfig::default()
+    };
+    let mut kernels = vec![parse(&mutant("%r = sub 127, %t", "%r = sub 128, %t"))];
+    kernels.extend((0..80u64).map(|seed| random_kernel(seed, &cfg)));
+    let mut rng = 0x9e37_79b9u64;
+    for k in kernels {
+        let full = obligations_within(&k, None, u64::MAX / 2);
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let budget = rng >> 50;
+        let cut = obligations_within(&k, None, budget);
+        // Never silent where the full walk is not: a budget adds entries, never hides one.
+        assert!(full.is_empty() || !cut.is_empty(), "budget {budget}");
+        // A budget below one op's work always stops the walk.
+        let tiny = obligations_within(&k, None, 0);
+        assert!(tiny.iter().any(|n| n.what == Obligation::Budget), "{tiny:?}");
+    }
+}

@@ -207,9 +207,9 @@ fn proved_summary(not_shown: &[proof_exec::NotShown]) -> String {
     let mut parts = Vec::new();
     if let Some(b) = not_shown.iter().find(|n| n.what == proof_exec::Obligation::Budget) {
         parts.push(format!(
-            "execution errors not looked for from byte {} on: {}",
-            b.span.lo,
-            b.detail.trim_end_matches(" here")
+            "execution errors not all looked for: {} at byte {}",
+            b.detail.split(" reached").next().unwrap_or("budget").to_string() + " reached",
+            b.span.lo
         ));
     }
     for what in [
@@ -246,9 +246,9 @@ pub fn not_shown_diagnostics(k: &Kernel, not_shown: &[proof_exec::NotShown]) -> 
             DiagKind::Finding,
             "C0093",
             format!(
-                "@{}: race freedom is proved, but execution errors (C0004, C0005, C0006) were not looked for from this op on: {}",
+                "@{}: race freedom is proved, but execution errors (C0004, C0005, C0006) were not all looked for: {}",
                 k.name,
-                b.detail.trim_end_matches(" here")
+                b.detail
             ),
         );
         out.push(
@@ -475,10 +475,11 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
         match proof::prove(k, opts.target) {
             Ok(why) => {
                 let not_shown = proof_exec::obligations_within(k, opts.target, opts.exec_budget);
-                // The short interpretation looks where an obligation was not shown, not where
-                // the budget stopped the walk (that part is said to be not looked for).
-                let unshown = not_shown.iter().any(|n| n.what != proof_exec::Obligation::Budget);
-                if unshown
+                // The short interpretation looks where an obligation was not shown; not when
+                // the budget was reached (it would cost more than the budget bounds).
+                let budget = not_shown.iter().any(|n| n.what == proof_exec::Obligation::Budget);
+                if !not_shown.is_empty()
+                    && !budget
                     && let Some(found) = exec_error_by_interpretation(k, opts, &sc)
                 {
                     return found;

@@ -93,7 +93,7 @@ pub struct NotShown {
 /// one per element of a whole-view access), over all passes and trip-count cases. Past it
 /// the walk stops and reports [`Obligation::Budget`]; chosen so that `check` of the bench
 /// kernels stays near 100 ms on a loaded 2-core VM (docs/performance.md, branch `execerr`).
-pub const DEFAULT_BUDGET: u64 = 1 << 24;
+pub const DEFAULT_BUDGET: u64 = 1 << 23;
 /// Concrete iterations of a loop whose trip count is not one known number.
 const SYMBOLIC_ITERS: u64 = 8;
 /// Concrete iterations of a loop with a known trip count.
@@ -126,7 +126,7 @@ pub fn obligations_within(k: &Kernel, target: Option<Target>, budget: u64) -> Ve
             (e.work, e.limit) = (work, budget);
             e.region(k.body(), &Rc::new(vec![MUST; e.n]));
             work = e.work;
-            cut |= e.cut;
+            cut = cut.or(e.cut);
             if let Some(op) = e.exhausted {
                 // A case cut short: its findings are kept, its silence proves nothing.
                 stopped = Some(op);
@@ -141,16 +141,17 @@ pub fn obligations_within(k: &Kernel, target: Option<Target>, budget: u64) -> Ve
             }
         }
     }
-    if cut {
-        // Less precise past the cut, still sound; say what more budget may show.
-        for d in found.values_mut() {
-            d.push_str(" (loops ran fewer concrete iterations: budget; `--exec-budget` may show it)");
-        }
-    }
     if let Some(op) = stopped {
         found.insert(
             (Obligation::Budget, op),
             format!("budget of {budget} steps reached here"),
+        );
+    } else if let (Some(op), false) = (cut, found.is_empty()) {
+        // The walk ended, less precise past the cut (still sound): what it could not show
+        // may be the cut's doing, so the budget is named too.
+        found.insert(
+            (Obligation::Budget, op),
+            format!("budget of {budget} steps reached here: later iterations taken together"),
         );
     }
     let mut out: Vec<NotShown> = found
@@ -238,8 +239,9 @@ pub(super) struct Eval<'k> {
     limit: u64,
     /// The op the walk stopped at when the budget was reached.
     exhausted: Option<Op>,
-    /// A loop ran fewer concrete iterations than it would have (half the budget spent).
-    cut: bool,
+    /// The first loop that ran fewer concrete iterations than it would have (half the
+    /// budget spent).
+    cut: Option<Op>,
     ranges: Rc<Ranges>,
     /// The kernel-level trip-count case: this value lies in this interval.
     pin: Option<(Value, Iv)>,
@@ -292,7 +294,7 @@ impl<'k> Eval<'k> {
             work: 0,
             limit: DEFAULT_BUDGET,
             exhausted: None,
-            cut: false,
+            cut: None,
             ranges,
             siblings: Vec::new(),
             pin,
@@ -350,7 +352,7 @@ impl<'k> Eval<'k> {
             if self.exhausted.is_some() {
                 break;
             }
-            if self.work > self.limit {
+            if self.work >= self.limit {
                 self.exhausted = Some(op);
                 break;
             }

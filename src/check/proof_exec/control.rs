@@ -196,7 +196,9 @@ impl Eval<'_> {
             seen = seen.iter().zip(&carried).map(|(a, b)| a.join(b, n)).collect();
             done += 1;
         }
-        self.cut |= done < conc;
+        if done < conc && self.cut.is_none() {
+            self.cut = Some(op);
+        }
         let results = if max_all > done {
             self.later_iterations(op, (&lo, &hi, &step), done, seen, mask, uniform)
         } else {
