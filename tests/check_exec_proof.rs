@@ -347,7 +347,11 @@ fn a_budget_too_small_is_never_proved_plain() {
             ..CheckOptions::default()
         };
         let r = check_race_free(&k, &o);
-        assert!(!proved_plain(&r.verdict), "budget {budget}: {:?}", r.verdict);
+        assert!(
+            !proved_plain(&r.verdict),
+            "budget {budget}: {:?}",
+            r.verdict
+        );
         assert!(
             r.summary().contains("execution errors not all looked for"),
             "budget {budget}: {}",
@@ -386,6 +390,9 @@ fn a_budget_too_small_is_never_proved_plain() {
         assert!(full.is_empty() || !cut.is_empty(), "budget {budget}");
         // A budget below one op's work always stops the walk.
         let tiny = obligations_within(&k, None, 0);
-        assert!(tiny.iter().any(|n| n.what == Obligation::Budget), "{tiny:?}");
+        assert!(
+            tiny.iter().any(|n| n.what == Obligation::Budget),
+            "{tiny:?}"
+        );
     }
 }

@@ -205,13 +205,6 @@ impl CheckReport {
 /// indices not shown at 3 accesses, first at byte 812)` (the CLI names lines).
 fn proved_summary(not_shown: &[proof_exec::NotShown]) -> String {
     let mut parts = Vec::new();
-    if let Some(b) = not_shown.iter().find(|n| n.what == proof_exec::Obligation::Budget) {
-        parts.push(format!(
-            "execution errors not all looked for: {} at byte {}",
-            b.detail.split(" reached").next().unwrap_or("budget").to_string() + " reached",
-            b.span.lo
-        ));
-    }
     for what in [
         proof_exec::Obligation::InBounds,
         proof_exec::Obligation::Divisor,
@@ -227,6 +220,14 @@ fn proved_summary(not_shown: &[proof_exec::NotShown]) -> String {
                 first.span.lo
             ));
         }
+    }
+    // Last, so that the obligations not shown read first.
+    if let Some(b) = not_shown.iter().find(|n| n.what == proof_exec::Obligation::Budget) {
+        parts.push(format!(
+            "execution errors not all looked for: {} at byte {}",
+            b.detail.split(" reached").next().unwrap_or("budget").to_string() + " reached",
+            b.span.lo
+        ));
     }
     if parts.is_empty() {
         "race-free (proved)".into()

@@ -31,8 +31,11 @@
 //! it, a TMA/TDM load when its issuer does.
 //!
 //! Global indices are not looked at (docs/checker.md). Complexity: O(threads x ops x
-//! concrete iterations) plus O(elements) per whole-view access, within a work budget past
-//! which loops get only their all-iterations pass (less precise, still sound).
+//! concrete iterations) plus O(elements) per whole-view access, bounded by a work budget
+//! (`DEFAULT_BUDGET`, or the caller's): past half of it loops get only their all-iterations
+//! pass (less precise, still sound), at all of it the walk stops; either way, when the
+//! budget shaped the answer the list holds an [`Obligation::Budget`] entry, so the verdict
+//! is never plain "proved".
 
 use std::collections::BTreeMap;
 use std::rc::Rc;

@@ -58,7 +58,12 @@ impl Eval<'_> {
                 format!("loop step in [{}, {}] (thread {t})", s.lo, s.hi)
             });
         }
-        let cases = self.trip_cases(hi_op, (&lo, &hi, &step), mask);
+        let mut cases = self.trip_cases(hi_op, (&lo, &hi, &step), mask);
+        if cases.is_some() && self.work > self.limit / 8 {
+            // Past 1/8 of the budget loops are not split: a cut the verdict names.
+            cases = None;
+            self.cut.get_or_insert(op);
+        }
         let Some((v, cases)) = cases else {
             let results = self.for_case(op, (&lo, &hi, &step), mask);
             return self.set_results(op, results);
@@ -118,7 +123,7 @@ impl Eval<'_> {
         if !self.split || !all || !l.is_point() || !s.is_point() || s.lo <= 0 || self.dry {
             return None;
         }
-        if self.work > self.limit / 8 || !mask.iter().any(|&m| m != NOT) {
+        if !mask.iter().any(|&m| m != NOT) {
             return None;
         }
         let (tmin, tmax) = trips(l, h, s);
