@@ -91,6 +91,9 @@ pub enum Outcome {
         block: [u32; 3],
         /// The argument the proof used, in words.
         argument: String,
+        /// Ops where the proof could not show that no execution error (C0004, C0005, C0006)
+        /// stops the execution first; empty: none can.
+        not_shown: Vec<crate::check::proof_exec::NotShown>,
     },
     /// No race found by interpreting the kernel with these values and schedules.
     Checked {
@@ -209,14 +212,20 @@ fn internal_options(
         max_steps: opts.max_steps.max(1),
         input_seed: 0,
         try_proof: opts.prove,
+        exec_budget: checker::CheckOptions::default().exec_budget,
     })
 }
 
 fn outcome(k: &Kernel, r: &CheckReport, src: &str) -> Outcome {
     match &r.verdict {
-        checker::Verdict::Proved { block, why } => Outcome::Proved {
+        checker::Verdict::Proved {
+            block,
+            why,
+            not_shown,
+        } => Outcome::Proved {
             block: *block,
             argument: why.clone(),
+            not_shown: not_shown.clone(),
         },
         checker::Verdict::Checked {
             block,

@@ -18,6 +18,7 @@
 //! O(schedules x ops executed) plus O(threads x clock slots) per block-wide sync op.
 
 mod elected_pipeline;
+mod exec_values;
 pub mod handshake_proof;
 mod named_proof;
 pub mod interp;
@@ -25,6 +26,7 @@ mod mbar_pipeline;
 pub mod proof;
 mod proof_async;
 mod proof_classes;
+pub mod proof_exec;
 mod proof_nest;
 mod proof_pairs;
 mod proof_syncs;
@@ -64,6 +66,9 @@ pub struct CheckOptions {
     pub input_seed: u64,
     /// Try the static proof first (fall back to interpretation when it does not apply).
     pub try_proof: bool,
+    /// Work budget of the proof's execution-error obligations
+    /// ([`proof_exec::obligations_within`]); past it the verdict says they were not looked for.
+    pub exec_budget: u64,
 }
 
 /// Value given to a scalar parameter that `bounds`, the kernel's default and its declared range
@@ -80,6 +85,7 @@ impl Default for CheckOptions {
             max_steps: 200_000_000,
             input_seed: 0,
             try_proof: true,
+            exec_budget: proof_exec::DEFAULT_BUDGET,
         }
     }
 }
@@ -88,8 +94,14 @@ impl Default for CheckOptions {
 #[derive(Clone, Debug)]
 pub enum Verdict {
     /// Race freedom proved statically for every schedule, trip count and scalar parameter
-    /// value, at this block size. `why` names the argument used.
-    Proved { block: [u32; 3], why: String },
+    /// value, at this block size. `why` names the argument used. `not_shown` lists the ops
+    /// where the proof could not also show that no execution error (C0004, C0005, C0006)
+    /// stops the execution first (`proof_exec`); empty: none can.
+    Proved {
+        block: [u32; 3],
+        why: String,
+        not_shown: Vec<proof_exec::NotShown>,
+    },
     /// No race found by interpretation with these concrete values and schedules.
     Checked {
         block: [u32; 3],
@@ -141,7 +153,7 @@ impl CheckReport {
     /// schedules)`, or what was found.
     pub fn summary(&self) -> String {
         match &self.verdict {
-            Verdict::Proved { .. } => "race-free (proved)".into(),
+            Verdict::Proved { not_shown, .. } => proved_summary(not_shown),
             Verdict::Checked {
                 block,
                 bounds,
@@ -187,6 +199,93 @@ impl CheckReport {
             Verdict::Deadlock(d) | Verdict::ExecError(d) => Some(d.clone()),
         }
     }
+}
+
+/// `race-free (proved)`, or with what it could not show: `race-free (proved; in-bounds
+/// indices not shown at 3 accesses, first at byte 812)` (the CLI names lines).
+fn proved_summary(not_shown: &[proof_exec::NotShown]) -> String {
+    let mut parts = Vec::new();
+    for what in [
+        proof_exec::Obligation::InBounds,
+        proof_exec::Obligation::Divisor,
+        proof_exec::Obligation::Initialized,
+    ] {
+        let of: Vec<_> = not_shown.iter().filter(|n| n.what == what).collect();
+        if let Some(first) = of.iter().min_by_key(|n| n.span.lo) {
+            let ops = if of.len() == 1 { "op" } else { "ops" };
+            parts.push(format!(
+                "{} not shown at {} {ops}, first at byte {}",
+                what.describe(),
+                of.len(),
+                first.span.lo
+            ));
+        }
+    }
+    // Last, so that the obligations not shown read first.
+    if let Some(b) = not_shown.iter().find(|n| n.what == proof_exec::Obligation::Budget) {
+        parts.push(format!(
+            "execution errors not all looked for: {} at byte {}",
+            b.detail.split(" reached").next().unwrap_or("budget").to_string() + " reached",
+            b.span.lo
+        ));
+    }
+    if parts.is_empty() {
+        "race-free (proved)".into()
+    } else {
+        format!("race-free (proved; {})", parts.join("; "))
+    }
+}
+
+/// One warning per obligation the proof could not show (C0090 in-bounds indices, C0091
+/// divisors and steps, C0092 initialized reads), labelling each op with why; C0093 where the
+/// obligations' work budget stopped the walk.
+pub fn not_shown_diagnostics(k: &Kernel, not_shown: &[proof_exec::NotShown]) -> Vec<Diagnostic> {
+    use proof_exec::Obligation::*;
+    let mut out = Vec::new();
+    if let Some(b) = not_shown.iter().find(|n| n.what == Budget) {
+        let d = Diagnostic::warning(
+            DiagKind::Finding,
+            "C0093",
+            format!(
+                "@{}: race freedom is proved, but execution errors (C0004, C0005, C0006) were not all looked for: {}",
+                k.name,
+                b.detail
+            ),
+        );
+        out.push(
+            d.with_label(b.span, b.detail.clone())
+                .with_help("raise the budget with `check --exec-budget N`"),
+        );
+    }
+    for (what, code) in [(InBounds, "C0090"), (Divisor, "C0091"), (Initialized, "C0092")] {
+        let of: Vec<_> = not_shown.iter().filter(|n| n.what == what).collect();
+        if of.is_empty() {
+            continue;
+        }
+        let mut d = Diagnostic::warning(
+            DiagKind::Finding,
+            code,
+            format!(
+                "@{}: race freedom is proved, but not that execution never stops first with {} ({}): {} not shown at {} op(s)",
+                k.name,
+                what.code(),
+                match what {
+                    InBounds => "an index out of range",
+                    Divisor => "a division by zero or a step that is not positive",
+                    Initialized | Budget => "a read of an uninitialized shared element",
+                },
+                what.describe(),
+                of.len()
+            ),
+        );
+        for n in &of {
+            d = d.with_label(n.span, n.detail.clone());
+        }
+        out.push(d.with_note(
+            "interpretation (`check --no-proof`) runs the kernel with concrete values and reports the error if these values reach it",
+        ));
+    }
+    out
 }
 
 fn describe_site(s: &AccessSite) -> String {
@@ -376,10 +475,21 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
     let not_proved = if opts.try_proof {
         match proof::prove(k, opts.target) {
             Ok(why) => {
+                let not_shown = proof_exec::obligations_within(k, opts.target, opts.exec_budget);
+                // The short interpretation looks where an obligation was not shown; not when
+                // the budget was reached (it would cost more than the budget bounds).
+                let budget = not_shown.iter().any(|n| n.what == proof_exec::Obligation::Budget);
+                if !not_shown.is_empty()
+                    && !budget
+                    && let Some(found) = exec_error_by_interpretation(k, opts, &sc)
+                {
+                    return found;
+                }
                 return CheckReport {
                     verdict: Verdict::Proved {
                         block: k.block,
                         why,
+                        not_shown,
                     },
                     schedule: None,
                     layouts: None,
@@ -410,6 +520,37 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
         },
         schedule: None,
         layouts: None,
+    }
+}
+
+/// Steps of the one interpretation that looks for an execution error where the proof could
+/// not show there is none (kept short: the proof's verdict stands without it).
+const EXEC_ERROR_STEPS: u64 = 1 << 21;
+
+/// One interpretation with the given scalar values, without race detection, for at most
+/// [`EXEC_ERROR_STEPS`]: the execution error (C0004, C0005, C0006) it stops at, if any.
+fn exec_error_by_interpretation(
+    k: &Kernel,
+    opts: &CheckOptions,
+    sc: &HashMap<crate::ir::Value, Val>,
+) -> Option<CheckReport> {
+    let cfg = ExecConfig {
+        target: opts.target,
+        scalars: sc.clone(),
+        input_seed: opts.input_seed,
+        sched_seed: 0,
+        policy: EnginePolicy::Latest,
+        max_steps: opts.max_steps.min(EXEC_ERROR_STEPS),
+        detect_races: false,
+        layouts: LayoutMap::Documented,
+    };
+    match interp::execute(k, &cfg) {
+        Err(Stop::Exec(d)) if matches!(d.code, "C0004" | "C0005" | "C0006") => Some(CheckReport {
+            verdict: Verdict::ExecError(d),
+            schedule: Some(0),
+            layouts: Some(LayoutMap::Documented),
+        }),
+        _ => None,
     }
 }
 

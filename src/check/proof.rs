@@ -48,9 +48,10 @@
 //!
 //! Soundness: the unknowns over-approximate every iteration and parameter value, the thread
 //! sets over-approximate who executes an access (conditions are ignored), and start sets
-//! over-approximate which accesses share an interval. "Proved" assumes that execution does
-//! not stop with an error first (an out-of-range index, an uninitialized read), which the
-//! interpreter reports; it covers the block size it was run for only.
+//! over-approximate which accesses share an interval. That no execution error (an
+//! out-of-range index, a zero divisor, an uninitialized read) stops the execution first is
+//! `check/proof_exec.rs`'s part, run after this one; it covers the block size it was run
+//! for only.
 //! Small constant loops without barriers are enumerated like thread ids (an access has one
 //! instance per thread and iteration), and accesses are paired per buffer.
 //!

@@ -418,7 +418,15 @@ fn check_column(k: &smemsync::Kernel, target: &Target) -> (String, &'static str)
         None => format!("{:.2}", t0.elapsed().as_secs_f64() * 1e3),
     };
     let verdict = match r.verdict {
-        Verdict::Proved { .. } => "proved",
+        Verdict::Proved { ref not_shown, .. } if not_shown.is_empty() => "proved",
+        Verdict::Proved { ref not_shown, .. }
+            if not_shown
+                .iter()
+                .any(|n| n.what == smemsync::check::proof_exec::Obligation::Budget) =>
+        {
+            "proved-budget"
+        }
+        Verdict::Proved { .. } => "proved-partly",
         Verdict::Checked { .. } => "interpreted",
         Verdict::Race(_) => "race",
         Verdict::Deadlock(_) => "deadlock",

@@ -33,6 +33,10 @@ pub struct CheckArgs {
     /// Skip the static proof and interpret directly.
     #[arg(long)]
     pub no_proof: bool,
+    /// Work budget (thread-ops) of the proof's search for execution errors; past it the
+    /// verdict says they were not looked for.
+    #[arg(long, default_value_t = smemsync::check::proof_exec::DEFAULT_BUDGET)]
+    pub exec_budget: u64,
     /// Also print what the verdict covers (the proof's argument or why it did not apply).
     #[arg(long, short)]
     pub verbose: bool,
@@ -131,13 +135,16 @@ pub fn run(args: &CheckArgs) -> i32 {
     opts.schedules = args.schedules.max(1);
     opts.max_steps = args.max_steps.max(1);
     opts.try_proof = !args.no_proof;
+    opts.exec_budget = args.exec_budget;
     let mut code = EXIT_OK;
     for k in &kernels {
         code = code.max(handshakes(k, &input));
         let r = check_race_free(k, &opts);
         match &r.verdict {
-            Verdict::Proved { why, .. } => {
-                println!("@{}: {}", k.name, r.summary());
+            Verdict::Proved { why, not_shown, .. } => {
+                let diags = smemsync::check::not_shown_diagnostics(k, not_shown);
+                report(&input, &diags);
+                println!("@{}: {}", k.name, with_lines(&r.summary(), &input.text));
                 if args.verbose {
                     println!("  proof: {}", with_lines(why, &input.text));
                 }

@@ -1,0 +1,398 @@
+//! "Proved" covers execution errors (docs/checker.md, "Static mode"): a kernel whose race
+//! freedom is proved is proved *plain* only when no out-of-range index (C0004), division by
+//! zero or non-positive step (C0005) or uninitialized shared read (C0006) can stop it first.
+//! Every mutant below (an index off by one at the last thread, at the last trip, at the
+//! largest parameter; a divisor or step that may be 0; a read before any write; a read of a
+//! slot the prologue never filled) is never proved plain, and interpretation finds its
+//! error at the values that reach it; the unmutated kernels are proved plain. A soundness
+//! oracle over random kernels: none proved plain is one where interpretation, at several
+//! parameter values, stops with C0004, C0005 or C0006.
+
+use std::process::Command;
+
+use smemsync::check::proof_exec::{Obligation, obligations};
+use smemsync::check::{CheckOptions, Verdict, check_race_free};
+use smemsync::ir::Kernel;
+
+mod common;
+use common::{GenConfig, parse_verified as parse, random_kernel, random_kernel_text};
+
+const BASE: &str = "kernel @k(%X: global f32[256], %n: i32 in [1, 4] = 2, %m: i32 in [1, 4] = 2, %p: i32 in [1, 4] = 2, %s: i32 in [1, 2] = 1) block(128) {
+  shared @a : f32[128]
+  shared @b : f32[4]
+  %t = tid.x
+  %x = gload %X[%t]
+  store @a[%t], %x
+  %lead = cmp eq %t, 0
+  for %i = 0 to %n step 1 {
+    if %lead {
+      store @b[%i], %x
+    }
+  }
+  barrier
+  %r = sub 127, %t
+  %y = load @a[%r]
+  %u = add %p, 123
+  %v = load @a[%u]
+  %q = div %t, %m
+  %z = load @b[0]
+  %w = add %y, %z
+  %w2 = add %w, %v
+  gstore %X[%q], %w2
+}
+";
+
+fn mutant(from: &str, to: &str) -> String {
+    assert!(BASE.contains(from), "BASE lacks {from:?}");
+    BASE.replacen(from, to, 1)
+}
+
+fn check(k: &Kernel) -> Verdict {
+    check_race_free(k, &CheckOptions::default()).verdict
+}
+
+/// Interpretation alone at the given parameter values: the execution error's code.
+fn interpreted_error(k: &Kernel, bounds: &[(&str, i64)]) -> Option<&'static str> {
+    let o = CheckOptions {
+        try_proof: false,
+        schedules: 2,
+        bounds: bounds.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+        ..CheckOptions::default()
+    };
+    match check_race_free(k, &o).verdict {
+        Verdict::ExecError(d) => Some(d.code),
+        _ => None,
+    }
+}
+
+fn proved_plain(v: &Verdict) -> bool {
+    matches!(v, Verdict::Proved { not_shown, .. } if not_shown.is_empty())
+}
+
+#[test]
+fn the_base_kernel_is_proved_plain() {
+    let k = parse(BASE);
+    assert!(
+        obligations(&k, None).is_empty(),
+        "{:?}",
+        obligations(&k, None)
+    );
+    assert!(proved_plain(&check(&k)), "{:?}", check(&k));
+    for (n, v) in [("n", 4), ("m", 1), ("p", 4), ("s", 1), ("s", 2)] {
+        assert_eq!(interpreted_error(&k, &[(n, v)]), None);
+    }
+}
+
+/// A mutant: its name, text, the obligation it breaks, the values at which interpretation
+/// finds it and the code it finds.
+type Mutant = (
+    &'static str,
+    String,
+    Obligation,
+    Vec<(&'static str, i64)>,
+    &'static str,
+);
+
+/// Each mutant: the obligation it breaks, the values at which interpretation finds it.
+#[test]
+fn mutants_are_never_proved_plain_and_interpretation_finds_them() {
+    let cases: Vec<Mutant> = vec![
+        (
+            "index off by one at the last thread",
+            mutant("%r = sub 127, %t", "%r = add %t, 1"),
+            Obligation::InBounds,
+            vec![],
+            "C0004",
+        ),
+        (
+            "index off by one at the last trip",
+            mutant(
+                "for %i = 0 to %n step 1",
+                "%n1 = add %n, 1\n  for %i = 0 to %n1 step 1",
+            ),
+            Obligation::InBounds,
+            vec![("n", 4)],
+            "C0004",
+        ),
+        (
+            "index off by one at the largest parameter",
+            mutant("%u = add %p, 123", "%u = add %p, 124"),
+            Obligation::InBounds,
+            vec![("p", 4)],
+            "C0004",
+        ),
+        (
+            "a divisor that may be zero",
+            mutant("%m: i32 in [1, 4]", "%m: i32 in [0, 4]"),
+            Obligation::Divisor,
+            vec![("m", 0)],
+            "C0005",
+        ),
+        (
+            "a step that may be zero",
+            mutant("%s: i32 in [1, 2]", "%s: i32 in [0, 2]").replacen(
+                "for %i = 0 to %n step 1",
+                "for %i = 0 to %n step %s",
+                1,
+            ),
+            Obligation::Divisor,
+            vec![("s", 0)],
+            "C0005",
+        ),
+        (
+            "a read before any write",
+            mutant(
+                "  %x = gload %X[%t]\n",
+                "  %x = gload %X[%t]\n  %e = load @a[%t]\n  gstore %X[%t], %e\n",
+            ),
+            Obligation::Initialized,
+            vec![],
+            "C0006",
+        ),
+        (
+            "a read of an element the loop may not write",
+            mutant("%z = load @b[0]", "%z = load @b[1]"),
+            Obligation::Initialized,
+            vec![("n", 1)],
+            "C0006",
+        ),
+    ];
+    for (name, text, what, bounds, code) in cases {
+        let k = parse(&text);
+        let ns = obligations(&k, None);
+        assert!(
+            ns.iter().any(|n| n.what == what),
+            "{name}: {what:?} shown: {ns:?}"
+        );
+        let v = check(&k);
+        assert!(!proved_plain(&v), "{name}: proved plain: {v:?}");
+        assert_eq!(interpreted_error(&k, &bounds), Some(code), "{name}");
+    }
+}
+
+/// `smemsync sync --target sm_80` of `src` (through the command line: the checker never
+/// links the placer).
+fn synced(src: &str) -> String {
+    let path = std::env::temp_dir().join(format!("smemsync-exec-proof-{}.kir", std::process::id()));
+    std::fs::write(&path, src).expect("writes the kernel");
+    let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
+        .args(["sync", "--target", "sm_80"])
+        .arg(&path)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("runs");
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The cp.async double buffer: its slots are initialized by the prologue and by the copies
+/// of earlier iterations (rotating `rem %k1, 2` slots); without the prologue copy of one
+/// operand, iteration 0 reads a slot nobody filled.
+#[test]
+fn a_slot_the_prologue_never_filled_is_not_proved_plain() {
+    let text = synced(include_str!("../examples/gemm-cp-async-double-buffer.kir"));
+    let k = parse(&text);
+    let v = check_race_free(&k, &CheckOptions::default()).verdict;
+    assert!(proved_plain(&v), "{v:?}");
+    let line = "cp_async %b0[%ty, %tx] <- %B[%ty, %tx]\n";
+    assert!(text.contains(line), "{text}");
+    let m = parse(&text.replacen(line, "", 1));
+    let ns = obligations(&m, None);
+    assert!(
+        ns.iter().any(|n| n.what == Obligation::Initialized),
+        "{ns:?}"
+    );
+    assert!(!proved_plain(&check(&m)));
+    assert_eq!(interpreted_error(&m, &[]), Some("C0006"));
+}
+
+/// Soundness oracle: a random kernel proved plain never stops with an execution error when
+/// interpreted, at the default and extreme parameter values; and enough of them are proved
+/// plain for this to mean something.
+#[test]
+fn random_kernels_proved_plain_never_stop_with_an_execution_error() {
+    let cfg = GenConfig {
+        params: true,
+        ..GenConfig::default()
+    };
+    let (mut plain, mut total) = (0, 0);
+    for seed in 0..300u64 {
+        let k = random_kernel(seed, &cfg);
+        let v = check(&k);
+        if !matches!(v, Verdict::Proved { .. }) {
+            continue;
+        }
+        total += 1;
+        if !proved_plain(&v) {
+            continue;
+        }
+        plain += 1;
+        let has_n = k.scalar_param("n").is_some();
+        let values: &[&[(&str, i64)]] = if has_n {
+            &[&[], &[("n", 0)], &[("n", 1)], &[("n", 7)], &[("n", 64)]]
+        } else {
+            &[&[]]
+        };
+        for b in values {
+            let e = interpreted_error(&k, b);
+            assert!(
+                !matches!(e, Some("C0004" | "C0005" | "C0006")),
+                "seed {seed} proved plain, interpretation at {b:?} stops with {e:?}:\n{}",
+                random_kernel_text(seed, &cfg)
+            );
+        }
+    }
+    eprintln!("{plain} of {total} proved random kernels proved plain");
+    assert!(plain * 4 >= total, "only {plain} of {total} proved plain");
+}
+
+/// A three-slot ring filled by a prologue and by copies guarded by `%k + 2 < %n` (Triton's
+/// form): iteration `k` reads slot `k mod 3`, which the prologue or iteration `k - 2` wrote,
+/// exactly when iteration `k` exists. The trip-count cases decide the guard.
+const RING: &str = "kernel @k(%n: i32 in [1, 64] = 4) block(64) {
+  shared @a : f32[3, 64]
+  %t = tid.x
+  %u = sub 63, %t
+  store @a[0, %t], 1.0
+  store @a[1, %t], 1.0
+  for %k = 0 to %n step 1 {
+    %nk = add %k, 2
+    %has = cmp lt %nk, %n
+    %ws = rem %nk, 3
+    %rs = rem %k, 3
+    barrier
+    %x = load @a[%rs, %u]
+    barrier
+    if %has {
+      store @a[%ws, %t], %x
+    }
+  }
+}
+";
+
+/// A store loop, a barrier, a load loop with the same bounds (Wave's sibling subgraphs).
+const SIBLINGS: &str = "kernel @k(%n: i32 in [0, 64] = 3, %m: i32 in [0, 64] = 3) block(64) {
+  shared @s : f32[64]
+  %t = tid.x
+  %u = sub 63, %t
+  for %i = 0 to %n step 1 {
+    store @s[%t], 1.0
+  }
+  barrier
+  for %j = 0 to %n step 1 {
+    %x = load @s[%u]
+  }
+}
+";
+
+#[test]
+fn guarded_ring_slots_and_sibling_loops_are_proved_plain_and_their_mutants_are_not() {
+    for text in [RING, SIBLINGS] {
+        let k = parse(text);
+        assert!(
+            obligations(&k, None).is_empty(),
+            "{:?}",
+            obligations(&k, None)
+        );
+        assert!(proved_plain(&check(&k)));
+    }
+    let cases = [
+        (
+            RING.replacen("  store @a[1, %t], 1.0\n", "", 1),
+            vec![("n", 4)],
+        ),
+        (
+            // The guard one trip too strict: at n = 3, slot 2 is never written.
+            RING.replacen(
+                "%has = cmp lt %nk, %n",
+                "%nk3 = add %k, 3\n    %has = cmp lt %nk3, %n",
+                1,
+            ),
+            vec![("n", 3)],
+        ),
+        (
+            SIBLINGS.replacen("for %j = 0 to %n", "for %j = 0 to %m", 1),
+            vec![("n", 0), ("m", 1)],
+        ),
+    ];
+    for (text, bounds) in cases {
+        let k = parse(&text);
+        let ns = obligations(&k, None);
+        assert!(
+            ns.iter().any(|n| n.what == Obligation::Initialized),
+            "{ns:?}\n{text}"
+        );
+        assert!(!proved_plain(&check(&k)));
+        assert_eq!(interpreted_error(&k, &bounds), Some("C0006"), "{text}");
+    }
+}
+
+/// A budget too small for the walk: the verdict is never plain "proved", it names the
+/// budget (one `Budget` entry at the op where the walk stopped), and its summary says that
+/// execution errors were not looked for; a large enough budget proves the kernel plain.
+/// On a mutant and random kernels: a budget of 0 always stops the walk, and a random budget
+/// is never silent where the full walk is not.
+#[test]
+fn a_budget_too_small_is_never_proved_plain() {
+    use smemsync::check::proof_exec::obligations_within;
+    let k = parse(BASE);
+    for budget in [0, 1, 100, 1000] {
+        let o = CheckOptions {
+            exec_budget: budget,
+            ..CheckOptions::default()
+        };
+        let r = check_race_free(&k, &o);
+        assert!(
+            !proved_plain(&r.verdict),
+            "budget {budget}: {:?}",
+            r.verdict
+        );
+        assert!(
+            r.summary().contains("execution errors not all looked for"),
+            "budget {budget}: {}",
+            r.summary()
+        );
+        let ns = obligations_within(&k, None, budget);
+        assert_eq!(
+            ns.iter().filter(|n| n.what == Obligation::Budget).count(),
+            1,
+            "{ns:?}"
+        );
+    }
+    let r = check_race_free(
+        &k,
+        &CheckOptions {
+            exec_budget: u64::MAX / 2,
+            ..CheckOptions::default()
+        },
+    );
+    assert!(proved_plain(&r.verdict), "{:?}", r.verdict);
+    let cfg = GenConfig {
+        params: true,
+        ..GenConfig::default()
+    };
+    let mut kernels = vec![parse(&mutant("%r = sub 127, %t", "%r = sub 128, %t"))];
+    kernels.extend((0..80u64).map(|seed| random_kernel(seed, &cfg)));
+    let mut rng = 0x9e37_79b9u64;
+    for k in kernels {
+        let full = obligations_within(&k, None, u64::MAX / 2);
+        rng = rng
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let budget = rng >> 50;
+        let cut = obligations_within(&k, None, budget);
+        // Never silent where the full walk is not: a budget adds entries, never hides one.
+        assert!(full.is_empty() || !cut.is_empty(), "budget {budget}");
+        // A budget below one op's work always stops the walk.
+        let tiny = obligations_within(&k, None, 0);
+        assert!(
+            tiny.iter().any(|n| n.what == Obligation::Budget),
+            "{tiny:?}"
+        );
+    }
+}
