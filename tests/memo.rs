@@ -84,31 +84,52 @@ fn memoized_answers_equal_fresh_ones() {
 /// a set) and warnings.
 fn closed_form_equals_iteration(name: &str, k: &smemsync::Kernel, t: &Target) {
     let solve = |iterate: bool| {
-        let mut memo = FlowMemo::for_kernel(k);
-        memo.iterate = iterate;
-        memo.full_trips = iterate;
-        let plan = plan_waits_memo(k, t, &mut memo);
-        let comp = plan.as_ref().ok().map(|p| {
-            let out = apply(k, &p.plan).unwrap();
-            let mut c = completions_memo(&out, t, &mut memo);
-            let mut hz: Vec<String> = c.hazards.iter().map(|h| format!("{h:?}")).collect();
+        plans_and_completions(k, t, true, |memo| {
+            memo.iterate = iterate;
+            memo.full_trips = iterate;
+        })
+    };
+    same_plans_and_completions(name, t, solve(false), solve(true));
+}
+
+/// A wait plan and the completions on the kernel with its waits, as debug text.
+type PlansAndCompletions = (String, Option<(String, Vec<String>)>);
+
+/// The wait plan of `k` on `t` with the memo set up by `setup`, and the completions of the
+/// kernel with those waits (`hazards_as_set`: the in-flight hazards sorted apart, compared
+/// as a set), both as debug text.
+fn plans_and_completions(
+    k: &smemsync::Kernel,
+    t: &Target,
+    hazards_as_set: bool,
+    setup: impl Fn(&mut FlowMemo),
+) -> PlansAndCompletions {
+    let mut memo = FlowMemo::for_kernel(k);
+    setup(&mut memo);
+    let plan = plan_waits_memo(k, t, &mut memo);
+    let comp = plan.as_ref().ok().map(|p| {
+        let out = apply(k, &p.plan).unwrap();
+        let mut c = completions_memo(&out, t, &mut memo);
+        let mut hz = Vec::new();
+        if hazards_as_set {
+            hz = c.hazards.iter().map(|h| format!("{h:?}")).collect();
             hz.sort();
             c.hazards.clear();
-            (format!("{c:?}"), hz)
-        });
-        (format!("{plan:?}"), comp)
-    };
-    let (closed, iterated) = (solve(false), solve(true));
-    assert_eq!(
-        closed.0, iterated.0,
-        "{name} on {}: wait plans differ",
-        t.name
-    );
-    assert_eq!(
-        closed.1, iterated.1,
-        "{name} on {}: completions differ",
-        t.name
-    );
+        }
+        (format!("{c:?}"), hz)
+    });
+    (format!("{plan:?}"), comp)
+}
+
+/// Asserts that a shortcut's wait plan and completions (`got`) equal the oracle's (`want`).
+fn same_plans_and_completions(
+    name: &str,
+    t: &Target,
+    got: PlansAndCompletions,
+    want: PlansAndCompletions,
+) {
+    assert_eq!(got.0, want.0, "{name} on {}: wait plans differ", t.name);
+    assert_eq!(got.1, want.1, "{name} on {}: completions differ", t.name);
 }
 
 #[test]
@@ -168,27 +189,8 @@ fn loops_in_closed_form_equal_the_iteration() {
 /// of every completed entry), drained and outstanding copies, in-flight hazards and
 /// warnings.
 fn collapse_equals_kept_tags(name: &str, k: &smemsync::Kernel, t: &Target) {
-    let solve = |keep: bool| {
-        let mut memo = FlowMemo::for_kernel(k);
-        memo.keep_tags = keep;
-        let plan = plan_waits_memo(k, t, &mut memo);
-        let comp = plan.as_ref().ok().map(|p| {
-            let out = apply(k, &p.plan).unwrap();
-            format!("{:?}", completions_memo(&out, t, &mut memo))
-        });
-        (format!("{plan:?}"), comp)
-    };
-    let (collapsed, kept) = (solve(false), solve(true));
-    assert_eq!(
-        collapsed.0, kept.0,
-        "{name} on {}: wait plans differ",
-        t.name
-    );
-    assert_eq!(
-        collapsed.1, kept.1,
-        "{name} on {}: completions differ",
-        t.name
-    );
+    let solve = |keep: bool| plans_and_completions(k, t, false, |memo| memo.keep_tags = keep);
+    same_plans_and_completions(name, t, solve(false), solve(true));
 }
 
 #[test]
