@@ -230,7 +230,9 @@ fn verdict<'py>(py: Python<'py>, p: &Program, v: &Verdict, file: &str) -> PyResu
     out.set_item("kernel", &v.kernel)?;
     out.set_item("summary", &v.summary)?;
     let (outcome, block, detail) = match &v.outcome {
-        Outcome::Proved { block, argument, .. } => ("proved", Some(*block), Some(argument.clone())),
+        Outcome::Proved {
+            block, argument, ..
+        } => ("proved", Some(*block), Some(argument.clone())),
         Outcome::Checked {
             block, not_proved, ..
         } => ("checked", Some(*block), Some(not_proved.clone())),
