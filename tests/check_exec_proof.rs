@@ -396,3 +396,64 @@ fn a_budget_too_small_is_never_proved_plain() {
         );
     }
 }
+
+/// Three kernels a review found proved plain although they stop with an execution error:
+/// a counter loop's result one past its iterations' range (the last yield), a loop whose
+/// trip count differs per thread read as giving one value in every thread, and a top-level
+/// loop whose trip-count cases passed `i32::MAX` (the case was dropped, not clipped). None
+/// is proved plain, and interpretation finds each error at the values that reach it.
+#[test]
+fn the_reviewed_holes_are_never_proved_plain() {
+    let last_yield = "kernel @x(%out: global f32[64], %n: i32 in [0, 100]) block(64) {
+  shared @s : f32[100]
+  %t = tid.x
+  %r = for %k = 0 to %n step 1 iter(%c = 0) {
+    %c1 = add %c, 1
+    yield %c1
+  }
+  %z = cmp eq %t, 0
+  if %z {
+    store @s[%r], 1.0
+  }
+}
+";
+    let per_thread_trips = "kernel @x(%out: global f32[64]) block(64) {
+  shared @s : f32[64]
+  %t = tid.x
+  %h = rem %t, 4
+  %r = for %k = 0 to %h step 1 iter(%c = 0) {
+    %c1 = add %c, 1
+    yield %c1
+  }
+  for %k = 0 to %r step 1 {
+    store @s[%t], 1.0
+  }
+  barrier
+  %u = sub 63, %t
+  for %k2 = 0 to %r step 1 {
+    %x = load @s[%u]
+    gstore %out[%t], %x
+  }
+}
+";
+    let cases_past_max = "kernel @x(%out: global f32[64], %n: i32 in [1073741825, 2147483647]) block(64) {
+  shared @s : f32[64]
+  %t = tid.x
+  %x = load @s[100]
+  gstore %out[%t], %x
+  for %k = 0 to %n step 1073741824 {
+    gstore %out[%t], 0.0
+  }
+}
+";
+    for (name, src, bounds, code) in [
+        ("last yield", last_yield, vec![("n", 100)], "C0004"),
+        ("per-thread trips", per_thread_trips, vec![], "C0006"),
+        ("cases past i32::MAX", cases_past_max, vec![("n", 1073741825)], "C0004"),
+    ] {
+        let k = parse(src);
+        let v = check(&k);
+        assert!(!proved_plain(&v), "{name}: proved plain: {v:?}");
+        assert_eq!(interpreted_error(&k, &bounds), Some(code), "{name}");
+    }
+}

@@ -89,6 +89,14 @@ impl Abs {
         }
     }
 
+    /// The same intervals with no claim that the value is the same in every thread.
+    pub fn not_uniform(self) -> Abs {
+        match self {
+            Abs::Uni(iv) => Abs::Var(iv),
+            other => other,
+        }
+    }
+
     /// Whether every thread holds one number (possibly unknown).
     pub fn uniform(&self) -> bool {
         matches!(self, Abs::Uni(_))

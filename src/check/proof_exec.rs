@@ -198,12 +198,17 @@ fn kernel_cases(k: &Kernel) -> Vec<(Value, Iv)> {
             continue;
         }
         let at = |t: u64| l as i128 + t as i128 * s as i128;
-        let mut out = vec![(v, Iv::fit(TOP.lo as i128, l as i128))];
+        // The cases cover every i32: each is clipped to the i32 range and only an empty one
+        // is dropped (a case past i32::MAX must not vanish with the values below it).
+        let case = |a: i128, b: i128| {
+            let (a, b) = (a.max(TOP.lo as i128), b.min(TOP.hi as i128));
+            (a <= b).then(|| (v, Iv::fit(a, b)))
+        };
+        let mut out: Vec<_> = case(TOP.lo as i128, l as i128).into_iter().collect();
         for t in 1..SYMBOLIC_ITERS {
-            out.push((v, Iv::fit(at(t - 1) + 1, at(t))));
+            out.extend(case(at(t - 1) + 1, at(t)));
         }
-        out.push((v, Iv::fit(at(SYMBOLIC_ITERS - 1) + 1, TOP.hi as i128)));
-        out.retain(|(_, c)| *c != TOP);
+        out.extend(case(at(SYMBOLIC_ITERS - 1) + 1, TOP.hi as i128));
         return out;
     }
     Vec::new()

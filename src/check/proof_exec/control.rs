@@ -204,11 +204,16 @@ impl Eval<'_> {
         if done < conc && self.cut.is_none() {
             self.cut = Some(op);
         }
-        let results = if max_all > done {
+        let mut results = if max_all > done {
             self.later_iterations(op, (&lo, &hi, &step), done, seen, mask, uniform)
         } else {
             seen
         };
+        if !uniform {
+            // Threads may run different numbers of iterations: a result the same in every
+            // thread of one iteration is not the same across threads after the loop.
+            results = results.into_iter().map(Abs::not_uniform).collect();
+        }
         if let Some(s) = snapshot {
             self.init = s;
         }
@@ -226,7 +231,7 @@ impl Eval<'_> {
 
     /// One pass for every iteration from `done` on: the induction variable's remaining
     /// interval, each iteration argument's invariant; writes count within the pass only.
-    /// Returns the loop results' intervals.
+    /// Returns the loop results' intervals: the invariant joined with the pass's yield.
     fn later_iterations(
         &mut self,
         op: Op,
@@ -252,9 +257,12 @@ impl Eval<'_> {
         };
         let before = self.init.clone();
         self.bind(&args, iv, &inv);
-        self.region(body, &gmask);
+        let y = self.region(body, &gmask);
         self.init = before;
-        inv
+        // The results are the last iteration's yield: the invariant holds at the start of
+        // an iteration, so the yield of the pass (a trusted counter's last increment) joins it.
+        let y = fit_yield(y, inv.len());
+        inv.iter().zip(&y).map(|(a, b)| a.join(b, n)).collect()
     }
 
     /// Intervals of the iteration arguments that one iteration preserves: the hull of the
