@@ -436,7 +436,8 @@ fn the_reviewed_holes_are_never_proved_plain() {
   }
 }
 ";
-    let cases_past_max = "kernel @x(%out: global f32[64], %n: i32 in [1073741825, 2147483647]) block(64) {
+    let cases_past_max =
+        "kernel @x(%out: global f32[64], %n: i32 in [1073741825, 2147483647]) block(64) {
   shared @s : f32[64]
   %t = tid.x
   %x = load @s[100]
@@ -449,7 +450,12 @@ fn the_reviewed_holes_are_never_proved_plain() {
     for (name, src, bounds, code) in [
         ("last yield", last_yield, vec![("n", 100)], "C0004"),
         ("per-thread trips", per_thread_trips, vec![], "C0006"),
-        ("cases past i32::MAX", cases_past_max, vec![("n", 1073741825)], "C0004"),
+        (
+            "cases past i32::MAX",
+            cases_past_max,
+            vec![("n", 1073741825)],
+            "C0004",
+        ),
     ] {
         let k = parse(src);
         let v = check(&k);
