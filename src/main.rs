@@ -1,4 +1,15 @@
 //! The `smemsync` command-line tool: a thin shell over the library.
+//!
+//! Process start is a fixed cost of every run (about a third of the instructions of a
+//! small example's `sync`), so `main` keeps it small: the command line is parsed against the
+//! one subcommand it names (`parse_fast`; the whole command tree only for help, errors and
+//! unknown names), and on Linux with glibc (where the standard library still receives the
+//! arguments through `.init_array`) the tool supplies the C `main` itself (`no_main`), doing
+//! what the Rust runtime's start-up does that matters here (SIGPIPE ignored, fds 0-2 open)
+//! without its main-thread stack probe, which reads `/proc/self/maps` (docs/performance.md,
+//! section "process").
+
+#![cfg_attr(all(target_os = "linux", target_env = "gnu", not(test)), no_main)]
 
 mod cli;
 
@@ -86,20 +97,140 @@ enum Command {
     Emit(cli::emit::EmitArgs),
 }
 
+/// The C entry point on Linux (`no_main`): see the module documentation.
+#[cfg(all(target_os = "linux", target_env = "gnu", not(test)))]
+#[unsafe(no_mangle)]
+extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    startup::prepare();
+    run()
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu", not(test))))]
 fn main() {
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() {
-                cli::EXIT_USER
-            } else {
-                cli::EXIT_OK
-            };
-            let _ = e.print();
-            std::process::exit(code);
-        }
+    run()
+}
+
+/// Parses the command line and runs the command; never returns (the process exits with the
+/// command's code, without dropping what the command built).
+fn run() -> ! {
+    let command = match parse_fast() {
+        Some(c) => c,
+        None => match Cli::try_parse() {
+            Ok(c) => c.command,
+            Err(e) => {
+                let code = if e.use_stderr() {
+                    cli::EXIT_USER
+                } else {
+                    cli::EXIT_OK
+                };
+                let _ = e.print();
+                exit_now(code);
+            }
+        },
     };
-    std::process::exit(guarded(move || dispatch(&cli.command)));
+    // The worker exits the process itself: no thread teardown (the allocator's per-thread
+    // collection) and no join.
+    exit_now(guarded(move || exit_now(dispatch(&command))))
+}
+
+/// Ends the process with `code` after flushing stdout, without dropping what is alive and,
+/// on Linux with glibc, without the C library's exit handlers (the allocator's and the
+/// loader's clean-up: about 60 000 instructions, freeing memory the kernel takes back
+/// anyway). Files a command writes are flushed by the command before it returns.
+fn exit_now(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    #[cfg(all(target_os = "linux", target_env = "gnu", not(test)))]
+    {
+        unsafe extern "C" {
+            fn _exit(status: std::ffi::c_int) -> !;
+        }
+        // SAFETY: `_exit` ends the process; stdout is flushed and stderr is unbuffered.
+        unsafe { _exit(code) }
+    }
+    #[allow(unreachable_code)]
+    std::process::exit(code)
+}
+
+/// The command line parsed against the subcommand its first argument names, built alone;
+/// `None` when there is no such subcommand or that parse fails (help, version, a usage
+/// error), and the caller parses again against the whole tree, which gives the same result
+/// on success and the tool's usual messages otherwise. Exact: the arguments of a subcommand
+/// do not depend on its siblings (no global arguments), so a command line accepted here is
+/// accepted by the whole tree with the same values.
+fn parse_fast() -> Option<Command> {
+    use clap::{Args, FromArgMatches};
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let name = args.get(1)?.to_str()?;
+    macro_rules! one {
+        ($($name:literal => $variant:ident($ty:ty)),* $(,)?) => {
+            match name {
+                $($name => {
+                    let sub = <$ty>::augment_args(clap::Command::new($name));
+                    let matches = clap::Command::new("smemsync")
+                        .subcommand(sub)
+                        .subcommand_required(true)
+                        .try_get_matches_from(&args)
+                        .ok()?;
+                    let (_, sub) = matches.subcommand()?;
+                    Command::$variant(<$ty>::from_arg_matches(sub).ok()?)
+                })*
+                _ => return None,
+            }
+        };
+    }
+    Some(one! {
+        "fmt" => Fmt(cli::fmt::FmtArgs),
+        "import" => Import(cli::import::ImportArgs),
+        "sync" => Sync(cli::sync::SyncArgs),
+        "explain" => Explain(cli::explain::ExplainArgs),
+        "bench" => Bench(cli::bench::BenchArgs),
+        "waits" => Waits(cli::waits::WaitsArgs),
+        "plan-smem" => PlanSmem(cli::plan_smem::PlanSmemArgs),
+        "pipeline" => Pipeline(cli::pipeline::PipelineArgs),
+        "check" => Check(cli::check::CheckArgs),
+        "run" => Run(cli::run::RunArgs),
+        "emit" => Emit(cli::emit::EmitArgs),
+    })
+}
+
+/// What the Rust runtime's start-up does on Unix that the tool relies on, for the C entry
+/// point: SIGPIPE ignored (a closed pipe is a write error, reported with exit 2, not a
+/// silent kill), and file descriptors 0-2 open (on `/dev/null` if closed), so that a file
+/// the tool opens never becomes its stdout.
+#[cfg(all(target_os = "linux", target_env = "gnu", not(test)))]
+mod startup {
+    use std::ffi::c_int;
+
+    unsafe extern "C" {
+        fn signal(signum: c_int, handler: usize) -> usize;
+        fn fcntl(fd: c_int, cmd: c_int, ...) -> c_int;
+    }
+
+    const SIGPIPE: c_int = 13;
+    const SIG_IGN: usize = 1;
+    const F_GETFD: c_int = 1;
+
+    pub fn prepare() {
+        // SAFETY: setting a signal's disposition to "ignore" before any thread starts.
+        unsafe { signal(SIGPIPE, SIG_IGN) };
+        for fd in 0..3 {
+            // SAFETY: F_GETFD only reads the descriptor's flags.
+            if unsafe { fcntl(fd, F_GETFD) } == -1 {
+                let null = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/null");
+                // The lowest free descriptor is `fd`: keep it open for the whole run.
+                if let Ok(f) = null {
+                    std::mem::forget(f);
+                }
+            }
+        }
+    }
 }
 
 /// Runs a command and returns its exit code, or 3 (internal error) if it panics: the panic
