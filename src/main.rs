@@ -116,7 +116,6 @@ fn main() {
 /// Parses the command line and runs the command; never returns (the process exits with the
 /// command's code, without dropping what the command built).
 fn run() -> ! {
-    keep_freed_memory();
     let command = match parse_fast() {
         Some(c) => c,
         None => match Cli::try_parse() {
@@ -132,6 +131,11 @@ fn run() -> ! {
             }
         },
     };
+    // `bench` runs many kernels in one process and reports each one's peak memory: there,
+    // memory freed after one kernel is returned to the system as before.
+    if !matches!(command, Command::Bench(_)) {
+        keep_freed_memory();
+    }
     // The worker exits the process itself: no thread teardown (the allocator's per-thread
     // collection) and no join.
     exit_now(guarded(move || exit_now(dispatch(&command))))
@@ -162,7 +166,8 @@ fn exit_now(code: i32) -> ! {
 /// freed and reallocated as they grow: purged memory that is used again faults back in and is
 /// cleared page by page by the kernel (with transparent huge pages, 2 MiB at a time). At
 /// 10^6 generated ops this was 6 000-11 000 page faults and 0.8-1.2 s of system time, and is
-/// about 500 faults and 0.2-0.5 s, for 2% more peak memory (docs/performance.md, "process").
+/// about 500 faults, for 2% more peak memory (docs/performance.md, section "process"). Not
+/// for `bench`, whose rows would count the memory kept from the rows before them.
 fn keep_freed_memory() {
     unsafe extern "C" {
         fn mi_option_set_default(option: std::ffi::c_int, value: std::ffi::c_long);
