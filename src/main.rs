@@ -186,8 +186,13 @@ fn keep_freed_memory() {
 /// do not depend on its siblings (no global arguments), so a command line accepted here is
 /// accepted by the whole tree with the same values.
 fn parse_fast() -> Option<Command> {
-    use clap::{Args, FromArgMatches};
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    parse_fast_from(&args)
+}
+
+/// [`parse_fast`] of the given command line (the program name first).
+fn parse_fast_from(args: &[std::ffi::OsString]) -> Option<Command> {
+    use clap::{Args, FromArgMatches};
     let name = args.get(1)?.to_str()?;
     macro_rules! one {
         ($($name:literal => $variant:ident($ty:ty)),* $(,)?) => {
@@ -197,7 +202,7 @@ fn parse_fast() -> Option<Command> {
                     let matches = clap::Command::new("smemsync")
                         .subcommand(sub)
                         .subcommand_required(true)
-                        .try_get_matches_from(&args)
+                        .try_get_matches_from(args)
                         .ok()?;
                     let (_, sub) = matches.subcommand()?;
                     Command::$variant(<$ty>::from_arg_matches(sub).ok()?)
@@ -319,6 +324,60 @@ mod tests {
         assert_eq!(guarded(|| panic!("a bug")), cli::EXIT_INTERNAL);
         assert_eq!(guarded(|| 1), 1);
         assert_eq!(guarded(|| cli::EXIT_OK), 0);
+    }
+
+    /// The one-subcommand parse accepts exactly the lines the whole tree accepts, with the
+    /// same values; on every other line it declines (and the whole tree reports).
+    #[test]
+    fn the_fast_parse_agrees_with_the_whole_tree() {
+        let lines = [
+            "sync --target gfx942 k.kir",
+            "sync k.kir --target sm_80 --explain --stats",
+            "sync --bounds n=4,m=2 --bounds k=1 --strategy naive --without 3 k.kir",
+            "sync --plan-smem --no-warp-sync --annotate --format json k.kir",
+            "sync --message-format json -",
+            "sync --strategy bogus k.kir",
+            "sync --help",
+            "sync -h",
+            "sync --version",
+            "sync",
+            "sync a.kir b.kir",
+            "sync -- --target",
+            "fmt k.kir",
+            "fmt --format json k.kir",
+            "import t.ttgir",
+            "explain --target gfx942 --svg k.kir",
+            "bench",
+            "bench --real --target sm_80",
+            "bench --process 1000",
+            "waits --target gfx942 --explain k.kir",
+            "plan-smem --objective bytes k.kir",
+            "plan-smem --max-bytes 512 k.kir",
+            "pipeline --stages 3 k.kir",
+            "check k.kir",
+            "check --bounds n=3 k.kir",
+            "run -",
+            "emit --format cuda --target sm_90 k.kir",
+            "emit --format bogus k.kir",
+            "help",
+            "help sync",
+            "--help",
+            "--version",
+            "-V",
+            "syn k.kir",
+            "",
+        ];
+        for line in lines {
+            let args: Vec<std::ffi::OsString> = std::iter::once("smemsync")
+                .chain(line.split_whitespace())
+                .map(Into::into)
+                .collect();
+            let whole = Cli::try_parse_from(&args)
+                .ok()
+                .map(|c| format!("{:?}", c.command));
+            let fast = parse_fast_from(&args).map(|c| format!("{c:?}"));
+            assert_eq!(fast, whole, "{line}");
+        }
     }
 
     #[test]

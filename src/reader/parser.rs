@@ -1967,7 +1967,23 @@ mod tests {
             "a\n b\n}\n}\n",
             "x\n\n\n",
         ];
-        for t in texts {
+        // Long texts too: the line breaks are counted in runs of 255 bytes.
+        let long: Vec<String> = [(1, 300), (7, 200), (254, 3), (255, 4), (256, 2), (3, 1000)]
+            .iter()
+            .map(|&(width, lines)| {
+                let mut t = String::new();
+                for i in 0..lines {
+                    t.push_str(&"x".repeat(width + i % 3));
+                    t.push('\n');
+                    if i % 97 == 50 {
+                        t.push_str(" }\n");
+                    }
+                }
+                t.push_str("}\ntail\n");
+                t
+            })
+            .collect();
+        for t in texts.iter().copied().chain(long.iter().map(String::as_str)) {
             for at in 0..=t.len() {
                 let rest = &t[at..];
                 let end = rest.find("\n}").unwrap_or(rest.len());
