@@ -1,15 +1,10 @@
 //! The `smemsync` command-line tool: a thin shell over the library.
 //!
-//! Process start is a fixed cost of every run (about a third of the instructions of a
-//! small example's `sync`), so `main` keeps it small: the command line is parsed against the
-//! one subcommand it names (`parse_fast`; the whole command tree only for help, errors and
-//! unknown names), and on Linux with glibc (where the standard library still receives the
-//! arguments through `.init_array`) the tool supplies the C `main` itself (`no_main`), doing
-//! what the Rust runtime's start-up does that matters here (SIGPIPE ignored, fds 0-2 open)
-//! without its main-thread stack probe, which reads `/proc/self/maps` (docs/performance.md,
-//! section "process").
-
-#![cfg_attr(all(target_os = "linux", target_env = "gnu", not(test)), no_main)]
+//! Process start and exit are a fixed cost of every run (about a third of the instructions of
+//! a small example's `sync`), so `main` keeps them small: the command line is parsed against
+//! the one subcommand it names (`parse_fast`; the whole command tree only for help, errors and
+//! unknown names), and the process ends after flushing stdout without dropping what the
+//! command built (docs/performance.md, section "process").
 
 mod cli;
 
@@ -97,18 +92,6 @@ enum Command {
     Emit(cli::emit::EmitArgs),
 }
 
-/// The C entry point on Linux (`no_main`): see the module documentation.
-#[cfg(all(target_os = "linux", target_env = "gnu", not(test)))]
-#[unsafe(no_mangle)]
-extern "C" fn main(
-    _argc: std::ffi::c_int,
-    _argv: *const *const std::ffi::c_char,
-) -> std::ffi::c_int {
-    startup::prepare();
-    run()
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu", not(test))))]
 fn main() {
     run()
 }
@@ -131,11 +114,6 @@ fn run() -> ! {
             }
         },
     };
-    // `bench` runs many kernels in one process and reports each one's peak memory: there,
-    // memory freed after one kernel is returned to the system as before.
-    if !matches!(command, Command::Bench(_)) {
-        keep_freed_memory();
-    }
     // The worker exits the process itself: no thread teardown (the allocator's per-thread
     // collection) and no join.
     exit_now(guarded(move || exit_now(dispatch(&command))))
@@ -158,25 +136,6 @@ fn exit_now(code: i32) -> ! {
     }
     #[allow(unreachable_code)]
     std::process::exit(code)
-}
-
-/// Tells the allocator not to return freed memory to the system (mimalloc's `purge_delay`
-/// -1 instead of its default, a purge a second after the memory was freed), unless the
-/// environment sets `MIMALLOC_PURGE_DELAY`. A run of the tool is short and its tables are
-/// freed and reallocated as they grow: purged memory that is used again faults back in and is
-/// cleared page by page by the kernel (with transparent huge pages, 2 MiB at a time). At
-/// 10^6 generated ops this was 6 000-11 000 page faults and 0.8-1.2 s of system time, and is
-/// about 500 faults, for 2% more peak memory (docs/performance.md, section "process"). Not
-/// for `bench`, whose rows would count the memory kept from the rows before them.
-fn keep_freed_memory() {
-    unsafe extern "C" {
-        fn mi_option_set_default(option: std::ffi::c_int, value: std::ffi::c_long);
-    }
-    /// `mi_option_purge_delay` in mimalloc v3's `mi_option_t`.
-    const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
-    // SAFETY: sets an option's value unless the environment gave it (mimalloc read its
-    // options from the environment when the process started); no other thread runs yet.
-    unsafe { mi_option_set_default(MI_OPTION_PURGE_DELAY, -1) };
 }
 
 /// The command line parsed against the subcommand its first argument names, built alone;
@@ -224,42 +183,6 @@ fn parse_fast_from(args: &[std::ffi::OsString]) -> Option<Command> {
         "run" => Run(cli::run::RunArgs),
         "emit" => Emit(cli::emit::EmitArgs),
     })
-}
-
-/// What the Rust runtime's start-up does on Unix that the tool relies on, for the C entry
-/// point: SIGPIPE ignored (a closed pipe is a write error, reported with exit 2, not a
-/// silent kill), and file descriptors 0-2 open (on `/dev/null` if closed), so that a file
-/// the tool opens never becomes its stdout.
-#[cfg(all(target_os = "linux", target_env = "gnu", not(test)))]
-mod startup {
-    use std::ffi::c_int;
-
-    unsafe extern "C" {
-        fn signal(signum: c_int, handler: usize) -> usize;
-        fn fcntl(fd: c_int, cmd: c_int, ...) -> c_int;
-    }
-
-    const SIGPIPE: c_int = 13;
-    const SIG_IGN: usize = 1;
-    const F_GETFD: c_int = 1;
-
-    pub fn prepare() {
-        // SAFETY: setting a signal's disposition to "ignore" before any thread starts.
-        unsafe { signal(SIGPIPE, SIG_IGN) };
-        for fd in 0..3 {
-            // SAFETY: F_GETFD only reads the descriptor's flags.
-            if unsafe { fcntl(fd, F_GETFD) } == -1 {
-                let null = std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open("/dev/null");
-                // The lowest free descriptor is `fd`: keep it open for the whole run.
-                if let Ok(f) = null {
-                    std::mem::forget(f);
-                }
-            }
-        }
-    }
 }
 
 /// Runs a command and returns its exit code, or 3 (internal error) if it panics: the panic
