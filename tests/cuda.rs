@@ -17,20 +17,7 @@ use smemsync::target::Target;
 mod common;
 
 fn kernel_files() -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for dir in ["examples", "benches/gpu", "tests/gpu"] {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "kir") {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    files
+    common::kernel_files(&["examples", "benches/gpu", "tests/gpu"])
 }
 
 /// The CUDA of one kernel file for sm_90 (synchronized when the placer can), or the rendered

@@ -10,7 +10,7 @@
 //! ds_read). The tools are required: a missing tool fails the test with what to install.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
@@ -18,6 +18,8 @@ use smemsync::Kernel;
 use smemsync::emit::mlir::emit_mlir_kernels;
 use smemsync::ir::{Counter, OpKind};
 use smemsync::target::Target;
+
+mod common;
 
 const TARGETS: [&str; 6] = ["gfx942", "gfx950", "gfx1201", "gfx1250", "sm_80", "sm_90"];
 
@@ -30,24 +32,10 @@ struct Case {
     sync_first: bool,
 }
 
-fn kir_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "kir"))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 /// The kernels to emit: every example and every hand-made MLIR test kernel that is expected
 /// to emit (files with an `EXIT:` line test diagnostics instead). Kernels produced by the
 /// sync pipeline can be added here: the checks only need the kernel text.
 fn kernels_under_test() -> Vec<Case> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let tag = |files: Vec<PathBuf>, sync_first: bool| -> Vec<Case> {
         files
             .into_iter()
@@ -64,8 +52,8 @@ fn kernels_under_test() -> Vec<Case> {
             })
             .collect()
     };
-    let mut cases = tag(kir_files(&root.join("examples")), true);
-    cases.extend(tag(kir_files(&root.join("tests/filetests/mlir")), false));
+    let mut cases = tag(common::kernel_files(&["examples"]), true);
+    cases.extend(tag(common::kernel_files(&["tests/filetests/mlir"]), false));
     cases
 }
 

@@ -314,12 +314,7 @@ fn warp_uniform_branches_get_warp_syncs_that_the_oracles_agree_with() {
 
 #[test]
 fn every_example_kernel_synchronizes() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
-    for e in std::fs::read_dir(dir).expect("examples") {
-        let p = e.expect("entry").path();
-        if p.extension().is_none_or(|x| x != "kir") {
-            continue;
-        }
+    for p in common::kernel_files(&["examples"]) {
         let src = std::fs::read_to_string(&p).expect("read");
         let module = smemsync::reader::parse(&src).expect("parses");
         for k in &module.kernels {
@@ -511,13 +506,8 @@ fn print_random() {
 #[test]
 fn completing_waits_agree_with_the_inflight_dataflow() {
     use smemsync::analysis::hazards::Paths;
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
     let mut checked = 0;
-    for e in std::fs::read_dir(dir).expect("examples") {
-        let p = e.expect("entry").path();
-        if p.extension().is_none_or(|x| x != "kir") {
-            continue;
-        }
+    for p in common::kernel_files(&["examples"]) {
         let src = std::fs::read_to_string(&p).expect("read");
         let module = smemsync::reader::parse(&src).expect("parses");
         for k in &module.kernels {
