@@ -282,6 +282,21 @@ pub fn gemm(sh: &GemmShape) -> Option<String> {
     let _ = writeln!(o, "    cp_async_commit");
     let _ = writeln!(o, "    %at = view @a[%slot]");
     let _ = writeln!(o, "    %bt = view @b[%slot]");
+    let kout = inner_k_loop(&mut o, bk, (fm, fnn));
+    let _ = writeln!(o, "    yield {}", kout.join(", "));
+    let _ = writeln!(o, "  }}");
+    for i in 0..fm {
+        let _ = writeln!(o, "  %or{i} = add %r0, {i}");
+        let _ = writeln!(o, "  gstore %C[%or{i}, %c0], %acc{i}");
+    }
+    let _ = writeln!(o, "}}");
+    Some(o)
+}
+
+/// The GEMM's inner loop over the K step `bk` on the current slot's tiles (`%at`, `%bt`):
+/// each thread's `fm` rows of A times the sum of its `fnn` columns of B, accumulated in
+/// `%x{i}` from `%a{i}`. Returns the loop's results (`%d{i}`).
+fn inner_k_loop(o: &mut String, bk: u32, (fm, fnn): (u32, u32)) -> Vec<String> {
     let kin: Vec<String> = (0..fm).map(|i| format!("%x{i} = %a{i}")).collect();
     let kout: Vec<String> = (0..fm).map(|i| format!("%d{i}")).collect();
     let _ = writeln!(
@@ -307,14 +322,7 @@ pub fn gemm(sh: &GemmShape) -> Option<String> {
     let fs: Vec<String> = (0..fm).map(|i| format!("%f{i}")).collect();
     let _ = writeln!(o, "      yield {}", fs.join(", "));
     let _ = writeln!(o, "    }}");
-    let _ = writeln!(o, "    yield {}", kout.join(", "));
-    let _ = writeln!(o, "  }}");
-    for i in 0..fm {
-        let _ = writeln!(o, "  %or{i} = add %r0, {i}");
-        let _ = writeln!(o, "  gstore %C[%or{i}, %c0], %acc{i}");
-    }
-    let _ = writeln!(o, "}}");
-    Some(o)
+    kout
 }
 
 /// `n` pairs `store @a[%t]; load @a[%u]` on one buffer, straight line (each load reads
