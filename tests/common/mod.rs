@@ -36,20 +36,20 @@ pub use smemsync::r#gen::{
 /// The `.kir` files directly in each of `dirs` (paths relative to the crate root), sorted.
 /// Panics when a directory cannot be read: a test that lists none would pass vacuously.
 pub fn kernel_files(dirs: &[&str]) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for d in dirs {
-        collect_kernel_files(&crate_dir(d), false, &mut out);
-    }
-    out.sort();
-    out
+    list_kernel_files(dirs, false)
 }
 
 /// The `.kir` files in each of `dirs` (relative to the crate root) and every directory below
 /// them but build outputs (`target`) and hidden ones, sorted; panics as [`kernel_files`].
 pub fn kernel_files_under(dirs: &[&str]) -> Vec<std::path::PathBuf> {
+    list_kernel_files(dirs, true)
+}
+
+/// [`kernel_files`] or, `recursive`, [`kernel_files_under`].
+fn list_kernel_files(dirs: &[&str], recursive: bool) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for d in dirs {
-        collect_kernel_files(&crate_dir(d), true, &mut out);
+        collect_kernel_files(&crate_dir(d), recursive, &mut out);
     }
     out.sort();
     out
