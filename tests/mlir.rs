@@ -297,21 +297,23 @@ fn waits_for_lds(i: &str, gfx12: bool) -> bool {
     }
 }
 
-/// Proves on the control-flow graph of the assembly that split-barrier signals and waits
-/// alternate on every path (the block layout need not follow program order: a loop's
-/// back-edge block may sit before its header). Blocks start at labels and end at branches;
-/// each block's entry state is the set of states {idle, signalled} reachable there, iterated
-/// to a fixpoint; every function starts idle and must end idle.
-fn split_protocol_on_cfg(asm: &str) -> Result<(), String> {
-    const IDLE: u8 = 1;
-    const SIGNALLED: u8 = 2;
-    #[derive(Default)]
-    struct Block {
-        ins: Vec<String>,
-        succ: Vec<String>,
-        falls_through: bool,
-        exits: bool,
-    }
+/// A state of the split-barrier protocol on a path: no signal outstanding.
+const IDLE: u8 = 1;
+/// A signal not yet waited for.
+const SIGNALLED: u8 = 2;
+
+/// A basic block of the assembly [`split_protocol_on_cfg`] reads.
+#[derive(Default)]
+struct Block {
+    ins: Vec<String>,
+    succ: Vec<String>,
+    falls_through: bool,
+    exits: bool,
+}
+
+/// The basic blocks of an assembly listing (named by label; a block also ends at a branch)
+/// and the indices of the blocks that start a function.
+fn asm_blocks(asm: &str) -> (Vec<(String, Block)>, Vec<usize>) {
     let mut blocks: Vec<(String, Block)> = Vec::new();
     // Instructions before any label form an entry of their own.
     let mut func_entries: Vec<usize> = vec![0];
@@ -379,6 +381,43 @@ fn split_protocol_on_cfg(asm: &str) -> Result<(), String> {
         b.ins.push(x);
     }
     push(&mut cur, &mut blocks);
+    (blocks, func_entries)
+}
+
+/// The state after a block of [`split_protocol_on_cfg`] entered in the states `st`, or why a
+/// path through it breaks the alternation.
+fn block_transfer(block: &(String, Block), mut st: u8) -> Result<u8, String> {
+    for x in &block.1.ins {
+        if x.starts_with("s_barrier_signal") {
+            if st & SIGNALLED != 0 {
+                return Err(format!(
+                    "a path signals twice without a wait (block {})",
+                    block.0
+                ));
+            }
+            st = SIGNALLED;
+        } else if x.starts_with("s_barrier_wait") {
+            if st & IDLE != 0 {
+                return Err(format!("a path waits without a signal (block {})", block.0));
+            }
+            st = IDLE;
+        } else if x.starts_with("s_endpgm") && st & SIGNALLED != 0 {
+            return Err(format!(
+                "a path ends with a signal never waited for (block {})",
+                block.0
+            ));
+        }
+    }
+    Ok(st)
+}
+
+/// Proves on the control-flow graph of the assembly that split-barrier signals and waits
+/// alternate on every path (the block layout need not follow program order: a loop's
+/// back-edge block may sit before its header). Blocks start at labels and end at branches;
+/// each block's entry state is the set of states {idle, signalled} reachable there, iterated
+/// to a fixpoint; every function starts idle and must end idle.
+fn split_protocol_on_cfg(asm: &str) -> Result<(), String> {
+    let (blocks, func_entries) = asm_blocks(asm);
     let index: std::collections::HashMap<String, usize> = blocks
         .iter()
         .enumerate()
@@ -405,31 +444,7 @@ fn split_protocol_on_cfg(asm: &str) -> Result<(), String> {
         }
     }
     while let Some(i) = work.pop() {
-        let mut st = entry[i];
-        for x in &blocks[i].1.ins {
-            if x.starts_with("s_barrier_signal") {
-                if st & SIGNALLED != 0 {
-                    return Err(format!(
-                        "a path signals twice without a wait (block {})",
-                        blocks[i].0
-                    ));
-                }
-                st = SIGNALLED;
-            } else if x.starts_with("s_barrier_wait") {
-                if st & IDLE != 0 {
-                    return Err(format!(
-                        "a path waits without a signal (block {})",
-                        blocks[i].0
-                    ));
-                }
-                st = IDLE;
-            } else if x.starts_with("s_endpgm") && st & SIGNALLED != 0 {
-                return Err(format!(
-                    "a path ends with a signal never waited for (block {})",
-                    blocks[i].0
-                ));
-            }
-        }
+        let st = block_transfer(&blocks[i], entry[i])?;
         let next = succs(i);
         if next.is_empty() && st & SIGNALLED != 0 {
             return Err(format!(
@@ -549,6 +564,68 @@ struct Outcome {
     synced: usize,
 }
 
+/// mlir-opt-22 accepts the emitted module, and its re-printing (renamed values, elided
+/// types) reads back to the same ops.
+fn reprint_reads_back(name: &str, target: &str, t: &Target, mlir: &str) -> Result<(), String> {
+    let (ok, reprinted, err) = run_tool("mlir-opt-22", &["-"], mlir);
+    if !ok {
+        return Err(format!(
+            "{name} on {target}: mlir-opt-22 rejects the output:\n{err}\n{mlir}"
+        ));
+    }
+    // mlir-opt's re-printing (renamed values, elided types) reads back to the same ops.
+    match smemsync::reader::mlir::import_mlir(&reprinted, t).map(|ks| emit_mlir_kernels(&ks, t)) {
+        Ok(Ok(again)) if op_sequence(&again) == op_sequence(mlir) => {}
+        Ok(Ok(again)) => {
+            return Err(format!(
+                "{name} on {target}: mlir-opt's printing reads back to other ops:\n{again}"
+            ));
+        }
+        Ok(Err(d)) | Err(d) => {
+            let msgs: Vec<String> = d
+                .iter()
+                .map(|x| x.render("<mlir-opt>", &reprinted, false))
+                .collect();
+            return Err(format!(
+                "{name} on {target}: mlir-opt's printing does not read back:\n{}",
+                msgs.join("\n")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The module lowers to assembly that keeps the kernels' syncs in order with the LDS
+/// accesses (`check_isa`) and matches the case's CHECK lines.
+fn lowers_with_its_syncs(
+    case: &Case,
+    (name, target, t): (&str, &str, &Target),
+    kernels: &[smemsync::Kernel],
+    mlir: &str,
+) -> Result<(), String> {
+    let (ok, lowered, err) = run_tool(
+        "mlir-opt-22",
+        &[&format!("--pass-pipeline={}", pipeline(target)), "-"],
+        mlir,
+    );
+    if !ok {
+        return Err(format!("{name} on {target}: lowering failed:\n{err}"));
+    }
+    let asm = assembly(&lowered);
+    if instructions(&asm).is_empty() {
+        return Err(format!(
+            "{name} on {target}: no assembly in the lowered module"
+        ));
+    }
+    if let Err(e) = check_isa(target, &asm, &syncs(kernels, t)) {
+        return Err(format!("{name} on {target}: {e}\n{asm}"));
+    }
+    if let Err(e) = file_check(case, target, &asm) {
+        return Err(format!("{name} on {target}: {e}"));
+    }
+    Ok(())
+}
+
 fn run_case(case: &Case, target: &str, out: &Mutex<Outcome>) {
     let name = case
         .path
@@ -589,50 +666,10 @@ fn run_case(case: &Case, target: &str, out: &Mutex<Outcome>) {
             return;
         }
     };
-    let (ok, reprinted, err) = run_tool("mlir-opt-22", &["-"], &mlir);
-    if !ok {
-        return fail(format!(
-            "{name} on {target}: mlir-opt-22 rejects the output:\n{err}\n{mlir}"
-        ));
-    }
-    // mlir-opt's re-printing (renamed values, elided types) reads back to the same ops.
-    match smemsync::reader::mlir::import_mlir(&reprinted, &t).map(|ks| emit_mlir_kernels(&ks, &t)) {
-        Ok(Ok(again)) if op_sequence(&again) == op_sequence(&mlir) => {}
-        Ok(Ok(again)) => {
-            return fail(format!(
-                "{name} on {target}: mlir-opt's printing reads back to other ops:\n{again}"
-            ));
-        }
-        Ok(Err(d)) | Err(d) => {
-            let msgs: Vec<String> = d
-                .iter()
-                .map(|x| x.render("<mlir-opt>", &reprinted, false))
-                .collect();
-            return fail(format!(
-                "{name} on {target}: mlir-opt's printing does not read back:\n{}",
-                msgs.join("\n")
-            ));
-        }
-    }
-    let (ok, lowered, err) = run_tool(
-        "mlir-opt-22",
-        &[&format!("--pass-pipeline={}", pipeline(target)), "-"],
-        &mlir,
-    );
-    if !ok {
-        return fail(format!("{name} on {target}: lowering failed:\n{err}"));
-    }
-    let asm = assembly(&lowered);
-    if instructions(&asm).is_empty() {
-        return fail(format!(
-            "{name} on {target}: no assembly in the lowered module"
-        ));
-    }
-    if let Err(e) = check_isa(target, &asm, &syncs(&module.kernels, &t)) {
-        return fail(format!("{name} on {target}: {e}\n{asm}"));
-    }
-    if let Err(e) = file_check(case, target, &asm) {
-        return fail(format!("{name} on {target}: {e}"));
+    let checked = reprint_reads_back(&name, target, &t, &mlir)
+        .and_then(|()| lowers_with_its_syncs(case, (&name, target, &t), &module.kernels, &mlir));
+    if let Err(m) = checked {
+        return fail(m);
     }
     // What was emitted reads back to the same MLIR.
     let again = smemsync::reader::mlir::import_mlir(&mlir, &t).map(|ks| emit_mlir_kernels(&ks, &t));
