@@ -1044,12 +1044,23 @@ impl<'a> Emitter<'a> {
                 let e = k.elem(*mem);
                 let x = self.opnd(value, e.scalar().unwrap_or(ScalarType::I32));
                 let call = format!("{}(&{}, {x})", atomic_fn(*a), self.elem_ref(*mem, index));
-                match r0 {
-                    Some(v) => self.decl(v, call),
-                    None => self.line(&format!("{call};")),
-                }
+                self.atomic_call(r0, call);
                 self.proxy_fence();
             }
+            OpKind::GAtomic { .. } | OpKind::GLoad { .. } | OpKind::GStore { .. } => {
+                self.global_access_op(op);
+            }
+            // `op` dispatches only the kinds above here (the others are refused by
+            // `check_supported`).
+            _ => {}
+        }
+    }
+
+    /// Per-thread global loads, stores and atomics.
+    fn global_access_op(&mut self, op: Op) {
+        let k = self.k;
+        let r0 = self.result(op, 0);
+        match &k.ops[op].kind {
             OpKind::GAtomic {
                 op: a,
                 global,
@@ -1063,10 +1074,7 @@ impl<'a> Emitter<'a> {
                     atomic_fn(*a),
                     self.global_ref(*global, index)
                 );
-                match r0 {
-                    Some(v) => self.decl(v, call),
-                    None => self.line(&format!("{call};")),
-                }
+                self.atomic_call(r0, call);
             }
             OpKind::GLoad { global, index } => {
                 if let Some(v) = r0 {
@@ -1088,9 +1096,15 @@ impl<'a> Emitter<'a> {
                 );
                 self.line(&line);
             }
-            // `op` dispatches only the kinds above here (the others are refused by
-            // `check_supported`).
             _ => {}
+        }
+    }
+
+    /// An atomic's `call`: its result `r0` declared from it, or the call alone as a statement.
+    fn atomic_call(&mut self, r0: Option<Value>, call: String) {
+        match r0 {
+            Some(v) => self.decl(v, call),
+            None => self.line(&format!("{call};")),
         }
     }
 
@@ -1593,6 +1607,33 @@ impl<'a> Emitter<'a> {
         (setup, r)
     }
 
+    /// The address of the shared element of `view` at the tile indices `tile_ix` (`"0"` for
+    /// a dimension at its origin), for a bulk row copy.
+    fn row_address(&self, view: MemRef, tile_ix: &[String]) -> String {
+        let strides = self.strides(view);
+        let mut terms: Vec<String> = self.origin(view).into_iter().collect();
+        for (i, ix) in tile_ix.iter().enumerate() {
+            if ix != "0" {
+                let s = strides.get(i).copied().unwrap_or(1);
+                terms.push(if s == 1 {
+                    ix.clone()
+                } else {
+                    format!("{ix} * {s}")
+                });
+            }
+        }
+        let b = self.k.root_buffer(view);
+        format!(
+            "&{}[{}]",
+            self.buf_name(b),
+            if terms.is_empty() {
+                "0".into()
+            } else {
+                terms.join(" + ")
+            }
+        )
+    }
+
     /// Emits one bulk copy per contiguous row of a tile (docs/ir.md section 4 maps tile
     /// element `[i0..ik]` to global `[o0, .., o(r-k-1)+i0, .., o(r-1)+ik]`).
     fn bulk_rows(
@@ -1632,28 +1673,7 @@ impl<'a> Emitter<'a> {
         if let Some(last) = tile_ix.last_mut() {
             *last = "0".into();
         }
-        let strides = self.strides(view);
-        let mut terms: Vec<String> = self.origin(view).into_iter().collect();
-        for (i, ix) in tile_ix.iter().enumerate() {
-            if ix != "0" {
-                let s = strides.get(i).copied().unwrap_or(1);
-                terms.push(if s == 1 {
-                    ix.clone()
-                } else {
-                    format!("{ix} * {s}")
-                });
-            }
-        }
-        let b = k.root_buffer(view);
-        let sm = format!(
-            "&{}[{}]",
-            self.buf_name(b),
-            if terms.is_empty() {
-                "0".into()
-            } else {
-                terms.join(" + ")
-            }
-        );
+        let sm = self.row_address(view, &tile_ix);
         let lead = rank - tile_rank;
         let gix: Vec<String> = (0..rank)
             .map(|d| {

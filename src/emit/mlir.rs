@@ -439,36 +439,12 @@ impl<'a> Emitter<'a> {
             ]);
         }
         let mut params = self.param_list();
-        // Shared memory: unpinned buffers are attributions; pinned ones share a byte arena.
-        let mut wg = Vec::new();
-        let mut arena_end = 0u64;
-        let mut pinned = Vec::new();
-        let mut mbars = Vec::new();
-        for (b, bd) in k.buffers.iter() {
-            if bd.elem == ElemType::MBarrier {
-                mbars.push(b);
-                continue;
-            }
-            match bd.offset {
-                Some(o) => {
-                    arena_end = arena_end.max(o + bd.bytes());
-                    pinned.push(b);
-                }
-                None => wg.push(format!(
-                    "%{} : {}",
-                    self.buf_name.get(b),
-                    MemType::identity(&bd.shape, bd.elem).render()
-                )),
-            }
-        }
-        let arena = if pinned.is_empty() {
-            None
-        } else {
-            let n = self.fresh("smem");
-            let ty = format!("memref<{arena_end}xi8, {WORKGROUP}>");
-            wg.push(format!("%{n} : {ty}"));
-            Some((n, ty))
-        };
+        let Workgroup {
+            wg,
+            arena,
+            pinned,
+            mbars,
+        } = self.workgroup();
         self.tensor_map_params(&mut params);
         let wg = if wg.is_empty() {
             String::new()
@@ -503,6 +479,47 @@ impl<'a> Emitter<'a> {
         out.push_str(&self.out);
         out.push_str("}\n");
         Ok(out)
+    }
+
+    /// The kernel's shared memory: unpinned buffers are workgroup attributions; pinned ones
+    /// share a byte arena (one more attribution); mbarriers are set apart.
+    fn workgroup(&mut self) -> Workgroup {
+        let k = self.k;
+        let mut wg = Vec::new();
+        let mut arena_end = 0u64;
+        let mut pinned = Vec::new();
+        let mut mbars = Vec::new();
+        for (b, bd) in k.buffers.iter() {
+            if bd.elem == ElemType::MBarrier {
+                mbars.push(b);
+                continue;
+            }
+            match bd.offset {
+                Some(o) => {
+                    arena_end = arena_end.max(o + bd.bytes());
+                    pinned.push(b);
+                }
+                None => wg.push(format!(
+                    "%{} : {}",
+                    self.buf_name.get(b),
+                    MemType::identity(&bd.shape, bd.elem).render()
+                )),
+            }
+        }
+        let arena = if pinned.is_empty() {
+            None
+        } else {
+            let n = self.fresh("smem");
+            let ty = format!("memref<{arena_end}xi8, {WORKGROUP}>");
+            wg.push(format!("%{n} : {ty}"));
+            Some((n, ty))
+        };
+        Workgroup {
+            wg,
+            arena,
+            pinned,
+            mbars,
+        }
     }
 
     /// The kernel's parameters as `gpu.func` arguments: globals as memrefs (symbolic
@@ -1688,6 +1705,53 @@ impl<'a> Emitter<'a> {
         Some(b)
     }
 
+    /// The shared view `view` of a TMA copy as a memref of the box's rank (`box_`): the view
+    /// itself when the ranks agree, else a `memref.expand_shape` adding leading unit
+    /// dimensions. Returns its name and type.
+    fn tma_box_view(&mut self, view: MemRef, box_: &[u64]) -> (String, String) {
+        let mt = self.mem_ty(view);
+        let m = self.mem_name(view);
+        let ty = mt.render();
+        let extra = box_.len() - mt.shape.len();
+        if extra == 0 {
+            return (m, ty);
+        }
+        // Leading unit dimensions join the first dimension's group.
+        let mut groups = vec![format!(
+            "[{}]",
+            (0..=extra)
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )];
+        for d in 1..mt.shape.len() {
+            groups.push(format!("[{}]", d + extra));
+        }
+        let s0 =
+            mt.strides.first().copied().unwrap_or(1) * mt.shape.first().copied().unwrap_or(1);
+        let mut strides = vec![s0; extra];
+        strides.extend(mt.strides.iter().copied());
+        // expand_shape infers the identity layout for a contiguous view at offset 0.
+        let contiguous = MemType::identity(box_, mt.elem);
+        let identity = mt.identity || (mt.offset == Some(0) && strides == contiguous.strides);
+        let et = MemType {
+            shape: box_.to_vec(),
+            strides,
+            offset: mt.offset,
+            elem: mt.elem,
+            identity,
+        };
+        let n = self.fresh(&format!("{}_box", m.trim_start_matches('%')));
+        let out: Vec<String> = box_.iter().map(|x| x.to_string()).collect();
+        self.line(&format!(
+            "%{n} = memref.expand_shape {m} [{}] output_shape [{}] : {ty} into {}",
+            groups.join(", "),
+            out.join(", "),
+            et.render()
+        ));
+        (format!("%{n}"), et.render())
+    }
+
     /// `tma_load` / `tma_store`: `nvgpu.tma.async.load/store` through the kernel's tensor-map
     /// argument for (global, box); the shared view is expanded to the box's rank.
     fn tma(
@@ -1716,47 +1780,7 @@ impl<'a> Emitter<'a> {
             return self.err(op, "a TMA copy without a tensor map");
         };
         let dty = tmap_ty(&box_, self.k.globals[g].elem);
-        let mt = self.mem_ty(view);
-        let mut m = self.mem_name(view);
-        let mut ty = mt.render();
-        let extra = box_.len() - mt.shape.len();
-        if extra > 0 {
-            // Leading unit dimensions join the first dimension's group.
-            let mut groups = vec![format!(
-                "[{}]",
-                (0..=extra)
-                    .map(|i| i.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )];
-            for d in 1..mt.shape.len() {
-                groups.push(format!("[{}]", d + extra));
-            }
-            let s0 =
-                mt.strides.first().copied().unwrap_or(1) * mt.shape.first().copied().unwrap_or(1);
-            let mut strides = vec![s0; extra];
-            strides.extend(mt.strides.iter().copied());
-            // expand_shape infers the identity layout for a contiguous view at offset 0.
-            let contiguous = MemType::identity(&box_, mt.elem);
-            let identity = mt.identity || (mt.offset == Some(0) && strides == contiguous.strides);
-            let et = MemType {
-                shape: box_.clone(),
-                strides,
-                offset: mt.offset,
-                elem: mt.elem,
-                identity,
-            };
-            let n = self.fresh(&format!("{}_box", m.trim_start_matches('%')));
-            let out: Vec<String> = box_.iter().map(|x| x.to_string()).collect();
-            self.line(&format!(
-                "%{n} = memref.expand_shape {m} [{}] output_shape [{}] : {ty} into {}",
-                groups.join(", "),
-                out.join(", "),
-                et.render()
-            ));
-            m = format!("%{n}");
-            ty = et.render();
-        }
+        let (m, ty) = self.tma_box_view(view, &box_);
         let crd = self.indices(origin);
         match mbar {
             Some((mb, mi)) => {
@@ -2539,6 +2563,18 @@ fn compute_arg(s: &mut String, (j, i): (usize, usize), aty: ScalarType, acc_ty: 
         }
     }
     conv
+}
+
+/// A kernel's shared memory as `gpu.func` declares it ([`Emitter::workgroup`]).
+struct Workgroup {
+    /// The workgroup attributions, `%name : type`.
+    wg: Vec<String>,
+    /// The byte arena of the pinned buffers (name and type), if any.
+    arena: Option<(String, String)>,
+    /// The buffers placed in the arena.
+    pinned: Vec<Buffer>,
+    /// The mbarrier buffers.
+    mbars: Vec<Buffer>,
 }
 
 #[cfg(test)]
