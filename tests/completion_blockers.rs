@@ -9,7 +9,9 @@
 //!   carry (loop) whose coverage lies inside its own: a block barrier removing the kept one
 //!   removes it (the rule's soundness, checked point by point on the coverages);
 //! - the placement from the kept hazards is the placement from the full set (same syncs at
-//!   the same points, same executed count and lower bound), and the race checker accepts it.
+//!   the same points, same executed count, and the same lower bound where the full set is
+//!   small enough for `sync::place::lower_bound` to compute one), and the race checker accepts
+//!   it.
 
 use smemsync::Kernel;
 use smemsync::analysis::footprint::Footprints;
@@ -47,6 +49,9 @@ fn same_loop(a: &Carry, b: &Carry) -> bool {
         _ => false,
     }
 }
+
+/// The most cross-warp hazards `sync::place::lower_bound` considers before it gives up.
+const LOWER_BOUND_CANDIDATES: usize = 4000;
 
 /// The number of async-source hazards the kept set lacks (each checked to be implied).
 fn compare(name: &str, k: &Kernel, target: &Target) -> usize {
@@ -86,7 +91,16 @@ fn compare(name: &str, k: &Kernel, target: &Target) -> usize {
                 a.stats.inserted_executed, b.stats.inserted_executed,
                 "{name}"
             );
-            assert_eq!(a.stats.lower_bound, b.stats.lower_bound, "{name}");
+            // `sync::place::lower_bound` gives up (0, a trivial bound) past 4000 cross-warp
+            // hazards, which the full set of the larger unrolled GEMMs exceeds and the kept set
+            // may not: the bounds are compared below that size, and are bounds above it.
+            let cross = full.hazards.iter().filter(|h| !h.intra_warp).count();
+            if cross <= LOWER_BOUND_CANDIDATES {
+                assert_eq!(a.stats.lower_bound, b.stats.lower_bound, "{name}");
+            } else {
+                assert_eq!(b.stats.lower_bound, 0, "{name}");
+                assert!(a.stats.lower_bound <= a.stats.inserted_executed, "{name}");
+            }
             race_check(k, &a.plan, target);
         }
         (None, None) => {}
