@@ -466,73 +466,86 @@ fn split_protocol_on_cfg(asm: &str) -> Result<(), String> {
 fn check_isa(target: &str, asm: &str, s: &Syncs) -> Result<(), String> {
     let ins = instructions(asm);
     if target.starts_with("gfx") {
-        let gfx12 = target.starts_with("gfx12");
-        let mut last_ds: Option<usize> = None;
-        let mut last_lds_wait: Option<usize> = None;
-        let mut barriers = 0;
-        for (i, x) in ins.iter().enumerate() {
-            if is_ds(x) {
-                last_ds = Some(i);
-            }
-            if waits_for_lds(x, gfx12) {
-                last_lds_wait = Some(i);
-            }
-            let is_barrier = if gfx12 {
-                x == "s_barrier_signal -1"
-            } else {
-                x == "s_barrier"
-            };
-            if is_barrier {
-                barriers += 1;
-                if let Some(d) = last_ds
-                    && last_lds_wait.is_none_or(|w| w < d)
-                {
-                    return Err(format!(
-                        "`{x}` (instruction {i}) follows `{}` with no LDS wait between",
-                        ins[d]
-                    ));
-                }
-            }
-        }
-        if gfx12 {
-            split_protocol_on_cfg(asm)?;
-        }
-        if (s.barriers + s.splits) > 0 && s.multi_warp && barriers == 0 {
-            return Err("the kernel's barriers are missing from the ISA".into());
-        }
-        for want in &s.amd {
-            if !ins.iter().any(|i| i.starts_with(want)) {
-                return Err(format!("`{want}` missing"));
-            }
-        }
+        check_amd_isa(target, asm, &ins, s)
     } else {
-        if s.barriers > 0
-            && !ins
-                .iter()
-                .any(|i| i == "bar.sync 0" || i == "barrier.sync 0")
-        {
-            return Err("`bar.sync 0` missing".into());
+        check_nvidia_isa(&ins, s)
+    }
+}
+
+/// [`check_isa`] on AMD: every barrier after an LDS access has an LDS wait between them, gfx12
+/// split barriers alternate on every path, and the kernel's barriers and waits are there.
+fn check_amd_isa(target: &str, asm: &str, ins: &[String], s: &Syncs) -> Result<(), String> {
+    let gfx12 = target.starts_with("gfx12");
+    let mut last_ds: Option<usize> = None;
+    let mut last_lds_wait: Option<usize> = None;
+    let mut barriers = 0;
+    for (i, x) in ins.iter().enumerate() {
+        if is_ds(x) {
+            last_ds = Some(i);
         }
-        for (sync, id, n) in &s.named {
-            let want = if *sync {
-                format!("bar.sync {id}, {n}")
-            } else {
-                format!("bar.arrive {id}, {n}")
-            };
-            if !ins.contains(&want) {
-                return Err(format!("`{want}` missing"));
+        if waits_for_lds(x, gfx12) {
+            last_lds_wait = Some(i);
+        }
+        let is_barrier = if gfx12 {
+            x == "s_barrier_signal -1"
+        } else {
+            x == "s_barrier"
+        };
+        if is_barrier {
+            barriers += 1;
+            if let Some(d) = last_ds
+                && last_lds_wait.is_none_or(|w| w < d)
+            {
+                return Err(format!(
+                    "`{x}` (instruction {i}) follows `{}` with no LDS wait between",
+                    ins[d]
+                ));
             }
         }
-        for n in &s.cp_waits {
-            let want = format!("cp.async.wait_group {n}");
-            if !ins.contains(&want) {
-                return Err(format!("`{want}` missing"));
-            }
+    }
+    if gfx12 {
+        split_protocol_on_cfg(asm)?;
+    }
+    if (s.barriers + s.splits) > 0 && s.multi_warp && barriers == 0 {
+        return Err("the kernel's barriers are missing from the ISA".into());
+    }
+    for want in &s.amd {
+        if !ins.iter().any(|i| i.starts_with(want)) {
+            return Err(format!("`{want}` missing"));
         }
-        for m in &s.mbar {
-            if !ins.iter().any(|i| i.starts_with(m)) {
-                return Err(format!("`{m}` missing"));
-            }
+    }
+    Ok(())
+}
+
+/// [`check_isa`] on NVIDIA: the kernel's block barrier, named barriers, cp.async waits and
+/// mbarrier ops are there.
+fn check_nvidia_isa(ins: &[String], s: &Syncs) -> Result<(), String> {
+    if s.barriers > 0
+        && !ins
+            .iter()
+            .any(|i| i == "bar.sync 0" || i == "barrier.sync 0")
+    {
+        return Err("`bar.sync 0` missing".into());
+    }
+    for (sync, id, n) in &s.named {
+        let want = if *sync {
+            format!("bar.sync {id}, {n}")
+        } else {
+            format!("bar.arrive {id}, {n}")
+        };
+        if !ins.contains(&want) {
+            return Err(format!("`{want}` missing"));
+        }
+    }
+    for n in &s.cp_waits {
+        let want = format!("cp.async.wait_group {n}");
+        if !ins.contains(&want) {
+            return Err(format!("`{want}` missing"));
+        }
+    }
+    for m in &s.mbar {
+        if !ins.iter().any(|i| i.starts_with(m)) {
+            return Err(format!("`{m}` missing"));
         }
     }
     Ok(())
