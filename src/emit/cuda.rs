@@ -1594,8 +1594,13 @@ impl<'a> Emitter<'a> {
             terms.push(if s == 1 { idx } else { format!("{idx} * {s}") });
         }
         setup.push(format!("(void){rest};"));
+        (setup, self.buffer_element(m, &terms))
+    }
+
+    /// The element of `m`'s root buffer at the sum of `terms` (offsets in elements; none: 0).
+    fn buffer_element(&self, m: MemRef, terms: &[String]) -> String {
         let b = self.k.root_buffer(m);
-        let r = format!(
+        format!(
             "{}[{}]",
             self.buf_name(b),
             if terms.is_empty() {
@@ -1603,8 +1608,7 @@ impl<'a> Emitter<'a> {
             } else {
                 terms.join(" + ")
             }
-        );
-        (setup, r)
+        )
     }
 
     /// The address of the shared element of `view` at the tile indices `tile_ix` (`"0"` for
@@ -1622,16 +1626,7 @@ impl<'a> Emitter<'a> {
                 });
             }
         }
-        let b = self.k.root_buffer(view);
-        format!(
-            "&{}[{}]",
-            self.buf_name(b),
-            if terms.is_empty() {
-                "0".into()
-            } else {
-                terms.join(" + ")
-            }
-        )
+        format!("&{}", self.buffer_element(view, &terms))
     }
 
     /// Emits one bulk copy per contiguous row of a tile (docs/ir.md section 4 maps tile
