@@ -68,6 +68,68 @@ impl GemmShape {
     }
 }
 
+/// The GEMM shapes of the real-size suite (`bench --real`), each with the name its row
+/// prints: 128×128×64 and 64×64×32 at 64, 256 and 1024 threads, and the tile sweep's ends
+/// (32² and 256²) at 256 threads, 3 stages, copies rolled then unrolled (256² rolled only:
+/// its unrolled copies are 1536 ops of text). Not every shape divides ([`gemm`] gives `None`
+/// for those). The tests that run the real-size kernels read the same list.
+pub fn real_gemm_shapes() -> Vec<(String, GemmShape)> {
+    let mut out = Vec::new();
+    for (bm, bn, bk) in [(128, 128, 64), (64, 64, 32), (32, 32, 32), (256, 256, 64)] {
+        let big = bm == 256;
+        let threads: &[u32] = if bm == 32 || big {
+            &[256]
+        } else {
+            &[64, 256, 1024]
+        };
+        for &threads in threads {
+            for unrolled in [false, true] {
+                if big && unrolled {
+                    continue;
+                }
+                let sh = GemmShape {
+                    bm,
+                    bn,
+                    bk,
+                    threads,
+                    stages: 3,
+                    unrolled,
+                };
+                let how = if unrolled { "unrolled" } else { "rolled" };
+                out.push((format!("gemm {bm}x{bn}x{bk} t{threads} {how}"), sh));
+            }
+        }
+    }
+    out
+}
+
+/// The flash-attention shapes of the real-size suite (`bench --real`), each with the name its
+/// row prints: [`FlashShape::realistic`] rolled, unrolled, and rolled with its K loads first.
+pub fn real_flash_shapes() -> Vec<(String, FlashShape)> {
+    let mut out = Vec::new();
+    for (unrolled, k_first) in [(false, false), (true, false), (false, true)] {
+        let how = if unrolled { "unrolled" } else { "rolled" };
+        let order = if k_first { " k-first" } else { "" };
+        let sh = FlashShape {
+            k_first,
+            ..FlashShape::realistic(unrolled)
+        };
+        out.push((format!("flash 128x64 d64 t128 {how}{order}"), sh));
+    }
+    out
+}
+
+/// The GEMM and flash-attention kernels of the real-size suite, name and source, in the
+/// order `bench --real` prints them ([`real_gemm_shapes`], then [`real_flash_shapes`]; shapes
+/// that do not divide left out).
+pub fn real_tiled_kernels() -> Vec<(String, String)> {
+    let gemms = real_gemm_shapes().into_iter();
+    let gemms = gemms.filter_map(|(name, sh)| Some((name, gemm(&sh)?)));
+    let flashes = real_flash_shapes().into_iter();
+    let flashes = flashes.filter_map(|(name, sh)| Some((name, flash(&sh)?)));
+    gemms.chain(flashes).collect()
+}
+
 /// One tile copy: `rows × cols` elements from the global `%{g}` at row `%gr0{tag}` (and
 /// column `%gc0{tag}` when `col_origin`) into `@{buf}[%slot{tag}?, r, c]`, each of `threads`
 /// threads copying every `threads`-th element, by one op per element (`unrolled`) or by an
@@ -220,6 +282,21 @@ pub fn gemm(sh: &GemmShape) -> Option<String> {
     let _ = writeln!(o, "    cp_async_commit");
     let _ = writeln!(o, "    %at = view @a[%slot]");
     let _ = writeln!(o, "    %bt = view @b[%slot]");
+    let kout = inner_k_loop(&mut o, bk, (fm, fnn));
+    let _ = writeln!(o, "    yield {}", kout.join(", "));
+    let _ = writeln!(o, "  }}");
+    for i in 0..fm {
+        let _ = writeln!(o, "  %or{i} = add %r0, {i}");
+        let _ = writeln!(o, "  gstore %C[%or{i}, %c0], %acc{i}");
+    }
+    let _ = writeln!(o, "}}");
+    Some(o)
+}
+
+/// The GEMM's inner loop over the K step `bk` on the current slot's tiles (`%at`, `%bt`):
+/// each thread's `fm` rows of A times the sum of its `fnn` columns of B, accumulated in
+/// `%x{i}` from `%a{i}`. Returns the loop's results (`%d{i}`).
+fn inner_k_loop(o: &mut String, bk: u32, (fm, fnn): (u32, u32)) -> Vec<String> {
     let kin: Vec<String> = (0..fm).map(|i| format!("%x{i} = %a{i}")).collect();
     let kout: Vec<String> = (0..fm).map(|i| format!("%d{i}")).collect();
     let _ = writeln!(
@@ -245,14 +322,7 @@ pub fn gemm(sh: &GemmShape) -> Option<String> {
     let fs: Vec<String> = (0..fm).map(|i| format!("%f{i}")).collect();
     let _ = writeln!(o, "      yield {}", fs.join(", "));
     let _ = writeln!(o, "    }}");
-    let _ = writeln!(o, "    yield {}", kout.join(", "));
-    let _ = writeln!(o, "  }}");
-    for i in 0..fm {
-        let _ = writeln!(o, "  %or{i} = add %r0, {i}");
-        let _ = writeln!(o, "  gstore %C[%or{i}, %c0], %acc{i}");
-    }
-    let _ = writeln!(o, "}}");
-    Some(o)
+    kout
 }
 
 /// `n` pairs `store @a[%t]; load @a[%u]` on one buffer, straight line (each load reads

@@ -659,13 +659,8 @@ fn outstanding_copy_at_exit_is_reported() {
 
 #[test]
 fn every_example_checks_without_internal_errors() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
     let mut n = 0;
-    for e in std::fs::read_dir(dir).expect("examples") {
-        let p = e.expect("entry").path();
-        if p.extension().is_none_or(|x| x != "kir") {
-            continue;
-        }
+    for p in common::kernel_files(&["examples"]) {
         let src = std::fs::read_to_string(&p).expect("read");
         let Ok(m) = smemsync::reader::parse(&src) else {
             continue;
@@ -1010,12 +1005,7 @@ fn tma_store_reads_shared_memory_until_bulk_wait() {
 
 #[test]
 fn the_static_proof_never_contradicts_interpretation_on_the_examples() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
-    for e in std::fs::read_dir(dir).expect("examples") {
-        let p = e.expect("entry").path();
-        if p.extension().is_none_or(|x| x != "kir") {
-            continue;
-        }
+    for p in common::kernel_files(&["examples"]) {
         let src = std::fs::read_to_string(&p).expect("read");
         let Ok(m) = smemsync::reader::parse(&src) else {
             continue;

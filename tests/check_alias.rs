@@ -430,15 +430,7 @@ kernel @phases(%in: global f32[64], %iout: global i32[64], %out: global f32[64])
 "#;
 
 fn examples() -> Vec<(String, Kernel)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .expect("examples")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "kir"))
-        .collect();
-    paths.sort();
-    let mut v: Vec<(String, Kernel)> = paths
+    let mut v: Vec<(String, Kernel)> = common::kernel_files(&["examples"])
         .iter()
         .map(|p| {
             let src = std::fs::read_to_string(p).expect("read");

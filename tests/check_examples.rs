@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
 fn smemsync(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
         .args(args)
@@ -36,14 +38,7 @@ fn target_for(src: &str) -> &'static str {
 }
 
 fn examples() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("examples")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "kir"))
-        .collect();
-    v.sort();
-    v
+    common::kernel_files(&["examples"])
 }
 
 #[test]

@@ -13,22 +13,11 @@ use smemsync::r#gen::{GenConfig, random_kernel_text};
 use smemsync::ir::Kernel;
 use smemsync::target::Target;
 
+mod common;
+
+/// Every example and file test.
 fn kir_files() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    let mut dirs = vec![root.join("examples"), root.join("tests/filetests")];
-    while let Some(d) = dirs.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                dirs.push(p);
-            } else if p.extension().is_some_and(|x| x == "kir") {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    files
+    common::kernel_files_under(&["examples", "tests/filetests"])
 }
 
 fn lines_where(src: &str, keep: impl FnMut(&str) -> bool) -> String {

@@ -9,13 +9,13 @@
 //!   carry (loop) whose coverage lies inside its own: a block barrier removing the kept one
 //!   removes it (the rule's soundness, checked point by point on the coverages);
 //! - the placement from the kept hazards is the placement from the full set (same syncs at
-//!   the same points, same executed count and lower bound), and the race checker accepts it.
+//!   the same points, same executed count, and the same lower bound where the full set is
+//!   small enough for `sync::place::lower_bound` to compute one), and the race checker accepts
+//!   it.
 
 use smemsync::Kernel;
 use smemsync::analysis::footprint::Footprints;
 use smemsync::analysis::hazards::{Carry, Hazard, Hazards, find_all_hazards, find_hazards};
-use smemsync::bench_kernels::GemmShape;
-use smemsync::bench_kernels::flash::{FlashShape, flash};
 use smemsync::ir::edit::apply;
 use smemsync::sync::driver::synchronize;
 use smemsync::sync::{PlaceOptions, Placement, SyncModel, place_with};
@@ -49,6 +49,9 @@ fn same_loop(a: &Carry, b: &Carry) -> bool {
         _ => false,
     }
 }
+
+/// The most cross-warp hazards `sync::place::lower_bound` considers before it gives up.
+const LOWER_BOUND_CANDIDATES: usize = 4000;
 
 /// The number of async-source hazards the kept set lacks (each checked to be implied).
 fn compare(name: &str, k: &Kernel, target: &Target) -> usize {
@@ -88,7 +91,16 @@ fn compare(name: &str, k: &Kernel, target: &Target) -> usize {
                 a.stats.inserted_executed, b.stats.inserted_executed,
                 "{name}"
             );
-            assert_eq!(a.stats.lower_bound, b.stats.lower_bound, "{name}");
+            // `sync::place::lower_bound` gives up (0, a trivial bound) past 4000 cross-warp
+            // hazards, which the full set of the larger unrolled GEMMs exceeds and the kept set
+            // may not: the bounds are compared below that size, and are bounds above it.
+            let cross = full.hazards.iter().filter(|h| !h.intra_warp).count();
+            if cross <= LOWER_BOUND_CANDIDATES {
+                assert_eq!(a.stats.lower_bound, b.stats.lower_bound, "{name}");
+            } else {
+                assert_eq!(b.stats.lower_bound, 0, "{name}");
+                assert!(a.stats.lower_bound <= a.stats.inserted_executed, "{name}");
+            }
             race_check(k, &a.plan, target);
         }
         (None, None) => {}
@@ -101,59 +113,9 @@ fn compare(name: &str, k: &Kernel, target: &Target) -> usize {
     dropped
 }
 
-fn kir_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd {
-        let p = e.expect("entry").path();
-        if p.is_dir() {
-            kir_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "kir") {
-            out.push(p);
-        }
-    }
-}
-
-fn bench_kernels() -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for (bm, bn, bk, threads) in [
-        (64, 64, 32, 256),
-        (64, 64, 32, 64),
-        (32, 32, 32, 256),
-        (128, 128, 64, 256),
-    ] {
-        for unrolled in [false, true] {
-            let sh = GemmShape {
-                bm,
-                bn,
-                bk,
-                threads,
-                stages: 3,
-                unrolled,
-            };
-            if let Some(src) = smemsync::bench_kernels::gemm(&sh) {
-                out.push((
-                    format!("gemm {bm}x{bn}x{bk} t{threads} unrolled={unrolled}"),
-                    src,
-                ));
-            }
-        }
-    }
-    for unrolled in [false, true] {
-        if let Some(src) = flash(&FlashShape::realistic(unrolled)) {
-            out.push((format!("flash unrolled={unrolled}"), src));
-        }
-    }
-    out
-}
-
 #[test]
 fn completion_blockers_place_exactly_as_the_full_set() {
-    let mut files = Vec::new();
-    kir_files(std::path::Path::new("examples"), &mut files);
-    kir_files(std::path::Path::new("tests/filetests"), &mut files);
-    files.sort();
+    let files = common::kernel_files_under(&["examples", "tests/filetests"]);
     let mut kernels: Vec<(String, String)> = files
         .iter()
         .map(|p| {
@@ -163,7 +125,7 @@ fn completion_blockers_place_exactly_as_the_full_set() {
             )
         })
         .collect();
-    kernels.extend(bench_kernels());
+    kernels.extend(smemsync::bench_kernels::real_tiled_kernels());
     let (mut compared, mut dropped, mut with_drops) = (0, 0, 0);
     for (name, src) in &kernels {
         let Ok(k) = smemsync::reader::parse_kernel(src) else {

@@ -16,21 +16,13 @@ use smemsync::target::Target;
 
 mod common;
 
+/// The kernel files, relative to the crate root (the snapshots are named by, and their
+/// diagnostics name, the relative path).
 fn kernel_files() -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for dir in ["examples", "benches/gpu", "tests/gpu"] {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "kir") {
-                files.push(p);
-            }
-        }
-    }
-    files.sort();
-    files
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    (common::kernel_files(&["examples", "benches/gpu", "tests/gpu"]).into_iter())
+        .map(|p| p.strip_prefix(root).map(Path::to_path_buf).unwrap_or(p))
+        .collect()
 }
 
 /// The CUDA of one kernel file for sm_90 (synchronized when the placer can), or the rendered

@@ -15,18 +15,8 @@ use smemsync::target::Target;
 mod common;
 
 fn examples() -> Vec<(String, Kernel)> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
     let mut v = Vec::new();
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .expect("examples")
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    paths.sort();
-    for p in paths {
-        if p.extension().is_none_or(|x| x != "kir") {
-            continue;
-        }
+    for p in common::kernel_files(&["examples"]) {
         let k = common::parse_file(&p);
         v.push((
             p.file_name().expect("name").to_string_lossy().into_owned(),

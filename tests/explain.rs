@@ -12,6 +12,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+mod common;
+
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
@@ -81,10 +83,7 @@ fn svg_of(target: &str, file: &str) -> String {
 
 /// (target, example) pairs: every example on a target that has its ops.
 fn examples() -> Vec<(&'static str, String)> {
-    let mut v: Vec<(&'static str, String)> = std::fs::read_dir(root().join("examples"))
-        .expect("examples")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "kir"))
+    let mut v: Vec<(&'static str, String)> = (common::kernel_files(&["examples"]).into_iter())
         .map(|p| {
             let src = std::fs::read_to_string(&p).expect("example");
             let target = if src.contains("tdm_load") {

@@ -24,25 +24,12 @@
 //! Cost: one process per command plus one FileCheck per checked stream; the cases run in
 //! parallel on the harness's threads.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
-fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = rd.flatten().map(|e| e.path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "kir") {
-            out.push(p);
-        }
-    }
-}
+mod common;
 
 /// The directives of one file test that this harness interprets itself.
 struct Spec {
@@ -315,8 +302,7 @@ fn invalid_utf8_input_is_located() -> Result<(), Failed> {
 fn main() {
     let args = Arguments::from_args();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
-    let mut all = Vec::new();
-    files(&root, &mut all);
+    let all = common::kernel_files_under(&["tests/filetests"]);
     assert!(!all.is_empty(), "no file tests under {}", root.display());
     let mut trials: Vec<Trial> = all
         .into_iter()

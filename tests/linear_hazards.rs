@@ -207,11 +207,8 @@ fn forward_shortcut_answers_the_forward_question() {
     let mut kernels: Vec<String> = (0..60u64)
         .map(|seed| random_kernel(seed, if seed % 3 == 0 { 64 } else { 128 }))
         .collect();
-    for e in std::fs::read_dir("examples").expect("examples directory") {
-        let p = e.expect("entry").path();
-        if p.extension().is_some_and(|x| x == "kir") {
-            kernels.push(std::fs::read_to_string(&p).expect("readable example"));
-        }
+    for p in common::kernel_files(&["examples"]) {
+        kernels.push(std::fs::read_to_string(&p).expect("readable example"));
     }
     let target = Target::from_name("gfx942").expect("known");
     let mut asked = 0;

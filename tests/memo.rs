@@ -25,6 +25,26 @@ fn small_gemm() -> smemsync::Kernel {
     kernel(&gemm(&sh).expect("shape divides"))
 }
 
+/// The kernels of the examples and of the async and placement file tests that parse and
+/// verify (files with several kernels or expected errors are left out), named by path.
+fn file_kernels() -> Vec<(String, smemsync::Kernel)> {
+    let dirs = [
+        "examples",
+        "tests/filetests/async",
+        "tests/filetests/placement",
+    ];
+    let kernels: Vec<(String, smemsync::Kernel)> = (common::kernel_files(&dirs).iter())
+        .filter_map(|p| {
+            let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
+            smemsync::verify::verify(&k)
+                .is_empty()
+                .then(|| (p.display().to_string(), k))
+        })
+        .collect();
+    assert!(kernels.len() > 50, "only {} kernels read", kernels.len());
+    kernels
+}
+
 #[test]
 fn memo_ids_survive_applying_waits() {
     let k = small_gemm();
@@ -134,32 +154,7 @@ fn same_plans_and_completions(
 
 #[test]
 fn loops_in_closed_form_equal_the_iteration() {
-    let mut files: Vec<std::path::PathBuf> = Vec::new();
-    for dir in [
-        "examples",
-        "tests/filetests/async",
-        "tests/filetests/placement",
-    ] {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        files.extend(
-            rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "kir")),
-        );
-    }
-    files.sort();
-    let mut kernels: Vec<(String, smemsync::Kernel)> = files
-        .iter()
-        .filter_map(|p| {
-            let src = std::fs::read_to_string(p).ok()?;
-            let k = smemsync::reader::parse_kernel(&src).ok()?;
-            smemsync::verify::verify(&k)
-                .is_empty()
-                .then(|| (p.display().to_string(), k))
-        })
-        .collect();
-    assert!(kernels.len() > 50, "only {} kernels read", kernels.len());
+    let mut kernels = file_kernels();
     kernels.push(("small gemm".into(), small_gemm()));
     let flash = smemsync::bench_kernels::flash::FlashShape {
         bm: 32,
@@ -195,28 +190,7 @@ fn collapse_equals_kept_tags(name: &str, k: &smemsync::Kernel, t: &Target) {
 
 #[test]
 fn quiet_entries_collapse_exactly() {
-    let mut kernels: Vec<(String, smemsync::Kernel)> = Vec::new();
-    for dir in [
-        "examples",
-        "tests/filetests/async",
-        "tests/filetests/placement",
-    ] {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        let mut files: Vec<_> = rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "kir"))
-            .collect();
-        files.sort();
-        kernels.extend(files.iter().filter_map(|p| {
-            let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
-            smemsync::verify::verify(&k)
-                .is_empty()
-                .then(|| (p.display().to_string(), k))
-        }));
-    }
-    assert!(kernels.len() > 50, "only {} kernels read", kernels.len());
+    let mut kernels = file_kernels();
     kernels.push(("small gemm".into(), small_gemm()));
     // The real-size kernels, where the copy loops of 32 and 128 trips collapse.
     for threads in [64, 256] {

@@ -10,7 +10,7 @@
 //! ds_read). The tools are required: a missing tool fails the test with what to install.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
@@ -18,6 +18,8 @@ use smemsync::Kernel;
 use smemsync::emit::mlir::emit_mlir_kernels;
 use smemsync::ir::{Counter, OpKind};
 use smemsync::target::Target;
+
+mod common;
 
 const TARGETS: [&str; 6] = ["gfx942", "gfx950", "gfx1201", "gfx1250", "sm_80", "sm_90"];
 
@@ -30,24 +32,10 @@ struct Case {
     sync_first: bool,
 }
 
-fn kir_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "kir"))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 /// The kernels to emit: every example and every hand-made MLIR test kernel that is expected
 /// to emit (files with an `EXIT:` line test diagnostics instead). Kernels produced by the
 /// sync pipeline can be added here: the checks only need the kernel text.
 fn kernels_under_test() -> Vec<Case> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let tag = |files: Vec<PathBuf>, sync_first: bool| -> Vec<Case> {
         files
             .into_iter()
@@ -64,8 +52,8 @@ fn kernels_under_test() -> Vec<Case> {
             })
             .collect()
     };
-    let mut cases = tag(kir_files(&root.join("examples")), true);
-    cases.extend(tag(kir_files(&root.join("tests/filetests/mlir")), false));
+    let mut cases = tag(common::kernel_files(&["examples"]), true);
+    cases.extend(tag(common::kernel_files(&["tests/filetests/mlir"]), false));
     cases
 }
 
@@ -309,21 +297,23 @@ fn waits_for_lds(i: &str, gfx12: bool) -> bool {
     }
 }
 
-/// Proves on the control-flow graph of the assembly that split-barrier signals and waits
-/// alternate on every path (the block layout need not follow program order: a loop's
-/// back-edge block may sit before its header). Blocks start at labels and end at branches;
-/// each block's entry state is the set of states {idle, signalled} reachable there, iterated
-/// to a fixpoint; every function starts idle and must end idle.
-fn split_protocol_on_cfg(asm: &str) -> Result<(), String> {
-    const IDLE: u8 = 1;
-    const SIGNALLED: u8 = 2;
-    #[derive(Default)]
-    struct Block {
-        ins: Vec<String>,
-        succ: Vec<String>,
-        falls_through: bool,
-        exits: bool,
-    }
+/// A state of the split-barrier protocol on a path: no signal outstanding.
+const IDLE: u8 = 1;
+/// A signal not yet waited for.
+const SIGNALLED: u8 = 2;
+
+/// A basic block of the assembly [`split_protocol_on_cfg`] reads.
+#[derive(Default)]
+struct Block {
+    ins: Vec<String>,
+    succ: Vec<String>,
+    falls_through: bool,
+    exits: bool,
+}
+
+/// The basic blocks of an assembly listing (named by label; a block also ends at a branch)
+/// and the indices of the blocks that start a function.
+fn asm_blocks(asm: &str) -> (Vec<(String, Block)>, Vec<usize>) {
     let mut blocks: Vec<(String, Block)> = Vec::new();
     // Instructions before any label form an entry of their own.
     let mut func_entries: Vec<usize> = vec![0];
@@ -391,6 +381,43 @@ fn split_protocol_on_cfg(asm: &str) -> Result<(), String> {
         b.ins.push(x);
     }
     push(&mut cur, &mut blocks);
+    (blocks, func_entries)
+}
+
+/// The state after a block of [`split_protocol_on_cfg`] entered in the states `st`, or why a
+/// path through it breaks the alternation.
+fn block_transfer(block: &(String, Block), mut st: u8) -> Result<u8, String> {
+    for x in &block.1.ins {
+        if x.starts_with("s_barrier_signal") {
+            if st & SIGNALLED != 0 {
+                return Err(format!(
+                    "a path signals twice without a wait (block {})",
+                    block.0
+                ));
+            }
+            st = SIGNALLED;
+        } else if x.starts_with("s_barrier_wait") {
+            if st & IDLE != 0 {
+                return Err(format!("a path waits without a signal (block {})", block.0));
+            }
+            st = IDLE;
+        } else if x.starts_with("s_endpgm") && st & SIGNALLED != 0 {
+            return Err(format!(
+                "a path ends with a signal never waited for (block {})",
+                block.0
+            ));
+        }
+    }
+    Ok(st)
+}
+
+/// Proves on the control-flow graph of the assembly that split-barrier signals and waits
+/// alternate on every path (the block layout need not follow program order: a loop's
+/// back-edge block may sit before its header). Blocks start at labels and end at branches;
+/// each block's entry state is the set of states {idle, signalled} reachable there, iterated
+/// to a fixpoint; every function starts idle and must end idle.
+fn split_protocol_on_cfg(asm: &str) -> Result<(), String> {
+    let (blocks, func_entries) = asm_blocks(asm);
     let index: std::collections::HashMap<String, usize> = blocks
         .iter()
         .enumerate()
@@ -417,31 +444,7 @@ fn split_protocol_on_cfg(asm: &str) -> Result<(), String> {
         }
     }
     while let Some(i) = work.pop() {
-        let mut st = entry[i];
-        for x in &blocks[i].1.ins {
-            if x.starts_with("s_barrier_signal") {
-                if st & SIGNALLED != 0 {
-                    return Err(format!(
-                        "a path signals twice without a wait (block {})",
-                        blocks[i].0
-                    ));
-                }
-                st = SIGNALLED;
-            } else if x.starts_with("s_barrier_wait") {
-                if st & IDLE != 0 {
-                    return Err(format!(
-                        "a path waits without a signal (block {})",
-                        blocks[i].0
-                    ));
-                }
-                st = IDLE;
-            } else if x.starts_with("s_endpgm") && st & SIGNALLED != 0 {
-                return Err(format!(
-                    "a path ends with a signal never waited for (block {})",
-                    blocks[i].0
-                ));
-            }
-        }
+        let st = block_transfer(&blocks[i], entry[i])?;
         let next = succs(i);
         if next.is_empty() && st & SIGNALLED != 0 {
             return Err(format!(
@@ -463,73 +466,86 @@ fn split_protocol_on_cfg(asm: &str) -> Result<(), String> {
 fn check_isa(target: &str, asm: &str, s: &Syncs) -> Result<(), String> {
     let ins = instructions(asm);
     if target.starts_with("gfx") {
-        let gfx12 = target.starts_with("gfx12");
-        let mut last_ds: Option<usize> = None;
-        let mut last_lds_wait: Option<usize> = None;
-        let mut barriers = 0;
-        for (i, x) in ins.iter().enumerate() {
-            if is_ds(x) {
-                last_ds = Some(i);
-            }
-            if waits_for_lds(x, gfx12) {
-                last_lds_wait = Some(i);
-            }
-            let is_barrier = if gfx12 {
-                x == "s_barrier_signal -1"
-            } else {
-                x == "s_barrier"
-            };
-            if is_barrier {
-                barriers += 1;
-                if let Some(d) = last_ds
-                    && last_lds_wait.is_none_or(|w| w < d)
-                {
-                    return Err(format!(
-                        "`{x}` (instruction {i}) follows `{}` with no LDS wait between",
-                        ins[d]
-                    ));
-                }
-            }
-        }
-        if gfx12 {
-            split_protocol_on_cfg(asm)?;
-        }
-        if (s.barriers + s.splits) > 0 && s.multi_warp && barriers == 0 {
-            return Err("the kernel's barriers are missing from the ISA".into());
-        }
-        for want in &s.amd {
-            if !ins.iter().any(|i| i.starts_with(want)) {
-                return Err(format!("`{want}` missing"));
-            }
-        }
+        check_amd_isa(target, asm, &ins, s)
     } else {
-        if s.barriers > 0
-            && !ins
-                .iter()
-                .any(|i| i == "bar.sync 0" || i == "barrier.sync 0")
-        {
-            return Err("`bar.sync 0` missing".into());
+        check_nvidia_isa(&ins, s)
+    }
+}
+
+/// [`check_isa`] on AMD: every barrier after an LDS access has an LDS wait between them, gfx12
+/// split barriers alternate on every path, and the kernel's barriers and waits are there.
+fn check_amd_isa(target: &str, asm: &str, ins: &[String], s: &Syncs) -> Result<(), String> {
+    let gfx12 = target.starts_with("gfx12");
+    let mut last_ds: Option<usize> = None;
+    let mut last_lds_wait: Option<usize> = None;
+    let mut barriers = 0;
+    for (i, x) in ins.iter().enumerate() {
+        if is_ds(x) {
+            last_ds = Some(i);
         }
-        for (sync, id, n) in &s.named {
-            let want = if *sync {
-                format!("bar.sync {id}, {n}")
-            } else {
-                format!("bar.arrive {id}, {n}")
-            };
-            if !ins.contains(&want) {
-                return Err(format!("`{want}` missing"));
+        if waits_for_lds(x, gfx12) {
+            last_lds_wait = Some(i);
+        }
+        let is_barrier = if gfx12 {
+            x == "s_barrier_signal -1"
+        } else {
+            x == "s_barrier"
+        };
+        if is_barrier {
+            barriers += 1;
+            if let Some(d) = last_ds
+                && last_lds_wait.is_none_or(|w| w < d)
+            {
+                return Err(format!(
+                    "`{x}` (instruction {i}) follows `{}` with no LDS wait between",
+                    ins[d]
+                ));
             }
         }
-        for n in &s.cp_waits {
-            let want = format!("cp.async.wait_group {n}");
-            if !ins.contains(&want) {
-                return Err(format!("`{want}` missing"));
-            }
+    }
+    if gfx12 {
+        split_protocol_on_cfg(asm)?;
+    }
+    if (s.barriers + s.splits) > 0 && s.multi_warp && barriers == 0 {
+        return Err("the kernel's barriers are missing from the ISA".into());
+    }
+    for want in &s.amd {
+        if !ins.iter().any(|i| i.starts_with(want)) {
+            return Err(format!("`{want}` missing"));
         }
-        for m in &s.mbar {
-            if !ins.iter().any(|i| i.starts_with(m)) {
-                return Err(format!("`{m}` missing"));
-            }
+    }
+    Ok(())
+}
+
+/// [`check_isa`] on NVIDIA: the kernel's block barrier, named barriers, cp.async waits and
+/// mbarrier ops are there.
+fn check_nvidia_isa(ins: &[String], s: &Syncs) -> Result<(), String> {
+    if s.barriers > 0
+        && !ins
+            .iter()
+            .any(|i| i == "bar.sync 0" || i == "barrier.sync 0")
+    {
+        return Err("`bar.sync 0` missing".into());
+    }
+    for (sync, id, n) in &s.named {
+        let want = if *sync {
+            format!("bar.sync {id}, {n}")
+        } else {
+            format!("bar.arrive {id}, {n}")
+        };
+        if !ins.contains(&want) {
+            return Err(format!("`{want}` missing"));
+        }
+    }
+    for n in &s.cp_waits {
+        let want = format!("cp.async.wait_group {n}");
+        if !ins.contains(&want) {
+            return Err(format!("`{want}` missing"));
+        }
+    }
+    for m in &s.mbar {
+        if !ins.iter().any(|i| i.starts_with(m)) {
+            return Err(format!("`{m}` missing"));
         }
     }
     Ok(())
@@ -559,6 +575,68 @@ struct Outcome {
     failures: Vec<String>,
     /// Pairs emitted from `smemsync sync` output.
     synced: usize,
+}
+
+/// mlir-opt-22 accepts the emitted module, and its re-printing (renamed values, elided
+/// types) reads back to the same ops.
+fn reprint_reads_back(name: &str, target: &str, t: &Target, mlir: &str) -> Result<(), String> {
+    let (ok, reprinted, err) = run_tool("mlir-opt-22", &["-"], mlir);
+    if !ok {
+        return Err(format!(
+            "{name} on {target}: mlir-opt-22 rejects the output:\n{err}\n{mlir}"
+        ));
+    }
+    // mlir-opt's re-printing (renamed values, elided types) reads back to the same ops.
+    match smemsync::reader::mlir::import_mlir(&reprinted, t).map(|ks| emit_mlir_kernels(&ks, t)) {
+        Ok(Ok(again)) if op_sequence(&again) == op_sequence(mlir) => {}
+        Ok(Ok(again)) => {
+            return Err(format!(
+                "{name} on {target}: mlir-opt's printing reads back to other ops:\n{again}"
+            ));
+        }
+        Ok(Err(d)) | Err(d) => {
+            let msgs: Vec<String> = d
+                .iter()
+                .map(|x| x.render("<mlir-opt>", &reprinted, false))
+                .collect();
+            return Err(format!(
+                "{name} on {target}: mlir-opt's printing does not read back:\n{}",
+                msgs.join("\n")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The module lowers to assembly that keeps the kernels' syncs in order with the LDS
+/// accesses (`check_isa`) and matches the case's CHECK lines.
+fn lowers_with_its_syncs(
+    case: &Case,
+    (name, target, t): (&str, &str, &Target),
+    kernels: &[smemsync::Kernel],
+    mlir: &str,
+) -> Result<(), String> {
+    let (ok, lowered, err) = run_tool(
+        "mlir-opt-22",
+        &[&format!("--pass-pipeline={}", pipeline(target)), "-"],
+        mlir,
+    );
+    if !ok {
+        return Err(format!("{name} on {target}: lowering failed:\n{err}"));
+    }
+    let asm = assembly(&lowered);
+    if instructions(&asm).is_empty() {
+        return Err(format!(
+            "{name} on {target}: no assembly in the lowered module"
+        ));
+    }
+    if let Err(e) = check_isa(target, &asm, &syncs(kernels, t)) {
+        return Err(format!("{name} on {target}: {e}\n{asm}"));
+    }
+    if let Err(e) = file_check(case, target, &asm) {
+        return Err(format!("{name} on {target}: {e}"));
+    }
+    Ok(())
 }
 
 fn run_case(case: &Case, target: &str, out: &Mutex<Outcome>) {
@@ -601,50 +679,10 @@ fn run_case(case: &Case, target: &str, out: &Mutex<Outcome>) {
             return;
         }
     };
-    let (ok, reprinted, err) = run_tool("mlir-opt-22", &["-"], &mlir);
-    if !ok {
-        return fail(format!(
-            "{name} on {target}: mlir-opt-22 rejects the output:\n{err}\n{mlir}"
-        ));
-    }
-    // mlir-opt's re-printing (renamed values, elided types) reads back to the same ops.
-    match smemsync::reader::mlir::import_mlir(&reprinted, &t).map(|ks| emit_mlir_kernels(&ks, &t)) {
-        Ok(Ok(again)) if op_sequence(&again) == op_sequence(&mlir) => {}
-        Ok(Ok(again)) => {
-            return fail(format!(
-                "{name} on {target}: mlir-opt's printing reads back to other ops:\n{again}"
-            ));
-        }
-        Ok(Err(d)) | Err(d) => {
-            let msgs: Vec<String> = d
-                .iter()
-                .map(|x| x.render("<mlir-opt>", &reprinted, false))
-                .collect();
-            return fail(format!(
-                "{name} on {target}: mlir-opt's printing does not read back:\n{}",
-                msgs.join("\n")
-            ));
-        }
-    }
-    let (ok, lowered, err) = run_tool(
-        "mlir-opt-22",
-        &[&format!("--pass-pipeline={}", pipeline(target)), "-"],
-        &mlir,
-    );
-    if !ok {
-        return fail(format!("{name} on {target}: lowering failed:\n{err}"));
-    }
-    let asm = assembly(&lowered);
-    if instructions(&asm).is_empty() {
-        return fail(format!(
-            "{name} on {target}: no assembly in the lowered module"
-        ));
-    }
-    if let Err(e) = check_isa(target, &asm, &syncs(&module.kernels, &t)) {
-        return fail(format!("{name} on {target}: {e}\n{asm}"));
-    }
-    if let Err(e) = file_check(case, target, &asm) {
-        return fail(format!("{name} on {target}: {e}"));
+    let checked = reprint_reads_back(&name, target, &t, &mlir)
+        .and_then(|()| lowers_with_its_syncs(case, (&name, target, &t), &module.kernels, &mlir));
+    if let Err(m) = checked {
+        return fail(m);
     }
     // What was emitted reads back to the same MLIR.
     let again = smemsync::reader::mlir::import_mlir(&mlir, &t).map(|ks| emit_mlir_kernels(&ks, &t));

@@ -85,6 +85,31 @@ impl Tally {
     }
 }
 
+/// Mutation: without any one inserted sync of `plan` the checker should find a race on `k`
+/// (trip counts 3 and 0, flag on and off: a barrier may be needed only when a loop or a
+/// uniform branch is skipped). Counts the mutants and those caught in `t`.
+fn mutants_race(seed: u64, k: &Kernel, plan: &SyncPlan, target: &Target, t: &mut Tally) {
+    for n in 0..plan.len() {
+        let mutant = apply(k, &plan.without(n)).expect("plan anchored in its kernel");
+        let raced = [(3, 1), (0, 1), (3, 0)].iter().any(|&(trips, flag)| {
+            let o = smemsync::check::CheckOptions {
+                target: Some(*target),
+                schedules: 4,
+                bounds: vec![("n".into(), trips), ("f".into(), flag)],
+                ..Default::default()
+            };
+            let r = smemsync::check::check_race_free(&mutant, &o);
+            matches!(r.verdict, smemsync::check::Verdict::Race(_))
+        });
+        t.mutants += 1;
+        if raced {
+            t.caught += 1;
+        } else {
+            eprintln!("seed {seed}: sync #{n} not shown necessary");
+        }
+    }
+}
+
 /// The oracles on one random kernel: optimal and naive agree on feasibility, cover every
 /// hazard, optimal <= naive and = exhaustive, re-placement inserts nothing, the checker accepts
 /// both placements, and every inserted sync is shown necessary by a mutant.
@@ -132,28 +157,7 @@ fn optimal_vs_oracles(seed: u64, src: &str, target: &Target) -> Tally {
     }
     if race_check(&k, &opt.plan, &target) {
         t.race_checked += 1;
-        // Mutation: without any one inserted sync the checker should find a race.
-        for n in 0..opt.plan.len() {
-            // Trip counts 3 and 0, flag on and off (a barrier may be needed only when a
-            // loop or a uniform branch is skipped).
-            let mutant = apply(&k, &opt.plan.without(n)).expect("plan anchored in its kernel");
-            let raced = [(3, 1), (0, 1), (3, 0)].iter().any(|&(trips, flag)| {
-                let o = smemsync::check::CheckOptions {
-                    target: Some(target),
-                    schedules: 4,
-                    bounds: vec![("n".into(), trips), ("f".into(), flag)],
-                    ..Default::default()
-                };
-                let r = smemsync::check::check_race_free(&mutant, &o);
-                matches!(r.verdict, smemsync::check::Verdict::Race(_))
-            });
-            t.mutants += 1;
-            if raced {
-                t.caught += 1;
-            } else {
-                eprintln!("seed {seed}: sync #{n} not shown necessary");
-            }
-        }
+        mutants_race(seed, &k, &opt.plan, &target, &mut t);
     }
     race_check(&k, &naive.plan, &target);
     if let Ok(ex) = place_barriers(&k, &target, &opts(Strategy::Exhaustive)) {
@@ -314,12 +318,7 @@ fn warp_uniform_branches_get_warp_syncs_that_the_oracles_agree_with() {
 
 #[test]
 fn every_example_kernel_synchronizes() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
-    for e in std::fs::read_dir(dir).expect("examples") {
-        let p = e.expect("entry").path();
-        if p.extension().is_none_or(|x| x != "kir") {
-            continue;
-        }
+    for p in common::kernel_files(&["examples"]) {
         let src = std::fs::read_to_string(&p).expect("read");
         let module = smemsync::reader::parse(&src).expect("parses");
         for k in &module.kernels {
@@ -511,13 +510,8 @@ fn print_random() {
 #[test]
 fn completing_waits_agree_with_the_inflight_dataflow() {
     use smemsync::analysis::hazards::Paths;
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/examples");
     let mut checked = 0;
-    for e in std::fs::read_dir(dir).expect("examples") {
-        let p = e.expect("entry").path();
-        if p.extension().is_none_or(|x| x != "kir") {
-            continue;
-        }
+    for p in common::kernel_files(&["examples"]) {
         let src = std::fs::read_to_string(&p).expect("read");
         let module = smemsync::reader::parse(&src).expect("parses");
         for k in &module.kernels {

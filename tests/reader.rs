@@ -1,7 +1,7 @@
 //! Reader properties: every kernel file in the repository round-trips through the printer,
 //! and no input, however malformed, makes the reader, verifier or printer panic.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use smemsync::Kernel;
 use smemsync::diag::Span;
@@ -13,33 +13,8 @@ use smemsync::verify::verify;
 mod common;
 use common::Rng;
 
-fn kir_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            if p.file_name()
-                .is_some_and(|n| n == "target" || n.to_string_lossy().starts_with('.'))
-            {
-                continue;
-            }
-            kir_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "kir") {
-            out.push(p);
-        }
-    }
-}
-
 fn repo_files() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut v = Vec::new();
-    for d in ["examples", "tests", "benches", "fuzz"] {
-        kir_files(&root.join(d), &mut v);
-    }
-    v.sort();
-    v
+    common::kernel_files_under(&["examples", "tests", "benches", "fuzz"])
 }
 
 /// The kernel with every span cleared: what "the same kernel" means structurally.

@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+mod common;
+
 /// One documented command and what its comment promises.
 #[derive(Debug, PartialEq)]
 struct Doc {
@@ -269,13 +271,9 @@ fn the_quick_tour_uses_every_subcommand() {
 fn every_example_is_listed_with_a_command_and_every_subcommand_has_an_example() {
     let text = std::fs::read_to_string(root().join("examples/README.md")).expect("read");
     let docs = docs_of("examples/README.md");
-    let mut names: Vec<String> = std::fs::read_dir(root().join("examples"))
-        .expect("examples/")
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".kir"))
+    let names: Vec<String> = (common::kernel_files(&["examples"]).iter())
+        .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
         .collect();
-    names.sort();
     for n in &names {
         assert!(
             text.contains(&format!("### {n}\n")),

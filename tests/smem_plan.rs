@@ -274,85 +274,137 @@ fn ring_kernel(seed: u64) -> (String, Vec<Vec<u64>>) {
         })
         .collect();
     let m = 1 + next(b - 1);
-    let n = places.len();
-    let filled: Vec<u64> = (0..t.min(s)).collect();
-    let live_at = |pl: Place| -> Vec<u64> {
-        match pl {
-            Place::Before | Place::After => vec![],
-            Place::Between => (0..p).map(|j| j % s).collect(),
-            Place::Main => filled.clone(),
-            Place::Epilogue => (t - p..t).map(|e| e % s).collect(),
-        }
+    let ring = Ring {
+        b,
+        s,
+        p,
+        t,
+        counters,
+        places,
+        m,
     };
-    let forbidden = places.iter().map(|&pl| live_at(pl)).collect();
-    let scratch = |at: Place, ind: &str| -> String {
+    (ring.text(), ring.forbidden())
+}
+
+/// The shape [`ring_kernel`] draws: rows of `b` elements (and threads), `s` slots filled `p`
+/// iterations ahead over `t` iterations, slot counters (`counters`) or `rem`, where each
+/// scratch buffer is used, and the xor `m` by which each thread reads another's element.
+struct Ring {
+    b: u64,
+    s: u64,
+    p: u64,
+    t: u64,
+    counters: bool,
+    places: Vec<Place>,
+    m: u64,
+}
+
+impl Ring {
+    /// For each scratch buffer, the slots holding data where it is used.
+    fn forbidden(&self) -> Vec<Vec<u64>> {
+        let (s, p, t) = (self.s, self.p, self.t);
+        let live_at = |pl: Place| -> Vec<u64> {
+            match pl {
+                Place::Before | Place::After => vec![],
+                Place::Between => (0..p).map(|j| j % s).collect(),
+                Place::Main => (0..t.min(s)).collect(),
+                Place::Epilogue => (t - p..t).map(|e| e % s).collect(),
+            }
+        };
+        self.places.iter().map(|&pl| live_at(pl)).collect()
+    }
+
+    /// The uses of the scratch buffers placed `at`, indented by `ind`.
+    fn scratch(&self, at: Place, ind: &str) -> String {
         let mut c = String::new();
-        for (i, _) in places.iter().enumerate().filter(|&(_, &x)| x == at) {
+        for (i, _) in self.places.iter().enumerate().filter(|&(_, &x)| x == at) {
             c += &format!(
                 "{ind}%cw{i} = itof %t\n{ind}store @c{i}[%t], %cw{i}\n{ind}%cr{i} = load @c{i}[%u]\n{ind}gstore %z[{i}, %t], %cr{i}\n"
             );
         }
         c
-    };
-    let mut k = format!(
-        "kernel @ring(%x: global f32[{t}, {b}], %y: global f32[{t}, {b}], %z: global f32[{n}, {b}]) block({b}) {{\n  shared @ring : f32[{s}, {b}]\n"
-    );
-    for i in 0..n {
-        k += &format!("  shared @c{i} : f32[{b}]\n");
     }
-    k += &format!("  %t = tid.x\n  %u = xor %t, {m}\n");
-    k += &scratch(Place::Before, "  ");
-    k += &format!(
-        "  for %j = 0 to {p} step 1 {{\n    %js = rem %j, {s}\n    %jv = view @ring[%js]\n    %g = gload %x[%j, %t]\n    store %jv[%t], %g\n  }}\n"
-    );
-    k += &scratch(Place::Between, "  ");
-    let wrap = |v: &str, out: &str| {
+
+    /// The slot counter `v` advanced with a select-wrap, as `%{out}`.
+    fn wrap(&self, v: &str, out: &str) -> String {
         format!(
             "    %w{out} = cmp eq {v}, {}\n    %i{out} = add {v}, 1\n    %{out} = select %w{out}, 0, %i{out}\n",
-            s - 1
+            self.s - 1
         )
-    };
-    let main_hi = t - p;
-    if counters {
-        k += &format!(
-            "  %fp, %fc = for %k = 0 to {main_hi} step 1 iter(%sp = {}, %sc = 0) {{\n",
-            p % s
+    }
+
+    /// The kernel's text.
+    fn text(&self) -> String {
+        let (b, s, p, t, m, n) = (self.b, self.s, self.p, self.t, self.m, self.places.len());
+        let mut k = format!(
+            "kernel @ring(%x: global f32[{t}, {b}], %y: global f32[{t}, {b}], %z: global f32[{n}, {b}]) block({b}) {{\n  shared @ring : f32[{s}, {b}]\n"
         );
-    } else {
+        for i in 0..n {
+            k += &format!("  shared @c{i} : f32[{b}]\n");
+        }
+        k += &format!("  %t = tid.x\n  %u = xor %t, {m}\n");
+        k += &self.scratch(Place::Before, "  ");
         k += &format!(
-            "  for %k = 0 to {main_hi} step 1 {{\n    %kp = add %k, {p}\n    %sp = rem %kp, {s}\n    %sc = rem %k, {s}\n"
+            "  for %j = 0 to {p} step 1 {{\n    %js = rem %j, {s}\n    %jv = view @ring[%js]\n    %g = gload %x[%j, %t]\n    store %jv[%t], %g\n  }}\n"
         );
+        k += &self.scratch(Place::Between, "  ");
+        k += &self.main_loop();
+        k += &self.epilogue();
+        k += &self.scratch(Place::After, "  ");
+        k += "}\n";
+        k
     }
-    k += &format!(
-        "    %kq = add %k, {p}\n    %pv = view @ring[%sp]\n    %g2 = gload %x[%kq, %t]\n    store %pv[%t], %g2\n    %cv = view @ring[%sc]\n    %a = load %cv[%u]\n    gstore %y[%k, %t], %a\n"
-    );
-    k += &scratch(Place::Main, "    ");
-    if counters {
-        k += &wrap("%sp", "np");
-        k += &wrap("%sc", "nc");
-        k += "    yield %np, %nc\n";
-    }
-    k += "  }\n";
-    if counters {
+
+    /// The main loop: prefetch iteration `k + p`, consume `k`.
+    fn main_loop(&self) -> String {
+        let (s, p, t) = (self.s, self.p, self.t);
+        let main_hi = t - p;
+        let mut k = if self.counters {
+            format!(
+                "  %fp, %fc = for %k = 0 to {main_hi} step 1 iter(%sp = {}, %sc = 0) {{\n",
+                p % s
+            )
+        } else {
+            format!(
+                "  for %k = 0 to {main_hi} step 1 {{\n    %kp = add %k, {p}\n    %sp = rem %kp, {s}\n    %sc = rem %k, {s}\n"
+            )
+        };
         k += &format!(
-            "  %fe = for %e = {main_hi} to {t} step 1 iter(%se = {}) {{\n",
-            main_hi % s
+            "    %kq = add %k, {p}\n    %pv = view @ring[%sp]\n    %g2 = gload %x[%kq, %t]\n    store %pv[%t], %g2\n    %cv = view @ring[%sc]\n    %a = load %cv[%u]\n    gstore %y[%k, %t], %a\n"
         );
-    } else {
-        k += &format!("  for %e = {main_hi} to {t} step 1 {{\n    %se = rem %e, {s}\n");
+        k += &self.scratch(Place::Main, "    ");
+        if self.counters {
+            k += &self.wrap("%sp", "np");
+            k += &self.wrap("%sc", "nc");
+            k += "    yield %np, %nc\n";
+        }
+        k += "  }\n";
+        k
     }
-    // Before the iteration's read of its slot: that slot still holds data (after the read,
-    // the slot read last could be handed to the scratch buffer element by element).
-    k += &scratch(Place::Epilogue, "    ");
-    k += "    %ev = view @ring[%se]\n    %b = load %ev[%u]\n    gstore %y[%e, %t], %b\n";
-    if counters {
-        k += &wrap("%se", "ne");
-        k += "    yield %ne\n";
+
+    /// The peeled epilogue: consume the last `p` iterations.
+    fn epilogue(&self) -> String {
+        let (s, t) = (self.s, self.t);
+        let main_hi = t - self.p;
+        let mut k = if self.counters {
+            format!(
+                "  %fe = for %e = {main_hi} to {t} step 1 iter(%se = {}) {{\n",
+                main_hi % s
+            )
+        } else {
+            format!("  for %e = {main_hi} to {t} step 1 {{\n    %se = rem %e, {s}\n")
+        };
+        // Before the iteration's read of its slot: that slot still holds data (after the read,
+        // the slot read last could be handed to the scratch buffer element by element).
+        k += &self.scratch(Place::Epilogue, "    ");
+        k += "    %ev = view @ring[%se]\n    %b = load %ev[%u]\n    gstore %y[%e, %t], %b\n";
+        if self.counters {
+            k += &self.wrap("%se", "ne");
+            k += "    yield %ne\n";
+        }
+        k += "  }\n";
+        k
     }
-    k += "  }\n";
-    k += &scratch(Place::After, "  ");
-    k += "}\n";
-    (k, forbidden)
 }
 
 #[test]

@@ -94,93 +94,120 @@ fn random_text(seed: u64) -> String {
     } else {
         len.to_string()
     };
-    let mut body: Vec<String> = vec![
-        "%t = tid.linear".into(),
-        "%x = tid.x".into(),
-        "%y = tid.y".into(),
-        "%l = lane".into(),
-        "%w = warp".into(),
-        "%f = itof %t".into(),
-    ];
-    let mut vars: Vec<String> = ["%t", "%x", "%y", "%l", "%w"].map(String::from).to_vec();
-    let mut n = 0usize;
-    let mut depth = 0;
-    let mut closes = 0;
-    // vars.len() when each open block was opened: its names go out of scope with it.
-    let mut scopes: Vec<usize> = Vec::new();
+    let mut b = RandomBody {
+        lines: vec![
+            "%t = tid.linear".into(),
+            "%x = tid.x".into(),
+            "%y = tid.y".into(),
+            "%l = lane".into(),
+            "%w = warp".into(),
+            "%f = itof %t".into(),
+        ],
+        vars: ["%t", "%x", "%y", "%l", "%w"].map(String::from).to_vec(),
+        n: 0,
+        closes: 0,
+        scopes: Vec::new(),
+    };
     let accesses = 3 + r.below(3);
     for i in 0..accesses {
-        // Open a loop or a guard now and then.
-        if depth < 2 && r.chance(1, 3) {
-            let iv = format!("%i{i}");
-            scopes.push(vars.len());
-            if r.chance(1, 3) {
-                body.push(format!("for {iv} = 0 to %n step 1 {{"));
-                let p = format!("%q{i}");
-                body.push(format!("{p} = rem {iv}, {}", 2 + r.below(3)));
-                vars.push(p);
-            } else {
-                let step = 1 + r.below(2);
-                body.push(format!(
-                    "for {iv} = {} to {} step {step} {{",
-                    r.below(2),
-                    2 + r.below(6)
-                ));
-                vars.push(iv);
-            }
-            depth += 1;
-            closes += 1;
-        }
-        if r.chance(1, 4) {
-            let mut lines = Vec::new();
-            let e = expr(&mut r, &vars, 2, &mut lines, &mut n);
-            body.extend(lines);
-            let pred = r.pick(&["lt", "ge", "le", "gt", "eq"]);
-            body.push(format!("%c{i} = cmp {pred} {e}, {}", r.below(40)));
-            body.push(format!("if %c{i} {{"));
-            scopes.push(vars.len());
-            closes += 1;
-            depth += 1;
-        }
+        b.open_blocks(&mut r, i);
         let buf = if r.chance(1, 5) { "@b" } else { "@a" };
-        let mut idx = Vec::new();
         let dims: Vec<u32> = if two_d && buf == "@a" {
             vec![len / 8, 8]
         } else {
             vec![len]
         };
-        for d in &dims {
-            let mut lines = Vec::new();
-            let e = expr(&mut r, &vars, 3, &mut lines, &mut n);
-            body.extend(lines);
-            n += 1;
-            body.push(format!("%ix{n} = rem {e}, {d}"));
-            idx.push(format!("%ix{n}"));
-        }
-        let idx = idx.join(", ");
-        if r.chance(1, 2) {
-            body.push(format!("store {buf}[{idx}], %f"));
-        } else {
-            body.push(format!("%v{i} = load {buf}[{idx}]"));
-        }
-        if closes > 0 && r.chance(1, 3) {
-            body.push("}".into());
-            closes -= 1;
-            depth -= 1;
-            vars.truncate(scopes.pop().unwrap_or(5));
+        b.access(&mut r, i, buf, &dims);
+        if b.closes > 0 && r.chance(1, 3) {
+            b.close();
         }
     }
-    for _ in 0..closes {
-        body.push("}".into());
+    for _ in 0..b.closes {
+        b.lines.push("}".into());
     }
     let mut s = format!(
         "kernel @k(%n: i32 in [0, 1000]) block({bx}, {by}) {{\n  shared @a : f32[{shape}]\n  shared @b : f32[32]\n"
     );
-    for l in body {
+    for l in b.lines {
         s.push_str(&format!("  {l}\n"));
     }
     s.push_str("}\n");
     s
+}
+
+/// The body [`random_text`] builds: its lines, the names in scope, the count of expression
+/// values, the blocks open (`closes`) and `vars.len()` when each was opened (its names go out
+/// of scope with it).
+struct RandomBody {
+    lines: Vec<String>,
+    vars: Vec<String>,
+    n: usize,
+    closes: usize,
+    scopes: Vec<usize>,
+}
+
+impl RandomBody {
+    /// Opens a loop (symbolic, or constant) and a guard now and then, at most two deep.
+    fn open_blocks(&mut self, r: &mut Rng, i: u64) {
+        if self.closes < 2 && r.chance(1, 3) {
+            let iv = format!("%i{i}");
+            self.scopes.push(self.vars.len());
+            if r.chance(1, 3) {
+                self.lines.push(format!("for {iv} = 0 to %n step 1 {{"));
+                let p = format!("%q{i}");
+                self.lines
+                    .push(format!("{p} = rem {iv}, {}", 2 + r.below(3)));
+                self.vars.push(p);
+            } else {
+                let step = 1 + r.below(2);
+                self.lines.push(format!(
+                    "for {iv} = {} to {} step {step} {{",
+                    r.below(2),
+                    2 + r.below(6)
+                ));
+                self.vars.push(iv);
+            }
+            self.closes += 1;
+        }
+        if r.chance(1, 4) {
+            let mut lines = Vec::new();
+            let e = expr(r, &self.vars, 2, &mut lines, &mut self.n);
+            self.lines.extend(lines);
+            let pred = r.pick(&["lt", "ge", "le", "gt", "eq"]);
+            self.lines
+                .push(format!("%c{i} = cmp {pred} {e}, {}", r.below(40)));
+            self.lines.push(format!("if %c{i} {{"));
+            self.scopes.push(self.vars.len());
+            self.closes += 1;
+        }
+    }
+
+    /// A store or load of `buf` (of dimensions `dims`) at random expressions `rem` each
+    /// dimension.
+    fn access(&mut self, r: &mut Rng, i: u64, buf: &str, dims: &[u32]) {
+        let mut idx = Vec::new();
+        for d in dims {
+            let mut lines = Vec::new();
+            let e = expr(r, &self.vars, 3, &mut lines, &mut self.n);
+            self.lines.extend(lines);
+            self.n += 1;
+            self.lines.push(format!("%ix{} = rem {e}, {d}", self.n));
+            idx.push(format!("%ix{}", self.n));
+        }
+        let idx = idx.join(", ");
+        if r.chance(1, 2) {
+            self.lines.push(format!("store {buf}[{idx}], %f"));
+        } else {
+            self.lines.push(format!("%v{i} = load {buf}[{idx}]"));
+        }
+    }
+
+    /// Closes the innermost open block; its names go out of scope.
+    fn close(&mut self) {
+        self.lines.push("}".into());
+        self.closes -= 1;
+        self.vars.truncate(self.scopes.pop().unwrap_or(5));
+    }
 }
 
 /// Compares every query on one kernel; returns (answered symbolically, asked).

@@ -970,13 +970,9 @@ kernel @rows(%A: global f32[8, 64]) block(8, 4) grid(1, 1) {
 }
 "#;
 
-#[test]
-fn row_block_copies_never_wait_for_each_other_inside_the_copy_loop() {
-    let k = kernel(ROW_BLOCK_PIPELINE);
-    let tg = t("sm_90");
-    // Without any wait before the reads, only the reads need one: no copy is a consumer of an
-    // earlier copy (their rows differ), so no edit lands inside a copy loop.
-    let (plan, out) = plan_and_check(&k, "sm_90");
+/// Asserts that no edit of `plan` (the waits of `k`, giving `out`) lands inside a loop of
+/// `k` that issues copies (there are two).
+fn assert_no_edit_in_a_copy_loop(k: &Kernel, plan: &SyncPlan, out: &Kernel) {
     let parents = k.parents();
     let copy_loops: Vec<Op> = k
         .ops_in_order()
@@ -998,8 +994,42 @@ fn row_block_copies_never_wait_for_each_other_inside_the_copy_loop() {
             }),
             other => panic!("the wait planner anchored an edit at {other:?}"),
         };
-        assert!(!inside, "edit inside a copy loop: {e:?}\n{}", print(&out));
+        assert!(!inside, "edit inside a copy loop: {e:?}\n{}", print(out));
     }
+}
+
+/// `k` with the waits of `plan`, a barrier after each wait (other threads read the rows), one
+/// after the main loop's wait and one at the end of each loop body (the slot the next
+/// iteration overwrites).
+fn with_row_block_barriers(k: &Kernel, plan: &SyncPlan) -> Kernel {
+    let mut edits = Vec::new();
+    for e in &plan.edits {
+        edits.push(e.clone());
+        if let Anchor::Before(c) = e.at.anchor {
+            edits.push(barrier(ProgramPoint::before(c)));
+        }
+    }
+    let order = k.ops_in_order();
+    let main_wait = first(k, |o| matches!(o, OpKind::CpAsyncWait(1)));
+    let after_wait = order.iter().position(|o| *o == main_wait).unwrap() + 1;
+    edits.push(barrier(ProgramPoint::before(order[after_wait])));
+    for l in order
+        .iter()
+        .filter(|o| matches!(k.ops[**o].kind, OpKind::For { .. }))
+    {
+        edits.push(barrier(ProgramPoint::end(k.ops[*l].regions[0])));
+    }
+    apply(k, &SyncPlan { edits }).expect("the plan applies")
+}
+
+#[test]
+fn row_block_copies_never_wait_for_each_other_inside_the_copy_loop() {
+    let k = kernel(ROW_BLOCK_PIPELINE);
+    let tg = t("sm_90");
+    // Without any wait before the reads, only the reads need one: no copy is a consumer of an
+    // earlier copy (their rows differ), so no edit lands inside a copy loop.
+    let (plan, out) = plan_and_check(&k, "sm_90");
+    assert_no_edit_in_a_copy_loop(&k, &plan, &out);
     let printed = print(&out);
     for body in printed.split("for %r").skip(1) {
         let body = &body[..body.find('}').unwrap()];
@@ -1018,30 +1048,7 @@ fn row_block_copies_never_wait_for_each_other_inside_the_copy_loop() {
     // The independent checker agrees: the output, with barriers after its waits (other
     // threads read the rows) and at the end of each loop body (the slot the next iteration
     // overwrites), is race free.
-    let mut edits = Vec::new();
-    for e in &plan.edits {
-        edits.push(e.clone());
-        if let Anchor::Before(c) = e.at.anchor {
-            edits.push(barrier(ProgramPoint::before(c)));
-        }
-    }
-    let main_wait = first(&k, |o| matches!(o, OpKind::CpAsyncWait(1)));
-    edits.push(barrier(ProgramPoint::before(
-        k.ops_in_order()[k
-            .ops_in_order()
-            .iter()
-            .position(|o| *o == main_wait)
-            .unwrap()
-            + 1],
-    )));
-    for l in k
-        .ops_in_order()
-        .into_iter()
-        .filter(|o| matches!(k.ops[*o].kind, OpKind::For { .. }))
-    {
-        edits.push(barrier(ProgramPoint::end(k.ops[l].regions[0])));
-    }
-    let fin = apply(&k, &SyncPlan { edits }).expect("the plan applies");
+    let fin = with_row_block_barriers(&k, &plan);
     assert_eq!(
         independent_race_free(&fin, &tg),
         Some(true),

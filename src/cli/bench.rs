@@ -228,50 +228,8 @@ pub fn run(args: &BenchArgs) -> i32 {
 
 /// The real-size suite's kernels: name and source, in the order the table prints them.
 fn real_kernels(max_pairs: usize) -> Vec<(String, String)> {
-    use smemsync::bench_kernels::{
-        FlashShape, GemmShape, const_trip, flash, gemm, n_pairs, nested_loops,
-    };
-    let mut out = Vec::new();
-    for (bm, bn, bk) in [(128, 128, 64), (64, 64, 32), (32, 32, 32), (256, 256, 64)] {
-        // The tile sweep's ends (32² and 256²) at 256 threads; 256² rolled only (its
-        // unrolled copies are 1536 ops of text).
-        let big = bm == 256;
-        let threads: &[u32] = if bm == 32 || big {
-            &[256]
-        } else {
-            &[64, 256, 1024]
-        };
-        for &threads in threads {
-            for unrolled in [false, true] {
-                if big && unrolled {
-                    continue;
-                }
-                let sh = GemmShape {
-                    bm,
-                    bn,
-                    bk,
-                    threads,
-                    stages: 3,
-                    unrolled,
-                };
-                if let Some(src) = gemm(&sh) {
-                    let how = if unrolled { "unrolled" } else { "rolled" };
-                    out.push((format!("gemm {bm}x{bn}x{bk} t{threads} {how}"), src));
-                }
-            }
-        }
-    }
-    for (unrolled, k_first) in [(false, false), (true, false), (false, true)] {
-        let how = if unrolled { "unrolled" } else { "rolled" };
-        let order = if k_first { " k-first" } else { "" };
-        let sh = FlashShape {
-            k_first,
-            ..FlashShape::realistic(unrolled)
-        };
-        if let Some(src) = flash(&sh) {
-            out.push((format!("flash 128x64 d64 t128 {how}{order}"), src));
-        }
-    }
+    use smemsync::bench_kernels::{const_trip, n_pairs, nested_loops, real_tiled_kernels};
+    let mut out = real_tiled_kernels();
     let mut n = 10;
     while n <= max_pairs {
         out.push((format!("one-buffer pairs n={n}"), n_pairs(n)));

@@ -13,7 +13,11 @@ use std::collections::HashMap;
 use smemsync::analysis::footprint::Footprints;
 use smemsync::analysis::hazards::{Carry, Hazard};
 use smemsync::emit::explain::{Namer, buffer_name, explain_hazard, sync_op_name};
-use smemsync::sync::driver::{Synchronized, synchronize, synchronize_output, without_inserted};
+use smemsync::sync::driver::{self, synchronize, synchronize_output, without_inserted};
+
+/// One kernel's pipeline result, with the kernel placement ran on when the input was kept
+/// (`--explain` reads it) and `None` where the barriers were written into it.
+type Synchronized = driver::Synchronized<Option<Kernel>>;
 use smemsync::sync::{PlaceOptions, Strategy};
 use smemsync::target::Target;
 use smemsync::{Diagnostic, Kernel};
@@ -109,9 +113,10 @@ pub fn run(args: &SyncArgs) -> i32 {
         let name = k.name.clone();
         let (kept, synced) = if keep_input {
             let synced = synchronize_kept(&k, &input, &target, &opts, args);
-            (Some(k), synced)
+            (Some(k), synced.map(|s| s.map_with_waits(Some)))
         } else {
-            (None, synchronize_output(k, &target, &opts))
+            let synced = synchronize_output(k, &target, &opts);
+            (None, synced.map(|s| s.map_with_waits(|_| None)))
         };
         let s = match synced {
             Ok(s) => s,
@@ -179,7 +184,7 @@ fn synchronize_kept(
     target: &Target,
     opts: &PlaceOptions,
     args: &SyncArgs,
-) -> Result<Synchronized, Vec<Diagnostic>> {
+) -> Result<driver::Synchronized, Vec<Diagnostic>> {
     if !args.plan_smem {
         return synchronize(k, target, opts);
     }
@@ -271,8 +276,8 @@ struct Rendering<'a> {
 /// The `//` comment lines printed after a kernel: `--explain`'s, then `--stats`'.
 fn notes(cx: &Rendering<'_>, s: &Synchronized) -> String {
     let mut text = String::new();
-    if let (true, Some(input)) = (cx.args.explain, cx.input) {
-        text.push_str(&explain(input, cx.target, cx.src, s));
+    if let (true, Some(input), Some(k)) = (cx.args.explain, cx.input, &s.with_waits) {
+        text.push_str(&explain(input, k, cx.target, cx.src, s));
     }
     if cx.args.stats {
         stats_notes(s, &mut text);
@@ -322,7 +327,8 @@ fn stats_notes(s: &Synchronized, text: &mut String) {
 /// the source reads (`emit::explain::Namer`): "(line N)" is a line of the input file, an op a
 /// pass inserted is named by its line in the printed kernel ("(inserted, output line N)"). A
 /// hazard that several syncs remove is written out under the first of them only.
-fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> String {
+/// `k` is the kernel placement ran on.
+fn explain(input: &Kernel, k: &Kernel, target: &Target, src: &str, s: &Synchronized) -> String {
     let mut text = String::from(
         "// explain: (line N) is line N of the input file; (output line N) is line N of the kernel printed above\n",
     );
@@ -335,7 +341,7 @@ fn explain(input: &Kernel, target: &Target, src: &str, s: &Synchronized) -> Stri
             text.push_str(&format!("//   {line}\n"));
         }
     }
-    let (p, k) = (&s.placement, s.with_waits());
+    let p = &s.placement;
     let names = Namer::new(k, src).inserted(s.input_ops, &s.kernel);
     let mut fp = Footprints::new(k, target.warp);
     let mut hz = p.hazards.clone();
@@ -394,8 +400,8 @@ fn kernel_json(cx: &Rendering<'_>, kernel: &Kernel, s: &Synchronized) -> Json {
             Json::str(smemsync::emit::text::print_kernel(kernel)),
         ),
     ];
-    if let (true, Some(input)) = (cx.args.explain, cx.input) {
-        fields.extend(explain_json(input, cx.target, cx.src, s));
+    if let (true, Some(input), Some(k)) = (cx.args.explain, cx.input, &s.with_waits) {
+        fields.extend(explain_json(input, k, cx.target, cx.src, s));
     }
     if cx.args.stats {
         fields.push(("stats", stats_json(s)));
@@ -403,9 +409,11 @@ fn kernel_json(cx: &Rendering<'_>, kernel: &Kernel, s: &Synchronized) -> Json {
     Json::Object(fields)
 }
 
-/// The `--explain` facts as JSON fields: `waits`, `syncs` and `existing`.
+/// The `--explain` facts as JSON fields: `waits`, `syncs` and `existing` (`k`: the kernel
+/// placement ran on).
 fn explain_json(
     input: &Kernel,
+    k: &Kernel,
     target: &Target,
     src: &str,
     s: &Synchronized,
@@ -426,7 +434,7 @@ fn explain_json(
             ),
         ])
     });
-    let (p, k) = (&s.placement, s.with_waits());
+    let p = &s.placement;
     let names = Namer::new(k, src).inserted(s.input_ops, &s.kernel);
     let mut fp = Footprints::new(k, target.warp);
     let mut hz = p.hazards.clone();

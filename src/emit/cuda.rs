@@ -816,19 +816,24 @@ impl<'a> Emitter<'a> {
 
     /// Constants, thread ids, arithmetic, comparisons, selects, casts and group tests.
     fn value_op(&mut self, op: Op) {
+        let Some(v) = self.result(op, 0) else {
+            return;
+        };
+        if let Some(expr) = self.value_expr(op, v) {
+            self.decl(v, expr);
+        }
+    }
+
+    /// The expression [`Self::value_op`] declares `v`, the result of `op`, as; `None` for a
+    /// kind it does not emit (`op` dispatches only the kinds here, the others are refused by
+    /// `check_supported`).
+    fn value_expr(&self, op: Op, v: Value) -> Option<String> {
         let k = self.k;
-        let od = &k.ops[op];
-        let r0 = self.result(op, 0);
-        match &od.kind {
-            OpKind::Const(c) => {
-                if let Some(v) = r0 {
-                    let ty = self.ty(v);
-                    self.decl(v, literal(*c, ty));
-                }
-            }
+        let expr = match &k.ops[op].kind {
+            OpKind::Const(c) => literal(*c, self.ty(v)),
             OpKind::Special(s) => {
                 let d = |i: u8| ["x", "y", "z"][i as usize];
-                let expr = match s {
+                match s {
                     Special::Tid(i) => format!("(int)threadIdx.{}", d(*i)),
                     Special::Bid(i) => format!("(int)blockIdx.{}", d(*i)),
                     Special::BlockDim(i) => format!("(int)blockDim.{}", d(*i)),
@@ -836,97 +841,134 @@ impl<'a> Emitter<'a> {
                     Special::Lane => format!("ss_tlin % {}", self.target.warp),
                     Special::Warp => format!("ss_tlin / {}", self.target.warp),
                     Special::LinearTid => "ss_tlin".into(),
-                };
-                if let Some(v) = r0 {
-                    self.decl(v, expr);
                 }
             }
+            OpKind::Binary(..) | OpKind::Unary(..) => self.arith_expr(&k.ops[op].kind, v),
+            OpKind::Cmp(p, x, y) => self.cmp_expr(*p, x, y),
+            OpKind::Select(c, x, y) => {
+                let ty = self.ty(v);
+                format!(
+                    "({} ? {} : {})",
+                    self.opnd(c, ScalarType::I1),
+                    self.opnd(x, ty),
+                    self.opnd(y, ty)
+                )
+            }
+            OpKind::Cast(CastOp::IToF, x) => {
+                format!("__int2float_rn({})", self.opnd(x, ScalarType::I32))
+            }
+            OpKind::Cast(CastOp::FToI, x) => format!("ss_ftoi({})", self.opnd(x, ScalarType::F32)),
+            OpKind::InGroup(g) => {
+                let gd = &k.groups[*g];
+                format!("(ss_tlin >= {} && ss_tlin < {})", gd.lo, gd.hi)
+            }
+            _ => return None,
+        };
+        Some(expr)
+    }
+
+    /// A binary or unary operation (`kind`) with result `v`: on `i1` as C's logic, on `f32`
+    /// and `i32` through the prelude's `ss_NAME_T` helpers.
+    fn arith_expr(&self, kind: &OpKind, v: Value) -> String {
+        let ty = self.ty(v);
+        match kind {
             OpKind::Binary(b, x, y) => {
-                if let Some(v) = r0 {
-                    let ty = self.ty(v);
-                    let (a, c) = (self.opnd(x, ty), self.opnd(y, ty));
-                    let expr = match ty {
-                        ScalarType::I1 => match b {
-                            BinOp::And | BinOp::Min | BinOp::Mul => format!("({a} && {c})"),
-                            BinOp::Or | BinOp::Max => format!("({a} || {c})"),
-                            _ => format!("({a} != {c})"),
-                        },
-                        ScalarType::F32 => format!("ss_{}_f32({a}, {c})", b.name()),
-                        _ => format!("ss_{}_i32({a}, {c})", b.name()),
-                    };
-                    self.decl(v, expr);
+                let (a, c) = (self.opnd(x, ty), self.opnd(y, ty));
+                match ty {
+                    ScalarType::I1 => match b {
+                        BinOp::And | BinOp::Min | BinOp::Mul => format!("({a} && {c})"),
+                        BinOp::Or | BinOp::Max => format!("({a} || {c})"),
+                        _ => format!("({a} != {c})"),
+                    },
+                    ScalarType::F32 => format!("ss_{}_f32({a}, {c})", b.name()),
+                    _ => format!("ss_{}_i32({a}, {c})", b.name()),
                 }
             }
             OpKind::Unary(u, x) => {
-                if let Some(v) = r0 {
-                    let ty = self.ty(v);
-                    let a = self.opnd(x, ty);
-                    let expr = match (ty, u) {
-                        (ScalarType::I1, _) => format!("(!{a})"),
-                        (ScalarType::F32, _) => format!("ss_{}_f32({a})", u.name()),
-                        _ => format!("ss_{}_i32({a})", u.name()),
-                    };
-                    self.decl(v, expr);
+                let a = self.opnd(x, ty);
+                match (ty, u) {
+                    (ScalarType::I1, _) => format!("(!{a})"),
+                    (ScalarType::F32, _) => format!("ss_{}_f32({a})", u.name()),
+                    _ => format!("ss_{}_i32({a})", u.name()),
                 }
             }
-            OpKind::Cmp(p, x, y) => {
-                if let Some(v) = r0 {
-                    let ty = match (x, y) {
-                        (Operand::Value(a), _) => self.ty(*a),
-                        (_, Operand::Value(b)) => self.ty(*b),
-                        _ => self.operand_ty(x),
-                    };
-                    let (a, c) = (self.opnd(x, ty), self.opnd(y, ty));
-                    let sym = match p {
-                        CmpPred::Eq => "==",
-                        CmpPred::Ne => "!=",
-                        CmpPred::Lt => "<",
-                        CmpPred::Le => "<=",
-                        CmpPred::Gt => ">",
-                        CmpPred::Ge => ">=",
-                    };
-                    let expr = if ty == ScalarType::F32 && *p == CmpPred::Ne {
-                        format!("({a} == {a} && {c} == {c} && {a} != {c})")
-                    } else if ty == ScalarType::I1 && !matches!(p, CmpPred::Eq | CmpPred::Ne) {
-                        format!("((int){a} {sym} (int){c})")
-                    } else {
-                        format!("({a} {sym} {c})")
-                    };
-                    self.decl(v, expr);
-                }
+            _ => unreachable!("value_expr passes binary and unary ops only"),
+        }
+    }
+
+    /// A comparison, typed by its first value operand: `!=` on `f32` is false when either
+    /// side is NaN, orderings on `i1` compare as `int`.
+    fn cmp_expr(&self, p: CmpPred, x: &Operand, y: &Operand) -> String {
+        let ty = match (x, y) {
+            (Operand::Value(a), _) => self.ty(*a),
+            (_, Operand::Value(b)) => self.ty(*b),
+            _ => self.operand_ty(x),
+        };
+        let (a, c) = (self.opnd(x, ty), self.opnd(y, ty));
+        let sym = match p {
+            CmpPred::Eq => "==",
+            CmpPred::Ne => "!=",
+            CmpPred::Lt => "<",
+            CmpPred::Le => "<=",
+            CmpPred::Gt => ">",
+            CmpPred::Ge => ">=",
+        };
+        if ty == ScalarType::F32 && p == CmpPred::Ne {
+            format!("({a} == {a} && {c} == {c} && {a} != {c})")
+        } else if ty == ScalarType::I1 && !matches!(p, CmpPred::Eq | CmpPred::Ne) {
+            format!("((int){a} {sym} (int){c})")
+        } else {
+            format!("({a} {sym} {c})")
+        }
+    }
+
+    /// Result `j` (the value `v`) of an opaque compute over `args`: the arguments converted to
+    /// the sum's type (`i32` for an `i1` result) and added left to right, plus `j`; an `i1`
+    /// result is the sum's lowest bit (docs/ir.md).
+    fn compute_result(&self, args: &[Operand], j: usize, v: Value) -> String {
+        let ty = self.ty(v);
+        let sum_ty = if ty == ScalarType::I1 {
+            ScalarType::I32
+        } else {
+            ty
+        };
+        let mut acc: Option<String> = None;
+        let conv = |e: &Emitter, o: &Operand| -> String {
+            let from = e.operand_ty(o);
+            let x = e.opnd(o, from);
+            match (from, sum_ty) {
+                (ScalarType::I1, ScalarType::F32) => format!("({x} ? 1.0f : 0.0f)"),
+                (ScalarType::I1, _) => format!("(int)({x})"),
+                (ScalarType::I32, ScalarType::F32) => format!("__int2float_rn({x})"),
+                (ScalarType::F32, ScalarType::I32) => format!("ss_ftoi({x})"),
+                _ => x,
             }
-            OpKind::Select(c, x, y) => {
-                if let Some(v) = r0 {
-                    let ty = self.ty(v);
-                    let expr = format!(
-                        "({} ? {} : {})",
-                        self.opnd(c, ScalarType::I1),
-                        self.opnd(x, ty),
-                        self.opnd(y, ty)
-                    );
-                    self.decl(v, expr);
-                }
-            }
-            OpKind::Cast(c, x) => {
-                if let Some(v) = r0 {
-                    let expr = match c {
-                        CastOp::IToF => {
-                            format!("__int2float_rn({})", self.opnd(x, ScalarType::I32))
-                        }
-                        CastOp::FToI => format!("ss_ftoi({})", self.opnd(x, ScalarType::F32)),
-                    };
-                    self.decl(v, expr);
-                }
-            }
-            OpKind::InGroup(g) => {
-                if let Some(v) = r0 {
-                    let gd = &k.groups[*g];
-                    self.decl(v, format!("(ss_tlin >= {} && ss_tlin < {})", gd.lo, gd.hi));
-                }
-            }
-            // `op` dispatches only the kinds above here (the others are refused by
-            // `check_supported`).
-            _ => {}
+        };
+        let add = if sum_ty == ScalarType::F32 {
+            "ss_add_f32"
+        } else {
+            "ss_add_i32"
+        };
+        for a in args {
+            let x = conv(self, a);
+            acc = Some(match acc {
+                None => x,
+                Some(s) => format!("{add}({s}, {x})"),
+            });
+        }
+        let jl = if sum_ty == ScalarType::F32 {
+            float_literal(j as f32)
+        } else {
+            format!("{j}")
+        };
+        let sum = match acc {
+            None => jl,
+            Some(s) => format!("{add}({s}, {jl})"),
+        };
+        if ty == ScalarType::I1 {
+            format!("(({sum}) & 1) != 0")
+        } else {
+            sum
         }
     }
 
@@ -937,50 +979,7 @@ impl<'a> Emitter<'a> {
         match &od.kind {
             OpKind::Compute { args, .. } => {
                 for (j, &v) in od.results.iter().enumerate() {
-                    let ty = self.ty(v);
-                    let sum_ty = if ty == ScalarType::I1 {
-                        ScalarType::I32
-                    } else {
-                        ty
-                    };
-                    let mut acc: Option<String> = None;
-                    let conv = |e: &Emitter, o: &Operand| -> String {
-                        let from = e.operand_ty(o);
-                        let x = e.opnd(o, from);
-                        match (from, sum_ty) {
-                            (ScalarType::I1, ScalarType::F32) => format!("({x} ? 1.0f : 0.0f)"),
-                            (ScalarType::I1, _) => format!("(int)({x})"),
-                            (ScalarType::I32, ScalarType::F32) => format!("__int2float_rn({x})"),
-                            (ScalarType::F32, ScalarType::I32) => format!("ss_ftoi({x})"),
-                            _ => x,
-                        }
-                    };
-                    let add = if sum_ty == ScalarType::F32 {
-                        "ss_add_f32"
-                    } else {
-                        "ss_add_i32"
-                    };
-                    for a in args {
-                        let x = conv(self, a);
-                        acc = Some(match acc {
-                            None => x,
-                            Some(s) => format!("{add}({s}, {x})"),
-                        });
-                    }
-                    let jl = if sum_ty == ScalarType::F32 {
-                        float_literal(j as f32)
-                    } else {
-                        format!("{j}")
-                    };
-                    let sum = match acc {
-                        None => jl,
-                        Some(s) => format!("{add}({s}, {jl})"),
-                    };
-                    let expr = if ty == ScalarType::I1 {
-                        format!("(({sum}) & 1) != 0")
-                    } else {
-                        sum
-                    };
+                    let expr = self.compute_result(args, j, v);
                     self.decl(v, expr);
                 }
             }
@@ -1045,12 +1044,23 @@ impl<'a> Emitter<'a> {
                 let e = k.elem(*mem);
                 let x = self.opnd(value, e.scalar().unwrap_or(ScalarType::I32));
                 let call = format!("{}(&{}, {x})", atomic_fn(*a), self.elem_ref(*mem, index));
-                match r0 {
-                    Some(v) => self.decl(v, call),
-                    None => self.line(&format!("{call};")),
-                }
+                self.atomic_call(r0, call);
                 self.proxy_fence();
             }
+            OpKind::GAtomic { .. } | OpKind::GLoad { .. } | OpKind::GStore { .. } => {
+                self.global_access_op(op);
+            }
+            // `op` dispatches only the kinds above here (the others are refused by
+            // `check_supported`).
+            _ => {}
+        }
+    }
+
+    /// Per-thread global loads, stores and atomics.
+    fn global_access_op(&mut self, op: Op) {
+        let k = self.k;
+        let r0 = self.result(op, 0);
+        match &k.ops[op].kind {
             OpKind::GAtomic {
                 op: a,
                 global,
@@ -1064,10 +1074,7 @@ impl<'a> Emitter<'a> {
                     atomic_fn(*a),
                     self.global_ref(*global, index)
                 );
-                match r0 {
-                    Some(v) => self.decl(v, call),
-                    None => self.line(&format!("{call};")),
-                }
+                self.atomic_call(r0, call);
             }
             OpKind::GLoad { global, index } => {
                 if let Some(v) = r0 {
@@ -1089,9 +1096,15 @@ impl<'a> Emitter<'a> {
                 );
                 self.line(&line);
             }
-            // `op` dispatches only the kinds above here (the others are refused by
-            // `check_supported`).
             _ => {}
+        }
+    }
+
+    /// An atomic's `call`: its result `r0` declared from it, or the call alone as a statement.
+    fn atomic_call(&mut self, r0: Option<Value>, call: String) {
+        match r0 {
+            Some(v) => self.decl(v, call),
+            None => self.line(&format!("{call};")),
         }
     }
 
@@ -1407,17 +1420,14 @@ impl<'a> Emitter<'a> {
         (head, (setup, r))
     }
 
-    /// `cp_async_tile`: each thread copies the elements it writes under the layout, as
-    /// 16/8/4-byte `cp.async` vectors where its elements run contiguously along the last
-    /// dimension and the source is in range and aligned; other elements are copied at issue
-    /// (a moment the IR allows), masked-off ones as zeros.
-    fn cp_async_tile(&mut self, op: Op, c: &TileCopy) {
-        let n = self.layout_ids.get(&op).map_or(0, |&n| n as usize);
+    /// The elements of one `cp.async` vector of tile copy `op`: the widest of 16, 8 and 4
+    /// bytes that divides the run of contiguous elements each thread writes (the lowest pivot
+    /// registers of the layout select elements 1, 2, 4, ...) and the last dimension, where the
+    /// element types agree and the last dimension is contiguous; else 1.
+    fn cp_async_vector(&self, op: Op, c: &TileCopy) -> u64 {
         let shape = self.k.shape(c.dst);
         let de = self.k.elem(c.dst);
         let se = self.k.globals[c.src].elem;
-        let ev = self.fresh("ss_e");
-        // Contiguous run: the lowest pivot registers select elements 1, 2, 4, ... .
         let run = self.concrete(op, c.dst).map_or(1, |o| {
             let p = pivot_registers(&o.layout);
             let mut v = 1u64;
@@ -1427,16 +1437,28 @@ impl<'a> Emitter<'a> {
             v
         });
         let last_stride = self.strides(c.dst).last().copied().unwrap_or(1);
-        let mut vec_elems = 1u64;
-        if de == se && last_stride == 1 {
-            for b in [16u64, 8, 4] {
-                let v = b / de.bytes();
-                if v >= 1 && b.is_multiple_of(de.bytes()) && run.is_multiple_of(v) && shape.last().is_some_and(|l| l.is_multiple_of(v)) {
-                    vec_elems = v;
-                    break;
-                }
+        if de != se || last_stride != 1 {
+            return 1;
+        }
+        for b in [16u64, 8, 4] {
+            let v = b / de.bytes();
+            if v >= 1 && b.is_multiple_of(de.bytes()) && run.is_multiple_of(v) && shape.last().is_some_and(|l| l.is_multiple_of(v)) {
+                return v;
             }
         }
+        1
+    }
+
+    /// `cp_async_tile`: each thread copies the elements it writes under the layout, as
+    /// 16/8/4-byte `cp.async` vectors where its elements run contiguously along the last
+    /// dimension and the source is in range and aligned; other elements are copied at issue
+    /// (a moment the IR allows), masked-off ones as zeros.
+    fn cp_async_tile(&mut self, op: Op, c: &TileCopy) {
+        let n = self.layout_ids.get(&op).map_or(0, |&n| n as usize);
+        let shape = self.k.shape(c.dst);
+        let de = self.k.elem(c.dst);
+        let ev = self.fresh("ss_e");
+        let vec_elems = self.cp_async_vector(op, c);
         let vec_bytes = vec_elems * de.bytes();
         let (head, addr) = self.owned_loop(op, c.dst, n, &ev, true);
         self.line(&head);
@@ -1572,8 +1594,13 @@ impl<'a> Emitter<'a> {
             terms.push(if s == 1 { idx } else { format!("{idx} * {s}") });
         }
         setup.push(format!("(void){rest};"));
+        (setup, self.buffer_element(m, &terms))
+    }
+
+    /// The element of `m`'s root buffer at the sum of `terms` (offsets in elements; none: 0).
+    fn buffer_element(&self, m: MemRef, terms: &[String]) -> String {
         let b = self.k.root_buffer(m);
-        let r = format!(
+        format!(
             "{}[{}]",
             self.buf_name(b),
             if terms.is_empty() {
@@ -1581,8 +1608,25 @@ impl<'a> Emitter<'a> {
             } else {
                 terms.join(" + ")
             }
-        );
-        (setup, r)
+        )
+    }
+
+    /// The address of the shared element of `view` at the tile indices `tile_ix` (`"0"` for
+    /// a dimension at its origin), for a bulk row copy.
+    fn row_address(&self, view: MemRef, tile_ix: &[String]) -> String {
+        let strides = self.strides(view);
+        let mut terms: Vec<String> = self.origin(view).into_iter().collect();
+        for (i, ix) in tile_ix.iter().enumerate() {
+            if ix != "0" {
+                let s = strides.get(i).copied().unwrap_or(1);
+                terms.push(if s == 1 {
+                    ix.clone()
+                } else {
+                    format!("{ix} * {s}")
+                });
+            }
+        }
+        format!("&{}", self.buffer_element(view, &terms))
     }
 
     /// Emits one bulk copy per contiguous row of a tile (docs/ir.md section 4 maps tile
@@ -1624,28 +1668,7 @@ impl<'a> Emitter<'a> {
         if let Some(last) = tile_ix.last_mut() {
             *last = "0".into();
         }
-        let strides = self.strides(view);
-        let mut terms: Vec<String> = self.origin(view).into_iter().collect();
-        for (i, ix) in tile_ix.iter().enumerate() {
-            if ix != "0" {
-                let s = strides.get(i).copied().unwrap_or(1);
-                terms.push(if s == 1 {
-                    ix.clone()
-                } else {
-                    format!("{ix} * {s}")
-                });
-            }
-        }
-        let b = k.root_buffer(view);
-        let sm = format!(
-            "&{}[{}]",
-            self.buf_name(b),
-            if terms.is_empty() {
-                "0".into()
-            } else {
-                terms.join(" + ")
-            }
-        );
+        let sm = self.row_address(view, &tile_ix);
         let lead = rank - tile_rank;
         let gix: Vec<String> = (0..rank)
             .map(|d| {

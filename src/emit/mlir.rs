@@ -439,36 +439,12 @@ impl<'a> Emitter<'a> {
             ]);
         }
         let mut params = self.param_list();
-        // Shared memory: unpinned buffers are attributions; pinned ones share a byte arena.
-        let mut wg = Vec::new();
-        let mut arena_end = 0u64;
-        let mut pinned = Vec::new();
-        let mut mbars = Vec::new();
-        for (b, bd) in k.buffers.iter() {
-            if bd.elem == ElemType::MBarrier {
-                mbars.push(b);
-                continue;
-            }
-            match bd.offset {
-                Some(o) => {
-                    arena_end = arena_end.max(o + bd.bytes());
-                    pinned.push(b);
-                }
-                None => wg.push(format!(
-                    "%{} : {}",
-                    self.buf_name.get(b),
-                    MemType::identity(&bd.shape, bd.elem).render()
-                )),
-            }
-        }
-        let arena = if pinned.is_empty() {
-            None
-        } else {
-            let n = self.fresh("smem");
-            let ty = format!("memref<{arena_end}xi8, {WORKGROUP}>");
-            wg.push(format!("%{n} : {ty}"));
-            Some((n, ty))
-        };
+        let Workgroup {
+            wg,
+            arena,
+            pinned,
+            mbars,
+        } = self.workgroup();
         self.tensor_map_params(&mut params);
         let wg = if wg.is_empty() {
             String::new()
@@ -503,6 +479,47 @@ impl<'a> Emitter<'a> {
         out.push_str(&self.out);
         out.push_str("}\n");
         Ok(out)
+    }
+
+    /// The kernel's shared memory: unpinned buffers are workgroup attributions; pinned ones
+    /// share a byte arena (one more attribution); mbarriers are set apart.
+    fn workgroup(&mut self) -> Workgroup {
+        let k = self.k;
+        let mut wg = Vec::new();
+        let mut arena_end = 0u64;
+        let mut pinned = Vec::new();
+        let mut mbars = Vec::new();
+        for (b, bd) in k.buffers.iter() {
+            if bd.elem == ElemType::MBarrier {
+                mbars.push(b);
+                continue;
+            }
+            match bd.offset {
+                Some(o) => {
+                    arena_end = arena_end.max(o + bd.bytes());
+                    pinned.push(b);
+                }
+                None => wg.push(format!(
+                    "%{} : {}",
+                    self.buf_name.get(b),
+                    MemType::identity(&bd.shape, bd.elem).render()
+                )),
+            }
+        }
+        let arena = if pinned.is_empty() {
+            None
+        } else {
+            let n = self.fresh("smem");
+            let ty = format!("memref<{arena_end}xi8, {WORKGROUP}>");
+            wg.push(format!("%{n} : {ty}"));
+            Some((n, ty))
+        };
+        Workgroup {
+            wg,
+            arena,
+            pinned,
+            mbars,
+        }
     }
 
     /// The kernel's parameters as `gpu.func` arguments: globals as memrefs (symbolic
@@ -734,40 +751,7 @@ impl<'a> Emitter<'a> {
                     }
                 }
             }
-            OpKind::Cmp(p, x, y) => {
-                let ty = if matches!(x, Operand::Value(_)) {
-                    self.ty_of(x)
-                } else {
-                    self.ty_of(y)
-                };
-                let a = self.val(x, ty);
-                let b = self.val(y, ty);
-                let r = self.res(op, 0);
-                if ty == ScalarType::F32 {
-                    let p = match p {
-                        CmpPred::Eq => "oeq",
-                        CmpPred::Ne => "one",
-                        CmpPred::Lt => "olt",
-                        CmpPred::Le => "ole",
-                        CmpPred::Gt => "ogt",
-                        CmpPred::Ge => "oge",
-                    };
-                    self.line(&format!("{r} = arith.cmpf {p}, {a}, {b} : f32"));
-                } else {
-                    let p = match p {
-                        CmpPred::Eq => "eq",
-                        CmpPred::Ne => "ne",
-                        CmpPred::Lt => "slt",
-                        CmpPred::Le => "sle",
-                        CmpPred::Gt => "sgt",
-                        CmpPred::Ge => "sge",
-                    };
-                    self.line(&format!(
-                        "{r} = arith.cmpi {p}, {a}, {b} : {}",
-                        scalar_mlir(ty)
-                    ));
-                }
-            }
+            OpKind::Cmp(p, x, y) => self.cmp_op(op, *p, x, y),
             OpKind::Select(c, x, y) => {
                 let ty = k.values[od.results[0]].ty;
                 let c = self.val(c, ScalarType::I1);
@@ -802,6 +786,43 @@ impl<'a> Emitter<'a> {
             }
             // `op` dispatches only the kinds above here.
             _ => {}
+        }
+    }
+
+    /// A comparison, typed by its first value operand: `arith.cmpf` with ordered predicates
+    /// on `f32`, `arith.cmpi` with signed ones otherwise.
+    fn cmp_op(&mut self, op: Op, p: CmpPred, x: &Operand, y: &Operand) {
+        let ty = if matches!(x, Operand::Value(_)) {
+            self.ty_of(x)
+        } else {
+            self.ty_of(y)
+        };
+        let a = self.val(x, ty);
+        let b = self.val(y, ty);
+        let r = self.res(op, 0);
+        if ty == ScalarType::F32 {
+            let p = match p {
+                CmpPred::Eq => "oeq",
+                CmpPred::Ne => "one",
+                CmpPred::Lt => "olt",
+                CmpPred::Le => "ole",
+                CmpPred::Gt => "ogt",
+                CmpPred::Ge => "oge",
+            };
+            self.line(&format!("{r} = arith.cmpf {p}, {a}, {b} : f32"));
+        } else {
+            let p = match p {
+                CmpPred::Eq => "eq",
+                CmpPred::Ne => "ne",
+                CmpPred::Lt => "slt",
+                CmpPred::Le => "sle",
+                CmpPred::Gt => "sgt",
+                CmpPred::Ge => "sge",
+            };
+            self.line(&format!(
+                "{r} = arith.cmpi {p}, {a}, {b} : {}",
+                scalar_mlir(ty)
+            ));
         }
     }
 
@@ -1684,6 +1705,53 @@ impl<'a> Emitter<'a> {
         Some(b)
     }
 
+    /// The shared view `view` of a TMA copy as a memref of the box's rank (`box_`): the view
+    /// itself when the ranks agree, else a `memref.expand_shape` adding leading unit
+    /// dimensions. Returns its name and type.
+    fn tma_box_view(&mut self, view: MemRef, box_: &[u64]) -> (String, String) {
+        let mt = self.mem_ty(view);
+        let m = self.mem_name(view);
+        let ty = mt.render();
+        let extra = box_.len() - mt.shape.len();
+        if extra == 0 {
+            return (m, ty);
+        }
+        // Leading unit dimensions join the first dimension's group.
+        let mut groups = vec![format!(
+            "[{}]",
+            (0..=extra)
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )];
+        for d in 1..mt.shape.len() {
+            groups.push(format!("[{}]", d + extra));
+        }
+        let s0 =
+            mt.strides.first().copied().unwrap_or(1) * mt.shape.first().copied().unwrap_or(1);
+        let mut strides = vec![s0; extra];
+        strides.extend(mt.strides.iter().copied());
+        // expand_shape infers the identity layout for a contiguous view at offset 0.
+        let contiguous = MemType::identity(box_, mt.elem);
+        let identity = mt.identity || (mt.offset == Some(0) && strides == contiguous.strides);
+        let et = MemType {
+            shape: box_.to_vec(),
+            strides,
+            offset: mt.offset,
+            elem: mt.elem,
+            identity,
+        };
+        let n = self.fresh(&format!("{}_box", m.trim_start_matches('%')));
+        let out: Vec<String> = box_.iter().map(|x| x.to_string()).collect();
+        self.line(&format!(
+            "%{n} = memref.expand_shape {m} [{}] output_shape [{}] : {ty} into {}",
+            groups.join(", "),
+            out.join(", "),
+            et.render()
+        ));
+        (format!("%{n}"), et.render())
+    }
+
     /// `tma_load` / `tma_store`: `nvgpu.tma.async.load/store` through the kernel's tensor-map
     /// argument for (global, box); the shared view is expanded to the box's rank.
     fn tma(
@@ -1712,47 +1780,7 @@ impl<'a> Emitter<'a> {
             return self.err(op, "a TMA copy without a tensor map");
         };
         let dty = tmap_ty(&box_, self.k.globals[g].elem);
-        let mt = self.mem_ty(view);
-        let mut m = self.mem_name(view);
-        let mut ty = mt.render();
-        let extra = box_.len() - mt.shape.len();
-        if extra > 0 {
-            // Leading unit dimensions join the first dimension's group.
-            let mut groups = vec![format!(
-                "[{}]",
-                (0..=extra)
-                    .map(|i| i.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )];
-            for d in 1..mt.shape.len() {
-                groups.push(format!("[{}]", d + extra));
-            }
-            let s0 =
-                mt.strides.first().copied().unwrap_or(1) * mt.shape.first().copied().unwrap_or(1);
-            let mut strides = vec![s0; extra];
-            strides.extend(mt.strides.iter().copied());
-            // expand_shape infers the identity layout for a contiguous view at offset 0.
-            let contiguous = MemType::identity(&box_, mt.elem);
-            let identity = mt.identity || (mt.offset == Some(0) && strides == contiguous.strides);
-            let et = MemType {
-                shape: box_.clone(),
-                strides,
-                offset: mt.offset,
-                elem: mt.elem,
-                identity,
-            };
-            let n = self.fresh(&format!("{}_box", m.trim_start_matches('%')));
-            let out: Vec<String> = box_.iter().map(|x| x.to_string()).collect();
-            self.line(&format!(
-                "%{n} = memref.expand_shape {m} [{}] output_shape [{}] : {ty} into {}",
-                groups.join(", "),
-                out.join(", "),
-                et.render()
-            ));
-            m = format!("%{n}");
-            ty = et.render();
-        }
+        let (m, ty) = self.tma_box_view(view, &box_);
         let crd = self.indices(origin);
         match mbar {
             Some((mb, mi)) => {
@@ -2098,31 +2126,15 @@ fn collective_store_element(s: &mut String, mt: &MemType, sty: ScalarType, ix: &
     let _ = writeln!(s, "    memref.store {v}, %m[{ix}] : {ty}");
 }
 
-fn collective_helper(
-    name: &str,
-    mt: &MemType,
-    sty: ScalarType,
-    n: u32,
+/// The first element a thread of a collective handles (`%first`) and the stride (`%nt`):
+/// thread `t` of the layout's `threads` (numbered from its group's first thread) starts at
+/// `(t + threads - n % threads) % threads`.
+fn collective_first_element(
+    s: &mut String,
     lt: crate::ir::layout::LayoutThreads,
-    store: bool,
-) -> String {
-    let threads = lt.count.max(1);
-    let ty = mt.render();
-    let st = scalar_mlir(sty);
-    let e = elem_mlir(mt.elem);
-    let total: u64 = mt.shape.iter().product();
-    let mut s = String::new();
-    let sig = if store {
-        format!("%m: {ty}, %x: {st}")
-    } else {
-        format!("%m: {ty}")
-    };
-    let ret = if store {
-        String::new()
-    } else {
-        format!(" -> {st}")
-    };
-    let _ = writeln!(s, "func.func private @{name}({sig}){ret} {{");
+    n: u32,
+    threads: u32,
+) {
     if lt.first == 0 {
         let _ = writeln!(s, "  %t = func.call @__smemsync_tid_linear() : () -> i32");
     } else {
@@ -2139,6 +2151,64 @@ fn collective_helper(
     );
     let _ = writeln!(s, "  %t1 = arith.addi %t, %shift : i32");
     let _ = writeln!(s, "  %first = arith.remui %t1, %nt : i32");
+}
+
+/// The body of a collective load's loop: element `ix` of `%m` widened to `sty` and added to
+/// the accumulator `%acc`, then yielded.
+fn collective_load_element(s: &mut String, mt: &MemType, sty: ScalarType, ix: &str) {
+    let ty = mt.render();
+    let st = scalar_mlir(sty);
+    let e = elem_mlir(mt.elem);
+    let _ = writeln!(s, "    %l = memref.load %m[{ix}] : {ty}");
+    let l = match mt.elem {
+        ElemType::F16 | ElemType::BF16 => {
+            let _ = writeln!(s, "    %lw = arith.extf %l : {e} to f32");
+            "%lw"
+        }
+        ElemType::I8 | ElemType::I16 => {
+            let _ = writeln!(s, "    %lw = arith.extsi %l : {e} to i32");
+            "%lw"
+        }
+        _ => "%l",
+    };
+    let add = if sty == ScalarType::F32 {
+        "addf"
+    } else {
+        "addi"
+    };
+    let _ = writeln!(s, "    %a = arith.{add} %acc, {l} : {st}");
+    let _ = writeln!(s, "    scf.yield %a : {st}");
+}
+
+/// The function `@{name}` of a collective access to the memref type `mt`: each thread visits
+/// every `threads`-th element from its first ([`collective_first_element`]); a load returns the
+/// sum of the elements it visits ([`collective_load_element`]), a store writes each of them
+/// ([`collective_store_element`]).
+fn collective_helper(
+    name: &str,
+    mt: &MemType,
+    sty: ScalarType,
+    n: u32,
+    lt: crate::ir::layout::LayoutThreads,
+    store: bool,
+) -> String {
+    let threads = lt.count.max(1);
+    let ty = mt.render();
+    let st = scalar_mlir(sty);
+    let total: u64 = mt.shape.iter().product();
+    let mut s = String::new();
+    let sig = if store {
+        format!("%m: {ty}, %x: {st}")
+    } else {
+        format!("%m: {ty}")
+    };
+    let ret = if store {
+        String::new()
+    } else {
+        format!(" -> {st}")
+    };
+    let _ = writeln!(s, "func.func private @{name}({sig}){ret} {{");
+    collective_first_element(&mut s, lt, n, threads);
     let _ = writeln!(s, "  %end = arith.constant {total} : i32");
     let zero = if sty == ScalarType::F32 {
         "0.0 : f32"
@@ -2164,25 +2234,7 @@ fn collective_helper(
     if store {
         collective_store_element(&mut s, mt, sty, &ix);
     } else {
-        let _ = writeln!(s, "    %l = memref.load %m[{ix}] : {ty}");
-        let l = match mt.elem {
-            ElemType::F16 | ElemType::BF16 => {
-                let _ = writeln!(s, "    %lw = arith.extf %l : {e} to f32");
-                "%lw"
-            }
-            ElemType::I8 | ElemType::I16 => {
-                let _ = writeln!(s, "    %lw = arith.extsi %l : {e} to i32");
-                "%lw"
-            }
-            _ => "%l",
-        };
-        let add = if sty == ScalarType::F32 {
-            "addf"
-        } else {
-            "addi"
-        };
-        let _ = writeln!(s, "    %a = arith.{add} %acc, {l} : {st}");
-        let _ = writeln!(s, "    scf.yield %a : {st}");
+        collective_load_element(&mut s, mt, sty, &ix);
     }
     let _ = writeln!(s, "{close}");
     if store {
@@ -2423,91 +2475,106 @@ fn compute_helper(name: &str, args: &[ScalarType], res: &[ScalarType]) -> String
         format!("({})", rs.join(", "))
     };
     let _ = writeln!(s, "func.func private @{name}({}) -> {rt} {{", ps.join(", "));
-    let mut outs = Vec::new();
-    for (j, rty) in res.iter().enumerate() {
-        let acc_ty = if *rty == ScalarType::F32 {
-            ScalarType::F32
-        } else {
-            ScalarType::I32
-        };
-        let at = scalar_mlir(acc_ty);
-        // Start from j (the sum of arguments, then + j; addition of the j constant last).
-        let mut cur: Option<String> = None;
-        for (i, aty) in args.iter().enumerate() {
-            let conv = format!("%r{j}_a{i}");
-            match (aty, acc_ty) {
-                (ScalarType::F32, ScalarType::F32) | (ScalarType::I32, ScalarType::I32) => {}
-                (ScalarType::I1, ScalarType::I32) => {
-                    let _ = writeln!(s, "  {conv} = arith.extui %a{i} : i1 to i32");
-                }
-                (ScalarType::I1, ScalarType::F32) => {
-                    let _ = writeln!(s, "  {conv} = arith.uitofp %a{i} : i1 to f32");
-                }
-                (ScalarType::I32, ScalarType::F32) => {
-                    let _ = writeln!(s, "  {conv} = arith.sitofp %a{i} : i32 to f32");
-                }
-                (ScalarType::F32, ScalarType::I32) => {
-                    let _ = writeln!(
-                        s,
-                        "  {conv} = func.call @__smemsync_ftoi(%a{i}) : (f32) -> i32"
-                    );
-                }
-                _ => {
-                    let _ = writeln!(s, "  {conv} = arith.constant 0 : {at}");
-                }
-            }
-            let term = if (*aty == ScalarType::F32 && acc_ty == ScalarType::F32)
-                || (*aty == ScalarType::I32 && acc_ty == ScalarType::I32)
-            {
-                format!("%a{i}")
-            } else {
-                conv
-            };
-            cur = Some(match cur {
-                None => term,
-                Some(c) => {
-                    let n = format!("%r{j}_s{i}");
-                    let op = if acc_ty == ScalarType::F32 {
-                        "addf"
-                    } else {
-                        "addi"
-                    };
-                    let _ = writeln!(s, "  {n} = arith.{op} {c}, {term} : {at}");
-                    n
-                }
-            });
-        }
-        let jc = format!("%r{j}_j");
-        if acc_ty == ScalarType::F32 {
-            let _ = writeln!(s, "  {jc} = arith.constant {}.0 : f32", j);
-        } else {
-            let _ = writeln!(s, "  {jc} = arith.constant {j} : i32");
-        }
-        let total = match cur {
-            None => jc,
-            Some(c) => {
-                let n = format!("%r{j}");
-                let op = if acc_ty == ScalarType::F32 {
-                    "addf"
-                } else {
-                    "addi"
-                };
-                let _ = writeln!(s, "  {n} = arith.{op} {c}, {jc} : {at}");
-                n
-            }
-        };
-        let out = if *rty == ScalarType::I1 {
-            let n = format!("%r{j}_bit");
-            let _ = writeln!(s, "  {n} = arith.trunci {total} : i32 to i1");
-            n
-        } else {
-            total
-        };
-        outs.push(out);
-    }
+    let outs: Vec<String> = (res.iter().enumerate())
+        .map(|(j, rty)| compute_result(&mut s, j, args, *rty))
+        .collect();
     let _ = writeln!(s, "  return {} : {}", outs.join(", "), rs.join(", "));
     s.push_str("}\n");
     s
+}
+
+/// Writes result `j` of [`compute_helper`] (of type `rty`) into `s`: the arguments summed in
+/// `f32` for an `f32` result, else `i32`, plus `j`, truncated to its lowest bit for `i1`.
+/// Returns the value holding it.
+fn compute_result(s: &mut String, j: usize, args: &[ScalarType], rty: ScalarType) -> String {
+    let acc_ty = if rty == ScalarType::F32 {
+        ScalarType::F32
+    } else {
+        ScalarType::I32
+    };
+    let at = scalar_mlir(acc_ty);
+    let op = if acc_ty == ScalarType::F32 {
+        "addf"
+    } else {
+        "addi"
+    };
+    // Start from j (the sum of arguments, then + j; addition of the j constant last).
+    let mut cur: Option<String> = None;
+    for (i, aty) in args.iter().enumerate() {
+        let term = compute_arg(s, (j, i), *aty, acc_ty);
+        cur = Some(match cur {
+            None => term,
+            Some(c) => {
+                let n = format!("%r{j}_s{i}");
+                let _ = writeln!(s, "  {n} = arith.{op} {c}, {term} : {at}");
+                n
+            }
+        });
+    }
+    let jc = format!("%r{j}_j");
+    if acc_ty == ScalarType::F32 {
+        let _ = writeln!(s, "  {jc} = arith.constant {}.0 : f32", j);
+    } else {
+        let _ = writeln!(s, "  {jc} = arith.constant {j} : i32");
+    }
+    let total = match cur {
+        None => jc,
+        Some(c) => {
+            let n = format!("%r{j}");
+            let _ = writeln!(s, "  {n} = arith.{op} {c}, {jc} : {at}");
+            n
+        }
+    };
+    if rty == ScalarType::I1 {
+        let n = format!("%r{j}_bit");
+        let _ = writeln!(s, "  {n} = arith.trunci {total} : i32 to i1");
+        n
+    } else {
+        total
+    }
+}
+
+/// Argument `i` of [`compute_helper`] (of type `aty`) in the accumulator type `acc_ty` of
+/// result `j`: the argument itself when the types agree, else a conversion written into `s`.
+fn compute_arg(s: &mut String, (j, i): (usize, usize), aty: ScalarType, acc_ty: ScalarType) -> String {
+    let conv = format!("%r{j}_a{i}");
+    let at = scalar_mlir(acc_ty);
+    match (aty, acc_ty) {
+        (ScalarType::F32, ScalarType::F32) | (ScalarType::I32, ScalarType::I32) => {
+            return format!("%a{i}");
+        }
+        (ScalarType::I1, ScalarType::I32) => {
+            let _ = writeln!(s, "  {conv} = arith.extui %a{i} : i1 to i32");
+        }
+        (ScalarType::I1, ScalarType::F32) => {
+            let _ = writeln!(s, "  {conv} = arith.uitofp %a{i} : i1 to f32");
+        }
+        (ScalarType::I32, ScalarType::F32) => {
+            let _ = writeln!(s, "  {conv} = arith.sitofp %a{i} : i32 to f32");
+        }
+        (ScalarType::F32, ScalarType::I32) => {
+            let _ = writeln!(
+                s,
+                "  {conv} = func.call @__smemsync_ftoi(%a{i}) : (f32) -> i32"
+            );
+        }
+        _ => {
+            let _ = writeln!(s, "  {conv} = arith.constant 0 : {at}");
+        }
+    }
+    conv
+}
+
+/// A kernel's shared memory as `gpu.func` declares it ([`Emitter::workgroup`]).
+struct Workgroup {
+    /// The workgroup attributions, `%name : type`.
+    wg: Vec<String>,
+    /// The byte arena of the pinned buffers (name and type), if any.
+    arena: Option<(String, String)>,
+    /// The buffers placed in the arena.
+    pinned: Vec<Buffer>,
+    /// The mbarrier buffers.
+    mbars: Vec<Buffer>,
 }
 
 #[cfg(test)]

@@ -97,22 +97,7 @@ pub fn why_here(ctx: &Ctx, s: usize) -> Vec<String> {
     let mut out = Vec::new();
     let w = weight(ctx.model, &me);
     out.push(format!("executes {} per block", times(w)));
-    if own.is_empty() && !all.is_empty() {
-        out.push(format!(
-            "every hazard it removes ({}) is also removed by another inserted sync: it shares them",
-            ids(&all)
-        ));
-    } else if own.len() < all.len() {
-        out.push(format!(
-            "needed for {} (no other sync removes them); {} are also removed by another sync",
-            ids(&own),
-            ids(&all
-                .iter()
-                .copied()
-                .filter(|h| !own.contains(h))
-                .collect::<Vec<_>>())
-        ));
-    }
+    shared_hazards(&all, &own, &mut out);
     let target = if own.is_empty() { &all } else { &own };
     if target.is_empty() {
         return out;
@@ -122,11 +107,40 @@ pub fn why_here(ctx: &Ctx, s: usize) -> Vec<String> {
             "a warp sync suffices: every pair of threads that conflict lies in one warp".into(),
         );
     }
-    let cands = candidates(ctx.model, &me);
+    other_positions(ctx, &me, target, w, &mut out);
+    out
+}
+
+/// The sentence on the hazards of a sync (`all`) that another inserted sync also removes
+/// (those not in `own`), when there are such.
+fn shared_hazards(all: &[usize], own: &[usize], out: &mut Vec<String>) {
+    if own.is_empty() && !all.is_empty() {
+        out.push(format!(
+            "every hazard it removes ({}) is also removed by another inserted sync: it shares them",
+            ids(all)
+        ));
+    } else if own.len() < all.len() {
+        out.push(format!(
+            "needed for {} (no other sync removes them); {} are also removed by another sync",
+            ids(own),
+            ids(&all
+                .iter()
+                .copied()
+                .filter(|h| !own.contains(h))
+                .collect::<Vec<_>>())
+        ));
+    }
+}
+
+/// The sentences comparing the sync at `me` (executed `w` times) with the other positions
+/// that remove every hazard of `target`: as cheap, dearer, cheaper ([`cheaper`] when none
+/// removes them all).
+fn other_positions(ctx: &Ctx, me: &Point, target: &[usize], w: u64, out: &mut Vec<String>) {
+    let cands = candidates(ctx.model, me);
     let covers = |c: &Candidate, h: usize| ctx.model.covers(&c.point, &ctx.hazards[h]);
     let full: Vec<&Candidate> = cands
         .iter()
-        .filter(|c| c.point != me && target.iter().all(|&h| covers(c, h)))
+        .filter(|c| c.point != *me && target.iter().all(|&h| covers(c, h)))
         .collect();
     let same: Vec<&&Candidate> = full.iter().filter(|c| c.weight == w).collect();
     match same.as_slice() {
@@ -165,9 +179,8 @@ pub fn why_here(ctx: &Ctx, s: usize) -> Vec<String> {
             times(c.weight)
         ));
     } else {
-        cheaper(ctx, &cands, target, w, &mut out);
+        cheaper(ctx, &cands, target, w, out);
     }
-    out
 }
 
 /// The cheapest cheaper position that removes some of `target`, and what it would leave.

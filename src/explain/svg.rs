@@ -365,26 +365,32 @@ fn rows(s: &mut String, r: &Report, g: &Geo) {
     }
 }
 
+/// The vertical extents (`y` from, to) of an interval from row `from` to row `to`: one span
+/// when `to` comes after `from` (or no loop holds both); else round the back edge of the
+/// innermost loop holding both, from `from` to that loop's end and from its start to `to`.
+fn spans_around(r: &Report, g: &Geo, (from, to): (usize, usize)) -> Vec<(usize, usize)> {
+    let (y0, y1) = (g.y(from), g.y(to));
+    let around = r
+        .timeline
+        .bands
+        .iter()
+        .filter(|b| b.kind.loops() && b.open < to && from < b.close)
+        .max_by_key(|b| b.depth);
+    match (to < from, around) {
+        (true, Some(b)) => vec![
+            (y0, TOP + (b.close + 1) * ROW_H),
+            (TOP + b.open * ROW_H, y1),
+        ],
+        _ => vec![(y0.min(y1), y0.max(y1))],
+    }
+}
+
 fn windows(s: &mut String, r: &Report, g: &Geo) {
     for (i, w) in r.windows.iter().enumerate() {
         let x = g.win_x + i * WIN_W;
-        let (y0, y1) = (g.y(w.issue_row), g.y(w.wait_row));
         // A wait above its copy completes it in a later iteration: the window runs to the
         // loop's end and on from its start.
-        let around = r
-            .timeline
-            .bands
-            .iter()
-            .filter(|b| b.kind.loops() && b.open < w.wait_row && w.issue_row < b.close)
-            .max_by_key(|b| b.depth);
-        let spans = match (w.wait_row < w.issue_row, around) {
-            (true, Some(b)) => vec![
-                (y0, TOP + (b.close + 1) * ROW_H),
-                (TOP + b.open * ROW_H, y1),
-            ],
-            _ => vec![(y0.min(y1), y0.max(y1))],
-        };
-        for (a, b) in spans {
+        for (a, b) in spans_around(r, g, (w.issue_row, w.wait_row)) {
             let _ = writeln!(
                 s,
                 r#"<rect class="window" x="{x}" y="{a}" width="{}" height="{}"><title>{}</title></rect>"#,
@@ -574,6 +580,31 @@ fn marks(s: &mut String, r: &Report, g: &Geo) {
     }
 }
 
+/// The signal half of split sync `i` (its wait at `row`, its signal at `sig`): the slack
+/// between them, around the back edge of the innermost loop holding both when the signal
+/// comes after the wait, and the signal's line.
+fn signal(s: &mut String, r: &Report, g: &Geo, (i, row, sig): (usize, usize, usize)) {
+    let x1 = g.lanes_end();
+    let ys = g.y(sig);
+    let xs = g.win_x;
+    // Signal after the wait: the slack runs from the signal round the back edge of the
+    // innermost loop holding both to the wait.
+    for (a, b) in spans_around(r, g, (sig, row)) {
+        let _ = write!(
+            s,
+            r#"<rect class="slack" x="{xs}" y="{a}" width="{}" height="{}"/>"#,
+            x1 - xs,
+            b.saturating_sub(a)
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<line class="signal" x1="{xs}" y1="{ys}" x2="{x1}" y2="{ys}"/><text class="label" x="{}" y="{}">#{i} signal</text>"#,
+        x1 + 6,
+        ys + 4
+    );
+}
+
 fn sync(s: &mut String, r: &Report, g: &Geo, i: usize) {
     let y = &r.syncs[i];
     let Some(row) = y.row else {
@@ -601,37 +632,7 @@ fn sync(s: &mut String, r: &Report, g: &Geo, i: usize) {
         ))
     );
     if let Some(sig) = y.signal_row {
-        let ys = g.y(sig);
-        let xs = g.win_x;
-        // Signal after the wait: the slack runs from the signal round the back edge of the
-        // innermost loop holding both to the wait.
-        let around = r
-            .timeline
-            .bands
-            .iter()
-            .filter(|b| b.kind.loops() && b.open < row && sig < b.close)
-            .max_by_key(|b| b.depth);
-        let spans = match (sig > row, around) {
-            (true, Some(b)) => vec![
-                (ys, TOP + (b.close + 1) * ROW_H),
-                (TOP + b.open * ROW_H, yy),
-            ],
-            _ => vec![(ys.min(yy), ys.max(yy))],
-        };
-        for (a, b) in spans {
-            let _ = write!(
-                s,
-                r#"<rect class="slack" x="{xs}" y="{a}" width="{}" height="{}"/>"#,
-                x1 - xs,
-                b.saturating_sub(a)
-            );
-        }
-        let _ = write!(
-            s,
-            r#"<line class="signal" x1="{xs}" y1="{ys}" x2="{x1}" y2="{ys}"/><text class="label" x="{}" y="{}">#{i} signal</text>"#,
-            x1 + 6,
-            ys + 4
-        );
+        signal(s, r, g, (i, row, sig));
     }
     let class = if y.kind == SyncKindView::Split {
         "wait"

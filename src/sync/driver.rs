@@ -19,7 +19,8 @@
 //! Each stage is planned on the output of the previous one and never mutates its input, but
 //! for the kernel [`synchronize_owned`] is given: the handshakes and waits are written into
 //! it, so it becomes the kernel placement runs on without a copy ([`synchronize_output`]
-//! writes the barriers into it too, for a caller that wants no explanation). The
+//! writes the barriers into it too, for a caller that wants no explanation, and its result's
+//! type, `Synchronized<InPlace>`, says that kernel is gone). The
 //! ops a stage inserts are new arena entries, so "inserted" is exactly "a sync op whose id the
 //! input kernel did not have"; [`without_inserted`] drops one of them (mutation testing).
 //! Complexity: the sum of the stages'.
@@ -40,17 +41,19 @@ use crate::sync::waits::plan_waits_ordered;
 use crate::sync::{PlaceMemo, PlaceOptions, Placement, place_barriers_memo};
 use crate::target::Target;
 
-/// The result of the pipeline.
+/// The result of the pipeline. `W` is what is kept of the kernel barrier placement ran on:
+/// the kernel itself ([`Kernel`], the default: [`synchronize`], [`synchronize_owned`]), or
+/// [`InPlace`] where the barriers were written into it ([`synchronize_output`]), so a result
+/// without that kernel cannot be asked for it.
 #[derive(Clone, Debug)]
-pub struct Synchronized {
+pub struct Synchronized<W = Kernel> {
     /// The synchronized kernel.
     pub kernel: Kernel,
     /// Waits inserted into the input (anchored in the input kernel).
     pub waits: SyncPlan,
     /// The input with its waits: the kernel barrier placement ran on (its anchors, and the
-    /// names explanations give). `None` from [`synchronize_output`], which writes the barriers
-    /// into that kernel instead of a copy of it: read it through [`Synchronized::with_waits()`].
-    pub with_waits: Option<Kernel>,
+    /// names explanations give); [`InPlace`] from [`synchronize_output`].
+    pub with_waits: W,
     /// Barrier placement on `with_waits` (anchored there).
     pub placement: Placement,
     /// Split-barrier lowering statistics (gfx12 targets).
@@ -63,18 +66,37 @@ pub struct Synchronized {
     pub handshakes: Vec<Placed>,
 }
 
-impl Synchronized {
-    /// The kernel barrier placement ran on. Panics on a result of [`synchronize_output`],
-    /// which keeps none (explanations need [`synchronize`] or [`synchronize_owned`]).
-    pub fn with_waits(&self) -> &Kernel {
-        self.with_waits
-            .as_ref()
-            .expect("synchronize_output keeps no kernel without the barriers: explanations need synchronize")
-    }
+/// What [`synchronize_output`] keeps of the kernel barrier placement ran on: nothing, the
+/// barriers were written into it and it became the output.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct InPlace;
 
+impl Synchronized {
+    /// The kernel barrier placement ran on.
+    pub fn with_waits(&self) -> &Kernel {
+        &self.with_waits
+    }
+}
+
+impl<W> Synchronized<W> {
     /// The inserted sync ops of the final kernel, in program order.
     pub fn inserted(&self) -> Vec<Op> {
         inserted_syncs(&self.kernel, self.input_ops)
+    }
+
+    /// The same result keeping `f(with_waits)` instead (a caller that handles both kinds of
+    /// result as one type: `Synchronized<Option<Kernel>>`).
+    pub fn map_with_waits<V>(self, f: impl FnOnce(W) -> V) -> Synchronized<V> {
+        Synchronized {
+            kernel: self.kernel,
+            waits: self.waits,
+            with_waits: f(self.with_waits),
+            placement: self.placement,
+            split: self.split,
+            fences: self.fences,
+            input_ops: self.input_ops,
+            handshakes: self.handshakes,
+        }
     }
 }
 
@@ -256,59 +278,59 @@ pub fn synchronize_owned(
     target: &Target,
     opts: &PlaceOptions,
 ) -> Result<Synchronized, Vec<Diagnostic>> {
-    run(input, target, opts, Keep::WithWaits)
+    run(input, target, opts)
 }
 
 /// [`synchronize_owned`] for a caller that wants the output and no explanation (`sync`
 /// without `--explain`): the barriers are written into the kernel placement ran on instead of
-/// a copy of it (`ir::edit::apply_in_place`), so one kernel is alive at the end, and
-/// `Synchronized::with_waits` is `None`. Every other field is [`synchronize_owned`]'s, the
+/// a copy of it (`ir::edit::apply_in_place`), so one kernel is alive at the end, and the
+/// result keeps [`InPlace`] for it. Every other field is [`synchronize_owned`]'s, the
 /// output kernel included (the same ops, ids and places).
 pub fn synchronize_output(
     input: Kernel,
     target: &Target,
     opts: &PlaceOptions,
-) -> Result<Synchronized, Vec<Diagnostic>> {
-    run(input, target, opts, Keep::Output)
+) -> Result<Synchronized<InPlace>, Vec<Diagnostic>> {
+    run(input, target, opts)
 }
 
-/// Whether the pipeline keeps the kernel placement ran on next to the output.
-#[derive(Copy, Clone, PartialEq, Eq)]
-enum Keep {
-    /// Both: the output is made on a copy ([`synchronize_owned`]).
-    WithWaits,
-    /// The output only, made in place ([`synchronize_output`]).
-    Output,
+/// What the pipeline keeps of the kernel placement ran on next to the output: the kernel
+/// (the output made on a copy, [`synchronize_owned`]) or [`InPlace`] (the output made in it,
+/// [`synchronize_output`]).
+trait Keep: Sized {
+    /// The barrier plan applied to `with_waits`: what is kept of it, and the output.
+    fn apply_barriers(with_waits: Kernel, plan: &SyncPlan)
+    -> Result<(Self, Kernel), Vec<Diagnostic>>;
 }
 
-/// The barrier plan applied to the kernel placement ran on: on a copy, both kernels
-/// returned ([`Keep::WithWaits`]), or in place, the kernel then returned as the output only.
-fn apply_barriers(
-    with_waits: Kernel,
-    plan: &SyncPlan,
-    keep: Keep,
-) -> Result<(Option<Kernel>, Kernel), Vec<Diagnostic>> {
-    match keep {
-        Keep::WithWaits => {
-            let out = apply(&with_waits, plan).map_err(|d| vec![d])?;
-            Ok((Some(with_waits), out))
-        }
-        Keep::Output => {
-            let mut out = with_waits;
-            apply_in_place(&mut out, plan).map_err(|d| vec![d])?;
-            Ok((None, out))
-        }
+impl Keep for Kernel {
+    fn apply_barriers(
+        with_waits: Kernel,
+        plan: &SyncPlan,
+    ) -> Result<(Kernel, Kernel), Vec<Diagnostic>> {
+        let out = apply(&with_waits, plan).map_err(|d| vec![d])?;
+        Ok((with_waits, out))
     }
 }
 
-/// The pipeline on a kernel it takes; `keep` says whether the kernel placement ran on
+impl Keep for InPlace {
+    fn apply_barriers(
+        with_waits: Kernel,
+        plan: &SyncPlan,
+    ) -> Result<(InPlace, Kernel), Vec<Diagnostic>> {
+        let mut out = with_waits;
+        apply_in_place(&mut out, plan).map_err(|d| vec![d])?;
+        Ok((InPlace, out))
+    }
+}
+
+/// The pipeline on a kernel it takes; `W` says whether the kernel placement ran on
 /// survives next to the output.
-fn run(
+fn run<W: Keep>(
     input: Kernel,
     target: &Target,
     opts: &PlaceOptions,
-    keep: Keep,
-) -> Result<Synchronized, Vec<Diagnostic>> {
+) -> Result<Synchronized<W>, Vec<Diagnostic>> {
     let input_ops = input.ops.len();
     let hs = place_handshakes_owned(input, target);
     let k = &hs.kernel;
@@ -337,7 +359,7 @@ fn run(
         waits_and_barriers(&cx, &hs.ordered_tma, &mut memo).map_err(with_hs)?;
     merge_warnings(k, &hs, &wait_warnings, &mut placement);
     let with_waits = with_waits.unwrap_or(hs.kernel);
-    let (with_waits, with_barriers) = apply_barriers(with_waits, &placement.plan, keep)?;
+    let (with_waits, with_barriers) = W::apply_barriers(with_waits, &placement.plan)?;
     let (mut kernel, fences, split) = fence_and_lower(with_barriers, target, opts)?;
     // The output says which target it was synchronized for (warp width, barriers).
     kernel.target = Some(target.name.to_string());

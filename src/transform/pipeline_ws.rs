@@ -191,52 +191,49 @@ fn check_around(k: &Kernel, l: Op, g: Op) -> Vec<Diagnostic> {
     errs
 }
 
-/// Builds the role branch in place of loop `l` (legality checked).
-fn split_roles(k: &mut Kernel, l: Op, g: Op, bufs: &[Buffer], d: u32) {
-    let n = k.block[0];
-    k.block[0] = n + PRODUCER_THREADS;
-    let name = fresh_name("producer", |x| k.groups.values().any(|gr| gr.name == x));
-    let grp = k.groups.push(GroupData {
-        name,
-        lo: n,
-        hi: n + PRODUCER_THREADS,
-    });
+/// Slot views `view @b[rem %x, D]` of each of `bufs`, appended to `ops`: the map from each
+/// buffer to its view.
+fn slot_views(
+    k: &mut Kernel,
+    bufs: &[Buffer],
+    d: u32,
+    x: Value,
+    ops: &mut Vec<Op>,
+) -> HashMap<MemRef, MemRef> {
+    let r = k.new_op(
+        OpKind::Binary(BinOp::Rem, Operand::Value(x), Operand::int(d as i64)),
+        &[ScalarType::I32],
+        vec![],
+    );
+    ops.push(r);
+    let s = Operand::Value(k.ops[r].results[0]);
+    let mut map = HashMap::new();
     for &b in bufs {
-        k.buffers[b].shape.insert(0, d as u64);
+        let (v, op) = k.new_view(MemRef::Buffer(b), vec![ViewIndex::At(s)]);
+        ops.push(op);
+        map.insert(MemRef::Buffer(b), MemRef::View(v));
     }
+    map
+}
+
+/// The producer role of loop `l` with stage `g`: `for %p = lo to hi step 1 { slot views;
+/// the stage at %p }` under the elected thread (`tid == n`, the first producer thread). The
+/// stage's ops are cloned unwrapped: the handshake wants the loads right under the loop.
+/// Returns the `tid` op (the caller places it before the role branch) and the role's region.
+fn producer_role(k: &mut Kernel, (l, g): (Op, Op), bufs: &[Buffer], d: u32, n: u32) -> (Op, Region) {
     let OpKind::For { lo, hi, step, .. } = k.ops[l].kind.clone() else {
         unreachable!("a for loop")
     };
-    let body = k.ops[l].regions[0];
-    let iv = k.region_args(body)[0];
-    // Slot views `view @b[rem %x, D]`, appended to `ops`.
-    let slot_views = |k: &mut Kernel, x: Value, ops: &mut Vec<Op>| {
-        let r = k.new_op(
-            OpKind::Binary(BinOp::Rem, Operand::Value(x), Operand::int(d as i64)),
-            &[ScalarType::I32],
-            vec![],
-        );
-        ops.push(r);
-        let s = Operand::Value(k.ops[r].results[0]);
-        let mut map = HashMap::new();
-        for &b in bufs {
-            let (v, op) = k.new_view(MemRef::Buffer(b), vec![ViewIndex::At(s)]);
-            ops.push(op);
-            map.insert(MemRef::Buffer(b), MemRef::View(v));
-        }
-        map
-    };
-    // Producer: for %p = lo to hi step 1 { slot views; the stage at %p }, under the elected thread.
+    let iv = k.region_args(k.ops[l].regions[0])[0];
     let pbody = k.new_region();
     let p = k.new_value(ScalarType::I32, ValueDef::RegionArg(pbody, 0));
     k.push_region_arg(pbody, p);
     let mut pops = Vec::new();
-    let mems = slot_views(k, p, &mut pops);
+    let mems = slot_views(k, bufs, d, p, &mut pops);
     let mut map = CloneMap {
         values: HashMap::from([(iv, Operand::Value(p))]),
         mems,
     };
-    // The stage's ops, unwrapped: the handshake wants the loads right under the loop.
     for o in k.region_ops(k.ops[g].regions[0]).to_vec() {
         let c = k.clone_op(o, &mut map);
         pops.push(c);
@@ -252,9 +249,28 @@ fn split_roles(k: &mut Kernel, l: Op, g: Op, bufs: &[Buffer], d: u32) {
     let eif = k.new_op(OpKind::If { cond: Operand::Value(k.ops[elect].results[0]) }, &[], vec![et, ee]);
     let prod = k.new_region();
     k.set_region_ops(prod, vec![elect, eif]);
+    (tid, prod)
+}
+
+/// Builds the role branch in place of loop `l` (legality checked).
+fn split_roles(k: &mut Kernel, l: Op, g: Op, bufs: &[Buffer], d: u32) {
+    let n = k.block[0];
+    k.block[0] = n + PRODUCER_THREADS;
+    let name = fresh_name("producer", |x| k.groups.values().any(|gr| gr.name == x));
+    let grp = k.groups.push(GroupData {
+        name,
+        lo: n,
+        hi: n + PRODUCER_THREADS,
+    });
+    for &b in bufs {
+        k.buffers[b].shape.insert(0, d as u64);
+    }
+    let body = k.ops[l].regions[0];
+    let iv = k.region_args(body)[0];
+    let (tid, prod) = producer_role(k, (l, g), bufs, d, n);
     // Consumers: the loop without its stage, reading slot %k mod D; then the ops after it.
     let mut top = Vec::new();
-    let cmap = slot_views(k, iv, &mut top);
+    let cmap = slot_views(k, bufs, d, iv, &mut top);
     let mut loop_ops = Vec::new();
     subtree(k, l, &mut loop_ops);
     let mut stage_ops = Vec::new();

@@ -1,5 +1,6 @@
-//! What the integration tests share: parsing a kernel the test wrote (panicking with the
-//! rendered diagnostics), finding ops, the one seeded PRNG and random kernel generator
+//! What the integration tests share: listing the repository's kernel files
+//! ([`kernel_files`], [`kernel_files_under`]), parsing a kernel the test wrote (panicking with
+//! the rendered diagnostics), finding ops, the one seeded PRNG and random kernel generator
 //! (`smemsync::gen`, re-exported), and minimizers that shrink a failing case before it is
 //! reported.
 //!
@@ -31,6 +32,51 @@ use smemsync::ir::{Kernel, Op, OpKind};
 pub use smemsync::r#gen::{
     GenConfig, Rng, copy_paths_kernel_text, hazard_kernel_text, random_kernel, random_kernel_text,
 };
+
+/// The `.kir` files directly in each of `dirs` (paths relative to the crate root), sorted.
+/// Panics when a directory cannot be read: a test that lists none would pass vacuously.
+pub fn kernel_files(dirs: &[&str]) -> Vec<std::path::PathBuf> {
+    list_kernel_files(dirs, false)
+}
+
+/// The `.kir` files in each of `dirs` (relative to the crate root) and every directory below
+/// them but build outputs (`target`) and hidden ones, sorted; panics as [`kernel_files`].
+pub fn kernel_files_under(dirs: &[&str]) -> Vec<std::path::PathBuf> {
+    list_kernel_files(dirs, true)
+}
+
+/// [`kernel_files`] or, `recursive`, [`kernel_files_under`].
+fn list_kernel_files(dirs: &[&str], recursive: bool) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for d in dirs {
+        collect_kernel_files(&crate_dir(d), recursive, &mut out);
+    }
+    out.sort();
+    out
+}
+
+/// `dir` under the crate root (tests may run from elsewhere).
+fn crate_dir(dir: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)
+}
+
+/// Appends the `.kir` files of `dir` to `out`, and those below it when `recursive`.
+fn collect_kernel_files(dir: &std::path::Path, recursive: bool, out: &mut Vec<std::path::PathBuf>) {
+    let rd =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()));
+    for p in rd.flatten().map(|e| e.path()) {
+        if p.is_dir() {
+            let skipped = p
+                .file_name()
+                .is_some_and(|n| n == "target" || n.to_string_lossy().starts_with('.'));
+            if recursive && !skipped {
+                collect_kernel_files(&p, true, out);
+            }
+        } else if p.extension().is_some_and(|x| x == "kir") {
+            out.push(p);
+        }
+    }
+}
 
 /// Parses one kernel and runs the structural verifier, panicking with the rendered
 /// diagnostics and the source when either complains.
