@@ -444,6 +444,10 @@ pub struct FlowMemo {
     /// tagging it `Unknown` on entry (`Flow::split_quiet`): the oracle the tests compare the
     /// collapse with.
     pub keep_tags: bool,
+    /// Ask the overlap engine for every pair of accesses of one buffer, never deciding
+    /// "apart" from their footprint boxes ([`crate::analysis::boxes`], `Flow::apart`): the
+    /// oracle the tests compare the boxes with.
+    pub no_boxes: bool,
     /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
     /// the hazard finder reports no hazard between two of them.
     pub ordered_tma: std::collections::HashSet<Op>,
@@ -554,6 +558,8 @@ pub struct Flow<'k> {
     /// The ops of a loop body in closed form that some async op may meet
     /// ([`Flow::near_body_ops`]).
     near_body: HashMap<Op, Arc<[Op]>>,
+    /// Footprint boxes of the accesses ([`Flow::apart`]).
+    boxes: crate::analysis::boxes::Boxes<'k>,
     /// What this solver did (`SMEMSYNC_INFLIGHT_STATS`).
     pub stats: FlowStats,
 }
@@ -631,6 +637,7 @@ impl<'k> Flow<'k> {
             inserting: HashMap::default(),
             quiet: HashMap::default(),
             near_body: HashMap::default(),
+            boxes: crate::analysis::boxes::Boxes::new(k, target.warp),
             stats: FlowStats::default(),
         }
     }
@@ -1830,16 +1837,22 @@ impl<'k> Flow<'k> {
     }
 
     /// Whether no access of `copy` and of the consumer `op` can conflict under any tags
-    /// (neither writes, or their buffers are apart). Memoized per pair.
+    /// (neither writes, their buffers are apart, or their footprint boxes are disjoint:
+    /// [`crate::analysis::boxes`], not under [`FlowMemo::no_boxes`] or
+    /// `SMEMSYNC_INFLIGHT_NO_BOXES`). Memoized per pair.
     fn apart(&mut self, op: Op, copy: Op) -> bool {
         if let Some(&a) = self.memo.apart.get(&(op, copy)) {
             return a;
         }
         let theirs = self.copy_accesses(copy);
         let mine = &self.memo.consumers[&op].mine;
+        let use_boxes = !(self.memo.no_boxes || no_boxes_env());
+        let (overlap, boxes) = (&self.overlap, &mut self.boxes);
         let a = theirs.iter().all(|ta| {
             mine.iter().all(|ma| {
-                !(ta.kind.writes() || ma.kind.writes()) || self.overlap.buffers_apart(ta, ma)
+                !(ta.kind.writes() || ma.kind.writes())
+                    || overlap.buffers_apart(ta, ma)
+                    || (use_boxes && boxes.apart(ta, ma))
             })
         });
         self.memo.apart.insert((op, copy), a);
@@ -1937,6 +1950,13 @@ fn full_trips_env() -> bool {
 fn keep_tags_env() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_KEEP_TAGS").is_some())
+}
+
+/// Whether `SMEMSYNC_INFLIGHT_NO_BOXES` is set: footprint boxes decide no pair apart (for
+/// measuring them, `Flow::apart`).
+fn no_boxes_env() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_NO_BOXES").is_some())
 }
 
 /// Drops from `x` the entries that stand for no execution at the head of loop `l`, a `for`
