@@ -38,6 +38,8 @@
 //! index expressions as in the dependence tests of the GCD/Banerjee family (Banerjee's
 //! bounds test: disjoint ranges of one subscript prove independence).
 
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::ir::ranges::Ranges;
@@ -87,12 +89,22 @@ impl Iv {
 /// The box of an access: per root dimension, the interval of indices it may touch.
 pub type FootBox = Vec<Iv>;
 
+/// Whether two boxes of one root buffer are known and disjoint in some dimension.
+pub fn disjoint(a: &Option<FootBox>, b: &Option<FootBox>) -> bool {
+    match (a, b) {
+        (Some(x), Some(y)) => x.iter().zip(y).any(|(p, q)| p.disjoint(*q)),
+        _ => false,
+    }
+}
+
 /// Value intervals of one kernel, memoized, and the boxes built from them.
 pub struct Boxes<'k> {
     k: &'k Kernel,
     warp: u32,
     ranges: Option<Ranges>,
     vals: HashMap<Value, Option<Iv>>,
+    /// [`Boxes::of_op`]'s memo.
+    by_op: HashMap<(Op, bool), Arc<[Option<FootBox>]>>,
     /// Walks cut at [`MAX_DEPTH`] so far: a value computed during a cut walk is not
     /// memoized (its answer may depend on the path that reached it).
     cuts: u64,
@@ -107,19 +119,25 @@ impl<'k> Boxes<'k> {
             ranges: None,
             vals: HashMap::default(),
             cuts: 0,
+            by_op: HashMap::default(),
         }
     }
 
     /// Whether `a` and `b` are accesses of one root buffer with boxes disjoint in some
     /// dimension (so they touch no common byte in any execution). `false` says nothing.
     pub fn apart(&mut self, a: &SharedAccess, b: &SharedAccess) -> bool {
-        if self.k.root_buffer(a.mem) != self.k.root_buffer(b.mem) {
-            return false;
+        self.k.root_buffer(a.mem) == self.k.root_buffer(b.mem) && disjoint(&self.of(a), &self.of(b))
+    }
+
+    /// The boxes of the accesses `accs` of `op` ([`Boxes::of`]), memoized per op and role
+    /// (`copy`: its async accesses; otherwise its accesses as a consumer).
+    pub fn of_op(&mut self, op: Op, copy: bool, accs: &[SharedAccess]) -> Arc<[Option<FootBox>]> {
+        if let Some(b) = self.by_op.get(&(op, copy)) {
+            return b.clone();
         }
-        match (self.of(a), self.of(b)) {
-            (Some(x), Some(y)) => x.iter().zip(&y).any(|(p, q)| p.disjoint(*q)),
-            _ => false,
-        }
+        let b: Arc<[Option<FootBox>]> = accs.iter().map(|a| self.of(a)).collect();
+        self.by_op.insert((op, copy), b.clone());
+        b
     }
 
     /// The box of an access, within its root buffer's shape; `None` when some index has no
