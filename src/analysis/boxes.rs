@@ -28,8 +28,8 @@
 //! index some execution touches, so "apart" is sound; it can only be more precise than an
 //! engine answer that was itself conservative.
 //!
-//! **Complexity.** One interval per value, memoized (each op's interval from its operands':
-//! O(1)); a box costs O(dimensions + view depth); recursion is bounded by [`MAX_DEPTH`]
+//! **Complexity.** One interval per value, memoized in a table by value id (each op's
+//! interval from its operands': O(1)); a box costs O(dimensions + view depth); recursion is bounded by [`MAX_DEPTH`]
 //! (deeper index expressions give no box, whatever the order of the questions: a walk cut
 //! there memoizes nothing above the cut). [`Ranges`] is one pass over the kernel, built on
 //! first need.
@@ -102,7 +102,8 @@ pub struct Boxes<'k> {
     k: &'k Kernel,
     warp: u32,
     ranges: Option<Ranges>,
-    vals: HashMap<Value, Option<Iv>>,
+    /// Per value index: `None` not computed yet, `Some(None)` no interval.
+    vals: Vec<Option<Option<Iv>>>,
     /// [`Boxes::of_op`]'s memo.
     by_op: HashMap<(Op, bool), Arc<[Option<FootBox>]>>,
     /// Walks cut at [`MAX_DEPTH`] so far: a value computed during a cut walk is not
@@ -117,7 +118,7 @@ impl<'k> Boxes<'k> {
             k,
             warp,
             ranges: None,
-            vals: HashMap::default(),
+            vals: vec![None; k.values.len()],
             cuts: 0,
             by_op: HashMap::default(),
         }
@@ -229,7 +230,7 @@ impl<'k> Boxes<'k> {
     }
 
     fn value(&mut self, v: Value, depth: u32) -> Option<Iv> {
-        if let Some(r) = self.vals.get(&v) {
+        if let Some(Some(r)) = self.vals.get(v.index()) {
             return *r;
         }
         if depth > MAX_DEPTH {
@@ -244,8 +245,10 @@ impl<'k> Boxes<'k> {
         };
         // Memoized unless the walk was cut below it (reached by a shorter path, the value
         // may have an interval): the answers do not depend on the order of the questions.
-        if self.cuts == cuts {
-            self.vals.insert(v, r);
+        if self.cuts == cuts
+            && let Some(slot) = self.vals.get_mut(v.index())
+        {
+            *slot = Some(r);
         }
         r
     }

@@ -1260,16 +1260,23 @@ impl<'k> Flow<'k> {
                     continue;
                 }
                 // Known answers are read in place (`consumer_near` made the record); the
-                // others are asked afterwards. Only the memo's contents depend on the order.
+                // others are asked afterwards, but for copies the consumer cannot meet (no,
+                // without a note). Only the memo's contents depend on the order.
                 let mut unasked = Vec::new();
                 if let Some(c) = self.memo.consumers.get(&op) {
+                    let (table, pos) = (&self.memo.entries, &self.memo.async_pos);
                     for (_, e, _) in st.iter() {
                         match c.answers.get(e.index()).copied().unwrap_or(Answer::Unasked) {
                             Answer::No => {}
                             Answer::Yes => return true,
                             Answer::Noted(i) if self.memo.noted[i as usize].0 => return true,
                             Answer::Noted(_) => {}
-                            Answer::Unasked => unasked.push(e),
+                            Answer::Unasked => {
+                                let p = pos.get(table.op(e).index()).copied();
+                                if c.may_meet(p.unwrap_or(u32::MAX)) {
+                                    unasked.push(e);
+                                }
+                            }
                         }
                     }
                 }
@@ -1957,7 +1964,9 @@ impl<'k> Flow<'k> {
     /// Whether no access of `copy` and of the consumer `op` can conflict under any tags
     /// ([`Flow::pair_apart`]), read from the consumer's record ([`Consumer::near_set`]).
     fn apart(&mut self, op: Op, copy: Op) -> bool {
-        self.consumer_near(op);
+        if !self.memo.consumers.contains_key(&op) {
+            self.consumer_near(op);
+        }
         let p = self.async_pos(copy);
         let c = &self.memo.consumers[&op];
         if p != u32::MAX {
