@@ -216,6 +216,36 @@ pub struct Completions {
     pub drained: BTreeSet<(Op, Op)>,
     /// Footprint queries answered conservatively (W0314).
     pub warnings: Vec<crate::diag::Diagnostic>,
+    /// Program positions of the kernel's ops, for [`Completions::loop_completion`].
+    positions: Positions,
+}
+
+/// Program positions by op index (`usize::MAX`: not placed), computed on the first
+/// [`Completions::loop_completion`] (a map of every op built per call was 8% of `sync` on
+/// the unrolled GEMM: one call per copy), with the arena length of the kernel they are for.
+/// Printed as nothing: a cache, not a result.
+#[derive(Clone, Default)]
+struct Positions(std::cell::OnceCell<(usize, Arc<[usize]>)>);
+
+impl std::fmt::Debug for Positions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("_")
+    }
+}
+
+impl Positions {
+    /// The positions of `k`'s ops (computed afresh when the cache is for another kernel).
+    fn of(&self, k: &Kernel) -> Arc<[usize]> {
+        let compute = || {
+            let mut t = vec![usize::MAX; k.ops.len()];
+            for (i, o) in k.ops_in_order().into_iter().enumerate() {
+                t[o.index()] = i;
+            }
+            Arc::<[usize]>::from(t)
+        };
+        let (n, p) = self.0.get_or_init(|| (k.ops.len(), compute()));
+        if *n == k.ops.len() { p.clone() } else { compute() }
+    }
 }
 
 /// Where an async op inside a loop is completed, in the shape barrier placement asks for.
@@ -260,7 +290,8 @@ impl Completions {
             .filter(|a| matches!(k.ops[*a].kind, OpKind::For { .. } | OpKind::While { .. }))
             .collect();
         copy_loops.reverse();
-        let order = k.program_order();
+        let positions = self.positions.of(k);
+        let order = |o: &Op| positions.get(o.index()).copied().filter(|&p| p != usize::MAX);
         let waits = self.by_copy.get(&copy).cloned().unwrap_or_default();
         let mut found = None;
         for level in (0..copy_loops.len()).rev() {
@@ -275,7 +306,7 @@ impl Completions {
                     let Some((_, IterTag::Dist(d))) = c.tags.iter().find(|(tl, _)| *tl == l) else {
                         continue;
                     };
-                    if best.is_none_or(|(w0, d0)| (*d, order.get(&w)) < (d0, order.get(&w0))) {
+                    if best.is_none_or(|(w0, d0)| (*d, order(&w)) < (d0, order(&w0))) {
                         best = Some((w, *d));
                     }
                 }
@@ -288,7 +319,7 @@ impl Completions {
         let (level, in_loop) = match (found, copy_loops.is_empty()) {
             (Some((lv, b)), _) => (Some(lv), b),
             (None, false) => (Some(0), None),
-            (None, true) => (None, self.first_straight_wait(&waits, copy, &order)),
+            (None, true) => (None, self.first_straight_wait(&waits, copy, order)),
         };
         let mut exit: Option<Op> = None;
         let mut exit_on_entry = false;
@@ -296,8 +327,8 @@ impl Completions {
             for &w in &waits {
                 let outside = !parents.ancestors(w).contains(&l);
                 if outside
-                    && order.get(&w) > order.get(&l)
-                    && exit.is_none_or(|e| order.get(&w) < order.get(&e))
+                    && order(&w) > order(&l)
+                    && exit.is_none_or(|e| order(&w) < order(&e))
                     && self.completed_by(w, copy).next().is_some()
                 {
                     exit = Some(w);
@@ -329,12 +360,12 @@ impl Completions {
         &self,
         waits: &BTreeSet<Op>,
         copy: Op,
-        order: &HashMap<Op, usize>,
+        order: impl Fn(&Op) -> Option<usize>,
     ) -> Option<(Op, u32)> {
         waits
             .iter()
             .filter(|w| self.completed_by(**w, copy).next().is_some())
-            .min_by_key(|w| order.get(w))
+            .min_by_key(|w| order(w))
             .map(|w| (*w, 0))
     }
 
@@ -389,15 +420,31 @@ enum Answer {
     Noted(u32),
 }
 
-/// What the memo keeps per consumer op: its shared accesses (mbarriers excluded) and the
-/// answers indexed by entry id.
+/// What the memo keeps per consumer op: its shared accesses (mbarriers excluded), the async
+/// ops it may meet, and the answers indexed by entry id.
 #[derive(Clone, Debug, Default)]
 struct Consumer {
-    mine: Vec<SharedAccess>,
+    mine: Arc<[SharedAccess]>,
     /// Whether some async op of the kernel is not apart from these accesses
     /// ([`Flow::apart`]): without one, no entry can conflict and none is looked at.
     near: bool,
+    /// The async ops not apart from these accesses, as a bitset over their positions in
+    /// [`FlowMemo::asyncs`]: an entry of any other copy conflicts with nothing here and is
+    /// skipped without a question (nor an answer slot).
+    near_set: Vec<u64>,
     answers: Vec<Answer>,
+}
+
+impl Consumer {
+    /// Whether the async op at position `p` of [`FlowMemo::asyncs`] may meet this consumer
+    /// (`u32::MAX`, an op not listed: it may).
+    fn may_meet(&self, p: u32) -> bool {
+        p == u32::MAX
+            || self
+                .near_set
+                .get(p as usize / 64)
+                .is_some_and(|w| w >> (p % 64) & 1 == 1)
+    }
 }
 
 /// Footprint answers of the dataflow ("may this consumer conflict with this execution of
@@ -425,10 +472,13 @@ pub struct FlowMemo {
     issued: HashMap<Op, EntryId>,
     /// The async accesses of each copy asked about.
     copies: HashMap<Op, Arc<[SharedAccess]>>,
-    /// Per (consumer, copy): whether no access pair can conflict ([`Flow::apart`]).
-    apart: HashMap<(Op, Op), bool>,
     /// The async ops of the kernel (inserting sync ops adds none), listed on first need.
     asyncs: Option<Arc<[Op]>>,
+    /// Position of each op in `asyncs`, by op index (`u32::MAX`: not an async op).
+    async_pos: Vec<u32>,
+    /// Positions in `asyncs` of the async ops with an async access in each root buffer:
+    /// the only copies a consumer of an unpinned buffer can meet ([`Flow::near_copies`]).
+    by_root: HashMap<Buffer, Vec<u32>>,
     /// [`Flow::generalized`] per (innermost loop around the consumer, entry, widening): the
     /// widened entry depends on the consumer only through the loops around it, which
     /// inserting sync ops does not change.
@@ -444,6 +494,10 @@ pub struct FlowMemo {
     /// tagging it `Unknown` on entry (`Flow::split_quiet`): the oracle the tests compare the
     /// collapse with.
     pub keep_tags: bool,
+    /// Ask the overlap engine for every pair of accesses of one buffer, never deciding
+    /// "apart" from their footprint boxes ([`crate::analysis::boxes`], `Flow::apart`): the
+    /// oracle the tests compare the boxes with.
+    pub no_boxes: bool,
     /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
     /// the hazard finder reports no hazard between two of them.
     pub ordered_tma: std::collections::HashSet<Op>,
@@ -554,6 +608,8 @@ pub struct Flow<'k> {
     /// The ops of a loop body in closed form that some async op may meet
     /// ([`Flow::near_body_ops`]).
     near_body: HashMap<Op, Arc<[Op]>>,
+    /// Footprint boxes of the accesses ([`Flow::apart`]).
+    boxes: crate::analysis::boxes::Boxes<'k>,
     /// What this solver did (`SMEMSYNC_INFLIGHT_STATS`).
     pub stats: FlowStats,
 }
@@ -631,6 +687,7 @@ impl<'k> Flow<'k> {
             inserting: HashMap::default(),
             quiet: HashMap::default(),
             near_body: HashMap::default(),
+            boxes: crate::analysis::boxes::Boxes::new(k, target.warp),
             stats: FlowStats::default(),
         }
     }
@@ -1203,16 +1260,23 @@ impl<'k> Flow<'k> {
                     continue;
                 }
                 // Known answers are read in place (`consumer_near` made the record); the
-                // others are asked afterwards. Only the memo's contents depend on the order.
+                // others are asked afterwards, but for copies the consumer cannot meet (no,
+                // without a note). Only the memo's contents depend on the order.
                 let mut unasked = Vec::new();
                 if let Some(c) = self.memo.consumers.get(&op) {
+                    let (table, pos) = (&self.memo.entries, &self.memo.async_pos);
                     for (_, e, _) in st.iter() {
                         match c.answers.get(e.index()).copied().unwrap_or(Answer::Unasked) {
                             Answer::No => {}
                             Answer::Yes => return true,
                             Answer::Noted(i) if self.memo.noted[i as usize].0 => return true,
                             Answer::Noted(_) => {}
-                            Answer::Unasked => unasked.push(e),
+                            Answer::Unasked => {
+                                let p = pos.get(table.op(e).index()).copied();
+                                if c.may_meet(p.unwrap_or(u32::MAX)) {
+                                    unasked.push(e);
+                                }
+                            }
                         }
                     }
                 }
@@ -1608,12 +1672,21 @@ impl<'k> Flow<'k> {
         // and replayed in the order of the entries, whatever their ids.
         let mut hits = Vec::new();
         let mut rest = Vec::new();
+        // An unasked entry of a copy the consumer cannot meet is `No` (without a note):
+        // skipped, not asked nor stored.
+        let (table, pos) = (&self.memo.entries, &self.memo.async_pos);
         for (q, list) in st.queues() {
             for &(e, a) in list {
                 match c.answers.get(e.index()).copied().unwrap_or(Answer::Unasked) {
                     Answer::No => {}
                     Answer::Yes => hits.push((q, e, a)),
-                    Answer::Unasked | Answer::Noted(_) => rest.push((q, e, a)),
+                    Answer::Noted(_) => rest.push((q, e, a)),
+                    Answer::Unasked => {
+                        let p = pos.get(table.op(e).index()).copied().unwrap_or(u32::MAX);
+                        if c.may_meet(p) {
+                            rest.push((q, e, a));
+                        }
+                    }
                 }
             }
         }
@@ -1639,29 +1712,62 @@ impl<'k> Flow<'k> {
             return c.near;
         }
         let k = self.k;
-        let mine: Vec<SharedAccess> = effects(k, op)
+        let mine: Arc<[SharedAccess]> = effects(k, op)
             .shared
             .into_iter()
             .filter(|a| k.elem(a.mem) != ElemType::MBarrier)
             .collect();
-        let empty = mine.is_empty();
+        let near_set = if mine.is_empty() {
+            Vec::new()
+        } else {
+            self.near_copies(op, &mine)
+        };
+        let near = near_set.iter().any(|w| *w != 0);
         self.memo.consumers.insert(
             op,
             Consumer {
                 mine,
-                near: false,
+                near,
+                near_set,
                 answers: Vec::new(),
             },
         );
-        let near = !empty && self.async_ops().iter().any(|&c| !self.apart(op, c));
-        if let Some(c) = self.memo.consumers.get_mut(&op) {
-            c.near = near;
-        }
         near
     }
 
+    /// The async ops that some access of `mine` (consumer `op`'s) may meet, as a bitset over
+    /// their positions in [`FlowMemo::asyncs`]. Only the copies with an access in the root
+    /// buffer of one of `mine` are candidates (in another root buffer, an access of an
+    /// unpinned buffer is apart from it: [`Overlap::buffers_apart`]); every copy is one when
+    /// some of `mine` is in a pinned buffer (pinned buffers may share bytes).
+    fn near_copies(&mut self, op: Op, mine: &[SharedAccess]) -> Vec<u64> {
+        let k = self.k;
+        let asyncs = self.async_ops();
+        let pinned = mine
+            .iter()
+            .any(|m| k.buffers[k.root_buffer(m.mem)].offset.is_some());
+        let mut cands: Vec<u32> = if pinned {
+            (0..asyncs.len() as u32).collect()
+        } else {
+            mine.iter()
+                .filter_map(|m| self.memo.by_root.get(&k.root_buffer(m.mem)))
+                .flatten()
+                .copied()
+                .collect()
+        };
+        cands.sort_unstable();
+        cands.dedup();
+        let mut set = vec![0u64; asyncs.len().div_ceil(64)];
+        for p in cands {
+            if !self.pair_apart(op, mine, asyncs[p as usize]) {
+                set[p as usize / 64] |= 1 << (p % 64);
+            }
+        }
+        set
+    }
+
     /// The async ops of the kernel (ops without regions that join a queue), listed once per
-    /// memo.
+    /// memo, with their positions and the root buffers of their async accesses.
     fn async_ops(&mut self) -> Arc<[Op]> {
         if let Some(a) = &self.memo.asyncs {
             return a.clone();
@@ -1673,8 +1779,34 @@ impl<'k> Flow<'k> {
             .filter(|(o, d)| d.regions.is_empty() && queue_of(k, &t, *o).is_some())
             .map(|(o, _)| o)
             .collect();
+        self.memo.async_pos = vec![u32::MAX; k.ops.len()];
+        self.memo.by_root.clear();
+        for (i, &o) in a.iter().enumerate() {
+            self.memo.async_pos[o.index()] = i as u32;
+            let mut roots: Vec<Buffer> = self
+                .copy_accesses(o)
+                .iter()
+                .map(|x| k.root_buffer(x.mem))
+                .collect();
+            roots.dedup();
+            for r in roots {
+                let list = self.memo.by_root.entry(r).or_default();
+                if list.last() != Some(&(i as u32)) {
+                    list.push(i as u32);
+                }
+            }
+        }
         self.memo.asyncs = Some(a.clone());
         a
+    }
+
+    /// The position of async op `copy` in [`FlowMemo::asyncs`] (`u32::MAX`: not listed).
+    fn async_pos(&self, copy: Op) -> u32 {
+        self.memo
+            .async_pos
+            .get(copy.index())
+            .copied()
+            .unwrap_or(u32::MAX)
     }
 
     /// The memoized answer for (`op`, `e`), asking the overlap engine on a miss; replays or
@@ -1830,20 +1962,42 @@ impl<'k> Flow<'k> {
     }
 
     /// Whether no access of `copy` and of the consumer `op` can conflict under any tags
-    /// (neither writes, or their buffers are apart). Memoized per pair.
+    /// ([`Flow::pair_apart`]), read from the consumer's record ([`Consumer::near_set`]).
     fn apart(&mut self, op: Op, copy: Op) -> bool {
-        if let Some(&a) = self.memo.apart.get(&(op, copy)) {
-            return a;
+        if !self.memo.consumers.contains_key(&op) {
+            self.consumer_near(op);
         }
+        let p = self.async_pos(copy);
+        let c = &self.memo.consumers[&op];
+        if p != u32::MAX {
+            return !c.may_meet(p);
+        }
+        let mine = c.mine.clone();
+        self.pair_apart(op, &mine, copy)
+    }
+
+    /// Whether no access of `copy` and none of `mine` (consumer `op`'s) can conflict under
+    /// any tags: neither writes, their buffers are apart, or their footprint boxes are
+    /// disjoint ([`crate::analysis::boxes`]; not under [`FlowMemo::no_boxes`] or
+    /// `SMEMSYNC_INFLIGHT_NO_BOXES`).
+    fn pair_apart(&mut self, op: Op, mine: &[SharedAccess], copy: Op) -> bool {
         let theirs = self.copy_accesses(copy);
-        let mine = &self.memo.consumers[&op].mine;
-        let a = theirs.iter().all(|ta| {
-            mine.iter().all(|ma| {
-                !(ta.kind.writes() || ma.kind.writes()) || self.overlap.buffers_apart(ta, ma)
+        let use_boxes = !(self.memo.no_boxes || no_boxes_env());
+        let (overlap, boxes) = (&self.overlap, &mut self.boxes);
+        let (tb, mb) = if use_boxes {
+            (boxes.of_op(copy, true, &theirs), boxes.of_op(op, false, mine))
+        } else {
+            (Arc::from([]), Arc::from([]))
+        };
+        theirs.iter().enumerate().all(|(i, ta)| {
+            mine.iter().enumerate().all(|(j, ma)| {
+                !(ta.kind.writes() || ma.kind.writes())
+                    || overlap.buffers_apart(ta, ma)
+                    || (use_boxes
+                        && self.k.root_buffer(ta.mem) == self.k.root_buffer(ma.mem)
+                        && crate::analysis::boxes::disjoint(&tb[i], &mb[j]))
             })
-        });
-        self.memo.apart.insert((op, copy), a);
-        a
+        })
     }
 
     /// The async accesses of a copy (memoized).
@@ -1864,22 +2018,19 @@ impl<'k> Flow<'k> {
         let mine = self
             .memo
             .consumers
-            .get_mut(&op)
-            .map(|c| std::mem::take(&mut c.mine))
-            .unwrap_or_default();
+            .get(&op)
+            .map(|c| c.mine.clone())
+            .unwrap_or_else(|| Arc::from([]));
         let tags = self.memo.entries.tags(e);
         let mut h = false;
         for ta in theirs.iter() {
-            for ma in &mine {
+            for ma in mine.iter() {
                 if (ta.kind.writes() || ma.kind.writes())
                     && self.overlap.may_overlap(copy, ta, op, ma, tags)
                 {
                     h = true;
                 }
             }
-        }
-        if let Some(c) = self.memo.consumers.get_mut(&op) {
-            c.mine = mine;
         }
         if trace_questions() {
             eprintln!(
@@ -1937,6 +2088,13 @@ fn full_trips_env() -> bool {
 fn keep_tags_env() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_KEEP_TAGS").is_some())
+}
+
+/// Whether `SMEMSYNC_INFLIGHT_NO_BOXES` is set: footprint boxes decide no pair apart (for
+/// measuring them, `Flow::apart`).
+fn no_boxes_env() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_NO_BOXES").is_some())
 }
 
 /// Drops from `x` the entries that stand for no execution at the head of loop `l`, a `for`

@@ -1,6 +1,7 @@
 //! Analyses over the IR: uniformity, footprints, conflicts, hazards. One file per analysis;
 //! each states its lattice and complexity.
 
+pub mod boxes;
 pub mod completion_blockers;
 pub mod conflicts;
 pub mod footprint;

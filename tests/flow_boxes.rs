@@ -1,0 +1,295 @@
+//! Footprint boxes (`analysis::boxes`) and the in-flight dataflow's per-consumer sets of the
+//! copies it may meet (`analysis::inflight`, `Flow::apart`): the intervals hold every value
+//! the overlap engine's evaluator computes, and the waits, completions and barrier
+//! placements with the boxes equal those of the engine asked for every pair
+//! (`FlowMemo::no_boxes`: the oracle).
+
+use std::collections::HashMap;
+
+use proptest::prelude::*;
+use smemsync::analysis::boxes::Boxes;
+use smemsync::analysis::inflight::{FlowMemo, completions_memo};
+use smemsync::analysis::overlap::Overlap;
+use smemsync::bench_kernels::{GemmShape, gemm};
+use smemsync::ir::edit::apply;
+use smemsync::ir::*;
+use smemsync::sync::waits::plan_waits_memo;
+use smemsync::sync::{PlaceMemo, PlaceOptions, place_barriers_memo};
+use smemsync::target::Target;
+
+mod common;
+use common::parse_verified as kernel;
+
+/// One generated index op: `%vI = OP A, B`.
+#[derive(Clone, Debug)]
+struct GenOp {
+    op: &'static str,
+    a: usize,
+    b: Result<usize, i32>,
+}
+
+const OPS: [&str; 12] = [
+    "add", "sub", "mul", "div", "rem", "min", "max", "and", "or", "xor", "shl", "shr",
+];
+
+fn gen_op() -> impl Strategy<Value = GenOp> {
+    (
+        0..OPS.len(),
+        0usize..64,
+        prop_oneof![
+            (0usize..64).prop_map(Ok),
+            (-9i32..70).prop_map(Err),
+            (1i32..9).prop_map(Err)
+        ],
+    )
+        .prop_map(|(o, a, b)| GenOp { op: OPS[o], a, b })
+}
+
+/// A kernel whose loop body computes `ops` from the thread registers, the loop variable and
+/// earlier results; `param`: the loop runs to a parameter in `[1, 40]`.
+fn source(
+    block: (u32, u32),
+    (lo, trip, step): (i32, i32, i32),
+    param: bool,
+    ops: &[GenOp],
+) -> String {
+    let mut names: Vec<String> = ["%t", "%u", "%ln", "%wp", "%lin", "%k"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let hi = if param {
+        "%n".to_string()
+    } else {
+        (lo + trip * step).to_string()
+    };
+    let mut body = String::new();
+    for (i, g) in ops.iter().enumerate() {
+        let a = &names[g.a % names.len()];
+        let b = match g.b {
+            Ok(j) => names[j % names.len()].clone(),
+            Err(c) if matches!(g.op, "shl" | "shr") => c.rem_euclid(6).to_string(),
+            Err(c) => c.to_string(),
+        };
+        body.push_str(&format!("    %v{i} = {} {a}, {b}\n", g.op));
+        names.push(format!("%v{i}"));
+    }
+    format!(
+        "kernel @boxes(%n: i32 in [1, 40]) block({}, {}) {{\n  shared @s : f32[64]\n  %t = tid.x\n  %u = tid.y\n  %ln = lane\n  %wp = warp\n  %lin = tid.linear\n  for %k = {lo} to {hi} step {step} {{\n{body}    store @s[%t], 1.0\n  }}\n}}\n",
+        block.0, block.1
+    )
+}
+
+/// Every value the engine's evaluator computes, for every thread and iteration, lies in the
+/// value's interval (where the boxes give one).
+fn intervals_hold(src: &str, lo: i64, hi: i64, step: i64) -> Result<(), TestCaseError> {
+    let Ok(k) = smemsync::reader::parse_kernel(src) else {
+        return Ok(());
+    };
+    if !smemsync::verify::verify(&k).is_empty() {
+        return Ok(());
+    }
+    let l = k
+        .ops_in_order()
+        .into_iter()
+        .find(|o| matches!(k.ops[*o].kind, OpKind::For { .. }))
+        .unwrap();
+    let iv = k.region_args(k.ops[l].regions[0])[0];
+    let ov = Overlap::new(&k, 32);
+    let mut boxes = Boxes::new(&k, 32);
+    let results: Vec<Value> = k
+        .ops_in_order()
+        .into_iter()
+        .filter(|o| matches!(k.ops[*o].kind, OpKind::Binary(..)))
+        .filter_map(|o| k.ops[o].results.first().copied())
+        .collect();
+    for v in results {
+        let Some(b) = boxes.operand(Operand::Value(v), 0) else {
+            continue;
+        };
+        let mut x = lo;
+        while x < hi {
+            let env = HashMap::from([(iv, x)]);
+            for t in 0..k.threads() {
+                if let Some(got) = ov.eval_at(Operand::Value(v), &env, t) {
+                    prop_assert!(
+                        b.lo <= got && got <= b.hi,
+                        "{} = {got} at k = {x}, thread {t}, outside [{}, {}]\n{src}",
+                        k.value_name(v),
+                        b.lo,
+                        b.hi
+                    );
+                }
+            }
+            x += step;
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn value_intervals_hold_every_evaluated_value(
+        block in prop_oneof![Just((32u32, 1u32)), Just((64, 1)), Just((16, 4)), Just((48, 1)), Just((8, 8))],
+        lo in 0i32..4,
+        trip in 1i32..6,
+        step in 1i32..4,
+        param in any::<bool>(),
+        ops in proptest::collection::vec(gen_op(), 1..7),
+    ) {
+        let src = source(block, (lo, trip, step), param, &ops);
+        // With a parameter bound, the loop's largest trip (`%n` up to 40).
+        let hi = if param { 40 } else { (lo + trip * step) as i64 };
+        intervals_hold(&src, lo as i64, hi, step as i64)?;
+    }
+}
+
+/// Boxes through views: an `At` index fixes a root index (its interval), a `Range` a constant
+/// window, and an index that may leave its dimension gives no box.
+#[test]
+fn boxes_follow_views_and_refuse_out_of_range_indices() {
+    let k = smemsync::reader::parse_kernel(
+        "kernel @v() block(64) {
+  shared @a : f16[3, 128, 64]
+  %t = tid.x
+  %r = div %t, 16
+  %c = rem %t, 16
+  for %k = 0 to 9 step 1 {
+    %s = rem %k, 3
+    %v = view @a[%s]
+    %w = view %v[8:24, 16:32]
+    store %w[%r, %c], 1.0
+    %big = add %c, 60
+    %x = load %v[%t, %big]
+    %row = add %r, 100
+    %y = load %v[%row, %c]
+  }
+}
+",
+    )
+    .unwrap();
+    let accs: Vec<SharedAccess> = k
+        .ops_in_order()
+        .into_iter()
+        .flat_map(|o| effects(&k, o).shared)
+        .collect();
+    assert_eq!(accs.len(), 3);
+    let mut b = Boxes::new(&k, 32);
+    let iv = |lo, hi| smemsync::analysis::boxes::Iv { lo, hi };
+    assert_eq!(
+        b.of(&accs[0]),
+        Some(vec![iv(0, 2), iv(8, 11), iv(16, 31)]),
+        "store through two views"
+    );
+    assert_eq!(b.of(&accs[1]), None, "columns 60..76 of 64");
+    assert_eq!(
+        b.of(&accs[2]),
+        Some(vec![iv(0, 2), iv(100, 103), iv(0, 15)])
+    );
+    assert!(b.apart(&accs[0], &accs[2]), "rows 8..12 and 100..104");
+    assert!(!b.apart(&accs[0], &accs[0]));
+}
+
+/// The kernels the in-flight oracles run on: the examples, the async and placement file
+/// tests, and real-size GEMM (64 and 256 threads, copies rolled and unrolled) and flash
+/// kernels.
+fn kernels() -> Vec<(String, Kernel)> {
+    let mut out: Vec<(String, Kernel)> = Vec::new();
+    for dir in [
+        "examples",
+        "tests/filetests/async",
+        "tests/filetests/placement",
+    ] {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let mut files: Vec<_> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "kir"))
+            .collect();
+        files.sort();
+        out.extend(files.iter().filter_map(|p| {
+            let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
+            smemsync::verify::verify(&k)
+                .is_empty()
+                .then(|| (p.display().to_string(), k))
+        }));
+    }
+    assert!(out.len() > 50, "only {} kernels read", out.len());
+    for threads in [64, 256] {
+        for unrolled in [false, true] {
+            let sh = GemmShape {
+                threads,
+                ..GemmShape::realistic(unrolled)
+            };
+            let name = format!("gemm t{threads} unrolled={unrolled}");
+            out.push((name, kernel(&gemm(&sh).unwrap())));
+        }
+    }
+    for name in ["flash", "flash-k-first"] {
+        let src = smemsync::bench_kernels::named(name).unwrap();
+        out.push((name.into(), kernel(&src)));
+    }
+    out
+}
+
+/// The wait plan, the completions on the kernel with its waits and the barrier placement of
+/// that kernel, as debug text, with the boxes on or off (`no_boxes`).
+fn waits_completions_barriers(k: &Kernel, t: &Target, no_boxes: bool) -> Vec<String> {
+    let mut memo = FlowMemo::for_kernel(k);
+    memo.no_boxes = no_boxes;
+    let plan = plan_waits_memo(k, t, &mut memo);
+    let mut out = vec![format!("{plan:?}")];
+    let Ok(p) = plan else {
+        return out;
+    };
+    let with_waits = apply(k, &p.plan).unwrap();
+    let c = completions_memo(&with_waits, t, &mut memo);
+    out.push(format!("{c:?}"));
+    let mut pm = PlaceMemo {
+        flow: memo,
+        footprints: Some(Box::default()),
+    };
+    match place_barriers_memo(&with_waits, t, &PlaceOptions::default(), &mut pm) {
+        Ok(b) => out.push(format!("{:?} {:?} {:?}", b.stats, b.plan, b.warnings)),
+        Err(e) => out.push(format!("{e:?}")),
+    }
+    out
+}
+
+#[test]
+fn boxes_and_near_sets_change_no_wait_completion_or_barrier() {
+    let ks = kernels();
+    for t in ["sm_80", "sm_90", "gfx950", "gfx1250"] {
+        let t = Target::from_name(t).unwrap();
+        for (name, k) in &ks {
+            let got = waits_completions_barriers(k, &t, false);
+            let want = waits_completions_barriers(k, &t, true);
+            assert_eq!(got, want, "{name} on {}", t.name);
+        }
+    }
+}
+
+/// The boxes are not vacuous: on the unrolled 64-thread GEMM they rule out most copy pairs,
+/// so the dataflow asks far fewer footprint questions.
+#[test]
+fn boxes_rule_out_the_copy_pairs_of_the_unrolled_gemm() {
+    let sh = GemmShape {
+        threads: 64,
+        ..GemmShape::realistic(true)
+    };
+    let k = kernel(&gemm(&sh).unwrap());
+    let t = Target::from_name("sm_80").unwrap();
+    let asked = |no_boxes: bool| {
+        let mut memo = FlowMemo::for_kernel(&k);
+        memo.no_boxes = no_boxes;
+        plan_waits_memo(&k, &t, &mut memo).unwrap();
+        memo.len()
+    };
+    let (with, without) = (asked(false), asked(true));
+    assert!(
+        with * 3 < without,
+        "{with} answers with boxes, {without} without"
+    );
+}
