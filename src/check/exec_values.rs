@@ -17,7 +17,7 @@ use std::rc::Rc;
 use crate::ir::{BinOp, CmpPred, UnOp};
 
 /// A closed interval of `i32` values (held as `i64`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Iv {
     pub lo: i64,
     pub hi: i64,

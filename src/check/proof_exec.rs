@@ -37,7 +37,8 @@
 //! budget shaped the answer the list holds an [`Obligation::Budget`] entry, so the verdict
 //! is never plain "proved".
 
-use std::collections::BTreeMap;
+use std::cell::Cell;
+use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use super::exec_values::{self as ev, Abs, BOOL, Iv, TOP};
@@ -114,36 +115,24 @@ pub fn obligations(k: &Kernel, target: Option<Target>) -> Vec<NotShown> {
 /// not complete, and never empty.
 pub fn obligations_within(k: &Kernel, target: Option<Target>, budget: u64) -> Vec<NotShown> {
     let ranges = Rc::new(Ranges::new(k));
-    // First without trip-count cases (one pass); only when something is not shown, again
-    // with them (up to 9 kernel cases times 9 per loop), which costs more.
-    let mut e = Eval::new(k, target, ranges.clone(), None, false);
-    e.limit = budget;
-    e.region(k.body(), &Rc::new(vec![MUST; e.n]));
-    let (mut work, mut stopped, mut cut) = (e.work, e.exhausted, e.cut);
-    let mut found = e.found;
-    if !found.is_empty() && stopped.is_none() {
-        found = BTreeMap::new();
-        let cases = kernel_cases(k);
-        for case in cases.iter().map(Some).chain(cases.is_empty().then_some(None)) {
-            let mut e = Eval::new(k, target, ranges.clone(), case.copied(), true);
-            (e.work, e.limit) = (work, budget);
-            e.region(k.body(), &Rc::new(vec![MUST; e.n]));
-            work = e.work;
-            cut = cut.or(e.cut);
-            if let Some(op) = e.exhausted {
-                // A case cut short: its findings are kept, its silence proves nothing.
-                stopped = Some(op);
-            } else if e.impossible {
-                continue;
-            }
-            for (key, d) in e.found {
-                found.entry(key).or_insert(d);
-            }
-            if stopped.is_some() {
-                break;
-            }
-        }
+    // The block-wide walk first (`wide.rs`): when it shows everything, that is the answer.
+    let wide = walk(k, target, &ranges, budget, true);
+    if wide.stopped.is_none() && wide.found.is_empty() {
+        return Vec::new();
     }
+    // Else the per-thread walk, under its own budget; an op either walk shows is shown (each
+    // is sound on its own). A block-wide walk cut short by the budget shows nothing.
+    let mut found = walk(k, target, &ranges, budget, false);
+    if wide.stopped.is_none() {
+        found
+            .found
+            .retain(|key, _| wide.found.contains_key(key));
+    }
+    let Walk {
+        mut found,
+        stopped,
+        cut,
+    } = found;
     if let Some(op) = stopped {
         found.insert(
             (Obligation::Budget, op),
@@ -168,6 +157,54 @@ pub fn obligations_within(k: &Kernel, target: Option<Target>, budget: u64) -> Ve
         .collect();
     out.sort_by_key(|n| (n.what, n.span.lo, n.op));
     out
+}
+
+/// What one walk found, where the budget stopped it, and the first loop it cut short.
+struct Walk {
+    found: BTreeMap<(Obligation, Op), String>,
+    stopped: Option<Op>,
+    cut: Option<Op>,
+}
+
+/// One walk of the kernel (block-wide or per thread) within `budget` work units: first
+/// without trip-count cases (one pass); only when something is not shown, again with them
+/// (up to 9 kernel cases times 9 per loop), which costs more.
+fn walk(k: &Kernel, target: Option<Target>, ranges: &Rc<Ranges>, budget: u64, wide: bool) -> Walk {
+    let mut e = Eval::new(k, target, ranges.clone(), None, (false, wide));
+    e.limit = budget;
+    e.region(k.body(), &Rc::new(vec![MUST; e.n]));
+    let (mut work, mut stopped, mut cut) = (e.work, e.exhausted, e.cut);
+    // The refined writes depend on the slice's intervals only: shared by every case.
+    let mut memo = std::mem::take(&mut e.memo);
+    let mut found = e.found;
+    if !found.is_empty() && stopped.is_none() {
+        found = BTreeMap::new();
+        let cases = kernel_cases(k);
+        for case in cases.iter().map(Some).chain(cases.is_empty().then_some(None)) {
+            let mut e = Eval::new(k, target, ranges.clone(), case.copied(), (true, wide));
+            (e.work, e.limit, e.memo) = (work, budget, memo);
+            e.region(k.body(), &Rc::new(vec![MUST; e.n]));
+            (work, memo) = (e.work, std::mem::take(&mut e.memo));
+            cut = cut.or(e.cut);
+            if let Some(op) = e.exhausted {
+                // A case cut short: its findings are kept, its silence proves nothing.
+                stopped = Some(op);
+            } else if e.impossible {
+                continue;
+            }
+            for (key, d) in e.found {
+                found.entry(key).or_insert(d);
+            }
+            if stopped.is_some() {
+                break;
+            }
+        }
+    }
+    Walk {
+        found,
+        stopped,
+        cut,
+    }
 }
 
 /// The trip-count cases of the kernel's first top-level `for` whose upper bound is a value
@@ -218,6 +255,8 @@ fn kernel_cases(k: &Kernel) -> Vec<(Value, Iv)> {
 pub(super) const NOT: u8 = 0;
 pub(super) const MAY: u8 = 1;
 pub(super) const MUST: u8 = 2;
+/// Block-wide walk only (`wide.rs`): at least one thread executes the op, the others may.
+pub(super) const SOME: u8 = 3;
 type Mask = Rc<Vec<u8>>;
 
 /// A view as each thread sees it: its buffer, element offset, shape and strides.
@@ -232,7 +271,16 @@ struct ViewAbs {
 /// The walk's state.
 pub(super) struct Eval<'k> {
     k: &'k Kernel,
+    /// Threads the walk tracks one by one: the block's, or 1 in the block-wide walk.
     pub n: usize,
+    /// The block's threads.
+    threads: usize,
+    /// The block-wide walk (`wide.rs`): one abstract thread for all of them.
+    wide: bool,
+    /// Refined writes of the block-wide walk: per op and slice intervals, the elements.
+    memo: HashMap<(Op, Vec<(Iv, bool)>), Rc<Vec<i128>>>,
+    /// Slice nodes the block-wide walk recomputed per thread (work units, added per op).
+    thread_work: Cell<u64>,
     warp: usize,
     vals: Vec<Abs>,
     views: Vec<Option<ViewAbs>>,
@@ -271,9 +319,10 @@ impl<'k> Eval<'k> {
         target: Option<Target>,
         ranges: Rc<Ranges>,
         pin: Option<(Value, Iv)>,
-        split: bool,
+        (split, wide): (bool, bool),
     ) -> Eval<'k> {
-        let n = k.threads() as usize;
+        let threads = k.threads() as usize;
+        let n = if wide { 1 } else { threads };
         let mut vals = vec![Abs::TOP; k.values.len()];
         for p in &k.params {
             if let Param::Scalar(v) = p {
@@ -293,6 +342,10 @@ impl<'k> Eval<'k> {
         let mut e = Eval {
             k,
             n,
+            threads,
+            wide,
+            memo: HashMap::new(),
+            thread_work: Cell::new(0),
             warp: target.map_or(32, |t| t.warp as usize).max(1),
             vals,
             views: vec![None; k.views.len()],
@@ -364,7 +417,7 @@ impl<'k> Eval<'k> {
                 self.exhausted = Some(op);
                 break;
             }
-            self.work += self.n as u64;
+            self.work += self.n as u64 + self.thread_work.replace(0);
             if let OpKind::Yield(vs) = &self.k.ops[op].kind {
                 out = vs.iter().map(|o| self.operand(o)).collect();
             } else {
@@ -405,7 +458,9 @@ impl<'k> Eval<'k> {
         let a = match &od.kind {
             _ if !int => Abs::TOP,
             OpKind::Const(c) => Abs::Uni(Iv::point(c.as_i64())),
+            OpKind::Special(s) if self.wide => self.special_wide(*s),
             OpKind::Special(s) => self.special(*s),
+            OpKind::InGroup(g) if self.wide => self.in_group_wide(*g),
             OpKind::InGroup(g) => {
                 let gd = &k.groups[*g];
                 let v = (0..n)
@@ -414,10 +469,10 @@ impl<'k> Eval<'k> {
                 Abs::Per(Rc::new(v))
             }
             OpKind::Binary(b, x, y) => {
-                let (x, y) = (self.operand(x), self.operand(y));
                 if *b == BinOp::Div || *b == BinOp::Rem {
-                    self.divisor(op, &y, mask);
+                    self.divisor(op, y, mask);
                 }
+                let (x, y) = (self.operand(x), self.operand(y));
                 if ty == ScalarType::I1 {
                     Abs::map(&[&x, &y], n, |v| ev::binary_i1(*b, v[0], v[1]))
                 } else {
@@ -486,10 +541,16 @@ impl<'k> Eval<'k> {
         }
     }
 
-    fn divisor(&mut self, op: Op, y: &Abs, mask: &Mask) {
-        let bad = (0..self.n).find(|&t| mask[t] != NOT && y.at(t).contains(0));
-        if let Some(t) = bad {
-            let i = y.at(t);
+    fn divisor(&mut self, op: Op, yo: &Operand, mask: &Mask) {
+        let y = self.operand(yo);
+        let mut bad = (0..self.n)
+            .find(|&t| mask[t] != NOT && y.at(t).contains(0))
+            .map(|t| (t, y.at(t)));
+        if self.wide && bad.is_some() {
+            // The hull holds 0: thread by thread (`%x rem (%t + 1)`).
+            bad = self.thread_fails(yo, |i| !i.contains(0));
+        }
+        if let Some((t, i)) = bad {
             self.not_shown(Obligation::Divisor, op, || {
                 format!("divisor in [{}, {}] (thread {t})", i.lo, i.hi)
             });
@@ -531,3 +592,4 @@ fn pick(c: Iv, x: Iv, y: Iv) -> Iv {
 
 mod control;
 mod memory;
+mod wide;
