@@ -38,7 +38,9 @@
 //! is never plain "proved".
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
 use super::exec_values::{self as ev, Abs, BOOL, Iv, TOP};
@@ -283,7 +285,7 @@ pub(super) struct Eval<'k> {
     thread_work: Cell<u64>,
     warp: usize,
     vals: Vec<Abs>,
-    views: Vec<Option<ViewAbs>>,
+    views: Vec<Option<Rc<ViewAbs>>>,
     /// Per buffer, the elements initialized on every path so far.
     init: Vec<Vec<u64>>,
     found: BTreeMap<(Obligation, Op), String>,
@@ -344,7 +346,7 @@ impl<'k> Eval<'k> {
             n,
             threads,
             wide,
-            memo: HashMap::new(),
+            memo: HashMap::default(),
             thread_work: Cell::new(0),
             warp: target.map_or(32, |t| t.warp as usize).max(1),
             vals,
@@ -373,6 +375,12 @@ impl<'k> Eval<'k> {
         if !self.dry {
             self.found.entry((what, op)).or_insert_with(detail);
         }
+    }
+
+    /// Whether checking `what` at `op` again thread by thread adds nothing: it is already
+    /// not shown there, or the walk is dry (records nothing).
+    fn already(&self, what: Obligation, op: Op) -> bool {
+        self.dry || self.found.contains_key(&(what, op))
     }
 
     pub(super) fn operand(&self, o: &Operand) -> Abs {
@@ -546,7 +554,7 @@ impl<'k> Eval<'k> {
         let mut bad = (0..self.n)
             .find(|&t| mask[t] != NOT && y.at(t).contains(0))
             .map(|t| (t, y.at(t)));
-        if self.wide && bad.is_some() {
+        if self.wide && bad.is_some() && !self.already(Obligation::Divisor, op) {
             // The hull holds 0: thread by thread (`%x rem (%t + 1)`).
             bad = self.thread_fails(yo, |i| !i.contains(0));
         }

@@ -4,6 +4,8 @@
 //! (C0006); writes of must threads at one known element initialize it. Complexity: O(threads
 //! x rank) per element access, O(view elements) per distinct view offset of a whole-view one.
 
+use std::rc::Rc;
+
 use super::{Eval, MUST, Mask, NOT, Obligation, SOME, ViewAbs};
 use crate::check::exec_values::{Abs, Iv};
 use crate::ir::*;
@@ -36,16 +38,16 @@ fn row_major(shape: &[u64]) -> Vec<u64> {
 }
 
 impl Eval<'_> {
-    fn resolve(&mut self, op: Op, m: MemRef) -> Option<ViewAbs> {
+    fn resolve(&mut self, op: Op, m: MemRef) -> Option<Rc<ViewAbs>> {
         match m {
             MemRef::Buffer(b) => {
                 let shape = self.k.buffers[b].shape.clone();
-                Some(ViewAbs {
+                Some(Rc::new(ViewAbs {
                     buf: b,
                     off: Abs::Uni(Iv::point(0)),
                     strides: row_major(&shape),
                     shape,
-                })
+                }))
             }
             MemRef::View(v) => {
                 let r = self.views[v.index()].clone();
@@ -98,12 +100,12 @@ impl Eval<'_> {
         let used = vd.indices.len().min(base.shape.len());
         shape.extend_from_slice(&base.shape[used..]);
         st.extend_from_slice(&base.strides[used..]);
-        self.views[v.index()] = Some(ViewAbs {
+        self.views[v.index()] = Some(Rc::new(ViewAbs {
             buf: base.buf,
             off,
             shape,
             strides: st,
-        });
+        }));
     }
 
     /// Reports C0004 when index `o` may leave `0..nd` in a thread that may execute `op`.
@@ -113,7 +115,7 @@ impl Eval<'_> {
         let mut bad = (0..self.n)
             .find(|&t| mask[t] != NOT && !ok(i.at(t)))
             .map(|t| (t, i.at(t)));
-        if self.wide && bad.is_some() {
+        if self.wide && bad.is_some() && !self.already(Obligation::InBounds, op) {
             // The hull leaves the dimension: thread by thread (`%t xor 1`, `%t rem 3`).
             bad = self.thread_fails(o, ok);
         }
@@ -245,7 +247,8 @@ impl Eval<'_> {
         };
         let hull = span(&|o| Some(self.operand(o).at(0)));
         let uninit = |s: &(i128, i128)| !self.initialized(v.buf, s.0, s.1);
-        if kind != Kind::Write && mask[0] != NOT && hull.as_ref().is_some_and(uninit) {
+        let open = !self.already(Obligation::Initialized, op);
+        if kind != Kind::Write && mask[0] != NOT && open && hull.as_ref().is_some_and(uninit) {
             let bad = (0..self.threads)
                 .find_map(|t| span(&|o| self.at_thread(o, t)).filter(uninit).map(|s| (t, s)));
             if let Some((t, (lo, hi))) = bad {
