@@ -30,6 +30,11 @@
 //! once for every iteration at once. A collective write counts when every thread executes
 //! it, a TMA/TDM load when its issuer does.
 //!
+//! The walk runs first block-wide (`wide.rs`: one abstract thread for every thread, thread
+//! ids as their interval over the block, refined thread by thread only where that interval
+//! does not show an obligation or a write's element differs per thread); only when it leaves
+//! something not shown does the per-thread walk run, and an op either walk shows is shown.
+//!
 //! Global indices are not looked at (docs/checker.md). Complexity: O(threads x ops x
 //! concrete iterations) plus O(elements) per whole-view access, bounded by a work budget
 //! (`DEFAULT_BUDGET`, or the caller's): past half of it loops get only their all-iterations
@@ -280,7 +285,7 @@ pub(super) struct Eval<'k> {
     /// The block-wide walk (`wide.rs`): one abstract thread for all of them.
     wide: bool,
     /// Refined writes of the block-wide walk: per op and slice intervals, the elements.
-    memo: HashMap<(Op, Vec<(Iv, bool)>), Rc<Vec<i128>>>,
+    memo: WriteMemo,
     /// Slice nodes the block-wide walk recomputed per thread (work units, added per op).
     thread_work: Cell<u64>,
     warp: usize,
@@ -311,6 +316,9 @@ pub(super) struct Eval<'k> {
     /// on every path where it runs at least one iteration.
     siblings: Vec<SiblingLoop>,
 }
+
+/// Per write op and the intervals of its index slices, the elements its threads write.
+type WriteMemo = HashMap<(Op, Vec<(Iv, bool)>), Rc<Vec<i128>>>;
 
 /// A `for` loop's region and bound operands, and what is initialized after it when it runs.
 type SiblingLoop = ((Option<Region>, [Operand; 3]), Vec<Vec<u64>>);
