@@ -109,6 +109,11 @@ pub const DEFAULT_BUDGET: u64 = 1 << 23;
 const SYMBOLIC_ITERS: u64 = 8;
 /// Concrete iterations of a loop with a known trip count.
 const KNOWN_ITERS: u64 = 1024;
+/// The block-wide walk stops (and shows nothing) once its per-thread recomputation passes
+/// this share of the budget: a kernel whose values are mostly refined thread by thread (a
+/// write's element different per thread and per iteration of a deep nest) is cheaper to walk
+/// per thread.
+const REFINE_SHARE: u64 = 8;
 
 /// [`obligations_within`] with [`DEFAULT_BUDGET`].
 pub fn obligations(k: &Kernel, target: Option<Target>) -> Vec<NotShown> {
@@ -180,7 +185,7 @@ fn walk(k: &Kernel, target: Option<Target>, ranges: &Rc<Ranges>, budget: u64, wi
     let mut e = Eval::new(k, target, ranges.clone(), None, (false, wide));
     e.limit = budget;
     e.region(k.body(), &Rc::new(vec![MUST; e.n]));
-    let (mut work, mut stopped, mut cut) = (e.work, e.exhausted, e.cut);
+    let (mut work, mut stopped, mut cut, mut refined) = (e.work, e.exhausted, e.cut, e.refined);
     // The refined writes depend on the slice's intervals only: shared by every case.
     let mut memo = std::mem::take(&mut e.memo);
     let mut found = e.found;
@@ -189,9 +194,9 @@ fn walk(k: &Kernel, target: Option<Target>, ranges: &Rc<Ranges>, budget: u64, wi
         let cases = kernel_cases(k);
         for case in cases.iter().map(Some).chain(cases.is_empty().then_some(None)) {
             let mut e = Eval::new(k, target, ranges.clone(), case.copied(), (true, wide));
-            (e.work, e.limit, e.memo) = (work, budget, memo);
+            (e.work, e.limit, e.memo, e.refined) = (work, budget, memo, refined);
             e.region(k.body(), &Rc::new(vec![MUST; e.n]));
-            (work, memo) = (e.work, std::mem::take(&mut e.memo));
+            (work, memo, refined) = (e.work, std::mem::take(&mut e.memo), e.refined);
             cut = cut.or(e.cut);
             if let Some(op) = e.exhausted {
                 // A case cut short: its findings are kept, its silence proves nothing.
@@ -288,6 +293,8 @@ pub(super) struct Eval<'k> {
     memo: WriteMemo,
     /// Slice nodes the block-wide walk recomputed per thread (work units, added per op).
     thread_work: Cell<u64>,
+    /// Slice nodes recomputed per thread so far, over all passes and cases.
+    refined: u64,
     warp: usize,
     vals: Vec<Abs>,
     views: Vec<Option<Rc<ViewAbs>>>,
@@ -356,6 +363,7 @@ impl<'k> Eval<'k> {
             wide,
             memo: HashMap::default(),
             thread_work: Cell::new(0),
+            refined: 0,
             warp: target.map_or(32, |t| t.warp as usize).max(1),
             vals,
             views: vec![None; k.views.len()],
@@ -433,7 +441,14 @@ impl<'k> Eval<'k> {
                 self.exhausted = Some(op);
                 break;
             }
-            self.work += self.n as u64 + self.thread_work.replace(0);
+            let tw = self.thread_work.replace(0);
+            self.work += self.n as u64 + tw;
+            self.refined += tw;
+            if self.wide && self.refined > self.limit / REFINE_SHARE {
+                // Mostly thread by thread: the per-thread walk is the cheaper one.
+                self.exhausted = Some(op);
+                break;
+            }
             if let OpKind::Yield(vs) = &self.k.ops[op].kind {
                 out = vs.iter().map(|o| self.operand(o)).collect();
             } else {
