@@ -341,7 +341,8 @@ fn guarded_ring_slots_and_sibling_loops_are_proved_plain_and_their_mutants_are_n
 fn a_budget_too_small_is_never_proved_plain() {
     use smemsync::check::proof_exec::obligations_within;
     let k = parse(BASE);
-    for budget in [0, 1, 100, 1000] {
+    // (The block-wide pass spends about one unit per op on this kernel: 10 stops it.)
+    for budget in [0, 1, 5, 10] {
         let o = CheckOptions {
             exec_budget: budget,
             ..CheckOptions::default()
@@ -461,5 +462,180 @@ fn the_reviewed_holes_are_never_proved_plain() {
         let v = check(&k);
         assert!(!proved_plain(&v), "{name}: proved plain: {v:?}");
         assert_eq!(interpreted_error(&k, &bounds), Some(code), "{name}");
+    }
+}
+
+/// The block-wide pass (docs/checker.md, "The block-wide pass"): indices, divisors and
+/// writes whose values differ per thread, shown from their interval over the block where
+/// it suffices and thread by thread where it does not. `%j = xor %t, 1` writes every
+/// element once (a permutation the hull `[0, 127]` does not show); thread 0 alone writes
+/// `@c[0]`; `%t div (%t rem 4 + 1)` reads in range with a non-zero divisor.
+const WIDE: &str = "kernel @w(%X: global f32[256]) block(128) {
+  shared @a : f32[128]
+  shared @c : f32[4]
+  %t = tid.x
+  %x = gload %X[%t]
+  %j = xor %t, 1
+  store @a[%j], %x
+  %lead = cmp eq %t, 0
+  if %lead {
+    store @c[0], %x
+  }
+  barrier
+  %h = rem %t, 4
+  %d = add %h, 1
+  %q = div %t, %d
+  %y = load @a[%q]
+  %r = sub 127, %t
+  %y2 = load @a[%r]
+  %z = load @c[0]
+  %w = add %y, %z
+  %w2 = add %w, %y2
+  gstore %X[%t], %w2
+}
+";
+
+/// Mutants the block-wide pass could miss if its per-thread refinement were wrong: an index
+/// out of range for one thread only (through `rem`, `xor`, `div`), a divisor zero in one
+/// thread, an element one thread fails to write, a single writer no thread is. None is
+/// proved plain, and interpretation finds each error.
+#[test]
+fn block_wide_mutants_are_never_proved_plain() {
+    let k = parse(WIDE);
+    assert!(
+        obligations(&k, None).is_empty(),
+        "{:?}",
+        obligations(&k, None)
+    );
+    assert!(proved_plain(&check(&k)), "{:?}", check(&k));
+    let m = |from: &str, to: &str| {
+        assert!(WIDE.contains(from), "WIDE lacks {from:?}");
+        WIDE.replacen(from, to, 1)
+    };
+    let cases: Vec<Mutant> = vec![
+        (
+            "a rem index past the end in thread 126 only",
+            m(
+                "store @a[%j], %x",
+                "%j1 = add %j, 1\n  %j2 = rem %j1, 129\n  store @a[%j2], %x",
+            ),
+            Obligation::InBounds,
+            vec![],
+            "C0004",
+        ),
+        (
+            "a div index past the end in thread 124 only",
+            m("%y = load @a[%q]", "%q4 = add %q, 4\n  %y = load @a[%q4]"),
+            Obligation::InBounds,
+            vec![],
+            "C0004",
+        ),
+        (
+            "an xor index past the end in thread 126 only",
+            m(
+                "%y2 = load @a[%r]",
+                "%r0 = xor %t, 1\n  %r1 = add %r0, 1\n  %y2 = load @a[%r1]",
+            ),
+            Obligation::InBounds,
+            vec![],
+            "C0004",
+        ),
+        (
+            "a divisor zero in every fourth thread",
+            m("%d = add %h, 1", "%d = add %h, 0"),
+            Obligation::Divisor,
+            vec![],
+            "C0005",
+        ),
+        (
+            "an element no thread writes (the last thread skips its write)",
+            m(
+                "  store @a[%j], %x\n",
+                "  %some = cmp lt %t, 127\n  if %some {\n    store @a[%t], %x\n  }\n",
+            ),
+            Obligation::Initialized,
+            vec![],
+            "C0006",
+        ),
+        (
+            "a single writer that no thread is",
+            m("%lead = cmp eq %t, 0", "%lead = cmp eq %t, 128"),
+            Obligation::Initialized,
+            vec![],
+            "C0006",
+        ),
+    ];
+    for (name, text, what, bounds, code) in cases {
+        let k = parse(&text);
+        let ns = obligations(&k, None);
+        assert!(
+            ns.iter().any(|n| n.what == what),
+            "{name}: {what:?} shown: {ns:?}"
+        );
+        let v = check(&k);
+        assert!(!proved_plain(&v), "{name}: proved plain: {v:?}");
+        assert_eq!(interpreted_error(&k, &bounds), Some(code), "{name}");
+    }
+}
+
+/// A write refined thread by thread in a loop is memoized by the intervals of its slice:
+/// iterations whose slices differ (the row `%i`) never reuse another's elements. The rows
+/// `%n..4` are never written: a read of row 3 is not proved plain when `%n` may be 3.
+#[test]
+fn refined_writes_in_a_loop_cover_only_their_iterations() {
+    let text = |n: &str| {
+        format!(
+            "kernel @m(%X: global f32[64], %n: i32 in [{n}, 4] = 4) block(64) {{
+  shared @a : f32[4, 64]
+  %t = tid.x
+  for %i = 0 to %n step 1 {{
+    %e = add %t, 0
+    %c = xor %e, 3
+    store @a[%i, %c], 1.0
+  }}
+  barrier
+  %u = sub 63, %t
+  %y = load @a[3, %u]
+  gstore %X[%t], %y
+}}
+"
+        )
+    };
+    let k = parse(&text("4"));
+    assert!(
+        obligations(&k, None).is_empty(),
+        "{:?}",
+        obligations(&k, None)
+    );
+    let m = parse(&text("3"));
+    let ns = obligations(&m, None);
+    assert!(
+        ns.iter().any(|n| n.what == Obligation::Initialized),
+        "{ns:?}"
+    );
+    assert_eq!(interpreted_error(&m, &[("n", 3)]), Some("C0006"));
+}
+
+/// Issue 12's target: the bench's 128x128x64 GEMM (64 threads, rolled) and the flash loop,
+/// synced for sm_80, are proved plain under the default budget.
+#[test]
+fn the_bench_gemm_and_flash_are_proved_plain_within_the_default_budget() {
+    for row in ["gemm 128x128x64 t64 rolled", "flash 128x64 d64 t128 rolled"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
+            .args(["bench", "--print", row])
+            .output()
+            .expect("runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let k = parse(&synced(&String::from_utf8_lossy(&out.stdout)));
+        let o = CheckOptions {
+            target: Some(smemsync::target::Target::from_name("sm_80").expect("known")),
+            ..CheckOptions::default()
+        };
+        let v = check_race_free(&k, &o).verdict;
+        assert!(proved_plain(&v), "{row}: {v:?}");
     }
 }

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use crate::ir::{BinOp, CmpPred, UnOp};
 
 /// A closed interval of `i32` values (held as `i64`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub(super) struct Iv {
     pub lo: i64,
     pub hi: i64,
@@ -115,11 +115,20 @@ impl Abs {
                 .collect();
             return Abs::Per(Rc::new(v));
         }
-        let ivs: Vec<Iv> = args.iter().map(|a| a.at(0)).collect();
-        if args.iter().all(|a| a.uniform()) {
-            Abs::Uni(f(&ivs))
+        // One interval per operand, on the stack (every op has at most 5 operands here).
+        let mut buf = [TOP; 8];
+        let r = if args.len() <= buf.len() {
+            for (b, a) in buf.iter_mut().zip(args) {
+                *b = a.at(0);
+            }
+            f(&buf[..args.len()])
         } else {
-            Abs::Var(f(&ivs))
+            f(&args.iter().map(|a| a.at(0)).collect::<Vec<_>>())
+        };
+        if args.iter().all(|a| a.uniform()) {
+            Abs::Uni(r)
+        } else {
+            Abs::Var(r)
         }
     }
 

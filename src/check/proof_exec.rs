@@ -30,6 +30,11 @@
 //! once for every iteration at once. A collective write counts when every thread executes
 //! it, a TMA/TDM load when its issuer does.
 //!
+//! The walk runs first block-wide (`wide.rs`: one abstract thread for every thread, thread
+//! ids as their interval over the block, refined thread by thread only where that interval
+//! does not show an obligation or a write's element differs per thread); only when it leaves
+//! something not shown does the per-thread walk run, and an op either walk shows is shown.
+//!
 //! Global indices are not looked at (docs/checker.md). Complexity: O(threads x ops x
 //! concrete iterations) plus O(elements) per whole-view access, bounded by a work budget
 //! (`DEFAULT_BUDGET`, or the caller's): past half of it loops get only their all-iterations
@@ -37,7 +42,10 @@
 //! budget shaped the answer the list holds an [`Obligation::Budget`] entry, so the verdict
 //! is never plain "proved".
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::rc::Rc;
 
 use super::exec_values::{self as ev, Abs, BOOL, Iv, TOP};
@@ -101,6 +109,11 @@ pub const DEFAULT_BUDGET: u64 = 1 << 23;
 const SYMBOLIC_ITERS: u64 = 8;
 /// Concrete iterations of a loop with a known trip count.
 const KNOWN_ITERS: u64 = 1024;
+/// The block-wide walk stops (and shows nothing) once its per-thread recomputation passes
+/// this share of the budget: a kernel whose values are mostly refined thread by thread (a
+/// write's element different per thread and per iteration of a deep nest) is cheaper to walk
+/// per thread.
+const REFINE_SHARE: u64 = 8;
 
 /// [`obligations_within`] with [`DEFAULT_BUDGET`].
 pub fn obligations(k: &Kernel, target: Option<Target>) -> Vec<NotShown> {
@@ -114,36 +127,24 @@ pub fn obligations(k: &Kernel, target: Option<Target>) -> Vec<NotShown> {
 /// not complete, and never empty.
 pub fn obligations_within(k: &Kernel, target: Option<Target>, budget: u64) -> Vec<NotShown> {
     let ranges = Rc::new(Ranges::new(k));
-    // First without trip-count cases (one pass); only when something is not shown, again
-    // with them (up to 9 kernel cases times 9 per loop), which costs more.
-    let mut e = Eval::new(k, target, ranges.clone(), None, false);
-    e.limit = budget;
-    e.region(k.body(), &Rc::new(vec![MUST; e.n]));
-    let (mut work, mut stopped, mut cut) = (e.work, e.exhausted, e.cut);
-    let mut found = e.found;
-    if !found.is_empty() && stopped.is_none() {
-        found = BTreeMap::new();
-        let cases = kernel_cases(k);
-        for case in cases.iter().map(Some).chain(cases.is_empty().then_some(None)) {
-            let mut e = Eval::new(k, target, ranges.clone(), case.copied(), true);
-            (e.work, e.limit) = (work, budget);
-            e.region(k.body(), &Rc::new(vec![MUST; e.n]));
-            work = e.work;
-            cut = cut.or(e.cut);
-            if let Some(op) = e.exhausted {
-                // A case cut short: its findings are kept, its silence proves nothing.
-                stopped = Some(op);
-            } else if e.impossible {
-                continue;
-            }
-            for (key, d) in e.found {
-                found.entry(key).or_insert(d);
-            }
-            if stopped.is_some() {
-                break;
-            }
-        }
+    // The block-wide walk first (`wide.rs`): when it shows everything, that is the answer.
+    let wide = walk(k, target, &ranges, budget, true);
+    if wide.stopped.is_none() && wide.found.is_empty() {
+        return Vec::new();
     }
+    // Else the per-thread walk, under its own budget; an op either walk shows is shown (each
+    // is sound on its own). A block-wide walk cut short by the budget shows nothing.
+    let mut found = walk(k, target, &ranges, budget, false);
+    if wide.stopped.is_none() {
+        found
+            .found
+            .retain(|key, _| wide.found.contains_key(key));
+    }
+    let Walk {
+        mut found,
+        stopped,
+        cut,
+    } = found;
     if let Some(op) = stopped {
         found.insert(
             (Obligation::Budget, op),
@@ -168,6 +169,54 @@ pub fn obligations_within(k: &Kernel, target: Option<Target>, budget: u64) -> Ve
         .collect();
     out.sort_by_key(|n| (n.what, n.span.lo, n.op));
     out
+}
+
+/// What one walk found, where the budget stopped it, and the first loop it cut short.
+struct Walk {
+    found: BTreeMap<(Obligation, Op), String>,
+    stopped: Option<Op>,
+    cut: Option<Op>,
+}
+
+/// One walk of the kernel (block-wide or per thread) within `budget` work units: first
+/// without trip-count cases (one pass); only when something is not shown, again with them
+/// (up to 9 kernel cases times 9 per loop), which costs more.
+fn walk(k: &Kernel, target: Option<Target>, ranges: &Rc<Ranges>, budget: u64, wide: bool) -> Walk {
+    let mut e = Eval::new(k, target, ranges.clone(), None, (false, wide));
+    e.limit = budget;
+    e.region(k.body(), &Rc::new(vec![MUST; e.n]));
+    let (mut work, mut stopped, mut cut, mut refined) = (e.work, e.exhausted, e.cut, e.refined);
+    // The refined writes depend on the slice's intervals only: shared by every case.
+    let mut memo = std::mem::take(&mut e.memo);
+    let mut found = e.found;
+    if !found.is_empty() && stopped.is_none() {
+        found = BTreeMap::new();
+        let cases = kernel_cases(k);
+        for case in cases.iter().map(Some).chain(cases.is_empty().then_some(None)) {
+            let mut e = Eval::new(k, target, ranges.clone(), case.copied(), (true, wide));
+            (e.work, e.limit, e.memo, e.refined) = (work, budget, memo, refined);
+            e.region(k.body(), &Rc::new(vec![MUST; e.n]));
+            (work, memo, refined) = (e.work, std::mem::take(&mut e.memo), e.refined);
+            cut = cut.or(e.cut);
+            if let Some(op) = e.exhausted {
+                // A case cut short: its findings are kept, its silence proves nothing.
+                stopped = Some(op);
+            } else if e.impossible {
+                continue;
+            }
+            for (key, d) in e.found {
+                found.entry(key).or_insert(d);
+            }
+            if stopped.is_some() {
+                break;
+            }
+        }
+    }
+    Walk {
+        found,
+        stopped,
+        cut,
+    }
 }
 
 /// The trip-count cases of the kernel's first top-level `for` whose upper bound is a value
@@ -218,6 +267,8 @@ fn kernel_cases(k: &Kernel) -> Vec<(Value, Iv)> {
 pub(super) const NOT: u8 = 0;
 pub(super) const MAY: u8 = 1;
 pub(super) const MUST: u8 = 2;
+/// Block-wide walk only (`wide.rs`): at least one thread executes the op, the others may.
+pub(super) const SOME: u8 = 3;
 type Mask = Rc<Vec<u8>>;
 
 /// A view as each thread sees it: its buffer, element offset, shape and strides.
@@ -232,10 +283,21 @@ struct ViewAbs {
 /// The walk's state.
 pub(super) struct Eval<'k> {
     k: &'k Kernel,
+    /// Threads the walk tracks one by one: the block's, or 1 in the block-wide walk.
     pub n: usize,
+    /// The block's threads.
+    threads: usize,
+    /// The block-wide walk (`wide.rs`): one abstract thread for all of them.
+    wide: bool,
+    /// Refined writes of the block-wide walk: per op and slice intervals, the elements.
+    memo: WriteMemo,
+    /// Slice nodes the block-wide walk recomputed per thread (work units, added per op).
+    thread_work: Cell<u64>,
+    /// Slice nodes recomputed per thread so far, over all passes and cases.
+    refined: u64,
     warp: usize,
     vals: Vec<Abs>,
-    views: Vec<Option<ViewAbs>>,
+    views: Vec<Option<Rc<ViewAbs>>>,
     /// Per buffer, the elements initialized on every path so far.
     init: Vec<Vec<u64>>,
     found: BTreeMap<(Obligation, Op), String>,
@@ -262,6 +324,9 @@ pub(super) struct Eval<'k> {
     siblings: Vec<SiblingLoop>,
 }
 
+/// Per write op and the intervals of its index slices, the elements its threads write.
+type WriteMemo = HashMap<(Op, Vec<(Iv, bool)>), Rc<Vec<i128>>>;
+
 /// A `for` loop's region and bound operands, and what is initialized after it when it runs.
 type SiblingLoop = ((Option<Region>, [Operand; 3]), Vec<Vec<u64>>);
 
@@ -271,9 +336,10 @@ impl<'k> Eval<'k> {
         target: Option<Target>,
         ranges: Rc<Ranges>,
         pin: Option<(Value, Iv)>,
-        split: bool,
+        (split, wide): (bool, bool),
     ) -> Eval<'k> {
-        let n = k.threads() as usize;
+        let threads = k.threads() as usize;
+        let n = if wide { 1 } else { threads };
         let mut vals = vec![Abs::TOP; k.values.len()];
         for p in &k.params {
             if let Param::Scalar(v) = p {
@@ -293,6 +359,11 @@ impl<'k> Eval<'k> {
         let mut e = Eval {
             k,
             n,
+            threads,
+            wide,
+            memo: HashMap::default(),
+            thread_work: Cell::new(0),
+            refined: 0,
             warp: target.map_or(32, |t| t.warp as usize).max(1),
             vals,
             views: vec![None; k.views.len()],
@@ -320,6 +391,12 @@ impl<'k> Eval<'k> {
         if !self.dry {
             self.found.entry((what, op)).or_insert_with(detail);
         }
+    }
+
+    /// Whether checking `what` at `op` again thread by thread adds nothing: it is already
+    /// not shown there, or the walk is dry (records nothing).
+    fn already(&self, what: Obligation, op: Op) -> bool {
+        self.dry || self.found.contains_key(&(what, op))
     }
 
     pub(super) fn operand(&self, o: &Operand) -> Abs {
@@ -364,7 +441,14 @@ impl<'k> Eval<'k> {
                 self.exhausted = Some(op);
                 break;
             }
-            self.work += self.n as u64;
+            let tw = self.thread_work.replace(0);
+            self.work += self.n as u64 + tw;
+            self.refined += tw;
+            if self.wide && self.refined > self.limit / REFINE_SHARE {
+                // Mostly thread by thread: the per-thread walk is the cheaper one.
+                self.exhausted = Some(op);
+                break;
+            }
             if let OpKind::Yield(vs) = &self.k.ops[op].kind {
                 out = vs.iter().map(|o| self.operand(o)).collect();
             } else {
@@ -405,7 +489,9 @@ impl<'k> Eval<'k> {
         let a = match &od.kind {
             _ if !int => Abs::TOP,
             OpKind::Const(c) => Abs::Uni(Iv::point(c.as_i64())),
+            OpKind::Special(s) if self.wide => self.special_wide(*s),
             OpKind::Special(s) => self.special(*s),
+            OpKind::InGroup(g) if self.wide => self.in_group_wide(*g),
             OpKind::InGroup(g) => {
                 let gd = &k.groups[*g];
                 let v = (0..n)
@@ -414,10 +500,10 @@ impl<'k> Eval<'k> {
                 Abs::Per(Rc::new(v))
             }
             OpKind::Binary(b, x, y) => {
-                let (x, y) = (self.operand(x), self.operand(y));
                 if *b == BinOp::Div || *b == BinOp::Rem {
-                    self.divisor(op, &y, mask);
+                    self.divisor(op, y, mask);
                 }
+                let (x, y) = (self.operand(x), self.operand(y));
                 if ty == ScalarType::I1 {
                     Abs::map(&[&x, &y], n, |v| ev::binary_i1(*b, v[0], v[1]))
                 } else {
@@ -486,10 +572,16 @@ impl<'k> Eval<'k> {
         }
     }
 
-    fn divisor(&mut self, op: Op, y: &Abs, mask: &Mask) {
-        let bad = (0..self.n).find(|&t| mask[t] != NOT && y.at(t).contains(0));
-        if let Some(t) = bad {
-            let i = y.at(t);
+    fn divisor(&mut self, op: Op, yo: &Operand, mask: &Mask) {
+        let y = self.operand(yo);
+        let mut bad = (0..self.n)
+            .find(|&t| mask[t] != NOT && y.at(t).contains(0))
+            .map(|t| (t, y.at(t)));
+        if self.wide && bad.is_some() && !self.already(Obligation::Divisor, op) {
+            // The hull holds 0: thread by thread (`%x rem (%t + 1)`).
+            bad = self.thread_fails(yo, |i| !i.contains(0));
+        }
+        if let Some((t, i)) = bad {
             self.not_shown(Obligation::Divisor, op, || {
                 format!("divisor in [{}, {}] (thread {t})", i.lo, i.hi)
             });
@@ -531,3 +623,4 @@ fn pick(c: Iv, x: Iv, y: Iv) -> Iv {
 
 mod control;
 mod memory;
+mod wide;

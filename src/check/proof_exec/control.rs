@@ -360,7 +360,11 @@ impl Eval<'_> {
                             .collect(),
                     )
                 };
-                let (mt, me) = (side(1), side(0));
+                let (mt, me) = if self.wide {
+                    self.wide_arms(cond, mask)
+                } else {
+                    (side(1), side(0))
+                };
                 let before = self.init.clone();
                 let y1 = arm(self, then, &mt);
                 let after_then = std::mem::replace(&mut self.init, before);

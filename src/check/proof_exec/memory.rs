@@ -4,7 +4,9 @@
 //! (C0006); writes of must threads at one known element initialize it. Complexity: O(threads
 //! x rank) per element access, O(view elements) per distinct view offset of a whole-view one.
 
-use super::{Eval, MUST, Mask, NOT, Obligation, ViewAbs};
+use std::rc::Rc;
+
+use super::{Eval, MUST, Mask, NOT, Obligation, SOME, ViewAbs};
 use crate::check::exec_values::{Abs, Iv};
 use crate::ir::*;
 
@@ -36,16 +38,16 @@ fn row_major(shape: &[u64]) -> Vec<u64> {
 }
 
 impl Eval<'_> {
-    fn resolve(&mut self, op: Op, m: MemRef) -> Option<ViewAbs> {
+    fn resolve(&mut self, op: Op, m: MemRef) -> Option<Rc<ViewAbs>> {
         match m {
             MemRef::Buffer(b) => {
                 let shape = self.k.buffers[b].shape.clone();
-                Some(ViewAbs {
+                Some(Rc::new(ViewAbs {
                     buf: b,
                     off: Abs::Uni(Iv::point(0)),
                     strides: row_major(&shape),
                     shape,
-                })
+                }))
             }
             MemRef::View(v) => {
                 let r = self.views[v.index()].clone();
@@ -75,7 +77,7 @@ impl Eval<'_> {
             match ix {
                 ViewIndex::At(o) => {
                     let i = self.operand(o);
-                    self.in_range(op, &i, nd, d, mask);
+                    self.in_range(op, o, nd, d, mask);
                     off = Abs::map(&[&off, &i], self.n, |x| {
                         let (lo, hi) = clamp(x[1], nd);
                         Iv::fit(x[0].lo as i128 + lo * sd, x[0].hi as i128 + hi * sd)
@@ -98,22 +100,26 @@ impl Eval<'_> {
         let used = vd.indices.len().min(base.shape.len());
         shape.extend_from_slice(&base.shape[used..]);
         st.extend_from_slice(&base.strides[used..]);
-        self.views[v.index()] = Some(ViewAbs {
+        self.views[v.index()] = Some(Rc::new(ViewAbs {
             buf: base.buf,
             off,
             shape,
             strides: st,
-        });
+        }));
     }
 
-    /// Reports C0004 when index `i` may leave `0..nd` in a thread that may execute `op`.
-    fn in_range(&mut self, op: Op, i: &Abs, nd: u64, d: usize, mask: &Mask) -> bool {
-        let bad = (0..self.n).find(|&t| {
-            let x = i.at(t);
-            mask[t] != NOT && (x.lo < 0 || x.hi >= nd as i64)
-        });
-        if let Some(t) = bad {
-            let x = i.at(t);
+    /// Reports C0004 when index `o` may leave `0..nd` in a thread that may execute `op`.
+    fn in_range(&mut self, op: Op, o: &Operand, nd: u64, d: usize, mask: &Mask) -> bool {
+        let i = self.operand(o);
+        let ok = |x: Iv| x.lo >= 0 && x.hi < nd as i64;
+        let mut bad = (0..self.n)
+            .find(|&t| mask[t] != NOT && !ok(i.at(t)))
+            .map(|t| (t, i.at(t)));
+        if self.wide && bad.is_some() && !self.already(Obligation::InBounds, op) {
+            // The hull leaves the dimension: thread by thread (`%t xor 1`, `%t rem 3`).
+            bad = self.thread_fails(o, ok);
+        }
+        if let Some((t, x)) = bad {
             self.not_shown(Obligation::InBounds, op, || {
                 format!(
                     "index in [{}, {}] (thread {t}) in dimension {d} of size {nd}",
@@ -187,12 +193,15 @@ impl Eval<'_> {
             return;
         }
         let idx: Vec<Abs> = index.iter().map(|o| self.operand(o)).collect();
-        for (d, i) in idx.iter().enumerate() {
-            self.in_range(op, i, v.shape[d], d, mask);
+        for (d, o) in index.iter().enumerate() {
+            self.in_range(op, o, v.shape[d], d, mask);
         }
         self.work += self.n as u64;
         if kind == Kind::Index || self.dry {
             return;
+        }
+        if self.wide {
+            return self.element_wide(op, &v, index, mask, kind);
         }
         let mut checked = None;
         for t in 0..self.n {
@@ -218,6 +227,50 @@ impl Eval<'_> {
             if kind != Kind::Read && mask[t] == MUST && lo == hi {
                 self.mark(v.buf, lo);
             }
+        }
+    }
+
+    /// [`Self::element`]'s reads and writes in the block-wide walk: the element interval of
+    /// every thread at once, thread by thread where that is not initialized; a write that
+    /// every thread executes initializes each thread's element (`wide.rs`).
+    fn element_wide(&mut self, op: Op, v: &ViewAbs, index: &[Operand], mask: &Mask, kind: Kind) {
+        let off = v.off.at(0);
+        // The element interval of the access with index intervals `at`; None: not executed.
+        let span = |at: &dyn Fn(&Operand) -> Option<Iv>| {
+            let (mut lo, mut hi) = (off.lo as i128, off.hi as i128);
+            for (d, o) in index.iter().enumerate() {
+                let (l, h) = clamp(at(o)?, v.shape[d]);
+                lo += l * v.strides[d] as i128;
+                hi += h * v.strides[d] as i128;
+            }
+            Some((lo, hi))
+        };
+        let hull = span(&|o| Some(self.operand(o).at(0)));
+        let uninit = |s: &(i128, i128)| !self.initialized(v.buf, s.0, s.1);
+        let open = !self.already(Obligation::Initialized, op);
+        if kind != Kind::Write && mask[0] != NOT && open && hull.as_ref().is_some_and(uninit) {
+            let bad = (0..self.threads)
+                .find_map(|t| span(&|o| self.at_thread(o, t)).filter(uninit).map(|s| (t, s)));
+            if let Some((t, (lo, hi))) = bad {
+                let name = &self.k.buffers[v.buf].name;
+                self.not_shown(Obligation::Initialized, op, || {
+                    format!("element {lo}..={hi} of @{name} (thread {t}) not written before on every path")
+                });
+            }
+        }
+        if kind == Kind::Read || !off.is_point() || !(mask[0] == MUST || mask[0] == SOME) {
+            return;
+        }
+        match hull {
+            // One element, the same in every thread: written when some thread executes.
+            Some((lo, hi)) if lo == hi => self.mark(v.buf, lo),
+            _ if mask[0] == MUST => {
+                let dims = (&v.shape[..], &v.strides[..]);
+                for e in self.thread_elements(op, index, off.lo as i128, dims).iter() {
+                    self.mark(v.buf, *e);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -271,6 +324,12 @@ impl Eval<'_> {
     fn write_whole(&mut self, v: &ViewAbs, rel: &[i128], mask: &Mask, who: Who) {
         let n = self.n;
         let base = match who {
+            // Block-wide: every thread executes it, or (an issuer) at least one does.
+            _ if self.wide => {
+                let o = v.off.at(0);
+                let runs = mask[0] == MUST || (mask[0] == SOME && who == Who::Issuer);
+                (runs && o.is_point()).then_some(o.lo)
+            }
             Who::Collective(g) => {
                 let (lo, hi) = g.map_or((0, n), |g| {
                     let gd = &self.k.groups[g];
