@@ -122,33 +122,31 @@ fn the_lattice_test_changes_no_answer_on_real_size_kernels() {
     }
 }
 
-/// A random kernel of two or three pinned buffers of f16, f32 or f64 elements (so units of
-/// 2 bytes and sides of 1 to 4 units), overlapping or not, with loads and stores at
-/// `a·%t + c` (`a` in 1..4, random `c`), some in a loop of 2 or 3 trips adding `b·%i`.
+/// A random kernel of two or three pinned buffers of i8, f16 or f32 elements (so units of
+/// 1 or 2 bytes and sides of 1 to 4 units), overlapping or not, with loads and stores at
+/// `a·%t + c` (`a` in 1..4, `c` in 0..7), some in a loop of 2 or 3 trips adding `b·%i`.
 fn pinned_text(seed: u64) -> String {
     let mut r = common::Rng::new(seed);
     let threads = *r.pick(&[8u32, 16, 32]);
-    let elems = ["f16", "f32", "f64"];
+    let elems = ["i8", "f16", "f32"];
     let nbuf = 2 + r.below(2) as usize;
     let mut s = format!("kernel @k() block({threads}) {{\n");
     let mut bufs = Vec::new();
     for j in 0..nbuf {
         let e = *r.pick(&elems);
-        let len = 64 + r.below(64);
-        let at = 2 * r.below(96);
+        let len = 4 * threads as u64 + 8 + r.below(32);
+        let at = 4 * r.below(48);
         s.push_str(&format!("  shared @b{j} : {e}[{len}] at {at}\n"));
         bufs.push((e, len));
     }
-    s.push_str("  %t = tid.x\n");
+    s.push_str("  %t = tid.x\n  %f = itof %t\n");
     let looped = r.chance(1, 2);
     if looped {
         s.push_str(&format!("  for %i = 0 to {} step 1 {{\n", 2 + r.below(2)));
     }
     for n in 0..3 + r.below(4) {
-        let (j, a, c) = (r.below(nbuf as u64) as usize, 1 + r.below(4), r.below(24));
-        let len = bufs[j].1;
-        // In bounds for every thread and iteration: a·t + c + 2·i < len.
-        let c = c.min(len.saturating_sub(a * (threads as u64 - 1) + 5));
+        // In bounds for every thread and iteration: a·t + c + i ≤ 4·(T − 1) + 7 + 2 < len.
+        let (j, a, c) = (r.below(nbuf as u64) as usize, 1 + r.below(4), r.below(8));
         s.push_str(&format!(
             "  %m{n} = mul %t, {a}\n  %x{n} = add %m{n}, {c}\n"
         ));
@@ -162,7 +160,7 @@ fn pinned_text(seed: u64) -> String {
         if r.chance(1, 2) {
             s.push_str(&format!("  %v{n} = load @b{j}[{ix}]\n"));
         } else {
-            let z = if e == "f16" { "0.0" } else { "1.0" };
+            let z = if e == "i8" { "%t" } else { "%f" };
             s.push_str(&format!("  store @b{j}[{ix}], {z}\n"));
         }
     }
