@@ -22,17 +22,17 @@ use common::{parse_verified, shrink_on_panic};
 
 type Answer = Option<(u64, u64, bool)>;
 
+/// One question and its answers: (source, destination, plen, var, pair answer, in-flight
+/// intersection).
+type Asked = (usize, usize, usize, Option<usize>, Answer, Option<bool>);
+
 fn key(r: Option<PairConflict>) -> Answer {
     r.map(|p| (p.conflict, p.intersect, p.intra_warp))
 }
 
 /// Every pair question and unpinned in-flight intersection of the kernel's first `cap`
 /// accesses, answered by one fresh `Footprints` (its own memo).
-fn answers(
-    k: &Kernel,
-    warp: u32,
-    cap: usize,
-) -> Vec<(usize, usize, usize, Option<usize>, Answer, Option<bool>)> {
+fn answers(k: &Kernel, warp: u32, cap: usize) -> Vec<Asked> {
     let fp = Footprints::new(k, warp);
     let n = fp.accesses.len().min(cap);
     let mut out = Vec::new();
