@@ -1096,7 +1096,7 @@ pub(super) fn decide_within(q: &PairQuestion) -> Option<PairConflict> {
 fn differing_bits(q: &PairQuestion, found: &[Vec<i64>], (x, y): (usize, usize)) -> u64 {
     let mut m = 0u64;
     for s in found {
-        if !q.p.satisfied_by(s) || s[x] == s[y] {
+        if s.get(x) == s.get(y) || !q.p.satisfied_by(s) {
             continue;
         }
         m |= match q.dist {
@@ -1117,7 +1117,7 @@ fn shows_two_warps(q: &PairQuestion, found: &[Vec<i64>], (ta, tb): (usize, usize
     !matches!(q.dist, Distance::Periodic { .. })
         && found
             .iter()
-            .any(|s| q.p.satisfied_by(s) && s[ta].div_euclid(w) != s[tb].div_euclid(w))
+            .any(|s| s.get(ta).map(|t| t.div_euclid(w)) != s.get(tb).map(|t| t.div_euclid(w)) && q.p.satisfied_by(s))
 }
 
 /// The question's problem split by `warp(t_a) ≠ warp(t_b)`, for the thread variables `ta`,
