@@ -53,11 +53,35 @@ pub(super) fn set_budget_left(n: u64) {
     LEFT.with(|l| l.set(n));
 }
 
+thread_local! {
+    /// The solutions found while recording ([`recording`]): [`decide_within`] reads the
+    /// threads they name instead of asking again.
+    static SEEN: RefCell<Option<Vec<Vec<i64>>>> = const { RefCell::new(None) };
+}
+
+/// Starts (`true`) or stops recording the solutions the solves of this thread find; returns
+/// those recorded since the start.
+fn recording(on: bool) -> Vec<Vec<i64>> {
+    SEEN.with(|s| std::mem::replace(&mut *s.borrow_mut(), on.then(Vec::new)).unwrap_or_default())
+}
+
+/// Keeps a solution when recording.
+fn seen(r: &Answer) {
+    if let Answer::Sat(x) = r {
+        SEEN.with(|s| {
+            if let Some(v) = s.borrow_mut().as_mut() {
+                v.push(x.clone());
+            }
+        });
+    }
+}
+
 /// Solves within the question's remaining budget.
 fn solve(q: &Problem) -> Answer {
     let mut b = LEFT.with(|l| l.get());
     let r = q.solve(&mut b);
     LEFT.with(|l| l.set(b));
+    seen(&r);
     r
 }
 
@@ -66,6 +90,7 @@ fn solve_box(q: &Presolved, bx: (i64, i64)) -> Answer {
     let mut b = LEFT.with(|l| l.get());
     let r = q.solve(bx, &mut b);
     LEFT.with(|l| l.set(b));
+    seen(&r);
     r
 }
 
@@ -125,28 +150,7 @@ fn keys(fp: &Footprints, b: &mut Builder, ai: usize, pins: &[Option<i64>]) -> Op
             OpKind::For { .. } => Some(k.region_args(k.ops[l].regions[0])[0]),
             _ => None,
         };
-        let konst = |b: &mut Builder, o: &Operand| match b.operand(o) {
-            Form::Known(a) => a.as_const(),
-            _ => None,
-        };
-        // (first value, step between values, count)
-        let vals: Option<(i64, i64, i64)> = match (fp.domains.get(&l).copied(), &k.ops[l].kind) {
-            (Some(LoopDomain::Exact { step, .. }), OpKind::For { lo, hi, .. }) => {
-                match (konst(b, lo), konst(b, hi)) {
-                    (Some(lo), Some(hi)) => Some((lo, step, ((hi - lo).max(0) + step - 1) / step)),
-                    _ => None,
-                }
-            }
-            (Some(LoopDomain::Periodic { step, period }), OpKind::For { lo, .. }) => {
-                let g = gcd(step, period).max(1);
-                match konst(b, lo) {
-                    Some(lo) => Some((lo.rem_euclid(g), g, period / g)),
-                    None => Some((0, 1, period)),
-                }
-            }
-            _ => None,
-        };
-        match (vals, iv) {
+        match (key_values(fp, b, l), iv) {
             (Some((_, _, n)), Some(iv)) if n > 0 && !fp.depends_on(ai, l, iv) => {
                 out.push((None, None))
             }
@@ -166,6 +170,32 @@ fn keys(fp: &Footprints, b: &mut Builder, ai: usize, pins: &[Option<i64>]) -> Op
         }
     }
     Some(out)
+}
+
+/// The values the enumerator gives loop `l`'s key: `(first value, step between values,
+/// count)` of an exact domain with constant bounds, or of the residues of a periodic one;
+/// `None` where the loop is not enumerated (no domain, bounds without a constant form).
+fn key_values(fp: &Footprints, b: &mut Builder, l: Op) -> Option<(i64, i64, i64)> {
+    let konst = |b: &mut Builder, o: &Operand| match b.operand(o) {
+        Form::Known(a) => a.as_const(),
+        _ => None,
+    };
+    match (fp.domains.get(&l).copied(), &fp.k.ops[l].kind) {
+        (Some(LoopDomain::Exact { step, .. }), OpKind::For { lo, hi, .. }) => {
+            match (konst(b, lo), konst(b, hi)) {
+                (Some(lo), Some(hi)) => Some((lo, step, ((hi - lo).max(0) + step - 1) / step)),
+                _ => None,
+            }
+        }
+        (Some(LoopDomain::Periodic { step, period }), OpKind::For { lo, .. }) => {
+            let g = gcd(step, period).max(1);
+            match konst(b, lo) {
+                Some(lo) => Some((lo.rem_euclid(g), g, period / g)),
+                None => Some((0, 1, period)),
+            }
+        }
+        _ => None,
+    }
 }
 
 /// How a side's operations of a constant and a small-range value (`Builder::table`) are
@@ -219,26 +249,7 @@ fn side(
 fn side_in(fp: &Footprints, b: &mut Builder, (ai, tid): (usize, usize), keys: &Keys) -> Result<Option<Side>, ()> {
     let k = fp.k;
     let a = &fp.accesses[ai];
-    // Guards of every enclosing `if` (on a collective access: on the thread that executes
-    // it, `bits::collective`).
-    let mut child = a.id.op;
-    let mut guarded = false;
-    for anc in fp.ancestors(a.id.op).into_iter().rev() {
-        if let OpKind::If { cond } = &k.ops[anc].kind {
-            let in_then = fp.region_of(child) == Some(k.ops[anc].regions[0]);
-            match b.guard(cond, in_then) {
-                Guard::Always => {}
-                Guard::When(cs) => {
-                    guarded = true;
-                    for (f, lo, hi) in cs {
-                        f.constrain(b.p, lo, hi);
-                    }
-                }
-                Guard::Unsupported => return Err(()),
-            }
-        }
-        child = anc;
-    }
+    let guarded = guards(fp, b, a.id.op)?;
     let (idx, who) = match &a.access.footprint {
         Footprint::PerThread(ix) => (ix.iter().map(|o| b.operand(o)).collect(), Ident::Thread(tid)),
         Footprint::Collective { layout } => {
@@ -278,6 +289,32 @@ fn side_in(fp: &Footprints, b: &mut Builder, (ai, tid): (usize, usize), keys: &K
         who,
         whole: false,
     }))
+}
+
+/// Constrains `b`'s problem by the conditions of every `if` enclosing `op` (on a collective
+/// access: on the thread that executes it, `bits::collective`); whether there was one.
+/// `Err`: a guard without an encoding.
+fn guards(fp: &Footprints, b: &mut Builder, op: Op) -> Result<bool, ()> {
+    let k = fp.k;
+    let mut child = op;
+    let mut guarded = false;
+    for anc in fp.ancestors(op).into_iter().rev() {
+        if let OpKind::If { cond } = &k.ops[anc].kind {
+            let in_then = fp.region_of(child) == Some(k.ops[anc].regions[0]);
+            match b.guard(cond, in_then) {
+                Guard::Always => {}
+                Guard::When(cs) => {
+                    guarded = true;
+                    for (f, lo, hi) in cs {
+                        f.constrain(b.p, lo, hi);
+                    }
+                }
+                Guard::Unsupported => return Err(()),
+            }
+        }
+        child = anc;
+    }
+    Ok(guarded)
 }
 
 /// The side of an access some index of which the enumerator cannot evaluate (a loaded bin,
@@ -507,7 +544,7 @@ pub fn pair_conflict_traced(
 ) -> Option<PairConflict> {
     let n0 = super::solve::NODES.with(|n| n.get());
     let r = pair_conflict(fp, ai, bi, plen, var);
-    if std::env::var_os("SMEMSYNC_SYMBOLIC_TRACE").is_some() {
+    if tracing() {
         let n = super::solve::NODES.with(|n| n.get()) - n0;
         eprintln!(
             "symbolic pair {} -> {} plen={plen} var={var:?}: {n} nodes, {:?}",
@@ -517,6 +554,13 @@ pub fn pair_conflict_traced(
         );
     }
     r
+}
+
+/// Whether `SMEMSYNC_SYMBOLIC_TRACE` is set (read once: the environment was read on every
+/// question, 1% of the rolled flash kernel's `sync`).
+fn tracing() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_SYMBOLIC_TRACE").is_some())
 }
 
 /// The symbolic [`PairConflict`] of `conflicts::pair_conflict` (without a witness), or
@@ -784,8 +828,7 @@ pub(super) fn question_at(
     let (Some(ta), Some(tb)) = (ta, tb) else {
         return Some(Built::Nothing);
     };
-    let (la, lb) = (&fp.accesses[ai].loops, &fp.accesses[bi].loops);
-    let loops = if la.len() >= lb.len() { la } else { lb };
+    let loops = longer_nest(fp, ai, bi);
     if !keys_may_meet(&ta.keys, &tb.keys, (plen, var), loops, fp) {
         return Some(Built::Nothing);
     }
@@ -803,6 +846,42 @@ pub(super) fn question_at(
     if let Some(r) = fp.sym_sides.answers.borrow().get(&key) {
         return Some(Built::Known(r.clone()));
     }
+    if LATTICE.with(|l| l.get()) && !units_may_meet(ta, tb, key.delta) {
+        return Some(Built::Nothing);
+    }
+    let (p, dist) = compose_related(fp, (ta, tb), (plen, var), meets, loops)?;
+    match p {
+        None => Some(Built::Nothing),
+        Some((p, rel)) => Some(Built::New(
+            key,
+            PairQuestion {
+                p,
+                rel,
+                dist,
+                threads: fp.k.threads().max(1) as i64,
+                warp: fp.warp as i64,
+                left,
+            },
+        )),
+    }
+}
+
+/// The loop nest of `ai` or `bi`, whichever is longer (the levels a key relation reads).
+fn longer_nest<'f>(fp: &'f Footprints, ai: usize, bi: usize) -> &'f [Op] {
+    let (la, lb) = (&fp.accesses[ai].loops, &fp.accesses[bi].loops);
+    if la.len() >= lb.len() { la } else { lb }
+}
+
+/// The composed problem of two templates with the common unit, the key relations of the
+/// first `plen` levels (the distance at `var`), the pinned key of an in-flight question
+/// and the thread relation; `Some((None, _))`: no instance pair (a fixed empty distance).
+fn compose_related(
+    fp: &Footprints,
+    (ta, tb): (&Template, &Template),
+    (plen, var): (usize, Option<usize>),
+    meets: Option<Option<(usize, i64)>>,
+    loops: &[Op],
+) -> Option<(Option<(Problem, Distinct)>, Distance)> {
     let (mut p, sa, sb) = compose(ta, tb)?;
     let (ra, rb) = (sa.unit.range(&p), sb.unit.range(&p));
     let u = p.var(ra.0.min(rb.0), ra.1.max(rb.1) + sa.units.max(sb.units));
@@ -826,18 +905,52 @@ pub(super) fn question_at(
         kb.constrain(&mut p, key, key);
     }
     if let Distance::Fixed(0) = dist {
-        return Some(Built::Nothing);
+        return Some((None, dist));
     }
     let rel = bits::relate(&mut p, (&sa.who, &sa.unit, sa.units), (&sb.who, &sb.unit, sb.units), fp.warp)?;
-    let q = PairQuestion {
-        p,
-        rel,
-        dist,
-        threads: fp.k.threads().max(1) as i64,
-        warp: fp.warp as i64,
-        left,
+    Some((Some((p, rel)), dist))
+}
+
+thread_local! {
+    static LATTICE: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Turns the unit-lattice test of pair questions (`units_may_meet`) on (the default) or
+/// off on this thread: tests compare every answer with it and without it.
+pub fn lattice_test(on: bool) {
+    LATTICE.with(|l| l.set(on));
+}
+
+/// False when no unit of template `a` can be a unit of template `b` shifted by `delta`
+/// (`c_b − c_a`), judged by the two unit forms alone: the composed problem requires
+/// `U_a − U_b ∈ [delta − (n_a − 1), delta + n_b − 1]` (the two unit ranges meet, in the
+/// coordinates relative to `c_a`), where `U` is a side's unit form without its constant,
+/// ranging over its variables' boxes, and every value of `U_a − U_b` is a multiple of the
+/// gcd of all their coefficients. No such multiple in that interval: the problem is
+/// infeasible (a relaxation of it is), so the question has no instance pair, exactly
+/// (docs/symbolic.md, "Unit lattices"). O(terms).
+fn units_may_meet(a: &Template, b: &Template, delta: i64) -> bool {
+    let span = |t: &Template| {
+        let (mut lo, mut hi, mut g) = (0i128, 0i128, 0i64);
+        for &(v, c) in &t.unit.terms {
+            let (x, y) = (c as i128 * t.p.lo[v] as i128, c as i128 * t.p.hi[v] as i128);
+            lo += x.min(y);
+            hi += x.max(y);
+            g = gcd(g, c);
+        }
+        (lo, hi, g)
     };
-    Some(Built::New(key, q))
+    let ((la, ha, ga), (lb, hb, gb)) = (span(a), span(b));
+    let d = delta as i128;
+    let lo = (d - (a.units as i128 - 1)).max(la - hb);
+    let hi = (d + b.units as i128 - 1).min(ha - lb);
+    let g = gcd(ga, gb) as i128;
+    if lo > hi {
+        return false;
+    }
+    // The least multiple of `g` at or above `lo` (`g = 0`: both forms constant, and the
+    // one difference, 0, lies in `[la − hb, ha − lb] = [0, 0]`).
+    g == 0 || lo.div_euclid(g) * g + if lo.rem_euclid(g) == 0 { 0 } else { g } <= hi
 }
 
 /// False when two constant keys (fixed iteration indices of split pieces) violate the key
@@ -931,19 +1044,42 @@ fn decide_pair(q: &PairQuestion) -> Option<PairConflict> {
 
 /// [`decide_pair`] within the search budget left (the pieces of a split question share
 /// one).
+///
+/// The solutions the solves find are read before more is asked (docs/symbolic.md,
+/// "Solutions name threads"): a solution of the question's problem whose two identity
+/// variables differ proves the conflict bit of its distance, and one whose two threads lie
+/// in two warps proves `intra_warp` false; only the bits and the warp question no solution
+/// settled are solved for. Each solution is checked against the problem first.
 pub(super) fn decide_within(q: &PairQuestion) -> Option<PairConflict> {
     let (p, dist) = (&q.p, &q.dist);
-    let intersect = mask(std::slice::from_ref(p), dist, u64::MAX)?;
+    recording(true);
+    let intersect = mask(std::slice::from_ref(p), dist, u64::MAX);
+    let mut found = recording(false);
+    let intersect = intersect?;
     let conflict = match q.rel {
         _ if intersect == 0 => 0,
         Distinct::Fixed { conflict, .. } => intersect * conflict as u64,
         Distinct::Threads(x, y) | Distinct::Positions(x, y) => {
-            mask(&distinct(p, x, y, None), dist, intersect)?
+            // (Every distance meets: the mask of the rest would be solved bit by bit
+            // instead of by splitting the range, which costs more than it saves.)
+            let proven = match intersect {
+                u64::MAX => 0,
+                _ => intersect & differing_bits(q, &found, (x, y)),
+            };
+            let rest = intersect & !proven;
+            recording(true);
+            let m = if rest == 0 {
+                Some(0)
+            } else {
+                mask(&distinct(p, x, y, None), dist, rest)
+            };
+            found.extend(recording(false));
+            proven | m?
         }
     };
     let mut intra_warp = matches!(q.rel, Distinct::Fixed { intra: true, .. }) && conflict != 0;
     if let (Distinct::Threads(ta, tb), true) = (q.rel, conflict != 0) {
-        intra_warp = !any_sat(&cross_warp(q, ta, tb)?)?;
+        intra_warp = !(shows_two_warps(q, &found, (ta, tb)) || any_sat(&cross_warp(q, ta, tb)?)?);
     }
     Some(PairConflict {
         conflict,
@@ -952,6 +1088,36 @@ pub(super) fn decide_within(q: &PairQuestion) -> Option<PairConflict> {
         witness: None,
         query: None,
     })
+}
+
+/// The distance bits of the solutions in `found` of the question's problem whose
+/// variables `x` and `y` differ (each such solution is a conflict at its distance). Only
+/// for a fixed or an exact distance (a periodic one's residue names no single bit).
+fn differing_bits(q: &PairQuestion, found: &[Vec<i64>], (x, y): (usize, usize)) -> u64 {
+    let mut m = 0u64;
+    for s in found {
+        if s.get(x) == s.get(y) || !q.p.satisfied_by(s) {
+            continue;
+        }
+        m |= match q.dist {
+            Distance::Fixed(m) => m,
+            Distance::Exact(d) if s[d] >= 0 => 1u64 << s[d].min(63),
+            _ => 0,
+        };
+    }
+    m
+}
+
+/// Whether some solution in `found` of the question's problem names two threads `ta`,
+/// `tb` in two warps: the cross-warp problem ([`cross_warp`]) is then satisfiable. Not for
+/// a periodic distance (the cross-warp problem relates only the residues distances below
+/// 63 reach).
+fn shows_two_warps(q: &PairQuestion, found: &[Vec<i64>], (ta, tb): (usize, usize)) -> bool {
+    let w = q.warp.max(1);
+    !matches!(q.dist, Distance::Periodic { .. })
+        && found
+            .iter()
+            .any(|s| s.get(ta).map(|t| t.div_euclid(w)) != s.get(tb).map(|t| t.div_euclid(w)) && q.p.satisfied_by(s))
 }
 
 /// The question's problem split by `warp(t_a) ≠ warp(t_b)`, for the thread variables `ta`,

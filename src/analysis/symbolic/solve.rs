@@ -446,6 +446,14 @@ impl Problem {
         out
     }
 
+    /// Whether `x` (one value per variable) lies in every box and satisfies every
+    /// constraint.
+    pub fn satisfied_by(&self, x: &[i64]) -> bool {
+        x.len() == self.lo.len()
+            && x.iter().zip(self.lo.iter().zip(&self.hi)).all(|(v, (l, h))| l <= v && v <= h)
+            && self.holds(x)
+    }
+
     fn holds(&self, x: &[i64]) -> bool {
         self.cons.iter().all(|c| {
             let s: i128 = c.terms.iter().map(|&(v, a)| a as i128 * x[v] as i128).sum();
