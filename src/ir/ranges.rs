@@ -62,12 +62,14 @@ impl Interval {
         Interval::new(self.lo.min(o.lo), self.hi.max(o.hi))
     }
 
+    /// The product's interval. Bounds lie within ±2^100, so a product may leave `i128`: it
+    /// saturates (with the product's sign), then clamps to ±2^100 like every bound.
     fn mul(self, o: Interval) -> Interval {
         let p = [
-            self.lo * o.lo,
-            self.lo * o.hi,
-            self.hi * o.lo,
-            self.hi * o.hi,
+            self.lo.saturating_mul(o.lo),
+            self.lo.saturating_mul(o.hi),
+            self.hi.saturating_mul(o.lo),
+            self.hi.saturating_mul(o.hi),
         ];
         Interval::new(*p.iter().min().unwrap(), *p.iter().max().unwrap())
     }
@@ -256,6 +258,19 @@ fn special(k: &Kernel, s: Special) -> Interval {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Products of saturated bounds (2^100 · 2^100 leaves `i128`) saturate with their sign
+    /// instead of wrapping (a wrapped bound could land inside `i32` and make a value "exact").
+    #[test]
+    fn products_of_saturated_bounds_stay_saturated() {
+        let big = Interval::new(-SAT, SAT);
+        let p = big.mul(big);
+        assert_eq!((p.lo, p.hi), (-SAT, SAT));
+        let pos = Interval::new(SAT, SAT);
+        assert_eq!(pos.mul(pos), Interval::new(SAT, SAT));
+        assert_eq!(pos.mul(Interval::new(-SAT, -SAT)), Interval::new(-SAT, -SAT));
+        assert!(!big.mul(big).fits_i32());
+    }
 
     #[test]
     fn multiplication_by_a_large_constant_is_not_exact() {
