@@ -157,17 +157,7 @@ fn mutants_are_never_proved_plain_and_interpretation_finds_them() {
             "C0006",
         ),
     ];
-    for (name, text, what, bounds, code) in cases {
-        let k = parse(&text);
-        let ns = obligations(&k, None);
-        assert!(
-            ns.iter().any(|n| n.what == what),
-            "{name}: {what:?} shown: {ns:?}"
-        );
-        let v = check(&k);
-        assert!(!proved_plain(&v), "{name}: proved plain: {v:?}");
-        assert_eq!(interpreted_error(&k, &bounds), Some(code), "{name}");
-    }
+    assert_mutants_caught(cases);
 }
 
 /// `smemsync sync --target sm_80` of `src` (through the command line: the checker never
@@ -565,17 +555,7 @@ fn block_wide_mutants_are_never_proved_plain() {
             "C0006",
         ),
     ];
-    for (name, text, what, bounds, code) in cases {
-        let k = parse(&text);
-        let ns = obligations(&k, None);
-        assert!(
-            ns.iter().any(|n| n.what == what),
-            "{name}: {what:?} shown: {ns:?}"
-        );
-        let v = check(&k);
-        assert!(!proved_plain(&v), "{name}: proved plain: {v:?}");
-        assert_eq!(interpreted_error(&k, &bounds), Some(code), "{name}");
-    }
+    assert_mutants_caught(cases);
 }
 
 /// A write refined thread by thread in a loop is memoized by the intervals of its slice:
@@ -637,5 +617,21 @@ fn the_bench_gemm_and_flash_are_proved_plain_within_the_default_budget() {
         };
         let v = check_race_free(&k, &o).verdict;
         assert!(proved_plain(&v), "{row}: {v:?}");
+    }
+}
+
+/// Each mutant leaves its obligation not shown, is not proved plain, and stops the
+/// interpreter with its error code.
+fn assert_mutants_caught(cases: Vec<Mutant>) {
+    for (name, text, what, bounds, code) in cases {
+        let k = parse(&text);
+        let ns = obligations(&k, None);
+        assert!(
+            ns.iter().any(|n| n.what == what),
+            "{name}: {what:?} shown: {ns:?}"
+        );
+        let v = check(&k);
+        assert!(!proved_plain(&v), "{name}: proved plain: {v:?}");
+        assert_eq!(interpreted_error(&k, &bounds), Some(code), "{name}");
     }
 }

@@ -239,21 +239,11 @@ fn compare_warp(text: &str, warp: u32) -> (usize, usize) {
             }
             // Hazard finding also relates levels of different loops (a prologue's and the
             // pipelined loop's), up to the shorter nest.
-            let common = fp.accesses[ai].loops.len().min(fp.accesses[bi].loops.len());
-            for plen in 0..=common {
-                for var in std::iter::once(None).chain((0..plen).map(Some)) {
-                    asked += 1;
-                    let Some(s) = pairs::pair_conflict(&fp, ai, bi, plen, var) else {
-                        continue;
-                    };
-                    answered += 1;
-                    let e = pair_conflict_enumerated(&mut fp, ai, bi, plen, var);
-                    assert_eq!(
-                        (s.conflict, s.intersect, s.intra_warp),
-                        (e.conflict, e.intersect, e.intra_warp),
-                        "pair {ai} -> {bi}, plen {plen}, var {var:?} (symbolic, enumerated)"
-                    );
-                }
+            let nest = fp.accesses[ai].loops.len().min(fp.accesses[bi].loops.len());
+            for plen in 0..=nest {
+                let (a, q) = common::pair_questions_match_enumeration(&mut fp, ai, bi, plen);
+                answered += a;
+                asked += q;
                 let (a, q) = compare_pinned(&mut fp, ai, bi, plen);
                 answered += a;
                 asked += q;

@@ -413,3 +413,31 @@ impl<'k> OverlapOracle<'k> {
         Ok(xs.len() * ys.len())
     }
 }
+
+/// Every pair question from access `ai` to `bi` at common loop-nest length `plen` (no
+/// carrying loop, then each of the `plen` loops, as hazard finding asks them): the symbolic
+/// answer, where given, equals enumeration's; returns (answered, asked).
+pub fn pair_questions_match_enumeration(
+    fp: &mut smemsync::analysis::footprint::Footprints,
+    ai: usize,
+    bi: usize,
+    plen: usize,
+) -> (usize, usize) {
+    use smemsync::analysis::conflicts::pair_conflict_enumerated;
+    use smemsync::analysis::symbolic::pairs;
+    let (mut answered, mut asked) = (0, 0);
+    for var in std::iter::once(None).chain((0..plen).map(Some)) {
+        asked += 1;
+        let Some(s) = pairs::pair_conflict(fp, ai, bi, plen, var) else {
+            continue;
+        };
+        answered += 1;
+        let e = pair_conflict_enumerated(fp, ai, bi, plen, var);
+        assert_eq!(
+            (s.conflict, s.intersect, s.intra_warp),
+            (e.conflict, e.intersect, e.intra_warp),
+            "pair {ai} -> {bi}, plen {plen}, var {var:?} (symbolic, enumerated)"
+        );
+    }
+    (answered, asked)
+}
