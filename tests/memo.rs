@@ -220,3 +220,57 @@ fn quiet_entries_collapse_exactly() {
         assert!(flow.stats.quiet > 0, "{name}: no quiet entry");
     }
 }
+
+/// The wait plan and the completions of `k` on `t` computed afresh, then read back from a
+/// memo warmed by a first run (every answer a hit of the memo's packed answer table:
+/// `analysis::inflight`'s two bits per entry, noted answers replayed from their side map):
+/// the same plan, warnings, completions and in-flight hazards (in order).
+fn warm_memo_equals_fresh(name: &str, k: &smemsync::Kernel, t: &Target) {
+    let fresh = plans_and_completions(k, t, false, |_| {});
+    let mut memo = FlowMemo::for_kernel(k);
+    let first = plan_waits_memo(k, t, &mut memo);
+    let warm = plan_waits_memo(k, t, &mut memo);
+    assert_eq!(
+        format!("{first:?}"),
+        format!("{warm:?}"),
+        "{name} on {}: a warm memo changed the plan",
+        t.name
+    );
+    assert_eq!(fresh.0, format!("{warm:?}"), "{name} on {}", t.name);
+    let comp = warm.as_ref().ok().map(|p| {
+        let out = apply(k, &p.plan).unwrap();
+        let once = completions_memo(&out, t, &mut memo);
+        let again = completions_memo(&out, t, &mut memo);
+        assert_eq!(
+            format!("{once:?}"),
+            format!("{again:?}"),
+            "{name} on {}",
+            t.name
+        );
+        (format!("{again:?}"), Vec::new())
+    });
+    assert_eq!(fresh.1, comp, "{name} on {}: completions differ", t.name);
+}
+
+#[test]
+fn answers_read_back_from_a_warm_memo_equal_fresh_ones() {
+    let mut kernels = file_kernels();
+    kernels.push(("small gemm".into(), small_gemm()));
+    for threads in [64, 256] {
+        let sh = GemmShape {
+            threads,
+            ..GemmShape::realistic(false)
+        };
+        kernels.push((format!("gemm t{threads}"), kernel(&gemm(&sh).unwrap())));
+    }
+    for name in ["flash", "flash-k-first"] {
+        let src = smemsync::bench_kernels::named(name).unwrap();
+        kernels.push((name.into(), kernel(&src)));
+    }
+    for t in ["sm_80", "sm_90", "gfx950", "gfx1250"] {
+        let t = Target::from_name(t).unwrap();
+        for (name, k) in &kernels {
+            warm_memo_equals_fresh(name, k, &t);
+        }
+    }
+}

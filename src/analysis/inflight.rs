@@ -432,7 +432,60 @@ struct Consumer {
     /// [`FlowMemo::asyncs`]: an entry of any other copy conflicts with nothing here and is
     /// skipped without a question (nor an answer slot).
     near_set: Vec<u64>,
-    answers: Vec<Answer>,
+    answers: Answers,
+}
+
+/// The answers of one consumer indexed by entry id, two bits per entry (`0` unasked, `1` no,
+/// `2` yes, `3` noted) with the index of each noted answer in a side map (noted answers are
+/// rare). A consumer is asked about few of the entries of a large kernel, but its slots run
+/// up to the largest id asked: at two bits a slot the table of every consumer of a
+/// 16 640-entry kernel fits in 4 KiB, where one [`Answer`] (8 bytes) a slot took 130 KiB
+/// and fresh pages on every growth. Lookup: one shift and mask; an unset slot past the end
+/// reads as unasked.
+#[derive(Clone, Debug, Default)]
+struct Answers {
+    bits: Vec<u64>,
+    noted: HashMap<u32, u32>,
+}
+
+impl Answers {
+    /// The answer held for entry `e`.
+    #[inline]
+    fn get(&self, e: EntryId) -> Answer {
+        let i = e.index();
+        let Some(w) = self.bits.get(i / 32) else {
+            return Answer::Unasked;
+        };
+        match (w >> (2 * (i % 32))) & 3 {
+            0 => Answer::Unasked,
+            1 => Answer::No,
+            2 => Answer::Yes,
+            _ => self
+                .noted
+                .get(&(i as u32))
+                .map_or(Answer::Unasked, |&n| Answer::Noted(n)),
+        }
+    }
+
+    /// Records the answer for entry `e`.
+    fn set(&mut self, e: EntryId, a: Answer) {
+        let i = e.index();
+        if self.bits.len() <= i / 32 {
+            self.bits.resize(i / 32 + 1, 0);
+        }
+        let code = match a {
+            Answer::Unasked => 0,
+            Answer::No => 1,
+            Answer::Yes => 2,
+            Answer::Noted(n) => {
+                self.noted.insert(i as u32, n);
+                3
+            }
+        };
+        let sh = 2 * (i % 32);
+        let w = &mut self.bits[i / 32];
+        *w = (*w & !(3 << sh)) | (code << sh);
+    }
 }
 
 impl Consumer {
@@ -612,6 +665,9 @@ pub struct Flow<'k> {
     boxes: crate::analysis::boxes::Boxes<'k>,
     /// What this solver did (`SMEMSYNC_INFLIGHT_STATS`).
     pub stats: FlowStats,
+    /// Scratch of [`Flow::conflict_ids`]: the entries whose answer is still to be read or
+    /// asked (kept between calls so that its buffer is reused).
+    scratch: Vec<(Queue, EntryId, i32)>,
 }
 
 /// The async issues of a loop body, with their queues ([`Flow::inserts_only`]).
@@ -689,6 +745,7 @@ impl<'k> Flow<'k> {
             near_body: HashMap::default(),
             boxes: crate::analysis::boxes::Boxes::new(k, target.warp),
             stats: FlowStats::default(),
+            scratch: Vec::new(),
         }
     }
 
@@ -1266,7 +1323,7 @@ impl<'k> Flow<'k> {
                 if let Some(c) = self.memo.consumers.get(&op) {
                     let (table, pos) = (&self.memo.entries, &self.memo.async_pos);
                     for (_, e, _) in st.iter() {
-                        match c.answers.get(e.index()).copied().unwrap_or(Answer::Unasked) {
+                        match c.answers.get(e) {
                             Answer::No => {}
                             Answer::Yes => return true,
                             Answer::Noted(i) if self.memo.noted[i as usize].0 => return true,
@@ -1669,17 +1726,20 @@ impl<'k> Flow<'k> {
         self.stats.entry_checks += st.iter().count() as u64;
         // Known answers without notes are read in place; the others (unasked, or noted) are
         // handled afterwards in `Pending` order, so that the conservative notes are raised
-        // and replayed in the order of the entries, whatever their ids.
-        let mut hits = Vec::new();
-        let mut rest = Vec::new();
+        // and replayed in the order of the entries, whatever their ids. The hits go straight
+        // after the register conflicts; the others wait in a scratch vector the solver keeps
+        // (no allocation per consumer once it has grown).
+        let start = out.len();
+        let mut rest = std::mem::take(&mut self.scratch);
+        rest.clear();
         // An unasked entry of a copy the consumer cannot meet is `No` (without a note):
         // skipped, not asked nor stored.
         let (table, pos) = (&self.memo.entries, &self.memo.async_pos);
         for (q, list) in st.queues() {
             for &(e, a) in list {
-                match c.answers.get(e.index()).copied().unwrap_or(Answer::Unasked) {
+                match c.answers.get(e) {
                     Answer::No => {}
-                    Answer::Yes => hits.push((q, e, a)),
+                    Answer::Yes => out.push((q, e, a)),
                     Answer::Noted(_) => rest.push((q, e, a)),
                     Answer::Unasked => {
                         let p = pos.get(table.op(e).index()).copied().unwrap_or(u32::MAX);
@@ -1693,15 +1753,15 @@ impl<'k> Flow<'k> {
         if !rest.is_empty() {
             let table = &self.memo.entries;
             rest.sort_by(|x, y| x.0.cmp(&y.0).then_with(|| table.cmp(x.1, y.1)));
-            for (q, e, a) in rest {
+            for &(q, e, a) in &rest {
                 if self.answer(op, e) {
-                    hits.push((q, e, a));
+                    out.push((q, e, a));
                 }
             }
             let table = &self.memo.entries;
-            hits.sort_by(|x, y| x.0.cmp(&y.0).then_with(|| table.cmp(x.1, y.1)));
+            out[start..].sort_by(|x, y| x.0.cmp(&y.0).then_with(|| table.cmp(x.1, y.1)));
         }
-        out.extend(hits);
+        self.scratch = rest;
         out
     }
 
@@ -1729,7 +1789,7 @@ impl<'k> Flow<'k> {
                 mine,
                 near,
                 near_set,
-                answers: Vec::new(),
+                answers: Answers::default(),
             },
         );
         near
@@ -1833,8 +1893,7 @@ impl<'k> Flow<'k> {
         self.memo
             .consumers
             .get(&op)
-            .and_then(|c| c.answers.get(e.index()).copied())
-            .unwrap_or(Answer::Unasked)
+            .map_or(Answer::Unasked, |c| c.answers.get(e))
     }
 
     fn store(&mut self, op: Op, e: EntryId, h: bool, notes: Vec<Note>) {
@@ -1847,10 +1906,7 @@ impl<'k> Flow<'k> {
             Answer::No
         };
         if let Some(c) = self.memo.consumers.get_mut(&op) {
-            if c.answers.len() <= e.index() {
-                c.answers.resize(e.index() + 1, Answer::Unasked);
-            }
-            c.answers[e.index()] = ans;
+            c.answers.set(e, ans);
         }
         self.memo.answered += 1;
     }
@@ -2248,4 +2304,43 @@ pub fn completions_memo(k: &Kernel, target: &Target, memo: &mut FlowMemo) -> Com
     rec.c.hazards.sort_by_key(|h| (h.consumer, h.copy));
     *memo = flow.into_memo();
     rec.c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn answer(code: u8, n: u32) -> Answer {
+        match code % 4 {
+            0 => Answer::Unasked,
+            1 => Answer::No,
+            2 => Answer::Yes,
+            _ => Answer::Noted(n),
+        }
+    }
+
+    proptest! {
+        /// The packed table reads back what a plain vector of answers holds, after any
+        /// sequence of writes (overwrites included), at every id up to past its end.
+        #[test]
+        fn packed_answers_equal_a_plain_vector(
+            writes in proptest::collection::vec((0u32..300, 0u8..4, 0u32..1000), 0..200)
+        ) {
+            let mut packed = Answers::default();
+            let mut plain: Vec<Answer> = Vec::new();
+            for (e, code, n) in writes {
+                let a = answer(code, n);
+                packed.set(EntryId::from_index(e as usize), a);
+                if plain.len() <= e as usize {
+                    plain.resize(e as usize + 1, Answer::Unasked);
+                }
+                plain[e as usize] = a;
+            }
+            for e in 0..400usize {
+                let want = plain.get(e).copied().unwrap_or(Answer::Unasked);
+                prop_assert_eq!(packed.get(EntryId::from_index(e)), want);
+            }
+        }
+    }
 }

@@ -49,6 +49,12 @@ impl EntryId {
     pub fn index(self) -> usize {
         self.0 as usize
     }
+
+    /// The id of dense index `i` (tests of the side tables indexed by entry).
+    #[cfg(test)]
+    pub(crate) fn from_index(i: usize) -> Self {
+        EntryId(i as u32)
+    }
 }
 
 /// The id of an interned tag vector.
