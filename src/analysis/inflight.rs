@@ -1720,10 +1720,11 @@ impl<'k> Flow<'k> {
         if !self.consumer_near(op) {
             return out;
         }
-        let Some(c) = self.memo.consumers.get(&op) else {
+        self.stats.entry_checks += st.iter().count() as u64;
+        let memo = &mut self.memo;
+        let Some(c) = memo.consumers.get_mut(&op) else {
             return out;
         };
-        self.stats.entry_checks += st.iter().count() as u64;
         // Known answers without notes are read in place; the others (unasked, or noted) are
         // handled afterwards in `Pending` order, so that the conservative notes are raised
         // and replayed in the order of the entries, whatever their ids. The hits go straight
@@ -1732,9 +1733,10 @@ impl<'k> Flow<'k> {
         let start = out.len();
         let mut rest = std::mem::take(&mut self.scratch);
         rest.clear();
-        // An unasked entry of a copy the consumer cannot meet is `No` (without a note):
-        // skipped, not asked nor stored.
-        let (table, pos) = (&self.memo.entries, &self.memo.async_pos);
+        // An unasked entry of a copy the consumer cannot meet is `No` (without a note: what
+        // `Flow::decide` answers, `Flow::apart`): not asked, and recorded so that the next
+        // visit reads one slot instead of the copy's position (not counted as an answer).
+        let (table, pos) = (&memo.entries, &memo.async_pos);
         for (q, list) in st.queues() {
             for &(e, a) in list {
                 match c.answers.get(e) {
@@ -1745,6 +1747,8 @@ impl<'k> Flow<'k> {
                         let p = pos.get(table.op(e).index()).copied().unwrap_or(u32::MAX);
                         if c.may_meet(p) {
                             rest.push((q, e, a));
+                        } else {
+                            c.answers.set(e, Answer::No);
                         }
                     }
                 }
