@@ -26,8 +26,8 @@
 //! entry to its *minimum age* over all paths: the number of younger operations on that queue
 //! (counters) or younger committed groups (group queues; `-1` = possibly uncommitted).
 //! Entries are interned once ([`crate::analysis::pending`]): a state is, per queue, a vector
-//! of (entry id, age) sorted by id, and the footprint answers are arrays indexed by entry id
-//! per consumer ([`FlowMemo`]).
+//! of (entry id, age) sorted by id, and the footprint answers are tables of two bits an
+//! entry, indexed by entry id, per consumer ([`FlowMemo`]).
 //! Order: `a ⊑ b` iff every entry of `a` is in `b` with an age `>=` its age in `b`. Join:
 //! union of entries, minimum of ages (a copy absent on one path — seed 002's `NullAsyncDep`
 //! — constrains nothing). Transfer functions are monotone: issue (tick the queue, add an
@@ -514,7 +514,8 @@ impl Consumer {
 /// every solver checks, in debug builds, that the ops before it are unchanged in kind.
 ///
 /// Lookups allocate nothing: one hash lookup per consumer, then an array index per entry.
-/// Memory: one answer slot per (consumer, entry) pair up to the largest entry id asked.
+/// Memory: two bits per (consumer, entry) pair up to the largest entry id asked of the consumer
+/// (`Answers`), plus the noted answers.
 #[derive(Clone, Debug, Default)]
 pub struct FlowMemo {
     entries: Entries,
