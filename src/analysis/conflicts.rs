@@ -91,6 +91,14 @@ pub fn pair_conflict(
     if let Some(pc) = fp.pair_answers.get(&(ai, bi, plen, var)) {
         return pc.clone();
     }
+    // Boxes disjoint in some dimension: no common byte under any relation, so no conflict
+    // and no intersection at any distance (what the engine answers, without asking it).
+    if fp.boxes_apart(ai, bi) {
+        return PairConflict {
+            query: Some((plen, var)),
+            ..PairConflict::default()
+        };
+    }
     let key = (fp.accesses[ai].id, fp.accesses[bi].id, plen, var);
     let pc = match fp.memo_pair(&key) {
         Some(pc) => pc,

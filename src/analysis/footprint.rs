@@ -207,7 +207,13 @@ pub struct Footprints<'k> {
     /// Pair-conflict answers of this kernel by accesses, common prefix and distance level
     /// (`conflicts::pair_conflict`: hazard finding asks some pairs several times).
     pub(crate) pair_answers: HashMap<(usize, usize, usize, Option<usize>), crate::analysis::conflicts::PairConflict>,
-
+    /// Decide pairs of accesses apart by their footprint boxes before any conflict question
+    /// ([`Footprints::boxes_apart`]); off under `SMEMSYNC_HAZARD_NO_BOXES` (the oracle).
+    pub use_boxes: bool,
+    /// Value intervals and boxes of the accesses, built on first use.
+    boxes: Option<crate::analysis::boxes::Boxes<'k>>,
+    /// Per access: `None` not computed yet, `Some(None)` no box.
+    access_boxes: Vec<Option<Option<crate::analysis::boxes::FootBox>>>,
     /// The symbolic engine's side templates and pair answers by translation-normalized key
     /// (`symbolic::pairs`).
     pub(crate) sym_sides: crate::analysis::symbolic::pairs::Templates,
@@ -456,7 +462,9 @@ impl<'k> Footprints<'k> {
             eval_memo: None,
             scratch: IndexScratch::default(),
             pair_answers: HashMap::default(),
-
+            use_boxes: !no_boxes_env(),
+            boxes: None,
+            access_boxes: Vec::new(),
             sym_sides: Default::default(),
         };
         for op in k.ops_in_order() {
@@ -1391,6 +1399,42 @@ impl<'k> Footprints<'k> {
                 .contains(&(self.k.root_buffer(a.mem), self.k.root_buffer(b.mem)))
     }
 
+    /// Whether accesses `ai` and `bi` touch no common byte in any execution, by their
+    /// footprint boxes ([`crate::analysis::boxes`]: one root buffer, boxes disjoint in some
+    /// dimension). Then every conflict and intersection question about the pair answers
+    /// nothing, under any loop relation: `conflicts::pair_conflict` and hazard finding skip
+    /// it. `false` says nothing (and is the answer when [`Footprints::use_boxes`] is off).
+    /// A box is built once per access (O(dimensions + view depth), value intervals memoized).
+    pub fn boxes_apart(&mut self, ai: usize, bi: usize) -> bool {
+        if !self.use_boxes {
+            return false;
+        }
+        let k = self.k;
+        let (a, b) = (&self.accesses[ai].access, &self.accesses[bi].access);
+        if k.root_buffer(a.mem) != k.root_buffer(b.mem) {
+            return false;
+        }
+        self.access_box(ai);
+        self.access_box(bi);
+        let slot = |i: usize| self.access_boxes[i].as_ref().expect("computed above");
+        crate::analysis::boxes::disjoint(slot(ai), slot(bi))
+    }
+
+    /// Computes the box of access `ai` into [`Footprints::access_boxes`] if not yet there.
+    fn access_box(&mut self, ai: usize) {
+        if self.access_boxes.len() < self.accesses.len() {
+            self.access_boxes.resize(self.accesses.len(), None);
+        }
+        if self.access_boxes[ai].is_some() {
+            return;
+        }
+        let (k, warp) = (self.k, self.warp);
+        let boxes = self
+            .boxes
+            .get_or_insert_with(|| crate::analysis::boxes::Boxes::new(k, warp));
+        self.access_boxes[ai] = Some(boxes.of(&self.accesses[ai].access));
+    }
+
     /// The guards of `op`: the condition of each enclosing `if`, innermost first, and whether
     /// `op` lies in its `then` arm.
     fn guards(&self, op: Op) -> Vec<(&'k Operand, bool)> {
@@ -1843,6 +1887,13 @@ impl<'k> Footprints<'k> {
         self.group_cache.insert((ai, plen), rc.clone());
         rc
     }
+}
+
+/// Whether `SMEMSYNC_HAZARD_NO_BOXES` is set: footprint boxes decide no pair apart in
+/// hazard finding ([`Footprints::boxes_apart`]; for measuring them, and the oracle of the
+/// tests). Read once per [`Footprints`].
+fn no_boxes_env() -> bool {
+    std::env::var_os("SMEMSYNC_HAZARD_NO_BOXES").is_some()
 }
 
 /// A conservative-answer warning at `op`.

@@ -725,7 +725,7 @@ fn pair_hazards(
 ) {
     let k = fp.k;
     let cheap = cx.cheap;
-    if !cheap.may_emit(k, x, y) {
+    if !cheap.may_emit(k, x, y) || fp.boxes_apart(ai, bi) {
         return;
     }
     let (Some(pa), Some(pb)) = (cheap.path[x], cheap.path[y]) else {
@@ -889,6 +889,9 @@ fn intersects_at(
     m: usize,
     first: Option<(usize, Option<i64>)>,
 ) -> bool {
+    if fp.boxes_apart(ai, bi) {
+        return false;
+    }
     if fp.symbolic && !fp.blind_pair(ai, bi) {
         let fix = first.and_then(|(l, key)| Some((l, key?)));
         if let Some(h) = crate::analysis::symbolic::pairs::intersects_at(fp, ai, bi, m, fix) {
