@@ -146,11 +146,12 @@ pub struct AccessInfo {
 pub struct FootprintMemo {
     inst: HashMap<AccessRef, (Instances, Option<crate::diag::Diagnostic>)>,
     grouped: HashMap<(AccessRef, usize), Instances>,
-    pub(crate) pairs: HashMap<PairKey, crate::analysis::conflicts::PairConflict>,
+    pub(crate) pairs: HashMap<PairKey, crate::analysis::conflicts::PairBits>,
 }
 
-/// A pair-conflict query: the two accesses, the common loop prefix, the distance variable.
-pub(crate) type PairKey = (AccessRef, AccessRef, usize, Option<usize>);
+/// A pair-conflict query: the two accesses (by [`AccessRef`]), the common loop prefix, the
+/// distance variable, packed by `conflicts::question_key`.
+pub(crate) type PairKey = u128;
 
 /// Footprints of every shared access of a kernel, computed lazily and cached.
 pub struct Footprints<'k> {
@@ -197,7 +198,8 @@ pub struct Footprints<'k> {
     /// Interned question keys.
     question_keys: HashMap<QuestionKey, u32>,
     /// Symbolic pair answers by question ids, common prefix and distance level.
-    pub(crate) sym_questions: HashMap<(u32, u32, usize, Option<usize>), Option<crate::analysis::conflicts::PairConflict>>,
+    /// (Keys packed by `conflicts::question_key`; `None`: the engine has no answer.)
+    pub(crate) sym_questions: HashMap<u128, Option<crate::analysis::conflicts::PairBits>>,
     /// Symbolic self-race answers by question id.
     pub(crate) sym_self_questions: HashMap<u32, Option<bool>>,
     /// The enumeration's memo of evaluated values, kept between instances.
@@ -206,7 +208,8 @@ pub struct Footprints<'k> {
     scratch: IndexScratch,
     /// Pair-conflict answers of this kernel by accesses, common prefix and distance level
     /// (`conflicts::pair_conflict`: hazard finding asks some pairs several times).
-    pub(crate) pair_answers: HashMap<(usize, usize, usize, Option<usize>), crate::analysis::conflicts::PairConflict>,
+    /// (Keys packed by `conflicts::question_key` from the access indices.)
+    pub(crate) pair_answers: HashMap<u128, crate::analysis::conflicts::PairBits>,
     /// Decide pairs of accesses apart by their footprint boxes before any conflict question
     /// ([`Footprints::boxes_apart`]); off under `SMEMSYNC_HAZARD_NO_BOXES` (the oracle).
     pub use_boxes: bool,
@@ -1723,17 +1726,22 @@ impl<'k> Footprints<'k> {
 
     /// The memo's answer to a pair-conflict query, with the side effects computing it has
     /// (the instances of both accesses, warnings included), or None.
-    pub(crate) fn memo_pair(&mut self, key: &PairKey) -> Option<crate::analysis::conflicts::PairConflict> {
-        let pc = self.memo.as_ref()?.pairs.get(key)?.clone();
-        for r in [key.0, key.1] {
+    /// `key` is the question's [`PairKey`], `ai` and `bi` its accesses.
+    pub(crate) fn memo_pair(
+        &mut self,
+        key: PairKey,
+        ai: usize,
+        bi: usize,
+    ) -> Option<crate::analysis::conflicts::PairBits> {
+        let bits = *self.memo.as_ref()?.pairs.get(&key)?;
+        for i in [ai, bi] {
             // Replays the enumeration's warnings; a symbolic answer enumerated nothing.
-            if let Some(i) = self.index(r)
-                && self.memo.as_ref().is_some_and(|m| m.inst.contains_key(&r))
-            {
+            let r = self.accesses[i].id;
+            if self.memo.as_ref().is_some_and(|m| m.inst.contains_key(&r)) {
                 self.instances(i);
             }
         }
-        Some(pc)
+        Some(bits)
     }
 
     #[expect(clippy::too_many_arguments, reason = "recursive enumeration state")]
