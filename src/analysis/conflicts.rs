@@ -140,6 +140,7 @@ pub fn pair_conflict(
     if fp.boxes_apart(ai, bi) {
         return PairBits::default().answer(plen, var);
     }
+    fp.pair_questions += 1;
     let key = pair_key(fp, ai, bi, plen, var);
     let bits = match fp.memo_pair(key, ai, bi) {
         Some(bits) => bits,

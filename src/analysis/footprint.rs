@@ -147,6 +147,9 @@ pub struct FootprintMemo {
     inst: HashMap<AccessRef, (Instances, Option<crate::diag::Diagnostic>)>,
     grouped: HashMap<(AccessRef, usize), Instances>,
     pub(crate) pairs: HashMap<PairKey, crate::analysis::conflicts::PairBits>,
+    /// The footprints that carry this memo decide no pair apart by boxes
+    /// ([`Footprints::use_boxes`] off: the oracle of the tests, through `sync::PlaceMemo`).
+    pub no_boxes: bool,
 }
 
 /// A pair-conflict query: the two accesses (by [`AccessRef`]), the common loop prefix, the
@@ -213,6 +216,9 @@ pub struct Footprints<'k> {
     /// Decide pairs of accesses apart by their footprint boxes before any conflict question
     /// ([`Footprints::boxes_apart`]); off under `SMEMSYNC_HAZARD_NO_BOXES` (the oracle).
     pub use_boxes: bool,
+    /// Pair questions answered by neither a map of answers nor the boxes (for measuring
+    /// them: `conflicts::pair_conflict`).
+    pub pair_questions: u64,
     /// Value intervals and boxes of the accesses, built on first use.
     boxes: Option<crate::analysis::boxes::Boxes<'k>>,
     /// Per access: `None` not computed yet, `Some(None)` no box.
@@ -466,6 +472,7 @@ impl<'k> Footprints<'k> {
             scratch: IndexScratch::default(),
             pair_answers: HashMap::default(),
             use_boxes: !no_boxes_env(),
+            pair_questions: 0,
             boxes: None,
             access_boxes: Vec::new(),
             sym_sides: Default::default(),
