@@ -222,7 +222,9 @@ pub struct Footprints<'k> {
     /// Value intervals and boxes of the accesses, built on first use.
     boxes: Option<crate::analysis::boxes::Boxes<'k>>,
     /// Per access: `None` not computed yet, `Some(None)` no box.
-    access_boxes: Vec<Option<Option<crate::analysis::boxes::FootBox>>>,
+    /// Per access, its root buffer with its box (`None`: not computed yet; `Some(None)`: no
+    /// box), so that a pair costs two slot reads and one interval test per dimension.
+    access_boxes: Vec<Option<Option<(Buffer, crate::analysis::boxes::FootBox)>>>,
     /// The symbolic engine's side templates and pair answers by translation-normalized key
     /// (`symbolic::pairs`).
     pub(crate) sym_sides: crate::analysis::symbolic::pairs::Templates,
@@ -1419,18 +1421,19 @@ impl<'k> Footprints<'k> {
         if !self.use_boxes {
             return false;
         }
-        let k = self.k;
-        let (a, b) = (&self.accesses[ai].access, &self.accesses[bi].access);
-        if k.root_buffer(a.mem) != k.root_buffer(b.mem) {
-            return false;
-        }
         self.access_box(ai);
         self.access_box(bi);
-        let slot = |i: usize| self.access_boxes[i].as_ref().expect("computed above");
-        crate::analysis::boxes::disjoint(slot(ai), slot(bi))
+        let slot = |i: usize| self.access_boxes[i].as_ref().and_then(|b| b.as_ref());
+        match (slot(ai), slot(bi)) {
+            (Some((ra, ba)), Some((rb, bb))) => {
+                ra == rb && ba.iter().zip(bb).any(|(p, q)| p.hi < q.lo || q.hi < p.lo)
+            }
+            _ => false,
+        }
     }
 
-    /// Computes the box of access `ai` into [`Footprints::access_boxes`] if not yet there.
+    /// Computes the root buffer and box of access `ai` into [`Footprints::access_boxes`] on
+    /// first use.
     fn access_box(&mut self, ai: usize) {
         if self.access_boxes.len() < self.accesses.len() {
             self.access_boxes.resize(self.accesses.len(), None);
@@ -1442,7 +1445,8 @@ impl<'k> Footprints<'k> {
         let boxes = self
             .boxes
             .get_or_insert_with(|| crate::analysis::boxes::Boxes::new(k, warp));
-        self.access_boxes[ai] = Some(boxes.of(&self.accesses[ai].access));
+        let a = &self.accesses[ai].access;
+        self.access_boxes[ai] = Some(boxes.of(a).map(|b| (k.root_buffer(a.mem), b)));
     }
 
     /// The guards of `op`: the condition of each enclosing `if`, innermost first, and whether
