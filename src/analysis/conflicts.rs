@@ -16,7 +16,7 @@
 //! Complexity: O(G_a · G_b · |touch|) where G are the instance groups of the two accesses.
 
 use crate::analysis::footprint::{Footprints, LoopDomain, Touch, UnitConflict, Who};
-use crate::ir::AccessKind;
+use crate::ir::{AccessKind, EntityRef};
 
 /// Whether two access kinds can conflict at all (ignoring footprints).
 pub fn kinds_conflict(a: AccessKind, b: AccessKind) -> bool {
@@ -40,6 +40,49 @@ pub struct PairConflict {
     pub witness: Option<UnitConflict>,
     /// The query (`plen`, `var`) that gave this answer, to find a witness lazily.
     pub query: Option<(usize, Option<usize>)>,
+}
+
+/// A pair-conflict answer as the maps of answers store it ([`Footprints`]' `pair_answers`,
+/// `sym_questions` and the carried memo): the two masks and `intra_warp`, 24 bytes where a
+/// [`PairConflict`] takes about 100. Nothing is lost: a stored answer never holds a witness
+/// (both engines leave it to [`witness`]) and its query is the key it is stored under.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PairBits {
+    pub conflict: u64,
+    pub intersect: u64,
+    pub intra_warp: bool,
+}
+
+impl PairBits {
+    /// The stored form of `pc` (its witness, if any, is dropped).
+    pub fn of(pc: &PairConflict) -> PairBits {
+        PairBits {
+            conflict: pc.conflict,
+            intersect: pc.intersect,
+            intra_warp: pc.intra_warp,
+        }
+    }
+
+    /// The answer to query (`plen`, `var`), without a witness.
+    pub fn answer(self, plen: usize, var: Option<usize>) -> PairConflict {
+        PairConflict {
+            conflict: self.conflict,
+            intersect: self.intersect,
+            intra_warp: self.intra_warp,
+            witness: None,
+            query: Some((plen, var)),
+        }
+    }
+}
+
+/// One dense key for a pair question: two 48-bit ids (access indices, question ids or packed
+/// [`AccessRef`](crate::analysis::footprint::AccessRef)s), the common prefix and the distance
+/// level (`0`: none, else level + 1), 16 bits each. Injective while the ids fit 48 bits and
+/// the loop depth 16 (checked).
+pub(crate) fn question_key(a: u64, b: u64, plen: usize, var: Option<usize>) -> u128 {
+    let v = var.map_or(0, |v| v + 1);
+    assert!(a < 1 << 48 && b < 1 << 48 && plen < 1 << 16 && v < 1 << 16, "pair key out of range");
+    (a as u128) << 80 | (b as u128) << 32 | (plen as u128) << 16 | v as u128
 }
 
 fn bits_for(dom: Option<LoopDomain>, ka: Option<i64>, kb: Option<i64>) -> u64 {
@@ -88,22 +131,42 @@ pub fn pair_conflict(
 ) -> PairConflict {
     // Asked again within this kernel's hazard finding (nearest sources, then the pair's
     // hazards): the answer, and the enumeration's warnings, are already in.
-    if let Some(pc) = fp.pair_answers.get(&(ai, bi, plen, var)) {
-        return pc.clone();
+    let here = question_key(ai as u64, bi as u64, plen, var);
+    if let Some(pc) = fp.pair_answers.get(&here) {
+        return pc.answer(plen, var);
     }
-    let key = (fp.accesses[ai].id, fp.accesses[bi].id, plen, var);
-    let pc = match fp.memo_pair(&key) {
-        Some(pc) => pc,
+    // Boxes disjoint in some dimension: no common byte under any relation, so no conflict
+    // and no intersection at any distance (what the engine answers, without asking it).
+    if fp.boxes_apart(ai, bi) {
+        return PairBits::default().answer(plen, var);
+    }
+    fp.pair_questions += 1;
+    let key = pair_key(fp, ai, bi, plen, var);
+    let bits = match fp.memo_pair(key, ai, bi) {
+        Some(bits) => bits,
         None => {
-            let pc = pair_conflict_uncached(fp, ai, bi, plen, var);
+            let bits = PairBits::of(&pair_conflict_uncached(fp, ai, bi, plen, var));
             if let Some(m) = fp.memo.as_mut() {
-                m.pairs.insert(key, pc.clone());
+                m.pairs.insert(key, bits);
             }
-            pc
+            bits
         }
     };
-    fp.pair_answers.insert((ai, bi, plen, var), pc.clone());
-    pc
+    fp.pair_answers.insert(here, bits);
+    bits.answer(plen, var)
+}
+
+/// The carried memo's key of a pair question: the accesses by [`AccessRef`] (op id and
+/// index in its effects), valid across kernels that differ by inserted sync ops.
+///
+/// [`AccessRef`]: crate::analysis::footprint::AccessRef
+fn pair_key(fp: &Footprints, ai: usize, bi: usize, plen: usize, var: Option<usize>) -> u128 {
+    let id = |i: usize| {
+        let r = fp.accesses[i].id;
+        assert!(r.index < 1 << 16, "access index out of range");
+        (r.op.index() as u64) << 16 | r.index as u64
+    };
+    question_key(id(ai), id(bi), plen, var)
 }
 
 /// [`pair_conflict`] of the forward question (`m` leading loop keys equal, no distance
@@ -167,12 +230,12 @@ fn symbolic_pair(
     plen: usize,
     var: Option<usize>,
 ) -> Option<PairConflict> {
-    let key = (fp.question_id(ai), fp.question_id(bi), plen, var);
+    let key = question_key(fp.question_id(ai) as u64, fp.question_id(bi) as u64, plen, var);
     if let Some(r) = fp.sym_questions.get(&key) {
-        return r.clone();
+        return r.map(|b| b.answer(plen, var));
     }
     let r = crate::analysis::symbolic::pairs::pair_conflict_traced(fp, ai, bi, plen, var);
-    fp.sym_questions.insert(key, r.clone());
+    fp.sym_questions.insert(key, r.as_ref().map(PairBits::of));
     r
 }
 

@@ -146,11 +146,15 @@ pub struct AccessInfo {
 pub struct FootprintMemo {
     inst: HashMap<AccessRef, (Instances, Option<crate::diag::Diagnostic>)>,
     grouped: HashMap<(AccessRef, usize), Instances>,
-    pub(crate) pairs: HashMap<PairKey, crate::analysis::conflicts::PairConflict>,
+    pub(crate) pairs: HashMap<PairKey, crate::analysis::conflicts::PairBits>,
+    /// The footprints that carry this memo decide no pair apart by boxes
+    /// ([`Footprints::use_boxes`] off: the oracle of the tests, through `sync::PlaceMemo`).
+    pub no_boxes: bool,
 }
 
-/// A pair-conflict query: the two accesses, the common loop prefix, the distance variable.
-pub(crate) type PairKey = (AccessRef, AccessRef, usize, Option<usize>);
+/// A pair-conflict query: the two accesses (by [`AccessRef`]), the common loop prefix, the
+/// distance variable, packed by `conflicts::question_key`.
+pub(crate) type PairKey = u128;
 
 /// Footprints of every shared access of a kernel, computed lazily and cached.
 pub struct Footprints<'k> {
@@ -197,7 +201,8 @@ pub struct Footprints<'k> {
     /// Interned question keys.
     question_keys: HashMap<QuestionKey, u32>,
     /// Symbolic pair answers by question ids, common prefix and distance level.
-    pub(crate) sym_questions: HashMap<(u32, u32, usize, Option<usize>), Option<crate::analysis::conflicts::PairConflict>>,
+    /// (Keys packed by `conflicts::question_key`; `None`: the engine has no answer.)
+    pub(crate) sym_questions: HashMap<u128, Option<crate::analysis::conflicts::PairBits>>,
     /// Symbolic self-race answers by question id.
     pub(crate) sym_self_questions: HashMap<u32, Option<bool>>,
     /// The enumeration's memo of evaluated values, kept between instances.
@@ -206,8 +211,20 @@ pub struct Footprints<'k> {
     scratch: IndexScratch,
     /// Pair-conflict answers of this kernel by accesses, common prefix and distance level
     /// (`conflicts::pair_conflict`: hazard finding asks some pairs several times).
-    pub(crate) pair_answers: HashMap<(usize, usize, usize, Option<usize>), crate::analysis::conflicts::PairConflict>,
-
+    /// (Keys packed by `conflicts::question_key` from the access indices.)
+    pub(crate) pair_answers: HashMap<u128, crate::analysis::conflicts::PairBits>,
+    /// Decide pairs of accesses apart by their footprint boxes before any conflict question
+    /// ([`Footprints::boxes_apart`]); off under `SMEMSYNC_HAZARD_NO_BOXES` (the oracle).
+    pub use_boxes: bool,
+    /// Pair questions answered by neither a map of answers nor the boxes (for measuring
+    /// them: `conflicts::pair_conflict`).
+    pub pair_questions: u64,
+    /// Value intervals and boxes of the accesses, built on first use.
+    boxes: Option<crate::analysis::boxes::Boxes<'k>>,
+    /// Per access: `None` not computed yet, `Some(None)` no box.
+    /// Per access, its root buffer with its box (`None`: not computed yet; `Some(None)`: no
+    /// box), so that a pair costs two slot reads and one interval test per dimension.
+    access_boxes: Vec<Option<Option<(Buffer, crate::analysis::boxes::FootBox)>>>,
     /// The symbolic engine's side templates and pair answers by translation-normalized key
     /// (`symbolic::pairs`).
     pub(crate) sym_sides: crate::analysis::symbolic::pairs::Templates,
@@ -456,7 +473,10 @@ impl<'k> Footprints<'k> {
             eval_memo: None,
             scratch: IndexScratch::default(),
             pair_answers: HashMap::default(),
-
+            use_boxes: !no_boxes_env(),
+            pair_questions: 0,
+            boxes: None,
+            access_boxes: Vec::new(),
             sym_sides: Default::default(),
         };
         for op in k.ops_in_order() {
@@ -1391,6 +1411,44 @@ impl<'k> Footprints<'k> {
                 .contains(&(self.k.root_buffer(a.mem), self.k.root_buffer(b.mem)))
     }
 
+    /// Whether accesses `ai` and `bi` touch no common byte in any execution, by their
+    /// footprint boxes ([`crate::analysis::boxes`]: one root buffer, boxes disjoint in some
+    /// dimension). Then every conflict and intersection question about the pair answers
+    /// nothing, under any loop relation: `conflicts::pair_conflict` and hazard finding skip
+    /// it. `false` says nothing (and is the answer when [`Footprints::use_boxes`] is off).
+    /// A box is built once per access (O(dimensions + view depth), value intervals memoized).
+    pub fn boxes_apart(&mut self, ai: usize, bi: usize) -> bool {
+        if !self.use_boxes {
+            return false;
+        }
+        self.access_box(ai);
+        self.access_box(bi);
+        let slot = |i: usize| self.access_boxes[i].as_ref().and_then(|b| b.as_ref());
+        match (slot(ai), slot(bi)) {
+            (Some((ra, ba)), Some((rb, bb))) => {
+                ra == rb && ba.iter().zip(bb).any(|(p, q)| p.hi < q.lo || q.hi < p.lo)
+            }
+            _ => false,
+        }
+    }
+
+    /// Computes the root buffer and box of access `ai` into [`Footprints::access_boxes`] on
+    /// first use.
+    fn access_box(&mut self, ai: usize) {
+        if self.access_boxes.len() < self.accesses.len() {
+            self.access_boxes.resize(self.accesses.len(), None);
+        }
+        if self.access_boxes[ai].is_some() {
+            return;
+        }
+        let (k, warp) = (self.k, self.warp);
+        let boxes = self
+            .boxes
+            .get_or_insert_with(|| crate::analysis::boxes::Boxes::new(k, warp));
+        let a = &self.accesses[ai].access;
+        self.access_boxes[ai] = Some(boxes.of(a).map(|b| (k.root_buffer(a.mem), b)));
+    }
+
     /// The guards of `op`: the condition of each enclosing `if`, innermost first, and whether
     /// `op` lies in its `then` arm.
     fn guards(&self, op: Op) -> Vec<(&'k Operand, bool)> {
@@ -1679,17 +1737,22 @@ impl<'k> Footprints<'k> {
 
     /// The memo's answer to a pair-conflict query, with the side effects computing it has
     /// (the instances of both accesses, warnings included), or None.
-    pub(crate) fn memo_pair(&mut self, key: &PairKey) -> Option<crate::analysis::conflicts::PairConflict> {
-        let pc = self.memo.as_ref()?.pairs.get(key)?.clone();
-        for r in [key.0, key.1] {
+    /// `key` is the question's [`PairKey`], `ai` and `bi` its accesses.
+    pub(crate) fn memo_pair(
+        &mut self,
+        key: PairKey,
+        ai: usize,
+        bi: usize,
+    ) -> Option<crate::analysis::conflicts::PairBits> {
+        let bits = *self.memo.as_ref()?.pairs.get(&key)?;
+        for i in [ai, bi] {
             // Replays the enumeration's warnings; a symbolic answer enumerated nothing.
-            if let Some(i) = self.index(r)
-                && self.memo.as_ref().is_some_and(|m| m.inst.contains_key(&r))
-            {
+            let r = self.accesses[i].id;
+            if self.memo.as_ref().is_some_and(|m| m.inst.contains_key(&r)) {
                 self.instances(i);
             }
         }
-        Some(pc)
+        Some(bits)
     }
 
     #[expect(clippy::too_many_arguments, reason = "recursive enumeration state")]
@@ -1843,6 +1906,13 @@ impl<'k> Footprints<'k> {
         self.group_cache.insert((ai, plen), rc.clone());
         rc
     }
+}
+
+/// Whether `SMEMSYNC_HAZARD_NO_BOXES` is set: footprint boxes decide no pair apart in
+/// hazard finding ([`Footprints::boxes_apart`]; for measuring them, and the oracle of the
+/// tests). Read once per [`Footprints`].
+fn no_boxes_env() -> bool {
+    std::env::var_os("SMEMSYNC_HAZARD_NO_BOXES").is_some()
 }
 
 /// A conservative-answer warning at `op`.

@@ -38,7 +38,10 @@
 //! O(A) conflict tests; [`find_all_hazards`] keeps every pair (the tests' and `explain`'s
 //! reference). An async copy completed at the same wait as an earlier copy of its region
 //! whose cross-warp hazards with a destination already cover every hazard it could have
-//! with it is not paired with that destination (`analysis::completion_blockers`).
+//! with it is not paired with that destination (`analysis::completion_blockers`). Before any
+//! of that, a pair of one root buffer whose footprint boxes are disjoint in some dimension
+//! shares no byte and is skipped ([`Footprints::boxes_apart`]; docs/placement.md, *Pairs
+//! apart by footprint boxes*): the tile copies of an unrolled GEMM, each against the others.
 //!
 //! Complexity: O(A · (w + P + C_async) · C) for the pairs asked (window `w`, `P` regions holding
 //! accesses, `C` the conflict test), O(A² · C) where no destination has a blocker; a pair that
@@ -725,7 +728,7 @@ fn pair_hazards(
 ) {
     let k = fp.k;
     let cheap = cx.cheap;
-    if !cheap.may_emit(k, x, y) {
+    if !cheap.may_emit(k, x, y) || fp.boxes_apart(ai, bi) {
         return;
     }
     let (Some(pa), Some(pb)) = (cheap.path[x], cheap.path[y]) else {
@@ -889,6 +892,9 @@ fn intersects_at(
     m: usize,
     first: Option<(usize, Option<i64>)>,
 ) -> bool {
+    if fp.boxes_apart(ai, bi) {
+        return false;
+    }
     if fp.symbolic && !fp.blind_pair(ai, bi) {
         let fix = first.and_then(|(l, key)| Some((l, key?)));
         if let Some(h) = crate::analysis::symbolic::pairs::intersects_at(fp, ai, bi, m, fix) {

@@ -525,6 +525,9 @@ pub fn place_barriers_memo(
 ) -> Result<Placement, Vec<Diagnostic>> {
     let mut fp = Footprints::new(k, target.warp);
     fp.memo = memo.footprints.take();
+    if fp.memo.as_ref().is_some_and(|m| m.no_boxes) {
+        fp.use_boxes = false;
+    }
     let mut hz = find_hazards_memo(&mut fp, target, &mut memo.flow);
     // The role barrier before an elected signal (docs/placement.md, "Mbarrier objects").
     hz.hazards.extend(role_release::hazards(&fp));
