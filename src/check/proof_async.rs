@@ -646,6 +646,13 @@ pub(super) fn async_pairs(
         None
     };
     let facts = WalkFacts::new(k, target);
+    // The alias classes an async-proxy access touches, found once: asking per generic
+    // write scanned its whole class (quadratic in the accesses of one buffer).
+    let proxied: FxHashSet<Buffer> = by_buf
+        .iter()
+        .filter(|(_, xs)| xs.iter().any(|&x| async_proxy(&cx.accs[x])))
+        .map(|(&b, _)| b)
+        .collect();
     for (ci, c) in cx.accs.iter().enumerate() {
         // A load of a two-role pipeline: `elected_pipeline` orders it against every access
         // of its slot buffer.
@@ -663,11 +670,7 @@ pub(super) fn async_pairs(
             }
             q
         } else if matches!(c.kind, AccessKind::Write | AccessKind::Atomic(_))
-            && by_buf
-                .get(&c.class)
-                .into_iter()
-                .flatten()
-                .any(|&x| async_proxy(&cx.accs[x]))
+            && proxied.contains(&c.class)
         {
             fenced += 1;
             Queue::Fence
