@@ -369,3 +369,50 @@ fn triton_reductions_are_proved_and_need_each_barrier() {
         assert!(races >= 1, "{name}: no dropped barrier races");
     }
 }
+
+/// The unrolled GEMM's copies stand in long runs of `cp_async` in one region, whose in-flight
+/// walks the proof shares (`check/proof_async/chain.rs`): each placed wait and barrier
+/// dropped or weakened, and a read of the first copy's element inserted in the middle of a
+/// run (the run is cut there; the copies before it are still in flight and collide with it,
+/// the thread's own access included), is never proved when interpretation finds a race.
+#[test]
+fn shared_walks_of_unrolled_copies_still_catch_every_dropped_sync() {
+    let dir = std::env::temp_dir().join(format!("smemsync-check-chain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let src = dir.join("gemm.kir");
+    let row = "gemm 64x64x32 t64 unrolled";
+    std::fs::write(&src, smemsync(&["bench", "--print", row])).expect("write");
+    let text = smemsync(&["sync", "--target", "sm_80", &src.to_string_lossy()]);
+    let sm80 = Target::from_name("sm_80").expect("target");
+    let why = prove(&parse(&text), Some(sm80)).expect("the synced GEMM is proved");
+    assert!(why.contains("async copies followed"), "{why}");
+    let mut cases = mutants(&text);
+    let lines: Vec<&str> = text.lines().collect();
+    let first = lines
+        .iter()
+        .position(|l| l.trim().starts_with("cp_async @a[%slotam, %ram0, %cam0]"))
+        .expect("the loop's first copy");
+    let mut read = lines.clone();
+    read.insert(first + 12, "      %mz = load @a[%slotam, %ram0, %cam0]");
+    cases.push(("a read inside a run of copies".into(), read.join("\n")));
+    let mut raced = Vec::new();
+    for (what, m) in cases {
+        let k = parse(&m);
+        let proved = prove(&k, Some(sm80));
+        let v = interpret(&k);
+        if matches!(v, Verdict::Race(_)) {
+            assert!(proved.is_err(), "{what}: proved but it races");
+            raced.push(what);
+        } else if let Ok(why) = &proved {
+            assert!(
+                matches!(v, Verdict::Checked { .. }),
+                "{what}: proved ({why}) but {v:?}"
+            );
+        }
+    }
+    assert!(
+        raced.iter().any(|w| w.contains("inside a run")),
+        "the read inside a run does not race: {raced:?}"
+    );
+    assert!(raced.len() >= 3, "only {raced:?} race");
+}

@@ -635,3 +635,45 @@ fn assert_mutants_caught(cases: Vec<Mutant>) {
         assert_eq!(interpreted_error(&k, &bounds), Some(code), "{name}");
     }
 }
+
+/// `n` pairs `store @a[IDX]; barrier; load @a[%u]; barrier` on one buffer (the bench's
+/// one-buffer family after `sync`, the buffer twice as large), the stores writing through
+/// `idx` (`%t`, or a value computed from it in `pre`); the loads read elements 0..256.
+fn one_buffer_pairs(n: usize, idx: &str, pre: &str) -> String {
+    let mut s = format!(
+        "kernel @pairs(%out: global f32[256]) block(256) {{\n  shared @a : f32[512]\n  %t = tid.x\n  %f = itof %t\n  %u = sub 255, %t\n{pre}"
+    );
+    for i in 0..n {
+        s += &format!("  store @a[{idx}], %f\n  barrier\n  %x{i} = load @a[%u]\n  barrier\n");
+    }
+    s + "}\n"
+}
+
+/// The n stores of the one-buffer family share one refined-write memo entry (keyed by the
+/// index values, docs/checker.md "The block-wide pass"): at n = 10^4 the kernel is proved
+/// plain within the default budget (it was `proved-budget`), and a family whose stores (all,
+/// or only the first) write the other half of the buffer, through another value, still
+/// leaves its reads not shown and stops the interpreter with C0006.
+#[test]
+fn the_one_buffer_family_is_proved_plain_and_its_other_half_writes_are_caught() {
+    let k = parse(&one_buffer_pairs(10_000, "%t", ""));
+    let ns = obligations(&k, None);
+    assert!(ns.is_empty(), "n = 10^4: {:?}", ns.first());
+    let half = "  %h = add %t, 256\n";
+    assert_mutants_caught(vec![
+        (
+            "stores of the other half",
+            one_buffer_pairs(50, "%h", half),
+            Obligation::Initialized,
+            vec![],
+            "C0006",
+        ),
+        (
+            "the first store of the other half, the rest of the read half",
+            one_buffer_pairs(20, "%t", half).replacen("store @a[%t]", "store @a[%h]", 1),
+            Obligation::Initialized,
+            vec![],
+            "C0006",
+        ),
+    ]);
+}

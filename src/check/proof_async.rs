@@ -37,6 +37,8 @@
 //! for the walk (passes bounded by the tags and ages, a few in practice), plus the pair tests
 //! per record: O(instances) per iteration residue.
 
+mod chain;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
@@ -646,6 +648,14 @@ pub(super) fn async_pairs(
         None
     };
     let facts = WalkFacts::new(k, target);
+    // The alias classes an async-proxy access touches, found once: asking per generic
+    // write scanned its whole class (quadratic in the accesses of one buffer).
+    let proxied: FxHashSet<Buffer> = by_buf
+        .iter()
+        .filter(|(_, xs)| xs.iter().any(|&x| async_proxy(&cx.accs[x])))
+        .map(|(&b, _)| b)
+        .collect();
+    let mut chains = chain::ChainMemo::default();
     for (ci, c) in cx.accs.iter().enumerate() {
         // A load of a two-role pipeline: `elected_pipeline` orders it against every access
         // of its slot buffer.
@@ -663,11 +673,7 @@ pub(super) fn async_pairs(
             }
             q
         } else if matches!(c.kind, AccessKind::Write | AccessKind::Atomic(_))
-            && by_buf
-                .get(&c.class)
-                .into_iter()
-                .flatten()
-                .any(|&x| async_proxy(&cx.accs[x]))
+            && proxied.contains(&c.class)
         {
             fenced += 1;
             Queue::Fence
@@ -692,7 +698,7 @@ pub(super) fn async_pairs(
             }
             _ => None,
         };
-        met += follow(cx, (target, &facts), (ci, queue), mbar)?;
+        met += follow(cx, (target, &facts, &mut chains), (ci, queue), mbar)?;
     }
     if copies + reads + fenced == 0 {
         return Ok(String::new());
@@ -809,7 +815,7 @@ fn in_else_arm(k: &Kernel, parents: &Parents, op: Op) -> bool {
 /// it; returns how many records were tested.
 fn follow(
     cx: &PairCx,
-    (target, facts): (Option<Target>, &WalkFacts),
+    (target, facts, chains): (Option<Target>, &WalkFacts, &mut chain::ChainMemo),
     (ci, queue): (usize, Queue),
     mbar: Option<(&Plan, LoadUse)>,
 ) -> Result<usize, String> {
@@ -877,26 +883,34 @@ fn follow(
         {
             continue;
         }
-        let mut w = Walk {
-            l,
-            env: env.clone(),
-            mbar: mbar.map(|(plan, load)| MbarWalk {
-                plan,
-                load,
-                copy_iter,
-            }),
-            ..probe_clone(&probe)
+        // A cp.async copy's walk is shared with the next copies of its region (`chain.rs`).
+        let walked = if queue == Queue::CpAsyncGroups && mbar.is_none() {
+            chain::walk(&probe, chains, (c.op, l, &env))
+        } else {
+            let mut w = Walk {
+                l,
+                env: env.clone(),
+                mbar: mbar.map(|(plan, load)| MbarWalk {
+                    plan,
+                    load,
+                    copy_iter,
+                }),
+                ..probe_clone(&probe)
+            };
+            let exit = w.walk_copy(c.op, start);
+            let mut recs: Vec<Record> = w.records.into_iter().collect();
+            recs.sort();
+            let pinned = w.p;
+            Rc::new(chain::Chained::Walked(chain::Walked { recs, exit, pinned }))
         };
-        let exit = w.walk_copy(c.op, start);
-        if queue != Queue::Fence && exit.values().any(|a| *a != WAITED) {
+        let base = walked.base();
+        if queue != Queue::Fence && base.exit.values().any(|a| *a != WAITED) {
             return Err(format!(
                 "{} may still be in flight at kernel exit (no wait completes it on every path)",
                 op_at(k, c.op)
             ));
         }
-        let mut recs: Vec<Record> = w.records.into_iter().collect();
-        recs.sort();
-        if let Some(r) = recs.iter().find(|r| r.3 && w.watch.contains(&r.0)) {
+        if let Some(r) = base.recs.iter().find(|r| r.3 && probe.watch.contains(&r.0)) {
             return Err(format!(
                 "{} may read the result of {} before a `wgmma_wait` completes it",
                 op_at(k, r.0),
@@ -907,13 +921,12 @@ fn follow(
             ci,
             env: &env,
             l,
-            pinned: w.p,
+            pinned: base.pinned,
             exact,
             fence: queue == Queue::Fence,
         };
-        for rec in &recs {
-            met += check_record(cx, &pair, rec)?;
-        }
+        let rel = if l.is_some() { Rel::Dist(0) } else { Rel::Free };
+        met += chain::check_all(cx, &pair, &walked, Tag { rel, pin: None })?;
     }
     Ok(met)
 }

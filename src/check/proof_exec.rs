@@ -289,7 +289,8 @@ pub(super) struct Eval<'k> {
     threads: usize,
     /// The block-wide walk (`wide.rs`): one abstract thread for all of them.
     wide: bool,
-    /// Refined writes of the block-wide walk: per op and slice intervals, the elements.
+    /// Refined writes of the block-wide walk: per index values, view dimensions and slice
+    /// intervals, the elements.
     memo: WriteMemo,
     /// Slice nodes the block-wide walk recomputed per thread (work units, added per op).
     thread_work: Cell<u64>,
@@ -325,7 +326,13 @@ pub(super) struct Eval<'k> {
 }
 
 /// Per write op and the intervals of its index slices, the elements its threads write.
-type WriteMemo = HashMap<(Op, Vec<(Iv, bool)>), Rc<Vec<i128>>>;
+type WriteMemo = HashMap<WriteKey, Rc<Vec<i128>>>;
+
+/// A refined write's memo key: its index values (`None`: an immediate), the view's shape
+/// and strides, and the block-wide interval of every slice node (`wide.rs`). The elements
+/// are a function of these alone, so writes of different ops with one key (the n stores
+/// `store @a[%t]` of the one-buffer family) share one entry.
+type WriteKey = (Vec<Option<Value>>, Vec<u64>, Vec<u64>, Vec<(Iv, bool)>);
 
 /// A `for` loop's region and bound operands, and what is initialized after it when it runs.
 type SiblingLoop = ((Option<Region>, [Operand; 3]), Vec<Vec<u64>>);

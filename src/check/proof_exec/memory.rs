@@ -266,7 +266,7 @@ impl Eval<'_> {
             Some((lo, hi)) if lo == hi => self.mark(v.buf, lo),
             _ if mask[0] == MUST => {
                 let dims = (&v.shape[..], &v.strides[..]);
-                for e in self.thread_elements(op, index, off.lo as i128, dims).iter() {
+                for e in self.thread_elements(index, off.lo as i128, dims).iter() {
                     self.mark(v.buf, *e);
                 }
             }

@@ -167,23 +167,26 @@ impl Eval<'_> {
 
     /// Per thread, the element of a write of one element per thread: `off` plus the
     /// indices times the strides, where every index is one number in range (other threads
-    /// are left out: their write initializes nothing known). Memoized by the intervals of
-    /// every slice node.
+    /// are left out: their write initializes nothing known). Memoized by the index values,
+    /// the dimensions and the intervals of every slice node: the recomputation reads
+    /// nothing else (the slice's ops are those of the index values), so two ops writing
+    /// through the same values share the entry.
     pub(super) fn thread_elements(
         &mut self,
-        op: Op,
         index: &[Operand],
         off: i128,
         dims: (&[u64], &[u64]),
     ) -> Rc<Vec<i128>> {
-        let mut key = vec![(Iv::point(off as i64), true)];
+        let (shape, strides) = dims;
+        let mut slice = vec![(Iv::point(off as i64), true)];
         for o in index {
-            self.slice_key(o, DEPTH, &mut key);
+            self.slice_key(o, DEPTH, &mut slice);
         }
-        if let Some(r) = self.memo.get(&(op, key.clone())) {
+        let roots = index.iter().map(|o| o.value()).collect();
+        let key = (roots, shape.to_vec(), strides.to_vec(), slice);
+        if let Some(r) = self.memo.get(&key) {
             return r.clone();
         }
-        let (shape, strides) = dims;
         let mut out = Vec::new();
         for t in 0..self.threads {
             let mut e = off;
@@ -203,7 +206,7 @@ impl Eval<'_> {
             }
         }
         let r = Rc::new(out);
-        self.memo.insert((op, key), r.clone());
+        self.memo.insert(key, r.clone());
         r
     }
 
