@@ -112,11 +112,11 @@ struct Names {
 impl Names {
     fn new(k: &Kernel) -> Self {
         let mut table = NameTable::with_source_names(k);
-        let mut name = |n: &String, prefix: &str| {
+        let mut name = |n: &str, prefix: &str| {
             if n.is_empty() {
                 table.numbered(prefix)
             } else {
-                n.clone()
+                n.to_string()
             }
         };
         let mut values = SecondaryMap::default();
