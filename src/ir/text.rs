@@ -178,14 +178,14 @@ impl<'a> Printer<'a> {
 
     fn view_name(&self, v: View) -> &str {
         match self.k.view_names.get(v) {
-            n if n.is_empty() => self.names().views.get(v),
+            "" => self.names().views.get(v),
             n => n,
         }
     }
 
     fn value_name(&self, v: Value) -> &str {
         match self.k.value_names.get(v) {
-            n if n.is_empty() => self.names().values.get(v),
+            "" => self.names().values.get(v),
             n => n,
         }
     }

@@ -361,8 +361,8 @@ fn block_optional_arcs(
 /// The cross-warp pending hazards are taken greedily, costliest homes first (inner loops),
 /// then by home region and right end as in interval stabbing; a hazard is taken when its
 /// coverage meets no taken one's and some region of it is legal. Whether a coverage meets the
-/// taken ones is asked of an interval index per region ([`TakenIndex`]): O(H log H) in all,
-/// the same bound as the pairwise test of [`lower_bound_pairwise`] at any size.
+/// taken ones is asked of an interval index per region (`TakenIndex`): O(H log H) in all,
+/// the same bound as the pairwise test it replaced (kept as the tests' oracle) at any size.
 pub fn lower_bound(model: &SyncModel, hazards: &[Hazard], pending: &[usize]) -> u64 {
     let cand = bound_candidates(model, hazards, pending);
     let cost = |h: &Hazard| bound_cost(model, h);
