@@ -33,7 +33,7 @@
 use super::{Point, PointIndex, Scope, SyncModel};
 use crate::analysis::hazards::Hazard;
 use crate::diag::Diagnostic;
-use crate::ir::Region;
+use crate::ir::{EntityRef, Region};
 use crate::ir::edit::body_len;
 
 /// An arc of gaps on a region's line (`start <= end`) or circle (`start > end`: wraps).
@@ -467,21 +467,26 @@ fn pairwise_bound(
 /// amortized O(log n) an insertion.
 #[derive(Default)]
 struct TakenIndex {
-    by_region: std::collections::HashMap<Region, std::collections::BTreeMap<usize, usize>>,
+    /// By region index (ids are dense): no hashing a query.
+    by_region: Vec<std::collections::BTreeMap<usize, usize>>,
 }
 
 impl TakenIndex {
     /// Whether `[lo, hi]` (`lo <= hi`) of `region` meets a taken segment.
     fn meets(&self, region: Region, lo: usize, hi: usize) -> bool {
         self.by_region
-            .get(&region)
+            .get(region.index())
             .and_then(|m| m.range(..=hi).next_back())
             .is_some_and(|(_, &end)| end >= lo)
     }
 
     /// Adds `[lo, hi]` (`lo <= hi`) to `region`, merged with the intervals it meets.
     fn insert(&mut self, region: Region, lo: usize, hi: usize) {
-        let m = self.by_region.entry(region).or_default();
+        let i = region.index();
+        if i >= self.by_region.len() {
+            self.by_region.resize_with(i + 1, Default::default);
+        }
+        let m = &mut self.by_region[i];
         let (mut lo, mut hi) = (lo, hi);
         while let Some((&s, &e)) = m.range(..=hi).next_back() {
             if e < lo {
@@ -546,7 +551,7 @@ mod tests {
 
     use crate::analysis::footprint::AccessRef;
     use crate::analysis::hazards::{Carry, HazardKind, Paths, Segment};
-    use crate::ir::{EntityRef, Kernel, Op};
+    use crate::ir::{Kernel, Op};
     use proptest::prelude::*;
 
     /// Regions of the generated hazard sets.
