@@ -9,9 +9,8 @@
 //!   carry (loop) whose coverage lies inside its own: a block barrier removing the kept one
 //!   removes it (the rule's soundness, checked point by point on the coverages);
 //! - the placement from the kept hazards is the placement from the full set (same syncs at
-//!   the same points, same executed count, and the same lower bound where the full set is
-//!   small enough for `sync::place::lower_bound` to compute one), and the race checker accepts
-//!   it.
+//!   the same points, same executed count, the same lower bound below 4000 cross-warp
+//!   hazards and a valid one at any size), and the race checker accepts it.
 
 use smemsync::Kernel;
 use smemsync::analysis::footprint::Footprints;
@@ -50,7 +49,8 @@ fn same_loop(a: &Carry, b: &Carry) -> bool {
     }
 }
 
-/// The most cross-warp hazards `sync::place::lower_bound` considers before it gives up.
+/// The most cross-warp hazards `sync::place::lower_bound` considered before it gave up (until
+/// it took an interval index): below it the kept and full sets were seen to give equal bounds.
 const LOWER_BOUND_CANDIDATES: usize = 4000;
 
 /// The number of async-source hazards the kept set lacks (each checked to be implied).
@@ -91,15 +91,20 @@ fn compare(name: &str, k: &Kernel, target: &Target) -> usize {
                 a.stats.inserted_executed, b.stats.inserted_executed,
                 "{name}"
             );
-            // `sync::place::lower_bound` gives up (0, a trivial bound) past 4000 cross-warp
-            // hazards, which the full set of the larger unrolled GEMMs exceeds and the kept set
-            // may not: the bounds are compared below that size, and are bounds above it.
+            // The greedy bound of the kept and the full set: equal below 4000 cross-warp
+            // hazards, and bounds of the (equal) executed counts at any size (the full set of
+            // the larger unrolled GEMMs exceeds it).
             let cross = full.hazards.iter().filter(|h| !h.intra_warp).count();
             if cross <= LOWER_BOUND_CANDIDATES {
                 assert_eq!(a.stats.lower_bound, b.stats.lower_bound, "{name}");
-            } else {
-                assert_eq!(b.stats.lower_bound, 0, "{name}");
-                assert!(a.stats.lower_bound <= a.stats.inserted_executed, "{name}");
+            }
+            assert!(a.stats.lower_bound <= a.stats.inserted_executed, "{name}");
+            assert!(b.stats.lower_bound <= b.stats.inserted_executed, "{name}");
+            if cross > LOWER_BOUND_CANDIDATES {
+                eprintln!(
+                    "{name}: {cross} cross-warp hazards: lower bound kept {}, full {}",
+                    a.stats.lower_bound, b.stats.lower_bound
+                );
             }
             race_check(k, &a.plan, target);
         }

@@ -200,9 +200,100 @@ impl<K: EntityRef, V: Clone> SecondaryMap<K, V> {
     }
 }
 
+/// Source names of entities (values, views), stored end to end in one string: a name is a
+/// range of it, an entity never named reads as `""`. One allocation for all the names of a
+/// kernel, where a `String` each was an allocation and 24 bytes a name (at 10^6 ops, 750 000
+/// values), and a copy of the kernel copies two buffers.
+///
+/// Invariant: every range lies in `text` on character boundaries. Renaming appends the new
+/// name (the old bytes stay, unused): passes rename a few values, the reader none.
+/// Complexity: O(1) lookup; O(length of the name) to set one, amortized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NameMap<K: EntityRef> {
+    text: String,
+    ranges: Vec<(usize, usize)>,
+    _k: PhantomData<K>,
+}
+
+impl<K: EntityRef> Default for NameMap<K> {
+    fn default() -> Self {
+        Self {
+            text: String::new(),
+            ranges: Vec::new(),
+            _k: PhantomData,
+        }
+    }
+}
+
+impl<K: EntityRef> NameMap<K> {
+    /// The name of `k`, `""` if it has none.
+    pub fn get(&self, k: K) -> &str {
+        self.ranges
+            .get(k.index())
+            .map_or("", |&(a, b)| &self.text[a..b])
+    }
+
+    /// Names `k` (`""` removes its name).
+    pub fn set(&mut self, k: K, name: impl AsRef<str>) {
+        let name = name.as_ref();
+        let i = k.index();
+        let range = if name.is_empty() {
+            (0, 0)
+        } else {
+            let a = self.text.len();
+            self.text.push_str(name);
+            (a, self.text.len())
+        };
+        if let Some(slot) = self.ranges.get_mut(i) {
+            *slot = range;
+            return;
+        }
+        self.ranges.resize(i, (0, 0));
+        self.ranges.push(range);
+    }
+
+    /// Room for `entities` more names of about `bytes` bytes in all without growing.
+    pub fn reserve(&mut self, entities: usize, bytes: usize) {
+        self.ranges.reserve(entities);
+        self.text.reserve(bytes);
+    }
+}
+
 impl<K: EntityRef, V: Clone> std::ops::Index<K> for SecondaryMap<K, V> {
     type Output = V;
     fn index(&self, k: K) -> &V {
         self.get(k)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name map reads as a side table of `String`s with `""` for entities never named:
+    /// checked against one on a sequence of sets, renames, removals and sparse keys.
+    #[test]
+    fn name_map_reads_as_a_table_of_strings() {
+        let mut names: NameMap<Value> = NameMap::default();
+        let mut model: SecondaryMap<Value, String> = SecondaryMap::default();
+        let steps: [(usize, &str); 9] = [
+            (0, "x"),
+            (1, "y12"),
+            (5, "sparse"),
+            (1, "renamed"),
+            (3, ""),
+            (0, ""),
+            (2, "naïve"),
+            (7, "z"),
+            (0, "again"),
+        ];
+        for (i, n) in steps {
+            names.set(Value::new(i), n);
+            model.set(Value::new(i), n.to_string());
+            for j in 0..10 {
+                let v = Value::new(j);
+                assert_eq!(names.get(v), model.get(v).as_str(), "after ({i}, {n:?}) at {j}");
+            }
+        }
     }
 }

@@ -50,8 +50,8 @@ pub struct Kernel {
     /// Placed ops in program order, computed on first use after an edit.
     order: OnceLock<Vec<Op>>,
     /// Source names of values and views (printing uses them; passes may leave them empty).
-    pub value_names: SecondaryMap<Value, String>,
-    pub view_names: SecondaryMap<View, String>,
+    pub value_names: NameMap<Value>,
+    pub view_names: NameMap<View>,
     /// Source spans (undefined for IR built by passes).
     pub op_spans: SecondaryMap<Op, Span>,
     pub buffer_spans: SecondaryMap<Buffer, Span>,
@@ -103,8 +103,8 @@ impl Kernel {
                 region_op: SecondaryMap::with_default(None),
             },
             order: OnceLock::new(),
-            value_names: SecondaryMap::default(),
-            view_names: SecondaryMap::default(),
+            value_names: NameMap::default(),
+            view_names: NameMap::default(),
             op_spans: SecondaryMap::default(),
             buffer_spans: SecondaryMap::default(),
             global_spans: SecondaryMap::default(),
@@ -129,7 +129,8 @@ impl Kernel {
         self.op_spans.reserve(ops);
         self.parents.op_region.reserve(ops);
         self.values.reserve(ops);
-        self.value_names.reserve(ops);
+        // Names of a few bytes: `%y12345` is six.
+        self.value_names.reserve(ops, 6 * ops);
         self.value_spans.reserve(ops);
     }
 
@@ -211,6 +212,22 @@ impl Kernel {
         }
     }
 
+    /// The rank of a memref: `self.shape(m).len()` without building the shape.
+    pub fn rank(&self, m: MemRef) -> usize {
+        match m {
+            MemRef::Buffer(b) => self.buffers[b].shape.len(),
+            MemRef::View(v) => {
+                let vd = &self.views[v];
+                let kept = vd
+                    .indices
+                    .iter()
+                    .filter(|ix| matches!(ix, ViewIndex::Range(..)))
+                    .count();
+                kept + self.rank(vd.base).saturating_sub(vd.indices.len())
+            }
+        }
+    }
+
     pub fn elem(&self, m: MemRef) -> ElemType {
         self.buffers[self.root_buffer(m)].elem
     }
@@ -220,7 +237,7 @@ impl Kernel {
         if n.is_empty() {
             format!("{v}")
         } else {
-            n.clone()
+            n.to_string()
         }
     }
 
@@ -255,7 +272,7 @@ impl Kernel {
     /// The scalar parameter with this source name.
     pub fn scalar_param(&self, name: &str) -> Option<Value> {
         self.params.iter().find_map(|p| match p {
-            Param::Scalar(v) if *self.value_names.get(*v) == name => Some(*v),
+            Param::Scalar(v) if self.value_names.get(*v) == name => Some(*v),
             _ => None,
         })
     }
@@ -630,6 +647,49 @@ mod tests {
             .unwrap();
         let lb = k.ops[lp].regions[0];
         (k, lp, lb)
+    }
+
+    /// `rank` is the length of `shape` on every buffer and view (nested, sliced, indexed) of
+    /// the examples, the file tests and a kernel of views of views.
+    #[test]
+    fn rank_is_the_length_of_the_shape() {
+        let nested = "kernel @v() block(32) {
+  shared @s : f32[4, 8, 16]
+  %a = view @s[1]
+  %b = view %a[2:6]
+  %c = view %b[1, 3:9]
+  %d = view @s[3, 0:2, 1:5]
+}
+";
+        assert!(crate::reader::parse(nested).is_ok(), "the nested views parse");
+        let mut srcs = vec![nested.to_string()];
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut dirs = vec![root.join("examples"), root.join("tests/filetests")];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "kir") {
+                    srcs.push(std::fs::read_to_string(&p).unwrap_or_default());
+                }
+            }
+        }
+        let mut views = 0;
+        for src in &srcs {
+            let Ok(m) = crate::reader::parse(src) else {
+                continue;
+            };
+            for k in &m.kernels {
+                let refs = (k.buffers.keys().map(MemRef::Buffer))
+                    .chain(k.views.keys().map(MemRef::View));
+                for r in refs {
+                    assert_eq!(k.rank(r), k.shape(r).len(), "{r:?} in {}", k.name);
+                }
+                views += k.views.len();
+            }
+        }
+        assert!(views >= 4, "too few views to compare");
     }
 
     /// The maintained links equal the from-scratch ones, and the cached order is the walk.

@@ -30,7 +30,7 @@ impl NameTable {
         let values = k.values.keys().map(|v| k.value_names.get(v));
         let views = k.views.keys().map(|v| k.view_names.get(v));
         for n in values.chain(views).filter(|n| !n.is_empty()) {
-            t.used.insert(n.clone());
+            t.used.insert(n.to_string());
         }
         for g in k.globals.values() {
             t.used.insert(g.name.clone());

@@ -112,11 +112,11 @@ struct Names {
 impl Names {
     fn new(k: &Kernel) -> Self {
         let mut table = NameTable::with_source_names(k);
-        let mut name = |n: &String, prefix: &str| {
+        let mut name = |n: &str, prefix: &str| {
             if n.is_empty() {
                 table.numbered(prefix)
             } else {
-                n.clone()
+                n.to_string()
             }
         };
         let mut values = SecondaryMap::default();
@@ -178,14 +178,14 @@ impl<'a> Printer<'a> {
 
     fn view_name(&self, v: View) -> &str {
         match self.k.view_names.get(v) {
-            n if n.is_empty() => self.names().views.get(v),
+            "" => self.names().views.get(v),
             n => n,
         }
     }
 
     fn value_name(&self, v: Value) -> &str {
         match self.k.value_names.get(v) {
-            n if n.is_empty() => self.names().values.get(v),
+            "" => self.names().values.get(v),
             n => n,
         }
     }

@@ -484,10 +484,10 @@ impl<'a> Parser<'a> {
         }
         match sym {
             Sym::Value(v) => {
-                cx.k.value_names.set(v, name.to_string());
+                cx.k.value_names.set(v, name);
                 cx.k.value_spans.set(v, span);
             }
-            Sym::View(v) => cx.k.view_names.set(v, name.to_string()),
+            Sym::View(v) => cx.k.view_names.set(v, name),
             Sym::Global(_) => {}
         }
         Ok(())
@@ -914,7 +914,7 @@ impl<'a> Parser<'a> {
         let idx = self.index_list(cx)?;
         self.check_rank(
             idx.len(),
-            cx.k.shape(m).len(),
+            cx.k.rank(m),
             s.to(self.prev_span()),
             "the shared memref",
         )?;
@@ -951,20 +951,22 @@ impl<'a> Parser<'a> {
         opname: &str,
         span: Span,
     ) -> PResult<()> {
-        let vals = cx.k.ops[op].results.clone();
-        if results.len() != vals.len() {
+        let produced = cx.k.ops[op].results.len();
+        if results.len() != produced {
             let at = results.first().map_or(span, |r| r.1);
             return Err(Diagnostic::user(
                 "E0127",
                 format!(
-                    "`{opname}` produces {} value(s), but {} name(s) are bound",
-                    vals.len(),
+                    "`{opname}` produces {produced} value(s), but {} name(s) are bound",
                     results.len()
                 ),
             )
             .with_label(at, "wrong number of results"));
         }
-        for ((name, s), v) in results.iter().zip(vals) {
+        // By index: the op's results are read in place (a copy of them was an allocation an
+        // op).
+        for (i, (name, s)) in results.iter().enumerate() {
+            let v = cx.k.ops[op].results[i];
             self.define(cx, name, *s, Sym::Value(v))?;
         }
         Ok(())
@@ -1031,7 +1033,7 @@ impl<'a> Parser<'a> {
         self.expect(Tok::Arrow)?;
         let (src, origin, ss) = self.global_index(cx)?;
         self.copy_types(cx, dst, ds, src, ss)?;
-        if cx.k.shape(dst).len() > origin.len() {
+        if cx.k.rank(dst) > origin.len() {
             return Err(Diagnostic::user(
                 "E0139",
                 "the tile has more dimensions than the global buffer",
@@ -1444,7 +1446,7 @@ impl<'a> Parser<'a> {
     ) -> PResult<()> {
         let (start, ns, region) = at;
         let (base, bs) = self.memref(cx)?;
-        let base_rank = cx.k.shape(base).len();
+        let base_rank = cx.k.rank(base);
         self.expect(Tok::LBracket)?;
         let (indices, saw_range) = self.view_indices(cx, base)?;
         if indices.len() > base_rank || (indices.len() == base_rank && !saw_range) {

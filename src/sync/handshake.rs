@@ -721,8 +721,8 @@ impl Splice {
         let used = k
             .values
             .keys()
-            .map(|v| k.value_names.get(v).clone())
-            .chain(k.views.keys().map(|v| k.view_names.get(v).clone()))
+            .map(|v| k.value_names.get(v).to_string())
+            .chain(k.views.keys().map(|v| k.view_names.get(v).to_string()))
             .collect();
         Splice {
             before: HashMap::new(),
