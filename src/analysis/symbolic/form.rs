@@ -291,8 +291,8 @@ impl<'a> Builder<'a> {
             return Form::Unsupported;
         }
         let (wlo, whi) = ((lo + M / 2).div_euclid(M), (hi + M / 2).div_euclid(M));
-        let w = self.derived(wlo, whi, &a);
-        let r = self.derived(I32.0, I32.1, &a);
+        let w = self.derived(wlo, whi, &[&a]);
+        let r = self.derived(I32.0, I32.1, &[&a]);
         let mut t = a.terms.clone();
         t.push((w, -M));
         t.push((r, -1));
@@ -314,7 +314,15 @@ impl<'a> Builder<'a> {
         if let Some(f) = self.memo.get(&v) {
             return f.clone();
         }
-        let f = self.value_uncached(v);
+        let mut f = self.value_uncached(v);
+        if matches!(f, Form::Unknown | Form::Unsupported)
+            && self.k.values[v].ty == ScalarType::I32
+            && let Some(free) = self.free.as_mut()
+            && free.is_uniform(self.k, v)
+        {
+            // A uniform value without a form is one value for both sides: a shared leaf.
+            f = self.leaf(v);
+        }
         self.memo.insert(v, f.clone());
         f
     }
@@ -420,10 +428,10 @@ impl<'a> Builder<'a> {
 
     /// A new variable over `[lo, hi]` defined from `from`: depends on a free leaf when
     /// `from` does ([`FreeLeaves::tainted`]).
-    fn derived(&mut self, lo: i64, hi: i64, from: &Affine) -> usize {
+    fn derived(&mut self, lo: i64, hi: i64, from: &[&Affine]) -> usize {
         let x = self.p.var(lo, hi);
         if let Some(f) = self.free.as_mut()
-            && from.terms.iter().any(|(v, _)| f.tainted.contains(v))
+            && from.iter().any(|a| a.terms.iter().any(|(v, _)| f.tainted.contains(v)))
         {
             f.tainted.insert(x);
         }
@@ -506,8 +514,8 @@ impl<'a> Builder<'a> {
         let (q, r) = match self.divs.iter().find(|d| d.0 == key && d.1 == m) {
             Some(&(_, _, q, r)) => (q, r),
             None => {
-                let q = self.derived(qlo, qhi, e);
-                let r = self.derived(0, m - 1, e);
+                let q = self.derived(qlo, qhi, &[e]);
+                let r = self.derived(0, m - 1, &[e]);
                 let mut t = e.terms.clone();
                 t.push((q, -m));
                 t.push((r, -1));
@@ -563,8 +571,41 @@ impl<'a> Builder<'a> {
                 self.divmod(&x, cy.unwrap_or(0) + 1, false)
             }
             BinOp::And | BinOp::Or | BinOp::Xor => self.bitwise(b, &x, &y),
+            BinOp::Min | BinOp::Max if self.free.is_some() => self.min_max(b == BinOp::Min, &x, &y),
             BinOp::Min | BinOp::Max => Form::Unsupported,
         }
+    }
+
+    /// `min`/`max` of two forms (with free leaves only, so that no other question changes):
+    /// `z ≤ x, z ≤ y, z ≥ x − M·s, z ≥ y − M·(1 − s)` for `min` over a 0/1 selector `s`, with
+    /// `M` the width of both intervals together (the mirror for `max`); exact over the
+    /// integers.
+    fn min_max(&mut self, min: bool, x: &Affine, y: &Affine) -> Form {
+        let ((xl, xh), (yl, yh)) = (x.range(self.p), y.range(self.p));
+        if (min && xh <= yl) || (!min && xl >= yh) {
+            return Form::Known(x.clone());
+        }
+        if (min && yh <= xl) || (!min && yl >= xh) {
+            return Form::Known(y.clone());
+        }
+        let (lo, hi) = if min { (xl.min(yl), xh.min(yh)) } else { (xl.max(yl), xh.max(yh)) };
+        let m = xh.max(yh) - xl.min(yl);
+        let z = self.derived(lo, hi, &[x, y]);
+        let s = self.derived(0, 1, &[x, y]);
+        let sign = if min { 1 } else { -1 };
+        let big = i64::MAX / 4;
+        for (side, sel, off) in [(x, m, 0), (y, -m, -m)] {
+            // sign·(z − side) ≤ 0 and sign·(z − side) + sel·s ≥ off.
+            let Some(d) = side.scale(-1).and_then(|n| Affine::var(z).plus(&n)).and_then(|d| d.scale(sign)) else {
+                return Form::Unsupported;
+            };
+            d.constrain(self.p, -big, 0);
+            let Some(e) = d.plus(&Affine { terms: vec![(s, sel)], c: 0 }) else {
+                return Form::Unsupported;
+            };
+            e.constrain(self.p, off, big);
+        }
+        self.known(Affine::var(z))
     }
 
     /// An operation of a constant and a value with at most [`TABLE`] possible values (`shl
@@ -601,7 +642,7 @@ impl<'a> Builder<'a> {
         };
         if self.relax {
             let (min, max) = vals.iter().fold((i64::MAX, i64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
-            return Form::Known(Affine::var(self.derived(min, max, e)));
+            return Form::Known(Affine::var(self.derived(min, max, &[e])));
         }
         let mut out = Affine::konst(vals[0]);
         for (i, w) in vals.windows(2).enumerate() {
@@ -609,7 +650,7 @@ impl<'a> Builder<'a> {
                 continue;
             }
             let v = lo + i as i64 + 1;
-            let step = self.derived(0, 1, e);
+            let step = self.derived(0, 1, &[e]);
             // y_v = 1 ⇒ e ≥ v; y_v = 0 ⇒ e ≤ v − 1 (the other bounds are e's own).
             let mut t = e.terms.clone();
             t.push((step, -(v - lo)));
@@ -635,7 +676,7 @@ impl<'a> Builder<'a> {
         let mut t = e.terms.clone();
         let mut out = Vec::with_capacity(31);
         for i in 0..n {
-            let b = self.derived(0, 1, e);
+            let b = self.derived(0, 1, &[e]);
             t.push((b, -(1i64 << i)));
             out.push(Affine::var(b));
         }
@@ -658,7 +699,7 @@ impl<'a> Builder<'a> {
                 (Some(_), _) => c.clone(),
                 (_, Some(_)) => a.clone(),
                 _ => {
-                    let z = self.derived(0, 1, &a.plus(c).unwrap_or_else(|| a.clone()));
+                    let z = self.derived(0, 1, &[a, c]);
                     let zf = Affine::var(z);
                     let neg = |f: &Affine| f.scale(-1).unwrap_or_else(|| Affine::konst(0));
                     for side in [a, c] {

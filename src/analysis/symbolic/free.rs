@@ -21,7 +21,7 @@
 //!
 //! Invariants: the leaves' variables are created by the sides' builders only; the shared
 //! ones are the same variable on both sides. Complexity: one problem of O(|DAG| + bits)
-//! variables per side, two solves (`t_a < t_b`, `t_a > t_b`) within the self-race budget.
+//! variables per side, two solves (`t_a < t_b`, `t_a > t_b`) within `pairs::BUDGET` search nodes.
 
 use super::form::{Affine, Builder, FreeLeaves};
 use super::pairs;
@@ -57,18 +57,38 @@ struct FreeSide {
 
 /// The self-race verdict of access `ai` (a plain write) with its unknown leaves free.
 pub fn self_race(fp: &Footprints, ai: usize) -> Verdict {
+    let v = self_race_untraced(fp, ai);
+    if pairs::tracing() {
+        eprintln!(
+            "symbolic free self race {}: {v:?}, {} nodes left",
+            op_label(fp.k, fp.accesses[ai].id.op),
+            pairs::budget_left()
+        );
+    }
+    v
+}
+
+fn self_race_untraced(fp: &Footprints, ai: usize) -> Verdict {
     if !matches!(fp.accesses[ai].access.footprint, Footprint::PerThread(_)) {
         return Verdict::Undecided;
     }
-    pairs::set_budget(fp, ai, ai);
+    // The full budget: the question is asked only of writes with unknown touches, which
+    // the enumerator cannot answer at all.
+    pairs::set_budget_left(pairs::BUDGET);
     let threads = fp.k.threads().max(1) as i64;
     let mut p = Problem::default();
     let (ta, tb) = (p.var(0, threads - 1), p.var(0, threads - 1));
     let Some(ks) = pairs::keys(fp, &mut Builder::new(fp, &mut p, ta), ai, &[]) else {
         return Verdict::Never;
     };
-    let Ok(sa) = side(fp, &mut p, (ai, ta), &ks, FreeLeaves::default()) else {
-        return Verdict::Undecided;
+    let sa = match side(fp, &mut p, (ai, ta), &ks, FreeLeaves::default()) {
+        Ok(s) => s,
+        Err(why) => {
+            if pairs::tracing() {
+                eprintln!("symbolic free self race: no form ({why})");
+            }
+            return Verdict::Undecided;
+        }
     };
     let Ok(sb) = side(fp, &mut p, (ai, tb), &ks, sa.free.clone()) else {
         return Verdict::Undecided;
@@ -112,11 +132,11 @@ fn classify(sa: &FreeSide, sb: &FreeSide) -> Verdict {
 }
 
 /// Builds one side on `p` with the loop keys `ks` and the leaves `free` so far.
-fn side(fp: &Footprints, p: &mut Problem, (ai, tid): (usize, usize), ks: &pairs::Keys, free: FreeLeaves) -> Result<FreeSide, ()> {
+fn side(fp: &Footprints, p: &mut Problem, (ai, tid): (usize, usize), ks: &pairs::Keys, free: FreeLeaves) -> Result<FreeSide, &'static str> {
     let k = fp.k;
     let a = &fp.accesses[ai];
     let Footprint::PerThread(ix) = &a.access.footprint else {
-        return Err(());
+        return Err("collective");
     };
     let mut b = Builder::new(fp, p, tid);
     b.free = Some(free);
@@ -126,11 +146,11 @@ fn side(fp: &Footprints, p: &mut Problem, (ai, tid): (usize, usize), ks: &pairs:
         }
     }
     let before = b.p.cons.len();
-    pairs::guards(fp, &mut b, a.id.op)?;
+    pairs::guards(fp, &mut b, a.id.op).map_err(|_| "guard")?;
     let guard_cons = b.p.cons.len();
     let idx = ix.iter().map(|o| b.operand(o)).collect();
-    let (root, Some(idx)) = pairs::root_index(&mut b, a.access.mem, idx)? else {
-        return Err(());
+    let (root, Some(idx)) = pairs::root_index(&mut b, a.access.mem, idx).map_err(|_| "index")? else {
+        return Err("unknown index");
     };
     let free = b.free.take().unwrap_or_default();
     let guard_on_leaf = b.p.cons[before..guard_cons]
@@ -138,7 +158,7 @@ fn side(fp: &Footprints, p: &mut Problem, (ai, tid): (usize, usize), ks: &pairs:
         .any(|c| c.terms.iter().any(|(x, _)| free.tainted.contains(x)));
     let bd = &k.buffers[root];
     if idx.len() != bd.shape.len() {
-        return Err(());
+        return Err("rank");
     }
     let space = if bd.offset.is_some() { 0 } else { root.index() as u64 + 1 };
     let u = fp.unit(space) as i64;
@@ -147,9 +167,9 @@ fn side(fp: &Footprints, p: &mut Problem, (ai, tid): (usize, usize), ks: &pairs:
     for (f, &d) in idx.iter().zip(&bd.shape) {
         // An index out of range is an execution error (`check` reports it): in range here.
         f.constrain(b.p, 0, d as i64 - 1);
-        lin = lin.scale(d as i64).and_then(|l| l.plus(f)).ok_or(())?;
+        lin = lin.scale(d as i64).and_then(|l| l.plus(f)).ok_or("overflow")?;
     }
-    let unit = lin.scale(e / u).ok_or(())?;
+    let unit = lin.scale(e / u).ok_or("overflow")?;
     Ok(FreeSide {
         idx,
         unit,
@@ -202,12 +222,12 @@ pub fn finding(fp: &Footprints, ai: usize) -> Option<Diagnostic> {
             DiagKind::Finding,
             "W0317",
             format!(
-                "{} may write one element of `@{buf}` from several threads: not decided (its index has no form smemsync can reason on)",
+                "{} may write one element of `@{buf}` from several threads: not decided",
                 op_label(k, op)
             ),
         )
         .with_label(k.span(op), "index not known statically")
-        .with_note("if two threads write one element, no barrier can order one op's threads; `smemsync check` runs the kernel on given values"),
+        .with_note("its index has an operation smemsync does not reason on here (or the search ran out); if two threads write one element, no barrier can order one op's threads; `smemsync check` runs the kernel on given values"),
     };
     Some(d)
 }

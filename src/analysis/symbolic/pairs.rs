@@ -558,7 +558,7 @@ pub fn pair_conflict_traced(
 
 /// Whether `SMEMSYNC_SYMBOLIC_TRACE` is set (read once: the environment was read on every
 /// question, 1% of the rolled flash kernel's `sync`).
-fn tracing() -> bool {
+pub(super) fn tracing() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("SMEMSYNC_SYMBOLIC_TRACE").is_some())
 }
