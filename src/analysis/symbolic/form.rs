@@ -181,6 +181,8 @@ pub struct Builder<'a> {
     /// value share them, so `m·(e div m) + e rem m` is `e` after elimination (two separate
     /// pairs are related only through bounds propagation, which cannot see it).
     divs: Vec<(Affine, i64, usize, usize)>,
+    /// The wraps made (`Builder::wrapped`): `r = a − 2³²·w` as `(r, a)`.
+    wraps: Vec<(usize, Affine)>,
 }
 
 const I32: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
@@ -268,6 +270,7 @@ impl<'a> Builder<'a> {
             free: None,
             memo: HashMap::default(),
             divs: Vec::new(),
+            wraps: Vec::new(),
         }
     }
 
@@ -297,7 +300,27 @@ impl<'a> Builder<'a> {
         t.push((w, -M));
         t.push((r, -1));
         self.p.add(&t, -a.c, -a.c);
+        self.wraps.push((r, a));
         Form::Known(Affine::var(r))
+    }
+
+    /// `e` with each wrapped variable replaced by its unwrapped form: the same residue modulo
+    /// any `m` dividing 2³² (`r ≡ a`), so `rem` by such an `m` may take it instead (bounds
+    /// propagation cannot see the residue through `w`'s 2³²). `None`: no wrap in `e`.
+    fn unwrapped(&self, e: &Affine) -> Option<Affine> {
+        let mut out = Affine::konst(e.c);
+        let mut any = false;
+        for &(v, c) in &e.terms {
+            let term = match self.wraps.iter().find(|(r, _)| *r == v) {
+                Some((_, a)) => {
+                    any = true;
+                    a.scale(c)?
+                }
+                None => Affine { terms: vec![(v, c)], c: 0 },
+            };
+            out = out.plus(&term)?;
+        }
+        any.then_some(out)
     }
 
     pub fn operand(&mut self, o: &Operand) -> Form {
@@ -474,6 +497,13 @@ impl<'a> Builder<'a> {
     pub fn divmod(&mut self, e: &Affine, m: i64, quot: bool) -> Form {
         if m <= 0 {
             return Form::Unsupported;
+        }
+        if !quot
+            && m & (m - 1) == 0
+            && m <= 1 << 32
+            && let Some(u) = self.unwrapped(e)
+        {
+            return self.divmod(&u, m, false);
         }
         if let Some(c) = e.as_const() {
             return Form::Known(Affine::konst(if quot {
