@@ -489,6 +489,9 @@ fn find_hazards_pruned(
                     "every executing thread writes here; no barrier can order one op's threads"
                         .into(),
                 ));
+            } else if inst.iter().any(|(_, t)| t.may_self_overlap(fp.warp)) {
+                // Unknown units from two threads: never silent (`symbolic::free`).
+                out.findings.extend(crate::analysis::symbolic::free::finding(fp, ai));
             }
         }
         let first_hazard = out.hazards.len();

@@ -324,6 +324,20 @@ impl Touch {
         self.exact.0.iter().any(|(_, w)| matches!(w, Who::Many(_)))
     }
 
+    /// Whether an unknown range of this instance may hold a unit written by two different
+    /// threads: a range touched by two threads or an unknown thread, two ranges of different
+    /// threads that overlap, or a range over an exact unit of another thread. Units only in
+    /// `exact` are [`Touch::has_self_overlap`]'s.
+    pub fn may_self_overlap(&self, warp: u32) -> bool {
+        self.unknown.iter().enumerate().any(|(i, &(lo, hi, w))| {
+            matches!(w, Who::Many(_))
+                || self.exact.in_range(lo, hi).iter().any(|&(_, v)| w.conflict(v, warp).is_some())
+                || self.unknown[i + 1..]
+                    .iter()
+                    .any(|&(l2, h2, v)| lo.max(l2) < hi.min(h2) && w.conflict(v, warp).is_some())
+        })
+    }
+
     /// A unit touched by two or more different threads within this one instance: the one the
     /// reference enumeration names.
     pub fn self_overlap(&self) -> Option<(u64, Who)> {

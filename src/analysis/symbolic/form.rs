@@ -173,14 +173,74 @@ pub struct Builder<'a> {
     /// over-approximation, sound only for concluding that a problem is infeasible
     /// (`symbolic::split`'s pre-checks).
     pub relax: bool,
+    /// Unknown leaves as free variables (`None`: they stay [`Form::Unknown`], the
+    /// enumerator's meaning); the self race through unknown indices (`symbolic::free`).
+    pub free: Option<FreeLeaves>,
     memo: HashMap<Value, Form>,
     /// The existentials `(q, r)` of each `e = m·q + r` made so far: `div` and `rem` of one
     /// value share them, so `m·(e div m) + e rem m` is `e` after elimination (two separate
     /// pairs are related only through bounds propagation, which cannot see it).
     divs: Vec<(Affine, i64, usize, usize)>,
+    /// The wraps made (`Builder::wrapped`): `r = a − 2³²·w` as `(r, a)`.
+    wraps: Vec<(usize, Affine)>,
 }
 
 const I32: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
+
+/// The free leaves of one self-race question through unknown indices (docs/symbolic.md,
+/// "Self races through unknown indices"): which values became variables, which variables
+/// depend on them, and whether a guard stayed unknown.
+#[derive(Clone, Debug, Default)]
+pub struct FreeLeaves {
+    /// Uniform leaves and their variable: one variable for both sides.
+    pub shared: Vec<(Value, usize)>,
+    /// Every leaf this side used: value, variable, uniform.
+    pub leaves: Vec<(Value, usize, bool)>,
+    /// The leaf variables and every variable defined from one (`div`/`rem` existentials,
+    /// bits, table steps).
+    pub tainted: std::collections::BTreeSet<usize>,
+    /// A guard was left "may execute" (opaque, or on a value without a form).
+    pub unknown_guard: bool,
+    uniform: HashMap<Value, bool>,
+}
+
+impl FreeLeaves {
+    /// Whether `v` holds one value in every thread at one instance of an op: constants,
+    /// parameters, block and grid ids and dimensions, the variable of a `for` whose bounds and
+    /// step are uniform, and arithmetic of uniform values. Loads, atomics, thread ids,
+    /// iteration values and anything else are not (a load's value may differ per thread).
+    pub fn is_uniform(&mut self, k: &Kernel, v: Value) -> bool {
+        if let Some(&u) = self.uniform.get(&v) {
+            return u;
+        }
+        // Cycles (none in SSA, but cheap to rule out): not uniform while in progress.
+        self.uniform.insert(v, false);
+        let ops_uniform = |s: &mut Self, ops: &[&Operand]| {
+            ops.iter().all(|o| o.value().is_none_or(|w| s.is_uniform(k, w)))
+        };
+        let u = match &k.values[v].def {
+            ValueDef::Param(_) => true,
+            ValueDef::RegionArg(r, 0) => match k.parents().region_op[*r].map(|op| &k.ops[op].kind) {
+                Some(OpKind::For { lo, hi, step, .. }) => ops_uniform(self, &[lo, hi, step]),
+                _ => false,
+            },
+            ValueDef::RegionArg(..) => false,
+            ValueDef::Result(op, _) => match &k.ops[*op].kind {
+                OpKind::Const(_) => true,
+                OpKind::Special(s) => matches!(
+                    s,
+                    Special::Bid(_) | Special::BlockDim(_) | Special::GridDim(_)
+                ),
+                OpKind::Binary(_, x, y) | OpKind::Cmp(_, x, y) => ops_uniform(self, &[x, y]),
+                OpKind::Unary(_, x) => ops_uniform(self, &[x]),
+                OpKind::Select(c, x, y) => ops_uniform(self, &[c, x, y]),
+                _ => false,
+            },
+        };
+        self.uniform.insert(v, u);
+        u
+    }
+}
 
 /// Most values an operand of a tabulated operation (`Builder::table`) may take.
 pub const TABLE: i64 = 64;
@@ -207,17 +267,60 @@ impl<'a> Builder<'a> {
             tables: false,
             wanted: Vec::new(),
             relax: false,
+            free: None,
             memo: HashMap::default(),
             divs: Vec::new(),
+            wraps: Vec::new(),
         }
     }
 
-    fn known(&self, a: Affine) -> Form {
+    fn known(&mut self, a: Affine) -> Form {
         let (lo, hi) = a.range(self.p);
         if lo < I32.0 || hi > I32.1 {
-            return Form::Unsupported;
+            return match self.free {
+                Some(_) => self.wrapped(a, (lo, hi)),
+                None => Form::Unsupported,
+            };
         }
         Form::Known(a)
+    }
+
+    /// With free leaves, a form whose interval leaves `i32`: its i32 value, the IR's
+    /// wrap-around, as `r = a − 2³²·w` with `r` in `i32` (exact for every operation whose
+    /// i32 result is its integer result modulo 2³², the operations `known` is called on).
+    fn wrapped(&mut self, a: Affine, (lo, hi): (i64, i64)) -> Form {
+        const M: i64 = 1 << 32;
+        if lo <= i64::MIN / 8 || hi >= i64::MAX / 8 {
+            return Form::Unsupported;
+        }
+        let (wlo, whi) = ((lo + M / 2).div_euclid(M), (hi + M / 2).div_euclid(M));
+        let w = self.derived(wlo, whi, &[&a]);
+        let r = self.derived(I32.0, I32.1, &[&a]);
+        let mut t = a.terms.clone();
+        t.push((w, -M));
+        t.push((r, -1));
+        self.p.add(&t, -a.c, -a.c);
+        self.wraps.push((r, a));
+        Form::Known(Affine::var(r))
+    }
+
+    /// `e` with each wrapped variable replaced by its unwrapped form: the same residue modulo
+    /// any `m` dividing 2³² (`r ≡ a`), so `rem` by such an `m` may take it instead (bounds
+    /// propagation cannot see the residue through `w`'s 2³²). `None`: no wrap in `e`.
+    fn unwrapped(&self, e: &Affine) -> Option<Affine> {
+        let mut out = Affine::konst(e.c);
+        let mut any = false;
+        for &(v, c) in &e.terms {
+            let term = match self.wraps.iter().find(|(r, _)| *r == v) {
+                Some((_, a)) => {
+                    any = true;
+                    a.scale(c)?
+                }
+                None => Affine { terms: vec![(v, c)], c: 0 },
+            };
+            out = out.plus(&term)?;
+        }
+        any.then_some(out)
     }
 
     pub fn operand(&mut self, o: &Operand) -> Form {
@@ -234,7 +337,15 @@ impl<'a> Builder<'a> {
         if let Some(f) = self.memo.get(&v) {
             return f.clone();
         }
-        let f = self.value_uncached(v);
+        let mut f = self.value_uncached(v);
+        if matches!(f, Form::Unknown | Form::Unsupported)
+            && self.k.values[v].ty == ScalarType::I32
+            && let Some(free) = self.free.as_mut()
+            && free.is_uniform(self.k, v)
+        {
+            // A uniform value without a form is one value for both sides: a shared leaf.
+            f = self.leaf(v);
+        }
         self.memo.insert(v, f.clone());
         f
     }
@@ -246,7 +357,7 @@ impl<'a> Builder<'a> {
             return Form::Unknown;
         }
         match k.values[v].def {
-            ValueDef::Param(_) => Form::Unknown,
+            ValueDef::Param(_) => self.leaf(v),
             ValueDef::RegionArg(..) => {
                 if let Some((_, a)) = self.ivs.iter().find(|(x, _)| *x == v) {
                     return Form::Known(a.clone());
@@ -265,7 +376,7 @@ impl<'a> Builder<'a> {
                     // A periodic iteration value of a bound loop: the enumerator evaluates
                     // it; not expressed here.
                     Some(iv) if self.ivs.iter().any(|(x, _)| *x == iv) => Form::Unsupported,
-                    _ => Form::Unknown,
+                    _ => self.leaf(v),
                 }
             }
             ValueDef::Result(op, _) => self.result(v, &k.ops[op].kind),
@@ -302,11 +413,55 @@ impl<'a> Builder<'a> {
                 _ => Form::Unsupported,
             },
             OpKind::Cmp(..) | OpKind::Select(..) | OpKind::InGroup(_) => Form::Unsupported,
-            _ => Form::Unknown,
+            _ => self.leaf(v),
         }
     }
 
-    fn opt(&self, a: Option<Affine>) -> Form {
+    /// A value the enumerator cannot evaluate (a parameter, a load, `bid`, an unbound loop
+    /// variable): [`Form::Unknown`], or with [`Builder::free`] a variable over its type's
+    /// range (`bid` over the grid), shared by both sides when the value is uniform.
+    fn leaf(&mut self, v: Value) -> Form {
+        let k = self.k;
+        let Some(free) = self.free.as_mut() else {
+            return Form::Unknown;
+        };
+        let (lo, hi) = match (k.values[v].ty, &k.values[v].def) {
+            (ScalarType::I32, ValueDef::Result(op, _)) => match k.ops[*op].kind {
+                OpKind::Special(Special::Bid(d)) => (0, k.grid[d.min(2) as usize].max(1) as i64 - 1),
+                _ => I32,
+            },
+            (ScalarType::I32, _) => I32,
+            (ScalarType::I1, _) => (0, 1),
+            _ => return Form::Unknown,
+        };
+        let uniform = free.is_uniform(k, v);
+        if uniform && let Some(&(_, x)) = free.shared.iter().find(|(w, _)| *w == v) {
+            free.leaves.push((v, x, true));
+            return Form::Known(Affine::var(x));
+        }
+        let x = self.p.var(lo, hi);
+        let free = self.free.as_mut().expect("free leaves");
+        if uniform {
+            free.shared.push((v, x));
+        }
+        free.leaves.push((v, x, uniform));
+        free.tainted.insert(x);
+        Form::Known(Affine::var(x))
+    }
+
+    /// A new variable over `[lo, hi]` defined from `from`: depends on a free leaf when
+    /// `from` does ([`FreeLeaves::tainted`]).
+    fn derived(&mut self, lo: i64, hi: i64, from: &[&Affine]) -> usize {
+        let x = self.p.var(lo, hi);
+        if let Some(f) = self.free.as_mut()
+            && from.iter().any(|a| a.terms.iter().any(|(v, _)| f.tainted.contains(v)))
+        {
+            f.tainted.insert(x);
+        }
+        x
+    }
+
+    fn opt(&mut self, a: Option<Affine>) -> Form {
         match a {
             Some(a) => self.known(a),
             None => Form::Unsupported,
@@ -342,6 +497,13 @@ impl<'a> Builder<'a> {
     pub fn divmod(&mut self, e: &Affine, m: i64, quot: bool) -> Form {
         if m <= 0 {
             return Form::Unsupported;
+        }
+        if !quot
+            && m & (m - 1) == 0
+            && m <= 1 << 32
+            && let Some(u) = self.unwrapped(e)
+        {
+            return self.divmod(&u, m, false);
         }
         if let Some(c) = e.as_const() {
             return Form::Known(Affine::konst(if quot {
@@ -382,8 +544,8 @@ impl<'a> Builder<'a> {
         let (q, r) = match self.divs.iter().find(|d| d.0 == key && d.1 == m) {
             Some(&(_, _, q, r)) => (q, r),
             None => {
-                let q = self.p.var(qlo, qhi);
-                let r = self.p.var(0, m - 1);
+                let q = self.derived(qlo, qhi, &[e]);
+                let r = self.derived(0, m - 1, &[e]);
                 let mut t = e.terms.clone();
                 t.push((q, -m));
                 t.push((r, -1));
@@ -439,8 +601,41 @@ impl<'a> Builder<'a> {
                 self.divmod(&x, cy.unwrap_or(0) + 1, false)
             }
             BinOp::And | BinOp::Or | BinOp::Xor => self.bitwise(b, &x, &y),
+            BinOp::Min | BinOp::Max if self.free.is_some() => self.min_max(b == BinOp::Min, &x, &y),
             BinOp::Min | BinOp::Max => Form::Unsupported,
         }
+    }
+
+    /// `min`/`max` of two forms (with free leaves only, so that no other question changes):
+    /// `z ≤ x, z ≤ y, z ≥ x − M·s, z ≥ y − M·(1 − s)` for `min` over a 0/1 selector `s`, with
+    /// `M` the width of both intervals together (the mirror for `max`); exact over the
+    /// integers.
+    fn min_max(&mut self, min: bool, x: &Affine, y: &Affine) -> Form {
+        let ((xl, xh), (yl, yh)) = (x.range(self.p), y.range(self.p));
+        if (min && xh <= yl) || (!min && xl >= yh) {
+            return Form::Known(x.clone());
+        }
+        if (min && yh <= xl) || (!min && yl >= xh) {
+            return Form::Known(y.clone());
+        }
+        let (lo, hi) = if min { (xl.min(yl), xh.min(yh)) } else { (xl.max(yl), xh.max(yh)) };
+        let m = xh.max(yh) - xl.min(yl);
+        let z = self.derived(lo, hi, &[x, y]);
+        let s = self.derived(0, 1, &[x, y]);
+        let sign = if min { 1 } else { -1 };
+        let big = i64::MAX / 4;
+        for (side, sel, off) in [(x, m, 0), (y, -m, -m)] {
+            // sign·(z − side) ≤ 0 and sign·(z − side) + sel·s ≥ off.
+            let Some(d) = side.scale(-1).and_then(|n| Affine::var(z).plus(&n)).and_then(|d| d.scale(sign)) else {
+                return Form::Unsupported;
+            };
+            d.constrain(self.p, -big, 0);
+            let Some(e) = d.plus(&Affine { terms: vec![(s, sel)], c: 0 }) else {
+                return Form::Unsupported;
+            };
+            e.constrain(self.p, off, big);
+        }
+        self.known(Affine::var(z))
     }
 
     /// An operation of a constant and a value with at most [`TABLE`] possible values (`shl
@@ -477,7 +672,7 @@ impl<'a> Builder<'a> {
         };
         if self.relax {
             let (min, max) = vals.iter().fold((i64::MAX, i64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
-            return Form::Known(Affine::var(self.p.var(min, max)));
+            return Form::Known(Affine::var(self.derived(min, max, &[e])));
         }
         let mut out = Affine::konst(vals[0]);
         for (i, w) in vals.windows(2).enumerate() {
@@ -485,7 +680,7 @@ impl<'a> Builder<'a> {
                 continue;
             }
             let v = lo + i as i64 + 1;
-            let step = self.p.var(0, 1);
+            let step = self.derived(0, 1, &[e]);
             // y_v = 1 ⇒ e ≥ v; y_v = 0 ⇒ e ≤ v − 1 (the other bounds are e's own).
             let mut t = e.terms.clone();
             t.push((step, -(v - lo)));
@@ -511,7 +706,7 @@ impl<'a> Builder<'a> {
         let mut t = e.terms.clone();
         let mut out = Vec::with_capacity(31);
         for i in 0..n {
-            let b = self.p.var(0, 1);
+            let b = self.derived(0, 1, &[e]);
             t.push((b, -(1i64 << i)));
             out.push(Affine::var(b));
         }
@@ -534,7 +729,7 @@ impl<'a> Builder<'a> {
                 (Some(_), _) => c.clone(),
                 (_, Some(_)) => a.clone(),
                 _ => {
-                    let z = self.p.var(0, 1);
+                    let z = self.derived(0, 1, &[a, c]);
                     let zf = Affine::var(z);
                     let neg = |f: &Affine| f.scale(-1).unwrap_or_else(|| Affine::konst(0));
                     for side in [a, c] {
@@ -573,17 +768,17 @@ impl<'a> Builder<'a> {
                     Guard::When(vec![(Affine::konst(0), 1, 1)])
                 };
             }
-            Operand::Imm(_) => return Guard::Always,
+            Operand::Imm(_) => return self.may_execute(),
             Operand::Value(v) => *v,
         };
         let fp = self.fp;
         let k = self.k;
         if fp.is_opaque(v) {
-            return Guard::Always;
+            return self.may_execute();
         }
         let ValueDef::Result(op, _) = k.values[v].def else {
             return match self.value(v) {
-                Form::Unknown => Guard::Always,
+                Form::Unknown => self.may_execute(),
                 _ => Guard::Unsupported,
             };
         };
@@ -634,7 +829,7 @@ impl<'a> Builder<'a> {
             OpKind::Cmp(p, x, y) => {
                 let (fx, fy) = (self.operand(x), self.operand(y));
                 let (ax, ay) = match (fx, fy) {
-                    (Form::Unknown, _) | (_, Form::Unknown) => return Guard::Always,
+                    (Form::Unknown, _) | (_, Form::Unknown) => return self.may_execute(),
                     (Form::Known(a), Form::Known(b)) => (a, b),
                     _ => return Guard::Unsupported,
                 };
@@ -654,10 +849,19 @@ impl<'a> Builder<'a> {
                 }
             }
             _ => match self.value(v) {
-                Form::Unknown => Guard::Always,
+                Form::Unknown => self.may_execute(),
                 _ => Guard::Unsupported,
             },
         }
+    }
+
+    /// A guard on a value without a form: "may execute", as the enumerator evaluates it
+    /// (noted in [`Builder::free`]).
+    fn may_execute(&mut self) -> Guard {
+        if let Some(f) = self.free.as_mut() {
+            f.unknown_guard = true;
+        }
+        Guard::Always
     }
 }
 

@@ -10,6 +10,8 @@
 //! - [`bits`]: collective footprints (layout owners as GF(2) maps, abstract and unknown
 //!   owners) and the thread relation of a pair of sides.
 //! - [`pairs`]: the pair-conflict and self-race questions, with the enumerator's meaning.
+//! - [`free`]: the self race of a write whose index the enumerator cannot evaluate, with
+//!   each unknown value a free variable (E0301, W0317).
 //! - [`split`]: questions whose indices shift by a loop variable, one affine question per
 //!   value of its iteration index.
 //! - [`overlap`]: the in-flight engine's question (may an async copy and a later access at
@@ -21,6 +23,7 @@
 
 pub mod bits;
 pub mod form;
+pub mod free;
 pub mod overlap;
 pub mod pairs;
 pub mod solve;

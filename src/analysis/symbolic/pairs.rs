@@ -141,7 +141,7 @@ struct Side {
 /// constant `first + step·v` instead of a variable (only for an exact domain).
 pub(super) type Keys = Vec<(Option<Affine>, Option<Value>)>;
 
-fn keys(fp: &Footprints, b: &mut Builder, ai: usize, pins: &[Option<i64>]) -> Option<Keys> {
+pub(super) fn keys(fp: &Footprints, b: &mut Builder, ai: usize, pins: &[Option<i64>]) -> Option<Keys> {
     let k = fp.k;
     let mut out = Vec::new();
     for (j, &l) in fp.accesses[ai].loops.iter().enumerate() {
@@ -294,7 +294,7 @@ fn side_in(fp: &Footprints, b: &mut Builder, (ai, tid): (usize, usize), keys: &K
 /// Constrains `b`'s problem by the conditions of every `if` enclosing `op` (on a collective
 /// access: on the thread that executes it, `bits::collective`); whether there was one.
 /// `Err`: a guard without an encoding.
-fn guards(fp: &Footprints, b: &mut Builder, op: Op) -> Result<bool, ()> {
+pub(super) fn guards(fp: &Footprints, b: &mut Builder, op: Op) -> Result<bool, ()> {
     let k = fp.k;
     let mut child = op;
     let mut guarded = false;
@@ -345,7 +345,7 @@ fn whole_buffer(p: &mut Problem, keys: Vec<Option<Affine>>, who: Ident, base: i6
 /// `root_index`): `None` when some index is [`Form::Unknown`] (the enumerator's evaluation
 /// fails, so the access touches its whole buffer, whatever the other indices are); an
 /// unsupported index otherwise: fall back.
-fn root_index(b: &mut Builder, m: MemRef, idx: Vec<Form>) -> Result<(Buffer, Option<Vec<Affine>>), ()> {
+pub(super) fn root_index(b: &mut Builder, m: MemRef, idx: Vec<Form>) -> Result<(Buffer, Option<Vec<Affine>>), ()> {
     match m {
         MemRef::Buffer(buf) if idx.contains(&Form::Unknown) => Ok((buf, None)),
         MemRef::Buffer(buf) => {
@@ -558,7 +558,7 @@ pub fn pair_conflict_traced(
 
 /// Whether `SMEMSYNC_SYMBOLIC_TRACE` is set (read once: the environment was read on every
 /// question, 1% of the rolled flash kernel's `sync`).
-fn tracing() -> bool {
+pub(super) fn tracing() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("SMEMSYNC_SYMBOLIC_TRACE").is_some())
 }
