@@ -217,10 +217,13 @@ fn overlap(k: &Kernel, a: Buffer, b: Buffer) -> bool {
     }
 }
 
+/// A block barrier passed on the way to the current point: the barrier op, the pending set
+/// just before it, and the log length there.
+type Release = (Op, BTreeSet<Op>, usize);
+
 /// The most recent block barrier of one region sequence being walked.
 struct Frame {
-    /// The barrier op, the pending set just before it, and the log length there.
-    release: Option<(Op, BTreeSet<Op>, usize)>,
+    release: Option<Release>,
 }
 
 struct Walk<'a> {
@@ -236,14 +239,52 @@ struct Walk<'a> {
 
 impl Walk<'_> {
     fn region(&mut self, r: Region, pending: &mut BTreeSet<Op>) {
-        self.frames.push(Frame { release: None });
+        self.region_from(r, pending, None);
+    }
+
+    /// Walks region `r` whose entry every path reaches through `release` (a block barrier
+    /// before it in the same sequence of control, or `None`); returns the region's most
+    /// recent block barrier at its end (`release` when it holds none at its top level).
+    fn region_from(
+        &mut self,
+        r: Region,
+        pending: &mut BTreeSet<Op>,
+        release: Option<Release>,
+    ) -> Option<Release> {
+        self.frames.push(Frame { release });
         for &op in self.k.region_ops(r) {
             if self.fence_before.contains(&op) {
                 pending.clear();
             }
             self.op(op, pending);
         }
-        self.frames.pop();
+        self.frames.pop().and_then(|f| f.release)
+    }
+
+    /// A loop: the head's set grows to a fixpoint (0 trips keeps the entry set). A write
+    /// that reaches an async access of a later trip crosses the back edge, so it passed the
+    /// last top-level block barrier of the previous trip (when every path does: the walk of
+    /// one trip chains the regions' barriers, a condition's into the body): from the second
+    /// pass on, the first region starts with that barrier as its release, for the writes
+    /// that pass it — not those pending at the loop's entry, which reach the first trip
+    /// without it. A fence before it is executed by every thread, the writers included
+    /// (docs/placement.md, "Proxy fences").
+    fn walk_loop(&mut self, regions: &[Region], pending: &mut BTreeSet<Op>) {
+        let entry = pending.clone();
+        let mut carried: Option<Release> = None;
+        loop {
+            let mut cur = pending.clone();
+            let mut release = carried.take();
+            for &c in regions {
+                release = self.region_from(c, &mut cur, release);
+            }
+            carried = release.map(|(b, seen, len)| (b, &seen - &entry, len));
+            let before = pending.len();
+            pending.extend(cur);
+            if pending.len() == before {
+                break;
+            }
+        }
     }
 
     fn op(&mut self, op: Op, pending: &mut BTreeSet<Op>) {
@@ -256,20 +297,7 @@ impl Walk<'_> {
                 self.region(od.regions[1], &mut other);
                 pending.extend(other);
             }
-            OpKind::For { .. } | OpKind::While { .. } => {
-                // The head's set grows to a fixpoint (0 trips keeps the entry set).
-                loop {
-                    let mut cur = pending.clone();
-                    for &c in &od.regions {
-                        self.region(c, &mut cur);
-                    }
-                    let before = pending.len();
-                    pending.extend(cur);
-                    if pending.len() == before {
-                        break;
-                    }
-                }
-            }
+            OpKind::For { .. } | OpKind::While { .. } => self.walk_loop(&od.regions, pending),
             OpKind::Stage { .. } => self.region(od.regions[0], pending),
             OpKind::FenceProxyAsync => pending.clear(),
             kind if is_async_proxy(kind) => self.async_access(op, pending),
