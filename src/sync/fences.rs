@@ -58,12 +58,12 @@ pub fn place_fences(k: &Kernel) -> SyncPlan {
     if async_bufs.is_empty() {
         return plan;
     }
-    let mut before: HashSet<Op> = HashSet::new();
+    let mut before: HashSet<ProgramPoint> = HashSet::new();
     loop {
         let mut w = Walk {
             k,
             async_bufs: &async_bufs,
-            fence_before: &before,
+            fence_at: &before,
             frames: Vec::new(),
             log: Vec::new(),
             new: None,
@@ -73,7 +73,7 @@ pub fn place_fences(k: &Kernel) -> SyncPlan {
         let decided = w.new;
         match decided {
             Some((at, why)) if before.insert(at) => plan.edits.push(Edit {
-                at: ProgramPoint::before(at),
+                at,
                 op: OpKind::FenceProxyAsync,
                 reason: EditReason::Other(why),
             }),
@@ -229,12 +229,13 @@ struct Frame {
 struct Walk<'a> {
     k: &'a Kernel,
     async_bufs: &'a HashSet<Buffer>,
-    fence_before: &'a HashSet<Op>,
+    /// The fences planned so far (a restart's walk treats them as written).
+    fence_at: &'a HashSet<ProgramPoint>,
     frames: Vec<Frame>,
     /// Every pending write added, in walk order (a frame remembers its length).
     log: Vec<Op>,
-    /// The first fence this walk decides: its anchor op and why.
-    new: Option<(Op, String)>,
+    /// The first fence this walk decides: where and why.
+    new: Option<(ProgramPoint, String)>,
 }
 
 impl Walk<'_> {
@@ -253,10 +254,13 @@ impl Walk<'_> {
     ) -> Option<Release> {
         self.frames.push(Frame { release });
         for &op in self.k.region_ops(r) {
-            if self.fence_before.contains(&op) {
+            if self.fence_at.contains(&ProgramPoint::before(op)) {
                 pending.clear();
             }
             self.op(op, pending);
+        }
+        if self.fence_at.contains(&ProgramPoint::end(r)) {
+            pending.clear();
         }
         self.frames.pop().and_then(|f| f.release)
     }
@@ -351,7 +355,8 @@ impl Walk<'_> {
                     .iter()
                     .all(|w| seen.contains(w) && !self.log[*len..].contains(w))
             })
-            .map_or(op, |(rel, _, _)| *rel);
+            .map(|(rel, _, _)| ProgramPoint::before(*rel));
+        let at = at.unwrap_or_else(|| self.writer_point(&needs, op));
         if self.new.is_none() {
             let what = |o: Op| crate::ir::text::op_label(k, o);
             self.new = Some((
@@ -364,6 +369,31 @@ impl Walk<'_> {
             ));
         }
         pending.clear();
+    }
+
+    /// Where a fence goes for writes `needs` that reach async access `op` with no block
+    /// barrier they all passed: in the first write's thread, right after it — before the
+    /// first later op of its region that is or holds a sync op or an async-proxy access,
+    /// else at the region's end. The writer executes it after the write and before any
+    /// release that follows, so it serves `op` whoever issues it (the writer itself, or a
+    /// thread that a finer sync or a later trip's barrier orders after the writer); a fence
+    /// just before `op` would serve only the issuer's own writes. The restart walk fences
+    /// the remaining writes one point at a time.
+    fn writer_point(&self, needs: &[Op], op: Op) -> ProgramPoint {
+        let k = self.k;
+        let Some(&w) = needs.first() else {
+            return ProgramPoint::before(op);
+        };
+        let Some(r) = k.parents().op_region[w] else {
+            return ProgramPoint::before(op);
+        };
+        let ops = k.region_ops(r);
+        let idx = ops.iter().position(|&o| o == w).map_or(ops.len(), |i| i + 1);
+        let publishes = |x: Op| effects(k, x).sync.is_some() || is_async_proxy(&k.ops[x].kind);
+        ops[idx..]
+            .iter()
+            .find(|&&o| publishes(o) || k.ops[o].regions.iter().any(|&c| ops_under(k, c).into_iter().any(publishes)))
+            .map_or(ProgramPoint::end(r), |&o| ProgramPoint::before(o))
     }
 }
 
