@@ -620,4 +620,19 @@ mod tests {
         r.barrier_done(&obj, &[0, 1]);
         assert!(r.access(0, 1, acc(1, r.epoch(1), AccKind::Read)).is_ok());
     }
+
+    #[test]
+    fn copies_of_one_op_by_two_threads_into_one_element_race() {
+        // `cp_async @a[0] <- %X[%t]` in threads 0 and 1: two writes, one op, one iteration.
+        let mut r = RaceState::new(2, 0, 1);
+        for t in 0..2 {
+            let c = r.new_copy();
+            let copy = Acc {
+                copy: c,
+                ..acc(t, r.epoch(t as usize), AccKind::AsyncWrite)
+            };
+            let res = r.access(0, 1, copy);
+            assert_eq!(res.is_err(), t == 1, "thread {t}");
+        }
+    }
 }
