@@ -34,7 +34,11 @@ fn kernel_text(s: &Shape) -> String {
     let inits: String = (0..n)
         .map(|i| format!("    mbar_init @full[{i}], 1\n"))
         .collect();
-    let bar = if s.barrier_before_store { "    barrier\n" } else { "" };
+    let bar = if s.barrier_before_store {
+        "    barrier\n"
+    } else {
+        ""
+    };
     let store = if s.partial_store {
         format!(
             "    %lo = cmp lt %t, {}\n    if %lo {{\n      store %v[%t], %f\n    }}\n",
@@ -128,7 +132,11 @@ fn writers_fence_their_stores_before_the_tma_load_that_overwrites_them() {
             let r = check_race_free(&synced, &opts(proof));
             assert!(r.is_race_free(), "proof={proof}: {}\n{out}", r.summary());
         }
-        assert_eq!(fences(&synced), 1, "one fence per writing-thread path\n{out}");
+        assert_eq!(
+            fences(&synced),
+            1,
+            "one fence per writing-thread path\n{out}"
+        );
         // The tile is reloaded after a store when a slot comes round again.
         if s.trips > s.slots {
             let without: String = out
