@@ -459,10 +459,10 @@ fn find_hazards_pruned(
     let order = OpPositions::program_order(k);
     let shape = Shape::new(fp, &paths, &order);
     for group in by_space.values() {
-        // Self-races: one instance of a plain write touching a unit from two threads.
+        // Self-races: one instance of a write touching a unit from two threads.
         for &ai in group {
             let a = fp.accesses[ai].clone();
-            if a.access.kind != AccessKind::Write {
+            if !may_self_race(&a.access) {
                 continue;
             }
             // The symbolic engine decides most writes; a race it finds is enumerated for the
@@ -544,6 +544,22 @@ fn may_have_async(k: &Kernel) -> bool {
             crate::ir::Family::Copy | crate::ir::Family::Wgmma
         )
     })
+}
+
+/// Whether one instance of access `a` is a write per executing thread, so that two threads
+/// touching one unit race (docs/ir.md section 5): plain writes, and the per-thread copies
+/// (`cp_async`, `gather_to_lds`), whose copies by different threads are different writes
+/// even of one op. Their tile forms give each element one writer (the layout's, docs/ir.md
+/// "Collective accesses"); a TMA/TDM load is one transfer of the tile by its issuer (several
+/// issuers of one tile are merged, docs/checker.md); atomics of one op commute.
+fn may_self_race(a: &SharedAccess) -> bool {
+    match a.kind {
+        AccessKind::Write => true,
+        AccessKind::AsyncWrite(AsyncClass::CpAsync | AsyncClass::GatherToLds) => {
+            matches!(a.footprint, Footprint::PerThread(_))
+        }
+        _ => false,
+    }
 }
 
 /// The symbolic self-race answer of access `ai`, decided once per

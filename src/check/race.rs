@@ -20,8 +20,11 @@
 //!
 //! Shadow state: per shared granule (the smallest element size of any data buffer, so that
 //! aliasing pinned buffers are compared byte-wise), the set of writes not yet superseded
-//! (several only for commuting atomics of one kind, or for identical collective copies of one
-//! op issued by several threads in the same iteration) and the reads since. A read drops
+//! (several only for commuting atomics of one kind) and the reads since. Copies are never
+//! merged here: two copies that write one element race unless one happens before the other,
+//! whatever the data (docs/ir.md section 5). The one collective transfer that several threads
+//! issue together (`tma_load`/`tdm_load` of one op, iteration and tile) is recorded once, by
+//! its first issuer, before it reaches this detector (`interp::copies`). A read drops
 //! earlier reads that happen before it (they are implied), a write clears both sets.
 //!
 //! Proxy fences (sm_90). Shared memory has two proxies: threads' ordinary accesses use the
@@ -100,14 +103,11 @@ pub struct Acc {
 /// Marker for an access to no data buffer (mbarrier objects).
 pub const NO_BUFFER: u32 = u32::MAX;
 
-/// Two accesses that never race: same-kind atomics, or copies of one op instance (which
-/// write the same data).
+/// Two accesses that never race: same-kind atomics. Two copies of one op by different
+/// threads are two writes (docs/ir.md section 5): `cp_async @a[0] <- %X[%t]` from every
+/// thread races on `@a[0]`.
 fn compatible(a: &Acc, b: &Acc) -> bool {
-    match (a.kind, b.kind) {
-        (AccKind::Atomic(x), AccKind::Atomic(y)) => x == y,
-        (AccKind::AsyncWrite, AccKind::AsyncWrite) => a.op == b.op && a.iter == b.iter,
-        _ => false,
-    }
+    matches!((a.kind, b.kind), (AccKind::Atomic(x), AccKind::Atomic(y)) if x == y)
 }
 
 /// Shadow state of one granule.
@@ -389,16 +389,6 @@ impl RaceState {
                 continue;
             };
             self.conflict(cell, &acc, t, async_proxy)?;
-            // A copy of an op instance already recorded here writes the same data: one
-            // record stands for all of them (see docs/checker.md).
-            if acc.kind == AccKind::AsyncWrite
-                && cell
-                    .writes
-                    .iter()
-                    .any(|w| w.kind == AccKind::AsyncWrite && w.op == acc.op && w.iter == acc.iter)
-            {
-                continue;
-            }
             self.update(gi, acc, t);
         }
         Ok(())
@@ -629,5 +619,20 @@ mod tests {
         r.release_barrier(1, &mut obj);
         r.barrier_done(&obj, &[0, 1]);
         assert!(r.access(0, 1, acc(1, r.epoch(1), AccKind::Read)).is_ok());
+    }
+
+    #[test]
+    fn copies_of_one_op_by_two_threads_into_one_element_race() {
+        // `cp_async @a[0] <- %X[%t]` in threads 0 and 1: two writes, one op, one iteration.
+        let mut r = RaceState::new(2, 0, 1);
+        for t in 0..2 {
+            let c = r.new_copy();
+            let copy = Acc {
+                copy: c,
+                ..acc(t, r.epoch(t as usize), AccKind::AsyncWrite)
+            };
+            let res = r.access(0, 1, copy);
+            assert_eq!(res.is_err(), t == 1, "thread {t}");
+        }
     }
 }

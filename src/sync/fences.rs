@@ -58,12 +58,12 @@ pub fn place_fences(k: &Kernel) -> SyncPlan {
     if async_bufs.is_empty() {
         return plan;
     }
-    let mut before: HashSet<Op> = HashSet::new();
+    let mut before: HashSet<ProgramPoint> = HashSet::new();
     loop {
         let mut w = Walk {
             k,
             async_bufs: &async_bufs,
-            fence_before: &before,
+            fence_at: &before,
             frames: Vec::new(),
             log: Vec::new(),
             new: None,
@@ -73,7 +73,7 @@ pub fn place_fences(k: &Kernel) -> SyncPlan {
         let decided = w.new;
         match decided {
             Some((at, why)) if before.insert(at) => plan.edits.push(Edit {
-                at: ProgramPoint::before(at),
+                at,
                 op: OpKind::FenceProxyAsync,
                 reason: EditReason::Other(why),
             }),
@@ -217,33 +217,78 @@ fn overlap(k: &Kernel, a: Buffer, b: Buffer) -> bool {
     }
 }
 
+/// A block barrier passed on the way to the current point: the barrier op, the pending set
+/// just before it, and the log length there.
+type Release = (Op, BTreeSet<Op>, usize);
+
 /// The most recent block barrier of one region sequence being walked.
 struct Frame {
-    /// The barrier op, the pending set just before it, and the log length there.
-    release: Option<(Op, BTreeSet<Op>, usize)>,
+    release: Option<Release>,
 }
 
 struct Walk<'a> {
     k: &'a Kernel,
     async_bufs: &'a HashSet<Buffer>,
-    fence_before: &'a HashSet<Op>,
+    /// The fences planned so far (a restart's walk treats them as written).
+    fence_at: &'a HashSet<ProgramPoint>,
     frames: Vec<Frame>,
     /// Every pending write added, in walk order (a frame remembers its length).
     log: Vec<Op>,
-    /// The first fence this walk decides: its anchor op and why.
-    new: Option<(Op, String)>,
+    /// The first fence this walk decides: where and why.
+    new: Option<(ProgramPoint, String)>,
 }
 
 impl Walk<'_> {
     fn region(&mut self, r: Region, pending: &mut BTreeSet<Op>) {
-        self.frames.push(Frame { release: None });
+        self.region_from(r, pending, None);
+    }
+
+    /// Walks region `r` whose entry every path reaches through `release` (a block barrier
+    /// before it in the same sequence of control, or `None`); returns the region's most
+    /// recent block barrier at its end (`release` when it holds none at its top level).
+    fn region_from(
+        &mut self,
+        r: Region,
+        pending: &mut BTreeSet<Op>,
+        release: Option<Release>,
+    ) -> Option<Release> {
+        self.frames.push(Frame { release });
         for &op in self.k.region_ops(r) {
-            if self.fence_before.contains(&op) {
+            if self.fence_at.contains(&ProgramPoint::before(op)) {
                 pending.clear();
             }
             self.op(op, pending);
         }
-        self.frames.pop();
+        if self.fence_at.contains(&ProgramPoint::end(r)) {
+            pending.clear();
+        }
+        self.frames.pop().and_then(|f| f.release)
+    }
+
+    /// A loop: the head's set grows to a fixpoint (0 trips keeps the entry set). A write
+    /// that reaches an async access of a later trip crosses the back edge, so it passed the
+    /// last top-level block barrier of the previous trip (when every path does: the walk of
+    /// one trip chains the regions' barriers, a condition's into the body): from the second
+    /// pass on, the first region starts with that barrier as its release, for the writes
+    /// that pass it — not those pending at the loop's entry, which reach the first trip
+    /// without it. A fence before it is executed by every thread, the writers included
+    /// (docs/placement.md, "Proxy fences").
+    fn walk_loop(&mut self, regions: &[Region], pending: &mut BTreeSet<Op>) {
+        let entry = pending.clone();
+        let mut carried: Option<Release> = None;
+        loop {
+            let mut cur = pending.clone();
+            let mut release = carried.take();
+            for &c in regions {
+                release = self.region_from(c, &mut cur, release);
+            }
+            carried = release.map(|(b, seen, len)| (b, &seen - &entry, len));
+            let before = pending.len();
+            pending.extend(cur);
+            if pending.len() == before {
+                break;
+            }
+        }
     }
 
     fn op(&mut self, op: Op, pending: &mut BTreeSet<Op>) {
@@ -256,20 +301,7 @@ impl Walk<'_> {
                 self.region(od.regions[1], &mut other);
                 pending.extend(other);
             }
-            OpKind::For { .. } | OpKind::While { .. } => {
-                // The head's set grows to a fixpoint (0 trips keeps the entry set).
-                loop {
-                    let mut cur = pending.clone();
-                    for &c in &od.regions {
-                        self.region(c, &mut cur);
-                    }
-                    let before = pending.len();
-                    pending.extend(cur);
-                    if pending.len() == before {
-                        break;
-                    }
-                }
-            }
+            OpKind::For { .. } | OpKind::While { .. } => self.walk_loop(&od.regions, pending),
             OpKind::Stage { .. } => self.region(od.regions[0], pending),
             OpKind::FenceProxyAsync => pending.clear(),
             kind if is_async_proxy(kind) => self.async_access(op, pending),
@@ -323,7 +355,8 @@ impl Walk<'_> {
                     .iter()
                     .all(|w| seen.contains(w) && !self.log[*len..].contains(w))
             })
-            .map_or(op, |(rel, _, _)| *rel);
+            .map(|(rel, _, _)| ProgramPoint::before(*rel));
+        let at = at.unwrap_or_else(|| self.writer_point(&needs, op));
         if self.new.is_none() {
             let what = |o: Op| crate::ir::text::op_label(k, o);
             self.new = Some((
@@ -336,6 +369,31 @@ impl Walk<'_> {
             ));
         }
         pending.clear();
+    }
+
+    /// Where a fence goes for writes `needs` that reach async access `op` with no block
+    /// barrier they all passed: in the first write's thread, right after it — before the
+    /// first later op of its region that is or holds a sync op or an async-proxy access,
+    /// else at the region's end. The writer executes it after the write and before any
+    /// release that follows, so it serves `op` whoever issues it (the writer itself, or a
+    /// thread that a finer sync or a later trip's barrier orders after the writer); a fence
+    /// just before `op` would serve only the issuer's own writes. The restart walk fences
+    /// the remaining writes one point at a time.
+    fn writer_point(&self, needs: &[Op], op: Op) -> ProgramPoint {
+        let k = self.k;
+        let Some(&w) = needs.first() else {
+            return ProgramPoint::before(op);
+        };
+        let Some(r) = k.parents().op_region[w] else {
+            return ProgramPoint::before(op);
+        };
+        let ops = k.region_ops(r);
+        let idx = ops.iter().position(|&o| o == w).map_or(ops.len(), |i| i + 1);
+        let publishes = |x: Op| effects(k, x).sync.is_some() || is_async_proxy(&k.ops[x].kind);
+        ops[idx..]
+            .iter()
+            .find(|&&o| publishes(o) || k.ops[o].regions.iter().any(|&c| ops_under(k, c).into_iter().any(publishes)))
+            .map_or(ProgramPoint::end(r), |&o| ProgramPoint::before(o))
     }
 }
 

@@ -1,0 +1,202 @@
+//! Proxy fences that `sync --target sm_90` places for generic writes a later TMA load
+//! overwrites (docs/placement.md, "Proxy fences"): on F3-shaped kernels — every thread reads
+//! its element of a TMA tile and overwrites it with a plain store, and the next trips' TMA
+//! load (issued by one elected thread) reloads the tile — the synchronized kernel is race-free
+//! for the interpreter and the static proof (no `C0013`), holds exactly one fence (one per
+//! writing-thread path), and that fence is needed: without it the interpreter reports the
+//! missing fence whenever the tile is reloaded after a store.
+//!
+//! Variants: one or two tile slots, a barrier of the kernel's own before the store or not,
+//! every thread or half of them storing, the issuer thread 0 or the last one, 1 to 5 trips,
+//! blocks of 32 and 64 threads.
+
+use smemsync::Kernel;
+use smemsync::check::{CheckOptions, check_race_free};
+use smemsync::ir::OpKind;
+use smemsync::sync::PlaceOptions;
+use smemsync::sync::driver::synchronize;
+use smemsync::target::Target;
+
+mod common;
+
+/// One F3-shaped kernel.
+struct Shape {
+    threads: u32,
+    slots: u32,
+    issuer: u32,
+    trips: u32,
+    barrier_before_store: bool,
+    partial_store: bool,
+}
+
+fn kernel_text(s: &Shape) -> String {
+    let (t, n) = (s.threads, s.slots);
+    let inits: String = (0..n)
+        .map(|i| format!("    mbar_init @full[{i}], 1\n"))
+        .collect();
+    let bar = if s.barrier_before_store {
+        "    barrier\n"
+    } else {
+        ""
+    };
+    let store = if s.partial_store {
+        format!(
+            "    %lo = cmp lt %t, {}\n    if %lo {{\n      store %v[%t], %f\n    }}\n",
+            t / 2
+        )
+    } else {
+        "    store %v[%t], %f\n".to_string()
+    };
+    format!(
+        "kernel @k(%X: global f32[4, {t}], %Y: global f32[4, {t}]) block({t}) {{
+  shared @buf : f32[{n}, {t}]
+  shared @full : mbarrier[{n}]
+  %t = tid.x
+  %el = cmp eq %t, {issuer}
+  if %el {{
+{inits}  }}
+  barrier
+  for %i = 0 to {trips} step 1 {{
+    %s = rem %i, {n}
+    %v = view @buf[%s]
+    %r = rem %i, 4
+    if %el {{
+      mbar_arrive @full[%s] tx {bytes}
+      tma_load %v <- %X[%r, 0], @full[%s]
+    }}
+    %q = div %i, {n}
+    %p = rem %q, 2
+    mbar_wait @full[%s], %p
+    %x = load %v[%t]
+    gstore %Y[%r, %t], %x
+{bar}    %f = itof %t
+{store}  }}
+}}
+",
+        issuer = s.issuer,
+        trips = s.trips,
+        bytes = 4 * t,
+    )
+}
+
+fn shapes() -> Vec<Shape> {
+    let mut v = Vec::new();
+    for threads in [32, 64] {
+        for slots in [1, 2] {
+            for issuer in [0, threads - 1] {
+                for trips in [1, 2, 3, 5] {
+                    for barrier_before_store in [false, true] {
+                        for partial_store in [false, true] {
+                            v.push(Shape {
+                                threads,
+                                slots,
+                                issuer,
+                                trips,
+                                barrier_before_store,
+                                partial_store,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    v
+}
+
+fn opts(proof: bool) -> CheckOptions {
+    CheckOptions {
+        target: Target::from_name("sm_90").ok(),
+        schedules: 2,
+        try_proof: proof,
+        ..Default::default()
+    }
+}
+
+fn fences(k: &Kernel) -> usize {
+    common::ops_where(k, |o| matches!(o, OpKind::FenceProxyAsync)).len()
+}
+
+#[test]
+fn writers_fence_their_stores_before_the_tma_load_that_overwrites_them() {
+    let target = Target::from_name("sm_90").expect("sm_90");
+    let mut needed = 0;
+    for s in shapes() {
+        let src = kernel_text(&s);
+        let k = common::parse_verified(&src);
+        let synced = synchronize(&k, &target, &PlaceOptions::default())
+            .unwrap_or_else(|e| panic!("sync refused: {e:?}\n{src}"))
+            .kernel;
+        let out = smemsync::emit::text::print_kernel(&synced);
+        for proof in [false, true] {
+            let r = check_race_free(&synced, &opts(proof));
+            assert!(r.is_race_free(), "proof={proof}: {}\n{out}", r.summary());
+        }
+        assert_eq!(
+            fences(&synced),
+            1,
+            "one fence per writing-thread path\n{out}"
+        );
+        // The tile is reloaded after a store when a slot comes round again.
+        if s.trips > s.slots {
+            let without: String = out
+                .lines()
+                .filter(|l| l.trim() != "fence_proxy_async")
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let r = check_race_free(&common::parse_verified(&without), &opts(false));
+            assert!(
+                r.summary().contains("missing proxy fence"),
+                "the fence is needed: {}\n{without}",
+                r.summary()
+            );
+            needed += 1;
+        }
+    }
+    assert!(needed >= 60, "only {needed} kernels reload a stored tile");
+}
+
+#[test]
+fn the_hostile_f3_kernel_gets_its_fence_in_the_writing_threads() {
+    let src = "kernel @k(%X: global f32[4, 32], %Y: global f32[4, 32]) block(32) {
+  shared @buf : f32[1, 32]
+  shared @full : mbarrier[1]
+  %t = tid.x
+  %el = cmp eq %t, 31
+  if %el {
+    mbar_init @full[0], 1
+  }
+  barrier
+  %v = view @buf[0]
+  for %i = 0 to 2 step 1 {
+    if %el {
+      mbar_arrive @full[0] tx 128
+      tma_load %v <- %X[%i, 0], @full[0]
+    }
+    %p = rem %i, 2
+    mbar_wait @full[0], %p
+    %x = load %v[%t]
+    gstore %Y[%i, %t], %x
+    %f = itof %t
+    store %v[%t], %f
+  }
+}
+";
+    let target = Target::from_name("sm_90").expect("sm_90");
+    let k = common::parse_verified(src);
+    let synced = synchronize(&k, &target, &PlaceOptions::default())
+        .expect("sync")
+        .kernel;
+    let out = smemsync::emit::text::print_kernel(&synced);
+    // The fence follows the store, in every thread, before the barrier that orders it with
+    // the next trip's issue; none in the issuer's branch.
+    assert!(
+        out.contains("store %v[%t], %f\n    fence_proxy_async\n    barrier\n"),
+        "{out}"
+    );
+    assert_eq!(fences(&synced), 1, "{out}");
+    for proof in [false, true] {
+        let r = check_race_free(&synced, &opts(proof));
+        assert!(r.is_race_free(), "proof={proof}: {}\n{out}", r.summary());
+    }
+}
