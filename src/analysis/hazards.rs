@@ -509,6 +509,8 @@ fn find_hazards_pruned(
         let cx = GroupCx {
             paths: &paths,
             completion: &completion,
+            inflight: &inflight,
+            order: &order,
             memo,
             cheap: &cheap,
             blockers: nearest_first.then_some(&blockers),
@@ -707,6 +709,9 @@ impl<'p> PairFacts<'p> {
 struct GroupCx<'g> {
     paths: &'g Paths,
     completion: &'g HashMap<Op, LoopCompletion>,
+    /// The in-flight dataflow's completions (every completing wait of each copy).
+    inflight: &'g crate::analysis::inflight::Completions,
+    order: &'g OpPositions,
     memo: &'g FlowMemo,
     cheap: &'g PairFacts<'g>,
     /// Completion blockers of async sources (`None`: every pair is built, as for
@@ -738,9 +743,22 @@ fn pair_hazards(
         if cx.memo.ordered_tma.contains(&a.id.op) && cx.memo.ordered_tma.contains(&b.id.op) {
             return;
         }
+        // The dataflow's wait, or the first point on every path to this destination
+        // (`analysis::every_path`).
+        let empty = Default::default();
+        let pp = crate::analysis::every_path::PairPaths {
+            k,
+            paths: cx.paths,
+            order: cx.order,
+            waits: cx.inflight.by_copy.get(&a.id.op).unwrap_or(&empty),
+            pc: pa,
+            pb,
+        };
+        let lc = &cx.completion[&a.id.op];
+        let own = crate::analysis::every_path::for_pair(&pp, cx.inflight, a.id.op, &a.loops, lc);
         let acx = AsyncCx {
             paths: cx.paths,
-            comp: &cx.completion[&a.id.op],
+            comp: own.as_ref().unwrap_or(lc),
             ai,
             bi,
             pb,
@@ -802,7 +820,7 @@ pub(crate) fn under_loops_only(k: &Kernel, paths: &Paths, mut r: Region) -> bool
 
 /// Whether an op runs its (only) body region at least once whenever it runs: a stage, or a
 /// `for` with constant bounds and at least one iteration.
-fn runs_body(k: &Kernel, op: Op) -> Option<Region> {
+pub(crate) fn runs_body(k: &Kernel, op: Op) -> Option<Region> {
     match &k.ops[op].kind {
         OpKind::Stage { .. } => Some(k.ops[op].regions[0]),
         OpKind::For { lo, hi, step, .. } => {
