@@ -86,52 +86,81 @@ impl PairPaths<'_> {
     }
 }
 
-/// The completion of `copy` for one destination: `None` when the dataflow's answer `lc`
-/// already runs on every path to it (keep `lc`), else `lc` with its wait replaced by the
-/// first point on every path (none: the copy may be in flight there, which the hazard
-/// builders report where the footprints meet). The in-loop answer is replaced only by a
-/// wait of the same loop level (`copy_loops[level]`'s body, outside deeper copy loops); where
-/// none is on every path the dataflow's answer stays (docs/async.md: a known limit).
+/// How the hazard builders take one (copy, destination) pair's completion.
+pub(crate) enum Choice {
+    /// The dataflow's answer runs on every path to the destination, or is the only
+    /// completing wait before it (the paths that skip it issue no copy: module doc).
+    Keep,
+    /// The dataflow's answer with its wait replaced by the first point on every path.
+    Use(LoopCompletion),
+    /// Several completing waits, none on every path: the copy is complete (the dataflow
+    /// says it is not in flight there) only at the destination itself.
+    AtDestination,
+}
+
+/// The completion of `copy` for the destination `dst` (module doc): where the dataflow's
+/// answer `lc` is not on every path to it, the first point before the destination that is;
+/// else, where `lc`'s wait is the only completing wait before the destination, `lc` (every
+/// path that issues the copy and reaches the destination with the copy complete passes it);
+/// else the destination itself. The in-loop answer is replaced only by a wait of the same
+/// loop level (`copy_loops[level]`'s body, outside deeper copy loops), and kept where none is
+/// on every path (docs/async.md: a known limit).
 pub(crate) fn for_pair(
     pp: &PairPaths,
     c: &Completions,
-    copy: Op,
+    (copy, dst): (Op, Op),
     copy_loops: &[Op],
     lc: &LoopCompletion,
-) -> Option<LoopCompletion> {
+) -> Choice {
     let k = pp.k;
+    let pos = |o: &Op| pp.order.get(o).copied().unwrap_or(usize::MAX);
+    let before_dst = |o: &Op| pos(o) < pos(&dst);
+    // The first point on every path among `ws`, or how to fall back.
+    // (A destination before `keep`, the first completing wait, is before every other too:
+    // the builders' own in-flight test applies.)
+    let straight = |ws: Vec<Op>, keep: Op| -> Result<Option<Op>, Choice> {
+        if !before_dst(&keep) {
+            return Err(Choice::Keep);
+        }
+        match pp.first(ws.iter().copied()).filter(before_dst) {
+            Some(x) => Ok(Some(x)),
+            None if ws.iter().filter(|w| before_dst(w)).count() <= 1 => Err(Choice::Keep),
+            None => Err(Choice::AtDestination),
+        }
+    };
     let mut out = lc.clone();
-    let mut changed = false;
     if let Some((w, _)) = lc.in_loop
         && pp.lift(w) != Some(w)
     {
         match lc.level {
-            None => {
-                out.in_loop = pp.first(pp.waits.iter().copied()).map(|x| (x, 0));
-                changed = true;
-            }
-            Some(level) => {
-                if let Some(best) = in_loop_candidate(pp, c, copy, copy_loops, level) {
-                    out.in_loop = Some(best);
-                    changed = true;
-                }
-            }
+            None => match straight(pp.waits.iter().copied().collect(), w) {
+                Ok(x) => out.in_loop = x.map(|x| (x, 0)),
+                Err(choice) => return choice,
+            },
+            Some(level) => match in_loop_candidate(pp, c, copy, copy_loops, level) {
+                Some(best) => out.in_loop = Some(best),
+                None => return Choice::Keep,
+            },
         }
     }
+    // The exit wait serves only destinations outside the copy's loop at `level`.
     if let (Some(x), Some(level)) = (lc.exit, lc.level)
+        && !k.parents().ancestors(dst).contains(&copy_loops[level])
         && pp.lift(x) != Some(x)
     {
         let l = copy_loops[level];
-        let after = |w: &Op| {
-            !k.parents().ancestors(*w).contains(&l) && pp.order.get(w) > pp.order.get(&l)
-        };
-        out.exit = pp.first(pp.waits.iter().copied().filter(after));
-        out.exit_on_entry = out
-            .exit
-            .is_some_and(|e| pp.waits.contains(&e) && c.completes_on_entry(e, copy, copy_loops));
-        changed = true;
+        let after =
+            |w: &Op| !k.parents().ancestors(*w).contains(&l) && pp.order.get(w) > pp.order.get(&l);
+        match straight(pp.waits.iter().copied().filter(after).collect(), x) {
+            Ok(e) => {
+                out.exit = e;
+                out.exit_on_entry =
+                    e.is_some_and(|e| pp.waits.contains(&e) && c.completes_on_entry(e, copy, copy_loops));
+            }
+            Err(choice) => return choice,
+        }
     }
-    changed.then_some(out)
+    if &out == lc { Choice::Keep } else { Choice::Use(out) }
 }
 
 /// The first (iteration distance, program order) wait of loop `copy_loops[level]`'s body

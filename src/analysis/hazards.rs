@@ -51,6 +51,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 
 use crate::analysis::completion_blockers::{BlockKey, Blocker};
+use crate::analysis::every_path;
 use crate::analysis::conflicts::{PairConflict, forward_conflict, kinds_conflict, pair_conflict};
 use crate::analysis::footprint::{AccessRef, Footprints, UnitConflict};
 use crate::analysis::inflight::{FlowMemo, LoopCompletion};
@@ -746,7 +747,7 @@ fn pair_hazards(
         // The dataflow's wait, or the first point on every path to this destination
         // (`analysis::every_path`).
         let empty = Default::default();
-        let pp = crate::analysis::every_path::PairPaths {
+        let pp = every_path::PairPaths {
             k,
             paths: cx.paths,
             order: cx.order,
@@ -755,7 +756,13 @@ fn pair_hazards(
             pb,
         };
         let lc = &cx.completion[&a.id.op];
-        let own = crate::analysis::every_path::for_pair(&pp, cx.inflight, a.id.op, &a.loops, lc);
+        let own = match every_path::for_pair(&pp, cx.inflight, (a.id.op, b.id.op), &a.loops, lc) {
+            every_path::Choice::Keep => None,
+            every_path::Choice::Use(own) => Some(own),
+            every_path::Choice::AtDestination => {
+                return at_destination(fp, cx.inflight, (ai, bi), pb, out);
+            }
+        };
         let acx = AsyncCx {
             paths: cx.paths,
             comp: own.as_ref().unwrap_or(lc),
@@ -1336,6 +1343,44 @@ fn in_flight(fp: &Footprints, cx: &AsyncCx, note: &str, out: &mut Hazards) {
     if !out.findings.contains(&d) {
         out.findings.push(d);
     }
+}
+
+/// A copy completed at several waits, none on every path to destination `bi`
+/// (`analysis::every_path`): the copy is complete at the destination itself, so the hazard's
+/// coverage is the gap just before it (E0302 where the dataflow sees it in flight there).
+fn at_destination(
+    fp: &mut Footprints,
+    inflight: &crate::analysis::inflight::Completions,
+    (ai, bi): (usize, usize),
+    pb: &[(Region, usize)],
+    out: &mut Hazards,
+) {
+    let k = fp.k;
+    let (copy, dst) = (fp.accesses[ai].id.op, fp.accesses[bi].id.op);
+    let m = common_len(&fp.accesses[ai].loops, &fp.accesses[bi].loops);
+    if inflight.hazards.iter().any(|h| h.consumer == dst && h.copy == copy) {
+        let note = "no wait completes the copy on every path to this access";
+        let d = Diagnostic::error(
+            DiagKind::Finding,
+            "E0302",
+            format!("{} touches shared memory that an async copy may still be writing or reading", op_label(k, dst)),
+        )
+        .with_label(k.span(dst), "this access may overlap the copy in flight")
+        .with_label(k.span(copy), "the copy is issued here")
+        .with_note(note.to_string());
+        if !out.findings.contains(&d) {
+            out.findings.push(d);
+        }
+    }
+    let (Some(&(region, ib)), Some(pc)) = (pb.last(), forward_conflict(fp, ai, bi, m)) else {
+        return;
+    };
+    if pc.conflict & 1 == 0 {
+        return;
+    }
+    let p = PairAt { ai, bi, src_at: dst, pa: pb, pb, shift: None };
+    let cov = Coverage { home: region, home_ranges: vec![(2 * ib, 2 * ib)], chain: Vec::new() };
+    out.hazards.push(hazard(fp, &p, Carry::Forward, &pc, cov));
 }
 
 /// The copy completes at `x`, after its innermost loop: an access between the loop and `x`
