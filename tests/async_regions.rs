@@ -148,14 +148,15 @@ fn sweep(shapes: &[(String, String)], target: &str, exhaustive_every: usize) {
         };
         synced_count += 1;
         assert_race_free(name, &out, &target);
-        if exhaustive_every > 0 && i % exhaustive_every == 0 {
-            if let Some((ex, ex_executed)) = synced(text, &target, Strategy::Exhaustive) {
-                assert_race_free(&format!("{name} (exhaustive)"), &ex, &target);
-                assert_eq!(
-                    executed, ex_executed,
-                    "{name}: optimal and exhaustive differ"
-                );
-            }
+        if exhaustive_every > 0
+            && i % exhaustive_every == 0
+            && let Some((ex, ex_executed)) = synced(text, &target, Strategy::Exhaustive)
+        {
+            assert_race_free(&format!("{name} (exhaustive)"), &ex, &target);
+            assert_eq!(
+                executed, ex_executed,
+                "{name}: optimal and exhaustive differ"
+            );
         }
     }
     assert!(synced_count * 2 > shapes.len(), "most shapes synchronize");
