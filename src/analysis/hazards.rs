@@ -54,6 +54,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 
 use crate::analysis::completion_blockers::{BlockKey, Blocker};
+use crate::analysis::every_path;
 use crate::analysis::conflicts::{PairConflict, forward_conflict, kinds_conflict, pair_conflict};
 use crate::analysis::footprint::{AccessRef, Footprints, UnitConflict};
 use crate::analysis::inflight::{FlowMemo, LoopCompletion};
@@ -515,6 +516,8 @@ fn find_hazards_pruned(
         let cx = GroupCx {
             paths: &paths,
             completion: &completion,
+            inflight: &inflight,
+            order: &order,
             memo,
             cheap: &cheap,
             blockers: nearest_first.then_some(&blockers),
@@ -729,6 +732,9 @@ impl<'p> PairFacts<'p> {
 struct GroupCx<'g> {
     paths: &'g Paths,
     completion: &'g HashMap<Op, LoopCompletion>,
+    /// The in-flight dataflow's completions (every completing wait of each copy).
+    inflight: &'g crate::analysis::inflight::Completions,
+    order: &'g OpPositions,
     memo: &'g FlowMemo,
     cheap: &'g PairFacts<'g>,
     /// Completion blockers of async sources (`None`: every pair is built, as for
@@ -760,9 +766,28 @@ fn pair_hazards(
         if cx.memo.ordered_tma.contains(&a.id.op) && cx.memo.ordered_tma.contains(&b.id.op) {
             return;
         }
+        // The dataflow's wait, or the first point on every path to this destination
+        // (`analysis::every_path`).
+        let empty = Default::default();
+        let pp = every_path::PairPaths {
+            k,
+            paths: cx.paths,
+            order: cx.order,
+            waits: cx.inflight.by_copy.get(&a.id.op).unwrap_or(&empty),
+            pc: pa,
+            pb,
+        };
+        let lc = &cx.completion[&a.id.op];
+        let own = match every_path::for_pair(&pp, cx.inflight, (a.id.op, b.id.op), &a.loops, lc) {
+            every_path::Choice::Keep => None,
+            every_path::Choice::Use(own) => Some(own),
+            every_path::Choice::AtDestination => {
+                return at_destination(fp, cx.inflight, (ai, bi), pb, out);
+            }
+        };
         let acx = AsyncCx {
             paths: cx.paths,
-            comp: &cx.completion[&a.id.op],
+            comp: own.as_ref().unwrap_or(lc),
             ai,
             bi,
             pb,
@@ -824,7 +849,7 @@ pub(crate) fn under_loops_only(k: &Kernel, paths: &Paths, mut r: Region) -> bool
 
 /// Whether an op runs its (only) body region at least once whenever it runs: a stage, or a
 /// `for` with constant bounds and at least one iteration.
-fn runs_body(k: &Kernel, op: Op) -> Option<Region> {
+pub(crate) fn runs_body(k: &Kernel, op: Op) -> Option<Region> {
     match &k.ops[op].kind {
         OpKind::Stage { .. } => Some(k.ops[op].regions[0]),
         OpKind::For { lo, hi, step, .. } => {
@@ -1343,6 +1368,44 @@ fn in_flight(fp: &Footprints, cx: &AsyncCx, note: &str, out: &mut Hazards) {
     if !out.findings.contains(&d) {
         out.findings.push(d);
     }
+}
+
+/// A copy completed at several waits, none on every path to destination `bi`
+/// (`analysis::every_path`): the copy is complete at the destination itself, so the hazard's
+/// coverage is the gap just before it (E0302 where the dataflow sees it in flight there).
+fn at_destination(
+    fp: &mut Footprints,
+    inflight: &crate::analysis::inflight::Completions,
+    (ai, bi): (usize, usize),
+    pb: &[(Region, usize)],
+    out: &mut Hazards,
+) {
+    let k = fp.k;
+    let (copy, dst) = (fp.accesses[ai].id.op, fp.accesses[bi].id.op);
+    let m = common_len(&fp.accesses[ai].loops, &fp.accesses[bi].loops);
+    if inflight.hazards.iter().any(|h| h.consumer == dst && h.copy == copy) {
+        let note = "no wait completes the copy on every path to this access";
+        let d = Diagnostic::error(
+            DiagKind::Finding,
+            "E0302",
+            format!("{} touches shared memory that an async copy may still be writing or reading", op_label(k, dst)),
+        )
+        .with_label(k.span(dst), "this access may overlap the copy in flight")
+        .with_label(k.span(copy), "the copy is issued here")
+        .with_note(note.to_string());
+        if !out.findings.contains(&d) {
+            out.findings.push(d);
+        }
+    }
+    let (Some(&(region, ib)), Some(pc)) = (pb.last(), forward_conflict(fp, ai, bi, m)) else {
+        return;
+    };
+    if pc.conflict & 1 == 0 {
+        return;
+    }
+    let p = PairAt { ai, bi, src_at: dst, pa: pb, pb, shift: None };
+    let cov = Coverage { home: region, home_ranges: vec![(2 * ib, 2 * ib)], chain: Vec::new() };
+    out.hazards.push(hazard(fp, &p, Carry::Forward, &pc, cov));
 }
 
 /// The copy completes at `x`, after its innermost loop: an access between the loop and `x`

@@ -372,7 +372,7 @@ impl Completions {
     /// Whether wait `w` completes some execution of `copy` whose tags place `w` in the first
     /// iteration (`Pre(0)`) of every loop around `w` that does not enclose the copy
     /// (`copy_loops`: the copy's ancestors).
-    fn completes_on_entry(&self, w: Op, copy: Op, copy_loops: &[Op]) -> bool {
+    pub(crate) fn completes_on_entry(&self, w: Op, copy: Op, copy_loops: &[Op]) -> bool {
         self.by_wait.get(&w).into_iter().flatten().any(|c| {
             c.copy == copy
                 && c.tags
