@@ -25,29 +25,22 @@ const TARGETS: [&str; 4] = ["sm_80", "sm_90", "gfx950", "gfx1250"];
 /// The examples and the file tests of the directories with copies, placements, handshakes
 /// and layouts.
 fn file_kernels() -> Vec<(String, Kernel)> {
-    let mut out: Vec<(String, Kernel)> = Vec::new();
-    for dir in [
+    let files = common::kernel_files(&[
         "examples",
         "tests/filetests/async",
         "tests/filetests/placement",
         "tests/filetests/handshake",
         "tests/filetests/layouts",
-    ] {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        let mut files: Vec<_> = rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "kir"))
-            .collect();
-        files.sort();
-        out.extend(files.iter().filter_map(|p| {
+    ]);
+    let out: Vec<(String, Kernel)> = files
+        .iter()
+        .filter_map(|p| {
             let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
             smemsync::verify::verify(&k)
                 .is_empty()
                 .then(|| (p.display().to_string(), k))
-        }));
-    }
+        })
+        .collect();
     assert!(out.len() > 50, "only {} kernels read", out.len());
     out
 }
