@@ -123,7 +123,7 @@ pub struct Overlap<'k> {
     /// index of an access leaves its dimension (`analysis::boxes`).
     boxes: Option<crate::analysis::boxes::Boxes<'k>>,
     /// [`Overlap::dim_plan`]'s memo, by memref and per-thread index operands.
-    dim_plans: HashMap<(MemRef, Option<Vec<u64>>), Option<std::rc::Rc<[DimSel]>>>,
+    dim_plans: HashMap<(MemRef, Option<Vec<u64>>), Option<DimPlan>>,
 }
 
 /// How one root dimension of an access is selected: the constant window `[off, off + len)`
@@ -138,6 +138,9 @@ struct DimSel {
     index: Option<Operand>,
     thread: bool,
 }
+
+/// The [`DimSel`] of each root dimension of one access.
+type DimPlan = std::rc::Rc<[DimSel]>;
 
 /// Joint assignments above this are not tried by [`Overlap::dims_apart`].
 const MAX_DIM_ASSIGNMENTS: usize = 64;
@@ -1140,7 +1143,7 @@ impl<'k> Overlap<'k> {
 
     /// Per root dimension of an access, how it is selected ([`DimSel`]); `None` when the
     /// access has no footprint box (`analysis::boxes`). Memoized per access.
-    fn dim_plan(&mut self, a: &SharedAccess) -> Option<std::rc::Rc<[DimSel]>> {
+    fn dim_plan(&mut self, a: &SharedAccess) -> Option<DimPlan> {
         let key = (
             a.mem,
             match &a.footprint {
