@@ -113,7 +113,7 @@ pub struct Overlap<'k> {
     sym: std::cell::RefCell<crate::analysis::symbolic::overlap::Store>,
     /// Periods of values in induction variables (`Overlap::period`), by variable.
     periods: std::cell::RefCell<HashMap<Value, HashMap<Value, Period>>>,
-    /// Whether the per-dimension test ([`Overlap::dims_apart`]) may answer "apart" before
+    /// Whether the per-dimension test (`Overlap::dims_apart`) may answer "apart" before
     /// the symbolic engine is asked (default on; off under `SMEMSYNC_OVERLAP_NO_DIMS`, and in
     /// the tests' oracle).
     pub dims: bool,
