@@ -8,8 +8,9 @@
 //!    answer and the same W0314 notes from the default engine (test on, symbolic) as from the
 //!    enumerating engine with the test off;
 //! 2. on the examples, the async and placement file tests and real-size GEMM and flash
-//!    kernels, the waits, completions and barriers are the same with the test and without it
-//!    (`FlowMemo::no_dims`), and on the unrolled GEMM the test answers most questions.
+//!    kernels on sm_80, the waits, completions and barriers are the same with the test and
+//!    without it (`FlowMemo::no_dims`); a copy into the next slot against a load of this one
+//!    is decided by the test at the distances where the slots differ.
 
 use proptest::prelude::*;
 use smemsync::analysis::inflight::{FlowMemo, completions_memo};
@@ -192,7 +193,9 @@ fn kernels() -> Vec<(String, Kernel)> {
         }));
     }
     assert!(out.len() > 50, "only {} kernels read", out.len());
-    for (threads, unrolled, bm) in [(64, true, 64), (256, true, 128), (64, false, 128)] {
+    // Real sizes, kept few for CI's debug build: the unrolled copies at 64×64×32 (the
+    // unrolled 128×128×64 GEMMs ask the same kinds of questions, ten times more of them).
+    for (threads, unrolled, bm) in [(64, true, 64), (64, false, 128)] {
         let sh = GemmShape {
             threads,
             bm,
@@ -203,7 +206,7 @@ fn kernels() -> Vec<(String, Kernel)> {
         let name = format!("gemm {bm} t{threads} unrolled={unrolled}");
         out.push((name, parse_verified(&gemm(&sh).unwrap())));
     }
-    for name in ["flash", "flash-unrolled", "flash-k-first"] {
+    for name in ["flash", "flash-k-first"] {
         let src = smemsync::bench_kernels::named(name).unwrap();
         out.push((name.into(), parse_verified(&src)));
     }
@@ -237,7 +240,7 @@ fn waits_completions_barriers(k: &Kernel, t: &Target, no_dims: bool) -> Vec<Stri
 #[test]
 fn dims_change_no_wait_completion_or_barrier() {
     let ks = kernels();
-    for t in ["sm_80", "gfx950"] {
+    for t in ["sm_80"] {
         let t = Target::from_name(t).unwrap();
         for (name, k) in &ks {
             let got = waits_completions_barriers(k, &t, false);
