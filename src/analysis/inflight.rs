@@ -552,6 +552,10 @@ pub struct FlowMemo {
     /// "apart" from their footprint boxes ([`crate::analysis::boxes`], `Flow::apart`): the
     /// oracle the tests compare the boxes with.
     pub no_boxes: bool,
+    /// Ask the overlap engine's symbolic path or enumeration for every pair, never deciding
+    /// "apart" by the per-dimension test (`Overlap::dims`): the oracle the tests compare that
+    /// test with.
+    pub no_dims: bool,
     /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
     /// the hazard finder reports no hazard between two of them.
     pub ordered_tma: std::collections::HashSet<Op>,
@@ -754,10 +758,9 @@ impl<'k> Flow<'k> {
     /// which kernels may share one); [`Flow::into_memo`] gives it back.
     pub fn with_memo(k: &'k Kernel, target: &Target, memo: FlowMemo) -> Self {
         memo.check(k);
-        Flow {
-            memo,
-            ..Flow::new(k, target)
-        }
+        let mut flow = Flow::new(k, target);
+        flow.overlap.dims &= !memo.no_dims;
+        Flow { memo, ..flow }
     }
 
     /// The footprint answers gathered so far.

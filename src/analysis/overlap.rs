@@ -113,6 +113,43 @@ pub struct Overlap<'k> {
     sym: std::cell::RefCell<crate::analysis::symbolic::overlap::Store>,
     /// Periods of values in induction variables (`Overlap::period`), by variable.
     periods: std::cell::RefCell<HashMap<Value, HashMap<Value, Period>>>,
+    /// Whether the per-dimension test (`Overlap::dims_apart`) may answer "apart" before
+    /// the symbolic engine is asked (default on; off under `SMEMSYNC_OVERLAP_NO_DIMS`, and in
+    /// the tests' oracle).
+    pub dims: bool,
+    /// Queries the per-dimension test answered.
+    pub dims_answered: std::cell::Cell<usize>,
+    /// Footprint boxes, built on the per-dimension test's first use: they say that no
+    /// index of an access leaves its dimension (`analysis::boxes`).
+    boxes: Option<crate::analysis::boxes::Boxes<'k>>,
+    /// [`Overlap::dim_plan`]'s memo, by memref and per-thread index operands.
+    dim_plans: HashMap<(MemRef, Option<Vec<u64>>), Option<DimPlan>>,
+}
+
+/// How one root dimension of an access is selected: the constant window `[off, off + len)`
+/// of the root dimension it spans, and the index that picks one position of the window (a
+/// view's `At` index or a per-thread index; `None`: the whole window), with whether that
+/// index may differ between threads (syntactically).
+#[derive(Clone, Debug)]
+struct DimSel {
+    off: i64,
+    len: i64,
+    kept: bool,
+    index: Option<Operand>,
+    thread: bool,
+}
+
+/// The [`DimSel`] of each root dimension of one access.
+type DimPlan = std::rc::Rc<[DimSel]>;
+
+/// Joint assignments above this are not tried by [`Overlap::dims_apart`].
+const MAX_DIM_ASSIGNMENTS: usize = 64;
+
+/// Whether `SMEMSYNC_OVERLAP_NO_DIMS` is set: the per-dimension test answers nothing (for
+/// measuring it and as its oracle).
+fn no_dims_env() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_OVERLAP_NO_DIMS").is_some())
 }
 
 /// Sorted, merged byte intervals of a footprint, shared between cached queries.
@@ -233,6 +270,10 @@ impl<'k> Overlap<'k> {
             wide: Default::default(),
             sym: Default::default(),
             periods: Default::default(),
+            dims: !no_dims_env(),
+            dims_answered: Default::default(),
+            boxes: None,
+            dim_plans: HashMap::default(),
         }
     }
 
@@ -938,6 +979,10 @@ impl<'k> Overlap<'k> {
         let work = evals
             .saturating_mul(threads)
             .max(joint.saturating_mul(unions));
+        if self.dims && !wide && joint <= MAX_DIM_ASSIGNMENTS && self.dims_apart(xa, ya, &both, (&ex, &ey)) {
+            self.dims_answered.set(self.dims_answered.get() + 1);
+            return false;
+        }
         if self.symbolic
             && let Some(h) = self.symbolic(xa, ya, &all, (&ex, &ey), work)
         {
@@ -1040,6 +1085,138 @@ impl<'k> Overlap<'k> {
         };
         let budget = (work as u64 / 16).clamp(256, 20_000);
         sym::may_overlap(&mut self.sym.borrow_mut(), self, (&ax, &ay), &iters, budget)
+    }
+
+    /// Whether, under every joint assignment of the variables binding both sides (`both`,
+    /// with the fixed values `ex`, `ey`), some root dimension's indices of `xa` and `ya` are
+    /// known and disjoint: then the two accesses share no element, hence no byte, under the
+    /// relation (docs/async.md, "Slots apart under the distance"). A dimension is known on a
+    /// side when the index selecting it (a view's `At` index or a per-thread index, if any)
+    /// does not depend on the thread and evaluates under the assignment (no variable of one
+    /// side only, no parameter); it is then one index, or the constant window of a kept
+    /// dimension. Asked only for accesses of one root buffer whose footprint boxes exist (no
+    /// index of either ever leaves its dimension, so the enumeration would raise no note the
+    /// test could hide) and after the query's budget check, so that a `false` here is the
+    /// answer the enumeration gives, without its cost. O(assignments · dimensions · index
+    /// size), the plans of the two accesses memoized.
+    fn dims_apart(&mut self, xa: &SharedAccess, ya: &SharedAccess, both: &[Var], (ex, ey): (&Env, &Env)) -> bool {
+        if self.k.root_buffer(xa.mem) != self.k.root_buffer(ya.mem) {
+            return false;
+        }
+        let (Some(px), Some(py)) = (self.dim_plan(xa), self.dim_plan(ya)) else {
+            return false;
+        };
+        // The dimensions that may be known on both sides and are not constant on both
+        // (constant windows on both sides are the boxes' case, already asked).
+        let useful = |d: usize| {
+            let (x, y) = (&px[d], &py[d]);
+            !x.thread && !y.thread && (x.index.is_some() || y.index.is_some())
+        };
+        if !(0..px.len().min(py.len())).any(useful) {
+            return false;
+        }
+        let mut apart = true;
+        Self::for_each_assignment(both, ex, ey, &mut |ex, ey| {
+            apart = (0..px.len().min(py.len())).filter(|&d| useful(d)).any(|d| {
+                match (self.dim_span(&px[d], ex), self.dim_span(&py[d], ey)) {
+                    (Some((al, ah)), Some((bl, bh))) => ah <= bl || bh <= al,
+                    _ => false,
+                }
+            });
+            apart
+        });
+        apart
+    }
+
+    /// The half-open interval of root indices a dimension selection touches under `env`
+    /// (every thread alike), or `None` where its index does not evaluate or leaves the
+    /// window (not after a box exists: defensive).
+    fn dim_span(&self, d: &DimSel, env: &Env) -> Option<(i64, i64)> {
+        match d.index {
+            None => Some((d.off, d.off + d.len)),
+            Some(o) => {
+                let i = self.eval(o, env, 0)?;
+                (0..d.len).contains(&i).then_some((d.off + i, d.off + i + 1))
+            }
+        }
+    }
+
+    /// Per root dimension of an access, how it is selected ([`DimSel`]); `None` when the
+    /// access has no footprint box (`analysis::boxes`). Memoized per access.
+    fn dim_plan(&mut self, a: &SharedAccess) -> Option<DimPlan> {
+        let key = (
+            a.mem,
+            match &a.footprint {
+                Footprint::PerThread(ix) => Some(ix.iter().map(operand_key).collect()),
+                Footprint::Collective { .. } => None,
+            },
+        );
+        if let Some(p) = self.dim_plans.get(&key) {
+            return p.clone();
+        }
+        let (k, warp) = (self.k, self.warp);
+        let boxes = self
+            .boxes
+            .get_or_insert_with(|| crate::analysis::boxes::Boxes::new(k, warp));
+        let plan = boxes.of(a).and_then(|_| {
+            let mut dims = self.dim_chain(a.mem)?;
+            if let Footprint::PerThread(ix) = &a.footprint {
+                let mut kept = dims.iter_mut().filter(|d| d.kept);
+                for o in ix {
+                    let d = kept.next()?;
+                    d.index = Some(*o);
+                    d.thread = self.thread_dependent(*o);
+                }
+            }
+            Some(dims.into())
+        });
+        self.dim_plans.insert(key, plan.clone());
+        plan
+    }
+
+    /// [`Overlap::resolve`] without values: per root dimension its constant window, and the
+    /// view's `At` index that selects in it (if any).
+    fn dim_chain(&self, m: MemRef) -> Option<Vec<DimSel>> {
+        match m {
+            MemRef::Buffer(b) => Some(
+                self.k.buffers[b]
+                    .shape
+                    .iter()
+                    .map(|s| DimSel {
+                        off: 0,
+                        len: *s as i64,
+                        kept: true,
+                        index: None,
+                        thread: false,
+                    })
+                    .collect(),
+            ),
+            MemRef::View(v) => {
+                let vd = &self.k.views[v];
+                let mut dims = self.dim_chain(vd.base)?;
+                let mut kept: Vec<usize> = (0..dims.len()).filter(|i| dims[*i].kept).collect();
+                kept.reverse();
+                for ix in &vd.indices {
+                    let d = &mut dims[kept.pop()?];
+                    match ix {
+                        ViewIndex::At(o) => {
+                            d.kept = false;
+                            d.index = Some(*o);
+                            d.thread = self.thread_dependent(*o);
+                        }
+                        ViewIndex::Range(a, b) => {
+                            let (a, b) = (*a as i64, *b as i64);
+                            if b > d.len || a > b {
+                                return None;
+                            }
+                            d.off += a;
+                            d.len = b - a;
+                        }
+                    }
+                }
+                Some(dims)
+            }
+        }
     }
 
     fn note_conservative(&self, x: Op, y: Op, why: &'static str) {
@@ -1189,8 +1366,9 @@ impl Drop for Overlap<'_> {
         if std::env::var_os("SMEMSYNC_OVERLAP_STATS").is_some() {
             let [asked, sides, built, solved] = self.sym.borrow().counts;
             eprintln!(
-                "overlap questions: asked={asked} sides={sides} built={built} solved={solved} answered={}",
-                self.answered.get()
+                "overlap questions: asked={asked} sides={sides} built={built} solved={solved} answered={} dims={}",
+                self.answered.get(),
+                self.dims_answered.get()
             );
         }
     }
