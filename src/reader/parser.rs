@@ -106,8 +106,11 @@ struct KernelCtx<'a> {
     buffers: Scope<'a, Buffer>,
     /// Cleared buffers for an op's bound names and result types, reused from op to op (one
     /// pair per nesting level in use): two allocations an op were 8% of the parse.
-    spare: Vec<(Vec<(&'a str, Span)>, Vec<ScalarType>)>,
+    spare: Vec<Scratch<'a>>,
 }
+
+/// An op's scratch buffers: the names it binds, and its result types.
+type Scratch<'a> = (Vec<(&'a str, Span)>, Vec<ScalarType>);
 
 type PResult<T> = Result<T, Diagnostic>;
 
