@@ -96,6 +96,7 @@ fn word_end(bytes: &[u8], from: usize) -> usize {
 
 /// The end of the attribute starting with `#` at `start`: its name, then (if `<` follows)
 /// everything up to the matching `>`, skipping quoted strings.
+#[inline(never)]
 fn attr_end(src: &str, start: usize) -> Result<usize, Diagnostic> {
     let bytes = src.as_bytes();
     let mut i = word_end(bytes, start + 1);
@@ -172,14 +173,13 @@ impl<'a> Lexer<'a> {
                     continue;
                 }
                 _ if b.is_ascii() => char::from(b),
-                _ => {
-                    let c = src[i..].chars().next().unwrap_or(' ');
-                    if c.is_whitespace() {
+                _ => match non_ascii(src, i) {
+                    (c, true) => {
                         i += c.len_utf8();
                         continue;
                     }
-                    c
-                }
+                    (c, false) => c,
+                },
             };
             self.at = i;
             let (tok, end) = token(src, i, c)?;
@@ -195,6 +195,32 @@ impl<'a> Lexer<'a> {
             span: Span::new(src.len(), src.len()),
         })
     }
+}
+
+/// The non-ASCII character at byte `i` and whether it is whitespace (apart from the hot
+/// path: kernels are ASCII).
+#[cold]
+#[inline(never)]
+fn non_ascii(src: &str, i: usize) -> (char, bool) {
+    let c = src[i..].chars().next().unwrap_or(' ');
+    (c, c.is_whitespace())
+}
+
+/// The error for a character that starts no token (out of line: the lexer's hot path
+/// keeps a small frame without the diagnostic's construction).
+#[cold]
+#[inline(never)]
+fn unexpected(start: usize, c: char) -> Diagnostic {
+    Diagnostic::user("E0004", format!("unexpected character `{c}`"))
+        .with_label(Span::new(start, start + c.len_utf8()), "not valid here")
+}
+
+/// The error for a `%` or `@` that no name follows.
+#[cold]
+#[inline(never)]
+fn missing_name(start: usize, i: usize, sigil: char) -> Diagnostic {
+    Diagnostic::user("E0001", format!("expected a name after `{sigil}`"))
+        .with_label(Span::new(start, i.max(start + 1)), "name missing here")
 }
 
 /// The token starting at `start` (whose first character is `c`) and where it ends: one
@@ -222,10 +248,7 @@ fn token(src: &str, start: usize, c: char) -> Result<(Tok<'_>, usize), Diagnosti
         '-' if next.is_some_and(|d| d.is_ascii_digit() || d == b'i') => number(src, start),
         _ if c.is_ascii_digit() => number(src, start),
         _ if c.is_ascii_alphabetic() || c == '_' => Ok(word(src, start)),
-        _ => Err(
-            Diagnostic::user("E0004", format!("unexpected character `{c}`"))
-                .with_label(Span::new(start, start + c.len_utf8()), "not valid here"),
-        ),
+        _ => Err(unexpected(start, c)),
     }
 }
 
@@ -235,10 +258,7 @@ fn name(src: &str, start: usize, sigil: char) -> Result<(Tok<'_>, usize), Diagno
     let s = start + 1;
     let i = word_end(bytes, s);
     if i == s {
-        return Err(
-            Diagnostic::user("E0001", format!("expected a name after `{sigil}`"))
-                .with_label(Span::new(start, i.max(start + 1)), "name missing here"),
-        );
+        return Err(missing_name(start, i, sigil));
     }
     let name = &src[s..i];
     let tok = if sigil == '%' {
@@ -250,6 +270,7 @@ fn name(src: &str, start: usize, sigil: char) -> Result<(Tok<'_>, usize), Diagno
 }
 
 /// A string literal on one line.
+#[inline(never)]
 fn string(src: &str, start: usize) -> Result<(Tok<'_>, usize), Diagnostic> {
     let bytes = src.as_bytes();
     let mut i = start + 1;
@@ -279,30 +300,37 @@ fn number(src: &str, start: usize) -> Result<(Tok<'static>, usize), Diagnostic> 
         }
     }
     let text = &src[start..i];
+    match text.parse::<i64>() {
+        Ok(v) => Ok((Tok::Int(v), i)),
+        Err(_) => non_int(text, start, i).map(|t| (t, i)),
+    }
+}
+
+/// A number token `text` (at `start..end`) that is no i64: a float, or an error (out of
+/// line: integers are the common case).
+#[inline(never)]
+fn non_int(text: &str, start: usize, end: usize) -> Result<Tok<'static>, Diagnostic> {
     let digits = text.strip_prefix('-').unwrap_or(text);
-    let tok = if let Ok(v) = text.parse::<i64>() {
-        Tok::Int(v)
-    } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(Diagnostic::user(
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        Err(Diagnostic::user(
             "E0165",
             format!("integer `{text}` does not fit in 64 bits"),
         )
-        .with_label(Span::new(start, i), "out of the i64 range"));
+        .with_label(Span::new(start, end), "out of the i64 range"))
     } else if text == "-inf" {
-        Tok::Float(f64::NEG_INFINITY)
+        Ok(Tok::Float(f64::NEG_INFINITY))
     } else if let (true, Ok(v)) = (
         text.chars()
             .all(|ch| ch.is_ascii_digit() || "+-.eE".contains(ch)),
         text.parse::<f64>(),
     ) {
-        Tok::Float(v)
+        Ok(Tok::Float(v))
     } else {
-        return Err(
+        Err(
             Diagnostic::user("E0003", format!("malformed number `{text}`"))
-                .with_label(Span::new(start, i), "not a number"),
-        );
-    };
-    Ok((tok, i))
+                .with_label(Span::new(start, end), "not a number"),
+        )
+    }
 }
 
 /// A keyword or op name (`inf` and `nan` are floats).

@@ -2,6 +2,7 @@
 
 pub mod lexer;
 pub mod parser;
+mod scope;
 
 pub use parser::{Module, parse, parse_kernel};
 pub mod mlir;

@@ -3,8 +3,9 @@
 //! Builds a [`Kernel`] directly, resolving names through one table of the names in scope (a
 //! region's definitions are visible in it and its nested regions, after the definition; a
 //! name visible at a definition is an error, so the open scopes never share a name and one
-//! table with an undo log per region stands for their stack). The tables are keyed by the
-//! names' text in the source: no name is copied to be looked up. Types are
+//! table, undone to a mark when a region block closes, stands for their stack: `scope::Scope`).
+//! The tables are keyed by the names' text in the source: no name is copied to be looked up.
+//! Types are
 //! inferred from operands; an immediate takes the type its context requires. The first syntax
 //! or name error stops the parse and is returned as a diagnostic with a span; structural
 //! checks that need the whole kernel are left to `verify`. An op's first word is looked up in
@@ -12,9 +13,9 @@
 //! operands (values, views, accesses, copies, waits, barriers and mbarriers, terminators,
 //! region ops). Complexity: O(tokens): one hash lookup per name defined or used.
 
-use rustc_hash::FxHashMap as HashMap;
 
 use super::lexer::{Lexer, Tok, Token};
+use super::scope::Scope;
 use crate::diag::{Diagnostic, Span};
 use crate::ir::signature;
 use crate::ir::*;
@@ -97,17 +98,19 @@ struct KernelCtx<'a> {
     k: Kernel,
     /// Region-owning ops enclosing the region being parsed.
     depth: usize,
-    /// Every `%name` in scope: the kernel's, then those of each open region block.
-    names: HashMap<&'a str, Sym>,
-    /// Where each open region block's definitions start in `defined` (empty at the top level).
-    blocks: Vec<usize>,
-    /// The names defined inside open region blocks, in order: closing a block takes its own
-    /// out of `names` (top-level names are never taken out, so not logged).
-    defined: Vec<&'a str>,
-    symbols: HashMap<&'a str, Span>,
+    /// Every `%name` in scope: the kernel's, then those of each open region block (closing
+    /// a block takes its own out: [`Scope::undo`] to the block's mark).
+    names: Scope<'a, Sym>,
+    symbols: Scope<'a, Span>,
     /// Shared buffers by name (a kernel may declare many: `Kernel::buffer_by_name` scans).
-    buffers: HashMap<&'a str, Buffer>,
+    buffers: Scope<'a, Buffer>,
+    /// Cleared buffers for an op's bound names and result types, reused from op to op (one
+    /// pair per nesting level in use): two allocations an op were 8% of the parse.
+    spare: Vec<Scratch<'a>>,
 }
+
+/// An op's scratch buffers: the names it binds, and its result types.
+type Scratch<'a> = (Vec<(&'a str, Span)>, Vec<ScalarType>);
 
 type PResult<T> = Result<T, Diagnostic>;
 
@@ -380,16 +383,13 @@ impl<'a> Parser<'a> {
         k.reserve(lines);
         // Names of the top-level scope: about three quarters of the lines define one (a
         // table sized for every line would hash into twice the pages).
-        let mut top = HashMap::default();
-        top.reserve(lines / 4 * 3);
         let mut cx = KernelCtx {
             k,
             depth: 0,
-            names: top,
-            blocks: Vec::new(),
-            defined: Vec::new(),
-            symbols: HashMap::default(),
-            buffers: HashMap::default(),
+            names: Scope::with_capacity(lines / 4 * 3),
+            symbols: Scope::with_capacity(0),
+            buffers: Scope::with_capacity(0),
+            spare: Vec::new(),
         };
         self.expect(Tok::LParen)?;
         if !self.eat(&Tok::RParen) {
@@ -466,21 +466,12 @@ impl<'a> Parser<'a> {
     }
 
     fn define(&self, cx: &mut KernelCtx<'a>, name: &'a str, span: Span, sym: Sym) -> PResult<()> {
-        use std::collections::hash_map::Entry;
-        match cx.names.entry(name) {
-            Entry::Occupied(_) => {
-                return Err(
-                    Diagnostic::user("E0110", format!("`%{name}` is already defined"))
-                        .with_label(span, "redefined here")
-                        .with_help("every value name must be unique within its scope"),
-                );
-            }
-            Entry::Vacant(e) => {
-                e.insert(sym);
-            }
-        }
-        if !cx.blocks.is_empty() {
-            cx.defined.push(name);
+        if cx.names.insert(name, sym).is_err() {
+            return Err(
+                Diagnostic::user("E0110", format!("`%{name}` is already defined"))
+                    .with_label(span, "redefined here")
+                    .with_help("every value name must be unique within its scope"),
+            );
         }
         match sym {
             Sym::Value(v) => {
@@ -495,7 +486,7 @@ impl<'a> Parser<'a> {
 
     fn lookup(&self, cx: &KernelCtx<'a>, name: &str, span: Span) -> PResult<Sym> {
         if let Some(sym) = cx.names.get(name) {
-            return Ok(*sym);
+            return Ok(sym);
         }
         Err(
             Diagnostic::user("E0111", format!("`%{name}` is not defined here"))
@@ -691,14 +682,13 @@ impl<'a> Parser<'a> {
     }
 
     fn new_symbol(&mut self, cx: &mut KernelCtx<'a>, name: &'a str, span: Span) -> PResult<()> {
-        if let Some(prev) = cx.symbols.get(name) {
+        if let Err(prev) = cx.symbols.insert(name, span) {
             return Err(
                 Diagnostic::user("E0117", format!("`@{name}` is already declared"))
                     .with_label(span, "declared again here")
-                    .with_label(*prev, "first declared here"),
+                    .with_label(prev, "first declared here"),
             );
         }
-        cx.symbols.insert(name, span);
         Ok(())
     }
 
@@ -737,7 +727,8 @@ impl<'a> Parser<'a> {
             layout,
         });
         cx.k.buffer_spans.set(b, kw.to(self.prev_span()));
-        cx.buffers.insert(name, b);
+        // `new_symbol` refused a second declaration of `name`: it is new here.
+        let _ = cx.buffers.insert(name, b);
         Ok(())
     }
 
@@ -769,7 +760,7 @@ impl<'a> Parser<'a> {
     }
 
     fn buffer_ref(&self, cx: &KernelCtx<'a>, name: &str, span: Span) -> PResult<Buffer> {
-        cx.buffers.get(name).copied().ok_or_else(|| {
+        cx.buffers.get(name).ok_or_else(|| {
             Diagnostic::user("E0119", format!("`@{name}` is not a shared buffer"))
                 .with_label(span, "unknown shared buffer")
         })
@@ -1066,8 +1057,24 @@ impl<'a> Parser<'a> {
     }
 
     fn op(&mut self, cx: &mut KernelCtx<'a>, region: Region) -> PResult<()> {
+        let (mut results, mut tys) = cx.spare.pop().unwrap_or_default();
+        let res = self.op_with(cx, region, &mut results, &mut tys);
+        results.clear();
+        tys.clear();
+        cx.spare.push((results, tys));
+        res
+    }
+
+    /// [`Parser::op`] with its scratch buffers (empty on entry): the bound names and the
+    /// result types.
+    fn op_with(
+        &mut self,
+        cx: &mut KernelCtx<'a>,
+        region: Region,
+        results: &mut Vec<(&'a str, Span)>,
+        tys: &mut Vec<ScalarType>,
+    ) -> PResult<()> {
         let start = self.span();
-        let mut results = Vec::new();
         if matches!(self.peek(), Tok::Local(_)) && matches!(self.peek_next(), Tok::Eq | Tok::Comma) {
             loop {
                 results.push(self.local()?);
@@ -1083,32 +1090,36 @@ impl<'a> Parser<'a> {
                 .with_label(ns, "not an op of the smemsync IR")
                 .with_help("docs/ir.md lists every op"));
         };
-        let mut out = OpOut::default();
+        let mut out = OpOut {
+            tys: std::mem::take(tys),
+            ..OpOut::default()
+        };
         // Region-owning ops go through a small frame: the nesting recursion passes through
         // here, and the plain ops' matches stay off the stack.
         let kind = match signature::signature(code).family {
-            Family::Region => self.region_op(cx, code, ns, &results, &mut out)?,
-            Family::View => return self.view_op(cx, &results, (start, ns, region)),
+            Family::Region => self.region_op(cx, code, ns, results, &mut out)?,
+            Family::View => return self.view_op(cx, results, (start, ns, region)),
             _ => self.plain_op(cx, code, name, ns, &mut out)?,
         };
         let OpOut {
-            mut tys,
+            tys: out_tys,
             regions,
             optional_result,
         } = out;
+        *tys = out_tys;
         if optional_result && results.is_empty() {
             tys.clear();
         }
-        let op = cx.k.new_op(kind, &tys, regions);
+        let op = cx.k.new_op(kind, tys, regions);
         cx.k.op_spans.set(op, start.to(self.prev_span()));
         // Region-owning ops span only their header line, so labels stay readable.
         if !cx.k.ops[op].regions.is_empty() {
             cx.k.op_spans.set(op, start.to(ns));
         }
         if tys.is_empty() {
-            self.no_results(&results, name)?;
+            self.no_results(results, name)?;
         } else {
-            self.bind_results(cx, op, &results, name, ns)?;
+            self.bind_results(cx, op, results, name, ns)?;
         }
         cx.k.append(region, op);
         Ok(())
@@ -1878,15 +1889,12 @@ impl<'a> Parser<'a> {
         args: &[(&'a str, Span, Value)],
     ) -> PResult<()> {
         self.expect(Tok::LBrace)?;
-        cx.blocks.push(cx.defined.len());
+        let mark = cx.names.mark();
         let res = args
             .iter()
             .try_for_each(|&(n, s, v)| self.define(cx, n, s, Sym::Value(v)))
             .and_then(|()| self.nested_items(cx, r));
-        let mark = cx.blocks.pop().expect("the block pushed above");
-        for name in cx.defined.drain(mark..) {
-            cx.names.remove(name);
-        }
+        cx.names.undo(mark);
         res?;
         self.expect(Tok::RBrace)?;
         Ok(())

@@ -280,7 +280,7 @@ impl Verifier<'_> {
             self.err(span, "mbarrier op on a data buffer");
         }
         if let Some(ix) = index {
-            let rank = self.k.shape(m).len();
+            let rank = self.k.rank(m);
             if ix.len() != rank {
                 self.err(
                     span,
