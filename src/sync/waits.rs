@@ -696,22 +696,21 @@ pub fn plan_waits_ordered(
     let loop_commits = loop_end_commits(k, target);
     if !loop_commits.is_empty() {
         // Try the loop-end commits on a copy of the memo; keep them only when the plan with
-        // them inserts fewer ops (both plans are planned, so both are sound).
+        // them inserts fewer ops (both plans are planned, so both are sound). The findings of
+        // the plan without them are never dropped.
         let mut tried_memo = memo.clone();
         let tried = [base.clone(), loop_commits].concat();
         if let Ok(p) = plan_with_commits(k, target, &mut tried_memo, ordered, tried) {
             let mut base_memo = memo.clone();
             let b = plan_with_commits(k, target, &mut base_memo, ordered, base);
-            return Ok(match b {
-                Ok(b) if b.plan.edits.len() <= p.plan.edits.len() => {
-                    *memo = base_memo;
-                    b
-                }
-                _ => {
-                    *memo = tried_memo;
-                    p
-                }
-            });
+            if let Ok(b) = &b
+                && b.plan.edits.len() > p.plan.edits.len()
+            {
+                *memo = tried_memo;
+                return Ok(p);
+            }
+            *memo = base_memo;
+            return b;
         }
     }
     plan_with_commits(k, target, memo, ordered, base)
