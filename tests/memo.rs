@@ -45,6 +45,38 @@ fn file_kernels() -> Vec<(String, smemsync::Kernel)> {
     kernels
 }
 
+/// [`file_kernels`], the small GEMM and the real-size kernels (the GEMM at 64 and 256 threads,
+/// both flash loops), the last four in that order.
+fn file_and_real_size_kernels() -> Vec<(String, smemsync::Kernel)> {
+    let mut kernels = file_kernels();
+    kernels.push(("small gemm".into(), small_gemm()));
+    for threads in [64, 256] {
+        let sh = GemmShape {
+            threads,
+            ..GemmShape::realistic(false)
+        };
+        kernels.push((format!("gemm t{threads}"), kernel(&gemm(&sh).unwrap())));
+    }
+    for name in ["flash", "flash-k-first"] {
+        let src = smemsync::bench_kernels::named(name).unwrap();
+        kernels.push((name.into(), kernel(&src)));
+    }
+    kernels
+}
+
+/// Runs `check` on every kernel on each target the memo tests cover.
+fn on_every_target(
+    kernels: &[(String, smemsync::Kernel)],
+    check: impl Fn(&str, &smemsync::Kernel, &Target),
+) {
+    for t in ["sm_80", "sm_90", "gfx950", "gfx1250"] {
+        let t = Target::from_name(t).unwrap();
+        for (name, k) in kernels {
+            check(name, k, &t);
+        }
+    }
+}
+
 #[test]
 fn memo_ids_survive_applying_waits() {
     let k = small_gemm();
@@ -169,12 +201,7 @@ fn loops_in_closed_form_equal_the_iteration() {
     if let Some(src) = smemsync::bench_kernels::flash::flash(&flash) {
         kernels.push(("small flash".into(), kernel(&src)));
     }
-    for t in ["sm_80", "sm_90", "gfx950", "gfx1250"] {
-        let t = Target::from_name(t).unwrap();
-        for (name, k) in &kernels {
-            closed_form_equals_iteration(name, k, &t);
-        }
-    }
+    on_every_target(&kernels, closed_form_equals_iteration);
 }
 
 /// The in-flight dataflow with the entries a loop in closed form cannot meet tagged
@@ -190,26 +217,9 @@ fn collapse_equals_kept_tags(name: &str, k: &smemsync::Kernel, t: &Target) {
 
 #[test]
 fn quiet_entries_collapse_exactly() {
-    let mut kernels = file_kernels();
-    kernels.push(("small gemm".into(), small_gemm()));
-    // The real-size kernels, where the copy loops of 32 and 128 trips collapse.
-    for threads in [64, 256] {
-        let sh = GemmShape {
-            threads,
-            ..GemmShape::realistic(false)
-        };
-        kernels.push((format!("gemm t{threads}"), kernel(&gemm(&sh).unwrap())));
-    }
-    for name in ["flash", "flash-k-first"] {
-        let src = smemsync::bench_kernels::named(name).unwrap();
-        kernels.push((name.into(), kernel(&src)));
-    }
-    for t in ["sm_80", "sm_90", "gfx950", "gfx1250"] {
-        let t = Target::from_name(t).unwrap();
-        for (name, k) in &kernels {
-            collapse_equals_kept_tags(name, k, &t);
-        }
-    }
+    // With the real-size kernels, where the copy loops of 32 and 128 trips collapse.
+    let kernels = file_and_real_size_kernels();
+    on_every_target(&kernels, collapse_equals_kept_tags);
     // The collapse is not vacuous there: each real-size kernel has quiet entries.
     struct Watch;
     impl smemsync::analysis::inflight::Visitor for Watch {}
@@ -254,23 +264,5 @@ fn warm_memo_equals_fresh(name: &str, k: &smemsync::Kernel, t: &Target) {
 
 #[test]
 fn answers_read_back_from_a_warm_memo_equal_fresh_ones() {
-    let mut kernels = file_kernels();
-    kernels.push(("small gemm".into(), small_gemm()));
-    for threads in [64, 256] {
-        let sh = GemmShape {
-            threads,
-            ..GemmShape::realistic(false)
-        };
-        kernels.push((format!("gemm t{threads}"), kernel(&gemm(&sh).unwrap())));
-    }
-    for name in ["flash", "flash-k-first"] {
-        let src = smemsync::bench_kernels::named(name).unwrap();
-        kernels.push((name.into(), kernel(&src)));
-    }
-    for t in ["sm_80", "sm_90", "gfx950", "gfx1250"] {
-        let t = Target::from_name(t).unwrap();
-        for (name, k) in &kernels {
-            warm_memo_equals_fresh(name, k, &t);
-        }
-    }
+    on_every_target(&file_and_real_size_kernels(), warm_memo_equals_fresh);
 }

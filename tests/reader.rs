@@ -25,6 +25,8 @@ fn structure(k: &Kernel) -> String {
     k.global_spans = SecondaryMap::default();
     k.value_spans = SecondaryMap::default();
     k.group_spans = SecondaryMap::default();
+    k.param_default_spans = SecondaryMap::default();
+    k.global_dim_spans = SecondaryMap::default();
     k.kernel_span = Span::UNDEF;
     k.block_span = Span::UNDEF;
     k.grid_span = Span::UNDEF;

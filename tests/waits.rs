@@ -245,6 +245,53 @@ fn cp_async_pipelines_wait_for_exactly_the_prefetched_group() {
     }
 }
 
+/// F6's family: a cp.async loop with `stages` slots and prefetch distance `p` whose prologue
+/// commits but whose loop commits nothing, with the user's `cp_async_wait {w}` before the read
+/// and `cp_async_wait 0` after the loop.
+fn uncommitted_loop(stages: u32, p: u32, w: u32) -> String {
+    let mut s = String::from(
+        "kernel @cb(%X: global f32[64, 48], %Out: global f32[64, 48], %n: i32 in [0, 56]) block(48) {\n",
+    );
+    s += &format!("  shared @a : f32[{stages}, 48]\n  %t = tid.x\n");
+    for r in 0..p {
+        s += &format!("  cp_async @a[{r}, %t] <- %X[{r}, %t]\n  cp_async_commit\n");
+    }
+    s += "  for %r = 0 to %n step 1 {\n";
+    s += &format!(
+        "    %rp = add %r, {p}\n    %ws = rem %rp, {stages}\n    %rs = rem %r, {stages}\n"
+    );
+    s += "    cp_async @a[%ws, %t] <- %X[%rp, %t]\n";
+    s += &format!("    cp_async_wait {w}\n");
+    s += "    %v = load @a[%rs, %t]\n    gstore %Out[%r, %t], %v\n  }\n  cp_async_wait 0\n}\n";
+    s
+}
+
+/// On [`uncommitted_loop`] with `w <= p - 1` one commit at the end of the loop body suffices
+/// (the copy read in iteration r has then p - 1 younger committed groups): the plan is that
+/// commit alone, and its output passes [`plan_and_check`] (no read of a copy in flight,
+/// nothing outstanding at exit, replanning adds nothing). The input itself is unsafe.
+#[test]
+fn a_prefetch_no_commit_in_its_loop_closes_gets_one_commit_at_the_loop_end() {
+    for p in 1..=3 {
+        for stages in [p + 1, p + 2] {
+            for w in 0..p {
+                let k = kernel(&uncommitted_loop(stages, p, w));
+                assert!(unsafe_async(&k, &t("sm_80")));
+                let body = k.ops[first(&k, |o| matches!(o, OpKind::For { .. }))].regions[0];
+                for target in ["sm_80", "sm_90"] {
+                    let (plan, _) = plan_and_check(&k, target);
+                    let got: Vec<_> = plan.edits.iter().map(|e| (e.at, e.op.clone())).collect();
+                    assert_eq!(
+                        got,
+                        vec![(ProgramPoint::end(body), OpKind::CpAsyncCommit)],
+                        "stages {stages}, p {p}, w {w} on {target}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn cp_async_same_thread_no_barrier_needed_waits_still_needed_on_sm_90() {
     let k = kernel(&cp_async_pipeline(2, 1, true));

@@ -462,38 +462,7 @@ fn find_hazards_pruned(
     for group in by_space.values() {
         // Self-races: one instance of a write touching a unit from two threads.
         for &ai in group {
-            let a = fp.accesses[ai].clone();
-            if !may_self_race(&a.access) {
-                continue;
-            }
-            // The symbolic engine decides most writes; a race it finds is enumerated for the
-            // message's unit (the enumerator's first one).
-            if fp.symbolic && self_race_symbolic(fp, ai) == Some(false) {
-                continue;
-            }
-            let inst = fp.instances(ai);
-            let racing = inst.iter().find(|(_, t)| t.has_self_overlap());
-            if let Some((unit, _)) = racing.and_then(|(_, t)| t.self_overlap()) {
-                let d = Diagnostic::error(
-                    DiagKind::Finding,
-                    "E0301",
-                    format!(
-                        "{} writes {} from several threads at once",
-                        op_label(k, a.id.op),
-                        fp.describe_unit(unit)
-                    ),
-                );
-                out.findings.push(label(
-                    k,
-                    d,
-                    a.id.op,
-                    "every executing thread writes here; no barrier can order one op's threads"
-                        .into(),
-                ));
-            } else if inst.iter().any(|(_, t)| t.may_self_overlap(fp.warp)) {
-                // Unknown units from two threads: never silent (`symbolic::free`).
-                out.findings.extend(crate::analysis::symbolic::free::finding(fp, ai));
-            }
+            out.findings.extend(self_race_finding(fp, ai));
         }
         let first_hazard = out.hazards.len();
         let sources = Sources::new(fp, &paths, &order, &shape, group, nearest_first);
@@ -555,6 +524,44 @@ fn may_have_async(k: &Kernel) -> bool {
 /// even of one op. Their tile forms give each element one writer (the layout's, docs/ir.md
 /// "Collective accesses"); a TMA/TDM load is one transfer of the tile by its issuer (several
 /// issuers of one tile are merged, docs/checker.md); atomics of one op commute.
+/// The finding of write `ai` when one instance of it may touch a unit from two threads: E0301
+/// with the unit (the symbolic engine decides most writes; a race it finds is enumerated for
+/// the message's unit, the enumerator's first one), or the unknown-units finding of
+/// `symbolic::free` (never silent). `None` when it cannot self-race.
+fn self_race_finding(fp: &mut Footprints, ai: usize) -> Option<Diagnostic> {
+    let k = fp.k;
+    let a = fp.accesses[ai].clone();
+    if !may_self_race(&a.access) {
+        return None;
+    }
+    if fp.symbolic && self_race_symbolic(fp, ai) == Some(false) {
+        return None;
+    }
+    let inst = fp.instances(ai);
+    let racing = inst.iter().find(|(_, t)| t.has_self_overlap());
+    if let Some((unit, _)) = racing.and_then(|(_, t)| t.self_overlap()) {
+        let d = Diagnostic::error(
+            DiagKind::Finding,
+            "E0301",
+            format!(
+                "{} writes {} from several threads at once",
+                op_label(k, a.id.op),
+                fp.describe_unit(unit)
+            ),
+        );
+        Some(label(
+            k,
+            d,
+            a.id.op,
+            "every executing thread writes here; no barrier can order one op's threads".into(),
+        ))
+    } else if inst.iter().any(|(_, t)| t.may_self_overlap(fp.warp)) {
+        crate::analysis::symbolic::free::finding(fp, ai)
+    } else {
+        None
+    }
+}
+
 fn may_self_race(a: &SharedAccess) -> bool {
     match a.kind {
         AccessKind::Write => true,

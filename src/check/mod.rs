@@ -438,6 +438,23 @@ fn scalars(k: &Kernel, opts: &CheckOptions) -> Result<Scalars, Diagnostic> {
     Ok((map, used))
 }
 
+/// The refusal of a block the interpreter cannot run (C0010), located on the header's
+/// `block(...)` when the kernel has one.
+fn block_out_of_range(k: &Kernel) -> Diagnostic {
+    let d = Diagnostic::user(
+        "C0010",
+        format!(
+            "block of {} threads is out of the supported range 1..=4096",
+            k.threads()
+        ),
+    );
+    if k.block_span.is_undef() {
+        d
+    } else {
+        d.with_label(k.block_span, "the block")
+    }
+}
+
 /// Checks a kernel for shared-memory races: the static proof first (when
 /// `opts.try_proof`), else interpretation with `opts.schedules` seeded schedules (the first
 /// with the copy engine at the latest legal moment, the others at random moments), over every
@@ -451,13 +468,7 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
     let k = &k;
     if k.threads() == 0 || k.threads() > 4096 {
         return CheckReport {
-            verdict: Verdict::ExecError(Diagnostic::user(
-                "C0010",
-                format!(
-                    "block of {} threads is out of the supported range 1..=4096",
-                    k.threads()
-                ),
-            )),
+            verdict: Verdict::ExecError(block_out_of_range(k)),
             schedule: None,
             layouts: None,
         };
@@ -629,13 +640,7 @@ pub fn run_with_schedule(
 ) -> Result<Outputs, Diagnostic> {
     let k = sized(k, opts);
     if k.threads() == 0 || k.threads() > 4096 {
-        return Err(Diagnostic::user(
-            "C0010",
-            format!(
-                "block of {} threads is out of the supported range 1..=4096",
-                k.threads()
-            ),
-        ));
+        return Err(block_out_of_range(&k));
     }
     let (sc, _) = scalars(&k, opts)?;
     let cfg = ExecConfig {

@@ -207,8 +207,10 @@ impl<K: EntityRef, V: Clone> SecondaryMap<K, V> {
 ///
 /// Invariant: every range lies in `text` on character boundaries. Renaming appends the new
 /// name (the old bytes stay, unused): passes rename a few values, the reader none.
-/// Complexity: O(1) lookup; O(length of the name) to set one, amortized.
-#[derive(Clone, Debug, PartialEq)]
+/// Complexity: O(1) lookup; O(length of the name) to set one, amortized. Equality compares
+/// the names (an entity never named equals one named `""`), not the storage: O(entities +
+/// bytes).
+#[derive(Clone, Debug)]
 pub struct NameMap<K: EntityRef> {
     text: String,
     ranges: Vec<(usize, usize)>,
@@ -224,6 +226,15 @@ impl<K: EntityRef> Default for NameMap<K> {
         }
     }
 }
+
+impl<K: EntityRef> PartialEq for NameMap<K> {
+    fn eq(&self, other: &Self) -> bool {
+        let n = self.ranges.len().max(other.ranges.len());
+        (0..n).all(|i| self.get(K::new(i)) == other.get(K::new(i)))
+    }
+}
+
+impl<K: EntityRef> Eq for NameMap<K> {}
 
 impl<K: EntityRef> NameMap<K> {
     /// The name of `k`, `""` if it has none.
@@ -295,5 +306,29 @@ mod tests {
                 assert_eq!(names.get(v), model.get(v).as_str(), "after ({i}, {n:?}) at {j}");
             }
         }
+    }
+
+    /// Equality reads the names: the same names set in another order (another storage
+    /// layout), or with renames and trailing unnamed entities, compare equal; one name apart
+    /// compares unequal.
+    #[test]
+    fn name_maps_compare_by_names_not_storage() {
+        let build = |steps: &[(usize, &str)]| {
+            let mut m: NameMap<Value> = NameMap::default();
+            for &(i, n) in steps {
+                m.set(Value::new(i), n);
+            }
+            m
+        };
+        let a = build(&[(0, "x"), (1, "y"), (2, "z")]);
+        let b = build(&[(2, "z"), (0, "x"), (1, "y")]);
+        let c = build(&[(0, "old"), (1, "y"), (2, "z"), (0, "x"), (5, "")]);
+        assert_ne!(a.text, b.text);
+        assert_eq!(a, b);
+        assert_eq!(a, c);
+        assert_eq!(c, a);
+        assert_ne!(a, build(&[(0, "x"), (1, "y"), (2, "w")]));
+        assert_ne!(a, build(&[(0, "x"), (1, "y")]));
+        assert_ne!(build(&[(0, "x"), (1, "y")]), a);
     }
 }

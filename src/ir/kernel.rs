@@ -72,6 +72,10 @@ pub struct Kernel {
     /// every caller promises, and what analyses may assume (the range analysis uses it to
     /// prove that index arithmetic does not wrap).
     pub param_ranges: SecondaryMap<Value, Option<(i32, i32)>>,
+    /// Source spans of scalar parameter defaults (the literal after `=`) and of each dimension
+    /// of a global's shape, for diagnostics on them (undefined for IR built by passes).
+    pub param_default_spans: SecondaryMap<Value, Span>,
+    pub global_dim_spans: SecondaryMap<Global, Vec<Span>>,
     /// Concrete layout definitions (`layout "L" = #ttg...`), in source order; a layout name
     /// used without a definition is opaque.
     pub layouts: Vec<LayoutDef>,
@@ -117,6 +121,8 @@ impl Kernel {
             target_span: Span::UNDEF,
             param_defaults: SecondaryMap::with_default(None),
             param_ranges: SecondaryMap::with_default(None),
+            param_default_spans: SecondaryMap::with_default(Span::UNDEF),
+            global_dim_spans: SecondaryMap::default(),
             layouts: Vec::new(),
         }
     }

@@ -502,7 +502,9 @@ impl<'a> Parser<'a> {
             let (et, _) = self.elem_type()?;
             self.expect(Tok::LBracket)?;
             let mut shape = Vec::new();
+            let mut dim_spans = Vec::new();
             loop {
+                dim_spans.push(self.span());
                 match *self.peek() {
                     Tok::Int(_) => {
                         let (v, s) = self.uint("a dimension")?;
@@ -543,6 +545,7 @@ impl<'a> Parser<'a> {
                 shape,
             });
             cx.k.global_spans.set(g, ns);
+            cx.k.global_dim_spans.set(g, dim_spans);
             cx.k.params.push(Param::Global(g));
             self.define(cx, name, ns, Sym::Global(g))
         } else {
@@ -579,6 +582,7 @@ impl<'a> Parser<'a> {
                         .with_label(r.span(), "out of range"));
                     }
                     cx.k.param_defaults.set(v, Some(c));
+                    cx.k.param_default_spans.set(v, r.span());
                 }
             }
             self.define(cx, name, ns, Sym::Value(v))

@@ -500,49 +500,13 @@ impl TakenIndex {
     }
 }
 
-/// The bound as computed before the interval index, verbatim but for its size limit (it
-/// returned 0 past 4000 candidates): the candidates sorted in the greedy's order, each tested
-/// against every taken one. The oracle of the tests.
+/// The bound as computed before the interval index, but for its size limit (it returned 0
+/// past 4000 candidates): the candidates in the greedy's order, each tested against every
+/// taken one by [`pairwise_bound`]. The oracle of the tests for [`greedy_bound`].
 #[cfg(test)]
 fn lower_bound_pairwise(model: &SyncModel, hazards: &[Hazard], pending: &[usize]) -> u64 {
-    let mut cand: Vec<usize> = pending
-        .iter()
-        .copied()
-        .filter(|&i| !hazards[i].intra_warp)
-        .collect();
-    cand.sort_by_key(|&i| {
-        let h = &hazards[i];
-        (
-            std::cmp::Reverse(model.weight_bounds.get(&h.home).copied().unwrap_or(0)),
-            h.home,
-            home_arc(h).map_or(0, |a| a.end),
-        )
-    });
-    let mut picked: Vec<usize> = Vec::new();
-    let mut lb = 0u64;
-    for i in cand {
-        let h = &hazards[i];
-        let disjoint = picked.iter().all(|&j| {
-            let o = &hazards[j];
-            !h.segments().any(|s| {
-                o.segments()
-                    .any(|t| s.region == t.region && s.lo <= t.hi && t.lo <= s.hi)
-            })
-        });
-        if !disjoint {
-            continue;
-        }
-        let cost = h
-            .segments()
-            .filter(|s| model.is_legal(s.region))
-            .map(|s| model.weight_bounds[&s.region])
-            .min();
-        if let Some(c) = cost {
-            picked.push(i);
-            lb = lb.saturating_add(c);
-        }
-    }
-    lb
+    let cand = bound_candidates(model, hazards, pending);
+    pairwise_bound(hazards, &cand, |h| bound_cost(model, h))
 }
 
 #[cfg(test)]

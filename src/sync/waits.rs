@@ -692,8 +692,82 @@ pub fn plan_waits_ordered(
             warnings: Vec::new(),
         });
     }
+    let base = auto_commits(k, target);
+    let loop_commits = loop_end_commits(k, target);
+    if !loop_commits.is_empty() {
+        // Try the loop-end commits on a copy of the memo; keep them only when the plan with
+        // them inserts fewer ops (both plans are planned, so both are sound). The findings of
+        // the plan without them are never dropped.
+        let mut tried_memo = memo.clone();
+        let tried = [base.clone(), loop_commits].concat();
+        if let Ok(p) = plan_with_commits(k, target, &mut tried_memo, ordered, tried) {
+            let mut base_memo = memo.clone();
+            let b = plan_with_commits(k, target, &mut base_memo, ordered, base);
+            if let Ok(b) = &b
+                && b.plan.edits.len() > p.plan.edits.len()
+            {
+                *memo = tried_memo;
+                return Ok(p);
+            }
+            *memo = base_memo;
+            return b;
+        }
+    }
+    plan_with_commits(k, target, memo, ordered, base)
+}
+
+/// Commits at the end of each loop body that issues group copies of a queue the kernel
+/// commits elsewhere but never inside that body (F6: a double-buffered loop whose prefetch is
+/// closed by no commit, so its use in the next iteration would need a commit and a wait of its
+/// own, and the kernel's end another pair). Closing the iteration's copies at the end of the
+/// body lets the user's own wait at the top of the next iteration complete them. Only a
+/// candidate: [`plan_waits_ordered`] keeps these commits when the plan with them is smaller.
+/// Kernels that commit none of a queue get [`auto_commits`] instead.
+fn loop_end_commits(k: &Kernel, target: &Target) -> Vec<Edit> {
+    let mut edits = Vec::new();
+    let ops = k.ops_in_order();
+    for q in [Queue::CpAsync, Queue::Bulk, Queue::Wgmma] {
+        let issues = |o: &Op| queue_of(k, target, *o).map(|(x, _)| x) == Some(q);
+        let commits = |o: &Op| k.ops[*o].kind == commit_kind(q);
+        if !ops.iter().any(commits) {
+            continue;
+        }
+        for &l in ops.iter() {
+            if !matches!(k.ops[l].kind, OpKind::For { .. } | OpKind::While { .. }) {
+                continue;
+            }
+            let body = *k.ops[l].regions.last().expect("a loop owns its body");
+            if any_within(k, l, &issues) && !any_within(k, l, &commits) {
+                let why = format!(
+                    "closes the {} holding the copies this iteration issued, which no commit in the loop closed (a copy never committed before its use)",
+                    q.name()
+                );
+                edits.push(edit(ProgramPoint::end(body), commit_kind(q), why));
+            }
+        }
+    }
+    edits
+}
+
+/// Whether some op inside `op`'s regions (at any depth) satisfies `f`.
+fn any_within(k: &Kernel, op: Op, f: &dyn Fn(&Op) -> bool) -> bool {
+    k.ops[op]
+        .regions
+        .iter()
+        .any(|r| k.region_ops(*r).iter().any(|o| f(o) || any_within(k, *o, f)))
+}
+
+/// [`plan_waits_ordered`] with the commits `commit_edits` inserted before planning (kept in
+/// the plan).
+fn plan_with_commits(
+    k: &Kernel,
+    target: &Target,
+    memo: &mut FlowMemo,
+    ordered: &HashSet<Op>,
+    commit_edits: Vec<Edit>,
+) -> Result<WaitPlacement, Vec<Diagnostic>> {
     let commits = SyncPlan {
-        edits: auto_commits(k, target),
+        edits: commit_edits,
     };
     let kb = apply(k, &commits).map_err(|d| vec![d])?;
     let mut flow = Flow::with_memo(&kb, target, std::mem::take(memo));

@@ -1,6 +1,7 @@
 //! Limits a kernel must respect before any pass sizes anything by it: launch shape (threads
-//! per block, block and grid dimensions), shared-memory bytes per buffer, and the nesting
-//! depth of regions.
+//! per block, block and grid dimensions), shared-memory bytes per buffer, global dimensions
+//! given by parameters (positive at the value a run gives them), and the nesting depth of
+//! regions.
 //!
 //! Every size is computed with checked arithmetic (an overflow is a violation, never a wrap),
 //! so after these checks `Kernel::threads`, element counts and byte sizes of shared buffers
@@ -36,6 +37,48 @@ pub fn launch(k: &Kernel, limits: &Limits) -> Vec<Diagnostic> {
                 format!("not launchable on {}", limits.source),
             ),
         );
+    }
+    out
+}
+
+/// Global dimensions given by an i32 parameter whose run value ([`Kernel::run_default`]: its
+/// default, else the end of its declared range nearest [`DEFAULT_SCALAR`]) is below 1: every
+/// run without an explicit value would refuse the buffer, so the kernel is refused here (E0151),
+/// located on the default (or the parameter) and on the dimension. A declared range with
+/// positive values and no default gives a positive run value, so it is never refused.
+pub fn global_dims(k: &Kernel) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let at = |s: Span| if s.is_undef() { k.kernel_span } else { s };
+    for (g, gd) in k.globals.iter() {
+        for (i, d) in gd.shape.iter().enumerate() {
+            let &Dim::Param(v) = d else { continue };
+            let x = k.run_default(v);
+            if x >= 1 {
+                continue;
+            }
+            let name = k.value_name(v);
+            let (from, why) = match (*k.param_defaults.get(v), *k.param_ranges.get(v)) {
+                (Some(_), _) => (*k.param_default_spans.get(v), format!("%{name} defaults to {x}")),
+                (None, Some((lo, hi))) => (
+                    *k.value_spans.get(v),
+                    format!("%{name} is declared in [{lo}, {hi}]"),
+                ),
+                (None, None) => (*k.value_spans.get(v), format!("%{name} runs with {x}")),
+            };
+            let dim = k.global_dim_spans.get(g).get(i).copied().unwrap_or(Span::UNDEF);
+            out.push(
+                Diagnostic::user(
+                    "E0151",
+                    format!(
+                        "global %{} has dimension %{name} = {x}, which is not positive",
+                        gd.name
+                    ),
+                )
+                .with_label(at(from), why)
+                .with_label(at(dim), "a dimension must be at least 1")
+                .with_help(format!("give %{name} a positive default (or a positive range)")),
+            );
+        }
     }
     out
 }

@@ -17,7 +17,8 @@
 //!    inside the block; mbarrier arrival counts at least 1; mbarriers only in shared memory.
 //! 7. Limits ([`limits`]): block and grid within the target's launch limits, every shared
 //!    buffer (offset plus elements times element size, checked) within its shared memory,
-//!    regions nested at most [`limits::MAX_NESTING`] deep. These run before anything recurses
+//!    regions nested at most [`limits::MAX_NESTING`] deep, global dimensions given by a
+//!    parameter positive at the parameter's run value (E0151). These run before anything recurses
 //!    over regions or sizes anything, and a violation stops verification there.
 //! 8. Atomics: `and`/`or` only on integers.
 //! 9. Role-relative layouts ([`roles`]): a collective access under a layout bound to a thread
@@ -60,6 +61,7 @@ pub fn verify_with(k: &Kernel, lim: &Limits) -> Vec<Diagnostic> {
     v.errors.extend(limits::nesting(k));
     v.errors.extend(limits::launch(k, lim));
     v.errors.extend(limits::shared(k, lim));
+    v.errors.extend(limits::global_dims(k));
     if !v.errors.is_empty() {
         return v.errors;
     }

@@ -9,43 +9,28 @@
 
 use super::*;
 
-/// A usage error found before execution (C0010).
-fn user_err(msg: String) -> Stop {
-    Stop::Exec(Diagnostic::user("C0010", msg))
+/// A usage error found before execution (C0010), located at `span` when the kernel has one.
+fn user_err(msg: String, span: Span, label: &str) -> Stop {
+    let d = Diagnostic::user("C0010", msg);
+    Stop::Exec(if span.is_undef() {
+        d
+    } else {
+        d.with_label(span, label)
+    })
 }
 
 /// Every global buffer at its parameter's shape, filled with the seeded input data.
 pub(super) fn init_globals(k: &Kernel, cfg: &ExecConfig) -> Result<Vec<GlobalMem>, Stop> {
     let mut out = Vec::new();
-    for (p, g) in k.globals.values().enumerate() {
-        let mut shape = Vec::new();
-        for d in &g.shape {
-            let n = match d {
-                Dim::Const(c) => *c as i64,
-                Dim::Param(v) => match cfg.scalars.get(v) {
-                    Some(x) => x.as_i64(),
-                    None => {
-                        return Err(user_err(format!(
-                            "no value for parameter {}",
-                            k.value_name(*v)
-                        )));
-                    }
-                },
-            };
-            if !(0..=(1 << 26)).contains(&n) {
-                return Err(user_err(format!(
-                    "global %{} has dimension {n}, out of the supported range",
-                    g.name
-                )));
-            }
-            shape.push(n as u64);
-        }
+    for (p, (gid, g)) in k.globals.iter().enumerate() {
+        let shape = global_shape(k, cfg, gid)?;
         let count: u64 = shape.iter().product();
         if count > 1 << 26 {
-            return Err(user_err(format!(
-                "global %{} has {count} elements, too many to interpret",
-                g.name
-            )));
+            return Err(user_err(
+                format!("global %{} has {count} elements, too many to interpret", g.name),
+                *k.global_spans.get(gid),
+                "declared here",
+            ));
         }
         let data = (0..count)
             .map(|i| input_element(cfg.input_seed, p as u64, i, g.elem))
@@ -58,6 +43,36 @@ pub(super) fn init_globals(k: &Kernel, cfg: &ExecConfig) -> Result<Vec<GlobalMem
         });
     }
     Ok(out)
+}
+
+/// The dimensions of global `gid` at this run's parameter values, each in 0..=2^26 (C0010,
+/// located on the dimension, otherwise: the verifier refuses a non-positive default, so only a
+/// value given on the command line reaches it).
+fn global_shape(k: &Kernel, cfg: &ExecConfig, gid: Global) -> Result<Vec<u64>, Stop> {
+    let g = &k.globals[gid];
+    let mut shape = Vec::new();
+    for (i, d) in g.shape.iter().enumerate() {
+        let at = k.global_dim_spans.get(gid).get(i).copied().unwrap_or(Span::UNDEF);
+        let n = match d {
+            Dim::Const(c) => *c as i64,
+            Dim::Param(v) => match cfg.scalars.get(v) {
+                Some(x) => x.as_i64(),
+                None => {
+                    let msg = format!("no value for parameter {}", k.value_name(*v));
+                    return Err(user_err(msg, at, "this dimension"));
+                }
+            },
+        };
+        if !(0..=(1 << 26)).contains(&n) {
+            let msg = format!(
+                "global %{} has dimension {n}, out of the supported range",
+                g.name
+            );
+            return Err(user_err(msg, at, "this dimension"));
+        }
+        shape.push(n as u64);
+    }
+    Ok(shape)
 }
 
 
