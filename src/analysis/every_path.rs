@@ -220,6 +220,9 @@ pub(crate) fn for_pair(
         }
     };
     let mut out = lc.clone();
+    // Whether the in-loop wait was dropped for the exit wait (which then stays where it is
+    // the only completing wait after the loop: rule 4).
+    let mut exit_only = false;
     match (lc.in_loop, lc.level) {
         (Some((w, _)), None) if pp.lift(w) != Some(w) => {
             match straight(pp.waits.iter().copied().collect(), w) {
@@ -242,7 +245,10 @@ pub(crate) fn for_pair(
                         // iteration that issued it: the destination itself (the dataflow).
                         None if dst_in => return Choice::AtDestination,
                         // After the loop: the exit wait, if any.
-                        None if lc.exit.is_some() => out.in_loop = None,
+                        None if lc.exit.is_some() => {
+                            out.in_loop = None;
+                            exit_only = true;
+                        }
                         None => return Choice::AtDestination,
                     }
                 }
@@ -264,6 +270,7 @@ pub(crate) fn for_pair(
                 out.exit_on_entry =
                     e.is_some_and(|e| pp.waits.contains(&e) && c.completes_on_entry(e, copy, copy_loops));
             }
+            Err(Choice::Keep) if exit_only => {}
             Err(choice) => return choice,
         }
     }
