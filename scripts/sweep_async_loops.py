@@ -11,6 +11,7 @@ import itertools, os, random, subprocess, sys
 FAM = {
     'cp': dict(target='sm_80', copy='cp_async {dst}[%t] <- %X[%i, %t]', commit='cp_async_commit',
                wait='cp_async_wait {c}'),
+    'tma': dict(target='sm_90'),
     'g2l': dict(target='gfx942', copy='%tok = gather_to_lds {dst}[%t] <- %X[%i, %t]', commit='',
                 wait='waitcnt vmcnt({c})'),
 }
@@ -70,7 +71,46 @@ def kernel(fam, rn, wb, dest, S, cnt, trip, after_wait):
             f"  for %i = {lo} to {hi} step 1 {{\n{body}  }}\n{tail}}}\n")
 
 
+def tma_kernel(rn, wb, dest, S, cnt, trip, after_wait):
+    """The TMA-store form (sm_90): each iteration writes slot i mod S, thread 0 stores it to
+    global memory; the region holds thread 0's `bulk_wait` (and a barrier); a later write
+    into the slot (the next iterations' writes, one in the wait's arm, one after the loop)
+    must follow the store's completion."""
+    lo, hi = TRIPS[trip]
+    o, c = REGIONS[rn]
+    if rn == 'ifel':
+        return None
+    ind = '      ' if o else '    '
+    inner = f'{ind}if %el {{\n{ind}  bulk_wait {cnt}\n{ind}}}'
+    if wb:
+        inner += f'\n{ind}barrier'
+    if dest == 'arm':
+        if not o:
+            return None
+        inner += f'\n{ind}%sa = add %i, 1\n{ind}%pa = rem %sa, {S}\n{ind}%va = view @o[%pa]\n{ind}store %va[%r], %f'
+    elif dest not in ('top', 'after'):
+        return None
+    body = (f"    %s = rem %i, {S}\n    %v = view @o[%s]\n    store %v[%t], %f\n    fence_proxy_async\n    barrier\n"
+            f"    if %el {{\n      tma_store %Y[%i, 0] <- %v\n      bulk_commit\n    }}\n")
+    body += (f"    {o}\n{inner}\n    {c}\n" if o else inner + '\n')
+    tail = '  if %el {\n    bulk_wait 0\n  }\n' if after_wait else ''
+    if dest == 'after':
+        tail += '  %vz = view @o[0]\n  store %vz[%r], %f\n'
+    return (f"kernel @k(%n: i32 in [0, 4] = 2, %Y: global f32[8, 64]) block(64) {{\n"
+            f"  shared @o : f32[{S}, 64]\n  %t = tid.x\n  %r = sub 63, %t\n  %f = itof %t\n  %el = cmp eq %t, 0\n"
+            f"  for %i = {lo} to {hi} step 1 {{\n{body}  }}\n{tail}}}\n")
+
+
 def shapes(fam):
+    if fam == 'tma':
+        for rn, wb, dest, S, trip, aw in itertools.product(REGIONS, [False, True], ['top', 'arm', 'after'], [1, 2, 3], TRIPS, [False, True]):
+            if aw and dest != 'after':
+                continue
+            for cnt in sorted({0, S - 1}):
+                t = tma_kernel(rn, wb, dest, S, cnt, trip, aw)
+                if t:
+                    yield f'tma/{rn}/wb={wb}/{dest}/S={S}/wait={cnt}/trip={trip}/afterwait={aw}', t
+        return
     for rn, wb, dest, S, trip, aw in itertools.product(REGIONS, [False, True], DESTS, [1, 2, 3], TRIPS, [False, True]):
         if (aw and dest != 'after') or (wb and rn == 'ifel'):
             continue
