@@ -155,7 +155,7 @@ fn guard_holds(k: &Kernel, (x, r): (Op, Region), l: Op, d: u32) -> bool {
     };
     let iv = k.region_args(k.ops[l].regions[0]).first().copied().map(Operand::Value);
     let first = (d as i64).checked_mul(step).and_then(|x| x.checked_add(lo));
-    let holds = match (&k.ops[cmp].kind, first) {
+    match (&k.ops[cmp].kind, first) {
         (OpKind::Cmp(p, a, b), Some(f)) if step > 0 && k.ops[x].regions.first() == Some(&r) => {
             match (Some(*a) == iv, Some(*b) == iv) {
                 (true, false) => cst(b).is_some_and(|c| match p {
@@ -172,8 +172,7 @@ fn guard_holds(k: &Kernel, (x, r): (Op, Region), l: Op, d: u32) -> bool {
             }
         }
         _ => false,
-    };
-    holds
+    }
 }
 
 /// How the hazard builders take one (copy, destination) pair's completion.
