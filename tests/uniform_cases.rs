@@ -135,7 +135,11 @@ fn placements_through_ranged_parameters_are_race_free_for_every_value() {
                 k.clone()
             }
         };
-        let syncs = out.ops.keys().filter(|&o| smemsync::ir::effects::is_sync(&out, o)).count();
+        let syncs = out
+            .ops
+            .keys()
+            .filter(|&o| smemsync::ir::effects::is_sync(&out, o))
+            .count();
         if syncs == 0 {
             without += 1;
         } else {
@@ -150,13 +154,18 @@ fn placements_through_ranged_parameters_are_race_free_for_every_value() {
                         "case {case}: synchronized without a finding, but a race for m={m}, p={p}\n{}",
                         smemsync::emit::text::print_kernel(&out)
                     ),
-                    Said::Race => assert!(r, "case {case}: E0301 but no race for m={m}, p={p}\n{src}"),
+                    Said::Race => {
+                        assert!(r, "case {case}: E0301 but no race for m={m}, p={p}\n{src}")
+                    }
                     Said::May => {}
                 }
             }
         }
     }
-    assert!(without >= 5 && with >= 5, "outputs without / with syncs: {without} / {with}");
+    assert!(
+        without >= 5 && with >= 5,
+        "outputs without / with syncs: {without} / {with}"
+    );
 }
 
 /// Session 32's findings: one thread's own element through a parameter row needs nothing;
@@ -164,10 +173,16 @@ fn placements_through_ranged_parameters_are_race_free_for_every_value() {
 #[test]
 fn parameter_rows_and_lane_offsets_need_no_block_barrier() {
     let target = Target::from_name("sm_80").expect("known");
-    for (st, ld, want) in [(("%m", "%t"), ("%m", "%t"), 0), (("%m", "%t"), ("%m", "%tw"), 0)] {
+    for (st, ld, want) in [
+        (("%m", "%t"), ("%m", "%t"), 0),
+        (("%m", "%t"), ("%m", "%tw"), 0),
+    ] {
         let k = parse(&kernel(st, ld, false));
         let out = synchronize(&k, &target, &PlaceOptions::default()).expect("synchronizes");
-        assert_eq!(out.placement.stats.barriers_written, want, "{st:?} -> {ld:?}");
+        assert_eq!(
+            out.placement.stats.barriers_written, want,
+            "{st:?} -> {ld:?}"
+        );
         assert_eq!(out.placement.stats.conservative, 0, "{st:?} -> {ld:?}");
     }
 }
