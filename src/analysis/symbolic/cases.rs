@@ -25,6 +25,9 @@ use crate::analysis::conflicts::PairConflict;
 use crate::analysis::footprint::Footprints;
 use crate::ir::*;
 
+/// Uniform leaves with their domains: `(value, lo, hi)`, inclusive.
+pub type Leaves = Vec<(Value, i64, i64)>;
+
 /// Most combinations of leaf values one question is split into.
 pub const MAX_CASES: i64 = 64;
 
@@ -33,7 +36,7 @@ pub const MAX_CASES: i64 = 64;
 /// finite domain (a parameter without a declared range), or the cases would exceed
 /// [`MAX_CASES`]. Values the walk does not enter (loads, iteration values) are left as they
 /// are: the engine reads them as unknown, which only makes a case conservative.
-pub fn leaves(fp: &Footprints, ai: usize) -> Option<Vec<(Value, i64, i64)>> {
+pub fn leaves(fp: &Footprints, ai: usize) -> Option<Leaves> {
     if let Some(l) = fp.sym_sides.leaves.borrow().get(&ai) {
         return l.clone();
     }
@@ -42,7 +45,7 @@ pub fn leaves(fp: &Footprints, ai: usize) -> Option<Vec<(Value, i64, i64)>> {
     l
 }
 
-fn leaves_uncached(fp: &Footprints, ai: usize) -> Option<Vec<(Value, i64, i64)>> {
+fn leaves_uncached(fp: &Footprints, ai: usize) -> Option<Leaves> {
     let k = fp.k;
     let a = &fp.accesses[ai];
     let mut roots: Vec<Operand> = Vec::new();
@@ -124,7 +127,7 @@ fn combinations(leaves: &[(Value, i64, i64)]) -> Vec<Vec<(Value, i64)>> {
 }
 
 /// The uniform leaves of both accesses (one list, each value once), as [`leaves`].
-fn joint_leaves(fp: &Footprints, ai: usize, bi: usize) -> Option<Vec<(Value, i64, i64)>> {
+fn joint_leaves(fp: &Footprints, ai: usize, bi: usize) -> Option<Leaves> {
     let mut ls = leaves(fp, ai).unwrap_or_default();
     if bi != ai {
         for l in leaves(fp, bi).unwrap_or_default() {

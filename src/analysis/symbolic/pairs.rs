@@ -691,7 +691,7 @@ pub struct Templates {
     ids: RefCell<HashMap<TemplateKey, u32>>,
     pub(super) answers: RefCell<HashMap<PairKey, Known>>,
     /// Each access's uniform leaves (`cases::leaves`), found once.
-    pub(super) leaves: RefCell<HashMap<usize, Option<Vec<(Value, i64, i64)>>>>,
+    pub(super) leaves: RefCell<HashMap<usize, Option<super::cases::Leaves>>>,
 }
 
 /// The template of access `ai` (with its iteration indices fixed at `pins`' levels), built
