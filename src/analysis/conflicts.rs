@@ -234,7 +234,14 @@ fn symbolic_pair(
     if let Some(r) = fp.sym_questions.get(&key) {
         return r.map(|b| b.answer(plen, var));
     }
-    let r = crate::analysis::symbolic::pairs::pair_conflict_traced(fp, ai, bi, plen, var);
+    let mut r = crate::analysis::symbolic::pairs::pair_conflict_traced(fp, ai, bi, plen, var);
+    // An unknown index read from parameters with declared ranges or block ids: decided per
+    // case of those values (`symbolic::cases`) instead of as the whole buffer.
+    if r.as_ref().is_none_or(|pc| pc.conflict | pc.intersect != 0)
+        && let Some(pc) = crate::analysis::symbolic::cases::pair_conflict(fp, ai, bi, plen, var)
+    {
+        r = Some(pc);
+    }
     fp.sym_questions.insert(key, r.as_ref().map(PairBits::of));
     r
 }

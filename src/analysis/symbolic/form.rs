@@ -183,6 +183,29 @@ pub struct Builder<'a> {
     divs: Vec<(Affine, i64, usize, usize)>,
     /// The wraps made (`Builder::wrapped`): `r = a − 2³²·w` as `(r, a)`.
     wraps: Vec<(usize, Affine)>,
+    /// Uniform leaves fixed to one value each (`symbolic::cases`, [`with_fixed`]): their
+    /// form is that constant.
+    fixed: Vec<(Value, i64)>,
+}
+
+thread_local! {
+    /// The leaf values of the case in progress (`symbolic::cases`).
+    static FIXED: std::cell::RefCell<Vec<(Value, i64)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` with every [`Builder`] made meanwhile on this thread reading each value of
+/// `vals` as its constant (one case of `symbolic::cases`); restores the previous case after.
+pub fn with_fixed<R>(vals: Vec<(Value, i64)>, f: impl FnOnce() -> R) -> R {
+    let saved = FIXED.with(|x| std::mem::replace(&mut *x.borrow_mut(), vals));
+    let r = f();
+    FIXED.with(|x| *x.borrow_mut() = saved);
+    r
+}
+
+/// The leaf values fixed on this thread ([`with_fixed`]), empty outside a case: part of
+/// the identity of a side built under them (`pairs::template`).
+pub fn fixed() -> Vec<(Value, i64)> {
+    FIXED.with(|x| x.borrow().clone())
 }
 
 const I32: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
@@ -271,6 +294,7 @@ impl<'a> Builder<'a> {
             memo: HashMap::default(),
             divs: Vec::new(),
             wraps: Vec::new(),
+            fixed: fixed(),
         }
     }
 
@@ -336,6 +360,9 @@ impl<'a> Builder<'a> {
     pub fn value(&mut self, v: Value) -> Form {
         if let Some(f) = self.memo.get(&v) {
             return f.clone();
+        }
+        if let Some(&(_, c)) = self.fixed.iter().find(|(w, _)| *w == v) {
+            return Form::Known(Affine::konst(c));
         }
         let mut f = self.value_uncached(v);
         if matches!(f, Form::Unknown | Form::Unsupported)
@@ -426,6 +453,8 @@ impl<'a> Builder<'a> {
             return Form::Unknown;
         };
         let (lo, hi) = match (k.values[v].ty, &k.values[v].def) {
+            // A declared range is what every caller promises (`Kernel::param_ranges`).
+            (ScalarType::I32, ValueDef::Param(_)) => (*k.param_ranges.get(v)).map_or(I32, |(a, b)| (a as i64, b as i64)),
             (ScalarType::I32, ValueDef::Result(op, _)) => match k.ops[*op].kind {
                 OpKind::Special(Special::Bid(d)) => (0, k.grid[d.min(2) as usize].max(1) as i64 - 1),
                 _ => I32,
@@ -599,6 +628,14 @@ impl<'a> Builder<'a> {
             },
             BinOp::And if cy.is_some_and(|c| c >= 0 && (c + 1) & c == 0) => {
                 self.divmod(&x, cy.unwrap_or(0) + 1, false)
+            }
+            // `x & −2^k` clears the low k bits: 2^k·⌊x / 2^k⌋ in two's complement, any x.
+            BinOp::And if cy.is_some_and(|c| c < 0 && c > I32.0 && (-c) & (-c - 1) == 0) => {
+                let m = -cy.unwrap_or(-1);
+                match self.divmod(&x, m, true) {
+                    Form::Known(q) => self.opt(q.scale(m)),
+                    f => f,
+                }
             }
             BinOp::And | BinOp::Or | BinOp::Xor => self.bitwise(b, &x, &y),
             BinOp::Min | BinOp::Max if self.free.is_some() => self.min_max(b == BinOp::Min, &x, &y),

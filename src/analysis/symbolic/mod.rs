@@ -12,6 +12,8 @@
 //! - [`pairs`]: the pair-conflict and self-race questions, with the enumerator's meaning.
 //! - [`free`]: the self race of a write whose index the enumerator cannot evaluate, with
 //!   each unknown value a free variable (E0301, W0317).
+//! - [`cases`]: questions through parameters with declared ranges and block ids, asked
+//!   once per combination of their values and joined.
 //! - [`split`]: questions whose indices shift by a loop variable, one affine question per
 //!   value of its iteration index.
 //! - [`overlap`]: the in-flight engine's question (may an async copy and a later access at
@@ -22,6 +24,7 @@
 //! `None`.
 
 pub mod bits;
+pub mod cases;
 pub mod form;
 pub mod free;
 pub mod overlap;

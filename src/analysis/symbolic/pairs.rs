@@ -659,6 +659,8 @@ pub(crate) struct Template {
     units: i64,
     who: Ident,
     id: u32,
+    /// The whole root buffer: some index is unknown (`whole_buffer`).
+    whole: bool,
 }
 
 /// What two templates with one id share: everything but the unit constant.
@@ -671,8 +673,9 @@ struct TemplateKey {
     who: Ident,
 }
 
-/// Which template: the access, how its tables are built, and its fixed iteration indices.
-type TemplateId = (usize, Mode, Vec<Option<i64>>);
+/// Which template: the access, how its tables are built, its fixed iteration indices, and
+/// the leaf values fixed by the case in progress (`symbolic::cases`).
+type TemplateId = (usize, Mode, Vec<Option<i64>>, Vec<(Value, i64)>);
 
 /// A template: `Err` where the side has no encoding, `Ok(None)` where it has no instance.
 pub(super) type Made = Result<Option<std::rc::Rc<Template>>, ()>;
@@ -687,13 +690,17 @@ pub struct Templates {
     pub(super) split: RefCell<HashMap<usize, super::split::Levels>>,
     ids: RefCell<HashMap<TemplateKey, u32>>,
     pub(super) answers: RefCell<HashMap<PairKey, Known>>,
+    /// Each access's uniform leaves (`cases::leaves`), found once.
+    pub(super) leaves: RefCell<HashMap<usize, Option<super::cases::Leaves>>>,
 }
 
 /// The template of access `ai` (with its iteration indices fixed at `pins`' levels), built
 /// on first use: the side alone on a fresh problem, its in-bounds proofs within the budget
 /// of a question of the access with itself.
 pub(super) fn template(fp: &Footprints, ai: usize, mode: Mode, pins: &[Option<i64>]) -> Made {
-    let id = (ai, mode, pins.to_vec());
+    let fixed = super::form::fixed();
+    let record_split = mode == Mode::Plain && pins.is_empty() && fixed.is_empty();
+    let id = (ai, mode, pins.to_vec(), fixed);
     if let Some(t) = fp.sym_sides.made.borrow().get(&id) {
         return t.clone();
     }
@@ -722,15 +729,23 @@ pub(super) fn template(fp: &Footprints, ai: usize, mode: Mode, pins: &[Option<i6
                 units: s.units,
                 who: s.who,
                 id,
+                whole: s.whole,
             })
         })
     });
     LEFT.with(|l| l.set(saved));
-    if mode == Mode::Plain && pins.is_empty() {
+    if record_split {
         fp.sym_sides.split.borrow_mut().insert(ai, split);
     }
     fp.sym_sides.made.borrow_mut().insert(id, made.clone());
     made
+}
+
+/// Whether some index of access `ai` is unknown to the enumerator (a parameter, `bid`, a
+/// loaded value): its side is the whole root buffer (`whole_buffer`), and `symbolic::cases`
+/// may decide its questions per value of its uniform leaves.
+pub(super) fn unknown_index(fp: &Footprints, ai: usize) -> bool {
+    matches!(template(fp, ai, Mode::Plain, &[]), Ok(Some(t)) if t.whole)
 }
 
 /// A variable-renumbered copy of `f` (every variable `v` becomes `v + off`).
