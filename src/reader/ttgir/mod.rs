@@ -23,6 +23,7 @@ pub mod annotate;
 mod convert;
 mod func;
 mod hopper;
+mod intops;
 mod opconv;
 mod scopes;
 mod scratch;
