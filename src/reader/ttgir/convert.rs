@@ -59,6 +59,13 @@ pub(super) struct Lazy {
     pub ty: &'static str,
     pub pred: Option<String>,
     pub literal: Option<String>,
+    /// Bit width of the TTGIR result type (`i8` → 8, `i64`/`index` → 64; 0: not an integer).
+    pub bits: u32,
+    /// Bit width of the first type of the op's type section (the operand of a cast or
+    /// `cmpi`; 0: not an integer).
+    pub arg_bits: u32,
+    /// The value of an integer constant (sign-extended from its width; `i64` ones raw).
+    pub int: Option<i64>,
     pub span: Span,
 }
 

@@ -30,7 +30,7 @@ impl Converter<'_> {
                     self.pos += 1;
                 }
                 (T::Word(w), _) if w == "module" => {
-                    self.module_attrs(i);
+                    errs.extend(self.module_attrs(i));
                     self.pos += 1;
                 }
                 (T::Word(w), _) if w == "tt.func" => {
@@ -54,16 +54,44 @@ impl Converter<'_> {
         self.src.get(s.lo as usize..s.hi as usize).unwrap_or("")
     }
 
-    fn module_attrs(&mut self, i: usize) {
-        let text = self.text(&self.lines[i]).to_string();
+    /// Reads the module's warps, lanes and target; values no kernel can have (no warps, a
+    /// warp width other than 32 or 64, more than 1024 threads, a target smemsync does not
+    /// know) are E1111-E1113 at the attribute.
+    fn module_attrs(&mut self, i: usize) -> Vec<Diagnostic> {
+        let line = &self.lines[i];
+        let base = line.span.lo;
+        let text = self.text(line).to_string();
+        let at = |key: &str| {
+            let k = text.find(key).unwrap_or(0) as u32;
+            Span { lo: base + k, hi: base + k + key.len() as u32 }
+        };
+        let mut errs = Vec::new();
+        let mut refuse = |code: &'static str, key: &str, msg: String| {
+            errs.push(Diagnostic::user(code, msg).with_label(at(key), "declared here"));
+        };
         if let Some(w) = super::types::int_attr(&text, "\"ttg.num-warps\"") {
+            if !(1..=32).contains(&w) {
+                let msg = format!("`ttg.num-warps` = {w}: a kernel has 1 to 32 warps");
+                refuse("E1111", "\"ttg.num-warps\"", msg);
+            }
             self.warps = w.clamp(1, 32) as u64;
         }
         if let Some(l) = super::types::int_attr(&text, "\"ttg.threads-per-warp\"") {
+            if l != 32 && l != 64 {
+                let msg = format!("`ttg.threads-per-warp` = {l}: warps have 32 or 64 threads");
+                refuse("E1112", "\"ttg.threads-per-warp\"", msg);
+            }
             self.lanes = l.clamp(1, 64) as u64;
         }
-        if let Some(at) = text.find("ttg.target = \"") {
-            let rest = &text[at + 14..];
+        if self.warps * self.lanes > 1024 {
+            let msg = format!(
+                "{} warps of {} threads: a block has at most 1024 threads",
+                self.warps, self.lanes
+            );
+            refuse("E1111", "\"ttg.num-warps\"", msg);
+        }
+        if let Some(k) = text.find("ttg.target = \"") {
+            let rest = &text[k + 14..];
             let t = &rest[..rest.find('"').unwrap_or(0)];
             self.target = match t {
                 "cuda:90" => Some("sm_90".into()),
@@ -71,9 +99,16 @@ impl Converter<'_> {
                 t if t.starts_with("hip:") => Some(t[4..].to_string()),
                 _ => None,
             };
+            if self.target.as_deref().is_none_or(|n| crate::target::Target::from_name(n).is_err()) {
+                let msg = format!(
+                    "`ttg.target` = \"{t}\" is not a target smemsync knows (cuda:80, cuda:86, cuda:89, cuda:90, hip:gfx942, hip:gfx950, hip:gfx1200, hip:gfx1201, hip:gfx1250)"
+                );
+                refuse("E1113", "ttg.target", msg);
+            }
             self.nvidia = t.starts_with("cuda");
         }
         self.has_offsets = self.src.contains("allocation.offset");
+        errs
     }
 
     /// The line after the region opened at line `i` (matching braces by lines).

@@ -13,7 +13,7 @@
 //! memory ops have none either (smemsync does not synchronize global memory). Any other op
 //! gets a conservative model and warning W1110 naming it ([`ops`]).
 //!
-//! Invariants: the importer never panics; malformed text is E1100-E1109 with the line and
+//! Invariants: the importer never panics; malformed text is E1100-E1113 with the line and
 //! column; every op is either translated, covered by a documented no-effect rule, or
 //! reported. Values are translated lazily: a pure op is written where a shared op first
 //! needs its value, so the `.kir` stays as small as the kernel's shared-memory skeleton.
@@ -23,6 +23,7 @@ pub mod annotate;
 mod convert;
 mod func;
 mod hopper;
+mod intops;
 mod opconv;
 mod scopes;
 mod scratch;

@@ -99,6 +99,11 @@ impl Converter<'_> {
         let tys = if boolean && tys.is_empty() { vec!["i1".to_string()] } else { tys };
         let literal = self.literal(&st.op, &st.rest, &tys);
         let op = st.op.clone();
+        let arg_bits = first_type(&st.rest).map_or(0, |t| types::int_bits(&t));
+        let int = match after_attr_dict(&st.rest).first().map(|t| &t.t) {
+            Some(T::Int(v)) if op == "arith.constant" => Some(*v),
+            _ => None,
+        };
         for (k, r) in results.iter().enumerate() {
             let tyt = tys.get(k).or(tys.last()).cloned().unwrap_or_default();
             let mut ty = types::classify(&tyt);
@@ -143,6 +148,9 @@ impl Converter<'_> {
                 ty: if op == "arith.cmpi" { "i1" } else { v },
                 pred: pred.clone(),
                 literal: literal.clone(),
+                bits: types::int_bits(&tyt),
+                arg_bits,
+                int: int.map(|v| types::wrap_int(v, types::int_bits(&tyt))),
                 span,
             };
             self.lazy(r, l);
@@ -164,6 +172,16 @@ impl Converter<'_> {
         }
         let ty = types::classify(tys.first().map_or("", String::as_str));
         let st = Self::lazy_ty(&ty)?;
+        let bits = types::int_bits(tys.first().map_or("", String::as_str));
+        if let (Some(T::Int(v)), "i32") = (after_attr_dict(rest).first().map(|t| &t.t), st) {
+            // Integer constants wrap to their type (`255 : i8` is -1); an `i64` one outside
+            // `i32` stays opaque (W1103 where it is written; casts of it fold exactly).
+            let w = types::wrap_int(*v, bits);
+            return Some(match i32::try_from(w) {
+                Ok(w) => format!("const {w} : i32"),
+                Err(_) => "compute \"arith.constant\"() : i32".to_string(),
+            });
+        }
         let raw = match &after_attr_dict(rest).first()?.t {
             T::Int(v) => Some(*v as f64),
             T::Float(f) => Some(*f),
@@ -299,6 +317,9 @@ impl Converter<'_> {
                         ty: sty,
                         pred: None,
                         literal: None,
+                        bits: 0,
+                        arg_bits: 0,
+                        int: None,
                         span,
                     };
                     self.lazy(r, l);

@@ -168,16 +168,16 @@ pub fn int_binop(name: &str) -> Option<&'static str> {
     })
 }
 
-/// The `.kir` comparison of an `arith.cmpi` predicate (unsigned ones compare as signed,
-/// exact on the non-negative values Triton's indices hold; docs/ttgir.md).
+/// The `.kir` comparison of a signed or equality `arith.cmpi` predicate (unsigned ones are
+/// translated by `intops`, flipping the sign bits; docs/ttgir.md).
 pub fn cmp_pred(p: &str) -> Option<&'static str> {
     Some(match p {
         "eq" => "eq",
         "ne" => "ne",
-        "slt" | "ult" => "lt",
-        "sle" | "ule" => "le",
-        "sgt" | "ugt" => "gt",
-        "sge" | "uge" => "ge",
+        "slt" => "lt",
+        "sle" => "le",
+        "sgt" => "gt",
+        "sge" => "ge",
         _ => return None,
     })
 }

@@ -159,3 +159,26 @@ pub fn list_attr(text: &str, key: &str) -> Option<Vec<i64>> {
         .map(|s| s.trim().parse().ok())
         .collect()
 }
+
+/// The bit width of an integer type text (`i1` → 1, `i8` → 8, `i64` and `index` → 64); 0
+/// for anything else.
+pub fn int_bits(text: &str) -> u32 {
+    match text {
+        "i1" => 1,
+        "i8" => 8,
+        "i16" => 16,
+        "i32" => 32,
+        "i64" | "index" => 64,
+        _ => 0,
+    }
+}
+
+/// `v` wrapped to `bits` bits and sign-extended (two's complement), as MLIR's `iN` holds it;
+/// widths of 64 and unknown widths (0) keep `v`.
+pub fn wrap_int(v: i64, bits: u32) -> i64 {
+    if bits == 0 || bits >= 64 {
+        return v;
+    }
+    let sh = 64 - bits;
+    (v << sh) >> sh
+}

@@ -4,11 +4,12 @@
 //!
 //! Integer scalars are translated exactly (`arith.addi` → `add`, `arith.cmpi slt` → `cmp lt`,
 //! `arith.select` → `select`, `arith.divsi`/`remsi` → `div`/`rem`, exact for non-negative
-//! dividends: warning W1101); tensors and floats become `compute "op"(...)` (no shared effect;
+//! dividends: warning W1101; widths and unsigned ops: [`super::intops`]); tensors and floats become `compute "op"(...)` (no shared effect;
 //! the data is not smemsync's concern). Invariant: a value written inside a region is reused
 //! only inside it. Complexity: each lazy value is written at most once per open region.
 
 use super::convert::{Converter, Lazy, V, bad};
+use super::intops::IntText;
 use super::ops;
 use super::types::{self, Ty};
 use crate::diag::{Diagnostic, Span};
@@ -63,10 +64,21 @@ impl Converter<'_> {
     /// The `.kir` right-hand side of a lazy op.
     fn lazy_text(&mut self, l: &Lazy, d: usize) -> Result<String, Diagnostic> {
         if let Some(lit) = &l.literal {
+            if l.int.is_some() && lit.starts_with("compute") {
+                let msg = format!(
+                    "integer constant {} does not fit in `.kir`'s i32: its value is opaque (`compute`), so indices derived from it are unknown to smemsync",
+                    l.int.unwrap_or_default()
+                );
+                self.warn("W1103", "wide-constant", l.span, msg);
+            }
             return Ok(lit.clone());
         }
+        let folded = if l.ty == "i32" { self.fold_cast(l) } else { None };
         let mut args = Vec::new();
         for a in &l.args {
+            if folded.is_some() {
+                break;
+            }
             if matches!(
                 self.vals.get(a),
                 Some(V::Ptr(_) | V::Desc(_) | V::Unit | V::Mem(_) | V::Mbar(..))
@@ -77,6 +89,19 @@ impl Converter<'_> {
         }
         let scalar_int = l.ty == "i32" || l.ty == "i1";
         if scalar_int {
+            match folded.unwrap_or_else(|| self.int_text(l, &args)) {
+                IntText::Text(t) => return Ok(t),
+                IntText::Opaque => {
+                    let msg = format!(
+                        "integer `{}` has no exact `.kir` translation at this width: its value is opaque (`compute`), so indices derived from it are unknown to smemsync",
+                        l.op
+                    );
+                    self.warn("W1103", &l.op, l.span, msg);
+                    let ty = l.ty;
+                    return Ok(format!("compute \"{}\"({}) : {ty}", l.op, args.join(", ")));
+                }
+                IntText::Other => {}
+            }
             if let Some(b) = ops::int_binop(&l.op)
                 && args.len() == 2
             {
