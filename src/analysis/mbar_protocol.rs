@@ -9,8 +9,9 @@
 //! - **Trace.** Every thread's sequence of mbarrier events (init, arrive, expect_tx, TMA load,
 //!   wait) is computed exactly: loop bounds, conditions, slots and parities must evaluate to
 //!   constants per thread (thread ids, loop counters, iteration values, integer arithmetic).
-//!   Anything else (a parameter, a loaded value, a `while` around an mbarrier op) leaves the
-//!   kernel's waits *not decided*. Each event gets a key: program order, except that the two
+//!   A scalar parameter with a declared range is enumerated over every value of it (at most
+//!   [`MAX_VALUES`] combinations); anything else (a parameter without a range, a loaded
+//!   value, a `while` around an mbarrier op) leaves the kernel's waits *not decided*. Each event gets a key: program order, except that the two
 //!   arms of a role branch (`if in_group @g`) are aligned by the iteration of their first loop
 //!   (the producer's iteration `i` before the consumers' iteration `i`), which is how `sync`
 //!   pairs the roles' pipeline loops.
@@ -30,8 +31,9 @@
 //!   before it; *wrong* (E0306) when some execution guarantees less on a slot whose rounds
 //!   are established; *not decided* (W0318) otherwise.
 //!
-//! Exact: no sampling; the trace enumerates every thread and iteration. Complexity:
-//! O(threads × executed ops of the regions holding mbarrier ops), capped at [`MAX_STEPS`]
+//! Exact: no sampling; the trace enumerates every thread, iteration and parameter value.
+//! Complexity: O(parameter values × threads × executed ops of the regions holding mbarrier
+//! ops), capped at [`MAX_STEPS`]
 //! (beyond: not decided). Independent of `src/check` (the checker keeps its own mbarrier
 //! semantics and proof).
 
@@ -41,8 +43,9 @@ use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::text::op_label;
 use crate::ir::*;
 
-/// Ops executed over all threads before the trace gives up (not decided).
-pub const MAX_STEPS: usize = 1 << 22;
+/// Ops executed over all threads (and parameter values) before the trace gives up (not
+/// decided).
+pub const MAX_STEPS: usize = 1 << 24;
 
 /// The verdict on a kernel's mbarrier waits.
 #[derive(Clone, Debug, Default)]
@@ -79,7 +82,9 @@ struct Event {
 }
 
 /// Verifies every `mbar_wait` of `k` (warp width `warp`); a kernel without one gets an empty
-/// verdict.
+/// verdict. Scalar parameters the trace needs are enumerated over their declared ranges
+/// (every value, at most [`MAX_VALUES`] combinations); one without a range leaves the waits
+/// not decided.
 pub fn verify(k: &Kernel, warp: u32) -> Verdict {
     let mut waits = Vec::new();
     k.walk(|o| {
@@ -90,17 +95,140 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
     if waits.is_empty() {
         return Verdict::default();
     }
-    match trace(k, warp) {
-        Ok(events) => Protocol::new(k, events).verdict(&waits),
-        Err((at, why)) => {
-            let mut v = Verdict::default();
-            for w in waits {
-                v.unverified.insert(w);
-                v.warnings.push(undecided(k, w, &format!("{why} (at {})", op_label(k, at))));
+    let mut params: Vec<(Value, Vec<i64>)> = Vec::new();
+    let mut sampled = Vec::new();
+    loop {
+        match verify_all(k, warp, &params, &waits) {
+            Ok(v) if sampled.is_empty() => return v,
+            Ok(v) => return taken_as_written(k, v, &waits, &sampled),
+            Err(Missing::Param(p)) => {
+                let vals: Vec<i64> = match *k.param_ranges.get(p) {
+                    Some((lo, hi)) if combos(&params) * (hi as i64 - lo as i64 + 1) <= MAX_VALUES => {
+                        (lo as i64..=hi as i64).collect()
+                    }
+                    // No range to enumerate: values a caller may pass, searched for a
+                    // counterexample only (module doc, *Outcomes*).
+                    range => {
+                        let (lo, hi) = range.map_or((0, i64::MAX), |(l, h)| (l as i64, h as i64));
+                        let mut v: Vec<i64> = (0..=SEARCHED).filter(|x| (lo..=hi).contains(x)).collect();
+                        v.push(k.run_default(p));
+                        v.sort_unstable();
+                        v.dedup();
+                        if combos(&params) * v.len() as i64 > MAX_VALUES {
+                            v = vec![k.run_default(p)];
+                        }
+                        sampled.push(p);
+                        v
+                    }
+                };
+                params.push((p, vals));
             }
-            v
+            Err(Missing::Other((at, why))) => {
+                let why = if waits.contains(&at) { why } else { format!("{why} (at {})", op_label(k, at)) };
+                return not_decided(k, &waits, &why);
+            }
         }
     }
+}
+
+/// Values searched for a counterexample of a parameter without a declared range: 0 to this,
+/// and its default.
+pub const SEARCHED: i64 = 16;
+
+/// The verdict when parameters without a declared range (`sampled`) were only searched: the
+/// errors found stand (a counterexample is exact); a wait with none is not verified for
+/// every value, and is taken as written with W0318 saying so (docs/async.md: refusing every
+/// kernel with a symbolic trip count, Triton's among them, is not what we chose).
+fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], sampled: &[Value]) -> Verdict {
+    let names: Vec<String> = sampled.iter().map(|p| format!("%{}", k.value_names.get(*p))).collect();
+    let why = format!(
+        "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED} and the default) shows it wrong, and it is taken as written",
+        names.join(", ")
+    );
+    let wrong: Vec<_> = v.errors.iter().map(at).collect();
+    for &w in waits {
+        let here = Some(k.span(w));
+        if v.unverified.contains(&w) || wrong.contains(&here) {
+            continue;
+        }
+        v.warnings.push(
+            Diagnostic::warning(
+                DiagKind::Finding,
+                "W0318",
+                format!("`sync` did not verify {}: {why}", op_label(k, w)),
+            )
+            .with_label(k.span(w), "taken as ordering what it waits for, unverified")
+            .with_note("declare the parameter's range (`%n: i32 in [lo, hi]`) to have every value checked; `smemsync check` proves the protocol for every trip count where it can"),
+        );
+    }
+    v
+}
+
+/// Parameter value combinations enumerated at most.
+pub const MAX_VALUES: i64 = 256;
+
+fn combos(params: &[(Value, Vec<i64>)]) -> i64 {
+    params.iter().map(|(_, v)| v.len() as i64).product()
+}
+
+/// Why the trace stopped: a parameter it needs, or anything else.
+enum Missing {
+    Param(Value),
+    Other(Failure),
+}
+
+/// Every wait not decided, for reason `why`.
+fn not_decided(k: &Kernel, waits: &[Op], why: &str) -> Verdict {
+    let mut v = Verdict::default();
+    for &w in waits {
+        v.unverified.insert(w);
+        v.warnings.push(undecided(k, w, why));
+    }
+    v
+}
+
+/// The verdicts for every combination of the values of `params`, joined: a wait is verified
+/// when it is for every combination.
+fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op]) -> Result<Verdict, Missing> {
+    let mut out = Verdict::default();
+    let mut budget = MAX_STEPS;
+    for c in 0..combos(params) {
+        let mut assign = HashMap::new();
+        let mut rest = c;
+        for (p, vals) in params {
+            assign.insert(*p, vals[(rest % vals.len() as i64) as usize]);
+            rest /= vals.len() as i64;
+        }
+        let (events, steps) = trace(k, warp, &assign, budget)?;
+        budget -= steps;
+        let mut v = Protocol::new(k, events).verdict(waits);
+        if !assign.is_empty() {
+            let with: Vec<String> = (params.iter()).map(|(p, ..)| format!("%{} = {}", k.value_names.get(*p), assign[p])).collect();
+            for d in v.errors.iter_mut().chain(v.warnings.iter_mut()) {
+                d.notes.push(format!("with {}", with.join(", ")));
+            }
+        }
+        out.unverified.extend(v.unverified);
+        for d in v.errors {
+            if !out.errors.iter().any(|e| at(e) == at(&d)) {
+                out.errors.push(d);
+            }
+        }
+        for d in v.warnings {
+            if !out.warnings.iter().any(|e| at(e) == at(&d)) {
+                out.warnings.push(d);
+            }
+        }
+    }
+    // One diagnostic per wait: an error for some values outweighs a warning for others.
+    let errs = out.errors.iter().map(at).collect::<Vec<_>>();
+    out.warnings.retain(|w| !errs.contains(&at(w)));
+    Ok(out)
+}
+
+/// Where a diagnostic points (its primary label).
+fn at(d: &Diagnostic) -> Option<crate::diag::Span> {
+    d.labels.first().map(|l| l.span)
 }
 
 /// W0318 for wait `w`.
@@ -132,10 +260,21 @@ struct Tracer<'k> {
     events: Vec<Event>,
     seq: usize,
     steps: usize,
+    budget: usize,
+    /// Values of the enumerated scalar parameters.
+    params: &'k HashMap<Value, i64>,
+    /// A parameter an evaluation needed and `params` lacks.
+    missing: std::cell::Cell<Option<Value>>,
 }
 
-/// Every thread's mbarrier events, or the op where the trace could not be computed.
-fn trace(k: &Kernel, warp: u32) -> Result<Vec<Event>, Failure> {
+/// Every thread's mbarrier events with the parameters `params` and the steps taken, or
+/// why the trace could not be computed (at most `budget` steps).
+fn trace(
+    k: &Kernel,
+    warp: u32,
+    params: &HashMap<Value, i64>,
+    budget: usize,
+) -> Result<(Vec<Event>, usize), Missing> {
     let mut has_mbar = HashSet::new();
     mark(k, k.body(), &mut has_mbar);
     let mut t = Tracer {
@@ -144,19 +283,27 @@ fn trace(k: &Kernel, warp: u32) -> Result<Vec<Event>, Failure> {
         has_mbar,
         tid: 0,
         env: HashMap::new(),
+        params,
+        missing: std::cell::Cell::new(None),
         key: Vec::new(),
         align: None,
         events: Vec::new(),
         seq: 0,
         steps: 0,
+        budget,
     };
     for tid in 0..k.threads() {
         t.tid = tid;
         t.env.clear();
         t.seq = 0;
-        t.region(k.body())?;
+        if let Err(f) = t.region(k.body()) {
+            return Err(match t.missing.get() {
+                Some(p) => Missing::Param(p),
+                None => Missing::Other(f),
+            });
+        }
     }
-    Ok(t.events)
+    Ok((t.events, t.steps))
 }
 
 /// Marks the ops that are or hold an mbarrier op; whether region `r` holds one.
@@ -190,7 +337,7 @@ impl Tracer<'_> {
                 continue;
             }
             self.steps += 1;
-            if self.steps > MAX_STEPS {
+            if self.steps > self.budget {
                 return Err((op, "the kernel is too large to trace".into()));
             }
             self.key.push(i as i64);
@@ -361,8 +508,16 @@ impl Tracer<'_> {
         if let Some(&x) = self.env.get(&v) {
             return Some(x);
         }
-        let ValueDef::Result(d, _) = k.values[v].def else {
-            return None;
+        let d = match k.values[v].def {
+            ValueDef::Result(d, _) => d,
+            ValueDef::Param(_) => {
+                let x = self.params.get(&v).copied();
+                if x.is_none() && k.values[v].ty == ScalarType::I32 {
+                    self.missing.set(Some(v));
+                }
+                return x;
+            }
+            _ => return None,
         };
         let bool_ty = k.values[v].ty == ScalarType::I1;
         match &k.ops[d].kind {
@@ -490,7 +645,11 @@ impl<'k> Protocol<'k> {
         }
         let a = per_thread.len();
         let Some(arr) = first_arrival else {
-            return Err(Broken::Undecided("no thread arrives on it".into()));
+            // No phase ever completes: a wait orders nothing (it returns at once or never).
+            return match idx.iter().find(|&&i| matches!(self.ev[i].ev, Ev::Load(_) | Ev::ExpectTx(_))) {
+                Some(&i) => Err(Broken::Undecided(format!("{} completes on it, but no thread arrives on it", op_label(self.k, self.ev[i].op)))),
+                None => Ok(()),
+            };
         };
         if n as usize % a != 0 {
             return Err(if (n as usize) < a {
@@ -717,12 +876,12 @@ impl Protocol<'_> {
             },
             _ => "the arrivals".into(),
         };
-        let by = if matches!(c.ev, Ev::Load(_)) { "the load" } else { "they" };
+        let by = if matches!(c.ev, Ev::Load(_)) { "the load completes" } else { "they complete" };
         let got = if g < 0 { "nothing".to_string() } else { format!("phase {g}") };
         Diagnostic::error(
             DiagKind::Finding,
             "E0306",
-            format!("{} does not complete {what}: it waits for parity {p}, {by} completes phase {q} (parity {})", op_label(k, e.op), q.rem_euclid(2)),
+            format!("{} does not complete {what}: it waits for parity {p}, {by} phase {q} (parity {})", op_label(k, e.op), q.rem_euclid(2)),
         )
         .with_label(k.span(e.op), format!("in thread {} this wait may return before phase {q} of {} completes", e.thread, self.slot_name(e.slot)))
         .with_label(k.span(c.op), format!("completes phase {q}"))
