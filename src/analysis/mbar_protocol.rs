@@ -651,7 +651,7 @@ impl<'k> Protocol<'k> {
                 None => Ok(()),
             };
         };
-        if n as usize % a != 0 {
+        if !(n as usize).is_multiple_of(a) {
             return Err(if (n as usize) < a {
                 Broken::Count(n, a, init, arr)
             } else {
