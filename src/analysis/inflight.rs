@@ -559,6 +559,9 @@ pub struct FlowMemo {
     /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
     /// the hazard finder reports no hazard between two of them.
     pub ordered_tma: std::collections::HashSet<Op>,
+    /// `mbar_wait`s of the kernel that `sync` did not verify (`analysis::mbar_protocol`):
+    /// they complete no TMA load.
+    pub unverified_waits: std::collections::HashSet<Op>,
     /// The kernel the memo was made for (debug builds), to check the ids are stable.
     #[cfg(debug_assertions)]
     origin: Option<Vec<OpKind>>,
@@ -1625,12 +1628,16 @@ impl<'k> Flow<'k> {
     }
 
     /// `mbar_wait`: completes the pending TMA loads on the same mbarrier whose slot provably
-    /// equals the wait's.
+    /// equals the wait's, unless `sync` did not verify the wait's phase
+    /// (`FlowMemo::unverified_waits`).
     fn mbar_wait(&mut self, op: Op, st: &mut InFlight, v: &mut dyn Visitor) {
         let k = self.k;
         let OpKind::MbarWait { mbar, index, .. } = &k.ops[op].kind else {
             return;
         };
+        if self.memo.unverified_waits.contains(&op) {
+            return;
+        }
         let mut cands: Vec<(EntryId, i32)> = st.entries(Queue::Mbarrier).collect();
         let table = &self.memo.entries;
         cands.sort_by(|a, b| table.cmp(a.0, b.0));

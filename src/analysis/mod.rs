@@ -10,6 +10,7 @@ pub mod hazards;
 pub mod inflight;
 pub mod layout_owners;
 pub mod mbar_object;
+pub mod mbar_protocol;
 pub mod nearest;
 pub mod overlap;
 pub mod pending;

@@ -36,7 +36,7 @@ use crate::sync::split::{SplitStats, lower_to_split};
 use crate::sync::fences::place_fences;
 use crate::sync::joint::hoist_waits;
 use crate::analysis::inflight::FlowMemo;
-use crate::sync::handshake::{Placed, place_handshakes_owned};
+use crate::sync::handshake::{Placed, place_handshakes_verified};
 use crate::sync::waits::plan_waits_ordered;
 use crate::sync::{PlaceMemo, PlaceOptions, Placement, place_barriers_memo};
 use crate::target::Target;
@@ -332,7 +332,17 @@ fn run<W: Keep>(
     opts: &PlaceOptions,
 ) -> Result<Synchronized<W>, Vec<Diagnostic>> {
     let input_ops = input.ops.len();
-    let hs = place_handshakes_owned(input, target);
+    // The kernel's own mbarrier waits are trusted only where their phases and counts are
+    // verified (docs/async.md, "What `sync` verifies of an mbarrier protocol").
+    let mv = if target.mbarrier {
+        crate::analysis::mbar_protocol::verify(&input, target.warp)
+    } else {
+        Default::default()
+    };
+    if !mv.errors.is_empty() {
+        return Err(mv.warnings.into_iter().chain(mv.errors).collect());
+    }
+    let hs = place_handshakes_verified(input, target, mv.unverified.clone());
     let k = &hs.kernel;
     // One memo of footprint answers for every in-flight dataflow run on `k` and on the
     // kernels derived from it by inserting waits and commits (`FlowMemo`: their ops keep
@@ -342,6 +352,7 @@ fn run<W: Keep>(
         footprints: None,
     };
     memo.flow.ordered_tma = hs.ordered_tma.clone();
+    memo.flow.unverified_waits = mv.unverified;
     // The handshake pass's warnings (W1300: a role branch it could not handle) explain the
     // findings that follow from it.
     let with_hs = |mut e: Vec<Diagnostic>| {
@@ -349,6 +360,7 @@ fn run<W: Keep>(
             .warnings
             .iter()
             .filter(|w| w.code != "W1301")
+            .chain(&mv.warnings)
             .cloned()
             .collect();
         w.append(&mut e);
@@ -358,6 +370,9 @@ fn run<W: Keep>(
     let ((waits, with_waits, mut placement), wait_warnings) =
         waits_and_barriers(&cx, &hs.ordered_tma, &mut memo).map_err(with_hs)?;
     merge_warnings(k, &hs, &wait_warnings, &mut placement);
+    // W0318: waits not verified, which ordered nothing here (conservative answers).
+    placement.stats.conservative += mv.warnings.len();
+    placement.warnings.extend(mv.warnings);
     let with_waits = with_waits.unwrap_or(hs.kernel);
     let (with_waits, with_barriers) = W::apply_barriers(with_waits, &placement.plan)?;
     let (mut kernel, fences, split) = fence_and_lower(with_barriers, target, opts)?;

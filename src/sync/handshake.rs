@@ -56,6 +56,9 @@ pub struct Handshakes {
     /// Producer TMA loads whose slot reuse the `empty` handshake orders (the refill waits for
     /// consumers that waited for the previous load).
     pub ordered_tma: HashSet<Op>,
+    /// Hand-written `mbar_wait`s `sync` did not verify (`analysis::mbar_protocol`): they order
+    /// no refill.
+    pub unverified_waits: HashSet<Op>,
 }
 
 /// One placed handshake.
@@ -127,12 +130,19 @@ pub fn place_handshakes(k: &Kernel, target: &Target) -> Handshakes {
 /// and it comes back as [`Handshakes::kernel`], with no copy (`sync` of a 10^6-op kernel
 /// held three kernels at once before).
 pub fn place_handshakes_owned(k: Kernel, target: &Target) -> Handshakes {
+    place_handshakes_verified(k, target, HashSet::new())
+}
+
+/// [`place_handshakes_owned`] where the hand-written waits `unverified` (not verified by
+/// `analysis::mbar_protocol`) order no producer refill.
+pub fn place_handshakes_verified(k: Kernel, target: &Target, unverified: HashSet<Op>) -> Handshakes {
     let mut out = Handshakes {
         kernel: k,
         placed: Vec::new(),
         warnings: Vec::new(),
         covered: HashSet::new(),
         ordered_tma: HashSet::new(),
+        unverified_waits: unverified,
     };
     let k = &out.kernel;
     let branches: Vec<(Op, Group)> = k.region_ops(k.body())
@@ -269,9 +279,9 @@ fn has_handshake(k: &Kernel, r: Region) -> bool {
 
 /// TMA loads of a hand-written handshake whose refills wait for the other role: in the same
 /// loop iteration and under the same conditions, the issuing thread first waits on an
-/// mbarrier other than the load's own that the other arm arrives on (an `empty` array). The
-/// parities and counts are the user's; `smemsync check` verifies them.
-fn handwritten_ordered(k: &Kernel, rt: Region, re: Region) -> Vec<Op> {
+/// mbarrier other than the load's own that the other arm arrives on (an `empty` array), with
+/// a wait whose protocol `analysis::mbar_protocol` verified (not in `unverified`).
+fn handwritten_ordered(k: &Kernel, rt: Region, re: Region, unverified: &HashSet<Op>) -> Vec<Op> {
     let parents = k.parents();
     let in_region = |r: Region| {
         let mut v = Vec::new();
@@ -305,7 +315,8 @@ fn handwritten_ordered(k: &Kernel, rt: Region, re: Region) -> Vec<Op> {
                     return false;
                 };
                 let e = k.root_buffer(*e);
-                e != full
+                !unverified.contains(&w)
+                    && e != full
                     && arrived.contains(&e)
                     && loop_of(w) == loop_of(t)
                     && parents
@@ -410,7 +421,7 @@ fn communicated(out: &mut Handshakes, br: Op) -> Result<Option<ArmAccesses>, Box
         return Ok(None);
     }
     if has_handshake(k, rt) || has_handshake(k, re) {
-        out.ordered_tma.extend(handwritten_ordered(k, rt, re));
+        out.ordered_tma.extend(handwritten_ordered(k, rt, re, &out.unverified_waits));
         return Err(Box::new(
             Diagnostic::warning(
                 DiagKind::Finding,

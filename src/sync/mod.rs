@@ -137,7 +137,7 @@ pub struct Stats {
     pub inserted_executed: u64,
     /// A lower bound on the inserted barriers executed by any correct placement.
     pub lower_bound: u64,
-    /// Conservative answers of the analysis (warnings W0310–W0317, W1510): each may cost
+    /// Conservative answers of the analysis (warnings W0310–W0318, W1510): each may cost
     /// syncs.
     pub conservative: usize,
 }
@@ -595,7 +595,8 @@ pub fn place_with(
 
 /// Whether a warning reports a conservative answer of the analysis (W0310–W0316: enumeration
 /// caps and indices the engine cannot express; W0317: a write that may race with itself
-/// through an index not known statically; W1510: an index loaded from memory).
+/// through an index not known statically; W0318: an mbarrier wait whose phase was not
+/// verified; W1510: an index loaded from memory).
 pub fn is_conservative(code: &str) -> bool {
     code.starts_with("W031") || code.starts_with("W151")
 }

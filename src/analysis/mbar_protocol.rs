@@ -1,0 +1,914 @@
+//! What `sync` verifies of a kernel's own mbarrier protocol before it takes an `mbar_wait` as
+//! ordering anything (docs/async.md, "What `sync` verifies of an mbarrier protocol").
+//!
+//! `sync` relies on a written `mbar_wait` in two places: the in-flight dataflow completes a
+//! TMA load at a wait on its mbarrier slot (`analysis::inflight`), and a hand-written
+//! cross-role handshake orders a producer's refills (`sync::handshake`). This module decides,
+//! per wait op, whether that trust is justified:
+//!
+//! - **Trace.** Every thread's sequence of mbarrier events (init, arrive, expect_tx, TMA load,
+//!   wait) is computed exactly: loop bounds, conditions, slots and parities must evaluate to
+//!   constants per thread (thread ids, loop counters, iteration values, integer arithmetic).
+//!   A scalar parameter with a declared range is enumerated over every value of it (at most
+//!   [`MAX_VALUES`] combinations); anything else (a parameter without a range, a loaded
+//!   value, a `while` around an mbarrier op) leaves the kernel's waits *not decided*. Each event gets a key: program order, except that the two
+//!   arms of a role branch (`if in_group @g`) are aligned by the iteration of their first loop
+//!   (the producer's iteration `i` before the consumers' iteration `i`), which is how `sync`
+//!   pairs the roles' pipeline loops.
+//! - **Rounds.** A slot initialised once with count `n`, on which `A` threads arrive, each
+//!   the same number of times: each thread's `j`-th arrival belongs to round `j / (n / A)`.
+//!   `n` not a multiple of `A` with `n < A` is *wrong* (a phase completes before every thread
+//!   has arrived); other shapes are not decided. A TMA load belongs to the round of its
+//!   thread's latest `tx` event on the slot; per round the expected bytes must equal the
+//!   loads' bytes. Every event of round `r >= 1` must happen after phase `r - 1` completed
+//!   (no overtaking): the thread waited for it, or waited for a phase one of whose events
+//!   happened after a wait of its own thread for it (two steps of happens-before).
+//! - **Waits.** With phases completing in round order, a thread's waits on one slot guarantee
+//!   `g`: starting from `g = -1` (a fresh mbarrier counts its preceding phase as complete), a
+//!   wait whose parity differs from `g`'s advances `g` by one, one whose parity equals it
+//!   guarantees nothing new (it may return at once). A wait is *verified* when every
+//!   execution guarantees at least the latest round of the slot's arrivals and loads keyed
+//!   before it; *wrong* (E0306) when some execution guarantees less on a slot whose rounds
+//!   are established; *not decided* (W0318) otherwise.
+//! - **Parameters without a range** are searched (0 to [`SEARCHED`] and the default) for a
+//!   counterexample (E0306); without one the wait is *taken as written* with W0318, not in
+//!   [`Verdict::unverified`] (docs/async.md says why).
+//!
+//! Exact: no sampling; the trace enumerates every thread, iteration and parameter value.
+//! Complexity: O(parameter values × threads × executed ops of the regions holding mbarrier
+//! ops), capped at [`MAX_STEPS`]
+//! (beyond: not decided). Independent of `src/check` (the checker keeps its own mbarrier
+//! semantics and proof).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::diag::{DiagKind, Diagnostic};
+use crate::ir::text::op_label;
+use crate::ir::*;
+
+/// Ops executed over all threads (and parameter values) before the trace gives up (not
+/// decided).
+pub const MAX_STEPS: usize = 1 << 24;
+
+/// The verdict on a kernel's mbarrier waits.
+#[derive(Clone, Debug, Default)]
+pub struct Verdict {
+    /// Waits `sync` must not take as completing a copy or ordering a handshake.
+    pub unverified: HashSet<Op>,
+    /// E0306: waits shown not to wait for the phase they are taken to complete.
+    pub errors: Vec<Diagnostic>,
+    /// W0318: waits whose protocol was not decided, with the reason.
+    pub warnings: Vec<Diagnostic>,
+}
+
+/// An mbarrier element: its buffer and flat index.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Slot(Buffer, i64);
+
+#[derive(Copy, Clone, Debug)]
+enum Ev {
+    Init(u32),
+    Arrive(Option<u32>),
+    ExpectTx(u32),
+    Load(u32),
+    Wait(i64),
+}
+
+#[derive(Clone, Debug)]
+struct Event {
+    thread: u32,
+    seq: usize,
+    key: Vec<i64>,
+    op: Op,
+    slot: Slot,
+    ev: Ev,
+}
+
+/// Verifies every `mbar_wait` of `k` (warp width `warp`); a kernel without one gets an empty
+/// verdict. Scalar parameters the trace needs are enumerated over their declared ranges
+/// (every value, at most [`MAX_VALUES`] combinations); one without a range leaves the waits
+/// not decided.
+pub fn verify(k: &Kernel, warp: u32) -> Verdict {
+    let mut waits = Vec::new();
+    k.walk(|o| {
+        if matches!(k.ops[o].kind, OpKind::MbarWait { .. }) {
+            waits.push(o);
+        }
+    });
+    if waits.is_empty() {
+        return Verdict::default();
+    }
+    let mut params: Vec<(Value, Vec<i64>)> = Vec::new();
+    let mut sampled = Vec::new();
+    loop {
+        match verify_all(k, warp, &params, &waits) {
+            Ok(v) if sampled.is_empty() => return v,
+            Ok(v) => return taken_as_written(k, v, &waits, &sampled),
+            Err(Missing::Param(p)) => {
+                let vals: Vec<i64> = match *k.param_ranges.get(p) {
+                    Some((lo, hi)) if combos(&params) * (hi as i64 - lo as i64 + 1) <= MAX_VALUES => {
+                        (lo as i64..=hi as i64).collect()
+                    }
+                    // No range to enumerate: values a caller may pass, searched for a
+                    // counterexample only (module doc, *Outcomes*).
+                    range => {
+                        let (lo, hi) = range.map_or((0, i64::MAX), |(l, h)| (l as i64, h as i64));
+                        let mut v: Vec<i64> = (0..=SEARCHED).filter(|x| (lo..=hi).contains(x)).collect();
+                        v.push(k.run_default(p));
+                        v.sort_unstable();
+                        v.dedup();
+                        if combos(&params) * v.len() as i64 > MAX_VALUES {
+                            v = vec![k.run_default(p)];
+                        }
+                        sampled.push(p);
+                        v
+                    }
+                };
+                params.push((p, vals));
+            }
+            Err(Missing::Other((at, why))) => {
+                let why = if waits.contains(&at) { why } else { format!("{why} (at {})", op_label(k, at)) };
+                return not_decided(k, &waits, &why);
+            }
+        }
+    }
+}
+
+/// Values searched for a counterexample of a parameter without a declared range: 0 to this,
+/// and its default.
+pub const SEARCHED: i64 = 16;
+
+/// The verdict when parameters without a declared range (`sampled`) were only searched: the
+/// errors found stand (a counterexample is exact); a wait with none is not verified for
+/// every value, and is taken as written with W0318 saying so (docs/async.md: refusing every
+/// kernel with a symbolic trip count, Triton's among them, is not what we chose).
+fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], sampled: &[Value]) -> Verdict {
+    let names: Vec<String> = sampled.iter().map(|p| format!("%{}", k.value_names.get(*p))).collect();
+    let why = format!(
+        "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED} and the default) shows it wrong, and it is taken as written",
+        names.join(", ")
+    );
+    let wrong: Vec<_> = v.errors.iter().map(at).collect();
+    for &w in waits {
+        let here = Some(k.span(w));
+        if v.unverified.contains(&w) || wrong.contains(&here) {
+            continue;
+        }
+        v.warnings.push(
+            Diagnostic::warning(
+                DiagKind::Finding,
+                "W0318",
+                format!("`sync` did not verify {}: {why}", op_label(k, w)),
+            )
+            .with_label(k.span(w), "taken as ordering what it waits for, unverified")
+            .with_note("declare the parameter's range (`%n: i32 in [lo, hi]`) to have every value checked; `smemsync check` proves the protocol for every trip count where it can"),
+        );
+    }
+    v
+}
+
+/// Parameter value combinations enumerated at most.
+pub const MAX_VALUES: i64 = 256;
+
+fn combos(params: &[(Value, Vec<i64>)]) -> i64 {
+    params.iter().map(|(_, v)| v.len() as i64).product()
+}
+
+/// Why the trace stopped: a parameter it needs, or anything else.
+enum Missing {
+    Param(Value),
+    Other(Failure),
+}
+
+/// Every wait not decided, for reason `why`.
+fn not_decided(k: &Kernel, waits: &[Op], why: &str) -> Verdict {
+    let mut v = Verdict::default();
+    for &w in waits {
+        v.unverified.insert(w);
+        v.warnings.push(undecided(k, w, why));
+    }
+    v
+}
+
+/// The verdicts for every combination of the values of `params`, joined: a wait is verified
+/// when it is for every combination.
+fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op]) -> Result<Verdict, Missing> {
+    let mut out = Verdict::default();
+    let mut budget = MAX_STEPS;
+    for c in 0..combos(params) {
+        let mut assign = HashMap::new();
+        let mut rest = c;
+        for (p, vals) in params {
+            assign.insert(*p, vals[(rest % vals.len() as i64) as usize]);
+            rest /= vals.len() as i64;
+        }
+        let (events, steps) = trace(k, warp, &assign, budget)?;
+        budget -= steps;
+        let mut v = Protocol::new(k, events).verdict(waits);
+        if !assign.is_empty() {
+            let with: Vec<String> = (params.iter()).map(|(p, ..)| format!("%{} = {}", k.value_names.get(*p), assign[p])).collect();
+            for d in v.errors.iter_mut().chain(v.warnings.iter_mut()) {
+                d.notes.push(format!("with {}", with.join(", ")));
+            }
+        }
+        out.unverified.extend(v.unverified);
+        for d in v.errors {
+            if !out.errors.iter().any(|e| at(e) == at(&d)) {
+                out.errors.push(d);
+            }
+        }
+        for d in v.warnings {
+            if !out.warnings.iter().any(|e| at(e) == at(&d)) {
+                out.warnings.push(d);
+            }
+        }
+    }
+    // One diagnostic per wait: an error for some values outweighs a warning for others.
+    let errs = out.errors.iter().map(at).collect::<Vec<_>>();
+    out.warnings.retain(|w| !errs.contains(&at(w)));
+    Ok(out)
+}
+
+/// Where a diagnostic points (its primary label).
+fn at(d: &Diagnostic) -> Option<crate::diag::Span> {
+    d.labels.first().map(|l| l.span)
+}
+
+/// W0318 for wait `w`.
+fn undecided(k: &Kernel, w: Op, why: &str) -> Diagnostic {
+    Diagnostic::warning(
+        DiagKind::Finding,
+        "W0318",
+        format!("`sync` did not verify {}: {why}", op_label(k, w)),
+    )
+    .with_label(k.span(w), "not taken as ordering anything")
+    .with_note("the copies and handshakes this wait would order are treated as unordered by it; `smemsync check` verifies the protocol")
+}
+
+// ---- trace ----
+
+type Failure = (Op, String);
+
+/// The state of one thread's walk.
+struct Tracer<'k> {
+    k: &'k Kernel,
+    warp: u32,
+    has_mbar: HashSet<Op>,
+    tid: u32,
+    env: HashMap<Value, i64>,
+    key: Vec<i64>,
+    /// Alignment of a role branch's arms: the key position of the arm loop's iteration,
+    /// whether that loop is running, whether it has run.
+    align: Option<(usize, bool, bool)>,
+    events: Vec<Event>,
+    seq: usize,
+    steps: usize,
+    budget: usize,
+    /// Values of the enumerated scalar parameters.
+    params: &'k HashMap<Value, i64>,
+    /// A parameter an evaluation needed and `params` lacks.
+    missing: std::cell::Cell<Option<Value>>,
+}
+
+/// Every thread's mbarrier events with the parameters `params` and the steps taken, or
+/// why the trace could not be computed (at most `budget` steps).
+fn trace(
+    k: &Kernel,
+    warp: u32,
+    params: &HashMap<Value, i64>,
+    budget: usize,
+) -> Result<(Vec<Event>, usize), Missing> {
+    let mut has_mbar = HashSet::new();
+    mark(k, k.body(), &mut has_mbar);
+    let mut t = Tracer {
+        k,
+        warp,
+        has_mbar,
+        tid: 0,
+        env: HashMap::new(),
+        params,
+        missing: std::cell::Cell::new(None),
+        key: Vec::new(),
+        align: None,
+        events: Vec::new(),
+        seq: 0,
+        steps: 0,
+        budget,
+    };
+    for tid in 0..k.threads() {
+        t.tid = tid;
+        t.env.clear();
+        t.seq = 0;
+        if let Err(f) = t.region(k.body()) {
+            return Err(match t.missing.get() {
+                Some(p) => Missing::Param(p),
+                None => Missing::Other(f),
+            });
+        }
+    }
+    Ok((t.events, t.steps))
+}
+
+/// Marks the ops that are or hold an mbarrier op; whether region `r` holds one.
+fn mark(k: &Kernel, r: Region, out: &mut HashSet<Op>) -> bool {
+    let mut any = false;
+    for &o in k.region_ops(r) {
+        let mut here = matches!(
+            k.ops[o].kind,
+            OpKind::MbarInit { .. }
+                | OpKind::MbarArrive { .. }
+                | OpKind::MbarExpectTx { .. }
+                | OpKind::MbarWait { .. }
+                | OpKind::TmaLoad { .. }
+        );
+        for &c in &k.ops[o].regions {
+            here |= mark(k, c, out);
+        }
+        if here {
+            out.insert(o);
+            any = true;
+        }
+    }
+    any
+}
+
+impl Tracer<'_> {
+    fn region(&mut self, r: Region) -> Result<(), Failure> {
+        let k = self.k;
+        for (i, &op) in k.region_ops(r).iter().enumerate() {
+            if !self.has_mbar.contains(&op) {
+                continue;
+            }
+            self.steps += 1;
+            if self.steps > self.budget {
+                return Err((op, "the kernel is too large to trace".into()));
+            }
+            self.key.push(i as i64);
+            self.op(op)?;
+            self.key.pop();
+        }
+        Ok(())
+    }
+
+    fn op(&mut self, op: Op) -> Result<(), Failure> {
+        let k = self.k;
+        let fail = |why: &str| Err((op, why.to_string()));
+        match &k.ops[op].kind {
+            OpKind::For { lo, hi, step, init } => {
+                let (lo, hi, step, init) = (*lo, *hi, *step, init.clone());
+                self.for_loop(op, [lo, hi, step], &init)
+            }
+            OpKind::If { cond } => {
+                let Some(c) = self.eval(cond) else {
+                    return fail("a condition around mbarrier ops is not known statically");
+                };
+                let arm = if c != 0 { 0 } else { 1 };
+                let r = k.ops[op].regions[arm];
+                if self.align.is_none() && role_branch(k, cond) {
+                    self.key.extend([-1, arm as i64]);
+                    self.align = Some((self.key.len() - 2, false, false));
+                    let res = self.region(r);
+                    self.align = None;
+                    self.key.truncate(self.key.len() - 2);
+                    res?;
+                } else {
+                    self.key.push(arm as i64);
+                    self.region(r)?;
+                    self.key.pop();
+                }
+                self.results(op, r);
+                Ok(())
+            }
+            OpKind::Stage { .. } => self.region(k.ops[op].regions[0]),
+            OpKind::While { .. } => fail("a `while` loop holds mbarrier ops"),
+            OpKind::MbarInit { mbar, index, count } => self.event(op, mbar, index, Ev::Init(*count)),
+            OpKind::MbarArrive { mbar, index, tx } => self.event(op, mbar, index, Ev::Arrive(*tx)),
+            OpKind::MbarExpectTx { mbar, index, bytes } => {
+                self.event(op, mbar, index, Ev::ExpectTx(*bytes))
+            }
+            OpKind::MbarWait { mbar, index, parity } => {
+                let Some(p) = self.eval(parity) else {
+                    return fail("the parity is not known statically");
+                };
+                self.event(op, mbar, index, Ev::Wait(p))
+            }
+            OpKind::TmaLoad { mbar, mbar_index, .. } => {
+                let bytes = crate::sync::handshake_mbar::tma_bytes(k, op);
+                self.event(op, mbar, mbar_index, Ev::Load(bytes))
+            }
+            _ => fail("an op holding mbarrier ops is not understood"),
+        }
+    }
+
+    /// Runs a `for` loop's iterations; a loop of a role arm aligns the arms' keys.
+    fn for_loop(&mut self, op: Op, b: [Operand; 3], init: &[Operand]) -> Result<(), Failure> {
+        let k = self.k;
+        let (Some(lo), Some(hi), Some(st)) = (self.eval(&b[0]), self.eval(&b[1]), self.eval(&b[2]))
+        else {
+            return Err((op, "the bounds of a loop around mbarrier ops are not known statically".into()));
+        };
+        if st <= 0 {
+            return Err((op, "a loop around mbarrier ops has a non-positive step".into()));
+        }
+        let body = k.ops[op].regions[0];
+        let args = k.region_args(body).to_vec();
+        let mut vals: Vec<Option<i64>> = init.iter().map(|o| self.eval(o)).collect();
+        let arm_loop = match &mut self.align {
+            Some(a) if !a.1 && !a.2 => {
+                a.1 = true;
+                Some(a.0)
+            }
+            _ => None,
+        };
+        let (mut iv, mut n) = (lo, 0i64);
+        while iv < hi {
+            self.env.insert(args[0], iv);
+            for (a, v) in args[1..].iter().zip(&vals) {
+                self.set(*a, *v);
+            }
+            if let Some(s) = arm_loop {
+                self.key[s] = n;
+            }
+            self.key.push(n);
+            let r = self.region(body);
+            self.key.pop();
+            r?;
+            vals = self.yields(body, vals.len());
+            iv += st;
+            n += 1;
+        }
+        if let (Some(s), Some(a)) = (arm_loop, self.align.as_mut()) {
+            self.key[s] = i64::MAX / 2;
+            a.1 = false;
+            a.2 = true;
+        }
+        for (res, v) in k.ops[op].results.clone().into_iter().zip(vals) {
+            self.set(res, v);
+        }
+        Ok(())
+    }
+
+    fn set(&mut self, v: Value, x: Option<i64>) {
+        match x {
+            Some(x) => self.env.insert(v, x),
+            None => self.env.remove(&v),
+        };
+    }
+
+    /// The values yielded at the end of region `r` (`n` of them).
+    fn yields(&mut self, r: Region, n: usize) -> Vec<Option<i64>> {
+        let k = self.k;
+        match k.region_ops(r).last().map(|&o| &k.ops[o].kind) {
+            Some(OpKind::Yield(ys)) => ys.clone().iter().map(|y| self.eval(y)).collect(),
+            _ => vec![None; n],
+        }
+    }
+
+    /// Sets the results of an `if` from the arm that ran.
+    fn results(&mut self, op: Op, arm: Region) {
+        let res = self.k.ops[op].results.clone();
+        let vals = self.yields(arm, res.len());
+        for (r, v) in res.into_iter().zip(vals) {
+            self.set(r, v);
+        }
+    }
+
+    fn event(&mut self, op: Op, mbar: &MemRef, index: &[Operand], ev: Ev) -> Result<(), Failure> {
+        let k = self.k;
+        let MemRef::Buffer(b) = *mbar else {
+            return Err((op, "an mbarrier named through a view".into()));
+        };
+        let shape = &k.buffers[b].shape;
+        let mut flat = 0i64;
+        for (d, o) in index.iter().enumerate() {
+            let ext = shape.get(d).copied().unwrap_or(1) as i64;
+            match self.eval(o) {
+                Some(x) if (0..ext).contains(&x) => flat = flat * ext + x,
+                _ => return Err((op, "an mbarrier index is not known statically or is out of range".into())),
+            }
+        }
+        self.events.push(Event {
+            thread: self.tid,
+            seq: self.seq,
+            key: self.key.clone(),
+            op,
+            slot: Slot(b, flat),
+            ev,
+        });
+        self.seq += 1;
+        Ok(())
+    }
+
+    /// The value of an integer operand in this thread, if known.
+    fn eval(&self, o: &Operand) -> Option<i64> {
+        let k = self.k;
+        let v = match o {
+            Operand::Imm(Scalar::I1(b)) => return Some(*b as i64),
+            Operand::Imm(Scalar::I32(x)) => return Some(*x as i64),
+            Operand::Imm(Scalar::F32(_)) => return None,
+            Operand::Value(v) => *v,
+        };
+        if let Some(&x) = self.env.get(&v) {
+            return Some(x);
+        }
+        let d = match k.values[v].def {
+            ValueDef::Result(d, _) => d,
+            ValueDef::Param(_) => {
+                let x = self.params.get(&v).copied();
+                if x.is_none() && k.values[v].ty == ScalarType::I32 {
+                    self.missing.set(Some(v));
+                }
+                return x;
+            }
+            _ => return None,
+        };
+        let bool_ty = k.values[v].ty == ScalarType::I1;
+        match &k.ops[d].kind {
+            OpKind::Const(s) => self.eval(&Operand::Imm(*s)),
+            OpKind::Special(s) => self.special(*s),
+            OpKind::Binary(b, x, y) => b.eval_i32(self.eval(x)?, self.eval(y)?),
+            OpKind::Unary(UnOp::Neg, x) => BinOp::Sub.eval_i32(0, self.eval(x)?),
+            OpKind::Unary(UnOp::Not, x) if bool_ty => Some(1 - self.eval(x)?),
+            OpKind::Cmp(p, x, y) => Some(p.holds(self.eval(x)?, self.eval(y)?) as i64),
+            OpKind::Select(c, x, y) => {
+                if self.eval(c)? != 0 {
+                    self.eval(x)
+                } else {
+                    self.eval(y)
+                }
+            }
+            OpKind::InGroup(g) => {
+                let gd = &k.groups[*g];
+                Some((self.tid >= gd.lo && self.tid < gd.hi) as i64)
+            }
+            _ => None,
+        }
+    }
+
+    fn special(&self, s: Special) -> Option<i64> {
+        let [bx, by, bz] = self.k.block;
+        let (t, bx, by) = (self.tid as i64, bx.max(1) as i64, by.max(1) as i64);
+        Some(match s {
+            Special::Tid(0) => t % bx,
+            Special::Tid(1) => (t / bx) % by,
+            Special::Tid(_) => t / (bx * by),
+            Special::LinearTid => t,
+            Special::Lane => t % self.warp as i64,
+            Special::Warp => t / self.warp as i64,
+            Special::BlockDim(d) => [bx, by, bz.max(1) as i64][d.min(2) as usize],
+            Special::GridDim(_) | Special::Bid(_) => return None,
+        })
+    }
+}
+
+/// Whether `cond` is `in_group @g` (a role branch).
+fn role_branch(k: &Kernel, cond: &Operand) -> bool {
+    let Operand::Value(c) = cond else {
+        return false;
+    };
+    matches!(k.values[*c].def, ValueDef::Result(d, _) if matches!(k.ops[d].kind, OpKind::InGroup(_)))
+}
+
+// ---- rounds, guarantees, verdict ----
+
+/// Why a slot's rounds are not established.
+#[derive(Clone, Debug)]
+enum Broken {
+    /// The init count is smaller than the arriving threads and not a multiple of them:
+    /// (count, arriving threads, an init event, an arrival event).
+    Count(u32, usize, usize, usize),
+    Undecided(String),
+}
+
+/// The trace with each event's round (arrivals, expect_tx, loads) or guaranteed phase
+/// (waits).
+struct Protocol<'k> {
+    k: &'k Kernel,
+    ev: Vec<Event>,
+    by_slot: std::collections::BTreeMap<Slot, Vec<usize>>,
+    round: Vec<i64>,
+    /// Per thread and slot: its waits' (seq, guaranteed phase), in program order.
+    waits_of: HashMap<(u32, Slot), Vec<(usize, i64)>>,
+    /// Per thread: the slots it waits on.
+    slots_of: HashMap<u32, Vec<Slot>>,
+    broken: HashMap<Slot, Broken>,
+    /// Slots whose rounds are established but whose phases were not shown to complete in
+    /// round order (a wait that guarantees less than its round is still shown wrong).
+    overtaken: HashMap<Slot, String>,
+    /// Memo of [`Protocol::after`]: (slot, round, slot) to the best guarantee.
+    h: HashMap<(Slot, i64, Slot), i64>,
+}
+
+impl<'k> Protocol<'k> {
+    fn new(k: &'k Kernel, ev: Vec<Event>) -> Self {
+        let mut by_slot: std::collections::BTreeMap<Slot, Vec<usize>> = Default::default();
+        for (i, e) in ev.iter().enumerate() {
+            by_slot.entry(e.slot).or_default().push(i);
+        }
+        let mut p = Protocol {
+            k,
+            round: vec![-1; ev.len()],
+            ev,
+            by_slot,
+            waits_of: HashMap::new(),
+            slots_of: HashMap::new(),
+            broken: HashMap::new(),
+            overtaken: HashMap::new(),
+            h: HashMap::new(),
+        };
+        let slots: Vec<Slot> = p.by_slot.keys().copied().collect();
+        for &s in &slots {
+            if let Err(b) = p.rounds(s) {
+                p.broken.insert(s, b);
+            }
+        }
+        p.guarantees();
+        for &s in &slots {
+            if !p.broken.contains_key(&s)
+                && let Err(why) = p.not_overtaken(s)
+            {
+                p.overtaken.insert(s, why);
+            }
+        }
+        p
+    }
+
+    /// Assigns the rounds of slot `s`'s arrivals, expect_tx and loads (module doc).
+    fn rounds(&mut self, s: Slot) -> Result<(), Broken> {
+        let idx = self.by_slot[&s].clone();
+        let inits: Vec<usize> = idx.iter().copied().filter(|&i| matches!(self.ev[i].ev, Ev::Init(_))).collect();
+        let [init] = inits[..] else {
+            return Err(Broken::Undecided(format!("the mbarrier is initialised {} times", inits.len())));
+        };
+        let Ev::Init(n) = self.ev[init].ev else { unreachable!() };
+        let mut per_thread: std::collections::BTreeMap<u32, usize> = Default::default();
+        let mut first_arrival = None;
+        for &i in &idx {
+            if matches!(self.ev[i].ev, Ev::Arrive(_)) {
+                *per_thread.entry(self.ev[i].thread).or_default() += 1;
+                first_arrival.get_or_insert(i);
+            }
+        }
+        let a = per_thread.len();
+        let Some(arr) = first_arrival else {
+            // No phase ever completes: a wait orders nothing (it returns at once or never).
+            return match idx.iter().find(|&&i| matches!(self.ev[i].ev, Ev::Load(_) | Ev::ExpectTx(_))) {
+                Some(&i) => Err(Broken::Undecided(format!("{} completes on it, but no thread arrives on it", op_label(self.k, self.ev[i].op)))),
+                None => Ok(()),
+            };
+        };
+        if !(n as usize).is_multiple_of(a) {
+            return Err(if (n as usize) < a {
+                Broken::Count(n, a, init, arr)
+            } else {
+                Broken::Undecided(format!("its count {n} is not a multiple of the {a} threads that arrive on it"))
+            });
+        }
+        if per_thread.values().collect::<HashSet<_>>().len() > 1 {
+            return Err(Broken::Undecided("its threads arrive on it different numbers of times".into()));
+        }
+        self.assign(&idx, (n as usize / a) as i64)
+    }
+
+    /// Rounds of the events `idx` of one slot, `m` arrivals per thread and phase; checks that
+    /// each round's expected bytes are the bytes its loads write.
+    fn assign(&mut self, idx: &[usize], m: i64) -> Result<(), Broken> {
+        let mut arrived: HashMap<u32, (i64, Option<i64>)> = HashMap::new();
+        let mut bytes: std::collections::BTreeMap<i64, (i64, i64)> = Default::default();
+        for &i in idx {
+            let e = &self.ev[i];
+            let st = arrived.entry(e.thread).or_insert((0, None));
+            let r = st.0 / m;
+            self.round[i] = match e.ev {
+                Ev::Arrive(tx) => {
+                    st.0 += 1;
+                    if let Some(b) = tx {
+                        st.1 = Some(r);
+                        bytes.entry(r).or_default().0 += b as i64;
+                    }
+                    r
+                }
+                Ev::ExpectTx(b) => {
+                    st.1 = Some(r);
+                    bytes.entry(r).or_default().0 += b as i64;
+                    r
+                }
+                Ev::Load(b) => {
+                    let Some(r) = st.1 else {
+                        return Err(Broken::Undecided(format!("{} is not preceded by a `tx` arrival of its thread", op_label(self.k, e.op))));
+                    };
+                    bytes.entry(r).or_default().1 += b as i64;
+                    r
+                }
+                Ev::Init(_) | Ev::Wait(_) => -1,
+            };
+        }
+        match bytes.iter().find(|(_, (x, l))| x != l) {
+            Some((r, (x, l))) => Err(Broken::Undecided(format!("its round {r} expects {x} bytes but its loads write {l}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// The phase each wait guarantees (module doc, *Waits*).
+    fn guarantees(&mut self) {
+        let mut g: HashMap<(u32, Slot), i64> = HashMap::new();
+        for (i, e) in self.ev.iter().enumerate() {
+            let Ev::Wait(p) = e.ev else { continue };
+            let cur = g.entry((e.thread, e.slot)).or_insert(-1);
+            if p.rem_euclid(2) != cur.rem_euclid(2) {
+                *cur += 1;
+            }
+            self.round[i] = *cur;
+            let w = self.waits_of.entry((e.thread, e.slot)).or_default();
+            if w.is_empty() {
+                self.slots_of.entry(e.thread).or_default().push(e.slot);
+            }
+            w.push((e.seq, *cur));
+        }
+    }
+
+    /// The phase of slot `s` that thread `t`'s own waits before its event `seq` guarantee.
+    fn direct(&self, t: u32, seq: usize, s: Slot) -> i64 {
+        let Some(w) = self.waits_of.get(&(t, s)) else {
+            return -1;
+        };
+        let n = w.partition_point(|&(q, _)| q < seq);
+        if n == 0 { -1 } else { w[n - 1].1 }
+    }
+
+    /// The best phase of `s` that some thread had itself waited for before its event of
+    /// round `r` on slot `s2` (the completion of that phase of `s2` comes after it).
+    fn after(&mut self, s2: Slot, r: i64, s: Slot) -> i64 {
+        if let Some(&x) = self.h.get(&(s2, r, s)) {
+            return x;
+        }
+        let best = (self.by_slot[&s2].iter())
+            .filter(|&&i| self.round[i] == r && !matches!(self.ev[i].ev, Ev::Wait(_) | Ev::Init(_)))
+            .map(|&i| self.direct(self.ev[i].thread, self.ev[i].seq, s))
+            .max()
+            .unwrap_or(-1);
+        self.h.insert((s2, r, s), best);
+        best
+    }
+
+    /// Whether phase `r` of slot `s` completed before thread `t`'s event `seq`: its own wait,
+    /// or its wait for a phase of another slot one of whose events came after such a wait.
+    fn completed_before(&mut self, t: u32, seq: usize, s: Slot, r: i64) -> bool {
+        if r < 0 || self.direct(t, seq, s) >= r {
+            return true;
+        }
+        let slots = self.slots_of.get(&t).cloned().unwrap_or_default();
+        for s2 in slots {
+            let g2 = self.direct(t, seq, s2);
+            if (0..=g2).any(|r2| self.after(s2, r2, s) >= r) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Every arrival and expect_tx of round `r >= 1` on `s` comes after phase `r - 1`.
+    fn not_overtaken(&mut self, s: Slot) -> Result<(), String> {
+        for i in self.by_slot[&s].clone() {
+            if !matches!(self.ev[i].ev, Ev::Arrive(_) | Ev::ExpectTx(_)) {
+                continue;
+            }
+            let (t, seq, r) = (self.ev[i].thread, self.ev[i].seq, self.round[i]);
+            if r >= 1 && !self.completed_before(t, seq, s, r - 1) {
+                return Err(format!(
+                    "{} in thread {t} (round {r}) may come before phase {} of its mbarrier completes",
+                    op_label(self.k, self.ev[i].op),
+                    r - 1
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What is found of one wait op: the first failing execution, wrong before undecided.
+enum Finding {
+    Wrong(Diagnostic),
+    Undecided(String),
+}
+
+impl Protocol<'_> {
+    /// The verdict on the wait ops `waits`.
+    fn verdict(self, waits: &[Op]) -> Verdict {
+        let mut found: HashMap<Op, Finding> = HashMap::new();
+        let slots: Vec<Slot> = self.by_slot.keys().copied().collect();
+        for s in slots {
+            let latest = self.latest(s);
+            for i in self.by_slot[&s].clone() {
+                let Ev::Wait(p) = self.ev[i].ev else { continue };
+                let op = self.ev[i].op;
+                if matches!(found.get(&op), Some(Finding::Wrong(_))) {
+                    continue;
+                }
+                let f = match self.broken.get(&s).cloned() {
+                    Some(Broken::Count(n, a, init, arr)) => Some(Finding::Wrong(self.count_error(i, n, a, init, arr))),
+                    Some(Broken::Undecided(why)) => Some(Finding::Undecided(why)),
+                    None => match self.check_wait(i, p, &latest) {
+                        Some(d) => Some(Finding::Wrong(d)),
+                        None => self.overtaken.get(&s).cloned().map(Finding::Undecided),
+                    },
+                };
+                match f {
+                    Some(Finding::Undecided(_)) if found.contains_key(&op) => {}
+                    Some(f) => {
+                        found.insert(op, f);
+                    }
+                    None => {}
+                }
+            }
+        }
+        let mut v = Verdict::default();
+        for &w in waits {
+            match found.remove(&w) {
+                Some(Finding::Wrong(d)) => {
+                    v.unverified.insert(w);
+                    v.errors.push(d);
+                }
+                Some(Finding::Undecided(why)) => {
+                    v.unverified.insert(w);
+                    v.warnings.push(undecided(self.k, w, &why));
+                }
+                // Verified, or executed by no thread (it then orders nothing).
+                None => {}
+            }
+        }
+        v
+    }
+
+    /// Slot `s`'s arrivals and loads sorted by key, each with the latest round up to it.
+    fn latest(&self, s: Slot) -> Vec<(Vec<i64>, i64, usize)> {
+        let mut v: Vec<(Vec<i64>, i64, usize)> = (self.by_slot[&s].iter())
+            .filter(|&&i| matches!(self.ev[i].ev, Ev::Arrive(_) | Ev::Load(_)))
+            .map(|&i| (self.ev[i].key.clone(), self.round[i], i))
+            .collect();
+        v.sort();
+        for j in 1..v.len() {
+            if v[j].1 < v[j - 1].1 {
+                v[j].1 = v[j - 1].1;
+                v[j].2 = v[j - 1].2;
+            }
+        }
+        v
+    }
+
+    /// E0306 when wait event `i` (parity `p`) guarantees less than the latest round keyed
+    /// before it.
+    fn check_wait(&self, i: usize, p: i64, latest: &[(Vec<i64>, i64, usize)]) -> Option<Diagnostic> {
+        let e = &self.ev[i];
+        let n = latest.partition_point(|x| x.0 < e.key);
+        let (q, at) = match n {
+            0 => return None,
+            _ => (latest[n - 1].1, latest[n - 1].2),
+        };
+        let g = self.round[i];
+        (g < q).then(|| self.parity_error(i, p, g, q, at))
+    }
+
+    fn slot_name(&self, s: Slot) -> String {
+        format!("@{}[{}]", self.k.buffers[s.0].name, s.1)
+    }
+
+    fn parity_error(&self, i: usize, p: i64, g: i64, q: i64, at: usize) -> Diagnostic {
+        let k = self.k;
+        let (e, c) = (&self.ev[i], &self.ev[at]);
+        let what = match c.ev {
+            Ev::Load(_) => match &k.ops[c.op].kind {
+                OpKind::TmaLoad { dst, .. } => format!("the copy to @{}", k.buffers[k.root_buffer(*dst)].name),
+                _ => "the copy".into(),
+            },
+            _ => "the arrivals".into(),
+        };
+        let by = if matches!(c.ev, Ev::Load(_)) { "the load completes" } else { "they complete" };
+        let got = if g < 0 { "nothing".to_string() } else { format!("phase {g}") };
+        Diagnostic::error(
+            DiagKind::Finding,
+            "E0306",
+            format!("{} does not complete {what}: it waits for parity {p}, {by} phase {q} (parity {})", op_label(k, e.op), q.rem_euclid(2)),
+        )
+        .with_label(k.span(e.op), format!("in thread {} this wait may return before phase {q} of {} completes", e.thread, self.slot_name(e.slot)))
+        .with_label(k.span(c.op), format!("completes phase {q}"))
+        .with_note(format!("with the thread's earlier waits on {}, this one guarantees {got}: a wait returns once the phase of its parity has completed, and on a fresh mbarrier the phase before phase 0 (parity 1) counts as complete", self.slot_name(e.slot)))
+        .with_help("wait with the parity of the phase that completes the copy (docs/ir.md section 5)")
+    }
+
+    fn count_error(&self, i: usize, n: u32, a: usize, init: usize, arr: usize) -> Diagnostic {
+        let k = self.k;
+        let e = &self.ev[i];
+        let s = self.slot_name(e.slot);
+        Diagnostic::error(
+            DiagKind::Finding,
+            "E0306",
+            format!("{} does not wait for every arrival: {s} is initialised with count {n}, but {a} threads arrive on it in each phase", op_label(k, e.op)),
+        )
+        .with_label(k.span(e.op), format!("this wait may return before all {a} threads have arrived on {s}"))
+        .with_label(k.span(self.ev[init].op), format!("count {n}"))
+        .with_label(k.span(self.ev[arr].op), format!("{a} threads arrive here"))
+        .with_note("a phase completes after `count` arrivals, so a phase completes early and the waiting thread may overtake threads that have not arrived yet")
+        .with_help(format!("initialise {s} with the number of arrivals per phase ({a})"))
+    }
+}

@@ -1,0 +1,202 @@
+//! `sync` verifies a kernel's own mbarrier waits before it takes them as ordering anything
+//! (`analysis::mbar_protocol`, docs/async.md "What `sync` verifies of an mbarrier protocol"),
+//! compared with the race checker's interpreter (`check` without the static proof):
+//!
+//! - E0306 (a wait shown not to wait for the phase it is taken to complete) implies the
+//!   interpreter finds a race in the input, or a deadlock where its schedule let the copy land
+//!   before the wait (which then waits for a phase that never completes);
+//! - `sync` succeeding implies its output is race-free in the interpreter;
+//! - the family's kernels are all decidable: no W0318.
+//!
+//! The family: a single-role TMA pipeline (one elected thread loads slot `i mod S`, every
+//! thread waits on the slot's mbarrier with a parity formula, reads it, and a barrier ends the
+//! iteration), with and without a prefetch of the next slot, over parity formulas × slots ×
+//! trip counts; and the warp-specialized example with its `empty` count and consumer parity
+//! varied. Debug-build time: a few seconds (the interpreter runs one schedule per kernel).
+
+mod common;
+
+use smemsync::check::Verdict;
+use smemsync::ir::Kernel;
+use smemsync::target::Target;
+
+/// Parity formulas of `%i` for `S` slots and `trips` iterations: (name, IR lines defining
+/// `%par`, whether every wait then names the phase of the load it reads: `(i div S) mod 2`
+/// for every `i < trips`).
+fn parities(s: u32, trips: u32) -> Vec<(&'static str, String, bool)> {
+    vec![
+        (
+            "phase",
+            format!("    %ph = div %i, {s}\n    %par = rem %ph, 2\n"),
+            true,
+        ),
+        ("iter", "    %par = rem %i, 2\n".into(), s == 1),
+        (
+            "next-phase",
+            format!("    %i1p = add %i, 1\n    %ph = div %i1p, {s}\n    %par = rem %ph, 2\n"),
+            false,
+        ),
+        (
+            "flipped",
+            format!("    %ph = div %i, {s}\n    %p0 = rem %ph, 2\n    %par = xor %p0, 1\n"),
+            false,
+        ),
+        ("zero", "    %par = add 0, 0\n".into(), trips <= s),
+    ]
+}
+
+/// The single-role pipeline of `s` slots and `trips` iterations, parity lines `par`.
+fn pipeline(s: u32, trips: u32, par: &str, prefetch: bool) -> String {
+    let inits: String = (0..s)
+        .map(|j| format!("    mbar_init @full[{j}], 1\n"))
+        .collect();
+    let load = |slot: &str, row: &str| {
+        format!(
+            "    %v{slot} = view @buf[%{slot}]\n    mbar_arrive @full[%{slot}] tx 256\n    tma_load %v{slot} <- %X[{row}, 0], @full[%{slot}]\n"
+        )
+    };
+    let (pro, issue) = if prefetch {
+        (
+            format!("  %z = add 0, 0\n  if %el {{\n{}  }}\n", load("z", "0")),
+            format!(
+                "    %i1 = add %i, 1\n    %more = cmp lt %i1, {trips}\n    %issue = and %el, %more\n    %ps = rem %i1, {s}\n    if %issue {{\n{}    }}\n",
+                load("ps", "%i1")
+            ),
+        )
+    } else {
+        (
+            String::new(),
+            format!(
+                "    %ps = rem %i, {s}\n    if %el {{\n{}    }}\n",
+                load("ps", "%i")
+            ),
+        )
+    };
+    format!(
+        "kernel @g(%X: global f32[{trips}, 64], %Y: global f32[{trips}, 64]) block(64) {{
+  shared @buf : f32[{s}, 64]
+  shared @full : mbarrier[{s}]
+  %t = tid.x
+  %el = cmp eq %t, 0
+  if %el {{
+{inits}  }}
+  barrier
+{pro}  for %i = 0 to {trips} step 1 {{
+{issue}    %cs = rem %i, {s}
+{par}    mbar_wait @full[%cs], %par
+    %cv = view @buf[%cs]
+    %r = sub 63, %t
+    %x = load %cv[%r]
+    gstore %Y[%i, %t], %x
+    barrier
+  }}
+}}
+"
+    )
+}
+
+/// What `sync` said of a kernel: Ok, or the codes of its diagnostics.
+fn sync_codes(k: &Kernel) -> Result<(Kernel, Vec<String>), Vec<String>> {
+    let t = Target::from_name("sm_90").unwrap();
+    match smemsync::sync::driver::synchronize(k, &t, &Default::default()) {
+        Ok(s) => Ok((
+            s.kernel,
+            s.placement
+                .warnings
+                .iter()
+                .map(|w| w.code.to_string())
+                .collect(),
+        )),
+        Err(ds) => Err(ds.iter().map(|d| d.code.to_string()).collect()),
+    }
+}
+
+/// The oracle comparison for one kernel; returns whether `sync` refused it with E0306.
+fn compare(name: &str, src: &str) -> bool {
+    let k = common::parse_verified_as(name, src);
+    match sync_codes(&k) {
+        Ok((out, warnings)) => {
+            assert!(
+                !warnings.iter().any(|c| c == "W0318"),
+                "{name}: W0318\n{src}"
+            );
+            let v = common::interpret_only(&out, 1);
+            assert!(
+                !matches!(v, Verdict::Race(_)),
+                "{name}: `sync` accepted it but its output races\n{src}"
+            );
+            false
+        }
+        Err(codes) => {
+            // W0318 may come with E0306: a wrong wait also breaks the order of the phases
+            // that later arrivals rely on.
+            let e0306 = codes.iter().any(|c| c == "E0306");
+            assert!(e0306, "{name}: refused without E0306: {codes:?}\n{src}");
+            // The wait may return before the copy lands (a race) or, where the copy landed
+            // first, wait for a phase that never completes (a deadlock): the schedule the
+            // interpreter runs decides which it meets; it must meet one.
+            let v = common::interpret_only(&k, 1);
+            assert!(
+                matches!(v, Verdict::Race(_) | Verdict::Deadlock(_)),
+                "{name}: E0306 but the interpreter finds neither a race nor a deadlock\n{src}"
+            );
+            true
+        }
+    }
+}
+
+#[test]
+fn pipeline_parities_match_the_interpreter() {
+    let mut refused = 0;
+    let mut cases = 0;
+    for s in 1..=3u32 {
+        for trips in [s, 2 * s + 1] {
+            for prefetch in [false, true] {
+                if prefetch && s == 1 {
+                    continue; // the prefetch would overwrite the slot being read
+                }
+                for (pname, par, correct) in parities(s, trips) {
+                    let name = format!("S={s} trips={trips} prefetch={prefetch} parity={pname}");
+                    let src = pipeline(s, trips, &par, prefetch);
+                    let e0306 = compare(&name, &src);
+                    // Refused exactly when some iteration waits for a phase other than
+                    // its load's.
+                    assert_eq!(e0306, !correct, "{name}: refused?\n{src}");
+                    refused += e0306 as u32;
+                    cases += 1;
+                }
+            }
+        }
+    }
+    // 10 shapes × 5 formulas; correct: `phase` always, `iter` for one slot, `zero` when
+    // each slot is used once.
+    assert_eq!((cases, refused), (50, 33), "cases, refused");
+}
+
+#[test]
+fn warp_specialized_counts_and_parities_match_the_interpreter() {
+    let base = std::fs::read_to_string("examples/tma-warp-specialized.kir").unwrap();
+    let flip = |s: &str| {
+        s.replace(
+            "      mbar_wait @full[%s], %par\n",
+            "      %fl = xor %par, 1\n      mbar_wait @full[%s], %fl\n",
+        )
+    };
+    let count = |s: &str, n: u32| {
+        s.replace(
+            "mbar_init @empty[0], 256",
+            &format!("mbar_init @empty[0], {n}"),
+        )
+    };
+    let mut got = Vec::new();
+    for n in [255, 256] {
+        for flipped in [false, true] {
+            let mut src = count(&base, n);
+            if flipped {
+                src = flip(&src);
+            }
+            got.push(compare(&format!("ws empty[0]={n} flipped={flipped}"), &src));
+        }
+    }
+    assert_eq!(got, [true, true, false, true]);
+}
