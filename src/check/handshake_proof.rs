@@ -19,11 +19,11 @@
 //!    wait those `D` iterations earlier (none for the first use);
 //! 3. **no aliasing**: every thread that waits also arrives later in the same iteration, or
 //!    (a wait of the whole role) passes a named barrier of exactly its role's threads before
-//!    one elected thread's arrival (docs/checker.md, "Elected arrivals");
-//! 3b. **re-arm after every waiter** (`handshake_rearm`): every arrival on an array of the
-//!    use after the one a wait names follows that wait in every waiting thread — directly,
-//!    or through a wait of the arriving role on an array the waiter arrives on afterwards —
-//!    so with several waiting roles none falls two phases behind (docs/checker.md);
+//!    one elected thread's arrival (docs/checker.md, "Elected arrivals"); and (**re-arm
+//!    after every waiter**, `handshake_rearm`) every arrival on an array for the use after
+//!    the one a wait names follows that wait in every waiting thread — directly, or through
+//!    a wait of the arriving role on an array the waiter arrives on afterwards — so with
+//!    several waiting roles none falls two phases behind (docs/checker.md);
 //! 4. **no cycle**: the graph of program order within a role and "arrival before a this-use
 //!    wait" across roles is acyclic; a cycle is reported as a deadlock with the roles that wait
 //!    on each other. By induction on the iteration every wait then completes.
