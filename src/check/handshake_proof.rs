@@ -19,8 +19,11 @@
 //!    wait those `D` iterations earlier (none for the first use);
 //! 3. **no aliasing**: every thread that waits also arrives later in the same iteration, or
 //!    (a wait of the whole role) passes a named barrier of exactly its role's threads before
-//!    one elected thread's arrival (docs/checker.md, "Elected arrivals"), so it holds the
-//!    other role back and never falls two phases behind;
+//!    one elected thread's arrival (docs/checker.md, "Elected arrivals"); and (**re-arm
+//!    after every waiter**, `handshake_rearm`) every arrival on an array for the use after
+//!    the one a wait names follows that wait in every waiting thread — directly, or through
+//!    a wait of the arriving role on an array the waiter arrives on afterwards — so with
+//!    several waiting roles none falls two phases behind (docs/checker.md);
 //! 4. **no cycle**: the graph of program order within a role and "arrival before a this-use
 //!    wait" across roles is acyclic; a cycle is reported as a deadlock with the roles that wait
 //!    on each other. By induction on the iteration every wait then completes.
@@ -103,18 +106,20 @@ pub(super) enum Parity {
 
 /// One mbarrier op (or TMA load) of an arm.
 #[derive(Clone, Debug)]
-struct HsOp {
-    op: Op,
-    arm: usize,
+pub(super) struct HsOp {
+    pub(super) op: Op,
+    pub(super) arm: usize,
     /// Threads that execute it per iteration, and whether it is the elected thread only.
-    threads: u32,
-    elect: bool,
-    mbar: Buffer,
-    kind: Kind,
+    pub(super) threads: u32,
+    pub(super) elect: bool,
+    /// The elected thread's id (`cmp eq tid, C`: `C`), when `elect`.
+    pub(super) tid: Option<i64>,
+    pub(super) mbar: Buffer,
+    pub(super) kind: Kind,
 }
 
 #[derive(Clone, Debug)]
-enum Kind {
+pub(super) enum Kind {
     Wait(Parity),
     Arrive { tx: u64 },
     ExpectTx(u64),
@@ -154,6 +159,7 @@ fn prove_branch(k: &Kernel, br: Op, pos: usize) -> Result<HandshakeVerdict, Stri
         return Ok(HandshakeVerdict::Refuted(Box::new(d)));
     }
     aliasing(k, &ops)?;
+    super::handshake_rearm::rearm_after_waiters(k, &ops)?;
     if let Some(cycle) = cycle(k, &ops) {
         return Ok(HandshakeVerdict::Refuted(Box::new(cycle)));
     }
@@ -236,6 +242,7 @@ fn classify(
     let (arm, n, arm_region) = (role.arm, role.n, role.region);
     let parents = k.parents();
     let mut elect = false;
+    let mut tid = None;
     let mut this_loop = None;
     let mut cur = o;
     while parents.op_region[cur] != Some(arm_region) {
@@ -246,7 +253,8 @@ fn classify(
             OpKind::If { cond }
                 if elects_one(k, *cond) && parents.op_region[cur] == k.ops[p].regions.first().copied() =>
             {
-                elect = true
+                elect = true;
+                tid = elected_tid(k, *cond);
             }
             _ => return Err(format!("{} is under a condition or loop the proof does not read", op_name(k, o))),
         }
@@ -286,6 +294,7 @@ fn classify(
         arm,
         threads: if elect { 1 } else { n },
         elect,
+        tid,
         mbar: b,
         kind,
     })
@@ -325,7 +334,7 @@ pub(super) fn same(k: &Kernel, a: Operand, b: Operand, depth: u32) -> bool {
         && ox.iter().zip(&oy).all(|(p, q)| same(k, *p, *q, depth + 1))
 }
 
-fn op_name(k: &Kernel, o: Op) -> String {
+pub(super) fn op_name(k: &Kernel, o: Op) -> String {
     format!("the op at byte {}", k.span(o).lo)
 }
 
@@ -337,20 +346,25 @@ fn def(k: &Kernel, o: Operand) -> Option<&OpKind> {
 }
 
 fn elects_one(k: &Kernel, c: Operand) -> bool {
+    elected_tid(k, c).is_some()
+}
+
+/// The linear thread id `C` of a condition `cmp eq tid, C` (possibly `and`-ed with `true`).
+fn elected_tid(k: &Kernel, c: Operand) -> Option<i64> {
     // `and %elect, true` (Triton's issue predicate) is `%elect`.
     if let Some(OpKind::Binary(BinOp::And, x, y)) = def(k, c) {
         return match (x, y) {
-            (o, Operand::Imm(Scalar::I1(true))) | (Operand::Imm(Scalar::I1(true)), o) => elects_one(k, *o),
-            _ => false,
+            (o, Operand::Imm(Scalar::I1(true))) | (Operand::Imm(Scalar::I1(true)), o) => elected_tid(k, *o),
+            _ => None,
         };
     }
-    let Some(OpKind::Cmp(CmpPred::Eq, x, Operand::Imm(_))) = def(k, c) else {
-        return false;
+    let Some(OpKind::Cmp(CmpPred::Eq, x, Operand::Imm(id))) = def(k, c) else {
+        return None;
     };
     match def(k, *x) {
-        Some(OpKind::Special(Special::LinearTid)) => true,
-        Some(OpKind::Special(Special::Tid(0))) => k.block[1] == 1 && k.block[2] == 1,
-        _ => false,
+        Some(OpKind::Special(Special::LinearTid)) => Some(id.as_i64()),
+        Some(OpKind::Special(Special::Tid(0))) if k.block[1] == 1 && k.block[2] == 1 => Some(id.as_i64()),
+        _ => None,
     }
 }
 
@@ -513,12 +527,12 @@ fn aliasing(k: &Kernel, ops: &[HsOp]) -> Result<(), String> {
 /// `id` is a `named_sync id, n` of the same loop body. Each phase of `id` is then one
 /// iteration of exactly the `n` threads of the role that runs that body. Indexed by (body,
 /// `n`), positions ascending. O(ops) to build.
-struct GroupBarriers {
+pub(super) struct GroupBarriers {
     at: HashMap<(Option<Op>, u32), Vec<usize>>,
 }
 
 impl GroupBarriers {
-    fn new(k: &Kernel, order: &HashMap<Op, usize>) -> GroupBarriers {
+    pub(super) fn new(k: &Kernel, order: &HashMap<Op, usize>) -> GroupBarriers {
         let parents = k.parents();
         let ops = k.ops_in_order();
         // Per id: the body and count of all its ops, or `None` when they differ.
@@ -547,7 +561,7 @@ impl GroupBarriers {
 
     /// Whether such a barrier of the `n` threads of the wait `w` (of every thread of its
     /// role, directly in its loop body) lies in that body between `w` and position `a`.
-    fn between(&self, k: &Kernel, order: &HashMap<Op, usize>, w: &HsOp, a: usize) -> bool {
+    pub(super) fn between(&self, k: &Kernel, order: &HashMap<Op, usize>, w: &HsOp, a: usize) -> bool {
         let key = (k.parents().parent_op(w.op), w.threads);
         let Some(at) = self.at.get(&key) else {
             return false;

@@ -20,6 +20,7 @@
 mod elected_pipeline;
 mod exec_values;
 pub mod handshake_proof;
+mod handshake_rearm;
 mod named_proof;
 pub mod interp;
 mod mbar_pipeline;
