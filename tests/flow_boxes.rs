@@ -192,9 +192,9 @@ fn boxes_follow_views_and_refuse_out_of_range_indices() {
 }
 
 /// The kernels the in-flight oracles run on: the examples, the async and placement file
-/// tests, and real-size GEMM (64 and 256 threads, copies rolled and unrolled) and flash
-/// kernels.
-fn kernels() -> Vec<(String, Kernel)> {
+/// tests, and GEMMs at `(bm, bn, bk)` (64 and 256 threads, copies rolled and unrolled), with
+/// the flash kernels when `flash`.
+fn kernels((bm, bn, bk): (u32, u32, u32), flash: bool) -> Vec<(String, Kernel)> {
     let mut out: Vec<(String, Kernel)> = Vec::new();
     for dir in [
         "examples",
@@ -220,14 +220,17 @@ fn kernels() -> Vec<(String, Kernel)> {
     for threads in [64, 256] {
         for unrolled in [false, true] {
             let sh = GemmShape {
+                bm,
+                bn,
+                bk,
                 threads,
                 ..GemmShape::realistic(unrolled)
             };
-            let name = format!("gemm t{threads} unrolled={unrolled}");
+            let name = format!("gemm {bm}x{bn}x{bk} t{threads} unrolled={unrolled}");
             out.push((name, kernel(&gemm(&sh).unwrap())));
         }
     }
-    for name in ["flash", "flash-k-first"] {
+    for name in ["flash", "flash-k-first"].into_iter().filter(|_| flash) {
         let src = smemsync::bench_kernels::named(name).unwrap();
         out.push((name.into(), kernel(&src)));
     }
@@ -258,12 +261,23 @@ fn waits_completions_barriers(k: &Kernel, t: &Target, no_boxes: bool) -> Vec<Str
     out
 }
 
+/// On the 64×64×32 GEMMs in CI; the real-size GEMMs and the flash kernels are the ignored
+/// test below (minutes in CI's debug build).
 #[test]
 fn boxes_and_near_sets_change_no_wait_completion_or_barrier() {
-    let ks = kernels();
+    assert_boxes_change_nothing(&kernels((64, 64, 32), false));
+}
+
+#[test]
+#[ignore = "minutes in a debug build: run with --release -- --ignored"]
+fn boxes_and_near_sets_change_nothing_on_the_real_size_kernels() {
+    assert_boxes_change_nothing(&kernels((128, 128, 64), true));
+}
+
+fn assert_boxes_change_nothing(ks: &[(String, Kernel)]) {
     for t in ["sm_80", "sm_90", "gfx950", "gfx1250"] {
         let t = Target::from_name(t).unwrap();
-        for (name, k) in &ks {
+        for (name, k) in ks {
             let got = waits_completions_barriers(k, &t, false);
             let want = waits_completions_barriers(k, &t, true);
             assert_eq!(got, want, "{name} on {}", t.name);
@@ -272,10 +286,24 @@ fn boxes_and_near_sets_change_no_wait_completion_or_barrier() {
 }
 
 /// The boxes are not vacuous: on the unrolled 64-thread GEMM they rule out most copy pairs,
-/// so the dataflow asks far fewer footprint questions.
+/// so the dataflow asks far fewer footprint questions (at 64×64×32 in CI, at 128×128×64 in
+/// the ignored test).
 #[test]
 fn boxes_rule_out_the_copy_pairs_of_the_unrolled_gemm() {
+    boxes_rule_out_the_copy_pairs((64, 64, 32));
+}
+
+#[test]
+#[ignore = "minutes in a debug build: run with --release -- --ignored"]
+fn boxes_rule_out_the_copy_pairs_of_the_real_size_unrolled_gemm() {
+    boxes_rule_out_the_copy_pairs((128, 128, 64));
+}
+
+fn boxes_rule_out_the_copy_pairs((bm, bn, bk): (u32, u32, u32)) {
     let sh = GemmShape {
+        bm,
+        bn,
+        bk,
         threads: 64,
         ..GemmShape::realistic(true)
     };

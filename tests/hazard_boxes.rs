@@ -4,8 +4,9 @@
 //! (`Footprints::use_boxes`, `FootprintMemo::no_boxes`; `SMEMSYNC_HAZARD_NO_BOXES=1` in the
 //! tool): the hazards, the findings, the wait plan and the barrier placement are equal on
 //! every example and the async, placement, handshake and layout file tests on four targets,
-//! and on the real-size GEMM and flash kernels on sm_80 and gfx950 (the unrolled 64-thread
-//! GEMM's hazards on sm_80); and the boxes are not vacuous on the unrolled GEMM.
+//! and on the 64×64×32 GEMMs on sm_80 and gfx950 (the real-size GEMM and flash kernels in the
+//! ignored tests, `cargo test --release --test hazard_boxes -- --ignored`: minutes in CI's
+//! debug build); and the boxes are not vacuous on the unrolled GEMM.
 
 use smemsync::analysis::footprint::{FootprintMemo, Footprints};
 use smemsync::analysis::hazards::find_hazards_with;
@@ -45,28 +46,34 @@ fn file_kernels() -> Vec<(String, Kernel)> {
     out
 }
 
-/// The real-size GEMMs (64 and 256 threads, copies rolled and unrolled, except the unrolled
-/// 64-thread one, whose hazards the last test compares: with the boxes off it asks 139 448
-/// pair questions, minutes in CI's debug build) and flash kernels (rolled, unrolled, K loaded
-/// first).
-fn real_kernels() -> Vec<(String, Kernel)> {
+/// The GEMMs at `(bm, bn, bk)` (64 and 256 threads, copies rolled and unrolled, except the
+/// unrolled 64-thread one at 128×128×64, whose hazards the last test compares: with the boxes
+/// off it asks 139 448 pair questions) and, at full size, the flash kernels (rolled, unrolled,
+/// K loaded first).
+fn real_kernels((bm, bn, bk): (u32, u32, u32), flash: bool) -> Vec<(String, Kernel)> {
     let mut out: Vec<(String, Kernel)> = Vec::new();
     for threads in [64, 256] {
         for unrolled in [false, true] {
-            if threads == 64 && unrolled {
+            if threads == 64 && unrolled && bm == 128 {
                 continue;
             }
             let sh = GemmShape {
+                bm,
+                bn,
+                bk,
                 threads,
                 ..GemmShape::realistic(unrolled)
             };
             out.push((
-                format!("gemm t{threads} unrolled={unrolled}"),
+                format!("gemm {bm}x{bn}x{bk} t{threads} unrolled={unrolled}"),
                 kernel(&gemm(&sh).unwrap()),
             ));
         }
     }
-    for name in ["flash", "flash-unrolled", "flash-k-first"] {
+    for name in ["flash", "flash-unrolled", "flash-k-first"]
+        .into_iter()
+        .filter(|_| flash)
+    {
         let src = smemsync::bench_kernels::named(name).unwrap();
         out.push((name.into(), kernel(&src)));
     }
@@ -129,18 +136,39 @@ fn boxes_change_no_hazard_finding_wait_or_barrier() {
     assert_boxes_change_nothing(&file_kernels(), &TARGETS);
 }
 
-/// The real-size kernels on a copy target of each vendor (all four targets took minutes in
-/// CI's debug build).
+/// The scaled-down GEMMs (64×64×32: the same copy and compute structure) on a copy target
+/// of each vendor; the real-size ones are the ignored test below (minutes in CI's debug
+/// build).
 #[test]
+fn boxes_change_nothing_on_the_scaled_down_gemms() {
+    assert_boxes_change_nothing(&real_kernels((64, 64, 32), false), &["sm_80", "gfx950"]);
+}
+
+#[test]
+#[ignore = "minutes in a debug build: run with --release -- --ignored"]
 fn boxes_change_nothing_on_the_real_size_kernels() {
-    assert_boxes_change_nothing(&real_kernels(), &["sm_80", "gfx950"]);
+    assert_boxes_change_nothing(&real_kernels((128, 128, 64), true), &["sm_80", "gfx950"]);
 }
 
 /// The boxes are not vacuous: on the unrolled 64-thread GEMM (its copy pairs touch disjoint
-/// rows) they leave a small fraction of the pair questions.
+/// rows) they leave a small fraction of the pair questions; at 64×64×32 in CI, at 128×128×64
+/// in the ignored test.
 #[test]
 fn boxes_rule_out_most_pair_questions_of_the_unrolled_gemm() {
+    boxes_rule_out_most_pair_questions((64, 64, 32));
+}
+
+#[test]
+#[ignore = "minutes in a debug build: run with --release -- --ignored"]
+fn boxes_rule_out_most_pair_questions_of_the_real_size_unrolled_gemm() {
+    boxes_rule_out_most_pair_questions((128, 128, 64));
+}
+
+fn boxes_rule_out_most_pair_questions((bm, bn, bk): (u32, u32, u32)) {
     let sh = GemmShape {
+        bm,
+        bn,
+        bk,
         threads: 64,
         ..GemmShape::realistic(true)
     };
