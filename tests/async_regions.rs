@@ -179,3 +179,125 @@ fn gather_to_lds_sweep_is_race_free_on_the_paths_that_skip_the_region() {
 fn tma_store_sweep_is_race_free_on_the_paths_that_skip_the_region() {
     sweep(&tma_shapes(), "sm_90", 3);
 }
+
+/// Regions of a copy loop's body that may not run in the iteration that issued the copy
+/// (docs/async.md, "Copies issued in loops"): guards on the iteration, on a parameter, an
+/// if/else, nested loops of possibly zero trips.
+const LOOP_REGIONS: [(&str, &str, &str); 6] = [
+    ("ifpos", "%c = cmp gt %i, 0\n    if %c {", "}"),
+    (
+        "ifodd",
+        "%o = rem %i, 2\n    %c = cmp eq %o, 0\n    if %c {",
+        "}",
+    ),
+    ("ifn", "%c = cmp gt %n, 1\n    if %c {", "}"),
+    (
+        "ifelse",
+        "%c = cmp gt %i, 0\n    if %c {",
+        "} else {\n      %q = const 0 : i32\n    }",
+    ),
+    ("nest", "for %j = 0 to %n step 1 {", "}"),
+    ("nest1", "for %j = 1 to %n step 1 {", "}"),
+];
+
+/// A read of slot `(i - d) mod s` (distance `d` from the copy of iteration `i`).
+fn read_slot(d: u32, s: u32, ind: &str) -> String {
+    format!(
+        "{ind}%sd = add %i, {}\n{ind}%pd = rem %sd, {s}\n{ind}%ud = view @a[%pd]\n{ind}%yd = load %ud[%r]\n{ind}gstore %out[%t], %yd",
+        (s - d % s) % s
+    )
+}
+
+/// The loop family of `scripts/sweep_async_loops.py` (a deterministic subset): a copy into
+/// slot `i mod s` of a `for` of `%n` or one trip, its wait (and a barrier) in a region of the
+/// body, and a read of the previous iteration's slot after the region or in the wait's arm,
+/// or of slot 0 after the loop.
+fn loop_shapes(f: &Family) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (rn, open, close) in LOOP_REGIONS {
+        for wb in [false, true] {
+            for dest in ["prev", "arm", "after"] {
+                for trip in ["%n", "1"] {
+                    let s = if dest == "after" { 1 } else { 2 };
+                    let mut inner = format!("      {}", f.wait);
+                    if wb {
+                        inner += "\n      barrier";
+                    }
+                    if dest == "arm" {
+                        inner += &format!("\n{}", read_slot(1, s, "      "));
+                    }
+                    let mut body = format!(
+                        "    %s = rem %i, {s}\n    %v = view @a[%s]\n    {}\n    {}\n    {open}\n{inner}\n    {close}\n",
+                        f.copy
+                            .replace("@a[%t] <- %X[0, %t]", "%v[%t] <- %X[%i, %t]"),
+                        f.commit
+                    );
+                    if dest == "prev" {
+                        body += &read_slot(1, s, "    ");
+                        body += "\n";
+                    }
+                    let init: String = (0..s)
+                        .map(|k| format!("  %z{k} = view @a[{k}]\n  store %z{k}[%t], 0.0\n"))
+                        .collect();
+                    let tail = if dest == "after" {
+                        "  %ua = view @a[0]\n  %ya = load %ua[%r]\n  gstore %out[%t], %ya\n"
+                    } else {
+                        ""
+                    };
+                    let text = format!(
+                        "kernel @k(%n: i32 in [0, 4] = 2, %X: global f32[8, 64], %out: global f32[64]) block(64) {{\n  shared @a : f32[{s}, 64]\n  %t = tid.x\n  %r = sub 63, %t\n{init}  barrier\n  for %i = 0 to {trip} step 1 {{\n{body}  }}\n{tail}}}\n"
+                    );
+                    out.push((format!("loop-{rn}/barrier={wb}/{dest}/trip={trip}"), text));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The TMA-store loop form (sm_90): each iteration writes slot `i mod s` and thread 0 stores
+/// it; thread 0's `bulk_wait` (and a barrier) in a region of the body; a write into the next
+/// slot in the wait's arm, or into slot 0 after the loop (after thread 0's `bulk_wait 0`).
+fn tma_loop_shapes() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (rn, open, close) in LOOP_REGIONS {
+        for (dest, trip) in [("arm", "%n"), ("after", "1"), ("after", "%n")] {
+            let s = if dest == "arm" { 2 } else { 1 };
+            let mut inner =
+                "      if %el {\n        bulk_wait 0\n      }\n      barrier".to_string();
+            if dest == "arm" {
+                inner += &format!(
+                    "\n      %sa = add %i, 1\n      %pa = rem %sa, {s}\n      %va = view @o[%pa]\n      store %va[%r], %f"
+                );
+            }
+            let tail = if dest == "after" {
+                "  if %el {\n    bulk_wait 0\n  }\n  %vz = view @o[0]\n  store %vz[%r], %f\n"
+            } else {
+                ""
+            };
+            let text = format!(
+                "kernel @k(%n: i32 in [0, 4] = 2, %Y: global f32[8, 64]) block(64) {{\n  shared @o : f32[{s}, 64]\n  %t = tid.x\n  %r = sub 63, %t\n  %f = itof %t\n  %el = cmp eq %t, 0\n  for %i = 0 to {trip} step 1 {{\n    %s = rem %i, {s}\n    %v = view @o[%s]\n    store %v[%t], %f\n    fence_proxy_async\n    barrier\n    if %el {{\n      tma_store %Y[%i, 0] <- %v\n      bulk_commit\n    }}\n    {open}\n{inner}\n    {close}\n  }}\n{tail}}}\n"
+            );
+            out.push((format!("tma-loop-{rn}/{dest}/trip={trip}"), text));
+        }
+    }
+    out
+}
+
+#[test]
+fn cp_async_loop_family_is_race_free_in_every_iteration() {
+    let s = loop_shapes(&CP_ASYNC);
+    assert_eq!(s.len(), 72);
+    sweep(&s, CP_ASYNC.target, 0);
+}
+
+#[test]
+fn gather_to_lds_loop_family_is_race_free_in_every_iteration() {
+    let s: Vec<_> = loop_shapes(&G2L).into_iter().step_by(3).collect();
+    sweep(&s, G2L.target, 0);
+}
+
+#[test]
+fn tma_store_loop_family_is_race_free_in_every_iteration() {
+    sweep(&tma_loop_shapes(), "sm_90", 0);
+}

@@ -59,6 +59,37 @@ impl PairPaths<'_> {
         Some(w)
     }
 
+    /// The point through which wait `w` of loop `l`'s body, `d` iterations of `l` after the
+    /// copy, completes it for the destination in every iteration that issued it (module doc,
+    /// *Loops*). A region of `w`'s path inside `l`'s body is passed when: `d = 0` and the copy
+    /// lies in it (entered in the copy's iteration), or in the then-arm (else-arm) of an `if`
+    /// on the same condition value; `d = 0`, `dst_iter` (no conflict of the pair across
+    /// iterations) and the destination lies in it; or it is the then-arm of a guard affine in
+    /// `l`'s induction variable that holds from iteration `lo + d·step` on. Otherwise the op
+    /// holding it must complete the copy whenever it runs ([`Self::completes_whole`]).
+    pub(crate) fn lift_in_loop(&self, w: Op, l: Op, d: u32, dst_iter: bool) -> Option<Op> {
+        let k = self.k;
+        let pw = self.paths.path.get(&w)?;
+        let op_at = |p: &[(Region, usize)], j: usize| k.region_ops(p[j - 1].0)[p[j - 1].1];
+        let j0 = (1..pw.len()).find(|&j| op_at(pw, j) == l)?;
+        let on = |c: &[(Region, usize)], j: usize, r: Region| c.get(j).is_some_and(|e| e.0 == r);
+        for j in j0 + 1..pw.len() {
+            let (r, x) = (pw[j].0, op_at(pw, j));
+            let same_iteration = d == 0
+                && (on(self.pc, j, r)
+                    || (dst_iter && on(self.pb, j, r))
+                    || (j0 + 1..self.pc.len()).any(|jc| same_arm(k, (x, r), (op_at(self.pc, jc), self.pc[jc].0))));
+            if same_iteration || runs_body(k, x) == Some(r) || guard_holds(k, (x, r), l, d) {
+                continue;
+            }
+            // `x` as the completion point orders only what follows it: not a destination
+            // inside it.
+            let holds_dst = self.pb.get(j - 1) == Some(&pw[j - 1]);
+            return (!holds_dst && self.completes_whole(x)).then_some(x);
+        }
+        Some(w)
+    }
+
     /// Whether compound op `x` completes the copy whenever it runs (module doc).
     fn completes_whole(&self, x: Op) -> bool {
         let k = self.k;
@@ -83,6 +114,64 @@ impl PairPaths<'_> {
         candidates
             .filter_map(|w| self.lift(w))
             .min_by_key(|x| self.order.get(x).copied().unwrap_or(usize::MAX))
+    }
+}
+
+/// Whether region `r` of `if` op `x` and region `rc` of `if` op `y` are the same arm of two
+/// `if`s on one condition value: in one iteration both run, or neither.
+fn same_arm(k: &Kernel, (x, r): (Op, Region), (y, rc): (Op, Region)) -> bool {
+    match (&k.ops[x].kind, &k.ops[y].kind) {
+        (OpKind::If { cond: a }, OpKind::If { cond: b }) if a == b => {
+            let arm = |o: Op, r: Region| k.ops[o].regions.iter().position(|&q| q == r);
+            arm(x, r).is_some() && arm(x, r) == arm(y, rc)
+        }
+        _ => false,
+    }
+}
+
+/// Whether `r` is the then-arm of an `if` (`x`) whose condition is `cmp gt|ge %iv, C` (or
+/// `cmp lt|le C, %iv`) on the induction variable of `for` loop `l` with constant `lo` and
+/// positive constant `step`, true in every iteration from `lo + d·step` on.
+fn guard_holds(k: &Kernel, (x, r): (Op, Region), l: Op, d: u32) -> bool {
+    let (OpKind::If { cond: Operand::Value(c) }, OpKind::For { lo, step, .. }) = (&k.ops[x].kind, &k.ops[l].kind)
+    else {
+        return false;
+    };
+    let cst = |o: &Operand| match o {
+        Operand::Imm(s) => Some(s.as_i64()),
+        Operand::Value(v) => match k.values[*v].def {
+            ValueDef::Result(o, _) => match k.ops[o].kind {
+                OpKind::Const(s) => Some(s.as_i64()),
+                _ => None,
+            },
+            _ => None,
+        },
+    };
+    let ValueDef::Result(cmp, _) = k.values[*c].def else {
+        return false;
+    };
+    let (Some(lo), Some(step)) = (cst(lo), cst(step)) else {
+        return false;
+    };
+    let iv = k.region_args(k.ops[l].regions[0]).first().copied().map(Operand::Value);
+    let first = (d as i64).checked_mul(step).and_then(|x| x.checked_add(lo));
+    match (&k.ops[cmp].kind, first) {
+        (OpKind::Cmp(p, a, b), Some(f)) if step > 0 && k.ops[x].regions.first() == Some(&r) => {
+            match (Some(*a) == iv, Some(*b) == iv) {
+                (true, false) => cst(b).is_some_and(|c| match p {
+                    CmpPred::Gt => f > c,
+                    CmpPred::Ge => f >= c,
+                    _ => false,
+                }),
+                (false, true) => cst(a).is_some_and(|c| match p {
+                    CmpPred::Lt => c < f,
+                    CmpPred::Le => c <= f,
+                    _ => false,
+                }),
+                _ => false,
+            }
+        }
+        _ => false,
     }
 }
 
@@ -111,6 +200,7 @@ pub(crate) fn for_pair(
     (copy, dst): (Op, Op),
     copy_loops: &[Op],
     lc: &LoopCompletion,
+    carried: &mut dyn FnMut() -> bool,
 ) -> Choice {
     let k = pp.k;
     let pos = |o: &Op| pp.order.get(o).copied().unwrap_or(usize::MAX);
@@ -129,19 +219,41 @@ pub(crate) fn for_pair(
         }
     };
     let mut out = lc.clone();
-    if let Some((w, _)) = lc.in_loop
-        && pp.lift(w) != Some(w)
-    {
-        match lc.level {
-            None => match straight(pp.waits.iter().copied().collect(), w) {
+    // Whether the in-loop wait was dropped for the exit wait (which then stays where it is
+    // the only completing wait after the loop: rule 4).
+    let mut exit_only = false;
+    match (lc.in_loop, lc.level) {
+        (Some((w, _)), None) if pp.lift(w) != Some(w) => {
+            match straight(pp.waits.iter().copied().collect(), w) {
                 Ok(x) => out.in_loop = x.map(|x| (x, 0)),
                 Err(choice) => return choice,
-            },
-            Some(level) => match in_loop_candidate(pp, c, copy, copy_loops, level) {
-                Some(best) => out.in_loop = Some(best),
-                None => return Choice::Keep,
-            },
+            }
         }
+        (Some((w, d)), Some(level)) => {
+            let l = copy_loops[level];
+            let dst_in = k.parents().ancestors(dst).contains(&l);
+            // A destination after the loop takes a later iteration's wait only through the
+            // exit wait (`hazards::completed_later`): only `d = 0` is asked here.
+            if dst_in || d == 0 {
+                let mut memo = None;
+                let mut dst_iter = || dst_in && *memo.get_or_insert_with(|| !carried());
+                if pp.lift_in_loop(w, l, d, false) != Some(w) && (!dst_in || pp.lift_in_loop(w, l, d, dst_iter()) != Some(w)) {
+                    match in_loop_candidate(pp, c, copy, copy_loops, (level, d), &mut dst_iter) {
+                        Some(best) => out.in_loop = Some(best),
+                        // Inside the loop no wait of its level completes the copy in every
+                        // iteration that issued it: the destination itself (the dataflow).
+                        None if dst_in => return Choice::AtDestination,
+                        // After the loop: the exit wait, if any.
+                        None if lc.exit.is_some() => {
+                            out.in_loop = None;
+                            exit_only = true;
+                        }
+                        None => return Choice::AtDestination,
+                    }
+                }
+            }
+        }
+        _ => {}
     }
     // The exit wait serves only destinations outside the copy's loop at `level`.
     if let (Some(x), Some(level)) = (lc.exit, lc.level)
@@ -157,20 +269,24 @@ pub(crate) fn for_pair(
                 out.exit_on_entry =
                     e.is_some_and(|e| pp.waits.contains(&e) && c.completes_on_entry(e, copy, copy_loops));
             }
+            Err(Choice::Keep) if exit_only => {}
             Err(choice) => return choice,
         }
     }
     if &out == lc { Choice::Keep } else { Choice::Use(out) }
 }
 
-/// The first (iteration distance, program order) wait of loop `copy_loops[level]`'s body
-/// (outside deeper copy loops) completing `copy`, lifted to a point on every path.
+/// The first wait in program order of loop `copy_loops[level]`'s body (outside deeper copy
+/// loops) completing `copy` at iteration distance `want` (the dataflow's: a later distance
+/// would make the builders see the copy in flight where the dataflow's wait completed it),
+/// lifted to a point that completes it in every iteration that issued it.
 fn in_loop_candidate(
     pp: &PairPaths,
     c: &Completions,
     copy: Op,
     copy_loops: &[Op],
-    level: usize,
+    (level, want): (usize, u32),
+    dst_iter: &mut dyn FnMut() -> bool,
 ) -> Option<(Op, u32)> {
     let (l, deeper) = (copy_loops[level], copy_loops.get(level + 1).copied());
     let mut best: Option<(u32, usize, Op)> = None;
@@ -179,12 +295,21 @@ fn in_loop_candidate(
         if !anc.contains(&l) || deeper.is_some_and(|d| anc.contains(&d)) {
             continue;
         }
-        let Some(x) = pp.lift(w) else { continue };
-        let pos = pp.order.get(&x).copied().unwrap_or(usize::MAX);
         for cc in c.by_wait.get(&w).into_iter().flatten().filter(|cc| cc.copy == copy) {
-            if let Some((_, IterTag::Dist(d))) = cc.tags.iter().find(|(tl, _)| *tl == l)
-                && best.is_none_or(|b| (*d, pos) < (b.0, b.1))
-            {
+            let Some((_, IterTag::Dist(d))) = cc.tags.iter().find(|(tl, _)| *tl == l) else {
+                continue;
+            };
+            if *d != want {
+                continue;
+            }
+            let x = match pp.lift_in_loop(w, l, *d, false) {
+                Some(x) => Some(x),
+                None if dst_iter() => pp.lift_in_loop(w, l, *d, true),
+                None => None,
+            };
+            let Some(x) = x else { continue };
+            let pos = pp.order.get(&x).copied().unwrap_or(usize::MAX);
+            if best.is_none_or(|b| (*d, pos) < (b.0, b.1)) {
                 best = Some((*d, pos, x));
             }
         }

@@ -785,7 +785,12 @@ fn pair_hazards(
             pb,
         };
         let lc = &cx.completion[&a.id.op];
-        let own = match every_path::for_pair(&pp, cx.inflight, (a.id.op, b.id.op), &a.loops, lc) {
+        let (copy, dst, copy_loops) = (a.id.op, b.id.op, a.loops.clone());
+        let m = common_len(&a.loops, &b.loops);
+        // Whether the pair conflicts across iterations of a common loop (asked only where a
+        // wait shares a region with the destination alone; the carried hazards ask it too).
+        let mut carried = || (0..m).any(|c| pair_conflict(fp, ai, bi, c + 1, Some(c)).conflict & !1 != 0);
+        let own = match every_path::for_pair(&pp, cx.inflight, (copy, dst), &copy_loops, lc, &mut carried) {
             every_path::Choice::Keep => None,
             every_path::Choice::Use(own) => Some(own),
             every_path::Choice::AtDestination => {
@@ -799,7 +804,7 @@ fn pair_hazards(
             bi,
             pb,
             forward_ab: matches!(split(k, pa, pb), Split::Forward { .. }),
-            m_ab: common_len(&a.loops, &b.loops),
+            m_ab: m,
             blockers: cx.blockers,
             src_region: pa.last().map(|e| e.0),
         };
@@ -1404,15 +1409,26 @@ fn at_destination(
             out.findings.push(d);
         }
     }
-    let (Some(&(region, ib)), Some(pc)) = (pb.last(), forward_conflict(fp, ai, bi, m)) else {
+    let Some(&(region, ib)) = pb.last() else {
         return;
     };
-    if pc.conflict & 1 == 0 {
-        return;
-    }
     let p = PairAt { ai, bi, src_at: dst, pa: pb, pb, shift: None };
-    let cov = Coverage { home: region, home_ranges: vec![(2 * ib, 2 * ib)], chain: Vec::new() };
-    out.hazards.push(hazard(fp, &p, Carry::Forward, &pc, cov));
+    let cov = || Coverage { home: region, home_ranges: vec![(2 * ib, 2 * ib)], chain: Vec::new() };
+    if let Some(pc) = forward_conflict(fp, ai, bi, m)
+        && pc.conflict & 1 != 0
+    {
+        out.hazards.push(hazard(fp, &p, Carry::Forward, &pc, cov()));
+    }
+    // Copies of earlier iterations of a common loop: the same gap orders them.
+    let loops = fp.accesses[ai].loops.clone();
+    for (c, &loop_op) in loops.iter().enumerate().take(m) {
+        let pc = pair_conflict(fp, ai, bi, c + 1, Some(c));
+        let later = pc.conflict & !1;
+        if later != 0 {
+            let carry = Carry::Carried { loop_op, d1: later & 2 != 0, min_distance: later.trailing_zeros() };
+            out.hazards.push(hazard(fp, &p, carry, &pc, cov()));
+        }
+    }
 }
 
 /// The copy completes at `x`, after its innermost loop: an access between the loop and `x`
