@@ -135,14 +135,27 @@ fn memoized_answers_equal_fresh_ones() {
 /// the waits the same completions, drained copies, outstanding copies, in-flight hazards (as
 /// a set) and warnings.
 fn closed_form_equals_iteration(name: &str, k: &smemsync::Kernel, t: &Target) {
+    // A wait that runs in no iteration of a short constant-trip loop (`if %i > 0` in a loop of
+    // one trip) "completes", in the uncut iteration, copies of iterations the loop never
+    // runs: the completions differ by exactly those entries (docs/async.md, "Short loops stop
+    // at their trip count"). There the cut is kept on both sides: the closed form is still
+    // compared with the iteration, the cut is not.
+    let uncut = !CUT_BOTH_SIDES.iter().any(|f| name.ends_with(f));
     let solve = |iterate: bool| {
         plans_and_completions(k, t, true, |memo| {
             memo.iterate = iterate;
-            memo.full_trips = iterate;
+            memo.full_trips = iterate && uncut;
         })
     };
     same_plans_and_completions(name, t, solve(false), solve(true));
 }
+
+/// Kernels whose oracle keeps the trip-count cut ([`closed_form_equals_iteration`]): their
+/// uncut completions list copies of iterations that do not exist.
+const CUT_BOTH_SIDES: &[&str] = &[
+    "a-bulk-wait-under-an-iteration-guard-does-not-order-a-write-after-the-loop.kir",
+    "a-wait-and-barrier-under-an-iteration-guard-do-not-order-a-read-after-the-loop.kir",
+];
 
 /// A wait plan and the completions on the kernel with its waits, as debug text.
 type PlansAndCompletions = (String, Option<(String, Vec<String>)>);

@@ -239,6 +239,14 @@ pub(crate) fn for_pair(
                 let mut dst_iter = || dst_in && *memo.get_or_insert_with(|| !carried());
                 if pp.lift_in_loop(w, l, d, false) != Some(w) && (!dst_in || pp.lift_in_loop(w, l, d, dst_iter()) != Some(w)) {
                     match in_loop_candidate(pp, c, copy, copy_loops, (level, d), &mut dst_iter) {
+                        // A wait of the copy's own iteration after a destination that follows
+                        // the copy completes it for the later iterations' instances alone: the
+                        // forward pair would see it in flight where the dataflow's wait (on
+                        // the destination's path in its iteration) completed it. The
+                        // destination itself serves both.
+                        Some((x, 0)) if dst_in && pos(&copy) < pos(&dst) && !before_dst(&x) => {
+                            return Choice::AtDestination;
+                        }
                         Some(best) => out.in_loop = Some(best),
                         // Inside the loop no wait of its level completes the copy in every
                         // iteration that issued it: the destination itself (the dataflow).
