@@ -44,6 +44,9 @@ impl Converter<'_> {
     /// The translation of the integer op `l` with its `.kir` operands `args`.
     pub(super) fn int_text(&mut self, l: &Lazy, args: &[String]) -> IntText {
         let (w, aw) = (l.bits, l.arg_bits);
+        if aw == 1 && l.op != "arith.extui" && l.op != "arith.extsi" {
+            return self.i1_text(l, args);
+        }
         match (l.op.as_str(), args) {
             ("arith.addi" | "arith.subi" | "arith.muli" | "arith.shli", [a, b])
                 if w == 8 || w == 16 =>
@@ -64,6 +67,41 @@ impl Converter<'_> {
             }
             _ => IntText::Other,
         }
+    }
+
+    /// An op on `i1` operands, written with `.kir`'s logical `and`/`or`/`xor`/`not`. MLIR's
+    /// `i1` is a one-bit integer: wrapping `addi`/`subi` are `xor`, `muli` is `and`, and a
+    /// signed order reads `true` as -1 (`true <s false`), an unsigned one as 1.
+    fn i1_text(&mut self, l: &Lazy, args: &[String]) -> IntText {
+        let [a, b] = args else {
+            return IntText::Other;
+        };
+        // `a and not b` is `a > b` unsigned (`a < b` signed); `a or not b` is `a >= b`.
+        let mut and_not = |x: &str, y: &str| {
+            let n = self.helper(format!("not {y}"));
+            format!("and {x}, {n}")
+        };
+        let text = match (l.op.as_str(), l.pred.as_deref()) {
+            ("arith.addi" | "arith.subi", _) => format!("xor {a}, {b}"),
+            ("arith.muli" | "arith.minui" | "arith.maxsi", _) => format!("and {a}, {b}"),
+            ("arith.maxui" | "arith.minsi", _) => format!("or {a}, {b}"),
+            ("arith.cmpi", Some("ugt" | "slt")) => and_not(a, b),
+            ("arith.cmpi", Some("ult" | "sgt")) => and_not(b, a),
+            ("arith.cmpi", Some("uge" | "sle")) => {
+                let n = self.helper(format!("not {b}"));
+                format!("or {a}, {n}")
+            }
+            ("arith.cmpi", Some("ule" | "sge")) => {
+                let n = self.helper(format!("not {a}"));
+                format!("or {b}, {n}")
+            }
+            ("arith.cmpi", Some("eq" | "ne")) => return IntText::Other,
+            ("arith.andi" | "arith.ori" | "arith.xori", _) => return IntText::Other,
+            ("arith.cmpi", _) => return IntText::Opaque,
+            _ if l.op.starts_with("arith.") && l.op.ends_with('i') => return IntText::Opaque,
+            _ => return IntText::Other,
+        };
+        IntText::Text(text)
     }
 
     /// Writes `%h = text` and returns `%h`.
