@@ -337,7 +337,9 @@ fn load_with(file: &str, given: Option<&str>, none: NoTarget) -> Result<Loaded, 
     let target = match (resolve_parsed_target(&input, &parsed, given)?, none) {
         (Some(name), _) => Some(Target::from_name(&name)),
         (None, NoTarget::Generic) => None,
-        (None, NoTarget::Refuse) => return Err(fail(TARGET_REQUIRED)),
+        // A file that does not parse cannot declare a target: its errors say why, not this.
+        (None, NoTarget::Refuse) if parsed.is_ok() => return Err(fail(TARGET_REQUIRED)),
+        (None, NoTarget::Refuse) => None,
         (None, NoTarget::Pick(pick)) => Some(pick(&input)),
     };
     let target = match target.transpose() {
