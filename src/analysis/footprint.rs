@@ -938,7 +938,7 @@ impl<'k> Footprints<'k> {
             Special::Lane => t % self.warp as i64,
             Special::Warp => t / self.warp as i64,
             Special::BlockDim(d) => [bx, by, bz.max(1) as i64][d.min(2) as usize],
-            Special::GridDim(d) => self.k.grid[d.min(2) as usize] as i64,
+            Special::GridDim(d) => self.k.grid_dim(d)?,
             Special::Bid(_) => return None,
         })
     }

@@ -43,7 +43,7 @@ pub use interp::{EnginePolicy, GlobalMem, LayoutMap, Val, input_element, splitmi
 pub use race::{AccKind, AccessSite, Witness};
 
 use crate::diag::{DiagKind, Diagnostic, Span};
-use crate::ir::{Kernel, Param, ScalarType};
+use crate::ir::{Kernel, OpKind, Param, ScalarType, Special};
 use crate::target::Target;
 use interp::{ExecConfig, Stop, fmt_xyz};
 
@@ -106,7 +106,9 @@ pub enum Verdict {
     /// No race found by interpretation with these concrete values and schedules.
     Checked {
         block: [u32; 3],
-        grid: [u32; 3],
+        /// The blocks interpreted; `None`: the grid is unknown and the kernel reads block ids
+        /// or grid sizes, so only block 0 of a one-block launch was run.
+        grid: Option<[u32; 3]>,
         bounds: Vec<(String, i64)>,
         schedules: u32,
         not_proved: String,
@@ -157,6 +159,7 @@ impl CheckReport {
             Verdict::Proved { not_shown, .. } => proved_summary(not_shown),
             Verdict::Checked {
                 block,
+                grid,
                 bounds,
                 schedules,
                 ..
@@ -174,7 +177,8 @@ impl CheckReport {
                 } else {
                     bs.join(",")
                 };
-                format!("race-free (checked for block={b}, bounds={bs}, {schedules} schedules)")
+                let g = if grid.is_none() { ", grid unknown: block 0 only" } else { "" };
+                format!("race-free (checked for block={b}{g}, bounds={bs}, {schedules} schedules)")
             }
             Verdict::Race(w) if w.missing_fence => {
                 format!("missing proxy fence on @{}{:?}", w.buffer, w.index)
@@ -525,7 +529,7 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
     CheckReport {
         verdict: Verdict::Checked {
             block: k.block,
-            grid: k.grid,
+            grid: (k.grid_known || !reads_block_ids(k)).then_some(k.grid),
             bounds: used,
             schedules: opts.schedules.max(1),
             not_proved,
@@ -668,4 +672,11 @@ pub fn run_with_schedule(
 /// The span of a diagnostic's primary label (convenience for tests).
 pub fn primary_span(d: &Diagnostic) -> Span {
     d.primary_span().unwrap_or(Span::UNDEF)
+}
+
+/// Whether the kernel reads a block id or a grid size (its meaning then depends on the grid).
+fn reads_block_ids(k: &Kernel) -> bool {
+    k.ops
+        .values()
+        .any(|o| matches!(o.kind, OpKind::Special(Special::Bid(_) | Special::GridDim(_))))
 }

@@ -610,11 +610,11 @@ impl<'k> Eval<'k> {
             Special::Lane => per(&|t| (t % self.warp) as i64),
             Special::Warp => per(&|t| (t / self.warp) as i64),
             Special::BlockDim(d) => Abs::Uni(Iv::point(k.block[d.min(2) as usize] as i64)),
-            Special::GridDim(d) => Abs::Uni(Iv::point(k.grid[d.min(2) as usize] as i64)),
-            Special::Bid(d) => Abs::Uni(Iv {
-                lo: 0,
-                hi: (k.grid[d.min(2) as usize].max(1) - 1) as i64,
+            Special::GridDim(d) => Abs::Uni(match k.grid_dim(d) {
+                Some(g) => Iv::point(g),
+                None => Iv { lo: 1, hi: i32::MAX as i64 },
             }),
+            Special::Bid(d) => Abs::Uni(Iv { lo: 0, hi: k.bid_max(d) }),
         }
     }
 }

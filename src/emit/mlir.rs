@@ -626,9 +626,12 @@ impl<'a> Emitter<'a> {
         let b = k.block;
         let g = k.grid;
         let mut attrs = format!(
-            "known_block_size = array<i32: {}, {}, {}>, known_grid_size = array<i32: {}, {}, {}>",
-            b[0], b[1], b[2], g[0], g[1], g[2]
+            "known_block_size = array<i32: {}, {}, {}>",
+            b[0], b[1], b[2]
         );
+        if k.grid_known {
+            let _ = write!(attrs, ", known_grid_size = array<i32: {}, {}, {}>", g[0], g[1], g[2]);
+        }
         let renamed: Vec<String> = k
             .buffers
             .iter()

@@ -30,8 +30,15 @@ pub struct Kernel {
     pub name: String,
     /// Threads per block (x, y, z).
     pub block: [u32; 3],
-    /// Blocks per grid (x, y, z), used by the interpreter and the CUDA harness.
+    /// Blocks per grid (x, y, z), used by the interpreter and the CUDA harness. Meaningful to
+    /// the analysis only when [`Kernel::grid_known`]; read it through [`Kernel::grid_dim`] and
+    /// [`Kernel::bid_max`].
     pub grid: [u32; 3],
+    /// Whether the header declares the grid (`grid(...)`, MLIR's `known_grid_size`). Without
+    /// it the number of blocks is unknown (a Triton kernel's launch grid is not part of its
+    /// TTGIR): `bid.d` may be any id below 2^31 - 1 and `gdim.d` any size; the interpreter
+    /// runs `grid` (one block) and says so.
+    pub grid_known: bool,
     pub params: Vec<Param>,
     pub globals: PrimaryMap<Global, GlobalData>,
     pub buffers: PrimaryMap<Buffer, BufferData>,
@@ -86,6 +93,19 @@ pub struct Kernel {
 pub const DEFAULT_SCALAR: i64 = 4;
 
 impl Kernel {
+    /// The declared number of blocks in dimension `d` (x, y, z; larger `d` reads z), or
+    /// `None` when the grid is unknown ([`Kernel::grid_known`]).
+    pub fn grid_dim(&self, d: u8) -> Option<i64> {
+        self.grid_known
+            .then(|| self.grid[d.min(2) as usize].max(1) as i64)
+    }
+
+    /// The largest block id in dimension `d`: the declared grid's, or 2^31 - 2 when the grid
+    /// is unknown (a grid dimension is at most 2^31 - 1 on every target).
+    pub fn bid_max(&self, d: u8) -> i64 {
+        self.grid_dim(d).map_or(i32::MAX as i64 - 1, |g| g - 1)
+    }
+
     pub fn new(name: impl Into<String>) -> Kernel {
         let mut regions = PrimaryMap::new();
         let body = regions.push(RegionData::default());
@@ -93,6 +113,7 @@ impl Kernel {
             name: name.into(),
             block: [1, 1, 1],
             grid: [1, 1, 1],
+            grid_known: false,
             params: Vec::new(),
             globals: PrimaryMap::new(),
             buffers: PrimaryMap::new(),

@@ -244,13 +244,13 @@ impl Ranges {
 /// dimension.
 fn special(k: &Kernel, s: Special) -> Interval {
     let block = |d: u8| (k.block[d.min(2) as usize] as i128).clamp(1, 1024);
-    let grid = |d: u8| (k.grid[d.min(2) as usize] as i128).max(1);
+    let grid = |d: u8| k.grid_dim(d).map_or((1, i32::MAX as i128), |g| (g as i128, g as i128));
     match s {
         // The checker may run a kernel with an overridden block size: stay within the limit.
         Special::Tid(_) | Special::LinearTid | Special::Warp => Interval::new(0, 1023),
         Special::Lane => Interval::new(0, 63),
         Special::BlockDim(d) => Interval::new(1, block(d).max(1024)),
-        Special::GridDim(d) => Interval::new(grid(d), grid(d)),
+        Special::GridDim(d) => Interval::new(grid(d).0, grid(d).1),
         Special::Bid(_) => Interval::new(0, i32::MAX as i128),
     }
 }

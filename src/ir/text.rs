@@ -274,7 +274,7 @@ impl<'a> Printer<'a> {
             }
         };
         let _ = write!(self.out, " block{}", dims(k.block));
-        if k.grid != [1, 1, 1] {
+        if k.grid_known {
             let _ = write!(self.out, " grid{}", dims(k.grid));
         }
         if let Some(t) = &k.target {

@@ -780,6 +780,7 @@ impl<'a> Importer<'a> {
             }
             if let Some(g) = dims3(get(&attrs, "known_grid_size")) {
                 self.k.grid = g;
+                self.k.grid_known = true;
                 self.k.grid_span = attrs_at;
             }
             if let Some(Attr::Dict(ns)) = get(&attrs, "smemsync.shared_names") {

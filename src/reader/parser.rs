@@ -422,6 +422,7 @@ impl<'a> Parser<'a> {
                     cx.k.block_span = at;
                 } else {
                     cx.k.grid = dims;
+                    cx.k.grid_known = true;
                     cx.k.grid_span = at;
                 }
             } else if self.is_word("target") && cx.k.target.is_none() {

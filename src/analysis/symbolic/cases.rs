@@ -9,7 +9,7 @@
 //! Exactness: a leaf is uniform and defined outside every loop's influence (a parameter, a
 //! block id): one run of the block holds one value of it everywhere, in both accesses of a
 //! pair and in every thread, and that value lies in its domain (a declared range is the
-//! callers' promise, `Kernel::param_ranges`; `bid.d < grid.d`). So the run's conflicts are
+//! callers' promise, `Kernel::param_ranges`; `bid.d < grid.d`, below 2^31 - 1 when the grid is unknown: too many cases). So the run's conflicts are
 //! those of one case, and the union of the cases' answers (each the engine's own answer on
 //! the kernel with those constants, itself exact or conservative) over-approximates them.
 //! A case the engine declines makes the whole question decline (`None`: the caller keeps its
@@ -92,7 +92,7 @@ fn leaves_uncached(fp: &Footprints, ai: usize) -> Option<Leaves> {
             ValueDef::RegionArg(..) => {}
             ValueDef::Result(op, _) => match &k.ops[*op].kind {
                 OpKind::Special(Special::Bid(d)) => {
-                    out.push((v, 0, k.grid[(*d).min(2) as usize].max(1) as i64 - 1));
+                    out.push((v, 0, k.bid_max(*d)));
                 }
                 OpKind::Binary(..) | OpKind::Unary(..) | OpKind::Cmp(..) | OpKind::Select(..) => {
                     k.ops[*op].kind.for_each_operand(|o| stack.extend(o.value()));

@@ -456,7 +456,7 @@ impl<'a> Builder<'a> {
             // A declared range is what every caller promises (`Kernel::param_ranges`).
             (ScalarType::I32, ValueDef::Param(_)) => (*k.param_ranges.get(v)).map_or(I32, |(a, b)| (a as i64, b as i64)),
             (ScalarType::I32, ValueDef::Result(op, _)) => match k.ops[*op].kind {
-                OpKind::Special(Special::Bid(d)) => (0, k.grid[d.min(2) as usize].max(1) as i64 - 1),
+                OpKind::Special(Special::Bid(d)) => (0, k.bid_max(d)),
                 _ => I32,
             },
             (ScalarType::I32, _) => I32,
@@ -517,7 +517,10 @@ impl<'a> Builder<'a> {
                 Form::Known(Affine::konst([bx, by, bz.max(1) as i64][d.min(2) as usize]))
             }
             Special::GridDim(_) if !self.fp.evaluates_unary() => Form::Unknown,
-            Special::GridDim(d) => Form::Known(Affine::konst(k.grid[d.min(2) as usize] as i64)),
+            Special::GridDim(d) => match k.grid_dim(d) {
+                Some(g) => Form::Known(Affine::konst(g)),
+                None => Form::Unknown,
+            },
             Special::Bid(_) => Form::Unknown,
         }
     }
