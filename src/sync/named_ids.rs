@@ -3,12 +3,13 @@
 //!
 //! The placer treats every arm of a role branch (`if in_group @g`) as a legal place for a
 //! `named_sync id, n` over the arm's `n` threads; ids are handed out here, after placement,
-//! only to the arms that hold a chosen point, in point order (deterministic):
-//! - an arm that is the only user of one of the kernel's own ids (every use of the id is a
-//!   `named_sync` over the arm's count in a region of that arm) keeps using its smallest such
-//!   id: only the arm's threads meet at it, in program order, as at any repeated barrier;
-//! - every other arm takes the next id that is neither 0 (the block barrier) nor used by the
-//!   kernel, below the target's limit.
+//! only to the arms that hold a chosen point, in point order (deterministic): each takes the
+//! next id that is neither 0 (the block barrier) nor used by the kernel, below the target's
+//! limit. When there are fewer such ids than arms, an arm that is the only user of one of the
+//! kernel's own ids (every use of the id is a `named_sync` over the arm's count in a region of
+//! that arm) reuses its smallest such id instead: only the arm's threads meet at it, in
+//! program order, as at any repeated barrier. (Reuse only then keeps the ids of every kernel
+//! the fresh ids suffice for as they were.)
 //!
 //! Invariant: two arms never share an id (arms of role branches run concurrently on disjoint
 //! threads, and a barrier counts arrivals per id), and no id the kernel already uses is
@@ -68,10 +69,13 @@ pub fn named_ids(model: &SyncModel, points: &[Point]) -> Result<NamedIds, Diagno
         return Ok(ids);
     }
     let uses = own_ids(model);
-    let mut free = (1..model.named_limit).filter(|i| !uses.contains_key(i));
+    let fresh: Vec<u32> = (1..model.named_limit).filter(|i| !uses.contains_key(i)).collect();
+    let reuse = arms.len() > fresh.len();
+    let mut free = fresh.into_iter();
     let mut none = Vec::new();
     for a in arms {
-        let own = uses.iter().find(|(_, u)| **u == Some(a)).map(|(i, _)| *i);
+        let own = || uses.iter().find(|(_, u)| **u == Some(a)).map(|(i, _)| *i);
+        let own = if reuse { own() } else { None };
         match own.or_else(|| free.next()) {
             Some(i) => {
                 ids.insert(a.arm, i);
