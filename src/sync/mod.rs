@@ -589,8 +589,8 @@ pub fn place_with(
     role_release::publish_inits_early(model, &hazards, &pending, &mut points);
     points.sort();
     points.dedup();
-    let ids = named_ids(model, &points).map_err(|d| vec![d])?;
-    let mut placement = finish(model, hazards, existing, &pending, points, &ids);
+    named_ids(model, &points).map_err(|d| vec![d])?;
+    let mut placement = finish(model, hazards, existing, &pending, points);
     placement.stats.conservative = warnings
         .iter()
         .filter(|w| is_conservative(w.code))
@@ -608,17 +608,22 @@ pub fn is_conservative(code: &str) -> bool {
 }
 
 /// Builds the plan, attribution and statistics from chosen points.
+///
+/// # Panics
+/// When the role arms holding points need more named-barrier ids than the target has
+/// ([`named_ids`]); [`place_with`] reports that as E0308 before calling this.
 pub fn finish(
     model: &SyncModel,
     hazards: Vec<Hazard>,
     existing: Vec<usize>,
     pending: &[usize],
     mut points: Vec<Point>,
-    ids: &NamedIds,
 ) -> Placement {
     points.sort();
     points.dedup();
-    let plan = plan_of_points(model, &hazards, pending, &points, ids);
+    let ids = named_ids(model, &points)
+        .unwrap_or_else(|d| panic!("{} (place_with reports it first)", d.message));
+    let plan = plan_of_points(model, &hazards, pending, &points, &ids);
     let removes = plan
         .edits
         .iter()
