@@ -611,7 +611,7 @@ pub fn is_conservative(code: &str) -> bool {
 ///
 /// # Panics
 /// When the role arms holding points need more named-barrier ids than the target has
-/// ([`named_ids`]); [`place_with`] reports that as E0308 before calling this.
+/// ([`named_ids::named_ids`]); [`place_with`] reports that as E0308 before calling this.
 pub fn finish(
     model: &SyncModel,
     hazards: Vec<Hazard>,
