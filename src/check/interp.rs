@@ -279,7 +279,7 @@ fn counter_index(c: Counter) -> usize {
     Counter::ALL.iter().position(|x| *x == c).unwrap_or(0)
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 struct ViewInst {
     buf: Buffer,
     off: u64,
@@ -475,6 +475,9 @@ struct BlockExec<'a> {
     tiles: HashMap<TileKey, SharedWrites>,
     /// Per warp: the register-A wgmma rendezvous in progress.
     meets: HashMap<usize, wgmma::Meet>,
+    /// Per wgmma op and iteration: the group of its shared reads while threads can still
+    /// join it (`interp::wgmma`).
+    wgmma_groups: HashMap<(Op, u32), wgmma::WgmmaGroup>,
     parents: &'a Parents,
 }
 

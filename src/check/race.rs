@@ -38,6 +38,21 @@
 //! fenced reports a [`Conflict`] with `missing_fence` set (docs/checker.md). Complexity: O(1)
 //! per such write; O(fences executed) memory.
 //!
+//! Shared reads of a group (wgmma operands). The threads that execute one `wgmma` in one
+//! iteration on the same operand views all read every element of them: each is a copy of
+//! its own (completed by its own waits), but the reads are recorded in the cells once, by the
+//! first issuer, as a *group* copy whose members are the issuers' reads ([`RaceState::new_group`],
+//! [`RaceState::join_group`]). A group read is ordered before a later access iff every
+//! member joined so far is (what the members' own reads in each cell would give: a later
+//! access is checked against the reads recorded before it); a conflict names the first
+//! member that is not ordered. A member joins only when the cells still hold the group read
+//! (a write, or a read that implied it, marks the group *broken*: later issuers record their
+//! reads element by element, as every issuer did before) and its issue is ordered after every
+//! write in the view's cells (checked on the distinct writes, [`RaceState::conflict_in`]);
+//! otherwise it records element by element, which reports the race exactly as before. Cost:
+//! O(elements) once per group plus O(distinct writes) per member, instead of
+//! O(elements x issuers).
+//!
 //! Invariant: every recorded access is either ordered before all later recorded accesses or
 //! reported. Complexity: O(slots) per release/acquire; O(|writes| + |reads|) per access, where
 //! reads are pruned by happens-before so that |reads| is the number of mutually unordered
@@ -99,6 +114,9 @@ pub struct Acc {
     /// Index of the root buffer accessed ([`NO_BUFFER`] for mbarrier objects).
     pub buf: u32,
 }
+
+/// Marker for a copy that stands for no group of reads.
+const NO_GROUP: u32 = u32::MAX;
 
 /// Marker for an access to no data buffer (mbarrier objects).
 pub const NO_BUFFER: u32 = u32::MAX;
@@ -174,6 +192,11 @@ pub struct RaceState {
     cells: Vec<Cell>,
     /// Per copy: its completion epoch `(slot, clock)`, or None while pending.
     completion: Vec<Option<(u32, u32)>>,
+    /// Per copy: the group it stands for ([`NO_GROUP`] for a copy of one issuer).
+    group_of: Vec<u32>,
+    /// Per group: the members' own reads (issuer, issue epoch, own copy) in issue order,
+    /// and whether some cell lost the group's read.
+    groups: Vec<(Vec<Acc>, bool)>,
     /// Per thread: the own epoch at each proxy fence it executed, in order.
     fence_epochs: Vec<Vec<u32>>,
     /// Pairs of buffers (both orders) that alias without an exact element pairing
@@ -197,6 +220,8 @@ impl RaceState {
             lazy: vec![false; threads],
             cells: vec![Cell::default(); granules],
             completion: Vec::new(),
+            group_of: Vec::new(),
+            groups: Vec::new(),
             fence_epochs: vec![Vec::new(); threads],
             blind: Default::default(),
         }
@@ -209,15 +234,73 @@ impl RaceState {
     /// interpreted thread does not.
     fn ordered(&self, earlier: &Acc, later: &Acc, t: usize) -> bool {
         if earlier.buf != later.buf && self.blind.contains(&(earlier.buf, later.buf)) {
-            return if earlier.copy == NO_COPY {
-                earlier.clock <= self.base[earlier.thread as usize]
-            } else {
-                matches!(self.completion[earlier.copy as usize], Some((slot, c)) if c <= self.base[slot as usize])
-            };
+            return self.before_base(earlier);
         }
         let same_thread_plain =
             earlier.copy == NO_COPY && later.copy == NO_COPY && earlier.thread == later.thread;
         same_thread_plain || self.hb_issue(earlier, t)
+    }
+
+    /// Whether `a` (for a copy: its completion; for a group: every member's) is ordered
+    /// before the last block-wide barrier.
+    fn before_base(&self, a: &Acc) -> bool {
+        if a.copy == NO_COPY {
+            return a.clock <= self.base[a.thread as usize];
+        }
+        if let Some(ms) = self.members(a.copy) {
+            return ms.iter().all(|m| self.before_base(m));
+        }
+        matches!(self.completion[a.copy as usize], Some((slot, c)) if c <= self.base[slot as usize])
+    }
+
+    /// The members of group copy `copy`, if it is one.
+    fn members(&self, copy: u32) -> Option<&[Acc]> {
+        let g = *self.group_of.get(copy as usize)?;
+        (g != NO_GROUP).then(|| self.groups[g as usize].0.as_slice())
+    }
+
+    /// The access to name for an earlier `r` that `later` (by `t`) is not ordered after: the
+    /// first member not ordered before it, for a group read.
+    fn culprit(&self, r: &Acc, later: &Acc, t: usize) -> Acc {
+        match self.members(r.copy) {
+            Some(ms) => ms
+                .iter()
+                .map(|m| Acc { buf: r.buf, ..*m })
+                .find(|m| !self.ordered(m, later, t))
+                .unwrap_or(*r),
+            None => *r,
+        }
+    }
+
+    /// A new group copy (pending, no members yet).
+    pub fn new_group(&mut self) -> u32 {
+        let c = self.new_copy();
+        self.group_of[c as usize] = self.groups.len() as u32;
+        self.groups.push((Vec::new(), false));
+        c
+    }
+
+    /// Adds `member` (an issuer's read with its own copy) to group copy `group`.
+    pub fn join_group(&mut self, group: u32, member: Acc) {
+        let g = self.group_of[group as usize] as usize;
+        self.groups[g].0.push(member);
+    }
+
+    /// Whether every cell the group's read was recorded in still holds it.
+    pub fn group_intact(&self, group: u32) -> bool {
+        let g = self.group_of.get(group as usize).copied().unwrap_or(NO_GROUP);
+        g != NO_GROUP && !self.groups[g as usize].1
+    }
+
+    /// Marks the groups of the reads in `dropped` broken (a cell no longer holds them).
+    fn dropped(&mut self, dropped: &[Acc]) {
+        for r in dropped {
+            if let Some(&g) = self.group_of.get(r.copy as usize)
+                && g != NO_GROUP
+            {
+                self.groups[g as usize].1 = true;
+            }
+        }
     }
 
     /// Thread `t` executes a proxy fence; returns the thread's fence count after it.
@@ -332,6 +415,7 @@ impl RaceState {
     /// Registers a new copy (pending); returns its id.
     pub fn new_copy(&mut self) -> u32 {
         self.completion.push(None);
+        self.group_of.push(NO_GROUP);
         (self.completion.len() - 1) as u32
     }
 
@@ -354,6 +438,8 @@ impl RaceState {
     pub fn hb(&self, a: &Acc, t: usize) -> bool {
         if a.copy == NO_COPY {
             a.clock <= self.get(t, a.thread as usize)
+        } else if let Some(ms) = self.members(a.copy) {
+            ms.iter().all(|m| self.hb(m, t))
         } else {
             match self.completion[a.copy as usize] {
                 Some((slot, c)) => c <= self.get(t, slot as usize),
@@ -388,7 +474,7 @@ impl RaceState {
             let Some(cell) = self.cells.get(gi) else {
                 continue;
             };
-            self.conflict(cell, &acc, t, async_proxy)?;
+            self.conflict(&cell.writes, &cell.reads, &acc, t, async_proxy)?;
             self.update(gi, acc, t);
         }
         Ok(())
@@ -397,10 +483,16 @@ impl RaceState {
     /// The first access recorded in `cell` that `acc` (by thread or issuer `t`) races with:
     /// an unordered write (any access), an unordered read (a write), or, for an async-proxy
     /// access, an ordered generic write no proxy fence separates from it.
-    fn conflict(&self, cell: &Cell, acc: &Acc, t: usize, async_proxy: bool) -> Result<(), Conflict> {
+    fn conflict(
+        &self,
+        writes: &[Acc],
+        reads: &[Acc],
+        acc: &Acc,
+        t: usize,
+        async_proxy: bool,
+    ) -> Result<(), Conflict> {
         if async_proxy
-            && let Some(w) = cell
-                .writes
+            && let Some(w) = writes
                 .iter()
                 .find(|w| w.copy == NO_COPY && !w.kind.is_async() && !self.fenced_for(w, t))
         {
@@ -414,7 +506,7 @@ impl RaceState {
             }
         }
         // Check against earlier writes (every access) and reads (writes only).
-        for w in &cell.writes {
+        for w in writes {
             if !compatible(w, acc) && !self.ordered(w, acc, t) {
                 return Err(Conflict {
                     earlier: *w,
@@ -424,10 +516,10 @@ impl RaceState {
             }
         }
         if acc.kind.writes() {
-            for r in &cell.reads {
+            for r in reads {
                 if !self.ordered(r, acc, t) {
                     return Err(Conflict {
-                        earlier: *r,
+                        earlier: self.culprit(r, acc, t),
                         later: *acc,
                         missing_fence: false,
                     });
@@ -435,6 +527,30 @@ impl RaceState {
             }
         }
         Ok(())
+    }
+
+    /// Whether read `acc` (by `t`, not recorded) conflicts with one of `writes` (the distinct
+    /// writes of the cells it would read).
+    pub fn conflict_in(&self, writes: &[Acc], acc: &Acc, t: usize, async_proxy: bool) -> bool {
+        debug_assert!(!acc.kind.writes());
+        self.conflict(writes, &[], acc, t, async_proxy).is_err()
+    }
+
+    /// The distinct writes (as far as a read's conflict check can tell them apart) recorded
+    /// in granules `[g, g+n)`, added to `out` (`seen` holds their keys).
+    pub fn writes_in(
+        &self,
+        (g, n): (usize, usize),
+        seen: &mut rustc_hash::FxHashSet<(u32, u32, u32, u32, u32)>,
+        out: &mut Vec<Acc>,
+    ) {
+        for cell in self.cells.get(g..g + n).unwrap_or(&[]) {
+            for w in &cell.writes {
+                if seen.insert((w.thread, w.clock, w.copy, w.fences, w.buf)) {
+                    out.push(*w);
+                }
+            }
+        }
     }
 
     /// Records `acc` in granule `gi`'s shadow state, dropping what it supersedes.
@@ -446,13 +562,22 @@ impl RaceState {
                     // A read implies an earlier one only when it is ordered after it as a
                     // later access would need (so a read of a blindly aliasing buffer stays
                     // until a block-wide barrier).
-                    cell.reads.retain(|r| !self.ordered(r, &acc, t));
+                    let mut gone = Vec::new();
+                    cell.reads.retain(|r| {
+                        let keep = !self.ordered(r, &acc, t);
+                        if !keep && self.members(r.copy).is_some() {
+                            gone.push(*r);
+                        }
+                        keep
+                    });
+                    self.dropped(&gone);
                 }
                 cell.reads.push(acc);
             }
             AccKind::Write => {
                 cell.writes.clear();
                 cell.writes.push(acc);
+                self.dropped(&cell.reads);
                 cell.reads.clear();
             }
             AccKind::Atomic(_) | AccKind::AsyncWrite => {
@@ -469,6 +594,7 @@ impl RaceState {
                     .collect();
                 cell.writes = keep;
                 cell.writes.push(acc);
+                self.dropped(&cell.reads);
                 cell.reads.clear();
             }
         }

@@ -21,6 +21,7 @@ pub mod handshake_mbar;
 pub(crate) mod handshake_tma;
 pub mod joint;
 pub mod naive;
+pub mod named_ids;
 pub mod place;
 pub mod role_release;
 pub mod split;
@@ -37,6 +38,7 @@ use crate::ir::text::op_label;
 use crate::ir::edit::{Edit, EditReason, ProgramPoint, SyncPlan, body_len};
 use crate::ir::*;
 use crate::target::Target;
+use named_ids::{NamedIds, named_ids};
 
 /// The trip count assumed for a loop whose bounds are unknown.
 pub const SYMBOLIC_TRIP: u64 = 1 << 20;
@@ -176,6 +178,9 @@ pub struct SyncModel<'k> {
     /// divergence): every thread of the arm's group reaches them, so a named barrier over the
     /// group is legal there (targets with named barriers). Maps to the arm and its count.
     pub named: HashMap<Region, NamedArm>,
+    /// The target's number of named-barrier ids (0 when it has none; id 0 is the block
+    /// barrier).
+    pub named_limit: u32,
     pub weight: HashMap<Region, u64>,
     pub weight_bounds: HashMap<Region, u64>,
     /// Existing sync points.
@@ -290,6 +295,7 @@ impl<'k> SyncModel<'k> {
             legal,
             warp_legal,
             named: HashMap::new(),
+            named_limit: 0,
             weight,
             weight_bounds,
             existing: Vec::new(),
@@ -383,19 +389,17 @@ impl<'k> SyncModel<'k> {
     /// legal places for named barriers over the arm's threads: the then-arm runs on the
     /// group's threads, the else-arm on the others. Regions nested in an arm stay legal while
     /// their control is uniform (immediates or values uniform across the block). Arms whose
-    /// thread count is not a multiple of the warp width, and ids beyond the target's limit,
-    /// are left out. Existing named syncs with the arm's count become existing sync points.
+    /// thread count is not a multiple of the warp width are left out; ids are handed out
+    /// only to the arms that get a sync ([`named_ids`]). Existing named syncs with the arm's
+    /// count become existing sync points.
     pub fn enable_named(&mut self, target: &Target) {
         let k = self.k;
         if target.named_barriers == 0 {
             return;
         }
+        self.named_limit = target.named_barriers;
         let u = crate::analysis::uniformity::analyze(k);
         let threads = k.threads();
-        // Id 0 is the block barrier; ids the kernel already uses are not handed out again.
-        let mut free_ids = target
-            .named_barriers
-            .saturating_sub(1 + used_named_ids(k).len() as u32);
         for op in k.ops_in_order() {
             let OpKind::If {
                 cond: Operand::Value(c),
@@ -429,10 +433,9 @@ impl<'k> SyncModel<'k> {
             }
             for (i, &arm) in k.ops[op].regions.iter().enumerate() {
                 let count = if i == 0 { size } else { enclosing - size };
-                if count == 0 || count % target.warp != 0 || free_ids == 0 {
+                if count == 0 || count % target.warp != 0 {
                     continue;
                 }
-                free_ids -= 1;
                 let na = NamedArm { arm, count };
                 let mut stack = vec![arm];
                 while let Some(q) = stack.pop() {
@@ -584,6 +587,9 @@ pub fn place_with(
     };
     let mut points = points;
     role_release::publish_inits_early(model, &hazards, &pending, &mut points);
+    points.sort();
+    points.dedup();
+    named_ids(model, &points).map_err(|d| vec![d])?;
     let mut placement = finish(model, hazards, existing, &pending, points);
     placement.stats.conservative = warnings
         .iter()
@@ -602,6 +608,10 @@ pub fn is_conservative(code: &str) -> bool {
 }
 
 /// Builds the plan, attribution and statistics from chosen points.
+///
+/// # Panics
+/// When the role arms holding points need more named-barrier ids than the target has
+/// ([`named_ids::named_ids`]); [`place_with`] reports that as E0308 before calling this.
 pub fn finish(
     model: &SyncModel,
     hazards: Vec<Hazard>,
@@ -611,7 +621,9 @@ pub fn finish(
 ) -> Placement {
     points.sort();
     points.dedup();
-    let plan = plan_of_points(model, &hazards, pending, &points);
+    let ids = named_ids(model, &points)
+        .unwrap_or_else(|d| panic!("{} (place_with reports it first)", d.message));
+    let plan = plan_of_points(model, &hazards, pending, &points, &ids);
     let removes = plan
         .edits
         .iter()
@@ -638,12 +650,13 @@ pub fn finish(
 }
 
 /// The plan of the chosen (sorted, distinct) points, each edit with the pending hazards it
-/// removes; block barriers in role arms become named barriers, one id per arm.
+/// removes; block barriers in role arms become named barriers with their arm's id in `ids`.
 fn plan_of_points(
     model: &SyncModel,
     hazards: &[Hazard],
     pending: &[usize],
     points: &[Point],
+    ids: &NamedIds,
 ) -> SyncPlan {
     let k = model.k;
     let mut plan = SyncPlan::default();
@@ -658,22 +671,12 @@ fn plan_of_points(
             removes_of.entry(p).or_default().push(i);
         }
     }
-    // Named-barrier ids per role arm, in a deterministic order, skipping the kernel's own.
-    let used = used_named_ids(k);
-    let mut arm_ids: rustc_hash::FxHashMap<Region, u32> = Default::default();
-    let mut next_id = 1u32;
     for p in points {
         let op = match (p.scope, model.named.get(&p.region)) {
-            (Scope::Block, Some(a)) => {
-                let id = *arm_ids.entry(a.arm).or_insert_with(|| {
-                    while used.contains(&next_id) {
-                        next_id += 1;
-                    }
-                    next_id += 1;
-                    next_id - 1
-                });
-                OpKind::NamedSync { id, count: a.count }
-            }
+            (Scope::Block, Some(a)) => OpKind::NamedSync {
+                id: ids[&a.arm],
+                count: a.count,
+            },
             (Scope::Block, None) => OpKind::Barrier,
             (Scope::Warp, _) => OpKind::WarpSync,
         };
@@ -717,13 +720,3 @@ fn count_barriers(model: &SyncModel, points: &[Point], stats: &mut Stats) {
     stats.barriers_executed = stats.inserted_executed.saturating_add(existing_exec);
 }
 
-/// Named-barrier ids a kernel already uses.
-fn used_named_ids(k: &Kernel) -> std::collections::HashSet<u32> {
-    k.ops
-        .values()
-        .filter_map(|od| match od.kind {
-            OpKind::NamedArrive { id, .. } | OpKind::NamedSync { id, .. } => Some(id),
-            _ => None,
-        })
-        .collect()
-}

@@ -564,6 +564,7 @@ mod tests {
             legal: (0..REGIONS).map(|i| (r(i), legal[i])).collect(),
             warp_legal: Default::default(),
             named: Default::default(),
+            named_limit: 0,
             weight: (0..REGIONS).map(|i| (r(i), weights[i])).collect(),
             weight_bounds: (0..REGIONS).map(|i| (r(i), weights[i])).collect(),
             existing: Vec::new(),

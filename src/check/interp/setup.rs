@@ -350,6 +350,7 @@ impl<'a> BlockExec<'a> {
             iter_list: vec![Vec::new()],
             tiles: HashMap::new(),
             meets: HashMap::new(),
+            wgmma_groups: HashMap::new(),
             parents: k.parents(),
         }
     }

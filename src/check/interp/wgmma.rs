@@ -1,7 +1,14 @@
 //! The interpreter's `wgmma`: both operand forms, and the register-A hold.
 //!
 //! Shared A: each thread reads both views at issue (recorded as async reads until a wait
-//! completes the wgmma) and computes its own accumulator registers.
+//! completes the wgmma) and computes its own accumulator registers. The threads that issue
+//! one wgmma in one iteration on the same views share one recording of those reads (a group
+//! read, `check::race`): the first records every element and keeps the values read and the
+//! distinct writes of the views' cells; each later one joins when the group read is still in
+//! every cell (so nothing was written since and the values are the same) and its issue is
+//! ordered after those writes, else it reads and records element by element as the first
+//! did (which reports the race as before). Per wgmma: O(elements) once, O(distinct writes)
+//! per further thread.
 //!
 //! Register A (docs/ir.md section 4): each thread's A values are read, and rounded to B's
 //! element type, when it issues the wgmma. In the hardware form a thread's results need the
@@ -16,10 +23,21 @@
 //! an op of the issuing thread that reads or redefines one (`ir::wgmma::register_reads`,
 //! `register_writes`; another wgmma reading it as A excepted) is C0050.
 //!
-//! Complexity: O(registers x K) per thread and wgmma, O(warp) bookkeeping per rendezvous.
+//! Complexity: O(registers x K) per thread and wgmma, O(warp) bookkeeping per rendezvous, plus
+//! the shared reads above.
 
 use super::*;
 use crate::ir::wgmma;
+
+/// The shared reads of an execution of a wgmma op in one iteration: the views, the group
+/// copy its reads are recorded under, the distinct writes of the views' cells at the
+/// recording, and the values read.
+pub(super) struct WgmmaGroup {
+    views: Vec<ViewInst>,
+    group: u32,
+    writes: Vec<Acc>,
+    values: Vec<Rc<Vec<f32>>>,
+}
 
 /// One thread's arrival at a register-A wgmma rendezvous.
 pub(super) struct Deposit {
@@ -57,17 +75,7 @@ impl BlockExec<'_> {
             mbar: None,
         };
         let c = self.new_copy(th, op, p);
-        let mut views = Vec::new();
-        for m in a.shared().into_iter().chain([b]) {
-            let vi = self.memref(th, m, op)?;
-            let mut vals = Vec::new();
-            for e in 0..vi.elements() {
-                let el = vi.element(e);
-                self.record(th, op, (vi.buf, el), AccKind::AsyncRead, c)?;
-                vals.push(self.read_smem(vi.buf, el, op)?.as_f32());
-            }
-            views.push(vals);
-        }
+        let mut views = self.wgmma_reads(th, op, a.shared().into_iter().chain([b]), c)?;
         th.groups[2].0.push(c);
         let accs: Vec<f32> = acc.all().iter().map(|o| self.val(th, o).as_f32()).collect();
         let hw = wgmma::hardware_shape(self.k, a, b, accs.len()).is_ok();
@@ -75,7 +83,7 @@ impl BlockExec<'_> {
             WgmmaA::Shared(_) if hw => hardware_results(&accs, t as u64, &|r, kk| {
                 views[0][wgmma::a_element(r, kk) as usize]
             }, &|kk, n| views[1][wgmma::b_element(kk, n) as usize]),
-            WgmmaA::Shared(_) => abstract_results(&accs, views.iter().flatten()),
+            WgmmaA::Shared(_) => abstract_results(&accs, views.iter().flat_map(|v| v.iter())),
             WgmmaA::Regs(regs) => {
                 let elem = self.k.elem(b);
                 let av: Vec<f32> = regs
@@ -86,15 +94,91 @@ impl BlockExec<'_> {
                     th.held.push((v, c));
                 }
                 if hw {
-                    let b = views.pop().unwrap_or_default();
+                    let b = views.pop().map(|v| v.to_vec()).unwrap_or_default();
                     let dep = Deposit { t, a: av, b, accs, copy: c };
                     return self.meet_register_a(th, op, dep);
                 }
-                abstract_results(&accs, av.iter().chain(views.iter().flatten()))
+                abstract_results(&accs, av.iter().chain(views.iter().flat_map(|v| v.iter())))
             }
         };
         set_results(self, th, op, &d, c);
         Ok(true)
+    }
+
+    /// The values of the shared operand views `mems` (row-major view order) as `th` reads
+    /// them issuing wgmma `op` as copy `c`, recorded as async reads: joining the group read
+    /// of the threads that issued `op` before in this iteration when that is exact (module
+    /// doc), else element by element as a new group's first reader.
+    fn wgmma_reads(
+        &mut self,
+        th: &Thread,
+        op: Op,
+        mems: impl Iterator<Item = MemRef>,
+        c: u32,
+    ) -> Result<Vec<Rc<Vec<f32>>>, Stop> {
+        let views: Vec<ViewInst> = mems.map(|m| self.memref(th, m, op)).collect::<Result<_, _>>()?;
+        let t = th.lin as usize;
+        let member = Acc {
+            thread: th.lin,
+            clock: self.race.epoch(t),
+            op,
+            iter: th.iter,
+            kind: AccKind::AsyncRead,
+            copy: c,
+            fences: self.race.fences(t),
+            buf: views.first().map_or(0, |v| v.buf.index() as u32),
+        };
+        if !self.cfg.detect_races {
+            return self.read_views(th, op, &views, c);
+        }
+        if let Some(g) = self.wgmma_groups.get(&(op, th.iter))
+            && g.views == views
+            && self.race.group_intact(g.group)
+            && !self.race.conflict_in(&g.writes, &member, t, true)
+        {
+            let (group, values) = (g.group, g.values.clone());
+            self.race.join_group(group, member);
+            return Ok(values);
+        }
+        let group = self.race.new_group();
+        self.race.join_group(group, member);
+        let values = self.read_views(th, op, &views, group)?;
+        let mut seen = Default::default();
+        let mut writes = Vec::new();
+        for v in &views {
+            let (g0, per) = self.gran[v.buf.index()];
+            for e in 0..v.elements() {
+                let at = (g0 + v.element(e) as usize * per, per);
+                self.race.writes_in(at, &mut seen, &mut writes);
+            }
+        }
+        // Groups no thread can join any more (a cell lost their read) are dropped.
+        let race = &self.race;
+        self.wgmma_groups.retain(|_, g| race.group_intact(g.group));
+        let g = WgmmaGroup { views, group, writes, values: values.clone() };
+        self.wgmma_groups.insert((op, th.iter), g);
+        Ok(values)
+    }
+
+    /// Reads and records every element of `views` for `th` as async reads of copy `c`.
+    fn read_views(
+        &mut self,
+        th: &Thread,
+        op: Op,
+        views: &[ViewInst],
+        c: u32,
+    ) -> Result<Vec<Rc<Vec<f32>>>, Stop> {
+        let mut out = Vec::new();
+        for vi in views {
+            let mut vals = Vec::new();
+            for e in 0..vi.elements() {
+                let el = vi.element(e);
+                self.record(th, op, (vi.buf, el), AccKind::AsyncRead, c)?;
+                vals.push(self.read_smem(vi.buf, el, op)?.as_f32());
+            }
+            out.push(Rc::new(vals));
+        }
+        Ok(out)
     }
 
     /// Deposits `th`'s register-A arrival at its warp's rendezvous; the last thread of the

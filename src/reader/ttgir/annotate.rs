@@ -4,9 +4,15 @@
 //! `// smemsync`, so a Triton developer sees the difference in their own IR.
 //!
 //! Positions come from the importer's side tables: an inserted op goes before the TTGIR line
-//! of the next original op of its region that has one, else after the previous one's line (or
-//! its region's closing line), else after the line opening its region. Invariant: the
-//! original lines are printed unchanged and in order. Complexity: O(ops + lines).
+//! of the next original op of its region that has one, else after the previous one's last
+//! line (the line closing its regions, for a multi-line op), else after the line opening its
+//! region. An inserted op between two `.kir` ops of one TTGIR op (the scratch traffic of
+//! `ttg.convert_layout`, `tt.reduce`, `tt.scan`, ...) goes before that op when no shared
+//! access of the op precedes it (a barrier before the scratch store), else after the op's
+//! last line (between its scratch store and load: Triton's lowering of the op has it inside).
+//! Invariants: the original lines are printed unchanged and in order; no annotation is
+//! written inside a region the `.kir` does not model (a combiner region of `tt.reduce`/
+//! `tt.scan`), so the annotated text stays valid MLIR. Complexity: O(ops + lines).
 
 use std::collections::HashMap;
 
@@ -40,6 +46,36 @@ struct Walk<'a> {
     imp: &'a Imported,
     input_ops: usize,
     notes: HashMap<At, Vec<String>>,
+    /// For each TTGIR line opening a brace that a later line closes, the offset of the last
+    /// line that closes one of its braces.
+    closes: HashMap<usize, usize>,
+}
+
+/// For each TTGIR line (start offset) that opens a brace closed on a later line, the start
+/// offset of the last line closing one of its braces (the lexer keeps `<{...}>` attribute
+/// dictionaries whole, so only region braces count). Unlexable text gives an empty map.
+fn brace_closes(ttgir: &str) -> HashMap<usize, usize> {
+    use super::lexer::{T, lex_lines};
+    let mut out = HashMap::new();
+    let Ok(lines) = lex_lines(ttgir) else {
+        return out;
+    };
+    let mut open: Vec<usize> = Vec::new();
+    for l in &lines {
+        let at = l.span.lo as usize;
+        for t in &l.toks {
+            match t.t {
+                T::P('{') => open.push(at),
+                T::P('}') => {
+                    if let Some(o) = open.pop().filter(|o| *o != at) {
+                        out.insert(o, at);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
 }
 
 impl Walk<'_> {
@@ -51,6 +87,30 @@ impl Walk<'_> {
 
     fn end_of(&self, origin: usize) -> usize {
         self.imp.region_end.get(&origin).copied().unwrap_or(origin)
+    }
+
+    /// The last line of the TTGIR op starting at `origin`: the line closing its last region
+    /// (following `} else {` lines), or `origin` for a one-line op.
+    fn last_line(&self, origin: usize) -> usize {
+        let mut at = origin;
+        while let Some(&c) = self.closes.get(&at) {
+            at = c;
+        }
+        at
+    }
+
+    /// Where an inserted op goes whose neighbours both come from the TTGIR op at `n`: after
+    /// the op when one of the op's shared accesses precedes it in `before` (it separates the
+    /// op's scratch store from its load), else before the op.
+    fn inside(&self, n: usize, before: &[Op]) -> Option<At> {
+        let stored = before
+            .iter()
+            .rev()
+            .filter(|o| o.index() < self.input_ops)
+            .filter_map(|o| Some((*o, self.origin(*o)?)))
+            .take_while(|(_, at)| *at == n)
+            .any(|(o, _)| !crate::ir::effects::effects(self.k, o).shared.is_empty());
+        stored.then(|| At::After(self.last_line(n)))
     }
 
     fn region(&mut self, r: Region, parent: Option<usize>) {
@@ -66,18 +126,19 @@ impl Walk<'_> {
                     .rev()
                     .filter(|o| o.index() < self.input_ops)
                     .find_map(|o| self.origin(*o));
+                let inside = match (next, prev) {
+                    (Some(n), Some(p)) if n == p => self.inside(n, &ops[..i]),
+                    _ => None,
+                };
+                if let Some(at) = inside {
+                    let text = ttgir_text(self.k, &self.k.ops[op].kind);
+                    let note = "smemsync: inside the op above, between its scratch store and load";
+                    self.notes.entry(at).or_default().push(format!("{text} // {note}"));
+                    continue;
+                }
                 let at = match (next, prev, parent) {
-                    // Between two ops of one TTGIR op (a scratch store and load): inside it.
-                    (Some(n), Some(p), _) if n == p => {
-                        let text = ttgir_text(self.k, &self.k.ops[op].kind);
-                        self.notes
-                            .entry(At::After(n))
-                            .or_default()
-                            .push(format!("{text} // smemsync: inside the op above, between its scratch store and load"));
-                        continue;
-                    }
                     (Some(n), _, _) => At::Before(n),
-                    (None, Some(p), _) => At::After(self.end_of(p)),
+                    (None, Some(p), _) => At::After(self.last_line(p)),
                     (None, None, Some(p)) => At::After(p),
                     _ => continue,
                 };
@@ -108,6 +169,7 @@ pub fn annotate(ttgir: &str, imp: &Imported, kir: &str, k: &Kernel, input_ops: u
         imp,
         input_ops,
         notes: HashMap::new(),
+        closes: brace_closes(ttgir),
     };
     w.region(k.body(), None);
     let mut out = String::new();
