@@ -1204,9 +1204,10 @@ fn differing_bits(q: &PairQuestion, found: &[Vec<i64>], (x, y): (usize, usize)) 
 }
 
 /// Whether some solution in `found` of the question's problem names two threads `ta`,
-/// `tb` in two warps: the cross-warp problem ([`cross_warp`]) is then satisfiable. Not for
-/// a periodic distance (the cross-warp problem relates only the residues distances below
-/// 63 reach).
+/// `tb` in two warps: the cross-warp problem ([`cross_warp`]) is then satisfiable. At a
+/// periodic distance only a solution whose residue that problem keeps counts (it relates
+/// only the residues distances below 63 reach), and only with the reading on
+/// ([`periodic_solutions`]).
 fn shows_two_warps(q: &PairQuestion, found: &[Vec<i64>], (ta, tb): (usize, usize)) -> bool {
     let w = q.warp.max(1);
     // At a periodic distance the cross-warp problem also holds `r = g·m`, `0 ≤ m ≤ period/g`
