@@ -114,8 +114,7 @@ fn pipelined_text(seed: u64) -> String {
         period * rows * cols
     );
     s.push_str("  for %k = 0 to %n step 1 {\n");
-    let mut n = 0;
-    for _ in 0..2 + r.below(3) {
+    for n in 0..2 + r.below(3) {
         let shift = r.below(period);
         let c = r.below(threads as u64 + cols);
         s.push_str(&format!(
@@ -126,7 +125,6 @@ fn pipelined_text(seed: u64) -> String {
             1 => s.push_str(&format!("    cp_async @s[%sl{n}, %r{n}, %c{n}] <- %g[%t]\n    cp_async_commit\n    cp_async_wait 0\n")),
             _ => s.push_str(&format!("    %v{n} = load @s[%sl{n}, %r{n}, %c{n}]\n")),
         }
-        n += 1;
     }
     s.push_str("  }\n}\n");
     s
