@@ -1120,8 +1120,8 @@ thread_local! {
     static PERIODIC_READ: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
 }
 
-/// Turns the reading of solutions at periodic distances ([`periodic_conflict`], the
-/// periodic case of [`shows_two_warps`]) on (the default) or off on this thread: tests
+/// Turns the reading of solutions at periodic distances (`periodic_conflict`, the
+/// periodic case of `shows_two_warps`) on (the default) or off on this thread: tests
 /// compare every answer with it and without it.
 pub fn periodic_solutions(on: bool) {
     PERIODIC_READ.with(|c| c.set(on));
