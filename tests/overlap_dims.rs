@@ -122,6 +122,7 @@ proptest! {
         let mut off = Overlap::new(&k, 32);
         off.dims = false;
         off.symbolic = false;
+        off.prep_memo = false;
         let mut n = 0usize;
         for &x in &ops {
             for &y in &ops {

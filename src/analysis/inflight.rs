@@ -556,6 +556,9 @@ pub struct FlowMemo {
     /// "apart" by the per-dimension test (`Overlap::dims`): the oracle the tests compare that
     /// test with.
     pub no_dims: bool,
+    /// Prepare every overlap question on its own, never through the memo of preparations by
+    /// loop relation (`Overlap::prep_memo`): the oracle the tests compare that memo with.
+    pub no_prep: bool,
     /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
     /// the hazard finder reports no hazard between two of them.
     pub ordered_tma: std::collections::HashSet<Op>,
@@ -763,6 +766,7 @@ impl<'k> Flow<'k> {
         memo.check(k);
         let mut flow = Flow::new(k, target);
         flow.overlap.dims &= !memo.no_dims;
+        flow.overlap.prep_memo &= !memo.no_prep;
         Flow { memo, ..flow }
     }
 

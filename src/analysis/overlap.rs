@@ -124,6 +124,80 @@ pub struct Overlap<'k> {
     boxes: Option<crate::analysis::boxes::Boxes<'k>>,
     /// [`Overlap::dim_plan`]'s memo, by memref and per-thread index operands.
     dim_plans: HashMap<(MemRef, Option<Vec<u64>>), Option<DimPlan>>,
+    /// [`Overlap::access_prep`]'s memo, by memref and per-thread index operands.
+    access_preps: HashMap<(MemRef, Option<Vec<u64>>), std::rc::Rc<AccessPrep>>,
+    /// [`Overlap::prepared`]'s memo, by [`PrepKey`].
+    preps: HashMap<PrepKey, std::rc::Rc<Prepared>>,
+    /// Whether queries are prepared through the memo (default on; off under
+    /// `SMEMSYNC_OVERLAP_NO_PREP`, and in the tests that compare both ways).
+    pub prep_memo: bool,
+}
+
+/// What a query reads of one of its accesses before any answer: the operands its footprint
+/// depends on, the induction variables those depend on, and their periods in each loop
+/// variable asked so far (`Overlap::periodic_in`, a function of the operands).
+struct AccessPrep {
+    operands: Vec<Operand>,
+    deps: Vec<Value>,
+    periods: std::cell::RefCell<HashMap<Value, Option<i64>>>,
+}
+
+/// The memo key of a query's preparation: the innermost `for` loop of each side (which
+/// fixes its whole nest), the tags, the common period of both sides' operands in each loop
+/// variable of the two nests (the only thing `Overlap::vars` reads of the operands, through
+/// `Overlap::domain`), and whether the symbolic engine is on (the trip cap `domain` uses).
+type PrepKey = (Option<Op>, Option<Op>, Vec<(Op, IterTag)>, Vec<Option<i64>>, bool);
+
+/// A query's preparation (`Overlap::vars`, partitioned), shared by every query with one
+/// [`PrepKey`]: `None` where some loop has no enumerable domain.
+struct Prepared {
+    vars: Option<PreparedVars>,
+    /// Whether a constant loop longer than [`MAX_TRIPS`] was listed (`Overlap::wide`).
+    wide: bool,
+}
+
+/// The variables of a prepared query: binding both sides, X only, Y only (each in the order
+/// `Overlap::vars` builds them), the fixed values, whether some domain is empty, and per
+/// variable (in that order) the distinct values it gives each side (`Overlap::side_evals`).
+struct PreparedVars {
+    both: Vec<Var>,
+    only_x: Vec<Var>,
+    only_y: Vec<Var>,
+    ex: Env,
+    ey: Env,
+    empty: bool,
+    counts: Vec<(usize, usize)>,
+    /// The variables as the symbolic engine takes them (`Overlap::iters`), on first use.
+    iters: std::cell::OnceCell<Option<Vec<crate::analysis::symbolic::overlap::Iter>>>,
+}
+
+impl PreparedVars {
+    /// An upper bound on the distinct environments one side of a query evaluates: the
+    /// product, over the variables (`all`, in the order of `counts`) binding an induction
+    /// variable that side's indices depend on (`deps`), of that side's distinct values.
+    fn side_evals(&self, all: &[&Var], deps: &[Value], x_side: bool) -> usize {
+        all.iter()
+            .zip(&self.counts)
+            .filter(|(v, _)| (if x_side { v.x } else { v.y }).is_some_and(|iv| deps.contains(&iv)))
+            .map(|(_, c)| if x_side { c.0 } else { c.1 })
+            .fold(1, usize::saturating_mul)
+    }
+}
+
+/// The distinct values variable `v` gives one side: the pairs of distinct domain values with
+/// `i < j` (all but the last value on the earlier side, all but the first on the later one),
+/// or every pair, counted without listing them; a listed domain's distinct side values.
+fn side_count(v: &Var, x_side: bool) -> usize {
+    match &v.shape {
+        Shape::Pairs(dom, true) => dom.len().saturating_sub(1).max(1),
+        Shape::Pairs(dom, false) => dom.len().max(1),
+        Shape::Listed => {
+            let mut vals: Vec<i64> = v.domain.iter().map(|(a, b)| if x_side { *a } else { *b }).collect();
+            vals.sort_unstable();
+            vals.dedup();
+            vals.len().max(1)
+        }
+    }
 }
 
 /// How one root dimension of an access is selected: the constant window `[off, off + len)`
@@ -150,6 +224,13 @@ const MAX_DIM_ASSIGNMENTS: usize = 64;
 fn no_dims_env() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("SMEMSYNC_OVERLAP_NO_DIMS").is_some())
+}
+
+/// Whether `SMEMSYNC_OVERLAP_NO_PREP` is set: each query prepares its variables itself
+/// instead of through [`Overlap::prepared`]'s memo (for measuring it and as its oracle).
+fn no_prep_env() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_OVERLAP_NO_PREP").is_some())
 }
 
 /// Sorted, merged byte intervals of a footprint, shared between cached queries.
@@ -274,6 +355,9 @@ impl<'k> Overlap<'k> {
             dims_answered: Default::default(),
             boxes: None,
             dim_plans: HashMap::default(),
+            access_preps: HashMap::default(),
+            preps: HashMap::default(),
+            prep_memo: !no_prep_env(),
         }
     }
 
@@ -930,23 +1014,19 @@ impl<'k> Overlap<'k> {
         if self.buffers_apart(xa, ya) {
             return false;
         }
-        let mut ops = self.footprint_operands(xa);
-        ops.extend(self.footprint_operands(ya));
-        self.wide.set(false);
-        let Some((vars, ex, ey)) = self.vars(x, y, tags, &ops) else {
+        let (prep, dx, dy) = self.prepared(x, xa, y, ya, tags);
+        self.wide.set(prep.wide);
+        let Some(pv) = prep.vars.as_ref() else {
             self.note_conservative(x, y, NOT_ENUMERABLE);
             return true;
         };
-        if vars.iter().any(|v| v.domain.is_empty()) {
+        if pv.empty {
             return false;
         }
         // Variables binding one side only are unions: some X iteration meets some Y
         // iteration iff the union of X's byte sets over its own variables meets Y's union.
         // Only the variables binding both sides are enumerated jointly.
-        let (both, rest): (Vec<Var>, Vec<Var>) = vars
-            .into_iter()
-            .partition(|v| v.x.is_some() && v.y.is_some());
-        let (only_x, only_y): (Vec<Var>, Vec<Var>) = rest.into_iter().partition(|v| v.x.is_some());
+        let (both, only_x, only_y, ex, ey) = (&pv.both[..], &pv.only_x[..], &pv.only_y[..], &pv.ex, &pv.ey);
         let count = |vs: &[Var]| {
             vs.iter()
                 .map(|v| v.domain.len().max(1))
@@ -961,12 +1041,10 @@ impl<'k> Overlap<'k> {
         };
         // Bound the work of one query: each side's byte set is computed once per distinct
         // value of the variables it depends on, times the threads enumerated.
-        let all: Vec<&Var> = both.iter().chain(&only_x).chain(&only_y).collect();
-        let evals = self
-            .side_evals(&all, xa, true)
-            .saturating_add(self.side_evals(&all, ya, false));
-        let joint = count(&both);
-        let unions = count(&only_x).saturating_add(count(&only_y));
+        let all: Vec<&Var> = both.iter().chain(only_x).chain(only_y).collect();
+        let evals = pv.side_evals(&all, &dx.deps, true).saturating_add(pv.side_evals(&all, &dy.deps, false));
+        let joint = count(both);
+        let unions = count(only_x).saturating_add(count(only_y));
         // A listed loop longer than MAX_TRIPS is for the symbolic engine only: without its
         // answer the query is conservative for the reason a longer loop gives.
         let wide = self.wide.get();
@@ -979,12 +1057,13 @@ impl<'k> Overlap<'k> {
         let work = evals
             .saturating_mul(threads)
             .max(joint.saturating_mul(unions));
-        if self.dims && !wide && joint <= MAX_DIM_ASSIGNMENTS && self.dims_apart(xa, ya, &both, (&ex, &ey)) {
+        if self.dims && !wide && joint <= MAX_DIM_ASSIGNMENTS && self.dims_apart(xa, ya, both, (ex, ey)) {
             self.dims_answered.set(self.dims_answered.get() + 1);
             return false;
         }
         if self.symbolic
-            && let Some(h) = self.symbolic(xa, ya, &all, (&ex, &ey), work)
+            && let Some(iters) = pv.iters.get_or_init(|| Self::iters(&all))
+            && let Some(h) = self.symbolic(xa, ya, iters, (ex, ey), work)
         {
             self.answered.set(self.answered.get() + 1);
             return h;
@@ -994,9 +1073,9 @@ impl<'k> Overlap<'k> {
             return true;
         }
         let mut hit = false;
-        Self::for_each_assignment(&both, &ex, &ey, &mut |ex, ey| {
-            let sx = self.side_union(x, xa, &only_x, ex, true);
-            let sy = self.side_union(y, ya, &only_y, ey, false);
+        Self::for_each_assignment(both, ex, ey, &mut |ex, ey| {
+            let sx = self.side_union(x, xa, only_x, ex, true);
+            let sy = self.side_union(y, ya, only_y, ey, false);
             hit = match (sx, sy) {
                 (Some(a), Some(b)) => intersects(&a, &b),
                 _ => {
@@ -1009,18 +1088,10 @@ impl<'k> Overlap<'k> {
         hit
     }
 
-    /// The symbolic answer of [`Overlap::may_overlap`]'s enumeration (`symbolic::overlap`),
-    /// or `None` to enumerate: the variables' domains become progressions, the fixed
-    /// iteration values constants; the search gets 1/16 of the enumeration's `work`.
-    fn symbolic(
-        &self,
-        xa: &SharedAccess,
-        ya: &SharedAccess,
-        vars: &[&Var],
-        (ex, ey): (&Env, &Env),
-        work: usize,
-    ) -> Option<bool> {
-        use crate::analysis::symbolic::overlap::{self as sym, Iter, Prog};
+    /// The iteration variables of a query as the symbolic engine takes them: the variables'
+    /// domains become progressions (`None`: some domain is not one).
+    fn iters(vars: &[&Var]) -> Option<Vec<crate::analysis::symbolic::overlap::Iter>> {
+        use crate::analysis::symbolic::overlap::{Iter, Prog};
         let mut iters = Vec::with_capacity(vars.len());
         for v in vars {
             let side = |x: bool| -> Option<Prog> {
@@ -1057,6 +1128,21 @@ impl<'k> Overlap<'k> {
                 _ => return None,
             });
         }
+        Some(iters)
+    }
+
+    /// The symbolic answer of [`Overlap::may_overlap`]'s enumeration (`symbolic::overlap`),
+    /// or `None` to enumerate: the variables as [`Overlap::iters`] gives them, the fixed
+    /// iteration values constants; the search gets 1/16 of the enumeration's `work`.
+    fn symbolic(
+        &self,
+        xa: &SharedAccess,
+        ya: &SharedAccess,
+        iters: &[crate::analysis::symbolic::overlap::Iter],
+        (ex, ey): (&Env, &Env),
+        work: usize,
+    ) -> Option<bool> {
+        use crate::analysis::symbolic::overlap as sym;
         let per_thread = |a: &SharedAccess| match &a.footprint {
             Footprint::PerThread(ix) => Some(ix.clone()),
             Footprint::Collective { .. } => None,
@@ -1084,7 +1170,7 @@ impl<'k> Overlap<'k> {
             fixed: &ey.0,
         };
         let budget = (work as u64 / 16).clamp(256, 20_000);
-        sym::may_overlap(&mut self.sym.borrow_mut(), self, (&ax, &ay), &iters, budget)
+        sym::may_overlap(&mut self.sym.borrow_mut(), self, (&ax, &ay), iters, budget)
     }
 
     /// Whether, under every joint assignment of the variables binding both sides (`both`,
@@ -1282,40 +1368,103 @@ impl<'k> Overlap<'k> {
         Some(std::rc::Rc::new(merge(out)))
     }
 
-    /// An upper bound on the distinct environments one side of a query evaluates: the
-    /// product, over the variables binding an induction variable that side's indices depend
-    /// on, of that side's distinct values.
-    fn side_evals(&self, vars: &[&Var], a: &SharedAccess, x_side: bool) -> usize {
-        let ix: &[Operand] = match &a.footprint {
-            Footprint::PerThread(ix) => ix,
-            Footprint::Collective { .. } => &[],
-        };
-        let mut deps: Vec<Value> = Vec::new();
-        for o in self.index_operands(a.mem, ix) {
-            deps.extend(self.iv_deps(o));
+    /// A query's preparation: its iteration variables (`Overlap::vars`, on both accesses'
+    /// footprint operands), partitioned, with their per-side value counts. Memoized by
+    /// [`PrepKey`] (docs/async.md, "Each query prepared once per loop relation"): `vars`
+    /// reads the two loop nests, the tags, and of the operands only their common period in
+    /// each loop variable (`domain`), which is the `lcm` of each side's (`periodic_in` takes
+    /// the `lcm` over the operands, `None` absorbing), so equal keys prepare equal variables.
+    fn prepared(
+        &mut self,
+        x: Op,
+        xa: &SharedAccess,
+        y: Op,
+        ya: &SharedAccess,
+        tags: &[(Op, IterTag)],
+    ) -> (std::rc::Rc<Prepared>, std::rc::Rc<AccessPrep>, std::rc::Rc<AccessPrep>) {
+        let (px, py) = (self.access_prep(xa), self.access_prep(ya));
+        if !self.prep_memo {
+            return (std::rc::Rc::new(self.prepare(x, y, tags, &px, &py)), px, py);
         }
-        vars.iter()
-            .filter_map(|v| {
-                let iv = if x_side { v.x } else { v.y }?;
-                deps.contains(&iv).then(|| match &v.shape {
-                    // The pairs of distinct domain values with `i < j` (all but the last
-                    // value on the earlier side, all but the first on the later one), or
-                    // every pair: counted without listing them.
-                    Shape::Pairs(dom, true) => dom.len().saturating_sub(1).max(1),
-                    Shape::Pairs(dom, false) => dom.len().max(1),
-                    Shape::Listed => {
-                        let mut vals: Vec<i64> = v
-                            .domain
-                            .iter()
-                            .map(|(a, b)| if x_side { *a } else { *b })
-                            .collect();
-                        vals.sort_unstable();
-                        vals.dedup();
-                        vals.len().max(1)
-                    }
-                })
-            })
-            .fold(1, usize::saturating_mul)
+        let (lx, ly) = (self.for_loops(x), self.for_loops(y));
+        let mut sig = Vec::with_capacity(lx.len() + ly.len());
+        for &l in ly.iter().chain(lx.iter().filter(|l| !ly.contains(l))) {
+            let per = |me: &Self, iv| Some(lcm(me.period_of(&px, iv)?, me.period_of(&py, iv)?));
+            sig.push(self.iv(l).and_then(|iv| per(self, iv)));
+        }
+        let key = (lx.last().copied(), ly.last().copied(), tags.to_vec(), sig, self.symbolic);
+        if let Some(p) = self.preps.get(&key) {
+            return (p.clone(), px, py);
+        }
+        let p = std::rc::Rc::new(self.prepare(x, y, tags, &px, &py));
+        self.preps.insert(key, p.clone());
+        (p, px, py)
+    }
+
+    /// [`Overlap::prepared`] without its memo.
+    fn prepare(&mut self, x: Op, y: Op, tags: &[(Op, IterTag)], px: &AccessPrep, py: &AccessPrep) -> Prepared {
+        let mut ops = px.operands.clone();
+        ops.extend_from_slice(&py.operands);
+        self.wide.set(false);
+        let vars = self.vars(x, y, tags, &ops).map(|(vars, ex, ey)| {
+            let empty = vars.iter().any(|v| v.domain.is_empty());
+            let (both, rest): (Vec<Var>, Vec<Var>) = vars.into_iter().partition(|v| v.x.is_some() && v.y.is_some());
+            let (only_x, only_y): (Vec<Var>, Vec<Var>) = rest.into_iter().partition(|v| v.x.is_some());
+            let counts = both
+                .iter()
+                .chain(&only_x)
+                .chain(&only_y)
+                .map(|v| (side_count(v, true), side_count(v, false)))
+                .collect();
+            PreparedVars {
+                both,
+                only_x,
+                only_y,
+                ex,
+                ey,
+                empty,
+                counts,
+                iters: Default::default(),
+            }
+        });
+        Prepared {
+            vars,
+            wide: self.wide.get(),
+        }
+    }
+
+    /// The footprint operands of an access and the induction variables they depend on,
+    /// once per memref and per-thread index operands.
+    fn access_prep(&mut self, a: &SharedAccess) -> std::rc::Rc<AccessPrep> {
+        let ix = match &a.footprint {
+            Footprint::PerThread(ix) => Some(ix.iter().map(operand_key).collect()),
+            Footprint::Collective { .. } => None,
+        };
+        let key = (a.mem, ix);
+        if let Some(p) = self.access_preps.get(&key) {
+            return p.clone();
+        }
+        let operands = self.footprint_operands(a);
+        let mut deps: Vec<Value> = operands.iter().flat_map(|o| self.iv_deps(*o)).collect();
+        deps.sort_unstable();
+        deps.dedup();
+        let p = std::rc::Rc::new(AccessPrep {
+            operands,
+            deps,
+            periods: Default::default(),
+        });
+        self.access_preps.insert(key, p.clone());
+        p
+    }
+
+    /// `periodic_in(iv, a.operands)`, once per access and loop variable.
+    fn period_of(&self, a: &AccessPrep, iv: Value) -> Option<i64> {
+        if let Some(p) = a.periods.borrow().get(&iv) {
+            return *p;
+        }
+        let p = self.periodic_in(iv, &a.operands);
+        a.periods.borrow_mut().insert(iv, p);
+        p
     }
 
     /// Whether two uniform index lists (an mbarrier slot of a copy `x`, earlier, and of a

@@ -378,6 +378,8 @@ impl<'k> OverlapOracle<'k> {
             .collect();
         let mut en = Overlap::new(k, 32);
         en.symbolic = false;
+        // Each question prepared on its own (`Overlap::prep_memo`): the oracle of that memo.
+        en.prep_memo = false;
         OverlapOracle {
             ops,
             sym: Overlap::new(k, 32),

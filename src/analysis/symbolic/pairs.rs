@@ -1066,31 +1066,22 @@ fn decide_pair(q: &PairQuestion) -> Option<PairConflict> {
 /// in two warps proves `intra_warp` false; only the bits and the warp question no solution
 /// settled are solved for. Each solution is checked against the problem first.
 pub(super) fn decide_within(q: &PairQuestion) -> Option<PairConflict> {
-    let (p, dist) = (&q.p, &q.dist);
+    let dist = &q.dist;
     recording(true);
-    let intersect = mask(std::slice::from_ref(p), dist, u64::MAX);
+    let intersect = mask(std::slice::from_ref(&q.p), dist, u64::MAX);
     let mut found = recording(false);
     let intersect = intersect?;
     let conflict = match q.rel {
         _ if intersect == 0 => 0,
         Distinct::Fixed { conflict, .. } => intersect * conflict as u64,
-        Distinct::Threads(x, y) | Distinct::Positions(x, y) => {
-            // (Every distance meets: the mask of the rest would be solved bit by bit
-            // instead of by splitting the range, which costs more than it saves.)
-            let proven = match intersect {
-                u64::MAX => 0,
-                _ => intersect & differing_bits(q, &found, (x, y)),
-            };
-            let rest = intersect & !proven;
-            recording(true);
-            let m = if rest == 0 {
-                Some(0)
+        Distinct::Threads(x, y) | Distinct::Positions(x, y) if PERIODIC_READ.with(|c| c.get()) => {
+            if let Distance::Periodic { r, step, period } = *dist {
+                periodic_conflict(q, &mut found, (x, y), intersect, (r, step, period))?
             } else {
-                mask(&distinct(p, x, y, None), dist, rest)
-            };
-            found.extend(recording(false));
-            proven | m?
+                plain_conflict(q, &mut found, (x, y), intersect)?
+            }
         }
+        Distinct::Threads(x, y) | Distinct::Positions(x, y) => plain_conflict(q, &mut found, (x, y), intersect)?,
     };
     let mut intra_warp = matches!(q.rel, Distinct::Fixed { intra: true, .. }) && conflict != 0;
     if let (Distinct::Threads(ta, tb), true) = (q.rel, conflict != 0) {
@@ -1103,6 +1094,95 @@ pub(super) fn decide_within(q: &PairQuestion) -> Option<PairConflict> {
         witness: None,
         query: None,
     })
+}
+
+/// The conflict mask of [`decide_within`] for an exact or fixed distance: the bits the
+/// recorded solutions prove, and the thread split solved for the rest.
+fn plain_conflict(q: &PairQuestion, found: &mut Vec<Vec<i64>>, (x, y): (usize, usize), intersect: u64) -> Option<u64> {
+    // (Every distance meets: the mask of the rest would be solved bit by bit instead of by
+    // splitting the range, which costs more than it saves.)
+    let proven = match intersect {
+        u64::MAX => 0,
+        _ => intersect & differing_bits(q, found, (x, y)),
+    };
+    let rest = intersect & !proven;
+    recording(true);
+    let m = if rest == 0 {
+        Some(0)
+    } else {
+        mask(&distinct(&q.p, x, y, None), &q.dist, rest)
+    };
+    found.extend(recording(false));
+    Some(proven | m?)
+}
+
+thread_local! {
+    static PERIODIC_READ: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Turns the reading of solutions at periodic distances (`periodic_conflict`, the
+/// periodic case of `shows_two_warps`) on (the default) or off on this thread: tests
+/// compare every answer with it and without it.
+pub fn periodic_solutions(on: bool) {
+    PERIODIC_READ.with(|c| c.set(on));
+}
+
+/// The conflict mask of [`decide_within`] at a periodic distance (variable `r`, the residue
+/// `(k_b − k_a) mod period`; bit `d < 63` iff `d·step mod period` is a residue where the two
+/// sides meet from two threads, bit 63 iff any bit is set), decided per residue
+/// (docs/symbolic.md, "Solutions name threads"): only the residues some distance below 63
+/// reaches *and* where the sides meet (`intersect`) can be conflict residues; a recorded
+/// solution of the problem naming two different identities proves its residue, and the
+/// residues left are solved one by one on the thread split. The set of conflict residues
+/// among those candidates is the thread split's feasible set restricted to them, so the
+/// mask equals the one [`mask`] computes over every residue.
+fn periodic_conflict(
+    q: &PairQuestion,
+    found: &mut Vec<Vec<i64>>,
+    (x, y): (usize, usize),
+    intersect: u64,
+    (r, step, period): (usize, i64, i64),
+) -> Option<u64> {
+    let residue = |d: i64| (d * step).rem_euclid(period);
+    let mut candidates: Vec<i64> = (0..63i64).filter(|&d| intersect & (1 << d) != 0).map(residue).collect();
+    candidates.sort_unstable();
+    candidates.dedup();
+    let mut hits: Vec<i64> = Vec::new();
+    let mut rest: Vec<i64> = Vec::new();
+    for &c in &candidates {
+        let proven = found.iter().any(|s| {
+            s.get(r) == Some(&c) && s.get(x) != s.get(y) && q.p.satisfied_by(s)
+        });
+        if proven { hits.push(c) } else { rest.push(c) }
+    }
+    if !rest.is_empty() {
+        let split = distinct(&q.p, x, y, None);
+        let pre: Vec<Presolved> = split.iter().map(|p| p.presolved(r)).collect();
+        recording(true);
+        let mut out = Some(());
+        for &c in &rest {
+            match any_sat_within(&pre, c, c) {
+                Some(true) => hits.push(c),
+                Some(false) => {}
+                None => {
+                    out = None;
+                    break;
+                }
+            }
+        }
+        found.extend(recording(false));
+        out?;
+    }
+    let mut m = 0u64;
+    for d in 0..63i64 {
+        if hits.contains(&residue(d)) {
+            m |= 1 << d;
+        }
+    }
+    if m != 0 {
+        m |= 1 << 63;
+    }
+    Some(m)
 }
 
 /// The distance bits of the solutions in `found` of the question's problem whose
@@ -1124,15 +1204,25 @@ fn differing_bits(q: &PairQuestion, found: &[Vec<i64>], (x, y): (usize, usize)) 
 }
 
 /// Whether some solution in `found` of the question's problem names two threads `ta`,
-/// `tb` in two warps: the cross-warp problem ([`cross_warp`]) is then satisfiable. Not for
-/// a periodic distance (the cross-warp problem relates only the residues distances below
-/// 63 reach).
+/// `tb` in two warps: the cross-warp problem ([`cross_warp`]) is then satisfiable. At a
+/// periodic distance only a solution whose residue that problem keeps counts (it relates
+/// only the residues distances below 63 reach), and only with the reading on
+/// ([`periodic_solutions`]).
 fn shows_two_warps(q: &PairQuestion, found: &[Vec<i64>], (ta, tb): (usize, usize)) -> bool {
     let w = q.warp.max(1);
-    !matches!(q.dist, Distance::Periodic { .. })
-        && found
-            .iter()
-            .any(|s| s.get(ta).map(|t| t.div_euclid(w)) != s.get(tb).map(|t| t.div_euclid(w)) && q.p.satisfied_by(s))
+    // At a periodic distance the cross-warp problem also holds `r = g·m`, `0 ≤ m ≤ period/g`
+    // (`g = gcd(step, period)`, built only while `period/g ≤ 63`): a solution whose residue
+    // is a multiple of `g` is one of it (`m = r/g`, the warps and lanes of its threads).
+    let related = |s: &Vec<i64>| match q.dist {
+        Distance::Periodic { r, step, period } => {
+            let g = gcd(step, period).max(1);
+            PERIODIC_READ.with(|c| c.get()) && period / g <= 63 && s.get(r).is_some_and(|v| v.rem_euclid(g) == 0)
+        }
+        _ => true,
+    };
+    found.iter().any(|s| {
+        s.get(ta).map(|t| t.div_euclid(w)) != s.get(tb).map(|t| t.div_euclid(w)) && related(s) && q.p.satisfied_by(s)
+    })
 }
 
 /// The question's problem split by `warp(t_a) ≠ warp(t_b)`, for the thread variables `ta`,
