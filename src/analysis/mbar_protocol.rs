@@ -30,13 +30,17 @@
 //!   execution guarantees at least the latest round of the slot's arrivals and loads keyed
 //!   before it; *wrong* (E0306) when some execution guarantees less on a slot whose rounds
 //!   are established; *not decided* (W0318) otherwise.
-//! - **Parameters without a range** are searched (0 to [`SEARCHED`] and the default) for a
+//! - **Thread classes.** One thread per class of `analysis::mbar_classes` is traced (threads
+//!   whose thread-dependent terms agree trace alike); its events count for the class's size
+//!   where threads are counted (arriving threads, a round's bytes).
+//! - **Parameters without a range** are searched (0 to [`SEARCHED`], the values giving trip
+//!   counts 0 to [`TRIPS`] where the parameter is divided into one, and the default) for a
 //!   counterexample (E0306); without one the wait is *taken as written* with W0318, not in
 //!   [`Verdict::unverified`] (docs/async.md says why).
 //!
-//! Exact: no sampling; the trace enumerates every thread, iteration and parameter value.
-//! Complexity: O(parameter values × threads × executed ops of the regions holding mbarrier
-//! ops), capped at [`MAX_STEPS`]
+//! Exact: no sampling; the trace enumerates every thread class, iteration and parameter value.
+//! Complexity: O(parameter values × (threads × thread-dependent terms + classes × executed ops
+//! of the regions holding mbarrier ops)), the trace capped at [`MAX_STEPS`]
 //! (beyond: not decided). Independent of `src/check` (the checker keeps its own mbarrier
 //! semantics and proof).
 
