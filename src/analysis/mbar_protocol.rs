@@ -194,8 +194,12 @@ fn trip_values(k: &Kernel, p: Value) -> Vec<i64> {
 /// kernel with a symbolic trip count, Triton's among them, is not what we chose).
 fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], sampled: &[Value]) -> Verdict {
     let names: Vec<String> = sampled.iter().map(|p| format!("%{}", k.value_names.get(*p))).collect();
+    let trips = match sampled.iter().any(|&p| !trip_values(k, p).is_empty()) {
+        true => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
+        false => String::new(),
+    };
     let why = format!(
-        "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED}, those giving trip counts 0 to {TRIPS} where it is divided into one, and the default) shows it wrong, and it is taken as written",
+        "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED}{trips} and the default) shows it wrong, and it is taken as written",
         names.join(", ")
     );
     let wrong: Vec<_> = v.errors.iter().map(at).collect();
