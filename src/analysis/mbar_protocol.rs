@@ -303,6 +303,9 @@ fn undecided(k: &Kernel, w: Op, why: &str) -> Diagnostic {
 
 type Failure = (Op, String);
 
+/// A thread-dependent term's value in one thread, and the parameter its evaluation missed.
+type TermValue = (Option<i64>, Option<Value>);
+
 /// A trace: the events of each thread class's representative (its smallest thread), the
 /// class sizes by representative, and the steps taken.
 struct Trace {
@@ -621,7 +624,7 @@ impl Tracer<'_> {
     /// The thread classes (`analysis::mbar_classes`): threads whose `terms` evaluate alike,
     /// as (smallest thread, size), by smallest thread.
     fn classes(&mut self, terms: &[Value]) -> Vec<(u32, u32)> {
-        let mut by_key: HashMap<Vec<(Option<i64>, Option<Value>)>, usize> = HashMap::new();
+        let mut by_key: HashMap<Vec<TermValue>, usize> = HashMap::new();
         let mut out: Vec<(u32, u32)> = Vec::new();
         for tid in 0..self.k.threads() {
             self.tid = tid;
