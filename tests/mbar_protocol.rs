@@ -200,3 +200,153 @@ fn warp_specialized_counts_and_parities_match_the_interpreter() {
     }
     assert_eq!(got, [true, true, false, true]);
 }
+
+/// The interpreter's verdict on `k` with scalar parameter `%K` bound to `kv` (one schedule).
+fn interpret_at(k: &Kernel, kv: i64) -> Verdict {
+    let o = smemsync::check::CheckOptions {
+        try_proof: false,
+        schedules: 1,
+        bounds: vec![("K".into(), kv)],
+        ..Default::default()
+    };
+    smemsync::check::check_race_free(k, &o).verdict
+}
+
+/// The single-role pipeline of `s` slots (no prefetch) with its trip count taken from a
+/// parameter without a declared range, Triton's way: `(%K + 63) div 64`.
+fn pipeline_unranged(s: u32, par: &str) -> String {
+    pipeline(s, 1, par, false)
+        .replace(
+            "kernel @g(%X: global f32[1, 64], %Y: global f32[1, 64])",
+            "kernel @g(%K: i32, %X: global f32[64, 64], %Y: global f32[64, 64])",
+        )
+        .replace(
+            "  for %i = 0 to 1 step 1 {",
+            "  %k63 = add %K, 63\n  %T = div %k63, 64\n  for %i = 0 to %T step 1 {",
+        )
+}
+
+/// An unranged `%K`: the values giving trip counts 0 to 32 are searched. A parity wrong only
+/// from trip `S + 1` on (`zero`), or from the second trip (`next-phase`), beyond the one trip
+/// that `%K` in 0..16 gives, is E0306 and the interpreter meets a race or a deadlock at the
+/// value named; a right one (`phase`) is taken as written (W0318) and the interpreter finds
+/// its output race-free at `K` giving 0, 1, 2, S, S + 1 and 2·(2·S) + 1 trips.
+#[test]
+fn unranged_trip_counts_are_searched_and_match_the_interpreter() {
+    for s in [2u32, 3] {
+        for (pname, par, _) in parities(s, 64) {
+            if !matches!(pname, "phase" | "zero" | "next-phase") {
+                continue;
+            }
+            let name = format!("S={s} unranged K parity={pname}");
+            let src = pipeline_unranged(s, &par);
+            let k = common::parse_verified_as(&name, &src);
+            let t = Target::from_name("sm_90").unwrap();
+            match smemsync::sync::driver::synchronize(&k, &t, &Default::default()) {
+                Ok(out) => {
+                    assert_eq!(pname, "phase", "{name}: accepted\n{src}");
+                    let w: Vec<_> = out
+                        .placement
+                        .warnings
+                        .iter()
+                        .filter(|w| w.code == "W0318")
+                        .collect();
+                    assert!(
+                        !w.is_empty() && w.iter().all(|w| w.message.contains("taken as written")),
+                        "{name}: {w:?}"
+                    );
+                    for trips in [0, 1, 2, s, s + 1, 4 * s + 1] {
+                        let v = interpret_at(&out.kernel, 64 * trips as i64);
+                        assert!(
+                            matches!(v, Verdict::Checked { .. }),
+                            "{name} trips={trips}: {v:?}"
+                        );
+                    }
+                }
+                Err(ds) => {
+                    assert_ne!(pname, "phase", "{name}: refused: {ds:?}");
+                    let d = ds
+                        .iter()
+                        .find(|d| d.code == "E0306")
+                        .unwrap_or_else(|| panic!("{name}: {ds:?}"));
+                    let note = d
+                        .notes
+                        .iter()
+                        .find_map(|n| n.strip_prefix("with %K = "))
+                        .unwrap_or_else(|| panic!("{name}: {d:?}"));
+                    let kv: i64 = note.parse().unwrap();
+                    assert!(
+                        kv > 16,
+                        "{name}: found at K = {kv}, which 0..16 already had"
+                    );
+                    let v = interpret_at(&k, kv);
+                    assert!(
+                        matches!(v, Verdict::Race(_) | Verdict::Deadlock(_)),
+                        "{name} K={kv}: {v:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Arrivals by one thread per warp (a class of two threads, `lane == 1`: threads 1 and 33
+/// trace alike): the class counts for both. Each warp's leader arrives with 128 bytes and loads its half of the slot; count
+/// 2 is right, count 1 completes a phase after one warp's half (E0306), count 3 is not a
+/// multiple of the two arrivals (W0318, not trusted: the copy is then left unordered).
+#[test]
+fn a_class_of_warp_leaders_counts_every_leader() {
+    for (n, want) in [(2, "ok"), (1, "E0306"), (3, "W0318")] {
+        let src = format!(
+            "kernel @g(%X: global f32[8, 64], %Y: global f32[8, 64]) block(64) {{
+  shared @buf : f32[2, 2, 32]
+  shared @full : mbarrier[2]
+  %t = tid.x
+  %el = cmp eq %t, 0
+  %ln = lane
+  %w = warp
+  %lead = cmp eq %ln, 1
+  if %el {{
+    mbar_init @full[0], {n}
+    mbar_init @full[1], {n}
+  }}
+  barrier
+  for %i = 0 to 8 step 1 {{
+    %s = rem %i, 2
+    if %lead {{
+      %h = view @buf[%s, %w]
+      mbar_arrive @full[%s] tx 128
+      %c = mul %w, 32
+      tma_load %h <- %X[%i, %c], @full[%s]
+    }}
+    %ph = div %i, 2
+    %par = rem %ph, 2
+    mbar_wait @full[%s], %par
+    %r = sub 63, %t
+    %rw = div %r, 32
+    %rl = rem %r, 32
+    %x = load @buf[%s, %rw, %rl]
+    gstore %Y[%i, %t], %x
+    barrier
+  }}
+}}
+"
+        );
+        let name = format!("warp leaders count {n}");
+        let k = common::parse_verified_as(&name, &src);
+        match sync_codes(&k) {
+            Ok((out, w)) => {
+                assert_eq!(want, "ok", "{name}: accepted with {w:?}");
+                assert!(w.iter().all(|c| c != "W0318"), "{name}: {w:?}");
+                assert!(
+                    !matches!(common::interpret_only(&out, 1), Verdict::Race(_)),
+                    "{name}"
+                );
+            }
+            Err(codes) => assert!(
+                codes.iter().any(|c| c == want),
+                "{name}: {codes:?}, want {want}"
+            ),
+        }
+    }
+}

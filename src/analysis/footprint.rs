@@ -870,7 +870,7 @@ impl<'k> Footprints<'k> {
                 let ev = |o: &Operand, memo: &mut M| self.eval_operand(o, env, tid, memo);
                 match &k.ops[op].kind {
                     OpKind::Const(s) => self.eval_operand(&Operand::Imm(*s), env, tid, memo),
-                    OpKind::Special(s) => self.special(*s, tid),
+                    OpKind::Special(s) => special_value(k, *s, tid, self.warp),
                     OpKind::Binary(b, x, y) => {
                         let (x, y) = (ev(x, memo), ev(y, memo));
                         let bool_ty = k.values[v].ty == ScalarType::I1;
@@ -924,23 +924,6 @@ impl<'k> Footprints<'k> {
         };
         memo.put(v, r);
         r
-    }
-
-    fn special(&self, s: Special, tid: u32) -> Option<i64> {
-        let [bx, by, bz] = self.k.block;
-        let t = tid as i64;
-        let (bx, by) = (bx.max(1) as i64, by.max(1) as i64);
-        Some(match s {
-            Special::Tid(0) => t % bx,
-            Special::Tid(1) => (t / bx) % by,
-            Special::Tid(_) => t / (bx * by),
-            Special::LinearTid => t,
-            Special::Lane => t % self.warp as i64,
-            Special::Warp => t / self.warp as i64,
-            Special::BlockDim(d) => [bx, by, bz.max(1) as i64][d.min(2) as usize],
-            Special::GridDim(d) => self.k.grid_dim(d)?,
-            Special::Bid(_) => return None,
-        })
     }
 
     // ---- loop domains ----
@@ -1942,6 +1925,27 @@ fn view_uniform(k: &Kernel, u: &Uniformity, m: MemRef) -> bool {
             }) && view_uniform(k, u, k.views[v].base)
         }
     }
+}
+
+/// The value of `s` in thread `tid` (linear id) of kernel `k` with warp width `warp`: thread
+/// ids, lane, warp, block and grid dimensions; `None` for a block id (not known in one
+/// block). The one evaluation of `Special` that `analysis::footprint` and
+/// `analysis::mbar_protocol` share.
+pub fn special_value(k: &Kernel, s: Special, tid: u32, warp: u32) -> Option<i64> {
+    let [bx, by, bz] = k.block;
+    let t = tid as i64;
+    let (bx, by) = (bx.max(1) as i64, by.max(1) as i64);
+    Some(match s {
+        Special::Tid(0) => t % bx,
+        Special::Tid(1) => (t / bx) % by,
+        Special::Tid(_) => t / (bx * by),
+        Special::LinearTid => t,
+        Special::Lane => t % warp as i64,
+        Special::Warp => t / warp as i64,
+        Special::BlockDim(d) => [bx, by, bz.max(1) as i64][d.min(2) as usize],
+        Special::GridDim(d) => k.grid_dim(d)?,
+        Special::Bid(_) => return None,
+    })
 }
 
 fn wrap(x: i64) -> i64 {

@@ -30,13 +30,17 @@
 //!   execution guarantees at least the latest round of the slot's arrivals and loads keyed
 //!   before it; *wrong* (E0306) when some execution guarantees less on a slot whose rounds
 //!   are established; *not decided* (W0318) otherwise.
-//! - **Parameters without a range** are searched (0 to [`SEARCHED`] and the default) for a
+//! - **Thread classes.** One thread per class of `analysis::mbar_classes` is traced (threads
+//!   whose thread-dependent terms agree trace alike); its events count for the class's size
+//!   where threads are counted (arriving threads, a round's bytes).
+//! - **Parameters without a range** are searched (0 to [`SEARCHED`], the values giving trip
+//!   counts 0 to [`TRIPS`] where the parameter is divided into one, and the default) for a
 //!   counterexample (E0306); without one the wait is *taken as written* with W0318, not in
 //!   [`Verdict::unverified`] (docs/async.md says why).
 //!
-//! Exact: no sampling; the trace enumerates every thread, iteration and parameter value.
-//! Complexity: O(parameter values × threads × executed ops of the regions holding mbarrier
-//! ops), capped at [`MAX_STEPS`]
+//! Exact: no sampling; the trace enumerates every thread class, iteration and parameter value.
+//! Complexity: O(parameter values × (threads × thread-dependent terms + classes × executed ops
+//! of the regions holding mbarrier ops)), the trace capped at [`MAX_STEPS`]
 //! (beyond: not decided). Independent of `src/check` (the checker keeps its own mbarrier
 //! semantics and proof).
 
@@ -113,7 +117,7 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
                     // counterexample only (module doc, *Outcomes*).
                     range => {
                         let (lo, hi) = range.map_or((0, i64::MAX), |(l, h)| (l as i64, h as i64));
-                        let mut v: Vec<i64> = (0..=SEARCHED).filter(|x| (lo..=hi).contains(x)).collect();
+                        let mut v: Vec<i64> = (0..=SEARCHED).chain(trip_values(k, p)).filter(|x| (lo..=hi).contains(x)).collect();
                         v.push(k.run_default(p));
                         v.sort_unstable();
                         v.dedup();
@@ -138,14 +142,64 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
 /// and its default.
 pub const SEARCHED: i64 = 16;
 
+/// Trip counts searched for a parameter without a declared range that a trip count divides
+/// (`(%K + c) div B`): 0 to this.
+pub const TRIPS: i64 = 32;
+
+/// Values of parameter `p` that give every trip count 0 to [`TRIPS`] wherever the kernel
+/// divides it by a positive constant, `(p + c) div B` (Triton's `cdiv(K, BLOCK_K)`): for
+/// trip count `t`, the largest such value, `t·B − c + B − 1` (within `i32`).
+fn trip_values(k: &Kernel, p: Value) -> Vec<i64> {
+    let konst = |o: &Operand| match o {
+        Operand::Imm(Scalar::I32(x)) => Some(*x as i64),
+        Operand::Value(v) => match k.values[*v].def {
+            ValueDef::Result(d, _) => match k.ops[d].kind {
+                OpKind::Const(Scalar::I32(x)) => Some(x as i64),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    };
+    // `c` when `o` is `p + c` (or `p`, `c + p`, `p − c`).
+    let offset = |o: &Operand| -> Option<i64> {
+        let Operand::Value(v) = o else { return None };
+        if *v == p {
+            return Some(0);
+        }
+        let ValueDef::Result(d, _) = k.values[*v].def else { return None };
+        match &k.ops[d].kind {
+            OpKind::Binary(BinOp::Add, Operand::Value(x), c) if *x == p => konst(c),
+            OpKind::Binary(BinOp::Add, c, Operand::Value(x)) if *x == p => konst(c),
+            OpKind::Binary(BinOp::Sub, Operand::Value(x), c) if *x == p => konst(c).map(|c| -c),
+            _ => None,
+        }
+    };
+    let mut out = Vec::new();
+    k.walk(|o| {
+        if let OpKind::Binary(BinOp::Div, x, b) = &k.ops[o].kind
+            && let (Some(c), Some(b)) = (offset(x), konst(b))
+            && b > 0
+        {
+            let vals = (0..=TRIPS).map(|t| t * b - c + b - 1);
+            out.extend(vals.filter(|v| (i32::MIN as i64..=i32::MAX as i64).contains(v)));
+        }
+    });
+    out
+}
+
 /// The verdict when parameters without a declared range (`sampled`) were only searched: the
 /// errors found stand (a counterexample is exact); a wait with none is not verified for
 /// every value, and is taken as written with W0318 saying so (docs/async.md: refusing every
 /// kernel with a symbolic trip count, Triton's among them, is not what we chose).
 fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], sampled: &[Value]) -> Verdict {
     let names: Vec<String> = sampled.iter().map(|p| format!("%{}", k.value_names.get(*p))).collect();
+    let trips = match sampled.iter().any(|&p| !trip_values(k, p).is_empty()) {
+        true => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
+        false => String::new(),
+    };
     let why = format!(
-        "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED} and the default) shows it wrong, and it is taken as written",
+        "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED}{trips} and the default) shows it wrong, and it is taken as written",
         names.join(", ")
     );
     let wrong: Vec<_> = v.errors.iter().map(at).collect();
@@ -202,9 +256,9 @@ fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op])
             assign.insert(*p, vals[(rest % vals.len() as i64) as usize]);
             rest /= vals.len() as i64;
         }
-        let (events, steps) = trace(k, warp, &assign, budget)?;
-        budget -= steps;
-        let mut v = Protocol::new(k, events).verdict(waits);
+        let t = trace(k, warp, &assign, budget)?;
+        budget -= t.steps;
+        let mut v = Protocol::new(k, t.events, t.weight).verdict(waits);
         if !assign.is_empty() {
             let with: Vec<String> = (params.iter()).map(|(p, ..)| format!("%{} = {}", k.value_names.get(*p), assign[p])).collect();
             for d in v.errors.iter_mut().chain(v.warnings.iter_mut()) {
@@ -249,6 +303,17 @@ fn undecided(k: &Kernel, w: Op, why: &str) -> Diagnostic {
 
 type Failure = (Op, String);
 
+/// A thread-dependent term's value in one thread, and the parameter its evaluation missed.
+type TermValue = (Option<i64>, Option<Value>);
+
+/// A trace: the events of each thread class's representative (its smallest thread), the
+/// class sizes by representative, and the steps taken.
+struct Trace {
+    events: Vec<Event>,
+    weight: HashMap<u32, u32>,
+    steps: usize,
+}
+
 /// The state of one thread's walk.
 struct Tracer<'k> {
     k: &'k Kernel,
@@ -270,14 +335,14 @@ struct Tracer<'k> {
     missing: std::cell::Cell<Option<Value>>,
 }
 
-/// Every thread's mbarrier events with the parameters `params` and the steps taken, or
-/// why the trace could not be computed (at most `budget` steps).
+/// Every thread class's mbarrier events with the parameters `params`, or why the trace could
+/// not be computed (at most `budget` steps).
 fn trace(
     k: &Kernel,
     warp: u32,
     params: &HashMap<Value, i64>,
     budget: usize,
-) -> Result<(Vec<Event>, usize), Missing> {
+) -> Result<Trace, Missing> {
     let mut has_mbar = HashSet::new();
     mark(k, k.body(), &mut has_mbar);
     let mut t = Tracer {
@@ -295,10 +360,13 @@ fn trace(
         steps: 0,
         budget,
     };
-    for tid in 0..k.threads() {
+    let classes = t.classes(&crate::analysis::mbar_classes::terms(k, &t.has_mbar));
+    let mut weight = HashMap::new();
+    for (tid, n) in classes {
         t.tid = tid;
         t.env.clear();
         t.seq = 0;
+        weight.insert(tid, n);
         if let Err(f) = t.region(k.body()) {
             return Err(match t.missing.get() {
                 Some(p) => Missing::Param(p),
@@ -306,7 +374,7 @@ fn trace(
             });
         }
     }
-    Ok((t.events, t.steps))
+    Ok(Trace { events: t.events, weight, steps: t.steps })
 }
 
 /// Marks the ops that are or hold an mbarrier op; whether region `r` holds one.
@@ -546,18 +614,33 @@ impl Tracer<'_> {
     }
 
     fn special(&self, s: Special) -> Option<i64> {
-        let [bx, by, bz] = self.k.block;
-        let (t, bx, by) = (self.tid as i64, bx.max(1) as i64, by.max(1) as i64);
-        Some(match s {
-            Special::Tid(0) => t % bx,
-            Special::Tid(1) => (t / bx) % by,
-            Special::Tid(_) => t / (bx * by),
-            Special::LinearTid => t,
-            Special::Lane => t % self.warp as i64,
-            Special::Warp => t / self.warp as i64,
-            Special::BlockDim(d) => [bx, by, bz.max(1) as i64][d.min(2) as usize],
-            Special::GridDim(_) | Special::Bid(_) => return None,
-        })
+        match s {
+            // The launch grid is not the kernel's to assume here.
+            Special::GridDim(_) => None,
+            _ => crate::analysis::footprint::special_value(self.k, s, self.tid, self.warp),
+        }
+    }
+
+    /// The thread classes (`analysis::mbar_classes`): threads whose `terms` evaluate alike,
+    /// as (smallest thread, size), by smallest thread.
+    fn classes(&mut self, terms: &[Value]) -> Vec<(u32, u32)> {
+        let mut by_key: HashMap<Vec<TermValue>, usize> = HashMap::new();
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        for tid in 0..self.k.threads() {
+            self.tid = tid;
+            let key: Vec<_> = (terms.iter())
+                .map(|&v| {
+                    let x = self.eval(&Operand::Value(v));
+                    (x, self.missing.take())
+                })
+                .collect();
+            let i = *by_key.entry(key).or_insert_with(|| {
+                out.push((tid, 0));
+                out.len() - 1
+            });
+            out[i].1 += 1;
+        }
+        out
     }
 }
 
@@ -585,6 +668,8 @@ enum Broken {
 struct Protocol<'k> {
     k: &'k Kernel,
     ev: Vec<Event>,
+    /// The size of each traced thread's class (its events stand for that many threads').
+    weight: HashMap<u32, u32>,
     by_slot: std::collections::BTreeMap<Slot, Vec<usize>>,
     round: Vec<i64>,
     /// Per thread and slot: its waits' (seq, guaranteed phase), in program order.
@@ -600,13 +685,14 @@ struct Protocol<'k> {
 }
 
 impl<'k> Protocol<'k> {
-    fn new(k: &'k Kernel, ev: Vec<Event>) -> Self {
+    fn new(k: &'k Kernel, ev: Vec<Event>, weight: HashMap<u32, u32>) -> Self {
         let mut by_slot: std::collections::BTreeMap<Slot, Vec<usize>> = Default::default();
         for (i, e) in ev.iter().enumerate() {
             by_slot.entry(e.slot).or_default().push(i);
         }
         let mut p = Protocol {
             k,
+            weight,
             round: vec![-1; ev.len()],
             ev,
             by_slot,
@@ -633,6 +719,11 @@ impl<'k> Protocol<'k> {
         p
     }
 
+    /// The size of traced thread `t`'s class.
+    fn w(&self, t: u32) -> u32 {
+        self.weight.get(&t).copied().unwrap_or(1)
+    }
+
     /// Assigns the rounds of slot `s`'s arrivals, expect_tx and loads (module doc).
     fn rounds(&mut self, s: Slot) -> Result<(), Broken> {
         let idx = self.by_slot[&s].clone();
@@ -649,7 +740,7 @@ impl<'k> Protocol<'k> {
                 first_arrival.get_or_insert(i);
             }
         }
-        let a = per_thread.len();
+        let a: usize = per_thread.keys().map(|t| self.w(*t) as usize).sum();
         let Some(arr) = first_arrival else {
             // No phase ever completes: a wait orders nothing (it returns at once or never).
             return match idx.iter().find(|&&i| matches!(self.ev[i].ev, Ev::Load(_) | Ev::ExpectTx(_))) {
@@ -677,6 +768,7 @@ impl<'k> Protocol<'k> {
         let mut bytes: std::collections::BTreeMap<i64, (i64, i64)> = Default::default();
         for &i in idx {
             let e = &self.ev[i];
+            let w = self.weight.get(&e.thread).map_or(1, |&w| w as i64);
             let st = arrived.entry(e.thread).or_insert((0, None));
             let r = st.0 / m;
             self.round[i] = match e.ev {
@@ -684,20 +776,20 @@ impl<'k> Protocol<'k> {
                     st.0 += 1;
                     if let Some(b) = tx {
                         st.1 = Some(r);
-                        bytes.entry(r).or_default().0 += b as i64;
+                        bytes.entry(r).or_default().0 += w * b as i64;
                     }
                     r
                 }
                 Ev::ExpectTx(b) => {
                     st.1 = Some(r);
-                    bytes.entry(r).or_default().0 += b as i64;
+                    bytes.entry(r).or_default().0 += w * b as i64;
                     r
                 }
                 Ev::Load(b) => {
                     let Some(r) = st.1 else {
                         return Err(Broken::Undecided(format!("{} is not preceded by a `tx` arrival of its thread", op_label(self.k, e.op))));
                     };
-                    bytes.entry(r).or_default().1 += b as i64;
+                    bytes.entry(r).or_default().1 += w * b as i64;
                     r
                 }
                 Ev::Init(_) | Ev::Wait(_) => -1,

@@ -9,6 +9,7 @@ pub mod footprint;
 pub mod hazards;
 pub mod inflight;
 pub mod layout_owners;
+pub mod mbar_classes;
 pub mod mbar_object;
 pub mod mbar_protocol;
 pub mod nearest;
