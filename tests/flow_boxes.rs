@@ -221,7 +221,7 @@ fn waits_completions_barriers(k: &Kernel, t: &Target, boxes: bool) -> Vec<String
         footprints: Some(Box::default()),
     };
     pm.flow.no_boxes = !boxes;
-    switch::waits_completions_barriers(k, t, &mut pm, false)
+    switch::waits_completions_barriers(k, t, &mut pm, switch::COMPLETIONS)
 }
 
 /// On the 64×64×32 GEMMs in CI; the real-size GEMMs and the flash kernels are the ignored

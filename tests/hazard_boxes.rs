@@ -68,9 +68,9 @@ fn hazards(k: &Kernel, t: &Target, boxes: bool) -> (String, u64) {
     )
 }
 
-/// The wait plan of `k`, the barrier placements of `k` and of `k` with those waits, and the
-/// completions, as debug text, with the hazard boxes on or off (the in-flight dataflow's
-/// boxes stay on in both).
+/// The wait plan of `k` and the barrier placements of `k` and of `k` with those waits, as
+/// debug text, with the hazard boxes on or off (the in-flight dataflow's boxes stay on in
+/// both).
 fn waits_and_barriers(k: &Kernel, t: &Target, boxes: bool) -> Vec<String> {
     let mut fm = FootprintMemo::default();
     fm.no_boxes = !boxes;
@@ -78,7 +78,12 @@ fn waits_and_barriers(k: &Kernel, t: &Target, boxes: bool) -> Vec<String> {
         flow: FlowMemo::for_kernel(k),
         footprints: Some(Box::new(fm)),
     };
-    switch::waits_completions_barriers(k, t, &mut pm, true)
+    // The completions do not read the hazard boxes: not compared.
+    let stages = switch::Stages {
+        completions: false,
+        unwaited: true,
+    };
+    switch::waits_completions_barriers(k, t, &mut pm, stages)
 }
 
 /// Hazards, waits and barriers of `ks` on `targets`, with the boxes on and off, are equal.

@@ -193,7 +193,7 @@ fn waits_completions_barriers(k: &Kernel, t: &Target, dims: bool) -> Vec<String>
         footprints: Some(Box::default()),
     };
     pm.flow.no_dims = !dims;
-    switch::waits_completions_barriers(k, t, &mut pm, false)
+    switch::waits_completions_barriers(k, t, &mut pm, switch::COMPLETIONS)
 }
 
 #[test]

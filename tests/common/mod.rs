@@ -65,6 +65,30 @@ pub fn kernel_files_under(dirs: &[&str]) -> Vec<std::path::PathBuf> {
     list_kernel_files(dirs, true)
 }
 
+/// A kernel and the name a failing assertion reports.
+pub type Named = (String, Kernel);
+
+/// The kernels of the `.kir` files directly in `dirs` (relative to the crate root) that parse
+/// and verify, named by path, in path order. Panics when no more than `min` are read (a list
+/// that lost its files would make the comparison vacuous).
+pub fn verified_file_kernels(dirs: &[&str], min: usize) -> Vec<Named> {
+    let out: Vec<Named> = kernel_files(dirs)
+        .iter()
+        .filter_map(|p| {
+            let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
+            smemsync::verify::verify(&k)
+                .is_empty()
+                .then(|| (p.display().to_string(), k))
+        })
+        .collect();
+    assert!(
+        out.len() > min,
+        "only {} kernels read from {dirs:?}",
+        out.len()
+    );
+    out
+}
+
 /// [`kernel_files`] or, `recursive`, [`kernel_files_under`].
 fn list_kernel_files(dirs: &[&str], recursive: bool) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();

@@ -3,12 +3,12 @@
 //! over a list of named kernels and targets, and asserting equal outcomes. This module holds
 //! the pieces those tests share:
 //!
-//! - [`verified_file_kernels`]: the kernels of the `.kir` files in some directories that parse
-//!   and verify (invalid file tests are skipped, not failed), named by path;
+//! - [`verified_file_kernels`] (from the parent module): the kernels of the `.kir` files in
+//!   some directories that parse and verify (invalid file tests are skipped), named by path;
 //! - [`gemm_kernels`]: GEMMs of one tile shape over thread counts and rolled/unrolled copies;
 //! - [`waits_completions_barriers`]: the wait plan, the completions on the kernel with its
-//!   waits, and that kernel's barrier placement (optionally the unwaited kernel's too), as
-//!   debug text, reading and growing a [`PlaceMemo`] the caller configured (the switch lives
+//!   waits and that kernel's barrier placement, and the unwaited kernel's placement, as
+//!   chosen by [`Stages`], as debug text, reading and growing a [`PlaceMemo`] the caller configured (the switch lives
 //!   in the memo: `FlowMemo::no_boxes`, `FlowMemo::no_dims`, `FootprintMemo::no_boxes`, ...);
 //! - [`assert_switch_changes_nothing`]: the loop over targets and kernels, with messages
 //!   naming the kernel, the target and what was compared.
@@ -26,29 +26,7 @@ use smemsync::sync::waits::plan_waits_memo;
 use smemsync::sync::{PlaceMemo, PlaceOptions, place_barriers_memo};
 use smemsync::target::Target;
 
-/// A kernel and the name a failing assertion reports.
-pub type Named = (String, Kernel);
-
-/// The kernels of the `.kir` files directly in `dirs` (relative to the crate root) that parse
-/// and verify, named by path, in path order. Panics when no more than `min` are read (a list
-/// that lost its files would make the comparison vacuous).
-pub fn verified_file_kernels(dirs: &[&str], min: usize) -> Vec<Named> {
-    let out: Vec<Named> = super::kernel_files(dirs)
-        .iter()
-        .filter_map(|p| {
-            let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
-            smemsync::verify::verify(&k)
-                .is_empty()
-                .then(|| (p.display().to_string(), k))
-        })
-        .collect();
-    assert!(
-        out.len() > min,
-        "only {} kernels read from {dirs:?}",
-        out.len()
-    );
-    out
-}
+pub use super::{Named, verified_file_kernels};
 
 /// The GEMMs at `(bm, bn, bk)` for each `(threads, unrolled)` of `variants`, the other
 /// parameters those of [`GemmShape::realistic`]; named `gemm BMxBNxBK tT unrolled=U`.
@@ -80,29 +58,46 @@ pub fn bench_kernels(names: &[&str]) -> Vec<Named> {
         .collect()
 }
 
-/// The wait plan of `k`, the completions on `k` with those waits and the barrier placement
-/// of that kernel, as debug text (the plan's error alone when planning fails), computed with
-/// `memo` (its flow memo for the waits and completions, all of it for the placements). With
-/// `unwaited`, the placement of `k` itself comes after the plan: it is placed before the
-/// kernel with waits, as a memo may be reused on a kernel derived by inserting syncs but not
-/// the other way round.
+/// What [`waits_completions_barriers`] compares besides the wait plan and the barrier
+/// placement of the kernel with its waits.
+#[derive(Clone, Copy, Debug)]
+pub struct Stages {
+    /// The completions (`completions_memo`) on the kernel with its waits.
+    pub completions: bool,
+    /// The barrier placement of the kernel as given (placed before the kernel with waits:
+    /// a memo may be reused on a kernel derived by inserting syncs, not the other way round).
+    pub unwaited: bool,
+}
+
+/// The stages of the in-flight dataflow's on/off tests: the completions, not the unwaited
+/// kernel.
+pub const COMPLETIONS: Stages = Stages {
+    completions: true,
+    unwaited: false,
+};
+
+/// The wait plan of `k` and, on `k` with those waits, the `stages` asked for and the barrier
+/// placement, as debug text (the plan's error alone when planning fails), computed with `memo`
+/// (its flow memo for the waits and completions, all of it for the placements).
 pub fn waits_completions_barriers(
     k: &Kernel,
     t: &Target,
     memo: &mut PlaceMemo,
-    unwaited: bool,
+    stages: Stages,
 ) -> Vec<String> {
     let plan = plan_waits_memo(k, t, &mut memo.flow);
     let mut out = vec![format!("{plan:?}")];
     let Ok(p) = plan else {
         return out;
     };
-    if unwaited {
+    if stages.unwaited {
         out.push(barriers(k, t, memo));
     }
     let with_waits = apply(k, &p.plan).unwrap();
-    let c = completions_memo(&with_waits, t, &mut memo.flow);
-    out.push(format!("{c:?}"));
+    if stages.completions {
+        let c = completions_memo(&with_waits, t, &mut memo.flow);
+        out.push(format!("{c:?}"));
+    }
     out.push(barriers(&with_waits, t, memo));
     out
 }
