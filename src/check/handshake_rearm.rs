@@ -31,7 +31,8 @@ use crate::ir::*;
 /// shows neither ordering.
 /// `index`: the op order and group barriers the proof built (`handshake_proof::OpIndex`).
 pub(super) fn rearm_after_waiters(k: &Kernel, ops: &[HsOp], index: &OpIndex) -> Result<(), String> {
-    let ctx = Ctx { k, ops, index };
+    let pos = ops.iter().map(|o| index.order[&o.op]).collect();
+    let ctx = Ctx { k, ops, index, pos };
     let mut waits_on: HashMap<(usize, Buffer), Vec<usize>> = HashMap::new();
     let mut arrivals_on: HashMap<Buffer, Vec<usize>> = HashMap::new();
     for (i, o) in ops.iter().enumerate() {
@@ -66,11 +67,13 @@ struct Ctx<'a> {
     k: &'a Kernel,
     ops: &'a [HsOp],
     index: &'a OpIndex,
+    /// Each of `ops`' position in program order (looked up once: the rule asks it per pair).
+    pos: Vec<usize>,
 }
 
 impl Ctx<'_> {
     fn pos(&self, i: usize) -> usize {
-        self.index.order[&self.ops[i].op]
+        self.pos[i]
     }
 
     /// The slot count `D` of an array.
