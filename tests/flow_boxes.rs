@@ -8,17 +8,17 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use smemsync::analysis::boxes::Boxes;
-use smemsync::analysis::inflight::{FlowMemo, completions_memo};
+use smemsync::analysis::inflight::FlowMemo;
 use smemsync::analysis::overlap::Overlap;
 use smemsync::bench_kernels::{GemmShape, gemm};
-use smemsync::ir::edit::apply;
 use smemsync::ir::*;
+use smemsync::sync::PlaceMemo;
 use smemsync::sync::waits::plan_waits_memo;
-use smemsync::sync::{PlaceMemo, PlaceOptions, place_barriers_memo};
 use smemsync::target::Target;
 
 mod common;
 use common::parse_verified as kernel;
+use common::switch::{self, Named};
 
 /// One generated index op: `%vI = OP A, B`.
 #[derive(Clone, Debug)]
@@ -192,73 +192,36 @@ fn boxes_follow_views_and_refuse_out_of_range_indices() {
 }
 
 /// The kernels the in-flight oracles run on: the examples, the async and placement file
-/// tests, and GEMMs at `(bm, bn, bk)` (64 and 256 threads, copies rolled and unrolled), with
-/// the flash kernels when `flash`.
-fn kernels((bm, bn, bk): (u32, u32, u32), flash: bool) -> Vec<(String, Kernel)> {
-    let mut out: Vec<(String, Kernel)> = Vec::new();
-    for dir in [
-        "examples",
-        "tests/filetests/async",
-        "tests/filetests/placement",
-    ] {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        let mut files: Vec<_> = rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "kir"))
-            .collect();
-        files.sort();
-        out.extend(files.iter().filter_map(|p| {
-            let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
-            smemsync::verify::verify(&k)
-                .is_empty()
-                .then(|| (p.display().to_string(), k))
-        }));
-    }
-    assert!(out.len() > 50, "only {} kernels read", out.len());
-    for threads in [64, 256] {
-        for unrolled in [false, true] {
-            let sh = GemmShape {
-                bm,
-                bn,
-                bk,
-                threads,
-                ..GemmShape::realistic(unrolled)
-            };
-            let name = format!("gemm {bm}x{bn}x{bk} t{threads} unrolled={unrolled}");
-            out.push((name, kernel(&gemm(&sh).unwrap())));
-        }
-    }
-    for name in ["flash", "flash-k-first"].into_iter().filter(|_| flash) {
-        let src = smemsync::bench_kernels::named(name).unwrap();
-        out.push((name.into(), kernel(&src)));
+/// tests, and GEMMs at `shape` (64 and 256 threads, copies rolled and unrolled), with the
+/// flash kernels when `flash`.
+fn kernels(shape: (u32, u32, u32), flash: bool) -> Vec<Named> {
+    let mut out = switch::verified_file_kernels(
+        &[
+            "examples",
+            "tests/filetests/async",
+            "tests/filetests/placement",
+        ],
+        50,
+    );
+    out.extend(switch::gemm_kernels(
+        shape,
+        &[(64, false), (64, true), (256, false), (256, true)],
+    ));
+    if flash {
+        out.extend(switch::bench_kernels(&["flash", "flash-k-first"]));
     }
     out
 }
 
 /// The wait plan, the completions on the kernel with its waits and the barrier placement of
-/// that kernel, as debug text, with the boxes on or off (`no_boxes`).
-fn waits_completions_barriers(k: &Kernel, t: &Target, no_boxes: bool) -> Vec<String> {
-    let mut memo = FlowMemo::for_kernel(k);
-    memo.no_boxes = no_boxes;
-    let plan = plan_waits_memo(k, t, &mut memo);
-    let mut out = vec![format!("{plan:?}")];
-    let Ok(p) = plan else {
-        return out;
-    };
-    let with_waits = apply(k, &p.plan).unwrap();
-    let c = completions_memo(&with_waits, t, &mut memo);
-    out.push(format!("{c:?}"));
+/// that kernel, as debug text, with the boxes on or off.
+fn waits_completions_barriers(k: &Kernel, t: &Target, boxes: bool) -> Vec<String> {
     let mut pm = PlaceMemo {
-        flow: memo,
+        flow: FlowMemo::for_kernel(k),
         footprints: Some(Box::default()),
     };
-    match place_barriers_memo(&with_waits, t, &PlaceOptions::default(), &mut pm) {
-        Ok(b) => out.push(format!("{:?} {:?} {:?}", b.stats, b.plan, b.warnings)),
-        Err(e) => out.push(format!("{e:?}")),
-    }
-    out
+    pm.flow.no_boxes = !boxes;
+    switch::waits_completions_barriers(k, t, &mut pm, switch::COMPLETIONS)
 }
 
 /// On the 64×64×32 GEMMs in CI; the real-size GEMMs and the flash kernels are the ignored
@@ -274,15 +237,13 @@ fn boxes_and_near_sets_change_nothing_on_the_real_size_kernels() {
     assert_boxes_change_nothing(&kernels((128, 128, 64), true));
 }
 
-fn assert_boxes_change_nothing(ks: &[(String, Kernel)]) {
-    for t in ["sm_80", "sm_90", "gfx950", "gfx1250"] {
-        let t = Target::from_name(t).unwrap();
-        for (name, k) in ks {
-            let got = waits_completions_barriers(k, &t, false);
-            let want = waits_completions_barriers(k, &t, true);
-            assert_eq!(got, want, "{name} on {}", t.name);
-        }
-    }
+fn assert_boxes_change_nothing(ks: &[Named]) {
+    switch::assert_switch_changes_nothing(
+        "waits, completions and barriers",
+        ks,
+        &["sm_80", "sm_90", "gfx950", "gfx1250"],
+        waits_completions_barriers,
+    );
 }
 
 /// The boxes are not vacuous: on the unrolled 64-thread GEMM they rule out most copy pairs,

@@ -13,69 +13,46 @@ use smemsync::analysis::hazards::find_hazards_with;
 use smemsync::analysis::inflight::FlowMemo;
 use smemsync::bench_kernels::{GemmShape, gemm};
 use smemsync::ir::Kernel;
-use smemsync::ir::edit::apply;
-use smemsync::sync::waits::plan_waits_memo;
-use smemsync::sync::{PlaceMemo, PlaceOptions, place_barriers_memo};
+use smemsync::sync::PlaceMemo;
 use smemsync::target::Target;
 
 mod common;
 use common::parse_verified as kernel;
+use common::switch::{self, Named};
 
 const TARGETS: [&str; 4] = ["sm_80", "sm_90", "gfx950", "gfx1250"];
 
 /// The examples and the file tests of the directories with copies, placements, handshakes
 /// and layouts.
-fn file_kernels() -> Vec<(String, Kernel)> {
-    let files = common::kernel_files(&[
-        "examples",
-        "tests/filetests/async",
-        "tests/filetests/placement",
-        "tests/filetests/handshake",
-        "tests/filetests/layouts",
-    ]);
-    let out: Vec<(String, Kernel)> = files
-        .iter()
-        .filter_map(|p| {
-            let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
-            smemsync::verify::verify(&k)
-                .is_empty()
-                .then(|| (p.display().to_string(), k))
-        })
-        .collect();
-    assert!(out.len() > 50, "only {} kernels read", out.len());
-    out
+fn file_kernels() -> Vec<Named> {
+    switch::verified_file_kernels(
+        &[
+            "examples",
+            "tests/filetests/async",
+            "tests/filetests/placement",
+            "tests/filetests/handshake",
+            "tests/filetests/layouts",
+        ],
+        50,
+    )
 }
 
 /// The GEMMs at `(bm, bn, bk)` (64 and 256 threads, copies rolled and unrolled, except the
 /// unrolled 64-thread one at 128×128×64, whose hazards the last test compares: with the boxes
 /// off it asks 139 448 pair questions) and, at full size, the flash kernels (rolled, unrolled,
 /// K loaded first).
-fn real_kernels((bm, bn, bk): (u32, u32, u32), flash: bool) -> Vec<(String, Kernel)> {
-    let mut out: Vec<(String, Kernel)> = Vec::new();
-    for threads in [64, 256] {
-        for unrolled in [false, true] {
-            if threads == 64 && unrolled && bm == 128 {
-                continue;
-            }
-            let sh = GemmShape {
-                bm,
-                bn,
-                bk,
-                threads,
-                ..GemmShape::realistic(unrolled)
-            };
-            out.push((
-                format!("gemm {bm}x{bn}x{bk} t{threads} unrolled={unrolled}"),
-                kernel(&gemm(&sh).unwrap()),
-            ));
-        }
-    }
-    for name in ["flash", "flash-unrolled", "flash-k-first"]
+fn real_kernels(shape: (u32, u32, u32), flash: bool) -> Vec<Named> {
+    let variants: Vec<(u32, bool)> = [(64, false), (64, true), (256, false), (256, true)]
         .into_iter()
-        .filter(|_| flash)
-    {
-        let src = smemsync::bench_kernels::named(name).unwrap();
-        out.push((name.into(), kernel(&src)));
+        .filter(|&(threads, unrolled)| !(threads == 64 && unrolled && shape.0 == 128))
+        .collect();
+    let mut out = switch::gemm_kernels(shape, &variants);
+    if flash {
+        out.extend(switch::bench_kernels(&[
+            "flash",
+            "flash-unrolled",
+            "flash-k-first",
+        ]));
     }
     out
 }
@@ -91,44 +68,28 @@ fn hazards(k: &Kernel, t: &Target, boxes: bool) -> (String, u64) {
     )
 }
 
-/// The wait plan of `k` and the barrier placement of `k` with those waits, as debug text,
-/// with the hazard boxes on or off (the in-flight dataflow's boxes stay on in both).
+/// The wait plan of `k` and the barrier placements of `k` and of `k` with those waits, as
+/// debug text, with the hazard boxes on or off (the in-flight dataflow's boxes stay on in
+/// both).
 fn waits_and_barriers(k: &Kernel, t: &Target, boxes: bool) -> Vec<String> {
-    let mut flow = FlowMemo::for_kernel(k);
-    let plan = plan_waits_memo(k, t, &mut flow);
-    let mut out = vec![format!("{plan:?}")];
-    let Ok(p) = plan else {
-        return out;
-    };
-    let with_waits = apply(k, &p.plan).unwrap();
     let mut fm = FootprintMemo::default();
     fm.no_boxes = !boxes;
     let mut pm = PlaceMemo {
-        flow,
+        flow: FlowMemo::for_kernel(k),
         footprints: Some(Box::new(fm)),
     };
-    for kernel in [k, &with_waits] {
-        match place_barriers_memo(kernel, t, &PlaceOptions::default(), &mut pm) {
-            Ok(b) => out.push(format!("{:?} {:?} {:?}", b.stats, b.plan, b.warnings)),
-            Err(e) => out.push(format!("{e:?}")),
-        }
-    }
-    out
+    // The completions do not read the hazard boxes: not compared.
+    let stages = switch::Stages {
+        completions: false,
+        unwaited: true,
+    };
+    switch::waits_completions_barriers(k, t, &mut pm, stages)
 }
 
 /// Hazards, waits and barriers of `ks` on `targets`, with the boxes on and off, are equal.
-fn assert_boxes_change_nothing(ks: &[(String, Kernel)], targets: &[&str]) {
-    for t in targets {
-        let t = Target::from_name(t).unwrap();
-        for (name, k) in ks {
-            let (got, _) = hazards(k, &t, true);
-            let (want, _) = hazards(k, &t, false);
-            assert_eq!(got, want, "hazards of {name} on {}", t.name);
-            let got = waits_and_barriers(k, &t, true);
-            let want = waits_and_barriers(k, &t, false);
-            assert_eq!(got, want, "waits and barriers of {name} on {}", t.name);
-        }
-    }
+fn assert_boxes_change_nothing(ks: &[Named], targets: &[&str]) {
+    switch::assert_switch_changes_nothing("hazards", ks, targets, |k, t, on| hazards(k, t, on).0);
+    switch::assert_switch_changes_nothing("waits and barriers", ks, targets, waits_and_barriers);
 }
 
 /// On sm_90 (cp.async, TMA and mbarriers, warps of 32) and gfx950 (`gather_to_lds`, warps of

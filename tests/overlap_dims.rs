@@ -13,17 +13,15 @@
 //!    is decided by the test at the distances where the slots differ.
 
 use proptest::prelude::*;
-use smemsync::analysis::inflight::{FlowMemo, completions_memo};
+use smemsync::analysis::inflight::FlowMemo;
 use smemsync::analysis::overlap::{IterTag, Overlap};
-use smemsync::bench_kernels::{GemmShape, gemm};
-use smemsync::ir::edit::apply;
 use smemsync::ir::*;
-use smemsync::sync::waits::plan_waits_memo;
-use smemsync::sync::{PlaceMemo, PlaceOptions, place_barriers_memo};
+use smemsync::sync::PlaceMemo;
 use smemsync::target::Target;
 
 mod common;
 use common::parse_verified;
+use common::switch::{self, Named};
 
 /// One access: kind (0 copy, 1 load, 2 store), slot form, row form, column offset, and
 /// whether it goes through a view of its slot.
@@ -171,82 +169,40 @@ fn next_slot_copy_and_this_slot_load_are_decided_by_the_dims() {
 
 /// Verified kernels of the examples and the async and placement file tests, and real-size
 /// GEMMs and flash loops.
-fn kernels() -> Vec<(String, Kernel)> {
-    let mut out = Vec::new();
-    for dir in [
-        "examples",
-        "tests/filetests/async",
-        "tests/filetests/placement",
-    ] {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        let mut files: Vec<_> = rd
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "kir"))
-            .collect();
-        files.sort();
-        out.extend(files.iter().filter_map(|p| {
-            let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
-            smemsync::verify::verify(&k)
-                .is_empty()
-                .then(|| (p.display().to_string(), k))
-        }));
-    }
-    assert!(out.len() > 50, "only {} kernels read", out.len());
+fn kernels() -> Vec<Named> {
+    let mut out = switch::verified_file_kernels(
+        &[
+            "examples",
+            "tests/filetests/async",
+            "tests/filetests/placement",
+        ],
+        50,
+    );
     // Real sizes, kept few for CI's debug build: the unrolled copies at 64×64×32 (the
     // unrolled 128×128×64 GEMMs ask the same kinds of questions, ten times more of them).
-    for (threads, unrolled, bm) in [(64, true, 64), (64, false, 128)] {
-        let sh = GemmShape {
-            threads,
-            bm,
-            bn: bm,
-            bk: bm / 2,
-            ..GemmShape::realistic(unrolled)
-        };
-        let name = format!("gemm {bm} t{threads} unrolled={unrolled}");
-        out.push((name, parse_verified(&gemm(&sh).unwrap())));
-    }
-    for name in ["flash", "flash-k-first"] {
-        let src = smemsync::bench_kernels::named(name).unwrap();
-        out.push((name.into(), parse_verified(&src)));
-    }
+    out.extend(switch::gemm_kernels((64, 64, 32), &[(64, true)]));
+    out.extend(switch::gemm_kernels((128, 128, 64), &[(64, false)]));
+    out.extend(switch::bench_kernels(&["flash", "flash-k-first"]));
     out
 }
 
 /// The wait plan, the completions on the kernel with its waits and the barrier placement of
 /// that kernel, as debug text, with the per-dimension test on or off.
-fn waits_completions_barriers(k: &Kernel, t: &Target, no_dims: bool) -> Vec<String> {
-    let mut memo = FlowMemo::for_kernel(k);
-    memo.no_dims = no_dims;
-    let plan = plan_waits_memo(k, t, &mut memo);
-    let mut out = vec![format!("{plan:?}")];
-    let Ok(p) = plan else {
-        return out;
-    };
-    let with_waits = apply(k, &p.plan).unwrap();
-    let c = completions_memo(&with_waits, t, &mut memo);
-    out.push(format!("{c:?}"));
+fn waits_completions_barriers(k: &Kernel, t: &Target, dims: bool) -> Vec<String> {
     let mut pm = PlaceMemo {
-        flow: memo,
+        flow: FlowMemo::for_kernel(k),
         footprints: Some(Box::default()),
     };
-    match place_barriers_memo(&with_waits, t, &PlaceOptions::default(), &mut pm) {
-        Ok(b) => out.push(format!("{:?} {:?} {:?}", b.stats, b.plan, b.warnings)),
-        Err(e) => out.push(format!("{e:?}")),
-    }
-    out
+    pm.flow.no_dims = !dims;
+    switch::waits_completions_barriers(k, t, &mut pm, switch::COMPLETIONS)
 }
 
 #[test]
 fn dims_change_no_wait_completion_or_barrier() {
-    let ks = kernels();
-    for t in ["sm_80"] {
-        let t = Target::from_name(t).unwrap();
-        for (name, k) in &ks {
-            let got = waits_completions_barriers(k, &t, false);
-            let want = waits_completions_barriers(k, &t, true);
-            assert_eq!(got, want, "{name} on {}", t.name);
-        }
-    }
+    switch::assert_switch_changes_nothing(
+        "waits, completions and barriers",
+        &kernels(),
+        &["sm_80"],
+        waits_completions_barriers,
+    );
 }

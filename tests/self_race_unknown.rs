@@ -16,19 +16,8 @@ use smemsync::check::{CheckOptions, check_race_free};
 use smemsync::target::Target;
 
 mod common;
+use common::XorShift;
 use common::parse_verified as parse;
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
-    }
-}
 
 /// Row indices (dimension of 4): raw `%n`, uniform forms, thread-dependent and loaded ones.
 const ROWS: &[&str] = &["%n", "%n", "0", "%tq", "%nq", "%vr", "%nr", "%nm"];
@@ -106,7 +95,7 @@ fn races(k: &smemsync::ir::Kernel, n: i64, seed: u64) -> bool {
 
 #[test]
 fn verdicts_match_interpretation() {
-    let mut rng = Rng(0x5e1f_4ace);
+    let mut rng = XorShift(0x5e1f_4ace);
     let mut seen = [0usize; 3];
     for case in 0..160 {
         let row = ROWS[rng.below(ROWS.len())];

@@ -20,19 +20,8 @@ use smemsync::sync::driver::synchronize;
 use smemsync::target::Target;
 
 mod common;
+use common::XorShift;
 use common::parse_verified as parse;
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
-    }
-}
 
 /// Row indices (dimension of 4): uniform through the parameters, or thread-dependent.
 const ROWS: &[&str] = &["%m", "%m", "%mq", "%mp", "%tq", "0", "%s"];
@@ -119,10 +108,10 @@ fn races(k: &smemsync::ir::Kernel, target: &Target, m: i64, p: i64) -> bool {
 #[test]
 fn placements_through_ranged_parameters_are_race_free_for_every_value() {
     let target = Target::from_name("sm_80").expect("known");
-    let mut rng = Rng(0xf4ee_0a4a);
+    let mut rng = XorShift(0xf4ee_0a4a);
     let (mut without, mut with) = (0, 0);
     for case in 0..48 {
-        let pick = |rng: &mut Rng| (ROWS[rng.below(ROWS.len())], COLS[rng.below(COLS.len())]);
+        let pick = |rng: &mut XorShift| (ROWS[rng.below(ROWS.len())], COLS[rng.below(COLS.len())]);
         let (st, ld) = (pick(&mut rng), pick(&mut rng));
         let src = kernel(st, ld, rng.below(2) == 0);
         let k = parse(&src);

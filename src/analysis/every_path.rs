@@ -203,21 +203,7 @@ pub(crate) fn for_pair(
     carried: &mut dyn FnMut() -> bool,
 ) -> Choice {
     let k = pp.k;
-    let pos = |o: &Op| pp.order.get(o).copied().unwrap_or(usize::MAX);
-    let before_dst = |o: &Op| pos(o) < pos(&dst);
-    // The first point on every path among `ws`, or how to fall back.
-    // (A destination before `keep`, the first completing wait, is before every other too:
-    // the builders' own in-flight test applies.)
-    let straight = |ws: Vec<Op>, keep: Op| -> Result<Option<Op>, Choice> {
-        if !before_dst(&keep) {
-            return Err(Choice::Keep);
-        }
-        match pp.first(ws.iter().copied()).filter(before_dst) {
-            Some(x) => Ok(Some(x)),
-            None if ws.iter().filter(|w| before_dst(w)).count() <= 1 => Err(Choice::Keep),
-            None => Err(Choice::AtDestination),
-        }
-    };
+    let straight = |ws: Vec<Op>, keep: Op| first_on_every_path(pp, dst, &ws, keep);
     let mut out = lc.clone();
     // Whether the in-loop wait was dropped for the exit wait (which then stays where it is
     // the only completing wait after the loop: rule 4).
@@ -230,35 +216,15 @@ pub(crate) fn for_pair(
             }
         }
         (Some((w, d)), Some(level)) => {
-            let l = copy_loops[level];
-            let dst_in = k.parents().ancestors(dst).contains(&l);
-            // A destination after the loop takes a later iteration's wait only through the
-            // exit wait (`hazards::completed_later`): only `d = 0` is asked here.
-            if dst_in || d == 0 {
-                let mut memo = None;
-                let mut dst_iter = || dst_in && *memo.get_or_insert_with(|| !carried());
-                if pp.lift_in_loop(w, l, d, false) != Some(w) && (!dst_in || pp.lift_in_loop(w, l, d, dst_iter()) != Some(w)) {
-                    match in_loop_candidate(pp, c, copy, copy_loops, (level, d), &mut dst_iter) {
-                        // A wait of the copy's own iteration after a destination that follows
-                        // the copy completes it for the later iterations' instances alone: the
-                        // forward pair would see it in flight where the dataflow's wait (on
-                        // the destination's path in its iteration) completed it. The
-                        // destination itself serves both.
-                        Some((x, 0)) if dst_in && pos(&copy) < pos(&dst) && !before_dst(&x) => {
-                            return Choice::AtDestination;
-                        }
-                        Some(best) => out.in_loop = Some(best),
-                        // Inside the loop no wait of its level completes the copy in every
-                        // iteration that issued it: the destination itself (the dataflow).
-                        None if dst_in => return Choice::AtDestination,
-                        // After the loop: the exit wait, if any.
-                        None if lc.exit.is_some() => {
-                            out.in_loop = None;
-                            exit_only = true;
-                        }
-                        None => return Choice::AtDestination,
-                    }
+            match in_loop_wait(pp, c, (copy, dst), copy_loops, (w, d, level), carried) {
+                Ok(InLoopWait::Keep) => {}
+                Ok(InLoopWait::Use(best)) => out.in_loop = Some(best),
+                Ok(InLoopWait::ExitOnly) if lc.exit.is_some() => {
+                    out.in_loop = None;
+                    exit_only = true;
                 }
+                Ok(InLoopWait::ExitOnly) => return Choice::AtDestination,
+                Err(choice) => return choice,
             }
         }
         _ => {}
@@ -282,6 +248,82 @@ pub(crate) fn for_pair(
         }
     }
     if &out == lc { Choice::Keep } else { Choice::Use(out) }
+}
+
+/// The first point on every path to `dst` among the waits `ws`, or how [`for_pair`] falls
+/// back. (A destination before `keep`, the first completing wait, is before every other too:
+/// the builders' own in-flight test applies.)
+fn first_on_every_path(
+    pp: &PairPaths,
+    dst: Op,
+    ws: &[Op],
+    keep: Op,
+) -> Result<Option<Op>, Choice> {
+    let pos = |o: &Op| pp.order.get(o).copied().unwrap_or(usize::MAX);
+    let before_dst = |o: &Op| pos(o) < pos(&dst);
+    if !before_dst(&keep) {
+        return Err(Choice::Keep);
+    }
+    match pp.first(ws.iter().copied()).filter(before_dst) {
+        Some(x) => Ok(Some(x)),
+        None if ws.iter().filter(|w| before_dst(w)).count() <= 1 => Err(Choice::Keep),
+        None => Err(Choice::AtDestination),
+    }
+}
+
+/// What [`in_loop_wait`] makes of the dataflow's in-loop wait.
+enum InLoopWait {
+    /// It runs on every path to the destination (or is lifted to itself): it stays.
+    Keep,
+    /// The first point on every path that completes the copy, with its distance.
+    Use((Op, u32)),
+    /// No wait of the loop's level completes the copy in every iteration that issued it, and
+    /// the destination is after the loop: the exit wait serves if there is one (rule 4).
+    ExitOnly,
+}
+
+/// [`for_pair`]'s answer for the in-loop wait `w`, which completes `copy` (in the loop at
+/// `level` of `copy_loops`) `d` iterations after its issue: [`InLoopWait`], or the
+/// [`Choice`] the pair ends with. `carried` is asked at most once, and only when the
+/// destination is in the loop.
+fn in_loop_wait(
+    pp: &PairPaths,
+    c: &Completions,
+    (copy, dst): (Op, Op),
+    copy_loops: &[Op],
+    (w, d, level): (Op, u32, usize),
+    carried: &mut dyn FnMut() -> bool,
+) -> Result<InLoopWait, Choice> {
+    let pos = |o: &Op| pp.order.get(o).copied().unwrap_or(usize::MAX);
+    let l = copy_loops[level];
+    let dst_in = pp.k.parents().ancestors(dst).contains(&l);
+    // A destination after the loop takes a later iteration's wait only through the exit wait
+    // (`hazards::completed_later`): only `d = 0` is asked here.
+    if !dst_in && d != 0 {
+        return Ok(InLoopWait::Keep);
+    }
+    let mut memo = None;
+    let mut dst_iter = || dst_in && *memo.get_or_insert_with(|| !carried());
+    if pp.lift_in_loop(w, l, d, false) == Some(w)
+        || (dst_in && pp.lift_in_loop(w, l, d, dst_iter()) == Some(w))
+    {
+        return Ok(InLoopWait::Keep);
+    }
+    match in_loop_candidate(pp, c, copy, copy_loops, (level, d), &mut dst_iter) {
+        // A wait of the copy's own iteration after a destination that follows the copy
+        // completes it for the later iterations' instances alone: the forward pair would see
+        // it in flight where the dataflow's wait (on the destination's path in its iteration)
+        // completed it. The destination itself serves both.
+        Some((x, 0)) if dst_in && pos(&copy) < pos(&dst) && pos(&x) >= pos(&dst) => {
+            Err(Choice::AtDestination)
+        }
+        Some(best) => Ok(InLoopWait::Use(best)),
+        // Inside the loop no wait of its level completes the copy in every iteration that
+        // issued it: the destination itself (the dataflow).
+        None if dst_in => Err(Choice::AtDestination),
+        // After the loop: the exit wait, if any ([`for_pair`] decides).
+        None => Ok(InLoopWait::ExitOnly),
+    }
 }
 
 /// The first wait in program order of loop `copy_loops[level]`'s body (outside deeper copy

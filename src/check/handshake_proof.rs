@@ -158,8 +158,9 @@ fn prove_branch(k: &Kernel, br: Op, pos: usize) -> Result<HandshakeVerdict, Stri
     if let Some(d) = balance(k, br, &ops, &counts)? {
         return Ok(HandshakeVerdict::Refuted(Box::new(d)));
     }
-    aliasing(k, &ops)?;
-    super::handshake_rearm::rearm_after_waiters(k, &ops)?;
+    let index = OpIndex::new(k);
+    aliasing(k, &ops, &index)?;
+    super::handshake_rearm::rearm_after_waiters(k, &ops, &index)?;
     if let Some(cycle) = cycle(k, &ops) {
         return Ok(HandshakeVerdict::Refuted(Box::new(cycle)));
     }
@@ -489,18 +490,15 @@ fn balance(
 /// One backward pass over `ops` (each arm's ops are in program order): per arm, which kinds
 /// of arrival follow, and the last elected arrival, which the first group barrier after the
 /// wait must precede.
-fn aliasing(k: &Kernel, ops: &[HsOp]) -> Result<(), String> {
-    let order: HashMap<Op, usize> = (k.ops_in_order().into_iter().enumerate())
-        .map(|(i, o)| (o, i))
-        .collect();
-    let barriers = GroupBarriers::new(k, &order);
+fn aliasing(k: &Kernel, ops: &[HsOp], index: &OpIndex) -> Result<(), String> {
+    let order = &index.order;
     let mut later: HashMap<usize, [bool; 2]> = HashMap::new();
     let mut last_elected: HashMap<usize, usize> = HashMap::new();
     let mut unreleased = None;
     for w in ops.iter().rev() {
         if matches!(w.kind, Kind::Wait(_)) {
             let seen = later.get(&w.arm).copied().unwrap_or_default();
-            let behind = |&a: &usize| barriers.between(k, &order, w, a);
+            let behind = |&a: &usize| index.between(k, w, a);
             let ok = seen[usize::from(w.elect)]
                 || !w.elect && last_elected.get(&w.arm).is_some_and(behind);
             if !ok {
@@ -523,21 +521,44 @@ fn aliasing(k: &Kernel, ops: &[HsOp]) -> Result<(), String> {
     }
 }
 
+/// Every op's position in program order and the group barriers the rules accept
+/// ([`GroupBarriers`]): built once per role branch, O(ops), and read by the aliasing and the
+/// re-arm rules (`handshake_rearm`).
+pub(super) struct OpIndex {
+    pub(super) order: HashMap<Op, usize>,
+    barriers: GroupBarriers,
+}
+
+impl OpIndex {
+    fn new(k: &Kernel) -> OpIndex {
+        let ops = k.ops_in_order();
+        let order: HashMap<Op, usize> = ops.iter().enumerate().map(|(i, &o)| (o, i)).collect();
+        OpIndex {
+            barriers: GroupBarriers::new(k, &ops, &order),
+            order,
+        }
+    }
+
+    /// [`GroupBarriers::between`] with this index's positions.
+    pub(super) fn between(&self, k: &Kernel, w: &HsOp, a: usize) -> bool {
+        self.barriers.between(k, &self.order, w, a)
+    }
+}
+
 /// The group barriers the aliasing rule accepts: a `named_sync id, n` such that every op on
 /// `id` is a `named_sync id, n` of the same loop body. Each phase of `id` is then one
 /// iteration of exactly the `n` threads of the role that runs that body. Indexed by (body,
 /// `n`), positions ascending. O(ops) to build.
-pub(super) struct GroupBarriers {
+struct GroupBarriers {
     at: HashMap<(Option<Op>, u32), Vec<usize>>,
 }
 
 impl GroupBarriers {
-    pub(super) fn new(k: &Kernel, order: &HashMap<Op, usize>) -> GroupBarriers {
+    fn new(k: &Kernel, ops: &[Op], order: &HashMap<Op, usize>) -> GroupBarriers {
         let parents = k.parents();
-        let ops = k.ops_in_order();
         // Per id: the body and count of all its ops, or `None` when they differ.
         let mut ids: HashMap<u32, Option<(Option<Op>, u32)>> = HashMap::new();
-        for &o in &ops {
+        for &o in ops {
             let (id, this) = match k.ops[o].kind {
                 OpKind::NamedSync { id, count } => (id, Some((parents.parent_op(o), count))),
                 OpKind::NamedArrive { id, .. } => (id, None),
@@ -549,7 +570,7 @@ impl GroupBarriers {
             }
         }
         let mut at: HashMap<(Option<Op>, u32), Vec<usize>> = HashMap::new();
-        for &o in &ops {
+        for &o in ops {
             if let OpKind::NamedSync { id, count } = k.ops[o].kind
                 && ids[&id] == Some((parents.parent_op(o), count))
             {
@@ -561,7 +582,7 @@ impl GroupBarriers {
 
     /// Whether such a barrier of the `n` threads of the wait `w` (of every thread of its
     /// role, directly in its loop body) lies in that body between `w` and position `a`.
-    pub(super) fn between(&self, k: &Kernel, order: &HashMap<Op, usize>, w: &HsOp, a: usize) -> bool {
+    fn between(&self, k: &Kernel, order: &HashMap<Op, usize>, w: &HsOp, a: usize) -> bool {
         let key = (k.parents().parent_op(w.op), w.threads);
         let Some(at) = self.at.get(&key) else {
             return false;

@@ -24,21 +24,15 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::handshake_proof::{GroupBarriers, HsOp, Kind, Parity, op_name};
+use super::handshake_proof::{HsOp, Kind, OpIndex, Parity, op_name};
 use crate::ir::*;
 
 /// Checks the rule for every (wait, arrival) pair on one array; the reason when some pair
 /// shows neither ordering.
-pub(super) fn rearm_after_waiters(k: &Kernel, ops: &[HsOp]) -> Result<(), String> {
-    let order: HashMap<Op, usize> = (k.ops_in_order().into_iter().enumerate())
-        .map(|(i, o)| (o, i))
-        .collect();
-    let ctx = Ctx {
-        k,
-        ops,
-        barriers: GroupBarriers::new(k, &order),
-        order,
-    };
+/// `index`: the op order and group barriers the proof built (`handshake_proof::OpIndex`).
+pub(super) fn rearm_after_waiters(k: &Kernel, ops: &[HsOp], index: &OpIndex) -> Result<(), String> {
+    let pos = ops.iter().map(|o| index.order[&o.op]).collect();
+    let ctx = Ctx { k, ops, index, pos };
     let mut waits_on: HashMap<(usize, Buffer), Vec<usize>> = HashMap::new();
     let mut arrivals_on: HashMap<Buffer, Vec<usize>> = HashMap::new();
     for (i, o) in ops.iter().enumerate() {
@@ -72,13 +66,14 @@ pub(super) fn rearm_after_waiters(k: &Kernel, ops: &[HsOp]) -> Result<(), String
 struct Ctx<'a> {
     k: &'a Kernel,
     ops: &'a [HsOp],
-    order: HashMap<Op, usize>,
-    barriers: GroupBarriers,
+    index: &'a OpIndex,
+    /// Each of `ops`' position in program order (looked up once: the rule asks it per pair).
+    pos: Vec<usize>,
 }
 
 impl Ctx<'_> {
     fn pos(&self, i: usize) -> usize {
-        self.order[&self.ops[i].op]
+        self.pos[i]
     }
 
     /// The slot count `D` of an array.
@@ -94,7 +89,7 @@ impl Ctx<'_> {
             && match (wo.elect, ro.elect) {
                 (false, false) | (true, false) => true,
                 (true, true) => wo.tid.is_some() && wo.tid == ro.tid,
-                (false, true) => after && self.barriers.between(self.k, &self.order, wo, self.pos(r)),
+                (false, true) => after && self.index.between(self.k, wo, self.pos(r)),
             }
     }
 

@@ -18,6 +18,10 @@
 //!   seed still fails; [`shrink_config_on_panic`] does it for a property that asserts. Unlike
 //!   [`shrink_text`] it keeps the generator's invariants (a barrier after every access).
 //!
+//! Submodule [`switch`]: the helpers of the tests that compare an analysis with a shortcut
+//! switched on and off over lists of kernels and targets. [`XorShift`]: the small xorshift64*
+//! stream of the tests whose case lists were drawn from it (a different stream from [`Rng`]).
+//!
 //! Each test crate uses part of this module.
 #![allow(
     dead_code,
@@ -33,6 +37,22 @@ pub use smemsync::r#gen::{
     GenConfig, Rng, copy_paths_kernel_text, hazard_kernel_text, random_kernel, random_kernel_text,
 };
 
+pub mod switch;
+
+/// A small deterministic generator (xorshift64*, Vigna 2016), seeded by its field (non-zero).
+/// Kept apart from [`Rng`] so that the cases the tests using it draw stay the same.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    /// Uniform in `0..n` (up to a small bias); `n` must be positive.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+    }
+}
+
 /// The `.kir` files directly in each of `dirs` (paths relative to the crate root), sorted.
 /// Panics when a directory cannot be read: a test that lists none would pass vacuously.
 pub fn kernel_files(dirs: &[&str]) -> Vec<std::path::PathBuf> {
@@ -43,6 +63,30 @@ pub fn kernel_files(dirs: &[&str]) -> Vec<std::path::PathBuf> {
 /// them but build outputs (`target`) and hidden ones, sorted; panics as [`kernel_files`].
 pub fn kernel_files_under(dirs: &[&str]) -> Vec<std::path::PathBuf> {
     list_kernel_files(dirs, true)
+}
+
+/// A kernel and the name a failing assertion reports.
+pub type Named = (String, Kernel);
+
+/// The kernels of the `.kir` files directly in `dirs` (relative to the crate root) that parse
+/// and verify, named by path, in path order. Panics when no more than `min` are read (a list
+/// that lost its files would make the comparison vacuous).
+pub fn verified_file_kernels(dirs: &[&str], min: usize) -> Vec<Named> {
+    let out: Vec<Named> = kernel_files(dirs)
+        .iter()
+        .filter_map(|p| {
+            let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
+            smemsync::verify::verify(&k)
+                .is_empty()
+                .then(|| (p.display().to_string(), k))
+        })
+        .collect();
+    assert!(
+        out.len() > min,
+        "only {} kernels read from {dirs:?}",
+        out.len()
+    );
+    out
 }
 
 /// [`kernel_files`] or, `recursive`, [`kernel_files_under`].
