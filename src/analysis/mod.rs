@@ -18,3 +18,4 @@ pub mod regdeps;
 pub mod symbolic;
 pub mod touch;
 pub mod uniformity;
+pub(crate) mod youngest;
