@@ -30,6 +30,7 @@ use crate::analysis::hazards::{Paths, runs_body};
 use crate::analysis::inflight::{Completions, LoopCompletion};
 use crate::analysis::nearest::OpPositions;
 use crate::analysis::overlap::IterTag;
+use crate::analysis::youngest::completes_youngest;
 use crate::ir::*;
 
 /// What the choice reads: the kernel, its region paths and program order, the copy's
@@ -232,12 +233,29 @@ pub(crate) fn for_pair(
     // The exit wait serves only destinations outside the copy's loop at `level`.
     if let (Some(x), Some(level)) = (lc.exit, lc.level)
         && !k.parents().ancestors(dst).contains(&copy_loops[level])
-        && pp.lift(x) != Some(x)
     {
         let l = copy_loops[level];
         let after =
             |w: &Op| !k.parents().ancestors(*w).contains(&l) && pp.order.get(w) > pp.order.get(&l);
-        match straight(pp.waits.iter().copied().filter(after).collect(), x) {
+        let pos = |o: &Op| pp.order.get(o).copied().unwrap_or(usize::MAX);
+        let before_dst = |o: &Op| pos(o) < pos(&dst);
+        let fits = |w: &Op| exit_fits(pp, c, (copy, dst), copy_loops, level, *w);
+        let ws: Vec<Op> = pp.waits.iter().copied().filter(|w| after(w) && fits(w)).collect();
+        if !fits(&x) {
+            // The dataflow's exit completes an older execution only, or runs outside a loop
+            // that holds the destination: the first exit that fits, before the destination
+            // on every path, else the destination itself.
+            let Some(e) = pp.first(ws.into_iter()).filter(before_dst) else {
+                return Choice::AtDestination;
+            };
+            out.exit = Some(e);
+            out.exit_on_entry = pp.waits.contains(&e) && c.completes_on_entry(e, copy, copy_loops);
+            return if &out == lc { Choice::Keep } else { Choice::Use(out) };
+        }
+        if pp.lift(x) == Some(x) {
+            return if &out == lc { Choice::Keep } else { Choice::Use(out) };
+        }
+        match straight(ws, x) {
             Ok(e) => {
                 out.exit = e;
                 out.exit_on_entry =
@@ -304,12 +322,16 @@ fn in_loop_wait(
     }
     let mut memo = None;
     let mut dst_iter = || dst_in && *memo.get_or_insert_with(|| !carried());
-    if pp.lift_in_loop(w, l, d, false) == Some(w)
-        || (dst_in && pp.lift_in_loop(w, l, d, dst_iter()) == Some(w))
+    // A wait that completes an older execution only is no completion of the instance
+    // (`analysis::youngest`).
+    let young = completes_youngest(pp.k, c, w, copy, copy_loops, (level, Some(d)));
+    if young
+        && (pp.lift_in_loop(w, l, d, false) == Some(w)
+            || (dst_in && pp.lift_in_loop(w, l, d, dst_iter()) == Some(w)))
     {
         return Ok(InLoopWait::Keep);
     }
-    match in_loop_candidate(pp, c, copy, copy_loops, (level, d), &mut dst_iter) {
+    match in_loop_candidate(pp, c, copy, copy_loops, (level, d, !young), &mut dst_iter) {
         // A wait of the copy's own iteration after a destination that follows the copy
         // completes it for the later iterations' instances alone: the forward pair would see
         // it in flight where the dataflow's wait (on the destination's path in its iteration)
@@ -326,16 +348,29 @@ fn in_loop_wait(
     }
 }
 
+/// Whether wait `w` after loop `copy_loops[level]` may serve as the copy's exit wait for
+/// destination `dst`: it completes the youngest execution of the loop's instance
+/// (`analysis::youngest`), and it lies in every loop around both the copy and the destination
+/// (an exit after such a loop orders none of its later iterations).
+fn exit_fits(pp: &PairPaths, c: &Completions, (copy, dst): (Op, Op), copy_loops: &[Op], level: usize, w: Op) -> bool {
+    let parents = pp.k.parents();
+    let (around_dst, around_w) = (parents.ancestors(dst), parents.ancestors(w));
+    copy_loops.iter().filter(|l| around_dst.contains(l)).all(|l| around_w.contains(l))
+        && completes_youngest(pp.k, c, w, copy, copy_loops, (level, None))
+}
+
 /// The first wait in program order of loop `copy_loops[level]`'s body (outside deeper copy
 /// loops) completing `copy` at iteration distance `want` (the dataflow's: a later distance
 /// would make the builders see the copy in flight where the dataflow's wait completed it),
-/// lifted to a point that completes it in every iteration that issued it.
+/// lifted to a point that completes it in every iteration that issued it. With `later` (the
+/// dataflow's wait completes an older execution only: `analysis::youngest`), the smallest
+/// distance from `want` on at which a wait completes the youngest execution.
 fn in_loop_candidate(
     pp: &PairPaths,
     c: &Completions,
     copy: Op,
     copy_loops: &[Op],
-    (level, want): (usize, u32),
+    (level, want, later): (usize, u32, bool),
     dst_iter: &mut dyn FnMut() -> bool,
 ) -> Option<(Op, u32)> {
     let (l, deeper) = (copy_loops[level], copy_loops.get(level + 1).copied());
@@ -349,7 +384,8 @@ fn in_loop_candidate(
             let Some((_, IterTag::Dist(d))) = cc.tags.iter().find(|(tl, _)| *tl == l) else {
                 continue;
             };
-            if *d != want {
+            let distance_ok = *d == want || (later && *d > want);
+            if !distance_ok || !completes_youngest(pp.k, c, w, copy, copy_loops, (level, Some(*d))) {
                 continue;
             }
             let x = match pp.lift_in_loop(w, l, *d, false) {

@@ -19,3 +19,4 @@ pub mod regdeps;
 pub mod symbolic;
 pub mod touch;
 pub mod uniformity;
+pub(crate) mod youngest;

@@ -1,0 +1,111 @@
+//! Whether a wait completes the **youngest** execution of a copy issued in loops: the test
+//! that lets barrier placement take one wait as the completion of every execution of the
+//! copy in one instance of its loops (docs/async.md, "The youngest execution").
+//!
+//! The in-flight dataflow reports, per wait, the executions of a copy it completes, each as a
+//! tag vector over the loops around the copy and the wait ([`IterTag`]). The hazard builders
+//! take *one* wait per (copy, destination) pair and order every execution of the copy from it:
+//! the in-loop wait `w` at distance `d` of the completion loop `L = copy_loops[level]` orders
+//! the copy of iteration `k` from `w` in iteration `k + d`, and the exit wait after `L` orders
+//! every execution of `L`'s instance from the exit. That is exact only when the wait completes
+//! the execution issued last in that instance; an older one alone is not enough (a
+//! `cp_async_wait 1` after a loop of two copies completes the first only).
+//!
+//! Rule. For the queues that complete in issue order (cp.async groups, bulk groups, wgmma
+//! groups, AMD counters) a wait that completes the youngest execution completes every older
+//! one of the same copy. An execution reported at `w` is the youngest of the instance when
+//! its tag is, on each loop around the copy:
+//!
+//! - a loop that also holds `w`: `Dist(0)` (the same iteration; on `L` for the in-loop wait,
+//!   `Dist(d)`). A wait in the next iteration of an outer loop (`Dist(1)`) completes the
+//!   previous instance, not this one;
+//! - a loop that `w` follows: `Last(0)` (its last iteration), or no tag where the loop's
+//!   executions were merged into one entry (a loop of unknown trips drops its tags at the
+//!   exit; a loop re-entered drops `PreLast` at its next exit), which the dataflow completes
+//!   only when all of them are. A `for` of at least [`TAG_CAP`] constant trips also leaves an
+//!   untagged entry of its oldest (saturated) executions at its first exit: there only
+//!   `Last(0)` counts.
+//!
+//! mbarrier and token completions are per execution, not in order: they keep the dataflow's
+//! answer (an mbarrier wait's visibility is `waited_by_all`'s and the wait planner's).
+//!
+//! Complexity: O(E · D) for the `E` executions of the copy that `w` completes and loop depth
+//! `D`.
+
+use crate::analysis::hazards::runs_body;
+use crate::analysis::inflight::{Completed, Completions, Queue, TAG_CAP};
+use crate::analysis::overlap::IterTag;
+use crate::ir::*;
+
+/// Whether the executions of a queue complete in issue order (module doc).
+fn in_order(q: Queue) -> bool {
+    matches!(q, Queue::CpAsync | Queue::Bulk | Queue::Wgmma | Queue::Counter(_))
+}
+
+/// Whether wait `w` completes the youngest execution of `copy` in one instance of its loops
+/// (`copy_loops`, outermost first): at distance `d` of `copy_loops[level]` when `in_loop` is
+/// `Some(d)` (`w` in that loop's body, outside the deeper ones), else after that loop (the exit
+/// wait). True for a copy on a queue that completes out of order (module doc).
+pub(crate) fn completes_youngest(
+    k: &Kernel,
+    c: &Completions,
+    w: Op,
+    copy: Op,
+    copy_loops: &[Op],
+    (level, in_loop): (usize, Option<u32>),
+) -> bool {
+    let mut execs = c.by_wait.get(&w).into_iter().flatten().filter(|cc| cc.copy == copy).peekable();
+    if execs.peek().is_some_and(|cc| !in_order(cc.queue)) {
+        return true;
+    }
+    let around_w = k.parents().ancestors(w);
+    execs.any(|cc| is_youngest(k, cc, copy_loops, &around_w, (level, in_loop)))
+}
+
+/// Whether execution `cc` (completed at a wait inside the ops `around_w`) is the youngest of
+/// its instance (module doc).
+fn is_youngest(
+    k: &Kernel,
+    cc: &Completed,
+    copy_loops: &[Op],
+    around_w: &[Op],
+    (level, in_loop): (usize, Option<u32>),
+) -> bool {
+    copy_loops.iter().enumerate().all(|(i, &l)| {
+        let tag = cc.tags.iter().find(|(tl, _)| *tl == l).map(|(_, t)| *t);
+        if around_w.contains(&l) {
+            let want = if i == level { in_loop.unwrap_or(0) } else { 0 };
+            return tag == Some(IterTag::Dist(want));
+        }
+        match tag {
+            Some(IterTag::Last(0)) => true,
+            None => !long_exact(k, l),
+            _ => false,
+        }
+    })
+}
+
+/// Whether `l` is a `for` of at least [`TAG_CAP`] constant trips (its first exit leaves an
+/// untagged entry of the saturated executions beside the `Last` ones).
+fn long_exact(k: &Kernel, l: Op) -> bool {
+    if runs_body(k, l).is_none() {
+        return false;
+    }
+    let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
+        return false;
+    };
+    let c = |o: &Operand| match o {
+        Operand::Imm(s) => Some(s.as_i64()),
+        Operand::Value(v) => match k.values[*v].def {
+            ValueDef::Result(d, _) => match k.ops[d].kind {
+                OpKind::Const(s) => Some(s.as_i64()),
+                _ => None,
+            },
+            _ => None,
+        },
+    };
+    match (c(lo), c(hi), c(step)) {
+        (Some(lo), Some(hi), Some(st)) if st > 0 => (hi - lo + st - 1) / st >= TAG_CAP as i64,
+        _ => true,
+    }
+}
