@@ -94,3 +94,18 @@ pub fn index_leaves(fp: &Footprints, ai: usize) -> Vec<Value> {
     out.sort();
     out
 }
+
+/// The block leaves of access `ai` when its side is the whole buffer through them (an
+/// unknown index reading a parameter or a block id); empty otherwise.
+pub fn whole_through_leaves(fp: &Footprints, ai: usize) -> Vec<Value> {
+    if !pairs::unknown_index(fp, ai) {
+        return Vec::new();
+    }
+    index_leaves(fp, ai)
+}
+
+/// Whether the pair question of `ai` and `bi` is decided through their block leaves (case
+/// by case or with them free), rather than answered with the whole buffer.
+pub fn decided(fp: &Footprints, ai: usize, bi: usize, plen: usize, var: Option<usize>) -> bool {
+    fp.symbolic && !fp.blind_pair(ai, bi) && super::cases::pair_conflict(fp, ai, bi, plen, var).is_some()
+}
