@@ -177,7 +177,7 @@ fn unranged_parameter_rows_slots_and_lane_offsets_are_exact() {
     for (st, ld, looped, barriers, warp_syncs) in [
         (("%m", "%t"), ("%m", "%t"), false, 0, 0),
         (("%s", "%t"), ("%s", "%tr"), true, 1, 0),
-        (("%m", "%t"), ("%m", "%tw"), false, 0, 0),
+        (("%m", "%t"), ("%m", "%tw"), false, 0, 1),
     ] {
         let k = parse(&kernel(st, ld, looped, false));
         let out = synchronize(&k, &target, &PlaceOptions::default()).expect("synchronizes");
