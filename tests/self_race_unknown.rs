@@ -155,9 +155,10 @@ fn parameter_row_is_a_race_and_loaded_row_a_may_race() {
     // A uniform row and distinct columns: no race whatever `%n` is.
     assert_eq!(said(&parse(&kernel("%n", "%tc", "%lt32"))), Said::Nothing);
     // Threads t and t + 32 share a column but not a row (`(%n + t / 32) mod 4`): no race
-    // for any `%n`, but the search does not refute it within its budget (wrap, `rem`): a
-    // conservative W0317, never silence (docs/symbolic.md, what is not done).
-    assert_eq!(said(&parse(&kernel("%nr", "%tc", ""))), Said::May);
+    // for any `%n`. Refuted since branch `precise` (the solver eliminates the 2³²-wide
+    // variables first and re-presolves nodes whose open variables are all wide); W0317
+    // before, when the search ran out.
+    assert_eq!(said(&parse(&kernel("%nr", "%tc", ""))), Said::Nothing);
     // A loaded row, two threads per column: a may-race; no unknown, eight threads per
     // column: a race.
     assert_eq!(said(&parse(&kernel("%vr", "%th", ""))), Said::May);

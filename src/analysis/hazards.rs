@@ -498,6 +498,7 @@ fn find_hazards_pruned(
             }
         }
         warn_loaded_indices(fp, &out.hazards[first_hazard..], &mut out.findings);
+        warn_uniform_unknowns(fp, &out.hazards[first_hazard..], &mut out.findings);
         // Footprints of one address space are not needed for the next.
         fp.clear_caches();
     }
@@ -613,6 +614,48 @@ fn warn_loaded_indices(fp: &Footprints, hazards: &[Hazard], out: &mut Vec<Diagno
             )
             .with_label(k.span(a.op), "index not known statically")
             .with_note("whether it touches what another thread touches cannot be decided before the kernel runs; smemsync may place more syncs for it than needed");
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+    }
+}
+
+/// W0319 for each access of a hazard whose question was answered with the whole buffer
+/// because its index reads a parameter or a block id that the symbolic engine could not
+/// decide with (`symbolic::cases`, `symbolic::params`: a product of the parameter and a
+/// thread id, a division by it, the search budget): that answer is conservative, never
+/// silent. Accesses whose index is loaded from memory have W1510 instead.
+fn warn_uniform_unknowns(fp: &Footprints, hazards: &[Hazard], out: &mut Vec<Diagnostic>) {
+    use crate::analysis::symbolic::params;
+    let k = fp.k;
+    for h in hazards {
+        let (Some(ai), Some(bi), Some((plen, var))) = (fp.index(h.src), fp.index(h.dst), h.query) else {
+            continue;
+        };
+        let sides = [(h.src, ai), (h.dst, bi)];
+        let whole: Vec<(AccessRef, usize, Vec<Value>)> = sides
+            .into_iter()
+            .filter(|&(_, i)| loaded_value(k, &fp.accesses[i].access).is_none())
+            .map(|(a, i)| (a, i, params::whole_through_leaves(fp, i)))
+            .filter(|(_, _, l)| !l.is_empty())
+            .collect();
+        if whole.is_empty() || params::decided(fp, ai, bi, plen, var) {
+            continue;
+        }
+        for (a, i, leaves) in whole {
+            let buf = &k.buffers[k.root_buffer(fp.accesses[i].access.mem)].name;
+            let names = leaves.iter().map(|&v| format!("`%{}`", k.value_name(v))).collect::<Vec<_>>().join(", ");
+            let d = Diagnostic::warning(
+                DiagKind::Finding,
+                "W0319",
+                format!(
+                    "{} is analysed as touching any element of `@{buf}`: its index on {names} is not decided",
+                    op_label(k, a.op)
+                ),
+            )
+            .with_label(k.span(a.op), "analysed conservatively")
+            .with_note("smemsync reasons on a parameter or block id as one value shared by every thread, but not through this index (a product with a thread id, a division by it, or the search ran out); it may place more syncs here than the minimum");
             if !out.contains(&d) {
                 out.push(d);
             }

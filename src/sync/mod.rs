@@ -602,7 +602,8 @@ pub fn place_with(
 /// Whether a warning reports a conservative answer of the analysis (W0310–W0316: enumeration
 /// caps and indices the engine cannot express; W0317: a write that may race with itself
 /// through an index not known statically; W0318: an mbarrier wait whose phase was not
-/// verified; W1510: an index loaded from memory).
+/// verified; W0319: an index on a parameter or block id answered with the whole buffer;
+/// W1510: an index loaded from memory).
 pub fn is_conservative(code: &str) -> bool {
     code.starts_with("W031") || code.starts_with("W151")
 }

@@ -143,9 +143,16 @@ fn joint_leaves(fp: &Footprints, ai: usize, bi: usize) -> Option<Leaves> {
 }
 
 /// The pair question of `ai` and `bi` (as `pairs::pair_conflict`) joined over every case of
-/// their uniform leaves: the union of the masks, `intra_warp` only if every case's is.
-/// `None`: some access has no unknown index, no case to split on, or a case declined.
+/// their uniform leaves: the union of the masks, `intra_warp` only if every case's is;
+/// where there is no case to split on or a case declines, the question with the block
+/// leaves shared free variables (`symbolic::params`). `None`: no access has an unknown
+/// index, or both ways decline (the caller keeps the whole buffer; W0319).
 pub fn pair_conflict(fp: &Footprints, ai: usize, bi: usize, plen: usize, var: Option<usize>) -> Option<PairConflict> {
+    by_cases(fp, ai, bi, plen, var).or_else(|| super::params::pair_conflict(fp, ai, bi, plen, var))
+}
+
+/// [`pair_conflict`] case by case only.
+fn by_cases(fp: &Footprints, ai: usize, bi: usize, plen: usize, var: Option<usize>) -> Option<PairConflict> {
     let ls = joint_leaves(fp, ai, bi)?;
     if !(pairs::unknown_index(fp, ai) || pairs::unknown_index(fp, bi)) {
         return None;

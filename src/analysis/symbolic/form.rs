@@ -202,6 +202,39 @@ pub fn with_fixed<R>(vals: Vec<(Value, i64)>, f: impl FnOnce() -> R) -> R {
     r
 }
 
+thread_local! {
+    /// Whether [`Builder`]s read parameters and block ids as shared free variables
+    /// (`symbolic::params`, [`with_free_params`]).
+    static FREE_PARAMS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every [`Builder`] made meanwhile on this thread reading each `i32`
+/// parameter and block id as a free variable over its domain (its declared range, `i32`,
+/// or the grid), one per value, recorded in [`FreeLeaves::shared`] so that the two sides of
+/// a pair question can be given the same variable (`symbolic::params`). Other values the
+/// enumerator cannot evaluate (loads, unbound iteration values) stay [`Form::Unknown`].
+pub fn with_free_params<R>(f: impl FnOnce() -> R) -> R {
+    let saved = FREE_PARAMS.with(|x| x.replace(true));
+    let r = f();
+    FREE_PARAMS.with(|x| x.set(saved));
+    r
+}
+
+/// Whether [`with_free_params`] is in effect on this thread: part of the identity of a side
+/// built under it (`pairs::template`).
+pub fn free_params() -> bool {
+    FREE_PARAMS.with(|x| x.get())
+}
+
+/// Whether `v` is a uniform leaf of the whole block run: an `i32` parameter or a block id.
+pub fn is_block_leaf(k: &Kernel, v: Value) -> bool {
+    match &k.values[v].def {
+        ValueDef::Param(_) => k.values[v].ty == ScalarType::I32,
+        ValueDef::Result(op, _) => matches!(k.ops[*op].kind, OpKind::Special(Special::Bid(_))),
+        ValueDef::RegionArg(..) => false,
+    }
+}
+
 /// The leaf values fixed on this thread ([`with_fixed`]), empty outside a case: part of
 /// the identity of a side built under them (`pairs::template`).
 pub fn fixed() -> Vec<(Value, i64)> {
@@ -224,6 +257,9 @@ pub struct FreeLeaves {
     pub tainted: std::collections::BTreeSet<usize>,
     /// A guard was left "may execute" (opaque, or on a value without a form).
     pub unknown_guard: bool,
+    /// Only parameters and block ids become variables ([`with_free_params`]); every other
+    /// unknown value stays [`Form::Unknown`] (the enumerator's meaning).
+    pub params_only: bool,
     uniform: HashMap<Value, bool>,
 }
 
@@ -290,7 +326,10 @@ impl<'a> Builder<'a> {
             tables: false,
             wanted: Vec::new(),
             relax: false,
-            free: None,
+            free: free_params().then(|| FreeLeaves {
+                params_only: true,
+                ..FreeLeaves::default()
+            }),
             memo: HashMap::default(),
             divs: Vec::new(),
             wraps: Vec::new(),
@@ -369,6 +408,7 @@ impl<'a> Builder<'a> {
             && self.k.values[v].ty == ScalarType::I32
             && let Some(free) = self.free.as_mut()
             && free.is_uniform(self.k, v)
+            && (!free.params_only || is_block_leaf(self.k, v))
         {
             // A uniform value without a form is one value for both sides: a shared leaf.
             f = self.leaf(v);
@@ -452,6 +492,9 @@ impl<'a> Builder<'a> {
         let Some(free) = self.free.as_mut() else {
             return Form::Unknown;
         };
+        if free.params_only && !is_block_leaf(k, v) {
+            return Form::Unknown;
+        }
         let (lo, hi) = match (k.values[v].ty, &k.values[v].def) {
             // A declared range is what every caller promises (`Kernel::param_ranges`).
             (ScalarType::I32, ValueDef::Param(_)) => (*k.param_ranges.get(v)).map_or(I32, |(a, b)| (a as i64, b as i64)),

@@ -14,6 +14,8 @@
 //!   each unknown value a free variable (E0301, W0317).
 //! - [`cases`]: questions through parameters with declared ranges and block ids, asked
 //!   once per combination of their values and joined.
+//! - [`params`]: pair questions through parameters and block ids as free variables shared
+//!   by both sides (no declared range needed).
 //! - [`split`]: questions whose indices shift by a loop variable, one affine question per
 //!   value of its iteration index.
 //! - [`overlap`]: the in-flight engine's question (may an async copy and a later access at
@@ -29,5 +31,6 @@ pub mod form;
 pub mod free;
 pub mod overlap;
 pub mod pairs;
+pub mod params;
 pub mod solve;
 pub mod split;

@@ -97,8 +97,14 @@ fn solve_box(q: &Presolved, bx: (i64, i64)) -> Answer {
 /// Sets the question's budget: a fraction of what enumerating it would cost (threads times
 /// the instances of both sides), within [`MIN_BUDGET`, `BUDGET`], so that a question the
 /// enumerator answers cheaply is never made expensive by a long search.
+///
+/// With block leaves free (`symbolic::params`), the full [`BUDGET`]: such a question is asked
+/// only where the enumerator's answer is the whole buffer.
 pub(super) fn set_budget(fp: &Footprints, ai: usize, bi: usize) -> u64 {
-    let est = (instances(fp, ai).saturating_add(instances(fp, bi)) / 32).clamp(MIN_BUDGET, BUDGET);
+    let est = match super::form::free_params() {
+        true => BUDGET,
+        false => (instances(fp, ai).saturating_add(instances(fp, bi)) / 32).clamp(MIN_BUDGET, BUDGET),
+    };
     LEFT.with(|l| l.set(est));
     est
 }
@@ -128,6 +134,9 @@ struct Side {
     /// The whole root buffer (`whole_buffer`): the enumerator's unknown touch, which its
     /// self-race test does not read as one unit touched by two threads.
     whole: bool,
+    /// The block leaves read as variables (`form::with_free_params`): one value in the
+    /// whole run, so the same variable on both sides of a question (`compose`).
+    shared: Vec<(Value, usize)>,
 }
 
 /// Loop keys of access `ai` as the enumerator forms them: a variable over the enumerated
@@ -238,9 +247,12 @@ fn side(
             None => return Ok(None),
         },
     };
-    let r = side_in(fp, &mut b, (ai, tid), &keys);
+    let mut r = side_in(fp, &mut b, (ai, tid), &keys);
     if !b.wanted.is_empty() {
         *split = super::split::levels(fp, ai, b.p, &keys, &b.wanted);
+    }
+    if let (Ok(Some(s)), Some(free)) = (&mut r, &b.free) {
+        s.shared = free.shared.clone();
     }
     r
 }
@@ -288,6 +300,7 @@ fn side_in(fp: &Footprints, b: &mut Builder, (ai, tid): (usize, usize), keys: &K
         units: e / u,
         who,
         whole: false,
+        shared: Vec::new(),
     }))
 }
 
@@ -338,6 +351,7 @@ fn whole_buffer(p: &mut Problem, keys: Vec<Option<Affine>>, who: Ident, base: i6
         units: 1,
         who,
         whole: true,
+        shared: Vec::new(),
     }
 }
 
@@ -384,10 +398,18 @@ pub(super) fn root_index(b: &mut Builder, m: MemRef, idx: Vec<Form>) -> Result<(
 }
 
 /// Fails unless the index is in `[0, d)` for every executing instance (the enumerator treats
-/// an out-of-bounds index as touching the whole buffer).
+/// an out-of-bounds index as touching the whole buffer). An index on a free block leaf
+/// (`form::with_free_params`) is constrained to `[0, d)` instead: an index out of range is
+/// an execution error (`check` reports it), as in `symbolic::free`.
 fn in_bounds(b: &mut Builder, f: &Affine, d: i64) -> Result<(), ()> {
     let (lo, hi) = f.range(b.p);
     if lo >= 0 && hi < d {
+        return Ok(());
+    }
+    if let Some(free) = &b.free
+        && f.terms.iter().any(|(x, _)| free.tainted.contains(x))
+    {
+        f.constrain(b.p, 0, d - 1);
         return Ok(());
     }
     for (l, h) in [(i64::MIN / 4, -1), (d, i64::MAX / 4)] {
@@ -660,7 +682,9 @@ pub(crate) struct Template {
     who: Ident,
     id: u32,
     /// The whole root buffer: some index is unknown (`whole_buffer`).
-    whole: bool,
+    pub(super) whole: bool,
+    /// Block leaves and their variables (`Side::shared`).
+    shared: Vec<(Value, usize)>,
 }
 
 /// What two templates with one id share: everything but the unit constant.
@@ -671,11 +695,13 @@ struct TemplateKey {
     unit: Vec<(usize, i64)>,
     units: i64,
     who: Ident,
+    shared: Vec<(Value, usize)>,
 }
 
-/// Which template: the access, how its tables are built, its fixed iteration indices, and
-/// the leaf values fixed by the case in progress (`symbolic::cases`).
-type TemplateId = (usize, Mode, Vec<Option<i64>>, Vec<(Value, i64)>);
+/// Which template: the access, how its tables are built, its fixed iteration indices, the
+/// leaf values fixed by the case in progress (`symbolic::cases`), and whether block leaves
+/// are free variables (`symbolic::params`).
+type TemplateId = (usize, Mode, Vec<Option<i64>>, Vec<(Value, i64)>, bool);
 
 /// A template: `Err` where the side has no encoding, `Ok(None)` where it has no instance.
 pub(super) type Made = Result<Option<std::rc::Rc<Template>>, ()>;
@@ -699,8 +725,9 @@ pub struct Templates {
 /// of a question of the access with itself.
 pub(super) fn template(fp: &Footprints, ai: usize, mode: Mode, pins: &[Option<i64>]) -> Made {
     let fixed = super::form::fixed();
-    let record_split = mode == Mode::Plain && pins.is_empty() && fixed.is_empty();
-    let id = (ai, mode, pins.to_vec(), fixed);
+    let free = super::form::free_params();
+    let record_split = mode == Mode::Plain && pins.is_empty() && fixed.is_empty() && !free;
+    let id = (ai, mode, pins.to_vec(), fixed, free);
     if let Some(t) = fp.sym_sides.made.borrow().get(&id) {
         return t.clone();
     }
@@ -718,6 +745,7 @@ pub(super) fn template(fp: &Footprints, ai: usize, mode: Mode, pins: &[Option<i6
                 unit: s.unit.terms.clone(),
                 units: s.units,
                 who: s.who.clone(),
+                shared: s.shared.clone(),
             };
             let mut ids = fp.sym_sides.ids.borrow_mut();
             let next = ids.len() as u32;
@@ -730,6 +758,7 @@ pub(super) fn template(fp: &Footprints, ai: usize, mode: Mode, pins: &[Option<i6
                 who: s.who,
                 id,
                 whole: s.whole,
+                shared: s.shared,
             })
         })
     });
@@ -769,6 +798,12 @@ fn compose(a: &Template, b: &Template) -> Option<(Problem, Side, Side)> {
         lo: c.lo,
         hi: c.hi,
     }));
+    // A block leaf holds one value in the whole run: one variable for both sides.
+    for (v, x) in &a.shared {
+        if let Some((_, y)) = b.shared.iter().find(|(w, _)| w == v) {
+            p.add(&[(*x, 1), (y + off, -1)], 0, 0);
+        }
+    }
     let who = match &b.who {
         Ident::Thread(t) => Ident::Thread(t + off),
         Ident::Collective { shape, pos, owner } => Ident::Collective {
@@ -784,6 +819,7 @@ fn compose(a: &Template, b: &Template) -> Option<(Problem, Side, Side)> {
         units: a.units,
         who: a.who.clone(),
         whole: false,
+        shared: Vec::new(),
     };
     let mut unit = shifted(&b.unit, off);
     unit.c = unit.c.checked_sub(shift)?;
@@ -793,6 +829,7 @@ fn compose(a: &Template, b: &Template) -> Option<(Problem, Side, Side)> {
         units: b.units,
         who,
         whole: false,
+        shared: Vec::new(),
     };
     Some((p, sa, sb))
 }

@@ -42,6 +42,15 @@ pub struct Problem {
     pub cons: Vec<Lin>,
 }
 
+/// Box width above which [`Problem::eliminate`] prefers a variable for elimination: wider
+/// than any thread id, key, unit or bit (only free leaves and their wraps and quotients).
+const WIDE: i128 = 1 << 24;
+
+thread_local! {
+    /// Inside the search of a node's re-presolved wide rest (`Problem::wide_rest`).
+    static IN_WIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Reusable storage of [`Problem::substitute`]: rewritten terms, and per rewritten
 /// constraint its index, its span of `terms` and its new bounds.
 #[derive(Default)]
@@ -167,9 +176,16 @@ impl Problem {
                 if c.lo != c.hi {
                     return None;
                 }
-                c.terms
-                    .iter()
-                    .find(|(_, a)| a.abs() == 1)
+                let units = c.terms.iter().filter(|(_, a)| a.abs() == 1);
+                // A wide variable (a free parameter, a wrap: `symbolic::params`) first, so
+                // that the small ones keep their boxes for propagation and branching (and
+                // parity stays a gcd of the wide ones' coefficients); else the first.
+                let width = |v: usize| p.hi[v] as i128 - p.lo[v] as i128;
+                units
+                    .clone()
+                    .filter(|&&(v, _)| width(v) > WIDE)
+                    .max_by_key(|&&(v, _)| (width(v), std::cmp::Reverse(v)))
+                    .or_else(|| units.clone().next())
                     .map(|&(v, a)| (i, v, a))
             });
             let Some(at) = found else { break };
@@ -399,6 +415,9 @@ impl Problem {
         if !self.propagate(st, lo, hi) {
             return Answer::Unsat;
         }
+        if let Some(r) = self.wide_rest(lo, hi, budget) {
+            return r;
+        }
         let pick = (0..lo.len())
             .filter(|&i| hi[i] > lo[i])
             .min_by_key(|&i| (hi[i] as i128 - lo[i] as i128, i));
@@ -444,6 +463,53 @@ impl Problem {
         st.saved.truncate(base);
         st.saved_dirty.truncate(dbase);
         out
+    }
+
+    /// At a node where every variable still open is wide (a free parameter and what is
+    /// defined from it: `symbolic::params`), the problem with the fixed variables folded into
+    /// the constraints' bounds, presolved again: constraints that became one linear form merge
+    /// (`q_a − q_b ∈ [1, 1]` and `[0, 0]`: empty) and gcds apply to the wide variables alone,
+    /// which bounds propagation cannot see and halving boxes of 2³² values never reaches.
+    /// The same solutions (the folded problem is the node's), so exact. Not nested: `None`
+    /// inside such a search, and where some open variable is narrow.
+    fn wide_rest(&self, lo: &[i64], hi: &[i64], budget: &mut u64) -> Option<Answer> {
+        let width = |v: usize| hi[v] as i128 - lo[v] as i128;
+        let open = (0..lo.len()).filter(|&v| width(v) > 0);
+        if open.clone().next().is_none() || open.clone().any(|v| width(v) <= WIDE) || IN_WIDE.with(|w| w.get()) {
+            return None;
+        }
+        let mut q = Problem {
+            lo: lo.to_vec(),
+            hi: hi.to_vec(),
+            cons: Vec::with_capacity(self.cons.len()),
+        };
+        for c in &self.cons {
+            let mut fixed = 0i128;
+            let terms: Vec<(usize, i64)> = c
+                .terms
+                .iter()
+                .filter(|&&(v, a)| {
+                    let f = lo[v] == hi[v];
+                    if f {
+                        fixed += a as i128 * lo[v] as i128;
+                    }
+                    !f
+                })
+                .copied()
+                .collect();
+            let (l, h) = (c.lo as i128 - fixed, c.hi as i128 - fixed);
+            let (Ok(l), Ok(h)) = (i64::try_from(l), i64::try_from(h)) else {
+                return None;
+            };
+            q.cons.push(Lin { terms, lo: l, hi: h });
+        }
+        IN_WIDE.with(|w| w.set(true));
+        let r = match q.presolve() {
+            Reduced { unsat: true, .. } => Answer::Unsat,
+            r => r.finish(None, budget),
+        };
+        IN_WIDE.with(|w| w.set(false));
+        Some(r)
     }
 
     /// Whether `x` (one value per variable) lies in every box and satisfies every
