@@ -46,6 +46,9 @@ use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::text::op_label;
 use crate::ir::*;
 
+#[path = "mbar_rounds.rs"]
+mod rounds;
+
 /// Ops executed over all threads (and parameter values) before the trace gives up (not
 /// decided).
 pub const MAX_STEPS: usize = 1 << 24;
@@ -597,6 +600,8 @@ struct Protocol<'k> {
     overtaken: HashMap<Slot, String>,
     /// Memo of [`Protocol::after`]: (slot, round, slot) to the best guarantee.
     h: HashMap<(Slot, i64, Slot), i64>,
+    /// Memo of [`rounds::TxOrder`] per (slot, round).
+    tx_memo: HashMap<(Slot, i64), rounds::TxOrder>,
 }
 
 impl<'k> Protocol<'k> {
@@ -615,6 +620,7 @@ impl<'k> Protocol<'k> {
             broken: HashMap::new(),
             overtaken: HashMap::new(),
             h: HashMap::new(),
+            tx_memo: HashMap::new(),
         };
         let slots: Vec<Slot> = p.by_slot.keys().copied().collect();
         for &s in &slots {
@@ -794,7 +800,7 @@ enum Finding {
 
 impl Protocol<'_> {
     /// The verdict on the wait ops `waits`.
-    fn verdict(self, waits: &[Op]) -> Verdict {
+    fn verdict(mut self, waits: &[Op]) -> Verdict {
         let mut found: HashMap<Op, Finding> = HashMap::new();
         let slots: Vec<Slot> = self.by_slot.keys().copied().collect();
         for s in slots {
@@ -810,7 +816,7 @@ impl Protocol<'_> {
                     Some(Broken::Undecided(why)) => Some(Finding::Undecided(why)),
                     None => match self.check_wait(i, p, &latest) {
                         Some(d) => Some(Finding::Wrong(d)),
-                        None => self.overtaken.get(&s).cloned().map(Finding::Undecided),
+                        None => (self.round_finding(i)).or_else(|| self.overtaken.get(&s).cloned().map(Finding::Undecided)),
                     },
                 };
                 match f {
