@@ -112,6 +112,16 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
                     Some((lo, hi)) if combos(&params) * (hi as i64 - lo as i64 + 1) <= MAX_VALUES => {
                         (lo as i64..=hi as i64).collect()
                     }
+                    // A declared range beyond the enumeration: not decided, never "taken as
+                    // written" (that is for parameters without a range).
+                    Some((lo, hi)) => {
+                        let why = format!(
+                            "it depends on %{}, whose declared range has {} values, more than the {MAX_VALUES} value combinations smemsync enumerates",
+                            k.value_names.get(p),
+                            hi as i64 - lo as i64 + 1
+                        );
+                        return not_decided(k, &waits, &why);
+                    }
                     // No range to enumerate: values a caller may pass, searched for a
                     // counterexample only (module doc, *Outcomes*).
                     range => {
