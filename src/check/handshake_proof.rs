@@ -158,6 +158,7 @@ fn prove_branch(k: &Kernel, br: Op, pos: usize) -> Result<HandshakeVerdict, Stri
     if let Some(d) = balance(k, br, &ops, &counts)? {
         return Ok(HandshakeVerdict::Refuted(Box::new(d)));
     }
+    super::handshake_tx::tx_before_arrival(k, &ops)?;
     aliasing(k, &ops)?;
     super::handshake_rearm::rearm_after_waiters(k, &ops)?;
     if let Some(cycle) = cycle(k, &ops) {
