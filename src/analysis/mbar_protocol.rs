@@ -610,8 +610,8 @@ struct Protocol<'k> {
     overtaken: HashMap<Slot, String>,
     /// Memo of [`Protocol::after`]: (slot, round, slot) to the best guarantee.
     h: HashMap<(Slot, i64, Slot), i64>,
-    /// Memo of [`rounds::TxOrder`] per (slot, round).
-    tx_memo: HashMap<(Slot, i64), rounds::TxOrder>,
+    /// Indexes and memos of the round checks (`mbar_rounds`).
+    rounds_idx: rounds::Index,
 }
 
 impl<'k> Protocol<'k> {
@@ -630,7 +630,7 @@ impl<'k> Protocol<'k> {
             broken: HashMap::new(),
             overtaken: HashMap::new(),
             h: HashMap::new(),
-            tx_memo: HashMap::new(),
+            rounds_idx: Default::default(),
         };
         let slots: Vec<Slot> = p.by_slot.keys().copied().collect();
         for &s in &slots {
@@ -810,7 +810,7 @@ enum Finding {
 
 impl Protocol<'_> {
     /// The verdict on the wait ops `waits`.
-    fn verdict(mut self, waits: &[Op]) -> Verdict {
+    fn verdict(self, waits: &[Op]) -> Verdict {
         let mut found: HashMap<Op, Finding> = HashMap::new();
         let slots: Vec<Slot> = self.by_slot.keys().copied().collect();
         for s in slots {

@@ -21,15 +21,32 @@
 //!
 //! Invariants: only slots whose rounds are established (`broken` empty) are judged; the
 //! happens-before steps use only waits on slots whose phases complete in round order.
-//! Complexity: O(events of a slot) per (slot, round) pair, memoised; the wait-based steps
-//! are O(slots × events) per event at worst.
+//! Complexity: per slot, one pass builds its arrivals by round and, per thread, the least
+//! round of its arrivals after each of its events ([`Index`]); then a wait event costs
+//! O(arrivals of its round × slots of the arriving thread × log events), and each (slot,
+//! round)'s `expect_tx` rule is decided once (memoised).
 
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
 
 use super::{Ev, Finding, Protocol, Slot};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::text::op_label;
 use crate::ir::*;
+
+/// Per-slot indexes, built once per slot on first use (interior mutability: the checks
+/// read the protocol by shared reference).
+#[derive(Default)]
+pub(super) struct Index {
+    /// Rounds of each slot that complete.
+    complete: RefCell<HashMap<Slot, i64>>,
+    /// Each slot's arrival events by round.
+    by_round: RefCell<HashMap<Slot, HashMap<i64, Vec<usize>>>>,
+    /// Per (slot, thread): its arrivals' (seq, the least round of it and its later arrivals).
+    later: RefCell<HashMap<Slot, HashMap<u32, Vec<(usize, i64)>>>>,
+    /// Per (slot, round): [`TxOrder`].
+    tx: RefCell<HashMap<(Slot, i64), TxOrder>>,
+}
 
 /// The outcome for one round of a slot: its `expect_tx` all ordered, or the first one that
 /// is not, and whether the trace exhibits the early completion.
@@ -41,7 +58,7 @@ pub(super) enum TxOrder {
 
 impl Protocol<'_> {
     /// What [`super::mbar_rounds`] finds wrong or undecided of wait event `i` (module doc).
-    pub(super) fn round_finding(&mut self, i: usize) -> Option<Finding> {
+    pub(super) fn round_finding(&self, i: usize) -> Option<Finding> {
         let (s, g) = (self.ev[i].slot, self.round[i]);
         // A guarantee holds only where phases complete in round order.
         if g < 0 || !self.in_order(s) {
@@ -67,6 +84,15 @@ impl Protocol<'_> {
 
     /// Rounds of `s` that complete: arrivals per thread divided by arrivals per phase.
     fn complete_rounds(&self, s: Slot) -> i64 {
+        if let Some(&c) = self.rounds_idx.complete.borrow().get(&s) {
+            return c;
+        }
+        let c = self.count_complete(s);
+        self.rounds_idx.complete.borrow_mut().insert(s, c);
+        c
+    }
+
+    fn count_complete(&self, s: Slot) -> i64 {
         let idx = &self.by_slot[&s];
         let Some(n) = idx.iter().find_map(|&j| match self.ev[j].ev {
             Ev::Init(n) => Some(n as i64),
@@ -102,51 +128,84 @@ impl Protocol<'_> {
         let slots = self.slots_of.get(&t2).cloned().unwrap_or_default();
         slots.into_iter().filter(|&s2| self.in_order(s2)).any(|s2| {
             let g2 = self.direct(t2, seq2, s2);
-            self.by_slot[&s2].iter().any(|&x| {
-                let e = &self.ev[x];
-                matches!(e.ev, Ev::Arrive(_)) && e.thread == t && e.seq > seq && (0..=g2).contains(&self.round[x])
-            })
+            g2 >= 0 && self.least_round_after(s2, t, seq).is_some_and(|r| r <= g2)
         })
+    }
+
+    /// The least round of thread `t`'s arrivals on `s2` after its event `seq`.
+    fn least_round_after(&self, s2: Slot, t: u32, seq: usize) -> Option<i64> {
+        if !self.rounds_idx.later.borrow().contains_key(&s2) {
+            let mut per: HashMap<u32, Vec<(usize, i64)>> = HashMap::new();
+            for &x in &self.by_slot[&s2] {
+                if matches!(self.ev[x].ev, Ev::Arrive(_)) {
+                    per.entry(self.ev[x].thread).or_default().push((self.ev[x].seq, self.round[x]));
+                }
+            }
+            for v in per.values_mut() {
+                for j in (0..v.len().saturating_sub(1)).rev() {
+                    v[j].1 = v[j].1.min(v[j + 1].1);
+                }
+            }
+            self.rounds_idx.later.borrow_mut().insert(s2, per);
+        }
+        let later = self.rounds_idx.later.borrow();
+        let v = later[&s2].get(&t)?;
+        v.get(v.partition_point(|&(q, _)| q <= seq)).map(|&(_, r)| r)
+    }
+
+    /// The arrival events of round `r` of `s`.
+    fn arrivals_of(&self, s: Slot, r: i64) -> Vec<usize> {
+        if !self.rounds_idx.by_round.borrow().contains_key(&s) {
+            let mut m: HashMap<i64, Vec<usize>> = HashMap::new();
+            for &x in &self.by_slot[&s] {
+                if matches!(self.ev[x].ev, Ev::Arrive(_)) {
+                    m.entry(self.round[x]).or_default().push(x);
+                }
+            }
+            self.rounds_idx.by_round.borrow_mut().insert(s, m);
+        }
+        self.rounds_idx.by_round.borrow()[&s].get(&r).cloned().unwrap_or_default()
     }
 
     /// An arrival of the round wait event `i` needs that comes after the wait itself.
     fn needs_later_arrival(&self, i: usize) -> Option<usize> {
         let (s, g, t, seq) = (self.ev[i].slot, self.round[i], self.ev[i].thread, self.ev[i].seq);
-        (self.by_slot[&s].iter().copied()).find(|&a| {
-            let e = &self.ev[a];
-            matches!(e.ev, Ev::Arrive(_)) && self.round[a] == g && self.after_one_step(t, seq, e.thread, e.seq)
-        })
+        (self.arrivals_of(s, g).into_iter()).find(|&a| self.after_one_step(t, seq, self.ev[a].thread, self.ev[a].seq))
     }
 
     /// Whether every `expect_tx` of round `r` of `s` comes before an arrival of round `r`.
-    fn tx_order(&mut self, s: Slot, r: i64) -> TxOrder {
-        if let Some(&o) = self.tx_memo.get(&(s, r)) {
+    fn tx_order(&self, s: Slot, r: i64) -> TxOrder {
+        if let Some(&o) = self.rounds_idx.tx.borrow().get(&(s, r)) {
             return o;
         }
         let idx = self.by_slot[&s].clone();
         let of_round = |p: &Self, j: usize| p.round[j] == r && !matches!(p.ev[j].ev, Ev::Wait(_) | Ev::Init(_));
-        let arrivals: Vec<usize> = (idx.iter().copied()).filter(|&j| of_round(self, j) && matches!(self.ev[j].ev, Ev::Arrive(_))).collect();
+        let arrivals = self.arrivals_of(s, r);
         let mut out = TxOrder::Ordered;
         for &e in idx.iter().filter(|&&j| of_round(self, j) && matches!(self.ev[j].ev, Ev::ExpectTx(_))) {
             let (t, seq) = (self.ev[e].thread, self.ev[e].seq);
             if !arrivals.iter().any(|&a| self.after_one_step(t, seq, self.ev[a].thread, self.ev[a].seq)) {
+                // The first one decides (the exhibit is tried once: W0318 where it fails).
                 out = TxOrder::Unordered { ev: e, exhibited: r == 0 && self.exhibits(e, &idx) };
-                if matches!(out, TxOrder::Unordered { exhibited: true, .. }) {
-                    break;
-                }
+                break;
             }
         }
-        self.tx_memo.insert((s, r), out);
+        self.rounds_idx.tx.borrow_mut().insert((s, r), out);
         out
     }
 
-    /// Whether round 0 of the slot of `idx` can complete before `expect_tx` event `e`: `e` is its thread's
-    /// first `tx` event of the round, the round's arrivals (and other threads' loads and
+    /// Whether round 0 of the slot of `idx` can complete before `expect_tx` event `e`: `e` is
+    /// its thread's first `tx` event of the round, the round's arrivals (and other threads' loads and
     /// `expect_tx`) come after no wait of their threads, and no block-level synchronisation
     /// lies between them and `e` at the kernel's top level.
     fn exhibits(&self, e: usize, idx: &[usize]) -> bool {
         let t = self.ev[e].thread;
-        let first_wait = |th: u32| self.ev.iter().filter(|x| x.thread == th && matches!(x.ev, Ev::Wait(_))).map(|x| x.seq).min().unwrap_or(usize::MAX);
+        let mut waits: HashMap<u32, usize> = HashMap::new();
+        for x in self.ev.iter().filter(|x| matches!(x.ev, Ev::Wait(_))) {
+            let w = waits.entry(x.thread).or_insert(x.seq);
+            *w = (*w).min(x.seq);
+        }
+        let first_wait = |th: u32| waits.get(&th).copied().unwrap_or(usize::MAX);
         let mut span = (self.ev[e].key[0], self.ev[e].key[0]);
         for &j in idx.iter().filter(|&&j| self.round[j] == 0) {
             let x = &self.ev[j];
