@@ -43,10 +43,13 @@ pub(super) struct Index {
     /// Each slot's arrival events by round.
     by_round: RefCell<HashMap<Slot, HashMap<i64, Vec<usize>>>>,
     /// Per (slot, thread): its arrivals' (seq, the least round of it and its later arrivals).
-    later: RefCell<HashMap<Slot, HashMap<u32, Vec<(usize, i64)>>>>,
+    later: RefCell<HashMap<Slot, Later>>,
     /// Per (slot, round): [`TxOrder`].
     tx: RefCell<HashMap<(Slot, i64), TxOrder>>,
 }
+
+/// Per thread: its arrivals on one slot as (seq, least round of it and its later arrivals).
+type Later = HashMap<u32, Vec<(usize, i64)>>;
 
 /// The outcome for one round of a slot: its `expect_tx` all ordered, or the first one that
 /// is not, and whether the trace exhibits the early completion.
@@ -135,7 +138,7 @@ impl Protocol<'_> {
     /// The least round of thread `t`'s arrivals on `s2` after its event `seq`.
     fn least_round_after(&self, s2: Slot, t: u32, seq: usize) -> Option<i64> {
         if !self.rounds_idx.later.borrow().contains_key(&s2) {
-            let mut per: HashMap<u32, Vec<(usize, i64)>> = HashMap::new();
+            let mut per: Later = HashMap::new();
             for &x in &self.by_slot[&s2] {
                 if matches!(self.ev[x].ev, Ev::Arrive(_)) {
                     per.entry(self.ev[x].thread).or_default().push((self.ev[x].seq, self.round[x]));
