@@ -198,7 +198,7 @@ impl Protocol<'_> {
     }
 
     /// Whether round 0 of the slot of `idx` can complete before `expect_tx` event `e`: `e` is
-    /// its thread's first `tx` event of the round, the round's arrivals (and other threads' loads and
+    /// its thread's first `tx` event of the round and follows no wait of its thread, the round's arrivals (and other threads' loads and
     /// `expect_tx`) come after no wait of their threads, and no block-level synchronisation
     /// lies between them and `e` at the kernel's top level.
     fn exhibits(&self, e: usize, idx: &[usize]) -> bool {
@@ -209,6 +209,11 @@ impl Protocol<'_> {
             *w = (*w).min(x.seq);
         }
         let first_wait = |th: u32| waits.get(&th).copied().unwrap_or(usize::MAX);
+        // A wait before `e` in its own thread may be what places `e` in a later phase (its
+        // thread does not arrive, so the round taken for it is not the phase it counts in).
+        if self.ev[e].seq >= first_wait(t) {
+            return false;
+        }
         let mut span = (self.ev[e].key[0], self.ev[e].key[0]);
         for &j in idx.iter().filter(|&&j| self.round[j] == 0) {
             let x = &self.ev[j];
