@@ -350,3 +350,155 @@ fn a_class_of_warp_leaders_counts_every_leader() {
         }
     }
 }
+
+/// What `sync` said of a kernel in the rounds family, checked against the interpreter
+/// (`schedules` random schedules): a wait it verified leaves the output free of races and
+/// deadlocks; E0306 means the input races or deadlocks; anything else (W0318 and the
+/// dataflow's refusal) claims nothing.
+#[derive(Debug, PartialEq)]
+enum Said {
+    Verified,
+    Wrong,
+    NotTrusted,
+}
+
+fn compare_rounds(name: &str, src: &str, schedules: u32) -> Said {
+    let k = common::parse_verified_as(name, src);
+    match sync_codes(&k) {
+        Ok((_, warnings)) if warnings.iter().any(|c| c == "W0318") => Said::NotTrusted,
+        Ok((out, _)) => {
+            let v = common::interpret_only(&out, schedules);
+            assert!(
+                !matches!(v, Verdict::Race(_) | Verdict::Deadlock(_)),
+                "{name}: `sync` verified it but its output races or deadlocks: {v:?}\n{src}"
+            );
+            Said::Verified
+        }
+        Err(codes) if codes.iter().any(|c| c == "E0306") => {
+            let v = common::interpret_only(&k, schedules);
+            assert!(
+                matches!(v, Verdict::Race(_) | Verdict::Deadlock(_)),
+                "{name}: E0306 but the interpreter finds neither a race nor a deadlock\n{src}"
+            );
+            Said::Wrong
+        }
+        Err(_) => Said::NotTrusted,
+    }
+}
+
+/// One TMA load on a fresh mbarrier initialised with `count`: threads below `arrivers`
+/// arrive without `tx`; thread `tx` expects the bytes and issues the load, before the
+/// arrivals in program text or after them, with a `barrier` between when `barrier`.
+fn one_round(count: u32, arrivers: u32, tx: u32, expect_first: bool, barrier: bool) -> String {
+    let expect =
+        "  if %tx {\n    mbar_expect_tx @full[0], 256\n    tma_load @buf <- %X[0], @full[0]\n  }\n";
+    let arrive = "  if %arr {\n    mbar_arrive @full[0]\n  }\n";
+    let bar = if barrier { "  barrier\n" } else { "" };
+    let (first, second) = if expect_first {
+        (expect, arrive)
+    } else {
+        (arrive, expect)
+    };
+    format!(
+        "kernel @g(%X: global f32[64], %Y: global f32[64]) block(64) {{
+  shared @buf : f32[64]
+  shared @full : mbarrier[1]
+  %t = tid.x
+  %t0 = cmp eq %t, 0
+  %tx = cmp eq %t, {tx}
+  %arr = cmp lt %t, {arrivers}
+  if %t0 {{
+    mbar_init @full[0], {count}
+  }}
+  barrier
+{first}{bar}{second}  mbar_wait @full[0], 0
+  %r = sub 63, %t
+  %x = load @buf[%r]
+  gstore %Y[%t], %x
+}}
+"
+    )
+}
+
+#[test]
+fn split_tx_and_counts_match_the_interpreter() {
+    let mut got = std::collections::BTreeMap::new();
+    for count in 1..=2u32 {
+        for arrivers in 1..=2u32 {
+            for tx in 0..=1u32 {
+                for expect_first in [true, false] {
+                    for barrier in [false, true] {
+                        let name = format!(
+                            "count={count} arrivers={arrivers} tx={tx} first={expect_first} barrier={barrier}"
+                        );
+                        let src = one_round(count, arrivers, tx, expect_first, barrier);
+                        got.insert(name.clone(), compare_rounds(&name, &src, 8));
+                    }
+                }
+            }
+        }
+    }
+    let said = |s: &str| &got[s];
+    // The thread that arrives expects the bytes first: verified.
+    assert_eq!(
+        said("count=1 arrivers=1 tx=0 first=true barrier=false"),
+        &Said::Verified
+    );
+    // Another thread expects them, unordered with the arrival: the phase may complete first.
+    assert_eq!(
+        said("count=1 arrivers=1 tx=1 first=true barrier=false"),
+        &Said::Wrong
+    );
+    assert_eq!(
+        said("count=1 arrivers=1 tx=1 first=false barrier=false"),
+        &Said::Wrong
+    );
+    // Both threads arrive, each after its own expect_tx: verified.
+    assert_eq!(
+        said("count=2 arrivers=2 tx=1 first=true barrier=false"),
+        &Said::Verified
+    );
+    // Count 2, one arrival: the wait can never return.
+    assert_eq!(
+        said("count=2 arrivers=1 tx=0 first=true barrier=false"),
+        &Said::Wrong
+    );
+    // Count 1, two arrivals per phase: the count is too small.
+    assert_eq!(
+        said("count=1 arrivers=2 tx=0 first=true barrier=false"),
+        &Said::Wrong
+    );
+    // Never a verified wait where a barrier orders the arrival before the expect_tx.
+    assert_ne!(
+        said("count=1 arrivers=1 tx=1 first=false barrier=true"),
+        &Said::Verified
+    );
+}
+
+#[test]
+fn warp_specialized_trip_mismatch_matches_the_interpreter() {
+    let base = std::fs::read_to_string("examples/tma-warp-specialized.kir").unwrap();
+    let trips = |s: &str, producer: u32, consumer: u32| {
+        let (p, c) = s.split_once("  } else {").unwrap();
+        format!(
+            "{}  }} else {{{}",
+            p.replace("for %i = 0 to 8", &format!("for %i = 0 to {producer}")),
+            c.replace("for %i = 0 to 8", &format!("for %i = 0 to {consumer}"))
+        )
+        .replace("global f32[8, 256]", "global f32[12, 256]")
+    };
+    let mut got = Vec::new();
+    for (p, c) in [(8, 8), (9, 8), (8, 9), (11, 8)] {
+        got.push(compare_rounds(
+            &format!("ws producer={p} consumer={c}"),
+            &trips(&base, p, c),
+            1,
+        ));
+    }
+    // A consumer round the producer never issues, or a producer refill waiting for a
+    // consumer release that never comes: deadlocks.
+    assert_eq!(
+        got,
+        [Said::Verified, Said::Verified, Said::Wrong, Said::Wrong]
+    );
+}

@@ -50,6 +50,9 @@ use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::text::op_label;
 use crate::ir::*;
 
+#[path = "mbar_rounds.rs"]
+mod rounds;
+
 /// Ops executed over all threads (and parameter values) before the trace gives up (not
 /// decided).
 pub const MAX_STEPS: usize = 1 << 24;
@@ -112,6 +115,16 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
                 let vals: Vec<i64> = match *k.param_ranges.get(p) {
                     Some((lo, hi)) if combos(&params) * (hi as i64 - lo as i64 + 1) <= MAX_VALUES => {
                         (lo as i64..=hi as i64).collect()
+                    }
+                    // A declared range beyond the enumeration: not decided, never "taken as
+                    // written" (that is for parameters without a range).
+                    Some((lo, hi)) => {
+                        let why = format!(
+                            "it depends on %{}, whose declared range has {} values, more than the {MAX_VALUES} value combinations smemsync enumerates",
+                            k.value_names.get(p),
+                            hi as i64 - lo as i64 + 1
+                        );
+                        return not_decided(k, &waits, &why);
                     }
                     // No range to enumerate: values a caller may pass, searched for a
                     // counterexample only (module doc, *Outcomes*).
@@ -682,6 +695,8 @@ struct Protocol<'k> {
     overtaken: HashMap<Slot, String>,
     /// Memo of [`Protocol::after`]: (slot, round, slot) to the best guarantee.
     h: HashMap<(Slot, i64, Slot), i64>,
+    /// Indexes and memos of the round checks (`mbar_rounds`).
+    rounds_idx: rounds::Index,
 }
 
 impl<'k> Protocol<'k> {
@@ -701,6 +716,7 @@ impl<'k> Protocol<'k> {
             broken: HashMap::new(),
             overtaken: HashMap::new(),
             h: HashMap::new(),
+            rounds_idx: Default::default(),
         };
         let slots: Vec<Slot> = p.by_slot.keys().copied().collect();
         for &s in &slots {
@@ -902,7 +918,7 @@ impl Protocol<'_> {
                     Some(Broken::Undecided(why)) => Some(Finding::Undecided(why)),
                     None => match self.check_wait(i, p, &latest) {
                         Some(d) => Some(Finding::Wrong(d)),
-                        None => self.overtaken.get(&s).cloned().map(Finding::Undecided),
+                        None => (self.round_finding(i)).or_else(|| self.overtaken.get(&s).cloned().map(Finding::Undecided)),
                     },
                 };
                 match f {

@@ -158,6 +158,7 @@ fn prove_branch(k: &Kernel, br: Op, pos: usize) -> Result<HandshakeVerdict, Stri
     if let Some(d) = balance(k, br, &ops, &counts)? {
         return Ok(HandshakeVerdict::Refuted(Box::new(d)));
     }
+    super::handshake_tx::tx_before_arrival(k, &ops)?;
     let index = OpIndex::new(k);
     aliasing(k, &ops, &index)?;
     super::handshake_rearm::rearm_after_waiters(k, &ops, &index)?;
