@@ -23,6 +23,8 @@
 //!   buffer's first index, `view @X[%s]`), so both roles name element `j` exactly for slot
 //!   `j`, or the same constant in both roles (one mbarrier for every slot).
 //!
+//! A branch without a loop in its arms runs each access once, and `mbar_protocol` keys the
+//! earlier arm first: only the direction from the earlier arm to the later one is required.
 //! With both chains for every pair, each execution of `y` follows the executions of `x` keyed
 //! before it and precedes those keyed after it (the trace keys of `mbar_protocol`: the
 //! producer's iteration `i` before the consumers' iteration `i`). An arrival before the
@@ -80,6 +82,7 @@ pub(crate) fn missing_chains(k: &Kernel, br: Op, unverified: &HashSet<Op>) -> Ve
         super::handshake::accesses(k, r, &mut acc);
     }
     let paths: Vec<RolePath> = acc.iter().map(|a| role_path(k, a.op)).collect();
+    let looped = (cx.ops.iter()).any(|&o| matches!(k.ops[o].kind, OpKind::For { .. } | OpKind::While { .. }));
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for i in 0..acc.len() {
@@ -88,7 +91,12 @@ pub(crate) fn missing_chains(k: &Kernel, br: Op, unverified: &HashSet<Op>) -> Ve
             if x.buffer != y.buffer || !(x.write || y.write) || !cross_role(&paths[i], &paths[j]) {
                 continue;
             }
-            // Direction x -> y; the loop visits (j, i) for the other one.
+            // Direction x -> y; the loop visits (j, i) for the other one. Without a loop in
+            // the branch each access runs once and `y` is keyed after `x` only when it lies in
+            // a later arm (`mbar_protocol`'s keys): only that direction can hold a conflict.
+            if !looped && !arm_before(&paths[i], &paths[j]) {
+                continue;
+            }
             let ok = {
                 let rel = cx.release(x.op, x.slot);
                 let acq = cx.acquire(y.op, y.slot);
@@ -127,6 +135,14 @@ fn cross_role(a: &RolePath, b: &RolePath) -> bool {
         .zip(b)
         .find(|(x, y)| x != y)
         .is_some_and(|(x, y)| x.0 == y.0)
+}
+
+/// Whether role path `a` lies in an earlier arm than `b` of the branch where they part.
+fn arm_before(a: &RolePath, b: &RolePath) -> bool {
+    a.iter()
+        .zip(b)
+        .find(|(x, y)| x != y)
+        .is_some_and(|(x, y)| x.0 == y.0 && x.1 < y.1)
 }
 
 impl Cx<'_> {
