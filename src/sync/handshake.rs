@@ -425,11 +425,17 @@ fn communicated(out: &mut Handshakes, br: Op) -> Result<Option<ArmAccesses>, Box
         return Ok(None);
     }
     if has_handshake(k, rt) || has_handshake(k, re) {
-        out.ordered_tma.extend(handwritten_ordered(k, rt, re, &out.unverified_waits));
         // Every cross-role conflict must be ordered by a release/acquire chain of the
-        // hand-written handshakes (docs/pipeline.md); where one is not, `sync` refuses.
+        // hand-written handshakes (docs/pipeline.md); where one is not, `sync` refuses. Where
+        // every one is, a refill of a slot the other role accesses follows that role's
+        // acquire of the previous copy: the copies of the slot are ordered among themselves.
         let missing = crate::sync::handshake_chain::missing_chains(k, br, &out.unverified_waits);
         out.errors.extend(missing);
+        let ordered = handwritten_ordered(k, rt, re, &out.unverified_waits);
+        out.ordered_tma.extend(ordered.into_iter().filter(|&t| match &k.ops[t].kind {
+            OpKind::TmaLoad { dst, .. } => shared.contains(&k.root_buffer(*dst)),
+            _ => false,
+        }));
         return Err(Box::new(
             Diagnostic::warning(
                 DiagKind::Finding,

@@ -82,7 +82,7 @@ pub(crate) fn missing_chains(k: &Kernel, br: Op, unverified: &HashSet<Op>) -> Ve
         super::handshake::accesses(k, r, &mut acc);
     }
     let paths: Vec<RolePath> = acc.iter().map(|a| role_path(k, a.op)).collect();
-    let looped = (cx.ops.iter()).any(|&o| matches!(k.ops[o].kind, OpKind::For { .. } | OpKind::While { .. }));
+    let looped = (cx.ops.iter()).any(|&o| is_loop(&k.ops[o].kind));
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for i in 0..acc.len() {
@@ -137,6 +137,11 @@ fn cross_role(a: &RolePath, b: &RolePath) -> bool {
         .is_some_and(|(x, y)| x.0 == y.0)
 }
 
+/// Whether an op is a loop (its body runs once per iteration).
+fn is_loop(kind: &OpKind) -> bool {
+    matches!(kind, OpKind::For { .. } | OpKind::While { .. })
+}
+
 /// Whether role path `a` lies in an earlier arm than `b` of the branch where they part.
 fn arm_before(a: &RolePath, b: &RolePath) -> bool {
     a.iter()
@@ -146,22 +151,28 @@ fn arm_before(a: &RolePath, b: &RolePath) -> bool {
 }
 
 impl Cx<'_> {
-    /// Innermost enclosing `for` of `o`, if any.
+    /// Innermost enclosing loop (`for`, `while`) of `o`, if any.
     fn loop_of(&self, o: Op) -> Option<Op> {
-        (self.k.parents().ancestors(o).into_iter())
-            .find(|&x| matches!(self.k.ops[x].kind, OpKind::For { .. }))
+        (self.k.parents().ancestors(o).into_iter()).find(|&x| is_loop(&self.k.ops[x].kind))
     }
 
-    /// The `if`s enclosing `o` below its innermost loop and its innermost role branch.
-    fn guards(&self, o: Op) -> Vec<Op> {
-        let k = self.k;
-        (k.parents().ancestors(o).into_iter())
-            .take_while(|&x| {
-                !matches!(k.ops[x].kind, OpKind::For { .. })
-                    && super::handshake::role_group(k, x).is_none()
-            })
-            .filter(|&x| matches!(k.ops[x].kind, OpKind::If { .. }))
-            .collect()
+    /// The `if` arms (regions) enclosing `o` below its innermost loop and its innermost role
+    /// branch: an op runs whenever `o` does (in one iteration) if its arms are among these.
+    fn guards(&self, o: Op) -> Vec<Region> {
+        let (k, parents) = (self.k, self.k.parents());
+        let mut out = Vec::new();
+        let mut cur = o;
+        while let Some(r) = parents.op_region[cur] {
+            let Some(p) = parents.region_op[r] else { break };
+            if is_loop(&k.ops[p].kind) || super::handshake::role_group(k, p).is_some() {
+                break;
+            }
+            if matches!(k.ops[p].kind, OpKind::If { .. }) {
+                out.push(r);
+            }
+            cur = p;
+        }
+        out
     }
 
     /// Whether `s` runs in the same iteration as `o`, in every execution of `o`.
@@ -170,13 +181,14 @@ impl Cx<'_> {
         self.loop_of(s) == self.loop_of(o) && self.guards(s).iter().all(|g| go.contains(g))
     }
 
-    /// Whether every `if` of `s` that does not enclose `o` tests a thread-dependent value (an
-    /// election, not an iteration guard).
+    /// Whether every `if` arm of `s` that does not enclose `o` is selected by a
+    /// thread-dependent condition (an election, not an iteration guard).
     fn elected_from(&self, s: Op, o: Op) -> bool {
-        let go = self.guards(o);
+        let (k, go) = (self.k, self.guards(o));
         self.loop_of(s) == self.loop_of(o)
             && self.guards(s).iter().filter(|g| !go.contains(g)).all(|&g| {
-                matches!(&self.k.ops[g].kind, OpKind::If { cond } if !self.uni.operand_uniform(cond))
+                let owner = k.parents().region_op[g];
+                matches!(owner.map(|p| &k.ops[p].kind), Some(OpKind::If { cond }) if !self.uni.operand_uniform(cond))
             })
     }
 
