@@ -32,8 +32,9 @@
 //! guarded wait or arrival: no chain. Branches whose roles share a named barrier id are not
 //! checked (named handshakes: `smemsync check` verifies them; docs/pipeline.md, limits).
 //!
-//! Complexity: O(A² + A · S) per role branch with hand-written handshakes, A its shared
-//! accesses and S its sync ops (each access scans the sync ops of its role once).
+//! Complexity: O(A² · S) per role branch with hand-written handshakes, A its shared accesses
+//! and S its ops (each cross-role pair scans the branch's ops for its release and acquire;
+//! A is a handful in real kernels, and other branches cost nothing).
 
 use std::collections::{HashMap, HashSet};
 
