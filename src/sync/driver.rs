@@ -343,6 +343,11 @@ fn run<W: Keep>(
         return Err(mv.warnings.into_iter().chain(mv.errors).collect());
     }
     let hs = place_handshakes_verified(input, target, mv.unverified.clone());
+    // E0307: a hand-written cross-role handshake that does not order a conflict of the roles
+    // (docs/pipeline.md, "Hand-written handshakes: what `sync` checks").
+    if !hs.errors.is_empty() {
+        return Err(mv.warnings.into_iter().chain(hs.errors).collect());
+    }
     let k = &hs.kernel;
     // One memo of footprint answers for every in-flight dataflow run on `k` and on the
     // kernels derived from it by inserting waits and commits (`FlowMemo`: their ops keep

@@ -59,6 +59,9 @@ pub struct Handshakes {
     /// Hand-written `mbar_wait`s `sync` did not verify (`analysis::mbar_protocol`): they order
     /// no refill.
     pub unverified_waits: HashSet<Op>,
+    /// E0307: cross-role conflicts that a hand-written mbarrier handshake does not order
+    /// (`sync::handshake_chain`); `sync` refuses the kernel.
+    pub errors: Vec<Diagnostic>,
 }
 
 /// One placed handshake.
@@ -103,11 +106,11 @@ pub(crate) enum Slot {
 
 /// A shared access inside an arm.
 #[derive(Clone, Debug)]
-struct Access {
-    op: Op,
-    buffer: Buffer,
-    write: bool,
-    slot: Option<Operand>,
+pub(crate) struct Access {
+    pub op: Op,
+    pub buffer: Buffer,
+    pub write: bool,
+    pub slot: Option<Operand>,
 }
 
 /// One arm's pipeline: its loop and the accesses to the communicated buffers.
@@ -143,6 +146,7 @@ pub fn place_handshakes_verified(k: Kernel, target: &Target, unverified: HashSet
         covered: HashSet::new(),
         ordered_tma: HashSet::new(),
         unverified_waits: unverified,
+        errors: Vec::new(),
     };
     let k = &out.kernel;
     let branches: Vec<(Op, Group)> = k.region_ops(k.body())
@@ -170,7 +174,7 @@ pub fn place_handshakes_verified(k: Kernel, target: &Target, unverified: HashSet
 }
 
 /// The group of a role branch `if %c` with `%c = in_group @g`.
-fn role_group(k: &Kernel, o: Op) -> Option<Group> {
+pub(crate) fn role_group(k: &Kernel, o: Op) -> Option<Group> {
     let OpKind::If {
         cond: Operand::Value(c),
     } = k.ops[o].kind
@@ -219,7 +223,7 @@ fn named_only_rem(k: &Kernel, br: Op, target: &Target) -> Box<Diagnostic> {
 }
 
 /// Shared accesses (not mbarrier ops) in a region, recursively.
-fn accesses(k: &Kernel, r: Region, out: &mut Vec<Access>) {
+pub(crate) fn accesses(k: &Kernel, r: Region, out: &mut Vec<Access>) {
     for &o in k.region_ops(r) {
         let mut push = |m: MemRef, write: bool, idx: Option<&Vec<Operand>>| {
             let (buffer, slot) = match m {
@@ -391,7 +395,7 @@ fn redundant_handshakes(out: &mut Handshakes, br: Op) {
 }
 
 /// The ops of a region and its nested regions, in program order.
-fn walk_region(k: &Kernel, r: Region, out: &mut Vec<Op>) {
+pub(crate) fn walk_region(k: &Kernel, r: Region, out: &mut Vec<Op>) {
     for &o in k.region_ops(r) {
         out.push(o);
         for &c in &k.ops[o].regions {
@@ -421,7 +425,17 @@ fn communicated(out: &mut Handshakes, br: Op) -> Result<Option<ArmAccesses>, Box
         return Ok(None);
     }
     if has_handshake(k, rt) || has_handshake(k, re) {
-        out.ordered_tma.extend(handwritten_ordered(k, rt, re, &out.unverified_waits));
+        // Every cross-role conflict must be ordered by a release/acquire chain of the
+        // hand-written handshakes (docs/pipeline.md); where one is not, `sync` refuses. Where
+        // every one is, a refill of a slot the other role accesses follows that role's
+        // acquire of the previous copy: the copies of the slot are ordered among themselves.
+        let missing = crate::sync::handshake_chain::missing_chains(k, br, &out.unverified_waits);
+        out.errors.extend(missing);
+        let ordered = handwritten_ordered(k, rt, re, &out.unverified_waits);
+        out.ordered_tma.extend(ordered.into_iter().filter(|&t| match &k.ops[t].kind {
+            OpKind::TmaLoad { dst, .. } => shared.contains(&k.root_buffer(*dst)),
+            _ => false,
+        }));
         return Err(Box::new(
             Diagnostic::warning(
                 DiagKind::Finding,

@@ -17,6 +17,7 @@ pub mod driver;
 pub mod exhaustive;
 pub mod fences;
 pub mod handshake;
+pub(crate) mod handshake_chain;
 pub mod handshake_mbar;
 pub(crate) mod handshake_tma;
 pub mod joint;

@@ -1,0 +1,351 @@
+//! Release/acquire chains of hand-written mbarrier handshakes (warp specialization): before
+//! `sync` leaves a role branch's own handshakes as written (W1301), it checks that they order
+//! every cross-role conflict on the roles' shared buffers, and refuses with **E0307** where
+//! one is not (docs/pipeline.md, "Hand-written handshakes: what `sync` checks").
+//!
+//! Roles are the arms of role branches (`if %c` with `%c = in_group @g`), nested ones
+//! included; two accesses are *cross-role* when they lie in different arms of one role branch
+//! (disjoint threads). For each cross-role pair `x` (role X), `y` (role Y) on one shared
+//! buffer, at least one a write, both directions need a chain through one mbarrier element
+//! `E[j]`:
+//! - **release** of `x` on `E[j]`: `x` is a `tma_load` completing on `E[j]`; or an
+//!   `mbar_arrive E[j]` of X follows `x` in the same iteration of the same innermost loop,
+//!   executed whenever `x` is (its `if`s below the loop enclose `x`), or executed by an elected
+//!   thread (extra `if`s whose conditions are thread-dependent) after a barrier of the role
+//!   (`named_sync`/`barrier`, executed whenever `x` is) that follows `x`. A `wgmma` read must
+//!   first be completed by a `wgmma_wait 0` (before the barrier, or before the arrival);
+//! - **acquire** of `y` on `E[j]`: an `mbar_wait E[j]` of Y precedes `y` in the same
+//!   iteration of the same innermost loop, executed whenever `y` is, and verified or taken as
+//!   written by `analysis::mbar_protocol` (not among its unverified waits: the parity names the
+//!   phase that holds the arrivals keyed before the wait, and the count holds every arriving
+//!   thread — checked there, not here);
+//! - **same element**: the index of the mbarrier op is the access's own slot operand (the
+//!   buffer's first index, `view @X[%s]`), so both roles name element `j` exactly for slot
+//!   `j`, or the same constant in both roles (one mbarrier for every slot).
+//!
+//! A branch without a loop in its arms runs each access once, and `mbar_protocol` keys the
+//! earlier arm first: only the direction from the earlier arm to the later one is required.
+//! With both chains for every pair, each execution of `y` follows the executions of `x` keyed
+//! before it and precedes those keyed after it (the trace keys of `mbar_protocol`: the
+//! producer's iteration `i` before the consumers' iteration `i`). An arrival before the
+//! access (an "early arrive"), a wait after the refill, a wait on another role's mbarrier, a
+//! guarded wait or arrival: no chain. Branches whose roles share a named barrier id are not
+//! checked (named handshakes: `smemsync check` verifies them; docs/pipeline.md, limits).
+//!
+//! Complexity: O(A² · S) per role branch with hand-written handshakes, A its shared accesses
+//! and S its ops (each cross-role pair scans the branch's ops for its release and acquire;
+//! A is a handful in real kernels, and other branches cost nothing).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::analysis::uniformity::Uniformity;
+use crate::diag::{DiagKind, Diagnostic};
+use crate::ir::*;
+
+/// The arms enclosing an op, outermost first: (role branch, arm index).
+type RolePath = Vec<(Op, usize)>;
+
+/// An mbarrier element as both roles name it: the array and either "the access's own slot"
+/// (`None`) or a constant element.
+type Elem = (Buffer, Option<i64>);
+
+/// What the chain check needs of one role branch.
+struct Cx<'a> {
+    k: &'a Kernel,
+    unverified: &'a HashSet<Op>,
+    uni: Uniformity,
+    /// Program order over the branch.
+    pos: HashMap<Op, usize>,
+    /// The branch's ops in program order.
+    ops: Vec<Op>,
+}
+
+/// E0307 for every cross-role conflict of role branch `br` that no release/acquire chain
+/// orders (empty when the branch shares a named barrier id across roles: not checked).
+pub(crate) fn missing_chains(k: &Kernel, br: Op, unverified: &HashSet<Op>) -> Vec<Diagnostic> {
+    let mut ops = Vec::new();
+    for &r in &k.ops[br].regions {
+        super::handshake::walk_region(k, r, &mut ops);
+    }
+    let pos = ops.iter().enumerate().map(|(i, &o)| (o, i)).collect();
+    let cx = Cx {
+        k,
+        unverified,
+        uni: crate::analysis::uniformity::analyze(k),
+        pos,
+        ops,
+    };
+    if cx.named_across_roles() {
+        return Vec::new();
+    }
+    let mut acc = Vec::new();
+    for &r in &k.ops[br].regions {
+        super::handshake::accesses(k, r, &mut acc);
+    }
+    let paths: Vec<RolePath> = acc.iter().map(|a| role_path(k, a.op)).collect();
+    let looped = (cx.ops.iter()).any(|&o| is_loop(&k.ops[o].kind));
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for i in 0..acc.len() {
+        for j in 0..acc.len() {
+            let (x, y) = (&acc[i], &acc[j]);
+            if x.buffer != y.buffer || !(x.write || y.write) || !cross_role(&paths[i], &paths[j]) {
+                continue;
+            }
+            // Direction x -> y; the loop visits (j, i) for the other one. Without a loop in
+            // the branch each access runs once and `y` is keyed after `x` only when it lies in
+            // a later arm (`mbar_protocol`'s keys): only that direction can hold a conflict.
+            if !looped && !arm_before(&paths[i], &paths[j]) {
+                continue;
+            }
+            let ok = {
+                let rel = cx.release(x.op, x.slot);
+                let acq = cx.acquire(y.op, y.slot);
+                rel.iter().any(|e| acq.contains(e))
+            };
+            if !ok && seen.insert((x.op, y.op)) {
+                out.push(cx.report(x, y, (&paths[i], &paths[j])));
+            }
+        }
+    }
+    out
+}
+
+/// The role-branch arms enclosing `o`, outermost first.
+fn role_path(k: &Kernel, o: Op) -> RolePath {
+    let parents = k.parents();
+    let mut path = Vec::new();
+    let mut cur = o;
+    while let Some(r) = parents.op_region[cur] {
+        let Some(p) = parents.region_op[r] else {
+            break;
+        };
+        if super::handshake::role_group(k, p).is_some() {
+            let arm = k.ops[p].regions.iter().position(|&x| x == r).unwrap_or(0);
+            path.push((p, arm));
+        }
+        cur = p;
+    }
+    path.reverse();
+    path
+}
+
+/// Whether two role paths name disjoint thread sets: different arms of one role branch.
+fn cross_role(a: &RolePath, b: &RolePath) -> bool {
+    a.iter()
+        .zip(b)
+        .find(|(x, y)| x != y)
+        .is_some_and(|(x, y)| x.0 == y.0)
+}
+
+/// Whether an op is a loop (its body runs once per iteration).
+fn is_loop(kind: &OpKind) -> bool {
+    matches!(kind, OpKind::For { .. } | OpKind::While { .. })
+}
+
+/// Whether role path `a` lies in an earlier arm than `b` of the branch where they part.
+fn arm_before(a: &RolePath, b: &RolePath) -> bool {
+    a.iter()
+        .zip(b)
+        .find(|(x, y)| x != y)
+        .is_some_and(|(x, y)| x.0 == y.0 && x.1 < y.1)
+}
+
+impl Cx<'_> {
+    /// Innermost enclosing loop (`for`, `while`) of `o`, if any.
+    fn loop_of(&self, o: Op) -> Option<Op> {
+        (self.k.parents().ancestors(o).into_iter()).find(|&x| is_loop(&self.k.ops[x].kind))
+    }
+
+    /// The `if` arms (regions) enclosing `o` below its innermost loop and its innermost role
+    /// branch: an op runs whenever `o` does (in one iteration) if its arms are among these.
+    fn guards(&self, o: Op) -> Vec<Region> {
+        let (k, parents) = (self.k, self.k.parents());
+        let mut out = Vec::new();
+        let mut cur = o;
+        while let Some(r) = parents.op_region[cur] {
+            let Some(p) = parents.region_op[r] else { break };
+            if is_loop(&k.ops[p].kind) || super::handshake::role_group(k, p).is_some() {
+                break;
+            }
+            if matches!(k.ops[p].kind, OpKind::If { .. }) {
+                out.push(r);
+            }
+            cur = p;
+        }
+        out
+    }
+
+    /// Whether `s` runs in the same iteration as `o`, in every execution of `o`.
+    fn runs_with(&self, s: Op, o: Op) -> bool {
+        let go = self.guards(o);
+        self.loop_of(s) == self.loop_of(o) && self.guards(s).iter().all(|g| go.contains(g))
+    }
+
+    /// Whether every `if` arm of `s` that does not enclose `o` is selected by a
+    /// thread-dependent condition (an election, not an iteration guard).
+    fn elected_from(&self, s: Op, o: Op) -> bool {
+        let (k, go) = (self.k, self.guards(o));
+        self.loop_of(s) == self.loop_of(o)
+            && self.guards(s).iter().filter(|g| !go.contains(g)).all(|&g| {
+                let owner = k.parents().region_op[g];
+                matches!(owner.map(|p| &k.ops[p].kind), Some(OpKind::If { cond }) if !self.uni.operand_uniform(cond))
+            })
+    }
+
+    /// The element of an mbarrier op index relative to an access's slot.
+    fn elem(&self, mbar: MemRef, index: &[Operand], slot: Option<Operand>) -> Option<Elem> {
+        let [i] = index else { return None };
+        let b = self.k.root_buffer(mbar);
+        if Some(*i) == slot {
+            return Some((b, None));
+        }
+        match i {
+            Operand::Imm(c) => Some((b, Some(c.as_i64()))),
+            _ => None,
+        }
+    }
+
+    /// The mbarrier elements on which `x` (slot `slot`) is released to another role.
+    fn release(&self, x: Op, slot: Option<Operand>) -> Vec<Elem> {
+        let k = self.k;
+        if let OpKind::TmaLoad { mbar, mbar_index, .. } = &k.ops[x].kind {
+            return self.elem(*mbar, mbar_index, slot).into_iter().collect();
+        }
+        let px = self.pos[&x];
+        // A `wgmma` read is complete only after a `wgmma_wait 0` of the same threads.
+        let after = if matches!(k.ops[x].kind, OpKind::Wgmma { .. }) {
+            let done = self.ops[px..].iter().find(|&&w| {
+                matches!(k.ops[w].kind, OpKind::WgmmaWait(0)) && self.runs_with(w, x)
+            });
+            match done {
+                Some(&w) => self.pos[&w],
+                None => return Vec::new(),
+            }
+        } else {
+            px
+        };
+        let barrier = self.ops[after..].iter().find(|&&s| {
+            matches!(k.ops[s].kind, OpKind::NamedSync { .. } | OpKind::Barrier) && self.runs_with(s, x)
+        });
+        let barrier = barrier.map(|b| self.pos[b]);
+        let mut out = Vec::new();
+        for &a in &self.ops[after + 1..] {
+            let OpKind::MbarArrive { mbar, index, .. } = &k.ops[a].kind else {
+                continue;
+            };
+            let every = self.runs_with(a, x);
+            let elected = barrier.is_some_and(|b| b < self.pos[&a]) && self.elected_from(a, x);
+            if every || elected {
+                out.extend(self.elem(*mbar, index, slot));
+            }
+        }
+        out
+    }
+
+    /// The mbarrier elements `y` (slot `slot`) acquires: waits before it, in its iteration.
+    fn acquire(&self, y: Op, slot: Option<Operand>) -> Vec<Elem> {
+        let k = self.k;
+        let py = self.pos[&y];
+        (self.ops[..py].iter())
+            .filter(|&&w| !self.unverified.contains(&w) && self.runs_with(w, y))
+            .filter_map(|&w| match &k.ops[w].kind {
+                OpKind::MbarWait { mbar, index, .. } => self.elem(*mbar, index, slot),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether one named barrier id is used in two roles of the branch (a named handshake:
+    /// not checked here).
+    fn named_across_roles(&self) -> bool {
+        let mut by_id: HashMap<u32, Vec<RolePath>> = HashMap::new();
+        for &o in &self.ops {
+            if let OpKind::NamedSync { id, .. } | OpKind::NamedArrive { id, .. } = self.k.ops[o].kind {
+                by_id.entry(id).or_default().push(role_path(self.k, o));
+            }
+        }
+        by_id
+            .values()
+            .any(|ps| ps.iter().any(|a| ps.iter().any(|b| cross_role(a, b))))
+    }
+}
+
+impl Cx<'_> {
+    /// The name of the role of path `p`: its group, or for an `else` arm the one declared
+    /// group no enclosing branch tests, else "the threads outside @g".
+    fn role_name(&self, p: &RolePath) -> String {
+        let k = self.k;
+        let Some(&(br, arm)) = p.last() else {
+            return "the block".to_string();
+        };
+        let g = super::handshake::role_group(k, br).expect("a role branch");
+        if arm == 0 {
+            return format!("@{}", k.groups[g].name);
+        }
+        let tested: HashSet<Group> = (p.iter())
+            .filter_map(|&(b, _)| super::handshake::role_group(k, b))
+            .collect();
+        let rest: Vec<Group> = k.groups.keys().filter(|g| !tested.contains(g)).collect();
+        match rest[..] {
+            [r] => format!("@{}", k.groups[r].name),
+            _ => format!("the threads outside @{}", k.groups[g].name),
+        }
+    }
+
+    /// The mbarrier arrays named by waits (`waits`) or arrivals in the iteration of `o`,
+    /// before or after it, as a list for the message.
+    fn sync_list(&self, o: Op, waits: bool) -> String {
+        let k = self.k;
+        let p = self.pos[&o];
+        let range = if waits { &self.ops[..p] } else { &self.ops[p + 1..] };
+        let mut names: Vec<String> = Vec::new();
+        for &s in range {
+            let m = match &k.ops[s].kind {
+                OpKind::MbarWait { mbar, .. } if waits => *mbar,
+                OpKind::MbarArrive { mbar, .. } if !waits => *mbar,
+                _ => continue,
+            };
+            if self.loop_of(s) != self.loop_of(o) || role_path(k, s) != role_path(k, o) {
+                continue;
+            }
+            let n = format!("@{}", k.buffers[k.root_buffer(m)].name);
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        if names.is_empty() {
+            "no mbarrier".to_string()
+        } else {
+            names.join(", ")
+        }
+    }
+
+    /// E0307 for the missing chain from `x` (released) to `y` (acquired).
+    fn report(&self, x: &super::handshake::Access, y: &super::handshake::Access, (px, py): (&RolePath, &RolePath)) -> Diagnostic {
+        let k = self.k;
+        let (rx, ry) = (self.role_name(px), self.role_name(py));
+        let buf = format!("@{}", k.buffers[x.buffer].name);
+        let verb = |w: bool| if w { "writes" } else { "reads" };
+        let slot = match x.slot {
+            Some(Operand::Value(v)) => match k.value_names.get(v) {
+                "" => " at its slot".to_string(),
+                n => format!(" slot %{n}"),
+            },
+            Some(Operand::Imm(c)) => format!(" slot {}", c.as_i64()),
+            None => String::new(),
+        };
+        let msg = format!(
+            "{rx} {} {buf}{slot}; {ry} {} it after waiting only on {} in that iteration; {rx} signals none of them after its access (it arrives on {}): no mbarrier handshake orders {ry}'s access after {rx}'s",
+            verb(x.write),
+            verb(y.write),
+            self.sync_list(y.op, true),
+            self.sync_list(x.op, false),
+        );
+        Diagnostic::error(DiagKind::Finding, "E0307", msg)
+            .with_label(k.span(y.op), format!("{ry} {} {buf} here", verb(y.write)))
+            .with_label(k.span(x.op), format!("{rx} {} it here: no chain to the access above", verb(x.write)))
+            .with_note("a hand-written handshake orders the roles only where the earlier access is followed by an arrival (after the access, in its iteration) on an mbarrier slot the later role waits on before its access (docs/pipeline.md)")
+            .with_help(format!("make {ry} wait before its access on an mbarrier {rx} arrives on after its access (the `empty`/`full` pair of the slot), or let `sync` place the handshakes: remove them from both roles"))
+    }
+}
