@@ -111,9 +111,12 @@ impl Protocol<'_> {
         if threads.is_empty() || n == 0 {
             return if n == 0 { i64::MAX } else { 0 };
         }
-        // Established rounds: every thread arrives equally often and `n = m·A`.
+        // Established rounds: every thread arrives equally often and `n = m·A`, where `A`
+        // counts every thread of each traced class (its representative's events stand for
+        // each member's).
         let per_thread = arrivals.len() as i64 / threads.len() as i64;
-        let m = n / threads.len() as i64;
+        let a: i64 = threads.iter().map(|&t| self.w(t) as i64).sum();
+        let m = n / a.max(1);
         per_thread / m.max(1)
     }
 
