@@ -907,24 +907,31 @@ pub(crate) fn under_loops_only(k: &Kernel, paths: &Paths, mut r: Region) -> bool
 pub(crate) fn runs_body(k: &Kernel, op: Op) -> Option<Region> {
     match &k.ops[op].kind {
         OpKind::Stage { .. } => Some(k.ops[op].regions[0]),
-        OpKind::For { lo, hi, step, .. } => {
-            let c = |o: &Operand| match o {
-                Operand::Imm(s) => Some(s.as_i64()),
-                Operand::Value(v) => match k.values[*v].def {
-                    ValueDef::Result(d, _) => match k.ops[d].kind {
-                        OpKind::Const(s) => Some(s.as_i64()),
-                        _ => None,
-                    },
-                    _ => None,
-                },
-            };
-            match (c(lo), c(hi), c(step)) {
-                (Some(lo), Some(hi), Some(st)) if st > 0 && hi > lo => Some(k.ops[op].regions[0]),
-                _ => None,
-            }
-        }
+        OpKind::For { .. } => const_for_trips(k, op)
+            .filter(|&t| t > 0)
+            .map(|_| k.ops[op].regions[0]),
         _ => None,
     }
+}
+
+/// The trip count of a `for` whose bounds and step are constants (immediates or `const`
+/// results) with a positive step; `None` for anything else.
+pub(crate) fn const_for_trips(k: &Kernel, op: Op) -> Option<i64> {
+    let OpKind::For { lo, hi, step, .. } = &k.ops[op].kind else {
+        return None;
+    };
+    let c = |o: &Operand| match o {
+        Operand::Imm(s) => Some(s.as_i64()),
+        Operand::Value(v) => match k.values[*v].def {
+            ValueDef::Result(d, _) => match k.ops[d].kind {
+                OpKind::Const(s) => Some(s.as_i64()),
+                _ => None,
+            },
+            _ => None,
+        },
+    };
+    let (lo, hi, st) = (c(lo)?, c(hi)?, c(step)?);
+    (st > 0).then(|| if hi > lo { (hi - lo + st - 1) / st } else { 0 })
 }
 
 /// A path that passes an op whole (its odd coordinate lies in a segment) passes every

@@ -32,7 +32,7 @@
 //! Complexity: O(E · D) for the `E` executions of the copy that `w` completes and loop depth
 //! `D`.
 
-use crate::analysis::hazards::runs_body;
+use crate::analysis::hazards::const_for_trips;
 use crate::analysis::inflight::{Completed, Completions, Queue, TAG_CAP};
 use crate::analysis::overlap::IterTag;
 use crate::ir::*;
@@ -88,24 +88,5 @@ fn is_youngest(
 /// Whether `l` is a `for` of at least [`TAG_CAP`] constant trips (its first exit leaves an
 /// untagged entry of the saturated executions beside the `Last` ones).
 fn long_exact(k: &Kernel, l: Op) -> bool {
-    if runs_body(k, l).is_none() {
-        return false;
-    }
-    let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
-        return false;
-    };
-    let c = |o: &Operand| match o {
-        Operand::Imm(s) => Some(s.as_i64()),
-        Operand::Value(v) => match k.values[*v].def {
-            ValueDef::Result(d, _) => match k.ops[d].kind {
-                OpKind::Const(s) => Some(s.as_i64()),
-                _ => None,
-            },
-            _ => None,
-        },
-    };
-    match (c(lo), c(hi), c(step)) {
-        (Some(lo), Some(hi), Some(st)) if st > 0 => (hi - lo + st - 1) / st >= TAG_CAP as i64,
-        _ => true,
-    }
+    const_for_trips(k, l).is_some_and(|t| t >= TAG_CAP as i64)
 }
