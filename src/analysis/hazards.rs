@@ -833,7 +833,11 @@ fn pair_hazards(
         // Whether the pair conflicts across iterations of a common loop (asked only where a
         // wait shares a region with the destination alone; the carried hazards ask it too).
         let mut carried = || (0..m).any(|c| pair_conflict(fp, ai, bi, c + 1, Some(c)).conflict & !1 != 0);
-        let own = match every_path::for_pair(&pp, cx.inflight, (copy, dst), &copy_loops, lc, &mut carried) {
+        let choice = every_path::for_pair(&pp, cx.inflight, (copy, dst), &copy_loops, lc, &mut carried);
+        if !matches!(choice, every_path::Choice::Keep) {
+            warn_untracked_youngest(k, cx.inflight, copy, &copy_loops, lc, &mut out.findings);
+        }
+        let own = match choice {
             every_path::Choice::Keep => None,
             every_path::Choice::Use(own) => Some(own),
             every_path::Choice::AtDestination => {
@@ -856,6 +860,48 @@ fn pair_hazards(
     }
     let p = PairAt::same_time(fp, ai, bi, pa, pb);
     emit_pair(fp, &p, out);
+}
+
+/// W0320 for a wait of `lc` (the dataflow's in-loop or exit wait of `copy`) that completes the
+/// copy's executions merged after a long constant-trip loop, which the youngest-execution rule
+/// cannot count (`analysis::youngest::untracked_youngest`): the completion moved to a later
+/// point, possibly at the cost of a barrier; never silent.
+fn warn_untracked_youngest(
+    k: &Kernel,
+    c: &crate::analysis::inflight::Completions,
+    copy: Op,
+    copy_loops: &[Op],
+    lc: &LoopCompletion,
+    out: &mut Vec<Diagnostic>,
+) {
+    use crate::analysis::youngest::untracked_youngest;
+    let Some(level) = lc.level else {
+        return;
+    };
+    let waits = lc.in_loop.map(|(w, d)| (w, Some(d))).into_iter().chain(lc.exit.map(|x| (x, None)));
+    for (w, d) in waits {
+        let Some(l) = untracked_youngest(k, c, w, copy, copy_loops, (level, d)) else {
+            continue;
+        };
+        let d = Diagnostic::warning(
+            DiagKind::Finding,
+            "W0320",
+            format!(
+                "{} is not taken as the completion of {}: whether it completes the youngest execution is not tracked across {}",
+                op_label(k, w),
+                op_label(k, copy),
+                op_label(k, l)
+            ),
+        )
+        .with_label(k.span(w), "completion not credited")
+        .with_note(format!(
+            "the in-flight analysis tracks {} iterations of a loop; beyond them the executions of the copy are merged, and the barrier placed after a later wait (or before the destination) may be one more than needed",
+            crate::analysis::inflight::TAG_CAP
+        ));
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
 }
 
 /// The union of two ascending lists, ascending, each element once.

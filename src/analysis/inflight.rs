@@ -679,6 +679,10 @@ pub struct Flow<'k> {
     /// Scratch of [`Flow::conflict_ids`]: the entries whose answer is still to be read or
     /// asked (kept between calls so that its buffer is reused).
     scratch: Vec<(Queue, EntryId, i32)>,
+    /// Whether loop exits keep only the executions that can reach them ([`Flow::exact_exit`]):
+    /// on for [`completions`] (what the waits really complete), off for the wait planner
+    /// (whose counts are chosen from the merged ages: docs/async.md, "Nested commit loops").
+    exact_exits: bool,
 }
 
 /// The async issues of a loop body, with their queues ([`Flow::inserts_only`]).
@@ -757,6 +761,7 @@ impl<'k> Flow<'k> {
             boxes: crate::analysis::boxes::Boxes::new(k, target.warp),
             stats: FlowStats::default(),
             scratch: Vec::new(),
+            exact_exits: false,
         }
     }
 
@@ -928,6 +933,9 @@ impl<'k> Flow<'k> {
         let exact = self.runs_at_least_once(l);
         let trip = self.const_trip(l).unwrap_or(0);
         self.drop_guarded_at_exit(l, &mut exit);
+        if self.exact_exits {
+            self.exact_exit(l, &mut exit);
+        }
         for x in exit.iter_mut() {
             // The fixpoint does not count iterations: entries further back than the loop's
             // trip count stand for no execution (nor does a saturated tag when the trip count
@@ -1362,6 +1370,61 @@ impl<'k> Flow<'k> {
             }
         }
         false
+    }
+
+    /// Keeps in `l`'s exit states only the copies of an entry issued before the loop that an
+    /// exit can see (docs/async.md, "Group ages across inner loops"). An entry tagged `Pre(j)`
+    /// or `PreLast(j, _)` on `l` has aged through `j` iterations; the fixpoint's exit state
+    /// holds one copy per `j` and the exit merges them at the minimum age, that of the fewest
+    /// iterations. For a `for` of `T ≥ 1` constant trips only `j = T` reaches the exit (`T <
+    /// TAG_CAP`; else only the saturated `Unknown` copy, `j ≥ TAG_CAP`). For a `for` of
+    /// unknown trips whose bounds and step are the same in every instance, a copy issued in
+    /// `l` itself (an earlier instance) shows that the trip count is at least 1: its `j = 0`
+    /// copy is no execution. Each drop removes copies that stand for no path, so what is
+    /// left is still a superset of every path's state (sound), with the age of the fewest
+    /// iterations that can happen.
+    fn exact_exit(&mut self, l: Op, exit: &mut [InFlight]) {
+        let pre = |t: &IterTag| match *t {
+            IterTag::Pre(j) | IterTag::PreLast(j, _) => Some(j as i64),
+            _ => None,
+        };
+        let table = &self.memo.entries;
+        if let Some(trip) = self.const_trip(l).filter(|&t| t >= 1) {
+            let keep = |j: i64| trip < TAG_CAP as i64 && j == trip;
+            for x in exit.iter_mut() {
+                x.retain(|_, e, _| {
+                    table.tags(e).iter().all(|(lp, t)| *lp != l || pre(t).is_none_or(keep))
+                });
+            }
+        } else if matches!(self.k.ops[l].kind, OpKind::For { .. }) && self.bounds_invariant(l) {
+            let loops = &self.loops;
+            for x in exit.iter_mut() {
+                x.retain(|_, e, _| {
+                    !loops.of(table.op(e)).contains(&l)
+                        || table.tags(e).iter().all(|(lp, t)| *lp != l || pre(t) != Some(0))
+                });
+            }
+        }
+    }
+
+    /// Whether the bounds and step of `for` `l` are the same in every instance of it: each an
+    /// immediate, a kernel parameter or the result of an op outside every loop around `l`.
+    fn bounds_invariant(&self, l: Op) -> bool {
+        let OpKind::For { lo, hi, step, .. } = &self.k.ops[l].kind else {
+            return false;
+        };
+        let around = self.loops.of(l);
+        let fixed = |o: &Operand| match o {
+            Operand::Imm(_) => true,
+            Operand::Value(v) => match self.k.values[*v].def {
+                ValueDef::Param(_) => true,
+                ValueDef::Result(d, _) => {
+                    !self.k.parents().ancestors(d).iter().any(|a| around.contains(a))
+                }
+                ValueDef::RegionArg(..) => false,
+            },
+        };
+        [lo, hi, step].into_iter().all(fixed)
     }
 
     /// Drops from `l`'s exit states the entries whose issue guard rules them out there
@@ -2306,6 +2369,7 @@ pub fn completions(k: &Kernel, target: &Target) -> Completions {
 /// of a kernel `k` was derived from by inserting sync ops: see [`FlowMemo`]).
 pub fn completions_memo(k: &Kernel, target: &Target, memo: &mut FlowMemo) -> Completions {
     let mut flow = Flow::with_memo(k, target, std::mem::take(memo));
+    flow.exact_exits = true;
     let mut rec = Recorder {
         c: Completions::default(),
         seen: HashMap::default(),

@@ -26,6 +26,13 @@
 //!   untagged entry of its oldest (saturated) executions at its first exit: there only
 //!   `Last(0)` counts.
 //!
+//! Where the test cannot be exact. After a `for` of at least [`TAG_CAP`] constant trips is
+//! re-entered, its previous instance's executions (youngest included) merge with the
+//! saturated ones into one untagged entry, which the rule above does not count. A wait that
+//! completes such an entry, and would complete the youngest if it were counted, is reported
+//! as W0320 ([`untracked_youngest`]): the completion then moves to a later wait or the
+//! destination, which may cost a barrier, never silently.
+//!
 //! mbarrier and token completions are per execution, not in order: they keep the dataflow's
 //! answer (an mbarrier wait's visibility is `waited_by_all`'s and the wait planner's).
 //!
@@ -89,4 +96,43 @@ fn is_youngest(
 /// untagged entry of the saturated executions beside the `Last` ones).
 fn long_exact(k: &Kernel, l: Op) -> bool {
     const_for_trips(k, l).is_some_and(|t| t >= TAG_CAP as i64)
+}
+
+/// The loop of at least [`TAG_CAP`] constant trips whose merged executions keep wait `w` from
+/// being taken as the completion of `copy`'s youngest execution (module doc, W0320): `w`
+/// completes no execution the rule counts, but one whose only failing tag is no tag after
+/// such a loop (`w` after it). `None` where `w` completes the youngest, or fails otherwise.
+pub(crate) fn untracked_youngest(
+    k: &Kernel,
+    c: &Completions,
+    w: Op,
+    copy: Op,
+    copy_loops: &[Op],
+    (level, in_loop): (usize, Option<u32>),
+) -> Option<Op> {
+    if completes_youngest(k, c, w, copy, copy_loops, (level, in_loop)) {
+        return None;
+    }
+    let around_w = k.parents().ancestors(w);
+    let execs = c.by_wait.get(&w).into_iter().flatten().filter(|cc| cc.copy == copy);
+    execs.filter(|cc| in_order(cc.queue)).find_map(|cc| {
+        let mut long = None;
+        let ok = copy_loops.iter().enumerate().all(|(i, &l)| {
+            let tag = cc.tags.iter().find(|(tl, _)| *tl == l).map(|(_, t)| *t);
+            if around_w.contains(&l) {
+                let want = if i == level { in_loop.unwrap_or(0) } else { 0 };
+                return tag == Some(IterTag::Dist(want));
+            }
+            match tag {
+                Some(IterTag::Last(0)) => true,
+                None if long_exact(k, l) => {
+                    long = Some(l);
+                    true
+                }
+                None => true,
+                _ => false,
+            }
+        });
+        if ok { long } else { None }
+    })
 }

@@ -604,9 +604,10 @@ pub fn place_with(
 /// caps and indices the engine cannot express; W0317: a write that may race with itself
 /// through an index not known statically; W0318: an mbarrier wait whose phase was not
 /// verified; W0319: an index on a parameter or block id answered with the whole buffer;
-/// W1510: an index loaded from memory).
+/// W0320: a wait not credited as an async copy's completion because the copy's executions
+/// were merged after a long loop; W1510: an index loaded from memory).
 pub fn is_conservative(code: &str) -> bool {
-    code.starts_with("W031") || code.starts_with("W151")
+    code.starts_with("W031") || code == "W0320" || code.starts_with("W151")
 }
 
 /// Builds the plan, attribution and statistics from chosen points.
