@@ -286,3 +286,54 @@ fn triton_warp_specialized_matmul_mutants() {
     assert_eq!(t.accepted, MATMUL_ACCEPTED, "{t:?}");
     assert_eq!((t.mutants, t.e0307), (19, 13), "{t:?}");
 }
+
+/// An asynchronous access is released by an arrival only once its own threads completed it
+/// (K1, K2, K2b of session 35's hostile test): with the completing wait moved above the
+/// arrival each kernel is accepted and its output is race-free; without the commit that
+/// closes the copy's group the wait completes nothing, and the kernel stays refused.
+#[test]
+fn async_accesses_are_released_after_their_completion() {
+    let dir = "tests/filetests/soundness/";
+    let cases = [
+        (
+            "ws-tma-store-read-released-before-its-bulk-wait-is-refused.kir",
+            "      bulk_commit\n",
+            "      mbar_arrive @empty[%s]\n",
+            "      bulk_wait 0\n",
+        ),
+        (
+            "ws-cp-async-write-released-before-its-wait-is-refused.kir",
+            "      cp_async_commit\n",
+            "      mbar_arrive @empty[%s]\n",
+            "      cp_async_wait 0\n",
+        ),
+        (
+            "ws-cp-async-producer-arriving-full-before-its-wait-is-refused.kir",
+            "    cp_async_commit\n",
+            "    mbar_arrive @full[0]\n",
+            "    cp_async_wait 0\n",
+        ),
+    ];
+    for (file, commit, arrive, wait) in cases {
+        let src = std::fs::read_to_string(format!("{dir}{file}")).unwrap();
+        assert_eq!(
+            outcome(file, &src, false),
+            Outcome::Refused(vec!["E0307".into()]),
+            "{file}"
+        );
+        assert!(src.contains(arrive), "{file}: no `{}`", arrive.trim());
+        // The wait in front of the arrival (and, where the kernel waits again later, that
+        // later wait kept: it completes nothing more).
+        let fixed = src.replacen(arrive, &format!("{wait}{arrive}"), 1);
+        assert_eq!(
+            outcome(file, &fixed, true),
+            Outcome::RaceFree,
+            "{file} with the wait first:\n{fixed}"
+        );
+        let uncommitted = fixed.replacen(commit, "", 1);
+        assert!(
+            matches!(outcome(file, &uncommitted, false), Outcome::Refused(_)),
+            "{file}: a wait with no commit before it completes no copy, yet it was accepted:\n{uncommitted}"
+        );
+    }
+}

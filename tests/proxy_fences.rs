@@ -200,3 +200,52 @@ fn the_hostile_f3_kernel_gets_its_fence_in_the_writing_threads() {
         assert!(r.is_race_free(), "proof={proof}: {}\n{out}", r.summary());
     }
 }
+
+/// The kernel's own `fence_proxy_async` after its store, in a loop, read by another thread's
+/// async access (session 35's K5): `sync` puts the barrier the store needs between the store
+/// and that fence, where the fence no longer precedes the release — it must fence the writes
+/// again before the barrier. The three async readers (TMA store source, wgmma operand, TMA
+/// load destination), 1 to 3 trips: the output is race-free for the interpreter and the
+/// static proof (no `C0013`), and the base binary's output (user fence only) is not.
+#[test]
+fn a_users_fence_after_the_placed_barrier_is_not_taken_as_the_writers_fence() {
+    let access = [
+        // (declarations, the async access and its completion, after `fence_proxy_async`)
+        (
+            "",
+            "    if %el {\n      tma_store %Y[%i, 0] <- @o\n      bulk_commit\n      bulk_wait 0\n    }\n",
+        ),
+        (
+            "  shared @b : f32[64]\n",
+            "    %d = wgmma @o, @b, 0.0\n    wgmma_commit\n    wgmma_wait 0\n    gstore %Y[%i, %t], %d\n",
+        ),
+        (
+            "  shared @full : mbarrier[1]\n",
+            "    if %el {\n      mbar_arrive @full[0] tx 256\n      tma_load @o <- %Y[%i, 0], @full[0]\n    }\n    %par = rem %i, 2\n    mbar_wait @full[0], %par\n    %r = sub 63, %t\n    %x = load @o[%r]\n    gstore %Y[%i, %t], %x\n",
+        ),
+    ];
+    let target = Target::from_name("sm_90").expect("sm_90");
+    for (decls, body) in access {
+        for trips in 1..=3 {
+            let init = if decls.contains("@full") {
+                "  if %el {\n    mbar_init @full[0], 1\n  }\n  barrier\n"
+            } else if decls.contains("@b") {
+                "  store @b[%t], %f\n"
+            } else {
+                ""
+            };
+            let src = format!(
+                "kernel @k(%Y: global f32[4, 64]) block(64) {{\n  shared @o : f32[64]\n{decls}  %t = tid.x\n  %f = itof %t\n  %el = cmp eq %t, 0\n{init}  for %i = 0 to {trips} step 1 {{\n    store @o[%t], %f\n    fence_proxy_async\n{body}  }}\n}}\n"
+            );
+            let k = common::parse_verified(&src);
+            let synced = synchronize(&k, &target, &PlaceOptions::default())
+                .unwrap_or_else(|e| panic!("sync refused: {e:?}\n{src}"))
+                .kernel;
+            let out = smemsync::emit::text::print_kernel(&synced);
+            for proof in [false, true] {
+                let r = check_race_free(&synced, &opts(proof));
+                assert!(r.is_race_free(), "proof={proof}: {}\n{out}", r.summary());
+            }
+        }
+    }
+}

@@ -217,8 +217,57 @@ fn overlap(k: &Kernel, a: Buffer, b: Buffer) -> bool {
     }
 }
 
-/// A block barrier passed on the way to the current point: the barrier op, the pending set
-/// just before it, and the log length there.
+/// Where a pending generic write stands on one path to the current point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum St {
+    /// No fence and no sync op since the write.
+    Unfenced,
+    /// Past a sync op (which may publish the write to other threads) with no fence before it.
+    Published,
+    /// Fenced only after a sync op published it: the fence serves the writer's own later
+    /// async accesses, other threads' only once a later block barrier orders them after it
+    /// (session 35's K5: `store; barrier; fence_proxy_async; tma_store` from another thread).
+    Late,
+}
+
+/// The pending writes: each with its state on some path (a powerset lattice, joined by
+/// union: one write may stand differently on two paths).
+type Pending = BTreeSet<(Op, St)>;
+
+/// A fence: unfenced writes are done with; published ones become late.
+fn fence(pending: &mut Pending) {
+    *pending = (pending.iter())
+        .filter_map(|&(w, st)| match st {
+            St::Unfenced => None,
+            St::Published | St::Late => Some((w, St::Late)),
+        })
+        .collect();
+}
+
+/// A sync op: unfenced writes may now be seen by other threads; a block barrier also orders
+/// every late fence before what follows it.
+fn publish(pending: &mut Pending, block: bool) {
+    *pending = (pending.iter())
+        .filter_map(|&(w, st)| match st {
+            St::Late if block => None,
+            St::Unfenced => Some((w, St::Published)),
+            other => Some((w, other)),
+        })
+        .collect();
+}
+
+/// Every write of `pending`, once.
+fn unfenced_or_late(pending: &Pending) -> BTreeSet<Op> {
+    pending.iter().map(|&(w, _)| w).collect()
+}
+
+/// The writes of `pending` that are unfenced (on some path).
+fn unfenced(pending: &Pending) -> BTreeSet<Op> {
+    (pending.iter()).filter(|(_, st)| *st != St::Late).map(|&(w, _)| w).collect()
+}
+
+/// A block barrier passed on the way to the current point: the barrier op, the writes
+/// unfenced just before it, and the log length there.
 type Release = (Op, BTreeSet<Op>, usize);
 
 /// The most recent block barrier of one region sequence being walked.
@@ -239,7 +288,7 @@ struct Walk<'a> {
 }
 
 impl Walk<'_> {
-    fn region(&mut self, r: Region, pending: &mut BTreeSet<Op>) {
+    fn region(&mut self, r: Region, pending: &mut Pending) {
         self.region_from(r, pending, None);
     }
 
@@ -249,18 +298,18 @@ impl Walk<'_> {
     fn region_from(
         &mut self,
         r: Region,
-        pending: &mut BTreeSet<Op>,
+        pending: &mut Pending,
         release: Option<Release>,
     ) -> Option<Release> {
         self.frames.push(Frame { release });
         for &op in self.k.region_ops(r) {
             if self.fence_at.contains(&ProgramPoint::before(op)) {
-                pending.clear();
+                fence(pending);
             }
             self.op(op, pending);
         }
         if self.fence_at.contains(&ProgramPoint::end(r)) {
-            pending.clear();
+            fence(pending);
         }
         self.frames.pop().and_then(|f| f.release)
     }
@@ -273,8 +322,8 @@ impl Walk<'_> {
     /// that pass it — not those pending at the loop's entry, which reach the first trip
     /// without it. A fence before it is executed by every thread, the writers included
     /// (docs/placement.md, "Proxy fences").
-    fn walk_loop(&mut self, regions: &[Region], pending: &mut BTreeSet<Op>) {
-        let entry = pending.clone();
+    fn walk_loop(&mut self, regions: &[Region], pending: &mut Pending) {
+        let entry = unfenced(pending);
         let mut carried: Option<Release> = None;
         loop {
             let mut cur = pending.clone();
@@ -291,7 +340,7 @@ impl Walk<'_> {
         }
     }
 
-    fn op(&mut self, op: Op, pending: &mut BTreeSet<Op>) {
+    fn op(&mut self, op: Op, pending: &mut Pending) {
         let k = self.k;
         let od = &k.ops[op];
         match &od.kind {
@@ -303,20 +352,21 @@ impl Walk<'_> {
             }
             OpKind::For { .. } | OpKind::While { .. } => self.walk_loop(&od.regions, pending),
             OpKind::Stage { .. } => self.region(od.regions[0], pending),
-            OpKind::FenceProxyAsync => pending.clear(),
+            OpKind::FenceProxyAsync => fence(pending),
             kind if is_async_proxy(kind) => self.async_access(op, pending),
             _ => {
                 let e = effects(k, op);
-                if let Some(s) = &e.sync
-                    && is_block_release(s, k.threads())
-                    && let Some(f) = self.frames.last_mut()
-                {
-                    f.release = Some((op, pending.clone(), self.log.len()));
+                if let Some(s) = &e.sync {
+                    let block = is_block_release(s, k.threads());
+                    if block && let Some(f) = self.frames.last_mut() {
+                        f.release = Some((op, unfenced(pending), self.log.len()));
+                    }
+                    publish(pending, block);
                 }
                 for a in &e.shared {
                     let generic_write = !a.kind.is_async() && a.kind.writes();
                     if generic_write && self.async_bufs.contains(&k.root_buffer(a.mem)) {
-                        pending.insert(op);
+                        pending.insert((op, St::Unfenced));
                         self.log.push(op);
                     }
                 }
@@ -325,16 +375,15 @@ impl Walk<'_> {
     }
 
     /// An async-proxy access: plans a fence for the pending writes to its buffers.
-    fn async_access(&mut self, op: Op, pending: &mut BTreeSet<Op>) {
+    fn async_access(&mut self, op: Op, pending: &mut Pending) {
         let k = self.k;
         let bufs: Vec<Buffer> = effects(k, op)
             .shared
             .iter()
             .map(|a| k.root_buffer(a.mem))
             .collect();
-        let needs: Vec<Op> = pending
-            .iter()
-            .copied()
+        let needs: Vec<Op> = unfenced_or_late(pending)
+            .into_iter()
             .filter(|&w| {
                 effects(k, w)
                     .shared

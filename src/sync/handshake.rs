@@ -250,6 +250,7 @@ pub(crate) fn accesses(k: &Kernel, r: Region, out: &mut Vec<Access>) {
             OpKind::LocalLoad { mem, .. } => push(*mem, false, None),
             OpKind::LocalStore { mem, .. } => push(*mem, true, None),
             OpKind::TmaLoad { dst, .. } | OpKind::TdmLoad { dst, .. } => push(*dst, true, None),
+            OpKind::CpAsyncTile(t) | OpKind::GatherToLdsTile(t) => push(t.dst, true, None),
             OpKind::CpAsync { dst, dst_index, .. }
             | OpKind::GatherToLds { dst, dst_index, .. } => push(*dst, true, Some(dst_index)),
             OpKind::TmaStore { src, .. } => push(*src, false, None),

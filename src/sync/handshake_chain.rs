@@ -12,8 +12,10 @@
 //!   `mbar_arrive E[j]` of X follows `x` in the same iteration of the same innermost loop,
 //!   executed whenever `x` is (its `if`s below the loop enclose `x`), or executed by an elected
 //!   thread (extra `if`s whose conditions are thread-dependent) after a barrier of the role
-//!   (`named_sync`/`barrier`, executed whenever `x` is) that follows `x`. A `wgmma` read must
-//!   first be completed by a `wgmma_wait 0` (before the barrier, or before the arrival);
+//!   (`named_sync`/`barrier`, executed whenever `x` is) that follows `x`. An asynchronous
+//!   access must first be completed by its own threads (before the barrier, or before the
+//!   arrival): a `wgmma` read by a `wgmma_wait 0`, a `tma_store` read by a `bulk_wait 0` and a
+//!   `cp_async` write by a `cp_async_wait 0`, each after a commit closing the copy's group;
 //! - **acquire** of `y` on `E[j]`: an `mbar_wait E[j]` of Y precedes `y` in the same
 //!   iteration of the same innermost loop, executed whenever `y` is, and verified or taken as
 //!   written by `analysis::mbar_protocol` (not among its unverified waits: the parity names the
@@ -212,18 +214,8 @@ impl Cx<'_> {
         if let OpKind::TmaLoad { mbar, mbar_index, .. } = &k.ops[x].kind {
             return self.elem(*mbar, mbar_index, slot).into_iter().collect();
         }
-        let px = self.pos[&x];
-        // A `wgmma` read is complete only after a `wgmma_wait 0` of the same threads.
-        let after = if matches!(k.ops[x].kind, OpKind::Wgmma { .. }) {
-            let done = self.ops[px..].iter().find(|&&w| {
-                matches!(k.ops[w].kind, OpKind::WgmmaWait(0)) && self.runs_with(w, x)
-            });
-            match done {
-                Some(&w) => self.pos[&w],
-                None => return Vec::new(),
-            }
-        } else {
-            px
+        let Some(after) = self.completed_at(x) else {
+            return Vec::new();
         };
         let barrier = self.ops[after..].iter().find(|&&s| {
             matches!(k.ops[s].kind, OpKind::NamedSync { .. } | OpKind::Barrier) && self.runs_with(s, x)
@@ -241,6 +233,45 @@ impl Cx<'_> {
             }
         }
         out
+    }
+
+    /// The position from which the access `x` is complete for the threads that issued it: `x`
+    /// itself for a synchronous access; for an asynchronous one, the first wait after it (in
+    /// its iteration, whenever it runs) that completes every copy of its queue — `wgmma_wait 0`
+    /// for a `wgmma` read; for a `tma_store` read or a `cp_async` write, a `bulk_wait 0` or
+    /// `cp_async_wait 0` after a commit that closes its group. `None` when no such wait follows
+    /// (an arrival before it releases a copy still in flight: K1, K2), and for copies whose
+    /// completion this check does not model (`gather_to_lds`, TDM: no mbarriers on their
+    /// targets).
+    fn completed_at(&self, x: Op) -> Option<usize> {
+        let k = self.k;
+        let px = self.pos[&x];
+        let is_commit = |o: Op| match &k.ops[x].kind {
+            OpKind::TmaStore { .. } => matches!(k.ops[o].kind, OpKind::BulkCommit),
+            _ => matches!(k.ops[o].kind, OpKind::CpAsyncCommit),
+        };
+        let (needs_commit, is_wait): (bool, &dyn Fn(Op) -> bool) = match &k.ops[x].kind {
+            OpKind::Wgmma { .. } => (false, &|o| matches!(k.ops[o].kind, OpKind::WgmmaWait(0))),
+            OpKind::TmaStore { .. } => (true, &|o| matches!(k.ops[o].kind, OpKind::BulkWait(0))),
+            OpKind::CpAsync { .. } | OpKind::CpAsyncTile(_) => {
+                (true, &|o| matches!(k.ops[o].kind, OpKind::CpAsyncWait(0)))
+            }
+            OpKind::GatherToLds { .. } | OpKind::GatherToLdsTile(_) | OpKind::TdmLoad { .. } => {
+                return None
+            }
+            _ => return Some(px),
+        };
+        let mut committed = !needs_commit;
+        for &o in &self.ops[px + 1..] {
+            if !self.runs_with(o, x) {
+                continue;
+            }
+            committed |= is_commit(o);
+            if committed && is_wait(o) {
+                return Some(self.pos[&o]);
+            }
+        }
+        None
     }
 
     /// The mbarrier elements `y` (slot `slot`) acquires: waits before it, in its iteration.
@@ -335,12 +366,18 @@ impl Cx<'_> {
             Some(Operand::Imm(c)) => format!(" slot {}", c.as_i64()),
             None => String::new(),
         };
+        let arrives = self.sync_list(x.op, false);
+        let signals = match async_completion(&k.ops[x.op].kind) {
+            Some((copy, wait)) => format!(
+                "{rx}'s access is an asynchronous `{copy}`, released only by an arrival after a `{wait}` of its threads completes it, and none on those follows one (it arrives on {arrives})"
+            ),
+            None => format!("{rx} signals none of them after its access (it arrives on {arrives})"),
+        };
         let msg = format!(
-            "{rx} {} {buf}{slot}; {ry} {} it after waiting only on {} in that iteration; {rx} signals none of them after its access (it arrives on {}): no mbarrier handshake orders {ry}'s access after {rx}'s",
+            "{rx} {} {buf}{slot}; {ry} {} it after waiting only on {} in that iteration; {signals}: no mbarrier handshake orders {ry}'s access after {rx}'s",
             verb(x.write),
             verb(y.write),
             self.sync_list(y.op, true),
-            self.sync_list(x.op, false),
         );
         Diagnostic::error(DiagKind::Finding, "E0307", msg)
             .with_label(k.span(y.op), format!("{ry} {} {buf} here", verb(y.write)))
@@ -348,4 +385,18 @@ impl Cx<'_> {
             .with_note("a hand-written handshake orders the roles only where the earlier access is followed by an arrival (after the access, in its iteration) on an mbarrier slot the later role waits on before its access (docs/pipeline.md)")
             .with_help(format!("make {ry} wait before its access on an mbarrier {rx} arrives on after its access (the `empty`/`full` pair of the slot), or let `sync` place the handshakes: remove them from both roles"))
     }
+}
+
+/// For an asynchronous shared access: its mnemonic and the wait that completes it for its
+/// own threads (what `Cx::completed_at` looks for), for E0307's message.
+fn async_completion(kind: &OpKind) -> Option<(&'static str, &'static str)> {
+    Some(match kind {
+        OpKind::Wgmma { .. } => ("wgmma", "wgmma_wait 0"),
+        OpKind::TmaStore { .. } => ("tma_store", "bulk_commit; bulk_wait 0"),
+        OpKind::CpAsync { .. } => ("cp_async", "cp_async_commit; cp_async_wait 0"),
+        OpKind::CpAsyncTile(_) => ("cp_async_tile", "cp_async_commit; cp_async_wait 0"),
+        OpKind::GatherToLds { .. } | OpKind::GatherToLdsTile(_) => ("gather_to_lds", "waitcnt"),
+        OpKind::TdmLoad { .. } => ("tdm_load", "waitcnt"),
+        _ => return None,
+    })
 }
