@@ -15,6 +15,13 @@
 //!   arms of a role branch (`if in_group @g`) are aligned by the iteration of their first loop
 //!   (the producer's iteration `i` before the consumers' iteration `i`), which is how `sync`
 //!   pairs the roles' pipeline loops.
+//! - **Alignment.** Where some wait fails the parity check under those keys, the arms'
+//!   iterations are re-keyed: counted over every loop of the arm, the first arm's shifted by
+//!   a skew `d` in 0, −1, 1 … ±[`MAX_SKEW`]; the first key order under which every wait
+//!   passes is used for the whole verdict (a skewed producer, J1; a prologue loop, J1b). Any
+//!   one order monotone in program order in which an iteration's events keep one position
+//!   makes `sync::handshake_chain`'s argument hold, so this is a search, not an assumption;
+//!   with none, the first-loop verdict (its E0306) stands.
 //! - **Rounds.** A slot initialised once with count `n`, on which `A` threads arrive, each
 //!   the same number of times: each thread's `j`-th arrival belongs to round `j / (n / A)`.
 //!   `n` not a multiple of `A` with `n < A` is *wrong* (a phase completes before every thread
