@@ -15,6 +15,13 @@
 //!   arms of a role branch (`if in_group @g`) are aligned by the iteration of their first loop
 //!   (the producer's iteration `i` before the consumers' iteration `i`), which is how `sync`
 //!   pairs the roles' pipeline loops.
+//! - **Alignment.** Where some wait fails the parity check under those keys, the arms'
+//!   iterations are re-keyed: counted over every loop of the arm, the first arm's shifted by
+//!   a skew `d` in 0, −1, 1 … ±[`MAX_SKEW`]; the first key order under which every wait
+//!   passes is used for the whole verdict (a skewed producer, J1; a prologue loop, J1b). Any
+//!   one order monotone in program order in which an iteration's events keep one position
+//!   makes `sync::handshake_chain`'s argument hold, so this is a search, not an assumption;
+//!   with none, the first-loop verdict (its E0306) stands.
 //! - **Rounds.** A slot initialised once with count `n`, on which `A` threads arrive, each
 //!   the same number of times: each thread's `j`-th arrival belongs to round `j / (n / A)`.
 //!   `n` not a multiple of `A` with `n < A` is *wrong* (a phase completes before every thread
@@ -86,9 +93,35 @@ struct Event {
     thread: u32,
     seq: usize,
     key: Vec<i64>,
+    /// Where the event lies in a role branch's arm, for the counted keys ([`ArmPos`]).
+    arm: Option<ArmPos>,
     op: Op,
     slot: Slot,
     ev: Ev,
+}
+
+/// An event's place in an arm of a role branch, counted over the arm's loops: the key
+/// position of the arm's iteration, the number `c` of arm-loop iterations before the event
+/// (every loop of the arm not nested in another, in program order), and whether the event
+/// lies in iteration `c` itself (else between loops: after `c` iterations).
+#[derive(Copy, Clone, Debug)]
+struct ArmPos {
+    at: usize,
+    count: i64,
+    in_loop: bool,
+}
+
+/// The alignment state of the role branch being traced.
+#[derive(Copy, Clone, Debug)]
+struct Align {
+    /// Key position of the arm's iteration (the arm index follows it).
+    at: usize,
+    /// An arm-level loop is running.
+    running: bool,
+    /// The arm's first loop has run (the default keys align only that one).
+    ran: bool,
+    /// Arm-level iterations completed or started: the counted index of the current one.
+    count: i64,
 }
 
 /// Verifies every `mbar_wait` of `k` (warp width `warp`); a kernel without one gets an empty
@@ -271,7 +304,7 @@ fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op])
         }
         let t = trace(k, warp, &assign, budget)?;
         budget -= t.steps;
-        let mut v = Protocol::new(k, t.events, t.weight).verdict(waits);
+        let mut v = aligned(k, t.events, t.weight).verdict(waits);
         if !assign.is_empty() {
             let with: Vec<String> = (params.iter()).map(|(p, ..)| format!("%{} = {}", k.value_names.get(*p), assign[p])).collect();
             for d in v.errors.iter_mut().chain(v.warnings.iter_mut()) {
@@ -294,6 +327,50 @@ fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op])
     let errs = out.errors.iter().map(at).collect::<Vec<_>>();
     out.warnings.retain(|w| !errs.contains(&at(w)));
     Ok(out)
+}
+
+/// Relative skews of the counted keys tried (module doc, *Alignment*): the producer arm's
+/// counted iterations shifted by `-MAX_SKEW ..= MAX_SKEW` against the other arm's.
+pub const MAX_SKEW: i64 = 8;
+
+/// The protocol of a trace under the first alignment of the role arms whose every wait
+/// passes the parity check: the default keys (the arms' first loops by iteration), else
+/// the counted keys with skew 0, −1, 1, −2, 2 … ±[`MAX_SKEW`]; with none, the default's
+/// (its E0306 stands). Any one key order, used for every wait at once, makes the
+/// handshakes' chains sound (docs/async.md, *Alignment*), so the choice is a search, not
+/// an assumption.
+fn aligned(k: &Kernel, events: Vec<Event>, weight: HashMap<u32, u32>) -> Protocol<'_> {
+    let counted = events.iter().any(|e| e.arm.is_some());
+    let base = Protocol::new(k, events, weight);
+    if !counted || base.parity_ok() {
+        return base;
+    }
+    for d in std::iter::once(0).chain((1..=MAX_SKEW).flat_map(|d| [-d, d])) {
+        let ev = (base.ev.iter()).map(|e| counted_key(e, d)).collect();
+        let p = Protocol::new(k, ev, base.weight.clone());
+        if p.parity_ok() {
+            return p;
+        }
+    }
+    base
+}
+
+/// Event `e` with its counted key: in a role arm, the arm's iteration position becomes
+/// `2(c + d) + 1` in counted iteration `c` and `2(c + d)` between loops after `c ≥ 1` of
+/// them, `d` the skew for the first arm and 0 for the others (monotone in program order).
+/// Events before an arm's first loop stay first, in arm order, whatever the skew: a branch
+/// without loops keeps its earlier arm keyed first, which `sync::handshake_chain` relies on
+/// (it then checks only that direction).
+fn counted_key(e: &Event, d: i64) -> Event {
+    let mut e = e.clone();
+    if let Some(a) = e.arm {
+        let d = if e.key[a.at + 1] == 0 { d } else { 0 };
+        e.key[a.at] = match (a.in_loop, a.count) {
+            (false, 0) => i64::MIN / 2,
+            (l, c) => 2 * (c + d) + l as i64,
+        };
+    }
+    e
 }
 
 /// Where a diagnostic points (its primary label).
@@ -335,9 +412,8 @@ struct Tracer<'k> {
     tid: u32,
     env: HashMap<Value, i64>,
     key: Vec<i64>,
-    /// Alignment of a role branch's arms: the key position of the arm loop's iteration,
-    /// whether that loop is running, whether it has run.
-    align: Option<(usize, bool, bool)>,
+    /// Alignment of a role branch's arms.
+    align: Option<Align>,
     events: Vec<Event>,
     seq: usize,
     steps: usize,
@@ -447,7 +523,8 @@ impl Tracer<'_> {
                 let r = k.ops[op].regions[arm];
                 if self.align.is_none() && role_branch(k, cond) {
                     self.key.extend([-1, arm as i64]);
-                    self.align = Some((self.key.len() - 2, false, false));
+                    let at = self.key.len() - 2;
+                    self.align = Some(Align { at, running: false, ran: false, count: 0 });
                     let res = self.region(r);
                     self.align = None;
                     self.key.truncate(self.key.len() - 2);
@@ -494,12 +571,13 @@ impl Tracer<'_> {
         let body = k.ops[op].regions[0];
         let args = k.region_args(body).to_vec();
         let mut vals: Vec<Option<i64>> = init.iter().map(|o| self.eval(o)).collect();
-        let arm_loop = match &mut self.align {
-            Some(a) if !a.1 && !a.2 => {
-                a.1 = true;
-                Some(a.0)
+        // An arm-level loop: counted; the arm's first one also sets the default key.
+        let (counted, arm_loop) = match &mut self.align {
+            Some(a) if !a.running => {
+                a.running = true;
+                (true, (!a.ran).then_some(a.at))
             }
-            _ => None,
+            _ => (false, None),
         };
         let (mut iv, mut n) = (lo, 0i64);
         while iv < hi {
@@ -510,6 +588,11 @@ impl Tracer<'_> {
             if let Some(s) = arm_loop {
                 self.key[s] = n;
             }
+            if let (true, Some(a)) = (counted, self.align.as_mut())
+                && n > 0
+            {
+                a.count += 1;
+            }
             self.key.push(n);
             let r = self.region(body);
             self.key.pop();
@@ -518,10 +601,14 @@ impl Tracer<'_> {
             iv += st;
             n += 1;
         }
-        if let (Some(s), Some(a)) = (arm_loop, self.align.as_mut()) {
-            self.key[s] = i64::MAX / 2;
-            a.1 = false;
-            a.2 = true;
+        if let (true, Some(a)) = (counted, self.align.as_mut()) {
+            // After the loop: `count` iterations done (the last one was counted at its start).
+            a.count += (n > 0) as i64;
+            a.running = false;
+            if let Some(s) = arm_loop {
+                self.key[s] = i64::MAX / 2;
+                a.ran = true;
+            }
         }
         for (res, v) in k.ops[op].results.clone().into_iter().zip(vals) {
             self.set(res, v);
@@ -568,10 +655,12 @@ impl Tracer<'_> {
                 _ => return Err((op, "an mbarrier index is not known statically or is out of range".into())),
             }
         }
+        let arm = self.align.map(|a| ArmPos { at: a.at, count: a.count, in_loop: a.running });
         self.events.push(Event {
             thread: self.tid,
             seq: self.seq,
             key: self.key.clone(),
+            arm,
             op,
             slot: Slot(b, flat),
             ev,
@@ -733,6 +822,21 @@ impl<'k> Protocol<'k> {
             }
         }
         p
+    }
+
+    /// Whether every wait passes the parity check against the keys (no E0306 of
+    /// [`Protocol::check_wait`]).
+    fn parity_ok(&self) -> bool {
+        self.by_slot.iter().all(|(s, idx)| {
+            if self.broken.contains_key(s) {
+                return true;
+            }
+            let latest = self.latest(*s);
+            idx.iter().all(|&i| match self.ev[i].ev {
+                Ev::Wait(p) => self.check_wait(i, p, &latest).is_none(),
+                _ => true,
+            })
+        })
     }
 
     /// The size of traced thread `t`'s class.

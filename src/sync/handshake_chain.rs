@@ -9,7 +9,8 @@
 //! buffer, at least one a write, both directions need a chain through one mbarrier element
 //! `E[j]`:
 //! - **release** of `x` on `E[j]`: `x` is a `tma_load` completing on `E[j]`; or an
-//!   `mbar_arrive E[j]` of X follows `x` in the same iteration of the same innermost loop,
+//!   `mbar_arrive E[j]` of X follows `x` in the same iteration of the same innermost loop
+//!   (outside a loop of the branch: with no loop between them, so both take one key position),
 //!   executed whenever `x` is (its `if`s below the loop enclose `x`), or executed by an elected
 //!   thread (extra `if`s whose conditions are thread-dependent) after a barrier of the role
 //!   (`named_sync`/`barrier`, executed whenever `x` is) that follows `x`. An asynchronous
@@ -28,8 +29,9 @@
 //! A branch without a loop in its arms runs each access once, and `mbar_protocol` keys the
 //! earlier arm first: only the direction from the earlier arm to the later one is required.
 //! With both chains for every pair, each execution of `y` follows the executions of `x` keyed
-//! before it and precedes those keyed after it (the trace keys of `mbar_protocol`: the
-//! producer's iteration `i` before the consumers' iteration `i`). An arrival before the
+//! before it and precedes those keyed after it (the trace keys of `mbar_protocol`, whichever
+//! alignment of the arms it chose: an access and its release share their arm's key
+//! position, so `x` keyed before `y` puts the release before the acquire). An arrival before the
 //! access (an "early arrive"), a wait after the refill, a wait on another role's mbarrier, a
 //! guarded wait or arrival: no chain. Branches whose roles share a named barrier id are not
 //! checked (named handshakes: `smemsync check` verifies them; docs/pipeline.md, limits).
@@ -54,6 +56,8 @@ type Elem = (Buffer, Option<i64>);
 /// What the chain check needs of one role branch.
 struct Cx<'a> {
     k: &'a Kernel,
+    /// The role branch checked.
+    br: Op,
     unverified: &'a HashSet<Op>,
     uni: Uniformity,
     /// Program order over the branch.
@@ -72,6 +76,7 @@ pub(crate) fn missing_chains(k: &Kernel, br: Op, unverified: &HashSet<Op>) -> Ve
     let pos = ops.iter().enumerate().map(|(i, &o)| (o, i)).collect();
     let cx = Cx {
         k,
+        br,
         unverified,
         uni: crate::analysis::uniformity::analyze(k),
         pos,
@@ -181,7 +186,20 @@ impl Cx<'_> {
     /// Whether `s` runs in the same iteration as `o`, in every execution of `o`.
     fn runs_with(&self, s: Op, o: Op) -> bool {
         let go = self.guards(o);
-        self.loop_of(s) == self.loop_of(o) && self.guards(s).iter().all(|g| go.contains(g))
+        self.loop_of(s) == self.loop_of(o)
+            && self.guards(s).iter().all(|g| go.contains(g))
+            && self.same_arm_iteration(s, o)
+    }
+
+    /// Whether `s` and `o` (same innermost loop) share `mbar_protocol`'s position of an arm's
+    /// iteration: they lie in one iteration of a loop inside the role branch, or no loop lies
+    /// between them. Outside such a loop, an arm-level loop between them would key the later
+    /// one after iterations of the other role that the earlier one precedes: a chain through
+    /// it would not order the pairs keyed between (docs/pipeline.md, *Keys*).
+    fn same_arm_iteration(&self, s: Op, o: Op) -> bool {
+        let inside = self.loop_of(o).is_some_and(|l| self.k.parents().ancestors(l).contains(&self.br));
+        let (a, b) = (self.pos[&s].min(self.pos[&o]), self.pos[&s].max(self.pos[&o]));
+        inside || !self.ops[a + 1..b].iter().any(|&x| is_loop(&self.k.ops[x].kind))
     }
 
     /// Whether every `if` arm of `s` that does not enclose `o` is selected by a
@@ -189,6 +207,7 @@ impl Cx<'_> {
     fn elected_from(&self, s: Op, o: Op) -> bool {
         let (k, go) = (self.k, self.guards(o));
         self.loop_of(s) == self.loop_of(o)
+            && self.same_arm_iteration(s, o)
             && self.guards(s).iter().filter(|g| !go.contains(g)).all(|&g| {
                 let owner = k.parents().region_op[g];
                 matches!(owner.map(|p| &k.ops[p].kind), Some(OpKind::If { cond }) if !self.uni.operand_uniform(cond))
