@@ -67,9 +67,9 @@ pub(super) fn warp_shifts(
     None
 }
 
-/// `s` with variable `t` moved by `d` and the constraints it breaks restored greedily (module
-/// doc); `None` when `t` leaves its box or some broken constraint has no variable to move.
-/// The point returned need not satisfy `p`: the caller checks it.
+/// `s` with variable `t` moved by `d` and the constraints it breaks mended ([`mend`]);
+/// `None` when `t` leaves its box or some broken constraint cannot be mended. The point
+/// returned need not satisfy `p`: the caller checks it.
 fn shift(p: &Problem, occ: &[Vec<usize>], s: &[i64], (t, d): (usize, i64)) -> Option<Vec<i64>> {
     let mut x = s.to_vec();
     x[t] = x[t].checked_add(d)?;
@@ -78,30 +78,69 @@ fn shift(p: &Problem, occ: &[Vec<usize>], s: &[i64], (t, d): (usize, i64)) -> Op
     }
     let mut moved = vec![false; x.len()];
     moved[t] = true;
-    let mut todo: Vec<usize> = occ[t].clone();
+    mend(p, occ, &mut x, &mut moved, occ[t].clone())?;
+    Some(x)
+}
+
+/// A point of `p` near `s`, a solution of a problem with the same variables and boxes
+/// (another constant of some constraint): `s` with the constraints it breaks mended
+/// ([`mend`], no variable fixed); `None` when some cannot be. The point returned need not
+/// satisfy `p`: the caller checks it.
+pub(super) fn repair(p: &Problem, s: &[i64]) -> Option<Vec<i64>> {
+    let n = p.lo.len();
+    if s.len() != n {
+        return None;
+    }
+    let mut occ: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, c) in p.cons.iter().enumerate() {
+        for &(v, _) in &c.terms {
+            occ[v].push(i);
+        }
+    }
+    let mut x = s.to_vec();
+    let mut moved = vec![false; n];
+    mend(p, &occ, &mut x, &mut moved, (0..p.cons.len()).rev().collect())?;
+    Some(x)
+}
+
+/// Mends the constraints in `todo` (and, in turn, those of each variable it moves): one
+/// that `x` violates gets one variable not moved yet moved by the step `m` of least
+/// magnitude that brings it within its bounds and keeps the variable in its box, the
+/// variable of largest coefficient first (the quotient of `t div c` rather than its
+/// remainder). Each variable moves at most once: at most `n` moves. `None` when a violated
+/// constraint has no such variable.
+fn mend(p: &Problem, occ: &[Vec<usize>], x: &mut [i64], moved: &mut [bool], mut todo: Vec<usize>) -> Option<()> {
     while let Some(ci) = todo.pop() {
         let c = &p.cons[ci];
-        let at = |y: &[i64]| c.terms.iter().map(|&(v, a)| a as i128 * y[v] as i128).sum::<i128>();
-        let now = at(&x);
-        if c.lo as i128 <= now && now <= c.hi as i128 {
+        let now: i128 = c.terms.iter().map(|&(v, a)| a as i128 * x[v] as i128).sum();
+        let (lo, hi) = (c.lo as i128 - now, c.hi as i128 - now);
+        if lo <= 0 && 0 <= hi {
             continue;
         }
-        let change = now - at(s);
         let pick = c
             .terms
             .iter()
-            .filter(|&&(v, a)| !moved[v] && change % a as i128 == 0)
+            .filter(|&&(v, _)| !moved[v])
             .filter_map(|&(v, a)| {
-                let nv = i64::try_from(x[v] as i128 - change / a as i128).ok()?;
-                (p.lo[v] <= nv && nv <= p.hi[v]).then_some((v, a, nv))
+                let m = step(a as i128, (lo, hi), (p.lo[v] as i128 - x[v] as i128, p.hi[v] as i128 - x[v] as i128))?;
+                Some((v, a, m))
             })
             .max_by_key(|&(v, a, _)| (a.unsigned_abs(), std::cmp::Reverse(v)));
-        let (v, _, nv) = pick?;
-        x[v] = nv;
+        let (v, _, m) = pick?;
+        x[v] = i64::try_from(x[v] as i128 + m).ok()?;
         moved[v] = true;
         todo.extend(occ[v].iter().copied());
     }
-    Some(x)
+    Some(())
+}
+
+/// The integer `m` of least magnitude with `a·m` in `[lo, hi]` and `m` in `[mlo, mhi]`
+/// (`a ≠ 0`).
+fn step(a: i128, (lo, hi): (i128, i128), (mlo, mhi): (i128, i128)) -> Option<i128> {
+    let (lo, hi, a) = if a > 0 { (lo, hi, a) } else { (-hi, -lo, -a) };
+    let first = (-((-lo).div_euclid(a))).max(mlo);
+    let last = hi.div_euclid(a).min(mhi);
+    (first <= last).then(|| 0.clamp(first, last))
 }
 
 #[cfg(test)]
@@ -122,6 +161,31 @@ mod tests {
         assert!(p.satisfied_by(&s));
         let x = warp_shifts(&p, &[s], (t, t), 32, |x| p.satisfied_by(x)).unwrap();
         assert_eq!(x, vec![35, 4, 3]);
+    }
+
+    /// A solution of `t + 16u = 10` repaired for `t + 16u = 74`: `u` (larger coefficient)
+    /// moves by 4; for `t + 16u = 75` no single move mends it.
+    #[test]
+    fn a_moved_constant_is_repaired() {
+        let mut p = Problem::default();
+        let t = p.var(0, 63);
+        let u = p.var(0, 15);
+        p.add(&[(t, 1), (u, 16)], 74, 74);
+        assert_eq!(repair(&p, &[10, 0]), Some(vec![10, 4]));
+        p.cons[0].lo = 75;
+        p.cons[0].hi = 75;
+        assert_eq!(repair(&p, &[10, 0]), None);
+    }
+
+    /// The least step into a window, for both signs of the coefficient.
+    #[test]
+    fn least_steps() {
+        assert_eq!(step(8, (-40, -33), (-10, 10)), Some(-5));
+        assert_eq!(step(-8, (33, 40), (-10, 10)), Some(-5));
+        assert_eq!(step(8, (1, 7), (-10, 10)), None);
+        assert_eq!(step(1, (-3, 5), (-10, 10)), Some(0));
+        assert_eq!(step(2, (5, 9), (-10, 3)), Some(3));
+        assert_eq!(step(2, (5, 9), (-10, 2)), None);
     }
 
     /// A thread pinned by a constraint no other variable can absorb gives no point.
