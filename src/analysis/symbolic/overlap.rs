@@ -202,15 +202,22 @@ pub struct Store {
 
 thread_local! {
     /// Whether [`decide`] tries a mended solution before solving (off:
-    /// `SMEMSYNC_OVERLAP_NO_REPAIR=1`, or [`mended_witnesses`]).
-    static MEND: std::cell::Cell<bool> =
-        std::cell::Cell::new(std::env::var_os("SMEMSYNC_OVERLAP_NO_REPAIR").is_none());
+    /// `SMEMSYNC_OVERLAP_NO_REPAIR=1`, or [`mended_witnesses`]), and how many questions of
+    /// this thread it answered.
+    static MEND: std::cell::Cell<(bool, u64)> =
+        std::cell::Cell::new((std::env::var_os("SMEMSYNC_OVERLAP_NO_REPAIR").is_none(), 0));
 }
 
-/// Turns the mended solutions of [`decide`] on (the default) or off on this thread: tests
-/// compare every answer with them and without them.
+/// Turns the mended solutions of [`decide`] on (the default) or off on this thread, and
+/// resets their count: tests compare every answer with them and without them.
 pub fn mended_witnesses(on: bool) {
-    MEND.with(|c| c.set(on));
+    MEND.with(|c| c.set((on, 0)));
+}
+
+/// The questions of this thread answered by a mended solution since the last
+/// [`mended_witnesses`].
+pub fn mended_count() -> u64 {
+    MEND.with(|c| c.get().1)
 }
 
 /// A hashable encoding of an operand (values by id, immediates by kind and bits).
@@ -435,12 +442,13 @@ fn decide(store: &mut Store, pre: Problem, (x, y): (&Side, &Side), delta: i64, b
     }
     // A solution of a translate, mended, that satisfies this problem is a solution of it: the
     // answer the solve would give (or, past its budget, enumeration).
-    if MEND.with(|c| c.get())
+    if MEND.with(|c| c.get().0)
         && let Some(s) = store.witnesses.get(&wkey)
         && let Some(m) = super::shift::repair(&p, s)
         && p.satisfied_by(&m)
     {
         store.counts[4] += 1;
+        MEND.with(|c| c.set((true, c.get().1 + 1)));
         store.witnesses.insert(wkey, m);
         return Some(true);
     }
