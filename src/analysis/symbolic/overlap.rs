@@ -208,7 +208,7 @@ thread_local! {
         std::cell::Cell::new((std::env::var_os("SMEMSYNC_OVERLAP_NO_REPAIR").is_none(), 0));
 }
 
-/// Turns the mended solutions of [`decide`] on (the default) or off on this thread, and
+/// Turns the mended solutions of `decide` on (the default) or off on this thread, and
 /// resets their count: tests compare every answer with them and without them.
 pub fn mended_witnesses(on: bool) {
     MEND.with(|c| c.set((on, 0)));

@@ -3,7 +3,7 @@
 //! [`super::pairs`] (docs/symbolic.md, "Solutions moved by whole warps").
 //!
 //! Given a solution `s` of a problem `P` (boxes and linear constraints `lo ≤ Σ a·x ≤ hi`)
-//! whose two threads lie in one warp, [`warp_shifts`] looks for a vector `δ` with
+//! whose two threads lie in one warp, `warp_shifts` looks for a vector `δ` with
 //! `δ[t] = ±k·W` on one thread variable `t` such that `s + δ` is again a solution. It builds
 //! `δ` greedily: a constraint that `s + δ` violates is restored to its value at `s` by moving
 //! one variable of it not moved yet (coefficient dividing the change, new value inside its
@@ -17,7 +17,7 @@
 //! nothing, and when no candidate is accepted the cross-warp problem is solved as before. So
 //! an answer given from a shift is the solver's answer (a satisfiable problem), exactly.
 //!
-//! Complexity: at most [`SEEDS`] solutions × 2 threads × [`SHIFTS`] shifts attempts, each
+//! Complexity: at most `SEEDS` (4) solutions × 2 threads × `SHIFTS` (4) shifts attempts, each
 //! `O(n + moves · terms)`, plus one index of the constraints by variable per call.
 
 use super::solve::Problem;
