@@ -1513,9 +1513,9 @@ impl<'k> Overlap<'k> {
 impl Drop for Overlap<'_> {
     fn drop(&mut self) {
         if std::env::var_os("SMEMSYNC_OVERLAP_STATS").is_some() {
-            let [asked, sides, built, solved] = self.sym.borrow().counts;
+            let [asked, sides, built, solved, mended] = self.sym.borrow().counts;
             eprintln!(
-                "overlap questions: asked={asked} sides={sides} built={built} solved={solved} answered={} dims={}",
+                "overlap questions: asked={asked} sides={sides} built={built} solved={solved} mended={mended} answered={} dims={}",
                 self.answered.get(),
                 self.dims_answered.get()
             );

@@ -16,6 +16,8 @@
 //!   once per combination of their values and joined.
 //! - [`params`]: pair questions through parameters and block ids as free variables shared
 //!   by both sides (no declared range needed).
+//! - [`shift`]: solutions moved by whole warps of one thread, proposed as witnesses of the
+//!   cross-warp question.
 //! - [`split`]: questions whose indices shift by a loop variable, one affine question per
 //!   value of its iteration index.
 //! - [`overlap`]: the in-flight engine's question (may an async copy and a later access at
@@ -32,5 +34,6 @@ pub mod free;
 pub mod overlap;
 pub mod pairs;
 pub mod params;
+pub mod shift;
 pub mod solve;
 pub mod split;

@@ -190,8 +190,34 @@ pub struct Store {
     sides: HashMap<u64, Vec<(SideKey, Built)>>,
     ids: HashMap<Content, u32>,
     answers: HashMap<AnswerKey, Option<bool>>,
-    /// Questions asked, sides built, questions built (not found), solved (not apart by ranges).
-    pub counts: [u64; 4],
+    /// The last solution found per pair of side contents and prefix constraints: a question
+    /// of the same two contents at another `delta` has the same variables and boxes, and
+    /// [`decide`] tries it mended first (docs/symbolic.md, "A solution of one translate
+    /// mended for another").
+    witnesses: HashMap<(u32, u32, Vec<super::solve::Lin>), Vec<i64>>,
+    /// Questions asked, sides built, questions built (not found), solved (not apart by
+    /// ranges), and of those answered by a mended solution.
+    pub counts: [u64; 5],
+}
+
+thread_local! {
+    /// Whether [`decide`] tries a mended solution before solving (off:
+    /// `SMEMSYNC_OVERLAP_NO_REPAIR=1`, or [`mended_witnesses`]), and how many questions of
+    /// this thread it answered.
+    static MEND: std::cell::Cell<(bool, u64)> =
+        std::cell::Cell::new((std::env::var_os("SMEMSYNC_OVERLAP_NO_REPAIR").is_none(), 0));
+}
+
+/// Turns the mended solutions of `decide` on (the default) or off on this thread, and
+/// resets their count: tests compare every answer with them and without them.
+pub fn mended_witnesses(on: bool) {
+    MEND.with(|c| c.set((on, 0)));
+}
+
+/// The questions of this thread answered by a mended solution since the last
+/// [`mended_witnesses`].
+pub fn mended_count() -> u64 {
+    MEND.with(|c| c.get().1)
 }
 
 /// A hashable encoding of an operand (values by id, immediates by kind and bits).
@@ -376,7 +402,7 @@ fn moved(f: &Affine, n: usize, off: usize) -> Affine {
 
 /// Decides one built question, with the common byte relative to `X`'s constant byte.
 fn decide(store: &mut Store, pre: Problem, (x, y): (&Side, &Side), delta: i64, budget: u64) -> Option<bool> {
-    let n = pre.lo.len();
+    let (n, pre_cons) = (pre.lo.len(), pre.cons.len());
     let (mut p, off) = compose(pre, x, y);
     let mut left = budget;
     for (f, len) in &x.pending {
@@ -405,6 +431,7 @@ fn decide(store: &mut Store, pre: Problem, (x, y): (&Side, &Side), delta: i64, b
     }
     store.counts[3] += 1;
     let b = p.var(xlo.max(ylo), xhi.min(yhi) - 1);
+    let wkey = (x.id, y.id, p.cons[..pre_cons].to_vec());
     for (lin, esz, at) in [(&lx, x.bytes.esz, 0), (&ly, y.bytes.esz, delta)] {
         // at + esz·lin ≤ b ≤ at + esz·lin + esz − 1
         let mut t = vec![(b, 1)];
@@ -413,8 +440,26 @@ fn decide(store: &mut Store, pre: Problem, (x, y): (&Side, &Side), delta: i64, b
         }
         p.add(&t, at, at.checked_add(esz - 1)?);
     }
+    // A solution of a translate, mended, that satisfies this problem is a solution of it: the
+    // answer the solve would give (or, past its budget, enumeration).
+    if MEND.with(|c| c.get().0)
+        && let Some(s) = store.witnesses.get(&wkey)
+        && let Some(m) = super::shift::repair(&p, s)
+        && p.satisfied_by(&m)
+    {
+        store.counts[4] += 1;
+        MEND.with(|c| c.set((true, c.get().1 + 1)));
+        store.witnesses.insert(wkey, m);
+        return Some(true);
+    }
     match p.solve(&mut left) {
-        Answer::Sat(_) => Some(true),
+        Answer::Sat(s) => {
+            if store.witnesses.len() >= STORE_LIMIT {
+                store.witnesses.clear();
+            }
+            store.witnesses.insert(wkey, s);
+            Some(true)
+        }
         Answer::Unsat => Some(false),
         Answer::Budget => None,
     }

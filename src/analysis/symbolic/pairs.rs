@@ -1122,7 +1122,9 @@ pub(super) fn decide_within(q: &PairQuestion) -> Option<PairConflict> {
     };
     let mut intra_warp = matches!(q.rel, Distinct::Fixed { intra: true, .. }) && conflict != 0;
     if let (Distinct::Threads(ta, tb), true) = (q.rel, conflict != 0) {
-        intra_warp = !(shows_two_warps(q, &found, (ta, tb)) || any_sat(&cross_warp(q, ta, tb)?)?);
+        intra_warp = !(shows_two_warps(q, &found, (ta, tb))
+            || shifted_to_two_warps(q, &found, (ta, tb))
+            || any_sat(&cross_warp(q, ta, tb)?)?);
     }
     Some(PairConflict {
         conflict,
@@ -1260,6 +1262,42 @@ fn shows_two_warps(q: &PairQuestion, found: &[Vec<i64>], (ta, tb): (usize, usize
     found.iter().any(|s| {
         s.get(ta).map(|t| t.div_euclid(w)) != s.get(tb).map(|t| t.div_euclid(w)) && related(s) && q.p.satisfied_by(s)
     })
+}
+
+thread_local! {
+    /// Whether [`shifted_to_two_warps`] is tried (off: `SMEMSYNC_PAIRS_NO_SHIFTS=1`, or
+    /// [`warp_shifts`]); and the cross-warp questions it was tried on and answered.
+    static SHIFTS: std::cell::Cell<(bool, u64, u64)> =
+        std::cell::Cell::new((std::env::var_os("SMEMSYNC_PAIRS_NO_SHIFTS").is_none(), 0, 0));
+}
+
+/// Turns the warp shifts of recorded solutions (`shifted_to_two_warps`, docs/symbolic.md
+/// "Solutions moved by whole warps") on (the default) or off on this thread, and resets
+/// their counts: tests compare every answer with them and without them.
+pub fn warp_shifts(on: bool) {
+    SHIFTS.with(|c| c.set((on, 0, 0)));
+}
+
+/// The cross-warp questions of this thread the warp shifts were tried on, and those they
+/// answered, since the last [`warp_shifts`].
+pub fn warp_shift_counts() -> (u64, u64) {
+    SHIFTS.with(|c| (c.get().1, c.get().2))
+}
+
+/// Whether a recorded solution of the question's problem, one thread moved by whole warps
+/// (`symbolic::shift`), is a solution that [`shows_two_warps`] accepts: the cross-warp
+/// problem is then satisfiable without its solves. Any point proposed is checked as a
+/// recorded solution is, so a `true` is exact; `false` says nothing.
+fn shifted_to_two_warps(q: &PairQuestion, found: &[Vec<i64>], (ta, tb): (usize, usize)) -> bool {
+    let (on, tried, hit) = SHIFTS.with(|c| c.get());
+    if !on || found.is_empty() {
+        return false;
+    }
+    let w = q.warp.max(1);
+    let accept = |x: &Vec<i64>| shows_two_warps(q, std::slice::from_ref(x), (ta, tb));
+    let ok = super::shift::warp_shifts(&q.p, found, (ta, tb), w, accept).is_some();
+    SHIFTS.with(|c| c.set((on, tried + 1, hit + ok as u64)));
+    ok
 }
 
 /// The question's problem split by `warp(t_a) ≠ warp(t_b)`, for the thread variables `ta`,
