@@ -1,6 +1,6 @@
 //! Values chosen by `if` results (a slot picked by a branch, as Triton's `scf.if` yields
 //! them): the footprint analysis reads result `n` of an `if` as the yield of the arm its
-//! condition takes, like a `select` of the two yields (docs/placement.md, "Values"). Each
+//! condition takes, like a `select` of the two yields (docs/placement.md, "`if` results"). Each
 //! generated kernel here is synchronized, must get no W0317 (its indices are all known), and
 //! is re-run by the interpreter (`check`, several trip counts): race-free. Kernels whose
 //! condition depends on the thread check that such a result is evaluated per thread.
