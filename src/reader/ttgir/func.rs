@@ -155,6 +155,7 @@ impl Converter<'_> {
         self.need_elect = false;
         self.groups.clear();
         self.role_layouts.clear();
+        self.int_ranges.clear();
         self.extra_warps = 0;
         self.pos = i + 1;
         self.region(i)?;
