@@ -8,8 +8,13 @@
 use smemsync::{CheckOptions, SyncOptions, Target};
 
 /// A loop over a `slots`-slot buffer: read slot `%u` in a transposed layout, choose the
-/// next slot with an `if` (`cond` on `%u + 1`), write it, carry it.
+/// next slot with an `if` (`cond` on `%u + 1`: `lt`/`ne` take `%u + 1` in the then-arm,
+/// `ge`/`eq` in the else-arm, so the slot stays in range), write it, carry it.
 fn rotating(slots: i64, cond: &str, other: i64) -> String {
+    let (then, els) = match cond {
+        "lt" | "ne" => ("%u1".to_string(), other.to_string()),
+        _ => (other.to_string(), "%u1".to_string()),
+    };
     format!(
         "kernel @k(%n: i32 = 5) block(64) {{
   shared @x : f32[{slots}, 64]
@@ -21,9 +26,9 @@ fn rotating(slots: i64, cond: &str, other: i64) -> String {
     %u1 = add %u, 1
     %c = cmp {cond} %u1, {slots}
     %nx = if %c {{
-      yield %u1
+      yield {then}
     }} else {{
-      yield {other}
+      yield {els}
     }}
     store @x[%nx, %t], 1.0
     yield %nx
@@ -77,7 +82,7 @@ fn sync_and_check(src: &str) {
 #[test]
 fn if_chosen_slots_are_synchronized_race_free() {
     for slots in [2, 3] {
-        for cond in ["lt", "le", "ne", "gt"] {
+        for cond in ["lt", "ne", "ge", "eq"] {
             for other in [0, 1] {
                 sync_and_check(&rotating(slots, cond, other));
             }
