@@ -372,18 +372,23 @@ def sync(source: str, target: str = "sm_90", explain: bool = True, *,
 
 def check(source: str, target: Optional[str] = None, *, block: Optional[Block] = None,
           bounds: Optional[Mapping[str, int]] = None, schedules: int = 4, prove: bool = True,
-          language: str = "kir", file_name: str = "<input>") -> Verdict:
+          language: str = "kir", file_name: str = "<input>",
+          grid: Optional[Block] = None) -> Verdict:
     """Prove or refute race freedom of every kernel with the independent checker.
 
     ``target`` defaults to the one the kernels declare (``sync`` writes it), else a generic
     model. A race is an answer, not an error: the verdict's ``witness`` names the two
     accesses, the threads, the element and the iterations. ``block`` overrides the block
     size; ``bounds`` gives scalar parameters' values; ``schedules`` is the number of schedules
-    interpretation explores; ``prove=False`` skips the static proof.
+    interpretation explores; ``prove=False`` skips the static proof. ``grid`` (``N`` or
+    ``(X, Y[, Z])``) is the grid to interpret for kernels that declare none (every block is
+    run; without it such a kernel is run as block 0 only); one that contradicts a declared
+    ``grid(...)`` raises (E0152).
     Raises :class:`SmemsyncError` for bad input."""
     try:
         raw = _smemsync.check(source, target, _block(block), dict(bounds or {}),
-                              max(1, schedules), prove, _language(language, target), file_name)
+                              max(1, schedules), prove, _language(language, target), file_name,
+                              _block(grid))
     except _smemsync.Failure as e:
         raise SmemsyncError._from(e) from None
     return Verdict(kernels=[KernelVerdict._from(v) for v in raw])

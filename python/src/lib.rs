@@ -139,7 +139,7 @@ fn import_ttgir<'py>(
 
 /// `smemsync.check`: see its docstring in `smemsync/__init__.py`.
 #[pyfunction]
-#[pyo3(signature = (source, target, block, bounds, schedules, prove, language, file_name))]
+#[pyo3(signature = (source, target, block, bounds, schedules, prove, language, file_name, grid = None))]
 #[expect(
     clippy::too_many_arguments,
     reason = "the Python keyword arguments, one each"
@@ -154,12 +154,14 @@ fn check<'py>(
     prove: bool,
     language: &str,
     file_name: &str,
+    grid: Option<[u32; 3]>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let done = on_worker(py, || {
         let t = target_of(target)?;
         let program = read(source, language, t.as_ref())?;
         let mut opts = CheckOptions::new(t);
         opts.block = block;
+        opts.grid = grid;
         opts.bounds = bounds.into_iter().collect();
         opts.schedules = schedules;
         opts.prove = prove;

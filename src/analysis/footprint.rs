@@ -338,7 +338,7 @@ fn thread_dependent(k: &Kernel) -> Vec<bool> {
     const YES: u8 = 3;
     let inputs = |v: Value, out: &mut Vec<Value>| -> bool {
         out.clear();
-        let ValueDef::Result(op, _) = k.values[v].def else {
+        let ValueDef::Result(op, n) = k.values[v].def else {
             return false;
         };
         let mut push = |o: &Operand| {
@@ -346,6 +346,12 @@ fn thread_dependent(k: &Kernel) -> Vec<bool> {
                 out.push(x);
             }
         };
+        if let Some((c, x, y)) = if_result_parts(k, op, n) {
+            push(&c);
+            push(&x);
+            push(&y);
+            return false;
+        }
         match &k.ops[op].kind {
             OpKind::Special(s) => matches!(
                 s,
@@ -866,8 +872,18 @@ impl<'k> Footprints<'k> {
                 let ind = self.ranges.inductions.get(v)?;
                 ind.at(*env.get(&ind.iv)?)
             }),
-            ValueDef::Result(op, _) => {
+            ValueDef::Result(op, n) => {
                 let ev = |o: &Operand, memo: &mut M| self.eval_operand(o, env, tid, memo);
+                if let Some((c, x, y)) = if_result_parts(k, op, n) {
+                    // An `if` result is the yield of the arm its condition takes, as `select`.
+                    let r = match ev(&c, memo) {
+                        Some(c) if c != 0 => ev(&x, memo),
+                        Some(_) => ev(&y, memo),
+                        None => None,
+                    };
+                    memo.put(v, r);
+                    return r;
+                }
                 match &k.ops[op].kind {
                     OpKind::Const(s) => self.eval_operand(&Operand::Imm(*s), env, tid, memo),
                     OpKind::Special(s) => special_value(k, *s, tid, self.warp),
@@ -958,6 +974,14 @@ impl<'k> Footprints<'k> {
                 _ => Dep::Indep,
             },
             ValueDef::Param(_) => Dep::Indep,
+            ValueDef::Result(op, n) if if_result_parts(k, op, n).is_some() => {
+                let od = |o: &Operand, memo: &mut HashMap<Value, Dep>| {
+                    o.value().map_or(Dep::Indep, |x| self.dep(x, iv, memo))
+                };
+                let (c, x, y) = if_result_parts(k, op, n).unwrap_or_else(|| unreachable!());
+                let (dc, dx, dy) = (od(&c, memo), od(&x, memo), od(&y, memo));
+                generic(&[dc, dx, dy])
+            }
             ValueDef::Result(op, _) => {
                 let od = |o: &Operand, memo: &mut HashMap<Value, Dep>| {
                     o.value().map_or(Dep::Indep, |x| self.dep(x, iv, memo))
@@ -1974,6 +1998,24 @@ fn reduce(a: Dep, c: i64) -> Dep {
         Dep::Periodic(p) => Dep::Periodic(lcm(p, c)),
         Dep::Bad => Dep::Bad,
     }
+}
+
+/// Result `n` of an `if` with both arms ending in a yield: the condition and the two
+/// yielded operands (then, else). The result is the operand of the arm the condition takes,
+/// which [`Footprints::eval`] reads as a `select` of the two.
+fn if_result_parts(k: &Kernel, op: Op, n: usize) -> Option<(Operand, Operand, Operand)> {
+    let od = &k.ops[op];
+    let OpKind::If { cond } = &od.kind else {
+        return None;
+    };
+    let arm = |i: usize| -> Option<Operand> {
+        let r = *od.regions.get(i)?;
+        match &k.ops[*k.region_ops(r).last()?].kind {
+            OpKind::Yield(ys) => ys.get(n).copied(),
+            _ => None,
+        }
+    };
+    Some((*cond, arm(0)?, arm(1)?))
 }
 
 fn generic(ds: &[Dep]) -> Dep {

@@ -24,6 +24,10 @@ pub struct CheckOptions {
     pub target: Option<Target>,
     /// Block size to check instead of each kernel's own.
     pub block: Option<[u32; 3]>,
+    /// Grid to interpret for kernels that declare none (every block is run); without it such
+    /// a kernel that reads block ids is interpreted as block 0 only. A grid other than a
+    /// kernel's declared `grid(...)` is an error (E0152).
+    pub grid: Option<[u32; 3]>,
     /// Values of scalar parameters (by name, without `%`) for interpretation.
     pub bounds: Vec<(String, i64)>,
     /// Number of schedules the interpreter explores (default 4).
@@ -41,6 +45,7 @@ impl CheckOptions {
         CheckOptions {
             target,
             block: None,
+            grid: None,
             bounds: Vec::new(),
             schedules: d.schedules,
             max_steps: d.max_steps,
@@ -207,6 +212,7 @@ fn internal_options(
     Ok(checker::CheckOptions {
         target: target.map(|t| t.0),
         block: opts.block,
+        grid: opts.grid,
         bounds: opts.bounds.clone(),
         schedules: opts.schedules.max(1),
         max_steps: opts.max_steps.max(1),

@@ -56,6 +56,9 @@ pub struct CheckOptions {
     pub target: Option<Target>,
     /// Block size to check instead of the kernel's own.
     pub block: Option<[u32; 3]>,
+    /// Grid to interpret when the kernel declares none (`check --grid`): every block of it
+    /// is run. A grid that differs from a declared `grid(...)` is refused (E0152).
+    pub grid: Option<[u32; 3]>,
     /// Values of scalar parameters by name (without `%`). Parameters not given take their
     /// default in the kernel (`%n: i32 = 8`), else [`DEFAULT_SCALAR`] moved into the declared range
     /// (the report says which).
@@ -82,6 +85,7 @@ impl Default for CheckOptions {
         CheckOptions {
             target: None,
             block: None,
+            grid: None,
             bounds: Vec::new(),
             schedules: 4,
             max_steps: 200_000_000,
@@ -110,6 +114,8 @@ pub enum Verdict {
         /// The blocks interpreted; `None`: the grid is unknown and the kernel reads block ids
         /// or grid sizes, so only block 0 of a one-block launch was run.
         grid: Option<[u32; 3]>,
+        /// Whether the grid was given by the caller (`CheckOptions::grid`), not declared.
+        grid_given: bool,
         bounds: Vec<(String, i64)>,
         schedules: u32,
         not_proved: String,
@@ -161,24 +167,23 @@ impl CheckReport {
             Verdict::Checked {
                 block,
                 grid,
+                grid_given,
                 bounds,
                 schedules,
                 ..
             } => {
-                let b = if block[2] != 1 {
-                    format!("{},{},{}", block[0], block[1], block[2])
-                } else if block[1] != 1 {
-                    format!("{},{}", block[0], block[1])
-                } else {
-                    format!("{}", block[0])
-                };
+                let b = fmt_dims(*block);
                 let bs: Vec<String> = bounds.iter().map(|(n, v)| format!("{n}={v}")).collect();
                 let bs = if bs.is_empty() {
                     "none".to_string()
                 } else {
                     bs.join(",")
                 };
-                let g = if grid.is_none() { ", grid unknown: block 0 only" } else { "" };
+                let g = match grid {
+                    None => ", grid unknown: block 0 only".to_string(),
+                    Some(g) if *grid_given => format!(", grid={}", fmt_dims(*g)),
+                    Some(_) => String::new(),
+                };
                 format!("race-free (checked for block={b}{g}, bounds={bs}, {schedules} schedules)")
             }
             Verdict::Race(w) if w.missing_fence => {
@@ -204,6 +209,17 @@ impl CheckReport {
             }
             Verdict::Deadlock(d) | Verdict::ExecError(d) => Some(d.clone()),
         }
+    }
+}
+
+/// `X`, `X,Y` or `X,Y,Z`: trailing dimensions of 1 left out.
+fn fmt_dims(d: [u32; 3]) -> String {
+    if d[2] != 1 {
+        format!("{},{},{}", d[0], d[1], d[2])
+    } else if d[1] != 1 {
+        format!("{},{}", d[0], d[1])
+    } else {
+        format!("{}", d[0])
     }
 }
 
@@ -373,12 +389,49 @@ fn fence_diagnostic(w: &Witness, schedule: Option<u64>) -> Diagnostic {
 }
 
 /// The kernel with the block size the options ask for.
-fn sized(k: &Kernel, opts: &CheckOptions) -> Kernel {
+fn sized(k: &Kernel, opts: &CheckOptions) -> Result<Kernel, Diagnostic> {
     let mut k2 = k.clone();
     if let Some(b) = opts.block {
         k2.block = b;
     }
-    k2
+    if let Some(g) = opts.grid {
+        if let Some(d) = grid_contradiction(k, g) {
+            return Err(d);
+        }
+        k2.grid = g;
+        k2.grid_known = true;
+    }
+    Ok(k2)
+}
+
+/// E0152: a grid given to the checker that is empty, or that differs from the grid the
+/// kernel declares (`grid(...)`): the kernel's analysis and `sync`'s placement assumed the
+/// declared one, so checking another launch would not check what was placed.
+fn grid_contradiction(k: &Kernel, g: [u32; 3]) -> Option<Diagnostic> {
+    if g.contains(&0) {
+        return Some(Diagnostic::user(
+            "E0152",
+            format!("grid {}: every dimension must be at least 1", fmt_dims(g)),
+        ));
+    }
+    if !k.grid_known || k.grid == g {
+        return None;
+    }
+    let d = Diagnostic::user(
+        "E0152",
+        format!(
+            "grid {} contradicts @{}'s declared grid({})",
+            fmt_dims(g),
+            k.name,
+            fmt_dims(k.grid)
+        ),
+    )
+    .with_help("leave the grid out (the declared one is interpreted), or change the kernel's `grid(...)`");
+    Some(if k.grid_span.is_undef() {
+        d
+    } else {
+        d.with_label(k.grid_span, "declared here")
+    })
 }
 
 /// Resolves scalar parameters from `opts.bounds` (defaults for the others).
@@ -470,7 +523,16 @@ fn block_out_of_range(k: &Kernel) -> Diagnostic {
 /// only the IR and its effects table. Findings come back as data in the report, never as a
 /// panic: `report.to_diagnostic(k)` renders them.
 pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
-    let k = sized(k, opts);
+    let k = match sized(k, opts) {
+        Ok(k) => k,
+        Err(d) => {
+            return CheckReport {
+                verdict: Verdict::ExecError(d),
+                schedule: None,
+                layouts: None,
+            };
+        }
+    };
     let k = &k;
     if k.threads() == 0 || k.threads() > 4096 {
         return CheckReport {
@@ -531,6 +593,7 @@ pub fn check_race_free(k: &Kernel, opts: &CheckOptions) -> CheckReport {
         verdict: Verdict::Checked {
             block: k.block,
             grid: (k.grid_known || !reads_block_ids(k)).then_some(k.grid),
+            grid_given: opts.grid.is_some(),
             bounds: used,
             schedules: opts.schedules.max(1),
             not_proved,
@@ -644,7 +707,7 @@ pub fn run_with_schedule(
     sched_seed: u64,
     opts: &CheckOptions,
 ) -> Result<Outputs, Diagnostic> {
-    let k = sized(k, opts);
+    let k = sized(k, opts)?;
     if k.threads() == 0 || k.threads() > 4096 {
         return Err(block_out_of_range(&k));
     }

@@ -22,6 +22,11 @@ pub struct CheckArgs {
     /// Block size to check instead of the kernel's: `N` or `X,Y[,Z]`.
     #[arg(long)]
     pub block: Option<String>,
+    /// Grid to interpret when the kernel declares none: `X[,Y[,Z]]` blocks, each run (without
+    /// it such a kernel is interpreted as block 0 only, and the verdict says so). A grid
+    /// other than the kernel's declared `grid(...)` is refused (E0152).
+    #[arg(long)]
+    pub grid: Option<String>,
     #[command(flatten)]
     pub bounds: super::BoundsArgs,
     /// Number of schedules the interpreter explores.
@@ -60,6 +65,23 @@ pub fn parse_block(s: &str, limits: &Limits) -> Result<[u32; 3], String> {
         Some(e) => Err(format!("--block `{s}`: {e} on {}", limits.source)),
         None => Ok(b),
     }
+}
+
+/// Parses `X[,Y[,Z]]` blocks per grid: positive integers.
+pub fn parse_grid(s: &str) -> Result<[u32; 3], String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.len() > 3 {
+        return Err(format!("--grid `{s}`: expected X[,Y[,Z]]"));
+    }
+    let mut g = [1u32; 3];
+    for (i, p) in parts.iter().enumerate() {
+        g[i] = p
+            .parse()
+            .ok()
+            .filter(|&n: &u32| n > 0)
+            .ok_or_else(|| format!("--grid `{s}`: `{p}` is not a positive integer"))?;
+    }
+    Ok(g)
 }
 
 /// Builds interpreter options from the flags `check` and `run` share.
@@ -132,6 +154,12 @@ pub fn run(args: &CheckArgs) -> i32 {
             return fail(&e);
         }
     };
+    if let Some(g) = &args.grid {
+        match parse_grid(g) {
+            Ok(g) => opts.grid = Some(g),
+            Err(e) => return fail(&e),
+        }
+    }
     opts.schedules = args.schedules.max(1);
     opts.max_steps = args.max_steps.max(1);
     opts.try_proof = !args.no_proof;

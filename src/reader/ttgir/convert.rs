@@ -167,6 +167,9 @@ pub(super) struct Converter<'a> {
     pub extra_warps: u64,
     /// The before-region arguments of the `scf.while` whose condition region is converted.
     pub while_args: Option<Vec<String>>,
+    /// Value ranges known from loops (induction variables, `i64` counters), by TTGIR name
+    /// ([`super::ranges`]).
+    pub int_ranges: HashMap<String, super::ranges::Range>,
 }
 
 /// The error of a statement the converter cannot read (E1102), at `span`.
@@ -215,6 +218,7 @@ impl<'a> Converter<'a> {
             groups: Vec::new(),
             extra_warps: 0,
             while_args: None,
+            int_ranges: HashMap::new(),
         }
     }
 

@@ -155,6 +155,7 @@ impl Converter<'_> {
         self.need_elect = false;
         self.groups.clear();
         self.role_layouts.clear();
+        self.int_ranges.clear();
         self.extra_warps = 0;
         self.pos = i + 1;
         self.region(i)?;
@@ -328,6 +329,12 @@ impl Converter<'_> {
             return Err(bad(line.span, "expected `scf.for %i = %lo to %hi step %s`"));
         }
         let iv = ops[0].0.clone();
+        let iv_bits = iv_type_bits(&rest);
+        if iv_bits == 64 {
+            for (b, s) in &ops[1..4] {
+                self.check_i64(b, "the loop bound", *s);
+            }
+        }
         let lo = self.value(&ops[1].0, ops[1].1)?;
         let hi = self.value(&ops[2].0, ops[2].1)?;
         let step = self.value(&ops[3].0, ops[3].1)?;
@@ -338,6 +345,7 @@ impl Converter<'_> {
             .collect();
         let tys = result_types_of_for(&rest);
         let (yline, yielded) = self.loop_yield(i).unwrap_or_default();
+        self.record_loop_ranges(i, &ops, &tys, iv_bits, &yielded);
         let (carry, inits) = self.for_carry(i, &pairs, &tys, &results, &yielded)?;
         let reps = self.slot_reps(i, &pairs, &carry, &inits, &yielded);
         let (kept, iters, keeps) = self.for_kept(&pairs, &carry, &inits, &reps);
@@ -944,6 +952,18 @@ fn result_types_of_for(rest: &[super::lexer::Tok]) -> Vec<String> {
         }
     }
     out
+}
+
+/// The bit width of an `scf.for`'s induction variable: the type after its last `:` (32
+/// when absent).
+fn iv_type_bits(rest: &[super::lexer::Tok]) -> u32 {
+    let Some(c) = rest.iter().rposition(|t| t.t == T::P(':')) else {
+        return 32;
+    };
+    match rest.get(c + 1).map(|t| &t.t) {
+        Some(T::Ty(x) | T::Word(x)) if types::int_bits(x) > 0 => types::int_bits(x),
+        _ => 32,
+    }
 }
 
 /// The result types of `scf.if %c -> (t1, t2) {`.

@@ -25,6 +25,7 @@ mod func;
 mod hopper;
 mod intops;
 mod opconv;
+mod ranges;
 mod scopes;
 mod scratch;
 mod slots;

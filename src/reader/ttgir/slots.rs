@@ -193,7 +193,7 @@ impl Converter<'_> {
     }
 
     /// The statement in `from..to` that defines `name`.
-    fn def_in(&self, name: &str, from: usize, to: usize) -> Option<super::convert::Stmt> {
+    pub(super) fn def_in(&self, name: &str, from: usize, to: usize) -> Option<super::convert::Stmt> {
         (from..to).find_map(|j| {
             let st = self.stmt(j).ok()?;
             st.results.iter().any(|r| r.0 == name).then_some(st)

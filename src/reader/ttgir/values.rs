@@ -89,6 +89,7 @@ impl Converter<'_> {
         }
         let scalar_int = l.ty == "i32" || l.ty == "i1";
         if scalar_int {
+            self.check_i64_operands(l);
             match folded.unwrap_or_else(|| self.int_text(l, &args)) {
                 IntText::Text(t) => return Ok(t),
                 IntText::Opaque => {

@@ -160,7 +160,9 @@ impl Converter<'_> {
         let outer = captures.map(|_| {
             let vals = self.vals.clone();
             let cache = std::mem::replace(&mut self.cache, vec![HashMap::new()]);
-            (vals, cache)
+            // Ranges are keyed by name, and names are the partition's own (`scopes.rs`).
+            let ranges = std::mem::take(&mut self.int_ranges);
+            (vals, cache, ranges)
         });
         self.push_region();
         let mut role = role;
@@ -182,9 +184,10 @@ impl Converter<'_> {
         }
         self.role = None;
         self.pop_region();
-        if let Some((vals, cache)) = outer {
+        if let Some((vals, cache, ranges)) = outer {
             self.vals = vals;
             self.cache = cache;
+            self.int_ranges = ranges;
         }
         r
     }
