@@ -139,14 +139,19 @@ fn run_case(src: &str, target: Target, values: &[i64], expect: Expect) {
                 codes.iter().any(|c| *c == "E0302" || *c == "E0602"),
                 "{codes:?}\n{src}"
             );
-            let warned = codes.iter().any(|c| c.starts_with("W031") || c.starts_with("W032"));
+            let warned = codes
+                .iter()
+                .any(|c| c.starts_with("W031") || c.starts_with("W032"));
             assert!(
                 expect == Expect::Meets || (expect == Expect::ApartOrWarned && warned),
                 "refused ({codes:?}) though the pair is apart for every p\n{src}"
             );
             if expect == Expect::Meets {
                 // The refusal is a real race of the input at some value.
-                assert!(values.iter().any(|&p| races(&k, target, p)), "refused, but no race\n{src}");
+                assert!(
+                    values.iter().any(|&p| races(&k, target, p)),
+                    "refused, but no race\n{src}"
+                );
             }
         }
     }
