@@ -482,8 +482,21 @@ impl<'k> OverlapOracle<'k> {
     }
 }
 
+/// Whether the indices of `xa` or `ya` read a parameter or a block id (through arithmetic):
+/// there the enumeration of the in-flight question is conservative, and the symbolic
+/// engine may decide it with the leaves free (docs/async.md, "Parameters in flight").
+pub fn reads_block_leaf(
+    k: &Kernel,
+    xa: &smemsync::ir::SharedAccess,
+    ya: &smemsync::ir::SharedAccess,
+) -> bool {
+    let mut ops = index_operands(k, xa);
+    ops.extend(index_operands(k, ya));
+    !smemsync::analysis::symbolic::params::operand_leaves(k, &ops).is_empty()
+}
+
 /// The operands an access's elements depend on: its per-thread indices and its views' indices.
-fn index_operands(k: &Kernel, a: &smemsync::ir::SharedAccess) -> Vec<smemsync::ir::Operand> {
+pub fn index_operands(k: &Kernel, a: &smemsync::ir::SharedAccess) -> Vec<smemsync::ir::Operand> {
     use smemsync::ir::{Footprint, MemRef, ViewIndex};
     let mut out = match &a.footprint {
         Footprint::PerThread(ix) => ix.clone(),
