@@ -62,6 +62,7 @@ fn tma(param: &str, row: &str, access: &str) -> String {
   %t = tid.x
   %q = add %p, 1
   %m = and %p, 7
+  %mq = and %q, 7
   %lead = cmp eq %t, 0
   if %lead {{
     mbar_init @full[0], 1
@@ -122,7 +123,7 @@ fn run_case(src: &str, target: Target, values: &[i64], expect: Expect) {
                 assert_eq!(s.placement.stats.conservative, 0, "conservative\n{src}");
                 assert_eq!(s.waits.edits.len(), 0, "a wait written\n{src}");
             }
-            if expect == Expect::ApartOrWarned && s.waits.edits.len() > 0 {
+            if expect == Expect::ApartOrWarned && !s.waits.edits.is_empty() {
                 assert!(warned, "a wait written without a warning\n{src}");
             }
             for &p in values {
@@ -189,6 +190,9 @@ fn tma_rows_through_a_parameter_are_exact_or_warned() {
                 ("%p", Expect::Meets),
                 ("0", Expect::Meets),
                 ("%m", Expect::Meets),
+                // Apart for every `%p` that keeps row `%p` in range, but through a bit
+                // operation on a wide `%p`: decided when ranged, warned when not.
+                ("%mq", Expect::ApartOrWarned),
             ] {
                 let src = tma(param, row, access);
                 run_case(&src, sm90, &values, expect);
