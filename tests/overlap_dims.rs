@@ -122,6 +122,7 @@ proptest! {
         off.symbolic = false;
         off.prep_memo = false;
         let mut n = 0usize;
+        let mut leafy: Vec<(Op, Op)> = Vec::new();
         for &x in &ops {
             for &y in &ops {
                 let l = on.for_loops(y)[0];
@@ -130,8 +131,21 @@ proptest! {
                 for xa in &accesses(&k, x) {
                     for ya in &accesses(&k, y) {
                         let (a, b) = (on.may_overlap(x, xa, y, ya, &tg), off.may_overlap(x, xa, y, ya, &tg));
+                        if common::reads_block_leaf(&k, xa, ya) {
+                            // Through `%n` the enumeration is conservative and the symbolic
+                            // engine may decide (docs/async.md, "Parameters in flight"): it
+                            // may say less, and its notes are a subset.
+                            prop_assert!(!a || b, "{:?} then {:?} under {:?} in\n{}", x, y, tg, src);
+                            let (sn, en) = (on.conservative.borrow(), off.conservative.borrow());
+                            prop_assert!(sn.iter().all(|n| en.contains(n)), "notes\n{}", src);
+                            leafy.push((x, y));
+                            continue;
+                        }
                         prop_assert_eq!(a, b, "{:?} then {:?} under {:?} in\n{}", x, y, tg, src);
-                        prop_assert_eq!(&*on.conservative.borrow(), &*off.conservative.borrow(), "notes\n{}", src);
+                        let kept = |v: &Vec<(Op, Op, &'static str)>| -> Vec<(Op, Op, &'static str)> {
+                            v.iter().filter(|n| !leafy.contains(&(n.0, n.1))).cloned().collect()
+                        };
+                        prop_assert_eq!(kept(&on.conservative.borrow()), kept(&off.conservative.borrow()), "notes\n{}", src);
                     }
                 }
             }

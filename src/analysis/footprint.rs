@@ -1944,7 +1944,7 @@ fn view_uniform(k: &Kernel, u: &Uniformity, m: MemRef) -> bool {
         MemRef::Buffer(_) => true,
         MemRef::View(v) => {
             k.views[v].indices.iter().all(|ix| match ix {
-                ViewIndex::At(o) => u.operand_uniform(o),
+                ViewIndex::At(o) => u.executor_uniform(o),
                 ViewIndex::Range(..) => true,
             }) && view_uniform(k, u, k.views[v].base)
         }

@@ -644,23 +644,29 @@ fn warn_uniform_unknowns(fp: &Footprints, hazards: &[Hazard], out: &mut Vec<Diag
             continue;
         }
         for (a, i, leaves) in whole {
-            let buf = &k.buffers[k.root_buffer(fp.accesses[i].access.mem)].name;
-            let names = leaves.iter().map(|&v| format!("`%{}`", k.value_name(v))).collect::<Vec<_>>().join(", ");
-            let d = Diagnostic::warning(
-                DiagKind::Finding,
-                "W0319",
-                format!(
-                    "{} is analysed as touching any element of `@{buf}`: its index on {names} is not decided",
-                    op_label(k, a.op)
-                ),
-            )
-            .with_label(k.span(a.op), "analysed conservatively")
-            .with_note("smemsync reasons on a parameter or block id as one value shared by every thread, but not through this index (a product with a thread id, a division by it, or the search ran out); it may place more syncs here than the minimum");
+            let d = w0319(fp, a.op, i, &leaves);
             if !out.contains(&d) {
                 out.push(d);
             }
         }
     }
+}
+
+/// The W0319 of access `i` (op `op`), whose index on `leaves` was not decided.
+fn w0319(fp: &Footprints, op: Op, i: usize, leaves: &[Value]) -> Diagnostic {
+    let k = fp.k;
+    let buf = &k.buffers[k.root_buffer(fp.accesses[i].access.mem)].name;
+    let names = leaves.iter().map(|&v| format!("`%{}`", k.value_name(v))).collect::<Vec<_>>().join(", ");
+    Diagnostic::warning(
+        DiagKind::Finding,
+        "W0319",
+        format!(
+            "{} is analysed as touching any element of `@{buf}`: its index on {names} is not decided",
+            op_label(k, op)
+        ),
+    )
+    .with_label(k.span(op), "analysed conservatively")
+    .with_note("smemsync reasons on a parameter or block id as one value shared by every thread, but not through this index (a product with a thread id, a division by it, or the search ran out); it may place more syncs here than the minimum")
 }
 
 /// A value loaded from memory (by a shared or global load, an atomic, any op that reads
@@ -1048,8 +1054,19 @@ fn intersects_at(
         return false;
     }
     if fp.symbolic && !fp.blind_pair(ai, bi) {
+        use crate::analysis::symbolic::{cases, pairs};
         let fix = first.and_then(|(l, key)| Some((l, key?)));
-        if let Some(h) = crate::analysis::symbolic::pairs::intersects_at(fp, ai, bi, m, fix) {
+        let sym = pairs::intersects_at(fp, ai, bi, m, fix);
+        if sym == Some(false) {
+            return false;
+        }
+        // An index on a parameter or block id reads as the whole buffer above: decided
+        // case by case or with the leaves shared free variables (docs/async.md,
+        // "Parameters in flight"); undecided, `in_flight` adds W0319.
+        if let Some(h) = cases::intersects_at(fp, ai, bi, m, fix) {
+            return h;
+        }
+        if let Some(h) = sym {
             return h;
         }
     }
@@ -1475,6 +1492,36 @@ fn in_flight(fp: &Footprints, cx: &AsyncCx, note: &str, out: &mut Hazards) {
     .with_help("add a wait that completes the copy before this access; a barrier does not complete a copy");
     if !out.findings.contains(&d) {
         out.findings.push(d);
+    }
+    warn_in_flight_leaves(fp, cx, out);
+}
+
+/// W0319 for each access of an E0302 pair whose index reads a parameter or block id that
+/// the pair's questions (forward, and carried on each common loop) could not decide with:
+/// the finding may rest on the whole-buffer answer, and says so.
+fn warn_in_flight_leaves(fp: &Footprints, cx: &AsyncCx, out: &mut Hazards) {
+    use crate::analysis::symbolic::params;
+    let k = fp.k;
+    let (ai, bi) = (cx.ai, cx.bi);
+    let sides: Vec<(usize, Vec<Value>)> = [ai, bi]
+        .into_iter()
+        .filter(|&i| loaded_value(k, &fp.accesses[i].access).is_none())
+        .map(|i| (i, params::whole_through_leaves(fp, i)))
+        .filter(|(_, l)| !l.is_empty())
+        .collect();
+    if sides.is_empty() {
+        return;
+    }
+    let decided = params::decided(fp, ai, bi, cx.m_ab, None)
+        && (0..cx.m_ab).all(|c| params::decided(fp, ai, bi, c + 1, Some(c)));
+    if decided {
+        return;
+    }
+    for (i, leaves) in sides {
+        let d = w0319(fp, fp.accesses[i].id.op, i, &leaves);
+        if !out.findings.contains(&d) {
+            out.findings.push(d);
+        }
     }
 }
 

@@ -1170,7 +1170,10 @@ impl<'k> Overlap<'k> {
             fixed: &ey.0,
         };
         let budget = (work as u64 / 16).clamp(256, 20_000);
-        sym::may_overlap(&mut self.sym.borrow_mut(), self, (&ax, &ay), iters, budget)
+        let mut ops = self.index_operands(xa.mem, px.as_deref().unwrap_or(&[]));
+        ops.extend(self.index_operands(ya.mem, py.as_deref().unwrap_or(&[])));
+        let leaves = crate::analysis::symbolic::params::operand_leaves(self.k, &ops);
+        sym::may_overlap(&mut self.sym.borrow_mut(), self, (&ax, &ay), (iters, &leaves), budget)
     }
 
     /// Whether, under every joint assignment of the variables binding both sides (`both`,

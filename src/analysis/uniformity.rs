@@ -42,6 +42,11 @@ pub type ThreadEval<'a> = &'a dyn Fn(Value, u32) -> Option<i64>;
 pub struct Uniformity {
     level: SecondaryMap<Value, Level>,
     divergent: SecondaryMap<Region, Level>,
+    /// Each value's level among the threads that run one instance of its definition
+    /// ([`Uniformity::executor_uniform`]); empty while it is being computed.
+    among: SecondaryMap<Value, Level>,
+    /// Computing `among`: an `if`'s arms inherit the enclosing level, not the condition's.
+    arms_free: bool,
 }
 
 impl Uniformity {
@@ -51,6 +56,16 @@ impl Uniformity {
     }
     pub fn operand_uniform(&self, o: &Operand) -> bool {
         o.value().is_none_or(|v| self.is_uniform(v))
+    }
+    /// Whether every two threads that run the same instance of the op computing `o` (same
+    /// iterations of its enclosing loops, both inside every enclosing `if` arm) hold the same
+    /// value: `o` is uniform, or thread-dependent only because an enclosing `if` condition
+    /// is (`%i` of a `for 0..8` under `if %lead`). Computed as the block analysis with each
+    /// `if`'s arms at the enclosing level: two threads both in an arm agree on its condition,
+    /// so within the arm the condition contributes nothing; loop bounds, `while` conditions
+    /// and `if` results keep their rules (threads of one instance may still differ there).
+    pub fn executor_uniform(&self, o: &Operand) -> bool {
+        o.value().is_none_or(|v| *self.among.get(v) == Level::Uniform)
     }
     /// The level of an operand (immediates are uniform).
     pub fn operand_level(&self, o: &Operand) -> Level {
@@ -92,11 +107,17 @@ pub fn analyze_warp(k: &Kernel, warp: u32, eval: ThreadEval<'_>) -> Uniformity {
 }
 
 fn run(k: &Kernel, we: Option<&WarpEval<'_>>) -> Uniformity {
-    let mut u = Uniformity {
+    let fresh = |arms_free| Uniformity {
         level: SecondaryMap::with_default(Level::Uniform),
         divergent: SecondaryMap::with_default(Level::Uniform),
+        among: SecondaryMap::with_default(Level::Uniform),
+        arms_free,
     };
+    let mut among = fresh(true);
+    region(k, &mut among, None, k.body(), Level::Uniform);
+    let mut u = fresh(false);
     region(k, &mut u, we, k.body(), Level::Uniform);
+    u.among = among.level;
     u
 }
 
@@ -257,8 +278,9 @@ fn if_op(k: &Kernel, u: &mut Uniformity, we: Option<&WarpEval<'_>>, op: Op, div:
         return;
     };
     let c = control_level(u, we, cond).max(div);
+    let arms = if u.arms_free { div } else { c };
     for &r in &od.regions {
-        region(k, u, we, r, c);
+        region(k, u, we, r, arms);
     }
     let (t, e) = (yields(k, od.regions[0]), yields(k, od.regions[1]));
     for (i, &res) in od.results.iter().enumerate() {

@@ -774,12 +774,15 @@ fn plan_with_commits(
     let (pl, exit) = run_planner(&mut flow, ordered);
     if !pl.diags.is_empty() {
         let mut seen = BTreeSet::new();
-        let d: Vec<Diagnostic> = pl
+        let mut d: Vec<Diagnostic> = pl
             .diags
             .into_iter()
             .filter(|(a, _, d)| seen.insert((*a, d.code)))
             .map(|(_, _, d)| d)
             .collect();
+        // A refusal that rests on a conservative in-flight answer says so (W0314): the
+        // mbarrier queue's E0602 has no wait to place that would have carried the note.
+        d.extend(flow.overlap.conservative_warnings());
         return Err(d);
     }
     let mut edits = commits.edits;

@@ -237,15 +237,16 @@ pub fn collective(
     Some((idx, Ident::Collective { shape, pos, owner }))
 }
 
-/// Whether a memref's view indices are uniform across threads (the enumerator's condition for
-/// an exact collective touch).
+/// Whether a memref's view indices are the same in every thread that runs one instance of
+/// the access (`Uniformity::executor_uniform`: the enumerator's condition for an exact
+/// collective touch).
 fn view_uniform(fp: &Footprints, m: MemRef) -> bool {
     match m {
         MemRef::Buffer(_) => true,
         MemRef::View(v) => {
             let vd = &fp.k.views[v];
             vd.indices.iter().all(|ix| match ix {
-                ViewIndex::At(o) => fp.uniformity().operand_uniform(o),
+                ViewIndex::At(o) => fp.uniformity().executor_uniform(o),
                 ViewIndex::Range(..) => true,
             }) && view_uniform(fp, vd.base)
         }

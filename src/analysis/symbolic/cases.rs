@@ -151,6 +151,24 @@ pub fn pair_conflict(fp: &Footprints, ai: usize, bi: usize, plen: usize, var: Op
     by_cases(fp, ai, bi, plen, var).or_else(|| super::params::pair_conflict(fp, ai, bi, plen, var))
 }
 
+/// [`pairs::intersects_at`] (the in-flight question of `analysis::hazards`) through uniform
+/// leaves: joined over every case (some case meets), else with the leaves shared free
+/// variables (`symbolic::params`). `None`: no access has an unknown index, or both decline.
+pub fn intersects_at(fp: &Footprints, ai: usize, bi: usize, plen: usize, fix: Option<(usize, i64)>) -> Option<bool> {
+    if !(pairs::unknown_index(fp, ai) || pairs::unknown_index(fp, bi)) {
+        return None;
+    }
+    let by_cases = || -> Option<bool> {
+        let ls = joint_leaves(fp, ai, bi)?;
+        let mut any = false;
+        for case in combinations(&ls) {
+            any |= with_fixed(case, || pairs::intersects_at(fp, ai, bi, plen, fix))?;
+        }
+        Some(any)
+    };
+    by_cases().or_else(|| super::params::intersects_at(fp, ai, bi, plen, fix))
+}
+
 /// [`pair_conflict`] case by case only.
 fn by_cases(fp: &Footprints, ai: usize, bi: usize, plen: usize, var: Option<usize>) -> Option<PairConflict> {
     let ls = joint_leaves(fp, ai, bi)?;

@@ -235,6 +235,34 @@ pub fn is_block_leaf(k: &Kernel, v: Value) -> bool {
     }
 }
 
+/// The values a leaf may take: an `i32` parameter its declared range (what every caller
+/// promises, `Kernel::param_ranges`) or all of `i32`, a block id `[0, grid)`, another `i32`
+/// value all of `i32`, an `i1` `[0, 1]`; `None` for other types.
+pub fn leaf_domain(k: &Kernel, v: Value) -> Option<(i64, i64)> {
+    Some(match (k.values[v].ty, &k.values[v].def) {
+        (ScalarType::I32, ValueDef::Param(_)) => (*k.param_ranges.get(v)).map_or(I32, |(a, b)| (a as i64, b as i64)),
+        (ScalarType::I32, ValueDef::Result(op, _)) => match k.ops[*op].kind {
+            OpKind::Special(Special::Bid(d)) => (0, k.bid_max(d)),
+            _ => I32,
+        },
+        (ScalarType::I32, _) => I32,
+        (ScalarType::I1, _) => (0, 1),
+        _ => return None,
+    })
+}
+
+/// The free leaves of a question whose block leaves are already variables of its problem
+/// (`symbolic::overlap`: one per leaf, in the prefix both sides share): each is read as its
+/// variable, and what is built from one is tainted.
+pub fn preset_leaves(vars: &[(Value, usize)]) -> FreeLeaves {
+    FreeLeaves {
+        shared: vars.to_vec(),
+        tainted: vars.iter().map(|&(_, x)| x).collect(),
+        params_only: true,
+        ..FreeLeaves::default()
+    }
+}
+
 /// The leaf values fixed on this thread ([`with_fixed`]), empty outside a case: part of
 /// the identity of a side built under them (`pairs::template`).
 pub fn fixed() -> Vec<(Value, i64)> {
@@ -495,16 +523,8 @@ impl<'a> Builder<'a> {
         if free.params_only && !is_block_leaf(k, v) {
             return Form::Unknown;
         }
-        let (lo, hi) = match (k.values[v].ty, &k.values[v].def) {
-            // A declared range is what every caller promises (`Kernel::param_ranges`).
-            (ScalarType::I32, ValueDef::Param(_)) => (*k.param_ranges.get(v)).map_or(I32, |(a, b)| (a as i64, b as i64)),
-            (ScalarType::I32, ValueDef::Result(op, _)) => match k.ops[*op].kind {
-                OpKind::Special(Special::Bid(d)) => (0, k.bid_max(d)),
-                _ => I32,
-            },
-            (ScalarType::I32, _) => I32,
-            (ScalarType::I1, _) => (0, 1),
-            _ => return Form::Unknown,
+        let Some((lo, hi)) = leaf_domain(k, v) else {
+            return Form::Unknown;
         };
         let uniform = free.is_uniform(k, v);
         if uniform && let Some(&(_, x)) = free.shared.iter().find(|(w, _)| *w == v) {

@@ -106,17 +106,20 @@ struct SideKey {
     all_threads: bool,
     fixed: Vec<(Value, i64)>,
     iters: Vec<Iter>,
+    /// The block leaves of the question, shared variables of the prefix.
+    leaves: Vec<Value>,
     x_side: bool,
 }
 
 impl SideKey {
     /// Whether this key is the one of `a` on side `x_side` of `iters` (no allocation).
-    fn is(&self, a: &Access, iters: &[Iter], x_side: bool) -> bool {
+    fn is(&self, a: &Access, (iters, leaves): (&[Iter], &[Value]), x_side: bool) -> bool {
         self.mem == a.mem
             && self.all_threads == a.all_threads
             && self.x_side == x_side
             && self.fixed == a.fixed
             && self.iters == iters
+            && self.leaves == leaves
             && match (&self.per_thread, a.per_thread) {
                 (None, None) => true,
                 (Some(w), Some(ix)) => {
@@ -127,7 +130,7 @@ impl SideKey {
     }
 
     /// The hash of `a`'s key on side `x_side` of `iters`, computed from the borrowed parts.
-    fn hash_of(a: &Access, iters: &[Iter], x_side: bool) -> u64 {
+    fn hash_of(a: &Access, (iters, leaves): (&[Iter], &[Value]), x_side: bool) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
         a.mem.hash(&mut h);
@@ -135,6 +138,7 @@ impl SideKey {
         x_side.hash(&mut h);
         a.fixed.hash(&mut h);
         iters.hash(&mut h);
+        leaves.hash(&mut h);
         if let Some(ix) = a.per_thread {
             for o in ix {
                 operand_word(o).hash(&mut h);
@@ -231,8 +235,9 @@ fn operand_word(o: &Operand) -> u64 {
 }
 
 /// The prefix problem of a query's iteration variables (boxes, and `i < j` for
-/// `Pairs { lt }`) and each side's loop-variable forms over it. `None`: no encoding.
-fn prefix(iters: &[Iter]) -> Option<(Problem, Keys, Keys)> {
+/// `Pairs { lt }`) and each side's loop-variable forms over it, then one variable per block
+/// leaf over its domain (`form::leaf_domain`), which both sides read. `None`: no encoding.
+fn prefix(k: &Kernel, iters: &[Iter], leaves: &[Value]) -> Option<(Problem, Keys, Keys, LeafVars)> {
     let mut p = Problem::default();
     let (mut kx, mut ky): (Keys, Keys) = (Vec::new(), Vec::new());
     for it in iters {
@@ -260,8 +265,16 @@ fn prefix(iters: &[Iter]) -> Option<(Problem, Keys, Keys)> {
             }
         }
     }
-    Some((p, kx, ky))
+    let mut vars = Vec::with_capacity(leaves.len());
+    for &v in leaves {
+        let (lo, hi) = super::form::leaf_domain(k, v)?;
+        vars.push((v, p.var(lo, hi)));
+    }
+    Some((p, kx, ky, vars))
 }
+
+/// The block leaves of a question and their prefix variables.
+type LeafVars = Vec<(Value, usize)>;
 
 impl Store {
     /// The side of `a` on side `x_side` of `iters` (loop-variable forms `keys` over the
@@ -269,13 +282,14 @@ impl Store {
     fn side(
         &mut self,
         ev: &dyn Evaluator,
-        (pre, iters): (&Problem, &[Iter]),
+        (pre, iters, leaves): (&Problem, &[Iter], &LeafVars),
         a: &Access,
         (keys, x_side): (Keys, bool),
     ) -> Option<std::rc::Rc<Side>> {
-        let h = SideKey::hash_of(a, iters, x_side);
+        let names: Vec<Value> = leaves.iter().map(|&(v, _)| v).collect();
+        let h = SideKey::hash_of(a, (iters, &names), x_side);
         if let Some(b) = self.sides.get(&h)
-            && let Some((_, s)) = b.iter().find(|(k, _)| k.is(a, iters, x_side))
+            && let Some((_, s)) = b.iter().find(|(k, _)| k.is(a, (iters, &names), x_side))
         {
             return s.clone();
         }
@@ -286,7 +300,7 @@ impl Store {
             cons: Vec::new(),
         };
         let mut obligations = Vec::new();
-        let made = side(ev, &mut p, a, keys, &mut obligations)
+        let made = side(ev, &mut p, a, (keys, leaves), &mut obligations)
             .ok()
             .map(|bytes| {
                 // Boxes prove an obligation here iff they do on the composed problem (the
@@ -322,6 +336,7 @@ impl Store {
             all_threads: a.all_threads,
             fixed: a.fixed.to_vec(),
             iters: iters.to_vec(),
+            leaves: names,
             x_side,
         };
         self.sides.entry(h).or_default().push((key, made.clone()));
@@ -337,18 +352,19 @@ fn constant_byte(s: &Bytes) -> Option<i64> {
 /// Whether `X` and `Y` may touch a common byte (`Some`, exact) or `None` (enumerate):
 /// see the module doc. `budget`: search nodes, shared by every solve of the question.
 /// Sides and answers are kept in `store` (docs/symbolic.md, "Translated in-flight questions
-/// share one answer").
+/// share one answer"). `leaves`: the block leaves (parameters, block ids) the two accesses'
+/// indices read, each one variable both sides share (docs/async.md, "Parameters in flight").
 pub fn may_overlap(
     store: &mut Store,
     ev: &dyn Evaluator,
     (x, y): (&Access, &Access),
-    iters: &[Iter],
+    (iters, leaves): (&[Iter], &[Value]),
     budget: u64,
 ) -> Option<bool> {
     store.counts[0] += 1;
-    let (pre, kx, ky) = prefix(iters)?;
-    let sx = store.side(ev, (&pre, iters), x, (kx, true))?;
-    let sy = store.side(ev, (&pre, iters), y, (ky, false))?;
+    let (pre, kx, ky, lv) = prefix(ev.kernel(), iters, leaves)?;
+    let sx = store.side(ev, (&pre, iters, &lv), x, (kx, true))?;
+    let sy = store.side(ev, (&pre, iters, &lv), y, (ky, false))?;
     let key = AnswerKey {
         x: sx.id,
         y: sy.id,
@@ -482,12 +498,14 @@ fn in_bounds(p: &Problem, f: &Affine, len: i64, left: &mut u64) -> Option<()> {
 }
 
 /// Builds one side: its thread, its loop variables' forms, its memref chain and indices.
-/// Every index to prove in bounds is pushed on `obligations`.
+/// Every index to prove in bounds is pushed on `obligations`, except one that depends on a
+/// block leaf (`leaves`, prefix variables): that one constrains the problem instead (an index
+/// out of its dimension is an execution error, so the run's values keep it in range).
 fn side(
     ev: &dyn Evaluator,
     p: &mut Problem,
     a: &Access,
-    keys: Keys,
+    (keys, leaves): (Keys, &LeafVars),
     obligations: &mut Vec<(Affine, i64)>,
 ) -> Result<Bytes, ()> {
     let k = ev.kernel();
@@ -498,6 +516,7 @@ fn side(
     };
     let t = p.var(0, threads - 1);
     let mut b = Builder::new(ev, p, t);
+    b.free = (!leaves.is_empty()).then(|| super::form::preset_leaves(leaves));
     b.ivs = keys;
     for &(v, c) in a.fixed {
         b.ivs.push((v, Affine::konst(c)));
@@ -528,6 +547,15 @@ fn side(
         Some(o) => i64::try_from(o).map_err(|_| ())?,
         None => (1i64 << 40) * (root.index() as i64 + 1),
     };
+    if let Some(free) = &b.free {
+        obligations.retain(|(f, len)| {
+            let on_leaf = f.terms.iter().any(|(v, _)| free.tainted.contains(v));
+            if on_leaf {
+                f.constrain(b.p, 0, len - 1);
+            }
+            !on_leaf
+        });
+    }
     Ok(Bytes {
         lin,
         esz: bd.elem.bytes() as i64,

@@ -56,24 +56,49 @@ pub fn pair_conflict(fp: &Footprints, ai: usize, bi: usize, plen: usize, var: Op
     r
 }
 
+/// [`pairs::intersects_at`] (the in-flight question of `analysis::hazards`: may the two
+/// accesses touch a common unit at distance 0) with the block leaves shared free variables,
+/// under the same conditions as [`pair_conflict`]. `None`: declined.
+pub fn intersects_at(fp: &Footprints, ai: usize, bi: usize, plen: usize, fix: Option<(usize, i64)>) -> Option<bool> {
+    if !(pairs::unknown_index(fp, ai) || pairs::unknown_index(fp, bi)) {
+        return None;
+    }
+    if exact_with_free_params(fp, ai) != Some(true) || exact_with_free_params(fp, bi) != Some(true) {
+        return None;
+    }
+    let r = with_free_params(|| pairs::intersects_at(fp, ai, bi, plen, fix));
+    if pairs::tracing() {
+        eprintln!("symbolic params meets {ai} {bi} ({plen}, {fix:?}): {r:?}");
+    }
+    r
+}
+
 /// The block leaves (parameters, block ids) that the indices and view indices of access
 /// `ai` read, through integer arithmetic (not through loads): the values a W0319 names.
 pub fn index_leaves(fp: &Footprints, ai: usize) -> Vec<Value> {
     let k = fp.k;
     let a = &fp.accesses[ai];
-    let mut stack: Vec<Value> = Vec::new();
+    let mut ops: Vec<Operand> = Vec::new();
     if let Footprint::PerThread(ix) = &a.access.footprint {
-        stack.extend(ix.iter().filter_map(|o| o.value()));
+        ops.extend(ix.iter().copied());
     }
     let mut m = a.access.mem;
     while let MemRef::View(v) = m {
         for ix in &k.views[v].indices {
             if let ViewIndex::At(o) = ix {
-                stack.extend(o.value());
+                ops.push(*o);
             }
         }
         m = k.views[v].base;
     }
+    operand_leaves(k, &ops)
+}
+
+/// The block leaves (parameters, block ids) that `ops` read through integer arithmetic
+/// (not through loads), sorted: the leaves of [`index_leaves`], and the shared free
+/// variables of an in-flight question (`symbolic::overlap`).
+pub fn operand_leaves(k: &Kernel, ops: &[Operand]) -> Vec<Value> {
+    let mut stack: Vec<Value> = ops.iter().filter_map(|o| o.value()).collect();
     let (mut seen, mut out) = (Vec::new(), Vec::new());
     while let Some(v) = stack.pop() {
         if seen.contains(&v) {
