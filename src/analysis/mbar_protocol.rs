@@ -35,7 +35,9 @@
 //!   where threads are counted (arriving threads, a round's bytes).
 //! - **Parameters without a range** are searched (0 to [`SEARCHED`], the values giving trip
 //!   counts 0 to [`TRIPS`] where the parameter is divided into one, and the default) for a
-//!   counterexample (E0306); without one the wait is *taken as written* with W0318, not in
+//!   counterexample (E0306); without one, the waits are verified for every value where the
+//!   every-trip-count argument's premises hold (the child module `mbar_trips`), and
+//!   otherwise *taken as written* with W0318 naming the premise that fails, not in
 //!   [`Verdict::unverified`] (docs/async.md says why).
 //!
 //! Exact: no sampling; the trace enumerates every thread class, iteration and parameter value.
