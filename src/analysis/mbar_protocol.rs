@@ -42,7 +42,9 @@
 //!   where threads are counted (arriving threads, a round's bytes).
 //! - **Parameters without a range** are searched (0 to [`SEARCHED`], the values giving trip
 //!   counts 0 to [`TRIPS`] where the parameter is divided into one, and the default) for a
-//!   counterexample (E0306); without one the wait is *taken as written* with W0318, not in
+//!   counterexample (E0306); without one, the waits are verified for every value where the
+//!   every-trip-count argument's premises hold (the child module `mbar_trips`), and
+//!   otherwise *taken as written* with W0318 naming the premise that fails, not in
 //!   [`Verdict::unverified`] (docs/async.md says why).
 //!
 //! Exact: no sampling; the trace enumerates every thread class, iteration and parameter value.
@@ -59,6 +61,8 @@ use crate::ir::*;
 
 #[path = "mbar_rounds.rs"]
 mod rounds;
+#[path = "mbar_trips.rs"]
+mod trips;
 
 /// Ops executed over all threads (and parameter values) before the trace gives up (not
 /// decided).
@@ -143,7 +147,13 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
     loop {
         match verify_all(k, warp, &params, &waits) {
             Ok(v) if sampled.is_empty() => return v,
-            Ok(v) => return taken_as_written(k, v, &waits, &sampled),
+            Ok(v) => {
+                let all = every_trip(k, warp, &params, &sampled, &v);
+                return match all {
+                    Ok(()) => v,
+                    Err(why) => taken_as_written(k, v, &waits, &sampled, &why),
+                };
+            }
             Err(Missing::Param(p)) => {
                 let vals: Vec<i64> = match *k.param_ranges.get(p) {
                     Some((lo, hi)) if combos(&params) * (hi as i64 - lo as i64 + 1) <= MAX_VALUES => {
@@ -196,7 +206,19 @@ pub const TRIPS: i64 = 32;
 /// divides it by a positive constant, `(p + c) div B` (Triton's `cdiv(K, BLOCK_K)`): for
 /// trip count `t`, the largest such value, `t·B − c + B − 1` (within `i32`).
 fn trip_values(k: &Kernel, p: Value) -> Vec<i64> {
-    let konst = |o: &Operand| match o {
+    let mut out = Vec::new();
+    k.walk(|o| {
+        if let Some((c, b)) = div_form(k, p, o) {
+            let vals = (0..=TRIPS).map(|t| t * b - c + b - 1);
+            out.extend(vals.filter(|v| (i32::MIN as i64..=i32::MAX as i64).contains(v)));
+        }
+    });
+    out
+}
+
+/// The value of an `i32` constant operand.
+fn konst(k: &Kernel, o: &Operand) -> Option<i64> {
+    match o {
         Operand::Imm(Scalar::I32(x)) => Some(*x as i64),
         Operand::Value(v) => match k.values[*v].def {
             ValueDef::Result(d, _) => match k.ops[d].kind {
@@ -206,46 +228,41 @@ fn trip_values(k: &Kernel, p: Value) -> Vec<i64> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// `(c, B)` when op `o` is `(p + c) div B` with `B > 0` (or `p div B`, `(c + p) div B`,
+/// `(p − c) div B`): the trip count the kernel derives from parameter `p`.
+fn div_form(k: &Kernel, p: Value, o: Op) -> Option<(i64, i64)> {
+    let OpKind::Binary(BinOp::Div, Operand::Value(x), b) = &k.ops[o].kind else {
+        return None;
     };
-    // `c` when `o` is `p + c` (or `p`, `c + p`, `p − c`).
-    let offset = |o: &Operand| -> Option<i64> {
-        let Operand::Value(v) = o else { return None };
-        if *v == p {
-            return Some(0);
-        }
-        let ValueDef::Result(d, _) = k.values[*v].def else { return None };
-        match &k.ops[d].kind {
-            OpKind::Binary(BinOp::Add, Operand::Value(x), c) if *x == p => konst(c),
-            OpKind::Binary(BinOp::Add, c, Operand::Value(x)) if *x == p => konst(c),
-            OpKind::Binary(BinOp::Sub, Operand::Value(x), c) if *x == p => konst(c).map(|c| -c),
-            _ => None,
-        }
-    };
-    let mut out = Vec::new();
-    k.walk(|o| {
-        if let OpKind::Binary(BinOp::Div, x, b) = &k.ops[o].kind
-            && let (Some(c), Some(b)) = (offset(x), konst(b))
-            && b > 0
-        {
-            let vals = (0..=TRIPS).map(|t| t * b - c + b - 1);
-            out.extend(vals.filter(|v| (i32::MIN as i64..=i32::MAX as i64).contains(v)));
-        }
-    });
-    out
+    let b = konst(k, b).filter(|&b| b > 0)?;
+    if *x == p {
+        return Some((0, b));
+    }
+    let ValueDef::Result(d, _) = k.values[*x].def else { return None };
+    let c = match &k.ops[d].kind {
+        OpKind::Binary(BinOp::Add, Operand::Value(y), c) if *y == p => konst(k, c),
+        OpKind::Binary(BinOp::Add, c, Operand::Value(y)) if *y == p => konst(k, c),
+        OpKind::Binary(BinOp::Sub, Operand::Value(y), c) if *y == p => konst(k, c).map(|c| -c),
+        _ => None,
+    }?;
+    Some((c, b))
 }
 
 /// The verdict when parameters without a declared range (`sampled`) were only searched: the
 /// errors found stand (a counterexample is exact); a wait with none is not verified for
 /// every value, and is taken as written with W0318 saying so (docs/async.md: refusing every
 /// kernel with a symbolic trip count, Triton's among them, is not what we chose).
-fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], sampled: &[Value]) -> Verdict {
+fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], sampled: &[Value], not_all: &str) -> Verdict {
     let names: Vec<String> = sampled.iter().map(|p| format!("%{}", k.value_names.get(*p))).collect();
     let trips = match sampled.iter().any(|&p| !trip_values(k, p).is_empty()) {
         true => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
         false => String::new(),
     };
     let why = format!(
-        "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED}{trips} and the default) shows it wrong, and it is taken as written",
+        "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED}{trips} and the default) shows it wrong, and it is taken as written (not shown for every trip count: {not_all})",
         names.join(", ")
     );
     let wrong: Vec<_> = v.errors.iter().map(at).collect();
@@ -265,6 +282,36 @@ fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], sampled: &[Value])
         );
     }
     v
+}
+
+/// Whether the clean search `v` of one parameter without a declared range (`sampled`, its
+/// values in `params`) holds for every value: the every-trip-count argument
+/// (`mbar_trips`); `Err` names the premise that fails.
+fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Value], v: &Verdict) -> Result<(), String> {
+    if !v.errors.is_empty() || !v.unverified.is_empty() {
+        return Err("a wait is shown wrong or not decided for some value".into());
+    }
+    let ([(p, vals)], [q]) = (params, sampled) else {
+        return Err("the trace needs more than one parameter".into());
+    };
+    debug_assert_eq!(p, q);
+    let mut traced = HashSet::new();
+    mark(k, k.body(), &mut traced);
+    let sh = trips::shape(k, *p, &traced)?;
+    let Some((c, b)) = sh.form else {
+        return Err(format!("premise (1) fails: %{} gives no trip count `(%{0} + c) div B` of a loop", k.value_names.get(*p)));
+    };
+    let kv = |t: i64| t * b - c + b - 1;
+    if (0..=TRIPS).any(|t| !vals.contains(&kv(t))) {
+        return Err(format!("not every trip count 0 to {TRIPS} was searched"));
+    }
+    let assign = HashMap::from([(*p, kv(TRIPS))]);
+    let Ok(t) = trace(k, warp, &assign, MAX_STEPS, sh.loops.keys().copied().collect()) else {
+        return Err(format!("the trace at trip count {TRIPS} failed"));
+    };
+    let (t0, period) = trips::period(k, &sh, &t.iters)?;
+    let pr = Protocol::new(k, t.events, t.weight);
+    trips::blocks(&pr, &sh, &t.iters, t0, period)
 }
 
 /// Parameter value combinations enumerated at most.
@@ -302,7 +349,7 @@ fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op])
             assign.insert(*p, vals[(rest % vals.len() as i64) as usize]);
             rest /= vals.len() as i64;
         }
-        let t = trace(k, warp, &assign, budget)?;
+        let t = trace(k, warp, &assign, budget, HashSet::new())?;
         budget -= t.steps;
         let mut v = aligned(k, t.events, t.weight).verdict(waits);
         if !assign.is_empty() {
@@ -402,6 +449,18 @@ struct Trace {
     events: Vec<Event>,
     weight: HashMap<u32, u32>,
     steps: usize,
+    /// The runs of the loops asked for (`trace`'s `pumped`).
+    iters: Vec<Iters>,
+}
+
+/// One thread's run of a loop the trace was asked to record: where each iteration's events
+/// start, the iteration values each began with, and where the run's events end.
+struct Iters {
+    thread: u32,
+    op: Op,
+    starts: Vec<usize>,
+    vals: Vec<Vec<Option<i64>>>,
+    end: usize,
 }
 
 /// The state of one thread's walk.
@@ -422,15 +481,19 @@ struct Tracer<'k> {
     params: &'k HashMap<Value, i64>,
     /// A parameter an evaluation needed and `params` lacks.
     missing: std::cell::Cell<Option<Value>>,
+    /// Loops whose iterations are recorded (`mbar_trips`), and their runs.
+    pumped: HashSet<Op>,
+    iters: Vec<Iters>,
 }
 
 /// Every thread class's mbarrier events with the parameters `params`, or why the trace could
-/// not be computed (at most `budget` steps).
+/// not be computed (at most `budget` steps); the runs of the loops `pumped` are recorded.
 fn trace(
     k: &Kernel,
     warp: u32,
     params: &HashMap<Value, i64>,
     budget: usize,
+    pumped: HashSet<Op>,
 ) -> Result<Trace, Missing> {
     let mut has_mbar = HashSet::new();
     mark(k, k.body(), &mut has_mbar);
@@ -448,6 +511,8 @@ fn trace(
         seq: 0,
         steps: 0,
         budget,
+        pumped,
+        iters: Vec::new(),
     };
     let classes = t.classes(&crate::analysis::mbar_classes::terms(k, &t.has_mbar));
     let mut weight = HashMap::new();
@@ -463,7 +528,7 @@ fn trace(
             });
         }
     }
-    Ok(Trace { events: t.events, weight, steps: t.steps })
+    Ok(Trace { events: t.events, weight, steps: t.steps, iters: t.iters })
 }
 
 /// Marks the ops that are or hold an mbarrier op; whether region `r` holds one.
@@ -580,7 +645,12 @@ impl Tracer<'_> {
             _ => (false, None),
         };
         let (mut iv, mut n) = (lo, 0i64);
+        let mut rec = (self.pumped.contains(&op)).then(|| Iters { thread: self.tid, op, starts: Vec::new(), vals: Vec::new(), end: 0 });
         while iv < hi {
+            if let Some(r) = rec.as_mut() {
+                r.starts.push(self.events.len());
+                r.vals.push(vals.clone());
+            }
             self.env.insert(args[0], iv);
             for (a, v) in args[1..].iter().zip(&vals) {
                 self.set(*a, *v);
@@ -600,6 +670,10 @@ impl Tracer<'_> {
             vals = self.yields(body, vals.len());
             iv += st;
             n += 1;
+        }
+        if let Some(mut r) = rec {
+            r.end = self.events.len();
+            self.iters.push(r);
         }
         if let (true, Some(a)) = (counted, self.align.as_mut()) {
             // After the loop: `count` iterations done (the last one was counted at its start).
