@@ -205,6 +205,8 @@ pub(crate) fn for_pair(
 ) -> Choice {
     let k = pp.k;
     let straight = |ws: Vec<Op>, keep: Op| first_on_every_path(pp, dst, &ws, keep);
+    let mut memo = None;
+    let mut carried = || *memo.get_or_insert_with(&mut *carried);
     let mut out = lc.clone();
     // Whether the in-loop wait was dropped for the exit wait (which then stays where it is
     // the only completing wait after the loop: rule 4).
@@ -217,7 +219,7 @@ pub(crate) fn for_pair(
             }
         }
         (Some((w, d)), Some(level)) => {
-            match in_loop_wait(pp, c, (copy, dst), copy_loops, (w, d, level), carried) {
+            match in_loop_wait(pp, c, (copy, dst), copy_loops, (w, d, level), &mut carried) {
                 Ok(InLoopWait::Keep) => {}
                 Ok(InLoopWait::Use(best)) => out.in_loop = Some(best),
                 Ok(InLoopWait::ExitOnly) if lc.exit.is_some() => {
@@ -235,6 +237,12 @@ pub(crate) fn for_pair(
         && !k.parents().ancestors(dst).contains(&copy_loops[level])
     {
         let l = copy_loops[level];
+        // For a pair carried across a common loop, the exit must run in the copy's iteration
+        // of it: regions on the destination's path alone do not count, and no fallback keeps
+        // a wait that some path skips (docs/async.md, "The youngest execution").
+        let own = PairPaths { pb: pp.pc, ..*pp };
+        let carried = carried();
+        let pp = if carried { &own } else { pp };
         let after =
             |w: &Op| !k.parents().ancestors(*w).contains(&l) && pp.order.get(w) > pp.order.get(&l);
         let pos = |o: &Op| pp.order.get(o).copied().unwrap_or(usize::MAX);
@@ -254,6 +262,16 @@ pub(crate) fn for_pair(
         }
         if pp.lift(x) == Some(x) {
             return if &out == lc { Choice::Keep } else { Choice::Use(out) };
+        }
+        if carried {
+            return match pp.first(ws.into_iter()).filter(before_dst) {
+                Some(e) => {
+                    out.exit = Some(e);
+                    out.exit_on_entry = pp.waits.contains(&e) && c.completes_on_entry(e, copy, copy_loops);
+                    if &out == lc { Choice::Keep } else { Choice::Use(out) }
+                }
+                None => Choice::AtDestination,
+            };
         }
         match straight(ws, x) {
             Ok(e) => {
