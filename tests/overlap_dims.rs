@@ -20,8 +20,8 @@ use smemsync::sync::PlaceMemo;
 use smemsync::target::Target;
 
 mod common;
-use common::parse_verified;
 use common::switch::{self, Named};
+use common::{OverlapOracle, parse_verified};
 
 /// One access: kind (0 copy, 1 load, 2 store), slot form, row form, column offset, and
 /// whether it goes through a view of its slot.
@@ -114,26 +114,18 @@ proptest! {
     ) {
         let src = text(block, trip, param, &accs);
         let k = parse_verified(&src);
-        let ops: Vec<Op> = k.ops.iter().map(|(op, _)| op).filter(|&op| !accesses(&k, op).is_empty()).collect();
-        let mut on = Overlap::new(&k, 32);
-        on.dims = true;
-        let mut off = Overlap::new(&k, 32);
-        off.dims = false;
-        off.symbolic = false;
-        off.prep_memo = false;
+        // The default engine, test on, against the enumerating one with the test off.
+        let mut o = OverlapOracle::new(&k);
+        o.sym.dims = true;
+        o.en.dims = false;
         let mut n = 0usize;
-        for &x in &ops {
-            for &y in &ops {
-                let l = on.for_loops(y)[0];
+        for x in o.ops.clone() {
+            for y in o.ops.clone() {
+                let l = o.sym.for_loops(y)[0];
                 let tg: Vec<_> = tag(tags[n % tags.len()]).map(|g| (l, g)).into_iter().collect();
                 n += 1;
-                for xa in &accesses(&k, x) {
-                    for ya in &accesses(&k, y) {
-                        let (a, b) = (on.may_overlap(x, xa, y, ya, &tg), off.may_overlap(x, xa, y, ya, &tg));
-                        prop_assert_eq!(a, b, "{:?} then {:?} under {:?} in\n{}", x, y, tg, src);
-                        prop_assert_eq!(&*on.conservative.borrow(), &*off.conservative.borrow(), "notes\n{}", src);
-                    }
-                }
+                let r = o.compare(&k, (x, y), &tg);
+                prop_assert!(r.is_ok(), "{} in\n{}", r.unwrap_err(), src);
             }
         }
     }
