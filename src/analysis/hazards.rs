@@ -634,11 +634,12 @@ fn warn_uniform_unknowns(fp: &Footprints, hazards: &[Hazard], out: &mut Vec<Diag
             continue;
         };
         let sides = [(h.src, ai), (h.dst, bi)];
+        // The leaves first: most indices read none, and then no definition chain is walked
+        // for a loaded value (both are tests of one side; the kept sides are the same).
         let whole: Vec<(AccessRef, usize, Vec<Value>)> = sides
             .into_iter()
-            .filter(|&(_, i)| loaded_value(k, &fp.accesses[i].access).is_none())
             .map(|(a, i)| (a, i, params::whole_through_leaves(fp, i)))
-            .filter(|(_, _, l)| !l.is_empty())
+            .filter(|(_, i, l)| !l.is_empty() && loaded_value(k, &fp.accesses[*i].access).is_none())
             .collect();
         if whole.is_empty() || params::decided(fp, ai, bi, plen, var) {
             continue;
