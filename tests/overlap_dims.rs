@@ -162,14 +162,7 @@ fn next_slot_copy_and_this_slot_load_are_decided_by_the_dims() {
 /// Verified kernels of the examples and the async and placement file tests, and real-size
 /// GEMMs and flash loops.
 fn kernels() -> Vec<Named> {
-    let mut out = switch::verified_file_kernels(
-        &[
-            "examples",
-            "tests/filetests/async",
-            "tests/filetests/placement",
-        ],
-        50,
-    );
+    let mut out = switch::async_and_placement_kernels();
     // Real sizes, kept few for CI's debug build: the unrolled copies at 64×64×32 (the
     // unrolled 128×128×64 GEMMs ask the same kinds of questions, ten times more of them).
     out.extend(switch::gemm_kernels((64, 64, 32), &[(64, true)]));

@@ -154,14 +154,7 @@ proptest! {
 /// Verified kernels of the examples and the async and placement file tests, the unrolled
 /// 64×64×32 GEMM and the flash loop.
 fn kernels() -> Vec<Named> {
-    let mut out = switch::verified_file_kernels(
-        &[
-            "examples",
-            "tests/filetests/async",
-            "tests/filetests/placement",
-        ],
-        50,
-    );
+    let mut out = switch::async_and_placement_kernels();
     out.extend(switch::gemm_kernels((64, 64, 32), &[(64, true)]));
     out.extend(switch::bench_kernels(&["flash"]));
     out

@@ -30,6 +30,19 @@ use smemsync::target::Target;
 
 pub use super::{Named, verified_file_kernels, verified_file_kernels_under};
 
+/// The verified kernels of the examples and the async and placement file tests (more than
+/// 50), the file list of the dataflow's on/off tests.
+pub fn async_and_placement_kernels() -> Vec<Named> {
+    verified_file_kernels(
+        &[
+            "examples",
+            "tests/filetests/async",
+            "tests/filetests/placement",
+        ],
+        50,
+    )
+}
+
 /// The GEMMs at `(bm, bn, bk)` for each `(threads, unrolled)` of `variants`, the other
 /// parameters those of [`GemmShape::realistic`]; named `gemm BMxBNxBK tT unrolled=U`.
 pub fn gemm_kernels((bm, bn, bk): (u32, u32, u32), variants: &[(u32, bool)]) -> Vec<Named> {
