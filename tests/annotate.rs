@@ -10,19 +10,8 @@ use std::process::{Command, Stdio};
 
 use smemsync::reader::ttgir::lexer::lex_lines;
 
-fn smemsync(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "smemsync {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+mod common;
+use common::smemsync_stdout as smemsync;
 
 fn corpus() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/triton");

@@ -6,7 +6,6 @@
 //! the placer.
 
 use std::path::Path;
-use std::process::Command;
 
 use smemsync::check::proof::prove;
 use smemsync::check::{CheckOptions, Verdict, check_race_free};
@@ -16,20 +15,7 @@ use smemsync::target::Target;
 
 mod common;
 use common::parse_verified as parse;
-
-fn smemsync(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "smemsync {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use common::smemsync_stdout as smemsync;
 
 /// The two GEMMs after `smemsync sync --target sm_90`: the bench kernel and
 /// `benches/gpu/gemm128.kir`.

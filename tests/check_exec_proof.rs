@@ -601,16 +601,9 @@ fn refined_writes_in_a_loop_cover_only_their_iterations() {
 #[test]
 fn the_bench_gemm_and_flash_are_proved_plain_within_the_default_budget() {
     for row in ["gemm 128x128x64 t64 rolled", "flash 128x64 d64 t128 rolled"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
-            .args(["bench", "--print", row])
-            .output()
-            .expect("runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let k = parse(&synced(&String::from_utf8_lossy(&out.stdout)));
+        let k = parse(&synced(&common::smemsync_stdout(&[
+            "bench", "--print", row,
+        ])));
         let o = CheckOptions {
             target: Some(smemsync::target::Target::from_name("sm_80").expect("known")),
             ..CheckOptions::default()

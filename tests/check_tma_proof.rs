@@ -8,7 +8,6 @@
 //! line, so the checker never links the placer.
 
 use std::path::Path;
-use std::process::Command;
 
 use smemsync::check::Verdict;
 use smemsync::check::proof::prove;
@@ -18,17 +17,7 @@ use common::parse_verified as parse;
 
 fn synced(rel: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(rel);
-    let out = Command::new(env!("CARGO_BIN_EXE_smemsync"))
-        .args(["sync", "--target", "sm_90", &p.to_string_lossy()])
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("runs");
-    assert!(
-        out.status.success(),
-        "sync {rel}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::smemsync_stdout(&["sync", "--target", "sm_90", &p.to_string_lossy()])
 }
 
 const PIPELINES: [&str; 2] = [

@@ -195,14 +195,7 @@ fn boxes_follow_views_and_refuse_out_of_range_indices() {
 /// tests, and GEMMs at `shape` (64 and 256 threads, copies rolled and unrolled), with the
 /// flash kernels when `flash`.
 fn kernels(shape: (u32, u32, u32), flash: bool) -> Vec<Named> {
-    let mut out = switch::verified_file_kernels(
-        &[
-            "examples",
-            "tests/filetests/async",
-            "tests/filetests/placement",
-        ],
-        50,
-    );
+    let mut out = switch::async_and_placement_kernels();
     out.extend(switch::gemm_kernels(
         shape,
         &[(64, false), (64, true), (256, false), (256, true)],

@@ -20,8 +20,8 @@ use smemsync::sync::PlaceMemo;
 use smemsync::target::Target;
 
 mod common;
-use common::parse_verified;
 use common::switch::{self, Named};
+use common::{OverlapOracle, parse_verified};
 
 /// One access: kind (0 copy, 1 load, 2 store), slot form, row form, column offset, and
 /// whether it goes through a view of its slot.
@@ -114,40 +114,18 @@ proptest! {
     ) {
         let src = text(block, trip, param, &accs);
         let k = parse_verified(&src);
-        let ops: Vec<Op> = k.ops.iter().map(|(op, _)| op).filter(|&op| !accesses(&k, op).is_empty()).collect();
-        let mut on = Overlap::new(&k, 32);
-        on.dims = true;
-        let mut off = Overlap::new(&k, 32);
-        off.dims = false;
-        off.symbolic = false;
-        off.prep_memo = false;
+        // The default engine, test on, against the enumerating one with the test off.
+        let mut o = OverlapOracle::new(&k);
+        o.sym.dims = true;
+        o.en.dims = false;
         let mut n = 0usize;
-        let mut leafy: Vec<(Op, Op)> = Vec::new();
-        for &x in &ops {
-            for &y in &ops {
-                let l = on.for_loops(y)[0];
+        for x in o.ops.clone() {
+            for y in o.ops.clone() {
+                let l = o.sym.for_loops(y)[0];
                 let tg: Vec<_> = tag(tags[n % tags.len()]).map(|g| (l, g)).into_iter().collect();
                 n += 1;
-                for xa in &accesses(&k, x) {
-                    for ya in &accesses(&k, y) {
-                        let (a, b) = (on.may_overlap(x, xa, y, ya, &tg), off.may_overlap(x, xa, y, ya, &tg));
-                        if common::reads_block_leaf(&k, xa, ya) {
-                            // Through `%n` the enumeration is conservative and the symbolic
-                            // engine may decide (docs/async.md, "Parameters in flight"): it
-                            // may say less, and its notes are a subset.
-                            prop_assert!(!a || b, "{:?} then {:?} under {:?} in\n{}", x, y, tg, src);
-                            let (sn, en) = (on.conservative.borrow(), off.conservative.borrow());
-                            prop_assert!(sn.iter().all(|n| en.contains(n)), "notes\n{}", src);
-                            leafy.push((x, y));
-                            continue;
-                        }
-                        prop_assert_eq!(a, b, "{:?} then {:?} under {:?} in\n{}", x, y, tg, src);
-                        let kept = |v: &Vec<(Op, Op, &'static str)>| -> Vec<(Op, Op, &'static str)> {
-                            v.iter().filter(|n| !leafy.contains(&(n.0, n.1))).cloned().collect()
-                        };
-                        prop_assert_eq!(kept(&on.conservative.borrow()), kept(&off.conservative.borrow()), "notes\n{}", src);
-                    }
-                }
+                let r = o.compare(&k, (x, y), &tg);
+                prop_assert!(r.is_ok(), "{} in\n{}", r.unwrap_err(), src);
             }
         }
     }
@@ -184,14 +162,7 @@ fn next_slot_copy_and_this_slot_load_are_decided_by_the_dims() {
 /// Verified kernels of the examples and the async and placement file tests, and real-size
 /// GEMMs and flash loops.
 fn kernels() -> Vec<Named> {
-    let mut out = switch::verified_file_kernels(
-        &[
-            "examples",
-            "tests/filetests/async",
-            "tests/filetests/placement",
-        ],
-        50,
-    );
+    let mut out = switch::async_and_placement_kernels();
     // Real sizes, kept few for CI's debug build: the unrolled copies at 64×64×32 (the
     // unrolled 128×128×64 GEMMs ask the same kinds of questions, ten times more of them).
     out.extend(switch::gemm_kernels((64, 64, 32), &[(64, true)]));

@@ -12,17 +12,15 @@
 //!    without it (`FlowMemo::no_prep`).
 
 use proptest::prelude::*;
-use smemsync::analysis::inflight::{FlowMemo, completions_memo};
+use smemsync::analysis::inflight::FlowMemo;
 use smemsync::analysis::overlap::{IterTag, Overlap};
-use smemsync::bench_kernels::{GemmShape, gemm};
-use smemsync::ir::edit::apply;
 use smemsync::ir::*;
-use smemsync::sync::waits::plan_waits_memo;
-use smemsync::sync::{PlaceMemo, PlaceOptions, place_barriers_memo};
+use smemsync::sync::PlaceMemo;
 use smemsync::target::Target;
 
 mod common;
-use common::parse_verified;
+use common::switch::{self, Named};
+use common::{OverlapOracle, parse_verified};
 
 /// One access: kind (0 copy, 1 load, 2 store), slot form, row form, column offset, and
 /// whether it sits in the inner loop.
@@ -113,10 +111,6 @@ fn tag(b: u8) -> Option<IterTag> {
     }
 }
 
-fn accesses(k: &Kernel, op: Op) -> Vec<SharedAccess> {
-    effects::effects(k, op).shared
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -130,17 +124,18 @@ proptest! {
     ) {
         let src = text(block, trip, params, &accs);
         let k = parse_verified(&src);
-        let ops: Vec<Op> = k.ops.iter().map(|(op, _)| op).filter(|&op| !accesses(&k, op).is_empty()).collect();
-        let mut on = Overlap::new(&k, 32);
-        on.prep_memo = true;
-        let mut off = Overlap::new(&k, 32);
-        off.prep_memo = false;
+        // The engine as the analysis runs it, memo on, against one that prepares each query
+        // on its own (symbolic too: only the memo differs).
+        let mut o = OverlapOracle::new(&k);
+        o.sym.prep_memo = true;
+        o.en = Overlap::new(&k, 32);
+        o.en.prep_memo = false;
         let mut n = 0usize;
         // Twice over: the second round finds every preparation in the memo.
         for _ in 0..2 {
-            for &x in &ops {
-                for &y in &ops {
-                    let loops = on.for_loops(y);
+            for x in o.ops.clone() {
+                for y in o.ops.clone() {
+                    let loops = o.sym.for_loops(y);
                     let mut tg = Vec::new();
                     for (i, &l) in loops.iter().enumerate() {
                         if let Some(g) = tag(tags[(n + 5 * i) % tags.len()]) {
@@ -148,13 +143,8 @@ proptest! {
                         }
                     }
                     n += 1;
-                    for xa in &accesses(&k, x) {
-                        for ya in &accesses(&k, y) {
-                            let (a, b) = (on.may_overlap(x, xa, y, ya, &tg), off.may_overlap(x, xa, y, ya, &tg));
-                            prop_assert_eq!(a, b, "{:?} then {:?} under {:?} in\n{}", x, y, tg, src);
-                            prop_assert_eq!(&*on.conservative.borrow(), &*off.conservative.borrow(), "notes\n{}", src);
-                        }
-                    }
+                    let r = o.compare(&k, (x, y), &tg);
+                    prop_assert!(r.is_ok(), "{} in\n{}", r.unwrap_err(), src);
                 }
             }
         }
@@ -163,67 +153,30 @@ proptest! {
 
 /// Verified kernels of the examples and the async and placement file tests, the unrolled
 /// 64×64×32 GEMM and the flash loop.
-fn kernels() -> Vec<(String, Kernel)> {
-    let mut out: Vec<(String, Kernel)> = common::kernel_files(&[
-        "examples",
-        "tests/filetests/async",
-        "tests/filetests/placement",
-    ])
-    .iter()
-    .filter_map(|p| {
-        let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
-        smemsync::verify::verify(&k)
-            .is_empty()
-            .then(|| (p.display().to_string(), k))
-    })
-    .collect();
-    assert!(out.len() > 50, "only {} kernels read", out.len());
-    let sh = GemmShape {
-        threads: 64,
-        bm: 64,
-        bn: 64,
-        bk: 32,
-        ..GemmShape::realistic(true)
-    };
-    out.push((
-        "gemm 64x64x32 t64 unrolled".into(),
-        parse_verified(&gemm(&sh).unwrap()),
-    ));
-    let src = smemsync::bench_kernels::named("flash").unwrap();
-    out.push(("flash".into(), parse_verified(&src)));
+fn kernels() -> Vec<Named> {
+    let mut out = switch::async_and_placement_kernels();
+    out.extend(switch::gemm_kernels((64, 64, 32), &[(64, true)]));
+    out.extend(switch::bench_kernels(&["flash"]));
     out
 }
 
 /// The wait plan, the completions on the kernel with its waits and the barrier placement of
 /// that kernel, as debug text, with the memo of preparations on or off.
-fn waits_completions_barriers(k: &Kernel, t: &Target, no_prep: bool) -> Vec<String> {
-    let mut memo = FlowMemo::for_kernel(k);
-    memo.no_prep = no_prep;
-    let plan = plan_waits_memo(k, t, &mut memo);
-    let mut out = vec![format!("{plan:?}")];
-    let Ok(p) = plan else {
-        return out;
-    };
-    let with_waits = apply(k, &p.plan).unwrap();
-    let c = completions_memo(&with_waits, t, &mut memo);
-    out.push(format!("{c:?}"));
+fn waits_completions_barriers(k: &Kernel, t: &Target, prep: bool) -> Vec<String> {
     let mut pm = PlaceMemo {
-        flow: memo,
+        flow: FlowMemo::for_kernel(k),
         footprints: Some(Box::default()),
     };
-    match place_barriers_memo(&with_waits, t, &PlaceOptions::default(), &mut pm) {
-        Ok(b) => out.push(format!("{:?} {:?} {:?}", b.stats, b.plan, b.warnings)),
-        Err(e) => out.push(format!("{e:?}")),
-    }
-    out
+    pm.flow.no_prep = !prep;
+    switch::waits_completions_barriers(k, t, &mut pm, switch::COMPLETIONS)
 }
 
 #[test]
 fn the_prep_memo_changes_no_wait_completion_or_barrier() {
-    let t = Target::from_name("sm_80").unwrap();
-    for (name, k) in &kernels() {
-        let got = waits_completions_barriers(k, &t, false);
-        let want = waits_completions_barriers(k, &t, true);
-        assert_eq!(got, want, "{name}");
-    }
+    switch::assert_switch_changes_nothing(
+        "waits, completions and barriers",
+        &kernels(),
+        &["sm_80"],
+        waits_completions_barriers,
+    );
 }

@@ -18,7 +18,7 @@ use smemsync::analysis::symbolic::pairs;
 use smemsync::ir::Kernel;
 
 mod common;
-use common::{parse_verified, shrink_on_panic};
+use common::{parse_verified, shrink_on_panic, switch};
 
 type Answer = Option<(u64, u64, bool)>;
 
@@ -59,57 +59,21 @@ fn answers(k: &Kernel, warp: u32, cap: usize) -> Vec<Asked> {
 fn same_with_and_without(k: &Kernel, cap: usize) -> usize {
     let mut empty = 0;
     for warp in [32, 64] {
-        pairs::lattice_test(false);
-        let off = answers(k, warp, cap);
-        pairs::lattice_test(true);
-        let on = answers(k, warp, cap);
-        assert_eq!(off.len(), on.len());
-        for (x, y) in off.iter().zip(&on) {
-            assert_eq!(
-                x, y,
-                "question (source, destination, plen, var, answer, meets) without / with the lattice test, warp {warp}"
-            );
-            empty += matches!(y.4, Some((0, 0, _))) as usize;
-        }
+        let what = format!(
+            "questions (source, destination, plen, var, answer, meets) without / with the lattice test, warp {warp}"
+        );
+        let on = switch::same_off_and_on(&what, pairs::lattice_test, || answers(k, warp, cap));
+        empty += on.iter().filter(|y| matches!(y.4, Some((0, 0, _)))).count();
     }
     empty
 }
 
-fn kir_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            kir_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "kir") {
-            out.push(p);
-        }
-    }
-}
-
 #[test]
 fn the_lattice_test_changes_no_answer_on_examples_and_file_tests() {
-    let mut files = Vec::new();
-    kir_files(std::path::Path::new("examples"), &mut files);
-    kir_files(std::path::Path::new("tests/filetests"), &mut files);
-    files.sort();
-    let (mut kernels, mut empty) = (0, 0);
-    for f in &files {
-        // Files that do not parse or verify (the negative file tests) have no questions.
-        let src = std::fs::read_to_string(f).expect("readable");
-        let Ok(k) = smemsync::reader::parse_kernel(&src) else {
-            continue;
-        };
-        if !smemsync::verify::verify(&k).is_empty() {
-            continue;
-        }
-        kernels += 1;
-        empty += same_with_and_without(&k, 48);
-    }
-    eprintln!("{kernels} kernels, {empty} empty answers compared");
-    assert!(kernels > 100, "only {kernels} kernels parsed");
+    // Files that do not parse or verify (the negative file tests) have no questions.
+    let ks = switch::verified_file_kernels_under(&["examples", "tests/filetests"], 100);
+    let empty: usize = ks.iter().map(|(_, k)| same_with_and_without(k, 48)).sum();
+    eprintln!("{} kernels, {empty} empty answers compared", ks.len());
 }
 
 #[test]
@@ -176,19 +140,7 @@ fn pinned_text(seed: u64) -> String {
 fn equal_to_enumeration(text: &str) -> (usize, usize) {
     pairs::lattice_test(true);
     let k = parse_verified(text);
-    let mut fp = Footprints::new(&k, 32);
-    let (mut answered, mut asked) = (0, 0);
-    for ai in 0..fp.accesses.len() {
-        for bi in 0..fp.accesses.len() {
-            let nest = fp.accesses[ai].loops.len().min(fp.accesses[bi].loops.len());
-            for plen in 0..=nest {
-                let (a, q) = common::pair_questions_match_enumeration(&mut fp, ai, bi, plen);
-                answered += a;
-                asked += q;
-            }
-        }
-    }
-    (answered, asked)
+    common::all_pair_questions_match_enumeration(&mut Footprints::new(&k, 32))
 }
 
 proptest::proptest! {

@@ -16,7 +16,7 @@ use smemsync::analysis::symbolic::pairs;
 use smemsync::ir::Kernel;
 
 mod common;
-use common::{Rng, parse_verified, shrink_on_panic};
+use common::{Rng, parse_verified, shrink_on_panic, switch};
 
 type Answer = Option<(u64, u64, bool)>;
 
@@ -48,36 +48,18 @@ fn answers(k: &Kernel, warp: u32, cap: usize) -> Vec<(usize, usize, usize, Optio
 fn same_with_and_without(k: &Kernel, cap: usize) -> usize {
     let mut n = 0;
     for warp in [32, 64] {
-        pairs::periodic_solutions(false);
-        let off = answers(k, warp, cap);
-        pairs::periodic_solutions(true);
-        let on = answers(k, warp, cap);
-        assert_eq!(
-            off, on,
-            "answers without / with the periodic reading, warp {warp}"
-        );
-        n += on.len();
+        let what = format!("answers without / with the periodic reading, warp {warp}");
+        n += switch::same_off_and_on(&what, pairs::periodic_solutions, || answers(k, warp, cap))
+            .len();
     }
     n
 }
 
 #[test]
 fn the_periodic_reading_changes_no_answer_on_examples_and_file_tests() {
-    let files = common::kernel_files_under(&["examples", "tests/filetests"]);
-    let (mut kernels, mut asked) = (0, 0);
-    for f in &files {
-        let src = std::fs::read_to_string(f).expect("readable");
-        let Ok(k) = smemsync::reader::parse_kernel(&src) else {
-            continue;
-        };
-        if !smemsync::verify::verify(&k).is_empty() {
-            continue;
-        }
-        kernels += 1;
-        asked += same_with_and_without(&k, 40);
-    }
-    eprintln!("{kernels} kernels, {asked} questions compared");
-    assert!(kernels > 100, "only {kernels} kernels parsed");
+    let ks = switch::verified_file_kernels_under(&["examples", "tests/filetests"], 100);
+    let asked: usize = ks.iter().map(|(_, k)| same_with_and_without(k, 40)).sum();
+    eprintln!("{} kernels, {asked} questions compared", ks.len());
 }
 
 /// The 64×64×32 GEMMs (64 threads, copies rolled and unrolled) and the flash loop: their
@@ -137,17 +119,9 @@ fn equal_to_enumeration(text: &str) -> (usize, usize) {
     let k = parse_verified(text);
     let (mut answered, mut asked) = (0, 0);
     for warp in [4, 32] {
-        let mut fp = Footprints::new(&k, warp);
-        for ai in 0..fp.accesses.len() {
-            for bi in 0..fp.accesses.len() {
-                let nest = fp.accesses[ai].loops.len().min(fp.accesses[bi].loops.len());
-                for plen in 0..=nest {
-                    let (a, q) = common::pair_questions_match_enumeration(&mut fp, ai, bi, plen);
-                    answered += a;
-                    asked += q;
-                }
-            }
-        }
+        let (a, q) = common::all_pair_questions_match_enumeration(&mut Footprints::new(&k, warp));
+        answered += a;
+        asked += q;
     }
     (answered, asked)
 }

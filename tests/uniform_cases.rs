@@ -13,97 +13,14 @@
 //! The engine must answer some of these kernels with fewer syncs than the whole buffer
 //! would need (the oracle is not vacuous). Debug build: a few seconds.
 
-use smemsync::analysis::hazards::find_hazards;
-use smemsync::check::{CheckOptions, check_race_free};
 use smemsync::sync::PlaceOptions;
 use smemsync::sync::driver::synchronize;
 use smemsync::target::Target;
 
 mod common;
 use common::XorShift;
+use common::param_cases::{COLS, RANGED, ROWS, Said, kernel, races, said};
 use common::parse_verified as parse;
-
-/// Row indices (dimension of 4): uniform through the parameters, or thread-dependent.
-const ROWS: &[&str] = &["%m", "%m", "%mq", "%mp", "%tq", "0", "%s"];
-/// Column indices (dimension of 64).
-const COLS: &[&str] = &["%t", "%t", "%tp", "%tr", "%tw", "%tm", "%th"];
-
-/// A kernel that stores at `@a[r1, c1]` and loads `@a[r2, c2]`, in a loop of three
-/// iterations when `looped` (`%s` is then the slot `rem(%k + %m, 2)`).
-fn kernel(store: (&str, &str), load: (&str, &str), looped: bool) -> String {
-    let body = format!(
-        "store @a[{}, {}], %f\n  %x = load @a[{}, {}]\n  gstore %out[%t], %x\n",
-        store.0, store.1, load.0, load.1
-    );
-    let (open, close, s) = if looped {
-        (
-            "for %k = 0 to 3 step 1 {\n  %ks = add %k, %m\n  %s = rem %ks, 2\n  ",
-            "}\n",
-            "",
-        )
-    } else {
-        ("", "", "%s = rem %m, 2\n  ")
-    };
-    format!(
-        r#"kernel @k(%m: i32 in [0, 3] = 1, %p: i32 in [0, 5] = 2, %out: global f32[64]) block(64) {{
-  shared @a : f32[4, 64]
-  %t = tid.x
-  %f = itof %t
-  %m1 = add %m, 1
-  %mq = rem %m1, 4
-  %mp0 = add %m, %p
-  %mp = rem %mp0, 4
-  %tq = div %t, 16
-  %tp0 = add %t, %p
-  %tp = and %tp0, 63
-  %tr = sub 63, %t
-  %hi = and %t, -32
-  %lo = and %tp0, 31
-  %tw = add %hi, %lo
-  %tm0 = add %t, %m
-  %tm = rem %tm0, 64
-  %th = div %t, 2
-  {s}{open}{body}{close}}}
-"#
-    )
-}
-
-#[derive(Debug, PartialEq, Clone, Copy)]
-enum Said {
-    Race,
-    May,
-    Nothing,
-}
-
-fn said(k: &smemsync::ir::Kernel, target: &Target) -> Said {
-    let h = find_hazards(k, target);
-    let codes: Vec<&str> = h.findings.iter().map(|d| d.code).collect();
-    if codes.contains(&"E0301") {
-        Said::Race
-    } else if codes.iter().any(|c| c.starts_with("W031")) {
-        Said::May
-    } else {
-        Said::Nothing
-    }
-}
-
-/// Whether interpretation of `k` finds a race with `%m = m`, `%p = p`.
-fn races(k: &smemsync::ir::Kernel, target: &Target, m: i64, p: i64) -> bool {
-    let o = CheckOptions {
-        target: Some(*target),
-        bounds: vec![("m".into(), m), ("p".into(), p)],
-        try_proof: false,
-        schedules: 2,
-        ..CheckOptions::default()
-    };
-    let r = check_race_free(k, &o);
-    assert!(
-        !matches!(r.verdict, smemsync::check::Verdict::Deadlock(_)),
-        "deadlock: {}",
-        r.summary()
-    );
-    r.is_race()
-}
 
 #[test]
 fn placements_through_ranged_parameters_are_race_free_for_every_value() {
@@ -113,7 +30,7 @@ fn placements_through_ranged_parameters_are_race_free_for_every_value() {
     for case in 0..48 {
         let pick = |rng: &mut XorShift| (ROWS[rng.below(ROWS.len())], COLS[rng.below(COLS.len())]);
         let (st, ld) = (pick(&mut rng), pick(&mut rng));
-        let src = kernel(st, ld, rng.below(2) == 0);
+        let src = kernel(st, ld, rng.below(2) == 0, RANGED);
         let k = parse(&src);
         let verdict = said(&k, &target);
         // A race of one op (E0301) is an error of `sync`: the input itself is interpreted.
@@ -166,7 +83,7 @@ fn parameter_rows_and_lane_offsets_need_no_block_barrier() {
         (("%m", "%t"), ("%m", "%t"), 0),
         (("%m", "%t"), ("%m", "%tw"), 0),
     ] {
-        let k = parse(&kernel(st, ld, false));
+        let k = parse(&kernel(st, ld, false, RANGED));
         let out = synchronize(&k, &target, &PlaceOptions::default()).expect("synchronizes");
         assert_eq!(
             out.placement.stats.barriers_written, want,

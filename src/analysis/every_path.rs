@@ -235,55 +235,72 @@ pub(crate) fn for_pair(
     // The exit wait serves only destinations outside the copy's loop at `level`.
     if let (Some(x), Some(level)) = (lc.exit, lc.level)
         && !k.parents().ancestors(dst).contains(&copy_loops[level])
+        && let Some(choice) = exit_wait(pp, c, (copy, dst), copy_loops, (x, level, exit_only), &mut out, &mut carried)
     {
-        let l = copy_loops[level];
-        // For a pair carried across a common loop, the exit must run in the copy's iteration
-        // of it: regions on the destination's path alone do not count, and no fallback keeps
-        // a wait that some path skips (docs/async.md, "The youngest execution").
-        let own = PairPaths { pb: pp.pc, ..*pp };
-        let carried = carried();
-        let pp = if carried { &own } else { pp };
-        let after =
-            |w: &Op| !k.parents().ancestors(*w).contains(&l) && pp.order.get(w) > pp.order.get(&l);
-        let pos = |o: &Op| pp.order.get(o).copied().unwrap_or(usize::MAX);
-        let before_dst = |o: &Op| pos(o) < pos(&dst);
-        let fits = |w: &Op| exit_fits(pp, c, (copy, dst), copy_loops, level, *w);
-        let ws: Vec<Op> = pp.waits.iter().copied().filter(|w| after(w) && fits(w)).collect();
-        if !fits(&x) {
-            // The dataflow's exit completes an older execution only, or runs outside a loop
-            // that holds the destination: the first exit that fits, before the destination
-            // on every path, else the destination itself.
-            let Some(e) = pp.first(ws.into_iter()).filter(before_dst) else {
-                return Choice::AtDestination;
-            };
-            out.exit = Some(e);
-            out.exit_on_entry = pp.waits.contains(&e) && c.completes_on_entry(e, copy, copy_loops);
-            return if &out == lc { Choice::Keep } else { Choice::Use(out) };
-        }
-        if pp.lift(x) == Some(x) {
-            return if &out == lc { Choice::Keep } else { Choice::Use(out) };
-        }
-        if carried {
-            return match pp.first(ws.into_iter()).filter(before_dst) {
-                Some(e) => {
-                    out.exit = Some(e);
-                    out.exit_on_entry = pp.waits.contains(&e) && c.completes_on_entry(e, copy, copy_loops);
-                    if &out == lc { Choice::Keep } else { Choice::Use(out) }
-                }
-                None => Choice::AtDestination,
-            };
-        }
-        match straight(ws, x) {
-            Ok(e) => {
-                out.exit = e;
-                out.exit_on_entry =
-                    e.is_some_and(|e| pp.waits.contains(&e) && c.completes_on_entry(e, copy, copy_loops));
-            }
-            Err(Choice::Keep) if exit_only => {}
-            Err(choice) => return choice,
-        }
+        return choice;
     }
     if &out == lc { Choice::Keep } else { Choice::Use(out) }
+}
+
+/// [`for_pair`]'s exit wait `x` of the copy's loop at `level`, for a destination outside
+/// that loop: moves `out.exit` (and its `exit_on_entry`) to the first point on every path to
+/// `dst` that completes the copy after the loop, or answers the [`Choice`] the pair ends with
+/// (`None`: `out` against the dataflow's choice decides). `exit_only`: the in-loop wait was
+/// dropped for the exit wait, which then stays where it is the only completing wait after the
+/// loop (rule 4).
+fn exit_wait(
+    pp: &PairPaths,
+    c: &Completions,
+    (copy, dst): (Op, Op),
+    copy_loops: &[Op],
+    (x, level, exit_only): (Op, usize, bool),
+    out: &mut LoopCompletion,
+    carried: &mut dyn FnMut() -> bool,
+) -> Option<Choice> {
+    let k = pp.k;
+    let l = copy_loops[level];
+    // For a pair carried across a common loop, the exit must run in the copy's iteration
+    // of it: regions on the destination's path alone do not count, and no fallback keeps
+    // a wait that some path skips (docs/async.md, "The youngest execution").
+    let own = PairPaths { pb: pp.pc, ..*pp };
+    let carried = carried();
+    let pp = if carried { &own } else { pp };
+    let after =
+        |w: &Op| !k.parents().ancestors(*w).contains(&l) && pp.order.get(w) > pp.order.get(&l);
+    let pos = |o: &Op| pp.order.get(o).copied().unwrap_or(usize::MAX);
+    let before_dst = |o: &Op| pos(o) < pos(&dst);
+    let fits = |w: &Op| exit_fits(pp, c, (copy, dst), copy_loops, level, *w);
+    let on_entry = |e: Op| pp.waits.contains(&e) && c.completes_on_entry(e, copy, copy_loops);
+    let ws: Vec<Op> = pp.waits.iter().copied().filter(|w| after(w) && fits(w)).collect();
+    if !fits(&x) {
+        // The dataflow's exit completes an older execution only, or runs outside a loop
+        // that holds the destination: the first exit that fits, before the destination
+        // on every path, else the destination itself.
+        let Some(e) = pp.first(ws.into_iter()).filter(before_dst) else {
+            return Some(Choice::AtDestination);
+        };
+        out.exit = Some(e);
+        out.exit_on_entry = on_entry(e);
+        return None;
+    }
+    if pp.lift(x) == Some(x) {
+        return None;
+    }
+    if carried {
+        let e = pp.first(ws.into_iter()).filter(before_dst)?;
+        out.exit = Some(e);
+        out.exit_on_entry = on_entry(e);
+        return None;
+    }
+    match first_on_every_path(pp, dst, &ws, x) {
+        Ok(e) => {
+            out.exit = e;
+            out.exit_on_entry = e.is_some_and(on_entry);
+            None
+        }
+        Err(Choice::Keep) if exit_only => None,
+        Err(choice) => Some(choice),
+    }
 }
 
 /// The first point on every path to `dst` among the waits `ws`, or how [`for_pair`] falls

@@ -634,11 +634,12 @@ fn warn_uniform_unknowns(fp: &Footprints, hazards: &[Hazard], out: &mut Vec<Diag
             continue;
         };
         let sides = [(h.src, ai), (h.dst, bi)];
+        // The leaves first: most indices read none, and then no definition chain is walked
+        // for a loaded value (both are tests of one side; the kept sides are the same).
         let whole: Vec<(AccessRef, usize, Vec<Value>)> = sides
             .into_iter()
-            .filter(|&(_, i)| loaded_value(k, &fp.accesses[i].access).is_none())
             .map(|(a, i)| (a, i, params::whole_through_leaves(fp, i)))
-            .filter(|(_, _, l)| !l.is_empty())
+            .filter(|(_, i, l)| !l.is_empty() && loaded_value(k, &fp.accesses[*i].access).is_none())
             .collect();
         if whole.is_empty() || params::decided(fp, ai, bi, plen, var) {
             continue;
@@ -969,10 +970,7 @@ pub(crate) fn runs_body(k: &Kernel, op: Op) -> Option<Region> {
 /// The trip count of a `for` whose bounds and step are constants (immediates or `const`
 /// results) with a positive step; `None` for anything else.
 pub(crate) fn const_for_trips(k: &Kernel, op: Op) -> Option<i64> {
-    let OpKind::For { lo, hi, step, .. } = &k.ops[op].kind else {
-        return None;
-    };
-    let c = |o: &Operand| match o {
+    for_trips(k, op, |o| match o {
         Operand::Imm(s) => Some(s.as_i64()),
         Operand::Value(v) => match k.values[*v].def {
             ValueDef::Result(d, _) => match k.ops[d].kind {
@@ -981,6 +979,24 @@ pub(crate) fn const_for_trips(k: &Kernel, op: Op) -> Option<i64> {
             },
             _ => None,
         },
+    })
+}
+
+/// The trip count of a `for` whose bounds and step are immediates with a positive step
+/// (`const` results are not read: the handshake placement counts executed syncs only for
+/// loops written with literal bounds); `None` for anything else.
+pub(crate) fn imm_for_trips(k: &Kernel, op: Op) -> Option<i64> {
+    for_trips(k, op, |o| match o {
+        Operand::Imm(s) => Some(s.as_i64()),
+        Operand::Value(_) => None,
+    })
+}
+
+/// The trip count of a `for` whose bounds and step `c` reads, with a positive step:
+/// `ceil((hi - lo) / step)`, or 0 when `hi <= lo`.
+fn for_trips(k: &Kernel, op: Op, c: impl Fn(&Operand) -> Option<i64>) -> Option<i64> {
+    let OpKind::For { lo, hi, step, .. } = &k.ops[op].kind else {
+        return None;
     };
     let (lo, hi, st) = (c(lo)?, c(hi)?, c(step)?);
     (st > 0).then(|| if hi > lo { (hi - lo + st - 1) / st } else { 0 })

@@ -59,6 +59,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
+use crate::analysis::hazards::const_for_trips;
 use crate::analysis::overlap::{IterTag, Overlap};
 pub use crate::analysis::pending::{EntryId, Entries, InFlight, Pending, Rewrite};
 use crate::ir::effects::{SharedAccess, WaitKind};
@@ -931,7 +932,7 @@ impl<'k> Flow<'k> {
         // iteration: an entry issued `d` iterations before the back edge ran in the iteration
         // `d - 1` before the last (a prologue loop filling slot `s` in iteration `s`).
         let exact = self.runs_at_least_once(l);
-        let trip = self.const_trip(l).unwrap_or(0);
+        let trip = const_for_trips(self.k, l).unwrap_or(0);
         self.drop_guarded_at_exit(l, &mut exit);
         if self.exact_exits {
             self.exact_exit(l, &mut exit);
@@ -998,7 +999,7 @@ impl<'k> Flow<'k> {
         if self.memo.full_trips || full_trips_env() {
             return None;
         }
-        let t = self.const_trip(l)?;
+        let t = const_for_trips(self.k, l)?;
         (1..=TAG_CAP as i64)
             .contains(&t)
             .then_some(t as u32)
@@ -1140,7 +1141,7 @@ impl<'k> Flow<'k> {
     /// constant loop of fewer than `TAG_CAP` iterations (whose exit drops `Unknown` tags).
     fn may_collapse(&self, l: Op, cut: Option<u32>) -> bool {
         let short = self.runs_at_least_once(l)
-            && self.const_trip(l).is_some_and(|t| t < TAG_CAP as i64);
+            && const_for_trips(self.k, l).is_some_and(|t| t < TAG_CAP as i64);
         !(self.memo.keep_tags || keep_tags_env()) && cut.is_none() && !short
     }
 
@@ -1605,25 +1606,7 @@ impl<'k> Flow<'k> {
     }
 
     fn runs_at_least_once(&self, l: Op) -> bool {
-        self.const_trip(l).is_some_and(|t| t >= 1)
-    }
-
-    /// The trip count of a `for` with constant bounds and a positive constant step.
-    fn const_trip(&self, l: Op) -> Option<i64> {
-        let c = |o: &Operand| self.konst(o);
-        match &self.k.ops[l].kind {
-            OpKind::For { lo, hi, step, .. } => {
-                let (lo, hi, step) = (c(lo)?, c(hi)?, c(step)?);
-                (step > 0).then(|| {
-                    if hi > lo {
-                        (hi - lo + step - 1) / step
-                    } else {
-                        0
-                    }
-                })
-            }
-            _ => None,
-        }
+        const_for_trips(self.k, l).is_some_and(|t| t >= 1)
     }
 
     /// The entry a copy issued at `op` gets: tags `Dist(0)` on each loop enclosing it.

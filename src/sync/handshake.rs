@@ -39,6 +39,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::diag::{DiagKind, Diagnostic};
+use crate::analysis::hazards::imm_for_trips;
 use crate::ir::*;
 use crate::target::Target;
 
@@ -816,21 +817,6 @@ impl Splice {
     }
 }
 
-/// Constant trip count of a loop, if its bounds are immediates.
-pub(crate) fn const_trip(k: &Kernel, lp: Op) -> Option<u64> {
-    let OpKind::For {
-        lo: Operand::Imm(lo),
-        hi: Operand::Imm(hi),
-        step: Operand::Imm(st),
-        ..
-    } = k.ops[lp].kind
-    else {
-        return None;
-    };
-    let (lo, hi, st) = (lo.as_i64(), hi.as_i64(), st.as_i64());
-    (st > 0).then(|| if hi > lo { ((hi - lo + st - 1) / st) as u64 } else { 0 })
-}
-
 /// Named-barrier handshakes for constant slots, between the producer and the one consumer
 /// role of `ctx`.
 fn place_named(
@@ -896,8 +882,8 @@ fn place_named(
     sp.apply(k);
     // Executed per iteration: 4 per slot, the two guarded ones skipped once each, and a TDM
     // producer's counter wait per slot.
-    let executed = const_trip(k, prod.lp).map(|t| {
-        let n = slots.len() as u64;
+    let executed = imm_for_trips(k, prod.lp).map(|t| {
+        let (t, n) = (t as u64, slots.len() as u64);
         2 * n * t + 2 * n * t.saturating_sub(1) + if tdm { n * t } else { 0 }
     });
     Ok(Placed {

@@ -16,8 +16,9 @@
 //! names one phase. Complexity: O(ops of the two loop bodies).
 
 use crate::diag::Diagnostic;
+use crate::analysis::hazards::imm_for_trips;
 use crate::ir::*;
-use crate::sync::handshake::{Arm, Ctx, Mode, Placed, Slot, Splice, const_trip, unsupported};
+use crate::sync::handshake::{Arm, Ctx, Mode, Placed, Slot, Splice, unsupported};
 
 /// Places the mbarrier handshakes; returns the placement and the TMA loads whose slot reuse
 /// the `empty` waits order.
@@ -98,7 +99,7 @@ pub(crate) fn place(
     }
     let written = sp.written;
     sp.apply(k);
-    let executed = const_trip(k, cx.prod.lp).map(|t| per_iter * t + 1);
+    let executed = imm_for_trips(k, cx.prod.lp).map(|t| per_iter * t as u64 + 1);
     Ok((
         Placed {
             branch: br,

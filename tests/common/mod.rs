@@ -18,7 +18,8 @@
 //!   seed still fails; [`shrink_config_on_panic`] does it for a property that asserts. Unlike
 //!   [`shrink_text`] it keeps the generator's invariants (a barrier after every access).
 //!
-//! Submodule [`switch`]: the helpers of the tests that compare an analysis with a shortcut
+//! Submodule [`param_cases`]: the generated parameter kernels of the uniform and unranged
+//! parameter tests. Submodule [`switch`]: the helpers of the tests that compare an analysis with a shortcut
 //! switched on and off over lists of kernels and targets. [`XorShift`]: the small xorshift64*
 //! stream of the tests whose case lists were drawn from it (a different stream from [`Rng`]).
 //!
@@ -37,6 +38,7 @@ pub use smemsync::r#gen::{
     GenConfig, Rng, copy_paths_kernel_text, hazard_kernel_text, random_kernel, random_kernel_text,
 };
 
+pub mod param_cases;
 pub mod switch;
 
 /// A small deterministic generator (xorshift64*, Vigna 2016), seeded by its field (non-zero).
@@ -51,6 +53,22 @@ impl XorShift {
         self.0 ^= self.0 >> 27;
         (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
     }
+}
+
+/// Runs the `smemsync` binary with `args` (no colours) and returns its standard output;
+/// panics with its standard error when it exits with an error.
+pub fn smemsync_stdout(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_smemsync"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "smemsync {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The `.kir` files directly in each of `dirs` (paths relative to the crate root), sorted.
@@ -72,7 +90,19 @@ pub type Named = (String, Kernel);
 /// and verify, named by path, in path order. Panics when no more than `min` are read (a list
 /// that lost its files would make the comparison vacuous).
 pub fn verified_file_kernels(dirs: &[&str], min: usize) -> Vec<Named> {
-    let out: Vec<Named> = kernel_files(dirs)
+    verified_kernels_of(&kernel_files(dirs), dirs, min)
+}
+
+/// As [`verified_file_kernels`], over the files of `dirs` and every directory below them
+/// ([`kernel_files_under`]).
+pub fn verified_file_kernels_under(dirs: &[&str], min: usize) -> Vec<Named> {
+    verified_kernels_of(&kernel_files_under(dirs), dirs, min)
+}
+
+/// The kernels of `files` that parse and verify, named by path; panics when no more than
+/// `min` are read from `dirs`.
+fn verified_kernels_of(files: &[std::path::PathBuf], dirs: &[&str], min: usize) -> Vec<Named> {
+    let out: Vec<Named> = files
         .iter()
         .filter_map(|p| {
             let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
@@ -482,19 +512,6 @@ impl<'k> OverlapOracle<'k> {
     }
 }
 
-/// Whether the indices of `xa` or `ya` read a parameter or a block id (through arithmetic):
-/// there the enumeration of the in-flight question is conservative, and the symbolic
-/// engine may decide it with the leaves free (docs/async.md, "Parameters in flight").
-pub fn reads_block_leaf(
-    k: &Kernel,
-    xa: &smemsync::ir::SharedAccess,
-    ya: &smemsync::ir::SharedAccess,
-) -> bool {
-    let mut ops = index_operands(k, xa);
-    ops.extend(index_operands(k, ya));
-    !smemsync::analysis::symbolic::params::operand_leaves(k, &ops).is_empty()
-}
-
 /// The operands an access's elements depend on: its per-thread indices and its views' indices.
 pub fn index_operands(k: &Kernel, a: &smemsync::ir::SharedAccess) -> Vec<smemsync::ir::Operand> {
     use smemsync::ir::{Footprint, MemRef, ViewIndex};
@@ -512,6 +529,25 @@ pub fn index_operands(k: &Kernel, a: &smemsync::ir::SharedAccess) -> Vec<smemsyn
         m = k.views[v].base;
     }
     out
+}
+
+/// Every pair question of the kernel of `fp` ([`pair_questions_match_enumeration`] for each
+/// ordered pair of accesses and each common loop-nest length): returns (answered, asked).
+pub fn all_pair_questions_match_enumeration(
+    fp: &mut smemsync::analysis::footprint::Footprints,
+) -> (usize, usize) {
+    let (mut answered, mut asked) = (0, 0);
+    for ai in 0..fp.accesses.len() {
+        for bi in 0..fp.accesses.len() {
+            let nest = fp.accesses[ai].loops.len().min(fp.accesses[bi].loops.len());
+            for plen in 0..=nest {
+                let (a, q) = pair_questions_match_enumeration(fp, ai, bi, plen);
+                answered += a;
+                asked += q;
+            }
+        }
+    }
+    (answered, asked)
 }
 
 /// Every pair question from access `ai` to `bi` at common loop-nest length `plen` (no

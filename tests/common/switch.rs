@@ -11,7 +11,9 @@
 //!   chosen by [`Stages`], as debug text, reading and growing a [`PlaceMemo`] the caller configured (the switch lives
 //!   in the memo: `FlowMemo::no_boxes`, `FlowMemo::no_dims`, `FootprintMemo::no_boxes`, ...);
 //! - [`assert_switch_changes_nothing`]: the loop over targets and kernels, with messages
-//!   naming the kernel, the target and what was compared.
+//!   naming the kernel, the target and what was compared;
+//! - [`same_off_and_on`]: one comparison through a process-wide switch
+//!   (`pairs::periodic_solutions`, `pairs::lattice_test`, ...).
 //!
 //! Complexity is that of the pipeline run twice per kernel and target; CI runs these in the
 //! debug build, so callers keep the CI lists small and the full lists in ignored tests.
@@ -26,7 +28,20 @@ use smemsync::sync::waits::plan_waits_memo;
 use smemsync::sync::{PlaceMemo, PlaceOptions, place_barriers_memo};
 use smemsync::target::Target;
 
-pub use super::{Named, verified_file_kernels};
+pub use super::{Named, verified_file_kernels, verified_file_kernels_under};
+
+/// The verified kernels of the examples and the async and placement file tests (more than
+/// 50), the file list of the dataflow's on/off tests.
+pub fn async_and_placement_kernels() -> Vec<Named> {
+    verified_file_kernels(
+        &[
+            "examples",
+            "tests/filetests/async",
+            "tests/filetests/placement",
+        ],
+        50,
+    )
+}
 
 /// The GEMMs at `(bm, bn, bk)` for each `(threads, unrolled)` of `variants`, the other
 /// parameters those of [`GemmShape::realistic`]; named `gemm BMxBNxBK tT unrolled=U`.
@@ -109,6 +124,22 @@ pub fn barriers(k: &Kernel, t: &Target, memo: &mut PlaceMemo) -> String {
         Ok(b) => format!("{:?} {:?} {:?}", b.stats, b.plan, b.warnings),
         Err(e) => format!("{e:?}"),
     }
+}
+
+/// Asserts that `run` answers the same with a process-wide switch off and on (`set(false)`,
+/// `run()`, then `set(true)`, `run()`; a failure names `what`), leaves the switch on and
+/// returns the answer with it on.
+pub fn same_off_and_on<R: PartialEq + Debug>(
+    what: &str,
+    set: impl Fn(bool),
+    mut run: impl FnMut() -> R,
+) -> R {
+    set(false);
+    let off = run();
+    set(true);
+    let on = run();
+    assert_eq!(off, on, "{what}: switch off (left), on (right)");
+    on
 }
 
 /// Asserts `run(k, t, true) == run(k, t, false)` (switch on, then off) for every kernel of

@@ -122,11 +122,18 @@ pub fn operand_leaves(k: &Kernel, ops: &[Operand]) -> Vec<Value> {
 
 /// The block leaves of access `ai` when its side is the whole buffer through them (an
 /// unknown index reading a parameter or a block id); empty otherwise.
+///
+/// The leaves are found first (a walk of the index's arithmetic): an index that reads no
+/// block leaf answers empty either way, without building the access's template
+/// (`pairs::unknown_index`), which hazard finding would otherwise build for every access of
+/// every hazard (a fifth of placing the 10^6-op generated kernel, whose indices read thread
+/// ids only).
 pub fn whole_through_leaves(fp: &Footprints, ai: usize) -> Vec<Value> {
-    if !pairs::unknown_index(fp, ai) {
+    let leaves = index_leaves(fp, ai);
+    if leaves.is_empty() || !pairs::unknown_index(fp, ai) {
         return Vec::new();
     }
-    index_leaves(fp, ai)
+    leaves
 }
 
 /// Whether the pair question of `ai` and `bi` is decided through their block leaves (case

@@ -199,6 +199,29 @@ impl BlockExec<'_> {
             .collect()
     }
 
+    /// The race detector's record of an access of `th` (or of copy `copy` it issued) at `op`
+    /// to buffer number `buf`: its thread, epoch, iteration and fences now.
+    pub(super) fn access_of(&self, th: &Thread, op: Op, kind: AccKind, copy: u32, buf: u32) -> Acc {
+        let t = th.lin as usize;
+        Acc {
+            thread: th.lin,
+            clock: self.race.epoch(t),
+            op,
+            iter: th.iter,
+            kind,
+            copy,
+            fences: self.race.fences(t),
+            buf,
+        }
+    }
+
+    /// The race detector's cells of element `elem` of `buf`: the first cell and how many
+    /// (a buffer's elements are `per` cells of its granule each).
+    pub(super) fn cells(&self, buf: Buffer, elem: u64) -> (usize, usize) {
+        let (g0, per) = self.gran[buf.index()];
+        (g0 + elem as usize * per, per)
+    }
+
     /// Records an access of `th` (or of copy `copy` it issued) to a shared element with the
     /// race detector; a conflict becomes a [`Stop::Race`] with its witness.
     pub(super) fn record(
@@ -212,27 +235,14 @@ impl BlockExec<'_> {
         if !self.cfg.detect_races {
             return Ok(());
         }
-        let (g0, per) = self.gran[buf.index()];
-        let t = th.lin as usize;
-        let acc = Acc {
-            thread: th.lin,
-            clock: self.race.epoch(t),
-            op,
-            iter: th.iter,
-            kind,
-            copy,
-            fences: self.race.fences(t),
-            buf: buf.index() as u32,
-        };
+        let acc = self.access_of(th, op, kind, copy, buf.index() as u32);
         // wgmma operands and TMA copies go through the async proxy (cp.async does not).
         let async_proxy = matches!(
             self.k.ops[op].kind,
             OpKind::Wgmma { .. } | OpKind::TmaLoad { .. } | OpKind::TmaStore { .. }
         );
-        match self
-            .race
-            .access_proxy(g0 + elem as usize * per, per, acc, async_proxy)
-        {
+        let (cell, per) = self.cells(buf, elem);
+        match self.race.access_proxy(cell, per, acc, async_proxy) {
             Ok(()) => Ok(()),
             Err(c) => Err(Stop::Race(Box::new(self.witness(c, buf, elem)))),
         }

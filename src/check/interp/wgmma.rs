@@ -118,16 +118,8 @@ impl BlockExec<'_> {
     ) -> Result<Vec<Rc<Vec<f32>>>, Stop> {
         let views: Vec<ViewInst> = mems.map(|m| self.memref(th, m, op)).collect::<Result<_, _>>()?;
         let t = th.lin as usize;
-        let member = Acc {
-            thread: th.lin,
-            clock: self.race.epoch(t),
-            op,
-            iter: th.iter,
-            kind: AccKind::AsyncRead,
-            copy: c,
-            fences: self.race.fences(t),
-            buf: views.first().map_or(0, |v| v.buf.index() as u32),
-        };
+        let buf = views.first().map_or(0, |v| v.buf.index() as u32);
+        let member = self.access_of(th, op, AccKind::AsyncRead, c, buf);
         if !self.cfg.detect_races {
             return self.read_views(th, op, &views, c);
         }
@@ -146,9 +138,8 @@ impl BlockExec<'_> {
         let mut seen = Default::default();
         let mut writes = Vec::new();
         for v in &views {
-            let (g0, per) = self.gran[v.buf.index()];
             for e in 0..v.elements() {
-                let at = (g0 + v.element(e) as usize * per, per);
+                let at = self.cells(v.buf, v.element(e));
                 self.race.writes_in(at, &mut seen, &mut writes);
             }
         }
