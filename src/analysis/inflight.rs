@@ -1390,7 +1390,7 @@ impl<'k> Flow<'k> {
             _ => None,
         };
         let table = &self.memo.entries;
-        if let Some(trip) = self.const_trip(l).filter(|&t| t >= 1) {
+        if let Some(trip) = const_for_trips(self.k, l).filter(|&t| t >= 1) {
             let keep = |j: i64| trip < TAG_CAP as i64 && j == trip;
             for x in exit.iter_mut() {
                 x.retain(|_, e, _| {
