@@ -287,7 +287,9 @@ fn exit_wait(
         return None;
     }
     if carried {
-        let e = pp.first(ws.into_iter()).filter(before_dst)?;
+        let Some(e) = pp.first(ws.into_iter()).filter(before_dst) else {
+            return Some(Choice::AtDestination);
+        };
         out.exit = Some(e);
         out.exit_on_entry = on_entry(e);
         return None;
