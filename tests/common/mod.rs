@@ -498,10 +498,15 @@ impl<'k> OverlapOracle<'k> {
                     self.sym.conservative.borrow(),
                     self.en.conservative.borrow(),
                 );
+                // The notes of this pair (the lists accumulate over every question asked;
+                // an earlier pair through a parameter may have left the engines' lists apart).
+                let mine = |v: &Vec<(Op, Op, &'static str)>| -> Vec<(Op, Op, &'static str)> {
+                    v.iter().filter(|n| n.0 == x && n.1 == y).cloned().collect()
+                };
                 let same = if leaves {
                     sn.iter().all(|n| en.contains(n))
                 } else {
-                    *sn == *en
+                    mine(&sn) == mine(&en)
                 };
                 if !same {
                     return Err(format!("W0314 notes after {x:?} then {y:?} under {tags:?}"));
