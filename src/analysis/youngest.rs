@@ -78,18 +78,38 @@ fn is_youngest(
     around_w: &[Op],
     (level, in_loop): (usize, Option<u32>),
 ) -> bool {
-    copy_loops.iter().enumerate().all(|(i, &l)| {
-        let tag = cc.tags.iter().find(|(tl, _)| *tl == l).map(|(_, t)| *t);
-        if around_w.contains(&l) {
-            let want = if i == level { in_loop.unwrap_or(0) } else { 0 };
-            return tag == Some(IterTag::Dist(want));
-        }
-        match tag {
-            Some(IterTag::Last(0)) => true,
-            None => !long_exact(k, l),
-            _ => false,
-        }
+    copy_loops.iter().enumerate().all(|(i, &l)| match tag_fit(cc, (i, l), around_w, (level, in_loop)) {
+        TagFit::Fits => true,
+        TagFit::Untagged => !long_exact(k, l),
+        TagFit::Fails => false,
     })
+}
+
+/// How execution `cc`'s tag on copy loop `l` (index `i` of the copy's loops) stands under the
+/// youngest rule (module doc): the iteration wanted, another one, or no tag (executions
+/// merged after the loop's exit).
+enum TagFit {
+    Fits,
+    Fails,
+    Untagged,
+}
+
+fn tag_fit(
+    cc: &Completed,
+    (i, l): (usize, Op),
+    around_w: &[Op],
+    (level, in_loop): (usize, Option<u32>),
+) -> TagFit {
+    let tag = cc.tags.iter().find(|(tl, _)| *tl == l).map(|(_, t)| *t);
+    let fits = if around_w.contains(&l) {
+        let want = if i == level { in_loop.unwrap_or(0) } else { 0 };
+        tag == Some(IterTag::Dist(want))
+    } else if tag.is_none() {
+        return TagFit::Untagged;
+    } else {
+        tag == Some(IterTag::Last(0))
+    };
+    if fits { TagFit::Fits } else { TagFit::Fails }
 }
 
 /// Whether `l` is a `for` of at least [`TAG_CAP`] constant trips (its first exit leaves an
@@ -117,21 +137,15 @@ pub(crate) fn untracked_youngest(
     let execs = c.by_wait.get(&w).into_iter().flatten().filter(|cc| cc.copy == copy);
     execs.filter(|cc| in_order(cc.queue)).find_map(|cc| {
         let mut long = None;
-        let ok = copy_loops.iter().enumerate().all(|(i, &l)| {
-            let tag = cc.tags.iter().find(|(tl, _)| *tl == l).map(|(_, t)| *t);
-            if around_w.contains(&l) {
-                let want = if i == level { in_loop.unwrap_or(0) } else { 0 };
-                return tag == Some(IterTag::Dist(want));
-            }
-            match tag {
-                Some(IterTag::Last(0)) => true,
-                None if long_exact(k, l) => {
+        let ok = copy_loops.iter().enumerate().all(|(i, &l)| match tag_fit(cc, (i, l), &around_w, (level, in_loop)) {
+            TagFit::Fits => true,
+            TagFit::Untagged => {
+                if long_exact(k, l) {
                     long = Some(l);
-                    true
                 }
-                None => true,
-                _ => false,
+                true
             }
+            TagFit::Fails => false,
         });
         if ok { long } else { None }
     })
