@@ -856,8 +856,9 @@ struct Protocol<'k> {
     /// Slots whose rounds are established but whose phases were not shown to complete in
     /// round order (a wait that guarantees less than its round is still shown wrong).
     overtaken: HashMap<Slot, String>,
-    /// Memo of [`Protocol::after`]: (slot, round, slot) to the best guarantee.
-    h: HashMap<(Slot, i64, Slot), i64>,
+    /// Memo of [`Protocol::after_upto`]: per (slot `s2`, slot `s`), entry `r` is the best
+    /// guarantee on `s` before any event of rounds `0..=r` of `s2`.
+    h: HashMap<(Slot, Slot), Vec<i64>>,
     /// Indexes and memos of the round checks (`mbar_rounds`).
     rounds_idx: rounds::Index,
 }
@@ -1022,19 +1023,35 @@ impl<'k> Protocol<'k> {
         if n == 0 { -1 } else { w[n - 1].1 }
     }
 
-    /// The best phase of `s` that some thread had itself waited for before its event of
-    /// round `r` on slot `s2` (the completion of that phase of `s2` comes after it).
-    fn after(&mut self, s2: Slot, r: i64, s: Slot) -> i64 {
-        if let Some(&x) = self.h.get(&(s2, r, s)) {
-            return x;
+    /// The best phase of `s` that some thread had itself waited for before one of its events
+    /// of a round `0..=g` on slot `s2` (the completion of that phase of `s2` comes after it).
+    /// One pass over `s2`'s events per slot pair builds the table of every round (prefix
+    /// maxima): O(events) once, O(1) per question (the per-round scan was quadratic in the
+    /// trip count: K9 of session 35's hostile test).
+    fn after_upto(&mut self, s2: Slot, g: i64, s: Slot) -> i64 {
+        if g < 0 {
+            return -1;
         }
-        let best = (self.by_slot[&s2].iter())
-            .filter(|&&i| self.round[i] == r && !matches!(self.ev[i].ev, Ev::Wait(_) | Ev::Init(_)))
-            .map(|&i| self.direct(self.ev[i].thread, self.ev[i].seq, s))
-            .max()
-            .unwrap_or(-1);
-        self.h.insert((s2, r, s), best);
-        best
+        if !self.h.contains_key(&(s2, s)) {
+            let mut best: Vec<i64> = Vec::new();
+            for &i in &self.by_slot[&s2] {
+                let (r, e) = (self.round[i], &self.ev[i]);
+                if r < 0 || matches!(e.ev, Ev::Wait(_) | Ev::Init(_)) {
+                    continue;
+                }
+                let r = r as usize;
+                if best.len() <= r {
+                    best.resize(r + 1, -1);
+                }
+                best[r] = best[r].max(self.direct(e.thread, e.seq, s));
+            }
+            for j in 1..best.len() {
+                best[j] = best[j].max(best[j - 1]);
+            }
+            self.h.insert((s2, s), best);
+        }
+        let best = &self.h[&(s2, s)];
+        best.get(g as usize).or(best.last()).copied().unwrap_or(-1)
     }
 
     /// Whether phase `r` of slot `s` completed before thread `t`'s event `seq`: its own wait,
@@ -1046,7 +1063,7 @@ impl<'k> Protocol<'k> {
         let slots = self.slots_of.get(&t).cloned().unwrap_or_default();
         for s2 in slots {
             let g2 = self.direct(t, seq, s2);
-            if (0..=g2).any(|r2| self.after(s2, r2, s) >= r) {
+            if self.after_upto(s2, g2, s) >= r {
                 return true;
             }
         }
