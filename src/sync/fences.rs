@@ -11,7 +11,11 @@
 //!
 //! Model: a forward dataflow over the region tree. The lattice is the set of *pending*
 //! writes (generic writes to async-read buffers with a fence-free path to the current point),
-//! ordered by inclusion, joined by union; a fence (written, or planned) empties it; a loop
+//! each with its state on the path — unfenced, *published* (past a sync op with no fence
+//! first) or *late* (fenced only after it was published: the writer's fence then precedes no
+//! release, so another thread's async access is not ordered after it) — ordered by
+//! inclusion, joined by union; a fence (written, or planned) ends the unfenced writes and
+//! makes the published ones late, a block barrier ends the late ones; a loop
 //! body is walked until the set at its head is stable, both arms of an `if` start from one
 //! input and are joined. At an async access whose buffers meet the pending set, a fence is
 //! planned at the latest point that still serves every pending write it needs:
@@ -256,8 +260,8 @@ fn publish(pending: &mut Pending, block: bool) {
         .collect();
 }
 
-/// Every write of `pending`, once.
-fn unfenced_or_late(pending: &Pending) -> BTreeSet<Op> {
+/// Every write of `pending`, once (whatever its state).
+fn all_writes(pending: &Pending) -> BTreeSet<Op> {
     pending.iter().map(|&(w, _)| w).collect()
 }
 
@@ -382,7 +386,7 @@ impl Walk<'_> {
             .iter()
             .map(|a| k.root_buffer(a.mem))
             .collect();
-        let needs: Vec<Op> = unfenced_or_late(pending)
+        let needs: Vec<Op> = all_writes(pending)
             .into_iter()
             .filter(|&w| {
                 effects(k, w)
