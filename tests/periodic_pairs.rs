@@ -18,39 +18,15 @@ use smemsync::ir::Kernel;
 mod common;
 use common::{Rng, parse_verified, shrink_on_panic, switch};
 
-type Answer = Option<(u64, u64, bool)>;
-
-/// Every pair question of the kernel's first `cap` accesses (each common prefix, each
-/// distance level), answered by one fresh `Footprints`.
-fn answers(k: &Kernel, warp: u32, cap: usize) -> Vec<(usize, usize, usize, Option<usize>, Answer)> {
-    let fp = Footprints::new(k, warp);
-    let n = fp.accesses.len().min(cap);
-    let mut out = Vec::new();
-    for ai in 0..n {
-        for bi in 0..n {
-            if fp.accesses[ai].space != fp.accesses[bi].space {
-                continue;
-            }
-            let nest = fp.accesses[ai].loops.len().min(fp.accesses[bi].loops.len());
-            for plen in 0..=nest {
-                for var in std::iter::once(None).chain((0..plen).map(Some)) {
-                    let r = pairs::pair_conflict(&fp, ai, bi, plen, var)
-                        .map(|p| (p.conflict, p.intersect, p.intra_warp));
-                    out.push((ai, bi, plen, var, r));
-                }
-            }
-        }
-    }
-    out
-}
-
 /// The answers with the periodic reading and without it are equal (warps 32 and 64).
 fn same_with_and_without(k: &Kernel, cap: usize) -> usize {
     let mut n = 0;
     for warp in [32, 64] {
         let what = format!("answers without / with the periodic reading, warp {warp}");
-        n += switch::same_off_and_on(&what, pairs::periodic_solutions, || answers(k, warp, cap))
-            .len();
+        n += switch::same_off_and_on(&what, pairs::periodic_solutions, || {
+            switch::pair_answers(k, warp, cap)
+        })
+        .len();
     }
     n
 }

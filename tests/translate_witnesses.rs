@@ -30,9 +30,7 @@ use smemsync::sync::{PlaceMemo, PlaceOptions, place_barriers_memo};
 use smemsync::target::Target;
 
 mod common;
-use common::parse_verified;
-
-type Answer = Option<(u64, u64, bool)>;
+use common::{parse_verified, switch};
 
 /// A random pipelined kernel of unrolled copies: `threads` threads copy `copies` rows'
 /// worth of `%t + threads·j + c` (row `div`, column `rem` by 16) into slot
@@ -188,39 +186,15 @@ proptest! {
     }
 }
 
-/// Every pair question of the kernel's first `cap` accesses (each common prefix, each
-/// distance level), answered by one fresh `Footprints`.
-fn answers(k: &Kernel, warp: u32, cap: usize) -> Vec<(usize, usize, usize, Option<usize>, Answer)> {
-    let fp = Footprints::new(k, warp);
-    let n = fp.accesses.len().min(cap);
-    let mut out = Vec::new();
-    for ai in 0..n {
-        for bi in 0..n {
-            if fp.accesses[ai].space != fp.accesses[bi].space {
-                continue;
-            }
-            let nest = fp.accesses[ai].loops.len().min(fp.accesses[bi].loops.len());
-            for plen in 0..=nest {
-                for var in std::iter::once(None).chain((0..plen).map(Some)) {
-                    let r = pairs::pair_conflict(&fp, ai, bi, plen, var)
-                        .map(|p| (p.conflict, p.intersect, p.intra_warp));
-                    out.push((ai, bi, plen, var, r));
-                }
-            }
-        }
-    }
-    out
-}
-
 /// The answers with the warp shifts and without them are equal (warps 32 and 64); returns
 /// the questions compared and the cross-warp questions the shifts answered.
 fn shifts_change_nothing(k: &Kernel, cap: usize) -> (usize, u64) {
     let (mut n, mut hits) = (0, 0);
     for warp in [32, 64] {
         pairs::warp_shifts(false);
-        let off = answers(k, warp, cap);
+        let off = switch::pair_answers(k, warp, cap);
         pairs::warp_shifts(true);
-        let on = answers(k, warp, cap);
+        let on = switch::pair_answers(k, warp, cap);
         hits += pairs::warp_shift_counts().1;
         assert_eq!(
             off, on,
@@ -272,20 +246,14 @@ fn warp_shifts_change_no_pair_answer_on_pipelined_kernels() {
 /// Verified kernels of the examples and the async and placement file tests, and the named
 /// bench kernels.
 fn kernels(bench: &[&str]) -> Vec<(String, Kernel)> {
-    let mut out: Vec<(String, Kernel)> = common::kernel_files(&[
-        "examples",
-        "tests/filetests/async",
-        "tests/filetests/placement",
-    ])
-    .iter()
-    .filter_map(|p| {
-        let k = smemsync::reader::parse_kernel(&std::fs::read_to_string(p).ok()?).ok()?;
-        smemsync::verify::verify(&k)
-            .is_empty()
-            .then(|| (p.display().to_string(), k))
-    })
-    .collect();
-    assert!(out.len() > 50, "only {} kernels read", out.len());
+    let mut out = common::verified_file_kernels(
+        &[
+            "examples",
+            "tests/filetests/async",
+            "tests/filetests/placement",
+        ],
+        50,
+    );
     for (name, text) in smemsync::bench_kernels::real_tiled_kernels() {
         if bench.contains(&name.as_str()) {
             out.push((name, parse_verified(&text)));

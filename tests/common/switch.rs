@@ -163,3 +163,32 @@ pub fn assert_switch_changes_nothing<R: PartialEq + Debug>(
         }
     }
 }
+
+/// One pair question (accesses, common prefix, distance level) and its answer: conflict and
+/// intersect masks and the intra-warp flag, `None` where the engine declines.
+pub type PairAnswer = (usize, usize, usize, Option<usize>, Option<(u64, u64, bool)>);
+
+/// Every pair question of the kernel's first `cap` accesses (each common prefix, each
+/// distance level), answered by one fresh `Footprints`.
+pub fn pair_answers(k: &smemsync::Kernel, warp: u32, cap: usize) -> Vec<PairAnswer> {
+    let fp = smemsync::analysis::footprint::Footprints::new(k, warp);
+    let n = fp.accesses.len().min(cap);
+    let mut out = Vec::new();
+    for ai in 0..n {
+        for bi in 0..n {
+            if fp.accesses[ai].space != fp.accesses[bi].space {
+                continue;
+            }
+            let nest = fp.accesses[ai].loops.len().min(fp.accesses[bi].loops.len());
+            for plen in 0..=nest {
+                for var in std::iter::once(None).chain((0..plen).map(Some)) {
+                    let r =
+                        smemsync::analysis::symbolic::pairs::pair_conflict(&fp, ai, bi, plen, var)
+                            .map(|p| (p.conflict, p.intersect, p.intra_warp));
+                    out.push((ai, bi, plen, var, r));
+                }
+            }
+        }
+    }
+    out
+}
