@@ -61,6 +61,8 @@ use crate::ir::*;
 
 #[path = "mbar_rounds.rs"]
 mod rounds;
+#[path = "mbar_counters.rs"]
+mod counters;
 #[path = "mbar_trips.rs"]
 mod trips;
 
@@ -309,7 +311,14 @@ fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Va
     let Ok(t) = trace(k, warp, &assign, MAX_STEPS, sh.loops.keys().copied().collect()) else {
         return Err(format!("the trace at trip count {TRIPS} failed"));
     };
-    let (t0, period) = trips::period(k, &sh, &t.iters)?;
+    // Iteration values that never repeat may be counters read through residues.
+    let (t0, period) = match trips::period(k, &sh, &t.iters, &Default::default()) {
+        Ok(x) => x,
+        Err(e) => match counters::residues(k, &sh, &traced, &t.iters)? {
+            Some(proj) => trips::period(k, &sh, &t.iters, &proj)?,
+            None => return Err(e),
+        },
+    };
     let pr = Protocol::new(k, t.events, t.weight);
     trips::blocks(&pr, &sh, &t.iters, t0, period)
 }

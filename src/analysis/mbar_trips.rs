@@ -37,6 +37,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::counters::Projection;
 use super::{Ev, Iters, Protocol, Slot, TRIPS, div_form, konst};
 use crate::ir::*;
 
@@ -307,16 +308,18 @@ fn flip(p: CmpPred) -> CmpPred {
 
 /// `(i0, P)` of the runs (module doc, premise 2), and `T0`; each run must have every
 /// iteration of trip count [`TRIPS`].
-pub(super) fn period(k: &Kernel, sh: &Shape, iters: &[Iters]) -> Result<(i64, i64), String> {
+pub(super) fn period(k: &Kernel, sh: &Shape, iters: &[Iters], proj: &Projection) -> Result<(i64, i64), String> {
     let (mut i0, mut p) = (0i64, 1i64);
+    let what = if proj.is_empty() { "" } else { " with their counters read through residues" };
     for r in iters {
+        let vals = project(&r.vals, proj.get(&r.op).map_or(&[][..], |v| &v[..]));
         let n = k.region_args(k.ops[r.op].regions[0])[0];
         let name = format!("%{}", k.value_names.get(n));
         if r.vals.len() as i64 != TRIPS - sh.loops[&r.op] {
             return Err(format!("premise (2) fails: the loop over {name} does not run once per trip"));
         }
         let mut first: HashMap<&Vec<Option<i64>>, usize> = HashMap::new();
-        let rep = r.vals.iter().enumerate().find_map(|(j, s)| match first.get(s) {
+        let rep = vals.iter().enumerate().find_map(|(j, s)| match first.get(s) {
             Some(&i) => Some((i as i64, (j - i) as i64)),
             None => {
                 first.insert(s, j);
@@ -324,7 +327,7 @@ pub(super) fn period(k: &Kernel, sh: &Shape, iters: &[Iters]) -> Result<(i64, i6
             }
         });
         let Some((a, q)) = rep else {
-            return Err(format!("premise (2) fails: the iteration values of the loop over {name} do not repeat within {TRIPS} trips (a counter, not a slot and a phase)"));
+            return Err(format!("premise (2) fails: the iteration values of the loop over {name}{what} do not repeat within {TRIPS} trips (a counter, not a slot and a phase)"));
         };
         i0 = i0.max(a);
         p = lcm(p, q);
@@ -338,6 +341,19 @@ pub(super) fn period(k: &Kernel, sh: &Shape, iters: &[Iters]) -> Result<(i64, i6
         return Err(format!("premise (2) fails: the trip counts to search (up to {}: from T0 = {t0}, two periods of {p}) exceed the {TRIPS} searched", t0 + 2 * p - 1));
     }
     Ok((t0, p))
+}
+
+/// The iteration values with each counter `(i, q)` of `proj` taken modulo `q`.
+fn project(vals: &[Vec<Option<i64>>], proj: &[(usize, i64)]) -> Vec<Vec<Option<i64>>> {
+    let mut out = vals.to_vec();
+    for s in &mut out {
+        for &(i, q) in proj {
+            if let Some(Some(x)) = s.get_mut(i) {
+                *x = x.rem_euclid(q);
+            }
+        }
+    }
+    out
 }
 
 fn lcm(a: i64, b: i64) -> i64 {
