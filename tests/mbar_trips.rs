@@ -197,15 +197,13 @@ fn the_triton_tma_matmul_is_verified_for_every_k() {
     assert!(w.is_empty(), "{w:?}");
 }
 
-/// The warp-specialized matmul keeps its W0318, its iteration value being a counter
-/// (premise 2). Ignored: `sync` on it takes about 10 s of CPU in the debug build; run with
+/// The warp-specialized matmul loses its W0318 too: its iteration value is a counter read
+/// through residues (`mbar_counters`; tests/mbar_counters.rs has the verdict itself, run in CI).
+/// Ignored: `sync` on it takes about 10 s of CPU in the debug build; run with
 /// `cargo test --release --test mbar_trips -- --ignored`.
 #[test]
 #[ignore]
-fn the_triton_warp_specialized_matmul_keeps_w0318_naming_premise_2() {
+fn the_triton_warp_specialized_matmul_is_verified_for_every_k() {
     let w = corpus_w0318("corpus/triton/matmul_warp_specialized_fp16.ttgir");
-    assert!(
-        !w.is_empty() && w.iter().all(|m| m.contains("premise (2)")),
-        "{w:?}"
-    );
+    assert!(w.is_empty(), "{w:?}");
 }

@@ -43,7 +43,8 @@
 //! - **Parameters without a range** are searched (0 to [`SEARCHED`], the values giving trip
 //!   counts 0 to [`TRIPS`] where the parameter is divided into one, and the default) for a
 //!   counterexample (E0306); without one, the waits are verified for every value where the
-//!   every-trip-count argument's premises hold (the child module `mbar_trips`), and
+//!   every-trip-count argument's premises hold (the child modules `mbar_trips`, and
+//!   `mbar_counters` for iteration values that are counters read through residues), and
 //!   otherwise *taken as written* with W0318 naming the premise that fails, not in
 //!   [`Verdict::unverified`] (docs/async.md says why).
 //!

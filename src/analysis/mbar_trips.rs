@@ -15,7 +15,9 @@
 //!    those comparisons, and the values its body yields read neither `n` nor `T` outside a
 //!    comparison with a constant. *From the trace* ([`period`]) at `T = TRIPS`: the
 //!    iteration values `s` of every thread's run repeat — first at iteration `i0 + P`
-//!    equal to iteration `i0`; over all runs, `P` the lcm, `i0` the largest. Then every
+//!    equal to iteration `i0`; over all runs, `P` the lcm, `i0` the largest. Where they do
+//!    not, counters read only through residues are projected first (`mbar_counters`: each
+//!    counter `x` taken as `x mod |δ|·M`, a function of which every read is). Then every
 //!    steady iteration (`n < T − D`) has the events of its `s`, and `T0 = max(C, lo + i0 +
 //!    D + P)` with `T0 + 2P − 1 ≤ TRIPS`.
 //! 3. *The block* ([`blocks`]): for each `T` in `T0 … T0 + P − 1`, the `P` iterations before
