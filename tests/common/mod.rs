@@ -435,6 +435,30 @@ pub fn interpret_only(k: &Kernel, schedules: u32) -> smemsync::check::Verdict {
     smemsync::check::check_race_free(k, &o).verdict
 }
 
+/// The interpreter alone (no static proof, two schedules) on `k` for `target` with the
+/// parameters at `bounds`, after asserting that no schedule deadlocks: the oracle of the
+/// in-flight tests, which ask `is_race` or `is_race_free` of the report.
+pub fn interpret_without_deadlock(
+    k: &Kernel,
+    target: smemsync::target::Target,
+    bounds: &[(&str, i64)],
+) -> smemsync::check::CheckReport {
+    let o = smemsync::check::CheckOptions {
+        target: Some(target),
+        bounds: bounds.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+        try_proof: false,
+        schedules: 2,
+        ..Default::default()
+    };
+    let r = smemsync::check::check_race_free(k, &o);
+    assert!(
+        !matches!(r.verdict, smemsync::check::Verdict::Deadlock(_)),
+        "deadlock: {}",
+        r.summary()
+    );
+    r
+}
+
 /// The overlap engine's oracle, shared by the symbolic-engine tests: the ops of a kernel that
 /// access shared memory (in id order), the engine as the analysis runs it (`sym`) and one
 /// that enumerates (`en`).
