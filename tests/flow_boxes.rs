@@ -10,14 +10,12 @@ use proptest::prelude::*;
 use smemsync::analysis::boxes::Boxes;
 use smemsync::analysis::inflight::FlowMemo;
 use smemsync::analysis::overlap::Overlap;
-use smemsync::bench_kernels::{GemmShape, gemm};
 use smemsync::ir::*;
 use smemsync::sync::PlaceMemo;
 use smemsync::sync::waits::plan_waits_memo;
 use smemsync::target::Target;
 
 mod common;
-use common::parse_verified as kernel;
 use common::switch::{self, Named};
 
 /// One generated index op: `%vI = OP A, B`.
@@ -273,15 +271,8 @@ fn boxes_rule_out_the_copy_pairs_of_the_real_size_unrolled_gemm() {
     boxes_rule_out_the_copy_pairs((128, 128, 64));
 }
 
-fn boxes_rule_out_the_copy_pairs((bm, bn, bk): (u32, u32, u32)) {
-    let sh = GemmShape {
-        bm,
-        bn,
-        bk,
-        threads: 64,
-        ..GemmShape::realistic(true)
-    };
-    let k = kernel(&gemm(&sh).unwrap());
+fn boxes_rule_out_the_copy_pairs(shape: (u32, u32, u32)) {
+    let (_, k) = switch::gemm_kernels(shape, &[(64, true)]).remove(0);
     let t = Target::from_name("sm_80").unwrap();
     let asked = |no_boxes: bool| {
         let mut memo = FlowMemo::for_kernel(&k);

@@ -80,17 +80,9 @@ fn pairs_equal_to_enumeration(text: &str) -> (usize, usize) {
     let k = parse_verified(text);
     let (mut answered, mut asked) = (0, 0);
     for warp in [4, 32] {
-        let mut fp = Footprints::new(&k, warp);
-        for ai in 0..fp.accesses.len() {
-            for bi in 0..fp.accesses.len() {
-                let nest = fp.accesses[ai].loops.len().min(fp.accesses[bi].loops.len());
-                for plen in 0..=nest {
-                    let (a, q) = common::pair_questions_match_enumeration(&mut fp, ai, bi, plen);
-                    answered += a;
-                    asked += q;
-                }
-            }
-        }
+        let (a, q) = common::all_pair_questions_match_enumeration(&mut Footprints::new(&k, warp));
+        answered += a;
+        asked += q;
     }
     (answered, asked)
 }

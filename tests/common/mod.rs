@@ -424,6 +424,18 @@ pub fn race_check(
     }
 }
 
+/// The interpreter's verdict on `k` (no static proof, one schedule) with scalar parameter
+/// `%K` bound to `kv`: the mbarrier tests' trip-count oracle.
+pub fn interpret_at(k: &Kernel, kv: i64) -> smemsync::check::Verdict {
+    let o = smemsync::check::CheckOptions {
+        try_proof: false,
+        schedules: 1,
+        bounds: vec![("K".into(), kv)],
+        ..Default::default()
+    };
+    smemsync::check::check_race_free(k, &o).verdict
+}
+
 /// The interpreter's verdict alone (no static proof) over `schedules` schedules and the
 /// kernel's default bounds: the oracle the static-proof tests compare "proved" with.
 pub fn interpret_only(k: &Kernel, schedules: u32) -> smemsync::check::Verdict {
@@ -457,6 +469,43 @@ pub fn interpret_without_deadlock(
         r.summary()
     );
     r
+}
+
+/// Kernel text of a loop over `%V` from 0 to `trips` in which each of 128 threads copies
+/// element `%Vq = 128 V + %t` of `global` to shared memory: `%Vx = gload global[%Vq]`, the
+/// mixed-radix digits `ds` of `of` (`%Vq` or another index, see [`digits`]), then `store
+/// dest, %Vx` (`dest` names the digits). Lines indented by `ind`; the wgmma tests' copies of
+/// A and B tiles into core-matrix layouts.
+pub fn copy_loop_128(
+    ind: &str,
+    (v, trips): (&str, &str),
+    global: &str,
+    (of, ds): (&str, &[(&str, u64)]),
+    dest: &str,
+) -> String {
+    let i = format!("{ind}  ");
+    format!(
+        "{ind}for %{v} = 0 to {trips} step 1 {{\n{i}%{v}128 = mul %{v}, 128\n{i}%{v}q = add %{v}128, %t\n{i}%{v}x = gload {global}[%{v}q]\n{}{i}store {dest}, %{v}x\n{ind}}}\n",
+        digits(&i, of, ds)
+    )
+}
+
+/// Kernel text splitting `q` into mixed-radix digits `(name, radix)`, most significant first:
+/// a digit is `(q / w) mod radix`, `w` the product of the radices after it; the first digit
+/// is `q / w` (its radix unused: `q` is below the product of all). Lines indented by `ind`.
+pub fn digits(ind: &str, q: &str, ds: &[(&str, u64)]) -> String {
+    let mut out = String::new();
+    for (j, (name, radix)) in ds.iter().enumerate() {
+        let w: u64 = ds[j + 1..].iter().map(|d| d.1).product();
+        if j == 0 {
+            out += &format!("{ind}{name} = div {q}, {w}\n");
+        } else if w == 1 {
+            out += &format!("{ind}{name} = rem {q}, {radix}\n");
+        } else {
+            out += &format!("{ind}{name}w = div {q}, {w}\n{ind}{name} = rem {name}w, {radix}\n");
+        }
+    }
+    out
 }
 
 /// The overlap engine's oracle, shared by the symbolic-engine tests: the ops of a kernel that
