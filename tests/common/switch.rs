@@ -177,7 +177,7 @@ pub fn targets_in_turn<'t>(
 ) -> impl Iterator<Item = &'t str> {
     let n = targets.len();
     assert!(
-        (1..=n).contains(&per_kernel) && n % per_kernel == 0,
+        (1..=n).contains(&per_kernel) && n.is_multiple_of(per_kernel),
         "{per_kernel} of {n} targets"
     );
     let targets = targets.to_vec();
