@@ -424,6 +424,24 @@ pub fn race_check(
     }
 }
 
+/// The target an example kernel needs, read from its text (its async ops exist only there):
+/// gfx1250 for `tdm_load`, gfx942 for `gather_to_lds` (its waits name gfx9's vmcnt), sm_90
+/// for NVIDIA's async ops, gfx942 otherwise.
+pub fn example_target(src: &str) -> &'static str {
+    if src.contains("tdm_load") {
+        "gfx1250"
+    } else if src.contains("gather_to_lds") {
+        "gfx942"
+    } else if ["cp_async", "tma_", "mbar_", "named_", "wgmma"]
+        .iter()
+        .any(|s| src.contains(s))
+    {
+        "sm_90"
+    } else {
+        "gfx942"
+    }
+}
+
 /// The interpreter's verdict on `k` (no static proof, one schedule) with scalar parameter
 /// `%K` bound to `kv`: the mbarrier tests' trip-count oracle.
 pub fn interpret_at(k: &Kernel, kv: i64) -> smemsync::check::Verdict {
@@ -534,6 +552,25 @@ impl<'k> OverlapOracle<'k> {
         }
     }
 
+    /// [`Self::compare`] on every ordered pair of [`Self::ops`] (`x` then `y` in id order),
+    /// under the tags `tags_of(n, loops)` gives (`n` counts the pairs asked, `loops` are the
+    /// loops around `y`): the number of questions, or the first difference.
+    pub fn compare_every_pair(
+        &mut self,
+        k: &Kernel,
+        mut tags_of: impl FnMut(usize, &[Op]) -> Vec<(Op, smemsync::analysis::overlap::IterTag)>,
+    ) -> Result<usize, String> {
+        let (mut n, mut asked) = (0, 0);
+        for x in self.ops.clone() {
+            for y in self.ops.clone() {
+                let tags = tags_of(n, &self.sym.for_loops(y));
+                n += 1;
+                asked += self.compare(k, (x, y), &tags)?;
+            }
+        }
+        Ok(asked)
+    }
+
     /// Asks both engines about every access of `x` then every access of `y` under `tags`:
     /// the number of questions, or the first that the engines answer differently, or after
     /// which their conservative-answer notes (W0314) differ.
@@ -624,6 +661,19 @@ pub fn all_pair_questions_match_enumeration(
                 asked += q;
             }
         }
+    }
+    (answered, asked)
+}
+
+/// [`all_pair_questions_match_enumeration`] on `k` at each warp width of `warps` (a fresh
+/// `Footprints` each); returns (answered, asked) summed.
+pub fn all_pair_questions_match_enumeration_at(k: &Kernel, warps: &[u32]) -> (usize, usize) {
+    let (mut answered, mut asked) = (0, 0);
+    for &warp in warps {
+        let mut fp = smemsync::analysis::footprint::Footprints::new(k, warp);
+        let (a, q) = all_pair_questions_match_enumeration(&mut fp);
+        answered += a;
+        asked += q;
     }
     (answered, asked)
 }
