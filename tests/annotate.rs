@@ -79,10 +79,12 @@ fn skeleton(text: &str) -> String {
     out
 }
 
-/// Runs `mlir-opt-22 --allow-unregistered-dialect` on `text`: its error output when rejected.
+/// Runs `mlir-opt-22 --allow-unregistered-dialect` on `text`, each of its chunks apart
+/// (`--split-input-file`: chunks end at `// -----` lines): its error output when some chunk
+/// is rejected.
 fn mlir_opt_rejects(text: &str) -> Option<String> {
     let mut child = Command::new("mlir-opt-22")
-        .args(["--allow-unregistered-dialect", "-"])
+        .args(["--allow-unregistered-dialect", "--split-input-file", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -124,6 +126,12 @@ fn skeleton_rejects_a_barrier_before_the_entry_label() {
     assert_eq!(inside_combiners(bad), vec![2]);
     let good = bad.replace("  gpu.barrier // smemsync\n", "");
     assert_eq!(mlir_opt_rejects(&skeleton(&good)), None);
+    // Read together (as the corpus test reads its skeletons), one bad chunk among good ones
+    // is found.
+    let (good, bad) = (skeleton(&good), skeleton(bad));
+    assert_eq!(mlir_opt_rejects(&[&*good, &good].join("// -----\n")), None);
+    let err = mlir_opt_rejects(&[&*good, &bad, &good].join("// -----\n")).expect("rejected");
+    assert!(err.contains("terminator"), "{err}");
 }
 
 /// Every corpus kernel: annotations outside combiner regions, a valid block structure, and the
@@ -131,44 +139,76 @@ fn skeleton_rejects_a_barrier_before_the_entry_label() {
 /// barriers inside a scratch op (Triton's lowering of the op has them; TTGIR cannot express
 /// them) and comments (`// named_sync ...`). `matmul_persistent_fp16` re-inserts one barrier
 /// more (a second barrier beside an annotated one before the loop's wgmma, as smemsync 6d6fd25
-/// already did); it is pinned so a change shows.
+/// already did); it is pinned so a change shows. The kernels are annotated on as many
+/// threads as the machine has cores, and `mlir-opt-22` reads all skeletons in one run.
 #[test]
 fn corpus_annotations_stay_outside_regions_and_round_trip() {
     let dir = std::env::temp_dir().join(format!("smemsync-annotate-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    for path in corpus() {
-        let name = path
-            .file_stem()
-            .expect("stem")
-            .to_string_lossy()
-            .into_owned();
-        let ann = smemsync(&["sync", "--annotate", path.to_str().expect("utf-8")]);
-        assert_eq!(
-            inside_combiners(&ann),
-            Vec::<usize>::new(),
-            "{name}:\n{ann}"
-        );
-        if let Some(err) = mlir_opt_rejects(&skeleton(&ann)) {
-            panic!("{name}: the annotated block structure is rejected:\n{err}\n{ann}");
-        }
-        let notes = ann
-            .lines()
-            .filter(|l| l.contains("smemsync: inside") || l.trim_start().starts_with("// "))
-            .filter(|l| l.contains("// smemsync"))
-            .count();
-        let file = dir.join(format!("{name}.ttgir"));
-        std::fs::write(&file, &ann).expect("write");
-        let again = inserted(&smemsync(&[
-            "sync",
-            "--stats",
-            file.to_str().expect("utf-8"),
-        ]));
-        let extra = usize::from(name == "matmul_persistent_fp16");
-        assert_eq!(
-            again,
-            notes + extra,
-            "{name}: the round trip inserts other syncs"
-        );
-    }
+    let files = corpus();
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let mut annotated: Vec<(String, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let (files, dir) = (&files, &dir);
+                s.spawn(move || {
+                    (files.iter().skip(w).step_by(workers))
+                        .map(|path| annotate_and_round_trip(path, dir))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        (handles.into_iter())
+            .flat_map(|h| h.join().expect("a corpus kernel failed (above)"))
+            .collect()
+    });
     let _ = std::fs::remove_dir_all(&dir);
+    annotated.sort();
+    assert_eq!(annotated.len(), files.len());
+    let skeletons: Vec<String> = annotated.iter().map(|(_, ann)| skeleton(ann)).collect();
+    if mlir_opt_rejects(&skeletons.join("// -----\n")).is_some() {
+        // Name the kernels whose skeletons are rejected, one run each.
+        for ((name, ann), sk) in annotated.iter().zip(&skeletons) {
+            if let Some(err) = mlir_opt_rejects(sk) {
+                panic!("{name}: the annotated block structure is rejected:\n{err}\n{ann}");
+            }
+        }
+        panic!("the skeletons are rejected together, each accepted alone");
+    }
+}
+
+/// `sync --annotate` on one corpus kernel: no annotation inside a combiner region, and the
+/// round trip (written to `dir`) inserts the syncs noted; the kernel's name and annotated
+/// text.
+fn annotate_and_round_trip(path: &Path, dir: &Path) -> (String, String) {
+    let name = path
+        .file_stem()
+        .expect("stem")
+        .to_string_lossy()
+        .into_owned();
+    let ann = smemsync(&["sync", "--annotate", path.to_str().expect("utf-8")]);
+    assert_eq!(
+        inside_combiners(&ann),
+        Vec::<usize>::new(),
+        "{name}:\n{ann}"
+    );
+    let notes = ann
+        .lines()
+        .filter(|l| l.contains("smemsync: inside") || l.trim_start().starts_with("// "))
+        .filter(|l| l.contains("// smemsync"))
+        .count();
+    let file = dir.join(format!("{name}.ttgir"));
+    std::fs::write(&file, &ann).expect("write");
+    let again = inserted(&smemsync(&[
+        "sync",
+        "--stats",
+        file.to_str().expect("utf-8"),
+    ]));
+    let extra = usize::from(name == "matmul_persistent_fp16");
+    assert_eq!(
+        again,
+        notes + extra,
+        "{name}: the round trip inserts other syncs"
+    );
+    (name, ann)
 }

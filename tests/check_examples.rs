@@ -20,23 +20,6 @@ fn smemsync(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// The target an example needs (its async ops exist only there).
-fn target_for(src: &str) -> &'static str {
-    if src.contains("tdm_load") {
-        "gfx1250"
-    } else if src.contains("gather_to_lds") {
-        // Its waits name gfx9's vmcnt.
-        "gfx942"
-    } else if ["cp_async", "tma_", "mbar_", "named_", "wgmma"]
-        .iter()
-        .any(|s| src.contains(s))
-    {
-        "sm_90"
-    } else {
-        "gfx942"
-    }
-}
-
 fn examples() -> Vec<PathBuf> {
     common::kernel_files(&["examples"])
 }
@@ -49,7 +32,7 @@ fn synchronized_examples_are_race_free_and_bare_ones_race() {
     let mut checked = 0;
     for p in examples() {
         let src = std::fs::read_to_string(&p).expect("read");
-        let t = target_for(&src);
+        let t = common::example_target(&src);
         let file = p.to_str().expect("utf-8 path");
         let (code, _, err) = smemsync(&["check", "--schedules", "1", "--target", t, file]);
         assert!(
@@ -96,7 +79,7 @@ fn removing_any_inserted_barrier_from_a_barrier_only_example_races() {
     let mut mutants = 0;
     for p in examples() {
         let src = std::fs::read_to_string(&p).expect("read");
-        if target_for(&src) != "gfx942" {
+        if common::example_target(&src) != "gfx942" {
             continue;
         }
         let file = p.to_str().expect("path");

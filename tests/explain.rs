@@ -86,18 +86,7 @@ fn examples() -> Vec<(&'static str, String)> {
     let mut v: Vec<(&'static str, String)> = (common::kernel_files(&["examples"]).into_iter())
         .map(|p| {
             let src = std::fs::read_to_string(&p).expect("example");
-            let target = if src.contains("tdm_load") {
-                "gfx1250"
-            } else if src.contains("gather_to_lds") {
-                "gfx942"
-            } else if ["cp_async", "tma_", "mbar_", "named_", "wgmma"]
-                .iter()
-                .any(|s| src.contains(s))
-            {
-                "sm_90"
-            } else {
-                "gfx942"
-            };
+            let target = common::example_target(&src);
             let rel = p
                 .strip_prefix(root())
                 .unwrap()

@@ -22,7 +22,10 @@
 //! failure prints the command, FileCheck's annotated input dump and the whole output.
 //!
 //! Cost: one process per command plus one FileCheck per checked stream; the cases run in
-//! parallel on the harness's threads.
+//! parallel on the harness's threads. A command that a file's RUN lines repeat on the same
+//! input (`smemsync sync %s`, then `smemsync sync %s | smemsync check -`) runs once and its
+//! stdout, stderr and exit code are reused: the RUN lines' commands are deterministic and
+//! write no files the next ones read.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -93,9 +96,17 @@ fn parse_spec(text: &str) -> Result<Spec, String> {
     Ok(s)
 }
 
+/// What one command of a RUN line gave: stdout, stderr and exit code.
+type Ran = (Vec<u8>, String, i32);
+
+/// The commands a file's RUN lines already ran, by their words and standard input: a command
+/// a file runs again on the same input (`smemsync sync %s` alone and piped into `check`) is
+/// answered from here. Exact: smemsync and the tools are deterministic, and the answer kept is
+/// the whole of what the command gave (stdout, stderr, exit code).
+type Memo = std::collections::HashMap<(Vec<String>, Option<Vec<u8>>), Ran>;
+
 /// Runs one RUN line (a pipeline); returns (stdout, stderr, exit code of the last command).
-fn run_line(line: &str, file: &Path) -> Result<(String, String, i32), String> {
-    let bin = env!("CARGO_BIN_EXE_smemsync");
+fn run_line(line: &str, file: &Path, ran: &mut Memo) -> Result<(String, String, i32), String> {
     let mut input: Option<Vec<u8>> = None;
     let mut stderr_all = String::new();
     let mut code = 0;
@@ -104,41 +115,61 @@ fn run_line(line: &str, file: &Path) -> Result<(String, String, i32), String> {
             .split_whitespace()
             .map(|w| w.replace("%s", &file.to_string_lossy()))
             .collect();
-        let Some(first) = words.first() else {
-            return Err("empty command in a RUN line".into());
+        let key = (words, input.take());
+        let (out, err, c) = match ran.get(&key) {
+            Some(r) => r.clone(),
+            None => {
+                let r = run_command(&key.0, key.1.clone())?;
+                ran.insert(key, r.clone());
+                r
+            }
         };
-        let prog = if first == "smemsync" {
-            bin.to_string()
-        } else {
-            first.clone()
-        };
-        let mut child = Command::new(&prog)
-            .args(&words[1..])
-            .stdin(if input.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot run `{prog}`: {e}"))?;
-        if let Some(data) = input.take() {
-            use std::io::Write;
-            let mut stdin = child.stdin.take().expect("piped stdin");
-            std::thread::spawn(move || {
-                let _ = stdin.write_all(&data);
-            });
-        }
-        let out = child.wait_with_output().map_err(|e| e.to_string())?;
-        stderr_all.push_str(&String::from_utf8_lossy(&out.stderr));
-        code = out.status.code().unwrap_or(-1);
-        input = Some(out.stdout);
+        stderr_all.push_str(&err);
+        code = c;
+        input = Some(out);
     }
     Ok((
         String::from_utf8_lossy(&input.unwrap_or_default()).into_owned(),
         stderr_all,
         code,
+    ))
+}
+
+/// Runs one command of a RUN line (`smemsync` is the built binary) with `input` on its
+/// standard input (none: it reads nothing).
+fn run_command(words: &[String], input: Option<Vec<u8>>) -> Result<Ran, String> {
+    let bin = env!("CARGO_BIN_EXE_smemsync");
+    let Some(first) = words.first() else {
+        return Err("empty command in a RUN line".into());
+    };
+    let prog = if first == "smemsync" {
+        bin.to_string()
+    } else {
+        first.clone()
+    };
+    let mut child = Command::new(&prog)
+        .args(&words[1..])
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run `{prog}`: {e}"))?;
+    if let Some(data) = input {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&data);
+        });
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    Ok((
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap_or(-1),
     ))
 }
 
@@ -203,8 +234,9 @@ fn run_file(path: &Path) -> Result<(), String> {
         return Err("no RUN line".into());
     }
     let (mut stdout, mut stderr, mut code) = (String::new(), String::new(), 0);
+    let mut ran = Memo::new();
     for r in &spec.runs {
-        let (o, e, c) = run_line(r, path).map_err(|e| format!("RUN: {r}: {e}"))?;
+        let (o, e, c) = run_line(r, path, &mut ran).map_err(|e| format!("RUN: {r}: {e}"))?;
         stdout.push_str(&o);
         stderr.push_str(&e);
         code = c;
@@ -302,8 +334,11 @@ fn invalid_utf8_input_is_located() -> Result<(), Failed> {
 fn main() {
     let args = Arguments::from_args();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests");
-    let all = common::kernel_files_under(&["tests/filetests"]);
+    let mut all = common::kernel_files_under(&["tests/filetests"]);
     assert!(!all.is_empty(), "no file tests under {}", root.display());
+    // The harness's threads take the cases in order: the largest files (the imported Triton
+    // kernels, the slowest cases) first, so that none of them starts last and runs alone.
+    all.sort_by_key(|p| std::cmp::Reverse(std::fs::metadata(p).map_or(0, |m| m.len())));
     let mut trials: Vec<Trial> = all
         .into_iter()
         .map(|path| {

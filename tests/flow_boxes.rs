@@ -10,14 +10,12 @@ use proptest::prelude::*;
 use smemsync::analysis::boxes::Boxes;
 use smemsync::analysis::inflight::FlowMemo;
 use smemsync::analysis::overlap::Overlap;
-use smemsync::bench_kernels::{GemmShape, gemm};
 use smemsync::ir::*;
 use smemsync::sync::PlaceMemo;
 use smemsync::sync::waits::plan_waits_memo;
 use smemsync::target::Target;
 
 mod common;
-use common::parse_verified as kernel;
 use common::switch::{self, Named};
 
 /// One generated index op: `%vI = OP A, B`.
@@ -196,14 +194,16 @@ fn boxes_follow_views_and_refuse_out_of_range_indices() {
 /// flash kernels when `flash`.
 fn kernels(shape: (u32, u32, u32), flash: bool) -> Vec<Named> {
     let mut out = switch::async_and_placement_kernels();
-    out.extend(switch::gemm_kernels(
-        shape,
-        &[(64, false), (64, true), (256, false), (256, true)],
-    ));
+    out.extend(gemms(shape));
     if flash {
         out.extend(switch::bench_kernels(&["flash", "flash-k-first"]));
     }
     out
+}
+
+/// The GEMMs at `shape`: 64 and 256 threads, copies rolled and unrolled.
+fn gemms(shape: (u32, u32, u32)) -> Vec<Named> {
+    switch::gemm_kernels(shape, &[(64, false), (64, true), (256, false), (256, true)])
 }
 
 /// The wait plan, the completions on the kernel with its waits and the barrier placement of
@@ -217,24 +217,42 @@ fn waits_completions_barriers(k: &Kernel, t: &Target, boxes: bool) -> Vec<String
     switch::waits_completions_barriers(k, t, &mut pm, switch::COMPLETIONS)
 }
 
-/// On the 64×64×32 GEMMs in CI; the real-size GEMMs and the flash kernels are the ignored
-/// test below (minutes in CI's debug build).
+/// On the 64×64×32 GEMMs in CI, each kernel on two of the four targets (in turn: every
+/// target meets half of them), the files and the GEMMs as two tests that run side by side;
+/// every kernel on every target, and the real-size GEMMs and the flash kernels, are the
+/// ignored tests below (minutes in CI's debug build).
 #[test]
 fn boxes_and_near_sets_change_no_wait_completion_or_barrier() {
-    assert_boxes_change_nothing(&kernels((64, 64, 32), false));
+    assert_boxes_change_nothing(&switch::async_and_placement_kernels(), 2);
+}
+
+#[test]
+fn boxes_and_near_sets_change_no_wait_completion_or_barrier_of_a_gemm() {
+    assert_boxes_change_nothing(&gemms((64, 64, 32)), 2);
+}
+
+#[test]
+#[ignore = "a minute in a debug build: run with --release -- --ignored"]
+fn boxes_and_near_sets_change_nothing_on_every_target() {
+    assert_boxes_change_nothing(&kernels((64, 64, 32), false), TARGETS.len());
 }
 
 #[test]
 #[ignore = "minutes in a debug build: run with --release -- --ignored"]
 fn boxes_and_near_sets_change_nothing_on_the_real_size_kernels() {
-    assert_boxes_change_nothing(&kernels((128, 128, 64), true));
+    assert_boxes_change_nothing(&kernels((128, 128, 64), true), TARGETS.len());
 }
 
-fn assert_boxes_change_nothing(ks: &[Named]) {
-    switch::assert_switch_changes_nothing(
+const TARGETS: [&str; 4] = ["sm_80", "sm_90", "gfx950", "gfx1250"];
+
+/// Waits, completions and barriers equal with the boxes on and off, each kernel of `ks` on
+/// `per_kernel` of [`TARGETS`] in turn.
+fn assert_boxes_change_nothing(ks: &[Named], per_kernel: usize) {
+    switch::assert_switch_changes_nothing_in_turn(
         "waits, completions and barriers",
         ks,
-        &["sm_80", "sm_90", "gfx950", "gfx1250"],
+        &TARGETS,
+        per_kernel,
         waits_completions_barriers,
     );
 }
@@ -253,15 +271,8 @@ fn boxes_rule_out_the_copy_pairs_of_the_real_size_unrolled_gemm() {
     boxes_rule_out_the_copy_pairs((128, 128, 64));
 }
 
-fn boxes_rule_out_the_copy_pairs((bm, bn, bk): (u32, u32, u32)) {
-    let sh = GemmShape {
-        bm,
-        bn,
-        bk,
-        threads: 64,
-        ..GemmShape::realistic(true)
-    };
-    let k = kernel(&gemm(&sh).unwrap());
+fn boxes_rule_out_the_copy_pairs(shape: (u32, u32, u32)) {
+    let (_, k) = switch::gemm_kernels(shape, &[(64, true)]).remove(0);
     let t = Target::from_name("sm_80").unwrap();
     let asked = |no_boxes: bool| {
         let mut memo = FlowMemo::for_kernel(&k);

@@ -14,13 +14,11 @@
 use smemsync::analysis::footprint::{FootprintMemo, Footprints};
 use smemsync::analysis::hazards::find_hazards_with;
 use smemsync::analysis::inflight::FlowMemo;
-use smemsync::bench_kernels::{GemmShape, gemm};
 use smemsync::ir::Kernel;
 use smemsync::sync::PlaceMemo;
 use smemsync::target::Target;
 
 mod common;
-use common::parse_verified as kernel;
 use common::switch::{self, Named};
 
 const TARGETS: [&str; 4] = ["sm_80", "sm_90", "gfx950", "gfx1250"];
@@ -202,15 +200,8 @@ fn boxes_rule_out_most_pair_questions_of_the_real_size_unrolled_gemm() {
     boxes_rule_out_most_pair_questions((128, 128, 64));
 }
 
-fn boxes_rule_out_most_pair_questions((bm, bn, bk): (u32, u32, u32)) {
-    let sh = GemmShape {
-        bm,
-        bn,
-        bk,
-        threads: 64,
-        ..GemmShape::realistic(true)
-    };
-    let k = kernel(&gemm(&sh).unwrap());
+fn boxes_rule_out_most_pair_questions(shape: (u32, u32, u32)) {
+    let (_, k) = switch::gemm_kernels(shape, &[(64, true)]).remove(0);
     let t = Target::from_name("sm_80").unwrap();
     let (a, with) = hazards(&k, &t, true);
     let (b, without) = hazards(&k, &t, false);

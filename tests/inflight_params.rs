@@ -12,7 +12,6 @@
 //!
 //! Debug build: a few seconds.
 
-use smemsync::check::{CheckOptions, check_race_free};
 use smemsync::sync::PlaceOptions;
 use smemsync::sync::driver::synchronize;
 use smemsync::target::Target;
@@ -84,20 +83,7 @@ fn tma(param: &str, row: &str, access: &str) -> String {
 
 /// Whether `check` finds a race in `k` with `%p = p`.
 fn races(k: &smemsync::ir::Kernel, target: Target, p: i64) -> bool {
-    let o = CheckOptions {
-        target: Some(target),
-        bounds: vec![("p".into(), p)],
-        try_proof: false,
-        schedules: 2,
-        ..CheckOptions::default()
-    };
-    let r = check_race_free(k, &o);
-    assert!(
-        !matches!(r.verdict, smemsync::check::Verdict::Deadlock(_)),
-        "deadlock: {}",
-        r.summary()
-    );
-    r.is_race()
+    common::interpret_without_deadlock(k, target, &[("p", p)]).is_race()
 }
 
 /// What one case expects: the pair meets for some `%p` (a wait or a refusal is right), or

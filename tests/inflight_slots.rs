@@ -12,7 +12,6 @@
 //!
 //! Debug build: a few seconds.
 
-use smemsync::check::{CheckOptions, check_race_free};
 use smemsync::sync::PlaceOptions;
 use smemsync::sync::driver::synchronize;
 use smemsync::target::Target;
@@ -20,21 +19,25 @@ use smemsync::target::Target;
 mod common;
 use common::parse_verified as parse;
 
-/// J7 with `n` trips and slot expression `slot` (of `%i`), the consumer loop after the issue
-/// loop.
-fn all_in_flight(n: u32, slot: &str) -> String {
-    format!(
-        r#"kernel @k(%X: global f32[8, 64], %Y: global f32[8, 64]) block(64) {{
+/// The start of the one-block kernels below: eight slots of `@buf` and their mbarriers,
+/// initialized by thread 0 (`%lead`) before a barrier.
+const PROLOGUE: &str = "kernel @k(%X: global f32[8, 64], %Y: global f32[8, 64]) block(64) {
   shared @buf : f32[8, 64]
   shared @full : mbarrier[8]
   %t = tid.x
   %lead = cmp eq %t, 0
-  if %lead {{
-    for %k = 0 to 8 step 1 {{
+  if %lead {
+    for %k = 0 to 8 step 1 {
       mbar_init @full[%k], 1
-    }}
-  }}
-  barrier
+    }
+  }
+  barrier";
+
+/// J7 with `n` trips and slot expression `slot` (of `%i`), the consumer loop after the issue
+/// loop.
+fn all_in_flight(n: u32, slot: &str) -> String {
+    format!(
+        r#"{PROLOGUE}
   if %lead {{
     for %i = 0 to {n} step 1 {{
       %s = {slot}
@@ -58,17 +61,7 @@ fn all_in_flight(n: u32, slot: &str) -> String {
 /// Issue, wait and read in one loop: each iteration's copy is waited for before its read.
 fn waited_each_iteration(n: u32, slot: &str) -> String {
     format!(
-        r#"kernel @k(%X: global f32[8, 64], %Y: global f32[8, 64]) block(64) {{
-  shared @buf : f32[8, 64]
-  shared @full : mbarrier[8]
-  %t = tid.x
-  %lead = cmp eq %t, 0
-  if %lead {{
-    for %k = 0 to 8 step 1 {{
-      mbar_init @full[%k], 1
-    }}
-  }}
-  barrier
+        r#"{PROLOGUE}
   for %i = 0 to {n} step 1 {{
     %s = {slot}
     %v = view @buf[%s]
@@ -132,19 +125,7 @@ fn sm90() -> Target {
 }
 
 fn race_free(k: &smemsync::ir::Kernel) -> bool {
-    let o = CheckOptions {
-        target: Some(sm90()),
-        try_proof: false,
-        schedules: 2,
-        ..CheckOptions::default()
-    };
-    let r = check_race_free(k, &o);
-    assert!(
-        !matches!(r.verdict, smemsync::check::Verdict::Deadlock(_)),
-        "deadlock: {}",
-        r.summary()
-    );
-    r.is_race_free()
+    common::interpret_without_deadlock(k, sm90(), &[]).is_race_free()
 }
 
 /// `sync`'s result: the kernel and its syncs written, or the codes of its errors.

@@ -201,17 +201,6 @@ fn warp_specialized_counts_and_parities_match_the_interpreter() {
     assert_eq!(got, [true, true, false, true]);
 }
 
-/// The interpreter's verdict on `k` with scalar parameter `%K` bound to `kv` (one schedule).
-fn interpret_at(k: &Kernel, kv: i64) -> Verdict {
-    let o = smemsync::check::CheckOptions {
-        try_proof: false,
-        schedules: 1,
-        bounds: vec![("K".into(), kv)],
-        ..Default::default()
-    };
-    smemsync::check::check_race_free(k, &o).verdict
-}
-
 /// The single-role pipeline of `s` slots (no prefetch) with its trip count taken from a
 /// parameter without a declared range, Triton's way: `(%K + 63) div 64`.
 fn pipeline_unranged(s: u32, par: &str) -> String {
@@ -256,7 +245,7 @@ fn unranged_trip_counts_are_searched_and_match_the_interpreter() {
                         "{name}: {w:?}"
                     );
                     for trips in [0, 1, 2, s, s + 1, 4 * s + 1] {
-                        let v = interpret_at(&out.kernel, 64 * trips as i64);
+                        let v = common::interpret_at(&out.kernel, 64 * trips as i64);
                         assert!(
                             matches!(v, Verdict::Checked { .. }),
                             "{name} trips={trips}: {v:?}"
@@ -279,7 +268,7 @@ fn unranged_trip_counts_are_searched_and_match_the_interpreter() {
                         kv > 16,
                         "{name}: found at K = {kv}, which 0..16 already had"
                     );
-                    let v = interpret_at(&k, kv);
+                    let v = common::interpret_at(&k, kv);
                     assert!(
                         matches!(v, Verdict::Race(_) | Verdict::Deadlock(_)),
                         "{name} K={kv}: {v:?}"

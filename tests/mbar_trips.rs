@@ -89,17 +89,6 @@ fn pipeline(s: u32, mutant: &str) -> String {
     .replace("{S2}", &(s as i32 - 2).to_string())
 }
 
-/// The interpreter's verdict on `k` with `%K` bound to `kv` (one schedule).
-fn interpret_at(k: &Kernel, kv: i64) -> Verdict {
-    let o = smemsync::check::CheckOptions {
-        try_proof: false,
-        schedules: 1,
-        bounds: vec![("K".into(), kv)],
-        ..Default::default()
-    };
-    smemsync::check::check_race_free(k, &o).verdict
-}
-
 /// What `sync` said: its output and W0318 messages, or its error codes.
 fn said(name: &str, src: &str) -> Result<(Kernel, Vec<String>), Vec<String>> {
     let k = common::parse_verified_as(name, src);
@@ -133,7 +122,7 @@ fn triton_pipelines_are_verified_for_every_trip_count() {
             .map(|t| 64 * t)
             .chain([64 * 7 - 5, 64 * 35 - 63, -1, -200]);
         for kv in ks {
-            let v = interpret_at(&out, kv);
+            let v = common::interpret_at(&out, kv);
             assert!(matches!(v, Verdict::Checked { .. }), "{name} K={kv}: {v:?}");
         }
     }

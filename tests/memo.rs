@@ -39,11 +39,16 @@ fn file_kernels() -> Vec<(String, smemsync::Kernel)> {
     )
 }
 
-/// [`file_kernels`], the small GEMM and the real-size kernels (the GEMM at 64 and 256 threads,
-/// both flash loops), the last four in that order.
-fn file_and_real_size_kernels() -> Vec<(String, smemsync::Kernel)> {
+/// [`file_kernels`] and the small GEMM.
+fn file_and_small_kernels() -> Vec<(String, smemsync::Kernel)> {
     let mut kernels = file_kernels();
     kernels.push(("small gemm".into(), small_gemm()));
+    kernels
+}
+
+/// The real-size kernels: the GEMM at 64 and 256 threads, both flash loops.
+fn real_size_kernels() -> Vec<(String, smemsync::Kernel)> {
+    let mut kernels = Vec::new();
     for threads in [64, 256] {
         let sh = GemmShape {
             threads,
@@ -58,15 +63,21 @@ fn file_and_real_size_kernels() -> Vec<(String, smemsync::Kernel)> {
     kernels
 }
 
-/// Runs `check` on every kernel on each target the memo tests cover.
-fn on_every_target(
+/// The targets the memo tests cover.
+const TARGETS: [&str; 4] = ["sm_80", "sm_90", "gfx950", "gfx1250"];
+
+/// Runs `check` on every kernel on the `per_kernel` (1, 2 or 4) of [`TARGETS`] that
+/// `switch::targets_in_turn` gives it, so that each target meets an even share of the
+/// kernels. CI's debug build runs the oracles on such a share; the ignored tests run every
+/// kernel on every target (`per_kernel` 4).
+fn on_targets_in_turn(
     kernels: &[(String, smemsync::Kernel)],
+    per_kernel: usize,
     check: impl Fn(&str, &smemsync::Kernel, &Target),
 ) {
-    for t in ["sm_80", "sm_90", "gfx950", "gfx1250"] {
-        let t = Target::from_name(t).unwrap();
-        for (name, k) in kernels {
-            check(name, k, &t);
+    for (i, (name, k)) in kernels.iter().enumerate() {
+        for t in common::switch::targets_in_turn(i, &TARGETS, per_kernel) {
+            check(name, k, &Target::from_name(t).unwrap());
         }
     }
 }
@@ -229,10 +240,9 @@ fn same_plans_and_completions(
     assert_eq!(got.1, want.1, "{name} on {}: completions differ", t.name);
 }
 
-#[test]
-fn loops_in_closed_form_equal_the_iteration() {
-    let mut kernels = file_kernels();
-    kernels.push(("small gemm".into(), small_gemm()));
+/// The kernels of the closed-form test: [`file_and_small_kernels`] and a small flash loop.
+fn closed_form_kernels() -> Vec<(String, smemsync::Kernel)> {
+    let mut kernels = file_and_small_kernels();
     let flash = smemsync::bench_kernels::flash::FlashShape {
         bm: 32,
         bn: 16,
@@ -246,7 +256,20 @@ fn loops_in_closed_form_equal_the_iteration() {
     if let Some(src) = smemsync::bench_kernels::flash::flash(&flash) {
         kernels.push(("small flash".into(), kernel(&src)));
     }
-    on_every_target(&kernels, closed_form_equals_iteration);
+    kernels
+}
+
+/// Each kernel on two of the four targets in CI (the uncut iteration is the oracle, and
+/// the slowest part of this file in a debug build); every target in the ignored test below.
+#[test]
+fn loops_in_closed_form_equal_the_iteration() {
+    on_targets_in_turn(&closed_form_kernels(), 2, closed_form_equals_iteration);
+}
+
+#[test]
+#[ignore = "a minute in a debug build: cargo test --release --test memo -- --ignored"]
+fn loops_in_closed_form_equal_the_iteration_on_every_target() {
+    on_targets_in_turn(&closed_form_kernels(), 4, closed_form_equals_iteration);
 }
 
 /// The in-flight dataflow with the entries a loop in closed form cannot meet tagged
@@ -260,20 +283,30 @@ fn collapse_equals_kept_tags(name: &str, k: &smemsync::Kernel, t: &Target) {
     same_plans_and_completions(name, t, solve(false), solve(true));
 }
 
+/// In CI each file kernel on two targets and each real-size kernel (where the copy loops of
+/// 32 and 128 trips collapse) on one, all four targets met; every kernel on every target in
+/// the ignored test below.
 #[test]
 fn quiet_entries_collapse_exactly() {
-    // With the real-size kernels, where the copy loops of 32 and 128 trips collapse.
-    let kernels = file_and_real_size_kernels();
-    on_every_target(&kernels, collapse_equals_kept_tags);
+    on_targets_in_turn(&file_and_small_kernels(), 2, collapse_equals_kept_tags);
+    let real = real_size_kernels();
+    on_targets_in_turn(&real, 1, collapse_equals_kept_tags);
     // The collapse is not vacuous there: each real-size kernel has quiet entries.
     struct Watch;
     impl smemsync::analysis::inflight::Visitor for Watch {}
     let t = Target::from_name("sm_80").unwrap();
-    for (name, k) in kernels.iter().rev().take(4) {
+    for (name, k) in &real {
         let mut flow = smemsync::analysis::inflight::Flow::new(k, &t);
         flow.run(&mut Watch);
         assert!(flow.stats.quiet > 0, "{name}: no quiet entry");
     }
+}
+
+#[test]
+#[ignore = "minutes in a debug build: cargo test --release --test memo -- --ignored"]
+fn quiet_entries_collapse_exactly_on_every_target() {
+    on_targets_in_turn(&file_and_small_kernels(), 4, collapse_equals_kept_tags);
+    on_targets_in_turn(&real_size_kernels(), 4, collapse_equals_kept_tags);
 }
 
 /// The wait plan and the completions of `k` on `t` computed afresh, then read back from a
@@ -307,9 +340,19 @@ fn warm_memo_equals_fresh(name: &str, k: &smemsync::Kernel, t: &Target) {
     assert_eq!(fresh.1, comp, "{name} on {}: completions differ", t.name);
 }
 
+/// Each file kernel on two targets and each real-size kernel on one in CI; every kernel on
+/// every target in the ignored test below.
 #[test]
 fn answers_read_back_from_a_warm_memo_equal_fresh_ones() {
-    on_every_target(&file_and_real_size_kernels(), warm_memo_equals_fresh);
+    on_targets_in_turn(&file_and_small_kernels(), 2, warm_memo_equals_fresh);
+    on_targets_in_turn(&real_size_kernels(), 1, warm_memo_equals_fresh);
+}
+
+#[test]
+#[ignore = "minutes in a debug build: cargo test --release --test memo -- --ignored"]
+fn answers_read_back_from_a_warm_memo_equal_fresh_ones_on_every_target() {
+    on_targets_in_turn(&file_and_small_kernels(), 4, warm_memo_equals_fresh);
+    on_targets_in_turn(&real_size_kernels(), 4, warm_memo_equals_fresh);
 }
 
 /// The rule that keeps the trip-count cut on both sides holds on the one-trip file tests with

@@ -11,7 +11,6 @@
 //! - on every example, every file test, and the 64×64×32 GEMMs and the flash loop, every
 //!   pair question answers the same with the reading and without it, under warps of 32 and 64.
 
-use smemsync::analysis::footprint::Footprints;
 use smemsync::analysis::symbolic::pairs;
 use smemsync::ir::Kernel;
 
@@ -92,14 +91,7 @@ fn pipelined_text(seed: u64) -> String {
 /// reading on), where given, equals enumeration's; returns (answered, asked).
 fn equal_to_enumeration(text: &str) -> (usize, usize) {
     pairs::periodic_solutions(true);
-    let k = parse_verified(text);
-    let (mut answered, mut asked) = (0, 0);
-    for warp in [4, 32] {
-        let (a, q) = common::all_pair_questions_match_enumeration(&mut Footprints::new(&k, warp));
-        answered += a;
-        asked += q;
-    }
-    (answered, asked)
+    common::all_pair_questions_match_enumeration_at(&parse_verified(text), &[4, 32])
 }
 
 proptest::proptest! {

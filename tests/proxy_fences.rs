@@ -113,25 +113,31 @@ fn opts(proof: bool) -> CheckOptions {
     }
 }
 
+/// `src` synchronized for sm_90 and its text, after asserting that the interpreter and the
+/// static proof both find it race-free.
+fn synced_race_free(src: &str) -> (Kernel, String) {
+    let target = Target::from_name("sm_90").expect("sm_90");
+    let k = common::parse_verified(src);
+    let synced = synchronize(&k, &target, &PlaceOptions::default())
+        .unwrap_or_else(|e| panic!("sync refused: {e:?}\n{src}"))
+        .kernel;
+    let out = smemsync::emit::text::print_kernel(&synced);
+    for proof in [false, true] {
+        let r = check_race_free(&synced, &opts(proof));
+        assert!(r.is_race_free(), "proof={proof}: {}\n{out}", r.summary());
+    }
+    (synced, out)
+}
+
 fn fences(k: &Kernel) -> usize {
     common::ops_where(k, |o| matches!(o, OpKind::FenceProxyAsync)).len()
 }
 
 #[test]
 fn writers_fence_their_stores_before_the_tma_load_that_overwrites_them() {
-    let target = Target::from_name("sm_90").expect("sm_90");
     let mut needed = 0;
     for s in shapes() {
-        let src = kernel_text(&s);
-        let k = common::parse_verified(&src);
-        let synced = synchronize(&k, &target, &PlaceOptions::default())
-            .unwrap_or_else(|e| panic!("sync refused: {e:?}\n{src}"))
-            .kernel;
-        let out = smemsync::emit::text::print_kernel(&synced);
-        for proof in [false, true] {
-            let r = check_race_free(&synced, &opts(proof));
-            assert!(r.is_race_free(), "proof={proof}: {}\n{out}", r.summary());
-        }
+        let (synced, out) = synced_race_free(&kernel_text(&s));
         assert_eq!(
             fences(&synced),
             1,
@@ -182,12 +188,7 @@ fn the_hostile_f3_kernel_gets_its_fence_in_the_writing_threads() {
   }
 }
 ";
-    let target = Target::from_name("sm_90").expect("sm_90");
-    let k = common::parse_verified(src);
-    let synced = synchronize(&k, &target, &PlaceOptions::default())
-        .expect("sync")
-        .kernel;
-    let out = smemsync::emit::text::print_kernel(&synced);
+    let (synced, out) = synced_race_free(src);
     // The fence follows the store, in every thread, before the barrier that orders it with
     // the next trip's issue; none in the issuer's branch.
     assert!(
@@ -195,10 +196,6 @@ fn the_hostile_f3_kernel_gets_its_fence_in_the_writing_threads() {
         "{out}"
     );
     assert_eq!(fences(&synced), 1, "{out}");
-    for proof in [false, true] {
-        let r = check_race_free(&synced, &opts(proof));
-        assert!(r.is_race_free(), "proof={proof}: {}\n{out}", r.summary());
-    }
 }
 
 /// The kernel's own `fence_proxy_async` after its store, in a loop, read by another thread's
@@ -224,7 +221,6 @@ fn a_users_fence_after_the_placed_barrier_is_not_taken_as_the_writers_fence() {
             "    if %el {\n      mbar_arrive @full[0] tx 256\n      tma_load @o <- %Y[%i, 0], @full[0]\n    }\n    %par = rem %i, 2\n    mbar_wait @full[0], %par\n    %r = sub 63, %t\n    %x = load @o[%r]\n    gstore %Y[%i, %t], %x\n",
         ),
     ];
-    let target = Target::from_name("sm_90").expect("sm_90");
     for (decls, body) in access {
         for trips in 1..=3 {
             let init = if decls.contains("@full") {
@@ -237,15 +233,7 @@ fn a_users_fence_after_the_placed_barrier_is_not_taken_as_the_writers_fence() {
             let src = format!(
                 "kernel @k(%Y: global f32[4, 64]) block(64) {{\n  shared @o : f32[64]\n{decls}  %t = tid.x\n  %f = itof %t\n  %el = cmp eq %t, 0\n{init}  for %i = 0 to {trips} step 1 {{\n    store @o[%t], %f\n    fence_proxy_async\n{body}  }}\n}}\n"
             );
-            let k = common::parse_verified(&src);
-            let synced = synchronize(&k, &target, &PlaceOptions::default())
-                .unwrap_or_else(|e| panic!("sync refused: {e:?}\n{src}"))
-                .kernel;
-            let out = smemsync::emit::text::print_kernel(&synced);
-            for proof in [false, true] {
-                let r = check_race_free(&synced, &opts(proof));
-                assert!(r.is_race_free(), "proof={proof}: {}\n{out}", r.summary());
-            }
+            synced_race_free(&src);
         }
     }
 }

@@ -19,7 +19,6 @@
 //! `cargo test --release --test translate_witnesses -- --ignored`.
 
 use proptest::prelude::*;
-use smemsync::analysis::footprint::Footprints;
 use smemsync::analysis::inflight::{FlowMemo, completions_memo};
 use smemsync::analysis::overlap::{IterTag, Overlap};
 use smemsync::analysis::symbolic::{overlap as sym_overlap, pairs};
@@ -77,22 +76,7 @@ fn unrolled_text(seed: u64) -> String {
 /// where given, equals enumeration's; returns (answered, asked).
 fn pairs_equal_to_enumeration(text: &str) -> (usize, usize) {
     pairs::warp_shifts(true);
-    let k = parse_verified(text);
-    let (mut answered, mut asked) = (0, 0);
-    for warp in [4, 32] {
-        let mut fp = Footprints::new(&k, warp);
-        for ai in 0..fp.accesses.len() {
-            for bi in 0..fp.accesses.len() {
-                let nest = fp.accesses[ai].loops.len().min(fp.accesses[bi].loops.len());
-                for plen in 0..=nest {
-                    let (a, q) = common::pair_questions_match_enumeration(&mut fp, ai, bi, plen);
-                    answered += a;
-                    asked += q;
-                }
-            }
-        }
-    }
-    (answered, asked)
+    common::all_pair_questions_match_enumeration_at(&parse_verified(text), &[4, 32])
 }
 
 /// The tag of one loop for one query, from a drawn byte.

@@ -23,36 +23,13 @@ fn kernel(n: u64) -> String {
             .join(", ")
     };
     let zeros = vec!["0.0"; r as usize].join(", ");
-    let mut s = format!(
+    let mut s =
+        format!(
         "kernel @mma(%A: global f16[1024], %B: global f16[{b}], %C: global f32[{c}]) block(128) {{
   shared @a : f16[8, 2, 8, 8]
   shared @b : f16[{nb}, 2, 8, 8]
   %t = tid.x
-  for %i = 0 to 8 step 1 {{
-    %i128 = mul %i, 128
-    %q = add %i128, %t
-    %x = gload %A[%q]
-    %m = div %q, 16
-    %k = rem %q, 16
-    %mb = div %m, 8
-    %kb = div %k, 8
-    %mr = rem %m, 8
-    %kr = rem %k, 8
-    store @a[%mb, %kb, %mr, %kr], %x
-  }}
-  for %j = 0 to {bj} step 1 {{
-    %j128 = mul %j, 128
-    %p = add %j128, %t
-    %y = gload %B[%p]
-    %bk = div %p, {n}
-    %bn = rem %p, {n}
-    %nb = div %bn, 8
-    %kb2 = div %bk, 8
-    %nr = rem %bn, 8
-    %kr2 = rem %bk, 8
-    store @b[%nb, %kb2, %nr, %kr2], %y
-  }}
-  fence_proxy_async
+{copy_a}{copy_b}  fence_proxy_async
   barrier
   {d} = wgmma @a, @b, {zeros}
   {e} = wgmma @a, @b, {d}
@@ -69,9 +46,24 @@ fn kernel(n: u64) -> String {
         b = 16 * n,
         c = 64 * n,
         nb = n / 8,
-        bj = 16 * n / 128,
         d = regs("d"),
         e = regs("e"),
+        // A (64 x 16, row-major): element 16 m + k at [m / 8, k / 8, m mod 8, k mod 8].
+        copy_a = common::copy_loop_128(
+            "  ",
+            ("i", "8"),
+            "%A",
+            ("%iq", &[("%mb", 8), ("%mr", 8), ("%kb", 2), ("%kr", 8)]),
+            "@a[%mb, %kb, %mr, %kr]",
+        ),
+        // B (16 x N, row-major): element N k + n at [n / 8, k / 8, n mod 8, k mod 8].
+        copy_b = common::copy_loop_128(
+            "  ",
+            ("j", &(16 * n / 128).to_string()),
+            "%B",
+            ("%jq", &[("%kb2", 2), ("%kr2", 8), ("%nb", n / 8), ("%nr", 8)]),
+            "@b[%nb, %kb2, %nr, %kr2]",
+        ),
     );
     for i in 0..r {
         // Register i: row + 8 ((i / 2) mod 2), column + 8 (i / 4) + i mod 2.

@@ -41,7 +41,27 @@ fn gemm(s: u32, t: u32, wait: Option<u32>, read_in: bool) -> String {
     } else {
         ""
     };
-    let (a, e) = (1024 * t, 8 * t);
+    let a = 1024 * t;
+    // A, already in core-matrix order in global memory: element q at [q / 1024, (q / 128)
+    // mod 8, (q / 64) mod 2, (q / 8) mod 8, q mod 8] of the slot.
+    let copy_a = common::copy_loop_128(
+        "    ",
+        ("e", &(8 * t).to_string()),
+        "%A",
+        (
+            "%eq",
+            &[("%ks", 0), ("%mb", 8), ("%kb", 2), ("%mr", 8), ("%kr", 8)],
+        ),
+        "@a[%slot, %ks, %mb, %kb, %mr, %kr]",
+    );
+    // B: thread t's element of row f at [t / 64, (t / 8) mod 8, t mod 8].
+    let copy_b = common::copy_loop_128(
+        "    ",
+        ("f", &t.to_string()),
+        "%A",
+        ("%t", &[("%p64", 0), ("%pr", 8), ("%pk", 8)]),
+        "@b[%slot, %f, 0, %p64, %pr, %pk]",
+    );
     format!(
         "kernel @gemm(%n: i32 in [64, 256] = 256, %A: global f16[{a}], %C: global f32[512]) block(128) {{
   shared @a : f16[{s}, {t}, 8, 2, 8, 8]
@@ -49,31 +69,7 @@ fn gemm(s: u32, t: u32, wait: Option<u32>, read_in: bool) -> String {
   %t = tid.x
   %z = const 0.0 : f32
   %r0, %r1, %r2, %r3, %sl = for %k = 0 to %n step 64 iter(%c0 = %z, %c1 = %z, %c2 = %z, %c3 = %z, %slot = 0) {{
-{w}    for %e = 0 to {e} step 1 {{
-      %e128 = mul %e, 128
-      %q = add %e128, %t
-      %x = gload %A[%q]
-      %ks = div %q, 1024
-      %q128 = div %q, 128
-      %mb = rem %q128, 8
-      %q64 = div %q, 64
-      %kb = rem %q64, 2
-      %q8 = div %q, 8
-      %mr = rem %q8, 8
-      %kr = rem %q, 8
-      store @a[%slot, %ks, %mb, %kb, %mr, %kr], %x
-    }}
-    for %f = 0 to {t} step 1 {{
-      %f128 = mul %f, 128
-      %p = add %f128, %t
-      %y = gload %A[%p]
-      %p64 = div %t, 64
-      %p8 = div %t, 8
-      %pr = rem %p8, 8
-      %pk = rem %t, 8
-      store @b[%slot, %f, 0, %p64, %pr, %pk], %y
-    }}
-    %d0, %d1, %d2, %d3 = for %kk = 0 to {t} step 1 iter(%e0 = %c0, %e1 = %c1, %e2 = %c2, %e3 = %c3) {{
+{w}{copy_a}{copy_b}    %d0, %d1, %d2, %d3 = for %kk = 0 to {t} step 1 iter(%e0 = %c0, %e1 = %c1, %e2 = %c2, %e3 = %c3) {{
       %av = view @a[%slot, %kk]
       %bv = view @b[%slot, %kk]
       %g0, %g1, %g2, %g3 = wgmma %av, %bv, %e0, %e1, %e2, %e3

@@ -424,6 +424,36 @@ pub fn race_check(
     }
 }
 
+/// The target an example kernel needs, read from its text (its async ops exist only there):
+/// gfx1250 for `tdm_load`, gfx942 for `gather_to_lds` (its waits name gfx9's vmcnt), sm_90
+/// for NVIDIA's async ops, gfx942 otherwise.
+pub fn example_target(src: &str) -> &'static str {
+    if src.contains("tdm_load") {
+        "gfx1250"
+    } else if src.contains("gather_to_lds") {
+        "gfx942"
+    } else if ["cp_async", "tma_", "mbar_", "named_", "wgmma"]
+        .iter()
+        .any(|s| src.contains(s))
+    {
+        "sm_90"
+    } else {
+        "gfx942"
+    }
+}
+
+/// The interpreter's verdict on `k` (no static proof, one schedule) with scalar parameter
+/// `%K` bound to `kv`: the mbarrier tests' trip-count oracle.
+pub fn interpret_at(k: &Kernel, kv: i64) -> smemsync::check::Verdict {
+    let o = smemsync::check::CheckOptions {
+        try_proof: false,
+        schedules: 1,
+        bounds: vec![("K".into(), kv)],
+        ..Default::default()
+    };
+    smemsync::check::check_race_free(k, &o).verdict
+}
+
 /// The interpreter's verdict alone (no static proof) over `schedules` schedules and the
 /// kernel's default bounds: the oracle the static-proof tests compare "proved" with.
 pub fn interpret_only(k: &Kernel, schedules: u32) -> smemsync::check::Verdict {
@@ -433,6 +463,67 @@ pub fn interpret_only(k: &Kernel, schedules: u32) -> smemsync::check::Verdict {
         ..Default::default()
     };
     smemsync::check::check_race_free(k, &o).verdict
+}
+
+/// The interpreter alone (no static proof, two schedules) on `k` for `target` with the
+/// parameters at `bounds`, after asserting that no schedule deadlocks: the oracle of the
+/// in-flight tests, which ask `is_race` or `is_race_free` of the report.
+pub fn interpret_without_deadlock(
+    k: &Kernel,
+    target: smemsync::target::Target,
+    bounds: &[(&str, i64)],
+) -> smemsync::check::CheckReport {
+    let o = smemsync::check::CheckOptions {
+        target: Some(target),
+        bounds: bounds.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+        try_proof: false,
+        schedules: 2,
+        ..Default::default()
+    };
+    let r = smemsync::check::check_race_free(k, &o);
+    assert!(
+        !matches!(r.verdict, smemsync::check::Verdict::Deadlock(_)),
+        "deadlock: {}",
+        r.summary()
+    );
+    r
+}
+
+/// Kernel text of a loop over `%V` from 0 to `trips` in which each of 128 threads copies
+/// element `%Vq = 128 V + %t` of `global` to shared memory: `%Vx = gload global[%Vq]`, the
+/// mixed-radix digits `ds` of `of` (`%Vq` or another index, see [`digits`]), then `store
+/// dest, %Vx` (`dest` names the digits). Lines indented by `ind`; the wgmma tests' copies of
+/// A and B tiles into core-matrix layouts.
+pub fn copy_loop_128(
+    ind: &str,
+    (v, trips): (&str, &str),
+    global: &str,
+    (of, ds): (&str, &[(&str, u64)]),
+    dest: &str,
+) -> String {
+    let i = format!("{ind}  ");
+    format!(
+        "{ind}for %{v} = 0 to {trips} step 1 {{\n{i}%{v}128 = mul %{v}, 128\n{i}%{v}q = add %{v}128, %t\n{i}%{v}x = gload {global}[%{v}q]\n{}{i}store {dest}, %{v}x\n{ind}}}\n",
+        digits(&i, of, ds)
+    )
+}
+
+/// Kernel text splitting `q` into mixed-radix digits `(name, radix)`, most significant first:
+/// a digit is `(q / w) mod radix`, `w` the product of the radices after it; the first digit
+/// is `q / w` (its radix unused: `q` is below the product of all). Lines indented by `ind`.
+pub fn digits(ind: &str, q: &str, ds: &[(&str, u64)]) -> String {
+    let mut out = String::new();
+    for (j, (name, radix)) in ds.iter().enumerate() {
+        let w: u64 = ds[j + 1..].iter().map(|d| d.1).product();
+        if j == 0 {
+            out += &format!("{ind}{name} = div {q}, {w}\n");
+        } else if w == 1 {
+            out += &format!("{ind}{name} = rem {q}, {radix}\n");
+        } else {
+            out += &format!("{ind}{name}w = div {q}, {w}\n{ind}{name} = rem {name}w, {radix}\n");
+        }
+    }
+    out
 }
 
 /// The overlap engine's oracle, shared by the symbolic-engine tests: the ops of a kernel that
@@ -459,6 +550,25 @@ impl<'k> OverlapOracle<'k> {
             sym: Overlap::new(k, 32),
             en,
         }
+    }
+
+    /// [`Self::compare`] on every ordered pair of [`Self::ops`] (`x` then `y` in id order),
+    /// under the tags `tags_of(n, loops)` gives (`n` counts the pairs asked, `loops` are the
+    /// loops around `y`): the number of questions, or the first difference.
+    pub fn compare_every_pair(
+        &mut self,
+        k: &Kernel,
+        mut tags_of: impl FnMut(usize, &[Op]) -> Vec<(Op, smemsync::analysis::overlap::IterTag)>,
+    ) -> Result<usize, String> {
+        let (mut n, mut asked) = (0, 0);
+        for x in self.ops.clone() {
+            for y in self.ops.clone() {
+                let tags = tags_of(n, &self.sym.for_loops(y));
+                n += 1;
+                asked += self.compare(k, (x, y), &tags)?;
+            }
+        }
+        Ok(asked)
     }
 
     /// Asks both engines about every access of `x` then every access of `y` under `tags`:
@@ -551,6 +661,19 @@ pub fn all_pair_questions_match_enumeration(
                 asked += q;
             }
         }
+    }
+    (answered, asked)
+}
+
+/// [`all_pair_questions_match_enumeration`] on `k` at each warp width of `warps` (a fresh
+/// `Footprints` each); returns (answered, asked) summed.
+pub fn all_pair_questions_match_enumeration_at(k: &Kernel, warps: &[u32]) -> (usize, usize) {
+    let (mut answered, mut asked) = (0, 0);
+    for &warp in warps {
+        let mut fp = smemsync::analysis::footprint::Footprints::new(k, warp);
+        let (a, q) = all_pair_questions_match_enumeration(&mut fp);
+        answered += a;
+        asked += q;
     }
     (answered, asked)
 }

@@ -11,7 +11,8 @@
 //!   chosen by [`Stages`], as debug text, reading and growing a [`PlaceMemo`] the caller configured (the switch lives
 //!   in the memo: `FlowMemo::no_boxes`, `FlowMemo::no_dims`, `FootprintMemo::no_boxes`, ...);
 //! - [`assert_switch_changes_nothing`]: the loop over targets and kernels, with messages
-//!   naming the kernel, the target and what was compared;
+//!   naming the kernel, the target and what was compared; [`targets_in_turn`] and
+//!   [`assert_switch_changes_nothing_in_turn`]: each kernel on a share of the targets (CI);
 //! - [`same_off_and_on`]: one comparison through a process-wide switch
 //!   (`pairs::periodic_solutions`, `pairs::lattice_test`, ...).
 //!
@@ -161,6 +162,40 @@ pub fn assert_switch_changes_nothing<R: PartialEq + Debug>(
                 t.name
             );
         }
+    }
+}
+
+/// The targets kernel `i` of a list runs on when each kernel takes `per_kernel` of `targets`
+/// in turn: `targets[i]`, `targets[i + s]`, ... (indices mod `targets.len()`, `s =
+/// targets.len() / per_kernel`), so that over a list each target meets an even share of the
+/// kernels. The on/off and oracle tests run such a share in CI's debug build and every kernel
+/// on every target (`per_kernel == targets.len()`) in ignored tests.
+pub fn targets_in_turn<'t>(
+    i: usize,
+    targets: &[&'t str],
+    per_kernel: usize,
+) -> impl Iterator<Item = &'t str> {
+    let n = targets.len();
+    assert!(
+        (1..=n).contains(&per_kernel) && n.is_multiple_of(per_kernel),
+        "{per_kernel} of {n} targets"
+    );
+    let targets = targets.to_vec();
+    (0..per_kernel).map(move |j| targets[(i + j * (n / per_kernel)) % n])
+}
+
+/// [`assert_switch_changes_nothing`] with kernel `i` of `ks` run on the `per_kernel` targets
+/// [`targets_in_turn`] gives it.
+pub fn assert_switch_changes_nothing_in_turn<R: PartialEq + Debug>(
+    what: &str,
+    ks: &[Named],
+    targets: &[&str],
+    per_kernel: usize,
+    run: impl Fn(&Kernel, &Target, bool) -> R,
+) {
+    for (i, k) in ks.iter().enumerate() {
+        let mine: Vec<&str> = targets_in_turn(i, targets, per_kernel).collect();
+        assert_switch_changes_nothing(what, std::slice::from_ref(k), &mine, &run);
     }
 }
 
