@@ -473,6 +473,8 @@ struct Tracer<'k> {
     key: Vec<i64>,
     /// Alignment of a role branch's arms.
     align: Option<Align>,
+    /// Whether an `if` is a role branch (`analysis::role_split`), asked once per op.
+    roles: HashMap<Op, bool>,
     events: Vec<Event>,
     seq: usize,
     steps: usize,
@@ -507,6 +509,7 @@ fn trace(
         missing: std::cell::Cell::new(None),
         key: Vec::new(),
         align: None,
+        roles: HashMap::new(),
         events: Vec::new(),
         seq: 0,
         steps: 0,
@@ -586,7 +589,7 @@ impl Tracer<'_> {
                 };
                 let arm = if c != 0 { 0 } else { 1 };
                 let r = k.ops[op].regions[arm];
-                if self.align.is_none() && role_branch(k, cond) {
+                if self.align.is_none() && self.role_branch(op) {
                     self.key.extend([-1, arm as i64]);
                     let at = self.key.len() - 2;
                     self.align = Some(Align { at, running: false, ran: false, count: 0 });
@@ -797,6 +800,13 @@ impl Tracer<'_> {
         }
     }
 
+    /// Whether the `if` op is a role branch: `in_group @g`, or a condition true in exactly
+    /// `@g`'s threads (`analysis::role_split`).
+    fn role_branch(&mut self, op: Op) -> bool {
+        let k = self.k;
+        *(self.roles.entry(op)).or_insert_with(|| crate::analysis::role_split::branch_group(k, op).is_some())
+    }
+
     /// The thread classes (`analysis::mbar_classes`): threads whose `terms` evaluate alike,
     /// as (smallest thread, size), by smallest thread.
     fn classes(&mut self, terms: &[Value]) -> Vec<(u32, u32)> {
@@ -820,13 +830,6 @@ impl Tracer<'_> {
     }
 }
 
-/// Whether `cond` is `in_group @g` (a role branch).
-fn role_branch(k: &Kernel, cond: &Operand) -> bool {
-    let Operand::Value(c) = cond else {
-        return false;
-    };
-    matches!(k.values[*c].def, ValueDef::Result(d, _) if matches!(k.ops[d].kind, OpKind::InGroup(_)))
-}
 
 // ---- rounds, guarantees, verdict ----
 

@@ -174,21 +174,10 @@ pub fn place_handshakes_verified(k: Kernel, target: &Target, unverified: HashSet
     out
 }
 
-/// The group of a role branch `if %c` with `%c = in_group @g`.
+/// The group of a role branch `if %c` with `%c = in_group @g` (or a warp-uniform thread-id
+/// compare true in exactly `@g`'s threads: `analysis::role_split`).
 pub(crate) fn role_group(k: &Kernel, o: Op) -> Option<Group> {
-    let OpKind::If {
-        cond: Operand::Value(c),
-    } = k.ops[o].kind
-    else {
-        return None;
-    };
-    let ValueDef::Result(d, _) = k.values[c].def else {
-        return None;
-    };
-    match k.ops[d].kind {
-        OpKind::InGroup(g) => Some(g),
-        _ => None,
-    }
+    crate::analysis::role_split::branch_group(k, o)
 }
 
 pub(crate) fn unsupported(k: &Kernel, at: Op, why: impl Into<String>) -> Box<Diagnostic> {
