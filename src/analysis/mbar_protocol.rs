@@ -399,7 +399,59 @@ fn aligned(k: &Kernel, events: Vec<Event>, weight: HashMap<u32, u32>) -> Protoco
             return p;
         }
     }
-    base
+    strided(k, &base).unwrap_or(base)
+}
+
+/// Strides tried for one arm's counted iterations (module doc, *Alignment*: ping-pong roles).
+pub const MAX_STRIDE: i64 = 4;
+
+/// The most offset assignments tried per stride and arm.
+const MAX_OFFSETS: usize = 16;
+
+/// The first strided alignment under which every wait passes the parity check: one arm's
+/// counted iteration `c` of traced thread `t` keyed as iteration `m·c + r(t)` of the other
+/// arm (`m` in 2..=[`MAX_STRIDE`], `r(t)` in `0..m` per thread class: the arm's threads
+/// split into groups taking turns, CUTLASS's ping-pong consumers). Monotone in each thread's
+/// program order with an iteration's events at one position, like every counted key.
+fn strided<'k>(k: &'k Kernel, base: &Protocol<'k>) -> Option<Protocol<'k>> {
+    for arm in 0..2i64 {
+        let mut threads: Vec<u32> = (base.ev.iter())
+            .filter(|e| e.arm.is_some_and(|a| e.key[a.at + 1] == arm))
+            .map(|e| e.thread)
+            .collect();
+        threads.sort_unstable();
+        threads.dedup();
+        for m in 2..=MAX_STRIDE {
+            let combos = (m as usize).checked_pow(threads.len() as u32)?;
+            if threads.len() < 2 || combos > MAX_OFFSETS {
+                continue;
+            }
+            for c in 0..combos {
+                let r: HashMap<u32, i64> =
+                    (threads.iter().enumerate()).map(|(i, &t)| (t, (c / (m as usize).pow(i as u32)) as i64 % m)).collect();
+                let ev = (base.ev.iter()).map(|e| strided_key(e, arm, m, &r)).collect();
+                let p = Protocol::new(k, ev, base.weight.clone());
+                if p.parity_ok() {
+                    return Some(p);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Event `e` with its strided key ([`strided`]): in arm `arm`, counted iteration `c` of
+/// thread `t` at position `2(m·c + r(t)) + 1`, between loops `2(m·c + r(t))`; the other arm
+/// as [`counted_key`] with skew 0.
+fn strided_key(e: &Event, arm: i64, m: i64, r: &HashMap<u32, i64>) -> Event {
+    let mut e = counted_key(e, 0);
+    if let Some(a) = e.arm
+        && e.key[a.at + 1] == arm
+        && !(!a.in_loop && a.count == 0)
+    {
+        e.key[a.at] = 2 * (m * a.count + r.get(&e.thread).copied().unwrap_or(0)) + a.in_loop as i64;
+    }
+    e
 }
 
 /// Event `e` with its counted key: in a role arm, the arm's iteration position becomes
