@@ -77,6 +77,17 @@ pub struct Verdict {
     pub errors: Vec<Diagnostic>,
     /// W0318: waits whose protocol was not decided, with the reason.
     pub warnings: Vec<Diagnostic>,
+    /// Pairs (release, wait) of a load or arrival and a wait in another role arm such that,
+    /// on every mbarrier element both touch (at least one), every execution of the release is
+    /// keyed before every execution of the wait under the alignment used for the verdict
+    /// ([`Protocol::keyed_before`]); for every parameter value enumerated, empty when a
+    /// parameter was only searched. `sync::handshake_chain` reads it (a first fill).
+    pub keyed_before: HashSet<(Op, Op)>,
+    /// TMA loads whose copies of one buffer slot are ordered among themselves
+    /// ([`Protocol::serial_loads`]), with the (buffer, mbarrier array) that ties them: two
+    /// loads with the same pair never have two copies of one slot in flight at once. For
+    /// every parameter value enumerated; empty when a parameter was only searched.
+    pub serial_loads: HashMap<Op, (Buffer, Buffer)>,
 }
 
 /// An mbarrier element: its buffer and flat index.
@@ -147,7 +158,9 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
     loop {
         match verify_all(k, warp, &params, &waits) {
             Ok(v) if sampled.is_empty() => return v,
-            Ok(v) => {
+            Ok(mut v) => {
+                v.keyed_before.clear();
+                v.serial_loads.clear();
                 let all = every_trip(k, warp, &params, &sampled, &v);
                 return match all {
                     Ok(()) => v,
@@ -352,6 +365,13 @@ fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op])
         let t = trace(k, warp, &assign, budget, HashSet::new())?;
         budget -= t.steps;
         let mut v = aligned(k, t.events, t.weight).verdict(waits);
+        if c == 0 {
+            out.keyed_before = std::mem::take(&mut v.keyed_before);
+            out.serial_loads = std::mem::take(&mut v.serial_loads);
+        } else {
+            out.keyed_before.retain(|p| v.keyed_before.contains(p));
+            out.serial_loads.retain(|o, t| v.serial_loads.get(o) == Some(t));
+        }
         if !assign.is_empty() {
             let with: Vec<String> = (params.iter()).map(|(p, ..)| format!("%{} = {}", k.value_names.get(*p), assign[p])).collect();
             for d in v.errors.iter_mut().chain(v.warnings.iter_mut()) {
@@ -470,6 +490,21 @@ fn counted_key(e: &Event, d: i64) -> Event {
         };
     }
     e
+}
+
+/// The (buffer, mbarrier array) of a TMA load `tma_load view @B[%x] .., @M[%x]`: its copy of
+/// slot `j` of `@B` completes on element `j` of `@M`.
+fn slot_tied(k: &Kernel, o: Op) -> Option<(Buffer, Buffer)> {
+    let OpKind::TmaLoad { dst: MemRef::View(v), mbar: MemRef::Buffer(m), mbar_index, .. } = &k.ops[o].kind else {
+        return None;
+    };
+    let [i] = mbar_index[..] else { return None };
+    let vd = &k.views[*v];
+    let (MemRef::Buffer(b), Some(ViewIndex::At(x))) = (vd.base, vd.indices.first()) else {
+        return None;
+    };
+    let rest_ranges = vd.indices[1..].iter().all(|ix| matches!(ix, ViewIndex::Range(..)));
+    (*x == i && rest_ranges).then_some((b, *m))
 }
 
 /// Where a diagnostic points (its primary label).
@@ -1153,6 +1188,8 @@ enum Finding {
 impl Protocol<'_> {
     /// The verdict on the wait ops `waits`.
     fn verdict(self, waits: &[Op]) -> Verdict {
+        let keyed_before = self.keyed_before();
+        let serial_loads = self.serial_loads();
         let mut found: HashMap<Op, Finding> = HashMap::new();
         let slots: Vec<Slot> = self.by_slot.keys().copied().collect();
         for s in slots {
@@ -1195,7 +1232,76 @@ impl Protocol<'_> {
                 None => {}
             }
         }
+        v.keyed_before = keyed_before;
+        v.serial_loads = serial_loads;
         v
+    }
+
+    /// The TMA loads of [`Verdict::serial_loads`]: a load whose view is `view @B[%x]` and whose
+    /// mbarrier element is `@M[%x]` (one operand: copies of slot `j` complete on `@M[j]`), and
+    /// every slot of `@M` it loads on is established (rounds assigned, none overtaken) with at
+    /// most one load per round, issued by one thread. Two such loads of one slot are then in
+    /// distinct rounds `r0 < r1`; the later one's events come after phase `r1 − 1` completed
+    /// (no overtaking), so after the earlier copy's bytes arrived: never both in flight.
+    fn serial_loads(&self) -> HashMap<Op, (Buffer, Buffer)> {
+        let mut bad: HashSet<Op> = HashSet::new();
+        let mut ops: HashSet<Op> = HashSet::new();
+        for (s, idx) in &self.by_slot {
+            let loads: Vec<usize> = idx.iter().copied().filter(|&i| matches!(self.ev[i].ev, Ev::Load(_))).collect();
+            let mut rounds: Vec<i64> = loads.iter().map(|&i| self.round[i]).collect();
+            rounds.sort_unstable();
+            let ok = !self.broken.contains_key(s)
+                && !self.overtaken.contains_key(s)
+                && rounds.windows(2).all(|w| w[0] < w[1])
+                && rounds.first().is_none_or(|&r| r >= 0)
+                && loads.iter().all(|&i| self.w(self.ev[i].thread) == 1);
+            for &i in &loads {
+                ops.insert(self.ev[i].op);
+                if !ok {
+                    bad.insert(self.ev[i].op);
+                }
+            }
+        }
+        (ops.into_iter())
+            .filter(|o| !bad.contains(o))
+            .filter_map(|o| slot_tied(self.k, o).map(|t| (o, t)))
+            .collect()
+    }
+
+    /// The pairs of [`Verdict::keyed_before`] under this protocol's keys: per op and slot the
+    /// least and greatest key of its events, compared for a load or arrival in one role arm
+    /// and a wait in another. O(events + ops² · slots).
+    fn keyed_before(&self) -> HashSet<(Op, Op)> {
+        type Span<'a> = (&'a [i64], &'a [i64]);
+        let mut rel: HashMap<Op, HashMap<Slot, Span<'_>>> = HashMap::new();
+        let mut acq: HashMap<Op, HashMap<Slot, Span<'_>>> = HashMap::new();
+        let mut arm: HashMap<Op, (usize, i64)> = HashMap::new();
+        for e in &self.ev {
+            let Some(a) = e.arm else { continue };
+            let side = match e.ev {
+                Ev::Load(_) | Ev::Arrive(_) => &mut rel,
+                Ev::Wait(_) => &mut acq,
+                _ => continue,
+            };
+            arm.insert(e.op, (a.at, e.key[a.at + 1]));
+            let span = side.entry(e.op).or_default().entry(e.slot).or_insert((&e.key, &e.key));
+            span.0 = span.0.min(&e.key);
+            span.1 = span.1.max(&e.key);
+        }
+        let mut out = HashSet::new();
+        for (&l, ls) in &rel {
+            for (&w, ws) in &acq {
+                let (al, aw) = (arm[&l], arm[&w]);
+                if al.0 != aw.0 || al.1 == aw.1 {
+                    continue;
+                }
+                let shared: Vec<&Slot> = ls.keys().filter(|s| ws.contains_key(s)).collect();
+                if !shared.is_empty() && shared.iter().all(|s| ls[*s].1 < ws[*s].0) {
+                    out.insert((l, w));
+                }
+            }
+        }
+        out
     }
 
     /// Slot `s`'s arrivals and loads sorted by key, each with the latest round up to it.
