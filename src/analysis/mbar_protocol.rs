@@ -22,6 +22,11 @@
 //!   one order monotone in program order in which an iteration's events keep one position
 //!   makes `sync::handshake_chain`'s argument hold, so this is a search, not an assumption;
 //!   with none, the first-loop verdict (its E0306) stands.
+//!   If no shift passes, *strided* keys are tried (ping-pong consumers, K10): one arm's
+//!   counted iteration `c` of thread class `t` keyed as `m·c + r(t)`, `m` in 2..=[`MAX_STRIDE`],
+//!   offsets `r(t) < m` per class of that arm (at most [`MAX_OFFSETS`] assignments).
+//!   Role branches are those of `analysis::role_split` (`in_group`, or a thread-id compare
+//!   with the same threads: K3).
 //! - **Rounds.** A slot initialised once with count `n`, on which `A` threads arrive, each
 //!   the same number of times: each thread's `j`-th arrival belongs to round `j / (n / A)`.
 //!   `n` not a multiple of `A` with `n < A` is *wrong* (a phase completes before every thread
@@ -37,6 +42,10 @@
 //!   execution guarantees at least the latest round of the slot's arrivals and loads keyed
 //!   before it; *wrong* (E0306) when some execution guarantees less on a slot whose rounds
 //!   are established; *not decided* (W0318) otherwise.
+//! - **Orders for the handshake checks.** With the verdict come the (release, wait) pairs
+//!   keyed one before the other on every element ([`Verdict::keyed_before`]: first fills for
+//!   `sync::handshake_chain`) and the TMA loads whose copies of one slot lie in distinct
+//!   established rounds ([`Verdict::serial_loads`]: never two in flight at once).
 //! - **Thread classes.** One thread per class of `analysis::mbar_classes` is traced (threads
 //!   whose thread-dependent terms agree trace alike); its events count for the class's size
 //!   where threads are counted (arriving threads, a round's bytes).
@@ -426,7 +435,7 @@ fn aligned(k: &Kernel, events: Vec<Event>, weight: HashMap<u32, u32>) -> Protoco
 pub const MAX_STRIDE: i64 = 4;
 
 /// The most offset assignments tried per stride and arm.
-const MAX_OFFSETS: usize = 16;
+pub const MAX_OFFSETS: usize = 16;
 
 /// The first strided alignment under which every wait passes the parity check: one arm's
 /// counted iteration `c` of traced thread `t` keyed as iteration `m·c + r(t)` of the other

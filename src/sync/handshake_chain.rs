@@ -3,7 +3,8 @@
 //! every cross-role conflict on the roles' shared buffers, and refuses with **E0307** where
 //! one is not (docs/pipeline.md, "Hand-written handshakes: what `sync` checks").
 //!
-//! Roles are the arms of role branches (`if %c` with `%c = in_group @g`), nested ones
+//! Roles are the arms of role branches (`if %c` with `%c = in_group @g`, or a thread-id
+//! compare with the same threads: `analysis::role_split`), nested ones
 //! included; two accesses are *cross-role* when they lie in different arms of one role branch
 //! (disjoint threads). For each cross-role pair `x` (role X), `y` (role Y) on one shared
 //! buffer, at least one a write, both directions need a chain through one mbarrier element
@@ -25,6 +26,12 @@
 //! - **same element**: the index of the mbarrier op is the access's own slot operand (the
 //!   buffer's first index, `view @X[%s]`), so both roles name element `j` exactly for slot
 //!   `j`, or the same constant in both roles (one mbarrier for every slot).
+//!
+//! **First fills**: the direction `x -> y` also holds when `y`'s release op and `x`'s
+//! acquiring wait are in `mbar_protocol`'s `keyed_before` (every execution of the release
+//! keyed before every execution of the wait on each element both touch): the verified wait
+//! then returns after the release, so no execution of `x` on a slot precedes one of `y` on it
+//! (a prologue loop's loads, J1b; docs/pipeline.md, "First fills").
 //!
 //! A branch without a loop in its arms runs each access once, and `mbar_protocol` keys the
 //! earlier arm first: only the direction from the earlier arm to the later one is required.
