@@ -476,7 +476,7 @@ fn strided_key(e: &Event, arm: i64, m: i64, r: &HashMap<u32, i64>) -> Event {
     let mut e = counted_key(e, 0);
     if let Some(a) = e.arm
         && e.key[a.at + 1] == arm
-        && !(!a.in_loop && a.count == 0)
+        && (a.in_loop || a.count != 0)
     {
         e.key[a.at] = 2 * (m * a.count + r.get(&e.thread).copied().unwrap_or(0)) + a.in_loop as i64;
     }

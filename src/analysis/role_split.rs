@@ -68,7 +68,7 @@ pub fn cond_group(k: &Kernel, cond: &Operand) -> Option<Group> {
     }
     let (lo, hi) = split?;
     let threads = k.threads();
-    let aligned = |x: u32| x % WIDTHS[0] == 0 || x == threads;
+    let aligned = |x: u32| x.is_multiple_of(WIDTHS[0]) || x == threads;
     if !(aligned(lo) && aligned(hi)) {
         return None;
     }
