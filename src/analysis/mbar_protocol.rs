@@ -89,11 +89,11 @@ pub struct Verdict {
     /// Pairs (release, wait) of a load or arrival and a wait in another role arm such that,
     /// on every mbarrier element both touch (at least one), every execution of the release is
     /// keyed before every execution of the wait under the alignment used for the verdict
-    /// ([`Protocol::keyed_before`]); for every parameter value enumerated, empty when a
+    /// (`Protocol::keyed_before`); for every parameter value enumerated, empty when a
     /// parameter was only searched. `sync::handshake_chain` reads it (a first fill).
     pub keyed_before: HashSet<(Op, Op)>,
     /// TMA loads whose copies of one buffer slot are ordered among themselves
-    /// ([`Protocol::serial_loads`]), with the (buffer, mbarrier array) that ties them: two
+    /// (`Protocol::serial_loads`), with the (buffer, mbarrier array) that ties them: two
     /// loads with the same pair never have two copies of one slot in flight at once. For
     /// every parameter value enumerated; empty when a parameter was only searched.
     pub serial_loads: HashMap<Op, (Buffer, Buffer)>,
