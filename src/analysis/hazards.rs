@@ -823,6 +823,12 @@ fn pair_hazards(
         if cx.memo.ordered_tma.contains(&a.id.op) && cx.memo.ordered_tma.contains(&b.id.op) {
             return;
         }
+        // Copies of one slot that `mbar_protocol` showed complete before the next is issued
+        // (`Verdict::serial_loads`: a prologue load and the steady loop's refill, J1b).
+        let serial = &cx.memo.serial_loads;
+        if serial.get(&a.id.op).is_some_and(|t| serial.get(&b.id.op) == Some(t)) {
+            return;
+        }
         // The dataflow's wait, or the first point on every path to this destination
         // (`analysis::every_path`).
         let empty = Default::default();

@@ -563,6 +563,9 @@ pub struct FlowMemo {
     /// TMA loads whose slot reuse a placed cross-role handshake orders (`sync::handshake`):
     /// the hazard finder reports no hazard between two of them.
     pub ordered_tma: std::collections::HashSet<Op>,
+    /// `analysis::mbar_protocol`'s serial TMA loads (`Verdict::serial_loads`): two with the
+    /// same (buffer, mbarrier array) never have one slot's copies in flight at once.
+    pub serial_loads: std::collections::HashMap<Op, (crate::ir::Buffer, crate::ir::Buffer)>,
     /// `mbar_wait`s of the kernel that `sync` did not verify (`analysis::mbar_protocol`):
     /// they complete no TMA load.
     pub unverified_waits: std::collections::HashSet<Op>,
@@ -1675,6 +1678,13 @@ impl<'k> Flow<'k> {
             OpClass::Wait(w) => self.wait(op, &w, st, v),
             OpClass::Other => {}
         }
+    }
+
+    /// Whether TMA loads `a` and `b` never have one slot's copies in flight at once
+    /// (`FlowMemo::serial_loads`, both tied to one buffer and mbarrier array).
+    pub fn serial_loads(&self, a: Op, b: Op) -> bool {
+        let s = &self.memo.serial_loads;
+        s.get(&a).is_some_and(|t| s.get(&b) == Some(t))
     }
 
     /// `mbar_wait`: completes the pending TMA loads on the same mbarrier whose slot provably

@@ -22,6 +22,11 @@
 //!   one order monotone in program order in which an iteration's events keep one position
 //!   makes `sync::handshake_chain`'s argument hold, so this is a search, not an assumption;
 //!   with none, the first-loop verdict (its E0306) stands.
+//!   If no shift passes, *strided* keys are tried (ping-pong consumers, K10): one arm's
+//!   counted iteration `c` of thread class `t` keyed as `m·c + r(t)`, `m` in 2..=[`MAX_STRIDE`],
+//!   offsets `r(t) < m` per class of that arm (at most [`MAX_OFFSETS`] assignments).
+//!   Role branches are those of `analysis::role_split` (`in_group`, or a thread-id compare
+//!   with the same threads: K3).
 //! - **Rounds.** A slot initialised once with count `n`, on which `A` threads arrive, each
 //!   the same number of times: each thread's `j`-th arrival belongs to round `j / (n / A)`.
 //!   `n` not a multiple of `A` with `n < A` is *wrong* (a phase completes before every thread
@@ -37,6 +42,10 @@
 //!   execution guarantees at least the latest round of the slot's arrivals and loads keyed
 //!   before it; *wrong* (E0306) when some execution guarantees less on a slot whose rounds
 //!   are established; *not decided* (W0318) otherwise.
+//! - **Orders for the handshake checks.** With the verdict come the (release, wait) pairs
+//!   keyed one before the other on every element ([`Verdict::keyed_before`]: first fills for
+//!   `sync::handshake_chain`) and the TMA loads whose copies of one slot lie in distinct
+//!   established rounds ([`Verdict::serial_loads`]: never two in flight at once).
 //! - **Thread classes.** One thread per class of `analysis::mbar_classes` is traced (threads
 //!   whose thread-dependent terms agree trace alike); its events count for the class's size
 //!   where threads are counted (arriving threads, a round's bytes).
@@ -80,6 +89,17 @@ pub struct Verdict {
     pub errors: Vec<Diagnostic>,
     /// W0318: waits whose protocol was not decided, with the reason.
     pub warnings: Vec<Diagnostic>,
+    /// Pairs (release, wait) of a load or arrival and a wait in another role arm such that,
+    /// on every mbarrier element both touch (at least one), every execution of the release is
+    /// keyed before every execution of the wait under the alignment used for the verdict
+    /// (`Protocol::keyed_before`); for every parameter value enumerated, empty when a
+    /// parameter was only searched. `sync::handshake_chain` reads it (a first fill).
+    pub keyed_before: HashSet<(Op, Op)>,
+    /// TMA loads whose copies of one buffer slot are ordered among themselves
+    /// (`Protocol::serial_loads`), with the (buffer, mbarrier array) that ties them: two
+    /// loads with the same pair never have two copies of one slot in flight at once. For
+    /// every parameter value enumerated; empty when a parameter was only searched.
+    pub serial_loads: HashMap<Op, (Buffer, Buffer)>,
 }
 
 /// An mbarrier element: its buffer and flat index.
@@ -150,7 +170,9 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
     loop {
         match verify_all(k, warp, &params, &waits) {
             Ok(v) if sampled.is_empty() => return v,
-            Ok(v) => {
+            Ok(mut v) => {
+                v.keyed_before.clear();
+                v.serial_loads.clear();
                 let all = every_trip(k, warp, &params, &sampled, &v);
                 return match all {
                     Ok(()) => v,
@@ -362,6 +384,13 @@ fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op])
         let t = trace(k, warp, &assign, budget, HashSet::new())?;
         budget -= t.steps;
         let mut v = aligned(k, t.events, t.weight).verdict(waits);
+        if c == 0 {
+            out.keyed_before = std::mem::take(&mut v.keyed_before);
+            out.serial_loads = std::mem::take(&mut v.serial_loads);
+        } else {
+            out.keyed_before.retain(|p| v.keyed_before.contains(p));
+            out.serial_loads.retain(|o, t| v.serial_loads.get(o) == Some(t));
+        }
         if !assign.is_empty() {
             let with: Vec<String> = (params.iter()).map(|(p, ..)| format!("%{} = {}", k.value_names.get(*p), assign[p])).collect();
             for d in v.errors.iter_mut().chain(v.warnings.iter_mut()) {
@@ -409,7 +438,59 @@ fn aligned(k: &Kernel, events: Vec<Event>, weight: HashMap<u32, u32>) -> Protoco
             return p;
         }
     }
-    base
+    strided(k, &base).unwrap_or(base)
+}
+
+/// Strides tried for one arm's counted iterations (module doc, *Alignment*: ping-pong roles).
+pub const MAX_STRIDE: i64 = 4;
+
+/// The most offset assignments tried per stride and arm.
+pub const MAX_OFFSETS: usize = 16;
+
+/// The first strided alignment under which every wait passes the parity check: one arm's
+/// counted iteration `c` of traced thread `t` keyed as iteration `m·c + r(t)` of the other
+/// arm (`m` in 2..=[`MAX_STRIDE`], `r(t)` in `0..m` per thread class: the arm's threads
+/// split into groups taking turns, CUTLASS's ping-pong consumers). Monotone in each thread's
+/// program order with an iteration's events at one position, like every counted key.
+fn strided<'k>(k: &'k Kernel, base: &Protocol<'k>) -> Option<Protocol<'k>> {
+    for arm in 0..2i64 {
+        let mut threads: Vec<u32> = (base.ev.iter())
+            .filter(|e| e.arm.is_some_and(|a| e.key[a.at + 1] == arm))
+            .map(|e| e.thread)
+            .collect();
+        threads.sort_unstable();
+        threads.dedup();
+        for m in 2..=MAX_STRIDE {
+            let combos = (m as usize).checked_pow(threads.len() as u32)?;
+            if threads.len() < 2 || combos > MAX_OFFSETS {
+                continue;
+            }
+            for c in 0..combos {
+                let r: HashMap<u32, i64> =
+                    (threads.iter().enumerate()).map(|(i, &t)| (t, (c / (m as usize).pow(i as u32)) as i64 % m)).collect();
+                let ev = (base.ev.iter()).map(|e| strided_key(e, arm, m, &r)).collect();
+                let p = Protocol::new(k, ev, base.weight.clone());
+                if p.parity_ok() {
+                    return Some(p);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Event `e` with its strided key ([`strided`]): in arm `arm`, counted iteration `c` of
+/// thread `t` at position `2(m·c + r(t)) + 1`, between loops `2(m·c + r(t))`; the other arm
+/// as [`counted_key`] with skew 0.
+fn strided_key(e: &Event, arm: i64, m: i64, r: &HashMap<u32, i64>) -> Event {
+    let mut e = counted_key(e, 0);
+    if let Some(a) = e.arm
+        && e.key[a.at + 1] == arm
+        && (a.in_loop || a.count != 0)
+    {
+        e.key[a.at] = 2 * (m * a.count + r.get(&e.thread).copied().unwrap_or(0)) + a.in_loop as i64;
+    }
+    e
 }
 
 /// Event `e` with its counted key: in a role arm, the arm's iteration position becomes
@@ -428,6 +509,21 @@ fn counted_key(e: &Event, d: i64) -> Event {
         };
     }
     e
+}
+
+/// The (buffer, mbarrier array) of a TMA load `tma_load view @B[%x] .., @M[%x]`: its copy of
+/// slot `j` of `@B` completes on element `j` of `@M`.
+fn slot_tied(k: &Kernel, o: Op) -> Option<(Buffer, Buffer)> {
+    let OpKind::TmaLoad { dst: MemRef::View(v), mbar: MemRef::Buffer(m), mbar_index, .. } = &k.ops[o].kind else {
+        return None;
+    };
+    let [i] = mbar_index[..] else { return None };
+    let vd = &k.views[*v];
+    let (MemRef::Buffer(b), Some(ViewIndex::At(x))) = (vd.base, vd.indices.first()) else {
+        return None;
+    };
+    let rest_ranges = vd.indices[1..].iter().all(|ix| matches!(ix, ViewIndex::Range(..)));
+    (*x == i && rest_ranges).then_some((b, *m))
 }
 
 /// Where a diagnostic points (its primary label).
@@ -483,6 +579,8 @@ struct Tracer<'k> {
     key: Vec<i64>,
     /// Alignment of a role branch's arms.
     align: Option<Align>,
+    /// Whether an `if` is a role branch (`analysis::role_split`), asked once per op.
+    roles: HashMap<Op, bool>,
     events: Vec<Event>,
     seq: usize,
     steps: usize,
@@ -517,6 +615,7 @@ fn trace(
         missing: std::cell::Cell::new(None),
         key: Vec::new(),
         align: None,
+        roles: HashMap::new(),
         events: Vec::new(),
         seq: 0,
         steps: 0,
@@ -596,7 +695,7 @@ impl Tracer<'_> {
                 };
                 let arm = if c != 0 { 0 } else { 1 };
                 let r = k.ops[op].regions[arm];
-                if self.align.is_none() && role_branch(k, cond) {
+                if self.align.is_none() && self.role_branch(op) {
                     self.key.extend([-1, arm as i64]);
                     let at = self.key.len() - 2;
                     self.align = Some(Align { at, running: false, ran: false, count: 0 });
@@ -807,6 +906,13 @@ impl Tracer<'_> {
         }
     }
 
+    /// Whether the `if` op is a role branch: `in_group @g`, or a condition true in exactly
+    /// `@g`'s threads (`analysis::role_split`).
+    fn role_branch(&mut self, op: Op) -> bool {
+        let k = self.k;
+        *(self.roles.entry(op)).or_insert_with(|| crate::analysis::role_split::branch_group(k, op).is_some())
+    }
+
     /// The thread classes (`analysis::mbar_classes`): threads whose `terms` evaluate alike,
     /// as (smallest thread, size), by smallest thread.
     fn classes(&mut self, terms: &[Value]) -> Vec<(u32, u32)> {
@@ -830,13 +936,6 @@ impl Tracer<'_> {
     }
 }
 
-/// Whether `cond` is `in_group @g` (a role branch).
-fn role_branch(k: &Kernel, cond: &Operand) -> bool {
-    let Operand::Value(c) = cond else {
-        return false;
-    };
-    matches!(k.values[*c].def, ValueDef::Result(d, _) if matches!(k.ops[d].kind, OpKind::InGroup(_)))
-}
 
 // ---- rounds, guarantees, verdict ----
 
@@ -1108,6 +1207,8 @@ enum Finding {
 impl Protocol<'_> {
     /// The verdict on the wait ops `waits`.
     fn verdict(self, waits: &[Op]) -> Verdict {
+        let keyed_before = self.keyed_before();
+        let serial_loads = self.serial_loads();
         let mut found: HashMap<Op, Finding> = HashMap::new();
         let slots: Vec<Slot> = self.by_slot.keys().copied().collect();
         for s in slots {
@@ -1150,7 +1251,76 @@ impl Protocol<'_> {
                 None => {}
             }
         }
+        v.keyed_before = keyed_before;
+        v.serial_loads = serial_loads;
         v
+    }
+
+    /// The TMA loads of [`Verdict::serial_loads`]: a load whose view is `view @B[%x]` and whose
+    /// mbarrier element is `@M[%x]` (one operand: copies of slot `j` complete on `@M[j]`), and
+    /// every slot of `@M` it loads on is established (rounds assigned, none overtaken) with at
+    /// most one load per round, issued by one thread. Two such loads of one slot are then in
+    /// distinct rounds `r0 < r1`; the later one's events come after phase `r1 − 1` completed
+    /// (no overtaking), so after the earlier copy's bytes arrived: never both in flight.
+    fn serial_loads(&self) -> HashMap<Op, (Buffer, Buffer)> {
+        let mut bad: HashSet<Op> = HashSet::new();
+        let mut ops: HashSet<Op> = HashSet::new();
+        for (s, idx) in &self.by_slot {
+            let loads: Vec<usize> = idx.iter().copied().filter(|&i| matches!(self.ev[i].ev, Ev::Load(_))).collect();
+            let mut rounds: Vec<i64> = loads.iter().map(|&i| self.round[i]).collect();
+            rounds.sort_unstable();
+            let ok = !self.broken.contains_key(s)
+                && !self.overtaken.contains_key(s)
+                && rounds.windows(2).all(|w| w[0] < w[1])
+                && rounds.first().is_none_or(|&r| r >= 0)
+                && loads.iter().all(|&i| self.w(self.ev[i].thread) == 1);
+            for &i in &loads {
+                ops.insert(self.ev[i].op);
+                if !ok {
+                    bad.insert(self.ev[i].op);
+                }
+            }
+        }
+        (ops.into_iter())
+            .filter(|o| !bad.contains(o))
+            .filter_map(|o| slot_tied(self.k, o).map(|t| (o, t)))
+            .collect()
+    }
+
+    /// The pairs of [`Verdict::keyed_before`] under this protocol's keys: per op and slot the
+    /// least and greatest key of its events, compared for a load or arrival in one role arm
+    /// and a wait in another. O(events + ops² · slots).
+    fn keyed_before(&self) -> HashSet<(Op, Op)> {
+        type Span<'a> = (&'a [i64], &'a [i64]);
+        let mut rel: HashMap<Op, HashMap<Slot, Span<'_>>> = HashMap::new();
+        let mut acq: HashMap<Op, HashMap<Slot, Span<'_>>> = HashMap::new();
+        let mut arm: HashMap<Op, (usize, i64)> = HashMap::new();
+        for e in &self.ev {
+            let Some(a) = e.arm else { continue };
+            let side = match e.ev {
+                Ev::Load(_) | Ev::Arrive(_) => &mut rel,
+                Ev::Wait(_) => &mut acq,
+                _ => continue,
+            };
+            arm.insert(e.op, (a.at, e.key[a.at + 1]));
+            let span = side.entry(e.op).or_default().entry(e.slot).or_insert((&e.key, &e.key));
+            span.0 = span.0.min(&e.key);
+            span.1 = span.1.max(&e.key);
+        }
+        let mut out = HashSet::new();
+        for (&l, ls) in &rel {
+            for (&w, ws) in &acq {
+                let (al, aw) = (arm[&l], arm[&w]);
+                if al.0 != aw.0 || al.1 == aw.1 {
+                    continue;
+                }
+                let shared: Vec<&Slot> = ls.keys().filter(|s| ws.contains_key(s)).collect();
+                if !shared.is_empty() && shared.iter().all(|s| ls[*s].1 < ws[*s].0) {
+                    out.insert((l, w));
+                }
+            }
+        }
+        out
     }
 
     /// Slot `s`'s arrivals and loads sorted by key, each with the latest round up to it.

@@ -14,6 +14,7 @@ pub mod mbar_object;
 pub mod mbar_protocol;
 pub mod nearest;
 pub mod overlap;
+pub(crate) mod role_split;
 pub mod pending;
 pub mod regdeps;
 pub mod symbolic;

@@ -23,7 +23,7 @@ use rustc_hash::FxHashMap as HashMap;
 use super::conflicts::{forward_conflict, kinds_conflict, pair_conflict};
 use super::footprint::Footprints;
 use super::hazards::{Paths, Split, common_len, split, under_loops_only};
-use crate::ir::{EntityRef, Kernel, Op, OpKind, Operand, Region, ValueDef};
+use crate::ir::{EntityRef, Kernel, Op, OpKind, Region};
 
 /// How many earlier (or later) accesses a blocker search examines per destination.
 pub const SCAN: usize = 64;
@@ -259,15 +259,10 @@ impl<'p> Sources<'p> {
     }
 }
 
-/// Whether `op` is a role branch: an `if` on `in_group @g`.
+/// Whether `op` is a role branch: an `if` on `in_group @g` or a role split
+/// (`analysis::role_split`).
 fn is_role_branch(k: &Kernel, op: Op) -> bool {
-    let OpKind::If {
-        cond: Operand::Value(c),
-    } = &k.ops[op].kind
-    else {
-        return false;
-    };
-    matches!(k.values[*c].def, ValueDef::Result(d, _) if matches!(k.ops[d].kind, OpKind::InGroup(_)))
+    crate::analysis::role_split::branch_group(k, op).is_some()
 }
 
 /// What the blocker searches read.

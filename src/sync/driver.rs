@@ -342,7 +342,7 @@ fn run<W: Keep>(
     if !mv.errors.is_empty() {
         return Err(mv.warnings.into_iter().chain(mv.errors).collect());
     }
-    let hs = place_handshakes_verified(input, target, mv.unverified.clone());
+    let hs = place_handshakes_verified(input, target, mv.unverified.clone(), mv.keyed_before.clone());
     // E0307: a hand-written cross-role handshake that does not order a conflict of the roles
     // (docs/pipeline.md, "Hand-written handshakes: what `sync` checks").
     if !hs.errors.is_empty() {
@@ -358,6 +358,7 @@ fn run<W: Keep>(
     };
     memo.flow.ordered_tma = hs.ordered_tma.clone();
     memo.flow.unverified_waits = mv.unverified;
+    memo.flow.serial_loads = mv.serial_loads;
     // The handshake pass's warnings (W1300: a role branch it could not handle) explain the
     // findings that follow from it.
     let with_hs = |mut e: Vec<Diagnostic>| {

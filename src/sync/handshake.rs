@@ -60,6 +60,9 @@ pub struct Handshakes {
     /// Hand-written `mbar_wait`s `sync` did not verify (`analysis::mbar_protocol`): they order
     /// no refill.
     pub unverified_waits: HashSet<Op>,
+    /// `analysis::mbar_protocol`'s keyed-before pairs (`Verdict::keyed_before`): first fills
+    /// for `sync::handshake_chain`.
+    pub keyed_before: HashSet<(Op, Op)>,
     /// E0307: cross-role conflicts that a hand-written mbarrier handshake does not order
     /// (`sync::handshake_chain`); `sync` refuses the kernel.
     pub errors: Vec<Diagnostic>,
@@ -134,12 +137,17 @@ pub fn place_handshakes(k: &Kernel, target: &Target) -> Handshakes {
 /// and it comes back as [`Handshakes::kernel`], with no copy (`sync` of a 10^6-op kernel
 /// held three kernels at once before).
 pub fn place_handshakes_owned(k: Kernel, target: &Target) -> Handshakes {
-    place_handshakes_verified(k, target, HashSet::new())
+    place_handshakes_verified(k, target, HashSet::new(), HashSet::new())
 }
 
 /// [`place_handshakes_owned`] where the hand-written waits `unverified` (not verified by
 /// `analysis::mbar_protocol`) order no producer refill.
-pub fn place_handshakes_verified(k: Kernel, target: &Target, unverified: HashSet<Op>) -> Handshakes {
+pub fn place_handshakes_verified(
+    k: Kernel,
+    target: &Target,
+    unverified: HashSet<Op>,
+    keyed_before: HashSet<(Op, Op)>,
+) -> Handshakes {
     let mut out = Handshakes {
         kernel: k,
         placed: Vec::new(),
@@ -147,6 +155,7 @@ pub fn place_handshakes_verified(k: Kernel, target: &Target, unverified: HashSet
         covered: HashSet::new(),
         ordered_tma: HashSet::new(),
         unverified_waits: unverified,
+        keyed_before,
         errors: Vec::new(),
     };
     let k = &out.kernel;
@@ -174,21 +183,10 @@ pub fn place_handshakes_verified(k: Kernel, target: &Target, unverified: HashSet
     out
 }
 
-/// The group of a role branch `if %c` with `%c = in_group @g`.
+/// The group of a role branch `if %c` with `%c = in_group @g` (or a warp-uniform thread-id
+/// compare true in exactly `@g`'s threads: `analysis::role_split`).
 pub(crate) fn role_group(k: &Kernel, o: Op) -> Option<Group> {
-    let OpKind::If {
-        cond: Operand::Value(c),
-    } = k.ops[o].kind
-    else {
-        return None;
-    };
-    let ValueDef::Result(d, _) = k.values[c].def else {
-        return None;
-    };
-    match k.ops[d].kind {
-        OpKind::InGroup(g) => Some(g),
-        _ => None,
-    }
+    crate::analysis::role_split::branch_group(k, o)
 }
 
 pub(crate) fn unsupported(k: &Kernel, at: Op, why: impl Into<String>) -> Box<Diagnostic> {
@@ -431,7 +429,7 @@ fn communicated(out: &mut Handshakes, br: Op) -> Result<Option<ArmAccesses>, Box
         // hand-written handshakes (docs/pipeline.md); where one is not, `sync` refuses. Where
         // every one is, a refill of a slot the other role accesses follows that role's
         // acquire of the previous copy: the copies of the slot are ordered among themselves.
-        let missing = crate::sync::handshake_chain::missing_chains(k, br, &out.unverified_waits);
+        let missing = crate::sync::handshake_chain::missing_chains(k, br, &out.unverified_waits, &out.keyed_before);
         out.errors.extend(missing);
         let ordered = handwritten_ordered(k, rt, re, &out.unverified_waits);
         out.ordered_tma.extend(ordered.into_iter().filter(|&t| match &k.ops[t].kind {

@@ -3,7 +3,8 @@
 //! every cross-role conflict on the roles' shared buffers, and refuses with **E0307** where
 //! one is not (docs/pipeline.md, "Hand-written handshakes: what `sync` checks").
 //!
-//! Roles are the arms of role branches (`if %c` with `%c = in_group @g`), nested ones
+//! Roles are the arms of role branches (`if %c` with `%c = in_group @g`, or a thread-id
+//! compare with the same threads: `analysis::role_split`), nested ones
 //! included; two accesses are *cross-role* when they lie in different arms of one role branch
 //! (disjoint threads). For each cross-role pair `x` (role X), `y` (role Y) on one shared
 //! buffer, at least one a write, both directions need a chain through one mbarrier element
@@ -25,6 +26,12 @@
 //! - **same element**: the index of the mbarrier op is the access's own slot operand (the
 //!   buffer's first index, `view @X[%s]`), so both roles name element `j` exactly for slot
 //!   `j`, or the same constant in both roles (one mbarrier for every slot).
+//!
+//! **First fills**: the direction `x -> y` also holds when `y`'s release op and `x`'s
+//! acquiring wait are in `mbar_protocol`'s `keyed_before` (every execution of the release
+//! keyed before every execution of the wait on each element both touch): the verified wait
+//! then returns after the release, so no execution of `x` on a slot precedes one of `y` on it
+//! (a prologue loop's loads, J1b; docs/pipeline.md, "First fills").
 //!
 //! A branch without a loop in its arms runs each access once, and `mbar_protocol` keys the
 //! earlier arm first: only the direction from the earlier arm to the later one is required.
@@ -59,6 +66,8 @@ struct Cx<'a> {
     /// The role branch checked.
     br: Op,
     unverified: &'a HashSet<Op>,
+    /// `mbar_protocol`'s (release, wait) pairs keyed one before the other on every element.
+    keyed_before: &'a HashSet<(Op, Op)>,
     uni: Uniformity,
     /// Program order over the branch.
     pos: HashMap<Op, usize>,
@@ -68,7 +77,12 @@ struct Cx<'a> {
 
 /// E0307 for every cross-role conflict of role branch `br` that no release/acquire chain
 /// orders (empty when the branch shares a named barrier id across roles: not checked).
-pub(crate) fn missing_chains(k: &Kernel, br: Op, unverified: &HashSet<Op>) -> Vec<Diagnostic> {
+pub(crate) fn missing_chains(
+    k: &Kernel,
+    br: Op,
+    unverified: &HashSet<Op>,
+    keyed_before: &HashSet<(Op, Op)>,
+) -> Vec<Diagnostic> {
     let mut ops = Vec::new();
     for &r in &k.ops[br].regions {
         super::handshake::walk_region(k, r, &mut ops);
@@ -78,6 +92,7 @@ pub(crate) fn missing_chains(k: &Kernel, br: Op, unverified: &HashSet<Op>) -> Ve
         k,
         br,
         unverified,
+        keyed_before,
         uni: crate::analysis::uniformity::analyze(k),
         pos,
         ops,
@@ -108,7 +123,7 @@ pub(crate) fn missing_chains(k: &Kernel, br: Op, unverified: &HashSet<Op>) -> Ve
             let ok = {
                 let rel = cx.release(x.op, x.slot);
                 let acq = cx.acquire(y.op, y.slot);
-                rel.iter().any(|e| acq.contains(e))
+                rel.iter().any(|e| acq.contains(e)) || cx.first_fill(x, y)
             };
             if !ok && seen.insert((x.op, y.op)) {
                 out.push(cx.report(x, y, (&paths[i], &paths[j])));
@@ -229,9 +244,14 @@ impl Cx<'_> {
 
     /// The mbarrier elements on which `x` (slot `slot`) is released to another role.
     fn release(&self, x: Op, slot: Option<Operand>) -> Vec<Elem> {
+        self.release_ops(x, slot).into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// [`Cx::release`] with the op that releases on each element (`x` itself for a TMA load).
+    fn release_ops(&self, x: Op, slot: Option<Operand>) -> Vec<(Op, Elem)> {
         let k = self.k;
         if let OpKind::TmaLoad { mbar, mbar_index, .. } = &k.ops[x].kind {
-            return self.elem(*mbar, mbar_index, slot).into_iter().collect();
+            return self.elem(*mbar, mbar_index, slot).into_iter().map(|e| (x, e)).collect();
         }
         let Some(after) = self.completed_at(x) else {
             return Vec::new();
@@ -248,7 +268,7 @@ impl Cx<'_> {
             let every = self.runs_with(a, x);
             let elected = barrier.is_some_and(|b| b < self.pos[&a]) && self.elected_from(a, x);
             if every || elected {
-                out.extend(self.elem(*mbar, index, slot));
+                out.extend(self.elem(*mbar, index, slot).map(|e| (a, e)));
             }
         }
         out
@@ -295,15 +315,32 @@ impl Cx<'_> {
 
     /// The mbarrier elements `y` (slot `slot`) acquires: waits before it, in its iteration.
     fn acquire(&self, y: Op, slot: Option<Operand>) -> Vec<Elem> {
+        self.acquire_ops(y, slot).into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// [`Cx::acquire`] with the wait that acquires each element.
+    fn acquire_ops(&self, y: Op, slot: Option<Operand>) -> Vec<(Op, Elem)> {
         let k = self.k;
         let py = self.pos[&y];
         (self.ops[..py].iter())
             .filter(|&&w| !self.unverified.contains(&w) && self.runs_with(w, y))
             .filter_map(|&w| match &k.ops[w].kind {
-                OpKind::MbarWait { mbar, index, .. } => self.elem(*mbar, index, slot),
+                OpKind::MbarWait { mbar, index, .. } => self.elem(*mbar, index, slot).map(|e| (w, e)),
                 _ => None,
             })
             .collect()
+    }
+
+    /// Whether no execution of `x` can come before an execution of `y` on one slot (a first
+    /// fill: J1b's prologue loop): `y` is released on an element that `x` acquires by a
+    /// verified wait, and `mbar_protocol` keyed every execution of that release before every
+    /// execution of the wait on each element both touch. The wait then returns only after
+    /// `y`'s release, so every `y` precedes every `x` of its slot and the direction
+    /// `x -> y` holds no conflict (docs/pipeline.md, "First fills").
+    fn first_fill(&self, x: &super::handshake::Access, y: &super::handshake::Access) -> bool {
+        let rel = self.release_ops(y.op, y.slot);
+        let acq = self.acquire_ops(x.op, x.slot);
+        (rel.iter()).any(|(l, e)| acq.iter().any(|(w, f)| e == f && self.keyed_before.contains(&(*l, *w))))
     }
 
     /// Whether one named barrier id is used in two roles of the branch (a named handshake:

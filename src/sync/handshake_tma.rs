@@ -78,15 +78,10 @@ fn candidate_arrays(k: &Kernel) -> Vec<Buffer> {
     out
 }
 
-/// Whether `o` lies in an arm of a role branch (`if in_group`): `sync::handshake`'s business.
+/// Whether `o` lies in an arm of a role branch (`if in_group`, or a role split
+/// `analysis::role_split` recognises): `sync::handshake`'s business.
 fn in_role(k: &Kernel, parents: &Parents, o: Op) -> bool {
-    parents.ancestors(o).into_iter().any(|a| match k.ops[a].kind {
-        OpKind::If { cond: Operand::Value(c) } => matches!(
-            k.values[c].def,
-            ValueDef::Result(d, _) if matches!(k.ops[d].kind, OpKind::InGroup(_))
-        ),
-        _ => false,
-    })
+    (parents.ancestors(o).into_iter()).any(|a| crate::analysis::role_split::branch_group(k, a).is_some())
 }
 
 /// `X` of a slot operand `rem X, D`.

@@ -402,16 +402,7 @@ impl<'k> SyncModel<'k> {
         let u = crate::analysis::uniformity::analyze(k);
         let threads = k.threads();
         for op in k.ops_in_order() {
-            let OpKind::If {
-                cond: Operand::Value(c),
-            } = &k.ops[op].kind
-            else {
-                continue;
-            };
-            let ValueDef::Result(d, _) = k.values[*c].def else {
-                continue;
-            };
-            let OpKind::InGroup(g) = k.ops[d].kind else {
+            let Some(g) = crate::analysis::role_split::branch_group(k, op) else {
                 continue;
             };
             let Some((r, _)) = self.paths.pos(op) else {

@@ -288,6 +288,13 @@ impl Planner {
     /// Findings for TMA loads read before a wait on their mbarrier phase, except between
     /// loads whose slot reuse a placed handshake orders (`ordered`).
     fn mbarrier_findings(&mut self, flow: &mut Flow<'_>, op: Op, list: &[(Pending, i32)]) {
+        // A refill whose copy `mbar_protocol` showed issued after the slot's earlier copies
+        // completed (`FlowMemo::serial_loads`: J1b's prologue load and its steady refill).
+        let list: Vec<(Pending, i32)> = (list.iter()).filter(|(p, _)| !flow.serial_loads(p.op, op)).cloned().collect();
+        let list = &list[..];
+        if list.is_empty() {
+            return;
+        }
         if self.ordered.contains(&op) && list.iter().all(|(p, _)| self.ordered.contains(&p.op)) {
             return;
         }

@@ -50,21 +50,10 @@ fn region(k: &Kernel, r: Region, threads: &[(u32, u32)], out: &mut Vec<Diagnosti
     }
 }
 
-/// The group of an `if` on an `in_group` result.
+/// The group of an `if` on an `in_group` result (or on a role split that
+/// `analysis::role_split` recognises: the same threads).
 fn role_branch(k: &Kernel, op: Op) -> Option<Group> {
-    let OpKind::If {
-        cond: Operand::Value(c),
-    } = &k.ops[op].kind
-    else {
-        return None;
-    };
-    let ValueDef::Result(d, _) = k.values[*c].def else {
-        return None;
-    };
-    match k.ops[d].kind {
-        OpKind::InGroup(g) => Some(g),
-        _ => None,
-    }
+    crate::analysis::role_split::branch_group(k, op)
 }
 
 /// E1620 when `op` is a collective access under a group-bound layout that threads outside the
