@@ -47,10 +47,15 @@
 //!   otherwise *taken as written* with W0318 naming the premise that fails, not in
 //!   [`Verdict::unverified`] (docs/async.md says why).
 //!
+//! - **Long constant loops** (the child module `mbar_period`): where the loops holding
+//!   mbarrier ops run a constant `C` of more than [`LONG_LOOP`] trips and read their counters
+//!   only through residues, a clean verdict at a short trip bound of `C`'s residue modulo the
+//!   iteration state's period is `C`'s verdict; otherwise the full trace answers.
+//!
 //! Exact: no sampling; the trace enumerates every thread class, iteration and parameter value.
 //! Complexity: O(parameter values × (threads × thread-dependent terms + classes × executed ops
 //! of the regions holding mbarrier ops)), the trace capped at [`MAX_STEPS`]
-//! (beyond: not decided). Independent of `src/check` (the checker keeps its own mbarrier
+//! (beyond: not decided; a loop of more trips than the steps left is cut on entry). Independent of `src/check` (the checker keeps its own mbarrier
 //! semantics and proof).
 
 use std::collections::{HashMap, HashSet};
@@ -694,6 +699,11 @@ impl Tracer<'_> {
         };
         if st <= 0 {
             return Err((op, "a loop around mbarrier ops has a non-positive step".into()));
+        }
+        // Each iteration takes at least one step (the body holds an mbarrier op): a loop of
+        // more trips than the budget left is cut now, not after tracing up to the cap.
+        if (hi - lo + st - 1) / st > (self.budget - self.steps.min(self.budget)) as i64 {
+            return Err((op, "the kernel is too large to trace".into()));
         }
         let body = k.ops[op].regions[0];
         let args = k.region_args(body).to_vec();
