@@ -46,9 +46,11 @@ use crate::ir::*;
 /// this many trips.
 pub const LONG: i64 = 256;
 
-/// The long loops of the traced ops `traced` (threshold `long`): their shared upper bound
-/// `C` and each one's lower bound; `Ok(None)` without one.
-pub(super) fn long_loops(k: &Kernel, traced: &HashSet<Op>, long: i64) -> Result<Option<(i64, HashMap<Op, i64>)>, String> {
+/// The long loops' shared upper bound `C` and each one's lower bound.
+pub(super) type Long = (i64, HashMap<Op, i64>);
+
+/// The long loops of the traced ops `traced` (threshold `long`); `Ok(None)` without one.
+pub(super) fn long_loops(k: &Kernel, traced: &HashSet<Op>, long: i64) -> Result<Option<Long>, String> {
     let mut c = None;
     let mut loops = HashMap::new();
     for &o in traced {
