@@ -57,10 +57,15 @@
 //!   otherwise *taken as written* with W0318 naming the premise that fails, not in
 //!   [`Verdict::unverified`] (docs/async.md says why).
 //!
+//! - **Long constant loops** (the child module `mbar_period`): where the loops holding
+//!   mbarrier ops run a constant `C` of more than [`LONG_LOOP`] trips and read their counters
+//!   only through residues, a clean verdict at a short trip bound of `C`'s residue modulo the
+//!   iteration state's period is `C`'s verdict; otherwise the full trace answers.
+//!
 //! Exact: no sampling; the trace enumerates every thread class, iteration and parameter value.
 //! Complexity: O(parameter values × (threads × thread-dependent terms + classes × executed ops
 //! of the regions holding mbarrier ops)), the trace capped at [`MAX_STEPS`]
-//! (beyond: not decided). Independent of `src/check` (the checker keeps its own mbarrier
+//! (beyond: not decided; a loop of more trips than the steps left is cut on entry). Independent of `src/check` (the checker keeps its own mbarrier
 //! semantics and proof).
 
 use std::collections::{HashMap, HashSet};
@@ -69,6 +74,8 @@ use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::text::op_label;
 use crate::ir::*;
 
+#[path = "mbar_period.rs"]
+mod period;
 #[path = "mbar_rounds.rs"]
 mod rounds;
 #[path = "mbar_counters.rs"]
@@ -164,6 +171,11 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
     });
     if waits.is_empty() {
         return Verdict::default();
+    }
+    // Long constant loops: a clean verdict read from a shorter trace (`mbar_period`); any
+    // other outcome is the full trace's.
+    if let Ok(v) = periodic(k, warp, period::LONG, &waits) {
+        return v;
     }
     let mut params: Vec<(Value, Vec<i64>)> = Vec::new();
     let mut sampled = Vec::new();
@@ -331,7 +343,7 @@ fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Va
         return Err(format!("not every trip count 0 to {TRIPS} was searched"));
     }
     let assign = HashMap::from([(*p, kv(TRIPS))]);
-    let Ok(t) = trace(k, warp, &assign, MAX_STEPS, sh.loops.keys().copied().collect()) else {
+    let Ok(t) = trace(k, warp, &assign, MAX_STEPS, sh.loops.keys().copied().collect(), HashMap::new()) else {
         return Err(format!("the trace at trip count {TRIPS} failed"));
     };
     // Iteration values that never repeat may be counters read through residues.
@@ -344,6 +356,56 @@ fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Va
     };
     let pr = Protocol::new(k, t.events, t.weight);
     trips::blocks(&pr, &sh, &t.iters, t0, period)
+}
+
+/// The verdict of a kernel whose mbarrier ops lie in long constant loops (more than `long`
+/// trips), read from the trace of a shorter trip count of the same residue modulo the loops'
+/// period (the child module `mbar_period`); `Err` says why it declines (no long loop, a
+/// premise that fails, a verdict that is not clean), and then only [`verify`]'s full trace
+/// answers. [`verify`] uses it with [`LONG_LOOP`]; a smaller `long` lets tests compare it
+/// with the full trace at small trip counts.
+pub fn verify_periodic(k: &Kernel, warp: u32, long: i64) -> Result<Verdict, String> {
+    let mut waits = Vec::new();
+    k.walk(|o| {
+        if matches!(k.ops[o].kind, OpKind::MbarWait { .. }) {
+            waits.push(o);
+        }
+    });
+    periodic(k, warp, long.max(1), &waits)
+}
+
+/// The trip count above which [`verify`] reads a constant loop's verdict from a shorter trace.
+pub const LONG_LOOP: i64 = period::LONG;
+
+fn periodic(k: &Kernel, warp: u32, long: i64, waits: &[Op]) -> Result<Verdict, String> {
+    let mut traced = HashSet::new();
+    mark(k, k.body(), &mut traced);
+    let Some((c, loops)) = period::long_loops(k, &traced, long)? else {
+        return Err("no long constant loop".into());
+    };
+    let m = period::modulus(k, c, &loops, &traced)?;
+    let over = |hi: i64| loops.keys().map(|&o| (o, hi)).collect::<HashMap<Op, i64>>();
+    let none = HashMap::new();
+    let pumped = loops.keys().copied().collect();
+    let t = trace(k, warp, &none, MAX_STEPS, pumped, over(long)).map_err(|_| "the shortened trace failed".to_string())?;
+    let (i0, p) = period::stride(&loops, &t.iters, long, m)?;
+    let t0 = loops.values().copied().max().unwrap_or(0) + i0 + p;
+    if t0 + 2 * p - 1 > long {
+        return Err(format!("the trip counts to check (to {}) exceed the {long} traced", t0 + 2 * p - 1));
+    }
+    let pr = Protocol::new(k, t.events, t.weight);
+    trips::blocks(&pr, &trips::Shape::fixed(loops.clone()), &t.iters, t0, p)?;
+    let short = t0 + (c - t0) % p;
+    let t = trace(k, warp, &none, MAX_STEPS, HashSet::new(), over(short)).map_err(|_| "the shortened trace failed".to_string())?;
+    let pr = Protocol::new(k, t.events, t.weight);
+    if !pr.parity_ok() {
+        return Err("the default keys do not align the roles".into());
+    }
+    let v = pr.verdict(waits);
+    match v.errors.is_empty() && v.warnings.is_empty() && v.unverified.is_empty() {
+        true => Ok(v),
+        false => Err(format!("the verdict at trip bound {short} is not clean")),
+    }
 }
 
 /// Parameter value combinations enumerated at most.
@@ -381,7 +443,7 @@ fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op])
             assign.insert(*p, vals[(rest % vals.len() as i64) as usize]);
             rest /= vals.len() as i64;
         }
-        let t = trace(k, warp, &assign, budget, HashSet::new())?;
+        let t = trace(k, warp, &assign, budget, HashSet::new(), HashMap::new())?;
         budget -= t.steps;
         let mut v = aligned(k, t.events, t.weight).verdict(waits);
         if c == 0 {
@@ -592,16 +654,20 @@ struct Tracer<'k> {
     /// Loops whose iterations are recorded (`mbar_trips`), and their runs.
     pumped: HashSet<Op>,
     iters: Vec<Iters>,
+    /// Loops run to another upper bound than their own (`mbar_period`).
+    over: HashMap<Op, i64>,
 }
 
 /// Every thread class's mbarrier events with the parameters `params`, or why the trace could
-/// not be computed (at most `budget` steps); the runs of the loops `pumped` are recorded.
+/// not be computed (at most `budget` steps); the runs of the loops `pumped` are recorded, and
+/// the loops of `over` run to the upper bound given there.
 fn trace(
     k: &Kernel,
     warp: u32,
     params: &HashMap<Value, i64>,
     budget: usize,
     pumped: HashSet<Op>,
+    over: HashMap<Op, i64>,
 ) -> Result<Trace, Missing> {
     let mut has_mbar = HashSet::new();
     mark(k, k.body(), &mut has_mbar);
@@ -622,6 +688,7 @@ fn trace(
         budget,
         pumped,
         iters: Vec::new(),
+        over,
     };
     let classes = t.classes(&crate::analysis::mbar_classes::terms(k, &t.has_mbar));
     let mut weight = HashMap::new();
@@ -735,12 +802,17 @@ impl Tracer<'_> {
     /// Runs a `for` loop's iterations; a loop of a role arm aligns the arms' keys.
     fn for_loop(&mut self, op: Op, b: [Operand; 3], init: &[Operand]) -> Result<(), Failure> {
         let k = self.k;
-        let (Some(lo), Some(hi), Some(st)) = (self.eval(&b[0]), self.eval(&b[1]), self.eval(&b[2]))
-        else {
+        let hi = self.over.get(&op).copied().or_else(|| self.eval(&b[1]));
+        let (Some(lo), Some(hi), Some(st)) = (self.eval(&b[0]), hi, self.eval(&b[2])) else {
             return Err((op, "the bounds of a loop around mbarrier ops are not known statically".into()));
         };
         if st <= 0 {
             return Err((op, "a loop around mbarrier ops has a non-positive step".into()));
+        }
+        // Each iteration takes at least one step (the body holds an mbarrier op): a loop of
+        // more trips than the budget left is cut now, not after tracing up to the cap.
+        if (hi - lo + st - 1) / st > (self.budget - self.steps.min(self.budget)) as i64 {
+            return Err((op, "the kernel is too large to trace".into()));
         }
         let body = k.ops[op].regions[0];
         let args = k.region_args(body).to_vec();

@@ -41,7 +41,9 @@ pub(super) struct Index {
     /// Rounds of each slot that complete.
     complete: RefCell<HashMap<Slot, i64>>,
     /// Each slot's arrival events by round.
-    by_round: RefCell<HashMap<Slot, HashMap<i64, Vec<usize>>>>,
+    by_round: RefCell<HashMap<Slot, ByRound>>,
+    /// Each slot's `expect_tx` events by round.
+    tx_by_round: RefCell<HashMap<Slot, ByRound>>,
     /// Per (slot, thread): its arrivals' (seq, the least round of it and its later arrivals).
     later: RefCell<HashMap<Slot, Later>>,
     /// Per (slot, round): [`TxOrder`].
@@ -50,6 +52,9 @@ pub(super) struct Index {
 
 /// Per thread: its arrivals on one slot as (seq, least round of it and its later arrivals).
 type Later = HashMap<u32, Vec<(usize, i64)>>;
+
+/// One slot's events of a kind by round, in event order.
+type ByRound = HashMap<i64, Vec<usize>>;
 
 /// The outcome for one round of a slot: its `expect_tx` all ordered, or the first one that
 /// is not, and whether the trace exhibits the early completion.
@@ -161,16 +166,23 @@ impl Protocol<'_> {
 
     /// The arrival events of round `r` of `s`.
     fn arrivals_of(&self, s: Slot, r: i64) -> Vec<usize> {
-        if !self.rounds_idx.by_round.borrow().contains_key(&s) {
-            let mut m: HashMap<i64, Vec<usize>> = HashMap::new();
+        self.of_round(&self.rounds_idx.by_round, s, r, |e| matches!(e, Ev::Arrive(_)))
+    }
+
+    /// The events of round `r` of `s` that `is` selects, in event order, from the per-slot
+    /// index `map` (built on first use: one pass over the slot's events, so that a check of
+    /// every round is linear in the slot's events, not quadratic).
+    fn of_round(&self, map: &RefCell<HashMap<Slot, ByRound>>, s: Slot, r: i64, is: fn(&Ev) -> bool) -> Vec<usize> {
+        if !map.borrow().contains_key(&s) {
+            let mut m: ByRound = HashMap::new();
             for &x in &self.by_slot[&s] {
-                if matches!(self.ev[x].ev, Ev::Arrive(_)) {
+                if is(&self.ev[x].ev) {
                     m.entry(self.round[x]).or_default().push(x);
                 }
             }
-            self.rounds_idx.by_round.borrow_mut().insert(s, m);
+            map.borrow_mut().insert(s, m);
         }
-        self.rounds_idx.by_round.borrow()[&s].get(&r).cloned().unwrap_or_default()
+        map.borrow()[&s].get(&r).cloned().unwrap_or_default()
     }
 
     /// An arrival of the round wait event `i` needs that comes after the wait itself.
@@ -184,15 +196,13 @@ impl Protocol<'_> {
         if let Some(&o) = self.rounds_idx.tx.borrow().get(&(s, r)) {
             return o;
         }
-        let idx = self.by_slot[&s].clone();
-        let of_round = |p: &Self, j: usize| p.round[j] == r && !matches!(p.ev[j].ev, Ev::Wait(_) | Ev::Init(_));
         let arrivals = self.arrivals_of(s, r);
         let mut out = TxOrder::Ordered;
-        for &e in idx.iter().filter(|&&j| of_round(self, j) && matches!(self.ev[j].ev, Ev::ExpectTx(_))) {
+        for e in self.of_round(&self.rounds_idx.tx_by_round, s, r, |e| matches!(e, Ev::ExpectTx(_))) {
             let (t, seq) = (self.ev[e].thread, self.ev[e].seq);
             if !arrivals.iter().any(|&a| self.after_one_step(t, seq, self.ev[a].thread, self.ev[a].seq)) {
                 // The first one decides (the exhibit is tried once: W0318 where it fails).
-                out = TxOrder::Unordered { ev: e, exhibited: r == 0 && self.exhibits(e, &idx) };
+                out = TxOrder::Unordered { ev: e, exhibited: r == 0 && self.exhibits(e, &self.by_slot[&s]) };
                 break;
             }
         }

@@ -55,6 +55,14 @@ pub(super) struct Shape {
     c: i64,
 }
 
+impl Shape {
+    /// The shape of constant long loops (`mbar_period`): lower bounds `loops`, no trip-count
+    /// form and no guard comparing a counter (`D = 0`, `C = 0`).
+    pub(super) fn fixed(loops: HashMap<Op, i64>) -> Shape {
+        Shape { form: None, loops, d: 0, c: 0 }
+    }
+}
+
 /// An affine operand: its base and constant offset.
 #[derive(Clone, Copy, PartialEq)]
 enum Base {
