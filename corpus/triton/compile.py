@@ -101,6 +101,25 @@ def matmul_ws(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.const
 
 
 @triton.jit
+def matmul_persistent_ws(a, b, c, M, N, K, NUM_SMS: tl.constexpr, BM: tl.constexpr,
+                         BN: tl.constexpr, BK: tl.constexpr):
+    # The persistent warp-specialized shape: a tile loop around the producer/consumer roles,
+    # whose mbarrier phases run on from tile to tile.
+    da = tl.make_tensor_descriptor(a, [M, K], [K, 1], [BM, BK])
+    db = tl.make_tensor_descriptor(b, [K, N], [N, 1], [BK, BN])
+    dc = tl.make_tensor_descriptor(c, [M, N], [N, 1], [BM, BN])
+    tiles_n = tl.cdiv(N, BN)
+    tiles = tl.cdiv(M, BM) * tiles_n
+    for tile in tl.range(tl.program_id(0), tiles, NUM_SMS, warp_specialize=True):
+        om = (tile // tiles_n) * BM
+        on = (tile % tiles_n) * BN
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BK)):
+            acc = tl.dot(da.load([om, k * BK]), db.load([k * BK, on]), acc)
+        dc.store([om, on], acc.to(tl.float16))
+
+
+@triton.jit
 def attention_fwd(q, k, v, o, n_ctx, scale, HD: tl.constexpr, BM: tl.constexpr,
                   BN: tl.constexpr):
     om = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -352,6 +371,19 @@ def cases():
                    num_warps=4, num_stages=3)
         return h, rel_err(c, a.float() @ b.float())
     yield "matmul_warp_specialized_fp16", ws
+
+    def pws():
+        triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8,
+                                                                      device=dev))
+        M = N = K = 1024
+        a = torch.randn(M, K, device=dev, dtype=torch.float16)
+        b = torch.randn(K, N, device=dev, dtype=torch.float16)
+        c = torch.empty(M, N, device=dev, dtype=torch.float16)
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        h = launch(matmul_persistent_ws, (sms,), a, b, c, M, N, K, NUM_SMS=sms, BM=128, BN=128,
+                   BK=64, num_warps=4, num_stages=3)
+        return h, rel_err(c, a.float() @ b.float())
+    yield "matmul_persistent_ws_fp16", pws
 
     def attn():
         n_ctx, hd = 1024, 64

@@ -16,7 +16,8 @@
 //!   (the producer's iteration `i` before the consumers' iteration `i`), which is how `sync`
 //!   pairs the roles' pipeline loops.
 //! - **Alignment.** Where some wait fails the parity check under those keys, the arms'
-//!   iterations are re-keyed: counted over every loop of the arm, the first arm's shifted by
+//!   iterations are re-keyed: counted over the arm's leaf loops (those holding mbarrier ops
+//!   with no such loop inside: a persistent kernel's k-steps over all its tiles), the first arm's shifted by
 //!   a skew `d` in 0, −1, 1 … ±[`MAX_SKEW`]; the first key order under which every wait
 //!   passes is used for the whole verdict (a skewed producer, J1; a prologue loop, J1b). Any
 //!   one order monotone in program order in which an iteration's events keep one position
@@ -49,6 +50,8 @@
 //! - **Thread classes.** One thread per class of `analysis::mbar_classes` is traced (threads
 //!   whose thread-dependent terms agree trace alike); its events count for the class's size
 //!   where threads are counted (arriving threads, a round's bytes).
+//! - **Tile loops** whose bounds read `bid` (a persistent kernel's) run a searched trip count
+//!   with their counter unknown (the child module `mbar_loop_trips`).
 //! - **Parameters without a range** are searched (0 to [`SEARCHED`], the values giving trip
 //!   counts 0 to [`TRIPS`] where the parameter is divided into one, and the default) for a
 //!   counterexample (E0306); without one, the waits are verified for every value where the
@@ -82,6 +85,8 @@ mod rounds;
 mod counters;
 #[path = "mbar_trips.rs"]
 mod trips;
+#[path = "mbar_loop_trips.rs"]
+mod loop_trips;
 
 /// Ops executed over all threads (and parameter values) before the trace gives up (not
 /// decided).
@@ -134,10 +139,10 @@ struct Event {
     ev: Ev,
 }
 
-/// An event's place in an arm of a role branch, counted over the arm's loops: the key
-/// position of the arm's iteration, the number `c` of arm-loop iterations before the event
-/// (every loop of the arm not nested in another, in program order), and whether the event
-/// lies in iteration `c` itself (else between loops: after `c` iterations).
+/// An event's place in an arm of a role branch, counted over the arm's leaf loops: the key
+/// position of the arm's iteration, the number `c` of leaf-loop iterations before the event
+/// (every loop of the arm holding mbarrier ops and no such loop, in program order), and
+/// whether the event lies in iteration `c` itself (else between them: after `c`).
 #[derive(Copy, Clone, Debug)]
 struct ArmPos {
     at: usize,
@@ -152,6 +157,8 @@ struct Align {
     at: usize,
     /// An arm-level loop is running.
     running: bool,
+    /// A counted loop (a leaf loop: module doc, *Alignment*) is running.
+    in_leaf: bool,
     /// The arm's first loop has run (the default keys align only that one).
     ran: bool,
     /// Arm-level iterations completed or started: the counted index of the current one.
@@ -190,6 +197,10 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
                     Ok(()) => v,
                     Err(why) => taken_as_written(k, v, &waits, &sampled, &why),
                 };
+            }
+            Err(Missing::Param(p)) if loop_trips::is_trip(k, p) => {
+                sampled.push(p);
+                params.push((p, (0..=LOOP_TRIPS).collect()));
             }
             Err(Missing::Param(p)) => {
                 let vals: Vec<i64> = match *k.param_ranges.get(p) {
@@ -234,6 +245,10 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
 /// Values searched for a counterexample of a parameter without a declared range: 0 to this,
 /// and its default.
 pub const SEARCHED: i64 = 16;
+
+/// Trip counts searched for a loop whose bounds are an unknown block-uniform expression
+/// (`loop_trips`): 0 to this.
+pub const LOOP_TRIPS: i64 = 4;
 
 /// Trip counts searched for a parameter without a declared range that a trip count divides
 /// (`(%K + c) div B`): 0 to this.
@@ -293,15 +308,23 @@ fn div_form(k: &Kernel, p: Value, o: Op) -> Option<(i64, i64)> {
 /// every value, and is taken as written with W0318 saying so (docs/async.md: refusing every
 /// kernel with a symbolic trip count, Triton's among them, is not what we chose).
 fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], sampled: &[Value], not_all: &str) -> Verdict {
-    let names: Vec<String> = sampled.iter().map(|p| format!("%{}", k.value_names.get(*p))).collect();
-    let trips = match sampled.iter().any(|&p| !trip_values(k, p).is_empty()) {
-        true => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
-        false => String::new(),
+    let why = match sampled.iter().any(|&p| loop_trips::is_trip(k, p)) {
+        false => {
+            let names: Vec<String> = sampled.iter().map(|&p| loop_trips::name(k, p)).collect();
+            let trips = match sampled.iter().any(|&p| !trip_values(k, p).is_empty()) {
+                true => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
+                false => String::new(),
+            };
+            format!(
+                "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED}{trips} and the default) shows it wrong, and it is taken as written (not shown for every trip count: {not_all})",
+                names.join(", ")
+            )
+        }
+        true => format!(
+            "it depends on {}; no combination searched shows it wrong, and it is taken as written (not shown for every trip count: {not_all})",
+            sampled.iter().map(|&p| searched_values(k, p)).collect::<Vec<_>>().join(" and ")
+        ),
     };
-    let why = format!(
-        "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED}{trips} and the default) shows it wrong, and it is taken as written (not shown for every trip count: {not_all})",
-        names.join(", ")
-    );
     let wrong: Vec<_> = v.errors.iter().map(at).collect();
     for &w in waits {
         let here = Some(k.span(w));
@@ -319,6 +342,21 @@ fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], sampled: &[Value],
         );
     }
     v
+}
+
+/// What was searched of `p`: a parameter without a declared range (0 to [`SEARCHED`], the
+/// trip-count values, its default) or a loop's trip count (0 to [`LOOP_TRIPS`]).
+fn searched_values(k: &Kernel, p: Value) -> String {
+    if loop_trips::is_trip(k, p) {
+        let name = loop_trips::name(k, p);
+        return format!("{name}, whose bounds read the block id (searched: 0 to {LOOP_TRIPS} trips)");
+    }
+    let trips = match trip_values(k, p).is_empty() {
+        false => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
+        true => String::new(),
+    };
+    let name = loop_trips::name(k, p);
+    format!("{name}, which has no declared range to enumerate (searched: 0 to {SEARCHED}{trips} and the default)")
 }
 
 /// Whether the clean search `v` of one parameter without a declared range (`sampled`, its
@@ -636,6 +674,10 @@ struct Tracer<'k> {
     k: &'k Kernel,
     warp: u32,
     has_mbar: HashSet<Op>,
+    /// Loops with a loop holding mbarrier ops inside them (not counted: [`Align`]).
+    nests_mbar: HashSet<Op>,
+    /// The representative counter of loops with block-uniform bounds (`loop_trips`).
+    trip_rep: HashMap<Op, Value>,
     tid: u32,
     env: HashMap<Value, i64>,
     key: Vec<i64>,
@@ -671,10 +713,15 @@ fn trace(
 ) -> Result<Trace, Missing> {
     let mut has_mbar = HashSet::new();
     mark(k, k.body(), &mut has_mbar);
+    let nests_mbar = nesting_loops(k, &has_mbar);
+    let loops = (has_mbar.iter().copied()).filter(|&o| matches!(k.ops[o].kind, OpKind::For { .. })).collect();
+    let trip_rep = loop_trips::representatives(k, &loops);
     let mut t = Tracer {
         k,
         warp,
         has_mbar,
+        nests_mbar,
+        trip_rep,
         tid: 0,
         env: HashMap::new(),
         params,
@@ -705,6 +752,19 @@ fn trace(
         }
     }
     Ok(Trace { events: t.events, weight, steps: t.steps, iters: t.iters })
+}
+
+/// The loops among `has_mbar` that hold another loop among `has_mbar`.
+fn nesting_loops(k: &Kernel, has_mbar: &HashSet<Op>) -> HashSet<Op> {
+    let parents = k.parents();
+    let mut out = HashSet::new();
+    for &o in has_mbar {
+        if matches!(k.ops[o].kind, OpKind::For { .. } | OpKind::While { .. }) {
+            let outer = parents.ancestors(o).into_iter();
+            out.extend(outer.filter(|&a| matches!(k.ops[a].kind, OpKind::For { .. } | OpKind::While { .. })));
+        }
+    }
+    out
 }
 
 /// Marks the ops that are or hold an mbarrier op; whether region `r` holds one.
@@ -765,7 +825,7 @@ impl Tracer<'_> {
                 if self.align.is_none() && self.role_branch(op) {
                     self.key.extend([-1, arm as i64]);
                     let at = self.key.len() - 2;
-                    self.align = Some(Align { at, running: false, ran: false, count: 0 });
+                    self.align = Some(Align { at, running: false, in_leaf: false, ran: false, count: 0 });
                     let res = self.region(r);
                     self.align = None;
                     self.key.truncate(self.key.len() - 2);
@@ -802,8 +862,7 @@ impl Tracer<'_> {
     /// Runs a `for` loop's iterations; a loop of a role arm aligns the arms' keys.
     fn for_loop(&mut self, op: Op, b: [Operand; 3], init: &[Operand]) -> Result<(), Failure> {
         let k = self.k;
-        let hi = self.over.get(&op).copied().or_else(|| self.eval(&b[1]));
-        let (Some(lo), Some(hi), Some(st)) = (self.eval(&b[0]), hi, self.eval(&b[2])) else {
+        let Some((lo, hi, st, counter)) = self.bounds(op, &b) else {
             return Err((op, "the bounds of a loop around mbarrier ops are not known statically".into()));
         };
         if st <= 0 {
@@ -817,13 +876,22 @@ impl Tracer<'_> {
         let body = k.ops[op].regions[0];
         let args = k.region_args(body).to_vec();
         let mut vals: Vec<Option<i64>> = init.iter().map(|o| self.eval(o)).collect();
-        // An arm-level loop: counted; the arm's first one also sets the default key.
-        let (counted, arm_loop) = match &mut self.align {
+        // An arm-level loop: the arm's first one sets the default key. A leaf loop (no loop
+        // holding mbarrier ops inside it) is counted: the counted keys number the arm's
+        // innermost iterations, those of loops nested in an arm-level loop included.
+        let (outer, arm_loop) = match &mut self.align {
             Some(a) if !a.running => {
                 a.running = true;
                 (true, (!a.ran).then_some(a.at))
             }
             _ => (false, None),
+        };
+        let counted = match &mut self.align {
+            Some(a) if !a.in_leaf && !self.nests_mbar.contains(&op) => {
+                a.in_leaf = true;
+                true
+            }
+            _ => false,
         };
         let (mut iv, mut n) = (lo, 0i64);
         let mut rec = (self.pumped.contains(&op)).then(|| Iters { thread: self.tid, op, starts: Vec::new(), vals: Vec::new(), end: 0 });
@@ -832,7 +900,7 @@ impl Tracer<'_> {
                 r.starts.push(self.events.len());
                 r.vals.push(vals.clone());
             }
-            self.env.insert(args[0], iv);
+            self.set(args[0], counter.then_some(iv));
             for (a, v) in args[1..].iter().zip(&vals) {
                 self.set(*a, *v);
             }
@@ -859,6 +927,9 @@ impl Tracer<'_> {
         if let (true, Some(a)) = (counted, self.align.as_mut()) {
             // After the loop: `count` iterations done (the last one was counted at its start).
             a.count += (n > 0) as i64;
+            a.in_leaf = false;
+        }
+        if let (true, Some(a)) = (outer, self.align.as_mut()) {
             a.running = false;
             if let Some(s) = arm_loop {
                 self.key[s] = i64::MAX / 2;
@@ -869,6 +940,39 @@ impl Tracer<'_> {
             self.set(res, v);
         }
         Ok(())
+    }
+
+    /// A loop's `(lo, hi, step)` and whether its counter is known: evaluated, or, for bounds
+    /// that do not evaluate (and need no parameter with a declared range, which is
+    /// enumerated instead), `0, t, 1` with `t` the searched trip count of the loop's
+    /// representative (`loop_trips`) and the counter unknown. `None` (with the parameter
+    /// to search in `missing`) when neither is known.
+    fn bounds(&self, op: Op, b: &[Operand; 3]) -> Option<(i64, i64, i64, bool)> {
+        // `over`: the pumped bound of a long constant loop (`mbar_period`).
+        let hi = self.over.get(&op).copied().or_else(|| self.eval(&b[1]));
+        if let (Some(lo), Some(hi), Some(st)) = (self.eval(&b[0]), hi, self.eval(&b[2])) {
+            return Some((lo, hi, st, true));
+        }
+        let ranged = self.missing.get().is_some_and(|p| self.k.param_ranges.get(p).is_some());
+        let rep = *self.trip_rep.get(&op).filter(|_| !ranged)?;
+        // Bounds that only need parameters are left to the parameters' search and the
+        // every-trip-count argument; a trip count stands in for those that read `bid`.
+        if self.missing.get().is_some() && !self.reads_bid(b) {
+            return None;
+        }
+        self.missing.set(None);
+        match self.params.get(&rep) {
+            Some(&t) => Some((0, t, 1, false)),
+            None => {
+                self.missing.set(Some(rep));
+                None
+            }
+        }
+    }
+
+    /// Whether a loop bound reads the block id (`loop_trips`: the persistent tile loop).
+    fn reads_bid(&self, b: &[Operand; 3]) -> bool {
+        b.iter().any(|o| loop_trips::reads_bid(self.k, o))
     }
 
     fn set(&mut self, v: Value, x: Option<i64>) {
@@ -910,7 +1014,7 @@ impl Tracer<'_> {
                 _ => return Err((op, "an mbarrier index is not known statically or is out of range".into())),
             }
         }
-        let arm = self.align.map(|a| ArmPos { at: a.at, count: a.count, in_loop: a.running });
+        let arm = self.align.map(|a| ArmPos { at: a.at, count: a.count, in_loop: a.in_leaf });
         self.events.push(Event {
             thread: self.tid,
             seq: self.seq,

@@ -17,7 +17,8 @@
 //!   (`named_sync`/`barrier`, executed whenever `x` is) that follows `x`. An asynchronous
 //!   access must first be completed by its own threads (before the barrier, or before the
 //!   arrival): a `wgmma` read by a `wgmma_wait 0`, a `tma_store` read by a `bulk_wait 0` and a
-//!   `cp_async` write by a `cp_async_wait 0`, each after a commit closing the copy's group;
+//!   `cp_async` write by a `cp_async_wait 0`, each after a commit closing the access's group
+//!   (`wgmma_commit`, `bulk_commit`, `cp_async_commit`);
 //! - **acquire** of `y` on `E[j]`: an `mbar_wait E[j]` of Y precedes `y` in the same
 //!   iteration of the same innermost loop, executed whenever `y` is, and verified or taken as
 //!   written by `analysis::mbar_protocol` (not among its unverified waits: the parity names the
@@ -276,9 +277,10 @@ impl Cx<'_> {
 
     /// The position from which the access `x` is complete for the threads that issued it: `x`
     /// itself for a synchronous access; for an asynchronous one, the first wait after it (in
-    /// its iteration, whenever it runs) that completes every copy of its queue — `wgmma_wait 0`
-    /// for a `wgmma` read; for a `tma_store` read or a `cp_async` write, a `bulk_wait 0` or
-    /// `cp_async_wait 0` after a commit that closes its group. `None` when no such wait follows
+    /// its iteration, whenever it runs) that completes every copy of its queue, after a commit
+    /// that closes its group: `wgmma_commit` then `wgmma_wait 0` for a `wgmma` read (L1: a
+    /// wait before the commit completes nothing of it); for a `tma_store` read or a
+    /// `cp_async` write, a `bulk_wait 0` or `cp_async_wait 0` after its commit. `None` when no such wait follows
     /// (an arrival before it releases a copy still in flight: K1, K2), and for copies whose
     /// completion this check does not model (`gather_to_lds`, TDM: no mbarriers on their
     /// targets).
@@ -287,10 +289,12 @@ impl Cx<'_> {
         let px = self.pos[&x];
         let is_commit = |o: Op| match &k.ops[x].kind {
             OpKind::TmaStore { .. } => matches!(k.ops[o].kind, OpKind::BulkCommit),
+            OpKind::Wgmma { .. } => matches!(k.ops[o].kind, OpKind::WgmmaCommit),
             _ => matches!(k.ops[o].kind, OpKind::CpAsyncCommit),
         };
         let (needs_commit, is_wait): (bool, &dyn Fn(Op) -> bool) = match &k.ops[x].kind {
-            OpKind::Wgmma { .. } => (false, &|o| matches!(k.ops[o].kind, OpKind::WgmmaWait(0))),
+            // An uncommitted wgmma is not waited for (L1): its commit comes first, as a copy's.
+            OpKind::Wgmma { .. } => (true, &|o| matches!(k.ops[o].kind, OpKind::WgmmaWait(0))),
             OpKind::TmaStore { .. } => (true, &|o| matches!(k.ops[o].kind, OpKind::BulkWait(0))),
             OpKind::CpAsync { .. } | OpKind::CpAsyncTile(_) => {
                 (true, &|o| matches!(k.ops[o].kind, OpKind::CpAsyncWait(0)))
@@ -447,7 +451,7 @@ impl Cx<'_> {
 /// own threads (what `Cx::completed_at` looks for), for E0307's message.
 fn async_completion(kind: &OpKind) -> Option<(&'static str, &'static str)> {
     Some(match kind {
-        OpKind::Wgmma { .. } => ("wgmma", "wgmma_wait 0"),
+        OpKind::Wgmma { .. } => ("wgmma", "wgmma_commit; wgmma_wait 0"),
         OpKind::TmaStore { .. } => ("tma_store", "bulk_commit; bulk_wait 0"),
         OpKind::CpAsync { .. } => ("cp_async", "cp_async_commit; cp_async_wait 0"),
         OpKind::CpAsyncTile(_) => ("cp_async_tile", "cp_async_commit; cp_async_wait 0"),

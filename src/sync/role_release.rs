@@ -68,6 +68,9 @@ pub(crate) fn same_for_reaching_threads(
             let r = match k.values[v].def {
                 ValueDef::Result(d, _) if depth > 0 => match &k.ops[d].kind {
                     OpKind::Const(_) => true,
+                    // `bid`, `nctaid`, `ntid` read in the arm (a persistent kernel's tile
+                    // loop starts at `bid.x`): the same in every thread of the block.
+                    OpKind::Special(s) => !s.is_thread_dependent(),
                     OpKind::Binary(_, x, y) | OpKind::Cmp(_, x, y) => {
                         self.go(x, depth - 1) && self.go(y, depth - 1)
                     }

@@ -1,0 +1,125 @@
+//! Warp-specialized pipelines inside a persistent kernel's tile loop (docs/async.md, "Tile
+//! loops of persistent kernels"): in each role arm `for %tile = bid.x to %tiles step G`
+//! around the k-loop, the pipeline counter carried through both loops — the shape of
+//! Triton's persistent warp-specialized matmul (`corpus/triton/matmul_persistent_ws_fp16`).
+//!
+//! - the hand-written kernel and the corpus kernel are accepted (their waits taken as
+//!   written with W0318 naming the searched tile-loop trip count) and `sync`'s output is
+//!   race-free in the interpreter with one and with two tiles per block;
+//! - each mutant (the consumers' counter restarting every tile, the producer's `empty` wait
+//!   deleted, the consumers' tile loop stepping differently, the consumers' counter not
+//!   carried out of the k-loop) races or deadlocks in the interpreter and `sync` refuses it.
+
+mod common;
+
+use std::process::Command;
+
+const KERNEL: &str = "tests/kernels/persistent/tile-loop-in-each-role.kir";
+const CORPUS: &str = "corpus/triton/matmul_persistent_ws_fp16.ttgir";
+
+/// Exit status and standard error of `smemsync args` with `input` on standard input.
+fn run(args: &[&str], input: &str) -> (bool, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_smemsync"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("waits");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+/// `sync`'s output of `path`, which must be accepted with W0318 naming the tile loop.
+fn synced(path: &str) -> String {
+    let (ok, out, err) = run(&["sync", "--target", "sm_90", path], "");
+    assert!(ok, "{path} refused:\n{err}");
+    assert!(
+        err.contains("W0318") && err.contains("whose bounds read the block id"),
+        "{path}: the searched tile loop is not named:\n{err}"
+    );
+    assert!(!err.contains("E03"), "{path}:\n{err}");
+    out
+}
+
+/// Whether the interpreter finds `text` race-free with parameter values `bounds`.
+fn race_free(text: &str, bounds: &str) -> bool {
+    run(
+        &["check", "--target", "sm_90", "--bounds", bounds, "-"],
+        text,
+    )
+    .0
+}
+
+#[test]
+fn the_hand_written_persistent_pipeline_is_accepted_and_its_output_race_free() {
+    let out = synced(KERNEL);
+    // 6 tiles: one per block 0's loop (step 4: tiles 0 and 4); 12: three.
+    for b in ["tiles=1", "tiles=6", "tiles=12"] {
+        assert!(race_free(&out, b), "sync's output races with {b}:\n{out}");
+    }
+}
+
+#[test]
+fn the_corpus_persistent_matmul_is_accepted_and_its_output_race_free() {
+    let out = synced(CORPUS);
+    // 4 tiles (block 0 runs one) and 144 (block 0 runs tiles 0 and 132); K = 320 is five
+    // k-steps, so the three-slot counter wraps inside a tile.
+    for b in ["M=256,N=256,K=256", "M=1536,N=1536,K=320"] {
+        assert!(race_free(&out, b), "sync's output races with {b}");
+    }
+}
+
+#[test]
+fn broken_persistent_pipelines_race_and_are_refused() {
+    let text = std::fs::read_to_string(KERNEL).expect("kernel");
+    let mutants = [
+        (
+            "consumers restart the counter every tile",
+            "%m2 = for %k = 0 to 3 step 1 iter(%n = %n0)",
+            "%m2 = for %k = 0 to 3 step 1 iter(%n = 0)",
+        ),
+        (
+            "no empty wait",
+            "          mbar_wait @empty[%s], %free\n",
+            "",
+        ),
+        (
+            "consumers step the tile loop by 2",
+            "%o2 = for %tile = %b1 to %tiles step 4",
+            "%o2 = for %tile = %b1 to %tiles step 2",
+        ),
+        (
+            "consumers do not carry the counter",
+            "yield %m2",
+            "yield %n0",
+        ),
+    ];
+    for (what, old, new) in mutants {
+        assert_eq!(text.matches(old).count(), 1, "{what}");
+        let m = text.replacen(old, new, 1);
+        let (ok, _, err) = run(
+            &["check", "--target", "sm_90", "--bounds", "tiles=12", "-"],
+            &m,
+        );
+        assert!(
+            !ok,
+            "{what}: the interpreter finds no race or deadlock:\n{err}"
+        );
+        let (ok, _, err) = run(&["sync", "--target", "sm_90", "-"], &m);
+        assert!(!ok, "{what}: sync accepts it:\n{err}");
+        assert!(
+            err.contains("E0306") || err.contains("E0307"),
+            "{what}:\n{err}"
+        );
+    }
+}
