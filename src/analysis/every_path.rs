@@ -80,7 +80,8 @@ impl PairPaths<'_> {
                 && (on(self.pc, j, r)
                     || (dst_iter && on(self.pb, j, r))
                     || (j0 + 1..self.pc.len()).any(|jc| same_arm(k, (x, r), (op_at(self.pc, jc), self.pc[jc].0))));
-            if same_iteration || runs_body(k, x) == Some(r) || guard_holds(k, (x, r), l, d) {
+            let always = runs_body(k, x) == Some(r) || self.always_then(x);
+            if same_iteration || always || guard_holds(k, (x, r), l, d) {
                 continue;
             }
             // `x` as the completion point orders only what follows it: not a destination
@@ -91,10 +92,17 @@ impl PairPaths<'_> {
         Some(w)
     }
 
+    /// Whether `x` is an `if` that runs its then-arm whenever it runs, with no else-arm ops
+    /// (`analysis::guards`): its then-arm is passed like an always-run body.
+    fn always_then(&self, x: Op) -> bool {
+        self.paths.always_then.contains(&x)
+    }
+
     /// Whether compound op `x` completes the copy whenever it runs (module doc).
     fn completes_whole(&self, x: Op) -> bool {
         let k = self.k;
         let regions: Vec<Region> = match &k.ops[x].kind {
+            OpKind::If { .. } if self.always_then(x) => vec![k.ops[x].regions[0]],
             OpKind::If { .. } if k.ops[x].regions.len() == 2 => k.ops[x].regions.clone(),
             OpKind::If { .. } => return false,
             _ => match runs_body(k, x) {

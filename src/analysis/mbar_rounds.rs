@@ -46,6 +46,8 @@ pub(super) struct Index {
     later: RefCell<HashMap<Slot, Later>>,
     /// Per (slot, round): [`TxOrder`].
     tx: RefCell<HashMap<(Slot, i64), TxOrder>>,
+    /// Per top-level op index `p`: the top-level `barrier`s before it ([`Protocol::barrier_between`]).
+    barriers: RefCell<Option<Vec<u32>>>,
 }
 
 /// Per thread: its arrivals on one slot as (seq, least round of it and its later arrivals).
@@ -190,7 +192,8 @@ impl Protocol<'_> {
         let mut out = TxOrder::Ordered;
         for &e in idx.iter().filter(|&&j| of_round(self, j) && matches!(self.ev[j].ev, Ev::ExpectTx(_))) {
             let (t, seq) = (self.ev[e].thread, self.ev[e].seq);
-            if !arrivals.iter().any(|&a| self.after_one_step(t, seq, self.ev[a].thread, self.ev[a].seq)) {
+            let ordered = |a: usize| self.after_one_step(t, seq, self.ev[a].thread, self.ev[a].seq) || self.barrier_between(e, a);
+            if !arrivals.iter().any(|&a| ordered(a)) {
                 // The first one decides (the exhibit is tried once: W0318 where it fails).
                 out = TxOrder::Unordered { ev: e, exhibited: r == 0 && self.exhibits(e, &idx) };
                 break;
@@ -198,6 +201,31 @@ impl Protocol<'_> {
         }
         self.rounds_idx.tx.borrow_mut().insert((s, r), out);
         out
+    }
+
+    /// Whether a top-level `barrier` lies after event `e` and before event `a` (by their
+    /// top-level op, `key[0]`). Every thread runs each top-level op once, so that barrier's one
+    /// instance orders each thread's events before it before each thread's events after it.
+    fn barrier_between(&self, e: usize, a: usize) -> bool {
+        let (p, q) = (self.ev[e].key[0], self.ev[a].key[0]);
+        if p + 1 >= q {
+            return false;
+        }
+        let mut memo = self.rounds_idx.barriers.borrow_mut();
+        let before = memo.get_or_insert_with(|| {
+            let top = self.k.region_ops(self.k.body());
+            let mut n = 0;
+            let mut v = Vec::with_capacity(top.len() + 1);
+            for &o in top {
+                v.push(n);
+                n += matches!(self.k.ops[o].kind, OpKind::Barrier) as u32;
+            }
+            v.push(n);
+            v
+        });
+        let at = |i: i64| usize::try_from(i).ok().and_then(|i| before.get(i)).copied();
+        // Barriers at indexes p + 1 ..= q - 1: those before q less those before p + 1.
+        matches!((at(p + 1), at(q)), (Some(x), Some(y)) if y > x)
     }
 
     /// Whether round 0 of the slot of `idx` can complete before `expect_tx` event `e`: `e` is
