@@ -198,3 +198,93 @@ fn k7_guards_sometimes_false_are_refused() {
     // Skipping one iteration's wait leaves its parity behind: the next wait is wrong.
     refused("K7 i != 3", &k7("    %gg = cmp ne %i, 3\n"), "E0306");
 }
+
+/// One condition `cmp P X, C` (or two joined by `and`/`or`, or negated) on the thread id,
+/// the loop variable of `for %i = 2 to 7`, a parameter `%n: i32 in [1, 8]` or `div %t, 32`:
+/// `analysis::guards` decides it only where every (thread, iteration, parameter) value gives
+/// that outcome (enumerated), and decides every direct comparison of `%t`, `%i` or `%n` with
+/// a constant that has one outcome.
+#[test]
+fn guard_outcomes_match_enumeration() {
+    use smemsync::ir::{CmpPred, OpKind};
+    let preds = [
+        CmpPred::Eq,
+        CmpPred::Ne,
+        CmpPred::Lt,
+        CmpPred::Le,
+        CmpPred::Gt,
+        CmpPred::Ge,
+    ];
+    let name = |p: CmpPred| format!("{p:?}").to_lowercase();
+    // Each operand: its name and its value at (t, i, n).
+    let xs: [(&str, fn(i64, i64, i64) -> i64); 4] = [
+        ("%t", |t, _, _| t),
+        ("%i", |_, i, _| i),
+        ("%n", |_, _, n| n),
+        ("%w", |t, _, _| t / 32),
+    ];
+    let mut decided = 0;
+    let mut check = |lines: String, eval: &dyn Fn(i64, i64, i64) -> bool, direct: bool| {
+        let src = format!(
+            "kernel @g(%n: i32 in [1, 8] = 4) block(64) {{\n  %t = tid.x\n  %w = div %t, 32\n  for %i = 2 to 7 step 1 {{\n{lines}    if %g {{\n      %z = add 0, 0\n    }}\n  }}\n}}\n"
+        );
+        let k = common::parse_verified_as("guard", &src);
+        let f = common::ops_where(&k, |o| matches!(o, OpKind::If { .. }))[0];
+        let OpKind::If { cond } = &k.ops[f].kind else {
+            unreachable!()
+        };
+        let got =
+            smemsync::analysis::guards::outcome(&k, &smemsync::ir::ranges::Ranges::new(&k), cond);
+        let mut seen = std::collections::BTreeSet::new();
+        for t in 0..64 {
+            for i in 2..7 {
+                for n in 1..=8 {
+                    seen.insert(eval(t, i, n));
+                }
+            }
+        }
+        let all = (seen.len() == 1).then(|| *seen.first().unwrap());
+        if let Some(b) = got {
+            assert_eq!(
+                all,
+                Some(b),
+                "decided {b} but some execution differs:\n{src}"
+            );
+            decided += 1;
+        } else if direct {
+            assert_eq!(all, None, "undecided, but every execution agrees:\n{src}");
+        }
+    };
+    for p in preds {
+        for (x, fx) in xs {
+            for c in [-1, 0, 1, 2, 6, 7, 8, 9, 31, 62, 63, 64, 65] {
+                let lines = format!("    %g = cmp {} {x}, {c}\n", name(p));
+                check(lines, &move |t, i, n| p.holds(fx(t, i, n), c), x != "%w");
+                let lines = format!("    %g = cmp {} {c}, {x}\n", name(p));
+                check(lines, &move |t, i, n| p.holds(c, fx(t, i, n)), x != "%w");
+            }
+        }
+    }
+    // Joined conditions: soundness only.
+    let parts: [(&str, fn(i64, i64, i64) -> bool); 4] = [
+        ("cmp ge %i, 2", |_, i, _| i >= 2),
+        ("cmp lt %t, 40", |t, _, _| t < 40),
+        ("cmp le %n, 8", |_, _, n| n <= 8),
+        ("cmp gt %i, 5", |_, i, _| i > 5),
+    ];
+    for (a, fa) in parts {
+        for (b, fb) in parts {
+            for (op, fop) in [
+                ("and", (|x, y| x && y) as fn(bool, bool) -> bool),
+                ("or", |x, y| x || y),
+                ("xor", |x, y| x != y),
+            ] {
+                let lines = format!("    %a = {a}\n    %b = {b}\n    %g = {op} %a, %b\n");
+                check(lines, &move |t, i, n| fop(fa(t, i, n), fb(t, i, n)), false);
+            }
+            let lines = format!("    %a = {a}\n    %g = not %a\n");
+            check(lines, &move |t, i, n| !fa(t, i, n), false);
+        }
+    }
+    assert!(decided > 100, "only {decided} conditions decided");
+}
