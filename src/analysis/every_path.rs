@@ -16,7 +16,8 @@
 //! op holding `w` in a region off both paths: `X` runs on every path, and it completes the
 //! copy whenever it runs when each of its regions that may run is sure to hold a completing
 //! wait at its top level (or such an op, recursively): both arms of an `if`, the body of a
-//! `stage` or of a `for` with constant bounds and at least one trip. Then `X` is the
+//! `stage` or of a `for` with constant bounds and at least one trip, the then-arm of an `if`
+//! that always runs it (`analysis::guards::always_then`). Then `X` is the
 //! completion point; else `w` gives none, and a later wait must (a barrier after a later wait
 //! on every path also follows the earlier one on the paths through it).
 //!

@@ -13,8 +13,9 @@
 //!   E0306 (one step of happens-before, like `not_overtaken`; longer cycles are not searched).
 //! - **Bytes expected in time.** The phase of round `r` completes once its arrivals are in
 //!   and no expected byte is pending; an `expect_tx` of round `r` that no arrival of round `r`
-//!   follows (same thread later, or a thread whose wait needs a phase with an arrival of the
-//!   `expect_tx`'s thread after it) may come after the phase completed: the wait may return
+//!   follows (same thread later, a thread whose wait needs a phase with an arrival of the
+//!   `expect_tx`'s thread after it, or any thread after a top-level `barrier` that follows
+//!   the `expect_tx`: every thread runs it once) may come after the phase completed: the wait may return
 //!   before the copy lands. E0306 where the trace exhibits such an order (round 0, the
 //!   round's other events reachable with no wait and no block-level synchronisation between
 //!   them), W0318 otherwise.
