@@ -199,6 +199,11 @@ fn k7_guards_sometimes_false_are_refused() {
     refused("K7 i != 3", &k7("    %gg = cmp ne %i, 3\n"), "E0306");
 }
 
+/// An operand's value at (thread, iteration, parameter).
+type Term = fn(i64, i64, i64) -> i64;
+/// A condition's value at (thread, iteration, parameter).
+type Cond = fn(i64, i64, i64) -> bool;
+
 /// One condition `cmp P X, C` (or two joined by `and`/`or`, or negated) on the thread id,
 /// the loop variable of `for %i = 2 to 7`, a parameter `%n: i32 in [1, 8]` or `div %t, 32`:
 /// `analysis::guards` decides it only where every (thread, iteration, parameter) value gives
@@ -217,7 +222,7 @@ fn guard_outcomes_match_enumeration() {
     ];
     let name = |p: CmpPred| format!("{p:?}").to_lowercase();
     // Each operand: its name and its value at (t, i, n).
-    let xs: [(&str, fn(i64, i64, i64) -> i64); 4] = [
+    let xs: [(&str, Term); 4] = [
         ("%t", |t, _, _| t),
         ("%i", |_, i, _| i),
         ("%n", |_, _, n| n),
@@ -266,7 +271,7 @@ fn guard_outcomes_match_enumeration() {
         }
     }
     // Joined conditions: soundness only.
-    let parts: [(&str, fn(i64, i64, i64) -> bool); 4] = [
+    let parts: [(&str, Cond); 4] = [
         ("cmp ge %i, 2", |_, i, _| i >= 2),
         ("cmp lt %t, 40", |t, _, _| t < 40),
         ("cmp le %n, 8", |_, _, n| n <= 8),
