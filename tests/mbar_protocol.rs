@@ -457,6 +457,12 @@ fn split_tx_and_counts_match_the_interpreter() {
         said("count=1 arrivers=2 tx=0 first=true barrier=false"),
         &Said::Wrong
     );
+    // A top-level barrier orders another thread's expect_tx before the arrival: verified
+    // (session 35's K4).
+    assert_eq!(
+        said("count=1 arrivers=1 tx=1 first=true barrier=true"),
+        &Said::Verified
+    );
     // Never a verified wait where a barrier orders the arrival before the expect_tx.
     assert_ne!(
         said("count=1 arrivers=1 tx=1 first=false barrier=true"),

@@ -16,7 +16,8 @@
 //! op holding `w` in a region off both paths: `X` runs on every path, and it completes the
 //! copy whenever it runs when each of its regions that may run is sure to hold a completing
 //! wait at its top level (or such an op, recursively): both arms of an `if`, the body of a
-//! `stage` or of a `for` with constant bounds and at least one trip. Then `X` is the
+//! `stage` or of a `for` with constant bounds and at least one trip, the then-arm of an `if`
+//! that always runs it (`analysis::guards::always_then`). Then `X` is the
 //! completion point; else `w` gives none, and a later wait must (a barrier after a later wait
 //! on every path also follows the earlier one on the paths through it).
 //!
@@ -80,7 +81,8 @@ impl PairPaths<'_> {
                 && (on(self.pc, j, r)
                     || (dst_iter && on(self.pb, j, r))
                     || (j0 + 1..self.pc.len()).any(|jc| same_arm(k, (x, r), (op_at(self.pc, jc), self.pc[jc].0))));
-            if same_iteration || runs_body(k, x) == Some(r) || guard_holds(k, (x, r), l, d) {
+            let always = runs_body(k, x) == Some(r) || self.always_then(x);
+            if same_iteration || always || guard_holds(k, (x, r), l, d) {
                 continue;
             }
             // `x` as the completion point orders only what follows it: not a destination
@@ -91,10 +93,17 @@ impl PairPaths<'_> {
         Some(w)
     }
 
+    /// Whether `x` is an `if` that runs its then-arm whenever it runs, with no else-arm ops
+    /// (`analysis::guards`): its then-arm is passed like an always-run body.
+    fn always_then(&self, x: Op) -> bool {
+        self.paths.always_then.contains(&x)
+    }
+
     /// Whether compound op `x` completes the copy whenever it runs (module doc).
     fn completes_whole(&self, x: Op) -> bool {
         let k = self.k;
         let regions: Vec<Region> = match &k.ops[x].kind {
+            OpKind::If { .. } if self.always_then(x) => vec![k.ops[x].regions[0]],
             OpKind::If { .. } if k.ops[x].regions.len() == 2 => k.ops[x].regions.clone(),
             OpKind::If { .. } => return false,
             _ => match runs_body(k, x) {

@@ -431,6 +431,11 @@ enum Dep {
 }
 
 impl<'k> Footprints<'k> {
+    /// The value ranges of the kernel ([`crate::ir::ranges::Ranges`]).
+    pub fn ranges(&self) -> &crate::ir::ranges::Ranges {
+        &self.ranges
+    }
+
     /// Collects the accesses of `k` and their loop domains.
     pub fn new(k: &'k Kernel, warp: u32) -> Self {
         let uniform = crate::analysis::uniformity::analyze(k);
@@ -1307,7 +1312,7 @@ impl<'k> Footprints<'k> {
     /// The kernel's region paths (built once, then shared).
     pub fn paths(&self) -> std::rc::Rc<crate::analysis::hazards::Paths> {
         self.paths
-            .get_or_init(|| std::rc::Rc::new(crate::analysis::hazards::Paths::new(self.k)))
+            .get_or_init(|| std::rc::Rc::new(crate::analysis::hazards::Paths::with_guards(self.k, &self.ranges)))
             .clone()
     }
 

@@ -178,6 +178,9 @@ pub struct Paths {
     /// in the region, body), ascending by index; a hazard's coverage walks these instead of
     /// every op its segments span ([`always_bodies`]).
     always: AlwaysBodies,
+    /// The `if`s that run their then-arm whenever they run, with no else-arm ops
+    /// (`analysis::guards::always_then`), filled by [`Paths::with_guards`].
+    pub always_then: std::collections::HashSet<Op>,
 }
 
 /// The ops of each region that always run their (only) body, in one arena: a region's slice
@@ -295,8 +298,20 @@ impl Paths {
                 flat: Vec::new(),
                 span: SecondaryMap::with_default(None),
             },
+            always_then: Default::default(),
         };
         go(k, k.body(), &mut Vec::new(), &mut p);
+        p
+    }
+
+    /// [`Paths::new`] with [`Paths::always_then`] filled from the kernel's ranges.
+    pub fn with_guards(k: &Kernel, ranges: &crate::ir::ranges::Ranges) -> Paths {
+        let mut p = Paths::new(k);
+        k.walk(|o| {
+            if crate::analysis::guards::always_then(k, ranges, o) {
+                p.always_then.insert(o);
+            }
+        });
         p
     }
 
@@ -1479,7 +1494,8 @@ fn async_pair(fp: &mut Footprints, cx: &AsyncCx, out: &mut Hazards) {
 
 /// An mbarrier wait makes the TMA write visible to every thread that waits (docs/ir.md,
 /// `mbar_wait`): when each thread running the destination has run the wait `w`, nothing more
-/// is needed. Other waits complete only the waiting thread's own copies.
+/// is needed. An `if` that always runs its then-arm (`analysis::guards`) holds it like no
+/// `if`. Other waits complete only the waiting thread's own copies.
 fn waited_by_all(fp: &Footprints, cx: &AsyncCx, w: Op) -> bool {
     let k = fp.k;
     if !matches!(
@@ -1492,7 +1508,7 @@ fn waited_by_all(fp: &Footprints, cx: &AsyncCx, w: Op) -> bool {
     fp.ancestors(w)
         .into_iter()
         .filter(|&o| matches!(k.ops[o].kind, OpKind::If { .. }))
-        .all(|o| b_anc.contains(&o))
+        .all(|o| b_anc.contains(&o) || crate::analysis::guards::always_then(k, fp.ranges(), o))
 }
 
 /// E0302: the destination may touch the copy's elements while it is in flight (once per

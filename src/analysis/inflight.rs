@@ -687,6 +687,8 @@ pub struct Flow<'k> {
     /// on for [`completions`] (what the waits really complete), off for the wait planner
     /// (whose counts are chosen from the merged ages: docs/async.md, "Nested commit loops").
     exact_exits: bool,
+    /// [`Flow::always_then`] per `if`.
+    always_then: HashMap<Op, bool>,
 }
 
 /// The async issues of a loop body, with their queues ([`Flow::inserts_only`]).
@@ -766,6 +768,7 @@ impl<'k> Flow<'k> {
             stats: FlowStats::default(),
             scratch: Vec::new(),
             exact_exits: false,
+            always_then: HashMap::default(),
         }
     }
 
@@ -832,6 +835,17 @@ impl<'k> Flow<'k> {
         }
     }
 
+    /// Whether `if` op `op` runs its then-arm on every execution, with no else-arm ops
+    /// ([`crate::analysis::guards::always_then`]; a dead arm's copies are never weighed).
+    fn always_then(&mut self, op: Op) -> bool {
+        if let Some(&b) = self.always_then.get(&op) {
+            return b;
+        }
+        let b = crate::analysis::guards::always_then(self.k, self.overlap.ranges(), op);
+        self.always_then.insert(op, b);
+        b
+    }
+
     /// A branch condition worth tracking: an `i1` computed once per thread (outside every
     /// loop), so that two `if`s on it take the same arm (an elected thread issues the copies
     /// in one `if` and the next `if %lead` again).
@@ -853,6 +867,10 @@ impl<'k> Flow<'k> {
             OpKind::If { cond } => {
                 let c = self.tracked(*cond);
                 let (mut then_in, mut else_in) = (Vec::new(), Vec::new());
+                if self.always_then(op) {
+                    // The else path never runs (docs/async.md, "Guards that always hold").
+                    then_in.append(st);
+                }
                 for p in st.drain(..) {
                     let known = c.and_then(|c| p.assume.get(&c).copied());
                     match (c, known) {

@@ -13,8 +13,9 @@
 //!   E0306 (one step of happens-before, like `not_overtaken`; longer cycles are not searched).
 //! - **Bytes expected in time.** The phase of round `r` completes once its arrivals are in
 //!   and no expected byte is pending; an `expect_tx` of round `r` that no arrival of round `r`
-//!   follows (same thread later, or a thread whose wait needs a phase with an arrival of the
-//!   `expect_tx`'s thread after it) may come after the phase completed: the wait may return
+//!   follows (same thread later, a thread whose wait needs a phase with an arrival of the
+//!   `expect_tx`'s thread after it, or any thread after a top-level `barrier` that follows
+//!   the `expect_tx`: every thread runs it once) may come after the phase completed: the wait may return
 //!   before the copy lands. E0306 where the trace exhibits such an order (round 0, the
 //!   round's other events reachable with no wait and no block-level synchronisation between
 //!   them), W0318 otherwise.
@@ -48,6 +49,8 @@ pub(super) struct Index {
     later: RefCell<HashMap<Slot, Later>>,
     /// Per (slot, round): [`TxOrder`].
     tx: RefCell<HashMap<(Slot, i64), TxOrder>>,
+    /// Per top-level op index `p`: the top-level `barrier`s before it ([`Protocol::barrier_between`]).
+    barriers: RefCell<Option<Vec<u32>>>,
 }
 
 /// Per thread: its arrivals on one slot as (seq, least round of it and its later arrivals).
@@ -200,7 +203,8 @@ impl Protocol<'_> {
         let mut out = TxOrder::Ordered;
         for e in self.of_round(&self.rounds_idx.tx_by_round, s, r, |e| matches!(e, Ev::ExpectTx(_))) {
             let (t, seq) = (self.ev[e].thread, self.ev[e].seq);
-            if !arrivals.iter().any(|&a| self.after_one_step(t, seq, self.ev[a].thread, self.ev[a].seq)) {
+            let ordered = |a: usize| self.after_one_step(t, seq, self.ev[a].thread, self.ev[a].seq) || self.barrier_between(e, a);
+            if !arrivals.iter().any(|&a| ordered(a)) {
                 // The first one decides (the exhibit is tried once: W0318 where it fails).
                 out = TxOrder::Unordered { ev: e, exhibited: r == 0 && self.exhibits(e, &self.by_slot[&s]) };
                 break;
@@ -208,6 +212,31 @@ impl Protocol<'_> {
         }
         self.rounds_idx.tx.borrow_mut().insert((s, r), out);
         out
+    }
+
+    /// Whether a top-level `barrier` lies after event `e` and before event `a` (by their
+    /// top-level op, `key[0]`). Every thread runs each top-level op once, so that barrier's one
+    /// instance orders each thread's events before it before each thread's events after it.
+    fn barrier_between(&self, e: usize, a: usize) -> bool {
+        let (p, q) = (self.ev[e].key[0], self.ev[a].key[0]);
+        if p + 1 >= q {
+            return false;
+        }
+        let mut memo = self.rounds_idx.barriers.borrow_mut();
+        let before = memo.get_or_insert_with(|| {
+            let top = self.k.region_ops(self.k.body());
+            let mut n = 0;
+            let mut v = Vec::with_capacity(top.len() + 1);
+            for &o in top {
+                v.push(n);
+                n += matches!(self.k.ops[o].kind, OpKind::Barrier) as u32;
+            }
+            v.push(n);
+            v
+        });
+        let at = |i: i64| usize::try_from(i).ok().and_then(|i| before.get(i)).copied();
+        // Barriers at indexes p + 1 ..= q - 1: those before q less those before p + 1.
+        matches!((at(p + 1), at(q)), (Some(x), Some(y)) if y > x)
     }
 
     /// Whether round 0 of the slot of `idx` can complete before `expect_tx` event `e`: `e` is

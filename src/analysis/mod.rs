@@ -6,6 +6,7 @@ pub mod completion_blockers;
 pub mod conflicts;
 pub(crate) mod every_path;
 pub mod footprint;
+pub mod guards;
 pub mod hazards;
 pub mod inflight;
 pub mod layout_owners;

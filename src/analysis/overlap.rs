@@ -336,6 +336,11 @@ enum Period {
 
 
 impl<'k> Overlap<'k> {
+    /// The value ranges of the kernel (one [`crate::ir::ranges::Ranges`] pass, shared).
+    pub fn ranges(&self) -> &crate::ir::ranges::Ranges {
+        &self.ranges
+    }
+
     pub fn new(k: &'k Kernel, warp: u32) -> Self {
         Overlap {
             k,

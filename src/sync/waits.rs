@@ -302,15 +302,48 @@ impl Planner {
             "insert `mbar_wait` on the copy's mbarrier slot with its phase parity before the access".into()
         });
         for (p, _) in list {
-            self.diags.push((
-                op,
-                p.op,
-                Diagnostic::error(DiagKind::Finding, "E0602", "a shared access may observe a TMA load whose mbarrier phase is not waited for")
-                    .with_label(flow.k.span(op), "this access may observe the copy")
-                    .with_label(flow.k.span(p.op), "TMA load issued here")
-                    .with_help(help.clone()),
-            ));
+            let mut d = Diagnostic::error(DiagKind::Finding, "E0602", "a shared access may observe a TMA load whose mbarrier phase is not waited for")
+                .with_label(flow.k.span(op), "this access may observe the copy")
+                .with_label(flow.k.span(p.op), "TMA load issued here")
+                .with_help(help.clone());
+            if let Some(note) = guarded_wait_note(flow, op, p.op) {
+                d = d.with_note(note);
+            }
+            self.diags.push((op, p.op, d));
         }    }
+}
+
+/// A note naming a wait on TMA load `copy`'s mbarrier that runs under a guard the access
+/// `op` is not under and that `analysis::guards` does not show to hold on every execution:
+/// such a wait completes the copy only on the paths that run it (docs/async.md, "Guards that
+/// always hold").
+fn guarded_wait_note(flow: &Flow<'_>, op: Op, copy: Op) -> Option<String> {
+    let k = flow.k;
+    let OpKind::TmaLoad { mbar, .. } = &k.ops[copy].kind else { return None };
+    let parents = k.parents();
+    let op_anc = parents.ancestors(op);
+    let mut found = None;
+    k.walk(|w| {
+        if found.is_some() || !matches!(&k.ops[w].kind, OpKind::MbarWait { mbar: m, .. } if m == mbar) {
+            return;
+        }
+        let guard = parents.ancestors(w).into_iter().find(|&g| {
+            matches!(k.ops[g].kind, OpKind::If { .. })
+                && !op_anc.contains(&g)
+                && !crate::analysis::guards::always_then(k, flow.overlap.ranges(), g)
+        });
+        found = guard.map(|g| (w, g));
+    });
+    let (w, g) = found?;
+    let cond = match &k.ops[g].kind {
+        OpKind::If { cond: Operand::Value(c) } => format!("%{}", k.value_name(*c)),
+        _ => "a constant".into(),
+    };
+    Some(format!(
+        "{} runs only under `if {}`, whose condition is not shown to hold on every execution (smemsync reads a guard as absent only where the value ranges prove it always true): the wait is not taken for the paths that skip it",
+        op_label(k, w),
+        cond
+    ))
 }
 
 /// The loop a consumer's wait can be hoisted out of, with the needed copies as they are
