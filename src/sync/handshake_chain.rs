@@ -26,6 +26,10 @@
 //!   buffer's first index, `view @X[%s]`), so both roles name element `j` exactly for slot
 //!   `j`, or the same constant in both roles (one mbarrier for every slot).
 //!
+//! Pinned buffers whose bytes overlap are one buffer for the pairs (`ir::layout::share_bytes`,
+//! docs/ir.md); the slot-relative element applies across two of them only when they hold
+//! every element at the same bytes (`ir::layout::same_bytes`), else only a constant one.
+//!
 //! A branch without a loop in its arms runs each access once, and `mbar_protocol` keys the
 //! earlier arm first: only the direction from the earlier arm to the later one is required.
 //! With both chains for every pair, each execution of `y` follows the executions of `x` keyed

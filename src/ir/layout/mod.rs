@@ -669,8 +669,9 @@ fn pair_differs(
 
 /// Whether shared buffers `b` and `c` may share a byte: one buffer, or two pinned buffers
 /// whose byte ranges overlap, padding included (docs/ir.md: unpinned buffers never alias).
-/// A buffer whose layout smemsync cannot decode is taken to reach the end of shared memory
-/// (its padding is unknown). O(1) plus the layouts' decoding.
+/// A buffer whose layout smemsync cannot decode is taken at its row-major extent, as in
+/// [`inexact_aliases`] (a layout places elements within the buffer). O(1) plus the layouts'
+/// decoding.
 pub fn share_bytes(k: &Kernel, b: crate::ir::Buffer, c: crate::ir::Buffer) -> bool {
     if b == c {
         return true;
@@ -681,7 +682,7 @@ pub fn share_bytes(k: &Kernel, b: crate::ir::Buffer, c: crate::ir::Buffer) -> bo
     };
     let end = |x: crate::ir::Buffer, o: u64, d: &crate::ir::BufferData| match address_map(k, x) {
         Known(m) => (o + m.as_ref().map_or(d.elements(), |x| x.span()) * d.elem.bytes()).max(o + d.bytes()),
-        Unknown => u64::MAX,
+        Unknown => o + d.bytes(),
     };
     ob.max(oc) < end(b, ob, bd).min(end(c, oc, cd))
 }
