@@ -414,12 +414,7 @@ fn communicated(out: &mut Handshakes, br: Op) -> Result<Option<ArmAccesses>, Box
     let (mut at, mut ae) = (Vec::new(), Vec::new());
     accesses(k, rt, &mut at);
     accesses(k, re, &mut ae);
-    let bt: HashSet<Buffer> = at.iter().map(|a| a.buffer).collect();
-    let shared: HashSet<Buffer> = ae
-        .iter()
-        .map(|a| a.buffer)
-        .filter(|b| bt.contains(b))
-        .collect();
+    let shared = shared_buffers(k, &at, &ae);
     if shared.is_empty() {
         redundant_handshakes(out, br);
         return Ok(None);
@@ -446,9 +441,57 @@ fn communicated(out: &mut Handshakes, br: Op) -> Result<Option<ArmAccesses>, Box
             .with_note("`smemsync check` verifies them (races, deadlocks, parities)"),
         ));
     }
+    if let Some(d) = aliased_conflict(k, br, &at, &ae) {
+        out.errors.push(d);
+        return Ok(None);
+    }
     let at: Vec<Access> = at.into_iter().filter(|a| shared.contains(&a.buffer)).collect();
     let ae: Vec<Access> = ae.into_iter().filter(|a| shared.contains(&a.buffer)).collect();
     Ok(Some((at, ae)))
+}
+
+/// The buffers of the two arms' accesses (`at`, `ae`) that the other arm also accesses, or
+/// that share bytes with a buffer the other arm accesses where one of the two writes (a
+/// pinned buffer overlapping it, `ir::layout::share_bytes`). O(|at| · |ae|).
+fn shared_buffers(k: &Kernel, at: &[Access], ae: &[Access]) -> HashSet<Buffer> {
+    let mut shared = HashSet::new();
+    for x in at {
+        for y in ae {
+            let conflict = (x.write || y.write) && crate::ir::layout::share_bytes(k, x.buffer, y.buffer);
+            if x.buffer == y.buffer || conflict {
+                shared.insert(x.buffer);
+                shared.insert(y.buffer);
+            }
+        }
+    }
+    shared
+}
+
+/// E0307 for a cross-role conflict (one access a write) between two different buffers that
+/// share bytes: the handshake placement pairs a producer's slot with a consumer's slot of
+/// one buffer, so it cannot order them (docs/pipeline.md); `sync` refuses rather than leave
+/// the conflict unordered.
+fn aliased_conflict(k: &Kernel, br: Op, at: &[Access], ae: &[Access]) -> Option<Diagnostic> {
+    let (x, y) = at.iter().flat_map(|x| ae.iter().map(move |y| (x, y))).find(|(x, y)| {
+        x.buffer != y.buffer
+            && (x.write || y.write)
+            && crate::ir::layout::share_bytes(k, x.buffer, y.buffer)
+    })?;
+    let name = |b: Buffer| format!("@{}", k.buffers[b].name);
+    let (bx, by) = (name(x.buffer), name(y.buffer));
+    Some(
+        Diagnostic::error(
+            DiagKind::Finding,
+            "E0307",
+            format!(
+                "the roles access {bx} and {by}, pinned at overlapping bytes: smemsync places handshakes per buffer slot and cannot order accesses through two aliasing buffers"
+            ),
+        )
+        .with_label(k.span(x.op), format!("accesses {bx} here"))
+        .with_label(k.span(y.op), format!("accesses {by} here, the same bytes"))
+        .with_label(k.span(br), "role branch")
+        .with_help(format!("access the slots through one buffer in both roles ({bx} or {by}), or write the handshakes by hand")),
+    )
 }
 
 /// Places the handshakes of one role branch.

@@ -34,6 +34,10 @@
 //! then returns after the release, so no execution of `x` on a slot precedes one of `y` on it
 //! (a prologue loop's loads, J1b; docs/pipeline.md, "First fills").
 //!
+//! Pinned buffers whose bytes overlap are one buffer for the pairs (`ir::layout::share_bytes`,
+//! docs/ir.md); the slot-relative element applies across two of them only when they hold
+//! every element at the same bytes (`ir::layout::same_bytes`), else only a constant one.
+//!
 //! A branch without a loop in its arms runs each access once, and `mbar_protocol` keys the
 //! earlier arm first: only the direction from the earlier arm to the later one is required.
 //! With both chains for every pair, each execution of `y` follows the executions of `x` keyed
@@ -112,7 +116,8 @@ pub(crate) fn missing_chains(
     for i in 0..acc.len() {
         for j in 0..acc.len() {
             let (x, y) = (&acc[i], &acc[j]);
-            if x.buffer != y.buffer || !(x.write || y.write) || !cross_role(&paths[i], &paths[j]) {
+            let aliases = crate::ir::layout::share_bytes(k, x.buffer, y.buffer);
+            if !aliases || !(x.write || y.write) || !cross_role(&paths[i], &paths[j]) {
                 continue;
             }
             // Direction x -> y; the loop visits (j, i) for the other one. Without a loop in
@@ -121,10 +126,15 @@ pub(crate) fn missing_chains(
             if !looped && !arm_before(&paths[i], &paths[j]) {
                 continue;
             }
+            // "The access's own slot" names the same bytes in both roles only on one buffer
+            // (or two pinned alike); across other aliasing buffers only a constant element
+            // (one mbarrier for every slot) orders them.
+            let by_slot = crate::ir::layout::same_bytes(k, x.buffer, y.buffer);
             let ok = {
                 let rel = cx.release(x.op, x.slot);
                 let acq = cx.acquire(y.op, y.slot);
-                rel.iter().any(|e| acq.contains(e)) || cx.first_fill(x, y)
+                rel.iter().any(|e| (by_slot || e.1.is_some()) && acq.contains(e))
+                    || (by_slot && cx.first_fill(x, y))
             };
             if !ok && seen.insert((x.op, y.op)) {
                 out.push(cx.report(x, y, (&paths[i], &paths[j])));
@@ -417,6 +427,14 @@ impl Cx<'_> {
         let k = self.k;
         let (rx, ry) = (self.role_name(px), self.role_name(py));
         let buf = format!("@{}", k.buffers[x.buffer].name);
+        let ybuf = match x.buffer == y.buffer {
+            true => buf.clone(),
+            false => format!("@{}", k.buffers[y.buffer].name),
+        };
+        let through = match x.buffer == y.buffer {
+            true => String::new(),
+            false => format!(" (through {ybuf}, pinned at bytes of {buf})"),
+        };
         let verb = |w: bool| if w { "writes" } else { "reads" };
         let slot = match x.slot {
             Some(Operand::Value(v)) => match k.value_names.get(v) {
@@ -434,13 +452,13 @@ impl Cx<'_> {
             None => format!("{rx} signals none of them after its access (it arrives on {arrives})"),
         };
         let msg = format!(
-            "{rx} {} {buf}{slot}; {ry} {} it after waiting only on {} in that iteration; {signals}: no mbarrier handshake orders {ry}'s access after {rx}'s",
+            "{rx} {} {buf}{slot}; {ry} {} it{through} after waiting only on {} in that iteration; {signals}: no mbarrier handshake orders {ry}'s access after {rx}'s",
             verb(x.write),
             verb(y.write),
             self.sync_list(y.op, true),
         );
         Diagnostic::error(DiagKind::Finding, "E0307", msg)
-            .with_label(k.span(y.op), format!("{ry} {} {buf} here", verb(y.write)))
+            .with_label(k.span(y.op), format!("{ry} {} {ybuf} here", verb(y.write)))
             .with_label(k.span(x.op), format!("{rx} {} it here: no chain to the access above", verb(x.write)))
             .with_note("a hand-written handshake orders the roles only where the earlier access is followed by an arrival (after the access, in its iteration) on an mbarrier slot the later role waits on before its access (docs/pipeline.md)")
             .with_help(format!("make {ry} wait before its access on an mbarrier {rx} arrives on after its access (the `empty`/`full` pair of the slot), or let `sync` place the handshakes: remove them from both roles"))

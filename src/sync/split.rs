@@ -31,6 +31,13 @@
 //!    `lgkmcnt(0)` wait or `barrier`, or since the kernel's start): a one-bit forward
 //!    dataflow (`drop_clean_dscnt`).
 //!
+//! A split signal already in the input (the user's `barrier_signal; barrier_wait`, which
+//! placement counts as a block barrier when the halves are adjacent) gets the same
+//! `waitcnt dscnt(0)` before it unless one is right there (`fence_hand_written_signals`), and
+//! step 4 drops it again where it finds nothing outstanding: without it an LDS store (or load)
+//! of the wave still in flight at the signal is unordered with the accesses after the wait
+//! (session 36's L10). A `dscnt(n > 0)` or a wait under a branch does not count.
+//!
 //! Why this is correct: a shared access before B is before the `dscnt(0)` and the signal, in
 //! program order, on every path; one after B is after the wait. Between the halves there are
 //! only accesses to registers and global memory, which the barrier never ordered for the
@@ -191,12 +198,13 @@ pub fn lower_to_split(
             insert_signal(&mut out, r, idx);
         }
     }
+    let added = fence_hand_written_signals(&mut out);
     // Slide every signal up and every wait down within its region.
     let regions: Vec<Region> = out.regions().keys().collect();
     for r in regions {
         slide(&mut out, r, &mut memo);
     }
-    let dscnt_dropped = drop_clean_dscnt(&mut out);
+    let dscnt_dropped = drop_clean_dscnt(&mut out, &added);
     let mut stats = stats(&out, bounds);
     stats.absorbed = drop.len();
     stats.dscnt_dropped = dscnt_dropped;
@@ -227,13 +235,44 @@ fn rotate(out: &mut Kernel, parents: &Parents, l: Op, r: Region) {
     insert_signal(out, outer, li);
 }
 
+/// Writes `waitcnt dscnt(0)` before each split signal of the user's (one not already right
+/// after such a wait; the lowering's own signals always are). Placement counts an adjacent
+/// hand-written `barrier_signal; barrier_wait` as a block barrier (`SyncModel::must_sync`),
+/// and a signal releases only the wave's completed LDS operations: without the wait a store
+/// (or load) still outstanding at the signal is unordered with the accesses after the wait.
+/// A `dscnt(n > 0)` wait or one under a branch is not enough. The waits that find no LDS
+/// operation outstanding are dropped again by [`drop_clean_dscnt`]. Returns the waits written.
+fn fence_hand_written_signals(k: &mut Kernel) -> std::collections::HashSet<Op> {
+    let mut added = std::collections::HashSet::new();
+    let regions: Vec<Region> = k.regions().keys().collect();
+    for r in regions {
+        let ops = k.region_ops(r).to_vec();
+        let mut with = Vec::with_capacity(ops.len());
+        for (i, &o) in ops.iter().enumerate() {
+            let fenced = i > 0 && is_dscnt0(k, ops[i - 1]);
+            if matches!(k.ops[o].kind, OpKind::SplitSignal(_)) && !fenced {
+                let d = k.new_op(OpKind::WaitCnt(vec![(Counter::DsCnt, 0)]), &[], vec![]);
+                added.insert(d);
+                with.push(d);
+            }
+            with.push(o);
+        }
+        if with.len() != ops.len() {
+            k.set_region_ops(r, with);
+        }
+    }
+    added
+}
+
 /// Removes each `waitcnt dscnt(0)` just before a split signal that no shared access precedes
 /// since the previous `dscnt(0)`/`lgkmcnt(0)` wait or `barrier`, on any path: the wave has no
 /// LDS operation outstanding there. A forward dataflow over the structured kernel whose state
 /// is one bit, "an LDS operation may be outstanding" (join: or). Each op's transfer function
 /// is a [`Fence`] (memoized per region), so a loop's head is its entry or-ed with whether its
 /// body may leave an LDS operation outstanding, and every op is walked once: O(ops).
-fn drop_clean_dscnt(k: &mut Kernel) -> usize {
+/// Returns the number dropped, not counting those in `added` (written by
+/// [`fence_hand_written_signals`] and dropped again: no wait of the input is left out).
+fn drop_clean_dscnt(k: &mut Kernel, added: &std::collections::HashSet<Op>) -> usize {
     let mut fences = HashMap::new();
     let mut clean = std::collections::HashSet::new();
     walk_lds(k, k.body(), false, &mut fences, &mut clean);
@@ -251,7 +290,10 @@ fn drop_clean_dscnt(k: &mut Kernel) -> usize {
             .filter(|&(i, o)| !(clean.contains(o) && next_is_signal(i)))
             .map(|(_, &o)| o)
             .collect();
-        dropped += ops.len() - keep.len();
+        dropped += ops
+            .iter()
+            .filter(|o| !keep.contains(o) && !added.contains(o))
+            .count();
         k.set_region_ops(r, keep);
     }
     dropped

@@ -667,6 +667,40 @@ fn pair_differs(
     (0..n).any(|e| rm(e) != slot(m.map_or(e, |x| x.offset(e))))
 }
 
+/// Whether shared buffers `b` and `c` may share a byte: one buffer, or two pinned buffers
+/// whose byte ranges overlap, padding included (docs/ir.md: unpinned buffers never alias).
+/// A buffer whose layout smemsync cannot decode is taken at its row-major extent, as in
+/// [`inexact_aliases`] (a layout places elements within the buffer). O(1) plus the layouts'
+/// decoding.
+pub fn share_bytes(k: &Kernel, b: crate::ir::Buffer, c: crate::ir::Buffer) -> bool {
+    if b == c {
+        return true;
+    }
+    let (bd, cd) = (&k.buffers[b], &k.buffers[c]);
+    let (Some(ob), Some(oc)) = (bd.offset, cd.offset) else {
+        return false;
+    };
+    let end = |x: crate::ir::Buffer, o: u64, d: &crate::ir::BufferData| match address_map(k, x) {
+        Known(m) => (o + m.as_ref().map_or(d.elements(), |x| x.span()) * d.elem.bytes()).max(o + d.bytes()),
+        Unknown => o + d.bytes(),
+    };
+    ob.max(oc) < end(b, ob, bd).min(end(c, oc, cd))
+}
+
+/// Whether shared buffers `b` and `c` hold every element at the same bytes: one buffer, or
+/// two pinned at one offset with one element type, shape and layout (element `e` of one is
+/// element `e` of the other, so index `j` of the first dimension names the same bytes in
+/// both).
+pub fn same_bytes(k: &Kernel, b: crate::ir::Buffer, c: crate::ir::Buffer) -> bool {
+    let (bd, cd) = (&k.buffers[b], &k.buffers[c]);
+    b == c
+        || (bd.offset.is_some()
+            && bd.offset == cd.offset
+            && bd.elem == cd.elem
+            && bd.shape == cd.shape
+            && bd.layout == cd.layout)
+}
+
 /// The pairs `(b, c)` (`b < c`) of different pinned data buffers that share bytes (padding
 /// included) where the pairing of their elements at real addresses is not known to be the
 /// row-major one: a layout smemsync cannot decode on either (unknown address map), or known
