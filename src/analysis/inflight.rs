@@ -393,7 +393,7 @@ impl Completions {
     /// The executions of `copy` that wait `w` completes, in the order of `by_wait[w]`
     /// (through the index of [`PairIndex`]; without it, `SMEMSYNC_COMPLETIONS_NO_INDEX`, a
     /// filter of the wait's list: the oracle).
-    pub(crate) fn completed_by(&self, w: Op, copy: Op) -> Box<dyn Iterator<Item = &Completed> + '_> {
+    pub fn completed_by(&self, w: Op, copy: Op) -> Box<dyn Iterator<Item = &Completed> + '_> {
         let list = self.by_wait.get(&w).map_or(&[][..], Vec::as_slice);
         match self.pairs.of(&self.by_wait, (w, copy)) {
             Some(ix) => Box::new(ix.iter().map(move |&i| &list[i as usize])),
