@@ -4,6 +4,9 @@
 //! query and in the waits, completions and barriers planned from them; and the completions'
 //! index of each wait's executions by copy (`Completions::completed_by`) lists what a filter
 //! of the wait's list lists, also once the lists changed after the index was built.
+//!
+//! CI (the debug build) runs the examples, the file tests and the 32×32×32 GEMMs; the
+//! 64×64×32 GEMMs on three targets are the ignored tests (`--release -- --ignored`).
 
 use smemsync::analysis::inflight::{
     Completions, Flow, FlowMemo, InFlight, Visitor, completions_memo,
@@ -17,19 +20,23 @@ use smemsync::target::Target;
 mod common;
 use common::switch::{self, Named};
 
-/// The examples, the async and placement file tests, and the 64×64×32 GEMMs (64 and 256
+/// The examples and the async and placement file tests, with GEMMs at `shape` (64 and 256
 /// threads, copies unrolled; 64 threads rolled), whose unrolled copies make near sets of a
 /// few copies among hundreds.
-fn kernels() -> Vec<Named> {
+fn kernels(shape: (u32, u32, u32)) -> Vec<Named> {
     let mut out = switch::async_and_placement_kernels();
     out.extend(switch::gemm_kernels(
-        (64, 64, 32),
+        shape,
         &[(64, true), (256, true), (64, false)],
     ));
     out
 }
 
-const TARGETS: [&str; 3] = ["sm_80", "sm_90", "gfx950"];
+/// CI's list (the debug build): the small GEMMs. The 64×64×32 ones are the ignored tests.
+const SMALL: (u32, u32, u32) = (32, 32, 32);
+const LARGER: (u32, u32, u32) = (64, 64, 32);
+
+const TARGETS: [&str; 2] = ["sm_80", "gfx950"];
 
 /// Every conflict query of one run of the solver: the op and, per state, its conflicts.
 #[derive(Default)]
@@ -57,11 +64,20 @@ fn queries(k: &Kernel, t: &Target, index: bool) -> (Vec<String>, u64) {
 
 #[test]
 fn the_index_answers_every_conflict_query_as_the_scan() {
-    let ks = kernels();
+    assert_queries_equal(&kernels(SMALL), &TARGETS);
+}
+
+#[test]
+#[ignore = "a minute in a debug build: run with --release -- --ignored"]
+fn the_index_answers_every_conflict_query_of_the_larger_gemms_as_the_scan() {
+    assert_queries_equal(&kernels(LARGER), &["sm_80", "sm_90", "gfx950"]);
+}
+
+fn assert_queries_equal(ks: &[Named], targets: &[&str]) {
     let mut indexed = 0;
-    for t in TARGETS {
+    for t in targets {
         let t = Target::from_name(t).unwrap();
-        for (name, k) in &ks {
+        for (name, k) in ks {
             let (on, n) = queries(k, &t, true);
             let (off, m) = queries(k, &t, false);
             assert_eq!(m, 0, "{name}: the switch turns the index off");
@@ -83,10 +99,23 @@ fn the_index_answers_every_conflict_query_as_the_scan() {
 
 #[test]
 fn the_index_changes_no_wait_completion_or_barrier() {
+    assert_pipeline_equal(
+        &switch::gemm_kernels(SMALL, &[(64, true), (256, true)]),
+        &["sm_80"],
+    );
+}
+
+#[test]
+#[ignore = "minutes in a debug build: run with --release -- --ignored"]
+fn the_index_changes_no_wait_completion_or_barrier_of_the_larger_gemms() {
+    assert_pipeline_equal(&kernels(LARGER), &["sm_80", "sm_90", "gfx950"]);
+}
+
+fn assert_pipeline_equal(ks: &[Named], targets: &[&str]) {
     switch::assert_switch_changes_nothing(
         "waits, completions and barriers",
-        &kernels(),
-        &TARGETS,
+        ks,
+        targets,
         |k, t, index| {
             let mut pm = PlaceMemo {
                 flow: FlowMemo::for_kernel(k),
@@ -123,9 +152,19 @@ fn assert_index_lists_the_filter(c: &Completions, what: &str) -> usize {
 
 #[test]
 fn completed_by_lists_each_waits_executions_of_a_copy() {
+    assert_completed_by(&kernels(SMALL), 100);
+}
+
+#[test]
+#[ignore = "a minute in a debug build: run with --release -- --ignored"]
+fn completed_by_lists_each_waits_executions_of_a_copy_of_the_larger_gemms() {
+    assert_completed_by(&kernels(LARGER), 1000);
+}
+
+fn assert_completed_by(ks: &[Named], at_least: usize) {
     let t = Target::from_name("sm_80").unwrap();
     let mut listed = 0;
-    for (name, k) in &kernels() {
+    for (name, k) in ks {
         let Some(mut c) = completions_with_waits(k, &t) else {
             continue;
         };
@@ -140,5 +179,5 @@ fn completed_by_lists_each_waits_executions_of_a_copy() {
         list.push(x);
         assert_index_lists_the_filter(&c, &format!("{name} with an execution added at {w:?}"));
     }
-    assert!(listed > 1000, "{listed} executions listed");
+    assert!(listed > at_least, "{listed} executions listed");
 }
