@@ -230,7 +230,10 @@ pub struct Completions {
 /// lookup whose count no longer matches (the lists changed) filters the list instead.
 /// Printed as nothing: a cache, not a result.
 #[derive(Clone, Default)]
-struct PairIndex(std::cell::OnceCell<(usize, HashMap<(Op, Op), Vec<u32>>)>);
+struct PairIndex(std::cell::OnceCell<(usize, PairPositions)>);
+
+/// Per (wait, copy), the positions of the copy's executions in the wait's list.
+type PairPositions = HashMap<(Op, Op), Vec<u32>>;
 
 impl std::fmt::Debug for PairIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -247,7 +250,7 @@ impl PairIndex {
         }
         let count = by_wait.values().map(Vec::len).sum::<usize>();
         let (n, ix) = self.0.get_or_init(|| {
-            let mut ix: HashMap<(Op, Op), Vec<u32>> = HashMap::default();
+            let mut ix = PairPositions::default();
             for (&w, list) in by_wait {
                 for (i, c) in list.iter().enumerate() {
                     ix.entry((w, c.copy)).or_default().push(i as u32);
