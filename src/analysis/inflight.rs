@@ -648,7 +648,7 @@ pub struct FlowMemo {
     /// test with.
     pub no_dims: bool,
     /// Scan every entry of the state in [`Flow::conflict_ids`], never visiting only the
-    /// entries of the consumer's near copies through [`FlowMemo::by_copy`]: the oracle the
+    /// entries of the consumer's near copies through `FlowMemo::by_copy`: the oracle the
     /// tests compare the index with (also `SMEMSYNC_INFLIGHT_NO_INDEX`).
     pub no_index: bool,
     /// Prepare every overlap question on its own, never through the memo of preparations by
@@ -809,7 +809,7 @@ pub struct FlowStats {
     /// no op of its body may meet them (`Flow::split_quiet`).
     pub quiet: u64,
     /// Conflict queries answered through the index of entries by copy
-    /// ([`Flow::near_entries`]) instead of a scan of the state.
+    /// (`Flow::near_entries`) instead of a scan of the state.
     pub indexed: u64,
 }
 
