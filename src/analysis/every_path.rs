@@ -426,7 +426,7 @@ fn in_loop_candidate(
         if !anc.contains(&l) || deeper.is_some_and(|d| anc.contains(&d)) {
             continue;
         }
-        for cc in c.by_wait.get(&w).into_iter().flatten().filter(|cc| cc.copy == copy) {
+        for cc in c.completed_by(w, copy) {
             let Some((_, IterTag::Dist(d))) = cc.tags.iter().find(|(tl, _)| *tl == l) else {
                 continue;
             };

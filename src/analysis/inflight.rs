@@ -219,6 +219,52 @@ pub struct Completions {
     pub warnings: Vec<crate::diag::Diagnostic>,
     /// Program positions of the kernel's ops, for [`Completions::loop_completion`].
     positions: Positions,
+    /// The executions of each copy in each wait's list, for [`Completions::completed_by`].
+    pairs: PairIndex,
+}
+
+/// The positions in `by_wait[w]` of the executions of each copy, per (wait, copy), built on
+/// the first [`Completions::completed_by`] (a filter of the wait's whole list per question
+/// was 7% of `sync` on the unrolled 64-thread GEMM: a wait there completes thousands of
+/// executions of 512 copies), with the number of executions listed when it was built. A
+/// lookup whose count no longer matches (the lists changed) filters the list instead.
+/// Printed as nothing: a cache, not a result.
+#[derive(Clone, Default)]
+struct PairIndex(std::cell::OnceCell<(usize, PairPositions)>);
+
+/// Per (wait, copy), the positions of the copy's executions in the wait's list.
+type PairPositions = HashMap<(Op, Op), Vec<u32>>;
+
+impl std::fmt::Debug for PairIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("_")
+    }
+}
+
+impl PairIndex {
+    /// The positions of `copy`'s executions in `w`'s list of `by_wait` (increasing), or
+    /// `None` when the index is off or was built for other lists.
+    fn of<'a>(&'a self, by_wait: &BTreeMap<Op, Vec<Completed>>, (w, copy): (Op, Op)) -> Option<&'a [u32]> {
+        if no_pairs_env() {
+            return None;
+        }
+        let count = by_wait.values().map(Vec::len).sum::<usize>();
+        let (n, ix) = self.0.get_or_init(|| {
+            let mut ix = PairPositions::default();
+            for (&w, list) in by_wait {
+                for (i, c) in list.iter().enumerate() {
+                    ix.entry((w, c.copy)).or_default().push(i as u32);
+                }
+            }
+            (count, ix)
+        });
+        (*n == count).then(|| ix.get(&(w, copy)).map_or(&[][..], Vec::as_slice))
+    }
+}
+
+fn no_pairs_env() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_COMPLETIONS_NO_INDEX").is_some())
 }
 
 /// Program positions by op index (`usize::MAX`: not placed), computed on the first
@@ -347,13 +393,15 @@ impl Completions {
         }
     }
 
-    /// The executions of `copy` that wait `w` completes.
-    fn completed_by(&self, w: Op, copy: Op) -> impl Iterator<Item = &Completed> {
-        self.by_wait
-            .get(&w)
-            .into_iter()
-            .flatten()
-            .filter(move |c| c.copy == copy)
+    /// The executions of `copy` that wait `w` completes, in the order of `by_wait[w]`
+    /// (through the index of [`PairIndex`]; without it, `SMEMSYNC_COMPLETIONS_NO_INDEX`, a
+    /// filter of the wait's list: the oracle).
+    pub fn completed_by(&self, w: Op, copy: Op) -> Box<dyn Iterator<Item = &Completed> + '_> {
+        let list = self.by_wait.get(&w).map_or(&[][..], Vec::as_slice);
+        match self.pairs.of(&self.by_wait, (w, copy)) {
+            Some(ix) => Box::new(ix.iter().map(move |&i| &list[i as usize])),
+            None => Box::new(list.iter().filter(move |c| c.copy == copy)),
+        }
     }
 
     /// For a copy outside every loop: its first completing wait in program order.
@@ -374,9 +422,8 @@ impl Completions {
     /// iteration (`Pre(0)`) of every loop around `w` that does not enclose the copy
     /// (`copy_loops`: the copy's ancestors).
     pub(crate) fn completes_on_entry(&self, w: Op, copy: Op, copy_loops: &[Op]) -> bool {
-        self.by_wait.get(&w).into_iter().flatten().any(|c| {
-            c.copy == copy
-                && c.tags
+        self.completed_by(w, copy).any(|c| {
+            c.tags
                     .iter()
                     .filter(|(l, _)| !copy_loops.contains(l))
                     .all(|(_, t)| *t == IterTag::Pre(0))
@@ -468,6 +515,16 @@ impl Answers {
         }
     }
 
+    /// Whether the answer held for entry `e` is a plain "no" (the common case of a
+    /// conflict query's scan, tested before [`Answers::get`]).
+    #[inline]
+    fn is_no(&self, e: EntryId) -> bool {
+        let i = e.index();
+        self.bits
+            .get(i / 32)
+            .is_some_and(|w| (w >> (2 * (i % 32))) & 3 == 1)
+    }
+
     /// Records the answer for entry `e`.
     fn set(&mut self, e: EntryId, a: Answer) {
         let i = e.index();
@@ -489,7 +546,35 @@ impl Answers {
     }
 }
 
+/// The hits and the entries still to answer of one conflict query ([`Flow::conflict_ids`]).
+type Found<'a> = (
+    &'a mut Vec<(Queue, EntryId, i32)>,
+    &'a mut Vec<(Queue, EntryId, i32)>,
+);
+
 impl Consumer {
+    /// One entry of a conflict query: a known "yes" goes to the hits, a noted or unasked
+    /// entry of a copy this consumer may meet to the entries still to answer. An unasked
+    /// entry of a copy the consumer cannot meet is `No` (without a note: what
+    /// `Flow::decide` answers, `Flow::apart`): not asked, and recorded so that the next
+    /// visit reads one slot instead of the copy's position (not counted as an answer).
+    fn visit(&mut self, table: &Entries, pos: &[u32], found: &mut Found<'_>, x: (Queue, EntryId, i32)) {
+        let e = x.1;
+        match self.answers.get(e) {
+            Answer::No => {}
+            Answer::Yes => found.0.push(x),
+            Answer::Noted(_) => found.1.push(x),
+            Answer::Unasked => {
+                let p = pos.get(table.op(e).index()).copied().unwrap_or(u32::MAX);
+                if self.may_meet(p) {
+                    found.1.push(x);
+                } else {
+                    self.answers.set(e, Answer::No);
+                }
+            }
+        }
+    }
+
     /// Whether the async op at position `p` of [`FlowMemo::asyncs`] may meet this consumer
     /// (`u32::MAX`, an op not listed: it may).
     fn may_meet(&self, p: u32) -> bool {
@@ -538,6 +623,11 @@ pub struct FlowMemo {
     /// widened entry depends on the consumer only through the loops around it, which
     /// inserting sync ops does not change.
     widened: HashMap<(Option<Op>, EntryId, Widening), Option<EntryId>>,
+    /// The interned entries by the position of their copy in `asyncs` (ids increasing),
+    /// the entries of unlisted ops last; the first `indexed` entries of `entries` are in it
+    /// ([`Flow::index_entries`]).
+    by_copy: Vec<Vec<EntryId>>,
+    indexed: usize,
     /// Solve every loop by iteration, never in closed form (`Flow::closed_form`): the
     /// oracle the tests compare the closed form with.
     pub iterate: bool,
@@ -557,6 +647,10 @@ pub struct FlowMemo {
     /// "apart" by the per-dimension test (`Overlap::dims`): the oracle the tests compare that
     /// test with.
     pub no_dims: bool,
+    /// Scan every entry of the state in [`Flow::conflict_ids`], never visiting only the
+    /// entries of the consumer's near copies through `FlowMemo::by_copy`: the oracle the
+    /// tests compare the index with (also `SMEMSYNC_INFLIGHT_NO_INDEX`).
+    pub no_index: bool,
     /// Prepare every overlap question on its own, never through the memo of preparations by
     /// loop relation (`Overlap::prep_memo`): the oracle the tests compare that memo with.
     pub no_prep: bool,
@@ -683,6 +777,8 @@ pub struct Flow<'k> {
     /// Scratch of [`Flow::conflict_ids`]: the entries whose answer is still to be read or
     /// asked (kept between calls so that its buffer is reused).
     scratch: Vec<(Queue, EntryId, i32)>,
+    /// Scratch of [`Flow::near_entries`] (its buffer reused likewise).
+    near_scratch: Vec<(Queue, EntryId, i32)>,
     /// Whether loop exits keep only the executions that can reach them ([`Flow::exact_exit`]):
     /// on for [`completions`] (what the waits really complete), off for the wait planner
     /// (whose counts are chosen from the merged ages: docs/async.md, "Nested commit loops").
@@ -717,6 +813,9 @@ pub struct FlowStats {
     /// Entries that entered a loop in closed form tagged `Unknown` on it at once, because
     /// no op of its body may meet them (`Flow::split_quiet`).
     pub quiet: u64,
+    /// Conflict queries answered through the index of entries by copy
+    /// (`Flow::near_entries`) instead of a scan of the state.
+    pub indexed: u64,
 }
 
 /// The queue an async op joins on a target, with its shared access.
@@ -767,6 +866,7 @@ impl<'k> Flow<'k> {
             boxes: crate::analysis::boxes::Boxes::new(k, target.warp),
             stats: FlowStats::default(),
             scratch: Vec::new(),
+            near_scratch: Vec::new(),
             exact_exits: false,
             always_then: HashMap::default(),
         }
@@ -810,13 +910,14 @@ impl<'k> Flow<'k> {
         if stats_on() {
             let s = &self.stats;
             eprintln!(
-                "in-flight run: loops={} passes={} closed={} fallbacks={} ops={} entry_checks={} quiet={} entries={} tag_vectors={}",
+                "in-flight run: loops={} passes={} closed={} fallbacks={} ops={} entry_checks={} indexed={} quiet={} entries={} tag_vectors={}",
                 s.loops,
                 s.passes,
                 s.closed,
                 s.fallbacks,
                 s.ops,
                 s.entry_checks,
+                s.indexed,
                 s.quiet,
                 self.memo.entries.len(),
                 self.memo.entries.tag_vectors()
@@ -1809,35 +1910,41 @@ impl<'k> Flow<'k> {
         if !self.consumer_near(op) {
             return out;
         }
-        self.stats.entry_checks += st.iter().count() as u64;
-        let memo = &mut self.memo;
-        let Some(c) = memo.consumers.get_mut(&op) else {
-            return out;
-        };
-        // Known answers without notes are read in place; the others (unasked, or noted) are
-        // handled afterwards in `Pending` order, so that the conservative notes are raised
-        // and replayed in the order of the entries, whatever their ids. The hits go straight
-        // after the register conflicts; the others wait in a scratch vector the solver keeps
-        // (no allocation per consumer once it has grown).
         let start = out.len();
         let mut rest = std::mem::take(&mut self.scratch);
         rest.clear();
-        // An unasked entry of a copy the consumer cannot meet is `No` (without a note: what
-        // `Flow::decide` answers, `Flow::apart`): not asked, and recorded so that the next
-        // visit reads one slot instead of the copy's position (not counted as an answer).
+        let cands = self.near_entries(op, st);
+        let memo = &mut self.memo;
+        let Some(c) = memo.consumers.get_mut(&op) else {
+            self.scratch = rest;
+            return out;
+        };
+        // Known answers without notes are read in place ([`Consumer::visit`]; a plain "no",
+        // most of them, by a two-bit test first); the others (unasked, or noted) are handled
+        // afterwards in `Pending` order, so that the conservative notes are raised and
+        // replayed in the order of the entries, whatever their ids. The hits go straight
+        // after the register conflicts; the others wait in a scratch vector the solver keeps
+        // (no allocation per consumer once it has grown). The entries visited are those of
+        // the near copies ([`Flow::near_entries`]) or, where that list would cost more, all.
         let (table, pos) = (&memo.entries, &memo.async_pos);
-        for (q, list) in st.queues() {
-            for &(e, a) in list {
-                match c.answers.get(e) {
-                    Answer::No => {}
-                    Answer::Yes => out.push((q, e, a)),
-                    Answer::Noted(_) => rest.push((q, e, a)),
-                    Answer::Unasked => {
-                        let p = pos.get(table.op(e).index()).copied().unwrap_or(u32::MAX);
-                        if c.may_meet(p) {
-                            rest.push((q, e, a));
-                        } else {
-                            c.answers.set(e, Answer::No);
+        let mut lists = (&mut out, &mut rest);
+        match cands {
+            Some(v) => {
+                self.stats.entry_checks += v.len() as u64;
+                self.stats.indexed += 1;
+                for &(q, e, a) in &v {
+                    if !c.answers.is_no(e) {
+                        c.visit(table, pos, &mut lists, (q, e, a));
+                    }
+                }
+                self.near_scratch = v;
+            }
+            None => {
+                for (q, list) in st.queues() {
+                    self.stats.entry_checks += list.len() as u64;
+                    for &(e, a) in list {
+                        if !c.answers.is_no(e) {
+                            c.visit(table, pos, &mut lists, (q, e, a));
                         }
                     }
                 }
@@ -1856,6 +1963,77 @@ impl<'k> Flow<'k> {
         }
         self.scratch = rest;
         out
+    }
+
+    /// The entries of `st` whose copy consumer `op` may meet ([`Consumer::may_meet`]), in
+    /// queue order then id order — the order of `st.iter()` — found through the index of
+    /// entries by copy ([`FlowMemo::by_copy`]): for each near copy, each of its interned
+    /// entries is searched in each queue of `st` (a binary search from the last match).
+    /// `None` (scan `st` instead) when the index is off, or when the near copies have so
+    /// many entries that the searches would cost more than the scan. Every entry left out is
+    /// of a copy the consumer cannot meet, whose answer is "no" without a note
+    /// ([`Flow::decide`]), so the scan and this list give the same conflicts.
+    ///
+    /// Cost: `O(words of the near set + n log |st|)` for `n` entries of near copies,
+    /// against `O(|st|)` for the scan.
+    fn near_entries(&mut self, op: Op, st: &InFlight) -> Option<Vec<(Queue, EntryId, i32)>> {
+        if self.memo.no_index || no_index_env() {
+            return None;
+        }
+        self.index_entries();
+        let memo = &self.memo;
+        let c = memo.consumers.get(&op)?;
+        let total = st.iter().count();
+        let unlisted = memo.by_copy.last().map_or(0, Vec::len);
+        let mut n = unlisted;
+        let near = near_positions(&c.near_set);
+        for &p in &near {
+            n += memo.by_copy.get(p).map_or(0, Vec::len);
+        }
+        let steps = usize::BITS - total.leading_zeros();
+        if n * steps as usize >= 4 * total {
+            return None;
+        }
+        let mut v = std::mem::take(&mut self.near_scratch);
+        v.clear();
+        let lists: Vec<&[EntryId]> = (near.iter().copied())
+            .chain([memo.by_copy.len() - 1])
+            .filter_map(|p| memo.by_copy.get(p).map(Vec::as_slice))
+            .collect();
+        for (q, list) in st.queues() {
+            let from = v.len();
+            for ids in &lists {
+                let mut lo = 0;
+                for &e in ids.iter() {
+                    lo += list[lo..].partition_point(|x| x.0 < e);
+                    match list.get(lo) {
+                        Some(&(f, a)) if f == e => v.push((q, e, a)),
+                        Some(_) => {}
+                        None => break,
+                    }
+                }
+            }
+            v[from..].sort_unstable_by_key(|x| x.1);
+        }
+        Some(v)
+    }
+
+    /// Brings [`FlowMemo::by_copy`] up to date with the interned entries (each entry is
+    /// placed once, in id order, so every list stays sorted).
+    fn index_entries(&mut self) {
+        let asyncs = self.async_ops().len();
+        let m = &mut self.memo;
+        if m.by_copy.len() != asyncs + 1 {
+            m.by_copy = vec![Vec::new(); asyncs + 1];
+            m.indexed = 0;
+        }
+        while m.indexed < m.entries.len() {
+            let e = EntryId::from_index(m.indexed);
+            let p = m.async_pos.get(m.entries.op(e).index()).copied().unwrap_or(u32::MAX);
+            let slot = if (p as usize) < asyncs { p as usize } else { asyncs };
+            m.by_copy[slot].push(e);
+            m.indexed += 1;
+        }
     }
 
     /// Creates the memo's record of consumer `op` on first sight; returns whether some async
@@ -2241,6 +2419,24 @@ fn keep_tags_env() -> bool {
 
 /// Whether `SMEMSYNC_INFLIGHT_NO_BOXES` is set: footprint boxes decide no pair apart (for
 /// measuring them, `Flow::apart`).
+/// The positions set in a near set (a bitset over [`FlowMemo::asyncs`]), increasing.
+fn near_positions(set: &[u64]) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (i, &w) in set.iter().enumerate() {
+        let mut w = w;
+        while w != 0 {
+            out.push(i * 64 + w.trailing_zeros() as usize);
+            w &= w - 1;
+        }
+    }
+    out
+}
+
+fn no_index_env() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_NO_INDEX").is_some())
+}
+
 fn no_boxes_env() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("SMEMSYNC_INFLIGHT_NO_BOXES").is_some())

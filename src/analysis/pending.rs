@@ -50,8 +50,7 @@ impl EntryId {
         self.0 as usize
     }
 
-    /// The id of dense index `i` (tests of the side tables indexed by entry).
-    #[cfg(test)]
+    /// The id of dense index `i` (side tables indexed by entry, and their tests).
     pub(crate) fn from_index(i: usize) -> Self {
         EntryId(i as u32)
     }

@@ -61,7 +61,7 @@ pub(crate) fn completes_youngest(
     copy_loops: &[Op],
     (level, in_loop): (usize, Option<u32>),
 ) -> bool {
-    let mut execs = c.by_wait.get(&w).into_iter().flatten().filter(|cc| cc.copy == copy).peekable();
+    let mut execs = c.completed_by(w, copy).peekable();
     if execs.peek().is_some_and(|cc| !in_order(cc.queue)) {
         return true;
     }
@@ -134,7 +134,7 @@ pub(crate) fn untracked_youngest(
         return None;
     }
     let around_w = k.parents().ancestors(w);
-    let execs = c.by_wait.get(&w).into_iter().flatten().filter(|cc| cc.copy == copy);
+    let execs = c.completed_by(w, copy);
     execs.filter(|cc| in_order(cc.queue)).find_map(|cc| {
         let mut long = None;
         let ok = copy_loops.iter().enumerate().all(|(i, &l)| match tag_fit(cc, (i, l), &around_w, (level, in_loop)) {
