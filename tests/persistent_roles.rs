@@ -14,7 +14,9 @@
 //!   arriving before their read, the roles running different trip counts or indices per
 //!   tile, a carried base advancing by the wrong amount) is refused;
 //! - a branch without loops in its arms (one slot, one use per tile) keeps the direction from
-//!   the later arm of one tile to the earlier arm of the next: its early arrival is E0307.
+//!   the later arm of one tile to the earlier arm of the next: its early arrival is E0307;
+//! - named-barrier handshakes in a tile loop are not checked by the chains: their pairs stay
+//!   with the hazard finder, whose barriers make the racing kernel's output race-free.
 //!
 //! Debug-build time: see docs/performance.md (section `persist`).
 
@@ -354,4 +356,35 @@ gstore %Y[%tile, %c], %y
     let bad = src(true);
     assert!(races(&common::parse_verified_as("early", &bad), outer, 4).is_some());
     assert_eq!(sync("early", &bad, outer), Err(vec!["E0307".to_string()]));
+}
+
+/// examples/warp-specialized-named-barriers.kir inside a 2-trip tile loop races (its first
+/// and last iterations skip the `empty` handshakes, so tile 1 refills what tile 0 still
+/// reads). Named barriers are `check`'s, not the chains': the cross-arm pairs stay with the
+/// hazard finder, and `sync`'s output is race-free (an early version of this branch left them
+/// to the chains and printed the racing kernel unchanged).
+#[test]
+fn named_barriers_in_a_tile_loop_stay_with_the_hazard_finder() {
+    let ex = include_str!("../examples/warp-specialized-named-barriers.kir");
+    let body: String = ex
+        .lines()
+        .filter(|l| !l.starts_with("//"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let src = body.replacen(
+        "  %isp = in_group @producer\n",
+        "  for %tile = 0 to 2 step 1 {\n  %isp = in_group @producer\n",
+        1,
+    );
+    let src = format!(
+        "{}  }}\n}}\n",
+        src.trim_end().strip_suffix('}').expect("a kernel")
+    );
+    let outer = Outer::Trips(2);
+    assert!(
+        races(&common::parse_verified_as("named", &src), outer, 4).is_some(),
+        "{src}"
+    );
+    // Accepted with barriers (E0305 warnings) or refused; never its input unchanged.
+    let _ = sync("named", &src, outer);
 }

@@ -213,6 +213,8 @@ fn looped_role_branches(k: &Kernel) -> Vec<Op> {
 /// release/acquire chain, across the loop's iterations too: `sync::handshake_chain`) and the
 /// TMA refills the `empty` waits order. Without hand-written handshakes nothing is done
 /// (`sync` places none inside a loop; the accesses are left to the barrier placer as before).
+/// The pairs across the arms are left to the chains only where the arms hold no named
+/// barrier (the chains do not check those).
 fn looped_branch(out: &mut Handshakes, br: Op) {
     let k = &out.kernel;
     let (rt, re) = (k.ops[br].regions[0], k.ops[br].regions[1]);
@@ -231,8 +233,21 @@ fn looped_branch(out: &mut Handshakes, br: Op) {
         OpKind::TmaLoad { dst, .. } => shared.contains(&k.root_buffer(*dst)),
         _ => false,
     }));
+    // Named barriers are not checked by the chains (`handshake_chain` leaves a branch whose
+    // roles share an id to `check`): its pairs across the arms stay with the hazard finder.
+    if has_named(k, rt) || has_named(k, re) {
+        return;
+    }
     let arm = |acc: &[Access]| (acc.iter()).filter(|a| shared.contains(&a.buffer)).map(|a| a.op).collect();
     out.chained.push([arm(&at), arm(&ae)]);
+}
+
+/// Whether a region holds a named barrier op (`named_sync`, `named_arrive`).
+fn has_named(k: &Kernel, r: Region) -> bool {
+    k.region_ops(r).iter().any(|&o| {
+        matches!(k.ops[o].kind, OpKind::NamedArrive { .. } | OpKind::NamedSync { .. })
+            || k.ops[o].regions.iter().any(|&c| has_named(k, c))
+    })
 }
 
 /// The group of a role branch `if %c` with `%c = in_group @g`.
