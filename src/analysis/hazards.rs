@@ -832,6 +832,19 @@ fn pair_hazards(
         return;
     };
     let (a, b) = (&fp.accesses[ai], &fp.accesses[bi]);
+    // Two arms of a role branch inside a loop whose hand-written handshakes were checked
+    // (`sync::handshake_chain`, E0307 otherwise): a chain orders the pair in every trip. Only
+    // a pair on one buffer (the chains are per buffer; distinct buffers that share bytes
+    // after `plan-smem` keep their hazards).
+    let (oa, ob) = (a.id.op, b.id.op);
+    let one_buffer = k.root_buffer(a.access.mem) == k.root_buffer(b.access.mem);
+    if one_buffer
+        && (cx.memo.chained_roles.iter()).any(|[p, q]| {
+            (p.contains(&oa) && q.contains(&ob)) || (q.contains(&oa) && p.contains(&ob))
+        })
+    {
+        return;
+    }
     if cheap.kind[x].is_async() {
         // Refills of a slot that a placed cross-role handshake orders (`sync::handshake`): the
         // refill waits for the consumers that waited for the previous copy.

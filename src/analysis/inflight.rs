@@ -36,8 +36,9 @@
 //!
 //! # Path classes
 //! One state per valuation of up to [`MAX_ASSUMED`] branch conditions computed once per
-//! thread (outside every loop): an elected thread's `if %lead` around the prologue copies and
-//! around the loop copies takes the same arm, so its counts stay exact. Other conditions join.
+//! thread (outside every loop, or inside one as a pure function of such values): an elected
+//! thread's `if %lead` around the prologue copies and around the loop copies takes the same
+//! arm, so its counts stay exact. Other conditions join.
 //!
 //! # Solver
 //! Sequence = fold; `if` = both arms from the same input, then join; a loop = iterate
@@ -663,6 +664,11 @@ pub struct FlowMemo {
     /// `mbar_wait`s of the kernel that `sync` did not verify (`analysis::mbar_protocol`):
     /// they complete no TMA load.
     pub unverified_waits: std::collections::HashSet<Op>,
+    /// The shared accesses of each arm of every role branch inside a loop whose hand-written
+    /// handshakes `sync::handshake_chain` checked (`sync::handshake::Handshakes::chained`): a
+    /// pair with one access in each arm is ordered by a release/acquire chain, in one trip of
+    /// the loop and across trips, and the hazard finder reports nothing for it.
+    pub chained_roles: Vec<[std::collections::HashSet<Op>; 2]>,
     /// The kernel the memo was made for (debug builds), to check the ids are stable.
     #[cfg(debug_assertions)]
     origin: Option<Vec<OpKind>>,
@@ -949,13 +955,35 @@ impl<'k> Flow<'k> {
 
     /// A branch condition worth tracking: an `i1` computed once per thread (outside every
     /// loop), so that two `if`s on it take the same arm (an elected thread issues the copies
-    /// in one `if` and the next `if %lead` again).
+    /// in one `if` and the next `if %lead` again); or one computed inside a loop from such
+    /// values only (a persistent kernel's `in_group` test in its tile loop): every iteration
+    /// computes the same value, so an assumption made in one holds in the next.
     fn tracked(&mut self, c: Operand) -> Option<Value> {
         let Operand::Value(v) = c else { return None };
-        match self.k.values[v].def {
-            ValueDef::Result(op, _) if self.loops.of(op).is_empty() => Some(v),
-            ValueDef::Param(_) => Some(v),
-            _ => None,
+        self.invariant(v, 0).then_some(v)
+    }
+
+    /// Whether `v` has one value per thread for the whole run: a parameter, a value defined
+    /// outside every loop, or the result of a pure scalar op (`const`, thread and block ids,
+    /// `in_group`, arithmetic, `cmp`, `select`, casts) of such values (depth at most 8).
+    fn invariant(&self, v: Value, depth: u32) -> bool {
+        let k = self.k;
+        let op = match k.values[v].def {
+            ValueDef::Param(_) => return true,
+            ValueDef::Result(op, _) if self.loops.of(op).is_empty() => return true,
+            ValueDef::Result(op, _) if depth < 8 => op,
+            _ => return false,
+        };
+        let ok = |o: &Operand| match o {
+            Operand::Value(x) => self.invariant(*x, depth + 1),
+            _ => true,
+        };
+        match &k.ops[op].kind {
+            OpKind::Const(_) | OpKind::Special(_) | OpKind::InGroup(_) => true,
+            OpKind::Unary(_, a) | OpKind::Cast(_, a) => ok(a),
+            OpKind::Binary(_, a, b) | OpKind::Cmp(_, a, b) => ok(a) && ok(b),
+            OpKind::Select(c, a, b) => ok(c) && ok(a) && ok(b),
+            _ => false,
         }
     }
 

@@ -357,6 +357,7 @@ fn run<W: Keep>(
         footprints: None,
     };
     memo.flow.ordered_tma = hs.ordered_tma.clone();
+    memo.flow.chained_roles = hs.chained.clone();
     memo.flow.unverified_waits = mv.unverified;
     memo.flow.serial_loads = mv.serial_loads;
     // The handshake pass's warnings (W1300: a role branch it could not handle) explain the

@@ -31,6 +31,12 @@
 //! (one producer, several consumer groups) gets mbarrier handshakes, every group waiting on
 //! `full` and arriving on `empty`, whose count is all their threads.
 //!
+//! A role branch inside a loop (a persistent kernel's tile loop) gets no placed handshake;
+//! where its arms hold hand-written ones they are checked as a top-level branch's are
+//! (`sync::handshake_chain`, across the loop's trips too), and the pairs across its arms are
+//! then left to them (`Handshakes::chained`; docs/pipeline.md, "Role branches inside an outer
+//! loop").
+//!
 //! Ids and mbarrier names never clash with the kernel's own. Arms that already hold a
 //! handshake are left as written (the race checker verifies them). Anything outside the shape
 //! is reported (W1300) and left to `smemsync check`, never guessed.
@@ -63,6 +69,10 @@ pub struct Handshakes {
     /// `analysis::mbar_protocol`'s keyed-before pairs (`Verdict::keyed_before`): first fills
     /// for `sync::handshake_chain`.
     pub keyed_before: HashSet<(Op, Op)>,
+    /// Role branches inside a loop whose hand-written handshakes were checked for every
+    /// cross-role conflict (E0307 otherwise): each arm's accesses to the buffers both arms
+    /// use. The hazard finder leaves pairs across the two arms to these handshakes.
+    pub chained: Vec<[HashSet<Op>; 2]>,
     /// E0307: cross-role conflicts that a hand-written mbarrier handshake does not order
     /// (`sync::handshake_chain`); `sync` refuses the kernel.
     pub errors: Vec<Diagnostic>,
@@ -156,6 +166,7 @@ pub fn place_handshakes_verified(
         ordered_tma: HashSet::new(),
         unverified_waits: unverified,
         keyed_before,
+        chained: Vec::new(),
         errors: Vec::new(),
     };
     let k = &out.kernel;
@@ -167,6 +178,11 @@ pub fn place_handshakes_verified(
         if let Err(d) = place_branch(&mut out, br, g, target) {
             out.warnings.push(*d);
         }
+    }
+    // Role branches inside a loop (persistent kernels): hand-written handshakes are checked
+    // like those of a top-level branch; none are placed there.
+    for br in looped_role_branches(&out.kernel) {
+        looped_branch(&mut out, br);
     }
     // Single-role TMA pipelines (`pipeline --mode tma`): `sync::handshake_tma`.
     let (single, warnings) = crate::sync::handshake_tma::place_single_role(&mut out.kernel, target);
@@ -181,6 +197,66 @@ pub fn place_handshakes_verified(
         });
     }
     out
+}
+
+/// Role branches that lie inside a loop and in no other role branch (the persistent-kernel
+/// shape `for tile { if in_group @producer { ... } else { ... } }`), in program order.
+fn looped_role_branches(k: &Kernel) -> Vec<Op> {
+    let parents = k.parents();
+    let mut out = Vec::new();
+    k.walk(|o| {
+        if role_group(k, o).is_none() {
+            return;
+        }
+        let anc = parents.ancestors(o);
+        let in_loop = anc.iter().any(|&a| matches!(k.ops[a].kind, OpKind::For { .. } | OpKind::While { .. }));
+        if in_loop && !anc.iter().any(|&a| role_group(k, a).is_some()) {
+            out.push(o);
+        }
+    });
+    out
+}
+
+/// A role branch inside a loop whose arms share a buffer and hold hand-written handshakes:
+/// the same checks as a top-level branch's (E0307 where a cross-role conflict has no
+/// release/acquire chain, across the loop's iterations too: `sync::handshake_chain`) and the
+/// TMA refills the `empty` waits order. Without hand-written handshakes nothing is done
+/// (`sync` places none inside a loop; the accesses are left to the barrier placer as before).
+/// The pairs across the arms are left to the chains only where the arms hold no named
+/// barrier (the chains do not check those).
+fn looped_branch(out: &mut Handshakes, br: Op) {
+    let k = &out.kernel;
+    let (rt, re) = (k.ops[br].regions[0], k.ops[br].regions[1]);
+    let (mut at, mut ae) = (Vec::new(), Vec::new());
+    accesses(k, rt, &mut at);
+    accesses(k, re, &mut ae);
+    let bt: HashSet<Buffer> = at.iter().map(|a| a.buffer).collect();
+    let shared: HashSet<Buffer> = ae.iter().map(|a| a.buffer).filter(|b| bt.contains(b)).collect();
+    if shared.is_empty() || !(has_handshake(k, rt) || has_handshake(k, re)) {
+        return;
+    }
+    let missing = crate::sync::handshake_chain::missing_chains(k, br, &out.unverified_waits, &out.keyed_before);
+    out.errors.extend(missing);
+    let ordered = handwritten_ordered(k, rt, re, &out.unverified_waits);
+    out.ordered_tma.extend(ordered.into_iter().filter(|&t| match &k.ops[t].kind {
+        OpKind::TmaLoad { dst, .. } => shared.contains(&k.root_buffer(*dst)),
+        _ => false,
+    }));
+    // Named barriers are not checked by the chains (`handshake_chain` leaves a branch whose
+    // roles share an id to `check`): its pairs across the arms stay with the hazard finder.
+    if has_named(k, rt) || has_named(k, re) {
+        return;
+    }
+    let arm = |acc: &[Access]| (acc.iter()).filter(|a| shared.contains(&a.buffer)).map(|a| a.op).collect();
+    out.chained.push([arm(&at), arm(&ae)]);
+}
+
+/// Whether a region holds a named barrier op (`named_sync`, `named_arrive`).
+fn has_named(k: &Kernel, r: Region) -> bool {
+    k.region_ops(r).iter().any(|&o| {
+        matches!(k.ops[o].kind, OpKind::NamedArrive { .. } | OpKind::NamedSync { .. })
+            || k.ops[o].regions.iter().any(|&c| has_named(k, c))
+    })
 }
 
 /// The group of a role branch `if %c` with `%c = in_group @g` (or a warp-uniform thread-id

@@ -38,8 +38,10 @@
 //! docs/ir.md); the slot-relative element applies across two of them only when they hold
 //! every element at the same bytes (`ir::layout::same_bytes`), else only a constant one.
 //!
-//! A branch without a loop in its arms runs each access once, and `mbar_protocol` keys the
-//! earlier arm first: only the direction from the earlier arm to the later one is required.
+//! A branch without a loop in its arms, and none around it, runs each access once, and
+//! `mbar_protocol` keys the earlier arm first: only the direction from the earlier arm to the
+//! later one is required. With a loop around the branch (a persistent kernel's tile loop) the
+//! later arm of one trip precedes the earlier arm of the next: both directions are.
 //! With both chains for every pair, each execution of `y` follows the executions of `x` keyed
 //! before it and precedes those keyed after it (the trace keys of `mbar_protocol`, whichever
 //! alignment of the arms it chose: an access and its release share their arm's key
@@ -110,7 +112,10 @@ pub(crate) fn missing_chains(
         super::handshake::accesses(k, r, &mut acc);
     }
     let paths: Vec<RolePath> = acc.iter().map(|a| role_path(k, a.op)).collect();
-    let looped = (cx.ops.iter()).any(|&o| is_loop(&k.ops[o].kind));
+    // A loop around the branch (a persistent kernel's tile loop) runs the later arm of one
+    // trip before the earlier arm of the next: both directions then hold conflicts.
+    let around = k.parents().ancestors(br).into_iter().any(|o| is_loop(&k.ops[o].kind));
+    let looped = around || (cx.ops.iter()).any(|&o| is_loop(&k.ops[o].kind));
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for i in 0..acc.len() {
