@@ -114,6 +114,10 @@ pub struct Verdict {
     pub serial_loads: HashMap<Op, (Buffer, Buffer)>,
 }
 
+/// The protocol's per-slot tables: hashed often (a third of `sync` on Triton's persistent
+/// warp-specialized matmul went to SipHash), keyed by small ids.
+type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
+
 /// An mbarrier element: its buffer and flat index.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct Slot(Buffer, i64);
@@ -1134,16 +1138,16 @@ struct Protocol<'k> {
     by_slot: std::collections::BTreeMap<Slot, Vec<usize>>,
     round: Vec<i64>,
     /// Per thread and slot: its waits' (seq, guaranteed phase), in program order.
-    waits_of: HashMap<(u32, Slot), Vec<(usize, i64)>>,
+    waits_of: FxMap<(u32, Slot), Vec<(usize, i64)>>,
     /// Per thread: the slots it waits on.
-    slots_of: HashMap<u32, Vec<Slot>>,
-    broken: HashMap<Slot, Broken>,
+    slots_of: FxMap<u32, Vec<Slot>>,
+    broken: FxMap<Slot, Broken>,
     /// Slots whose rounds are established but whose phases were not shown to complete in
     /// round order (a wait that guarantees less than its round is still shown wrong).
-    overtaken: HashMap<Slot, String>,
+    overtaken: FxMap<Slot, String>,
     /// Memo of [`Protocol::after_upto`]: per (slot `s2`, slot `s`), entry `r` is the best
     /// guarantee on `s` before any event of rounds `0..=r` of `s2`.
-    h: HashMap<(Slot, Slot), Vec<i64>>,
+    h: FxMap<(Slot, Slot), Vec<i64>>,
     /// Indexes and memos of the round checks (`mbar_rounds`).
     rounds_idx: rounds::Index,
 }
@@ -1160,11 +1164,11 @@ impl<'k> Protocol<'k> {
             round: vec![-1; ev.len()],
             ev,
             by_slot,
-            waits_of: HashMap::new(),
-            slots_of: HashMap::new(),
-            broken: HashMap::new(),
-            overtaken: HashMap::new(),
-            h: HashMap::new(),
+            waits_of: Default::default(),
+            slots_of: Default::default(),
+            broken: Default::default(),
+            overtaken: Default::default(),
+            h: Default::default(),
             rounds_idx: Default::default(),
         };
         let slots: Vec<Slot> = p.by_slot.keys().copied().collect();
