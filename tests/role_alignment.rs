@@ -20,9 +20,6 @@
 mod common;
 
 use smemsync::check::Verdict;
-use smemsync::sync::PlaceOptions;
-use smemsync::sync::driver::synchronize;
-use smemsync::target::Target;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Shape {
@@ -125,22 +122,7 @@ gstore %Y[%i, %c], %y
 
 /// `sync`'s error codes, or `Ok` after checking its output race-free in the interpreter.
 fn sync(name: &str, src: &str) -> Result<(), Vec<String>> {
-    let k = common::parse_verified_as(name, src);
-    let t = Target::from_name("sm_90").expect("sm_90");
-    match synchronize(&k, &t, &PlaceOptions::default()) {
-        Err(ds) => Err((ds.iter())
-            .filter(|d| d.severity == smemsync::diag::Severity::Error)
-            .map(|d| d.code.to_string())
-            .collect()),
-        Ok(out) => {
-            let v = common::interpret_only(&out.kernel, 1);
-            assert!(
-                !matches!(v, Verdict::Race(_) | Verdict::Deadlock(_)),
-                "{name}: `sync` accepted it and its output is {v:?}\n{src}"
-            );
-            Ok(())
-        }
-    }
+    common::sync_sm90_race_free(name, src, 1).map(|_| ())
 }
 
 #[test]

@@ -18,9 +18,6 @@
 mod common;
 
 use smemsync::check::Verdict;
-use smemsync::sync::PlaceOptions;
-use smemsync::sync::driver::synchronize;
-use smemsync::target::Target;
 
 /// The warp-specialized TMA example (examples/tma-warp-specialized.kir) with its role branch
 /// condition `ROLE` and its consumers' body `CONSUMERS` replaced.
@@ -101,22 +98,7 @@ fn ws(role: &str, consumers: &str, empty: u32) -> String {
 
 /// `sync`'s error codes, or its output after checking it race-free in the interpreter.
 fn sync(name: &str, src: &str) -> Result<String, Vec<String>> {
-    let k = common::parse_verified_as(name, src);
-    let t = Target::from_name("sm_90").expect("sm_90");
-    match synchronize(&k, &t, &PlaceOptions::default()) {
-        Err(ds) => Err((ds.iter())
-            .filter(|d| d.severity == smemsync::diag::Severity::Error)
-            .map(|d| d.code.to_string())
-            .collect()),
-        Ok(out) => {
-            let v = common::interpret_only(&out.kernel, 2);
-            assert!(
-                !matches!(v, Verdict::Race(_) | Verdict::Deadlock(_)),
-                "{name}: `sync` accepted it and its output is {v:?}\n{src}"
-            );
-            Ok(smemsync::ir::text::print_kernel(&out.kernel))
-        }
-    }
+    common::sync_sm90_race_free(name, src, 2).map(|k| smemsync::ir::text::print_kernel(&k))
 }
 
 /// A refused kernel that races or deadlocks in the interpreter.

@@ -55,6 +55,29 @@ impl XorShift {
     }
 }
 
+/// `sync --target sm_90` of `src` in process: its error codes, or its output after checking
+/// it neither races nor deadlocks in the interpreter (`schedules` schedules).
+pub fn sync_sm90_race_free(name: &str, src: &str, schedules: u32) -> Result<Kernel, Vec<String>> {
+    use smemsync::check::Verdict;
+    let k = parse_verified_as(name, src);
+    let t = smemsync::target::Target::from_name("sm_90").expect("sm_90");
+    let opts = smemsync::sync::PlaceOptions::default();
+    match smemsync::sync::driver::synchronize(&k, &t, &opts) {
+        Err(ds) => Err((ds.iter())
+            .filter(|d| d.severity == smemsync::diag::Severity::Error)
+            .map(|d| d.code.to_string())
+            .collect()),
+        Ok(out) => {
+            let v = interpret_only(&out.kernel, schedules);
+            assert!(
+                !matches!(v, Verdict::Race(_) | Verdict::Deadlock(_)),
+                "{name}: `sync` accepted it and its output is {v:?}\n{src}"
+            );
+            Ok(out.kernel)
+        }
+    }
+}
+
 /// Runs the `smemsync` binary with `args` (no colours) and returns its standard output;
 /// panics with its standard error when it exits with an error.
 pub fn smemsync_stdout(args: &[&str]) -> String {
