@@ -880,23 +880,7 @@ impl Tracer<'_> {
         let body = k.ops[op].regions[0];
         let args = k.region_args(body).to_vec();
         let mut vals: Vec<Option<i64>> = init.iter().map(|o| self.eval(o)).collect();
-        // An arm-level loop: the arm's first one sets the default key. A leaf loop (no loop
-        // holding mbarrier ops inside it) is counted: the counted keys number the arm's
-        // innermost iterations, those of loops nested in an arm-level loop included.
-        let (outer, arm_loop) = match &mut self.align {
-            Some(a) if !a.running => {
-                a.running = true;
-                (true, (!a.ran).then_some(a.at))
-            }
-            _ => (false, None),
-        };
-        let counted = match &mut self.align {
-            Some(a) if !a.in_leaf && !self.nests_mbar.contains(&op) => {
-                a.in_leaf = true;
-                true
-            }
-            _ => false,
-        };
+        let (outer, arm_loop, counted) = self.enter_arm_loop(op);
         let (mut iv, mut n) = (lo, 0i64);
         let mut rec = (self.pumped.contains(&op)).then(|| Iters { thread: self.tid, op, starts: Vec::new(), vals: Vec::new(), end: 0 });
         while iv < hi {
@@ -928,6 +912,38 @@ impl Tracer<'_> {
             r.end = self.events.len();
             self.iters.push(r);
         }
+        self.leave_arm_loop((outer, arm_loop, counted), n);
+        for (res, v) in k.ops[op].results.clone().into_iter().zip(vals) {
+            self.set(res, v);
+        }
+        Ok(())
+    }
+
+    /// Entering loop `op` of a role arm: whether it is arm-level (not inside another loop of
+    /// the arm; the arm's first one sets the default key at the returned position) and
+    /// whether it is counted, a leaf loop (no loop holding mbarrier ops inside it): the
+    /// counted keys number the arm's innermost iterations, those of loops nested in an
+    /// arm-level loop included (docs/async.md, "Tile loops of persistent kernels").
+    fn enter_arm_loop(&mut self, op: Op) -> (bool, Option<usize>, bool) {
+        let (outer, arm_loop) = match &mut self.align {
+            Some(a) if !a.running => {
+                a.running = true;
+                (true, (!a.ran).then_some(a.at))
+            }
+            _ => (false, None),
+        };
+        let counted = match &mut self.align {
+            Some(a) if !a.in_leaf && !self.nests_mbar.contains(&op) => {
+                a.in_leaf = true;
+                true
+            }
+            _ => false,
+        };
+        (outer, arm_loop, counted)
+    }
+
+    /// Leaving a loop entered with `enter_arm_loop`'s answer after `n` iterations.
+    fn leave_arm_loop(&mut self, (outer, arm_loop, counted): (bool, Option<usize>, bool), n: i64) {
         if let (true, Some(a)) = (counted, self.align.as_mut()) {
             // After the loop: `count` iterations done (the last one was counted at its start).
             a.count += (n > 0) as i64;
@@ -940,10 +956,6 @@ impl Tracer<'_> {
                 a.ran = true;
             }
         }
-        for (res, v) in k.ops[op].results.clone().into_iter().zip(vals) {
-            self.set(res, v);
-        }
-        Ok(())
     }
 
     /// A loop's `(lo, hi, step)` and whether its counter is known: evaluated, or, for bounds
