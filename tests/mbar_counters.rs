@@ -19,7 +19,6 @@ mod common;
 
 use common::XorShift;
 use smemsync::analysis::mbar_protocol::{Verdict, verify};
-use smemsync::ir::Kernel;
 
 /// One role's counter: start, step, slot formula, parity formula, yield formula.
 #[derive(Clone, Debug)]
@@ -130,17 +129,6 @@ fn w0318(v: &Verdict) -> Vec<String> {
         .collect()
 }
 
-/// The interpreter's verdict on `k` with `%K` bound to `kv` (one schedule).
-fn interpret_at(k: &Kernel, kv: i64) -> smemsync::check::Verdict {
-    let o = smemsync::check::CheckOptions {
-        try_proof: false,
-        schedules: 1,
-        bounds: vec![("K".into(), kv)],
-        ..Default::default()
-    };
-    smemsync::check::check_race_free(k, &o).verdict
-}
-
 fn triton(start: i64) -> Role {
     Role {
         start,
@@ -170,7 +158,7 @@ fn triton_counters_are_proved_for_every_trip_count() {
             "{name}: {exact:?}"
         );
         for t in [0i64, 7, 37] {
-            let r = interpret_at(&k, 2 * t);
+            let r = common::interpret_at(&k, 2 * t);
             assert!(
                 matches!(r, smemsync::check::Verdict::Checked { .. }),
                 "{name} T={t}: {r:?}"
@@ -334,7 +322,7 @@ fn the_corpus_warp_specialized_matmul_output_interprets_race_free() {
         .collect();
     assert!(w.is_empty(), "{w:?}");
     for trips in [0i64, 1, 7, 37] {
-        let r = interpret_at(&out.kernel, 64 * trips);
+        let r = common::interpret_at(&out.kernel, 64 * trips);
         assert!(
             matches!(r, smemsync::check::Verdict::Checked { .. }),
             "T={trips}: {r:?}"

@@ -179,14 +179,7 @@ impl Res<'_> {
     /// own yields of a pumped loop are skipped.
     fn sinks(&mut self, o: Op, pumped: bool) -> Result<(), String> {
         let k = self.k;
-        let mut ops: Vec<Operand> = match &k.ops[o].kind {
-            OpKind::For { lo, hi, step, init } => [*lo, *hi, *step].into_iter().chain(init.iter().copied()).collect(),
-            OpKind::If { cond } => vec![*cond],
-            OpKind::MbarInit { index, .. } | OpKind::MbarArrive { index, .. } | OpKind::MbarExpectTx { index, .. } => index.clone(),
-            OpKind::MbarWait { index, parity, .. } => index.iter().copied().chain([*parity]).collect(),
-            OpKind::TmaLoad { mbar_index, .. } => mbar_index.clone(),
-            _ => Vec::new(),
-        };
+        let mut ops = super::traced_operands(k, o);
         for &r in &k.ops[o].regions {
             let args = k.region_args(r);
             if let Some(&y) = k.region_ops(r).last()
@@ -261,10 +254,7 @@ impl Res<'_> {
         let k = self.k;
         let body = k.ops[l].regions[0];
         let pumped_state = self.counters.values().any(|c| c.lp == l);
-        let mut ins: Vec<Operand> = match &k.ops[l].kind {
-            OpKind::For { lo, hi, step, init } => [*lo, *hi, *step].into_iter().chain(init.iter().copied()).collect(),
-            _ => Vec::new(),
-        };
+        let mut ins = super::traced_operands(k, l);
         if let Some(&y) = k.region_ops(body).last()
             && let OpKind::Yield(ys) = &k.ops[y].kind
         {

@@ -119,14 +119,7 @@ impl Classify<'_> {
     /// The evaluated operands of traced op `o` (those `mbar_trips::shape` walks).
     fn op(&mut self, o: Op) -> Result<(), String> {
         let k = self.k;
-        let ops: Vec<Operand> = match &k.ops[o].kind {
-            OpKind::For { lo, hi, step, init } => [*lo, *hi, *step].into_iter().chain(init.iter().copied()).collect(),
-            OpKind::If { cond } => vec![*cond],
-            OpKind::MbarInit { index, .. } | OpKind::MbarArrive { index, .. } | OpKind::MbarExpectTx { index, .. } => index.clone(),
-            OpKind::MbarWait { index, parity, .. } => index.iter().copied().chain([*parity]).collect(),
-            OpKind::TmaLoad { mbar_index, .. } => mbar_index.clone(),
-            _ => Vec::new(),
-        };
+        let ops = super::traced_operands(k, o);
         for x in &ops {
             self.periodic(x)?;
         }

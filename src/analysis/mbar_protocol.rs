@@ -771,6 +771,20 @@ fn nesting_loops(k: &Kernel, has_mbar: &HashSet<Op>) -> HashSet<Op> {
     out
 }
 
+/// The operands the trace evaluates at op `o`: a loop's bounds and initial iteration values,
+/// a condition, an mbarrier op's index (and a wait's parity), a TMA load's mbarrier index
+/// (`mbar_counters` and `mbar_period` classify them).
+fn traced_operands(k: &Kernel, o: Op) -> Vec<Operand> {
+    match &k.ops[o].kind {
+        OpKind::For { lo, hi, step, init } => [*lo, *hi, *step].into_iter().chain(init.iter().copied()).collect(),
+        OpKind::If { cond } => vec![*cond],
+        OpKind::MbarInit { index, .. } | OpKind::MbarArrive { index, .. } | OpKind::MbarExpectTx { index, .. } => index.clone(),
+        OpKind::MbarWait { index, parity, .. } => index.iter().copied().chain([*parity]).collect(),
+        OpKind::TmaLoad { mbar_index, .. } => mbar_index.clone(),
+        _ => Vec::new(),
+    }
+}
+
 /// Marks the ops that are or hold an mbarrier op; whether region `r` holds one.
 fn mark(k: &Kernel, r: Region, out: &mut HashSet<Op>) -> bool {
     let mut any = false;

@@ -235,13 +235,8 @@ fn looped_branch(out: &mut Handshakes, br: Op) {
     if shared.is_empty() || !(has_handshake(k, rt) || has_handshake(k, re)) {
         return;
     }
-    let missing = crate::sync::handshake_chain::missing_chains(k, br, &out.unverified_waits, &out.keyed_before);
-    out.errors.extend(missing);
-    let ordered = handwritten_ordered(k, rt, re, &out.unverified_waits);
-    out.ordered_tma.extend(ordered.into_iter().filter(|&t| match &k.ops[t].kind {
-        OpKind::TmaLoad { dst, .. } => shared.contains(&k.root_buffer(*dst)),
-        _ => false,
-    }));
+    check_handwritten(out, br, &shared);
+    let k = &out.kernel;
     // Named barriers are not checked by the chains (`handshake_chain` leaves a branch whose
     // roles share an id to `check`): its pairs across the arms stay with the hazard finder.
     if has_named(k, rt) || has_named(k, re) {
@@ -249,6 +244,21 @@ fn looped_branch(out: &mut Handshakes, br: Op) {
     }
     let arm = |acc: &[Access]| (acc.iter()).filter(|a| shared.contains(&a.buffer)).map(|a| a.op).collect();
     out.chained.push([arm(&at), arm(&ae)]);
+}
+
+/// The checks of a role branch's hand-written handshakes: E0307 for every cross-role conflict
+/// without a release/acquire chain (`sync::handshake_chain`), and the producer's TMA loads
+/// into `shared` buffers whose refills the verified `empty` waits order.
+fn check_handwritten(out: &mut Handshakes, br: Op, shared: &HashSet<Buffer>) {
+    let k = &out.kernel;
+    let (rt, re) = (k.ops[br].regions[0], k.ops[br].regions[1]);
+    let missing = crate::sync::handshake_chain::missing_chains(k, br, &out.unverified_waits, &out.keyed_before);
+    let ordered = handwritten_ordered(k, rt, re, &out.unverified_waits);
+    let ordered: Vec<Op> = (ordered.into_iter())
+        .filter(|&t| matches!(&k.ops[t].kind, OpKind::TmaLoad { dst, .. } if shared.contains(&k.root_buffer(*dst))))
+        .collect();
+    out.errors.extend(missing);
+    out.ordered_tma.extend(ordered);
 }
 
 /// Whether a region holds a named barrier op (`named_sync`, `named_arrive`).
@@ -500,13 +510,8 @@ fn communicated(out: &mut Handshakes, br: Op) -> Result<Option<ArmAccesses>, Box
         // hand-written handshakes (docs/pipeline.md); where one is not, `sync` refuses. Where
         // every one is, a refill of a slot the other role accesses follows that role's
         // acquire of the previous copy: the copies of the slot are ordered among themselves.
-        let missing = crate::sync::handshake_chain::missing_chains(k, br, &out.unverified_waits, &out.keyed_before);
-        out.errors.extend(missing);
-        let ordered = handwritten_ordered(k, rt, re, &out.unverified_waits);
-        out.ordered_tma.extend(ordered.into_iter().filter(|&t| match &k.ops[t].kind {
-            OpKind::TmaLoad { dst, .. } => shared.contains(&k.root_buffer(*dst)),
-            _ => false,
-        }));
+        check_handwritten(out, br, &shared);
+        let k = &out.kernel;
         return Err(Box::new(
             Diagnostic::warning(
                 DiagKind::Finding,
