@@ -85,13 +85,23 @@ struct Terms<'k> {
 impl Terms<'_> {
     /// The operands of the op defining `v` that the evaluation may read.
     fn args(&self, v: Value) -> Vec<Value> {
-        let ValueDef::Result(d, _) = self.k.values[v].def else {
+        let ValueDef::Result(d, i) = self.k.values[v].def else {
             return Vec::new();
         };
-        let xs: Vec<&Operand> = match &self.k.ops[d].kind {
+        let k = self.k;
+        let xs: Vec<&Operand> = match &k.ops[d].kind {
             OpKind::Binary(_, x, y) | OpKind::Cmp(_, x, y) => vec![x, y],
             OpKind::Unary(_, x) => vec![x],
             OpKind::Select(c, x, y) => vec![c, x, y],
+            // The trace evaluates an `if` result as the taken arm's yield: its condition and
+            // both arms' yields.
+            OpKind::If { cond } => {
+                let arms = k.ops[d].regions.iter().filter_map(|&r| match k.region_ops(r).last().map(|&y| &k.ops[y].kind) {
+                    Some(OpKind::Yield(ys)) => ys.get(i),
+                    _ => None,
+                });
+                std::iter::once(cond).chain(arms).collect()
+            }
             _ => Vec::new(),
         };
         xs.into_iter().filter_map(|x| if let Operand::Value(v) = x { Some(*v) } else { None }).collect()
@@ -109,7 +119,13 @@ impl Terms<'_> {
             ValueDef::Result(d, _) => match &k.ops[d].kind {
                 OpKind::Special(Special::Bid(_) | Special::BlockDim(_) | Special::GridDim(_)) => Dep::default(),
                 OpKind::Special(_) | OpKind::InGroup(_) => Dep { thread: true, env: false },
-                OpKind::For { .. } | OpKind::If { .. } => Dep { thread: false, env: true },
+                OpKind::For { .. } => Dep { thread: false, env: true },
+                // Read from the environment where the trace ran the `if`, else evaluated from
+                // its condition and yields: never a term itself, its arguments' terms are.
+                OpKind::If { .. } => {
+                    let thread = self.args(v).into_iter().any(|x| self.dep(x).thread);
+                    Dep { thread, env: true }
+                }
                 _ => self.args(v).into_iter().fold(Dep::default(), |a, x| {
                     let b = self.dep(x);
                     Dep { thread: a.thread || b.thread, env: a.env || b.env }

@@ -202,9 +202,10 @@ impl Classify<'_> {
                 }
                 return Ok(Cl::Per(1));
             }
-            ValueDef::Result(d, _) => d,
+            ValueDef::Result(d, i) => (d, i),
             _ => return Ok(Cl::Per(1)),
         };
+        let (d, i) = d;
         match &k.ops[d].kind {
             OpKind::Const(Scalar::I32(c)) => Ok(Cl::Fixed(Some(*c as i64))),
             OpKind::Binary(b, x, y) => {
@@ -218,9 +219,24 @@ impl Classify<'_> {
             },
             OpKind::Cmp(_, x, y) => self.joined(&[*x, *y]),
             OpKind::Select(c, x, y) => self.joined(&[*c, *x, *y]),
-            OpKind::For { .. } | OpKind::If { .. } => {
+            OpKind::For { .. } => {
                 self.op(d)?;
                 Ok(Cl::Per(1))
+            }
+            // The trace evaluates an `if` result as the taken arm's yield: periodic with its
+            // condition's and yields' period (not 1: a residue selects the arm).
+            OpKind::If { cond } => {
+                self.op(d)?;
+                let mut xs = vec![*cond];
+                for &r in &k.ops[d].regions {
+                    if let Some(&y) = k.region_ops(r).last()
+                        && let OpKind::Yield(ys) = &k.ops[y].kind
+                        && let Some(x) = ys.get(i)
+                    {
+                        xs.push(*x);
+                    }
+                }
+                self.joined(&xs)
             }
             _ => Ok(Cl::Per(1)),
         }

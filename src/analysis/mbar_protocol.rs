@@ -1070,8 +1070,8 @@ impl Tracer<'_> {
         if let Some(&x) = self.env.get(&v) {
             return Some(x);
         }
-        let d = match k.values[v].def {
-            ValueDef::Result(d, _) => d,
+        let (d, i) = match k.values[v].def {
+            ValueDef::Result(d, i) => (d, i),
             ValueDef::Param(_) => {
                 let x = self.params.get(&v).copied();
                 if x.is_none() && k.values[v].ty == ScalarType::I32 {
@@ -1099,6 +1099,16 @@ impl Tracer<'_> {
             OpKind::InGroup(g) => {
                 let gd = &k.groups[*g];
                 Some((self.tid >= gd.lo && self.tid < gd.hi) as i64)
+            }
+            // An `if` result: the taken arm's yield, where the condition evaluates (as
+            // footprints read it; hostile L12's parity `if %c { yield 1 } else { yield 0 }`).
+            OpKind::If { cond } => {
+                let arm = if self.eval(cond)? != 0 { 0 } else { 1 };
+                let r = *k.ops[d].regions.get(arm)?;
+                match k.region_ops(r).last().map(|&y| &k.ops[y].kind) {
+                    Some(OpKind::Yield(ys)) => self.eval(ys.get(i)?),
+                    _ => None,
+                }
             }
             _ => None,
         }

@@ -211,9 +211,10 @@ impl Walk<'_> {
             OpKind::Binary(_, x, y) => vec![*x, *y],
             OpKind::Unary(_, x) => vec![*x],
             OpKind::Select(c, x, y) => vec![*c, *x, *y],
-            OpKind::If { cond } if strict => {
-                self.operand(&cond.clone(), true)?;
-                return self.yields(d, true);
+            // The trace evaluates every `if` result (the taken arm's yield), traced or not.
+            OpKind::If { cond } => {
+                self.operand(&cond.clone(), strict)?;
+                return self.yields(d, strict);
             }
             OpKind::For { lo, hi, step, init } if strict => {
                 let mut v = vec![*lo, *hi, *step];
