@@ -565,13 +565,17 @@ fn strided<'k>(k: &'k Kernel, base: &Protocol<'k>) -> Option<Protocol<'k>> {
         threads.sort_unstable();
         threads.dedup();
         for m in 2..=MAX_STRIDE {
-            let combos = (m as usize).checked_pow(threads.len() as u32)?;
-            if threads.len() < 2 || combos > MAX_OFFSETS {
+            // One class (a role loop unrolled by `m`, the other arm's iterations each a
+            // use: hostile L2): offsets 0..=m, `m` placing its iteration `c` level with the
+            // other arm's `m(c + 1)` (the arm order then decides which comes first).
+            let width = if threads.len() == 1 { m as usize + 1 } else { m as usize };
+            let combos = width.checked_pow(threads.len() as u32)?;
+            if threads.is_empty() || combos > MAX_OFFSETS {
                 continue;
             }
             for c in 0..combos {
                 let r: HashMap<u32, i64> =
-                    (threads.iter().enumerate()).map(|(i, &t)| (t, (c / (m as usize).pow(i as u32)) as i64 % m)).collect();
+                    (threads.iter().enumerate()).map(|(i, &t)| (t, (c / width.pow(i as u32)) as i64 % width as i64)).collect();
                 let ev = (base.ev.iter()).map(|e| strided_key(e, arm, m, &r)).collect();
                 let p = Protocol::new(k, ev, base.weight.clone());
                 if p.parity_ok() {
