@@ -181,6 +181,14 @@ fn is_loop(kind: &OpKind) -> bool {
     matches!(kind, OpKind::For { .. } | OpKind::While { .. })
 }
 
+/// Whether op `o` is or holds an mbarrier op (one `mbar_protocol` traces).
+fn holds_mbar(k: &Kernel, o: Op) -> bool {
+    matches!(
+        k.ops[o].kind,
+        OpKind::MbarInit { .. } | OpKind::MbarArrive { .. } | OpKind::MbarExpectTx { .. } | OpKind::MbarWait { .. } | OpKind::TmaLoad { .. }
+    ) || k.ops[o].regions.iter().any(|&r| k.region_ops(r).iter().any(|&c| holds_mbar(k, c)))
+}
+
 /// Whether role path `a` lies in an earlier arm than `b` of the branch where they part.
 fn arm_before(a: &RolePath, b: &RolePath) -> bool {
     a.iter()
@@ -214,12 +222,53 @@ impl Cx<'_> {
         out
     }
 
-    /// Whether `s` runs in the same iteration as `o`, in every execution of `o`.
+    /// Whether `s` runs in the same iteration as `o`, in every execution of `o`; or, `o`
+    /// lying in inner loops below `s`'s ([`Cx::runs_around`]), in the iteration of `s`'s loop
+    /// that holds every execution of those inner loops.
     fn runs_with(&self, s: Op, o: Op) -> bool {
+        if self.loop_of(s) != self.loop_of(o) {
+            return self.runs_around(s, o);
+        }
         let go = self.guards(o);
-        self.loop_of(s) == self.loop_of(o)
-            && self.guards(s).iter().all(|g| go.contains(g))
-            && self.same_arm_iteration(s, o)
+        self.guards(s).iter().all(|g| go.contains(g)) && self.same_arm_iteration(s, o)
+    }
+
+    /// Whether `s` runs, in every iteration of its innermost loop `L` (or once, without one)
+    /// in which `o` runs, with `o` inside loops nested in `L` below `s`'s level (hostile L11:
+    /// a slot filled by `for %j { store }` between the wait and the arrival). Then every
+    /// execution of `o` in that iteration of `L` lies between `s` and the ops on the other
+    /// side of the inner loops, so a wait before them acquires, and an arrival after them
+    /// releases, all of them. Required: the loops between `o` and `L` lie in the branch and
+    /// hold no mbarrier op (`mbar_protocol` then keys `o`'s executions at the position of
+    /// `L`'s iteration, which `s` shares), no loop holding mbarrier ops lies between `s` and
+    /// `o` in program order, and `s`'s `if` arms below `L` enclose `o`.
+    fn runs_around(&self, s: Op, o: Op) -> bool {
+        let (k, parents) = (self.k, self.k.parents());
+        let l = self.loop_of(s);
+        let anc = parents.ancestors(o);
+        let below: &[Op] = match l {
+            Some(l) => match anc.iter().position(|&a| a == l) {
+                Some(n) => &anc[..n],
+                None => return false,
+            },
+            None => &anc[..],
+        };
+        let mut arms = Vec::new();
+        let mut cur = o;
+        for &a in below {
+            if is_loop(&k.ops[a].kind) && (!self.pos.contains_key(&a) || holds_mbar(k, a)) {
+                return false;
+            }
+            if let Some(r) = parents.op_region[cur].filter(|_| matches!(k.ops[a].kind, OpKind::If { .. })) {
+                arms.push(r);
+            }
+            cur = a;
+        }
+        // The role branch bounds the arms that select `o` (as `guards` does).
+        let selects = |g: &Region| arms.contains(g);
+        let (a, b) = (self.pos[&s].min(self.pos[&o]), self.pos[&s].max(self.pos[&o]));
+        let between = self.ops[a + 1..b].iter().any(|&x| is_loop(&k.ops[x].kind) && !anc.contains(&x) && holds_mbar(k, x));
+        below.iter().any(|&a| is_loop(&k.ops[a].kind)) && !between && self.guards(s).iter().all(selects)
     }
 
     /// Whether `s` and `o` (same innermost loop) share `mbar_protocol`'s position of an arm's
