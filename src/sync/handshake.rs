@@ -230,8 +230,9 @@ fn looped_branch(out: &mut Handshakes, br: Op) {
     let (mut at, mut ae) = (Vec::new(), Vec::new());
     accesses(k, rt, &mut at);
     accesses(k, re, &mut ae);
-    let bt: HashSet<Buffer> = at.iter().map(|a| a.buffer).collect();
-    let shared: HashSet<Buffer> = ae.iter().map(|a| a.buffer).filter(|b| bt.contains(b)).collect();
+    // By bytes, as a top-level branch's (`shared_buffers`): a pinned buffer aliasing the
+    // other role's is shared with it though its name differs.
+    let shared = shared_buffers(k, &at, &ae);
     if shared.is_empty() || !(has_handshake(k, rt) || has_handshake(k, re)) {
         return;
     }
