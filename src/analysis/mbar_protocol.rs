@@ -194,11 +194,15 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
         match verify_all(k, warp, &params, &waits) {
             Ok(v) if sampled.is_empty() => return v,
             Ok(mut v) => {
-                v.keyed_before.clear();
+                let mut keyed = std::mem::take(&mut v.keyed_before);
                 v.serial_loads.clear();
                 let all = every_trip(k, warp, &params, &sampled, &v);
                 return match all {
-                    Ok(()) => v,
+                    Ok(pumped) => {
+                        keyed.retain(|&(l, w)| outside_loops(k, &pumped, l) && outside_loops(k, &pumped, w));
+                        v.keyed_before = keyed;
+                        v
+                    }
                     Err(why) => taken_as_written(k, v, &waits, &sampled, &why),
                 };
             }
@@ -264,7 +268,7 @@ pub const TRIPS: i64 = 32;
 fn trip_values(k: &Kernel, p: Value) -> Vec<i64> {
     let mut out = Vec::new();
     k.walk(|o| {
-        if let Some((c, b)) = div_form(k, p, o) {
+        if let Some((c, b)) = div_form(k, p, o).or_else(|| strided_form(k, p, o)) {
             let vals = (0..=TRIPS).map(|t| t * b - c + b - 1);
             out.extend(vals.filter(|v| (i32::MIN as i64..=i32::MAX as i64).contains(v)));
         }
@@ -285,6 +289,18 @@ fn konst(k: &Kernel, o: &Operand) -> Option<i64> {
         },
         _ => None,
     }
+}
+
+/// `(c, B)` when op `o` is a loop `for n = lo to p step B` (constant `lo ≥ 0`, `B ≥ 2`):
+/// its trip count is `(p − lo + B − 1) div B`, the form `(p + c) div B` with
+/// `c = B − 1 − lo` (Triton's `range(0, n_ctx, BLOCK)`).
+fn strided_form(k: &Kernel, p: Value, o: Op) -> Option<(i64, i64)> {
+    let OpKind::For { lo, hi: Operand::Value(h), step, .. } = &k.ops[o].kind else {
+        return None;
+    };
+    let lo = konst(k, lo).filter(|&l| l >= 0)?;
+    let b = konst(k, step).filter(|&b| b >= 2)?;
+    (*h == p).then_some((b - 1 - lo, b))
 }
 
 /// `(c, B)` when op `o` is `(p + c) div B` with `B > 0` (or `p div B`, `(c + p) div B`,
@@ -363,10 +379,19 @@ fn searched_values(k: &Kernel, p: Value) -> String {
     format!("{name}, which has no declared range to enumerate (searched: 0 to {SEARCHED}{trips} and the default)")
 }
 
+/// Whether op `o` lies outside every loop of `pumped`. The every-trip-count argument keeps
+/// the (release, wait) pairs keyed one before the other at every value searched only where
+/// both lie outside the loops it pumps: the trace of `T + P` inserts a block of `P`
+/// iterations of every pumped loop and shifts every later event's count by `P` alike, so
+/// the order of two events outside those loops is the same for every trip count.
+fn outside_loops(k: &Kernel, pumped: &HashSet<Op>, o: Op) -> bool {
+    !k.parents().ancestors(o).iter().any(|a| pumped.contains(a))
+}
+
 /// Whether the clean search `v` of one parameter without a declared range (`sampled`, its
 /// values in `params`) holds for every value: the every-trip-count argument
-/// (`mbar_trips`); `Err` names the premise that fails.
-fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Value], v: &Verdict) -> Result<(), String> {
+/// (`mbar_trips`), with the loops it pumps; `Err` names the premise that fails.
+fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Value], v: &Verdict) -> Result<HashSet<Op>, String> {
     if !v.errors.is_empty() || !v.unverified.is_empty() {
         return Err("a wait is shown wrong or not decided for some value".into());
     }
@@ -397,7 +422,8 @@ fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Va
         },
     };
     let pr = Protocol::new(k, t.events, t.weight);
-    trips::blocks(&pr, &sh, &t.iters, t0, period)
+    trips::blocks(&pr, &sh, &t.iters, t0, period)?;
+    Ok(sh.loops.keys().copied().collect())
 }
 
 /// The verdict of a kernel whose mbarrier ops lie in long constant loops (more than `long`

@@ -40,7 +40,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::counters::Projection;
-use super::{Ev, Iters, Protocol, Slot, TRIPS, div_form, konst};
+use super::{Ev, Iters, Protocol, Slot, TRIPS, div_form, konst, strided_form};
 use crate::ir::*;
 
 /// What premise (1) and the syntactic part of (2) found.
@@ -106,10 +106,14 @@ impl Walk<'_> {
                     Operand::Value(v) => self.trip(*v),
                     Operand::Imm(_) => None,
                 };
-                let pumped = trip.is_some();
+                let strided = strided_form(k, self.p, o);
+                let pumped = trip.is_some() || strided.is_some();
                 if let Some(f) = trip {
                     self.form(f)?;
                     self.pumped(o, lo, step)?;
+                } else if let Some(f) = strided {
+                    self.form(f)?;
+                    self.strided(o)?;
                 }
                 let bounds = [lo, step].into_iter().chain((!pumped).then_some(hi));
                 (bounds.chain(init).collect(), pumped)
@@ -158,6 +162,19 @@ impl Walk<'_> {
         Ok(())
     }
 
+    /// Records a strided loop `o` over the parameter itself (`for n = lo to K step B`):
+    /// pumped like one up to its trip count, its iterations counted from 0; its counter
+    /// steps by `B` and is read nowhere in the traced operands (not even in a comparison).
+    fn strided(&mut self, o: Op) -> Result<(), String> {
+        let k = self.k;
+        if k.parents().ancestors(o).iter().any(|&a| matches!(k.ops[a].kind, OpKind::For { .. } | OpKind::While { .. })) {
+            let n = self.name(k.region_args(k.ops[o].regions[0])[0]);
+            return Err(format!("premise (1) fails: the loop over {n} up to the parameter is inside another loop"));
+        }
+        self.sh.loops.insert(o, 0);
+        Ok(())
+    }
+
     fn operand(&mut self, o: &Operand, strict: bool) -> Result<(), String> {
         match o {
             Operand::Value(v) => self.value(*v, strict),
@@ -175,6 +192,13 @@ impl Walk<'_> {
 
     /// Whether region `r` is the body of a loop up to the trip count.
     fn pumped_body(&self, r: Region) -> bool {
+        let k = self.k;
+        k.parents().region_op[r].is_some_and(|o| self.unit_body(r) || strided_form(k, self.p, o).is_some())
+    }
+
+    /// Whether region `r` is the body of a loop up to the trip count by steps of 1 (its
+    /// counter counts trips: comparable with `T + d`).
+    fn unit_body(&self, r: Region) -> bool {
         let k = self.k;
         k.parents().region_op[r].is_some_and(|o| matches!(&k.ops[o].kind, OpKind::For { hi: Operand::Value(h), .. } if self.trip(*h).is_some()))
     }
@@ -288,7 +312,7 @@ impl Walk<'_> {
             return Some((Base::Trip(f), 0));
         }
         let d = match k.values[*v].def {
-            ValueDef::RegionArg(r, 0) if self.pumped_body(r) => return Some((Base::Counter, 0)),
+            ValueDef::RegionArg(r, 0) if self.unit_body(r) => return Some((Base::Counter, 0)),
             ValueDef::Result(d, _) => d,
             _ => return None,
         };

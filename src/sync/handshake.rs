@@ -31,11 +31,12 @@
 //! (one producer, several consumer groups) gets mbarrier handshakes, every group waiting on
 //! `full` and arriving on `empty`, whose count is all their threads.
 //!
-//! A role branch inside a loop (a persistent kernel's tile loop) gets no placed handshake;
-//! where its arms hold hand-written ones they are checked as a top-level branch's are
-//! (`sync::handshake_chain`, across the loop's trips too), and the pairs across its arms are
-//! then left to them (`Handshakes::chained`; docs/pipeline.md, "Role branches inside an outer
-//! loop").
+//! A role branch below the top level and inside no other role branch — in a loop (a
+//! persistent kernel's tile loop), a `stage` (TTGIR's `scf.execute_region`) or an `if` — gets
+//! no placed handshake; where its arms hold hand-written ones they are checked as a top-level
+//! branch's are (`sync::handshake_chain`, across the loop's trips too), and the pairs across
+//! its arms are then left to them (`Handshakes::chained`; docs/pipeline.md, "Role branches
+//! inside an outer loop").
 //!
 //! Ids and mbarrier names never clash with the kernel's own. Arms that already hold a
 //! handshake are left as written (the race checker verifies them). Anything outside the shape
@@ -179,9 +180,9 @@ pub fn place_handshakes_verified(
             out.warnings.push(*d);
         }
     }
-    // Role branches inside a loop (persistent kernels): hand-written handshakes are checked
-    // like those of a top-level branch; none are placed there.
-    for br in looped_role_branches(&out.kernel) {
+    // Role branches below the top level (persistent kernels' tile loops, stages, `if`s):
+    // hand-written handshakes are checked like those of a top-level branch; none are placed.
+    for br in nested_role_branches(&out.kernel) {
         looped_branch(&mut out, br);
     }
     // Single-role TMA pipelines (`pipeline --mode tma`): `sync::handshake_tma`.
@@ -199,9 +200,11 @@ pub fn place_handshakes_verified(
     out
 }
 
-/// Role branches that lie inside a loop and in no other role branch (the persistent-kernel
-/// shape `for tile { if in_group @producer { ... } else { ... } }`), in program order.
-fn looped_role_branches(k: &Kernel) -> Vec<Op> {
+/// Role branches below the kernel's top level and in no other role branch, in program order:
+/// the persistent-kernel shape `for tile { if in_group @producer { ... } else { ... } }`, and
+/// a branch inside a `stage` or under an `if` (s37's M5, M14: those were checked nowhere, and
+/// the hazard finder took their hand-written handshakes as covering the cross-role pairs).
+fn nested_role_branches(k: &Kernel) -> Vec<Op> {
     let parents = k.parents();
     let mut out = Vec::new();
     k.walk(|o| {
@@ -209,15 +212,14 @@ fn looped_role_branches(k: &Kernel) -> Vec<Op> {
             return;
         }
         let anc = parents.ancestors(o);
-        let in_loop = anc.iter().any(|&a| matches!(k.ops[a].kind, OpKind::For { .. } | OpKind::While { .. }));
-        if in_loop && !anc.iter().any(|&a| role_group(k, a).is_some()) {
+        if !anc.is_empty() && !anc.iter().any(|&a| role_group(k, a).is_some()) {
             out.push(o);
         }
     });
     out
 }
 
-/// A role branch inside a loop whose arms share a buffer and hold hand-written handshakes:
+/// A role branch below the top level whose arms share a buffer and hold hand-written handshakes:
 /// the same checks as a top-level branch's (E0307 where a cross-role conflict has no
 /// release/acquire chain, across the loop's iterations too: `sync::handshake_chain`) and the
 /// TMA refills the `empty` waits order. Without hand-written handshakes nothing is done

@@ -139,6 +139,7 @@ pub(crate) fn missing_chains(
                 let rel = cx.release(x.op, x.slot);
                 let acq = cx.acquire(y.op, y.slot);
                 rel.iter().any(|e| (by_slot || e.1.is_some()) && acq.contains(e))
+                    || cx.all_before(x, y, by_slot)
                     || (by_slot && cx.first_fill(x, y))
             };
             if !ok && seen.insert((x.op, y.op)) {
@@ -407,8 +408,54 @@ impl Cx<'_> {
     /// `x -> y` holds no conflict (docs/pipeline.md, "First fills").
     fn first_fill(&self, x: &super::handshake::Access, y: &super::handshake::Access) -> bool {
         let rel = self.release_ops(y.op, y.slot);
-        let acq = self.acquire_ops(x.op, x.slot);
+        let acq = self.dominating_waits(x.op, x.slot);
         (rel.iter()).any(|(l, e)| acq.iter().any(|(w, f)| e == f && self.keyed_before.contains(&(*l, *w))))
+    }
+
+    /// Whether every execution of `x` comes before every execution of `y` (the direction
+    /// `x -> y` ordered whole): `x` is released on an element that a verified wait
+    /// dominating `y` acquires, and `mbar_protocol` keyed every execution of that release
+    /// before every execution of the wait. A buffer filled once before a role's loop and read
+    /// in every iteration after one wait before the loop (Triton's warp-specialized
+    /// attention's Q tile) is ordered so; the slot-relative element counts only on one
+    /// buffer (`by_slot`), as in the chain itself.
+    fn all_before(&self, x: &super::handshake::Access, y: &super::handshake::Access, by_slot: bool) -> bool {
+        let rel = self.release_ops(x.op, x.slot);
+        let acq = self.dominating_waits(y.op, y.slot);
+        (rel.iter()).any(|(l, e)| {
+            (by_slot || e.1.is_some())
+                && acq.iter().any(|(w, f)| e == f && self.keyed_before.contains(&(*l, *w)))
+        })
+    }
+
+    /// The verified waits that every execution of `y` follows in its thread: those before
+    /// `y` in a region enclosing it within its role arm (unguarded there: the region's ops
+    /// run in order up to `y`'s ancestor), with the element each acquires relative to
+    /// `y`'s slot. Unlike [`Cx::acquire_ops`] the wait may lie outside `y`'s loops: it then
+    /// orders `y` only after what was keyed before its one execution per entry, which is
+    /// what [`Cx::all_before`] and [`Cx::first_fill`] ask (every execution of a release
+    /// keyed before every execution of the wait).
+    fn dominating_waits(&self, y: Op, slot: Option<Operand>) -> Vec<(Op, Elem)> {
+        let (k, parents) = (self.k, self.k.parents());
+        let mut regions = Vec::new();
+        let mut cur = y;
+        while let Some(r) = parents.op_region[cur] {
+            regions.push(r);
+            let Some(p) = parents.region_op[r] else { break };
+            if p == self.br || super::handshake::role_group(k, p).is_some() {
+                break;
+            }
+            cur = p;
+        }
+        let py = self.pos[&y];
+        (self.ops[..py].iter())
+            .filter(|&&w| !self.unverified.contains(&w))
+            .filter(|&&w| parents.op_region[w].is_some_and(|r| regions.contains(&r)))
+            .filter_map(|&w| match &k.ops[w].kind {
+                OpKind::MbarWait { mbar, index, .. } => self.elem(*mbar, index, slot).map(|e| (w, e)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Whether one named barrier id is used in two roles of the branch (a named handshake:

@@ -24,12 +24,7 @@ impl Converter<'_> {
         let args: Vec<(String, Span)> = operands(&st.rest);
         let end = self.skip_region(i);
         let close = &self.lines[end - 1];
-        let mut tys = Vec::new();
-        for t in &close.toks {
-            if let T::Ty(x) | T::Word(x) = &t.t {
-                tys.push(x.clone());
-            }
-        }
+        let tys = signature_types(&close.toks);
         self.pos = end;
         let ins: Vec<Shaped> = tys
             .iter()
@@ -145,3 +140,21 @@ impl Converter<'_> {
     }
 }
 
+/// The types of the signature on a region op's closing line, `}) {attrs} : (T...) -> R...`:
+/// the words and types after the first `:` outside an attribute dictionary (the Triton
+/// partitions' `{async_task_id = array<i32: 1>}` comes before the signature).
+fn signature_types(toks: &[crate::reader::mlir_lexer::Tok]) -> Vec<String> {
+    let mut depth = 0usize;
+    let mut sig = false;
+    let mut tys = Vec::new();
+    for t in toks {
+        match &t.t {
+            T::P('{') => depth += 1,
+            T::P('}') => depth = depth.saturating_sub(1),
+            T::P(':') if depth == 0 => sig = true,
+            T::Ty(x) | T::Word(x) if sig => tys.push(x.clone()),
+            _ => {}
+        }
+    }
+    tys
+}
