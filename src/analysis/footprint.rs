@@ -35,6 +35,9 @@ use crate::analysis::uniformity::Uniformity;
 use crate::ir::*;
 use crate::ir::arith::{ceil_div, gcd, lcm};
 
+mod copy_issues;
+pub use copy_issues::CopyIssues;
+
 /// Constant loops with more iterations than this are treated like symbolic loops.
 pub const MAX_TRIP: i64 = 256;
 /// Largest period enumerated for a symbolic loop.
