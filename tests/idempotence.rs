@@ -207,3 +207,34 @@ fn collect(dir: &Path, root: &Path, out: &mut Vec<String>) {
         }
     }
 }
+
+/// The value comparison of `sync::handshake_chain` is no looser than the slot: L5's kernel
+/// with the consumers' mbarrier index a different value than their slot (`rem` of the phase
+/// count, or `rem %i, 3` on the producer's side) is still refused with E0307; with a
+/// thread-dependent index (`rem %t, 2`) `mbar_protocol` refuses it first (E0306).
+#[test]
+fn a_different_index_value_is_still_refused() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let l5 = root.join("tests/idempotence/l5-sync-accepts-its-own-handshake-output.kir");
+    let src = std::fs::read_to_string(l5).expect("L5 kernel");
+    let mutants = [
+        (
+            "%hs_slot1 = rem %i, 2",
+            "%hs_slot1 = rem %hs_q1, 2",
+            "E0307",
+        ),
+        ("%hs_slot0 = rem %i, 2", "%hs_slot0 = rem %i, 3", "E0307"),
+        ("%hs_slot0 = rem %i, 2", "%hs_slot0 = rem %t, 2", "E0306"),
+    ];
+    let opts = SyncOptions::new(Target::new("sm_90").expect("sm_90"));
+    for (from, to, code) in mutants {
+        assert!(src.contains(from), "{from}");
+        let program = read(&src.replace(from, to)).expect("mutant reads");
+        let err = synchronize(&program, &opts).expect_err(to);
+        assert!(
+            err.diagnostics().iter().any(|d| d.code == code),
+            "{to}: no {code}: {}",
+            err.render("mutant.kir", false)
+        );
+    }
+}

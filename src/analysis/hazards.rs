@@ -1578,7 +1578,8 @@ fn warn_in_flight_leaves(fp: &Footprints, cx: &AsyncCx, out: &mut Hazards) {
 
 /// A copy completed at several waits, none on every path to destination `bi`
 /// (`analysis::every_path`): the copy is complete at the destination itself, so the hazard's
-/// coverage is the gap just before it (E0302 where the dataflow sees it in flight there).
+/// coverage is the gap just before it and the plain ops right before that
+/// (`plain_run_before`; E0302 where the dataflow sees it in flight there).
 fn at_destination(
     fp: &mut Footprints,
     inflight: &crate::analysis::inflight::Completions,

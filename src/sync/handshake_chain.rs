@@ -26,7 +26,10 @@
 //!   thread — checked there, not here);
 //! - **same element**: the index of the mbarrier op is the access's own slot operand (the
 //!   buffer's first index, `view @X[%s]`), so both roles name element `j` exactly for slot
-//!   `j`, or the same constant in both roles (one mbarrier for every slot).
+//!   `j`, or the same constant in both roles (one mbarrier for every slot). "Is the slot"
+//!   compares values (`same_value`: the same pure op on operands that are the same value),
+//!   so `sync`'s own `%hs_slot = rem %i, 2` next to the kernel's `%s = rem %i, 2` matches
+//!   when its output is synchronized again (session 36's L5).
 //!
 //! **First fills**: the direction `x -> y` also holds when `y`'s release op and `x`'s
 //! acquiring wait are in `mbar_protocol`'s `keyed_before` (every execution of the release
