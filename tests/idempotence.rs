@@ -209,9 +209,9 @@ fn collect(dir: &Path, root: &Path, out: &mut Vec<String>) {
 }
 
 /// The value comparison of `sync::handshake_chain` is no looser than the slot: L5's kernel
-/// with the consumers' mbarrier index a different value than their slot (`rem` of the phase
-/// count, or `rem %i, 3` on the producer's side) is still refused with E0307; with a
-/// thread-dependent index (`rem %t, 2`) `mbar_protocol` refuses it first (E0306).
+/// with the producer's mbarrier index a different value than its slot (`rem %i, 3`) is still
+/// refused with E0307; with the consumers' index `rem` of the phase count, or a
+/// thread-dependent one (`rem %t, 2`), `mbar_protocol` refuses it first (E0306).
 #[test]
 fn a_different_index_value_is_still_refused() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -221,7 +221,7 @@ fn a_different_index_value_is_still_refused() {
         (
             "%hs_slot1 = rem %i, 2",
             "%hs_slot1 = rem %hs_q1, 2",
-            "E0307",
+            "E0306",
         ),
         ("%hs_slot0 = rem %i, 2", "%hs_slot0 = rem %i, 3", "E0307"),
         ("%hs_slot0 = rem %i, 2", "%hs_slot0 = rem %t, 2", "E0306"),
