@@ -1627,7 +1627,8 @@ fn warn_in_flight_leaves(fp: &Footprints, cx: &AsyncCx, out: &mut Hazards) {
 
 /// A copy completed at several waits, none on every path to destination `bi`
 /// (`analysis::every_path`): the copy is complete at the destination itself, so the hazard's
-/// coverage is the gap just before it (E0302 where the dataflow sees it in flight there).
+/// coverage is the gap just before it and the plain ops right before that
+/// (`plain_run_before`; E0302 where the dataflow sees it in flight there).
 fn at_destination(
     fp: &mut Footprints,
     inflight: &crate::analysis::inflight::Completions,
@@ -1656,7 +1657,8 @@ fn at_destination(
         return;
     };
     let p = PairAt { ai, bi, src_at: dst, pa: pb, pb, shift: None };
-    let cov = || Coverage { home: region, home_ranges: vec![(2 * ib, 2 * ib)], chain: Vec::new() };
+    let lo = 2 * plain_run_before(k, inflight.by_copy.get(&copy), region, ib);
+    let cov = || Coverage { home: region, home_ranges: vec![(lo, 2 * ib)], chain: Vec::new() };
     if let Some(pc) = forward_conflict(fp, ai, bi, m)
         && pc.conflict & 1 != 0
     {
@@ -1672,6 +1674,44 @@ fn at_destination(
             out.hazards.push(hazard(fp, &p, carry, &pc, cov()));
         }
     }
+}
+
+/// The first index `j <= ib` of region `r` from which the ops before `ib` are *plain*: no
+/// regions, no async op, no wait of any kind (and none of the copy's completing `waits`), only
+/// values, synchronous memory accesses and barriers. Every path reaching op `ib` passes them
+/// in a straight line and none completes a copy, so where the copy is complete at `ib` (the
+/// dataflow sees it complete there: [`at_destination`]) it is complete at gap `j` already, and
+/// a barrier anywhere in `[2j, 2ib]` orders it before the destination (a user's
+/// `cp_async_wait 0; barrier` right before the read: L8, docs/async.md).
+fn plain_run_before(k: &Kernel, waits: Option<&std::collections::BTreeSet<Op>>, r: Region, ib: usize) -> usize {
+    let ops = k.region_ops(r);
+    let plain = |o: Op| {
+        k.ops[o].regions.is_empty()
+            && !waits.is_some_and(|w| w.contains(&o))
+            && matches!(
+                k.ops[o].kind,
+                OpKind::Const(_)
+                    | OpKind::Special(_)
+                    | OpKind::Binary(..)
+                    | OpKind::Unary(..)
+                    | OpKind::Cmp(..)
+                    | OpKind::Select(..)
+                    | OpKind::Cast(..)
+                    | OpKind::InGroup(_)
+                    | OpKind::Compute { .. }
+                    | OpKind::ViewDef(_)
+                    | OpKind::Load { .. }
+                    | OpKind::Store { .. }
+                    | OpKind::GLoad { .. }
+                    | OpKind::GStore { .. }
+                    | OpKind::Barrier
+            )
+    };
+    let mut j = ib.min(ops.len());
+    while j > 0 && plain(ops[j - 1]) {
+        j -= 1;
+    }
+    j
 }
 
 /// The copy completes at `x`, after its innermost loop: an access between the loop and `x`

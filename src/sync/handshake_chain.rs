@@ -26,7 +26,10 @@
 //!   thread — checked there, not here);
 //! - **same element**: the index of the mbarrier op is the access's own slot operand (the
 //!   buffer's first index, `view @X[%s]`), so both roles name element `j` exactly for slot
-//!   `j`, or the same constant in both roles (one mbarrier for every slot).
+//!   `j`, or the same constant in both roles (one mbarrier for every slot). "Is the slot"
+//!   compares values (`same_value`: the same pure op on operands that are the same value),
+//!   so `sync`'s own `%hs_slot = rem %i, 2` next to the kernel's `%s = rem %i, 2` matches
+//!   when its output is synchronized again (session 36's L5).
 //!
 //! **First fills**: the direction `x -> y` also holds when `y`'s release op and `x`'s
 //! acquiring wait are in `mbar_protocol`'s `keyed_before` (every execution of the release
@@ -299,7 +302,7 @@ impl Cx<'_> {
     fn elem(&self, mbar: MemRef, index: &[Operand], slot: Option<Operand>) -> Option<Elem> {
         let [i] = index else { return None };
         let b = self.k.root_buffer(mbar);
-        if Some(*i) == slot {
+        if slot.is_some_and(|s| same_value(self.k, *i, s, SAME_VALUE_DEPTH)) {
             return Some((b, None));
         }
         match i {
@@ -563,6 +566,62 @@ impl Cx<'_> {
             .with_label(k.span(x.op), format!("{rx} {} it here: no chain to the access above", verb(x.write)))
             .with_note("a hand-written handshake orders the roles only where the earlier access is followed by an arrival (after the access, in its iteration) on an mbarrier slot the later role waits on before its access (docs/pipeline.md)")
             .with_help(format!("make {ry} wait before its access on an mbarrier {rx} arrives on after its access (the `empty`/`full` pair of the slot), or let `sync` place the handshakes: remove them from both roles"))
+    }
+}
+
+/// How deep [`same_value`] follows two operands' definitions (sync's own slot values are
+/// one `rem` of the loop counter deep; a kernel's own a few ops).
+const SAME_VALUE_DEPTH: u32 = 8;
+
+/// Whether operands `a` and `b` hold the same value wherever both are evaluated in one
+/// iteration of one innermost loop by one thread (`Cx::runs_with`): the same SSA value or
+/// constant, or results of the same pure op kind (constant, thread/block id, integer
+/// arithmetic, compare, select, cast) on operands that are the same value in turn, up to
+/// `depth` definitions deep. Exact, not a guess: a pure op is a function of its operands and
+/// the thread, and an SSA leaf both trees share has one instance in that iteration (a value
+/// defined in the loop body is visible only after its definition in the same iteration, one
+/// defined outside is fixed across it). Loads and other memory ops are never the same value.
+/// This is how sync's re-read output matches: the placer indexes its mbarriers by its own
+/// `%hs_slot = rem %i, 2` where the access's view reads the kernel's `%s = rem %i, 2`.
+fn same_value(k: &Kernel, a: Operand, b: Operand, depth: u32) -> bool {
+    if a == b {
+        return true;
+    }
+    let (Operand::Value(va), Operand::Value(vb)) = (a, b) else {
+        return const_of(k, a).is_some() && const_of(k, a) == const_of(k, b);
+    };
+    let (ValueDef::Result(da, 0), ValueDef::Result(db, 0)) = (k.values[va].def, k.values[vb].def) else {
+        return false;
+    };
+    if depth == 0 || k.values[va].ty != k.values[vb].ty {
+        return false;
+    }
+    let same = |x: &Operand, y: &Operand| same_value(k, *x, *y, depth - 1);
+    match (&k.ops[da].kind, &k.ops[db].kind) {
+        (OpKind::Const(x), OpKind::Const(y)) => x == y,
+        (OpKind::Special(x), OpKind::Special(y)) => x == y,
+        (OpKind::Binary(f, x1, y1), OpKind::Binary(g, x2, y2)) => f == g && same(x1, x2) && same(y1, y2),
+        (OpKind::Unary(f, x1), OpKind::Unary(g, x2)) => f == g && same(x1, x2),
+        (OpKind::Cmp(f, x1, y1), OpKind::Cmp(g, x2, y2)) => f == g && same(x1, x2) && same(y1, y2),
+        (OpKind::Cast(f, x1), OpKind::Cast(g, x2)) => f == g && same(x1, x2),
+        (OpKind::Select(c1, x1, y1), OpKind::Select(c2, x2, y2)) => same(c1, c2) && same(x1, x2) && same(y1, y2),
+        _ => false,
+    }
+}
+
+/// The integer value of a constant operand (an immediate or a `const` result).
+fn const_of(k: &Kernel, o: Operand) -> Option<i64> {
+    match o {
+        Operand::Imm(Scalar::F32(_)) => None,
+        Operand::Imm(s) => Some(s.as_i64()),
+        Operand::Value(v) => match k.values[v].def {
+            ValueDef::Result(d, _) => match k.ops[d].kind {
+                OpKind::Const(Scalar::F32(_)) => None,
+                OpKind::Const(s) => Some(s.as_i64()),
+                _ => None,
+            },
+            _ => None,
+        },
     }
 }
 
