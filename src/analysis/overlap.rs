@@ -128,6 +128,9 @@ pub struct Overlap<'k> {
     access_preps: HashMap<(MemRef, Option<Vec<u64>>), std::rc::Rc<AccessPrep>>,
     /// [`Overlap::side_leaves`]' memo, by the side's index operands ([`operand_key`]).
     leaves: std::cell::RefCell<HashMap<Vec<u64>, std::rc::Rc<[Value]>>>,
+    /// Whether the in-flight question's block leaves are read through that memo (default
+    /// on; off under `SMEMSYNC_OVERLAP_NO_LEAF_MEMO`, and in the test that compares both).
+    pub leaf_memo: bool,
     /// [`Overlap::prepared`]'s memo, by [`PrepKey`].
     preps: HashMap<PrepKey, std::rc::Rc<Prepared>>,
     /// Whether queries are prepared through the memo (default on; off under
@@ -402,6 +405,7 @@ impl<'k> Overlap<'k> {
             dim_plans: HashMap::default(),
             access_preps: HashMap::default(),
             leaves: Default::default(),
+            leaf_memo: !no_leaf_memo_env(),
             preps: HashMap::default(),
             prep_memo: !no_prep_env(),
         }
@@ -1216,7 +1220,7 @@ impl<'k> Overlap<'k> {
             fixed: &ey.0,
         };
         let budget = (work as u64 / 16).clamp(256, 20_000);
-        let leaves = if no_leaf_memo_env() {
+        let leaves = if !self.leaf_memo {
             let mut ops = self.index_operands(xa.mem, px.as_deref().unwrap_or(&[]));
             ops.extend(self.index_operands(ya.mem, py.as_deref().unwrap_or(&[])));
             crate::analysis::symbolic::params::operand_leaves(self.k, &ops)
@@ -1689,6 +1693,30 @@ fn intersects(a: &[(u64, u64)], b: &[(u64, u64)]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn union_sorted_is_the_sorted_set_union() {
+        let v = |i: usize| <Value as crate::ir::entities::EntityRef>::new(i);
+        let mut seed = 12345u64;
+        for _ in 0..200 {
+            let mut list = |n: usize| {
+                let mut out: Vec<Value> = (0..n)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        v((seed >> 59) as usize)
+                    })
+                    .collect();
+                out.sort();
+                out.dedup();
+                out
+            };
+            let (a, b) = (list(6), list(6));
+            let mut want: Vec<Value> = a.iter().chain(&b).copied().collect();
+            want.sort();
+            want.dedup();
+            assert_eq!(union_sorted(&a, &b), want, "{a:?} ∪ {b:?}");
+        }
+    }
 
     fn setup(src: &str) -> (Kernel, Op, Value) {
         let k = crate::reader::parse(src).unwrap().kernels.remove(0);
