@@ -778,6 +778,8 @@ pub struct Flow<'k> {
     near_body: HashMap<Op, Arc<[Op]>>,
     /// Footprint boxes of the accesses ([`Flow::apart`]).
     boxes: crate::analysis::boxes::Boxes<'k>,
+    /// [`Flow::copy_sides`] per position in [`FlowMemo::asyncs`].
+    copy_sides: Vec<Option<CopySides>>,
     /// What this solver did (`SMEMSYNC_INFLIGHT_STATS`).
     pub stats: FlowStats,
     /// Scratch of [`Flow::conflict_ids`]: the entries whose answer is still to be read or
@@ -792,6 +794,15 @@ pub struct Flow<'k> {
     /// [`Flow::always_then`] per `if`.
     always_then: HashMap<Op, bool>,
 }
+
+/// A copy's async accesses and their footprint boxes ([`Flow::copy_sides`]).
+type CopySides = (Arc<[SharedAccess]>, Arc<[Option<crate::analysis::boxes::FootBox>]>);
+
+/// One side of [`Flow::sides_apart`]: accesses and their boxes.
+type Sides<'a> = (
+    &'a [SharedAccess],
+    &'a [Option<crate::analysis::boxes::FootBox>],
+);
 
 /// The async issues of a loop body, with their queues ([`Flow::inserts_only`]).
 type Issues = Arc<[(Queue, Op)]>;
@@ -870,6 +881,7 @@ impl<'k> Flow<'k> {
             quiet: HashMap::default(),
             near_body: HashMap::default(),
             boxes: crate::analysis::boxes::Boxes::new(k, target.warp),
+            copy_sides: Vec::new(),
             stats: FlowStats::default(),
             scratch: Vec::new(),
             near_scratch: Vec::new(),
@@ -2117,12 +2129,42 @@ impl<'k> Flow<'k> {
         cands.sort_unstable();
         cands.dedup();
         let mut set = vec![0u64; asyncs.len().div_ceil(64)];
+        // The consumer's boxes once, each copy's accesses and boxes from the per-position
+        // table ([`Flow::copy_sides`]): the test per pair is `Flow::sides_apart`, the one
+        // `Flow::pair_apart` makes, without a hash lookup per pair.
+        let use_boxes = !(self.memo.no_boxes || no_boxes_env());
+        let mb = if use_boxes {
+            self.boxes.of_op(op, false, mine)
+        } else {
+            Arc::from([])
+        };
         for p in cands {
-            if !self.pair_apart(op, mine, asyncs[p as usize]) {
+            let (theirs, tb) = self.copy_sides(p, asyncs[p as usize], use_boxes);
+            if !self.sides_apart((&theirs, &tb), (mine, &mb), use_boxes) {
                 set[p as usize / 64] |= 1 << (p % 64);
             }
         }
         set
+    }
+
+    /// The async accesses of the copy at position `p` of [`FlowMemo::asyncs`] and their
+    /// footprint boxes (empty when `use_boxes` is off), kept per position for this solver.
+    fn copy_sides(&mut self, p: u32, copy: Op, use_boxes: bool) -> CopySides {
+        let i = p as usize;
+        if let Some(Some(s)) = self.copy_sides.get(i) {
+            return s.clone();
+        }
+        let theirs = self.copy_accesses(copy);
+        let tb = if use_boxes {
+            self.boxes.of_op(copy, true, &theirs)
+        } else {
+            Arc::from([])
+        };
+        if self.copy_sides.len() <= i {
+            self.copy_sides.resize(i + 1, None);
+        }
+        self.copy_sides[i] = Some((theirs.clone(), tb.clone()));
+        (theirs, tb)
     }
 
     /// The async ops of the kernel (ops without regions that join a queue), listed once per
@@ -2338,16 +2380,23 @@ impl<'k> Flow<'k> {
     fn pair_apart(&mut self, op: Op, mine: &[SharedAccess], copy: Op) -> bool {
         let theirs = self.copy_accesses(copy);
         let use_boxes = !(self.memo.no_boxes || no_boxes_env());
-        let (overlap, boxes) = (&self.overlap, &mut self.boxes);
+        let boxes = &mut self.boxes;
         let (tb, mb) = if use_boxes {
             (boxes.of_op(copy, true, &theirs), boxes.of_op(op, false, mine))
         } else {
             (Arc::from([]), Arc::from([]))
         };
+        self.sides_apart((&theirs, &tb), (mine, &mb), use_boxes)
+    }
+
+    /// [`Flow::pair_apart`]'s test on the two sides' accesses and boxes (`use_boxes` off:
+    /// the boxes are empty and not read).
+    fn sides_apart(&self, copy: Sides<'_>, consumer: Sides<'_>, use_boxes: bool) -> bool {
+        let ((theirs, tb), (mine, mb)) = (copy, consumer);
         theirs.iter().enumerate().all(|(i, ta)| {
             mine.iter().enumerate().all(|(j, ma)| {
                 !(ta.kind.writes() || ma.kind.writes())
-                    || overlap.buffers_apart(ta, ma)
+                    || self.overlap.buffers_apart(ta, ma)
                     || (use_boxes
                         && self.k.root_buffer(ta.mem) == self.k.root_buffer(ma.mem)
                         && crate::analysis::boxes::disjoint(&tb[i], &mb[j]))

@@ -126,6 +126,11 @@ pub struct Overlap<'k> {
     dim_plans: HashMap<(MemRef, Option<Vec<u64>>), Option<DimPlan>>,
     /// [`Overlap::access_prep`]'s memo, by memref and per-thread index operands.
     access_preps: HashMap<(MemRef, Option<Vec<u64>>), std::rc::Rc<AccessPrep>>,
+    /// [`Overlap::side_leaves`]' memo, by the side's index operands ([`operand_key`]).
+    leaves: std::cell::RefCell<HashMap<Vec<u64>, std::rc::Rc<[Value]>>>,
+    /// Whether the in-flight question's block leaves are read through that memo (default
+    /// on; off under `SMEMSYNC_OVERLAP_NO_LEAF_MEMO`, and in the test that compares both).
+    pub leaf_memo: bool,
     /// [`Overlap::prepared`]'s memo, by [`PrepKey`].
     preps: HashMap<PrepKey, std::rc::Rc<Prepared>>,
     /// Whether queries are prepared through the memo (default on; off under
@@ -250,6 +255,44 @@ fn operand_key(o: &Operand) -> u64 {
     }
 }
 
+/// The sorted union of two sorted lists of values, each value once.
+fn union_sorted(a: &[Value], b: &[Value]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let next = match (a.get(i), b.get(j)) {
+            (Some(&x), Some(&y)) if x == y => {
+                i += 1;
+                j += 1;
+                x
+            }
+            (Some(&x), Some(&y)) if x < y => {
+                i += 1;
+                x
+            }
+            (Some(&x), None) => {
+                i += 1;
+                x
+            }
+            (_, Some(&y)) => {
+                j += 1;
+                y
+            }
+            (None, None) => unreachable!(),
+        };
+        out.push(next);
+    }
+    out
+}
+
+/// Whether `SMEMSYNC_OVERLAP_NO_LEAF_MEMO` is set: the in-flight question's block leaves
+/// are then walked for both sides' operands together on every question
+/// ([`Overlap::side_leaves`] off; read once per process).
+fn no_leaf_memo_env() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("SMEMSYNC_OVERLAP_NO_LEAF_MEMO").is_some())
+}
+
 /// Values of induction variables: a handful per query, so a small vector beats hashing.
 #[derive(Clone, Debug, Default)]
 struct Env(Vec<(Value, i64)>);
@@ -361,6 +404,8 @@ impl<'k> Overlap<'k> {
             boxes: None,
             dim_plans: HashMap::default(),
             access_preps: HashMap::default(),
+            leaves: Default::default(),
+            leaf_memo: !no_leaf_memo_env(),
             preps: HashMap::default(),
             prep_memo: !no_prep_env(),
         }
@@ -1175,10 +1220,31 @@ impl<'k> Overlap<'k> {
             fixed: &ey.0,
         };
         let budget = (work as u64 / 16).clamp(256, 20_000);
-        let mut ops = self.index_operands(xa.mem, px.as_deref().unwrap_or(&[]));
-        ops.extend(self.index_operands(ya.mem, py.as_deref().unwrap_or(&[])));
-        let leaves = crate::analysis::symbolic::params::operand_leaves(self.k, &ops);
+        let leaves = if !self.leaf_memo {
+            let mut ops = self.index_operands(xa.mem, px.as_deref().unwrap_or(&[]));
+            ops.extend(self.index_operands(ya.mem, py.as_deref().unwrap_or(&[])));
+            crate::analysis::symbolic::params::operand_leaves(self.k, &ops)
+        } else {
+            let (lx, ly) = (self.side_leaves(xa.mem, &px), self.side_leaves(ya.mem, &py));
+            union_sorted(&lx, &ly)
+        };
         sym::may_overlap(&mut self.sym.borrow_mut(), self, (&ax, &ay), (iters, &leaves), budget)
+    }
+
+    /// The block leaves one side of an in-flight question reads
+    /// (`symbolic::params::operand_leaves` of its index operands), memoized by those operands.
+    /// The leaves of both sides' operands together are the sorted union of each side's
+    /// (the walk collects every leaf reachable from any operand, once): [`union_sorted`].
+    fn side_leaves(&self, mem: MemRef, per_thread: &Option<Vec<Operand>>) -> std::rc::Rc<[Value]> {
+        let ops = self.index_operands(mem, per_thread.as_deref().unwrap_or(&[]));
+        let key: Vec<u64> = ops.iter().map(operand_key).collect();
+        if let Some(l) = self.leaves.borrow().get(&key) {
+            return l.clone();
+        }
+        let l: std::rc::Rc<[Value]> =
+            crate::analysis::symbolic::params::operand_leaves(self.k, &ops).into();
+        self.leaves.borrow_mut().insert(key, l.clone());
+        l
     }
 
     /// Whether, under every joint assignment of the variables binding both sides (`both`,
@@ -1627,6 +1693,30 @@ fn intersects(a: &[(u64, u64)], b: &[(u64, u64)]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn union_sorted_is_the_sorted_set_union() {
+        let v = |i: usize| <Value as crate::ir::entities::EntityRef>::new(i);
+        let mut seed = 12345u64;
+        for _ in 0..200 {
+            let mut list = |n: usize| {
+                let mut out: Vec<Value> = (0..n)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        v((seed >> 59) as usize)
+                    })
+                    .collect();
+                out.sort();
+                out.dedup();
+                out
+            };
+            let (a, b) = (list(6), list(6));
+            let mut want: Vec<Value> = a.iter().chain(&b).copied().collect();
+            want.sort();
+            want.dedup();
+            assert_eq!(union_sorted(&a, &b), want, "{a:?} ∪ {b:?}");
+        }
+    }
 
     fn setup(src: &str) -> (Kernel, Op, Value) {
         let k = crate::reader::parse(src).unwrap().kernels.remove(0);
