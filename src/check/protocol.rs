@@ -80,6 +80,33 @@ pub fn check_protocol(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
     v.errors
 }
 
+/// Whether an op has a source span (ops a pass inserts have none: `Span::UNDEF`, or the
+/// empty span at byte 0 of an arena entry no reader filled).
+fn has_source(k: &Kernel, op: Op) -> bool {
+    let s = k.span(op);
+    !s.is_undef() && s != crate::diag::Span::default()
+}
+
+/// Where a diagnostic about `op` points, and its label: the op's own span, or for an op
+/// `sync` inserted (its lowering's split halves are checked here too) the nearest op with a
+/// source before it in program order (after it, when none precedes), the label saying so.
+/// An error always points at the op it is about, never at the kernel header.
+fn locate(k: &Kernel, op: Op, label: &str) -> (crate::diag::Span, String) {
+    if has_source(k, op) {
+        return (k.span(op), label.to_string());
+    }
+    let order = k.ops_in_order();
+    let at = order.iter().position(|&o| o == op).unwrap_or(0);
+    let before = order[..at].iter().rev().find(|&&o| has_source(k, o));
+    if let Some(&b) = before {
+        return (k.span(b), format!("{label}: inserted by `sync` after this op"));
+    }
+    match order[at..].iter().find(|&&o| has_source(k, o)) {
+        Some(&a) => (k.span(a), format!("{label}: inserted by `sync` before this op")),
+        None => (k.kernel_span, format!("{label}: inserted by `sync`")),
+    }
+}
+
 struct Protocol<'a> {
     k: &'a Kernel,
     divergent: HashSet<Value>,
@@ -90,9 +117,10 @@ struct Protocol<'a> {
 impl Protocol<'_> {
     fn report(&mut self, op: Op, code: &'static str, msg: String, label: &str, help: &str) {
         if self.reported.insert((op, code)) {
+            let (span, label) = locate(self.k, op, label);
             self.errors.push(
                 Diagnostic::error(DiagKind::Finding, code, msg)
-                    .with_label(self.k.span(op), label)
+                    .with_label(span, label)
                     .with_help(help),
             );
         }

@@ -167,6 +167,7 @@ pub fn lower_to_split(
     k: &Kernel,
     thread_dependent: &dyn Fn(&Operand) -> bool,
     bounds: &HashMap<String, i64>,
+    fence: Option<&std::collections::HashSet<Op>>,
 ) -> (Kernel, SplitStats) {
     let mut out = k.clone();
     let parents = k.parents();
@@ -198,7 +199,7 @@ pub fn lower_to_split(
             insert_signal(&mut out, r, idx);
         }
     }
-    let added = fence_hand_written_signals(&mut out);
+    let added = fence_hand_written_signals(&mut out, fence);
     // Slide every signal up and every wait down within its region.
     let regions: Vec<Region> = out.regions().keys().collect();
     for r in regions {
@@ -242,7 +243,10 @@ fn rotate(out: &mut Kernel, parents: &Parents, l: Op, r: Region) {
 /// (or load) still outstanding at the signal is unordered with the accesses after the wait.
 /// A `dscnt(n > 0)` wait or one under a branch is not enough. The waits that find no LDS
 /// operation outstanding are dropped again by [`drop_clean_dscnt`]. Returns the waits written.
-fn fence_hand_written_signals(k: &mut Kernel) -> std::collections::HashSet<Op> {
+fn fence_hand_written_signals(
+    k: &mut Kernel,
+    only: Option<&std::collections::HashSet<Op>>,
+) -> std::collections::HashSet<Op> {
     let mut added = std::collections::HashSet::new();
     let regions: Vec<Region> = k.regions().keys().collect();
     for r in regions {
@@ -250,7 +254,8 @@ fn fence_hand_written_signals(k: &mut Kernel) -> std::collections::HashSet<Op> {
         let mut with = Vec::with_capacity(ops.len());
         for (i, &o) in ops.iter().enumerate() {
             let fenced = i > 0 && is_dscnt0(k, ops[i - 1]);
-            if matches!(k.ops[o].kind, OpKind::SplitSignal(_)) && !fenced {
+            let wanted = only.is_none_or(|f| f.contains(&o));
+            if matches!(k.ops[o].kind, OpKind::SplitSignal(_)) && !fenced && wanted {
                 let d = k.new_op(OpKind::WaitCnt(vec![(Counter::DsCnt, 0)]), &[], vec![]);
                 added.insert(d);
                 with.push(d);
@@ -581,7 +586,7 @@ mod tests {
     fn lower(src: &str) -> (Kernel, SplitStats) {
         let k = parse_kernel(src).expect("parses");
         let u = uniformity::analyze(&k);
-        let (out, st) = lower_to_split(&k, &|o: &Operand| !u.operand_uniform(o), &HashMap::new());
+        let (out, st) = lower_to_split(&k, &|o: &Operand| !u.operand_uniform(o), &HashMap::new(), None);
         assert!(
             crate::verify::verify(&out).is_empty(),
             "{}",
