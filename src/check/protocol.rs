@@ -64,14 +64,15 @@ pub fn check_protocol(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
     let end = v.region(k.body(), State::new(), false);
     for (id, m) in &end {
         if m & SIGNALLED != 0 {
-            let sig = k
+            let label = "this signal may be left without a wait";
+            let (sig, label) = k
                 .ops_in_order()
                 .into_iter()
                 .find(|&o| k.ops[o].kind == OpKind::SplitSignal(*id))
-                .map_or(k.kernel_span, |o| k.span(o));
+                .map_or((k.kernel_span, label.to_string()), |o| locate(k, o, label));
             v.errors.push(
                 Diagnostic::error(DiagKind::Finding, "P0003", format!("split barrier {id} is signalled but never waited for before the kernel ends"))
-                    .with_label(sig, "this signal may be left without a wait")
+                    .with_label(sig, label)
                     .with_help("add a `barrier_wait` before the kernel exits"),
             );
         }

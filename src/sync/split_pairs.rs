@@ -30,6 +30,10 @@
 //! few rounds; one that has not after [`MAX_ROUNDS`] makes the analysis decline: no wait of
 //! the kernel is credited (placement then adds its own barriers). Complexity: O(ops · ids · rounds^depth), and nothing for a kernel without
 //! split waits.
+//!
+//! Reference: the semantics of `s_barrier_signal` / `s_barrier_wait` in AMD's RDNA4 ISA
+//! manual (the signal does not wait for the wave's outstanding LDS operations), as the
+//! interpreter models them (docs/split-barriers.md).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
