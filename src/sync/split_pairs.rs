@@ -27,7 +27,7 @@
 //! back edge until the state is stable (the lattice is finite: at most the kernel's signals,
 //! two bits); a `while` runs its condition first. A wait is credited when its state is not
 //! idle, not dirty and has an open signal. The head state only grows, so loops settle in a
-//! few rounds; one that has not after [`MAX_ROUNDS`] makes the analysis decline: no wait of
+//! few rounds; one that has not after `MAX_ROUNDS` (16) makes the analysis decline: no wait of
 //! the kernel is credited (placement then adds its own barriers). Complexity: O(ops · ids · rounds^depth), and nothing for a kernel without
 //! split waits.
 //!
