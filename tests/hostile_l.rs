@@ -3,8 +3,9 @@
 //!
 //! - L10 (gfx1200/1201/1250): a hand-written adjacent `barrier_signal -1; barrier_wait -1`
 //!   after an LDS access counts as a block barrier only with `waitcnt dscnt(0)` before the
-//!   signal (docs/split-barriers.md); `sync` now writes that wait before every split signal of
-//!   the input that lacks one. Variants: a store (RAW) or a load (WAR) before the pair; no
+//!   signal (docs/split-barriers.md); `sync` now writes that wait before a split signal of
+//!   the input that lacks one when its pair orders a hazard (branch `gfx12split`: only
+//!   then; tests/split_pairs.rs checks a pair no hazard crosses gets none). Variants: a store (RAW) or a load (WAR) before the pair; no
 //!   wait, `dscnt(1)`, `dscnt(0)` under a thread-dependent `if`, `dscnt(0)` between the halves,
 //!   or the correct `dscnt(0)` right before the signal (accepted).
 //! - L3 (sm_90): pinned buffers at overlapping bytes alias; the cross-role chain check and

@@ -64,20 +64,48 @@ pub fn check_protocol(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
     let end = v.region(k.body(), State::new(), false);
     for (id, m) in &end {
         if m & SIGNALLED != 0 {
-            let sig = k
+            let label = "this signal may be left without a wait";
+            let (sig, label) = k
                 .ops_in_order()
                 .into_iter()
                 .find(|&o| k.ops[o].kind == OpKind::SplitSignal(*id))
-                .map_or(k.kernel_span, |o| k.span(o));
+                .map_or((k.kernel_span, label.to_string()), |o| locate(k, o, label));
             v.errors.push(
                 Diagnostic::error(DiagKind::Finding, "P0003", format!("split barrier {id} is signalled but never waited for before the kernel ends"))
-                    .with_label(sig, "this signal may be left without a wait")
+                    .with_label(sig, label)
                     .with_help("add a `barrier_wait` before the kernel exits"),
             );
         }
     }
     v.named(warp);
     v.errors
+}
+
+/// Whether an op has a source span (ops a pass inserts have none: `Span::UNDEF`, or the
+/// empty span at byte 0 of an arena entry no reader filled).
+fn has_source(k: &Kernel, op: Op) -> bool {
+    let s = k.span(op);
+    !s.is_undef() && s != crate::diag::Span::default()
+}
+
+/// Where a diagnostic about `op` points, and its label: the op's own span, or for an op
+/// `sync` inserted (its lowering's split halves are checked here too) the nearest op with a
+/// source before it in program order (after it, when none precedes), the label saying so.
+/// An error always points at the op it is about, never at the kernel header.
+fn locate(k: &Kernel, op: Op, label: &str) -> (crate::diag::Span, String) {
+    if has_source(k, op) {
+        return (k.span(op), label.to_string());
+    }
+    let order = k.ops_in_order();
+    let at = order.iter().position(|&o| o == op).unwrap_or(0);
+    let before = order[..at].iter().rev().find(|&&o| has_source(k, o));
+    if let Some(&b) = before {
+        return (k.span(b), format!("{label}: inserted by `sync` after this op"));
+    }
+    match order[at..].iter().find(|&&o| has_source(k, o)) {
+        Some(&a) => (k.span(a), format!("{label}: inserted by `sync` before this op")),
+        None => (k.kernel_span, format!("{label}: inserted by `sync`")),
+    }
 }
 
 struct Protocol<'a> {
@@ -90,9 +118,10 @@ struct Protocol<'a> {
 impl Protocol<'_> {
     fn report(&mut self, op: Op, code: &'static str, msg: String, label: &str, help: &str) {
         if self.reported.insert((op, code)) {
+            let (span, label) = locate(self.k, op, label);
             self.errors.push(
                 Diagnostic::error(DiagKind::Finding, code, msg)
-                    .with_label(self.k.span(op), label)
+                    .with_label(span, label)
                     .with_help(help),
             );
         }

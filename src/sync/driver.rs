@@ -228,6 +228,7 @@ fn fence_and_lower(
     kernel: Kernel,
     target: &Target,
     opts: &PlaceOptions,
+    split_fences: &HashSet<Op>,
 ) -> Result<(Kernel, SyncPlan, Option<SplitStats>), Vec<Diagnostic>> {
     let mut kernel = kernel;
     let fences = if target.proxy_fence {
@@ -246,6 +247,7 @@ fn fence_and_lower(
             &kernel,
             &|o: &Operand| !u.operand_uniform(o),
             &opts.bounds,
+            Some(split_fences),
         );
         let violations = check_protocol(&lowered, target.warp);
         if !violations.is_empty() {
@@ -259,6 +261,44 @@ fn fence_and_lower(
         return Err(errs);
     }
     Ok((kernel, fences, split))
+}
+
+/// The hand-written split signals of `k` (the kernel placement ran on) that need a `waitcnt
+/// dscnt(0)` before them: those opening the window of a credited wait
+/// (`sync::split_pairs`) whose existing sync point, or that of an op holding it, covers a
+/// hazard placement counted as removed by the input's syncs. A signal whose pair orders no
+/// hazard needs no wait: nothing after the pair depends on the LDS operations it releases.
+/// Complexity: O(credited waits · depth · existing hazards).
+fn signals_to_fence(k: &Kernel, p: &Placement) -> HashSet<Op> {
+    let credited = crate::sync::split_pairs::credited_waits(k);
+    let mut out = HashSet::new();
+    if credited.is_empty() || p.existing.is_empty() {
+        return out;
+    }
+    let parents = k.parents();
+    // Each credited wait and every op that holds it: the point placement credits may be the
+    // wait's own or its loop's (`SyncModel::must_sync`).
+    let mut holders: std::collections::HashMap<Op, Vec<Op>> = Default::default();
+    for &w in credited.keys() {
+        for o in std::iter::once(w).chain(parents.ancestors(w)) {
+            holders.entry(o).or_default().push(w);
+        }
+    }
+    for (o, waits) in holders {
+        let Some(r) = parents.op_region[o] else {
+            continue;
+        };
+        let Some(i) = k.region_ops(r).iter().position(|&x| x == o) else {
+            continue;
+        };
+        let coord = 2 * i + 1;
+        if p.existing.iter().any(|&h| p.hazards[h].covered_by(r, coord)) {
+            for w in waits {
+                out.extend(credited[&w].iter().copied());
+            }
+        }
+    }
+    out
 }
 
 /// Runs the pipeline on one kernel (on a copy of it: [`synchronize_owned`] takes the kernel).
@@ -381,8 +421,14 @@ fn run<W: Keep>(
     placement.stats.conservative += mv.warnings.len();
     placement.warnings.extend(mv.warnings);
     let with_waits = with_waits.unwrap_or(hs.kernel);
+    let split_fences = if target.split_barriers {
+        signals_to_fence(&with_waits, &placement)
+    } else {
+        HashSet::new()
+    };
     let (with_waits, with_barriers) = W::apply_barriers(with_waits, &placement.plan)?;
-    let (mut kernel, fences, split) = fence_and_lower(with_barriers, target, opts)?;
+    let (mut kernel, fences, split) =
+        fence_and_lower(with_barriers, target, opts, &split_fences)?;
     // The output says which target it was synchronized for (warp width, barriers).
     kernel.target = Some(target.name.to_string());
     Ok(Synchronized {

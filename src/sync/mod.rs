@@ -26,6 +26,7 @@ pub mod named_ids;
 pub mod place;
 pub mod role_release;
 pub mod split;
+pub mod split_pairs;
 pub mod waits;
 pub mod waits_paths;
 
@@ -186,6 +187,9 @@ pub struct SyncModel<'k> {
     pub weight_bounds: HashMap<Region, u64>,
     /// Existing sync points.
     pub existing: Vec<Point>,
+    /// The kernel's hand-written split waits that act as block barriers where they stand
+    /// (`split_pairs::credited_waits`).
+    pub split_waits: std::collections::HashSet<Op>,
 }
 
 /// The trip count of a `for` with constant bounds, or with parameters given in `bounds`
@@ -300,6 +304,7 @@ impl<'k> SyncModel<'k> {
             weight,
             weight_bounds,
             existing: Vec::new(),
+            split_waits: split_pairs::credited_waits(k).into_keys().collect(),
         };
         for (r, _) in k.regions().iter() {
             for (i, &op) in k.region_ops(r).iter().enumerate() {
@@ -342,11 +347,10 @@ impl<'k> SyncModel<'k> {
                 Some(SyncEffect::NamedSync { count, .. }) if count >= k.threads() => {
                     Some(Scope::Block)
                 }
-                Some(SyncEffect::SplitWait(id)) => {
-                    let (r, i) = self.paths.pos(op)?;
-                    let prev = i.checked_sub(1).map(|j| k.region_ops(r)[j])?;
-                    matches!(k.ops[prev].kind, OpKind::SplitSignal(s) if s == id)
-                        .then_some(Scope::Block)
+                // A hand-written split wait whose window holds no shared access or sync op
+                // on any path (an adjacent pair, a rotated loop's halves).
+                Some(SyncEffect::SplitWait(_)) => {
+                    self.split_waits.contains(&op).then_some(Scope::Block)
                 }
                 _ => None,
             },

@@ -568,6 +568,7 @@ mod tests {
             weight: (0..REGIONS).map(|i| (r(i), weights[i])).collect(),
             weight_bounds: (0..REGIONS).map(|i| (r(i), weights[i])).collect(),
             existing: Vec::new(),
+            split_waits: Default::default(),
         }
     }
 

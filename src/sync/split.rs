@@ -31,12 +31,15 @@
 //!    `lgkmcnt(0)` wait or `barrier`, or since the kernel's start): a one-bit forward
 //!    dataflow (`drop_clean_dscnt`).
 //!
-//! A split signal already in the input (the user's `barrier_signal; barrier_wait`, which
-//! placement counts as a block barrier when the halves are adjacent) gets the same
-//! `waitcnt dscnt(0)` before it unless one is right there (`fence_hand_written_signals`), and
-//! step 4 drops it again where it finds nothing outstanding: without it an LDS store (or load)
-//! of the wave still in flight at the signal is unordered with the accesses after the wait
-//! (session 36's L10). A `dscnt(n > 0)` or a wait under a branch does not count.
+//! A split signal already in the input (the user's `barrier_signal ... barrier_wait`, which
+//! placement counts as a block barrier at the wait when the window between the halves holds
+//! no shared access or sync op, `sync::split_pairs`) gets the same `waitcnt dscnt(0)` before
+//! it unless one is right there (`fence_hand_written_signals`), and step 4 drops it again
+//! where it finds nothing outstanding: without it an LDS store (or load) of the wave still in
+//! flight at the signal is unordered with the accesses after the wait (session 36's L10). A
+//! `dscnt(n > 0)` or a wait under a branch does not count. The pipeline asks for the wait only
+//! before the signals whose pair covers a hazard (`fence` of [`lower_to_split`]; `None`:
+//! before every hand-written signal).
 //!
 //! Why this is correct: a shared access before B is before the `dscnt(0)` and the signal, in
 //! program order, on every path; one after B is after the wait. Between the halves there are
@@ -162,11 +165,13 @@ fn absorbed(
     out
 }
 
-/// Lowers every `barrier` of `k` to split signal/wait pairs.
+/// Lowers every `barrier` of `k` to split signal/wait pairs. `fence`: the hand-written
+/// signals that get a `waitcnt dscnt(0)` before them (`None`: all of them).
 pub fn lower_to_split(
     k: &Kernel,
     thread_dependent: &dyn Fn(&Operand) -> bool,
     bounds: &HashMap<String, i64>,
+    fence: Option<&std::collections::HashSet<Op>>,
 ) -> (Kernel, SplitStats) {
     let mut out = k.clone();
     let parents = k.parents();
@@ -198,7 +203,7 @@ pub fn lower_to_split(
             insert_signal(&mut out, r, idx);
         }
     }
-    let added = fence_hand_written_signals(&mut out);
+    let added = fence_hand_written_signals(&mut out, fence);
     // Slide every signal up and every wait down within its region.
     let regions: Vec<Region> = out.regions().keys().collect();
     for r in regions {
@@ -236,13 +241,17 @@ fn rotate(out: &mut Kernel, parents: &Parents, l: Op, r: Region) {
 }
 
 /// Writes `waitcnt dscnt(0)` before each split signal of the user's (one not already right
-/// after such a wait; the lowering's own signals always are). Placement counts an adjacent
-/// hand-written `barrier_signal; barrier_wait` as a block barrier (`SyncModel::must_sync`),
+/// after such a wait; the lowering's own signals always are) that `only` holds (every one
+/// when `None`). Placement counts a hand-written pair with a clean window as a block barrier
+/// (`SyncModel::must_sync`),
 /// and a signal releases only the wave's completed LDS operations: without the wait a store
 /// (or load) still outstanding at the signal is unordered with the accesses after the wait.
 /// A `dscnt(n > 0)` wait or one under a branch is not enough. The waits that find no LDS
 /// operation outstanding are dropped again by [`drop_clean_dscnt`]. Returns the waits written.
-fn fence_hand_written_signals(k: &mut Kernel) -> std::collections::HashSet<Op> {
+fn fence_hand_written_signals(
+    k: &mut Kernel,
+    only: Option<&std::collections::HashSet<Op>>,
+) -> std::collections::HashSet<Op> {
     let mut added = std::collections::HashSet::new();
     let regions: Vec<Region> = k.regions().keys().collect();
     for r in regions {
@@ -250,7 +259,8 @@ fn fence_hand_written_signals(k: &mut Kernel) -> std::collections::HashSet<Op> {
         let mut with = Vec::with_capacity(ops.len());
         for (i, &o) in ops.iter().enumerate() {
             let fenced = i > 0 && is_dscnt0(k, ops[i - 1]);
-            if matches!(k.ops[o].kind, OpKind::SplitSignal(_)) && !fenced {
+            let wanted = only.is_none_or(|f| f.contains(&o));
+            if matches!(k.ops[o].kind, OpKind::SplitSignal(_)) && !fenced && wanted {
                 let d = k.new_op(OpKind::WaitCnt(vec![(Counter::DsCnt, 0)]), &[], vec![]);
                 added.insert(d);
                 with.push(d);
@@ -581,7 +591,7 @@ mod tests {
     fn lower(src: &str) -> (Kernel, SplitStats) {
         let k = parse_kernel(src).expect("parses");
         let u = uniformity::analyze(&k);
-        let (out, st) = lower_to_split(&k, &|o: &Operand| !u.operand_uniform(o), &HashMap::new());
+        let (out, st) = lower_to_split(&k, &|o: &Operand| !u.operand_uniform(o), &HashMap::new(), None);
         assert!(
             crate::verify::verify(&out).is_empty(),
             "{}",
