@@ -43,8 +43,7 @@ pub(crate) fn place(
         let (wait_on, arrive_on) = if producer { (empty, full) } else { (full, empty) };
         let wait_par = p.par;
         let first = arm.acc.iter().map(|a| a.0).min().unwrap_or(0);
-        let last = arm.acc.iter().map(|a| a.0).max().unwrap_or(0);
-        let (fo, lo) = (k.region_ops(arm.body)[first], k.region_ops(arm.body)[last]);
+        let fo = k.region_ops(arm.body)[first];
         let wait = |k: &mut Kernel, sp: &mut Splice| {
             sp.sync(
                 k,
@@ -84,6 +83,14 @@ pub(crate) fn place(
         } else {
             let w = wait(k, &mut sp);
             sp.before.entry(fo).or_default().push(w);
+            // The release follows the accesses' completion for their own threads (M15).
+            let accs: Vec<Op> = arm.acc.iter().map(|a| a.2).collect();
+            let (after, complete) = crate::sync::handshake::release_point(k, arm, &accs);
+            for c in complete {
+                let c = sp.sync(k, c, None);
+                sp.after.entry(after).or_default().push(c);
+                per_iter += 1;
+            }
             let a = sp.sync(
                 k,
                 OpKind::MbarArrive {
@@ -93,7 +100,7 @@ pub(crate) fn place(
                 },
                 None,
             );
-            sp.after.entry(lo).or_default().push(a);
+            sp.after.entry(after).or_default().push(a);
             per_iter += 2;
         }
     }
