@@ -319,7 +319,16 @@ fn full_arrivals(k: &Kernel, cx: &Ctx<'_>, tmas: &[Op]) -> Result<u32, Box<Diagn
             }
             match &k.ops[a].kind {
                 OpKind::For { .. } if a == cx.prod.lp => {}
-                OpKind::If { cond } if elects_one(k, *cond) => issuers = 1,
+                OpKind::If { cond } if elects_one(k, *cond) => {
+                    if !elected_in_role(k, cx, *cond) {
+                        return Err(unsupported(
+                            k,
+                            a,
+                            "no thread of the producer role passes this election (`cmp eq tid, C` with C outside the role's threads): its arrivals would never run and the consumers would wait forever",
+                        ));
+                    }
+                    issuers = 1;
+                }
                 _ => {
                     return Err(unsupported(
                         k,
@@ -332,6 +341,28 @@ fn full_arrivals(k: &Kernel, cx: &Ctx<'_>, tmas: &[Op]) -> Result<u32, Box<Diagn
         n += issuers;
     }
     Ok(n)
+}
+
+/// Whether the thread `c = cmp eq tid, C` elects is one of the producer role's threads (M4):
+/// inside the role group's range for the branch's then-arm, outside it (and in the block)
+/// for its else-arm.
+fn elected_in_role(k: &Kernel, cx: &Ctx<'_>, c: Operand) -> bool {
+    let Some(OpKind::Cmp(_, _, Operand::Imm(id))) = c.value().and_then(|v| match k.values[v].def {
+        ValueDef::Result(d, _) => Some(&k.ops[d].kind),
+        _ => None,
+    }) else {
+        return false;
+    };
+    let Some(g) = crate::sync::handshake::role_group(k, cx.br) else {
+        return false;
+    };
+    let id = id.as_i64();
+    let (lo, hi) = (k.groups[g].lo as i64, k.groups[g].hi as i64);
+    let then_arm = k.parents().ancestors(cx.prod.lp).into_iter().chain([cx.prod.lp]).any(|o| {
+        k.parents().op_region[o] == Some(k.ops[cx.br].regions[0])
+    });
+    let in_group = (lo..hi).contains(&id);
+    (0..k.threads() as i64).contains(&id) && in_group == then_arm
 }
 
 /// Whether `c = cmp eq %t, C` with `%t` a thread id (one thread of the block).
