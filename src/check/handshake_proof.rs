@@ -132,11 +132,12 @@ fn prove_branch(k: &Kernel, br: Op, pos: usize) -> Result<HandshakeVerdict, Stri
     let mut ops = Vec::new();
     let mut loops = Vec::new();
     let ranges = crate::ir::ranges::Ranges::new(k);
-    for (arm, &(region, n)) in roles.iter().enumerate() {
+    for (arm, (region, members)) in roles.iter().enumerate() {
+        let (region, n) = (*region, members.len() as u32);
         let mut found = Vec::new();
         collect(k, region, &mut found);
         let mut lp = None;
-        let role = Role { arm, n, region };
+        let role = Role { arm, n, region, members };
         for o in found {
             ops.push(classify(k, &ranges, o, &role, &mut lp)?);
         }
@@ -159,6 +160,7 @@ fn prove_branch(k: &Kernel, br: Op, pos: usize) -> Result<HandshakeVerdict, Stri
         return Ok(HandshakeVerdict::Refuted(Box::new(d)));
     }
     super::handshake_tx::tx_before_arrival(k, &ops)?;
+    released_complete(k, &ranges, &ops)?;
     let index = OpIndex::new(k);
     aliasing(k, &ops, &index)?;
     super::handshake_rearm::rearm_after_waiters(k, &ops, &index)?;
@@ -175,14 +177,14 @@ fn prove_branch(k: &Kernel, br: Op, pos: usize) -> Result<HandshakeVerdict, Stri
 /// The roles of a role branch with their thread counts: its two arms, or, where an arm's
 /// top level holds a nested role branch, that branch's roles (one producer and several
 /// consumer groups). `members` are the linear thread ids reaching `br`.
-fn roles_of(k: &Kernel, br: Op, members: Vec<u32>, out: &mut Vec<(Region, u32)>) -> Result<(), String> {
+fn roles_of(k: &Kernel, br: Op, members: Vec<u32>, out: &mut Vec<(Region, Vec<u32>)>) -> Result<(), String> {
     let g = role_group(k, br).ok_or("not a role branch")?;
     let (lo, hi) = (k.groups[g].lo, k.groups[g].hi);
     let (inside, outside): (Vec<u32>, Vec<u32>) = members.into_iter().partition(|t| (lo..hi).contains(t));
     for (&r, m) in k.ops[br].regions.iter().zip([inside, outside]) {
         let nested = (k.region_ops(r).iter().copied()).find(|&o| role_group(k, o).is_some());
         let Some(nb) = nested else {
-            out.push((r, m.len() as u32));
+            out.push((r, m));
             continue;
         };
         let beside = (k.region_ops(r).iter()).filter(|&&o| o != nb).any(|&o| {
@@ -227,10 +229,12 @@ fn collect(k: &Kernel, r: Region, out: &mut Vec<Op>) {
 }
 
 /// One role: its index, thread count and region.
-struct Role {
+struct Role<'a> {
     arm: usize,
     n: u32,
     region: Region,
+    /// The role's linear thread ids (ascending).
+    members: &'a [u32],
 }
 
 /// Reads one op: its loop (one per arm), guards, slot and parity forms.
@@ -257,6 +261,12 @@ fn classify(
             {
                 elect = true;
                 tid = elected_tid(k, *cond);
+                // An election no thread of the role passes runs nothing (M4): its arrivals
+                // must not be counted as one thread's.
+                let member = |t: i64| u32::try_from(t).is_ok_and(|t| role.members.binary_search(&t).is_ok());
+                if !tid.is_some_and(member) {
+                    return Err(format!("no thread of the role passes the election around {}", op_name(k, o)));
+                }
             }
             _ => return Err(format!("{} is under a condition or loop the proof does not read", op_name(k, o))),
         }
@@ -676,4 +686,43 @@ fn deadlock(k: &Kernel, ops: &[HsOp], path: &[usize]) -> Diagnostic {
         }
     }
     d.with_note("each of these waits needs an arrival that comes after another wait of the cycle in the same iteration")
+}
+
+/// Premise of "proved" that a release orders the slot it hands over (M15): every arrival
+/// (without transaction bytes) that follows, in one iteration of its role's loop, an
+/// asynchronous access to slot `i mod D` of a buffer of `D` slots follows that access's
+/// completion for its own threads (`sync::handshake_chain::completed_by`, the rule `sync`
+/// checks hand-written handshakes with and places its own by). An arrival before it lets the
+/// other role reuse the slot while the copy (`cp_async`, `tma_store`, `wgmma`) is in flight.
+/// O(arrivals · ops of the loop body).
+fn released_complete(k: &Kernel, ranges: &crate::ir::ranges::Ranges, ops: &[HsOp]) -> Result<(), String> {
+    let parents = k.parents();
+    for a in ops.iter().filter(|o| matches!(o.kind, Kind::Arrive { tx: 0 })) {
+        let Some(l) = parents.ancestors(a.op).into_iter().find(|&p| matches!(k.ops[p].kind, OpKind::For { .. })) else {
+            continue;
+        };
+        let body = k.ops[l].regions[0];
+        let mut seq = Vec::new();
+        crate::sync::handshake::walk_region(k, body, &mut seq);
+        let mut acc = Vec::new();
+        crate::sync::handshake::accesses(k, body, &mut acc);
+        let Some(pa) = seq.iter().position(|&o| o == a.op) else { continue };
+        let d = k.buffers[a.mbar].shape.first().copied();
+        let mut fns = crate::ir::iterfn::IterFns::for_loop(k, ranges, l);
+        for x in &acc {
+            let Some(px) = seq.iter().position(|&o| o == x.op) else { continue };
+            let slot_form = match (x.slot, fns.as_mut()) {
+                (Some(s), Some(f)) => k.buffers[x.buffer].shape.first().copied() == d && is_slot(k, f, s, x.buffer),
+                _ => false,
+            };
+            if px > pa || !slot_form || crate::sync::handshake_chain::completion_ops(&k.ops[x.op].kind).is_empty() {
+                continue;
+            }
+            let between = seq[px + 1..pa].iter().copied();
+            if crate::sync::handshake_chain::completed_by(k, x.op, between).is_none() {
+                return Err(format!("{} releases a slot before {} completes for its own threads", op_name(k, a.op), op_name(k, x.op)));
+            }
+        }
+    }
+    Ok(())
 }

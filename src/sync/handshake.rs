@@ -835,6 +835,67 @@ fn consumer_arms(k: &Kernel, br: Op, region: Region, acc: &[Access]) -> Result<V
     Ok(out)
 }
 
+/// Where a role's release of the accesses `accs` (ops of `arm`'s loop body) goes: after the
+/// returned top-level body op, preceded by the returned ops to write there. The release must
+/// follow each access's completion for its own threads (`handshake_chain::completed_by`, the
+/// rule hand-written handshakes are checked by: E0307): the user's completing wait where one
+/// follows in the iteration, run whenever the access is; else `sync` writes the completion
+/// (`handshake_chain::completion_ops`: a commit and the wait for every group, or a
+/// `waitcnt`) right before the release, after the access's top-level op. A synchronous
+/// access completes at itself: the release follows its top-level op (the earlier rule).
+pub(crate) fn release_point(k: &Kernel, arm: &Arm, accs: &[Op]) -> (Op, Vec<OpKind>) {
+    let body = arm.body;
+    let mut ops = Vec::new();
+    walk_region(k, body, &mut ops);
+    let parents = k.parents();
+    // The regions between an op and the loop body: an op runs whenever `x` does, in its
+    // iteration, when its regions are among `x`'s.
+    let within = |o: Op| {
+        let mut out = Vec::new();
+        let mut cur = o;
+        while let Some(r) = parents.op_region[cur] {
+            if r == body {
+                break;
+            }
+            out.push(r);
+            match parents.region_op[r] {
+                Some(p) => cur = p,
+                None => break,
+            }
+        }
+        out
+    };
+    let top = |o: Op| {
+        let mut cur = o;
+        while parents.op_region[cur].is_some_and(|r| r != body) {
+            match parents.parent_op(cur) {
+                Some(p) => cur = p,
+                None => break,
+            }
+        }
+        k.region_ops(body).iter().position(|&x| x == cur).unwrap_or(0)
+    };
+    let mut at = 0;
+    let mut extra: Vec<OpKind> = Vec::new();
+    for &x in accs {
+        let wx = within(x);
+        let i = ops.iter().position(|&o| o == x).unwrap_or(0);
+        let after = ops[i + 1..].iter().copied().filter(|&o| within(o).iter().all(|r| wx.contains(r)));
+        match crate::sync::handshake_chain::completed_by(k, x, after) {
+            Some(c) => at = at.max(top(c)),
+            None => {
+                at = at.max(top(x));
+                for op in crate::sync::handshake_chain::completion_ops(&k.ops[x].kind) {
+                    if !extra.contains(&op) {
+                        extra.push(op);
+                    }
+                }
+            }
+        }
+    }
+    (k.region_ops(body)[at], extra)
+}
+
 /// Whether `v = rem %iv, D` with `D` the buffer's first extent.
 fn is_rem_of(k: &Kernel, v: Value, iv: Value, b: Buffer) -> bool {
     let ValueDef::Result(d, _) = k.values[v].def else {
@@ -973,28 +1034,35 @@ fn place_named(
     let OpKind::For { lo, hi, step, .. } = k.ops[prod.lp].kind.clone() else {
         return Err(unsupported(k, br, "no loop"));
     };
-    let tdm = prod.acc.iter().any(|a| matches!(k.ops[a.2].kind, OpKind::TdmLoad { .. }));
     let mut sp = Splice::new(k);
     let notfirst = sp.value(k, prod.body, OpKind::Cmp(CmpPred::Gt, Operand::Value(prod.iv), lo), ScalarType::I1, "hs_notfirst");
     let next = sp.value(k, cons.body, OpKind::Binary(BinOp::Add, Operand::Value(cons.iv), step), ScalarType::I32, "hs_next");
     let notlast = sp.value(k, cons.body, OpKind::Cmp(CmpPred::Lt, Operand::Value(next), hi), ScalarType::I1, "hs_notlast");
+    // Completion ops written once per (top-level op, kind): a later slot's release after the
+    // same op is behind the ones already there.
+    let mut completed: HashSet<(Op, String)> = HashSet::new();
+    let mut per_iter = 0u64;
     for (i, &s) in slots.iter().enumerate() {
-        let span = |a: &Arm| {
-            let xs: Vec<usize> = a.acc.iter().filter(|x| x.1 == Slot::Const(s)).map(|x| x.0).collect();
-            (xs.iter().min().copied(), xs.iter().max().copied())
-        };
-        let ((Some(pf), Some(pl)), (Some(cf), Some(cl))) = (span(prod), span(cons)) else {
+        let of_slot = |a: &Arm| -> Vec<Op> { a.acc.iter().filter(|x| x.1 == Slot::Const(s)).map(|x| x.2).collect() };
+        let first = |a: &Arm| a.acc.iter().filter(|x| x.1 == Slot::Const(s)).map(|x| x.0).min();
+        let (Some(pf), Some(cf)) = (first(prod), first(cons)) else {
             continue;
         };
-        let body_op = |a: &Arm, i: usize| k.region_ops(a.body)[i];
-        let (pfo, plo, cfo, clo) = (body_op(prod, pf), body_op(prod, pl), body_op(cons, cf), body_op(cons, cl));
+        let (pfo, cfo) = (k.region_ops(prod.body)[pf], k.region_ops(cons.body)[cf]);
+        // Each release follows its role's accesses' completion (`release_point`): a TDM or
+        // `cp_async` producer's wait for its copies, a `wgmma` consumer's (M15).
+        let (plo, pdone) = release_point(k, prod, &of_slot(prod));
+        let (clo, cdone) = release_point(k, cons, &of_slot(cons));
         let w = sp.sync(k, OpKind::NamedSync { id: empty[i], count }, Some(notfirst));
         sp.before.entry(pfo).or_default().push(w);
-        if tdm {
-            // The producer's tensor DMA lands asynchronously: its issuing threads wait for
-            // their tensor counter before signalling the slot full.
-            let w = sp.sync(k, OpKind::WaitCnt(vec![(Counter::TensorCnt, 0)]), None);
-            sp.after.entry(plo).or_default().push(w);
+        for (at, done) in [(plo, pdone), (clo, cdone)] {
+            for c in done {
+                if completed.insert((at, format!("{c:?}"))) {
+                    let c = sp.sync(k, c, None);
+                    sp.after.entry(at).or_default().push(c);
+                    per_iter += 1;
+                }
+            }
         }
         let a = sp.sync(k, OpKind::NamedArrive { id: full[i], count }, None);
         sp.after.entry(plo).or_default().push(a);
@@ -1005,11 +1073,11 @@ fn place_named(
     }
     let written = sp.written;
     sp.apply(k);
-    // Executed per iteration: 4 per slot, the two guarded ones skipped once each, and a TDM
-    // producer's counter wait per slot.
+    // Executed per iteration: 4 per slot, the two guarded ones skipped once each, and the
+    // completion waits written per iteration.
     let executed = imm_for_trips(k, prod.lp).map(|t| {
         let (t, n) = (t as u64, slots.len() as u64);
-        2 * n * t + 2 * n * t.saturating_sub(1) + if tdm { n * t } else { 0 }
+        2 * n * t + 2 * n * t.saturating_sub(1) + per_iter * t
     });
     Ok(Placed {
         branch: br,

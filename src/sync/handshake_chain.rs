@@ -343,46 +343,12 @@ impl Cx<'_> {
         out
     }
 
-    /// The position from which the access `x` is complete for the threads that issued it: `x`
-    /// itself for a synchronous access; for an asynchronous one, the first wait after it (in
-    /// its iteration, whenever it runs) that completes every copy of its queue, after a commit
-    /// that closes its group: `wgmma_commit` then `wgmma_wait 0` for a `wgmma` read (L1: a
-    /// wait before the commit completes nothing of it); for a `tma_store` read or a
-    /// `cp_async` write, a `bulk_wait 0` or `cp_async_wait 0` after its commit. `None` when no such wait follows
-    /// (an arrival before it releases a copy still in flight: K1, K2), and for copies whose
-    /// completion this check does not model (`gather_to_lds`, TDM: no mbarriers on their
-    /// targets).
+    /// The position from which the access `x` is complete for the threads that issued it
+    /// ([`completed_by`] over the ops that run with it, in its iteration). `None` when no
+    /// completing wait follows (an arrival before it releases a copy still in flight: K1, K2).
     fn completed_at(&self, x: Op) -> Option<usize> {
-        let k = self.k;
-        let px = self.pos[&x];
-        let is_commit = |o: Op| match &k.ops[x].kind {
-            OpKind::TmaStore { .. } => matches!(k.ops[o].kind, OpKind::BulkCommit),
-            OpKind::Wgmma { .. } => matches!(k.ops[o].kind, OpKind::WgmmaCommit),
-            _ => matches!(k.ops[o].kind, OpKind::CpAsyncCommit),
-        };
-        let (needs_commit, is_wait): (bool, &dyn Fn(Op) -> bool) = match &k.ops[x].kind {
-            // An uncommitted wgmma is not waited for (L1): its commit comes first, as a copy's.
-            OpKind::Wgmma { .. } => (true, &|o| matches!(k.ops[o].kind, OpKind::WgmmaWait(0))),
-            OpKind::TmaStore { .. } => (true, &|o| matches!(k.ops[o].kind, OpKind::BulkWait(0))),
-            OpKind::CpAsync { .. } | OpKind::CpAsyncTile(_) => {
-                (true, &|o| matches!(k.ops[o].kind, OpKind::CpAsyncWait(0)))
-            }
-            OpKind::GatherToLds { .. } | OpKind::GatherToLdsTile(_) | OpKind::TdmLoad { .. } => {
-                return None
-            }
-            _ => return Some(px),
-        };
-        let mut committed = !needs_commit;
-        for &o in &self.ops[px + 1..] {
-            if !self.runs_with(o, x) {
-                continue;
-            }
-            committed |= is_commit(o);
-            if committed && is_wait(o) {
-                return Some(self.pos[&o]);
-            }
-        }
-        None
+        let after = self.ops[self.pos[&x] + 1..].iter().copied();
+        completed_by(self.k, x, after.filter(|&o| self.runs_with(o, x))).map(|o| self.pos[&o])
     }
 
     /// The mbarrier elements `y` (slot `slot`) acquires: waits before it, in its iteration.
@@ -637,4 +603,49 @@ fn async_completion(kind: &OpKind) -> Option<(&'static str, &'static str)> {
         OpKind::TdmLoad { .. } => ("tdm_load", "waitcnt"),
         _ => return None,
     })
+}
+
+/// The op from which the shared access `x` is complete for the threads that issued it — the
+/// one definition of "completed for its own threads" that the chain check (E0307), `sync`'s
+/// own handshakes (`sync::handshake::release_point`) and `check`'s handshake proof share.
+/// `after` are the ops that follow `x` in program order and run whenever it does, in its
+/// iteration. `x` itself for a synchronous access; for an asynchronous one the first wait
+/// among `after` that completes every copy of its queue, after a commit that closes its
+/// group: `wgmma_commit` then `wgmma_wait 0` (a wait before the commit completes nothing of
+/// it, L1), `bulk_commit` then `bulk_wait 0` for a `tma_store` read (K1), `cp_async_commit`
+/// then `cp_async_wait 0` for a `cp_async` write (K2). `None` when no such wait follows, and
+/// for copies whose counters are not modelled here (`gather_to_lds`, TDM:
+/// [`completion_ops`] writes their `waitcnt`). O(|after|).
+pub(crate) fn completed_by(k: &Kernel, x: Op, after: impl IntoIterator<Item = Op>) -> Option<Op> {
+    let (commit, wait): (fn(&OpKind) -> bool, fn(&OpKind) -> bool) = match &k.ops[x].kind {
+        OpKind::Wgmma { .. } => (|o| matches!(o, OpKind::WgmmaCommit), |o| matches!(o, OpKind::WgmmaWait(0))),
+        OpKind::TmaStore { .. } => (|o| matches!(o, OpKind::BulkCommit), |o| matches!(o, OpKind::BulkWait(0))),
+        OpKind::CpAsync { .. } | OpKind::CpAsyncTile(_) => {
+            (|o| matches!(o, OpKind::CpAsyncCommit), |o| matches!(o, OpKind::CpAsyncWait(0)))
+        }
+        OpKind::GatherToLds { .. } | OpKind::GatherToLdsTile(_) | OpKind::TdmLoad { .. } => return None,
+        _ => return Some(x),
+    };
+    let mut committed = false;
+    for o in after {
+        committed |= commit(&k.ops[o].kind);
+        if committed && wait(&k.ops[o].kind) {
+            return Some(o);
+        }
+    }
+    None
+}
+
+/// The ops that complete the asynchronous access kind `kind` for its own threads when none
+/// follows it ([`completed_by`] is `None`): a commit closing its group and the wait for every
+/// group, or the `waitcnt` of its counter. Empty for a synchronous access.
+pub(crate) fn completion_ops(kind: &OpKind) -> Vec<OpKind> {
+    match kind {
+        OpKind::Wgmma { .. } => vec![OpKind::WgmmaCommit, OpKind::WgmmaWait(0)],
+        OpKind::TmaStore { .. } => vec![OpKind::BulkCommit, OpKind::BulkWait(0)],
+        OpKind::CpAsync { .. } | OpKind::CpAsyncTile(_) => vec![OpKind::CpAsyncCommit, OpKind::CpAsyncWait(0)],
+        OpKind::GatherToLds { .. } | OpKind::GatherToLdsTile(_) => vec![OpKind::WaitCnt(vec![(Counter::AsyncCnt, 0)])],
+        OpKind::TdmLoad { .. } => vec![OpKind::WaitCnt(vec![(Counter::TensorCnt, 0)])],
+        _ => Vec::new(),
+    }
 }

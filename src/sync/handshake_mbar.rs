@@ -43,8 +43,7 @@ pub(crate) fn place(
         let (wait_on, arrive_on) = if producer { (empty, full) } else { (full, empty) };
         let wait_par = p.par;
         let first = arm.acc.iter().map(|a| a.0).min().unwrap_or(0);
-        let last = arm.acc.iter().map(|a| a.0).max().unwrap_or(0);
-        let (fo, lo) = (k.region_ops(arm.body)[first], k.region_ops(arm.body)[last]);
+        let fo = k.region_ops(arm.body)[first];
         let wait = |k: &mut Kernel, sp: &mut Splice| {
             sp.sync(
                 k,
@@ -84,6 +83,14 @@ pub(crate) fn place(
         } else {
             let w = wait(k, &mut sp);
             sp.before.entry(fo).or_default().push(w);
+            // The release follows the accesses' completion for their own threads (M15).
+            let accs: Vec<Op> = arm.acc.iter().map(|a| a.2).collect();
+            let (after, complete) = crate::sync::handshake::release_point(k, arm, &accs);
+            for c in complete {
+                let c = sp.sync(k, c, None);
+                sp.after.entry(after).or_default().push(c);
+                per_iter += 1;
+            }
             let a = sp.sync(
                 k,
                 OpKind::MbarArrive {
@@ -93,7 +100,7 @@ pub(crate) fn place(
                 },
                 None,
             );
-            sp.after.entry(lo).or_default().push(a);
+            sp.after.entry(after).or_default().push(a);
             per_iter += 2;
         }
     }
@@ -312,7 +319,16 @@ fn full_arrivals(k: &Kernel, cx: &Ctx<'_>, tmas: &[Op]) -> Result<u32, Box<Diagn
             }
             match &k.ops[a].kind {
                 OpKind::For { .. } if a == cx.prod.lp => {}
-                OpKind::If { cond } if elects_one(k, *cond) => issuers = 1,
+                OpKind::If { cond } if elects_one(k, *cond) => {
+                    if !elected_in_role(k, cx, *cond) {
+                        return Err(unsupported(
+                            k,
+                            a,
+                            "no thread of the producer role passes this election (`cmp eq tid, C` with C outside the role's threads): its arrivals would never run and the consumers would wait forever",
+                        ));
+                    }
+                    issuers = 1;
+                }
                 _ => {
                     return Err(unsupported(
                         k,
@@ -325,6 +341,28 @@ fn full_arrivals(k: &Kernel, cx: &Ctx<'_>, tmas: &[Op]) -> Result<u32, Box<Diagn
         n += issuers;
     }
     Ok(n)
+}
+
+/// Whether the thread `c = cmp eq tid, C` elects is one of the producer role's threads (M4):
+/// inside the role group's range for the branch's then-arm, outside it (and in the block)
+/// for its else-arm.
+fn elected_in_role(k: &Kernel, cx: &Ctx<'_>, c: Operand) -> bool {
+    let Some(OpKind::Cmp(_, _, Operand::Imm(id))) = c.value().and_then(|v| match k.values[v].def {
+        ValueDef::Result(d, _) => Some(&k.ops[d].kind),
+        _ => None,
+    }) else {
+        return false;
+    };
+    let Some(g) = crate::sync::handshake::role_group(k, cx.br) else {
+        return false;
+    };
+    let id = id.as_i64();
+    let (lo, hi) = (k.groups[g].lo as i64, k.groups[g].hi as i64);
+    let then_arm = k.parents().ancestors(cx.prod.lp).into_iter().chain([cx.prod.lp]).any(|o| {
+        k.parents().op_region[o] == Some(k.ops[cx.br].regions[0])
+    });
+    let in_group = (lo..hi).contains(&id);
+    (0..k.threads() as i64).contains(&id) && in_group == then_arm
 }
 
 /// Whether `c = cmp eq %t, C` with `%t` a thread id (one thread of the block).
