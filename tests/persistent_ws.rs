@@ -47,7 +47,10 @@ fn synced(path: &str) -> String {
     assert!(ok, "{path} refused:\n{err}");
     let searched = err.contains("W0318") && err.contains("whose bounds read the block id");
     let flattened = err.contains("W0334") && !err.contains("W0318");
-    assert!(searched != flattened, "{path}: neither the searched nor the flattened tile loop:\n{err}");
+    assert!(
+        searched != flattened,
+        "{path}: neither the searched nor the flattened tile loop:\n{err}"
+    );
     assert!(!err.contains("E03"), "{path}:\n{err}");
     out
 }
@@ -151,7 +154,11 @@ fn broken_persistent_pipelines_race_and_are_refused() {
 fn broken_corpus_persistent_matmuls_are_refused() {
     let text = std::fs::read_to_string(CORPUS).expect("corpus kernel");
     let mutants = [
-        ("the consumer's counter restarts every tile", "%arg24 = %arg21)", "%arg24 = %c0_i64_5)"),
+        (
+            "the consumer's counter restarts every tile",
+            "%arg24 = %arg21)",
+            "%arg24 = %c0_i64_5)",
+        ),
         (
             "the consumer's parity read from the counter's low bit",
             "%acc_27 = arith.andi %acc_23, %c1_i64_6 {async_task_id = array<i32: 1>}",
@@ -164,8 +171,14 @@ fn broken_corpus_persistent_matmuls_are_refused() {
         assert!(text.contains(from), "{what}: pattern not found");
         let path = dir.join("mutant.ttgir");
         std::fs::write(&path, text.replacen(from, to, 1)).expect("write mutant");
-        let (ok, _, err) = run(&["sync", "--target", "sm_90", path.to_str().expect("path")], "");
-        assert!(!ok && err.contains("E0306"), "{what}: not refused with E0306:\n{err}");
+        let (ok, _, err) = run(
+            &["sync", "--target", "sm_90", path.to_str().expect("path")],
+            "",
+        );
+        assert!(
+            !ok && err.contains("E0306"),
+            "{what}: not refused with E0306:\n{err}"
+        );
         assert!(!err.contains("W0334"), "{what}: verified flattened:\n{err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
