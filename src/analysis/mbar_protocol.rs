@@ -51,7 +51,10 @@
 //!   whose thread-dependent terms agree trace alike); its events count for the class's size
 //!   where threads are counted (arriving threads, a round's bytes).
 //! - **Tile loops** whose bounds read `bid` (a persistent kernel's) run a searched trip count
-//!   with their counter unknown (the child module `mbar_loop_trips`).
+//!   with their counter unknown (the child module `mbar_loop_trips`), unless the kernel with
+//!   each tile loop flattened into its pipeline loop (the child module `mbar_flatten`) is
+//!   verified for every trip count: then that verdict is every tile count's (W0334 where the
+//!   carried counter's `i32` range bounds it).
 //! - **Parameters without a range** are searched (0 to [`SEARCHED`], the values giving trip
 //!   counts 0 to [`TRIPS`] where the parameter is divided into one, and the default) for a
 //!   counterexample (E0306); without one, the waits are verified for every value where the
