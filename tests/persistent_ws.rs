@@ -39,16 +39,33 @@ fn run(args: &[&str], input: &str) -> (bool, String, String) {
     (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 
-/// `sync`'s output of `path`, which must be accepted with W0318 naming the tile loop.
+/// `sync`'s output of `path`, which must be accepted with W0318 naming the tile loop (the
+/// search: the hand-written kernel's constant pipeline trip count) or, flattened
+/// (`mbar_flatten`), W0334 and no W0318 (the corpus kernel).
 fn synced(path: &str) -> String {
     let (ok, out, err) = run(&["sync", "--target", "sm_90", path], "");
     assert!(ok, "{path} refused:\n{err}");
+    let searched = err.contains("W0318") && err.contains("whose bounds read the block id");
+    let flattened = err.contains("W0334") && !err.contains("W0318");
     assert!(
-        err.contains("W0318") && err.contains("whose bounds read the block id"),
-        "{path}: the searched tile loop is not named:\n{err}"
+        searched != flattened,
+        "{path}: neither the searched nor the flattened tile loop:\n{err}"
     );
     assert!(!err.contains("E03"), "{path}:\n{err}");
     out
+}
+
+/// The corpus kernel's waits are decided by the flattened argument (W0334, no W0318): 0.6 s
+/// of CPU in the release build for the whole `sync`. Ignored until its debug-build time is
+/// measured (session 37 ran out of time; the placement, not the mbarrier check, is most of it):
+/// `cargo test --release --test persistent_ws -- --ignored`.
+#[test]
+#[ignore = "debug-build time not yet measured; run with --ignored"]
+fn the_corpus_persistent_matmul_is_verified_flattened() {
+    let (ok, _, err) = run(&["sync", "--target", "sm_90", CORPUS], "");
+    assert!(ok, "{err}");
+    assert_eq!(err.matches("warning[W0334]").count(), 8, "{err}");
+    assert!(!err.contains("W0318"), "{err}");
 }
 
 /// Whether the interpreter finds `text` race-free with parameter values `bounds`.
@@ -126,4 +143,43 @@ fn broken_persistent_pipelines_race_and_are_refused() {
             "{what}:\n{err}"
         );
     }
+}
+
+/// Mutants of the corpus kernel's first consumer partition, each a broken protocol: the
+/// flattened argument must not verify them (it declines or its verdict is not clean) and the
+/// search refuses them. Ignored in CI: the search takes seconds of the release build; run with
+/// `cargo test --release --test persistent_ws -- --ignored`.
+#[test]
+#[ignore = "seconds in the release build; run with --ignored"]
+fn broken_corpus_persistent_matmuls_are_refused() {
+    let text = std::fs::read_to_string(CORPUS).expect("corpus kernel");
+    let mutants = [
+        (
+            "the consumer's counter restarts every tile",
+            "%arg24 = %arg21)",
+            "%arg24 = %c0_i64_5)",
+        ),
+        (
+            "the consumer's parity read from the counter's low bit",
+            "%acc_27 = arith.andi %acc_23, %c1_i64_6 {async_task_id = array<i32: 1>}",
+            "%acc_27 = arith.andi %arg24, %c1_i64_6 {async_task_id = array<i32: 1>}",
+        ),
+    ];
+    let dir = std::env::temp_dir().join(format!("smemsync-pws-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for (what, from, to) in mutants {
+        assert!(text.contains(from), "{what}: pattern not found");
+        let path = dir.join("mutant.ttgir");
+        std::fs::write(&path, text.replacen(from, to, 1)).expect("write mutant");
+        let (ok, _, err) = run(
+            &["sync", "--target", "sm_90", path.to_str().expect("path")],
+            "",
+        );
+        assert!(
+            !ok && err.contains("E0306"),
+            "{what}: not refused with E0306:\n{err}"
+        );
+        assert!(!err.contains("W0334"), "{what}: verified flattened:\n{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -73,14 +73,23 @@ impl Form {
 }
 
 /// The projection of the counters of the pumped loops in `sh`, `Ok(None)` where no pumped loop
-/// has one (the caller's message stands), or the premise that fails.
-pub(super) fn residues(k: &Kernel, sh: &Shape, traced: &HashSet<Op>, iters: &[Iters]) -> Result<Option<Projection>, String> {
+/// has one (the caller's message stands), or the premise that fails. `flat`: the pumped
+/// loops stand for tile loops flattened into them (`mbar_flatten`), whose trips are not
+/// bounded by `T`'s range: each counter is taken up to the last trip that keeps it within
+/// `i32`, and the least such trip count comes back with the projection (the argument holds up
+/// to it).
+pub(super) fn residues(k: &Kernel, sh: &Shape, traced: &HashSet<Op>, iters: &[Iters], flat: bool) -> Result<Option<(Projection, Option<i64>)>, String> {
     let mut w = Res { k, counters: HashMap::new(), memo: HashMap::new(), modulus: HashMap::new() };
     let tmax = sh.form.map_or(i32::MAX as i64, |(_, b)| i32::MAX as i64 / b.max(1)) as i128;
     let mut loops: Vec<Op> = sh.loops.keys().copied().collect();
     loops.sort_unstable();
+    let mut clip: Option<i64> = None;
     for &l in &loops {
-        w.find_counters(l, iters, tmax)?;
+        let c = w.find_counters(l, iters, (!flat).then_some(tmax))?;
+        clip = match (clip, c) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
     if w.counters.is_empty() {
         return Ok(None);
@@ -100,7 +109,7 @@ pub(super) fn residues(k: &Kernel, sh: &Shape, traced: &HashSet<Op>, iters: &[It
     for v in out.values_mut() {
         v.sort_unstable();
     }
-    Ok(Some(out))
+    Ok(Some((out, clip)))
 }
 
 /// A counter: iteration value `idx` of pumped loop `lp`, advanced by `step` per trip, its
@@ -129,15 +138,18 @@ impl Res<'_> {
     }
 
     /// Records the counters of pumped loop `l`: iteration values yielded as `%x + δ`, their
-    /// interval `x0 + δ·[0, tmax]` (`x0` over the runs at `TRIPS`) within `i32`.
-    fn find_counters(&mut self, l: Op, iters: &[Iters], tmax: i128) -> Result<(), String> {
+    /// interval `x0 + δ·[0, tmax]` (`x0` over the runs at `TRIPS`) within `i32`. Without
+    /// `tmax` (a flattened loop), the interval runs to the last trip within `i32`, and the
+    /// least such trip count of the loop's counters is returned.
+    fn find_counters(&mut self, l: Op, iters: &[Iters], tmax: Option<i128>) -> Result<Option<i64>, String> {
         let k = self.k;
         let body = k.ops[l].regions[0];
         let args = k.region_args(body).to_vec();
         let ys = match k.region_ops(body).last().map(|&y| &k.ops[y].kind) {
             Some(OpKind::Yield(ys)) => ys.clone(),
-            _ => return Ok(()),
+            _ => return Ok(None),
         };
+        let mut clip: Option<i64> = None;
         for (i, y) in ys.iter().enumerate() {
             let Some(step) = self.advance(y, args[i + 1]) else { continue };
             let x0: Vec<Option<i64>> = iters.iter().filter(|r| r.op == l).map(|r| r.vals.first().and_then(|s| s[i])).collect();
@@ -146,6 +158,15 @@ impl Res<'_> {
                 return Err(format!("premise (2) fails: the start of the counter {name} is not known in every run"));
             }
             let (a, b) = (x0.iter().flatten().min().copied().unwrap_or(0) as i128, x0.iter().flatten().max().copied().unwrap_or(0) as i128);
+            let tmax = match tmax {
+                Some(t) => t,
+                None => {
+                    let room = if step > 0 { I32.1 - b } else { a - I32.0 };
+                    let n = (room / (step.abs() as i128)).max(0);
+                    clip = Some(clip.map_or(n as i64, |c| c.min(n as i64)));
+                    n
+                }
+            };
             let far = step as i128 * tmax;
             let (lo, hi) = (a + far.min(0), b + far.max(0));
             if lo < I32.0 || hi > I32.1 {
@@ -157,7 +178,7 @@ impl Res<'_> {
                 self.counters.insert(r, c);
             }
         }
-        Ok(())
+        Ok(clip)
     }
 
     /// `δ` where `y` is `x + δ` or `x − δ` with a constant `δ ≠ 0`.

@@ -51,7 +51,10 @@
 //!   whose thread-dependent terms agree trace alike); its events count for the class's size
 //!   where threads are counted (arriving threads, a round's bytes).
 //! - **Tile loops** whose bounds read `bid` (a persistent kernel's) run a searched trip count
-//!   with their counter unknown (the child module `mbar_loop_trips`).
+//!   with their counter unknown (the child module `mbar_loop_trips`), unless the kernel with
+//!   each tile loop flattened into its pipeline loop (the child module `mbar_flatten`) is
+//!   verified for every trip count: then that verdict is every tile count's (W0334 where the
+//!   carried counter's `i32` range bounds it).
 //! - **Parameters without a range** are searched (0 to [`SEARCHED`], the values giving trip
 //!   counts 0 to [`TRIPS`] where the parameter is divided into one, and the default) for a
 //!   counterexample (E0306); without one, the waits are verified for every value where the
@@ -87,6 +90,8 @@ mod counters;
 mod trips;
 #[path = "mbar_loop_trips.rs"]
 mod loop_trips;
+#[path = "mbar_flatten.rs"]
+mod flatten;
 
 /// Ops executed over all threads (and parameter values) before the trace gives up (not
 /// decided).
@@ -174,6 +179,18 @@ struct Align {
 /// (every value, at most [`MAX_VALUES`] combinations); one without a range leaves the waits
 /// not decided.
 pub fn verify(k: &Kernel, warp: u32) -> Verdict {
+    verify_in(k, warp, false).0
+}
+
+/// Whether the verdict holds for every value of the one parameter without a declared range
+/// (the every-trip-count argument succeeded), and, on a flattened kernel (`flat`), the most
+/// trips for which it does (`Some(Some(n))`: the counter leaves `i32` beyond `n`).
+type Every = Option<Option<i64>>;
+
+/// [`verify`]; `flat`: `k` is a kernel whose tile loops were flattened (`mbar_flatten`): the
+/// arms are aligned by counted keys only, the long-loop shortcut and the flattening are not
+/// tried again, and a counter's trip bound is the one that keeps it within `i32`.
+fn verify_in(k: &Kernel, warp: u32, flat: bool) -> (Verdict, Every) {
     let mut waits = Vec::new();
     k.walk(|o| {
         if matches!(k.ops[o].kind, OpKind::MbarWait { .. }) {
@@ -181,34 +198,41 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
         }
     });
     if waits.is_empty() {
-        return Verdict::default();
+        return (Verdict::default(), None);
     }
     // Long constant loops: a clean verdict read from a shorter trace (`mbar_period`); any
     // other outcome is the full trace's.
-    if let Ok(v) = periodic(k, warp, period::LONG, &waits) {
-        return v;
+    if !flat && let Ok(v) = periodic(k, warp, period::LONG, &waits) {
+        return (v, None);
     }
     let mut params: Vec<(Value, Vec<i64>)> = Vec::new();
     let mut sampled = Vec::new();
     // Parameters without a range searched at their default only (the combinations cap).
     let mut reduced = Vec::new();
     loop {
-        match verify_all(k, warp, &params, &waits) {
-            Ok(v) if sampled.is_empty() => return v,
+        match verify_all(k, warp, &params, &waits, flat) {
+            Ok(v) if sampled.is_empty() => return (v, None),
             Ok(mut v) => {
                 let mut keyed = std::mem::take(&mut v.keyed_before);
                 v.serial_loads.clear();
-                let all = every_trip(k, warp, &params, &sampled, &v);
+                let all = every_trip(k, warp, &params, &sampled, &v, flat);
                 return match all {
-                    Ok(pumped) => {
+                    Ok((pumped, clip)) => {
                         keyed.retain(|&(l, w)| outside_loops(k, &pumped, l) && outside_loops(k, &pumped, w));
                         v.keyed_before = keyed;
-                        v
+                        (v, Some(clip))
                     }
-                    Err(why) => taken_as_written(k, v, &waits, &sampled, &why, &reduced),
+                    Err(why) => (taken_as_written(k, v, &waits, &sampled, &why, &reduced), None),
                 };
             }
             Err(Missing::Param(p)) if loop_trips::is_trip(k, p) => {
+                // A tile loop: flattened into its pipeline loop where that is exact.
+                if !flat
+                    && params.is_empty()
+                    && let Ok(v) = flat_verdict(k, warp, p, &waits)
+                {
+                    return (v, None);
+                }
                 // Each tile loop multiplies the search (s37's M11: 5^K traces for K loops):
                 // past the combinations cap a loop's trip counts are searched from 0 up to
                 // what fits, and the W0318 says so.
@@ -232,7 +256,7 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
                             k.value_names.get(p),
                             hi as i64 - lo as i64 + 1
                         );
-                        return not_decided(k, &waits, &why);
+                        return (not_decided(k, &waits, &why), None);
                     }
                     // No range to enumerate: values a caller may pass, searched for a
                     // counterexample only (module doc, *Outcomes*).
@@ -254,7 +278,7 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
             }
             Err(Missing::Other((at, why))) => {
                 let why = if waits.contains(&at) { why } else { format!("{why} (at {})", op_label(k, at)) };
-                return not_decided(k, &waits, &why);
+                return (not_decided(k, &waits, &why), None);
             }
         }
     }
@@ -409,8 +433,9 @@ fn outside_loops(k: &Kernel, pumped: &HashSet<Op>, o: Op) -> bool {
 
 /// Whether the clean search `v` of one parameter without a declared range (`sampled`, its
 /// values in `params`) holds for every value: the every-trip-count argument
-/// (`mbar_trips`), with the loops it pumps; `Err` names the premise that fails.
-fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Value], v: &Verdict) -> Result<HashSet<Op>, String> {
+/// (`mbar_trips`), with the loops it pumps and, on a flattened kernel, the most trips for
+/// which it holds (the counter's `i32` bound); `Err` names the premise that fails.
+fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Value], v: &Verdict, flat: bool) -> Result<(HashSet<Op>, Option<i64>), String> {
     if !v.errors.is_empty() || !v.unverified.is_empty() {
         return Err("a wait is shown wrong or not decided for some value".into());
     }
@@ -421,6 +446,9 @@ fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Va
     let mut traced = HashSet::new();
     mark(k, k.body(), &mut traced);
     let sh = trips::shape(k, *p, &traced)?;
+    if flat && sh.guards {
+        return Err("a flattened pipeline loop's trip count is compared (a per-tile guard)".into());
+    }
     let Some((c, b)) = sh.form else {
         return Err(format!("premise (1) fails: %{} gives no trip count `(%{0} + c) div B` of a loop", k.value_names.get(*p)));
     };
@@ -433,16 +461,55 @@ fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Va
         return Err(format!("the trace at trip count {TRIPS} failed"));
     };
     // Iteration values that never repeat may be counters read through residues.
+    let mut clip = None;
     let (t0, period) = match trips::period(k, &sh, &t.iters, &Default::default()) {
         Ok(x) => x,
-        Err(e) => match counters::residues(k, &sh, &traced, &t.iters)? {
-            Some(proj) => trips::period(k, &sh, &t.iters, &proj)?,
+        Err(e) => match counters::residues(k, &sh, &traced, &t.iters, flat)? {
+            Some((proj, c)) => {
+                clip = c;
+                trips::period(k, &sh, &t.iters, &proj)?
+            }
             None => return Err(e),
         },
     };
     let pr = Protocol::new(k, t.events, t.weight);
     trips::blocks(&pr, &sh, &t.iters, t0, period)?;
-    Ok(sh.loops.keys().copied().collect())
+    Ok((sh.loops.keys().copied().collect(), clip))
+}
+
+/// The verdict of a kernel with tile loops of representative `rep` (a persistent kernel),
+/// read from its flattened kernel (`mbar_flatten`): only a clean verdict that the
+/// every-trip-count argument extends to every trip count of the flattened loop is taken
+/// (every `t·N` is one); with the counter's `i32` bound, W0334 on each wait says it. `Err`
+/// declines, and the search answers as before.
+fn flat_verdict(k: &Kernel, warp: u32, rep: Value, waits: &[Op]) -> Result<Verdict, String> {
+    let mut traced = HashSet::new();
+    mark(k, k.body(), &mut traced);
+    let k2 = flatten::flatten(k, rep, &traced)?;
+    let (mut v, every) = verify_in(&k2, warp, true);
+    let Some(clip) = every else {
+        return Err("the flattened kernel is not verified for every trip count".into());
+    };
+    if !(v.errors.is_empty() && v.warnings.is_empty() && v.unverified.is_empty()) {
+        return Err("the flattened kernel's verdict is not clean".into());
+    }
+    v.keyed_before.clear();
+    v.serial_loads.clear();
+    if let Some(n) = clip {
+        let tile = loop_trips::name(k, rep);
+        for &w in waits {
+            v.warnings.push(
+                Diagnostic::warning(
+                    DiagKind::Finding,
+                    "W0334",
+                    format!("`sync` verified {} for every value of {tile} and every trip count of its pipeline loop with at most {n} pipeline steps per block in all: beyond, the pipeline counter carried from tile to tile leaves `i32` and wraps", op_label(k, w)),
+                )
+                .with_label(k.span(w), "taken as ordering what it waits for")
+                .with_note("smemsync holds integers in 32 bits (a TTGIR `i64` counter too, W1104); the bound is 2^31 pipeline steps of one block, far beyond a real launch"),
+            );
+        }
+    }
+    Ok(v)
 }
 
 /// The verdict of a kernel whose mbarrier ops lie in long constant loops (more than `long`
@@ -520,7 +587,7 @@ fn not_decided(k: &Kernel, waits: &[Op], why: &str) -> Verdict {
 
 /// The verdicts for every combination of the values of `params`, joined: a wait is verified
 /// when it is for every combination.
-fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op]) -> Result<Verdict, Missing> {
+fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op], counted_only: bool) -> Result<Verdict, Missing> {
     let mut out = Verdict::default();
     let mut budget = MAX_STEPS;
     for c in 0..combos(params) {
@@ -532,7 +599,7 @@ fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op])
         }
         let t = trace(k, warp, &assign, budget, HashSet::new(), HashMap::new())?;
         budget -= t.steps;
-        let mut v = aligned(k, t.events, t.weight).verdict(waits);
+        let mut v = aligned(k, t.events, t.weight, counted_only).verdict(waits);
         if c == 0 {
             out.keyed_before = std::mem::take(&mut v.keyed_before);
             out.serial_loads = std::mem::take(&mut v.serial_loads);
@@ -574,10 +641,10 @@ pub const MAX_SKEW: i64 = 8;
 /// (its E0306 stands). Any one key order, used for every wait at once, makes the
 /// handshakes' chains sound (docs/async.md, *Alignment*), so the choice is a search, not
 /// an assumption.
-fn aligned(k: &Kernel, events: Vec<Event>, weight: HashMap<u32, u32>) -> Protocol<'_> {
+fn aligned(k: &Kernel, events: Vec<Event>, weight: HashMap<u32, u32>, counted_only: bool) -> Protocol<'_> {
     let counted = events.iter().any(|e| e.arm.is_some());
     let base = Protocol::new(k, events, weight);
-    if !counted || base.parity_ok() {
+    if !counted || (!counted_only && base.parity_ok()) {
         return base;
     }
     for d in std::iter::once(0).chain((1..=MAX_SKEW).flat_map(|d| [-d, d])) {

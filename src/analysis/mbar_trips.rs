@@ -53,13 +53,16 @@ pub(super) struct Shape {
     d: i64,
     /// From this `T` on, every comparison of `T + d` with a constant has a fixed outcome.
     c: i64,
+    /// Whether the trip count is compared anywhere (a guard): a flattened tile loop
+    /// (`mbar_flatten`) needs none.
+    pub(super) guards: bool,
 }
 
 impl Shape {
     /// The shape of constant long loops (`mbar_period`): lower bounds `loops`, no trip-count
     /// form and no guard comparing a counter (`D = 0`, `C = 0`).
     pub(super) fn fixed(loops: HashMap<Op, i64>) -> Shape {
-        Shape { form: None, loops, d: 0, c: 0 }
+        Shape { form: None, loops, d: 0, c: 0, guards: false }
     }
 }
 
@@ -76,7 +79,7 @@ const LIM: i64 = 1 << 16;
 
 /// Premise (1) and the syntactic part of (2) for parameter `p` over the traced ops.
 pub(super) fn shape(k: &Kernel, p: Value, traced: &HashSet<Op>) -> Result<Shape, String> {
-    let mut w = Walk { k, p, sh: Shape { form: None, loops: HashMap::new(), d: 0, c: 0 }, seen: HashSet::new() };
+    let mut w = Walk { k, p, sh: Shape { form: None, loops: HashMap::new(), d: 0, c: 0, guards: false }, seen: HashSet::new() };
     let mut ops: Vec<Op> = traced.iter().copied().collect();
     ops.sort_unstable();
     for o in ops {
@@ -288,6 +291,7 @@ impl Walk<'_> {
             Base::Trip(_) => return Ok(false),
         }
         self.form(f)?;
+        self.sh.guards = true;
         Ok(true)
     }
 
