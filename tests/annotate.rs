@@ -15,9 +15,10 @@ use common::smemsync_stdout as smemsync;
 
 /// Corpus kernels whose `sync` takes seconds in the release build (minutes in CI's debug
 /// build): the persistent warp-specialized matmul's mbarrier search (docs/async.md, "Tile
-/// loops of persistent kernels"). They are annotated by the ignored test below:
+/// loops of persistent kernels") and the three-stage warp-specialized attention's
+/// every-trip-count traces (the two-stage one stays in CI). They are annotated by the ignored test below:
 /// `cargo test --release --test annotate -- --ignored`.
-const SLOW: &[&str] = &["matmul_persistent_ws_fp16"];
+const SLOW: &[&str] = &["matmul_persistent_ws_fp16", "attention_fwd_ws_fp16_s3"];
 
 /// The corpus's TTGIR files, sorted: the [`SLOW`] ones only, or all others.
 fn corpus(slow: bool) -> Vec<PathBuf> {

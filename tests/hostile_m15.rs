@@ -16,7 +16,7 @@ fn sync_is_sound(name: &str, src: &str) {
             .placement
             .warnings
             .iter()
-            .any(|d| d.code.to_string() == "W1300")
+            .any(|d| d.code == "W1300")
         {
             return;
         }

@@ -605,6 +605,9 @@ fn async_completion(kind: &OpKind) -> Option<(&'static str, &'static str)> {
     })
 }
 
+/// A test on an op's kind (a commit, a wait).
+type OpTest = fn(&OpKind) -> bool;
+
 /// The op from which the shared access `x` is complete for the threads that issued it — the
 /// one definition of "completed for its own threads" that the chain check (E0307), `sync`'s
 /// own handshakes (`sync::handshake::release_point`) and `check`'s handshake proof share.
@@ -617,7 +620,7 @@ fn async_completion(kind: &OpKind) -> Option<(&'static str, &'static str)> {
 /// for copies whose counters are not modelled here (`gather_to_lds`, TDM:
 /// [`completion_ops`] writes their `waitcnt`). O(|after|).
 pub(crate) fn completed_by(k: &Kernel, x: Op, after: impl IntoIterator<Item = Op>) -> Option<Op> {
-    let (commit, wait): (fn(&OpKind) -> bool, fn(&OpKind) -> bool) = match &k.ops[x].kind {
+    let (commit, wait): (OpTest, OpTest) = match &k.ops[x].kind {
         OpKind::Wgmma { .. } => (|o| matches!(o, OpKind::WgmmaCommit), |o| matches!(o, OpKind::WgmmaWait(0))),
         OpKind::TmaStore { .. } => (|o| matches!(o, OpKind::BulkCommit), |o| matches!(o, OpKind::BulkWait(0))),
         OpKind::CpAsync { .. } | OpKind::CpAsyncTile(_) => {
