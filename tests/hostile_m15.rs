@@ -12,12 +12,7 @@ fn sync_is_sound(name: &str, src: &str) {
     let k = common::parse_verified_as(name, src);
     let t = Target::from_name("sm_90").expect("target");
     if let Ok(out) = synchronize(&k, &t, &PlaceOptions::default()) {
-        if out
-            .placement
-            .warnings
-            .iter()
-            .any(|d| d.code == "W1300")
-        {
+        if out.placement.warnings.iter().any(|d| d.code == "W1300") {
             return;
         }
         let o = CheckOptions {
