@@ -8,26 +8,9 @@
 //! output is race-free in the interpreter at trip counts 0, 1, a partial last block and
 //! several blocks.
 
-use std::process::Command;
+mod common;
 
-/// Exit status, standard output and standard error of `smemsync args` with `input` on stdin.
-fn run(args: &[&str], input: &str) -> (bool, String, String) {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_smemsync"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("runs");
-    (child.stdin.take().expect("stdin"))
-        .write_all(input.as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("waits");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.success(), text(&out.stdout), text(&out.stderr))
-}
+use common::smemsync_with_stdin as run;
 
 /// `sync`'s output of corpus kernel `name`, accepted with every wait verified.
 fn synced(name: &str) -> String {

@@ -12,32 +12,10 @@
 
 mod common;
 
-use std::process::Command;
-
 const KERNEL: &str = "tests/kernels/persistent/tile-loop-in-each-role.kir";
 const CORPUS: &str = "corpus/triton/matmul_persistent_ws_fp16.ttgir";
 
-/// Exit status and standard error of `smemsync args` with `input` on standard input.
-fn run(args: &[&str], input: &str) -> (bool, String, String) {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_smemsync"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("waits");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.success(), text(&out.stdout), text(&out.stderr))
-}
+use common::smemsync_with_stdin as run;
 
 /// `sync`'s output of `path`, which must be accepted with W0318 naming the tile loop (the
 /// search: the hand-written kernel's constant pipeline trip count) or, flattened

@@ -94,6 +94,26 @@ pub fn smemsync_stdout(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs the `smemsync` binary with `args` (no colours) and `input` on its standard input:
+/// whether it exited successfully, its standard output and its standard error.
+pub fn smemsync_with_stdin(args: &[&str], input: &str) -> (bool, String, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_smemsync"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    (child.stdin.take().expect("stdin"))
+        .write_all(input.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("waits");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
 /// The `.kir` files directly in each of `dirs` (paths relative to the crate root), sorted.
 /// Panics when a directory cannot be read: a test that lists none would pass vacuously.
 pub fn kernel_files(dirs: &[&str]) -> Vec<std::path::PathBuf> {
