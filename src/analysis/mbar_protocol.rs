@@ -237,6 +237,14 @@ fn verify_in(k: &Kernel, warp: u32, flat: bool) -> (Verdict, Every) {
                 // past the combinations cap a loop's trip counts are searched from 0 up to
                 // what fits, and the W0318 says so.
                 let fit = (MAX_VALUES / combos(&params) - 1).clamp(0, LOOP_TRIPS);
+                // A loop searched at 0 trips only would never run its body: not decided.
+                if fit < 1 {
+                    let why = format!(
+                        "it depends on {} after other searched values: even one trip of that loop would exceed the {MAX_VALUES} combinations smemsync enumerates",
+                        loop_trips::name(k, p)
+                    );
+                    return (not_decided(k, &waits, &why), None);
+                }
                 if fit < LOOP_TRIPS {
                     reduced.push(p);
                 }
