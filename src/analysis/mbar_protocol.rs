@@ -109,8 +109,10 @@ pub struct Verdict {
     /// Pairs (release, wait) of a load or arrival and a wait in another role arm such that,
     /// on every mbarrier element both touch (at least one), every execution of the release is
     /// keyed before every execution of the wait under the alignment used for the verdict
-    /// (`Protocol::keyed_before`); for every parameter value enumerated, empty when a
-    /// parameter was only searched. `sync::handshake_chain` reads it (a first fill).
+    /// (`Protocol::keyed_before`); for every parameter value enumerated; where a parameter
+    /// was only searched, kept only when the every-trip-count argument holds, for ops outside
+    /// the loops it pumps (`outside_loops`), else empty. `sync::handshake_chain` reads it
+    /// (whole orders and first fills).
     pub keyed_before: HashSet<(Op, Op)>,
     /// TMA loads whose copies of one buffer slot are ordered among themselves
     /// (`Protocol::serial_loads`), with the (buffer, mbarrier array) that ties them: two

@@ -11,6 +11,9 @@
 //!    loop), in comparisons `T + d ⋈ c` with a constant (fixed from `T ≥ c − d + 1` on, and
 //!    for every `T ≤ 0` alike: `d < c`, or `d = c` for `le`/`gt`), and in comparisons
 //!    `n + e ⋈ T + d` with a pumped loop's counter (`D` = 1 + the largest `|d − e|`).
+//!    A *strided* loop `for n = lo to K step B` (constant `lo ≥ 0`, `B ≥ 2`, in no loop) is
+//!    pumped too, with `T = (K − lo + B − 1) div B` and its trips counted from 0; its
+//!    counter is read nowhere ([`strided_form`]).
 //! 2. *Syntactic, the iteration values:* the counter `n` of a pumped loop is read only in
 //!    those comparisons, and the values its body yields read neither `n` nor `T` outside a
 //!    comparison with a constant. *From the trace* ([`period`]) at `T = TRIPS`: the

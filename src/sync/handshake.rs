@@ -183,7 +183,7 @@ pub fn place_handshakes_verified(
     // Role branches below the top level (persistent kernels' tile loops, stages, `if`s):
     // hand-written handshakes are checked like those of a top-level branch; none are placed.
     for br in nested_role_branches(&out.kernel) {
-        looped_branch(&mut out, br);
+        nested_branch(&mut out, br);
     }
     // Single-role TMA pipelines (`pipeline --mode tma`): `sync::handshake_tma`.
     let (single, warnings) = crate::sync::handshake_tma::place_single_role(&mut out.kernel, target);
@@ -226,7 +226,7 @@ fn nested_role_branches(k: &Kernel) -> Vec<Op> {
 /// (`sync` places none inside a loop; the accesses are left to the barrier placer as before).
 /// The pairs across the arms are left to the chains only where the arms hold no named
 /// barrier (the chains do not check those).
-fn looped_branch(out: &mut Handshakes, br: Op) {
+fn nested_branch(out: &mut Handshakes, br: Op) {
     let k = &out.kernel;
     let (rt, re) = (k.ops[br].regions[0], k.ops[br].regions[1]);
     let (mut at, mut ae) = (Vec::new(), Vec::new());

@@ -31,8 +31,15 @@
 //!   so `sync`'s own `%hs_slot = rem %i, 2` next to the kernel's `%s = rem %i, 2` matches
 //!   when its output is synchronized again (session 36's L5).
 //!
-//! **First fills**: the direction `x -> y` also holds when `y`'s release op and `x`'s
-//! acquiring wait are in `mbar_protocol`'s `keyed_before` (every execution of the release
+//! **Whole orders** (`Cx::keyed_whole`): the direction `x -> y` holds when `x`'s release op
+//! and a verified wait that dominates `y` (before it in a region enclosing it, possibly
+//! outside its loops: `Cx::dominating_waits`) are in `mbar_protocol`'s `keyed_before`: every
+//! `x` then precedes every `y` (a tile filled once before the loop). A release or acquire in
+//! an enclosing loop also serves an access in inner loops below it that hold no mbarrier op
+//! (`Cx::runs_around`, L11).
+//!
+//! **First fills**: the direction `x -> y` also holds when `y`'s release op and a wait
+//! dominating `x` are in `mbar_protocol`'s `keyed_before` (every execution of the release
 //! keyed before every execution of the wait on each element both touch): the verified wait
 //! then returns after the release, so no execution of `x` on a slot precedes one of `y` on it
 //! (a prologue loop's loads, J1b; docs/pipeline.md, "First fills").
@@ -142,8 +149,8 @@ pub(crate) fn missing_chains(
                 let rel = cx.release(x.op, x.slot);
                 let acq = cx.acquire(y.op, y.slot);
                 rel.iter().any(|e| (by_slot || e.1.is_some()) && acq.contains(e))
-                    || cx.all_before(x, y, by_slot)
-                    || (by_slot && cx.first_fill(x, y))
+                    || cx.keyed_whole(x, y, by_slot)
+                    || (by_slot && cx.keyed_whole(y, x, true))
             };
             if !ok && seen.insert((x.op, y.op)) {
                 out.push(cx.report(x, y, (&paths[i], &paths[j])));
@@ -369,28 +376,17 @@ impl Cx<'_> {
             .collect()
     }
 
-    /// Whether no execution of `x` can come before an execution of `y` on one slot (a first
-    /// fill: J1b's prologue loop): `y` is released on an element that `x` acquires by a
-    /// verified wait, and `mbar_protocol` keyed every execution of that release before every
-    /// execution of the wait on each element both touch. The wait then returns only after
-    /// `y`'s release, so every `y` precedes every `x` of its slot and the direction
-    /// `x -> y` holds no conflict (docs/pipeline.md, "First fills").
-    fn first_fill(&self, x: &super::handshake::Access, y: &super::handshake::Access) -> bool {
-        let rel = self.release_ops(y.op, y.slot);
-        let acq = self.dominating_waits(x.op, x.slot);
-        (rel.iter()).any(|(l, e)| acq.iter().any(|(w, f)| e == f && self.keyed_before.contains(&(*l, *w))))
-    }
-
-    /// Whether every execution of `x` comes before every execution of `y` (the direction
-    /// `x -> y` ordered whole): `x` is released on an element that a verified wait
-    /// dominating `y` acquires, and `mbar_protocol` keyed every execution of that release
-    /// before every execution of the wait. A buffer filled once before a role's loop and read
-    /// in every iteration after one wait before the loop (Triton's warp-specialized
-    /// attention's Q tile) is ordered so; the slot-relative element counts only on one
-    /// buffer (`by_slot`), as in the chain itself.
-    fn all_before(&self, x: &super::handshake::Access, y: &super::handshake::Access, by_slot: bool) -> bool {
-        let rel = self.release_ops(x.op, x.slot);
-        let acq = self.dominating_waits(y.op, y.slot);
+    /// Whether every execution of `a` comes before every execution of `b`: `a` is released on
+    /// an element that a verified wait dominating `b` acquires, and `mbar_protocol` keyed
+    /// every execution of that release before every execution of the wait; the
+    /// slot-relative element counts only on one buffer (`by_slot`), as in the chain itself.
+    /// Two uses (docs/pipeline.md): the direction `x -> y` is ordered whole with `(a, b) =
+    /// (x, y)` (a tile filled once before the loop, read in every iteration after one wait:
+    /// Triton's warp-specialized attention's Q), and holds no conflict with `(a, b) = (y, x)`
+    /// (a first fill, J1b's prologue loop: every `y` precedes every `x` of its slot).
+    fn keyed_whole(&self, a: &super::handshake::Access, b: &super::handshake::Access, by_slot: bool) -> bool {
+        let rel = self.release_ops(a.op, a.slot);
+        let acq = self.dominating_waits(b.op, b.slot);
         (rel.iter()).any(|(l, e)| {
             (by_slot || e.1.is_some())
                 && acq.iter().any(|(w, f)| e == f && self.keyed_before.contains(&(*l, *w)))
@@ -402,8 +398,8 @@ impl Cx<'_> {
     /// run in order up to `y`'s ancestor), with the element each acquires relative to
     /// `y`'s slot. Unlike [`Cx::acquire_ops`] the wait may lie outside `y`'s loops: it then
     /// orders `y` only after what was keyed before its one execution per entry, which is
-    /// what [`Cx::all_before`] and [`Cx::first_fill`] ask (every execution of a release
-    /// keyed before every execution of the wait).
+    /// what [`Cx::keyed_whole`] asks (every execution of a release keyed before every
+    /// execution of the wait).
     fn dominating_waits(&self, y: Op, slot: Option<Operand>) -> Vec<(Op, Elem)> {
         let (k, parents) = (self.k, self.k.parents());
         let mut regions = Vec::new();
