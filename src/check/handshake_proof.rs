@@ -160,7 +160,7 @@ fn prove_branch(k: &Kernel, br: Op, pos: usize) -> Result<HandshakeVerdict, Stri
         return Ok(HandshakeVerdict::Refuted(Box::new(d)));
     }
     super::handshake_tx::tx_before_arrival(k, &ops)?;
-    released_complete(k, &ranges, &ops)?;
+    released_complete(k, &ops)?;
     let index = OpIndex::new(k);
     aliasing(k, &ops, &index)?;
     super::handshake_rearm::rearm_after_waiters(k, &ops, &index)?;
@@ -703,14 +703,17 @@ fn enclosing_regions(k: &Kernel, o: Op, body: Region) -> Vec<Region> {
     out
 }
 
-/// Premise of "proved" that a release orders the slot it hands over (M15): every arrival
-/// (without transaction bytes) that follows, in one iteration of its role's loop, an
-/// asynchronous access to slot `i mod D` of a buffer of `D` slots follows that access's
-/// completion for its own threads (`sync::handshake_chain::completed_by`, the rule `sync`
-/// checks hand-written handshakes with and places its own by). An arrival before it lets the
-/// other role reuse the slot while the copy (`cp_async`, `tma_store`, `wgmma`) is in flight.
+/// Premise of "proved" that a release orders what it hands over (M15): every arrival (without
+/// transaction bytes) that follows, in one iteration of its role's loop, an asynchronous
+/// access follows that access's completion for its own threads
+/// (`sync::handshake_chain::completed_by`, the rule `sync` checks hand-written handshakes
+/// with and places its own by). An arrival before it lets the other role reuse the bytes while
+/// the copy (`cp_async`, `tma_store`, `wgmma`) is in flight. Every asynchronous access before
+/// the arrival counts, whatever buffer and index it names: which bytes an arrival hands over is
+/// not known here, so an access to a buffer without slots, or to a slot of another array, is
+/// not excused (the premise fails, "not proved", and the interpreter decides).
 /// O(arrivals · ops of the loop body).
-fn released_complete(k: &Kernel, ranges: &crate::ir::ranges::Ranges, ops: &[HsOp]) -> Result<(), String> {
+fn released_complete(k: &Kernel, ops: &[HsOp]) -> Result<(), String> {
     let parents = k.parents();
     for a in ops.iter().filter(|o| matches!(o.kind, Kind::Arrive { tx: 0 })) {
         let Some(l) = parents.ancestors(a.op).into_iter().find(|&p| matches!(k.ops[p].kind, OpKind::For { .. })) else {
@@ -722,15 +725,9 @@ fn released_complete(k: &Kernel, ranges: &crate::ir::ranges::Ranges, ops: &[HsOp
         let mut acc = Vec::new();
         crate::sync::handshake::accesses(k, body, &mut acc);
         let Some(pa) = seq.iter().position(|&o| o == a.op) else { continue };
-        let d = k.buffers[a.mbar].shape.first().copied();
-        let mut fns = crate::ir::iterfn::IterFns::for_loop(k, ranges, l);
         for x in &acc {
             let Some(px) = seq.iter().position(|&o| o == x.op) else { continue };
-            let slot_form = match (x.slot, fns.as_mut()) {
-                (Some(s), Some(f)) => k.buffers[x.buffer].shape.first().copied() == d && is_slot(k, f, s, x.buffer),
-                _ => false,
-            };
-            if px > pa || !slot_form || crate::sync::handshake_chain::completion_ops(&k.ops[x.op].kind).is_empty() {
+            if px > pa || crate::sync::handshake_chain::completion_ops(&k.ops[x.op].kind).is_empty() {
                 continue;
             }
             // Only ops that run whenever `x` does, in its iteration: those directly in a

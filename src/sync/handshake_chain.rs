@@ -57,8 +57,14 @@
 //! alignment of the arms it chose: an access and its release share their arm's key
 //! position, so `x` keyed before `y` puts the release before the acquire). An arrival before the
 //! access (an "early arrive"), a wait after the refill, a wait on another role's mbarrier, a
-//! guarded wait or arrival: no chain. Branches whose roles share a named barrier id are not
-//! checked (named handshakes: `smemsync check` verifies them; docs/pipeline.md, limits).
+//! guarded wait or arrival: no chain.
+//!
+//! **Named handshakes** (a named barrier id used in two roles) are not modelled here; they are
+//! `smemsync check`'s (docs/pipeline.md, limits). A pair without an mbarrier chain is left to
+//! them only where such a barrier *could* order it, in either direction: an op of one shared
+//! id in `x`'s role runs after `x` (later in program order, or in a loop of the branch enclosing
+//! both) and one in `y`'s role runs before `y` (likewise). Any other pair is E0307 as without
+//! named barriers: a rendezvous after both roles' loops (N1) orders nothing inside them.
 //!
 //! Complexity: O(A² · S) per role branch with hand-written handshakes, A its shared accesses
 //! and S its ops (each cross-role pair scans the branch's ops for its release and acquire;
@@ -93,7 +99,7 @@ struct Cx<'a> {
 }
 
 /// E0307 for every cross-role conflict of role branch `br` that no release/acquire chain
-/// orders (empty when the branch shares a named barrier id across roles: not checked).
+/// orders and no named barrier shared by its roles could order (those are `check`'s).
 pub(crate) fn missing_chains(
     k: &Kernel,
     br: Op,
@@ -114,9 +120,7 @@ pub(crate) fn missing_chains(
         pos,
         ops,
     };
-    if cx.named_across_roles() {
-        return Vec::new();
-    }
+    let named = cx.named_across_roles();
     let mut acc = Vec::new();
     for &r in &k.ops[br].regions {
         super::handshake::accesses(k, r, &mut acc);
@@ -152,7 +156,10 @@ pub(crate) fn missing_chains(
                     || cx.keyed_whole(x, y, by_slot)
                     || (by_slot && cx.keyed_whole(y, x, true))
             };
-            if !ok && seen.insert((x.op, y.op)) {
+            // A named barrier that could order the pair, either way, leaves it to `check`
+            // (one that puts every `x` before every `y` also rules the direction y -> x out).
+            let named_pair = cx.named_could_order(&named, x.op, y.op) || cx.named_could_order(&named, y.op, x.op);
+            if !ok && !named_pair && seen.insert((x.op, y.op)) {
                 out.push(cx.report(x, y, (&paths[i], &paths[j])));
             }
         }
@@ -423,18 +430,53 @@ impl Cx<'_> {
             .collect()
     }
 
-    /// Whether one named barrier id is used in two roles of the branch (a named handshake:
-    /// not checked here).
-    fn named_across_roles(&self) -> bool {
-        let mut by_id: HashMap<u32, Vec<RolePath>> = HashMap::new();
+    /// The named barrier ops of the branch whose id is used in two roles (named handshakes:
+    /// not modelled here), grouped by id.
+    fn named_across_roles(&self) -> Vec<Vec<Op>> {
+        let mut by_id: HashMap<u32, Vec<Op>> = HashMap::new();
         for &o in &self.ops {
             if let OpKind::NamedSync { id, .. } | OpKind::NamedArrive { id, .. } = self.k.ops[o].kind {
-                by_id.entry(id).or_default().push(role_path(self.k, o));
+                by_id.entry(id).or_default().push(o);
             }
         }
-        by_id
-            .values()
-            .any(|ps| ps.iter().any(|a| ps.iter().any(|b| cross_role(a, b))))
+        let paths = |ops: &[Op]| ops.iter().map(|&o| role_path(self.k, o)).collect::<Vec<_>>();
+        (by_id.into_values())
+            .filter(|ops| {
+                let ps = paths(ops);
+                ps.iter().any(|a| ps.iter().any(|b| cross_role(a, b)))
+            })
+            .collect()
+    }
+
+    /// Whether a named barrier of one id shared across roles could order `x` before `y`: one
+    /// of its ops in `x`'s role runs after `x` and one in `y`'s role runs before `y` (later or
+    /// earlier in program order, or inside a loop that also holds the access: another
+    /// iteration). A loop around the branch counts only where neither access is in a loop
+    /// of the branch: otherwise two iterations of one trip conflict with no named barrier
+    /// between them (N1 in a tile loop). Generous on purpose: such pairs are left to `check`,
+    /// the others are checked as without named barriers. O(named ops · depth).
+    fn named_could_order(&self, named: &[Vec<Op>], x: Op, y: Op) -> bool {
+        let (px, py) = (role_path(self.k, x), role_path(self.k, y));
+        let same_role = |p: &RolePath, n: Op| {
+            let pn = role_path(self.k, n);
+            !cross_role(p, &pn) && !cross_role(&pn, p)
+        };
+        let inner = |a: Op| -> Vec<Op> {
+            let anc = self.k.parents().ancestors(a);
+            let below = anc.iter().position(|&o| o == self.br).unwrap_or(anc.len());
+            anc[..below].iter().copied().filter(|&l| is_loop(&self.k.ops[l].kind)).collect()
+        };
+        let flat = inner(x).is_empty() && inner(y).is_empty();
+        let shares_loop = |a: Op, n: Op| {
+            let an = self.k.parents().ancestors(n);
+            let loops = if flat { self.k.parents().ancestors(a) } else { inner(a) };
+            (loops.into_iter()).any(|l| is_loop(&self.k.ops[l].kind) && an.contains(&l))
+        };
+        let after = |a: Op, n: Op| self.pos[&n] > self.pos[&a] || shares_loop(a, n);
+        let before = |a: Op, n: Op| self.pos[&n] < self.pos[&a] || shares_loop(a, n);
+        named.iter().any(|ops| {
+            ops.iter().any(|&n| same_role(&px, n) && after(x, n)) && ops.iter().any(|&n| same_role(&py, n) && before(y, n))
+        })
     }
 }
 
