@@ -16,9 +16,11 @@
 //!   thread (extra `if`s whose conditions are thread-dependent) after a barrier of the role
 //!   (`named_sync`/`barrier`, executed whenever `x` is) that follows `x`. An asynchronous
 //!   access must first be completed by its own threads (before the barrier, or before the
-//!   arrival): a `wgmma` read by a `wgmma_wait 0`, a `tma_store` read by a `bulk_wait 0` and a
-//!   `cp_async` write by a `cp_async_wait 0`, each after a commit closing the access's group
-//!   (`wgmma_commit`, `bulk_commit`, `cp_async_commit`);
+//!   arrival): a `wgmma` read by a `wgmma_wait N`, a `tma_store` read by a `bulk_wait N` and
+//!   a `cp_async` write by a `cp_async_wait N`, each after `N + 1` commits of its queue
+//!   (`wgmma_commit`, `bulk_commit`, `cp_async_commit`) on every path since the access
+//!   ([`completed_by`]; docs/async.md, "wgmma completion"). An arrival in a later iteration
+//!   (a delayed release) is not one: E0307 notes it ([`Cx::delayed_arrival`]);
 //! - **acquire** of `y` on `E[j]`: an `mbar_wait E[j]` of Y precedes `y` in the same
 //!   iteration of the same innermost loop, executed whenever `y` is, and verified or taken as
 //!   written by `analysis::mbar_protocol` (not among its unverified waits: the parity names the
