@@ -147,9 +147,9 @@ fn m2_delayed_release_is_refused_with_its_note() {
     // delayed arrival; `check` decides it (race-free).
     let k = common::parse_verified_as("m2", M2);
     let t = Target::from_name("sm_90").expect("sm_90");
-    let ds = smemsync::sync::driver::synchronize(&k, &t, &Default::default())
-        .err()
-        .expect("refused");
+    let Err(ds) = smemsync::sync::driver::synchronize(&k, &t, &Default::default()) else {
+        panic!("M2 is refused");
+    };
     let e = ds.iter().find(|d| d.code == "E0307").expect("E0307");
     assert!(
         e.notes.iter().any(|n| n.contains("delayed release")),
