@@ -16,8 +16,7 @@
 //!   (`Kernel::target`: `sync` sets it to the target it places for before its analyses, so
 //!   `%w = warp; cmp eq %w, 0` is warp 0 of sm_90's 32 threads or gfx942's 64), or, with no
 //!   target fixed, under a width of 32 and of 64 (a condition whose threads differ between
-//!   the two declines), it is true in exactly the
-//!   threads `[lo, hi)` of a declared group `g`;
+//!   the two declines), it is true in exactly the threads `[lo, hi)` of a declared group `g`;
 //! - `lo` and `hi` are multiples of 32 or the block's end, so the condition is uniform
 //!   within every warp: a compare that splits a warp (`cmp lt %t, 40`) is not a role branch.
 //!
