@@ -12,9 +12,11 @@
 //!   linear thread id, `lane`, `warp`, `ntid.*`, `in_group`) through integer arithmetic,
 //!   compares, `select` and boolean `not`; a parameter, a block id, a loop variable, a loaded
 //!   value or any other op declines (`None`);
-//! - evaluated in every thread of the block, under a warp width of 32 and of 64 (the kernel
-//!   does not know its target; a condition whose threads differ between the two declines),
-//!   it is true in exactly the threads `[lo, hi)` of a declared group `g`;
+//! - evaluated in every thread of the block, under the warp width of the kernel's target
+//!   (`Kernel::target`: `sync` sets it to the target it places for before its analyses, so
+//!   `%w = warp; cmp eq %w, 0` is warp 0 of sm_90's 32 threads or gfx942's 64), or, with no
+//!   target fixed, under a width of 32 and of 64 (a condition whose threads differ between
+//!   the two declines), it is true in exactly the threads `[lo, hi)` of a declared group `g`;
 //! - `lo` and `hi` are multiples of 32 or the block's end, so the condition is uniform
 //!   within every warp: a compare that splits a warp (`cmp lt %t, 40`) is not a role branch.
 //!
@@ -59,7 +61,7 @@ pub fn cond_group(k: &Kernel, cond: &Operand) -> Option<Group> {
     }
     let cone = cone(k, *c)?;
     let mut split = None;
-    for w in WIDTHS {
+    for w in widths(k) {
         let s = true_interval(k, &cone, w)?;
         if split.is_some_and(|p| p != s) {
             return None;
@@ -73,6 +75,18 @@ pub fn cond_group(k: &Kernel, cond: &Operand) -> Option<Group> {
         return None;
     }
     (k.groups.iter()).find(|(_, gd)| gd.lo == lo && gd.hi == hi).map(|(g, _)| g)
+}
+
+/// The warp widths a condition is evaluated under: the width of the target the kernel is
+/// synchronized or checked for (`Kernel::target`, which `sync` sets before its analyses:
+/// `warp` and `lane` are `tid div width` and `tid mod width` there, one value per thread),
+/// else both [`WIDTHS`] (a split that differs between them declines).
+fn widths(k: &Kernel) -> Vec<u32> {
+    let fixed = k.target.as_deref().and_then(|t| crate::target::Target::from_name(t).ok());
+    match fixed {
+        Some(t) => vec![t.warp],
+        None => WIDTHS.to_vec(),
+    }
 }
 
 /// The values defining `v`, definitions first; `None` when one of them is not a
@@ -172,5 +186,32 @@ fn eval(k: &Kernel, cone: &[Value], done: &[i64], v: Value, tid: u32, warp: u32)
             }
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `%w = warp; cmp eq %w, 0` is warp 0: threads [0, 32) on sm_90, [0, 64) on gfx942;
+    /// with no target fixed the two widths disagree and the split declines.
+    #[test]
+    fn warp_split_follows_the_target_width() {
+        let src = "kernel @w(%X: global f32[64]) block(128) {
+  group @p : threads [0, 32)
+  group @c : threads [32, 128)
+  %w = warp
+  %isp = cmp eq %w, 0
+  if %isp {
+    %z = add %w, 1
+  }
+}";
+        let mut k = crate::reader::parse_kernel(src).expect("parses");
+        let br = (k.ops.keys()).find(|&o| matches!(k.ops[o].kind, OpKind::If { .. })).expect("an if");
+        assert_eq!(branch_group(&k, br), None, "no target: the split depends on the width");
+        k.target = Some("sm_90".to_string());
+        assert!(branch_group(&k, br).is_some(), "sm_90: warp 0 is @p");
+        k.target = Some("gfx942".to_string());
+        assert_eq!(branch_group(&k, br), None, "gfx942: warp 0 is [0, 64), no declared group");
     }
 }

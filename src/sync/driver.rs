@@ -367,11 +367,14 @@ impl Keep for InPlace {
 /// The pipeline on a kernel it takes; `W` says whether the kernel placement ran on
 /// survives next to the output.
 fn run<W: Keep>(
-    input: Kernel,
+    mut input: Kernel,
     target: &Target,
     opts: &PlaceOptions,
 ) -> Result<Synchronized<W>, Vec<Diagnostic>> {
     let input_ops = input.ops.len();
+    // The analyses read the warp width off the kernel's target (`warp`/`lane` in a role
+    // split: `analysis::role_split`); a declared target never contradicts this one (E0171).
+    input.target = Some(target.name.to_string());
     // The kernel's own mbarrier waits are trusted only where their phases and counts are
     // verified (docs/async.md, "What `sync` verifies of an mbarrier protocol").
     let mv = if target.mbarrier {

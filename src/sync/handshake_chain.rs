@@ -16,9 +16,11 @@
 //!   thread (extra `if`s whose conditions are thread-dependent) after a barrier of the role
 //!   (`named_sync`/`barrier`, executed whenever `x` is) that follows `x`. An asynchronous
 //!   access must first be completed by its own threads (before the barrier, or before the
-//!   arrival): a `wgmma` read by a `wgmma_wait 0`, a `tma_store` read by a `bulk_wait 0` and a
-//!   `cp_async` write by a `cp_async_wait 0`, each after a commit closing the access's group
-//!   (`wgmma_commit`, `bulk_commit`, `cp_async_commit`);
+//!   arrival): a `wgmma` read by a `wgmma_wait N`, a `tma_store` read by a `bulk_wait N` and
+//!   a `cp_async` write by a `cp_async_wait N`, each after `N + 1` commits of its queue
+//!   (`wgmma_commit`, `bulk_commit`, `cp_async_commit`) on every path since the access
+//!   ([`completed_by`]; docs/async.md, "wgmma completion"). An arrival in a later iteration
+//!   (a delayed release) is not one: E0307 notes it ([`Cx::delayed_arrival`]);
 //! - **acquire** of `y` on `E[j]`: an `mbar_wait E[j]` of Y precedes `y` in the same
 //!   iteration of the same innermost loop, executed whenever `y` is, and verified or taken as
 //!   written by `analysis::mbar_protocol` (not among its unverified waits: the parity names the
@@ -565,11 +567,29 @@ impl Cx<'_> {
             verb(y.write),
             self.sync_list(y.op, true),
         );
-        Diagnostic::error(DiagKind::Finding, "E0307", msg)
+        let d = Diagnostic::error(DiagKind::Finding, "E0307", msg)
             .with_label(k.span(y.op), format!("{ry} {} {ybuf} here", verb(y.write)))
             .with_label(k.span(x.op), format!("{rx} {} it here: no chain to the access above", verb(x.write)))
-            .with_note("a hand-written handshake orders the roles only where the earlier access is followed by an arrival (after the access, in its iteration) on an mbarrier slot the later role waits on before its access (docs/pipeline.md)")
-            .with_help(format!("make {ry} wait before its access on an mbarrier {rx} arrives on after its access (the `empty`/`full` pair of the slot), or let `sync` place the handshakes: remove them from both roles"))
+            .with_note("a hand-written handshake orders the roles only where the earlier access is followed by an arrival (after the access, in its iteration) on an mbarrier slot the later role waits on before its access (docs/pipeline.md)");
+        let d = match self.delayed_arrival(x.op) {
+            Some(a) => d.with_label(k.span(a), "this arrival runs only in some iterations").with_note(
+                "an arrival in a later iteration (a delayed release of the previous stage, as in CUTLASS's sm90 consumer mainloop after `wgmma_wait 1`) is not taken as a release here: the chain check pairs an access only with arrivals that run with it, in its iteration (docs/async.md, \"wgmma completion\"); `smemsync check` decides such a kernel",
+            ),
+            None => d,
+        };
+        d.with_help(format!("make {ry} wait before its access on an mbarrier {rx} arrives on after its access (the `empty`/`full` pair of the slot), or let `sync` place the handshakes: remove them from both roles"))
+    }
+
+    /// For an asynchronous access `x` in a loop: an arrival after it in its loop's body that
+    /// does not run with it (under an `if` such as `i > 0`: the shape of a release delayed
+    /// to a later iteration), for E0307's note.
+    fn delayed_arrival(&self, x: Op) -> Option<Op> {
+        let k = self.k;
+        async_completion(&k.ops[x].kind)?;
+        let l = self.loop_of(x)?;
+        (self.ops[self.pos[&x] + 1..].iter().copied()).find(|&a| {
+            matches!(k.ops[a].kind, OpKind::MbarArrive { .. }) && self.loop_of(a) == Some(l) && !self.runs_with(a, x)
+        })
     }
 }
 
@@ -651,30 +671,80 @@ type OpTest = fn(&OpKind) -> bool;
 /// own handshakes (`sync::handshake::release_point`) and `check`'s handshake proof share.
 /// `after` are the ops that follow `x` in program order and run whenever it does, in its
 /// iteration. `x` itself for a synchronous access; for an asynchronous one the first wait
-/// among `after` that completes every copy of its queue, after a commit that closes its
-/// group: `wgmma_commit` then `wgmma_wait 0` (a wait before the commit completes nothing of
-/// it, L1), `bulk_commit` then `bulk_wait 0` for a `tma_store` read (K1), `cp_async_commit`
-/// then `cp_async_wait 0` for a `cp_async` write (K2). `None` when no such wait follows, and
-/// for copies whose counters are not modelled here (`gather_to_lds`, TDM:
-/// [`completion_ops`] writes their `waitcnt`). O(|after|).
+/// among `after` that completes its group: `wgmma_wait N` (`bulk_wait N` for a `tma_store`
+/// read, K1; `cp_async_wait N` for a `cp_async` write, K2) after at least `N + 1` commits of
+/// its queue (`wgmma_commit`, `bulk_commit`, `cp_async_commit`): the first closes the
+/// access's group, and a wait leaves pending only the `N` groups committed last, so with `N`
+/// more committed after it the access's group is complete (PTX `wait_group N`; a wait before
+/// any commit completes nothing of it, L1). Commits are counted on every path
+/// ([`path_commits`]): an `if` among `after` whose every arm commits counts (M2b), one with
+/// an arm that may skip it, and a loop, count what they commit at least (0 for a loop). `None`
+/// when no such wait follows, and for copies whose counters are not modelled here
+/// (`gather_to_lds`, TDM: [`completion_ops`] writes their `waitcnt`). O(|after| · depth).
 pub(crate) fn completed_by(k: &Kernel, x: Op, after: impl IntoIterator<Item = Op>) -> Option<Op> {
-    let (commit, wait): (OpTest, OpTest) = match &k.ops[x].kind {
-        OpKind::Wgmma { .. } => (|o| matches!(o, OpKind::WgmmaCommit), |o| matches!(o, OpKind::WgmmaWait(0))),
-        OpKind::TmaStore { .. } => (|o| matches!(o, OpKind::BulkCommit), |o| matches!(o, OpKind::BulkWait(0))),
-        OpKind::CpAsync { .. } | OpKind::CpAsyncTile(_) => {
-            (|o| matches!(o, OpKind::CpAsyncCommit), |o| matches!(o, OpKind::CpAsyncWait(0)))
-        }
+    let (commit, wait): (OpTest, WaitTest) = match &k.ops[x].kind {
+        OpKind::Wgmma { .. } => (
+            |o| matches!(o, OpKind::WgmmaCommit),
+            |o| if let OpKind::WgmmaWait(n) = o { Some(*n) } else { None },
+        ),
+        OpKind::TmaStore { .. } => (
+            |o| matches!(o, OpKind::BulkCommit),
+            |o| if let OpKind::BulkWait(n) = o { Some(*n) } else { None },
+        ),
+        OpKind::CpAsync { .. } | OpKind::CpAsyncTile(_) => (
+            |o| matches!(o, OpKind::CpAsyncCommit),
+            |o| if let OpKind::CpAsyncWait(n) = o { Some(*n) } else { None },
+        ),
         OpKind::GatherToLds { .. } | OpKind::GatherToLdsTile(_) | OpKind::TdmLoad { .. } => return None,
         _ => return Some(x),
     };
-    let mut committed = false;
+    let parents = k.parents();
+    // Commits on every path since `x`; `if`s and loops counted whole (their inner ops,
+    // should a caller pass them too, are skipped: counted once).
+    let mut commits: u64 = 0;
+    let mut counted: Vec<Op> = Vec::new();
     for o in after {
-        committed |= commit(&k.ops[o].kind);
-        if committed && wait(&k.ops[o].kind) {
+        if !counted.is_empty() && parents.ancestors(o).iter().any(|a| counted.contains(a)) {
+            continue;
+        }
+        // `if`s and loops: what every execution commits; other regions (`stage`) run their
+        // ops in line, which come next in `after` when they run with `x`.
+        if matches!(k.ops[o].kind, OpKind::If { .. }) || is_loop(&k.ops[o].kind) {
+            commits += path_commits(k, o, commit);
+            counted.push(o);
+            continue;
+        }
+        if commit(&k.ops[o].kind) {
+            commits += 1;
+        } else if wait(&k.ops[o].kind).is_some_and(|n| commits > n as u64) {
             return Some(o);
         }
     }
     None
+}
+
+/// A test reading the group count of a wait (`wgmma_wait N`: `Some(N)`).
+type WaitTest = fn(&OpKind) -> Option<u32>;
+
+/// The commits (ops passing `commit`) that every execution of op `o` runs: 1 for a commit,
+/// for an `if` the fewest over its arms (an arm that may be skipped, `if` without `else`,
+/// counts its empty arm), for a loop 0 (it may run no iteration), else 0. A lower bound of
+/// the groups `o` closes, which is what completion needs ([`completed_by`]). O(ops under `o`).
+fn path_commits(k: &Kernel, o: Op, commit: OpTest) -> u64 {
+    match &k.ops[o].kind {
+        kind if commit(kind) => 1,
+        OpKind::If { .. } => {
+            let arm = |r: Region| k.region_ops(r).iter().map(|&c| path_commits(k, c, commit)).sum::<u64>();
+            let arms = &k.ops[o].regions;
+            if arms.len() < 2 {
+                return 0;
+            }
+            arms.iter().map(|&r| arm(r)).min().unwrap_or(0)
+        }
+        // A `stage` region runs its ops once, in line.
+        OpKind::Stage { .. } => k.ops[o].regions.iter().flat_map(|&r| k.region_ops(r)).map(|&c| path_commits(k, c, commit)).sum(),
+        _ => 0,
+    }
 }
 
 /// The ops that complete the asynchronous access kind `kind` for its own threads when none
