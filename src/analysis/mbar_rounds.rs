@@ -11,6 +11,10 @@
 //!   `g`; if such an arrival's thread first waited for a phase of a slot `s2` one of whose
 //!   rounds holds an arrival of the waiting thread *after* the wait, neither can happen first:
 //!   E0306 (one step of happens-before, like `not_overtaken`; longer cycles are not searched).
+//!   The phase of `s2` may also hold a TMA load of the waiting thread after the wait instead
+//!   of an arrival, where that round's bytes are expected in time (below): the phase
+//!   completes only once the load lands (a producer's `arrive tx` before its `empty` wait
+//!   and the load after it, session 37's M3).
 //! - **Bytes expected in time.** The phase of round `r` completes once its arrivals are in
 //!   and no expected byte is pending; an `expect_tx` of round `r` that no arrival of round `r`
 //!   follows (same thread later, a thread whose wait needs a phase with an arrival of the
@@ -19,6 +23,10 @@
 //!   before the copy lands. E0306 where the trace exhibits such an order (round 0, the
 //!   round's other events reachable with no wait and no block-level synchronisation between
 //!   them), W0318 otherwise.
+//!
+//! - **Copies observed.** Every `expect_tx` and load of the slot lies in a round that
+//!   completes (`< c div m`); one after its thread's last arrival counts toward a phase that
+//!   never completes: no wait observes that copy, W0318 (not decided).
 //!
 //! Invariants: only slots whose rounds are established (`broken` empty) are judged; the
 //! happens-before steps use only waits on slots whose phases complete in round order.
@@ -47,6 +55,8 @@ pub(super) struct Index {
     tx_by_round: RefCell<HashMap<Slot, ByRound>>,
     /// Per (slot, thread): its arrivals' (seq, the least round of it and its later arrivals).
     later: RefCell<HashMap<Slot, Later>>,
+    /// The same of its TMA loads (the bytes a round's phase waits for).
+    later_loads: RefCell<HashMap<Slot, Later>>,
     /// Per (slot, round): [`TxOrder`].
     tx: RefCell<HashMap<(Slot, i64), TxOrder>>,
     /// Per top-level op index `p`: the top-level `barrier`s before it ([`Protocol::barrier_between`]).
@@ -79,11 +89,11 @@ impl Protocol<'_> {
         if g >= complete {
             return Some(Finding::Wrong(self.never_returns(i, complete)));
         }
-        if let Some(a) = self.needs_later_arrival(i) {
-            return Some(Finding::Wrong(self.cycle_error(i, a)));
+        if let Some((a, via_load)) = self.needs_later_arrival(i) {
+            return Some(Finding::Wrong(self.cycle_error(i, a, via_load)));
         }
         match self.tx_order(s, g) {
-            TxOrder::Ordered => None,
+            TxOrder::Ordered => self.late_bytes(s).map(Finding::Undecided),
             TxOrder::Unordered { ev, exhibited: true } => Some(Finding::Wrong(self.tx_error(i, ev))),
             TxOrder::Unordered { ev, .. } => Some(Finding::Undecided(format!(
                 "{} in thread {} (round {g}) is not shown to come before the arrival that completes phase {g}: the phase may complete, and this wait return, before the copy lands",
@@ -91,6 +101,26 @@ impl Protocol<'_> {
                 self.ev[ev].thread
             ))),
         }
+    }
+
+    /// Why a `tx` event or load of `s` lies in a round that never completes, if one does:
+    /// bytes expected after a thread's last arrival count toward a phase no arrival
+    /// completes, so no wait observes that copy, and the rounds the trace pairs with the
+    /// waits are one behind the copies (session 37's perm.py kernel `aWEL`: `mbar_arrive
+    /// @full; mbar_wait @empty; mbar_expect_tx @full; tma_load`, whose consumers read a slot
+    /// before any load of it). Not decided, not wrong: the order of findings keeps an exact
+    /// E0306 of the same wait.
+    fn late_bytes(&self, s: Slot) -> Option<String> {
+        let complete = self.complete_rounds(s);
+        let late = (self.by_slot[&s].iter()).find(|&&i| matches!(self.ev[i].ev, Ev::ExpectTx(_) | Ev::Load(_)) && self.round[i] >= complete)?;
+        let e = &self.ev[*late];
+        Some(format!(
+            "{} in thread {} counts toward round {} of {}, a phase that never completes (only {complete} do): no wait observes that copy",
+            op_label(self.k, e.op),
+            e.thread,
+            self.round[*late],
+            self.slot_name(s)
+        ))
     }
 
     /// Rounds of `s` that complete: arrivals per thread divided by arrivals per phase.
@@ -148,10 +178,16 @@ impl Protocol<'_> {
 
     /// The least round of thread `t`'s arrivals on `s2` after its event `seq`.
     fn least_round_after(&self, s2: Slot, t: u32, seq: usize) -> Option<i64> {
-        if !self.rounds_idx.later.borrow().contains_key(&s2) {
+        self.least_after(&self.rounds_idx.later, s2, t, seq, |e| matches!(e, Ev::Arrive(_)))
+    }
+
+    /// The least round of thread `t`'s events on `s2` that `is` selects after its event
+    /// `seq`, from the per-slot index `map` (built on first use: suffix minima per thread).
+    fn least_after(&self, map: &RefCell<HashMap<Slot, Later>>, s2: Slot, t: u32, seq: usize, is: fn(&Ev) -> bool) -> Option<i64> {
+        if !map.borrow().contains_key(&s2) {
             let mut per: Later = HashMap::new();
             for &x in &self.by_slot[&s2] {
-                if matches!(self.ev[x].ev, Ev::Arrive(_)) {
+                if is(&self.ev[x].ev) {
                     per.entry(self.ev[x].thread).or_default().push((self.ev[x].seq, self.round[x]));
                 }
             }
@@ -160,11 +196,29 @@ impl Protocol<'_> {
                     v[j].1 = v[j].1.min(v[j + 1].1);
                 }
             }
-            self.rounds_idx.later.borrow_mut().insert(s2, per);
+            map.borrow_mut().insert(s2, per);
         }
-        let later = self.rounds_idx.later.borrow();
+        let later = map.borrow();
         let v = later[&s2].get(&t)?;
         v.get(v.partition_point(|&(q, _)| q <= seq)).map(|&(_, r)| r)
+    }
+
+    /// Whether thread `t2`'s event `seq2` comes after thread `t`'s event `seq` through one
+    /// wait of `t2` on a phase that holds a TMA load of `t` after `seq` ([`Self::after_one_step`]
+    /// follows arrivals): a phase whose bytes are expected in time ([`TxOrder::Ordered`],
+    /// bytes balanced per established round) completes only after every load of its round
+    /// lands, and each later phase after it (session 37's M3: the producer's `arrive tx`
+    /// before its `empty` wait, the load after it).
+    fn after_load_step(&self, t: u32, seq: usize, t2: u32, seq2: usize) -> bool {
+        if t == t2 {
+            return false;
+        }
+        let slots = self.slots_of.get(&t2).cloned().unwrap_or_default();
+        slots.into_iter().filter(|&s2| self.in_order(s2)).any(|s2| {
+            let g2 = self.direct(t2, seq2, s2);
+            let r = self.least_after(&self.rounds_idx.later_loads, s2, t, seq, |e| matches!(e, Ev::Load(_)));
+            g2 >= 0 && r.is_some_and(|r| r >= 0 && r <= g2 && matches!(self.tx_order(s2, r), TxOrder::Ordered))
+        })
     }
 
     /// The arrival events of round `r` of `s`.
@@ -188,10 +242,14 @@ impl Protocol<'_> {
         map.borrow()[&s].get(&r).cloned().unwrap_or_default()
     }
 
-    /// An arrival of the round wait event `i` needs that comes after the wait itself.
-    fn needs_later_arrival(&self, i: usize) -> Option<usize> {
+    /// An arrival of the round wait event `i` needs that comes after the wait itself, and
+    /// whether it does through a load of the waiting thread (not one of its arrivals).
+    fn needs_later_arrival(&self, i: usize) -> Option<(usize, bool)> {
         let (s, g, t, seq) = (self.ev[i].slot, self.round[i], self.ev[i].thread, self.ev[i].seq);
-        (self.arrivals_of(s, g).into_iter()).find(|&a| self.after_one_step(t, seq, self.ev[a].thread, self.ev[a].seq))
+        let arrivals = self.arrivals_of(s, g);
+        let after = |a: usize, step: fn(&Self, u32, usize, u32, usize) -> bool| step(self, t, seq, self.ev[a].thread, self.ev[a].seq);
+        let direct = arrivals.iter().find(|&&a| after(a, Self::after_one_step)).map(|&a| (a, false));
+        direct.or_else(|| arrivals.iter().find(|&&a| after(a, Self::after_load_step)).map(|&a| (a, true)))
     }
 
     /// Whether every `expect_tx` of round `r` of `s` comes before an arrival of round `r`.
@@ -290,15 +348,16 @@ impl Protocol<'_> {
         .with_help(format!("initialise {s} with the arrivals each phase gets, or arrive once more per phase"))
     }
 
-    fn cycle_error(&self, i: usize, a: usize) -> Diagnostic {
+    fn cycle_error(&self, i: usize, a: usize, via_load: bool) -> Diagnostic {
         let (e, x) = (&self.ev[i], &self.ev[a]);
+        let later = if via_load { "TMA load (its phase completes when the bytes land)" } else { "arrival" };
         Diagnostic::error(
             DiagKind::Finding,
             "E0306",
             format!("{} can never return: in thread {} it waits for phase {} of {}, which needs an arrival of thread {} that comes after this wait", op_label(self.k, e.op), e.thread, self.round[i], self.slot_name(e.slot), x.thread),
         )
         .with_label(self.k.span(e.op), "waits for its own later arrival (a cycle)")
-        .with_label(self.k.span(x.op), format!("round {} arrival, in thread {} after a wait that needs this thread's later arrival", self.round[a], x.thread))
+        .with_label(self.k.span(x.op), format!("round {} arrival, in thread {} after a wait that needs this thread's later {later}", self.round[a], x.thread))
         .with_note("a phase completes after `count` arrivals: check which arrivals the init count covers")
     }
 

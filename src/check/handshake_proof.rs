@@ -413,6 +413,31 @@ pub(super) fn parity_form(k: &Kernel, fns: &mut crate::ir::iterfn::IterFns, o: O
     }
 }
 
+/// Whether init `o` (under top-level op `top`) runs in some thread of the block: each op
+/// around it is an `if` on `cmp eq tid, C` (possibly `and`-ed with `true`) with `C` a thread
+/// of the block, `o` in its then-arm (session 37's M10: `cmp eq %t, 288` in a 288-thread
+/// block runs no init, and every later wait and arrival is on an uninitialised mbarrier).
+/// Any other condition, or a loop, is not read: the proof declines.
+fn init_runs(k: &Kernel, o: Op, top: Op) -> Result<(), String> {
+    let parents = k.parents();
+    let mut cur = o;
+    while cur != top {
+        let p = parents.parent_op(cur).ok_or("an init outside the kernel's top level")?;
+        let then_arm = parents.op_region[cur] == k.ops[p].regions.first().copied();
+        let elected = match &k.ops[p].kind {
+            OpKind::If { cond } if then_arm => elected_tid(k, *cond),
+            _ => None,
+        };
+        match elected {
+            Some(t) if (0..i64::from(k.threads())).contains(&t) => {}
+            Some(t) => return Err(format!("no thread of the block passes the election (thread {t}) around {}: the mbarrier is never initialised", op_name(k, o))),
+            None => return Err(format!("{} is under a condition or loop the proof does not read: it is not shown to run", op_name(k, o))),
+        }
+        cur = p;
+    }
+    Ok(())
+}
+
 /// Each array's arrival count, from `mbar_init`s before the branch (every slot, one count),
 /// followed by a `barrier` at the top level before the branch.
 pub(super) fn inits(k: &Kernel, pos: usize) -> Result<HashMap<Buffer, u32>, String> {
@@ -429,6 +454,7 @@ pub(super) fn inits(k: &Kernel, pos: usize) -> Result<HashMap<Buffer, u32>, Stri
         }
         for o in found {
             if let OpKind::MbarInit { mbar, index, count } = &k.ops[o].kind {
+                init_runs(k, o, t)?;
                 let b = k.root_buffer(*mbar);
                 let e = counts.entry(b).or_insert((*count, Vec::new()));
                 if e.0 != *count {

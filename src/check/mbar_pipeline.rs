@@ -304,6 +304,11 @@ pub(super) fn plan(k: &Kernel, td: &HashSet<Value>) -> Result<Option<Plan>, Stri
         let Some(elect) = elect else {
             return Err(format!("{} is not issued by one elected thread", name(k, o)));
         };
+        // An election no thread of the block passes issues nothing (session 37's M10):
+        // its arrivals and bytes must not be counted.
+        if !(0..i64::from(k.threads())).contains(&elect) {
+            return Err(format!("no thread of the block passes the election (thread {elect}) around {}", name(k, o)));
+        }
         if *issuer.entry(b).or_insert(elect) != elect {
             return Err(format!("@{} is signalled from two threads", k.buffers[b].name));
         }
