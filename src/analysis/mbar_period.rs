@@ -20,7 +20,7 @@
 //!    yield) declines. `M` is the lcm of every period reached: each iteration's events are a
 //!    function of its *state* `(n mod M, iteration values)`, and the state evolves
 //!    deterministically, so from its first repeat on it is periodic.
-//! 1b. *Counters carried as `c + δ`* (Triton's `iter(%i = 0) … yield %i + 1`): an
+//!    *Counters carried as `c + δ`* (Triton's `iter(%i = 0) … yield %i + 1`): an
 //!    iteration value that never repeats is state the period search cannot use; where the
 //!    sibling `mbar_counters` shows every evaluated operand reads it only through residues
 //!    (its premises, with the counter's values over all `C` trips within `i32`), each such
@@ -328,7 +328,7 @@ fn lcm(a: i64, b: i64) -> Option<i64> {
 
 /// `(i0, P)` of the long runs `iters` of the trace at `hi = tl` (premise 2), the state of
 /// iteration `j` being `(j mod m, iteration values)`, each counter of `proj` taken modulo its
-/// modulus (premise 1b).
+/// modulus (premise 1, carried counters).
 pub(super) fn stride(loops: &HashMap<Op, i64>, iters: &[Iters], tl: i64, m: i64, proj: &Projection) -> Result<(i64, i64), String> {
     let (mut i0, mut p) = (0i64, 1i64);
     for r in iters {

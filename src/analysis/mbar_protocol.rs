@@ -566,7 +566,7 @@ fn periodic(k: &Kernel, warp: u32, long: i64, waits: &[Op]) -> Result<Verdict, S
     let none = HashMap::new();
     let pumped = loops.keys().copied().collect();
     let t = trace(k, warp, &none, MAX_STEPS, pumped, over(long)).map_err(|_| "the shortened trace failed".to_string())?;
-    // Counters carried as `c + δ` never repeat: taken through their residues (premise 1b).
+    // Counters carried as `c + δ` never repeat: taken through their residues (premise 1, carried counters).
     let (i0, p) = match period::stride(&loops, &t.iters, long, m, &Default::default()) {
         Ok(x) => x,
         Err(e) => match counters::residues_upto(k, &trips::Shape::fixed(loops.clone()), &traced, &t.iters, Some(c as i128))? {
