@@ -6,7 +6,8 @@
 //!
 //! The family: a producer thread and `C` consumer threads over `S` slots, each with a `full`
 //! and an `empty` mbarrier; the slot is `i rem S` and the phase `(i div S) rem 2` read from
-//! the counter (K9's form), or both carried as iteration values (Triton's form). Mutants: a
+//! the counter (K9's form), both carried as iteration values, or read from a counter carried
+//! as `c + 1` (Triton's form, session 38's N5). Mutants: a
 //! consumer parity that never flips (E0306), an `empty` count that is not the consumers'
 //! (E0306), a prologue guard comparing the counter (declines: the full trace answers), and a
 //! slot read through an unknown-period expression (declines). Debug-build time: about 1 s.
@@ -25,6 +26,10 @@ fn pipeline(s: u32, n: i64, c: u32, form: &str, mutant: &str) -> String {
         .map(|j| format!("    mbar_init @full[{j}], 1\n    mbar_init @empty[{j}], {empty}\n"))
         .collect();
     let (head, slot) = match form {
+        "carried" => (
+            "iter(%c = 0) ",
+            "      %q = div %c, {S}\n      %par = rem %q, 2\n      %s = rem %c, {S}\n".to_string(),
+        ),
         "iter" => (
             "iter(%s = 0, %ph = 0) ",
             "      %s1 = add %s, 1\n      %w = cmp ge %s1, {S}\n      %sn = select %w, 0, %s1\n      %phx = xor %ph, 1\n      %phn = select %w, %phx, %ph\n      %par = add %ph, 0\n".to_string(),
@@ -44,15 +49,14 @@ fn pipeline(s: u32, n: i64, c: u32, form: &str, mutant: &str) -> String {
         }
         _ => "      mbar_wait @empty[%s], %free\n",
     };
-    let yld = if form == "iter" {
-        "      yield %sn, %phn\n"
-    } else {
-        ""
-    };
-    let (r, rc) = if form == "iter" {
-        ("%r0, %r1 = ", "%q0, %q1 = ")
-    } else {
-        ("", "")
+    let (yld, r, rc) = match form {
+        "iter" => ("      yield %sn, %phn\n", "%r0, %r1 = ", "%q0, %q1 = "),
+        "carried" => (
+            "      %c1 = add %c, 1\n      yield %c1\n",
+            "%r0 = ",
+            "%q0 = ",
+        ),
+        _ => ("", "", ""),
     };
     format!(
         "kernel @ws(%X: global f32[{n}, 64], %Y: global f32[{n}, 64]) block({b}) {{
@@ -112,10 +116,10 @@ fn clean(v: &smemsync::analysis::mbar_protocol::Verdict) -> bool {
 #[test]
 fn the_periodic_answer_is_the_full_trace_at_small_trips() {
     let mut answered = 0;
-    for form in ["counter", "iter"] {
+    for form in ["counter", "iter", "carried"] {
         for s in [2u32, 3, 4] {
             for mutant in ["", "stuck", "count", "guard", "odd-slot"] {
-                if form == "iter" && mutant == "odd-slot" {
+                if form != "counter" && mutant == "odd-slot" {
                     continue;
                 }
                 for n in (25..=40).step_by(if mutant.is_empty() { 1 } else { 5 }) {
@@ -146,7 +150,35 @@ fn the_periodic_answer_is_the_full_trace_at_small_trips() {
             }
         }
     }
-    assert!(answered >= 2 * 3 * 16, "{answered}");
+    assert!(answered >= 3 * 3 * 16, "{answered}");
+}
+
+/// N5 (session 38's hostile kernel): K9 with the slot and phase read from a counter carried
+/// as an iteration value (`iter(%c = 0) … yield %c + 1`, Triton's form) at 10^6 trips: the
+/// residues of the counter make its states periodic, so the long-loop shortcut answers (it
+/// built the whole 10^6-trip trace before: 12 s, 1.5 GB) and places as at 300 trips.
+#[test]
+fn n5_carried_counter_at_a_million_trips_is_decided() {
+    let t = Target::from_name("sm_90").unwrap();
+    let src = pipeline(2, 1_000_000, 256, "carried", "");
+    let k = parsed("N5", &src);
+    let v = verify_periodic(&k, 32, smemsync::analysis::mbar_protocol::LONG_LOOP);
+    assert!(v.as_ref().is_ok_and(clean), "{v:?}");
+    let at = |n: i64| {
+        let k = parsed(&format!("N5 n={n}"), &pipeline(2, n, 256, "carried", ""));
+        let out = smemsync::sync::driver::synchronize(&k, &t, &Default::default())
+            .unwrap_or_else(|e| panic!("n={n}: {e:?}"));
+        let codes: Vec<String> = out
+            .placement
+            .warnings
+            .iter()
+            .map(|w| w.code.to_string())
+            .collect();
+        (out.placement.stats.barriers_written, codes)
+    };
+    let (b, w) = at(1_000_000);
+    assert!(!w.iter().any(|c| c == "W0318" || c == "E0307"), "{w:?}");
+    assert_eq!((b, w), at(300));
 }
 
 /// K9 (session 35's hostile kernel, `examples/tma-warp-specialized.kir` with long role

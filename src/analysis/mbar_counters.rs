@@ -79,13 +79,20 @@ impl Form {
 /// `i32`, and the least such trip count comes back with the projection (the argument holds up
 /// to it).
 pub(super) fn residues(k: &Kernel, sh: &Shape, traced: &HashSet<Op>, iters: &[Iters], flat: bool) -> Result<Option<(Projection, Option<i64>)>, String> {
-    let mut w = Res { k, counters: HashMap::new(), memo: HashMap::new(), modulus: HashMap::new() };
     let tmax = sh.form.map_or(i32::MAX as i64, |(_, b)| i32::MAX as i64 / b.max(1)) as i128;
+    residues_upto(k, sh, traced, iters, (!flat).then_some(tmax))
+}
+
+/// [`residues`] with each counter's interval taken over `tmax` trips (`None`: to the last
+/// trip within `i32`, with that trip count returned): `mbar_period`'s long constant loops
+/// pass their constant bound.
+pub(super) fn residues_upto(k: &Kernel, sh: &Shape, traced: &HashSet<Op>, iters: &[Iters], tmax: Option<i128>) -> Result<Option<(Projection, Option<i64>)>, String> {
+    let mut w = Res { k, counters: HashMap::new(), memo: HashMap::new(), modulus: HashMap::new() };
     let mut loops: Vec<Op> = sh.loops.keys().copied().collect();
     loops.sort_unstable();
     let mut clip: Option<i64> = None;
     for &l in &loops {
-        let c = w.find_counters(l, iters, (!flat).then_some(tmax))?;
+        let c = w.find_counters(l, iters, tmax)?;
         clip = match (clip, c) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

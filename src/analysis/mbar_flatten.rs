@@ -25,13 +25,23 @@
 //!    the tile loop, is *carried*: `L` starts it from the tile loop's iteration value and the
 //!    tile loop yields `L`'s result for it;
 //! 4. no other relevant value is defined in the tile loop's body outside `L` (constants
-//!    excepted): `L`'s bounds and every value its body reads are the same in every tile.
+//!    excepted): `L`'s bounds and every value its body reads are the same in every tile;
+//! 5. the pipeline loops of all tile loops (one per role arm) have the same bound
+//!    expressions (`mbar_loop_trips`: block-uniform, so one trip count `N` per tile in every
+//!    thread). Without it a role at `0 to %kt` and one at `1 to %kt` run `t·N` and `t·(N−1)`
+//!    k-steps, a deficit of `t`, where the flattened run compares `T` with `T − 1` (s38's N3:
+//!    a wrong "verified" and a deadlock);
+//! 6. (checked by the caller on the flattened kernel's every-trip-count argument) the loops
+//!    that argument pumps are exactly these pipeline loops: no loop outside the tile loops
+//!    runs up to the same trip count (it would run `t·N` trips flattened but `N` here).
 //!
 //! Then, tile by tile, `L` resumes from the state it left, with the same bounds, and nothing
 //! else in the tile loop has an event: the sequence of a thread's events is the flattened
-//! run's, and the keys compare alike (the counted position is the flattened iteration; the
-//! rest of a key compares tile and k-step lexicographically, which for a block-uniform `N` is
-//! the flattened order). `t = 0` is the flattened run of 0 trips.
+//! run's at `T = t·N`, in every role alike (premises 5 and 6: every loop whose trip count
+//! the flattened parameter gives is a pipeline loop of `N` trips per tile), and the keys
+//! compare alike (the counted position is the flattened iteration; the rest of a key
+//! compares tile and k-step lexicographically, which for a block-uniform `N` is the
+//! flattened order). `t = 0` is the flattened run of 0 trips.
 //!
 //! Complexity: one walk of the relevant cone (each value once) and one kernel clone.
 
@@ -41,8 +51,9 @@ use super::loop_trips;
 use crate::ir::*;
 
 /// The kernel `k` with every tile loop of representative `rep` replaced by its pipeline loop
-/// (module doc), or the premise that fails. `traced`: the ops holding mbarrier ops.
-pub(super) fn flatten(k: &Kernel, rep: Value, traced: &HashSet<Op>) -> Result<Kernel, String> {
+/// (module doc), with those pipeline loops, or the premise that fails. `traced`: the ops
+/// holding mbarrier ops.
+pub(super) fn flatten(k: &Kernel, rep: Value, traced: &HashSet<Op>) -> Result<(Kernel, HashSet<Op>), String> {
     let loops: HashSet<Op> = traced.iter().copied().filter(|&o| matches!(k.ops[o].kind, OpKind::For { .. })).collect();
     let reps = loop_trips::representatives(k, &loops);
     let mut tiles: Vec<Op> = loops.iter().copied().filter(|&o| bounds(k, o).iter().any(|b| loop_trips::reads_bid(k, b))).collect();
@@ -58,12 +69,19 @@ pub(super) fn flatten(k: &Kernel, rep: Value, traced: &HashSet<Op>) -> Result<Ke
         }
         plan.push((o, pipeline(k, o, traced, &rel)?));
     }
+    // Premise 5: one trip count per tile for every role's pipeline loop.
+    let ls: HashSet<Op> = plan.iter().map(|(_, (l, _))| *l).collect();
+    let trips = loop_trips::representatives(k, &ls);
+    let first = trips.get(&plan[0].1.0);
+    if first.is_none() || ls.iter().any(|l| trips.get(l) != first) {
+        return Err("the pipeline loops of the tile loops do not have the same bounds (their trip counts per tile may differ)".into());
+    }
     let mut k2 = k.clone();
     for (o, (l, pairs)) in plan {
         let hoist = hoisted(k, o, l);
         rewire(&mut k2, o, l, &pairs, &hoist);
     }
-    Ok(k2)
+    Ok((k2, ls))
 }
 
 /// A loop's three bounds.

@@ -20,6 +20,14 @@
 //!    yield) declines. `M` is the lcm of every period reached: each iteration's events are a
 //!    function of its *state* `(n mod M, iteration values)`, and the state evolves
 //!    deterministically, so from its first repeat on it is periodic.
+//!    *Counters carried as `c + δ`* (Triton's `iter(%i = 0) … yield %i + 1`): an
+//!    iteration value that never repeats is state the period search cannot use; where the
+//!    sibling `mbar_counters` shows every evaluated operand reads it only through residues
+//!    (its premises, with the counter's values over all `C` trips within `i32`), each such
+//!    counter is taken modulo `|δ|·M` in the states below. Every evaluated operand is then a
+//!    function of `n mod m` with the iteration values held (premise 1) and of the projected
+//!    counters with the rest held (`mbar_counters`), so of both together, and the projected
+//!    state evolves by a function of itself: the argument below holds unchanged (s38's N5).
 //! 2. *The period, from a trace* ([`stride`]): the trace at `hi = TL` ([`LONG`]) records each
 //!    long run's states; per run the first iteration `i0 + P` whose state equals that of an
 //!    earlier `i0`; over all runs `P` the lcm, `i0` the largest; `T0 = max lo + i0 + P` and
@@ -39,6 +47,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use super::counters::Projection;
 use super::{Iters, konst};
 use crate::ir::*;
 
@@ -318,15 +327,17 @@ fn lcm(a: i64, b: i64) -> Option<i64> {
 }
 
 /// `(i0, P)` of the long runs `iters` of the trace at `hi = tl` (premise 2), the state of
-/// iteration `j` being `(j mod m, iteration values)`.
-pub(super) fn stride(loops: &HashMap<Op, i64>, iters: &[Iters], tl: i64, m: i64) -> Result<(i64, i64), String> {
+/// iteration `j` being `(j mod m, iteration values)`, each counter of `proj` taken modulo its
+/// modulus (premise 1, carried counters).
+pub(super) fn stride(loops: &HashMap<Op, i64>, iters: &[Iters], tl: i64, m: i64, proj: &Projection) -> Result<(i64, i64), String> {
     let (mut i0, mut p) = (0i64, 1i64);
     for r in iters {
         if r.vals.len() as i64 != tl - loops[&r.op] {
             return Err("a long loop does not run once per trip".into());
         }
+        let vals = super::trips::project(&r.vals, proj.get(&r.op).map_or(&[][..], |v| &v[..]));
         let mut first: HashMap<(i64, &Vec<Option<i64>>), usize> = HashMap::new();
-        let rep = r.vals.iter().enumerate().find_map(|(j, s)| match first.get(&(j as i64 % m, s)) {
+        let rep = vals.iter().enumerate().find_map(|(j, s)| match first.get(&(j as i64 % m, s)) {
             Some(&i) => Some((i as i64, (j - i) as i64)),
             None => {
                 first.insert((j as i64 % m, s), j);

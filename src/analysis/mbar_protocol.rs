@@ -36,6 +36,13 @@
 //!   loads' bytes. Every event of round `r >= 1` must happen after phase `r - 1` completed
 //!   (no overtaking): the thread waited for it, or waited for a phase one of whose events
 //!   happened after a wait of its own thread for it (two steps of happens-before).
+//!   Where the first round `r` whose bytes differ *expects more* than its loads write, no
+//!   event overtakes and only arrivals expect bytes (`mbar_arrive ... tx`, no `expect_tx`),
+//!   phase `r` never completes: its arrivals bring exactly its expected bytes, its loads land
+//!   in it (issued after phase `r − 1` completed, and it cannot complete without them), and a
+//!   later round's loads are issued only after it completed. A wait that guarantees phase
+//!   `r` or later can then never return: E0306 (s38's N4, a `tx` arrival whose copy was
+//!   deleted); any other byte mismatch leaves the slot's waits not decided (W0318).
 //! - **Waits.** With phases completing in round order, a thread's waits on one slot guarantee
 //!   `g`: starting from `g = -1` (a fresh mbarrier counts its preceding phase as complete), a
 //!   wait whose parity differs from `g`'s advances `g` by one, one whose parity equals it
@@ -185,9 +192,10 @@ pub fn verify(k: &Kernel, warp: u32) -> Verdict {
 }
 
 /// Whether the verdict holds for every value of the one parameter without a declared range
-/// (the every-trip-count argument succeeded), and, on a flattened kernel (`flat`), the most
-/// trips for which it does (`Some(Some(n))`: the counter leaves `i32` beyond `n`).
-type Every = Option<Option<i64>>;
+/// (the every-trip-count argument succeeded), and then, on a flattened kernel (`flat`), the
+/// most trips for which it does (`Some(n)`: the counter leaves `i32` beyond `n`) and the
+/// loops the argument pumps (those whose trip count the parameter gives).
+type Every = Option<(Option<i64>, HashSet<Op>)>;
 
 /// [`verify`]; `flat`: `k` is a kernel whose tile loops were flattened (`mbar_flatten`): the
 /// arms are aligned by counted keys only, the long-loop shortcut and the flattening are not
@@ -222,7 +230,7 @@ fn verify_in(k: &Kernel, warp: u32, flat: bool) -> (Verdict, Every) {
                     Ok((pumped, clip)) => {
                         keyed.retain(|&(l, w)| outside_loops(k, &pumped, l) && outside_loops(k, &pumped, w));
                         v.keyed_before = keyed;
-                        (v, Some(clip))
+                        (v, Some((clip, pumped)))
                     }
                     Err(why) => (taken_as_written(k, v, &waits, &sampled, &why, &reduced), None),
                 };
@@ -495,11 +503,17 @@ fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Va
 fn flat_verdict(k: &Kernel, warp: u32, rep: Value, waits: &[Op]) -> Result<Verdict, String> {
     let mut traced = HashSet::new();
     mark(k, k.body(), &mut traced);
-    let k2 = flatten::flatten(k, rep, &traced)?;
+    let (k2, pipelines) = flatten::flatten(k, rep, &traced)?;
     let (mut v, every) = verify_in(&k2, warp, true);
-    let Some(clip) = every else {
+    let Some((clip, pumped)) = every else {
         return Err("the flattened kernel is not verified for every trip count".into());
     };
+    // The flattened run at `T = t·N` stands for `t` tiles of `N` k-steps only where the
+    // parameter gives the pipeline loops' trip count and no other loop's (a loop outside the
+    // tile loops up to it would run `t·N` trips here, `N` in the kernel).
+    if pumped != pipelines {
+        return Err("a loop outside the tile loops runs up to the flattened trip count".into());
+    }
     if !(v.errors.is_empty() && v.warnings.is_empty() && v.unverified.is_empty()) {
         return Err("the flattened kernel's verdict is not clean".into());
     }
@@ -552,7 +566,14 @@ fn periodic(k: &Kernel, warp: u32, long: i64, waits: &[Op]) -> Result<Verdict, S
     let none = HashMap::new();
     let pumped = loops.keys().copied().collect();
     let t = trace(k, warp, &none, MAX_STEPS, pumped, over(long)).map_err(|_| "the shortened trace failed".to_string())?;
-    let (i0, p) = period::stride(&loops, &t.iters, long, m)?;
+    // Counters carried as `c + δ` never repeat: taken through their residues (premise 1, carried counters).
+    let (i0, p) = match period::stride(&loops, &t.iters, long, m, &Default::default()) {
+        Ok(x) => x,
+        Err(e) => match counters::residues_upto(k, &trips::Shape::fixed(loops.clone()), &traced, &t.iters, Some(c as i128))? {
+            Some((proj, _)) => period::stride(&loops, &t.iters, long, m, &proj)?,
+            None => return Err(e),
+        },
+    };
     let t0 = loops.values().copied().max().unwrap_or(0) + i0 + p;
     if t0 + 2 * p - 1 > long {
         return Err(format!("the trip counts to check (to {}) exceed the {long} traced", t0 + 2 * p - 1));
@@ -1287,7 +1308,23 @@ enum Broken {
     /// The init count is smaller than the arriving threads and not a multiple of them:
     /// (count, arriving threads, an init event, an arrival event).
     Count(u32, usize, usize, usize),
+    /// Round `r`, the first whose expected bytes differ from its loads', expects `x` bytes
+    /// and its loads write `l < x`; `ordered`: every event of a round `>= 1` comes after the
+    /// phase before it completed (`Protocol::not_overtaken`). Then phase `r` never
+    /// completes (module doc, *Rounds*); otherwise only the reason it is not decided.
+    Short { r: i64, x: i64, l: i64, ordered: bool },
     Undecided(String),
+}
+
+impl Broken {
+    /// Why the slot's waits are not decided (for those a [`Broken::Short`] does not refute).
+    fn why(&self) -> String {
+        match self {
+            Broken::Short { r, x, l, .. } => format!("its round {r} expects {x} bytes but its loads write {l}"),
+            Broken::Undecided(why) => why.clone(),
+            Broken::Count(n, a, ..) => format!("its count {n} is smaller than the {a} threads that arrive on it"),
+        }
+    }
 }
 
 /// The trace with each event's round (arrivals, expect_tx, loads) or guaranteed phase
@@ -1341,10 +1378,17 @@ impl<'k> Protocol<'k> {
         }
         p.guarantees();
         for &s in &slots {
-            if !p.broken.contains_key(&s)
-                && let Err(why) = p.not_overtaken(s)
-            {
-                p.overtaken.insert(s, why);
+            match p.broken.get(&s) {
+                None => {
+                    if let Err(why) = p.not_overtaken(s) {
+                        p.overtaken.insert(s, why);
+                    }
+                }
+                Some(&Broken::Short { r, x, l, .. }) => {
+                    let ordered = p.not_overtaken(s).is_ok();
+                    p.broken.insert(s, Broken::Short { r, x, l, ordered });
+                }
+                Some(_) => {}
             }
         }
         p
@@ -1442,6 +1486,9 @@ impl<'k> Protocol<'k> {
             };
         }
         match bytes.iter().find(|(_, (x, l))| x != l) {
+            // Only arrivals expect bytes (no separate `expect_tx`, which may count toward an
+            // earlier phase than its round): the shortfall is exact (module doc, *Rounds*).
+            Some((&r, &(x, l))) if x > l && !idx.iter().any(|&i| matches!(self.ev[i].ev, Ev::ExpectTx(_))) => Err(Broken::Short { r, x, l, ordered: false }),
             Some((r, (x, l))) => Err(Broken::Undecided(format!("its round {r} expects {x} bytes but its loads write {l}"))),
             None => Ok(()),
         }
@@ -1563,7 +1610,8 @@ impl Protocol<'_> {
                 }
                 let f = match self.broken.get(&s).cloned() {
                     Some(Broken::Count(n, a, init, arr)) => Some(Finding::Wrong(self.count_error(i, n, a, init, arr))),
-                    Some(Broken::Undecided(why)) => Some(Finding::Undecided(why)),
+                    Some(Broken::Short { r, x, l, ordered: true }) if self.round[i] >= r => Some(Finding::Wrong(self.short_error(i, r, x, l))),
+                    Some(b) => Some(Finding::Undecided(b.why())),
                     None => match self.check_wait(i, p, &latest) {
                         Some(d) => Some(Finding::Wrong(d)),
                         None => (self.round_finding(i)).or_else(|| self.overtaken.get(&s).cloned().map(Finding::Undecided)),
@@ -1719,6 +1767,24 @@ impl Protocol<'_> {
         .with_label(k.span(c.op), format!("completes phase {q}"))
         .with_note(format!("with the thread's earlier waits on {}, this one guarantees {got}: a wait returns once the phase of its parity has completed, and on a fresh mbarrier the phase before phase 0 (parity 1) counts as complete", self.slot_name(e.slot)))
         .with_help("wait with the parity of the phase that completes the copy (docs/ir.md section 5)")
+    }
+
+    /// E0306 for wait event `i`, which guarantees a phase `>= r` of a slot whose round `r`
+    /// expects `x` bytes and whose loads write `l < x` ([`Broken::Short`]): phase `r` never
+    /// completes, so the wait never returns (or returns before what it is taken to wait for).
+    fn short_error(&self, i: usize, r: i64, x: i64, l: i64) -> Diagnostic {
+        let e = &self.ev[i];
+        let s = self.slot_name(e.slot);
+        let g = self.round[i];
+        let missing = if l == 0 { "no copy completes on it".to_string() } else { format!("its copies write only {l}") };
+        Diagnostic::error(
+            DiagKind::Finding,
+            "E0306",
+            format!("{} can never return: in thread {} it waits for phase {g} of {s}, but phase {r} expects {x} transaction bytes and {missing}", op_label(self.k, e.op), e.thread),
+        )
+        .with_label(self.k.span(e.op), format!("phase {r} of {s} never completes: {} expected bytes never arrive", x - l))
+        .with_note("a phase completes once its arrivals are in and no expected byte is pending; the bytes of a later round's copies cannot count toward it, since those copies are issued only after it completed")
+        .with_help(format!("issue the copies that complete on {s} (`tma_load ..., {s}`), or expect only the bytes they write"))
     }
 
     fn count_error(&self, i: usize, n: u32, a: usize, init: usize, arr: usize) -> Diagnostic {

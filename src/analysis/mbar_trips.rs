@@ -386,7 +386,7 @@ pub(super) fn period(k: &Kernel, sh: &Shape, iters: &[Iters], proj: &Projection)
 }
 
 /// The iteration values with each counter `(i, q)` of `proj` taken modulo `q`.
-fn project(vals: &[Vec<Option<i64>>], proj: &[(usize, i64)]) -> Vec<Vec<Option<i64>>> {
+pub(super) fn project(vals: &[Vec<Option<i64>>], proj: &[(usize, i64)]) -> Vec<Vec<Option<i64>>> {
     let mut out = vals.to_vec();
     for s in &mut out {
         for &(i, q) in proj {
