@@ -13,7 +13,12 @@
 //!    `n + e ⋈ T + d` with a pumped loop's counter (`D` = 1 + the largest `|d − e|`).
 //!    A *strided* loop `for n = lo to K step B` (constant `lo ≥ 0`, `B ≥ 2`, in no loop) is
 //!    pumped too, with `T = (K − lo + B − 1) div B` and its trips counted from 0; its
-//!    counter is read nowhere ([`strided_form`]).
+//!    counter is read nowhere ([`strided_form`]) but in a comparison with `K` itself.
+//!    `K` itself may be compared where that is exactly a comparison of `T` ([`raw_rule`],
+//!    docs/async.md "Comparisons of the parameter itself"; `T` the strided loops' one
+//!    trip count): `K ⋈ y` with a constant `y` becomes `T ⋈' m`, taken as above, and
+//!    `n + e ⋈ K + a` with a strided counter `n = lo + B·j` (`e, a ≤ 0`: no wrap where it
+//!    runs) becomes `j ⋈' T − m`, a comparison of the trip index (`D ≥ |m| + 1`).
 //! 2. *Syntactic, the iteration values:* the counter `n` of a pumped loop is read only in
 //!    those comparisons, and the values its body yields read neither `n` nor `T` outside a
 //!    comparison with a constant. *From the trace* ([`period`]) at `T = TRIPS`: the
