@@ -886,13 +886,11 @@ fn pair_hazards(
     // a pair on buffers that share bytes in this kernel: exactly the pairs the chain check
     // examined on it (one buffer, or pinned buffers whose bytes overlap, e.g. a consumer's
     // twin alias of the producer's slot; `plan-smem`'s candidates are checked anew).
+    // (Asked after the arms: the bytes are decoded only for the few pairs across them.)
     let (oa, ob) = (a.id.op, b.id.op);
-    let one_buffer = crate::ir::layout::share_bytes(k, k.root_buffer(a.access.mem), k.root_buffer(b.access.mem));
-    if one_buffer
-        && (cx.memo.chained_roles.iter()).any(|[p, q]| {
-            (p.contains(&oa) && q.contains(&ob)) || (q.contains(&oa) && p.contains(&ob))
-        })
-    {
+    let across = (cx.memo.chained_roles.iter())
+        .any(|[p, q]| (p.contains(&oa) && q.contains(&ob)) || (q.contains(&oa) && p.contains(&ob)));
+    if across && crate::ir::layout::share_bytes(k, k.root_buffer(a.access.mem), k.root_buffer(b.access.mem)) {
         return;
     }
     if cheap.kind[x].is_async() {
