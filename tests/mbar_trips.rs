@@ -260,7 +260,11 @@ fn a_loop_over_the_parameter_with_its_guards_is_verified_for_every_k() {
     for (lo, b) in [(0i64, 64i64), (0, 8), (3, 16)] {
         let guards = [
             (format!("gt %K, {lo}"), "lt %i, %lim".to_string(), b),
-            (format!("ge %K, {}", lo + 1), format!("le %i, %lim"), b + 1),
+            (
+                format!("ge %K, {}", lo + 1),
+                "le %i, %lim".to_string(),
+                b + 1,
+            ),
             (format!("lt {lo}, %K"), "gt %lim, %i".to_string(), b),
         ];
         for (pro, drain, y) in guards {
