@@ -196,3 +196,202 @@ fn the_triton_warp_specialized_matmul_is_verified_for_every_k() {
     let w = corpus_w0318("corpus/triton/matmul_warp_specialized_fp16.ttgir");
     assert!(w.is_empty(), "{w:?}");
 }
+
+/// Triton's software-pipelined loop over the parameter itself (`range(lo, K, B)`, the TMA
+/// attention's): two slots, the first filled under the prologue guard `%K {pro}` (Triton:
+/// `gt %K, lo`), each iteration refilling the next slot under the drain guard
+/// `%i {drain} %K − {y}` (Triton: `lt`, `y = B`). The guards compare `%K` itself, which
+/// premise (1) rewrites to the trip count (docs/async.md, "Comparisons of the parameter
+/// itself"). `range`: a declared range for `%K` (enumerated: the oracle), or none.
+fn strided(lo: i64, b: i64, pro: &str, drain: &str, y: i64, range: &str) -> String {
+    format!(
+        "kernel @g(%K: i32{range}, %X: global f32[64, 64], %Y: global f32[64, 64]) block(64) {{
+  shared @buf : f32[2, 64]
+  shared @full : mbarrier[2]
+  %t = tid.x
+  %el = cmp eq %t, 0
+  if %el {{
+    mbar_init @full[0], 1
+    mbar_init @full[1], 1
+  }}
+  barrier
+  %g0 = cmp {pro}
+  %e0 = and %el, %g0
+  if %e0 {{
+    %v0 = view @buf[0]
+    mbar_arrive @full[0] tx 256
+    tma_load %v0 <- %X[0, 0], @full[0]
+  }}
+  %r0, %r1, %r2 = for %i = {lo} to %K step {b} iter(%s = -1, %ph = 0, %ns = 0) {{
+    %s1 = add %s, 1
+    %w = cmp ge %s1, 2
+    %cs = select %w, 0, %s1
+    %ph1 = xor %ph, 1
+    %par = select %w, %ph1, %ph
+    mbar_wait @full[%cs], %par
+    %cv = view @buf[%cs]
+    %x = load %cv[%t]
+    gstore %Y[0, %t], %x
+    barrier
+    %n1 = add %ns, 1
+    %w2 = cmp ge %n1, 2
+    %nsn = select %w2, 0, %n1
+    %lim = sub %K, {y}
+    %more = cmp {drain}
+    %issue = and %el, %more
+    if %issue {{
+      %nv = view @buf[%nsn]
+      mbar_arrive @full[%nsn] tx 256
+      tma_load %nv <- %X[0, 0], @full[%nsn]
+    }}
+    yield %cs, %par, %nsn
+  }}
+}}
+"
+    )
+}
+
+/// The attention's guards, written as Triton writes them and in equivalent spellings
+/// (`ge %K, lo + 1`, `le %i, %K − B − 1`, the operands swapped): verified for every `%K`
+/// (no W0318), and race-free in the interpreter at trip counts 0, 1, 2, 3, 7 and 40 (beyond
+/// the 32 searched), at `%K` not a multiple of `B` and at a negative `%K`.
+#[test]
+fn a_loop_over_the_parameter_with_its_guards_is_verified_for_every_k() {
+    for (lo, b) in [(0i64, 64i64), (0, 8), (3, 16)] {
+        let guards = [
+            (format!("gt %K, {lo}"), "lt %i, %lim".to_string(), b),
+            (
+                format!("ge %K, {}", lo + 1),
+                "le %i, %lim".to_string(),
+                b + 1,
+            ),
+            (format!("lt {lo}, %K"), "gt %lim, %i".to_string(), b),
+        ];
+        for (pro, drain, y) in guards {
+            let name = format!("lo={lo} B={b} `{pro}` `{drain}` y={y}");
+            let src = strided(lo, b, &pro, &drain, y, "");
+            let (out, w) = said(&name, &src).unwrap_or_else(|e| panic!("{name}: {e:?}\n{src}"));
+            assert!(w.is_empty(), "{name}: {w:?}\n{src}");
+            let ks = [0i64, 1, 2, 3, 7, 40].map(|t| lo + b * t);
+            for kv in ks
+                .into_iter()
+                .chain([lo + 2 * b - 1, lo + 5 * b + 1, -1, -100])
+            {
+                let v = common::interpret_at(&out, kv);
+                assert!(matches!(v, Verdict::Checked { .. }), "{name} K={kv}: {v:?}");
+            }
+        }
+    }
+}
+
+/// Guards that differ from the attention's by a constant: each is verified only where the
+/// same kernel with `%K` declared in `[0, 255]` (every value enumerated: the exact oracle)
+/// is; a guard that is no function of the trip count keeps W0318 with premise (1) named;
+/// one that makes some iteration's wait wrong is refused with E0306. `B = 8`, so the range
+/// holds trip counts 0 to 32.
+#[test]
+fn guards_off_by_a_constant_stay_w0318_or_are_refused() {
+    let (lo, b) = (0i64, 8i64);
+    let cases: [(&str, &str, i64, &str); 9] = [
+        ("gt %K, 1", "lt %i, %lim", 8, "E0306"),
+        ("gt %K, 8", "lt %i, %lim", 8, "E0306"),
+        ("ge %K, 0", "lt %i, %lim", 8, "premise (1)"),
+        ("ne %K, 0", "lt %i, %lim", 8, "premise (1)"),
+        ("gt %K, 0", "lt %i, %lim", 16, "E0306"),
+        ("gt %K, 0", "lt %i, %lim", 7, "premise (1)"),
+        ("gt %K, 0", "lt %i, %lim", 9, "E0306"),
+        ("gt %K, 0", "le %i, %lim", 8, "premise (1)"),
+        ("gt %K, 0", "lt %i, %lim", -8, "premise (1)"),
+    ];
+    for (pro, drain, y, want) in cases {
+        let name = format!("`{pro}` `{drain}` y={y}");
+        let src = strided(lo, b, pro, drain, y, "");
+        let oracle = said(&name, &strided(lo, b, pro, drain, y, " in [0, 255]"));
+        let exact_ok = matches!(&oracle, Ok((_, w)) if w.is_empty());
+        match said(&name, &src) {
+            Ok((_, w)) => {
+                assert!(
+                    !w.is_empty(),
+                    "{name}: verified (oracle: {oracle:?})\n{src}"
+                );
+                assert!(
+                    w.iter()
+                        .all(|m| m.contains(want) && m.contains("taken as written")),
+                    "{name}: want {want}, got {w:?}"
+                );
+            }
+            Err(ds) => {
+                assert!(
+                    ds.iter().any(|d| d.starts_with(want)),
+                    "{name}: want {want}, got {ds:?}"
+                );
+                assert!(
+                    !exact_ok,
+                    "{name}: refused, but every K in [0, 255] is verified"
+                );
+            }
+        }
+    }
+}
+
+/// The imported kernel of a corpus file, as `.kir` text.
+fn corpus_kir(f: &str) -> String {
+    let text = std::fs::read_to_string(f).unwrap();
+    smemsync::reader::ttgir::import_ttgir(&text)
+        .expect("imports")
+        .kir
+}
+
+const ATTENTION_TMA: &str = "corpus/triton/attention_fwd_tma_fp16.ttgir";
+
+/// Triton's software-pipelined TMA attention (`for %i = 0 to %n_ctx step 64`, prologue
+/// guard `gt %n_ctx, 0`, drain guard `lt %i, %n_ctx − 64`): its three waits are verified for
+/// every `%n_ctx` (no W0318), and its output is race-free in the interpreter at `%n_ctx` =
+/// 0, 64, 128, 200 and 320.
+#[test]
+fn the_triton_pipelined_tma_attention_is_verified_for_every_n_ctx() {
+    assert!(corpus_w0318(ATTENTION_TMA).is_empty());
+    let (out, w) = said(ATTENTION_TMA, &corpus_kir(ATTENTION_TMA)).expect("accepted");
+    assert!(w.is_empty(), "{w:?}");
+    for n in [0i64, 64, 128, 200, 320] {
+        let o = smemsync::check::CheckOptions {
+            try_proof: false,
+            schedules: 1,
+            bounds: vec![("n_ctx".into(), n)],
+            ..Default::default()
+        };
+        let v = smemsync::check::check_race_free(&out, &o).verdict;
+        assert!(matches!(v, Verdict::Checked { .. }), "n_ctx={n}: {v:?}");
+    }
+}
+
+/// The corpus attention with one guard's constant changed: a drain guard that skips the
+/// last refill (`%n_ctx − 128`) or a prologue guard that skips the first fill for some
+/// `%n_ctx > 0` (`gt 1`, `gt 64`) leaves a wait that never returns (E0306); a guard that is
+/// no function of the trip count (`%n_ctx − 63`, `ne 0`, `ge 0`) keeps W0318 with premise (1).
+#[test]
+fn the_attention_with_a_guard_off_by_a_constant_is_refused_or_stays_w0318() {
+    let kir = corpus_kir(ATTENTION_TMA);
+    let cases = [
+        ("sub %n_ctx, 64", "sub %n_ctx, 128", "E0306"),
+        ("cmp gt %n_ctx, 0", "cmp gt %n_ctx, 1", "E0306"),
+        ("cmp gt %n_ctx, 0", "cmp gt %n_ctx, 64", "E0306"),
+        ("sub %n_ctx, 64", "sub %n_ctx, 63", "premise (1)"),
+        ("cmp gt %n_ctx, 0", "cmp ne %n_ctx, 0", "premise (1)"),
+        ("cmp gt %n_ctx, 0", "cmp ge %n_ctx, 0", "premise (1)"),
+    ];
+    for (from, to, want) in cases {
+        assert_eq!(kir.matches(from).count(), 1, "{from}");
+        let src = kir.replace(from, to);
+        match said(to, &src) {
+            Ok((_, w)) => assert!(
+                w.len() == 3 && w.iter().all(|m| m.contains(want)),
+                "`{to}`: want {want}, got {w:?}"
+            ),
+            Err(ds) => assert!(
+                ds.iter().any(|d| d.starts_with(want)),
+                "`{to}`: want {want}, got {ds:?}"
+            ),
+        }
+    }
+}

@@ -883,15 +883,14 @@ fn pair_hazards(
     let (a, b) = (&fp.accesses[ai], &fp.accesses[bi]);
     // Two arms of a role branch inside a loop whose hand-written handshakes were checked
     // (`sync::handshake_chain`, E0307 otherwise): a chain orders the pair in every trip. Only
-    // a pair on one buffer (the chains are per buffer; distinct buffers that share bytes
-    // after `plan-smem` keep their hazards).
+    // a pair on buffers that share bytes in this kernel: exactly the pairs the chain check
+    // examined on it (one buffer, or pinned buffers whose bytes overlap, e.g. a consumer's
+    // twin alias of the producer's slot; `plan-smem`'s candidates are checked anew).
+    // (Asked after the arms: the bytes are decoded only for the few pairs across them.)
     let (oa, ob) = (a.id.op, b.id.op);
-    let one_buffer = k.root_buffer(a.access.mem) == k.root_buffer(b.access.mem);
-    if one_buffer
-        && (cx.memo.chained_roles.iter()).any(|[p, q]| {
-            (p.contains(&oa) && q.contains(&ob)) || (q.contains(&oa) && p.contains(&ob))
-        })
-    {
+    let across = (cx.memo.chained_roles.iter())
+        .any(|[p, q]| (p.contains(&oa) && q.contains(&ob)) || (q.contains(&oa) && p.contains(&ob)));
+    if across && crate::ir::layout::share_bytes(k, k.root_buffer(a.access.mem), k.root_buffer(b.access.mem)) {
         return;
     }
     if cheap.kind[x].is_async() {

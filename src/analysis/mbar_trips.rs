@@ -13,7 +13,12 @@
 //!    `n + e ⋈ T + d` with a pumped loop's counter (`D` = 1 + the largest `|d − e|`).
 //!    A *strided* loop `for n = lo to K step B` (constant `lo ≥ 0`, `B ≥ 2`, in no loop) is
 //!    pumped too, with `T = (K − lo + B − 1) div B` and its trips counted from 0; its
-//!    counter is read nowhere ([`strided_form`]).
+//!    counter is read nowhere ([`strided_form`]) but in a comparison with `K` itself.
+//!    `K` itself may be compared where that is exactly a comparison of `T` ([`raw_rule`],
+//!    docs/async.md "Comparisons of the parameter itself"; `T` the strided loops' one
+//!    trip count): `K ⋈ y` with a constant `y` becomes `T ⋈' m`, taken as above, and
+//!    `n + e ⋈ K + a` with a strided counter `n = lo + B·j` (`e, a ≤ 0`: no wrap where it
+//!    runs) becomes `j ⋈' T − m`, a comparison of the trip index (`D ≥ |m| + 1`).
 //! 2. *Syntactic, the iteration values:* the counter `n` of a pumped loop is read only in
 //!    those comparisons, and the values its body yields read neither `n` nor `T` outside a
 //!    comparison with a constant. *From the trace* ([`period`]) at `T = TRIPS`: the
@@ -75,6 +80,10 @@ enum Base {
     Const,
     Trip((i64, i64)),
     Counter,
+    /// The parameter `K` itself.
+    Param,
+    /// The counter `lo + B·j` of a strided loop over `K`: `(lo, B)`.
+    Strided(i64, i64),
 }
 
 /// Offsets and constants beyond this are not taken as affine (no `i32` wrap near them).
@@ -82,9 +91,13 @@ const LIM: i64 = 1 << 16;
 
 /// Premise (1) and the syntactic part of (2) for parameter `p` over the traced ops.
 pub(super) fn shape(k: &Kernel, p: Value, traced: &HashSet<Op>) -> Result<Shape, String> {
-    let mut w = Walk { k, p, sh: Shape { form: None, loops: HashMap::new(), d: 0, c: 0, guards: false }, seen: HashSet::new() };
     let mut ops: Vec<Op> = traced.iter().copied().collect();
     ops.sort_unstable();
+    // The one form of the strided loops over `K`, if they agree: what a comparison of `K`
+    // itself is rewritten by (`raw`).
+    let mut strided = ops.iter().filter_map(|&o| strided_form(k, p, o));
+    let raw = strided.next().filter(|&f| strided.all(|g| g == f));
+    let mut w = Walk { k, p, sh: Shape { form: None, loops: HashMap::new(), d: 0, c: 0, guards: false }, seen: HashSet::new(), raw };
     for o in ops {
         w.op(o)?;
     }
@@ -96,6 +109,8 @@ struct Walk<'k> {
     p: Value,
     sh: Shape,
     seen: HashSet<(Value, bool)>,
+    /// The form `(c, B)` of the strided loops over `K`, where there are some and they agree.
+    raw: Option<(i64, i64)>,
 }
 
 impl Walk<'_> {
@@ -277,21 +292,58 @@ impl Walk<'_> {
         let (t, other, pred) = match (a.0, b.0) {
             (Base::Trip(_), _) => (a, b, pred),
             (_, Base::Trip(_)) => (b, a, flip(pred)),
+            (Base::Param, _) => return self.raw(b, flip(pred), a.1, strict),
+            (_, Base::Param) => return self.raw(a, pred, b.1, strict),
             _ => return Ok(false),
         };
         let Base::Trip(f) = t.0 else { unreachable!() };
         match other.0 {
-            Base::Const => {
-                let (d, c) = (t.1, other.1);
-                // `T + d ⋈ c` is the same for every `T ≤ 0` (all below the threshold).
-                if !(d < c || (d == c && matches!(pred, CmpPred::Le | CmpPred::Gt))) {
-                    return Err(format!("premise (1) fails: a comparison of the trip count with {c} differs between trip count 0 and a negative one"));
-                }
-                self.sh.c = self.sh.c.max(c - d + 1);
-            }
+            Base::Const => self.trip_const(t.1, pred, other.1)?,
             Base::Counter if strict => return Err("premise (2) fails: an iteration value of a loop up to the trip count reads the loop's counter".into()),
             Base::Counter => self.sh.d = self.sh.d.max((t.1 - other.1).abs() + 1),
-            Base::Trip(_) => return Ok(false),
+            _ => return Ok(false),
+        }
+        self.form(f)?;
+        self.sh.guards = true;
+        Ok(true)
+    }
+
+    /// Records `T + d ⋈ c`: fixed from `T ≥ C = c − d + 1` on, and required to be the same
+    /// for every `T ≤ 0` (all below the threshold).
+    fn trip_const(&mut self, d: i64, pred: CmpPred, c: i64) -> Result<(), String> {
+        if !(d < c || (d == c && matches!(pred, CmpPred::Le | CmpPred::Gt))) {
+            return Err(format!("premise (1) fails: a comparison of the trip count with {c} differs between trip count 0 and a negative one"));
+        }
+        self.sh.c = self.sh.c.max(c - d + 1);
+        Ok(())
+    }
+
+    /// Whether `x ⋈ K + a`, a comparison of the parameter itself, is one premise (1) allows:
+    /// rewritten exactly to the trip count `T` of the strided loops ([`raw_rule`]) as
+    /// `T ⋈' m` (`x` a constant, `a = 0`) or `j ⋈' T − m + …` (`x = n + e` with `n` the
+    /// counter of a strided loop over `K`, its trip index `j`; `e ≤ 0`, `a ≤ 0`, so neither
+    /// side wraps where the loop runs). `Ok(false)`: not of those shapes (read as before).
+    fn raw(&mut self, x: (Base, i64), pred: CmpPred, a: i64, strict: bool) -> Result<bool, String> {
+        let Some(f @ (c, b)) = self.raw else { return Ok(false) };
+        let kn = self.name(self.p);
+        let why = |y: i64| format!("premise (1) fails: `{y} {} {kn}` is not a function of the trip count `({kn} + {c}) div {b}` (see docs/async.md, \"Comparisons of the parameter itself\")", pred.name());
+        match x.0 {
+            Base::Const if a != 0 => return Err(format!("premise (1) fails: {kn} + {a} is compared with a constant (it may wrap)")),
+            Base::Const => {
+                let (p2, m) = raw_rule(pred, x.1, c, b).ok_or_else(|| why(x.1))?;
+                self.trip_const(0, p2, m)?;
+            }
+            Base::Strided(..) if strict => return Err("premise (2) fails: an iteration value of a loop up to the parameter reads the loop's counter".into()),
+            Base::Strided(lo, bb) if (bb - 1 - lo, bb) == f => {
+                if x.1 > 0 || a > 0 {
+                    return Err(format!("premise (1) fails: a strided loop's counter plus {} is compared with {kn} + {a} (it may wrap)", x.1));
+                }
+                // `lo + B·j + e ⋈ K + a` is `y + B·j ⋈ K` with `y = lo + e − a`.
+                let y = lo + x.1 - a;
+                let (_, m) = raw_rule(pred, y, c, b).ok_or_else(|| why(y))?;
+                self.sh.d = self.sh.d.max(m.abs() + 1);
+            }
+            _ => return Ok(false),
         }
         self.form(f)?;
         self.sh.guards = true;
@@ -318,8 +370,17 @@ impl Walk<'_> {
         if let Some(f) = self.trip(*v) {
             return Some((Base::Trip(f), 0));
         }
+        if *v == self.p {
+            return Some((Base::Param, 0));
+        }
         let d = match k.values[*v].def {
             ValueDef::RegionArg(r, 0) if self.unit_body(r) => return Some((Base::Counter, 0)),
+            ValueDef::RegionArg(r, 0) => {
+                let o = k.parents().region_op[r]?;
+                let OpKind::For { lo, step, .. } = &k.ops[o].kind else { return None };
+                strided_form(k, self.p, o)?;
+                return Some((Base::Strided(konst(k, lo)?, konst(k, step)?), 0));
+            }
             ValueDef::Result(d, _) => d,
             _ => return None,
         };
@@ -335,6 +396,25 @@ impl Walk<'_> {
         let off = b.1 + off;
         (off.abs() < LIM).then_some((b.0, off))
     }
+}
+
+/// `y ⋈ K` as a comparison of the trip count `T = ⌊(K + c) / B⌋` (`B ≥ 1`) with a
+/// constant: `Some((⋈', m))` with `y ⋈ K ⇔ T ⋈' m` for every integer `K`, where `⋈'` is
+/// `ge` or `lt`; `None` where `y ⋈ K` is no function of `T` (docs/async.md, "Comparisons of
+/// the parameter itself"). The rule: `y < K ⇔ K + c ≥ z` with `z = y + 1 + c`, and
+/// `K + c ≥ z ⇔ T ≥ z / B` exactly when `B` divides `z` (otherwise `K = z − c − 1` and
+/// `K = z − c` have one `T` and differ); `y ≤ K` is `y − 1 < K`, `gt` and `ge` the
+/// negations, `eq` and `ne` never (a single `K` is no union of the classes of `T`).
+pub(super) fn raw_rule(pred: CmpPred, y: i64, c: i64, b: i64) -> Option<(CmpPred, i64)> {
+    let (y, neg) = match pred {
+        CmpPred::Lt => (y, false),
+        CmpPred::Le => (y - 1, false),
+        CmpPred::Ge => (y, true),
+        CmpPred::Gt => (y - 1, true),
+        CmpPred::Eq | CmpPred::Ne => return None,
+    };
+    let z = y + 1 + c;
+    (z.rem_euclid(b) == 0).then(|| (if neg { CmpPred::Lt } else { CmpPred::Ge }, z.div_euclid(b)))
 }
 
 /// The predicate with its operands swapped.
@@ -475,5 +555,67 @@ fn slot_block(pr: &Protocol, s: Slot, idx: &[usize], range: &HashMap<u32, (usize
     match dr {
         Some(x) if x % 2 != 0 => Err(format!("premise (3) fails: over one period {name} completes {x} phases, an odd number (the parities after it would flip)")),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PREDS: [CmpPred; 6] = [CmpPred::Lt, CmpPred::Le, CmpPred::Gt, CmpPred::Ge, CmpPred::Eq, CmpPred::Ne];
+
+    /// `raw_rule` against enumeration: where it answers, `y ⋈ K` equals `T ⋈' m` for every
+    /// `K` in −400 … 400 (the trip count of `for n = lo to K step B`, `c = B − 1 − lo`);
+    /// where it declines, two `K` of one trip count compare differently.
+    #[test]
+    fn comparisons_of_the_parameter_are_the_trip_counts_exactly() {
+        for b in [2i64, 3, 7, 64] {
+            for lo in [0i64, 1, 5, 64] {
+                let c = b - 1 - lo;
+                let t = |kv: i64| (kv + c).div_euclid(b);
+                for y in -150i64..150 {
+                    for pred in PREDS {
+                        let ks = -400i64..=400;
+                        match raw_rule(pred, y, c, b) {
+                            Some((p2, m)) => {
+                                assert!(ks.clone().all(|kv| pred.holds(y, kv) == p2.holds(t(kv), m)), "B={b} lo={lo} {y} {pred:?} K");
+                            }
+                            None => {
+                                let split = ks.clone().any(|kv| t(kv) == t(kv + 1) && pred.holds(y, kv) != pred.holds(y, kv + 1));
+                                assert!(split, "B={b} lo={lo} {y} {pred:?} K: declined but a function of T");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The counter form `raw` uses: in every iteration `j` of `for n = lo to K step B`,
+    /// `n + e ⋈ K + a` (`e, a ≤ 0`) equals `T ⋈' m + j` with `(⋈', m)` the rule's answer
+    /// for `y = lo + e − a`, for every `K` in 0 … 400.
+    #[test]
+    fn a_strided_counter_compared_with_the_parameter_is_its_trip_index() {
+        for b in [2i64, 5, 64] {
+            for lo in [0i64, 3, 64] {
+                let c = b - 1 - lo;
+                for e in [-2 * b, -b - 1, -1, 0] {
+                    for a in [-3 * b, -2 * b, -b - 1, -b, -b + 1, -1, 0] {
+                        for pred in PREDS {
+                            let Some((p2, m)) = raw_rule(pred, lo + e - a, c, b) else { continue };
+                            for kv in 0i64..=400 {
+                                let t = (kv + c).div_euclid(b);
+                                let mut j = 0;
+                                while lo + b * j < kv {
+                                    let n = lo + b * j;
+                                    assert_eq!(pred.holds(n + e, kv + a), p2.holds(t, m + j), "B={b} lo={lo} e={e} a={a} {pred:?} K={kv} j={j}");
+                                    j += 1;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }
