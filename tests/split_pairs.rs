@@ -211,15 +211,25 @@ fn generated_split_pairs_are_sound_and_credited_like_barriers() {
             Ok(out) => out,
             Err(codes) => {
                 assert!(as_barriers.is_none(), "{name}: clean pairs refused\n{src}");
-                assert!(codes.iter().all(|c| c == "P0001"), "{name}: {codes:?}\n{src}");
+                assert!(
+                    codes.iter().all(|c| c == "P0001"),
+                    "{name}: {codes:?}\n{src}"
+                );
                 let v = interpret(&common::parse_verified_as(&name, &src), &t);
-                assert!(matches!(v, Verdict::Race(_)), "{name}: refused, input {v:?}\n{src}");
+                assert!(
+                    matches!(v, Verdict::Race(_)),
+                    "{name}: refused, input {v:?}\n{src}"
+                );
                 continue;
             }
         };
         let text = print_kernel(&out.kernel);
         let again = sync(&name, &text, "gfx1201").expect("sync of sync's output");
-        assert_eq!(print_kernel(&again.kernel), text, "{name}: not idempotent\n{src}");
+        assert_eq!(
+            print_kernel(&again.kernel),
+            text,
+            "{name}: not idempotent\n{src}"
+        );
         let Some(b) = as_barriers else {
             dirty_accepted += 1;
             continue;
@@ -241,5 +251,8 @@ fn generated_split_pairs_are_sound_and_credited_like_barriers() {
         );
         compared += 1;
     }
-    assert!(compared >= 15 && dirty_accepted >= 10, "{compared} {dirty_accepted}");
+    assert!(
+        compared >= 15 && dirty_accepted >= 10,
+        "{compared} {dirty_accepted}"
+    );
 }
