@@ -98,7 +98,7 @@ pub fn stab(m: usize, arcs: &[Arc]) -> Vec<usize> {
 }
 
 /// [`stab`] using only the gaps `allowed` marks (all when `None`), for arcs whose ends are
-/// allowed ([`shrink`]): the greedy stabs right ends, and the circle search cuts only at
+/// allowed (`shrink`): the greedy stabs right ends, and the circle search cuts only at
 /// allowed gaps of the shortest arc (some allowed gap of it is in every allowed solution).
 /// Exact among the allowed solutions.
 pub fn stab_allowed(m: usize, arcs: &[Arc], allowed: Option<&[bool]>) -> Vec<usize> {
