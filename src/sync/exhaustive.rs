@@ -44,7 +44,7 @@ pub fn place(
                 continue;
             }
             for c in (s.lo.div_ceil(2) * 2..=s.hi).step_by(2) {
-                if block {
+                if block && !model.in_split_window(s.region, c / 2) {
                     cands.insert(Point {
                         region: s.region,
                         coord: c,

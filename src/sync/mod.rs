@@ -187,9 +187,11 @@ pub struct SyncModel<'k> {
     pub weight_bounds: HashMap<Region, u64>,
     /// Existing sync points.
     pub existing: Vec<Point>,
-    /// The kernel's hand-written split waits that act as block barriers where they stand
-    /// (`split_pairs::credited_waits`).
-    pub split_waits: std::collections::HashSet<Op>,
+    /// The kernel's hand-written split pairs (`split_pairs`): the credited waits (those with
+    /// a clean window act as block barriers where they stand, those with a shared access in
+    /// the window as a sync at two points: [`SyncModel::split_covers`]) and the gaps inside
+    /// a window, where no block barrier goes ([`SyncModel::in_split_window`]).
+    pub split: split_pairs::SplitPairs,
 }
 
 /// The trip count of a `for` with constant bounds, or with parameters given in `bounds`
@@ -304,7 +306,7 @@ impl<'k> SyncModel<'k> {
             weight,
             weight_bounds,
             existing: Vec::new(),
-            split_waits: split_pairs::credited_waits(k).into_keys().collect(),
+            split: split_pairs::SplitPairs::of(k),
         };
         for (r, _) in k.regions().iter() {
             for (i, &op) in k.region_ops(r).iter().enumerate() {
@@ -349,9 +351,9 @@ impl<'k> SyncModel<'k> {
                 }
                 // A hand-written split wait whose window holds no shared access or sync op
                 // on any path (an adjacent pair, a rotated loop's halves).
-                Some(SyncEffect::SplitWait(_)) => {
-                    self.split_waits.contains(&op).then_some(Scope::Block)
-                }
+                Some(SyncEffect::SplitWait(_)) => (self.split.waits.contains_key(&op)
+                    && !self.split.dirty.contains(&op))
+                .then_some(Scope::Block),
                 _ => None,
             },
         }
@@ -369,6 +371,27 @@ impl<'k> SyncModel<'k> {
             return false;
         }
         (p.scope == Scope::Block || h.intra_warp) && h.covered_by(p.region, p.coord)
+    }
+
+    /// Whether a hand-written split pair whose window holds a shared access removes `h`: its
+    /// wait is on every path of `h` (the wait's point covers it) and neither the source nor
+    /// the op where it takes effect may lie in a window that wait closes, so on every path
+    /// `src ≤ signal` and `wait ≤ dst` (docs/placement.md, section 8). A pair whose window
+    /// is clean is an existing point instead ([`SyncModel::must_sync`]). O(dirty waits).
+    pub fn split_covers(&self, h: &Hazard) -> bool {
+        self.split.dirty.iter().any(|&w| {
+            self.paths.pos(w).is_some_and(|(r, i)| {
+                h.covered_by(r, 2 * i + 1)
+                    && !self.split.in_window_of(h.src.op, w)
+                    && !self.split.in_window_of(h.src_at, w)
+            })
+        })
+    }
+
+    /// Whether gap `g` of region `r` may lie inside a hand-written split window: a block
+    /// barrier there would be lowered to a pair nested in it (P0001), so none goes there.
+    pub fn in_split_window(&self, r: Region, g: usize) -> bool {
+        self.split.open_gaps.contains(&(r, g))
     }
 
     /// Whether `op` lies (at any depth) in region `r`.
@@ -482,6 +505,17 @@ impl<'k> SyncModel<'k> {
         }
     }
 
+    /// A diagnostic for a hazard whose every legal barrier point lies inside a hand-written
+    /// split window: the barrier's pair would be a second signal before that window's wait.
+    pub fn in_window_unplaceable(&self, h: &Hazard) -> Diagnostic {
+        let k = self.k;
+        Diagnostic::error(DiagKind::Finding, "P0001", format!("{} hazard between {} and {} can only be removed inside a hand-written split-barrier window", h.kind.name(), op_label(k, h.src.op), op_label(k, h.dst.op)))
+            .with_label(k.span(h.dst.op), "this access must wait")
+            .with_label(k.span(h.src.op), "for this access")
+            .with_note("every point that orders these accesses lies between a `barrier_signal` and its `barrier_wait`; a barrier there would be a second signal before the wait")
+            .with_help("move the accesses out of the window, or close the window (`barrier_wait`) before the access that must wait")
+    }
+
     /// A diagnostic for a hazard no legal barrier can remove.
     pub fn unplaceable(&self, h: &Hazard) -> Diagnostic {
         let k = self.k;
@@ -563,7 +597,7 @@ pub fn place_with(
         ex_index.insert(*p);
     }
     let existing: Vec<usize> = (0..hazards.len())
-        .filter(|&i| ex_index.covers(&hazards[i]))
+        .filter(|&i| ex_index.covers(&hazards[i]) || model.split_covers(&hazards[i]))
         .collect();
     let is_existing: rustc_hash::FxHashSet<usize> = existing.iter().copied().collect();
     let pending: Vec<usize> = (0..hazards.len())

@@ -40,11 +40,17 @@ pub fn place(
         let mut point = None;
         while let Some((r, idx)) = model.paths.pos(op) {
             if model.is_legal(r) {
+                // Outside hand-written split windows: the nearest allowed gap before.
+                let g = (0..=idx)
+                    .rev()
+                    .find(|&g| !model.in_split_window(r, g))
+                    .unwrap_or(idx);
                 point = Some(Point {
                     region: r,
-                    coord: 2 * idx,
+                    coord: 2 * g,
                     scope: Scope::Block,
-                });
+                })
+                .filter(|p| !model.in_split_window(r, p.coord / 2));
                 break;
             }
             match model.paths.region_op.get(&r) {

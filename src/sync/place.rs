@@ -94,6 +94,14 @@ fn greedy(mut iv: Vec<(usize, usize)>) -> Vec<usize> {
 
 /// Minimum stabbing of arcs on a circle of `m` gaps (a line when no arc wraps). Exact.
 pub fn stab(m: usize, arcs: &[Arc]) -> Vec<usize> {
+    stab_allowed(m, arcs, None)
+}
+
+/// [`stab`] using only the gaps `allowed` marks (all when `None`), for arcs whose ends are
+/// allowed (`shrink`): the greedy stabs right ends, and the circle search cuts only at
+/// allowed gaps of the shortest arc (some allowed gap of it is in every allowed solution).
+/// Exact among the allowed solutions.
+pub fn stab_allowed(m: usize, arcs: &[Arc], allowed: Option<&[bool]>) -> Vec<usize> {
     if arcs.is_empty() {
         return Vec::new();
     }
@@ -109,6 +117,10 @@ pub fn stab(m: usize, arcs: &[Arc]) -> Vec<usize> {
     let mut g = shortest.start;
     for _ in 0..shortest.len(m) {
         let p = g;
+        if allowed.is_some_and(|a| !a[p]) {
+            g = (g + 1) % m;
+            continue;
+        }
         let cut = |q: usize| (q + m - p - 1) % m;
         let rest: Vec<(usize, usize)> = arcs
             .iter()
@@ -125,6 +137,14 @@ pub fn stab(m: usize, arcs: &[Arc]) -> Vec<usize> {
     let mut b = best.expect("the shortest arc has a point");
     b.sort();
     b
+}
+
+/// The sub-arc of `a` from its first to its last gap that `allowed` marks (`None`: none).
+fn shrink(a: Arc, m: usize, allowed: &[bool]) -> Option<Arc> {
+    let len = a.len(m);
+    let start = (0..len).map(|d| (a.start + d) % m).find(|&g| allowed[g])?;
+    let end = (0..len).map(|d| (a.end + m - d) % m).find(|&g| allowed[g])?;
+    Some(Arc { start, end })
 }
 
 /// How many optional arcs one region tries (each try is one exact stabbing).
@@ -187,8 +207,8 @@ impl Inert {
 /// that also stabs the `optional` arcs, tried in order (each kept when the count stays the
 /// minimum): outer hazards entering (`[0, x]`) and leaving (`[y, end]`) the region, then
 /// intra-warp hazards that a block barrier could remove instead of a warp sync.
-fn solve(m: usize, arcs: &[Arc], optional: &[Arc]) -> Vec<usize> {
-    let base = stab(m, arcs);
+fn solve(m: usize, arcs: &[Arc], optional: &[Arc], allowed: Option<&[bool]>) -> Vec<usize> {
+    let base = stab_allowed(m, arcs, allowed);
     if base.is_empty() || optional.is_empty() {
         return base;
     }
@@ -196,7 +216,7 @@ fn solve(m: usize, arcs: &[Arc], optional: &[Arc]) -> Vec<usize> {
     let mut best = base;
     for o in optional.iter().take(MAX_OPTIONAL) {
         acc.push(*o);
-        let sol = stab(m, &acc);
+        let sol = stab_allowed(m, &acc, allowed);
         if sol.len() == best.len() {
             best = sol;
         } else {
@@ -254,10 +274,22 @@ pub fn place(
                 continue;
             }
             let m = body_len(k, q) + 1;
-            let arcs: Vec<Arc> = local
-                .iter()
-                .filter_map(|&i| home_arc(&hazards[i]))
-                .collect();
+            // Gaps inside a hand-written split window take no block barrier (its pair would
+            // nest: docs/placement.md, section 8); arcs shrink to their allowed ends.
+            let allowed = (scope == Scope::Block)
+                .then(|| (0..m).map(|g| !model.in_split_window(q, g)).collect::<Vec<_>>())
+                .filter(|a| a.iter().any(|&x| !x));
+            let allowed = allowed.as_deref();
+            let mut arcs: Vec<Arc> = Vec::new();
+            for &i in &local {
+                let Some(a) = home_arc(&hazards[i]) else {
+                    continue;
+                };
+                match allowed.map_or(Some(a), |al| shrink(a, m, al)) {
+                    Some(a) => arcs.push(a),
+                    None => diags.push(model.in_window_unplaceable(&hazards[i])),
+                }
+            }
             // Outer hazards passing through this region: prefixes (entering) in increasing
             // order of their end, suffixes (leaving) in decreasing order of their start, so
             // the first feasible one of each kind implies the rest.
@@ -268,10 +300,13 @@ pub fn place(
                     through: through.get(&q).map_or(&[][..], |v| v.as_slice()),
                 };
                 block_optional_arcs(hazards, &index, &rh, &arcs, m)
+                    .into_iter()
+                    .filter_map(|a| allowed.map_or(Some(a), |al| shrink(a, m, al)))
+                    .collect()
             } else {
                 Vec::new()
             };
-            for g in solve(m, &arcs, &optional) {
+            for g in solve(m, &arcs, &optional, allowed) {
                 let p = Point {
                     region: q,
                     coord: 2 * g,
@@ -568,7 +603,7 @@ mod tests {
             weight: (0..REGIONS).map(|i| (r(i), weights[i])).collect(),
             weight_bounds: (0..REGIONS).map(|i| (r(i), weights[i])).collect(),
             existing: Vec::new(),
-            split_waits: Default::default(),
+            split: Default::default(),
         }
     }
 

@@ -184,7 +184,11 @@ pub fn publish_inits_early(
             .collect();
         let earliest = (0..p.coord / 2)
             .map(|g| Point { coord: 2 * g, ..p })
-            .find(|q| !points.contains(q) && served.iter().all(|h| model.covers(q, h)));
+            .find(|q| {
+                !points.contains(q)
+                    && !model.in_split_window(q.region, q.coord / 2)
+                    && served.iter().all(|h| model.covers(q, h))
+            });
         if let Some(q) = earliest {
             points[i] = q;
         }

@@ -1,41 +1,47 @@
 //! Hand-written gfx12 split barriers as existing syncs: which `barrier_wait id` of a kernel
-//! acts as a block barrier at its own position, and which `barrier_signal id` may open the
-//! window it closes.
+//! is credited as a sync, which `barrier_signal id` may open the window it closes, which ops
+//! may execute inside a window, and at which gaps a window may be open.
 //!
 //! A split pair orders what precedes its signal (the signal follows the wave's accesses;
 //! with `waitcnt dscnt(0)` right before it, their completion too) against what follows its
-//! wait. Between the halves is the *window*: an access there is ordered by neither half. A
-//! wait W therefore acts exactly like a `barrier` at W's position, for the shared-memory
-//! hazards placement reasons about, when on every path that reaches W
+//! wait. Between the halves is the *window*: an access there is ordered by neither half. The
+//! pair is a sync at two points: it removes a hazard (src, dst) iff on every path
+//! `src ≤ signal` and `wait ≤ dst` (docs/placement.md, section 8). A wait W is *credited*
+//! when on every path that reaches W
 //!
 //! 1. the last split op of W's id is a signal (the protocol holds: W cannot hang), and
-//! 2. between that signal and W there is no shared access and no sync op (at any depth of
-//!    the structured control flow): the window holds only register and global work, which a
-//!    barrier never ordered for those hazards either (the lowering's own slack,
-//!    `sync::split`, is the same set of ops).
+//! 2. between that signal and W there is no sync op (at any depth of the structured control
+//!    flow).
 //!
-//! Then every shared access before W on a path is before its signal, and the hardware lets a
-//! wave past W only after every wave has signalled. An adjacent `barrier_signal;
-//! barrier_wait` is the window with nothing in it; a rotated loop (signal before the loop and
-//! at the end of the body, wait at the top of the body and after the loop) has windows that
-//! span the loop head and the back edge, and every one of its waits qualifies.
+//! When moreover no window W closes holds a shared access (a *clean* window: only register
+//! and global work, the lowering's own slack, `sync::split`), every shared access before W
+//! on a path is before its signal, and W acts exactly like a `barrier` at W's position. An
+//! adjacent `barrier_signal; barrier_wait` is the window with nothing in it; a rotated loop
+//! (signal before the loop and at the end of the body, wait at the top of the body and after
+//! the loop) has windows that span the loop head and the back edge, and every one of its
+//! waits is clean. A *dirty* W (a shared access may be in its window) removes a hazard only
+//! when its point does and the source may not lie in a window W closes
+//! ([`SplitPairs::in_window_of`], used by `SyncModel::split_covers`).
 //!
 //! Formulation: a forward dataflow over the structured kernel. The state per split id is the
 //! set of signals that may be open (a signal not yet waited for), whether the barrier may be
-//! idle (no signal open), and whether an open window may already hold a shared access or a
-//! sync op (dirty). Join: union and or. `if` joins its arms; a loop joins its entry with its
-//! back edge until the state is stable (the lattice is finite: at most the kernel's signals,
-//! two bits); a `while` runs its condition first. A wait is credited when its state is not
-//! idle, not dirty and has an open signal. The head state only grows, so loops settle in a
-//! few rounds; one that has not after `MAX_ROUNDS` (16) makes the analysis decline: no wait of
-//! the kernel is credited (placement then adds its own barriers). Complexity: O(ops · ids · rounds^depth), and nothing for a kernel without
-//! split waits.
+//! idle (no signal open), whether an open window may already hold a shared access (dirty) and
+//! whether it may hold a sync op. Join: union and or. `if` joins its arms; a loop joins its
+//! entry with its back edge until the state is stable (the lattice is finite: at most the
+//! kernel's signals, three bits); a `while` runs its condition first. A wait is credited when
+//! its state is not idle, holds no sync op and has an open signal. The same walk records, per
+//! leaf op, the signals that may be open at it, and the gaps where some window may be open
+//! (placement puts no block barrier there: its pair would nest, P0001). The head state only
+//! grows, so loops settle in a few rounds; one that has not after `MAX_ROUNDS` (16) makes the
+//! analysis decline: no wait of the kernel is credited and no gap closed (placement then adds
+//! its own barriers; the protocol check of the output still refuses a nested pair).
+//! Complexity: O(ops · ids · rounds^depth), and nothing for a kernel without split waits.
 //!
 //! Reference: the semantics of `s_barrier_signal` / `s_barrier_wait` in AMD's RDNA4 ISA
 //! manual (the signal does not wait for the wave's outstanding LDS operations), as the
 //! interpreter models them (docs/split-barriers.md).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::ir::effects::effects;
 use crate::ir::*;
@@ -48,8 +54,10 @@ const MAX_ROUNDS: usize = 16;
 struct Window {
     /// Some path reaches here with no signal open.
     idle: bool,
-    /// Some path's open window holds a shared access or a sync op.
+    /// Some path's open window holds a shared access.
     dirty: bool,
+    /// Some path's open window holds a sync op (another split op, a wait, a barrier).
+    synced: bool,
     /// The signals that may be open here.
     signals: BTreeSet<Op>,
 }
@@ -65,11 +73,14 @@ impl Window {
     fn join(&mut self, o: &Window) {
         self.idle |= o.idle;
         self.dirty |= o.dirty;
+        self.synced |= o.synced;
         self.signals.extend(o.signals.iter().copied());
     }
 
+    /// Reached with a signal open on every path and no sync op in any window: a pair at two
+    /// points (module doc), a `barrier` at the wait when no window holds a shared access.
     fn credited(&self) -> bool {
-        !self.idle && !self.dirty && !self.signals.is_empty()
+        !self.idle && !self.synced && !self.signals.is_empty()
     }
 }
 
@@ -89,46 +100,104 @@ fn join(a: &State, b: &State) -> State {
     out
 }
 
+/// The hand-written split pairs of a kernel as placement sees them (module doc).
+#[derive(Clone, Debug, Default)]
+pub struct SplitPairs {
+    /// Every credited wait, with the signals that may open its window.
+    pub waits: HashMap<Op, Vec<Op>>,
+    /// The credited waits whose window may hold a shared access: a pair at two points, not a
+    /// `barrier` at the wait.
+    pub dirty: HashSet<Op>,
+    /// Per leaf op reached while a window may be open: the signals that may be open there.
+    open_at: HashMap<Op, BTreeSet<Op>>,
+    /// Gaps `(region, g)` (before the region's `g`-th op, or its end) where a window may be
+    /// open on some path: a new split pair there would nest (P0001).
+    pub open_gaps: HashSet<(Region, usize)>,
+}
+
+impl SplitPairs {
+    /// The kernel's hand-written split pairs (module doc). Empty for a kernel without split
+    /// waits, and when a loop's fixpoint does not settle (nothing credited, no gap closed).
+    pub fn of(k: &Kernel) -> SplitPairs {
+        if !k
+            .ops
+            .iter()
+            .any(|(_, o)| matches!(o.kind, OpKind::SplitWait(_)))
+        {
+            return SplitPairs::default();
+        }
+        let mut w = Walk {
+            k,
+            at_wait: HashMap::new(),
+            open_at: HashMap::new(),
+            open_gaps: HashSet::new(),
+            declined: false,
+        };
+        w.region(k.body(), State::new());
+        if w.declined {
+            return SplitPairs::default();
+        }
+        let mut out = SplitPairs {
+            open_at: w.open_at,
+            open_gaps: w.open_gaps,
+            ..Default::default()
+        };
+        for (op, win) in w.at_wait {
+            if win.credited() {
+                if win.dirty {
+                    out.dirty.insert(op);
+                }
+                out.waits.insert(op, win.signals.into_iter().collect());
+            }
+        }
+        out
+    }
+
+    /// Whether `op` may execute inside a window that credited wait `w` closes: some signal
+    /// that may be open at `op` may open `w`'s window. An over-approximation of "on some
+    /// path, a signal, then `op`, then `w`, with no split op of the id between", so a pair
+    /// is credited for no hazard whose source may lie between its halves.
+    pub fn in_window_of(&self, op: Op, w: Op) -> bool {
+        let (Some(open), Some(sigs)) = (self.open_at.get(&op), self.waits.get(&w)) else {
+            return false;
+        };
+        sigs.iter().any(|s| open.contains(s))
+    }
+}
+
 /// The kernel's credited split waits, each with the signals that may open its window
-/// (module doc). Empty for a kernel without split waits.
+/// (module doc), dirty windows included. Empty for a kernel without split waits.
 pub fn credited_waits(k: &Kernel) -> HashMap<Op, Vec<Op>> {
-    if !k
-        .ops
-        .iter()
-        .any(|(_, o)| matches!(o.kind, OpKind::SplitWait(_)))
-    {
-        return HashMap::new();
-    }
-    let mut w = Walk {
-        k,
-        at_wait: HashMap::new(),
-        declined: false,
-    };
-    w.region(k.body(), State::new());
-    if w.declined {
-        return HashMap::new();
-    }
-    w.at_wait
-        .into_iter()
-        .filter(|(_, win)| win.credited())
-        .map(|(op, win)| (op, win.signals.into_iter().collect()))
-        .collect()
+    SplitPairs::of(k).waits
 }
 
 struct Walk<'a> {
     k: &'a Kernel,
     /// The state each wait was last reached with (the last visit is under the fixpoint).
     at_wait: HashMap<Op, Window>,
+    /// [`SplitPairs::open_at`], joined over every visit.
+    open_at: HashMap<Op, BTreeSet<Op>>,
+    /// [`SplitPairs::open_gaps`], joined over every visit.
+    open_gaps: HashSet<(Region, usize)>,
     /// A loop's fixpoint did not settle: nothing is credited.
     declined: bool,
 }
 
 impl Walk<'_> {
     fn region(&mut self, r: Region, mut s: State) -> State {
-        for &op in self.k.region_ops(r) {
+        let ops = self.k.region_ops(r);
+        for (g, &op) in ops.iter().enumerate() {
+            self.note_gap(r, g, &s);
             s = self.op(op, s);
         }
+        self.note_gap(r, ops.len(), &s);
         s
+    }
+
+    fn note_gap(&mut self, r: Region, g: usize, s: &State) {
+        if s.values().any(|w| !w.signals.is_empty()) {
+            self.open_gaps.insert((r, g));
+        }
     }
 
     fn op(&mut self, op: Op, mut s: State) -> State {
@@ -136,7 +205,7 @@ impl Walk<'_> {
         let od = &k.ops[op];
         match &od.kind {
             OpKind::SplitSignal(id) => {
-                dirty_all(&mut s);
+                mark_all(&mut s, Mark::Sync);
                 s.insert(
                     *id,
                     Window {
@@ -149,7 +218,7 @@ impl Walk<'_> {
             OpKind::SplitWait(id) => {
                 let w = s.get(id).cloned().unwrap_or_else(Window::idle);
                 self.at_wait.insert(op, w);
-                dirty_all(&mut s);
+                mark_all(&mut s, Mark::Sync);
                 s.insert(*id, Window::idle());
                 s
             }
@@ -167,9 +236,15 @@ impl Walk<'_> {
                 s
             }
             _ => {
+                let open: BTreeSet<Op> = s.values().flat_map(|w| w.signals.iter().copied()).collect();
+                if !open.is_empty() {
+                    self.open_at.entry(op).or_default().extend(open);
+                }
                 let e = effects(k, op);
-                if !e.shared.is_empty() || e.sync.is_some() {
-                    dirty_all(&mut s);
+                if e.sync.is_some() {
+                    mark_all(&mut s, Mark::Sync);
+                } else if !e.shared.is_empty() {
+                    mark_all(&mut s, Mark::Shared);
                 }
                 s
             }
@@ -202,11 +277,23 @@ impl Walk<'_> {
     }
 }
 
-/// A shared access or sync op: every open window becomes dirty.
-fn dirty_all(s: &mut State) {
+/// What an op inside a window makes of it.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Mark {
+    /// A shared access: the pair is credited at two points only (module doc).
+    Shared,
+    /// A sync op: the pair is not credited.
+    Sync,
+}
+
+/// Marks every open window.
+fn mark_all(s: &mut State, m: Mark) {
     for w in s.values_mut() {
         if !w.signals.is_empty() {
-            w.dirty = true;
+            match m {
+                Mark::Shared => w.dirty = true,
+                Mark::Sync => w.synced = true,
+            }
         }
     }
 }
