@@ -880,6 +880,12 @@ fn pair_hazards(
     let (Some(pa), Some(pb)) = (cheap.path[x], cheap.path[y]) else {
         return;
     };
+    // An async source and a destination in the two arms of a thread-dependent `if` with no
+    // handshake in them (s37's M9, M13): no wait of the destination's threads and no barrier
+    // can order the two.
+    if cheap.kind[x].is_async() {
+        async_divergent_arms(fp, (ai, bi), (pa, pb), out);
+    }
     let (a, b) = (&fp.accesses[ai], &fp.accesses[bi]);
     // Two arms of a role branch inside a loop whose hand-written handshakes were checked
     // (`sync::handshake_chain`, E0307 otherwise): a chain orders the pair in every trip. Only
@@ -950,6 +956,62 @@ fn pair_hazards(
     }
     let p = PairAt::same_time(fp, ai, bi, pa, pb);
     emit_pair(fp, &p, out);
+}
+
+/// An async source `ai` and a destination `bi` in the two arms of a thread-dependent `if`
+/// whose arms hold no handshake (no named barrier, no mbarrier arrive or wait), conflicting in
+/// one iteration of their common loops: an error (docs/async.md, "TMA loads read by another
+/// role"). The copy's issuing thread runs one arm, the destination's threads the other, so
+/// no program point lies between the two: a wait the destination's threads run cannot
+/// follow the issue, and a barrier cannot separate the arms. A TMA load (whose completion an
+/// `mbar_wait` would make visible to the threads that wait) is E0602, any other async
+/// operation (a copy, a TMA store or wgmma reading the buffer) E0305,
+/// as for a plain source (`divergent_arms`, which sees only pairs whose source comes first
+/// in program order and is plain: an async source in the first arm fell through to the
+/// completion rules, which order nothing across arms, and the pair was silently dropped).
+/// Arms holding a handshake are left to it: `sync::handshake` placed it (the pairs are
+/// covered) or checks the hand-written one (`sync::handshake_chain`, E0307).
+/// O(depth) plus one conflict question.
+fn async_divergent_arms(
+    fp: &mut Footprints,
+    (ai, bi): (usize, usize),
+    (pa, pb): (&[(Region, usize)], &[(Region, usize)]),
+    out: &mut Hazards,
+) {
+    let k = fp.k;
+    let Split::Siblings { op, .. } = split(k, pa, pb) else {
+        return;
+    };
+    let OpKind::If { cond } = &k.ops[op].kind else {
+        return;
+    };
+    if fp.uniformity().operand_uniform(cond)
+        || k.ops[op].regions.iter().any(|&r| region_has_handshake(k, r))
+    {
+        return;
+    }
+    let m = common_len(&fp.accesses[ai].loops, &fp.accesses[bi].loops);
+    if forward_conflict(fp, ai, bi, m).is_none() {
+        return;
+    }
+    let (a, b) = (fp.accesses[ai].id.op, fp.accesses[bi].id.op);
+    let tma = matches!(fp.accesses[ai].access.kind, AccessKind::AsyncWrite(AsyncClass::Tma));
+    let d = if tma {
+        Diagnostic::error(DiagKind::Finding, "E0602", "a shared access may observe a TMA load whose mbarrier phase is not waited for")
+            .with_label(k.span(b), "this access may observe the copy")
+            .with_label(k.span(a), "TMA load issued here, in the other arm of a thread-dependent `if`")
+            .with_note("the threads of this access run the other arm: none of them waits on the load's mbarrier, and no barrier can separate the arms")
+            .with_help("wait on the load's mbarrier slot with its phase parity before the access (`mbar_wait`), in the access's own arm")
+    } else {
+        Diagnostic::error(DiagKind::Finding, "E0305", format!("{} and {} in the two arms of a thread-dependent `if` race", op_label(k, a), op_label(k, b)))
+            .with_label(k.span(b), "this access")
+            .with_label(k.span(a), "async operation issued here, in the other arm")
+            .with_note("the async operation completes only at a wait of its issuing thread, and no barrier can separate the arms of a divergent branch")
+            .with_help("order the roles with a handshake (a wait for the copy, then a named barrier or an mbarrier arrival the other role waits on)")
+    };
+    if !out.findings.contains(&d) {
+        out.findings.push(d);
+    }
 }
 
 /// W0320 for a wait of `lc` (the dataflow's in-loop or exit wait of `copy`) that completes the
