@@ -970,7 +970,9 @@ fn pair_hazards(
 /// in program order and is plain: an async source in the first arm fell through to the
 /// completion rules, which order nothing across arms, and the pair was silently dropped).
 /// Arms holding a handshake are left to it: `sync::handshake` placed it (the pairs are
-/// covered) or checks the hand-written one (`sync::handshake_chain`, E0307).
+/// covered) or checks the hand-written one (`sync::handshake_chain`, E0307); except, for a
+/// TMA load, where no `mbar_wait` on its mbarrier array comes before the branch ends (named
+/// barriers only, which order threads but complete no copy): E0602 still.
 /// O(depth) plus one conflict question.
 fn async_divergent_arms(
     fp: &mut Footprints,
@@ -985,8 +987,13 @@ fn async_divergent_arms(
     let OpKind::If { cond } = &k.ops[op].kind else {
         return;
     };
+    let tma = matches!(fp.accesses[ai].access.kind, AccessKind::AsyncWrite(AsyncClass::Tma));
+    let (a, b) = (fp.accesses[ai].id.op, fp.accesses[bi].id.op);
+    // A handshake in the arms is left to its checks, except where no thread waits on a TMA
+    // load's mbarrier before the branch ends: named barriers alone never complete the copy.
+    let handshake = k.ops[op].regions.iter().any(|&r| region_has_handshake(k, r));
     if fp.uniformity().operand_uniform(cond)
-        || k.ops[op].regions.iter().any(|&r| region_has_handshake(k, r))
+        || (handshake && !(tma && !mbar_waited_by_branch_end(k, a, op)))
     {
         return;
     }
@@ -994,13 +1001,15 @@ fn async_divergent_arms(
     if forward_conflict(fp, ai, bi, m).is_none() {
         return;
     }
-    let (a, b) = (fp.accesses[ai].id.op, fp.accesses[bi].id.op);
-    let tma = matches!(fp.accesses[ai].access.kind, AccessKind::AsyncWrite(AsyncClass::Tma));
     let d = if tma {
         Diagnostic::error(DiagKind::Finding, "E0602", "a shared access may observe a TMA load whose mbarrier phase is not waited for")
             .with_label(k.span(b), "this access may observe the copy")
             .with_label(k.span(a), "TMA load issued here, in the other arm of a thread-dependent `if`")
-            .with_note("the threads of this access run the other arm: none of them waits on the load's mbarrier, and no barrier can separate the arms")
+            .with_note(if handshake {
+                "no thread waits on the load's mbarrier before the branch ends: the handshakes in the arms (named barriers) do not complete the copy"
+            } else {
+                "the threads of this access run the other arm: none of them waits on the load's mbarrier, and no barrier can separate the arms"
+            })
             .with_help("wait on the load's mbarrier slot with its phase parity before the access (`mbar_wait`), in the access's own arm")
     } else {
         Diagnostic::error(DiagKind::Finding, "E0305", format!("{} and {} in the two arms of a thread-dependent `if` race", op_label(k, a), op_label(k, b)))
@@ -1012,6 +1021,30 @@ fn async_divergent_arms(
     if !out.findings.contains(&d) {
         out.findings.push(d);
     }
+}
+
+/// Whether an `mbar_wait` on TMA load `copy`'s mbarrier array comes, in program order, before
+/// the last op of branch `br` (inside its arms or before it): the only waits that can
+/// complete the copy's phase for an access in one iteration of the branch. O(ops).
+fn mbar_waited_by_branch_end(k: &Kernel, copy: Op, br: Op) -> bool {
+    let OpKind::TmaLoad { mbar, .. } = &k.ops[copy].kind else {
+        return true;
+    };
+    let m = k.root_buffer(*mbar);
+    // The branch's last op in pre-order: the last op of its last non-empty region, down.
+    let mut last = br;
+    while let Some(r) = (k.ops[last].regions.iter()).rev().find(|&&r| !k.region_ops(r).is_empty()) {
+        last = *k.region_ops(*r).last().expect("non-empty");
+    }
+    let (mut found, mut done) = (false, false);
+    k.walk(|o| {
+        if done {
+            return;
+        }
+        found |= matches!(&k.ops[o].kind, OpKind::MbarWait { mbar: w, .. } if k.root_buffer(*w) == m);
+        done = found || o == last;
+    });
+    found
 }
 
 /// W0320 for a wait of `lc` (the dataflow's in-loop or exit wait of `copy`) that completes the
