@@ -18,18 +18,42 @@ const RACING: [(&str, &str); 6] = [
     ("m13-stage", include_str!("tma_across_roles/m13-stage.kir")),
     ("m13-for", include_str!("tma_across_roles/m13-for.kir")),
     ("m13-if", include_str!("tma_across_roles/m13-if.kir")),
-    ("step5", include_str!("tma_across_roles/step5-slots-loaded-once.kir")),
-    ("d1-step3", include_str!("tma_across_roles/d1-step3-slots-loaded-once.kir")),
+    (
+        "step5",
+        include_str!("tma_across_roles/step5-slots-loaded-once.kir"),
+    ),
+    (
+        "d1-step3",
+        include_str!("tma_across_roles/d1-step3-slots-loaded-once.kir"),
+    ),
 ];
 
 /// The same kernels with the consumers' wait on the load's mbarrier phase.
 const CORRECTED: [(&str, &str); 6] = [
-    ("m9+wait", include_str!("tma_across_roles/m9-top-level-with-the-wait.kir")),
-    ("m13-stage+wait", include_str!("tma_across_roles/m13-stage-with-the-wait.kir")),
-    ("m13-for+wait", include_str!("tma_across_roles/m13-for-with-the-wait.kir")),
-    ("m13-if+wait", include_str!("tma_across_roles/m13-if-with-the-wait.kir")),
-    ("step5+wait", include_str!("tma_across_roles/step5-slots-loaded-once-with-the-wait.kir")),
-    ("d1-step3+wait", include_str!("tma_across_roles/d1-step3-slots-loaded-once-with-the-wait.kir")),
+    (
+        "m9+wait",
+        include_str!("tma_across_roles/m9-top-level-with-the-wait.kir"),
+    ),
+    (
+        "m13-stage+wait",
+        include_str!("tma_across_roles/m13-stage-with-the-wait.kir"),
+    ),
+    (
+        "m13-for+wait",
+        include_str!("tma_across_roles/m13-for-with-the-wait.kir"),
+    ),
+    (
+        "m13-if+wait",
+        include_str!("tma_across_roles/m13-if-with-the-wait.kir"),
+    ),
+    (
+        "step5+wait",
+        include_str!("tma_across_roles/step5-slots-loaded-once-with-the-wait.kir"),
+    ),
+    (
+        "d1-step3+wait",
+        include_str!("tma_across_roles/d1-step3-slots-loaded-once-with-the-wait.kir"),
+    ),
 ];
 
 fn check(k: &smemsync::ir::Kernel, try_proof: bool) -> Verdict {
@@ -48,9 +72,15 @@ fn racing_inputs_are_refused_with_e0602_and_never_proved() {
         let k = common::parse_verified_as(name, src);
         // The oracle: the input races (so a refusal is owed), and `check`'s static proof
         // does not claim it.
-        assert!(matches!(check(&k, false), Verdict::Race(_)), "{name}: the input should race");
+        assert!(
+            matches!(check(&k, false), Verdict::Race(_)),
+            "{name}: the input should race"
+        );
         let v = check(&k, true);
-        assert!(!matches!(v, Verdict::Proved { .. } | Verdict::Checked { .. }), "{name}: {v:?}");
+        assert!(
+            !matches!(v, Verdict::Proved { .. } | Verdict::Checked { .. }),
+            "{name}: {v:?}"
+        );
         let codes = common::sync_sm90_race_free(name, src, 2).expect_err(name);
         assert!(codes.iter().any(|c| c == "E0602"), "{name}: {codes:?}");
     }
@@ -61,7 +91,10 @@ fn corrected_inputs_are_accepted_and_race_free() {
     for (name, src) in CORRECTED {
         let out = common::sync_sm90_race_free(name, src, 2)
             .unwrap_or_else(|codes| panic!("{name}: refused with {codes:?}"));
-        assert!(matches!(check(&out, false), Verdict::Checked { .. }), "{name}");
+        assert!(
+            matches!(check(&out, false), Verdict::Checked { .. }),
+            "{name}"
+        );
     }
 }
 
@@ -71,7 +104,11 @@ fn corrected_inputs_are_accepted_and_race_free() {
 /// orders the threads but completes no copy) or `wait` (an mbarrier arrival the consumers
 /// wait on, after the cp.async's own wait).
 fn generated(nest: &str, producer_first: bool, sync: &str, rslot: u32, tma: bool) -> String {
-    let mut prod = vec!["%elect = cmp eq %t, 0".to_string(), "if %elect {".into(), "  %v = view @buf[0]".into()];
+    let mut prod = vec![
+        "%elect = cmp eq %t, 0".to_string(),
+        "if %elect {".into(),
+        "  %v = view @buf[0]".into(),
+    ];
     if tma && sync == "wait" {
         prod.push("  mbar_arrive @full[0] tx 1024".into());
     }
@@ -87,14 +124,22 @@ fn generated(nest: &str, producer_first: bool, sync: &str, rslot: u32, tma: bool
     if sync == "named" {
         prod.push("named_arrive 1, 288".into());
     }
-    let mut cons = vec!["%c = sub %t, 32".to_string(), "%rev = sub 255, %c".into(), format!("%v = view @buf[{rslot}]")];
+    let mut cons = vec![
+        "%c = sub %t, 32".to_string(),
+        "%rev = sub 255, %c".into(),
+        format!("%v = view @buf[{rslot}]"),
+    ];
     match sync {
         "named" => cons.push("named_sync 1, 288".into()),
         "wait" => cons.push("mbar_wait @full[0], 0".into()),
         _ => {}
     }
     cons.extend(["%x = load %v[%rev]".into(), "gstore %Y[%c], %x".into()]);
-    let (then, els, g) = if producer_first { (prod, cons, "producer") } else { (cons, prod, "consumers") };
+    let (then, els, g) = if producer_first {
+        (prod, cons, "producer")
+    } else {
+        (cons, prod, "consumers")
+    };
     let ind = |v: &[String]| v.iter().map(|l| format!("  {l}")).collect::<Vec<_>>();
     let mut br = vec![format!("%r = in_group @{g}"), "if %r {".into()];
     br.extend(ind(&then));
@@ -139,12 +184,18 @@ fn generated_role_branches_are_refused_or_race_free() {
             let k = common::parse_verified_as(&name, &src);
             let races = matches!(check(&k, false), Verdict::Race(_));
             match common::sync_sm90_race_free(&name, &src, 2) {
-                Ok(_) => assert!(!races, "{name}: the input races and `sync` accepted it\n{src}"),
+                Ok(_) => assert!(
+                    !races,
+                    "{name}: the input races and `sync` accepted it\n{src}"
+                ),
                 Err(codes) => {
                     refused += 1;
                     // A TMA read by the other role with no mbarrier wait: E0602 in particular.
                     if tma && rslot == 0 && sync != "wait" {
-                        assert!(codes.iter().any(|c| c == "E0602" || c == "E0305"), "{name}: {codes:?}");
+                        assert!(
+                            codes.iter().any(|c| c == "E0602" || c == "E0305"),
+                            "{name}: {codes:?}"
+                        );
                     }
                 }
             }

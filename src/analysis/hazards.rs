@@ -884,7 +884,7 @@ fn pair_hazards(
     // handshake in them (s37's M9, M13): no wait of the destination's threads and no barrier
     // can order the two.
     if cheap.kind[x].is_async() {
-        async_divergent_arms(fp, (ai, bi), (pa, pb), out);
+        async_divergent_arms(fp, cx.inflight, (ai, bi), (pa, pb), out);
     }
     let (a, b) = (&fp.accesses[ai], &fp.accesses[bi]);
     // Two arms of a role branch inside a loop whose hand-written handshakes were checked
@@ -972,16 +972,19 @@ fn pair_hazards(
 /// Arms holding a handshake are left to it: `sync::handshake` placed it (the pairs are
 /// covered) or checks the hand-written one (`sync::handshake_chain`, E0307); except, for a
 /// TMA load, where no `mbar_wait` on its mbarrier array comes before the branch ends (named
-/// barriers only, which order threads but complete no copy): E0602 still.
+/// barriers only, which order threads but complete no copy): E0602 still; for another copy,
+/// where no wait of its issuing thread completes it in its arm before the arm's last
+/// handshake op (`completed_before_release`): E0305 still.
 /// O(depth) plus one conflict question.
 fn async_divergent_arms(
     fp: &mut Footprints,
+    inflight: &crate::analysis::inflight::Completions,
     (ai, bi): (usize, usize),
     (pa, pb): (&[(Region, usize)], &[(Region, usize)]),
     out: &mut Hazards,
 ) {
     let k = fp.k;
-    let Split::Siblings { op, .. } = split(k, pa, pb) else {
+    let Split::Siblings { op, ra, .. } = split(k, pa, pb) else {
         return;
     };
     let OpKind::If { cond } = &k.ops[op].kind else {
@@ -990,11 +993,15 @@ fn async_divergent_arms(
     let tma = matches!(fp.accesses[ai].access.kind, AccessKind::AsyncWrite(AsyncClass::Tma));
     let (a, b) = (fp.accesses[ai].id.op, fp.accesses[bi].id.op);
     // A handshake in the arms is left to its checks, except where no thread waits on a TMA
-    // load's mbarrier before the branch ends: named barriers alone never complete the copy.
+    // load's mbarrier before the branch ends, or no wait of another copy's issuing thread
+    // completes it in its arm before the arm's last handshake op: a named barrier or an
+    // arrival alone never completes a copy.
     let handshake = k.ops[op].regions.iter().any(|&r| region_has_handshake(k, r));
-    if fp.uniformity().operand_uniform(cond)
-        || (handshake && !(tma && !mbar_waited_by_branch_end(k, a, op)))
-    {
+    let completed = || match tma {
+        true => mbar_waited_by_branch_end(k, a, op),
+        false => completed_before_release(k, inflight.by_copy.get(&a), ra),
+    };
+    if fp.uniformity().operand_uniform(cond) || (handshake && completed()) {
         return;
     }
     let m = common_len(&fp.accesses[ai].loops, &fp.accesses[bi].loops);
@@ -1015,12 +1022,38 @@ fn async_divergent_arms(
         Diagnostic::error(DiagKind::Finding, "E0305", format!("{} and {} in the two arms of a thread-dependent `if` race", op_label(k, a), op_label(k, b)))
             .with_label(k.span(b), "this access")
             .with_label(k.span(a), "async operation issued here, in the other arm")
-            .with_note("the async operation completes only at a wait of its issuing thread, and no barrier can separate the arms of a divergent branch")
+            .with_note(if handshake {
+                "the async operation completes only at a wait of its issuing thread, and none completes it in its arm before the arm's last handshake op"
+            } else {
+                "the async operation completes only at a wait of its issuing thread, and no barrier can separate the arms of a divergent branch"
+            })
             .with_help("order the roles with a handshake (a wait for the copy, then a named barrier or an mbarrier arrival the other role waits on)")
     };
     if !out.findings.contains(&d) {
         out.findings.push(d);
     }
+}
+
+/// Whether one of `waits` (the waits completing a copy issued in arm `arm`) lies in that arm
+/// before, in program order, the arm's last handshake op (named barrier, mbarrier arrive or
+/// wait): the issuing thread completes the copy before some release of the other role. A
+/// necessary condition only; the release's order is `check`'s. O(ops of the arm).
+fn completed_before_release(k: &Kernel, waits: Option<&std::collections::BTreeSet<Op>>, arm: Region) -> bool {
+    let Some(waits) = waits else {
+        return false;
+    };
+    let mut ops = Vec::new();
+    crate::sync::handshake::walk_region(k, arm, &mut ops);
+    let is_handshake = |o: Op| {
+        matches!(
+            k.ops[o].kind,
+            OpKind::NamedArrive { .. } | OpKind::NamedSync { .. } | OpKind::MbarArrive { .. } | OpKind::MbarWait { .. }
+        )
+    };
+    let Some(last) = ops.iter().rposition(|&o| is_handshake(o)) else {
+        return false;
+    };
+    ops[..last].iter().any(|o| waits.contains(o))
 }
 
 /// Whether an `mbar_wait` on TMA load `copy`'s mbarrier array comes, in program order, before
