@@ -972,9 +972,10 @@ fn pair_hazards(
 /// Arms holding a handshake are left to it: `sync::handshake` placed it (the pairs are
 /// covered) or checks the hand-written one (`sync::handshake_chain`, E0307); except, for a
 /// TMA load, where no `mbar_wait` on its mbarrier array comes before the branch ends (named
-/// barriers only, which order threads but complete no copy): E0602 still; for another copy,
-/// where no wait of its issuing thread completes it in its arm before the arm's last
-/// handshake op (`completed_before_release`): E0305 still.
+/// barriers only, which order threads but complete no copy): E0602 still; for another copy
+/// (an async write: an async read's pair may be ordered the other way), where no wait of its
+/// issuing thread completes it in its arm before the arm's last handshake op
+/// (`completed_before_release`): E0305 still.
 /// O(depth) plus one conflict question.
 fn async_divergent_arms(
     fp: &mut Footprints,
@@ -997,9 +998,12 @@ fn async_divergent_arms(
     // completes it in its arm before the arm's last handshake op: a named barrier or an
     // arrival alone never completes a copy.
     let handshake = k.ops[op].regions.iter().any(|&r| region_has_handshake(k, r));
+    // An async read (wgmma, TMA store) as the source: the handshake may order the other
+    // arm's write before it instead (a producer's tile before the consumer's wgmma).
+    let write = matches!(fp.accesses[ai].access.kind, AccessKind::AsyncWrite(_));
     let completed = || match tma {
         true => mbar_waited_by_branch_end(k, a, op),
-        false => completed_before_release(k, inflight.by_copy.get(&a), ra),
+        false => !write || completed_before_release(k, inflight.by_copy.get(&a), ra),
     };
     if fp.uniformity().operand_uniform(cond) || (handshake && completed()) {
         return;
