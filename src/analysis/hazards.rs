@@ -884,7 +884,7 @@ fn pair_hazards(
     // handshake in them (s37's M9, M13): no wait of the destination's threads and no barrier
     // can order the two.
     if cheap.kind[x].is_async() {
-        async_divergent_arms(fp, cx.inflight, (ai, bi), (pa, pb), out);
+        async_divergent_arms(fp, cx.inflight, (ai, bi), pa, pb, out);
     }
     let (a, b) = (&fp.accesses[ai], &fp.accesses[bi]);
     // Two arms of a role branch inside a loop whose hand-written handshakes were checked
@@ -981,7 +981,8 @@ fn async_divergent_arms(
     fp: &mut Footprints,
     inflight: &crate::analysis::inflight::Completions,
     (ai, bi): (usize, usize),
-    (pa, pb): (&[(Region, usize)], &[(Region, usize)]),
+    pa: &[(Region, usize)],
+    pb: &[(Region, usize)],
     out: &mut Hazards,
 ) {
     let k = fp.k;
