@@ -880,6 +880,12 @@ fn pair_hazards(
     let (Some(pa), Some(pb)) = (cheap.path[x], cheap.path[y]) else {
         return;
     };
+    // An async source and a destination in the two arms of a thread-dependent `if` with no
+    // handshake in them (s37's M9, M13): no wait of the destination's threads and no barrier
+    // can order the two.
+    if cheap.kind[x].is_async() {
+        async_divergent_arms(fp, cx.inflight, (ai, bi), pa, pb, out);
+    }
     let (a, b) = (&fp.accesses[ai], &fp.accesses[bi]);
     // Two arms of a role branch inside a loop whose hand-written handshakes were checked
     // (`sync::handshake_chain`, E0307 otherwise): a chain orders the pair in every trip. Only
@@ -949,6 +955,133 @@ fn pair_hazards(
     }
     let p = PairAt::same_time(fp, ai, bi, pa, pb);
     emit_pair(fp, &p, out);
+}
+
+/// An async source `ai` and a destination `bi` in the two arms of a thread-dependent `if`
+/// whose arms hold no handshake (no named barrier, no mbarrier arrive or wait), conflicting in
+/// one iteration of their common loops: an error (docs/async.md, "TMA loads read by another
+/// role"). The copy's issuing thread runs one arm, the destination's threads the other, so
+/// no program point lies between the two: a wait the destination's threads run cannot
+/// follow the issue, and a barrier cannot separate the arms. A TMA load (whose completion an
+/// `mbar_wait` would make visible to the threads that wait) is E0602, any other async
+/// operation (a copy, a TMA store or wgmma reading the buffer) E0305,
+/// as for a plain source (`divergent_arms`, which sees only pairs whose source comes first
+/// in program order and is plain: an async source in the first arm fell through to the
+/// completion rules, which order nothing across arms, and the pair was silently dropped).
+/// Arms holding a handshake are left to it: `sync::handshake` placed it (the pairs are
+/// covered) or checks the hand-written one (`sync::handshake_chain`, E0307); except, for a
+/// TMA load, where no `mbar_wait` on its mbarrier array comes before the branch ends (named
+/// barriers only, which order threads but complete no copy): E0602 still; for another copy
+/// (an async write: an async read's pair may be ordered the other way), where no wait of its
+/// issuing thread completes it in its arm before the arm's last handshake op
+/// (`completed_before_release`): E0305 still.
+/// O(depth) plus one conflict question.
+fn async_divergent_arms(
+    fp: &mut Footprints,
+    inflight: &crate::analysis::inflight::Completions,
+    (ai, bi): (usize, usize),
+    pa: &[(Region, usize)],
+    pb: &[(Region, usize)],
+    out: &mut Hazards,
+) {
+    let k = fp.k;
+    let Split::Siblings { op, ra, .. } = split(k, pa, pb) else {
+        return;
+    };
+    let OpKind::If { cond } = &k.ops[op].kind else {
+        return;
+    };
+    let tma = matches!(fp.accesses[ai].access.kind, AccessKind::AsyncWrite(AsyncClass::Tma));
+    let (a, b) = (fp.accesses[ai].id.op, fp.accesses[bi].id.op);
+    // A handshake in the arms is left to its checks, except where no thread waits on a TMA
+    // load's mbarrier before the branch ends, or no wait of another copy's issuing thread
+    // completes it in its arm before the arm's last handshake op: a named barrier or an
+    // arrival alone never completes a copy.
+    let handshake = k.ops[op].regions.iter().any(|&r| region_has_handshake(k, r));
+    // An async read (wgmma, TMA store) as the source: the handshake may order the other
+    // arm's write before it instead (a producer's tile before the consumer's wgmma).
+    let write = matches!(fp.accesses[ai].access.kind, AccessKind::AsyncWrite(_));
+    let completed = || match tma {
+        true => mbar_waited_by_branch_end(k, a, op),
+        false => !write || completed_before_release(k, inflight.by_copy.get(&a), ra),
+    };
+    if fp.uniformity().operand_uniform(cond) || (handshake && completed()) {
+        return;
+    }
+    let m = common_len(&fp.accesses[ai].loops, &fp.accesses[bi].loops);
+    if forward_conflict(fp, ai, bi, m).is_none() {
+        return;
+    }
+    let d = if tma {
+        Diagnostic::error(DiagKind::Finding, "E0602", "a shared access may observe a TMA load whose mbarrier phase is not waited for")
+            .with_label(k.span(b), "this access may observe the copy")
+            .with_label(k.span(a), "TMA load issued here, in the other arm of a thread-dependent `if`")
+            .with_note(if handshake {
+                "no thread waits on the load's mbarrier before the branch ends: the handshakes in the arms (named barriers) do not complete the copy"
+            } else {
+                "the threads of this access run the other arm: none of them waits on the load's mbarrier, and no barrier can separate the arms"
+            })
+            .with_help("wait on the load's mbarrier slot with its phase parity before the access (`mbar_wait`), in the access's own arm")
+    } else {
+        Diagnostic::error(DiagKind::Finding, "E0305", format!("{} and {} in the two arms of a thread-dependent `if` race", op_label(k, a), op_label(k, b)))
+            .with_label(k.span(b), "this access")
+            .with_label(k.span(a), "async operation issued here, in the other arm")
+            .with_note(if handshake {
+                "the async operation completes only at a wait of its issuing thread, and none completes it in its arm before the arm's last handshake op"
+            } else {
+                "the async operation completes only at a wait of its issuing thread, and no barrier can separate the arms of a divergent branch"
+            })
+            .with_help("order the roles with a handshake (a wait for the copy, then a named barrier or an mbarrier arrival the other role waits on)")
+    };
+    if !out.findings.contains(&d) {
+        out.findings.push(d);
+    }
+}
+
+/// Whether one of `waits` (the waits completing a copy issued in arm `arm`) lies in that arm
+/// before, in program order, the arm's last handshake op (named barrier, mbarrier arrive or
+/// wait): the issuing thread completes the copy before some release of the other role. A
+/// necessary condition only; the release's order is `check`'s. O(ops of the arm).
+fn completed_before_release(k: &Kernel, waits: Option<&std::collections::BTreeSet<Op>>, arm: Region) -> bool {
+    let Some(waits) = waits else {
+        return false;
+    };
+    let mut ops = Vec::new();
+    crate::sync::handshake::walk_region(k, arm, &mut ops);
+    let is_handshake = |o: Op| {
+        matches!(
+            k.ops[o].kind,
+            OpKind::NamedArrive { .. } | OpKind::NamedSync { .. } | OpKind::MbarArrive { .. } | OpKind::MbarWait { .. }
+        )
+    };
+    let Some(last) = ops.iter().rposition(|&o| is_handshake(o)) else {
+        return false;
+    };
+    ops[..last].iter().any(|o| waits.contains(o))
+}
+
+/// Whether an `mbar_wait` on TMA load `copy`'s mbarrier array comes, in program order, before
+/// the last op of branch `br` (inside its arms or before it): the only waits that can
+/// complete the copy's phase for an access in one iteration of the branch. O(ops).
+fn mbar_waited_by_branch_end(k: &Kernel, copy: Op, br: Op) -> bool {
+    let OpKind::TmaLoad { mbar, .. } = &k.ops[copy].kind else {
+        return true;
+    };
+    let m = k.root_buffer(*mbar);
+    // The branch's last op in pre-order: the last op of its last non-empty region, down.
+    let mut last = br;
+    while let Some(r) = (k.ops[last].regions.iter()).rev().find(|&&r| !k.region_ops(r).is_empty()) {
+        last = *k.region_ops(*r).last().expect("non-empty");
+    }
+    let (mut found, mut done) = (false, false);
+    k.walk(|o| {
+        if done {
+            return;
+        }
+        found |= matches!(&k.ops[o].kind, OpKind::MbarWait { mbar: w, .. } if k.root_buffer(*w) == m);
+        done = found || o == last;
+    });
+    found
 }
 
 /// W0320 for a wait of `lc` (the dataflow's in-loop or exit wait of `copy`) that completes the
