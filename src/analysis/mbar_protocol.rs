@@ -50,8 +50,11 @@
 //! - **Thread classes.** One thread per class of `analysis::mbar_classes` is traced (threads
 //!   whose thread-dependent terms agree trace alike); its events count for the class's size
 //!   where threads are counted (arriving threads, a round's bytes).
-//! - **Tile loops** whose bounds read `bid` (a persistent kernel's) run a searched trip count
-//!   with their counter unknown (the child module `mbar_loop_trips`), unless the kernel with
+//! - **Tile loops** whose bounds read `bid` (a persistent kernel's) run a trip count with
+//!   their counter unknown (the child module `mbar_loop_trips`: one unknown per class of equal
+//!   trip-count forms): every trip count where the leaves' declared ranges and grid bound it
+//!   (exact), else searched (0 to [`LOOP_TRIPS`], further past a constant that a carried value
+//!   is compared with, at most [`LOOP_TRIPS_MAX`]), unless the kernel with
 //!   each tile loop flattened into its pipeline loop (the child module `mbar_flatten`) is
 //!   verified for every trip count: then that verdict is every tile count's (W0334 where the
 //!   carried counter's `i32` range bounds it).
@@ -395,7 +398,6 @@ fn div_form(k: &Kernel, p: Value, o: Op) -> Option<(i64, i64)> {
 /// every value, and is taken as written with W0318 saying so (docs/async.md: refusing every
 /// kernel with a symbolic trip count, Triton's among them, is not what we chose).
 fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], params: &[(Value, Vec<i64>)], sampled: &[Value], not_all: &str, reduced: &[Value]) -> Verdict {
-    let tiles = sampled.iter().any(|&p| loop_trips::is_trip(k, p));
     let why = match sampled.iter().any(|&p| loop_trips::is_trip(k, p)) {
         // A parameter searched at its default only must not read as searched (s37's M12).
         _ if !reduced.is_empty() => {
@@ -423,7 +425,7 @@ fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], params: &[(Value, 
         ),
     };
     let wrong: Vec<_> = v.errors.iter().map(at).collect();
-    let note = match tiles {
+    let note = match sampled.iter().all(|&p| loop_trips::is_trip(k, p)) {
         true => "declare the ranges of the parameters the tile loop's bounds read (and the grid, `grid(...)`) to have every trip count checked; `smemsync check` proves the protocol for every trip count where it can",
         false => "declare the parameter's range (`%n: i32 in [lo, hi]`) to have every value checked; `smemsync check` proves the protocol for every trip count where it can",
     };
@@ -486,6 +488,9 @@ fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Va
         return Err("the trace needs more than one parameter".into());
     };
     debug_assert_eq!(p, q);
+    if loop_trips::is_trip(k, *p) {
+        return Err("a tile loop's trip count is covered for every value only by flattening the tile loop into its pipeline loop, which does not apply here".into());
+    }
     let mut traced = HashSet::new();
     mark(k, k.body(), &mut traced);
     let sh = trips::shape(k, *p, &traced)?;
