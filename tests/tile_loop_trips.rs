@@ -175,8 +175,8 @@ fn tile_loops_of_other_trips_are_refused() {
     for (what, from, to) in [
         (
             "one more trip",
-            "%tl2 = sub %tiles, %b1",
-            "%tl1 = sub %tiles, %b1\n    %tl2 = add %tl1, 4",
+            "    %tl2 = sub %tiles, %b1\n",
+            "    %tl1 = sub %tiles, %b1\n    %tl2 = add %tl1, 4\n",
         ),
         (
             "half the step",
