@@ -17,7 +17,8 @@
 //! not relevant):
 //!
 //! 1. every traced loop whose bounds read `bid` has the same representative trip count
-//!    (`mbar_loop_trips`: the same bound expressions, so the same `t` in every thread) and
+//!    (`mbar_loop_trips`: the same bound expressions or trip-count forms, so the same `t` in
+//!    every thread; an inexact class, equal only without `i32` wrap-around, declines) and
 //!    lies in no other loop;
 //! 2. its body holds exactly one op with mbarrier ops, a `for` loop `L` with none nested, whose
 //!    counter is not relevant (no per-tile guard); neither is the tile loop's counter;
@@ -55,7 +56,12 @@ use crate::ir::*;
 /// holding mbarrier ops.
 pub(super) fn flatten(k: &Kernel, rep: Value, traced: &HashSet<Op>) -> Result<(Kernel, HashSet<Op>), String> {
     let loops: HashSet<Op> = traced.iter().copied().filter(|&o| matches!(k.ops[o].kind, OpKind::For { .. })).collect();
-    let reps = loop_trips::representatives(k, &loops);
+    let cls = loop_trips::classes(k, &loops);
+    // Loops matched only where their bounds do not wrap may run different trip counts.
+    if !cls.exact.contains(&rep) {
+        return Err("the tile loops' trip counts are equal only where their bounds' `i32` arithmetic does not wrap".into());
+    }
+    let reps = cls.rep;
     let mut tiles: Vec<Op> = loops.iter().copied().filter(|&o| bounds(k, o).iter().any(|b| loop_trips::reads_bid(k, b))).collect();
     tiles.sort_unstable();
     if tiles.is_empty() {

@@ -3,45 +3,281 @@
 //! each role arm of a warp-specialized kernel (Triton's persistent warp-specialized matmul).
 //!
 //! The trace of `analysis::mbar_protocol` needs each loop's trip count, not its bounds, as
-//! long as nothing it evaluates reads the loop's counter. Two loops whose bounds are the
-//! *same expression* of block-uniform leaves (scalar parameters, constants, `bid`, `nctaid`,
+//! long as nothing it evaluates reads the loop's counter. Loops whose trip counts are the
+//! same function of block-uniform leaves (scalar parameters, constants, `bid`, `nctaid`,
 //! `ntid`) run the same number of trips in every thread of a block, so one unknown — the trip
 //! count — stands for them all. This module gives each such loop the representative of its
-//! class: the counter of the first loop (in walk order) with the same bound expressions.
-//! The trace then searches the representative's trip count like a parameter without a
-//! declared range (`mbar_protocol`'s module doc, *Parameters without a range*; docs/async.md,
-//! "Tile loops of persistent kernels").
+//! class: the counter of the first loop (in walk order) of the class. The trace then searches
+//! the representative's trip count like a parameter without a declared range, or enumerates
+//! it where the leaves' ranges bound it (`mbar_protocol`'s module doc; docs/async.md, "Tile
+//! loops of persistent kernels", "Tile-loop trip counts").
+//!
+//! **Classes.** A `for lo to hi step s` runs `max(0, ⌈(hi − lo)/s⌉)` trips (the trace and the
+//! interpreter count in `i64`). Where `lo` and `hi` are *affine* in the leaves (`add`, `sub`,
+//! `neg`, `mul` by a constant) and `s` is a positive constant, the key is the normal form of
+//! `(hi − lo, s)`: coefficients by leaf, divided with `s` by their common gcd `g`
+//! (`⌈g·a / g·s⌉ = ⌈a / s⌉`). Equal keys are equal trip counts for every value of the leaves
+//! *if the bounds' `i32` arithmetic does not wrap* (hostile M7: `0 to %tiles − bid.x` against
+//! `bid.x to %tiles`, or `add bid.x, 0`). Any other loop keys by its bound expressions' text,
+//! as before: textually equal bounds are equal values in a block, wrap or not.
+//!
+//! **Exact classes and bounds.** An interval of every sub-expression of a bound is computed
+//! from the leaves' ranges (a declared parameter range, else all of `i32`; `bid` in
+//! `[0, grid − 1]`, or `[0, 2^31 − 2]` without a declared grid; `nctaid` and `ntid` their
+//! declared values). A class is *exact* when its loops share one bound text or no bound of
+//! them may wrap; only an exact class is trusted where a verdict claims every trip count
+//! (`mbar_flatten`, [`Classes::most`]). Where every loop of an exact class has a bounded
+//! `hi − lo`, the class's trip counts lie in `0 ..= most`, and enumerating them is exact.
 //!
 //! Invariant: a loop gets a representative only when its three bounds are expressions of
 //! block-uniform leaves through integer arithmetic, comparisons and selects (no thread id,
-//! no loaded value, no iteration value), so equal expressions are equal values in a block.
+//! no loaded value, no iteration value), so equal keys are equal trip counts in a block
+//! (modulo the wrap above, which inexact classes leave to "taken as written").
 //! Complexity: O(loops × size of their bound expressions).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::ir::*;
 
-/// The representative counter of each loop among `loops` whose bounds are block-uniform
-/// expressions: equal expressions share one.
-pub(super) fn representatives(k: &Kernel, loops: &HashSet<Op>) -> HashMap<Op, Value> {
+/// The loops' trip-count classes (module doc).
+#[derive(Default)]
+pub(super) struct Classes {
+    /// The representative counter of each loop with block-uniform bounds.
+    pub rep: HashMap<Op, Value>,
+    /// Representatives whose loops run equal trip counts for every value of the leaves
+    /// (one bound text, or affine bounds that never wrap).
+    pub exact: HashSet<Value>,
+    /// The most trips of an exact class whose leaves' ranges bound every `hi − lo`.
+    pub most: HashMap<Value, i64>,
+}
+
+/// The trip-count classes of `loops` (module doc).
+pub(super) fn classes(k: &Kernel, loops: &HashSet<Op>) -> Classes {
     let mut ordered: Vec<Op> = Vec::new();
     k.walk(|o| {
         if loops.contains(&o) {
             ordered.push(o);
         }
     });
-    let mut by_form: HashMap<String, Value> = HashMap::new();
-    let mut out = HashMap::new();
+    let mut by_key: HashMap<String, Value> = HashMap::new();
+    // Per representative: the bound texts seen, whether a bound may wrap, the most trips.
+    let mut seen: HashMap<Value, (HashSet<String>, bool, Option<i64>)> = HashMap::new();
+    let mut out = Classes::default();
     for o in ordered {
         let OpKind::For { lo, hi, step, .. } = &k.ops[o].kind else { continue };
-        let form = [lo, hi, step].iter().map(|b| expr(k, b, 0)).collect::<Option<Vec<_>>>();
-        let (Some(form), Some(&iv)) = (form, k.region_args(k.ops[o].regions[0]).first()) else {
+        let text = [lo, hi, step].iter().map(|b| expr(k, b, 0)).collect::<Option<Vec<_>>>();
+        let (Some(text), Some(&iv)) = (text, k.region_args(k.ops[o].regions[0]).first()) else {
             continue;
         };
-        let rep = *by_form.entry(form.join(" ; ")).or_insert(iv);
-        out.insert(o, rep);
+        let text = text.join(" ; ");
+        let key = trip_key(k, lo, hi, step).unwrap_or_else(|| format!("text {text}"));
+        let rep = *by_key.entry(key).or_insert(iv);
+        out.rep.insert(o, rep);
+        let (lo_s, hi_s) = (span(k, lo, 0), span(k, hi, 0));
+        let most = match (lo_s, hi_s, konst(k, step)) {
+            (Some(l), Some(h), Some(s)) if s > 0 => Some(((h.1 - l.0).max(0) + s - 1) / s),
+            _ => None,
+        };
+        let e = seen.entry(rep).or_insert_with(|| (HashSet::new(), false, Some(0)));
+        e.0.insert(text);
+        e.1 |= lo_s.is_none() || hi_s.is_none();
+        e.2 = e.2.zip(most).map(|(a, b)| a.max(b));
+    }
+    for (rep, (texts, wraps, most)) in seen {
+        if texts.len() == 1 || !wraps {
+            out.exact.insert(rep);
+            if let (false, Some(m)) = (wraps, most) {
+                out.most.insert(rep, m);
+            }
+        }
     }
     out
+}
+
+/// The key of a loop's trip count `⌈(hi − lo) / s⌉` with affine bounds and a positive
+/// constant step, normalised by the gcd of the step and the coefficients (module doc).
+fn trip_key(k: &Kernel, lo: &Operand, hi: &Operand, step: &Operand) -> Option<String> {
+    let s = konst(k, step).filter(|&s| s > 0)?;
+    let d = lin(k, hi, 0)?.plus(&lin(k, lo, 0)?, -1)?;
+    let g = d.terms.values().chain([&d.c]).fold(s, |g, &x| gcd(g, x.abs()));
+    let terms: Vec<String> = d.terms.iter().map(|(l, c)| format!("{}·{l}", c / g)).collect();
+    Some(format!("trip {} + {} over {}", terms.join(" + "), d.c / g, s / g))
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// A linear form over block-uniform leaves: a constant and coefficients by leaf (none zero).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Lin {
+    c: i64,
+    terms: BTreeMap<String, i64>,
+}
+
+/// Coefficients and constants beyond this decline (no `i64` overflow in the forms).
+const LIN_MAX: i64 = 1 << 40;
+
+impl Lin {
+    fn leaf(name: String) -> Lin {
+        Lin { c: 0, terms: BTreeMap::from([(name, 1)]) }
+    }
+
+    /// `self + f·other`, or `None` past [`LIN_MAX`].
+    fn plus(mut self, other: &Lin, f: i64) -> Option<Lin> {
+        let ok = |a: i64, b: i64| a.checked_add(f.checked_mul(b)?).filter(|x| x.abs() <= LIN_MAX);
+        self.c = ok(self.c, other.c)?;
+        for (l, &c) in &other.terms {
+            let e = self.terms.entry(l.clone()).or_insert(0);
+            *e = ok(*e, c)?;
+        }
+        self.terms.retain(|_, c| *c != 0);
+        Some(self)
+    }
+
+    fn scale(self, f: i64) -> Option<Lin> {
+        (f.abs() <= LIN_MAX).then_some(())?;
+        Lin::default().plus(&self, f)
+    }
+}
+
+/// The affine form of a block-uniform operand (module doc), or `None`.
+fn lin(k: &Kernel, o: &Operand, depth: usize) -> Option<Lin> {
+    if depth > 64 {
+        return None;
+    }
+    if let Some(c) = konst(k, o) {
+        return Some(Lin { c, terms: BTreeMap::new() });
+    }
+    let Operand::Value(v) = o else { return None };
+    let d = match k.values[*v].def {
+        ValueDef::Param(_) if k.values[*v].ty == ScalarType::I32 => return Some(Lin::leaf(format!("p{}", k.value_names.get(*v)))),
+        ValueDef::Result(d, _) => d,
+        _ => return None,
+    };
+    let e = |x: &Operand| lin(k, x, depth + 1);
+    match &k.ops[d].kind {
+        OpKind::Special(s @ (Special::Bid(_) | Special::GridDim(_) | Special::BlockDim(_))) => Some(Lin::leaf(s.name().to_string())),
+        OpKind::Binary(BinOp::Add, x, y) => e(x)?.plus(&e(y)?, 1),
+        OpKind::Binary(BinOp::Sub, x, y) => e(x)?.plus(&e(y)?, -1),
+        OpKind::Binary(BinOp::Mul, x, y) => match (konst(k, x), konst(k, y)) {
+            (Some(c), _) => e(y)?.scale(c),
+            (_, Some(c)) => e(x)?.scale(c),
+            _ => None,
+        },
+        OpKind::Unary(UnOp::Neg, x) => e(x)?.scale(-1),
+        _ => None,
+    }
+}
+
+/// An interval of a block-uniform operand's value over every value of the leaves (module
+/// doc), `None` where some sub-expression may leave `i32` (wrap around) or is not affine.
+fn span(k: &Kernel, o: &Operand, depth: usize) -> Option<(i64, i64)> {
+    const I32: (i64, i64) = (i32::MIN as i64, i32::MAX as i64);
+    if depth > 64 {
+        return None;
+    }
+    if let Some(c) = konst(k, o) {
+        return Some((c, c));
+    }
+    let Operand::Value(v) = o else { return None };
+    let d = match k.values[*v].def {
+        ValueDef::Param(_) if k.values[*v].ty == ScalarType::I32 => {
+            return Some(k.param_ranges.get(*v).map_or(I32, |(l, h)| (l as i64, h as i64)));
+        }
+        ValueDef::Result(d, _) => d,
+        _ => return None,
+    };
+    let e = |x: &Operand| span(k, x, depth + 1);
+    let r = match &k.ops[d].kind {
+        OpKind::Special(Special::Bid(d)) => (0, k.bid_max(*d)),
+        OpKind::Special(Special::GridDim(d)) => k.grid_dim(*d).map_or((1, I32.1), |g| (g, g)),
+        OpKind::Special(s @ Special::BlockDim(_)) => {
+            let b = crate::analysis::footprint::special_value(k, *s, 0, 32)?;
+            (b, b)
+        }
+        OpKind::Binary(BinOp::Add, x, y) => add(e(x)?, e(y)?, 1),
+        OpKind::Binary(BinOp::Sub, x, y) => add(e(x)?, e(y)?, -1),
+        OpKind::Binary(BinOp::Mul, x, y) => {
+            let (a, b) = (e(x)?, e(y)?);
+            let p = [a.0 * b.0, a.0 * b.1, a.1 * b.0, a.1 * b.1];
+            (*p.iter().min()?, *p.iter().max()?)
+        }
+        OpKind::Unary(UnOp::Neg, x) => add((0, 0), e(x)?, -1),
+        _ => return None,
+    };
+    (r.0 >= I32.0 && r.1 <= I32.1).then_some(r)
+}
+
+/// `a + f·b` of intervals, `f` = ±1.
+fn add(a: (i64, i64), b: (i64, i64), f: i64) -> (i64, i64) {
+    match f {
+        1 => (a.0 + b.0, a.1 + b.1),
+        _ => (a.0 - b.1, a.1 - b.0),
+    }
+}
+
+/// The value of an `i32` constant operand.
+fn konst(k: &Kernel, o: &Operand) -> Option<i64> {
+    match o {
+        Operand::Imm(Scalar::I32(x)) => Some(*x as i64),
+        Operand::Value(v) => match k.values[*v].def {
+            ValueDef::Result(d, _) => match k.ops[d].kind {
+                OpKind::Const(Scalar::I32(x)) => Some(x as i64),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The trip counts to search for representative `rep` without a bound (`classes`): 0 to
+/// `base`, and further where an iteration value of one of its loops is compared with a
+/// constant `c` (a protocol that changes at a carried tile count, hostile M8): to `|c| + 2`,
+/// at most `cap`. A counterexample search only; a clean one stays "taken as written".
+pub(super) fn search_to(k: &Kernel, rep: Value, reps: &HashMap<Op, Value>, base: i64, cap: i64) -> i64 {
+    let mut to = base;
+    for (&o, _) in reps.iter().filter(|(_, r)| **r == rep) {
+        let carried: HashSet<Value> = k.region_args(k.ops[o].regions[0]).iter().skip(1).copied().collect();
+        let mut ops = Vec::new();
+        walk_in(k, k.ops[o].regions[0], &mut ops);
+        for c in ops {
+            let OpKind::Cmp(_, x, y) = &k.ops[c].kind else { continue };
+            for (a, b) in [(x, y), (y, x)] {
+                if let Some(t) = konst(k, b).filter(|_| reads_any(k, a, &carried, 0)) {
+                    to = to.max((t.abs() + 2).min(cap));
+                }
+            }
+        }
+    }
+    to
+}
+
+/// The ops of region `r` and of every region inside it.
+fn walk_in(k: &Kernel, r: Region, out: &mut Vec<Op>) {
+    for &o in k.region_ops(r) {
+        out.push(o);
+        for &c in &k.ops[o].regions {
+            walk_in(k, c, out);
+        }
+    }
+}
+
+/// Whether operand `o` reads a value of `vals` through pure integer ops.
+fn reads_any(k: &Kernel, o: &Operand, vals: &HashSet<Value>, depth: usize) -> bool {
+    let Operand::Value(v) = o else { return false };
+    if vals.contains(v) {
+        return true;
+    }
+    let ValueDef::Result(d, _) = k.values[*v].def else { return false };
+    let e = |x: &Operand| depth < 16 && reads_any(k, x, vals, depth + 1);
+    match &k.ops[d].kind {
+        OpKind::Binary(_, x, y) | OpKind::Cmp(_, x, y) => e(x) || e(y),
+        OpKind::Unary(_, x) => e(x),
+        OpKind::Select(c, x, y) => e(c) || e(x) || e(y),
+        _ => false,
+    }
 }
 
 /// The expression of a block-uniform operand as text (leaves by identity), or `None`.

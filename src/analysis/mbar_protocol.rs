@@ -57,8 +57,11 @@
 //! - **Thread classes.** One thread per class of `analysis::mbar_classes` is traced (threads
 //!   whose thread-dependent terms agree trace alike); its events count for the class's size
 //!   where threads are counted (arriving threads, a round's bytes).
-//! - **Tile loops** whose bounds read `bid` (a persistent kernel's) run a searched trip count
-//!   with their counter unknown (the child module `mbar_loop_trips`), unless the kernel with
+//! - **Tile loops** whose bounds read `bid` (a persistent kernel's) run a trip count with
+//!   their counter unknown (the child module `mbar_loop_trips`: one unknown per class of equal
+//!   trip-count forms): every trip count where the leaves' declared ranges and grid bound it
+//!   (exact), else searched (0 to [`LOOP_TRIPS`], further past a constant that a carried value
+//!   is compared with, at most [`LOOP_TRIPS_MAX`]), unless the kernel with
 //!   each tile loop flattened into its pipeline loop (the child module `mbar_flatten`) is
 //!   verified for every trip count: then that verdict is every tile count's (W0334 where the
 //!   carried counter's `i32` range bounds it).
@@ -232,7 +235,7 @@ fn verify_in(k: &Kernel, warp: u32, flat: bool) -> (Verdict, Every) {
                         v.keyed_before = keyed;
                         (v, Some((clip, pumped)))
                     }
-                    Err(why) => (taken_as_written(k, v, &waits, &sampled, &why, &reduced), None),
+                    Err(why) => (taken_as_written(k, v, &waits, &params, &sampled, &why, &reduced), None),
                 };
             }
             Err(Missing::Param(p)) if loop_trips::is_trip(k, p) => {
@@ -243,10 +246,21 @@ fn verify_in(k: &Kernel, warp: u32, flat: bool) -> (Verdict, Every) {
                 {
                     return (v, None);
                 }
+                // Trip counts bounded by the leaves' declared ranges and grid: every one is
+                // traced, and the verdict is exact (hostile M8 with `%tiles in [0, 24]`).
+                let cls = trip_classes(k);
+                if let Some(&most) = cls.most.get(&p)
+                    && combos(&params) * (most + 1) <= MAX_VALUES
+                {
+                    params.push((p, (0..=most).collect()));
+                    continue;
+                }
                 // Each tile loop multiplies the search (s37's M11: 5^K traces for K loops):
                 // past the combinations cap a loop's trip counts are searched from 0 up to
-                // what fits, and the W0318 says so.
-                let fit = (MAX_VALUES / combos(&params) - 1).clamp(0, LOOP_TRIPS);
+                // what fits, and the W0318 says so. A carried value compared with a constant
+                // extends the search past it (hostile M8).
+                let to = loop_trips::search_to(k, p, &cls.rep, LOOP_TRIPS, LOOP_TRIPS_MAX);
+                let fit = (MAX_VALUES / combos(&params) - 1).clamp(0, to);
                 // A loop searched at 0 trips only would never run its body: not decided.
                 if fit < 1 {
                     let why = format!(
@@ -255,7 +269,7 @@ fn verify_in(k: &Kernel, warp: u32, flat: bool) -> (Verdict, Every) {
                     );
                     return (not_decided(k, &waits, &why), None);
                 }
-                if fit < LOOP_TRIPS {
+                if fit < to {
                     reduced.push(p);
                 }
                 sampled.push(p);
@@ -307,8 +321,20 @@ fn verify_in(k: &Kernel, warp: u32, flat: bool) -> (Verdict, Every) {
 pub const SEARCHED: i64 = 16;
 
 /// Trip counts searched for a loop whose bounds are an unknown block-uniform expression
-/// (`loop_trips`): 0 to this.
+/// (`loop_trips`): 0 to this, or further (`LOOP_TRIPS_MAX`) where one of its iteration values
+/// is compared with a constant (`loop_trips::search_to`).
 pub const LOOP_TRIPS: i64 = 4;
+
+/// The most trip counts searched for such a loop without a bound (`LOOP_TRIPS`).
+pub const LOOP_TRIPS_MAX: i64 = 16;
+
+/// The trip-count classes of the loops around mbarrier ops (`loop_trips`).
+fn trip_classes(k: &Kernel) -> loop_trips::Classes {
+    let mut traced = HashSet::new();
+    mark(k, k.body(), &mut traced);
+    let loops = (traced.iter().copied()).filter(|&o| matches!(k.ops[o].kind, OpKind::For { .. })).collect();
+    loop_trips::classes(k, &loops)
+}
 
 /// Trip counts searched for a parameter without a declared range that a trip count divides
 /// (`(%K + c) div B`): 0 to this.
@@ -379,7 +405,7 @@ fn div_form(k: &Kernel, p: Value, o: Op) -> Option<(i64, i64)> {
 /// errors found stand (a counterexample is exact); a wait with none is not verified for
 /// every value, and is taken as written with W0318 saying so (docs/async.md: refusing every
 /// kernel with a symbolic trip count, Triton's among them, is not what we chose).
-fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], sampled: &[Value], not_all: &str, reduced: &[Value]) -> Verdict {
+fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], params: &[(Value, Vec<i64>)], sampled: &[Value], not_all: &str, reduced: &[Value]) -> Verdict {
     let why = match sampled.iter().any(|&p| loop_trips::is_trip(k, p)) {
         // A parameter searched at its default only must not read as searched (s37's M12).
         _ if !reduced.is_empty() => {
@@ -403,10 +429,14 @@ fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], sampled: &[Value],
         }
         true => format!(
             "it depends on {}; no combination searched shows it wrong, and it is taken as written (not shown for every trip count: {not_all})",
-            sampled.iter().map(|&p| searched_values(k, p)).collect::<Vec<_>>().join(" and ")
+            sampled.iter().map(|&p| searched_values(k, p, params)).collect::<Vec<_>>().join(" and ")
         ),
     };
     let wrong: Vec<_> = v.errors.iter().map(at).collect();
+    let note = match sampled.iter().all(|&p| loop_trips::is_trip(k, p)) {
+        true => "declare the ranges of the parameters the tile loop's bounds read (and the grid, `grid(...)`) to have every trip count checked; `smemsync check` proves the protocol for every trip count where it can",
+        false => "declare the parameter's range (`%n: i32 in [lo, hi]`) to have every value checked; `smemsync check` proves the protocol for every trip count where it can",
+    };
     for &w in waits {
         let here = Some(k.span(w));
         if v.unverified.contains(&w) || wrong.contains(&here) {
@@ -419,18 +449,23 @@ fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], sampled: &[Value],
                 format!("`sync` did not verify {}: {why}", op_label(k, w)),
             )
             .with_label(k.span(w), "taken as ordering what it waits for, unverified")
-            .with_note("declare the parameter's range (`%n: i32 in [lo, hi]`) to have every value checked; `smemsync check` proves the protocol for every trip count where it can"),
+            .with_note(note),
         );
     }
     v
 }
 
 /// What was searched of `p`: a parameter without a declared range (0 to [`SEARCHED`], the
-/// trip-count values, its default) or a loop's trip count (0 to [`LOOP_TRIPS`]).
-fn searched_values(k: &Kernel, p: Value) -> String {
+/// trip-count values, its default) or a loop's trip count (0 to the most in `params`).
+fn searched_values(k: &Kernel, p: Value, params: &[(Value, Vec<i64>)]) -> String {
     if loop_trips::is_trip(k, p) {
         let name = loop_trips::name(k, p);
-        return format!("{name}, whose bounds read the block id (searched: 0 to {LOOP_TRIPS} trips)");
+        let to = params.iter().find(|(q, _)| *q == p).and_then(|(_, v)| v.iter().max().copied()).unwrap_or(0);
+        let exact = match trip_classes(k).exact.contains(&p) {
+            true => "",
+            false => ", its loops taken to run equal trips: their bounds agree where their `i32` arithmetic does not wrap",
+        };
+        return format!("{name}, whose bounds read the block id (searched: 0 to {to} trips{exact})");
     }
     let trips = match trip_values(k, p).is_empty() {
         false => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
@@ -461,6 +496,9 @@ fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Va
         return Err("the trace needs more than one parameter".into());
     };
     debug_assert_eq!(p, q);
+    if loop_trips::is_trip(k, *p) {
+        return Err("a tile loop's trip count is covered for every value only by flattening the tile loop into its pipeline loop, which does not apply here".into());
+    }
     let mut traced = HashSet::new();
     mark(k, k.body(), &mut traced);
     let sh = trips::shape(k, *p, &traced)?;
@@ -639,7 +677,7 @@ fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op],
             out.serial_loads.retain(|o, t| v.serial_loads.get(o) == Some(t));
         }
         if !assign.is_empty() {
-            let with: Vec<String> = (params.iter()).map(|(p, ..)| format!("%{} = {}", k.value_names.get(*p), assign[p])).collect();
+            let with: Vec<String> = (params.iter()).map(|(p, ..)| value_note(k, *p, assign[p])).collect();
             for d in v.errors.iter_mut().chain(v.warnings.iter_mut()) {
                 d.notes.push(format!("with {}", with.join(", ")));
             }
@@ -660,6 +698,15 @@ fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op],
     let errs = out.errors.iter().map(at).collect::<Vec<_>>();
     out.warnings.retain(|w| !errs.contains(&at(w)));
     Ok(out)
+}
+
+/// How a searched value is named in a diagnostic's note: `%K = 7`, or `2 trips of the loop
+/// over %tile` for a loop's trip count (hostile M7: not the counter's value).
+fn value_note(k: &Kernel, p: Value, x: i64) -> String {
+    match loop_trips::is_trip(k, p) {
+        true => format!("{x} trip{} of the loop over %{}", if x == 1 { "" } else { "s" }, k.value_names.get(p)),
+        false => format!("%{} = {x}", k.value_names.get(p)),
+    }
 }
 
 /// Relative skews of the counted keys tried (module doc, *Alignment*): the producer arm's
@@ -829,6 +876,9 @@ struct Tracer<'k> {
     nests_mbar: HashSet<Op>,
     /// The representative counter of loops with block-uniform bounds (`loop_trips`).
     trip_rep: HashMap<Op, Value>,
+    /// Representatives whose trip counts the leaves' ranges bound (`loop_trips::Classes::most`):
+    /// their trip counts are enumerated rather than the parameters their bounds read.
+    trip_most: HashSet<Value>,
     tid: u32,
     env: HashMap<Value, i64>,
     key: Vec<i64>,
@@ -866,13 +916,15 @@ fn trace(
     mark(k, k.body(), &mut has_mbar);
     let nests_mbar = nesting_loops(k, &has_mbar);
     let loops = (has_mbar.iter().copied()).filter(|&o| matches!(k.ops[o].kind, OpKind::For { .. })).collect();
-    let trip_rep = loop_trips::representatives(k, &loops);
+    let cls = loop_trips::classes(k, &loops);
+    let (trip_rep, trip_most) = (cls.rep, cls.most.into_keys().collect());
     let mut t = Tracer {
         k,
         warp,
         has_mbar,
         nests_mbar,
         trip_rep,
+        trip_most,
         tid: 0,
         env: HashMap::new(),
         params,
@@ -1131,7 +1183,7 @@ impl Tracer<'_> {
             return Some((lo, hi, st, true));
         }
         let ranged = self.missing.get().is_some_and(|p| self.k.param_ranges.get(p).is_some());
-        let rep = *self.trip_rep.get(&op).filter(|_| !ranged)?;
+        let rep = *self.trip_rep.get(&op).filter(|r| !ranged || self.trip_most.contains(r))?;
         // Bounds that only need parameters are left to the parameters' search and the
         // every-trip-count argument; a trip count stands in for those that read `bid`.
         if self.missing.get().is_some() && !self.reads_bid(b) {
