@@ -27,9 +27,9 @@
 //!    tile loop yields `L`'s result for it;
 //! 4. no other relevant value is defined in the tile loop's body outside `L` (constants
 //!    excepted): `L`'s bounds and every value its body reads are the same in every tile;
-//! 5. the pipeline loops of all tile loops (one per role arm) have the same bound
-//!    expressions (`mbar_loop_trips`: block-uniform, so one trip count `N` per tile in every
-//!    thread). Without it a role at `0 to %kt` and one at `1 to %kt` run `t·N` and `t·(N−1)`
+//! 5. the pipeline loops of all tile loops (one per role arm) are in one exact trip-count
+//!    class (`mbar_loop_trips`: the same bound expressions or trip-count forms without wrap,
+//!    block-uniform, so one trip count `N` per tile in every thread). Without it a role at `0 to %kt` and one at `1 to %kt` run `t·N` and `t·(N−1)`
 //!    k-steps, a deficit of `t`, where the flattened run compares `T` with `T − 1` (s38's N3:
 //!    a wrong "verified" and a deadlock);
 //! 6. (checked by the caller on the flattened kernel's every-trip-count argument) the loops
@@ -77,10 +77,11 @@ pub(super) fn flatten(k: &Kernel, rep: Value, traced: &HashSet<Op>) -> Result<(K
     }
     // Premise 5: one trip count per tile for every role's pipeline loop.
     let ls: HashSet<Op> = plan.iter().map(|(_, (l, _))| *l).collect();
-    let trips = loop_trips::representatives(k, &ls);
-    let first = trips.get(&plan[0].1.0);
-    if first.is_none() || ls.iter().any(|l| trips.get(l) != first) {
-        return Err("the pipeline loops of the tile loops do not have the same bounds (their trip counts per tile may differ)".into());
+    let trips = loop_trips::classes(k, &ls);
+    let first = trips.rep.get(&plan[0].1.0);
+    let exact = first.is_some_and(|r| trips.exact.contains(r));
+    if !exact || ls.iter().any(|l| trips.rep.get(l) != first) {
+        return Err("the pipeline loops of the tile loops may run different trip counts per tile".into());
     }
     let mut k2 = k.clone();
     for (o, (l, pairs)) in plan {
