@@ -968,14 +968,17 @@ fn pair_hazards(
 /// as for a plain source (`divergent_arms`, which sees only pairs whose source comes first
 /// in program order and is plain: an async source in the first arm fell through to the
 /// completion rules, which order nothing across arms, and the pair was silently dropped).
-/// Arms holding a handshake are left to it: `sync::handshake` placed it (the pairs are
-/// covered) or checks the hand-written one (`sync::handshake_chain`, E0307); except, for a
-/// TMA load, where no `mbar_wait` on its mbarrier array comes before the branch ends (named
-/// barriers only, which order threads but complete no copy): E0602 still; for another copy
-/// (an async write: an async read's pair may be ordered the other way), where no wait of its
-/// issuing thread completes it in its arm before the arm's last handshake op
-/// (`completed_before_release`): E0305 still.
-/// O(depth) plus one conflict question.
+/// Arms holding a handshake are left to it (`sync::handshake` placed it, or
+/// `sync::handshake_chain` checks the hand-written one, E0307) only where the copy is
+/// completed before it can be handed over: a TMA load where an `mbar_wait` on its mbarrier
+/// array runs before the destination in the destination's arm (in a region enclosing it),
+/// or runs in the load's arm between the load and the next handshake op there; another
+/// async operation where a wait of its issuing thread completes it between the operation and
+/// the next handshake op of its arm (`completed_before_next_handshake`). An async read (an
+/// operand of wgmma, a TMA store) whose arms hold mbarrier handshakes is left to the chain
+/// check, which requires the completion before the release (M15). Otherwise E0602 (TMA) or
+/// E0305 (named barriers or arrivals alone never complete a copy; session 38's read-back).
+/// O(ops of the arms) per pair, plus one conflict question.
 fn async_divergent_arms(
     fp: &mut Footprints,
     inflight: &crate::analysis::inflight::Completions,
@@ -998,12 +1001,13 @@ fn async_divergent_arms(
     // completes it in its arm before the arm's last handshake op: a named barrier or an
     // arrival alone never completes a copy.
     let handshake = k.ops[op].regions.iter().any(|&r| region_has_handshake(k, r));
-    // An async read (wgmma, TMA store) as the source: the handshake may order the other
-    // arm's write before it instead (a producer's tile before the consumer's wgmma).
+    // An async read (wgmma, TMA store) as the source, in arms with mbarrier handshakes: the
+    // chain check requires its completion before the release.
     let write = matches!(fp.accesses[ai].access.kind, AccessKind::AsyncWrite(_));
+    let mbar_arms = k.ops[op].regions.iter().any(|&r| region_has_mbar(k, r));
     let completed = || match tma {
-        true => mbar_waited_by_branch_end(k, a, op),
-        false => !write || completed_before_release(k, inflight.by_copy.get(&a), ra),
+        true => tma_waited(k, a, b, ra),
+        false => (!write && mbar_arms) || completed_before_next_handshake(k, inflight.by_copy.get(&a), a, ra),
     };
     if fp.uniformity().operand_uniform(cond) || (handshake && completed()) {
         return;
@@ -1038,50 +1042,74 @@ fn async_divergent_arms(
     }
 }
 
-/// Whether one of `waits` (the waits completing a copy issued in arm `arm`) lies in that arm
-/// before, in program order, the arm's last handshake op (named barrier, mbarrier arrive or
-/// wait): the issuing thread completes the copy before some release of the other role. A
-/// necessary condition only; the release's order is `check`'s. O(ops of the arm).
-fn completed_before_release(k: &Kernel, waits: Option<&std::collections::BTreeSet<Op>>, arm: Region) -> bool {
+/// Whether one of `waits` (the waits completing copy `a`, issued in arm `arm`) runs after
+/// `a` and before the next handshake op of the arm (named barrier, mbarrier arrive or wait),
+/// in a region enclosing `a` (so whenever `a` runs): the issuing thread completes the copy
+/// before any release that follows it. A necessary condition only; the release's order is
+/// the handshake checks' or `check`'s. O(ops of the arm).
+fn completed_before_next_handshake(k: &Kernel, waits: Option<&std::collections::BTreeSet<Op>>, a: Op, arm: Region) -> bool {
     let Some(waits) = waits else {
         return false;
     };
+    let enclosing = enclosing_regions(k, a);
     let mut ops = Vec::new();
     crate::sync::handshake::walk_region(k, arm, &mut ops);
-    let is_handshake = |o: Op| {
-        matches!(
-            k.ops[o].kind,
-            OpKind::NamedArrive { .. } | OpKind::NamedSync { .. } | OpKind::MbarArrive { .. } | OpKind::MbarWait { .. }
-        )
-    };
-    let Some(last) = ops.iter().rposition(|&o| is_handshake(o)) else {
+    let Some(pa) = ops.iter().position(|&o| o == a) else {
         return false;
     };
-    ops[..last].iter().any(|o| waits.contains(o))
+    let next = (ops[pa + 1..].iter()).position(|&o| is_handshake_op(&k.ops[o].kind)).map_or(ops.len(), |i| pa + 1 + i);
+    (ops[pa + 1..next].iter()).any(|o| waits.contains(o) && k.op_region(*o).is_some_and(|r| enclosing.contains(&r)))
 }
 
-/// Whether an `mbar_wait` on TMA load `copy`'s mbarrier array comes, in program order, before
-/// the last op of branch `br` (inside its arms or before it): the only waits that can
-/// complete the copy's phase for an access in one iteration of the branch. O(ops).
-fn mbar_waited_by_branch_end(k: &Kernel, copy: Op, br: Op) -> bool {
+/// Whether an `mbar_wait` on TMA load `copy`'s mbarrier array orders the copy before access
+/// `b` (in the other arm of the branch whose arm `arm` holds the copy): one runs before `b`
+/// in a region enclosing `b` inside `b`'s arm, or one runs in `arm` after the copy and before
+/// the next handshake op there, in a region enclosing the copy. Which phase it waits for is
+/// `mbar_protocol`'s. O(ops of the arms).
+fn tma_waited(k: &Kernel, copy: Op, b: Op, arm: Region) -> bool {
     let OpKind::TmaLoad { mbar, .. } = &k.ops[copy].kind else {
         return true;
     };
     let m = k.root_buffer(*mbar);
-    // The branch's last op in pre-order: the last op of its last non-empty region, down.
-    let mut last = br;
-    while let Some(r) = (k.ops[last].regions.iter()).rev().find(|&&r| !k.region_ops(r).is_empty()) {
-        last = *k.region_ops(*r).last().expect("non-empty");
+    let on_m = |o: Op| matches!(&k.ops[o].kind, OpKind::MbarWait { mbar: w, .. } if k.root_buffer(*w) == m);
+    let waits: std::collections::BTreeSet<Op> = {
+        let mut ops = Vec::new();
+        crate::sync::handshake::walk_region(k, arm, &mut ops);
+        ops.into_iter().filter(|&o| on_m(o)).collect()
+    };
+    if completed_before_next_handshake(k, Some(&waits), copy, arm) {
+        return true;
     }
-    let (mut found, mut done) = (false, false);
-    k.walk(|o| {
-        if done {
-            return;
+    // `b`'s side: walk up from `b` to the branch, looking at the ops before each step.
+    let parents = k.parents();
+    let mut cur = b;
+    while let Some(r) = parents.op_region[cur] {
+        let ops = k.region_ops(r);
+        let at = ops.iter().position(|&o| o == cur).unwrap_or(0);
+        if ops[..at].iter().any(|&o| on_m(o)) {
+            return true;
         }
-        found |= matches!(&k.ops[o].kind, OpKind::MbarWait { mbar: w, .. } if k.root_buffer(*w) == m);
-        done = found || o == last;
-    });
-    found
+        match parents.region_op[r] {
+            Some(p) if !k.ops[p].regions.contains(&arm) => cur = p,
+            _ => break,
+        }
+    }
+    false
+}
+
+/// The regions enclosing op `o`, innermost first.
+fn enclosing_regions(k: &Kernel, o: Op) -> Vec<Region> {
+    let parents = k.parents();
+    let mut out = Vec::new();
+    let mut cur = o;
+    while let Some(r) = parents.op_region[cur] {
+        out.push(r);
+        match parents.region_op[r] {
+            Some(p) => cur = p,
+            None => break,
+        }
+    }
+    out
 }
 
 /// W0320 for a wait of `lc` (the dataflow's in-loop or exit wait of `copy`) that completes the
@@ -2026,13 +2054,19 @@ fn inner_carried_intersect(
 
 /// Whether a region holds a named barrier or mbarrier op (a hand-written cross-role handshake).
 fn region_has_handshake(k: &Kernel, r: Region) -> bool {
-    k.region_ops(r).iter().any(|&o| {
-        matches!(
-            k.ops[o].kind,
-            OpKind::NamedArrive { .. }
-                | OpKind::NamedSync { .. }
-                | OpKind::MbarArrive { .. }
-                | OpKind::MbarWait { .. }
-        ) || k.ops[o].regions.iter().any(|&c| region_has_handshake(k, c))
+    (k.region_ops(r).iter()).any(|&o| is_handshake_op(&k.ops[o].kind) || k.ops[o].regions.iter().any(|&c| region_has_handshake(k, c)))
+}
+
+/// Whether an op is a handshake op: a named barrier, an mbarrier arrive or wait.
+fn is_handshake_op(kind: &OpKind) -> bool {
+    matches!(kind, OpKind::NamedArrive { .. } | OpKind::NamedSync { .. } | OpKind::MbarArrive { .. } | OpKind::MbarWait { .. })
+}
+
+/// Whether a region holds an mbarrier arrive or wait (an mbarrier handshake the chain check
+/// verifies).
+fn region_has_mbar(k: &Kernel, r: Region) -> bool {
+    (k.region_ops(r).iter()).any(|&o| {
+        matches!(k.ops[o].kind, OpKind::MbarArrive { .. } | OpKind::MbarWait { .. })
+            || k.ops[o].regions.iter().any(|&c| region_has_mbar(k, c))
     })
 }
