@@ -1652,14 +1652,14 @@ impl<'k> Flow<'k> {
         let OpKind::For { lo, hi, step, .. } = &k.ops[l].kind else {
             return false;
         };
-        let Some(step) = self.konst(step).filter(|&s| s > 0) else {
+        let Some(step) = self.k.const_i32(*step).filter(|&s| s > 0) else {
             return false;
         };
         let tag = p.tags.iter().find(|(lp, _)| *lp == l).map(|(_, t)| *t);
         let conj = self.guard_conjuncts(p.op, l);
         let same = |f: &Self, a: &Operand, b: &Operand| match (a.value(), b.value()) {
             (Some(x), Some(y)) if x == y => true,
-            _ => matches!((f.konst(a), f.konst(b)), (Some(x), Some(y)) if x == y),
+            _ => matches!((f.k.const_i32(*a), f.k.const_i32(*b)), (Some(x), Some(y)) if x == y),
         };
         match tag {
             Some(IterTag::Pre(j) | IterTag::PreLast(j, _)) => {
@@ -1680,7 +1680,7 @@ impl<'k> Flow<'k> {
                     if same(f, y, lo) {
                         return Some(0);
                     }
-                    Some(f.konst(y)? - f.konst(lo)?)
+                    Some(f.k.const_i32(*y)? - f.k.const_i32(*lo)?)
                 };
                 conj.iter().any(|c| {
                     let c = match c {
@@ -1702,8 +1702,8 @@ impl<'k> Flow<'k> {
                         return None;
                     };
                     match &k.ops[o].kind {
-                        OpKind::Binary(BinOp::Sub, h, c) if same(f, h, hi) => f.konst(c),
-                        OpKind::Binary(BinOp::Add, h, c) if same(f, h, hi) => Some(-f.konst(c)?),
+                        OpKind::Binary(BinOp::Sub, h, c) if same(f, h, hi) => f.k.const_i32(*c),
+                        OpKind::Binary(BinOp::Add, h, c) if same(f, h, hi) => Some(-f.k.const_i32(*c)?),
                         _ => None,
                     }
                 };
@@ -1750,21 +1750,6 @@ impl<'k> Flow<'k> {
             }
         }
         out
-    }
-
-    /// A constant operand: an immediate or a `const` op's value.
-    fn konst(&self, o: &Operand) -> Option<i64> {
-        match o {
-            Operand::Imm(Scalar::I32(v)) => Some(*v as i64),
-            Operand::Value(v) => match self.k.values[*v].def {
-                ValueDef::Result(d, _) => match self.k.ops[d].kind {
-                    OpKind::Const(Scalar::I32(x)) => Some(x as i64),
-                    _ => None,
-                },
-                _ => None,
-            },
-            _ => None,
-        }
     }
 
     fn runs_at_least_once(&self, l: Op) -> bool {

@@ -33,7 +33,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::trips::Shape;
-use super::{Iters, konst};
+use super::Iters;
 use crate::ir::arith::{floor_div_wide, gcd, lcm};
 use crate::ir::*;
 
@@ -195,9 +195,9 @@ impl Res<'_> {
         let ValueDef::Result(d, _) = k.values[*v].def else { return None };
         let is_x = |o: &Operand| matches!(o, Operand::Value(u) if *u == x);
         let d = match &k.ops[d].kind {
-            OpKind::Binary(BinOp::Add, a, b) if is_x(a) => konst(k, b)?,
-            OpKind::Binary(BinOp::Add, a, b) if is_x(b) => konst(k, a)?,
-            OpKind::Binary(BinOp::Sub, a, b) if is_x(a) => -konst(k, b)?,
+            OpKind::Binary(BinOp::Add, a, b) if is_x(a) => k.const_i32(*b)?,
+            OpKind::Binary(BinOp::Add, a, b) if is_x(b) => k.const_i32(*a)?,
+            OpKind::Binary(BinOp::Sub, a, b) if is_x(a) => -k.const_i32(*b)?,
             _ => return None,
         };
         (d != 0 && d.abs() < CAP).then_some(d)
@@ -239,7 +239,7 @@ impl Res<'_> {
     /// The form of an operand; a value reading no counter is `lp: None` with its constant or
     /// the whole `i32` range.
     fn operand(&mut self, o: &Operand) -> Result<Form, String> {
-        if let Some(c) = konst(self.k, o) {
+        if let Some(c) = self.k.const_i32(*o) {
             return Ok(Form { lp: None, m: 1, s: 0, lo: c as i128, hi: c as i128, c: Some(c) });
         }
         let none = Form::periodic(None, 1, I32);

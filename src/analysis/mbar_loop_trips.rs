@@ -74,7 +74,7 @@ pub(super) fn classes(k: &Kernel, loops: &HashSet<Op>) -> Classes {
         let rep = *by_key.entry(key).or_insert(iv);
         out.rep.insert(o, rep);
         let (lo_s, hi_s) = (span(k, lo, 0), span(k, hi, 0));
-        let most = match (lo_s, hi_s, konst(k, step)) {
+        let most = match (lo_s, hi_s, k.const_i32(*step)) {
             (Some(l), Some(h), Some(s)) if s > 0 => Some(((h.1 - l.0).max(0) + s - 1) / s),
             _ => None,
         };
@@ -97,7 +97,7 @@ pub(super) fn classes(k: &Kernel, loops: &HashSet<Op>) -> Classes {
 /// The key of a loop's trip count `⌈(hi − lo) / s⌉` with affine bounds and a positive
 /// constant step, normalised by the gcd of the step and the coefficients (module doc).
 fn trip_key(k: &Kernel, lo: &Operand, hi: &Operand, step: &Operand) -> Option<String> {
-    let s = konst(k, step).filter(|&s| s > 0)?;
+    let s = k.const_i32(*step).filter(|&s| s > 0)?;
     let d = lin(k, hi, 0)?.plus(&lin(k, lo, 0)?, -1)?;
     let g = d.terms.values().chain([&d.c]).fold(s, |g, &x| gcd(g, x.abs()));
     let terms: Vec<String> = d.terms.iter().map(|(l, c)| format!("{}·{l}", c / g)).collect();
@@ -146,7 +146,7 @@ fn lin(k: &Kernel, o: &Operand, depth: usize) -> Option<Lin> {
     if depth > 64 {
         return None;
     }
-    if let Some(c) = konst(k, o) {
+    if let Some(c) = k.const_i32(*o) {
         return Some(Lin { c, terms: BTreeMap::new() });
     }
     let Operand::Value(v) = o else { return None };
@@ -160,7 +160,7 @@ fn lin(k: &Kernel, o: &Operand, depth: usize) -> Option<Lin> {
         OpKind::Special(s @ (Special::Bid(_) | Special::GridDim(_) | Special::BlockDim(_))) => Some(Lin::leaf(s.name().to_string())),
         OpKind::Binary(BinOp::Add, x, y) => e(x)?.plus(&e(y)?, 1),
         OpKind::Binary(BinOp::Sub, x, y) => e(x)?.plus(&e(y)?, -1),
-        OpKind::Binary(BinOp::Mul, x, y) => match (konst(k, x), konst(k, y)) {
+        OpKind::Binary(BinOp::Mul, x, y) => match (k.const_i32(*x), k.const_i32(*y)) {
             (Some(c), _) => e(y)?.scale(c),
             (_, Some(c)) => e(x)?.scale(c),
             _ => None,
@@ -177,7 +177,7 @@ fn span(k: &Kernel, o: &Operand, depth: usize) -> Option<(i64, i64)> {
     if depth > 64 {
         return None;
     }
-    if let Some(c) = konst(k, o) {
+    if let Some(c) = k.const_i32(*o) {
         return Some((c, c));
     }
     let Operand::Value(v) = o else { return None };
@@ -217,21 +217,6 @@ fn add(a: (i64, i64), b: (i64, i64), f: i64) -> (i64, i64) {
     }
 }
 
-/// The value of an `i32` constant operand.
-fn konst(k: &Kernel, o: &Operand) -> Option<i64> {
-    match o {
-        Operand::Imm(Scalar::I32(x)) => Some(*x as i64),
-        Operand::Value(v) => match k.values[*v].def {
-            ValueDef::Result(d, _) => match k.ops[d].kind {
-                OpKind::Const(Scalar::I32(x)) => Some(x as i64),
-                _ => None,
-            },
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
 /// The trip counts to search for representative `rep` without a bound (`classes`): 0 to
 /// `base`, and further where an iteration value of one of its loops is compared with a
 /// constant `c` (a protocol that changes at a carried tile count, hostile M8): to `|c| + 2`,
@@ -245,7 +230,7 @@ pub(super) fn search_to(k: &Kernel, rep: Value, reps: &HashMap<Op, Value>, base:
         for c in ops {
             let OpKind::Cmp(_, x, y) = &k.ops[c].kind else { continue };
             for (a, b) in [(x, y), (y, x)] {
-                if let Some(t) = konst(k, b).filter(|_| reads_any(k, a, &carried, 0)) {
+                if let Some(t) = k.const_i32(*b).filter(|_| reads_any(k, a, &carried, 0)) {
                     to = to.max((t.abs() + 2).min(cap));
                 }
             }

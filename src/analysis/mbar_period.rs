@@ -48,7 +48,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::counters::Projection;
-use super::{Iters, konst};
+use super::Iters;
 use crate::ir::*;
 
 /// A constant loop of more trips than this is long; its period is sought within a trace of
@@ -64,7 +64,7 @@ pub(super) fn long_loops(k: &Kernel, traced: &HashSet<Op>, long: i64) -> Result<
     let mut loops = HashMap::new();
     for &o in traced {
         let OpKind::For { lo, hi, step, .. } = &k.ops[o].kind else { continue };
-        let (Some(lo), Some(hi), Some(st)) = (konst(k, lo), konst(k, hi), konst(k, step)) else { continue };
+        let (Some(lo), Some(hi), Some(st)) = (k.const_i32(*lo), k.const_i32(*hi), k.const_i32(*step)) else { continue };
         if hi - lo <= long {
             continue;
         }
@@ -182,7 +182,7 @@ impl Classify<'_> {
             return Ok(c);
         }
         if !self.inside(v) {
-            return Ok(Cl::Fixed(konst(self.k, &Operand::Value(v))));
+            return Ok(Cl::Fixed(self.k.const_i32(Operand::Value(v))));
         }
         // Provisional for cycles through inner iteration values (every period reached is
         // folded into `m`, so the provisional class loses none).

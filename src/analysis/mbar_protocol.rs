@@ -354,21 +354,6 @@ fn trip_values(k: &Kernel, p: Value) -> Vec<i64> {
     out
 }
 
-/// The value of an `i32` constant operand.
-fn konst(k: &Kernel, o: &Operand) -> Option<i64> {
-    match o {
-        Operand::Imm(Scalar::I32(x)) => Some(*x as i64),
-        Operand::Value(v) => match k.values[*v].def {
-            ValueDef::Result(d, _) => match k.ops[d].kind {
-                OpKind::Const(Scalar::I32(x)) => Some(x as i64),
-                _ => None,
-            },
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
 /// `(c, B)` when op `o` is a loop `for n = lo to p step B` (constant `lo ≥ 0`, `B ≥ 2`):
 /// its trip count is `(p − lo + B − 1) div B`, the form `(p + c) div B` with
 /// `c = B − 1 − lo` (Triton's `range(0, n_ctx, BLOCK)`).
@@ -376,8 +361,8 @@ fn strided_form(k: &Kernel, p: Value, o: Op) -> Option<(i64, i64)> {
     let OpKind::For { lo, hi: Operand::Value(h), step, .. } = &k.ops[o].kind else {
         return None;
     };
-    let lo = konst(k, lo).filter(|&l| l >= 0)?;
-    let b = konst(k, step).filter(|&b| b >= 2)?;
+    let lo = k.const_i32(*lo).filter(|&l| l >= 0)?;
+    let b = k.const_i32(*step).filter(|&b| b >= 2)?;
     (*h == p).then_some((b - 1 - lo, b))
 }
 
@@ -387,15 +372,15 @@ fn div_form(k: &Kernel, p: Value, o: Op) -> Option<(i64, i64)> {
     let OpKind::Binary(BinOp::Div, Operand::Value(x), b) = &k.ops[o].kind else {
         return None;
     };
-    let b = konst(k, b).filter(|&b| b > 0)?;
+    let b = k.const_i32(*b).filter(|&b| b > 0)?;
     if *x == p {
         return Some((0, b));
     }
     let ValueDef::Result(d, _) = k.values[*x].def else { return None };
     let c = match &k.ops[d].kind {
-        OpKind::Binary(BinOp::Add, Operand::Value(y), c) if *y == p => konst(k, c),
-        OpKind::Binary(BinOp::Add, c, Operand::Value(y)) if *y == p => konst(k, c),
-        OpKind::Binary(BinOp::Sub, Operand::Value(y), c) if *y == p => konst(k, c).map(|c| -c),
+        OpKind::Binary(BinOp::Add, Operand::Value(y), c) if *y == p => k.const_i32(*c),
+        OpKind::Binary(BinOp::Add, c, Operand::Value(y)) if *y == p => k.const_i32(*c),
+        OpKind::Binary(BinOp::Sub, Operand::Value(y), c) if *y == p => k.const_i32(*c).map(|c| -c),
         _ => None,
     }?;
     Some((c, b))
@@ -1350,7 +1335,6 @@ impl Tracer<'_> {
         out
     }
 }
-
 
 // ---- rounds, guarantees, verdict ----
 

@@ -48,7 +48,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::counters::Projection;
-use super::{Ev, Iters, Protocol, Slot, TRIPS, div_form, konst, strided_form};
+use super::{Ev, Iters, Protocol, Slot, TRIPS, div_form, strided_form};
 use crate::ir::*;
 
 /// What premise (1) and the syntactic part of (2) found.
@@ -170,10 +170,10 @@ impl Walk<'_> {
     fn pumped(&mut self, o: Op, lo: &Operand, step: &Operand) -> Result<(), String> {
         let k = self.k;
         let n = self.name(k.region_args(k.ops[o].regions[0])[0]);
-        let Some(lo) = konst(k, lo).filter(|&l| (0..LIM).contains(&l)) else {
+        let Some(lo) = k.const_i32(*lo).filter(|&l| (0..LIM).contains(&l)) else {
             return Err(format!("premise (1) fails: the loop over {n} up to the trip count does not start at a constant ≥ 0"));
         };
-        if konst(k, step) != Some(1) {
+        if k.const_i32(*step) != Some(1) {
             return Err(format!("premise (1) fails: the loop over {n} up to the trip count does not step by 1"));
         }
         if k.parents().ancestors(o).iter().any(|&a| matches!(k.ops[a].kind, OpKind::For { .. } | OpKind::While { .. })) {
@@ -363,7 +363,7 @@ impl Walk<'_> {
     /// `o` as a base (constant, trip count, pumped counter) plus a constant offset.
     fn affine(&self, o: &Operand) -> Option<(Base, i64)> {
         let k = self.k;
-        if let Some(c) = konst(k, o) {
+        if let Some(c) = k.const_i32(*o) {
             return (c.abs() < LIM).then_some((Base::Const, c));
         }
         let Operand::Value(v) = o else { return None };
@@ -379,18 +379,18 @@ impl Walk<'_> {
                 let o = k.parents().region_op[r]?;
                 let OpKind::For { lo, step, .. } = &k.ops[o].kind else { return None };
                 strided_form(k, self.p, o)?;
-                return Some((Base::Strided(konst(k, lo)?, konst(k, step)?), 0));
+                return Some((Base::Strided(k.const_i32(*lo)?, k.const_i32(*step)?), 0));
             }
             ValueDef::Result(d, _) => d,
             _ => return None,
         };
         let (b, off) = match &k.ops[d].kind {
-            OpKind::Binary(BinOp::Add, x, y) => match (konst(k, x), konst(k, y)) {
+            OpKind::Binary(BinOp::Add, x, y) => match (k.const_i32(*x), k.const_i32(*y)) {
                 (_, Some(c)) => (self.affine(x)?, c),
                 (Some(c), _) => (self.affine(y)?, c),
                 _ => return None,
             },
-            OpKind::Binary(BinOp::Sub, x, y) => (self.affine(x)?, -konst(k, y)?),
+            OpKind::Binary(BinOp::Sub, x, y) => (self.affine(x)?, -k.const_i32(*y)?),
             _ => return None,
         };
         let off = b.1 + off;

@@ -421,6 +421,7 @@ pub(super) fn parity_form(k: &Kernel, fns: &mut crate::ir::iterfn::IterFns, o: O
 fn init_runs(k: &Kernel, o: Op, top: Op) -> Result<(), String> {
     let parents = k.parents();
     let mut cur = o;
+    let mut chosen = None;
     while cur != top {
         let p = parents.parent_op(cur).ok_or("an init outside the kernel's top level")?;
         let then_arm = parents.op_region[cur] == k.ops[p].regions.first().copied();
@@ -428,6 +429,13 @@ fn init_runs(k: &Kernel, o: Op, top: Op) -> Result<(), String> {
             OpKind::If { cond } if then_arm => elected_tid(k, *cond),
             _ => None,
         };
+        // Nested elections of two different threads: no thread passes both.
+        if let (Some(t), Some(c)) = (elected, chosen)
+            && t != c
+        {
+            return Err(format!("{} is under elections of two different threads ({c} and {t}): the mbarrier is never initialised", op_name(k, o)));
+        }
+        chosen = chosen.or(elected);
         match elected {
             Some(t) if (0..i64::from(k.threads())).contains(&t) => {}
             Some(t) => return Err(format!("no thread of the block passes the election (thread {t}) around {}: the mbarrier is never initialised", op_name(k, o))),

@@ -78,18 +78,6 @@ fn def(k: &Kernel, o: Operand) -> Option<&OpKind> {
     }
 }
 
-fn konst(k: &Kernel, o: Operand) -> Option<i64> {
-    match o {
-        Operand::Imm(Scalar::F32(_)) => None,
-        Operand::Imm(s) => Some(s.as_i64()),
-        _ => match def(k, o)? {
-            OpKind::Const(Scalar::F32(_)) => None,
-            OpKind::Const(s) => Some(s.as_i64()),
-            _ => None,
-        },
-    }
-}
-
 /// The conjuncts of an `and` chain.
 pub(super) fn conjuncts(k: &Kernel, c: Operand, out: &mut Vec<Operand>) {
     match def(k, c) {
@@ -106,7 +94,7 @@ pub(super) fn elected(k: &Kernel, c: Operand) -> Option<i64> {
     let Some(OpKind::Cmp(CmpPred::Eq, x, y)) = def(k, c) else {
         return None;
     };
-    let id = konst(k, *y)?;
+    let id = k.const_int(*y)?;
     match def(k, *x)? {
         OpKind::Special(Special::LinearTid) => Some(id),
         OpKind::Special(Special::Tid(0)) if k.block[1] == 1 && k.block[2] == 1 => Some(id),
@@ -125,11 +113,11 @@ fn plus_iv(k: &Kernel, o: Operand, iv: Option<Value>) -> Option<i64> {
             return None;
         };
         return match (*x, *y) {
-            (v, c) | (c, v) if v == Operand::Value(iv) => konst(k, c),
+            (v, c) | (c, v) if v == Operand::Value(iv) => k.const_int(c),
             _ => None,
         };
     }
-    konst(k, o)
+    k.const_int(o)
 }
 
 /// `b` when `o` is `T - b` (`T` itself, `sub T, b`).
@@ -138,7 +126,7 @@ fn minus_trip(k: &Kernel, o: Operand, trip: Operand) -> Option<i64> {
         return Some(0);
     }
     match def(k, o)? {
-        OpKind::Binary(BinOp::Sub, x, y) if same(k, *x, trip, 0) => konst(k, *y),
+        OpKind::Binary(BinOp::Sub, x, y) if same(k, *x, trip, 0) => k.const_int(*y),
         _ => None,
     }
 }
@@ -192,7 +180,7 @@ pub(super) fn plan(k: &Kernel, td: &HashSet<Value>) -> Result<Option<Plan>, Stri
         return Err("no loop".into());
     };
     let trip = *hi;
-    if konst(k, *lo) != Some(0) || konst(k, *step) != Some(1) {
+    if k.const_int(*lo) != Some(0) || k.const_int(*step) != Some(1) {
         return Err("the pipeline loop is not `0 to T step 1`".into());
     }
     if parents.parent_op(l).is_some() || trip.value().is_some_and(|v| td.contains(&v)) {
@@ -288,6 +276,11 @@ pub(super) fn plan(k: &Kernel, td: &HashSet<Value>) -> Result<Option<Plan>, Stri
         let mut guard = None;
         for c in conds {
             if let Some(t) = elected(k, c) {
+                // Two elections of different threads (nested `if`s, an `and`): no thread
+                // passes both.
+                if elect.is_some_and(|e| e != t) {
+                    return Err(format!("{} is under elections of two different threads ({} and {t}): no thread issues it", name(k, o), elect.unwrap_or(t)));
+                }
                 elect = Some(t);
             } else if let Some(u) = trip_guard(k, c, in_loop.then_some(iv), trip) {
                 if guard.is_some_and(|g| g != u) {
@@ -329,10 +322,10 @@ pub(super) fn plan(k: &Kernel, td: &HashSet<Value>) -> Result<Option<Plan>, Stri
             }
             delta
         } else {
-            let s = konst(k, index[0])
+            let s = k.const_int(index[0])
                 .filter(|s| (0..d).contains(s))
                 .ok_or_else(|| format!("the slot of {} is not a constant", name(k, o)))?;
-            let always = konst(k, trip).is_some_and(|t| t > s);
+            let always = k.const_int(trip).is_some_and(|t| t > s);
             if guard != Some(s) && !(guard.is_none() && always) {
                 return Err(format!(
                     "{} fills use {s} but is not guarded by `{s} < T`",

@@ -282,6 +282,35 @@ impl Kernel {
         }
     }
 
+    /// The scalar of a constant operand: an immediate or a `const` op's result; `None` for
+    /// computed values.
+    pub fn const_scalar(&self, o: Operand) -> Option<Scalar> {
+        match o {
+            Operand::Imm(s) => Some(s),
+            Operand::Value(v) => match self.values[v].def {
+                ValueDef::Result(d, _) => match self.ops[d].kind {
+                    OpKind::Const(s) => Some(s),
+                    _ => None,
+                },
+                _ => None,
+            },
+        }
+    }
+
+    /// The value of an integer constant operand (`i1` as 0/1); `None` for floats and for
+    /// computed values.
+    pub fn const_int(&self, o: Operand) -> Option<i64> {
+        self.const_scalar(o).filter(|s| !matches!(s, Scalar::F32(_))).map(|s| s.as_i64())
+    }
+
+    /// The value of an `i32` constant operand only.
+    pub fn const_i32(&self, o: Operand) -> Option<i64> {
+        match self.const_scalar(o)? {
+            Scalar::I32(x) => Some(x as i64),
+            _ => None,
+        }
+    }
+
     pub fn global_by_name(&self, name: &str) -> Option<Global> {
         self.globals
             .iter()

@@ -612,7 +612,7 @@ fn same_value(k: &Kernel, a: Operand, b: Operand, depth: u32) -> bool {
         return true;
     }
     let (Operand::Value(va), Operand::Value(vb)) = (a, b) else {
-        return const_of(k, a).is_some() && const_of(k, a) == const_of(k, b);
+        return k.const_int(a).is_some() && k.const_int(a) == k.const_int(b);
     };
     let (ValueDef::Result(da, 0), ValueDef::Result(db, 0)) = (k.values[va].def, k.values[vb].def) else {
         return false;
@@ -630,22 +630,6 @@ fn same_value(k: &Kernel, a: Operand, b: Operand, depth: u32) -> bool {
         (OpKind::Cast(f, x1), OpKind::Cast(g, x2)) => f == g && same(x1, x2),
         (OpKind::Select(c1, x1, y1), OpKind::Select(c2, x2, y2)) => same(c1, c2) && same(x1, x2) && same(y1, y2),
         _ => false,
-    }
-}
-
-/// The integer value of a constant operand (an immediate or a `const` result).
-fn const_of(k: &Kernel, o: Operand) -> Option<i64> {
-    match o {
-        Operand::Imm(Scalar::F32(_)) => None,
-        Operand::Imm(s) => Some(s.as_i64()),
-        Operand::Value(v) => match k.values[v].def {
-            ValueDef::Result(d, _) => match k.ops[d].kind {
-                OpKind::Const(Scalar::F32(_)) => None,
-                OpKind::Const(s) => Some(s.as_i64()),
-                _ => None,
-            },
-            _ => None,
-        },
     }
 }
 
