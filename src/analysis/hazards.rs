@@ -1021,7 +1021,7 @@ fn async_divergent_arms(
             .with_label(k.span(b), "this access may observe the copy")
             .with_label(k.span(a), "TMA load issued here, in the other arm of a thread-dependent `if`")
             .with_note(if handshake {
-                "no thread waits on the load's mbarrier before the branch ends: the handshakes in the arms (named barriers) do not complete the copy"
+                "no wait on the load's mbarrier precedes the access in its arm, or follows the load before its next handshake op: the handshakes in the arms (named barriers, arrivals) do not complete the copy"
             } else {
                 "the threads of this access run the other arm: none of them waits on the load's mbarrier, and no barrier can separate the arms"
             })
@@ -1031,7 +1031,7 @@ fn async_divergent_arms(
             .with_label(k.span(b), "this access")
             .with_label(k.span(a), "async operation issued here, in the other arm")
             .with_note(if handshake {
-                "the async operation completes only at a wait of its issuing thread, and none completes it in its arm before the arm's last handshake op"
+                "the async operation completes only at a wait of its issuing thread, and none completes it in its arm before the next handshake op after it"
             } else {
                 "the async operation completes only at a wait of its issuing thread, and no barrier can separate the arms of a divergent branch"
             })
