@@ -187,6 +187,10 @@ pub struct SyncModel<'k> {
     pub weight_bounds: HashMap<Region, u64>,
     /// Existing sync points.
     pub existing: Vec<Point>,
+    /// Hand-written `barrier`s under block-divergent control and `warp_sync`s under control
+    /// that differs within a warp: the threads that skip one never arrive, so the kernel
+    /// deadlocks; `place_with` refuses it (E0309) instead of crediting the op.
+    pub stuck: Vec<Op>,
     /// The kernel's hand-written split pairs (`split_pairs`): the credited waits (those with
     /// a clean window act as block barriers where they stand, those with a shared access in
     /// the window as a sync at two points: [`SyncModel::split_covers`]) and the gaps inside
@@ -293,6 +297,7 @@ impl<'k> SyncModel<'k> {
             .map(|(&r, &ok)| (r, ok && !uw.is_warp_divergent(r)))
             .collect();
         let u = fp.uniformity();
+        let stuck = stuck_syncs(k, &|r| u.is_divergent(r), &|r| uw.is_warp_divergent(r));
         for (r, ok) in legal.iter_mut() {
             *ok = *ok && !u.is_divergent(*r);
         }
@@ -306,6 +311,7 @@ impl<'k> SyncModel<'k> {
             weight,
             weight_bounds,
             existing: Vec::new(),
+            stuck,
             split: split_pairs::SplitPairs::of(k),
         };
         for (r, _) in k.regions().iter() {
@@ -516,6 +522,20 @@ impl<'k> SyncModel<'k> {
             .with_help("move the accesses out of the window, or close the window (`barrier_wait`) before the access that must wait")
     }
 
+    /// A diagnostic for a hand-written sync op that some threads of its scope skip
+    /// ([`SyncModel::stuck`]).
+    pub fn stuck_sync(&self, op: Op) -> Diagnostic {
+        let k = self.k;
+        let (what, scope) = match k.ops[op].kind {
+            OpKind::WarpSync => ("warp_sync", "warp"),
+            _ => ("barrier", "block"),
+        };
+        Diagnostic::error(DiagKind::Finding, "E0309", format!("`{what}` under thread-dependent control: threads of its {scope} that skip it never arrive, and the kernel deadlocks"))
+            .with_label(k.span(op), format!("not reached by every thread of its {scope}"))
+            .with_note(format!("a `{what}` completes only when every thread of its {scope} arrives at it; an enclosing `if` or loop lets some of them pass it by"))
+            .with_help("move it out of the thread-dependent region (or delete it and let `sync` place what the kernel needs)")
+    }
+
     /// A diagnostic for a hazard no legal barrier can remove.
     pub fn unplaceable(&self, h: &Hazard) -> Diagnostic {
         let k = self.k;
@@ -588,6 +608,12 @@ pub fn place_with(
     let (warnings, errors): (Vec<Diagnostic>, Vec<Diagnostic>) = findings
         .into_iter()
         .partition(|d| d.severity == crate::diag::Severity::Warning);
+    let errors: Vec<Diagnostic> = model
+        .stuck
+        .iter()
+        .map(|&op| model.stuck_sync(op))
+        .chain(errors)
+        .collect();
     if !errors.is_empty() {
         // Warnings of conservative answers first: they often explain the errors.
         return Err(warnings.into_iter().chain(errors).collect());
@@ -627,6 +653,28 @@ pub fn place_with(
         .count();
     placement.warnings = warnings;
     Ok(placement)
+}
+
+/// The hand-written `barrier`s in a region where `block_divergent` holds and the `warp_sync`s
+/// where `warp_divergent` does ([`SyncModel::stuck`]), in program order. O(ops).
+fn stuck_syncs(
+    k: &Kernel,
+    block_divergent: &dyn Fn(Region) -> bool,
+    warp_divergent: &dyn Fn(Region) -> bool,
+) -> Vec<Op> {
+    k.ops_in_order()
+        .into_iter()
+        .filter(|&op| {
+            let Some(r) = k.op_region(op) else {
+                return false;
+            };
+            match k.ops[op].kind {
+                OpKind::Barrier => block_divergent(r),
+                OpKind::WarpSync => warp_divergent(r),
+                _ => false,
+            }
+        })
+        .collect()
 }
 
 /// Whether a warning reports a conservative answer of the analysis (W0310–W0316: enumeration
