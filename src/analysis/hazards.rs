@@ -1846,26 +1846,11 @@ fn at_destination(
 fn plain_run_before(k: &Kernel, waits: Option<&std::collections::BTreeSet<Op>>, r: Region, ib: usize) -> usize {
     let ops = k.region_ops(r);
     let plain = |o: Op| {
+        let kind = &k.ops[o].kind;
         k.ops[o].regions.is_empty()
             && !waits.is_some_and(|w| w.contains(&o))
-            && matches!(
-                k.ops[o].kind,
-                OpKind::Const(_)
-                    | OpKind::Special(_)
-                    | OpKind::Binary(..)
-                    | OpKind::Unary(..)
-                    | OpKind::Cmp(..)
-                    | OpKind::Select(..)
-                    | OpKind::Cast(..)
-                    | OpKind::InGroup(_)
-                    | OpKind::Compute { .. }
-                    | OpKind::ViewDef(_)
-                    | OpKind::Load { .. }
-                    | OpKind::Store { .. }
-                    | OpKind::GLoad { .. }
-                    | OpKind::GStore { .. }
-                    | OpKind::Barrier
-            )
+            && (kind.is_pure()
+                || matches!(kind, OpKind::Load { .. } | OpKind::Store { .. } | OpKind::GLoad { .. } | OpKind::GStore { .. } | OpKind::Barrier))
     };
     let mut j = ib.min(ops.len());
     while j > 0 && plain(ops[j - 1]) {
