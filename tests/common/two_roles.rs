@@ -1,12 +1,13 @@
 //! The two-role mbarrier pipeline kernels of the role tests (`role_unrolled`,
-//! `persistent_roles`, `role_release`, `role_alignment`, `role_shapes`, `mbar_period`): one
-//! builder for the frame they share, each test writing only the two roles' bodies.
+//! `persistent_roles`, `role_release`, `role_alignment`, `role_shapes`, `mbar_period`,
+//! `mbar_counters`): one builder for the frame they share, each test writing only the two
+//! roles' bodies.
 //!
 //! The frame: `%X`, `%Y` of `rows × width` f32; a producer group of threads
 //! `[0, producers)` and a consumer group after it; `@buf` of `slots × width` f32 (pinned at
 //! byte 0 with a twin `@alias` where asked); `@full` and `@empty` mbarrier arrays of `slots`,
 //! initialised by thread 0 (`full` for one arrival, `empty` for the consumers) before a block
-//! barrier; then, optionally inside an outer loop, the role branch: the producer arm (its body
+//! barrier; then, after any prologue lines and optionally inside an outer loop, the role branch: the producer arm (its body
 //! under `if %t == 0` where elected), the consumer arm.
 //!
 //! Text only: the builder neither parses nor checks what the bodies say.
@@ -20,7 +21,8 @@ pub struct TwoRoles {
     pub rows: i64,
     /// Elements of a slot and of a row of `%X`, `%Y`.
     pub width: u32,
-    /// Further parameters, after `%Y` (`, %n: i32`).
+    /// Further parameters, before `%X` (`%K: i32, `) and after `%Y` (`, %n: i32`).
+    pub leading: String,
     pub params: String,
     /// Threads of the producer group, then of the consumer group.
     pub producers: u32,
@@ -33,6 +35,8 @@ pub struct TwoRoles {
     pub inits_by_slot: bool,
     /// `@buf` pinned at byte 0, with `@alias` of the same type at the same bytes.
     pub alias: bool,
+    /// Lines after the barrier, before the outer loop and the role branch.
+    pub prologue: String,
     /// The lines that define the role condition `%isp`.
     pub role: String,
     /// The producer's body runs in thread 0 of its role only (`%elect = cmp eq %t, 0`).
@@ -52,6 +56,7 @@ impl Default for TwoRoles {
             name: "ws",
             rows: 8,
             width: 256,
+            leading: String::new(),
             params: String::new(),
             producers: 32,
             consumers: 256,
@@ -59,6 +64,7 @@ impl Default for TwoRoles {
             empty: None,
             inits_by_slot: false,
             alias: false,
+            prologue: String::new(),
             role: "%isp = in_group @producer".into(),
             elect: true,
             outer: None,
@@ -91,7 +97,7 @@ impl TwoRoles {
             false => self.producer.clone(),
         };
         format!(
-            "kernel @{name}(%X: global f32[{rows}, {w}], %Y: global f32[{rows}, {w}]{params}) block({block}) {{
+            "kernel @{name}({leading}%X: global f32[{rows}, {w}], %Y: global f32[{rows}, {w}]{params}) block({block}) {{
 group @producer : threads [0, {p})
 group @consumers : threads [{p}, {block})
 {buf}shared @full : mbarrier[{s}]
@@ -101,13 +107,15 @@ shared @empty : mbarrier[{s}]
 if %lead {{
 {inits}}}
 barrier
-{outer_head}{role}
+{prologue}{outer_head}{role}
 if %isp {{
 {producer}}} else {{
 {consumer}}}
 {outer_tail}}}
 ",
             name = self.name,
+            leading = self.leading,
+            prologue = self.prologue,
             rows = self.rows,
             params = self.params,
             inits = self.inits(),
