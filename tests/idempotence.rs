@@ -220,12 +220,7 @@ fn decisive_split_files() {
 #[test]
 #[ignore = "every example, file test and corpus kernel: about a minute in release; run with -- --ignored"]
 fn every_file() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    for dir in ["examples", "tests/filetests", "corpus/triton"] {
-        collect(&root.join(dir), root, &mut files);
-    }
-    files.sort();
+    let files = every_kernel_file();
     let skipped = assert_idempotent(&files, None, false);
     let swept = files.len() - skipped.len();
     eprintln!(
@@ -237,12 +232,7 @@ fn every_file() {
 #[test]
 #[ignore = "every file on gfx1200, gfx1201 and gfx1250: about a minute in release; run with -- --ignored"]
 fn every_file_on_split_targets() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files = Vec::new();
-    for dir in ["examples", "tests/filetests", "corpus/triton"] {
-        collect(&root.join(dir), root, &mut files);
-    }
-    files.sort();
+    let files = every_kernel_file();
     // Without `check`: some file tests are racy or index out of range on purpose (on every
     // target); `decisive_split_files` checks the split kernels' outputs.
     for t in SPLIT_TARGETS {
@@ -253,6 +243,17 @@ fn every_file_on_split_targets() {
             files.len()
         );
     }
+}
+
+/// Every example, file test and corpus TTGIR kernel, relative to the crate root, sorted.
+fn every_kernel_file() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for dir in ["examples", "tests/filetests", "corpus/triton"] {
+        collect(&root.join(dir), root, &mut files);
+    }
+    files.sort();
+    files
 }
 
 /// The `.kir` and `.ttgir` files under `dir`, relative to `root`.

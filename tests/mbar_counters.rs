@@ -55,66 +55,39 @@ fn formulas(r: &Role, s: u32) -> String {
     slot + &par + &next
 }
 
-fn indent(lines: &str, by: &str) -> String {
-    lines.lines().map(|l| format!("{by}{l}\n")).collect()
-}
-
 /// The warp-specialized pipeline of `s` slots: one elected producer thread, 32 consumers.
 /// `range`: the exact oracle's kernel, the trip count `%K` itself, declared in `[33, 56]`
 /// (beyond the 32 trip counts searched, three periods and more of every case).
 fn kernel(s: u32, p: &Role, c: &Role, range: bool) -> String {
-    let inits: String = (0..s)
-        .map(|j| format!("    mbar_init @full[{j}], 1\n    mbar_init @empty[{j}], 32\n"))
-        .collect();
     let (k, trip) = match range {
         true => ("%K: i32 in [33, 56]", "%T = add %K, 0"),
-        false => ("%K: i32", "%k1 = add %K, 1\n  %T = div %k1, 2"),
+        false => ("%K: i32", "%k1 = add %K, 1\n%T = div %k1, 2"),
     };
-    let (pf, cf) = (
-        indent(&formulas(p, s), "        "),
-        indent(&formulas(c, s), "      "),
-    );
-    format!(
-        "kernel @g({k}, %X: global f32[8, 32], %Y: global f32[8, 32]) block(64) {{
-  group @producer : threads [0, 32)
-  group @consumers : threads [32, 64)
-  shared @buf : f32[{s}, 32]
-  shared @full : mbarrier[{s}]
-  shared @empty : mbarrier[{s}]
-  %t = tid.x
-  %lead = cmp eq %t, 0
-  if %lead {{
-{inits}  }}
-  barrier
-  {trip}
-  %isp = in_group @producer
-  if %isp {{
-    %elect = cmp eq %t, 0
-    if %elect {{
-      %pr = for %i = 0 to %T step 1 iter(%c = {}) {{
-{pf}        %free = xor %par, 1
-        mbar_wait @empty[%s], %free
-        %v = view @buf[%s]
-        mbar_arrive @full[%s] tx 128
-        tma_load %v <- %X[0, 0], @full[%s]
-        yield %c1
-      }}
-    }}
-  }} else {{
-    %ct = sub %t, 32
-    %cr = for %i = 0 to %T step 1 iter(%c = {}) {{
-{cf}      %v = view @buf[%s]
-      mbar_wait @full[%s], %par
-      %x = load %v[%ct]
-      mbar_arrive @empty[%s]
-      gstore %Y[0, %ct], %x
-      yield %c1
-    }}
-  }}
-}}
-",
-        p.start, c.start
-    )
+    common::TwoRoles {
+        name: "g",
+        width: 32,
+        leading: format!("{k}, "),
+        consumers: 32,
+        slots: s,
+        inits_by_slot: true,
+        prologue: format!("{trip}\n"),
+        producer: format!(
+            "%pr = for %i = 0 to %T step 1 iter(%c = {}) {{\n{}%free = xor %par, 1\n\
+             mbar_wait @empty[%s], %free\n%v = view @buf[%s]\nmbar_arrive @full[%s] tx 128\n\
+             tma_load %v <- %X[0, 0], @full[%s]\nyield %c1\n}}\n",
+            p.start,
+            formulas(p, s)
+        ),
+        consumer: format!(
+            "%ct = sub %t, 32\n%cr = for %i = 0 to %T step 1 iter(%c = {}) {{\n{}\
+             %v = view @buf[%s]\nmbar_wait @full[%s], %par\n%x = load %v[%ct]\n\
+             mbar_arrive @empty[%s]\ngstore %Y[0, %ct], %x\nyield %c1\n}}\n",
+            c.start,
+            formulas(c, s)
+        ),
+        ..Default::default()
+    }
+    .text()
 }
 
 /// Proved for every `%K`: no error, no wait left unverified, no W0318.

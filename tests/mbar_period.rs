@@ -22,9 +22,6 @@ use smemsync::target::Target;
 /// with `mutant` ("" for none).
 fn pipeline(s: u32, n: i64, c: u32, form: &str, mutant: &str) -> String {
     let empty = if mutant == "count" { c - 1 } else { c };
-    let inits: String = (0..s)
-        .map(|j| format!("    mbar_init @full[{j}], 1\n    mbar_init @empty[{j}], {empty}\n"))
-        .collect();
     let (head, slot) = match form {
         "carried" => (
             "iter(%c = 0) ",
@@ -58,45 +55,26 @@ fn pipeline(s: u32, n: i64, c: u32, form: &str, mutant: &str) -> String {
         ),
         _ => ("", "", ""),
     };
-    format!(
-        "kernel @ws(%X: global f32[{n}, 64], %Y: global f32[{n}, 64]) block({b}) {{
-  group @producer : threads [0, 32)
-  group @consumers : threads [32, {b})
-  shared @buf : f32[{s}, 64]
-  shared @full : mbarrier[{s}]
-  shared @empty : mbarrier[{s}]
-  %t = tid.x
-  %lead = cmp eq %t, 0
-  if %lead {{
-{inits}  }}
-  barrier
-  %isp = in_group @producer
-  if %isp {{
-    %elect = cmp eq %t, 0
-    if %elect {{
-      {r}for %i = 0 to {n} step 1 {head}{{
-{slot}      %free = xor %par, 1
-{pwait}      %v = view @buf[%s]
-      mbar_arrive @full[%s] tx 256
-      tma_load %v <- %X[%i, 0], @full[%s]
-{yld}      }}
-    }}
-  }} else {{
-    %cc = sub %t, 32
-    %ci = rem %cc, 64
-    {rc}for %i = 0 to {n} step 1 {head}{{
-{slot}      %v = view @buf[%s]
-      mbar_wait @full[%s], {cpar}
-      %x = load %v[%ci]
-      mbar_arrive @empty[%s]
-      %y = exp %x
-      gstore %Y[%i, %ci], %y
-{yld}    }}
-  }}
-}}
-",
-        b = 32 + c,
-    )
+    common::TwoRoles {
+        rows: n,
+        width: 64,
+        consumers: c,
+        slots: s,
+        empty: Some(empty),
+        inits_by_slot: true,
+        producer: format!(
+            "{r}for %i = 0 to {n} step 1 {head}{{\n{slot}%free = xor %par, 1\n{pwait}\
+             %v = view @buf[%s]\nmbar_arrive @full[%s] tx 256\ntma_load %v <- %X[%i, 0], @full[%s]\n\
+             {yld}}}\n"
+        ),
+        consumer: format!(
+            "%cc = sub %t, 32\n%ci = rem %cc, 64\n{rc}for %i = 0 to {n} step 1 {head}{{\n{slot}\
+             %v = view @buf[%s]\nmbar_wait @full[%s], {cpar}\n%x = load %v[%ci]\n\
+             mbar_arrive @empty[%s]\n%y = exp %x\ngstore %Y[%i, %ci], %y\n{yld}}}\n"
+        ),
+        ..Default::default()
+    }
+    .text()
     .replace("{S}", &s.to_string())
 }
 

@@ -47,26 +47,11 @@ fn pipeline(s: u32, mutant: &str) -> String {
         "odd" => "    %par = select %w, %ph, %ph\n",
         _ => "    %par = select %w, %ph1, %ph\n",
     };
-    let body = format!(
-        "    %s1 = add %s, 1\n{wrap}{slot}    %ph1 = xor %ph, 1\n{par}    mbar_wait @full[%cs], %par
-    %cv = view @buf[%cs]
-    %x = load %cv[%t]
-    gstore %Y[%i, %t], %x
-    barrier
-    %n1 = add %ns, 1
-    %w2 = cmp ge %n1, {{S}}
-    %nsn = select %w2, 0, %n1
-    %lim = sub %T, {{S1}}
-    %more = cmp lt %i, %lim
-    %issue = and %el, %more
-    if %issue {{
-      %nv = view @buf[%nsn]
-      mbar_arrive @full[%nsn] tx 256
-      %row = add %i, {{S1}}
-      tma_load %nv <- %X[%row, 0], @full[%nsn]
-    }}
-    yield %cs, %par, %nsn
-"
+    let body = refill_loop(
+        &format!("    %s1 = add %s, 1\n{wrap}{slot}    %ph1 = xor %ph, 1\n{par}"),
+        ("%i", "{S}"),
+        ("sub %T, {S1}", "lt %i, %lim"),
+        ("      %row = add %i, {S1}\n", "%row"),
     );
     format!(
         "kernel @g(%K: i32, %X: global f32[64, 64], %Y: global f32[64, 64]) block(64) {{
@@ -87,6 +72,39 @@ fn pipeline(s: u32, mutant: &str) -> String {
     .replace("{S}", &s.to_string())
     .replace("{S1}", &(s - 1).to_string())
     .replace("{S2}", &(s as i32 - 2).to_string())
+}
+
+/// The body of the loop of Triton's single-role pipeline after `slot_par` (the lines that
+/// define the slot `%cs` and parity `%par` waited on from the iteration values): the wait,
+/// the slot's read stored to row `out` of `%Y`, a barrier, and the refill of the next of
+/// `slots` slots under `%issue` (thread 0 and `%more = cmp {more}` with `%lim = {lim}`),
+/// loading row `row` of `%X` after the `row_def` lines; then the `yield`.
+fn refill_loop(
+    slot_par: &str,
+    (out, slots): (&str, &str),
+    (lim, more): (&str, &str),
+    (row_def, row): (&str, &str),
+) -> String {
+    format!(
+        "{slot_par}    mbar_wait @full[%cs], %par
+    %cv = view @buf[%cs]
+    %x = load %cv[%t]
+    gstore %Y[{out}, %t], %x
+    barrier
+    %n1 = add %ns, 1
+    %w2 = cmp ge %n1, {slots}
+    %nsn = select %w2, 0, %n1
+    %lim = {lim}
+    %more = cmp {more}
+    %issue = and %el, %more
+    if %issue {{
+      %nv = view @buf[%nsn]
+      mbar_arrive @full[%nsn] tx 256
+{row_def}      tma_load %nv <- %X[{row}, 0], @full[%nsn]
+    }}
+    yield %cs, %par, %nsn
+"
+    )
 }
 
 /// What `sync` said: its output and W0318 messages, or its error codes.
@@ -204,6 +222,12 @@ fn the_triton_warp_specialized_matmul_is_verified_for_every_k() {
 /// premise (1) rewrites to the trip count (docs/async.md, "Comparisons of the parameter
 /// itself"). `range`: a declared range for `%K` (enumerated: the oracle), or none.
 fn strided(lo: i64, b: i64, pro: &str, drain: &str, y: i64, range: &str) -> String {
+    let body = refill_loop(
+        "    %s1 = add %s, 1\n    %w = cmp ge %s1, 2\n    %cs = select %w, 0, %s1\n    %ph1 = xor %ph, 1\n    %par = select %w, %ph1, %ph\n",
+        ("0", "2"),
+        (&format!("sub %K, {y}"), drain),
+        ("", "0"),
+    );
     format!(
         "kernel @g(%K: i32{range}, %X: global f32[64, 64], %Y: global f32[64, 64]) block(64) {{
   shared @buf : f32[2, 64]
@@ -223,29 +247,7 @@ fn strided(lo: i64, b: i64, pro: &str, drain: &str, y: i64, range: &str) -> Stri
     tma_load %v0 <- %X[0, 0], @full[0]
   }}
   %r0, %r1, %r2 = for %i = {lo} to %K step {b} iter(%s = -1, %ph = 0, %ns = 0) {{
-    %s1 = add %s, 1
-    %w = cmp ge %s1, 2
-    %cs = select %w, 0, %s1
-    %ph1 = xor %ph, 1
-    %par = select %w, %ph1, %ph
-    mbar_wait @full[%cs], %par
-    %cv = view @buf[%cs]
-    %x = load %cv[%t]
-    gstore %Y[0, %t], %x
-    barrier
-    %n1 = add %ns, 1
-    %w2 = cmp ge %n1, 2
-    %nsn = select %w2, 0, %n1
-    %lim = sub %K, {y}
-    %more = cmp {drain}
-    %issue = and %el, %more
-    if %issue {{
-      %nv = view @buf[%nsn]
-      mbar_arrive @full[%nsn] tx 256
-      tma_load %nv <- %X[0, 0], @full[%nsn]
-    }}
-    yield %cs, %par, %nsn
-  }}
+{body}  }}
 }}
 "
     )

@@ -109,10 +109,7 @@ fn consumer(s: u32, k: u32, outer: Outer, m: Mutant) -> String {
 }
 
 fn kernel(s: u32, k: u32, outer: Outer, m: Mutant) -> String {
-    let inits: String = (0..s)
-        .map(|j| format!("mbar_init @full[{j}], 1\nmbar_init @empty[{j}], 64\n"))
-        .collect();
-    let (param, head, tail) = match outer {
+    let (params, head, tail) = match outer {
         Outer::Trips(t) => (
             String::new(),
             format!("for %tile = 0 to {t} step 1 {{"),
@@ -137,34 +134,20 @@ fn kernel(s: u32, k: u32, outer: Outer, m: Mutant) -> String {
             )
         }
     };
-    format!(
-        "kernel @persist(%X: global f32[{k}, 64], %Y: global f32[{k}, 64]{param}) block(96) {{
-group @producer : threads [0, 32)
-group @consumers : threads [32, 96)
-shared @buf : f32[{s}, 64]
-shared @full : mbarrier[{s}]
-shared @empty : mbarrier[{s}]
-%t = tid.x
-%lead = cmp eq %t, 0
-if %lead {{
-{inits}}}
-barrier
-{head}
-%isp = in_group @producer
-if %isp {{
-%elect = cmp eq %t, 0
-if %elect {{
-{}}}
-}} else {{
-%c = sub %t, 32
-%rev = sub 63, %c
-{}}}
-{tail}}}
-}}
-",
-        producer(s, k, outer, m),
-        consumer(s, k, outer, m)
-    )
+    common::TwoRoles {
+        name: "persist",
+        rows: k.into(),
+        width: 64,
+        params,
+        consumers: 64,
+        slots: s,
+        inits_by_slot: true,
+        outer: Some((head, tail)),
+        producer: producer(s, k, outer, m),
+        consumer: common::two_roles::consumer_lanes(32, 64) + &consumer(s, k, outer, m),
+        ..Default::default()
+    }
+    .text()
 }
 
 /// The parameter values the interpreter runs a kernel of `outer` with.
@@ -305,52 +288,7 @@ fn hostile_k6() {
 /// the producer's refill of the next, so an early arrival has no chain (E0307).
 #[test]
 fn arms_without_loops_are_checked_across_tiles() {
-    let src = |early: bool| {
-        let (before, after) = if early {
-            ("mbar_arrive @empty[0]\n", "")
-        } else {
-            ("", "mbar_arrive @empty[0]\n")
-        };
-        format!(
-            "kernel @one(%X: global f32[4, 64], %Y: global f32[4, 64]) block(96) {{
-group @producer : threads [0, 32)
-group @consumers : threads [32, 96)
-shared @buf : f32[1, 64]
-shared @full : mbarrier[1]
-shared @empty : mbarrier[1]
-%t = tid.x
-%lead = cmp eq %t, 0
-if %lead {{
-mbar_init @full[0], 1
-mbar_init @empty[0], 64
-}}
-barrier
-for %tile = 0 to 3 step 1 {{
-%par = rem %tile, 2
-%isp = in_group @producer
-if %isp {{
-%elect = cmp eq %t, 0
-if %elect {{
-%free = xor %par, 1
-mbar_wait @empty[0], %free
-%v = view @buf[0]
-mbar_arrive @full[0] tx 256
-tma_load %v <- %X[%tile, 0], @full[0]
-}}
-}} else {{
-%c = sub %t, 32
-%rev = sub 63, %c
-%v = view @buf[0]
-mbar_wait @full[0], %par
-{before}%x = load %v[%rev]
-{after}%y = exp %x
-gstore %Y[%tile, %c], %y
-}}
-}}
-}}
-"
-        )
-    };
+    let src = |early: bool| common::two_roles::one_slot_tile_loop("@buf", false, early);
     let outer = Outer::Trips(3);
     assert_eq!(sync("one", &src(false), outer), Ok(Vec::new()));
     let bad = src(true);

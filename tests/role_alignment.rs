@@ -73,9 +73,6 @@ fn producer(s: u32, t: u32, shape: Shape, m: Mutant) -> String {
 }
 
 fn kernel(s: u32, t: u32, shape: Shape, m: Mutant) -> String {
-    let inits: String = (0..s)
-        .map(|j| format!("mbar_init @full[{j}], 1\nmbar_init @empty[{j}], 64\n"))
-        .collect();
     let wait = match m {
         Mutant::ConsumerFlipped => "%fl = xor %par, 1\nmbar_wait @full[%s], %fl\n",
         _ => "mbar_wait @full[%s], %par\n",
@@ -84,40 +81,22 @@ fn kernel(s: u32, t: u32, shape: Shape, m: Mutant) -> String {
         Mutant::EarlyArrive => ("mbar_arrive @empty[%s]\n", ""),
         _ => ("", "mbar_arrive @empty[%s]\n"),
     };
-    format!(
-        "kernel @ws(%X: global f32[{t}, 64], %Y: global f32[{t}, 64]) block(96) {{
-group @producer : threads [0, 32)
-group @consumers : threads [32, 96)
-shared @buf : f32[{s}, 64]
-shared @full : mbarrier[{s}]
-shared @empty : mbarrier[{s}]
-%t = tid.x
-%lead = cmp eq %t, 0
-if %lead {{
-{inits}}}
-barrier
-%isp = in_group @producer
-if %isp {{
-%elect = cmp eq %t, 0
-if %elect {{
-{}}}
-}} else {{
-%c = sub %t, 32
-%rev = sub 63, %c
-for %i = 0 to {t} step 1 {{
-%q = div %i, {s}
-%par = rem %q, 2
-%s = rem %i, {s}
-%v = view @buf[%s]
-{wait}{before}%x = load %v[%rev]
-{after}%y = exp %x
-gstore %Y[%i, %c], %y
-}}
-}}
-}}
-",
-        producer(s, t, shape, m)
-    )
+    common::TwoRoles {
+        rows: t.into(),
+        width: 64,
+        consumers: 64,
+        slots: s,
+        inits_by_slot: true,
+        producer: producer(s, t, shape, m),
+        consumer: format!(
+            "{}for %i = 0 to {t} step 1 {{\n%q = div %i, {s}\n%par = rem %q, 2\n%s = rem %i, {s}\n\
+             %v = view @buf[%s]\n{wait}{before}%x = load %v[%rev]\n{after}%y = exp %x\n\
+             gstore %Y[%i, %c], %y\n}}\n",
+            common::two_roles::consumer_lanes(32, 64)
+        ),
+        ..Default::default()
+    }
+    .text()
 }
 
 /// `sync`'s error codes, or `Ok` after checking its output race-free in the interpreter.

@@ -17,57 +17,34 @@ use common::parse_verified;
 /// `empty` in every thread and signals from thread 0 under `guards` (nested `if`s, each a
 /// condition on `%t`, outermost first).
 fn pipeline(guards: &[&str], trips: u32) -> String {
-    let mut signal = String::from(
-        "mbar_arrive @full[%s] tx 1024\n        tma_load %v <- %X[%i, 0], @full[%s]\n",
-    );
+    let mut signal =
+        String::from("mbar_arrive @full[%s] tx 1024\ntma_load %v <- %X[%i, 0], @full[%s]\n");
     for (d, g) in guards.iter().enumerate().rev() {
-        signal = format!("%g{d} = {g}\n        if %g{d} {{\n        {signal}        }}\n");
+        signal = format!("%g{d} = {g}\nif %g{d} {{\n{signal}}}\n");
     }
-    format!(
-        "kernel @nested_elect(%X: global f32[{trips}, 256], %Y: global f32[{trips}, 256]) block(320) {{
-  group @producer : threads [0, 64)
-  group @consumers : threads [64, 320)
-  shared @buf : f32[2, 256]
-  shared @full : mbarrier[2]
-  shared @empty : mbarrier[2]
-  %t = tid.x
-  %lead = cmp eq %t, 0
-  if %lead {{
-    mbar_init @full[0], 1
-    mbar_init @full[1], 1
-    mbar_init @empty[0], 256
-    mbar_init @empty[1], 256
-  }}
-  barrier
-  %isp = in_group @producer
-  if %isp {{
-    for %i = 0 to {trips} step 1 {{
-      %q = div %i, 2
-      %par = rem %q, 2
-      %free = xor %par, 1
-      %s = rem %i, 2
-      mbar_wait @empty[%s], %free
-      %v = view @buf[%s]
-      {signal}
-    }}
-  }} else {{
-    %c = sub %t, 64
-    %rev = sub 255, %c
-    for %i = 0 to {trips} step 1 {{
-      %q = div %i, 2
-      %par = rem %q, 2
-      %s = rem %i, 2
-      %v = view @buf[%s]
-      mbar_wait @full[%s], %par
-      %x = load %v[%rev]
-      mbar_arrive @empty[%s]
-      %y = exp %x
-      gstore %Y[%i, %c], %y
-    }}
-  }}
-}}
-"
-    )
+    let head = |par: &str| {
+        format!(
+            "for %i = 0 to {trips} step 1 {{\n%q = div %i, 2\n%par = rem %q, 2\n{par}%s = rem %i, 2\n"
+        )
+    };
+    common::TwoRoles {
+        name: "nested_elect",
+        rows: trips.into(),
+        producers: 64,
+        elect: false,
+        producer: format!(
+            "{}mbar_wait @empty[%s], %free\n%v = view @buf[%s]\n{signal}}}\n",
+            head("%free = xor %par, 1\n")
+        ),
+        consumer: format!(
+            "{}{}%v = view @buf[%s]\nmbar_wait @full[%s], %par\n%x = load %v[%rev]\n\
+             mbar_arrive @empty[%s]\n%y = exp %x\ngstore %Y[%i, %c], %y\n}}\n",
+            common::two_roles::consumer_lanes(64, 256),
+            head("")
+        ),
+        ..Default::default()
+    }
+    .text()
 }
 
 fn check(k: &smemsync::ir::Kernel, t: &Target) -> smemsync::check::CheckReport {

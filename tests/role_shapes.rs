@@ -19,41 +19,16 @@ mod common;
 
 use smemsync::check::Verdict;
 
-/// The warp-specialized TMA example (examples/tma-warp-specialized.kir) with its role branch
-/// condition `ROLE` and its consumers' body `CONSUMERS` replaced.
-const WS: &str = "kernel @ws_tma(%X: global f32[8, 256], %Y: global f32[8, 256]) block(288) {
-  group @producer : threads [0, 32)
-  group @consumers : threads [32, 288)
-  shared @buf : f32[2, 256]
-  shared @full : mbarrier[2]
-  shared @empty : mbarrier[2]
-  %t = tid.x
-  %lead = cmp eq %t, 0
-  if %lead {
-    mbar_init @full[0], 1
-    mbar_init @full[1], 1
-    mbar_init @empty[0], EMPTY
-    mbar_init @empty[1], EMPTY
-  }
-  barrier
-ROLE
-  if %isp {
-    %elect = cmp eq %t, 0
-    if %elect {
-      for %i = 0 to 8 step 1 {
-        %q = div %i, 2
-        %par = rem %q, 2
-        %free = xor %par, 1
-        %s = rem %i, 2
-        mbar_wait @empty[%s], %free
-        %v = view @buf[%s]
-        mbar_arrive @full[%s] tx 1024
-        tma_load %v <- %X[%i, 0], @full[%s]
-      }
-    }
-  } else {
-CONSUMERS
-  }
+/// The producer of the warp-specialized TMA example (examples/tma-warp-specialized.kir).
+const PRODUCER: &str = "for %i = 0 to 8 step 1 {
+  %q = div %i, 2
+  %par = rem %q, 2
+  %free = xor %par, 1
+  %s = rem %i, 2
+  mbar_wait @empty[%s], %free
+  %v = view @buf[%s]
+  mbar_arrive @full[%s] tx 1024
+  tma_load %v <- %X[%i, 0], @full[%s]
 }
 ";
 
@@ -92,8 +67,18 @@ ARRIVE      %y = exp %x
       gstore %Y[%i, %cc], %y
     }";
 
+/// The example with its role branch condition `role`, its consumers' body `consumers` and
+/// each `empty` mbarrier counting `empty` arrivals.
 fn ws(role: &str, consumers: &str, empty: u32) -> String {
-    (WS.replace("ROLE", role).replace("CONSUMERS", consumers)).replace("EMPTY", &empty.to_string())
+    common::TwoRoles {
+        name: "ws_tma",
+        empty: Some(empty),
+        role: role.into(),
+        producer: PRODUCER.into(),
+        consumer: format!("{consumers}\n"),
+        ..Default::default()
+    }
+    .text()
 }
 
 /// `sync`'s error codes, or its output after checking it race-free in the interpreter.

@@ -120,36 +120,13 @@ fn role_loop(unrolled: bool, body: impl Fn(&str, u32) -> String) -> String {
 /// examples/tma-warp-specialized.kir with the producer's and/or the consumers' loop unrolled
 /// by 2, the producer's mutants in `pm`, the consumers' in `cm`.
 fn ws(pu: bool, cu: bool, pm: Mutant, cm: Mutant) -> String {
-    format!(
-        "kernel @ws(%X: global f32[8, 256], %Y: global f32[8, 256]) block(288) {{
-group @producer : threads [0, 32)
-group @consumers : threads [32, 288)
-shared @buf : f32[2, 256]
-shared @full : mbarrier[2]
-shared @empty : mbarrier[2]
-%t = tid.x
-%lead = cmp eq %t, 0
-if %lead {{
-mbar_init @full[0], 1
-mbar_init @full[1], 1
-mbar_init @empty[0], 256
-mbar_init @empty[1], 256
-}}
-barrier
-%isp = in_group @producer
-if %isp {{
-%elect = cmp eq %t, 0
-if %elect {{
-{}}}
-}} else {{
-%c = sub %t, 32
-%rev = sub 255, %c
-{}}}
-}}
-",
-        role_loop(pu, |i, n| produce(i, n, pm)),
-        role_loop(cu, |i, n| consume(i, n, cm)),
-    )
+    common::TwoRoles {
+        producer: role_loop(pu, |i, n| produce(i, n, pm)),
+        consumer: common::two_roles::consumer_lanes(32, 256)
+            + &role_loop(cu, |i, n| consume(i, n, cm)),
+        ..Default::default()
+    }
+    .text()
 }
 
 #[test]
@@ -258,51 +235,7 @@ fn l12_parity_from_an_if_result() {
 /// One slot, one use per tile, the consumers reading it through `@alias` pinned at the bytes
 /// of the producer's `@buf` (or through `@buf`).
 fn aliased_tile_loop(view: &str, early: bool) -> String {
-    let (before, after) = if early {
-        ("mbar_arrive @empty[0]\n", "")
-    } else {
-        ("", "mbar_arrive @empty[0]\n")
-    };
-    format!(
-        "kernel @one(%X: global f32[4, 64], %Y: global f32[4, 64]) block(96) {{
-group @producer : threads [0, 32)
-group @consumers : threads [32, 96)
-shared @buf : f32[1, 64] at 0
-shared @alias : f32[1, 64] at 0
-shared @full : mbarrier[1]
-shared @empty : mbarrier[1]
-%t = tid.x
-%lead = cmp eq %t, 0
-if %lead {{
-mbar_init @full[0], 1
-mbar_init @empty[0], 64
-}}
-barrier
-for %tile = 0 to 3 step 1 {{
-%par = rem %tile, 2
-%isp = in_group @producer
-if %isp {{
-%elect = cmp eq %t, 0
-if %elect {{
-%free = xor %par, 1
-mbar_wait @empty[0], %free
-%v = view @buf[0]
-mbar_arrive @full[0] tx 256
-tma_load %v <- %X[%tile, 0], @full[0]
-}}
-}} else {{
-%c = sub %t, 32
-%rev = sub 63, %c
-%v = view {view}[0]
-mbar_wait @full[0], %par
-{before}%x = load %v[%rev]
-{after}%y = exp %x
-gstore %Y[%tile, %c], %y
-}}
-}}
-}}
-"
-    )
+    common::two_roles::one_slot_tile_loop(view, true, early)
 }
 
 /// The early arrival through the alias is refused for the missing chain (E0307; before, only

@@ -216,6 +216,9 @@ pub struct Footprints<'k> {
     /// (`conflicts::pair_conflict`: hazard finding asks some pairs several times).
     /// (Keys packed by `conflicts::question_key` from the access indices.)
     pub(crate) pair_answers: HashMap<u128, crate::analysis::conflicts::PairBits>,
+    /// Facts of the arms of thread-dependent branches for async sources
+    /// (`hazards::async_divergent_arms`), per branch and per copy.
+    pub(crate) arm_facts: crate::analysis::hazards::ArmFacts,
     /// Decide pairs of accesses apart by their footprint boxes before any conflict question
     /// ([`Footprints::boxes_apart`]); off under `SMEMSYNC_HAZARD_NO_BOXES` (the oracle).
     pub use_boxes: bool,
@@ -487,6 +490,7 @@ impl<'k> Footprints<'k> {
             eval_memo: None,
             scratch: IndexScratch::default(),
             pair_answers: HashMap::default(),
+            arm_facts: Default::default(),
             use_boxes: !no_boxes_env(),
             pair_questions: 0,
             boxes: None,
@@ -1877,6 +1881,7 @@ impl<'k> Footprints<'k> {
         self.inst_cache.clear();
         self.group_cache.clear();
         self.pair_answers.clear();
+        self.arm_facts = Default::default();
     }
 
     /// Instances of access `ai` grouped by their first `plen` loop keys, each the union over

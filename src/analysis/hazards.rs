@@ -1000,23 +1000,60 @@ fn async_divergent_arms(
     // load's mbarrier before the branch ends, or no wait of another copy's issuing thread
     // completes it in its arm before the arm's last handshake op: a named barrier or an
     // arrival alone never completes a copy.
-    let handshake = k.ops[op].regions.iter().any(|&r| region_has_handshake(k, r));
-    // An async read (wgmma, TMA store) as the source, in arms with mbarrier handshakes: the
-    // chain check requires its completion before the release.
-    let write = matches!(fp.accesses[ai].access.kind, AccessKind::AsyncWrite(_));
-    let mbar_arms = k.ops[op].regions.iter().any(|&r| region_has_mbar(k, r));
-    let completed = || match tma {
-        true => tma_waited(k, a, b, ra),
-        false => (!write && mbar_arms) || completed_before_next_handshake(k, inflight.by_copy.get(&a), a, ra),
-    };
-    if fp.uniformity().operand_uniform(cond) || (handshake && completed()) {
+    let (handshake, mbar_arms) = *(fp.arm_facts.branches.entry(op))
+        .or_insert_with(|| (arms_hold(k, op, region_has_handshake), arms_hold(k, op, region_has_mbar)));
+    if fp.uniformity().operand_uniform(cond) {
         return;
+    }
+    if handshake {
+        // An async read (wgmma, TMA store) as the source, in arms with mbarrier handshakes:
+        // the chain check requires its completion before the release.
+        let write = matches!(fp.accesses[ai].access.kind, AccessKind::AsyncWrite(_));
+        let mut in_arm = || {
+            *(fp.arm_facts.copies.entry((a, ra))).or_insert_with(|| match tma {
+                true => tma_completed_in_arm(k, a, ra),
+                false => completed_before_next_handshake(k, inflight.by_copy.get(&a), a, ra),
+            })
+        };
+        let completed = match tma {
+            true => in_arm() || tma_waited_before(k, a, b, ra),
+            false => (!write && mbar_arms) || in_arm(),
+        };
+        if completed {
+            return;
+        }
     }
     let m = common_len(&fp.accesses[ai].loops, &fp.accesses[bi].loops);
     if forward_conflict(fp, ai, bi, m).is_none() {
         return;
     }
-    let d = if tma {
+    let d = divergent_async_finding(k, (a, b), tma, handshake);
+    if !out.findings.contains(&d) {
+        out.findings.push(d);
+    }
+}
+
+/// What [`async_divergent_arms`] asks of the arms of each branch and copy, once each
+/// (cleared with the footprints' caches).
+#[derive(Default)]
+pub(crate) struct ArmFacts {
+    /// Per thread-dependent `if`: whether its arms hold a handshake op, an mbarrier op.
+    branches: HashMap<Op, (bool, bool)>,
+    /// Per async op and the arm holding it: whether a wait of its issuing thread completes
+    /// it there before the arm's next handshake op (TMA: a wait on its mbarrier array).
+    copies: HashMap<(Op, Region), bool>,
+}
+
+/// Whether an arm of `op` satisfies `holds`.
+fn arms_hold(k: &Kernel, op: Op, holds: fn(&Kernel, Region) -> bool) -> bool {
+    k.ops[op].regions.iter().any(|&r| holds(k, r))
+}
+
+/// E0602 (a TMA load `a`) or E0305 (another async operation) for `a` and access `b` in the
+/// two arms of a thread-dependent `if` (`async_divergent_arms`); `handshake`: the arms hold
+/// handshake ops, which do not complete the copy.
+fn divergent_async_finding(k: &Kernel, (a, b): (Op, Op), tma: bool, handshake: bool) -> Diagnostic {
+    if tma {
         Diagnostic::error(DiagKind::Finding, "E0602", "a shared access may observe a TMA load whose mbarrier phase is not waited for")
             .with_label(k.span(b), "this access may observe the copy")
             .with_label(k.span(a), "TMA load issued here, in the other arm of a thread-dependent `if`")
@@ -1036,9 +1073,6 @@ fn async_divergent_arms(
                 "the async operation completes only at a wait of its issuing thread, and no barrier can separate the arms of a divergent branch"
             })
             .with_help("order the roles with a handshake (a wait for the copy, then a named barrier or an mbarrier arrival the other role waits on)")
-    };
-    if !out.findings.contains(&d) {
-        out.findings.push(d);
     }
 }
 
@@ -1061,32 +1095,42 @@ fn completed_before_next_handshake(k: &Kernel, waits: Option<&std::collections::
     (ops[pa + 1..next].iter()).any(|o| waits.contains(o) && k.op_region(*o).is_some_and(|r| enclosing.contains(&r)))
 }
 
-/// Whether an `mbar_wait` on TMA load `copy`'s mbarrier array orders the copy before access
-/// `b` (in the other arm of the branch whose arm `arm` holds the copy): one runs before `b`
-/// in a region enclosing `b` inside `b`'s arm, or one runs in `arm` after the copy and before
-/// the next handshake op there, in a region enclosing the copy. Which phase it waits for is
-/// `mbar_protocol`'s. O(ops of the arms).
-fn tma_waited(k: &Kernel, copy: Op, b: Op, arm: Region) -> bool {
+/// Whether TMA load `copy`'s mbarrier array is `m` of wait `o`.
+fn waits_on_mbar_of(k: &Kernel, copy: Op, o: Op) -> bool {
     let OpKind::TmaLoad { mbar, .. } = &k.ops[copy].kind else {
-        return true;
+        return false;
     };
-    let m = k.root_buffer(*mbar);
-    let on_m = |o: Op| matches!(&k.ops[o].kind, OpKind::MbarWait { mbar: w, .. } if k.root_buffer(*w) == m);
-    let waits: std::collections::BTreeSet<Op> = {
-        let mut ops = Vec::new();
-        crate::sync::handshake::walk_region(k, arm, &mut ops);
-        ops.into_iter().filter(|&o| on_m(o)).collect()
-    };
-    if completed_before_next_handshake(k, Some(&waits), copy, arm) {
+    matches!(&k.ops[o].kind, OpKind::MbarWait { mbar: w, .. } if k.root_buffer(*w) == k.root_buffer(*mbar))
+}
+
+/// Whether an `mbar_wait` on TMA load `copy`'s mbarrier array runs in `arm` (the arm holding
+/// the copy) after the copy and before the next handshake op there, in a region enclosing
+/// the copy; true for an op that is no TMA load. Which phase it waits for is
+/// `mbar_protocol`'s. O(ops of the arm).
+fn tma_completed_in_arm(k: &Kernel, copy: Op, arm: Region) -> bool {
+    if !matches!(k.ops[copy].kind, OpKind::TmaLoad { .. }) {
         return true;
     }
-    // `b`'s side: walk up from `b` to the branch, looking at the ops before each step.
+    let mut waits = std::collections::BTreeSet::new();
+    k.walk_region(arm, &mut |o| {
+        if waits_on_mbar_of(k, copy, o) {
+            waits.insert(o);
+        }
+    });
+    completed_before_next_handshake(k, Some(&waits), copy, arm)
+}
+
+/// Whether an `mbar_wait` on TMA load `copy`'s mbarrier array runs before access `b` (in the
+/// other arm of the branch whose arm `arm` holds the copy) in a region enclosing `b` inside
+/// `b`'s arm. O(depth of `b` × ops of its regions).
+fn tma_waited_before(k: &Kernel, copy: Op, b: Op, arm: Region) -> bool {
+    // Walk up from `b` to the branch, looking at the ops before each step.
     let parents = k.parents();
     let mut cur = b;
     while let Some(r) = parents.op_region[cur] {
         let ops = k.region_ops(r);
         let at = ops.iter().position(|&o| o == cur).unwrap_or(0);
-        if ops[..at].iter().any(|&o| on_m(o)) {
+        if ops[..at].iter().any(|&o| waits_on_mbar_of(k, copy, o)) {
             return true;
         }
         match parents.region_op[r] {
@@ -1846,26 +1890,11 @@ fn at_destination(
 fn plain_run_before(k: &Kernel, waits: Option<&std::collections::BTreeSet<Op>>, r: Region, ib: usize) -> usize {
     let ops = k.region_ops(r);
     let plain = |o: Op| {
+        let kind = &k.ops[o].kind;
         k.ops[o].regions.is_empty()
             && !waits.is_some_and(|w| w.contains(&o))
-            && matches!(
-                k.ops[o].kind,
-                OpKind::Const(_)
-                    | OpKind::Special(_)
-                    | OpKind::Binary(..)
-                    | OpKind::Unary(..)
-                    | OpKind::Cmp(..)
-                    | OpKind::Select(..)
-                    | OpKind::Cast(..)
-                    | OpKind::InGroup(_)
-                    | OpKind::Compute { .. }
-                    | OpKind::ViewDef(_)
-                    | OpKind::Load { .. }
-                    | OpKind::Store { .. }
-                    | OpKind::GLoad { .. }
-                    | OpKind::GStore { .. }
-                    | OpKind::Barrier
-            )
+            && (kind.is_pure()
+                || matches!(kind, OpKind::Load { .. } | OpKind::Store { .. } | OpKind::GLoad { .. } | OpKind::GStore { .. } | OpKind::Barrier))
     };
     let mut j = ib.min(ops.len());
     while j > 0 && plain(ops[j - 1]) {

@@ -115,7 +115,7 @@ fn pipeline(k: &Kernel, o: Op, traced: &HashSet<Op>, rel: &HashSet<Value>) -> Re
         return Err("a tile loop's mbarrier ops are not in a `for` loop".into());
     };
     let mut nested = false;
-    walk_region(k, k.ops[l].regions[0], &mut |x| nested |= traced.contains(&x) && matches!(k.ops[x].kind, OpKind::For { .. } | OpKind::While { .. }));
+    k.walk_region(k.ops[l].regions[0], &mut |x| nested |= traced.contains(&x) && matches!(k.ops[x].kind, OpKind::For { .. } | OpKind::While { .. }));
     if nested {
         return Err("the pipeline loop of a tile loop nests another loop with mbarrier ops".into());
     }
@@ -145,7 +145,7 @@ fn pipeline(k: &Kernel, o: Op, traced: &HashSet<Op>, rel: &HashSet<Value>) -> Re
     }
     // Premise 4: relevant values defined in the tile loop's body outside `L`.
     let mut outside = HashSet::new();
-    walk_region(k, body, &mut |x| {
+    k.walk_region(body, &mut |x| {
         if x != l && !p.ancestors(x).contains(&l) {
             outside.insert(x);
         }
@@ -222,16 +222,6 @@ fn hoisted(k: &Kernel, o: Op, l: Op) -> Vec<Op> {
     let inside: HashSet<Op> = ops.iter().copied().filter(|&x| x != l).collect();
     let pure = |x: Op| matches!(k.ops[x].kind, OpKind::Const(_) | OpKind::Binary(..) | OpKind::Unary(..) | OpKind::Cmp(..) | OpKind::Select(..));
     before.into_iter().filter(|&x| pure(x) && k.ops[x].results.iter().all(|&v| invariant(k, &Operand::Value(v), &inside, l, 0))).collect()
-}
-
-/// Every op of region `r`, nested ones included.
-fn walk_region(k: &Kernel, r: Region, f: &mut impl FnMut(Op)) {
-    for &x in k.region_ops(r) {
-        f(x);
-        for &c in &k.ops[x].regions {
-            walk_region(k, c, f);
-        }
-    }
 }
 
 /// The values a region yields.

@@ -35,8 +35,10 @@
 //! (modulo the wrap above, which inexact classes leave to "taken as written").
 //! Complexity: O(loops × size of their bound expressions).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
+use crate::analysis::symbolic::form::Affine;
+use crate::ir::arith::gcd;
 use crate::ir::*;
 
 /// The loops' trip-count classes (module doc).
@@ -60,6 +62,7 @@ pub(super) fn classes(k: &Kernel, loops: &HashSet<Op>) -> Classes {
         }
     });
     let mut by_key: HashMap<String, Value> = HashMap::new();
+    let mut leaves = Leaves::new();
     // Per representative: the bound texts seen, whether a bound may wrap, the most trips.
     let mut seen: HashMap<Value, (HashSet<String>, bool, Option<i64>)> = HashMap::new();
     let mut out = Classes::default();
@@ -70,7 +73,7 @@ pub(super) fn classes(k: &Kernel, loops: &HashSet<Op>) -> Classes {
             continue;
         };
         let text = text.join(" ; ");
-        let key = trip_key(k, lo, hi, step).unwrap_or_else(|| format!("text {text}"));
+        let key = trip_key(k, lo, hi, step, &mut leaves).unwrap_or_else(|| format!("text {text}"));
         let rep = *by_key.entry(key).or_insert(iv);
         out.rep.insert(o, rep);
         let (lo_s, hi_s) = (span(k, lo, 0), span(k, hi, 0));
@@ -96,70 +99,57 @@ pub(super) fn classes(k: &Kernel, loops: &HashSet<Op>) -> Classes {
 
 /// The key of a loop's trip count `⌈(hi − lo) / s⌉` with affine bounds and a positive
 /// constant step, normalised by the gcd of the step and the coefficients (module doc).
-fn trip_key(k: &Kernel, lo: &Operand, hi: &Operand, step: &Operand) -> Option<String> {
+fn trip_key(k: &Kernel, lo: &Operand, hi: &Operand, step: &Operand, leaves: &mut Leaves) -> Option<String> {
     let s = k.const_i32(*step).filter(|&s| s > 0)?;
-    let d = lin(k, hi, 0)?.plus(&lin(k, lo, 0)?, -1)?;
-    let g = d.terms.values().chain([&d.c]).fold(s, |g, &x| gcd(g, x.abs()));
-    let terms: Vec<String> = d.terms.iter().map(|(l, c)| format!("{}·{l}", c / g)).collect();
+    let d = lin(k, hi, 0, leaves)?.plus(&lin(k, lo, 0, leaves)?.scale(-1)?).and_then(bounded)?;
+    let g = d.terms.iter().map(|t| t.1).chain([d.c]).fold(s, gcd);
+    let mut terms = d.terms;
+    terms.sort_unstable();
+    let terms: Vec<String> = terms.iter().map(|(l, c)| format!("{}·leaf{l}", c / g)).collect();
     Some(format!("trip {} + {} over {}", terms.join(" + "), d.c / g, s / g))
 }
 
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a } else { gcd(b, a % b) }
-}
-
-/// A linear form over block-uniform leaves: a constant and coefficients by leaf (none zero).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Lin {
-    c: i64,
-    terms: BTreeMap<String, i64>,
-}
+/// The leaves of the affine forms (a parameter `p<name>`, a special's name), numbered in the
+/// order met: the variables of their [`Affine`] forms, the same number for the same leaf in
+/// every loop of one [`classes`] call.
+type Leaves = HashMap<String, usize>;
 
 /// Coefficients and constants beyond this decline (no `i64` overflow in the forms).
 const LIN_MAX: i64 = 1 << 40;
 
-impl Lin {
-    fn leaf(name: String) -> Lin {
-        Lin { c: 0, terms: BTreeMap::from([(name, 1)]) }
-    }
-
-    /// `self + f·other`, or `None` past [`LIN_MAX`].
-    fn plus(mut self, other: &Lin, f: i64) -> Option<Lin> {
-        let ok = |a: i64, b: i64| a.checked_add(f.checked_mul(b)?).filter(|x| x.abs() <= LIN_MAX);
-        self.c = ok(self.c, other.c)?;
-        for (l, &c) in &other.terms {
-            let e = self.terms.entry(l.clone()).or_insert(0);
-            *e = ok(*e, c)?;
-        }
-        self.terms.retain(|_, c| *c != 0);
-        Some(self)
-    }
-
-    fn scale(self, f: i64) -> Option<Lin> {
-        (f.abs() <= LIN_MAX).then_some(())?;
-        Lin::default().plus(&self, f)
-    }
+/// `a` where its coefficients and constant stay within [`LIN_MAX`].
+fn bounded(a: Affine) -> Option<Affine> {
+    let within = |x: i64| x.unsigned_abs() <= LIN_MAX as u64;
+    (within(a.c) && a.terms.iter().all(|t| within(t.1))).then_some(a)
 }
 
-/// The affine form of a block-uniform operand (module doc), or `None`.
-fn lin(k: &Kernel, o: &Operand, depth: usize) -> Option<Lin> {
+/// The affine form of a block-uniform operand over its leaves (module doc), or `None`.
+/// (`symbolic::form` builds its forms over thread and loop variables for the solver; these
+/// are over block-uniform leaves only, so its builder does not apply.)
+fn lin(k: &Kernel, o: &Operand, depth: usize, leaves: &mut Leaves) -> Option<Affine> {
     if depth > 64 {
         return None;
     }
     if let Some(c) = k.const_i32(*o) {
-        return Some(Lin { c, terms: BTreeMap::new() });
+        return Some(Affine::konst(c));
     }
     let Operand::Value(v) = o else { return None };
+    let mut leaf = |name: String| {
+        let n = leaves.len();
+        Some(Affine::var(*leaves.entry(name).or_insert(n)))
+    };
     let d = match k.values[*v].def {
-        ValueDef::Param(_) if k.values[*v].ty == ScalarType::I32 => return Some(Lin::leaf(format!("p{}", k.value_names.get(*v)))),
+        ValueDef::Param(_) if k.values[*v].ty == ScalarType::I32 => return leaf(format!("p{}", k.value_names.get(*v))),
         ValueDef::Result(d, _) => d,
         _ => return None,
     };
-    let e = |x: &Operand| lin(k, x, depth + 1);
-    match &k.ops[d].kind {
-        OpKind::Special(s @ (Special::Bid(_) | Special::GridDim(_) | Special::BlockDim(_))) => Some(Lin::leaf(s.name().to_string())),
-        OpKind::Binary(BinOp::Add, x, y) => e(x)?.plus(&e(y)?, 1),
-        OpKind::Binary(BinOp::Sub, x, y) => e(x)?.plus(&e(y)?, -1),
+    if let OpKind::Special(s @ (Special::Bid(_) | Special::GridDim(_) | Special::BlockDim(_))) = &k.ops[d].kind {
+        return leaf(s.name().to_string());
+    }
+    let mut e = |x: &Operand| lin(k, x, depth + 1, leaves);
+    let f = match &k.ops[d].kind {
+        OpKind::Binary(BinOp::Add, x, y) => e(x)?.plus(&e(y)?),
+        OpKind::Binary(BinOp::Sub, x, y) => e(x)?.plus(&e(y)?.scale(-1)?),
         OpKind::Binary(BinOp::Mul, x, y) => match (k.const_i32(*x), k.const_i32(*y)) {
             (Some(c), _) => e(y)?.scale(c),
             (_, Some(c)) => e(x)?.scale(c),
@@ -167,7 +157,8 @@ fn lin(k: &Kernel, o: &Operand, depth: usize) -> Option<Lin> {
         },
         OpKind::Unary(UnOp::Neg, x) => e(x)?.scale(-1),
         _ => None,
-    }
+    };
+    f.and_then(bounded)
 }
 
 /// An interval of a block-uniform operand's value over every value of the leaves (module
@@ -225,28 +216,16 @@ pub(super) fn search_to(k: &Kernel, rep: Value, reps: &HashMap<Op, Value>, base:
     let mut to = base;
     for (&o, _) in reps.iter().filter(|(_, r)| **r == rep) {
         let carried: HashSet<Value> = k.region_args(k.ops[o].regions[0]).iter().skip(1).copied().collect();
-        let mut ops = Vec::new();
-        walk_in(k, k.ops[o].regions[0], &mut ops);
-        for c in ops {
-            let OpKind::Cmp(_, x, y) = &k.ops[c].kind else { continue };
+        k.walk_region(k.ops[o].regions[0], &mut |c| {
+            let OpKind::Cmp(_, x, y) = &k.ops[c].kind else { return };
             for (a, b) in [(x, y), (y, x)] {
                 if let Some(t) = k.const_i32(*b).filter(|_| reads_any(k, a, &carried, 0)) {
                     to = to.max((t.abs() + 2).min(cap));
                 }
             }
-        }
+        });
     }
     to
-}
-
-/// The ops of region `r` and of every region inside it.
-fn walk_in(k: &Kernel, r: Region, out: &mut Vec<Op>) {
-    for &o in k.region_ops(r) {
-        out.push(o);
-        for &c in &k.ops[o].regions {
-            walk_in(k, c, out);
-        }
-    }
 }
 
 /// Whether operand `o` reads a value of `vals` through pure integer ops.

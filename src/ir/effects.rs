@@ -15,6 +15,7 @@
 use super::entities::{Global, Value};
 use super::kernel::Kernel;
 use super::ops::*;
+use super::signature::EffectClass;
 
 /// The engine class of an async access; decides which wait completes it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -154,10 +155,23 @@ pub struct Effects {
     pub sync: Option<SyncEffect>,
 }
 
-/// The effects of an op's own execution (not of the ops in its regions).
+/// The effects of an op's own execution (not of the ops in its regions). Which of the four
+/// kinds of effect an op has is its row's [`EffectClass`] in the signature table.
 pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
+    let kind = &k.ops[op].kind;
     let mut e = Effects::default();
-    match &k.ops[op].kind {
+    match kind.signature().effects {
+        EffectClass::Shared | EffectClass::Global => access_effects(kind, &mut e),
+        EffectClass::Async => async_effects(kind, &mut e),
+        EffectClass::Completion | EffectClass::Sync => e.sync = sync_effect(kind),
+        EffectClass::Pure | EffectClass::Control => {}
+    }
+    e
+}
+
+/// The effects of a synchronous shared or global access (effect class `Shared`, `Global`).
+fn access_effects(kind: &OpKind, e: &mut Effects) {
+    match kind {
         OpKind::Load { mem, index } => e.shared.push(per(*mem, AccessKind::Read, index)),
         OpKind::Store { mem, index, .. } => e.shared.push(per(*mem, AccessKind::Write, index)),
         OpKind::Atomic { op, mem, index, .. } => {
@@ -173,52 +187,8 @@ pub fn effects(k: &Kernel, op: super::entities::Op) -> Effects {
         OpKind::GStore { global, index, .. } | OpKind::GAtomic { global, index, .. } => {
             e.global.push(gl(*global, true, index, false))
         }
-        OpKind::GatherToLds { .. }
-        | OpKind::CpAsync { .. }
-        | OpKind::CpAsyncTile(_)
-        | OpKind::GatherToLdsTile(_)
-        | OpKind::TdmLoad { .. }
-        | OpKind::TmaLoad { .. }
-        | OpKind::TmaStore { .. }
-        | OpKind::Wgmma { .. } => async_effects(&k.ops[op].kind, &mut e),
-        sync @ (OpKind::CpAsyncCommit
-        | OpKind::BulkCommit
-        | OpKind::WgmmaCommit
-        | OpKind::CpAsyncWait(..)
-        | OpKind::BulkWait(..)
-        | OpKind::WgmmaWait(..)
-        | OpKind::WaitCnt(..)
-        | OpKind::WaitTokens(..)
-        | OpKind::FenceProxyAsync
-        | OpKind::Barrier
-        | OpKind::WarpSync
-        | OpKind::SplitSignal(..)
-        | OpKind::SplitWait(..)
-        | OpKind::NamedArrive { .. }
-        | OpKind::NamedSync { .. }
-        | OpKind::MbarInit { .. }
-        | OpKind::MbarArrive { .. }
-        | OpKind::MbarExpectTx { .. }
-        | OpKind::MbarWait { .. }
-        | OpKind::MbarInval { .. }) => e.sync = sync_effect(sync),
-        OpKind::Const(_)
-        | OpKind::Special(_)
-        | OpKind::Binary(..)
-        | OpKind::Unary(..)
-        | OpKind::Cmp(..)
-        | OpKind::Select(..)
-        | OpKind::Cast(..)
-        | OpKind::InGroup(_)
-        | OpKind::Compute { .. }
-        | OpKind::ViewDef(_)
-        | OpKind::For { .. }
-        | OpKind::If { .. }
-        | OpKind::While { .. }
-        | OpKind::Stage { .. }
-        | OpKind::Yield(_)
-        | OpKind::Condition(_) => {}
+        _ => {}
     }
-    e
 }
 
 /// A per-thread shared access at `index`.

@@ -553,19 +553,22 @@ impl Kernel {
         }
     }
 
+    /// Visits the ops of region `r` and of every region inside it, in program (pre-)order.
+    /// O(ops visited).
+    pub fn walk_region(&self, r: Region, f: &mut impl FnMut(Op)) {
+        for &op in &self.regions[r].ops {
+            f(op);
+            for &c in &self.ops[op].regions {
+                self.walk_region(c, f);
+            }
+        }
+    }
+
     /// Placed ops in program order (pre-order over the region tree), cached until an edit.
     fn order(&self) -> &[Op] {
         self.order.get_or_init(|| {
-            fn go(k: &Kernel, r: Region, out: &mut Vec<Op>) {
-                for &op in &k.regions[r].ops {
-                    out.push(op);
-                    for &c in &k.ops[op].regions {
-                        go(k, c, out);
-                    }
-                }
-            }
             let mut out = Vec::new();
-            go(self, self.body, &mut out);
+            self.walk_region(self.body, &mut |op| out.push(op));
             out
         })
     }

@@ -362,6 +362,13 @@ impl OpKind {
         signature(self.code())
     }
 
+    /// Whether the op only computes values: no memory effect, no ordering, no regions (its
+    /// row's effect class is [`EffectClass::Pure`]: constants, arithmetic, thread ids, group
+    /// tests, opaque computes, views).
+    pub fn is_pure(&self) -> bool {
+        self.signature().effects == EffectClass::Pure
+    }
+
     /// The word that starts the op's text (`load`, `add`, `tid.x`).
     pub fn mnemonic(&self) -> &'static str {
         match self {

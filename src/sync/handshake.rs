@@ -485,12 +485,7 @@ fn redundant_handshakes(out: &mut Handshakes, br: Op) {
 
 /// The ops of a region and its nested regions, in program order.
 pub(crate) fn walk_region(k: &Kernel, r: Region, out: &mut Vec<Op>) {
-    for &o in k.region_ops(r) {
-        out.push(o);
-        for &c in &k.ops[o].regions {
-            walk_region(k, c, out);
-        }
-    }
+    k.walk_region(r, &mut |o| out.push(o));
 }
 
 /// The accesses of each arm to the buffers both arms use (None: the roles share none); an

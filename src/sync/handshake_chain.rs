@@ -76,6 +76,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::analysis::uniformity::Uniformity;
 use crate::diag::{DiagKind, Diagnostic};
+use super::handshake::Access;
 use crate::ir::*;
 
 /// The arms enclosing an op, outermost first: (role branch, arm index).
@@ -108,65 +109,77 @@ pub(crate) fn missing_chains(
     unverified: &HashSet<Op>,
     keyed_before: &HashSet<(Op, Op)>,
 ) -> Vec<Diagnostic> {
-    let mut ops = Vec::new();
-    for &r in &k.ops[br].regions {
-        super::handshake::walk_region(k, r, &mut ops);
-    }
-    let pos = ops.iter().enumerate().map(|(i, &o)| (o, i)).collect();
-    let cx = Cx {
-        k,
-        br,
-        unverified,
-        keyed_before,
-        uni: crate::analysis::uniformity::analyze(k),
-        pos,
-        ops,
-    };
+    let cx = Cx::new(k, br, unverified, keyed_before);
     let named = cx.named_across_roles();
     let mut acc = Vec::new();
     for &r in &k.ops[br].regions {
         super::handshake::accesses(k, r, &mut acc);
     }
     let paths: Vec<RolePath> = acc.iter().map(|a| role_path(k, a.op)).collect();
-    // A loop around the branch (a persistent kernel's tile loop) runs the later arm of one
-    // trip before the earlier arm of the next: both directions then hold conflicts.
-    let around = k.parents().ancestors(br).into_iter().any(|o| is_loop(&k.ops[o].kind));
-    let looped = around || (cx.ops.iter()).any(|&o| is_loop(&k.ops[o].kind));
+    let looped = cx.looped();
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for i in 0..acc.len() {
         for j in 0..acc.len() {
-            let (x, y) = (&acc[i], &acc[j]);
-            let aliases = crate::ir::layout::share_bytes(k, x.buffer, y.buffer);
-            if !aliases || !(x.write || y.write) || !cross_role(&paths[i], &paths[j]) {
+            let (x, y, pp) = (&acc[i], &acc[j], (&paths[i], &paths[j]));
+            if !cx.conflicts(x, y, pp, looped) {
                 continue;
             }
-            // Direction x -> y; the loop visits (j, i) for the other one. Without a loop in
-            // the branch each access runs once and `y` is keyed after `x` only when it lies in
-            // a later arm (`mbar_protocol`'s keys): only that direction can hold a conflict.
-            if !looped && !arm_before(&paths[i], &paths[j]) {
-                continue;
-            }
-            // "The access's own slot" names the same bytes in both roles only on one buffer
-            // (or two pinned alike); across other aliasing buffers only a constant element
-            // (one mbarrier for every slot) orders them.
-            let by_slot = crate::ir::layout::same_bytes(k, x.buffer, y.buffer);
-            let ok = {
-                let rel = cx.release(x.op, x.slot);
-                let acq = cx.acquire(y.op, y.slot);
-                rel.iter().any(|e| (by_slot || e.1.is_some()) && acq.contains(e))
-                    || cx.keyed_whole(x, y, by_slot)
-                    || (by_slot && cx.keyed_whole(y, x, true))
-            };
+            let ok = cx.chained(x, y);
             // A named barrier that could order the pair, either way, leaves it to `check`
             // (one that puts every `x` before every `y` also rules the direction y -> x out).
             let named_pair = cx.named_could_order(&named, x.op, y.op) || cx.named_could_order(&named, y.op, x.op);
             if !ok && !named_pair && seen.insert((x.op, y.op)) {
-                out.push(cx.report(x, y, (&paths[i], &paths[j])));
+                out.push(cx.report(x, y, pp));
             }
         }
     }
     out
+}
+
+impl<'a> Cx<'a> {
+    /// The context of role branch `br` (its ops in program order, the kernel's uniformity).
+    fn new(k: &'a Kernel, br: Op, unverified: &'a HashSet<Op>, keyed_before: &'a HashSet<(Op, Op)>) -> Self {
+        let mut ops = Vec::new();
+        for &r in &k.ops[br].regions {
+            super::handshake::walk_region(k, r, &mut ops);
+        }
+        let pos = ops.iter().enumerate().map(|(i, &o)| (o, i)).collect();
+        let uni = crate::analysis::uniformity::analyze(k);
+        Cx { k, br, unverified, keyed_before, uni, pos, ops }
+    }
+
+    /// Whether an access can run more than once: a loop in the branch, or around it (a
+    /// persistent kernel's tile loop runs the later arm of one trip before the earlier arm
+    /// of the next: both directions then hold conflicts).
+    fn looped(&self) -> bool {
+        let k = self.k;
+        let around = k.parents().ancestors(self.br).into_iter().any(|o| is_loop(&k.ops[o].kind));
+        around || (self.ops.iter()).any(|&o| is_loop(&k.ops[o].kind))
+    }
+
+    /// Whether `x -> y` is a cross-role conflict the chains must order: buffers sharing
+    /// bytes, one a write, different roles, and (without a loop in or around the branch,
+    /// where each access runs once and `y` is keyed after `x` only in a later arm:
+    /// `mbar_protocol`'s keys) `y` in a later arm; the loop of `missing_chains` visits
+    /// `(y, x)` for the other direction.
+    fn conflicts(&self, x: &Access, y: &Access, (px, py): (&RolePath, &RolePath), looped: bool) -> bool {
+        let aliases = crate::ir::layout::share_bytes(self.k, x.buffer, y.buffer);
+        aliases && (x.write || y.write) && cross_role(px, py) && (looped || arm_before(px, py))
+    }
+
+    /// Whether a release/acquire chain, or a whole order, puts `x` before `y`. "The
+    /// access's own slot" names the same bytes in both roles only on one buffer (or two
+    /// pinned alike); across other aliasing buffers only a constant element (one mbarrier
+    /// for every slot) orders them.
+    fn chained(&self, x: &Access, y: &Access) -> bool {
+        let by_slot = crate::ir::layout::same_bytes(self.k, x.buffer, y.buffer);
+        let rel = self.release(x.op, x.slot);
+        let acq = self.acquire(y.op, y.slot);
+        rel.iter().any(|e| (by_slot || e.1.is_some()) && acq.contains(e))
+            || self.keyed_whole(x, y, by_slot)
+            || (by_slot && self.keyed_whole(y, x, true))
+    }
 }
 
 /// The role-branch arms enclosing `o`, outermost first.

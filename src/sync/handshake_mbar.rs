@@ -41,68 +41,16 @@ pub(crate) fn place(
     for (arm, producer) in roles {
         let p = Phase::new(k, &mut sp, cx, arm, producer)?;
         let (wait_on, arrive_on) = if producer { (empty, full) } else { (full, empty) };
-        let wait_par = p.par;
-        let first = arm.acc.iter().map(|a| a.0).min().unwrap_or(0);
-        let fo = k.region_ops(arm.body)[first];
-        let wait = |k: &mut Kernel, sp: &mut Splice| {
-            sp.sync(
-                k,
-                OpKind::MbarWait {
-                    mbar: MemRef::Buffer(wait_on),
-                    index: vec![p.slot],
-                    parity: Operand::Value(wait_par),
-                },
-                None,
-            )
+        let wait = OpKind::MbarWait {
+            mbar: MemRef::Buffer(wait_on),
+            index: vec![p.slot],
+            parity: Operand::Value(p.par),
         };
-        if producer && !tmas.is_empty() {
-            // Only the issuing thread waits: a thread that waits on `empty` but never arrives
-            // on `full` is not held back by the consumers and could fall two phases behind,
-            // where the parity names the wrong phase.
-            let parents = k.parents().clone();
-            let mut waited = std::collections::HashSet::new();
-            for &t in tmas {
-                // A later load in the same region runs after the wait in the same thread.
-                if waited.insert(parents.op_region[t]) {
-                    let w = wait(k, &mut sp);
-                    sp.before.entry(t).or_default().push(w);
-                    per_iter += 1;
-                }
-                let a = sp.sync(
-                    k,
-                    OpKind::MbarArrive {
-                        mbar: MemRef::Buffer(full),
-                        index: vec![p.slot],
-                        tx: Some(tma_bytes(k, t)),
-                    },
-                    None,
-                );
-                sp.before.entry(t).or_default().push(a);
-                per_iter += 1;
-            }
+        per_iter += if producer && !tmas.is_empty() {
+            issuer_syncs(k, &mut sp, (&wait, full, p.slot), tmas)
         } else {
-            let w = wait(k, &mut sp);
-            sp.before.entry(fo).or_default().push(w);
-            // The release follows the accesses' completion for their own threads (M15).
-            let accs: Vec<Op> = arm.acc.iter().map(|a| a.2).collect();
-            let (after, complete) = crate::sync::handshake::release_point(k, arm, &accs);
-            for c in complete {
-                let c = sp.sync(k, c, None);
-                sp.after.entry(after).or_default().push(c);
-                per_iter += 1;
-            }
-            let a = sp.sync(
-                k,
-                OpKind::MbarArrive {
-                    mbar: MemRef::Buffer(arrive_on),
-                    index: vec![p.slot],
-                    tx: None,
-                },
-                None,
-            );
-            sp.after.entry(after).or_default().push(a);
-            per_iter += 2;
-        }
+            role_syncs(k, &mut sp, arm, &wait, (arrive_on, p.slot))
+        };
     }
     let written = sp.written;
     sp.apply(k);
@@ -117,6 +65,51 @@ pub(crate) fn place(
         },
         tmas.to_vec(),
     ))
+}
+
+/// The TMA producer's handshake: before each load, the wait on `empty` (once per region:
+/// a later load in the same region runs after it in the same thread) and the arrival on
+/// `full` with the load's bytes. Returns the syncs executed per iteration.
+fn issuer_syncs(k: &mut Kernel, sp: &mut Splice, (wait, full, slot): (&OpKind, Buffer, Operand), tmas: &[Op]) -> u64 {
+    // Only the issuing thread waits: a thread that waits on `empty` but never arrives on
+    // `full` is not held back by the consumers and could fall two phases behind, where the
+    // parity names the wrong phase.
+    let parents = k.parents().clone();
+    let mut waited = std::collections::HashSet::new();
+    let mut per_iter = 0;
+    for &t in tmas {
+        if waited.insert(parents.op_region[t]) {
+            let w = sp.sync(k, wait.clone(), None);
+            sp.before.entry(t).or_default().push(w);
+            per_iter += 1;
+        }
+        let tx = Some(tma_bytes(k, t));
+        let a = sp.sync(k, OpKind::MbarArrive { mbar: MemRef::Buffer(full), index: vec![slot], tx }, None);
+        sp.before.entry(t).or_default().push(a);
+        per_iter += 1;
+    }
+    per_iter
+}
+
+/// A role's handshake without TMA loads: the wait before its first access, and after its
+/// accesses (and the waits completing them for their own threads, M15) the arrival on
+/// `arrive_on`. Returns the syncs executed per iteration.
+fn role_syncs(k: &mut Kernel, sp: &mut Splice, arm: &Arm, wait: &OpKind, (arrive_on, slot): (Buffer, Operand)) -> u64 {
+    let first = arm.acc.iter().map(|a| a.0).min().unwrap_or(0);
+    let fo = k.region_ops(arm.body)[first];
+    let w = sp.sync(k, wait.clone(), None);
+    sp.before.entry(fo).or_default().push(w);
+    let accs: Vec<Op> = arm.acc.iter().map(|a| a.2).collect();
+    let (after, complete) = crate::sync::handshake::release_point(k, arm, &accs);
+    let mut per_iter = 2;
+    for c in complete {
+        let c = sp.sync(k, c, None);
+        sp.after.entry(after).or_default().push(c);
+        per_iter += 1;
+    }
+    let a = sp.sync(k, OpKind::MbarArrive { mbar: MemRef::Buffer(arrive_on), index: vec![slot], tx: None }, None);
+    sp.after.entry(after).or_default().push(a);
+    per_iter
 }
 
 /// One thread initialises every slot's pair of mbarriers; a block barrier right before the

@@ -226,101 +226,116 @@ fn solve(m: usize, arcs: &[Arc], optional: &[Arc], allowed: Option<&[bool]>) -> 
     best
 }
 
-/// Places barriers for the pending hazards (see the module doc).
+/// Places barriers for the pending hazards (see the module doc): block barriers first, then
+/// warp syncs, each scope region by region from the deepest.
 pub fn place(
     model: &SyncModel,
     hazards: &[Hazard],
     pending: &[usize],
 ) -> Result<Vec<Point>, Vec<Diagnostic>> {
-    let k = model.k;
     let mut regions: Vec<Region> = model.paths.region_depth.keys().copied().collect();
     regions.sort_by_key(|r| (std::cmp::Reverse(model.paths.region_depth[r]), *r));
-    let mut by_home: std::collections::HashMap<Region, Vec<usize>> =
-        std::collections::HashMap::new();
-    for &i in pending {
-        by_home.entry(hazards[i].home).or_default().push(i);
-    }
-    let mut through: std::collections::HashMap<Region, Vec<usize>> =
-        std::collections::HashMap::new();
-    for &i in pending {
-        for s in &hazards[i].chain {
-            through.entry(s.region).or_default().push(i);
-        }
-    }
-    let mut chosen: Vec<Point> = Vec::new();
-    let mut index = PointIndex::default();
-    let mut diags = Vec::new();
+    let (by_home, through) = by_region(hazards, pending);
+    let mut st = Placing::default();
     for scope in [Scope::Block, Scope::Warp] {
-        let wants = |h: &Hazard| match scope {
-            Scope::Block => !h.intra_warp,
-            Scope::Warp => h.intra_warp,
-        };
         for &q in &regions {
             let Some(homed) = by_home.get(&q) else {
                 continue;
             };
-            let local: Vec<usize> = homed
-                .iter()
-                .copied()
-                .filter(|&i| wants(&hazards[i]) && !index.covers(&hazards[i]))
-                .collect();
-            if local.is_empty() {
-                continue;
-            }
-            if !model.is_legal_for(q, scope) {
-                for &i in &local {
-                    diags.push(model.unplaceable(&hazards[i]));
-                }
-                continue;
-            }
-            let m = body_len(k, q) + 1;
-            // Gaps inside a hand-written split window take no block barrier (its pair would
-            // nest: docs/placement.md, section 8); arcs shrink to their allowed ends.
-            let allowed = (scope == Scope::Block)
-                .then(|| (0..m).map(|g| !model.in_split_window(q, g)).collect::<Vec<_>>())
-                .filter(|a| a.iter().any(|&x| !x));
-            let allowed = allowed.as_deref();
-            let mut arcs: Vec<Arc> = Vec::new();
-            for &i in &local {
-                let Some(a) = home_arc(&hazards[i]) else {
-                    continue;
-                };
-                match allowed.map_or(Some(a), |al| shrink(a, m, al)) {
-                    Some(a) => arcs.push(a),
-                    None => diags.push(model.in_window_unplaceable(&hazards[i])),
-                }
-            }
-            // Outer hazards passing through this region: prefixes (entering) in increasing
-            // order of their end, suffixes (leaving) in decreasing order of their start, so
-            // the first feasible one of each kind implies the rest.
-            let optional = if scope == Scope::Block {
-                let rh = RegionHazards {
-                    region: q,
-                    homed,
-                    through: through.get(&q).map_or(&[][..], |v| v.as_slice()),
-                };
-                block_optional_arcs(hazards, &index, &rh, &arcs, m)
-                    .into_iter()
-                    .filter_map(|a| allowed.map_or(Some(a), |al| shrink(a, m, al)))
-                    .collect()
-            } else {
-                Vec::new()
+            let rh = RegionHazards {
+                region: q,
+                homed,
+                through: through.get(&q).map_or(&[][..], |v| v.as_slice()),
             };
-            for g in solve(m, &arcs, &optional, allowed) {
-                let p = Point {
-                    region: q,
-                    coord: 2 * g,
-                    scope,
-                };
-                chosen.push(p);
-                index.insert(p);
-            }
+            place_region(model, hazards, &rh, scope, &mut st);
         }
     }
-    if diags.is_empty() {
-        Ok(chosen)
+    if st.diags.is_empty() {
+        Ok(st.chosen)
     } else {
-        Err(diags)
+        Err(st.diags)
+    }
+}
+
+/// The pending hazards by home region, and by each region their chains pass through.
+type ByRegion = std::collections::HashMap<Region, Vec<usize>>;
+
+fn by_region(hazards: &[Hazard], pending: &[usize]) -> (ByRegion, ByRegion) {
+    let mut by_home = ByRegion::new();
+    let mut through = ByRegion::new();
+    for &i in pending {
+        by_home.entry(hazards[i].home).or_default().push(i);
+        for s in &hazards[i].chain {
+            through.entry(s.region).or_default().push(i);
+        }
+    }
+    (by_home, through)
+}
+
+/// What `place` has chosen so far, and the hazards it could not place.
+#[derive(Default)]
+struct Placing {
+    chosen: Vec<Point>,
+    index: PointIndex,
+    diags: Vec<Diagnostic>,
+}
+
+/// Places the syncs of `scope` in region `rh.region` for the hazards homed there that the
+/// points chosen so far leave uncovered (E0303 where the region cannot take them).
+fn place_region(
+    model: &SyncModel,
+    hazards: &[Hazard],
+    rh: &RegionHazards<'_>,
+    scope: Scope,
+    st: &mut Placing,
+) {
+    let q = rh.region;
+    let wants = |h: &Hazard| match scope {
+        Scope::Block => !h.intra_warp,
+        Scope::Warp => h.intra_warp,
+    };
+    let local: Vec<usize> = (rh.homed.iter().copied())
+        .filter(|&i| wants(&hazards[i]) && !st.index.covers(&hazards[i]))
+        .collect();
+    if local.is_empty() {
+        return;
+    }
+    if !model.is_legal_for(q, scope) {
+        st.diags.extend(local.iter().map(|&i| model.unplaceable(&hazards[i])));
+        return;
+    }
+    let m = body_len(model.k, q) + 1;
+    // Gaps inside a hand-written split window take no block barrier (its pair would nest:
+    // docs/placement.md, section 8); arcs shrink to their allowed ends.
+    let allowed = (scope == Scope::Block)
+        .then(|| (0..m).map(|g| !model.in_split_window(q, g)).collect::<Vec<_>>())
+        .filter(|a| a.iter().any(|&x| !x));
+    let allowed = allowed.as_deref();
+    let within = |a: Arc| allowed.map_or(Some(a), |al| shrink(a, m, al));
+    let mut arcs: Vec<Arc> = Vec::new();
+    for &i in &local {
+        let Some(a) = home_arc(&hazards[i]) else {
+            continue;
+        };
+        match within(a) {
+            Some(a) => arcs.push(a),
+            None => st.diags.push(model.in_window_unplaceable(&hazards[i])),
+        }
+    }
+    let optional = match scope {
+        Scope::Block => (block_optional_arcs(hazards, &st.index, rh, &arcs, m).into_iter())
+            .filter_map(within)
+            .collect(),
+        Scope::Warp => Vec::new(),
+    };
+    for g in solve(m, &arcs, &optional, allowed) {
+        let p = Point {
+            region: q,
+            coord: 2 * g,
+            scope,
+        };
+        st.chosen.push(p);
+        st.index.insert(p);
     }
 }
 

@@ -19,7 +19,8 @@
 //!   [`shrink_text`] it keeps the generator's invariants (a barrier after every access).
 //!
 //! Submodule [`param_cases`]: the generated parameter kernels of the uniform and unranged
-//! parameter tests. Submodule [`switch`]: the helpers of the tests that compare an analysis with a shortcut
+//! parameter tests. Submodule [`two_roles`]: the two-role mbarrier pipeline kernels of the
+//! role tests ([`TwoRoles`]). Submodule [`switch`]: the helpers of the tests that compare an analysis with a shortcut
 //! switched on and off over lists of kernels and targets. [`XorShift`]: the small xorshift64*
 //! stream of the tests whose case lists were drawn from it (a different stream from [`Rng`]).
 //!
@@ -40,6 +41,9 @@ pub use smemsync::r#gen::{
 
 pub mod param_cases;
 pub mod switch;
+pub mod two_roles;
+
+pub use two_roles::TwoRoles;
 
 /// A small deterministic generator (xorshift64*, Vigna 2016), seeded by its field (non-zero).
 /// Kept apart from [`Rng`] so that the cases the tests using it draw stay the same.
