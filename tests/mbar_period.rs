@@ -187,3 +187,20 @@ fn k9_at_ten_million_trips_is_decided() {
     assert!(!w.iter().any(|c| c == "W0318" || c == "E0307"), "{w:?}");
     assert_eq!((h, b, w), at(300));
 }
+
+/// Issue 12's L9: `bench --real`'s stepped pipeline (role loops stepping by 2, K9's protocol)
+/// is one the long-loop shortcut declines, so its verdict is computed from the full trace
+/// (quadratic in it before: each wait event scanned its slot's events for a late copy): both
+/// waits verified at 2 000 trips; with the consumers' parity stuck at 0, E0306.
+#[test]
+fn the_stepped_pipeline_is_verified_from_the_full_trace() {
+    let src = smemsync::bench_kernels::mbar_stepped(2000);
+    let k = parsed("stepped", &src);
+    let long = smemsync::analysis::mbar_protocol::LONG_LOOP;
+    assert!(verify_periodic(&k, 32, long).is_err());
+    let v = verify(&k, 32);
+    assert!(clean(&v), "{v:?}");
+    let stuck = src.replace("mbar_wait @full[%s], %par", "mbar_wait @full[%s], 0");
+    let v = verify(&parsed("stepped, parity stuck", &stuck), 32);
+    assert!(!v.errors.is_empty(), "{v:?}");
+}

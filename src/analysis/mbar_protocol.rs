@@ -84,7 +84,9 @@
 //! (beyond: not decided; a loop of more trips than the steps left is cut on entry). Independent of `src/check` (the checker keeps its own mbarrier
 //! semantics and proof).
 
+use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 
 use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::text::op_label;
@@ -204,12 +206,7 @@ type Every = Option<(Option<i64>, HashSet<Op>)>;
 /// arms are aligned by counted keys only, the long-loop shortcut and the flattening are not
 /// tried again, and a counter's trip bound is the one that keeps it within `i32`.
 fn verify_in(k: &Kernel, warp: u32, flat: bool) -> (Verdict, Every) {
-    let mut waits = Vec::new();
-    k.walk(|o| {
-        if matches!(k.ops[o].kind, OpKind::MbarWait { .. }) {
-            waits.push(o);
-        }
-    });
+    let waits = wait_ops(k);
     if waits.is_empty() {
         return (Verdict::default(), None);
     }
@@ -218,101 +215,234 @@ fn verify_in(k: &Kernel, warp: u32, flat: bool) -> (Verdict, Every) {
     if !flat && let Ok(v) = periodic(k, warp, period::LONG, &waits) {
         return (v, None);
     }
-    let mut params: Vec<(Value, Vec<i64>)> = Vec::new();
-    let mut sampled = Vec::new();
-    // Parameters without a range searched at their default only (the combinations cap).
-    let mut reduced = Vec::new();
+    let mut s = Search { k, warp, flat, waits, params: Vec::new(), sampled: Vec::new(), reduced: Vec::new(), classes: OnceCell::new() };
     loop {
-        match verify_all(k, warp, &params, &waits, flat) {
-            Ok(v) if sampled.is_empty() => return (v, None),
-            Ok(mut v) => {
-                let mut keyed = std::mem::take(&mut v.keyed_before);
-                v.serial_loads.clear();
-                let all = every_trip(k, warp, &params, &sampled, &v, flat);
-                return match all {
-                    Ok((pumped, clip)) => {
-                        keyed.retain(|&(l, w)| outside_loops(k, &pumped, l) && outside_loops(k, &pumped, w));
-                        v.keyed_before = keyed;
-                        (v, Some((clip, pumped)))
-                    }
-                    Err(why) => (taken_as_written(k, v, &waits, &params, &sampled, &why, &reduced), None),
-                };
-            }
-            Err(Missing::Param(p)) if loop_trips::is_trip(k, p) => {
-                // A tile loop: flattened into its pipeline loop where that is exact.
-                if !flat
-                    && params.is_empty()
-                    && let Ok(v) = flat_verdict(k, warp, p, &waits)
-                {
-                    return (v, None);
-                }
-                // Trip counts bounded by the leaves' declared ranges and grid: every one is
-                // traced, and the verdict is exact (hostile M8 with `%tiles in [0, 24]`).
-                let cls = trip_classes(k);
-                if let Some(&most) = cls.most.get(&p)
-                    && combos(&params) * (most + 1) <= MAX_VALUES
-                {
-                    params.push((p, (0..=most).collect()));
-                    continue;
-                }
-                // Each tile loop multiplies the search (s37's M11: 5^K traces for K loops):
-                // past the combinations cap a loop's trip counts are searched from 0 up to
-                // what fits, and the W0318 says so. A carried value compared with a constant
-                // extends the search past it (hostile M8).
-                let to = loop_trips::search_to(k, p, &cls.rep, LOOP_TRIPS, LOOP_TRIPS_MAX);
-                let fit = (MAX_VALUES / combos(&params) - 1).clamp(0, to);
-                // A loop searched at 0 trips only would never run its body: not decided.
-                if fit < 1 {
-                    let why = format!(
-                        "it depends on {} after other searched values: even one trip of that loop would exceed the {MAX_VALUES} combinations smemsync enumerates",
-                        loop_trips::name(k, p)
-                    );
-                    return (not_decided(k, &waits, &why), None);
-                }
-                if fit < to {
-                    reduced.push(p);
-                }
-                sampled.push(p);
-                params.push((p, (0..=fit).collect()));
-            }
-            Err(Missing::Param(p)) => {
-                let vals: Vec<i64> = match *k.param_ranges.get(p) {
-                    Some((lo, hi)) if combos(&params) * (hi as i64 - lo as i64 + 1) <= MAX_VALUES => {
-                        (lo as i64..=hi as i64).collect()
-                    }
-                    // A declared range beyond the enumeration: not decided, never "taken as
-                    // written" (that is for parameters without a range).
-                    Some((lo, hi)) => {
-                        let why = format!(
-                            "it depends on %{}, whose declared range has {} values, more than the {MAX_VALUES} value combinations smemsync enumerates",
-                            k.value_names.get(p),
-                            hi as i64 - lo as i64 + 1
-                        );
-                        return (not_decided(k, &waits, &why), None);
-                    }
-                    // No range to enumerate: values a caller may pass, searched for a
-                    // counterexample only (module doc, *Outcomes*).
-                    range => {
-                        let (lo, hi) = range.map_or((0, i64::MAX), |(l, h)| (l as i64, h as i64));
-                        let mut v: Vec<i64> = (0..=SEARCHED).chain(trip_values(k, p)).filter(|x| (lo..=hi).contains(x)).collect();
-                        v.push(k.run_default(p));
-                        v.sort_unstable();
-                        v.dedup();
-                        if combos(&params) * v.len() as i64 > MAX_VALUES {
-                            v = vec![k.run_default(p)];
-                            reduced.push(p);
-                        }
-                        sampled.push(p);
-                        v
-                    }
-                };
-                params.push((p, vals));
-            }
+        let step = match verify_all(k, warp, &s.params, &s.waits, flat) {
+            Ok(v) => return s.finish(v),
+            Err(Missing::Param(p)) if loop_trips::is_trip(k, p) => s.tile_loop(p),
+            Err(Missing::Param(p)) => s.param(p),
             Err(Missing::Other((at, why))) => {
-                let why = if waits.contains(&at) { why } else { format!("{why} (at {})", op_label(k, at)) };
-                return (not_decided(k, &waits, &why), None);
+                let why = if s.waits.contains(&at) { why } else { format!("{why} (at {})", op_label(k, at)) };
+                ControlFlow::Break((not_decided(k, &s.waits, &why), None))
             }
+        };
+        if let ControlFlow::Break(out) = step {
+            return out;
         }
+    }
+}
+
+/// The `mbar_wait` ops of `k`, in walk order.
+fn wait_ops(k: &Kernel) -> Vec<Op> {
+    let mut waits = Vec::new();
+    k.walk(|o| {
+        if matches!(k.ops[o].kind, OpKind::MbarWait { .. }) {
+            waits.push(o);
+        }
+    });
+    waits
+}
+
+/// The state of [`verify_in`]'s search over the parameters the trace needs: each missing
+/// parameter gets its values (enumerated, or searched) and the trace runs again.
+struct Search<'k> {
+    k: &'k Kernel,
+    warp: u32,
+    flat: bool,
+    waits: Vec<Op>,
+    /// The parameters given values so far, with their values.
+    params: Vec<(Value, Vec<i64>)>,
+    /// Parameters without a declared range (and tile loops' trip counts beyond their
+    /// bound), only searched for a counterexample.
+    sampled: Vec<Value>,
+    /// Parameters without a range searched at their default only, or fewer trip counts (the
+    /// combinations cap).
+    reduced: Vec<Value>,
+    /// The trip-count classes of the loops around mbarrier ops, computed once on first use.
+    classes: OnceCell<loop_trips::Classes>,
+}
+
+impl Search<'_> {
+    fn classes(&self) -> &loop_trips::Classes {
+        self.classes.get_or_init(|| trip_classes(self.k))
+    }
+
+    /// The verdict of the values given: exact where every parameter was enumerated, else
+    /// extended to every value by the every-trip-count argument, or taken as written.
+    fn finish(&self, mut v: Verdict) -> (Verdict, Every) {
+        if self.sampled.is_empty() {
+            return (v, None);
+        }
+        let k = self.k;
+        let mut keyed = std::mem::take(&mut v.keyed_before);
+        v.serial_loads.clear();
+        match every_trip(k, self.warp, &self.params, &self.sampled, &v, self.flat) {
+            Ok((pumped, clip)) => {
+                keyed.retain(|&(l, w)| outside_loops(k, &pumped, l) && outside_loops(k, &pumped, w));
+                v.keyed_before = keyed;
+                (v, Some((clip, pumped)))
+            }
+            Err(why) => (self.taken_as_written(v, &why), None),
+        }
+    }
+
+    /// The trace needs the trip count of the tile loops of representative `p`: the verdict
+    /// of the flattened kernel where it holds, else every trip count where the leaves'
+    /// ranges bound them, else a search of the trip counts that fit the combinations cap.
+    fn tile_loop(&mut self, p: Value) -> ControlFlow<(Verdict, Every)> {
+        let k = self.k;
+        // A tile loop: flattened into its pipeline loop where that is exact.
+        if !self.flat
+            && self.params.is_empty()
+            && let Ok(v) = flat_verdict(k, self.warp, p, &self.waits)
+        {
+            return ControlFlow::Break((v, None));
+        }
+        // Trip counts bounded by the leaves' declared ranges and grid: every one is traced,
+        // and the verdict is exact (hostile M8 with `%tiles in [0, 24]`).
+        let cls = self.classes();
+        if let Some(&most) = cls.most.get(&p)
+            && combos(&self.params) * (most + 1) <= MAX_VALUES
+        {
+            self.params.push((p, (0..=most).collect()));
+            return ControlFlow::Continue(());
+        }
+        // Each tile loop multiplies the search (s37's M11: 5^K traces for K loops): past the
+        // combinations cap a loop's trip counts are searched from 0 up to what fits, and the
+        // W0318 says so. A carried value compared with a constant extends the search past it
+        // (hostile M8).
+        let to = loop_trips::search_to(k, p, &cls.rep, LOOP_TRIPS, LOOP_TRIPS_MAX);
+        let fit = (MAX_VALUES / combos(&self.params) - 1).clamp(0, to);
+        // A loop searched at 0 trips only would never run its body: not decided.
+        if fit < 1 {
+            let why = format!(
+                "it depends on {} after other searched values: even one trip of that loop would exceed the {MAX_VALUES} combinations smemsync enumerates",
+                loop_trips::name(k, p)
+            );
+            return ControlFlow::Break((not_decided(k, &self.waits, &why), None));
+        }
+        if fit < to {
+            self.reduced.push(p);
+        }
+        self.sampled.push(p);
+        self.params.push((p, (0..=fit).collect()));
+        ControlFlow::Continue(())
+    }
+
+    /// The trace needs scalar parameter `p`: every value of its declared range, or, without
+    /// one, the values searched for a counterexample (module doc, *Outcomes*).
+    fn param(&mut self, p: Value) -> ControlFlow<(Verdict, Every)> {
+        let k = self.k;
+        let vals: Vec<i64> = match *k.param_ranges.get(p) {
+            Some((lo, hi)) if combos(&self.params) * (hi as i64 - lo as i64 + 1) <= MAX_VALUES => (lo as i64..=hi as i64).collect(),
+            // A declared range beyond the enumeration: not decided, never "taken as written"
+            // (that is for parameters without a range).
+            Some((lo, hi)) => {
+                let why = format!(
+                    "it depends on %{}, whose declared range has {} values, more than the {MAX_VALUES} value combinations smemsync enumerates",
+                    k.value_names.get(p),
+                    hi as i64 - lo as i64 + 1
+                );
+                return ControlFlow::Break((not_decided(k, &self.waits, &why), None));
+            }
+            range => self.searched(p, range),
+        };
+        self.params.push((p, vals));
+        ControlFlow::Continue(())
+    }
+
+    /// The verdict when parameters without a declared range (`sampled`) were only searched: the
+    /// errors found stand (a counterexample is exact); a wait with none is not verified for
+    /// every value, and is taken as written with W0318 saying so (docs/async.md: refusing every
+    /// kernel with a symbolic trip count, Triton's among them, is not what we chose).
+    fn taken_as_written(&self, mut v: Verdict, not_all: &str) -> Verdict {
+        let (k, sampled, reduced) = (self.k, &self.sampled[..], &self.reduced[..]);
+        let why = match sampled.iter().any(|&p| loop_trips::is_trip(k, p)) {
+            // A parameter searched at its default only must not read as searched (s37's M12).
+            _ if !reduced.is_empty() => {
+                let names = |ps: &[Value]| ps.iter().map(|&p| loop_trips::name(k, p)).collect::<Vec<_>>().join(", ");
+                format!(
+                    "it depends on {}; {} not searched in full (at its default only, or fewer trip counts: more values would exceed the {MAX_VALUES} combinations smemsync enumerates), no combination searched shows it wrong, and it is taken as written (not shown for every value: {not_all})",
+                    names(sampled),
+                    names(reduced)
+                )
+            }
+            false => {
+                let names: Vec<String> = sampled.iter().map(|&p| loop_trips::name(k, p)).collect();
+                let trips = match sampled.iter().any(|&p| !trip_values(k, p).is_empty()) {
+                    true => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
+                    false => String::new(),
+                };
+                format!(
+                    "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED}{trips} and the default) shows it wrong, and it is taken as written (not shown for every trip count: {not_all})",
+                    names.join(", ")
+                )
+            }
+            true => format!(
+                "it depends on {}; no combination searched shows it wrong, and it is taken as written (not shown for every trip count: {not_all})",
+                sampled.iter().map(|&p| self.searched_values(p)).collect::<Vec<_>>().join(" and ")
+            ),
+        };
+        let wrong: Vec<_> = v.errors.iter().map(at).collect();
+        let note = match sampled.iter().all(|&p| loop_trips::is_trip(k, p)) {
+            true => "declare the ranges of the parameters the tile loop's bounds read (and the grid, `grid(...)`) to have every trip count checked; `smemsync check` proves the protocol for every trip count where it can",
+            false => "declare the parameter's range (`%n: i32 in [lo, hi]`) to have every value checked; `smemsync check` proves the protocol for every trip count where it can",
+        };
+        for &w in &self.waits {
+            let here = Some(k.span(w));
+            if v.unverified.contains(&w) || wrong.contains(&here) {
+                continue;
+            }
+            v.warnings.push(
+                Diagnostic::warning(
+                    DiagKind::Finding,
+                    "W0318",
+                    format!("`sync` did not verify {}: {why}", op_label(k, w)),
+                )
+                .with_label(k.span(w), "taken as ordering what it waits for, unverified")
+                .with_note(note),
+            );
+        }
+        v
+    }
+
+    /// What was searched of `p`: a parameter without a declared range (0 to [`SEARCHED`], the
+    /// trip-count values, its default) or a loop's trip count (0 to the most in `params`).
+    fn searched_values(&self, p: Value) -> String {
+        let k = self.k;
+        if loop_trips::is_trip(k, p) {
+            let name = loop_trips::name(k, p);
+            let to = self.params.iter().find(|(q, _)| *q == p).and_then(|(_, v)| v.iter().max().copied()).unwrap_or(0);
+            let exact = match self.classes().exact.contains(&p) {
+                true => "",
+                false => ", its loops taken to run equal trips: their bounds agree where their `i32` arithmetic does not wrap",
+            };
+            return format!("{name}, whose bounds read the block id (searched: 0 to {to} trips{exact})");
+        }
+        let trips = match trip_values(k, p).is_empty() {
+            false => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
+            true => String::new(),
+        };
+        let name = loop_trips::name(k, p);
+        format!("{name}, which has no declared range to enumerate (searched: 0 to {SEARCHED}{trips} and the default)")
+    }
+
+    /// The values searched of parameter `p` without a declared range (within `range`, the
+    /// `i32` bounds of one where given): 0 to [`SEARCHED`], those giving the trip counts 0
+    /// to [`TRIPS`], and its default; its default only past the combinations cap.
+    fn searched(&mut self, p: Value, range: Option<(i32, i32)>) -> Vec<i64> {
+        let k = self.k;
+        let (lo, hi) = range.map_or((0, i64::MAX), |(l, h)| (l as i64, h as i64));
+        let mut v: Vec<i64> = (0..=SEARCHED).chain(trip_values(k, p)).filter(|x| (lo..=hi).contains(x)).collect();
+        v.push(k.run_default(p));
+        v.sort_unstable();
+        v.dedup();
+        if combos(&self.params) * v.len() as i64 > MAX_VALUES {
+            v = vec![k.run_default(p)];
+            self.reduced.push(p);
+        }
+        self.sampled.push(p);
+        v
     }
 }
 
@@ -386,79 +516,7 @@ fn div_form(k: &Kernel, p: Value, o: Op) -> Option<(i64, i64)> {
     Some((c, b))
 }
 
-/// The verdict when parameters without a declared range (`sampled`) were only searched: the
-/// errors found stand (a counterexample is exact); a wait with none is not verified for
-/// every value, and is taken as written with W0318 saying so (docs/async.md: refusing every
-/// kernel with a symbolic trip count, Triton's among them, is not what we chose).
-fn taken_as_written(k: &Kernel, mut v: Verdict, waits: &[Op], params: &[(Value, Vec<i64>)], sampled: &[Value], not_all: &str, reduced: &[Value]) -> Verdict {
-    let why = match sampled.iter().any(|&p| loop_trips::is_trip(k, p)) {
-        // A parameter searched at its default only must not read as searched (s37's M12).
-        _ if !reduced.is_empty() => {
-            let names = |ps: &[Value]| ps.iter().map(|&p| loop_trips::name(k, p)).collect::<Vec<_>>().join(", ");
-            format!(
-                "it depends on {}; {} not searched in full (at its default only, or fewer trip counts: more values would exceed the {MAX_VALUES} combinations smemsync enumerates), no combination searched shows it wrong, and it is taken as written (not shown for every value: {not_all})",
-                names(sampled),
-                names(reduced)
-            )
-        }
-        false => {
-            let names: Vec<String> = sampled.iter().map(|&p| loop_trips::name(k, p)).collect();
-            let trips = match sampled.iter().any(|&p| !trip_values(k, p).is_empty()) {
-                true => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
-                false => String::new(),
-            };
-            format!(
-                "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED}{trips} and the default) shows it wrong, and it is taken as written (not shown for every trip count: {not_all})",
-                names.join(", ")
-            )
-        }
-        true => format!(
-            "it depends on {}; no combination searched shows it wrong, and it is taken as written (not shown for every trip count: {not_all})",
-            sampled.iter().map(|&p| searched_values(k, p, params)).collect::<Vec<_>>().join(" and ")
-        ),
-    };
-    let wrong: Vec<_> = v.errors.iter().map(at).collect();
-    let note = match sampled.iter().all(|&p| loop_trips::is_trip(k, p)) {
-        true => "declare the ranges of the parameters the tile loop's bounds read (and the grid, `grid(...)`) to have every trip count checked; `smemsync check` proves the protocol for every trip count where it can",
-        false => "declare the parameter's range (`%n: i32 in [lo, hi]`) to have every value checked; `smemsync check` proves the protocol for every trip count where it can",
-    };
-    for &w in waits {
-        let here = Some(k.span(w));
-        if v.unverified.contains(&w) || wrong.contains(&here) {
-            continue;
-        }
-        v.warnings.push(
-            Diagnostic::warning(
-                DiagKind::Finding,
-                "W0318",
-                format!("`sync` did not verify {}: {why}", op_label(k, w)),
-            )
-            .with_label(k.span(w), "taken as ordering what it waits for, unverified")
-            .with_note(note),
-        );
-    }
-    v
-}
 
-/// What was searched of `p`: a parameter without a declared range (0 to [`SEARCHED`], the
-/// trip-count values, its default) or a loop's trip count (0 to the most in `params`).
-fn searched_values(k: &Kernel, p: Value, params: &[(Value, Vec<i64>)]) -> String {
-    if loop_trips::is_trip(k, p) {
-        let name = loop_trips::name(k, p);
-        let to = params.iter().find(|(q, _)| *q == p).and_then(|(_, v)| v.iter().max().copied()).unwrap_or(0);
-        let exact = match trip_classes(k).exact.contains(&p) {
-            true => "",
-            false => ", its loops taken to run equal trips: their bounds agree where their `i32` arithmetic does not wrap",
-        };
-        return format!("{name}, whose bounds read the block id (searched: 0 to {to} trips{exact})");
-    }
-    let trips = match trip_values(k, p).is_empty() {
-        false => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
-        true => String::new(),
-    };
-    let name = loop_trips::name(k, p);
-    format!("{name}, which has no declared range to enumerate (searched: 0 to {SEARCHED}{trips} and the default)")
-}
 
 /// Whether op `o` lies outside every loop of `pumped`. The every-trip-count argument keeps
 /// the (release, wait) pairs keyed one before the other at every value searched only where
@@ -566,13 +624,7 @@ fn flat_verdict(k: &Kernel, warp: u32, rep: Value, waits: &[Op]) -> Result<Verdi
 /// answers. [`verify`] uses it with [`LONG_LOOP`]; a smaller `long` lets tests compare it
 /// with the full trace at small trip counts.
 pub fn verify_periodic(k: &Kernel, warp: u32, long: i64) -> Result<Verdict, String> {
-    let mut waits = Vec::new();
-    k.walk(|o| {
-        if matches!(k.ops[o].kind, OpKind::MbarWait { .. }) {
-            waits.push(o);
-        }
-    });
-    periodic(k, warp, long.max(1), &waits)
+    periodic(k, warp, long.max(1), &wait_ops(k))
 }
 
 /// The trip count above which [`verify`] reads a constant loop's verdict from a shorter trace.

@@ -33,12 +33,13 @@
 //! Complexity: per slot, one pass builds its arrivals by round and, per thread, the least
 //! round of its arrivals after each of its events ([`Index`]); then a wait event costs
 //! O(arrivals of its round × slots of the arriving thread × log events), and each (slot,
-//! round)'s `expect_tx` rule is decided once (memoised).
+//! round)'s `expect_tx` rule and each slot's first copy in a round that never completes are
+//! decided once (memoised: a scan per wait event was quadratic in the trace, issue 12's L9).
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
-use super::{Ev, Finding, Protocol, Slot};
+use super::{Ev, Finding, FxMap, Protocol, Slot};
 use crate::diag::{DiagKind, Diagnostic};
 use crate::ir::text::op_label;
 use crate::ir::*;
@@ -48,26 +49,30 @@ use crate::ir::*;
 #[derive(Default)]
 pub(super) struct Index {
     /// Rounds of each slot that complete.
-    complete: RefCell<HashMap<Slot, i64>>,
+    complete: RefCell<FxMap<Slot, i64>>,
     /// Each slot's arrival events by round.
-    by_round: RefCell<HashMap<Slot, ByRound>>,
+    by_round: RefCell<FxMap<Slot, ByRound>>,
     /// Each slot's `expect_tx` events by round.
-    tx_by_round: RefCell<HashMap<Slot, ByRound>>,
+    tx_by_round: RefCell<FxMap<Slot, ByRound>>,
     /// Per (slot, thread): its arrivals' (seq, the least round of it and its later arrivals).
-    later: RefCell<HashMap<Slot, Later>>,
+    later: RefCell<FxMap<Slot, Later>>,
     /// The same of its TMA loads (the bytes a round's phase waits for).
-    later_loads: RefCell<HashMap<Slot, Later>>,
+    later_loads: RefCell<FxMap<Slot, Later>>,
     /// Per (slot, round): [`TxOrder`].
-    tx: RefCell<HashMap<(Slot, i64), TxOrder>>,
+    tx: RefCell<FxMap<(Slot, i64), TxOrder>>,
+    /// Per slot: its first `tx` event or load in a round that never completes ([`Protocol::late_bytes`]).
+    late: RefCell<FxMap<Slot, Option<usize>>>,
+    /// Per thread: the `seq` of its first wait ([`Protocol::first_wait`]).
+    first_wait: RefCell<Option<FxMap<u32, usize>>>,
     /// Per top-level op index `p`: the top-level `barrier`s before it ([`Protocol::barrier_between`]).
     barriers: RefCell<Option<Vec<u32>>>,
 }
 
 /// Per thread: its arrivals on one slot as (seq, least round of it and its later arrivals).
-type Later = HashMap<u32, Vec<(usize, i64)>>;
+type Later = FxMap<u32, Vec<(usize, i64)>>;
 
 /// One slot's events of a kind by round, in event order.
-type ByRound = HashMap<i64, Vec<usize>>;
+type ByRound = FxMap<i64, Vec<usize>>;
 
 /// The outcome for one round of a slot: its `expect_tx` all ordered, or the first one that
 /// is not, and whether the trace exhibits the early completion.
@@ -112,13 +117,16 @@ impl Protocol<'_> {
     /// E0306 of the same wait.
     fn late_bytes(&self, s: Slot) -> Option<String> {
         let complete = self.complete_rounds(s);
-        let late = (self.by_slot[&s].iter()).find(|&&i| matches!(self.ev[i].ev, Ev::ExpectTx(_) | Ev::Load(_)) && self.round[i] >= complete)?;
-        let e = &self.ev[*late];
+        let late = *self.rounds_idx.late.borrow_mut().entry(s).or_insert_with(|| {
+            (self.by_slot[&s].iter().copied()).find(|&i| matches!(self.ev[i].ev, Ev::ExpectTx(_) | Ev::Load(_)) && self.round[i] >= complete)
+        });
+        let late = late?;
+        let e = &self.ev[late];
         Some(format!(
             "{} in thread {} counts toward round {} of {}, a phase that never completes (only {complete} do): no wait observes that copy",
             op_label(self.k, e.op),
             e.thread,
-            self.round[*late],
+            self.round[late],
             self.slot_name(s)
         ))
     }
@@ -163,14 +171,19 @@ impl Protocol<'_> {
         !self.broken.contains_key(&s) && !self.overtaken.contains_key(&s)
     }
 
+    /// The slots thread `t` waits on whose phases complete in round order ([`Self::in_order`]).
+    fn waited_slots(&self, t: u32) -> impl Iterator<Item = Slot> + '_ {
+        let slots = self.slots_of.get(&t).map_or(&[][..], |v| &v[..]);
+        slots.iter().copied().filter(|&s2| self.in_order(s2))
+    }
+
     /// Whether thread `t2`'s event `seq2` comes after thread `t`'s event `seq` by program
     /// order or through one wait of `t2` on a phase with an arrival of `t` after `seq`.
     fn after_one_step(&self, t: u32, seq: usize, t2: u32, seq2: usize) -> bool {
         if t == t2 {
             return seq2 > seq;
         }
-        let slots = self.slots_of.get(&t2).cloned().unwrap_or_default();
-        slots.into_iter().filter(|&s2| self.in_order(s2)).any(|s2| {
+        self.waited_slots(t2).any(|s2| {
             let g2 = self.direct(t2, seq2, s2);
             g2 >= 0 && self.least_round_after(s2, t, seq).is_some_and(|r| r <= g2)
         })
@@ -183,9 +196,9 @@ impl Protocol<'_> {
 
     /// The least round of thread `t`'s events on `s2` that `is` selects after its event
     /// `seq`, from the per-slot index `map` (built on first use: suffix minima per thread).
-    fn least_after(&self, map: &RefCell<HashMap<Slot, Later>>, s2: Slot, t: u32, seq: usize, is: fn(&Ev) -> bool) -> Option<i64> {
+    fn least_after(&self, map: &RefCell<FxMap<Slot, Later>>, s2: Slot, t: u32, seq: usize, is: fn(&Ev) -> bool) -> Option<i64> {
         if !map.borrow().contains_key(&s2) {
-            let mut per: Later = HashMap::new();
+            let mut per: Later = FxMap::default();
             for &x in &self.by_slot[&s2] {
                 if is(&self.ev[x].ev) {
                     per.entry(self.ev[x].thread).or_default().push((self.ev[x].seq, self.round[x]));
@@ -213,8 +226,7 @@ impl Protocol<'_> {
         if t == t2 {
             return false;
         }
-        let slots = self.slots_of.get(&t2).cloned().unwrap_or_default();
-        slots.into_iter().filter(|&s2| self.in_order(s2)).any(|s2| {
+        self.waited_slots(t2).any(|s2| {
             let g2 = self.direct(t2, seq2, s2);
             let r = self.least_after(&self.rounds_idx.later_loads, s2, t, seq, |e| matches!(e, Ev::Load(_)));
             g2 >= 0 && r.is_some_and(|r| r >= 0 && r <= g2 && matches!(self.tx_order(s2, r), TxOrder::Ordered))
@@ -229,9 +241,9 @@ impl Protocol<'_> {
     /// The events of round `r` of `s` that `is` selects, in event order, from the per-slot
     /// index `map` (built on first use: one pass over the slot's events, so that a check of
     /// every round is linear in the slot's events, not quadratic).
-    fn of_round(&self, map: &RefCell<HashMap<Slot, ByRound>>, s: Slot, r: i64, is: fn(&Ev) -> bool) -> Vec<usize> {
+    fn of_round(&self, map: &RefCell<FxMap<Slot, ByRound>>, s: Slot, r: i64, is: fn(&Ev) -> bool) -> Vec<usize> {
         if !map.borrow().contains_key(&s) {
-            let mut m: ByRound = HashMap::new();
+            let mut m: ByRound = FxMap::default();
             for &x in &self.by_slot[&s] {
                 if is(&self.ev[x].ev) {
                     m.entry(self.round[x]).or_default().push(x);
@@ -303,12 +315,7 @@ impl Protocol<'_> {
     /// lies between them and `e` at the kernel's top level.
     fn exhibits(&self, e: usize, idx: &[usize]) -> bool {
         let t = self.ev[e].thread;
-        let mut waits: HashMap<u32, usize> = HashMap::new();
-        for x in self.ev.iter().filter(|x| matches!(x.ev, Ev::Wait(_))) {
-            let w = waits.entry(x.thread).or_insert(x.seq);
-            *w = (*w).min(x.seq);
-        }
-        let first_wait = |th: u32| waits.get(&th).copied().unwrap_or(usize::MAX);
+        let first_wait = |th: u32| self.first_wait(th);
         // A wait before `e` in its own thread may be what places `e` in a later phase (its
         // thread does not arrive, so the round taken for it is not the phase it counts in).
         if self.ev[e].seq >= first_wait(t) {
@@ -332,6 +339,21 @@ impl Protocol<'_> {
         }
         let top = self.k.region_ops(self.k.body());
         !(span.0..=span.1).any(|p| usize::try_from(p).ok().and_then(|p| top.get(p)).is_none_or(|&o| may_order(self.k, o)))
+    }
+
+    /// The `seq` of thread `t`'s first wait (`usize::MAX` without one), from a table of every
+    /// thread's built on first use (one pass over the trace, not one per slot asked).
+    fn first_wait(&self, t: u32) -> usize {
+        let mut memo = self.rounds_idx.first_wait.borrow_mut();
+        let waits = memo.get_or_insert_with(|| {
+            let mut waits: FxMap<u32, usize> = FxMap::default();
+            for x in self.ev.iter().filter(|x| matches!(x.ev, Ev::Wait(_))) {
+                let w = waits.entry(x.thread).or_insert(x.seq);
+                *w = (*w).min(x.seq);
+            }
+            waits
+        });
+        waits.get(&t).copied().unwrap_or(usize::MAX)
     }
 
     fn never_returns(&self, i: usize, complete: i64) -> Diagnostic {

@@ -35,7 +35,8 @@ pub struct BenchArgs {
     /// instead (GEMMs rolled and unrolled at 128x128x64 and 64x64x32 with 64, 256 and 1024
     /// threads, 32x32x32 and 256x256x64 with 256, the flash-attention loop rolled, unrolled
     /// and with K loaded first, the one-buffer n-pair family up to `--max-pairs`, nested
-    /// loops to depth 8, constant trips 8..10^6).
+    /// loops to depth 8, constant trips 8..10^6, and a warp-specialized mbarrier pipeline of
+    /// 10^3 and 10^4 trips stepping by 2 on its declared `sm_90`: issue 12's L9).
     #[arg(long)]
     pub real: bool,
     /// Largest n of the n-pair family in `--real` (powers of ten from 10).
@@ -228,7 +229,9 @@ pub fn run(args: &BenchArgs) -> i32 {
 
 /// The real-size suite's kernels: name and source, in the order the table prints them.
 fn real_kernels(max_pairs: usize) -> Vec<(String, String)> {
-    use smemsync::bench_kernels::{const_trip, n_pairs, nested_loops, real_tiled_kernels};
+    use smemsync::bench_kernels::{
+        const_trip, mbar_stepped, n_pairs, nested_loops, real_tiled_kernels,
+    };
     let mut out = real_tiled_kernels();
     let mut n = 10;
     while n <= max_pairs {
@@ -240,6 +243,12 @@ fn real_kernels(max_pairs: usize) -> Vec<(String, String)> {
     }
     for trips in [8, 64, 256, 257, 1000, 10_000, 1_000_000] {
         out.push((format!("constant trips {trips}"), const_trip(trips)));
+    }
+    for trips in [1000, 10_000] {
+        out.push((
+            format!("mbarrier step-2 trips {trips}"),
+            mbar_stepped(trips),
+        ));
     }
     out
 }
@@ -431,6 +440,12 @@ fn real_suite(args: &BenchArgs, target: &Target) -> i32 {
                 return EXIT_USER;
             }
         };
+        // A row whose kernel declares its target (the mbarrier pipelines: sm_90) runs on it.
+        let target = match k.target.as_deref().map(Target::from_name) {
+            Some(Ok(t)) => t,
+            _ => *target,
+        };
+        let target = &target;
         reset_peak();
         let opts = PlaceOptions::default();
         let c0 = thread_cpu_ns();
