@@ -139,10 +139,13 @@ impl Watch {
     }
 }
 
+/// A thread's arrivals on one slot: (place in its sequence, key), in its sequence.
+type Arrivals<'a> = Vec<(usize, &'a [i64])>;
+
 /// Each thread's arrivals by slot, in its sequence, and every wait by slot, by key: what (2)
 /// and (3) read.
 struct Index<'a> {
-    arrivals: HashMap<(u32, Slot), Vec<(usize, &'a [i64])>>,
+    arrivals: HashMap<(u32, Slot), Arrivals<'a>>,
     waits: HashMap<Slot, Vec<(&'a [i64], Op)>>,
     arrays: Vec<Buffer>,
 }
