@@ -38,8 +38,9 @@ struct Dep {
 }
 
 /// The maximal thread-dependent, environment-free values under the operands the trace
-/// evaluates of the ops in `traced` (module doc), in a deterministic order.
-pub fn terms(k: &Kernel, traced: &HashSet<Op>) -> Vec<Value> {
+/// evaluates of the ops in `traced` (module doc) and under the values `extra` it evaluates
+/// too (the slots of the accesses `mbar_delayed` watches), in a deterministic order.
+pub fn terms(k: &Kernel, traced: &HashSet<Op>, extra: &[Value]) -> Vec<Value> {
     let mut ops: Vec<Op> = traced.iter().copied().collect();
     ops.sort_unstable();
     let mut t = Terms { k, dep: HashMap::new(), out: Vec::new(), seen: HashSet::new() };
@@ -47,6 +48,9 @@ pub fn terms(k: &Kernel, traced: &HashSet<Op>) -> Vec<Value> {
         for v in evaluated(k, o) {
             t.collect(v);
         }
+    }
+    for &v in extra {
+        t.collect(v);
     }
     t.out
 }

@@ -53,7 +53,10 @@
 //! - **Orders for the handshake checks.** With the verdict come the (release, wait) pairs
 //!   keyed one before the other on every element ([`Verdict::keyed_before`]: first fills for
 //!   `sync::handshake_chain`) and the TMA loads whose copies of one slot lie in distinct
-//!   established rounds ([`Verdict::serial_loads`]: never two in flight at once).
+//!   established rounds ([`Verdict::serial_loads`]: never two in flight at once), and the
+//!   accesses released late, by an arrival in a later iteration ([`Verdict::delayed`], the
+//!   child module `mbar_delayed`: the trace then also records the executions of the role
+//!   arms' slotted accesses and of their queues' commits and waits).
 //! - **Thread classes.** One thread per class of `analysis::mbar_classes` is traced (threads
 //!   whose thread-dependent terms agree trace alike); its events count for the class's size
 //!   where threads are counted (arriving threads, a round's bytes).
@@ -104,6 +107,8 @@ mod trips;
 mod loop_trips;
 #[path = "mbar_flatten.rs"]
 mod flatten;
+#[path = "mbar_delayed.rs"]
+mod delayed;
 
 /// Ops executed over all threads (and parameter values) before the trace gives up (not
 /// decided).
@@ -131,7 +136,20 @@ pub struct Verdict {
     /// loads with the same pair never have two copies of one slot in flight at once. For
     /// every parameter value enumerated; empty when a parameter was only searched.
     pub serial_loads: HashMap<Op, (Buffer, Buffer)>,
+    /// Accesses released late (the child module `mbar_delayed`): (access op, its buffer,
+    /// mbarrier array `E`) such that every execution of the access, on slot `e`, is followed in
+    /// its thread, after its completion, by an arrival on `E[e]` (CUTLASS's release of the
+    /// previous stage), with the wait ops keyed between such an execution and its arrival on
+    /// `E[e]` (none of them may acquire what the release orders). For every parameter value
+    /// enumerated (the waits joined); empty when a parameter was only searched, for a
+    /// flattened or periodic verdict, and where the trace did not record the access.
+    /// `sync::handshake_chain` reads it.
+    pub delayed: LateReleases,
 }
+
+/// Accesses released late ([`Verdict::delayed`]): (access, its buffer, mbarrier array) to the
+/// waits keyed between an execution and its release.
+pub type LateReleases = HashMap<(Op, Buffer, Buffer), HashSet<Op>>;
 
 /// The protocol's per-slot tables: hashed often (a third of `sync` on Triton's persistent
 /// warp-specialized matmul went to SipHash), keyed by small ids.
@@ -276,6 +294,7 @@ impl Search<'_> {
         let k = self.k;
         let mut keyed = std::mem::take(&mut v.keyed_before);
         v.serial_loads.clear();
+        v.delayed.clear();
         match every_trip(k, self.warp, &self.params, &self.sampled, &v, self.flat) {
             Ok((pumped, clip)) => {
                 keyed.retain(|&(l, w)| outside_loops(k, &pumped, l) && outside_loops(k, &pumped, w));
@@ -556,7 +575,7 @@ fn every_trip(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], sampled: &[Va
         return Err(format!("not every trip count 0 to {TRIPS} was searched"));
     }
     let assign = HashMap::from([(*p, kv(TRIPS))]);
-    let Ok(t) = trace(k, warp, &assign, MAX_STEPS, sh.loops.keys().copied().collect(), HashMap::new()) else {
+    let Ok(t) = trace(k, warp, &assign, MAX_STEPS, sh.loops.keys().copied().collect(), HashMap::new(), false) else {
         return Err(format!("the trace at trip count {TRIPS} failed"));
     };
     // Iteration values that never repeat may be counters read through residues.
@@ -600,6 +619,7 @@ fn flat_verdict(k: &Kernel, warp: u32, rep: Value, waits: &[Op]) -> Result<Verdi
     }
     v.keyed_before.clear();
     v.serial_loads.clear();
+    v.delayed.clear();
     if let Some(n) = clip {
         let tile = loop_trips::name(k, rep);
         for &w in waits {
@@ -640,7 +660,7 @@ fn periodic(k: &Kernel, warp: u32, long: i64, waits: &[Op]) -> Result<Verdict, S
     let over = |hi: i64| loops.keys().map(|&o| (o, hi)).collect::<HashMap<Op, i64>>();
     let none = HashMap::new();
     let pumped = loops.keys().copied().collect();
-    let t = trace(k, warp, &none, MAX_STEPS, pumped, over(long)).map_err(|_| "the shortened trace failed".to_string())?;
+    let t = trace(k, warp, &none, MAX_STEPS, pumped, over(long), false).map_err(|_| "the shortened trace failed".to_string())?;
     // Counters carried as `c + δ` never repeat: taken through their residues (premise 1, carried counters).
     let (i0, p) = match period::stride(&loops, &t.iters, long, m, &Default::default()) {
         Ok(x) => x,
@@ -656,7 +676,7 @@ fn periodic(k: &Kernel, warp: u32, long: i64, waits: &[Op]) -> Result<Verdict, S
     let pr = Protocol::new(k, t.events, t.weight);
     trips::blocks(&pr, &trips::Shape::fixed(loops.clone()), &t.iters, t0, p)?;
     let short = t0 + (c - t0) % p;
-    let t = trace(k, warp, &none, MAX_STEPS, HashSet::new(), over(short)).map_err(|_| "the shortened trace failed".to_string())?;
+    let t = trace(k, warp, &none, MAX_STEPS, HashSet::new(), over(short), false).map_err(|_| "the shortened trace failed".to_string())?;
     let pr = Protocol::new(k, t.events, t.weight);
     if !pr.parity_ok() {
         return Err("the default keys do not align the roles".into());
@@ -703,15 +723,23 @@ fn verify_all(k: &Kernel, warp: u32, params: &[(Value, Vec<i64>)], waits: &[Op],
             assign.insert(*p, vals[(rest % vals.len() as i64) as usize]);
             rest /= vals.len() as i64;
         }
-        let t = trace(k, warp, &assign, budget, HashSet::new(), HashMap::new())?;
+        let t = trace(k, warp, &assign, budget, HashSet::new(), HashMap::new(), true)?;
         budget -= t.steps;
-        let mut v = aligned(k, t.events, t.weight, counted_only).verdict(waits);
+        let (p, keys) = aligned(k, t.events, t.weight, counted_only);
+        let marks: Vec<delayed::Mark> = t.marks.into_iter().map(|m| keys.mark(m)).collect();
+        let late = delayed::releases(k, &t.watch, &p.ev, &marks);
+        let mut v = p.verdict(waits);
         if c == 0 {
             out.keyed_before = std::mem::take(&mut v.keyed_before);
             out.serial_loads = std::mem::take(&mut v.serial_loads);
+            out.delayed = late;
         } else {
             out.keyed_before.retain(|p| v.keyed_before.contains(p));
             out.serial_loads.retain(|o, t| v.serial_loads.get(o) == Some(t));
+            out.delayed.retain(|d, _| late.contains_key(d));
+            for (d, between) in late {
+                out.delayed.entry(d).and_modify(|w| w.extend(between));
+            }
         }
         if !assign.is_empty() {
             let with: Vec<String> = (params.iter()).map(|(p, ..)| value_note(k, *p, assign[p])).collect();
@@ -755,21 +783,43 @@ pub const MAX_SKEW: i64 = 8;
 /// the counted keys with skew 0, −1, 1, −2, 2 … ±[`MAX_SKEW`]; with none, the default's
 /// (its E0306 stands). Any one key order, used for every wait at once, makes the
 /// handshakes' chains sound (docs/async.md, *Alignment*), so the choice is a search, not
-/// an assumption.
-fn aligned(k: &Kernel, events: Vec<Event>, weight: HashMap<u32, u32>, counted_only: bool) -> Protocol<'_> {
+/// an assumption. With it, the keys chosen (for the trace's other records: `mbar_delayed`).
+fn aligned(k: &Kernel, events: Vec<Event>, weight: HashMap<u32, u32>, counted_only: bool) -> (Protocol<'_>, Keys) {
     let counted = events.iter().any(|e| e.arm.is_some());
     let base = Protocol::new(k, events, weight);
     if !counted || (!counted_only && base.parity_ok()) {
-        return base;
+        return (base, Keys::Default);
     }
     for d in std::iter::once(0).chain((1..=MAX_SKEW).flat_map(|d| [-d, d])) {
         let ev = (base.ev.iter()).map(|e| counted_key(e, d)).collect();
         let p = Protocol::new(k, ev, base.weight.clone());
         if p.parity_ok() {
-            return p;
+            return (p, Keys::Counted(d));
         }
     }
-    strided(k, &base).unwrap_or(base)
+    match strided(k, &base) {
+        Some((p, keys)) => (p, keys),
+        None => (base, Keys::Default),
+    }
+}
+
+/// The key order of a verdict ([`aligned`]): the trace's own, counted with a skew, or strided.
+enum Keys {
+    Default,
+    Counted(i64),
+    Strided { arm: i64, m: i64, r: HashMap<u32, i64> },
+}
+
+impl Keys {
+    /// A watched op's execution (`mbar_delayed`) keyed as an event at its place would be.
+    fn mark(&self, mut m: delayed::Mark) -> delayed::Mark {
+        match self {
+            Keys::Default => {}
+            Keys::Counted(d) => counted_pos(&mut m.key, m.arm, *d),
+            Keys::Strided { arm, m: n, r } => strided_pos(&mut m.key, m.arm, m.thread, (*arm, *n, r)),
+        }
+        m
+    }
 }
 
 /// Strides tried for one arm's counted iterations (module doc, *Alignment*: ping-pong roles).
@@ -783,7 +833,7 @@ pub const MAX_OFFSETS: usize = 16;
 /// arm (`m` in 2..=[`MAX_STRIDE`], `r(t)` in `0..m` per thread class: the arm's threads
 /// split into groups taking turns, CUTLASS's ping-pong consumers). Monotone in each thread's
 /// program order with an iteration's events at one position, like every counted key.
-fn strided<'k>(k: &'k Kernel, base: &Protocol<'k>) -> Option<Protocol<'k>> {
+fn strided<'k>(k: &'k Kernel, base: &Protocol<'k>) -> Option<(Protocol<'k>, Keys)> {
     for arm in 0..2i64 {
         let mut threads: Vec<u32> = (base.ev.iter())
             .filter(|e| e.arm.is_some_and(|a| e.key[a.at + 1] == arm))
@@ -806,7 +856,7 @@ fn strided<'k>(k: &'k Kernel, base: &Protocol<'k>) -> Option<Protocol<'k>> {
                 let ev = (base.ev.iter()).map(|e| strided_key(e, arm, m, &r)).collect();
                 let p = Protocol::new(k, ev, base.weight.clone());
                 if p.parity_ok() {
-                    return Some(p);
+                    return Some((p, Keys::Strided { arm, m, r }));
                 }
             }
         }
@@ -818,14 +868,21 @@ fn strided<'k>(k: &'k Kernel, base: &Protocol<'k>) -> Option<Protocol<'k>> {
 /// thread `t` at position `2(m·c + r(t)) + 1`, between loops `2(m·c + r(t))`; the other arm
 /// as [`counted_key`] with skew 0.
 fn strided_key(e: &Event, arm: i64, m: i64, r: &HashMap<u32, i64>) -> Event {
-    let mut e = counted_key(e, 0);
-    if let Some(a) = e.arm
-        && e.key[a.at + 1] == arm
+    let mut e = e.clone();
+    strided_pos(&mut e.key, e.arm, e.thread, (arm, m, r));
+    e
+}
+
+/// [`strided_key`] on a key: its arm position `arm` of thread `t`, with stride `m` and
+/// offsets `r`.
+fn strided_pos(key: &mut [i64], arm: Option<ArmPos>, t: u32, (which, m, r): (i64, i64, &HashMap<u32, i64>)) {
+    counted_pos(key, arm, 0);
+    if let Some(a) = arm
+        && key[a.at + 1] == which
         && (a.in_loop || a.count != 0)
     {
-        e.key[a.at] = 2 * (m * a.count + r.get(&e.thread).copied().unwrap_or(0)) + a.in_loop as i64;
+        key[a.at] = 2 * (m * a.count + r.get(&t).copied().unwrap_or(0)) + a.in_loop as i64;
     }
-    e
 }
 
 /// Event `e` with its counted key: in a role arm, the arm's iteration position becomes
@@ -836,14 +893,19 @@ fn strided_key(e: &Event, arm: i64, m: i64, r: &HashMap<u32, i64>) -> Event {
 /// (it then checks only that direction).
 fn counted_key(e: &Event, d: i64) -> Event {
     let mut e = e.clone();
-    if let Some(a) = e.arm {
-        let d = if e.key[a.at + 1] == 0 { d } else { 0 };
-        e.key[a.at] = match (a.in_loop, a.count) {
+    counted_pos(&mut e.key, e.arm, d);
+    e
+}
+
+/// [`counted_key`] on a key at arm position `arm`.
+fn counted_pos(key: &mut [i64], arm: Option<ArmPos>, d: i64) {
+    if let Some(a) = arm {
+        let d = if key[a.at + 1] == 0 { d } else { 0 };
+        key[a.at] = match (a.in_loop, a.count) {
             (false, 0) => i64::MIN / 2,
             (l, c) => 2 * (c + d) + l as i64,
         };
     }
-    e
 }
 
 /// The (buffer, mbarrier array) of a TMA load `tma_load view @B[%x] .., @M[%x]`: its copy of
@@ -892,6 +954,9 @@ struct Trace {
     steps: usize,
     /// The runs of the loops asked for (`trace`'s `pumped`).
     iters: Vec<Iters>,
+    /// The executions of the watched ops (`trace`'s `watched`), and what was watched.
+    marks: Vec<delayed::Mark>,
+    watch: delayed::Watch,
 }
 
 /// One thread's run of a loop the trace was asked to record: where each iteration's events
@@ -936,11 +1001,15 @@ struct Tracer<'k> {
     iters: Vec<Iters>,
     /// Loops run to another upper bound than their own (`mbar_period`).
     over: HashMap<Op, i64>,
+    /// Ops recorded besides the mbarrier events (`mbar_delayed`), and their executions.
+    watch: delayed::Watch,
+    marks: Vec<delayed::Mark>,
 }
 
 /// Every thread class's mbarrier events with the parameters `params`, or why the trace could
 /// not be computed (at most `budget` steps); the runs of the loops `pumped` are recorded, and
-/// the loops of `over` run to the upper bound given there.
+/// the loops of `over` run to the upper bound given there; with `watched`, the executions
+/// of the ops `mbar_delayed` watches too.
 fn trace(
     k: &Kernel,
     warp: u32,
@@ -948,9 +1017,11 @@ fn trace(
     budget: usize,
     pumped: HashSet<Op>,
     over: HashMap<Op, i64>,
+    watched: bool,
 ) -> Result<Trace, Missing> {
     let mut has_mbar = HashSet::new();
     mark(k, k.body(), &mut has_mbar);
+    let watch = if watched { delayed::Watch::new(k, &has_mbar) } else { Default::default() };
     let nests_mbar = nesting_loops(k, &has_mbar);
     let loops = (has_mbar.iter().copied()).filter(|&o| matches!(k.ops[o].kind, OpKind::For { .. })).collect();
     let cls = loop_trips::classes(k, &loops);
@@ -976,8 +1047,13 @@ fn trace(
         pumped,
         iters: Vec::new(),
         over,
+        watch,
+        marks: Vec::new(),
     };
-    let classes = t.classes(&crate::analysis::mbar_classes::terms(k, &t.has_mbar));
+    // The watched slots' thread-dependent terms split the classes too: a class's threads
+    // then record the same slots.
+    let slots: Vec<Value> = t.watch.slot_values();
+    let classes = t.classes(&crate::analysis::mbar_classes::terms(k, &t.has_mbar, &slots));
     let mut weight = HashMap::new();
     for (tid, n) in classes {
         t.tid = tid;
@@ -991,7 +1067,7 @@ fn trace(
             });
         }
     }
-    Ok(Trace { events: t.events, weight, steps: t.steps, iters: t.iters })
+    Ok(Trace { events: t.events, weight, steps: t.steps, iters: t.iters, marks: t.marks, watch: t.watch })
 }
 
 /// The loops among `has_mbar` that hold another loop among `has_mbar`.
@@ -1049,6 +1125,11 @@ impl Tracer<'_> {
         let k = self.k;
         for (i, &op) in k.region_ops(r).iter().enumerate() {
             if !self.has_mbar.contains(&op) {
+                if self.watch.observes(op) {
+                    self.key.push(i as i64);
+                    self.record(op);
+                    self.key.pop();
+                }
                 continue;
             }
             self.steps += 1;
@@ -1292,6 +1373,17 @@ impl Tracer<'_> {
         });
         self.seq += 1;
         Ok(())
+    }
+
+    /// Records an execution of a watched op (`mbar_delayed`), with its slots' values.
+    fn record(&mut self, op: Op) {
+        // A slot that needs a parameter is not known here; it never sends the search for one.
+        let missing = self.missing.take();
+        let slots = self.watch.slots(op).iter().map(|o| self.eval(o)).collect();
+        self.missing.set(missing);
+        let arm = self.align.map(|a| ArmPos { at: a.at, count: a.count, in_loop: a.in_leaf });
+        self.marks.push(delayed::Mark { thread: self.tid, seq: self.seq, key: self.key.clone(), arm, op, slots });
+        self.seq += 1;
     }
 
     /// The value of an integer operand in this thread, if known.

@@ -385,7 +385,7 @@ fn run<W: Keep>(
     if !mv.errors.is_empty() {
         return Err(mv.warnings.into_iter().chain(mv.errors).collect());
     }
-    let hs = place_handshakes_verified(input, target, mv.unverified.clone(), mv.keyed_before.clone());
+    let hs = place_handshakes_verified(input, target, mv.unverified.clone(), (mv.keyed_before.clone(), mv.delayed.clone()));
     // E0307: a hand-written cross-role handshake that does not order a conflict of the roles
     // (docs/pipeline.md, "Hand-written handshakes: what `sync` checks").
     if !hs.errors.is_empty() {

@@ -70,6 +70,9 @@ pub struct Handshakes {
     /// `analysis::mbar_protocol`'s keyed-before pairs (`Verdict::keyed_before`): first fills
     /// for `sync::handshake_chain`.
     pub keyed_before: HashSet<(Op, Op)>,
+    /// `analysis::mbar_protocol`'s accesses released late (`Verdict::delayed`): (access,
+    /// buffer, mbarrier array) for `sync::handshake_chain`.
+    pub delayed: crate::analysis::mbar_protocol::LateReleases,
     /// Role branches inside a loop whose hand-written handshakes were checked for every
     /// cross-role conflict (E0307 otherwise): each arm's accesses to the buffers both arms
     /// use. The hazard finder leaves pairs across the two arms to these handshakes.
@@ -148,16 +151,17 @@ pub fn place_handshakes(k: &Kernel, target: &Target) -> Handshakes {
 /// and it comes back as [`Handshakes::kernel`], with no copy (`sync` of a 10^6-op kernel
 /// held three kernels at once before).
 pub fn place_handshakes_owned(k: Kernel, target: &Target) -> Handshakes {
-    place_handshakes_verified(k, target, HashSet::new(), HashSet::new())
+    place_handshakes_verified(k, target, HashSet::new(), Default::default())
 }
 
 /// [`place_handshakes_owned`] where the hand-written waits `unverified` (not verified by
-/// `analysis::mbar_protocol`) order no producer refill.
+/// `analysis::mbar_protocol`) order no producer refill, with the protocol's keyed-before
+/// pairs and late releases (`Verdict::keyed_before`, `Verdict::delayed`).
 pub fn place_handshakes_verified(
     k: Kernel,
     target: &Target,
     unverified: HashSet<Op>,
-    keyed_before: HashSet<(Op, Op)>,
+    (keyed_before, delayed): (HashSet<(Op, Op)>, crate::analysis::mbar_protocol::LateReleases),
 ) -> Handshakes {
     let mut out = Handshakes {
         kernel: k,
@@ -167,6 +171,7 @@ pub fn place_handshakes_verified(
         ordered_tma: HashSet::new(),
         unverified_waits: unverified,
         keyed_before,
+        delayed,
         chained: Vec::new(),
         errors: Vec::new(),
     };
@@ -255,7 +260,7 @@ fn nested_branch(out: &mut Handshakes, br: Op) {
 fn check_handwritten(out: &mut Handshakes, br: Op, shared: &HashSet<Buffer>) {
     let k = &out.kernel;
     let (rt, re) = (k.ops[br].regions[0], k.ops[br].regions[1]);
-    let missing = crate::sync::handshake_chain::missing_chains(k, br, &out.unverified_waits, &out.keyed_before);
+    let missing = crate::sync::handshake_chain::missing_chains(k, br, &out.unverified_waits, (&out.keyed_before, &out.delayed));
     let ordered = handwritten_ordered(k, rt, re, &out.unverified_waits);
     let ordered: Vec<Op> = (ordered.into_iter())
         .filter(|&t| matches!(&k.ops[t].kind, OpKind::TmaLoad { dst, .. } if shared.contains(&k.root_buffer(*dst))))

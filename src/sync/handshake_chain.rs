@@ -20,7 +20,11 @@
 //!   a `cp_async` write by a `cp_async_wait N`, each after `N + 1` commits of its queue
 //!   (`wgmma_commit`, `bulk_commit`, `cp_async_commit`) on every path since the access
 //!   ([`completed_by`]; docs/async.md, "wgmma completion"). An arrival in a later iteration
-//!   (a delayed release) is not one: E0307 notes it ([`Cx::delayed_arrival`]);
+//!   (a *delayed release*, CUTLASS's `wait 1; if i > 0 { arrive @empty[(i-1) mod D] }`)
+//!   releases `x` only as `mbar_protocol`'s trace shows it (`Verdict::delayed`: every
+//!   execution of `x` complete before the next arrival of its thread on its slot, and `y`'s
+//!   acquire never keyed between the two: [`Cx::released_late`]); where it does not, E0307
+//!   notes the arrival ([`Cx::delayed_arrival`]);
 //! - **acquire** of `y` on `E[j]`: an `mbar_wait E[j]` of Y precedes `y` in the same
 //!   iteration of the same innermost loop, executed whenever `y` is, and verified or taken as
 //!   written by `analysis::mbar_protocol` (not among its unverified waits: the parity names the
@@ -74,6 +78,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::analysis::mbar_protocol::LateReleases;
 use crate::analysis::uniformity::Uniformity;
 use crate::diag::{DiagKind, Diagnostic};
 use super::handshake::Access;
@@ -94,6 +99,9 @@ struct Cx<'a> {
     unverified: &'a HashSet<Op>,
     /// `mbar_protocol`'s (release, wait) pairs keyed one before the other on every element.
     keyed_before: &'a HashSet<(Op, Op)>,
+    /// `mbar_protocol`'s accesses released late: (access, buffer, mbarrier array) to the
+    /// waits keyed between an execution and its release.
+    delayed: &'a LateReleases,
     uni: Uniformity,
     /// Program order over the branch.
     pos: HashMap<Op, usize>,
@@ -107,9 +115,9 @@ pub(crate) fn missing_chains(
     k: &Kernel,
     br: Op,
     unverified: &HashSet<Op>,
-    keyed_before: &HashSet<(Op, Op)>,
+    (keyed_before, delayed): (&HashSet<(Op, Op)>, &LateReleases),
 ) -> Vec<Diagnostic> {
-    let cx = Cx::new(k, br, unverified, keyed_before);
+    let cx = Cx::new(k, br, unverified, (keyed_before, delayed));
     let named = cx.named_across_roles();
     let mut acc = Vec::new();
     for &r in &k.ops[br].regions {
@@ -139,14 +147,19 @@ pub(crate) fn missing_chains(
 
 impl<'a> Cx<'a> {
     /// The context of role branch `br` (its ops in program order, the kernel's uniformity).
-    fn new(k: &'a Kernel, br: Op, unverified: &'a HashSet<Op>, keyed_before: &'a HashSet<(Op, Op)>) -> Self {
+    fn new(
+        k: &'a Kernel,
+        br: Op,
+        unverified: &'a HashSet<Op>,
+        (keyed_before, delayed): (&'a HashSet<(Op, Op)>, &'a LateReleases),
+    ) -> Self {
         let mut ops = Vec::new();
         for &r in &k.ops[br].regions {
             super::handshake::walk_region(k, r, &mut ops);
         }
         let pos = ops.iter().enumerate().map(|(i, &o)| (o, i)).collect();
         let uni = crate::analysis::uniformity::analyze(k);
-        Cx { k, br, unverified, keyed_before, uni, pos, ops }
+        Cx { k, br, unverified, keyed_before, delayed, uni, pos, ops }
     }
 
     /// Whether an access can run more than once: a loop in the branch, or around it (a
@@ -177,6 +190,7 @@ impl<'a> Cx<'a> {
         let rel = self.release(x.op, x.slot);
         let acq = self.acquire(y.op, y.slot);
         rel.iter().any(|e| (by_slot || e.1.is_some()) && acq.contains(e))
+            || (by_slot && self.released_late(x, y))
             || self.keyed_whole(x, y, by_slot)
             || (by_slot && self.keyed_whole(y, x, true))
     }
@@ -378,6 +392,17 @@ impl Cx<'_> {
     fn completed_at(&self, x: Op) -> Option<usize> {
         let after = self.ops[self.pos[&x] + 1..].iter().copied();
         completed_by(self.k, x, after.filter(|&o| self.runs_with(o, x))).map(|o| self.pos[&o])
+    }
+
+    /// Whether `mbar_protocol`'s trace shows `x` released late to `y` (`Verdict::delayed`):
+    /// every execution of `x` on slot `e` is released by an arrival of its thread on `E[e]`
+    /// after its completion, and `y` acquires its own slot of `E` by a wait never keyed
+    /// between such an execution and its release (docs/async.md, "wgmma completion").
+    fn released_late(&self, x: &super::handshake::Access, y: &super::handshake::Access) -> bool {
+        let acq = self.acquire_ops(y.op, y.slot);
+        (self.delayed.iter())
+            .filter(|((o, b, _), _)| *o == x.op && *b == x.buffer)
+            .any(|((_, _, e), between)| acq.iter().any(|(w, f)| *f == (*e, None) && !between.contains(w)))
     }
 
     /// The mbarrier elements `y` (slot `slot`) acquires: waits before it, in its iteration.
@@ -586,7 +611,7 @@ impl Cx<'_> {
             .with_note("a hand-written handshake orders the roles only where the earlier access is followed by an arrival (after the access, in its iteration) on an mbarrier slot the later role waits on before its access (docs/pipeline.md)");
         let d = match self.delayed_arrival(x.op) {
             Some(a) => d.with_label(k.span(a), "this arrival runs only in some iterations").with_note(
-                "an arrival in a later iteration (a delayed release of the previous stage, as in CUTLASS's sm90 consumer mainloop after `wgmma_wait 1`) is not taken as a release here: the chain check pairs an access only with arrivals that run with it, in its iteration (docs/async.md, \"wgmma completion\"); `smemsync check` decides such a kernel",
+                "an arrival in a later iteration (a delayed release of the previous stage, as in CUTLASS's sm90 consumer mainloop after `wgmma_wait 1`) releases the access only where the mbarrier protocol's trace shows every execution of it complete before its thread's next arrival on its slot, and the other role's wait for the refill keyed after that arrival; here it does not (docs/async.md, \"wgmma completion\"); `smemsync check` decides such a kernel",
             ),
             None => d,
         };
@@ -661,7 +686,7 @@ fn async_completion(kind: &OpKind) -> Option<(&'static str, &'static str)> {
 }
 
 /// A test on an op's kind (a commit, a wait).
-type OpTest = fn(&OpKind) -> bool;
+pub(crate) type OpTest = fn(&OpKind) -> bool;
 
 /// The op from which the shared access `x` is complete for the threads that issued it — the
 /// one definition of "completed for its own threads" that the chain check (E0307), `sync`'s
@@ -679,21 +704,10 @@ type OpTest = fn(&OpKind) -> bool;
 /// when no such wait follows, and for copies whose counters are not modelled here
 /// (`gather_to_lds`, TDM: [`completion_ops`] writes their `waitcnt`). O(|after| · depth).
 pub(crate) fn completed_by(k: &Kernel, x: Op, after: impl IntoIterator<Item = Op>) -> Option<Op> {
-    let (commit, wait): (OpTest, WaitTest) = match &k.ops[x].kind {
-        OpKind::Wgmma { .. } => (
-            |o| matches!(o, OpKind::WgmmaCommit),
-            |o| if let OpKind::WgmmaWait(n) = o { Some(*n) } else { None },
-        ),
-        OpKind::TmaStore { .. } => (
-            |o| matches!(o, OpKind::BulkCommit),
-            |o| if let OpKind::BulkWait(n) = o { Some(*n) } else { None },
-        ),
-        OpKind::CpAsync { .. } | OpKind::CpAsyncTile(_) => (
-            |o| matches!(o, OpKind::CpAsyncCommit),
-            |o| if let OpKind::CpAsyncWait(n) = o { Some(*n) } else { None },
-        ),
-        OpKind::GatherToLds { .. } | OpKind::GatherToLdsTile(_) | OpKind::TdmLoad { .. } => return None,
-        _ => return Some(x),
+    let (commit, wait) = match completion(&k.ops[x].kind) {
+        Completion::Itself => return Some(x),
+        Completion::Groups(commit, wait) => (commit, wait),
+        Completion::Unmodelled => return None,
     };
     let parents = k.parents();
     // Commits on every path since `x`; `if`s and loops counted whole (their inner ops,
@@ -721,7 +735,40 @@ pub(crate) fn completed_by(k: &Kernel, x: Op, after: impl IntoIterator<Item = Op
 }
 
 /// A test reading the group count of a wait (`wgmma_wait N`: `Some(N)`).
-type WaitTest = fn(&OpKind) -> Option<u32>;
+pub(crate) type WaitTest = fn(&OpKind) -> Option<u32>;
+
+/// How a shared access is completed for the threads that issued it ([`completed_by`]).
+pub(crate) enum Completion {
+    /// A synchronous access: complete when it has run.
+    Itself,
+    /// An asynchronous access completed by a wait of its group queue: the queue's commit and
+    /// wait (`wgmma_commit` / `wgmma_wait N`, `bulk_commit` / `bulk_wait N`,
+    /// `cp_async_commit` / `cp_async_wait N`).
+    Groups(OpTest, WaitTest),
+    /// A copy whose counter is not modelled here (`gather_to_lds`, TDM: [`completion_ops`]).
+    Unmodelled,
+}
+
+/// How an access of kind `kind` is completed for its own threads: the one table that
+/// [`completed_by`] and `analysis::mbar_protocol`'s delayed releases read.
+pub(crate) fn completion(kind: &OpKind) -> Completion {
+    match kind {
+        OpKind::Wgmma { .. } => Completion::Groups(
+            |o| matches!(o, OpKind::WgmmaCommit),
+            |o| if let OpKind::WgmmaWait(n) = o { Some(*n) } else { None },
+        ),
+        OpKind::TmaStore { .. } => Completion::Groups(
+            |o| matches!(o, OpKind::BulkCommit),
+            |o| if let OpKind::BulkWait(n) = o { Some(*n) } else { None },
+        ),
+        OpKind::CpAsync { .. } | OpKind::CpAsyncTile(_) => Completion::Groups(
+            |o| matches!(o, OpKind::CpAsyncCommit),
+            |o| if let OpKind::CpAsyncWait(n) = o { Some(*n) } else { None },
+        ),
+        OpKind::GatherToLds { .. } | OpKind::GatherToLdsTile(_) | OpKind::TdmLoad { .. } => Completion::Unmodelled,
+        _ => Completion::Itself,
+    }
+}
 
 /// The commits (ops passing `commit`) that every execution of op `o` runs: 1 for a commit,
 /// for an `if` the fewest over its arms (an arm that may be skipped, `if` without `else`,
