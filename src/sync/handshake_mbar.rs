@@ -42,8 +42,6 @@ pub(crate) fn place(
         let p = Phase::new(k, &mut sp, cx, arm, producer)?;
         let (wait_on, arrive_on) = if producer { (empty, full) } else { (full, empty) };
         let wait_par = p.par;
-        let first = arm.acc.iter().map(|a| a.0).min().unwrap_or(0);
-        let fo = k.region_ops(arm.body)[first];
         let wait = |k: &mut Kernel, sp: &mut Splice| {
             sp.sync(
                 k,
@@ -80,11 +78,18 @@ pub(crate) fn place(
                 sp.before.entry(t).or_default().push(a);
                 per_iter += 1;
             }
-        } else {
+        }
+        // Every other access (a consumer's reads; a producer's stores, beside its TMA loads
+        // too: P12) is acquired by its threads' wait before the first and released by their
+        // arrival after the last, on the loop body's top level: every thread that runs the
+        // loop waits and arrives (the count `full_arrivals` adds for them).
+        let plain: Vec<&(usize, Slot, Op)> = arm.acc.iter().filter(|a| !tmas.contains(&a.2)).collect();
+        if let Some(first) = plain.iter().map(|a| a.0).min() {
+            let fo = k.region_ops(arm.body)[first];
             let w = wait(k, &mut sp);
             sp.before.entry(fo).or_default().push(w);
             // The release follows the accesses' completion for their own threads (M15).
-            let accs: Vec<Op> = arm.acc.iter().map(|a| a.2).collect();
+            let accs: Vec<Op> = plain.iter().map(|a| a.2).collect();
             let (after, complete) = crate::sync::handshake::release_point(k, arm, &accs);
             for c in complete {
                 let c = sp.sync(k, c, None);
@@ -303,22 +308,21 @@ fn has_init(k: &Kernel, b: Buffer) -> bool {
     found
 }
 
-/// Arrivals that complete one phase of `full`: the producer threads (stores), or one per TMA
-/// load and issuing thread.
+/// Arrivals that complete one phase of `full`: one per TMA load and issuing thread, and the
+/// producer threads that run the loop when it also writes otherwise (stores: each of them
+/// arrives after its last one, `place`).
 fn full_arrivals(k: &Kernel, cx: &Ctx<'_>, tmas: &[Op]) -> Result<u32, Box<Diagnostic>> {
-    if tmas.is_empty() {
-        return Ok(cx.np);
-    }
+    let stores = cx.prod.acc.iter().any(|a| !tmas.contains(&a.2));
     let parents = k.parents();
-    let mut n = 0u32;
+    let mut n = if stores { cx.np } else { 0 };
     for &t in tmas {
-        let mut issuers = cx.np;
+        let mut above = false;
         for a in parents.ancestors(t) {
             if a == cx.br {
                 break;
             }
             match &k.ops[a].kind {
-                OpKind::For { .. } if a == cx.prod.lp => {}
+                OpKind::For { .. } if a == cx.prod.lp => above = true,
                 OpKind::If { cond } if elects_one(k, *cond) => {
                     if !elected_in_role(k, cx, *cond) {
                         return Err(unsupported(
@@ -327,8 +331,9 @@ fn full_arrivals(k: &Kernel, cx: &Ctx<'_>, tmas: &[Op]) -> Result<u32, Box<Diagn
                             "no thread of the producer role passes this election (`cmp eq tid, C` with C outside the role's threads): its arrivals would never run and the consumers would wait forever",
                         ));
                     }
-                    issuers = 1;
                 }
+                // Above the loop: the guards `handshake_guards` reads (counted below).
+                _ if above => {}
                 _ => {
                     return Err(unsupported(
                         k,
@@ -337,6 +342,12 @@ fn full_arrivals(k: &Kernel, cx: &Ctx<'_>, tmas: &[Op]) -> Result<u32, Box<Diagn
                     ));
                 }
             }
+        }
+        // The issuers: the threads passing every condition on the load's path (P10: an
+        // election and a guard around the loop must both hold).
+        let issuers = crate::sync::handshake_guards::reach(k, t, Some(cx.prod.lp))?.count();
+        if issuers == 0 {
+            return Err(unsupported(k, t, "no thread of the producer role passes every condition around this TMA load: its arrivals would never run and the consumers would wait forever"));
         }
         n += issuers;
     }
