@@ -59,22 +59,42 @@ pub fn cond_group(k: &Kernel, cond: &Operand) -> Option<Group> {
     if k.values[*c].ty != ScalarType::I1 {
         return None;
     }
-    let cone = cone(k, *c)?;
-    let mut split = None;
-    for w in widths(k) {
-        let s = true_interval(k, &cone, w)?;
-        if split.is_some_and(|p| p != s) {
-            return None;
-        }
-        split = Some(s);
-    }
-    let (lo, hi) = split?;
+    let (lo, hi) = true_interval(&true_threads(k, cond)?)?;
     let threads = k.threads();
     let aligned = |x: u32| x.is_multiple_of(WIDTHS[0]) || x == threads;
     if !(aligned(lo) && aligned(hi)) {
         return None;
     }
     (k.groups.iter()).find(|(_, gd)| gd.lo == lo && gd.hi == hi).map(|(g, _)| g)
+}
+
+/// In which threads of the block a condition computed from constants and thread specials
+/// only (the [`cond_group`] rules) is true, one flag per linear thread id; `None` when it
+/// reads anything else (a parameter, a loop variable, a load) or its threads differ between
+/// the warp widths it is evaluated under. `sync::handshake_guards` counts a role's arrivals
+/// with it. O(threads × cone).
+pub fn true_threads(k: &Kernel, cond: &Operand) -> Option<Vec<bool>> {
+    let c = match cond {
+        Operand::Imm(s) => return Some(vec![s.as_i64() != 0; k.threads() as usize]),
+        Operand::Value(c) => *c,
+    };
+    let cone = cone(k, c)?;
+    let mut out: Option<Vec<bool>> = None;
+    for w in widths(k) {
+        let mut vals = vec![0i64; cone.len()];
+        let mut these = Vec::with_capacity(k.threads() as usize);
+        for tid in 0..k.threads() {
+            for i in 0..cone.len() {
+                vals[i] = eval(k, &cone, &vals[..i], cone[i], tid, w)?;
+            }
+            these.push(*vals.last()? != 0);
+        }
+        if out.as_ref().is_some_and(|p| *p != these) {
+            return None;
+        }
+        out = Some(these);
+    }
+    out
 }
 
 /// The warp widths a condition is evaluated under: the width of the target the kernel is
@@ -137,25 +157,15 @@ fn cone(k: &Kernel, v: Value) -> Option<Vec<Value>> {
     Some(out)
 }
 
-/// The threads `[lo, hi)` in which the cone's last value is nonzero under warp width `warp`;
-/// `None` when they are not one interval or some value does not evaluate.
-fn true_interval(k: &Kernel, cone: &[Value], warp: u32) -> Option<(u32, u32)> {
-    let mut vals = vec![0i64; cone.len()];
-    let (mut lo, mut hi) = (None::<u32>, None::<u32>);
-    for tid in 0..k.threads() {
-        for i in 0..cone.len() {
-            vals[i] = eval(k, cone, &vals[..i], cone[i], tid, warp)?;
-        }
-        if *vals.last()? != 0 {
-            match hi {
-                Some(h) if h != tid => return None,
-                _ => {}
-            }
-            lo.get_or_insert(tid);
-            hi = Some(tid + 1);
-        }
+/// The threads `[lo, hi)` whose flag is set; `None` when they are not one interval.
+fn true_interval(flags: &[bool]) -> Option<(u32, u32)> {
+    let lo = flags.iter().position(|&f| f).unwrap_or(0);
+    let hi = flags.iter().rposition(|&f| f).map_or(0, |h| h + 1);
+    if flags[lo..hi].iter().all(|&f| f) {
+        Some((lo as u32, hi as u32))
+    } else {
+        None
     }
-    Some((lo.unwrap_or(0), hi.unwrap_or(0)))
 }
 
 /// The value of `v` in thread `tid`, its operands read from `done` (the cone's earlier values).

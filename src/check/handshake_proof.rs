@@ -162,6 +162,7 @@ fn prove_branch(k: &Kernel, br: Op, pos: usize) -> Result<HandshakeVerdict, Stri
     super::handshake_tx::tx_before_arrival(k, &ops)?;
     released_complete(k, &ops)?;
     let index = OpIndex::new(k);
+    super::handshake_release::accesses_released(k, &roles, &ops, &index)?;
     aliasing(k, &ops, &index)?;
     super::handshake_rearm::rearm_after_waiters(k, &ops, &index)?;
     if let Some(cycle) = cycle(k, &ops) {
@@ -586,7 +587,14 @@ impl OpIndex {
 
     /// [`GroupBarriers::between`] with this index's positions.
     pub(super) fn between(&self, k: &Kernel, w: &HsOp, a: usize) -> bool {
-        self.barriers.between(k, &self.order, w, a)
+        let parent = k.parents().parent_op(w.op);
+        self.barriers.between(parent, w.threads, self.order[&w.op], a)
+    }
+
+    /// Whether a group barrier of `n` threads lies directly in loop `l`'s body after position
+    /// `from` and before position `a` ([`GroupBarriers::between`]).
+    pub(super) fn group_barrier_between(&self, l: Op, n: u32, from: usize, a: usize) -> bool {
+        self.barriers.between(Some(l), n, from, a)
     }
 }
 
@@ -625,14 +633,13 @@ impl GroupBarriers {
         GroupBarriers { at }
     }
 
-    /// Whether such a barrier of the `n` threads of the wait `w` (of every thread of its
-    /// role, directly in its loop body) lies in that body between `w` and position `a`.
-    fn between(&self, k: &Kernel, order: &HashMap<Op, usize>, w: &HsOp, a: usize) -> bool {
-        let key = (k.parents().parent_op(w.op), w.threads);
-        let Some(at) = self.at.get(&key) else {
+    /// Whether such a barrier of `n` threads (every thread of a role), directly in the body
+    /// of the op `parent`, lies there between positions `from` and `a`.
+    fn between(&self, parent: Option<Op>, n: u32, from: usize, a: usize) -> bool {
+        let Some(at) = self.at.get(&(parent, n)) else {
             return false;
         };
-        let after = at.partition_point(|&b| b <= order[&w.op]);
+        let after = at.partition_point(|&b| b <= from);
         at.get(after).is_some_and(|&b| b < a)
     }
 }
@@ -723,7 +730,7 @@ fn deadlock(k: &Kernel, ops: &[HsOp], path: &[usize]) -> Diagnostic {
 }
 
 /// The regions enclosing `o`, innermost first, up to and including `body`.
-fn enclosing_regions(k: &Kernel, o: Op, body: Region) -> Vec<Region> {
+pub(super) fn enclosing_regions(k: &Kernel, o: Op, body: Region) -> Vec<Region> {
     let parents = k.parents();
     let mut out = Vec::new();
     let mut cur = o;

@@ -21,6 +21,7 @@ mod elected_pipeline;
 mod exec_values;
 pub mod handshake_proof;
 mod handshake_rearm;
+mod handshake_release;
 mod handshake_tx;
 mod named_proof;
 pub mod interp;

@@ -615,6 +615,16 @@ fn place_branch(
     for c in &cons {
         same_bounds(k, br, prod.lp, c.lp)?;
     }
+    // The arrival counts: the threads that run each role's loop (P10: not the whole role
+    // under `if %t < 100`), under the same uniform conditions in every role.
+    let (np_role, nc_role) = (np, nc);
+    let reaches = (std::iter::once(&prod).chain(&cons))
+        .map(|a| crate::sync::handshake_guards::reach(k, a.lp, None))
+        .collect::<Result<Vec<_>, _>>()?;
+    crate::sync::handshake_guards::matching(k, br, &reaches)?;
+    let np = reaches[0].count();
+    let nc: u32 = reaches[1..].iter().map(|r| r.count()).sum();
+    let whole_warps = (np == np_role && nc == nc_role) || reaches.iter().all(|r| r.whole_warps(target.warp));
     let slots: HashSet<Slot> = (prod.acc.iter())
         .chain(cons.iter().flat_map(|c| &c.acc))
         .map(|a| a.1)
@@ -635,6 +645,7 @@ fn place_branch(
         d,
         np,
         nc,
+        whole_warps,
         prod: &prod,
         cons: &cons,
     };
@@ -692,8 +703,12 @@ fn named_handshake(
     if ctx.cons.len() > 1 {
         return Err(unsupported(k, br, "more than two roles get mbarrier handshakes only (`rem` slots on sm_90)"));
     }
-    if !ctx.np.is_multiple_of(target.warp) || !ctx.nc.is_multiple_of(target.warp) {
-        return Err(unsupported(k, br, "a role is not made of whole warps"));
+    if !ctx.np.is_multiple_of(target.warp) || !ctx.nc.is_multiple_of(target.warp) || !ctx.whole_warps {
+        return Err(unsupported(
+            k,
+            br,
+            "a role, or the threads of it that run its pipeline loop, is not made of whole warps (a named barrier counts whole warps)",
+        ));
     }
     let mut s: Vec<i64> = slots
         .iter()
@@ -717,8 +732,12 @@ fn named_handshake(
 pub(crate) struct Ctx<'a> {
     pub br: Op,
     pub d: u64,
+    /// The producer's and the consumers' threads that run their pipeline loops
+    /// (`sync::handshake_guards`): the arrivals per phase of `full` (stores) and `empty`.
     pub np: u32,
     pub nc: u32,
+    /// Whether those threads are whole warps where a guard leaves part of a role out.
+    pub whole_warps: bool,
     pub prod: &'a Arm,
     /// The consumer roles (one, or the arms of a nested role branch), whose threads together
     /// are the `nc` consumers.

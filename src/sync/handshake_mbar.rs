@@ -46,11 +46,12 @@ pub(crate) fn place(
             index: vec![p.slot],
             parity: Operand::Value(p.par),
         };
-        per_iter += if producer && !tmas.is_empty() {
-            issuer_syncs(k, &mut sp, (&wait, full, p.slot), tmas)
-        } else {
-            role_syncs(k, &mut sp, arm, &wait, (arrive_on, p.slot))
-        };
+        if producer && !tmas.is_empty() {
+            per_iter += issuer_syncs(k, &mut sp, (&wait, full, p.slot), tmas);
+        }
+        // Every other access (a consumer's reads; a producer's stores, beside its TMA loads
+        // too: P12) is acquired by its threads' wait and released by their arrival.
+        per_iter += role_syncs(k, &mut sp, (arm, tmas), &wait, (arrive_on, p.slot));
     }
     let written = sp.written;
     sp.apply(k);
@@ -91,15 +92,20 @@ fn issuer_syncs(k: &mut Kernel, sp: &mut Splice, (wait, full, slot): (&OpKind, B
     per_iter
 }
 
-/// A role's handshake without TMA loads: the wait before its first access, and after its
-/// accesses (and the waits completing them for their own threads, M15) the arrival on
-/// `arrive_on`. Returns the syncs executed per iteration.
-fn role_syncs(k: &mut Kernel, sp: &mut Splice, arm: &Arm, wait: &OpKind, (arrive_on, slot): (Buffer, Operand)) -> u64 {
-    let first = arm.acc.iter().map(|a| a.0).min().unwrap_or(0);
+/// A role's handshake for its accesses other than the TMA loads `tmas`: the wait before the
+/// first, on the loop body's top level, and after them (and the waits completing them for
+/// their own threads, M15) the arrival on `arrive_on`: every thread that runs the loop waits
+/// and arrives (the count `full_arrivals` adds for them). Returns the syncs executed per
+/// iteration (none without such accesses).
+fn role_syncs(k: &mut Kernel, sp: &mut Splice, (arm, tmas): (&Arm, &[Op]), wait: &OpKind, (arrive_on, slot): (Buffer, Operand)) -> u64 {
+    let plain: Vec<_> = arm.acc.iter().filter(|a| !tmas.contains(&a.2)).collect();
+    let Some(first) = plain.iter().map(|a| a.0).min() else {
+        return 0;
+    };
     let fo = k.region_ops(arm.body)[first];
     let w = sp.sync(k, wait.clone(), None);
     sp.before.entry(fo).or_default().push(w);
-    let accs: Vec<Op> = arm.acc.iter().map(|a| a.2).collect();
+    let accs: Vec<Op> = plain.iter().map(|a| a.2).collect();
     let (after, complete) = crate::sync::handshake::release_point(k, arm, &accs);
     let mut per_iter = 2;
     for c in complete {
@@ -296,22 +302,21 @@ fn has_init(k: &Kernel, b: Buffer) -> bool {
     found
 }
 
-/// Arrivals that complete one phase of `full`: the producer threads (stores), or one per TMA
-/// load and issuing thread.
+/// Arrivals that complete one phase of `full`: one per TMA load and issuing thread, and the
+/// producer threads that run the loop when it also writes otherwise (stores: each of them
+/// arrives after its last one, `place`).
 fn full_arrivals(k: &Kernel, cx: &Ctx<'_>, tmas: &[Op]) -> Result<u32, Box<Diagnostic>> {
-    if tmas.is_empty() {
-        return Ok(cx.np);
-    }
+    let stores = cx.prod.acc.iter().any(|a| !tmas.contains(&a.2));
     let parents = k.parents();
-    let mut n = 0u32;
+    let mut n = if stores { cx.np } else { 0 };
     for &t in tmas {
-        let mut issuers = cx.np;
+        let mut above = false;
         for a in parents.ancestors(t) {
             if a == cx.br {
                 break;
             }
             match &k.ops[a].kind {
-                OpKind::For { .. } if a == cx.prod.lp => {}
+                OpKind::For { .. } if a == cx.prod.lp => above = true,
                 OpKind::If { cond } if elects_one(k, *cond) => {
                     if !elected_in_role(k, cx, *cond) {
                         return Err(unsupported(
@@ -320,8 +325,9 @@ fn full_arrivals(k: &Kernel, cx: &Ctx<'_>, tmas: &[Op]) -> Result<u32, Box<Diagn
                             "no thread of the producer role passes this election (`cmp eq tid, C` with C outside the role's threads): its arrivals would never run and the consumers would wait forever",
                         ));
                     }
-                    issuers = 1;
                 }
+                // Above the loop: the guards `handshake_guards` reads (counted below).
+                _ if above => {}
                 _ => {
                     return Err(unsupported(
                         k,
@@ -330,6 +336,12 @@ fn full_arrivals(k: &Kernel, cx: &Ctx<'_>, tmas: &[Op]) -> Result<u32, Box<Diagn
                     ));
                 }
             }
+        }
+        // The issuers: the threads passing every condition on the load's path (P10: an
+        // election and a guard around the loop must both hold).
+        let issuers = crate::sync::handshake_guards::reach(k, t, Some(cx.prod.lp))?.count();
+        if issuers == 0 {
+            return Err(unsupported(k, t, "no thread of the producer role passes every condition around this TMA load: its arrivals would never run and the consumers would wait forever"));
         }
         n += issuers;
     }

@@ -18,6 +18,7 @@ pub mod exhaustive;
 pub mod fences;
 pub mod handshake;
 pub(crate) mod handshake_chain;
+pub(crate) mod handshake_guards;
 pub mod handshake_mbar;
 pub(crate) mod handshake_tma;
 pub mod joint;
