@@ -104,7 +104,7 @@ impl PairPaths<'_> {
         let k = self.k;
         let regions: Vec<Region> = match &k.ops[x].kind {
             OpKind::If { .. } if self.always_then(x) => vec![k.ops[x].regions[0]],
-            OpKind::If { .. } if k.ops[x].regions.len() == 2 => k.ops[x].regions.clone(),
+            OpKind::If { .. } if k.ops[x].regions.len() == 2 => k.ops[x].regions.to_vec(),
             OpKind::If { .. } => return false,
             _ => match runs_body(k, x) {
                 Some(body) => vec![body],

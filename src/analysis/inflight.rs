@@ -1436,7 +1436,7 @@ impl<'k> Flow<'k> {
         let k = self.k;
         let mut issues = Vec::new();
         let mut ok = true;
-        let mut work: Vec<Region> = k.ops[l].regions.clone();
+        let mut work: Vec<Region> = k.ops[l].regions.to_vec();
         while let Some(r) = work.pop() {
             for &op in k.region_ops(r) {
                 let od = &k.ops[op];

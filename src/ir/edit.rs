@@ -150,15 +150,17 @@ impl OpPositions {
 
 /// The pre-order rank of every gap of the regions reached from the kernel body (a total
 /// order of program points used to sort plans), and the position of every op there. Tables
-/// by entity id: one flat vector of ranks, each region's gaps a slice of it; O(ops).
+/// by entity id: one flat vector of ranks, each region's gaps a slice of it; O(ops). Ranks are
+/// `u32` (there are ops + regions of them, and op ids are `u32`): 4 bytes a gap, where `usize`
+/// made the table 8 (it is live at `sync`'s peak, docs/performance.md `bytes39`).
 struct GapRanks {
-    ranks: Vec<usize>,
+    ranks: Vec<u32>,
     /// Per region: where its gaps' ranks start in `ranks`, and how many there are.
     gaps: SecondaryMap<Region, Option<(u32, u32)>>,
     /// Per op: its region and index.
     pos: SecondaryMap<Op, Option<(Region, u32)>>,
     /// The next rank to give.
-    next: usize,
+    next: u32,
 }
 
 impl GapRanks {
@@ -192,9 +194,9 @@ impl GapRanks {
         t
     }
 
-    /// The rank of a point (`usize::MAX` where it is not placed in the kernel).
-    fn rank(&self, k: &Kernel, p: &ProgramPoint) -> usize {
-        let at = || -> Option<usize> {
+    /// The rank of a point (`u32::MAX` where it is not placed in the kernel).
+    fn rank(&self, k: &Kernel, p: &ProgramPoint) -> u32 {
+        let at = || -> Option<u32> {
             let (r, i) = match p.anchor {
                 Anchor::Before(op) => (*self.pos.get(op))?,
                 Anchor::After(op) => self.pos.get(op).map(|(r, i)| (r, i + 1))?,
@@ -207,7 +209,7 @@ impl GapRanks {
             let (start, n) = (*self.gaps.get(r))?;
             (i < n).then(|| self.ranks[(start + i) as usize])
         };
-        at().unwrap_or(usize::MAX)
+        at().unwrap_or(u32::MAX)
     }
 }
 

@@ -203,7 +203,9 @@ impl<K: EntityRef, V: Clone> SecondaryMap<K, V> {
 /// Source names of entities (values, views), stored end to end in one string: a name is a
 /// range of it, an entity never named reads as `""`. One allocation for all the names of a
 /// kernel, where a `String` each was an allocation and 24 bytes a name (at 10^6 ops, 750 000
-/// values), and a copy of the kernel copies two buffers.
+/// values), and a copy of the kernel copies two buffers. Ranges are `u32` pairs (8 bytes an
+/// entity, where `usize` pairs were 16): names are read from a source whose spans are `u32`
+/// already, so the text stays under 4 GiB.
 ///
 /// Invariant: every range lies in `text` on character boundaries. Renaming appends the new
 /// name (the old bytes stay, unused): passes rename a few values, the reader none.
@@ -213,7 +215,7 @@ impl<K: EntityRef, V: Clone> SecondaryMap<K, V> {
 #[derive(Clone, Debug)]
 pub struct NameMap<K: EntityRef> {
     text: String,
-    ranges: Vec<(usize, usize)>,
+    ranges: Vec<(u32, u32)>,
     _k: PhantomData<K>,
 }
 
@@ -241,7 +243,7 @@ impl<K: EntityRef> NameMap<K> {
     pub fn get(&self, k: K) -> &str {
         self.ranges
             .get(k.index())
-            .map_or("", |&(a, b)| &self.text[a..b])
+            .map_or("", |&(a, b)| &self.text[a as usize..b as usize])
     }
 
     /// Names `k` (`""` removes its name).
@@ -253,7 +255,8 @@ impl<K: EntityRef> NameMap<K> {
         } else {
             let a = self.text.len();
             self.text.push_str(name);
-            (a, self.text.len())
+            let end = |n: usize| u32::try_from(n).expect("names under 4 GiB");
+            (end(a), end(self.text.len()))
         };
         if let Some(slot) = self.ranges.get_mut(i) {
             *slot = range;

@@ -181,8 +181,8 @@ impl Kernel {
     pub fn new_op(&mut self, kind: OpKind, result_tys: &[ScalarType], regions: Vec<Region>) -> Op {
         let op = self.ops.push(OpData {
             kind,
-            results: Vec::new(),
-            regions,
+            results: Box::default(),
+            regions: regions.into_boxed_slice(),
         });
         let results = result_tys
             .iter()

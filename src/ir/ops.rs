@@ -452,12 +452,14 @@ pub enum OpKind {
     Condition(Operand),
 }
 
-/// An op: its kind, results, and owned child regions.
+/// An op: its kind, results, and owned child regions. Both lists are fixed when the op is
+/// created ([`super::Kernel::new_op`]), so they are boxed slices: 16 bytes each in the op
+/// arena, where a `Vec`'s capacity made them 24 (docs/performance.md, `bytes39`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpData {
     pub kind: OpKind,
-    pub results: Vec<Value>,
-    pub regions: Vec<Region>,
+    pub results: Box<[Value]>,
+    pub regions: Box<[Region]>,
 }
 
 /// The accumulator operands of a `wgmma`: one per result register, in the order of the

@@ -232,7 +232,7 @@ pub fn register_reads(k: &Kernel, op: Op) -> Vec<Value> {
 /// the CUDA emitter declares one variable for both).
 pub fn register_writes(k: &Kernel, parents: &Parents, op: Op) -> Vec<Value> {
     let od = &k.ops[op];
-    let mut out = od.results.clone();
+    let mut out = od.results.to_vec();
     let args = |r: super::Region| k.region_args(r).to_vec();
     match &od.kind {
         // An `if`'s results are written by the `yield` of the arm it takes.

@@ -741,6 +741,9 @@ fn plan_of_points(
 ) -> SyncPlan {
     let k = model.k;
     let mut plan = SyncPlan::default();
+    // One allocation of the final size: growing by doubling kept the old and the new table
+    // (an `Edit` is about 100 bytes) live at `sync`'s peak.
+    plan.edits.reserve_exact(points.len());
     let mut index = PointIndex::default();
     for p in points {
         index.insert(*p);
