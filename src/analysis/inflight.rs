@@ -1617,13 +1617,17 @@ impl<'k> Flow<'k> {
     /// Whether the guard of a copy (the conditions of the `if`s around it, split at `and`)
     /// shows that it is not in flight when loop `l` exits with the copy's tag on `l`:
     /// - tag `Pre(j)` (`l` ran `j` iterations since the copy, and exits: `hi <= lo + j·step`):
-    ///   the copy, outside every loop, is guarded by `hi > lo + c` with `c >= j·step` (bounds
+    ///   the copy, outside every loop, is guarded by `hi > lo + c` (or `hi >= lo + c + 1`)
+    ///   with `c >= j·step` (bounds
     ///   computed outside every loop, positive constant step; Triton's prologue predicate
     ///   `n > s` for the load of stage `s`);
     /// - tag `Dist(d)` (issued in `l`'s `d`-th iteration before the exit): the copy, in `l`,
-    ///   is guarded by `iv < hi - c` with `d · step <= c`: with `T` iterations the last
+    ///   is guarded by `iv + a < hi - c` with `d · step <= c + a` (`a` = 0, or `iv + a` an
+    ///   `add` that never wraps; `c` = 0 for `hi` itself; `<=` is `<` with `c - 1`, the
+    ///   operands may be swapped): with `T` iterations the last
     ///   `lo + (T-1)·step >= hi - step`, so the copy's iteration `lo + (T-d)·step >= hi -
-    ///   d·step >= hi - c` fails its guard (Triton's prefetch predicate `i < n - (S-1)`).
+    ///   d·step >= hi - c - a` fails its guard (Triton's prefetch predicate `i < n - (S-1)`,
+    ///   the examples' `i + 1 < n`).
     fn guard_excludes_exit(&mut self, l: Op, e: EntryId) -> bool {
         if let Some(&g) = self.guards.get(&(l, e)) {
             return g;
@@ -1683,9 +1687,13 @@ impl<'k> Flow<'k> {
                     Some(f.k.const_i32(*y)? - f.k.const_i32(*lo)?)
                 };
                 conj.iter().any(|c| {
+                    // `hi >= lo + c` is `hi > lo + c - 1`.
                     let c = match c {
                         OpKind::Cmp(CmpPred::Gt, x, y) | OpKind::Cmp(CmpPred::Lt, y, x) => {
                             above(self, x, y)
+                        }
+                        OpKind::Cmp(CmpPred::Ge, x, y) | OpKind::Cmp(CmpPred::Le, y, x) => {
+                            above(self, x, y).map(|c| c - 1)
                         }
                         _ => None,
                     };
@@ -1698,6 +1706,9 @@ impl<'k> Flow<'k> {
                     return false;
                 };
                 let margin = |f: &Self, x: &Operand| -> Option<i64> {
+                    if same(f, x, hi) {
+                        return Some(0);
+                    }
                     let ValueDef::Result(o, _) = k.values[x.value()?].def else {
                         return None;
                     };
@@ -1708,16 +1719,40 @@ impl<'k> Flow<'k> {
                     }
                 };
                 conj.iter().any(|c| {
-                    let bound = match c {
-                        OpKind::Cmp(CmpPred::Lt, a, x) if a.value() == Some(iv) => margin(self, x),
-                        OpKind::Cmp(CmpPred::Gt, x, a) if a.value() == Some(iv) => margin(self, x),
-                        _ => None,
+                    // `iv + a <= hi - c` is `iv + a < hi - (c - 1)`.
+                    let (a, x, strict) = match c {
+                        OpKind::Cmp(CmpPred::Lt, a, x) | OpKind::Cmp(CmpPred::Gt, x, a) => (a, x, 0),
+                        OpKind::Cmp(CmpPred::Le, a, x) | OpKind::Cmp(CmpPred::Ge, x, a) => (a, x, 1),
+                        _ => return false,
                     };
+                    let bound = margin(self, x).zip(self.ahead_of(iv, a)).map(|(c, a)| c + a - strict);
                     bound.is_some_and(|c| (d as i64) * step <= c)
                 })
             }
             _ => false,
         }
+    }
+
+    /// How far operand `a` runs ahead of the induction variable `iv`: 0 for `iv` itself, `c`
+    /// for `add iv, c` (either operand order) whose `i32` sum never wraps (`ir::ranges`:
+    /// Triton's and nvFuser's `i + 1 < n` refill guard), else `None`.
+    fn ahead_of(&self, iv: Value, a: &Operand) -> Option<i64> {
+        let v = a.value()?;
+        if v == iv {
+            return Some(0);
+        }
+        let ValueDef::Result(o, _) = self.k.values[v].def else {
+            return None;
+        };
+        let OpKind::Binary(BinOp::Add, x, y) = &self.k.ops[o].kind else {
+            return None;
+        };
+        let c = match (x.value() == Some(iv), y.value() == Some(iv)) {
+            (true, _) => self.k.const_i32(*y)?,
+            (_, true) => self.k.const_i32(*x)?,
+            _ => return None,
+        };
+        self.overlap.ranges().exact(v).then_some(c)
     }
 
     /// The conditions an op runs under up to loop `l` (or the kernel body): the conditions

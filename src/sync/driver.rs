@@ -185,6 +185,11 @@ fn waits_and_barriers(
         Some(apply(k, &waits.plan).map_err(|d| vec![d])?)
     };
     let placement = place_barriers_memo(with_waits.as_ref().unwrap_or(k), target, cx.opts, memo)?;
+    // TMA loads left in flight (E0603) refuse the kernel once placement's own findings, more
+    // specific about the same copies (E0602 across roles), had their turn.
+    if !waits.unwaited.is_empty() {
+        return Err(waits.unwaited);
+    }
     let late = (waits.plan, with_waits, placement);
     Ok((jointly(cx, late, early, memo)?, waits.warnings))
 }

@@ -28,6 +28,7 @@ pub mod place;
 pub mod role_release;
 pub mod split;
 pub mod split_pairs;
+pub(crate) mod tma_unwaited;
 pub mod waits;
 pub mod waits_paths;
 

@@ -65,6 +65,11 @@ use crate::target::Target;
 pub struct WaitPlacement {
     pub plan: SyncPlan,
     pub warnings: Vec<Diagnostic>,
+    /// E0603: TMA loads still in flight at an `mbar_inval` or at the kernel's end
+    /// (`sync::tma_unwaited`). No wait is placed for them; a caller refuses the kernel with
+    /// them once its other findings are reported ([`plan_waits_memo`] at once, `sync` after
+    /// barrier placement, so that a more specific finding on the same copy comes first).
+    pub unwaited: Vec<Diagnostic>,
 }
 
 /// An edit inserting `kind` at `at`, for the reason `why`.
@@ -96,6 +101,8 @@ struct Planner {
     /// Keyed by the op the wait goes before (a consumer, or a loop a wait is hoisted out of).
     needs: BTreeMap<Op, Need>,
     diags: Vec<(Op, Op, Diagnostic)>,
+    /// E0603 at `mbar_inval`s (`sync::tma_unwaited`), by (inval, copy).
+    unwaited: Vec<(Op, Op, Diagnostic)>,
     /// First run: consumers whose needed copies were all issued before some enclosing loop
     /// (the outermost such loop) and the copies.
     hoistable: BTreeMap<Op, (Op, Vec<(Queue, Pending)>)>,
@@ -222,6 +229,11 @@ impl Visitor for Planner {
     }
 
     fn before(&mut self, flow: &mut Flow<'_>, op: Op, states: &mut [InFlight]) {
+        // An invalidated mbarrier must have no TMA load left to complete on it.
+        if matches!(flow.k.ops[op].kind, OpKind::MbarInval { .. }) {
+            let found = super::tma_unwaited::at_inval(flow, op, states);
+            self.unwaited.extend(found.into_iter().map(|(c, d)| (op, c, d)));
+        }
         // Every class of paths executes the same wait: its count serves them all (the
         // minimum over their needed entries' ages).
         let mut conflicts = Vec::new();
@@ -712,7 +724,8 @@ pub fn plan_waits_memo(
     target: &Target,
     memo: &mut FlowMemo,
 ) -> Result<WaitPlacement, Vec<Diagnostic>> {
-    plan_waits_ordered(k, target, memo, &HashSet::new())
+    let p = plan_waits_ordered(k, target, memo, &HashSet::new())?;
+    if p.unwaited.is_empty() { Ok(p) } else { Err(p.unwaited) }
 }
 
 /// [`plan_waits_memo`] with the TMA loads whose reuse a placed handshake orders
@@ -727,10 +740,7 @@ pub fn plan_waits_ordered(
     // wait, no finding (the in-flight dataflow and a copy of the kernel were 15% of `sync` on
     // a generated kernel of 10^5 ops without copies).
     if !may_issue_async(k) {
-        return Ok(WaitPlacement {
-            plan: SyncPlan::default(),
-            warnings: Vec::new(),
-        });
+        return Ok(WaitPlacement::default());
     }
     let base = auto_commits(k, target);
     let loop_commits = loop_end_commits(k, target);
@@ -834,6 +844,7 @@ fn plan_with_commits(
     }
     // Drain what is still outstanding when the kernel ends.
     let drain = drain_need(&flow, &exit);
+    let at_end = super::tma_unwaited::at_exit(&flow, &exit);
     let warnings = flow.overlap.conservative_warnings();
     *memo = flow.into_memo();
     push_waits(
@@ -846,7 +857,14 @@ fn plan_with_commits(
     let mut plan = SyncPlan { edits };
     merge_consecutive(k, target, &mut plan);
     plan.sort(k);
-    Ok(WaitPlacement { plan, warnings })
+    // TMA loads no wait completes before an `mbar_inval` or the kernel's end (E0603).
+    let mut unwaited = Vec::new();
+    for (_, _, d) in pl.unwaited.into_iter().chain(at_end.into_iter().map(|(c, d)| (c, c, d))) {
+        if !unwaited.contains(&d) {
+            unwaited.push(d);
+        }
+    }
+    Ok(WaitPlacement { plan, warnings, unwaited })
 }
 
 /// Whether some op of `k` (placed or not) may issue an async access: a copy or a wgmma, the
@@ -868,6 +886,7 @@ fn run_planner(flow: &mut Flow<'_>, ordered: &HashSet<Op>) -> (Planner, InFlight
     let new = |hoisted| Planner {
         needs: BTreeMap::new(),
         diags: Vec::new(),
+        unwaited: Vec::new(),
         hoistable: BTreeMap::new(),
         hoisted,
         ordered: ordered.clone(),
