@@ -141,7 +141,7 @@ fn tdm_file_kernels_check_agrees_with_sync() {
         (
             "issuers below %n",
             include_str!(
-                "filetests/soundness/tdm-load-by-a-parameter-many-threads-is-not-decided.kir"
+                "filetests/soundness/tdm-load-by-a-parameter-many-threads-depends-on-the-parameter.kir"
             ),
             None,
         ),
