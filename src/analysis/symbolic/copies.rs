@@ -17,7 +17,7 @@
 //! - infeasible: [`Verdict::Never`], exact: every variable ranges over a superset of the
 //!   values it stands for, and a view out of range is an execution error `check` reports;
 //! - feasible, every leaf uniform, no guard left unknown or on a leaf, every view index on a
-//!   leaf the same shared form on both sides, and a solution whose differing origin dimension
+//!   leaf the same form on both sides, and a solution whose differing origin dimension
 //!   is not on a leaf, with iteration index 0 in every loop whose bounds are on a leaf:
 //!   [`Verdict::Always`]. *Proof*: nothing that solution fixes (threads, iteration indices,
 //!   untainted variables) depends on the leaves, and a loop at index 0 only needs to run;
@@ -300,9 +300,9 @@ fn decide(k: &Kernel, q: &Question) -> Verdict {
         }
     }
     let tainted = |f: &Affine| f.terms.iter().any(|(v, _)| free.tainted.contains(v));
-    let shared_only = |f: &Affine| f.terms.iter().all(|(v, _)| free.shared.iter().any(|&(_, y)| y == *v));
-    let views_cancel = (q.a.view.iter().zip(&q.b.view))
-        .all(|(x, y)| !(tainted(x) || tainted(y)) || (x == y && shared_only(x)));
+    // A view index on a leaf is equal on both sides for every value when it is one form of
+    // one set of variables (the leaves and what is defined from them, shared: `Divs`).
+    let views_cancel = (q.a.view.iter().zip(&q.b.view)).all(|(x, y)| !(tainted(x) || tainted(y)) || x == y);
     let exact = free.leaves.iter().all(|l| l.2) && !free.unknown_guard;
     if exact && !q.a.guard_on_leaf && !q.b.guard_on_leaf && views_cancel {
         let fixed = |d: usize| !tainted(&q.diffs[d]);
