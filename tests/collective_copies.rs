@@ -185,16 +185,25 @@ fn tdm_kernel(guard: &str, origin: &str, slot: &str) -> String {
   shared @buf : f32[4, 64]
   %t = tid.x
   %l = lane
-  %o = {origin}
-  %s = {slot}
-  %g = {guard}
-  if %g {{
-    %v = view @buf[%s]
-    tdm_load %v <- %X[%o, 0]
-  }}
-  waitcnt tensorcnt(0)
-  barrier
+{}}}
+",
+        tdm_issue(guard, origin, slot)
+    )
+}
+
+/// The issue of [`tdm_kernel`]: `%o`, `%s`, `%g` and the guarded `tdm_load`, its wait and a
+/// barrier.
+fn tdm_issue(guard: &str, origin: &str, slot: &str) -> String {
+    format!(
+        "%o = {origin}
+%s = {slot}
+%g = {guard}
+if %g {{
+  %v = view @buf[%s]
+  tdm_load %v <- %X[%o, 0]
 }}
+waitcnt tensorcnt(0)
+barrier
 "
     )
 }
@@ -250,10 +259,9 @@ fn tdm_issue_sweep_matches_the_interpreter() {
     );
 }
 
-/// A gfx1250 kernel of `threads` threads and a loop of `trips` iterations (`%n` for a parameter):
-/// the threads where `guard` holds copy row `origin` of `%X` into slot `slot` of `@buf`;
-/// each of the three may read `%k`, `%h = %t / 2` and `%j = %k / 259`. `@buf` is written before the loop,
-/// so no iteration reads it uninitialized.
+/// A gfx1250 kernel of `threads` threads whose loop of `trips` iterations (`%n` for a
+/// parameter) is [`tdm_issue`]: guard, origin and slot may read `%k`, `%h = %t / 2` and
+/// `%j = %k / 259`.
 fn tdm_loop_kernel(threads: u32, trips: &str, guard: &str, origin: &str, slot: &str) -> String {
     let param = if trips == "%n" { ", %n: i32" } else { "" };
     format!(
@@ -262,26 +270,12 @@ fn tdm_loop_kernel(threads: u32, trips: &str, guard: &str, origin: &str, slot: &
   %t = tid.x
   %l = lane
   %h = div %t, 2
-  %z = const 0.0
-  store @buf[0, %t], %z
-  store @buf[1, %t], %z
-  store @buf[2, %t], %z
-  store @buf[3, %t], %z
-  barrier
   for %k = 0 to {trips} step 1 {{
     %j = div %k, 259
-    %o = {origin}
-    %s = {slot}
-    %g = {guard}
-    if %g {{
-      %v = view @buf[%s]
-      tdm_load %v <- %X[%o, 0]
-    }}
-    waitcnt tensorcnt(0)
-    barrier
-  }}
+{}  }}
 }}
-"
+",
+        tdm_issue(guard, origin, slot)
     )
 }
 
