@@ -141,7 +141,7 @@ fn tdm_file_kernels_check_agrees_with_sync() {
         (
             "issuers below %n",
             include_str!(
-                "filetests/soundness/tdm-load-by-a-parameter-many-threads-is-not-decided.kir"
+                "filetests/soundness/tdm-load-by-a-parameter-many-threads-depends-on-the-parameter.kir"
             ),
             None,
         ),
@@ -185,16 +185,25 @@ fn tdm_kernel(guard: &str, origin: &str, slot: &str) -> String {
   shared @buf : f32[4, 64]
   %t = tid.x
   %l = lane
-  %o = {origin}
-  %s = {slot}
-  %g = {guard}
-  if %g {{
-    %v = view @buf[%s]
-    tdm_load %v <- %X[%o, 0]
-  }}
-  waitcnt tensorcnt(0)
-  barrier
+{}}}
+",
+        tdm_issue(guard, origin, slot)
+    )
+}
+
+/// The issue of [`tdm_kernel`]: `%o`, `%s`, `%g` and the guarded `tdm_load`, its wait and a
+/// barrier.
+fn tdm_issue(guard: &str, origin: &str, slot: &str) -> String {
+    format!(
+        "%o = {origin}
+%s = {slot}
+%g = {guard}
+if %g {{
+  %v = view @buf[%s]
+  tdm_load %v <- %X[%o, 0]
 }}
+waitcnt tensorcnt(0)
+barrier
 "
     )
 }
@@ -248,4 +257,154 @@ fn tdm_issue_sweep_matches_the_interpreter() {
         refused >= 20 && accepted >= 20,
         "{refused} refused, {accepted} accepted"
     );
+}
+
+/// A gfx1250 kernel of `threads` threads whose loop of `trips` iterations (`%n` for a
+/// parameter) is [`tdm_issue`]: guard, origin and slot may read `%k`, `%h = %t / 2` and
+/// `%j = %k / 259`.
+fn tdm_loop_kernel(threads: u32, trips: &str, guard: &str, origin: &str, slot: &str) -> String {
+    let param = if trips == "%n" { ", %n: i32" } else { "" };
+    format!(
+        "kernel @k(%X: global f32[64, 64]{param}) block({threads}) {{
+  shared @buf : f32[4, 64]
+  %t = tid.x
+  %l = lane
+  %h = div %t, 2
+  for %k = 0 to {trips} step 1 {{
+    %j = div %k, 259
+{}  }}
+}}
+",
+        tdm_issue(guard, origin, slot)
+    )
+}
+
+/// Guards, origins and slots of the loop sweeps, several reading the loop variable.
+const LOOP_GUARDS: [&str; 5] = [
+    "cmp lt %t, 2",
+    "cmp eq %l, 0",
+    "cmp lt %t, 4",
+    "cmp lt %t, %k",
+    "cmp eq %t, %k",
+];
+const LOOP_ORIGINS: [&str; 6] = [
+    "div %t, 2",
+    "rem %t, 2",
+    "add %t, %k",
+    "sub %h, %k",
+    "div %t, 32",
+    "and %t, 4",
+];
+const LOOP_SLOTS: [&str; 4] = ["rem %k, 2", "rem %t, 2", "div %t, 32", "rem %h, 4"];
+
+/// The oracle: on loops short enough to enumerate (3 trips), `symbolic::copies` answers
+/// every kernel of the sweep, and each answer is the enumeration's
+/// (`footprint::copy_issues`): a race exactly when it finds two issuers of one instance
+/// with one view and different origins, and then for every value (no unknowns here).
+#[test]
+fn tdm_loop_symbolic_verdicts_equal_enumeration() {
+    use smemsync::analysis::footprint::{CopyIssues, Footprints};
+    use smemsync::analysis::symbolic::copies::{self, Verdict as Sym};
+    use smemsync::ir::OpKind;
+    let (mut races, mut clean) = (0, 0);
+    for g in LOOP_GUARDS {
+        for o in LOOP_ORIGINS {
+            for s in LOOP_SLOTS {
+                let name = format!("guard `{g}`, origin `{o}`, slot `{s}`");
+                let k = common::parse_verified_as(&name, &tdm_loop_kernel(64, "3", g, o, s));
+                let mut fp = Footprints::new(&k, 32);
+                let ai = (0..fp.accesses.len())
+                    .find(|&i| matches!(k.ops[fp.accesses[i].id.op].kind, OpKind::TdmLoad { .. }))
+                    .expect("the tdm_load's access");
+                let Some(enumerated) = fp.copy_issues(ai) else {
+                    continue;
+                };
+                let symbolic = copies::self_race(&fp, ai);
+                match (&enumerated, &symbolic) {
+                    (
+                        CopyIssues::Differ { .. },
+                        Sym::Always {
+                            witness,
+                            runs: false,
+                        },
+                    ) => {
+                        let w = witness;
+                        assert!(
+                            w.threads.0 != w.threads.1 && w.origins.0 != w.origins.1,
+                            "{name}: {w:?}"
+                        );
+                        assert!(w.leaves.is_empty(), "{name}: {w:?}");
+                        races += 1;
+                    }
+                    (CopyIssues::Same, Sym::Never) => clean += 1,
+                    _ => panic!("{name}: enumeration {enumerated:?}, symbolic {symbolic:?}"),
+                }
+            }
+        }
+    }
+    eprintln!("{races} races, {clean} race-free");
+    assert!(
+        races >= 30 && clean >= 30,
+        "{races} races, {clean} race-free"
+    );
+}
+
+/// What `sync` says of a kernel of the loop sweep past the enumeration.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Says {
+    /// E0301.
+    Races,
+    /// Accepted without W0317.
+    Clean,
+    /// Accepted with W0317: a race for some trip counts only.
+    Depends,
+}
+
+/// Past the enumeration (260 trips, and `%n` trips run with %n = 260; 16 threads, as the
+/// interpreter runs every trip in the debug build): `sync` refuses
+/// (E0301) exactly the kernels whose input races in the interpreter at 260 trips, accepts
+/// the others, and answers W0317 only for `%n` trips where the race needs more than one
+/// iteration (it then holds for some values of %n only).
+#[test]
+fn tdm_loop_past_the_enumeration_matches_the_interpreter() {
+    use Says::*;
+    let cases = [
+        ("cmp lt %t, 2", "rem %t, 2", "rem %k, 2", Races, Races),
+        ("cmp lt %t, 2", "div %t, 2", "rem %k, 2", Clean, Clean),
+        ("cmp lt %t, 2", "rem %t, 2", "rem %t, 2", Clean, Clean),
+        // Rows 0 and min(1, k / 259): threads 0 and 1 differ in iteration 259 only.
+        ("cmp lt %t, 2", "min %t, %j", "rem %k, 2", Races, Depends),
+        // Threads below k issue rows t / 2: from iteration 3 on, rows 0, 0, 1.
+        ("cmp lt %t, %k", "div %t, 2", "rem %k, 2", Races, Depends),
+        // Only thread k issues in iteration k: one issuer per instance.
+        ("cmp eq %t, %k", "add %t, %k", "rem %k, 2", Clean, Clean),
+    ];
+    for (g, o, s, fixed, symbolic) in cases {
+        for (trips, says) in [("260", fixed), ("%n", symbolic)] {
+            let name = format!("{trips} trips, guard `{g}`, origin `{o}`, slot `{s}`");
+            let k = common::parse_verified_as(&name, &tdm_loop_kernel(16, trips, g, o, s));
+            let opts = CheckOptions {
+                target: Target::from_name("gfx1250").ok(),
+                try_proof: false,
+                schedules: 1,
+                bounds: (trips == "%n")
+                    .then(|| ("n".to_string(), 260))
+                    .into_iter()
+                    .collect(),
+                ..Default::default()
+            };
+            let v = check_race_free(&k, &opts).verdict;
+            let races = matches!(v, Verdict::Race(_));
+            assert_eq!(races, fixed == Races, "{name}: the interpreter gave {v:?}");
+            let got = match sync(&name, &k, "gfx1250") {
+                Err(codes) => {
+                    assert_eq!(codes, ["E0301"], "{name}");
+                    Races
+                }
+                Ok(w) if w.iter().any(|c| c == "W0317") => Depends,
+                Ok(_) => Clean,
+            };
+            assert_eq!(got, says, "{name}");
+        }
+    }
 }

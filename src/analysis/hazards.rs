@@ -56,7 +56,7 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::analysis::completion_blockers::{BlockKey, Blocker};
 use crate::analysis::every_path;
 use crate::analysis::conflicts::{PairConflict, forward_conflict, kinds_conflict, pair_conflict};
-use crate::analysis::footprint::{AccessRef, CopyIssues, Footprints, UnitConflict};
+use crate::analysis::footprint::{AccessRef, Footprints, UnitConflict};
 use crate::analysis::inflight::{FlowMemo, LoopCompletion};
 use crate::analysis::nearest::{OpPositions, Shape, Sources};
 use crate::diag::{DiagKind, Diagnostic};
@@ -546,8 +546,8 @@ fn may_have_async(k: &Kernel) -> bool {
 /// `symbolic::free` (never silent). `None` when it cannot self-race.
 fn self_race_finding(fp: &mut Footprints, ai: usize) -> Option<Diagnostic> {
     let k = fp.k;
-    if let Some(issues) = fp.copy_issues(ai) {
-        return copy_race_finding(fp, ai, issues);
+    if fp.issued_copy(ai) {
+        return crate::analysis::symbolic::copies::finding(fp, ai);
     }
     let a = fp.accesses[ai].clone();
     if !may_self_race(&a.access) {
@@ -578,52 +578,6 @@ fn self_race_finding(fp: &mut Footprints, ai: usize) -> Option<Diagnostic> {
         crate::analysis::symbolic::free::finding(fp, ai)
     } else {
         None
-    }
-}
-
-/// The self race of a collective tile load (`tma_load`, `tdm_load`) issued by several threads
-/// with origins that may differ (`footprint::copy_issues`, docs/ir.md "Collective tile loads
-/// issued by several threads"): E0301 when two threads that both execute one instance copy
-/// into one view from different origins, W0317 when that is not decided, nothing when every
-/// view's issuers copy the same tile.
-fn copy_race_finding(fp: &Footprints, ai: usize, issues: CopyIssues) -> Option<Diagnostic> {
-    let k = fp.k;
-    let op = fp.accesses[ai].id.op;
-    let buf = &k.buffers[k.root_buffer(fp.accesses[ai].access.mem)].name;
-    let note = "a collective load is performed once per executing thread; copies into one view are one write only when their origins are equal: issue it from one elected thread, or give every issuer the same origin";
-    match issues {
-        CopyIssues::Same => None,
-        CopyIssues::Differ {
-            threads: (t0, t1),
-            origins: (o0, o1),
-            unit,
-        } => {
-            let show = |o: &[i64]| o.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ");
-            let d = Diagnostic::error(
-                DiagKind::Finding,
-                "E0301",
-                format!(
-                    "{} writes {} (and the rest of its view) from several threads at once: threads {t0} and {t1} copy into it from different origins [{}] and [{}]",
-                    op_label(k, op),
-                    fp.describe_unit(unit),
-                    show(&o0),
-                    show(&o1)
-                ),
-            );
-            Some(label(k, d, op, "every executing thread issues this copy; copies with different sources are different writes, and no barrier can order one op's threads".into()).with_note(note))
-        }
-        CopyIssues::Unknown => Some(
-            Diagnostic::warning(
-                DiagKind::Finding,
-                "W0317",
-                format!(
-                    "{} may copy into one view of `@{buf}` from several threads with different origins: not decided",
-                    op_label(k, op)
-                ),
-            )
-            .with_label(k.span(op), "origin not known to be the same in every issuing thread")
-            .with_note(note),
-        ),
     }
 }
 

@@ -51,12 +51,12 @@ struct ViewIssuers {
 }
 
 impl Footprints<'_> {
-    /// [`CopyIssues`] of access `ai` when it is a collective `tma_load`/`tdm_load` whose
-    /// origin is not executor-uniform; `None` for any other access (its copies are one).
-    pub fn copy_issues(&mut self, ai: usize) -> Option<CopyIssues> {
+    /// The origin of access `ai` when it is a collective `tma_load`/`tdm_load` whose origin
+    /// is not executor-uniform (its issuers may copy different tiles); `None` otherwise.
+    fn issued_origin(&self, ai: usize) -> Option<&[Operand]> {
         let a = &self.accesses[ai];
         let origin = match &self.k.ops[a.id.op].kind {
-            OpKind::TmaLoad { origin, .. } | OpKind::TdmLoad { origin, .. } => origin.clone(),
+            OpKind::TmaLoad { origin, .. } | OpKind::TdmLoad { origin, .. } => origin,
             _ => return None,
         };
         let collective = matches!(a.access.footprint, Footprint::Collective { .. })
@@ -64,10 +64,21 @@ impl Footprints<'_> {
                 a.access.kind,
                 AccessKind::AsyncWrite(AsyncClass::Tma | AsyncClass::Tdm)
             );
-        if !collective || origin.iter().all(|o| self.uniform.executor_uniform(o)) {
-            return None;
-        }
-        let loops = a.loops.clone();
+        let uniform = origin.iter().all(|o| self.uniform.executor_uniform(o));
+        (collective && !uniform).then_some(origin.as_slice())
+    }
+
+    /// Whether access `ai` is a collective load whose issuers may copy different tiles
+    /// (the question of [`Footprints::copy_issues`] and `symbolic::copies`).
+    pub fn issued_copy(&self, ai: usize) -> bool {
+        self.issued_origin(ai).is_some()
+    }
+
+    /// [`CopyIssues`] of access `ai` when it is a collective `tma_load`/`tdm_load` whose
+    /// origin is not executor-uniform; `None` for any other access (its copies are one).
+    pub fn copy_issues(&mut self, ai: usize) -> Option<CopyIssues> {
+        let origin = self.issued_origin(ai)?.to_vec();
+        let loops = self.accesses[ai].loops.clone();
         let mut memo = DenseMemo::new(self.k);
         let mut env = Env::default();
         let mut unknown = false;

@@ -84,6 +84,11 @@ impl Affine {
         let clamp = |x: i128| x.clamp(i64::MIN as i128 / 4, i64::MAX as i128 / 4) as i64;
         (clamp(lo), clamp(hi))
     }
+    /// The value at a solution `x` (one value per variable), saturating.
+    pub fn value_at(&self, x: &[i64]) -> i64 {
+        let sum = (self.terms.iter()).fold(self.c as i128, |s, &(v, a)| s + a as i128 * x[v] as i128);
+        sum.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    }
     /// Adds `lo ≤ self ≤ hi` to the problem.
     pub fn constrain(&self, p: &mut Problem, lo: i64, hi: i64) {
         p.add(
@@ -179,8 +184,10 @@ pub struct Builder<'a> {
     memo: HashMap<Value, Form>,
     /// The existentials `(q, r)` of each `e = m·q + r` made so far: `div` and `rem` of one
     /// value share them, so `m·(e div m) + e rem m` is `e` after elimination (two separate
-    /// pairs are related only through bounds propagation, which cannot see it).
-    divs: Vec<(Affine, i64, usize, usize)>,
+    /// pairs are related only through bounds propagation, which cannot see it). Another
+    /// builder on the same problem may take them over (`symbolic::copies`: both threads'
+    /// `k rem 2` is then one variable, which a search over a long loop cannot otherwise see).
+    pub(super) divs: Vec<(Affine, i64, usize, usize)>,
     /// The wraps made (`Builder::wrapped`): `r = a − 2³²·w` as `(r, a)`.
     wraps: Vec<(usize, Affine)>,
     /// Uniform leaves fixed to one value each (`symbolic::cases`, [`with_fixed`]): their

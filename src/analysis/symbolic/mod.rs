@@ -12,6 +12,8 @@
 //! - [`pairs`]: the pair-conflict and self-race questions, with the enumerator's meaning.
 //! - [`free`]: the self race of a write whose index the enumerator cannot evaluate, with
 //!   each unknown value a free variable (E0301, W0317).
+//! - [`copies`]: the self race of a tile load issued by several threads (different
+//!   origins into one view), over the loops' true iteration domains (E0301, W0317).
 //! - [`cases`]: questions through parameters with declared ranges and block ids, asked
 //!   once per combination of their values and joined.
 //! - [`params`]: pair questions through parameters and block ids as free variables shared
@@ -29,6 +31,7 @@
 
 pub mod bits;
 pub mod cases;
+pub mod copies;
 pub mod form;
 pub mod free;
 pub mod overlap;
