@@ -232,7 +232,11 @@ fn strided_boxes_part_rows_of_other_residues() {
     let val = |n: &str| {
         let ops = k.ops_in_order();
         let v = ops.iter().flat_map(|&o| k.ops[o].results.clone());
-        Operand::Value(v.into_iter().find(|&v| k.value_name(v) == n).unwrap())
+        Operand::Value(
+            v.into_iter()
+                .find(|&v| k.value_name(v).trim_start_matches('%') == n.trim_start_matches('%'))
+                .unwrap(),
+        )
     };
     let iv = |lo, hi, stride| smemsync::analysis::boxes::Iv { lo, hi, stride };
     assert_eq!(b.operand(val("%r3"), 0), Some(iv(3, 115, 16)));
