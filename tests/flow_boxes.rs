@@ -1,6 +1,6 @@
 //! Footprint boxes (`analysis::boxes`) and the in-flight dataflow's per-consumer sets of the
-//! copies it may meet (`analysis::inflight`, `Flow::apart`): the intervals hold every value
-//! the overlap engine's evaluator computes, and the waits, completions and barrier
+//! copies it may meet (`analysis::inflight`, `Flow::apart`): the strided intervals hold every
+//! value the overlap engine's evaluator computes (within the range, on the stride), and the waits, completions and barrier
 //! placements with the boxes equal those of the engine asked for every pair
 //! (`FlowMemo::no_boxes`: the oracle).
 
@@ -116,6 +116,18 @@ fn intervals_hold(src: &str, lo: i64, hi: i64, step: i64) -> Result<(), TestCase
                         b.lo,
                         b.hi
                     );
+                    // The stride: every value is the least one plus a multiple of it.
+                    prop_assert!(
+                        if b.stride == 0 {
+                            got == b.lo
+                        } else {
+                            (got - b.lo) % b.stride == 0
+                        },
+                        "{} = {got} at k = {x}, thread {t}, off the stride {} from {}\n{src}",
+                        k.value_name(v),
+                        b.stride,
+                        b.lo
+                    );
                 }
             }
             x += step;
@@ -174,7 +186,7 @@ fn boxes_follow_views_and_refuse_out_of_range_indices() {
         .collect();
     assert_eq!(accs.len(), 3);
     let mut b = Boxes::new(&k, 32);
-    let iv = |lo, hi| smemsync::analysis::boxes::Iv { lo, hi };
+    let iv = smemsync::analysis::boxes::Iv::dense;
     assert_eq!(
         b.of(&accs[0]),
         Some(vec![iv(0, 2), iv(8, 11), iv(16, 31)]),
@@ -187,6 +199,54 @@ fn boxes_follow_views_and_refuse_out_of_range_indices() {
     );
     assert!(b.apart(&accs[0], &accs[2]), "rows 8..12 and 100..104");
     assert!(!b.apart(&accs[0], &accs[0]));
+}
+
+/// Strides: a product by a constant keeps its multiples, a sum shifts them, a `rem` across
+/// quotients keeps the gcd of stride and divisor; accesses whose rows differ in residue are
+/// apart though their ranges overlap (the unrolled GEMM's `16·(t / 8) + i` rows against a
+/// copy's row `j`).
+#[test]
+fn strided_boxes_part_rows_of_other_residues() {
+    let k = smemsync::reader::parse_kernel(
+        "kernel @s() block(64) {
+  shared @a : f16[128, 64]
+  %t = tid.x
+  %tr = div %t, 8
+  %r0 = mul %tr, 16
+  %r3 = add %r0, 3
+  %q = mul %t, 4
+  %m = rem %q, 24
+  %x = load @a[%r3, %t]
+  store @a[5, %t], 1.0
+  store @a[19, %t], 1.0
+}
+",
+    )
+    .unwrap();
+    let accs: Vec<SharedAccess> = k
+        .ops_in_order()
+        .into_iter()
+        .flat_map(|o| effects(&k, o).shared)
+        .collect();
+    let mut b = Boxes::new(&k, 32);
+    let val = |n: &str| {
+        let ops = k.ops_in_order();
+        let v = ops.iter().flat_map(|&o| k.ops[o].results.clone());
+        Operand::Value(
+            v.into_iter()
+                .find(|&v| k.value_name(v).trim_start_matches('%') == n.trim_start_matches('%'))
+                .unwrap(),
+        )
+    };
+    let iv = |lo, hi, stride| smemsync::analysis::boxes::Iv { lo, hi, stride };
+    assert_eq!(b.operand(val("%r3"), 0), Some(iv(3, 115, 16)));
+    assert_eq!(
+        b.operand(val("%m"), 0),
+        Some(iv(0, 20, 4)),
+        "t*4 rem 24: multiples of gcd(4, 24)"
+    );
+    assert!(b.apart(&accs[0], &accs[1]), "rows 3 + 16i against row 5");
+    assert!(!b.apart(&accs[0], &accs[2]), "rows 3 + 16i meet row 19");
 }
 
 /// The kernels the in-flight oracles run on: the examples, the async and placement file

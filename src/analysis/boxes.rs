@@ -1,5 +1,6 @@
-//! Footprint boxes: for a shared access, one closed interval per dimension of its root buffer
-//! that holds every index the access may touch — over every thread of the block, every
+//! Footprint boxes: for a shared access, one strided interval per dimension of its root
+//! buffer (`lo, lo + stride, …, hi`: a range and a congruence) that holds every index the
+//! access may touch — over every thread of the block, every
 //! iteration of its loops and every value of the parameters. Two accesses of one root buffer
 //! whose boxes are disjoint in some dimension touch no common byte, under any iteration
 //! relation: the in-flight dataflow ([`crate::analysis::inflight`]) then asks no footprint
@@ -36,7 +37,12 @@
 //!
 //! Reference: interval abstract interpretation (Cousot & Cousot, POPL 1977), applied to
 //! index expressions as in the dependence tests of the GCD/Banerjee family (Banerjee's
-//! bounds test: disjoint ranges of one subscript prove independence).
+//! bounds test: disjoint ranges of one subscript prove independence). The strides are the
+//! congruence domain (Granger, "Static analysis of arithmetical congruences", 1989) in the
+//! reduced product with intervals, the strided intervals of value-set analysis (Balakrishnan &
+//! Reps, CC 2004); disjoint congruences of one subscript are the GCD test's argument.
+//! Two boxes are disjoint in a dimension when the ranges are, or when the lows differ modulo
+//! the strides' gcd (docs/placement.md, *Strides*).
 
 use std::sync::Arc;
 
@@ -48,32 +54,56 @@ use crate::ir::*;
 /// Index expressions deeper than this get no box (the walk is recursive).
 pub const MAX_DEPTH: u32 = 64;
 
-/// A closed interval of `i32` values.
+/// A strided interval of `i32` values: `lo, lo + stride, …` up to `hi` (a congruence
+/// `x ≡ lo (mod stride)` within `[lo, hi]`). `stride` is 0 exactly when `lo == hi`, and
+/// otherwise at least 1 and divides `hi − lo`; stride 1 is the plain interval.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Iv {
     pub lo: i64,
     pub hi: i64,
+    pub stride: i64,
 }
 
 impl Iv {
     fn point(c: i64) -> Iv {
-        Iv { lo: c, hi: c }
+        Iv { lo: c, hi: c, stride: 0 }
+    }
+
+    /// The plain interval `[lo, hi]` (`lo <= hi`).
+    pub fn dense(lo: i64, hi: i64) -> Iv {
+        Iv { lo, hi, stride: (lo != hi) as i64 }
     }
 
     /// The interval `[lo, hi]` when it fits `i32` (no wrap-around happened).
     fn fit(lo: i128, hi: i128) -> Option<Iv> {
+        Iv::fit_strided(lo, hi, 1)
+    }
+
+    /// The values `≡ lo (mod stride)` in `[lo, hi]`, when they fit `i32`; `hi` is lowered
+    /// to the last such value. Stride 0 (with `lo < hi`) says nothing: stride 1.
+    fn fit_strided(lo: i128, hi: i128, stride: i128) -> Option<Iv> {
         let ok = |x: i128| (i32::MIN as i128..=i32::MAX as i128).contains(&x);
-        (ok(lo) && ok(hi)).then_some(Iv {
+        if !(ok(lo) && ok(hi)) {
+            return None;
+        }
+        let s = stride.abs().max(1);
+        let hi = if hi > lo { hi - (hi - lo) % s } else { hi };
+        Some(Iv {
             lo: lo as i64,
             hi: hi as i64,
+            stride: if hi == lo { 0 } else { s as i64 },
         })
     }
 
+    /// `self + c`.
+    fn shift(self, c: i64) -> Iv {
+        Iv { lo: self.lo + c, hi: self.hi + c, ..self }
+    }
+
     fn hull(self, o: Iv) -> Iv {
-        Iv {
-            lo: self.lo.min(o.lo),
-            hi: self.hi.max(o.hi),
-        }
+        let lo = self.lo.min(o.lo);
+        let s = gcd(gcd(self.stride, o.stride), (self.lo - o.lo).abs());
+        Iv::fit_strided(lo as i128, self.hi.max(o.hi) as i128, s as i128).expect("within both")
     }
 
     /// The constant, when the interval is one value.
@@ -81,9 +111,24 @@ impl Iv {
         (self.lo == self.hi).then_some(self.lo)
     }
 
-    fn disjoint(self, o: Iv) -> bool {
-        self.hi < o.lo || o.hi < self.lo
+    /// No common value: the ranges are disjoint, or the congruences are incompatible
+    /// (`lo`s differing modulo the strides' gcd: the Chinese remainder condition).
+    pub fn disjoint(self, o: Iv) -> bool {
+        if self.hi < o.lo || o.hi < self.lo {
+            return true;
+        }
+        // A stride of 1 on either side leaves every residue: no gcd to take.
+        if self.stride == 1 || o.stride == 1 {
+            return false;
+        }
+        let g = gcd(self.stride, o.stride);
+        g > 1 && (self.lo - o.lo) % g != 0
     }
+}
+
+/// The greatest common divisor of `|a|` and `|b|` (`gcd(0, b) = |b|`).
+fn gcd(a: i64, b: i64) -> i64 {
+    gcd128(a as i128, b as i128) as i64
 }
 
 /// The box of an access: per root dimension, the interval of indices it may touch.
@@ -154,10 +199,7 @@ impl<'k> Boxes<'k> {
                 if i.lo < 0 || i.hi >= d.1 {
                     return None;
                 }
-                d.3 = Iv {
-                    lo: d.0 + i.lo,
-                    hi: d.0 + i.hi,
-                };
+                d.3 = i.shift(d.0);
             }
         }
         Some(dims.into_iter().map(|d| d.3).collect())
@@ -176,7 +218,7 @@ impl<'k> Boxes<'k> {
                     .iter()
                     .map(|&s| {
                         let s = s as i64;
-                        (0, s, true, Iv { lo: 0, hi: s - 1 })
+                        (0, s, true, Iv::dense(0, s - 1))
                     })
                     .collect(),
             ),
@@ -195,10 +237,7 @@ impl<'k> Boxes<'k> {
                             if i.lo < 0 || i.hi >= len {
                                 return None;
                             }
-                            let at = Iv {
-                                lo: off + i.lo,
-                                hi: off + i.hi,
-                            };
+                            let at = i.shift(off);
                             dims[d] = (off, 1, false, at);
                         }
                         ViewIndex::Range(a, b) => {
@@ -206,10 +245,7 @@ impl<'k> Boxes<'k> {
                             if b > len || a > b {
                                 return None;
                             }
-                            let span = Iv {
-                                lo: off + a,
-                                hi: off + b - 1,
-                            };
+                            let span = Iv::dense(off + a, off + b - 1);
                             dims[d] = (off + a, b - a, true, span);
                         }
                     }
@@ -282,7 +318,7 @@ impl<'k> Boxes<'k> {
             OpKind::Const(Scalar::I32(c)) => Some(Iv::point(*c as i64)),
             OpKind::Const(Scalar::I1(b)) => Some(Iv::point(*b as i64)),
             OpKind::Special(s) => {
-                let upto = |n: i64| Iv { lo: 0, hi: n - 1 };
+                let upto = |n: i64| Iv::dense(0, n - 1);
                 match s {
                     Special::Tid(0) => Some(upto(bx)),
                     Special::Tid(1) => Some(upto(by)),
@@ -301,22 +337,71 @@ impl<'k> Boxes<'k> {
             OpKind::Cmp(_, x, y) => {
                 self.operand(*x, d)?;
                 self.operand(*y, d)?;
-                Some(Iv { lo: 0, hi: 1 })
+                Some(Iv::dense(0, 1))
             }
             OpKind::Select(c, x, y) => {
                 self.operand(*c, d)?;
                 Some(self.operand(*x, d)?.hull(self.operand(*y, d)?))
             }
-            OpKind::InGroup(_) => Some(Iv { lo: 0, hi: 1 }),
+            OpKind::InGroup(_) => Some(Iv::dense(0, 1)),
             _ => None,
         }
     }
 }
 
-/// The interval of `x op y` over the intervals of its operands, with the overlap engine's
+/// The strided interval of `x op y` over those of its operands, with the overlap engine's
 /// semantics (floor `div` and `rem`, arithmetic shifts); `None` where it might wrap around or
-/// is not bounded here.
+/// is not bounded here. The range is [`range`]'s; its stride [`modulus`]'s, or, for a `rem`
+/// whose operand spans several quotients, `gcd(stride, divisor)` (`x rem c ≡ x` modulo it).
 fn binary(b: BinOp, x: Iv, y: Iv) -> Option<Iv> {
+    let iv = range(b, x, y)?;
+    if b == BinOp::Rem && x.lo.div_euclid(iv_const(y)?) != x.hi.div_euclid(iv_const(y)?) {
+        let c = iv_const(y)? as i128;
+        let g = gcd(x.stride, c as i64) as i128;
+        let r = (x.lo as i128).rem_euclid(g);
+        return Iv::fit_strided(r, c - g + r, g);
+    }
+    Iv::fit_strided(iv.lo as i128, iv.hi as i128, modulus(b, x, y))
+}
+
+/// A `rem` divisor: a positive constant.
+fn iv_const(y: Iv) -> Option<i64> {
+    y.konst().filter(|c| *c > 0)
+}
+
+/// A modulus `g` such that every value of `x op y` is `≡` the least one (`range(..).lo`, a
+/// value some operands give) modulo `g`; 1 where nothing is known. From `x = x.lo + i·sx` and
+/// `y = y.lo + j·sy`: sums and differences keep `gcd(sx, sy)`, products
+/// `gcd(sx·sy, sx·y.lo, sy·x.lo)`, a floor division or right shift by a constant `c`
+/// dividing `sx` keeps `sx / c`, a left shift by `s` gives `sx · 2^s`, a `rem` within one
+/// quotient keeps `sx` (it subtracts a constant).
+fn modulus(b: BinOp, x: Iv, y: Iv) -> i128 {
+    let (sx, sy) = (x.stride as i128, y.stride as i128);
+    let g = |a: i128, b: i128| gcd128(a, b);
+    let divided = |c: i128| if c > 0 && sx % c == 0 { sx / c } else { 1 };
+    let shift = || y.konst().filter(|s| (0..32).contains(s));
+    match b {
+        BinOp::Add | BinOp::Sub => g(sx, sy),
+        BinOp::Mul => g(g(sx * sy, sx * y.lo as i128), sy * x.lo as i128),
+        BinOp::Div => y.konst().map_or(1, |c| divided(c as i128)),
+        BinOp::Shr => shift().map_or(1, |s| divided(1 << s)),
+        BinOp::Shl => shift().map_or(1, |s| sx << s),
+        BinOp::Rem => sx,
+        _ => 1,
+    }
+}
+
+/// [`gcd`] over `i128` (products of two strides; `gcd(0, b) = |b|`).
+fn gcd128(a: i128, b: i128) -> i128 {
+    let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a as i128
+}
+
+/// The plain interval of `x op y` (the hull; [`binary`] adds the stride).
+fn range(b: BinOp, x: Iv, y: Iv) -> Option<Iv> {
     let (xl, xh, yl, yh) = (x.lo as i128, x.hi as i128, y.lo as i128, y.hi as i128);
     let corners = |f: fn(i128, i128) -> i128| {
         let c = [f(xl, yl), f(xl, yh), f(xh, yl), f(xh, yh)];
@@ -331,7 +416,7 @@ fn binary(b: BinOp, x: Iv, y: Iv) -> Option<Iv> {
         // Floor division by a positive divisor is monotone in each operand.
         BinOp::Div if y.lo > 0 => corners(|a, b| a.div_euclid(b)),
         BinOp::Rem => {
-            let c = y.konst().filter(|c| *c > 0)? as i128;
+            let c = iv_const(y)? as i128;
             if xl.div_euclid(c) == xh.div_euclid(c) {
                 Iv::fit(xl.rem_euclid(c), xh.rem_euclid(c))
             } else {
@@ -340,10 +425,7 @@ fn binary(b: BinOp, x: Iv, y: Iv) -> Option<Iv> {
         }
         BinOp::Min => Iv::fit(xl.min(yl), xh.min(yh)),
         BinOp::Max => Iv::fit(xl.max(yl), xh.max(yh)),
-        BinOp::And if nonneg => Some(Iv {
-            lo: 0,
-            hi: x.hi.min(y.hi),
-        }),
+        BinOp::And if nonneg => Some(Iv::dense(0, x.hi.min(y.hi))),
         BinOp::Or if nonneg => Iv::fit(xl.max(yl), (1i128 << bits(x.hi.max(y.hi))) - 1),
         BinOp::Xor if nonneg => Iv::fit(0, (1i128 << bits(x.hi.max(y.hi))) - 1),
         BinOp::Shl => {
@@ -352,10 +434,7 @@ fn binary(b: BinOp, x: Iv, y: Iv) -> Option<Iv> {
         }
         BinOp::Shr => {
             let s = y.konst().filter(|s| (0..32).contains(s))?;
-            Some(Iv {
-                lo: x.lo >> s,
-                hi: x.hi >> s,
-            })
+            Some(Iv::dense(x.lo >> s, x.hi >> s))
         }
         _ => None,
     }

@@ -1440,12 +1440,16 @@ impl<'k> Footprints<'k> {
         if !self.use_boxes {
             return false;
         }
-        self.access_box(ai);
-        self.access_box(bi);
+        // Built once per access; the check inline (this runs for every pair of a group).
+        for i in [ai, bi] {
+            if self.access_boxes.get(i).is_none_or(Option::is_none) {
+                self.access_box(i);
+            }
+        }
         let slot = |i: usize| self.access_boxes[i].as_ref().and_then(|b| b.as_ref());
         match (slot(ai), slot(bi)) {
             (Some((ra, ba)), Some((rb, bb))) => {
-                ra == rb && ba.iter().zip(bb).any(|(p, q)| p.hi < q.lo || q.hi < p.lo)
+                ra == rb && ba.iter().zip(bb).any(|(p, q)| p.disjoint(*q))
             }
             _ => false,
         }
