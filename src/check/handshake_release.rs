@@ -1,8 +1,9 @@
 //! Premise of the handshake proof (`check::handshake_proof`) that its handshakes hand over
 //! what the roles share: every access of a role, in its loop, to a buffer another role also
 //! accesses (one of the two writing, bytes shared: `ir::layout::share_bytes`) is followed in
-//! the same iteration by an arrival of the threads that made it (docs/checker.md, "Every
-//! shared access is released").
+//! the same iteration by an arrival of the threads that made it, on an array another role
+//! waits on, and preceded in it by a wait of those threads on an array another role arrives
+//! on or completes with TMA loads (docs/checker.md, "Every shared access is released").
 //!
 //! Balance, parity, aliasing and the cycle check say the protocol runs; they read mbarrier ops
 //! only. Without this rule "proved" was printed for a producer whose stores into a second
@@ -12,8 +13,11 @@
 //! array by the same role, later in `x`'s iteration, in a region around `x` (run whenever `x`
 //! is), or an elected arrival after a group barrier of the role's threads that follows `x`'s
 //! top-level op in the body (the elected-arrival rule of the aliasing argument). A TMA load is
-//! exempt: it completes on its own mbarrier with its bytes (the balance rule). Which array and
-//! slot the arrival names is not matched against the access: the interpreter decides that.
+//! exempt: it completes on its own mbarrier with its bytes (the balance rule). Acquired is the
+//! mirror image, for a wait before `x` (the read-back of session 39 found "proved" on a
+//! producer whose 31 storing threads arrived on `@full` but never waited on `@empty`, and on
+//! one arriving on an array no role waits on). Which slot the arrival or wait names is not
+//! matched against the access: the interpreter decides that.
 //!
 //! Anything not released declines the proof ("not proved", naming the access); the
 //! interpreter then checks the bounds it is given. Complexity: O(accesses · (roles' accesses
@@ -55,22 +59,44 @@ pub(super) fn accesses_released(
             }
             let within = super::handshake_proof::enclosing_regions(k, x.op, body);
             let top = top_in(k, x.op, l);
+            let n = members.len() as u32;
+            let (ox, otop) = (index.order[&x.op], index.order[&top]);
+            let runs_with_x = |o: Op| parents.op_region[o].is_some_and(|r| within.contains(&r));
+            // Released: an arrival after `x` on an array another role waits on.
             let released = arrivals.iter().any(|a| {
-                let after = index.order[&a.op] > index.order[&x.op];
-                let around = parents.op_region[a.op].is_some_and(|r| within.contains(&r));
-                let elected = a.elect && index.group_barrier_between(l, members.len() as u32, index.order[&top], index.order[&a.op]);
-                after && (around || elected)
+                let elected = a.elect && index.group_barrier_between(l, n, otop, index.order[&a.op]);
+                index.order[&a.op] > ox && (runs_with_x(a.op) || elected) && waited_by_other(ops, arm, a.mbar)
             });
-            if !released {
-                return Err(format!(
-                    "{} accesses @{}, which another role also accesses, and no arrival of its threads follows it in the iteration: the handshakes do not hand it over",
-                    op_name(k, x.op),
-                    k.buffers[x.buffer].name
-                ));
-            }
+            // Acquired: a wait before `x` on an array another role arrives on (or its TMA
+            // loads complete), so the other role's use of the previous round is over.
+            let acquired = (ops.iter()).filter(|w| w.arm == arm && matches!(w.kind, Kind::Wait(_))).any(|w| {
+                let elected = w.elect && index.group_barrier_between(l, n, index.order[&w.op], otop);
+                index.order[&w.op] < ox && (runs_with_x(w.op) || elected) && completed_by_other(ops, arm, w.mbar)
+            });
+            let missing = match (released, acquired) {
+                (true, true) => continue,
+                (false, _) => "no arrival of its threads on an array the other role waits on follows it in the iteration",
+                (true, false) => "no wait of its threads on an array the other role completes precedes it in the iteration",
+            };
+            return Err(format!(
+                "{} accesses @{}, which another role also accesses, and {missing}: the handshakes do not hand it over",
+                op_name(k, x.op),
+                k.buffers[x.buffer].name
+            ));
         }
     }
     Ok(())
+}
+
+/// Whether a role other than `arm` waits on mbarrier array `m`.
+fn waited_by_other(ops: &[HsOp], arm: usize, m: Buffer) -> bool {
+    (ops.iter()).any(|o| o.arm != arm && o.mbar == m && matches!(o.kind, Kind::Wait(_)))
+}
+
+/// Whether a role other than `arm` arrives on mbarrier array `m`, or completes a phase of it
+/// with its TMA loads.
+fn completed_by_other(ops: &[HsOp], arm: usize, m: Buffer) -> bool {
+    (ops.iter()).any(|o| o.arm != arm && o.mbar == m && matches!(o.kind, Kind::Arrive { .. } | Kind::Tma(_)))
 }
 
 /// The nearest loop around `o`.

@@ -618,6 +618,7 @@ mod tests {
             weight: (0..REGIONS).map(|i| (r(i), weights[i])).collect(),
             weight_bounds: (0..REGIONS).map(|i| (r(i), weights[i])).collect(),
             existing: Vec::new(),
+            stuck: Vec::new(),
             split: Default::default(),
         }
     }
