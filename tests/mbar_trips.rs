@@ -290,8 +290,8 @@ fn a_loop_over_the_parameter_with_its_guards_is_verified_for_every_k() {
 /// same kernel with `%K` declared in `[0, 255]` (every value enumerated: the exact oracle)
 /// is; one that makes some iteration's wait wrong is refused with E0306; one that issues a
 /// load no wait completes for some `%K` (the prologue's at `%K = 0` under `ge %K, 0`, or at a
-/// negative `%K` under `ne %K, 0`; the last iteration's refill under `%i < %K - 7`, `%i <= %K
-/// - 8`, `%i < %K + 8` when `%K` is a multiple of 8) is refused with E0603 (session 39:
+/// negative `%K` under `ne %K, 0`; the last iteration's refill under `%i < %K - 7`,
+/// `%i <= %K - 8`, `%i < %K + 8` when `%K` is a multiple of 8) is refused with E0603 (session 39:
 /// those kept W0318 and exited 0, the copy landing after the loop). `B = 8`, so the range
 /// holds trip counts 0 to 32.
 #[test]
