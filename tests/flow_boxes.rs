@@ -157,6 +157,14 @@ proptest! {
 
 /// Boxes through views: an `At` index fixes a root index (its interval), a `Range` a constant
 /// window, and an index that may leave its dimension gives no box.
+/// The shared accesses of a kernel, in program order.
+fn shared_accesses(k: &Kernel) -> Vec<SharedAccess> {
+    k.ops_in_order()
+        .into_iter()
+        .flat_map(|o| effects(k, o).shared)
+        .collect()
+}
+
 #[test]
 fn boxes_follow_views_and_refuse_out_of_range_indices() {
     let k = smemsync::reader::parse_kernel(
@@ -179,11 +187,7 @@ fn boxes_follow_views_and_refuse_out_of_range_indices() {
 ",
     )
     .unwrap();
-    let accs: Vec<SharedAccess> = k
-        .ops_in_order()
-        .into_iter()
-        .flat_map(|o| effects(&k, o).shared)
-        .collect();
+    let accs = shared_accesses(&k);
     assert_eq!(accs.len(), 3);
     let mut b = Boxes::new(&k, 32);
     let iv = smemsync::analysis::boxes::Iv::dense;
@@ -223,11 +227,7 @@ fn strided_boxes_part_rows_of_other_residues() {
 ",
     )
     .unwrap();
-    let accs: Vec<SharedAccess> = k
-        .ops_in_order()
-        .into_iter()
-        .flat_map(|o| effects(&k, o).shared)
-        .collect();
+    let accs = shared_accesses(&k);
     let mut b = Boxes::new(&k, 32);
     let val = |n: &str| {
         let ops = k.ops_in_order();
