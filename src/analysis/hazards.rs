@@ -1039,7 +1039,7 @@ fn completed_before_next_handshake(k: &Kernel, waits: Option<&std::collections::
     let Some(waits) = waits else {
         return false;
     };
-    let enclosing = enclosing_regions(k, a);
+    let enclosing = k.parents().enclosing_regions(a, None);
     let mut ops = Vec::new();
     crate::sync::handshake::walk_region(k, arm, &mut ops);
     let Some(pa) = ops.iter().position(|&o| o == a) else {
@@ -1095,20 +1095,6 @@ fn tma_waited_before(k: &Kernel, copy: Op, b: Op, arm: Region) -> bool {
     false
 }
 
-/// The regions enclosing op `o`, innermost first.
-fn enclosing_regions(k: &Kernel, o: Op) -> Vec<Region> {
-    let parents = k.parents();
-    let mut out = Vec::new();
-    let mut cur = o;
-    while let Some(r) = parents.op_region[cur] {
-        out.push(r);
-        match parents.region_op[r] {
-            Some(p) => cur = p,
-            None => break,
-        }
-    }
-    out
-}
 
 /// W0320 for a wait of `lc` (the dataflow's in-loop or exit wait of `copy`) that completes the
 /// copy's executions merged after a long constant-trip loop, which the youngest-execution rule

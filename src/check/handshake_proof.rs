@@ -729,20 +729,6 @@ fn deadlock(k: &Kernel, ops: &[HsOp], path: &[usize]) -> Diagnostic {
     d.with_note("each of these waits needs an arrival that comes after another wait of the cycle in the same iteration")
 }
 
-/// The regions enclosing `o`, innermost first, up to and including `body`.
-pub(super) fn enclosing_regions(k: &Kernel, o: Op, body: Region) -> Vec<Region> {
-    let parents = k.parents();
-    let mut out = Vec::new();
-    let mut cur = o;
-    while let Some(r) = parents.op_region[cur] {
-        out.push(r);
-        match parents.region_op[r] {
-            Some(p) if r != body => cur = p,
-            _ => break,
-        }
-    }
-    out
-}
 
 /// Premise of "proved" that a release orders what it hands over (M15): every arrival (without
 /// transaction bytes) that follows, in one iteration of its role's loop, an asynchronous
@@ -774,7 +760,7 @@ fn released_complete(k: &Kernel, ops: &[HsOp]) -> Result<(), String> {
             // Only ops that run whenever `x` does, in its iteration: those directly in a
             // region enclosing `x` (a wait under another `if` or in an inner loop completes
             // nothing on the paths that skip it).
-            let within = enclosing_regions(k, x.op, body);
+            let within = k.parents().enclosing_regions(x.op, Some(body));
             let between = (seq[px + 1..pa].iter().copied()).filter(|&o| parents.op_region[o].is_some_and(|r| within.contains(&r)));
             if crate::sync::handshake_chain::completed_by(k, x.op, between).is_none() {
                 return Err(format!("{} releases a slot before {} completes for its own threads", op_name(k, a.op), op_name(k, x.op)));

@@ -43,7 +43,14 @@ pub(super) fn accesses_released(
         .collect();
     let parents = k.parents();
     for (arm, (_, members)) in roles.iter().enumerate() {
-        let arrivals: Vec<&HsOp> = (ops.iter()).filter(|o| o.arm == arm && matches!(o.kind, Kind::Arrive { .. })).collect();
+        // The role's arrivals on arrays another role waits on, and its waits on arrays another
+        // role completes: the only ones that hand anything over.
+        let arrivals: Vec<&HsOp> = (ops.iter())
+            .filter(|o| o.arm == arm && matches!(o.kind, Kind::Arrive { .. }) && waited_by_other(ops, arm, o.mbar))
+            .collect();
+        let waits: Vec<&HsOp> = (ops.iter())
+            .filter(|o| o.arm == arm && matches!(o.kind, Kind::Wait(_)) && completed_by_other(ops, arm, o.mbar))
+            .collect();
         // The proof's premises put every op of a role in its one loop.
         let Some(l) = (ops.iter()).find(|o| o.arm == arm).and_then(|a| loop_of(k, a.op)) else {
             continue;
@@ -57,7 +64,7 @@ pub(super) fn accesses_released(
             if !shared || !inside || matches!(k.ops[x.op].kind, OpKind::TmaLoad { .. }) {
                 continue;
             }
-            let within = super::handshake_proof::enclosing_regions(k, x.op, body);
+            let within = parents.enclosing_regions(x.op, Some(body));
             let top = top_in(k, x.op, l);
             let n = members.len() as u32;
             let (ox, otop) = (index.order[&x.op], index.order[&top]);
@@ -65,13 +72,13 @@ pub(super) fn accesses_released(
             // Released: an arrival after `x` on an array another role waits on.
             let released = arrivals.iter().any(|a| {
                 let elected = a.elect && index.group_barrier_between(l, n, otop, index.order[&a.op]);
-                index.order[&a.op] > ox && (runs_with_x(a.op) || elected) && waited_by_other(ops, arm, a.mbar)
+                index.order[&a.op] > ox && (runs_with_x(a.op) || elected)
             });
             // Acquired: a wait before `x` on an array another role arrives on (or its TMA
             // loads complete), so the other role's use of the previous round is over.
-            let acquired = (ops.iter()).filter(|w| w.arm == arm && matches!(w.kind, Kind::Wait(_))).any(|w| {
+            let acquired = waits.iter().any(|w| {
                 let elected = w.elect && index.group_barrier_between(l, n, index.order[&w.op], otop);
-                index.order[&w.op] < ox && (runs_with_x(w.op) || elected) && completed_by_other(ops, arm, w.mbar)
+                index.order[&w.op] < ox && (runs_with_x(w.op) || elected)
             });
             let missing = match (released, acquired) {
                 (true, true) => continue,

@@ -681,6 +681,20 @@ impl Parents {
         }
         v
     }
+    /// The regions enclosing `op`, innermost first, up to and including `stop` (to the
+    /// kernel's body when `None` or when `stop` does not enclose `op`).
+    pub fn enclosing_regions(&self, op: Op, stop: Option<Region>) -> Vec<Region> {
+        let mut out = Vec::new();
+        let mut cur = op;
+        while let Some(r) = self.op_region[cur] {
+            out.push(r);
+            match self.region_op[r] {
+                Some(p) if Some(r) != stop => cur = p,
+                _ => break,
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
