@@ -123,7 +123,8 @@ fn with_lines(msg: &str, src: &str) -> String {
 }
 
 /// A race found in a kernel: besides the help on what orders the two accesses, the command
-/// that places the syncs and re-checks the result.
+/// that places the syncs and re-checks the result, for `target`: the one the check ran for
+/// (given, or declared by the kernel: a different one would contradict the declaration).
 fn suggest_sync(d: Diagnostic, input: &Input, target: Option<&str>) -> Diagnostic {
     if d.code != "C0001" {
         return d;
@@ -188,7 +189,7 @@ pub fn run(args: &CheckArgs) -> i32 {
             }
             _ => {
                 if let Some(d) = r.to_diagnostic(k) {
-                    let d = suggest_sync(d, &input, args.target.as_deref());
+                    let d = suggest_sync(d, &input, opts.target.as_ref().map(|t| t.name));
                     let c = exit_code(std::slice::from_ref(&d));
                     report(&input, std::slice::from_ref(&d));
                     // Bad input is said once, on stderr; a finding is summarized on stdout.

@@ -96,8 +96,9 @@ fn import_input(name: String, text: String) -> Result<Input, String> {
     }
 }
 
-/// The command line that synchronizes `input` for `target` (gfx942 when none was given) and
-/// pipes the result into `smemsync {then}`: what a refusal of an unsynchronized kernel
+/// The command line that synchronizes `input` for `target` (the resolved one: given or
+/// declared, [`resolve_target`]; gfx942 when there is none) and pipes the result into
+/// `smemsync {then}`: what a refusal of an unsynchronized kernel
 /// suggests. A kernel read from standard input is named `FILE`.
 pub fn sync_then(input: &Input, target: Option<&str>, then: &str) -> String {
     let t = target.unwrap_or("gfx942");
