@@ -7,7 +7,10 @@
 //! warp-converged), divergent within a warp. Transfer: constants, block ids/dims, scalar
 //! parameters are uniform; `warp` is warp-uniform; `tid.*`, `lane`, `in_group`, atomics,
 //! `local_load`, `wgmma` and async tokens are thread-dependent; arithmetic, `compute`, loads
-//! take the join of their operands (and a load's view indices); a loop's induction variable
+//! take the join of their operands (and a load's view indices), except that a `gload` of a
+//! global the kernel writes ([`written_globals`]) is thread-dependent: the write is not
+//! ordered with the load, so threads may read the element before or after it (a barrier
+//! placed under `if gload(..) == 1` would deadlock); a loop's induction variable
 //! the join of its bounds; iteration values the join of init and yielded values (a fixpoint
 //! over the body); a value defined in a region is at least the region's level. A region's
 //! level is the join of its enclosing `if` conditions, `for` bounds and `while` conditions.
@@ -19,6 +22,9 @@
 //! changing, and a value only moves up the lattice twice; plus, per evaluated condition, its
 //! expression's size times the block's threads.
 
+use std::collections::HashSet;
+
+use crate::ir::effects::written_globals;
 use crate::ir::*;
 
 /// How much a value (or a region's control) may differ between threads.
@@ -47,6 +53,8 @@ pub struct Uniformity {
     among: SecondaryMap<Value, Level>,
     /// Computing `among`: an `if`'s arms inherit the enclosing level, not the condition's.
     arms_free: bool,
+    /// The globals some op of the kernel writes ([`written_globals`]).
+    written: HashSet<Global>,
 }
 
 impl Uniformity {
@@ -107,11 +115,13 @@ pub fn analyze_warp(k: &Kernel, warp: u32, eval: ThreadEval<'_>) -> Uniformity {
 }
 
 fn run(k: &Kernel, we: Option<&WarpEval<'_>>) -> Uniformity {
+    let written = written_globals(k);
     let fresh = |arms_free| Uniformity {
         level: SecondaryMap::with_default(Level::Uniform),
         divergent: SecondaryMap::with_default(Level::Uniform),
         among: SecondaryMap::with_default(Level::Uniform),
         arms_free,
+        written: written.clone(),
     };
     let mut among = fresh(true);
     region(k, &mut among, None, k.body(), Level::Uniform);
@@ -214,6 +224,7 @@ fn op(k: &Kernel, u: &mut Uniformity, we: Option<&WarpEval<'_>>, op: Op, div: Le
             .iter()
             .map(|o| u.operand_level(o))
             .fold(mem_level(k, u, *mem), Level::max),
+        OpKind::GLoad { global, .. } if u.written.contains(global) => Level::ThreadDependent,
         OpKind::GLoad { index, .. } => index
             .iter()
             .map(|o| u.operand_level(o))

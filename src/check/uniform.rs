@@ -16,7 +16,9 @@
 //!   `warp`, the linear thread id and `in_group`: thread-dependent;
 //! - arithmetic, comparisons, `select`, casts and `compute`: thread-dependent iff an operand is;
 //! - `load`/`gload`: by [`Loads`] — thread-dependent iff an index (or an index of the view it
-//!   reads through) is, or always;
+//!   reads through) is, or always; a `gload` of a global the kernel writes (`gstore`,
+//!   `gatomic`, `tma_store`: `ir::effects::written_globals`) always, since that write is not
+//!   ordered with the load;
 //! - every other op with results (atomics, `local_load`, `wgmma`, copy tokens): thread-dependent;
 //! - `for`: the induction variable iff a bound is; iteration value `i` (region argument and
 //!   result) iff a bound, initial value `i` or yielded value `i` is; the body runs under
@@ -53,6 +55,7 @@ pub fn thread_dependent(k: &Kernel, loads: Loads) -> HashSet<Value> {
     let mut walk = Walk {
         k,
         loads,
+        written: crate::ir::effects::written_globals(k),
         td: HashSet::new(),
     };
     loop {
@@ -103,6 +106,8 @@ fn yielded(k: &Kernel, r: Region) -> &[Operand] {
 struct Walk<'a> {
     k: &'a Kernel,
     loads: Loads,
+    /// The globals some op of the kernel writes.
+    written: HashSet<Global>,
     td: HashSet<Value>,
 }
 
@@ -133,7 +138,9 @@ impl Walk<'_> {
             OpKind::Select(c, a, b) => self.dep(c) || self.dep(a) || self.dep(b),
             OpKind::Compute { args, .. } => self.any(args),
             OpKind::Load { mem, index } => self.load(Some(*mem), index),
-            OpKind::GLoad { index, .. } => self.load(None, index),
+            OpKind::GLoad { global, index } => {
+                self.written.contains(global) || self.load(None, index)
+            }
             OpKind::For { .. } => return self.for_op(op, div),
             OpKind::If { cond } => return self.if_op(op, div || self.dep(cond)),
             OpKind::While { .. } => return self.while_op(op, div),

@@ -327,6 +327,19 @@ pub fn sync_effect(kind: &OpKind) -> Option<SyncEffect> {
     }
 }
 
+/// The global buffers some op of `k` writes (`gstore`, `gatomic`, `tma_store`): a `gload` of
+/// one of them may return different values in different threads, whatever its index, since
+/// the write (by a thread of this block or of another) is not ordered with the load
+/// (docs/ir.md, "Uniformity"). O(ops).
+pub fn written_globals(k: &Kernel) -> std::collections::HashSet<Global> {
+    k.ops_in_order()
+        .into_iter()
+        .flat_map(|op| effects(k, op).global)
+        .filter(|g| g.write)
+        .map(|g| g.global)
+        .collect()
+}
+
 /// Whether the op is a sync op (barrier, wait, commit, mbarrier op).
 pub fn is_sync(k: &Kernel, op: super::entities::Op) -> bool {
     // The sync effect alone: `effects` would build the access vectors too.
