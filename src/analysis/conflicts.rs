@@ -5,7 +5,8 @@
 //! Same thread and same element is never a conflict: program order orders it (nvFuser's rule).
 //! Collective accesses conflict with everything they overlap, except that two collective
 //! accesses with the same layout name and view shape give each position to the same thread
-//! (carried by [`Who::Lane`](crate::analysis::footprint::Who::Lane) in the footprints).
+//! (carried by [`Who::Lane`](crate::analysis::footprint::Who::Lane) in the footprints; an
+//! opaque fall-back of a defined encoding gives each access its own `Who::Lane` mapping).
 //!
 //! The relation between the two instances is given by a number of leading loop levels whose
 //! keys must match (`plen`), and optionally one *variable* level `c < plen` where the

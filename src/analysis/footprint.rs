@@ -30,6 +30,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
+use crate::analysis::layout_owners::{CollectiveOwners, collective_owners};
 use crate::analysis::touch::TouchBuilder;
 use crate::analysis::uniformity::Uniformity;
 use crate::ir::*;
@@ -173,7 +174,7 @@ pub struct Footprints<'k> {
     ranges: crate::ir::ranges::Ranges,
     inst_cache: HashMap<usize, Instances>,
     group_cache: HashMap<(usize, usize), Instances>,
-    layouts: HashMap<(String, Vec<u64>), u32>,
+    layouts: HashMap<(String, Option<Op>, Vec<u64>), u32>,
     /// The accesses inside each loop.
     inside: HashMap<Op, Vec<usize>>,
     /// Guard conditions that depend on a symbolic loop's variable other than periodically
@@ -1229,11 +1230,13 @@ impl<'k> Footprints<'k> {
 
     // ---- footprints ----
 
-    fn layout_id(&mut self, name: &str, shape: &[u64]) -> u32 {
+    /// The number of the owner mapping of layout `name` on views of `shape`: one per name,
+    /// or, with `own`, that access's own (an opaque fall-back of a defined encoding).
+    fn layout_id(&mut self, name: &str, own: Option<Op>, shape: &[u64]) -> u32 {
         let n = self.layouts.len() as u32;
         *self
             .layouts
-            .entry((name.to_string(), shape.to_vec()))
+            .entry((name.to_string(), own, shape.to_vec()))
             .or_insert(n)
     }
 
@@ -1612,21 +1615,24 @@ impl<'k> Footprints<'k> {
         };
         let shape = k.shape(a.access.mem);
         let uniform_view = view_uniform(k, &self.uniform, a.access.mem);
-        let lay = match layout {
-            Some(l) if !a.access.kind.is_async() => Some(self.layout_id(l, &shape)),
+        // Concrete layouts (issue 14): exact owners when exactly the layout's threads
+        // execute (the block's, or a role-relative layout's group); else, like an opaque
+        // name without a definition, one owner per (name, shape, position) when that holds.
+        let lt = crate::ir::layout::layout_threads(k, layout.as_deref());
+        let owners = match collective_owners(k, layout.as_deref(), &shape, warp, a.access.kind) {
+            o @ CollectiveOwners::Concrete(_) if !self.exactly_execute(&guards, env, lt, memo) => {
+                o.without_concrete()
+            }
+            o => o,
+        };
+        let lay = match (layout, &owners) {
+            (_, CollectiveOwners::ByName | CollectiveOwners::Own) if a.access.kind.is_async() => {
+                None
+            }
+            (Some(l), CollectiveOwners::ByName) => Some(self.layout_id(l, None, &shape)),
+            (Some(l), CollectiveOwners::Own) => Some(self.layout_id(l, Some(a.id.op), &shape)),
             _ => None,
         };
-        // Concrete layouts (issue 14): exact owners when exactly the layout's threads
-        // execute (the block's, or a role-relative layout's group).
-        let lt = crate::ir::layout::layout_threads(k, layout.as_deref());
-        let concrete = crate::analysis::layout_owners::collective_owners(
-            k,
-            layout.as_deref(),
-            &shape,
-            warp,
-            a.access.kind,
-        )
-        .filter(|_| self.exactly_execute(&guards, env, lt, memo));
         let total: u64 = shape.iter().product();
         if !uniform_view || total > 1 << 20 {
             let (lo, hi) = self.buffer_range(root);
@@ -1637,13 +1643,13 @@ impl<'k> Footprints<'k> {
         memo.new_thread();
         let strides = self.collective_strides(a.access.mem, &shape, env, tid, memo, s);
         for p in 0..total {
-            let who = match (&concrete, lay) {
-                (Some(c), _) => c.who(p),
-                (None, Some(l)) => Who::Lane {
+            let who = match (&owners, lay) {
+                (CollectiveOwners::Concrete(c), _) => c.who(p),
+                (_, Some(l)) => Who::Lane {
                     layout: l,
                     pos: p as u32,
                 },
-                (None, None) => Who::Many(None),
+                _ => Who::Many(None),
             };
             let unit = match &strides {
                 Some((k0, st, n)) => {

@@ -738,12 +738,10 @@ pub(super) fn guards(k: &Kernel, parents: &Parents, op: Op) -> Vec<(Value, bool)
     out
 }
 
-/// Whether every thread of each warp of the block computes the same value `v` (a value the
-/// proof cannot evaluate per thread is not).
 /// Whether two collective accesses of a tile of `shape` under layouts `a` and `b` give each
-/// element to one and the same thread: one opaque name (docs/ir.md), or two concrete layouts
-/// with equal writer maps and no broadcast (a broadcast element is read by threads that did
-/// not write it; `ir::layout`).
+/// element to one and the same thread: one opaque name without a definition (docs/ir.md), or
+/// two concrete layouts with equal writer maps and no broadcast (a broadcast element is read
+/// by threads that did not write it; `ir::layout`).
 fn same_owner(k: &Kernel, a: &str, b: &str, shape: &[u64], warp: u32) -> bool {
     use crate::ir::layout::{Ownership, ownership};
     match (
@@ -756,11 +754,15 @@ fn same_owner(k: &Kernel, a: &str, b: &str, shape: &[u64], warp: u32) -> bool {
                 && x.owners.shifts.is_empty()
                 && y.owners.shifts.is_empty()
         }
-        (Ownership::Opaque(_), Ownership::Opaque(_)) => a == b,
+        // A name without a definition; not an opaque fall-back of a defined encoding, which
+        // may hold an element in several threads (`Ownership::one_owner_by_name`).
+        (Ownership::Opaque(None), Ownership::Opaque(None)) => a == b,
         _ => false,
     }
 }
 
+/// Whether every thread of each warp of the block computes the same value `v` (a value the
+/// proof cannot evaluate per thread is not).
 fn warp_uniform(k: &Kernel, warp: i64, v: Value) -> bool {
     if !thread_evaluable(k, v, 0) {
         return false;

@@ -323,7 +323,7 @@ impl<'a> Emitter<'a> {
             errors: Vec::new(),
             names,
             view_names,
-            layout_ids: k.layout_ids(),
+            layout_ids: k.layout_ids(target.warp),
             smem: SmemLayout::Separate,
             async_readers,
             syncs: sync_ops(k),

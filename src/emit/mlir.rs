@@ -186,7 +186,7 @@ impl<'a> Emitter<'a> {
             buf_name: SecondaryMap::default(),
             global_name: SecondaryMap::default(),
             helpers: BTreeMap::new(),
-            layouts: k.layout_ids(),
+            layouts: k.layout_ids(t.warp),
             collectives: Vec::new(),
             gathers: Vec::new(),
             tmaps: Vec::new(),

@@ -8,7 +8,8 @@
 //! An access is *per-thread* (each executing thread touches the element its index operands
 //! name) or *collective* (the executing threads together touch every element of the view, in a
 //! mapping named by an optional layout; two collective accesses with the same layout and shape
-//! map each element to the same thread). Async accesses are performed by a copy engine, not by
+//! map each element to the same thread, unless the layout is an opaque fall-back of a defined
+//! encoding: `ir::layout::mapping_name`). Async accesses are performed by a copy engine, not by
 //! a thread: an async write becomes visible only when a wait completes it (docs/ir.md, "Async
 //! copies"). Complexity: O(operands) per query.
 

@@ -10,9 +10,10 @@
 //!   match the block): thread = `R·x ⊕ S·c`, with `x` the position's bits, `R` the writer map
 //!   (`ir::layout::OwnerMap::rows`) and, for a read, `c` any combination of the shifts `S`
 //!   between the holders of one element (broadcast);
-//! - a **named layout that is not concrete** (no definition, or an opaque fall-back), not
-//!   async: an abstract thread per (layout name, view shape, position), never in a warp with
-//!   any thread (the enumerator's `Who::Lane`);
+//! - a **named layout that is not concrete**, not async: an abstract thread per (layout
+//!   name, view shape, position), never in a warp with any thread (the enumerator's
+//!   `Who::Lane`); for an opaque fall-back of a defined encoding, which may hold an element
+//!   in several threads, per (access, view shape, position) instead: the access's own mapping;
 //! - otherwise (no layout name, or an async access under an opaque layout): unknown threads,
 //!   different from every other and in no common warp (`Who::Many(None)`).
 //!
@@ -65,8 +66,9 @@ pub enum Owner {
     /// position, `⊕` any combination of `shifts` (a read's broadcast holders; none for a
     /// write).
     Linear { rows: Vec<u32>, shifts: Vec<u32> },
-    /// An abstract thread per position of a named, non-concrete layout (with this name).
-    Lane(String),
+    /// An abstract thread per position of a named, non-concrete layout (with this name), or
+    /// of one access's own mapping (this op: an opaque fall-back of a defined encoding).
+    Lane(String, Option<Op>),
     /// Unknown threads, different from any other and in no common warp.
     Any,
 }
@@ -112,7 +114,7 @@ pub fn relate(p: &mut Problem, a: (&Ident, &Affine, i64), b: (&Ident, &Affine, i
                     Some(gf2(ra, xa, rb, xb, warp))
                 }
                 (Owner::Linear { .. }, _) | (_, Owner::Linear { .. }) => None,
-                (Owner::Lane(n), Owner::Lane(m)) if n == m && sa == sb => Some(if aligned {
+                (Owner::Lane(n, x), Owner::Lane(m, y)) if (n, x) == (m, y) && sa == sb => Some(if aligned {
                     Distinct::Fixed { conflict: false, intra: false }
                 } else {
                     Distinct::Positions(lane_pos(p, sa, pa), lane_pos(p, sb, pb))
@@ -231,7 +233,9 @@ pub fn collective(
             rows: c.owners.rows.clone(),
             shifts: if a.access.kind.reads() { c.owners.shifts.clone() } else { Vec::new() },
         },
-        (Some(name), _) if !a.access.kind.is_async() => Owner::Lane(name.to_string()),
+        (Some(name), own) if !a.access.kind.is_async() => {
+            Owner::Lane(name.to_string(), (!own.one_owner_by_name()).then_some(a.id.op))
+        }
         _ => Owner::Any,
     };
     Some((idx, Ident::Collective { shape, pos, owner }))

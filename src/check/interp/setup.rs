@@ -139,9 +139,9 @@ pub(super) struct OpaqueOwners {
 }
 
 /// Per collective op, its mapping `owner(e) = first + (e + o) mod count` ([`LayoutMap`]).
-fn layout_offsets(k: &Kernel, map: LayoutMap) -> HashMap<Op, OpaqueOwners> {
+fn layout_offsets(k: &Kernel, map: LayoutMap, warp: u32) -> HashMap<Op, OpaqueOwners> {
     let mut out = HashMap::new();
-    let ids = k.layout_ids();
+    let ids = k.layout_ids(warp);
     let mut names: HashMap<String, Vec<Vec<u64>>> = HashMap::new();
     k.walk(|op| {
         let (l, mem) = match &k.ops[op].kind {
@@ -164,8 +164,9 @@ fn layout_offsets(k: &Kernel, map: LayoutMap) -> HashMap<Op, OpaqueOwners> {
             first: u64::from(lt.first),
             count: threads,
         };
-        let shapes = match l {
-            Some(name) => names.entry(name.clone()).or_default(),
+        // An opaque fall-back of a defined encoding shares no mapping (`layout_ids`).
+        let shapes = match crate::ir::layout::mapping_name(k, l.as_deref(), mem, warp) {
+            Some(name) => names.entry(name.to_string()).or_default(),
             None => {
                 out.insert(op, owners(num + shift));
                 return;
@@ -344,7 +345,7 @@ impl<'a> BlockExec<'a> {
             split: HashMap::new(),
             named: HashMap::new(),
             mbar: vec![MbarState::default(); sp.nmbar],
-            layouts: layout_offsets(k, cfg.layouts),
+            layouts: layout_offsets(k, cfg.layouts, warp as u32),
             concrete: concrete_elements(k, warp as u32),
             iters,
             iter_list: vec![Vec::new()],

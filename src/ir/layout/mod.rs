@@ -54,6 +54,7 @@ impl Issue {
             let label = "treated as an opaque layout (conservative)";
             Diagnostic::warning(DiagKind::User, self.code, self.msg.clone())
                 .with_label(self.span, label)
+                .with_note("who holds which element is unknown: each access under it has an owner mapping of its own, so the same name does not make two accesses same-thread")
         }
     }
 }
@@ -319,6 +320,22 @@ pub enum Ownership {
     Opaque(Option<Issue>),
 }
 
+impl Ownership {
+    /// Whether collective accesses under this layout's name and one view shape give each
+    /// element to one and the same thread, whichever threads execute them: a name without a
+    /// definition (docs/ir.md, "Collective accesses": the author's promise), or a concrete
+    /// layout that holds every element in one thread (no broadcast). Not an opaque fall-back
+    /// of a defined encoding (W1000–W1003, W1125): the encoding it stands for may hold an
+    /// element in several threads (a dot operand of a blocked parent, a layout broadcast over
+    /// a smaller tile), which then read what another thread wrote.
+    pub fn one_owner_by_name(&self) -> bool {
+        match self {
+            Ownership::Opaque(issue) => issue.is_none(),
+            Ownership::Concrete(c) => c.owners.shifts.is_empty(),
+        }
+    }
+}
+
 /// A concrete ownership: the decoded layout, its writer map, and where its threads start.
 /// Layout thread `t` (the `t` of [`Distributed`] and [`OwnerMap`]) is block thread
 /// `first + t`.
@@ -477,13 +494,33 @@ pub fn collective_uses(k: &Kernel) -> Vec<(crate::ir::Op, Option<&str>, MemRef)>
     out
 }
 
+/// The name under which a collective access of `mem` under `layout` shares its owner mapping
+/// with the other accesses of that name ([`Kernel::layout_ids`]): the name, unless the layout
+/// is an opaque fall-back of a defined encoding (an [`Issue`]: W1000–W1003, W1125; `warp`
+/// decides W1002), which may replicate elements, so that one name does not mean one owner.
+pub fn mapping_name<'a>(
+    k: &Kernel,
+    layout: Option<&'a str>,
+    mem: MemRef,
+    warp: u32,
+) -> Option<&'a str> {
+    layout.filter(|&l| {
+        !matches!(
+            ownership(k, Some(l), &k.shape(mem), warp),
+            Ownership::Opaque(Some(_))
+        )
+    })
+}
+
 impl Kernel {
-    /// The layout number of every collective access ([`collective_uses`]): layouts numbered
-    /// by name in program order of first use, an access without a layout name taking a fresh
-    /// number. docs/ir.md's documented owner mapping `owner(e) = (e + n) mod T` uses this `n`;
-    /// the CUDA and MLIR emitters name their collective helpers by it. The one numbering:
-    /// nothing else numbers layouts. O(ops).
-    pub fn layout_ids(&self) -> std::collections::HashMap<crate::ir::Op, u32> {
+    /// The layout number of every collective access ([`collective_uses`]) with `warp`
+    /// threads a warp: layouts numbered by name in program order of first use, an access
+    /// without a layout name, or under an opaque fall-back of a defined encoding
+    /// ([`mapping_name`]), taking a fresh number. docs/ir.md's documented owner mapping `owner(e) =
+    /// (e + n) mod T` uses this `n`; the CUDA and MLIR emitters name their collective helpers
+    /// by it. The one numbering: nothing else numbers layouts. O(ops), plus a decode per
+    /// access with a defined layout.
+    pub fn layout_ids(&self, warp: u32) -> std::collections::HashMap<crate::ir::Op, u32> {
         let mut by_name: std::collections::HashMap<&str, u32> = Default::default();
         let mut next = 0u32;
         let mut fresh = || {
@@ -491,8 +528,8 @@ impl Kernel {
             next - 1
         };
         let mut out = std::collections::HashMap::new();
-        for (op, name, _) in collective_uses(self) {
-            let id = match name {
+        for (op, name, mem) in collective_uses(self) {
+            let id = match mapping_name(self, name, mem, warp) {
                 Some(l) => *by_name.entry(l).or_insert_with(&mut fresh),
                 None => fresh(),
             };
