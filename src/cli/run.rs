@@ -87,7 +87,11 @@ pub fn run(args: &RunArgs) -> i32 {
         let out = match run_kernel(k, args.seed, &opts) {
             Ok(o) => o,
             Err(d) => {
-                let d = [explain_refusal(d, &input, opts.target.as_ref().map(|t| t.name))];
+                let d = [explain_refusal(
+                    d,
+                    &input,
+                    opts.target.as_ref().map(|t| t.name),
+                )];
                 report(&input, &d);
                 return exit_code(&d);
             }
