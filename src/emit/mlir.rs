@@ -32,6 +32,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
 use crate::diag::Diagnostic;
+use super::lane_contiguous::LaneContiguity;
 use super::names::NameTable;
 use crate::ir::*;
 use crate::ir::signature::{Feature, Results};
@@ -170,6 +171,9 @@ struct Emitter<'a> {
     /// TMA descriptors: global, box shape, the descriptor value's name.
     tmaps: Vec<(Global, Vec<u64>, String)>,
     parents: &'a Parents,
+    /// What decides whether a gfx9 `gather_to_lds`'s destination is lane-contiguous, built
+    /// at the first such copy.
+    lanes: Option<LaneContiguity<'a>>,
 }
 
 impl<'a> Emitter<'a> {
@@ -191,6 +195,7 @@ impl<'a> Emitter<'a> {
             gathers: Vec::new(),
             tmaps: Vec::new(),
             parents: k.parents(),
+            lanes: None,
             depth: 1,
             idx_name: SecondaryMap::default(),
         };
@@ -902,6 +907,15 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// Whether gfx9 `gather_to_lds` `op` writes where the IR says (`lane_contiguous`).
+    fn lane_contiguous(&mut self, op: Op, dst: MemRef, index: &[Operand]) -> Result<(), String> {
+        let (k, warp) = (self.k, self.t.warp);
+        let lanes = self
+            .lanes
+            .get_or_insert_with(|| LaneContiguity::new(k, warp));
+        lanes.check(op, dst, index)
+    }
+
     /// Async copies (gather-to-LDS, cp.async, TMA loads) and wgmma.
     fn async_copy_op(&mut self, op: Op) {
         match &self.k.ops[op].kind {
@@ -919,6 +933,9 @@ impl<'a> Emitter<'a> {
                 }
                 if self.t.gfx12_counters() {
                     return self.gather_async(op, *dst, dst_index, *src, src_index);
+                }
+                if let Err(why) = self.lane_contiguous(op, *dst, dst_index) {
+                    return self.err(op, format!("`gather_to_lds` whose shared destination is not shown to be its wave's lane 0 destination plus the lane ({why}): amdgpu.gather_to_lds writes lane l at its wave's LDS address plus l elements, not at the IR's per-thread index"));
                 }
                 let sty = self.global_ty(*src);
                 let dt = self.mem_ty(*dst);

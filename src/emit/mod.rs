@@ -5,6 +5,7 @@
 
 pub mod cuda;
 pub mod explain;
+mod lane_contiguous;
 pub mod mlir;
 /// The canonical text form lives with the IR it spells (`ir::text`): placement, the checker
 /// and the analyses name ops in their messages without depending on the emitters.
