@@ -762,12 +762,12 @@ impl<'a> Builder<'a> {
         let (Form::Known(x), Form::Known(y)) = (self.operand(x), self.operand(y)) else {
             return Form::Unsupported;
         };
-        let unknown = |b: &Self| b.free.as_ref().is_some_and(|f| f.unknown_guard);
-        let before = unknown(self);
+        // "May execute" is no condition here: whether the guard encoding said it, with the
+        // note it makes for guards undone.
+        let before = std::mem::take(&mut self.free.as_mut().expect("free leaves").unknown_guard);
         let (when, unless) = (self.guard(c, true), self.guard(c, false));
-        if unknown(self) && !before {
-            // "May execute" is no condition here: the guard's note is undone.
-            self.free.as_mut().expect("free leaves").unknown_guard = false;
+        let free = self.free.as_mut().expect("free leaves");
+        if std::mem::replace(&mut free.unknown_guard, before) {
             return Form::Unsupported;
         }
         let (when, unless) = match (when, unless) {
