@@ -9,7 +9,9 @@
 //! - nothing ⇒ it finds a race for no tried value;
 //! - W0317: either may happen (a conservative answer), but the analysis is never silent.
 //!
-//! And the static proof never proves a kernel the interpreter finds racing.
+//! And the static proof never proves a kernel the interpreter finds racing. The same oracle,
+//! over stores in a loop of `%n` trips at indices built from the loop variable
+//! (`loop_stores_match_interpretation`), also asks that no such store be W0317.
 
 use smemsync::analysis::hazards::find_hazards;
 use smemsync::check::{CheckOptions, check_race_free};
@@ -163,4 +165,89 @@ fn parameter_row_is_a_race_and_loaded_row_a_may_race() {
     // column: a race.
     assert_eq!(said(&parse(&kernel("%vr", "%th", ""))), Said::May);
     assert_eq!(said(&parse(&kernel("0", "%t8", ""))), Said::Race);
+}
+
+/// Loop indices of [`loop_kernel`]: uniform arithmetic of the loop variable (session 39's P8
+/// forms), and thread parts (`min`, `select`, pairs of threads, one element per thread).
+const LOOP_INDICES: &[&str] = &[
+    "%i1", "%i3", "%is", "%ia", "%ir", "%ix", "%tm", "%tq", "%tc", "%sq",
+];
+/// Guards of [`loop_kernel`]: none, one elected thread, lane 0 of each warp, two threads.
+const LOOP_GUARDS: &[&str] = &["", "%e0", "%l0", "%lt2"];
+
+/// A store at `@s[idx]` under `guard` in a loop of `%n` trips, a barrier closing each
+/// iteration (so that every race the interpreter finds is one instance's self race).
+fn loop_kernel(idx: &str, guard: &str) -> String {
+    let store = format!("store @s[{idx}], %t");
+    let body = match guard {
+        "" => format!("    {store}\n"),
+        g => format!("    if {g} {{\n      {store}\n    }}\n"),
+    };
+    format!(
+        r#"kernel @k(%n: i32 in [1, 4] = 2) block(64) {{
+  shared @s : i32[512]
+  %t = tid.x
+  %l = lane
+  %e0 = cmp eq %t, 0
+  %l0 = cmp eq %l, 0
+  %lt2 = cmp lt %t, 2
+  %h = div %t, 2
+  %lo = cmp lt %t, 32
+  %m = min %t, 40
+  %sel = select %lo, %t, 63
+  for %i = 0 to %n step 1 {{
+    %i1 = add %i, 1
+    %i3 = mul %i, 3
+    %is = shl %i, 1
+    %ia = and %i, 7
+    %ir = rem %i, 7
+    %ix = xor %i, 1
+    %tm = add %m, %i
+    %tq = add %h, %i
+    %ti = mul %i, 64
+    %tc = add %t, %ti
+    %sq = add %sel, %i
+{body}    barrier
+  }}
+}}
+"#
+    )
+}
+
+/// The self race of a store in a loop of `%n` trips (docs/symbolic.md, "Plain stores at any
+/// trip count"), every index and guard of [`loop_kernel`], against interpretation for `%n`
+/// in 1..=4: E0301 ⇒ a race for every `%n`, nothing ⇒ none; and none of them is W0317 (each
+/// is decided over the loop's iteration domain).
+#[test]
+fn loop_stores_match_interpretation() {
+    let mut seen = [0usize; 2];
+    for idx in LOOP_INDICES {
+        for guard in LOOP_GUARDS {
+            let src = loop_kernel(idx, guard);
+            let k = parse(&src);
+            let verdict = said(&k);
+            let raced: Vec<bool> = (1..=4).map(|n| races(&k, n, 0)).collect();
+            match verdict {
+                Said::Race => assert!(
+                    raced.iter().all(|&r| r),
+                    "E0301 but not a race for every %n: {raced:?}\n{src}"
+                ),
+                Said::Nothing => assert!(
+                    !raced.iter().any(|&r| r),
+                    "silent, but a race: {raced:?}\n{src}"
+                ),
+                Said::May => panic!("W0317 on a decidable store\n{src}"),
+            }
+            seen[(verdict == Said::Nothing) as usize] += 1;
+            if raced.iter().any(|&r| r) {
+                assert!(
+                    smemsync::check::proof::prove(&k, None).is_err(),
+                    "proved, but races\n{src}"
+                );
+            }
+        }
+    }
+    // Both outcomes occur (the oracle is not vacuous): races under no guard, lane 0 and two
+    // threads; none under one elected thread.
+    assert!(seen.iter().all(|&c| c >= 10), "E0301 / nothing: {seen:?}");
 }

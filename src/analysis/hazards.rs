@@ -542,8 +542,9 @@ fn may_have_async(k: &Kernel) -> bool {
 /// issuers of one tile are merged, docs/checker.md); atomics of one op commute.
 /// The finding of write `ai` when one instance of it may touch a unit from two threads: E0301
 /// with the unit (the symbolic engine decides most writes; a race it finds is enumerated for
-/// the message's unit, the enumerator's first one), or the unknown-units finding of
-/// `symbolic::free` (never silent). `None` when it cannot self-race.
+/// the message's unit, the enumerator's first one), or, where the enumerator does not know
+/// every touch, the finding of `symbolic::copies` over the loops' true iteration domains and
+/// of `symbolic::free` (never silent). `None` when it cannot self-race.
 fn self_race_finding(fp: &mut Footprints, ai: usize) -> Option<Diagnostic> {
     let k = fp.k;
     if fp.issued_copy(ai) {
@@ -575,7 +576,7 @@ fn self_race_finding(fp: &mut Footprints, ai: usize) -> Option<Diagnostic> {
             "every executing thread writes here; no barrier can order one op's threads".into(),
         ))
     } else if inst.iter().any(|(_, t)| t.may_self_overlap(fp.warp)) {
-        crate::analysis::symbolic::free::finding(fp, ai)
+        crate::analysis::symbolic::copies::write_finding(fp, ai)
     } else {
         None
     }

@@ -1,28 +1,34 @@
-//! The self race of a collective tile load (`tma_load`, `tdm_load`) issued by several
-//! threads, decided over the true iteration domain of its loops (docs/symbolic.md, "Tile
-//! loads issued by several threads, at any trip count"): do two threads that run one instance
-//! of the load copy into one view from different origins?
+//! The self race of one op's instance run by several threads, decided over the true
+//! iteration domain of its loops (docs/symbolic.md, "Tile loads issued by several threads, at
+//! any trip count" and "Plain stores at any trip count"): do two threads that run one
+//! instance of a collective tile load (`tma_load`, `tdm_load`) copy into one view from
+//! different origins, or do two threads that run one instance of a plain store write one
+//! element?
 //!
-//! `footprint::copy_issues` answers this by enumerating instances, which it can do only for
-//! loops of at most `footprint::MAX_TRIP` constant iterations: beyond, or with a symbolic
-//! bound, the loop variable is unknown to it and the answer was "not decided" (W0317). Here
-//! each enclosing `for` whose bounds are uniform and have forms is one iteration index
-//! `i ≥ 0` shared by both threads, its variable `lo + step·i` and `lo + step·i < hi`,
-//! whatever the trip count; every other unknown value is a free leaf (`form::FreeLeaves`, as in
-//! `symbolic::free`: one variable for both threads when uniform). The question, for
-//! `t_a < t_b` (the race is symmetric): both execute the instance (guards), their views are
-//! equal (the root index of the view's first element; views of one op are equal or disjoint),
-//! in range, and `origin_a[d] ≠ origin_b[d]` for some `d` (two solves per dimension).
+//! `footprint::copy_issues` and the enumerated touches of `footprint` answer this by
+//! enumerating instances, which they can do only for loops of at most `footprint::MAX_TRIP`
+//! constant iterations: beyond, or with a symbolic bound, the loop variable is unknown to
+//! them and the answer was "may" (W0317), whatever the index (`store @s[%i + 1]` by every
+//! thread, session 39's P8). Here each enclosing `for` whose bounds are uniform and have forms
+//! is one iteration index `i ≥ 0` shared by both threads, its variable `lo + step·i` and
+//! `lo + step·i < hi`, whatever the trip count; every other unknown value is a free leaf
+//! (`form::FreeLeaves`, as in `symbolic::free`: one variable for both threads when uniform).
+//! The question, for `t_a < t_b` (the race is symmetric): both execute the instance (guards),
+//! and, for a load, their views are equal (the root index of the view's first element; views
+//! of one op are equal or disjoint), in range, and `origin_a[d] ≠ origin_b[d]` for some `d`
+//! (two solves per dimension); for a store, their root indices are equal and in range (one
+//! element: the elements of one buffer are disjoint).
 //!
 //! - infeasible: [`Verdict::Never`], exact: every variable ranges over a superset of the
 //!   values it stands for, and a view out of range is an execution error `check` reports;
-//! - feasible, every leaf uniform, no guard left unknown or on a leaf, every view index on a
-//!   leaf the same form on both sides, and a solution whose differing origin dimension
-//!   is not on a leaf, with iteration index 0 in every loop whose bounds are on a leaf:
-//!   [`Verdict::Always`]. *Proof*: nothing that solution fixes (threads, iteration indices,
-//!   untainted variables) depends on the leaves, and a loop at index 0 only needs to run;
-//!   so for every value of the leaves with which those loops run, the same two threads copy
-//!   into one view from origins that differ in that dimension;
+//! - feasible, every leaf uniform, no guard left unknown or on a leaf, every view (store:
+//!   element) index on a leaf the same form on both sides, and a solution whose differing
+//!   origin dimension is not on a leaf (a store has none), with iteration index 0 in every
+//!   loop whose bounds are on a leaf: [`Verdict::Always`]. *Proof*: nothing that solution
+//!   fixes (threads, iteration indices, untainted variables) depends on the leaves, and a
+//!   loop at index 0 only needs to run; so for every value of the leaves with which those
+//!   loops run, the same two threads copy into one view from origins that differ in that
+//!   dimension (store: write one element);
 //! - feasible otherwise: [`Verdict::May`];
 //! - an operation, index or guard without a form, the search budget: [`Verdict::Undecided`]
 //!   with the reason, for the message.
@@ -31,23 +37,26 @@
 //! footprint engine's opaque guard comparisons (`Footprints::is_opaque`, made for its periodic
 //! domains) are not read, as every loop variable here is exact. Complexity: one problem of
 //! O(|DAG| + bits) variables per side plus one per loop; at most 2·|origin| solves for the
-//! question and as many per witness attempt (two), within `pairs::BUDGET` nodes in all.
+//! question (one for a store) and as many per witness attempt (two), within `pairs::BUDGET`
+//! nodes in all.
 
 use super::form::{Affine, Builder, Evaluator, Form, FreeLeaves};
 use super::pairs;
 use super::solve::Problem;
 use crate::analysis::footprint::{CopyIssues, Footprints};
+use crate::analysis::symbolic::free;
 use crate::diag::{DiagKind, Diagnostic};
 use crate::emit::text::op_label;
 use crate::ir::*;
 
-/// Two threads of one instance that copy into one view from different origins.
+/// Two threads of one instance that copy into one view from different origins (a store:
+/// that write one element, the view's, with no origins).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Witness {
     pub threads: (i64, i64),
     /// The enclosing loops' variables at that instance (outermost first).
     pub iterations: Vec<(Value, i64)>,
-    /// The root buffer and index of the view's first element.
+    /// The root buffer and index of the view's first element (a store: of its element).
     pub view: (Buffer, Vec<i64>),
     pub origins: (Vec<i64>, Vec<i64>),
     /// The uniform leaves' values in this solution.
@@ -110,6 +119,14 @@ struct Side {
     free: FreeLeaves,
 }
 
+/// What two threads of one instance do when they race.
+enum Kind {
+    /// A tile load: copy into one view from different origins (these operands).
+    Copy(Vec<Operand>),
+    /// A plain store: write the one element at these indices of its memref.
+    Write(Vec<Operand>),
+}
+
 /// The question's problem before the origin disequality, with both sides.
 struct Question {
     p: Problem,
@@ -120,10 +137,12 @@ struct Question {
     b: Side,
     /// `origin_a[d] − origin_b[d]` per dimension.
     diffs: Vec<Affine>,
+    /// A store's question: equal views are the race (no origin disequality).
+    write: bool,
 }
 
-/// The verdict for access `ai`, a collective `tma_load`/`tdm_load` (`Undecided` for any
-/// other access).
+/// The verdict for access `ai`, a collective `tma_load`/`tdm_load` or a plain store
+/// (`Undecided` for any other access).
 pub fn self_race(fp: &Footprints, ai: usize) -> Verdict {
     pairs::set_budget_left(pairs::BUDGET);
     let v = match question(fp, ai) {
@@ -132,7 +151,7 @@ pub fn self_race(fp: &Footprints, ai: usize) -> Verdict {
     };
     if pairs::tracing() {
         eprintln!(
-            "symbolic copy self race {}: {v:?}, {} nodes left",
+            "symbolic instance self race {}: {v:?}, {} nodes left",
             op_label(fp.k, fp.accesses[ai].id.op),
             pairs::budget_left()
         );
@@ -144,9 +163,10 @@ pub fn self_race(fp: &Footprints, ai: usize) -> Verdict {
 fn question(fp: &Footprints, ai: usize) -> Result<Question, &'static str> {
     let k = fp.k;
     let a = &fp.accesses[ai];
-    let origin = match &k.ops[a.id.op].kind {
-        OpKind::TmaLoad { origin, .. } | OpKind::TdmLoad { origin, .. } => origin.clone(),
-        _ => return Err("not a tile load"),
+    let kind = match (&k.ops[a.id.op].kind, &a.access.footprint, a.access.kind) {
+        (OpKind::TmaLoad { origin, .. } | OpKind::TdmLoad { origin, .. }, ..) => Kind::Copy(origin.clone()),
+        (_, Footprint::PerThread(ix), AccessKind::Write) => Kind::Write(ix.clone()),
+        _ => return Err("not a tile load or a plain store"),
     };
     let ev = TrueDomains(fp);
     let mut p = Problem::default();
@@ -158,8 +178,8 @@ fn question(fp: &Footprints, ai: usize) -> Result<Question, &'static str> {
     let keys = loop_keys(&mut b, &a.loops);
     let free = b.free.take().unwrap_or_default();
     let mut divs = std::mem::take(&mut b.divs);
-    let (buffer, sa) = side(fp, &ev, &mut p, (ai, ta), (&keys, &origin), (free, &mut divs))?;
-    let (_, sb) = side(fp, &ev, &mut p, (ai, tb), (&keys, &origin), (sa.free.clone(), &mut divs))?;
+    let (buffer, sa) = side(fp, &ev, &mut p, (ai, ta), (&keys, &kind), (free, &mut divs))?;
+    let (_, sb) = side(fp, &ev, &mut p, (ai, tb), (&keys, &kind), (sa.free.clone(), &mut divs))?;
     for (x, y) in sa.view.iter().zip(&sb.view) {
         let d = y.scale(-1).and_then(|n| x.plus(&n)).ok_or("overflow")?;
         d.constrain(&mut p, 0, 0);
@@ -176,6 +196,7 @@ fn question(fp: &Footprints, ai: usize) -> Result<Question, &'static str> {
         a: sa,
         b: sb,
         diffs,
+        write: matches!(kind, Kind::Write(_)),
     })
 }
 
@@ -225,13 +246,14 @@ fn loop_keys(b: &mut Builder, loops: &[Op]) -> Vec<LoopKey> {
 /// the next: a division of one value is one pair of variables on both sides.
 type Divs = Vec<(Affine, i64, usize, usize)>;
 
-/// One thread's side on `p`: its guards, its view's first element in range, its origin.
+/// One thread's side on `p`: its guards, its view's first element (a store's element) in
+/// range, its origin.
 fn side(
     fp: &Footprints,
     ev: &TrueDomains,
     p: &mut Problem,
     (ai, tid): (usize, usize),
-    (keys, origin): (&[LoopKey], &[Operand]),
+    (keys, kind): (&[LoopKey], &Kind),
     (free, divs): (FreeLeaves, &mut Divs),
 ) -> Result<(Buffer, Side), &'static str> {
     let mut b = Builder::new(ev, p, tid);
@@ -239,20 +261,23 @@ fn side(
     b.divs = std::mem::take(divs);
     b.tables = true;
     b.ivs = keys.iter().map(|lk| (lk.iv, lk.key.clone())).collect();
-    let r = side_in(fp, &mut b, ai, origin);
+    let r = side_in(fp, &mut b, ai, kind);
     *divs = std::mem::take(&mut b.divs);
     r
 }
 
 /// [`side`] with its builder made.
-fn side_in(fp: &Footprints, b: &mut Builder, ai: usize, origin: &[Operand]) -> Result<(Buffer, Side), &'static str> {
+fn side_in(fp: &Footprints, b: &mut Builder, ai: usize, kind: &Kind) -> Result<(Buffer, Side), &'static str> {
     let a = &fp.accesses[ai];
     let before = b.p.cons.len();
     pairs::guards(fp, b, a.id.op).map_err(|_| "a guard without a form here")?;
     let guard_cons = b.p.cons.len();
-    let first = vec![Form::Known(Affine::konst(0)); fp.k.shape(a.access.mem).len()];
-    let (root, Some(view)) = pairs::root_index(b, a.access.mem, first).map_err(|_| "a view index without a form here")? else {
-        return Err("a view index without a value");
+    let (first, origin) = match kind {
+        Kind::Copy(origin) => (vec![Form::Known(Affine::konst(0)); fp.k.shape(a.access.mem).len()], &origin[..]),
+        Kind::Write(ix) => (ix.iter().map(|o| b.operand(o)).collect(), &[][..]),
+    };
+    let (root, Some(view)) = pairs::root_index(b, a.access.mem, first).map_err(|_| "an index without a form here")? else {
+        return Err("an index without a value");
     };
     let shape = &fp.k.buffers[root].shape;
     if view.len() != shape.len() {
@@ -334,11 +359,14 @@ fn decide(k: &Kernel, q: &Question) -> Verdict {
 }
 
 /// The question split by `origin_a[d] ≠ origin_b[d]` (`<` and `>`) over the dimensions
-/// `dims` selects, with the iteration indices `pins` at 0.
+/// `dims` selects, with the iteration indices `pins` at 0 (a store's: the question itself).
 fn differ(q: &Question, dims: impl Fn(usize) -> bool, pins: &[usize]) -> Vec<Problem> {
     let mut base = q.p.clone();
     for &i in pins {
         base.add(&[(i, 1)], 0, 0);
+    }
+    if q.write {
+        return vec![base];
     }
     let mut out = Vec::new();
     for (_, diff) in q.diffs.iter().enumerate().filter(|(d, _)| dims(*d)) {
@@ -428,7 +456,7 @@ impl Race {
         }
         Race {
             threads: w.threads,
-            unit: format!("@{}[{}]", k.buffers[w.view.0].name, join(w.view.1.iter())),
+            unit: element(k, w),
             origins: w.origins.clone(),
             when,
         }
@@ -458,30 +486,16 @@ fn not_decided(fp: &Footprints, ai: usize, v: &Verdict) -> Diagnostic {
     let k = fp.k;
     let op = fp.accesses[ai].id.op;
     let buf = &k.buffers[k.root_buffer(fp.accesses[ai].access.mem)].name;
-    let names = |vs: &[Value]| join(vs.iter().map(|&v| format!("`%{}`", k.value_name(v))));
-    let why = match v {
-        Verdict::May {
-            leaves,
-            witness: Ok(w),
-        } => format!(
-            "depends on {}: with {}, threads {} and {} copy into @{}[{}] from [{}] and [{}]{}; a race for every value was not shown",
-            names(leaves),
-            values(k, &w.leaves),
+    let why = why(k, v, |w| {
+        format!(
+            "threads {} and {} copy into {} from [{}] and [{}]",
             w.threads.0,
             w.threads.1,
-            k.buffers[w.view.0].name,
-            join(w.view.1.iter()),
+            element(k, w),
             join(w.origins.0.iter()),
             join(w.origins.1.iter()),
-            iterations(k, w),
-        ),
-        Verdict::May {
-            leaves,
-            witness: Err(why),
-        } => format!("for some value of {}: not decided, as {why}", names(leaves)),
-        Verdict::Undecided(why) => format!("not decided ({why})"),
-        Verdict::Never | Verdict::Always { .. } => "not decided".into(),
-    };
+        )
+    });
     Diagnostic::warning(
         DiagKind::Finding,
         "W0317",
@@ -492,4 +506,86 @@ fn not_decided(fp: &Footprints, ai: usize, v: &Verdict) -> Diagnostic {
     )
     .with_label(k.span(op), "origin not known to be the same in every issuing thread")
     .with_note(NOTE)
+}
+
+/// Why verdict `v` (neither `Never` nor `Always`) is no race for every value: the leaves it
+/// depends on with a run's witness (`what` says what its threads do), or why it is not
+/// decided.
+fn why(k: &Kernel, v: &Verdict, what: impl Fn(&Witness) -> String) -> String {
+    let names = |vs: &[Value]| join(vs.iter().map(|&v| format!("`%{}`", k.value_name(v))));
+    match v {
+        Verdict::May {
+            leaves,
+            witness: Ok(w),
+        } => format!(
+            "depends on {}: with {}, {}{}; a race for every value was not shown",
+            names(leaves),
+            values(k, &w.leaves),
+            what(w),
+            iterations(k, w),
+        ),
+        Verdict::May {
+            leaves,
+            witness: Err(why),
+        } if !leaves.is_empty() => format!("for some value of {}: not decided, as {why}", names(leaves)),
+        Verdict::May { witness: Err(why), .. } => format!("not decided, as {why}"),
+        Verdict::Undecided(why) => format!("not decided ({why})"),
+        Verdict::Never | Verdict::Always { .. } => "not decided".into(),
+    }
+}
+
+/// "@buf[0, 1]": a witness's element (a load: its view's first).
+fn element(k: &Kernel, w: &Witness) -> String {
+    format!("@{}[{}]", k.buffers[w.view.0].name, join(w.view.1.iter()))
+}
+
+/// What a store written by several threads of one instance is told.
+const WRITE_LABEL: &str = "every executing thread writes here; no barrier can order one op's threads";
+
+/// The finding of a plain store `ai` whose enumerated instances may touch one unit from two
+/// threads (`Touch::may_self_overlap`: the enumerator does not know every index, e.g. a loop
+/// variable past its domains): E0301 with two threads and the iteration when this module's
+/// verdict is `Always`, nothing when it is `Never`. Otherwise the finding of
+/// `symbolic::free` (ranged parameters case by case; leaves over their whole type, loop
+/// variables included), whose W0317 this module's "may" with a run's witness replaces (it
+/// names the leaves without the loops' variables) or, in a loop, completes with why it is
+/// not decided. Other per-thread writes (`cp_async`, `gather_to_lds`): `symbolic::free`'s.
+pub fn write_finding(fp: &Footprints, ai: usize) -> Option<Diagnostic> {
+    if fp.accesses[ai].access.kind != AccessKind::Write {
+        return free::finding(fp, ai);
+    }
+    let verdict = match fp.symbolic {
+        true => self_race(fp, ai),
+        false => Verdict::Undecided("the symbolic engine is off"),
+    };
+    let (k, op) = (fp.k, fp.accesses[ai].id.op);
+    let d = match verdict {
+        Verdict::Never => return None,
+        Verdict::Always { witness, runs } => {
+            let race = Race::found(k, &witness, runs);
+            let msg = format!(
+                "{} writes {} from several threads at once: threads {} and {} write it{}",
+                op_label(k, op),
+                race.unit,
+                race.threads.0,
+                race.threads.1,
+                race.when,
+            );
+            return Some(Diagnostic::error(DiagKind::Finding, "E0301", msg).with_label(k.span(op), WRITE_LABEL));
+        }
+        _ => free::finding(fp, ai)?,
+    };
+    if d.code != "W0317" {
+        return Some(d);
+    }
+    let why = why(k, &verdict, |w| format!("threads {} and {} write {}", w.threads.0, w.threads.1, element(k, w)));
+    Some(match verdict {
+        Verdict::May { witness: Ok(_), .. } => {
+            let buf = &k.buffers[k.root_buffer(fp.accesses[ai].access.mem)].name;
+            let msg = format!("{} may write one element of `@{buf}` from several threads: {why}", op_label(k, op));
+            Diagnostic { message: msg, ..d }
+        }
+        _ if fp.accesses[ai].loops.is_empty() => d,
+        _ => d.with_note(format!("over the iteration domains of its loops: {why}")),
+    })
 }

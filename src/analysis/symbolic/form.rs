@@ -514,6 +514,9 @@ impl<'a> Builder<'a> {
                 (UnOp::Exp | UnOp::Sqrt, _) => Form::Unknown,
                 _ => Form::Unsupported,
             },
+            OpKind::Select(c, x, y) if self.free.is_some() && k.values[v].ty == ScalarType::I32 => {
+                self.select(c, x, y)
+            }
             OpKind::Cmp(..) | OpKind::Select(..) | OpKind::InGroup(_) => Form::Unsupported,
             _ => self.leaf(v),
         }
@@ -746,6 +749,73 @@ impl<'a> Builder<'a> {
             e.constrain(self.p, off, big);
         }
         self.known(Affine::var(z))
+    }
+
+    /// `select c, x, y` (with free leaves only, as `min`/`max`): `z` over a 0/1 selector
+    /// `s` that stands for `c`, each constraint `lo ≤ d ≤ hi` of `c` ([`Builder::guard`])
+    /// relaxed by `M·(1 − s)` and each of its negation's by `M·s`, and `|z − x| ≤ M·(1 − s)`,
+    /// `|z − y| ≤ M·s`, every `M` just wide enough that a relaxed constraint always holds.
+    /// Exact over the integers: `s = 1` iff `c` holds, then `z = x`, else `z = y`. A
+    /// condition or negation without constraints (`ne`, `or`, a value without a form):
+    /// unsupported.
+    fn select(&mut self, c: &Operand, x: &Operand, y: &Operand) -> Form {
+        let (Form::Known(x), Form::Known(y)) = (self.operand(x), self.operand(y)) else {
+            return Form::Unsupported;
+        };
+        // "May execute" is no condition here: whether the guard encoding said it, with the
+        // note it makes for guards undone.
+        let before = std::mem::take(&mut self.free.as_mut().expect("free leaves").unknown_guard);
+        let (when, unless) = (self.guard(c, true), self.guard(c, false));
+        let free = self.free.as_mut().expect("free leaves");
+        if std::mem::replace(&mut free.unknown_guard, before) {
+            return Form::Unsupported;
+        }
+        let (when, unless) = match (when, unless) {
+            (Guard::Always, _) => return Form::Known(x),
+            (_, Guard::Always) => return Form::Known(y),
+            (Guard::When(a), Guard::When(b)) => (a, b),
+            _ => return Form::Unsupported,
+        };
+        let mut from: Vec<&Affine> = vec![&x, &y];
+        from.extend(when.iter().chain(&unless).map(|(d, _, _)| d));
+        let s = self.derived(0, 1, &from);
+        let ((xl, xh), (yl, yh)) = (x.range(self.p), y.range(self.p));
+        let z = self.derived(xl.min(yl), xh.max(yh), &from);
+        let zx = x.scale(-1).and_then(|n| Affine::var(z).plus(&n));
+        let zy = y.scale(-1).and_then(|n| Affine::var(z).plus(&n));
+        let (Some(zx), Some(zy)) = (zx, zy) else {
+            return Form::Unsupported;
+        };
+        let mut cons: Vec<(Affine, i64, i64, bool)> = vec![(zx, 0, 0, true), (zy, 0, 0, false)];
+        cons.extend(when.into_iter().map(|(d, lo, hi)| (d, lo, hi, true)));
+        cons.extend(unless.into_iter().map(|(d, lo, hi)| (d, lo, hi, false)));
+        for (d, lo, hi, holds) in cons {
+            if self.relaxed(&d, (lo, hi), s, holds).is_none() {
+                return Form::Unsupported;
+            }
+        }
+        self.known(Affine::var(z))
+    }
+
+    /// `lo ≤ d ≤ hi` where the selector `s` is 1 (`holds`) or 0 (`!holds`), always true
+    /// otherwise: each side `d` may pass relaxed by `M·(1 − s)` (`holds`) or `M·s`, `M` the
+    /// most `d` may pass it by. `None`: an overflow.
+    fn relaxed(&mut self, d: &Affine, (lo, hi): (i64, i64), s: usize, holds: bool) -> Option<()> {
+        let (dl, dh) = d.range(self.p);
+        let big = i64::MAX / 4;
+        let with = |m: i64| d.plus(&Affine { terms: vec![(s, m)], c: 0 });
+        let (over, under) = (dh.checked_sub(hi)?, lo.checked_sub(dl)?);
+        if over > 0 {
+            // holds: d + M·s ≤ hi + M; else d − M·s ≤ hi.
+            let (e, top) = if holds { (with(over)?, hi.checked_add(over)?) } else { (with(-over)?, hi) };
+            e.constrain(self.p, -big, top);
+        }
+        if under > 0 {
+            // holds: d − M·s ≥ lo − M; else d + M·s ≥ lo.
+            let (e, bottom) = if holds { (with(-under)?, lo.checked_sub(under)?) } else { (with(under)?, lo) };
+            e.constrain(self.p, bottom, big);
+        }
+        Some(())
     }
 
     /// An operation of a constant and a value with at most [`TABLE`] possible values (`shl
