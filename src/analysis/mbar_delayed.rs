@@ -180,7 +180,10 @@ impl<'a> Index<'a> {
         };
         let waits = self.waits.get(&s).map_or(&[][..], |w| &w[..]);
         let from = waits.partition_point(|&(w, _)| w <= ku);
-        between.extend(waits[from..].iter().take_while(|&&(w, _)| w < kr).map(|&(_, o)| o));
+        // A key spells its op's structural path (positions, arms, iterations), so a wait and
+        // an arrival never tie; a tie would leave the wait unordered after `R`, so it counts
+        // as between (`<=`): the safe side, should the keys ever change.
+        between.extend(waits[from..].iter().take_while(|&&(w, _)| w <= kr).map(|&(_, o)| o));
         ku < kr
     }
 }

@@ -1493,6 +1493,9 @@ enum Broken {
     /// phase before it completed (`Protocol::not_overtaken`). Then phase `r` never
     /// completes (module doc, *Rounds*); otherwise only the reason it is not decided.
     Short { r: i64, x: i64, l: i64, ordered: bool },
+    /// No traced thread initialises the slot, yet it is used: every wait on it reads an
+    /// uninitialised mbarrier (hostile H9: a Triton `init_barrier` deleted).
+    Uninit,
     Undecided(String),
 }
 
@@ -1502,6 +1505,7 @@ impl Broken {
         match self {
             Broken::Short { r, x, l, .. } => format!("its round {r} expects {x} bytes but its loads write {l}"),
             Broken::Undecided(why) => why.clone(),
+            Broken::Uninit => "the mbarrier is never initialised".into(),
             Broken::Count(n, a, ..) => format!("its count {n} is smaller than the {a} threads that arrive on it"),
         }
     }
@@ -1599,7 +1603,10 @@ impl<'k> Protocol<'k> {
         let idx = self.by_slot[&s].clone();
         let inits: Vec<usize> = idx.iter().copied().filter(|&i| matches!(self.ev[i].ev, Ev::Init(_))).collect();
         let [init] = inits[..] else {
-            return Err(Broken::Undecided(format!("the mbarrier is initialised {} times", inits.len())));
+            return Err(match inits.len() {
+                0 => Broken::Uninit,
+                n => Broken::Undecided(format!("the mbarrier is initialised {n} times")),
+            });
         };
         let Ev::Init(n) = self.ev[init].ev else { unreachable!() };
         let mut per_thread: std::collections::BTreeMap<u32, usize> = Default::default();
@@ -1791,6 +1798,7 @@ impl Protocol<'_> {
                 let f = match self.broken.get(&s).cloned() {
                     Some(Broken::Count(n, a, init, arr)) => Some(Finding::Wrong(self.count_error(i, n, a, init, arr))),
                     Some(Broken::Short { r, x, l, ordered: true }) if self.round[i] >= r => Some(Finding::Wrong(self.short_error(i, r, x, l))),
+                    Some(Broken::Uninit) => Some(Finding::Wrong(self.uninit_error(i))),
                     Some(b) => Some(Finding::Undecided(b.why())),
                     None => match self.check_wait(i, p, &latest) {
                         Some(d) => Some(Finding::Wrong(d)),
@@ -1965,6 +1973,17 @@ impl Protocol<'_> {
         .with_label(self.k.span(e.op), format!("phase {r} of {s} never completes: {} expected bytes never arrive", x - l))
         .with_note("a phase completes once its arrivals are in and no expected byte is pending; the bytes of a later round's copies cannot count toward it, since those copies are issued only after it completed")
         .with_help(format!("issue the copies that complete on {s} (`tma_load ..., {s}`), or expect only the bytes they write"))
+    }
+
+    /// The wait event `i` on a slot no traced thread initialises ([`Broken::Uninit`]).
+    fn uninit_error(&self, i: usize) -> Diagnostic {
+        let k = self.k;
+        let e = &self.ev[i];
+        let s = self.slot_name(e.slot);
+        Diagnostic::error(DiagKind::Finding, "E0306", format!("{} waits on {s}, which no `mbar_init` initialises", op_label(k, e.op)))
+            .with_label(k.span(e.op), format!("{s} is used here uninitialised"))
+            .with_note("the trace of every thread (for the parameter values checked) runs no `mbar_init` of this slot: its phase and count are undefined, so the wait orders nothing and may never return")
+            .with_help(format!("initialise {s} with `mbar_init` before any thread uses it, ordered before the other threads by a sync op such as `barrier`"))
     }
 
     fn count_error(&self, i: usize, n: u32, a: usize, init: usize, arr: usize) -> Diagnostic {

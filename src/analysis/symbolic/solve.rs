@@ -98,6 +98,29 @@ pub const ENUM_WIDTH: i64 = 8;
 /// Propagation rounds per node before branching anyway.
 const ROUNDS: usize = 16;
 
+/// Search nodes a solve spends on the presolve without cuts before it presolves again with
+/// them ([`Problem::cuts`]): most questions are decided in a handful of nodes, where finding
+/// cuts would only cost (a fifth more instructions on the unrolled GEMMs).
+const CUT_AFTER: u64 = 64;
+
+/// A solve in two phases: without cuts, with at most [`CUT_AFTER`] of the budget's nodes;
+/// then, if that ran out and budget is left, with cuts and the rest of the budget. Both
+/// phases are exact, so the answer is the question's wherever it is not `Budget`.
+fn two_phase(budget: &mut u64, mut phase: impl FnMut(bool, &mut u64) -> Answer) -> Answer {
+    let mut probe = (*budget).min(CUT_AFTER);
+    let given = probe;
+    let r = phase(false, &mut probe);
+    *budget -= given - probe;
+    match r {
+        Answer::Budget if *budget > 0 => phase(true, budget),
+        r => r,
+    }
+}
+
+/// Rounds of [`Problem::cuts`] and elimination in the presolve: each round substitutes the
+/// equalities the last one found (a quotient equal to a thread id, then the next level).
+const CUT_ROUNDS: usize = 4;
+
 impl Problem {
     /// A fresh variable in `[lo, hi]`.
     pub fn var(&mut self, lo: i64, hi: i64) -> usize {
@@ -126,15 +149,21 @@ impl Problem {
     }
 
     fn solve_inner(&self, budget: &mut u64) -> Answer {
-        match self.presolve() {
+        two_phase(budget, |cut, b| self.phase(cut, b))
+    }
+
+    /// One phase of a solve ([`two_phase`]): presolve, with cuts or without, and search.
+    fn phase(&self, cut: bool, budget: &mut u64) -> Answer {
+        match self.presolve(cut) {
             Reduced { unsat: true, .. } => Answer::Unsat,
             r => r.finish(None, budget),
         }
     }
 
-    /// Steps 1–3 of the decision procedure (elimination, normalization, projection): the
-    /// reduced problem the search runs on, and how to recover a solution of `self`.
-    fn presolve(&self) -> Reduced {
+    /// Steps 1–3 of the decision procedure (elimination, normalization with coefficient
+    /// cuts when `cut`, projection): the reduced problem the search runs on, and how to
+    /// recover a solution of `self`.
+    fn presolve(&self, cut: bool) -> Reduced {
         let (mut p, subst) = self.eliminate();
         let mut r = Reduced {
             shadows: Vec::new(),
@@ -143,7 +172,27 @@ impl Problem {
             unsat: !p.normalize(),
             p: Problem::default(),
             search: std::cell::Cell::new(None),
+            read: Vec::new(),
         };
+        for _ in 0..if cut { CUT_ROUNDS } else { 0 } {
+            if r.unsat {
+                break;
+            }
+            let Some(cuts) = p.cuts(&mut r.read) else {
+                r.unsat = true;
+                break;
+            };
+            if cuts.is_empty() {
+                break;
+            }
+            p.cons.extend(cuts);
+            let (q, more) = p.eliminate();
+            p = q;
+            r.subst.extend(more);
+            r.unsat = !p.normalize();
+        }
+        r.read.sort_unstable();
+        r.read.dedup();
         if !r.unsat {
             (r.shadows, r.clean) = p.project();
             r.unsat = !p.normalize();
@@ -158,7 +207,7 @@ impl Problem {
         Presolved {
             p: self,
             var,
-            ready: std::cell::OnceCell::new(),
+            ready: [std::cell::OnceCell::new(), std::cell::OnceCell::new()],
         }
     }
 
@@ -197,6 +246,53 @@ impl Problem {
             }
         }
         (p, subst)
+    }
+
+    /// Equalities implied by coefficient groups (step 1b of the decision procedure,
+    /// docs/symbolic.md): a constraint `lo ≤ g·L + R ≤ hi`, where `g > 1` divides every
+    /// coefficient of the linear form `L` (two terms or more) and `R` holds the other terms,
+    /// gives `L ∈ [⌈(lo − max R)/g⌉, ⌊(hi − min R)/g⌋]` with `R`'s extremes from the boxes —
+    /// exact over the integers. Kept only when that range is one value: an equality that
+    /// elimination substitutes (`64·(t − q) + e ∈ [0, 63]` with `e ∈ [0, 63]` is `q = t`,
+    /// the quotient of a `div` by 64 that propagation alone decides only by branching on
+    /// `t`). `None` when some range is empty (the problem is infeasible). The variables whose
+    /// boxes were read go to `read` ([`Reduced::reusable`]). O(|constraints| · |terms|²).
+    fn cuts(&self, read: &mut Vec<usize>) -> Option<Vec<Lin>> {
+        let free = |x: i64| x <= i64::MIN / 4 || x >= i64::MAX / 4;
+        let mut out = Vec::new();
+        for c in self.cons.iter().filter(|c| !free(c.lo) && !free(c.hi) && c.terms.len() >= 3) {
+            for (i, &(_, a)) in c.terms.iter().enumerate() {
+                let g = a.unsigned_abs() as i64;
+                // Each modulus once per constraint: at its first term.
+                if g <= 1 || c.terms[..i].iter().any(|&(_, b)| b.unsigned_abs() as i64 == g) {
+                    continue;
+                }
+                let (mut n, mut rmin, mut rmax, mut rest) = (0, 0i128, 0i128, false);
+                for &(w, b) in &c.terms {
+                    if b % g == 0 {
+                        n += 1;
+                    } else {
+                        let (x, y) = (b as i128 * self.lo[w] as i128, b as i128 * self.hi[w] as i128);
+                        (rmin, rmax, rest) = (rmin + x.min(y), rmax + x.max(y), true);
+                    }
+                }
+                if n < 2 || !rest {
+                    continue;
+                }
+                let gg = g as i128;
+                let lo = -((rmax - c.lo as i128).div_euclid(gg));
+                let hi = (c.hi as i128 - rmin).div_euclid(gg);
+                read.extend(c.terms.iter().filter(|&&(_, b)| b % g != 0).map(|&(w, _)| w));
+                if lo > hi {
+                    return None;
+                }
+                if let Some(v) = (lo == hi).then(|| i64::try_from(lo).ok()).flatten().filter(|&v| !free(v)) {
+                    let terms = c.terms.iter().filter(|&&(_, b)| b % g == 0).map(|&(w, b)| (w, b / g)).collect();
+                    out.push(Lin { terms, lo: v, hi: v });
+                }
+            }
+        }
+        Some(out)
     }
 
     /// Divides every constraint by the gcd of its coefficients (tightening its bounds to the
@@ -504,10 +600,7 @@ impl Problem {
             q.cons.push(Lin { terms, lo: l, hi: h });
         }
         IN_WIDE.with(|w| w.set(true));
-        let r = match q.presolve() {
-            Reduced { unsat: true, .. } => Answer::Unsat,
-            r => r.finish(None, budget),
-        };
+        let r = q.phase(false, budget);
         IN_WIDE.with(|w| w.set(false));
         Some(r)
     }
@@ -756,6 +849,8 @@ struct Reduced {
     clean: bool,
     unsat: bool,
     search: std::cell::Cell<Option<Search>>,
+    /// The variables whose boxes [`Problem::cuts`] read.
+    read: Vec<usize>,
 }
 
 impl Reduced {
@@ -793,12 +888,14 @@ impl Reduced {
     /// variables it projects and whether each candidate's box is a single value. So it is
     /// when `var` was neither eliminated nor projected, was a candidate (`l0 < h0`), and
     /// either stays one (`l < h`) or projection stopped for want of candidates (`clean`:
-    /// with one candidate fewer it makes the same choices and stops the same way).
+    /// with one candidate fewer it makes the same choices and stops the same way), and no
+    /// cut read its box ([`Problem::cuts`]).
     fn reusable(&self, var: usize, (l0, h0): (i64, i64), (l, h): (i64, i64)) -> bool {
         l0 < h0
             && (l < h || self.clean)
             && self.subst.iter().all(|s| s.0 != var)
             && self.shadows.iter().all(|s| s.var != var)
+            && !self.read.contains(&var)
     }
 }
 
@@ -809,7 +906,8 @@ impl Reduced {
 pub struct Presolved<'p> {
     p: &'p Problem,
     var: usize,
-    ready: std::cell::OnceCell<Reduced>,
+    /// The presolves without cuts and with them ([`two_phase`]).
+    ready: [std::cell::OnceCell<Reduced>; 2],
 }
 
 impl Presolved<'_> {
@@ -826,18 +924,16 @@ impl Presolved<'_> {
     /// [`Problem::solve`] of the problem with the box of the variable set to `[lo, hi]`.
     pub fn solve(&self, (lo, hi): (i64, i64), budget: &mut u64) -> Answer {
         let v = self.var;
-        let r = self.ready.get_or_init(|| self.p.presolve());
-        if !r.reusable(v, (self.p.lo[v], self.p.hi[v]), (lo, hi)) {
-            let mut q = self.p.clone();
-            (q.lo[v], q.hi[v]) = (lo, hi);
-            return q.solve(budget);
-        }
         let before = *budget;
-        let out = if r.unsat {
-            Answer::Unsat
-        } else {
-            r.finish(Some((v, lo, hi)), budget)
-        };
+        let out = two_phase(budget, |cut, b| {
+            let r = self.ready[cut as usize].get_or_init(|| self.p.presolve(cut));
+            if !r.reusable(v, (self.p.lo[v], self.p.hi[v]), (lo, hi)) {
+                let mut q = self.p.clone();
+                (q.lo[v], q.hi[v]) = (lo, hi);
+                return q.phase(cut, b);
+            }
+            if r.unsat { Answer::Unsat } else { r.finish(Some((v, lo, hi)), b) }
+        });
         NODES.with(|n| n.set(n.get() + before - *budget));
         if dumping() {
             let mut q = self.p.clone();
@@ -1128,6 +1224,80 @@ mod tests {
         }
     }
 
+    /// A random system shaped like a shared index read back through `div`/`rem`: `t·g + e
+    /// = q·g + r` with `r ∈ [0, g)`, plus random range constraints whose coefficients are
+    /// multiples of `g` or small (what [`Problem::cuts`] works on).
+    fn quotient_problem(rnd: &mut impl FnMut(i64) -> i64) -> Problem {
+        let mut p = Problem::default();
+        let g = 2 + rnd(3);
+        let t = p.var(0, rnd(5));
+        let e = p.var(0, g - 1 - rnd(2));
+        let q = p.var(-1, 1 + rnd(5));
+        let r = p.var(0, g - 1);
+        p.add(&[(t, g), (e, 1), (q, -g), (r, -1)], 0, 0);
+        let n = p.lo.len();
+        for _ in 0..rnd(3) {
+            let terms: Vec<(usize, i64)> = (0..n).map(|v| (v, [0, 1, -1, g, -g, 2 * g][rnd(6) as usize])).collect();
+            let l = rnd(4 * g) - 2 * g;
+            p.add(&terms, l, l + rnd(g + 1));
+        }
+        p
+    }
+
+    #[test]
+    fn cuts_agree_with_enumeration_on_quotient_systems() {
+        // Presolve with cuts decides every system as enumeration does, and its solutions
+        // satisfy the original; some systems are decided by a cut (no branching).
+        let mut rnd = rng(0x5bd1_e995_3c6e_f372);
+        let (mut cut, mut sat) = (0, 0);
+        for _ in 0..800 {
+            let p = quotient_problem(&mut rnd);
+            let mut read = Vec::new();
+            let (mut e, _) = p.eliminate();
+            if e.normalize() && e.cuts(&mut read).is_none_or(|c| !c.is_empty()) {
+                cut += 1;
+            }
+            let truth = brute(&p);
+            for cut in [true, false] {
+                let mut budget = 1u64 << 20;
+                let got = p.phase(cut, &mut budget);
+                assert_eq!(matches!(got, Answer::Sat(_)), truth, "{p:?}");
+                if let Answer::Sat(x) = got {
+                    assert!(p.satisfied_by(&x), "{p:?} {x:?}");
+                }
+            }
+            sat += truth as usize;
+        }
+        assert!(cut > 100 && sat > 100 && sat < 700, "cuts {cut}, sat {sat}");
+    }
+
+    #[test]
+    fn a_quotient_equal_to_the_thread_is_found_by_a_cut() {
+        // 0 ≤ e + 64·(t − q) ≤ 63 with e ∈ [0, 63] is q = t: with t₁ < t₂ and both units
+        // equal, the question is infeasible; branching alone decides it by trying threads.
+        let mut p = Problem::default();
+        let (t1, t2) = (p.var(0, 127), p.var(0, 127));
+        let (e1, e2) = (p.var(0, 63), p.var(0, 63));
+        let (q1, q2) = (p.var(0, 127), p.var(0, 127));
+        let (r1, r2) = (p.var(0, 63), p.var(0, 63));
+        let u = p.var(0, 1 << 16);
+        p.add(&[(t1, 1), (t2, -1)], i64::MIN / 4, -1);
+        p.add(&[(e1, 1), (t1, 64), (q1, -64), (r1, -1)], 0, 0);
+        p.add(&[(e2, 1), (t2, 64), (q2, -64), (r2, -1)], 0, 0);
+        p.add(&[(u, 1), (q1, -128), (r1, -2)], 0, 1);
+        p.add(&[(u, 1), (q2, -128), (r2, -2)], 0, 1);
+        let nodes = |cut| {
+            let mut budget = 1u64 << 20;
+            assert_eq!(p.phase(cut, &mut budget), Answer::Unsat);
+            (1u64 << 20) - budget
+        };
+        let (with, without) = (nodes(true), nodes(false));
+        assert!(with * 8 < without, "{with} nodes with cuts, {without} without");
+        let mut budget = 1u64 << 20;
+        assert_eq!(p.solve(&mut budget), Answer::Unsat);
+        assert_eq!((1u64 << 20) - budget, CUT_AFTER + with, "the two phases' nodes");
+    }
+
     #[test]
     fn presolved_solves_equal_plain_solves() {
         // Every solve of a presolved problem (any box of its variable, any budget) gives
@@ -1157,7 +1327,7 @@ mod tests {
                             assert_eq!(matches!(plain, Answer::Sat(_)), brute(&q), "{q:?}");
                         }
                     }
-                    let r = pre.ready.get().expect("presolved at the first solve");
+                    let r = pre.ready[0].get().expect("presolved at the first solve");
                     reused += r.reusable(v, (l, h), (a, b)) as usize;
                 }
             }
