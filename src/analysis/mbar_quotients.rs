@@ -124,8 +124,8 @@ fn use_of(k: &Kernel, o: Op, v: Value) -> Option<Use> {
     match &k.ops[o].kind {
         OpKind::Binary(BinOp::Div, Operand::Value(x), b) if *x == v => Some(Use::Div(k.const_i32(*b).filter(|&b| b > 0)?)),
         OpKind::For { lo, hi: Operand::Value(h), step, init } if *h == v => {
-            let other = [*lo, *step].into_iter().chain(init.iter().copied());
-            if other.into_iter().any(|x| x == Operand::Value(v)) {
+            let mut other = [*lo, *step].into_iter().chain(init.iter().copied());
+            if other.any(|x| x == Operand::Value(v)) {
                 return None;
             }
             Some(Use::Trips(k.const_i32(*lo)?, k.const_i32(*step).filter(|&s| s > 0)?))
