@@ -182,6 +182,46 @@ fn a_broken_premise_keeps_w0318_or_e0306() {
     }
 }
 
+/// A declared range never answers worse than none (hostile P3). `%K` reaches the trace only
+/// through `(%K + 63) div 64`: over `[64, 4096]` its 64 trip counts are enumerated (one `%K`
+/// each: exact); over `[64, 1000000]` (15625 trip counts, past the cap) `%K` is searched
+/// within the range like a parameter without one, and the argument, starting from trip counts
+/// below the range (traced, not reported), verifies it for every `%K`. The mutants answer as
+/// without a range: the odd phase is E0306, the counter read as a slot keeps W0318.
+#[test]
+fn a_declared_range_is_enumerated_per_trip_count_or_searched_as_without_one() {
+    let ranged = |range: &str, mutant: &str| {
+        pipeline(3, mutant).replace("%K: i32,", &format!("%K: i32 in {range} = 512,"))
+    };
+    for range in ["[64, 4096]", "[64, 1000000]"] {
+        let src = ranged(range, "");
+        let (out, w) = said(range, &src).unwrap_or_else(|e| panic!("{range}: {e:?}\n{src}"));
+        assert!(w.is_empty(), "{range}: {w:?}\n{src}");
+        for kv in [64, 64 * 7 - 5, 64 * 33, 4096] {
+            let v = common::interpret_at(&out, kv);
+            assert!(
+                matches!(v, Verdict::Checked { .. }),
+                "{range} K={kv}: {v:?}"
+            );
+        }
+    }
+    let odd = ranged("[64, 1000000]", "odd");
+    let e = said("odd", &odd).err().unwrap_or_default();
+    assert!(e.iter().any(|d| d.starts_with("E0306")), "{e:?}\n{odd}");
+    let counter = ranged("[64, 1000000]", "counter");
+    let w = match said("counter", &counter) {
+        Ok((_, w)) => w,
+        // Refused: the dataflow's E0602 beside the W0318, as without a range.
+        Err(ds) => ds.into_iter().filter(|d| d.starts_with("W0318")).collect(),
+    };
+    assert!(
+        !w.is_empty()
+            && w.iter()
+                .all(|m| m.contains("premise (2)") && m.contains("declared range [64, 1000000]")),
+        "{w:?}\n{counter}"
+    );
+}
+
 /// W0318 messages of `sync` on an imported corpus kernel.
 fn corpus_w0318(f: &str) -> Vec<String> {
     let t = Target::from_name("sm_90").unwrap();

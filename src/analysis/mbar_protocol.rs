@@ -9,9 +9,11 @@
 //! - **Trace.** Every thread's sequence of mbarrier events (init, arrive, expect_tx, TMA load,
 //!   wait) is computed exactly: loop bounds, conditions, slots and parities must evaluate to
 //!   constants per thread (thread ids, loop counters, iteration values, integer arithmetic).
-//!   A scalar parameter with a declared range is enumerated over every value of it (at most
-//!   [`MAX_VALUES`] combinations); anything else (a parameter without a range, a loaded
-//!   value, a `while` around an mbarrier op) leaves the kernel's waits *not decided*. Each event gets a key: program order, except that the two
+//!   A scalar parameter with a declared range is enumerated over one value of each class the
+//!   trace tells apart (the child module `mbar_quotients`: its trip counts; at most
+//!   [`MAX_VALUES`] combinations); past that it is searched like one without a range (below),
+//!   never worse than no range; anything else (a loaded value, a `while` around an mbarrier
+//!   op) leaves the kernel's waits *not decided*. Each event gets a key: program order, except that the two
 //!   arms of a role branch (`if in_group @g`) are aligned by the iteration of their first loop
 //!   (the producer's iteration `i` before the consumers' iteration `i`), which is how `sync`
 //!   pairs the roles' pipeline loops.
@@ -68,11 +70,13 @@
 //!   each tile loop flattened into its pipeline loop (the child module `mbar_flatten`) is
 //!   verified for every trip count: then that verdict is every tile count's (W0334 where the
 //!   carried counter's `i32` range bounds it).
-//! - **Parameters without a range** are searched (0 to [`SEARCHED`], the values giving trip
-//!   counts 0 to [`TRIPS`] where the parameter is divided into one, and the default) for a
-//!   counterexample (E0306); without one, the waits are verified for every value where the
-//!   every-trip-count argument's premises hold (the child modules `mbar_trips`, and
-//!   `mbar_counters` for iteration values that are counters read through residues), and
+//! - **Parameters without a range** (or with one of more classes than the cap, or whose
+//!   enumeration's trace failed: only the values within it, and its ends) are searched (0 to
+//!   [`SEARCHED`], the values giving trip counts 0 to [`TRIPS`] where the parameter is
+//!   divided into one, and the default) for a counterexample (E0306); without one, the waits
+//!   are verified for every value where the every-trip-count argument's premises hold (the
+//!   child modules `mbar_trips`, and `mbar_counters` for iteration values that are counters
+//!   read through residues; its base cases are traced also below a declared range), and
 //!   otherwise *taken as written* with W0318 naming the premise that fails, not in
 //!   [`Verdict::unverified`] (docs/async.md says why).
 //!
@@ -109,6 +113,8 @@ mod loop_trips;
 mod flatten;
 #[path = "mbar_delayed.rs"]
 mod delayed;
+#[path = "mbar_quotients.rs"]
+mod quotients;
 
 /// Ops executed over all threads (and parameter values) before the trace gives up (not
 /// decided).
@@ -207,9 +213,9 @@ struct Align {
 }
 
 /// Verifies every `mbar_wait` of `k` (warp width `warp`); a kernel without one gets an empty
-/// verdict. Scalar parameters the trace needs are enumerated over their declared ranges
-/// (every value, at most [`MAX_VALUES`] combinations); one without a range leaves the waits
-/// not decided.
+/// verdict. Scalar parameters the trace needs are enumerated over their declared ranges (one
+/// value per class the trace tells apart, at most [`MAX_VALUES`] combinations); others are
+/// searched (module doc, *Parameters without a range*).
 pub fn verify(k: &Kernel, warp: u32) -> Verdict {
     verify_in(k, warp, false).0
 }
@@ -233,12 +239,16 @@ fn verify_in(k: &Kernel, warp: u32, flat: bool) -> (Verdict, Every) {
     if !flat && let Ok(v) = periodic(k, warp, period::LONG, &waits) {
         return (v, None);
     }
-    let mut s = Search { k, warp, flat, waits, params: Vec::new(), sampled: Vec::new(), reduced: Vec::new(), classes: OnceCell::new() };
+    let mut s = Search { k, warp, flat, waits, params: Vec::new(), enumerated: Vec::new(), retried: Vec::new(), sampled: Vec::new(), reduced: Vec::new(), classes: OnceCell::new() };
     loop {
         let step = match verify_all(k, warp, &s.params, &s.waits, flat) {
             Ok(v) => return s.finish(v),
             Err(Missing::Param(p)) if loop_trips::is_trip(k, p) => s.tile_loop(p),
             Err(Missing::Param(p)) => s.param(p),
+            Err(Missing::Other(_)) if !s.enumerated.is_empty() => {
+                let p = s.enumerated.pop().expect("an enumerated parameter");
+                s.search_instead(p)
+            }
             Err(Missing::Other((at, why))) => {
                 let why = if s.waits.contains(&at) { why } else { format!("{why} (at {})", op_label(k, at)) };
                 ControlFlow::Break((not_decided(k, &s.waits, &why), None))
@@ -270,6 +280,10 @@ struct Search<'k> {
     waits: Vec<Op>,
     /// The parameters given values so far, with their values.
     params: Vec<(Value, Vec<i64>)>,
+    /// Parameters with a declared range enumerated one value per class (`mbar_quotients`).
+    enumerated: Vec<Value>,
+    /// Those whose enumeration failed (a trace too long) and which were searched instead.
+    retried: Vec<Value>,
     /// Parameters without a declared range (and tile loops' trip counts beyond their
     /// bound), only searched for a counterexample.
     sampled: Vec<Value>,
@@ -295,7 +309,8 @@ impl Search<'_> {
         let mut keyed = std::mem::take(&mut v.keyed_before);
         v.serial_loads.clear();
         v.delayed.clear();
-        match every_trip(k, self.warp, &self.params, &self.sampled, &v, self.flat) {
+        let every = self.outside_range(&mut keyed).and_then(|params| every_trip(k, self.warp, &params, &self.sampled, &v, self.flat));
+        match every {
             Ok((pumped, clip)) => {
                 keyed.retain(|&(l, w)| outside_loops(k, &pumped, l) && outside_loops(k, &pumped, w));
                 v.keyed_before = keyed;
@@ -303,6 +318,32 @@ impl Search<'_> {
             }
             Err(why) => (self.taken_as_written(v, &why), None),
         }
+    }
+
+    /// The values the every-trip-count argument reads: those searched and, for one parameter
+    /// with a declared range, the trip counts 0 to [`TRIPS`] outside it, traced here. The
+    /// argument starts from them though no caller runs them, so their verdict must be clean
+    /// and the orders `keyed` must hold at them too; a wait wrong there is no counterexample
+    /// (the range excludes it), only a premise that fails.
+    fn outside_range(&self, keyed: &mut HashSet<(Op, Op)>) -> Result<Vec<(Value, Vec<i64>)>, String> {
+        let k = self.k;
+        let [(p, vals)] = &self.params[..] else {
+            return Ok(self.params.clone());
+        };
+        let mut base: Vec<i64> = trip_values(k, *p).into_iter().filter(|x| !vals.contains(x)).collect();
+        base.sort_unstable();
+        base.dedup();
+        if k.param_ranges.get(*p).is_none() || base.is_empty() {
+            return Ok(self.params.clone());
+        }
+        let name = loop_trips::name(k, *p);
+        let at = format!("trip counts 0 to {TRIPS}, where the argument starts, lie partly outside the declared range of {name}");
+        let out = verify_all(k, self.warp, &[(*p, base.clone())], &self.waits, self.flat).map_err(|_| format!("{at}, and the trace fails there"))?;
+        if !(out.errors.is_empty() && out.unverified.is_empty()) {
+            return Err(format!("{at}, and a wait is not verified there"));
+        }
+        keyed.retain(|x| out.keyed_before.contains(x));
+        Ok(vec![(*p, vals.iter().chain(&base).copied().collect())])
     }
 
     /// The trace needs the trip count of the tile loops of representative `p`: the verdict
@@ -348,24 +389,32 @@ impl Search<'_> {
         ControlFlow::Continue(())
     }
 
-    /// The trace needs scalar parameter `p`: every value of its declared range, or, without
-    /// one, the values searched for a counterexample (module doc, *Outcomes*).
+    /// The trace needs scalar parameter `p`: one value per class of its declared range that
+    /// the trace tells apart (`mbar_quotients`: the values of its trip counts), or, without a
+    /// range or with more classes than the combinations cap allows, the values searched for a
+    /// counterexample (module doc, *Outcomes*): a declared range never answers worse than
+    /// none (hostile P3).
     fn param(&mut self, p: Value) -> ControlFlow<(Verdict, Every)> {
-        let k = self.k;
-        let vals: Vec<i64> = match *k.param_ranges.get(p) {
-            Some((lo, hi)) if combos(&self.params) * (hi as i64 - lo as i64 + 1) <= MAX_VALUES => (lo as i64..=hi as i64).collect(),
-            // A declared range beyond the enumeration: not decided, never "taken as written"
-            // (that is for parameters without a range).
-            Some((lo, hi)) => {
-                let why = format!(
-                    "it depends on %{}, whose declared range has {} values, more than the {MAX_VALUES} value combinations smemsync enumerates",
-                    k.value_names.get(p),
-                    hi as i64 - lo as i64 + 1
-                );
-                return ControlFlow::Break((not_decided(k, &self.waits, &why), None));
+        let range = *self.k.param_ranges.get(p);
+        let cap = (MAX_VALUES / combos(&self.params)).max(0) as usize;
+        let reps = range.and_then(|(lo, hi)| quotients::representatives(self.k, p, (lo as i64, hi as i64), cap));
+        let vals = match reps {
+            Some(reps) if reps.len() <= cap => {
+                self.enumerated.push(p);
+                reps
             }
-            range => self.searched(p, range),
+            _ => self.searched(p, range),
         };
+        self.params.push((p, vals));
+        ControlFlow::Continue(())
+    }
+
+    /// The trace failed with ranged parameter `p` enumerated (too long a trace, say): `p` is
+    /// searched instead, as without a range.
+    fn search_instead(&mut self, p: Value) -> ControlFlow<(Verdict, Every)> {
+        self.params.retain(|(q, _)| *q != p);
+        self.retried.push(p);
+        let vals = self.searched(p, *self.k.param_ranges.get(p));
         self.params.push((p, vals));
         ControlFlow::Continue(())
     }
@@ -387,14 +436,15 @@ impl Search<'_> {
                 )
             }
             false => {
-                let names: Vec<String> = sampled.iter().map(|&p| loop_trips::name(k, p)).collect();
+                let names: Vec<String> = sampled.iter().map(|&p| self.not_enumerated(p)).collect();
                 let trips = match sampled.iter().any(|&p| !trip_values(k, p).is_empty()) {
                     true => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
                     false => String::new(),
                 };
+                let list = search_list(sampled.iter().any(|&p| k.param_ranges.get(p).is_some()), &trips);
                 format!(
-                    "it depends on {}, which has no declared range to enumerate; no value searched (0 to {SEARCHED}{trips} and the default) shows it wrong, and it is taken as written (not shown for every trip count: {not_all})",
-                    names.join(", ")
+                    "it depends on {}; no value searched ({list}) shows it wrong, and it is taken as written (not shown for every trip count: {not_all})",
+                    names.join(" and ")
                 )
             }
             true => format!(
@@ -403,9 +453,12 @@ impl Search<'_> {
             ),
         };
         let wrong: Vec<_> = v.errors.iter().map(at).collect();
+        // Advice only where following it cannot make the answer worse (hostile P3): a declared
+        // range is enumerated, or searched like this one.
         let note = match sampled.iter().all(|&p| loop_trips::is_trip(k, p)) {
             true => "declare the ranges of the parameters the tile loop's bounds read (and the grid, `grid(...)`) to have every trip count checked; `smemsync check` proves the protocol for every trip count where it can",
-            false => "declare the parameter's range (`%n: i32 in [lo, hi]`) to have every value checked; `smemsync check` proves the protocol for every trip count where it can",
+            false if sampled.iter().any(|&p| k.param_ranges.get(p).is_some()) => "`smemsync check` proves the protocol for every trip count where it can",
+            false => "declare the parameter's range (`%n: i32 in [lo, hi]`) to have every value checked where the values the protocol tells apart (its trip counts) are few enough to enumerate; a wider range is searched as now; `smemsync check` proves the protocol for every trip count where it can",
         };
         for &w in &self.waits {
             let here = Some(k.span(w));
@@ -442,17 +495,42 @@ impl Search<'_> {
             false => format!(", those giving trip counts 0 to {TRIPS} where it is divided into one,"),
             true => String::new(),
         };
-        let name = loop_trips::name(k, p);
-        format!("{name}, which has no declared range to enumerate (searched: 0 to {SEARCHED}{trips} and the default)")
+        let list = search_list(k.param_ranges.get(p).is_some(), &trips);
+        format!("{} (searched: {list})", self.not_enumerated(p))
     }
 
-    /// The values searched of parameter `p` without a declared range (within `range`, the
-    /// `i32` bounds of one where given): 0 to [`SEARCHED`], those giving the trip counts 0
-    /// to [`TRIPS`], and its default; its default only past the combinations cap.
+    /// Why parameter `p` was searched, not enumerated: it has no declared range, or one with
+    /// more classes of values than fit the combinations cap (`mbar_quotients`).
+    fn not_enumerated(&self, p: Value) -> String {
+        let k = self.k;
+        let name = loop_trips::name(k, p);
+        let Some((lo, hi)) = *k.param_ranges.get(p) else {
+            return format!("{name}, which has no declared range to enumerate");
+        };
+        let (lo, hi) = (lo as i64, hi as i64);
+        if self.retried.contains(&p) {
+            return format!("{name}, whose declared range [{lo}, {hi}] could not be traced at every value (the trace failed), so it was searched");
+        }
+        match quotients::representatives(k, p, (lo, hi), MAX_VALUES as usize) {
+            Some(_) => format!(
+                "{name}, whose declared range [{lo}, {hi}] gives more trip counts (values the protocol tells apart) than fit in the {MAX_VALUES} value combinations smemsync enumerates"
+            ),
+            None => format!(
+                "{name}, whose declared range [{lo}, {hi}] has {} values, more than fit in the {MAX_VALUES} value combinations smemsync enumerates (it is used other than through trip counts, so each value counts)",
+                hi - lo + 1
+            ),
+        }
+    }
+
+    /// The values searched of parameter `p` without a declared range, or with one of more
+    /// classes than the cap (`range`): 0 to [`SEARCHED`], those giving the trip counts 0 to
+    /// [`TRIPS`], and its default, within the range, and the range's ends; its default only
+    /// past the combinations cap.
     fn searched(&mut self, p: Value, range: Option<(i32, i32)>) -> Vec<i64> {
         let k = self.k;
         let (lo, hi) = range.map_or((0, i64::MAX), |(l, h)| (l as i64, h as i64));
         let mut v: Vec<i64> = (0..=SEARCHED).chain(trip_values(k, p)).filter(|x| (lo..=hi).contains(x)).collect();
+        v.extend(range.map(|_| [lo, hi]).into_iter().flatten());
         v.push(k.run_default(p));
         v.sort_unstable();
         v.dedup();
@@ -462,6 +540,15 @@ impl Search<'_> {
         }
         self.sampled.push(p);
         v
+    }
+}
+
+/// The values [`Search::searched`] tries, for a message: with a declared range (`ranged`),
+/// only those within it, and its ends; `trips` names the trip-count values where there are.
+fn search_list(ranged: bool, trips: &str) -> String {
+    match ranged {
+        true => format!("the declared range's ends and, within it, 0 to {SEARCHED}{trips} and the default"),
+        false => format!("0 to {SEARCHED}{trips} and the default"),
     }
 }
 

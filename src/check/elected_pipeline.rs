@@ -386,7 +386,9 @@ impl Cx<'_> {
     /// The slot buffers and the orders of their accesses (module doc).
     fn slots(&mut self) -> Result<(), String> {
         let k = self.k;
-        let mut full: HashMap<Buffer, (Buffer, usize, i64)> = HashMap::new();
+        // Ordered: the first slot buffer that fails names the reason, the same in every run
+        // (a HashMap's order made `prove` and `prove_pairwise` disagree on hostile P3).
+        let mut full: std::collections::BTreeMap<Buffer, (Buffer, usize, i64)> = Default::default();
         for o in k.ops_in_order() {
             let OpKind::TmaLoad { dst, mbar, .. } = &k.ops[o].kind else {
                 continue;

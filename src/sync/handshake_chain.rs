@@ -127,6 +127,10 @@ pub(crate) fn missing_chains(
     let looped = cx.looped();
     let mut out = Vec::new();
     let mut seen = HashSet::new();
+    // The same checks trusting every wait: where they find the chain, the waits not
+    // verified are the reason E0307 gives (hostile P3), not a missing release.
+    let trust_all = HashSet::new();
+    let trusting = std::cell::OnceCell::new();
     for i in 0..acc.len() {
         for j in 0..acc.len() {
             let (x, y, pp) = (&acc[i], &acc[j], (&paths[i], &paths[j]));
@@ -138,7 +142,9 @@ pub(crate) fn missing_chains(
             // (one that puts every `x` before every `y` also rules the direction y -> x out).
             let named_pair = cx.named_could_order(&named, x.op, y.op) || cx.named_could_order(&named, y.op, x.op);
             if !ok && !named_pair && seen.insert((x.op, y.op)) {
-                out.push(cx.report(x, y, pp));
+                let t = (!unverified.is_empty()).then(|| trusting.get_or_init(|| Cx::new(k, br, &trust_all, (keyed_before, delayed))));
+                let untrusted = t.filter(|t| t.chained(x, y)).map(|t| t.unverified_waits(y, unverified)).filter(|m| !m.is_empty());
+                out.push(cx.report(x, y, pp, untrusted));
             }
         }
     }
@@ -570,8 +576,25 @@ impl Cx<'_> {
         }
     }
 
-    /// E0307 for the missing chain from `x` (released) to `y` (acquired).
-    fn report(&self, x: &super::handshake::Access, y: &super::handshake::Access, (px, py): (&RolePath, &RolePath)) -> Diagnostic {
+    /// The waits of `unverified` that would acquire `y` if trusted (in its iteration, or
+    /// dominating it), as the mbarrier arrays they wait on, for E0307's message.
+    fn unverified_waits(&self, y: &super::handshake::Access, unverified: &HashSet<Op>) -> String {
+        let k = self.k;
+        let waits = self.acquire_ops(y.op, y.slot).into_iter().chain(self.dominating_waits(y.op, y.slot));
+        let mut names: Vec<String> = Vec::new();
+        for (w, _) in waits.filter(|(w, _)| unverified.contains(w)) {
+            let OpKind::MbarWait { mbar, .. } = &k.ops[w].kind else { continue };
+            let n = format!("@{}", k.buffers[k.root_buffer(*mbar)].name);
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        names.join(", ")
+    }
+
+    /// E0307 for the missing chain from `x` (released) to `y` (acquired); `untrusted`: the
+    /// mbarriers of the waits not verified (W0318) without which the chain would hold.
+    fn report(&self, x: &super::handshake::Access, y: &super::handshake::Access, (px, py): (&RolePath, &RolePath), untrusted: Option<String>) -> Diagnostic {
         let k = self.k;
         let (rx, ry) = (self.role_name(px), self.role_name(py));
         let buf = format!("@{}", k.buffers[x.buffer].name);
@@ -593,11 +616,12 @@ impl Cx<'_> {
             None => String::new(),
         };
         let arrives = self.sync_list(x.op, false);
-        let signals = match async_completion(&k.ops[x.op].kind) {
-            Some((copy, wait)) => format!(
+        let signals = match (&untrusted, async_completion(&k.ops[x.op].kind)) {
+            (Some(m), _) => format!("{ry}'s wait on {m} is not verified (W0318), so it orders nothing"),
+            (None, Some((copy, wait))) => format!(
                 "{rx}'s access is an asynchronous `{copy}`, released only by an arrival after a `{wait}` of its threads completes it, and none on those follows one (it arrives on {arrives})"
             ),
-            None => format!("{rx} signals none of them after its access (it arrives on {arrives})"),
+            (None, None) => format!("{rx} signals none of them after its access (it arrives on {arrives})"),
         };
         let msg = format!(
             "{rx} {} {buf}{slot}; {ry} {} it{through} after waiting only on {} in that iteration; {signals}: no mbarrier handshake orders {ry}'s access after {rx}'s",
@@ -615,7 +639,10 @@ impl Cx<'_> {
             ),
             None => d,
         };
-        d.with_help(format!("make {ry} wait before its access on an mbarrier {rx} arrives on after its access (the `empty`/`full` pair of the slot), or let `sync` place the handshakes: remove them from both roles"))
+        d.with_help(match untrusted {
+            Some(m) => format!("the handshake orders the access if the wait on {m} is what it is taken for: see that wait's W0318 (`smemsync check` decides the protocol)"),
+            None => format!("make {ry} wait before its access on an mbarrier {rx} arrives on after its access (the `empty`/`full` pair of the slot), or let `sync` place the handshakes: remove them from both roles"),
+        })
     }
 
     /// For an asynchronous access `x` in a loop: an arrival after it in its loop's body that
