@@ -263,8 +263,10 @@ fn fence_and_lower(
         kernel = lowered;
         split = Some(stats);
     }
-    // gfx1250's named barriers are signals on an id that wait for no LDS operation.
-    if target.is_amd() && target.named_barriers > 0 {
+    // gfx1250's named barriers are signals on an id that wait for no LDS operation; the
+    // checker reads any AMD target so (the library does not refuse a kernel's named
+    // barriers on gfx942, where they do not exist: the CLI does, E0170).
+    if target.is_amd() {
         let n = fence_named_barriers(&mut kernel);
         if let Some(s) = split.as_mut() {
             s.named_dscnt = n;

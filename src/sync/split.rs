@@ -332,6 +332,10 @@ fn drop_clean_dscnt(k: &mut Kernel, added: &std::collections::HashSet<Op>) -> us
 /// Complexity: O(ops).
 pub fn fence_named_barriers(k: &mut Kernel) -> usize {
     let named = |kind: &OpKind| matches!(kind, OpKind::NamedArrive { .. } | OpKind::NamedSync { .. });
+    // Most kernels have none: one scan of the arena, no copy of any region.
+    if !k.ops.values().any(|o| named(&o.kind)) {
+        return 0;
+    }
     let added = fence_before(k, &named, None);
     if added.is_empty() {
         return 0;
