@@ -21,6 +21,8 @@
 //! least one thread-dependent `if` inside the role between the role and the signal (the
 //! election, possibly nested: `if %warp0 { if %elect { tma_load } }` is one thread of the
 //! role as much as `if %elect { tma_load }` is).
+//! Nor is it where every thread that runs the wait arrives, later in the wait's region, on the
+//! object the signal names (`arrives_after`): that phase needs the waiter's arrival too.
 //! Outside roles (the whole block waits) the rule is not needed: the signal that rearms a
 //! slot follows the block barrier that orders the slot's data reads before its refill.
 //!
