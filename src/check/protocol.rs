@@ -81,31 +81,10 @@ pub fn check_protocol(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
     v.errors
 }
 
-/// Whether an op has a source span (ops a pass inserts have none: `Span::UNDEF`, or the
-/// empty span at byte 0 of an arena entry no reader filled).
-fn has_source(k: &Kernel, op: Op) -> bool {
-    let s = k.span(op);
-    !s.is_undef() && s != crate::diag::Span::default()
-}
-
-/// Where a diagnostic about `op` points, and its label: the op's own span, or for an op
-/// `sync` inserted (its lowering's split halves are checked here too) the nearest op with a
-/// source before it in program order (after it, when none precedes), the label saying so.
-/// An error always points at the op it is about, never at the kernel header.
+/// Where a diagnostic about `op` points (`Kernel::locate`: an op `sync` inserted, such as its
+/// lowering's split halves, points at its nearest op with a source).
 fn locate(k: &Kernel, op: Op, label: &str) -> (crate::diag::Span, String) {
-    if has_source(k, op) {
-        return (k.span(op), label.to_string());
-    }
-    let order = k.ops_in_order();
-    let at = order.iter().position(|&o| o == op).unwrap_or(0);
-    let before = order[..at].iter().rev().find(|&&o| has_source(k, o));
-    if let Some(&b) = before {
-        return (k.span(b), format!("{label}: inserted by `sync` after this op"));
-    }
-    match order[at..].iter().find(|&&o| has_source(k, o)) {
-        Some(&a) => (k.span(a), format!("{label}: inserted by `sync` before this op")),
-        None => (k.kernel_span, format!("{label}: inserted by `sync`")),
-    }
+    k.locate(op, label)
 }
 
 struct Protocol<'a> {

@@ -308,7 +308,7 @@ fn stats_notes(s: &Synchronized, text: &mut String) {
         // definition, so it is printed as the constant it is, not measured.
         let adjacent = ADJACENT_SIGNAL_SLACK;
         text.push_str(&format!(
-                "// split: pairs={} phases={} absorbed_barriers={} dscnt_dropped={} mean_slack={:.2} (signal placed just before its wait: {adjacent:.2}) slack={:?}\n",
+                "// split: pairs={} phases={} absorbed_barriers={} dscnt_dropped={} mean_slack={:.2} (signal placed just before its wait: {adjacent:.2}) slack={:?} named_dscnt={}\n",
                 sp.pairs,
                 sp.phases.map_or_else(
                     || sp.phases_formula.clone().unwrap_or_else(|| "unknown".into()),
@@ -317,7 +317,8 @@ fn stats_notes(s: &Synchronized, text: &mut String) {
                 sp.absorbed,
                 sp.dscnt_dropped,
                 sp.mean_slack(),
-                sp.slack
+                sp.slack,
+                sp.named_dscnt
             ));
     }
 }
@@ -498,6 +499,7 @@ fn stats_json(s: &Synchronized) -> Json {
             ),
             ("absorbed_barriers", n(sp.absorbed)),
             ("dscnt_dropped", n(sp.dscnt_dropped)),
+            ("named_dscnt", n(sp.named_dscnt)),
             ("mean_slack", Json::Float(sp.mean_slack())),
             (
                 "slack",

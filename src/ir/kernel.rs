@@ -336,6 +336,33 @@ impl Kernel {
     pub fn span(&self, op: Op) -> Span {
         *self.op_spans.get(op)
     }
+
+    /// Whether an op has a source span (ops a pass inserts have none: `Span::UNDEF`, or the
+    /// empty span at byte 0 of an arena entry no reader filled).
+    pub fn has_source(&self, op: Op) -> bool {
+        let s = self.span(op);
+        !s.is_undef() && s != Span::default()
+    }
+
+    /// Where a diagnostic about `op` points, and its label: the op's own span, or for an op
+    /// a pass inserted the nearest op with a source before it in program order (after it,
+    /// when none precedes), the label saying so. A diagnostic about an inserted op then
+    /// points at the code around it, never at the kernel header (session 36's L7 for the
+    /// protocol verifier, session 40's F2 for E0303). O(ops) for an inserted op.
+    pub fn locate(&self, op: Op, label: &str) -> (Span, String) {
+        if self.has_source(op) {
+            return (self.span(op), label.to_string());
+        }
+        let order = self.ops_in_order();
+        let at = order.iter().position(|&o| o == op).unwrap_or(0);
+        if let Some(&b) = order[..at].iter().rev().find(|&&o| self.has_source(o)) {
+            return (self.span(b), format!("{label}: inserted by `sync` after this op"));
+        }
+        match order[at..].iter().find(|&&o| self.has_source(o)) {
+            Some(&a) => (self.span(a), format!("{label}: inserted by `sync` before this op")),
+            None => (self.kernel_span, format!("{label}: inserted by `sync`")),
+        }
+    }
 }
 
 /// A region: the values it binds on entry and its ordered ops. Read-only outside this module:

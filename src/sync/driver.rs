@@ -14,7 +14,9 @@
 //!    of step 2 when one publishes the write, so that it adds no barrier.
 //! 4. **Split lowering** (`sync::split`) on gfx12 targets: every block barrier becomes a
 //!    signal/wait pair with slack, and the protocol verifier (`check::protocol`) re-proves
-//!    that pairs alternate on every path.
+//!    that pairs alternate on every path. On gfx1250 every named barrier (the input's and
+//!    the placed ones) then gets a `waitcnt dscnt(0)` before it where an LDS operation may
+//!    be outstanding (`sync::split::fence_named_barriers`).
 //!
 //! Each stage is planned on the output of the previous one and never mutates its input, but
 //! for the kernel [`synchronize_owned`] is given: the handshakes and waits are written into
@@ -32,7 +34,7 @@ use crate::ir::edit::{SyncPlan, apply, apply_in_place};
 use crate::ir::effects::is_sync;
 use std::collections::HashSet;
 use crate::ir::*;
-use crate::sync::split::{SplitStats, lower_to_split};
+use crate::sync::split::{SplitStats, fence_named_barriers, lower_to_split};
 use crate::sync::fences::place_fences;
 use crate::sync::joint::hoist_waits;
 use crate::analysis::inflight::FlowMemo;
@@ -260,6 +262,15 @@ fn fence_and_lower(
         }
         kernel = lowered;
         split = Some(stats);
+    }
+    // gfx1250's named barriers are signals on an id that wait for no LDS operation; the
+    // checker reads any AMD target so (the library does not refuse a kernel's named
+    // barriers on gfx942, where they do not exist: the CLI does, E0170).
+    if target.is_amd() {
+        let n = fence_named_barriers(&mut kernel);
+        if let Some(s) = split.as_mut() {
+            s.named_dscnt = n;
+        }
     }
     let errs = crate::verify::verify(&kernel);
     if !errs.is_empty() {

@@ -660,7 +660,7 @@ impl Cx<'_> {
 
 /// How deep [`same_value`] follows two operands' definitions (sync's own slot values are
 /// one `rem` of the loop counter deep; a kernel's own a few ops).
-const SAME_VALUE_DEPTH: u32 = 8;
+pub(crate) const SAME_VALUE_DEPTH: u32 = 8;
 
 /// Whether operands `a` and `b` hold the same value wherever both are evaluated in one
 /// iteration of one innermost loop by one thread (`Cx::runs_with`): the same SSA value or
@@ -672,7 +672,7 @@ const SAME_VALUE_DEPTH: u32 = 8;
 /// defined outside is fixed across it). Loads and other memory ops are never the same value.
 /// This is how sync's re-read output matches: the placer indexes its mbarriers by its own
 /// `%hs_slot = rem %i, 2` where the access's view reads the kernel's `%s = rem %i, 2`.
-fn same_value(k: &Kernel, a: Operand, b: Operand, depth: u32) -> bool {
+pub(crate) fn same_value(k: &Kernel, a: Operand, b: Operand, depth: u32) -> bool {
     if a == b {
         return true;
     }

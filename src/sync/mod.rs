@@ -541,9 +541,11 @@ impl<'k> SyncModel<'k> {
     /// A diagnostic for a hazard no legal barrier can remove.
     pub fn unplaceable(&self, h: &Hazard) -> Diagnostic {
         let k = self.k;
+        let (dst, dst_label) = k.locate(h.dst.op, "this access must wait");
+        let (src, src_label) = k.locate(h.src.op, "for this access");
         Diagnostic::error(DiagKind::Finding, "E0303", format!("{} hazard between {} and {} cannot be removed by a barrier under thread-dependent control", h.kind.name(), op_label(k, h.src.op), op_label(k, h.dst.op)))
-            .with_label(k.span(h.dst.op), "this access must wait")
-            .with_label(k.span(h.src.op), "for this access")
+            .with_label(dst, dst_label)
+            .with_label(src, src_label)
             .with_note("a block barrier is legal only where every thread of the block arrives; every point that orders these accesses lies under a thread-dependent `if` or loop")
             .with_help("move the accesses out of the divergent region, or split the branch so the barrier sits between the two halves")
     }

@@ -21,6 +21,8 @@
 //! least one thread-dependent `if` inside the role between the role and the signal (the
 //! election, possibly nested: `if %warp0 { if %elect { tma_load } }` is one thread of the
 //! role as much as `if %elect { tma_load }` is).
+//! Nor is it where every thread that runs the wait arrives, later in the wait's region, on the
+//! object the signal names (`arrives_after`): that phase needs the waiter's arrival too.
 //! Outside roles (the whole block waits) the rule is not needed: the signal that rearms a
 //! slot follows the block barrier that orders the slot's data reads before its refill.
 //!
@@ -122,7 +124,59 @@ fn signals(kind: &OpKind) -> bool {
     )
 }
 
-/// The ordering hazards of every (role-wide wait, elected signal) pair of one role.
+/// The mbarrier object `op` names: its array and index (a TMA load's completion object).
+fn object(kind: &OpKind) -> Option<(MemRef, &[Operand])> {
+    match kind {
+        OpKind::MbarArrive { mbar, index, .. }
+        | OpKind::MbarExpectTx { mbar, index, .. }
+        | OpKind::MbarWait { mbar, index, .. } => Some((*mbar, index)),
+        OpKind::TmaLoad {
+            mbar, mbar_index, ..
+        } => Some((*mbar, mbar_index)),
+        _ => None,
+    }
+}
+
+/// Whether every thread that runs wait `w` arrives, later in the same region (so in the same
+/// iteration and under the same control), on the mbarrier object signal `s` names: then the
+/// phase `s` contributes to also needs that thread's arrival after its wait, so the other
+/// role cannot run on past it (nor complete the next phase of the waited object) before the
+/// thread has passed `w`, and no role barrier is needed. This holds in every iteration, so
+/// it covers the pairs carried by a loop too. It reads a balanced protocol (a phase needs
+/// every arrival of its iteration), which `sync`'s handshakes have by construction and the
+/// checker's handshake proof verifies (balance, C0021). Session 40's F2: a producer whose
+/// store threads wait on `empty` and arrive on `full` beside one elected TMA issuer was given
+/// a role barrier per iteration, and under a 16-thread guard, where none is legal, E0303.
+/// Objects are compared by value (`handshake_chain::same_value`: `sync`'s `%hs_slot0 = rem
+/// %i, 2` is the TMA load's `%s = rem %i, 2`). O(ops of the region after `w`).
+fn arrives_after(k: &Kernel, parents: &Parents, w: Op, s: Op) -> bool {
+    let Some((sm, si)) = object(&k.ops[s].kind) else {
+        return false;
+    };
+    let Some(r) = parents.op_region[w] else {
+        return false;
+    };
+    let ops = k.region_ops(r);
+    let Some(at) = ops.iter().position(|&o| o == w) else {
+        return false;
+    };
+    let same = |a: &[Operand], b: &[Operand]| {
+        a.len() == b.len()
+            && a.iter().zip(b).all(|(x, y)| {
+                crate::sync::handshake_chain::same_value(k, *x, *y, crate::sync::handshake_chain::SAME_VALUE_DEPTH)
+            })
+    };
+    ops[at + 1..].iter().any(|&o| match &k.ops[o].kind {
+        OpKind::MbarArrive { mbar, index, .. } => {
+            k.root_buffer(*mbar) == k.root_buffer(sm) && same(index, si)
+        }
+        _ => false,
+    })
+}
+
+/// The ordering hazards of every (role-wide wait, elected signal) pair of one role, but for
+/// the pairs whose waiting threads arrive on the signalled object themselves
+/// ([`arrives_after`]).
 pub fn hazards(fp: &Footprints) -> Vec<Hazard> {
     let k = fp.k;
     let mut waits: Vec<(Region, usize)> = Vec::new();
@@ -144,9 +198,13 @@ pub fn hazards(fp: &Footprints) -> Vec<Hazard> {
         }
     }
     let mut out = Vec::new();
+    let parents = k.parents();
     for &(role, w) in &waits {
         for &(_, s) in sigs.iter().filter(|(r, _)| *r == role) {
-            out.extend(ordering_hazards(fp, w, s));
+            let (wo, so) = (fp.accesses[w].id.op, fp.accesses[s].id.op);
+            if !arrives_after(k, parents, wo, so) {
+                out.extend(ordering_hazards(fp, w, s));
+            }
         }
     }
     out

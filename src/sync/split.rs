@@ -34,12 +34,17 @@
 //! A split signal already in the input (the user's `barrier_signal ... barrier_wait`, which
 //! placement counts as a block barrier at the wait when the window between the halves holds
 //! no shared access or sync op, `sync::split_pairs`) gets the same `waitcnt dscnt(0)` before
-//! it unless one is right there (`fence_hand_written_signals`), and step 4 drops it again
+//! it unless one is right there (`fence_before`), and step 4 drops it again
 //! where it finds nothing outstanding: without it an LDS store (or load) of the wave still in
 //! flight at the signal is unordered with the accesses after the wait (session 36's L10). A
 //! `dscnt(n > 0)` or a wait under a branch does not count. The pipeline asks for the wait only
 //! before the signals whose pair covers a hazard (`fence` of [`lower_to_split`]; `None`:
 //! before every hand-written signal).
+//!
+//! gfx1250's named barriers (`named_arrive`/`named_sync`) are the same signal on an id: after
+//! the lowering, [`fence_named_barriers`] writes the same wait before each one an LDS
+//! operation of the wave may be outstanding at (the dataflow of step 4, counting only the
+//! wave's own LDS instructions: async copies never count on `dscnt`).
 //!
 //! Why this is correct: a shared access before B is before the `dscnt(0)` and the signal, in
 //! program order, on every path; one after B is after the wait. Between the halves there are
@@ -72,6 +77,9 @@ pub struct SplitStats {
     pub absorbed: usize,
     /// `waitcnt dscnt(0)` waits left out because no LDS operation may be outstanding there.
     pub dscnt_dropped: usize,
+    /// `waitcnt dscnt(0)` waits written before gfx1250 named barriers
+    /// ([`fence_named_barriers`]).
+    pub named_dscnt: usize,
     /// Barrier phases executed per block (split waits, times the trip counts of the loops
     /// around them; parameters at their `--bounds` values or defaults), if every such trip
     /// count is known.
@@ -203,7 +211,8 @@ pub fn lower_to_split(
             insert_signal(&mut out, r, idx);
         }
     }
-    let added = fence_hand_written_signals(&mut out, fence);
+    let split_signal = |kind: &OpKind| matches!(kind, OpKind::SplitSignal(_));
+    let added = fence_before(&mut out, &split_signal, fence);
     // Slide every signal up and every wait down within its region.
     let regions: Vec<Region> = out.regions().keys().collect();
     for r in regions {
@@ -240,16 +249,18 @@ fn rotate(out: &mut Kernel, parents: &Parents, l: Op, r: Region) {
     insert_signal(out, outer, li);
 }
 
-/// Writes `waitcnt dscnt(0)` before each split signal of the user's (one not already right
-/// after such a wait; the lowering's own signals always are) that `only` holds (every one
-/// when `None`). Placement counts a hand-written pair with a clean window as a block barrier
+/// Writes `waitcnt dscnt(0)` before each op of `k` that `signal` accepts, not already right
+/// after such a wait, that `only` holds (every one when `None`); the split lowering asks it
+/// for the user's split signals (its own signals always have the wait). Placement counts a hand-written pair with a clean window as a block barrier
 /// (`SyncModel::must_sync`),
 /// and a signal releases only the wave's completed LDS operations: without the wait a store
 /// (or load) still outstanding at the signal is unordered with the accesses after the wait.
 /// A `dscnt(n > 0)` wait or one under a branch is not enough. The waits that find no LDS
-/// operation outstanding are dropped again by [`drop_clean_dscnt`]. Returns the waits written.
-fn fence_hand_written_signals(
+/// operation outstanding are dropped again by [`drop_clean_dscnt`] (by [`fence_named_barriers`] for named barriers).
+/// Returns the waits written.
+fn fence_before(
     k: &mut Kernel,
+    signal: &dyn Fn(&OpKind) -> bool,
     only: Option<&std::collections::HashSet<Op>>,
 ) -> std::collections::HashSet<Op> {
     let mut added = std::collections::HashSet::new();
@@ -260,7 +271,7 @@ fn fence_hand_written_signals(
         for (i, &o) in ops.iter().enumerate() {
             let fenced = i > 0 && is_dscnt0(k, ops[i - 1]);
             let wanted = only.is_none_or(|f| f.contains(&o));
-            if matches!(k.ops[o].kind, OpKind::SplitSignal(_)) && !fenced && wanted {
+            if signal(&k.ops[o].kind) && !fenced && wanted {
                 let d = k.new_op(OpKind::WaitCnt(vec![(Counter::DsCnt, 0)]), &[], vec![]);
                 added.insert(d);
                 with.push(d);
@@ -281,11 +292,11 @@ fn fence_hand_written_signals(
 /// is a [`Fence`] (memoized per region), so a loop's head is its entry or-ed with whether its
 /// body may leave an LDS operation outstanding, and every op is walked once: O(ops).
 /// Returns the number dropped, not counting those in `added` (written by
-/// [`fence_hand_written_signals`] and dropped again: no wait of the input is left out).
+/// [`fence_before`] and dropped again: no wait of the input is left out).
 fn drop_clean_dscnt(k: &mut Kernel, added: &std::collections::HashSet<Op>) -> usize {
-    let mut fences = HashMap::new();
+    let mut flow = LdsFlow::new(Outstanding::AnyAccess);
     let mut clean = std::collections::HashSet::new();
-    walk_lds(k, k.body(), false, &mut fences, &mut clean);
+    walk_lds(k, k.body(), false, &mut flow, &mut clean);
     let mut dropped = 0;
     let regions: Vec<Region> = k.regions().keys().collect();
     for r in regions {
@@ -309,6 +320,63 @@ fn drop_clean_dscnt(k: &mut Kernel, added: &std::collections::HashSet<Op>) -> us
     dropped
 }
 
+/// Writes `waitcnt dscnt(0)` right before each named barrier op (`named_arrive`,
+/// `named_sync`) of `k` that an LDS operation of the wave may still be outstanding at, on some
+/// path: on gfx1250 a named barrier is `s_barrier_signal` (and `s_barrier_wait`) on its id,
+/// and the signal, like the split one, does not wait for the wave's LDS operations, so
+/// without the wait a store (or load) still in flight is unordered with the other threads'
+/// accesses after the barrier (session 39's P5). Waits are written before every named op
+/// not already right after one, then those the dataflow of [`walk_lds`] (rule
+/// [`Outstanding::DsOnly`]) reaches with nothing outstanding are removed again; removing a
+/// wait reached clean changes no state, so the rest stay needed. Returns the waits kept.
+/// Complexity: O(ops).
+pub fn fence_named_barriers(k: &mut Kernel) -> usize {
+    let named = |kind: &OpKind| matches!(kind, OpKind::NamedArrive { .. } | OpKind::NamedSync { .. });
+    // Most kernels have none: one scan of the arena, no copy of any region.
+    if !k.ops.values().any(|o| named(&o.kind)) {
+        return 0;
+    }
+    let added = fence_before(k, &named, None);
+    if added.is_empty() {
+        return 0;
+    }
+    let mut flow = LdsFlow::new(Outstanding::DsOnly);
+    let mut clean = std::collections::HashSet::new();
+    walk_lds(k, k.body(), false, &mut flow, &mut clean);
+    let regions: Vec<Region> = k.regions().keys().collect();
+    for r in regions {
+        k.retain_ops(r, |o| !(added.contains(o) && clean.contains(o)));
+    }
+    added.difference(&clean).count()
+}
+
+/// Which ops leave an LDS operation outstanding in [`walk_lds`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Outstanding {
+    /// Every shared access and mbarrier op (the split lowering's rule).
+    AnyAccess,
+    /// The wave's own LDS instructions only: an async copy into or out of LDS counts on its
+    /// own counter on every AMD target (`Target::async_counter`: tensorcnt, asynccnt,
+    /// loadcnt or vmcnt), never on dscnt, so a `dscnt(0)` would not complete it (the
+    /// checker's interpreter fences only plain accesses likewise).
+    DsOnly,
+}
+
+/// The dataflow's rule and its transfer functions memoized per region.
+struct LdsFlow {
+    rule: Outstanding,
+    memo: HashMap<Region, Fence>,
+}
+
+impl LdsFlow {
+    fn new(rule: Outstanding) -> LdsFlow {
+        LdsFlow {
+            rule,
+            memo: HashMap::new(),
+        }
+    }
+}
+
 /// What an op (or region) does to "an LDS operation may be outstanding".
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Fence {
@@ -330,11 +398,15 @@ fn clears(k: &Kernel, op: Op) -> bool {
     }
 }
 
-/// Whether an op may leave an LDS operation outstanding: a shared access, or an mbarrier op
-/// (mbarriers live in shared memory).
-fn touches_lds(k: &Kernel, op: Op) -> bool {
+/// Whether an op may leave an LDS operation outstanding: a shared access (under `rule`), or
+/// an mbarrier op (mbarriers live in shared memory).
+fn touches_lds(k: &Kernel, op: Op, rule: Outstanding) -> bool {
     let e = effects(k, op);
-    !e.shared.is_empty()
+    let counted = |a: &SharedAccess| {
+        rule == Outstanding::AnyAccess
+            || !matches!(a.kind, AccessKind::AsyncWrite(_) | AccessKind::AsyncRead(_))
+    };
+    e.shared.iter().any(counted)
         || matches!(
             e.sync,
             Some(
@@ -348,22 +420,22 @@ fn touches_lds(k: &Kernel, op: Op) -> bool {
 }
 
 /// The transfer function of region `r` run once, in order.
-fn region_fence(k: &Kernel, r: Region, memo: &mut HashMap<Region, Fence>) -> Fence {
-    if let Some(&f) = memo.get(&r) {
+fn region_fence(k: &Kernel, r: Region, flow: &mut LdsFlow) -> Fence {
+    if let Some(&f) = flow.memo.get(&r) {
         return f;
     }
     let mut f = Fence::Keep;
     for &op in k.region_ops(r) {
-        match op_fence(k, op, memo) {
+        match op_fence(k, op, flow) {
             Fence::Keep => {}
             g => f = g,
         }
     }
-    memo.insert(r, f);
+    flow.memo.insert(r, f);
     f
 }
 
-fn op_fence(k: &Kernel, op: Op, memo: &mut HashMap<Region, Fence>) -> Fence {
+fn op_fence(k: &Kernel, op: Op, flow: &mut LdsFlow) -> Fence {
     let od = &k.ops[op];
     if clears(k, op) {
         return Fence::Clear;
@@ -371,7 +443,7 @@ fn op_fence(k: &Kernel, op: Op, memo: &mut HashMap<Region, Fence>) -> Fence {
     let fs: Vec<Fence> = od
         .regions
         .iter()
-        .map(|&c| region_fence(k, c, memo))
+        .map(|&c| region_fence(k, c, flow))
         .collect();
     match &od.kind {
         // Loops may run zero times: they clear nothing for sure.
@@ -388,7 +460,7 @@ fn op_fence(k: &Kernel, op: Op, memo: &mut HashMap<Region, Fence>) -> Fence {
         _ if !od.regions.is_empty() => fs
             .into_iter()
             .fold(Fence::Keep, |a, f| if f == Fence::Keep { a } else { f }),
-        _ if touches_lds(k, op) => Fence::Set,
+        _ if touches_lds(k, op, flow.rule) => Fence::Set,
         _ => Fence::Keep,
     }
 }
@@ -399,7 +471,7 @@ fn walk_lds(
     k: &Kernel,
     r: Region,
     mut dirty: bool,
-    memo: &mut HashMap<Region, Fence>,
+    flow: &mut LdsFlow,
     clean: &mut std::collections::HashSet<Op>,
 ) -> bool {
     for &op in k.region_ops(r) {
@@ -410,26 +482,26 @@ fn walk_lds(
         match &od.kind {
             OpKind::For { .. } | OpKind::While { .. } => {
                 // The head joins the entry with the back edge: set when the body may set it.
-                let head = dirty || op_fence(k, op, memo) == Fence::Set;
+                let head = dirty || op_fence(k, op, flow) == Fence::Set;
                 let mut s = head;
                 for &c in &od.regions {
-                    s = walk_lds(k, c, s, memo, clean);
+                    s = walk_lds(k, c, s, flow, clean);
                 }
                 dirty = head;
             }
             OpKind::If { .. } => {
                 let mut any = false;
                 for &c in &od.regions {
-                    any |= walk_lds(k, c, dirty, memo, clean);
+                    any |= walk_lds(k, c, dirty, flow, clean);
                 }
                 dirty = any;
             }
             _ if !od.regions.is_empty() => {
                 for &c in &od.regions {
-                    dirty = walk_lds(k, c, dirty, memo, clean);
+                    dirty = walk_lds(k, c, dirty, flow, clean);
                 }
             }
-            _ => match op_fence(k, op, memo) {
+            _ => match op_fence(k, op, flow) {
                 Fence::Keep => {}
                 Fence::Clear => dirty = false,
                 Fence::Set => dirty = true,

@@ -5,7 +5,9 @@
 //!
 //! Each op releases the thread's vector clock into the sync object and the threads it wakes
 //! acquire the object's clock (docs/checker.md, the race detector), so every happens-before
-//! edge comes from one of these ops. A thread that must wait is marked
+//! edge comes from one of these ops. On AMD a split or named barrier's signal releases only
+//! the LDS accesses a `dscnt(0)`/`lgkmcnt(0)` wait completed before it (the hardware signal
+//! does not wait for them; docs/split-barriers.md). A thread that must wait is marked
 //! [`Blocked`](super::Blocked) and returns `Ok(false)`; a protocol error (different barrier
 //! ops met, a second signal, counts that disagree) stops the block with C0003/C0008, an
 //! mbarrier used uninitialized with C0011. Complexity: O(threads x clock slots) per
@@ -22,6 +24,15 @@ impl BlockExec<'_> {
             self.race.tick(t);
             th.lds_unfenced = false;
         }
+    }
+
+    /// What an AMD barrier signal (`s_barrier_signal`, split or named) releases of the
+    /// thread's own accesses: the signal does not wait for the wave's outstanding LDS
+    /// operations, so with unfenced ones only those before its last `dscnt(0)`/`lgkmcnt(0)`
+    /// wait (the own clock entry is capped at that fence); `None` (everything) otherwise and
+    /// on NVIDIA, whose `bar.arrive`/`bar.sync` order the thread's prior shared accesses.
+    fn lds_release_cap(&self, th: &Thread) -> Option<u32> {
+        (self.amd() && th.lds_unfenced).then_some(th.fence_clock)
     }
 
     /// `barrier` (`warp` false) or `warp_sync` (`warp` true): always blocks the thread; the
@@ -105,11 +116,7 @@ impl BlockExec<'_> {
             .with_label(self.k.span(op), format!("second signal in thread {t}"));
             return Err(Stop::Deadlock(d));
         }
-        let own = if self.amd() && th.lds_unfenced {
-            Some(th.fence_clock)
-        } else {
-            None
-        };
+        let own = self.lds_release_cap(th);
         let n = self.nthreads;
         let slots = self.race.slots;
         let st = self.split.entry(id).or_insert_with(|| SplitState {
@@ -171,7 +178,9 @@ impl BlockExec<'_> {
     }
 
     /// `named_arrive id, count` (`sync` false) or `named_sync id, count` (`sync` true, which
-    /// blocks until `count` threads arrived in the phase).
+    /// blocks until `count` threads arrived in the phase). On gfx1250 both are
+    /// `s_barrier_signal` on the id (and `s_barrier_wait` for a sync): like a split signal,
+    /// they release only the LDS accesses a `dscnt(0)` wait completed (`lds_release_cap`).
     pub(super) fn named_barrier(
         &mut self,
         th: &mut Thread,
@@ -195,7 +204,8 @@ impl BlockExec<'_> {
         st.count = count;
         st.op = Some(op);
         let mut vc = std::mem::take(&mut st.vc);
-        self.race.release(t, &mut vc, None);
+        let own = self.lds_release_cap(th);
+        self.race.release(t, &mut vc, own);
         let st = self.named.get_mut(&id).expect("named state");
         st.vc = vc;
         st.arrived += 1;
