@@ -8,6 +8,10 @@
 //!   cross-warp hazard with the same destination, the same completing point and the same
 //!   carry (loop) whose coverage lies inside its own: a block barrier removing the kept one
 //!   removes it (the rule's soundness, checked point by point on the coverages);
+//! - every plain hazard of a deep pair the kept set lacks (deep blockers,
+//!   `analysis::deep_blockers`) has a kept cross-warp hazard of the same home and carry, of a
+//!   source no earlier in the same region and a destination no later in the same region,
+//!   whose coverage lies inside its own;
 //! - the placement from the kept hazards is the placement from the full set (same syncs at
 //!   the same points, same executed count, the same lower bound below 4000 cross-warp
 //!   hazards and a valid one at any size), and the race checker accepts it.
@@ -18,8 +22,9 @@
 //! differ, and add the real-size kernels.
 
 use smemsync::Kernel;
+use smemsync::analysis::deep_blockers::deep_parting;
 use smemsync::analysis::footprint::Footprints;
-use smemsync::analysis::hazards::{Carry, Hazard, Hazards, find_all_hazards, find_hazards};
+use smemsync::analysis::hazards::{Carry, Hazard, Hazards, Paths, find_all_hazards, find_hazards};
 use smemsync::ir::edit::apply;
 use smemsync::sync::driver::synchronize;
 use smemsync::sync::{PlaceOptions, Placement, SyncModel, place_with};
@@ -58,11 +63,45 @@ fn same_loop(a: &Carry, b: &Carry) -> bool {
 /// it took an interval index): below it the kept and full sets were seen to give equal bounds.
 const LOWER_BOUND_CANDIDATES: usize = 4000;
 
-/// The number of async-source hazards the kept set lacks (each checked to be implied). The
-/// two placements are compared (and the kept one race-checked) where the sets differ and,
-/// unless `every`, the kept set lacks an async hazard (the rule's own cases: elsewhere the
-/// sets differ by nearest-source pruning alone).
-fn compare(name: &str, k: &Kernel, target: &Target, every: bool) -> usize {
+/// Whether the full set's plain hazard `h`, missing from the kept set, is one of a deep pair
+/// (`analysis::deep_blockers`): then a kept cross-warp hazard of the same home region, of a
+/// source in the same region no earlier and a destination in the same region no later, has
+/// its coverage inside `h`'s. Returns false for other drops (nearest-source pruning).
+fn deep_drop_implied(name: &str, paths: &Paths, kept: &Hazards, h: &Hazard) -> bool {
+    let (Some(pa), Some(pb)) = (paths.path.get(&h.src.op), paths.path.get(&h.dst.op)) else {
+        return false;
+    };
+    if deep_parting(pa, pb).is_none() {
+        return false;
+    }
+    let (rs, is) = pa[pa.len() - 1];
+    let (rd, id) = pb[pb.len() - 1];
+    let blocker = kept.hazards.iter().any(|g| {
+        let (Some(ps), Some(pd)) = (paths.pos(g.src.op), paths.pos(g.dst.op)) else {
+            return false;
+        };
+        !g.intra_warp
+            && g.src_at == g.src.op
+            && ps.0 == rs
+            && ps.1 >= is
+            && pd.0 == rd
+            && pd.1 <= id
+            && g.home == h.home
+            && same_loop(&g.carry, &h.carry)
+            && coverage_within(g, h)
+    });
+    assert!(
+        blocker,
+        "{name}: dropped deep hazard without a blocker: {h:?}"
+    );
+    true
+}
+
+/// The number of async-source hazards the kept set lacks and of deep plain ones (each
+/// checked to be implied). The two placements are compared (and the kept one race-checked)
+/// where the sets differ and, unless `every`, the kept set lacks an async or a deep hazard
+/// (the rules' own cases: elsewhere the sets differ by nearest-source pruning alone).
+fn compare(name: &str, k: &Kernel, target: &Target, every: bool) -> (usize, usize) {
     let kept = find_hazards(k, target);
     let full = find_all_hazards(k, target);
     for h in &kept.hazards {
@@ -90,10 +129,15 @@ fn compare(name: &str, k: &Kernel, target: &Target, every: bool) -> usize {
             "{name}: dropped async hazard without a blocker: {h:?}"
         );
     }
+    let paths = Paths::new(k);
+    let deep = (full.hazards.iter())
+        .filter(|h| h.src_at == h.src.op && !kept.hazards.contains(h))
+        .filter(|h| deep_drop_implied(name, &paths, &kept, h))
+        .count();
     // Placement is a function of the kernel, the target and the hazards: where the kept set
     // is the full set, the two placements are one (the file tests check it races nowhere).
-    if kept.hazards == full.hazards || !(every || dropped > 0) {
-        return dropped;
+    if kept.hazards == full.hazards || !(every || dropped + deep > 0) {
+        return (dropped, deep);
     }
     let a = place(k, target, kept.clone());
     let b = place(k, target, full.clone());
@@ -128,7 +172,7 @@ fn compare(name: &str, k: &Kernel, target: &Target, every: bool) -> usize {
             b.is_some()
         ),
     }
-    dropped
+    (dropped, deep)
 }
 
 /// The targets of the full comparison.
@@ -165,43 +209,58 @@ fn file_and_small_real_kernels() -> Vec<(String, String)> {
 /// and also places every kernel where nearest-source pruning alone made the sets differ.
 #[test]
 fn completion_blockers_place_exactly_as_the_full_set() {
-    assert_compared(&file_and_small_real_kernels(), &["sm_90"], false, (100, 4));
+    assert_compared(
+        &file_and_small_real_kernels(),
+        &["sm_90"],
+        false,
+        (100, 4, 1),
+    );
 }
 
 #[test]
 #[ignore = "a minute in a debug build: run with --release -- --ignored"]
 fn completion_blockers_place_exactly_as_the_full_set_everywhere() {
-    assert_compared(&file_and_small_real_kernels(), &TARGETS, true, (100, 8));
+    assert_compared(&file_and_small_real_kernels(), &TARGETS, true, (100, 8, 1));
 }
 
 #[test]
 #[ignore = "minutes in a debug build: run with --release -- --ignored"]
 fn completion_blockers_on_every_real_size_kernel() {
     let kernels = smemsync::bench_kernels::real_tiled_kernels();
-    assert_compared(&kernels, &TARGETS, true, (2 * kernels.len(), 8));
+    assert_compared(&kernels, &TARGETS, true, (2 * kernels.len(), 8, 1));
 }
 
-/// [`compare_kernels`], asserting that at least `min.0` forms were compared and that the
-/// rule dropped hazards on at least `min.1` of them (the comparison is not vacuous).
+/// [`compare_kernels`], asserting that at least `min.0` forms were compared, that the
+/// rule dropped hazards on at least `min.1` of them and deep blockers on at least `min.2`
+/// (the comparison is not vacuous).
 fn assert_compared(
     kernels: &[(String, String)],
     targets: &[&str],
     every: bool,
-    min: (usize, usize),
+    min: (usize, usize, usize),
 ) {
-    let (compared, with_drops) = compare_kernels(kernels, targets, every);
+    let (compared, with_drops, with_deep) = compare_kernels(kernels, targets, every);
     assert!(compared >= min.0, "only {compared} kernels compared");
     assert!(
         with_drops >= min.1,
         "the rule dropped hazards on only {with_drops} kernels"
+    );
+    assert!(
+        with_deep >= min.2,
+        "deep blockers dropped hazards on only {with_deep} kernels"
     );
 }
 
 /// Compares the kept and the full hazard set on every kernel that reads and verifies, for
 /// `targets`, as written and with `sync`'s waits: the number of forms compared and of
 /// those where the kept set dropped async hazards (`every`: as [`compare`]).
-fn compare_kernels(kernels: &[(String, String)], targets: &[&str], every: bool) -> (usize, usize) {
+fn compare_kernels(
+    kernels: &[(String, String)],
+    targets: &[&str],
+    every: bool,
+) -> (usize, usize, usize) {
     let (mut compared, mut dropped, mut with_drops) = (0, 0, 0);
+    let (mut deep, mut with_deep) = (0, 0);
     for (name, src) in kernels {
         let Ok(k) = smemsync::reader::parse_kernel(src) else {
             continue;
@@ -220,15 +279,17 @@ fn compare_kernels(kernels: &[(String, String)], targets: &[&str], every: bool) 
                 forms.push(s.with_waits().clone());
             }
             for (i, k) in forms.iter().enumerate() {
-                let d = compare(&format!("{name} ({t}, form {i})"), k, &target, every);
+                let (d, e) = compare(&format!("{name} ({t}, form {i})"), k, &target, every);
                 compared += 1;
                 dropped += d;
                 with_drops += (d > 0) as usize;
+                deep += e;
+                with_deep += (e > 0) as usize;
             }
         }
     }
     eprintln!(
-        "kernels compared {compared}, with dropped async hazards {with_drops}, dropped {dropped}"
+        "kernels compared {compared}, with dropped async hazards {with_drops}, dropped {dropped}, with dropped deep hazards {with_deep}, dropped {deep}"
     );
-    (compared, with_drops)
+    (compared, with_drops, with_deep)
 }

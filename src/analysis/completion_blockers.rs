@@ -81,12 +81,20 @@ impl Blockers {
     pub fn record(&mut self, key: BlockKey, hazards: impl Iterator<Item = (Option<(Op, bool)>, bool)>) {
         let b = self.table.entry(key).or_default();
         for (carry, intra_warp) in hazards {
-            match carry {
-                _ if intra_warp => {}
-                None => b.forward = true,
-                Some(c) if !b.carried.contains(&c) => b.carried.push(c),
-                Some(_) => {}
-            }
+            b.add(carry, intra_warp);
+        }
+    }
+}
+
+impl Blocker {
+    /// Adds one built hazard: `(carrying loop and d1, or None for the forward hazard;
+    /// intra_warp)`. Intra-warp hazards block nothing (a warp sync removes them).
+    pub fn add(&mut self, carry: Option<(Op, bool)>, intra_warp: bool) {
+        match carry {
+            _ if intra_warp => {}
+            None => self.forward = true,
+            Some(c) if !self.carried.contains(&c) => self.carried.push(c),
+            Some(_) => {}
         }
     }
 }

@@ -38,7 +38,11 @@
 //! O(A) conflict tests; [`find_all_hazards`] keeps every pair (the tests' and `explain`'s
 //! reference). An async copy completed at the same wait as an earlier copy of its region
 //! whose cross-warp hazards with a destination already cover every hazard it could have
-//! with it is not paired with that destination (`analysis::completion_blockers`). Before any
+//! with it is not paired with that destination (`analysis::completion_blockers`). A plain
+//! pair whose accesses both lie below the region where their paths part is not built when an
+//! earlier built pair of the same two regions, source no earlier and destination no later,
+//! gave cross-warp hazards whose coverages each of its own would contain
+//! (`analysis::deep_blockers`: the unrolled GEMM's readers against its copies). Before any
 //! of that, a pair of one root buffer whose footprint boxes are disjoint in some dimension
 //! shares no byte and is skipped ([`Footprints::boxes_apart`]; docs/placement.md, *Pairs
 //! apart by footprint boxes*): the tile copies of an unrolled GEMM, each against the others.
@@ -54,6 +58,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 
 use crate::analysis::completion_blockers::{BlockKey, Blocker};
+use crate::analysis::deep_blockers::{self, DeepBlockers, DeepKey};
 use crate::analysis::every_path;
 use crate::analysis::conflicts::{PairConflict, forward_conflict, kinds_conflict, pair_conflict};
 use crate::analysis::footprint::{AccessRef, Footprints, UnitConflict};
@@ -442,6 +447,31 @@ fn find_hazards_pruned(
     nearest_first: bool,
     memo: &mut FlowMemo,
 ) -> Hazards {
+    let deep = (nearest_first && !deep_blockers::kernel_excluded(fp.k))
+        .then(|| std::cell::RefCell::new(DeepBlockers::default()));
+    let out = find_hazards_run(fp, target, nearest_first, deep.as_ref(), memo);
+    let Some(deep) = deep else {
+        return out;
+    };
+    // A pair dropped for a blocker of another index left out an optional arc of its quiet
+    // region: exact only where no kept hazard is homed there (the placer reads optional
+    // arcs only in regions it solves). Otherwise every pair is built again.
+    let quiet = &deep.borrow().quiet;
+    if quiet.is_empty() || !out.hazards.iter().any(|h| quiet.contains(&h.home)) {
+        return out;
+    }
+    find_hazards_run(fp, target, nearest_first, None, memo)
+}
+
+/// The pair loop of [`find_hazards_pruned`], with the deep blockers `deep` (`None`: every
+/// deep pair is built).
+fn find_hazards_run(
+    fp: &mut Footprints,
+    target: &Target,
+    nearest_first: bool,
+    deep: Option<&std::cell::RefCell<DeepBlockers>>,
+    memo: &mut FlowMemo,
+) -> Hazards {
     let k = fp.k;
     crate::analysis::symbolic::pairs::forget_questions();
     let paths = fp.paths();
@@ -505,6 +535,7 @@ fn find_hazards_pruned(
             memo,
             cheap: &cheap,
             blockers: nearest_first.then_some(&blockers),
+            deep,
         };
         for (x, &ai) in group.iter().enumerate() {
             let dsts = std::mem::take(&mut dsts_of[x]);
@@ -816,6 +847,8 @@ struct GroupCx<'g> {
     /// Completion blockers of async sources (`None`: every pair is built, as for
     /// [`find_all_hazards`]).
     blockers: Option<&'g std::cell::RefCell<crate::analysis::completion_blockers::Blockers>>,
+    /// Deep blockers of plain sources (`None`: every deep pair is built).
+    deep: Option<&'g std::cell::RefCell<DeepBlockers>>,
 }
 
 /// The hazards and findings of one pair (source `x` at `fp.accesses[ai]`, destination `y` at
@@ -909,7 +942,83 @@ fn pair_hazards(
         return;
     }
     let p = PairAt::same_time(fp, ai, bi, pa, pb);
-    emit_pair(fp, &p, out);
+    emit_plain(fp, cx, &p, out);
+}
+
+/// Emits the hazards of a plain source's pair `p`, unless it is deep and a built pair of
+/// its key implies every hazard it could have (`analysis::deep_blockers`): then none of its
+/// conflict questions is asked.
+fn emit_plain(fp: &mut Footprints, cx: &GroupCx, p: &PairAt, out: &mut Hazards) {
+    let Some(table) = cx.deep else {
+        return emit_pair(fp, p, out);
+    };
+    let Some(key) = deep_key(fp, cx.paths, p, &mut table.borrow_mut()) else {
+        return emit_pair(fp, p, out);
+    };
+    let at = (p.pa[p.pa.len() - 1].1, p.pb[p.pb.len() - 1].1);
+    if table.borrow_mut().blocks(&key, at, |b| implied(fp, p, b)) {
+        return;
+    }
+    let first = out.hazards.len();
+    emit_pair(fp, p, out);
+    table.borrow_mut().record(key, at, out.hazards[first..].iter().map(carry_bits));
+}
+
+/// A hazard's carry as the blocker tables record it: the carrying loop and whether distance
+/// 1 conflicts (`None`: forward), and whether it is intra-warp.
+fn carry_bits(h: &Hazard) -> (Option<(Op, bool)>, bool) {
+    match h.carry {
+        Carry::Forward => (None, h.intra_warp),
+        Carry::Carried { loop_op, d1, .. } => (Some((loop_op, d1)), h.intra_warp),
+    }
+}
+
+/// The deep key of plain pair `p` (`analysis::deep_blockers`): its paths part at different
+/// ops of one region that every thread reaches, both accesses lie below their ancestors
+/// there, and neither index is loaded from memory or undecided on a parameter (W1510,
+/// W0319). `None` where the rule does not apply.
+fn deep_key(fp: &Footprints, paths: &Paths, p: &PairAt, table: &mut DeepBlockers) -> Option<DeepKey> {
+    let k = fp.k;
+    let (pa, pb) = (p.pa, p.pb);
+    let q = pa[deep_blockers::deep_parting(pa, pb)?].0;
+    if !table.reached(q, || reached_by_all(fp, paths, q)) {
+        return None;
+    }
+    let exact = |i: usize| {
+        loaded_value(k, &fp.accesses[i].access).is_none()
+            && crate::analysis::symbolic::params::whole_through_leaves(fp, i).is_empty()
+    };
+    if !table.exact(p.ai, || exact(p.ai)) || !table.exact(p.bi, || exact(p.bi)) {
+        return None;
+    }
+    let (a, b) = (&fp.accesses[p.ai].access, &fp.accesses[p.bi].access);
+    Some(DeepKey {
+        src_region: pa[pa.len() - 1].0,
+        dst_region: pb[pb.len() - 1].0,
+        src_kind: a.kind,
+        dst_kind: b.kind,
+        src_buf: k.root_buffer(a.mem),
+        dst_buf: k.root_buffer(b.mem),
+    })
+}
+
+/// Whether every thread of the block runs region `q` (where it runs at all) and a block
+/// barrier may stand there: not under thread-dependent control, not in a `while` condition.
+fn reached_by_all(fp: &Footprints, paths: &Paths, mut q: Region) -> bool {
+    if fp.uniformity().is_divergent(q) {
+        return false;
+    }
+    let k = fp.k;
+    while let Some(&op) = paths.region_op.get(&q) {
+        if matches!(k.ops[op].kind, OpKind::While { .. }) && k.ops[op].regions[0] == q {
+            return false;
+        }
+        match paths.pos(op) {
+            Some((parent, _)) => q = parent,
+            None => return false,
+        }
+    }
+    true
 }
 
 /// An async source `ai` and a destination `bi` in the two arms of a thread-dependent `if`
@@ -1889,11 +1998,7 @@ fn emit_async(fp: &mut Footprints, cx: &AsyncCx, p: &PairAt, out: &mut Hazards) 
     }
     let first = out.hazards.len();
     emit_pair(fp, p, out);
-    let built = out.hazards[first..].iter().map(|h| match h.carry {
-        Carry::Forward => (None, h.intra_warp),
-        Carry::Carried { loop_op, d1, .. } => (Some((loop_op, d1)), h.intra_warp),
-    });
-    table.borrow_mut().record(key, built);
+    table.borrow_mut().record(key, out.hazards[first..].iter().map(carry_bits));
 }
 
 /// Whether blocker `b` implies every hazard pair `p` could have: a cross-warp forward hazard

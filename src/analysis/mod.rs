@@ -4,6 +4,7 @@
 pub mod boxes;
 pub mod completion_blockers;
 pub mod conflicts;
+pub mod deep_blockers;
 pub(crate) mod every_path;
 pub mod footprint;
 pub mod guards;
