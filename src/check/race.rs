@@ -59,7 +59,8 @@
 //! to the collective ([`RaceState::complete_collective`]), and a member copy is complete, and
 //! ordered before an access, when its own completion or *any* of those epochs is (the MMA's
 //! reads are done before every one of those waits returns). One completion epoch per copy
-//! would not do: the first waiter's epoch says nothing to a later waiter's arrival.
+//! would not do: the first waiter's epoch says nothing to a later waiter's arrival. A group
+//! read's members of one collective are decided once (O(waiters), not O(members x waiters)).
 //!
 //! Invariant: every recorded access is either ordered before all later recorded accesses or
 //! reported. Complexity: O(slots) per release/acquire; O(|writes| + |reads|) per access, where
@@ -486,7 +487,19 @@ impl RaceState {
         if a.copy == NO_COPY {
             a.clock <= self.get(t, a.thread as usize)
         } else if let Some(ms) = self.members(a.copy) {
-            ms.iter().all(|m| self.hb(m, t))
+            // The members of one collective share its epochs: decided once, not per member.
+            let mut ordered_coll = NO_GROUP;
+            ms.iter().all(|m| {
+                let c = self.collective_of.get(m.copy as usize).copied().unwrap_or(NO_GROUP);
+                if c != NO_GROUP && c == ordered_coll {
+                    return true;
+                }
+                let ok = self.hb(m, t);
+                if ok && c != NO_GROUP && self.collective_epochs(m.copy).iter().any(|&(s, e)| e <= self.get(t, s as usize)) {
+                    ordered_coll = c;
+                }
+                ok
+            })
         } else {
             let own = self.completion[a.copy as usize].into_iter();
             own.chain(self.collective_epochs(a.copy).iter().copied())
