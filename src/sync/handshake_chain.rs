@@ -643,7 +643,10 @@ impl Cx<'_> {
         let k = self.k;
         self.loop_of(x)?;
         (self.ops[self.pos[&x] + 1..].iter().copied()).find(|&a| {
-            matches!(k.ops[a].kind, OpKind::MbarArrive { .. }) && !self.runs_with(a, x) && self.elected_from(a, x)
+            matches!(k.ops[a].kind, OpKind::MbarArrive { .. })
+                && !self.runs_with(a, x)
+                && self.elected_from(a, x)
+                && super::wgmma_release::is_election(k, x, a)
         })
     }
 

@@ -16,7 +16,9 @@
 //!    none of its threads (a part of a warpgroup issuing a wgmma is not a wgmma);
 //! 2. every thread that arrives runs the wgmma (its wait is the one the caller found);
 //! 3. every warpgroup that runs the wgmma has a thread that arrives (an arrival of another
-//!    warpgroup's thread says nothing of this one's MMA).
+//!    warpgroup's thread says nothing of this one's MMA);
+//! 4. both run under the same uniform conditions: the arrival is selected among threads, not
+//!    among iterations (`if i > 0` is a delayed release, `analysis::mbar_delayed`'s).
 //!
 //! The arrival counts are `analysis::mbar_protocol`'s: the other role's wait is taken as
 //! acquiring these arrivals only where the protocol verified it (or found no value showing
@@ -37,11 +39,11 @@ pub(crate) fn warpgroup_release(k: &Kernel, x: Op, a: Op) -> Result<(), String> 
     if !matches!(k.ops[x].kind, OpKind::Wgmma { .. }) {
         return Err("only a wgmma's reads are released for the whole warpgroup; any other access is each thread's own, released by an arrival of every thread that made it".into());
     }
-    let reach = |o: Op| {
-        let l = k.parents().ancestors(o).into_iter().find(|&p| matches!(k.ops[p].kind, OpKind::For { .. }));
-        super::handshake_guards::reach(k, o, l).map(|r| r.threads).map_err(|d| d.message)
-    };
-    let (xs, arr) = (reach(x)?, reach(a)?);
+    let (rx, ra) = (reach(k, x)?, reach(k, a)?);
+    if rx.uniform != ra.uniform {
+        return Err("the arrival runs under a condition that is the same in every thread (an iteration guard such as `i > 0`), so not in every iteration of the wgmma".into());
+    }
+    let (xs, arr) = (rx.threads, ra.threads);
     for (w, (xw, aw)) in xs.chunks(WARPGROUP).zip(arr.chunks(WARPGROUP)).enumerate() {
         let (all, any) = (xw.iter().all(|&t| t), xw.iter().any(|&t| t));
         let lo = w * WARPGROUP;
@@ -56,4 +58,18 @@ pub(crate) fn warpgroup_release(k: &Kernel, x: Op, a: Op) -> Result<(), String> 
         }
     }
     Ok(())
+}
+
+/// Whether arrival `a` runs, in an iteration of wgmma-or-other access `x`, in fewer threads
+/// than `x` under the same uniform conditions: an election by thread id (not an iteration
+/// guard), for E0307's note.
+pub(crate) fn is_election(k: &Kernel, x: Op, a: Op) -> bool {
+    matches!((reach(k, x), reach(k, a)), (Ok(rx), Ok(ra)) if rx.uniform == ra.uniform && rx.threads != ra.threads)
+}
+
+/// The threads that run `o` in one iteration of its innermost `for`, and the uniform
+/// conditions around it (`handshake_guards::reach`), or why they are not known.
+fn reach(k: &Kernel, o: Op) -> Result<super::handshake_guards::Reach, String> {
+    let l = k.parents().ancestors(o).into_iter().find(|&p| matches!(k.ops[p].kind, OpKind::For { .. }));
+    super::handshake_guards::reach(k, o, l).map_err(|d| d.message)
 }
