@@ -23,7 +23,8 @@
 //! (arrive/sync with count), mbarriers (init/arrive/expect_tx/wait on parity, TMA transaction
 //! bytes), counter waits (per-thread ordered lists per counter; the target decides which
 //! counter a `gather_to_lds` and a `gload` increment, generic model: `vmcnt`), cp.async /
-//! bulk / wgmma groups, and tokens.
+//! bulk / wgmma groups, and tokens. A `wgmma_wait` completes the shared reads of its MMAs for
+//! the whole warpgroup, once every thread of it has issued them (`interp::warpgroup`).
 //!
 //! Invariants: a thread's frames mirror the region tree (one frame per entered region); a
 //! copy is performed at most once and completed at most once. Complexity: O(ops executed)
@@ -47,6 +48,7 @@ mod memory;
 mod scalar;
 mod setup;
 mod stops;
+mod warpgroup;
 mod wgmma;
 
 pub use scalar::binary;
@@ -326,6 +328,8 @@ enum Blocked {
     Split(i32, u64, Op),
     Named(u32, Op),
     Mbar(usize, i64, Op),
+    /// A `wgmma_wait` (first) until every thread of the warpgroup issues a wgmma (second).
+    Warpgroup(Op, Op),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
@@ -478,6 +482,11 @@ struct BlockExec<'a> {
     /// Per wgmma op and iteration: the group of its shared reads while threads can still
     /// join it (`interp::wgmma`).
     wgmma_groups: HashMap<(Op, u32), wgmma::WgmmaGroup>,
+    /// Per warpgroup, wgmma op and iteration not yet completed: its issues
+    /// (`interp::warpgroup`).
+    collectives: HashMap<warpgroup::CollectiveKey, warpgroup::Collective>,
+    /// Per wgmma copy: its warpgroup's execution.
+    collective_of: HashMap<u32, warpgroup::CollectiveKey>,
     parents: &'a Parents,
 }
 
@@ -621,7 +630,7 @@ impl<'a> BlockExec<'a> {
                 outstanding.extend(g.iter().copied());
             }
         }
-        if let Some(c) = outstanding.into_iter().find(|c| !self.race.is_complete(*c)) {
+        if let Some(c) = outstanding.into_iter().find(|c| !self.own_done(*c)) {
             let op = self.copy_ops.get(&c).map(|x| x.0);
             let e = self.outstanding(c, op, th.lin);
             self.defer(e);
@@ -665,7 +674,7 @@ impl<'a> BlockExec<'a> {
     /// The wgmma execution whose result operand `o` still holds in flight, if any.
     fn pend_of(&self, th: &Thread, o: &Operand) -> Option<u32> {
         let c = th.pend[o.value()?.index()]?;
-        (!self.race.is_complete(c)).then_some(c)
+        (!self.own_done(c)).then_some(c)
     }
 
     /// Marks result `i` of `op` (a move's destination) with the pending mark `p`.
@@ -822,7 +831,7 @@ impl<'a> BlockExec<'a> {
             OpKind::WgmmaCommit => self.commit(th, 2),
             OpKind::CpAsyncWait(n) => self.wait_groups(th, 0, *n)?,
             OpKind::BulkWait(n) => self.wait_groups(th, 1, *n)?,
-            OpKind::WgmmaWait(n) => self.wait_groups(th, 2, *n)?,
+            OpKind::WgmmaWait(n) => return self.wgmma_wait(th, op, *n),
             OpKind::FenceProxyAsync => {
                 if self.cfg.detect_races {
                     self.race.proxy_fence(th.lin as usize);
@@ -871,7 +880,8 @@ fn blocked_op(b: Blocked) -> Op {
         | Blocked::Warp(o)
         | Blocked::Split(_, _, o)
         | Blocked::Named(_, o)
-        | Blocked::Mbar(_, _, o) => o,
+        | Blocked::Mbar(_, _, o)
+        | Blocked::Warpgroup(o, _) => o,
     }
 }
 

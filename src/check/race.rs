@@ -53,6 +53,15 @@
 //! O(elements) once per group plus O(distinct writes) per member, instead of
 //! O(elements x issuers).
 //!
+//! Collective completion (a wgmma's MMA, `interp::warpgroup`). The issues of one MMA by the
+//! threads of a warpgroup are copies of their own, joined into one *collective*
+//! ([`RaceState::new_collective`]); each thread's wait that completes the MMA adds its epoch
+//! to the collective ([`RaceState::complete_collective`]), and a member copy is complete, and
+//! ordered before an access, when its own completion or *any* of those epochs is (the MMA's
+//! reads are done before every one of those waits returns). One completion epoch per copy
+//! would not do: the first waiter's epoch says nothing to a later waiter's arrival. A group
+//! read's members of one collective are decided once (O(waiters), not O(members x waiters)).
+//!
 //! Invariant: every recorded access is either ordered before all later recorded accesses or
 //! reported. Complexity: O(slots) per release/acquire; O(|writes| + |reads|) per access, where
 //! reads are pruned by happens-before so that |reads| is the number of mutually unordered
@@ -197,6 +206,9 @@ pub struct RaceState {
     /// Per group: the members' own reads (issuer, issue epoch, own copy) in issue order,
     /// and whether some cell lost the group's read.
     groups: Vec<(Vec<Acc>, bool)>,
+    /// Per copy: its collective (`NO_GROUP`: none); per collective: the completing epochs.
+    collective_of: Vec<u32>,
+    collectives: Vec<Vec<(u32, u32)>>,
     /// Per thread: the own epoch at each proxy fence it executed, in order.
     fence_epochs: Vec<Vec<u32>>,
     /// Pairs of buffers (both orders) that alias without an exact element pairing
@@ -222,6 +234,8 @@ impl RaceState {
             completion: Vec::new(),
             group_of: Vec::new(),
             groups: Vec::new(),
+            collective_of: Vec::new(),
+            collectives: Vec::new(),
             fence_epochs: vec![Vec::new(); threads],
             blind: Default::default(),
         }
@@ -250,7 +264,9 @@ impl RaceState {
         if let Some(ms) = self.members(a.copy) {
             return ms.iter().all(|m| self.before_base(m));
         }
-        matches!(self.completion[a.copy as usize], Some((slot, c)) if c <= self.base[slot as usize])
+        let own = self.completion[a.copy as usize].into_iter();
+        own.chain(self.collective_epochs(a.copy).iter().copied())
+            .any(|(slot, c)| c <= self.base[slot as usize])
     }
 
     /// The members of group copy `copy`, if it is one.
@@ -416,7 +432,32 @@ impl RaceState {
     pub fn new_copy(&mut self) -> u32 {
         self.completion.push(None);
         self.group_of.push(NO_GROUP);
+        self.collective_of.push(NO_GROUP);
         (self.completion.len() - 1) as u32
+    }
+
+    /// A new collective (no member, not complete).
+    pub fn new_collective(&mut self) -> u32 {
+        self.collectives.push(Vec::new());
+        (self.collectives.len() - 1) as u32
+    }
+
+    /// Makes copy `copy` a member of collective `coll`.
+    pub fn join_collective(&mut self, copy: u32, coll: u32) {
+        self.collective_of[copy as usize] = coll;
+    }
+
+    /// A wait at epoch `(slot, clock)` completes collective `coll` (every member).
+    pub fn complete_collective(&mut self, coll: u32, slot: usize, clock: u32) {
+        self.collectives[coll as usize].push((slot as u32, clock));
+    }
+
+    /// The completing epochs of `copy`'s collective (empty: none, or not a member).
+    fn collective_epochs(&self, copy: u32) -> &[(u32, u32)] {
+        match self.collective_of.get(copy as usize) {
+            Some(&c) if c != NO_GROUP => &self.collectives[c as usize],
+            _ => &[],
+        }
     }
 
     /// Marks a copy complete at epoch `(slot, clock)`.
@@ -432,6 +473,13 @@ impl RaceState {
         self.completion
             .get(copy as usize)
             .is_some_and(|c| c.is_some())
+            || !self.collective_epochs(copy).is_empty()
+    }
+
+    /// Whether `copy` was completed itself (by its own thread's wait, or its mbarrier), not
+    /// only through its collective.
+    pub fn own_complete(&self, copy: u32) -> bool {
+        self.completion.get(copy as usize).is_some_and(|c| c.is_some())
     }
 
     /// Whether access `a` happens before the current point of thread `t`.
@@ -439,12 +487,23 @@ impl RaceState {
         if a.copy == NO_COPY {
             a.clock <= self.get(t, a.thread as usize)
         } else if let Some(ms) = self.members(a.copy) {
-            ms.iter().all(|m| self.hb(m, t))
+            // The members of one collective share its epochs: decided once, not per member.
+            let mut ordered_coll = NO_GROUP;
+            ms.iter().all(|m| {
+                let c = self.collective_of.get(m.copy as usize).copied().unwrap_or(NO_GROUP);
+                if c != NO_GROUP && c == ordered_coll {
+                    return true;
+                }
+                let ok = self.hb(m, t);
+                if ok && c != NO_GROUP && self.collective_epochs(m.copy).iter().any(|&(s, e)| e <= self.get(t, s as usize)) {
+                    ordered_coll = c;
+                }
+                ok
+            })
         } else {
-            match self.completion[a.copy as usize] {
-                Some((slot, c)) => c <= self.get(t, slot as usize),
-                None => false,
-            }
+            let own = self.completion[a.copy as usize].into_iter();
+            own.chain(self.collective_epochs(a.copy).iter().copied())
+                .any(|(slot, c)| c <= self.get(t, slot as usize))
         }
     }
 

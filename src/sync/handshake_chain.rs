@@ -14,7 +14,9 @@
 //!   (outside a loop of the branch: with no loop between them, so both take one key position),
 //!   executed whenever `x` is (its `if`s below the loop enclose `x`), or executed by an elected
 //!   thread (extra `if`s whose conditions are thread-dependent) after a barrier of the role
-//!   (`named_sync`/`barrier`, executed whenever `x` is) that follows `x`. An asynchronous
+//!   (`named_sync`/`barrier`, executed whenever `x` is) that follows `x`, or, for a `wgmma`,
+//!   executed by one thread of every warpgroup that runs it, after its completing wait
+//!   (`sync::wgmma_release`: the MMA's reads are the warpgroup's). An asynchronous
 //!   access must first be completed by its own threads (before the barrier, or before the
 //!   arrival): a `wgmma` read by a `wgmma_wait N`, a `tma_store` read by a `bulk_wait N` and
 //!   a `cp_async` write by a `cp_async_wait N`, each after `N + 1` commits of its queue
@@ -82,6 +84,7 @@ use crate::analysis::mbar_protocol::LateReleases;
 use crate::analysis::uniformity::Uniformity;
 use crate::diag::{DiagKind, Diagnostic};
 use super::handshake::Access;
+use super::wgmma_release::warpgroup_release;
 use crate::ir::*;
 
 /// The arms enclosing an op, outermost first: (role branch, arm index).
@@ -385,7 +388,10 @@ impl Cx<'_> {
             };
             let every = self.runs_with(a, x);
             let elected = barrier.is_some_and(|b| b < self.pos[&a]) && self.elected_from(a, x);
-            if every || elected {
+            // One thread per warpgroup after its completing wait: the wgmma's reads are the
+            // warpgroup's (`sync::wgmma_release`).
+            let per_warpgroup = || self.elected_from(a, x) && warpgroup_release(k, x, a).is_ok();
+            if every || elected || per_warpgroup() {
                 out.extend(self.elem(*mbar, index, slot).map(|e| (a, e)));
             }
         }
@@ -633,15 +639,41 @@ impl Cx<'_> {
             .with_label(k.span(y.op), format!("{ry} {} {ybuf} here", verb(y.write)))
             .with_label(k.span(x.op), format!("{rx} {} it here: no chain to the access above", verb(x.write)))
             .with_note("a hand-written handshake orders the roles only where the earlier access is followed by an arrival (after the access, in its iteration) on an mbarrier slot the later role waits on before its access (docs/pipeline.md)");
-        let d = match self.delayed_arrival(x.op) {
-            Some(a) => d.with_label(k.span(a), "this arrival runs only in some iterations").with_note(
+        let d = match (self.elected_arrival(x.op), self.delayed_arrival(x.op)) {
+            (Some(a), _) => d.with_label(k.span(a), "this arrival runs in some threads only").with_note(self.elected_note(x.op, a)),
+            (None, Some(a)) => d.with_label(k.span(a), "this arrival runs only in some iterations").with_note(
                 "an arrival in a later iteration (a delayed release of the previous stage, as in CUTLASS's sm90 consumer mainloop after `wgmma_wait 1`) releases the access only where the mbarrier protocol's trace shows every execution of it complete before its thread's next arrival on its slot, and the other role's wait for the refill keyed after that arrival; here it does not (docs/async.md, \"wgmma completion\"); `smemsync check` decides such a kernel",
             ),
-            None => d,
+            (None, None) => d,
         };
         d.with_help(match untrusted {
             Some(m) => format!("the handshake orders the access if the wait on {m} is what it is taken for: see that wait's W0318 (`smemsync check` decides the protocol)"),
             None => format!("make {ry} wait before its access on an mbarrier {rx} arrives on after its access (the `empty`/`full` pair of the slot), or let `sync` place the handshakes: remove them from both roles"),
+        })
+    }
+
+    /// E0307's note for an arrival `a` after the asynchronous access `x`, in its iteration, run
+    /// by some of its threads only (an elected one): why it does not release `x`.
+    fn elected_note(&self, x: Op, a: Op) -> String {
+        let completed = self.completed_at(x).is_some_and(|p| p < self.pos[&a]);
+        let why = match warpgroup_release(self.k, x, a) {
+            _ if !completed => "it does not follow a wait of its thread that completes the access's group, so the access may still be in flight when it arrives".to_string(),
+            Err(why) => why,
+            Ok(()) => "it does release the wgmma's reads, but not on an mbarrier slot that the other role waits on before its access".to_string(),
+        };
+        format!("an arrival by some threads only releases a wgmma's reads for the whole warpgroup when it follows a `wgmma_wait` of its thread that completes the wgmma's group, one thread of every warpgroup that runs the wgmma arrives, and only those (docs/async.md, \"wgmma completion: the warpgroup\"); any other access needs an arrival of every thread that made it, or one elected thread's after a barrier of the role; here {why}")
+    }
+
+    /// For an access `x` in a loop: an arrival after it in its iteration run by some of its
+    /// threads only (an elected one: [`Cx::elected_from`]), for E0307's note.
+    fn elected_arrival(&self, x: Op) -> Option<Op> {
+        let k = self.k;
+        self.loop_of(x)?;
+        (self.ops[self.pos[&x] + 1..].iter().copied()).find(|&a| {
+            matches!(k.ops[a].kind, OpKind::MbarArrive { .. })
+                && !self.runs_with(a, x)
+                && self.elected_from(a, x)
+                && super::wgmma_release::is_election(k, x, a)
         })
     }
 

@@ -31,6 +31,7 @@ pub mod split_pairs;
 pub(crate) mod tma_unwaited;
 pub mod waits;
 pub mod waits_paths;
+pub(crate) mod wgmma_release;
 
 use std::collections::HashMap;
 

@@ -105,7 +105,7 @@ impl BlockExec<'_> {
         let older = groups.len().saturating_sub(n as usize);
         for grp in groups.drain(..older) {
             for c in grp {
-                if !self.race.is_complete(c) {
+                if !self.race.own_complete(c) {
                     self.complete(c, t)?;
                 }
             }

@@ -352,6 +352,8 @@ impl<'a> BlockExec<'a> {
             tiles: HashMap::new(),
             meets: HashMap::new(),
             wgmma_groups: HashMap::new(),
+            collectives: HashMap::new(),
+            collective_of: HashMap::new(),
             parents: k.parents(),
         }
     }

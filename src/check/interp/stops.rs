@@ -68,6 +68,7 @@ impl BlockExec<'_> {
             Blocked::Barrier(op) => self.barrier_deadlock(t, op),
             Blocked::Warp(op) => self.warp_deadlock(t, op),
             Blocked::Split(id, p, op) => self.split_deadlock(t, (id, p), op),
+            Blocked::Warpgroup(wait, mma) => self.warpgroup_deadlock(t, (wait, mma)),
             Blocked::Named(id, op) => {
                 let st = self.named.get(&id);
                 let (a, c) = st.map_or((0, 0), |s| (s.arrived, s.count));
@@ -84,7 +85,7 @@ impl BlockExec<'_> {
     }
 
     /// Where another thread is instead of the sync op a deadlock waits at.
-    fn describe(&self, th: &Thread) -> (Span, String) {
+    pub(super) fn describe(&self, th: &Thread) -> (Span, String) {
         let k = self.k;
         match th.status {
             Status::Exited => (

@@ -75,6 +75,7 @@ impl BlockExec<'_> {
             mbar: None,
         };
         let c = self.new_copy(th, op, p);
+        self.issue_collective(th, op, c);
         let mut views = self.wgmma_reads(th, op, a.shared().into_iter().chain([b]), c)?;
         th.groups[2].0.push(c);
         let accs: Vec<f32> = acc.all().iter().map(|o| self.val(th, o).as_f32()).collect();
@@ -238,7 +239,7 @@ impl BlockExec<'_> {
     /// C0050: `op` reads or redefines a value that a wgmma of this thread still holds as
     /// register A.
     pub(super) fn check_held_registers(&self, th: &mut Thread, op: Op) -> Result<(), Stop> {
-        th.held.retain(|(_, c)| !self.race.is_complete(*c));
+        th.held.retain(|(_, c)| !self.own_done(*c));
         if th.held.is_empty() {
             return Ok(());
         }
