@@ -265,8 +265,8 @@ fn carried_values(k: &Kernel, i: Op, phases: &[Vec<usize>; 2]) -> Option<Carried
             if !carriable(k, v) {
                 return None;
             }
-            for b in def[&v]..to {
-                across[b].push((arm, v));
+            for live in across.iter_mut().take(to).skip(def[&v]) {
+                live.push((arm, v));
             }
         }
     }
@@ -399,7 +399,7 @@ fn rename(k: &mut Kernel, ops: &[Op], map: &HashMap<Value, Value>) {
                 }
             }
         }
-        for r in k.ops[o].regions.to_vec() {
+        for &r in k.ops[o].regions.iter() {
             stack.extend(k.region_ops(r).iter().copied());
         }
     }

@@ -400,7 +400,7 @@ fn run<W: Keep>(
 
 /// Why [`run_once`] failed, and the input kernel where placement refused it before any
 /// handshake was written into it (what a branch split may retry on).
-type Failed = (Vec<Diagnostic>, Option<Kernel>);
+type Failed = (Vec<Diagnostic>, Option<Box<Kernel>>);
 
 /// One run of the pipeline (see [`run`]).
 fn run_once<W: Keep>(
@@ -459,7 +459,7 @@ fn run_once<W: Keep>(
             Ok(x) => x,
             Err(e) => {
                 let e = with_hs(e);
-                let kept = hs.placed.is_empty().then_some(hs.kernel);
+                let kept = hs.placed.is_empty().then(|| Box::new(hs.kernel));
                 return Err((e, kept));
             }
         };
