@@ -166,6 +166,10 @@ impl Hazard {
 pub struct Hazards {
     pub hazards: Vec<Hazard>,
     pub findings: Vec<Diagnostic>,
+    /// The op pairs of the E0305 errors among `findings` (plain accesses in the two arms of a
+    /// thread-dependent `if`, no handshake in the arms), first then second as reported: what
+    /// `sync::branch_split` may cut.
+    pub divergent: Vec<(Op, Op)>,
 }
 
 /// The region path of every placed op: `(region, index)` from the kernel body down.
@@ -1600,6 +1604,9 @@ fn divergent_arms(fp: &mut Footprints, p: &PairAt, m: usize, out: &mut Hazards) 
         .with_note("no barrier can separate the arms of a divergent branch")
         .with_help("move one access out of the branch, or split the branch around a barrier")
     };
+    if !handshake {
+        out.divergent.push((a.op, b.op));
+    }
     let mut d = d
         .with_label(k.span(b.op), "this access")
         .with_label(k.span(a.op), "runs concurrently with this one in other threads");

@@ -381,12 +381,44 @@ impl Keep for InPlace {
 }
 
 /// The pipeline on a kernel it takes; `W` says whether the kernel placement ran on
-/// survives next to the output.
+/// survives next to the output. Where placement leaves hazards under thread-dependent
+/// control (E0303, E0305), the pipeline runs again on the kernel with those branches split
+/// (`sync::branch_split`, docs/placement.md section 10) and warns W0340 for each; when that
+/// fails too, the errors are the input's.
 fn run<W: Keep>(
-    mut input: Kernel,
+    input: Kernel,
     target: &Target,
     opts: &PlaceOptions,
 ) -> Result<Synchronized<W>, Vec<Diagnostic>> {
+    let (errors, kept) = match run_once(input, target, opts) {
+        Ok(s) => return Ok(s),
+        Err(failed) => failed,
+    };
+    let split = kept
+        .filter(|_| crate::sync::branch_split::may_repair(&errors))
+        .and_then(|k| crate::sync::branch_split::split_branches(&k, target, opts));
+    let Some((k, notes)) = split else {
+        return Err(errors);
+    };
+    match run_once::<W>(k, target, opts) {
+        Ok(mut s) => {
+            s.placement.warnings.splice(0..0, notes);
+            Ok(s)
+        }
+        Err(_) => Err(errors),
+    }
+}
+
+/// Why [`run_once`] failed, and the input kernel where placement refused it before any
+/// handshake was written into it (what a branch split may retry on).
+type Failed = (Vec<Diagnostic>, Option<Box<Kernel>>);
+
+/// One run of the pipeline (see [`run`]).
+fn run_once<W: Keep>(
+    mut input: Kernel,
+    target: &Target,
+    opts: &PlaceOptions,
+) -> Result<Synchronized<W>, Failed> {
     let input_ops = input.ops.len();
     // The analyses read the warp width off the kernel's target (`warp`/`lane` in a role
     // split: `analysis::role_split`); a declared target never contradicts this one (E0171).
@@ -399,13 +431,13 @@ fn run<W: Keep>(
         Default::default()
     };
     if !mv.errors.is_empty() {
-        return Err(mv.warnings.into_iter().chain(mv.errors).collect());
+        return Err((mv.warnings.into_iter().chain(mv.errors).collect(), None));
     }
     let hs = place_handshakes_verified(input, target, mv.unverified.clone(), (mv.keyed_before.clone(), mv.delayed.clone()));
     // E0307: a hand-written cross-role handshake that does not order a conflict of the roles
     // (docs/pipeline.md, "Hand-written handshakes: what `sync` checks").
     if !hs.errors.is_empty() {
-        return Err(mv.warnings.into_iter().chain(hs.errors).collect());
+        return Err((mv.warnings.into_iter().chain(hs.errors).collect(), None));
     }
     let k = &hs.kernel;
     // One memo of footprint answers for every in-flight dataflow run on `k` and on the
@@ -434,7 +466,14 @@ fn run<W: Keep>(
     };
     let cx = Stages { k, target, opts };
     let ((waits, with_waits, mut placement), wait_warnings) =
-        waits_and_barriers(&cx, &hs.ordered_tma, &mut memo).map_err(with_hs)?;
+        match waits_and_barriers(&cx, &hs.ordered_tma, &mut memo) {
+            Ok(x) => x,
+            Err(e) => {
+                let e = with_hs(e);
+                let kept = hs.placed.is_empty().then(|| Box::new(hs.kernel));
+                return Err((e, kept));
+            }
+        };
     merge_warnings(k, &hs, &wait_warnings, &mut placement);
     // W0318: waits not verified, which ordered nothing here (conservative answers).
     placement.stats.conservative += mv.warnings.len();
@@ -445,9 +484,10 @@ fn run<W: Keep>(
     } else {
         HashSet::new()
     };
-    let (with_waits, with_barriers) = W::apply_barriers(with_waits, &placement.plan)?;
+    let (with_waits, with_barriers) =
+        W::apply_barriers(with_waits, &placement.plan).map_err(|e| (e, None))?;
     let (mut kernel, fences, split) =
-        fence_and_lower(with_barriers, target, opts, &split_fences)?;
+        fence_and_lower(with_barriers, target, opts, &split_fences).map_err(|e| (e, None))?;
     // The output says which target it was synchronized for (warp width, barriers).
     kernel.target = Some(target.name.to_string());
     Ok(Synchronized {

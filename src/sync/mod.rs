@@ -13,6 +13,7 @@
 //! symbolic trip count counting as [`SYMBOLIC_TRIP`]); existing syncs are points at odd
 //! coordinates (an op, or a compound op that executes a sync on every path).
 
+pub mod branch_split;
 pub mod driver;
 pub mod exhaustive;
 pub mod fences;
@@ -539,6 +540,16 @@ impl<'k> SyncModel<'k> {
             .with_help("move it out of the thread-dependent region (or delete it and let `sync` place what the kernel needs)")
     }
 
+    /// Adds [`SyncModel::unplaceable`] of `h` to `out` unless it is there already: the
+    /// forward and the carried hazard of a pair in a divergent loop read the same, and are
+    /// reported once.
+    pub fn push_unplaceable(&self, h: &Hazard, out: &mut Vec<Diagnostic>) {
+        let d = self.unplaceable(h);
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+
     /// A diagnostic for a hazard no legal barrier can remove.
     pub fn unplaceable(&self, h: &Hazard) -> Diagnostic {
         let k = self.k;
@@ -604,6 +615,7 @@ pub fn place_with(
     let Hazards {
         mut hazards,
         findings,
+        ..
     } = hz;
     if opts.no_warp_sync {
         for h in &mut hazards {
@@ -638,6 +650,17 @@ pub fn place_with(
         Strategy::Optimal => place::place(model, &hazards, &pending)?,
         Strategy::Naive => naive::place(model, &hazards, &pending)?,
         Strategy::Exhaustive => {
+            // A hazard with no legal point has no answer in the search: E0303, as the optimal
+            // placer says, not "too large".
+            let mut stuck = Vec::new();
+            for &i in &pending {
+                if !has_legal_point(model, &hazards[i]) {
+                    model.push_unplaceable(&hazards[i], &mut stuck);
+                }
+            }
+            if !stuck.is_empty() {
+                return Err(stuck);
+            }
             exhaustive::place(model, &hazards, &pending, 40).ok_or_else(|| {
                 vec![Diagnostic::user(
                     "E0304",
@@ -658,6 +681,13 @@ pub fn place_with(
         .count();
     placement.warnings = warnings;
     Ok(placement)
+}
+
+/// Whether some region of `h`'s coverage takes a sync that removes it (a block barrier, or a
+/// warp sync for an intra-warp hazard).
+fn has_legal_point(model: &SyncModel, h: &Hazard) -> bool {
+    h.segments()
+        .any(|s| model.is_legal(s.region) || h.intra_warp && model.is_legal_for(s.region, Scope::Warp))
 }
 
 /// The hand-written `barrier`s in a region where `block_divergent` holds and the `warp_sync`s

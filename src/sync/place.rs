@@ -301,7 +301,9 @@ fn place_region(
         return;
     }
     if !model.is_legal_for(q, scope) {
-        st.diags.extend(local.iter().map(|&i| model.unplaceable(&hazards[i])));
+        for &i in &local {
+            model.push_unplaceable(&hazards[i], &mut st.diags);
+        }
         return;
     }
     let m = body_len(model.k, q) + 1;
