@@ -7,7 +7,7 @@
 //! claim whose interpretation deadlocks, nor a race-freedom proof whose interpretation races.
 
 use smemsync::check::handshake_proof::{HandshakeVerdict, prove_handshakes};
-use smemsync::check::{CheckOptions, Verdict, check_race_free, proof::prove};
+use smemsync::check::{AccKind, CheckOptions, Verdict, check_race_free, proof::prove};
 use smemsync::ir::Kernel;
 use smemsync::sync::PlaceOptions;
 use smemsync::sync::driver::synchronize;
@@ -52,9 +52,14 @@ fn h7_is_not_claimed_and_the_corpus_kernel_still_is() {
         matches!(&v[..], [HandshakeVerdict::NotProved(why)] if why.contains("re-arm") && why.contains("@0")),
         "{v:?}"
     );
-    // The interpreter decides, and finds the deadlock at 4 trips (3 slots).
+    // The interpreter decides at 4 trips (3 slots): with the producer's `empty` wait deleted
+    // the refill of slot 0 overwrites a stage a consumer warpgroup's wgmma still reads, and
+    // the phases then deadlock. Which it meets first depends on its schedule: since a wgmma
+    // wait blocks until the whole warpgroup issued the wgmma (docs/async.md, "wgmma
+    // completion: the warpgroup"), it meets the race.
     let d = interpret(&h7, &[("K", 256)]);
-    assert!(matches!(d, Verdict::Deadlock(_)), "{d:?}");
+    let refill_race = matches!(&d, Verdict::Race(w) if w.first.kind == AccKind::AsyncWrite);
+    assert!(matches!(d, Verdict::Deadlock(_)) || refill_race, "{d:?}");
 }
 
 /// `text` with its `n`-th line holding `mbar_wait` deleted; `None` past the last.
