@@ -359,6 +359,8 @@ struct Thread {
     moving: Vec<Option<u32>>,
     /// Values held as register A by a wgmma execution (copy id) until a wait completes it.
     held: Vec<(Value, u32)>,
+    /// How many wgmma ops (wgmma, commit, wait) the thread executed (`interp::wgmma`).
+    warpgroup_seq: usize,
 }
 
 /// Data a copy moves when performed.
@@ -478,6 +480,8 @@ struct BlockExec<'a> {
     /// Per wgmma op and iteration: the group of its shared reads while threads can still
     /// join it (`interp::wgmma`).
     wgmma_groups: HashMap<(Op, u32), wgmma::WgmmaGroup>,
+    /// Per warpgroup: the wgmma ops (wgmma, commit, wait) its threads executed, in order.
+    warpgroup_ops: Vec<Vec<Op>>,
     parents: &'a Parents,
 }
 
@@ -639,6 +643,7 @@ impl<'a> BlockExec<'a> {
         if let Some(e) = self.deferred.take() {
             return Err(e);
         }
+        self.warpgroups_complete()?;
         // Copies never completed (e.g. a TMA whose phase never completed).
         let mut left: Vec<(u32, Op, usize)> = self
             .copy_ops
@@ -756,6 +761,9 @@ impl<'a> BlockExec<'a> {
         };
         self.check_register_reads(th, op)?;
         self.check_held_registers(th, op)?;
+        if matches!(k.ops[op].kind, OpKind::Wgmma { .. } | OpKind::WgmmaCommit | OpKind::WgmmaWait(_)) {
+            self.warpgroup_op(th, op)?;
+        }
         match &k.ops[op].kind {
             OpKind::Const(s) => self.set(th, op, 0, Val::from_scalar(*s)),
             OpKind::Special(s) => {

@@ -351,6 +351,7 @@ impl<'a> BlockExec<'a> {
             tiles: HashMap::new(),
             meets: HashMap::new(),
             wgmma_groups: HashMap::new(),
+            warpgroup_ops: Vec::new(),
             parents: k.parents(),
         }
     }
