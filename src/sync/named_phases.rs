@@ -85,7 +85,7 @@ fn bad_phase(k: &Kernel, id: u32, phases: &[Vec<Share>]) -> Option<Diagnostic> {
             return Some(d);
         }
         let total: u32 = ph.iter().map(|s| s.2).sum();
-        if total % n != 0 && phases[j..].iter().flatten().any(sync) {
+        if !total.is_multiple_of(n) && phases[j..].iter().flatten().any(sync) {
             let mut d = Diagnostic::error(DiagKind::Finding, "E0310", format!("named barrier {id}: {total} threads reach a phase whose count is {n}, so a phase gets {} of {n} arrivals and never completes", total % n))
                 .with_label(k.span(op), format!("reached by {} threads (expects {n})", ph[0].2));
             for &(o, _, c) in &ph[1..] {
