@@ -363,6 +363,8 @@ struct Thread {
     moving: Vec<Option<u32>>,
     /// Values held as register A by a wgmma execution (copy id) until a wait completes it.
     held: Vec<(Value, u32)>,
+    /// How many wgmma ops (wgmma, commit, wait) the thread executed (`interp::wgmma`).
+    warpgroup_seq: usize,
 }
 
 /// Data a copy moves when performed.
@@ -487,6 +489,8 @@ struct BlockExec<'a> {
     collectives: HashMap<warpgroup::CollectiveKey, warpgroup::Collective>,
     /// Per wgmma copy: its warpgroup's execution.
     collective_of: HashMap<u32, warpgroup::CollectiveKey>,
+    /// Per warpgroup: the wgmma ops (wgmma, commit, wait) its threads executed, in order.
+    warpgroup_ops: Vec<Vec<Op>>,
     parents: &'a Parents,
 }
 
@@ -648,6 +652,7 @@ impl<'a> BlockExec<'a> {
         if let Some(e) = self.deferred.take() {
             return Err(e);
         }
+        self.warpgroups_complete()?;
         // Copies never completed (e.g. a TMA whose phase never completed).
         let mut left: Vec<(u32, Op, usize)> = self
             .copy_ops
@@ -765,6 +770,9 @@ impl<'a> BlockExec<'a> {
         };
         self.check_register_reads(th, op)?;
         self.check_held_registers(th, op)?;
+        if matches!(k.ops[op].kind, OpKind::Wgmma { .. } | OpKind::WgmmaCommit | OpKind::WgmmaWait(_)) {
+            self.warpgroup_op(th, op)?;
+        }
         match &k.ops[op].kind {
             OpKind::Const(s) => self.set(th, op, 0, Val::from_scalar(*s)),
             OpKind::Special(s) => {

@@ -97,7 +97,7 @@ fn prove_with(k: &Kernel, target: Option<Target>, memos: bool) -> Result<String,
     let ranges = Ranges::new(k);
     barriers_uniform(k, &td)?;
     let roles = super::elected_pipeline::plan(k, &td);
-    let wu = &mut |c| warp_uniform(k, warp, c);
+    let wu = &mut |c, group| warp_uniform(k, warp, group, c);
     super::proof_syncs::syncs_reasoned(k, &td, &roles, warp as u32, wu)?;
     let roles = roles.ok().flatten();
     let starts = interval_starts(k);
@@ -761,9 +761,9 @@ fn same_owner(k: &Kernel, a: &str, b: &str, shape: &[u64], warp: u32) -> bool {
     }
 }
 
-/// Whether every thread of each warp of the block computes the same value `v` (a value the
-/// proof cannot evaluate per thread is not).
-fn warp_uniform(k: &Kernel, warp: i64, v: Value) -> bool {
+/// Whether `v` is the same in every thread of each aligned group of `group` threads (a warp,
+/// a warpgroup); `warp` is the warp width the evaluator's `lane`/`warp` use.
+fn warp_uniform(k: &Kernel, warp: i64, group: i64, v: Value) -> bool {
     if !thread_evaluable(k, v, 0) {
         return false;
     }
@@ -780,7 +780,7 @@ fn warp_uniform(k: &Kernel, warp: i64, v: Value) -> bool {
         let Some(x) = eval.eval(v, t, [t % bx, (t / bx) % by, t / (bx * by)], &[]) else {
             return false;
         };
-        if t % warp.max(1) == 0 {
+        if t % group.max(1) == 0 {
             first = Some(x);
         } else if first != Some(x) {
             return false;

@@ -16,6 +16,10 @@
 //!   ([`super::protocol`]) reports nothing, and no split op is under thread-dependent control,
 //!   so every thread signals and waits in the same order, each phase pairs up and no signal
 //!   is left at exit.
+//! - collectives the hardware runs per warp or warpgroup (`.aligned`): a `named_sync` or
+//!   `named_arrive` under control that is not uniform across its warp, and a `wgmma`,
+//!   `wgmma_commit` or `wgmma_wait` under control that is not uniform across its warpgroup
+//!   (4 aligned warps), are declined (the interpreter reports them: C0002, C0003, C0053).
 //! - named barriers: only `named_sync id, n` with `n` the block's thread count, no
 //!   `named_arrive` on that id, not under thread-dependent control, and a clean protocol: each
 //!   thread blocks at every phase, so exactly the block completes each one, like a `barrier`.
@@ -42,8 +46,9 @@ use std::collections::HashSet;
 use super::elected_pipeline::RolePlan;
 use crate::ir::*;
 
-/// Whether `warp_sync` may sit under an `if` on this condition: every warp agrees on it.
-pub(super) type WarpUniform<'a> = dyn FnMut(Value) -> bool + 'a;
+/// Whether a warp-level collective may sit under an `if` on this condition: every aligned
+/// group of the given number of threads (a warp, a warpgroup) agrees on it.
+pub(super) type WarpUniform<'a> = dyn FnMut(Value, i64) -> bool + 'a;
 
 /// `Ok` when every sync op of `k` is one the proof reasons about (module doc); `Err(why)`
 /// names the first that is not. `td` holds the thread-dependent values.
@@ -66,6 +71,7 @@ pub(super) fn syncs_reasoned(
     };
     let mut g = Gate {
         k,
+        warp,
         td,
         warp_uniform,
         split_or_named: false,
@@ -91,10 +97,20 @@ struct Control {
     block_divergent: bool,
     /// Some threads of a warp may skip it while others of that warp run it.
     warp_divergent: bool,
+    /// The same for a warpgroup (4 aligned warps).
+    group_divergent: bool,
 }
+
+/// Control under which any thread may skip an op.
+const DIVERGENT: Control = Control {
+    block_divergent: true,
+    warp_divergent: true,
+    group_divergent: true,
+};
 
 struct Gate<'a, 'f> {
     k: &'a Kernel,
+    warp: u32,
     td: &'a HashSet<Value>,
     warp_uniform: &'a mut WarpUniform<'f>,
     split_or_named: bool,
@@ -108,6 +124,7 @@ struct Gate<'a, 'f> {
 impl Gate<'_, '_> {
     fn region(&mut self, r: Region, ctl: Control) -> Result<(), String> {
         for &op in self.k.region_ops(r) {
+            self.aligned(op, ctl)?;
             if let Some(s) = effects(self.k, op).sync {
                 self.sync_op(op, &s, ctl)?;
             }
@@ -125,22 +142,36 @@ impl Gate<'_, '_> {
         let td = |o: &Operand| o.value().is_some_and(|v| self.td.contains(&v));
         match &od.kind {
             OpKind::If { cond } if td(cond) => {
-                let warp_same = cond.value().is_some_and(|c| (self.warp_uniform)(c));
+                let warp = i64::from(self.warp);
+                let mut same = |g| cond.value().is_some_and(|c| (self.warp_uniform)(c, g));
                 Control {
                     block_divergent: true,
-                    warp_divergent: ctl.warp_divergent || !warp_same,
+                    warp_divergent: ctl.warp_divergent || !same(warp),
+                    group_divergent: ctl.group_divergent || !same(4 * warp),
                 }
             }
-            OpKind::For { lo, hi, step, .. } if td(lo) || td(hi) || td(step) => Control {
-                block_divergent: true,
-                warp_divergent: true,
-            },
-            OpKind::While { .. } if !self.while_uniform(op) => Control {
-                block_divergent: true,
-                warp_divergent: true,
-            },
+            OpKind::For { lo, hi, step, .. } if td(lo) || td(hi) || td(step) => DIVERGENT,
+            OpKind::While { .. } if !self.while_uniform(op) => DIVERGENT,
             _ => ctl,
         }
+    }
+
+    /// Declines a `.aligned` collective some threads of its warp (named barriers) or
+    /// warpgroup (wgmma ops) may skip.
+    fn aligned(&self, op: Op, ctl: Control) -> Result<(), String> {
+        let scope = match self.k.ops[op].kind {
+            OpKind::NamedSync { .. } | OpKind::NamedArrive { .. } if ctl.warp_divergent => "warp",
+            OpKind::Wgmma { .. } | OpKind::WgmmaCommit | OpKind::WgmmaWait(_)
+                if ctl.group_divergent =>
+            {
+                "warpgroup"
+            }
+            _ => return Ok(()),
+        };
+        Err(format!(
+            "{} is under control that is not uniform across its {scope} (its threads must execute it together)",
+            super::proof::op_at(self.k, op)
+        ))
     }
 
     fn while_uniform(&self, op: Op) -> bool {

@@ -99,12 +99,24 @@ pub fn run(args: &EmitArgs) -> i32 {
 }
 
 /// Reads the text form, verified against the target's limits when the output is for it
-/// (MLIR, CUDA) and against every target's for text.
+/// (MLIR, CUDA: and its collectives, `sync::collective_errors`) and against every target's for
+/// text.
 fn load_text(args: &EmitArgs, input: &super::Input) -> Result<Vec<smemsync::Kernel>, i32> {
     if args.format == Format::Text {
         return load(input);
     }
-    load_for_target(input, Some(&target(args, input)?))
+    let t = target(args, input)?;
+    let kernels = load_for_target(input, Some(&t))?;
+    // A collective some threads of its warp or warpgroup skip has no faithful translation
+    // (the `.aligned` instructions are undefined there): refuse it as `sync` does.
+    let errs: Vec<_> = (kernels.iter())
+        .flat_map(|k| smemsync::sync::collective_errors(k, &t))
+        .collect();
+    if !errs.is_empty() {
+        report(input, &errs);
+        return Err(exit_code(&errs));
+    }
+    Ok(kernels)
 }
 
 /// The kernel `--kernel` names (all of them without it); naming no kernel of the file is a

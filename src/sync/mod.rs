@@ -25,6 +25,7 @@ pub(crate) mod handshake_tma;
 pub mod joint;
 pub mod naive;
 pub mod named_ids;
+pub(crate) mod named_phases;
 pub mod place;
 pub mod role_release;
 pub mod split;
@@ -191,9 +192,10 @@ pub struct SyncModel<'k> {
     pub weight_bounds: HashMap<Region, u64>,
     /// Existing sync points.
     pub existing: Vec<Point>,
-    /// Hand-written `barrier`s under block-divergent control and `warp_sync`s under control
-    /// that differs within a warp: the threads that skip one never arrive, so the kernel
-    /// deadlocks; `place_with` refuses it (E0309) instead of crediting the op.
+    /// Hand-written `barrier`s under block-divergent control, `warp_sync`s and named
+    /// barriers under control that differs within a warp, wgmma ops under control that
+    /// differs within a warpgroup: the threads that skip one never arrive (or the hardware
+    /// op is undefined), so `place_with` refuses the kernel (E0309) instead of crediting it.
     pub stuck: Vec<Op>,
     /// The kernel's hand-written split pairs (`split_pairs`): the credited waits (those with
     /// a clean window act as block barriers where they stand, those with a shared access in
@@ -293,15 +295,13 @@ impl<'k> SyncModel<'k> {
         } = w;
         // Block barriers need every thread of the block, warp syncs every thread of the warp
         // (`if warp == 0`, `if tid.x < 32` are legal places for a warp sync).
-        let uw = crate::analysis::uniformity::analyze_warp(k, fp.warp, &|v, t| {
-            fp.eval(v, &Default::default(), t, &mut Default::default())
-        });
+        let uw = warp_uniformity(fp, fp.warp);
         let warp_legal = legal
             .iter()
             .map(|(&r, &ok)| (r, ok && !uw.is_warp_divergent(r)))
             .collect();
         let u = fp.uniformity();
-        let stuck = stuck_syncs(k, &|r| u.is_divergent(r), &|r| uw.is_warp_divergent(r));
+        let stuck = stuck_syncs(fp, &uw);
         for (r, ok) in legal.iter_mut() {
             *ok = *ok && !u.is_divergent(*r);
         }
@@ -526,18 +526,10 @@ impl<'k> SyncModel<'k> {
             .with_help("move the accesses out of the window, or close the window (`barrier_wait`) before the access that must wait")
     }
 
-    /// A diagnostic for a hand-written sync op that some threads of its scope skip
-    /// ([`SyncModel::stuck`]).
+    /// A diagnostic for a hand-written sync op or collective that some threads of its scope
+    /// skip ([`SyncModel::stuck`]).
     pub fn stuck_sync(&self, op: Op) -> Diagnostic {
-        let k = self.k;
-        let (what, scope) = match k.ops[op].kind {
-            OpKind::WarpSync => ("warp_sync", "warp"),
-            _ => ("barrier", "block"),
-        };
-        Diagnostic::error(DiagKind::Finding, "E0309", format!("`{what}` under thread-dependent control: threads of its {scope} that skip it never arrive, and the kernel deadlocks"))
-            .with_label(k.span(op), format!("not reached by every thread of its {scope}"))
-            .with_note(format!("a `{what}` completes only when every thread of its {scope} arrives at it; an enclosing `if` or loop lets some of them pass it by"))
-            .with_help("move it out of the thread-dependent region (or delete it and let `sync` place what the kernel needs)")
+        stuck_sync(self.k, op)
     }
 
     /// Adds [`SyncModel::unplaceable`] of `h` to `out` unless it is there already: the
@@ -629,6 +621,7 @@ pub fn place_with(
         .stuck
         .iter()
         .map(|&op| model.stuck_sync(op))
+        .chain(named_phases::errors(model.k))
         .chain(errors)
         .collect();
     if !errors.is_empty() {
@@ -690,13 +683,51 @@ fn has_legal_point(model: &SyncModel, h: &Hazard) -> bool {
         .any(|s| model.is_legal(s.region) || h.intra_warp && model.is_legal_for(s.region, Scope::Warp))
 }
 
-/// The hand-written `barrier`s in a region where `block_divergent` holds and the `warp_sync`s
-/// where `warp_divergent` does ([`SyncModel::stuck`]), in program order. O(ops).
-fn stuck_syncs(
-    k: &Kernel,
-    block_divergent: &dyn Fn(Region) -> bool,
-    warp_divergent: &dyn Fn(Region) -> bool,
-) -> Vec<Op> {
+/// E0309 at a hand-written collective some threads of its scope skip ([`SyncModel::stuck`]).
+fn stuck_sync(k: &Kernel, op: Op) -> Diagnostic {
+    let deadlock = "never arrive, and the kernel deadlocks";
+    let (what, scope, effect, note) = match k.ops[op].kind {
+        OpKind::WarpSync => ("warp_sync", "warp", deadlock, "a `warp_sync` completes only when every thread of its warp arrives at it"),
+        OpKind::NamedSync { .. } | OpKind::NamedArrive { .. } => (
+            if matches!(k.ops[op].kind, OpKind::NamedSync { .. }) { "named_sync" } else { "named_arrive" },
+            "warp",
+            "leave it half-executed (`bar.sync`/`bar.arrive` are `.aligned`: undefined behaviour)",
+            "a named barrier counts warps: every thread of a warp that reaches it must reach it together",
+        ),
+        OpKind::Wgmma { .. } | OpKind::WgmmaCommit | OpKind::WgmmaWait(_) => (
+            match k.ops[op].kind {
+                OpKind::Wgmma { .. } => "wgmma",
+                OpKind::WgmmaCommit => "wgmma_commit",
+                _ => "wgmma_wait",
+            },
+            "warpgroup",
+            "leave it half-executed (`.sync.aligned`: the warpgroup's 128 threads execute it together, else the behaviour is undefined)",
+            "a wgmma (and its commit and wait) is executed by the 4 aligned warps of a warpgroup together",
+        ),
+        _ => ("barrier", "block", deadlock, "a `barrier` completes only when every thread of its block arrives at it"),
+    };
+    Diagnostic::error(DiagKind::Finding, "E0309", format!("`{what}` under thread-dependent control: threads of its {scope} that skip it {effect}"))
+        .with_label(k.span(op), format!("not reached by every thread of its {scope}"))
+        .with_note(format!("{note}; an enclosing `if` or loop lets some of them pass it by"))
+        .with_help("move it out of the thread-dependent region (or delete it and let `sync` place what the kernel needs)")
+}
+
+/// The per-warp uniformity of `fp`'s kernel for warps of `width` threads.
+fn warp_uniformity(fp: &Footprints, width: u32) -> crate::analysis::uniformity::Uniformity {
+    let eval = |v: Value, t: u32| fp.eval(v, &Default::default(), t, &mut Default::default());
+    crate::analysis::uniformity::analyze_warp(fp.k, width, &eval)
+}
+
+/// The hand-written collectives in a region where their scope diverges
+/// ([`SyncModel::stuck`]), in program order: `barrier` (block), `warp_sync`, `named_sync`,
+/// `named_arrive` (warp, `uw`: the hardware counts whole warps), `wgmma`, `wgmma_commit`,
+/// `wgmma_wait` (warpgroup: 4 aligned warps, analysed only when the kernel has one). O(ops)
+/// plus the uniformity analyses.
+fn stuck_syncs(fp: &Footprints, uw: &crate::analysis::uniformity::Uniformity) -> Vec<Op> {
+    let k = fp.k;
+    let u = fp.uniformity();
+    let wgmma = |o: &OpData| matches!(o.kind, OpKind::Wgmma { .. } | OpKind::WgmmaCommit | OpKind::WgmmaWait(_));
+    let ug = (k.ops.iter().any(|(_, o)| wgmma(o))).then(|| warp_uniformity(fp, 4 * fp.warp));
     k.ops_in_order()
         .into_iter()
         .filter(|&op| {
@@ -704,11 +735,26 @@ fn stuck_syncs(
                 return false;
             };
             match k.ops[op].kind {
-                OpKind::Barrier => block_divergent(r),
-                OpKind::WarpSync => warp_divergent(r),
+                OpKind::Barrier => u.is_divergent(r),
+                OpKind::WarpSync | OpKind::NamedSync { .. } | OpKind::NamedArrive { .. } => {
+                    uw.is_warp_divergent(r)
+                }
+                _ if wgmma(&k.ops[op]) => ug.as_ref().is_some_and(|g| g.is_warp_divergent(r)),
                 _ => false,
             }
         })
+        .collect()
+}
+
+/// The errors `sync` reports about an input's hand-written collectives before placing
+/// anything: E0309 (a collective some threads of its block, warp or warpgroup skip) and
+/// E0310 (a named-barrier phase that cannot complete). `emit` refuses such a kernel too.
+pub fn collective_errors(k: &Kernel, target: &Target) -> Vec<Diagnostic> {
+    let fp = Footprints::new(k, target.warp);
+    let uw = warp_uniformity(&fp, fp.warp);
+    let stuck = stuck_syncs(&fp, &uw);
+    (stuck.into_iter().map(|op| stuck_sync(k, op)))
+        .chain(named_phases::errors(k))
         .collect()
 }
 

@@ -54,14 +54,8 @@ impl BlockExec<'_> {
         if let Some(prev) = bs.op
             && prev != op
         {
-            let other = bs.arrived.first().copied().unwrap_or(0);
             let what = if warp { "warp_sync" } else { "barrier" };
-            let d = Diagnostic::error(DiagKind::Finding, "C0003", format!("divergent {what}: threads meet different {what} ops"))
-                .with_label(self.k.span(op), format!("thread {t} arrives here"))
-                .with_label(self.k.span(prev), format!("while thread {other} waits here"))
-                .with_help("every thread must execute the same sequence of barriers; move the barrier out of thread-dependent control")
-                .with_note(format!("block {}", fmt_xyz(self.bid)));
-            return Err(Stop::Deadlock(d));
+            return Err(self.divergent(t, (op, prev), warp, what));
         }
         if bs.arrived.is_empty() && !warp {
             bs.vc = self.race.base();
@@ -101,6 +95,43 @@ impl BlockExec<'_> {
             }
         }
         Ok(false)
+    }
+
+    /// C0003: thread `t` arrives at `op` while its block (`warp` false) or warp waits at
+    /// `prev`.
+    fn divergent(&self, t: usize, (op, prev): (Op, Op), warp: bool, what: &str) -> Stop {
+        let bs = if warp { &self.warps[t / self.warp] } else { &self.bar };
+        let other = bs.arrived.first().copied().unwrap_or(0);
+        let d = Diagnostic::error(DiagKind::Finding, "C0003", format!("divergent {what}: threads meet different {what} ops"))
+            .with_label(self.k.span(op), format!("thread {t} arrives here"))
+            .with_label(self.k.span(prev), format!("while thread {other} waits here"))
+            .with_help("every thread must execute the same sequence of barriers; move the barrier out of thread-dependent control")
+            .with_note(format!("block {}", fmt_xyz(self.bid)));
+        Stop::Deadlock(d)
+    }
+
+    /// The warp rendezvous of a named barrier op (`bar.sync`/`bar.arrive` are `.aligned`
+    /// and the hardware counts whole warps): blocks `th` until every thread of its warp has
+    /// reached `op`, then answers the warp's threads (C0003 when a thread of the warp reaches
+    /// another such op or a `warp_sync` first). It orders nothing by itself.
+    fn warp_meet(&mut self, th: &mut Thread, op: Op) -> Result<Option<Vec<usize>>, Stop> {
+        let t = th.lin as usize;
+        let w = t / self.warp;
+        let need = (self.nthreads - w * self.warp).min(self.warp);
+        if let Some(prev) = self.warps[w].op
+            && prev != op
+        {
+            return Err(self.divergent(t, (op, prev), true, "warp collective"));
+        }
+        let bs = &mut self.warps[w];
+        bs.op = Some(op);
+        bs.arrived.push(t);
+        th.status = Status::Blocked(Blocked::Warp(op));
+        if bs.arrived.len() < need {
+            return Ok(None);
+        }
+        bs.op = None;
+        Ok(Some(std::mem::take(&mut bs.arrived)))
     }
 
     /// `barrier_signal id`: C0008 on a second signal before the wait; the last signal of a
@@ -178,9 +209,11 @@ impl BlockExec<'_> {
     }
 
     /// `named_arrive id, count` (`sync` false) or `named_sync id, count` (`sync` true, which
-    /// blocks until `count` threads arrived in the phase). On gfx1250 both are
-    /// `s_barrier_signal` on the id (and `s_barrier_wait` for a sync): like a split signal,
-    /// they release only the LDS accesses a `dscnt(0)` wait completed (`lds_release_cap`).
+    /// blocks until `count` threads arrived in the phase). Threads arrive by whole warps
+    /// ([`Self::warp_meet`]): the phase counts a warp's threads when its last one arrives.
+    /// On gfx1250 both are `s_barrier_signal` on the id (and `s_barrier_wait` for a sync):
+    /// like a split signal, they release only the LDS accesses a `dscnt(0)` wait completed
+    /// (`lds_release_cap`), each member thread its own.
     pub(super) fn named_barrier(
         &mut self,
         th: &mut Thread,
@@ -188,6 +221,9 @@ impl BlockExec<'_> {
         (id, count): (u32, u32),
         sync: bool,
     ) -> Result<bool, Stop> {
+        let Some(members) = self.warp_meet(th, op)? else {
+            return Ok(false);
+        };
         let t = th.lin as usize;
         let slots = self.race.slots;
         let st = self.named.entry(id).or_insert_with(|| NamedState {
@@ -204,16 +240,26 @@ impl BlockExec<'_> {
         st.count = count;
         st.op = Some(op);
         let mut vc = std::mem::take(&mut st.vc);
-        let own = self.lds_release_cap(th);
-        self.race.release(t, &mut vc, own);
+        for &m in &members {
+            let cap = if m == t { self.lds_release_cap(th) } else { self.lds_release_cap(&self.threads[m]) };
+            self.race.release(m, &mut vc, cap);
+        }
         let st = self.named.get_mut(&id).expect("named state");
         st.vc = vc;
-        st.arrived += 1;
+        st.arrived += members.len() as u32;
+        let done = st.arrived >= st.count;
         if sync {
-            st.waiters.push(t);
-            th.status = Status::Blocked(Blocked::Named(id, op));
+            st.waiters.extend(&members);
+            for &m in &members {
+                self.set_status(th, m, Status::Blocked(Blocked::Named(id, op)));
+            }
+        } else {
+            for &m in &members {
+                self.wake_acquired(m);
+            }
         }
-        if st.arrived >= st.count {
+        if done {
+            let st = self.named.get_mut(&id).expect("named state");
             let vc = std::mem::replace(&mut st.vc, vec![0; slots]);
             let waiters = std::mem::take(&mut st.waiters);
             st.arrived = 0;
@@ -222,7 +268,16 @@ impl BlockExec<'_> {
                 self.wake(w, &vc);
             }
         }
-        Ok(!sync)
+        Ok(false)
+    }
+
+    /// Sets the status of thread `m` (`th` when it is the running one).
+    fn set_status(&mut self, th: &mut Thread, m: usize, s: Status) {
+        if m == th.lin as usize {
+            th.status = s;
+        } else {
+            self.threads[m].status = s;
+        }
     }
 
     // ---------------------------------------------------------------- mbarriers

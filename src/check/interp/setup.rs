@@ -354,6 +354,7 @@ impl<'a> BlockExec<'a> {
             wgmma_groups: HashMap::new(),
             collectives: HashMap::new(),
             collective_of: HashMap::new(),
+            warpgroup_ops: Vec::new(),
             parents: k.parents(),
         }
     }

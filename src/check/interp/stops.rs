@@ -132,15 +132,16 @@ impl BlockExec<'_> {
         d.with_help("a barrier must be reached by every thread of the block: move it out of thread-dependent control")
     }
 
-    /// A `warp_sync` (or register-A `wgmma` rendezvous) that not every thread of the warp
-    /// reaches.
+    /// A `warp_sync` (or register-A `wgmma` or named-barrier rendezvous) that not every
+    /// thread of the warp reaches.
     fn warp_deadlock(&self, t: usize, op: Op) -> Diagnostic {
         let k = self.k;
         let w = t / self.warp;
-        let what = if matches!(k.ops[op].kind, OpKind::Wgmma { .. }) {
-            "wgmma"
-        } else {
-            "warp_sync"
+        let what = match k.ops[op].kind {
+            OpKind::Wgmma { .. } => "wgmma",
+            OpKind::NamedSync { .. } => "named_sync",
+            OpKind::NamedArrive { .. } => "named_arrive",
+            _ => "warp_sync",
         };
         let mut d = Diagnostic::error(
             DiagKind::Finding,

@@ -23,6 +23,12 @@
 //! an op of the issuing thread that reads or redefines one (`ir::wgmma::register_reads`,
 //! `register_writes`; another wgmma reading it as A excepted) is C0050.
 //!
+//! Warpgroups: wgmma, `wgmma_commit` and `wgmma_wait` are `.sync.aligned` over the 4 aligned
+//! warps of a warpgroup, so every thread of a warpgroup must execute the same sequence of
+//! them: a thread whose n-th such op differs from its warpgroup's is C0053 at once, and a
+//! thread that exits having executed fewer than its warpgroup is C0053 when the block ends
+//! (hostile H4: a wgmma under `if %t < 64` in a block of 128).
+//!
 //! Complexity: O(registers x K) per thread and wgmma, O(warp) bookkeeping per rendezvous, plus
 //! the shared reads above.
 
@@ -171,6 +177,50 @@ impl BlockExec<'_> {
             out.push(Rc::new(vals));
         }
         Ok(out)
+    }
+
+    /// Records `th`'s next wgmma op in its warpgroup's sequence; C0053 when another thread
+    /// of the warpgroup executed a different op at that position.
+    pub(super) fn warpgroup_op(&mut self, th: &mut Thread, op: Op) -> Result<(), Stop> {
+        let g = th.lin as usize / (4 * self.warp);
+        if self.warpgroup_ops.len() <= g {
+            self.warpgroup_ops.resize_with(g + 1, Vec::new);
+        }
+        let i = th.warpgroup_seq;
+        th.warpgroup_seq += 1;
+        let log = &mut self.warpgroup_ops[g];
+        match log.get(i) {
+            None => log.push(op),
+            Some(&o) if o != op => {
+                let d = self.warpgroup_split(g, op, th.lin as usize).with_label(
+                    self.k.span(o),
+                    "while another thread of its warpgroup executes this one",
+                );
+                return Err(Stop::Deadlock(d));
+            }
+            Some(_) => {}
+        }
+        Ok(())
+    }
+
+    /// C0053 for the first thread (at the block's end) that executed fewer wgmma ops than
+    /// its warpgroup.
+    pub(super) fn warpgroups_complete(&self) -> Result<(), Stop> {
+        for th in &self.threads {
+            let g = th.lin as usize / (4 * self.warp);
+            let log = self.warpgroup_ops.get(g);
+            if let Some(&op) = log.and_then(|l| l.get(th.warpgroup_seq)) {
+                return Err(Stop::Deadlock(self.warpgroup_split(g, op, th.lin as usize)));
+            }
+        }
+        Ok(())
+    }
+
+    fn warpgroup_split(&self, g: usize, op: Op, t: usize) -> Diagnostic {
+        Diagnostic::error(DiagKind::Finding, "C0053", format!("wgmma op not executed by every thread of warpgroup {g} (`.sync.aligned`: undefined behaviour)"))
+            .with_label(self.k.span(op), format!("thread {t} does not execute this with its warpgroup"))
+            .with_help("a wgmma, `wgmma_commit` and `wgmma_wait` must be executed by all 128 threads of a warpgroup together: move it out of control that splits the warpgroup")
+            .with_note(format!("block {}", fmt_xyz(self.bid)))
     }
 
     /// Deposits `th`'s register-A arrival at its warp's rendezvous; the last thread of the
