@@ -19,9 +19,11 @@
 //! boxes changed since they last ran (exactly the rounds of a full sweep).
 //!
 //! **Presolve** (elimination, normalization, projection: docs/symbolic.md, "The decision
-//! procedure") costs no nodes; [`Presolved`] makes it once for solves that differ only in
-//! one variable's box, where it provably does not read that box, so that a distance mask's
-//! solves share it. Every solve gives the same answer, solution and node count as the plain
+//! procedure") costs no nodes. A solve runs in two phases ([`two_phase`]): without
+//! coefficient cuts for at most [`CUT_AFTER`] nodes, then presolved again with them
+//! ([`Problem::cuts`]: equalities such as a `div` quotient equal to a thread id). [`Presolved`]
+//! makes each phase's presolve once for solves that differ only in one variable's box, where
+//! it provably does not read that box, so that a distance mask's solves share it. Every solve gives the same answer, solution and node count as the plain
 //! [`Problem::solve`] (docs/symbolic.md, "Cost of one solve").
 
 use crate::ir::arith::{ceil_div_wide, floor_div_wide, gcd};
@@ -902,7 +904,7 @@ impl Reduced {
 /// A problem to be solved with several boxes of one variable ([`Problem::presolved`]):
 /// presolved once, at the first solve, and reused wherever that is exact
 /// (`Reduced::reusable`: the variable neither eliminated nor projected, and its box read by
-/// no projection choice); elsewhere a solve is the plain [`Problem::solve`].
+/// no projection choice and no cut); elsewhere a solve is the plain [`Problem::solve`].
 pub struct Presolved<'p> {
     p: &'p Problem,
     var: usize,

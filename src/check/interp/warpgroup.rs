@@ -100,6 +100,9 @@ impl BlockExec<'_> {
             if let Some(f) = th.frames.last_mut() {
                 f.pc -= 1;
             }
+            // Executed again when woken: its place in the warpgroup's sequence of wgmma ops
+            // (`warpgroup_op`, C0053) is taken then, not twice.
+            th.warpgroup_seq -= 1;
             return Ok(false);
         }
         self.wait_groups(th, 2, n)?;

@@ -52,10 +52,18 @@ impl Issue {
             Diagnostic::user(self.code, self.msg.clone()).with_label(self.span, "here")
         } else {
             let label = "treated as an opaque layout (conservative)";
-            Diagnostic::warning(DiagKind::User, self.code, self.msg.clone())
-                .with_label(self.span, label)
-                .with_note("who holds which element is unknown: each access under it has an owner mapping of its own, so the same name does not make two accesses same-thread")
+            Diagnostic::warning(DiagKind::User, self.code, self.msg.clone()).with_label(self.span, label)
         }
+    }
+
+    /// [`Issue::diagnostic`] of a distributed layout an access uses: an opaque one says who
+    /// holds which element is unknown.
+    pub fn owner_diagnostic(&self) -> Diagnostic {
+        let d = self.diagnostic();
+        if self.error {
+            return d;
+        }
+        d.with_note("who holds which element is unknown: each access under it has an owner mapping of its own, so the same name does not make two accesses same-thread")
     }
 }
 
@@ -553,9 +561,10 @@ pub fn buffer_addresses(k: &Kernel, b: crate::ir::Buffer) -> Option<AddressMap> 
 pub fn diagnostics(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
-    let mut push = |i: Issue, use_span: Span, out: &mut Vec<Diagnostic>| {
+    // `owners`: the layout distributes an access over threads (not a buffer's addresses).
+    let mut push = |i: Issue, use_span: Span, owners: bool, out: &mut Vec<Diagnostic>| {
         if seen.insert((i.code, i.span.lo, i.span.hi)) {
-            let mut d = i.diagnostic();
+            let mut d = if owners { i.owner_diagnostic() } else { i.diagnostic() };
             if use_span != Span::UNDEF && use_span != i.span {
                 d = d.with_label(use_span, "used here");
             }
@@ -573,13 +582,14 @@ pub fn diagnostics(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
                     error: true,
                 },
                 Span::UNDEF,
+                false,
                 &mut out,
             );
         }
     }
     for (op, name, mem) in collective_uses(k) {
         if let Ownership::Opaque(Some(i)) = ownership(k, name, &k.shape(mem), warp) {
-            push(i, k.span(op), &mut out);
+            push(i, k.span(op), true, &mut out);
         }
     }
     for (b, bd) in k.buffers.iter() {
@@ -594,9 +604,10 @@ pub fn diagnostics(k: &Kernel, warp: u32) -> Vec<Diagnostic> {
                     error: true,
                 },
                 Span::UNDEF,
+                false,
                 &mut out,
             ),
-            Err(i) => push(i, span, &mut out),
+            Err(i) => push(i, span, false, &mut out),
             _ => {}
         }
     }
