@@ -176,7 +176,7 @@ fn arrives_after(k: &Kernel, parents: &Parents, w: Op, s: Op) -> bool {
 
 /// The ordering hazards of every (role-wide wait, elected signal) pair of one role, but for
 /// the pairs whose waiting threads arrive on the signalled object themselves
-/// ([`arrives_after`]).
+/// (`arrives_after`).
 pub fn hazards(fp: &Footprints) -> Vec<Hazard> {
     let k = fp.k;
     let mut waits: Vec<(Region, usize)> = Vec::new();

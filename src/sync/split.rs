@@ -326,8 +326,8 @@ fn drop_clean_dscnt(k: &mut Kernel, added: &std::collections::HashSet<Op>) -> us
 /// and the signal, like the split one, does not wait for the wave's LDS operations, so
 /// without the wait a store (or load) still in flight is unordered with the other threads'
 /// accesses after the barrier (session 39's P5). Waits are written before every named op
-/// not already right after one, then those the dataflow of [`walk_lds`] (rule
-/// [`Outstanding::DsOnly`]) reaches with nothing outstanding are removed again; removing a
+/// not already right after one, then those the dataflow of `walk_lds` (rule
+/// `Outstanding::DsOnly`) reaches with nothing outstanding are removed again; removing a
 /// wait reached clean changes no state, so the rest stay needed. Returns the waits kept.
 /// Complexity: O(ops).
 pub fn fence_named_barriers(k: &mut Kernel) -> usize {

@@ -19,9 +19,9 @@
 //! boxes changed since they last ran (exactly the rounds of a full sweep).
 //!
 //! **Presolve** (elimination, normalization, projection: docs/symbolic.md, "The decision
-//! procedure") costs no nodes. A solve runs in two phases ([`two_phase`]): without
-//! coefficient cuts for at most [`CUT_AFTER`] nodes, then presolved again with them
-//! ([`Problem::cuts`]: equalities such as a `div` quotient equal to a thread id). [`Presolved`]
+//! procedure") costs no nodes. A solve runs in two phases (`two_phase`): without
+//! coefficient cuts for at most `CUT_AFTER` nodes, then presolved again with them
+//! (`Problem::cuts`: equalities such as a `div` quotient equal to a thread id). [`Presolved`]
 //! makes each phase's presolve once for solves that differ only in one variable's box, where
 //! it provably does not read that box, so that a distance mask's solves share it. Every solve gives the same answer, solution and node count as the plain
 //! [`Problem::solve`] (docs/symbolic.md, "Cost of one solve").
