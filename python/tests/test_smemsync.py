@@ -124,28 +124,44 @@ def test_a_target_that_contradicts_the_declared_one_is_refused():
     assert d.code == "E0171" and d.line == 1
 
 
+DIVERGENT = (
+    "kernel @divergent(%n: i32) block(128) {\n"
+    "  shared @s : i32[128]\n"
+    "  %t = tid.x\n"
+    "  %u = sub 63, %t\n"
+    "  %lo = cmp lt %t, 48\n"
+    "  if %lo {\n"
+    "    store @s[%t], 1\n"
+    "    %x = load @s[%u]\n"
+    "  }\n"
+    "}\n"
+)
+
+
+def test_a_divergent_hazard_is_placed_by_splitting_its_branch():
+    # tests/filetests/placement/divergent-hazard-is-split-not-hoisted.kir: both accesses under
+    # a thread-dependent `if` inside one wavefront; the branch is split so that a warp sync
+    # sits between its halves.
+    r = smemsync.sync(DIVERGENT, target="gfx942")
+    [w] = r.warnings
+    assert w.code == "W0340" and (w.line, w.column) == (6, 3)
+    assert r.text.count("if %lo") == 2 and r.stats.warp_syncs_written == 1
+
+
 def test_a_hazard_no_barrier_can_fix_is_a_finding():
-    # tests/filetests/placement/divergent-hazard-is-reported.kir: both accesses under a
-    # thread-dependent `if` that splits a wavefront.
-    kernel = (
-        "kernel @divergent(%n: i32) block(128) {\n"
-        "  shared @s : i32[128]\n"
-        "  %t = tid.x\n"
-        "  %u = sub 63, %t\n"
-        "  %lo = cmp lt %t, 48\n"
-        "  if %lo {\n"
-        "    store @s[%t], 1\n"
-        "    %x = load @s[%u]\n"
-        "  }\n"
-        "}\n"
+    # The same accesses in a loop inside the arm: no split can put a barrier between them.
+    kernel = DIVERGENT.replace(
+        "    store @s[%t], 1\n    %x = load @s[%u]\n",
+        "    for %i = 0 to 4 step 1 {\n      store @s[%t], %i\n      %x = load @s[%u]\n    }\n",
     )
     with pytest.raises(smemsync.SmemsyncError) as e:
         smemsync.sync(kernel, target="gfx942")
     assert (e.value.kind, e.value.exit_code) == ("finding", 1)
-    [d] = e.value.diagnostics
-    assert d.code == "E0303" and (d.line, d.column) == (8, 5)
-    assert [l.location for l in d.labels] == [(8, 5), (7, 5)]
-    assert [l.primary for l in d.labels] == [True, False]
+    raw, war = e.value.diagnostics
+    assert (raw.code, raw.line, raw.column) == ("E0303", 9, 7)
+    assert [l.location for l in raw.labels] == [(9, 7), (8, 7)]
+    assert [l.primary for l in raw.labels] == [True, False]
+    assert (war.code, war.line, war.column) == ("E0303", 8, 7)
 
 
 def test_emit_writes_mlir_and_cuda():
