@@ -569,12 +569,6 @@ fn may_have_async(k: &Kernel) -> bool {
     })
 }
 
-/// Whether one instance of access `a` is a write per executing thread, so that two threads
-/// touching one unit race (docs/ir.md section 5): plain writes, and the per-thread copies
-/// (`cp_async`, `gather_to_lds`), whose copies by different threads are different writes
-/// even of one op. Their tile forms give each element one writer (the layout's, docs/ir.md
-/// "Collective accesses"); a TMA/TDM load is one transfer of the tile by its issuer (several
-/// issuers of one tile are merged, docs/checker.md); atomics of one op commute.
 /// The finding of write `ai` when one instance of it may touch a unit from two threads: E0301
 /// with the unit (the symbolic engine decides most writes; a race it finds is enumerated for
 /// the message's unit, the enumerator's first one), or, where the enumerator does not know
@@ -617,6 +611,12 @@ fn self_race_finding(fp: &mut Footprints, ai: usize) -> Option<Diagnostic> {
     }
 }
 
+/// Whether one instance of access `a` is a write per executing thread, so that two threads
+/// touching one unit race (docs/ir.md section 5): plain writes, and the per-thread copies
+/// (`cp_async`, `gather_to_lds`), whose copies by different threads are different writes
+/// even of one op. Their tile forms give each element one writer (the layout's, docs/ir.md
+/// "Collective accesses"); a TMA/TDM load is one transfer of the tile by its issuer (several
+/// issuers of one tile are merged, docs/checker.md); atomics of one op commute.
 fn may_self_race(a: &SharedAccess) -> bool {
     match a.kind {
         AccessKind::Write => true,
